@@ -1,0 +1,53 @@
+package activities
+
+import "time"
+
+// Registered activity names. They are part of workflow histories: never
+// rename one without a workflow.GetVersion guard.
+const (
+	RunContainerName = "atelier.container.run"
+	MirrorRunName    = "atelier.run.mirror"
+)
+
+// Application error types returned by step activities. Step failures are
+// non-retryable at the Temporal level: the pipeline workflow owns step
+// retries so every attempt is visible in the run.
+const (
+	ErrTypeStepFailed  = "StepFailed"  // process exited non-zero
+	ErrTypeStepTimeout = "StepTimeout" // attempt exceeded its timeout
+	ErrTypeInvalidStep = "InvalidStep" // request cannot run (bad command, missing tool)
+	ErrTypeBadOutputs  = "BadOutputs"  // outputs file not a JSON object or too large
+)
+
+// ContainerRequest runs one attempt of a container step.
+type ContainerRequest struct {
+	Project string `json:"project"`
+	RunID   string `json:"runId"`
+	Step    string `json:"step"`           // step name
+	Item    *int   `json:"item,omitempty"` // forEach item index
+	Attempt int    `json:"attempt"`        // 1-based, as shown to users
+
+	Image      string            `json:"image,omitempty"`
+	Command    []string          `json:"command"`
+	Args       []string          `json:"args,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
+	WorkingDir string            `json:"workingDir,omitempty"`
+	Timeout    time.Duration     `json:"timeout"`
+}
+
+// ContainerResult is what a finished attempt reports. On failure it is
+// attached as the application error's details.
+type ContainerResult struct {
+	ExitCode   int            `json:"exitCode"`
+	Outputs    map[string]any `json:"outputs,omitempty"`
+	StartedAt  time.Time      `json:"startedAt"`
+	FinishedAt time.Time      `json:"finishedAt"`
+}
+
+// LogKey addresses the log of one step attempt.
+type LogKey struct {
+	RunID   string
+	Step    string
+	Item    int // -1 when not a forEach item
+	Attempt int
+}

@@ -1,0 +1,166 @@
+package spec
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Pipeline is a declarative DAG pipeline as posted over REST (JSON or YAML).
+// Stored versions are immutable; the generic pipeline workflow receives the
+// whole Pipeline in its input so replay never depends on the catalogue.
+type Pipeline struct {
+	// Name is informational; the catalogue name comes from the URL.
+	Name        string  `json:"name,omitempty"`
+	Description string  `json:"description,omitempty"`
+	Params      []Param `json:"params,omitempty"`
+	Steps       []Step  `json:"steps"`
+	// Deadline bounds the whole run; when it passes, running steps are
+	// cancelled and the run fails.
+	Deadline Duration `json:"deadline,omitempty"`
+}
+
+// ParamType is the declared type of a pipeline parameter.
+type ParamType string
+
+// Parameter types. Values are JSON values; "number" accepts any JSON number,
+// "integer" only whole numbers.
+const (
+	ParamString  ParamType = "string"
+	ParamInteger ParamType = "integer"
+	ParamNumber  ParamType = "number"
+	ParamBoolean ParamType = "boolean"
+	ParamObject  ParamType = "object"
+	ParamArray   ParamType = "array"
+)
+
+// Param declares a typed pipeline parameter. A param without a default is
+// required when a run starts.
+type Param struct {
+	Name        string    `json:"name"`
+	Type        ParamType `json:"type"`
+	Default     any       `json:"default,omitempty"`
+	Description string    `json:"description,omitempty"`
+}
+
+// StepKind names what a step runs.
+type StepKind string
+
+// Step kinds. Only container runs on the local runtime today.
+const (
+	KindContainer StepKind = "container"
+	KindRay       StepKind = "ray"
+	KindSpark     StepKind = "spark"
+	KindInference StepKind = "inference"
+	KindApproval  StepKind = "approval"
+	KindPipeline  StepKind = "pipeline"
+)
+
+// Step is one node of the DAG.
+//
+// Strings in Container (command, args, env values, workingDir) may hold
+// templates: "{{ <expr> }}" where <expr> is an expr-lang expression over
+// params, steps.<name>.outputs, item (inside forEach) and run (id, project,
+// pipeline). A step that references steps.X implicitly depends on X.
+type Step struct {
+	Name      string   `json:"name"`
+	Kind      StepKind `json:"kind,omitempty"` // default container
+	DependsOn []string `json:"dependsOn,omitempty"`
+	// When is an expr-lang boolean expression (no "{{ }}"); false skips the
+	// step and, transitively, the steps that depend on it.
+	When    string   `json:"when,omitempty"`
+	ForEach *ForEach `json:"forEach,omitempty"`
+	Retries *Retries `json:"retries,omitempty"`
+	// Timeout bounds one attempt.
+	Timeout   Duration   `json:"timeout,omitempty"`
+	Container *Container `json:"container,omitempty"`
+	// Cluster-only kinds: accepted by the parser so validation can say
+	// precisely that the local runtime cannot run them.
+	Ray       json.RawMessage `json:"ray,omitempty"`
+	Spark     json.RawMessage `json:"spark,omitempty"`
+	Inference json.RawMessage `json:"inference,omitempty"`
+}
+
+// ForEach fans a step out over a list. Items is either a JSON array literal
+// or an expr-lang expression (a string) that evaluates to an array.
+type ForEach struct {
+	Items       json.RawMessage `json:"items"`
+	Parallelism int             `json:"parallelism,omitempty"` // 0 = MaxParallelism
+}
+
+// Limits that keep one run inside Temporal's history and pending-activity
+// limits (see docs/architecture.md).
+const (
+	MaxSteps           = 200
+	MaxForEachItems    = 1000
+	MaxParallelism     = 100
+	MaxRetries         = 20
+	MaxSpecBytes       = 256 << 10
+	MaxOutputsBytes    = 64 << 10
+	DefaultStepTimeout = 24 * time.Hour
+)
+
+// Retries re-runs a failed attempt. Backoff doubles (Factor) up to MaxBackoff.
+type Retries struct {
+	Limit      int      `json:"limit"`
+	Backoff    Duration `json:"backoff,omitempty"`    // default 1s
+	MaxBackoff Duration `json:"maxBackoff,omitempty"` // default 5m
+	Factor     float64  `json:"factor,omitempty"`     // default 2
+}
+
+// Container describes a process: a Kubernetes Job on a cluster, a local
+// process on the local runtime (Image is then only recorded).
+type Container struct {
+	Image      string            `json:"image,omitempty"`
+	Command    []string          `json:"command"`
+	Args       []string          `json:"args,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
+	WorkingDir string            `json:"workingDir,omitempty"`
+}
+
+// Duration is a time.Duration that marshals as a Go duration string ("90s").
+type Duration time.Duration
+
+// D returns the value as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// MarshalJSON implements json.Marshaler.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON accepts "1m30s" style strings.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string such as \"90s\" or \"2h\"")
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("invalid duration %q: use a value such as \"90s\" or \"2h\"", s)
+	}
+	if v < 0 {
+		return fmt.Errorf("duration %q must not be negative", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Problem is one validation finding, located by a JSON-path-like Path such as
+// "steps[2].dependsOn[0]".
+type Problem struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
+
+// ValidationError carries every problem found in a spec or run input.
+type ValidationError struct {
+	Problems []Problem
+}
+
+func (e *ValidationError) Error() string {
+	if len(e.Problems) == 1 {
+		return fmt.Sprintf("invalid pipeline: %s: %s", e.Problems[0].Path, e.Problems[0].Message)
+	}
+	return fmt.Sprintf("invalid pipeline: %d problems (first: %s: %s)", len(e.Problems), e.Problems[0].Path, e.Problems[0].Message)
+}

@@ -1,0 +1,122 @@
+package workflows
+
+import "time"
+
+// RunState is the lifecycle state of a run (one Temporal workflow execution).
+type RunState string
+
+// Run states.
+const (
+	RunPending    RunState = "PENDING"
+	RunRunning    RunState = "RUNNING"
+	RunSucceeded  RunState = "SUCCEEDED"
+	RunFailed     RunState = "FAILED"
+	RunCancelling RunState = "CANCELLING"
+	RunCancelled  RunState = "CANCELLED"
+)
+
+// Terminal reports whether no further change will happen.
+func (s RunState) Terminal() bool {
+	return s == RunSucceeded || s == RunFailed || s == RunCancelled
+}
+
+// StepState is the lifecycle state of one step (or one forEach item).
+type StepState string
+
+// Step states. WAITING_* and CACHED are reserved for later backends (GPU
+// admission, approvals, caching) and are not produced yet.
+const (
+	StepPending            StepState = "PENDING"
+	StepRunning            StepState = "RUNNING"
+	StepRetrying           StepState = "RETRYING" // failed attempt, waiting for backoff
+	StepSucceeded          StepState = "SUCCEEDED"
+	StepFailed             StepState = "FAILED"
+	StepSkipped            StepState = "SKIPPED"
+	StepCancelled          StepState = "CANCELLED"
+	StepCached             StepState = "CACHED"
+	StepWaitingForGPU      StepState = "WAITING_FOR_GPU"
+	StepWaitingForApproval StepState = "WAITING_FOR_APPROVAL"
+)
+
+// Terminal reports whether the step will not change any more.
+func (s StepState) Terminal() bool {
+	switch s {
+	case StepSucceeded, StepFailed, StepSkipped, StepCancelled, StepCached:
+		return true
+	}
+	return false
+}
+
+// RunStatus is the whole observable state of a run. It is served by the
+// workflow's "status" query and mirrored to Postgres (runs.status) for
+// listing and for reads after the workflow is gone.
+type RunStatus struct {
+	RunID    string   `json:"runId"`
+	Project  string   `json:"project"`
+	Pipeline string   `json:"pipeline,omitempty"` // declarative pipeline name
+	Version  int      `json:"version,omitempty"`  // declarative pipeline version
+	Workflow string   `json:"workflow"`           // registered Temporal workflow type
+	State    RunState `json:"state"`
+	// Seq increases with every change; the mirror ignores writes whose Seq is
+	// not newer than what Postgres holds, so out-of-order writes are harmless.
+	Seq        int64          `json:"seq"`
+	StartedAt  *time.Time     `json:"startedAt,omitempty"`
+	FinishedAt *time.Time     `json:"finishedAt,omitempty"`
+	Error      string         `json:"error,omitempty"`
+	Cancel     *CancelRequest `json:"cancel,omitempty"`
+	Params     map[string]any `json:"params,omitempty"`
+	Steps      []StepStatus   `json:"steps"`
+	// Result is the JSON result of a native Go pipeline, when it returned one.
+	Result any `json:"result,omitempty"`
+}
+
+// StepStatus is one step. A forEach step carries one entry per item in Items
+// (named "<step>[<i>]"); its own State summarises them.
+type StepStatus struct {
+	Name       string       `json:"name"`
+	Kind       string       `json:"kind"`
+	State      StepState    `json:"state"`
+	StartedAt  *time.Time   `json:"startedAt,omitempty"`
+	FinishedAt *time.Time   `json:"finishedAt,omitempty"`
+	Attempts   []Attempt    `json:"attempts,omitempty"`
+	Outputs    any          `json:"outputs,omitempty"`
+	Error      string       `json:"error,omitempty"`
+	Message    string       `json:"message,omitempty"` // e.g. why it was skipped
+	Item       any          `json:"item,omitempty"`
+	Items      []StepStatus `json:"items,omitempty"`
+}
+
+// Attempt is one try of a step. Logs are served by the gateway at
+// /v1/projects/{project}/runs/{run}/steps/{step}/logs?attempt=N[&item=I].
+type Attempt struct {
+	Number     int        `json:"number"`
+	State      StepState  `json:"state"`
+	StartedAt  *time.Time `json:"startedAt,omitempty"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	ExitCode   *int       `json:"exitCode,omitempty"`
+	Error      string     `json:"error,omitempty"`
+	LogURL     string     `json:"logUrl,omitempty"`
+}
+
+// CancelRequest is the payload of the cancel signal sent by the gateway.
+type CancelRequest struct {
+	Reason    string    `json:"reason"`
+	Requester string    `json:"requester"`
+	At        time.Time `json:"at"`
+}
+
+// Names shared with the gateway and with users of tctl / the temporal CLI.
+const (
+	// TaskQueueLocal is the task queue of workers running the local runtime.
+	TaskQueueLocal = "atelier-local"
+	// PipelineWorkflowName is the generic declarative pipeline interpreter.
+	PipelineWorkflowName = "atelier.Pipeline"
+	// QueryStatus returns RunStatus.
+	QueryStatus = "status"
+	// SignalCancel carries a CancelRequest.
+	SignalCancel = "cancel"
+	// Search attributes registered on the namespace.
+	SAProject  = "AtelierProject"
+	SAPipeline = "AtelierPipeline"
+	SAState    = "AtelierState"
+)
