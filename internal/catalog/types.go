@@ -13,6 +13,9 @@ import (
 var (
 	ErrNotFound = errors.New("not found")
 	ErrConflict = errors.New("conflict")
+	// ErrInvalidArgument marks a caller mistake the store detects, such as
+	// a malformed or foreign page token; the gateway answers 400.
+	ErrInvalidArgument = errors.New("invalid argument")
 )
 
 // Role grants what a token may do. Admin tokens are not bound to a project.

@@ -3,4 +3,40 @@
 // the template/condition evaluation the generic pipeline workflow relies on.
 //
 // Everything here is pure and deterministic so it can run inside workflow code.
+//
+// # Expressions
+//
+// when, forEach.items (as a string) and the "{{ … }}" templates in container
+// command, args, env values and workingDir are expr-lang expressions
+// (https://expr-lang.org) over four names:
+//
+//	params.<name>              resolved run parameters
+//	steps.<step>.outputs…      outputs of a finished step; a list with one
+//	                           entry per item for a forEach step
+//	item                       the current forEach element (container
+//	                           templates of forEach steps only)
+//	run.id, run.project, run.pipeline
+//
+// Step names must be written literally (steps.train, not steps[x]) because a
+// reference is also a dependency, computed before the run starts.
+//
+// Builtins that would make a replay diverge are removed: now() (wall clock),
+// date() and timezone() (host time zone data). keys(), values() and toPairs()
+// return entries sorted by key instead of in Go's random map order.
+//
+// # Missing keys
+//
+// Reading a key that does not exist under params, steps, item or run is an
+// error naming the path (steps.a.outputs has no key "acc"), not expr's
+// default nil: a typo then fails the step with a clear message instead of
+// rendering "" or comparing nil. Optional reads opt out: steps.a.outputs?.acc,
+// steps.a.outputs.acc ?? 0.5, "acc" in steps.a.outputs.
+//
+// # Rendering
+//
+// A template's value is written as: strings as is, numbers as encoding/json
+// prints them (0.01, 3, 1e+21), booleans as true/false, null as "", objects
+// and lists as compact JSON with sorted keys. A "}}" outside a template is
+// literal text (JSON in shell arguments often ends that way); a literal "{{"
+// is written {{ "{{" }}.
 package spec

@@ -1,0 +1,52 @@
+// Package local is the embedded "local runtime": it runs a container step as
+// a process on the worker's machine, executing the same command (and args)
+// the step's pod would run on a cluster. The image is only recorded; the
+// program must be installed on the worker's machine.
+//
+// # One attempt
+//
+// Runner.RunContainer runs one attempt of a step. Each attempt gets a
+// directory
+//
+//	<data>/runs/<run>/<step>[-<item>]/attempt-<n>/
+//	    work/          working directory, unless the step sets workingDir
+//	    log            combined stdout+stderr (the same bytes as shipped)
+//	    outputs.json   ATELIER_OUTPUTS: the step may write a JSON object here
+//
+// Combined output is shipped to a LogSink in ordered chunks addressed by byte
+// offset, so the gateway can serve and follow logs from Postgres while the
+// step runs.
+//
+// # Process lifecycle
+//
+// The process runs in its own process group so that everything it spawns can
+// be signalled as one unit, like a pod's containers. When the main process
+// exits, any processes it left behind in its group are killed, as a pod's
+// would be when its container exits. Cancellation and timeouts send SIGTERM
+// to the group, then SIGKILL after a grace period.
+//
+// On Linux the main process also gets PR_SET_PDEATHSIG=SIGKILL, so it dies
+// with the worker. Linux delivers that signal when the OS thread that forked
+// the child exits, not when the worker process exits, and the Go runtime may
+// retire threads; the runner therefore keeps the forking goroutine locked to
+// its thread until the child has been reaped. Pdeathsig only reaches the
+// direct child: grandchildren survive a worker crash. To cover that, the
+// runner heartbeats the process group id, and a Temporal retry of the
+// activity (the worker was killed -9 and the heartbeat timed out) kills the
+// previous attempt's group before re-running the step, after checking that
+// the group is still ours (same host and boot, and on Linux a member whose
+// environment carries this attempt's ATELIER_* variables), because process
+// group ids are recycled.
+//
+// # Environment
+//
+// A step does not inherit the worker's environment: the worker holds secrets
+// (database URLs, Temporal credentials, cloud keys) that a pipeline author
+// must not be able to read by printing env. A step sees only PATH, HOME,
+// LANG and TMPDIR from the worker, then its own env, then the ATELIER_*
+// variables set by the runtime (which cannot be overridden). Anything else a
+// step needs (proxies, CUDA_VISIBLE_DEVICES, tokens) must be set in its env.
+//
+// The package supports Unix systems; process-group recovery is most precise
+// on Linux, where /proc is available.
+package local

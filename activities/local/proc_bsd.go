@@ -1,0 +1,29 @@
+//go:build unix && !linux
+
+package local
+
+import (
+	"errors"
+	"syscall"
+)
+
+// sysProcAttr puts the step in its own process group. Only Linux has a
+// parent-death signal; elsewhere a crashed worker leaves the step running
+// until a retried attempt kills its group.
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}
+
+// bootID is unknown without /proc; the host name check still applies.
+func bootID() string { return "" }
+
+// groupState cannot inspect environments without /proc, so any live group on
+// the same host is taken as ours: less safe than on Linux, where the
+// environment is checked.
+func groupState(pgid int, _ []string) (alive, owned bool) {
+	err := syscall.Kill(-pgid, 0)
+	if err == nil {
+		return true, true
+	}
+	return errors.Is(err, syscall.EPERM), false
+}

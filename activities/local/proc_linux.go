@@ -1,0 +1,85 @@
+//go:build linux
+
+package local
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// sysProcAttr puts the step in its own process group and ties the group
+// leader's life to the forking thread (see the package doc for why the
+// runner pins that thread).
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// bootID identifies this boot of the machine: after a reboot, process ids
+// from heartbeats mean nothing.
+func bootID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// groupState reports whether a process group has live (non-zombie) members
+// and whether one of them carries all of marker in its environment. The
+// marker check is what makes killing a group id read from an old heartbeat
+// safe: ids are recycled, and the group could now belong to anything.
+func groupState(pgid int, marker []string) (alive, owned bool) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return false, false
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // exited meanwhile
+		}
+		// The command name is in parentheses and may hold anything,
+		// including spaces and ')': fields start after the last ')'.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) < 3 {
+			continue
+		}
+		state, pgrp := f[0], f[2]
+		if pgrp != strconv.Itoa(pgid) || state == "Z" || state == "X" {
+			continue
+		}
+		alive = true
+		if hasEnv(pid, marker) {
+			return true, true
+		}
+	}
+	return alive, false
+}
+
+func hasEnv(pid int, marker []string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return false
+	}
+	have := make(map[string]bool)
+	for _, kv := range bytes.Split(b, []byte{0}) {
+		have[string(kv)] = true
+	}
+	for _, m := range marker {
+		if !have[m] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,22 @@
+//go:build !unix
+
+package local
+
+import (
+	"errors"
+	"os"
+	"syscall"
+)
+
+// The local runtime relies on Unix process groups; on other systems every
+// step fails with InvalidStep instead of the worker failing to build.
+const platformSupported = false
+
+var errUnsupported = errors.New("the local runtime needs a Unix system")
+
+func sysProcAttr() *syscall.SysProcAttr            { return nil }
+func bootID() string                               { return "" }
+func groupState(int, []string) (alive, owned bool) { return false, false }
+func signalGroup(int, syscall.Signal) error        { return errUnsupported }
+func exitStatus(ps *os.ProcessState) (int, string) { return ps.ExitCode(), "" }
+func isStartProblem(error) bool                    { return true }

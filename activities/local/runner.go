@@ -1,0 +1,622 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
+
+	"github.com/atelier-ml/atelier/activities"
+)
+
+// Defaults of the options.
+const (
+	DefaultHeartbeatInterval = time.Second
+	DefaultGracePeriod       = 5 * time.Second
+	// DefaultLogLimit bounds what one attempt ships to the LogSink, so a step
+	// stuck in a print loop cannot fill the database.
+	DefaultLogLimit = 8 << 20
+)
+
+// inheritedEnv is all a step gets from the worker's environment (see the
+// package doc for why not more).
+var inheritedEnv = []string{"PATH", "HOME", "LANG", "TMPDIR"}
+
+// Runner runs container steps as local processes. It is safe for concurrent
+// use: one Runner serves every activity of a worker.
+type Runner struct {
+	logs      LogSink
+	dataDir   string
+	now       func() time.Time
+	logger    *zap.Logger
+	heartbeat time.Duration
+	grace     time.Duration
+	logLimit  int64
+
+	// Fixed in production; variables so tests need not wait on them.
+	flushInterval time.Duration
+	chunkSize     int
+	drainTimeout  time.Duration // how long to wait for pipe EOF after the group is dead
+	flushDeadline time.Duration // how long the final log flush may retry
+}
+
+// Option configures a Runner.
+type Option func(*Runner)
+
+// WithDataDir sets where attempt directories (work dir, log, outputs) live.
+// The default is $XDG_STATE_HOME/atelier, or .atelier/data under the
+// worker's working directory when XDG_STATE_HOME is unset.
+func WithDataDir(dir string) Option { return func(r *Runner) { r.dataDir = dir } }
+
+// WithClock sets the clock for the StartedAt/FinishedAt timestamps that end
+// up in run status. Timeouts and heartbeats use real time regardless: a fake
+// clock must not be able to stall a process kill.
+func WithClock(now func() time.Time) Option { return func(r *Runner) { r.now = now } }
+
+// WithLogger sets the worker-side logger (not the step log).
+func WithLogger(l *zap.Logger) Option { return func(r *Runner) { r.logger = l } }
+
+// WithHeartbeatInterval sets how often a running step heartbeats. It must be
+// well below the activity's HeartbeatTimeout, which is what detects a dead
+// worker.
+func WithHeartbeatInterval(d time.Duration) Option { return func(r *Runner) { r.heartbeat = d } }
+
+// WithGracePeriod sets how long a cancelled or timed-out step has between
+// SIGTERM and SIGKILL, like a pod's terminationGracePeriodSeconds.
+func WithGracePeriod(d time.Duration) Option { return func(r *Runner) { r.grace = d } }
+
+// WithLogLimit sets how many bytes of output one attempt may ship before the
+// log is truncated.
+func WithLogLimit(n int64) Option { return func(r *Runner) { r.logLimit = n } }
+
+// New returns a Runner that ships step logs to logs, which must not be nil.
+func New(logs LogSink, opts ...Option) *Runner {
+	if logs == nil {
+		panic("local.New: nil LogSink")
+	}
+	r := &Runner{
+		logs:          logs,
+		now:           time.Now,
+		logger:        zap.NewNop(),
+		heartbeat:     DefaultHeartbeatInterval,
+		grace:         DefaultGracePeriod,
+		logLimit:      DefaultLogLimit,
+		flushInterval: 500 * time.Millisecond,
+		chunkSize:     64 << 10,
+		drainTimeout:  2 * time.Second,
+		flushDeadline: 15 * time.Second,
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	if r.dataDir == "" {
+		if x := os.Getenv("XDG_STATE_HOME"); x != "" {
+			r.dataDir = filepath.Join(x, "atelier")
+		} else {
+			r.dataDir = filepath.Join(".atelier", "data")
+		}
+	}
+	// Steps run in other directories: a relative data dir would make
+	// ATELIER_OUTPUTS point nowhere.
+	if abs, err := filepath.Abs(r.dataDir); err == nil {
+		r.dataDir = abs
+	}
+	if r.heartbeat <= 0 {
+		r.heartbeat = DefaultHeartbeatInterval
+	}
+	if r.grace < 0 {
+		r.grace = 0
+	}
+	if r.logLimit <= 0 {
+		r.logLimit = DefaultLogLimit
+	}
+	return r
+}
+
+// Register registers RunContainer under its contract name, which workflow
+// histories refer to.
+func (r *Runner) Register(reg worker.ActivityRegistry) {
+	reg.RegisterActivityWithOptions(r.RunContainer, activity.RegisterOptions{Name: activities.RunContainerName})
+}
+
+// Heartbeat is the activity heartbeat detail of a running step. A Temporal
+// retry of the same activity (the worker died) reads it to kill what the
+// previous execution left running and to continue its log.
+type Heartbeat struct {
+	Pgid      int       `json:"pgid"`
+	Pid       int       `json:"pid"`
+	StartedAt time.Time `json:"startedAt"`
+	LogOffset int64     `json:"logOffset"` // bytes the LogSink has confirmed
+	Host      string    `json:"host,omitempty"`
+	BootID    string    `json:"bootId,omitempty"`
+}
+
+type stopReason int
+
+const (
+	exited stopReason = iota
+	cancelled
+	timedOut
+)
+
+type waitResult struct {
+	state *os.ProcessState
+	err   error
+}
+
+// RunContainer runs one attempt of a container step and waits for it.
+//
+// Failures of the step itself are non-retryable application errors
+// (activities.ErrType*) carrying the ContainerResult as details, because the
+// pipeline workflow owns step retries. Failures of the worker's machinery
+// (cannot create directories, fork fails) are plain, retryable errors. On
+// cancellation it returns ctx.Err() once the process group is dead.
+func (r *Runner) RunContainer(ctx context.Context, req activities.ContainerRequest) (activities.ContainerResult, error) {
+	if err := validate(req); err != nil {
+		return activities.ContainerResult{}, invalid("%s", err)
+	}
+	key := activities.LogKey{RunID: req.RunID, Step: req.Step, Item: -1, Attempt: req.Attempt}
+	stepDir := req.Step
+	if req.Item != nil {
+		key.Item = *req.Item
+		stepDir += "-" + strconv.Itoa(*req.Item)
+	}
+	logger := r.logger.With(zap.String("run", req.RunID), zap.String("step", req.Step),
+		zap.Int("item", key.Item), zap.Int("attempt", req.Attempt))
+	attemptDir := filepath.Join(r.dataDir, "runs", req.RunID, stepDir, "attempt-"+strconv.Itoa(req.Attempt))
+	outputsPath := filepath.Join(attemptDir, "outputs.json")
+	marker := markerEnv(req)
+
+	prev, restarted := previousHeartbeat(ctx, logger)
+	if restarted {
+		r.killPrevious(prev, marker, logger)
+	}
+
+	workDir := req.WorkingDir
+	if workDir != "" {
+		if fi, err := os.Stat(workDir); err != nil || !fi.IsDir() {
+			return activities.ContainerResult{}, invalid(
+				"working directory %q does not exist on the worker's machine: the local runtime runs steps as local processes, so it must exist there (or leave workingDir unset for a fresh directory)",
+				workDir)
+		}
+	} else {
+		workDir = filepath.Join(attemptDir, "work")
+		// Fresh even when a restarted attempt reuses the directory: a
+		// half-done previous run must not leave files the step trips on.
+		if err := os.RemoveAll(workDir); err != nil {
+			return activities.ContainerResult{}, fmt.Errorf("clear work dir: %w", err)
+		}
+	}
+	if err := os.MkdirAll(workDir, 0o755); err != nil {
+		return activities.ContainerResult{}, fmt.Errorf("create work dir: %w", err)
+	}
+	if err := os.Remove(outputsPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return activities.ContainerResult{}, fmt.Errorf("remove stale outputs: %w", err)
+	}
+
+	env := buildEnv(req, outputsPath)
+	prog, err := lookPath(req.Command[0], envValue(env, "PATH"), workDir)
+	if err != nil {
+		msg := fmt.Sprintf("%s: the local runtime runs steps as local processes, so %q must be installed on the worker's machine",
+			err, req.Command[0])
+		if req.Image != "" {
+			msg += fmt.Sprintf(" (image %q is not used locally)", req.Image)
+		}
+		return activities.ContainerResult{}, temporal.NewNonRetryableApplicationError(msg, activities.ErrTypeInvalidStep, nil)
+	}
+
+	if err := ctx.Err(); err != nil {
+		return activities.ContainerResult{}, err // cancelled while cleaning up
+	}
+	if err := os.MkdirAll(attemptDir, 0o755); err != nil {
+		return activities.ContainerResult{}, fmt.Errorf("create attempt dir: %w", err)
+	}
+	logs, err := openLogStream(ctx, r, key, filepath.Join(attemptDir, "log"), restarted, prev.LogOffset, logger)
+	if err != nil {
+		return activities.ContainerResult{}, err
+	}
+	if restarted {
+		logs.note("worker restarted; re-running step")
+	}
+
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		logs.Close()
+		return activities.ContainerResult{}, fmt.Errorf("create output pipe: %w", err)
+	}
+	cmd := &exec.Cmd{
+		Path:        prog,
+		Args:        append(slices.Clone(req.Command), req.Args...),
+		Env:         env,
+		Dir:         workDir,
+		Stdout:      pw, // an *os.File: no copying goroutine, so Wait
+		Stderr:      pw, // does not wait for grandchildren holding the pipe
+		SysProcAttr: sysProcAttr(),
+	}
+
+	startedAt := r.now()
+	startErr := make(chan error, 1)
+	waited := make(chan waitResult, 1)
+	go func() {
+		// Pdeathsig fires when the forking thread exits. Pinning this
+		// goroutine to its thread until the child is reaped keeps the
+		// runtime from retiring that thread under a live child.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			startErr <- err
+			return
+		}
+		startErr <- nil
+		err := cmd.Wait()
+		waited <- waitResult{cmd.ProcessState, err}
+	}()
+	err = <-startErr
+	pw.Close() // the child has its copy; EOF comes when the group is gone
+	if err != nil {
+		pr.Close()
+		logs.note("cannot start %s: %v", req.Command[0], err)
+		logs.Close()
+		if isStartProblem(err) {
+			return activities.ContainerResult{}, invalid("cannot start %q: %v", req.Command[0], err)
+		}
+		return activities.ContainerResult{}, fmt.Errorf("start %q: %w", req.Command[0], err)
+	}
+	pid := cmd.Process.Pid
+	pgid := pid // Setpgid with Pgid 0: the child leads a new group
+	logger.Info("step started", zap.Int("pid", pid), zap.String("program", prog), zap.String("dir", workDir))
+
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		_, _ = io.Copy(logs, pr)
+	}()
+
+	hbStop := make(chan struct{})
+	hbDone := make(chan struct{})
+	go func() {
+		defer close(hbDone)
+		host, _ := os.Hostname()
+		hb := Heartbeat{Pgid: pgid, Pid: pid, StartedAt: startedAt, Host: host, BootID: bootID()}
+		t := time.NewTicker(r.heartbeat)
+		defer t.Stop()
+		for {
+			hb.LogOffset = logs.Shipped()
+			activity.RecordHeartbeat(ctx, hb)
+			select {
+			case <-t.C:
+			case <-hbStop:
+				return
+			}
+		}
+	}()
+
+	var timeout <-chan time.Time
+	if req.Timeout > 0 {
+		t := time.NewTimer(req.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	reason := exited
+	var res waitResult
+	select {
+	case res = <-waited:
+	case <-ctx.Done():
+		reason = cancelled
+		logs.note("step cancelled; stopping it")
+		res = r.terminate(pgid, waited, logs, logger)
+	case <-timeout:
+		reason = timedOut
+		logs.note("step timed out after %s; stopping it", req.Timeout)
+		res = r.terminate(pgid, waited, logs, logger)
+	}
+	// Like a pod whose container exited: nothing the step started outlives it.
+	if err := signalGroup(pgid, syscall.SIGKILL); err != nil {
+		logger.Warn("cannot kill leftover processes", zap.Int("pgid", pgid), zap.Error(err))
+	}
+	// Processes that left the group (setsid daemons) may still hold the
+	// pipe; do not wait on them forever.
+	_ = pr.SetReadDeadline(time.Now().Add(r.drainTimeout))
+	<-readDone
+	pr.Close()
+	close(hbStop)
+	<-hbDone
+	finishedAt := r.now()
+
+	result := activities.ContainerResult{ExitCode: -1, StartedAt: startedAt, FinishedAt: finishedAt}
+	var signal string
+	if res.state != nil {
+		result.ExitCode, signal = exitStatus(res.state)
+	}
+	logger.Info("step finished", zap.Int("exitCode", result.ExitCode), zap.Duration("took", finishedAt.Sub(startedAt)))
+
+	switch {
+	case reason == cancelled:
+		logs.Close()
+		return result, ctx.Err()
+	case reason == timedOut:
+		logs.Close()
+		return result, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("step timed out after %s and was killed", req.Timeout),
+			activities.ErrTypeStepTimeout, nil, result)
+	case res.state == nil:
+		logs.Close()
+		return result, fmt.Errorf("wait for step process: %w", res.err)
+	case result.ExitCode != 0:
+		logs.Close()
+		return result, temporal.NewNonRetryableApplicationError(
+			failureMessage(result.ExitCode, signal, logs.LastLines(5)),
+			activities.ErrTypeStepFailed, nil, result)
+	}
+
+	outputs, err := readOutputs(outputsPath)
+	if err != nil {
+		logs.note("%v", err)
+		logs.Close()
+		return result, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrTypeBadOutputs, nil, result)
+	}
+	logs.Close()
+	result.Outputs = outputs
+	return result, nil
+}
+
+// terminate stops the group the way Kubernetes stops a pod: SIGTERM, then
+// SIGKILL once the grace period is over.
+func (r *Runner) terminate(pgid int, waited <-chan waitResult, logs *logStream, logger *zap.Logger) waitResult {
+	if err := signalGroup(pgid, syscall.SIGTERM); err != nil {
+		logger.Warn("cannot send SIGTERM", zap.Int("pgid", pgid), zap.Error(err))
+	}
+	grace := time.NewTimer(r.grace)
+	defer grace.Stop()
+	select {
+	case res := <-waited:
+		return res
+	case <-grace.C:
+	}
+	logs.note("still running %s after SIGTERM; sending SIGKILL", r.grace)
+	if err := signalGroup(pgid, syscall.SIGKILL); err != nil {
+		logger.Warn("cannot send SIGKILL", zap.Int("pgid", pgid), zap.Error(err))
+	}
+	return <-waited
+}
+
+// previousHeartbeat returns the details of an earlier execution of this
+// activity. Their mere presence means the worker died mid-step: the step
+// heartbeats only once its process runs, and every outcome after that is
+// final (non-retryable or cancelled).
+func previousHeartbeat(ctx context.Context, logger *zap.Logger) (Heartbeat, bool) {
+	if !activity.HasHeartbeatDetails(ctx) {
+		return Heartbeat{}, false
+	}
+	var hb Heartbeat
+	if err := activity.GetHeartbeatDetails(ctx, &hb); err != nil {
+		logger.Warn("cannot decode previous heartbeat; not cleaning up", zap.Error(err))
+		return Heartbeat{}, true
+	}
+	return hb, true
+}
+
+// killPrevious kills the process group a dead worker left running, so the
+// re-run does not race its predecessor on the same files. It only kills a
+// group it can show is still this step's (see groupState).
+func (r *Runner) killPrevious(hb Heartbeat, marker []string, logger *zap.Logger) {
+	if hb.Pgid <= 1 {
+		return
+	}
+	host, _ := os.Hostname()
+	if hb.Host != host || hb.BootID != bootID() {
+		logger.Info("previous attempt ran on another machine or boot; nothing to clean up",
+			zap.String("host", hb.Host), zap.Int("pgid", hb.Pgid))
+		return
+	}
+	alive, owned := groupState(hb.Pgid, marker)
+	if !alive {
+		return
+	}
+	if !owned {
+		logger.Warn("previous attempt's process group id now belongs to other processes; not killing it",
+			zap.Int("pgid", hb.Pgid))
+		return
+	}
+	logger.Warn("killing process group left by a previous attempt", zap.Int("pgid", hb.Pgid))
+	if err := signalGroup(hb.Pgid, syscall.SIGKILL); err != nil {
+		logger.Error("cannot kill previous attempt's process group", zap.Int("pgid", hb.Pgid), zap.Error(err))
+		return
+	}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if alive, _ := groupState(hb.Pgid, marker); !alive {
+			return
+		}
+	}
+	logger.Error("previous attempt's process group survived SIGKILL", zap.Int("pgid", hb.Pgid))
+}
+
+// validate rejects requests that cannot run, before anything touches disk.
+func validate(req activities.ContainerRequest) error {
+	if !platformSupported {
+		return errUnsupportedPlatform
+	}
+	if len(req.Command) == 0 || req.Command[0] == "" {
+		return errors.New("step has no command")
+	}
+	for _, c := range []struct{ what, v string }{{"run id", req.RunID}, {"step name", req.Step}} {
+		if c.v == "" || c.v == "." || c.v == ".." || strings.ContainsAny(c.v, "/\\\x00") {
+			return fmt.Errorf("%s %q cannot name a directory", c.what, c.v)
+		}
+	}
+	if req.Attempt < 1 {
+		return fmt.Errorf("attempt must be 1 or more, got %d", req.Attempt)
+	}
+	if req.Item != nil && *req.Item < 0 {
+		return fmt.Errorf("item index must not be negative, got %d", *req.Item)
+	}
+	if req.Timeout < 0 {
+		return fmt.Errorf("timeout must not be negative, got %s", req.Timeout)
+	}
+	for i, a := range append(slices.Clone(req.Command), req.Args...) {
+		if strings.ContainsRune(a, 0) {
+			return fmt.Errorf("command/args element %d contains a NUL byte", i)
+		}
+	}
+	if strings.ContainsRune(req.WorkingDir, 0) {
+		return errors.New("workingDir contains a NUL byte")
+	}
+	for k, v := range req.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return fmt.Errorf("invalid env variable name %q", k)
+		}
+		if strings.ContainsRune(v, 0) {
+			return fmt.Errorf("env variable %s contains a NUL byte", k)
+		}
+	}
+	return nil
+}
+
+var errUnsupportedPlatform = fmt.Errorf("the local runtime needs a Unix system, not %s", runtime.GOOS)
+
+func invalid(format string, args ...any) error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), activities.ErrTypeInvalidStep, nil)
+}
+
+// markerEnv is the part of the step environment that identifies this
+// attempt's processes on the machine (see groupState).
+func markerEnv(req activities.ContainerRequest) []string {
+	m := []string{
+		"ATELIER_RUN_ID=" + req.RunID,
+		"ATELIER_STEP=" + req.Step,
+		"ATELIER_ATTEMPT=" + strconv.Itoa(req.Attempt),
+	}
+	if req.Item != nil {
+		m = append(m, "ATELIER_ITEM="+strconv.Itoa(*req.Item))
+	}
+	return m
+}
+
+// buildEnv layers the inherited allowlist, the step's env and the runtime's
+// variables, later layers winning, so a step cannot spoof its identity.
+func buildEnv(req activities.ContainerRequest, outputsPath string) []string {
+	m := make(map[string]string)
+	for _, k := range inheritedEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			m[k] = v
+		}
+	}
+	maps.Copy(m, req.Env)
+	for _, kv := range markerEnv(req) {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	m["ATELIER_PROJECT"] = req.Project
+	m["ATELIER_OUTPUTS"] = outputsPath
+	env := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		env = append(env, k+"="+m[k])
+	}
+	return env
+}
+
+func envValue(env []string, key string) string {
+	for _, kv := range env {
+		if k, v, _ := strings.Cut(kv, "="); k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+// lookPath resolves a program the way exec.LookPath does, but against the
+// step's PATH (its env may set one) rather than the worker's. Like
+// exec.LookPath it ignores relative PATH entries, which would resolve
+// against the step's working directory.
+func lookPath(file, path, dir string) (string, error) {
+	if strings.Contains(file, "/") {
+		p := file
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		if err := executable(p); err != nil {
+			return "", fmt.Errorf("program %q %v", file, err)
+		}
+		return file, nil // exec resolves a relative path against Dir
+	}
+	var found string
+	for _, d := range filepath.SplitList(path) {
+		if d == "" || !filepath.IsAbs(d) {
+			continue
+		}
+		p := filepath.Join(d, file)
+		err := executable(p)
+		if err == nil {
+			return p, nil
+		}
+		if found == "" && !errors.Is(err, os.ErrNotExist) {
+			found = p
+		}
+	}
+	if found != "" {
+		return "", fmt.Errorf("program %q found at %s but it is not executable", file, found)
+	}
+	return "", fmt.Errorf("program %q not found in PATH %q", file, path)
+}
+
+func executable(p string) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("does not exist: %w", os.ErrNotExist)
+		}
+		return err
+	}
+	if fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return errors.New("is not an executable file")
+	}
+	return nil
+}
+
+// failureMessage keeps the error short (it is stored in workflow history
+// and shown in run status) yet enough to see why without opening the log.
+func failureMessage(code int, signal string, lines []string) string {
+	head := fmt.Sprintf("command exited with code %d", code)
+	if signal != "" {
+		head = fmt.Sprintf("command was killed by signal %q (exit code %d)", signal, code)
+	}
+	const maxLen = 1024
+	for i := range lines {
+		lines[i] = strings.ToValidUTF8(lines[i], "?")
+	}
+	for len(lines) > 0 {
+		msg := head + "; last lines of output:\n" + strings.Join(lines, "\n")
+		if len(msg) <= maxLen {
+			return msg
+		}
+		if len(lines) == 1 {
+			// One huge line: keep its end, which is usually the error.
+			room := maxLen - len(head) - len("; last lines of output:\n…")
+			l := lines[0]
+			cut := len(l) - room
+			for cut < len(l) && !utf8RuneStart(l[cut]) {
+				cut++
+			}
+			return head + "; last lines of output:\n…" + l[cut:]
+		}
+		lines = lines[1:]
+	}
+	return head
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }

@@ -1,0 +1,134 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/atelier-ml/atelier/api/gen"
+	"github.com/atelier-ml/atelier/workflows"
+)
+
+// StreamRunEvents sends run and step changes as server-sent events. It
+// polls the status (live query, else the mirror) and sends what changed:
+// simple, and correct across gateway restarts because events are diffs of
+// state, not a log that could have gaps.
+func (s *server) StreamRunEvents(c echo.Context, project, runID string, params gen.StreamRunEventsParams) error {
+	ctx := c.Request().Context()
+	run, err := s.getRun(ctx, project, runID)
+	if err != nil {
+		return err
+	}
+	lastSeq := int64(-1)
+	if v := deref(params.LastEventID); v != "" {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			lastSeq = n
+		}
+	}
+	st := s.liveStatus(ctx, run)
+	if st.State.Terminal() && lastSeq >= st.Seq {
+		// The client saw the end; 204 stops EventSource reconnecting.
+		return c.NoContent(http.StatusNoContent)
+	}
+
+	w := c.Response()
+	w.Header().Set(echo.HeaderContentType, "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if _, err := fmt.Fprint(w, "retry: 3000\n\n"); err != nil {
+		return nil
+	}
+	w.Flush()
+
+	d := &differ{steps: map[string]string{}}
+	// A client resuming at the current seq already has this state.
+	quiet := lastSeq >= st.Seq
+	keepAlive := time.NewTicker(s.keepAlive)
+	defer keepAlive.Stop()
+	poll := time.NewTicker(s.pollInterval)
+	defer poll.Stop()
+	for {
+		for _, ev := range d.diff(st) {
+			if quiet {
+				continue
+			}
+			if _, err := fmt.Fprintf(w, "event: %s\nid: %d\ndata: %s\n\n", ev.name, st.Seq, ev.data); err != nil {
+				return nil
+			}
+		}
+		quiet = false
+		w.Flush()
+		if st.State.Terminal() {
+			return nil
+		}
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-keepAlive.C:
+				if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+					return nil
+				}
+				w.Flush()
+			case <-poll.C:
+				break wait
+			}
+		}
+		if fresh, err := s.cat.GetRun(ctx, project, runID); err == nil {
+			run = fresh
+		}
+		st = s.liveStatus(ctx, run)
+	}
+}
+
+type event struct {
+	name string
+	data []byte
+}
+
+// differ remembers what was sent, to send only changes. Steps come first
+// so the run event that reports a terminal state is the last one.
+type differ struct {
+	run   string
+	steps map[string]string
+}
+
+func (d *differ) diff(st workflows.RunStatus) []event {
+	var out []event
+	for _, step := range st.Steps {
+		b, err := json.Marshal(step)
+		if err != nil {
+			continue
+		}
+		if d.steps[step.Name] != string(b) {
+			d.steps[step.Name] = string(b)
+			out = append(out, event{"step", b})
+		}
+	}
+	b, err := json.Marshal(runEvent(st))
+	if err == nil && d.run != string(b) {
+		d.run = string(b)
+		out = append(out, event{"run", b})
+	}
+	return out
+}
+
+func runEvent(st workflows.RunStatus) gen.RunEvent {
+	ev := gen.RunEvent{
+		RunId: st.RunID, Project: st.Project, Workflow: st.Workflow, State: st.State, Seq: st.Seq,
+		StartedAt: st.StartedAt, FinishedAt: st.FinishedAt, Cancel: st.Cancel,
+	}
+	if st.Pipeline != "" {
+		ev.Pipeline, ev.Version = ptr(st.Pipeline), ptr(st.Version)
+	}
+	if st.Error != "" {
+		ev.Error = ptr(st.Error)
+	}
+	return ev
+}

@@ -1,0 +1,373 @@
+package api
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/internal/engine"
+	"github.com/atelier-ml/atelier/workflows"
+)
+
+// fakeCatalog is an in-memory Catalog with the store's documented
+// semantics (sentinel errors, idempotent CreateRun, digest dedup).
+type fakeCatalog struct {
+	mu        sync.Mutex
+	projects  map[string]catalog.Project
+	tokens    map[string]catalog.Token // by hex hash
+	versions  map[string][]catalog.PipelineVersion
+	workflows map[string]catalog.GoWorkflow
+	runs      map[string]catalog.Run
+	logs      map[activities.LogKey][]byte
+	chunkSize int // ReadLog cuts logs at multiples of this
+
+	pingErr      error
+	panicOnList  bool // ListPipelines panics, to test recovery
+	createRunErr error
+	deleted      []string
+}
+
+func newFakeCatalog() *fakeCatalog {
+	return &fakeCatalog{
+		projects:  map[string]catalog.Project{},
+		tokens:    map[string]catalog.Token{},
+		versions:  map[string][]catalog.PipelineVersion{},
+		workflows: map[string]catalog.GoWorkflow{},
+		runs:      map[string]catalog.Run{},
+		logs:      map[activities.LogKey][]byte{},
+		chunkSize: 4,
+	}
+}
+
+func (f *fakeCatalog) CreateProject(_ context.Context, p catalog.Project) (catalog.Project, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.projects[p.Name]; ok {
+		return catalog.Project{}, catalog.ErrConflict
+	}
+	f.projects[p.Name] = p
+	return p, nil
+}
+
+func (f *fakeCatalog) GetProject(_ context.Context, name string) (catalog.Project, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, ok := f.projects[name]
+	if !ok {
+		return p, catalog.ErrNotFound
+	}
+	return p, nil
+}
+
+func (f *fakeCatalog) ListProjects(context.Context) ([]catalog.Project, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []catalog.Project
+	for _, p := range f.projects {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func (f *fakeCatalog) CreateToken(_ context.Context, t catalog.Token, hash []byte) (catalog.Token, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, x := range f.tokens {
+		if x.Project == t.Project && x.Name == t.Name {
+			return catalog.Token{}, catalog.ErrConflict
+		}
+	}
+	f.tokens[hex.EncodeToString(hash)] = t
+	return t, nil
+}
+
+func (f *fakeCatalog) TokenBySecretHash(_ context.Context, hash []byte) (catalog.Token, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, ok := f.tokens[hex.EncodeToString(hash)]
+	if !ok {
+		return t, catalog.ErrNotFound
+	}
+	return t, nil
+}
+
+func (f *fakeCatalog) RevokeToken(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for h, t := range f.tokens {
+		if t.ID == id {
+			delete(f.tokens, h)
+			return nil
+		}
+	}
+	return catalog.ErrNotFound
+}
+
+func (f *fakeCatalog) CreatePipelineVersion(_ context.Context, project, pipeline string, spec json.RawMessage, digest, createdBy string) (catalog.PipelineVersion, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := project + "/" + pipeline
+	vs := f.versions[k]
+	if n := len(vs); n > 0 && vs[n-1].Digest == digest {
+		return vs[n-1], false, nil
+	}
+	v := catalog.PipelineVersion{
+		Project: project, Pipeline: pipeline, Version: len(vs) + 1, Spec: spec, Digest: digest,
+		CreatedAt: time.Date(2025, 1, 1, 0, 0, len(vs), 0, time.UTC), CreatedBy: createdBy,
+	}
+	f.versions[k] = append(vs, v)
+	return v, true, nil
+}
+
+func (f *fakeCatalog) pipeline(project, name string) (catalog.Pipeline, bool) {
+	vs := f.versions[project+"/"+name]
+	if len(vs) == 0 {
+		return catalog.Pipeline{}, false
+	}
+	return catalog.Pipeline{
+		Project: project, Name: name, LatestVersion: len(vs),
+		CreatedAt: vs[0].CreatedAt, UpdatedAt: vs[len(vs)-1].CreatedAt,
+	}, true
+}
+
+func (f *fakeCatalog) GetPipeline(_ context.Context, project, name string) (catalog.Pipeline, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, ok := f.pipeline(project, name)
+	if !ok {
+		return p, catalog.ErrNotFound
+	}
+	return p, nil
+}
+
+func (f *fakeCatalog) ListPipelines(_ context.Context, project string) ([]catalog.Pipeline, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.panicOnList {
+		panic("secret internal detail: dsn=postgres://admin:hunter2@db")
+	}
+	var out []catalog.Pipeline
+	for k := range f.versions {
+		proj, name, _ := strings.Cut(k, "/")
+		if proj == project {
+			p, _ := f.pipeline(proj, name)
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func (f *fakeCatalog) GetPipelineVersion(_ context.Context, project, name string, version int) (catalog.PipelineVersion, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	vs := f.versions[project+"/"+name]
+	if version == 0 {
+		version = len(vs)
+	}
+	if version < 1 || version > len(vs) {
+		return catalog.PipelineVersion{}, catalog.ErrNotFound
+	}
+	return vs[version-1], nil
+}
+
+func (f *fakeCatalog) ListGoWorkflows(context.Context) ([]catalog.GoWorkflow, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []catalog.GoWorkflow
+	for _, w := range f.workflows {
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+func (f *fakeCatalog) GetGoWorkflow(_ context.Context, name string) (catalog.GoWorkflow, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w, ok := f.workflows[name]
+	if !ok {
+		return w, catalog.ErrNotFound
+	}
+	return w, nil
+}
+
+func (f *fakeCatalog) CreateRun(_ context.Context, r catalog.Run) (catalog.Run, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.createRunErr != nil {
+		return catalog.Run{}, false, f.createRunErr
+	}
+	if r.IdempotencyKey != "" {
+		for _, x := range f.runs {
+			if x.Project == r.Project && x.IdempotencyKey == r.IdempotencyKey {
+				return x, false, nil
+			}
+		}
+	}
+	f.runs[r.ID] = r
+	return r, true, nil
+}
+
+func (f *fakeCatalog) GetRun(_ context.Context, project, id string) (catalog.Run, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, ok := f.runs[id]
+	if !ok || r.Project != project {
+		return catalog.Run{}, catalog.ErrNotFound
+	}
+	return r, nil
+}
+
+// setRun replaces a run row (the mirror's job in production).
+func (f *fakeCatalog) setRun(r catalog.Run) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.runs[r.ID] = r
+}
+
+func (f *fakeCatalog) ListRuns(_ context.Context, flt catalog.RunFilter) (catalog.RunPage, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var all []catalog.Run
+	for _, r := range f.runs {
+		if r.Project != flt.Project ||
+			(flt.Pipeline != "" && r.Pipeline != flt.Pipeline) ||
+			(flt.State != "" && r.State != flt.State) ||
+			(flt.CreatedAfter != nil && !r.CreatedAt.After(*flt.CreatedAfter)) ||
+			(flt.CreatedBefore != nil && !r.CreatedAt.Before(*flt.CreatedBefore)) {
+			continue
+		}
+		all = append(all, r)
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if !all[i].CreatedAt.Equal(all[j].CreatedAt) {
+			return all[i].CreatedAt.After(all[j].CreatedAt)
+		}
+		return all[i].ID > all[j].ID
+	})
+	start := 0
+	if flt.PageToken != "" {
+		n, err := strconv.Atoi(flt.PageToken)
+		if err != nil || n < 0 || n > len(all) {
+			return catalog.RunPage{}, fmt.Errorf("page token %q: %w", flt.PageToken, catalog.ErrInvalidArgument)
+		}
+		start = n
+	}
+	end := min(start+flt.Limit, len(all))
+	page := catalog.RunPage{Runs: all[start:end]}
+	if end < len(all) {
+		page.NextPageToken = strconv.Itoa(end)
+	}
+	return page, nil
+}
+
+func (f *fakeCatalog) DeleteRun(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.runs[id]; !ok {
+		return catalog.ErrNotFound
+	}
+	delete(f.runs, id)
+	f.deleted = append(f.deleted, id)
+	return nil
+}
+
+func (f *fakeCatalog) appendLog(k activities.LogKey, s string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.logs[k] = append(f.logs[k], s...)
+}
+
+// ReadLog returns chunks cut at multiples of chunkSize, the first one
+// possibly starting before fromOffset, as a real store may.
+func (f *fakeCatalog) ReadLog(_ context.Context, k activities.LogKey, from int64, maxBytes int) ([]catalog.LogChunk, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	data := f.logs[k]
+	var out []catalog.LogChunk
+	n := 0
+	for off := from - from%int64(f.chunkSize); off < int64(len(data)) && n < maxBytes; off += int64(f.chunkSize) {
+		end := min(off+int64(f.chunkSize), int64(len(data)))
+		out = append(out, catalog.LogChunk{Offset: off, Data: append([]byte(nil), data[off:end]...)})
+		n += int(end - max(off, from))
+	}
+	return out, nil
+}
+
+func (f *fakeCatalog) Ping(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pingErr
+}
+
+// fakeEngine records what the gateway asks of Temporal.
+type fakeEngine struct {
+	mu        sync.Mutex
+	startErr  error
+	started   []engine.StartRequest
+	statuses  map[string]workflows.RunStatus // live query answers
+	queries   int
+	signals   []workflows.CancelRequest
+	signalErr error
+	healthErr error
+}
+
+func newFakeEngine() *fakeEngine {
+	return &fakeEngine{statuses: map[string]workflows.RunStatus{}}
+}
+
+func (e *fakeEngine) StartRun(_ context.Context, r engine.StartRequest) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.startErr != nil {
+		return e.startErr
+	}
+	e.started = append(e.started, r)
+	return nil
+}
+
+func (e *fakeEngine) SignalCancel(_ context.Context, _ string, req workflows.CancelRequest) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.signalErr != nil {
+		return e.signalErr
+	}
+	e.signals = append(e.signals, req)
+	return nil
+}
+
+func (e *fakeEngine) QueryStatus(_ context.Context, runID string) (workflows.RunStatus, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.queries++
+	st, ok := e.statuses[runID]
+	if !ok {
+		return st, engine.ErrRunNotFound
+	}
+	return st, nil
+}
+
+func (e *fakeEngine) setStatus(st workflows.RunStatus) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.statuses[st.RunID] = st
+}
+
+func (e *fakeEngine) UIURL(runID string) string {
+	return "http://temporal-ui/namespaces/default/workflows/" + runID
+}
+
+func (e *fakeEngine) Health(context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.healthErr
+}

@@ -1,0 +1,219 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"go.uber.org/zap"
+
+	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/api/gen"
+	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/workflows"
+)
+
+// LogStore reads step attempt logs by byte offset.
+type LogStore interface {
+	ReadLog(ctx context.Context, key activities.LogKey, fromOffset int64, maxBytes int) ([]catalog.LogChunk, error)
+}
+
+const (
+	hdrNextOffset  = "X-Atelier-Next-Offset"
+	hdrLogComplete = "X-Atelier-Log-Complete"
+)
+
+// GetStepLogs serves one attempt's log from an offset: a page, or with
+// follow=true a stream that ends when the attempt is over.
+func (s *server) GetStepLogs(c echo.Context, project, runID, step string, params gen.GetStepLogsParams) error {
+	ctx := c.Request().Context()
+	run, err := s.getRun(ctx, project, runID)
+	if err != nil {
+		return err
+	}
+	st := s.liveStatus(ctx, run)
+	item := -1
+	if params.Item != nil {
+		item = *params.Item
+	}
+	attempt, err := pickAttempt(st, step, item, params.Attempt)
+	if err != nil {
+		return err
+	}
+	key := activities.LogKey{RunID: run.ID, Step: step, Item: item, Attempt: attempt}
+	offset := deref(params.Offset)
+	if deref(params.Follow) {
+		return s.followLog(c, run, key, offset)
+	}
+	// Decided before reading: bytes of a finished attempt are all stored
+	// before its status says so.
+	over := attemptOver(st, key)
+	data, next, err := s.readLog(ctx, key, offset)
+	if err != nil {
+		return internalError(err)
+	}
+	h := c.Response().Header()
+	h.Set(hdrNextOffset, strconv.FormatInt(next, 10))
+	h.Set(hdrLogComplete, strconv.FormatBool(over && len(data) < s.logPage))
+	return c.Blob(http.StatusOK, "text/plain; charset=utf-8", data)
+}
+
+// pickAttempt defaults to the newest attempt and rejects steps, items and
+// attempts that cannot exist. While the run is young its steps may not be
+// listed yet, so unknown names are only rejected once something is known.
+func pickAttempt(st workflows.RunStatus, step string, item int, want *int) (int, error) {
+	entry, stepFound, itemFound := findStep(st.Steps, step, item)
+	if !stepFound {
+		if len(st.Steps) > 0 || st.State.Terminal() {
+			return 0, notFound("run %s has no step %q", st.RunID, step)
+		}
+		return derefOr(want, 1), nil
+	}
+	if !itemFound {
+		if entry.State.Terminal() || st.State.Terminal() {
+			return 0, notFound("step %q of run %s has no item %d", step, st.RunID, item)
+		}
+		return derefOr(want, 1), nil
+	}
+	newest := 0
+	for _, a := range entry.Attempts {
+		newest = max(newest, a.Number)
+	}
+	if want == nil {
+		return max(newest, 1), nil
+	}
+	if *want > newest && (entry.State.Terminal() || st.State.Terminal()) {
+		return 0, notFound("step %q of run %s has no attempt %d", step, st.RunID, *want)
+	}
+	return *want, nil
+}
+
+// findStep finds a step, or one forEach item of it when item >= 0.
+func findStep(steps []workflows.StepStatus, name string, item int) (entry workflows.StepStatus, stepFound, itemFound bool) {
+	for _, st := range steps {
+		if st.Name != name {
+			continue
+		}
+		if item < 0 {
+			return st, true, true
+		}
+		if item < len(st.Items) {
+			return st.Items[item], true, true
+		}
+		return st, true, false
+	}
+	return entry, false, false
+}
+
+// attemptOver reports whether the attempt will write no more log.
+func attemptOver(st workflows.RunStatus, key activities.LogKey) bool {
+	if st.State.Terminal() {
+		return true
+	}
+	entry, _, found := findStep(st.Steps, key.Step, key.Item)
+	if !found {
+		return false
+	}
+	for _, a := range entry.Attempts {
+		if a.Number == key.Attempt {
+			return a.State.Terminal()
+		}
+		if a.Number > key.Attempt {
+			return true
+		}
+	}
+	return entry.State.Terminal()
+}
+
+// followLog streams until the attempt is over or the client leaves. The
+// next offset goes in a trailer, since it is known only at the end.
+func (s *server) followLog(c echo.Context, run catalog.Run, key activities.LogKey, next int64) error {
+	ctx := c.Request().Context()
+	w := c.Response()
+	h := w.Header()
+	h.Set(echo.HeaderContentType, "text/plain; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	h.Set("Trailer", hdrNextOffset+", "+hdrLogComplete)
+	w.WriteHeader(http.StatusOK)
+	w.Flush()
+
+	complete := false
+	defer func() {
+		h.Set(hdrNextOffset, strconv.FormatInt(next, 10))
+		h.Set(hdrLogComplete, strconv.FormatBool(complete))
+	}()
+	for {
+		over := s.attemptOverNow(ctx, run, key)
+		for {
+			data, n, err := s.readLog(ctx, key, next)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.log.Error("read log while following", zap.String("run", run.ID), zap.Error(err))
+				}
+				return nil
+			}
+			if len(data) > 0 {
+				if _, err := w.Write(data); err != nil {
+					return nil
+				}
+				w.Flush()
+			}
+			next = n
+			if len(data) < s.logPage {
+				break
+			}
+		}
+		if over {
+			complete = true
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(s.pollInterval):
+		}
+	}
+}
+
+// attemptOverNow re-reads the run, since a follow outlives the status it
+// started with.
+func (s *server) attemptOverNow(ctx context.Context, run catalog.Run, key activities.LogKey) bool {
+	if fresh, err := s.cat.GetRun(ctx, run.Project, run.ID); err == nil {
+		run = fresh
+	}
+	return attemptOver(s.liveStatus(ctx, run), key)
+}
+
+// readLog joins the chunks from offset from; chunks may overlap the
+// offset (stores cut logs at their own boundaries).
+func (s *server) readLog(ctx context.Context, key activities.LogKey, from int64) ([]byte, int64, error) {
+	chunks, err := s.cat.ReadLog(ctx, key, from, s.logPage)
+	if err != nil {
+		return nil, from, err
+	}
+	var out []byte
+	next := from
+	for _, ch := range chunks {
+		start, data := ch.Offset, ch.Data
+		end := start + int64(len(data))
+		if end <= next {
+			continue
+		}
+		if start < next {
+			data = data[next-start:]
+		}
+		out = append(out, data...)
+		next = end
+	}
+	return out, next, nil
+}
+
+func derefOr[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}

@@ -1,0 +1,354 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"go.uber.org/zap"
+
+	"github.com/atelier-ml/atelier/api/gen"
+	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/internal/engine"
+	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/workflows/spec"
+)
+
+// RunStore is the Postgres index of runs.
+type RunStore interface {
+	// CreateRun is idempotent on (project, IdempotencyKey) when the key is
+	// not empty: it then returns the existing row and created=false.
+	CreateRun(ctx context.Context, r catalog.Run) (catalog.Run, bool, error)
+	GetRun(ctx context.Context, project, id string) (catalog.Run, error)
+	// ListRuns returns an error wrapping catalog.ErrInvalidArgument for a
+	// bad page token.
+	ListRuns(ctx context.Context, f catalog.RunFilter) (catalog.RunPage, error)
+	DeleteRun(ctx context.Context, id string) error
+}
+
+// Engine runs workflows; internal/engine implements it over Temporal.
+type Engine interface {
+	// StartRun must succeed without effect when the run was already started.
+	StartRun(ctx context.Context, r engine.StartRequest) error
+	// SignalCancel returns engine.ErrRunNotFound when no execution is open.
+	SignalCancel(ctx context.Context, runID string, req workflows.CancelRequest) error
+	QueryStatus(ctx context.Context, runID string) (workflows.RunStatus, error)
+	UIURL(runID string) string
+	Health(ctx context.Context) error
+}
+
+// cleanupTimeout bounds the compensating delete after a failed start; it
+// runs even if the client went away.
+const cleanupTimeout = 5 * time.Second
+
+const defaultCancelReason = "cancelled via REST"
+
+// CreateRun writes a PENDING row, then starts the workflow. The row comes
+// first so a run is never running without being listed; if the start fails
+// the row is deleted, so nothing is left half-created.
+func (s *server) CreateRun(c echo.Context, project string, params gen.CreateRunParams) error {
+	var req gen.CreateRunRequest
+	if err := decodeJSON(c, &req, false); err != nil {
+		return err
+	}
+	if err := checkRunRequest(req); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	tok := principal(c)
+
+	id := s.newID()
+	var row catalog.Run
+	var start engine.StartRequest
+	var err error
+	kind := "workflow"
+	if req.Pipeline != nil {
+		kind = "pipeline"
+		row, start, err = s.planPipelineRun(ctx, project, id, req)
+	} else {
+		row, start, err = s.planWorkflowRun(ctx, project, id, req)
+	}
+	if err != nil {
+		return err
+	}
+	now := s.now().UTC()
+	row.CreatedAt, row.UpdatedAt = now, now
+	row.CreatedBy = tok.Name
+	row.IdempotencyKey = deref(params.IdempotencyKey)
+	if row.RequestHash, err = requestHash(req); err != nil {
+		return internalError(err)
+	}
+
+	run, created, err := s.cat.CreateRun(ctx, row)
+	if err != nil {
+		return internalError(err)
+	}
+	if !created {
+		return s.replayRun(c, run, row.RequestHash)
+	}
+	if err := s.eng.StartRun(ctx, start); err != nil {
+		s.log.Error("start run failed; deleting its row", zap.String("run", run.ID), zap.Error(err))
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		if derr := s.cat.DeleteRun(dctx, run.ID); derr != nil {
+			s.log.Error("could not delete the row of an unstarted run", zap.String("run", run.ID), zap.Error(derr))
+		}
+		return newProblem(ptUnavailable, "the workflow engine could not start the run; nothing was created, retry later").withCause(err)
+	}
+	s.metrics.runsStarted.WithLabelValues(kind).Inc()
+	c.Response().Header().Set(echo.HeaderLocation, s.runPath(run))
+	return c.JSON(http.StatusCreated, s.runView(run, nil))
+}
+
+// replayRun answers a request whose Idempotency-Key matched an earlier one.
+func (s *server) replayRun(c echo.Context, run catalog.Run, hash string) error {
+	if run.RequestHash != hash {
+		return newProblem(ptIdempotencyReused, "this Idempotency-Key was used for a different request (run %s); use a new key", run.ID)
+	}
+	// A PENDING row may belong to a request that crashed between insert and
+	// start; starting again is a no-op if it did start.
+	if run.State == workflows.RunPending {
+		if err := s.restart(c.Request().Context(), run); err != nil {
+			return err
+		}
+	}
+	return c.JSON(http.StatusOK, s.runView(run, nil))
+}
+
+// restart rebuilds the start request from the stored row.
+func (s *server) restart(ctx context.Context, run catalog.Run) error {
+	start := engine.StartRequest{
+		RunID: run.ID, Workflow: run.Workflow, Project: run.Project, Pipeline: run.Pipeline,
+		TaskQueue: workflows.TaskQueueLocal,
+	}
+	if run.Workflow != workflows.PipelineWorkflowName {
+		wf, err := s.cat.GetGoWorkflow(ctx, run.Workflow)
+		if errors.Is(err, catalog.ErrNotFound) {
+			return notFound("no worker has registered workflow %q", run.Workflow)
+		}
+		if err != nil {
+			return internalError(err)
+		}
+		start.TaskQueue = wf.TaskQueue
+	}
+	if in := bytes.TrimSpace(run.Input); len(in) > 0 && !bytes.Equal(in, []byte("null")) {
+		start.Input = json.RawMessage(in)
+	}
+	if err := s.eng.StartRun(ctx, start); err != nil {
+		return newProblem(ptUnavailable, "the workflow engine could not start the run, retry later").withCause(err)
+	}
+	return nil
+}
+
+func checkRunRequest(req gen.CreateRunRequest) error {
+	hasP, hasW := req.Pipeline != nil, req.Workflow != nil
+	var fe []gen.FieldError
+	switch {
+	case hasP == hasW:
+		fe = append(fe, gen.FieldError{Path: "body", Message: "give exactly one of pipeline and workflow"})
+	case hasP && req.Input != nil:
+		fe = append(fe, gen.FieldError{Path: "input", Message: "input is for workflows; pipelines take params"})
+	case hasW && req.Params != nil:
+		fe = append(fe, gen.FieldError{Path: "params", Message: "params are for pipelines; workflows take input"})
+	case hasW && req.Version != nil:
+		fe = append(fe, gen.FieldError{Path: "version", Message: "version is for pipelines"})
+	}
+	if fe != nil {
+		return newProblem(ptInvalid, "%s", summarize(fe)).withErrors(fe)
+	}
+	return nil
+}
+
+// planPipelineRun resolves a declarative run: the version, its spec and
+// the params (defaults applied, types checked: 422 lists every problem).
+func (s *server) planPipelineRun(ctx context.Context, project, id string, req gen.CreateRunRequest) (catalog.Run, engine.StartRequest, error) {
+	name, version := *req.Pipeline, deref(req.Version)
+	v, err := s.cat.GetPipelineVersion(ctx, project, name, version)
+	if errors.Is(err, catalog.ErrNotFound) {
+		if version == 0 {
+			return catalog.Run{}, engine.StartRequest{}, notFound("pipeline %q not found in project %q", name, project)
+		}
+		return catalog.Run{}, engine.StartRequest{}, notFound("pipeline %q has no version %d in project %q", name, version, project)
+	}
+	if err != nil {
+		return catalog.Run{}, engine.StartRequest{}, internalError(err)
+	}
+	var p spec.Pipeline
+	if err := json.Unmarshal(v.Spec, &p); err != nil {
+		return catalog.Run{}, engine.StartRequest{}, internalError(err)
+	}
+	var given map[string]any
+	if req.Params != nil {
+		given = *req.Params
+	}
+	params, err := spec.ResolveParams(&p, given)
+	if err != nil {
+		var ve *spec.ValidationError
+		if errors.As(err, &ve) && len(ve.Problems) > 0 {
+			fe := fieldErrors(ve.Problems)
+			return catalog.Run{}, engine.StartRequest{}, newProblem(ptInvalidParams, "%s", summarize(fe)).withErrors(fe)
+		}
+		return catalog.Run{}, engine.StartRequest{}, newProblem(ptInvalidParams, "%s", err.Error())
+	}
+	input, err := json.Marshal(workflows.PipelineInput{
+		RunID: id, Project: project, Pipeline: name, Version: v.Version, Spec: p, Params: params,
+	})
+	if err != nil {
+		return catalog.Run{}, engine.StartRequest{}, internalError(err)
+	}
+	row := catalog.Run{
+		ID: id, Project: project, Pipeline: name, Version: v.Version,
+		Workflow: workflows.PipelineWorkflowName, State: workflows.RunPending, Input: input,
+	}
+	start := engine.StartRequest{
+		RunID: id, Workflow: workflows.PipelineWorkflowName, TaskQueue: workflows.TaskQueueLocal,
+		Input: json.RawMessage(input), Project: project, Pipeline: name,
+	}
+	return row, start, nil
+}
+
+// planWorkflowRun resolves a native Go run; only workflows some worker
+// registered can start, or the run would wait forever on a dead queue.
+func (s *server) planWorkflowRun(ctx context.Context, project, id string, req gen.CreateRunRequest) (catalog.Run, engine.StartRequest, error) {
+	name := *req.Workflow
+	wf, err := s.cat.GetGoWorkflow(ctx, name)
+	if errors.Is(err, catalog.ErrNotFound) {
+		return catalog.Run{}, engine.StartRequest{}, notFound("no worker has registered workflow %q", name)
+	}
+	if err != nil {
+		return catalog.Run{}, engine.StartRequest{}, internalError(err)
+	}
+	row := catalog.Run{ID: id, Project: project, Workflow: name, State: workflows.RunPending}
+	start := engine.StartRequest{RunID: id, Workflow: name, TaskQueue: wf.TaskQueue, Project: project}
+	if req.Input != nil {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, *req.Input); err != nil {
+			return catalog.Run{}, engine.StartRequest{}, newProblem(ptMalformed, "input is not valid JSON")
+		}
+		row.Input = buf.Bytes()
+		start.Input = json.RawMessage(buf.Bytes())
+	}
+	return row, start, nil
+}
+
+// requestHash identifies a start request so a reused Idempotency-Key with a
+// different body is caught. Re-encoding through any sorts object keys, so
+// key order and whitespace do not matter.
+func requestHash(req gen.CreateRunRequest) (string, error) {
+	canon := struct {
+		Pipeline string         `json:"pipeline,omitempty"`
+		Version  int            `json:"version,omitempty"`
+		Params   map[string]any `json:"params,omitempty"`
+		Workflow string         `json:"workflow,omitempty"`
+		Input    any            `json:"input,omitempty"`
+	}{Pipeline: deref(req.Pipeline), Version: deref(req.Version), Workflow: deref(req.Workflow)}
+	if req.Params != nil {
+		canon.Params = *req.Params
+	}
+	if req.Input != nil {
+		dec := json.NewDecoder(bytes.NewReader(*req.Input))
+		dec.UseNumber()
+		if err := dec.Decode(&canon.Input); err != nil {
+			return "", err
+		}
+	}
+	b, err := json.Marshal(canon)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// ListRuns pages through a project's runs, newest first. Items omit their
+// step status to keep pages small; GET the run for it.
+func (s *server) ListRuns(c echo.Context, project string, params gen.ListRunsParams) error {
+	f := catalog.RunFilter{
+		Project:       project,
+		Pipeline:      deref(params.Pipeline),
+		State:         deref(params.State),
+		CreatedAfter:  params.CreatedAfter,
+		CreatedBefore: params.CreatedBefore,
+		Limit:         50,
+		PageToken:     deref(params.PageToken),
+	}
+	if params.PageSize != nil {
+		f.Limit = *params.PageSize
+	}
+	page, err := s.cat.ListRuns(c.Request().Context(), f)
+	if errors.Is(err, catalog.ErrInvalidArgument) {
+		return newProblem(ptInvalid, "pageToken is not valid for this listing; start again without it").
+			withErrors([]gen.FieldError{{Path: "query.pageToken", Message: "invalid or expired page token"}})
+	}
+	if err != nil {
+		return internalError(err)
+	}
+	out := gen.RunList{Runs: make([]gen.Run, 0, len(page.Runs))}
+	for _, r := range page.Runs {
+		out.Runs = append(out.Runs, s.runView(r, nil))
+	}
+	if page.NextPageToken != "" {
+		out.NextPageToken = &page.NextPageToken
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// GetRun serves the run with the freshest status available.
+func (s *server) GetRun(c echo.Context, project, runID string) error {
+	run, err := s.getRun(c.Request().Context(), project, runID)
+	if err != nil {
+		return err
+	}
+	st := s.liveStatus(c.Request().Context(), run)
+	return c.JSON(http.StatusOK, s.runView(run, &st))
+}
+
+// CancelRun signals the workflow; the run moves to CANCELLING, then
+// CANCELLED, as the workflow stops its steps.
+func (s *server) CancelRun(c echo.Context, project, runID string) error {
+	var req gen.CancelRunRequest
+	if err := decodeJSON(c, &req, true); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	run, err := s.getRun(ctx, project, runID)
+	if err != nil {
+		return err
+	}
+	if run.State.Terminal() {
+		return newProblem(ptRunFinished, "run %s already finished (%s)", run.ID, run.State)
+	}
+	reason := deref(req.Reason)
+	if reason == "" {
+		reason = defaultCancelReason
+	}
+	err = s.eng.SignalCancel(ctx, run.ID, workflows.CancelRequest{
+		Reason: reason, Requester: requester(principal(c)), At: s.now().UTC(),
+	})
+	if errors.Is(err, engine.ErrRunNotFound) {
+		return newProblem(ptRunFinished, "run %s is not running", run.ID)
+	}
+	if err != nil {
+		return newProblem(ptUnavailable, "the workflow engine could not be reached, retry later").withCause(err)
+	}
+	return c.JSON(http.StatusAccepted, s.runView(run, nil))
+}
+
+// getRun loads a run of the project; the store scopes by project, so a run
+// of another tenant is simply not found.
+func (s *server) getRun(ctx context.Context, project, runID string) (catalog.Run, error) {
+	run, err := s.cat.GetRun(ctx, project, runID)
+	if errors.Is(err, catalog.ErrNotFound) {
+		return run, notFound("run %s not found in project %q", runID, project)
+	}
+	if err != nil {
+		return run, internalError(err)
+	}
+	return run, nil
+}

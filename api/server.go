@@ -1,0 +1,172 @@
+// Package api is Atelier's REST gateway: an echo server generated from
+// openapi.yaml (see gen/), with bearer-token auth, OpenAPI request
+// validation and RFC 9457 problem responses.
+//
+// The package depends on two consumer-side interfaces, Catalog (implemented
+// by the Postgres store) and Engine (implemented by internal/engine), so its
+// tests run against in-memory fakes.
+package api
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/atelier-ml/atelier/api/gen"
+	"github.com/atelier-ml/atelier/workflows/spec"
+)
+
+// Catalog is everything the gateway needs from the catalogue. Each embedded
+// interface is declared next to the handlers that use it.
+type Catalog interface {
+	ProjectStore
+	TokenStore
+	PipelineStore
+	GoWorkflowStore
+	RunStore
+	LogStore
+	Pinger
+}
+
+// Defaults; each can be changed with an Option.
+const (
+	DefaultBodyLimit    = 1 << 20 // bytes; pipeline specs have their own, lower limit
+	DefaultPollInterval = time.Second
+	DefaultKeepAlive    = 15 * time.Second
+	DefaultQueryTimeout = 2 * time.Second
+	defaultLogPage      = 1 << 20 // bytes of log per response or per streamed read
+)
+
+type server struct {
+	cat   Catalog
+	eng   Engine
+	log   *zap.Logger
+	now   func() time.Time
+	newID func() string
+
+	kinds        []spec.StepKind
+	bodyLimit    int64
+	publicURL    string
+	pollInterval time.Duration
+	keepAlive    time.Duration
+	queryTimeout time.Duration
+	logPage      int
+	registry     *prometheus.Registry
+
+	routes   map[string]route // "METHOD /echo/path" -> what the spec says about it
+	specJSON []byte
+	metrics  *metrics
+}
+
+// Option configures New.
+type Option func(*server)
+
+// WithLogger sets the logger (default: no logging).
+func WithLogger(l *zap.Logger) Option { return func(s *server) { s.log = l } }
+
+// WithStepKinds sets the step kinds a pipeline version may use; the local
+// runtime runs only containers, which is the default.
+func WithStepKinds(kinds ...spec.StepKind) Option {
+	return func(s *server) { s.kinds = append([]spec.StepKind(nil), kinds...) }
+}
+
+// WithClock replaces time.Now for the timestamps the gateway writes (and for
+// token expiry), so tests can control time.
+func WithClock(now func() time.Time) Option { return func(s *server) { s.now = now } }
+
+// WithBodyLimit caps request bodies (default 1 MiB); larger bodies get 413.
+func WithBodyLimit(n int64) Option { return func(s *server) { s.bodyLimit = n } }
+
+// WithPublicURL makes run links absolute (e.g. "https://atelier.example.com").
+// The Temporal UI link comes from Engine.UIURL, i.e. from the engine's UI base.
+func WithPublicURL(u string) Option {
+	return func(s *server) { s.publicURL = strings.TrimRight(u, "/") }
+}
+
+// WithPollInterval sets how often event streams and followed logs look for
+// changes (default 1s).
+func WithPollInterval(d time.Duration) Option { return func(s *server) { s.pollInterval = d } }
+
+// WithKeepAlive sets the interval of SSE keep-alive comments (default 15s).
+func WithKeepAlive(d time.Duration) Option { return func(s *server) { s.keepAlive = d } }
+
+// WithQueryTimeout bounds the live status query to Temporal (default 2s);
+// when it expires the status mirrored in the catalogue is served.
+func WithQueryTimeout(d time.Duration) Option { return func(s *server) { s.queryTimeout = d } }
+
+// WithRegistry registers the gateway's metrics on reg and serves reg at
+// /metrics (default: a private registry with Go and process collectors).
+func WithRegistry(reg *prometheus.Registry) Option { return func(s *server) { s.registry = reg } }
+
+// withLogPage sets the log bytes per response or streamed read (tests).
+func withLogPage(n int) Option { return func(s *server) { s.logPage = n } }
+
+// New builds the gateway. The caller serves the returned echo instance (with
+// no write timeout on the http.Server, or streams get cut).
+func New(cat Catalog, eng Engine, opts ...Option) (*echo.Echo, error) {
+	if cat == nil || eng == nil {
+		return nil, errors.New("api: catalog and engine are required")
+	}
+	s := &server{
+		cat:          cat,
+		eng:          eng,
+		log:          zap.NewNop(),
+		now:          time.Now,
+		newID:        func() string { return uuid.Must(uuid.NewV7()).String() },
+		kinds:        []spec.StepKind{spec.KindContainer},
+		bodyLimit:    DefaultBodyLimit,
+		pollInterval: DefaultPollInterval,
+		keepAlive:    DefaultKeepAlive,
+		queryTimeout: DefaultQueryTimeout,
+		logPage:      defaultLogPage,
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.bodyLimit <= 0 || s.pollInterval <= 0 || s.keepAlive <= 0 || s.queryTimeout <= 0 || s.logPage <= 0 {
+		return nil, errors.New("api: limits and intervals must be positive")
+	}
+
+	doc, err := gen.GetSwagger()
+	if err != nil {
+		return nil, fmt.Errorf("api: load embedded spec: %w", err)
+	}
+	if s.specJSON, err = doc.MarshalJSON(); err != nil {
+		return nil, fmt.Errorf("api: encode spec: %w", err)
+	}
+	if s.routes, err = routesFromSpec(doc); err != nil {
+		return nil, err
+	}
+	validate, err := s.validator(doc)
+	if err != nil {
+		return nil, err
+	}
+	if s.metrics, err = newMetrics(s.registry); err != nil {
+		return nil, err
+	}
+
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.handleError
+	// Order matters: metrics see the final status of everything (including
+	// recovered panics); auth runs before the body is read so anonymous
+	// clients cannot make the server buffer bodies; validation needs the
+	// buffered body.
+	e.Use(middleware.RequestID())
+	e.Use(s.observe)
+	e.Use(s.recoverPanics)
+	e.Use(s.authenticate)
+	e.Use(s.limitBody)
+	e.Use(validate)
+	gen.RegisterHandlers(e, s)
+	return e, nil
+}
+
+var _ gen.ServerInterface = (*server)(nil)

@@ -1,0 +1,111 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+
+	"go.uber.org/zap"
+
+	"github.com/atelier-ml/atelier/api/gen"
+	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/workflows"
+)
+
+// liveStatus prefers the workflow's own answer while the run is open (the
+// mirror lags by a write), and falls back to the mirrored status when the
+// query fails or times out, e.g. no worker is polling.
+func (s *server) liveStatus(ctx context.Context, run catalog.Run) workflows.RunStatus {
+	best := run.Status
+	if !run.State.Terminal() {
+		qctx, cancel := context.WithTimeout(ctx, s.queryTimeout)
+		st, err := s.eng.QueryStatus(qctx, run.ID)
+		cancel()
+		switch {
+		case err != nil:
+			s.log.Debug("status query failed; serving mirrored status", zap.String("run", run.ID), zap.Error(err))
+		case best == nil || st.Seq >= best.Seq:
+			best = &st
+		}
+	}
+	var out workflows.RunStatus
+	if best != nil {
+		out = *best
+	} else {
+		// Not started yet, or started but never mirrored: the row is all
+		// there is.
+		out = workflows.RunStatus{
+			RunID: run.ID, Project: run.Project, Pipeline: run.Pipeline, Version: run.Version,
+			Workflow: run.Workflow, State: run.State,
+		}
+	}
+	out.Steps = withLogURLs(s.runPath(run), out.Steps, "")
+	return out
+}
+
+// withLogURLs copies steps, filling each attempt's log link when the
+// workflow did not, so clients need not build URLs themselves.
+func withLogURLs(runPath string, steps []workflows.StepStatus, parent string) []workflows.StepStatus {
+	out := make([]workflows.StepStatus, len(steps))
+	for i, st := range steps {
+		name, item := st.Name, -1
+		if parent != "" {
+			name, item = parent, i // forEach entries: the item index is their position
+		}
+		st.Attempts = append([]workflows.Attempt(nil), st.Attempts...)
+		for j := range st.Attempts {
+			if st.Attempts[j].LogURL == "" {
+				st.Attempts[j].LogURL = logURL(runPath, name, item, st.Attempts[j].Number)
+			}
+		}
+		if st.Items != nil {
+			st.Items = withLogURLs(runPath, st.Items, st.Name)
+		}
+		out[i] = st
+	}
+	return out
+}
+
+func logURL(runPath, step string, item, attempt int) string {
+	u := fmt.Sprintf("%s/steps/%s/logs?attempt=%d", runPath, url.PathEscape(step), attempt)
+	if item >= 0 {
+		u += "&item=" + strconv.Itoa(item)
+	}
+	return u
+}
+
+// runView is the API form of a run. st is nil in listings and right after
+// start, where the row says all there is to say.
+func (s *server) runView(run catalog.Run, st *workflows.RunStatus) gen.Run {
+	self := s.runPath(run)
+	v := gen.Run{
+		Id: run.ID, Project: run.Project, Workflow: run.Workflow, State: run.State,
+		CreatedAt: run.CreatedAt, UpdatedAt: run.UpdatedAt,
+		Links: gen.RunLinks{Self: self, Events: self + "/events"},
+	}
+	if run.Pipeline != "" {
+		v.Pipeline = ptr(run.Pipeline)
+		v.Version = ptr(run.Version)
+	}
+	if run.CreatedBy != "" {
+		v.CreatedBy = ptr(run.CreatedBy)
+	}
+	if ui := s.eng.UIURL(run.ID); ui != "" {
+		v.Links.TemporalUI = &ui
+	}
+	if st != nil {
+		v.Status = st
+		v.State = st.State
+	}
+	return v
+}
+
+func (s *server) runPath(run catalog.Run) string {
+	return s.link("/v1/projects/%s/runs/%s", run.Project, run.ID)
+}
+
+// link prefixes the public URL (empty: links stay relative).
+func (s *server) link(format string, args ...any) string {
+	return s.publicURL + fmt.Sprintf(format, args...)
+}

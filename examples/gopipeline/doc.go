@@ -1,0 +1,13 @@
+// Package gopipeline is the example native Go pipeline registered on every
+// worker as "example.TrainEvaluate": prepare a dataset, train one model per
+// learning rate in parallel, evaluate the best, and deploy it only if it
+// beats a threshold. Its steps are POSIX shell commands so it runs on the
+// local runtime of any machine.
+//
+// Start it through REST:
+//
+//	curl -H "Authorization: Bearer $TOKEN" -X POST $URL/v1/projects/default/runs \
+//	  -d '{"workflow":"example.TrainEvaluate","input":{"dataset":"iris","learningRates":[0.01,0.1],"threshold":0.85}}'
+//
+// or with the Temporal Go SDK (see examples/sdkstart).
+package gopipeline

@@ -1,0 +1,24 @@
+package app
+
+import (
+	"context"
+	"fmt"
+
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+
+	"github.com/atelier-ml/atelier/internal/config"
+)
+
+// NewTemporalClient dials the configured Temporal frontend and namespace.
+func NewTemporalClient(ctx context.Context, cfg config.Config, l *zap.Logger) (client.Client, func(), error) {
+	c, err := client.DialContext(ctx, client.Options{
+		HostPort:  cfg.TemporalHostPort,
+		Namespace: cfg.Namespace,
+		Logger:    NewTemporalLogger(l),
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to Temporal at %s (namespace %s): %w", cfg.TemporalHostPort, cfg.Namespace, err)
+	}
+	return c, c.Close, nil
+}

@@ -1,0 +1,66 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
+
+	"github.com/atelier-ml/atelier/activities/catalog"
+	"github.com/atelier-ml/atelier/activities/local"
+	cat "github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/internal/config"
+	"github.com/atelier-ml/atelier/workflows"
+)
+
+// GoWorkflowPublisher records which native Go pipelines this worker serves so
+// the gateway can start them by name.
+type GoWorkflowPublisher interface {
+	UpsertGoWorkflow(ctx context.Context, w cat.GoWorkflow) error
+}
+
+// Worker polls the local runtime's task queue and runs pipeline workflows
+// and their activities.
+type Worker struct {
+	w         worker.Worker
+	pub       GoWorkflowPublisher
+	pipelines []workflows.GoPipeline
+	log       *zap.Logger
+}
+
+// NewWorker registers every workflow and activity on a Temporal worker.
+func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, mirror *catalog.Mirror, pub GoWorkflowPublisher, pipelines []workflows.GoPipeline, l *zap.Logger) *Worker {
+	w := worker.New(c, workflows.TaskQueueLocal, worker.Options{
+		MaxConcurrentActivityExecutionSize: cfg.WorkerConcurrency,
+		// Heartbeats carry cancellation to running processes; sending them
+		// at least every second bounds how long a cancelled step keeps
+		// running.
+		MaxHeartbeatThrottleInterval:     time.Second,
+		DefaultHeartbeatThrottleInterval: time.Second,
+		WorkerStopTimeout:                cfg.ShutdownTimeout,
+	})
+	workflows.Register(w, pipelines...)
+	runner.Register(w)
+	mirror.Register(w)
+	return &Worker{w: w, pub: pub, pipelines: pipelines, log: l.Named("worker")}
+}
+
+// Run publishes the Go pipelines, then polls until ctx is cancelled.
+func (w *Worker) Run(ctx context.Context) error {
+	for _, p := range w.pipelines {
+		if err := w.pub.UpsertGoWorkflow(ctx, cat.GoWorkflow{Name: p.Name, Description: p.Description, TaskQueue: workflows.TaskQueueLocal}); err != nil {
+			return fmt.Errorf("publish Go pipeline %s: %w", p.Name, err)
+		}
+	}
+	if err := w.w.Start(); err != nil {
+		return fmt.Errorf("start worker: %w", err)
+	}
+	w.log.Info("worker polling", zap.String("taskQueue", workflows.TaskQueueLocal), zap.Int("goPipelines", len(w.pipelines)))
+	<-ctx.Done()
+	w.w.Stop()
+	w.log.Info("worker stopped")
+	return nil
+}

@@ -1,0 +1,281 @@
+package devstack
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+)
+
+// TemporalCLIVersion is the temporal CLI release the dev stack and the tests
+// run. It pins the embedded Temporal server version too (v1.5.1 embeds server
+// 1.29.1), so bump it deliberately and re-run the integration tests.
+const TemporalCLIVersion = "v1.5.1"
+
+// temporalCLIPackage is the main package built by EnsureTemporalCLI.
+const temporalCLIPackage = "github.com/temporalio/cli/cmd/temporal"
+
+// EnvTemporalCLI names the environment variable that points at an existing
+// temporal binary, skipping the pinned build (e.g. a system-wide install, or
+// a CI image that ships one).
+const EnvTemporalCLI = "ATELIER_TEMPORAL_CLI"
+
+// EnvCacheDir overrides the directory where built tools are cached
+// (default: the user cache dir + "/atelier", i.e. ~/.cache/atelier on Linux).
+const EnvCacheDir = "ATELIER_CACHE_DIR"
+
+// temporalProgressEvery is how often a long build (or a wait for someone else's
+// build) reports that it is still alive; a silent 10-minute step looks hung.
+const temporalProgressEvery = 30 * time.Second
+
+// CacheDir returns the directory under which Atelier caches tools it builds
+// (ATELIER_CACHE_DIR, else ~/.cache/atelier or the OS equivalent).
+func CacheDir() (string, error) {
+	if d := os.Getenv(EnvCacheDir); d != "" {
+		return d, nil
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("devstack: no cache dir (set %s): %w", EnvCacheDir, err)
+	}
+	return filepath.Join(base, "atelier"), nil
+}
+
+// TemporalCLIPath returns where the pinned temporal CLI lives (or will live
+// once built), without building it.
+func TemporalCLIPath() (string, error) {
+	dir, err := CacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "temporal-"+TemporalCLIVersion, temporalExeName("temporal")), nil
+}
+
+// EnsureTemporalCLI returns the path of a temporal CLI binary, building the
+// pinned TemporalCLIVersion on first use.
+//
+// Order: $ATELIER_TEMPORAL_CLI if set (must exist); else the cached build in
+// <CacheDir>/temporal-<version>/temporal; else `go install` it there. The
+// build goes to a temporary GOBIN inside the cache dir and is renamed into
+// place, so a crash never leaves a half-written binary that later callers
+// would trust. An exclusive lock file serialises concurrent callers (parallel
+// test binaries, `make dev` racing `make test`): the loser waits and then
+// finds the binary. log receives progress messages (may be nil).
+func EnsureTemporalCLI(ctx context.Context, log func(string, ...any)) (string, error) {
+	log = temporalLogOrNop(log)
+	if p := os.Getenv(EnvTemporalCLI); p != "" {
+		if err := temporalCheckExec(p); err != nil {
+			return "", fmt.Errorf("devstack: %s=%s: %w", EnvTemporalCLI, p, err)
+		}
+		return p, nil
+	}
+	path, err := TemporalCLIPath()
+	if err != nil {
+		return "", err
+	}
+	if temporalCheckExec(path) == nil {
+		return path, nil
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("devstack: create %s: %w", dir, err)
+	}
+
+	unlock, err := temporalLockFile(ctx, filepath.Join(dir, ".lock"), func(waited time.Duration) {
+		log("waiting for another process to finish building temporal CLI %s (%s)…", TemporalCLIVersion, temporalRoundDur(waited))
+	})
+	if err != nil {
+		return "", fmt.Errorf("devstack: lock temporal CLI cache: %w", err)
+	}
+	defer unlock()
+	// Someone else may have finished the build while we waited for the lock.
+	if temporalCheckExec(path) == nil {
+		return path, nil
+	}
+	if err := buildTemporalCLI(ctx, dir, path, log); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// buildTemporalCLI runs `go install` into a temp GOBIN under dir and renames
+// the result to path. The caller holds the lock.
+func buildTemporalCLI(ctx context.Context, dir, path string, log func(string, ...any)) error {
+	goBin, err := temporalFindGo()
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(dir, ".build-")
+	if err != nil {
+		return fmt.Errorf("devstack: temp GOBIN: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+
+	// Keep the full build log next to the binary so a failed first-time
+	// build can be diagnosed after the fact; the error carries its tail.
+	logPath := filepath.Join(dir, "build.log")
+	logF, err := os.Create(logPath)
+	if err != nil {
+		return fmt.Errorf("devstack: %w", err)
+	}
+	defer logF.Close()
+	tail := newTemporalTail(8 << 10)
+	out := io.MultiWriter(logF, tail)
+
+	pkg := temporalCLIPackage + "@" + TemporalCLIVersion
+	// Stamp the version like upstream release builds do, so `temporal
+	// --version` tells which pinned CLI is running.
+	ldflags := "-X github.com/temporalio/cli/temporalcli.Version=" + strings.TrimPrefix(TemporalCLIVersion, "v")
+	cmd := exec.CommandContext(ctx, goBin, "install", "-ldflags="+ldflags, pkg)
+	// Run outside the repo so no go.work / go.mod of the caller interferes;
+	// -mod=mod keeps a GOFLAGS=-mod=vendor from the environment from breaking
+	// a module-mode install.
+	cmd.Dir = tmp
+	cmd.Env = append(os.Environ(),
+		"GOBIN="+tmp,
+		"GOWORK=off",
+		"GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -mod=mod"),
+	)
+	cmd.Stdout = out
+	cmd.Stderr = out
+	cmd.WaitDelay = 5 * time.Second
+
+	start := time.Now()
+	log("building temporal CLI %s (first time, ~10 min on 2 cores; log: %s)…", TemporalCLIVersion, logPath)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("devstack: start go install: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	tick := time.NewTicker(temporalProgressEvery)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case <-tick.C:
+			log("still building temporal CLI %s (%s)…", TemporalCLIVersion, temporalRoundDur(time.Since(start)))
+		case err = <-done:
+			break wait
+		}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("devstack: building temporal CLI: %w", ctx.Err())
+		}
+		return fmt.Errorf("devstack: go install %s failed: %w (full log: %s)\n%s", pkg, err, logPath, tail.String())
+	}
+	built := filepath.Join(tmp, temporalExeName("temporal"))
+	if err := os.Rename(built, path); err != nil {
+		return fmt.Errorf("devstack: install temporal CLI: %w", err)
+	}
+	log("built temporal CLI %s in %s: %s", TemporalCLIVersion, temporalRoundDur(time.Since(start)), path)
+	return nil
+}
+
+// temporalFindGo locates the go command: PATH first, then $GOROOT and the standard
+// install location, because CI shells on a fresh machine may not have Go on
+// PATH even though it is installed.
+func temporalFindGo() (string, error) {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p, nil
+	}
+	var candidates []string
+	if r := os.Getenv("GOROOT"); r != "" {
+		candidates = append(candidates, filepath.Join(r, "bin", temporalExeName("go")))
+	}
+	candidates = append(candidates, "/usr/local/go/bin/go")
+	for _, c := range candidates {
+		if temporalCheckExec(c) == nil {
+			return c, nil
+		}
+	}
+	return "", errors.New("devstack: the go command is needed to build the temporal CLI but is not on PATH (or set " + EnvTemporalCLI + ")")
+}
+
+func temporalCheckExec(p string) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		return errors.New("is a directory")
+	}
+	if runtime.GOOS != "windows" && fi.Mode().Perm()&0o111 == 0 {
+		return errors.New("not executable")
+	}
+	return nil
+}
+
+func temporalExeName(name string) string {
+	if runtime.GOOS == "windows" {
+		return name + ".exe"
+	}
+	return name
+}
+
+func temporalLogOrNop(log func(string, ...any)) func(string, ...any) {
+	if log == nil {
+		return func(string, ...any) {}
+	}
+	return log
+}
+
+func temporalRoundDur(d time.Duration) time.Duration {
+	if d >= time.Minute {
+		return d.Round(time.Minute)
+	}
+	return d.Round(time.Second)
+}
+
+// temporalTail keeps the last max bytes written to it, so error messages can
+// quote the end of a long build or server log without holding all of it.
+type temporalTail struct {
+	mu  sync.Mutex
+	buf []byte
+	max int
+}
+
+func newTemporalTail(max int) *temporalTail {
+	return &temporalTail{max: max}
+}
+
+func (t *temporalTail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+// String returns the retained tail, starting at a line boundary when possible.
+func (t *temporalTail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := t.buf
+	if len(b) == t.max {
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			b = b[i+1:]
+		}
+	}
+	return string(b)
+}
+
+// temporalLastLines returns at most n trailing lines of s.
+func temporalLastLines(s string, n int) string {
+	s = strings.TrimRight(s, "\n")
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,160 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/atelier-ml/atelier/workflows"
+)
+
+// ErrRunNotFound means Temporal has no open execution for the run (never
+// started, finished and no longer signalable, or past retention).
+var ErrRunNotFound = errors.New("run not found in Temporal")
+
+// Search attributes registered on the namespace; typed keys so a type
+// mismatch fails at start rather than silently dropping the attribute.
+var (
+	saProject  = temporal.NewSearchAttributeKeyKeyword(workflows.SAProject)
+	saPipeline = temporal.NewSearchAttributeKeyKeyword(workflows.SAPipeline)
+	saState    = temporal.NewSearchAttributeKeyKeyword(workflows.SAState)
+)
+
+// Config locates the namespace and, optionally, the Temporal web UI.
+type Config struct {
+	// Namespace the client is connected to; used only to build UI links.
+	Namespace string
+	// UIBase is the UI's base URL (e.g. http://localhost:8233); empty
+	// disables UI links.
+	UIBase string
+}
+
+// Engine runs pipelines on Temporal.
+type Engine struct {
+	c   client.Client
+	cfg Config
+}
+
+// New wraps a connected client. The caller owns (and closes) the client.
+func New(c client.Client, cfg Config) *Engine {
+	if cfg.Namespace == "" {
+		cfg.Namespace = client.DefaultNamespace
+	}
+	cfg.UIBase = strings.TrimRight(cfg.UIBase, "/")
+	return &Engine{c: c, cfg: cfg}
+}
+
+// StartRequest describes one run to start.
+type StartRequest struct {
+	RunID     string // becomes the workflow ID
+	Workflow  string // registered workflow type name
+	TaskQueue string
+	// Input is the single workflow argument; nil starts the workflow with
+	// none. A json.RawMessage passes through the JSON payload converter as is.
+	Input    any
+	Project  string
+	Pipeline string // empty for native Go workflows
+}
+
+// StartRun starts the run's workflow. Starting a run that was already
+// started (running or closed) succeeds without effect, which lets the
+// gateway complete a start that a crash interrupted.
+func (e *Engine) StartRun(ctx context.Context, r StartRequest) error {
+	if r.RunID == "" || r.Workflow == "" || r.TaskQueue == "" {
+		return fmt.Errorf("engine: run ID, workflow and task queue are required")
+	}
+	attrs := []temporal.SearchAttributeUpdate{
+		saProject.ValueSet(r.Project),
+		saState.ValueSet(string(workflows.RunPending)),
+	}
+	memo := map[string]any{"project": r.Project, "workflow": r.Workflow}
+	if r.Pipeline != "" {
+		attrs = append(attrs, saPipeline.ValueSet(r.Pipeline))
+		memo["pipeline"] = r.Pipeline
+	}
+	opts := client.StartWorkflowOptions{
+		ID:        r.RunID,
+		TaskQueue: r.TaskQueue,
+		// Reject-duplicate plus an error when already started: a second
+		// start with the same run ID can never run the workflow twice, even
+		// after the first execution closed.
+		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		TypedSearchAttributes:                    temporal.NewSearchAttributes(attrs...),
+		Memo:                                     memo,
+	}
+	var args []any
+	if r.Input != nil {
+		args = append(args, r.Input)
+	}
+	_, err := e.c.ExecuteWorkflow(ctx, opts, r.Workflow, args...)
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &already) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("engine: start run %s: %w", r.RunID, err)
+	}
+	return nil
+}
+
+// SignalCancel asks a run to cancel; the workflow decides how (it stops its
+// steps and records who asked and why).
+func (e *Engine) SignalCancel(ctx context.Context, runID string, req workflows.CancelRequest) error {
+	err := e.c.SignalWorkflow(ctx, runID, "", workflows.SignalCancel, req)
+	if isNotFound(err) {
+		return ErrRunNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("engine: signal cancel %s: %w", runID, err)
+	}
+	return nil
+}
+
+// QueryStatus asks the workflow for its live status. It needs a worker to
+// answer, so callers bound it with a short deadline and fall back to the
+// status mirrored in Postgres.
+func (e *Engine) QueryStatus(ctx context.Context, runID string) (workflows.RunStatus, error) {
+	var st workflows.RunStatus
+	v, err := e.c.QueryWorkflow(ctx, runID, "", workflows.QueryStatus)
+	if isNotFound(err) {
+		return st, ErrRunNotFound
+	}
+	if err != nil {
+		return st, fmt.Errorf("engine: query status %s: %w", runID, err)
+	}
+	if err := v.Get(&st); err != nil {
+		return st, fmt.Errorf("engine: decode status %s: %w", runID, err)
+	}
+	return st, nil
+}
+
+// UIURL links to the run in the Temporal web UI, or "" when no UI is set.
+func (e *Engine) UIURL(runID string) string {
+	if e.cfg.UIBase == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s/namespaces/%s/workflows/%s",
+		e.cfg.UIBase, url.PathEscape(e.cfg.Namespace), url.PathEscape(runID))
+}
+
+// Health checks that the Temporal frontend answers.
+func (e *Engine) Health(ctx context.Context) error {
+	if _, err := e.c.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+		return fmt.Errorf("engine: temporal health: %w", err)
+	}
+	return nil
+}
+
+func isNotFound(err error) bool {
+	var nf *serviceerror.NotFound
+	return errors.As(err, &nf)
+}

@@ -1,0 +1,127 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/atelier-ml/atelier/workflows"
+)
+
+// fakeClient implements only what Engine calls; any other method panics via
+// the nil embedded interface, which is what a test wants.
+type fakeClient struct {
+	client.Client
+	startErr  error
+	signalErr error
+	queryErr  error
+	status    workflows.RunStatus
+
+	opts     client.StartWorkflowOptions
+	workflow any
+	args     []any
+	signal   any
+}
+
+func (f *fakeClient) ExecuteWorkflow(_ context.Context, o client.StartWorkflowOptions, wf any, args ...any) (client.WorkflowRun, error) {
+	f.opts, f.workflow, f.args = o, wf, args
+	return nil, f.startErr
+}
+
+func (f *fakeClient) SignalWorkflow(_ context.Context, _, _, _ string, arg any) error {
+	f.signal = arg
+	return f.signalErr
+}
+
+func (f *fakeClient) QueryWorkflow(context.Context, string, string, string, ...any) (converter.EncodedValue, error) {
+	if f.queryErr != nil {
+		return nil, f.queryErr
+	}
+	p, err := converter.GetDefaultDataConverter().ToPayloads(f.status)
+	if err != nil {
+		return nil, err
+	}
+	return client.NewValue(p), nil
+}
+
+func TestStartRun(t *testing.T) {
+	f := &fakeClient{}
+	e := New(f, Config{})
+	in := json.RawMessage(`{"x":1}`)
+	err := e.StartRun(context.Background(), StartRequest{
+		RunID: "r1", Workflow: workflows.PipelineWorkflowName, TaskQueue: workflows.TaskQueueLocal,
+		Input: in, Project: "p", Pipeline: "train",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.opts.ID != "r1" || f.opts.TaskQueue != workflows.TaskQueueLocal || f.workflow != workflows.PipelineWorkflowName {
+		t.Fatalf("options %+v workflow %v", f.opts, f.workflow)
+	}
+	if f.opts.WorkflowIDReusePolicy != enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE || !f.opts.WorkflowExecutionErrorWhenAlreadyStarted {
+		t.Fatal("start is not duplicate-safe")
+	}
+	if f.opts.TypedSearchAttributes.Size() != 3 {
+		t.Fatalf("search attributes: %d", f.opts.TypedSearchAttributes.Size())
+	}
+	if st, _ := f.opts.TypedSearchAttributes.GetKeyword(saState); st != "PENDING" {
+		t.Fatalf("state attribute %q", st)
+	}
+	if len(f.args) != 1 || string(f.args[0].(json.RawMessage)) != `{"x":1}` {
+		t.Fatalf("args %v", f.args)
+	}
+
+	// A Go workflow without input starts with no argument and no pipeline attribute.
+	if err := e.StartRun(context.Background(), StartRequest{RunID: "r2", Workflow: "wf", TaskQueue: "q", Project: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.args) != 0 || f.opts.TypedSearchAttributes.Size() != 2 {
+		t.Fatalf("args %v attrs %d", f.args, f.opts.TypedSearchAttributes.Size())
+	}
+}
+
+func TestStartRunAlreadyStartedIsSuccess(t *testing.T) {
+	f := &fakeClient{startErr: serviceerror.NewWorkflowExecutionAlreadyStarted("exists", "", "")}
+	if err := New(f, Config{}).StartRun(context.Background(), StartRequest{RunID: "r", Workflow: "w", TaskQueue: "q"}); err != nil {
+		t.Fatalf("want nil, got %v", err)
+	}
+	f.startErr = serviceerror.NewUnavailable("down")
+	if err := New(f, Config{}).StartRun(context.Background(), StartRequest{RunID: "r", Workflow: "w", TaskQueue: "q"}); err == nil {
+		t.Fatal("want error")
+	}
+}
+
+func TestSignalAndQueryNotFound(t *testing.T) {
+	f := &fakeClient{signalErr: serviceerror.NewNotFound("gone"), queryErr: serviceerror.NewNotFound("gone")}
+	e := New(f, Config{})
+	if err := e.SignalCancel(context.Background(), "r", workflows.CancelRequest{Reason: "x"}); !errors.Is(err, ErrRunNotFound) {
+		t.Fatalf("signal: %v", err)
+	}
+	if _, err := e.QueryStatus(context.Background(), "r"); !errors.Is(err, ErrRunNotFound) {
+		t.Fatalf("query: %v", err)
+	}
+}
+
+func TestQueryStatus(t *testing.T) {
+	f := &fakeClient{status: workflows.RunStatus{RunID: "r", State: workflows.RunRunning, Seq: 7}}
+	st, err := New(f, Config{}).QueryStatus(context.Background(), "r")
+	if err != nil || st.Seq != 7 || st.State != workflows.RunRunning {
+		t.Fatalf("%+v %v", st, err)
+	}
+}
+
+func TestUIURL(t *testing.T) {
+	if got := New(nil, Config{}).UIURL("r"); got != "" {
+		t.Fatalf("no UI: %q", got)
+	}
+	got := New(nil, Config{Namespace: "ml", UIBase: "http://ui:8233/"}).UIURL("0190-ab")
+	if got != "http://ui:8233/namespaces/ml/workflows/0190-ab" {
+		t.Fatal(got)
+	}
+}

@@ -1,0 +1,293 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/internal/store/db"
+	"github.com/atelier-ml/atelier/workflows"
+)
+
+// Page sizes of ListRuns.
+const (
+	DefaultRunPageSize = 50
+	MaxRunPageSize     = 500
+)
+
+// CreateRun inserts a PENDING run (Seq 0) and returns it with created ==
+// true. An empty r.ID is generated; a zero r.CreatedAt means now. If
+// r.IdempotencyKey is set and the project already has a run with that key,
+// that run is returned unchanged with created == false: the caller compares
+// RequestHash to tell a retry from a reuse of the key. A taken ID is
+// ErrConflict. State, Seq and UpdatedAt of r are ignored.
+func (s *Store) CreateRun(ctx context.Context, r catalog.Run) (catalog.Run, bool, error) {
+	if r.Project == "" {
+		return catalog.Run{}, false, invalid("empty project")
+	}
+	if r.ID == "" {
+		r.ID = newID("run-")
+	}
+	if len(r.Input) > 0 && !json.Valid(r.Input) {
+		return catalog.Run{}, false, invalid("run input is not valid JSON")
+	}
+	p := db.CreateRunParams{
+		ID:             r.ID,
+		Project:        r.Project,
+		Pipeline:       strPtr(r.Pipeline),
+		Workflow:       r.Workflow,
+		State:          string(workflows.RunPending),
+		CreatedBy:      r.CreatedBy,
+		IdempotencyKey: strPtr(r.IdempotencyKey),
+		RequestHash:    r.RequestHash,
+	}
+	if r.Version != 0 {
+		v := int32(r.Version)
+		p.Version = &v
+	}
+	if !r.CreatedAt.IsZero() {
+		p.CreatedAt = &r.CreatedAt
+	}
+	if len(r.Input) > 0 {
+		p.Input = r.Input
+	}
+	if r.Status != nil {
+		b, err := json.Marshal(r.Status)
+		if err != nil {
+			return catalog.Run{}, false, invalid("run status: %v", err)
+		}
+		p.Status = b
+	}
+	// A conflicting key makes the insert return no row; the existing run is
+	// then read. Retry if that run was deleted in between (DeleteRun).
+	for range 3 {
+		row, err := s.q.CreateRun(ctx, p)
+		if err == nil {
+			run, err := toRun(row)
+			return run, true, err
+		}
+		if !errors.Is(err, pgx.ErrNoRows) || p.IdempotencyKey == nil {
+			return catalog.Run{}, false, mapErr(err, "create run %q", r.ID)
+		}
+		row, err = s.q.GetRunByIdempotencyKey(ctx, db.GetRunByIdempotencyKeyParams{
+			Project: r.Project, IdempotencyKey: p.IdempotencyKey,
+		})
+		if err == nil {
+			run, err := toRun(row)
+			return run, false, err
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return catalog.Run{}, false, mapErr(err, "create run %q", r.ID)
+		}
+	}
+	return catalog.Run{}, false, fmt.Errorf("create run %q: %w: idempotency key raced with deletion", r.ID, catalog.ErrConflict)
+}
+
+// GetRun returns a run of project; a run of another project is ErrNotFound.
+func (s *Store) GetRun(ctx context.Context, project, id string) (catalog.Run, error) {
+	row, err := s.q.GetRun(ctx, db.GetRunParams{Project: project, ID: id})
+	if err != nil {
+		return catalog.Run{}, mapErr(err, "run %s/%s", project, id)
+	}
+	return toRun(row)
+}
+
+// DeleteRun removes a run row, e.g. when starting its workflow failed right
+// after CreateRun. ErrNotFound if absent.
+func (s *Store) DeleteRun(ctx context.Context, id string) error {
+	n, err := s.q.DeleteRun(ctx, id)
+	if err != nil {
+		return mapErr(err, "delete run %q", id)
+	}
+	if n == 0 {
+		return mapErr(catalog.ErrNotFound, "delete run %q", id)
+	}
+	return nil
+}
+
+// MirrorRun records a run's status. A run without a row (started directly
+// through the Temporal SDK) is inserted, with CreatedAt = StartedAt or now.
+// Otherwise state, seq, status and updated_at are replaced only if s.Seq is
+// greater than the stored seq, so stale and replayed writes are ignored; a
+// status whose project differs from the stored row's is ignored too.
+func (s *Store) MirrorRun(ctx context.Context, st workflows.RunStatus) error {
+	if st.RunID == "" || st.Project == "" || st.State == "" {
+		return invalid("run status needs runId, project and state")
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
+		return invalid("run status: %v", err)
+	}
+	p := db.MirrorRunParams{
+		ID:        st.RunID,
+		Project:   st.Project,
+		Pipeline:  strPtr(st.Pipeline),
+		Workflow:  st.Workflow,
+		State:     string(st.State),
+		Seq:       st.Seq,
+		Status:    b,
+		CreatedAt: st.StartedAt,
+	}
+	if st.Version != 0 {
+		v := int32(st.Version)
+		p.Version = &v
+	}
+	_, err = s.q.MirrorRun(ctx, p)
+	return mapErr(err, "mirror run %s/%s", st.Project, st.RunID)
+}
+
+// ListRuns returns one page of a project's runs, newest first (created_at,
+// then id, descending). Filters: Pipeline, State, CreatedAfter (inclusive),
+// CreatedBefore (exclusive). Limit defaults to 50 and is capped at 500 (it
+// may change between pages). A PageToken not produced by ListRuns for the
+// same filter is ErrBadPageToken (wrapping catalog.ErrInvalidArgument). Walking the pages
+// visits each run matching the filter exactly once, even while new runs are
+// being created (they sort before the cursor).
+func (s *Store) ListRuns(ctx context.Context, f catalog.RunFilter) (catalog.RunPage, error) {
+	if f.Project == "" {
+		return catalog.RunPage{}, invalid("empty project")
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = DefaultRunPageSize
+	}
+	limit = min(limit, MaxRunPageSize)
+
+	fh := filterHash(f)
+	var curT *time.Time
+	var curID *string
+	if f.PageToken != "" {
+		c, err := decodeCursor(f.PageToken, fh)
+		if err != nil {
+			return catalog.RunPage{}, err
+		}
+		curT, curID = &c.t, &c.id
+	}
+
+	var (
+		rows []db.Run
+		err  error
+		max  = int32(limit + 1) // one more to know whether a next page exists
+	)
+	switch {
+	case f.Pipeline != "":
+		rows, err = s.q.ListRunsByPipeline(ctx, db.ListRunsByPipelineParams{
+			Project: f.Project, Pipeline: f.Pipeline, State: strPtr(string(f.State)),
+			CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore,
+			CursorCreatedAt: curT, CursorID: curID, MaxRows: max,
+		})
+	case f.State != "":
+		rows, err = s.q.ListRunsByState(ctx, db.ListRunsByStateParams{
+			Project: f.Project, State: string(f.State),
+			CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore,
+			CursorCreatedAt: curT, CursorID: curID, MaxRows: max,
+		})
+	default:
+		rows, err = s.q.ListRuns(ctx, db.ListRunsParams{
+			Project:      f.Project,
+			CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore,
+			CursorCreatedAt: curT, CursorID: curID, MaxRows: max,
+		})
+	}
+	if err != nil {
+		return catalog.RunPage{}, mapErr(err, "list runs of %q", f.Project)
+	}
+
+	var page catalog.RunPage
+	if len(rows) > limit {
+		rows = rows[:limit]
+		last := rows[limit-1]
+		page.NextPageToken = encodeCursor(cursor{t: last.CreatedAt, id: last.ID, filter: fh})
+	}
+	page.Runs = make([]catalog.Run, len(rows))
+	for i, r := range rows {
+		if page.Runs[i], err = toRun(r); err != nil {
+			return catalog.RunPage{}, err
+		}
+	}
+	return page, nil
+}
+
+// cursor is the keyset position after which the next page starts, and the
+// filter it was issued for.
+type cursor struct {
+	t      time.Time
+	id     string
+	filter string
+}
+
+type cursorJSON struct {
+	V  int    `json:"v"`
+	T  int64  `json:"t"` // created_at, Unix microseconds (Postgres precision)
+	ID string `json:"i"`
+	F  string `json:"f"` // filterHash
+}
+
+// filterHash identifies a filter (everything but Limit and PageToken), so
+// that a token is not replayed against another project or filter.
+func filterHash(f catalog.RunFilter) string {
+	h := sha256.New()
+	ts := func(t *time.Time) string {
+		if t == nil {
+			return "-"
+		}
+		return strconv.FormatInt(t.UnixMicro(), 10)
+	}
+	fmt.Fprintf(h, "%q %q %q %s %s", f.Project, f.Pipeline, f.State, ts(f.CreatedAfter), ts(f.CreatedBefore))
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:9])
+}
+
+func encodeCursor(c cursor) string {
+	b, _ := json.Marshal(cursorJSON{V: 1, T: c.t.UnixMicro(), ID: c.id, F: c.filter})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeCursor(tok, filter string) (cursor, error) {
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		return cursor{}, ErrBadPageToken
+	}
+	var c cursorJSON
+	if err := json.Unmarshal(b, &c); err != nil || c.V != 1 || c.ID == "" {
+		return cursor{}, ErrBadPageToken
+	}
+	if c.F != filter {
+		return cursor{}, fmt.Errorf("%w: issued for another filter", ErrBadPageToken)
+	}
+	return cursor{t: time.UnixMicro(c.T).UTC(), id: c.ID, filter: c.F}, nil
+}
+
+func toRun(r db.Run) (catalog.Run, error) {
+	run := catalog.Run{
+		ID:             r.ID,
+		Project:        r.Project,
+		Pipeline:       deref(r.Pipeline),
+		Workflow:       r.Workflow,
+		State:          workflows.RunState(r.State),
+		CreatedAt:      utc(r.CreatedAt),
+		UpdatedAt:      utc(r.UpdatedAt),
+		CreatedBy:      r.CreatedBy,
+		IdempotencyKey: deref(r.IdempotencyKey),
+		RequestHash:    r.RequestHash,
+		Input:          r.Input,
+	}
+	if r.Version != nil {
+		run.Version = int(*r.Version)
+	}
+	if len(r.Status) > 0 {
+		var st workflows.RunStatus
+		if err := json.Unmarshal(r.Status, &st); err != nil {
+			return catalog.Run{}, fmt.Errorf("run %s/%s: decoding status: %v", r.Project, r.ID, err)
+		}
+		run.Status = &st
+	}
+	return run, nil
+}

@@ -1,0 +1,27 @@
+// Package workflows holds Atelier's Temporal workflows and the small public
+// Go API for writing pipelines as native Go workflows.
+//
+// Every pipeline, declarative or Go, records its progress through a Run
+// (Begin ... End): a RunStatus served by the "status" query, a "cancel"
+// signal carrying reason and requester, the AtelierState search attribute,
+// and a copy in Postgres written by the mirror activity. PipelineWorkflow
+// interprets a declarative spec (package spec) with the same building
+// blocks, so both kinds of pipeline look the same through REST, the Temporal
+// UI and the CLI.
+//
+// A native Go pipeline:
+//
+//	func Train(ctx workflow.Context, in TrainInput) (TrainResult, error) {
+//		run, ctx, err := workflows.Begin(ctx, workflows.RunOptions{})
+//		if err != nil {
+//			return TrainResult{}, err
+//		}
+//		out, err := run.Container(ctx, "prepare", spec.Container{Command: []string{"sh", "-c", "..."}}).Get(ctx)
+//		...
+//		return res, run.End(res, err)
+//	}
+//
+// Workflow code here must stay deterministic (see docs/architecture.md):
+// only workflow.Now/Sleep/Go/Await, no map ranging that affects commands,
+// no I/O. `make lint` runs workflowcheck over this package.
+package workflows

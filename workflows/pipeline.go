@@ -1,0 +1,292 @@
+package workflows
+
+import (
+	"fmt"
+	"strings"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/atelier-ml/atelier/workflows/spec"
+)
+
+// ErrTypePipelineFailed is the application error type of a failed run, as
+// shown by Temporal's UI and CLI.
+const ErrTypePipelineFailed = "PipelineFailed"
+
+// PipelineWorkflow interprets a declarative pipeline spec. It is registered
+// as PipelineWorkflowName and must stay deterministic: it walks steps in
+// declaration order, never ranges over maps, and reads no clock but
+// workflow.Now.
+func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
+	r, sctx, err := Begin(ctx, RunOptions{
+		Project: in.Project, Pipeline: in.Pipeline, Version: in.Version,
+		Params: in.Params, Deadline: in.Spec.Deadline.D(),
+	})
+	if err != nil {
+		return err
+	}
+	d := &dag{r: r, ctx: sctx, in: &in, p: &in.Spec}
+	d.run()
+
+	switch {
+	case r.Cancelled():
+		r.markUnfinished(StepCancelled, "not started: run cancelled")
+		r.finish(RunCancelled, "")
+		return temporal.NewCanceledError(r.cancelReason())
+	case r.DeadlineExceeded():
+		r.markUnfinished(StepSkipped, "not started: pipeline deadline exceeded")
+		r.finish(RunFailed, r.status.Error)
+		return temporal.NewNonRetryableApplicationError(r.status.Error, ErrTypePipelineFailed, nil)
+	case d.failure != "":
+		r.markUnfinished(StepSkipped, "not started: "+d.failure)
+		r.finish(RunFailed, d.failure)
+		return temporal.NewNonRetryableApplicationError(d.failure, ErrTypePipelineFailed, nil)
+	default:
+		r.finish(RunSucceeded, "")
+		return nil
+	}
+}
+
+// dag is the scheduler state of one PipelineWorkflow execution.
+type dag struct {
+	r   *Run
+	ctx workflow.Context // step context: cancelled on cancel/deadline
+	in  *PipelineInput
+	p   *spec.Pipeline
+
+	steps   []*StepStatus
+	outputs []any
+	started []bool
+	done    []bool
+	running int
+	failure string // first step failure; stops new steps from starting
+}
+
+func (d *dag) stopping() bool {
+	return d.failure != "" || d.r.Cancelled() || d.r.DeadlineExceeded()
+}
+
+func (d *dag) run() {
+	n := len(d.p.Steps)
+	deps := spec.Dependencies(d.p)
+	d.steps = make([]*StepStatus, n)
+	d.outputs = make([]any, n)
+	d.started = make([]bool, n)
+	d.done = make([]bool, n)
+	for i, s := range d.p.Steps {
+		d.steps[i] = d.r.addStep(s.Name, string(kindOf(s)))
+	}
+	// Waiting must survive Temporal's cancel request: running steps are
+	// cancelled through d.ctx and we still wait for their cleanup.
+	wait, _ := workflow.NewDisconnectedContext(d.r.root)
+	for {
+		// Rescan until nothing new starts: a skipped step finishes at once
+		// and may unblock steps declared before it.
+		for progressed := true; progressed; {
+			progressed = false
+			for i := 0; i < n && !d.stopping(); i++ {
+				if d.started[i] || !d.depsDone(deps[i]) {
+					continue
+				}
+				d.started[i], progressed = true, true
+				d.start(i, deps[i])
+			}
+		}
+		if d.running == 0 && (d.stopping() || d.allStarted()) {
+			return
+		}
+		seen := d.r.status.Seq
+		_ = workflow.Await(wait, func() bool { return d.r.status.Seq != seen })
+	}
+}
+
+func (d *dag) depsDone(deps []int) bool {
+	for _, j := range deps {
+		if !d.done[j] {
+			return false
+		}
+	}
+	return true
+}
+
+func (d *dag) allStarted() bool {
+	for _, s := range d.started {
+		if !s {
+			return false
+		}
+	}
+	return true
+}
+
+// start decides whether step i runs or is skipped, and launches it.
+func (d *dag) start(i int, deps []int) {
+	s, st := &d.p.Steps[i], d.steps[i]
+	for _, j := range deps {
+		if d.steps[j].State != StepSucceeded {
+			d.finishStep(i, StepSkipped, "", fmt.Sprintf("skipped: dependency %q %s", d.steps[j].Name, strings.ToLower(string(d.steps[j].State))))
+			return
+		}
+	}
+	env := d.env()
+	if s.When != "" {
+		ok, err := spec.EvalWhen(s.When, env)
+		if err != nil {
+			d.fail(i, fmt.Sprintf("evaluating when %q: %v", s.When, err))
+			return
+		}
+		if !ok {
+			d.finishStep(i, StepSkipped, "", fmt.Sprintf("skipped: condition %q is false", s.When))
+			return
+		}
+	}
+	opts := stepOptions(s)
+	d.running++
+	workflow.Go(d.ctx, func(gctx workflow.Context) {
+		defer func() { d.running--; d.done[i] = true; d.r.touch() }()
+		if s.ForEach != nil {
+			d.runForEach(gctx, i, env, opts)
+			return
+		}
+		c, err := spec.RenderContainer(s.Container, env)
+		if err != nil {
+			d.fail(i, fmt.Sprintf("rendering templates: %v", err))
+			return
+		}
+		out, err := d.r.runContainer(gctx, st, s.Name, nil, *c, opts...)
+		d.record(i, out, err)
+	})
+}
+
+// runForEach runs one container per item with bounded parallelism; the
+// first failed item stops new items from starting.
+func (d *dag) runForEach(ctx workflow.Context, i int, env spec.Env, opts []StepOption) {
+	s, st := &d.p.Steps[i], d.steps[i]
+	items, err := spec.EvalItems(s.ForEach, env)
+	if err != nil {
+		d.fail(i, fmt.Sprintf("evaluating forEach items: %v", err))
+		return
+	}
+	now := workflow.Now(ctx)
+	st.State, st.StartedAt = StepRunning, &now
+	st.Items = make([]StepStatus, len(items))
+	for k := range items {
+		st.Items[k] = StepStatus{Name: fmt.Sprintf("%s[%d]", s.Name, k), Kind: st.Kind, State: StepPending, Item: items[k]}
+	}
+	d.r.touch()
+	par := s.ForEach.Parallelism
+	if par <= 0 {
+		par = spec.MaxParallelism
+	}
+	outs := make([]any, len(items))
+	active, itemFailure := 0, ""
+	wait, _ := workflow.NewDisconnectedContext(ctx)
+	for k := range items {
+		_ = workflow.Await(wait, func() bool { return active < par })
+		if itemFailure != "" || ctx.Err() != nil || d.failure != "" {
+			break
+		}
+		k := k
+		active++
+		workflow.Go(ctx, func(gctx workflow.Context) {
+			defer func() { active--; d.r.touch() }()
+			ienv := env
+			ienv.Item, ienv.HasItem = items[k], true
+			c, err := spec.RenderContainer(s.Container, ienv)
+			if err != nil {
+				d.r.endStep(&st.Items[k], StepFailed, fmt.Sprintf("rendering templates: %v", err), "")
+				if itemFailure == "" {
+					itemFailure = fmt.Sprintf("item %d: rendering templates: %v", k, err)
+				}
+				return
+			}
+			out, err := d.r.runContainer(gctx, &st.Items[k], s.Name, &k, *c, opts...)
+			outs[k] = map[string]any(out)
+			if err != nil && !isCancelled(err) && itemFailure == "" {
+				itemFailure = fmt.Sprintf("item %d: %v", k, err)
+			}
+		})
+	}
+	_ = workflow.Await(wait, func() bool { return active == 0 })
+	switch {
+	case itemFailure != "":
+		markStepUnfinished(st, StepSkipped, "not started: another item failed")
+		d.fail(i, itemFailure)
+	case ctx.Err() != nil:
+		markStepUnfinished(st, StepCancelled, "not started: run cancelled")
+		d.finishStep(i, StepCancelled, "", "run cancelled")
+	default:
+		d.outputs[i] = outs
+		st.Outputs = outs
+		d.finishStep(i, StepSucceeded, "", "")
+	}
+}
+
+func (d *dag) record(i int, out Outputs, err error) {
+	switch {
+	case err == nil:
+		d.outputs[i] = map[string]any(out)
+	case isCancelled(err):
+		// runContainer already marked the step CANCELLED.
+	default:
+		if d.failure == "" {
+			d.failure = fmt.Sprintf("step %q failed: %s", d.steps[i].Name, stepErrMessage(err))
+		}
+	}
+}
+
+func (d *dag) fail(i int, msg string) {
+	d.finishStep(i, StepFailed, msg, "")
+	if d.failure == "" {
+		d.failure = fmt.Sprintf("step %q failed: %s", d.steps[i].Name, msg)
+	}
+}
+
+func (d *dag) finishStep(i int, state StepState, errMsg, msg string) {
+	d.r.endStep(d.steps[i], state, errMsg, msg)
+	d.done[i] = true
+}
+
+// env is the expression environment: params, outputs of finished steps, run.
+func (d *dag) env() spec.Env {
+	steps := make(map[string]spec.StepEnv, len(d.steps))
+	for j, st := range d.steps {
+		if st.State == StepSucceeded {
+			steps[st.Name] = spec.StepEnv{Outputs: d.outputs[j]}
+		}
+	}
+	return spec.Env{
+		Params: d.in.Params,
+		Steps:  steps,
+		Run:    spec.RunEnv{ID: d.r.ID(), Project: d.r.Project(), Pipeline: d.in.Pipeline},
+	}
+}
+
+func stepOptions(s *spec.Step) []StepOption {
+	var opts []StepOption
+	if s.Timeout > 0 {
+		opts = append(opts, WithTimeout(s.Timeout.D()))
+	}
+	if s.Retries != nil {
+		opts = append(opts, WithRetries(*s.Retries))
+	}
+	return opts
+}
+
+func kindOf(s spec.Step) spec.StepKind {
+	if s.Kind == "" {
+		return spec.KindContainer
+	}
+	return s.Kind
+}
+
+func isCancelled(err error) bool {
+	return err == errCancelled
+}
+
+func stepErrMessage(err error) string {
+	if se, ok := err.(*StepError); ok {
+		return se.Message
+	}
+	return err.Error()
+}

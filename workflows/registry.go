@@ -1,0 +1,31 @@
+package workflows
+
+import (
+	"go.temporal.io/sdk/workflow"
+)
+
+// GoPipeline describes a native Go pipeline: a Temporal workflow function
+// written with this package's building blocks (Begin, Run.Container, Run.End).
+// Workers register it under Name and publish it to the catalogue so the REST
+// API can start it by name.
+type GoPipeline struct {
+	Name        string
+	Description string
+	// Workflow is func(workflow.Context, In) (Out, error) with JSON-encodable
+	// In and Out.
+	Workflow any
+}
+
+// WorkflowRegistry is the part of worker.Worker this package needs.
+type WorkflowRegistry interface {
+	RegisterWorkflowWithOptions(w interface{}, options workflow.RegisterOptions)
+}
+
+// Register registers the generic declarative pipeline workflow and the given
+// native Go pipelines under their stable names.
+func Register(reg WorkflowRegistry, pipelines ...GoPipeline) {
+	reg.RegisterWorkflowWithOptions(PipelineWorkflow, workflow.RegisterOptions{Name: PipelineWorkflowName})
+	for _, p := range pipelines {
+		reg.RegisterWorkflowWithOptions(p.Workflow, workflow.RegisterOptions{Name: p.Name})
+	}
+}

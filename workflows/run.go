@@ -1,0 +1,310 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/atelier-ml/atelier/activities"
+)
+
+// DefaultProject is used for runs started without the AtelierProject search
+// attribute (e.g. straight from the Temporal SDK without options).
+const DefaultProject = "default"
+
+// Run is the bookkeeping shared by every Atelier pipeline workflow, declarative
+// or native Go: the observable RunStatus (served by the "status" query), the
+// cancel signal, the AtelierState search attribute and the Postgres mirror.
+//
+// A Run is confined to its workflow's coroutines; it is not goroutine-safe in
+// the Go sense and needs not be (workflow coroutines never run in parallel).
+type Run struct {
+	status RunStatus
+	steps  []*StepStatus
+
+	// stepCtx is the context steps run under. It is cancelled by the cancel
+	// signal, the pipeline deadline or Temporal's own cancel request.
+	stepCtx    workflow.Context
+	cancelStep workflow.CancelFunc
+	root       workflow.Context
+
+	cancelled bool // cancel signal or Temporal cancel
+	deadline  bool // pipeline deadline passed
+
+	mirrored int64 // highest Seq the mirror has written
+	closing  bool
+}
+
+// RunOptions describe a run when it begins.
+type RunOptions struct {
+	Project  string
+	Pipeline string
+	Version  int
+	Params   map[string]any
+	// Deadline bounds the whole run (0 = none).
+	Deadline time.Duration
+}
+
+// Begin starts the bookkeeping of a run and returns it with the context that
+// steps must use: it is cancelled when the run is cancelled (cancel signal or
+// Temporal cancel request) or its deadline passes.
+func Begin(ctx workflow.Context, opts RunOptions) (*Run, workflow.Context, error) {
+	info := workflow.GetInfo(ctx)
+	project := opts.Project
+	if project == "" {
+		project = projectFromSearchAttributes(ctx)
+	}
+	now := workflow.Now(ctx)
+	r := &Run{root: ctx}
+	r.status = RunStatus{
+		RunID:     info.WorkflowExecution.ID,
+		Project:   project,
+		Pipeline:  opts.Pipeline,
+		Version:   opts.Version,
+		Workflow:  info.WorkflowType.Name,
+		State:     RunRunning,
+		StartedAt: &now,
+		Params:    opts.Params,
+	}
+	r.stepCtx, r.cancelStep = workflow.WithCancel(ctx)
+
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (RunStatus, error) {
+		return r.Status(), nil
+	}); err != nil {
+		return nil, nil, fmt.Errorf("register status query: %w", err)
+	}
+
+	sig := workflow.GetSignalChannel(ctx, SignalCancel)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		for {
+			var req CancelRequest
+			if !sig.Receive(gctx, &req) {
+				return
+			}
+			r.requestCancel(&req)
+		}
+	})
+	// Temporal's native cancel request (UI, CLI, SDK) must lead to the same
+	// cleanup as the REST signal.
+	workflow.Go(workflow.WithValue(ctx, "atelier", "native-cancel"), func(gctx workflow.Context) {
+		_ = workflow.Await(gctx, func() bool { return false })
+		if ctx.Err() != nil {
+			r.requestCancel(&CancelRequest{Reason: "cancel requested through Temporal", Requester: "temporal", At: workflow.Now(ctx)})
+		}
+	})
+	if opts.Deadline > 0 {
+		workflow.Go(ctx, func(gctx workflow.Context) {
+			// Sleep on this coroutine's own context; a run that ends first
+			// simply leaves the timer behind.
+			if err := workflow.Sleep(gctx, opts.Deadline); err == nil && !r.cancelled && !r.status.State.Terminal() {
+				r.deadline = true
+				r.status.Error = fmt.Sprintf("pipeline deadline of %s exceeded", opts.Deadline)
+				r.cancelStep()
+				r.touch()
+			}
+		})
+	}
+
+	r.startMirror(ctx)
+	r.upsertState(ctx)
+	r.touch()
+	return r, r.stepCtx, nil
+}
+
+func projectFromSearchAttributes(ctx workflow.Context) string {
+	sa := workflow.GetTypedSearchAttributes(ctx)
+	if v, ok := sa.GetKeyword(temporal.NewSearchAttributeKeyKeyword(SAProject)); ok && v != "" {
+		return v
+	}
+	return DefaultProject
+}
+
+func (r *Run) requestCancel(req *CancelRequest) {
+	if r.cancelled || r.status.State.Terminal() {
+		return
+	}
+	r.cancelled = true
+	if req.At.IsZero() {
+		req.At = workflow.Now(r.root)
+	}
+	r.status.Cancel = req
+	r.status.State = RunCancelling
+	r.cancelStep()
+	r.upsertState(r.root)
+	r.touch()
+}
+
+// Cancelled reports whether the run was asked to stop (signal or Temporal).
+func (r *Run) Cancelled() bool { return r.cancelled }
+
+// DeadlineExceeded reports whether the pipeline deadline stopped the run.
+func (r *Run) DeadlineExceeded() bool { return r.deadline }
+
+// Project is the tenant that owns the run.
+func (r *Run) Project() string { return r.status.Project }
+
+// ID is the run ID (the workflow ID).
+func (r *Run) ID() string { return r.status.RunID }
+
+// Status returns a snapshot of the observable state.
+func (r *Run) Status() RunStatus {
+	s := r.status
+	s.Steps = make([]StepStatus, len(r.steps))
+	for i, st := range r.steps {
+		s.Steps[i] = st.clone()
+	}
+	return s
+}
+
+func (st *StepStatus) clone() StepStatus {
+	c := *st
+	c.Attempts = append([]Attempt(nil), st.Attempts...)
+	if st.Items != nil {
+		c.Items = make([]StepStatus, len(st.Items))
+		for i := range st.Items {
+			c.Items[i] = st.Items[i].clone()
+		}
+	}
+	return c
+}
+
+// touch records that something observable changed.
+func (r *Run) touch() { r.status.Seq++ }
+
+// addStep registers a step so it shows in the status. Names are unique: a
+// repeated name gets a numeric suffix so logs stay addressable.
+func (r *Run) addStep(name, kind string) *StepStatus {
+	base, n := name, 1
+	for r.stepByName(name) != nil {
+		n++
+		name = fmt.Sprintf("%s-%d", base, n)
+	}
+	st := &StepStatus{Name: name, Kind: kind, State: StepPending}
+	r.steps = append(r.steps, st)
+	r.touch()
+	return st
+}
+
+func (r *Run) stepByName(name string) *StepStatus {
+	for _, st := range r.steps {
+		if st.Name == name {
+			return st
+		}
+	}
+	return nil
+}
+
+func (r *Run) upsertState(ctx workflow.Context) {
+	_ = workflow.UpsertTypedSearchAttributes(ctx,
+		temporal.NewSearchAttributeKeyKeyword(SAState).ValueSet(string(r.status.State)))
+}
+
+// mirrorTrigger is the part of the state whose change is mirrored to
+// Postgres immediately. Step-level progress is served live by the status
+// query and written to Postgres with the next run-level change (at the
+// latest when the run ends): mirroring every step transition would put an
+// extra workflow task next to every step and cost more than the whole
+// orchestration budget (see docs/benchmarks.md).
+func (r *Run) mirrorTrigger() string {
+	return string(r.status.State)
+}
+
+// startMirror keeps Postgres' copy of the run current with at most one
+// mirror activity in flight; bursts of changes coalesce into one write.
+func (r *Run) startMirror(ctx workflow.Context) {
+	mctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    500 * time.Millisecond,
+			BackoffCoefficient: 2,
+			MaximumInterval:    30 * time.Second,
+			MaximumAttempts:    20,
+		},
+	})
+	// Disconnected: the final state must reach Postgres even when the
+	// workflow itself was cancelled.
+	mctx, _ = workflow.NewDisconnectedContext(mctx)
+	lastTrigger := ""
+	workflow.Go(mctx, func(gctx workflow.Context) {
+		for {
+			_ = workflow.Await(gctx, func() bool {
+				return r.mirrorTrigger() != lastTrigger || (r.closing && r.mirrored < r.status.Seq)
+			})
+			lastTrigger = r.mirrorTrigger()
+			snap := r.Status()
+			err := workflow.ExecuteActivity(gctx, activities.MirrorRunName, snap).Get(gctx, nil)
+			if err != nil {
+				workflow.GetLogger(gctx).Warn("mirroring run to Postgres failed; the workflow query still serves it", "error", err)
+			}
+			r.mirrored = snap.Seq
+		}
+	})
+}
+
+// finish records the terminal state and waits (bounded) for the mirror.
+func (r *Run) finish(state RunState, errMsg string) {
+	now := workflow.Now(r.root)
+	r.status.State = state
+	r.status.FinishedAt = &now
+	if errMsg != "" && r.status.Error == "" {
+		r.status.Error = errMsg
+	}
+	dctx, _ := workflow.NewDisconnectedContext(r.root)
+	r.upsertState(dctx)
+	r.closing = true
+	r.touch()
+	_, _ = workflow.AwaitWithTimeout(dctx, 10*time.Minute, func() bool { return r.mirrored >= r.status.Seq })
+}
+
+// End finishes a native Go pipeline: it waits for nothing else, records the
+// terminal state from err (nil = SUCCEEDED, cancellation = CANCELLED) and
+// returns the error the workflow function should return.
+func (r *Run) End(result any, err error) error {
+	switch {
+	case r.cancelled:
+		r.markUnfinished(StepCancelled, "run cancelled")
+		r.finish(RunCancelled, "")
+		return temporal.NewCanceledError(r.cancelReason())
+	case err != nil:
+		r.markUnfinished(StepSkipped, "not started: the run failed")
+		r.finish(RunFailed, err.Error())
+		return err
+	default:
+		r.status.Result = result
+		r.finish(RunSucceeded, "")
+		return nil
+	}
+}
+
+func (r *Run) cancelReason() string {
+	if r.status.Cancel != nil {
+		return r.status.Cancel.Reason
+	}
+	return "cancelled"
+}
+
+// markUnfinished gives every step that never reached a terminal state a
+// final one so the status never shows a PENDING step of a finished run.
+func (r *Run) markUnfinished(state StepState, msg string) {
+	for _, st := range r.steps {
+		markStepUnfinished(st, state, msg)
+	}
+}
+
+func markStepUnfinished(st *StepStatus, state StepState, msg string) {
+	for i := range st.Items {
+		markStepUnfinished(&st.Items[i], state, msg)
+	}
+	if !st.State.Terminal() {
+		st.State = state
+		if st.Message == "" {
+			st.Message = msg
+		}
+	}
+}
+
+// errCancelled marks step results that ended because the run was cancelled.
+var errCancelled = errors.New("cancelled")

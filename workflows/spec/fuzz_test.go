@@ -1,0 +1,42 @@
+package spec
+
+import (
+	"errors"
+	"os"
+	"testing"
+)
+
+// FuzzParse checks that no input makes Parse, Validate or Dependencies panic
+// and that every error is a non-empty *ValidationError.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(richYAML))
+	f.Add([]byte(richJSON))
+	if b, err := os.ReadFile("../../examples/pipelines/train-evaluate.yaml"); err == nil {
+		f.Add(b)
+	}
+	f.Add([]byte(`{"steps": [{"name": "a", "dependsOn": ["b"]}, {"name": "b", "when": "steps.a.outputs.x ?? item"}]}`))
+	f.Add([]byte("steps:\n- name: a\n  container: {command: ['{{ {\"a\": {{ }} }}']}\n"))
+	f.Add([]byte(`{"steps": [{"name": "a", "forEach": {"items": "1..10"}, "container": {"command": ["{{ item"]}}]}`))
+	all := ValidateOptions{Kinds: []StepKind{KindContainer, KindRay, KindSpark, KindInference, KindApproval, KindPipeline}}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := Parse(data)
+		if err != nil {
+			var ve *ValidationError
+			if !errors.As(err, &ve) || len(ve.Problems) == 0 || p != nil {
+				t.Fatalf("Parse error %T %v", err, err)
+			}
+			return
+		}
+		for _, opts := range []ValidateOptions{{}, all} {
+			if err := Validate(p, opts); err != nil {
+				var ve *ValidationError
+				if !errors.As(err, &ve) || len(ve.Problems) == 0 {
+					t.Fatalf("Validate error %T %v", err, err)
+				}
+			}
+		}
+		if deps := Dependencies(p); len(deps) != len(p.Steps) {
+			t.Fatalf("Dependencies has %d entries for %d steps", len(deps), len(p.Steps))
+		}
+	})
+}

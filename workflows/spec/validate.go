@@ -1,0 +1,559 @@
+package spec
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+// ValidateOptions describes the runtime a pipeline is validated for, so a
+// spec that is well-formed but cannot run there is rejected when it is
+// submitted rather than when a step is reached.
+type ValidateOptions struct {
+	// Kinds lists the step kinds the target runtime can run. The local
+	// runtime passes only KindContainer; nil means the same, the one kind
+	// every runtime supports.
+	Kinds []StepKind
+}
+
+// MaxStepTimeout bounds Step.Timeout: longer attempts would outlive
+// reasonable worker heartbeats and history retention.
+const MaxStepTimeout = 7 * 24 * time.Hour
+
+var (
+	stepNameRE  = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+	paramTypes  = []ParamType{ParamString, ParamInteger, ParamNumber, ParamBoolean, ParamObject, ParamArray}
+	stepKinds   = []StepKind{KindContainer, KindRay, KindSpark, KindInference, KindApproval, KindPipeline}
+	clusterKind = map[StepKind]bool{KindRay: true, KindSpark: true, KindInference: true}
+)
+
+// Validate checks a parsed pipeline and returns a *ValidationError listing
+// every problem found, each with its path, so a user fixes a spec in one
+// round trip. It checks names, kinds against opts, step configuration,
+// dependencies and cycles (explicit dependsOn and implicit references to
+// steps.<name>), expressions in when and forEach.items, templates in
+// container fields, and limits. A nil error means the generic workflow can
+// run the pipeline without meeting a spec error.
+//
+// Where item may be used: only in container templates of a step with
+// forEach. when is evaluated once per step (before fan-out) and
+// forEach.items defines the items, so item is rejected in both.
+func Validate(p *Pipeline, opts ValidateOptions) error {
+	var ps problems
+	if p == nil {
+		ps.add("", "pipeline is missing")
+		return ps.err()
+	}
+	kinds := opts.Kinds
+	if len(kinds) == 0 {
+		kinds = []StepKind{KindContainer}
+	}
+
+	if p.Deadline < 0 {
+		ps.add("deadline", "must not be negative")
+	}
+
+	sc := &refScope{params: map[string]bool{}, steps: map[string]int{}}
+	validateParams(p, &ps, sc)
+
+	if len(p.Steps) == 0 {
+		ps.add("steps", "a pipeline needs at least one step")
+	}
+	if len(p.Steps) > MaxSteps {
+		ps.add("steps", "%d steps; the limit is %d", len(p.Steps), MaxSteps)
+	}
+	for i, s := range p.Steps {
+		path := index("steps", i)
+		switch {
+		case s.Name == "":
+			ps.add(field(path, "name"), "required")
+		case !stepNameRE.MatchString(s.Name):
+			ps.add(field(path, "name"), "invalid step name %q: use lowercase letters, digits and '-', starting with a letter, at most 63 characters", s.Name)
+		}
+		if s.Name == "" {
+			continue
+		}
+		if j, dup := sc.steps[s.Name]; dup {
+			ps.add(field(path, "name"), "duplicate step name %q (also steps[%d])", s.Name, j)
+			continue
+		}
+		sc.steps[s.Name] = i
+	}
+	for i := range p.Steps {
+		validateStep(p, i, kinds, sc, &ps)
+	}
+	reportCycles(p, &ps)
+
+	sortProblems(ps.list)
+	return ps.err()
+}
+
+func validateParams(p *Pipeline, ps *problems, sc *refScope) {
+	seen := map[string]int{}
+	for i, prm := range p.Params {
+		path := index("params", i)
+		switch {
+		case prm.Name == "":
+			ps.add(field(path, "name"), "required")
+		case !identRE.MatchString(prm.Name):
+			ps.add(field(path, "name"), "invalid param name %q: use letters, digits and '_', not starting with a digit", prm.Name)
+		}
+		if prm.Name != "" {
+			if j, dup := seen[prm.Name]; dup {
+				ps.add(field(path, "name"), "duplicate param name %q (also params[%d])", prm.Name, j)
+			} else {
+				seen[prm.Name] = i
+				sc.params[prm.Name] = true
+			}
+		}
+		known := false
+		for _, t := range paramTypes {
+			if prm.Type == t {
+				known = true
+			}
+		}
+		switch {
+		case prm.Type == "":
+			ps.add(field(path, "type"), "required; use one of %s", joinParamTypes())
+		case !known:
+			ps.add(field(path, "type"), "unknown type %q; use one of %s", prm.Type, joinParamTypes())
+		case prm.Default != nil:
+			if msg := valueTypeError(prm.Type, prm.Default); msg != "" {
+				ps.add(field(path, "default"), "%s", msg)
+			}
+		}
+	}
+}
+
+func joinParamTypes() string {
+	s := make([]string, len(paramTypes))
+	for i, t := range paramTypes {
+		s[i] = string(t)
+	}
+	return strings.Join(s, ", ")
+}
+
+func joinKinds(ks []StepKind) string {
+	s := make([]string, len(ks))
+	for i, k := range ks {
+		s[i] = string(k)
+	}
+	return strings.Join(s, ", ")
+}
+
+func hasKind(ks []StepKind, k StepKind) bool {
+	for _, x := range ks {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+func rawSet(r json.RawMessage) bool {
+	t := bytes.TrimSpace(r)
+	return len(t) > 0 && !bytes.Equal(t, []byte("null"))
+}
+
+func validateStep(p *Pipeline, i int, kinds []StepKind, psc *refScope, ps *problems) {
+	s := &p.Steps[i]
+	path := index("steps", i)
+	sc := *psc
+	sc.self = s.Name
+
+	kind := s.Kind
+	if kind == "" {
+		kind = KindContainer
+	}
+	switch {
+	case !hasKind(stepKinds, kind):
+		ps.add(field(path, "kind"), "unknown step kind %q; use one of %s", kind, joinKinds(stepKinds))
+	case hasKind(kinds, kind):
+	case clusterKind[kind] && len(kinds) == 1 && kinds[0] == KindContainer:
+		ps.add(field(path, "kind"), "step kind %q needs a Kubernetes cluster; the local runtime runs only container steps", kind)
+	case kind == KindApproval || kind == KindPipeline:
+		ps.add(field(path, "kind"), "step kind %q is not implemented yet", kind)
+	default:
+		ps.add(field(path, "kind"), "step kind %q is not supported by this runtime (it runs %s)", kind, joinKinds(kinds))
+	}
+
+	// Kind-specific configuration.
+	for _, c := range []struct {
+		kind StepKind
+		raw  json.RawMessage
+	}{{KindRay, s.Ray}, {KindSpark, s.Spark}, {KindInference, s.Inference}} {
+		f := field(path, string(c.kind))
+		set := rawSet(c.raw)
+		switch {
+		case set && kind != c.kind:
+			ps.add(f, "only %s steps may set %s (this step's kind is %s)", c.kind, c.kind, kind)
+		case !set && kind == c.kind && hasKind(kinds, kind):
+			ps.add(f, "required for a %s step", kind)
+		}
+	}
+	if kind == KindContainer {
+		switch {
+		case s.Container == nil:
+			ps.add(field(path, "container"), "required for a container step (at least container.command)")
+		case len(s.Container.Command) == 0:
+			ps.add(field(path, "container.command"), "must not be empty")
+		}
+	}
+
+	// dependsOn.
+	seenDep := map[string]int{}
+	for j, d := range s.DependsOn {
+		dp := index(field(path, "dependsOn"), j)
+		if k, dup := seenDep[d]; dup {
+			ps.add(dp, "duplicate dependency %q (also dependsOn[%d])", d, k)
+			continue
+		}
+		seenDep[d] = j
+		switch _, ok := sc.steps[d]; {
+		case d == s.Name:
+			ps.add(dp, "a step cannot depend on itself")
+		case !ok:
+			msg := fmt.Sprintf("unknown step %q", d)
+			if sg := suggest(d, stepNamesSorted(sc.steps)); sg != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", sg)
+			}
+			ps.add(dp, "%s", msg)
+		}
+	}
+
+	// when.
+	if strings.TrimSpace(s.When) != "" {
+		wsc := sc
+		wsc.itemOK = false
+		wsc.itemWhy = "item is not available in when: when is evaluated once for the whole step, before forEach fans out"
+		if strings.Contains(s.When, "{{") {
+			ps.add(field(path, "when"), "write when as a plain expression, without {{ }}")
+		} else {
+			_, msgs := checkExpr(s.When, modeBool, &wsc)
+			for _, m := range msgs {
+				ps.add(field(path, "when"), "%s", m)
+			}
+		}
+	}
+
+	// forEach.
+	if fe := s.ForEach; fe != nil {
+		fp := field(path, "forEach")
+		isc := sc
+		isc.itemOK = false
+		isc.itemWhy = "item is not available in forEach.items, which defines the items"
+		validateItems(fe.Items, field(fp, "items"), &isc, ps)
+		if fe.Parallelism < 0 || fe.Parallelism > MaxParallelism {
+			ps.add(field(fp, "parallelism"), "must be between 0 and %d (0 means %d), got %d", MaxParallelism, MaxParallelism, fe.Parallelism)
+		}
+	}
+
+	// retries.
+	if r := s.Retries; r != nil {
+		rp := field(path, "retries")
+		if r.Limit < 0 || r.Limit > MaxRetries {
+			ps.add(field(rp, "limit"), "must be between 0 and %d, got %d", MaxRetries, r.Limit)
+		}
+		if math.IsNaN(r.Factor) || math.IsInf(r.Factor, 0) || (r.Factor != 0 && r.Factor < 1) {
+			ps.add(field(rp, "factor"), "must be at least 1 (or 0 for the default 2), got %v", r.Factor)
+		}
+		if r.Backoff < 0 {
+			ps.add(field(rp, "backoff"), "must not be negative")
+		}
+		if r.MaxBackoff < 0 {
+			ps.add(field(rp, "maxBackoff"), "must not be negative")
+		}
+		if r.Backoff > 0 && r.MaxBackoff > 0 && r.MaxBackoff < r.Backoff {
+			ps.add(field(rp, "maxBackoff"), "must not be less than backoff (%s)", r.Backoff.D())
+		}
+	}
+
+	// timeout.
+	switch {
+	case s.Timeout < 0:
+		ps.add(field(path, "timeout"), "must not be negative")
+	case s.Timeout.D() > MaxStepTimeout:
+		ps.add(field(path, "timeout"), "%s is longer than the limit of %s", s.Timeout.D(), MaxStepTimeout)
+	}
+
+	// Container templates.
+	if c := s.Container; c != nil {
+		cp := field(path, "container")
+		tsc := sc
+		tsc.itemOK = s.ForEach != nil
+		tsc.itemWhy = "item is only available in steps with forEach"
+		check := func(p, v string) {
+			_, msgs := checkTemplate(v, &tsc)
+			for _, m := range msgs {
+				ps.add(p, "%s", m)
+			}
+		}
+		if strings.Contains(c.Image, "{{") {
+			ps.add(field(cp, "image"), "templates are not supported in image")
+		}
+		for j, v := range c.Command {
+			if j == 0 && strings.TrimSpace(v) == "" {
+				ps.add(index(field(cp, "command"), 0), "must not be empty")
+			}
+			check(index(field(cp, "command"), j), v)
+		}
+		for j, v := range c.Args {
+			check(index(field(cp, "args"), j), v)
+		}
+		envNames := make([]string, 0, len(c.Env))
+		for k := range c.Env {
+			envNames = append(envNames, k)
+		}
+		sort.Strings(envNames)
+		for _, k := range envNames {
+			ep := key(field(cp, "env"), k)
+			if k == "" || strings.ContainsAny(k, "=\x00") {
+				ps.add(ep, "invalid environment variable name %q", k)
+			}
+			check(ep, c.Env[k])
+		}
+		if c.WorkingDir != "" {
+			check(field(cp, "workingDir"), c.WorkingDir)
+		}
+	}
+}
+
+func stepNamesSorted(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// itemsForm classifies forEach.items.
+type itemsForm int
+
+const (
+	itemsInvalid itemsForm = iota
+	itemsLiteral
+	itemsExpr
+)
+
+func parseItems(raw json.RawMessage) (itemsForm, []any, string, error) {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || bytes.Equal(t, []byte("null")) {
+		return itemsInvalid, nil, "", fmt.Errorf("required: a list or an expression string")
+	}
+	switch t[0] {
+	case '[':
+		var items []any
+		if err := json.Unmarshal(t, &items); err != nil {
+			return itemsInvalid, nil, "", fmt.Errorf("invalid list: %v", err)
+		}
+		return itemsLiteral, items, "", nil
+	case '"':
+		var s string
+		if err := json.Unmarshal(t, &s); err != nil {
+			return itemsInvalid, nil, "", fmt.Errorf("invalid string: %v", err)
+		}
+		return itemsExpr, nil, s, nil
+	}
+	return itemsInvalid, nil, "", fmt.Errorf("must be a list or an expression string")
+}
+
+func validateItems(raw json.RawMessage, path string, sc *refScope, ps *problems) {
+	form, items, src, err := parseItems(raw)
+	if err != nil {
+		ps.add(path, "%s", err.Error())
+		return
+	}
+	switch form {
+	case itemsLiteral:
+		if len(items) > MaxForEachItems {
+			ps.add(path, "%d items; the limit is %d", len(items), MaxForEachItems)
+		}
+	case itemsExpr:
+		switch {
+		case strings.TrimSpace(src) == "":
+			ps.add(path, "expression must not be empty")
+		case strings.Contains(src, "{{"):
+			ps.add(path, "write items as a plain expression, without {{ }}")
+		default:
+			_, msgs := checkExpr(src, modeValue, sc)
+			for _, m := range msgs {
+				ps.add(path, "%s", m)
+			}
+		}
+	}
+}
+
+// Dependencies returns, for each step, the sorted indexes of the steps it
+// waits for: its dependsOn plus every step whose outputs it references in
+// when, forEach.items or container templates. The workflow schedules from
+// this, so implicit references can never race their producers. Call it only
+// on a pipeline that passed Validate; unknown names are ignored.
+func Dependencies(p *Pipeline) [][]int {
+	byName := map[string]int{}
+	for i, s := range p.Steps {
+		if _, dup := byName[s.Name]; !dup && s.Name != "" {
+			byName[s.Name] = i
+		}
+	}
+	sc := &refScope{steps: byName, params: map[string]bool{}, itemOK: true}
+	out := make([][]int, len(p.Steps))
+	for i := range p.Steps {
+		s := &p.Steps[i]
+		set := map[int]bool{}
+		addName := func(n string) {
+			if j, ok := byName[n]; ok && j != i {
+				set[j] = true
+			}
+		}
+		for _, d := range s.DependsOn {
+			addName(d)
+		}
+		refs := func(src string) {
+			for _, n := range analyzeExpr(src, sc).steps {
+				addName(n)
+			}
+		}
+		if strings.TrimSpace(s.When) != "" {
+			refs(s.When)
+		}
+		if s.ForEach != nil {
+			if form, _, src, err := parseItems(s.ForEach.Items); err == nil && form == itemsExpr {
+				refs(src)
+			}
+		}
+		if c := s.Container; c != nil {
+			tmpl := func(v string) {
+				segs, err := splitTemplate(v)
+				if err != nil {
+					return
+				}
+				for _, sg := range segs {
+					if sg.isExpr {
+						refs(sg.text)
+					}
+				}
+			}
+			for _, v := range c.Command {
+				tmpl(v)
+			}
+			for _, v := range c.Args {
+				tmpl(v)
+			}
+			for _, v := range c.Env {
+				tmpl(v) // order irrelevant: results go into a set
+			}
+			tmpl(c.WorkingDir)
+		}
+		deps := make([]int, 0, len(set))
+		for j := range set {
+			deps = append(deps, j)
+		}
+		sort.Ints(deps)
+		out[i] = deps
+	}
+	return out
+}
+
+// reportCycles adds one problem per strongly connected component of the
+// dependency graph, showing one cycle through its first step, since every
+// step in a component waits on every other and none could ever start.
+func reportCycles(p *Pipeline, ps *problems) {
+	deps := Dependencies(p)
+	n := len(deps)
+	idx := make([]int, n)
+	low := make([]int, n)
+	on := make([]bool, n)
+	for i := range idx {
+		idx[i] = -1
+	}
+	var stack []int
+	counter := 0
+	var comps [][]int
+	var strong func(v int)
+	strong = func(v int) {
+		idx[v], low[v] = counter, counter
+		counter++
+		stack = append(stack, v)
+		on[v] = true
+		for _, w := range deps[v] {
+			if idx[w] < 0 {
+				strong(w)
+				low[v] = min(low[v], low[w])
+			} else if on[w] {
+				low[v] = min(low[v], idx[w])
+			}
+		}
+		if low[v] == idx[v] {
+			var comp []int
+			for {
+				w := stack[len(stack)-1]
+				stack = stack[:len(stack)-1]
+				on[w] = false
+				comp = append(comp, w)
+				if w == v {
+					break
+				}
+			}
+			if len(comp) > 1 {
+				sort.Ints(comp)
+				comps = append(comps, comp)
+			}
+		}
+	}
+	for v := 0; v < n; v++ {
+		if idx[v] < 0 {
+			strong(v)
+		}
+	}
+	sort.Slice(comps, func(i, j int) bool { return comps[i][0] < comps[j][0] })
+	for _, comp := range comps {
+		in := map[int]bool{}
+		for _, v := range comp {
+			in[v] = true
+		}
+		// Shortest cycle through the component's first step (BFS over
+		// sorted edges, so the choice is deterministic).
+		start := comp[0]
+		prev := map[int]int{}
+		queue := []int{start}
+		end := -1
+	bfs:
+		for len(queue) > 0 {
+			v := queue[0]
+			queue = queue[1:]
+			for _, w := range deps[v] {
+				if !in[w] {
+					continue
+				}
+				if w == start {
+					end = v
+					break bfs
+				}
+				if _, seen := prev[w]; !seen {
+					prev[w] = v
+					queue = append(queue, w)
+				}
+			}
+		}
+		if end < 0 {
+			continue // unreachable: a component of two or more has a cycle through start
+		}
+		var cyc []int
+		for v := end; v != start; v = prev[v] {
+			cyc = append(cyc, v)
+		}
+		cyc = append(cyc, start)
+		names := []string{}
+		for k := len(cyc) - 1; k >= 0; k-- {
+			names = append(names, p.Steps[cyc[k]].Name)
+		}
+		names = append(names, p.Steps[start].Name)
+		ps.add(index("steps", start), "dependency cycle: %s", strings.Join(names, " -> "))
+	}
+}

@@ -1,0 +1,231 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/workflows/spec"
+)
+
+// Outputs are the JSON outputs a step wrote (a JSON object).
+type Outputs map[string]any
+
+// StepOption adjusts how a step runs.
+type StepOption func(*stepConfig)
+
+type stepConfig struct {
+	retries spec.Retries
+	timeout time.Duration
+}
+
+// WithRetries re-runs failed attempts with exponential backoff.
+func WithRetries(r spec.Retries) StepOption { return func(c *stepConfig) { c.retries = r } }
+
+// WithTimeout bounds each attempt.
+func WithTimeout(d time.Duration) StepOption { return func(c *stepConfig) { c.timeout = d } }
+
+// StepFuture is the pending result of a step started with Run.Container.
+type StepFuture struct {
+	f    workflow.Future
+	name string
+}
+
+// Get blocks (deterministically) until the step ends and returns its outputs.
+// A failed step returns a *StepError; a cancelled one an error for which
+// temporal.IsCanceledError is true.
+func (f StepFuture) Get(ctx workflow.Context) (Outputs, error) {
+	var out Outputs
+	err := f.f.Get(ctx, &out)
+	return out, err
+}
+
+// Name is the (unique) name the step got in the run status.
+func (f StepFuture) Name() string { return f.name }
+
+// StepError is how a failed step is reported to pipeline code.
+type StepError struct {
+	Step     string
+	Attempts int
+	Message  string
+}
+
+func (e *StepError) Error() string {
+	return fmt.Sprintf("step %q failed after %d attempt(s): %s", e.Step, e.Attempts, e.Message)
+}
+
+// Container starts a container step: a local process on the local runtime.
+// ctx must be the context returned by Begin (or derived from it) so that
+// cancelling the run cancels the step. The step's name must be a DNS label;
+// repeating a name gives the later step a numeric suffix.
+func (r *Run) Container(ctx workflow.Context, name string, c spec.Container, opts ...StepOption) StepFuture {
+	st := r.addStep(name, string(spec.KindContainer))
+	fut, set := workflow.NewFuture(ctx)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		out, err := r.runContainer(gctx, st, st.Name, nil, c, opts...)
+		if err != nil {
+			if errors.Is(err, errCancelled) {
+				err = temporal.NewCanceledError(st.Name)
+			}
+			set.Set(nil, err)
+			return
+		}
+		set.Set(out, nil)
+	})
+	return StepFuture{f: fut, name: st.Name}
+}
+
+// runContainer runs every attempt of one container step (or forEach item)
+// and keeps st current. It returns errCancelled when the run was cancelled.
+func (r *Run) runContainer(ctx workflow.Context, st *StepStatus, stepName string, item *int, c spec.Container, opts ...StepOption) (Outputs, error) {
+	cfg := stepConfig{timeout: spec.DefaultStepTimeout}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.timeout <= 0 {
+		cfg.timeout = spec.DefaultStepTimeout
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		// The attempt timeout is enforced by the activity (it kills the
+		// process group); this is the backstop if the activity itself hangs.
+		StartToCloseTimeout: cfg.timeout + time.Minute,
+		// Short so a killed worker's step is retried quickly on another one;
+		// heartbeats also carry cancellation to the process.
+		HeartbeatTimeout:    10 * time.Second,
+		WaitForCancellation: true,
+		RetryPolicy: &temporal.RetryPolicy{
+			// Only infrastructure failures (lost worker, timeouts of the
+			// activity itself) retry here; step failures are retried by the
+			// loop below so each attempt is visible.
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    30 * time.Second,
+			MaximumAttempts:    10,
+			NonRetryableErrorTypes: []string{
+				activities.ErrTypeStepFailed, activities.ErrTypeStepTimeout,
+				activities.ErrTypeInvalidStep, activities.ErrTypeBadOutputs,
+			},
+		},
+	})
+
+	now := workflow.Now(ctx)
+	st.StartedAt = &now
+	for attempt := 1; ; attempt++ {
+		if ctx.Err() != nil {
+			r.endStep(st, StepCancelled, "", "run cancelled before the attempt started")
+			return nil, errCancelled
+		}
+		started := workflow.Now(ctx)
+		st.State = StepRunning
+		st.Attempts = append(st.Attempts, Attempt{Number: attempt, State: StepRunning, StartedAt: &started, LogURL: r.logURL(stepName, item, attempt)})
+		r.touch()
+
+		req := activities.ContainerRequest{
+			Project: r.status.Project, RunID: r.status.RunID, Step: stepName, Item: item, Attempt: attempt,
+			Image: c.Image, Command: c.Command, Args: c.Args, Env: c.Env, WorkingDir: c.WorkingDir, Timeout: cfg.timeout,
+		}
+		var res activities.ContainerResult
+		err := workflow.ExecuteActivity(actx, activities.RunContainerName, req).Get(actx, &res)
+		a := &st.Attempts[len(st.Attempts)-1]
+		if !res.StartedAt.IsZero() {
+			a.StartedAt = &res.StartedAt
+		}
+		finished := workflow.Now(ctx)
+		if !res.FinishedAt.IsZero() {
+			finished = res.FinishedAt
+		}
+		a.FinishedAt = &finished
+
+		if err == nil {
+			code := res.ExitCode
+			a.ExitCode, a.State = &code, StepSucceeded
+			st.Outputs = res.Outputs
+			r.endStep(st, StepSucceeded, "", "")
+			return res.Outputs, nil
+		}
+		if ctx.Err() != nil || temporal.IsCanceledError(err) {
+			a.State, a.Error = StepCancelled, "cancelled"
+			r.endStep(st, StepCancelled, "", "run cancelled")
+			return nil, errCancelled
+		}
+
+		msg, errType, code := describeActivityError(err)
+		a.State, a.Error, a.ExitCode = StepFailed, msg, code
+		retryable := errType == activities.ErrTypeStepFailed || errType == activities.ErrTypeStepTimeout || errType == ""
+		if !retryable || attempt > cfg.retries.Limit {
+			r.endStep(st, StepFailed, msg, "")
+			return nil, &StepError{Step: st.Name, Attempts: attempt, Message: msg}
+		}
+		st.State = StepRetrying
+		st.Message = fmt.Sprintf("attempt %d failed; retrying", attempt)
+		r.touch()
+		if err := workflow.Sleep(ctx, backoff(cfg.retries, attempt)); err != nil {
+			r.endStep(st, StepCancelled, "", "run cancelled while waiting to retry")
+			return nil, errCancelled
+		}
+		st.Message = ""
+	}
+}
+
+func (r *Run) endStep(st *StepStatus, state StepState, errMsg, msg string) {
+	now := workflow.Now(r.root)
+	st.State, st.FinishedAt = state, &now
+	if errMsg != "" {
+		st.Error = errMsg
+	}
+	if msg != "" {
+		st.Message = msg
+	}
+	r.touch()
+}
+
+func (r *Run) logURL(step string, item *int, attempt int) string {
+	u := fmt.Sprintf("/v1/projects/%s/runs/%s/steps/%s/logs?attempt=%d", r.status.Project, r.status.RunID, step, attempt)
+	if item != nil {
+		u += fmt.Sprintf("&item=%d", *item)
+	}
+	return u
+}
+
+// describeActivityError turns an activity failure into the message shown on
+// the step, its application error type and, when known, the exit code.
+func describeActivityError(err error) (msg, errType string, exitCode *int) {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		var res activities.ContainerResult
+		if appErr.HasDetails() && appErr.Details(&res) == nil && appErr.Type() == activities.ErrTypeStepFailed {
+			code := res.ExitCode
+			exitCode = &code
+		}
+		return appErr.Message(), appErr.Type(), exitCode
+	}
+	var timeoutErr *temporal.TimeoutError
+	if errors.As(err, &timeoutErr) {
+		return fmt.Sprintf("activity timed out (%s); the worker running it may have stopped", timeoutErr.TimeoutType()), "", nil
+	}
+	return err.Error(), "", nil
+}
+
+// backoff is the wait before attempt+1: Backoff * Factor^(attempt-1), capped.
+func backoff(r spec.Retries, attempt int) time.Duration {
+	base, maxB, factor := r.Backoff.D(), r.MaxBackoff.D(), r.Factor
+	if base <= 0 {
+		base = time.Second
+	}
+	if maxB <= 0 {
+		maxB = 5 * time.Minute
+	}
+	if factor < 1 {
+		factor = 2
+	}
+	d := float64(base) * math.Pow(factor, float64(attempt-1))
+	if d > float64(maxB) {
+		return maxB
+	}
+	return time.Duration(d)
+}
