@@ -111,10 +111,16 @@ func (d *differ) diff(st workflows.RunStatus) []event {
 			out = append(out, event{"step", b})
 		}
 	}
-	b, err := json.Marshal(runEvent(st))
-	if err == nil && d.run != string(b) {
-		d.run = string(b)
-		out = append(out, event{"run", b})
+	// Seq moves with every step change; compare without it so a run event
+	// means the run itself changed.
+	ev := runEvent(st)
+	ev.Seq = 0
+	key, err := json.Marshal(ev)
+	if err == nil && d.run != string(key) {
+		d.run = string(key)
+		if b, err := json.Marshal(runEvent(st)); err == nil {
+			out = append(out, event{"run", b})
+		}
 	}
 	return out
 }

@@ -86,7 +86,7 @@ func requestProblem(he *echo.HTTPError) *problem {
 			case strings.HasPrefix(re.Reason, "header Content-Type has unexpected value"):
 				return newProblem(ptUnsupportedMedia, "Content-Type must be one of %s", strings.Join(contentTypes(re.RequestBody), ", "))
 			case re.Reason == "failed to decode request body":
-				return newProblem(ptMalformed, "request body is not valid: %s", causeMessage(re.Err))
+				return newProblem(ptMalformed, "request body is not valid %s: %s", syntaxName(re.Input), causeMessage(re.Err))
 			case errors.Is(re.Err, openapi3filter.ErrInvalidRequired):
 				fields = append(fields, gen.FieldError{Path: "body", Message: "a request body is required"})
 				continue
@@ -124,10 +124,16 @@ func requestFieldErrors(re *openapi3filter.RequestError) []gen.FieldError {
 		var se *openapi3.SchemaError
 		if errors.As(e, &se) {
 			ptr, msg := se.JSONPointer(), se.Reason
-			// kin-openapi locates an unknown property at its parent object;
-			// point at the property itself, like the spec parser does.
-			if m := unsupported.FindStringSubmatch(msg); m != nil {
-				ptr, msg = append(ptr, m[1]), "unknown field"
+			switch {
+			case unsupported.MatchString(msg):
+				// kin-openapi locates an unknown property at its parent
+				// object; point at the property, like the spec parser does.
+				ptr, msg = append(ptr, unsupported.FindStringSubmatch(msg)[1]), "unknown field"
+			case missing.MatchString(msg):
+				msg = "required"
+			case se.SchemaField == "format" && se.Schema != nil:
+				// The default message embeds the format's whole regexp.
+				msg = "must be " + formatHint(se.Schema.Format)
 			}
 			out = append(out, gen.FieldError{Path: joinPath(prefix, ptr), Message: msg})
 			continue
@@ -141,7 +147,17 @@ func requestFieldErrors(re *openapi3filter.RequestError) []gen.FieldError {
 	return out
 }
 
-var unsupported = regexp.MustCompile(`^property "(.*)" is unsupported$`)
+var (
+	unsupported = regexp.MustCompile(`^property "(.*)" is unsupported$`)
+	missing     = regexp.MustCompile(`^property "(.*)" is missing$`)
+)
+
+func formatHint(format string) string {
+	if format == "date-time" {
+		return "an RFC 3339 date-time such as 2025-06-01T12:00:00Z"
+	}
+	return "a valid " + format
+}
 
 // joinPath renders a JSON pointer like the spec package does:
 // steps[2].name.
@@ -169,11 +185,13 @@ func joinPath(prefix string, pointer []string) string {
 func causeMessage(err error) string {
 	var pe *openapi3filter.ParseError
 	if errors.As(err, &pe) {
-		if pe.Cause != nil {
-			return pe.Cause.Error()
-		}
-		if pe.Reason != "" {
+		switch {
+		case pe.Reason != "" && pe.Cause != nil:
+			return pe.Reason + " (" + pe.Cause.Error() + ")"
+		case pe.Reason != "":
 			return pe.Reason
+		case pe.Cause != nil:
+			return pe.Cause.Error()
 		}
 	}
 	if err == nil {
@@ -205,6 +223,13 @@ func isSingle(e error) bool {
 		return true
 	}
 	return false
+}
+
+func syntaxName(in *openapi3filter.RequestValidationInput) string {
+	if in != nil && in.Request != nil && strings.Contains(in.Request.Header.Get("Content-Type"), "yaml") {
+		return "YAML"
+	}
+	return "JSON"
 }
 
 func contentTypes(rb *openapi3.RequestBody) []string {

@@ -1,0 +1,153 @@
+package api
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/atelier-ml/atelier/api/gen"
+	"github.com/atelier-ml/atelier/workflows"
+)
+
+type sse struct {
+	name, id, data string
+	comment        bool
+}
+
+// readEvents parses an SSE stream until it ends, sending each event.
+func readEvents(t *testing.T, h *harness, lastID string) (*http.Response, <-chan sse) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", h.srv.URL+runsPath+"/"+runID1+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+h.viewer)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	res, err := h.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { res.Body.Close() })
+	ch := make(chan sse, 100)
+	go func() {
+		defer close(ch)
+		sc := bufio.NewScanner(res.Body)
+		var ev sse
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				if ev.name != "" || ev.comment {
+					ch <- ev
+				}
+				ev = sse{}
+			case strings.HasPrefix(line, ":"):
+				ev.comment = true
+			case strings.HasPrefix(line, "event: "):
+				ev.name = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "id: "):
+				ev.id = strings.TrimPrefix(line, "id: ")
+			case strings.HasPrefix(line, "data: "):
+				ev.data = strings.TrimPrefix(line, "data: ")
+			}
+		}
+	}()
+	return res, ch
+}
+
+func next(t *testing.T, ch <-chan sse) sse {
+	t.Helper()
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				t.Fatal("stream ended early")
+			}
+			if ev.comment {
+				continue
+			}
+			return ev
+		case <-time.After(5 * time.Second):
+			t.Fatal("no event")
+		}
+	}
+}
+
+func TestRunEvents(t *testing.T) {
+	h := newHarness(t)
+	run := runningRun(h)
+	res, ch := readEvents(t, h, "")
+	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("%d %s", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+
+	// Snapshot: steps, then the run.
+	ev := next(t, ch)
+	var step workflows.StepStatus
+	if ev.name != "step" || ev.id != "3" || json.Unmarshal([]byte(ev.data), &step) != nil || step.Name != "prep" {
+		t.Fatalf("first event %+v", ev)
+	}
+	if step.Attempts[0].LogURL == "" {
+		t.Error("step event lacks log URLs")
+	}
+	ev = next(t, ch)
+	var re gen.RunEvent
+	if ev.name != "run" || json.Unmarshal([]byte(ev.data), &re) != nil || re.State != workflows.RunRunning || re.Seq != 3 {
+		t.Fatalf("second event %+v", ev)
+	}
+
+	// A step changes: only that step is sent.
+	st := *run.Status
+	st.Seq = 4
+	st.Steps = []workflows.StepStatus{{Name: "prep", Kind: "container", State: workflows.StepSucceeded,
+		Attempts: []workflows.Attempt{{Number: 1, State: workflows.StepSucceeded}}}}
+	h.eng.setStatus(st)
+	ev = next(t, ch)
+	if ev.name != "step" || ev.id != "4" || !strings.Contains(ev.data, `"SUCCEEDED"`) {
+		t.Fatalf("change event %+v", ev)
+	}
+
+	// The run finishes (seen via the mirror): final run event, then EOF.
+	st.Seq, st.State = 5, workflows.RunSucceeded
+	h.eng.setStatus(st)
+	run.State, run.Status = workflows.RunSucceeded, &st
+	h.cat.setRun(run)
+	ev = next(t, ch)
+	if ev.name != "run" || ev.id != "5" || !strings.Contains(ev.data, `"state":"SUCCEEDED"`) {
+		t.Fatalf("final event %+v", ev)
+	}
+	select {
+	case extra, ok := <-ch:
+		if ok {
+			t.Fatalf("event after the end: %+v", extra)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("stream did not end after the terminal state")
+	}
+
+	// Reconnecting after the end: 204, so EventSource stops.
+	r := h.do("GET", runsPath+"/"+runID1+"/events", h.viewer, nil, "Last-Event-ID", "5")
+	wantStatus(t, r, http.StatusNoContent)
+	// Without Last-Event-ID a finished run still yields its final state.
+	res, ch = readEvents(t, h, "")
+	if next(t, ch).name != "step" || next(t, ch).name != "run" {
+		t.Fatal("no snapshot of a finished run")
+	}
+}
+
+func TestRunEventsKeepAliveAndResume(t *testing.T) {
+	h := newHarness(t, WithKeepAlive(20*time.Millisecond), WithPollInterval(time.Hour))
+	runningRun(h)
+	// Resuming at the current seq: no snapshot, only keep-alives.
+	_, ch := readEvents(t, h, "3")
+	select {
+	case ev := <-ch:
+		if !ev.comment {
+			t.Fatalf("resumed stream resent %+v", ev)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no keep-alive")
+	}
+}

@@ -1,0 +1,178 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/internal/config"
+	"github.com/atelier-ml/atelier/internal/devstack"
+	"github.com/atelier-ml/atelier/internal/store"
+	"github.com/atelier-ml/atelier/internal/tokens"
+)
+
+// Process is anything the dev stack runs until its context ends.
+type Process interface {
+	Run(ctx context.Context) error
+}
+
+// DevBuilders are the wire injectors the dev stack calls once Temporal and
+// Postgres are up (passed in because wire/ imports this package).
+type DevBuilders struct {
+	Gateway func(ctx context.Context, cfg config.Config) (*Gateway, func(), error)
+	Worker  func(ctx context.Context, cfg config.Config) (*Worker, func(), error)
+}
+
+// DevOptions configure `atelier dev`.
+type DevOptions struct {
+	// StateDir holds the Temporal database, a throwaway Postgres if one is
+	// needed, logs and the admin token; git-ignored (.atelier).
+	StateDir string
+	// TemporalPort and UIPort fix the dev server ports (7233 / 8233).
+	TemporalPort, UIPort int
+}
+
+// DefaultProject is created by the dev stack so the example works at once.
+const DefaultProject = "default"
+
+// RunDev brings up everything on one machine and keeps it running until ctx
+// is cancelled: Temporal dev server (persistent), Postgres, migrations, an
+// admin token, the gateway and a worker. It then stops what it started.
+func RunDev(ctx context.Context, cfg config.Config, opts DevOptions, b DevBuilders, out io.Writer) error {
+	say := func(format string, args ...any) { fmt.Fprintf(out, "atelier dev: "+format+"\n", args...) }
+	if err := os.MkdirAll(opts.StateDir, 0o755); err != nil {
+		return fmt.Errorf("create state dir: %w", err)
+	}
+	stateDir, err := filepath.Abs(opts.StateDir)
+	if err != nil {
+		return err
+	}
+
+	say("starting Temporal dev server (state in %s)…", filepath.Join(stateDir, "temporal.db"))
+	ts, err := devstack.StartTemporal(ctx, devstack.TemporalOptions{
+		StateDir: stateDir, Port: opts.TemporalPort, UIPort: opts.UIPort,
+		Namespace: cfg.Namespace, LogFile: filepath.Join(stateDir, "temporal.log"),
+	}, say)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		say("stopping Temporal")
+		_ = ts.Stop()
+	}()
+	cfg.TemporalHostPort, cfg.TemporalUIURL = ts.HostPort(), ts.UIURL()
+
+	if cfg.DatabaseURL == "" {
+		url, stop, err := devstack.EnsurePostgres(ctx, stateDir, say)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = stop() }()
+		cfg.DatabaseURL = url
+	}
+	if cfg.DataDir == config.Default().DataDir {
+		cfg.DataDir = filepath.Join(stateDir, "data")
+	}
+	token, err := bootstrap(ctx, cfg, stateDir)
+	if err != nil {
+		return err
+	}
+
+	gw, gwClean, err := b.Gateway(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("build gateway: %w", err)
+	}
+	defer gwClean()
+	wk, wkClean, err := b.Worker(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("build worker: %w", err)
+	}
+	defer wkClean()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, p := range []Process{gw, wk} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if errs[i] = p.Run(ctx); errs[i] != nil {
+				cancel() // one process failing stops the stack
+			}
+		}()
+	}
+	addr, err := gw.Addr(ctx)
+	if err == nil {
+		printBanner(out, "http://"+addr, cfg.TemporalUIURL, cfg.TemporalHostPort, cfg.Namespace, token, stateDir)
+	}
+	select {
+	case <-ctx.Done():
+	case <-ts.Exited():
+		say("Temporal dev server exited unexpectedly:\n%s", ts.LogTail())
+		cancel()
+	}
+	say("stopping…")
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// bootstrap migrates, creates the default project and makes sure an admin
+// token exists. The token is kept in <state>/admin-token so restarts print
+// the same one.
+func bootstrap(ctx context.Context, cfg config.Config, stateDir string) (string, error) {
+	s, err := store.Open(ctx, cfg.DatabaseURL, store.WithApplicationName("atelier-dev"))
+	if err != nil {
+		return "", err
+	}
+	defer s.Close()
+	if err := s.Migrate(ctx); err != nil {
+		return "", err
+	}
+	if _, err := s.CreateProject(ctx, catalog.Project{Name: DefaultProject, Description: "Created by atelier dev"}); err != nil && !errors.Is(err, catalog.ErrConflict) {
+		return "", fmt.Errorf("create default project: %w", err)
+	}
+	path := filepath.Join(stateDir, "admin-token")
+	secret := ""
+	if b, err := os.ReadFile(path); err == nil {
+		secret = strings.TrimSpace(string(b))
+	}
+	if secret == "" {
+		secret, _ = tokens.New()
+		if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
+			return "", fmt.Errorf("save admin token: %w", err)
+		}
+	}
+	if err := s.EnsureAdminToken(ctx, "dev-admin", tokens.Hash(secret)); err != nil {
+		return "", fmt.Errorf("bootstrap admin token: %w", err)
+	}
+	return secret, nil
+}
+
+func printBanner(out io.Writer, api, ui, temporal, ns, token, stateDir string) {
+	fmt.Fprintf(out, `
+Atelier is running. Ctrl-C stops everything.
+
+  REST API     %[1]s   (OpenAPI: %[1]s/openapi.json)
+  Temporal UI  %[2]s/namespaces/%[4]s/workflows
+  Temporal     %[3]s   namespace %[4]s   (temporal workflow list --address %[3]s --namespace %[4]s)
+  Admin token  %[5]s   (also in %[6]s/admin-token)
+
+Try it:
+
+  export ATELIER_URL=%[1]s ATELIER_TOKEN=%[5]s
+  curl -sS -H "Authorization: Bearer $ATELIER_TOKEN" -H 'Content-Type: application/yaml' \
+    --data-binary @examples/pipelines/train-evaluate.yaml \
+    $ATELIER_URL/v1/projects/default/pipelines/train-evaluate/versions
+  curl -sS -H "Authorization: Bearer $ATELIER_TOKEN" -H 'Content-Type: application/json' \
+    -d '{"pipeline":"train-evaluate","params":{"dataset":"iris"}}' \
+    $ATELIER_URL/v1/projects/default/runs
+
+`, api, ui, temporal, ns, token, stateDir)
+}

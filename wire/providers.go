@@ -1,0 +1,49 @@
+package wire
+
+import (
+	"context"
+	"net/http"
+
+	"go.uber.org/zap"
+
+	"github.com/atelier-ml/atelier/activities/local"
+	"github.com/atelier-ml/atelier/api"
+	"github.com/atelier-ml/atelier/examples/gopipeline"
+	"github.com/atelier-ml/atelier/internal/config"
+	"github.com/atelier-ml/atelier/internal/engine"
+	"github.com/atelier-ml/atelier/internal/store"
+	"github.com/atelier-ml/atelier/workflows"
+	"go.temporal.io/sdk/client"
+)
+
+// provideStore opens the catalogue and brings its schema up to date. Both
+// binaries migrate (goose holds an advisory lock), so whichever starts first
+// on a fresh database is ready to serve.
+func provideStore(ctx context.Context, cfg config.Config, l *zap.Logger) (*store.Store, func(), error) {
+	s, err := store.Open(ctx, cfg.DatabaseURL, store.WithApplicationName("atelier"))
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := s.Migrate(ctx); err != nil {
+		s.Close()
+		return nil, nil, err
+	}
+	return s, s.Close, nil
+}
+
+func provideEngine(c client.Client, cfg config.Config) *engine.Engine {
+	return engine.New(c, engine.Config{Namespace: cfg.Namespace, UIBase: cfg.TemporalUIURL})
+}
+
+func provideAPI(cat api.Catalog, eng api.Engine, l *zap.Logger) (http.Handler, error) {
+	return api.New(cat, eng, api.WithLogger(l.Named("api")))
+}
+
+func provideRunner(logs local.LogSink, cfg config.Config, l *zap.Logger) *local.Runner {
+	return local.New(logs, local.WithDataDir(cfg.DataDir), local.WithLogger(l.Named("local")))
+}
+
+// provideGoPipelines lists the native Go pipelines every worker serves.
+func provideGoPipelines() []workflows.GoPipeline {
+	return []workflows.GoPipeline{gopipeline.Pipeline}
+}

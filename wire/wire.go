@@ -1,0 +1,38 @@
+//go:build wireinject
+
+package wire
+
+import (
+	"context"
+
+	"github.com/google/wire"
+
+	"github.com/atelier-ml/atelier/activities/catalog"
+	"github.com/atelier-ml/atelier/activities/local"
+	"github.com/atelier-ml/atelier/api"
+	"github.com/atelier-ml/atelier/internal/app"
+	"github.com/atelier-ml/atelier/internal/config"
+	"github.com/atelier-ml/atelier/internal/engine"
+	"github.com/atelier-ml/atelier/internal/store"
+)
+
+var common = wire.NewSet(app.NewLogger, provideStore, app.NewTemporalClient)
+
+// InitGateway builds the REST gateway process.
+func InitGateway(ctx context.Context, cfg config.Config) (*app.Gateway, func(), error) {
+	wire.Build(common, provideEngine, provideAPI, app.NewGateway,
+		wire.Bind(new(api.Catalog), new(*store.Store)),
+		wire.Bind(new(api.Engine), new(*engine.Engine)),
+	)
+	return nil, nil, nil
+}
+
+// InitWorker builds the worker process (local runtime).
+func InitWorker(ctx context.Context, cfg config.Config) (*app.Worker, func(), error) {
+	wire.Build(common, provideRunner, catalog.New, provideGoPipelines, app.NewWorker,
+		wire.Bind(new(local.LogSink), new(*store.Store)),
+		wire.Bind(new(catalog.RunMirror), new(*store.Store)),
+		wire.Bind(new(app.GoWorkflowPublisher), new(*store.Store)),
+	)
+	return nil, nil, nil
+}
