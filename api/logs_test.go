@@ -106,3 +106,36 @@ func TestLogFollow(t *testing.T) {
 		t.Fatalf("trailers %v", res.Trailer)
 	}
 }
+
+func TestForEachItemLogs(t *testing.T) {
+	h := newHarness(t)
+	run := runningRun(h)
+	run.Status.Steps = []workflows.StepStatus{{Name: "shard", Kind: "container", State: workflows.StepRunning,
+		Items: []workflows.StepStatus{
+			{Name: "shard[0]", State: workflows.StepSucceeded, Attempts: []workflows.Attempt{{Number: 1, State: workflows.StepSucceeded}}},
+			{Name: "shard[1]", State: workflows.StepRunning, Attempts: []workflows.Attempt{
+				{Number: 1, State: workflows.StepFailed}, {Number: 2, State: workflows.StepRunning}}},
+		}}}
+	h.cat.setRun(run)
+	h.cat.appendLog(activities.LogKey{RunID: runID1, Step: "shard", Item: 1, Attempt: 2}, "item one, second try")
+	base := runsPath + "/" + runID1 + "/steps/shard/logs"
+
+	// Default attempt: the item's newest.
+	r := h.do("GET", base+"?item=1", h.viewer, nil)
+	wantStatus(t, r, http.StatusOK)
+	if string(r.body) != "item one, second try" {
+		t.Fatalf("%q", r.body)
+	}
+	// Attempt 1 of item 1 is over; item 0 is over.
+	if h.do("GET", base+"?item=1&attempt=1", h.viewer, nil).Header.Get(hdrLogComplete) != "true" {
+		t.Error("finished attempt not complete")
+	}
+	var got struct {
+		Status workflows.RunStatus `json:"status"`
+	}
+	h.do("GET", runsPath+"/"+runID1, h.viewer, nil).json(t, &got)
+	if u := got.Status.Steps[0].Items[1].Attempts[1].LogURL; u != base+"?attempt=2&item=1" {
+		t.Fatalf("item log URL %q", u)
+	}
+	wantProblem(t, h.do("GET", base+"?item=0&attempt=5", h.viewer, nil), http.StatusNotFound, "not-found")
+}

@@ -125,7 +125,7 @@ func (s *server) replayRun(c echo.Context, run catalog.Run, hash string) error {
 func (s *server) restart(ctx context.Context, run catalog.Run) error {
 	start := engine.StartRequest{
 		RunID: run.ID, Workflow: run.Workflow, Project: run.Project, Pipeline: run.Pipeline,
-		TaskQueue: workflows.TaskQueueLocal,
+		TaskQueue: s.taskQueue,
 	}
 	if run.Workflow != workflows.PipelineWorkflowName {
 		wf, err := s.cat.GetGoWorkflow(ctx, run.Workflow)
@@ -207,7 +207,7 @@ func (s *server) planPipelineRun(ctx context.Context, project, id string, req ge
 		Workflow: workflows.PipelineWorkflowName, State: workflows.RunPending, Input: input,
 	}
 	start := engine.StartRequest{
-		RunID: id, Workflow: workflows.PipelineWorkflowName, TaskQueue: workflows.TaskQueueLocal,
+		RunID: id, Workflow: workflows.PipelineWorkflowName, TaskQueue: s.taskQueue,
 		Input: json.RawMessage(input), Project: project, Pipeline: name,
 	}
 	return row, start, nil

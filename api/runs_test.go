@@ -294,7 +294,7 @@ func TestGetRun(t *testing.T) {
 		t.Fatalf("%+v", got.Status)
 	}
 
-	p := wantProblem(t, h.do("GET", runsPath+"/not-a-run", h.viewer, nil), http.StatusBadRequest, "invalid-request")
+	p := wantProblem(t, h.do("GET", runsPath+"/not a run!", h.viewer, nil), http.StatusBadRequest, "invalid-request")
 	if got := errorPaths(p); len(got) != 1 || got[0] != "path.run" {
 		t.Errorf("paths %v", got)
 	}
@@ -334,5 +334,19 @@ func TestCancelRun(t *testing.T) {
 	}
 	if len(h.eng.signals) != 2 {
 		t.Fatal("signalled a finished run")
+	}
+}
+
+func TestStoreErrorsStayInternal(t *testing.T) {
+	h := newHarness(t)
+	h.cat.workflows["etl"] = catalog.GoWorkflow{Name: "etl", TaskQueue: "q", UpdatedAt: t0}
+	h.cat.createRunErr = errors.New(`pq: relation "runs" does not exist`)
+	r := h.do("POST", runsPath, h.editor, map[string]any{"workflow": "etl"})
+	wantProblem(t, r, http.StatusInternalServerError, "internal")
+	if strings.Contains(string(r.body), "relation") {
+		t.Fatalf("leaks: %s", r.body)
+	}
+	if h.logs.FilterMessage("request failed").Len() != 1 {
+		t.Fatal("cause not logged")
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/atelier-ml/atelier/api/gen"
+	"github.com/atelier-ml/atelier/workflows"
 	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
@@ -57,6 +58,7 @@ type server struct {
 	pollInterval time.Duration
 	keepAlive    time.Duration
 	queryTimeout time.Duration
+	taskQueue    string
 	logPage      int
 	registry     *prometheus.Registry
 
@@ -101,6 +103,10 @@ func WithKeepAlive(d time.Duration) Option { return func(s *server) { s.keepAliv
 // when it expires the status mirrored in the catalogue is served.
 func WithQueryTimeout(d time.Duration) Option { return func(s *server) { s.queryTimeout = d } }
 
+// WithTaskQueue sets the task queue declarative runs start on (default
+// workflows.TaskQueueLocal); it must be the one the local runtime's workers poll.
+func WithTaskQueue(q string) Option { return func(s *server) { s.taskQueue = q } }
+
 // WithRegistry registers the gateway's metrics on reg and serves reg at
 // /metrics (default: a private registry with Go and process collectors).
 func WithRegistry(reg *prometheus.Registry) Option { return func(s *server) { s.registry = reg } }
@@ -121,6 +127,7 @@ func New(cat Catalog, eng Engine, opts ...Option) (*echo.Echo, error) {
 		now:          time.Now,
 		newID:        func() string { return uuid.Must(uuid.NewV7()).String() },
 		kinds:        []spec.StepKind{spec.KindContainer},
+		taskQueue:    workflows.TaskQueueLocal,
 		bodyLimit:    DefaultBodyLimit,
 		pollInterval: DefaultPollInterval,
 		keepAlive:    DefaultKeepAlive,

@@ -35,8 +35,8 @@ func provideEngine(c client.Client, cfg config.Config) *engine.Engine {
 	return engine.New(c, engine.Config{Namespace: cfg.Namespace, UIBase: cfg.TemporalUIURL})
 }
 
-func provideAPI(cat api.Catalog, eng api.Engine, l *zap.Logger) (http.Handler, error) {
-	return api.New(cat, eng, api.WithLogger(l.Named("api")))
+func provideAPI(cat api.Catalog, eng api.Engine, cfg config.Config, l *zap.Logger) (http.Handler, error) {
+	return api.New(cat, eng, api.WithLogger(l.Named("api")), api.WithTaskQueue(cfg.TaskQueue))
 }
 
 func provideRunner(logs local.LogSink, cfg config.Config, l *zap.Logger) *local.Runner {

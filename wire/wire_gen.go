@@ -34,7 +34,7 @@ func InitGateway(ctx context.Context, cfg config.Config) (*app.Gateway, func(), 
 		return nil, nil, err
 	}
 	engine := provideEngine(client, cfg)
-	handler, err := provideAPI(store, engine, logger)
+	handler, err := provideAPI(store, engine, cfg, logger)
 	if err != nil {
 		cleanup3()
 		cleanup2()

@@ -28,12 +28,13 @@ type Worker struct {
 	w         worker.Worker
 	pub       GoWorkflowPublisher
 	pipelines []workflows.GoPipeline
+	taskQueue string
 	log       *zap.Logger
 }
 
 // NewWorker registers every workflow and activity on a Temporal worker.
 func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, mirror *catalog.Mirror, pub GoWorkflowPublisher, pipelines []workflows.GoPipeline, l *zap.Logger) *Worker {
-	w := worker.New(c, workflows.TaskQueueLocal, worker.Options{
+	w := worker.New(c, cfg.TaskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize: cfg.WorkerConcurrency,
 		// Heartbeats carry cancellation to running processes; sending them
 		// at least every second bounds how long a cancelled step keeps
@@ -45,20 +46,20 @@ func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, mirror 
 	workflows.Register(w, pipelines...)
 	runner.Register(w)
 	mirror.Register(w)
-	return &Worker{w: w, pub: pub, pipelines: pipelines, log: l.Named("worker")}
+	return &Worker{w: w, pub: pub, pipelines: pipelines, taskQueue: cfg.TaskQueue, log: l.Named("worker")}
 }
 
 // Run publishes the Go pipelines, then polls until ctx is cancelled.
 func (w *Worker) Run(ctx context.Context) error {
 	for _, p := range w.pipelines {
-		if err := w.pub.UpsertGoWorkflow(ctx, cat.GoWorkflow{Name: p.Name, Description: p.Description, TaskQueue: workflows.TaskQueueLocal}); err != nil {
+		if err := w.pub.UpsertGoWorkflow(ctx, cat.GoWorkflow{Name: p.Name, Description: p.Description, TaskQueue: w.taskQueue}); err != nil {
 			return fmt.Errorf("publish Go pipeline %s: %w", p.Name, err)
 		}
 	}
 	if err := w.w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}
-	w.log.Info("worker polling", zap.String("taskQueue", workflows.TaskQueueLocal), zap.Int("goPipelines", len(w.pipelines)))
+	w.log.Info("worker polling", zap.String("taskQueue", w.taskQueue), zap.Int("goPipelines", len(w.pipelines)))
 	<-ctx.Done()
 	w.w.Stop()
 	w.log.Info("worker stopped")

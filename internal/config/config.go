@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/atelier-ml/atelier/workflows"
 )
 
 // Config is everything the atelier binary needs. Each field can be set by a
@@ -26,6 +28,9 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// WorkerConcurrency caps concurrently running activities per worker.
 	WorkerConcurrency int
+	// TaskQueue is the local runtime's task queue: workers poll it, the
+	// gateway starts declarative runs on it.
+	TaskQueue string
 }
 
 // Default returns the built-in defaults, which match `atelier dev`.
@@ -40,6 +45,7 @@ func Default() Config {
 		LogFormat:         "console",
 		ShutdownTimeout:   20 * time.Second,
 		WorkerConcurrency: 200,
+		TaskQueue:         workflows.TaskQueueLocal,
 	}
 }
 
@@ -56,6 +62,7 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.LogLevel, "log-level", env("ATELIER_LOG_LEVEL", d.LogLevel), "debug|info|warn|error (ATELIER_LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", env("ATELIER_LOG_FORMAT", d.LogFormat), "console|json (ATELIER_LOG_FORMAT)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", envDuration("ATELIER_SHUTDOWN_TIMEOUT", d.ShutdownTimeout), "graceful stop bound (ATELIER_SHUTDOWN_TIMEOUT)")
+	fs.StringVar(&c.TaskQueue, "task-queue", env("ATELIER_TASK_QUEUE", d.TaskQueue), "local runtime task queue (ATELIER_TASK_QUEUE)")
 	fs.IntVar(&c.WorkerConcurrency, "worker-concurrency", envInt("ATELIER_WORKER_CONCURRENCY", d.WorkerConcurrency), "max concurrent activities per worker (ATELIER_WORKER_CONCURRENCY)")
 }
 
@@ -64,8 +71,8 @@ func (c *Config) Validate() error {
 	if c.DatabaseURL == "" {
 		return fmt.Errorf("no database: set --database-url or ATELIER_DATABASE_URL (or use `atelier dev`, which finds or starts one)")
 	}
-	if c.TemporalHostPort == "" || c.Namespace == "" {
-		return fmt.Errorf("temporal address and namespace are required")
+	if c.TemporalHostPort == "" || c.Namespace == "" || c.TaskQueue == "" {
+		return fmt.Errorf("temporal address, namespace and task queue are required")
 	}
 	if c.WorkerConcurrency < 1 {
 		return fmt.Errorf("worker concurrency must be at least 1")

@@ -1,0 +1,6 @@
+// Package integration holds Atelier's end-to-end tests against real
+// components: the Temporal dev server from the pinned temporal CLI, a real
+// Postgres, the real gateway over HTTP and real workers (in-process, or the
+// atelier binary as a child process where a test kills it with SIGKILL).
+// They run under plain `go test` (and `make test`); -short skips them.
+package integration
