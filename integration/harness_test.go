@@ -246,3 +246,17 @@ func atelierBinary(t *testing.T) string {
 	require.NoError(t, binErr)
 	return binPath
 }
+
+func (s *stack) rawGet(t *testing.T, path string) string {
+	t.Helper()
+	req, err := http.NewRequest("GET", s.url+path, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, 200, resp.StatusCode, "%s", b)
+	return string(b)
+}

@@ -1,0 +1,103 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atelier-ml/atelier/workflows"
+)
+
+// startWorkerProcess runs `atelier worker` as a child process so the test
+// can SIGKILL it, as an OOM killer or a lost node would.
+func (s *stack) startWorkerProcess(t *testing.T, logName string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(atelierBinary(t), "worker")
+	cmd.Env = append(os.Environ(),
+		"ATELIER_DATABASE_URL="+s.cfg.DatabaseURL,
+		"ATELIER_TEMPORAL="+s.cfg.TemporalHostPort,
+		"ATELIER_NAMESPACE="+s.cfg.Namespace,
+		"ATELIER_TASK_QUEUE="+s.cfg.TaskQueue,
+		"ATELIER_DATA_DIR="+s.cfg.DataDir,
+		"ATELIER_LOG_LEVEL=warn",
+	)
+	logf, err := os.Create(filepath.Join(t.TempDir(), logName))
+	require.NoError(t, err)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		logf.Close()
+	})
+	return cmd
+}
+
+// Kill -9 the worker while pipelines are mid-step, restart it: every run
+// completes, steps that had succeeded never run again, the orphaned step
+// process is gone, and the interrupted step's log says it was re-run.
+func TestWorkerKill9MidPipelineResumes(t *testing.T) {
+	s := newStack(t, stackOptions{noWorker: true})
+	const runs = 3
+	dirs := make([]string, runs)
+	ids := make([]string, runs)
+	for i := range runs {
+		dirs[i] = t.TempDir()
+		name := fmt.Sprintf("crashy-%d", i)
+		s.createPipeline(name, fmt.Sprintf(`
+steps:
+  - name: first
+    container: {command: ["sh", "-c", "echo first >> %[1]s/ran"]}
+  - name: slow
+    dependsOn: [first]
+    container: {command: ["sh", "-c", "echo slow >> %[1]s/ran; echo $$ > %[1]s/pid.$(cat %[1]s/ran | wc -l); sleep 3; echo slow-done >> %[1]s/ran"]}
+  - name: last
+    dependsOn: [slow]
+    container: {command: ["sh", "-c", "echo last >> %[1]s/ran"]}
+`, dirs[i]))
+		ids[i] = s.startRun(map[string]any{"pipeline": name})
+	}
+
+	w := s.startWorkerProcess(t, "worker-1.log")
+	var pids []int
+	for i := range runs {
+		var pid int
+		_, err := fmt.Sscan(waitFile(t, filepath.Join(dirs[i], "pid.2"), 60*time.Second), &pid)
+		require.NoError(t, err)
+		pids = append(pids, pid)
+	}
+	require.NoError(t, w.Process.Signal(syscall.SIGKILL))
+	_ = w.Wait()
+	killedAt := time.Now()
+	for _, pid := range pids {
+		require.Eventually(t, func() bool { return processGone(pid) }, 10*time.Second, 50*time.Millisecond,
+			"step process %d outlived its worker", pid)
+	}
+
+	s.startWorkerProcess(t, "worker-2.log")
+	for i, id := range ids {
+		r := s.waitTerminal(id, 90*time.Second)
+		require.Equal(t, workflows.RunSucceeded, r.State, "run %d: %+v", i, r.Status)
+		ran, err := os.ReadFile(filepath.Join(dirs[i], "ran"))
+		require.NoError(t, err)
+		lines := strings.Fields(string(ran))
+		assert.Equal(t, []string{"first", "slow", "slow", "slow-done", "last"}, lines,
+			"first ran once, slow was interrupted and re-run, last ran once")
+		slow := stepByName(r, "slow")
+		assert.Len(t, slow.Attempts, 1, "a lost worker is not a failed attempt")
+	}
+	t.Logf("all %d runs completed %s after the kill", runs, time.Since(killedAt).Round(time.Millisecond))
+
+	// The re-run is visible in the step's log.
+	req := s.path("/runs/%s/steps/slow/logs?attempt=1", ids[0])
+	body := s.rawGet(t, req)
+	assert.Contains(t, body, "worker restarted")
+}
