@@ -1,0 +1,34 @@
+package workflows_test
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/atelier-ml/atelier/examples/gopipeline"
+	"github.com/atelier-ml/atelier/workflows"
+)
+
+// TestReplayRecordedHistories replays histories recorded from a real server
+// (see integration/record_test.go). A failure means a workflow change is not
+// deterministic for runs already in flight: guard it with workflow.GetVersion
+// rather than re-recording.
+func TestReplayRecordedHistories(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no recorded histories in testdata (%v)", err)
+	}
+	for _, f := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".json"), func(t *testing.T) {
+			r := worker.NewWorkflowReplayer()
+			r.RegisterWorkflowWithOptions(workflows.PipelineWorkflow, workflow.RegisterOptions{Name: workflows.PipelineWorkflowName})
+			r.RegisterWorkflowWithOptions(gopipeline.TrainEvaluate, workflow.RegisterOptions{Name: gopipeline.Name})
+			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
+				t.Fatalf("replay %s: %v", f, err)
+			}
+		})
+	}
+}
