@@ -190,3 +190,38 @@ steps:
 	s.token = "atl_wrong"
 	assert.Equal(t, 401, s.do("GET", s.path("/runs"), nil, &prob))
 }
+
+// The event stream of a finished run replays its state and ends.
+func TestEventStreamOnRealStack(t *testing.T) {
+	s := newStack(t)
+	s.createPipeline("tiny", `
+steps:
+  - name: hello
+    container: {command: ["sh", "-c", "echo hello"]}
+`)
+	id := s.startRun(map[string]any{"pipeline": "tiny"})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", s.url+s.path("/runs/%s/events", id), nil)
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, "text/event-stream", strings.Split(resp.Header.Get("Content-Type"), ";")[0])
+	sc := bufio.NewScanner(resp.Body)
+	var events []string
+	sawSucceeded := false
+	for sc.Scan() { // the server ends the stream after the terminal state
+		line := sc.Text()
+		if strings.HasPrefix(line, "event: ") {
+			events = append(events, strings.TrimPrefix(line, "event: "))
+		}
+		if strings.HasPrefix(line, "data: ") && strings.Contains(line, `"SUCCEEDED"`) {
+			sawSucceeded = true
+		}
+	}
+	require.NoError(t, sc.Err())
+	assert.Contains(t, events, "run")
+	assert.Contains(t, events, "step")
+	assert.True(t, sawSucceeded, "events: %v", events)
+}
