@@ -110,7 +110,7 @@ func TestTokens(t *testing.T) {
 	wantStatus(t, h.do("DELETE", "/v1/tokens/"+ct.Token.ID, h.admin, nil), http.StatusNoContent)
 	wantProblem(t, h.do("GET", "/v1/projects/alpha/runs", ct.Secret, nil), http.StatusUnauthorized, "unauthenticated")
 	wantProblem(t, h.do("DELETE", "/v1/tokens/"+ct.Token.ID, h.admin, nil), http.StatusNotFound, "not-found")
-	p = wantProblem(t, h.do("DELETE", "/v1/tokens/not-a-uuid", h.admin, nil), http.StatusBadRequest, "invalid-request")
+	p = wantProblem(t, h.do("DELETE", "/v1/tokens/not.a.token", h.admin, nil), http.StatusBadRequest, "invalid-request")
 	if got := errorPaths(p); len(got) != 1 || got[0] != "path.token" {
 		t.Errorf("paths %v", got)
 	}

@@ -239,6 +239,9 @@ type StepStatus = workflows.StepStatus
 // Token defines model for Token.
 type Token = catalog.Token
 
+// TokenID defines model for TokenID.
+type TokenID = string
+
 // UUID defines model for UUID.
 type UUID = string
 
@@ -388,7 +391,7 @@ type ServerInterface interface {
 	CreateToken(ctx echo.Context, project ProjectPath) error
 	// Revoke a token; it stops working at once.
 	// (DELETE /v1/tokens/{token})
-	RevokeToken(ctx echo.Context, token UUID) error
+	RevokeToken(ctx echo.Context, token TokenID) error
 	// Native Go pipelines registered by workers.
 	// (GET /v1/workflows)
 	ListWorkflows(ctx echo.Context) error
@@ -863,7 +866,7 @@ func (w *ServerInterfaceWrapper) CreateToken(ctx echo.Context) error {
 func (w *ServerInterfaceWrapper) RevokeToken(ctx echo.Context) error {
 	var err error
 	// ------------- Path parameter "token" -------------
-	var token UUID
+	var token TokenID
 
 	err = runtime.BindStyledParameterWithOptions("simple", "token", ctx.Param("token"), &token, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
 	if err != nil {
@@ -988,53 +991,53 @@ var swaggerSpec = []string{
 	"b5M2s1825XTavycRVzj3K3FFnt63qn3WtXltcZlDv3KivCTkZ+ONsuBhCa/3ji56/1zA9uc/Hp+dVQWA",
 	"ez74wTx82j++OD59/9P3H3s/vT+7nPlk/+ys9/Ef+yerS4kS7mdHhU9OEFvFsTql5WUfHjJ7XuGhofH7",
 	"4i5qBXqEjfBQCciUmLbzF5+Lc24p8wuLRcmxxog7z1SaqYaQnWaZryS4MbBBbCWA5ZzN9q9UHGQ9b4OG",
-	"tSuEKqh9NlpuSMA+wQV0SfS1SDJe77wX6jHnbS/UB3qM1yuqpqufEBi5cJnh53XOLy/nDeJu6y1pDa4f",
-	"/vbYKp53Vnje8qYxjJaOMkHV9FzjyB6+zbDvZ76U9D6DfQuzKRcwKXHY6BOV/PS///0//c2i80IvYycq",
-	"lx0pldrqRMoG3BPENB0FROGETLUgciuF2of8cAJcRCOUypZqQ5oQpckMJiMuyxyLBJGxK0bkfC+DbF+x",
-	"K+2uiikInimEjMUooHO3BQwxltDfd0XAZoldeGdrDWwU3OzVxsH7bbDTGBF9xajUIM7FYDf6TUWd/c02",
-	"fMyrziVERIgpEHbF+vetnDw0MfYB7xUyaaAxlj9q099UshOHfQv6hq3vcHF6G2Nyf10xG2nabIMLa7Vk",
-	"xNO8sFja6gmJptSACuATltdu7wJhU1uuZFJKptCEMDlBIWGnuxMCupotIoHkb9lEVFFpj/dUKptgSmiE",
-	"TBpGdb0c+ymJRtjabncrkd2gQmOVAP1usNXu2oE8RUZSGuwGX7e77a8DW0JhyLczMunrX/Tz0FaRFAX+",
-	"2lQN3qP6wQ2ZaQLZ7nYXVOWuV43rkui+iuiE3uVVto77gt3P12Egs/GYiKmpOLpDhlLuAUkmZCphu9uF",
-	"yYgmRTlIhFLaXgEJP1xcnBlPkAylcUOnUiv7a71CZ4xK0EguwsYHN2QpNhTeq06aEMqWlJuH8zVKY1Qj",
-	"zCToOQDvUy5NBQFYVbEYHZXX3XYat+sIo50fVtOeP6bILHV9EQXMOGL+ymu3FsQ8ysamYGzRZi+0+ZUP",
-	"DTVjacOlccMCSTxdSOw9O+JXoXUrJisdAFZ4uK6LN92vm6YuYO1U+xYW4U1vk1qmsYUqhlWKhgPC4kIl",
-	"NCLzbqtTzTd4MXpCpTrLB70gUqtZET9LGRBCuJmaNLnB6E53ayWMls0u5hi6y18q2qLMGVQklVS53J+t",
-	"MtQqhSRJ6OpdS/VSxX81DVNXfsFuniLRth+XnrOoVU+XleXveDx9tnPwVmg/1s1IJTJ8nKOFreemBR8d",
-	"uErKmfagatusb2I3tFOMMzPvrEIIlU7JpxLczip8X/YLmjfeLn+j6ITUL2ytsMRsU5p5780q+/G083wh",
-	"I9lzrBhRG1p8KWSEKbjhGYuJmG6uzDk22zgr1DoP7ulxkcKo8tPLCrcmjemgdCLttYhyZ/lLRcvlk057",
-	"XZlX6VL/7F+oHNKpNpQ/XjcefKdWdtes4YpRL0kF1fpAn44rnDpXeFSni9/4IVdrEH+9U+485I+Leb56",
-	"wcELH3cj1+d1ktpWo0q6npS8cwVsa90fVii8PL2Ey4dXr8JYl7467qBsXPwVwSzNw+bOb1UlMJlilHtW",
-	"wAX8c//DCWwQBWMuFWy/+QZ+pO8223CsgEpXjGtutKA22FFW5WK8N9P921Rxe8VmSm7h0wiZp54S8OeM",
-	"JNWurJwDvpLhFWO8YAgqgcSxXofFNuhS+UagygTD2Jb7bne7NgTjNaDnyhZfwpCul20+hrWp7ltTMk6e",
-	"abIvmmoFw/75RWKOeY9kPI5tj3+S9y3WaSKEyYhGo+qJGwn5rO7Hcij3NVgF+U2IzC/l+cM7JmsqiF/F",
-	"MdnZ3l7l5eotC1/ozuzHMZCCHkwFgb8lIr+7iTMYUFHSdd3VadCNZNK6MSLKXgE0pzVdreXjE/VY58E9",
-	"rWQ6VaXnrycutM4rRUPe6VHXMH+aUK9mm4TzrUF1czY0PZu2n6vfcOHVXU0v+y+9qmQJNz5vtd5ef+62",
-	"3l4/dMO/Pf6XnX3TlwFcYOLldWSNPmJPD5jDpoHf9KB6r0972nVp/mmLIplVr/4qsvL++fLE78DeTVFO",
-	"u1rL3sJJ3+GAC3y2WfP23tqErr0p2H3TrbSkv1nWkD5PpBfGzKhUJJYOON5Rnsmi+rAJtjwlXgJXa3bf",
-	"3vGQ4gsKzrzu0iMwP5rrGoamuclcYLeRFyXbeLVUmIItCN/8ownOmTi+3n6Y25dGGzsVcotTiabklDJ3",
-	"U1opdfPy0BeKcTQ5d6veFgLjTCq4ya8UhE96QybXfhzjOOUKWTRt/YjTfgjENe4Vl/CVd9pJMnbOpDWz",
-	"jX92xURW8IY1XzQ4G9vd7uZe+dotTu1E+dVouVNKYKf7ttkv65mLDmeQNxP+Tygy1YpGXCIzCxk/cExu",
-	"UeZdiCDJAGEjrd3J5ljX2tsl787gpImDPTd1VMtUrq7ut7daV1f33+L1X71q5yVzNZULaF7ZnTPV1A3X",
-	"JWbMHg1hgESY8gY/kc0cQX6h5rN7dQ3AnufL/em31fy230UG6lUcvacm7gtlY0hMC9tskWvIRXPl+Qra",
-	"Z7nvp1/tPIhssXvXy17UpVssMv64Bse+Of3CQbUGFmwk+qjNjcFl/Z6pe6LWPNl8PctjuauX36i8zIuy",
-	"RNYpm0heCarGson8xruXKpmYvVHvcf7C5e3u9kvzkAUjsfWi+aWD8R4MuLv717BY7ZLiPxXWb7tk4otV",
-	"z768dYpHcbAMae4tZ5QNbRequRxNKp6m1gh6VkXTKVsQh74bzvrm+10w3bIREcZ8J5C32YaQD9Cg9oFA",
-	"2RSwB30a902+qk7ZmQSpyZVF6GJOsCHRpFjhhkS3QCScEKlaZonW8SEofsUEymyMm22wzRQCyRiQxRLI",
-	"QJk7aKxJK5BEIwOjQjGmjCSOm2D/ikV8PEamwKhzqsFg7oIa2HoD5rJocw18Kvi93qiR+1HCpT4MqnyO",
-	"0bmBJMdHU/hp1qupbW/hjwNcr1YEa06hZdGyZi3sPnNt0PZtZ9bvNNyTkZlcHr9zdwHVz0mO+MTmCSPj",
-	"BoIkE6NNB/ogrpg5iV3QTqfG6JgLhAlNEoj4GGHDzHNur/HWBK8dxogzhpGibGjuBPqjWh/n5pb1Vk6Q",
-	"TEkX/jFYNiGfaETYEOXv2N4w4qzzoP977CR82Cx2emVIAxI+tIzY54OBRNVvQ//fW64iv3WK96r10X6R",
-	"p9XtuCumOBB5CwMuTPDQhVr6Vt3+Xfve/fznAczpOA6QkDFFExtPcQ10OdGHLrVtw5FupUKUmKYDJQhN",
-	"UPiExXtUWj6e6K0viaNstW6INBl7u74VlMXlrdXEqxvSFP0kxUXOlcjJWtHXWkMeZTHeN61lmvq8C3X9",
-	"C/kmsUj1B5K74XwD71PWsDTgX8PdyeqmuuE8QcJWF8VP6Uc44UO4mSrL3ZUoR0nnJ3zYOuDjNEHluVFI",
-	"07K9AlbTxQzNGpK1Wk6vYZLhZWreo3zKLYeBl9PmAbCf1yOPZjHGVVn5sVFwhwXWnoKR7f5ERFOP9isH",
-	"c15RERzw8Q1lprgn5pnqSBWjMIEHzmwTaZXff3OKIPT+cpAGe2GycL07lxdoG1vp/4Uu7fXi8v48lfRy",
-	"AePa3dGvXNpfuwm5ub5/T1to7jZgewExMHcFw58+6++5zN/+uIv1suy5Vmv3TPWg1icMjWYZElrLvTn+",
-	"W94BYAd2Hsz/j1ah5LqtznQ98wM0JdPV6H7HZzuaH6z5o5HilxyyRUneobunHW3rX024uNWemKsLXe8k",
-	"l1iwNk9/fAgb2gYo5cRmQ1GJqojV9X9HzTSnl6qhdlt1Y8HIp2LUCwbUZy7W9ojUXvlbBGVv+K/SPXda",
-	"pDYq/eu1X0qwv5MgVymGq1sgM62S9bb+z9da6dqfGrO0lIkk2A06Rhm7hYoebdciqY2N+k8TyupnjoCr",
-	"owpAKx8a0+nx+vH/AgAA///hdm0b9HEAAA==",
+	"tSuEKqh9NlpuSMA+wQV0SfS1SDJe77wX6jHnbS/UB3qM1yuqpqufEBi5cJnh53XOzawLbOKfbIKiwQq+",
+	"vJx/tdt6S1qD64e/PbaK550Vnre8SRCj46NMUDU91xi2pGPz8/uZL6G9z2Df7tgUG5iEOmz0iUp++t//",
+	"/p/+ZtG3oZexE5XLjpRKbW0jZQPuCYGafgSicEKmWoy5lULtgX44AS6iEUplC70hTYjSRAqTEZdlhkaC",
+	"yNgVI3K+E0K2r9iVdnbFFATPFELGYhTQudsChhhL6O+7EmKzxC68s5UKNoZu9mqj6P022GmMgL9iVGoQ",
+	"5yK4G/2mktD+Zhs+5jXrEiIixBQIu2L9+1ZOXJqU+4D3Cpk00Bi/AbXjYOrgicO+BX3DVoe4KL+NULm/",
+	"rpiNU222wQXFWjLiaV6WLG3thURTqEAF8AnLK793gbCpLXYyCSlTpkKYnKCQsNPdCQFdxReRQPK3bBqr",
+	"qNPHeyqVTU8lNEImDZu7TpD9lEQjbG23u5W4cFChsUp4fzfYanftQJ4iIykNdoOv293214EtwDDk2xmZ",
+	"5Pcv+nloa1CK9gBt6AbvUf3ghsy0kGx3uwtqeter5XUpeF89dULv8hpdx33B7ufrMJDZeEzE1NQr3SFD",
+	"KfeAJBMylbDd7cJkRJOimCRCKW2ngYQfLi7OjB9JhtI4sVOpTYVrvUJnjErQSC7Cxgc3ZCk2FN6rTpoQ",
+	"ypYUq4fzFU5jVCPMJOg5AO9TLk39AVhFsxgdldfddhq36wijnR9W054/psgsdX0RBcy4cf66bbcWxDzK",
+	"xqbcbNFmL7Txlg8NNWNps6dxwwJJPF1I7D074lehdSsmK/0DVni4no033a+bpi5g7VS7HhbhTW+TWqax",
+	"ZS6GVYp2BcLiQiU0IvNuq1PNVngxekKlOssHvSBSqzkVP0sZEEK4mZoku8HoTndrJYyWrTLmGLrLXyqa",
+	"qswZVCSVVLncn61R1CqFJEnoqmVL9VLFfzWJU1d+wW6eYNGWI5ees6jVXpd16e94PH22c/DWdz/WjVAl",
+	"Mnyco4Wt56YFHx24OsyZ5qJq061vYje0U4wzM++sQgiVPsunEtzOKnxfdhuaN94uf6Poo9QvbK2wxGxL",
+	"m3nvzSr78TQDfSEj2XOsGFEbWnwpZIQpuOEZi4mYbq7MOTZXOSvUOg/u6XGRwqjy08sKtyaN6aB0Iu21",
+	"iHJn+UtFw+aTTntdmVfpcf/sX6gc0qm2oz9eNx58p1a016zhilEvSQXV6kKfjiucOle2VKeL3/ghVysY",
+	"f71T7jzkj4t5vno9wgsfdyPX51WW2lajSrqOlrzvBWxj3h9WKLw8vYTLh1cv0liXvjruoGxU/RXBLM3D",
+	"5r5xVSUwmWKUe1bABfxz/8MJbBAFYy4VbL/5Bn6k7zbbcKyASlfKa+7DoDbYUdb0Yrw30zvcVK97xWYK",
+	"duHTCJmnGhPw54wk1Z6unAO+kuEVY7xgCCqBxLFeh8U26FL5RqDKBMPYFgtvd7s2BOM1oOeKHl/CkK4X",
+	"fT6GtanuW1MyTp5psi+aagXD/vlFYo55j2Q8ju0NAUne9ViniRAmIxqNqiduJOSzuh/LodzXYBXkNyEy",
+	"v9LnD++YrKkgfhXHZGd7e5WXq3c0fKE7sx/HQAp6MPUH/oaK/OYnzmBARUnXdVenQTeSSevGiCh7gdCc",
+	"1nSVmo9P1GOdB/e0kulUlZ6/nrjQOq8UDXmfSF3D/GlCvZptEs43FtXN2dB0fNpusH7DdVl3Nb3svzKr",
+	"kiXc+LzVenv9udt6e/3QDf/2+F929k1fBnCBiZdXoTX6iD09YA6bBn7Tweq9fO1pl635py1KbFa9OKzI",
+	"6fvny9PGA3uzRTntag1/Cyd9hwMu8NlmzZuDaxO65qhg90230tD+Zlk7+zyRXhgzo1LPWDrgeEd5Jova",
+	"xSbY8oR6CVytVX57x0OKLyg486pNj8D8aC57GJrWKHP93UZe0mzj1VJhCracfPOPJjhn4vh6+2FuXxpt",
+	"7FTILU4lmoJVytw9a6XUzYtLXyjG0eTcrXrXCIwzqeAmv5AQPukNmVz7cYzjlCtk0bT1I077IRDX9ldc",
+	"4VfeiCfJ2DmT1sw2/tkVE1nBG9Z80eBsbHe7m3vla7c4tRPlF6vlTimBne7bZr+sZ65JnEHeTPg/ochU",
+	"KxpxicwsZPzAMblFmfcwgiQDhI20dqObY11rb5e8O4OTJg723PNRLVO5urrf3mpdXd1/i9d/9aqdl8zV",
+	"VK6veWV3ztRiN1y2mDF7NIQBEmHKG/xENnME+XWcz+7VNQB7ni/3p99W89t+FxmoV3H0npq4L5SNITEt",
+	"bLNFriEXzXXrK2if5b6ffrXzILLF7l0ve1GXbrHI+OMaHPvm9AsH1RpYsJHoozb3DZf1e6buiVrzZPP1",
+	"LI/lrl5+H/MyL8oSWadsQXklqBrLJvL78l6qZGL2Pr7H+euat7vbL81DFozE1ovmVxbGezDg7uZgw2K1",
+	"K47/VFi/7ZKJL1Y9+/LWKR7FwTKkufWcUTa0PazmajWpeJpaI+hZFU2nbGAc+u5H65vvd8H02kZEGPOd",
+	"QN6kG0I+QIPaBwJlS8Ee9GncN/mqOmVnEqQmVxahiznBhkSTYoUbEt0CkXBCpGqZJVrHh6D4FRMoszFu",
+	"tsG2YggkY0AWSyADZW6wsSatQBKNDIwKxZgykjhugv0rFvHxGJkCo86pBoO5621g6w2Yq6bNJfKp4Pd6",
+	"o0buRwmX+jCo8jlG5waSHB9N4adZr6a2vYU/LXC9WhGsOYWWRcuatbD7zDVR27edWb/TcMtGZnJ5/M7d",
+	"JFQ/JzniE5snjIwbCJJMjDYd6IO4YuYkdkE7nRqjYy4QJjRJIOJjhA0zz7m9BFwTvHYYI84YRoqyoblR",
+	"6I9qfZybO9pbOUEyJV34x2DZhHyiEWFDlL9je8OIs86D/u+xk/Bhs9jplSENSPjQMmKfDwYSVb8N/X9v",
+	"uYr81ineq9ZH+0WeVrfjrpjiQOQtDLgwwUMXaulbdft37Xv38x8XMKfjOEBCxhRNbDzFtd/lRB+61LYN",
+	"R7qVClFimg6UIDRB4RMW71Fp+Xiit74kjrLVuiHSZOzt+lZQFle/VhOvbkhT9JMU10BXIidrRV9r7XyU",
+	"xXjftJZpCfQu1PUv5JvEItUfSO6G8+2/T1nD0oB/DXejq5vqhvMECVtdFD+lH+GED+Fmqix3V6IcJZ2f",
+	"8GHrgI/TBJXnPiJNy/YCWU0XMzRrSNZqOb2GSYaXqXmP8im3HAZeTpsHwH5ejzyaxRhXZeXHRsEdFlh7",
+	"Cka2+xMRTR3erxzMeUVFcMDHN5SZ4p6YZ6ojVYzCBB44sy2oVX7/zSmC0Pu7QxrshcnC9W5sXqBtbKX/",
+	"F7q014vL+/NU0ssFjGs3T79yaX/tHuXm+v49baG5u4Tt9cXA3AUOf/qsv+cyf/vTMNbLsudard0z1YNa",
+	"nzA0mmVIaC335vhveQeAHdh5MP8/WoWS67Y60/XMz9eUTFej+x2f7Wh+7uaPRopfcsgWJXmH7p52tK1/",
+	"NeHiVntiri50vZNcYsHaPP3xIWxoG6CUE5sNRSWqIlbX/xW2vLW91A61664ba0Y+FaNeMKY+czO3R6r2",
+	"yh8zKNvDf5UGutMiu1FpYa/91IL9oQW5Sj1c3QiZ6Zasd/Z/vtZ61/5WmSWnTCTBbtAx+tgtVLRpuy5J",
+	"bW/Uf9tQVj9zNFwdVQBa+dBYT4/Xj/8XAAD//y8yU7M1cgAA",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

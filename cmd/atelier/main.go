@@ -33,7 +33,7 @@ func main() {
 	devCmd.Flags().IntVar(&dev.TemporalPort, "temporal-port", 7233, "Temporal frontend port")
 	devCmd.Flags().IntVar(&dev.UIPort, "ui-port", 8233, "Temporal Web UI port")
 
-	root.AddCommand(devCmd,
+	root.AddCommand(devCmd, adminTokenCmd(&cfg),
 		&cobra.Command{Use: "gateway", Short: "Serve the REST API", RunE: func(cmd *cobra.Command, _ []string) error {
 			return run(cmd.Context(), cfg, wire.InitGateway)
 		}},

@@ -17,7 +17,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -97,6 +96,7 @@ func Start(ctx context.Context, o Options) (s *Stack, err error) {
 		}
 	}()
 	s.Info = collectInfo(ctx)
+	s.Info.Command = CommandLine(o.Name)
 
 	// Temporal: own dev server, so no other user of the machine's servers
 	// shares its history shards with the measurement.
@@ -323,6 +323,3 @@ func postgresVersion(ctx context.Context, dbURL string) string {
 	}
 	return v
 }
-
-// ErrInterrupted is returned by benchmarks stopped by a signal.
-var ErrInterrupted = errors.New("interrupted")
