@@ -34,13 +34,13 @@ func TestMain(m *testing.M) { temporaltest.Main(m) }
 // shared Temporal dev server, a gateway on a free port and (optionally) an
 // in-process worker.
 type stack struct {
-	t       *testing.T
-	cfg     config.Config
-	url     string
-	token   string
-	store   *store.Store
+	t        *testing.T
+	cfg      config.Config
+	url      string
+	token    string
+	store    *store.Store
 	temporal client.Client
-	project string
+	project  string
 }
 
 type stackOptions struct {

@@ -264,4 +264,3 @@ steps:
 	assert.Contains(t, s.Error, "deadline")
 	assert.Equal(t, workflows.StepCancelled, s.Steps[0].State)
 }
-
