@@ -38,37 +38,53 @@ type DynamicConfigValue struct {
 }
 
 // TunedDynamicConfig is the dynamic config the dev stack AND the tests run
-// the Temporal dev server with. It is the single source of truth: the
+// the Temporal dev server with. It is the single source of truth; the
 // documented copy for production operators is
 // deploy/dev/temporal-dynamic-config.yaml (keep the two in sync).
 //
-// Why: with defaults, each hop through a history queue waits for the queue
-// processor's rate-limited poll (20 polls/s per shard), so an activity round
-// trip on an idle dev server costs ~100 ms. Measured on a 2-core machine
-// with server 1.29.1 (internal/temporaltest TestActivityLatency, one
-// activity per workflow, sequential):
+// Why: with defaults, every hop through a history task queue waits for that
+// queue's rate-limited poll (20 polls/s), and timers shorter than
+// timerProcessorMaxTimeShift (1s) are pushed out to 1s. Measured with server
+// 1.29.1 on a 2-core machine, one setting group added per row (medians of a
+// one-off sweep; TestActivityLatency and TestTimerLatency in
+// internal/temporaltest guard the end result):
 //
-//	defaults:                            p50 ≈ 100 ms
-//	+ transferProcessorMaxPoll*RPS:      p50 ≈ 20 ms
-//	+ enableActivityEagerExecution:      p50 ≈ 6 ms
+//	                                 activity   1-activity   Sleep(10ms)  retry after
+//	                                 round trip workflow                  10ms backoff
+//	defaults                         100 ms     150 ms       1004 ms      1035 ms
+//	+ transferProcessorMaxPoll*RPS     8 ms      19 ms       1004 ms      1025 ms
+//	+ enableActivityEagerExecution     6 ms      15 ms       1004 ms      1023 ms
+//	+ timerProcessor* (3 values)       6 ms      14 ms         17 ms        32 ms
+//
+// The timer settings cost ~3.5% of one core while idle (0.3% without);
+// cheap for a dev box, and they make retry/backoff tests run in
+// milliseconds. Also measured and NOT adopted (no gain or worse):
+// matching.numTaskqueue{Read,Write}Partitions=1,
+// system.enableEagerWorkflowStart=true.
 //
 // Which values matter for production clusters:
-//   - history.transferProcessorMaxPollRPS / ...MaxPollHostRPS: the same
-//     latency floor exists on a real cluster at low load (a busy cluster
-//     polls continuously and does not notice). Raising them costs extra
-//     persistence reads per shard while idle, so on production size them
-//     against the database (hundreds, not 10000, on a cluster with thousands
-//     of shards).
-//   - system.enableActivityEagerExecution: safe and useful in production;
-//     it lets a worker that completes a workflow task start the activities
-//     it just scheduled on the same task queue without a matching round trip.
-//     Workers must also allow it (the SDK does by default).
+//   - history.transferProcessorMaxPollRPS / MaxPollHostRPS: the same ~50 ms
+//     per-hop floor exists on an idle or lightly loaded real cluster (a busy
+//     one polls continuously and never notices). Raising them costs extra
+//     persistence reads per shard while idle: size them against the
+//     database (hundreds, not 10000, on a cluster with thousands of shards).
+//   - system.enableActivityEagerExecution: recommended in production. A
+//     worker completing a workflow task gets the activities it scheduled on
+//     its own task queue back in the response, skipping matching.
+//   - history.timerProcessorMaxPollRPS / MaxPollHostRPS: as the transfer
+//     ones, for timer, retry-backoff and timeout precision.
+//   - history.timerProcessorMaxTimeShift: DEV ONLY. It is the safety margin
+//     for clock skew between history hosts; keep the default (1s) on any
+//     multi-host cluster and accept sub-second timers rounding up to ~1s.
 //   - frontend.enableServerVersionCheck=false only stops the dev server from
-//     phoning home (there is no network on CI); irrelevant in production.
+//     phoning home (there is no network in CI); irrelevant in production.
 var TunedDynamicConfig = []DynamicConfigValue{
 	{"history.transferProcessorMaxPollRPS", "10000"},
 	{"history.transferProcessorMaxPollHostRPS", "10000"},
 	{"system.enableActivityEagerExecution", "true"},
+	{"history.timerProcessorMaxPollRPS", "10000"},
+	{"history.timerProcessorMaxPollHostRPS", "10000"},
+	{"history.timerProcessorMaxTimeShift", `"10ms"`},
 	{"frontend.enableServerVersionCheck", "false"},
 }
 
@@ -127,10 +143,11 @@ type TemporalServer struct {
 }
 
 // StartTemporal starts a Temporal dev server with TunedDynamicConfig, the
-// namespace and the Atelier TemporalSearchAttributes, and returns once the frontend
-// answers health checks and the namespace is describable. ctx bounds only
-// the startup (including a first-time CLI build); the server runs until
-// Stop. log receives progress messages (may be nil).
+// namespace and TemporalSearchAttributes, and returns once the frontend
+// answers health checks, the namespace is describable and the search
+// attributes exist. ctx bounds only the startup (including a first-time CLI
+// build); the server runs until Stop. log receives progress messages (may
+// be nil). On failure the error carries the tail of the server's log.
 func StartTemporal(ctx context.Context, opts TemporalOptions, log func(string, ...any)) (*TemporalServer, error) {
 	log = temporalLogOrNop(log)
 	bin, err := EnsureTemporalCLI(ctx, log)
@@ -241,6 +258,17 @@ func StartTemporal(ctx context.Context, opts TemporalOptions, log func(string, .
 // waitReady polls until the frontend is healthy, the namespace exists and
 // the search attributes are registered, or the process exits, or ctx ends.
 func (s *TemporalServer) waitReady(ctx context.Context) error {
+	// Abort an in-flight dial as soon as the process dies: something else
+	// may be listening on the port and never answer gRPC.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.exited:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	var lastErr error
 	for {
 		select {
@@ -253,9 +281,12 @@ func (s *TemporalServer) waitReady(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
+			select {
+			case <-s.exited: // our own cancel: report the real cause
+				return fmt.Errorf("server exited during startup: %v", s.waitErr)
+			default:
+			}
 			return fmt.Errorf("%w (last error: %v)", ctx.Err(), lastErr)
-		case <-s.exited:
-			return fmt.Errorf("server exited during startup: %v", s.waitErr)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -424,6 +455,3 @@ func temporalOrDisabled(s string) string {
 	}
 	return s
 }
-
-// PID is the server's process id (experiment helper).
-func (s *TemporalServer) PID() int { return s.cmd.Process.Pid }

@@ -34,7 +34,7 @@ const EnvCacheDir = "ATELIER_CACHE_DIR"
 
 // temporalProgressEvery is how often a long build (or a wait for someone else's
 // build) reports that it is still alive; a silent 10-minute step looks hung.
-const temporalProgressEvery = 30 * time.Second
+var temporalProgressEvery = 30 * time.Second
 
 // CacheDir returns the directory under which Atelier caches tools it builds
 // (ATELIER_CACHE_DIR, else ~/.cache/atelier or the OS equivalent).
@@ -146,6 +146,11 @@ func buildTemporalCLI(ctx context.Context, dir, path string, log func(string, ..
 	)
 	cmd.Stdout = out
 	cmd.Stderr = out
+	// Own process group, so cancelling stops go's compiler children too, and
+	// a parent-death signal, so a killed caller does not leave a build
+	// running that would hold the CPUs (the lock is released by the kernel).
+	temporalProcAttrs(cmd)
+	cmd.Cancel = func() error { return temporalInterrupt(cmd.Process) }
 	cmd.WaitDelay = 5 * time.Second
 
 	start := time.Now()

@@ -13,6 +13,13 @@
 // Tests isolate themselves by task queue (TaskQueue) and workflow IDs, not
 // by server: the namespace and its search attributes are shared.
 //
+// Why not go.temporal.io/sdk/testsuite.StartDevServer: it downloads the CLI
+// from temporal.download unless given a path (no network in CI), does not
+// put the server in its own process group or kill it when the test binary
+// dies, and reports startup failures without the server's log. Building on
+// devstack.StartTemporal also guarantees tests and `atelier dev` run the
+// same binary with the same TunedDynamicConfig.
+//
 // With -short, Server skips the calling test, so `go test -short ./...`
 // runs only unit tests and never builds the temporal CLI.
 package temporaltest

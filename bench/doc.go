@@ -1,0 +1,101 @@
+// Package bench holds Atelier's benchmark programs. They print figures;
+// they never assert on time (a timed assertion on a shared machine only
+// measures the neighbours). Each is a self-contained main:
+//
+//	go run ./bench/overhead [-n 200] [-r 5] [-quick] [-v]
+//	go run ./bench/starts   [-n 2000] [-c 32] [-rounds 2] [-quick] [-v]
+//
+// Each program starts its own Temporal dev server (devstack.StartTemporal:
+// in-memory, headless, TunedDynamicConfig, so the numbers are those of the
+// dev stack and of the integration tests), creates a fresh Postgres
+// database bench_<random> on the server devstack.EnsurePostgres finds
+// ($ATELIER_DATABASE_URL, else 127.0.0.1:5432 trusting postgres/root, else
+// a throwaway cluster under $TMPDIR/atelier-bench, stopped at the end), runs
+// the gateway and/or a worker in-process (bench/internal/benchstack), and
+// drops the database and stops the server when done (also on Ctrl-C).
+// Progress goes to stderr; the report (markdown: the exact command, the
+// machine, the versions, then the tables) goes to stdout, so
+// `go run ./bench/overhead > overhead.md` keeps just the report.
+//
+// Every program measures a subject against a baseline in the same run, on
+// the same server and worker, with repetitions interleaved (baseline,
+// subject, baseline, ...) after a warm-up, so slow drift of a noisy machine
+// hits both alike. Read the ratios first, then the absolute figures; the
+// "per-run p50 min–max" / "per-round" columns show how much the machine
+// moved during the run. Targets are printed next to the figures with
+// "meets"/"MISSES"; they are goals for a quiet machine, not pass/fail. Use
+// -quick for a smoke run (small N) and compare only full runs.
+//
+// # overhead: orchestration overhead per step
+//
+// What a step costs on top of the work itself: for consecutive steps i and
+// i+1 of one run, attempts[0].StartedAt(i+1) − attempts[0].FinishedAt(i),
+// i.e. from the moment step i's process exited to the moment step i+1's
+// process started (both taken by the local runtime, activities/local), over
+// N sequential no-op steps (`true`), so N−1 samples per run.
+//
+//   - subject: workflows.PipelineWorkflow (the declarative interpreter)
+//     running a pipeline of N container steps, each depending on the
+//     previous one. It is started directly with the SDK on the worker's task
+//     queue (no HTTP: this measures orchestration); the times are read from
+//     the run status mirrored to Postgres (the status query as fallback).
+//   - baseline: a hand-written Temporal workflow (bench.Chain) calling the
+//     same activity (activities.RunContainerName, the same local.Runner on
+//     the same worker) with the same ContainerRequest N times in sequence,
+//     with plain ActivityOptions (StartToCloseTimeout 1m). What the subject
+//     costs beyond this is Atelier's (status bookkeeping, DAG scheduling,
+//     mirror, heartbeat options).
+//   - empty activity: the same workflow with an activity that does nothing,
+//     i.e. the raw Temporal activity round trip on this server. The
+//     difference baseline − empty is the local runtime's own per-step cost
+//     (attempt directories, log stream, fork/exec), paid by both modes.
+//
+// Reported per mode over all measured runs: p50, p90, p99, max, the spread
+// (min–max of the per-run p50) and the mean step period (start to start,
+// i.e. gap plus the process's own lifetime). Then subject/baseline ratios of
+// p50 and p99 against the targets (subject p50 ≤ 8 ms, p99 ≤ 25 ms, p50
+// ratio ≤ 1.2×).
+//
+// The last table splits each gap at the Temporal history's event times
+// (same host, same clock as the runner's timestamps): process exit →
+// ActivityTaskCompleted (runner wrap-up, completion RPC), → WorkflowTaskStarted
+// (server schedules and dispatches the workflow task), → WorkflowTaskCompleted
+// (worker runs the workflow code and answers), → next process start (eager
+// activity dispatch, runner setup, fork/exec). With history events and
+// workflow tasks per step and activities per run, it shows where a subject
+// that is slower than the baseline spends the difference: an extra workflow
+// task or activity per step shows up in the counts, a heavier workflow task
+// in the third column, a slower runner in the first and last.
+//
+// # starts: run starts through REST vs raw SDK
+//
+// C concurrent clients each start runs as fast as they can until N starts
+// are done; per mode, 2 rounds of N, interleaved (baseline, subject,
+// baseline, subject) after a small warm-up of each.
+//
+//   - subject: POST /v1/projects/bench/runs {"pipeline":"noop","params":{}}
+//     through the real gateway (wire.InitGateway, keep-alive HTTP client
+//     with 2·C idle connections), for a pipeline "noop" of one step `true`
+//     created through REST first: the gateway authenticates, reads the
+//     pipeline version, inserts the PENDING run row, then starts the
+//     workflow.
+//   - baseline: client.ExecuteWorkflow of workflows.PipelineWorkflowName
+//     with the PipelineInput the gateway would build, on the same task
+//     queue, unique IDs, and the gateway's start options (search
+//     attributes, memo, ID policies; keep rawStartOptions in sync with
+//     internal/engine.StartRun), so the ratio isolates what the gateway adds.
+//
+// No worker runs: both modes only start workflows, identical in that
+// respect. A worker would execute every started run (mirror writes to
+// Postgres, a process per run) on the same two cores during the
+// measurement, and the backlog of one round would be drained during the
+// next, charging one mode for the other's work.
+//
+// Reported per mode: starts/s (successful starts over the rounds' wall
+// time, plus per round), latency p50/p99/max, errors (grouped), the ratios
+// subject/baseline of rate and p99 against the targets (rate ≥ 0.8×, p99 ≤
+// 2×), and the zero-lost check: every run the gateway answered 201 for
+// (warm-up included) must have its row in Postgres (store.GetRun) and its
+// execution in Temporal (DescribeWorkflowExecution); the counts of
+// accepted, found in each and missing are printed.
+package bench

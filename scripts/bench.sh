@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Benchmarks, run by `make bench`: the programs under bench/ with their
+# default sizes (what each measures: bench/doc.go; figures:
+# docs/benchmarks.md). Reports go to stdout, progress to stderr.
+# BENCH_ARGS is passed to every program, e.g. `make bench BENCH_ARGS=-quick`.
+#
+# Not run here: the raw Temporal round trip on the tuned dev server,
+#   go test -run '^$' -bench ActivityRoundTrip ./internal/temporaltest
+set -euo pipefail
+cd "$(dirname "$0")/.."
+for prog in bench/*/main.go; do
+  dir="./$(dirname "$prog")"
+  echo "== $dir" >&2
+  # shellcheck disable=SC2086 # BENCH_ARGS is a list of flags
+  go run "$dir" ${BENCH_ARGS:-}
+done
