@@ -26,6 +26,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 	if err != nil {
 		return err
 	}
+	r.rayTemplates = in.Spec.RayClusters
 	d := &dag{r: r, ctx: sctx, in: &in, p: &in.Spec}
 	d.run()
 
@@ -140,7 +141,7 @@ func (d *dag) start(i int, deps []int) {
 			return
 		}
 	}
-	opts := stepOptions(s)
+	opts := stepOptions(s, d.p)
 	d.running++
 	workflow.Go(d.ctx, func(gctx workflow.Context) {
 		defer func() { d.running--; d.done[i] = true; d.r.touch() }()
@@ -148,12 +149,12 @@ func (d *dag) start(i int, deps []int) {
 			d.runForEach(gctx, i, env, opts)
 			return
 		}
-		c, err := spec.RenderContainer(s.Container, env)
+		w, err := renderWork(s, env)
 		if err != nil {
 			d.fail(i, fmt.Sprintf("rendering templates: %v", err))
 			return
 		}
-		out, err := d.r.runContainer(gctx, st, s.Name, nil, *c, opts...)
+		out, err := d.r.runWork(gctx, st, s.Name, nil, w, opts...)
 		d.record(i, out, err)
 	})
 }
@@ -192,7 +193,7 @@ func (d *dag) runForEach(ctx workflow.Context, i int, env spec.Env, opts []StepO
 			defer func() { active--; d.r.touch() }()
 			ienv := env
 			ienv.Item, ienv.HasItem = items[k], true
-			c, err := spec.RenderContainer(s.Container, ienv)
+			w, err := renderWork(s, ienv)
 			if err != nil {
 				d.r.endStep(&st.Items[k], StepFailed, fmt.Sprintf("rendering templates: %v", err), "")
 				if itemFailure == "" {
@@ -200,7 +201,7 @@ func (d *dag) runForEach(ctx workflow.Context, i int, env spec.Env, opts []StepO
 				}
 				return
 			}
-			out, err := d.r.runContainer(gctx, &st.Items[k], s.Name, &k, *c, opts...)
+			out, err := d.r.runWork(gctx, &st.Items[k], s.Name, &k, w, opts...)
 			outs[k] = map[string]any(out)
 			if err != nil && !isCancelled(err) && itemFailure == "" {
 				itemFailure = fmt.Sprintf("item %d: %v", k, err)
@@ -262,8 +263,27 @@ func (d *dag) env() spec.Env {
 	}
 }
 
-func stepOptions(s *spec.Step) []StepOption {
+// renderWork evaluates a step's templates for one execution (or item).
+func renderWork(s *spec.Step, env spec.Env) (stepWork, error) {
+	w := stepWork{kind: kindOf(*s)}
+	w.gpus, w.gpuType = s.GPURequest()
+	var err error
+	switch w.kind {
+	case spec.KindRay:
+		w.ray, err = spec.RenderRay(s.Ray, env)
+	case spec.KindSpark:
+		w.spark, err = spec.RenderSpark(s.Spark, env)
+	default:
+		w.container, err = spec.RenderContainer(s.Container, env)
+	}
+	return w, err
+}
+
+func stepOptions(s *spec.Step, p *spec.Pipeline) []StepOption {
 	var opts []StepOption
+	if pl := s.EffectivePlacement(p); pl != nil {
+		opts = append(opts, WithPlacement(pl))
+	}
 	if s.Timeout > 0 {
 		opts = append(opts, WithTimeout(s.Timeout.D()))
 	}

@@ -103,6 +103,14 @@ func parse(t *testing.T, yaml string) spec.Pipeline {
 	return *p
 }
 
+func kubeInput(t *testing.T, yaml string) workflows.PipelineInput {
+	t.Helper()
+	p, err := spec.Parse([]byte(yaml))
+	require.NoError(t, err)
+	require.NoError(t, spec.Validate(p, spec.ValidateOptions{Kinds: []spec.StepKind{spec.KindContainer, spec.KindRay, spec.KindSpark}}))
+	return workflows.PipelineInput{RunID: "run-1", Project: "p1", Pipeline: "kube", Version: 1, Spec: *p}
+}
+
 func input(t *testing.T, yaml string, params map[string]any) workflows.PipelineInput {
 	p := parse(t, yaml)
 	resolved, err := spec.ResolveParams(&p, params)

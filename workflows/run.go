@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 // DefaultProject is used for runs started without the AtelierProject search
@@ -36,6 +37,11 @@ type Run struct {
 
 	mirrored int64 // highest Seq the mirror has written
 	closing  bool
+
+	// Kubernetes bookkeeping (kube.go): clusters used, shared RayClusters.
+	kubeClusters []kubeTarget
+	rayTemplates []spec.SharedRayCluster
+	sharedRay    map[string]*sharedRay
 }
 
 // RunOptions describe a run when it begins.
@@ -246,13 +252,16 @@ func (r *Run) startMirror(ctx workflow.Context) {
 
 // finish records the terminal state and waits (bounded) for the mirror.
 func (r *Run) finish(state RunState, errMsg string) {
+	dctx, _ := workflow.NewDisconnectedContext(r.root)
+	// Objects go before the run is reported finished, so a terminal state
+	// means nothing of the run is left on any cluster.
+	r.cleanupKube(dctx)
 	now := workflow.Now(r.root)
 	r.status.State = state
 	r.status.FinishedAt = &now
 	if errMsg != "" && r.status.Error == "" {
 		r.status.Error = errMsg
 	}
-	dctx, _ := workflow.NewDisconnectedContext(r.root)
 	r.upsertState(dctx)
 	r.closing = true
 	r.touch()

@@ -68,6 +68,9 @@ type RunStatus struct {
 	Steps      []StepStatus   `json:"steps"`
 	// Result is the JSON result of a native Go pipeline, when it returned one.
 	Result any `json:"result,omitempty"`
+	// Warnings are problems that did not change the outcome, e.g. a failed
+	// cleanup of Kubernetes objects.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // StepStatus is one step. A forEach step carries one entry per item in Items
@@ -96,6 +99,12 @@ type Attempt struct {
 	ExitCode   *int       `json:"exitCode,omitempty"`
 	Error      string     `json:"error,omitempty"`
 	LogURL     string     `json:"logUrl,omitempty"`
+	// Cluster, Object and Links locate a Kubernetes attempt: the cluster it
+	// ran on, "<kind>/<namespace>/<name>", and links such as the Ray
+	// dashboard or Spark UI.
+	Cluster string            `json:"cluster,omitempty"`
+	Object  string            `json:"object,omitempty"`
+	Links   map[string]string `json:"links,omitempty"`
 }
 
 // CancelRequest is the payload of the cancel signal sent by the gateway.

@@ -20,8 +20,9 @@ type Outputs map[string]any
 type StepOption func(*stepConfig)
 
 type stepConfig struct {
-	retries spec.Retries
-	timeout time.Duration
+	retries   spec.Retries
+	timeout   time.Duration
+	placement *spec.Placement
 }
 
 // WithRetries re-runs failed attempts with exponential backoff.
@@ -80,9 +81,20 @@ func (r *Run) Container(ctx workflow.Context, name string, c spec.Container, opt
 	return StepFuture{f: fut, name: st.Name}
 }
 
-// runContainer runs every attempt of one container step (or forEach item)
-// and keeps st current. It returns errCancelled when the run was cancelled.
-func (r *Run) runContainer(ctx workflow.Context, st *StepStatus, stepName string, item *int, c spec.Container, opts ...StepOption) (Outputs, error) {
+// attemptOutcome is what one attempt reported, whatever ran it.
+type attemptOutcome struct {
+	activities.ContainerResult
+	Cluster string
+	Object  string
+	Links   map[string]string
+}
+
+// attemptFunc runs attempt n of a step and reports its outcome. The error is
+// the activity's (a step failure is an ApplicationError; see
+// describeActivityError).
+type attemptFunc func(ctx workflow.Context, attempt int) (attemptOutcome, error)
+
+func newStepConfig(opts []StepOption) stepConfig {
 	cfg := stepConfig{timeout: spec.DefaultStepTimeout}
 	for _, o := range opts {
 		o(&cfg)
@@ -90,10 +102,17 @@ func (r *Run) runContainer(ctx workflow.Context, st *StepStatus, stepName string
 	if cfg.timeout <= 0 {
 		cfg.timeout = spec.DefaultStepTimeout
 	}
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+	return cfg
+}
+
+// stepActivityOptions are shared by every step activity, local or remote.
+func stepActivityOptions(ctx workflow.Context, timeout time.Duration, taskQueue string) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue: taskQueue, // "" = the workflow's own queue
 		// The attempt timeout is enforced by the activity (it kills the
-		// process group); this is the backstop if the activity itself hangs.
-		StartToCloseTimeout: cfg.timeout + time.Minute,
+		// process group / deletes the object); this is the backstop if the
+		// activity itself hangs.
+		StartToCloseTimeout: timeout + time.Minute,
 		// Short so a killed worker's step is retried quickly on another one;
 		// heartbeats also carry cancellation to the process.
 		HeartbeatTimeout:    10 * time.Second,
@@ -101,7 +120,7 @@ func (r *Run) runContainer(ctx workflow.Context, st *StepStatus, stepName string
 		RetryPolicy: &temporal.RetryPolicy{
 			// Only infrastructure failures (lost worker, timeouts of the
 			// activity itself) retry here; step failures are retried by the
-			// loop below so each attempt is visible.
+			// attempt loop so each attempt is visible.
 			InitialInterval:    time.Second,
 			BackoffCoefficient: 2,
 			MaximumInterval:    30 * time.Second,
@@ -112,7 +131,28 @@ func (r *Run) runContainer(ctx workflow.Context, st *StepStatus, stepName string
 			},
 		},
 	})
+}
 
+// runContainer runs every attempt of one container step (or forEach item)
+// on the local runtime and keeps st current.
+func (r *Run) runContainer(ctx workflow.Context, st *StepStatus, stepName string, item *int, c spec.Container, opts ...StepOption) (Outputs, error) {
+	cfg := newStepConfig(opts)
+	actx := stepActivityOptions(ctx, cfg.timeout, "")
+	return r.runAttempts(ctx, st, cfg, func(_ workflow.Context, attempt int) (attemptOutcome, error) {
+		req := activities.ContainerRequest{
+			Project: r.status.Project, RunID: r.status.RunID, Step: stepName, Item: item, Attempt: attempt,
+			Image: c.Image, Command: c.Command, Args: c.Args, Env: c.Env, WorkingDir: c.WorkingDir, Timeout: cfg.timeout,
+		}
+		var res activities.ContainerResult
+		err := workflow.ExecuteActivity(actx, activities.RunContainerName, req).Get(actx, &res)
+		return attemptOutcome{ContainerResult: res}, err
+	}, r.logURLFunc(stepName, item))
+}
+
+// runAttempts is the attempt loop every step kind shares: it records each
+// attempt, retries step failures with backoff as configured, and returns
+// errCancelled when the run was cancelled.
+func (r *Run) runAttempts(ctx workflow.Context, st *StepStatus, cfg stepConfig, run attemptFunc, logURL func(attempt int) string) (Outputs, error) {
 	now := workflow.Now(ctx)
 	st.StartedAt = &now
 	for attempt := 1; ; attempt++ {
@@ -122,15 +162,10 @@ func (r *Run) runContainer(ctx workflow.Context, st *StepStatus, stepName string
 		}
 		started := workflow.Now(ctx)
 		st.State = StepRunning
-		st.Attempts = append(st.Attempts, Attempt{Number: attempt, State: StepRunning, StartedAt: &started, LogURL: r.logURL(stepName, item, attempt)})
+		st.Attempts = append(st.Attempts, Attempt{Number: attempt, State: StepRunning, StartedAt: &started, LogURL: logURL(attempt)})
 		r.touch()
 
-		req := activities.ContainerRequest{
-			Project: r.status.Project, RunID: r.status.RunID, Step: stepName, Item: item, Attempt: attempt,
-			Image: c.Image, Command: c.Command, Args: c.Args, Env: c.Env, WorkingDir: c.WorkingDir, Timeout: cfg.timeout,
-		}
-		var res activities.ContainerResult
-		err := workflow.ExecuteActivity(actx, activities.RunContainerName, req).Get(actx, &res)
+		res, err := run(ctx, attempt)
 		a := &st.Attempts[len(st.Attempts)-1]
 		if !res.StartedAt.IsZero() {
 			a.StartedAt = &res.StartedAt
@@ -140,6 +175,7 @@ func (r *Run) runContainer(ctx workflow.Context, st *StepStatus, stepName string
 			finished = res.FinishedAt
 		}
 		a.FinishedAt = &finished
+		a.Cluster, a.Object, a.Links = res.Cluster, res.Object, res.Links
 
 		if err == nil {
 			code := res.ExitCode
@@ -184,12 +220,15 @@ func (r *Run) endStep(st *StepStatus, state StepState, errMsg, msg string) {
 	r.touch()
 }
 
-func (r *Run) logURL(step string, item *int, attempt int) string {
-	u := fmt.Sprintf("/v1/projects/%s/runs/%s/steps/%s/logs?attempt=%d", r.status.Project, r.status.RunID, step, attempt)
-	if item != nil {
-		u += fmt.Sprintf("&item=%d", *item)
+// logURLFunc gives the gateway path of an attempt's log (local runtime).
+func (r *Run) logURLFunc(step string, item *int) func(attempt int) string {
+	return func(attempt int) string {
+		u := fmt.Sprintf("/v1/projects/%s/runs/%s/steps/%s/logs?attempt=%d", r.status.Project, r.status.RunID, step, attempt)
+		if item != nil {
+			u += fmt.Sprintf("&item=%d", *item)
+		}
+		return u
 	}
-	return u
 }
 
 // describeActivityError turns an activity failure into the message shown on

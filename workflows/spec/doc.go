@@ -6,19 +6,22 @@
 //
 // # Expressions
 //
-// when, forEach.items (as a string) and the "{{ … }}" templates in container
-// command, args, env values and workingDir are expr-lang expressions
-// (https://expr-lang.org) over four names:
+// when, forEach.items (as a string) and the "{{ … }}" templates are expr-lang
+// expressions (https://expr-lang.org). Templates may appear in container
+// command, args, env values and workingDir; ray entrypoint and the string
+// values inside ray runtimeEnv; spark mainApplicationFile, arguments and
+// sparkConf values. Expressions see four names:
 //
 //	params.<name>              resolved run parameters
 //	steps.<step>.outputs…      outputs of a finished step; a list with one
 //	                           entry per item for a forEach step
-//	item                       the current forEach element (container
-//	                           templates of forEach steps only)
+//	item                       the current forEach element (templates
+//	                           of forEach steps only)
 //	run.id, run.project, run.pipeline
 //
-// Step names must be written literally (steps.train, not steps[x]) because a
-// reference is also a dependency, computed before the run starts.
+// Step names must be written literally (steps.train, or steps["eval-1"] for
+// a name with '-', not steps[x]) because a reference is also a dependency,
+// computed before the run starts.
 //
 // Builtins that would make a replay diverge are removed: now() (wall clock),
 // date() and timezone() (host time zone data). keys(), values() and toPairs()
@@ -34,7 +37,8 @@
 //
 // # Rendering
 //
-// A template's value is written as: strings as is, numbers as encoding/json
+// RenderContainer, RenderRay and RenderSpark render a step's templates. A
+// template's value is written as: strings as is, numbers as encoding/json
 // prints them (0.01, 3, 1e+21), booleans as true/false, null as "", objects
 // and lists as compact JSON with sorted keys. A "}}" outside a template is
 // literal text (JSON in shell arguments often ends that way); a literal "{{"

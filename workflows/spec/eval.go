@@ -210,7 +210,8 @@ func formatValue(v any) (string, error) {
 }
 
 // RenderContainer returns a copy of c with templates in command, args, env
-// values and workingDir rendered (image is never templated). The input is not
+// values and workingDir rendered (image and resources are copied as they
+// are). The input is not
 // modified, so the spec held by the workflow stays intact across items and
 // retries. The first error, in field order, is returned with its field name.
 func RenderContainer(c *Container, env Env) (*Container, error) {
@@ -218,6 +219,10 @@ func RenderContainer(c *Container, env Env) (*Container, error) {
 		return nil, errors.New("step has no container")
 	}
 	out := &Container{Image: c.Image}
+	if c.Resources != nil {
+		r := *c.Resources
+		out.Resources = &r
+	}
 	list := func(name string, in []string) ([]string, error) {
 		if in == nil {
 			return nil, nil

@@ -6,18 +6,22 @@ import (
 	"testing"
 )
 
-// FuzzParse checks that no input makes Parse, Validate or Dependencies panic
-// and that every error is a non-empty *ValidationError.
+// FuzzParse checks that no input makes Parse, Validate, Dependencies or the
+// step helpers panic and that every error is a non-empty *ValidationError.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(richYAML))
 	f.Add([]byte(richJSON))
-	if b, err := os.ReadFile("../../examples/pipelines/train-evaluate.yaml"); err == nil {
-		f.Add(b)
+	f.Add([]byte(fullKubeYAML))
+	for _, name := range []string{"train-evaluate.yaml", "ray-spark.yaml"} {
+		if b, err := os.ReadFile("../../examples/pipelines/" + name); err == nil {
+			f.Add(b)
+		}
 	}
 	f.Add([]byte(`{"steps": [{"name": "a", "dependsOn": ["b"]}, {"name": "b", "when": "steps.a.outputs.x ?? item"}]}`))
 	f.Add([]byte("steps:\n- name: a\n  container: {command: ['{{ {\"a\": {{ }} }}']}\n"))
 	f.Add([]byte(`{"steps": [{"name": "a", "forEach": {"items": "1..10"}, "container": {"command": ["{{ item"]}}]}`))
 	all := ValidateOptions{Kinds: []StepKind{KindContainer, KindRay, KindSpark, KindInference, KindApproval, KindPipeline}}
+	kube := ValidateOptions{Kinds: []StepKind{KindContainer, KindRay, KindSpark}}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := Parse(data)
 		if err != nil {
@@ -27,7 +31,7 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		for _, opts := range []ValidateOptions{{}, all} {
+		for _, opts := range []ValidateOptions{{}, kube, all} {
 			if err := Validate(p, opts); err != nil {
 				var ve *ValidationError
 				if !errors.As(err, &ve) || len(ve.Problems) == 0 {
@@ -37,6 +41,12 @@ func FuzzParse(f *testing.F) {
 		}
 		if deps := Dependencies(p); len(deps) != len(p.Steps) {
 			t.Fatalf("Dependencies has %d entries for %d steps", len(deps), len(p.Steps))
+		}
+		// The pure helpers must not panic on any parsed step either.
+		for i := range p.Steps {
+			s := &p.Steps[i]
+			s.GPURequest()
+			s.EffectivePlacement(p)
 		}
 	})
 }

@@ -168,25 +168,46 @@ type jsonField struct {
 }
 
 // jsonFields lists a struct's fields under their JSON names, in declaration
-// order (used for typo suggestions).
+// order (used for typo suggestions). The fields of an embedded struct without
+// a JSON name are promoted, as encoding/json does (RayStep embeds
+// RayClusterTemplate, so "image" is written directly under "ray"); a name
+// declared by the outer struct wins over a promoted one.
 func jsonFields(t reflect.Type) []jsonField {
-	var out []jsonField
+	var out, promoted []jsonField
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
+		tag, tagged := f.Tag.Lookup("json")
+		n, _, _ := strings.Cut(tag, ",")
+		if n == "-" {
+			continue
+		}
+		if f.Anonymous && n == "" {
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				promoted = append(promoted, jsonFields(ft)...)
+				continue
+			}
+		}
 		if !f.IsExported() {
 			continue
 		}
 		name := f.Name
-		if tag, ok := f.Tag.Lookup("json"); ok {
-			n, _, _ := strings.Cut(tag, ",")
-			if n == "-" {
-				continue
-			}
-			if n != "" {
-				name = n
-			}
+		if tagged && n != "" {
+			name = n
 		}
 		out = append(out, jsonField{name: name, typ: f.Type})
+	}
+	for _, pf := range promoted {
+		dup := false
+		for _, f := range out {
+			dup = dup || f.name == pf.name
+		}
+		if !dup {
+			out = append(out, pf)
+		}
 	}
 	return out
 }

@@ -18,6 +18,10 @@ type Pipeline struct {
 	// Deadline bounds the whole run; when it passes, running steps are
 	// cancelled and the run fails.
 	Deadline Duration `json:"deadline,omitempty"`
+	// Placement is the default cluster choice for the steps.
+	Placement *Placement `json:"placement,omitempty"`
+	// RayClusters are long-lived RayClusters shared by ray steps of a run.
+	RayClusters []SharedRayCluster `json:"rayClusters,omitempty"`
 }
 
 // ParamType is the declared type of a pipeline parameter.
@@ -58,10 +62,12 @@ const (
 
 // Step is one node of the DAG.
 //
-// Strings in Container (command, args, env values, workingDir) may hold
-// templates: "{{ <expr> }}" where <expr> is an expr-lang expression over
-// params, steps.<name>.outputs, item (inside forEach) and run (id, project,
-// pipeline). A step that references steps.X implicitly depends on X.
+// Strings in Container (command, args, env values, workingDir), Ray
+// (entrypoint, runtimeEnv string values) and Spark (mainApplicationFile,
+// arguments, sparkConf values) may hold templates: "{{ <expr> }}" where
+// <expr> is an expr-lang expression over params, steps.<name>.outputs, item
+// (inside forEach) and run (id, project, pipeline). A step that references
+// steps.X implicitly depends on X.
 type Step struct {
 	Name      string   `json:"name"`
 	Kind      StepKind `json:"kind,omitempty"` // default container
@@ -74,11 +80,13 @@ type Step struct {
 	// Timeout bounds one attempt.
 	Timeout   Duration   `json:"timeout,omitempty"`
 	Container *Container `json:"container,omitempty"`
-	// Cluster-only kinds: accepted by the parser so validation can say
-	// precisely that the local runtime cannot run them.
-	Ray       json.RawMessage `json:"ray,omitempty"`
-	Spark     json.RawMessage `json:"spark,omitempty"`
+	Ray       *RayStep   `json:"ray,omitempty"`
+	Spark     *SparkStep `json:"spark,omitempty"`
+	// Inference is accepted by the parser so validation can say precisely
+	// that it is not implemented yet.
 	Inference json.RawMessage `json:"inference,omitempty"`
+	// Placement chooses the cluster (overrides the pipeline's).
+	Placement *Placement `json:"placement,omitempty"`
 }
 
 // ForEach fans a step out over a list. Items is either a JSON array literal
@@ -116,6 +124,8 @@ type Container struct {
 	Args       []string          `json:"args,omitempty"`
 	Env        map[string]string `json:"env,omitempty"`
 	WorkingDir string            `json:"workingDir,omitempty"`
+	// Resources apply on Kubernetes; the local runtime ignores them.
+	Resources *Resources `json:"resources,omitempty"`
 }
 
 // Duration is a time.Duration that marshals as a Go duration string ("90s").

@@ -17,8 +17,39 @@ import (
 type ValidateOptions struct {
 	// Kinds lists the step kinds the target runtime can run. The local
 	// runtime passes only KindContainer; nil means the same, the one kind
-	// every runtime supports.
+	// every runtime supports. With a Kubernetes cluster registered the
+	// gateway passes container, ray and spark.
 	Kinds []StepKind
+	// Kubernetes reports that at least one Kubernetes cluster is registered,
+	// so placement (pipeline, step and shared Ray cluster) can be honoured.
+	// It is implied when Kinds holds a kind that only runs on a cluster
+	// (ray, spark, inference); set it for a cluster that runs container
+	// steps only. Without a cluster, ray and spark steps are rejected with
+	// a message saying a Kubernetes cluster is needed, and so is placement.
+	Kubernetes bool
+}
+
+// kubernetes reports whether a Kubernetes cluster is available.
+func (o ValidateOptions) kubernetes() bool {
+	if o.Kubernetes {
+		return true
+	}
+	for _, k := range o.Kinds {
+		if clusterKind[k] {
+			return true
+		}
+	}
+	return false
+}
+
+// vctx is what validating one part of a pipeline needs to know about the
+// rest and about the target runtime.
+type vctx struct {
+	kinds []StepKind
+	kube  bool
+	// rayClusters maps each named entry of Pipeline.RayClusters to its
+	// index (first occurrence).
+	rayClusters map[string]int
 }
 
 // MaxStepTimeout bounds Step.Timeout: longer attempts would outlive
@@ -37,21 +68,25 @@ var (
 // round trip. It checks names, kinds against opts, step configuration,
 // dependencies and cycles (explicit dependsOn and implicit references to
 // steps.<name>), expressions in when and forEach.items, templates in
-// container fields, and limits. A nil error means the generic workflow can
-// run the pipeline without meeting a spec error.
+// step templates, Kubernetes configuration (ray, spark, resources,
+// placement, rayClusters) and limits. A nil error means the generic
+// workflow can run the pipeline without meeting a spec error.
 //
-// Where item may be used: only in container templates of a step with
-// forEach. when is evaluated once per step (before fan-out) and
-// forEach.items defines the items, so item is rejected in both.
+// Templated fields: container command, args, env values and workingDir; ray
+// entrypoint and the string values inside runtimeEnv; spark
+// mainApplicationFile, arguments and sparkConf values. Where item may be
+// used: only in those templates, of a step with forEach. when is evaluated
+// once per step (before fan-out) and forEach.items defines the items, so
+// item is rejected in both.
 func Validate(p *Pipeline, opts ValidateOptions) error {
 	var ps problems
 	if p == nil {
 		ps.add("", "pipeline is missing")
 		return ps.err()
 	}
-	kinds := opts.Kinds
-	if len(kinds) == 0 {
-		kinds = []StepKind{KindContainer}
+	vc := &vctx{kinds: opts.Kinds, kube: opts.kubernetes(), rayClusters: map[string]int{}}
+	if len(vc.kinds) == 0 {
+		vc.kinds = []StepKind{KindContainer}
 	}
 
 	if p.Deadline < 0 {
@@ -60,6 +95,14 @@ func Validate(p *Pipeline, opts ValidateOptions) error {
 
 	sc := &refScope{params: map[string]bool{}, steps: map[string]int{}}
 	validateParams(p, &ps, sc)
+
+	if p.Placement != nil {
+		validatePlacement("placement", p.Placement, &ps)
+		if !vc.kube {
+			ps.add("placement", "placement needs a Kubernetes cluster; the local runtime runs every step locally")
+		}
+	}
+	validateRayClusters(p, vc, &ps)
 
 	if len(p.Steps) == 0 {
 		ps.add("steps", "a pipeline needs at least one step")
@@ -85,7 +128,7 @@ func Validate(p *Pipeline, opts ValidateOptions) error {
 		sc.steps[s.Name] = i
 	}
 	for i := range p.Steps {
-		validateStep(p, i, kinds, sc, &ps)
+		validateStep(p, i, vc, sc, &ps)
 	}
 	reportCycles(p, &ps)
 
@@ -160,40 +203,50 @@ func rawSet(r json.RawMessage) bool {
 	return len(t) > 0 && !bytes.Equal(t, []byte("null"))
 }
 
-func validateStep(p *Pipeline, i int, kinds []StepKind, psc *refScope, ps *problems) {
+func validateStep(p *Pipeline, i int, vc *vctx, psc *refScope, ps *problems) {
 	s := &p.Steps[i]
 	path := index("steps", i)
 	sc := *psc
 	sc.self = s.Name
+	kinds := vc.kinds
 
 	kind := s.Kind
 	if kind == "" {
 		kind = KindContainer
 	}
+	known := hasKind(stepKinds, kind)
 	switch {
-	case !hasKind(stepKinds, kind):
+	case !known:
 		ps.add(field(path, "kind"), "unknown step kind %q; use one of %s", kind, joinKinds(stepKinds))
 	case hasKind(kinds, kind):
-	case clusterKind[kind] && len(kinds) == 1 && kinds[0] == KindContainer:
+	case clusterKind[kind] && !vc.kube:
 		ps.add(field(path, "kind"), "step kind %q needs a Kubernetes cluster; the local runtime runs only container steps", kind)
-	case kind == KindApproval || kind == KindPipeline:
+	case kind == KindApproval || kind == KindPipeline || kind == KindInference:
 		ps.add(field(path, "kind"), "step kind %q is not implemented yet", kind)
 	default:
 		ps.add(field(path, "kind"), "step kind %q is not supported by this runtime (it runs %s)", kind, joinKinds(kinds))
 	}
 
-	// Kind-specific configuration.
-	for _, c := range []struct {
-		kind StepKind
-		raw  json.RawMessage
-	}{{KindRay, s.Ray}, {KindSpark, s.Spark}, {KindInference, s.Inference}} {
-		f := field(path, string(c.kind))
-		set := rawSet(c.raw)
-		switch {
-		case set && kind != c.kind:
-			ps.add(f, "only %s steps may set %s (this step's kind is %s)", c.kind, c.kind, kind)
-		case !set && kind == c.kind && hasKind(kinds, kind):
-			ps.add(f, "required for a %s step", kind)
+	// Kind-specific configuration: exactly the block of the step's kind.
+	// An unknown kind already has its problem; guessing which block it
+	// meant would only add noise.
+	if known {
+		for _, c := range []struct {
+			kind StepKind
+			set  bool
+		}{
+			{KindContainer, s.Container != nil},
+			{KindRay, s.Ray != nil},
+			{KindSpark, s.Spark != nil},
+			{KindInference, rawSet(s.Inference)},
+		} {
+			f := field(path, string(c.kind))
+			switch {
+			case c.set && kind != c.kind:
+				ps.add(f, "only %s steps may set %s (this step's kind is %s)", c.kind, c.kind, kind)
+			case !c.set && kind == c.kind && kind != KindContainer && hasKind(kinds, kind):
+				ps.add(f, "required for a %s step", kind)
+			}
 		}
 	}
 	if kind == KindContainer {
@@ -281,18 +334,18 @@ func validateStep(p *Pipeline, i int, kinds []StepKind, psc *refScope, ps *probl
 		ps.add(field(path, "timeout"), "%s is longer than the limit of %s", s.Timeout.D(), MaxStepTimeout)
 	}
 
-	// Container templates.
+	// Templates (container, ray, spark).
+	tsc := sc
+	tsc.itemOK = s.ForEach != nil
+	tsc.itemWhy = "item is only available in steps with forEach"
+	check := func(p, v string) {
+		_, msgs := checkTemplate(v, &tsc)
+		for _, m := range msgs {
+			ps.add(p, "%s", m)
+		}
+	}
 	if c := s.Container; c != nil {
 		cp := field(path, "container")
-		tsc := sc
-		tsc.itemOK = s.ForEach != nil
-		tsc.itemWhy = "item is only available in steps with forEach"
-		check := func(p, v string) {
-			_, msgs := checkTemplate(v, &tsc)
-			for _, m := range msgs {
-				ps.add(p, "%s", m)
-			}
-		}
 		if strings.Contains(c.Image, "{{") {
 			ps.add(field(cp, "image"), "templates are not supported in image")
 		}
@@ -319,6 +372,43 @@ func validateStep(p *Pipeline, i int, kinds []StepKind, psc *refScope, ps *probl
 		}
 		if c.WorkingDir != "" {
 			check(field(cp, "workingDir"), c.WorkingDir)
+		}
+		if c.Resources != nil {
+			validateResources(field(cp, "resources"), c.Resources, ps)
+		}
+	}
+
+	// Ray and spark: templates wherever the block is set (like container
+	// templates); the rest only when it is the block of the step's kind and
+	// the runtime runs that kind (otherwise the kind or the misplaced block
+	// already has its problem, and the configuration, like a missing one,
+	// is not the point).
+	runnable := hasKind(kinds, kind)
+	if r := s.Ray; r != nil {
+		rp := field(path, "ray")
+		if kind == KindRay && runnable {
+			validateRay(rp, r, vc, ps)
+		}
+		rayTemplates(r, func(f, v string) { check(field(rp, f), v) })
+	}
+	if sp := s.Spark; sp != nil {
+		spp := field(path, "spark")
+		if kind == KindSpark && runnable {
+			validateSpark(spp, sp, ps)
+		}
+		sparkTemplates(sp, func(f, v string) { check(field(spp, f), v) })
+	}
+
+	// placement.
+	if pl := s.Placement; pl != nil {
+		pp := field(path, "placement")
+		validatePlacement(pp, pl, ps)
+		switch {
+		case !vc.kube && kind == KindContainer:
+			// Other kinds already say that they need a cluster.
+			ps.add(pp, "placement needs a Kubernetes cluster; the local runtime runs every step locally")
+		case kind == KindRay && s.Ray != nil && s.Ray.Cluster != "":
+			ps.add(pp, "a ray step on a shared cluster runs where that cluster is; set placement on the rayClusters entry %q instead", s.Ray.Cluster)
 		}
 	}
 }
@@ -391,7 +481,7 @@ func validateItems(raw json.RawMessage, path string, sc *refScope, ps *problems)
 
 // Dependencies returns, for each step, the sorted indexes of the steps it
 // waits for: its dependsOn plus every step whose outputs it references in
-// when, forEach.items or container templates. The workflow schedules from
+// when, forEach.items or templates (container, ray, spark). The workflow schedules from
 // this, so implicit references can never race their producers. Call it only
 // on a pipeline that passed Validate; unknown names are ignored.
 func Dependencies(p *Pipeline) [][]int {
@@ -427,18 +517,18 @@ func Dependencies(p *Pipeline) [][]int {
 				refs(src)
 			}
 		}
-		if c := s.Container; c != nil {
-			tmpl := func(v string) {
-				segs, err := splitTemplate(v)
-				if err != nil {
-					return
-				}
-				for _, sg := range segs {
-					if sg.isExpr {
-						refs(sg.text)
-					}
+		tmpl := func(v string) {
+			segs, err := splitTemplate(v)
+			if err != nil {
+				return
+			}
+			for _, sg := range segs {
+				if sg.isExpr {
+					refs(sg.text)
 				}
 			}
+		}
+		if c := s.Container; c != nil {
 			for _, v := range c.Command {
 				tmpl(v)
 			}
@@ -449,6 +539,12 @@ func Dependencies(p *Pipeline) [][]int {
 				tmpl(v) // order irrelevant: results go into a set
 			}
 			tmpl(c.WorkingDir)
+		}
+		if s.Ray != nil {
+			rayTemplates(s.Ray, func(_, v string) { tmpl(v) })
+		}
+		if s.Spark != nil {
+			sparkTemplates(s.Spark, func(_, v string) { tmpl(v) })
 		}
 		deps := make([]int, 0, len(set))
 		for j := range set {

@@ -104,11 +104,12 @@ steps:
   - {name: a}
   - {name: b, container: {image: x}}
   - {name: c, container: {command: ["", x]}}
-  - {name: d, container: {command: [x]}, ray: {a: 1}, inference: {}}`, nil, []want{
+  - {name: d, container: {command: [x]}, ray: {entrypoint: x}, spark: {type: R}, inference: {}}`, nil, []want{
 			{"steps[0].container", "required for a container step"},
 			{"steps[1].container.command", "must not be empty"},
 			{"steps[2].container.command[0]", "must not be empty"},
 			{"steps[3].ray", "only ray steps may set ray (this step's kind is container)"},
+			{"steps[3].spark", "only spark steps may set spark (this step's kind is container)"},
 			{"steps[3].inference", "only inference steps may set inference"},
 		}},
 		{"dependsOn", `
@@ -277,7 +278,7 @@ func TestValidateProgrammatic(t *testing.T) {
 		checkProblems(t, problemsOf(t, Validate(nil, localOpts)), []want{{"", "pipeline is missing"}})
 	})
 	t.Run("nil kinds means container only", func(t *testing.T) {
-		p := &Pipeline{Steps: []Step{step("a"), {Name: "b", Kind: KindRay, Ray: []byte(`{}`)}}}
+		p := &Pipeline{Steps: []Step{step("a"), {Name: "b", Kind: KindRay, Ray: &RayStep{}}}}
 		checkProblems(t, problemsOf(t, Validate(p, ValidateOptions{})), []want{
 			{"steps[1].kind", "needs a Kubernetes cluster"},
 		})

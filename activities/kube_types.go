@@ -1,0 +1,109 @@
+package activities
+
+import (
+	"time"
+
+	"github.com/atelier-ml/atelier/workflows/spec"
+)
+
+// Activity names of the Kubernetes backends. A worker serving cluster C
+// polls TaskQueueForCluster(C) and registers all of them.
+const (
+	RunKubeStepName       = "atelier.k8s.step.run"
+	EnsureRayClusterName  = "atelier.k8s.raycluster.ensure"
+	CleanupRunObjectsName = "atelier.k8s.cleanup"
+	// SelectClusterName runs on the pipeline's own task queue: it reads the
+	// cluster registry (Postgres) and picks a cluster for a step.
+	SelectClusterName = "atelier.cluster.select"
+)
+
+// TaskQueueForCluster is the task queue of the worker(s) serving a cluster.
+func TaskQueueForCluster(cluster string) string { return "atelier-k8s-" + cluster }
+
+// KubeKind names the Kubernetes object a step becomes.
+type KubeKind string
+
+// Kubernetes step kinds.
+const (
+	KubeJob      KubeKind = "job"      // batch/v1 Job (container steps)
+	KubeRayJob   KubeKind = "rayjob"   // ray.io/v1 RayJob
+	KubeSparkApp KubeKind = "sparkapp" // sparkoperator.k8s.io/v1beta2 SparkApplication
+)
+
+// KubeStepRequest runs one attempt of a step as a Kubernetes object. Exactly
+// one of Container, Ray, Spark is set (matching Kind), already rendered.
+type KubeStepRequest struct {
+	Project string   `json:"project"`
+	RunID   string   `json:"runId"`
+	Step    string   `json:"step"`
+	Item    *int     `json:"item,omitempty"`
+	Attempt int      `json:"attempt"`
+	Kind    KubeKind `json:"kind"`
+	// Timeout bounds the attempt (0 = none); on expiry the object is deleted
+	// and the step fails with ErrTypeStepTimeout.
+	Timeout time.Duration `json:"timeout"`
+
+	Container *spec.Container `json:"container,omitempty"`
+	Ray       *spec.RayStep   `json:"ray,omitempty"`
+	Spark     *spec.SparkStep `json:"spark,omitempty"`
+	// RayClusterName is the Kubernetes name of the run's shared RayCluster
+	// when Ray.Cluster is set (from EnsureRayCluster).
+	RayClusterName string `json:"rayClusterName,omitempty"`
+}
+
+// KubeStepResult is what a finished Kubernetes attempt reports; on failure
+// it is the application error's details.
+type KubeStepResult struct {
+	ContainerResult
+	Namespace string `json:"namespace"`
+	Object    string `json:"object"` // "<kind>/<name>"
+	// Links: "dashboard" (Ray), "sparkUI", "logs" (kubectl logs command).
+	Links map[string]string `json:"links,omitempty"`
+}
+
+// EnsureRayClusterRequest creates (or adopts) a run's shared RayCluster and
+// waits until it is ready.
+type EnsureRayClusterRequest struct {
+	Project string                `json:"project"`
+	RunID   string                `json:"runId"`
+	Cluster spec.SharedRayCluster `json:"cluster"`
+}
+
+// EnsureRayClusterResult names the ready cluster.
+type EnsureRayClusterResult struct {
+	Namespace string            `json:"namespace"`
+	Name      string            `json:"name"`
+	Links     map[string]string `json:"links,omitempty"`
+}
+
+// CleanupRunObjectsRequest deletes every object a run created on a cluster
+// (foreground propagation) and waits, bounded, until they are gone.
+type CleanupRunObjectsRequest struct {
+	Project string `json:"project"`
+	RunID   string `json:"runId"`
+}
+
+// CleanupRunObjectsResult counts what was deleted.
+type CleanupRunObjectsResult struct {
+	Deleted []string `json:"deleted,omitempty"` // "<kind>/<name>"
+}
+
+// SelectClusterRequest asks for a cluster for one step.
+type SelectClusterRequest struct {
+	Project   string          `json:"project"`
+	Step      string          `json:"step"`
+	Placement *spec.Placement `json:"placement,omitempty"`
+	// GPUs and GPUType are what the step needs, for capacity-based choice.
+	GPUs    int    `json:"gpus,omitempty"`
+	GPUType string `json:"gpuType,omitempty"`
+}
+
+// SelectClusterResult is the chosen cluster.
+type SelectClusterResult struct {
+	Cluster   string `json:"cluster"`
+	TaskQueue string `json:"taskQueue"`
+	Reason    string `json:"reason"` // why this one, shown on the step
+}
+
+// ErrTypeNoCluster is returned by SelectCluster when nothing matches.
+const ErrTypeNoCluster = "NoCluster"

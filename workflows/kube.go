@@ -1,0 +1,241 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/workflows/spec"
+)
+
+// kubeTarget is where a step's Kubernetes object goes.
+type kubeTarget struct {
+	cluster   string
+	taskQueue string
+	reason    string
+}
+
+// sharedRay is a run's shared RayCluster: ensured once, on first use.
+type sharedRay struct {
+	future workflow.Future // of sharedRayResult
+}
+
+type sharedRayResult struct {
+	Target kubeTarget
+	Name   string // Kubernetes object name
+}
+
+// WithPlacement runs a container step on a Kubernetes cluster chosen by p
+// instead of the local runtime (ray and spark steps always run on one).
+func WithPlacement(p *spec.Placement) StepOption {
+	return func(c *stepConfig) { c.placement = p }
+}
+
+// Ray starts a ray step (a KubeRay RayJob) on a registered cluster.
+func (r *Run) Ray(ctx workflow.Context, name string, ray spec.RayStep, opts ...StepOption) StepFuture {
+	return r.kubeStepFuture(ctx, name, spec.KindRay, stepWork{ray: &ray}, opts)
+}
+
+// Spark starts a spark step (a SparkApplication) on a registered cluster.
+func (r *Run) Spark(ctx workflow.Context, name string, s spec.SparkStep, opts ...StepOption) StepFuture {
+	return r.kubeStepFuture(ctx, name, spec.KindSpark, stepWork{spark: &s}, opts)
+}
+
+// RayCluster declares a RayCluster shared by this run's ray steps that name
+// it in RayStep.Cluster. It is created on first use and deleted when the run
+// ends, however it ends.
+func (r *Run) RayCluster(c spec.SharedRayCluster) {
+	r.rayTemplates = append(r.rayTemplates, c)
+}
+
+func (r *Run) kubeStepFuture(ctx workflow.Context, name string, kind spec.StepKind, w stepWork, opts []StepOption) StepFuture {
+	st := r.addStep(name, string(kind))
+	w.kind = kind
+	fut, set := workflow.NewFuture(ctx)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		out, err := r.runWork(gctx, st, st.Name, nil, w, opts...)
+		if errors.Is(err, errCancelled) {
+			err = temporal.NewCanceledError(st.Name)
+		}
+		set.Set(out, err)
+	})
+	return StepFuture{f: fut, name: st.Name}
+}
+
+// stepWork is one rendered step ready to run.
+type stepWork struct {
+	kind      spec.StepKind
+	container *spec.Container
+	ray       *spec.RayStep
+	spark     *spec.SparkStep
+	gpus      int
+	gpuType   string
+}
+
+// runWork runs a rendered step where it belongs: container steps without a
+// placement on the local runtime, everything else on a Kubernetes cluster.
+func (r *Run) runWork(ctx workflow.Context, st *StepStatus, stepName string, item *int, w stepWork, opts ...StepOption) (Outputs, error) {
+	cfg := newStepConfig(opts)
+	if w.kind == spec.KindContainer && cfg.placement == nil {
+		return r.runContainer(ctx, st, stepName, item, *w.container, opts...)
+	}
+
+	var target kubeTarget
+	var rayClusterName string
+	var err error
+	if w.ray != nil && w.ray.Cluster != "" {
+		var sr sharedRayResult
+		sr, err = r.ensureSharedRay(ctx, w.ray.Cluster)
+		target, rayClusterName = sr.Target, sr.Name
+	} else {
+		target, err = r.selectCluster(ctx, stepName, cfg.placement, w.gpus, w.gpuType)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			r.endStep(st, StepCancelled, "", "run cancelled")
+			return nil, errCancelled
+		}
+		msg, _, _ := describeActivityError(err)
+		r.endStep(st, StepFailed, msg, "")
+		return nil, &StepError{Step: st.Name, Message: msg}
+	}
+	st.Message = target.reason
+	r.useCluster(target)
+
+	kind := map[spec.StepKind]activities.KubeKind{
+		spec.KindContainer: activities.KubeJob, spec.KindRay: activities.KubeRayJob, spec.KindSpark: activities.KubeSparkApp,
+	}[w.kind]
+	actx := stepActivityOptions(ctx, cfg.timeout, target.taskQueue)
+	return r.runAttempts(ctx, st, cfg, func(_ workflow.Context, attempt int) (attemptOutcome, error) {
+		req := activities.KubeStepRequest{
+			Project: r.status.Project, RunID: r.status.RunID, Step: stepName, Item: item, Attempt: attempt,
+			Kind: kind, Timeout: cfg.timeout, Container: w.container, Ray: w.ray, Spark: w.spark,
+			RayClusterName: rayClusterName,
+		}
+		var res activities.KubeStepResult
+		err := workflow.ExecuteActivity(actx, activities.RunKubeStepName, req).Get(actx, &res)
+		if err != nil {
+			// A failed attempt carries its result as error details.
+			var appErr *temporal.ApplicationError
+			if errors.As(err, &appErr) && appErr.HasDetails() {
+				_ = appErr.Details(&res)
+			}
+		}
+		obj := res.Object
+		if obj != "" && res.Namespace != "" {
+			obj = res.Object + " -n " + res.Namespace
+		}
+		return attemptOutcome{ContainerResult: res.ContainerResult, Cluster: target.cluster, Object: obj, Links: res.Links}, err
+	}, func(int) string { return "" })
+}
+
+// selectCluster asks the registry (an activity on the run's own task queue)
+// for a cluster; the answer is recorded in history, so replay is stable.
+func (r *Run) selectCluster(ctx workflow.Context, step string, p *spec.Placement, gpus int, gpuType string) (kubeTarget, error) {
+	sctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			MaximumAttempts:        10,
+			NonRetryableErrorTypes: []string{activities.ErrTypeNoCluster},
+		},
+	})
+	var res activities.SelectClusterResult
+	err := workflow.ExecuteActivity(sctx, activities.SelectClusterName, activities.SelectClusterRequest{
+		Project: r.status.Project, Step: step, Placement: p, GPUs: gpus, GPUType: gpuType,
+	}).Get(sctx, &res)
+	if err != nil {
+		return kubeTarget{}, err
+	}
+	return kubeTarget{cluster: res.Cluster, taskQueue: res.TaskQueue, reason: res.Reason}, nil
+}
+
+// ensureSharedRay creates the named shared RayCluster once per run; every
+// ray step naming it waits for the same future.
+func (r *Run) ensureSharedRay(ctx workflow.Context, name string) (sharedRayResult, error) {
+	if r.sharedRay == nil {
+		r.sharedRay = map[string]*sharedRay{}
+	}
+	if s, ok := r.sharedRay[name]; ok {
+		var res sharedRayResult
+		err := s.future.Get(ctx, &res)
+		return res, err
+	}
+	var tmpl *spec.SharedRayCluster
+	for i := range r.rayTemplates {
+		if r.rayTemplates[i].Name == name {
+			tmpl = &r.rayTemplates[i]
+		}
+	}
+	fut, set := workflow.NewFuture(ctx)
+	r.sharedRay[name] = &sharedRay{future: fut}
+	if tmpl == nil {
+		err := temporal.NewNonRetryableApplicationError(fmt.Sprintf("no shared RayCluster named %q in this run", name), activities.ErrTypeInvalidStep, nil)
+		set.SetError(err)
+		return sharedRayResult{}, err
+	}
+	gpus, gpuType := tmpl.RayClusterTemplate.GPURequest()
+	target, err := r.selectCluster(ctx, "raycluster/"+name, tmpl.Placement, gpus, gpuType)
+	if err != nil {
+		set.SetError(err)
+		return sharedRayResult{}, err
+	}
+	r.useCluster(target)
+	ectx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           target.taskQueue,
+		StartToCloseTimeout: 30 * time.Minute, // a cold cluster pulls big images
+		HeartbeatTimeout:    30 * time.Second,
+		WaitForCancellation: true,
+		RetryPolicy: &temporal.RetryPolicy{
+			MaximumAttempts:        10,
+			NonRetryableErrorTypes: []string{activities.ErrTypeInvalidStep},
+		},
+	})
+	var res activities.EnsureRayClusterResult
+	err = workflow.ExecuteActivity(ectx, activities.EnsureRayClusterName, activities.EnsureRayClusterRequest{
+		Project: r.status.Project, RunID: r.status.RunID, Cluster: *tmpl,
+	}).Get(ectx, &res)
+	out := sharedRayResult{Target: target, Name: res.Name}
+	set.Set(out, err)
+	return out, err
+}
+
+// useCluster remembers a cluster the run created objects on, so the end of
+// the run sweeps it.
+func (r *Run) useCluster(t kubeTarget) {
+	for _, c := range r.kubeClusters {
+		if c.cluster == t.cluster {
+			return
+		}
+	}
+	r.kubeClusters = append(r.kubeClusters, t)
+}
+
+// cleanupKube deletes every object the run created on every cluster it used
+// (foreground propagation), in parallel, from a disconnected context so it
+// runs however the run ended. Failures are recorded, not fatal: the objects
+// carry the run's labels for a manual sweep.
+func (r *Run) cleanupKube(ctx workflow.Context) {
+	if len(r.kubeClusters) == 0 {
+		return
+	}
+	futures := make([]workflow.Future, len(r.kubeClusters))
+	for i, t := range r.kubeClusters {
+		cctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			TaskQueue:           t.taskQueue,
+			StartToCloseTimeout: 2 * time.Minute,
+			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 20, MaximumInterval: 30 * time.Second},
+		})
+		futures[i] = workflow.ExecuteActivity(cctx, activities.CleanupRunObjectsName, activities.CleanupRunObjectsRequest{
+			Project: r.status.Project, RunID: r.status.RunID,
+		})
+	}
+	for i, f := range futures {
+		if err := f.Get(ctx, nil); err != nil {
+			r.status.Warnings = append(r.status.Warnings, fmt.Sprintf("cleanup on cluster %s failed: %v", r.kubeClusters[i].cluster, err))
+		}
+	}
+}

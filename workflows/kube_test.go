@@ -1,0 +1,161 @@
+package workflows_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/workflows"
+)
+
+// fakeClusters stands in for the cluster registry and the per-cluster
+// Kubernetes workers: it records which activity ran on which task queue.
+type fakeClusters struct {
+	mu       sync.Mutex
+	calls    []string // "<activity> <task queue> <detail>"
+	failStep string
+	block    bool
+}
+
+func (f *fakeClusters) record(ctx context.Context, name, detail string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, name+" "+activity.GetInfo(ctx).TaskQueue+" "+detail)
+}
+
+func (f *fakeClusters) register(env *testsuite.TestWorkflowEnvironment) {
+	env.RegisterActivityWithOptions(func(ctx context.Context, req activities.SelectClusterRequest) (activities.SelectClusterResult, error) {
+		f.record(ctx, "select", req.Step)
+		c := "gpu-east"
+		if req.Placement != nil && req.Placement.Cluster != "" {
+			c = req.Placement.Cluster
+		}
+		return activities.SelectClusterResult{Cluster: c, TaskQueue: activities.TaskQueueForCluster(c), Reason: "test"}, nil
+	}, activity.RegisterOptions{Name: activities.SelectClusterName})
+	env.RegisterActivityWithOptions(func(ctx context.Context, req activities.EnsureRayClusterRequest) (activities.EnsureRayClusterResult, error) {
+		f.record(ctx, "ensure", req.Cluster.Name)
+		return activities.EnsureRayClusterResult{Namespace: "atelier-p1", Name: "rc-" + req.Cluster.Name}, nil
+	}, activity.RegisterOptions{Name: activities.EnsureRayClusterName})
+	env.RegisterActivityWithOptions(func(ctx context.Context, req activities.KubeStepRequest) (activities.KubeStepResult, error) {
+		f.record(ctx, "step", string(req.Kind)+":"+req.Step+":"+req.RayClusterName)
+		res := activities.KubeStepResult{Namespace: "atelier-p1", Object: string(req.Kind) + "/" + req.Step}
+		res.Outputs = map[string]any{"ok": true}
+		if req.Step == f.failStep {
+			return res, temporal.NewNonRetryableApplicationError("RayJob x failed: AppFailed: boom", activities.ErrTypeStepFailed, nil, res)
+		}
+		for f.block {
+			select {
+			case <-ctx.Done():
+				return res, ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+		return res, nil
+	}, activity.RegisterOptions{Name: activities.RunKubeStepName})
+	env.RegisterActivityWithOptions(func(ctx context.Context, req activities.CleanupRunObjectsRequest) (activities.CleanupRunObjectsResult, error) {
+		f.record(ctx, "cleanup", req.RunID)
+		return activities.CleanupRunObjectsResult{}, nil
+	}, activity.RegisterOptions{Name: activities.CleanupRunObjectsName})
+}
+
+const kubePipeline = `
+rayClusters:
+  - name: shared
+    image: rayproject/ray:2.9.0
+steps:
+  - name: etl
+    kind: spark
+    spark: {type: Python, image: spark:3.5.0, mainApplicationFile: "local:///etl.py"}
+  - name: train
+    kind: ray
+    dependsOn: [etl]
+    ray:
+      entrypoint: python train.py
+      image: rayproject/ray:2.9.0
+      workers: [{name: gpu, replicas: 2, gpu: 1, gpuType: NVIDIA-A100}]
+  - name: eval-a
+    kind: ray
+    dependsOn: [train]
+    ray: {entrypoint: python eval.py a, cluster: shared}
+  - name: eval-b
+    kind: ray
+    dependsOn: [train]
+    ray: {entrypoint: python eval.py b, cluster: shared}
+  - name: report
+    dependsOn: [eval-a, eval-b]
+    placement: {cluster: cpu-west}
+    container: {image: busybox, command: ["echo", "done"]}
+  - name: local-note
+    dependsOn: [report]
+    container: {command: ["ok"]}
+`
+
+func TestKubeStepsRouteToClusterQueuesAndCleanUp(t *testing.T) {
+	env, rt, _ := newEnv(t)
+	fc := &fakeClusters{}
+	fc.register(env)
+	in := kubeInput(t, kubePipeline)
+	env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+
+	s := status(t, env)
+	assert.Equal(t, workflows.RunSucceeded, s.State)
+	assert.Equal(t, []string{"ok"}, rt.commands(), "only the unplaced container step ran locally")
+	calls := fc.calls
+	assert.Contains(t, calls, "step atelier-k8s-gpu-east sparkapp:etl:")
+	assert.Contains(t, calls, "step atelier-k8s-gpu-east rayjob:train:")
+	assert.Contains(t, calls, "step atelier-k8s-gpu-east rayjob:eval-a:rc-shared")
+	assert.Contains(t, calls, "step atelier-k8s-cpu-west job:report:")
+	ensures := 0
+	for _, c := range calls {
+		if c == "ensure atelier-k8s-gpu-east shared" {
+			ensures++
+		}
+	}
+	assert.Equal(t, 1, ensures, "the shared RayCluster is created once: %v", calls)
+	assert.Contains(t, calls, "cleanup atelier-k8s-gpu-east default-test-workflow-id")
+	assert.Contains(t, calls, "cleanup atelier-k8s-cpu-west default-test-workflow-id")
+	train := s.Steps[1]
+	require.Len(t, train.Attempts, 1)
+	assert.Equal(t, "gpu-east", train.Attempts[0].Cluster)
+	assert.Equal(t, "rayjob/train -n atelier-p1", train.Attempts[0].Object)
+}
+
+func TestKubeStepFailureAndCancelStillCleanUp(t *testing.T) {
+	t.Run("failure", func(t *testing.T) {
+		env, _, _ := newEnv(t)
+		fc := &fakeClusters{failStep: "train"}
+		fc.register(env)
+		env.ExecuteWorkflow(workflows.PipelineWorkflowName, kubeInput(t, kubePipeline))
+		require.True(t, env.IsWorkflowCompleted())
+		s := status(t, env)
+		assert.Equal(t, workflows.RunFailed, s.State)
+		assert.Contains(t, s.Steps[1].Error, "AppFailed: boom")
+		assert.Contains(t, fc.calls, "cleanup atelier-k8s-gpu-east default-test-workflow-id")
+	})
+	t.Run("cancel", func(t *testing.T) {
+		env, _, _ := newEnv(t)
+		fc := &fakeClusters{block: true}
+		fc.register(env)
+		env.RegisterDelayedCallback(func() {
+			env.SignalWorkflow(workflows.SignalCancel, workflows.CancelRequest{Reason: "stop", Requester: "bob"})
+		}, 2*time.Second)
+		env.SetTestTimeout(30 * time.Second)
+		env.ExecuteWorkflow(workflows.PipelineWorkflowName, kubeInput(t, kubePipeline))
+		require.True(t, env.IsWorkflowCompleted())
+		s := status(t, env)
+		assert.Equal(t, workflows.RunCancelled, s.State)
+		assert.Equal(t, workflows.StepCancelled, s.Steps[0].State)
+		assert.Contains(t, fc.calls, "cleanup atelier-k8s-gpu-east default-test-workflow-id")
+	})
+}

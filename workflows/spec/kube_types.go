@@ -1,0 +1,104 @@
+package spec
+
+// Resources requests compute for a container, a Ray head/worker group, or a
+// Spark driver/executor. Quantities use Kubernetes syntax ("500m", "4Gi").
+type Resources struct {
+	CPU    string `json:"cpu,omitempty"`
+	Memory string `json:"memory,omitempty"`
+	// GPU is the number of nvidia.com/gpu per pod (or per executor).
+	GPU int `json:"gpu,omitempty"`
+	// GPUType selects nodes by the nvidia.com/gpu.product label
+	// (e.g. "NVIDIA-A100-SXM4-80GB"); empty means any GPU.
+	GPUType string `json:"gpuType,omitempty"`
+}
+
+// Placement chooses the Kubernetes cluster a step runs on. Cluster excludes
+// Selector and Strategy; Strategy may accompany Selector (it orders the
+// matching clusters). No placement (on a step and on the pipeline) means:
+// container steps run on the local runtime, ray/spark steps on the
+// registered cluster with the most free capacity.
+type Placement struct {
+	// Cluster names a registered cluster explicitly.
+	Cluster string `json:"cluster,omitempty"`
+	// Selector picks among clusters whose labels match all of these.
+	Selector map[string]string `json:"selector,omitempty"`
+	// Strategy is "most-free-gpus" (default when choosing) or "first".
+	Strategy string `json:"strategy,omitempty"`
+}
+
+// Placement strategies.
+const (
+	StrategyMostFreeGPUs = "most-free-gpus"
+	StrategyFirst        = "first"
+)
+
+// RayStep runs a Ray job: a KubeRay RayJob with its own RayCluster, or,
+// with Cluster set, a RayJob submitted to one of the run's shared
+// RayClusters (Pipeline.RayClusters).
+type RayStep struct {
+	// Entrypoint is the command Ray runs (templated), e.g.
+	// "python train.py --lr {{ params.lr }}".
+	Entrypoint string `json:"entrypoint"`
+	// RuntimeEnv is Ray's runtime_env (pip, env_vars, working_dir, ...).
+	RuntimeEnv map[string]any `json:"runtimeEnv,omitempty"`
+	// Cluster names a shared RayCluster of this run; the cluster fields
+	// below must then be empty.
+	Cluster string `json:"cluster,omitempty"`
+	RayClusterTemplate
+	// ShutdownAfterJobFinishes deletes the job's RayCluster when it ends
+	// (default true; ignored with Cluster).
+	ShutdownAfterJobFinishes *bool `json:"shutdownAfterJobFinishes,omitempty"`
+	// TTLSecondsAfterFinished keeps the finished RayJob (and cluster) this
+	// long for inspection before KubeRay deletes it.
+	TTLSecondsAfterFinished int32 `json:"ttlSecondsAfterFinished,omitempty"`
+	// ActiveDeadlineSeconds makes KubeRay stop the job after this long.
+	ActiveDeadlineSeconds int32 `json:"activeDeadlineSeconds,omitempty"`
+}
+
+// RayClusterTemplate describes a RayCluster: image, head and worker groups.
+type RayClusterTemplate struct {
+	Image      string           `json:"image,omitempty"`
+	RayVersion string           `json:"rayVersion,omitempty"`
+	Head       Resources        `json:"head,omitempty"`
+	Workers    []RayWorkerGroup `json:"workers,omitempty"`
+}
+
+// RayWorkerGroup is one Ray worker group.
+type RayWorkerGroup struct {
+	Name        string `json:"name"`
+	Replicas    int32  `json:"replicas"`
+	MinReplicas int32  `json:"minReplicas,omitempty"`
+	MaxReplicas int32  `json:"maxReplicas,omitempty"`
+	Resources
+}
+
+// SharedRayCluster is a RayCluster created once per run, used by the ray
+// steps that name it, and deleted when the run ends however it ends.
+type SharedRayCluster struct {
+	Name string `json:"name"`
+	RayClusterTemplate
+	Placement *Placement `json:"placement,omitempty"`
+}
+
+// SparkStep runs a SparkApplication (spark-operator v1beta2).
+type SparkStep struct {
+	// Type is Python, Scala, Java or R.
+	Type                string            `json:"type"`
+	Image               string            `json:"image"`
+	SparkVersion        string            `json:"sparkVersion,omitempty"`
+	MainClass           string            `json:"mainClass,omitempty"`
+	MainApplicationFile string            `json:"mainApplicationFile"`
+	Arguments           []string          `json:"arguments,omitempty"`
+	SparkConf           map[string]string `json:"sparkConf,omitempty"`
+	Driver              SparkRole         `json:"driver,omitempty"`
+	Executor            SparkRole         `json:"executor,omitempty"`
+}
+
+// SparkRole sizes the Spark driver or executors.
+type SparkRole struct {
+	Cores     int32  `json:"cores,omitempty"`
+	Memory    string `json:"memory,omitempty"`
+	Instances int32  `json:"instances,omitempty"` // executors only
+	GPU       int    `json:"gpu,omitempty"`
+	GPUType   string `json:"gpuType,omitempty"`
+}
