@@ -13,7 +13,7 @@ GO ?= go
 TEST_TIMEOUT ?= 30m
 
 .DEFAULT_GOAL := help
-.PHONY: help build dev ensure-temporal test test-short lint vet bench generate clean
+.PHONY: help build dev ensure-temporal ensure-kube test test-short lint vet bench generate clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -30,7 +30,12 @@ dev: ## run Atelier locally: Temporal dev server + UI, Postgres, gateway, worker
 ensure-temporal: ## build (once) / locate the pinned temporal CLI
 	@$(GO) run ./internal/devstack/cmd/ensure-temporal >/dev/null
 
-test: ensure-temporal vet ## go vet, unit and integration tests (real Temporal + Postgres)
+# Builds the pinned kube-apiserver + etcd on first use (~6-11 min on 2 cores)
+# for the Kubernetes tests (internal/kubetest), for the same reason.
+ensure-kube: ## build (once) / locate kube-apiserver and etcd for the Kubernetes tests
+	@tools/kube/build.sh >/dev/null
+
+test: ensure-temporal ensure-kube vet ## go vet, unit and integration tests (real Temporal, Postgres, kube-apiserver)
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
 
 test-short: ## unit tests only (-short skips what needs a Temporal dev server)

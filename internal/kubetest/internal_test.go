@@ -1,0 +1,48 @@
+package kubetest
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// The Go side looks binaries up by KubeVersion; build.sh names the directory
+// after tools/kube/go.mod. If they disagree, every run would rebuild.
+func TestKubeVersionMatchesToolsModule(t *testing.T) {
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(root + "/tools/kube/go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s*(?:require\s+)?k8s\.io/kubernetes\s+(v\S+)`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("tools/kube/go.mod does not require k8s.io/kubernetes")
+	}
+	if got := string(m[1]); got != KubeVersion {
+		t.Errorf("tools/kube/go.mod pins k8s.io/kubernetes %s, KubeVersion is %s", got, KubeVersion)
+	}
+}
+
+func TestNamespacePrefix(t *testing.T) {
+	for _, name := range []string{
+		"TestX",
+		"TestRayJob/sub_test#01",
+		"Test" + strings.Repeat("VeryLong", 20),
+		"Test/--/",
+	} {
+		p := namespacePrefix(name)
+		full := p + "abcde" // what generateName appends
+		if errs := validation.IsDNS1123Label(full); len(errs) > 0 {
+			t.Errorf("%q -> %q: %v", name, full, errs)
+		}
+	}
+	if got := namespacePrefix("TestRayJob/wrong_type"); got != "t-testrayjob-wrong-type-" {
+		t.Errorf("prefix = %q", got)
+	}
+}

@@ -1,0 +1,8 @@
+//go:build unix && !linux
+
+package kubetest
+
+import "syscall"
+
+// parentDeathSignal is Linux-only; elsewhere Main's Stop is what cleans up.
+func parentDeathSignal(*syscall.SysProcAttr) {}
