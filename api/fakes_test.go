@@ -27,12 +27,14 @@ type fakeCatalog struct {
 	workflows map[string]catalog.GoWorkflow
 	runs      map[string]catalog.Run
 	logs      map[activities.LogKey][]byte
+	clusters  map[string]catalog.Cluster
 	chunkSize int // ReadLog cuts logs at multiples of this
 
-	pingErr      error
-	panicOnList  bool // ListPipelines panics, to test recovery
-	createRunErr error
-	deleted      []string
+	pingErr         error
+	panicOnList     bool // ListPipelines panics, to test recovery
+	createRunErr    error
+	listClustersErr error
+	deleted         []string
 }
 
 func newFakeCatalog() *fakeCatalog {
@@ -43,6 +45,7 @@ func newFakeCatalog() *fakeCatalog {
 		workflows: map[string]catalog.GoWorkflow{},
 		runs:      map[string]catalog.Run{},
 		logs:      map[activities.LogKey][]byte{},
+		clusters:  map[string]catalog.Cluster{},
 		chunkSize: 4,
 	}
 }
@@ -301,6 +304,64 @@ func (f *fakeCatalog) ReadLog(_ context.Context, k activities.LogKey, from int64
 		n += int(end - max(off, from))
 	}
 	return out, nil
+}
+
+// UpsertCluster mirrors the store: nil labels and an empty description keep
+// the stored values; timestamps come from a fixed clock.
+func (f *fakeCatalog) UpsertCluster(_ context.Context, c catalog.Cluster) (catalog.Cluster, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !catalog.ValidClusterName(c.Name) || c.TaskQueue == "" {
+		return catalog.Cluster{}, false, fmt.Errorf("cluster %q: %w", c.Name, catalog.ErrInvalidArgument)
+	}
+	old, exists := f.clusters[c.Name]
+	if !exists {
+		old = catalog.Cluster{Name: c.Name, Labels: map[string]string{}, CreatedAt: t0}
+	}
+	if c.Description != "" {
+		old.Description = c.Description
+	}
+	if c.Labels != nil {
+		old.Labels = c.Labels
+	}
+	old.TaskQueue = c.TaskQueue
+	old.UpdatedAt = t0.Add(time.Duration(len(f.clusters)) * time.Second)
+	f.clusters[c.Name] = old
+	return old, !exists, nil
+}
+
+func (f *fakeCatalog) GetCluster(_ context.Context, name string) (catalog.Cluster, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.clusters[name]
+	if !ok {
+		return c, catalog.ErrNotFound
+	}
+	return c, nil
+}
+
+func (f *fakeCatalog) ListClusters(context.Context) ([]catalog.Cluster, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.listClustersErr != nil {
+		return nil, f.listClustersErr
+	}
+	var out []catalog.Cluster
+	for _, c := range f.clusters {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func (f *fakeCatalog) DeleteCluster(_ context.Context, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.clusters[name]; !ok {
+		return catalog.ErrNotFound
+	}
+	delete(f.clusters, name)
+	return nil
 }
 
 func (f *fakeCatalog) Ping(context.Context) error {

@@ -60,7 +60,11 @@ func (s *server) CreatePipelineVersion(c echo.Context, project, pipeline string)
 	if err != nil {
 		return specProblem(err)
 	}
-	if err := spec.Validate(p, spec.ValidateOptions{Kinds: s.kinds}); err != nil {
+	opts, err := s.validateOptions(c.Request().Context())
+	if err != nil {
+		return internalError(err)
+	}
+	if err := spec.Validate(p, opts); err != nil {
 		return specProblem(err)
 	}
 	// Canonical form: struct field order and sorted map keys, so formatting,

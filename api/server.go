@@ -5,6 +5,10 @@
 // The package depends on two consumer-side interfaces, Catalog (implemented
 // by the Postgres store) and Engine (implemented by internal/engine), so its
 // tests run against in-memory fakes.
+//
+// The step kinds a pipeline version may use are not configured: they follow
+// the cluster registry (see ClusterLister), container always, ray and spark
+// once a Kubernetes cluster is registered.
 package api
 
 import (
@@ -21,7 +25,6 @@ import (
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/workflows"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 // Catalog is everything the gateway needs from the catalogue. Each embedded
@@ -33,6 +36,7 @@ type Catalog interface {
 	GoWorkflowStore
 	RunStore
 	LogStore
+	ClusterStore
 	Pinger
 }
 
@@ -52,7 +56,6 @@ type server struct {
 	now   func() time.Time
 	newID func() string
 
-	kinds        []spec.StepKind
 	bodyLimit    int64
 	publicURL    string
 	pollInterval time.Duration
@@ -72,12 +75,6 @@ type Option func(*server)
 
 // WithLogger sets the logger (default: no logging).
 func WithLogger(l *zap.Logger) Option { return func(s *server) { s.log = l } }
-
-// WithStepKinds sets the step kinds a pipeline version may use; the local
-// runtime runs only containers, which is the default.
-func WithStepKinds(kinds ...spec.StepKind) Option {
-	return func(s *server) { s.kinds = append([]spec.StepKind(nil), kinds...) }
-}
 
 // WithClock replaces time.Now for the timestamps the gateway writes (and for
 // token expiry), so tests can control time.
@@ -126,7 +123,6 @@ func New(cat Catalog, eng Engine, opts ...Option) (*echo.Echo, error) {
 		log:          zap.NewNop(),
 		now:          time.Now,
 		newID:        func() string { return uuid.Must(uuid.NewV7()).String() },
-		kinds:        []spec.StepKind{spec.KindContainer},
 		taskQueue:    workflows.TaskQueueLocal,
 		bodyLimit:    DefaultBodyLimit,
 		pollInterval: DefaultPollInterval,

@@ -3,9 +3,12 @@ package wire
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/atelier-ml/atelier/activities/cluster"
+	"github.com/atelier-ml/atelier/activities/kube"
 	"github.com/atelier-ml/atelier/activities/local"
 	"github.com/atelier-ml/atelier/api"
 	"github.com/atelier-ml/atelier/examples/gopipeline"
@@ -41,6 +44,19 @@ func provideAPI(cat api.Catalog, eng api.Engine, cfg config.Config, l *zap.Logge
 
 func provideRunner(logs local.LogSink, cfg config.Config, l *zap.Logger) *local.Runner {
 	return local.New(logs, local.WithDataDir(cfg.DataDir), local.WithLogger(l.Named("local")))
+}
+
+// provideSelector builds the cluster-selection activity of the local
+// worker, reading the registry in the catalogue.
+func provideSelector(s *store.Store, l *zap.Logger) *cluster.Selector {
+	return cluster.New(s, time.Now, l.Named("cluster"))
+}
+
+// provideKubeBackend builds the Kubernetes backends of a cluster worker;
+// the cleanup stops their informers.
+func provideKubeBackend(clients kube.Clients, cfg config.Config, l *zap.Logger) (*kube.Backend, func()) {
+	b := kube.New(clients, cfg.Cluster, kube.WithNamespaceTemplate(cfg.KubeNamespaceTemplate), kube.WithLogger(l.Named("kube")))
+	return b, b.Close
 }
 
 // provideGoPipelines lists the native Go pipelines every worker serves.

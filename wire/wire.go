@@ -29,10 +29,20 @@ func InitGateway(ctx context.Context, cfg config.Config) (*app.Gateway, func(), 
 
 // InitWorker builds the worker process (local runtime).
 func InitWorker(ctx context.Context, cfg config.Config) (*app.Worker, func(), error) {
-	wire.Build(common, provideRunner, catalog.New, provideGoPipelines, app.NewWorker,
+	wire.Build(common, provideRunner, catalog.New, provideSelector, provideGoPipelines, app.NewWorker,
 		wire.Bind(new(local.LogSink), new(*store.Store)),
 		wire.Bind(new(catalog.RunMirror), new(*store.Store)),
 		wire.Bind(new(app.GoWorkflowPublisher), new(*store.Store)),
+	)
+	return nil, nil, nil
+}
+
+// InitClusterWorker builds the worker of one Kubernetes cluster
+// (cfg.Cluster): its clients, the Kubernetes backends and the registration
+// and capacity reports.
+func InitClusterWorker(ctx context.Context, cfg config.Config) (*app.ClusterWorker, func(), error) {
+	wire.Build(common, app.NewKubeRESTConfig, app.NewKubeClients, provideKubeBackend, app.NewClusterWorker,
+		wire.Bind(new(app.ClusterRegistry), new(*store.Store)),
 	)
 	return nil, nil, nil
 }

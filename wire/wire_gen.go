@@ -68,9 +68,52 @@ func InitWorker(ctx context.Context, cfg config.Config) (*app.Worker, func(), er
 	}
 	runner := provideRunner(store, cfg, logger)
 	mirror := catalog.New(store, logger)
+	selector := provideSelector(store, logger)
 	v := provideGoPipelines()
-	worker := app.NewWorker(client, cfg, runner, mirror, store, v, logger)
+	worker := app.NewWorker(client, cfg, runner, mirror, selector, store, v, logger)
 	return worker, func() {
+		cleanup3()
+		cleanup2()
+		cleanup()
+	}, nil
+}
+
+// InitClusterWorker builds the worker of one Kubernetes cluster
+// (cfg.Cluster): its clients, the Kubernetes backends and the registration
+// and capacity reports.
+func InitClusterWorker(ctx context.Context, cfg config.Config) (*app.ClusterWorker, func(), error) {
+	logger, cleanup, err := app.NewLogger(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	client, cleanup2, err := app.NewTemporalClient(ctx, cfg, logger)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	restConfig, err := app.NewKubeRESTConfig(cfg)
+	if err != nil {
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	clients, err := app.NewKubeClients(restConfig)
+	if err != nil {
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	backend, cleanup3 := provideKubeBackend(clients, cfg, logger)
+	store, cleanup4, err := provideStore(ctx, cfg, logger)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	clusterWorker := app.NewClusterWorker(client, cfg, clients, backend, store, logger)
+	return clusterWorker, func() {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()

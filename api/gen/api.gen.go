@@ -48,6 +48,47 @@ type CancelRunRequest struct {
 	Reason *string `json:"reason,omitempty"`
 }
 
+// Cluster defines model for Cluster.
+type Cluster struct {
+	// Capacity The last capacity the cluster's worker reported: allocatable
+	// resources of its ready, schedulable nodes and what is free after
+	// the requests of the pods bound to them.
+	Capacity    *ClusterCapacity  `json:"capacity,omitempty"`
+	CreatedAt   time.Time         `json:"createdAt"`
+	Description *string           `json:"description,omitempty"`
+	Labels      map[string]string `json:"labels"`
+
+	// LastSeenAt Time of the worker's last capacity report; absent until the first.
+	LastSeenAt *time.Time `json:"lastSeenAt,omitempty"`
+	Name       string     `json:"name"`
+
+	// Online The worker reported within the last 2 minutes (it reports every 30 s).
+	Online bool `json:"online"`
+
+	// TaskQueue The task queue the cluster's worker polls.
+	TaskQueue string    `json:"taskQueue"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// ClusterCapacity The last capacity the cluster's worker reported: allocatable
+// resources of its ready, schedulable nodes and what is free after
+// the requests of the pods bound to them.
+type ClusterCapacity = catalog.ClusterCapacity
+
+// ClusterLabels Labels matched by placement selectors. Keys and values follow
+// Kubernetes label syntax: a key is an optional DNS-subdomain prefix
+// and `/`, then a name of at most 63 letters, digits, `-`, `_`, `.`
+// (alphanumeric at both ends); a value is empty or such a name.
+type ClusterLabels map[string]string
+
+// ClusterList defines model for ClusterList.
+type ClusterList struct {
+	Clusters []Cluster `json:"clusters"`
+}
+
+// ClusterName defines model for ClusterName.
+type ClusterName = string
+
 // CreateProjectRequest defines model for CreateProjectRequest.
 type CreateProjectRequest struct {
 	Description *string     `json:"description,omitempty"`
@@ -172,6 +213,22 @@ type ProjectList struct {
 // ProjectName defines model for ProjectName.
 type ProjectName = string
 
+// RegisterClusterRequest defines model for RegisterClusterRequest.
+type RegisterClusterRequest struct {
+	// Description Absent or empty keeps the stored description.
+	Description *string `json:"description,omitempty"`
+
+	// Labels Labels matched by placement selectors. Keys and values follow
+	// Kubernetes label syntax: a key is an optional DNS-subdomain prefix
+	// and `/`, then a name of at most 63 letters, digits, `-`, `_`, `.`
+	// (alphanumeric at both ends); a value is empty or such a name.
+	Labels *ClusterLabels `json:"labels,omitempty"`
+	Name   ClusterName    `json:"name"`
+}
+
+// ResourceAmount defines model for ResourceAmount.
+type ResourceAmount = catalog.ResourceAmount
+
 // Role defines model for Role.
 type Role = catalog.Role
 
@@ -244,6 +301,9 @@ type TokenID = string
 
 // UUID defines model for UUID.
 type UUID = string
+
+// ClusterPath defines model for ClusterPath.
+type ClusterPath = ClusterName
 
 // PipelinePath defines model for PipelinePath.
 type PipelinePath = PipelineName
@@ -318,6 +378,9 @@ type GetStepLogsParams struct {
 	Follow *bool  `form:"follow,omitempty" json:"follow,omitempty"`
 }
 
+// RegisterClusterJSONRequestBody defines body for RegisterCluster for application/json ContentType.
+type RegisterClusterJSONRequestBody = RegisterClusterRequest
+
 // CreateProjectJSONRequestBody defines body for CreateProject for application/json ContentType.
 type CreateProjectJSONRequestBody = CreateProjectRequest
 
@@ -347,6 +410,18 @@ type ServerInterface interface {
 	// Readiness; checks the database and Temporal.
 	// (GET /readyz)
 	GetReadyz(ctx echo.Context) error
+	// List registered clusters with their last reported capacity.
+	// (GET /v1/clusters)
+	ListClusters(ctx echo.Context) error
+	// Register a Kubernetes cluster, or update its description and labels.
+	// (POST /v1/clusters)
+	RegisterCluster(ctx echo.Context) error
+	// Remove a cluster from the registry.
+	// (DELETE /v1/clusters/{cluster})
+	DeleteCluster(ctx echo.Context, cluster ClusterPath) error
+	// One cluster, with its capacity and whether its worker is online.
+	// (GET /v1/clusters/{cluster})
+	GetCluster(ctx echo.Context, cluster ClusterPath) error
 	// List projects; admin tokens see all, others their own.
 	// (GET /v1/projects)
 	ListProjects(ctx echo.Context) error
@@ -435,6 +510,64 @@ func (w *ServerInterfaceWrapper) GetReadyz(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.GetReadyz(ctx)
+	return err
+}
+
+// ListClusters converts echo context to params.
+func (w *ServerInterfaceWrapper) ListClusters(ctx echo.Context) error {
+	var err error
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListClusters(ctx)
+	return err
+}
+
+// RegisterCluster converts echo context to params.
+func (w *ServerInterfaceWrapper) RegisterCluster(ctx echo.Context) error {
+	var err error
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RegisterCluster(ctx)
+	return err
+}
+
+// DeleteCluster converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteCluster(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "cluster" -------------
+	var cluster ClusterPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "cluster", ctx.Param("cluster"), &cluster, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cluster: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteCluster(ctx, cluster)
+	return err
+}
+
+// GetCluster converts echo context to params.
+func (w *ServerInterfaceWrapper) GetCluster(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "cluster" -------------
+	var cluster ClusterPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "cluster", ctx.Param("cluster"), &cluster, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cluster: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetCluster(ctx, cluster)
 	return err
 }
 
@@ -923,6 +1056,10 @@ func RegisterHandlersWithBaseURL(router EchoRouter, si ServerInterface, baseURL 
 	router.GET(baseURL+"/metrics", wrapper.GetMetrics)
 	router.GET(baseURL+"/openapi.json", wrapper.GetOpenAPI)
 	router.GET(baseURL+"/readyz", wrapper.GetReadyz)
+	router.GET(baseURL+"/v1/clusters", wrapper.ListClusters)
+	router.POST(baseURL+"/v1/clusters", wrapper.RegisterCluster)
+	router.DELETE(baseURL+"/v1/clusters/:cluster", wrapper.DeleteCluster)
+	router.GET(baseURL+"/v1/clusters/:cluster", wrapper.GetCluster)
 	router.GET(baseURL+"/v1/projects", wrapper.ListProjects)
 	router.POST(baseURL+"/v1/projects", wrapper.CreateProject)
 	router.GET(baseURL+"/v1/projects/:project", wrapper.GetProject)
@@ -945,99 +1082,119 @@ func RegisterHandlersWithBaseURL(router EchoRouter, si ServerInterface, baseURL 
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+x9eVMjOZb4V3mRv4loiEkf0FT3FMREBwV0Nb+mKNbA1M4WbFtkPtsa0lK2pMS4WSL2",
-	"0+wH20+yoSMvW+mDAvqI/qcqsZXS09O7D/khiPg45QyZksHuQzBCEqMwjyc8Iopypp9jlJGgqf0zuOyd",
-	"AB+AGiFEAonCGARKnokI20EYyGiEY6JfU9MUg91AKkHZMHh8fAyDlAgyRuXWOKMpJpThGVEj/TfV06f6",
-	"jzBgZKxfTt2QIAwE/pxRgXGwq0SG1YX+InAQ7Ab/r1PupmO/lZ18jVM9nwbhTPB/YaQWrWlHPH1J+36x",
-	"Yi9j+Wp1TPYyBseHsPF3uMBxygVJYMLF7SDhEzg+3GxDL2MSpCJCI1mNBM+GI+gdnV/AEBUQuLw8Prz7",
-	"dg9EdZxUgtDhSMFA8LE5pmL288Mf4RYxNZ9WltJ/T2GCAmFI75Dpc/QgRmTsyUjpZez40BKBQJlyJtHQ",
-	"wDsS9/DnDKXSf0WcKWTmkaRpQi0NdlLBbxIc//Vf0hLkyueg37KL1jH/gSQDLsYYAxdA2R1JqKZiA8ce",
-	"9FEILmQfEiqVBCTRqBg0oJjE7eAxDA44GyQ0elW4L0aYgwmRW1/ChKqROdKcD78y1KDQwPk9Fzc0jpG9",
-	"NqCK3yL7SoLgCULMUQLjCkiiaU6NqASeojDrGziPmULBSPKaYF4yvE8xMmyD4g4FmKOHjRgVoYkEIhA4",
-	"S6aQ8OEQ400D6SlX3/OMxa8J6SkHmUWj4ohhQ1OughtMOBtKUBwI42qEApz8srCekWnCSXzB+QkRQ3xt",
-	"Grjh8RSohEQvLkCNCLMUgJaJLhnJ1IgL+gu+Kjo/UCkpG4aQsVvGJywEgXf81goEvE+1gLMErGVhRS9+",
-	"+vSptZ+pETKlgcM6NHMqz27xjtCE3CSviv19iDFFFiOLprARE0VuiES9vVwdbOqDyUro9kCgElNIiELh",
-	"TicVPEIpXxv4T5gkLSehbzKVS9950XyHYgpueSsHqZKg1ZbbgMzSlGu9+AFjSi7M+bw+C3wl4cAu2dIg",
-	"aMQbWRhFmGrhM0KhhfVjrk0Nqe0rhePUAJkKLSsVtTrT4MBDbmGA91Qd8BgrX1KmcIhCfzugjMoRxvtm",
-	"To1eooLdICYKW4qOtZE1N2PCh5ci8S7GsvENCv9SzhhZZyWjsZbh+lxhem4GWksiN0U+59Dk81wXK/Ab",
-	"Z83dt4a85T7MjR/ZzrFc+b5FNYNYxBvDLRhSNcpu2hEfd4jChKJojZP8sVNMZoA6ICzCpGLU1A+PrIES",
-	"gcRRoucrMz/66GAGM26W6juhBmNlFNV39NyIylgFVySOqeYdkpxVsDYgicRwBpElcsbk/gTZUAOw1e12",
-	"Qw8+6hvVixvXxZnqTwOgxurLocjN6PWchxqJ6w+vGzezBibrUuronkQqmQJnqD27fu509YGwGPr5qfW1",
-	"KqyjgLI0U/OOzT6bwv8//3gKdyTJMISUSGn0qbFS3/PS9yDSCGwzT3uGALUUbvfI5INWQEMMcv9xHvmF",
-	"Jwmlg7kHMQ5IligJA5okZmVjH8l24EFh4Wiu5U+GwR0K6XWTC5DciD3oauVLbiQyBWMkTBqYGE5Qmr2P",
-	"KaPjbBzslrRTkag5yuZX0qDocyPAiKJ3dQQLHFLN8lqRToGYL7R2D6v0uq3JdUxZQb9rsNCFNpKexkDW",
-	"zpLH7AeeCc+pntABatG4B4xbo2wKkxEyh0S3CYuzv337jduE/XvLh8OcAeusumTrYaAdGM8BW061VqL1",
-	"FDCmigupz/mO4sRQIYnHlFUHjUmMwDMlaYyGAvbPjmHjhnOlPfd0U28Lmd7D58BOGISBna7C/A2y3uzQ",
-	"QdwsKWJzaPO6SWIk0MPPxoxBIlCAHdKG8xGfMOsa6e1pdy7369s+VabyFRcxlwVrdk/21TCHzret77VX",
-	"fpSbRfVNjZ348GnR1BuX+aTNMXM0uWVJZQjYHrahLxWm8vP2ddta1/Ij+9y97usT7/+coZi2UzLEc/oL",
-	"9j1omNmYi67kAPo29p5/qvD9Qv3TqG7mz4LI23/LMPN/m6XaJlnDdPOTYLlIdcolNkdEFEn4sF3Z9heY",
-	"G9RFFDpuWgNqOfUJ9dlnpY2i9ZtCq24WUW0F2FJMEiHIdA435eS+w/4BSWLpsQ5SNMLoVjYLV98Rz86t",
-	"reLMSl0nW/jtcnHi3vIBe1ZRmDPgWhmzlpdBFEr1j1KXNsvueR524dqXoOUyFOyoug5oWNnrE6j8rAxu",
-	"Py+N5xP7KTw3dVan8ALQZfRdTr2IZE7dUaZEaeCD3eA/P5PWL9f6n27rbev6YSv8ZvvxLz5Kyec4TzHy",
-	"GJ4QY5QQYe2gHBrYkFjGu2VHphhttuFAs5W1i7Ss159esZQIicIYvibkQBQXIIgJrJnolRlNJVjchCC1",
-	"UUuUDUVcsVJjgEAbeQCigLMI6/EJ2NjZ3t5sX7Fg3q8gcc5Z9e294xmLrdk4GfEEQWTMKaarYHt0FZig",
-	"R10vVFinPtkxswxhxMmezedYGsoQ9Ct6D0a3I1z2TtqL7O+LaYpxxfjehc8PeooQ9AGGuSn+nX4q3vvu",
-	"8bptRROm0m90HO6/L6e6pSw2MzjF+11orMHvQhhwcUSi0XehiWBRlN+FoPmbZ3rJiDNFKENh1ntcQJgV",
-	"AfTFIs298m7qFUwxHTp7ub5pOSLbb77Zvcq63a+jEd6bByzybYRxRiOSGGL1rVp1Y9aSlNLx0ypiwPBe",
-	"3feZldeNcrSS0LsrpKjbjUNKVaquKUlLwfzMAtWF+OZTeN8fwNudN98WlqJLHLQ9XK2/8EftTExzZWlc",
-	"MXbn5HEYUCYVYRH6GSpPHtkIaUMULpN+FayoSnCBuTGfKT4GGiNTdDClbFizqPUbVi7HPJIdktL2ON5c",
-	"bjObb3NQwoUGSkntX8zMTzS1/Zbx+tRdcM+zU7Wet8FKsF+uYSQ4KJfaCPnECw5tFQthp+u3EHrOW8/t",
-	"XOOAa596mS/tR76Z7rkx38teQ8nQ2PtxQtmtXCFff2LGfZFSWSWk38uYi+hXpc8Kb2TySSb+Qr21KM42",
-	"X6Sh314usmgchBUNOCk9W4ufJi8iPykfn/QydnTnMlh1KA+JIiYayOD8/Aj6ImN9bZwyBRsF4owpyjMF",
-	"xvbanNdWkYnNLzuIemIg12ReUnhK7unJdCcyduynfYk/19anTH2zE4SvmMGqkvvKhLgkwWO2u4TG9M4b",
-	"KOn4cFbW7rf+w0ra6/Kx/dNu6/qhG26/2WkQvLnImE9Y3uUVZp4DSQZ+k8Jx2+XxcgSYScJ8mYZd+tUc",
-	"w3t1RoZYRERnHEobrufWDUqIMZ2G/hCnyNjq2lJrgGWa0kzYsJvznNZyNXd2dHp4fPo+CIPe5empfTq/",
-	"PDg4Ojo8OgzC4Pv94xPzcLB/enB0cmJHuD+ODpepwzIbWCz+bInAUp7P68TfhBwqvN6FaaP1RBTKLPGI",
-	"b5M2s1825XTavycRVzj3K3FFnt63qn3WtXltcZlDv3KivCTkZ+ONsuBhCa/3ji56/1zA9uc/Hp+dVQWA",
-	"ez74wTx82j++OD59/9P3H3s/vT+7nPlk/+ys9/Ef+yerS4kS7mdHhU9OEFvFsTql5WUfHjJ7XuGhofH7",
-	"4i5qBXqEjfBQCciUmLbzF5+Lc24p8wuLRcmxxog7z1SaqYaQnWaZryS4MbBBbCWA5ZzN9q9UHGQ9b4OG",
-	"tSuEKqh9NlpuSMA+wQV0SfS1SDJe77wX6jHnbS/UB3qM1yuqpqufEBi5cJnh53XOzawLbOKfbIKiwQq+",
-	"vJx/tdt6S1qD64e/PbaK550Vnre8SRCj46NMUDU91xi2pGPz8/uZL6G9z2Df7tgUG5iEOmz0iUp++t//",
-	"/p/+ZtG3oZexE5XLjpRKbW0jZQPuCYGafgSicEKmWoy5lULtgX44AS6iEUplC70hTYjSRAqTEZdlhkaC",
-	"yNgVI3K+E0K2r9iVdnbFFATPFELGYhTQudsChhhL6O+7EmKzxC68s5UKNoZu9mqj6P022GmMgL9iVGoQ",
-	"5yK4G/2mktD+Zhs+5jXrEiIixBQIu2L9+1ZOXJqU+4D3Cpk00Bi/AbXjYOrgicO+BX3DVoe4KL+NULm/",
-	"rpiNU222wQXFWjLiaV6WLG3thURTqEAF8AnLK793gbCpLXYyCSlTpkKYnKCQsNPdCQFdxReRQPK3bBqr",
-	"qNPHeyqVTU8lNEImDZu7TpD9lEQjbG23u5W4cFChsUp4fzfYanftQJ4iIykNdoOv293214EtwDDk2xmZ",
-	"5Pcv+nloa1CK9gBt6AbvUf3ghsy0kGx3uwtqeter5XUpeF89dULv8hpdx33B7ufrMJDZeEzE1NQr3SFD",
-	"KfeAJBMylbDd7cJkRJOimCRCKW2ngYQfLi7OjB9JhtI4sVOpTYVrvUJnjErQSC7Cxgc3ZCk2FN6rTpoQ",
-	"ypYUq4fzFU5jVCPMJOg5AO9TLk39AVhFsxgdldfddhq36wijnR9W054/psgsdX0RBcy4cf66bbcWxDzK",
-	"xqbcbNFmL7Txlg8NNWNps6dxwwJJPF1I7D074lehdSsmK/0DVni4no033a+bpi5g7VS7HhbhTW+TWqax",
-	"ZS6GVYp2BcLiQiU0IvNuq1PNVngxekKlOssHvSBSqzkVP0sZEEK4mZoku8HoTndrJYyWrTLmGLrLXyqa",
-	"qswZVCSVVLncn61R1CqFJEnoqmVL9VLFfzWJU1d+wW6eYNGWI5ees6jVXpd16e94PH22c/DWdz/WjVAl",
-	"Mnyco4Wt56YFHx24OsyZ5qJq061vYje0U4wzM++sQgiVPsunEtzOKnxfdhuaN94uf6Poo9QvbK2wxGxL",
-	"m3nvzSr78TQDfSEj2XOsGFEbWnwpZIQpuOEZi4mYbq7MOTZXOSvUOg/u6XGRwqjy08sKtyaN6aB0Iu21",
-	"iHJn+UtFw+aTTntdmVfpcf/sX6gc0qm2oz9eNx58p1a016zhilEvSQXV6kKfjiucOle2VKeL3/ghVysY",
-	"f71T7jzkj4t5vno9wgsfdyPX51WW2lajSrqOlrzvBWxj3h9WKLw8vYTLh1cv0liXvjruoGxU/RXBLM3D",
-	"5r5xVSUwmWKUe1bABfxz/8MJbBAFYy4VbL/5Bn6k7zbbcKyASlfKa+7DoDbYUdb0Yrw30zvcVK97xWYK",
-	"duHTCJmnGhPw54wk1Z6unAO+kuEVY7xgCCqBxLFeh8U26FL5RqDKBMPYFgtvd7s2BOM1oOeKHl/CkK4X",
-	"fT6GtanuW1MyTp5psi+aagXD/vlFYo55j2Q8ju0NAUne9ViniRAmIxqNqiduJOSzuh/LodzXYBXkNyEy",
-	"v9LnD++YrKkgfhXHZGd7e5WXq3c0fKE7sx/HQAp6MPUH/oaK/OYnzmBARUnXdVenQTeSSevGiCh7gdCc",
-	"1nSVmo9P1GOdB/e0kulUlZ6/nrjQOq8UDXmfSF3D/GlCvZptEs43FtXN2dB0fNpusH7DdVl3Nb3svzKr",
-	"kiXc+LzVenv9udt6e/3QDf/2+F929k1fBnCBiZdXoTX6iD09YA6bBn7Tweq9fO1pl635py1KbFa9OKzI",
-	"6fvny9PGA3uzRTntag1/Cyd9hwMu8NlmzZuDaxO65qhg90230tD+Zlk7+zyRXhgzo1LPWDrgeEd5Jova",
-	"xSbY8oR6CVytVX57x0OKLyg486pNj8D8aC57GJrWKHP93UZe0mzj1VJhCracfPOPJjhn4vh6+2FuXxpt",
-	"7FTILU4lmoJVytw9a6XUzYtLXyjG0eTcrXrXCIwzqeAmv5AQPukNmVz7cYzjlCtk0bT1I077IRDX9ldc",
-	"4VfeiCfJ2DmT1sw2/tkVE1nBG9Z80eBsbHe7m3vla7c4tRPlF6vlTimBne7bZr+sZ65JnEHeTPg/ochU",
-	"KxpxicwsZPzAMblFmfcwgiQDhI20dqObY11rb5e8O4OTJg723PNRLVO5urrf3mpdXd1/i9d/9aqdl8zV",
-	"VK6veWV3ztRiN1y2mDF7NIQBEmHKG/xENnME+XWcz+7VNQB7ni/3p99W89t+FxmoV3H0npq4L5SNITEt",
-	"bLNFriEXzXXrK2if5b6ffrXzILLF7l0ve1GXbrHI+OMaHPvm9AsH1RpYsJHoozb3DZf1e6buiVrzZPP1",
-	"LI/lrl5+H/MyL8oSWadsQXklqBrLJvL78l6qZGL2Pr7H+euat7vbL81DFozE1ovmVxbGezDg7uZgw2K1",
-	"K47/VFi/7ZKJL1Y9+/LWKR7FwTKkufWcUTa0PazmajWpeJpaI+hZFU2nbGAc+u5H65vvd8H02kZEGPOd",
-	"QN6kG0I+QIPaBwJlS8Ee9GncN/mqOmVnEqQmVxahiznBhkSTYoUbEt0CkXBCpGqZJVrHh6D4FRMoszFu",
-	"tsG2YggkY0AWSyADZW6wsSatQBKNDIwKxZgykjhugv0rFvHxGJkCo86pBoO5621g6w2Yq6bNJfKp4Pd6",
-	"o0buRwmX+jCo8jlG5waSHB9N4adZr6a2vYU/LXC9WhGsOYWWRcuatbD7zDVR27edWb/TcMtGZnJ5/M7d",
-	"JFQ/JzniE5snjIwbCJJMjDYd6IO4YuYkdkE7nRqjYy4QJjRJIOJjhA0zz7m9BFwTvHYYI84YRoqyoblR",
-	"6I9qfZybO9pbOUEyJV34x2DZhHyiEWFDlL9je8OIs86D/u+xk/Bhs9jplSENSPjQMmKfDwYSVb8N/X9v",
-	"uYr81ineq9ZH+0WeVrfjrpjiQOQtDLgwwUMXaulbdft37Xv38x8XMKfjOEBCxhRNbDzFtd/lRB+61LYN",
-	"R7qVClFimg6UIDRB4RMW71Fp+Xiit74kjrLVuiHSZOzt+lZQFle/VhOvbkhT9JMU10BXIidrRV9r7XyU",
-	"xXjftJZpCfQu1PUv5JvEItUfSO6G8+2/T1nD0oB/DXejq5vqhvMECVtdFD+lH+GED+Fmqix3V6IcJZ2f",
-	"8GHrgI/TBJXnPiJNy/YCWU0XMzRrSNZqOb2GSYaXqXmP8im3HAZeTpsHwH5ejzyaxRhXZeXHRsEdFlh7",
-	"Cka2+xMRTR3erxzMeUVFcMDHN5SZ4p6YZ6ojVYzCBB44sy2oVX7/zSmC0Pu7QxrshcnC9W5sXqBtbKX/",
-	"F7q014vL+/NU0ssFjGs3T79yaX/tHuXm+v49baG5u4Tt9cXA3AUOf/qsv+cyf/vTMNbLsudard0z1YNa",
-	"nzA0mmVIaC335vhveQeAHdh5MP8/WoWS67Y60/XMz9eUTFej+x2f7Wh+7uaPRopfcsgWJXmH7p52tK1/",
-	"NeHiVntiri50vZNcYsHaPP3xIWxoG6CUE5sNRSWqIlbX/xW2vLW91A61664ba0Y+FaNeMKY+czO3R6r2",
-	"yh8zKNvDf5UGutMiu1FpYa/91IL9oQW5Sj1c3QiZ6Zasd/Z/vtZ61/5WmSWnTCTBbtAx+tgtVLRpuy5J",
-	"bW/Uf9tQVj9zNFwdVQBa+dBYT4/Xj/8XAAD//y8yU7M1cgAA",
+	"H4sIAAAAAAAC/+w961IbuZqv8pX3VAX2tC8wJDMDdSrlQCbDDiEskJM9G7Nj0f3Z1qFb6pHUGA9L1T7N",
+	"Ptg+yZZufbG7bUOAmUnNn6RNq6VP0ne/SLetkCcpZ8iUbO3etiZIIhTm8YiHRFHO9HOEMhQ0tT9bH0+P",
+	"gI9ATRBCgURhBAIlz0SInVbQkuEEE6I/U7MUW7stqQRl49bd3V3QSokgCSo3xn6cSYXihKiJ/kl176n+",
+	"EbQYSfS3oW3RCloCf8mowKi1q0SG5WH+InDU2m39S7eYS9e+lV03wrHuTY9/QlOMKcMlQ6auyYPH9GMU",
+	"gwr+TwzVsjFti4cPab/PRzzNmB+tunenGYPDA9j4G5xjknJBYphycTWK+RQODzY7cJoxCVIRobdVTQTP",
+	"xhM4fXt2DmNUQODjx8OD62/3QJTbSSUIHU8UjARPDGLkvZ8d/ARXiKn5a2ko/XsGUxQIY3qNTGNOzcKI",
+	"jD14UU4zdnhg0U6gTDmTaLDuDYlO8ZcMpdK/Qs4UMvNI0jSmFuu7qeCXMSZ//ae0JLD2Puiv7KDVlX9P",
+	"4hEXCUbABVB2TWKq6cbAsQdDFIILOYSYSiUBSTjJG40oxlGndRe09jkbxTR8VrjPJ+jBhNCNL2FK1cRs",
+	"qaf8FwYbFBo4f+DikkYRsucGVPErZC8kCB4jRBwlMK6AxBrn1IRK4CkKM76B85ApFIzEzwnmR4Y3KYaG",
+	"bFBcowCz9bARoSI0lkAEAmfxDGI+HmO0aSA95uoHnrHoOSE95iCzcJJvMWxozFVwiTFnYwmKA2FcTVCA",
+	"418W1hMyizmJzjk/ImKMz40DlzyaAZUQ68EFqAlhFgPQEtFHRjI14YL+is+6nO+plJSNA8jYFeNTFoDA",
+	"a35lGQLepJrBWQTWvLAkiT99+tTuZ2qCTGngsArNgpC1U7wmNCaX8bOufh8iTJFFyMIZbEREkUsiUU/P",
+	"i4NNvTFZAd0eCFRiBjFRKNzupIKHKOVzA/8J47jtOPRlpjz3XWTN1yhm4Ia3fJAqCVpsuQnILE25lovv",
+	"MaLk3OzP85PACwn7dsi2BkEvvOGFYYipZj4TFJpZ33lpalCtrxQmqQEyFZpXKmplplmDGnQLWnhD1T6P",
+	"sPSSMoVjFPrtiDIqJxj1TZ96eYlq7bYiorCtaKKVrIUeYz7+KOLawViWXKKoH8opI/cZyUisVWt9pjA9",
+	"Mw2tJuFVkc8eGt/PRT4Cv3Ta3E17zNvuj175kR2/yqX3baoJxC68UdxaY6om2WUn5EmXKIwpinYS+8du",
+	"3pkBap+wEOOSUlPdPHKPJRFIHCbWvDL9Yx0ezK2M66X8TaDBWHuJqjN67IXKWGmtSBRRTTskPimt2ojE",
+	"EoO5hSwWJyE3R8jGGoCtXq8X1KxHdaJ6cGfLLOxPSFISUjVb05jZ983vgpYzwO6D9BV2UbPNMbnEWDav",
+	"TM0nC1ONiVRniMzCNcegaILeftS7g+KFFtZavXQTA4F6j/eAXEpkCjKmaGzaj6iQSovH9aZqjYgagDkz",
+	"Ft4ibDlMDgaMDIunzAxvoNyGhLJMoYQNqlwzLxa+6YHc7BSgXHIeI2FmjYi8+vcMs4ZR9Wv4Rb+3hrXd",
+	"6hfSg5PyOJaduklmaXQ/FJjnYsQ0ctteBrSMXuVx8vW7aMby/RJOL862ut21E/brv2uUt1ArEzEOmFdG",
+	"pUYhLXgFkmgWgKaRKDNKBTAeoQTCIphOiNKSbyQQgYwUigFThUEjPR6mPJJwqRVsrdWqCSadgWZfc3Sa",
+	"Zu9pHFO50vJ0QPYTnjGzKuM0W0pS9+utuqDsmkaUGAY4TjO4tAtqFuEFVF92UsGjLFRgdhs2hk4XHRos",
+	"55kCzrCMwMW+JphwMXszUw8B2ABTJ7bncNEsU1Ba6Oq4vqMVYkQjS8zHnXlU/AIxQp2l2HV9W2li+z9a",
+	"yTBL0uLVN4EeUffW2m3918bG5377P0n71177+4vP7fz5587Fv26+Lr3bfP2Xlcy8ZSGBhChNDRoT0piE",
+	"mGgmKjHGUHEhO/ATzix5XJM4Qwkjrs2jAfspu0TBULM2ix9yxhS52QUCV2hsKsKAp3aGcHB81pbZZcQT",
+	"QhmkAkf0ZsB0t8PuMNA4yICA5i6ayoiChEsFr76BGPX0ZQARHVMlAxi2hwEMf9b/dIYDtkHidEJYlqCg",
+	"of7wkqsJIIvk5h4QC7QGRutQM21dGCvVDmXJNiE35Q14tdPMp45oncbkuJF5pgoTuaZoLglDIgSZLSB4",
+	"3vES1nnspFYJTT6T9q8Xny0qtC9ue8Gr7btafNg3DNu5Ax+m5MzpB6s0nULK3sdBuSCAatfDTOYe2lqV",
+	"Gt7ekFDFM83SNAYOvWN3aHB/6DXDYWeB0VOWZjWaS5/N4N/OPhxbFAwgJVKilxjwjhf+TSKNbDL9dOa4",
+	"k7b0Oqdk+l4buWNsea/44uLn3moo3OZ7EOGIZLGSMKKx1YqMD0bWcu3cmX0vn3XQukYha53/OUiuxR70",
+	"NAk6TS1BwqQVPzhFq6ollNEkS1q7Be6UrDa/ZIsjHXvOAYwoel1dYIFjqmnFcjnilIaOpX2Pr9saXRPK",
+	"cvxdT003WHfOr/CBVoL15chD9iPPRM2uHtERas1sDxi3jp8ZTA23NIvoJmHX7LtvX7lJ2N9bdWvoCbBK",
+	"qiumHrQEj2uUUUep1hNlvZEYUS049D5fU5waLCRRopXiolFCIgSeKUkjq8L2Tw5h45JzJZUgqVEqkOk5",
+	"fG7ZDltBy3ZXIv7lOqqBuJlTRGbTFrm5xFCgqtdEL5EIFGCbdOBswqfMul+Nzk+1gmljB7XKt/IjLiMu",
+	"C9b8nOyngYeublo/UIyjt971Up1U4thHnXmT1sZ+Pk1Q2K3x3isqA8DOuANDqTCVn7cvOtaDJz+wz72L",
+	"od7x4S8ZilknJWM8o7/isLPSoHARHA9g3cTe8U8lul8qf9Y36ioW1lOZSWXrqOhyTYW0NO3H1kWLrus1",
+	"msIPsq5KUwJ2lVZTdF632T8iiS0+zilZEwyvvtDRIBVR1rLyvIVfrWYn7qs6YE9KAnMO3Pu7WmKiUKq/",
+	"F7K0mXcv0rALCT8FLhfh5tz4LwPaZPevieUnRQD9cXHcd1yP4V7VWR/Dc0BX4XfR9TKUWa23bzXq7b6P",
+	"sxTDGsUTIgxjIqwe5KGBDYlFTF12ZYrhZgf2NVlZvUjzev3XAUuJkCi80UcjorgAQUzwzkTITGsqwa5N",
+	"AFIrtURZv9aAFRKjcIwRBZyFWI2BwMbO9vZmnfckQhLVe93e8IxFVm2cTniMIDLmBNOgtT0ZtDqLfssS",
+	"6VQ7O2SWIAw72bO+JYtDGVprlEpw/ryPp0edZfr3+SzFqKR878LnW91FAHoDA6+Kv9ZP+Xev7y46ljVh",
+	"KuuVjoP+u6KrK8oi04MTvK8Dow2+DmDExVsSTl4HJkpGUb4OQNM3z/SQIWeKUIbCjHe3BDFLDOiLWZr7",
+	"5M2sljFFdOz05eqk5YRsv3y1O8h6vW/CCd6Yh9wLHBLGGQ1JbJC1btSyGXMvTikdPa3DBgztVW2fFe6q",
+	"go+Wkoaucy7qZuMWpcxV78lJC8b8yAzVhREX04R+2Ifvd15+m2uKLjmhU0PV+kV9ZNDETdfmxiVld4Ef",
+	"By3KpCIsbPCe+wQVG4VtiPRlsl4EK6piXKJuLOa/HQKNkCk6mlE2rmjU+gvLlyMeyi5JaSeJNlfrzOat",
+	"ByVYqqAU2P7FxPxAVbteM74/dufU8+hYrftt0BLsy3soCQ7KlTqC73jJpq2jIez06jWEU+fxcE7CR/Ht",
+	"zWkZ1ofDhfOsXiGmVipLxQVGZSE352lp8AwWocQ1fKfOjb6mQ3E+sXMth+JcYGIBOUYCsUI9lKlXO606",
+	"n4viyuaNrWy7YPbrDwM71pqUMgf3YxPMqXMEeRPK+HZawWo3TQO0PH583f80ew79hUb1IXHKruQa6aZH",
+	"pt0X6SvrZKScZswlpJQF2xpfZPJB1uNSlWiZC3cxx1h/vVoa0qgVlJSraeE0sevTHJi2O1VL+xl7e+0S",
+	"sKpQHhBFjKOZwdnZWxiKjA213cMUbOQLlwdIjVq/uagIhSa1ZCXbquS1eCWpFhUekjr1YLwTGTusx32J",
+	"v6zJEp8qAauM7msj4or8JDPdFTimZ96ASYcH82K8FMXNHzs/75pg3fbLnQaZ7lnGYr7dtS/JqNmQeFSv",
+	"rTpq+3i4egFMJ4EfpmGW9RoUwxt1QsaYO9vrtYhSxkxKxvXec5Gx9RUxLQFWKWGmw4bZnHlc82Lu5O3x",
+	"weHxu1bQOv14fGyfzj7u7799e/D2oBW0fugfHpmH/f7x/tujI9vC/Xh7sEocFsls+eCPlsdW8POaZLLf",
+	"Ax/KHSpLI5L3Y1Eos7iGfZuIrH3ZFC7s/JFYXO43WosqfHaqFe3zVvNzs0sP/dp5ngUiPxptFPm6K2j9",
+	"9O356T+WkP3ZT4cnJ2UG4J73fzQPn/qH54fH737+4cPpz+9OPs79pX9ycvrh7/2j9blEAfejL0UdnyA2",
+	"CXl9TPNZyzVo9rjMQ0NT7+ZxDlHQLazzkEpApsSs4z98LMq5oqyeWSyLuzbnm2YqzVSDN1iTzAsJrg1s",
+	"EJtkYilns/Mb5bZbp45ZhnsnuJeW9tFwuSG2/wAT0OVn3Aslo/vt91I55qztpfJAt6m1isqZEA/wuZ27",
+	"pIPHNc5Nr0t04p9t7KtBC/74cfHTXvt70h5d3H53186fd9Z43qqNrxkZH2aCqtmZXmGLOjb1o5/V5Ur0",
+	"GfTtjE0ei8nVgI0hUfHP//c//zvczAudTZa36agYdqJUaktzKBvxGu+6KaclCqdkptmYGynQFuj7I+Ai",
+	"nKBUtk4R0pgojaQwnXBZBP8kiIwNGJGLhbyyM2ADbeyKGQieKYSMRSige70FDDGSMOy7CjgzxC68sUkw",
+	"Njxj5moDNMMO2G4Mgx8wmwG6EBzYGDZVNA03O/DBl1xKCIkQMyBswIY3bY9cGpWHgDcKmTTQGLsBteFg",
+	"yjiJW30L+oZNPHIBJOuhcr8GzPqpNjvg/K1tGfLUV9VJm9Yj0eTAUAF8ynzh4i4QNrN5dCbWaTKgCJNT",
+	"FBJ2ejsBoEsmJBKI/8pGSPMyU7yhUtnIZ0xDZNKQuStk7qcknGB7u9MrhRxaJRwrRY52W1udnm3IU2Qk",
+	"pa3d1jedXuebls3tMejbnZi8il/189imN+XVrVrRbb1D9aNrMlcBvd3rLSlJu18pmsvuqCsHjOm1LzFz",
+	"1Nfa/XwRtGSWJETMTCrcNTKUcg9IPCUzCdu9HkwnNM7zlEKU0hbKSvjx/PzE2JFkLI0RO5NaVbjQI3QT",
+	"VIKGctlqvHdNVq6GwhvVTWNC2Ypay2AxeS5BNcFMgu4D8Cbl0jjnwQqa5ctR+txNp3G6DjE6frOa5vwh",
+	"RWax64swYM6Mqy87dGNBxMMsMZmMyyZ7rpU33zTQhKXVnsYJmzqPpch+alv8Jrhu2WSp/NUyD1dy/LL3",
+	"TVPXOazdctHusnXT06SWaGwGlSGVvNqWsCgXCY2Leb3VLae4j+uyI12ExWZ3ygkRGAFlI0GkElmoMoEm",
+	"S0QzTntOgWXTCZmZSllbRdMK5vbpiErle37KrSqn99fslwchgMuZLRzQ+7TT21prn4r6cbO5vdUf5ScN",
+	"mJ0t8T8t5YpcZr8p+fkKVFgXWp5044umyltbLiqoytXWro/daKWU16Vm9BdLr7SeY+WS+0O77drAcf/9",
+	"2+FmDrLBvQHzb6mSGI9sMjNV9ngQuTd38gJQCRM+1ZqEkeUDVvTGGQKZIIl8dZcDgAuQqGxSvQ0qBlpM",
+	"hJMBq6lwsQUwHej7lGpzcoEJam7CsDR9UwkwYK7R0PY8LM4rcXFPWyaz5xvswu3dEMIYiZ1/0oG5Cj4q",
+	"B1rjotcYFUeimNyjfGnbV9/JtlW49Aunb21qoK3Wsd3bsgtZXWEJDKeGyK2otCs91WpJbFhkCZ2sLlKl",
+	"v7kwclGi+4ZHs0ejvoZg9V3VpFEiw7un5wH1usn8Yu2BiyMZTrBtOcFTg3Fa7FX1zIfy6Ut1fbum3byd",
+	"6XxnHVZUOv7moSxvZx15VhwCo7/YWuOL+YNDzHcv1wGv5siFL+TMfmeAQKkszpFhoBmSRRfDkkqbakjT",
+	"8om1WbSNt88L5u6te7qzTDtGVZOMdIxTG5LUzCqFS6RsbKv+ItC8VnXgzLz27MGwOsU119B8bsBExhhl",
+	"4w70PbeVisaxUbp9epNnPwWnpgrImGju7XmQQMvvjVZggCkqvF3hdg0/OjDzKnOjCjPYqbGeMeHXjkx/",
+	"xwhvQV/+RX6qzxcjq14SIPk+5ULHbpiY3RcXg0Ytu3GrnoVvnxfI+MwI8Izb+YFhwWny7Oq8XN4WtqPJ",
+	"3S7pSNQ4OCjDh6iGpWP5PtdDXTTplo/tu7twbKucWFeLO1rXPfGNnhB7yul/9Sa6AeH3oPn7NZsrp5OI",
+	"QOI4cIWdhbuqvLPlfMM1lP7qXlTKhJ9IB6wtRV5LA9x6bFyotQCt6/xr17t636/+Ij9W8I+oqNl9LDll",
+	"N7TcU8gIU/ZIDyJmm2tTTlUX8027t+7pbpkDqkxPT8vcmkSjg/JrE4335Xn3kmbl01kXpFmx8d1KfVmz",
+	"hMtbPSUWlAvh6mRcHiTy59tU8OJ3vsnlYrvfbpe7t/5xOc2XTwt+4u1upHpfEKg1Q60R2sMX/BENYM+p",
+	"+2qZwtPjS7C6eflc6fviV9dtlM3SeUYwm3zC5WNUVRnBZIqhj9QAF/CP/vsj2PBn+2y/fAU/0TebHThU",
+	"xgdqqk7N8dDUBk+L8lOM9uaO0mwqLR2wudpS+OTconOFg4C/ZCQuHz/iKeCFDAaM8ZwgqAQSRXocFtkg",
+	"bumNQJUJ5g5+g+1er85t4ZTbhfq8p1Ckq/WJd0Glq5v2jCTxI3X2RV09q2t3fuVrOONhZA/Mjf0BPVWc",
+	"cAGE8o4/uud3DSj7xp/v0W9KpD9T/6s3TO4pIH4Tw2Rne3udj8tHFn+hOdOPIiA5Pph85vraf3/1AmfW",
+	"ueq/qZo6DbKRTNuXhkXZ8/QXpKar/Lp7oBzr3rqntVSnMvf87diFlnkFayicbmUJ86cK9Wy6SbAYp66q",
+	"syYGM7QHlwwbbo+4rsjl+hskyocxft5qf3/xudf+/uK2F3x399+29826jMIlKp6vamm0EU91g4XVNPCb",
+	"w5Zq7yJ52N0j9d3mKfvr3qOR5wjX9+fTUEc2MFB0u97ZNEs7fYMjLvDRevXnWFU6dOd4tHZf9kpnr71c",
+	"dfLaIpKeGzWjVB9VGOB4TXkm81qoJth8gm4BXKXMenunBhWfkHH6KrAahvnBnEs4Nqd4mNtgNnyJpPVX",
+	"S4Up2PLUza83VmMzeDImA69fGmnsRMgVziSaAjjKiK+b91zXF6s9kY+jybhb91hMSDKp4NLfzwOf9IRM",
+	"7u5hhEnKFbJw1v4JZ8MAiDuhJr/RprggRpLEGZNWzXYpQyLLacOqLxqcje1eb3Ov+OwKZ7Yjf8+IN0oJ",
+	"7PS+b7bLTs2tQXOLN58ARpGpdjjhEpkZyNiBCblC6Y/bAUlGCBtp5YITR7pW3y5od25Nmii45kjKctr7",
+	"YHCzvdUeDG6+xYu/1oqdp4zVlE5afWZzztR2Ntw9lDG7NYQBEmHS0uqRbG4L/O1Uj27VNQB75of7026r",
+	"2G1/iAjUsxh6D00EzoWNQTHNbLNlpiEXzXWwa0if1baf/rR7K7Ll5t1p9qQm3XKW8fUqHH2z+7mBahUs",
+	"2Ij1Vpu0n6IeyNRRUKuebD6f5rHa1PPXE66yoiySdYuS9meCqjFtwl8f81QpE/PX09wt3l643dt+ahqy",
+	"YMQ2W9vf4BPtuXsCbF5Zxio3/v0psH7fKRNfLHr68soJHsXBEqS5BJRRNnYJqKZORPE0tUrQowqabnEg",
+	"Sm2xytC83wVzdk9IhFHfCfhDfwLwDTSoQyBQlCjvwZBGQxOvqmJ2JkFqdGUhOp8TbEg0IVa4JOEVEAlH",
+	"RKq2GaJ9eACKmwtqsgQ3bU2AVAJJYu6usNfPeOIBgSScGBgVioQyEjtqgv6AhTwxFQ1GnFNpc3ZttGzr",
+	"JZibF02NQir4jZ6o4fthzKXeDFqbZ3tmIPHr0eR+mrdqKtNberfvxXpFdWYX2nZZ7llb12fuUCb7tVPr",
+	"dxoOhMxMLI9fu0Nvq/skJ3wqXWIzNV2SqZGmI70RA2Z2Yhe00alXNOECYUrjGEKeIGyYfs7snZga4bXB",
+	"GHLGMFSUjc3ht1+r9nFmrixte4Rk9golvdp6lY3LJ5wQNkb5B9Y3DDvr3ur/7roxHzezndPCpQExH1tC",
+	"HPLRSKIadmD4H21X4ds+xhvV/mBf+LC6bTdgigORVzDiwjgPnatlaMXt37TtPfR37ZrdcRQgi4vRBswd",
+	"5+GRPnChbeuOdCPlrMQUMStBaIyijlm8Q6X545Ge+go/ylb7kkgTsbfjW0aZ31JSDry6Jk3eT5Lfiljy",
+	"nNzL+1o5HoSyCG+axjJHjNQO1KsfqK4Tu6j1juResHic0EPGsDhQP4Y74XP+qrl1WfFD6puP+BguZ8pS",
+	"d8nLUeD5ER+393mS1leraFzOq9pgDmcNylopp8cwwfAiNF8jfIopB61aSlsEwP696nk0gzGuisyPjZw6",
+	"LLB2Fwxvrw9ENJ79efe1CoJ9nlxSZpJ7Ip6prlQRCuN44MweaVOm99+dIAhqr+HXYC8NFt7vcqEl0sZm",
+	"+n+hSXuxPL3fh5KezmFcuSTpmVP7K1f+NOf379kiXuslNjftAHMHwv1ps/6R0/ztTenWyrL7Ws7dM9mD",
+	"Wp4wNJJlTGgl9ubob3UFgG3YvTX/z1VizldWX/OrEtGtrmM0t7//WcdYrmPUS+JP/NmzZwho+2rKxZW2",
+	"xFxe6P12coUGa+P0hwewoXWAgk9sNiSVqBJbrZcSK+8COzwoSYfKzUyNOSOf8lZP6FOfu0RqacF66bip",
+	"36SA7jiPbpSOxKrcCmjrIuU6+XBVJWTu9JXqSWGfL7TcNScSOXTKRNzabXWNPHYD5cc+uVNXtL7hkzx8",
+	"DUvpbw6Hy61yQEt/NNpT6Xde3Hl3cff/AQAA//9lUDQWyokAAA==",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

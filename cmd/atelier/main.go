@@ -1,6 +1,7 @@
 // Command atelier is Atelier's single binary: `atelier gateway` serves the
-// REST API, `atelier worker` runs pipelines, `atelier dev` runs everything on
-// one machine.
+// REST API, `atelier worker` runs pipelines (`atelier worker --cluster NAME`
+// runs the steps sent to one Kubernetes cluster), `atelier dev` runs
+// everything on one machine.
 package main
 
 import (
@@ -37,13 +38,28 @@ func main() {
 		&cobra.Command{Use: "gateway", Short: "Serve the REST API", RunE: func(cmd *cobra.Command, _ []string) error {
 			return run(cmd.Context(), cfg, wire.InitGateway)
 		}},
-		&cobra.Command{Use: "worker", Short: "Run pipelines (local runtime task queue)", RunE: func(cmd *cobra.Command, _ []string) error {
-			return run(cmd.Context(), cfg, wire.InitWorker)
-		}},
+		workerCmd(&cfg),
 	)
 	if err := root.ExecuteContext(ctx); err != nil {
 		os.Exit(1)
 	}
+}
+
+// workerCmd runs a local-runtime worker, or with --cluster the worker of
+// one Kubernetes cluster.
+func workerCmd(cfg *config.Config) *cobra.Command {
+	cmd := &cobra.Command{Use: "worker", Short: "Run pipelines (local runtime task queue), or serve a Kubernetes cluster (--cluster)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.Cluster == "" {
+				return run(cmd.Context(), *cfg, wire.InitWorker)
+			}
+			if err := cfg.ValidateCluster(); err != nil {
+				return err
+			}
+			return run(cmd.Context(), *cfg, wire.InitClusterWorker)
+		}}
+	cfg.BindWorker(cmd.Flags())
+	return cmd
 }
 
 func run[P app.Process](ctx context.Context, cfg config.Config, build func(context.Context, config.Config) (P, func(), error)) error {

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/atelier-ml/atelier/activities/catalog"
+	"github.com/atelier-ml/atelier/activities/cluster"
 	"github.com/atelier-ml/atelier/activities/local"
 	cat "github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/config"
@@ -23,7 +24,9 @@ type GoWorkflowPublisher interface {
 }
 
 // Worker polls the local runtime's task queue and runs pipeline workflows
-// and their activities.
+// and their local activities: containers, the catalogue mirror and cluster
+// selection (which reads the registry, so it runs here rather than on a
+// cluster's worker, which may be the one that is down).
 type Worker struct {
 	w         worker.Worker
 	pub       GoWorkflowPublisher
@@ -33,7 +36,7 @@ type Worker struct {
 }
 
 // NewWorker registers every workflow and activity on a Temporal worker.
-func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, mirror *catalog.Mirror, pub GoWorkflowPublisher, pipelines []workflows.GoPipeline, l *zap.Logger) *Worker {
+func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, mirror *catalog.Mirror, selector *cluster.Selector, pub GoWorkflowPublisher, pipelines []workflows.GoPipeline, l *zap.Logger) *Worker {
 	w := worker.New(c, cfg.TaskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize: cfg.WorkerConcurrency,
 		// Heartbeats carry cancellation to running processes; sending them
@@ -46,6 +49,7 @@ func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, mirror 
 	workflows.Register(w, pipelines...)
 	runner.Register(w)
 	mirror.Register(w)
+	selector.Register(w)
 	return &Worker{w: w, pub: pub, pipelines: pipelines, taskQueue: cfg.TaskQueue, log: l.Named("worker")}
 }
 

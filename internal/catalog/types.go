@@ -3,6 +3,8 @@ package catalog
 import (
 	"encoding/json"
 	"errors"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/atelier-ml/atelier/workflows"
@@ -112,4 +114,124 @@ type RunPage struct {
 type LogChunk struct {
 	Offset int64 // byte offset of Data in the attempt's log
 	Data   []byte
+}
+
+// ClusterOnlineWindow is how recently a cluster's worker must have reported
+// for the cluster to count as online. Workers report every 30 s, so two
+// minutes tolerates a few missed reports (a restart, a slow API server)
+// without treating a dead worker as alive for long.
+const ClusterOnlineWindow = 2 * time.Minute
+
+// ClusterNamePattern is what a cluster name must match. Names become part of
+// a Temporal task queue and of Kubernetes object labels, hence DNS-label
+// rules.
+const ClusterNamePattern = `^[a-z][a-z0-9-]{0,62}$`
+
+var clusterNameRE = regexp.MustCompile(ClusterNamePattern)
+
+// ValidClusterName reports whether name matches ClusterNamePattern.
+func ValidClusterName(name string) bool { return clusterNameRE.MatchString(name) }
+
+// Cluster labels follow Kubernetes label syntax, which operators already
+// know and which keeps them usable as Kubernetes labels later.
+var (
+	labelNameRE   = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
+	labelPrefixRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+)
+
+// ClusterLabelProblem returns why key=value is not a valid cluster label,
+// or "" when it is: the key is an optional DNS-subdomain prefix (at most
+// 253 characters) and "/", then a name of at most 63 characters; the value
+// is empty or such a name.
+func ClusterLabelProblem(key, value string) string {
+	name := key
+	if prefix, rest, ok := strings.Cut(key, "/"); ok {
+		if len(prefix) > 253 || !labelPrefixRE.MatchString(prefix) {
+			return "the key's prefix must be a DNS subdomain such as example.com"
+		}
+		name = rest
+	}
+	if !labelNameRE.MatchString(name) {
+		return "the key must be at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit (optionally after a prefix/)"
+	}
+	if value != "" && !labelNameRE.MatchString(value) {
+		return "the value must be empty or at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+	}
+	return ""
+}
+
+// Cluster is a Kubernetes cluster registered to run ray, spark and
+// Kubernetes container steps. The worker serving it registers the cluster at
+// start and then reports its capacity periodically; admins may also register
+// it (to set labels) through the API.
+type Cluster struct {
+	Name        string            `json:"name"`
+	Description string            `json:"description,omitempty"`
+	Labels      map[string]string `json:"labels"`
+	// TaskQueue is the queue the cluster's worker polls
+	// (activities.TaskQueueForCluster(Name)).
+	TaskQueue string    `json:"taskQueue"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
+	// LastSeenAt is the time of the worker's last capacity report; nil
+	// until the first one.
+	LastSeenAt *time.Time `json:"lastSeenAt,omitempty"`
+	// Capacity is the last reported capacity; nil until the first report.
+	Capacity *ClusterCapacity `json:"capacity,omitempty"`
+}
+
+// Online reports whether the cluster's worker reported within
+// ClusterOnlineWindow of now.
+func (c Cluster) Online(now time.Time) bool {
+	return c.LastSeenAt != nil && now.Sub(*c.LastSeenAt) <= ClusterOnlineWindow
+}
+
+// ClusterCapacity is a snapshot of what a cluster's schedulable nodes offer:
+// allocatable resources, and what is left after the requests of the pods
+// bound to them.
+type ClusterCapacity struct {
+	// GPUs are nvidia.com/gpu by node label nvidia.com/gpu.product
+	// ("unknown" for GPU nodes without the label).
+	GPUs        map[string]ResourceAmount `json:"gpus"`
+	CPUMillis   ResourceAmount            `json:"cpuMillis"`
+	MemoryBytes ResourceAmount            `json:"memoryBytes"`
+	// Nodes counts the nodes included (ready and schedulable).
+	Nodes int `json:"nodes"`
+}
+
+// FreeGPUs returns the free GPUs of one product, or of every product summed
+// when product is empty.
+func (c *ClusterCapacity) FreeGPUs(product string) int64 {
+	if c == nil {
+		return 0
+	}
+	if product != "" {
+		return c.GPUs[product].Free
+	}
+	var n int64
+	for _, a := range c.GPUs {
+		n += a.Free
+	}
+	return n
+}
+
+// TotalGPUs is FreeGPUs for allocatable GPUs.
+func (c *ClusterCapacity) TotalGPUs(product string) int64 {
+	if c == nil {
+		return 0
+	}
+	if product != "" {
+		return c.GPUs[product].Total
+	}
+	var n int64
+	for _, a := range c.GPUs {
+		n += a.Total
+	}
+	return n
+}
+
+// ResourceAmount is a total (allocatable) and what is free of it.
+type ResourceAmount struct {
+	Total int64 `json:"total"`
+	Free  int64 `json:"free"`
 }

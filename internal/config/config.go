@@ -3,11 +3,14 @@ package config
 import (
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/workflows"
 )
 
@@ -31,6 +34,27 @@ type Config struct {
 	// TaskQueue is the local runtime's task queue: workers poll it, the
 	// gateway starts declarative runs on it.
 	TaskQueue string
+
+	// Cluster, when set, makes `atelier worker` the worker of that
+	// Kubernetes cluster (see BindWorker) instead of a local-runtime worker.
+	Cluster string
+	// ClusterLabels replace the cluster's registered labels at start; nil
+	// (no flag, no environment variable) keeps the registered ones, so
+	// labels set by an admin through the API survive restarts.
+	ClusterLabels map[string]string
+	// Kubeconfig is a kubeconfig path (or a list, like KUBECONFIG). Empty
+	// means in-cluster credentials inside a pod, else ~/.kube/config.
+	Kubeconfig  string
+	KubeContext string
+	// KubeNamespaceTemplate names the namespace of a project's objects;
+	// "{project}" is replaced by the project name. Without "{project}" all
+	// projects share that one namespace (and namespaced RBAC suffices).
+	KubeNamespaceTemplate string
+	// KubeQPS and KubeBurst bound the worker's request rate to the API
+	// server (client-go's defaults, 5 and 10, are far too low for a worker
+	// watching many steps).
+	KubeQPS   float32
+	KubeBurst int
 }
 
 // Default returns the built-in defaults, which match `atelier dev`.
@@ -46,6 +70,10 @@ func Default() Config {
 		ShutdownTimeout:   20 * time.Second,
 		WorkerConcurrency: 200,
 		TaskQueue:         workflows.TaskQueueLocal,
+
+		KubeNamespaceTemplate: "atelier-{project}",
+		KubeQPS:               100,
+		KubeBurst:             200,
 	}
 }
 
@@ -64,6 +92,48 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", envDuration("ATELIER_SHUTDOWN_TIMEOUT", d.ShutdownTimeout), "graceful stop bound (ATELIER_SHUTDOWN_TIMEOUT)")
 	fs.StringVar(&c.TaskQueue, "task-queue", env("ATELIER_TASK_QUEUE", d.TaskQueue), "local runtime task queue (ATELIER_TASK_QUEUE)")
 	fs.IntVar(&c.WorkerConcurrency, "worker-concurrency", envInt("ATELIER_WORKER_CONCURRENCY", d.WorkerConcurrency), "max concurrent activities per worker (ATELIER_WORKER_CONCURRENCY)")
+}
+
+// BindWorker registers the flags of `atelier worker` that only matter with
+// --cluster, so other commands do not show them.
+func (c *Config) BindWorker(fs *pflag.FlagSet) {
+	d := Default()
+	fs.StringVar(&c.Cluster, "cluster", env("ATELIER_CLUSTER", d.Cluster), "serve this Kubernetes cluster: register it and poll its task queue atelier-k8s-<cluster> (ATELIER_CLUSTER)")
+	c.ClusterLabels = envMap("ATELIER_CLUSTER_LABELS")
+	fs.StringToStringVar(&c.ClusterLabels, "cluster-label", c.ClusterLabels, "with --cluster: set the cluster's labels, k=v, repeatable; without it the registered labels are kept (ATELIER_CLUSTER_LABELS=k=v,k2=v2)")
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", env("ATELIER_KUBECONFIG", env("KUBECONFIG", d.Kubeconfig)), "kubeconfig of the cluster; default: in-cluster credentials in a pod, else ~/.kube/config (ATELIER_KUBECONFIG, KUBECONFIG)")
+	fs.StringVar(&c.KubeContext, "kube-context", env("ATELIER_KUBE_CONTEXT", d.KubeContext), "kubeconfig context; default: the current context (ATELIER_KUBE_CONTEXT)")
+	fs.StringVar(&c.KubeNamespaceTemplate, "kube-namespace-template", env("ATELIER_KUBE_NAMESPACE_TEMPLATE", d.KubeNamespaceTemplate), "namespace of a project's objects; {project} is replaced (ATELIER_KUBE_NAMESPACE_TEMPLATE)")
+	fs.Float32Var(&c.KubeQPS, "kube-qps", envFloat32("ATELIER_KUBE_QPS", d.KubeQPS), "API server requests per second (ATELIER_KUBE_QPS)")
+	fs.IntVar(&c.KubeBurst, "kube-burst", envInt("ATELIER_KUBE_BURST", d.KubeBurst), "API server request burst (ATELIER_KUBE_BURST)")
+}
+
+// ValidateCluster checks the settings of a cluster worker (Cluster set), on
+// top of Validate.
+func (c *Config) ValidateCluster() error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if !catalog.ValidClusterName(c.Cluster) {
+		return fmt.Errorf("cluster name %q: use lowercase letters, digits and '-', starting with a letter, at most 63 characters", c.Cluster)
+	}
+	keys := make([]string, 0, len(c.ClusterLabels))
+	for k := range c.ClusterLabels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if msg := catalog.ClusterLabelProblem(k, c.ClusterLabels[k]); msg != "" {
+			return fmt.Errorf("cluster label %s=%s: %s", k, c.ClusterLabels[k], msg)
+		}
+	}
+	if c.KubeNamespaceTemplate == "" {
+		return fmt.Errorf("kube namespace template is empty; use e.g. atelier-{project}")
+	}
+	if c.KubeQPS <= 0 || c.KubeBurst < 1 {
+		return fmt.Errorf("kube QPS and burst must be positive")
+	}
+	return nil
 }
 
 // Validate reports the first missing or malformed setting.
@@ -92,6 +162,29 @@ func envInt(key string, def int) int {
 		return v
 	}
 	return def
+}
+
+func envFloat32(key string, def float32) float32 {
+	if v, err := strconv.ParseFloat(os.Getenv(key), 32); err == nil {
+		return float32(v)
+	}
+	return def
+}
+
+// envMap parses "k=v,k2=v2"; nil when the variable is unset or empty.
+func envMap(key string) map[string]string {
+	v := os.Getenv(key)
+	if v == "" {
+		return nil
+	}
+	out := map[string]string{}
+	for _, kv := range strings.Split(v, ",") {
+		k, val, _ := strings.Cut(strings.TrimSpace(kv), "=")
+		if k != "" {
+			out[k] = val
+		}
+	}
+	return out
 }
 
 func envDuration(key string, def time.Duration) time.Duration {

@@ -264,18 +264,25 @@ func orDefault(s, d string) string {
 // outputPod creates the pod whose termination message carries the step's
 // outputs, labelled as the real controllers label it.
 func (o *Operator) outputPod(ctx context.Context, ref ObjectRef, message string) error {
+	// Names and labels as the real controllers make them: the Job
+	// controller (pod <job>-xxxxx, container named by Atelier's template),
+	// KubeRay's submitter Job (container ray-job-submitter), the Spark
+	// operator (pod <app>-driver, container spark-kubernetes-driver).
 	labels := map[string]string{}
+	name, container := ref.Name+"-x7k2p", "step"
 	switch ref.Kind {
 	case "job":
 		labels["batch.kubernetes.io/job-name"], labels["job-name"] = ref.Name, ref.Name
 	case "rayjob":
 		labels["batch.kubernetes.io/job-name"], labels["job-name"] = ref.Name, ref.Name
+		container = "ray-job-submitter"
 	case "sparkapp":
 		labels["sparkoperator.k8s.io/app-name"], labels["spark-role"] = ref.Name, "driver"
+		name, container = ref.Name+"-driver", "spark-kubernetes-driver"
 	}
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: ref.Name + "-out", Namespace: ref.Namespace, Labels: labels},
-		Spec:       corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "main", Image: "busybox"}}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ref.Namespace, Labels: labels},
+		Spec:       corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: container, Image: "busybox"}}},
 	}
 	created, err := o.kube.CoreV1().Pods(ref.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
@@ -287,7 +294,7 @@ func (o *Operator) outputPod(ctx context.Context, ref ObjectRef, message string)
 	now := metav1.Now()
 	created.Status.Phase = corev1.PodSucceeded
 	created.Status.ContainerStatuses = []corev1.ContainerStatus{{
-		Name: "main", Image: "busybox",
+		Name: container, Image: "busybox",
 		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", Message: message, StartedAt: now, FinishedAt: now}},
 	}}
 	_, err = o.kube.CoreV1().Pods(ref.Namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{})

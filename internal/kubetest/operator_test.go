@@ -49,7 +49,7 @@ func TestOperatorPlaysControllersAndGC(t *testing.T) {
 		}
 		return false
 	})
-	pod, err := c.Clientset().CoreV1().Pods(ns).Get(ctx, "j1-out", metav1.GetOptions{})
+	pod, err := c.Clientset().CoreV1().Pods(ns).Get(ctx, "j1-x7k2p", metav1.GetOptions{})
 	if err != nil || pod.Status.ContainerStatuses[0].State.Terminated.Message != `{"ok":true}` {
 		t.Fatalf("output pod: %v %+v", err, pod.Status)
 	}

@@ -1,6 +1,7 @@
 // Package store is the Postgres implementation of Atelier's catalogue:
 // projects, API tokens, versioned declarative pipelines, the run index, step
-// logs and the registry of native Go workflows.
+// logs, the registry of native Go workflows and the registry of Kubernetes
+// clusters (with the capacity their workers report).
 //
 // # Why Postgres next to Temporal
 //

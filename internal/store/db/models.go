@@ -9,6 +9,17 @@ import (
 	"time"
 )
 
+type Cluster struct {
+	Name        string
+	Description string
+	Labels      json.RawMessage
+	TaskQueue   string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	LastSeenAt  *time.Time
+	Capacity    json.RawMessage
+}
+
 type GoWorkflow struct {
 	Name        string
 	Description string

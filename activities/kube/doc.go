@@ -1,0 +1,125 @@
+// Package kube is Atelier's Kubernetes compute backend: the activities that
+// run steps on a cluster as Kubernetes objects and wait for them.
+//
+// A Backend (New) serves one cluster; Register registers its activities
+// under the contract names of package activities:
+//
+//   - RunKubeStep (activities.RunKubeStepName) runs one attempt of a step
+//     as a batch/v1 Job (container steps), a KubeRay RayJob (ray steps) or
+//     a SparkApplication (spark steps), and waits for it.
+//   - EnsureRayCluster (activities.EnsureRayClusterName) creates or adopts
+//     a run's shared RayCluster and waits until it is ready.
+//   - CleanupRunObjects (activities.CleanupRunObjectsName) deletes
+//     everything a run created on the cluster.
+//
+// The package is laid out like Kueue's job integrations: package framework
+// holds what every kind shares (names, labels, create-or-adopt, shared
+// informers, error classification, outputs), and each integration is a
+// small package under jobs/ implementing framework.Kind for one kind (job,
+// rayjob, sparkapp; raycluster for shared clusters). Adding a kind is a
+// package plus a line in New.
+//
+// # Objects, names and labels
+//
+// Each attempt's object lives in the project's namespace (default
+// "atelier-{project}", created if missing) under a deterministic name:
+// "<step>[-i<item>]-a<attempt>-<10 hex of sha256(run, step, item,
+// attempt)>", a DNS-1035 label of at most 63 characters (47 for RayJobs:
+// KubeRay derives "<rayjob>-<5 random>" RayCluster names, at most 53). A
+// run's shared RayCluster is "<cluster>-<10 hex of sha256(run, cluster)>".
+// Every object carries atelier.dev/managed-by=atelier, atelier.dev/project,
+// atelier.dev/run, atelier.dev/step, atelier.dev/item (forEach items only)
+// and atelier.dev/attempt (values made valid label values), and so do its
+// pods.
+//
+// Creation is idempotent: Create, and on AlreadyExists adopt the existing
+// object only if its labels say it is the same run/step/item/attempt;
+// anything else of that name is left alone and the step fails as
+// InvalidStep. A Temporal retry of an activity whose worker was killed -9
+// therefore never makes a second object. The waiting activity heartbeats
+// {namespace, name, uid} every second (WithHeartbeatInterval), and a retry
+// resumes from those details.
+//
+// # Waiting: one watch per kind
+//
+// Completion is observed by watch, not polling. The backend runs one
+// shared informer per kind (RayJob, RayCluster, SparkApplication, Job, and
+// Pod for Job pods), started on first use, filtered on the server by the
+// label atelier.dev/managed-by=atelier. Each waiting activity subscribes to
+// its object's key; the informer's event handler pokes the subscribers of
+// that key, which then read the object from the informer's cache. A
+// thousand concurrent steps thus cost one watch per kind on the API server
+// instead of a thousand, and a status change reaches its step within
+// milliseconds (bench/kubewatch measures it).
+//
+// The informers watch all namespaces, with the label selector, rather than
+// one informer per project namespace: a worker serves every project, so
+// per-namespace informers would grow with the number of active projects
+// (each with its own watch and initial list, and lifecycle bookkeeping to
+// stop idle ones), while the label selector already limits a cluster-wide
+// watch to Atelier's objects. It needs cluster-scoped list/watch
+// permission on those kinds; a worker that creates namespaces needs
+// cluster-scoped rights anyway. When the namespace template has no
+// "{project}" (every project shares one namespace), the informers watch
+// only that namespace, and namespaced RBAC suffices.
+//
+// # Outputs
+//
+// One mechanism for every kind: the step writes a JSON object to
+// $ATELIER_OUTPUTS, which is /dev/termination-log, and the kubelet copies
+// that file into the pod's status (containerStatuses[].state.terminated.
+// message) when the container exits. On success the backend reads it from
+// the step's output pod: the Job's pod, the Spark driver pod, or the
+// RayJob's submitter pod (KubeRay's submitter Job, named like the RayJob).
+// No pod or an empty message means no outputs; anything but a JSON object
+// fails the step as BadOutputs. Kubernetes truncates termination messages
+// at 4 KiB per container: larger results belong in files, with their
+// paths as outputs.
+//
+// For ray steps the entrypoint itself runs on the Ray head (as the job's
+// driver), not in the submitter pod, so a file it writes to
+// $ATELIER_OUTPUTS does not end up in the submitter's termination message
+// by itself; outputs of ray steps need a submitter that writes them (for
+// example a SubmitterPodTemplate command, set with WithMutator, that
+// fetches them after `ray job submit` returns). The backend reads whatever
+// the submitter pod reports.
+//
+// # Failures, timeouts and cancellation
+//
+// Step outcomes are non-retryable application errors with the
+// KubeStepResult as details: StepFailed "<Kind> <name> failed: <reason>:
+// <message>" with the operator's reason (BackoffLimitExceeded, AppFailed,
+// SUBMISSION_FAILED, ...); StepTimeout; BadOutputs; InvalidStep for a
+// request that cannot run, or whose object the API server rejects (422
+// Invalid, 400, 403 from admission): the message is the server's, and names
+// the field. Network errors, 5xx and 429 are plain, retryable errors.
+//
+// A pod stuck in ErrImagePull, ImagePullBackOff, InvalidImageName or
+// CreateContainerConfigError for longer than the image-pull grace (default
+// 5m) fails the step with that reason.
+//
+// On cancellation, and when the attempt's timeout elapses (counted from the
+// object's creation), the object is deleted with foreground propagation;
+// the activity then waits a few seconds at most for it to disappear (an
+// object with a deletionTimestamp is being deleted, which is enough) and
+// returns. When the worker shuts down, objects are left running and the
+// activity returns a retryable error, so that a retry on another worker
+// resumes waiting.
+//
+// # Client configuration
+//
+// Per step the backend makes a handful of requests: a namespace check (once
+// per namespace and backend), a create, and a pod list when the step
+// finishes; waiting costs nothing. client-go's default limits (5 QPS,
+// burst 10) would make a burst of a thousand finishing steps queue for
+// minutes on the client side; give the worker's rest.Config QPS ≥ 50 and
+// Burst ≥ 100 (more if many steps start or finish together), and size the
+// API server's priority and fairness for it. The informers' watches are
+// long-running requests and do not count against the client's QPS.
+//
+// # RBAC
+//
+// The worker's identity needs: namespaces get, create; jobs.batch, rayjobs
+// and rayclusters.ray.io, sparkapplications.sparkoperator.k8s.io create,
+// get, list, watch, delete; pods get, list, watch.
+package kube

@@ -1,0 +1,135 @@
+package framework
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/workflows/spec"
+)
+
+// OutputsPath is where a step writes its outputs on Kubernetes: the
+// container's termination message file, which the kubelet copies into the
+// pod's status when the container exits (at most 4 KiB).
+const OutputsPath = corev1.TerminationMessagePathDefault
+
+// Resource names and node labels used for GPUs.
+const (
+	GPUResource   corev1.ResourceName = "nvidia.com/gpu"
+	GPUProductKey                     = "nvidia.com/gpu.product"
+)
+
+// StepEnv returns the ATELIER_* variables of an attempt, sorted by name.
+func StepEnv(req activities.KubeStepRequest) []corev1.EnvVar {
+	env := []corev1.EnvVar{
+		{Name: "ATELIER_ATTEMPT", Value: strconv.Itoa(req.Attempt)},
+	}
+	if req.Item != nil {
+		env = append(env, corev1.EnvVar{Name: "ATELIER_ITEM", Value: strconv.Itoa(*req.Item)})
+	}
+	env = append(env,
+		corev1.EnvVar{Name: "ATELIER_OUTPUTS", Value: OutputsPath},
+		corev1.EnvVar{Name: "ATELIER_PROJECT", Value: req.Project},
+		corev1.EnvVar{Name: "ATELIER_RUN_ID", Value: req.RunID},
+		corev1.EnvVar{Name: "ATELIER_STEP", Value: req.Step},
+	)
+	return env
+}
+
+// RunEnv returns the ATELIER_* variables of objects that belong to a run
+// but not to one step (a shared RayCluster), sorted by name.
+func RunEnv(project, run string) []corev1.EnvVar {
+	return []corev1.EnvVar{
+		{Name: "ATELIER_OUTPUTS", Value: OutputsPath},
+		{Name: "ATELIER_PROJECT", Value: project},
+		{Name: "ATELIER_RUN_ID", Value: run},
+	}
+}
+
+// ContainerEnv merges a step's own variables (sorted) with the runtime's;
+// the runtime's win, so a step cannot spoof its identity or move its
+// outputs file, and no name appears twice (pod env lists are keyed by name).
+func ContainerEnv(user map[string]string, runtime []corev1.EnvVar) []corev1.EnvVar {
+	reserved := make(map[string]bool, len(runtime))
+	for _, e := range runtime {
+		reserved[e.Name] = true
+	}
+	out := make([]corev1.EnvVar, 0, len(user)+len(runtime))
+	for _, k := range slices.Sorted(maps.Keys(user)) {
+		if !reserved[k] {
+			out = append(out, corev1.EnvVar{Name: k, Value: user[k]})
+		}
+	}
+	return append(out, runtime...)
+}
+
+// EnvMap returns env as a map, for APIs that take one.
+func EnvMap(env []corev1.EnvVar) map[string]string {
+	m := make(map[string]string, len(env))
+	for _, e := range env {
+		m[e.Name] = e.Value
+	}
+	return m
+}
+
+// Requirements turns spec resources into container requirements: CPU and
+// memory requests equal to limits (Guaranteed QoS for those, so a step is
+// not evicted or throttled below what it asked for), GPUs as nvidia.com/gpu
+// limits (extended resources default their request to the limit). It also
+// returns the node selector a GPU type implies. field names the spec field
+// in error messages.
+func Requirements(r *spec.Resources, field string) (corev1.ResourceRequirements, map[string]string, error) {
+	var req corev1.ResourceRequirements
+	if r == nil {
+		return req, nil, nil
+	}
+	set := func(name corev1.ResourceName, q resource.Quantity) {
+		if req.Limits == nil {
+			req.Limits = corev1.ResourceList{}
+		}
+		req.Limits[name] = q
+		if name != GPUResource {
+			if req.Requests == nil {
+				req.Requests = corev1.ResourceList{}
+			}
+			req.Requests[name] = q
+		}
+	}
+	for _, x := range []struct {
+		name  corev1.ResourceName
+		value string
+		what  string
+	}{{corev1.ResourceCPU, r.CPU, "cpu"}, {corev1.ResourceMemory, r.Memory, "memory"}} {
+		if x.value == "" {
+			continue
+		}
+		q, err := resource.ParseQuantity(x.value)
+		if err != nil {
+			return req, nil, fmt.Errorf("%s.%s: %q is not a Kubernetes quantity (examples: \"500m\", \"2\", \"4Gi\")", field, x.what, x.value)
+		}
+		if q.Sign() <= 0 {
+			return req, nil, fmt.Errorf("%s.%s: must be positive, got %q", field, x.what, x.value)
+		}
+		set(x.name, q)
+	}
+	if r.GPU < 0 {
+		return req, nil, fmt.Errorf("%s.gpu: must not be negative, got %d", field, r.GPU)
+	}
+	if r.GPU > 0 {
+		set(GPUResource, *resource.NewQuantity(int64(r.GPU), resource.DecimalSI))
+	}
+	return req, GPUNodeSelector(r.GPUType), nil
+}
+
+// GPUNodeSelector selects nodes with the given GPU product; nil for any.
+func GPUNodeSelector(gpuType string) map[string]string {
+	if gpuType == "" {
+		return nil
+	}
+	return map[string]string{GPUProductKey: gpuType}
+}

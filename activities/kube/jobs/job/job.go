@@ -1,0 +1,180 @@
+// Package job runs container steps as batch/v1 Jobs.
+//
+// A Job runs one pod with one container, "step", built from spec.Container:
+// image (required), command, args, env, workingDir and resources. It never
+// retries by itself (backoffLimit 0, restartPolicy Never): retries belong
+// to the pipeline, which makes every attempt visible. The attempt's timeout
+// is also set as activeDeadlineSeconds, so Kubernetes stops the pod even if
+// no worker is watching. ttlSecondsAfterFinished is left unset: the
+// pipeline deletes its objects when the run ends.
+package job
+
+import (
+	"context"
+	"math"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/activities/kube/framework"
+)
+
+// ContainerName is the name of the step's container in the Job's pod.
+const ContainerName = "step"
+
+// Kind is the batch/v1 Job integration.
+type Kind struct{ kube kubernetes.Interface }
+
+var _ framework.Kind = (*Kind)(nil)
+
+// New returns the Job integration over a core clientset.
+func New(kube kubernetes.Interface) *Kind { return &Kind{kube: kube} }
+
+// Kind implements framework.Resource.
+func (*Kind) Kind() string { return "Job" }
+
+// Short implements framework.Resource.
+func (*Kind) Short() string { return "job" }
+
+// StepKind implements framework.Kind.
+func (*Kind) StepKind() activities.KubeKind { return activities.KubeJob }
+
+// MaxNameLength implements framework.Kind. The Job controller puts the
+// Job's name in its pods' batch.kubernetes.io/job-name label, and label
+// values are limited to 63 characters.
+func (*Kind) MaxNameLength() int { return 63 }
+
+// WatchPods implements framework.Kind: a Job's status does not show a pod
+// that cannot pull its image.
+func (*Kind) WatchPods() bool { return true }
+
+// NewObject implements framework.Resource.
+func (*Kind) NewObject() framework.Object { return &batchv1.Job{} }
+
+// Create implements framework.Resource.
+func (k *Kind) Create(ctx context.Context, obj framework.Object) (framework.Object, error) {
+	j := obj.(*batchv1.Job)
+	return k.kube.BatchV1().Jobs(j.Namespace).Create(ctx, j, metav1.CreateOptions{})
+}
+
+// Get implements framework.Resource.
+func (k *Kind) Get(ctx context.Context, ns, name string) (framework.Object, error) {
+	return k.kube.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+// Delete implements framework.Resource.
+func (k *Kind) Delete(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+	return k.kube.BatchV1().Jobs(ns).Delete(ctx, name, opts)
+}
+
+// List implements framework.Resource.
+func (k *Kind) List(ctx context.Context, ns string, opts metav1.ListOptions) (runtime.Object, error) {
+	return k.kube.BatchV1().Jobs(ns).List(ctx, opts)
+}
+
+// Watch implements framework.Resource.
+func (k *Kind) Watch(ctx context.Context, ns string, opts metav1.ListOptions) (watch.Interface, error) {
+	return k.kube.BatchV1().Jobs(ns).Watch(ctx, opts)
+}
+
+// Build implements framework.Kind.
+func (k *Kind) Build(step framework.Step) (framework.Object, error) {
+	c := step.Request.Container
+	if c == nil {
+		return nil, framework.Invalid("a %s step needs a container", activities.KubeJob)
+	}
+	if c.Image == "" {
+		return nil, framework.Invalid("a container step on Kubernetes needs an image")
+	}
+	res, nodeSelector, err := framework.Requirements(c.Resources, "container.resources")
+	if err != nil {
+		return nil, framework.Invalid("%v", err)
+	}
+	job := &batchv1.Job{
+		ObjectMeta: step.ObjectMeta(),
+		Spec: batchv1.JobSpec{
+			BackoffLimit: ptr.To[int32](0),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: step.PodLabels()},
+				Spec: corev1.PodSpec{
+					RestartPolicy: corev1.RestartPolicyNever,
+					NodeSelector:  nodeSelector,
+					Containers: []corev1.Container{{
+						Name:       ContainerName,
+						Image:      c.Image,
+						Command:    c.Command,
+						Args:       c.Args,
+						WorkingDir: c.WorkingDir,
+						Env:        framework.ContainerEnv(c.Env, step.Env),
+						Resources:  res,
+						// The default, spelled out: outputs are read from
+						// this file, and FallbackToLogsOnError would put log
+						// lines where outputs are expected.
+						TerminationMessagePath:   framework.OutputsPath,
+						TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+					}},
+				},
+			},
+		},
+	}
+	if t := step.Request.Timeout; t > 0 {
+		job.Spec.ActiveDeadlineSeconds = ptr.To(int64(math.Ceil(t.Seconds())))
+	}
+	return job, nil
+}
+
+// Progress implements framework.Kind: condition Complete=True is success,
+// Failed=True is failure with the condition's reason and message
+// (BackoffLimitExceeded, DeadlineExceeded, ...). The interim conditions
+// SuccessCriteriaMet and FailureTarget are not final: the Job controller
+// adds Complete or Failed once the pods are gone.
+func (k *Kind) Progress(obj framework.Object, pods []*corev1.Pod) framework.Progress {
+	j := obj.(*batchv1.Job)
+	p := framework.Progress{Links: map[string]string{"logs": "kubectl logs -n " + j.Namespace + " job/" + j.Name}}
+	for _, c := range j.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete:
+			p.Phase = framework.Succeeded
+			p.FinishedAt = c.LastTransitionTime.Time
+			if j.Status.CompletionTime != nil {
+				p.FinishedAt = j.Status.CompletionTime.Time
+			}
+			return p
+		case batchv1.JobFailed:
+			p.Phase = framework.Failed
+			p.Reason, p.Message = c.Reason, c.Message
+			p.FinishedAt = c.LastTransitionTime.Time
+			p.TimedOut = c.Reason == batchv1.JobReasonDeadlineExceeded
+			return p
+		}
+	}
+	p.Phase = framework.Pending
+	if ptr.Deref(j.Status.Ready, 0) > 0 || anyRunning(pods) {
+		p.Phase = framework.Running
+	}
+	p.Stuck = framework.PodTrouble(pods)
+	return p
+}
+
+func anyRunning(pods []*corev1.Pod) bool {
+	for _, p := range pods {
+		if p.Status.Phase == corev1.PodRunning {
+			return true
+		}
+	}
+	return false
+}
+
+// OutputPods implements framework.Kind.
+func (k *Kind) OutputPods(obj framework.Object) framework.OutputPods {
+	return framework.OutputPods{Selector: framework.JobNameLabel + "=" + obj.GetName(), Container: ContainerName}
+}

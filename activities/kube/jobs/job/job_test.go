@@ -1,0 +1,169 @@
+package job_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+
+	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/activities/kube/framework"
+	"github.com/atelier-ml/atelier/activities/kube/jobs/job"
+	"github.com/atelier-ml/atelier/workflows/spec"
+)
+
+func step(c *spec.Container, timeout time.Duration) framework.Step {
+	req := activities.KubeStepRequest{Project: "p", RunID: "r", Step: "fit", Attempt: 1, Kind: activities.KubeJob, Container: c, Timeout: timeout}
+	id := framework.Identity{Project: "p", Run: "r", Step: "fit", Attempt: 1}
+	return framework.Step{
+		Request: req,
+		Meta:    metav1.ObjectMeta{Name: "fit-a1-0123456789", Namespace: "atelier-p", Labels: id.Labels()},
+		Env:     framework.StepEnv(req),
+	}
+}
+
+func TestBuild(t *testing.T) {
+	k := job.New(fake.NewClientset())
+	obj, err := k.Build(step(&spec.Container{
+		Image:      "python:3.12",
+		Command:    []string{"python", "fit.py"},
+		Args:       []string{"--lr", "0.1"},
+		Env:        map[string]string{"LR": "0.1"},
+		WorkingDir: "/work",
+		Resources:  &spec.Resources{CPU: "500m", Memory: "1Gi", GPU: 2, GPUType: "NVIDIA-H100"},
+	}, 90*time.Second+time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := obj.(*batchv1.Job)
+	if j.Name != "fit-a1-0123456789" || j.Namespace != "atelier-p" || j.Labels[framework.LabelStep] != "fit" {
+		t.Errorf("meta %+v", j.ObjectMeta)
+	}
+	if ptr.Deref(j.Spec.BackoffLimit, -1) != 0 {
+		t.Errorf("backoffLimit %v, want 0: retries belong to the pipeline", j.Spec.BackoffLimit)
+	}
+	if ptr.Deref(j.Spec.ActiveDeadlineSeconds, 0) != 91 {
+		t.Errorf("activeDeadlineSeconds %v, want 91 (timeout rounded up)", j.Spec.ActiveDeadlineSeconds)
+	}
+	if j.Spec.TTLSecondsAfterFinished != nil {
+		t.Error("ttlSecondsAfterFinished set; the pipeline cleans up")
+	}
+	pod := j.Spec.Template
+	if pod.Spec.RestartPolicy != corev1.RestartPolicyNever || pod.Labels[framework.LabelRun] != "r" {
+		t.Errorf("pod template %+v", pod)
+	}
+	if pod.Spec.NodeSelector[framework.GPUProductKey] != "NVIDIA-H100" {
+		t.Errorf("node selector %v", pod.Spec.NodeSelector)
+	}
+	c := pod.Spec.Containers[0]
+	if c.Name != job.ContainerName || c.Image != "python:3.12" || c.Command[1] != "fit.py" || c.Args[1] != "0.1" || c.WorkingDir != "/work" {
+		t.Errorf("container %+v", c)
+	}
+	if c.TerminationMessagePath != "/dev/termination-log" || c.TerminationMessagePolicy != corev1.TerminationMessageReadFile {
+		t.Errorf("termination message %q %q", c.TerminationMessagePath, c.TerminationMessagePolicy)
+	}
+	if q := c.Resources.Limits[framework.GPUResource]; q.String() != "2" || c.Resources.Requests.Cpu().String() != "500m" ||
+		c.Resources.Limits.Cpu().String() != "500m" {
+		t.Errorf("resources %+v", c.Resources)
+	}
+	env := framework.EnvMap(c.Env)
+	for k, v := range map[string]string{"LR": "0.1", "ATELIER_OUTPUTS": "/dev/termination-log", "ATELIER_RUN_ID": "r",
+		"ATELIER_PROJECT": "p", "ATELIER_STEP": "fit", "ATELIER_ATTEMPT": "1"} {
+		if env[k] != v {
+			t.Errorf("env %s = %q, want %q", k, env[k], v)
+		}
+	}
+	// No timeout: no deadline.
+	obj, _ = k.Build(step(&spec.Container{Image: "busybox"}, 0))
+	if obj.(*batchv1.Job).Spec.ActiveDeadlineSeconds != nil {
+		t.Error("deadline without a timeout")
+	}
+}
+
+func TestBuildInvalid(t *testing.T) {
+	k := job.New(fake.NewClientset())
+	for _, tc := range []struct {
+		c    *spec.Container
+		want string
+	}{
+		{&spec.Container{Command: []string{"true"}}, "a container step on Kubernetes needs an image"},
+		{&spec.Container{Image: "x", Resources: &spec.Resources{Memory: "lots"}}, "container.resources.memory"},
+	} {
+		_, err := k.Build(step(tc.c, 0))
+		var app *temporal.ApplicationError
+		if !errors.As(err, &app) || app.Type() != activities.ErrTypeInvalidStep || !app.NonRetryable() || !strings.Contains(app.Message(), tc.want) {
+			t.Errorf("%+v: err = %v, want InvalidStep %q", tc.c, err, tc.want)
+		}
+	}
+}
+
+func TestProgress(t *testing.T) {
+	k := job.New(fake.NewClientset())
+	at := metav1.NewTime(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC))
+	cond := func(typ batchv1.JobConditionType, status corev1.ConditionStatus, reason, msg string) batchv1.JobCondition {
+		return batchv1.JobCondition{Type: typ, Status: status, Reason: reason, Message: msg, LastTransitionTime: at}
+	}
+	imagePull := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "fit-x"}, Status: corev1.PodStatus{Phase: corev1.PodPending,
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "step", State: corev1.ContainerState{
+			Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: `Back-off pulling image "pyhton:3.12"`}}}}}}
+	running := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	for _, tc := range []struct {
+		name     string
+		status   batchv1.JobStatus
+		pods     []*corev1.Pod
+		phase    framework.Phase
+		reason   string
+		timedOut bool
+		stuck    string
+	}{
+		{"new", batchv1.JobStatus{}, nil, framework.Pending, "", false, ""},
+		{"pod running", batchv1.JobStatus{Active: 1, Ready: ptr.To[int32](1)}, []*corev1.Pod{running}, framework.Running, "", false, ""},
+		{"complete", batchv1.JobStatus{Conditions: []batchv1.JobCondition{
+			cond(batchv1.JobSuccessCriteriaMet, corev1.ConditionTrue, "CompletionsReached", ""),
+			cond(batchv1.JobComplete, corev1.ConditionTrue, "CompletionsReached", "")}}, nil, framework.Succeeded, "", false, ""},
+		{"success criteria met, not complete yet", batchv1.JobStatus{Conditions: []batchv1.JobCondition{
+			cond(batchv1.JobSuccessCriteriaMet, corev1.ConditionTrue, "CompletionsReached", "")}}, nil, framework.Pending, "", false, ""},
+		{"failure target, not failed yet", batchv1.JobStatus{Conditions: []batchv1.JobCondition{
+			cond(batchv1.JobFailureTarget, corev1.ConditionTrue, "BackoffLimitExceeded", "")}}, nil, framework.Pending, "", false, ""},
+		{"backoff limit", batchv1.JobStatus{Conditions: []batchv1.JobCondition{
+			cond(batchv1.JobFailed, corev1.ConditionTrue, "BackoffLimitExceeded", "Job has reached the specified backoff limit")}},
+			nil, framework.Failed, "BackoffLimitExceeded", false, ""},
+		{"deadline", batchv1.JobStatus{Conditions: []batchv1.JobCondition{
+			cond(batchv1.JobFailed, corev1.ConditionTrue, "DeadlineExceeded", "Job was active longer than specified deadline")}},
+			nil, framework.Failed, "DeadlineExceeded", true, ""},
+		{"failed=false is not failure", batchv1.JobStatus{Conditions: []batchv1.JobCondition{
+			cond(batchv1.JobFailed, corev1.ConditionFalse, "", "")}}, nil, framework.Pending, "", false, ""},
+		{"image pull", batchv1.JobStatus{Active: 1}, []*corev1.Pod{imagePull}, framework.Pending, "", false, "ImagePullBackOff"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "fit", Namespace: "ns"}, Status: tc.status}
+			p := k.Progress(j, tc.pods)
+			if p.Phase != tc.phase || p.Reason != tc.reason || p.TimedOut != tc.timedOut {
+				t.Errorf("got %v %q timedOut=%v, want %v %q %v", p.Phase, p.Reason, p.TimedOut, tc.phase, tc.reason, tc.timedOut)
+			}
+			if tc.phase.Terminal() && !p.FinishedAt.Equal(at.Time) {
+				t.Errorf("finishedAt %v", p.FinishedAt)
+			}
+			if (p.Stuck == nil) != (tc.stuck == "") || p.Stuck != nil && p.Stuck.Reason != tc.stuck {
+				t.Errorf("stuck %+v, want %q", p.Stuck, tc.stuck)
+			}
+			if p.Links["logs"] != "kubectl logs -n ns job/fit" {
+				t.Errorf("links %v", p.Links)
+			}
+		})
+	}
+}
+
+func TestOutputPods(t *testing.T) {
+	op := job.New(fake.NewClientset()).OutputPods(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "fit-a1-x"}})
+	if op.Selector != "batch.kubernetes.io/job-name=fit-a1-x" || op.Container != "step" {
+		t.Errorf("%+v", op)
+	}
+}

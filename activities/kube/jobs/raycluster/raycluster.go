@@ -1,0 +1,192 @@
+// Package raycluster manages KubeRay RayClusters: a run's shared clusters
+// (spec.SharedRayCluster, created by EnsureRayCluster and used by the ray
+// steps that name them), and the cluster spec a RayJob embeds when it brings
+// its own cluster (Spec, used by package rayjob).
+package raycluster
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	rayclientset "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+
+	"github.com/atelier-ml/atelier/activities/kube/framework"
+	"github.com/atelier-ml/atelier/workflows/spec"
+)
+
+// MaxNameLength is KubeRay's limit on RayCluster names (it derives Service
+// and pod names from them).
+const MaxNameLength = 53
+
+// Container names KubeRay expects first in the head and worker templates.
+const (
+	HeadContainer   = "ray-head"
+	WorkerContainer = "ray-worker"
+)
+
+// ClusterLabel is KubeRay's label naming a pod's (or a selector's) cluster.
+const ClusterLabel = "ray.io/cluster"
+
+// Resource is the RayCluster resource.
+type Resource struct{ ray rayclientset.Interface }
+
+var _ framework.Resource = (*Resource)(nil)
+
+// New returns the RayCluster resource over a KubeRay clientset.
+func New(ray rayclientset.Interface) *Resource { return &Resource{ray: ray} }
+
+// Kind implements framework.Resource.
+func (*Resource) Kind() string { return "RayCluster" }
+
+// Short implements framework.Resource.
+func (*Resource) Short() string { return "raycluster" }
+
+// NewObject implements framework.Resource.
+func (*Resource) NewObject() framework.Object { return &rayv1.RayCluster{} }
+
+// Create implements framework.Resource.
+func (r *Resource) Create(ctx context.Context, obj framework.Object) (framework.Object, error) {
+	c := obj.(*rayv1.RayCluster)
+	return r.ray.RayV1().RayClusters(c.Namespace).Create(ctx, c, metav1.CreateOptions{})
+}
+
+// Get implements framework.Resource.
+func (r *Resource) Get(ctx context.Context, ns, name string) (framework.Object, error) {
+	return r.ray.RayV1().RayClusters(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+// Delete implements framework.Resource.
+func (r *Resource) Delete(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+	return r.ray.RayV1().RayClusters(ns).Delete(ctx, name, opts)
+}
+
+// List implements framework.Resource.
+func (r *Resource) List(ctx context.Context, ns string, opts metav1.ListOptions) (runtime.Object, error) {
+	return r.ray.RayV1().RayClusters(ns).List(ctx, opts)
+}
+
+// Watch implements framework.Resource.
+func (r *Resource) Watch(ctx context.Context, ns string, opts metav1.ListOptions) (watch.Interface, error) {
+	return r.ray.RayV1().RayClusters(ns).Watch(ctx, opts)
+}
+
+// Build returns a run's shared RayCluster. meta carries its name,
+// namespace and identity labels; env the run's ATELIER_* variables.
+func Build(meta metav1.ObjectMeta, c spec.SharedRayCluster, env []corev1.EnvVar) (*rayv1.RayCluster, error) {
+	if c.Name == "" {
+		return nil, fmt.Errorf("a shared Ray cluster needs a name")
+	}
+	s, err := Spec(c.RayClusterTemplate, env, meta.Labels, "rayClusters["+c.Name+"]")
+	if err != nil {
+		return nil, err
+	}
+	return &rayv1.RayCluster{ObjectMeta: meta, Spec: *s}, nil
+}
+
+// State is what EnsureRayCluster waits for.
+type State struct {
+	Ready  bool
+	Failed bool
+	Reason string
+	Links  map[string]string
+}
+
+// ReadState reads a RayCluster's status.state: "ready" is ready; "failed"
+// (deprecated, but still written by KubeRay for unrecoverable errors) is
+// failure; anything else — "", "suspended", a head pod not found yet — means
+// keep waiting.
+func ReadState(c *rayv1.RayCluster) State {
+	s := State{Reason: c.Status.Reason}
+	switch c.Status.State {
+	case rayv1.Ready:
+		s.Ready = true
+	case rayv1.Failed:
+		s.Failed = true
+	}
+	if svc, port := c.Status.Head.ServiceName, c.Status.Endpoints["dashboard"]; svc != "" && port != "" {
+		s.Links = map[string]string{"dashboard": "http://" + svc + "." + c.Namespace + ".svc:" + port}
+	}
+	return s
+}
+
+// Spec builds a RayCluster spec from a template: one head (dashboard bound
+// to all interfaces so the dashboard link and `ray job submit` work from
+// outside the pod), and one worker group per template group. Every
+// container gets env; every pod gets podLabels. field names the template
+// in error messages.
+func Spec(t spec.RayClusterTemplate, env []corev1.EnvVar, podLabels map[string]string, field string) (*rayv1.RayClusterSpec, error) {
+	if t.Image == "" {
+		return nil, fmt.Errorf("%s.image: a Ray cluster on Kubernetes needs an image (e.g. rayproject/ray:2.46.0)", field)
+	}
+	headRes, headSel, err := framework.Requirements(&t.Head, field+".head")
+	if err != nil {
+		return nil, err
+	}
+	s := &rayv1.RayClusterSpec{
+		RayVersion: t.RayVersion,
+		HeadGroupSpec: rayv1.HeadGroupSpec{
+			RayStartParams: map[string]string{"dashboard-host": "0.0.0.0"},
+			Template:       podTemplate(HeadContainer, t.Image, headRes, headSel, env, podLabels),
+		},
+	}
+	seen := map[string]bool{}
+	for i, g := range t.Workers {
+		gf := fmt.Sprintf("%s.workers[%d]", field, i)
+		// KubeRay names worker pods "<cluster>-<group>-worker-<suffix>".
+		if errs := validation.IsDNS1123Label(g.Name); len(errs) > 0 {
+			return nil, fmt.Errorf("%s.name: %q is not a valid worker group name (lowercase letters, digits and '-'): %s", gf, g.Name, strings.Join(errs, "; "))
+		}
+		if seen[g.Name] {
+			return nil, fmt.Errorf("%s.name: worker group %q appears twice", gf, g.Name)
+		}
+		seen[g.Name] = true
+		if g.Replicas < 0 || g.MinReplicas < 0 || g.MaxReplicas < 0 {
+			return nil, fmt.Errorf("%s: replicas, minReplicas and maxReplicas must not be negative", gf)
+		}
+		maxR := g.MaxReplicas
+		if maxR == 0 {
+			// Unset: no autoscaling room beyond what was asked for.
+			maxR = max(g.Replicas, g.MinReplicas)
+		}
+		if g.MinReplicas > maxR || g.Replicas > maxR || g.Replicas < g.MinReplicas {
+			return nil, fmt.Errorf("%s: need minReplicas (%d) <= replicas (%d) <= maxReplicas (%d)", gf, g.MinReplicas, g.Replicas, maxR)
+		}
+		res, sel, err := framework.Requirements(&g.Resources, gf)
+		if err != nil {
+			return nil, err
+		}
+		s.WorkerGroupSpecs = append(s.WorkerGroupSpecs, rayv1.WorkerGroupSpec{
+			GroupName:      g.Name,
+			Replicas:       ptr.To(g.Replicas),
+			MinReplicas:    ptr.To(g.MinReplicas),
+			MaxReplicas:    ptr.To(maxR),
+			RayStartParams: map[string]string{},
+			Template:       podTemplate(WorkerContainer, t.Image, res, sel, env, podLabels),
+		})
+	}
+	return s, nil
+}
+
+func podTemplate(container, image string, res corev1.ResourceRequirements, nodeSelector map[string]string,
+	env []corev1.EnvVar, labels map[string]string) corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: framework.MergeLabels(labels, nil)},
+		Spec: corev1.PodSpec{
+			NodeSelector: nodeSelector,
+			Containers: []corev1.Container{{
+				Name:      container,
+				Image:     image,
+				Resources: res,
+				Env:       append([]corev1.EnvVar(nil), env...),
+			}},
+		},
+	}
+}

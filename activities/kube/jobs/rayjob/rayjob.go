@@ -1,0 +1,273 @@
+// Package rayjob runs ray steps as KubeRay RayJobs.
+//
+// A RayJob either brings its own RayCluster (built from the step's cluster
+// template, deleted when the job finishes unless shutdownAfterJobFinishes is
+// false) or, when the step names one of the run's shared clusters, selects
+// it with clusterSelector {ray.io/cluster: <name>}. Submission uses KubeRay's
+// K8sJobMode: a submitter Job named like the RayJob runs `ray job submit`,
+// and its pod's termination message is where outputs are read from.
+package rayjob
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strings"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	rayclientset "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/activities/kube/framework"
+	"github.com/atelier-ml/atelier/activities/kube/jobs/raycluster"
+	"github.com/atelier-ml/atelier/workflows/spec"
+)
+
+// MaxNameLength is KubeRay's limit on RayJob names: it names the job's
+// RayCluster "<rayjob>-<5 random>", which must fit in 53 characters.
+const MaxNameLength = 47
+
+// SubmitterContainer is the container of KubeRay's submitter pod.
+const SubmitterContainer = "ray-job-submitter"
+
+// Kind is the KubeRay RayJob integration.
+type Kind struct{ ray rayclientset.Interface }
+
+var _ framework.Kind = (*Kind)(nil)
+
+// New returns the RayJob integration over a KubeRay clientset.
+func New(ray rayclientset.Interface) *Kind { return &Kind{ray: ray} }
+
+// Kind implements framework.Resource.
+func (*Kind) Kind() string { return "RayJob" }
+
+// Short implements framework.Resource.
+func (*Kind) Short() string { return "rayjob" }
+
+// StepKind implements framework.Kind.
+func (*Kind) StepKind() activities.KubeKind { return activities.KubeRayJob }
+
+// MaxNameLength implements framework.Kind.
+func (*Kind) MaxNameLength() int { return MaxNameLength }
+
+// WatchPods implements framework.Kind: KubeRay reports pod trouble in the
+// RayJob's own status (and fails it), so pods are not watched.
+func (*Kind) WatchPods() bool { return false }
+
+// NewObject implements framework.Resource.
+func (*Kind) NewObject() framework.Object { return &rayv1.RayJob{} }
+
+// Create implements framework.Resource.
+func (k *Kind) Create(ctx context.Context, obj framework.Object) (framework.Object, error) {
+	j := obj.(*rayv1.RayJob)
+	return k.ray.RayV1().RayJobs(j.Namespace).Create(ctx, j, metav1.CreateOptions{})
+}
+
+// Get implements framework.Resource.
+func (k *Kind) Get(ctx context.Context, ns, name string) (framework.Object, error) {
+	return k.ray.RayV1().RayJobs(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+// Delete implements framework.Resource.
+func (k *Kind) Delete(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+	return k.ray.RayV1().RayJobs(ns).Delete(ctx, name, opts)
+}
+
+// List implements framework.Resource.
+func (k *Kind) List(ctx context.Context, ns string, opts metav1.ListOptions) (runtime.Object, error) {
+	return k.ray.RayV1().RayJobs(ns).List(ctx, opts)
+}
+
+// Watch implements framework.Resource.
+func (k *Kind) Watch(ctx context.Context, ns string, opts metav1.ListOptions) (watch.Interface, error) {
+	return k.ray.RayV1().RayJobs(ns).Watch(ctx, opts)
+}
+
+// Build implements framework.Kind.
+func (k *Kind) Build(step framework.Step) (framework.Object, error) {
+	r := step.Request.Ray
+	if r == nil {
+		return nil, framework.Invalid("a %s step needs a ray section", activities.KubeRayJob)
+	}
+	if strings.TrimSpace(r.Entrypoint) == "" {
+		return nil, framework.Invalid("ray.entrypoint: a ray step needs an entrypoint (e.g. \"python train.py\")")
+	}
+	if r.TTLSecondsAfterFinished < 0 {
+		return nil, framework.Invalid("ray.ttlSecondsAfterFinished: must not be negative, got %d", r.TTLSecondsAfterFinished)
+	}
+	if r.ActiveDeadlineSeconds < 0 {
+		return nil, framework.Invalid("ray.activeDeadlineSeconds: must not be negative, got %d", r.ActiveDeadlineSeconds)
+	}
+	runtimeEnv, err := runtimeEnvYAML(r.RuntimeEnv, step.Env)
+	if err != nil {
+		return nil, framework.Invalid("ray.runtimeEnv: %v", err)
+	}
+	job := &rayv1.RayJob{
+		ObjectMeta: step.ObjectMeta(),
+		Spec: rayv1.RayJobSpec{
+			Entrypoint:     r.Entrypoint,
+			RuntimeEnvYAML: runtimeEnv,
+			// Outputs come from the submitter pod, which only K8sJobMode
+			// has; spelled out in case KubeRay's default ever changes.
+			SubmissionMode: rayv1.K8sJobMode,
+			// Retries belong to the pipeline, which shows every attempt.
+			BackoffLimit: ptr.To[int32](0),
+		},
+	}
+	if r.ActiveDeadlineSeconds > 0 {
+		job.Spec.ActiveDeadlineSeconds = ptr.To(r.ActiveDeadlineSeconds)
+	}
+	if r.Cluster != "" || step.Request.RayClusterName != "" {
+		if step.Request.RayClusterName == "" {
+			return nil, framework.Invalid("ray.cluster: the step uses shared cluster %q but the request names no RayCluster (EnsureRayCluster must run first)", r.Cluster)
+		}
+		if r.Image != "" || len(r.Workers) > 0 || r.Head != (spec.Resources{}) {
+			return nil, framework.Invalid("ray: a step that uses shared cluster %q cannot also describe a cluster (image, head, workers)", r.Cluster)
+		}
+		// The cluster is the run's, not the job's: KubeRay must leave it
+		// running (it does with clusterSelector; false says so).
+		job.Spec.ClusterSelector = map[string]string{raycluster.ClusterLabel: step.Request.RayClusterName}
+		return job, nil
+	}
+	cluster, err := raycluster.Spec(r.RayClusterTemplate, step.Env, step.PodLabels(), "ray")
+	if err != nil {
+		return nil, framework.Invalid("%v", err)
+	}
+	job.Spec.RayClusterSpec = cluster
+	job.Spec.ShutdownAfterJobFinishes = ptr.Deref(r.ShutdownAfterJobFinishes, true)
+	job.Spec.TTLSecondsAfterFinished = r.TTLSecondsAfterFinished
+	job.Spec.SubmitterPodTemplate = submitterTemplate(r.Image, step)
+	return job, nil
+}
+
+// submitterTemplate is KubeRay's default submitter pod (same container
+// name, image and resources; KubeRay fills in the `ray job submit` command)
+// plus the step's labels and ATELIER_* variables. It is only possible when
+// the job brings its own cluster: otherwise the image is the shared
+// cluster's, which the step does not know.
+func submitterTemplate(image string, step framework.Step) *corev1.PodTemplateSpec {
+	return &corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: step.PodLabels()},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{
+				Name:  SubmitterContainer,
+				Image: image,
+				Env:   append([]corev1.EnvVar(nil), step.Env...),
+				Resources: corev1.ResourceRequirements{
+					Limits: corev1.ResourceList{
+						corev1.ResourceCPU:    resource.MustParse("1"),
+						corev1.ResourceMemory: resource.MustParse("1Gi"),
+					},
+					Requests: corev1.ResourceList{
+						corev1.ResourceCPU:    resource.MustParse("500m"),
+						corev1.ResourceMemory: resource.MustParse("200Mi"),
+					},
+				},
+			}},
+		},
+	}
+}
+
+// runtimeEnvYAML renders Ray's runtime_env with the ATELIER_* variables
+// added to env_vars: the entrypoint runs as a Ray driver, which on a shared
+// cluster gets no per-step container environment, so runtime_env is the
+// only place its identity and ATELIER_OUTPUTS can travel.
+func runtimeEnvYAML(re map[string]any, env []corev1.EnvVar) (string, error) {
+	out := maps.Clone(re)
+	if out == nil {
+		out = map[string]any{}
+	}
+	vars := map[string]any{}
+	if v, ok := out["env_vars"]; ok && v != nil {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return "", fmt.Errorf("env_vars must be a mapping of names to strings, got %T", v)
+		}
+		maps.Copy(vars, m)
+	}
+	for _, e := range env {
+		vars[e.Name] = e.Value
+	}
+	out["env_vars"] = vars
+	b, err := yaml.Marshal(out)
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// Progress implements framework.Kind.
+//
+// Success needs both halves: jobDeploymentStatus Complete (KubeRay is done)
+// and jobStatus SUCCEEDED (Ray says the entrypoint succeeded). Failure is
+// jobDeploymentStatus Failed (or the older ValidationFailed), with
+// status.reason (ValidationFailed, SubmissionFailed, DeadlineExceeded,
+// AppFailed, ...) and status.message; or Complete with jobStatus FAILED or
+// STOPPED. Everything else is transient, never a failure: "", New,
+// Initializing, Waiting, Suspending, Suspended (Pending); Running, Retrying
+// (Running) — including Complete with a non-terminal jobStatus, which
+// KubeRay fixes in its next status write.
+func (k *Kind) Progress(obj framework.Object, _ []*corev1.Pod) framework.Progress {
+	j := obj.(*rayv1.RayJob)
+	st := j.Status
+	p := framework.Progress{Links: map[string]string{"logs": "kubectl logs -n " + j.Namespace + " job/" + j.Name}}
+	if u := st.DashboardURL; u != "" {
+		if !strings.Contains(u, "://") {
+			u = "http://" + u
+		}
+		p.Links["dashboard"] = u
+	}
+	if st.EndTime != nil {
+		p.FinishedAt = st.EndTime.Time
+	}
+	switch st.JobDeploymentStatus {
+	case rayv1.JobDeploymentStatusComplete:
+		switch st.JobStatus {
+		case rayv1.JobStatusSucceeded:
+			p.Phase = framework.Succeeded
+		case rayv1.JobStatusFailed, rayv1.JobStatusStopped:
+			p.Phase = framework.Failed
+			p.Reason = string(st.Reason)
+			if p.Reason == "" {
+				p.Reason = "Job" + titleCase(string(st.JobStatus))
+			}
+			p.Message = st.Message
+		default:
+			p.Phase = framework.Running
+		}
+	case rayv1.JobDeploymentStatusFailed, rayv1.JobDeploymentStatusValidationFailed:
+		p.Phase = framework.Failed
+		p.Reason = string(st.Reason)
+		if p.Reason == "" {
+			p.Reason = string(st.JobDeploymentStatus)
+		}
+		p.Message = st.Message
+	case rayv1.JobDeploymentStatusRunning, rayv1.JobDeploymentStatusRetrying:
+		p.Phase = framework.Running
+	default:
+		p.Phase = framework.Pending
+	}
+	return p
+}
+
+func titleCase(s string) string {
+	if s == "" {
+		return s
+	}
+	return s[:1] + strings.ToLower(s[1:])
+}
+
+// OutputPods implements framework.Kind: the submitter Job's pods, which
+// the Job controller labels job-name=<RayJob name> (KubeRay names the
+// submitter Job like the RayJob).
+func (k *Kind) OutputPods(obj framework.Object) framework.OutputPods {
+	return framework.OutputPods{Selector: "job-name=" + obj.GetName(), Container: SubmitterContainer}
+}

@@ -1,0 +1,261 @@
+package rayjob_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	rayfake "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned/fake"
+	"go.temporal.io/sdk/temporal"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/activities/kube/framework"
+	"github.com/atelier-ml/atelier/activities/kube/jobs/raycluster"
+	"github.com/atelier-ml/atelier/activities/kube/jobs/rayjob"
+	"github.com/atelier-ml/atelier/workflows/spec"
+)
+
+func step(r *spec.RayStep, clusterName string) framework.Step {
+	req := activities.KubeStepRequest{Project: "p", RunID: "r", Step: "train", Attempt: 1, Kind: activities.KubeRayJob, Ray: r, RayClusterName: clusterName}
+	id := framework.Identity{Project: "p", Run: "r", Step: "train", Attempt: 1}
+	return framework.Step{
+		Request: req,
+		Meta:    metav1.ObjectMeta{Name: "train-a1-0123456789", Namespace: "atelier-p", Labels: id.Labels()},
+		Env:     framework.StepEnv(req),
+	}
+}
+
+func ownCluster() *spec.RayStep {
+	return &spec.RayStep{
+		Entrypoint: "python train.py --lr 0.1",
+		RuntimeEnv: map[string]any{"pip": []any{"torch"}, "env_vars": map[string]any{"MODE": "fast"}},
+		RayClusterTemplate: spec.RayClusterTemplate{
+			Image:      "rayproject/ray:2.46.0",
+			RayVersion: "2.46.0",
+			Head:       spec.Resources{CPU: "2", Memory: "8Gi"},
+			Workers: []spec.RayWorkerGroup{
+				{Name: "gpu", Replicas: 2, MinReplicas: 1, MaxReplicas: 4, Resources: spec.Resources{CPU: "8", Memory: "32Gi", GPU: 1, GPUType: "NVIDIA-A100-SXM4-80GB"}},
+				{Name: "cpu", Replicas: 3},
+			},
+		},
+		TTLSecondsAfterFinished: 60,
+		ActiveDeadlineSeconds:   3600,
+	}
+}
+
+func TestBuildOwnCluster(t *testing.T) {
+	k := rayjob.New(rayfake.NewClientset())
+	obj, err := k.Build(step(ownCluster(), ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := obj.(*rayv1.RayJob)
+	s := j.Spec
+	if s.Entrypoint != "python train.py --lr 0.1" || s.SubmissionMode != rayv1.K8sJobMode || ptr.Deref(s.BackoffLimit, -1) != 0 {
+		t.Errorf("spec %+v", s)
+	}
+	if !s.ShutdownAfterJobFinishes || s.TTLSecondsAfterFinished != 60 || ptr.Deref(s.ActiveDeadlineSeconds, 0) != 3600 {
+		t.Errorf("lifecycle: shutdown=%v ttl=%d deadline=%v", s.ShutdownAfterJobFinishes, s.TTLSecondsAfterFinished, s.ActiveDeadlineSeconds)
+	}
+	if len(s.ClusterSelector) != 0 {
+		t.Error("clusterSelector with an own cluster")
+	}
+	var re map[string]any
+	if err := yaml.Unmarshal([]byte(s.RuntimeEnvYAML), &re); err != nil {
+		t.Fatalf("runtimeEnvYAML %q: %v", s.RuntimeEnvYAML, err)
+	}
+	vars := re["env_vars"].(map[string]any)
+	if vars["MODE"] != "fast" || vars["ATELIER_STEP"] != "train" || vars["ATELIER_OUTPUTS"] != "/dev/termination-log" {
+		t.Errorf("env_vars %v", vars)
+	}
+	if re["pip"].([]any)[0] != "torch" {
+		t.Errorf("pip lost: %v", re)
+	}
+
+	c := s.RayClusterSpec
+	if c == nil {
+		t.Fatal("no rayClusterSpec")
+	}
+	head := c.HeadGroupSpec
+	if c.RayVersion != "2.46.0" || head.RayStartParams["dashboard-host"] != "0.0.0.0" {
+		t.Errorf("head %+v", head)
+	}
+	hc := head.Template.Spec.Containers[0]
+	if hc.Name != raycluster.HeadContainer || hc.Image != "rayproject/ray:2.46.0" || hc.Resources.Limits.Memory().String() != "8Gi" ||
+		framework.EnvMap(hc.Env)["ATELIER_RUN_ID"] != "r" {
+		t.Errorf("head container %+v", hc)
+	}
+	if head.Template.Labels[framework.LabelStep] != "train" {
+		t.Errorf("head pod labels %v", head.Template.Labels)
+	}
+	if len(c.WorkerGroupSpecs) != 2 {
+		t.Fatalf("worker groups %+v", c.WorkerGroupSpecs)
+	}
+	g := c.WorkerGroupSpecs[0]
+	if g.GroupName != "gpu" || *g.Replicas != 2 || *g.MinReplicas != 1 || *g.MaxReplicas != 4 {
+		t.Errorf("gpu group %+v", g)
+	}
+	wc := g.Template.Spec.Containers[0]
+	if q := wc.Resources.Limits[framework.GPUResource]; q.String() != "1" || wc.Name != raycluster.WorkerContainer ||
+		g.Template.Spec.NodeSelector[framework.GPUProductKey] != "NVIDIA-A100-SXM4-80GB" {
+		t.Errorf("gpu worker %+v %v", wc.Resources, g.Template.Spec.NodeSelector)
+	}
+	if g := c.WorkerGroupSpecs[1]; *g.Replicas != 3 || *g.MinReplicas != 0 || *g.MaxReplicas != 3 {
+		t.Errorf("cpu group: replicas=%d min=%d max=%d, want 3 0 3", *g.Replicas, *g.MinReplicas, *g.MaxReplicas)
+	}
+	sub := s.SubmitterPodTemplate
+	if sub == nil || sub.Spec.Containers[0].Name != rayjob.SubmitterContainer || sub.Spec.Containers[0].Image != "rayproject/ray:2.46.0" ||
+		framework.EnvMap(sub.Spec.Containers[0].Env)["ATELIER_ATTEMPT"] != "1" || sub.Labels[framework.LabelRun] != "r" {
+		t.Errorf("submitter template %+v", sub)
+	}
+
+	// shutdownAfterJobFinishes false is honoured.
+	r := ownCluster()
+	r.ShutdownAfterJobFinishes = ptr.To(false)
+	obj, _ = k.Build(step(r, ""))
+	if obj.(*rayv1.RayJob).Spec.ShutdownAfterJobFinishes {
+		t.Error("shutdownAfterJobFinishes false ignored")
+	}
+}
+
+func TestBuildSharedCluster(t *testing.T) {
+	k := rayjob.New(rayfake.NewClientset())
+	obj, err := k.Build(step(&spec.RayStep{Entrypoint: "python eval.py", Cluster: "pool"}, "pool-0a1b2c3d4e"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := obj.(*rayv1.RayJob).Spec
+	if s.ClusterSelector["ray.io/cluster"] != "pool-0a1b2c3d4e" || s.RayClusterSpec != nil || s.SubmitterPodTemplate != nil || s.ShutdownAfterJobFinishes {
+		t.Errorf("spec %+v", s)
+	}
+	if !strings.Contains(s.RuntimeEnvYAML, "ATELIER_STEP: train") {
+		t.Errorf("runtime env %q lacks the step's identity", s.RuntimeEnvYAML)
+	}
+}
+
+func TestBuildInvalid(t *testing.T) {
+	k := rayjob.New(rayfake.NewClientset())
+	mod := func(f func(*spec.RayStep)) *spec.RayStep { r := ownCluster(); f(r); return r }
+	for _, tc := range []struct {
+		name    string
+		r       *spec.RayStep
+		cluster string
+		want    string
+	}{
+		{"no entrypoint", mod(func(r *spec.RayStep) { r.Entrypoint = " " }), "", "ray.entrypoint"},
+		{"no image", mod(func(r *spec.RayStep) { r.Image = "" }), "", "needs an image"},
+		{"negative replicas", mod(func(r *spec.RayStep) { r.Workers[0].Replicas = -1 }), "", "must not be negative"},
+		{"min above max", mod(func(r *spec.RayStep) { r.Workers[0].MinReplicas = 5 }), "", "minReplicas (5) <= replicas (2) <= maxReplicas (4)"},
+		{"duplicate group", mod(func(r *spec.RayStep) { r.Workers[1].Name = "gpu" }), "", "appears twice"},
+		{"bad group name", mod(func(r *spec.RayStep) { r.Workers[1].Name = "CPU_pool" }), "", "ray.workers[1].name"},
+		{"bad quantity", mod(func(r *spec.RayStep) { r.Head.CPU = "two" }), "", "ray.head.cpu"},
+		{"negative ttl", mod(func(r *spec.RayStep) { r.TTLSecondsAfterFinished = -1 }), "", "ttlSecondsAfterFinished"},
+		{"env_vars not a map", mod(func(r *spec.RayStep) { r.RuntimeEnv = map[string]any{"env_vars": "x"} }), "", "env_vars"},
+		{"shared cluster not ensured", &spec.RayStep{Entrypoint: "x", Cluster: "pool"}, "", "EnsureRayCluster"},
+		{"shared cluster and own spec", mod(func(r *spec.RayStep) { r.Cluster = "pool" }), "pool-x", "cannot also describe a cluster"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := k.Build(step(tc.r, tc.cluster))
+			var app *temporal.ApplicationError
+			if !errors.As(err, &app) || app.Type() != activities.ErrTypeInvalidStep || !strings.Contains(app.Message(), tc.want) {
+				t.Errorf("err = %v, want InvalidStep containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestProgress(t *testing.T) {
+	k := rayjob.New(rayfake.NewClientset())
+	end := metav1.NewTime(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC))
+	for _, tc := range []struct {
+		deploy rayv1.JobDeploymentStatus
+		job    rayv1.JobStatus
+		reason rayv1.JobFailedReason
+		phase  framework.Phase
+		want   string // reason reported
+	}{
+		// Transient: never failures.
+		{"", "", "", framework.Pending, ""},
+		{rayv1.JobDeploymentStatusInitializing, "", "", framework.Pending, ""},
+		{rayv1.JobDeploymentStatusWaiting, "", "", framework.Pending, ""},
+		{rayv1.JobDeploymentStatusSuspending, "", "", framework.Pending, ""},
+		{rayv1.JobDeploymentStatusSuspended, "", "", framework.Pending, ""},
+		{rayv1.JobDeploymentStatusRunning, rayv1.JobStatusPending, "", framework.Running, ""},
+		{rayv1.JobDeploymentStatusRunning, rayv1.JobStatusRunning, "", framework.Running, ""},
+		// jobStatus alone decides nothing while KubeRay is not done.
+		{rayv1.JobDeploymentStatusRunning, rayv1.JobStatusSucceeded, "", framework.Running, ""},
+		{rayv1.JobDeploymentStatusRunning, rayv1.JobStatusFailed, "", framework.Running, ""},
+		{rayv1.JobDeploymentStatusRetrying, rayv1.JobStatusFailed, "", framework.Running, ""},
+		{rayv1.JobDeploymentStatusComplete, rayv1.JobStatusRunning, "", framework.Running, ""},
+		{rayv1.JobDeploymentStatusComplete, rayv1.JobStatusPending, "", framework.Running, ""},
+		// Success needs both halves.
+		{rayv1.JobDeploymentStatusComplete, rayv1.JobStatusSucceeded, "", framework.Succeeded, ""},
+		// Failures.
+		{rayv1.JobDeploymentStatusComplete, rayv1.JobStatusFailed, "", framework.Failed, "JobFailed"},
+		{rayv1.JobDeploymentStatusComplete, rayv1.JobStatusStopped, "", framework.Failed, "JobStopped"},
+		{rayv1.JobDeploymentStatusComplete, rayv1.JobStatusFailed, rayv1.AppFailed, framework.Failed, "AppFailed"},
+		{rayv1.JobDeploymentStatusFailed, "", rayv1.ValidationFailed, framework.Failed, "ValidationFailed"},
+		{rayv1.JobDeploymentStatusFailed, rayv1.JobStatusRunning, rayv1.DeadlineExceeded, framework.Failed, "DeadlineExceeded"},
+		{rayv1.JobDeploymentStatusFailed, "", rayv1.SubmissionFailed, framework.Failed, "SubmissionFailed"},
+		{rayv1.JobDeploymentStatusFailed, "", "", framework.Failed, "Failed"},
+		{rayv1.JobDeploymentStatusValidationFailed, "", "", framework.Failed, "ValidationFailed"},
+	} {
+		j := &rayv1.RayJob{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ns"}, Status: rayv1.RayJobStatus{
+			JobDeploymentStatus: tc.deploy, JobStatus: tc.job, Reason: tc.reason, Message: "the message",
+			DashboardURL: "train-raycluster-abcde-head-svc.ns.svc.cluster.local:8265", EndTime: &end,
+		}}
+		p := k.Progress(j, nil)
+		if p.Phase != tc.phase || p.Reason != tc.want {
+			t.Errorf("%q/%q/%q: got %v %q, want %v %q", tc.deploy, tc.job, tc.reason, p.Phase, p.Reason, tc.phase, tc.want)
+		}
+		if p.Phase == framework.Failed && p.Message != "the message" {
+			t.Errorf("%q/%q: message %q", tc.deploy, tc.job, p.Message)
+		}
+		if p.Links["dashboard"] != "http://train-raycluster-abcde-head-svc.ns.svc.cluster.local:8265" ||
+			p.Links["logs"] != "kubectl logs -n ns job/train" {
+			t.Errorf("links %v", p.Links)
+		}
+		if !p.FinishedAt.Equal(end.Time) {
+			t.Errorf("finishedAt %v", p.FinishedAt)
+		}
+	}
+}
+
+func TestOutputPods(t *testing.T) {
+	op := rayjob.New(rayfake.NewClientset()).OutputPods(&rayv1.RayJob{ObjectMeta: metav1.ObjectMeta{Name: "train-a1-x"}})
+	if op.Selector != "job-name=train-a1-x" || op.Container != "ray-job-submitter" {
+		t.Errorf("%+v", op)
+	}
+}
+
+func TestSharedClusterBuildAndState(t *testing.T) {
+	id := framework.Identity{Project: "p", Run: "r", RayCluster: "pool"}
+	rc, err := raycluster.Build(metav1.ObjectMeta{Name: "pool-x", Namespace: "ns", Labels: id.Labels()},
+		spec.SharedRayCluster{Name: "pool", RayClusterTemplate: ownCluster().RayClusterTemplate}, framework.RunEnv("p", "r"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc.Labels[framework.LabelRayCluster] != "pool" || len(rc.Spec.WorkerGroupSpecs) != 2 ||
+		framework.EnvMap(rc.Spec.HeadGroupSpec.Template.Spec.Containers[0].Env)["ATELIER_RUN_ID"] != "r" {
+		t.Errorf("cluster %+v", rc)
+	}
+	for _, tc := range []struct {
+		state         rayv1.ClusterState
+		ready, failed bool
+	}{{"", false, false}, {rayv1.Suspended, false, false}, {rayv1.Ready, true, false}, {rayv1.Failed, false, true}} {
+		rc.Status.State = tc.state
+		if s := raycluster.ReadState(rc); s.Ready != tc.ready || s.Failed != tc.failed {
+			t.Errorf("%q: %+v", tc.state, s)
+		}
+	}
+	rc.Status.Head.ServiceName = "pool-x-head-svc"
+	rc.Status.Endpoints = map[string]string{"dashboard": "8265"}
+	if s := raycluster.ReadState(rc); s.Links["dashboard"] != "http://pool-x-head-svc.ns.svc:8265" {
+		t.Errorf("links %v", s.Links)
+	}
+}

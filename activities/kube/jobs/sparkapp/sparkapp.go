@@ -1,0 +1,200 @@
+// Package sparkapp runs spark steps as SparkApplications (spark-operator
+// v1beta2), in cluster mode, never restarted by the operator (retries
+// belong to the pipeline).
+//
+// Environment variables are set with the driver's and executors' envVars,
+// which the operator turns into spark-submit configuration and which
+// therefore work without its mutating webhook. GPUs (spec.driver.gpu,
+// spec.executor.gpu) and per-role node selectors, on the other hand, are
+// applied by the webhook: a cluster running GPU Spark steps needs it
+// enabled (the Helm chart's default).
+package sparkapp
+
+import (
+	"context"
+	"maps"
+	"strings"
+
+	sparkv1beta2 "github.com/kubeflow/spark-operator/v2/api/v1beta2"
+	sparkclientset "github.com/kubeflow/spark-operator/v2/pkg/client/clientset/versioned"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+
+	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/activities/kube/framework"
+	"github.com/atelier-ml/atelier/workflows/spec"
+)
+
+// Labels the spark-operator puts on an application's pods, and the name of
+// the driver's container.
+const (
+	AppNameLabel    = "sparkoperator.k8s.io/app-name"
+	RoleLabel       = "spark-role"
+	DriverContainer = "spark-kubernetes-driver"
+)
+
+// Kind is the SparkApplication integration.
+type Kind struct{ spark sparkclientset.Interface }
+
+var _ framework.Kind = (*Kind)(nil)
+
+// New returns the SparkApplication integration over a spark-operator
+// clientset.
+func New(spark sparkclientset.Interface) *Kind { return &Kind{spark: spark} }
+
+// Kind implements framework.Resource.
+func (*Kind) Kind() string { return "SparkApplication" }
+
+// Short implements framework.Resource.
+func (*Kind) Short() string { return "sparkapplication" }
+
+// StepKind implements framework.Kind.
+func (*Kind) StepKind() activities.KubeKind { return activities.KubeSparkApp }
+
+// MaxNameLength implements framework.Kind. The operator shortens the names
+// it derives (driver pod, UI service) by itself.
+func (*Kind) MaxNameLength() int { return 63 }
+
+// WatchPods implements framework.Kind: the operator reports driver
+// failures in the application's state.
+func (*Kind) WatchPods() bool { return false }
+
+// NewObject implements framework.Resource.
+func (*Kind) NewObject() framework.Object { return &sparkv1beta2.SparkApplication{} }
+
+// Create implements framework.Resource.
+func (k *Kind) Create(ctx context.Context, obj framework.Object) (framework.Object, error) {
+	a := obj.(*sparkv1beta2.SparkApplication)
+	return k.spark.SparkoperatorV1beta2().SparkApplications(a.Namespace).Create(ctx, a, metav1.CreateOptions{})
+}
+
+// Get implements framework.Resource.
+func (k *Kind) Get(ctx context.Context, ns, name string) (framework.Object, error) {
+	return k.spark.SparkoperatorV1beta2().SparkApplications(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+// Delete implements framework.Resource.
+func (k *Kind) Delete(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+	return k.spark.SparkoperatorV1beta2().SparkApplications(ns).Delete(ctx, name, opts)
+}
+
+// List implements framework.Resource.
+func (k *Kind) List(ctx context.Context, ns string, opts metav1.ListOptions) (runtime.Object, error) {
+	return k.spark.SparkoperatorV1beta2().SparkApplications(ns).List(ctx, opts)
+}
+
+// Watch implements framework.Resource.
+func (k *Kind) Watch(ctx context.Context, ns string, opts metav1.ListOptions) (watch.Interface, error) {
+	return k.spark.SparkoperatorV1beta2().SparkApplications(ns).Watch(ctx, opts)
+}
+
+// Build implements framework.Kind. Fields the CRD validates itself (type,
+// cores, instances) are passed through: the API server's message then
+// names the field precisely.
+func (k *Kind) Build(step framework.Step) (framework.Object, error) {
+	s := step.Request.Spark
+	if s == nil {
+		return nil, framework.Invalid("a %s step needs a spark section", activities.KubeSparkApp)
+	}
+	if s.Image == "" {
+		return nil, framework.Invalid("spark.image: a spark step on Kubernetes needs an image")
+	}
+	if s.MainApplicationFile == "" {
+		return nil, framework.Invalid("spark.mainApplicationFile: a spark step needs the application file (e.g. local:///opt/app/main.py)")
+	}
+	env := framework.EnvMap(step.Env)
+	app := &sparkv1beta2.SparkApplication{
+		ObjectMeta: step.ObjectMeta(),
+		Spec: sparkv1beta2.SparkApplicationSpec{
+			Type:                sparkv1beta2.SparkApplicationType(s.Type),
+			Mode:                sparkv1beta2.DeployModeCluster,
+			Image:               ptr.To(s.Image),
+			SparkVersion:        s.SparkVersion,
+			MainApplicationFile: ptr.To(s.MainApplicationFile),
+			Arguments:           s.Arguments,
+			SparkConf:           maps.Clone(s.SparkConf),
+			RestartPolicy:       sparkv1beta2.RestartPolicy{Type: sparkv1beta2.RestartPolicyNever},
+			Driver:              sparkv1beta2.DriverSpec{SparkPodSpec: podSpec(s.Driver, step, env)},
+			Executor:            sparkv1beta2.ExecutorSpec{SparkPodSpec: podSpec(s.Executor, step, env)},
+		},
+	}
+	if s.MainClass != "" {
+		app.Spec.MainClass = ptr.To(s.MainClass)
+	}
+	if s.Executor.Instances != 0 {
+		app.Spec.Executor.Instances = ptr.To(s.Executor.Instances)
+	}
+	return app, nil
+}
+
+func podSpec(r spec.SparkRole, step framework.Step, env map[string]string) sparkv1beta2.SparkPodSpec {
+	p := sparkv1beta2.SparkPodSpec{
+		Labels: step.PodLabels(),
+		// Deprecated in favour of env, which only the webhook applies;
+		// envVars travel as spark-submit configuration instead.
+		EnvVars:      maps.Clone(env),
+		NodeSelector: framework.GPUNodeSelector(r.GPUType),
+	}
+	if r.Cores != 0 {
+		p.Cores = ptr.To(r.Cores)
+	}
+	if r.Memory != "" {
+		p.Memory = ptr.To(r.Memory)
+	}
+	if r.GPU != 0 {
+		p.GPU = &sparkv1beta2.GPUSpec{Name: string(framework.GPUResource), Quantity: int64(r.GPU)}
+	}
+	return p
+}
+
+// Progress implements framework.Kind: applicationState COMPLETED is
+// success; FAILED and SUBMISSION_FAILED are failures with errorMessage;
+// everything else ("", SUBMITTED, RUNNING, PENDING_RERUN, INVALIDATING,
+// SUCCEEDING, FAILING, UNKNOWN) is transient — SUCCEEDING and FAILING are
+// the operator's way station before the final state.
+func (k *Kind) Progress(obj framework.Object, _ []*corev1.Pod) framework.Progress {
+	a := obj.(*sparkv1beta2.SparkApplication)
+	st := a.Status
+	driver := st.DriverInfo.PodName
+	if driver == "" {
+		driver = a.Name + "-driver"
+	}
+	p := framework.Progress{Links: map[string]string{"logs": "kubectl logs -n " + a.Namespace + " " + driver}}
+	ui := st.DriverInfo.WebUIIngressAddress
+	if ui == "" {
+		ui = st.DriverInfo.WebUIAddress
+	}
+	if ui != "" {
+		if !strings.Contains(ui, "://") {
+			ui = "http://" + ui
+		}
+		p.Links["sparkUI"] = ui
+	}
+	if !st.TerminationTime.IsZero() {
+		p.FinishedAt = st.TerminationTime.Time
+	}
+	switch st.AppState.State {
+	case sparkv1beta2.ApplicationStateCompleted:
+		p.Phase = framework.Succeeded
+	case sparkv1beta2.ApplicationStateFailed, sparkv1beta2.ApplicationStateFailedSubmission:
+		p.Phase = framework.Failed
+		p.Reason = string(st.AppState.State)
+		p.Message = st.AppState.ErrorMessage
+	case sparkv1beta2.ApplicationStateNew, sparkv1beta2.ApplicationStateSubmitted:
+		p.Phase = framework.Pending
+	default:
+		p.Phase = framework.Running
+	}
+	return p
+}
+
+// OutputPods implements framework.Kind: the driver pod.
+func (k *Kind) OutputPods(obj framework.Object) framework.OutputPods {
+	return framework.OutputPods{
+		Selector:  AppNameLabel + "=" + obj.GetName() + "," + RoleLabel + "=driver",
+		Container: DriverContainer,
+	}
+}

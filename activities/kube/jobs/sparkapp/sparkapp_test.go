@@ -1,0 +1,145 @@
+package sparkapp_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	sparkv1beta2 "github.com/kubeflow/spark-operator/v2/api/v1beta2"
+	sparkfake "github.com/kubeflow/spark-operator/v2/pkg/client/clientset/versioned/fake"
+	"go.temporal.io/sdk/temporal"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/activities/kube/framework"
+	"github.com/atelier-ml/atelier/activities/kube/jobs/sparkapp"
+	"github.com/atelier-ml/atelier/workflows/spec"
+)
+
+func step(s *spec.SparkStep) framework.Step {
+	req := activities.KubeStepRequest{Project: "p", RunID: "r", Step: "etl", Attempt: 3, Kind: activities.KubeSparkApp, Spark: s}
+	id := framework.Identity{Project: "p", Run: "r", Step: "etl", Attempt: 3}
+	return framework.Step{
+		Request: req,
+		Meta:    metav1.ObjectMeta{Name: "etl-a3-0123456789", Namespace: "atelier-p", Labels: id.Labels()},
+		Env:     framework.StepEnv(req),
+	}
+}
+
+func app() *spec.SparkStep {
+	return &spec.SparkStep{
+		Type:                "Scala",
+		Image:               "spark:3.5.5",
+		SparkVersion:        "3.5.5",
+		MainClass:           "org.example.ETL",
+		MainApplicationFile: "local:///opt/app/etl.jar",
+		Arguments:           []string{"--day", "2025-01-01"},
+		SparkConf:           map[string]string{"spark.sql.shuffle.partitions": "64"},
+		Driver:              spec.SparkRole{Cores: 1, Memory: "2g"},
+		Executor:            spec.SparkRole{Cores: 4, Memory: "8g", Instances: 3, GPU: 1, GPUType: "NVIDIA-L4"},
+	}
+}
+
+func TestBuild(t *testing.T) {
+	obj, err := sparkapp.New(sparkfake.NewSimpleClientset()).Build(step(app()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := obj.(*sparkv1beta2.SparkApplication)
+	s := a.Spec
+	if s.Type != sparkv1beta2.SparkApplicationTypeScala || s.Mode != sparkv1beta2.DeployModeCluster || *s.Image != "spark:3.5.5" ||
+		s.SparkVersion != "3.5.5" || *s.MainClass != "org.example.ETL" || *s.MainApplicationFile != "local:///opt/app/etl.jar" ||
+		s.Arguments[1] != "2025-01-01" || s.SparkConf["spark.sql.shuffle.partitions"] != "64" {
+		t.Errorf("spec %+v", s)
+	}
+	if s.RestartPolicy.Type != sparkv1beta2.RestartPolicyNever {
+		t.Errorf("restart policy %+v", s.RestartPolicy)
+	}
+	d, e := s.Driver, s.Executor
+	if *d.Cores != 1 || *d.Memory != "2g" || d.GPU != nil || d.Labels[framework.LabelAttempt] != "3" {
+		t.Errorf("driver %+v", d)
+	}
+	if *e.Cores != 4 || *e.Memory != "8g" || *e.Instances != 3 || e.GPU == nil || e.GPU.Name != "nvidia.com/gpu" || e.GPU.Quantity != 1 ||
+		e.NodeSelector[framework.GPUProductKey] != "NVIDIA-L4" {
+		t.Errorf("executor %+v", e)
+	}
+	for _, role := range []sparkv1beta2.SparkPodSpec{d.SparkPodSpec, e.SparkPodSpec} {
+		if role.EnvVars["ATELIER_OUTPUTS"] != "/dev/termination-log" || role.EnvVars["ATELIER_STEP"] != "etl" {
+			t.Errorf("env %v", role.EnvVars)
+		}
+	}
+	// Unset sizes stay unset (the CRD's minimum is 1).
+	minimal := &spec.SparkStep{Type: "Python", Image: "spark", MainApplicationFile: "local:///a.py"}
+	obj, _ = sparkapp.New(sparkfake.NewSimpleClientset()).Build(step(minimal))
+	a = obj.(*sparkv1beta2.SparkApplication)
+	if a.Spec.Driver.Cores != nil || a.Spec.Executor.Instances != nil || a.Spec.MainClass != nil {
+		t.Errorf("defaults %+v", a.Spec)
+	}
+}
+
+func TestBuildInvalid(t *testing.T) {
+	for _, tc := range []struct {
+		s    *spec.SparkStep
+		want string
+	}{
+		{&spec.SparkStep{Type: "Python", MainApplicationFile: "x"}, "spark.image"},
+		{&spec.SparkStep{Type: "Python", Image: "spark"}, "spark.mainApplicationFile"},
+	} {
+		_, err := sparkapp.New(sparkfake.NewSimpleClientset()).Build(step(tc.s))
+		var app *temporal.ApplicationError
+		if !errors.As(err, &app) || app.Type() != activities.ErrTypeInvalidStep || !strings.Contains(app.Message(), tc.want) {
+			t.Errorf("err = %v, want %q", err, tc.want)
+		}
+	}
+}
+
+func TestProgress(t *testing.T) {
+	k := sparkapp.New(sparkfake.NewSimpleClientset())
+	end := metav1.NewTime(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC))
+	for _, tc := range []struct {
+		state sparkv1beta2.ApplicationStateType
+		phase framework.Phase
+	}{
+		{sparkv1beta2.ApplicationStateNew, framework.Pending},
+		{sparkv1beta2.ApplicationStateSubmitted, framework.Pending},
+		{sparkv1beta2.ApplicationStateRunning, framework.Running},
+		{sparkv1beta2.ApplicationStatePendingRerun, framework.Running},
+		{sparkv1beta2.ApplicationStateInvalidating, framework.Running},
+		{sparkv1beta2.ApplicationStateSucceeding, framework.Running},
+		{sparkv1beta2.ApplicationStateFailing, framework.Running},
+		{sparkv1beta2.ApplicationStateUnknown, framework.Running},
+		{sparkv1beta2.ApplicationStateCompleted, framework.Succeeded},
+		{sparkv1beta2.ApplicationStateFailed, framework.Failed},
+		{sparkv1beta2.ApplicationStateFailedSubmission, framework.Failed},
+	} {
+		a := &sparkv1beta2.SparkApplication{ObjectMeta: metav1.ObjectMeta{Name: "etl", Namespace: "ns"}, Status: sparkv1beta2.SparkApplicationStatus{
+			AppState:        sparkv1beta2.ApplicationState{State: tc.state, ErrorMessage: "driver OOMKilled"},
+			DriverInfo:      sparkv1beta2.DriverInfo{PodName: "etl-driver", WebUIAddress: "10.0.0.7:4040"},
+			TerminationTime: end,
+		}}
+		p := k.Progress(a, nil)
+		if p.Phase != tc.phase {
+			t.Errorf("%q: phase %v, want %v", tc.state, p.Phase, tc.phase)
+		}
+		if p.Phase == framework.Failed && (p.Reason != string(tc.state) || p.Message != "driver OOMKilled") {
+			t.Errorf("%q: reason %q message %q", tc.state, p.Reason, p.Message)
+		}
+		if p.Links["sparkUI"] != "http://10.0.0.7:4040" || p.Links["logs"] != "kubectl logs -n ns etl-driver" {
+			t.Errorf("links %v", p.Links)
+		}
+	}
+	// The ingress address wins over the pod address.
+	a := &sparkv1beta2.SparkApplication{Status: sparkv1beta2.SparkApplicationStatus{DriverInfo: sparkv1beta2.DriverInfo{
+		WebUIAddress: "10.0.0.7:4040", WebUIIngressAddress: "https://spark.example.com/etl"}}}
+	if ui := k.Progress(a, nil).Links["sparkUI"]; ui != "https://spark.example.com/etl" {
+		t.Errorf("sparkUI %q", ui)
+	}
+}
+
+func TestOutputPods(t *testing.T) {
+	op := sparkapp.New(sparkfake.NewSimpleClientset()).OutputPods(&sparkv1beta2.SparkApplication{ObjectMeta: metav1.ObjectMeta{Name: "etl-a3-x"}})
+	if op.Selector != "sparkoperator.k8s.io/app-name=etl-a3-x,spark-role=driver" || op.Container != "spark-kubernetes-driver" {
+		t.Errorf("%+v", op)
+	}
+}

@@ -1,0 +1,320 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	sparkclient "github.com/kubeflow/spark-operator/v2/pkg/client/clientset/versioned"
+	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
+
+	"github.com/atelier-ml/atelier/internal/kubetest"
+	"github.com/atelier-ml/atelier/wire"
+	"github.com/atelier-ml/atelier/workflows"
+)
+
+// kubeEnv is a stack plus a real kube-apiserver (with the KubeRay and Spark
+// CRDs), a simulated operator, and a registered cluster.
+type kubeEnv struct {
+	*stack
+	kc        *kubetest.Cluster
+	op        *kubetest.Operator
+	cluster   string
+	namespace string
+	kube      kubernetes.Interface
+	ray       rayclient.Interface
+	spark     sparkclient.Interface
+}
+
+var clusterSeq int
+
+func newKubeEnv(t *testing.T, script func(kubetest.ObjectRef) kubetest.Scenario, inProcessClusterWorker bool, opts ...stackOptions) *kubeEnv {
+	t.Helper()
+	kc := kubetest.Start(t)
+	s := newStack(t, opts...)
+	clusterSeq++
+	e := &kubeEnv{stack: s, kc: kc, cluster: fmt.Sprintf("k8s-%d-%d", os.Getpid()%10000, clusterSeq), namespace: kc.Namespace(t)}
+	s.cfg.Cluster = e.cluster
+	s.cfg.Kubeconfig = kc.Kubeconfig()
+	s.cfg.KubeNamespaceTemplate = e.namespace
+
+	op, err := kubetest.NewOperator(kc.RESTConfig())
+	require.NoError(t, err)
+	op.Script = script
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	op.Run(ctx)
+	e.op = op
+	e.kube = kc.Clientset()
+	e.ray = rayclient.NewForConfigOrDie(kc.RESTConfig())
+	e.spark = sparkclient.NewForConfigOrDie(kc.RESTConfig())
+
+	if inProcessClusterWorker {
+		cw, clean, err := wire.InitClusterWorker(ctx, s.cfg)
+		require.NoError(t, err)
+		done := make(chan struct{})
+		go func() { defer close(done); _ = cw.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done; clean() })
+		e.waitRegistered(t)
+	}
+	return e
+}
+
+// waitRegistered waits until the cluster's worker has registered it, so
+// ray and spark steps validate.
+func (e *kubeEnv) waitRegistered(t *testing.T) {
+	require.Eventually(t, func() bool {
+		var out map[string]any
+		return e.do("GET", "/v1/clusters/"+e.cluster, nil, &out) == 200
+	}, 30*time.Second, 100*time.Millisecond, "cluster %s never registered", e.cluster)
+}
+
+// runObjects lists what a run still has on the apiserver.
+func (e *kubeEnv) runObjects(t *testing.T, runID string) []string {
+	t.Helper()
+	ctx := context.Background()
+	lo := metav1.ListOptions{LabelSelector: "atelier.dev/run=" + runID}
+	var out []string
+	jobs, err := e.kube.BatchV1().Jobs(e.namespace).List(ctx, lo)
+	require.NoError(t, err)
+	for _, o := range jobs.Items {
+		out = append(out, "job/"+o.Name)
+	}
+	rjs, err := e.ray.RayV1().RayJobs(e.namespace).List(ctx, lo)
+	require.NoError(t, err)
+	for _, o := range rjs.Items {
+		out = append(out, "rayjob/"+o.Name)
+	}
+	rcs, err := e.ray.RayV1().RayClusters(e.namespace).List(ctx, lo)
+	require.NoError(t, err)
+	for _, o := range rcs.Items {
+		out = append(out, "raycluster/"+o.Name)
+	}
+	sas, err := e.spark.SparkoperatorV1beta2().SparkApplications(e.namespace).List(ctx, lo)
+	require.NoError(t, err)
+	for _, o := range sas.Items {
+		out = append(out, "sparkapp/"+o.Name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func kubePipelineYAML(cluster string) string {
+	return fmt.Sprintf(`
+rayClusters:
+  - name: shared
+    image: rayproject/ray:2.9.0
+    workers: [{name: cpu, replicas: 1}]
+steps:
+  - name: etl
+    kind: spark
+    spark:
+      type: Python
+      image: spark:3.5.0
+      mainApplicationFile: local:///opt/etl.py
+      driver: {cores: 1, memory: 1g}
+      executor: {cores: 1, memory: 1g, instances: 2}
+  - name: train
+    kind: ray
+    dependsOn: [etl]
+    ray:
+      entrypoint: python train.py --rows {{ steps.etl.outputs.rows }}
+      image: rayproject/ray:2.9.0
+      workers: [{name: gpu, replicas: 2, gpu: 1, gpuType: NVIDIA-A100-SXM4-80GB}]
+  - name: eval-a
+    kind: ray
+    dependsOn: [train]
+    ray: {entrypoint: python eval.py a, cluster: shared}
+  - name: eval-b
+    kind: ray
+    dependsOn: [train]
+    ray: {entrypoint: python eval.py b, cluster: shared}
+  - name: report
+    dependsOn: [eval-a, eval-b]
+    placement: {cluster: %s}
+    container: {image: busybox:1.36, command: ["sh", "-c", "echo report"]}
+`, cluster)
+}
+
+// Outputs per kind, as the simulated pods report them.
+func outputsScript(ref kubetest.ObjectRef) kubetest.Scenario {
+	return kubetest.Scenario{Outcome: kubetest.Succeed, Delay: 100 * time.Millisecond, Outputs: fmt.Sprintf(`{"rows": 150, "kind": %q}`, ref.Kind)}
+}
+
+func TestKubePipelineRaySparkContainerEndToEnd(t *testing.T) {
+	e := newKubeEnv(t, outputsScript, true)
+	e.createPipeline("ray-spark", kubePipelineYAML(e.cluster))
+	id := e.startRun(map[string]any{"pipeline": "ray-spark"})
+	r := e.waitTerminal(id, 90*time.Second)
+	require.Equal(t, workflows.RunSucceeded, r.State, "%+v", r.Status)
+
+	etl := stepByName(r, "etl")
+	assert.Equal(t, map[string]any{"rows": 150.0, "kind": "sparkapp"}, etl.Outputs, "outputs come back from the driver pod's termination message")
+	train := stepByName(r, "train")
+	require.Len(t, train.Attempts, 1)
+	assert.Equal(t, e.cluster, train.Attempts[0].Cluster)
+	assert.Contains(t, train.Attempts[0].Object, "rayjob/")
+	assert.NotEmpty(t, train.Attempts[0].Links, "dashboard/log links on the attempt")
+	assert.Equal(t, "job", stepByName(r, "report").Outputs.(map[string]any)["kind"])
+
+	// Nothing of the run is left on the cluster, including the shared RayCluster.
+	assert.Empty(t, e.runObjects(t, id))
+	for k, n := range e.op.ObjectsPerAttempt() {
+		assert.Equal(t, 1, n, "attempt %s has %d objects", k, n)
+	}
+}
+
+func TestKubeCancelDeletesEveryObject(t *testing.T) {
+	hang := func(kubetest.ObjectRef) kubetest.Scenario { return kubetest.Scenario{Outcome: kubetest.Hang} }
+	e := newKubeEnv(t, hang, true)
+	for _, tc := range []struct{ kind, step string }{
+		{"sparkapp", "kind: spark\n    spark: {type: Python, image: spark:3.5.0, mainApplicationFile: local:///x.py}"},
+		{"rayjob", "kind: ray\n    ray: {entrypoint: python x.py, image: rayproject/ray:2.9.0}"},
+		{"rayjob-shared", "kind: ray\n    ray: {entrypoint: python x.py, cluster: shared}"},
+		{"job", fmt.Sprintf("placement: {cluster: %s}\n    container: {image: busybox, command: [sleep, '300']}", e.cluster)},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			name := "cancel-" + tc.kind
+			e.createPipeline(name, fmt.Sprintf(`
+rayClusters:
+  - name: shared
+    image: rayproject/ray:2.9.0
+steps:
+  - name: work
+    %s
+  - name: after
+    dependsOn: [work]
+    container: {command: ["true"]}
+`, tc.step))
+			id := e.startRun(map[string]any{"pipeline": name})
+			require.Eventually(t, func() bool { return len(e.runObjects(t, id)) > 0 }, 30*time.Second, 50*time.Millisecond)
+			e.waitRun(id, 30*time.Second, "the step running", func(r runView) bool {
+				return r.Status != nil && len(r.Status.Steps) > 0 && r.Status.Steps[0].State == workflows.StepRunning
+			})
+			before := e.runObjects(t, id)
+			start := time.Now()
+			require.Equal(t, 202, e.do("POST", e.path("/runs/%s/cancel", id), map[string]any{"reason": "test"}, nil))
+			require.Eventually(t, func() bool { return len(e.runObjects(t, id)) == 0 }, 30*time.Second, 20*time.Millisecond,
+				"objects left: %v", e.runObjects(t, id))
+			t.Logf("%s: %v deleted %s after the cancel request", tc.kind, before, time.Since(start).Round(time.Millisecond))
+			r := e.waitTerminal(id, 30*time.Second)
+			assert.Equal(t, workflows.RunCancelled, r.State)
+			assert.Equal(t, workflows.StepCancelled, stepByName(r, "after").State)
+		})
+	}
+}
+
+// startClusterWorkerProcess runs `atelier worker --cluster` as a child
+// process, to be killed with SIGKILL.
+func (e *kubeEnv) startClusterWorkerProcess(t *testing.T, log *os.File) *exec.Cmd {
+	cmd := exec.Command(atelierBinary(t), "worker", "--cluster", e.cluster, "--kubeconfig", e.kc.Kubeconfig(),
+		"--kube-namespace-template", e.namespace)
+	cmd.Env = append(os.Environ(), "ATELIER_DATABASE_URL="+e.cfg.DatabaseURL, "ATELIER_TEMPORAL="+e.cfg.TemporalHostPort,
+		"ATELIER_NAMESPACE="+e.cfg.Namespace, "ATELIER_LOG_LEVEL=warn")
+	cmd.Stdout, cmd.Stderr = log, log
+	require.NoError(t, cmd.Start())
+	return cmd
+}
+
+// Kill -9 the local worker and the cluster worker at random points while 20
+// runs of a Ray + Spark + container pipeline are in flight; restart them
+// each time. Every run completes, no step attempt ever had two objects, and
+// nothing is left on the cluster.
+func TestKubeWorkersKilledAtRandomPointsEveryRunCompletes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long")
+	}
+	rng := rand.New(rand.NewSource(42))
+	var rngMu sync.Mutex
+	script := func(ref kubetest.ObjectRef) kubetest.Scenario {
+		rngMu.Lock()
+		d := time.Duration(300+rng.Intn(900)) * time.Millisecond
+		rngMu.Unlock()
+		return kubetest.Scenario{Outcome: kubetest.Succeed, Delay: d, Outputs: fmt.Sprintf(`{"rows": 150, "kind": %q}`, ref.Kind)}
+	}
+	e := newKubeEnv(t, script, false, stackOptions{noWorker: true})
+	logf, err := os.Create(filepath.Join(t.TempDir(), "workers.log"))
+	require.NoError(t, err)
+	defer logf.Close()
+
+	var mu sync.Mutex
+	local := e.startWorkerProcess(t, "local-0.log")
+	cluster := e.startClusterWorkerProcess(t, logf)
+	e.waitRegistered(t)
+
+	e.createPipeline("ray-spark", kubePipelineYAML(e.cluster))
+	const runs = 20
+	ids := make([]string, runs)
+	for i := range ids {
+		ids[i] = e.startRun(map[string]any{"pipeline": "ray-spark"})
+	}
+
+	stop := make(chan struct{})
+	killerDone := make(chan int)
+	go func() {
+		kills := 0
+		for {
+			rngMu.Lock()
+			wait := time.Duration(1500+rng.Intn(2500)) * time.Millisecond
+			which := rng.Intn(3)
+			rngMu.Unlock()
+			select {
+			case <-stop:
+				killerDone <- kills
+				return
+			case <-time.After(wait):
+			}
+			mu.Lock()
+			if which != 1 {
+				_ = cluster.Process.Signal(syscall.SIGKILL)
+				_ = cluster.Wait()
+				cluster = e.startClusterWorkerProcess(t, logf)
+				kills++
+			}
+			if which != 0 {
+				_ = local.Process.Signal(syscall.SIGKILL)
+				_ = local.Wait()
+				local = e.startWorkerProcess(t, fmt.Sprintf("local-%d.log", kills))
+				kills++
+			}
+			mu.Unlock()
+		}
+	}()
+
+	for _, id := range ids {
+		r := e.waitTerminal(id, 6*time.Minute)
+		assert.Equal(t, workflows.RunSucceeded, r.State, "run %s: %+v", id, r.Status)
+	}
+	close(stop)
+	kills := <-killerDone
+	mu.Lock()
+	_ = cluster.Process.Kill()
+	_ = cluster.Wait()
+	mu.Unlock()
+	t.Logf("%d runs completed across %d worker kills", runs, kills)
+	assert.Greater(t, kills, 2, "the test must actually kill workers mid-run")
+
+	var dup []string
+	for k, n := range e.op.ObjectsPerAttempt() {
+		if n != 1 {
+			dup = append(dup, fmt.Sprintf("%s=%d", k, n))
+		}
+	}
+	assert.Empty(t, dup, "step attempts with more than one object")
+	for _, id := range ids {
+		assert.Empty(t, e.runObjects(t, id), "run %s left objects", id)
+	}
+}

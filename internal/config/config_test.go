@@ -1,0 +1,62 @@
+package config
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+func parse(t *testing.T, args ...string) Config {
+	t.Helper()
+	var c Config
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	c.Bind(fs)
+	c.BindWorker(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestWorkerFlags(t *testing.T) {
+	t.Setenv("KUBECONFIG", "/from/kubeconfig")
+	c := parse(t, "--database-url", "postgres://x", "--cluster", "gpu-east")
+	if c.Cluster != "gpu-east" || c.ClusterLabels != nil || c.Kubeconfig != "/from/kubeconfig" ||
+		c.KubeNamespaceTemplate != "atelier-{project}" || c.KubeQPS != 100 || c.KubeBurst != 200 {
+		t.Fatalf("%+v", c)
+	}
+	if err := c.ValidateCluster(); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Setenv("ATELIER_KUBECONFIG", "/from/atelier")
+	t.Setenv("ATELIER_CLUSTER_LABELS", "tier=gpu,region=east")
+	t.Setenv("ATELIER_KUBE_QPS", "50.5")
+	c = parse(t, "--database-url", "postgres://x", "--cluster", "gpu-east")
+	if c.Kubeconfig != "/from/atelier" || c.ClusterLabels["region"] != "east" || len(c.ClusterLabels) != 2 || c.KubeQPS != 50.5 {
+		t.Fatalf("%+v", c)
+	}
+	// Flags replace the environment's labels rather than merging with them.
+	c = parse(t, "--cluster", "gpu-east", "--cluster-label", "tier=cpu", "--cluster-label", "zone=a", "--kube-context", "prod")
+	if len(c.ClusterLabels) != 2 || c.ClusterLabels["tier"] != "cpu" || c.ClusterLabels["zone"] != "a" || c.KubeContext != "prod" {
+		t.Fatalf("%+v", c.ClusterLabels)
+	}
+}
+
+func TestValidateCluster(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cluster", "GPU"}, "cluster name"},
+		{[]string{"--cluster", "east", "--cluster-label", "bad key=x"}, "cluster label"},
+		{[]string{"--cluster", "east", "--kube-namespace-template", ""}, "namespace template"},
+		{[]string{"--cluster", "east", "--kube-burst", "0"}, "positive"},
+	} {
+		c := parse(t, append([]string{"--database-url", "postgres://x"}, tc.args...)...)
+		if err := c.ValidateCluster(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: got %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
