@@ -76,6 +76,11 @@ func RunDev(ctx context.Context, cfg config.Config, opts DevOptions, b DevBuilde
 		defer func() { _ = stop() }()
 		cfg.DatabaseURL = url
 	}
+	// Other processes started by hand (a cluster worker, say) find the
+	// database here.
+	if err := os.WriteFile(filepath.Join(stateDir, "database-url"), []byte(cfg.DatabaseURL+"\n"), 0o600); err != nil {
+		return fmt.Errorf("save database URL: %w", err)
+	}
 	if cfg.DataDir == config.Default().DataDir {
 		cfg.DataDir = filepath.Join(stateDir, "data")
 	}
@@ -173,6 +178,11 @@ Try it:
   curl -sS -H "Authorization: Bearer $ATELIER_TOKEN" -H 'Content-Type: application/json' \
     -d '{"pipeline":"train-evaluate","params":{"dataset":"iris"}}' \
     $ATELIER_URL/v1/projects/default/runs
+
+Run ray/spark steps on a Kubernetes cluster by starting its worker:
+
+  go run ./cmd/atelier worker --cluster my-k8s --kubeconfig ~/.kube/config \
+    --temporal %[3]s --database-url "$(cat %[6]s/database-url)"
 
 `, api, ui, temporal, ns, token, stateDir)
 }
