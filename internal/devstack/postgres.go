@@ -199,7 +199,7 @@ func startThrowaway(ctx context.Context, stateDir string, log func(string, ...an
 	c.logFile = filepath.Join(c.base, "postgres.log")
 
 	// One process at a time sets the cluster up (parallel test binaries).
-	unlock, err := lockFile(ctx, filepath.Join(c.base, "postgres.lock"))
+	unlock, err := lockFile(ctx, filepath.Join(c.base, "postgres.lock"), func(time.Duration) {})
 	if err != nil {
 		return "", nil, err
 	}
@@ -219,7 +219,7 @@ func startThrowaway(ctx context.Context, stateDir string, log func(string, ...an
 	if err := c.initdb(ctx, log); err != nil {
 		return "", nil, err
 	}
-	port, err := freePort()
+	port, err := freePort("127.0.0.1")
 	if err != nil {
 		return "", nil, err
 	}
@@ -492,35 +492,3 @@ func reachableBy(dir string, uid, gid uint32) bool {
 	}
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("devstack: finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// lockFile takes an exclusive flock on path, polling so ctx is honoured.
-func lockFile(ctx context.Context, path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("devstack: %w", err)
-	}
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() { f.Close() }, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("devstack: locking %s: %w", path, err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}

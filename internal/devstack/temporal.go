@@ -165,7 +165,7 @@ func StartTemporal(ctx context.Context, opts TemporalOptions, log func(string, .
 	}
 	port := opts.Port
 	if port == 0 {
-		if port, err = temporalFreePort(host); err != nil {
+		if port, err = freePort(host); err != nil {
 			return nil, err
 		}
 	}
@@ -176,7 +176,7 @@ func StartTemporal(ctx context.Context, opts TemporalOptions, log func(string, .
 	} else {
 		uiPort := opts.UIPort
 		if uiPort == 0 {
-			if uiPort, err = temporalFreePort(host); err != nil {
+			if uiPort, err = freePort(host); err != nil {
 				return nil, err
 			}
 		}
@@ -401,11 +401,11 @@ func (s *TemporalServer) closeLog() {
 	}
 }
 
-// temporalFreePort returns a port that is free on host. Like the temporal CLI and SDK
+// freePort returns a port that is free on host. Like the temporal CLI and SDK
 // do, it connects to the port once so the kernel keeps it in TIME_WAIT and
 // does not hand it to the next bind(:0) (e.g. the CLI's own metrics and
 // internal service ports) before the server binds it explicitly.
-func temporalFreePort(host string) (int, error) {
+func freePort(host string) (int, error) {
 	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return 0, fmt.Errorf("devstack: find free port: %w", err)

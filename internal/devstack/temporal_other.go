@@ -10,10 +10,10 @@ import (
 	"time"
 )
 
-// temporalLockFile on non-unix systems uses an exclusive-create marker file. Unlike
+// lockFile on non-unix systems uses an exclusive-create marker file. Unlike
 // flock it is not released if the holder crashes, so a stale lock older than
 // an hour is taken over.
-func temporalLockFile(ctx context.Context, path string, waiting func(time.Duration)) (func(), error) {
+func lockFile(ctx context.Context, path string, waiting func(time.Duration)) (func(), error) {
 	start := time.Now()
 	lastReport := start
 	for {

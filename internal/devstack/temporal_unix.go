@@ -11,11 +11,11 @@ import (
 	"time"
 )
 
-// temporalLockFile takes an exclusive flock on path, polling so that ctx can cancel
+// lockFile takes an exclusive flock on path, polling so that ctx can cancel
 // the wait (a blocking flock cannot be interrupted). waiting is called every
 // temporalProgressEvery while another process holds the lock. The kernel drops the
 // lock if the holder dies, so a crashed build never wedges later callers.
-func temporalLockFile(ctx context.Context, path string, waiting func(time.Duration)) (unlock func(), err error) {
+func lockFile(ctx context.Context, path string, waiting func(time.Duration)) (unlock func(), err error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, err
