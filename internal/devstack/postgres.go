@@ -491,4 +491,3 @@ func reachableBy(dir string, uid, gid uint32) bool {
 		}
 	}
 }
-
