@@ -53,6 +53,10 @@ func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, mirror 
 	return &Worker{w: w, pub: pub, pipelines: pipelines, taskQueue: cfg.TaskQueue, log: l.Named("worker")}
 }
 
+// Registry lets a caller register more workflows and activities before Run
+// (benchmarks register their baselines on the very worker they compare with).
+func (w *Worker) Registry() worker.Registry { return w.w }
+
 // Run publishes the Go pipelines, then polls until ctx is cancelled.
 func (w *Worker) Run(ctx context.Context) error {
 	for _, p := range w.pipelines {

@@ -5,12 +5,9 @@
 // bench_<random>, dropped by Close), and, in-process, the real gateway
 // (wire.InitGateway) and/or a worker.
 //
-// The worker is built here rather than with wire.InitWorker because a
-// benchmark registers its own baseline workflows and activities next to
-// Atelier's, on the same worker: app.Worker does not expose its
-// registry. NewWorker mirrors app.NewWorker (same worker.Options, same
-// registrations: the pipeline workflow, the local runtime's Runner and the
-// catalogue mirror); keep the two in sync.
+// The worker is the real one (wire.InitWorker); a benchmark registers its
+// own baseline workflows and activities on it through app.Worker.Registry,
+// so baseline and subject share one worker.
 package benchstack
 
 import (
@@ -28,18 +25,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
-	"go.uber.org/zap"
 
-	actcatalog "github.com/atelier-ml/atelier/activities/catalog"
-	"github.com/atelier-ml/atelier/activities/local"
-	"github.com/atelier-ml/atelier/internal/app"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/config"
 	"github.com/atelier-ml/atelier/internal/devstack"
 	"github.com/atelier-ml/atelier/internal/store"
 	"github.com/atelier-ml/atelier/internal/tokens"
 	"github.com/atelier-ml/atelier/wire"
-	"github.com/atelier-ml/atelier/workflows"
 )
 
 // Options selects what Start runs in-process.
@@ -191,61 +183,21 @@ func Start(ctx context.Context, o Options) (s *Stack, err error) {
 		s.URL = "http://" + addr
 	}
 	if o.Worker {
-		w, clean, err := NewWorker(ctx, cfg, o.Register)
+		w, clean, err := wire.InitWorker(ctx, cfg)
 		if err != nil {
 			return s, err
 		}
 		s.closers = append(s.closers, clean)
-		if err := w.Start(); err != nil {
-			return s, fmt.Errorf("start worker: %w", err)
+		if o.Register != nil {
+			o.Register(w.Registry())
 		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			<-runCtx.Done()
-			w.Stop()
+			_ = w.Run(runCtx)
 		}()
 	}
 	return s, nil
-}
-
-// NewWorker builds a worker the way app.NewWorker does (same options, same
-// Atelier registrations, its own Temporal client and store pool, as in
-// wire.InitWorker) plus the registrations of extra. The caller starts it.
-func NewWorker(ctx context.Context, cfg config.Config, extra func(worker.Registry)) (worker.Worker, func(), error) {
-	l, logClean, err := app.NewLogger(cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	c, cClean, err := app.NewTemporalClient(ctx, cfg, l)
-	if err != nil {
-		logClean()
-		return nil, nil, err
-	}
-	st, err := store.Open(ctx, cfg.DatabaseURL, store.WithApplicationName("atelier"))
-	if err != nil {
-		cClean()
-		logClean()
-		return nil, nil, err
-	}
-	clean := func() { st.Close(); cClean(); logClean() }
-	runner := local.New(st, local.WithDataDir(cfg.DataDir), local.WithLogger(l.Named("local")))
-	mirror := actcatalog.New(st, l)
-	// Keep in sync with app.NewWorker.
-	w := worker.New(c, cfg.TaskQueue, worker.Options{
-		MaxConcurrentActivityExecutionSize: cfg.WorkerConcurrency,
-		MaxHeartbeatThrottleInterval:       time.Second,
-		DefaultHeartbeatThrottleInterval:   time.Second,
-		WorkerStopTimeout:                  cfg.ShutdownTimeout,
-	})
-	workflows.Register(w)
-	runner.Register(w)
-	mirror.Register(w)
-	if extra != nil {
-		extra(w)
-	}
-	l.Debug("bench worker built", zap.String("taskQueue", cfg.TaskQueue))
-	return w, clean, nil
 }
 
 // Bootstrap creates project and an editor token for it, returning the
