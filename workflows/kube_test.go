@@ -11,6 +11,9 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/atelier-ml/atelier/workflows/spec"
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/workflows"
@@ -158,4 +161,41 @@ func TestKubeStepFailureAndCancelStillCleanUp(t *testing.T) {
 		assert.Equal(t, workflows.StepCancelled, s.Steps[0].State)
 		assert.Contains(t, fc.calls, "cleanup atelier-k8s-gpu-east default-test-workflow-id")
 	})
+}
+
+// A native Go pipeline reaches the same backends through Run.Ray, Run.Spark,
+// Run.RayCluster and WithPlacement.
+func goKubePipeline(ctx workflow.Context, _ struct{}) (string, error) {
+	run, ctx, err := workflows.Begin(ctx, workflows.RunOptions{})
+	if err != nil {
+		return "", err
+	}
+	run.RayCluster(spec.SharedRayCluster{Name: "shared", RayClusterTemplate: spec.RayClusterTemplate{Image: "rayproject/ray:2.9.0"}})
+	_, err = run.Spark(ctx, "etl", spec.SparkStep{Type: "Python", Image: "spark", MainApplicationFile: "local:///etl.py"}).Get(ctx)
+	if err == nil {
+		_, err = run.Ray(ctx, "train", spec.RayStep{Entrypoint: "python train.py", RayClusterTemplate: spec.RayClusterTemplate{Image: "ray"}}).Get(ctx)
+	}
+	if err == nil {
+		_, err = run.Ray(ctx, "eval", spec.RayStep{Entrypoint: "python eval.py", Cluster: "shared"}).Get(ctx)
+	}
+	if err == nil {
+		_, err = run.Container(ctx, "report", spec.Container{Image: "busybox", Command: []string{"true"}},
+			workflows.WithPlacement(&spec.Placement{Cluster: "cpu-west"})).Get(ctx)
+	}
+	return "done", run.End("done", err)
+}
+
+func TestGoPipelineKubeSteps(t *testing.T) {
+	env, rt, _ := newEnv(t)
+	env.RegisterWorkflowWithOptions(goKubePipeline, workflow.RegisterOptions{Name: "test.GoKube"})
+	fc := &fakeClusters{}
+	fc.register(env)
+	env.ExecuteWorkflow("test.GoKube", struct{}{})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	assert.Empty(t, rt.commands(), "nothing ran locally")
+	assert.Contains(t, fc.calls, "step atelier-k8s-gpu-east sparkapp:etl:")
+	assert.Contains(t, fc.calls, "step atelier-k8s-gpu-east rayjob:eval:rc-shared")
+	assert.Contains(t, fc.calls, "step atelier-k8s-cpu-west job:report:")
+	assert.Contains(t, fc.calls, "cleanup atelier-k8s-cpu-west default-test-workflow-id")
 }

@@ -60,7 +60,8 @@ func (e *StepError) Error() string {
 	return fmt.Sprintf("step %q failed after %d attempt(s): %s", e.Step, e.Attempts, e.Message)
 }
 
-// Container starts a container step: a local process on the local runtime.
+// Container starts a container step: a local process on the local runtime,
+// or a Kubernetes Job when WithPlacement is given.
 // ctx must be the context returned by Begin (or derived from it) so that
 // cancelling the run cancels the step. The step's name must be a DNS label;
 // repeating a name gives the later step a numeric suffix.
@@ -68,7 +69,11 @@ func (r *Run) Container(ctx workflow.Context, name string, c spec.Container, opt
 	st := r.addStep(name, string(spec.KindContainer))
 	fut, set := workflow.NewFuture(ctx)
 	workflow.Go(ctx, func(gctx workflow.Context) {
-		out, err := r.runContainer(gctx, st, st.Name, nil, c, opts...)
+		w := stepWork{kind: spec.KindContainer, container: &c}
+		if c.Resources != nil {
+			w.gpus, w.gpuType = c.Resources.GPU, c.Resources.GPUType
+		}
+		out, err := r.runWork(gctx, st, st.Name, nil, w, opts...)
 		if err != nil {
 			if errors.Is(err, errCancelled) {
 				err = temporal.NewCanceledError(st.Name)
