@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/atelier-ml/atelier/internal/app"
 	"github.com/atelier-ml/atelier/internal/catalog"
@@ -45,6 +46,8 @@ type stack struct {
 
 type stackOptions struct {
 	noWorker bool
+	// register adds workflows/activities to the in-process worker.
+	register func(worker.Registry)
 }
 
 func newStack(t *testing.T, opts ...stackOptions) *stack {
@@ -80,6 +83,9 @@ func newStack(t *testing.T, opts ...stackOptions) *stack {
 		var wk *app.Worker
 		wk, wkClean, err = wire.InitWorker(ctx, cfg)
 		require.NoError(t, err)
+		if o.register != nil {
+			o.register(wk.Registry())
+		}
 		run(wk)
 	}
 	t.Cleanup(func() {
@@ -182,9 +188,13 @@ func (s *stack) waitRun(id string, d time.Duration, what string, cond func(runVi
 	s.t.Helper()
 	deadline := time.Now().Add(d)
 	for {
-		r := s.getRun(id)
-		if cond(r) {
-			return r
+		// A run started straight through the SDK appears once its first
+		// mirror write lands: 404 until then.
+		var r runView
+		if code := s.do("GET", s.path("/runs/%s", id), nil, nil); code == 200 {
+			if r = s.getRun(id); cond(r) {
+				return r
+			}
 		}
 		if time.Now().After(deadline) {
 			b, _ := json.MarshalIndent(r, "", "  ")

@@ -15,6 +15,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -24,6 +28,7 @@ import (
 	"github.com/atelier-ml/atelier/internal/kubetest"
 	"github.com/atelier-ml/atelier/wire"
 	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 // kubeEnv is a stack plus a real kube-apiserver (with the KubeRay and Spark
@@ -317,4 +322,49 @@ func TestKubeWorkersKilledAtRandomPointsEveryRunCompletes(t *testing.T) {
 	for _, id := range ids {
 		assert.Empty(t, e.runObjects(t, id), "run %s left objects", id)
 	}
+}
+
+// invalidSpecsPipeline sends specs that cannot run: a head CPU that is not
+// a quantity (caught by the backend before any request) and a Spark type the
+// SparkApplication CRD schema rejects (caught by the apiserver). Go
+// pipelines are not checked by the spec validator, so both get this far.
+func invalidSpecsPipeline(ctx workflow.Context, _ struct{}) error {
+	run, ctx, err := workflows.Begin(ctx, workflows.RunOptions{})
+	if err != nil {
+		return err
+	}
+	retries := workflows.WithRetries(spec.Retries{Limit: 3})
+	ray := run.Ray(ctx, "bad-ray", spec.RayStep{
+		Entrypoint:         "python x.py",
+		RayClusterTemplate: spec.RayClusterTemplate{Image: "rayproject/ray:2.9.0", Head: spec.Resources{CPU: "lots"}},
+	}, retries)
+	spark := run.Spark(ctx, "bad-spark", spec.SparkStep{Type: "Rust", Image: "spark:3.5.0", MainApplicationFile: "local:///x.rs"}, retries)
+	_, err1 := ray.Get(ctx)
+	_, err2 := spark.Get(ctx)
+	if err1 == nil {
+		err1 = err2
+	}
+	return run.End(nil, err1)
+}
+
+func TestKubeInvalidSpecsFailOnceWithClearErrors(t *testing.T) {
+	e := newKubeEnv(t, outputsScript, true, stackOptions{register: func(r worker.Registry) {
+		r.RegisterWorkflowWithOptions(invalidSpecsPipeline, workflow.RegisterOptions{Name: "test.InvalidSpecs"})
+	}})
+	id := "invalid-specs-" + e.cluster
+	_, err := e.temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
+		ID: id, TaskQueue: e.cfg.TaskQueue,
+		TypedSearchAttributes: temporal.NewSearchAttributes(temporal.NewSearchAttributeKeyKeyword(workflows.SAProject).ValueSet(e.project)),
+	}, "test.InvalidSpecs", struct{}{})
+	require.NoError(t, err)
+	r := e.waitTerminal(id, 60*time.Second)
+	require.Equal(t, workflows.RunFailed, r.State)
+	for _, name := range []string{"bad-ray", "bad-spark"} {
+		st := stepByName(r, name)
+		require.Len(t, st.Attempts, 1, "%s: an invalid spec is not retried, even with retries configured", name)
+		t.Logf("%s: %s", name, st.Error)
+	}
+	assert.Contains(t, stepByName(r, "bad-ray").Error, "ray.head.cpu")
+	assert.Contains(t, stepByName(r, "bad-spark").Error, "spec.type", "the apiserver's message names the field")
+	assert.Empty(t, e.runObjects(t, id))
 }
