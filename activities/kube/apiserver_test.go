@@ -1,6 +1,8 @@
 package kube
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -8,10 +10,13 @@ import (
 
 	sparkv1beta2 "github.com/kubeflow/spark-operator/v2/api/v1beta2"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	"go.temporal.io/sdk/temporal"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/atelier-ml/atelier/activities"
@@ -170,79 +175,6 @@ func TestRayJobFailureReason(t *testing.T) {
 	}
 	if o.res.Object != "rayjob/"+name || o.res.ExitCode != 1 {
 		t.Errorf("details %+v", o.res)
-	}
-}
-
-// TestRayJobRetryAdopts: the worker stops mid-step; the retried activity
-// (same attempt) resumes from the heartbeat, and a further re-execution
-// without details adopts by name: never a second RayJob.
-func TestRayJobRetryAdopts(t *testing.T) {
-	k := startCluster(t)
-	b := k.backend()
-	req := rayRequest("train")
-	name := framework.ObjectName(req.RunID, req.Step, nil, 1, 47)
-	selector := framework.Identity{Project: req.Project, Run: req.RunID, Step: req.Step, Attempt: 1}.Labels()
-	sel := []string{}
-	for key, v := range selector {
-		sel = append(sel, key+"="+v)
-	}
-	labelSelector := strings.Join(sel, ",")
-
-	first := newRunner(t, b, nil)
-	out := first.runStep(req)
-	j := k.waitRayJob(name)
-	eventually(t, "a heartbeat", func() bool { _, ok := first.lastBeat(); return ok })
-	close(first.stop) // the worker shuts down
-	o := wait(t, out)
-	if o.err == nil || strings.Contains(o.err.Error(), "NonRetryable") {
-		t.Fatalf("worker stop: want a retryable error, got %v", o.err)
-	}
-	if k.gone(gvrs[0], name) {
-		t.Fatal("worker stop deleted the RayJob")
-	}
-	hb, _ := first.lastBeat()
-
-	// The retry, with the heartbeat details of the dead execution.
-	out = newRunner(t, k.backend(), &hb).runStep(req)
-	notYet(t, out, 300*time.Millisecond, "resumed wait")
-	k.setRayStatus(name, func(s *rayv1.RayJobStatus) {
-		s.JobDeploymentStatus, s.JobStatus = rayv1.JobDeploymentStatusComplete, rayv1.JobStatusSucceeded
-	})
-	if o := wait(t, out); o.err != nil {
-		t.Fatal(o.err)
-	}
-	// A re-execution without details (e.g. heartbeats never reached the
-	// server) adopts by name and sees the job finished.
-	if o := wait(t, newRunner(t, k.backend(), nil).runStep(req)); o.err != nil {
-		t.Fatal(o.err)
-	}
-	if n := k.countLabelled(gvrs[0], labelSelector); n != 1 {
-		t.Errorf("%d RayJobs with this attempt's labels, want exactly 1", n)
-	}
-	if again := k.rayJob(name); again.UID != j.UID {
-		t.Errorf("RayJob re-created: uid %s → %s", j.UID, again.UID)
-	}
-}
-
-func TestRayJobCancelDeletes(t *testing.T) {
-	k := startCluster(t)
-	k.playGC()
-	b := k.backend()
-	req := rayRequest("train")
-	name := framework.ObjectName(req.RunID, req.Step, nil, 1, 47)
-	r := newRunner(t, b, nil)
-	out := r.runStep(req)
-	k.waitRayJob(name)
-	eventually(t, "a heartbeat", func() bool { _, ok := r.lastBeat(); return ok })
-	t0 := time.Now()
-	r.cancel()
-	o := wait(t, out)
-	t.Logf("cancel → activity return: %s", o.at.Sub(t0))
-	if o.err == nil || !strings.Contains(o.err.Error(), "canceled") {
-		t.Fatalf("want cancellation, got %v", o.err)
-	}
-	if !k.gone(gvrs[0], name) {
-		t.Error("RayJob still exists after cancellation")
 	}
 }
 
@@ -709,5 +641,129 @@ func TestCleanupRunObjectsRemovesAllKinds(t *testing.T) {
 	must(t, v.Get(&again))
 	if len(again.Deleted) != 0 {
 		t.Errorf("second cleanup deleted %v", again.Deleted)
+	}
+}
+
+// kindCase is one step kind, for the tests every kind must pass.
+type kindCase struct {
+	name   string
+	req    activities.KubeStepRequest
+	gvr    schema.GroupVersionResource
+	object string
+	// succeed plays the operator reporting success.
+	succeed func(k *cluster, name string)
+}
+
+func kindCases() []kindCase {
+	rj, sp, jb := rayRequest("train"), sparkRequest("etl"), jobRequest("fit")
+	return []kindCase{
+		{"RayJob", rj, gvrs[0], framework.ObjectName(rj.RunID, rj.Step, rj.Item, rj.Attempt, 47), func(k *cluster, name string) {
+			k.setRayStatus(name, func(s *rayv1.RayJobStatus) {
+				s.JobDeploymentStatus, s.JobStatus = rayv1.JobDeploymentStatusComplete, rayv1.JobStatusSucceeded
+			})
+		}},
+		{"SparkApplication", sp, gvrs[2], framework.ObjectName(sp.RunID, sp.Step, sp.Item, sp.Attempt, 63), func(k *cluster, name string) {
+			k.setSparkStatus(name, sparkv1beta2.SparkApplicationStatus{AppState: sparkv1beta2.ApplicationState{State: sparkv1beta2.ApplicationStateCompleted}})
+		}},
+		{"Job", jb, gvrs[3], framework.ObjectName(jb.RunID, jb.Step, jb.Item, jb.Attempt, 63), func(k *cluster, name string) {
+			now := metav1.Now()
+			k.setJobStatus(name, func(s *batchv1.JobStatus) {
+				s.StartTime, s.CompletionTime, s.Succeeded = &now, &now, 1
+				s.Conditions = []batchv1.JobCondition{
+					{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
+					{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
+				}
+			})
+		}},
+	}
+}
+
+func (k *cluster) waitObject(gvr schema.GroupVersionResource, name string) types.UID {
+	k.t.Helper()
+	var uid types.UID
+	eventually(k.t, gvr.Resource+" "+name, func() bool {
+		o, err := k.dyn.Resource(gvr).Namespace(k.ns).Get(ctxT(k.t), name, metav1.GetOptions{})
+		if err == nil {
+			uid = o.GetUID()
+		}
+		return err == nil
+	})
+	return uid
+}
+
+// TestRetryAdoptsEachKind: the worker stops mid-step; the retried activity
+// (same attempt) resumes from the heartbeat details, and a re-execution
+// without details adopts by name: never a second object.
+func TestRetryAdoptsEachKind(t *testing.T) {
+	for _, kc := range kindCases() {
+		t.Run(kc.name, func(t *testing.T) {
+			k := startCluster(t)
+			first := newRunner(t, k.backend(), nil)
+			out := first.runStep(kc.req)
+			uid := k.waitObject(kc.gvr, kc.object)
+			eventually(t, "a heartbeat", func() bool { _, ok := first.lastBeat(); return ok })
+			close(first.stop) // the worker shuts down
+			o := wait(t, out)
+			var app *temporal.ApplicationError
+			if o.err == nil || errors.As(o.err, &app) && app.NonRetryable() {
+				t.Fatalf("worker stop: want a retryable error, got %v", o.err)
+			}
+			if k.gone(kc.gvr, kc.object) {
+				t.Fatal("worker stop deleted the object")
+			}
+			hb, _ := first.lastBeat()
+			if hb.Name != kc.object || hb.UID != string(uid) {
+				t.Fatalf("heartbeat %+v", hb)
+			}
+
+			// The retry, with the heartbeat details of the stopped execution.
+			out = newRunner(t, k.backend(), &hb).runStep(kc.req)
+			notYet(t, out, 300*time.Millisecond, "the resumed wait")
+			kc.succeed(k, kc.object)
+			if o := wait(t, out); o.err != nil {
+				t.Fatal(o.err)
+			}
+			// A re-execution without details (heartbeats lost) adopts by
+			// name and finds the step finished.
+			if o := wait(t, newRunner(t, k.backend(), nil).runStep(kc.req)); o.err != nil {
+				t.Fatal(o.err)
+			}
+			id := framework.Identity{Project: kc.req.Project, Run: kc.req.RunID, Step: kc.req.Step, Item: kc.req.Item, Attempt: kc.req.Attempt}
+			var sel []string
+			for key, v := range id.Labels() {
+				sel = append(sel, key+"="+v)
+			}
+			if n := k.countLabelled(kc.gvr, strings.Join(sel, ",")); n != 1 {
+				t.Errorf("%d objects with this attempt's labels, want exactly 1", n)
+			}
+			if again := k.waitObject(kc.gvr, kc.object); again != uid {
+				t.Errorf("object re-created: uid %s → %s", uid, again)
+			}
+		})
+	}
+}
+
+// TestCancelDeletesEachKind: cancelling the activity deletes the object
+// (foreground; the test plays the garbage collector) before returning.
+func TestCancelDeletesEachKind(t *testing.T) {
+	for _, kc := range kindCases() {
+		t.Run(kc.name, func(t *testing.T) {
+			k := startCluster(t)
+			k.playGC()
+			r := newRunner(t, k.backend(), nil)
+			out := r.runStep(kc.req)
+			k.waitObject(kc.gvr, kc.object)
+			eventually(t, "a heartbeat", func() bool { _, ok := r.lastBeat(); return ok })
+			t0 := time.Now()
+			r.cancel()
+			o := wait(t, out)
+			t.Logf("cancel → activity returned, object gone: %s", o.at.Sub(t0))
+			if !errors.Is(o.err, context.Canceled) && (o.err == nil || !strings.Contains(o.err.Error(), "canceled")) {
+				t.Fatalf("want cancellation, got %v", o.err)
+			}
+			if !k.gone(kc.gvr, kc.object) {
+				t.Error("object still exists after cancellation")
+			}
+		})
 	}
 }

@@ -169,3 +169,35 @@ func TestAdoptsFinishedObject(t *testing.T) {
 		t.Errorf("spark: err = %v", err)
 	}
 }
+
+// TestCloseReleasesWaiters: closing the backend ends waiting activities
+// with a retryable error and leaves their objects alone.
+func TestCloseReleasesWaiters(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	clients := fakeClients()
+	b := New(clients, "fake")
+	req := rayRequest("train")
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.RunKubeStep(ctx, req)
+		done <- err
+	}()
+	name := framework.ObjectName(req.RunID, req.Step, nil, 1, 47)
+	for {
+		if _, err := clients.Ray.RayV1().RayJobs("atelier-vision").Get(ctx, name, metav1.GetOptions{}); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // let it subscribe and wait
+	b.Close()
+	err := <-done
+	var app *temporal.ApplicationError
+	if !errors.Is(err, errBackendClosed) || errors.As(err, &app) {
+		t.Fatalf("err = %v, want the retryable errBackendClosed", err)
+	}
+	if _, err := clients.Ray.RayV1().RayJobs("atelier-vision").Get(ctx, name, metav1.GetOptions{}); err != nil {
+		t.Errorf("RayJob gone after Close: %v", err)
+	}
+}

@@ -109,6 +109,8 @@ func (b *Backend) EnsureRayCluster(ctx context.Context, req activities.EnsureRay
 		case <-sub.C:
 		case <-stop:
 			return out, fmt.Errorf("worker is stopping: a retry of this activity resumes waiting for RayCluster %s", metaData.Name)
+		case <-b.informers.Done():
+			return out, errBackendClosed
 		case <-ctx.Done():
 			return out, ctx.Err()
 		}
@@ -210,6 +212,8 @@ func (b *Backend) waitGone(ctx context.Context, res framework.Resource, ns, name
 		select {
 		case <-sub.C:
 		case <-ctx.Done():
+			return false
+		case <-b.informers.Done():
 			return false
 		}
 	}

@@ -72,7 +72,10 @@
 // the step's output pod: the Job's pod, the Spark driver pod, or the
 // RayJob's submitter pod (KubeRay's submitter Job, named like the RayJob).
 // No pod or an empty message means no outputs; anything but a JSON object
-// fails the step as BadOutputs. Kubernetes truncates termination messages
+// fails the step as BadOutputs. The pods are listed from the API server's
+// watch cache at a resourceVersion no older than the terminal status just
+// seen (the operator saw the pod end before it wrote that status), which
+// spares every finishing step a consistent read through etcd. Kubernetes truncates termination messages
 // at 4 KiB per container: larger results belong in files, with their
 // paths as outputs.
 //
@@ -109,8 +112,8 @@
 // # Client configuration
 //
 // Per step the backend makes a handful of requests: a namespace check (once
-// per namespace and backend), a create, and a pod list when the step
-// finishes; waiting costs nothing. client-go's default limits (5 QPS,
+// per namespace and backend), a create, and a pod list (from the watch
+// cache) when the step finishes; waiting costs nothing. client-go's default limits (5 QPS,
 // burst 10) would make a burst of a thousand finishing steps queue for
 // minutes on the client side; give the worker's rest.Config QPS ≥ 50 and
 // Burst ≥ 100 (more if many steps start or finish together), and size the

@@ -41,7 +41,8 @@ import (
 func (b *Backend) RunKubeStep(ctx context.Context, req activities.KubeStepRequest) (activities.KubeStepResult, error) {
 	kind := b.kinds[req.Kind]
 	if kind == nil {
-		if _, known := map[activities.KubeKind]bool{activities.KubeJob: true, activities.KubeRayJob: true, activities.KubeSparkApp: true}[req.Kind]; known {
+		switch req.Kind {
+		case activities.KubeRayJob, activities.KubeSparkApp:
 			return activities.KubeStepResult{}, framework.Invalid("cluster %s cannot run %s steps: the worker has no client for its operator", b.cluster, req.Kind)
 		}
 		return activities.KubeStepResult{}, framework.Invalid("unknown Kubernetes step kind %q", req.Kind)
@@ -233,7 +234,7 @@ func (r *stepRun) run(ctx context.Context, desired framework.Object) (activities
 			}
 			left := b.pullGrace - time.Since(stuckSince)
 			if left <= 0 {
-				return r.stuck(cur, p)
+				return r.stuck(p)
 			}
 			if stuckTimer != nil {
 				stuckTimer.Stop()
@@ -250,11 +251,17 @@ func (r *stepRun) run(ctx context.Context, desired framework.Object) (activities
 			return r.timedOut()
 		case <-stop:
 			return r.result(), r.stopping()
+		case <-b.informers.Done():
+			return r.result(), errBackendClosed
 		case <-ctx.Done():
 			return r.interrupted(ctx, stop, ctx.Err())
 		}
 	}
 }
+
+// errBackendClosed is retryable: the object keeps running, and a retry on
+// a live backend resumes waiting for it.
+var errBackendClosed = errors.New("the Kubernetes backend was closed while the step was running; a retry resumes waiting")
 
 // acquire creates the object or adopts this attempt's existing one.
 func (r *stepRun) acquire(ctx context.Context, desired framework.Object) (framework.Object, bool, error) {
@@ -331,7 +338,7 @@ func (r *stepRun) succeeded(ctx context.Context, obj framework.Object, p framewo
 	res.ExitCode = 0
 	res.FinishedAt = r.finishedAt(p)
 	res.Links = p.Links
-	term, ok, err := r.b.outputTermination(ctx, r.ns, r.kind.OutputPods(obj), r.b.outputWait)
+	term, ok, err := r.b.outputTermination(ctx, r.ns, obj, r.kind.OutputPods(obj), r.b.outputWait)
 	if err != nil {
 		// Retryable: a retry adopts the finished object and reads again.
 		return res, err
@@ -355,7 +362,7 @@ func (r *stepRun) failed(ctx context.Context, obj framework.Object, p framework.
 	res.Links = p.Links
 	// Best effort, no waiting: the exit code helps, but the failure
 	// stands without it.
-	if term, ok, err := r.b.outputTermination(ctx, r.ns, r.kind.OutputPods(obj), 0); err == nil && ok {
+	if term, ok, err := r.b.outputTermination(ctx, r.ns, obj, r.kind.OutputPods(obj), 0); err == nil && ok {
 		res.ExitCode = int(term.ExitCode)
 	}
 	msg := failureMessage(r.kind.Kind(), r.name, p.Reason, p.Message)
@@ -380,7 +387,7 @@ func failureMessage(kind, name, reason, message string) string {
 
 // stuck fails a step whose pod could not start within the grace, deleting
 // the object so the pod stops retrying (and holding its node's resources).
-func (r *stepRun) stuck(obj framework.Object, p framework.Progress) (activities.KubeStepResult, error) {
+func (r *stepRun) stuck(p framework.Progress) (activities.KubeStepResult, error) {
 	r.deleteAndWait()
 	res := r.result()
 	res.FinishedAt = r.b.now()
@@ -470,15 +477,33 @@ func deleteObject(ctx context.Context, res framework.Resource, ns, name string, 
 	}
 }
 
-// outputTermination reads the output pod's terminated container. When the
-// pod exists but its container has not terminated yet (an operator may
-// report success a moment before its submitter pod exits), it re-reads for
-// up to wait. Polling is fine here: it is one short, bounded wait per step,
-// on a path that is almost never taken.
-func (b *Backend) outputTermination(ctx context.Context, ns string, op framework.OutputPods, wait time.Duration) (framework.Termination, bool, error) {
+// outputTermination reads the output pod's terminated container.
+//
+// The first read is served from the API server's watch cache at a
+// resourceVersion no older than obj's — the terminal status just observed.
+// That is enough: the operator saw the pod terminate before it wrote that
+// status, so the pod's final state has an older resourceVersion. It spares
+// the consistent read (a round trip to etcd per list), which is what a
+// burst of finishing steps would otherwise queue on. A failed cached read
+// (e.g. another API server whose cache lags) falls back to a consistent
+// one.
+//
+// When the pod exists but its container has not terminated yet (an
+// operator may report success a moment before its submitter pod exits), it
+// re-reads, consistently, for up to wait. Polling is fine here: it is one
+// short, bounded wait per step, on a path that is almost never taken.
+func (b *Backend) outputTermination(ctx context.Context, ns string, obj framework.Object, op framework.OutputPods, wait time.Duration) (framework.Termination, bool, error) {
 	deadline := time.Now().Add(wait)
+	opts := metav1.ListOptions{LabelSelector: op.Selector}
+	if rv := obj.GetResourceVersion(); rv != "" {
+		opts.ResourceVersion, opts.ResourceVersionMatch = rv, metav1.ResourceVersionMatchNotOlderThan
+	}
 	for {
-		pods, err := b.clients.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: op.Selector})
+		pods, err := b.clients.Kube.CoreV1().Pods(ns).List(ctx, opts)
+		if err != nil && opts.ResourceVersion != "" && ctx.Err() == nil {
+			opts.ResourceVersion, opts.ResourceVersionMatch = "", ""
+			continue
+		}
 		if err != nil {
 			return framework.Termination{}, false, fmt.Errorf("list output pods (%s): %w", op.Selector, err)
 		}
@@ -486,6 +511,7 @@ func (b *Backend) outputTermination(ctx context.Context, ns string, op framework
 		if ok || !pending || time.Now().After(deadline) {
 			return term, ok, nil
 		}
+		opts.ResourceVersion, opts.ResourceVersionMatch = "", ""
 		select {
 		case <-time.After(200 * time.Millisecond):
 		case <-ctx.Done():

@@ -43,6 +43,10 @@ func NewInformers(ctx context.Context, namespace string, logger *zap.Logger) *In
 	return &Informers{ctx: ctx, namespace: namespace, logger: logger, watches: map[string]*Watch{}}
 }
 
+// Done is closed when the informers stop (the backend was closed): waiters
+// will receive no more events.
+func (in *Informers) Done() <-chan struct{} { return in.ctx.Done() }
+
 // Started lists the watches whose informer has been started.
 func (in *Informers) Started() []string {
 	in.mu.Lock()
