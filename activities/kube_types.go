@@ -49,6 +49,9 @@ type KubeStepRequest struct {
 	// RayClusterName is the Kubernetes name of the run's shared RayCluster
 	// when Ray.Cluster is set (from EnsureRayCluster).
 	RayClusterName string `json:"rayClusterName,omitempty"`
+	// RayClusterImage is that cluster's image: the RayJob's submitter pod
+	// runs it (it has the ray CLI).
+	RayClusterImage string `json:"rayClusterImage,omitempty"`
 }
 
 // KubeStepResult is what a finished Kubernetes attempt reports; on failure

@@ -27,6 +27,7 @@ type sharedRay struct {
 type sharedRayResult struct {
 	Target kubeTarget
 	Name   string // Kubernetes object name
+	Image  string
 }
 
 // WithPlacement runs a container step on a Kubernetes cluster chosen by p
@@ -85,12 +86,12 @@ func (r *Run) runWork(ctx workflow.Context, st *StepStatus, stepName string, ite
 	}
 
 	var target kubeTarget
-	var rayClusterName string
+	var rayClusterName, rayClusterImage string
 	var err error
 	if w.ray != nil && w.ray.Cluster != "" {
 		var sr sharedRayResult
 		sr, err = r.ensureSharedRay(ctx, w.ray.Cluster)
-		target, rayClusterName = sr.Target, sr.Name
+		target, rayClusterName, rayClusterImage = sr.Target, sr.Name, sr.Image
 	} else {
 		target, err = r.selectCluster(ctx, stepName, cfg.placement, w.gpus, w.gpuType)
 	}
@@ -114,7 +115,7 @@ func (r *Run) runWork(ctx workflow.Context, st *StepStatus, stepName string, ite
 		req := activities.KubeStepRequest{
 			Project: r.status.Project, RunID: r.status.RunID, Step: stepName, Item: item, Attempt: attempt,
 			Kind: kind, Timeout: cfg.timeout, Container: w.container, Ray: w.ray, Spark: w.spark,
-			RayClusterName: rayClusterName,
+			RayClusterName: rayClusterName, RayClusterImage: rayClusterImage,
 		}
 		var res activities.KubeStepResult
 		err := workflow.ExecuteActivity(actx, activities.RunKubeStepName, req).Get(actx, &res)
@@ -198,7 +199,7 @@ func (r *Run) ensureSharedRay(ctx workflow.Context, name string) (sharedRayResul
 	err = workflow.ExecuteActivity(ectx, activities.EnsureRayClusterName, activities.EnsureRayClusterRequest{
 		Project: r.status.Project, RunID: r.status.RunID, Cluster: *tmpl,
 	}).Get(ectx, &res)
-	out := sharedRayResult{Target: target, Name: res.Name}
+	out := sharedRayResult{Target: target, Name: res.Name, Image: tmpl.Image}
 	set.Set(out, err)
 	return out, err
 }

@@ -75,17 +75,21 @@
 // fails the step as BadOutputs. The pods are listed from the API server's
 // watch cache at a resourceVersion no older than the terminal status just
 // seen (the operator saw the pod end before it wrote that status), which
-// spares every finishing step a consistent read through etcd. Kubernetes truncates termination messages
+// spares every finishing step a consistent read through etcd. Kubernetes
+// truncates termination messages
 // at 4 KiB per container: larger results belong in files, with their
 // paths as outputs.
 //
-// For ray steps the entrypoint itself runs on the Ray head (as the job's
-// driver), not in the submitter pod, so a file it writes to
-// $ATELIER_OUTPUTS does not end up in the submitter's termination message
-// by itself; outputs of ray steps need a submitter that writes them (for
-// example a SubmitterPodTemplate command, set with WithMutator, that
-// fetches them after `ray job submit` returns). The backend reads whatever
-// the submitter pod reports.
+// For ray steps the entrypoint runs on the Ray head (as the job's driver),
+// not in the submitter pod. The contract stays the same for the step's
+// author; jobs/rayjob/outputs.go carries the file across: the entrypoint is
+// wrapped so that, when it exits, it prints $ATELIER_OUTPUTS (a per-job
+// file on the head) as one marker line into the job's log, and the
+// submitter runs KubeRay's own K8sJobMode command (status, submit
+// --no-wait, follow the logs) with the followed log tee'd and the last
+// marker written to its termination message. Both wrappers are executed by
+// the tests (with a fake ray CLI); they have not run against a live KubeRay
+// here.
 //
 // # Failures, timeouts and cancellation
 //

@@ -105,15 +105,27 @@ func (k *Kind) Build(step framework.Step) (framework.Object, error) {
 	if r.ActiveDeadlineSeconds < 0 {
 		return nil, framework.Invalid("ray.activeDeadlineSeconds: must not be negative, got %d", r.ActiveDeadlineSeconds)
 	}
-	runtimeEnv, err := runtimeEnvYAML(r.RuntimeEnv, step.Env)
+	meta := step.ObjectMeta()
+	// The driver writes outputs on the head pod; see outputs.go.
+	driverEnv := withEnv(step.Env, "ATELIER_OUTPUTS", headOutputsPath(meta.Name))
+	runtimeEnvMap, err := runtimeEnvWithVars(r.RuntimeEnv, driverEnv)
 	if err != nil {
 		return nil, framework.Invalid("ray.runtimeEnv: %v", err)
 	}
+	runtimeEnv, err := yaml.Marshal(runtimeEnvMap)
+	if err != nil {
+		return nil, framework.Invalid("ray.runtimeEnv: %v", err)
+	}
+	entrypoint := wrapEntrypoint(r.Entrypoint)
+	script, err := submitterScript(entrypoint, runtimeEnvMap)
+	if err != nil {
+		return nil, framework.Invalid("ray.%v", err)
+	}
 	job := &rayv1.RayJob{
-		ObjectMeta: step.ObjectMeta(),
+		ObjectMeta: meta,
 		Spec: rayv1.RayJobSpec{
-			Entrypoint:     r.Entrypoint,
-			RuntimeEnvYAML: runtimeEnv,
+			Entrypoint:     entrypoint,
+			RuntimeEnvYAML: string(runtimeEnv),
 			// Outputs come from the submitter pod, which only K8sJobMode
 			// has; spelled out in case KubeRay's default ever changes.
 			SubmissionMode: rayv1.K8sJobMode,
@@ -134,6 +146,9 @@ func (k *Kind) Build(step framework.Step) (framework.Object, error) {
 		// The cluster is the run's, not the job's: KubeRay must leave it
 		// running (it does with clusterSelector; false says so).
 		job.Spec.ClusterSelector = map[string]string{raycluster.ClusterLabel: step.Request.RayClusterName}
+		if step.Request.RayClusterImage != "" {
+			job.Spec.SubmitterPodTemplate = submitterTemplate(step.Request.RayClusterImage, script, step)
+		}
 		return job, nil
 	}
 	cluster, err := raycluster.Spec(r.RayClusterTemplate, step.Env, step.PodLabels(), "ray")
@@ -143,24 +158,26 @@ func (k *Kind) Build(step framework.Step) (framework.Object, error) {
 	job.Spec.RayClusterSpec = cluster
 	job.Spec.ShutdownAfterJobFinishes = ptr.Deref(r.ShutdownAfterJobFinishes, true)
 	job.Spec.TTLSecondsAfterFinished = r.TTLSecondsAfterFinished
-	job.Spec.SubmitterPodTemplate = submitterTemplate(r.Image, step)
+	job.Spec.SubmitterPodTemplate = submitterTemplate(r.Image, script, step)
 	return job, nil
 }
 
 // submitterTemplate is KubeRay's default submitter pod (same container
-// name, image and resources; KubeRay fills in the `ray job submit` command)
-// plus the step's labels and ATELIER_* variables. It is only possible when
-// the job brings its own cluster: otherwise the image is the shared
-// cluster's, which the step does not know.
-func submitterTemplate(image string, step framework.Step) *corev1.PodTemplateSpec {
+// name, image and resources) running submitterScript, which does what
+// KubeRay's default command does and also carries the outputs; plus the
+// step's labels and ATELIER_* variables. The image is the job's cluster's
+// (the shared cluster's one for jobs on a shared cluster), which has the
+// ray CLI.
+func submitterTemplate(image, script string, step framework.Step) *corev1.PodTemplateSpec {
 	return &corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: step.PodLabels()},
 		Spec: corev1.PodSpec{
 			RestartPolicy: corev1.RestartPolicyNever,
 			Containers: []corev1.Container{{
-				Name:  SubmitterContainer,
-				Image: image,
-				Env:   append([]corev1.EnvVar(nil), step.Env...),
+				Name:    SubmitterContainer,
+				Image:   image,
+				Command: []string{"/bin/bash", "-c", script},
+				Env:     append([]corev1.EnvVar(nil), step.Env...),
 				Resources: corev1.ResourceRequirements{
 					Limits: corev1.ResourceList{
 						corev1.ResourceCPU:    resource.MustParse("1"),
@@ -176,11 +193,22 @@ func submitterTemplate(image string, step framework.Step) *corev1.PodTemplateSpe
 	}
 }
 
-// runtimeEnvYAML renders Ray's runtime_env with the ATELIER_* variables
+// withEnv returns env with name set to value (replaced if present).
+func withEnv(env []corev1.EnvVar, name, value string) []corev1.EnvVar {
+	out := make([]corev1.EnvVar, 0, len(env)+1)
+	for _, e := range env {
+		if e.Name != name {
+			out = append(out, e)
+		}
+	}
+	return append(out, corev1.EnvVar{Name: name, Value: value})
+}
+
+// runtimeEnvWithVars returns Ray's runtime_env with the ATELIER_* variables
 // added to env_vars: the entrypoint runs as a Ray driver, which on a shared
 // cluster gets no per-step container environment, so runtime_env is the
 // only place its identity and ATELIER_OUTPUTS can travel.
-func runtimeEnvYAML(re map[string]any, env []corev1.EnvVar) (string, error) {
+func runtimeEnvWithVars(re map[string]any, env []corev1.EnvVar) (map[string]any, error) {
 	out := maps.Clone(re)
 	if out == nil {
 		out = map[string]any{}
@@ -189,7 +217,7 @@ func runtimeEnvYAML(re map[string]any, env []corev1.EnvVar) (string, error) {
 	if v, ok := out["env_vars"]; ok && v != nil {
 		m, ok := v.(map[string]any)
 		if !ok {
-			return "", fmt.Errorf("env_vars must be a mapping of names to strings, got %T", v)
+			return nil, fmt.Errorf("env_vars must be a mapping of names to strings, got %T", v)
 		}
 		maps.Copy(vars, m)
 	}
@@ -197,11 +225,7 @@ func runtimeEnvYAML(re map[string]any, env []corev1.EnvVar) (string, error) {
 		vars[e.Name] = e.Value
 	}
 	out["env_vars"] = vars
-	b, err := yaml.Marshal(out)
-	if err != nil {
-		return "", err
-	}
-	return string(b), nil
+	return out, nil
 }
 
 // Progress implements framework.Kind.
