@@ -199,7 +199,7 @@ func startThrowaway(ctx context.Context, stateDir string, log func(string, ...an
 	c.logFile = filepath.Join(c.base, "postgres.log")
 
 	// One process at a time sets the cluster up (parallel test binaries).
-	unlock, err := lockFile(ctx, filepath.Join(c.base, "postgres.lock"), func(time.Duration) {})
+	unlock, err := LockFile(ctx, filepath.Join(c.base, "postgres.lock"), func(time.Duration) {})
 	if err != nil {
 		return "", nil, err
 	}

@@ -89,7 +89,7 @@ func EnsureTemporalCLI(ctx context.Context, log func(string, ...any)) (string, e
 		return "", fmt.Errorf("devstack: create %s: %w", dir, err)
 	}
 
-	unlock, err := lockFile(ctx, filepath.Join(dir, ".lock"), func(waited time.Duration) {
+	unlock, err := LockFile(ctx, filepath.Join(dir, ".lock"), func(waited time.Duration) {
 		log("waiting for another process to finish building temporal CLI %s (%s)…", TemporalCLIVersion, temporalRoundDur(waited))
 	})
 	if err != nil {

@@ -10,10 +10,10 @@ import (
 	"time"
 )
 
-// lockFile on non-unix systems uses an exclusive-create marker file. Unlike
+// LockFile on non-unix systems uses an exclusive-create marker file. Unlike
 // flock it is not released if the holder crashes, so a stale lock older than
 // an hour is taken over.
-func lockFile(ctx context.Context, path string, waiting func(time.Duration)) (func(), error) {
+func LockFile(ctx context.Context, path string, waiting func(time.Duration)) (func(), error) {
 	start := time.Now()
 	lastReport := start
 	for {

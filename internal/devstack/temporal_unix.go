@@ -11,11 +11,12 @@ import (
 	"time"
 )
 
-// lockFile takes an exclusive flock on path, polling so that ctx can cancel
+// LockFile takes an exclusive flock on path (shared by the tool builds of
+// devstack and internal/kubetest), polling so that ctx can cancel
 // the wait (a blocking flock cannot be interrupted). waiting is called every
 // temporalProgressEvery while another process holds the lock. The kernel drops the
 // lock if the holder dies, so a crashed build never wedges later callers.
-func lockFile(ctx context.Context, path string, waiting func(time.Duration)) (unlock func(), err error) {
+func LockFile(ctx context.Context, path string, waiting func(time.Duration)) (unlock func(), err error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/atelier-ml/atelier/internal/devstack"
 )
 
 // progressEvery is how often a wait for someone else's build reports that it
@@ -30,7 +32,7 @@ func binDir(ctx context.Context, log func(string, ...any)) (string, error) {
 		}
 		return d, nil
 	}
-	cache, err := cacheDir()
+	cache, err := devstack.CacheDir()
 	if err != nil {
 		return "", err
 	}
@@ -45,7 +47,7 @@ func binDir(ctx context.Context, log func(string, ...any)) (string, error) {
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return "", err
 	}
-	unlock, err := lockFile(ctx, dir+".lock", func(waited time.Duration) {
+	unlock, err := devstack.LockFile(ctx, dir+".lock", func(waited time.Duration) {
 		log("waiting for another process to finish building kube-apiserver %s (%s)…", KubeVersion, waited.Round(time.Second))
 	})
 	if err != nil {
@@ -95,19 +97,6 @@ func checkBinDir(dir string) error {
 		}
 	}
 	return nil
-}
-
-// cacheDir mirrors tools/kube/build.sh and internal/devstack: ATELIER_CACHE_DIR,
-// else the user cache dir ($XDG_CACHE_HOME or ~/.cache) + "/atelier".
-func cacheDir() (string, error) {
-	if d := os.Getenv(EnvCacheDir); d != "" {
-		return d, nil
-	}
-	base, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("no cache dir (set %s or %s): %w", EnvCacheDir, EnvBinDir, err)
-	}
-	return filepath.Join(base, "atelier"), nil
 }
 
 // repoRoot finds the Atelier checkout by walking up from the working

@@ -3,17 +3,12 @@
 package kubetest
 
 import (
-	"context"
-	"errors"
 	"os"
 	"os/exec"
-	"time"
 )
 
 // kubetest runs kube-apiserver and etcd as local processes, which Atelier
 // only does on Unix; these stubs keep the package compiling elsewhere.
-
-var errUnsupported = errors.New("kubetest: only supported on Unix")
 
 func procAttrs(*exec.Cmd) {}
 
@@ -23,7 +18,3 @@ func kill(p *os.Process) error { return p.Kill() }
 
 // processExists errs on the side of keeping other runs' temp dirs.
 func processExists(int) bool { return true }
-
-func lockFile(context.Context, string, func(time.Duration)) (func(), error) {
-	return nil, errUnsupported
-}
