@@ -83,22 +83,27 @@ func Begin(ctx workflow.Context, opts RunOptions) (*Run, workflow.Context, error
 		return nil, nil, fmt.Errorf("register status query: %w", err)
 	}
 
+	// One coroutine waits for both ways to cancel: the REST signal and
+	// Temporal's native cancel request (UI, CLI, SDK), which must lead to
+	// the same cleanup. (Every coroutine is visited on every workflow task,
+	// so fewer of them keep the per-step overhead down.)
 	sig := workflow.GetSignalChannel(ctx, SignalCancel)
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		for {
 			var req CancelRequest
-			if !sig.Receive(gctx, &req) {
+			received := false
+			sel := workflow.NewSelector(gctx)
+			sel.AddReceive(sig, func(c workflow.ReceiveChannel, _ bool) { received = c.Receive(gctx, &req) })
+			sel.AddReceive(gctx.Done(), func(workflow.ReceiveChannel, bool) {})
+			sel.Select(gctx)
+			if received {
+				r.requestCancel(&req)
+				continue
+			}
+			if ctx.Err() != nil {
+				r.requestCancel(&CancelRequest{Reason: "cancel requested through Temporal", Requester: "temporal", At: workflow.Now(ctx)})
 				return
 			}
-			r.requestCancel(&req)
-		}
-	})
-	// Temporal's native cancel request (UI, CLI, SDK) must lead to the same
-	// cleanup as the REST signal.
-	workflow.Go(workflow.WithValue(ctx, "atelier", "native-cancel"), func(gctx workflow.Context) {
-		_ = workflow.Await(gctx, func() bool { return false })
-		if ctx.Err() != nil {
-			r.requestCancel(&CancelRequest{Reason: "cancel requested through Temporal", Requester: "temporal", At: workflow.Now(ctx)})
 		}
 	})
 	if opts.Deadline > 0 {
