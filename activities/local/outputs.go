@@ -1,6 +1,8 @@
 package local
 
 import (
+	"github.com/atelier-ml/atelier/activities"
+
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -50,26 +52,11 @@ func readOutputs(path string) (map[string]any, error) {
 		return nil, fmt.Errorf("outputs file (ATELIER_OUTPUTS) is not valid JSON: %v", err)
 	}
 	if t[0] != '{' {
-		return nil, fmt.Errorf("outputs file (ATELIER_OUTPUTS) must hold a JSON object, not %s", jsonKind(t[0]))
+		return nil, fmt.Errorf("outputs file (ATELIER_OUTPUTS) must hold a JSON object, not %s", activities.JSONKind(t[0]))
 	}
 	var out map[string]any
 	if err := json.Unmarshal(t, &out); err != nil {
 		return nil, fmt.Errorf("outputs file (ATELIER_OUTPUTS) is not a valid JSON object: %v", err)
 	}
 	return out, nil
-}
-
-func jsonKind(first byte) string {
-	switch first {
-	case '[':
-		return "an array"
-	case '"':
-		return "a string"
-	case 'n':
-		return "null"
-	case 't', 'f':
-		return "a boolean"
-	default:
-		return "a number"
-	}
 }

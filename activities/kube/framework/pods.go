@@ -1,6 +1,8 @@
 package framework
 
 import (
+	"github.com/atelier-ml/atelier/activities"
+
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -113,20 +115,5 @@ func ParseOutputs(msg string) (map[string]any, error) {
 		}
 		return nil, fmt.Errorf("outputs (ATELIER_OUTPUTS) are not valid JSON: %v", verr)
 	}
-	return nil, fmt.Errorf("outputs (ATELIER_OUTPUTS) must be a JSON object, not %s", jsonKind(t[0]))
-}
-
-func jsonKind(first byte) string {
-	switch first {
-	case '[':
-		return "an array"
-	case '"':
-		return "a string"
-	case 'n':
-		return "null"
-	case 't', 'f':
-		return "a boolean"
-	default:
-		return "a number"
-	}
+	return nil, fmt.Errorf("outputs (ATELIER_OUTPUTS) must be a JSON object, not %s", activities.JSONKind(t[0]))
 }
