@@ -1,8 +1,6 @@
 package local
 
 import (
-	"github.com/atelier-ml/atelier/activities"
-
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -10,6 +8,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/workflows/spec"
 )
 

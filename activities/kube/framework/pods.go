@@ -1,8 +1,6 @@
 package framework
 
 import (
-	"github.com/atelier-ml/atelier/activities"
-
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -10,6 +8,8 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/atelier-ml/atelier/activities"
 )
 
 // StuckReasons are container waiting reasons that rarely resolve by
