@@ -22,7 +22,8 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var cfg config.Config
-	root := &cobra.Command{Use: "atelier", Short: "ML pipelines on Temporal", SilenceUsage: true}
+	root := &cobra.Command{Use: "atelier", Short: "ML pipelines on Temporal", SilenceUsage: true,
+		PersistentPreRunE: func(*cobra.Command, []string) error { return cfg.EnvError() }}
 	cfg.Bind(root.PersistentFlags())
 
 	dev := app.DevOptions{}

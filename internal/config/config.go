@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -55,6 +56,11 @@ type Config struct {
 	// watching many steps).
 	KubeQPS   float32
 	KubeBurst int
+
+	// envErrs are ATELIER_* variables that are set but malformed. A bad
+	// value must stop the process with its name, never fall back to the
+	// default silently (a worker meant to run 2 steps must not run 200).
+	envErrs []error
 }
 
 // Default returns the built-in defaults, which match `atelier dev`.
@@ -89,9 +95,9 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.DataDir, "data-dir", env("ATELIER_DATA_DIR", d.DataDir), "local runtime working directory and log files (ATELIER_DATA_DIR)")
 	fs.StringVar(&c.LogLevel, "log-level", env("ATELIER_LOG_LEVEL", d.LogLevel), "debug|info|warn|error (ATELIER_LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", env("ATELIER_LOG_FORMAT", d.LogFormat), "console|json (ATELIER_LOG_FORMAT)")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", envDuration("ATELIER_SHUTDOWN_TIMEOUT", d.ShutdownTimeout), "graceful stop bound (ATELIER_SHUTDOWN_TIMEOUT)")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.envDuration("ATELIER_SHUTDOWN_TIMEOUT", d.ShutdownTimeout), "graceful stop bound (ATELIER_SHUTDOWN_TIMEOUT)")
 	fs.StringVar(&c.TaskQueue, "task-queue", env("ATELIER_TASK_QUEUE", d.TaskQueue), "local runtime task queue (ATELIER_TASK_QUEUE)")
-	fs.IntVar(&c.WorkerConcurrency, "worker-concurrency", envInt("ATELIER_WORKER_CONCURRENCY", d.WorkerConcurrency), "max concurrent activities per worker (ATELIER_WORKER_CONCURRENCY)")
+	fs.IntVar(&c.WorkerConcurrency, "worker-concurrency", c.envInt("ATELIER_WORKER_CONCURRENCY", d.WorkerConcurrency), "max concurrent activities per worker (ATELIER_WORKER_CONCURRENCY)")
 }
 
 // BindWorker registers the flags of `atelier worker` that only matter with
@@ -99,13 +105,13 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 func (c *Config) BindWorker(fs *pflag.FlagSet) {
 	d := Default()
 	fs.StringVar(&c.Cluster, "cluster", env("ATELIER_CLUSTER", d.Cluster), "serve this Kubernetes cluster: register it and poll its task queue atelier-k8s-<cluster> (ATELIER_CLUSTER)")
-	c.ClusterLabels = envMap("ATELIER_CLUSTER_LABELS")
+	c.ClusterLabels = c.envMap("ATELIER_CLUSTER_LABELS")
 	fs.StringToStringVar(&c.ClusterLabels, "cluster-label", c.ClusterLabels, "with --cluster: set the cluster's labels, k=v, repeatable; without it the registered labels are kept (ATELIER_CLUSTER_LABELS=k=v,k2=v2)")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", env("ATELIER_KUBECONFIG", env("KUBECONFIG", d.Kubeconfig)), "kubeconfig of the cluster; default: in-cluster credentials in a pod, else ~/.kube/config (ATELIER_KUBECONFIG, KUBECONFIG)")
 	fs.StringVar(&c.KubeContext, "kube-context", env("ATELIER_KUBE_CONTEXT", d.KubeContext), "kubeconfig context; default: the current context (ATELIER_KUBE_CONTEXT)")
 	fs.StringVar(&c.KubeNamespaceTemplate, "kube-namespace-template", env("ATELIER_KUBE_NAMESPACE_TEMPLATE", d.KubeNamespaceTemplate), "namespace of a project's objects; {project} is replaced (ATELIER_KUBE_NAMESPACE_TEMPLATE)")
-	fs.Float32Var(&c.KubeQPS, "kube-qps", envFloat32("ATELIER_KUBE_QPS", d.KubeQPS), "API server requests per second (ATELIER_KUBE_QPS)")
-	fs.IntVar(&c.KubeBurst, "kube-burst", envInt("ATELIER_KUBE_BURST", d.KubeBurst), "API server request burst (ATELIER_KUBE_BURST)")
+	fs.Float32Var(&c.KubeQPS, "kube-qps", c.envFloat32("ATELIER_KUBE_QPS", d.KubeQPS), "API server requests per second (ATELIER_KUBE_QPS)")
+	fs.IntVar(&c.KubeBurst, "kube-burst", c.envInt("ATELIER_KUBE_BURST", d.KubeBurst), "API server request burst (ATELIER_KUBE_BURST)")
 }
 
 // ValidateCluster checks the settings of a cluster worker (Cluster set), on
@@ -138,6 +144,9 @@ func (c *Config) ValidateCluster() error {
 
 // Validate reports the first missing or malformed setting.
 func (c *Config) Validate() error {
+	if err := c.EnvError(); err != nil {
+		return err
+	}
 	if c.DatabaseURL == "" {
 		return fmt.Errorf("no database: set --database-url or ATELIER_DATABASE_URL (or use `atelier dev`, which finds or starts one)")
 	}
@@ -157,39 +166,68 @@ func env(key, def string) string {
 	return def
 }
 
-func envInt(key string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(key)); err == nil {
-		return v
+func (c *Config) envInt(key string, def int) int {
+	v, ok := os.LookupEnv(key)
+	if !ok || v == "" {
+		return def
 	}
-	return def
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		c.envErrs = append(c.envErrs, fmt.Errorf("%s=%q: not an integer", key, v))
+		return def
+	}
+	return n
 }
 
-func envFloat32(key string, def float32) float32 {
-	if v, err := strconv.ParseFloat(os.Getenv(key), 32); err == nil {
-		return float32(v)
+func (c *Config) envFloat32(key string, def float32) float32 {
+	v, ok := os.LookupEnv(key)
+	if !ok || v == "" {
+		return def
 	}
-	return def
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 32)
+	if err != nil {
+		c.envErrs = append(c.envErrs, fmt.Errorf("%s=%q: not a number", key, v))
+		return def
+	}
+	return float32(f)
 }
 
 // envMap parses "k=v,k2=v2"; nil when the variable is unset or empty.
-func envMap(key string) map[string]string {
+func (c *Config) envMap(key string) map[string]string {
 	v := os.Getenv(key)
 	if v == "" {
 		return nil
 	}
 	out := map[string]string{}
 	for _, kv := range strings.Split(v, ",") {
-		k, val, _ := strings.Cut(strings.TrimSpace(kv), "=")
-		if k != "" {
-			out[k] = val
+		k, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok || k == "" {
+			c.envErrs = append(c.envErrs, fmt.Errorf("%s=%q: want k=v pairs separated by commas", key, v))
+			return nil
 		}
+		out[k] = val
 	}
 	return out
 }
 
-func envDuration(key string, def time.Duration) time.Duration {
-	if v, err := time.ParseDuration(os.Getenv(key)); err == nil {
-		return v
+func (c *Config) envDuration(key string, def time.Duration) time.Duration {
+	v, ok := os.LookupEnv(key)
+	if !ok || v == "" {
+		return def
 	}
-	return def
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil {
+		c.envErrs = append(c.envErrs, fmt.Errorf("%s=%q: not a duration (e.g. 20s, 1m30s)", key, v))
+		return def
+	}
+	return d
+}
+
+// EnvError reports every ATELIER_* environment variable that is set but
+// cannot be parsed, or nil. Commands check it before doing anything.
+func (c *Config) EnvError() error {
+	if len(c.envErrs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("bad environment: %w", errors.Join(c.envErrs...))
 }

@@ -60,3 +60,30 @@ func TestValidateCluster(t *testing.T) {
 		}
 	}
 }
+
+func TestMalformedEnvironmentIsAnErrorNamingTheVariable(t *testing.T) {
+	for _, tc := range []struct{ key, val string }{
+		{"ATELIER_WORKER_CONCURRENCY", "x"},
+		{"ATELIER_SHUTDOWN_TIMEOUT", "20"},
+		{"ATELIER_KUBE_QPS", "fast"},
+		{"ATELIER_KUBE_BURST", "1.5"},
+		{"ATELIER_CLUSTER_LABELS", "tier"},
+	} {
+		t.Run(tc.key, func(t *testing.T) {
+			t.Setenv(tc.key, tc.val)
+			c := parse(t, "--database-url", "postgres://x")
+			err := c.Validate()
+			if err == nil || !strings.Contains(err.Error(), tc.key) {
+				t.Fatalf("Validate() = %v, want an error naming %s", err, tc.key)
+			}
+			if c.EnvError() == nil {
+				t.Fatal("EnvError() = nil")
+			}
+		})
+	}
+	// Set but empty means "not set": the default applies.
+	t.Setenv("ATELIER_WORKER_CONCURRENCY", "")
+	if c := parse(t, "--database-url", "postgres://x"); c.Validate() != nil || c.WorkerConcurrency != Default().WorkerConcurrency {
+		t.Fatalf("empty variable: %+v", c)
+	}
+}
