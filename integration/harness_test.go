@@ -63,7 +63,7 @@ func newStack(t *testing.T, opts ...stackOptions) *stack {
 	cfg.Namespace = ts.Namespace()
 	cfg.TaskQueue = temporaltest.TaskQueue(t)
 	cfg.ListenAddr = "127.0.0.1:0"
-	cfg.DataDir = t.TempDir()
+	cfg.DataDir = stepDataDir(t)
 	cfg.LogLevel = "warn"
 	cfg.ShutdownTimeout = 5 * time.Second
 
@@ -255,6 +255,17 @@ func atelierBinary(t *testing.T) string {
 	})
 	require.NoError(t, binErr)
 	return binPath
+}
+
+// stepDataDir is a data dir that the unprivileged user steps run as (when
+// the tests run as root) can reach, like a production worker's.
+func stepDataDir(t *testing.T) string {
+	t.Helper()
+	d := t.TempDir()
+	for _, p := range []string{d, filepath.Dir(d)} {
+		require.NoError(t, os.Chmod(p, 0o711))
+	}
+	return d
 }
 
 func (s *stack) rawGet(t *testing.T, path string) string {

@@ -3,6 +3,7 @@ package wire
 import (
 	"context"
 	"net/http"
+	"os"
 	"time"
 
 	"go.uber.org/zap"
@@ -42,8 +43,23 @@ func provideAPI(cat api.Catalog, eng api.Engine, cfg config.Config, l *zap.Logge
 	return api.New(cat, eng, api.WithLogger(l.Named("api")), api.WithTaskQueue(cfg.TaskQueue))
 }
 
-func provideRunner(logs local.LogSink, cfg config.Config, l *zap.Logger) *local.Runner {
-	return local.New(logs, local.WithDataDir(cfg.DataDir), local.WithLogger(l.Named("local")))
+// provideRunner builds the local runtime. It also makes the worker process
+// non-dumpable, so steps cannot read its memory or environment through
+// /proc, and refuses to start when the step user could not reach its work
+// directories.
+func provideRunner(logs local.LogSink, cfg config.Config, l *zap.Logger) (*local.Runner, error) {
+	u, err := local.ParseStepUser(cfg.StepUser, os.Geteuid())
+	if err != nil {
+		return nil, err
+	}
+	if err := local.HardenWorker(); err != nil {
+		return nil, err
+	}
+	r := local.New(logs, local.WithDataDir(cfg.DataDir), local.WithLogger(l.Named("local")), local.WithStepUser(u))
+	if err := r.CheckDataDir(); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // provideSelector builds the cluster-selection activity of the local

@@ -66,7 +66,13 @@ func InitWorker(ctx context.Context, cfg config.Config) (*app.Worker, func(), er
 		cleanup()
 		return nil, nil, err
 	}
-	runner := provideRunner(store, cfg, logger)
+	runner, err := provideRunner(store, cfg, logger)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	mirror := catalog.New(store, logger)
 	selector := provideSelector(store, logger)
 	v := provideGoPipelines()

@@ -276,6 +276,17 @@ func renderWork(s *spec.Step, env spec.Env) (stepWork, error) {
 	default:
 		w.container, err = spec.RenderContainer(s.Container, env)
 	}
+	if err != nil {
+		return w, err
+	}
+	switch {
+	case w.ray != nil:
+		err = spec.CheckRenderedSize(w.ray)
+	case w.spark != nil:
+		err = spec.CheckRenderedSize(w.spark)
+	case w.container != nil:
+		err = spec.CheckRenderedSize(w.container)
+	}
 	return w, err
 }
 

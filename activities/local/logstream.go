@@ -84,11 +84,11 @@ func openLogStream(ctx context.Context, r *Runner, key activities.LogKey, path s
 		flags |= os.O_TRUNC
 		base = 0
 	}
-	f, err := os.OpenFile(path, flags, 0o644)
+	f, err := os.OpenFile(path, flags, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open step log: %w", err)
 	}
-	idx, err := os.OpenFile(path+".index", flags, 0o644)
+	idx, err := os.OpenFile(path+".index", flags, 0o600)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("open step log index: %w", err)

@@ -27,3 +27,13 @@ func groupState(pgid int, _ []string) (alive, owned bool) {
 	}
 	return errors.Is(err, syscall.EPERM), false
 }
+
+// setCredential makes the step's process run as u, with no supplementary
+// groups.
+func setCredential(a *syscall.SysProcAttr, u *StepUser) {
+	a.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: []uint32{}}
+}
+
+// HardenWorker is Linux-only (PR_SET_DUMPABLE); elsewhere a step running as
+// another user is what keeps it from the worker's memory.
+func HardenWorker() error { return nil }

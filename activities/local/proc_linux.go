@@ -4,6 +4,7 @@ package local
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -82,4 +83,22 @@ func hasEnv(pid int, marker []string) bool {
 		}
 	}
 	return true
+}
+
+// setCredential makes the step's process run as u, with no supplementary
+// groups (the worker's groups would give it the worker's group access).
+func setCredential(a *syscall.SysProcAttr, u *StepUser) {
+	a.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: []uint32{}}
+}
+
+// HardenWorker makes the worker process non-dumpable: /proc/<pid>/environ,
+// mem and friends become readable only with CAP_SYS_PTRACE, so a step
+// running as another user (or the same unprivileged one) cannot read the
+// worker's environment, and no core dump spills its secrets. Call it once
+// when a worker that runs local steps starts.
+func HardenWorker() error {
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_DUMPABLE, 0, 0); errno != 0 {
+		return fmt.Errorf("prctl(PR_SET_DUMPABLE, 0): %w", errno)
+	}
+	return nil
 }

@@ -14,9 +14,13 @@ const platformSupported = false
 
 var errUnsupported = errors.New("the local runtime needs a Unix system")
 
-func sysProcAttr() *syscall.SysProcAttr            { return nil }
-func bootID() string                               { return "" }
-func groupState(int, []string) (alive, owned bool) { return false, false }
-func signalGroup(int, syscall.Signal) error        { return errUnsupported }
-func exitStatus(ps *os.ProcessState) (int, string) { return ps.ExitCode(), "" }
-func isStartProblem(error) bool                    { return true }
+func sysProcAttr() *syscall.SysProcAttr             { return nil }
+func bootID() string                                { return "" }
+func groupState(int, []string) (alive, owned bool)  { return false, false }
+func signalGroup(int, syscall.Signal) error         { return errUnsupported }
+func exitStatus(ps *os.ProcessState) (int, string)  { return ps.ExitCode(), "" }
+func isStartProblem(error) bool                     { return true }
+func setCredential(*syscall.SysProcAttr, *StepUser) {}
+
+// HardenWorker has nothing to do where steps cannot run.
+func HardenWorker() error { return nil }

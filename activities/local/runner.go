@@ -47,6 +47,7 @@ type Runner struct {
 	heartbeat time.Duration
 	grace     time.Duration
 	logLimit  int64
+	stepUser  *StepUser // nil: steps run as the worker's user
 
 	// Fixed in production; variables so tests need not wait on them.
 	flushInterval time.Duration
@@ -179,7 +180,8 @@ func (r *Runner) RunContainer(ctx context.Context, req activities.ContainerReque
 	logger := r.logger.With(zap.String("run", req.RunID), zap.String("step", req.Step),
 		zap.Int("item", key.Item), zap.Int("attempt", req.Attempt))
 	attemptDir := filepath.Join(r.dataDir, "runs", req.RunID, stepDir, "attempt-"+strconv.Itoa(req.Attempt))
-	outputsPath := filepath.Join(attemptDir, "outputs.json")
+	outDir := filepath.Join(attemptDir, "out")
+	outputsPath := filepath.Join(outDir, "outputs.json")
 	marker := markerEnv(req)
 
 	prev, restarted := previousHeartbeat(ctx, logger)
@@ -187,6 +189,18 @@ func (r *Runner) RunContainer(ctx context.Context, req activities.ContainerReque
 		r.killPrevious(prev, marker, logger)
 	}
 
+	// Every directory above a step's own is traversable but not listable
+	// (0711): a step finds its work and outputs directories but cannot list
+	// other runs' directories. The log stays the worker's (0600).
+	if err := mkdirChain(r.dataDir, "runs", req.RunID, stepDir, "attempt-"+strconv.Itoa(req.Attempt)); err != nil {
+		return activities.ContainerResult{}, err
+	}
+	if err := os.MkdirAll(outDir, 0o700); err != nil {
+		return activities.ContainerResult{}, fmt.Errorf("create outputs dir: %w", err)
+	}
+	if err := r.giveTo(outDir); err != nil {
+		return activities.ContainerResult{}, err
+	}
 	workDir := req.WorkingDir
 	if workDir != "" {
 		if fi, err := os.Stat(workDir); err != nil || !fi.IsDir() {
@@ -202,14 +216,23 @@ func (r *Runner) RunContainer(ctx context.Context, req activities.ContainerReque
 			return activities.ContainerResult{}, fmt.Errorf("clear work dir: %w", err)
 		}
 	}
-	if err := os.MkdirAll(workDir, 0o755); err != nil {
+	if err := os.MkdirAll(workDir, 0o700); err != nil {
 		return activities.ContainerResult{}, fmt.Errorf("create work dir: %w", err)
+	}
+	if req.WorkingDir == "" {
+		if err := r.giveTo(workDir); err != nil {
+			return activities.ContainerResult{}, err
+		}
 	}
 	if err := os.Remove(outputsPath); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return activities.ContainerResult{}, fmt.Errorf("remove stale outputs: %w", err)
 	}
 
 	env := buildEnv(req, outputsPath)
+	if r.stepUser != nil {
+		// The worker's HOME belongs to the worker's user.
+		env = setEnv(env, "HOME", workDir)
+	}
 	prog, err := lookPath(req.Command[0], envValue(env, "PATH"), workDir)
 	if err != nil {
 		msg := fmt.Sprintf("%s: the local runtime runs steps as local processes, so %q must be installed on the worker's machine",
@@ -222,9 +245,6 @@ func (r *Runner) RunContainer(ctx context.Context, req activities.ContainerReque
 
 	if err := ctx.Err(); err != nil {
 		return activities.ContainerResult{}, err // cancelled while cleaning up
-	}
-	if err := os.MkdirAll(attemptDir, 0o755); err != nil {
-		return activities.ContainerResult{}, fmt.Errorf("create attempt dir: %w", err)
 	}
 	logs, err := openLogStream(ctx, r, key, filepath.Join(attemptDir, "log"), restarted, prev.LogOffset, logger)
 	if err != nil {
@@ -247,6 +267,9 @@ func (r *Runner) RunContainer(ctx context.Context, req activities.ContainerReque
 		Stdout:      pw, // an *os.File: no copying goroutine, so Wait
 		Stderr:      pw, // does not wait for grandchildren holding the pipe
 		SysProcAttr: sysProcAttr(),
+	}
+	if r.stepUser != nil {
+		setCredential(cmd.SysProcAttr, r.stepUser)
 	}
 
 	startedAt := r.now()
@@ -528,6 +551,43 @@ func buildEnv(req activities.ContainerRequest, outputsPath string) []string {
 		env = append(env, k+"="+m[k])
 	}
 	return env
+}
+
+// setEnv replaces (or adds) key in a sorted-or-not KEY=VALUE list.
+func setEnv(env []string, key, value string) []string {
+	for i, kv := range env {
+		if strings.HasPrefix(kv, key+"=") {
+			env[i] = key + "=" + value
+			return env
+		}
+	}
+	return append(env, key+"="+value)
+}
+
+// mkdirChain creates base/parts... with 0711 directories below base (and
+// base itself if missing), fixing the mode of ones that exist.
+func mkdirChain(base string, parts ...string) error {
+	dir := base
+	for i := -1; i < len(parts); i++ {
+		if i >= 0 {
+			dir = filepath.Join(dir, parts[i])
+		}
+		if err := os.Mkdir(dir, 0o711); err != nil && !errors.Is(err, os.ErrExist) {
+			if i == -1 && errors.Is(err, os.ErrNotExist) {
+				if err := os.MkdirAll(dir, 0o711); err != nil {
+					return fmt.Errorf("create data dir: %w", err)
+				}
+				continue
+			}
+			return fmt.Errorf("create attempt dir: %w", err)
+		}
+		if i >= 0 {
+			if err := os.Chmod(dir, 0o711); err != nil {
+				return fmt.Errorf("create attempt dir: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 func envValue(env []string, key string) string {

@@ -467,7 +467,7 @@ func TestEnvDoesNotLeakWorkerEnv(t *testing.T) {
 		t.Fatalf("worker env leaked: %s", env)
 	}
 	for _, want := range []string{"MY_VAR=1", "ATELIER_STEP=train", "ATELIER_RUN_ID=run-1", "ATELIER_PROJECT=proj",
-		"ATELIER_ATTEMPT=1", "ATELIER_ITEM=4", "ATELIER_OUTPUTS=" + filepath.Join(h.data, "runs", "run-1", "train-4", "attempt-1", "outputs.json"),
+		"ATELIER_ATTEMPT=1", "ATELIER_ITEM=4", "ATELIER_OUTPUTS=" + filepath.Join(h.data, "runs", "run-1", "train-4", "attempt-1", "out", "outputs.json"),
 		"PATH=" + os.Getenv("PATH")} {
 		if !strings.Contains(env, want+";") {
 			t.Fatalf("env lacks %q: %s", want, env)

@@ -53,6 +53,11 @@ func RunDev(ctx context.Context, cfg config.Config, opts DevOptions, b DevBuilde
 	if err != nil {
 		return err
 	}
+	// Steps run below the state dir (its data/ holds their work dirs), so
+	// they may traverse it but not list it; its files are owner-only.
+	if err := os.Chmod(stateDir, 0o711); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
 
 	say("starting Temporal dev server (state in %s)…", filepath.Join(stateDir, "temporal.db"))
 	ts, err := devstack.StartTemporal(ctx, devstack.TemporalOptions{

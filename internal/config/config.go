@@ -35,6 +35,9 @@ type Config struct {
 	// TaskQueue is the local runtime's task queue: workers poll it, the
 	// gateway starts declarative runs on it.
 	TaskQueue string
+	// StepUser is who local steps run as (see local.ParseStepUser): empty
+	// means an unprivileged uid when the worker is root.
+	StepUser string
 
 	// Cluster, when set, makes `atelier worker` the worker of that
 	// Kubernetes cluster (see BindWorker) instead of a local-runtime worker.
@@ -97,6 +100,7 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.LogFormat, "log-format", env("ATELIER_LOG_FORMAT", d.LogFormat), "console|json (ATELIER_LOG_FORMAT)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.envDuration("ATELIER_SHUTDOWN_TIMEOUT", d.ShutdownTimeout), "graceful stop bound (ATELIER_SHUTDOWN_TIMEOUT)")
 	fs.StringVar(&c.TaskQueue, "task-queue", env("ATELIER_TASK_QUEUE", d.TaskQueue), "local runtime task queue (ATELIER_TASK_QUEUE)")
+	fs.StringVar(&c.StepUser, "step-user", env("ATELIER_STEP_USER", d.StepUser), "user local steps run as: a name, uid or uid:gid; default: uid 65532 when the worker is root, else the worker's user; \"worker\" = the worker's user (ATELIER_STEP_USER)")
 	fs.IntVar(&c.WorkerConcurrency, "worker-concurrency", c.envInt("ATELIER_WORKER_CONCURRENCY", d.WorkerConcurrency), "max concurrent activities per worker (ATELIER_WORKER_CONCURRENCY)")
 }
 

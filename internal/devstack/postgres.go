@@ -22,6 +22,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/atelier-ml/atelier/internal/fsperm"
 )
 
 // Environment variables read by EnsurePostgres.
@@ -184,7 +186,7 @@ func startThrowaway(ctx context.Context, stateDir string, log func(string, ...an
 			return "", nil, err
 		}
 		c.cred = &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}
-		if !reachableBy(stateDir, uid, gid) {
+		if fsperm.Reachable(stateDir, uid, gid) != nil {
 			c.base = fallbackBase(stateDir)
 			log("postgres: running as root; %s is not reachable by uid %d, using %s", stateDir, uid, c.base)
 			if err := os.MkdirAll(c.base, 0o755); err != nil {
@@ -457,37 +459,4 @@ func unprivilegedUser() (uint32, uint32, error) {
 		return 0, 0, fmt.Errorf("devstack: bad uid/gid for nobody: %q/%q", u.Uid, u.Gid)
 	}
 	return uint32(uid), uint32(gid), nil
-}
-
-// reachableBy reports whether uid/gid can search every directory down to dir
-// (by mode bits; ACLs are ignored).
-func reachableBy(dir string, uid, gid uint32) bool {
-	for d := dir; ; d = filepath.Dir(d) {
-		fi, err := os.Stat(d)
-		if err != nil {
-			return false
-		}
-		st, ok := fi.Sys().(*syscall.Stat_t)
-		if !ok {
-			return false
-		}
-		mode := fi.Mode().Perm()
-		switch {
-		case st.Uid == uid:
-			if mode&0o100 == 0 {
-				return false
-			}
-		case st.Gid == gid:
-			if mode&0o010 == 0 {
-				return false
-			}
-		default:
-			if mode&0o001 == 0 {
-				return false
-			}
-		}
-		if d == filepath.Dir(d) {
-			return true
-		}
-	}
 }

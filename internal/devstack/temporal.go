@@ -187,7 +187,14 @@ func StartTemporal(ctx context.Context, opts TemporalOptions, log func(string, .
 		if err := os.MkdirAll(opts.StateDir, 0o755); err != nil {
 			return nil, fmt.Errorf("devstack: temporal state dir: %w", err)
 		}
-		args = append(args, "--db-filename", filepath.Join(opts.StateDir, "temporal.db"))
+		db := filepath.Join(opts.StateDir, "temporal.db")
+		// Every tenant's workflow history is in this file: create it
+		// owner-only before the server does (SQLite gives its -wal and -shm
+		// files the database's mode), so a step cannot read it.
+		if err := ensurePrivateFile(db); err != nil {
+			return nil, fmt.Errorf("devstack: temporal db: %w", err)
+		}
+		args = append(args, "--db-filename", db)
 	}
 	level := opts.LogLevel
 	if level == "" {
@@ -214,7 +221,7 @@ func StartTemporal(ctx context.Context, opts TemporalOptions, log func(string, .
 		if err := os.MkdirAll(filepath.Dir(opts.LogFile), 0o755); err != nil {
 			return nil, fmt.Errorf("devstack: temporal log dir: %w", err)
 		}
-		f, err := os.OpenFile(opts.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		f, err := os.OpenFile(opts.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {
 			return nil, fmt.Errorf("devstack: temporal log file: %w", err)
 		}
@@ -454,4 +461,22 @@ func temporalOrDisabled(s string) string {
 		return "disabled"
 	}
 	return s
+}
+
+// ensurePrivateFile creates path empty if missing and makes it 0600 (an
+// empty file is a valid new SQLite database).
+func ensurePrivateFile(path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
 }

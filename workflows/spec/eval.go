@@ -170,8 +170,25 @@ func RenderString(s string, env Env) (string, error) {
 			return "", fmt.Errorf("{{ %s }}: %w", sg.text, err)
 		}
 		b.WriteString(str)
+		if b.Len() > MaxRenderedValue {
+			return "", fmt.Errorf("{{ %s }}: the rendered value is %w: it exceeds %d KiB", sg.text, ErrBudget, MaxRenderedValue>>10)
+		}
 	}
 	return b.String(), nil
+}
+
+// CheckRenderedSize fails when a rendered step (the value RenderContainer,
+// RenderRay or RenderSpark returned) exceeds MaxRenderedStep: it travels in
+// workflow history and activity payloads.
+func CheckRenderedSize(rendered any) error {
+	b, err := json.Marshal(rendered)
+	if err != nil {
+		return fmt.Errorf("rendered step: %w", err)
+	}
+	if len(b) > MaxRenderedStep {
+		return fmt.Errorf("the rendered step is %w: %d KiB exceeds the limit of %d KiB", ErrBudget, len(b)>>10, MaxRenderedStep>>10)
+	}
+	return nil
 }
 
 func formatValue(v any) (string, error) {

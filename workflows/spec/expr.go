@@ -41,6 +41,8 @@ var compileEnv = types.Map{
 	"steps":  types.TypeOf(map[string]any{}),
 	"item":   types.Any,
 	"run":    types.TypeOf(map[string]any{}),
+	// budgetVar carries the evaluation's meter (budget.go).
+	budgetVar: types.Any,
 }
 
 type exprMode int
@@ -90,6 +92,16 @@ func compileExpr(src string, mode exprMode) (*vm.Program, error) {
 	if mode == modeBool {
 		opts = append(opts, expr.AsBool())
 	}
+	// Type errors come from the program as written; the metered program
+	// (budget.go) calls functions taking any, which the checker cannot fault.
+	if _, err := expr.Compile(src, opts...); err != nil {
+		return nil, errors.New(exprErrorMessage(err, true))
+	}
+	opts = append(opts, expr.Patch(budgetPatcher{}),
+		expr.Function(addFn, meteredAdd), expr.Function(tickFn, meteredTick))
+	for _, name := range meteredNames {
+		opts = append(opts, expr.Function(name, meteredBuiltins[name]))
+	}
 	p, err := expr.Compile(src, opts...)
 	if err != nil {
 		return nil, errors.New(exprErrorMessage(err, true))
@@ -123,7 +135,9 @@ func runExpr(src string, mode exprMode, env Env) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := expr.Run(p, env.exprEnv())
+	vars := env.exprEnv()
+	vars[budgetVar] = &evalBudget{}
+	v, err := expr.Run(p, vars)
 	if err != nil {
 		return nil, errors.New(exprErrorMessage(err, false))
 	}

@@ -129,6 +129,11 @@ func Start(ctx context.Context, o Options) (s *Stack, err error) {
 		return s, err
 	}
 	s.closers = append(s.closers, func() { _ = os.RemoveAll(dataDir) })
+	// Steps run as an unprivileged user when the bench runs as root; they
+	// must be able to reach their work directories.
+	if err := os.Chmod(dataDir, 0o711); err != nil {
+		return s, err
+	}
 
 	cfg := config.Default()
 	cfg.DatabaseURL = dbURL
