@@ -8,10 +8,10 @@
 // Runner.RunContainer runs one attempt of a step. Each attempt gets a
 // directory
 //
-//	<data>/runs/<run>/<step>[-<item>]/attempt-<n>/
-//	    work/          working directory, unless the step sets workingDir
-//	    log            combined stdout+stderr (the same bytes as shipped)
-//	    outputs.json   ATELIER_OUTPUTS: the step may write a JSON object here
+//	<data>/runs/<run>/<step>[-<item>]/attempt-<n>/    (0711 down from <data>)
+//	    work/              working directory, unless the step sets workingDir (step's, 0700)
+//	    out/outputs.json   ATELIER_OUTPUTS: the step may write a JSON object here (step's, 0700)
+//	    log, log.index     combined stdout+stderr, the same bytes as shipped (worker's, 0600)
 //
 // Combined output is shipped to a LogSink in ordered chunks addressed by byte
 // offset, so the gateway can serve and follow logs from Postgres while the
@@ -43,9 +43,28 @@
 // A step does not inherit the worker's environment: the worker holds secrets
 // (database URLs, Temporal credentials, cloud keys) that a pipeline author
 // must not be able to read by printing env. A step sees only PATH, HOME,
-// LANG and TMPDIR from the worker, then its own env, then the ATELIER_*
-// variables set by the runtime (which cannot be overridden). Anything else a
-// step needs (proxies, CUDA_VISIBLE_DEVICES, tokens) must be set in its env.
+// LANG and TMPDIR from the worker (HOME is the work dir when the step runs
+// as another user), then its own env, then the ATELIER_* variables set by
+// the runtime (which cannot be overridden). Anything else a step needs
+// (proxies, CUDA_VISIBLE_DEVICES, tokens) must be set in its env.
+//
+// # What the local runtime isolates, and what it does not
+//
+// It is not a container sandbox. When the worker runs as root, each step
+// runs as an unprivileged user (WithStepUser; `--step-user`, default uid
+// 65532, no supplementary groups), the worker process is non-dumpable
+// (HardenWorker), the directories above a step's own are traversable but
+// not listable, and the worker's files (logs, the dev stack's admin token,
+// database URL and Temporal database) are 0600. So a step cannot read the
+// worker's environment through /proc/$PPID/environ, its memory, its files or
+// list other runs. It still shares the machine: the network (including
+// Postgres and Temporal ports: use passwords, not trust auth, beyond a dev
+// machine), world-readable files, /tmp, CPU and memory, and every step runs
+// as the same step user, so a step that learns another run's directory name
+// can read what that run left world-readable there. When the worker is not
+// root, steps run as the worker's user and can read whatever that user can:
+// run such a worker only for pipelines you trust, or use a Kubernetes
+// cluster for isolation between tenants.
 //
 // The package supports Unix systems; process-group recovery is most precise
 // on Linux, where /proc is available.
