@@ -209,13 +209,27 @@ func (d *dag) runForEach(ctx workflow.Context, i int, env spec.Env, opts []StepO
 		})
 	}
 	_ = workflow.Await(wait, func() bool { return active == 0 })
+	// Items that never started mean the step is not done, whatever stopped
+	// it: it must never read as SUCCEEDED with partial outputs.
+	notRun := 0
+	for k := range st.Items {
+		if st.Items[k].State == StepPending {
+			notRun++
+		}
+	}
+	never := func(why string) string {
+		return fmt.Sprintf("%s; %d of %d items never ran", why, notRun, len(items))
+	}
 	switch {
 	case itemFailure != "":
 		markStepUnfinished(st, StepSkipped, "not started: another item failed")
-		d.fail(i, itemFailure)
+		d.fail(i, never(itemFailure))
 	case ctx.Err() != nil:
 		markStepUnfinished(st, StepCancelled, "not started: run cancelled")
-		d.finishStep(i, StepCancelled, "", "run cancelled")
+		d.finishStep(i, StepCancelled, "", never("run cancelled"))
+	case notRun > 0:
+		markStepUnfinished(st, StepSkipped, "not started: "+d.failure)
+		d.finishStep(i, StepCancelled, "", never("stopped: "+d.failure))
 	default:
 		d.outputs[i] = outs
 		st.Outputs = outs

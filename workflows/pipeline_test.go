@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -24,14 +25,18 @@ import (
 // "ok k=v ..." succeeds with outputs; "fail" fails; "flaky N" fails the first
 // N attempts; "block" waits for cancellation.
 type fakeRuntime struct {
-	mu    sync.Mutex
-	calls []activities.ContainerRequest
+	mu              sync.Mutex
+	calls           []activities.ContainerRequest
+	running, maxRan int
 }
 
 func (f *fakeRuntime) run(ctx context.Context, req activities.ContainerRequest) (activities.ContainerResult, error) {
 	f.mu.Lock()
 	f.calls = append(f.calls, req)
+	f.running++
+	f.maxRan = max(f.maxRan, f.running)
 	f.mu.Unlock()
+	defer func() { f.mu.Lock(); f.running--; f.mu.Unlock() }()
 	res := activities.ContainerResult{StartedAt: time.Now(), FinishedAt: time.Now()}
 	args := strings.Fields(strings.Join(req.Command, " "))
 	switch args[0] {
@@ -45,6 +50,9 @@ func (f *fakeRuntime) run(ctx context.Context, req activities.ContainerRequest) 
 			}
 			res.Outputs[k] = val
 		}
+		return res, nil
+	case "slow": // succeeds after a while, so a sibling can fail meanwhile
+		time.Sleep(300 * time.Millisecond)
 		return res, nil
 	case "flaky":
 		if req.Attempt <= len(args[1]) { // "flaky xx" fails two attempts
@@ -271,4 +279,58 @@ steps:
 	assert.Equal(t, workflows.RunFailed, s.State)
 	assert.Contains(t, s.Error, "deadline")
 	assert.Equal(t, workflows.StepCancelled, s.Steps[0].State)
+}
+
+// Seen by a user: a forEach cut short by another step's failure was
+// reported SUCCEEDED with partial outputs.
+func TestForEachCutShortBySiblingFailureIsNotSucceeded(t *testing.T) {
+	env, rt, _ := newEnv(t)
+	env.ExecuteWorkflow(workflows.PipelineWorkflow, input(t, `
+steps:
+  - name: fan
+    forEach: {items: [1, 2, 3, 4], parallelism: 1}
+    container: {command: [slow]}
+  - name: broken
+    container: {command: [fail]}
+`, nil))
+	require.True(t, env.IsWorkflowCompleted())
+	require.Error(t, env.GetWorkflowError())
+	s := status(t, env)
+	var fan workflows.StepStatus
+	for _, st := range s.Steps {
+		if st.Name == "fan" {
+			fan = st
+		}
+	}
+	assert.Equal(t, workflows.StepCancelled, fan.State)
+	assert.Contains(t, fan.Message, "3 of 4 items never ran")
+	assert.Contains(t, fan.Message, `step "broken" failed`)
+	assert.Nil(t, fan.Outputs, "no partial outputs")
+	skipped := 0
+	for _, it := range fan.Items {
+		if it.State == workflows.StepSkipped {
+			skipped++
+		}
+	}
+	assert.Equal(t, 3, skipped)
+	assert.Equal(t, 1, strings.Count(strings.Join(rt.commands(), ","), "slow"))
+}
+
+// Seen by a user: 21 forEach steps × parallelism 100 exceed Temporal's 2,000
+// pending activities per workflow and the run hangs. Attempts past the
+// run's bound wait for a slot instead.
+func TestInflightAttemptsAreBoundedPerRun(t *testing.T) {
+	env, rt, _ := newEnv(t)
+	var b strings.Builder
+	b.WriteString("steps:\n")
+	items := "[" + strings.TrimSuffix(strings.Repeat("1,", 100), ",") + "]"
+	for i := 0; i < 11; i++ {
+		fmt.Fprintf(&b, "  - name: s%d\n    forEach: {items: %s, parallelism: 100}\n    container: {command: [slow]}\n", i, items)
+	}
+	env.ExecuteWorkflow(workflows.PipelineWorkflow, input(t, b.String(), nil))
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	assert.Len(t, rt.calls, 1100)
+	assert.LessOrEqual(t, rt.maxRan, workflows.MaxInflightAttempts)
+	assert.Greater(t, rt.maxRan, 500, "the bound must not serialise the run")
 }

@@ -38,6 +38,8 @@ type Run struct {
 	mirrored int64 // highest Seq the mirror has written
 	closing  bool
 
+	inflight int // step attempts in flight (MaxInflightAttempts)
+
 	// Kubernetes bookkeeping (kube.go): clusters used, shared RayClusters.
 	kubeClusters []kubeTarget
 	rayTemplates []spec.SharedRayCluster
@@ -167,6 +169,8 @@ func (r *Run) Status() RunStatus {
 	for i, st := range r.steps {
 		s.Steps[i] = st.clone()
 	}
+	s.Warnings = append([]string(nil), s.Warnings...)
+	boundStatus(&s)
 	return s
 }
 

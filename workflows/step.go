@@ -165,12 +165,24 @@ func (r *Run) runAttempts(ctx workflow.Context, st *StepStatus, cfg stepConfig, 
 			r.endStep(st, StepCancelled, "", "run cancelled before the attempt started")
 			return nil, errCancelled
 		}
+		// Queued, not refused, past the run's in-flight bound (Temporal
+		// caps pending activities per workflow).
+		if err := workflow.Await(ctx, func() bool { return r.inflight < MaxInflightAttempts }); err != nil {
+			r.endStep(st, StepCancelled, "", "run cancelled before the attempt started")
+			return nil, errCancelled
+		}
+		if msg := historyLimitError(ctx); msg != "" {
+			r.endStep(st, StepFailed, msg, "")
+			return nil, &StepError{Step: st.Name, Attempts: attempt - 1, Message: msg}
+		}
 		started := workflow.Now(ctx)
 		st.State = StepRunning
 		st.Attempts = append(st.Attempts, Attempt{Number: attempt, State: StepRunning, StartedAt: &started, LogURL: logURL(attempt)})
 		r.touch()
 
+		r.inflight++
 		res, err := run(ctx, attempt)
+		r.inflight--
 		a := &st.Attempts[len(st.Attempts)-1]
 		if !res.StartedAt.IsZero() {
 			a.StartedAt = &res.StartedAt

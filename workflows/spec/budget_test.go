@@ -2,6 +2,7 @@ package spec
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -91,5 +92,27 @@ func TestMeteredBuiltinsExist(t *testing.T) {
 		if meteredBuiltins[name] == nil {
 			t.Errorf("%s has no metered version", name)
 		}
+	}
+}
+
+func TestSpecsPastTemporalsHistoryLimitAreRefused(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("steps:\n")
+	items := "[" + strings.TrimSuffix(strings.Repeat("1,", MaxForEachItems), ",") + "]"
+	for i := 0; i < 8; i++ { // 8 × 1,000 items × 6 events: 48,000
+		b.WriteString("  - name: s" + strconv.Itoa(i) + "\n    forEach: {items: " + items + "}\n    container: {command: [echo]}\n")
+	}
+	p, err := Parse([]byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Validate(p, ValidateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "51,200") {
+		t.Fatalf("Validate() = %v, want a problem naming Temporal's history limit", err)
+	}
+	// Six such steps fit.
+	p.Steps = p.Steps[:6]
+	if err := Validate(p, ValidateOptions{}); err != nil {
+		t.Fatalf("six steps of 1,000 items: %v", err)
 	}
 }

@@ -131,6 +131,9 @@ func Validate(p *Pipeline, opts ValidateOptions) error {
 		validateStep(p, i, vc, sc, &ps)
 	}
 	reportCycles(p, &ps)
+	if n := EstimateHistoryEvents(p); n > MaxEstimatedHistoryEvents {
+		ps.add("steps", "a run of this pipeline needs about %d Temporal history events when every step succeeds the first time; Temporal allows 51,200 per run (Atelier plans for at most %d): use fewer steps or forEach items, or split the pipeline", n, MaxEstimatedHistoryEvents)
+	}
 
 	sortProblems(ps.list)
 	return ps.err()
@@ -652,4 +655,39 @@ func reportCycles(p *Pipeline, ps *problems) {
 		names = append(names, p.Steps[start].Name)
 		ps.add(index("steps", start), "dependency cycle: %s", strings.Join(names, " -> "))
 	}
+}
+
+// MaxEstimatedHistoryEvents is what a run may plan to use of Temporal's
+// 51,200 history events when every step succeeds at once; the rest is for
+// retries, bookkeeping and cleanup (run-time guards in workflows/limits.go
+// stop a run that would go past the hard limit).
+const MaxEstimatedHistoryEvents = 40_000
+
+// eventsPerAttempt is the history cost of one step attempt: activity
+// scheduled, started, completed, and the workflow task (scheduled,
+// started, completed) that handles it; Kubernetes steps add a cluster
+// selection activity.
+const eventsPerAttempt = 6
+
+// EstimateHistoryEvents estimates the history events of a run in which
+// every step succeeds at its first attempt. A forEach over a literal list
+// counts its items; one over an expression counts as one item, since its
+// length is known only at run time (the run-time guard covers it).
+func EstimateHistoryEvents(p *Pipeline) int {
+	n := 20 // start, bookkeeping, mirror, end
+	for i := range p.Steps {
+		s := &p.Steps[i]
+		per := eventsPerAttempt
+		if s.Kind == KindRay || s.Kind == KindSpark || s.EffectivePlacement(p) != nil {
+			per += eventsPerAttempt
+		}
+		items := 1
+		if s.ForEach != nil {
+			if form, list, _, err := parseItems(s.ForEach.Items); err == nil && form == itemsLiteral {
+				items = max(len(list), 1)
+			}
+		}
+		n += items * per
+	}
+	return n
 }
