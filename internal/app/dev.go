@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -10,9 +12,11 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/atelier-ml/atelier/activities/local"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/config"
 	"github.com/atelier-ml/atelier/internal/devstack"
+	"github.com/atelier-ml/atelier/internal/fsperm"
 	"github.com/atelier-ml/atelier/internal/store"
 	"github.com/atelier-ml/atelier/internal/tokens"
 )
@@ -87,7 +91,7 @@ func RunDev(ctx context.Context, cfg config.Config, opts DevOptions, b DevBuilde
 		return fmt.Errorf("save database URL: %w", err)
 	}
 	if cfg.DataDir == config.Default().DataDir {
-		cfg.DataDir = filepath.Join(stateDir, "data")
+		cfg.DataDir = devDataDir(stateDir, cfg.StepUser, say)
 	}
 	token, err := bootstrap(ctx, cfg, stateDir)
 	if err != nil {
@@ -190,4 +194,20 @@ Run ray/spark steps on a Kubernetes cluster by starting its worker:
     --temporal %[3]s --database-url "$(cat %[6]s/database-url)"
 
 `, api, ui, temporal, ns, token, stateDir)
+}
+
+// devDataDir is <state>/data, unless steps run as another user (the dev
+// stack runs as root) who cannot reach it, as in a clone under /root: then
+// a directory of its own under the system temp dir, so `make dev` works
+// from any clone.
+func devDataDir(stateDir, stepUser string, say func(string, ...any)) string {
+	dir := filepath.Join(stateDir, "data")
+	u, err := local.ParseStepUser(stepUser, os.Geteuid())
+	if err != nil || u == nil || fsperm.Reachable(dir, u.UID, u.GID) == nil {
+		return dir // a bad step user is reported when the worker starts
+	}
+	sum := sha256.Sum256([]byte(stateDir))
+	alt := filepath.Join(os.TempDir(), "atelier-data-"+hex.EncodeToString(sum[:6]))
+	say("steps run as uid %d, which cannot reach %s; step data goes to %s", u.UID, dir, alt)
+	return alt
 }
