@@ -187,14 +187,7 @@ func StartTemporal(ctx context.Context, opts TemporalOptions, log func(string, .
 		if err := os.MkdirAll(opts.StateDir, 0o755); err != nil {
 			return nil, fmt.Errorf("devstack: temporal state dir: %w", err)
 		}
-		db := filepath.Join(opts.StateDir, "temporal.db")
-		// Every tenant's workflow history is in this file: create it
-		// owner-only before the server does (SQLite gives its -wal and -shm
-		// files the database's mode), so a step cannot read it.
-		if err := ensurePrivateFile(db); err != nil {
-			return nil, fmt.Errorf("devstack: temporal db: %w", err)
-		}
-		args = append(args, "--db-filename", db)
+		args = append(args, "--db-filename", filepath.Join(opts.StateDir, "temporal.db"))
 	}
 	level := opts.LogLevel
 	if level == "" {
@@ -257,6 +250,17 @@ func StartTemporal(ctx context.Context, opts TemporalOptions, log func(string, .
 		_ = s.Stop()
 		return nil, fmt.Errorf("devstack: temporal dev server on %s did not become ready: %w\n--- server log tail ---\n%s",
 			s.hostPort, err, temporalLastLines(s.logTail.String(), 40))
+	}
+	if opts.StateDir != "" {
+		// Every tenant's workflow history is in this file: owner-only, so
+		// a step cannot read it. (The server decides whether to create its
+		// schema by whether the file exists, so it cannot be made before;
+		// SQLite gives -wal and -shm files it creates later the database's
+		// mode.)
+		if err := makePrivate(filepath.Join(opts.StateDir, "temporal.db")); err != nil {
+			_ = s.Stop()
+			return nil, fmt.Errorf("devstack: temporal db: %w", err)
+		}
 	}
 	log("temporal dev server ready on %s in %s (UI %s)", s.hostPort, time.Since(start).Round(time.Millisecond), temporalOrDisabled(uiURL))
 	return s, nil
@@ -463,17 +467,9 @@ func temporalOrDisabled(s string) string {
 	return s
 }
 
-// ensurePrivateFile creates path empty if missing and makes it 0600 (an
-// empty file is a valid new SQLite database).
-func ensurePrivateFile(path string) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+// makePrivate makes an SQLite database and its -wal and -shm files 0600.
+func makePrivate(db string) error {
+	for _, p := range []string{db, db + "-wal", db + "-shm"} {
 		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
