@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -30,5 +31,23 @@ func TestReplayRecordedHistories(t *testing.T) {
 				t.Fatalf("replay %s: %v", f, err)
 			}
 		})
+	}
+}
+
+// TestReplayCatchesAnUnguardedChange proves the replay test has teeth: the
+// same workflow with one extra command (as an unguarded change would add)
+// must not replay a recorded history.
+func TestReplayCatchesAnUnguardedChange(t *testing.T) {
+	changed := func(ctx workflow.Context, in workflows.PipelineInput) error {
+		if err := workflow.Sleep(ctx, time.Second); err != nil { // the "change"
+			return err
+		}
+		return workflows.PipelineWorkflow(ctx, in)
+	}
+	r := worker.NewWorkflowReplayer()
+	r.RegisterWorkflowWithOptions(changed, workflow.RegisterOptions{Name: workflows.PipelineWorkflowName})
+	err := r.ReplayWorkflowHistoryFromJSONFile(nil, "testdata/pipeline-succeeded.json")
+	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "nondetermin") {
+		t.Fatalf("replay of a changed workflow: %v, want a nondeterminism error", err)
 	}
 }
