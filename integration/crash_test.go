@@ -50,7 +50,7 @@ func TestWorkerKill9MidPipelineResumes(t *testing.T) {
 	dirs := make([]string, runs)
 	ids := make([]string, runs)
 	for i := range runs {
-		dirs[i] = t.TempDir()
+		dirs[i] = stepScratchDir(t)
 		name := fmt.Sprintf("crashy-%d", i)
 		s.createPipeline(name, fmt.Sprintf(`
 steps:

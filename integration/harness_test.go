@@ -268,6 +268,17 @@ func stepDataDir(t *testing.T) string {
 	return d
 }
 
+// stepScratchDir is a directory test steps write marker files to: steps
+// run as an unprivileged user when the tests run as root, so it must be
+// writable by anyone (as /tmp is), like a shared directory a real pipeline
+// would be given.
+func stepScratchDir(t *testing.T) string {
+	t.Helper()
+	d := stepDataDir(t)
+	require.NoError(t, os.Chmod(d, 0o777))
+	return d
+}
+
 func (s *stack) rawGet(t *testing.T, path string) string {
 	t.Helper()
 	req, err := http.NewRequest("GET", s.url+path, nil)

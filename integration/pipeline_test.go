@@ -120,7 +120,7 @@ func TestCancelMidStepKillsProcessAndSkipsLaterSteps(t *testing.T) {
 	for _, how := range []string{"rest-signal", "temporal-cancel"} {
 		t.Run(how, func(t *testing.T) {
 			s := newStack(t)
-			dir := t.TempDir()
+			dir := stepScratchDir(t)
 			s.createPipeline("blocking", blockingPipeline(dir))
 			id := s.startRun(map[string]any{"pipeline": "blocking"})
 			var pid int

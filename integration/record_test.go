@@ -28,7 +28,7 @@ func TestRecordHistories(t *testing.T) {
 		t.Skip("set ATELIER_RECORD_HISTORIES=1 to re-record workflows/testdata histories")
 	}
 	s := newStack(t)
-	dir := t.TempDir()
+	dir := stepScratchDir(t)
 	s.createPipeline("train-evaluate", string(readExample(t)))
 	s.createPipeline("retry-fail", `
 steps:
