@@ -7,7 +7,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -162,7 +165,57 @@ func checkRunRequest(req gen.CreateRunRequest) error {
 	if fe != nil {
 		return newProblem(ptInvalid, "%s", summarize(fe)).withErrors(fe)
 	}
+	// A NUL cannot be stored (jsonb, text) nor passed to a process; refuse
+	// it here rather than let the run fail later.
+	if req.Params != nil {
+		if path := nulPath("params", *req.Params); path != "" {
+			fe = append(fe, gen.FieldError{Path: path, Message: "contains a NUL character (\\u0000), which runs cannot carry"})
+		}
+	}
+	if req.Input != nil && bytes.Contains(*req.Input, []byte(`\u0000`)) {
+		var v any
+		if json.Unmarshal(*req.Input, &v) == nil {
+			if path := nulPath("input", v); path != "" {
+				fe = append(fe, gen.FieldError{Path: path, Message: "contains a NUL character (\\u0000), which runs cannot carry"})
+			}
+		}
+	}
+	if fe != nil {
+		return newProblem(ptInvalidParams, "%s", summarize(fe)).withErrors(fe)
+	}
 	return nil
+}
+
+// nulPath returns the path of the first string (or key) in v holding a NUL
+// byte, or "". Keys are visited in sorted order so the answer is stable.
+func nulPath(path string, v any) string {
+	switch x := v.(type) {
+	case string:
+		if strings.ContainsRune(x, 0) {
+			return path
+		}
+	case []any:
+		for i, e := range x {
+			if p := nulPath(fmt.Sprintf("%s[%d]", path, i), e); p != "" {
+				return p
+			}
+		}
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if strings.ContainsRune(k, 0) {
+				return path
+			}
+			if p := nulPath(path+"."+k, x[k]); p != "" {
+				return p
+			}
+		}
+	}
+	return ""
 }
 
 // planPipelineRun resolves a declarative run: the version, its spec and

@@ -57,14 +57,14 @@ func (s *Store) CreateRun(ctx context.Context, r catalog.Run) (catalog.Run, bool
 		p.CreatedAt = &r.CreatedAt
 	}
 	if len(r.Input) > 0 {
-		p.Input = r.Input
+		p.Input = jsonbSafe(r.Input)
 	}
 	if r.Status != nil {
 		b, err := json.Marshal(r.Status)
 		if err != nil {
 			return catalog.Run{}, false, invalid("run status: %v", err)
 		}
-		p.Status = b
+		p.Status = jsonbSafe(b)
 	}
 	// A conflicting key makes the insert return no row; the existing run is
 	// then read. Retry if that run was deleted in between (DeleteRun).
@@ -133,7 +133,7 @@ func (s *Store) MirrorRun(ctx context.Context, st workflows.RunStatus) error {
 		Workflow:  st.Workflow,
 		State:     string(st.State),
 		Seq:       st.Seq,
-		Status:    b,
+		Status:    jsonbSafe(b),
 		CreatedAt: st.StartedAt,
 	}
 	if st.Version != 0 {
