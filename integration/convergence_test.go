@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atelier-ml/atelier/examples/gopipeline"
 	"github.com/atelier-ml/atelier/workflows"
 )
 
@@ -61,4 +62,20 @@ steps:
 	require.Equal(t, 422, s.do("POST", s.path("/runs"), map[string]any{"pipeline": "nul", "params": map[string]any{"p": "a\x00b"}}, &prob))
 	require.Len(t, prob.Errors, 1)
 	assert.Equal(t, "params.p", prob.Errors[0].Path)
+}
+
+// Seen by a user: input that does not fit a Go pipeline's type left the run
+// PENDING forever (SSE never ended, cancel answered 409). It must end FAILED
+// with the decode error.
+func TestGoPipelineInputOfTheWrongTypeFailsTheRun(t *testing.T) {
+	s := newStack(t)
+	id := s.startRun(map[string]any{"workflow": gopipeline.Name, "input": map[string]any{"dataset": 5}})
+	r := s.waitTerminal(id, 30*time.Second)
+	require.Equal(t, workflows.RunFailed, r.State)
+	assert.Contains(t, r.Status.Error, "cannot unmarshal number")
+	assert.Contains(t, r.Status.Error, "dataset")
+	s.waitListed(id, workflows.RunFailed, 10*time.Second)
+	// The event stream ends with the terminal state.
+	events := s.rawGet(t, s.path("/runs/%s/events", id))
+	assert.Contains(t, events, `"FAILED"`)
 }

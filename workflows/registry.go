@@ -22,10 +22,16 @@ type WorkflowRegistry interface {
 }
 
 // Register registers the generic declarative pipeline workflow and the given
-// native Go pipelines under their stable names.
+// native Go pipelines under their stable names; a Go pipeline decodes its
+// own input (see decodingWorkflow). A Workflow of the wrong shape panics, as
+// the Temporal SDK's own registration does: it is a programming error.
 func Register(reg WorkflowRegistry, pipelines ...GoPipeline) {
 	reg.RegisterWorkflowWithOptions(PipelineWorkflow, workflow.RegisterOptions{Name: PipelineWorkflowName})
 	for _, p := range pipelines {
-		reg.RegisterWorkflowWithOptions(p.Workflow, workflow.RegisterOptions{Name: p.Name})
+		fn, err := decodingWorkflow(p.Name, p.Workflow)
+		if err != nil {
+			panic(err)
+		}
+		reg.RegisterWorkflowWithOptions(fn, workflow.RegisterOptions{Name: p.Name})
 	}
 }

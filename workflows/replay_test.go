@@ -25,8 +25,7 @@ func TestReplayRecordedHistories(t *testing.T) {
 	for _, f := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(f), ".json"), func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
-			r.RegisterWorkflowWithOptions(workflows.PipelineWorkflow, workflow.RegisterOptions{Name: workflows.PipelineWorkflowName})
-			r.RegisterWorkflowWithOptions(gopipeline.TrainEvaluate, workflow.RegisterOptions{Name: gopipeline.Name})
+			workflows.Register(r, gopipeline.Pipeline)
 			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
 				t.Fatalf("replay %s: %v", f, err)
 			}
