@@ -12,6 +12,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/atelier-ml/atelier/api/gen"
+	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/workflows"
 )
 
@@ -55,6 +57,7 @@ type server struct {
 	log   *zap.Logger
 	now   func() time.Time
 	newID func() string
+	conv  Converger
 
 	bodyLimit    int64
 	publicURL    string
@@ -103,6 +106,17 @@ func WithQueryTimeout(d time.Duration) Option { return func(s *server) { s.query
 // WithTaskQueue sets the task queue declarative runs start on (default
 // workflows.TaskQueueLocal); it must be the one the local runtime's workers poll.
 func WithTaskQueue(q string) Option { return func(s *server) { s.taskQueue = q } }
+
+// Converger records the final state of a run whose workflow ended outside
+// Atelier (internal/reconcile implements it).
+type Converger interface {
+	Converge(ctx context.Context, run catalog.Run) (workflows.RunStatus, bool, error)
+}
+
+// WithConverger lets reads converge a run whose workflow closed without
+// mirroring its end (terminated, timed out) at once, instead of waiting
+// for the background sweep.
+func WithConverger(c Converger) Option { return func(s *server) { s.conv = c } }
 
 // WithRegistry registers the gateway's metrics on reg and serves reg at
 // /metrics (default: a private registry with Go and process collectors).

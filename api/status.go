@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/internal/engine"
 	"github.com/atelier-ml/atelier/workflows"
 )
 
@@ -23,6 +25,13 @@ func (s *server) liveStatus(ctx context.Context, run catalog.Run) workflows.RunS
 		st, err := s.eng.QueryStatus(qctx, run.ID)
 		cancel()
 		switch {
+		case (errors.Is(err, engine.ErrRunClosed) || errors.Is(err, engine.ErrRunNotFound)) && s.conv != nil:
+			// Ended without mirroring its end (terminated, timed out, gone).
+			if cst, ok, cerr := s.conv.Converge(ctx, run); cerr != nil {
+				s.log.Warn("cannot converge a closed run; serving mirrored status", zap.String("run", run.ID), zap.Error(cerr))
+			} else if ok {
+				best = &cst
+			}
 		case err != nil:
 			s.log.Debug("status query failed; serving mirrored status", zap.String("run", run.ID), zap.Error(err))
 		case best == nil || st.Seq >= best.Seq:

@@ -1,13 +1,22 @@
 package integration
 
 import (
+	"context"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/atelier-ml/atelier/examples/gopipeline"
+	"github.com/atelier-ml/atelier/internal/devstack"
+	"github.com/atelier-ml/atelier/internal/engine"
+	"github.com/atelier-ml/atelier/internal/reconcile"
 	"github.com/atelier-ml/atelier/workflows"
 )
 
@@ -78,4 +87,66 @@ func TestGoPipelineInputOfTheWrongTypeFailsTheRun(t *testing.T) {
 	// The event stream ends with the terminal state.
 	events := s.rawGet(t, s.path("/runs/%s/events", id))
 	assert.Contains(t, events, `"FAILED"`)
+}
+
+// temporalCLI runs the real `temporal` CLI against the test server, as an
+// operator would.
+func temporalCLI(t *testing.T, s *stack, args ...string) string {
+	t.Helper()
+	bin, err := devstack.EnsureTemporalCLI(context.Background(), nil)
+	require.NoError(t, err)
+	args = append(args, "--address", s.cfg.TemporalHostPort, "--namespace", s.cfg.Namespace)
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	require.NoError(t, err, "temporal %v: %s", args, out)
+	return string(out)
+}
+
+// Seen by a user: a run ended outside Atelier (`temporal workflow
+// terminate`) stayed RUNNING in REST forever. GET, SSE and the list must
+// show TERMINATED with the reason within seconds.
+func TestRunTerminatedWithTheTemporalCLIConverges(t *testing.T) {
+	s := newStack(t)
+	dir := stepScratchDir(t)
+	s.createPipeline("blocking", blockingPipeline(dir))
+	id := s.startRun(map[string]any{"pipeline": "blocking"})
+	waitFile(t, filepath.Join(dir, "pid"), 30*time.Second)
+
+	temporalCLI(t, s, "workflow", "terminate", "--workflow-id", id, "--reason", "operator stopped it")
+	start := time.Now()
+	r := s.waitRun(id, 10*time.Second, "TERMINATED", func(r runView) bool { return r.State == workflows.RunTerminated })
+	t.Logf("terminate → TERMINATED in GET after %s", time.Since(start))
+	assert.Contains(t, r.Status.Error, "operator stopped it")
+	assert.Equal(t, workflows.StepCancelled, stepByName(r, "block").State)
+	s.waitListed(id, workflows.RunTerminated, 10*time.Second)
+	assert.Contains(t, s.rawGet(t, s.path("/runs/%s/events", id)), `"TERMINATED"`)
+}
+
+// The background sweep converges what nobody reads: a run terminated
+// through Temporal shows TERMINATED in the list without any GET, and a row
+// whose workflow does not exist in this Temporal (seen: two dev stacks
+// sharing one database) ends FAILED saying so.
+func TestReconcilerSweepsRunsNobodyReads(t *testing.T) {
+	s := newStack(t)
+	dir := stepScratchDir(t)
+	s.createPipeline("blocking", blockingPipeline(dir))
+	id := s.startRun(map[string]any{"pipeline": "blocking"})
+	waitFile(t, filepath.Join(dir, "pid"), 30*time.Second)
+	temporalCLI(t, s, "workflow", "terminate", "--workflow-id", id, "--reason", "sweep me")
+	s.waitListed(id, workflows.RunTerminated, 30*time.Second)
+
+	// A RUNNING row with no workflow anywhere, last changed long ago.
+	old := time.Now().Add(-time.Hour)
+	ghost := workflows.RunStatus{RunID: "ghost-run", Project: s.project, Workflow: workflows.PipelineWorkflowName, State: workflows.RunRunning, Seq: 1, StartedAt: &old}
+	require.NoError(t, s.store.MirrorRun(context.Background(), ghost))
+	conn, err := pgx.Connect(context.Background(), s.cfg.DatabaseURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(context.Background(), "UPDATE runs SET updated_at = $1 WHERE id = 'ghost-run'", old)
+	require.NoError(t, err)
+	rec := reconcile.New(s.store, engine.New(s.temporal, engine.Config{Namespace: s.cfg.Namespace}), time.Now, zap.NewNop(), reconcile.Options{Interval: 100 * time.Millisecond, Namespace: s.cfg.Namespace})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go rec.Run(ctx)
+	s.waitListed("ghost-run", workflows.RunFailed, 30*time.Second)
+	assert.Contains(t, s.getRun("ghost-run").Status.Error, "no workflow in Temporal")
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/atelier-ml/atelier/examples/gopipeline"
 	"github.com/atelier-ml/atelier/internal/config"
 	"github.com/atelier-ml/atelier/internal/engine"
+	"github.com/atelier-ml/atelier/internal/reconcile"
 	"github.com/atelier-ml/atelier/internal/store"
 	"github.com/atelier-ml/atelier/workflows"
 	"go.temporal.io/sdk/client"
@@ -39,8 +40,14 @@ func provideEngine(c client.Client, cfg config.Config) *engine.Engine {
 	return engine.New(c, engine.Config{Namespace: cfg.Namespace, UIBase: cfg.TemporalUIURL})
 }
 
-func provideAPI(cat api.Catalog, eng api.Engine, cfg config.Config, l *zap.Logger) (http.Handler, error) {
-	return api.New(cat, eng, api.WithLogger(l.Named("api")), api.WithTaskQueue(cfg.TaskQueue))
+func provideAPI(cat api.Catalog, eng api.Engine, rec *reconcile.Reconciler, cfg config.Config, l *zap.Logger) (http.Handler, error) {
+	return api.New(cat, eng, api.WithLogger(l.Named("api")), api.WithTaskQueue(cfg.TaskQueue), api.WithConverger(rec))
+}
+
+// provideReconciler keeps the catalogue converged with Temporal (runs ended
+// outside Atelier); the gateway runs its sweeps.
+func provideReconciler(s *store.Store, e *engine.Engine, cfg config.Config, l *zap.Logger) *reconcile.Reconciler {
+	return reconcile.New(s, e, time.Now, l.Named("reconcile"), reconcile.Options{Namespace: cfg.Namespace})
 }
 
 // provideRunner builds the local runtime. It also makes the worker process

@@ -13,6 +13,7 @@ import (
 	"github.com/atelier-ml/atelier/internal/app"
 	"github.com/atelier-ml/atelier/internal/config"
 	"github.com/atelier-ml/atelier/internal/engine"
+	"github.com/atelier-ml/atelier/internal/reconcile"
 	"github.com/atelier-ml/atelier/internal/store"
 )
 
@@ -20,9 +21,10 @@ var common = wire.NewSet(app.NewLogger, provideStore, app.NewTemporalClient)
 
 // InitGateway builds the REST gateway process.
 func InitGateway(ctx context.Context, cfg config.Config) (*app.Gateway, func(), error) {
-	wire.Build(common, provideEngine, provideAPI, app.NewGateway,
+	wire.Build(common, provideEngine, provideReconciler, provideAPI, app.NewGateway,
 		wire.Bind(new(api.Catalog), new(*store.Store)),
 		wire.Bind(new(api.Engine), new(*engine.Engine)),
+		wire.Bind(new(app.Sweeper), new(*reconcile.Reconciler)),
 	)
 	return nil, nil, nil
 }

@@ -34,14 +34,15 @@ func InitGateway(ctx context.Context, cfg config.Config) (*app.Gateway, func(), 
 		return nil, nil, err
 	}
 	engine := provideEngine(client, cfg)
-	handler, err := provideAPI(store, engine, cfg, logger)
+	reconciler := provideReconciler(store, engine, cfg, logger)
+	handler, err := provideAPI(store, engine, reconciler, cfg, logger)
 	if err != nil {
 		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	gateway := app.NewGateway(handler, cfg, logger)
+	gateway := app.NewGateway(handler, reconciler, cfg, logger)
 	return gateway, func() {
 		cleanup3()
 		cleanup2()

@@ -13,11 +13,14 @@ const (
 	RunFailed     RunState = "FAILED"
 	RunCancelling RunState = "CANCELLING"
 	RunCancelled  RunState = "CANCELLED"
+	// RunTerminated is a run whose workflow was terminated through
+	// Temporal (UI, CLI, tctl): it stopped without running its cleanup.
+	RunTerminated RunState = "TERMINATED"
 )
 
 // Terminal reports whether no further change will happen.
 func (s RunState) Terminal() bool {
-	return s == RunSucceeded || s == RunFailed || s == RunCancelled
+	return s == RunSucceeded || s == RunFailed || s == RunCancelled || s == RunTerminated
 }
 
 // StepState is the lifecycle state of one step (or one forEach item).
@@ -129,3 +132,22 @@ const (
 	SAPipeline = "AtelierPipeline"
 	SAState    = "AtelierState"
 )
+
+// EndedOutside records in s that the run's workflow ended without running
+// its own end (terminated, timed out, or gone from Temporal): the run takes
+// state with reason as its error and every step still in flight is
+// CANCELLED with that reason. The catalogue's reconciler uses it; the
+// workflow never does.
+func (s *RunStatus) EndedOutside(state RunState, reason string, at time.Time) {
+	s.State = state
+	if state != RunSucceeded && reason != "" {
+		s.Error = reason
+	}
+	if !at.IsZero() {
+		s.FinishedAt = &at
+	}
+	for i := range s.Steps {
+		markStepUnfinished(&s.Steps[i], StepCancelled, "run ended outside Atelier: "+reason)
+	}
+	s.Seq++
+}

@@ -15,6 +15,7 @@ import (
 
 // Gateway serves the REST API.
 type Gateway struct {
+	sweeper Sweeper
 	srv     *http.Server
 	addr    string
 	timeout time.Duration
@@ -22,10 +23,15 @@ type Gateway struct {
 	ready   chan string
 }
 
+// Sweeper is background upkeep of the catalogue that runs as long as the
+// gateway does (internal/reconcile).
+type Sweeper interface{ Run(ctx context.Context) }
+
 // NewGateway wraps the API handler in an HTTP server with sane timeouts.
 // WriteTimeout stays 0 because log follows and event streams are long-lived.
-func NewGateway(h http.Handler, cfg config.Config, l *zap.Logger) *Gateway {
+func NewGateway(h http.Handler, sw Sweeper, cfg config.Config, l *zap.Logger) *Gateway {
 	return &Gateway{
+		sweeper: sw,
 		srv: &http.Server{
 			Handler:           h,
 			ReadHeaderTimeout: 10 * time.Second,
@@ -60,6 +66,9 @@ func (g *Gateway) Run(ctx context.Context) error {
 	g.log.Info("gateway listening", zap.String("addr", ln.Addr().String()))
 	errc := make(chan error, 1)
 	go func() { errc <- g.srv.Serve(ln) }()
+	swept := make(chan struct{})
+	go func() { defer close(swept); g.sweeper.Run(ctx) }()
+	defer func() { <-swept }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("gateway: %w", err)

@@ -43,7 +43,9 @@ const DatabaseName = "atelier"
 //
 //  1. $ATELIER_DATABASE_URL, verified to accept connections;
 //  2. a server already listening on 127.0.0.1:5432 that trusts user
-//     "postgres" or "root": database "atelier" is created there if missing;
+//     "postgres" or "root": database "atelier_<hash of stateDir>" is
+//     created there if missing, so two clones (each with its own Temporal)
+//     never share a catalogue;
 //  3. a throwaway cluster in <stateDir>/postgres (initdb on first use, then
 //     started with pg_ctl on a free loopback port, socket directory inside
 //     the state directory, server log in <stateDir>/postgres.log).
@@ -73,7 +75,7 @@ func EnsurePostgres(ctx context.Context, stateDir string, log func(format string
 	}
 
 	if !envTrue(EnvPGThrowaway) {
-		if u, ok := probeLocal(ctx, log); ok {
+		if u, ok := probeLocal(ctx, SharedDatabaseName(stateDir), log); ok {
 			return u, noop, nil
 		}
 	}
@@ -85,8 +87,20 @@ func envTrue(name string) bool {
 	return v
 }
 
+// SharedDatabaseName is the database a state directory gets on a shared
+// Postgres server: one per dev stack, since each has its own Temporal and a
+// catalogue listing another Temporal's runs would show them in flight
+// forever.
+func SharedDatabaseName(stateDir string) string {
+	if abs, err := filepath.Abs(stateDir); err == nil {
+		stateDir = abs
+	}
+	sum := sha256.Sum256([]byte(stateDir))
+	return DatabaseName + "_" + hex.EncodeToString(sum[:4])
+}
+
 // probeLocal looks for a trusting server on the default port.
-func probeLocal(ctx context.Context, log func(string, ...any)) (string, bool) {
+func probeLocal(ctx context.Context, dbName string, log func(string, ...any)) (string, bool) {
 	const host = "127.0.0.1:5432"
 	c, err := net.DialTimeout("tcp", host, 500*time.Millisecond)
 	if err != nil {
@@ -98,12 +112,12 @@ func probeLocal(ctx context.Context, log func(string, ...any)) (string, bool) {
 		if err := pingURL(ctx, admin); err != nil {
 			continue
 		}
-		if err := ensureDatabase(ctx, admin, DatabaseName); err != nil {
-			log("postgres: %s accepts user %s but creating database %s failed: %v", host, usr, DatabaseName, err)
+		if err := ensureDatabase(ctx, admin, dbName); err != nil {
+			log("postgres: %s accepts user %s but creating database %s failed: %v", host, usr, dbName, err)
 			continue
 		}
-		log("postgres: using the server on %s as user %s", host, usr)
-		return pgURL(usr, host, DatabaseName), true
+		log("postgres: using database %s on the server on %s as user %s", dbName, host, usr)
+		return pgURL(usr, host, dbName), true
 	}
 	return "", false
 }

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,13 +135,27 @@ func TestEnsurePostgresLocalServer(t *testing.T) {
 	c.Close()
 	t.Setenv(EnvDatabaseURL, "")
 	t.Setenv(EnvPGThrowaway, "")
-	url, stop, err := EnsurePostgres(t.Context(), t.TempDir(), t.Logf)
+	dir := t.TempDir()
+	url, stop, err := EnsurePostgres(t.Context(), dir, t.Logf)
 	if err != nil {
 		t.Skipf("server on 5432 does not trust postgres/root: %v", err)
 	}
+	t.Cleanup(func() {
+		admin := strings.Replace(url, "/"+SharedDatabaseName(dir)+"?", "/postgres?", 1)
+		_ = queryRow(t, admin, "SELECT 1 FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '"+SharedDatabaseName(dir)+"') x LIMIT 0", new(int))
+		conn, err := pgx.Connect(context.Background(), admin)
+		if err == nil {
+			_, _ = conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+SharedDatabaseName(dir))
+			conn.Close(context.Background())
+		}
+	})
 	var db string
-	if err := queryRow(t, url, "SELECT current_database()", &db); err != nil || db != DatabaseName {
+	// One database per state dir: two dev stacks never share a catalogue.
+	if err := queryRow(t, url, "SELECT current_database()", &db); err != nil || db != SharedDatabaseName(dir) {
 		t.Fatalf("database %q, %v", db, err)
+	}
+	if SharedDatabaseName(t.TempDir()) == db {
+		t.Fatal("two state dirs share a database name")
 	}
 	if err := stop(); err != nil { // not ours: must not stop it
 		t.Fatal(err)

@@ -121,17 +121,21 @@ func (e *Engine) SignalCancel(ctx context.Context, runID string, req workflows.C
 
 // QueryStatus asks the workflow for its live status. It needs a worker to
 // answer, so callers bound it with a short deadline and fall back to the
-// status mirrored in Postgres.
+// status mirrored in Postgres. A closed workflow is ErrRunClosed: its
+// replayed answer could be stale (see Closure).
 func (e *Engine) QueryStatus(ctx context.Context, runID string) (workflows.RunStatus, error) {
 	var st workflows.RunStatus
-	v, err := e.c.QueryWorkflow(ctx, runID, "", workflows.QueryStatus)
+	resp, err := e.queryOpen(ctx, runID)
 	if isNotFound(err) {
 		return st, ErrRunNotFound
+	}
+	if errors.Is(err, ErrRunClosed) {
+		return st, err
 	}
 	if err != nil {
 		return st, fmt.Errorf("engine: query status %s: %w", runID, err)
 	}
-	if err := v.Get(&st); err != nil {
+	if err := resp.QueryResult.Get(&st); err != nil {
 		return st, fmt.Errorf("engine: decode status %s: %w", runID, err)
 	}
 	return st, nil

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	querypb "go.temporal.io/api/query/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -21,6 +22,7 @@ type fakeClient struct {
 	startErr  error
 	signalErr error
 	queryErr  error
+	closed    bool // the workflow has closed (a replayed query would still answer)
 	status    workflows.RunStatus
 
 	opts     client.StartWorkflowOptions
@@ -39,15 +41,20 @@ func (f *fakeClient) SignalWorkflow(_ context.Context, _, _, _ string, arg any) 
 	return f.signalErr
 }
 
-func (f *fakeClient) QueryWorkflow(context.Context, string, string, string, ...any) (converter.EncodedValue, error) {
+func (f *fakeClient) QueryWorkflowWithOptions(_ context.Context, req *client.QueryWorkflowWithOptionsRequest) (*client.QueryWorkflowWithOptionsResponse, error) {
 	if f.queryErr != nil {
 		return nil, f.queryErr
+	}
+	if f.closed {
+		if req.QueryRejectCondition == enumspb.QUERY_REJECT_CONDITION_NOT_OPEN {
+			return &client.QueryWorkflowWithOptionsResponse{QueryRejected: &querypb.QueryRejected{Status: enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED}}, nil
+		}
 	}
 	p, err := converter.GetDefaultDataConverter().ToPayloads(f.status)
 	if err != nil {
 		return nil, err
 	}
-	return client.NewValue(p), nil
+	return &client.QueryWorkflowWithOptionsResponse{QueryResult: client.NewValue(p)}, nil
 }
 
 func TestStartRun(t *testing.T) {
@@ -123,5 +130,12 @@ func TestUIURL(t *testing.T) {
 	got := New(nil, Config{Namespace: "ml", UIBase: "http://ui:8233/"}).UIURL("0190-ab")
 	if got != "http://ui:8233/namespaces/ml/workflows/0190-ab" {
 		t.Fatal(got)
+	}
+}
+
+func TestQueryOfAClosedWorkflowIsRefused(t *testing.T) {
+	e := New(&fakeClient{closed: true, status: workflows.RunStatus{State: workflows.RunRunning}}, Config{})
+	if _, err := e.QueryStatus(context.Background(), "r1"); !errors.Is(err, ErrRunClosed) {
+		t.Fatalf("QueryStatus of a closed workflow = %v, want ErrRunClosed (its replayed answer says RUNNING)", err)
 	}
 }

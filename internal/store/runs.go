@@ -291,3 +291,22 @@ func toRun(r db.Run) (catalog.Run, error) {
 	}
 	return run, nil
 }
+
+// ListUnfinishedRuns returns up to limit runs of any project that are not
+// in a terminal state and have not changed since before, oldest first (the
+// reconciler's sweep; served by a partial index).
+func (s *Store) ListUnfinishedRuns(ctx context.Context, before time.Time, limit int) ([]catalog.Run, error) {
+	rows, err := s.q.ListUnfinishedRuns(ctx, db.ListUnfinishedRunsParams{Before: before, MaxRows: int32(limit)})
+	if err != nil {
+		return nil, mapErr(err, "list unfinished runs")
+	}
+	out := make([]catalog.Run, 0, len(rows))
+	for _, r := range rows {
+		run, err := toRun(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, run)
+	}
+	return out, nil
+}

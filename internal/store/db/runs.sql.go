@@ -351,6 +351,56 @@ func (q *Queries) ListRunsByState(ctx context.Context, arg ListRunsByStateParams
 	return items, nil
 }
 
+const listUnfinishedRuns = `-- name: ListUnfinishedRuns :many
+SELECT id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, created_by, idempotency_key, request_hash, input FROM runs
+WHERE state IN ('PENDING', 'RUNNING', 'CANCELLING')
+  AND updated_at < $1
+ORDER BY updated_at
+LIMIT $2
+`
+
+type ListUnfinishedRunsParams struct {
+	Before  time.Time
+	MaxRows int32
+}
+
+// Runs the catalogue still shows as in flight that have not changed since
+// @before, oldest first: what the reconciler checks against Temporal.
+func (q *Queries) ListUnfinishedRuns(ctx context.Context, arg ListUnfinishedRunsParams) ([]Run, error) {
+	rows, err := q.db.Query(ctx, listUnfinishedRuns, arg.Before, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Run
+	for rows.Next() {
+		var i Run
+		if err := rows.Scan(
+			&i.ID,
+			&i.Project,
+			&i.Pipeline,
+			&i.Version,
+			&i.Workflow,
+			&i.State,
+			&i.Seq,
+			&i.Status,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.CreatedBy,
+			&i.IdempotencyKey,
+			&i.RequestHash,
+			&i.Input,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const mirrorRun = `-- name: MirrorRun :execrows
 INSERT INTO runs (
     id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at

@@ -76,3 +76,12 @@ WHERE project = @project
                           COALESCE(sqlc.narg(cursor_id)::text, ''))
 ORDER BY created_at DESC, id DESC
 LIMIT @max_rows;
+
+-- name: ListUnfinishedRuns :many
+-- Runs the catalogue still shows as in flight that have not changed since
+-- @before, oldest first: what the reconciler checks against Temporal.
+SELECT * FROM runs
+WHERE state IN ('PENDING', 'RUNNING', 'CANCELLING')
+  AND updated_at < @before
+ORDER BY updated_at
+LIMIT @max_rows;
