@@ -368,3 +368,31 @@ func TestKubeInvalidSpecsFailOnceWithClearErrors(t *testing.T) {
 	assert.Contains(t, stepByName(r, "bad-spark").Error, "spec.type", "the apiserver's message names the field")
 	assert.Empty(t, e.runObjects(t, id))
 }
+
+// Seen by a user: a run that used a cluster whose worker has gone never
+// ended, its cleanup waiting forever for a worker. It must end, and say
+// which objects may be left behind.
+func TestKubeRunEndsWhenItsClusterWorkerIsGone(t *testing.T) {
+	old := workflows.CleanupTimeout
+	workflows.CleanupTimeout = 3 * time.Second // the in-process worker runs the workflows
+	t.Cleanup(func() { workflows.CleanupTimeout = old })
+	hang := func(kubetest.ObjectRef) kubetest.Scenario { return kubetest.Scenario{Outcome: kubetest.Hang} }
+	e := newKubeEnv(t, hang, false)
+	logf, err := os.Create(filepath.Join(t.TempDir(), "cluster-worker.log"))
+	require.NoError(t, err)
+	cw := e.startClusterWorkerProcess(t, logf)
+	t.Cleanup(func() { _ = cw.Process.Kill(); _ = cw.Wait() })
+	e.waitRegistered(t)
+	e.createPipeline("orphan", "steps:\n  - name: work\n    kind: ray\n    ray: {entrypoint: python x.py, image: rayproject/ray:2.9.0}\n")
+	id := e.startRun(map[string]any{"pipeline": "orphan"})
+	require.Eventually(t, func() bool { return len(e.runObjects(t, id)) > 0 }, 30*time.Second, 50*time.Millisecond)
+
+	require.NoError(t, cw.Process.Kill()) // the cluster's worker is gone for good
+	_ = cw.Wait()
+	require.Equal(t, 202, e.do("POST", e.path("/runs/%s/cancel", id), map[string]any{"reason": "test"}, nil))
+	r := e.waitTerminal(id, 60*time.Second)
+	assert.Equal(t, workflows.RunCancelled, r.State)
+	require.NotEmpty(t, r.Status.Warnings)
+	assert.Contains(t, r.Status.Warnings[0], "may be left")
+	assert.NotEmpty(t, e.runObjects(t, id), "nothing could delete them: the warning is the truth")
+}

@@ -219,6 +219,10 @@ func (r *Run) useCluster(t kubeTarget) {
 // (foreground propagation), in parallel, from a disconnected context so it
 // runs however the run ended. Failures are recorded, not fatal: the objects
 // carry the run's labels for a manual sweep.
+// CleanupTimeout bounds the cleanup of one cluster's objects when a run
+// ends, queueing included (a var so tests can shorten it).
+var CleanupTimeout = 5 * time.Minute
+
 func (r *Run) cleanupKube(ctx workflow.Context) {
 	if len(r.kubeClusters) == 0 {
 		return
@@ -228,7 +232,10 @@ func (r *Run) cleanupKube(ctx workflow.Context) {
 		cctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			TaskQueue:           t.taskQueue,
 			StartToCloseTimeout: 2 * time.Minute,
-			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 20, MaximumInterval: 30 * time.Second},
+			// Bounded overall: a cluster whose worker is gone never picks
+			// the task up, and the run must still end.
+			ScheduleToCloseTimeout: CleanupTimeout,
+			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 20, MaximumInterval: 30 * time.Second},
 		})
 		futures[i] = workflow.ExecuteActivity(cctx, activities.CleanupRunObjectsName, activities.CleanupRunObjectsRequest{
 			Project: r.status.Project, RunID: r.status.RunID,
@@ -236,7 +243,10 @@ func (r *Run) cleanupKube(ctx workflow.Context) {
 	}
 	for i, f := range futures {
 		if err := f.Get(ctx, nil); err != nil {
-			r.status.Warnings = append(r.status.Warnings, fmt.Sprintf("cleanup on cluster %s failed: %v", r.kubeClusters[i].cluster, err))
+			c := r.kubeClusters[i].cluster
+			r.status.Warnings = append(r.status.Warnings, fmt.Sprintf(
+				"cleanup on cluster %s did not finish (%v): objects of this run may be left there; delete them with `kubectl delete jobs,rayjobs,rayclusters,sparkapplications -A -l atelier.dev/run=%s`",
+				c, err, r.status.RunID))
 		}
 	}
 }

@@ -26,6 +26,9 @@ type fakeClusters struct {
 	calls    []string // "<activity> <task queue> <detail>"
 	failStep string
 	block    bool
+	// cleanupGone: no worker ever runs the cleanup (its cluster's worker
+	// is gone).
+	cleanupGone bool
 }
 
 func (f *fakeClusters) record(ctx context.Context, name, detail string) {
@@ -66,6 +69,10 @@ func (f *fakeClusters) register(env *testsuite.TestWorkflowEnvironment) {
 	}, activity.RegisterOptions{Name: activities.RunKubeStepName})
 	env.RegisterActivityWithOptions(func(ctx context.Context, req activities.CleanupRunObjectsRequest) (activities.CleanupRunObjectsResult, error) {
 		f.record(ctx, "cleanup", req.RunID)
+		if f.cleanupGone {
+			<-ctx.Done()
+			return activities.CleanupRunObjectsResult{}, ctx.Err()
+		}
 		return activities.CleanupRunObjectsResult{}, nil
 	}, activity.RegisterOptions{Name: activities.CleanupRunObjectsName})
 }
@@ -198,4 +205,24 @@ func TestGoPipelineKubeSteps(t *testing.T) {
 	assert.Contains(t, fc.calls, "step atelier-k8s-gpu-east rayjob:eval:rc-shared")
 	assert.Contains(t, fc.calls, "step atelier-k8s-cpu-west job:report:")
 	assert.Contains(t, fc.calls, "cleanup atelier-k8s-cpu-west default-test-workflow-id")
+}
+
+// Seen by a user: a run that used a cluster whose worker has gone never
+// ended, waiting for its cleanup. It must end, saying what may be left.
+func TestRunEndsWhenACleanupCannotRun(t *testing.T) {
+	old := workflows.CleanupTimeout
+	workflows.CleanupTimeout = 300 * time.Millisecond
+	t.Cleanup(func() { workflows.CleanupTimeout = old })
+	env, _, _ := newEnv(t)
+	env.SetTestTimeout(30 * time.Second)
+	fc := &fakeClusters{cleanupGone: true}
+	fc.register(env)
+	env.ExecuteWorkflow(workflows.PipelineWorkflowName, kubeInput(t, kubePipeline))
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	s := status(t, env)
+	assert.Equal(t, workflows.RunSucceeded, s.State)
+	require.Len(t, s.Warnings, 2, "one per cluster used")
+	assert.Contains(t, s.Warnings[0], "may be left")
+	assert.Contains(t, s.Warnings[0], "atelier.dev/run=default-test-workflow-id")
 }
