@@ -54,7 +54,7 @@ func (s *server) GetReadyz(c echo.Context) error {
 	}
 	if len(down) > 0 {
 		slices.SortFunc(down, func(a, b gen.FieldError) int { return strings.Compare(a.Path, b.Path) })
-		return newProblem(ptUnavailable, "not ready: %s", summarize(down)).withErrors(down)
+		return newProblem(ptUnavailable, "not ready: %s", summarize(down)).withErrors(down).withHeader("Retry-After", retryAfterSeconds)
 	}
 	return c.JSON(http.StatusOK, gen.Health{Status: "ok", Checks: &checks})
 }

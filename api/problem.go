@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/atelier-ml/atelier/api/gen"
+	"github.com/atelier-ml/atelier/internal/catalog"
 )
 
 // problemBase prefixes every problem type; docs/api.md lists the slugs.
@@ -81,9 +82,22 @@ func (p *problem) withCause(err error) *problem {
 	return p
 }
 
-// internalError hides err from the client and keeps it for the log.
+// internalError hides err from the client and keeps it for the log. A
+// catalogue that cannot be reached is a 503 the client may retry, not a 500.
 func internalError(err error) *problem {
+	if errors.Is(err, catalog.ErrUnavailable) {
+		return unavailable(err)
+	}
 	return newProblem(ptInternal, "an unexpected error occurred; it has been logged").withCause(err)
+}
+
+// retryAfterSeconds is what a 503 asks clients to wait: about the time a
+// Postgres restart or failover takes.
+const retryAfterSeconds = "5"
+
+func unavailable(err error) *problem {
+	return newProblem(ptUnavailable, "the catalogue database is unavailable; retry in a few seconds").
+		withHeader("Retry-After", retryAfterSeconds).withCause(err)
 }
 
 // notFound is the single wording for missing and foreign resources alike, so

@@ -102,7 +102,7 @@ func (s *server) CreateRun(c echo.Context, project string, params gen.CreateRunP
 		if derr := s.cat.DeleteRun(dctx, run.ID); derr != nil {
 			s.log.Error("could not delete the row of an unstarted run", zap.String("run", run.ID), zap.Error(derr))
 		}
-		return newProblem(ptUnavailable, "the workflow engine could not start the run; nothing was created, retry later").withCause(err)
+		return newProblem(ptUnavailable, "the workflow engine could not start the run; nothing was created, retry later").withHeader("Retry-After", retryAfterSeconds).withCause(err)
 	}
 	s.metrics.runsStarted.WithLabelValues(kind).Inc()
 	c.Response().Header().Set(echo.HeaderLocation, s.runPath(run))
@@ -144,7 +144,7 @@ func (s *server) restart(ctx context.Context, run catalog.Run) error {
 		start.Input = json.RawMessage(in)
 	}
 	if err := s.eng.StartRun(ctx, start); err != nil {
-		return newProblem(ptUnavailable, "the workflow engine could not start the run, retry later").withCause(err)
+		return newProblem(ptUnavailable, "the workflow engine could not start the run, retry later").withHeader("Retry-After", retryAfterSeconds).withCause(err)
 	}
 	return nil
 }
@@ -388,7 +388,7 @@ func (s *server) CancelRun(c echo.Context, project, runID string) error {
 		return newProblem(ptRunFinished, "run %s is not running", run.ID)
 	}
 	if err != nil {
-		return newProblem(ptUnavailable, "the workflow engine could not be reached, retry later").withCause(err)
+		return newProblem(ptUnavailable, "the workflow engine could not be reached, retry later").withHeader("Retry-After", retryAfterSeconds).withCause(err)
 	}
 	return c.JSON(http.StatusAccepted, s.runView(run, nil))
 }

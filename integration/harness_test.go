@@ -48,6 +48,9 @@ type stackOptions struct {
 	noWorker bool
 	// register adds workflows/activities to the in-process worker.
 	register func(worker.Registry)
+	// dbURL rewrites the database URL the gateway and worker use (the
+	// test's own store keeps the direct one).
+	dbURL func(string) string
 }
 
 func newStack(t *testing.T, opts ...stackOptions) *stack {
@@ -59,6 +62,10 @@ func newStack(t *testing.T, opts ...stackOptions) *stack {
 	ts := temporaltest.Server(t)
 	cfg := config.Default()
 	cfg.DatabaseURL = storetest.NewDatabase(t)
+	direct := cfg.DatabaseURL
+	if o.dbURL != nil {
+		cfg.DatabaseURL = o.dbURL(direct)
+	}
 	cfg.TemporalHostPort = ts.HostPort()
 	cfg.Namespace = ts.Namespace()
 	cfg.TaskQueue = temporaltest.TaskQueue(t)
@@ -100,7 +107,7 @@ func newStack(t *testing.T, opts ...stackOptions) *stack {
 	require.NoError(t, err)
 	s.url = "http://" + addr
 
-	st, err := store.Open(ctx, cfg.DatabaseURL)
+	st, err := store.Open(ctx, direct)
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	s.store = st

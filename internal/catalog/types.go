@@ -18,6 +18,10 @@ var (
 	// ErrInvalidArgument marks a caller mistake the store detects, such as
 	// a malformed or foreign page token; the gateway answers 400.
 	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrUnavailable means the catalogue's database cannot be reached right
+	// now (down, restarting, network); the gateway answers 503 with
+	// Retry-After, and the operation may be retried as is.
+	ErrUnavailable = errors.New("catalogue unavailable")
 )
 
 // Role grants what a token may do. Admin tokens are not bound to a project.

@@ -7,7 +7,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -142,6 +146,9 @@ func mapErr(err error, format string, args ...any) error {
 	if errors.Is(err, catalog.ErrNotFound) || errors.Is(err, catalog.ErrConflict) || errors.Is(err, catalog.ErrInvalidArgument) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
+	if unreachable(err) {
+		return fmt.Errorf("%s: %w (%v)", op, catalog.ErrUnavailable, err)
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch {
@@ -162,6 +169,28 @@ func mapErr(err error, format string, args ...any) error {
 		return fmt.Errorf("%s: %w (%v)", op, context.DeadlineExceeded, err)
 	}
 	return fmt.Errorf("%s: %v", op, err) // flattened: no driver type escapes
+}
+
+// unreachable reports errors that mean the server could not be reached or
+// the connection broke, as opposed to the server refusing a statement.
+func unreachable(err error) bool {
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	switch {
+	case errors.As(err, &ce), errors.As(err, &ne), pgconn.Timeout(err),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNREFUSED),
+		errors.Is(err, syscall.ECONNRESET), errors.Is(err, net.ErrClosed):
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// admin_shutdown, crash_shutdown, cannot_connect_now, too_many_connections
+		switch pgErr.Code {
+		case "57P01", "57P02", "57P03", "53300":
+			return true
+		}
+	}
+	return strings.Contains(err.Error(), "conn closed")
 }
 
 func invalid(format string, args ...any) error {
