@@ -96,6 +96,15 @@ func (s *server) CreateRun(c echo.Context, project string, params gen.CreateRunP
 		return s.replayRun(c, run, row.RequestHash)
 	}
 	if err := s.eng.StartRun(ctx, start); err != nil {
+		if errors.Is(err, engine.ErrStartUncertain) {
+			// Deleting the row now could orphan a workflow that did start,
+			// and a retry would start a second run. Keep it: a retry with
+			// the same key completes the start (the run ID makes it
+			// idempotent), and the reconciler fails it if it never started.
+			s.log.Warn("start run not confirmed; keeping its row", zap.String("run", run.ID), zap.Error(err))
+			return newProblem(ptUnavailable, "the workflow engine did not confirm the start of run %s; it may have started. Retry with the same Idempotency-Key to complete it: it never starts twice", run.ID).
+				withHeader("Retry-After", retryAfterSeconds).withCause(err)
+		}
 		s.log.Error("start run failed; deleting its row", zap.String("run", run.ID), zap.Error(err))
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()

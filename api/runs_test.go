@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -172,6 +173,38 @@ func TestStartFailureLeavesNothing(t *testing.T) {
 	// The retry with the same key succeeds once Temporal is back.
 	h.eng.startErr = nil
 	wantStatus(t, h.do("POST", runsPath, h.editor, body, key...), http.StatusCreated)
+}
+
+// An ambiguous start (timeout, dropped reply) may have started the
+// workflow: the row stays, and a retry with the same key completes the
+// start of the same run rather than starting a second one.
+func TestUncertainStartKeepsTheRunForTheRetry(t *testing.T) {
+	h := newHarness(t)
+	withPipeline(t, h)
+	h.eng.startErr = fmt.Errorf("engine: start run: %w: %w", engine.ErrStartUncertain, errors.New("context deadline exceeded"))
+	body := map[string]any{"pipeline": "train", "params": map[string]any{"epochs": 1}}
+	key := []string{"Idempotency-Key", "k1"}
+	r := h.do("POST", runsPath, h.editor, body, key...)
+	p := wantProblem(t, r, http.StatusServiceUnavailable, "unavailable")
+	if len(h.cat.runs) != 1 || len(h.cat.deleted) != 0 {
+		t.Fatalf("runs %d deleted %v: the row must stay", len(h.cat.runs), h.cat.deleted)
+	}
+	var id string
+	for id = range h.cat.runs {
+	}
+	if !strings.Contains(*p.Detail, id) || !strings.Contains(*p.Detail, "Idempotency-Key") {
+		t.Errorf("detail %q", *p.Detail)
+	}
+	h.eng.startErr = nil
+	r = h.do("POST", runsPath, h.editor, body, key...)
+	wantStatus(t, r, http.StatusOK)
+	var run gen.Run
+	if err := json.Unmarshal(r.body, &run); err != nil {
+		t.Fatal(err)
+	}
+	if run.Id != id || len(h.eng.started) != 1 || h.eng.started[0].RunID != id {
+		t.Fatalf("retry gave run %s, starts %+v; want the one run %s", run.Id, h.eng.started, id)
+	}
 }
 
 func TestListRuns(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
+	"google.golang.org/grpc/codes"
 
 	"github.com/atelier-ml/atelier/workflows"
 )
@@ -101,9 +102,29 @@ func (e *Engine) StartRun(ctx context.Context, r StartRequest) error {
 		return nil
 	}
 	if err != nil {
+		if !definitelyNotStarted(err) {
+			return fmt.Errorf("engine: start run %s: %w: %w", r.RunID, ErrStartUncertain, err)
+		}
 		return fmt.Errorf("engine: start run %s: %w", r.RunID, err)
 	}
 	return nil
+}
+
+// ErrStartUncertain marks a failed start that may nonetheless have started
+// the workflow (a timeout, a dropped connection, an internal error): the
+// caller must keep the run and complete the start later with the same run
+// ID (which never starts a second execution), not forget it.
+var ErrStartUncertain = errors.New("start not confirmed: the workflow may have started")
+
+// definitelyNotStarted reports start failures Temporal returns only for
+// requests it rejected outright.
+func definitelyNotStarted(err error) bool {
+	switch serviceerror.ToStatus(err).Code() {
+	case codes.InvalidArgument, codes.NotFound, codes.PermissionDenied, codes.Unauthenticated,
+		codes.ResourceExhausted, codes.FailedPrecondition, codes.Unimplemented, codes.OutOfRange:
+		return true
+	}
+	return false
 }
 
 // SignalCancel asks a run to cancel; the workflow decides how (it stops its

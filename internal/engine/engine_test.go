@@ -139,3 +139,24 @@ func TestQueryOfAClosedWorkflowIsRefused(t *testing.T) {
 		t.Fatalf("QueryStatus of a closed workflow = %v, want ErrRunClosed (its replayed answer says RUNNING)", err)
 	}
 }
+
+func TestStartFailuresAreDefiniteOrUncertain(t *testing.T) {
+	for _, tc := range []struct {
+		err       error
+		uncertain bool
+	}{
+		{serviceerror.NewInvalidArgument("bad search attribute"), false},
+		{serviceerror.NewNamespaceNotFound("atelier"), false},
+		{serviceerror.NewResourceExhausted(0, "rate limited"), false},
+		{serviceerror.NewDeadlineExceeded("timeout"), true},
+		{serviceerror.NewUnavailable("connection reset"), true},
+		{context.DeadlineExceeded, true},
+		{errors.New("something else"), true},
+	} {
+		e := New(&fakeClient{startErr: tc.err}, Config{})
+		err := e.StartRun(context.Background(), StartRequest{RunID: "r", Workflow: "w", TaskQueue: "q"})
+		if got := errors.Is(err, ErrStartUncertain); got != tc.uncertain {
+			t.Errorf("%v: uncertain = %v, want %v", tc.err, got, tc.uncertain)
+		}
+	}
+}
