@@ -767,3 +767,28 @@ func TestCancelDeletesEachKind(t *testing.T) {
 		})
 	}
 }
+
+// Seen by a user: after a stall longer than the heartbeat timeout, the old
+// execution's heartbeat got NotFound and it deleted the object the retry
+// had just adopted, failing a long RayJob. Only a cancel deletes.
+func TestSupersededExecutionLeavesTheObject(t *testing.T) {
+	for _, kc := range kindCases() {
+		t.Run(kc.name, func(t *testing.T) {
+			k := startCluster(t)
+			k.playGC()
+			r := newRunner(t, k.backend(), nil)
+			out := r.runStep(kc.req)
+			k.waitObject(kc.gvr, kc.object)
+			eventually(t, "a heartbeat", func() bool { _, ok := r.lastBeat(); return ok })
+			r.supersede()
+			o := wait(t, out)
+			if o.err == nil || !strings.Contains(o.err.Error(), "superseded") {
+				t.Fatalf("want a superseded error, got %v", o.err)
+			}
+			time.Sleep(200 * time.Millisecond)
+			if k.gone(kc.gvr, kc.object) {
+				t.Fatal("the superseded execution deleted the object its retry owns")
+			}
+		})
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	sparkclient "github.com/kubeflow/spark-operator/v2/pkg/client/clientset/versioned"
 	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	tlog "go.temporal.io/sdk/log"
@@ -84,10 +85,14 @@ func ctxT(t *testing.T) context.Context {
 // context can be cancelled (which cancels the activity) and its stop
 // channel closed.
 type runner struct {
-	t      *testing.T
-	env    *testsuite.TestActivityEnvironment
-	cancel context.CancelFunc
-	stop   chan struct{}
+	t   *testing.T
+	env *testsuite.TestActivityEnvironment
+	// cancel cancels the step the way Temporal does (cause: a
+	// CanceledError); supersede ends the activity's context the way a
+	// heartbeat answered NotFound does (the execution was retried).
+	cancel    func()
+	supersede func()
+	stop      chan struct{}
 
 	mu    sync.Mutex
 	beats []Heartbeat
@@ -99,9 +104,10 @@ func newRunner(t *testing.T, b *Backend, prev *Heartbeat) *runner {
 	// the backend's own zaptest log says what matters.
 	suite.SetLogger(tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	r := &runner{t: t, env: suite.NewTestActivityEnvironment(), stop: make(chan struct{})}
-	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel = cancel
-	t.Cleanup(cancel)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	r.cancel = func() { cancel(temporal.NewCanceledError("cancelled by the test")) }
+	r.supersede = func() { cancel(serviceerror.NewNotFound("activity not found (the test superseded it)")) }
+	t.Cleanup(func() { cancel(nil) })
 	r.env.SetWorkerOptions(worker.Options{BackgroundActivityContext: ctx})
 	r.env.SetWorkerStopChannel(r.stop)
 	r.env.SetTestTimeout(2 * time.Minute)

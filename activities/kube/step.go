@@ -419,11 +419,28 @@ func (r *stepRun) interrupted(ctx context.Context, stop <-chan struct{}, err err
 	if ctx.Err() == nil {
 		return r.result(), err // the backend was closed: retryable
 	}
+	if !cancelRequested(ctx) {
+		// Temporal no longer knows this execution (its heartbeat timed out
+		// during a stall and a retry took over, or the activity's own
+		// timeout fired): the retry adopts the object, so it must stay.
+		r.logger.Warn("activity execution superseded; leaving the object to the retry",
+			zap.NamedError("cause", context.Cause(ctx)))
+		return r.result(), fmt.Errorf("this execution of the step was superseded (%v); %s %s keeps running for the retry", context.Cause(ctx), r.kind.Kind(), r.name)
+	}
 	r.logger.Info("step cancelled; deleting")
 	r.deleteAndWait()
 	res := r.result()
 	res.FinishedAt = r.b.now()
 	return res, ctx.Err()
+}
+
+// cancelRequested tells a cancel of the step (the run was cancelled, or its
+// workflow asked) from the other ways an activity's context ends: a
+// heartbeat answered NotFound because the execution timed out and was
+// retried, the activity's timeout, a pause or reset. Only the first may
+// delete the step's objects.
+func cancelRequested(ctx context.Context) bool {
+	return temporal.IsCanceledError(context.Cause(ctx))
 }
 
 func (r *stepRun) stopping() error {
