@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	sparkclient "github.com/kubeflow/spark-operator/v2/pkg/client/clientset/versioned"
@@ -395,4 +396,44 @@ func TestKubeRunEndsWhenItsClusterWorkerIsGone(t *testing.T) {
 	require.NotEmpty(t, r.Status.Warnings)
 	assert.Contains(t, r.Status.Warnings[0], "may be left")
 	assert.NotEmpty(t, e.runObjects(t, id), "nothing could delete them: the warning is the truth")
+}
+
+// Seen by a user: after a worker stall longer than the heartbeat timeout,
+// the old activity execution got a heartbeat NotFound and deleted the
+// RayJob its retry had just adopted, failing a long job. Here the cluster
+// worker is frozen (SIGSTOP) past the heartbeat timeout mid-step; the step
+// must still succeed on its one and only object.
+func TestKubeWorkerStallDoesNotDeleteTheAdoptedObject(t *testing.T) {
+	slow := func(kubetest.ObjectRef) kubetest.Scenario {
+		return kubetest.Scenario{Outcome: kubetest.Succeed, Delay: 30 * time.Second, Outputs: `{"ok": true}`}
+	}
+	e := newKubeEnv(t, slow, false)
+	logf, err := os.Create(filepath.Join(t.TempDir(), "cluster-worker.log"))
+	require.NoError(t, err)
+	cw := e.startClusterWorkerProcess(t, logf)
+	t.Cleanup(func() { _ = cw.Process.Kill(); _ = cw.Wait() })
+	e.waitRegistered(t)
+	e.createPipeline("long", "steps:\n  - name: train\n    kind: ray\n    ray: {entrypoint: python train.py, image: rayproject/ray:2.9.0}\n")
+	id := e.startRun(map[string]any{"pipeline": "long"})
+	var uid types.UID
+	require.Eventually(t, func() bool {
+		l, err := e.ray.RayV1().RayJobs(e.namespace).List(context.Background(), metav1.ListOptions{LabelSelector: "atelier.dev/run=" + id})
+		if err == nil && len(l.Items) == 1 {
+			uid = l.Items[0].UID
+		}
+		return uid != ""
+	}, 30*time.Second, 50*time.Millisecond)
+	time.Sleep(2 * time.Second) // heartbeats are flowing
+
+	require.NoError(t, cw.Process.Signal(syscall.SIGSTOP))
+	time.Sleep(15 * time.Second) // > the 10 s heartbeat timeout: Temporal retries the activity
+	require.NoError(t, cw.Process.Signal(syscall.SIGCONT))
+
+	r := e.waitTerminal(id, 90*time.Second)
+	require.Equal(t, workflows.RunSucceeded, r.State, "%+v", stepByName(r, "train"))
+	l, err := e.ray.RayV1().RayJobs(e.namespace).List(context.Background(), metav1.ListOptions{LabelSelector: "atelier.dev/run=" + id})
+	require.NoError(t, err)
+	for _, o := range l.Items {
+		assert.Equal(t, uid, o.UID, "the RayJob was recreated: the stalled execution deleted the one its retry adopted")
+	}
 }
