@@ -20,6 +20,16 @@ const (
 // TaskQueueForCluster is the task queue of the worker(s) serving a cluster.
 func TaskQueueForCluster(cluster string) string { return "atelier-k8s-" + cluster }
 
+// ControlTaskQueue is the queue of a worker's bookkeeping activities (the
+// Postgres mirror, cluster selection, cleanup) next to its step queue q.
+// Its own pollers and slots mean a tenant whose steps fill every step slot
+// cannot stall other runs' bookkeeping.
+func ControlTaskQueue(q string) string { return q + "-control" }
+
+// ControlConcurrency is how many control activities a worker runs at once.
+// They are short (a Postgres write, a registry read, a few deletes).
+const ControlConcurrency = 64
+
 // KubeKind names the Kubernetes object a step becomes.
 type KubeKind string
 

@@ -51,6 +51,8 @@ type stackOptions struct {
 	// dbURL rewrites the database URL the gateway and worker use (the
 	// test's own store keeps the direct one).
 	dbURL func(string) string
+	// concurrency overrides the worker's step slots.
+	concurrency int
 }
 
 func newStack(t *testing.T, opts ...stackOptions) *stack {
@@ -73,6 +75,9 @@ func newStack(t *testing.T, opts ...stackOptions) *stack {
 	cfg.DataDir = stepDataDir(t)
 	cfg.LogLevel = "warn"
 	cfg.ShutdownTimeout = 5 * time.Second
+	if o.concurrency > 0 {
+		cfg.WorkerConcurrency = o.concurrency
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &stack{t: t, cfg: cfg, project: "team-a"}

@@ -74,3 +74,24 @@ steps:
 	assert.Contains(t, r.Status.Warnings[0], "omitted")
 	assert.Contains(t, s.rawGet(t, s.path("/runs/%s/steps/count/logs?attempt=1", id)), "40")
 }
+
+// Seen by a user: bookkeeping activities shared the worker's slots with
+// steps, so one tenant's fan-out that filled them stalled every other run's
+// bookkeeping. With both slots taken by team-a's long steps, team-b's run
+// must still be mirrored (listed RUNNING), and converge once slots free up.
+func TestBookkeepingIsNotStarvedByStepsFillingTheSlots(t *testing.T) {
+	s := newStack(t, stackOptions{concurrency: 2})
+	other := s.asProject("team-b")
+	s.createPipeline("hog", "steps:\n  - name: hog\n    forEach: {items: [1, 2], parallelism: 2}\n    container: {command: [sleep, '8']}\n")
+	other.createPipeline("quick", "steps:\n  - name: hello\n    container: {command: [echo, hi]}\n")
+	hog := s.startRun(map[string]any{"pipeline": "hog"})
+	s.waitRun(hog, 30*time.Second, "both items running", func(r runView) bool {
+		fan := stepByName(r, "hog")
+		return len(fan.Items) == 2 && fan.Items[0].State == workflows.StepRunning && fan.Items[1].State == workflows.StepRunning
+	})
+
+	quick := other.startRun(map[string]any{"pipeline": "quick"})
+	other.waitListed(quick, workflows.RunRunning, 5*time.Second) // its mirror did not wait for a step slot
+	assert.Equal(t, workflows.RunRunning, s.listState(hog))
+	other.waitListed(quick, workflows.RunSucceeded, 30*time.Second)
+}

@@ -138,6 +138,7 @@ func (r *Run) runWork(ctx workflow.Context, st *StepStatus, stepName string, ite
 // for a cluster; the answer is recorded in history, so replay is stable.
 func (r *Run) selectCluster(ctx workflow.Context, step string, p *spec.Placement, gpus int, gpuType string) (kubeTarget, error) {
 	sctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           r.controlQueue(""),
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{
 			MaximumAttempts:        10,
@@ -230,7 +231,7 @@ func (r *Run) cleanupKube(ctx workflow.Context) {
 	futures := make([]workflow.Future, len(r.kubeClusters))
 	for i, t := range r.kubeClusters {
 		cctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			TaskQueue:           t.taskQueue,
+			TaskQueue:           r.controlQueue(t.taskQueue),
 			StartToCloseTimeout: 2 * time.Minute,
 			// Bounded overall: a cluster whose worker is gone never picks
 			// the task up, and the run must still end.

@@ -133,8 +133,8 @@ func TestKubeStepsRouteToClusterQueuesAndCleanUp(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 1, ensures, "the shared RayCluster is created once: %v", calls)
-	assert.Contains(t, calls, "cleanup atelier-k8s-gpu-east default-test-workflow-id")
-	assert.Contains(t, calls, "cleanup atelier-k8s-cpu-west default-test-workflow-id")
+	assert.Contains(t, calls, "cleanup atelier-k8s-gpu-east-control default-test-workflow-id")
+	assert.Contains(t, calls, "cleanup atelier-k8s-cpu-west-control default-test-workflow-id")
 	train := s.Steps[1]
 	require.Len(t, train.Attempts, 1)
 	assert.Equal(t, "gpu-east", train.Attempts[0].Cluster)
@@ -151,7 +151,7 @@ func TestKubeStepFailureAndCancelStillCleanUp(t *testing.T) {
 		s := status(t, env)
 		assert.Equal(t, workflows.RunFailed, s.State)
 		assert.Contains(t, s.Steps[1].Error, "AppFailed: boom")
-		assert.Contains(t, fc.calls, "cleanup atelier-k8s-gpu-east default-test-workflow-id")
+		assert.Contains(t, fc.calls, "cleanup atelier-k8s-gpu-east-control default-test-workflow-id")
 	})
 	t.Run("cancel", func(t *testing.T) {
 		env, _, _ := newEnv(t)
@@ -166,7 +166,7 @@ func TestKubeStepFailureAndCancelStillCleanUp(t *testing.T) {
 		s := status(t, env)
 		assert.Equal(t, workflows.RunCancelled, s.State)
 		assert.Equal(t, workflows.StepCancelled, s.Steps[0].State)
-		assert.Contains(t, fc.calls, "cleanup atelier-k8s-gpu-east default-test-workflow-id")
+		assert.Contains(t, fc.calls, "cleanup atelier-k8s-gpu-east-control default-test-workflow-id")
 	})
 }
 
@@ -204,7 +204,7 @@ func TestGoPipelineKubeSteps(t *testing.T) {
 	assert.Contains(t, fc.calls, "step atelier-k8s-gpu-east sparkapp:etl:")
 	assert.Contains(t, fc.calls, "step atelier-k8s-gpu-east rayjob:eval:rc-shared")
 	assert.Contains(t, fc.calls, "step atelier-k8s-cpu-west job:report:")
-	assert.Contains(t, fc.calls, "cleanup atelier-k8s-cpu-west default-test-workflow-id")
+	assert.Contains(t, fc.calls, "cleanup atelier-k8s-cpu-west-control default-test-workflow-id")
 }
 
 // Seen by a user: a run that used a cluster whose worker has gone never

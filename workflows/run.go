@@ -40,6 +40,12 @@ type Run struct {
 
 	inflight int // step attempts in flight (MaxInflightAttempts)
 
+	// controlQueues: bookkeeping activities run on their workers' control
+	// queues (activities.ControlTaskQueue). False in runs started before
+	// that existed, which replay with everything on the step queues.
+	controlQueues bool
+	taskQueue     string // the workflow's own task queue
+
 	// Kubernetes bookkeeping (kube.go): clusters used, shared RayClusters.
 	kubeClusters []kubeTarget
 	rayTemplates []spec.SharedRayCluster
@@ -56,6 +62,23 @@ type RunOptions struct {
 	Deadline time.Duration
 }
 
+// versionControlQueues guards moving bookkeeping activities to control
+// task queues (workflow.GetVersion change ID; never reuse it).
+const versionControlQueues = "atelier.control-queues"
+
+// controlQueue is where a bookkeeping activity for step queue q goes: q
+// itself in runs from before control queues ("" = the workflow's own
+// queue).
+func (r *Run) controlQueue(q string) string {
+	if !r.controlQueues {
+		return q
+	}
+	if q == "" {
+		q = r.taskQueue
+	}
+	return activities.ControlTaskQueue(q)
+}
+
 // Begin starts the bookkeeping of a run and returns it with the context that
 // steps must use: it is cancelled when the run is cancelled (cancel signal or
 // Temporal cancel request) or its deadline passes.
@@ -66,7 +89,7 @@ func Begin(ctx workflow.Context, opts RunOptions) (*Run, workflow.Context, error
 		project = projectFromSearchAttributes(ctx)
 	}
 	now := workflow.Now(ctx)
-	r := &Run{root: ctx}
+	r := &Run{root: ctx, taskQueue: info.TaskQueueName}
 	r.status = RunStatus{
 		RunID:     info.WorkflowExecution.ID,
 		Project:   project,
@@ -78,6 +101,7 @@ func Begin(ctx workflow.Context, opts RunOptions) (*Run, workflow.Context, error
 		Params:    opts.Params,
 	}
 	r.stepCtx, r.cancelStep = workflow.WithCancel(ctx)
+	r.controlQueues = workflow.GetVersion(ctx, versionControlQueues, workflow.DefaultVersion, 1) >= 1
 
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (RunStatus, error) {
 		return r.Status(), nil
@@ -231,6 +255,7 @@ func (r *Run) mirrorTrigger() string {
 // mirror activity in flight; bursts of changes coalesce into one write.
 func (r *Run) startMirror(ctx workflow.Context) {
 	mctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           r.controlQueue(""),
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    500 * time.Millisecond,

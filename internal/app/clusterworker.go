@@ -76,7 +76,36 @@ func NewClusterWorker(c client.Client, cfg config.Config, clients kube.Clients, 
 		DisableWorkflowWorker: true,
 	})
 	backend.Register(w)
-	return newClusterWorker(w, cfg, clients.Kube, reg, l)
+	// The run's cleanup goes to the control queue (its own slots, so a
+	// cluster full of running steps still cleans up ended runs).
+	control := worker.New(c, activities.ControlTaskQueue(q), worker.Options{
+		MaxConcurrentActivityExecutionSize: activities.ControlConcurrency,
+		WorkerStopTimeout:                  cfg.ShutdownTimeout,
+		DisableWorkflowWorker:              true,
+	})
+	backend.Register(control)
+	return newClusterWorker(pollers{w, control}, cfg, clients.Kube, reg, l)
+}
+
+// pollers starts and stops several Temporal workers as one.
+type pollers []poller
+
+func (ps pollers) Start() error {
+	for i, p := range ps {
+		if err := p.Start(); err != nil {
+			for _, started := range ps[:i] {
+				started.Stop()
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func (ps pollers) Stop() {
+	for _, p := range ps {
+		p.Stop()
+	}
 }
 
 func newClusterWorker(w poller, cfg config.Config, k kubernetes.Interface, reg ClusterRegistry, l *zap.Logger) *ClusterWorker {

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
+	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/catalog"
 	"github.com/atelier-ml/atelier/activities/cluster"
 	"github.com/atelier-ml/atelier/activities/local"
@@ -29,6 +30,7 @@ type GoWorkflowPublisher interface {
 // cluster's worker, which may be the one that is down).
 type Worker struct {
 	w         worker.Worker
+	control   worker.Worker // bookkeeping activities, own slots
 	pub       GoWorkflowPublisher
 	pipelines []workflows.GoPipeline
 	taskQueue string
@@ -48,9 +50,18 @@ func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, mirror 
 	})
 	workflows.Register(w, pipelines...)
 	runner.Register(w)
+	// Bookkeeping stays registered on the step queue too: runs started
+	// before control queues existed still schedule it there.
 	mirror.Register(w)
 	selector.Register(w)
-	return &Worker{w: w, pub: pub, pipelines: pipelines, taskQueue: cfg.TaskQueue, log: l.Named("worker")}
+	control := worker.New(c, activities.ControlTaskQueue(cfg.TaskQueue), worker.Options{
+		MaxConcurrentActivityExecutionSize: activities.ControlConcurrency,
+		WorkerStopTimeout:                  cfg.ShutdownTimeout,
+		DisableWorkflowWorker:              true,
+	})
+	mirror.Register(control)
+	selector.Register(control)
+	return &Worker{w: w, control: control, pub: pub, pipelines: pipelines, taskQueue: cfg.TaskQueue, log: l.Named("worker")}
 }
 
 // Registry lets a caller register more workflows and activities before Run
@@ -64,6 +75,10 @@ func (w *Worker) Run(ctx context.Context) error {
 			return fmt.Errorf("publish Go pipeline %s: %w", p.Name, err)
 		}
 	}
+	if err := w.control.Start(); err != nil {
+		return fmt.Errorf("start control worker: %w", err)
+	}
+	defer w.control.Stop()
 	if err := w.w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}
