@@ -34,6 +34,17 @@ func (s *server) StreamRunEvents(c echo.Context, project, runID string, params g
 		// The client saw the end; 204 stops EventSource reconnecting.
 		return c.NoContent(http.StatusNoContent)
 	}
+	release, err := s.acquireStream(c)
+	if err != nil {
+		return err
+	}
+	defer release()
+	var updates <-chan workflows.RunStatus
+	if !st.State.Terminal() {
+		var unsubscribe func()
+		updates, unsubscribe = s.hub.subscribe(run)
+		defer unsubscribe()
+	}
 
 	w := c.Response()
 	w.Header().Set(echo.HeaderContentType, "text/event-stream")
@@ -50,8 +61,6 @@ func (s *server) StreamRunEvents(c echo.Context, project, runID string, params g
 	quiet := lastSeq >= st.Seq
 	keepAlive := time.NewTicker(s.keepAlive)
 	defer keepAlive.Stop()
-	poll := time.NewTicker(s.pollInterval)
-	defer poll.Stop()
 	for {
 		for _, ev := range d.diff(st) {
 			if quiet {
@@ -76,14 +85,14 @@ func (s *server) StreamRunEvents(c echo.Context, project, runID string, params g
 					return nil
 				}
 				w.Flush()
-			case <-poll.C:
+			case next, ok := <-updates:
+				if !ok {
+					return nil // the terminal state was delivered before the close
+				}
+				st = next
 				break wait
 			}
 		}
-		if fresh, err := s.cat.GetRun(ctx, project, runID); err == nil {
-			run = fresh
-		}
-		st = s.liveStatus(ctx, run)
 	}
 }
 

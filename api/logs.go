@@ -131,6 +131,20 @@ func attemptOver(st workflows.RunStatus, key activities.LogKey) bool {
 // next offset goes in a trailer, since it is known only at the end.
 func (s *server) followLog(c echo.Context, run catalog.Run, key activities.LogKey, next int64) error {
 	ctx := c.Request().Context()
+	release, err := s.acquireStream(c)
+	if err != nil {
+		return err
+	}
+	defer release()
+	// The attempt's end comes from the run's shared status poller; only
+	// the log reads are per follower (each at its own offset).
+	st := s.liveStatus(ctx, run)
+	var updates <-chan workflows.RunStatus
+	if !st.State.Terminal() {
+		var unsubscribe func()
+		updates, unsubscribe = s.hub.subscribe(run)
+		defer unsubscribe()
+	}
 	w := c.Response()
 	h := w.Header()
 	h.Set(echo.HeaderContentType, "text/plain; charset=utf-8")
@@ -146,7 +160,7 @@ func (s *server) followLog(c echo.Context, run catalog.Run, key activities.LogKe
 		h.Set(hdrLogComplete, strconv.FormatBool(complete))
 	}()
 	for {
-		over := s.attemptOverNow(ctx, run, key)
+		over := attemptOver(st, key)
 		for {
 			data, n, err := s.readLog(ctx, key, next)
 			if err != nil {
@@ -173,18 +187,15 @@ func (s *server) followLog(c echo.Context, run catalog.Run, key activities.LogKe
 		select {
 		case <-ctx.Done():
 			return nil
+		case next, ok := <-updates:
+			if ok {
+				st = next
+			} else {
+				updates = nil // closed after the terminal state, already in st
+			}
 		case <-time.After(s.pollInterval):
 		}
 	}
-}
-
-// attemptOverNow re-reads the run, since a follow outlives the status it
-// started with.
-func (s *server) attemptOverNow(ctx context.Context, run catalog.Run, key activities.LogKey) bool {
-	if fresh, err := s.cat.GetRun(ctx, run.Project, run.ID); err == nil {
-		run = fresh
-	}
-	return attemptOver(s.liveStatus(ctx, run), key)
 }
 
 // readLog joins the chunks from offset from; chunks may overlap the

@@ -86,8 +86,11 @@ func TestLogFollow(t *testing.T) {
 	// The attempt ends: the stream delivers the tail and closes.
 	h.cat.appendLog(key, "done\n")
 	now := t0
-	run.Status.Steps = []workflows.StepStatus{{Name: "prep", Kind: "container", State: workflows.StepSucceeded,
+	// A new status value: the gateway's poller may be reading the old one.
+	st := *run.Status
+	st.Steps = []workflows.StepStatus{{Name: "prep", Kind: "container", State: workflows.StepSucceeded,
 		Attempts: []workflows.Attempt{{Number: 1, State: workflows.StepSucceeded, FinishedAt: &now}}}}
+	run.Status = &st
 	h.cat.setRun(run)
 	done := make(chan string)
 	go func() {

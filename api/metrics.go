@@ -16,6 +16,8 @@ type metrics struct {
 	requests    *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
 	runsStarted *prometheus.CounterVec
+	statusPolls prometheus.Counter
+	streamsOpen prometheus.Gauge
 	handler     http.Handler
 }
 
@@ -38,6 +40,14 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			Name: "atelier_runs_started_total",
 			Help: "Runs started through the API, by kind (pipeline or workflow).",
 		}, []string{"kind"}),
+		statusPolls: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "atelier_stream_status_polls_total",
+			Help: "Status polls made for event and log-follow streams (one per followed run per interval, however many streams follow it).",
+		}),
+		streamsOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "atelier_streams_open",
+			Help: "Event and log-follow streams open now.",
+		}),
 	}
 	var err error
 	if m.requests, err = register(reg, m.requests); err != nil {
@@ -47,6 +57,12 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		return nil, err
 	}
 	if m.runsStarted, err = register(reg, m.runsStarted); err != nil {
+		return nil, err
+	}
+	if m.statusPolls, err = register(reg, m.statusPolls); err != nil {
+		return nil, err
+	}
+	if m.streamsOpen, err = register(reg, m.streamsOpen); err != nil {
 		return nil, err
 	}
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})

@@ -40,6 +40,7 @@ var (
 	ptInvalidParams     = problemType{"invalid-params", "Invalid run parameters", http.StatusUnprocessableEntity}
 	ptInternal          = problemType{"internal", "Internal server error", http.StatusInternalServerError}
 	ptUnavailable       = problemType{"unavailable", "Service unavailable", http.StatusServiceUnavailable}
+	ptTooManyStreams    = problemType{"too-many-streams", "Too many open streams", http.StatusTooManyRequests}
 )
 
 // problem is an error that the error handler renders as problem+json.

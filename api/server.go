@@ -71,6 +71,10 @@ type server struct {
 	routes   map[string]route // "METHOD /echo/path" -> what the spec says about it
 	specJSON []byte
 	metrics  *metrics
+
+	streamLimit int
+	hub         *statusHub
+	streams     *streamSlots
 }
 
 // Option configures New.
@@ -106,6 +110,10 @@ func WithQueryTimeout(d time.Duration) Option { return func(s *server) { s.query
 // WithTaskQueue sets the task queue declarative runs start on (default
 // workflows.TaskQueueLocal); it must be the one the local runtime's workers poll.
 func WithTaskQueue(q string) Option { return func(s *server) { s.taskQueue = q } }
+
+// WithStreamLimit bounds the event and log-follow streams one token may
+// hold open at once (default DefaultStreamsPerToken); more answer 429.
+func WithStreamLimit(n int) Option { return func(s *server) { s.streamLimit = n } }
 
 // Converger records the final state of a run whose workflow ended outside
 // Atelier (internal/reconcile implements it).
@@ -143,11 +151,12 @@ func New(cat Catalog, eng Engine, opts ...Option) (*echo.Echo, error) {
 		keepAlive:    DefaultKeepAlive,
 		queryTimeout: DefaultQueryTimeout,
 		logPage:      defaultLogPage,
+		streamLimit:  DefaultStreamsPerToken,
 	}
 	for _, o := range opts {
 		o(s)
 	}
-	if s.bodyLimit <= 0 || s.pollInterval <= 0 || s.keepAlive <= 0 || s.queryTimeout <= 0 || s.logPage <= 0 {
+	if s.bodyLimit <= 0 || s.pollInterval <= 0 || s.keepAlive <= 0 || s.queryTimeout <= 0 || s.logPage <= 0 || s.streamLimit <= 0 {
 		return nil, errors.New("api: limits and intervals must be positive")
 	}
 
@@ -168,6 +177,8 @@ func New(cat Catalog, eng Engine, opts ...Option) (*echo.Echo, error) {
 	if s.metrics, err = newMetrics(s.registry); err != nil {
 		return nil, err
 	}
+	s.hub = &statusHub{interval: s.pollInterval, fetch: s.refresh, polls: s.metrics.statusPolls, feeds: map[string]*runFeed{}}
+	s.streams = &streamSlots{limit: s.streamLimit, open: s.metrics.streamsOpen, n: map[string]int{}}
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true

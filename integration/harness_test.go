@@ -53,6 +53,8 @@ type stackOptions struct {
 	dbURL func(string) string
 	// concurrency overrides the worker's step slots.
 	concurrency int
+	// streamLimit overrides the gateway's open streams per token.
+	streamLimit int
 }
 
 func newStack(t *testing.T, opts ...stackOptions) *stack {
@@ -77,6 +79,9 @@ func newStack(t *testing.T, opts ...stackOptions) *stack {
 	cfg.ShutdownTimeout = 5 * time.Second
 	if o.concurrency > 0 {
 		cfg.WorkerConcurrency = o.concurrency
+	}
+	if o.streamLimit > 0 {
+		cfg.StreamLimit = o.streamLimit
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -41,7 +41,7 @@ func provideEngine(c client.Client, cfg config.Config) *engine.Engine {
 }
 
 func provideAPI(cat api.Catalog, eng api.Engine, rec *reconcile.Reconciler, cfg config.Config, l *zap.Logger) (http.Handler, error) {
-	return api.New(cat, eng, api.WithLogger(l.Named("api")), api.WithTaskQueue(cfg.TaskQueue), api.WithConverger(rec))
+	return api.New(cat, eng, api.WithLogger(l.Named("api")), api.WithTaskQueue(cfg.TaskQueue), api.WithConverger(rec), api.WithStreamLimit(cfg.StreamLimit))
 }
 
 // provideReconciler keeps the catalogue converged with Temporal (runs ended

@@ -32,6 +32,9 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// WorkerConcurrency caps concurrently running activities per worker.
 	WorkerConcurrency int
+	// StreamLimit caps the event and log-follow streams one token may hold
+	// open on a gateway.
+	StreamLimit int
 	// TaskQueue is the local runtime's task queue: workers poll it, the
 	// gateway starts declarative runs on it.
 	TaskQueue string
@@ -78,6 +81,7 @@ func Default() Config {
 		LogFormat:         "console",
 		ShutdownTimeout:   20 * time.Second,
 		WorkerConcurrency: 200,
+		StreamLimit:       32,
 		TaskQueue:         workflows.TaskQueueLocal,
 
 		KubeNamespaceTemplate: "atelier-{project}",
@@ -101,6 +105,7 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.envDuration("ATELIER_SHUTDOWN_TIMEOUT", d.ShutdownTimeout), "graceful stop bound (ATELIER_SHUTDOWN_TIMEOUT)")
 	fs.StringVar(&c.TaskQueue, "task-queue", env("ATELIER_TASK_QUEUE", d.TaskQueue), "local runtime task queue (ATELIER_TASK_QUEUE)")
 	fs.StringVar(&c.StepUser, "step-user", env("ATELIER_STEP_USER", d.StepUser), "user local steps run as: a name, uid or uid:gid; default: uid 65532 when the worker is root, else the worker's user; \"worker\" = the worker's user (ATELIER_STEP_USER)")
+	fs.IntVar(&c.StreamLimit, "stream-limit", c.envInt("ATELIER_STREAM_LIMIT", d.StreamLimit), "event and log-follow streams one token may hold open per gateway; more get 429 (ATELIER_STREAM_LIMIT)")
 	fs.IntVar(&c.WorkerConcurrency, "worker-concurrency", c.envInt("ATELIER_WORKER_CONCURRENCY", d.WorkerConcurrency), "max concurrent activities per worker (ATELIER_WORKER_CONCURRENCY)")
 }
 
@@ -159,6 +164,9 @@ func (c *Config) Validate() error {
 	}
 	if c.WorkerConcurrency < 1 {
 		return fmt.Errorf("worker concurrency must be at least 1")
+	}
+	if c.StreamLimit < 1 {
+		return fmt.Errorf("stream limit must be at least 1")
 	}
 	return nil
 }
