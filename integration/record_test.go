@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/api/temporalproto"
 
 	"github.com/atelier-ml/atelier/examples/gopipeline"
+	"github.com/atelier-ml/atelier/internal/kubetest"
 	"github.com/atelier-ml/atelier/workflows"
 )
 
@@ -41,18 +42,7 @@ steps:
 `)
 	s.createPipeline("blocking", blockingPipeline(dir))
 
-	record := func(name, id string) {
-		iter := s.temporal.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		h := &historypb.History{}
-		for iter.HasNext() {
-			ev, err := iter.Next()
-			require.NoError(t, err)
-			h.Events = append(h.Events, ev)
-		}
-		b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(h)
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join("..", "workflows", "testdata", name+".json"), b, 0o644))
-	}
+	record := func(name, id string) { recordHistory(t, s, name, id) }
 
 	ok := s.startRun(map[string]any{"pipeline": "train-evaluate"})
 	failed := s.startRun(map[string]any{"pipeline": "retry-fail"})
@@ -60,8 +50,15 @@ steps:
 	cancelled := s.startRun(map[string]any{"pipeline": "blocking"})
 	waitFile(t, filepath.Join(dir, "pid"), 30*time.Second)
 	require.Equal(t, 202, s.do("POST", s.path("/runs/%s/cancel", cancelled), map[string]any{"reason": "recording"}, nil))
+	require.NoError(t, os.Remove(filepath.Join(dir, "pid")))
+	temporalCancelled := s.startRun(map[string]any{"pipeline": "blocking"})
+	waitFile(t, filepath.Join(dir, "pid"), 30*time.Second)
+	require.NoError(t, s.temporal.CancelWorkflow(context.Background(), temporalCancelled, ""))
 
-	for name, id := range map[string]string{"pipeline-succeeded": ok, "pipeline-failed": failed, "go-pipeline": goRun, "pipeline-cancelled": cancelled} {
+	// Names carry the workflow code generation (v2: control queues): older
+	// files stay, so every generation keeps replaying.
+	for name, id := range map[string]string{"v2-pipeline-succeeded": ok, "v2-pipeline-failed": failed, "v2-go-pipeline": goRun,
+		"v2-pipeline-cancelled-rest": cancelled, "v2-pipeline-cancelled-temporal": temporalCancelled} {
 		r := s.waitTerminal(id, 60*time.Second)
 		t.Logf("%s: %s", name, r.State)
 		require.NotEqual(t, workflows.RunRunning, r.State)
@@ -70,4 +67,48 @@ steps:
 		record(name, id)
 	}
 	fmt.Println("recorded histories in workflows/testdata")
+}
+
+// recordHistory writes the history of run id to workflows/testdata.
+func recordHistory(t *testing.T, s *stack, name, id string) {
+	t.Helper()
+	iter := s.temporal.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	h := &historypb.History{}
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		require.NoError(t, err)
+		h.Events = append(h.Events, ev)
+	}
+	b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(h)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join("..", "workflows", "testdata", name+".json"), b, 0o644))
+}
+
+// TestRecordKubeHistories records runs that route steps to a cluster's
+// queues: cluster selection, a shared RayCluster, Ray, Spark and Job steps,
+// the cleanup on every cluster used, and both cancel paths.
+func TestRecordKubeHistories(t *testing.T) {
+	if os.Getenv("ATELIER_RECORD_HISTORIES") == "" {
+		t.Skip("set ATELIER_RECORD_HISTORIES=1 to re-record workflows/testdata histories")
+	}
+	e := newKubeEnv(t, outputsScript, true)
+	e.createPipeline("kube", kubePipelineYAML(e.cluster))
+	ok := e.startRun(map[string]any{"pipeline": "kube"})
+	require.Equal(t, workflows.RunSucceeded, e.waitTerminal(ok, 120*time.Second).State)
+
+	e.op.Script = func(kubetest.ObjectRef) kubetest.Scenario { return kubetest.Scenario{Outcome: kubetest.Hang} }
+	e.createPipeline("kube-hang", "steps:\n  - name: work\n    kind: ray\n    ray: {entrypoint: python x.py, image: rayproject/ray:2.9.0}\n")
+	viaREST := e.startRun(map[string]any{"pipeline": "kube-hang"})
+	viaTemporal := e.startRun(map[string]any{"pipeline": "kube-hang"})
+	for _, id := range []string{viaREST, viaTemporal} {
+		require.Eventually(t, func() bool { return len(e.runObjects(t, id)) > 0 }, 30*time.Second, 50*time.Millisecond)
+	}
+	require.Equal(t, 202, e.do("POST", e.path("/runs/%s/cancel", viaREST), map[string]any{"reason": "recording"}, nil))
+	require.NoError(t, e.temporal.CancelWorkflow(context.Background(), viaTemporal, ""))
+	for name, id := range map[string]string{"v2-kube-succeeded": ok, "v2-kube-cancelled-rest": viaREST, "v2-kube-cancelled-temporal": viaTemporal} {
+		r := e.waitTerminal(id, 60*time.Second)
+		t.Logf("%s: %s", name, r.State)
+		time.Sleep(500 * time.Millisecond)
+		recordHistory(t, e.stack, name, id)
+	}
 }
