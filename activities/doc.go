@@ -1,5 +1,8 @@
 // Package activities holds the contract between pipeline workflows and the
 // activities that do real work: registered activity names, request/result
-// types and application error types. Implementations live in sub-packages,
-// one per runtime or concern (local, catalog; kubernetes backends later).
+// types, application error types and task queue names. Implementations
+// live in sub-packages, one per runtime or concern: local (the local
+// runtime), kube (the Kubernetes backends: a framework plus one package per
+// kind), placement (cluster selection and capacity), mirror (the Postgres
+// mirror of a run's status).
 package activities

@@ -13,8 +13,8 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/internal/engine"
 	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
 // fakeCatalog is an in-memory Catalog with the store's documented
@@ -374,7 +374,7 @@ func (f *fakeCatalog) Ping(context.Context) error {
 type fakeEngine struct {
 	mu        sync.Mutex
 	startErr  error
-	started   []engine.StartRequest
+	started   []runclient.StartRequest
 	statuses  map[string]workflows.RunStatus // live query answers
 	queries   int
 	signals   []workflows.CancelRequest
@@ -386,7 +386,7 @@ func newFakeEngine() *fakeEngine {
 	return &fakeEngine{statuses: map[string]workflows.RunStatus{}}
 }
 
-func (e *fakeEngine) StartRun(_ context.Context, r engine.StartRequest) error {
+func (e *fakeEngine) StartRun(_ context.Context, r runclient.StartRequest) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.startErr != nil {
@@ -412,7 +412,7 @@ func (e *fakeEngine) QueryStatus(_ context.Context, runID string) (workflows.Run
 	e.queries++
 	st, ok := e.statuses[runID]
 	if !ok {
-		return st, engine.ErrRunNotFound
+		return st, runclient.ErrRunNotFound
 	}
 	return st, nil
 }

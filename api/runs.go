@@ -18,8 +18,8 @@ import (
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/internal/engine"
 	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/workflows/runclient"
 	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
@@ -35,11 +35,11 @@ type RunStore interface {
 	DeleteRun(ctx context.Context, id string) error
 }
 
-// Engine runs workflows; internal/engine implements it over Temporal.
+// Engine runs workflows; workflows/runclient implements it over Temporal.
 type Engine interface {
 	// StartRun must succeed without effect when the run was already started.
-	StartRun(ctx context.Context, r engine.StartRequest) error
-	// SignalCancel returns engine.ErrRunNotFound when no execution is open.
+	StartRun(ctx context.Context, r runclient.StartRequest) error
+	// SignalCancel returns runclient.ErrRunNotFound when no execution is open.
 	SignalCancel(ctx context.Context, runID string, req workflows.CancelRequest) error
 	QueryStatus(ctx context.Context, runID string) (workflows.RunStatus, error)
 	UIURL(runID string) string
@@ -68,7 +68,7 @@ func (s *server) CreateRun(c echo.Context, project string, params gen.CreateRunP
 
 	id := s.newID()
 	var row catalog.Run
-	var start engine.StartRequest
+	var start runclient.StartRequest
 	var err error
 	kind := "workflow"
 	if req.Pipeline != nil {
@@ -96,7 +96,7 @@ func (s *server) CreateRun(c echo.Context, project string, params gen.CreateRunP
 		return s.replayRun(c, run, row.RequestHash)
 	}
 	if err := s.eng.StartRun(ctx, start); err != nil {
-		if errors.Is(err, engine.ErrStartUncertain) {
+		if errors.Is(err, runclient.ErrStartUncertain) {
 			// Deleting the row now could orphan a workflow that did start,
 			// and a retry would start a second run. Keep it: a retry with
 			// the same key completes the start (the run ID makes it
@@ -135,7 +135,7 @@ func (s *server) replayRun(c echo.Context, run catalog.Run, hash string) error {
 
 // restart rebuilds the start request from the stored row.
 func (s *server) restart(ctx context.Context, run catalog.Run) error {
-	start := engine.StartRequest{
+	start := runclient.StartRequest{
 		RunID: run.ID, Workflow: run.Workflow, Project: run.Project, Pipeline: run.Pipeline,
 		TaskQueue: s.taskQueue,
 	}
@@ -229,21 +229,21 @@ func nulPath(path string, v any) string {
 
 // planPipelineRun resolves a declarative run: the version, its spec and
 // the params (defaults applied, types checked: 422 lists every problem).
-func (s *server) planPipelineRun(ctx context.Context, project, id string, req gen.CreateRunRequest) (catalog.Run, engine.StartRequest, error) {
+func (s *server) planPipelineRun(ctx context.Context, project, id string, req gen.CreateRunRequest) (catalog.Run, runclient.StartRequest, error) {
 	name, version := *req.Pipeline, deref(req.Version)
 	v, err := s.cat.GetPipelineVersion(ctx, project, name, version)
 	if errors.Is(err, catalog.ErrNotFound) {
 		if version == 0 {
-			return catalog.Run{}, engine.StartRequest{}, notFound("pipeline %q not found in project %q", name, project)
+			return catalog.Run{}, runclient.StartRequest{}, notFound("pipeline %q not found in project %q", name, project)
 		}
-		return catalog.Run{}, engine.StartRequest{}, notFound("pipeline %q has no version %d in project %q", name, version, project)
+		return catalog.Run{}, runclient.StartRequest{}, notFound("pipeline %q has no version %d in project %q", name, version, project)
 	}
 	if err != nil {
-		return catalog.Run{}, engine.StartRequest{}, internalError(err)
+		return catalog.Run{}, runclient.StartRequest{}, internalError(err)
 	}
 	var p spec.Pipeline
 	if err := json.Unmarshal(v.Spec, &p); err != nil {
-		return catalog.Run{}, engine.StartRequest{}, internalError(err)
+		return catalog.Run{}, runclient.StartRequest{}, internalError(err)
 	}
 	var given map[string]any
 	if req.Params != nil {
@@ -254,21 +254,21 @@ func (s *server) planPipelineRun(ctx context.Context, project, id string, req ge
 		var ve *spec.ValidationError
 		if errors.As(err, &ve) && len(ve.Problems) > 0 {
 			fe := fieldErrors(ve.Problems)
-			return catalog.Run{}, engine.StartRequest{}, newProblem(ptInvalidParams, "%s", summarize(fe)).withErrors(fe)
+			return catalog.Run{}, runclient.StartRequest{}, newProblem(ptInvalidParams, "%s", summarize(fe)).withErrors(fe)
 		}
-		return catalog.Run{}, engine.StartRequest{}, newProblem(ptInvalidParams, "%s", err.Error())
+		return catalog.Run{}, runclient.StartRequest{}, newProblem(ptInvalidParams, "%s", err.Error())
 	}
 	input, err := json.Marshal(workflows.PipelineInput{
 		RunID: id, Project: project, Pipeline: name, Version: v.Version, Spec: p, Params: params,
 	})
 	if err != nil {
-		return catalog.Run{}, engine.StartRequest{}, internalError(err)
+		return catalog.Run{}, runclient.StartRequest{}, internalError(err)
 	}
 	row := catalog.Run{
 		ID: id, Project: project, Pipeline: name, Version: v.Version,
 		Workflow: workflows.PipelineWorkflowName, State: workflows.RunPending, Input: input,
 	}
-	start := engine.StartRequest{
+	start := runclient.StartRequest{
 		RunID: id, Workflow: workflows.PipelineWorkflowName, TaskQueue: s.taskQueue,
 		Input: json.RawMessage(input), Project: project, Pipeline: name,
 	}
@@ -277,21 +277,21 @@ func (s *server) planPipelineRun(ctx context.Context, project, id string, req ge
 
 // planWorkflowRun resolves a native Go run; only workflows some worker
 // registered can start, or the run would wait forever on a dead queue.
-func (s *server) planWorkflowRun(ctx context.Context, project, id string, req gen.CreateRunRequest) (catalog.Run, engine.StartRequest, error) {
+func (s *server) planWorkflowRun(ctx context.Context, project, id string, req gen.CreateRunRequest) (catalog.Run, runclient.StartRequest, error) {
 	name := *req.Workflow
 	wf, err := s.cat.GetGoWorkflow(ctx, name)
 	if errors.Is(err, catalog.ErrNotFound) {
-		return catalog.Run{}, engine.StartRequest{}, notFound("no worker has registered workflow %q", name)
+		return catalog.Run{}, runclient.StartRequest{}, notFound("no worker has registered workflow %q", name)
 	}
 	if err != nil {
-		return catalog.Run{}, engine.StartRequest{}, internalError(err)
+		return catalog.Run{}, runclient.StartRequest{}, internalError(err)
 	}
 	row := catalog.Run{ID: id, Project: project, Workflow: name, State: workflows.RunPending}
-	start := engine.StartRequest{RunID: id, Workflow: name, TaskQueue: wf.TaskQueue, Project: project}
+	start := runclient.StartRequest{RunID: id, Workflow: name, TaskQueue: wf.TaskQueue, Project: project}
 	if req.Input != nil {
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, *req.Input); err != nil {
-			return catalog.Run{}, engine.StartRequest{}, newProblem(ptMalformed, "input is not valid JSON")
+			return catalog.Run{}, runclient.StartRequest{}, newProblem(ptMalformed, "input is not valid JSON")
 		}
 		row.Input = buf.Bytes()
 		start.Input = json.RawMessage(buf.Bytes())
@@ -393,7 +393,7 @@ func (s *server) CancelRun(c echo.Context, project, runID string) error {
 	err = s.eng.SignalCancel(ctx, run.ID, workflows.CancelRequest{
 		Reason: reason, Requester: requester(principal(c)), At: s.now().UTC(),
 	})
-	if errors.Is(err, engine.ErrRunNotFound) {
+	if errors.Is(err, runclient.ErrRunNotFound) {
 		return newProblem(ptRunFinished, "run %s is not running", run.ID)
 	}
 	if err != nil {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/internal/engine"
 	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
 const runsPath = "/v1/projects/alpha/runs"
@@ -181,7 +181,7 @@ func TestStartFailureLeavesNothing(t *testing.T) {
 func TestUncertainStartKeepsTheRunForTheRetry(t *testing.T) {
 	h := newHarness(t)
 	withPipeline(t, h)
-	h.eng.startErr = fmt.Errorf("engine: start run: %w: %w", engine.ErrStartUncertain, errors.New("context deadline exceeded"))
+	h.eng.startErr = fmt.Errorf("engine: start run: %w: %w", runclient.ErrStartUncertain, errors.New("context deadline exceeded"))
 	body := map[string]any{"pipeline": "train", "params": map[string]any{"epochs": 1}}
 	key := []string{"Idempotency-Key", "k1"}
 	r := h.do("POST", runsPath, h.editor, body, key...)
@@ -355,7 +355,7 @@ func TestCancelRun(t *testing.T) {
 	}
 	wantProblem(t, h.do("POST", path, h.editor, map[string]any{"why": "x"}), http.StatusBadRequest, "invalid-request")
 
-	h.eng.signalErr = engine.ErrRunNotFound
+	h.eng.signalErr = runclient.ErrRunNotFound
 	wantProblem(t, h.do("POST", path, h.editor, nil), http.StatusConflict, "run-finished")
 
 	h.eng.signalErr = nil

@@ -3,7 +3,7 @@
 // validation and RFC 9457 problem responses.
 //
 // The package depends on two consumer-side interfaces, Catalog (implemented
-// by the Postgres store) and Engine (implemented by internal/engine), so its
+// by the Postgres store) and Engine (implemented by workflows/runclient), so its
 // tests run against in-memory fakes.
 //
 // The step kinds a pipeline version may use are not configured: they follow

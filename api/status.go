@@ -11,8 +11,8 @@ import (
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/internal/engine"
 	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
 // liveStatus prefers the workflow's own answer while the run is open (the
@@ -25,7 +25,7 @@ func (s *server) liveStatus(ctx context.Context, run catalog.Run) workflows.RunS
 		st, err := s.eng.QueryStatus(qctx, run.ID)
 		cancel()
 		switch {
-		case (errors.Is(err, engine.ErrRunClosed) || errors.Is(err, engine.ErrRunNotFound)) && s.conv != nil:
+		case (errors.Is(err, runclient.ErrRunClosed) || errors.Is(err, runclient.ErrRunNotFound)) && s.conv != nil:
 			// Ended without mirroring its end (terminated, timed out, gone).
 			if cst, ok, cerr := s.conv.Converge(ctx, run); cerr != nil {
 				s.log.Warn("cannot converge a closed run; serving mirrored status", zap.String("run", run.ID), zap.Error(cerr))

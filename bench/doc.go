@@ -83,7 +83,7 @@
 //     with the PipelineInput the gateway would build, on the same task
 //     queue, unique IDs, and the gateway's start options (search
 //     attributes, memo, ID policies; keep rawStartOptions in sync with
-//     internal/engine.StartRun), so the ratio isolates what the gateway adds.
+//     workflows/runclient.StartRun), so the ratio isolates what the gateway adds.
 //
 // No worker runs: both modes only start workflows, identical in that
 // respect. A worker would execute every started run (mirror writes to

@@ -17,9 +17,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/atelier-ml/atelier/api"
-	"github.com/atelier-ml/atelier/internal/engine"
 	"github.com/atelier-ml/atelier/internal/temporaltest"
 	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
 // Seen by a user: an ambiguous start error (an RPC timeout after Temporal
@@ -44,7 +44,7 @@ func TestAmbiguousStartKeepsIdempotency(t *testing.T) {
 	c, err := client.Dial(opts)
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
-	h, err := api.New(s.store, engine.New(c, engine.Config{Namespace: s.cfg.Namespace}), api.WithTaskQueue(s.cfg.TaskQueue))
+	h, err := api.New(s.store, runclient.New(c, runclient.Config{Namespace: s.cfg.Namespace}), api.WithTaskQueue(s.cfg.TaskQueue))
 	require.NoError(t, err)
 	gw := httptest.NewServer(h)
 	t.Cleanup(gw.Close)

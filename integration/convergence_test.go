@@ -15,7 +15,7 @@ import (
 
 	"github.com/atelier-ml/atelier/examples/gopipeline"
 	"github.com/atelier-ml/atelier/internal/devstack"
-	"github.com/atelier-ml/atelier/internal/engine"
+	"github.com/atelier-ml/atelier/workflows/runclient"
 	"github.com/atelier-ml/atelier/internal/reconcile"
 	"github.com/atelier-ml/atelier/workflows"
 )
@@ -143,7 +143,7 @@ func TestReconcilerSweepsRunsNobodyReads(t *testing.T) {
 	defer conn.Close(context.Background())
 	_, err = conn.Exec(context.Background(), "UPDATE runs SET updated_at = $1 WHERE id = 'ghost-run'", old)
 	require.NoError(t, err)
-	rec := reconcile.New(s.store, engine.New(s.temporal, engine.Config{Namespace: s.cfg.Namespace}), time.Now, zap.NewNop(), reconcile.Options{Interval: 100 * time.Millisecond, Namespace: s.cfg.Namespace})
+	rec := reconcile.New(s.store, runclient.New(s.temporal, runclient.Config{Namespace: s.cfg.Namespace}), time.Now, zap.NewNop(), reconcile.Options{Interval: 100 * time.Millisecond, Namespace: s.cfg.Namespace})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go rec.Run(ctx)

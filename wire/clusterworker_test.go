@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/atelier-ml/atelier/activities"
-	"github.com/atelier-ml/atelier/activities/cluster"
+	"github.com/atelier-ml/atelier/activities/placement"
 	"github.com/atelier-ml/atelier/internal/config"
 	"github.com/atelier-ml/atelier/internal/kubetest"
 	"github.com/atelier-ml/atelier/internal/store"
@@ -30,11 +30,11 @@ func TestMain(m *testing.M) { kubetest.Main(m) }
 func TestInitClusterWorker(t *testing.T) {
 	kc := kubetest.Start(t)
 	ctx := t.Context()
-	n, err := kc.Clientset().CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "smoke", Labels: map[string]string{cluster.GPUProductLabel: "NVIDIA-H100"}}}, metav1.CreateOptions{})
+	n, err := kc.Clientset().CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "smoke", Labels: map[string]string{placement.GPUProductLabel: "NVIDIA-H100"}}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("8Gi"), cluster.GPUResource: resource.MustParse("8")}
+	n.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("8Gi"), placement.GPUResource: resource.MustParse("8")}
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
 	if _, err := kc.Clientset().CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -98,7 +98,7 @@ func TestInitClusterWorker(t *testing.T) {
 	if d, err := tc.DescribeTaskQueue(ctx, activities.TaskQueueForCluster("smoke"), enumspb.TASK_QUEUE_TYPE_WORKFLOW); err != nil || len(d.Pollers) != 0 {
 		t.Fatalf("workflow pollers on the cluster queue: %v %+v", err, d)
 	}
-	res, err := cluster.New(s, nil, nil).SelectCluster(ctx, activities.SelectClusterRequest{Step: "x", GPUs: 1, GPUType: "NVIDIA-H100"})
+	res, err := placement.New(s, nil, nil).SelectCluster(ctx, activities.SelectClusterRequest{Step: "x", GPUs: 1, GPUType: "NVIDIA-H100"})
 	if err != nil || res.Cluster != "smoke" {
 		t.Fatalf("%+v %v", res, err)
 	}

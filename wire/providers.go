@@ -8,16 +8,16 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/atelier-ml/atelier/activities/cluster"
 	"github.com/atelier-ml/atelier/activities/kube"
 	"github.com/atelier-ml/atelier/activities/local"
+	"github.com/atelier-ml/atelier/activities/placement"
 	"github.com/atelier-ml/atelier/api"
 	"github.com/atelier-ml/atelier/examples/gopipeline"
 	"github.com/atelier-ml/atelier/internal/config"
-	"github.com/atelier-ml/atelier/internal/engine"
 	"github.com/atelier-ml/atelier/internal/reconcile"
 	"github.com/atelier-ml/atelier/internal/store"
 	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/workflows/runclient"
 	"go.temporal.io/sdk/client"
 )
 
@@ -36,8 +36,8 @@ func provideStore(ctx context.Context, cfg config.Config, l *zap.Logger) (*store
 	return s, s.Close, nil
 }
 
-func provideEngine(c client.Client, cfg config.Config) *engine.Engine {
-	return engine.New(c, engine.Config{Namespace: cfg.Namespace, UIBase: cfg.TemporalUIURL})
+func provideEngine(c client.Client, cfg config.Config) *runclient.Client {
+	return runclient.New(c, runclient.Config{Namespace: cfg.Namespace, UIBase: cfg.TemporalUIURL})
 }
 
 func provideAPI(cat api.Catalog, eng api.Engine, rec *reconcile.Reconciler, cfg config.Config, l *zap.Logger) (http.Handler, error) {
@@ -46,7 +46,7 @@ func provideAPI(cat api.Catalog, eng api.Engine, rec *reconcile.Reconciler, cfg 
 
 // provideReconciler keeps the catalogue converged with Temporal (runs ended
 // outside Atelier); the gateway runs its sweeps.
-func provideReconciler(s *store.Store, e *engine.Engine, cfg config.Config, l *zap.Logger) *reconcile.Reconciler {
+func provideReconciler(s *store.Store, e *runclient.Client, cfg config.Config, l *zap.Logger) *reconcile.Reconciler {
 	return reconcile.New(s, e, time.Now, l.Named("reconcile"), reconcile.Options{Namespace: cfg.Namespace})
 }
 
@@ -71,8 +71,8 @@ func provideRunner(logs local.LogSink, cfg config.Config, l *zap.Logger) (*local
 
 // provideSelector builds the cluster-selection activity of the local
 // worker, reading the registry in the catalogue.
-func provideSelector(s *store.Store, l *zap.Logger) *cluster.Selector {
-	return cluster.New(s, time.Now, l.Named("cluster"))
+func provideSelector(s *store.Store, l *zap.Logger) *placement.Selector {
+	return placement.New(s, time.Now, l.Named("cluster"))
 }
 
 // provideKubeBackend builds the Kubernetes backends of a cluster worker;

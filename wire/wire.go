@@ -7,14 +7,14 @@ import (
 
 	"github.com/google/wire"
 
-	"github.com/atelier-ml/atelier/activities/catalog"
 	"github.com/atelier-ml/atelier/activities/local"
+	"github.com/atelier-ml/atelier/activities/mirror"
 	"github.com/atelier-ml/atelier/api"
 	"github.com/atelier-ml/atelier/internal/app"
 	"github.com/atelier-ml/atelier/internal/config"
-	"github.com/atelier-ml/atelier/internal/engine"
 	"github.com/atelier-ml/atelier/internal/reconcile"
 	"github.com/atelier-ml/atelier/internal/store"
+	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
 var common = wire.NewSet(app.NewLogger, provideStore, app.NewTemporalClient)
@@ -23,7 +23,7 @@ var common = wire.NewSet(app.NewLogger, provideStore, app.NewTemporalClient)
 func InitGateway(ctx context.Context, cfg config.Config) (*app.Gateway, func(), error) {
 	wire.Build(common, provideEngine, provideReconciler, provideAPI, app.NewGateway,
 		wire.Bind(new(api.Catalog), new(*store.Store)),
-		wire.Bind(new(api.Engine), new(*engine.Engine)),
+		wire.Bind(new(api.Engine), new(*runclient.Client)),
 		wire.Bind(new(app.Sweeper), new(*reconcile.Reconciler)),
 	)
 	return nil, nil, nil
@@ -31,9 +31,9 @@ func InitGateway(ctx context.Context, cfg config.Config) (*app.Gateway, func(), 
 
 // InitWorker builds the worker process (local runtime).
 func InitWorker(ctx context.Context, cfg config.Config) (*app.Worker, func(), error) {
-	wire.Build(common, provideRunner, catalog.New, provideSelector, provideGoPipelines, app.NewWorker,
+	wire.Build(common, provideRunner, mirror.New, provideSelector, provideGoPipelines, app.NewWorker,
 		wire.Bind(new(local.LogSink), new(*store.Store)),
-		wire.Bind(new(catalog.RunMirror), new(*store.Store)),
+		wire.Bind(new(mirror.RunMirror), new(*store.Store)),
 		wire.Bind(new(app.GoWorkflowPublisher), new(*store.Store)),
 	)
 	return nil, nil, nil

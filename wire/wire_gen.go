@@ -8,7 +8,7 @@ package wire
 
 import (
 	"context"
-	"github.com/atelier-ml/atelier/activities/catalog"
+	"github.com/atelier-ml/atelier/activities/mirror"
 	"github.com/atelier-ml/atelier/internal/app"
 	"github.com/atelier-ml/atelier/internal/config"
 	"github.com/google/wire"
@@ -74,10 +74,10 @@ func InitWorker(ctx context.Context, cfg config.Config) (*app.Worker, func(), er
 		cleanup()
 		return nil, nil, err
 	}
-	mirror := catalog.New(store, logger)
+	mirrorMirror := mirror.New(store, logger)
 	selector := provideSelector(store, logger)
 	v := provideGoPipelines()
-	worker := app.NewWorker(client, cfg, runner, mirror, selector, store, v, logger)
+	worker := app.NewWorker(client, cfg, runner, mirrorMirror, selector, store, v, logger)
 	return worker, func() {
 		cleanup3()
 		cleanup2()

@@ -195,7 +195,7 @@ func run(ctx context.Context, n, conc, rounds int, verbose bool) error {
 	return nil
 }
 
-// rawStartOptions are the start options internal/engine.StartRun uses, so
+// rawStartOptions are the start options workflows/runclient.StartRun uses, so
 // the baseline differs from the subject only by what the gateway does
 // around the start (HTTP, auth, catalogue read and insert), not by what
 // Temporal is asked to do (search attributes and memo cost visibility

@@ -12,9 +12,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/atelier-ml/atelier/activities"
-	"github.com/atelier-ml/atelier/activities/cluster"
 	"github.com/atelier-ml/atelier/activities/kube"
-	cat "github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/activities/placement"
+	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/config"
 )
 
@@ -30,8 +30,8 @@ const capacityTimeout = 20 * time.Second
 // ClusterRegistry is what a cluster worker writes to the registry. The
 // Postgres store implements it.
 type ClusterRegistry interface {
-	UpsertCluster(ctx context.Context, c cat.Cluster) (cat.Cluster, bool, error)
-	ReportClusterCapacity(ctx context.Context, name string, capacity cat.ClusterCapacity, seenAt time.Time) error
+	UpsertCluster(ctx context.Context, c catalog.Cluster) (catalog.Cluster, bool, error)
+	ReportClusterCapacity(ctx context.Context, name string, capacity catalog.ClusterCapacity, seenAt time.Time) error
 }
 
 // poller is the part of a Temporal worker the lifecycle needs (a fake in
@@ -123,7 +123,7 @@ func newClusterWorker(w poller, cfg config.Config, k kubernetes.Interface, reg C
 // are logged and retried at the next tick, because steps can still run.
 func (w *ClusterWorker) Run(ctx context.Context) error {
 	// Nil labels keep what is registered (see ClusterRegistry.UpsertCluster).
-	c, created, err := w.reg.UpsertCluster(ctx, cat.Cluster{Name: w.name, Labels: w.labels, TaskQueue: w.taskQueue})
+	c, created, err := w.reg.UpsertCluster(ctx, catalog.Cluster{Name: w.name, Labels: w.labels, TaskQueue: w.taskQueue})
 	if err != nil {
 		return fmt.Errorf("register cluster %s: %w", w.name, err)
 	}
@@ -151,7 +151,7 @@ func (w *ClusterWorker) Run(ctx context.Context) error {
 func (w *ClusterWorker) report(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, capacityTimeout)
 	defer cancel()
-	c, err := cluster.MeasureCapacity(ctx, w.kube)
+	c, err := placement.MeasureCapacity(ctx, w.kube)
 	if err != nil {
 		if ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			w.log.Warn("cannot measure cluster capacity; placement treats the cluster as offline once reports stop for 2m", zap.Error(err))
@@ -160,7 +160,7 @@ func (w *ClusterWorker) report(ctx context.Context) {
 	}
 	err = w.reg.ReportClusterCapacity(ctx, w.name, c, w.now())
 	switch {
-	case errors.Is(err, cat.ErrNotFound):
+	case errors.Is(err, catalog.ErrNotFound):
 		// Re-registering here would undo an admin's deliberate removal.
 		w.log.Warn("cluster is no longer registered (deleted?); restart this worker to register it again")
 	case err != nil:

@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/atelier-ml/atelier/activities/cluster"
+	"github.com/atelier-ml/atelier/activities/placement"
 	"github.com/atelier-ml/atelier/internal/config"
 	"github.com/atelier-ml/atelier/internal/kubetest"
 )
@@ -33,7 +33,7 @@ func TestCapacityAgainstAPIServer(t *testing.T) {
 	ctx := t.Context()
 	nodes := clients.Kube.CoreV1().Nodes()
 	n, err := nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-		Name: "capacity-gpu-1", Labels: map[string]string{cluster.GPUProductLabel: "NVIDIA-L4"},
+		Name: "capacity-gpu-1", Labels: map[string]string{placement.GPUProductLabel: "NVIDIA-L4"},
 	}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +41,7 @@ func TestCapacityAgainstAPIServer(t *testing.T) {
 	t.Cleanup(func() { _ = nodes.Delete(t.Context(), n.Name, metav1.DeleteOptions{}) })
 	n.Status.Allocatable = corev1.ResourceList{
 		corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("32Gi"),
-		cluster.GPUResource: resource.MustParse("4"),
+		placement.GPUResource: resource.MustParse("4"),
 	}
 	n.Status.Capacity = n.Status.Allocatable
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
@@ -58,7 +58,7 @@ func TestCapacityAgainstAPIServer(t *testing.T) {
 				Name: "c", Image: "busybox",
 				Resources: corev1.ResourceRequirements{
 					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")},
-					Limits:   corev1.ResourceList{cluster.GPUResource: resource.MustParse(gpus)},
+					Limits:   corev1.ResourceList{placement.GPUResource: resource.MustParse(gpus)},
 				},
 			}}},
 		}, metav1.CreateOptions{})
@@ -73,7 +73,7 @@ func TestCapacityAgainstAPIServer(t *testing.T) {
 	mkPod("running", corev1.PodRunning, "1")
 	mkPod("done", corev1.PodSucceeded, "2")
 
-	c, err := cluster.MeasureCapacity(ctx, clients.Kube)
+	c, err := placement.MeasureCapacity(ctx, clients.Kube)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,10 +10,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/atelier-ml/atelier/activities"
-	"github.com/atelier-ml/atelier/activities/catalog"
-	"github.com/atelier-ml/atelier/activities/cluster"
 	"github.com/atelier-ml/atelier/activities/local"
-	cat "github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/activities/mirror"
+	"github.com/atelier-ml/atelier/activities/placement"
+	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/config"
 	"github.com/atelier-ml/atelier/workflows"
 )
@@ -21,7 +21,7 @@ import (
 // GoWorkflowPublisher records which native Go pipelines this worker serves so
 // the gateway can start them by name.
 type GoWorkflowPublisher interface {
-	UpsertGoWorkflow(ctx context.Context, w cat.GoWorkflow) error
+	UpsertGoWorkflow(ctx context.Context, w catalog.GoWorkflow) error
 }
 
 // Worker polls the local runtime's task queue and runs pipeline workflows
@@ -38,7 +38,7 @@ type Worker struct {
 }
 
 // NewWorker registers every workflow and activity on a Temporal worker.
-func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, mirror *catalog.Mirror, selector *cluster.Selector, pub GoWorkflowPublisher, pipelines []workflows.GoPipeline, l *zap.Logger) *Worker {
+func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, mirror *mirror.Mirror, selector *placement.Selector, pub GoWorkflowPublisher, pipelines []workflows.GoPipeline, l *zap.Logger) *Worker {
 	w := worker.New(c, cfg.TaskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize: cfg.WorkerConcurrency,
 		// Heartbeats carry cancellation to running processes; sending them
@@ -71,7 +71,7 @@ func (w *Worker) Registry() worker.Registry { return w.w }
 // Run publishes the Go pipelines, then polls until ctx is cancelled.
 func (w *Worker) Run(ctx context.Context) error {
 	for _, p := range w.pipelines {
-		if err := w.pub.UpsertGoWorkflow(ctx, cat.GoWorkflow{Name: p.Name, Description: p.Description, TaskQueue: w.taskQueue}); err != nil {
+		if err := w.pub.UpsertGoWorkflow(ctx, catalog.GoWorkflow{Name: p.Name, Description: p.Description, TaskQueue: w.taskQueue}); err != nil {
 			return fmt.Errorf("publish Go pipeline %s: %w", p.Name, err)
 		}
 	}

@@ -26,8 +26,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/internal/engine"
 	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
 // Store is the part of the catalogue the reconciler needs.
@@ -39,7 +39,7 @@ type Store interface {
 
 // Temporal is the part of the engine the reconciler needs.
 type Temporal interface {
-	Closure(ctx context.Context, runID string) (engine.Closure, error)
+	Closure(ctx context.Context, runID string) (runclient.Closure, error)
 	ClosedOutside(ctx context.Context, since time.Time) (map[string]string, error)
 }
 
@@ -88,11 +88,11 @@ func (r *Reconciler) Converge(ctx context.Context, run catalog.Run) (workflows.R
 	}
 	c, err := r.tmp.Closure(ctx, run.ID)
 	switch {
-	case errors.Is(err, engine.ErrRunNotFound):
+	case errors.Is(err, runclient.ErrRunNotFound):
 		if run.State == workflows.RunPending && r.now().Sub(run.CreatedAt) < r.opt.NeverStartedAfter {
 			return workflows.RunStatus{}, false, nil // its start may be in flight
 		}
-		c = engine.Closure{State: workflows.RunFailed, ClosedAt: r.now(),
+		c = runclient.Closure{State: workflows.RunFailed, ClosedAt: r.now(),
 			Reason: fmt.Sprintf("the run has no workflow in Temporal (namespace %q): it never started, was deleted, or belongs to another Temporal server", r.opt.Namespace)}
 	case err != nil:
 		return workflows.RunStatus{}, false, err

@@ -9,8 +9,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/internal/engine"
 	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
 type fakeStore struct{ mirrored []workflows.RunStatus }
@@ -26,12 +26,12 @@ func (f *fakeStore) MirrorRun(_ context.Context, s workflows.RunStatus) error {
 	return nil
 }
 
-type fakeTemporal map[string]engine.Closure // missing: not found
+type fakeTemporal map[string]runclient.Closure // missing: not found
 
-func (f fakeTemporal) Closure(_ context.Context, id string) (engine.Closure, error) {
+func (f fakeTemporal) Closure(_ context.Context, id string) (runclient.Closure, error) {
 	c, ok := f[id]
 	if !ok {
-		return engine.Closure{}, engine.ErrRunNotFound
+		return runclient.Closure{}, runclient.ErrRunNotFound
 	}
 	return c, nil
 }

@@ -1,4 +1,4 @@
-package engine
+package runclient
 
 import (
 	"context"
@@ -35,13 +35,13 @@ type Closure struct {
 // Closure describes how the run's workflow ended. ErrRunNotFound when
 // Temporal has no such workflow (never started, another Temporal, past
 // retention).
-func (e *Engine) Closure(ctx context.Context, runID string) (Closure, error) {
+func (e *Client) Closure(ctx context.Context, runID string) (Closure, error) {
 	d, err := e.c.DescribeWorkflowExecution(ctx, runID, "")
 	if isNotFound(err) {
 		return Closure{}, ErrRunNotFound
 	}
 	if err != nil {
-		return Closure{}, fmt.Errorf("engine: describe %s: %w", runID, err)
+		return Closure{}, fmt.Errorf("runclient: describe %s: %w", runID, err)
 	}
 	info := d.GetWorkflowExecutionInfo()
 	c := Closure{}
@@ -74,7 +74,7 @@ func (e *Engine) Closure(ctx context.Context, runID string) (Closure, error) {
 }
 
 // closeEvent is the last event of a closed workflow, or nil.
-func (e *Engine) closeEvent(ctx context.Context, runID string) *historypb.HistoryEvent {
+func (e *Client) closeEvent(ctx context.Context, runID string) *historypb.HistoryEvent {
 	it := e.c.GetWorkflowHistory(ctx, runID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
 	var last *historypb.HistoryEvent
 	for it.HasNext() {
@@ -91,7 +91,7 @@ func (e *Engine) closeEvent(ctx context.Context, runID string) *historypb.Histor
 // AtelierState search attribute still says in flight: the workflow never
 // reached its own end (terminated, timed out, reset away), so it never
 // mirrored a final state. Each comes with its project.
-func (e *Engine) ClosedOutside(ctx context.Context, since time.Time) (map[string]string, error) {
+func (e *Client) ClosedOutside(ctx context.Context, since time.Time) (map[string]string, error) {
 	q := fmt.Sprintf("ExecutionStatus != 'Running' AND CloseTime > '%s' AND %s IN ('%s', '%s', '%s')",
 		since.UTC().Format(time.RFC3339Nano), workflows.SAState,
 		workflows.RunPending, workflows.RunRunning, workflows.RunCancelling)
@@ -100,7 +100,7 @@ func (e *Engine) ClosedOutside(ctx context.Context, since time.Time) (map[string
 	for {
 		resp, err := e.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, NextPageToken: token, PageSize: 500})
 		if err != nil {
-			return nil, fmt.Errorf("engine: list workflows closed outside Atelier: %w", err)
+			return nil, fmt.Errorf("runclient: list workflows closed outside Atelier: %w", err)
 		}
 		for _, ex := range resp.GetExecutions() {
 			project := ""
@@ -117,7 +117,7 @@ func (e *Engine) ClosedOutside(ctx context.Context, since time.Time) (map[string
 
 // queryOpen asks an open workflow for its status; ErrRunClosed when the
 // workflow has closed.
-func (e *Engine) queryOpen(ctx context.Context, runID string) (client.QueryWorkflowWithOptionsResponse, error) {
+func (e *Client) queryOpen(ctx context.Context, runID string) (client.QueryWorkflowWithOptionsResponse, error) {
 	resp, err := e.c.QueryWorkflowWithOptions(ctx, &client.QueryWorkflowWithOptionsRequest{
 		WorkflowID: runID, QueryType: workflows.QueryStatus,
 		QueryRejectCondition: enumspb.QUERY_REJECT_CONDITION_NOT_OPEN,

@@ -1,5 +1,8 @@
-// Package cluster is the runtime side of Atelier's cluster registry: which
-// Kubernetes cluster a step runs on, and how much a cluster has free.
+// Package placement is the runtime side of Atelier's cluster registry:
+// which Kubernetes cluster a step runs on (Choose, the Selector activity),
+// and how much a cluster has free (MeasureCapacity, reported by each
+// cluster's worker). "Cluster" elsewhere means a registry entry
+// (catalog.Cluster) or a shared RayCluster (activities/kube).
 //
 // There is no central store of kubeconfigs. Every Kubernetes cluster runs
 // its own worker (`atelier worker --cluster NAME`), which holds that
@@ -34,4 +37,4 @@
 // The result's Reason says why, including what was skipped. When nothing
 // matches, the error is non-retryable (activities.ErrTypeNoCluster) and
 // names what was asked: retrying cannot register a cluster.
-package cluster
+package placement

@@ -1,4 +1,4 @@
-package engine
+package runclient
 
 import (
 	"context"
@@ -37,19 +37,19 @@ type Config struct {
 	UIBase string
 }
 
-// Engine runs pipelines on Temporal.
-type Engine struct {
+// Client starts, signals, queries and describes runs on Temporal.
+type Client struct {
 	c   client.Client
 	cfg Config
 }
 
 // New wraps a connected client. The caller owns (and closes) the client.
-func New(c client.Client, cfg Config) *Engine {
+func New(c client.Client, cfg Config) *Client {
 	if cfg.Namespace == "" {
 		cfg.Namespace = client.DefaultNamespace
 	}
 	cfg.UIBase = strings.TrimRight(cfg.UIBase, "/")
-	return &Engine{c: c, cfg: cfg}
+	return &Client{c: c, cfg: cfg}
 }
 
 // StartRequest describes one run to start.
@@ -67,9 +67,9 @@ type StartRequest struct {
 // StartRun starts the run's workflow. Starting a run that was already
 // started (running or closed) succeeds without effect, which lets the
 // gateway complete a start that a crash interrupted.
-func (e *Engine) StartRun(ctx context.Context, r StartRequest) error {
+func (e *Client) StartRun(ctx context.Context, r StartRequest) error {
 	if r.RunID == "" || r.Workflow == "" || r.TaskQueue == "" {
-		return fmt.Errorf("engine: run ID, workflow and task queue are required")
+		return fmt.Errorf("runclient: run ID, workflow and task queue are required")
 	}
 	attrs := []temporal.SearchAttributeUpdate{
 		saProject.ValueSet(r.Project),
@@ -103,9 +103,9 @@ func (e *Engine) StartRun(ctx context.Context, r StartRequest) error {
 	}
 	if err != nil {
 		if !definitelyNotStarted(err) {
-			return fmt.Errorf("engine: start run %s: %w: %w", r.RunID, ErrStartUncertain, err)
+			return fmt.Errorf("runclient: start run %s: %w: %w", r.RunID, ErrStartUncertain, err)
 		}
-		return fmt.Errorf("engine: start run %s: %w", r.RunID, err)
+		return fmt.Errorf("runclient: start run %s: %w", r.RunID, err)
 	}
 	return nil
 }
@@ -129,13 +129,13 @@ func definitelyNotStarted(err error) bool {
 
 // SignalCancel asks a run to cancel; the workflow decides how (it stops its
 // steps and records who asked and why).
-func (e *Engine) SignalCancel(ctx context.Context, runID string, req workflows.CancelRequest) error {
+func (e *Client) SignalCancel(ctx context.Context, runID string, req workflows.CancelRequest) error {
 	err := e.c.SignalWorkflow(ctx, runID, "", workflows.SignalCancel, req)
 	if isNotFound(err) {
 		return ErrRunNotFound
 	}
 	if err != nil {
-		return fmt.Errorf("engine: signal cancel %s: %w", runID, err)
+		return fmt.Errorf("runclient: signal cancel %s: %w", runID, err)
 	}
 	return nil
 }
@@ -144,7 +144,7 @@ func (e *Engine) SignalCancel(ctx context.Context, runID string, req workflows.C
 // answer, so callers bound it with a short deadline and fall back to the
 // status mirrored in Postgres. A closed workflow is ErrRunClosed: its
 // replayed answer could be stale (see Closure).
-func (e *Engine) QueryStatus(ctx context.Context, runID string) (workflows.RunStatus, error) {
+func (e *Client) QueryStatus(ctx context.Context, runID string) (workflows.RunStatus, error) {
 	var st workflows.RunStatus
 	resp, err := e.queryOpen(ctx, runID)
 	if isNotFound(err) {
@@ -154,16 +154,16 @@ func (e *Engine) QueryStatus(ctx context.Context, runID string) (workflows.RunSt
 		return st, err
 	}
 	if err != nil {
-		return st, fmt.Errorf("engine: query status %s: %w", runID, err)
+		return st, fmt.Errorf("runclient: query status %s: %w", runID, err)
 	}
 	if err := resp.QueryResult.Get(&st); err != nil {
-		return st, fmt.Errorf("engine: decode status %s: %w", runID, err)
+		return st, fmt.Errorf("runclient: decode status %s: %w", runID, err)
 	}
 	return st, nil
 }
 
 // UIURL links to the run in the Temporal web UI, or "" when no UI is set.
-func (e *Engine) UIURL(runID string) string {
+func (e *Client) UIURL(runID string) string {
 	if e.cfg.UIBase == "" {
 		return ""
 	}
@@ -172,9 +172,9 @@ func (e *Engine) UIURL(runID string) string {
 }
 
 // Health checks that the Temporal frontend answers.
-func (e *Engine) Health(ctx context.Context) error {
+func (e *Client) Health(ctx context.Context) error {
 	if _, err := e.c.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
-		return fmt.Errorf("engine: temporal health: %w", err)
+		return fmt.Errorf("runclient: temporal health: %w", err)
 	}
 	return nil
 }

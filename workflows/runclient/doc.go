@@ -1,0 +1,12 @@
+// Package runclient is the Temporal client side of Atelier's workflows:
+// start a run idempotently, signal its cancellation, query its live
+// status, tell how a closed run ended (Closure, ClosedOutside), build links
+// to the Temporal UI, and check health. It sits next to the workflows whose
+// names, signals, queries and search attributes it uses, so the two cannot
+// drift apart; the gateway and the reconciler use it through small
+// interfaces of their own.
+//
+// A run is exactly one workflow execution whose workflow ID is the run ID, so
+// every operation here is addressed by run ID alone and a retried start can
+// never create a second execution.
+package runclient
