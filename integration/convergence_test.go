@@ -15,9 +15,9 @@ import (
 
 	"github.com/atelier-ml/atelier/examples/gopipeline"
 	"github.com/atelier-ml/atelier/internal/devstack"
-	"github.com/atelier-ml/atelier/workflows/runclient"
 	"github.com/atelier-ml/atelier/internal/reconcile"
 	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
 // listState is the state the run list (Postgres, not the workflow query)
