@@ -26,6 +26,7 @@ func (s *stack) startWorkerProcess(t *testing.T, logName string) *exec.Cmd {
 		"ATELIER_TEMPORAL="+s.cfg.TemporalHostPort,
 		"ATELIER_NAMESPACE="+s.cfg.Namespace,
 		"ATELIER_TASK_QUEUE="+s.cfg.TaskQueue,
+		"ATELIER_EXAMPLES=true",
 		"ATELIER_DATA_DIR="+s.cfg.DataDir,
 		"ATELIER_LOG_LEVEL=warn",
 	)

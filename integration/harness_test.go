@@ -77,6 +77,7 @@ func newStack(t *testing.T, opts ...stackOptions) *stack {
 	cfg.DataDir = stepDataDir(t)
 	cfg.LogLevel = "warn"
 	cfg.ShutdownTimeout = 5 * time.Second
+	cfg.Examples = true // like the dev stack
 	if o.concurrency > 0 {
 		cfg.WorkerConcurrency = o.concurrency
 	}

@@ -82,7 +82,12 @@ func provideKubeBackend(clients kube.Clients, cfg config.Config, l *zap.Logger) 
 	return b, b.Close
 }
 
-// provideGoPipelines lists the native Go pipelines every worker serves.
-func provideGoPipelines() []workflows.GoPipeline {
+// provideGoPipelines lists the native Go pipelines the worker serves: the
+// example only where asked (`--examples`, on in `atelier dev`), never by
+// default in a production worker.
+func provideGoPipelines(cfg config.Config) []workflows.GoPipeline {
+	if !cfg.Examples {
+		return nil
+	}
 	return []workflows.GoPipeline{gopipeline.Pipeline}
 }

@@ -33,9 +33,9 @@ func InitGateway(ctx context.Context, cfg config.Config) (*app.Gateway, func(), 
 		cleanup()
 		return nil, nil, err
 	}
-	engine := provideEngine(client, cfg)
-	reconciler := provideReconciler(store, engine, cfg, logger)
-	handler, err := provideAPI(store, engine, reconciler, cfg, logger)
+	runclientClient := provideEngine(client, cfg)
+	reconciler := provideReconciler(store, runclientClient, cfg, logger)
+	handler, err := provideAPI(store, runclientClient, reconciler, cfg, logger)
 	if err != nil {
 		cleanup3()
 		cleanup2()
@@ -76,7 +76,7 @@ func InitWorker(ctx context.Context, cfg config.Config) (*app.Worker, func(), er
 	}
 	mirrorMirror := mirror.New(store, logger)
 	selector := provideSelector(store, logger)
-	v := provideGoPipelines()
+	v := provideGoPipelines(cfg)
 	worker := app.NewWorker(client, cfg, runner, mirrorMirror, selector, store, v, logger)
 	return worker, func() {
 		cleanup3()

@@ -93,6 +93,7 @@ func RunDev(ctx context.Context, cfg config.Config, opts DevOptions, b DevBuilde
 	if cfg.DataDir == config.Default().DataDir {
 		cfg.DataDir = devDataDir(stateDir, cfg.StepUser, say)
 	}
+	cfg.Examples = true // the banner's example commands start them
 	token, err := bootstrap(ctx, cfg, stateDir)
 	if err != nil {
 		return err

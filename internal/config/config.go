@@ -32,6 +32,9 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// WorkerConcurrency caps concurrently running activities per worker.
 	WorkerConcurrency int
+	// Examples registers the example Go pipelines on the worker (on in
+	// `atelier dev`, off by default).
+	Examples bool
 	// StreamLimit caps the event and log-follow streams one token may hold
 	// open on a gateway.
 	StreamLimit int
@@ -105,6 +108,7 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.envDuration("ATELIER_SHUTDOWN_TIMEOUT", d.ShutdownTimeout), "graceful stop bound (ATELIER_SHUTDOWN_TIMEOUT)")
 	fs.StringVar(&c.TaskQueue, "task-queue", env("ATELIER_TASK_QUEUE", d.TaskQueue), "local runtime task queue (ATELIER_TASK_QUEUE)")
 	fs.StringVar(&c.StepUser, "step-user", env("ATELIER_STEP_USER", d.StepUser), "user local steps run as: a name, uid or uid:gid; default: uid 65532 when the worker is root, else the worker's user; \"worker\" = the worker's user (ATELIER_STEP_USER)")
+	fs.BoolVar(&c.Examples, "examples", c.envBool("ATELIER_EXAMPLES", d.Examples), "worker: also serve the example Go pipelines (examples/gopipeline); on in `atelier dev` (ATELIER_EXAMPLES)")
 	fs.IntVar(&c.StreamLimit, "stream-limit", c.envInt("ATELIER_STREAM_LIMIT", d.StreamLimit), "event and log-follow streams one token may hold open per gateway; more get 429 (ATELIER_STREAM_LIMIT)")
 	fs.IntVar(&c.WorkerConcurrency, "worker-concurrency", c.envInt("ATELIER_WORKER_CONCURRENCY", d.WorkerConcurrency), "max concurrent activities per worker (ATELIER_WORKER_CONCURRENCY)")
 }
@@ -189,6 +193,19 @@ func (c *Config) envInt(key string, def int) int {
 		return def
 	}
 	return n
+}
+
+func (c *Config) envBool(key string, def bool) bool {
+	v, ok := os.LookupEnv(key)
+	if !ok || v == "" {
+		return def
+	}
+	b, err := strconv.ParseBool(strings.TrimSpace(v))
+	if err != nil {
+		c.envErrs = append(c.envErrs, fmt.Errorf("%s=%q: not a boolean (true or false)", key, v))
+		return def
+	}
+	return b
 }
 
 func (c *Config) envFloat32(key string, def float32) float32 {

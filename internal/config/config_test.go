@@ -87,3 +87,13 @@ func TestMalformedEnvironmentIsAnErrorNamingTheVariable(t *testing.T) {
 		t.Fatalf("empty variable: %+v", c)
 	}
 }
+
+func TestExamplesAreOffUnlessAsked(t *testing.T) {
+	if c := parse(t, "--database-url", "postgres://x"); c.Examples {
+		t.Fatal("a production worker serves the examples by default")
+	}
+	t.Setenv("ATELIER_EXAMPLES", "true")
+	if c := parse(t, "--database-url", "postgres://x"); !c.Examples {
+		t.Fatal("ATELIER_EXAMPLES=true ignored")
+	}
+}
