@@ -383,3 +383,27 @@ func TestStoreErrorsStayInternal(t *testing.T) {
 		t.Fatal("cause not logged")
 	}
 }
+
+// The gateway owns log URLs: it links the logs it serves (local attempts)
+// and no others; a Kubernetes attempt's logs are in its cluster.
+func TestLogURLsOnlyForLogsTheGatewayServes(t *testing.T) {
+	h := newHarness(t)
+	run := runningRun(h)
+	st := *run.Status
+	st.Steps = []workflows.StepStatus{
+		{Name: "local", Kind: "container", Attempts: []workflows.Attempt{{Number: 1}}},
+		{Name: "train", Kind: "ray", Attempts: []workflows.Attempt{{Number: 1, Cluster: "gpu-east", Links: map[string]string{"kubectl": "kubectl logs ..."}}}},
+	}
+	run.Status = &st
+	h.cat.setRun(run)
+	var got gen.Run
+	r := h.do("GET", runsPath+"/"+runID1, h.viewer, nil)
+	wantStatus(t, r, http.StatusOK)
+	r.json(t, &got)
+	if got.Status.Steps[0].Attempts[0].LogURL == "" {
+		t.Error("local attempt has no log URL")
+	}
+	if u := got.Status.Steps[1].Attempts[0].LogURL; u != "" {
+		t.Errorf("Kubernetes attempt links a log the gateway cannot serve: %q", u)
+	}
+}

@@ -53,8 +53,10 @@ func (s *server) liveStatus(ctx context.Context, run catalog.Run) workflows.RunS
 	return out
 }
 
-// withLogURLs copies steps, filling each attempt's log link when the
-// workflow did not, so clients need not build URLs themselves.
+// withLogURLs copies steps, filling the log link of each attempt whose log
+// the gateway serves (local runtime attempts; a Kubernetes attempt, one
+// with a Cluster, has its logs in the cluster and links to them instead),
+// so clients need not build URLs themselves.
 func withLogURLs(runPath string, steps []workflows.StepStatus, parent string) []workflows.StepStatus {
 	out := make([]workflows.StepStatus, len(steps))
 	for i, st := range steps {
@@ -64,7 +66,7 @@ func withLogURLs(runPath string, steps []workflows.StepStatus, parent string) []
 		}
 		st.Attempts = append([]workflows.Attempt(nil), st.Attempts...)
 		for j := range st.Attempts {
-			if st.Attempts[j].LogURL == "" {
+			if st.Attempts[j].Cluster == "" {
 				st.Attempts[j].LogURL = logURL(runPath, name, item, st.Attempts[j].Number)
 			}
 		}

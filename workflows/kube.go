@@ -131,7 +131,7 @@ func (r *Run) runWork(ctx workflow.Context, st *StepStatus, stepName string, ite
 			obj = res.Object + " -n " + res.Namespace
 		}
 		return attemptOutcome{ContainerResult: res.ContainerResult, Cluster: target.cluster, Object: obj, Links: res.Links}, err
-	}, func(int) string { return "" })
+	})
 }
 
 // selectCluster asks the registry (an activity on the run's own task queue)

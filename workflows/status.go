@@ -101,7 +101,10 @@ type Attempt struct {
 	FinishedAt *time.Time `json:"finishedAt,omitempty"`
 	ExitCode   *int       `json:"exitCode,omitempty"`
 	Error      string     `json:"error,omitempty"`
-	LogURL     string     `json:"logUrl,omitempty"`
+	// LogURL is filled by the gateway (the one owner of its URLs) for
+	// attempts whose log it serves: the local runtime's. A Kubernetes
+	// attempt's logs are in the cluster (see Links).
+	LogURL string `json:"logUrl,omitempty"`
 	// Cluster, Object and Links locate a Kubernetes attempt: the cluster it
 	// ran on, "<kind>/<namespace>/<name>", and links such as the Ray
 	// dashboard or Spark UI.

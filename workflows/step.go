@@ -151,13 +151,13 @@ func (r *Run) runContainer(ctx workflow.Context, st *StepStatus, stepName string
 		var res activities.ContainerResult
 		err := workflow.ExecuteActivity(actx, activities.RunContainerName, req).Get(actx, &res)
 		return attemptOutcome{ContainerResult: res}, err
-	}, r.logURLFunc(stepName, item))
+	})
 }
 
 // runAttempts is the attempt loop every step kind shares: it records each
 // attempt, retries step failures with backoff as configured, and returns
 // errCancelled when the run was cancelled.
-func (r *Run) runAttempts(ctx workflow.Context, st *StepStatus, cfg stepConfig, run attemptFunc, logURL func(attempt int) string) (Outputs, error) {
+func (r *Run) runAttempts(ctx workflow.Context, st *StepStatus, cfg stepConfig, run attemptFunc) (Outputs, error) {
 	now := workflow.Now(ctx)
 	st.StartedAt = &now
 	for attempt := 1; ; attempt++ {
@@ -177,7 +177,7 @@ func (r *Run) runAttempts(ctx workflow.Context, st *StepStatus, cfg stepConfig, 
 		}
 		started := workflow.Now(ctx)
 		st.State = StepRunning
-		st.Attempts = append(st.Attempts, Attempt{Number: attempt, State: StepRunning, StartedAt: &started, LogURL: logURL(attempt)})
+		st.Attempts = append(st.Attempts, Attempt{Number: attempt, State: StepRunning, StartedAt: &started})
 		r.touch()
 
 		r.inflight++
@@ -235,17 +235,6 @@ func (r *Run) endStep(st *StepStatus, state StepState, errMsg, msg string) {
 		st.Message = msg
 	}
 	r.touch()
-}
-
-// logURLFunc gives the gateway path of an attempt's log (local runtime).
-func (r *Run) logURLFunc(step string, item *int) func(attempt int) string {
-	return func(attempt int) string {
-		u := fmt.Sprintf("/v1/projects/%s/runs/%s/steps/%s/logs?attempt=%d", r.status.Project, r.status.RunID, step, attempt)
-		if item != nil {
-			u += fmt.Sprintf("&item=%d", *item)
-		}
-		return u
-	}
 }
 
 // describeActivityError turns an activity failure into the message shown on
