@@ -391,8 +391,8 @@ func TestLogURLsOnlyForLogsTheGatewayServes(t *testing.T) {
 	run := runningRun(h)
 	st := *run.Status
 	st.Steps = []workflows.StepStatus{
-		{Name: "local", Kind: "container", Attempts: []workflows.Attempt{{Number: 1}}},
-		{Name: "train", Kind: "ray", Attempts: []workflows.Attempt{{Number: 1, Cluster: "gpu-east", Links: map[string]string{"kubectl": "kubectl logs ..."}}}},
+		{Name: "local", Kind: "container", State: workflows.StepRunning, Attempts: []workflows.Attempt{{Number: 1, State: workflows.StepRunning}}},
+		{Name: "train", Kind: "ray", State: workflows.StepRunning, Attempts: []workflows.Attempt{{Number: 1, State: workflows.StepRunning, Cluster: "gpu-east", Links: map[string]string{"kubectl": "kubectl logs ..."}}}},
 	}
 	run.Status = &st
 	h.cat.setRun(run)
