@@ -1,28 +1,35 @@
 #!/usr/bin/env bash
-# Builds the kube-apiserver and etcd that internal/kubetest runs, into
+# Builds the Kubernetes control plane that internal/kubetest runs, into
 #
-#   ${ATELIER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/atelier}/kube-<version>/
+#   ${ATELIER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/atelier}/
+#     kube-<version>/{kube-apiserver,kube-controller-manager,kube-scheduler,etcd}
+#     kwok-<version>/kwok
+#     kuberay-<version>/ray-operator
 #
-# (e.g. ~/.cache/atelier/kube-v1.35.4/{kube-apiserver,etcd}) and prints that
-# directory on stdout; progress goes to stderr.
+# (e.g. ~/.cache/atelier/kube-v1.35.4/kube-apiserver) and prints those three
+# directories on stdout, one a line; progress goes to stderr.
 #
-# Versions are pinned by go.mod files, not here: kube-apiserver by ./go.mod
-# (k8s.io/kubernetes, with every staging module replaced by its published
-# v0.<minor>.<patch> release because upstream's replaces point at local
-# directories), etcd by ./etcd/go.mod (its own module, so it cannot move the
-# etcd client libraries kube-apiserver was released with). Both are built from
-# source through the Go module proxy: nothing else is downloaded, so this works
-# on a fresh machine with only Go.
+# Versions are pinned by go.mod files, not here: the Kubernetes binaries by
+# ./go.mod (k8s.io/kubernetes, with every staging module replaced by its
+# published v0.<minor>.<patch> release because upstream's replaces point at
+# local directories), etcd by ./etcd/go.mod, kwok by ./kwok/go.mod and the
+# KubeRay operator by ./kuberay/go.mod. Each has its own module so that no one
+# moves another's dependencies (etcd v3.6.6 would raise the etcd client
+# kube-apiserver was released with; kwok v0.7.0 is built on client-go v0.33,
+# KubeRay v1.6.0 on v0.35.0). All are built from source through the Go module
+# proxy: nothing else is downloaded, so this works on a fresh machine with
+# only Go.
 #
 # A binary that is already present is not rebuilt. Each one is built to a
-# temporary name in the target directory and renamed into place, so an
+# temporary name in its target directory and renamed into place, so an
 # interrupted build never leaves a half-written binary that later runs would
 # trust. Concurrent runs do not corrupt anything; internal/kubetest holds a
 # lock around this script so parallel test binaries do not build twice.
 #
-# The first kube-apiserver build takes 6-11 min on 2 cores (it compiles most of
-# Kubernetes; measured 5.75 min from an empty module and build cache); etcd
-# then takes under a minute. Later runs return at once.
+# Cold build times on 2 cores (empty module and build caches; README has the
+# current figures): kube-apiserver 6-11 min, then kube-controller-manager and
+# kube-scheduler a few minutes more (they share most packages), etcd, kwok and
+# the KubeRay operator 1-3 min each. Later runs return at once.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -33,21 +40,30 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 export GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=mod"
 export GOWORK=off
 
-kube_version="$(cd "$here" && go list -m -f '{{.Version}}' k8s.io/kubernetes)"
-etcd_version="$(cd "$here/etcd" && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)"
+modversion() { (cd "$1" && go list -m -f '{{.Version}}' "$2"); }
+kube_version="$(modversion "$here" k8s.io/kubernetes)"
+etcd_version="$(modversion "$here/etcd" go.etcd.io/etcd/server/v3)"
+kwok_version="$(modversion "$here/kwok" sigs.k8s.io/kwok)"
+kuberay_version="$(modversion "$here/kuberay" github.com/ray-project/kuberay/ray-operator)"
 cache="${ATELIER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/atelier}"
-out="$cache/kube-$kube_version"
-mkdir -p "$out"
+kube_out="$cache/kube-$kube_version"
+kwok_out="$cache/kwok-$kwok_version"
+kuberay_out="$cache/kuberay-$kuberay_version"
+mkdir -p "$kube_out" "$kwok_out" "$kuberay_out"
 
-# build NAME VERSION MODDIR PKG ESTIMATE [go build flags...]
+tmps=()
+trap 'rm -f "${tmps[@]}"' EXIT
+
+# build OUTDIR NAME VERSION MODDIR PKG ESTIMATE [go build flags...]
 build() {
-	local name="$1" version="$2" moddir="$3" pkg="$4" estimate="$5"
-	shift 5
+	local out="$1" name="$2" version="$3" moddir="$4" pkg="$5" estimate="$6"
+	shift 6
 	local bin="$out/$name"
 	if [[ -x "$bin" ]]; then
 		return 0
 	fi
 	local tmp="$bin.tmp.$$"
+	tmps+=("$tmp")
 	local log="$out/$name.build.log"
 	echo "building $name $version (first time, $estimate; log: $log)…" >&2
 	local start=$SECONDS
@@ -78,15 +94,22 @@ build() {
 	echo "built $name $version in $((SECONDS - start)) s: $bin" >&2
 }
 
-trap 'rm -f "$out"/*.tmp.$$' EXIT
-
 # Stamp the version the way release builds do, so /version reports v1.35.4
 # rather than v0.0.0-master (clients log and sometimes check it).
 vpkg=k8s.io/component-base/version
 kube_minor="$(echo "$kube_version" | cut -d. -f2)"
-build kube-apiserver "$kube_version" "$here" k8s.io/kubernetes/cmd/kube-apiserver "~6-11 min on 2 cores" \
-	-ldflags "-s -w -X $vpkg.gitVersion=$kube_version -X $vpkg.gitMajor=1 -X $vpkg.gitMinor=$kube_minor -X $vpkg.gitTreeState=clean"
-build etcd "$etcd_version" "$here/etcd" go.etcd.io/etcd/server/v3 "~1 min" \
+kube_ldflags="-s -w -X $vpkg.gitVersion=$kube_version -X $vpkg.gitMajor=1 -X $vpkg.gitMinor=$kube_minor -X $vpkg.gitTreeState=clean"
+build "$kube_out" kube-apiserver "$kube_version" "$here" k8s.io/kubernetes/cmd/kube-apiserver "~6-11 min on 2 cores" \
+	-ldflags "$kube_ldflags"
+build "$kube_out" kube-controller-manager "$kube_version" "$here" k8s.io/kubernetes/cmd/kube-controller-manager "~2-5 min after kube-apiserver" \
+	-ldflags "$kube_ldflags"
+build "$kube_out" kube-scheduler "$kube_version" "$here" k8s.io/kubernetes/cmd/kube-scheduler "~1-2 min after kube-apiserver" \
+	-ldflags "$kube_ldflags"
+build "$kube_out" etcd "$etcd_version" "$here/etcd" go.etcd.io/etcd/server/v3 "~1 min" \
+	-ldflags "-s -w"
+build "$kwok_out" kwok "$kwok_version" "$here/kwok" sigs.k8s.io/kwok/cmd/kwok "~2-4 min" \
+	-ldflags "-s -w"
+build "$kuberay_out" ray-operator "$kuberay_version" "$here/kuberay" github.com/ray-project/kuberay/ray-operator "~2-4 min" \
 	-ldflags "-s -w"
 
-echo "$out"
+printf '%s\n' "$kube_out" "$kwok_out" "$kuberay_out"
