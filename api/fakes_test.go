@@ -245,7 +245,7 @@ func (f *fakeCatalog) ListRuns(_ context.Context, flt catalog.RunFilter) (catalo
 		if r.Project != flt.Project ||
 			(flt.Pipeline != "" && r.Pipeline != flt.Pipeline) ||
 			(flt.State != "" && r.State != flt.State) ||
-			(flt.CreatedAfter != nil && !r.CreatedAt.After(*flt.CreatedAfter)) ||
+			(flt.CreatedAfter != nil && r.CreatedAt.Before(*flt.CreatedAfter)) ||
 			(flt.CreatedBefore != nil && !r.CreatedAt.Before(*flt.CreatedBefore)) {
 			continue
 		}
@@ -257,18 +257,33 @@ func (f *fakeCatalog) ListRuns(_ context.Context, flt catalog.RunFilter) (catalo
 		}
 		return all[i].ID > all[j].ID
 	})
-	start := 0
+	// Keyset paging like the store: the token is the last run's
+	// (created_at, id), and the next page starts strictly after it, so runs
+	// added meanwhile never shift pages.
 	if flt.PageToken != "" {
-		n, err := strconv.Atoi(flt.PageToken)
-		if err != nil || n < 0 || n > len(all) {
+		ns, id, ok := strings.Cut(flt.PageToken, "|")
+		n, err := strconv.ParseInt(ns, 10, 64)
+		if !ok || err != nil {
 			return catalog.RunPage{}, fmt.Errorf("page token %q: %w", flt.PageToken, catalog.ErrInvalidArgument)
 		}
-		start = n
+		at := time.Unix(0, n)
+		rest := all[:0:0]
+		for _, r := range all {
+			if r.CreatedAt.Before(at) || (r.CreatedAt.Equal(at) && r.ID < id) {
+				rest = append(rest, r)
+			}
+		}
+		all = rest
 	}
-	end := min(start+flt.Limit, len(all))
-	page := catalog.RunPage{Runs: all[start:end]}
+	limit := flt.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	end := min(limit, len(all))
+	page := catalog.RunPage{Runs: all[:end]}
 	if end < len(all) {
-		page.NextPageToken = strconv.Itoa(end)
+		last := all[end-1]
+		page.NextPageToken = strconv.FormatInt(last.CreatedAt.UnixNano(), 10) + "|" + last.ID
 	}
 	return page, nil
 }

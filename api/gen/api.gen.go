@@ -346,11 +346,15 @@ type UnsupportedMediaType = Problem
 
 // ListRunsParams defines parameters for ListRuns.
 type ListRunsParams struct {
-	Pipeline      *PipelineName `form:"pipeline,omitempty" json:"pipeline,omitempty"`
-	State         *RunState     `form:"state,omitempty" json:"state,omitempty"`
-	CreatedAfter  *time.Time    `form:"createdAfter,omitempty" json:"createdAfter,omitempty"`
-	CreatedBefore *time.Time    `form:"createdBefore,omitempty" json:"createdBefore,omitempty"`
-	PageSize      *int          `form:"pageSize,omitempty" json:"pageSize,omitempty"`
+	Pipeline *PipelineName `form:"pipeline,omitempty" json:"pipeline,omitempty"`
+	State    *RunState     `form:"state,omitempty" json:"state,omitempty"`
+
+	// CreatedAfter Runs created at or after this time (inclusive).
+	CreatedAfter *time.Time `form:"createdAfter,omitempty" json:"createdAfter,omitempty"`
+
+	// CreatedBefore Runs created before this time (exclusive).
+	CreatedBefore *time.Time `form:"createdBefore,omitempty" json:"createdBefore,omitempty"`
+	PageSize      *int       `form:"pageSize,omitempty" json:"pageSize,omitempty"`
 
 	// PageToken The nextPageToken of the previous page.
 	PageToken *string `form:"pageToken,omitempty" json:"pageToken,omitempty"`
@@ -1171,30 +1175,31 @@ var swaggerSpec = []string{
 	"azjjUWSr58a+Wk8VJ9wBQnnHH93zuwaUfePP9+g3JdIX2P/qDZN7CojfxDDZ2d5e5+Ny/eIvNGf6UQQk",
 	"xwcTz1xfCMDfw8CZda76b6qmToNsJNP2lWFRtrj+gtR0aWB3D5Rj3c/uaS3Vqcw9fzt2oWVewRoKp1tZ",
 	"wvypQj2bbhIsnlNX1VlzBjO0VUyGDVdJ3FTkcv11EuXKjJ+22t9ffuq1v7/83Au+u/tv2/tmXUThEhXP",
-	"p7g02ohnusHCahr4TeWl2otJHnYRSX23ecj+updq5DHC9f35MNSRPRgoul2vUM3STt/giAt8tF59UatK",
-	"h66oR2v3Za9UiO3lqjJsi0h6YdSMUrJUYYDjDeWZzBOjmmDzAboFcJWc6+2dGlR8QsbpU8JqGOZ7U6Rw",
-	"bEp6mKthNny+pPVXS4Up2FzVza/3rMZG8GRMBl6/NNLYiZBrnEk02XCUEZ9E77muz1x7Ih9Hk3G3bo1M",
-	"SDKp4Mpf1gMf9YRM7O5RhEnKFbJw1v4JZ8MAiCtXk19vU9wWI0nijEmrZruQIZHltGHVFw3Oxnavt7lX",
-	"fHaNM9uRv3TEG6UEdnrfN9tlZ+YKobnFmw8Ao8hUO5xwicwMZOzAhFyj9LV3QJIRwkZaue3Eka7Vtwva",
-	"nVuTJgquqU9ZDnsfDG63t9qDwe23ePnXWrHzlGc1pbKrz2zOmUTPhouIMma3hjBAIkxYWj2SzW2Bv6rq",
-	"0a26BmDP/XB/2m0Vu+0PcQL1LIbeQwOBc2FjUEwz22yZachFcx7sGtJnte2nP+1+Ftly8+4se1KTbjnL",
-	"+HoVjr7Z/dxAtQoWbMR6q03YT5EPZPIoqFVPNp9P81ht6vm7CldZURbJukVK+zNB1Rg24e+SeaqQifm7",
-	"au4WrzLc7m0/NQ1ZMGIbre2v84n23KUBNq4sY5Xr//4UWL/vkIkvFj19ee0Ej+JgCdLcCMooG7sAVJMn",
-	"oniaWiXoUQVNt6iOUpusMjTvd8EU8gmJMOo7AV8BKADfQIM6BAJFivIeDGk0NOdVVczOJEiNrixE53OC",
-	"DYnmiBWuSHgNRMIxkapthmgfHYDi5raaLMFNmxMglUCSmIss7F00nnhAIAknBkaFIqGMxI6aoD9gIU9M",
-	"RoMR51TamF17Wrb1Esw1jCZHIRX8Vk/U8P0w5lJvBq2Nsz03kPj1aHI/zVs1lektvej3cr2kOrMLbbss",
-	"98yt6zNXocl+7dT6nYbqkJk5y+M3rgJudZ/khE+lC2ympksyNdJ0pDdiwMxO7II2OvWKJlwgTGkcQ8gT",
-	"hA3Tz7m9IFMjvDYYQ84YhoqysamE+7VqH+fm/tK2R0hm71PSq61X2bh8wglhY5R/YH3DsLPuZ/3fXTfm",
-	"42a2c1a4NCDmY0uIQz4aSVTDDgz/o+0yfNsneKva7+0Lf6xu2w2Y4kDkNYy4MM5D52oZWnH7N217D/3F",
-	"u2Z3HAXI4pa0AXPlPDzSB+5o27oj3Ug5KzFJzEoQGqOoYxZvUWn+eKynvsKPstW+ItKc2NvxLaPMrywp",
-	"H7y6Jk3eT5JfkVjynNzL+1opD0JZhLdNY5kSI7UD9eoHquvELmq9I7kXLJYTesgYFgfqx3DlPufvnVuX",
-	"FT8kv/mYj+Fqpix1l7wcBZ4f83F7nydpfbaKxuU8qw3mcNagrJVyegxzGF4czdcIn2LKQauW0hYBsH+v",
-	"eh7NYIyrIvJjI6cOC6zdBcPb6w8iGguB3n2tgmCfJ1eUmeCeiGeqK1WEwjgeOLMlbcr0/rsTBEHtnfwa",
-	"7KWHhfe7aWiJtLGR/l9o0l4uD+/3R0lP5zCu3Jj0zKH9lft/muP792wSr/USm2t3gLmCcH/arH/kMH97",
-	"bbq1suy+lmP3TPSglicMjWQZE1o5e3P0tzoDwDbsfjb/z2VizmdW3/DrEtGtzmM0V8H/mcdYzmPUS+Ir",
-	"/uzZGgLavppyca0tMRcXer+dXKHB2nP6owPY0DpAwSc2G4JKVImt1kuJlReDHR2UpEPlmqbGmJGPeasn",
-	"9KnP3Si1NGG9VG7qN0mgO8lPN0olsSpXBNq8SLlOPFxVCZmrvlKtFPbpUstdU5HIoVMm4tZuq2vksRso",
-	"L/vkqq5ofcMHefgcltLfHA6XW+WAlv5otKfS7zy58+7y7v8DAAD//0dHFgnXiQAA",
+	"p7g02ohnusHCahr4TeWl2otJHnYRSX23ecj+updq5DHCNZeL5BLLaG3C1ly1Z/6KJggb1Jxe0xtbZbQO",
+	"Hh/GOrIHCwVY6xW6WQrUFY64qYGVw4O3a8Lzxnz6IIBqN9PV06p06OqJtHZf9ko14F6uqgC3OOkLo+GU",
+	"8rQK2x9vKM9knpPVBJuPDS6Aq6R7b+/UUMET8myfjVbDq9+b+ohjU03E3Eqz4VM1ratcKkzBpslufr3H",
+	"RDZ4KGMy8KqtUQSc9LrGmUSTiEcZ8fn7nuH7pLkncq802ZXrlueEJJMKrvw9QfBRT8iEDR9FmKRcIQtn",
+	"7Z9wNgyAuEo5+c06xUU1kiTOjrUavotWEllOG1Zz0uBsbPd6m3vFZ9c4sx35+068PUxgp/d9s0l4Zm4v",
+	"mlu8+dgziky1wwmXyMxAxgRNyDVKX/YHJBkhbKSVi1Yc6VpVv6DduTVpouCa0pjliPvB4HZ7qz0Y3H6L",
+	"l3+tlXhPeUxUqvj6zJakyTFtuAMpY3ZrCAMkwkTE1SPZ3Bb4W7Ie3aBsAPbcD/enyVgxGf8Qh1/PYmM+",
+	"NAY5FzYGxTSzzZZZpVw0p+CuIX1Wm5360+5nkS23LM+yJ7Uml7OMr1fh6Jvdz21jq2DBRqy32kQcFalI",
+	"JoWDWvVk8/k0j9VWpr8mcZUBZ5GsW2TTPxNUjREb/hqbp4rWmL8m527xFsXt3vZT05AFI7aB4v4moWjP",
+	"3VdgQ9oyVrl58E+B9fuO1vhi0dOX107wKA6WIM1lpIyysYt9NSkqiqepVYIeVdB0i8IstXkyQ/N+F0wN",
+	"oZAIo74T8MWHAvANNKhDIFBkR+/BkEZDc1RWxexMgtToykJ07i7YkGhOd+GKhNdAJBwTqdpmiPbRAShu",
+	"LsrJEty06QhSCSSJuUMjd8lYlVYgCScGRoUioYzEjpqgP2AhT0wyhRHnVNpwYXtQt/USzA2QJj0iFfxW",
+	"T9Tw/TDmUm8GrQ3xPTeQ+PVo8nzNWzWV6S29Y/hyvXw+swttuyz3TOvrM1ccyn7t1PqdhsKUmTlG5Deu",
+	"+G51n+SET6WLqaamSzI10nSkN2LAzE7sgjY69YomXCBMaRxDyBOEDdPPub2bUyO8NhhDzhiGirKxKcL7",
+	"tWof5+bq1LZHSGavctKrrVfZuHzCCWFjlH9gfcOws+5n/d9dN+bjZrZzVrg0IOZjS4hDPhpJVMMODP+j",
+	"7ZKL2yd4q9rv7Qt/om/bDZjiQOQ1jLgwzkPnahlacfs3bXsP/Z2/ZnccBcjigrYBc5VEPNIH7lTduiPd",
+	"SDkrMfnTShAao6hjFm9Raf54rKe+wo+y1b4i0rid7fiWUea3pZTPfF2TJu8nyW9nLHlO7uV9rVQmoSzC",
+	"26axTHWT2oF69QPVdWIXtd6R3AsWKxk9ZAyLA/VjuEqj81fercuKH5JafczHcDVTlrpLXo4Cz4/5uL3P",
+	"k7Q+UUbjcp5QB3M4a1DWSjk9hjmHL6ICaoRPMeWgVUtpiwDYv1c9j2YwxlURdLKRU4cF1u6C4e31BxGN",
+	"NUjvvlZBsM+TK8pMXFHEM9WVKkJhHA+c2Wo6ZXr/3QkCT27Vo0oN9tJzyvtdcrRE2tgkgy80aS+XZxb4",
+	"o6SncxhXLmt65qyCytVDzakFezZ/2HqJzY0/wFwtuj9t1j9yhoG9sd1aWXZfy2GDJnBRyxOGRrKMCa2c",
+	"vTn6W518YBt2P5v/55JA55O6b/h1iehWp1CaW+j/TKEsp1DqJfHFhvZs+QJtX025uNaWmAtJvd9OrtBg",
+	"7Tn90QFsaB2g4BObDfEsqsRW66XEyjvJjg5K0qFyQ1RjuMrHvNUT+tTnLrNamitfqnT1m+TuneSnG6Vq",
+	"XJXbCW1KplwnFK+qhMwVfqkWKft0qeWuKYbk0CkTcWu31TXy2A2UV5xyBV+0vuGDPHz6TOlvDofLrXJA",
+	"S3802lPpd55Xend59/8BAAD//4lvHStSigAA",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file
