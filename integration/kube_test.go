@@ -32,12 +32,14 @@ import (
 	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
-// kubeEnv is a stack plus a real kube-apiserver (with the KubeRay and Spark
-// CRDs), a simulated operator, and a registered cluster.
+// kubeEnv is a stack plus a Kubernetes control plane (kubetest's: API
+// server, controllers, scheduler, kwok nodes, the KubeRay operator), the
+// simulated Spark operator, the programs in the step pods (Workloads), and
+// a registered cluster.
 type kubeEnv struct {
 	*stack
 	kc        *kubetest.Cluster
-	op        *kubetest.Operator
+	workloads *kubetest.Workloads
 	cluster   string
 	namespace string
 	kube      kubernetes.Interface
@@ -45,11 +47,25 @@ type kubeEnv struct {
 	spark     sparkclient.Interface
 }
 
-var clusterSeq int
+var (
+	clusterSeq int
+	fleetOnce  sync.Once
+	fleetErr   error
+)
 
-func newKubeEnv(t *testing.T, script func(kubetest.ObjectRef) kubetest.Scenario, inProcessClusterWorker bool, opts ...stackOptions) *kubeEnv {
+// script says how a step's program ends, per kind ("job", "rayjob",
+// "sparkapp"): the pods' programs for the first two (Workloads, on kwok),
+// the simulated Spark operator's scenario for the last.
+type script func(kind string) kubetest.Exit
+
+func newKubeEnv(t *testing.T, sc script, inProcessClusterWorker bool, opts ...stackOptions) *kubeEnv {
 	t.Helper()
-	kc := kubetest.Start(t)
+	kc := kubetest.StartControlPlane(t)
+	// A small GPU fleet, once per binary (nodes are cluster-scoped).
+	fleetOnce.Do(func() {
+		fleetErr = kubetest.CreateNodes(context.Background(), kc.Clientset(), kubetest.MixedGPUNodes("fleet", 10, kubetest.DefaultMix))
+	})
+	require.NoError(t, fleetErr)
 	s := newStack(t, opts...)
 	clusterSeq++
 	e := &kubeEnv{stack: s, kc: kc, cluster: fmt.Sprintf("k8s-%d-%d", os.Getpid()%10000, clusterSeq), namespace: kc.Namespace(t)}
@@ -57,13 +73,26 @@ func newKubeEnv(t *testing.T, script func(kubetest.ObjectRef) kubetest.Scenario,
 	s.cfg.Kubeconfig = kc.Kubeconfig()
 	s.cfg.KubeNamespaceTemplate = e.namespace
 
-	op, err := kubetest.NewOperator(kc.RESTConfig())
-	require.NoError(t, err)
-	op.Script = script
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	op.Run(ctx)
-	e.op = op
+	wl, err := kubetest.NewWorkloads(kc.RESTConfig())
+	require.NoError(t, err)
+	wl.Script = func(p kubetest.PodRef) kubetest.Exit { return sc(p.Kind) }
+	wl.Run(ctx)
+	e.workloads = wl
+	spark, err := kubetest.NewSparkOperator(kc.RESTConfig())
+	require.NoError(t, err)
+	spark.Script = func(ref kubetest.ObjectRef) kubetest.Scenario {
+		ex := sc(ref.Kind)
+		switch {
+		case ex.Never:
+			return kubetest.Scenario{Outcome: kubetest.Hang}
+		case ex.Code != 0:
+			return kubetest.Scenario{Outcome: kubetest.Fail, Delay: ex.After, Message: ex.Message}
+		}
+		return kubetest.Scenario{Outcome: kubetest.Succeed, Delay: ex.After, Outputs: ex.Message}
+	}
+	spark.Run(ctx)
 	e.kube = kc.Clientset()
 	e.ray = rayclient.NewForConfigOrDie(kc.RESTConfig())
 	e.spark = sparkclient.NewForConfigOrDie(kc.RESTConfig())
@@ -155,9 +184,9 @@ steps:
 `, cluster)
 }
 
-// Outputs per kind, as the simulated pods report them.
-func outputsScript(ref kubetest.ObjectRef) kubetest.Scenario {
-	return kubetest.Scenario{Outcome: kubetest.Succeed, Delay: 100 * time.Millisecond, Outputs: fmt.Sprintf(`{"rows": 150, "kind": %q}`, ref.Kind)}
+// Outputs per kind, as the steps' programs report them.
+func outputsScript(kind string) kubetest.Exit {
+	return kubetest.Exit{After: 100 * time.Millisecond, Message: fmt.Sprintf(`{"rows": 150, "kind": %q}`, kind)}
 }
 
 func TestKubePipelineRaySparkContainerEndToEnd(t *testing.T) {
@@ -178,13 +207,13 @@ func TestKubePipelineRaySparkContainerEndToEnd(t *testing.T) {
 
 	// Nothing of the run is left on the cluster, including the shared RayCluster.
 	assert.Empty(t, e.runObjects(t, id))
-	for k, n := range e.op.ObjectsPerAttempt() {
+	for k, n := range e.workloads.ObjectsPerAttempt() {
 		assert.Equal(t, 1, n, "attempt %s has %d objects", k, n)
 	}
 }
 
 func TestKubeCancelDeletesEveryObject(t *testing.T) {
-	hang := func(kubetest.ObjectRef) kubetest.Scenario { return kubetest.Scenario{Outcome: kubetest.Hang} }
+	hang := func(string) kubetest.Exit { return kubetest.Exit{Never: true} }
 	e := newKubeEnv(t, hang, true)
 	for _, tc := range []struct{ kind, step string }{
 		{"sparkapp", "kind: spark\n    spark: {type: Python, image: spark:3.5.0, mainApplicationFile: local:///x.py}"},
@@ -245,11 +274,11 @@ func TestKubeWorkersKilledAtRandomPointsEveryRunCompletes(t *testing.T) {
 	}
 	rng := rand.New(rand.NewSource(42))
 	var rngMu sync.Mutex
-	script := func(ref kubetest.ObjectRef) kubetest.Scenario {
+	script := func(kind string) kubetest.Exit {
 		rngMu.Lock()
 		d := time.Duration(300+rng.Intn(900)) * time.Millisecond
 		rngMu.Unlock()
-		return kubetest.Scenario{Outcome: kubetest.Succeed, Delay: d, Outputs: fmt.Sprintf(`{"rows": 150, "kind": %q}`, ref.Kind)}
+		return kubetest.Exit{After: d, Message: fmt.Sprintf(`{"rows": 150, "kind": %q}`, kind)}
 	}
 	e := newKubeEnv(t, script, false, stackOptions{noWorker: true})
 	logf, err := os.Create(filepath.Join(t.TempDir(), "workers.log"))
@@ -314,7 +343,7 @@ func TestKubeWorkersKilledAtRandomPointsEveryRunCompletes(t *testing.T) {
 	assert.Greater(t, kills, 2, "the test must actually kill workers mid-run")
 
 	var dup []string
-	for k, n := range e.op.ObjectsPerAttempt() {
+	for k, n := range e.workloads.ObjectsPerAttempt() {
 		if n != 1 {
 			dup = append(dup, fmt.Sprintf("%s=%d", k, n))
 		}

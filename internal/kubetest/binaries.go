@@ -20,47 +20,83 @@ import (
 // is still alive (build.sh has its own heartbeat).
 const progressEvery = 60 * time.Second
 
-// binaryNames are the executables a bin dir must hold.
-var binaryNames = []string{"kube-apiserver", "etcd"}
+// Binaries are the executables a cluster runs.
+type Binaries struct {
+	APIServer, ControllerManager, Scheduler, Etcd string
+	// Kwok plays kubelet for fake nodes; RayOperator is KubeRay's operator.
+	Kwok, RayOperator string
+}
 
-// binDir returns a directory holding kube-apiserver and etcd: $ATELIER_KUBE_BIN_DIR,
-// else the cache, else the cache after running tools/kube/build.sh.
-func binDir(ctx context.Context, log func(string, ...any)) (string, error) {
-	if d := os.Getenv(EnvBinDir); d != "" {
-		if err := checkBinDir(d); err != nil {
-			return "", fmt.Errorf("%s=%s: %w", EnvBinDir, d, err)
+// paths lists the binaries a cluster of mode needs.
+func (b Binaries) paths(controlPlane bool) []string {
+	p := []string{b.APIServer, b.Etcd}
+	if controlPlane {
+		p = append(p, b.ControllerManager, b.Scheduler, b.Kwok, b.RayOperator)
+	}
+	return p
+}
+
+// binariesIn returns where the binaries live: all in one directory (dir
+// set: $ATELIER_KUBE_BIN_DIR), else in the cache, one directory per pinned
+// module version as build.sh lays them out.
+func binariesIn(dir, cache string) Binaries {
+	if dir != "" {
+		return Binaries{
+			APIServer: filepath.Join(dir, "kube-apiserver"), ControllerManager: filepath.Join(dir, "kube-controller-manager"),
+			Scheduler: filepath.Join(dir, "kube-scheduler"), Etcd: filepath.Join(dir, "etcd"),
+			Kwok: filepath.Join(dir, "kwok"), RayOperator: filepath.Join(dir, "ray-operator"),
 		}
-		return d, nil
+	}
+	kube := filepath.Join(cache, "kube-"+KubeVersion)
+	return Binaries{
+		APIServer: filepath.Join(kube, "kube-apiserver"), ControllerManager: filepath.Join(kube, "kube-controller-manager"),
+		Scheduler: filepath.Join(kube, "kube-scheduler"), Etcd: filepath.Join(kube, "etcd"),
+		Kwok:        filepath.Join(cache, "kwok-"+KwokVersion, "kwok"),
+		RayOperator: filepath.Join(cache, "kuberay-"+KubeRayOperatorVersion, "ray-operator"),
+	}
+}
+
+// findBinaries returns the binaries a cluster needs (controlPlane: all of
+// them; else kube-apiserver and etcd): from $ATELIER_KUBE_BIN_DIR, else the
+// cache, else the cache after running tools/kube/build.sh.
+func findBinaries(ctx context.Context, controlPlane bool, log func(string, ...any)) (Binaries, error) {
+	if d := os.Getenv(EnvBinDir); d != "" {
+		b := binariesIn(d, "")
+		if err := checkBinaries(b.paths(controlPlane)); err != nil {
+			return Binaries{}, fmt.Errorf("%s=%s: %w", EnvBinDir, d, err)
+		}
+		return b, nil
 	}
 	cache, err := devstack.CacheDir()
 	if err != nil {
-		return "", err
+		return Binaries{}, err
 	}
-	dir := filepath.Join(cache, "kube-"+KubeVersion)
-	if checkBinDir(dir) == nil {
-		return dir, nil
+	b := binariesIn("", cache)
+	if checkBinaries(b.paths(controlPlane)) == nil {
+		return b, nil
 	}
 
 	// Build under a lock, so that the test binaries `go test ./...` runs in
 	// parallel build once: the others wait, then find the binaries. The lock
 	// sits beside the directory because build.sh creates the directory.
 	if err := os.MkdirAll(cache, 0o755); err != nil {
-		return "", err
+		return Binaries{}, err
 	}
-	unlock, err := devstack.LockFile(ctx, dir+".lock", func(waited time.Duration) {
-		log("waiting for another process to finish building kube-apiserver %s (%s)…", KubeVersion, waited.Round(time.Second))
+	lock := filepath.Join(cache, "kube-"+KubeVersion+".lock")
+	unlock, err := devstack.LockFile(ctx, lock, func(waited time.Duration) {
+		log("waiting for another process to finish building the Kubernetes binaries (%s)…", waited.Round(time.Second))
 	})
 	if err != nil {
-		return "", fmt.Errorf("lock %s: %w", dir+".lock", err)
+		return Binaries{}, fmt.Errorf("lock %s: %w", lock, err)
 	}
 	defer unlock()
-	if checkBinDir(dir) == nil {
-		return dir, nil
+	if checkBinaries(b.paths(controlPlane)) == nil {
+		return b, nil
 	}
 
 	root, err := repoRoot()
 	if err != nil {
-		return "", err
+		return Binaries{}, err
 	}
 	script := filepath.Join(root, "tools", "kube", "build.sh")
 	cmd := exec.CommandContext(ctx, "bash", script)
@@ -74,26 +110,26 @@ func binDir(ctx context.Context, log func(string, ...any)) (string, error) {
 	procAttrs(cmd)
 	cmd.Cancel = func() error { return kill(cmd.Process) }
 	cmd.WaitDelay = 5 * time.Second
-	log("%s not found in %s; running %s", strings.Join(binaryNames, " and "), dir, script)
-	log("(a first build can outlast go test's default 10m -timeout: run that script once beforehand, or pass -timeout 30m)")
+	log("Kubernetes binaries missing under %s; running %s", cache, script)
+	log("(a first build can outlast go test's default 10m -timeout: run `make ensure-kube` once beforehand, or pass -timeout 60m)")
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("%s: %w (see its output above)", script, err)
+		return Binaries{}, fmt.Errorf("%s: %w (see its output above)", script, err)
 	}
-	if err := checkBinDir(dir); err != nil {
-		return "", fmt.Errorf("%s finished but %s: %w", script, dir, err)
+	if err := checkBinaries(b.paths(controlPlane)); err != nil {
+		return Binaries{}, fmt.Errorf("%s finished but %w", script, err)
 	}
-	return dir, nil
+	return b, nil
 }
 
-// checkBinDir reports whether dir holds executable kube-apiserver and etcd.
-func checkBinDir(dir string) error {
-	for _, name := range binaryNames {
-		fi, err := os.Stat(filepath.Join(dir, name))
+// checkBinaries reports whether every path is an executable file.
+func checkBinaries(paths []string) error {
+	for _, p := range paths {
+		fi, err := os.Stat(p)
 		if err != nil {
 			return err
 		}
 		if fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
-			return fmt.Errorf("%s is not an executable file", filepath.Join(dir, name))
+			return fmt.Errorf("%s is not an executable file", p)
 		}
 	}
 	return nil

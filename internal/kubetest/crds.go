@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -50,16 +51,26 @@ var CRDs = []string{
 	"scheduledsparkapplications.sparkoperator.k8s.io",
 }
 
+// controlPlaneCRDFiles are installed too when the KubeRay operator runs: it
+// watches RayServices and will not start without their CRD.
+var controlPlaneCRDFiles = map[string][]string{
+	KubeRayModule: {"config/crd/bases/ray.io_rayservices.yaml"},
+}
+
 // crdManifests returns the absolute paths of the CRD manifests in the module
 // cache, failing early (before any server starts) if one is missing.
-func crdManifests(ctx context.Context) ([]string, error) {
+func crdManifests(ctx context.Context, controlPlane bool) ([]string, error) {
 	dirs, err := moduleDirs(ctx, KubeRayModule, SparkOperatorModule)
 	if err != nil {
 		return nil, err
 	}
 	var paths []string
 	for _, mod := range []string{KubeRayModule, SparkOperatorModule} {
-		for _, f := range crdFiles[mod] {
+		files := crdFiles[mod]
+		if controlPlane {
+			files = append(slices.Clone(files), controlPlaneCRDFiles[mod]...)
+		}
+		for _, f := range files {
 			p := filepath.Join(dirs[mod], filepath.FromSlash(f))
 			if _, err := os.Stat(p); err != nil {
 				return nil, fmt.Errorf("CRD manifest of %s: %w", mod, err)

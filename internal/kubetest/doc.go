@@ -1,48 +1,93 @@
-// Package kubetest gives tests a real Kubernetes API server — kube-apiserver
-// v1.35.4 on etcd v3.6.6 — with the real KubeRay and Spark-operator CRDs
-// installed, shared by every test in a test binary.
+// Package kubetest gives tests a real Kubernetes cluster, shared by every
+// test in a test binary, in one of two kinds:
 //
-// No controllers run: there is no kube-controller-manager, scheduler, kubelet,
-// KubeRay or Spark operator. Objects are stored, defaulted and validated
-// exactly as in a real cluster (CRD OpenAPI schemas, CEL rules, status
-// subresources), and then nothing happens to them. A test plays the operator
-// itself by writing .status through the status subresource (UpdateStatus or a
-// patch with subresource "status"), which is precisely the surface Atelier's
-// Kubernetes code reads. A batch/v1 Job or a Pod likewise just sits there.
+//   - Start: a bare API server — kube-apiserver v1.35.4 on etcd v3.6.6 with
+//     the real KubeRay and Spark-operator CRDs — and nothing else. Objects
+//     are stored, defaulted and validated exactly as in a real cluster (CRD
+//     OpenAPI schemas, CEL rules, status subresources), and then nothing
+//     happens to them: the test plays the controllers by writing .status
+//     (UpdateStatus, or Operator). For tests that need to put an object in
+//     one precise state after another.
+//   - StartControlPlane: the same plus a control plane — kube-controller-
+//     manager (Deployments, ReplicaSets, Jobs, CronJobs, StatefulSets, HPA,
+//     garbage collector, namespace deletion, ...), kube-scheduler, kwok
+//     v0.7.0 playing kubelet for fake nodes, and the KubeRay operator v1.6.0
+//     — so objects behave as they do on a cluster: Jobs make pods, the
+//     scheduler fits them to nodes' resources, taints and selectors (or
+//     says why not), KubeRay turns RayClusters into head/worker pods and
+//     RayJobs into clusters and submitter Jobs, deletions cascade.
 //
-// Starting the server takes a few seconds, so a test binary starts at most
-// one, lazily, on the first Start call. Use Main in TestMain so it is stopped
-// cleanly after the tests:
+// A test binary runs one kind (asking for the other fails the test): keep
+// tests of each kind in their own package.
+//
+// # Nodes and pods (kwok)
+//
+// A control-plane cluster starts with no nodes. Tests create fake nodes with
+// MakeNode (e.g. MakeNode("gpu-1").GPUs(H100, 8).Obj()), MixedGPUNodes and
+// CreateNodes (1,000 nodes in seconds); kwok manages every node annotated
+// kwok.x-k8s.io/node=fake and reports it Ready. A pod bound to such a node
+// becomes Running and Ready at once, and its containers exit only as its
+// annotations say (see AnnotationExitCode, AnnotationRunFor,
+// AnnotationTerminationMessage; the stages are in kwok-stages.yaml). Pods
+// that controllers create for Atelier's steps get those annotations from
+// Workloads, which plays the programs in the containers: that is the only
+// thing a test decides.
+//
+// # What is still simulated, and why
+//
+//   - The Ray head's dashboard: Ray does not run in kwok's pods, so Dashboard
+//     serves the job API the KubeRay operator calls (reached through
+//     HTTP_PROXY on the operator process; see Dashboard), deriving a Ray
+//     job's state from its submitter pod — the submitter follows the job
+//     to its end, so its exit is the job's.
+//   - The Spark operator: it runs spark-submit inside its own container,
+//     which cannot run here; Operator (NewSparkOperator) still plays it by
+//     writing SparkApplication status and creating the driver pod (with a
+//     scheduler name no scheduler serves, so kwok leaves it to Operator).
+//   - The kubelet: kwok, by design. Container images are never pulled (no
+//     ErrImagePull), probes never run, resource usage is not metered (HPA
+//     has no metrics server to read).
+//   - Admission: the ServiceAccount plugin is off (nothing mounts tokens,
+//     and it would reject pods created before a namespace's default
+//     ServiceAccount exists); authorization is AlwaysAllow and every
+//     component uses the admin token.
+//
+// Starting takes a few seconds (etcd + API server ≈ 3 s, CRDs ≈ 9 s, the
+// control plane under 1 s more), so a test binary starts at most one
+// cluster, lazily, on the first Start call. Use Main in TestMain so it is
+// stopped cleanly after the tests:
 //
 //	func TestMain(m *testing.M) { kubetest.Main(m) }
 //
 //	func TestSubmit(t *testing.T) {
-//		c := kubetest.Start(t)
+//		c := kubetest.StartControlPlane(t)
 //		ns := c.Namespace(t)
-//		ray := rayclient.NewForConfigOrDie(c.RESTConfig())
 //		...
 //	}
 //
-// Without Main the processes are still killed when the test binary exits
-// (they are started with a parent-death signal on Linux), just less politely.
+// Every process is started with a parent-death signal (Linux), in its own
+// process group, logging to <component>.log in the cluster's temp dir
+// (Cluster.Dir); a component that fails to become healthy fails the start
+// with the tail of its log. Without Main the processes are still killed
+// when the test binary exits, just less politely.
 //
-// Tests isolate themselves by namespace (Namespace): the CRDs and other
+// Tests isolate themselves by namespace (Namespace): CRDs, nodes and other
 // cluster-scoped objects are shared. Namespaces are deleted when their test
-// ends, but with no namespace controller running they stay Terminating until
-// the server stops; that is harmless because every test gets a fresh name.
+// ends (with a control plane, the namespace controller then empties them).
 //
-// The binaries come from, in order: $ATELIER_KUBE_BIN_DIR (a directory with
-// kube-apiserver and etcd); the cache ~/.cache/atelier/kube-v1.35.4/ (honouring
-// ATELIER_CACHE_DIR and XDG_CACHE_HOME); else tools/kube/build.sh builds them
-// from source into that cache — 6 to 11 minutes on 2 cores the first time,
-// with progress on stderr, and under a lock so parallel test binaries build
-// once. The CRD manifests are read from the module cache, at the KubeRay and
-// Spark-operator versions the main go.mod requires, so upgrading those
-// modules upgrades the CRDs the tests run against.
+// The binaries come from, in order: $ATELIER_KUBE_BIN_DIR (one directory
+// with kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kwok
+// and ray-operator); the cache ~/.cache/atelier/{kube-v1.35.4,kwok-v0.7.0,
+// kuberay-v1.6.0}/ (honouring ATELIER_CACHE_DIR and XDG_CACHE_HOME); else
+// tools/kube/build.sh builds them from pinned modules into that cache —
+// with progress on stderr, under a lock so parallel test binaries build
+// once (README has the build times). The CRD manifests are read from the
+// module cache, at the KubeRay and Spark-operator versions the main go.mod
+// requires.
 //
-// A first build can outlast go test's default 10-minute -timeout, so CI (or
-// a fresh checkout) should run tools/kube/build.sh before `go test ./...`,
-// as for the other cached tools.
+// A first build outlasts go test's default 10-minute -timeout, so CI (or a
+// fresh checkout) runs `make ensure-kube` before `go test ./...`, as `make
+// test` does.
 //
 // With -short, Start skips the calling test, so `go test -short ./...` runs
 // only unit tests and never builds Kubernetes.

@@ -29,6 +29,30 @@ func TestKubeVersionMatchesToolsModule(t *testing.T) {
 	}
 }
 
+// Likewise for kwok and the KubeRay operator, each in its own tools module.
+func TestToolVersionsMatchToolsModules(t *testing.T) {
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ file, module, want string }{
+		{"tools/kube/kwok/go.mod", `sigs\.k8s\.io/kwok`, KwokVersion},
+		{"tools/kube/kuberay/go.mod", `github\.com/ray-project/kuberay/ray-operator`, KubeRayOperatorVersion},
+	} {
+		b, err := os.ReadFile(root + "/" + tc.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`(?m)^\s*(?:require\s+)?` + tc.module + `\s+(v\S+)`).FindSubmatch(b)
+		if m == nil {
+			t.Fatalf("%s does not require %s", tc.file, tc.module)
+		}
+		if got := string(m[1]); got != tc.want {
+			t.Errorf("%s pins %s, the Go side looks for %s", tc.file, got, tc.want)
+		}
+	}
+}
+
 func TestNamespacePrefix(t *testing.T) {
 	for _, name := range []string{
 		"TestX",

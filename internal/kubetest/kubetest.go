@@ -37,6 +37,15 @@ import (
 // cache directory the binaries are looked up in.
 const KubeVersion = "v1.35.4"
 
+// KwokVersion and KubeRayOperatorVersion are the kwok and KubeRay operator
+// releases a control-plane cluster runs; they must match tools/kube/kwok/go.mod
+// and tools/kube/kuberay/go.mod (a unit test checks) and name their cache
+// directories.
+const (
+	KwokVersion            = "v0.7.0"
+	KubeRayOperatorVersion = "v1.6.0"
+)
+
 // EnvBinDir names the environment variable that points at a directory holding
 // prebuilt kube-apiserver and etcd binaries, skipping the cache and the build
 // (e.g. a CI image that ships them).
@@ -65,6 +74,13 @@ var (
 	once    sync.Once
 	cluster *Cluster
 	initErr error
+	// mode is what the first Start* call of the binary asked for.
+	mode string
+)
+
+const (
+	modeAPIServer    = "Start (kube-apiserver only)"
+	modeControlPlane = "StartControlPlane"
 )
 
 // Main runs the tests and then stops the shared cluster, if one was started.
@@ -82,16 +98,43 @@ func Main(m *testing.M) {
 // Start returns the test binary's shared cluster, starting it on first use.
 // A failed start fails every test that asks, with the server logs' tails in
 // the message. With -short it skips the calling test instead.
+//
+// The cluster is a bare API server: no controller acts on anything, which is
+// what tests that play a controller step by step need. See
+// StartControlPlane for a cluster whose controllers run.
 func Start(t testing.TB) *Cluster {
+	t.Helper()
+	return startShared(t, modeAPIServer)
+}
+
+// StartControlPlane is Start for a cluster with a control plane: besides
+// etcd and kube-apiserver it runs kube-controller-manager, kube-scheduler,
+// kwok (fake nodes and pod lifecycles) and the KubeRay operator, with the
+// fake Ray dashboard (see the package doc). The cluster starts with no
+// nodes: tests add them (MakeNode, CreateNodes), so pods stay Pending until
+// some node fits them, as on a real cluster.
+//
+// A test binary runs one kind of cluster: mixing Start and
+// StartControlPlane in one binary fails the second kind's tests.
+func StartControlPlane(t testing.TB) *Cluster {
+	t.Helper()
+	return startShared(t, modeControlPlane)
+}
+
+func startShared(t testing.TB, want string) *Cluster {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("needs kube-apiserver and etcd; skipped with -short")
 	}
 	once.Do(func() {
-		cluster, initErr = start(progress)
+		mode = want
+		cluster, initErr = start(progress, want == modeControlPlane)
 	})
 	if initErr != nil {
 		t.Fatalf("kubetest: %v", initErr)
+	}
+	if mode != want {
+		t.Fatalf("kubetest: this test binary already started its shared cluster with %s; %s cannot share it (put the tests in separate packages)", mode, want)
 	}
 	return cluster
 }
@@ -114,12 +157,26 @@ type Cluster struct {
 	client     *kubernetes.Clientset
 
 	etcd, apiserver *process
+	// The control plane (nil for a bare API server).
+	controllerManager, scheduler, kwok, rayOperator *process
+	dashboard                                       *Dashboard
 
 	// StartupTime is how long etcd + kube-apiserver took to become ready,
-	// and CRDTime how long installing and establishing the CRDs took after
-	// that (binaries already built in both cases).
-	StartupTime, CRDTime time.Duration
+	// CRDTime how long installing and establishing the CRDs took after that,
+	// and ControlPlaneTime how long the controllers, scheduler, kwok and
+	// KubeRay then took to report healthy (binaries already built).
+	StartupTime, CRDTime, ControlPlaneTime time.Duration
 }
+
+// ControlPlane reports whether controllers, scheduler, kwok and KubeRay run.
+func (c *Cluster) ControlPlane() bool { return c.controllerManager != nil }
+
+// Dashboard returns the fake Ray dashboard (nil without a control plane).
+func (c *Cluster) Dashboard() *Dashboard { return c.dashboard }
+
+// Dir returns the cluster's temp dir, which holds every component's log
+// (<component>.log), for a test that wants to point at them.
+func (c *Cluster) Dir() string { return c.dir }
 
 // RESTConfig returns a fresh copy of an admin client configuration (static
 // bearer token in group system:masters, TLS verified against the server's
@@ -184,6 +241,15 @@ func (c *Cluster) Stop() error {
 
 func (c *Cluster) stopProcesses() error {
 	var errs []error
+	// Clients of the API server first, so they do not log its shutdown.
+	for _, p := range []*process{c.rayOperator, c.kwok, c.scheduler, c.controllerManager} {
+		if p != nil {
+			errs = append(errs, p.stop(10*time.Second))
+		}
+	}
+	if c.dashboard != nil {
+		errs = append(errs, c.dashboard.close())
+	}
 	// API server first, so it does not spend its shutdown retrying a dead
 	// etcd.
 	if c.apiserver != nil {
@@ -198,14 +264,14 @@ func (c *Cluster) stopProcesses() error {
 // start brings up etcd and kube-apiserver on free loopback ports, then
 // installs the CRDs. On failure it stops whatever it started and keeps the
 // temp dir (its logs) for diagnosis.
-func start(log func(string, ...any)) (c *Cluster, err error) {
+func start(log func(string, ...any), controlPlane bool) (c *Cluster, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
 	defer cancel()
-	bin, err := binDir(ctx, log)
+	bin, err := findBinaries(ctx, controlPlane, log)
 	if err != nil {
 		return nil, err
 	}
-	manifests, err := crdManifests(ctx)
+	manifests, err := crdManifests(ctx, controlPlane)
 	if err != nil {
 		return nil, err
 	}
@@ -231,10 +297,10 @@ func start(log func(string, ...any)) (c *Cluster, err error) {
 	}()
 
 	t0 := time.Now()
-	if err := c.startEtcd(ctx, bin); err != nil {
+	if err := c.startEtcd(ctx, bin.Etcd); err != nil {
 		return c, err
 	}
-	if err := c.startAPIServer(ctx, bin); err != nil {
+	if err := c.startAPIServer(ctx, bin.APIServer); err != nil {
 		return c, err
 	}
 	c.StartupTime = time.Since(t0)
@@ -246,6 +312,16 @@ func start(log func(string, ...any)) (c *Cluster, err error) {
 	c.CRDTime = time.Since(t1)
 	log("kube-apiserver %s ready at %s in %s, %d CRDs established in %s",
 		KubeVersion, c.host, c.StartupTime.Round(10*time.Millisecond), len(manifests), c.CRDTime.Round(10*time.Millisecond))
+	if !controlPlane {
+		return c, nil
+	}
+	t2 := time.Now()
+	if err := c.startControlPlane(ctx, bin); err != nil {
+		return c, err
+	}
+	c.ControlPlaneTime = time.Since(t2)
+	log("control plane (controller-manager, scheduler, kwok %s, KubeRay %s) ready in %s; logs in %s",
+		KwokVersion, KubeRayOperatorVersion, c.ControlPlaneTime.Round(10*time.Millisecond), c.dir)
 	return c, nil
 }
 
@@ -275,14 +351,14 @@ func removeStaleDirs() {
 	}
 }
 
-func (c *Cluster) startEtcd(ctx context.Context, bin string) error {
+func (c *Cluster) startEtcd(ctx context.Context, etcdBin string) error {
 	ports, err := freePorts(2)
 	if err != nil {
 		return err
 	}
 	client := "http://127.0.0.1:" + strconv.Itoa(ports[0])
 	peer := "http://127.0.0.1:" + strconv.Itoa(ports[1])
-	c.etcd, err = startProcess(filepath.Join(bin, "etcd"), filepath.Join(c.dir, "etcd.log"),
+	c.etcd, err = startProcess(etcdBin, filepath.Join(c.dir, "etcd.log"),
 		"--name=kubetest",
 		"--data-dir="+filepath.Join(c.dir, "etcd"),
 		"--listen-client-urls="+client,
@@ -320,7 +396,7 @@ func (c *Cluster) startEtcd(ctx context.Context, bin string) error {
 	return nil
 }
 
-func (c *Cluster) startAPIServer(ctx context.Context, bin string) error {
+func (c *Cluster) startAPIServer(ctx context.Context, apiserverBin string) error {
 	token, err := randomToken()
 	if err != nil {
 		return err
@@ -340,7 +416,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, bin string) error {
 	}
 	c.host = "https://127.0.0.1:" + strconv.Itoa(ports[0])
 
-	c.apiserver, err = startProcess(filepath.Join(bin, "kube-apiserver"), filepath.Join(c.dir, "kube-apiserver.log"),
+	c.apiserver, err = startProcess(apiserverBin, filepath.Join(c.dir, "kube-apiserver.log"),
 		"--etcd-servers="+c.etcdURL,
 		"--bind-address=127.0.0.1",
 		// The advertise address otherwise defaults to the first non-loopback
@@ -358,10 +434,15 @@ func (c *Cluster) startAPIServer(ctx context.Context, bin string) error {
 		"--service-account-key-file="+saKey,
 		"--service-account-signing-key-file="+saKey,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-cluster-ip-range=10.0.0.0/24",
+		// Room for every Service tests create (KubeRay makes one per
+		// RayCluster); pod IPs (kwok) are elsewhere.
+		"--service-cluster-ip-range=10.96.0.0/16",
 		// Without kube-controller-manager no namespace gets a "default"
 		// ServiceAccount, so this admission plugin would reject every Pod
-		// a test creates directly.
+		// a test creates directly. With it, a pod created in a namespace
+		// the ServiceAccount controller has not reached yet would be
+		// rejected and its controller would retry after a backoff; nothing
+		// here mounts tokens, so the plugin stays off in both modes.
 		"--disable-admission-plugins=ServiceAccount",
 		// Nothing would consume the kubernetes Service's endpoints, and
 		// the reconciler rejects a loopback address with log spam.
@@ -477,12 +558,21 @@ type process struct {
 // the child on it: the thread lives exactly as long as the child does, and a
 // test binary killed by -timeout (or SIGKILL) takes its servers with it.
 func startProcess(bin, logPath string, args ...string) (*process, error) {
+	return startProcessEnv(bin, logPath, nil, args...)
+}
+
+// startProcessEnv is startProcess with env added to the test binary's
+// environment.
+func startProcessEnv(bin, logPath string, env []string, args ...string) (*process, error) {
 	logF, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	p := &process{name: filepath.Base(bin), logPath: logPath, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	p.cmd.Stdout = logF
 	p.cmd.Stderr = logF
 	procAttrs(p.cmd)

@@ -63,6 +63,14 @@ type Operator struct {
 	// 200ms with outputs {"ok":true}).
 	Script func(ObjectRef) Scenario
 
+	// kinds limits what it plays (nil: everything); gc says whether it
+	// also plays the garbage collector.
+	kinds []string
+	gc    bool
+	// schedulerName is set on the pods it creates, so that on a cluster
+	// with a scheduler and kwok nobody else acts on them.
+	schedulerName string
+
 	mu      sync.Mutex
 	started map[types.UID]bool
 	uids    map[string]map[types.UID]bool // attempt key -> UIDs ever created
@@ -84,7 +92,20 @@ func NewOperator(cfg *rest.Config) (*Operator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Operator{kube: k, ray: r, spark: s, started: map[types.UID]bool{}, uids: map[string]map[types.UID]bool{}}, nil
+	return &Operator{kube: k, ray: r, spark: s, gc: true, started: map[types.UID]bool{}, uids: map[string]map[types.UID]bool{}}, nil
+}
+
+// NewSparkOperator returns an Operator for a StartControlPlane cluster,
+// where the real Job controller, KubeRay and garbage collector run: it plays
+// only the Spark operator (SparkApplications), and the driver pods it makes
+// carry a scheduler name no scheduler serves, so kwok never runs them.
+func NewSparkOperator(cfg *rest.Config) (*Operator, error) {
+	o, err := NewOperator(cfg)
+	if err != nil {
+		return nil, err
+	}
+	o.kinds, o.gc, o.schedulerName = []string{"sparkapp"}, false, "kubetest-spark-operator"
+	return o, nil
 }
 
 // Run watches all namespaces until ctx ends.
@@ -107,6 +128,9 @@ func (o *Operator) Run(ctx context.Context) {
 		}},
 	}
 	for _, k := range kinds {
+		if o.kinds != nil && !slices.Contains(o.kinds, k.kind) {
+			continue
+		}
 		go o.watchLoop(ctx, k.kind, k.w)
 	}
 }
@@ -170,7 +194,7 @@ func (o *Operator) observe(ctx context.Context, kind string, obj metav1.Object) 
 // collect is the garbage collector's part: with no dependents to wait for,
 // foreground deletion can finish at once.
 func (o *Operator) collect(ctx context.Context, ref ObjectRef, finalizers []string) {
-	if !slices.Contains(finalizers, metav1.FinalizerDeleteDependents) {
+	if !o.gc || !slices.Contains(finalizers, metav1.FinalizerDeleteDependents) {
 		return
 	}
 	patch := []byte(`{"metadata":{"finalizers":null}}`)
@@ -282,7 +306,8 @@ func (o *Operator) outputPod(ctx context.Context, ref ObjectRef, message string)
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ref.Namespace, Labels: labels},
-		Spec:       corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: container, Image: "busybox"}}},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, SchedulerName: o.schedulerName,
+			Containers: []corev1.Container{{Name: container, Image: "busybox"}}},
 	}
 	created, err := o.kube.CoreV1().Pods(ref.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {

@@ -10,5 +10,14 @@ func StartCluster(log func(format string, args ...any)) (*Cluster, error) {
 	if log == nil {
 		log = progress
 	}
-	return start(log)
+	return start(log, false)
+}
+
+// StartControlPlaneCluster is StartCluster for a cluster with a control
+// plane, as StartControlPlane starts for tests.
+func StartControlPlaneCluster(log func(format string, args ...any)) (*Cluster, error) {
+	if log == nil {
+		log = progress
+	}
+	return start(log, true)
 }
