@@ -406,7 +406,7 @@ func TestKubeRunEndsWhenItsClusterWorkerIsGone(t *testing.T) {
 	old := workflows.CleanupTimeout
 	workflows.CleanupTimeout = 3 * time.Second // the in-process worker runs the workflows
 	t.Cleanup(func() { workflows.CleanupTimeout = old })
-	hang := func(kubetest.ObjectRef) kubetest.Scenario { return kubetest.Scenario{Outcome: kubetest.Hang} }
+	hang := func(string) kubetest.Exit { return kubetest.Exit{Never: true} }
 	e := newKubeEnv(t, hang, false)
 	logf, err := os.Create(filepath.Join(t.TempDir(), "cluster-worker.log"))
 	require.NoError(t, err)
@@ -433,9 +433,7 @@ func TestKubeRunEndsWhenItsClusterWorkerIsGone(t *testing.T) {
 // worker is frozen (SIGSTOP) past the heartbeat timeout mid-step; the step
 // must still succeed on its one and only object.
 func TestKubeWorkerStallDoesNotDeleteTheAdoptedObject(t *testing.T) {
-	slow := func(kubetest.ObjectRef) kubetest.Scenario {
-		return kubetest.Scenario{Outcome: kubetest.Succeed, Delay: 30 * time.Second, Outputs: `{"ok": true}`}
-	}
+	slow := func(string) kubetest.Exit { return kubetest.Exit{After: 30 * time.Second, Message: `{"ok": true}`} }
 	e := newKubeEnv(t, slow, false)
 	logf, err := os.Create(filepath.Join(t.TempDir(), "cluster-worker.log"))
 	require.NoError(t, err)

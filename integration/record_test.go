@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,12 +92,18 @@ func TestRecordKubeHistories(t *testing.T) {
 	if os.Getenv("ATELIER_RECORD_HISTORIES") == "" {
 		t.Skip("set ATELIER_RECORD_HISTORIES=1 to re-record workflows/testdata histories")
 	}
-	e := newKubeEnv(t, outputsScript, true)
+	var hang atomic.Bool // the cancel recordings need steps that never end
+	e := newKubeEnv(t, func(kind string) kubetest.Exit {
+		if hang.Load() {
+			return kubetest.Exit{Never: true}
+		}
+		return outputsScript(kind)
+	}, true)
 	e.createPipeline("kube", kubePipelineYAML(e.cluster))
 	ok := e.startRun(map[string]any{"pipeline": "kube"})
 	require.Equal(t, workflows.RunSucceeded, e.waitTerminal(ok, 120*time.Second).State)
 
-	e.op.Script = func(kubetest.ObjectRef) kubetest.Scenario { return kubetest.Scenario{Outcome: kubetest.Hang} }
+	hang.Store(true)
 	e.createPipeline("kube-hang", "steps:\n  - name: work\n    kind: ray\n    ray: {entrypoint: python x.py, image: rayproject/ray:2.9.0}\n")
 	viaREST := e.startRun(map[string]any{"pipeline": "kube-hang"})
 	viaTemporal := e.startRun(map[string]any{"pipeline": "kube-hang"})
