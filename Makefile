@@ -30,9 +30,11 @@ dev: ## run Atelier locally: Temporal dev server + UI, Postgres, gateway, worker
 ensure-temporal: ## build (once) / locate the pinned temporal CLI
 	@$(GO) run ./internal/devstack/cmd/ensure-temporal >/dev/null
 
-# Builds the pinned kube-apiserver + etcd on first use (~6-11 min on 2 cores)
-# for the Kubernetes tests (internal/kubetest), for the same reason.
-ensure-kube: ## build (once) / locate kube-apiserver and etcd for the Kubernetes tests
+# Builds the pinned Kubernetes control plane on first use (kube-apiserver,
+# controller-manager, scheduler, etcd, kwok, KubeRay operator: ~15-20 min on
+# 2 cores from empty caches) for the Kubernetes tests (internal/kubetest), for
+# the same reason.
+ensure-kube: ## build (once) / locate the Kubernetes control plane for the tests
 	@tools/kube/build.sh >/dev/null
 
 test: ensure-temporal ensure-kube vet ## go vet, unit and integration tests (real Temporal, Postgres, kube-apiserver)

@@ -4,6 +4,7 @@
 //
 //	go run ./bench/overhead [-n 200] [-r 5] [-quick] [-v]
 //	go run ./bench/starts   [-n 2000] [-c 32] [-rounds 2] [-quick] [-v]
+//	go run ./bench/kubecp   [-starts 3] [-nodes 1000] [-pods 10000] [-quick]
 //
 // Each program starts its own Temporal dev server (devstack.StartTemporal:
 // in-memory, headless, TunedDynamicConfig, so the numbers are those of the
@@ -98,4 +99,18 @@
 // (warm-up included) must have its row in Postgres (store.GetRun) and its
 // execution in Temporal (DescribeWorkflowExecution); the counts of
 // accepted, found in each and missing are printed.
+//
+// # kubecp: the Kubernetes control plane of the tests
+//
+// internal/kubetest's StartControlPlane (kube-apiserver, etcd,
+// kube-controller-manager, kube-scheduler, kwok, the KubeRay operator) on
+// this machine, no Temporal or Postgres: the time to come up (the first
+// start, then -starts more: median and min–max, split into API server,
+// CRDs and the rest), -nodes mixed fake GPU nodes created with
+// kubetest.CreateNodes until kwok reports them Ready, -pods small pods
+// created by parallel clients until the scheduler has bound all of them
+// (pods scheduled per second, from the first create) and until kwok
+// reports them Running, and every component's RSS at that fleet, before
+// and after the pods. There is no baseline: these are capacity figures
+// for the tests and benchmarks built on the control plane.
 package bench

@@ -464,3 +464,35 @@ func TestKubeWorkerStallDoesNotDeleteTheAdoptedObject(t *testing.T) {
 		assert.Equal(t, uid, o.UID, "the RayJob was recreated: the stalled execution deleted the one its retry adopted")
 	}
 }
+
+// A container step asking for more GPUs than any node has: the scheduler
+// leaves its pod Pending, and the run shows the scheduler's reason on the
+// running attempt instead of silently waiting. Cancelling it still cleans up.
+func TestKubeUnschedulableStepShowsTheSchedulersReason(t *testing.T) {
+	e := newKubeEnv(t, outputsScript, true)
+	e.createPipeline("too-many-gpus", fmt.Sprintf(`
+steps:
+  - name: train
+    placement: {cluster: %s}
+    container: {image: busybox, command: ["true"], resources: {gpu: 16}}
+`, e.cluster))
+	id := e.startRun(map[string]any{"pipeline": "too-many-gpus"})
+	var msg string
+	e.waitRun(id, 60*time.Second, "the scheduler's reason on the attempt", func(r runView) bool {
+		if r.Status == nil || len(r.Status.Steps) == 0 || len(r.Status.Steps[0].Attempts) == 0 {
+			return false
+		}
+		st := r.Status.Steps[0]
+		msg = st.Attempts[0].Message
+		return st.State == workflows.StepRunning && msg != ""
+	})
+	t.Logf("attempt message: %s", msg)
+	assert.Contains(t, msg, "Unschedulable")
+	assert.Contains(t, msg, "Insufficient nvidia.com/gpu")
+	assert.Regexp(t, `0/\d+ nodes are available`, msg)
+
+	require.Equal(t, 202, e.do("POST", e.path("/runs/%s/cancel", id), map[string]any{"reason": "no GPUs"}, nil))
+	r := e.waitTerminal(id, 30*time.Second)
+	assert.Equal(t, workflows.RunCancelled, r.State)
+	require.Eventually(t, func() bool { return len(e.runObjects(t, id)) == 0 }, 30*time.Second, 50*time.Millisecond)
+}

@@ -113,15 +113,27 @@ func Begin(ctx workflow.Context, opts RunOptions) (*Run, workflow.Context, error
 	// Temporal's native cancel request (UI, CLI, SDK), which must lead to
 	// the same cleanup. (Every coroutine is visited on every workflow task,
 	// so fewer of them keep the per-step overhead down.)
+	//
+	// The same coroutine takes the steps' progress signals (why a
+	// Kubernetes step is not running yet). They only change the status
+	// the query serves, never a command, so histories recorded before
+	// they existed replay unchanged.
 	sig := workflow.GetSignalChannel(ctx, SignalCancel)
+	progress := workflow.GetSignalChannel(ctx, activities.SignalStepProgress)
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		for {
 			var req CancelRequest
-			received := false
+			received, gotProgress := false, false
+			var p activities.StepProgress
 			sel := workflow.NewSelector(gctx)
 			sel.AddReceive(sig, func(c workflow.ReceiveChannel, _ bool) { received = c.Receive(gctx, &req) })
+			sel.AddReceive(progress, func(c workflow.ReceiveChannel, _ bool) { gotProgress = c.Receive(gctx, &p) })
 			sel.AddReceive(gctx.Done(), func(workflow.ReceiveChannel, bool) {})
 			sel.Select(gctx)
+			if gotProgress {
+				r.stepProgress(p)
+				continue
+			}
 			if received {
 				r.requestCancel(&req)
 				continue
@@ -171,6 +183,27 @@ func (r *Run) requestCancel(req *CancelRequest) {
 	r.status.State = RunCancelling
 	r.cancelStep()
 	r.upsertState(r.root)
+	r.touch()
+}
+
+// stepProgress records why a running attempt waits. A report for an
+// attempt that has ended (a late signal) is ignored.
+func (r *Run) stepProgress(p activities.StepProgress) {
+	st := r.stepByName(p.Step)
+	if st != nil && p.Item != nil {
+		if *p.Item < 0 || *p.Item >= len(st.Items) {
+			return
+		}
+		st = &st.Items[*p.Item]
+	}
+	if st == nil || p.Attempt < 1 || p.Attempt > len(st.Attempts) {
+		return
+	}
+	a := &st.Attempts[p.Attempt-1]
+	if a.State != StepRunning || a.Message == p.Message {
+		return
+	}
+	a.Message = p.Message
 	r.touch()
 }
 

@@ -111,6 +111,11 @@ type Attempt struct {
 	Cluster string            `json:"cluster,omitempty"`
 	Object  string            `json:"object,omitempty"`
 	Links   map[string]string `json:"links,omitempty"`
+	// Message says why a running attempt is not running yet, as its
+	// cluster reports it (activities.SignalStepProgress), e.g. the
+	// scheduler's "0/10 nodes are available: 10 Insufficient
+	// nvidia.com/gpu."; cleared when the attempt succeeds.
+	Message string `json:"message,omitempty"`
 }
 
 // CancelRequest is the payload of the cancel signal sent by the gateway.

@@ -196,7 +196,7 @@ func (r *Run) runAttempts(ctx workflow.Context, st *StepStatus, cfg stepConfig, 
 
 		if err == nil {
 			code := res.ExitCode
-			a.ExitCode, a.State = &code, StepSucceeded
+			a.ExitCode, a.State, a.Message = &code, StepSucceeded, ""
 			st.Outputs = res.Outputs
 			r.endStep(st, StepSucceeded, "", "")
 			return res.Outputs, nil

@@ -53,6 +53,7 @@ type Backend struct {
 	heartbeat  time.Duration
 	pullGrace  time.Duration
 	mutate     func(framework.Object)
+	progress   ProgressReporter
 
 	// Fixed in production; variables so tests need not wait on them.
 	deleteWait  time.Duration // how long cancel/timeout waits for the object to vanish
@@ -130,6 +131,7 @@ func New(clients Clients, cluster string, opts ...Option) *Backend {
 		cleanupWait: 30 * time.Second,
 		outputWait:  15 * time.Second,
 		kinds:       map[activities.KubeKind]framework.Kind{},
+		progress:    signalRun,
 	}
 	for _, o := range opts {
 		o(b)

@@ -122,6 +122,7 @@ type stepRun struct {
 	creation       time.Time
 	objects, pods  *framework.Watch
 	objSub, podSub *framework.Waiter
+	lastWaiting    string // the waiting reason last reported to the run
 }
 
 func (r *stepRun) result() activities.KubeStepResult {
@@ -223,6 +224,8 @@ func (r *stepRun) run(ctx context.Context, desired framework.Object) (activities
 			res.FinishedAt = b.now()
 			return res, framework.StepFailed(fmt.Sprintf("%s %s is being deleted (by someone else) before it finished", r.kind.Kind(), r.name), res)
 		}
+
+		r.reportWaiting(ctx, waitingMessage(p.Waiting))
 
 		var stuckC <-chan time.Time
 		if p.Stuck == nil {
@@ -417,6 +420,9 @@ func (r *stepRun) interrupted(ctx context.Context, stop <-chan struct{}, err err
 	default:
 	}
 	if ctx.Err() == nil {
+		if errors.Is(err, framework.ErrClosed) {
+			err = errBackendClosed
+		}
 		return r.result(), err // the backend was closed: retryable
 	}
 	if !cancelRequested(ctx) {

@@ -174,6 +174,19 @@ func (c *Cluster) ControlPlane() bool { return c.controllerManager != nil }
 // Dashboard returns the fake Ray dashboard (nil without a control plane).
 func (c *Cluster) Dashboard() *Dashboard { return c.dashboard }
 
+// PIDs returns the process id of each running component, by name
+// ("kube-apiserver", "etcd", "kube-controller-manager", ...), for
+// benchmarks that read their memory.
+func (c *Cluster) PIDs() map[string]int {
+	out := map[string]int{}
+	for _, p := range []*process{c.etcd, c.apiserver, c.controllerManager, c.scheduler, c.kwok, c.rayOperator} {
+		if p != nil && p.cmd.Process != nil {
+			out[p.name] = p.cmd.Process.Pid
+		}
+	}
+	return out
+}
+
 // Dir returns the cluster's temp dir, which holds every component's log
 // (<component>.log), for a test that wants to point at them.
 func (c *Cluster) Dir() string { return c.dir }

@@ -2,6 +2,7 @@ package kubetest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -183,11 +185,17 @@ func CreateNodes(ctx context.Context, kube kubernetes.Interface, nodes []*corev1
 					return
 				}
 				// The status (capacity, allocatable) is written by a
-				// second request: a create ignores it.
-				n, err := kube.CoreV1().Nodes().Create(ctx, nodes[i], metav1.CreateOptions{})
+				// second request: a create ignores it. A merge patch,
+				// because kwok may already be initializing the node's
+				// status (it keeps capacity and allocatable once set).
+				_, err := kube.CoreV1().Nodes().Create(ctx, nodes[i], metav1.CreateOptions{})
 				if err == nil {
-					n.Status = nodes[i].Status
-					_, err = kube.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+					var patch []byte
+					patch, err = json.Marshal(map[string]any{"status": map[string]any{
+						"capacity": nodes[i].Status.Capacity, "allocatable": nodes[i].Status.Allocatable}})
+					if err == nil {
+						_, err = kube.CoreV1().Nodes().Patch(ctx, nodes[i].Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+					}
 				}
 				if err != nil {
 					once.Do(func() { first = fmt.Errorf("create node %s: %w", nodes[i].Name, err); cancel() })

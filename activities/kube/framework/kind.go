@@ -142,6 +142,11 @@ type Progress struct {
 	// itself (image pull, missing config); the step fails if it stays
 	// stuck longer than the backend's image-pull grace.
 	Stuck *Trouble
+	// Waiting is set while a pod waits for something that may come by
+	// itself — the scheduler finds no node that fits (reason
+	// Unschedulable, with the scheduler's message) — so the step keeps
+	// waiting, but says why.
+	Waiting *Trouble
 }
 
 // Trouble is why a pod cannot start.

@@ -38,6 +38,24 @@ func PodTrouble(pods []*corev1.Pod) *Trouble {
 	return nil
 }
 
+// PodWaiting returns why the first of pods that the scheduler cannot place
+// waits (PodScheduled=False, reason Unschedulable, with the scheduler's
+// message such as "0/10 nodes are available: 10 Insufficient
+// nvidia.com/gpu."), or nil. Pods being deleted are ignored.
+func PodWaiting(pods []*corev1.Pod) *Trouble {
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil || p.Spec.NodeName != "" {
+			continue
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				return &Trouble{Reason: c.Reason, Message: fmt.Sprintf("pod %s: %s", p.Name, c.Message)}
+			}
+		}
+	}
+	return nil
+}
+
 // Termination is a container's terminated state, as read from its pod.
 type Termination struct {
 	Pod      string

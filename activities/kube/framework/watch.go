@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -16,6 +17,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
+
+// ErrClosed is returned by waits that the backend's shutdown interrupted;
+// the work they waited for goes on, and a retry on a live backend resumes.
+var ErrClosed = errors.New("the backend was closed")
 
 // JobNameLabel is the label the Job controller puts on a Job's pods.
 const JobNameLabel = "batch.kubernetes.io/job-name"
@@ -203,7 +208,7 @@ func (w *Watch) Start(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-w.ctx.Done():
-		return fmt.Errorf("%s watch stopped: the backend was closed", w.name)
+		return fmt.Errorf("%s watch stopped: %w", w.name, ErrClosed)
 	}
 }
 

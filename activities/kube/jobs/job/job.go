@@ -162,6 +162,7 @@ func (k *Kind) Progress(obj framework.Object, pods []*corev1.Pod) framework.Prog
 		p.Phase = framework.Running
 	}
 	p.Stuck = framework.PodTrouble(pods)
+	p.Waiting = framework.PodWaiting(pods)
 	return p
 }
 

@@ -114,6 +114,9 @@ func TestProgress(t *testing.T) {
 		ContainerStatuses: []corev1.ContainerStatus{{Name: "step", State: corev1.ContainerState{
 			Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: `Back-off pulling image "pyhton:3.12"`}}}}}}
 	running := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	unschedulable := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "fit-y"}, Status: corev1.PodStatus{Phase: corev1.PodPending,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+			Message: "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."}}}}
 	for _, tc := range []struct {
 		name     string
 		status   batchv1.JobStatus
@@ -122,25 +125,28 @@ func TestProgress(t *testing.T) {
 		reason   string
 		timedOut bool
 		stuck    string
+		waiting  string
 	}{
-		{"new", batchv1.JobStatus{}, nil, framework.Pending, "", false, ""},
-		{"pod running", batchv1.JobStatus{Active: 1, Ready: ptr.To[int32](1)}, []*corev1.Pod{running}, framework.Running, "", false, ""},
+		{"new", batchv1.JobStatus{}, nil, framework.Pending, "", false, "", ""},
+		{"pod running", batchv1.JobStatus{Active: 1, Ready: ptr.To[int32](1)}, []*corev1.Pod{running}, framework.Running, "", false, "", ""},
 		{"complete", batchv1.JobStatus{Conditions: []batchv1.JobCondition{
 			cond(batchv1.JobSuccessCriteriaMet, corev1.ConditionTrue, "CompletionsReached", ""),
-			cond(batchv1.JobComplete, corev1.ConditionTrue, "CompletionsReached", "")}}, nil, framework.Succeeded, "", false, ""},
+			cond(batchv1.JobComplete, corev1.ConditionTrue, "CompletionsReached", "")}}, nil, framework.Succeeded, "", false, "", ""},
 		{"success criteria met, not complete yet", batchv1.JobStatus{Conditions: []batchv1.JobCondition{
-			cond(batchv1.JobSuccessCriteriaMet, corev1.ConditionTrue, "CompletionsReached", "")}}, nil, framework.Pending, "", false, ""},
+			cond(batchv1.JobSuccessCriteriaMet, corev1.ConditionTrue, "CompletionsReached", "")}}, nil, framework.Pending, "", false, "", ""},
 		{"failure target, not failed yet", batchv1.JobStatus{Conditions: []batchv1.JobCondition{
-			cond(batchv1.JobFailureTarget, corev1.ConditionTrue, "BackoffLimitExceeded", "")}}, nil, framework.Pending, "", false, ""},
+			cond(batchv1.JobFailureTarget, corev1.ConditionTrue, "BackoffLimitExceeded", "")}}, nil, framework.Pending, "", false, "", ""},
 		{"backoff limit", batchv1.JobStatus{Conditions: []batchv1.JobCondition{
 			cond(batchv1.JobFailed, corev1.ConditionTrue, "BackoffLimitExceeded", "Job has reached the specified backoff limit")}},
-			nil, framework.Failed, "BackoffLimitExceeded", false, ""},
+			nil, framework.Failed, "BackoffLimitExceeded", false, "", ""},
 		{"deadline", batchv1.JobStatus{Conditions: []batchv1.JobCondition{
 			cond(batchv1.JobFailed, corev1.ConditionTrue, "DeadlineExceeded", "Job was active longer than specified deadline")}},
-			nil, framework.Failed, "DeadlineExceeded", true, ""},
+			nil, framework.Failed, "DeadlineExceeded", true, "", ""},
 		{"failed=false is not failure", batchv1.JobStatus{Conditions: []batchv1.JobCondition{
-			cond(batchv1.JobFailed, corev1.ConditionFalse, "", "")}}, nil, framework.Pending, "", false, ""},
-		{"image pull", batchv1.JobStatus{Active: 1}, []*corev1.Pod{imagePull}, framework.Pending, "", false, "ImagePullBackOff"},
+			cond(batchv1.JobFailed, corev1.ConditionFalse, "", "")}}, nil, framework.Pending, "", false, "", ""},
+		{"image pull", batchv1.JobStatus{Active: 1}, []*corev1.Pod{imagePull}, framework.Pending, "", false, "ImagePullBackOff", ""},
+		{"unschedulable", batchv1.JobStatus{Active: 1}, []*corev1.Pod{unschedulable}, framework.Pending, "", false, "",
+			"pod fit-y: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "fit", Namespace: "ns"}, Status: tc.status}
@@ -153,6 +159,14 @@ func TestProgress(t *testing.T) {
 			}
 			if (p.Stuck == nil) != (tc.stuck == "") || p.Stuck != nil && p.Stuck.Reason != tc.stuck {
 				t.Errorf("stuck %+v, want %q", p.Stuck, tc.stuck)
+			}
+			if got := ""; p.Waiting != nil || tc.waiting != "" {
+				if p.Waiting != nil {
+					got = p.Waiting.Message
+				}
+				if got != tc.waiting || p.Waiting.Reason != corev1.PodReasonUnschedulable {
+					t.Errorf("waiting %+v, want %q", p.Waiting, tc.waiting)
+				}
 			}
 			if p.Links["logs"] != "kubectl logs -n ns job/fit" {
 				t.Errorf("links %v", p.Links)
