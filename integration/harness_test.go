@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/atelier-ml/atelier/examples/gopipeline"
 	"github.com/atelier-ml/atelier/internal/app"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/config"
@@ -129,6 +130,14 @@ func newStack(t *testing.T, opts ...stackOptions) *stack {
 	require.NoError(t, err)
 	s.token = secret
 	s.temporal = temporaltest.Client(t)
+	if !o.noWorker {
+		// The worker publishes its Go pipelines when it starts polling;
+		// a run started by name before that is a 404.
+		require.Eventually(t, func() bool {
+			_, err := st.GetGoWorkflow(ctx, gopipeline.Name)
+			return err == nil
+		}, 30*time.Second, 20*time.Millisecond, "the worker never published %s", gopipeline.Name)
+	}
 	return s
 }
 
