@@ -49,7 +49,7 @@ lint: ## gofmt check, go vet, workflowcheck (scripts/lint.sh)
 vet: ## go vet
 	$(GO) vet ./...
 
-bench: ensure-temporal ## benchmark programs under bench/ (scripts/bench.sh, docs/benchmarks.md)
+bench: ensure-temporal ensure-kube ## benchmark programs under bench/ (scripts/bench.sh, docs/benchmarks.md)
 	@scripts/bench.sh
 
 generate: ## regenerate code: oapi-codegen, wire (go:generate), sqlc (scripts/generate.sh)
