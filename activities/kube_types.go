@@ -40,6 +40,22 @@ const (
 	KubeSparkApp KubeKind = "sparkapp" // sparkoperator.k8s.io/v1beta2 SparkApplication
 )
 
+// KubeKindFor is the Kubernetes kind a step of spec kind k becomes on a
+// cluster (false for kinds that do not run as a Kubernetes object). The
+// workflows ask it; the backend's registry (kube.Integrations) implements
+// each kind.
+func KubeKindFor(k spec.StepKind) (KubeKind, bool) {
+	switch k {
+	case spec.KindContainer:
+		return KubeJob, true
+	case spec.KindRay:
+		return KubeRayJob, true
+	case spec.KindSpark:
+		return KubeSparkApp, true
+	}
+	return "", false
+}
+
 // KubeStepRequest runs one attempt of a step as a Kubernetes object. Exactly
 // one of Container, Ray, Spark is set (matching Kind), already rendered.
 type KubeStepRequest struct {
@@ -62,6 +78,9 @@ type KubeStepRequest struct {
 	// RayClusterImage is that cluster's image: the RayJob's submitter pod
 	// runs it (it has the ray CLI).
 	RayClusterImage string `json:"rayClusterImage,omitempty"`
+	// Nodes are the nodes GPU admission chose for the step's gang: its
+	// GPU pods are required to run on them (none: no admission ran).
+	Nodes []string `json:"nodes,omitempty"`
 }
 
 // SignalStepProgress is the signal a running Kubernetes step sends its

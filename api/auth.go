@@ -22,13 +22,14 @@ type TokenLookup interface {
 
 // route is what the spec says about one operation.
 type route struct {
-	public  bool         // security: [] — no token needed
-	role    catalog.Role // x-atelier-role: least role allowed
-	project bool         // has a {project} path parameter
-	rawBody bool         // x-atelier-raw-body: the handler parses the body, not the validator
+	public     bool         // security: [] — no token needed
+	role       catalog.Role // x-atelier-role: least role allowed
+	project    bool         // has a {project} path parameter
+	rawBody    bool         // x-atelier-raw-body: the handler parses the body, not the validator
+	mediaTypes []string     // the request body's content types (raw bodies: checked by the validator)
 }
 
-const principalKey = "atelier.principal"
+type principalKey struct{}
 
 var pathParam = regexp.MustCompile(`\{([^}]+)\}`)
 
@@ -44,6 +45,9 @@ func routesFromSpec(doc *openapi3.T) (map[string]route, error) {
 				project: strings.Contains(path, "{project}"),
 			}
 			r.rawBody, _ = op.Extensions["x-atelier-raw-body"].(bool)
+			if op.RequestBody != nil && op.RequestBody.Value != nil {
+				r.mediaTypes = contentTypes(op.RequestBody.Value)
+			}
 			if !r.public {
 				role, _ := op.Extensions["x-atelier-role"].(string)
 				r.role = catalog.Role(role)
@@ -72,7 +76,8 @@ func (s *server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		c.Set(principalKey, tok)
+		req := c.Request()
+		c.SetRequest(req.WithContext(context.WithValue(req.Context(), principalKey{}, tok)))
 		if r.project {
 			if err := s.checkProject(c.Request().Context(), tok, c.Param("project")); err != nil {
 				return err
@@ -141,9 +146,10 @@ func projectNotFound(project string) *problem {
 	return notFound("project %q not found", project)
 }
 
-// principal is the authenticated token; handlers of secured routes only.
-func principal(c echo.Context) catalog.Token {
-	tok, _ := c.Get(principalKey).(catalog.Token)
+// principal is the authenticated token (authenticate put it in the
+// request's context); handlers of secured routes only.
+func principal(ctx context.Context) catalog.Token {
+	tok, _ := ctx.Value(principalKey{}).(catalog.Token)
 	return tok
 }
 

@@ -3,11 +3,8 @@ package api
 import (
 	"context"
 	"errors"
-	"net/http"
 	"slices"
 	"strings"
-
-	"github.com/labstack/echo/v4"
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/api/gen"
@@ -37,14 +34,11 @@ type ClusterStore interface {
 // RegisterCluster registers a cluster or updates its description and
 // labels (admin). The task queue always follows from the name, so a client
 // cannot point a cluster at another worker's queue.
-func (s *server) RegisterCluster(c echo.Context) error {
-	var req gen.RegisterClusterRequest
-	if err := decodeJSON(c, &req, false); err != nil {
-		return err
-	}
+func (s *server) RegisterCluster(ctx context.Context, req gen.RegisterClusterRequestObject) (gen.RegisterClusterResponseObject, error) {
+	body := deref(req.Body)
 	var labels map[string]string
-	if req.Labels != nil {
-		labels = map[string]string(*req.Labels)
+	if body.Labels != nil {
+		labels = map[string]string(*body.Labels)
 		var fields []gen.FieldError
 		for k, v := range labels {
 			if msg := catalog.ClusterLabelProblem(k, v); msg != "" {
@@ -53,87 +47,62 @@ func (s *server) RegisterCluster(c echo.Context) error {
 		}
 		if len(fields) > 0 {
 			slices.SortFunc(fields, func(a, b gen.FieldError) int { return strings.Compare(a.Path, b.Path) })
-			return newProblem(ptInvalid, "%s", summarize(fields)).withErrors(fields)
+			return nil, newProblem(ptInvalid, "%s", summarize(fields)).withErrors(fields)
 		}
 	}
-	cl, created, err := s.cat.UpsertCluster(c.Request().Context(), catalog.Cluster{
-		Name:        req.Name,
-		Description: deref(req.Description),
+	cl, created, err := s.cat.UpsertCluster(ctx, catalog.Cluster{
+		Name:        body.Name,
+		Description: deref(body.Description),
 		Labels:      labels,
-		TaskQueue:   activities.TaskQueueForCluster(req.Name),
+		TaskQueue:   activities.TaskQueueForCluster(body.Name),
 	})
 	if errors.Is(err, catalog.ErrInvalidArgument) {
-		return newProblem(ptInvalid, "%s", err.Error())
+		return nil, newProblem(ptInvalid, "%s", err.Error())
 	}
 	if err != nil {
-		return internalError(err)
+		return nil, internalError(err)
 	}
 	if !created {
-		return c.JSON(http.StatusOK, s.clusterView(cl))
+		return gen.RegisterCluster200JSONResponse(s.clusterView(cl)), nil
 	}
-	c.Response().Header().Set(echo.HeaderLocation, s.link("/v1/clusters/%s", cl.Name))
-	return c.JSON(http.StatusCreated, s.clusterView(cl))
+	return gen.RegisterCluster201JSONResponse{
+		Body:    s.clusterView(cl),
+		Headers: gen.RegisterCluster201ResponseHeaders{Location: s.link("/v1/clusters/%s", cl.Name)},
+	}, nil
 }
 
 // ListClusters lists every cluster; any valid token may (clusters are
 // shared infrastructure, and users choose placements from this list).
-func (s *server) ListClusters(c echo.Context) error {
-	list, err := s.cat.ListClusters(c.Request().Context())
+func (s *server) ListClusters(ctx context.Context, _ gen.ListClustersRequestObject) (gen.ListClustersResponseObject, error) {
+	list, err := s.cat.ListClusters(ctx)
 	if err != nil {
-		return internalError(err)
+		return nil, internalError(err)
 	}
-	out := make([]gen.Cluster, len(list))
-	for i, cl := range list {
-		out[i] = s.clusterView(cl)
-	}
-	return c.JSON(http.StatusOK, gen.ClusterList{Clusters: out})
+	return gen.ListClusters200JSONResponse{Clusters: views(list, s.clusterView)}, nil
 }
 
 // GetCluster returns one cluster with its capacity and online state.
-func (s *server) GetCluster(c echo.Context, name string) error {
-	cl, err := s.cat.GetCluster(c.Request().Context(), name)
+func (s *server) GetCluster(ctx context.Context, req gen.GetClusterRequestObject) (gen.GetClusterResponseObject, error) {
+	cl, err := s.cat.GetCluster(ctx, req.Cluster)
 	if errors.Is(err, catalog.ErrNotFound) {
-		return notFound("cluster %q is not registered", name)
+		return nil, notFound("cluster %q is not registered", req.Cluster)
 	}
 	if err != nil {
-		return internalError(err)
+		return nil, internalError(err)
 	}
-	return c.JSON(http.StatusOK, s.clusterView(cl))
+	return gen.GetCluster200JSONResponse(s.clusterView(cl)), nil
 }
 
 // DeleteCluster removes a cluster from the registry (admin).
-func (s *server) DeleteCluster(c echo.Context, name string) error {
-	err := s.cat.DeleteCluster(c.Request().Context(), name)
+func (s *server) DeleteCluster(ctx context.Context, req gen.DeleteClusterRequestObject) (gen.DeleteClusterResponseObject, error) {
+	err := s.cat.DeleteCluster(ctx, req.Cluster)
 	if errors.Is(err, catalog.ErrNotFound) {
-		return notFound("cluster %q is not registered", name)
+		return nil, notFound("cluster %q is not registered", req.Cluster)
 	}
 	if err != nil {
-		return internalError(err)
+		return nil, internalError(err)
 	}
-	return c.NoContent(http.StatusNoContent)
-}
-
-// clusterView adds what the registry does not store: whether the worker is
-// online, judged by the gateway's clock.
-func (s *server) clusterView(cl catalog.Cluster) gen.Cluster {
-	labels := cl.Labels
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	v := gen.Cluster{
-		Name:       cl.Name,
-		Labels:     labels,
-		TaskQueue:  cl.TaskQueue,
-		CreatedAt:  cl.CreatedAt,
-		UpdatedAt:  cl.UpdatedAt,
-		LastSeenAt: cl.LastSeenAt,
-		Online:     cl.Online(s.now()),
-		Capacity:   cl.Capacity,
-	}
-	if cl.Description != "" {
-		v.Description = &cl.Description
-	}
-	return v
+	return gen.DeleteCluster204Response{}, nil
 }
 
 // validateOptions describes what pipeline versions may use now: ray and

@@ -105,7 +105,7 @@ func TestListAndGetClusters(t *testing.T) {
 	r := h.do("GET", "/v1/clusters/east", h.viewer, nil)
 	wantStatus(t, r, http.StatusOK)
 	r.json(t, &c)
-	if !c.Online || c.LastSeenAt == nil || !c.LastSeenAt.Equal(seen) || c.Capacity == nil || c.Capacity.GPUs["NVIDIA-A100-SXM4-80GB"].Free != 9 || c.Capacity.Nodes != 2 {
+	if !c.Online || c.LastSeenAt == nil || !c.LastSeenAt.Equal(seen) || c.Capacity == nil || c.Capacity.Gpus["NVIDIA-A100-SXM4-80GB"].Free != 9 || c.Capacity.Nodes != 2 {
 		t.Fatalf("%+v", c)
 	}
 	if !strings.Contains(string(r.body), `"memoryBytes":{"total":1099511627776,"free":549755813888}`) {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,21 +11,22 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/atelier-ml/atelier/api/gen"
+	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/workflows"
 )
 
 // StreamRunEvents sends run and step changes as server-sent events. It
 // polls the status (live query, else the mirror) and sends what changed:
 // simple, and correct across gateway restarts because events are diffs of
-// state, not a log that could have gaps.
-func (s *server) StreamRunEvents(c echo.Context, project, runID string, params gen.StreamRunEventsParams) error {
-	ctx := c.Request().Context()
-	run, err := s.getRun(ctx, project, runID)
+// state, not a log that could have gaps. Problems (404, 429) are decided
+// here, before the stream's status line; eventStream writes the stream.
+func (s *server) StreamRunEvents(ctx context.Context, req gen.StreamRunEventsRequestObject) (gen.StreamRunEventsResponseObject, error) {
+	run, err := s.getRun(ctx, req.Project, req.Run)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	lastSeq := int64(-1)
-	if v := deref(params.LastEventID); v != "" {
+	if v := deref(req.Params.LastEventID); v != "" {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
 			lastSeq = n
 		}
@@ -32,21 +34,37 @@ func (s *server) StreamRunEvents(c echo.Context, project, runID string, params g
 	st := s.liveStatus(ctx, run)
 	if st.State.Terminal() && lastSeq >= st.Seq {
 		// The client saw the end; 204 stops EventSource reconnecting.
-		return c.NoContent(http.StatusNoContent)
+		return gen.StreamRunEvents204Response{}, nil
 	}
-	release, err := s.acquireStream(c)
+	release, err := s.acquireStream(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer release()
+	return eventStream{s: s, ctx: ctx, run: run, st: st, lastSeq: lastSeq, release: release}, nil
+}
+
+// eventStream is the 200 response of StreamRunEvents: it writes events
+// and flushes each batch until the run ends or the client leaves.
+type eventStream struct {
+	s       *server
+	ctx     context.Context // the request's: done when the client leaves
+	run     catalog.Run
+	st      workflows.RunStatus
+	lastSeq int64
+	release func() // the token's stream slot
+}
+
+func (es eventStream) VisitStreamRunEventsResponse(rw http.ResponseWriter) error {
+	defer es.release()
+	s, ctx, st := es.s, es.ctx, es.st
 	var updates <-chan workflows.RunStatus
 	if !st.State.Terminal() {
 		var unsubscribe func()
-		updates, unsubscribe = s.hub.subscribe(run)
+		updates, unsubscribe = s.hub.subscribe(es.run)
 		defer unsubscribe()
 	}
 
-	w := c.Response()
+	w := flushWriter{rw}
 	w.Header().Set(echo.HeaderContentType, "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
@@ -58,7 +76,7 @@ func (s *server) StreamRunEvents(c echo.Context, project, runID string, params g
 
 	d := &differ{steps: map[string]string{}}
 	// A client resuming at the current seq already has this state.
-	quiet := lastSeq >= st.Seq
+	quiet := es.lastSeq >= st.Seq
 	keepAlive := time.NewTicker(s.keepAlive)
 	defer keepAlive.Stop()
 	for {
@@ -96,6 +114,16 @@ func (s *server) StreamRunEvents(c echo.Context, project, runID string, params g
 	}
 }
 
+// flushWriter flushes through to the client; echo's response writer is an
+// http.Flusher.
+type flushWriter struct{ http.ResponseWriter }
+
+func (w flushWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
 type event struct {
 	name string
 	data []byte
@@ -111,7 +139,7 @@ type differ struct {
 func (d *differ) diff(st workflows.RunStatus) []event {
 	var out []event
 	for _, step := range st.Steps {
-		b, err := json.Marshal(step)
+		b, err := json.Marshal(stepView(step))
 		if err != nil {
 			continue
 		}
@@ -132,18 +160,4 @@ func (d *differ) diff(st workflows.RunStatus) []event {
 		}
 	}
 	return out
-}
-
-func runEvent(st workflows.RunStatus) gen.RunEvent {
-	ev := gen.RunEvent{
-		RunId: st.RunID, Project: st.Project, Workflow: st.Workflow, State: st.State, Seq: st.Seq,
-		StartedAt: st.StartedAt, FinishedAt: st.FinishedAt, Cancel: st.Cancel,
-	}
-	if st.Pipeline != "" {
-		ev.Pipeline, ev.Version = ptr(st.Pipeline), ptr(st.Version)
-	}
-	if st.Error != "" {
-		ev.Error = ptr(st.Error)
-	}
-	return ev
 }

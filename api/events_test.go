@@ -3,6 +3,7 @@ package api
 import (
 	"bufio"
 	"encoding/json"
+	"github.com/google/go-cmp/cmp"
 	"net/http"
 	"strings"
 	"testing"
@@ -85,16 +86,18 @@ func TestRunEvents(t *testing.T) {
 
 	// Snapshot: steps, then the run.
 	ev := next(t, ch)
-	var step workflows.StepStatus
-	if ev.name != "step" || ev.id != "3" || json.Unmarshal([]byte(ev.data), &step) != nil || step.Name != "prep" {
+	var step gen.StepStatus
+	if ev.name != "step" || ev.id != "3" || json.Unmarshal([]byte(ev.data), &step) != nil {
 		t.Fatalf("first event %+v", ev)
 	}
-	if step.Attempts[0].LogURL == "" {
-		t.Error("step event lacks log URLs")
+	wantStep := gen.StepStatus{Name: "prep", Kind: "container", State: gen.StepStateRUNNING,
+		Attempts: &[]gen.Attempt{{Number: 1, State: gen.StepStateRUNNING, LogUrl: ptr(runsPath + "/" + runID1 + "/steps/prep/logs?attempt=1")}}}
+	if diff := cmp.Diff(wantStep, step); diff != "" {
+		t.Errorf("step event (-want +got), with its log URL:\n%s", diff)
 	}
 	ev = next(t, ch)
 	var re gen.RunEvent
-	if ev.name != "run" || json.Unmarshal([]byte(ev.data), &re) != nil || re.State != workflows.RunRunning || re.Seq != 3 {
+	if ev.name != "run" || json.Unmarshal([]byte(ev.data), &re) != nil || re.State != gen.RunStateRUNNING || re.Seq != 3 {
 		t.Fatalf("second event %+v", ev)
 	}
 

@@ -28,6 +28,7 @@ type fakeCatalog struct {
 	runs      map[string]catalog.Run
 	logs      map[activities.LogKey][]byte
 	clusters  map[string]catalog.Cluster
+	policies  map[string]catalog.GPUPolicy
 	chunkSize int // ReadLog cuts logs at multiples of this
 
 	pingErr         error
@@ -46,6 +47,7 @@ func newFakeCatalog() *fakeCatalog {
 		runs:      map[string]catalog.Run{},
 		logs:      map[activities.LogKey][]byte{},
 		clusters:  map[string]catalog.Cluster{},
+		policies:  map[string]catalog.GPUPolicy{},
 		chunkSize: 4,
 	}
 }
@@ -386,8 +388,40 @@ func (f *fakeCatalog) Ping(context.Context) error {
 }
 
 // fakeEngine records what the gateway asks of Temporal.
+func (f *fakeCatalog) PutGPUPolicy(_ context.Context, p catalog.GPUPolicy) (catalog.GPUPolicy, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.projects[p.Name]; !ok {
+		return catalog.GPUPolicy{}, catalog.ErrNotFound
+	}
+	p.UpdatedAt = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	f.policies[p.Name] = p
+	return p, nil
+}
+
+func (f *fakeCatalog) GetGPUPolicy(_ context.Context, project string) (catalog.GPUPolicy, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, ok := f.policies[project]
+	if !ok {
+		return p, catalog.ErrNotFound
+	}
+	return p, nil
+}
+
+func (f *fakeCatalog) DeleteGPUPolicy(_ context.Context, project string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.policies[project]; !ok {
+		return catalog.ErrNotFound
+	}
+	delete(f.policies, project)
+	return nil
+}
+
 type fakeEngine struct {
 	mu        sync.Mutex
+	queue     workflows.AdmissionQueue
 	startErr  error
 	started   []runclient.StartRequest
 	statuses  map[string]workflows.RunStatus // live query answers
@@ -430,6 +464,14 @@ func (e *fakeEngine) QueryStatus(_ context.Context, runID string) (workflows.Run
 		return st, runclient.ErrRunNotFound
 	}
 	return st, nil
+}
+
+func (e *fakeEngine) QueryAdmissionQueue(_ context.Context, cluster string) (workflows.AdmissionQueue, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	q := e.queue
+	q.Cluster = cluster
+	return q, nil
 }
 
 func (e *fakeEngine) setStatus(st workflows.RunStatus) {

@@ -2,12 +2,12 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
 
 	"github.com/atelier-ml/atelier/api/gen"
@@ -23,13 +23,13 @@ type Pinger interface {
 const readyTimeout = 2 * time.Second
 
 // GetHealthz is liveness: answering at all is the signal.
-func (s *server) GetHealthz(c echo.Context) error {
-	return c.JSON(http.StatusOK, gen.Health{Status: "ok"})
+func (s *server) GetHealthz(context.Context, gen.GetHealthzRequestObject) (gen.GetHealthzResponseObject, error) {
+	return gen.GetHealthz200JSONResponse{Status: gen.Ok}, nil
 }
 
 // GetReadyz checks the database and Temporal concurrently.
-func (s *server) GetReadyz(c echo.Context) error {
-	ctx, cancel := context.WithTimeout(c.Request().Context(), readyTimeout)
+func (s *server) GetReadyz(ctx context.Context, _ gen.GetReadyzRequestObject) (gen.GetReadyzResponseObject, error) {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	type result struct {
 		name string
@@ -54,19 +54,45 @@ func (s *server) GetReadyz(c echo.Context) error {
 	}
 	if len(down) > 0 {
 		slices.SortFunc(down, func(a, b gen.FieldError) int { return strings.Compare(a.Path, b.Path) })
-		return newProblem(ptUnavailable, "not ready: %s", summarize(down)).withErrors(down).withHeader("Retry-After", retryAfterSeconds)
+		return nil, newProblem(ptUnavailable, "not ready: %s", summarize(down)).withErrors(down).withHeader("Retry-After", retryAfterSeconds)
 	}
-	return c.JSON(http.StatusOK, gen.Health{Status: "ok", Checks: &checks})
+	return gen.GetReadyz200JSONResponse{Status: gen.Ok, Checks: &checks}, nil
 }
 
 // GetMetrics serves Prometheus metrics (no auth: scrapers have no token).
-func (s *server) GetMetrics(c echo.Context) error {
-	s.metrics.handler.ServeHTTP(c.Response(), c.Request())
+func (s *server) GetMetrics(ctx context.Context, _ gen.GetMetricsRequestObject) (gen.GetMetricsResponseObject, error) {
+	r := requestFrom(ctx)
+	if r == nil {
+		return nil, internalError(errors.New("metrics: no request in context"))
+	}
+	return metricsResponse{h: s.metrics.handler, r: r}, nil
+}
+
+// metricsResponse lets promhttp write the response: it negotiates the
+// exposition format and compression from the scraper's request.
+type metricsResponse struct {
+	h http.Handler
+	r *http.Request
+}
+
+func (m metricsResponse) VisitGetMetricsResponse(w http.ResponseWriter) error {
+	m.h.ServeHTTP(w, m.r)
 	return nil
 }
 
 // GetOpenAPI serves the embedded spec, so clients and the docs can never
 // disagree with what the validator enforces.
-func (s *server) GetOpenAPI(c echo.Context) error {
-	return c.JSONBlob(http.StatusOK, s.specJSON)
+func (s *server) GetOpenAPI(context.Context, gen.GetOpenAPIRequestObject) (gen.GetOpenAPIResponseObject, error) {
+	return specResponse(s.specJSON), nil
+}
+
+// specResponse sends the spec's JSON as encoded once at start (the
+// generated response type would re-encode it from a map).
+type specResponse []byte
+
+func (b specResponse) VisitGetOpenAPIResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, err := w.Write(b)
+	return err
 }

@@ -27,37 +27,58 @@ const (
 
 // GetStepLogs serves one attempt's log from an offset: a page, or with
 // follow=true a stream that ends when the attempt is over.
-func (s *server) GetStepLogs(c echo.Context, project, runID, step string, params gen.GetStepLogsParams) error {
-	ctx := c.Request().Context()
-	run, err := s.getRun(ctx, project, runID)
+func (s *server) GetStepLogs(ctx context.Context, req gen.GetStepLogsRequestObject) (gen.GetStepLogsResponseObject, error) {
+	params := req.Params
+	run, err := s.getRun(ctx, req.Project, req.Run)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	st := s.liveStatus(ctx, run)
 	item := -1
 	if params.Item != nil {
 		item = *params.Item
 	}
-	attempt, err := pickAttempt(st, step, item, params.Attempt)
+	attempt, err := pickAttempt(st, req.Step, item, params.Attempt)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	key := activities.LogKey{RunID: run.ID, Step: step, Item: item, Attempt: attempt}
+	key := activities.LogKey{RunID: run.ID, Step: req.Step, Item: item, Attempt: attempt}
 	offset := deref(params.Offset)
 	if deref(params.Follow) {
-		return s.followLog(c, run, key, offset)
+		release, err := s.acquireStream(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return logFollow{s: s, ctx: ctx, run: run, key: key, next: offset, release: release}, nil
 	}
 	// Decided before reading: bytes of a finished attempt are all stored
 	// before its status says so.
 	over := attemptOver(st, key)
 	data, next, err := s.readLog(ctx, key, offset)
 	if err != nil {
-		return internalError(err)
+		return nil, internalError(err)
 	}
-	h := c.Response().Header()
-	h.Set(hdrNextOffset, strconv.FormatInt(next, 10))
-	h.Set(hdrLogComplete, strconv.FormatBool(over && len(data) < s.logPage))
-	return c.Blob(http.StatusOK, "text/plain; charset=utf-8", data)
+	return logPage{data: data, next: next, complete: over && len(data) < s.logPage}, nil
+}
+
+const logContentType = "text/plain; charset=utf-8"
+
+// logPage is a 200 of GetStepLogs without follow. (The generated text
+// response would send Content-Type without its charset.)
+type logPage struct {
+	data     []byte
+	next     int64
+	complete bool
+}
+
+func (p logPage) VisitGetStepLogsResponse(w http.ResponseWriter) error {
+	h := w.Header()
+	h.Set(hdrNextOffset, strconv.FormatInt(p.next, 10))
+	h.Set(hdrLogComplete, strconv.FormatBool(p.complete))
+	h.Set(echo.HeaderContentType, logContentType)
+	w.WriteHeader(http.StatusOK)
+	_, err := w.Write(p.data)
+	return err
 }
 
 // pickAttempt defaults to the newest attempt and rejects steps, items and
@@ -127,15 +148,21 @@ func attemptOver(st workflows.RunStatus, key activities.LogKey) bool {
 	return entry.State.Terminal()
 }
 
-// followLog streams until the attempt is over or the client leaves. The
-// next offset goes in a trailer, since it is known only at the end.
-func (s *server) followLog(c echo.Context, run catalog.Run, key activities.LogKey, next int64) error {
-	ctx := c.Request().Context()
-	release, err := s.acquireStream(c)
-	if err != nil {
-		return err
-	}
-	defer release()
+// logFollow is a 200 of GetStepLogs with follow=true: it streams until
+// the attempt is over or the client leaves. The next offset goes in a
+// trailer, since it is known only at the end.
+type logFollow struct {
+	s       *server
+	ctx     context.Context // the request's: done when the client leaves
+	run     catalog.Run
+	key     activities.LogKey
+	next    int64
+	release func() // the token's stream slot
+}
+
+func (f logFollow) VisitGetStepLogsResponse(rw http.ResponseWriter) error {
+	defer f.release()
+	s, ctx, run, key, next := f.s, f.ctx, f.run, f.key, f.next
 	// The attempt's end comes from the run's shared status poller; only
 	// the log reads are per follower (each at its own offset).
 	st := s.liveStatus(ctx, run)
@@ -145,9 +172,9 @@ func (s *server) followLog(c echo.Context, run catalog.Run, key activities.LogKe
 		updates, unsubscribe = s.hub.subscribe(run)
 		defer unsubscribe()
 	}
-	w := c.Response()
+	w := flushWriter{rw}
 	h := w.Header()
-	h.Set(echo.HeaderContentType, "text/plain; charset=utf-8")
+	h.Set(echo.HeaderContentType, logContentType)
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	h.Set("Trailer", hdrNextOffset+", "+hdrLogComplete)

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bufio"
+	"github.com/google/go-cmp/cmp"
 	"io"
 	"net/http"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/workflows"
 )
 
@@ -133,12 +135,17 @@ func TestForEachItemLogs(t *testing.T) {
 	if h.do("GET", base+"?item=1&attempt=1", h.viewer, nil).Header.Get(hdrLogComplete) != "true" {
 		t.Error("finished attempt not complete")
 	}
-	var got struct {
-		Status workflows.RunStatus `json:"status"`
-	}
+	var got gen.Run
 	h.do("GET", runsPath+"/"+runID1, h.viewer, nil).json(t, &got)
-	if u := got.Status.Steps[0].Items[1].Attempts[1].LogURL; u != base+"?attempt=2&item=1" {
-		t.Fatalf("item log URL %q", u)
+	wantItems := []gen.StepStatus{
+		{Name: "shard[0]", State: gen.StepStateSUCCEEDED, Attempts: &[]gen.Attempt{
+			{Number: 1, State: gen.StepStateSUCCEEDED, LogUrl: ptr(base + "?attempt=1&item=0")}}},
+		{Name: "shard[1]", State: gen.StepStateRUNNING, Attempts: &[]gen.Attempt{
+			{Number: 1, State: gen.StepStateFAILED, LogUrl: ptr(base + "?attempt=1&item=1")},
+			{Number: 2, State: gen.StepStateRUNNING, LogUrl: ptr(base + "?attempt=2&item=1")}}},
+	}
+	if diff := cmp.Diff(&wantItems, got.Status.Steps[0].Items); diff != "" {
+		t.Fatalf("item log URLs (-want +got):\n%s", diff)
 	}
 	wantProblem(t, h.do("GET", base+"?item=0&attempt=5", h.viewer, nil), http.StatusNotFound, "not-found")
 }

@@ -2,20 +2,14 @@ package api
 
 import (
 	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"runtime/debug"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
-
-	"github.com/atelier-ml/atelier/api/gen"
 )
 
 // observe records metrics and an access log line. It renders errors itself
@@ -90,54 +84,4 @@ func (s *server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 
 func (s *server) tooLarge() *problem {
 	return newProblem(ptTooLarge, "request body exceeds the %d-byte limit", s.bodyLimit)
-}
-
-// decodeJSON decodes a JSON body strictly. The validator has already checked
-// it against the schema; this is the typed decode, kept strict so a schema
-// drift can never let an unknown field through silently.
-func decodeJSON(c echo.Context, v any, optional bool) error {
-	data, err := io.ReadAll(c.Request().Body)
-	if err != nil {
-		return newProblem(ptMalformed, "could not read the request body")
-	}
-	if len(bytes.TrimSpace(data)) == 0 {
-		if optional {
-			return nil
-		}
-		return newProblem(ptInvalid, "a request body is required").
-			withErrors([]gen.FieldError{{Path: "body", Message: "a request body is required"}})
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	dec.UseNumber()
-	if err := dec.Decode(v); err != nil {
-		return jsonProblem(err)
-	}
-	if dec.More() {
-		return newProblem(ptMalformed, "request body has data after the JSON value")
-	}
-	return nil
-}
-
-func jsonProblem(err error) *problem {
-	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syn):
-		return newProblem(ptMalformed, "request body is not valid JSON at byte %d: %s", syn.Offset, syn.Error())
-	case errors.As(err, &typ):
-		path := typ.Field
-		if path == "" {
-			path = "body"
-		}
-		return newProblem(ptInvalid, "%s: expected %s, got %s", path, typ.Type, typ.Value).
-			withErrors([]gen.FieldError{{Path: path, Message: fmt.Sprintf("expected %s, got %s", typ.Type, typ.Value)}})
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		name, _ := strconv.Unquote(strings.TrimPrefix(err.Error(), "json: unknown field "))
-		return newProblem(ptInvalid, "unknown field %q", name).
-			withErrors([]gen.FieldError{{Path: name, Message: "unknown field"}})
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return newProblem(ptMalformed, "request body is truncated JSON")
-	}
-	return newProblem(ptMalformed, "request body is not valid JSON: %s", err.Error())
 }

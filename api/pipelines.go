@@ -7,11 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"mime"
-	"net/http"
 	"strconv"
-
-	"github.com/labstack/echo/v4"
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
@@ -35,57 +31,60 @@ type GoWorkflowStore interface {
 	GetGoWorkflow(ctx context.Context, name string) (catalog.GoWorkflow, error)
 }
 
-var specMediaTypes = map[string]bool{
-	"application/json":   true,
-	"application/yaml":   true,
-	"application/x-yaml": true,
-}
-
 // CreatePipelineVersion parses and validates a spec (JSON or YAML) and
-// stores its canonical JSON. The validator skipped this body
-// (x-atelier-raw-body), so content type and size are checked here.
-func (s *server) CreatePipelineVersion(c echo.Context, project, pipeline string) error {
-	mt, _, err := mime.ParseMediaType(c.Request().Header.Get(echo.HeaderContentType))
-	if err != nil || !specMediaTypes[mt] {
-		return newProblem(ptUnsupportedMedia, "send the spec as application/json or application/yaml")
-	}
-	data, err := io.ReadAll(c.Request().Body)
-	if err != nil {
-		return newProblem(ptMalformed, "could not read the request body")
+// stores its canonical JSON. The operation is x-atelier-raw-body: the
+// validator checked only its content type, and the body reaches this
+// handler as bytes (JSON, see Bind) or as a reader (YAML), whole: the spec
+// parser reports every problem with its path (422).
+func (s *server) CreatePipelineVersion(ctx context.Context, req gen.CreatePipelineVersionRequestObject) (gen.CreatePipelineVersionResponseObject, error) {
+	var data []byte
+	switch {
+	case req.JSONBody != nil:
+		data = *req.JSONBody
+	case req.Body != nil:
+		var err error
+		if data, err = io.ReadAll(req.Body); err != nil {
+			return nil, newProblem(ptMalformed, "could not read the request body")
+		}
+	default: // the validator refused other content types
+		return nil, newProblem(ptUnsupportedMedia, "send the spec as application/json or application/yaml")
 	}
 	if len(data) > spec.MaxSpecBytes {
-		return newProblem(ptTooLarge, "pipeline spec is %d bytes; the limit is %d", len(data), spec.MaxSpecBytes)
+		return nil, newProblem(ptTooLarge, "pipeline spec is %d bytes; the limit is %d", len(data), spec.MaxSpecBytes)
 	}
 	p, err := spec.Parse(data)
 	if err != nil {
-		return specProblem(err)
+		return nil, specProblem(err)
 	}
-	opts, err := s.validateOptions(c.Request().Context())
+	opts, err := s.validateOptions(ctx)
 	if err != nil {
-		return internalError(err)
+		return nil, internalError(err)
 	}
 	if err := spec.Validate(p, opts); err != nil {
-		return specProblem(err)
+		return nil, specProblem(err)
 	}
 	// Canonical form: struct field order and sorted map keys, so formatting,
 	// YAML vs JSON and key order do not make new versions.
 	canonical, err := json.Marshal(p)
 	if err != nil {
-		return internalError(err)
+		return nil, internalError(err)
 	}
 	sum := sha256.Sum256(canonical)
 	digest := "sha256:" + hex.EncodeToString(sum[:])
 
-	v, created, err := s.cat.CreatePipelineVersion(c.Request().Context(), project, pipeline, canonical, digest, principal(c).Name)
+	v, created, err := s.cat.CreatePipelineVersion(ctx, req.Project, req.Pipeline, canonical, digest, principal(ctx).Name)
 	if err != nil {
-		return internalError(err)
+		return nil, internalError(err)
 	}
 	if !created {
-		return c.JSON(http.StatusOK, v)
+		return gen.CreatePipelineVersion200JSONResponse(pipelineVersionView(v)), nil
 	}
-	c.Response().Header().Set(echo.HeaderLocation,
-		s.link("/v1/projects/%s/pipelines/%s/versions/%d", project, pipeline, v.Version))
-	return c.JSON(http.StatusCreated, v)
+	return gen.CreatePipelineVersion201JSONResponse{
+		Body: pipelineVersionView(v),
+		Headers: gen.CreatePipelineVersion201ResponseHeaders{
+			Location: s.link("/v1/projects/%s/pipelines/%s/versions/%d", req.Project, req.Pipeline, v.Version),
+		},
+	}, nil
 }
 
 // specProblem reports every spec problem with its path.
@@ -98,64 +97,54 @@ func specProblem(err error) error {
 }
 
 func fieldErrors(ps []spec.Problem) []gen.FieldError {
-	out := make([]gen.FieldError, len(ps))
-	for i, p := range ps {
-		out[i] = gen.FieldError{Path: p.Path, Message: p.Message}
-	}
-	return out
+	return views(ps, func(p spec.Problem) gen.FieldError { return gen.FieldError{Path: p.Path, Message: p.Message} })
 }
 
 // ListPipelines lists a project's pipelines with their newest version.
-func (s *server) ListPipelines(c echo.Context, project string) error {
-	list, err := s.cat.ListPipelines(c.Request().Context(), project)
+func (s *server) ListPipelines(ctx context.Context, req gen.ListPipelinesRequestObject) (gen.ListPipelinesResponseObject, error) {
+	list, err := s.cat.ListPipelines(ctx, req.Project)
 	if err != nil {
-		return internalError(err)
+		return nil, internalError(err)
 	}
-	if list == nil {
-		list = []catalog.Pipeline{}
-	}
-	return c.JSON(http.StatusOK, gen.PipelineList{Pipelines: list})
+	return gen.ListPipelines200JSONResponse{Pipelines: pipelineViews(list)}, nil
 }
 
 // GetPipeline returns one pipeline's summary.
-func (s *server) GetPipeline(c echo.Context, project, pipeline string) error {
-	p, err := s.cat.GetPipeline(c.Request().Context(), project, pipeline)
+func (s *server) GetPipeline(ctx context.Context, req gen.GetPipelineRequestObject) (gen.GetPipelineResponseObject, error) {
+	p, err := s.cat.GetPipeline(ctx, req.Project, req.Pipeline)
 	if errors.Is(err, catalog.ErrNotFound) {
-		return notFound("pipeline %q not found in project %q", pipeline, project)
+		return nil, notFound("pipeline %q not found in project %q", req.Pipeline, req.Project)
 	}
 	if err != nil {
-		return internalError(err)
+		return nil, internalError(err)
 	}
-	return c.JSON(http.StatusOK, p)
+	return gen.GetPipeline200JSONResponse(pipelineView(p)), nil
 }
 
 // GetPipelineVersion returns a version ("latest" or a number) with its spec.
-func (s *server) GetPipelineVersion(c echo.Context, project, pipeline, version string) error {
+func (s *server) GetPipelineVersion(ctx context.Context, req gen.GetPipelineVersionRequestObject) (gen.GetPipelineVersionResponseObject, error) {
 	n := 0 // latest
-	if version != "latest" {
+	if req.Version != "latest" {
 		var err error
-		if n, err = strconv.Atoi(version); err != nil || n < 1 {
-			return newProblem(ptInvalid, "version must be a positive number or \"latest\"")
+		if n, err = strconv.Atoi(req.Version); err != nil || n < 1 {
+			return nil, newProblem(ptInvalid, "version must be a positive number or \"latest\"")
 		}
 	}
-	v, err := s.cat.GetPipelineVersion(c.Request().Context(), project, pipeline, n)
+	v, err := s.cat.GetPipelineVersion(ctx, req.Project, req.Pipeline, n)
 	if errors.Is(err, catalog.ErrNotFound) {
-		return notFound("pipeline %q has no version %s in project %q", pipeline, version, project)
+		return nil, notFound("pipeline %q has no version %s in project %q", req.Pipeline, req.Version, req.Project)
 	}
 	if err != nil {
-		return internalError(err)
+		return nil, internalError(err)
 	}
-	return c.JSON(http.StatusOK, v)
+	return gen.GetPipelineVersion200JSONResponse(pipelineVersionView(v)), nil
 }
 
 // ListWorkflows lists native Go pipelines; they are global, not per project.
-func (s *server) ListWorkflows(c echo.Context) error {
-	list, err := s.cat.ListGoWorkflows(c.Request().Context())
+func (s *server) ListWorkflows(ctx context.Context, _ gen.ListWorkflowsRequestObject) (gen.ListWorkflowsResponseObject, error) {
+	list, err := s.cat.ListGoWorkflows(ctx)
 	if err != nil {
-		return internalError(err)
+		return nil, internalError(err)
 	}
-	if list == nil {
-		list = []catalog.GoWorkflow{}
-	}
-	return c.JSON(http.StatusOK, gen.GoWorkflowList{Workflows: list})
+	return gen.ListWorkflows200JSONResponse{Workflows: goWorkflowViews(list)}, nil
 }

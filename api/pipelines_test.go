@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/atelier-ml/atelier/api/gen"
+	"github.com/atelier-ml/atelier/internal/catalog"
 )
 
 const specJSON = `{
@@ -45,7 +46,7 @@ func TestPipelineVersions(t *testing.T) {
 	}
 	var v1 gen.PipelineVersion
 	r.json(t, &v1)
-	if v1.Version != 1 || !strings.HasPrefix(v1.Digest, "sha256:") || v1.CreatedBy != "ci" {
+	if v1.Version != 1 || !strings.HasPrefix(v1.Digest, "sha256:") || deref(v1.CreatedBy) != "ci" {
 		t.Fatalf("%+v", v1)
 	}
 
@@ -134,7 +135,7 @@ func TestSpecLimits(t *testing.T) {
 
 func TestListWorkflows(t *testing.T) {
 	h := newHarness(t)
-	h.cat.workflows["etl"] = gen.GoWorkflow{Name: "etl", TaskQueue: "go-q", UpdatedAt: t0}
+	h.cat.workflows["etl"] = catalog.GoWorkflow{Name: "etl", TaskQueue: "go-q", UpdatedAt: t0}
 	var l gen.GoWorkflowList
 	r := h.do("GET", "/v1/workflows", h.viewer, nil)
 	wantStatus(t, r, http.StatusOK)

@@ -38,6 +38,7 @@ var (
 	ptUnsupportedMedia  = problemType{"unsupported-media-type", "Unsupported media type", http.StatusUnsupportedMediaType}
 	ptInvalidSpec       = problemType{"invalid-spec", "Invalid pipeline spec", http.StatusUnprocessableEntity}
 	ptInvalidParams     = problemType{"invalid-params", "Invalid run parameters", http.StatusUnprocessableEntity}
+	ptInvalidPolicy     = problemType{"invalid-gpu-policy", "Invalid GPU policy", http.StatusUnprocessableEntity}
 	ptInternal          = problemType{"internal", "Internal server error", http.StatusInternalServerError}
 	ptUnavailable       = problemType{"unavailable", "Service unavailable", http.StatusServiceUnavailable}
 	ptTooManyStreams    = problemType{"too-many-streams", "Too many open streams", http.StatusTooManyRequests}

@@ -3,9 +3,6 @@ package api
 import (
 	"context"
 	"errors"
-	"net/http"
-
-	"github.com/labstack/echo/v4"
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
@@ -19,59 +16,54 @@ type ProjectStore interface {
 }
 
 // CreateProject is admin-only (enforced by authenticate from the spec).
-func (s *server) CreateProject(c echo.Context) error {
-	var req gen.CreateProjectRequest
-	if err := decodeJSON(c, &req, false); err != nil {
-		return err
-	}
-	p, err := s.cat.CreateProject(c.Request().Context(), catalog.Project{
-		Name:        req.Name,
-		Description: deref(req.Description),
+func (s *server) CreateProject(ctx context.Context, req gen.CreateProjectRequestObject) (gen.CreateProjectResponseObject, error) {
+	body := deref(req.Body)
+	p, err := s.cat.CreateProject(ctx, catalog.Project{
+		Name:        body.Name,
+		Description: deref(body.Description),
 		CreatedAt:   s.now().UTC(),
 	})
 	if errors.Is(err, catalog.ErrConflict) {
-		return newProblem(ptAlreadyExists, "project %q already exists", req.Name)
+		return nil, newProblem(ptAlreadyExists, "project %q already exists", body.Name)
 	}
 	if err != nil {
-		return internalError(err)
+		return nil, internalError(err)
 	}
-	c.Response().Header().Set(echo.HeaderLocation, s.link("/v1/projects/%s", p.Name))
-	return c.JSON(http.StatusCreated, p)
+	return gen.CreateProject201JSONResponse{
+		Body:    projectView(p),
+		Headers: gen.CreateProject201ResponseHeaders{Location: s.link("/v1/projects/%s", p.Name)},
+	}, nil
 }
 
 // ListProjects shows admins every project and other tokens their own.
-func (s *server) ListProjects(c echo.Context) error {
-	tok := principal(c)
-	ctx := c.Request().Context()
+func (s *server) ListProjects(ctx context.Context, _ gen.ListProjectsRequestObject) (gen.ListProjectsResponseObject, error) {
+	tok := principal(ctx)
 	var list []catalog.Project
 	if tok.Role == catalog.RoleAdmin {
 		var err error
 		if list, err = s.cat.ListProjects(ctx); err != nil {
-			return internalError(err)
+			return nil, internalError(err)
 		}
 	} else {
 		p, err := s.cat.GetProject(ctx, tok.Project)
 		if err != nil && !errors.Is(err, catalog.ErrNotFound) {
-			return internalError(err)
+			return nil, internalError(err)
 		}
 		if err == nil {
 			list = append(list, p)
 		}
 	}
-	if list == nil {
-		list = []catalog.Project{}
-	}
-	return c.JSON(http.StatusOK, gen.ProjectList{Projects: list})
+	return gen.ListProjects200JSONResponse{Projects: projectViews(list)}, nil
 }
 
 // GetProject returns one project; scope was checked by authenticate.
-func (s *server) GetProject(c echo.Context, project string) error {
-	p, err := s.cat.GetProject(c.Request().Context(), project)
+func (s *server) GetProject(ctx context.Context, req gen.GetProjectRequestObject) (gen.GetProjectResponseObject, error) {
+	p, err := s.cat.GetProject(ctx, req.Project)
 	if errors.Is(err, catalog.ErrNotFound) {
-		return projectNotFound(project)
+		return nil, projectNotFound(req.Project)
 	}
 	if err != nil {
-		return internalError(err)
+		return nil, internalError(err)
 	}
-	return c.JSON(http.StatusOK, p)
+	return gen.GetProject200JSONResponse(projectView(p)), nil
 }

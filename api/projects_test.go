@@ -17,7 +17,7 @@ func TestCreateProject(t *testing.T) {
 	}
 	var p gen.Project
 	r.json(t, &p)
-	if p.Name != "gamma" || p.Description != "third" || p.CreatedAt.IsZero() {
+	if p.Name != "gamma" || deref(p.Description) != "third" || p.CreatedAt.IsZero() {
 		t.Fatalf("%+v", p)
 	}
 	wantProblem(t, h.do("POST", "/v1/projects", h.admin, map[string]any{"name": "gamma"}), http.StatusConflict, "already-exists")
@@ -91,7 +91,7 @@ func TestTokens(t *testing.T) {
 	}
 	var ct gen.CreatedToken
 	r.json(t, &ct)
-	if !strings.HasPrefix(ct.Secret, "atl_") || ct.Token.Project != "alpha" || ct.Token.Role != "editor" || ct.Token.ExpiresAt == nil {
+	if !strings.HasPrefix(ct.Secret, "atl_") || deref(ct.Token.Project) != "alpha" || ct.Token.Role != "editor" || ct.Token.ExpiresAt == nil {
 		t.Fatalf("%+v", ct)
 	}
 	if strings.Contains(string(h.do("GET", "/v1/projects/alpha", ct.Secret, nil).body), ct.Secret) {
@@ -107,9 +107,9 @@ func TestTokens(t *testing.T) {
 	wantProblem(t, h.do("POST", "/v1/projects/nope/tokens", h.admin, map[string]any{"name": "x", "role": "viewer"}), http.StatusNotFound, "not-found")
 
 	// Revocation takes effect at once.
-	wantStatus(t, h.do("DELETE", "/v1/tokens/"+ct.Token.ID, h.admin, nil), http.StatusNoContent)
+	wantStatus(t, h.do("DELETE", "/v1/tokens/"+ct.Token.Id, h.admin, nil), http.StatusNoContent)
 	wantProblem(t, h.do("GET", "/v1/projects/alpha/runs", ct.Secret, nil), http.StatusUnauthorized, "unauthenticated")
-	wantProblem(t, h.do("DELETE", "/v1/tokens/"+ct.Token.ID, h.admin, nil), http.StatusNotFound, "not-found")
+	wantProblem(t, h.do("DELETE", "/v1/tokens/"+ct.Token.Id, h.admin, nil), http.StatusNotFound, "not-found")
 	p = wantProblem(t, h.do("DELETE", "/v1/tokens/not.a.token", h.admin, nil), http.StatusBadRequest, "invalid-request")
 	if got := errorPaths(p); len(got) != 1 || got[0] != "path.token" {
 		t.Errorf("paths %v", got)

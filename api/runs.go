@@ -8,12 +8,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"sort"
 	"strings"
 	"time"
 
-	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
 
 	"github.com/atelier-ml/atelier/api/gen"
@@ -42,6 +40,9 @@ type Engine interface {
 	// SignalCancel returns runclient.ErrRunNotFound when no execution is open.
 	SignalCancel(ctx context.Context, runID string, req workflows.CancelRequest) error
 	QueryStatus(ctx context.Context, runID string) (workflows.RunStatus, error)
+	// QueryAdmissionQueue returns an empty queue for a cluster whose
+	// admission workflow never started.
+	QueryAdmissionQueue(ctx context.Context, cluster string) (workflows.AdmissionQueue, error)
 	UIURL(runID string) string
 	Health(ctx context.Context) error
 }
@@ -55,16 +56,12 @@ const defaultCancelReason = "cancelled via REST"
 // CreateRun writes a PENDING row, then starts the workflow. The row comes
 // first so a run is never running without being listed; if the start fails
 // the row is deleted, so nothing is left half-created.
-func (s *server) CreateRun(c echo.Context, project string, params gen.CreateRunParams) error {
-	var req gen.CreateRunRequest
-	if err := decodeJSON(c, &req, false); err != nil {
-		return err
-	}
+func (s *server) CreateRun(ctx context.Context, request gen.CreateRunRequestObject) (gen.CreateRunResponseObject, error) {
+	req, project := deref(request.Body), request.Project
 	if err := checkRunRequest(req); err != nil {
-		return err
+		return nil, err
 	}
-	ctx := c.Request().Context()
-	tok := principal(c)
+	tok := principal(ctx)
 
 	id := s.newID()
 	var row catalog.Run
@@ -78,22 +75,22 @@ func (s *server) CreateRun(c echo.Context, project string, params gen.CreateRunP
 		row, start, err = s.planWorkflowRun(ctx, project, id, req)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	now := s.now().UTC()
 	row.CreatedAt, row.UpdatedAt = now, now
 	row.CreatedBy = tok.Name
-	row.IdempotencyKey = deref(params.IdempotencyKey)
+	row.IdempotencyKey = deref(request.Params.IdempotencyKey)
 	if row.RequestHash, err = requestHash(req); err != nil {
-		return internalError(err)
+		return nil, internalError(err)
 	}
 
 	run, created, err := s.cat.CreateRun(ctx, row)
 	if err != nil {
-		return internalError(err)
+		return nil, internalError(err)
 	}
 	if !created {
-		return s.replayRun(c, run, row.RequestHash)
+		return s.replayRun(ctx, run, row.RequestHash)
 	}
 	if err := s.eng.StartRun(ctx, start); err != nil {
 		if errors.Is(err, runclient.ErrStartUncertain) {
@@ -102,7 +99,7 @@ func (s *server) CreateRun(c echo.Context, project string, params gen.CreateRunP
 			// the same key completes the start (the run ID makes it
 			// idempotent), and the reconciler fails it if it never started.
 			s.log.Warn("start run not confirmed; keeping its row", zap.String("run", run.ID), zap.Error(err))
-			return newProblem(ptUnavailable, "the workflow engine did not confirm the start of run %s; it may have started. Retry with the same Idempotency-Key to complete it: it never starts twice", run.ID).
+			return nil, newProblem(ptUnavailable, "the workflow engine did not confirm the start of run %s; it may have started. Retry with the same Idempotency-Key to complete it: it never starts twice", run.ID).
 				withHeader("Retry-After", retryAfterSeconds).withCause(err)
 		}
 		s.log.Error("start run failed; deleting its row", zap.String("run", run.ID), zap.Error(err))
@@ -111,26 +108,28 @@ func (s *server) CreateRun(c echo.Context, project string, params gen.CreateRunP
 		if derr := s.cat.DeleteRun(dctx, run.ID); derr != nil {
 			s.log.Error("could not delete the row of an unstarted run", zap.String("run", run.ID), zap.Error(derr))
 		}
-		return newProblem(ptUnavailable, "the workflow engine could not start the run; nothing was created, retry later").withHeader("Retry-After", retryAfterSeconds).withCause(err)
+		return nil, newProblem(ptUnavailable, "the workflow engine could not start the run; nothing was created, retry later").withHeader("Retry-After", retryAfterSeconds).withCause(err)
 	}
 	s.metrics.runsStarted.WithLabelValues(kind).Inc()
-	c.Response().Header().Set(echo.HeaderLocation, s.runPath(run))
-	return c.JSON(http.StatusCreated, s.runView(run, nil))
+	return gen.CreateRun201JSONResponse{
+		Body:    s.runView(run, nil),
+		Headers: gen.CreateRun201ResponseHeaders{Location: s.runPath(run)},
+	}, nil
 }
 
 // replayRun answers a request whose Idempotency-Key matched an earlier one.
-func (s *server) replayRun(c echo.Context, run catalog.Run, hash string) error {
+func (s *server) replayRun(ctx context.Context, run catalog.Run, hash string) (gen.CreateRunResponseObject, error) {
 	if run.RequestHash != hash {
-		return newProblem(ptIdempotencyReused, "this Idempotency-Key was used for a different request (run %s); use a new key", run.ID)
+		return nil, newProblem(ptIdempotencyReused, "this Idempotency-Key was used for a different request (run %s); use a new key", run.ID)
 	}
 	// A PENDING row may belong to a request that crashed between insert and
 	// start; starting again is a no-op if it did start.
 	if run.State == workflows.RunPending {
-		if err := s.restart(c.Request().Context(), run); err != nil {
-			return err
+		if err := s.restart(ctx, run); err != nil {
+			return nil, err
 		}
 	}
-	return c.JSON(http.StatusOK, s.runView(run, nil))
+	return gen.CreateRun200JSONResponse(s.runView(run, nil)), nil
 }
 
 // restart rebuilds the start request from the stored row.
@@ -258,8 +257,12 @@ func (s *server) planPipelineRun(ctx context.Context, project, id string, req ge
 		}
 		return catalog.Run{}, runclient.StartRequest{}, newProblem(ptInvalidParams, "%s", err.Error())
 	}
+	if err := s.checkGPUPriority(ctx, project, req.GpuPriority); err != nil {
+		return catalog.Run{}, runclient.StartRequest{}, err
+	}
 	input, err := json.Marshal(workflows.PipelineInput{
 		RunID: id, Project: project, Pipeline: name, Version: v.Version, Spec: p, Params: params,
+		GPUPriority: req.GpuPriority,
 	})
 	if err != nil {
 		return catalog.Run{}, runclient.StartRequest{}, internalError(err)
@@ -279,6 +282,10 @@ func (s *server) planPipelineRun(ctx context.Context, project, id string, req ge
 // registered can start, or the run would wait forever on a dead queue.
 func (s *server) planWorkflowRun(ctx context.Context, project, id string, req gen.CreateRunRequest) (catalog.Run, runclient.StartRequest, error) {
 	name := *req.Workflow
+	if req.GpuPriority != nil {
+		fe := []gen.FieldError{{Path: "gpuPriority", Message: "applies to declarative pipelines; a Go pipeline sets workflows.RunOptions.GPUPriority in its code"}}
+		return catalog.Run{}, runclient.StartRequest{}, newProblem(ptInvalid, "%s", summarize(fe)).withErrors(fe)
+	}
 	wf, err := s.cat.GetGoWorkflow(ctx, name)
 	if errors.Is(err, catalog.ErrNotFound) {
 		return catalog.Run{}, runclient.StartRequest{}, notFound("no worker has registered workflow %q", name)
@@ -330,11 +337,12 @@ func requestHash(req gen.CreateRunRequest) (string, error) {
 
 // ListRuns pages through a project's runs, newest first. Items omit their
 // step status to keep pages small; GET the run for it.
-func (s *server) ListRuns(c echo.Context, project string, params gen.ListRunsParams) error {
+func (s *server) ListRuns(ctx context.Context, req gen.ListRunsRequestObject) (gen.ListRunsResponseObject, error) {
+	params := req.Params
 	f := catalog.RunFilter{
-		Project:       project,
+		Project:       req.Project,
 		Pipeline:      deref(params.Pipeline),
-		State:         deref(params.State),
+		State:         workflows.RunState(deref(params.State)),
 		CreatedAfter:  params.CreatedAfter,
 		CreatedBefore: params.CreatedBefore,
 		Limit:         50,
@@ -343,63 +351,58 @@ func (s *server) ListRuns(c echo.Context, project string, params gen.ListRunsPar
 	if params.PageSize != nil {
 		f.Limit = *params.PageSize
 	}
-	page, err := s.cat.ListRuns(c.Request().Context(), f)
+	page, err := s.cat.ListRuns(ctx, f)
 	if errors.Is(err, catalog.ErrInvalidArgument) {
-		return newProblem(ptInvalid, "pageToken is not valid for this listing; start again without it").
+		return nil, newProblem(ptInvalid, "pageToken is not valid for this listing; start again without it").
 			withErrors([]gen.FieldError{{Path: "query.pageToken", Message: "invalid or expired page token"}})
 	}
 	if err != nil {
-		return internalError(err)
+		return nil, internalError(err)
 	}
-	out := gen.RunList{Runs: make([]gen.Run, 0, len(page.Runs))}
+	out := gen.ListRuns200JSONResponse{Runs: make([]gen.Run, 0, len(page.Runs))}
 	for _, r := range page.Runs {
 		out.Runs = append(out.Runs, s.runView(r, nil))
 	}
 	if page.NextPageToken != "" {
 		out.NextPageToken = &page.NextPageToken
 	}
-	return c.JSON(http.StatusOK, out)
+	return out, nil
 }
 
 // GetRun serves the run with the freshest status available.
-func (s *server) GetRun(c echo.Context, project, runID string) error {
-	run, err := s.getRun(c.Request().Context(), project, runID)
+func (s *server) GetRun(ctx context.Context, req gen.GetRunRequestObject) (gen.GetRunResponseObject, error) {
+	run, err := s.getRun(ctx, req.Project, req.Run)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	st := s.liveStatus(c.Request().Context(), run)
-	return c.JSON(http.StatusOK, s.runView(run, &st))
+	st := s.liveStatus(ctx, run)
+	return gen.GetRun200JSONResponse(s.runView(run, &st)), nil
 }
 
 // CancelRun signals the workflow; the run moves to CANCELLING, then
-// CANCELLED, as the workflow stops its steps.
-func (s *server) CancelRun(c echo.Context, project, runID string) error {
-	var req gen.CancelRunRequest
-	if err := decodeJSON(c, &req, true); err != nil {
-		return err
-	}
-	ctx := c.Request().Context()
-	run, err := s.getRun(ctx, project, runID)
+// CANCELLED, as the workflow stops its steps. The body is optional.
+func (s *server) CancelRun(ctx context.Context, req gen.CancelRunRequestObject) (gen.CancelRunResponseObject, error) {
+	run, err := s.getRun(ctx, req.Project, req.Run)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if run.State.Terminal() {
-		return newProblem(ptRunFinished, "run %s already finished (%s)", run.ID, run.State)
+		return nil, newProblem(ptRunFinished, "run %s already finished (%s)", run.ID, run.State)
 	}
-	reason := deref(req.Reason)
+	reason := deref(deref(req.Body).Reason)
 	if reason == "" {
 		reason = defaultCancelReason
 	}
 	err = s.eng.SignalCancel(ctx, run.ID, workflows.CancelRequest{
-		Reason: reason, Requester: requester(principal(c)), At: s.now().UTC(),
+		Reason: reason, Requester: requester(principal(ctx)), At: s.now().UTC(),
 	})
 	if errors.Is(err, runclient.ErrRunNotFound) {
-		return newProblem(ptRunFinished, "run %s is not running", run.ID)
+		return nil, newProblem(ptRunFinished, "run %s is not running", run.ID)
 	}
 	if err != nil {
-		return newProblem(ptUnavailable, "the workflow engine could not be reached, retry later").withHeader("Retry-After", retryAfterSeconds).withCause(err)
+		return nil, newProblem(ptUnavailable, "the workflow engine could not be reached, retry later").withHeader("Retry-After", retryAfterSeconds).withCause(err)
 	}
-	return c.JSON(http.StatusAccepted, s.runView(run, nil))
+	return gen.CancelRun202JSONResponse(s.runView(run, nil)), nil
 }
 
 // getRun loads a run of the project; the store scopes by project, so a run

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/google/go-cmp/cmp"
 	"net/http"
 	"strings"
 	"testing"
@@ -30,7 +31,7 @@ func TestStartPipelineRun(t *testing.T) {
 	wantStatus(t, r, http.StatusCreated)
 	var run gen.Run
 	r.json(t, &run)
-	if run.State != workflows.RunPending || deref(run.Pipeline) != "train" || deref(run.Version) != 1 || deref(run.CreatedBy) != "ci" {
+	if run.State != gen.RunStatePENDING || deref(run.Pipeline) != "train" || deref(run.Version) != 1 || deref(run.CreatedBy) != "ci" {
 		t.Fatalf("%+v", run)
 	}
 	if r.Header.Get("Location") != runsPath+"/"+run.Id || run.Links.Self != runsPath+"/"+run.Id ||
@@ -297,8 +298,10 @@ func TestGetRun(t *testing.T) {
 	if got.Status == nil || got.Status.Seq != 3 {
 		t.Fatalf("%s", r.body)
 	}
-	if u := got.Status.Steps[0].Attempts[0].LogURL; u != path+"/steps/prep/logs?attempt=1" {
-		t.Fatalf("log URL %q", u)
+	wantSteps := []gen.StepStatus{{Name: "prep", Kind: "container", State: gen.StepStateRUNNING,
+		Attempts: &[]gen.Attempt{{Number: 1, State: gen.StepStateRUNNING, LogUrl: ptr(path + "/steps/prep/logs?attempt=1")}}}}
+	if diff := cmp.Diff(wantSteps, got.Status.Steps); diff != "" {
+		t.Fatalf("steps (-want +got):\n%s", diff)
 	}
 
 	// A live answer newer than the mirror wins.
@@ -306,7 +309,7 @@ func TestGetRun(t *testing.T) {
 	live.Seq, live.State = 5, workflows.RunCancelling
 	h.eng.setStatus(live)
 	h.do("GET", path, h.viewer, nil).json(t, &got)
-	if got.Status.Seq != 5 || got.State != workflows.RunCancelling {
+	if got.Status.Seq != 5 || got.State != gen.RunStateCANCELLING {
 		t.Fatalf("%+v", got.Status)
 	}
 
@@ -316,14 +319,14 @@ func TestGetRun(t *testing.T) {
 	h.cat.setRun(run)
 	before := h.eng.queries
 	h.do("GET", path, h.viewer, nil).json(t, &got)
-	if h.eng.queries != before || got.State != workflows.RunSucceeded {
+	if h.eng.queries != before || got.State != gen.RunStateSUCCEEDED {
 		t.Fatalf("queried a finished run (state %s)", got.State)
 	}
 
 	// A run with no status yet still has an (empty) step list.
 	h.cat.setRun(catalog.Run{ID: runID2, Project: "alpha", Workflow: "etl", State: workflows.RunPending, CreatedAt: t0, UpdatedAt: t0})
 	h.do("GET", runsPath+"/"+runID2, h.viewer, nil).json(t, &got)
-	if got.Status == nil || got.Status.Steps == nil || got.Status.State != workflows.RunPending {
+	if got.Status == nil || got.Status.Steps == nil || got.Status.State != gen.RunStatePENDING {
 		t.Fatalf("%+v", got.Status)
 	}
 
@@ -400,10 +403,14 @@ func TestLogURLsOnlyForLogsTheGatewayServes(t *testing.T) {
 	r := h.do("GET", runsPath+"/"+runID1, h.viewer, nil)
 	wantStatus(t, r, http.StatusOK)
 	r.json(t, &got)
-	if got.Status.Steps[0].Attempts[0].LogURL == "" {
-		t.Error("local attempt has no log URL")
+	want := []gen.StepStatus{
+		{Name: "local", Kind: "container", State: gen.StepStateRUNNING, Attempts: &[]gen.Attempt{{Number: 1, State: gen.StepStateRUNNING,
+			LogUrl: ptr(runsPath + "/" + runID1 + "/steps/local/logs?attempt=1")}}},
+		// No logUrl: a Kubernetes attempt's logs are in its cluster.
+		{Name: "train", Kind: "ray", State: gen.StepStateRUNNING, Attempts: &[]gen.Attempt{{Number: 1, State: gen.StepStateRUNNING,
+			Cluster: ptr("gpu-east"), Links: &map[string]string{"kubectl": "kubectl logs ..."}}}},
 	}
-	if u := got.Status.Steps[1].Attempts[0].LogURL; u != "" {
-		t.Errorf("Kubernetes attempt links a log the gateway cannot serve: %q", u)
+	if diff := cmp.Diff(want, got.Status.Steps); diff != "" {
+		t.Errorf("log URLs only for logs the gateway serves (-want +got):\n%s", diff)
 	}
 }

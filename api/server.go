@@ -1,6 +1,14 @@
-// Package api is Atelier's REST gateway: an echo server generated from
-// openapi.yaml (see gen/), with bearer-token auth, OpenAPI request
-// validation and RFC 9457 problem responses.
+// Package api is Atelier's REST gateway, spec-first: openapi.yaml generates
+// (see gen/) the REST models, typed request objects and one response type
+// per status code; the server implements gen.StrictServerInterface, one
+// method per operation. Echo middlewares in front of it authenticate the
+// bearer token (roles from the spec's x-atelier-role), buffer and limit
+// the body and validate the request against the spec; the JSON body is
+// then decoded by Bind (binder.go) into the generated request type. Errors
+// leave as RFC 9457 problems through one echo error handler (problem.go);
+// streams (SSE events, followed logs) are response types that write and
+// flush as they go. Internal types (catalogue rows, workflow status) become
+// REST types in one place, convert.go.
 //
 // The package depends on two consumer-side interfaces, Catalog (implemented
 // by the Postgres store) and Engine (implemented by workflows/runclient), so its
@@ -39,6 +47,7 @@ type Catalog interface {
 	RunStore
 	LogStore
 	ClusterStore
+	GPUPolicyStore
 	Pinger
 }
 
@@ -183,6 +192,7 @@ func New(cat Catalog, eng Engine, opts ...Option) (*echo.Echo, error) {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
+	e.Binder = s // strict JSON decoding of request bodies (binder.go)
 	// Order matters: metrics see the final status of everything (including
 	// recovered panics); auth runs before the body is read so anonymous
 	// clients cannot make the server buffer bodies; validation needs the
@@ -193,8 +203,8 @@ func New(cat Catalog, eng Engine, opts ...Option) (*echo.Echo, error) {
 	e.Use(s.authenticate)
 	e.Use(s.limitBody)
 	e.Use(validate)
-	gen.RegisterHandlers(e, s)
+	gen.RegisterHandlers(e, gen.NewStrictHandler(s, []gen.StrictMiddlewareFunc{withRequest}))
 	return e, nil
 }
 
-var _ gen.ServerInterface = (*server)(nil)
+var _ gen.StrictServerInterface = (*server)(nil)

@@ -9,7 +9,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/workflows"
 	"github.com/atelier-ml/atelier/workflows/runclient"
@@ -84,32 +83,6 @@ func logURL(runPath, step string, item, attempt int) string {
 		u += "&item=" + strconv.Itoa(item)
 	}
 	return u
-}
-
-// runView is the API form of a run. st is nil in listings and right after
-// start, where the row says all there is to say.
-func (s *server) runView(run catalog.Run, st *workflows.RunStatus) gen.Run {
-	self := s.runPath(run)
-	v := gen.Run{
-		Id: run.ID, Project: run.Project, Workflow: run.Workflow, State: run.State,
-		CreatedAt: run.CreatedAt, UpdatedAt: run.UpdatedAt,
-		Links: gen.RunLinks{Self: self, Events: self + "/events"},
-	}
-	if run.Pipeline != "" {
-		v.Pipeline = ptr(run.Pipeline)
-		v.Version = ptr(run.Version)
-	}
-	if run.CreatedBy != "" {
-		v.CreatedBy = ptr(run.CreatedBy)
-	}
-	if ui := s.eng.UIURL(run.ID); ui != "" {
-		v.Links.TemporalUI = &ui
-	}
-	if st != nil {
-		v.Status = st
-		v.State = st.State
-	}
-	return v
 }
 
 func (s *server) runPath(run catalog.Run) string {

@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/atelier-ml/atelier/internal/catalog"
@@ -126,8 +125,8 @@ type streamSlots struct {
 }
 
 // acquire takes a stream slot for the request's token, or answers 429.
-func (s *server) acquireStream(c echo.Context) (release func(), err error) {
-	tok := principal(c)
+func (s *server) acquireStream(ctx context.Context) (release func(), err error) {
+	tok := principal(ctx)
 	l := s.streams
 	l.mu.Lock()
 	defer l.mu.Unlock()

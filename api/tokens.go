@@ -3,10 +3,7 @@ package api
 import (
 	"context"
 	"errors"
-	"net/http"
 	"time"
-
-	"github.com/labstack/echo/v4"
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
@@ -22,44 +19,43 @@ type TokenStore interface {
 
 // CreateToken makes a project token. The secret exists only in this
 // response; the catalogue keeps its hash.
-func (s *server) CreateToken(c echo.Context, project string) error {
-	var req gen.CreateTokenRequest
-	if err := decodeJSON(c, &req, false); err != nil {
-		return err
-	}
+func (s *server) CreateToken(ctx context.Context, req gen.CreateTokenRequestObject) (gen.CreateTokenResponseObject, error) {
+	body := deref(req.Body)
 	now := s.now().UTC()
 	t := catalog.Token{
 		ID:        s.newID(),
-		Name:      req.Name,
-		Project:   project,
-		Role:      catalog.Role(req.Role),
+		Name:      body.Name,
+		Project:   req.Project,
+		Role:      catalog.Role(body.Role),
 		CreatedAt: now,
 	}
-	if req.ExpiresInHours != nil {
-		exp := now.Add(time.Duration(*req.ExpiresInHours) * time.Hour)
+	if body.ExpiresInHours != nil {
+		exp := now.Add(time.Duration(*body.ExpiresInHours) * time.Hour)
 		t.ExpiresAt = &exp
 	}
 	secret, hash := tokens.New()
-	created, err := s.cat.CreateToken(c.Request().Context(), t, hash)
+	created, err := s.cat.CreateToken(ctx, t, hash)
 	if errors.Is(err, catalog.ErrConflict) {
-		return newProblem(ptAlreadyExists, "project %q already has a token named %q", project, req.Name)
+		return nil, newProblem(ptAlreadyExists, "project %q already has a token named %q", req.Project, body.Name)
 	}
 	if err != nil {
-		return internalError(err)
+		return nil, internalError(err)
 	}
-	// The secret must not linger in caches or proxies.
-	c.Response().Header().Set("Cache-Control", "no-store")
-	return c.JSON(http.StatusCreated, gen.CreatedToken{Token: created, Secret: secret})
+	return gen.CreateToken201JSONResponse{
+		Body: gen.CreatedToken{Token: tokenView(created), Secret: secret},
+		// The secret must not linger in caches or proxies.
+		Headers: gen.CreateToken201ResponseHeaders{CacheControl: "no-store"},
+	}, nil
 }
 
 // RevokeToken deletes a token by ID; it stops authenticating at once.
-func (s *server) RevokeToken(c echo.Context, id string) error {
-	err := s.cat.RevokeToken(c.Request().Context(), id)
+func (s *server) RevokeToken(ctx context.Context, req gen.RevokeTokenRequestObject) (gen.RevokeTokenResponseObject, error) {
+	err := s.cat.RevokeToken(ctx, req.Token)
 	if errors.Is(err, catalog.ErrNotFound) {
-		return notFound("token %s not found", id)
+		return nil, notFound("token %s not found", req.Token)
 	}
 	if err != nil {
-		return internalError(err)
+		return nil, internalError(err)
 	}
-	return c.NoContent(http.StatusNoContent)
+	return gen.RevokeToken204Response{}, nil
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"fmt"
+	"mime"
 	"regexp"
 	"slices"
 	"strconv"
@@ -52,6 +53,11 @@ func (s *server) validator(doc *openapi3.T) (echo.MiddlewareFunc, error) {
 			if he := echomw.ValidateRequestFromContext(c, router, o); he != nil {
 				return requestProblem(he)
 			}
+			if rt.rawBody {
+				if p := rawMediaType(c, rt); p != nil {
+					return p
+				}
+			}
 			return next(c)
 		}
 	}, nil
@@ -95,6 +101,16 @@ func requestProblem(he *echo.HTTPError) *problem {
 		fields = append(fields, requestFieldErrors(re)...)
 	}
 	return newProblem(ptInvalid, "%s", summarize(fields)).withErrors(fields)
+}
+
+// rawMediaType checks the Content-Type of a raw body against the content
+// types the spec declares for it, as the validator does for other bodies.
+func rawMediaType(c echo.Context, rt route) *problem {
+	mt, _, err := mime.ParseMediaType(c.Request().Header.Get(echo.HeaderContentType))
+	if err != nil || !slices.Contains(rt.mediaTypes, mt) {
+		return newProblem(ptUnsupportedMedia, "Content-Type must be one of %s", strings.Join(rt.mediaTypes, ", "))
+	}
+	return nil
 }
 
 func summarize(fields []gen.FieldError) string {

@@ -5,10 +5,13 @@
 //	go run ./bench/overhead [-n 200] [-r 5] [-quick] [-v]
 //	go run ./bench/starts   [-n 2000] [-c 32] [-rounds 2] [-quick] [-v]
 //	go run ./bench/kubecp   [-starts 3] [-nodes 1000] [-pods 10000] [-quick]
+//	go run ./bench/gpusched [-r 300] [-naive 3] [-pending 10000] [-nodes 1000] [-quick]
+//	go run ./bench/gpuadmit [-n 3000] [-depth 1000] [-probes 50] [-preempts 20] [-nodes 1000] [-quick]
 //
-// Each program starts its own Temporal dev server (devstack.StartTemporal:
-// in-memory, headless, TunedDynamicConfig, so the numbers are those of the
-// dev stack and of the integration tests), creates a fresh Postgres
+// Each program except gpusched (pure code, no server) starts its own
+// Temporal dev server (devstack.StartTemporal: in-memory, headless,
+// TunedDynamicConfig, so the numbers are those of the dev stack and of the
+// integration tests), creates a fresh Postgres
 // database bench_<random> on the server devstack.EnsurePostgres finds
 // ($ATELIER_DATABASE_URL, else 127.0.0.1:5432 trusting postgres/root, else
 // a throwaway cluster under $TMPDIR/atelier-bench, stopped at the end), runs
@@ -113,4 +116,51 @@
 // reports them Running, and every component's RSS at that fleet, before
 // and after the pods. There is no baseline: these are capacity figures
 // for the tests and benchmarks built on the control plane.
+//
+// # gpuadmit: GPU admission end to end
+//
+// The real worker runs the admission workflow and its activities against
+// a registered cluster of 1,000 nodes × 8 H100 (inventory written to
+// Postgres) and 32 projects with policies. Workloads are "waiter"
+// workflows that do what a pipeline step does: submit with the real
+// activity, wait for the admitted signal, hold, release.
+//
+//   - baseline: a signal round trip between two workflows (ping → pong →
+//     ping), the floor any durable admission pays.
+//   - throughput: n one-GPU waiters over 30 projects, all fitting: first
+//     submission to last admission (the waiters' own starts included).
+//   - admission workflow alone: n submissions signalled straight to the
+//     admission workflow from 32 clients, answered to one sink workflow.
+//   - wait at depth: depth workloads of a project without quota stay
+//     queued; probes of other projects fit and are timed one by one.
+//   - preemption: a low-priority workload holds a project's quota (the
+//     minimum runtime set to 1 ms); a high-priority one arrives. Timed:
+//     submission to the victim told, and to the high-priority admission
+//     (the victim released).
+//
+// # gpusched: one GPU admission cycle
+//
+// gpu.Schedule on a synthetic snapshot (gpu/gpusynth, fixed seed): 1,000
+// nodes (40% 8×A100, 30% 8×H100, 20% 4×L4, 10% A100 split into 28
+// mig-1g.10gb slices; 3% tainted, 1% not ready), 100 projects in 4
+// cohorts whose nominal quotas add up to the fleet, running workloads
+// (admitted by Schedule itself) holding 85% of it, and 10,000 pending
+// gangs (mostly 1 GPU, some 2–8-GPU pods, a few 2–16-node jobs of 8-GPU
+// pods, MIG requests; priorities 0–10; submitted over 6 hours).
+//
+//   - subject: one Schedule call with the 10,000 pending workloads.
+//   - baseline: the same snapshot with an empty queue: the fixed cost of
+//     a cycle (indexing the fleet, the policy and the running workloads).
+//   - one-per-cycle baseline: Schedule in a loop that applies only the
+//     first admission of each plan, as a scheduler admitting one head per
+//     cycle would (Kueue admits one workload per ClusterQueue per cycle),
+//     until it has admitted as many workloads as the subject's single
+//     cycle or a cycle admits none; its total time against one cycle.
+//
+// Reported: p50/p90/p99/max of the wall time per cycle and the per-round
+// p50 spread (subject and empty queue interleaved in rounds of 20), the
+// CPU time of the measuring thread per cycle (CLOCK_THREAD_CPUTIME_ID:
+// what a cycle costs without the time spent waiting for a core, which
+// dominates wall time on a loaded machine), the plan's content, and the
+// target (p99 ≤ 10 ms).
 package bench

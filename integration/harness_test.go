@@ -56,6 +56,9 @@ type stackOptions struct {
 	concurrency int
 	// streamLimit overrides the gateway's open streams per token.
 	streamLimit int
+	// gpuMinRuntime overrides how long a GPU step runs before it may be
+	// preempted.
+	gpuMinRuntime time.Duration
 }
 
 func newStack(t *testing.T, opts ...stackOptions) *stack {
@@ -84,6 +87,9 @@ func newStack(t *testing.T, opts ...stackOptions) *stack {
 	}
 	if o.streamLimit > 0 {
 		cfg.StreamLimit = o.streamLimit
+	}
+	if o.gpuMinRuntime > 0 {
+		cfg.GPUMinRuntime = o.gpuMinRuntime
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())

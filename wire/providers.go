@@ -6,8 +6,10 @@ import (
 	"os"
 	"time"
 
+	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
+	"github.com/atelier-ml/atelier/activities/admission"
 	"github.com/atelier-ml/atelier/activities/kube"
 	"github.com/atelier-ml/atelier/activities/local"
 	"github.com/atelier-ml/atelier/activities/placement"
@@ -18,7 +20,6 @@ import (
 	"github.com/atelier-ml/atelier/internal/store"
 	"github.com/atelier-ml/atelier/workflows"
 	"github.com/atelier-ml/atelier/workflows/runclient"
-	"go.temporal.io/sdk/client"
 )
 
 // provideStore opens the catalogue and brings its schema up to date. Both
@@ -73,6 +74,12 @@ func provideRunner(logs local.LogSink, cfg config.Config, l *zap.Logger) (*local
 // worker, reading the registry in the catalogue.
 func provideSelector(s *store.Store, l *zap.Logger) *placement.Selector {
 	return placement.New(s, time.Now, l.Named("cluster"))
+}
+
+// provideAdmission builds the GPU admission activities of the local
+// worker; the admission workflows they start run on its task queue.
+func provideAdmission(s *store.Store, c client.Client, cfg config.Config) *admission.Activities {
+	return admission.New(s, c, cfg.TaskQueue, admission.WithMinRuntime(cfg.GPUMinRuntime))
 }
 
 // provideKubeBackend builds the Kubernetes backends of a cluster worker;

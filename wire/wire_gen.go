@@ -76,8 +76,9 @@ func InitWorker(ctx context.Context, cfg config.Config) (*app.Worker, func(), er
 	}
 	mirrorMirror := mirror.New(store, logger)
 	selector := provideSelector(store, logger)
+	activities := provideAdmission(store, client, cfg)
 	v := provideGoPipelines(cfg)
-	worker := app.NewWorker(client, cfg, runner, mirrorMirror, selector, store, v, logger)
+	worker := app.NewWorker(client, cfg, runner, mirrorMirror, selector, activities, store, v, logger)
 	return worker, func() {
 		cleanup3()
 		cleanup2()
@@ -104,13 +105,13 @@ func InitClusterWorker(ctx context.Context, cfg config.Config) (*app.ClusterWork
 		cleanup()
 		return nil, nil, err
 	}
-	clients, err := app.NewKubeClients(restConfig)
+	v, err := app.NewKubeClients(restConfig)
 	if err != nil {
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	backend, cleanup3 := provideKubeBackend(clients, cfg, logger)
+	backend, cleanup3 := provideKubeBackend(v, cfg, logger)
 	store, cleanup4, err := provideStore(ctx, cfg, logger)
 	if err != nil {
 		cleanup3()
@@ -118,7 +119,7 @@ func InitClusterWorker(ctx context.Context, cfg config.Config) (*app.ClusterWork
 		cleanup()
 		return nil, nil, err
 	}
-	clusterWorker := app.NewClusterWorker(client, cfg, clients, backend, store, logger)
+	clusterWorker := app.NewClusterWorker(client, cfg, v, backend, store, logger)
 	return clusterWorker, func() {
 		cleanup4()
 		cleanup3()

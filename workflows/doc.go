@@ -9,6 +9,10 @@
 // blocks, so both kinds of pipeline look the same through REST, the Temporal
 // UI and the CLI.
 //
+// AdmissionWorkflow owns one cluster's GPU queue (admission.go): GPU steps
+// of every run submit to it and wait, durably, for its answer (gpu_step.go);
+// it decides with the pure scheduler of package gpu.
+//
 // A native Go pipeline:
 //
 //	func Train(ctx workflow.Context, in TrainInput) (TrainResult, error) {

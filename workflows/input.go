@@ -13,4 +13,7 @@ type PipelineInput struct {
 	Version  int            `json:"version"`
 	Spec     spec.Pipeline  `json:"spec"`
 	Params   map[string]any `json:"params,omitempty"`
+	// GPUPriority is the priority of the run's GPU steps in GPU admission
+	// (nil: the project's default).
+	GPUPriority *int `json:"gpuPriority,omitempty"`
 }

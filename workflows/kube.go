@@ -106,17 +106,15 @@ func (r *Run) runWork(ctx workflow.Context, st *StepStatus, stepName string, ite
 	}
 	st.Message = target.reason
 	r.useCluster(target)
-
-	kind := map[spec.StepKind]activities.KubeKind{
-		spec.KindContainer: activities.KubeJob, spec.KindRay: activities.KubeRayJob, spec.KindSpark: activities.KubeSparkApp,
-	}[w.kind]
-	actx := stepActivityOptions(ctx, cfg.timeout, target.taskQueue)
-	return r.runAttempts(ctx, st, cfg, func(_ workflow.Context, attempt int) (attemptOutcome, error) {
+	kind, _ := activities.KubeKindFor(w.kind)
+	var pinned []string // the nodes GPU admission chose, if it ran
+	attemptFn := func(actx workflow.Context, attempt int) (attemptOutcome, error) {
 		req := activities.KubeStepRequest{
 			Project: r.status.Project, RunID: r.status.RunID, Step: stepName, Item: item, Attempt: attempt,
 			Kind: kind, Timeout: cfg.timeout, Container: w.container, Ray: w.ray, Spark: w.spark,
-			RayClusterName: rayClusterName, RayClusterImage: rayClusterImage,
+			RayClusterName: rayClusterName, RayClusterImage: rayClusterImage, Nodes: pinned,
 		}
+		actx = stepActivityOptions(actx, cfg.timeout, target.taskQueue)
 		var res activities.KubeStepResult
 		err := workflow.ExecuteActivity(actx, activities.RunKubeStepName, req).Get(actx, &res)
 		if err != nil {
@@ -131,20 +129,53 @@ func (r *Run) runWork(ctx workflow.Context, st *StepStatus, stepName string, ite
 			obj = res.Object + " -n " + res.Namespace
 		}
 		return attemptOutcome{ContainerResult: res.ContainerResult, Cluster: target.cluster, Object: obj, Links: res.Links}, err
+	}
+	for {
+		grant, err := r.admitGPU(ctx, st, stepName, item, w, target)
+		if err != nil {
+			return nil, err
+		}
+		if grant == nil {
+			return r.runAttempts(ctx, st, cfg, attemptFn)
+		}
+		pinned = grant.nodes
+		out, err := r.runAttempts(grant.ctx, st, cfg, attemptFn)
+		grant.release()
+		if err == nil || grant.preempted == "" || ctx.Err() != nil {
+			return out, err // finished (a late preemption changes nothing), or the run was cancelled
+		}
+		// Preempted: the attempt was cancelled (its objects deleted); the
+		// step queues again, and the lost attempt does not count against
+		// its retries.
+		if n := len(st.Attempts); n > 0 {
+			st.Attempts[n-1].Error = grant.preempted
+		}
+		st.FinishedAt, st.Error = nil, ""
+		st.Message = grant.preempted + "; queued again"
+		cfg.firstAttempt = len(st.Attempts) + 1
+		cfg.preempted++
+		r.touch()
+	}
+}
+
+// controlActivity is the context of a short bookkeeping activity on the
+// run's control queue (cluster selection, GPU submission): retried up to 10
+// times, except for the error type that says retrying cannot help.
+func (r *Run) controlActivity(ctx workflow.Context, nonRetryable string) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           r.controlQueue(""),
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			MaximumAttempts:        10,
+			NonRetryableErrorTypes: []string{nonRetryable},
+		},
 	})
 }
 
 // selectCluster asks the registry (an activity on the run's own task queue)
 // for a cluster; the answer is recorded in history, so replay is stable.
 func (r *Run) selectCluster(ctx workflow.Context, step string, p *spec.Placement, gpus int, gpuType string) (kubeTarget, error) {
-	sctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           r.controlQueue(""),
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{
-			MaximumAttempts:        10,
-			NonRetryableErrorTypes: []string{activities.ErrTypeNoCluster},
-		},
-	})
+	sctx := r.controlActivity(ctx, activities.ErrTypeNoCluster)
 	var res activities.SelectClusterResult
 	err := workflow.ExecuteActivity(sctx, activities.SelectClusterName, activities.SelectClusterRequest{
 		Project: r.status.Project, Step: step, Placement: p, GPUs: gpus, GPUType: gpuType,

@@ -2,11 +2,13 @@ package workflows_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
@@ -16,6 +18,7 @@ import (
 	"github.com/atelier-ml/atelier/workflows/spec"
 
 	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/gpu"
 	"github.com/atelier-ml/atelier/workflows"
 )
 
@@ -29,6 +32,8 @@ type fakeClusters struct {
 	// cleanupGone: no worker ever runs the cleanup (its cluster's worker
 	// is gone).
 	cleanupGone bool
+	// admission answers GPU submissions (nil: admission off).
+	admission func(activities.SubmitWorkloadRequest) (activities.SubmitWorkloadResult, error)
 }
 
 func (f *fakeClusters) record(ctx context.Context, name, detail string) {
@@ -75,6 +80,13 @@ func (f *fakeClusters) register(env *testsuite.TestWorkflowEnvironment) {
 		}
 		return activities.CleanupRunObjectsResult{}, nil
 	}, activity.RegisterOptions{Name: activities.CleanupRunObjectsName})
+	// GPU admission off (no GPU policy): GPU steps run at once.
+	env.RegisterActivityWithOptions(func(ctx context.Context, req activities.SubmitWorkloadRequest) (activities.SubmitWorkloadResult, error) {
+		if f.admission != nil {
+			return f.admission(req)
+		}
+		return activities.SubmitWorkloadResult{Queued: false}, nil
+	}, activity.RegisterOptions{Name: activities.SubmitWorkloadName})
 }
 
 const kubePipeline = `
@@ -225,4 +237,51 @@ func TestRunEndsWhenACleanupCannotRun(t *testing.T) {
 	require.Len(t, s.Warnings, 2, "one per cluster used")
 	assert.Contains(t, s.Warnings[0], "may be left")
 	assert.Contains(t, s.Warnings[0], "atelier.dev/run=default-test-workflow-id")
+}
+
+// A GPU step waits in WAITING_FOR_GPU, creating nothing, until its
+// cluster's admission workflow admits it; it gives its GPUs back when it
+// ends.
+func TestGPUStepWaitsForAdmission(t *testing.T) {
+	env, _, _ := newEnv(t)
+	fc := &fakeClusters{}
+	var submitted activities.SubmitWorkloadRequest
+	fc.admission = func(req activities.SubmitWorkloadRequest) (activities.SubmitWorkloadResult, error) {
+		submitted = req
+		return activities.SubmitWorkloadResult{Queued: true, Workload: req.Workload}, nil
+	}
+	fc.register(env)
+	var released []workflows.AdmissionRequest
+	env.OnSignalExternalWorkflow(mock.Anything, workflows.AdmissionWorkflowID("gpu-east"), "", workflows.SignalAdmissionRequest, mock.Anything).
+		Return(func(_, _, _, _ string, arg any) error {
+			released = append(released, arg.(workflows.AdmissionRequest))
+			return nil
+		})
+	env.RegisterDelayedCallback(func() {
+		st := status(t, env).Steps[0]
+		assert.Equal(t, workflows.StepWaitingForGPU, st.State)
+		for _, c := range fc.calls {
+			assert.False(t, strings.HasPrefix(c, "step "), "a step object was created while waiting: %s", c)
+		}
+		env.SignalWorkflow(workflows.SignalGPUWaiting, workflows.GPUWaiting{Workload: submitted.Workload.ID, Message: "quota: full"})
+	}, time.Minute)
+	env.RegisterDelayedCallback(func() {
+		st := status(t, env).Steps[0]
+		assert.Equal(t, "waiting for GPUs: quota: full", st.Message)
+		env.SignalWorkflow(workflows.SignalGPUAdmitted, workflows.GPUAdmitted{Workload: submitted.Workload.ID, Nodes: []string{"n1"}})
+	}, 2*time.Minute)
+	env.ExecuteWorkflow(workflows.PipelineWorkflowName, kubeInput(t, `
+steps:
+  - name: train
+    placement: {cluster: gpu-east}
+    container: {image: busybox, command: ["true"], resources: {gpu: 2, gpuType: NVIDIA-L4}}
+`))
+	require.NoError(t, env.GetWorkflowError())
+	assert.Equal(t, workflows.RunSucceeded, status(t, env).State)
+	assert.Equal(t, []gpu.PodSet{{Name: "step", Count: 1, Per: 2, Resource: "NVIDIA-L4"}}, submitted.Workload.PodSets)
+	assert.Equal(t, submitted.Run+"/train", submitted.Workload.ID)
+	require.Len(t, released, 1)
+	assert.Equal(t, workflows.AdmissionRelease, released[0].Op)
+	assert.Equal(t, submitted.Workload.ID, released[0].Workload.ID)
+	assert.Contains(t, fc.calls, "step atelier-k8s-gpu-east job:train:")
 }

@@ -21,7 +21,7 @@ const ErrTypePipelineFailed = "PipelineFailed"
 func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 	r, sctx, err := Begin(ctx, RunOptions{
 		Project: in.Project, Pipeline: in.Pipeline, Version: in.Version,
-		Params: in.Params, Deadline: in.Spec.Deadline.D(),
+		Params: in.Params, Deadline: in.Spec.Deadline.D(), GPUPriority: in.GPUPriority,
 	})
 	if err != nil {
 		return err

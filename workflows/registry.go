@@ -27,6 +27,7 @@ type WorkflowRegistry interface {
 // the Temporal SDK's own registration does: it is a programming error.
 func Register(reg WorkflowRegistry, pipelines ...GoPipeline) {
 	reg.RegisterWorkflowWithOptions(PipelineWorkflow, workflow.RegisterOptions{Name: PipelineWorkflowName})
+	reg.RegisterWorkflowWithOptions(AdmissionWorkflow, workflow.RegisterOptions{Name: AdmissionWorkflowName})
 	for _, p := range pipelines {
 		fn, err := decodingWorkflow(p.Name, p.Workflow)
 		if err != nil {

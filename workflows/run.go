@@ -50,6 +50,11 @@ type Run struct {
 	kubeClusters []kubeTarget
 	rayTemplates []spec.SharedRayCluster
 	sharedRay    map[string]*sharedRay
+
+	// GPU admission (gpu_step.go): steps waiting for their workload.
+	gpuWaiters map[string]*gpuWaiter
+	gpuGrants  map[string]*gpuGrant // admitted steps, by workload
+	gpuPrio    *int
 }
 
 // RunOptions describe a run when it begins.
@@ -60,6 +65,9 @@ type RunOptions struct {
 	Params   map[string]any
 	// Deadline bounds the whole run (0 = none).
 	Deadline time.Duration
+	// GPUPriority is the priority of the run's GPU steps in GPU admission
+	// (nil: the project's default; it must lie in the project's range).
+	GPUPriority *int
 }
 
 // versionControlQueues guards moving bookkeeping activities to control
@@ -89,7 +97,7 @@ func Begin(ctx workflow.Context, opts RunOptions) (*Run, workflow.Context, error
 		project = projectFromSearchAttributes(ctx)
 	}
 	now := workflow.Now(ctx)
-	r := &Run{root: ctx, taskQueue: info.TaskQueueName}
+	r := &Run{root: ctx, taskQueue: info.TaskQueueName, gpuPrio: opts.GPUPriority}
 	r.status = RunStatus{
 		RunID:     info.WorkflowExecution.ID,
 		Project:   project,

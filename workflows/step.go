@@ -23,6 +23,10 @@ type stepConfig struct {
 	retries   spec.Retries
 	timeout   time.Duration
 	placement *spec.Placement
+	// firstAttempt numbers the first attempt of runAttempts (0 means 1);
+	// preempted counts attempts lost to GPU preemption before it, which do
+	// not count against retries.
+	firstAttempt, preempted int
 }
 
 // WithRetries re-runs failed attempts with exponential backoff.
@@ -160,7 +164,7 @@ func (r *Run) runContainer(ctx workflow.Context, st *StepStatus, stepName string
 func (r *Run) runAttempts(ctx workflow.Context, st *StepStatus, cfg stepConfig, run attemptFunc) (Outputs, error) {
 	now := workflow.Now(ctx)
 	st.StartedAt = &now
-	for attempt := 1; ; attempt++ {
+	for attempt := max(cfg.firstAttempt, 1); ; attempt++ {
 		if ctx.Err() != nil {
 			r.endStep(st, StepCancelled, "", "run cancelled before the attempt started")
 			return nil, errCancelled
@@ -210,7 +214,7 @@ func (r *Run) runAttempts(ctx workflow.Context, st *StepStatus, cfg stepConfig, 
 		msg, errType, code := describeActivityError(err)
 		a.State, a.Error, a.ExitCode = StepFailed, msg, code
 		retryable := errType == activities.ErrTypeStepFailed || errType == activities.ErrTypeStepTimeout || errType == ""
-		if !retryable || attempt > cfg.retries.Limit {
+		if !retryable || attempt-cfg.preempted > cfg.retries.Limit {
 			r.endStep(st, StepFailed, msg, "")
 			return nil, &StepError{Step: st.Name, Attempts: attempt, Message: msg}
 		}

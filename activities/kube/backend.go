@@ -7,15 +7,13 @@ import (
 	"sync"
 	"time"
 
-	sparkclientset "github.com/kubeflow/spark-operator/v2/pkg/client/clientset/versioned"
-	rayclientset "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/kube/framework"
@@ -32,13 +30,18 @@ const (
 	DefaultImagePullGrace    = 5 * time.Minute
 )
 
-// Clients are the typed clientsets of one cluster. Ray and Spark may be nil
-// when the cluster runs no KubeRay or spark-operator: steps of that kind
-// then fail as InvalidStep, saying so.
-type Clients struct {
-	Kube  kubernetes.Interface
-	Ray   rayclientset.Interface
-	Spark sparkclientset.Interface
+// Clients are the typed clientsets of one cluster. It names
+// framework.Clients, which the integrations build their kinds from, for
+// the callers of New.
+type Clients = framework.Clients
+
+// Integrations are the step kinds a backend can run, in cleanup order:
+// RayJobs go first, as their clusters and submitter Jobs go with them.
+// Adding a kind is a package under jobs/ and a line here.
+var Integrations = []framework.Integration{
+	rayjob.Integration,
+	sparkapp.Integration,
+	job.Integration,
 }
 
 // Backend runs steps on one Kubernetes cluster. It is safe for concurrent
@@ -48,7 +51,7 @@ type Backend struct {
 	clients    Clients
 	cluster    string
 	nsTemplate string
-	now        func() time.Time
+	clock      clock.WithTicker
 	logger     *zap.Logger
 	heartbeat  time.Duration
 	pullGrace  time.Duration
@@ -61,6 +64,7 @@ type Backend struct {
 	outputWait  time.Duration // how long success waits for the output pod to terminate
 
 	kinds       map[activities.KubeKind]framework.Kind
+	missing     map[activities.KubeKind]string // kinds this cluster lacks → what they require
 	rayClusters *raycluster.Resource
 	// cleanup holds every resource kind, in deletion order: RayJobs first,
 	// as their clusters and submitter Jobs go with them.
@@ -83,10 +87,13 @@ type Option func(*Backend)
 // watches all namespaces (see the package doc).
 func WithNamespaceTemplate(t string) Option { return func(b *Backend) { b.nsTemplate = t } }
 
-// WithClock sets the clock for the StartedAt/FinishedAt timestamps used
-// when an object's status records none. Timers (timeout, heartbeats,
-// grace) use real time regardless.
-func WithClock(now func() time.Time) Option { return func(b *Backend) { b.now = now } }
+// WithClock sets the clock of the step loop: the StartedAt/FinishedAt
+// timestamps used when an object's status records none, and every timer
+// (attempt timeout, image-pull grace, heartbeats, output polling), so tests
+// drive them with k8s.io/utils/clock/testing's FakeClock instead of
+// sleeping. The waits bounded by contexts (deleting, cleanup) stay on real
+// time: they guard against a slow API server, not against the step.
+func WithClock(c clock.WithTicker) Option { return func(b *Backend) { b.clock = c } }
 
 // WithLogger sets the worker-side logger.
 func WithLogger(l *zap.Logger) Option { return func(b *Backend) { b.logger = l } }
@@ -123,7 +130,7 @@ func New(clients Clients, cluster string, opts ...Option) *Backend {
 		clients:     clients,
 		cluster:     cluster,
 		nsTemplate:  DefaultNamespaceTemplate,
-		now:         time.Now,
+		clock:       clock.RealClock{},
 		logger:      zap.NewNop(),
 		heartbeat:   DefaultHeartbeatInterval,
 		pullGrace:   DefaultImagePullGrace,
@@ -131,6 +138,7 @@ func New(clients Clients, cluster string, opts ...Option) *Backend {
 		cleanupWait: 30 * time.Second,
 		outputWait:  15 * time.Second,
 		kinds:       map[activities.KubeKind]framework.Kind{},
+		missing:     map[activities.KubeKind]string{},
 		progress:    signalRun,
 	}
 	for _, o := range opts {
@@ -144,20 +152,21 @@ func New(clients Clients, cluster string, opts ...Option) *Backend {
 	}
 	b.logger = b.logger.With(zap.String("cluster", cluster))
 
-	if clients.Ray != nil {
-		rj := rayjob.New(clients.Ray)
-		b.kinds[activities.KubeRayJob] = rj
-		b.rayClusters = raycluster.New(clients.Ray)
-		b.cleanup = append(b.cleanup, rj, b.rayClusters)
+	for _, in := range Integrations {
+		k, companions, ok := in.New(clients)
+		if !ok {
+			b.missing[in.StepKind] = in.Requires
+			continue
+		}
+		b.kinds[in.StepKind] = k
+		b.cleanup = append(b.cleanup, k)
+		b.cleanup = append(b.cleanup, companions...)
+		for _, c := range companions {
+			if rc, ok := c.(*raycluster.Resource); ok {
+				b.rayClusters = rc // what EnsureRayCluster creates
+			}
+		}
 	}
-	if clients.Spark != nil {
-		sa := sparkapp.New(clients.Spark)
-		b.kinds[activities.KubeSparkApp] = sa
-		b.cleanup = append(b.cleanup, sa)
-	}
-	j := job.New(clients.Kube)
-	b.kinds[activities.KubeJob] = j
-	b.cleanup = append(b.cleanup, j)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	b.stop = cancel
@@ -268,12 +277,12 @@ func (b *Backend) startHeartbeat(ctx context.Context, hb Heartbeat) *heartbeater
 	}
 	go func() {
 		defer close(h.done)
-		t := time.NewTicker(b.heartbeat)
+		t := b.clock.NewTicker(b.heartbeat)
 		defer t.Stop()
 		for {
 			activity.RecordHeartbeat(ctx, hb)
 			select {
-			case <-t.C:
+			case <-t.C():
 			case <-h.stop:
 				return
 			case <-ctx.Done():

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/kube/framework"
@@ -117,7 +118,7 @@ func TestAdoptsFinishedObject(t *testing.T) {
 	defer cancel()
 	clients := fakeClients()
 	now := time.Date(2025, 5, 6, 7, 8, 9, 0, time.UTC)
-	b := fakeBackend(t, clients, WithClock(func() time.Time { return now }))
+	b := fakeBackend(t, clients, WithClock(clocktesting.NewFakeClock(now)))
 	ns := "atelier-vision"
 
 	req := rayRequest("train")

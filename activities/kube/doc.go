@@ -14,10 +14,20 @@
 //
 // The package is laid out like Kueue's job integrations: package framework
 // holds what every kind shares (names, labels, create-or-adopt, shared
-// informers, error classification, outputs), and each integration is a
-// small package under jobs/ implementing framework.Kind for one kind (job,
-// rayjob, sparkapp; raycluster for shared clusters). Adding a kind is a
-// package plus a line in New.
+// informers, error classification, outputs, and framework.Typed, the
+// generic Create/Get/Update/Delete/List/Watch over a kind's typed client),
+// and each integration is a small package under jobs/ implementing
+// framework.Kind for one kind (job, rayjob, sparkapp; raycluster for
+// shared clusters) and exporting a framework.Integration. Integrations is
+// the one list of them: adding a kind is a package plus a line there (and,
+// for a new spec kind, a case in activities.KubeKindFor). Long-lived kinds,
+// which are changed rather than run (an inference endpoint's Deployments,
+// Service, HTTPRoute), embed framework.Typed too and are written with
+// framework.Apply (create, or merge-and-update with conflict retries).
+//
+// The step loop's timers (attempt timeout, image-pull grace, heartbeats,
+// output polling) and its timestamps run on the clock given by WithClock
+// (k8s.io/utils/clock), so tests move a fake clock instead of sleeping.
 //
 // # Objects, names and labels
 //

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/kube/framework"
@@ -41,9 +42,8 @@ import (
 func (b *Backend) RunKubeStep(ctx context.Context, req activities.KubeStepRequest) (activities.KubeStepResult, error) {
 	kind := b.kinds[req.Kind]
 	if kind == nil {
-		switch req.Kind {
-		case activities.KubeRayJob, activities.KubeSparkApp:
-			return activities.KubeStepResult{}, framework.Invalid("cluster %s cannot run %s steps: the worker has no client for its operator", b.cluster, req.Kind)
+		if needs, ok := b.missing[req.Kind]; ok {
+			return activities.KubeStepResult{}, framework.Invalid("cluster %s cannot run %s steps: the worker has no client for %s", b.cluster, req.Kind, needs)
 		}
 		return activities.KubeStepResult{}, framework.Invalid("unknown Kubernetes step kind %q", req.Kind)
 	}
@@ -142,7 +142,7 @@ func (r *stepRun) run(ctx context.Context, desired framework.Object) (activities
 	r.uid = obj.GetUID()
 	r.creation = obj.GetCreationTimestamp().Time
 	if r.creation.IsZero() {
-		r.creation = b.now()
+		r.creation = b.clock.Now()
 	}
 	if adopted {
 		r.logger.Info("adopted existing object", zap.String("uid", string(r.uid)))
@@ -171,11 +171,11 @@ func (r *stepRun) run(ctx context.Context, desired framework.Object) (activities
 		// after a worker crash must not grant the attempt more time.
 		left := r.req.Timeout
 		if created := obj.GetCreationTimestamp().Time; adopted && !created.IsZero() {
-			left -= time.Since(created)
+			left -= b.clock.Since(created)
 		}
-		t := time.NewTimer(max(left, 0))
+		t := b.clock.NewTimer(max(left, 0))
 		defer t.Stop()
-		deadline = t.C
+		deadline = t.C()
 	}
 	stop := workerStop(ctx)
 
@@ -191,7 +191,7 @@ func (r *stepRun) run(ctx context.Context, desired framework.Object) (activities
 	seen := false
 	last := framework.Phase(-1)
 	var stuckSince time.Time
-	var stuckTimer *time.Timer
+	var stuckTimer clock.Timer
 	defer func() {
 		if stuckTimer != nil {
 			stuckTimer.Stop()
@@ -206,7 +206,7 @@ func (r *stepRun) run(ctx context.Context, desired framework.Object) (activities
 			// name) after being in it, or a delete event seen. Before the
 			// cache first shows it, the object from the create stands in.
 			res := r.result()
-			res.FinishedAt = b.now()
+			res.FinishedAt = b.clock.Now()
 			return res, framework.StepFailed(fmt.Sprintf("%s %s was deleted before it finished", r.kind.Kind(), r.name), res)
 		}
 		p := r.kind.Progress(cur, r.currentPods())
@@ -221,7 +221,7 @@ func (r *stepRun) run(ctx context.Context, desired framework.Object) (activities
 			return r.failed(ctx, cur, p)
 		case cur.GetDeletionTimestamp() != nil:
 			res := r.result()
-			res.FinishedAt = b.now()
+			res.FinishedAt = b.clock.Now()
 			return res, framework.StepFailed(fmt.Sprintf("%s %s is being deleted (by someone else) before it finished", r.kind.Kind(), r.name), res)
 		}
 
@@ -232,18 +232,18 @@ func (r *stepRun) run(ctx context.Context, desired framework.Object) (activities
 			stuckSince = time.Time{}
 		} else {
 			if stuckSince.IsZero() {
-				stuckSince = time.Now()
+				stuckSince = b.clock.Now()
 				r.logger.Warn("pod cannot start", zap.String("reason", p.Stuck.Reason), zap.String("message", p.Stuck.Message))
 			}
-			left := b.pullGrace - time.Since(stuckSince)
+			left := b.pullGrace - b.clock.Since(stuckSince)
 			if left <= 0 {
 				return r.stuck(p)
 			}
 			if stuckTimer != nil {
 				stuckTimer.Stop()
 			}
-			stuckTimer = time.NewTimer(left)
-			stuckC = stuckTimer.C
+			stuckTimer = b.clock.NewTimer(left)
+			stuckC = stuckTimer.C()
 		}
 
 		select {
@@ -333,7 +333,7 @@ func (r *stepRun) finishedAt(p framework.Progress) time.Time {
 	if !p.FinishedAt.IsZero() {
 		return p.FinishedAt
 	}
-	return r.b.now()
+	return r.b.clock.Now()
 }
 
 func (r *stepRun) succeeded(ctx context.Context, obj framework.Object, p framework.Progress) (activities.KubeStepResult, error) {
@@ -393,7 +393,7 @@ func failureMessage(kind, name, reason, message string) string {
 func (r *stepRun) stuck(p framework.Progress) (activities.KubeStepResult, error) {
 	r.deleteAndWait()
 	res := r.result()
-	res.FinishedAt = r.b.now()
+	res.FinishedAt = r.b.clock.Now()
 	res.Links = p.Links
 	msg := failureMessage(r.kind.Kind(), r.name, p.Stuck.Reason,
 		fmt.Sprintf("%s (pod could not start for %s)", p.Stuck.Message, r.b.pullGrace))
@@ -404,7 +404,7 @@ func (r *stepRun) timedOut() (activities.KubeStepResult, error) {
 	r.logger.Info("step timed out; deleting", zap.Duration("timeout", r.req.Timeout))
 	r.deleteAndWait()
 	res := r.result()
-	res.FinishedAt = r.b.now()
+	res.FinishedAt = r.b.clock.Now()
 	return res, temporal.NewNonRetryableApplicationError(
 		fmt.Sprintf("step timed out after %s; %s %s was deleted", r.req.Timeout, r.kind.Kind(), r.name),
 		activities.ErrTypeStepTimeout, nil, res)
@@ -436,7 +436,7 @@ func (r *stepRun) interrupted(ctx context.Context, stop <-chan struct{}, err err
 	r.logger.Info("step cancelled; deleting")
 	r.deleteAndWait()
 	res := r.result()
-	res.FinishedAt = r.b.now()
+	res.FinishedAt = r.b.clock.Now()
 	return res, ctx.Err()
 }
 
@@ -516,7 +516,7 @@ func deleteObject(ctx context.Context, res framework.Resource, ns, name string, 
 // re-reads, consistently, for up to wait. Polling is fine here: it is one
 // short, bounded wait per step, on a path that is almost never taken.
 func (b *Backend) outputTermination(ctx context.Context, ns string, obj framework.Object, op framework.OutputPods, wait time.Duration) (framework.Termination, bool, error) {
-	deadline := time.Now().Add(wait)
+	deadline := b.clock.Now().Add(wait)
 	opts := metav1.ListOptions{LabelSelector: op.Selector}
 	if rv := obj.GetResourceVersion(); rv != "" {
 		opts.ResourceVersion, opts.ResourceVersionMatch = rv, metav1.ResourceVersionMatchNotOlderThan
@@ -531,12 +531,12 @@ func (b *Backend) outputTermination(ctx context.Context, ns string, obj framewor
 			return framework.Termination{}, false, fmt.Errorf("list output pods (%s): %w", op.Selector, err)
 		}
 		term, ok, pending := framework.OutputTermination(pods.Items, op.Container)
-		if ok || !pending || time.Now().After(deadline) {
+		if ok || !pending || b.clock.Now().After(deadline) {
 			return term, ok, nil
 		}
 		opts.ResourceVersion, opts.ResourceVersionMatch = "", ""
 		select {
-		case <-time.After(200 * time.Millisecond):
+		case <-b.clock.After(200 * time.Millisecond):
 		case <-ctx.Done():
 			return framework.Termination{}, false, ctx.Err()
 		}

@@ -3,11 +3,16 @@ package placement
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/atelier-ml/atelier/activities/kube/framework"
+	"github.com/atelier-ml/atelier/gpu"
+	"github.com/atelier-ml/atelier/gpu/gpukube"
 	"github.com/atelier-ml/atelier/internal/catalog"
 )
 
@@ -33,8 +38,10 @@ const listPage = 500
 // and what remains after the requests of the non-terminated pods bound to
 // them. Pending pods not yet bound to a node are not subtracted: they may
 // never fit, and counting them would make a cluster look full for good.
-// Free amounts are clamped at zero per node. It needs list on nodes and
-// pods, cluster-wide.
+// Free amounts are clamped at zero per node. GPUNodes is the per-node
+// inventory GPU admission decides on (gpu.Node: product, memory, whole GPUs
+// and MIG slices, taints, readiness, and the GPUs held by pods Atelier does
+// not own). It needs list on nodes and pods, cluster-wide.
 func MeasureCapacity(ctx context.Context, kube kubernetes.Interface) (catalog.ClusterCapacity, error) {
 	type node struct {
 		product                      string
@@ -42,6 +49,7 @@ func MeasureCapacity(ctx context.Context, kube kubernetes.Interface) (catalog.Cl
 		usedGPU, usedCPU, usedMemory int64
 	}
 	nodes := map[string]*node{}
+	var inventory []gpu.Node // GPU nodes, ready or not, for admission
 	err := listAll(ctx, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
 		list, err := kube.CoreV1().Nodes().List(ctx, opts)
 		if err != nil {
@@ -49,6 +57,9 @@ func MeasureCapacity(ctx context.Context, kube kubernetes.Interface) (catalog.Cl
 		}
 		for i := range list.Items {
 			n := &list.Items[i]
+			if g := gpukube.Node(n); g.GPUs > 0 || len(g.MIG) > 0 {
+				inventory = append(inventory, g)
+			}
 			if n.Spec.Unschedulable || !ready(n) {
 				continue
 			}
@@ -71,6 +82,11 @@ func MeasureCapacity(ctx context.Context, kube kubernetes.Interface) (catalog.Cl
 		return catalog.ClusterCapacity{}, fmt.Errorf("list nodes: %w", err)
 	}
 
+	gpuNodes := make(map[string]bool, len(inventory))
+	for _, g := range inventory {
+		gpuNodes[g.Name] = true
+	}
+	foreign := map[string][]corev1.Pod{} // node → pods Atelier does not own
 	err = listAll(ctx, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
 		opts.FieldSelector = activePods
 		list, err := kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
@@ -83,6 +99,9 @@ func MeasureCapacity(ctx context.Context, kube kubernetes.Interface) (catalog.Cl
 			// field selectors.
 			if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 				continue
+			}
+			if gpuNodes[p.Spec.NodeName] && !ownedByAtelier(p) {
+				foreign[p.Spec.NodeName] = append(foreign[p.Spec.NodeName], *p)
 			}
 			nd, ok := nodes[p.Spec.NodeName]
 			if !ok {
@@ -99,7 +118,12 @@ func MeasureCapacity(ctx context.Context, kube kubernetes.Interface) (catalog.Cl
 		return catalog.ClusterCapacity{}, fmt.Errorf("list pods: %w", err)
 	}
 
-	c := catalog.ClusterCapacity{GPUs: map[string]catalog.ResourceAmount{}, Nodes: len(nodes)}
+	for i := range inventory {
+		gpukube.InUse(&inventory[i], foreign[inventory[i].Name], ownedByAtelier)
+	}
+	slices.SortFunc(inventory, func(a, b gpu.Node) int { return strings.Compare(a.Name, b.Name) })
+
+	c := catalog.ClusterCapacity{GPUs: map[string]catalog.ResourceAmount{}, Nodes: len(nodes), GPUNodes: inventory}
 	for _, nd := range nodes {
 		c.CPUMillis.Total += nd.cpu
 		c.CPUMillis.Free += max(nd.cpu-nd.usedCPU, 0)
@@ -113,6 +137,13 @@ func MeasureCapacity(ctx context.Context, kube kubernetes.Interface) (catalog.Cl
 		}
 	}
 	return c, nil
+}
+
+// ownedByAtelier reports whether a pod belongs to an Atelier step: GPU
+// admission counts those through its admitted workloads, so the inventory
+// leaves them out of a node's in-use GPUs.
+func ownedByAtelier(p *corev1.Pod) bool {
+	return p.Labels[framework.LabelManagedBy] == framework.ManagedByValue
 }
 
 // listAll calls list page by page until the server has no more.

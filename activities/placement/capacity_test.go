@@ -2,9 +2,9 @@ package placement
 
 import (
 	"errors"
-	"reflect"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,27 +13,30 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/atelier-ml/atelier/gpu"
 	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/internal/kubetest"
 )
 
-func node(name, product string, cpu, mem string, gpus int64, ready bool) *corev1.Node {
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}}
-	if product != "" {
-		n.Labels[GPUProductLabel] = product
+// node is a fixture node, from kubetest's shared builder.
+func node(name, product string, cpu, mem string, gpus int, ready bool) *corev1.Node {
+	w := kubetest.MakeNode(name).CPU(cpu).Memory(mem).Ready(ready)
+	switch {
+	case product != "":
+		w.GPUs(product, gpus)
+	case gpus > 0:
+		w.WholeGPUs(gpus)
 	}
-	n.Status.Allocatable = corev1.ResourceList{
-		corev1.ResourceCPU:    resource.MustParse(cpu),
-		corev1.ResourceMemory: resource.MustParse(mem),
+	return w.Obj()
+}
+
+// The fixtures speak the GPU operator's names; placement must read the
+// same ones.
+func TestNamesMatchTheGPUOperator(t *testing.T) {
+	if GPUProductLabel != kubetest.LabelGPUProduct || GPUResource != kubetest.ResourceGPU {
+		t.Errorf("placement reads %s and %s; the GPU operator sets %s and %s",
+			GPUProductLabel, GPUResource, kubetest.LabelGPUProduct, kubetest.ResourceGPU)
 	}
-	if gpus > 0 {
-		n.Status.Allocatable[GPUResource] = *resource.NewQuantity(gpus, resource.DecimalSI)
-	}
-	st := corev1.ConditionTrue
-	if !ready {
-		st = corev1.ConditionFalse
-	}
-	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse}, {Type: corev1.NodeReady, Status: st}}
-	return n
 }
 
 func pod(name, nodeName string, phase corev1.PodPhase, containers ...corev1.Container) *corev1.Pod {
@@ -75,6 +78,9 @@ func TestMeasureCapacity(t *testing.T) {
 	withInit.Spec.InitContainers = []corev1.Container{sidecar, ctr("3", "1Gi", 0)}
 	withInit.Spec.Overhead = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
 
+	atelierPod := pod("step", "a100-1", corev1.PodRunning, ctr("1", "1Gi", 1))
+	atelierPod.Labels = map[string]string{"atelier.dev/managed-by": "atelier"}
+
 	kube := fake.NewClientset(
 		node("a100-1", a100, "64", "512Gi", 8, true),
 		node("a100-2", a100, "64", "512Gi", 8, true),
@@ -94,6 +100,7 @@ func TestMeasureCapacity(t *testing.T) {
 		pod("failed", "a100-2", corev1.PodFailed, ctr("32", "256Gi", 4)),
 		pod("unbound", "", corev1.PodPending, ctr("1", "1Gi", 8)),               // not scheduled: ignored
 		pod("cordoned", "a100-cordoned", corev1.PodRunning, ctr("1", "1Gi", 8)), // node left out
+		atelierPod, // counted in Free, not in the inventory's in-use
 	)
 	var selectors []string
 	kube.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -108,7 +115,7 @@ func TestMeasureCapacity(t *testing.T) {
 	const gi = int64(1) << 30
 	want := catalog.ClusterCapacity{
 		GPUs: map[string]catalog.ResourceAmount{
-			a100:              {Total: 16, Free: 16 - 4 - 2 - 1},
+			a100:              {Total: 16, Free: 16 - 4 - 1 - 2 - 1},
 			h100:              {Total: 4, Free: 0},
 			UnknownGPUProduct: {Total: 1, Free: 1},
 		},
@@ -116,16 +123,24 @@ func TestMeasureCapacity(t *testing.T) {
 			Total: 64000 + 64000 + 128000 + 8000 + 16000,
 			// a100-1: 64-8.1; a100-2: 64-8-1; h100-1: 0 (clamped); nolabel: 8;
 			// cpu-1: 16 - (max(1+0.5, 0.5+3) + 0.1).
-			Free: (64000 - 8100) + (64000 - 9000) + 0 + 8000 + (16000 - 3600),
+			Free: (64000 - 8100 - 1000) + (64000 - 9000) + 0 + 8000 + (16000 - 3600),
 		},
 		MemoryBytes: catalog.ResourceAmount{
 			Total: 512*gi + 512*gi + 1024*gi + 64*gi + 64*gi,
-			Free:  (512*gi - 64*gi - 128<<20) + (512*gi - 65*gi) + (1024*gi - 901*gi) + 64*gi + (64*gi - 1536<<20),
+			Free:  (512*gi - 64*gi - 128<<20 - gi) + (512*gi - 65*gi) + (1024*gi - 901*gi) + 64*gi + (64*gi - 1536<<20),
 		},
 		Nodes: 5,
+		GPUNodes: []gpu.Node{
+			{Name: "a100-1", GPUType: a100, GPUMemoryMiB: 81920, GPUs: 8, GPUsInUse: 4, Ready: true},
+			{Name: "a100-2", GPUType: a100, GPUMemoryMiB: 81920, GPUs: 8, GPUsInUse: 3, Ready: true},
+			{Name: "a100-cordoned", GPUType: a100, GPUMemoryMiB: 81920, GPUs: 8, GPUsInUse: 8, Ready: true, Unschedulable: true},
+			{Name: "gpu-nolabel", GPUs: 1, Ready: true},
+			{Name: "h100-1", GPUType: h100, GPUMemoryMiB: 81559, GPUs: 4, GPUsInUse: 4, Ready: true},
+			{Name: "not-ready", GPUType: h100, GPUMemoryMiB: 81559, GPUs: 8},
+		},
 	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("capacity\n got %+v\nwant %+v", got, want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("capacity (-want +got):\n%s", diff)
 	}
 	// The string form is normalised (sorted), so compare parsed selectors.
 	if want := fields.ParseSelectorOrDie(activePods).String(); len(selectors) != 1 || selectors[0] != want {

@@ -6,20 +6,21 @@ package gen
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"path"
 	"strings"
 	"time"
 
-	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/workflows"
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/labstack/echo/v4"
 	"github.com/oapi-codegen/runtime"
+	strictecho "github.com/oapi-codegen/runtime/strictmiddleware/echo"
 )
 
 const (
@@ -28,8 +29,8 @@ const (
 
 // Defines values for CreateTokenRequestRole.
 const (
-	Editor CreateTokenRequestRole = "editor"
-	Viewer CreateTokenRequestRole = "viewer"
+	CreateTokenRequestRoleEditor CreateTokenRequestRole = "editor"
+	CreateTokenRequestRoleViewer CreateTokenRequestRole = "viewer"
 )
 
 // Defines values for HealthStatus.
@@ -37,11 +38,79 @@ const (
 	Ok HealthStatus = "ok"
 )
 
-// Attempt defines model for Attempt.
-type Attempt = workflows.Attempt
+// Defines values for Role.
+const (
+	RoleAdmin  Role = "admin"
+	RoleEditor Role = "editor"
+	RoleViewer Role = "viewer"
+)
+
+// Defines values for RunState.
+const (
+	RunStateCANCELLED  RunState = "CANCELLED"
+	RunStateCANCELLING RunState = "CANCELLING"
+	RunStateFAILED     RunState = "FAILED"
+	RunStatePENDING    RunState = "PENDING"
+	RunStateRUNNING    RunState = "RUNNING"
+	RunStateSUCCEEDED  RunState = "SUCCEEDED"
+	RunStateTERMINATED RunState = "TERMINATED"
+)
+
+// Defines values for StepState.
+const (
+	StepStateCACHED             StepState = "CACHED"
+	StepStateCANCELLED          StepState = "CANCELLED"
+	StepStateFAILED             StepState = "FAILED"
+	StepStatePENDING            StepState = "PENDING"
+	StepStateRETRYING           StepState = "RETRYING"
+	StepStateRUNNING            StepState = "RUNNING"
+	StepStateSKIPPED            StepState = "SKIPPED"
+	StepStateSUCCEEDED          StepState = "SUCCEEDED"
+	StepStateWAITINGFORAPPROVAL StepState = "WAITING_FOR_APPROVAL"
+	StepStateWAITINGFORGPU      StepState = "WAITING_FOR_GPU"
+)
+
+// AdmissionQueue defines model for AdmissionQueue.
+type AdmissionQueue struct {
+	Cluster string `json:"cluster"`
+
+	// DecidedAt Time of the last decision.
+	DecidedAt *time.Time   `json:"decidedAt,omitempty"`
+	Pending   []QueueEntry `json:"pending"`
+	Running   []QueueEntry `json:"running"`
+}
+
+// Attempt One try of a step.
+type Attempt struct {
+	Number     int        `json:"number"`
+	State      StepState  `json:"state"`
+	StartedAt  *time.Time `json:"startedAt,omitempty"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	ExitCode   *int       `json:"exitCode,omitempty"`
+	Error      *string    `json:"error,omitempty"`
+
+	// LogUrl The attempt's log as the gateway serves it (local runtime attempts).
+	LogUrl *string `json:"logUrl,omitempty"`
+
+	// Cluster The Kubernetes cluster a Kubernetes attempt ran on (its logs are there, see links).
+	Cluster *string `json:"cluster,omitempty"`
+
+	// Object The Kubernetes object of the attempt, `<kind>/<namespace>/<name>`.
+	Object *string `json:"object,omitempty"`
+
+	// Links Links about a Kubernetes attempt, such as the Ray dashboard or the Spark UI, by name.
+	Links *map[string]string `json:"links,omitempty"`
+
+	// Message Why a running attempt is not running yet, as its cluster reports it, e.g. the scheduler's "Unschedulable: pod x: 0/10 nodes are available: 10 Insufficient nvidia.com/gpu."; cleared when the attempt succeeds.
+	Message *string `json:"message,omitempty"`
+}
 
 // CancelRequest defines model for CancelRequest.
-type CancelRequest = workflows.CancelRequest
+type CancelRequest struct {
+	Reason    string    `json:"reason"`
+	Requester string    `json:"requester"`
+	At        time.Time `json:"at"`
+}
 
 // CancelRunRequest defines model for CancelRunRequest.
 type CancelRunRequest struct {
@@ -73,7 +142,19 @@ type Cluster struct {
 // ClusterCapacity The last capacity the cluster's worker reported: allocatable
 // resources of its ready, schedulable nodes and what is free after
 // the requests of the pods bound to them.
-type ClusterCapacity = catalog.ClusterCapacity
+type ClusterCapacity struct {
+	// Gpus nvidia.com/gpu by the nodes' nvidia.com/gpu.product label (`unknown` without one).
+	Gpus        map[string]ResourceAmount `json:"gpus"`
+	CpuMillis   ResourceAmount            `json:"cpuMillis"`
+	MemoryBytes ResourceAmount            `json:"memoryBytes"`
+
+	// Nodes Ready and schedulable nodes counted.
+	Nodes int `json:"nodes"`
+
+	// GpuNodes The GPU inventory node by node (ready or not), sorted by name:
+	// what GPU admission decides on.
+	GpuNodes *[]GPUNode `json:"gpuNodes,omitempty"`
+}
 
 // ClusterLabels Labels matched by placement selectors. Keys and values follow
 // Kubernetes label syntax: a key is an optional DNS-subdomain prefix
@@ -97,6 +178,12 @@ type CreateProjectRequest struct {
 
 // CreateRunRequest Exactly one of `pipeline` and `workflow`.
 type CreateRunRequest struct {
+	// GpuPriority Priority of this run's GPU steps in GPU admission, within the
+	// range of the project's GPU policy (absent: the project's
+	// default). Declarative pipelines only; a Go pipeline sets
+	// workflows.RunOptions.GPUPriority.
+	GpuPriority *int `json:"gpuPriority,omitempty"`
+
 	// Input Any JSON value, passed to the Go workflow as its input.
 	Input *json.RawMessage `json:"input,omitempty"`
 
@@ -139,8 +226,109 @@ type FieldError struct {
 	Path string `json:"path"`
 }
 
+// GPUAmount defines model for GPUAmount.
+type GPUAmount struct {
+	Resource string `json:"resource"`
+	Units    int    `json:"units"`
+}
+
+// GPUNode defines model for GPUNode.
+type GPUNode struct {
+	Name string `json:"name"`
+
+	// GpuType Whole-GPU product (label nvidia.com/gpu.product); absent when the node offers no whole GPUs.
+	GpuType *string `json:"gpuType,omitempty"`
+
+	// GpuMemoryMiB Memory of one GPU (label nvidia.com/gpu.memory).
+	GpuMemoryMiB *int64 `json:"gpuMemoryMiB,omitempty"`
+
+	// Gpus Allocatable whole GPUs (nvidia.com/gpu).
+	Gpus int `json:"gpus"`
+
+	// GpusInUse Whole GPUs held by pods Atelier does not own (its own are counted by admission).
+	GpusInUse int          `json:"gpusInUse"`
+	Mig       *[]MIGSlices `json:"mig,omitempty"`
+	Taints    *[]NodeTaint `json:"taints,omitempty"`
+	Ready     bool         `json:"ready"`
+
+	// Unschedulable Cordoned.
+	Unschedulable bool `json:"unschedulable"`
+}
+
+// GPUPolicy defines model for GPUPolicy.
+type GPUPolicy struct {
+	Project         string     `json:"project"`
+	Cohort          *string    `json:"cohort,omitempty"`
+	Weight          *float32   `json:"weight,omitempty"`
+	DefaultPriority *int       `json:"defaultPriority,omitempty"`
+	MinPriority     *int       `json:"minPriority,omitempty"`
+	MaxPriority     *int       `json:"maxPriority,omitempty"`
+	Quotas          []GPUQuota `json:"quotas"`
+	UpdatedAt       time.Time  `json:"updatedAt"`
+
+	// Warnings E.g. a quota above what the registered clusters offer.
+	Warnings *[]string `json:"warnings,omitempty"`
+}
+
+// GPUPolicyInput defines model for GPUPolicyInput.
+type GPUPolicyInput struct {
+	// Cohort Projects of one cohort lend each other unused quota (absent - the default cohort).
+	Cohort *string `json:"cohort,omitempty"`
+
+	// Weight Fair-share weight (absent or 0 means 1).
+	Weight          *float32    `json:"weight,omitempty"`
+	DefaultPriority *int        `json:"defaultPriority,omitempty"`
+	MinPriority     *int        `json:"minPriority,omitempty"`
+	MaxPriority     *int        `json:"maxPriority,omitempty"`
+	Quotas          *[]GPUQuota `json:"quotas,omitempty"`
+}
+
+// GPUQuota defines model for GPUQuota.
+type GPUQuota struct {
+	// Resource A GPU product as in the node label nvidia.com/gpu.product, or a MIG resource (nvidia.com/mig-<profile>).
+	Resource string `json:"resource"`
+
+	// Nominal Units guaranteed to the project.
+	Nominal int `json:"nominal"`
+
+	// BorrowingLimit How far above nominal the project may borrow from its cohort (-1: no limit; absent: 0).
+	BorrowingLimit *int `json:"borrowingLimit,omitempty"`
+
+	// LendingLimit How much of its unused nominal the cohort may borrow (-1: all of it; absent: 0).
+	LendingLimit *int `json:"lendingLimit,omitempty"`
+}
+
+// GPUSummary defines model for GPUSummary.
+type GPUSummary struct {
+	Gpus []GPUTypeSummary `json:"gpus"`
+}
+
+// GPUTypeSummary defines model for GPUTypeSummary.
+type GPUTypeSummary struct {
+	// Resource GPU product or MIG resource.
+	Resource string `json:"resource"`
+
+	// MemoryMiB Memory of one GPU of the type.
+	MemoryMiB *int64   `json:"memoryMiB,omitempty"`
+	Clusters  []string `json:"clusters"`
+
+	// Nodes Ready
+	Nodes int `json:"nodes"`
+
+	// Allocatable Units on those nodes.
+	Allocatable int `json:"allocatable"`
+
+	// InUse Units held by pods Atelier does not own.
+	InUse int `json:"inUse"`
+}
+
 // GoWorkflow defines model for GoWorkflow.
-type GoWorkflow = catalog.GoWorkflow
+type GoWorkflow struct {
+	Name        string    `json:"name"`
+	Description *string   `json:"description,omitempty"`
+	TaskQueue   string    `json:"taskQueue"`
+	UpdatedAt   time.Time `json:"updatedAt"`
+}
 
 // GoWorkflowList defines model for GoWorkflowList.
 type GoWorkflowList struct {
@@ -156,8 +344,31 @@ type Health struct {
 // HealthStatus defines model for Health.Status.
 type HealthStatus string
 
+// MIGSlices defines model for MIGSlices.
+type MIGSlices struct {
+	// Profile MIG resource, e.g. nvidia.com/mig-1g.10gb.
+	Profile     string `json:"profile"`
+	Allocatable int    `json:"allocatable"`
+
+	// InUse By pods Atelier does not own.
+	InUse int `json:"inUse"`
+}
+
+// NodeTaint defines model for NodeTaint.
+type NodeTaint struct {
+	Key    string  `json:"key"`
+	Value  *string `json:"value,omitempty"`
+	Effect string  `json:"effect"`
+}
+
 // Pipeline defines model for Pipeline.
-type Pipeline = catalog.Pipeline
+type Pipeline struct {
+	Project       string    `json:"project"`
+	Name          string    `json:"name"`
+	LatestVersion int       `json:"latestVersion"`
+	CreatedAt     time.Time `json:"createdAt"`
+	UpdatedAt     time.Time `json:"updatedAt"`
+}
 
 // PipelineList defines model for PipelineList.
 type PipelineList struct {
@@ -170,23 +381,24 @@ type PipelineName = string
 // PipelineSpec A declarative pipeline (see workflows/spec). Checked by the spec
 // parser and validator rather than by this schema, so that every
 // problem is reported at once with its path (422).
-type PipelineSpec struct {
-	// Deadline Bounds the whole run, e.g. "2h".
-	Deadline    interface{} `json:"deadline,omitempty"`
-	Description interface{} `json:"description,omitempty"`
-
-	// Name Informational; the catalogue name is in the URL.
-	Name interface{} `json:"name,omitempty"`
-
-	// Params Typed parameters: [{name, type, default?, description?}].
-	Params interface{} `json:"params,omitempty"`
-
-	// Steps The DAG: [{name, kind?, dependsOn?, when?, forEach?, retries?, timeout?, container}].
-	Steps interface{} `json:"steps,omitempty"`
-}
+type PipelineSpec = json.RawMessage
 
 // PipelineVersion defines model for PipelineVersion.
-type PipelineVersion = catalog.PipelineVersion
+type PipelineVersion struct {
+	Project  string `json:"project"`
+	Pipeline string `json:"pipeline"`
+	Version  int    `json:"version"`
+
+	// Spec A declarative pipeline (see workflows/spec). Checked by the spec
+	// parser and validator rather than by this schema, so that every
+	// problem is reported at once with its path (422).
+	Spec PipelineSpec `json:"spec"`
+
+	// Digest sha256:<hex> of the canonical spec
+	Digest    string    `json:"digest"`
+	CreatedAt time.Time `json:"createdAt"`
+	CreatedBy *string   `json:"createdBy,omitempty"`
+}
 
 // Problem RFC 9457 problem details.
 type Problem struct {
@@ -203,7 +415,11 @@ type Problem struct {
 }
 
 // Project defines model for Project.
-type Project = catalog.Project
+type Project struct {
+	Name        string    `json:"name"`
+	Description *string   `json:"description,omitempty"`
+	CreatedAt   time.Time `json:"createdAt"`
+}
 
 // ProjectList defines model for ProjectList.
 type ProjectList struct {
@@ -212,6 +428,29 @@ type ProjectList struct {
 
 // ProjectName defines model for ProjectName.
 type ProjectName = string
+
+// QueueEntry defines model for QueueEntry.
+type QueueEntry struct {
+	// Workload <run>/<step>[/<item>]; absent for other projects' workloads.
+	Workload  *string     `json:"workload,omitempty"`
+	Project   *string     `json:"project,omitempty"`
+	Run       *string     `json:"run,omitempty"`
+	Step      *string     `json:"step,omitempty"`
+	Submitted time.Time   `json:"submitted"`
+	Gpus      []GPUAmount `json:"gpus"`
+
+	// Position Rank in the last decision (pending only).
+	Position *int `json:"position,omitempty"`
+
+	// Priority Effective (aged) priority it was ranked with.
+	Priority *int `json:"priority,omitempty"`
+
+	// Reason Why it waits: Quota, Capacity, NoNodeFits, NeverFits, Reservation, Preemption, Invalid.
+	Reason   *string    `json:"reason,omitempty"`
+	Message  *string    `json:"message,omitempty"`
+	Admitted *time.Time `json:"admitted,omitempty"`
+	Nodes    *[]string  `json:"nodes,omitempty"`
+}
 
 // RegisterClusterRequest defines model for RegisterClusterRequest.
 type RegisterClusterRequest struct {
@@ -227,20 +466,28 @@ type RegisterClusterRequest struct {
 }
 
 // ResourceAmount defines model for ResourceAmount.
-type ResourceAmount = catalog.ResourceAmount
+type ResourceAmount struct {
+	// Total Allocatable.
+	Total int64 `json:"total"`
+
+	// Free Allocatable minus the requests of bound pods.
+	Free int64 `json:"free"`
+}
 
 // Role defines model for Role.
-type Role = catalog.Role
+type Role string
 
 // Run defines model for Run.
 type Run struct {
-	CreatedAt time.Time  `json:"createdAt"`
-	CreatedBy *string    `json:"createdBy,omitempty"`
-	Id        string     `json:"id"`
-	Links     RunLinks   `json:"links"`
-	Pipeline  *string    `json:"pipeline,omitempty"`
-	Project   string     `json:"project"`
-	State     RunState   `json:"state"`
+	CreatedAt time.Time `json:"createdAt"`
+	CreatedBy *string   `json:"createdBy,omitempty"`
+	Id        string    `json:"id"`
+	Links     RunLinks  `json:"links"`
+	Pipeline  *string   `json:"pipeline,omitempty"`
+	Project   string    `json:"project"`
+	State     RunState  `json:"state"`
+
+	// Status The whole observable state of a run.
 	Status    *RunStatus `json:"status,omitempty"`
 	UpdatedAt time.Time  `json:"updatedAt"`
 	Version   *int       `json:"version,omitempty"`
@@ -282,19 +529,79 @@ type RunList struct {
 }
 
 // RunState defines model for RunState.
-type RunState = workflows.RunState
+type RunState string
 
-// RunStatus defines model for RunStatus.
-type RunStatus = workflows.RunStatus
+// RunStatus The whole observable state of a run.
+type RunStatus struct {
+	RunId   string `json:"runId"`
+	Project string `json:"project"`
+
+	// Pipeline Declarative pipeline name.
+	Pipeline *string `json:"pipeline,omitempty"`
+
+	// Version Declarative pipeline version.
+	Version *int `json:"version,omitempty"`
+
+	// Workflow Temporal workflow type.
+	Workflow string   `json:"workflow"`
+	State    RunState `json:"state"`
+
+	// Seq Increases with every change of the status (the SSE event id).
+	Seq        int64          `json:"seq"`
+	StartedAt  *time.Time     `json:"startedAt,omitempty"`
+	FinishedAt *time.Time     `json:"finishedAt,omitempty"`
+	Error      *string        `json:"error,omitempty"`
+	Cancel     *CancelRequest `json:"cancel,omitempty"`
+
+	// Params The resolved pipeline parameters.
+	Params *map[string]interface{} `json:"params,omitempty"`
+	Steps  []StepStatus            `json:"steps"`
+
+	// Result JSON result of a native Go workflow.
+	Result interface{} `json:"result,omitempty"`
+
+	// Warnings Problems that did not change the outcome, e.g. a failed cleanup of Kubernetes objects.
+	Warnings *[]string `json:"warnings,omitempty"`
+}
 
 // StepState defines model for StepState.
-type StepState = workflows.StepState
+type StepState string
 
-// StepStatus defines model for StepStatus.
-type StepStatus = workflows.StepStatus
+// StepStatus One step. A forEach step carries one entry per item in `items`
+// (named `<step>[<i>]`); its own state summarises them.
+type StepStatus struct {
+	Name       string     `json:"name"`
+	Kind       string     `json:"kind"`
+	State      StepState  `json:"state"`
+	StartedAt  *time.Time `json:"startedAt,omitempty"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	Attempts   *[]Attempt `json:"attempts,omitempty"`
+
+	// Outputs The step's outputs (a JSON object).
+	Outputs interface{} `json:"outputs,omitempty"`
+	Error   *string     `json:"error,omitempty"`
+
+	// Message E.g. why the step was skipped.
+	Message *string `json:"message,omitempty"`
+
+	// Item The forEach item of this entry.
+	Item  interface{}   `json:"item,omitempty"`
+	Items *[]StepStatus `json:"items,omitempty"`
+}
 
 // Token defines model for Token.
-type Token = catalog.Token
+type Token struct {
+	Id   string `json:"id"`
+	Name string `json:"name"`
+
+	// Project Absent for admin tokens.
+	Project   *string   `json:"project,omitempty"`
+	Role      Role      `json:"role"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// ExpiresAt Absent when the token never expires.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+}
 
 // TokenID defines model for TokenID.
 type TokenID = string
@@ -388,6 +695,9 @@ type RegisterClusterJSONRequestBody = RegisterClusterRequest
 // CreateProjectJSONRequestBody defines body for CreateProject for application/json ContentType.
 type CreateProjectJSONRequestBody = CreateProjectRequest
 
+// PutGPUPolicyJSONRequestBody defines body for PutGPUPolicy for application/json ContentType.
+type PutGPUPolicyJSONRequestBody = GPUPolicyInput
+
 // CreatePipelineVersionJSONRequestBody defines body for CreatePipelineVersion for application/json ContentType.
 type CreatePipelineVersionJSONRequestBody = PipelineSpec
 
@@ -426,6 +736,12 @@ type ServerInterface interface {
 	// One cluster, with its capacity and whether its worker is online.
 	// (GET /v1/clusters/{cluster})
 	GetCluster(ctx echo.Context, cluster ClusterPath) error
+	// The cluster's GPU admission queue, and why each workload waits.
+	// (GET /v1/clusters/{cluster}/queue)
+	GetClusterQueue(ctx echo.Context, cluster ClusterPath) error
+	// GPU inventory by type, summed over the registered clusters.
+	// (GET /v1/gpus)
+	ListGPUs(ctx echo.Context) error
 	// List projects; admin tokens see all, others their own.
 	// (GET /v1/projects)
 	ListProjects(ctx echo.Context) error
@@ -435,6 +751,15 @@ type ServerInterface interface {
 
 	// (GET /v1/projects/{project})
 	GetProject(ctx echo.Context, project ProjectPath) error
+	// Remove the project's GPU policy (it then has no GPU quota).
+	// (DELETE /v1/projects/{project}/gpu-policy)
+	DeleteGPUPolicy(ctx echo.Context, project ProjectPath) error
+	// The project's GPU admission policy (quotas, cohort, weight, priorities).
+	// (GET /v1/projects/{project}/gpu-policy)
+	GetGPUPolicy(ctx echo.Context, project ProjectPath) error
+	// Set (replace) the project's GPU admission policy.
+	// (PUT /v1/projects/{project}/gpu-policy)
+	PutGPUPolicy(ctx echo.Context, project ProjectPath) error
 
 	// (GET /v1/projects/{project}/pipelines)
 	ListPipelines(ctx echo.Context, project ProjectPath) error
@@ -575,6 +900,35 @@ func (w *ServerInterfaceWrapper) GetCluster(ctx echo.Context) error {
 	return err
 }
 
+// GetClusterQueue converts echo context to params.
+func (w *ServerInterfaceWrapper) GetClusterQueue(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "cluster" -------------
+	var cluster ClusterPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "cluster", ctx.Param("cluster"), &cluster, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cluster: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetClusterQueue(ctx, cluster)
+	return err
+}
+
+// ListGPUs converts echo context to params.
+func (w *ServerInterfaceWrapper) ListGPUs(ctx echo.Context) error {
+	var err error
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListGPUs(ctx)
+	return err
+}
+
 // ListProjects converts echo context to params.
 func (w *ServerInterfaceWrapper) ListProjects(ctx echo.Context) error {
 	var err error
@@ -612,6 +966,60 @@ func (w *ServerInterfaceWrapper) GetProject(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.GetProject(ctx, project)
+	return err
+}
+
+// DeleteGPUPolicy converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteGPUPolicy(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteGPUPolicy(ctx, project)
+	return err
+}
+
+// GetGPUPolicy converts echo context to params.
+func (w *ServerInterfaceWrapper) GetGPUPolicy(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetGPUPolicy(ctx, project)
+	return err
+}
+
+// PutGPUPolicy converts echo context to params.
+func (w *ServerInterfaceWrapper) PutGPUPolicy(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PutGPUPolicy(ctx, project)
 	return err
 }
 
@@ -1064,9 +1472,14 @@ func RegisterHandlersWithBaseURL(router EchoRouter, si ServerInterface, baseURL 
 	router.POST(baseURL+"/v1/clusters", wrapper.RegisterCluster)
 	router.DELETE(baseURL+"/v1/clusters/:cluster", wrapper.DeleteCluster)
 	router.GET(baseURL+"/v1/clusters/:cluster", wrapper.GetCluster)
+	router.GET(baseURL+"/v1/clusters/:cluster/queue", wrapper.GetClusterQueue)
+	router.GET(baseURL+"/v1/gpus", wrapper.ListGPUs)
 	router.GET(baseURL+"/v1/projects", wrapper.ListProjects)
 	router.POST(baseURL+"/v1/projects", wrapper.CreateProject)
 	router.GET(baseURL+"/v1/projects/:project", wrapper.GetProject)
+	router.DELETE(baseURL+"/v1/projects/:project/gpu-policy", wrapper.DeleteGPUPolicy)
+	router.GET(baseURL+"/v1/projects/:project/gpu-policy", wrapper.GetGPUPolicy)
+	router.PUT(baseURL+"/v1/projects/:project/gpu-policy", wrapper.PutGPUPolicy)
 	router.GET(baseURL+"/v1/projects/:project/pipelines", wrapper.ListPipelines)
 	router.GET(baseURL+"/v1/projects/:project/pipelines/:pipeline", wrapper.GetPipeline)
 	router.POST(baseURL+"/v1/projects/:project/pipelines/:pipeline/versions", wrapper.CreatePipelineVersion)
@@ -1083,124 +1496,3058 @@ func RegisterHandlersWithBaseURL(router EchoRouter, si ServerInterface, baseURL 
 
 }
 
+type BadRequestApplicationProblemPlusJSONResponse Problem
+
+type ConflictApplicationProblemPlusJSONResponse Problem
+
+type ForbiddenApplicationProblemPlusJSONResponse Problem
+
+type InternalApplicationProblemPlusJSONResponse Problem
+
+type NotFoundApplicationProblemPlusJSONResponse Problem
+
+type PayloadTooLargeApplicationProblemPlusJSONResponse Problem
+
+type UnauthorizedResponseHeaders struct {
+	WWWAuthenticate string
+}
+type UnauthorizedApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers UnauthorizedResponseHeaders
+}
+
+type UnavailableApplicationProblemPlusJSONResponse Problem
+
+type UnprocessableApplicationProblemPlusJSONResponse Problem
+
+type UnsupportedMediaTypeApplicationProblemPlusJSONResponse Problem
+
+type GetHealthzRequestObject struct {
+}
+
+type GetHealthzResponseObject interface {
+	VisitGetHealthzResponse(w http.ResponseWriter) error
+}
+
+type GetHealthz200JSONResponse Health
+
+func (response GetHealthz200JSONResponse) VisitGetHealthzResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetMetricsRequestObject struct {
+}
+
+type GetMetricsResponseObject interface {
+	VisitGetMetricsResponse(w http.ResponseWriter) error
+}
+
+type GetMetrics200TextResponse string
+
+func (response GetMetrics200TextResponse) VisitGetMetricsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "text/plain")
+	w.WriteHeader(200)
+
+	_, err := w.Write([]byte(response))
+	return err
+}
+
+type GetOpenAPIRequestObject struct {
+}
+
+type GetOpenAPIResponseObject interface {
+	VisitGetOpenAPIResponse(w http.ResponseWriter) error
+}
+
+type GetOpenAPI200JSONResponse map[string]interface{}
+
+func (response GetOpenAPI200JSONResponse) VisitGetOpenAPIResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetReadyzRequestObject struct {
+}
+
+type GetReadyzResponseObject interface {
+	VisitGetReadyzResponse(w http.ResponseWriter) error
+}
+
+type GetReadyz200JSONResponse Health
+
+func (response GetReadyz200JSONResponse) VisitGetReadyzResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetReadyz503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetReadyz503ApplicationProblemPlusJSONResponse) VisitGetReadyzResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListClustersRequestObject struct {
+}
+
+type ListClustersResponseObject interface {
+	VisitListClustersResponse(w http.ResponseWriter) error
+}
+
+type ListClusters200JSONResponse ClusterList
+
+func (response ListClusters200JSONResponse) VisitListClustersResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListClusters401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListClusters401ApplicationProblemPlusJSONResponse) VisitListClustersResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListClusters500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListClusters500ApplicationProblemPlusJSONResponse) VisitListClustersResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RegisterClusterRequestObject struct {
+	Body *RegisterClusterJSONRequestBody
+}
+
+type RegisterClusterResponseObject interface {
+	VisitRegisterClusterResponse(w http.ResponseWriter) error
+}
+
+type RegisterCluster200JSONResponse Cluster
+
+func (response RegisterCluster200JSONResponse) VisitRegisterClusterResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RegisterCluster201ResponseHeaders struct {
+	Location string
+}
+
+type RegisterCluster201JSONResponse struct {
+	Body    Cluster
+	Headers RegisterCluster201ResponseHeaders
+}
+
+func (response RegisterCluster201JSONResponse) VisitRegisterClusterResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Location", fmt.Sprint(response.Headers.Location))
+	w.WriteHeader(201)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type RegisterCluster400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RegisterCluster400ApplicationProblemPlusJSONResponse) VisitRegisterClusterResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RegisterCluster401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RegisterCluster401ApplicationProblemPlusJSONResponse) VisitRegisterClusterResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type RegisterCluster403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RegisterCluster403ApplicationProblemPlusJSONResponse) VisitRegisterClusterResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RegisterCluster413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response RegisterCluster413ApplicationProblemPlusJSONResponse) VisitRegisterClusterResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RegisterCluster415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response RegisterCluster415ApplicationProblemPlusJSONResponse) VisitRegisterClusterResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RegisterCluster500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response RegisterCluster500ApplicationProblemPlusJSONResponse) VisitRegisterClusterResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteClusterRequestObject struct {
+	Cluster ClusterPath `json:"cluster"`
+}
+
+type DeleteClusterResponseObject interface {
+	VisitDeleteClusterResponse(w http.ResponseWriter) error
+}
+
+type DeleteCluster204Response struct {
+}
+
+func (response DeleteCluster204Response) VisitDeleteClusterResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteCluster400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteCluster400ApplicationProblemPlusJSONResponse) VisitDeleteClusterResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteCluster401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteCluster401ApplicationProblemPlusJSONResponse) VisitDeleteClusterResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type DeleteCluster403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteCluster403ApplicationProblemPlusJSONResponse) VisitDeleteClusterResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteCluster404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteCluster404ApplicationProblemPlusJSONResponse) VisitDeleteClusterResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteCluster500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteCluster500ApplicationProblemPlusJSONResponse) VisitDeleteClusterResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetClusterRequestObject struct {
+	Cluster ClusterPath `json:"cluster"`
+}
+
+type GetClusterResponseObject interface {
+	VisitGetClusterResponse(w http.ResponseWriter) error
+}
+
+type GetCluster200JSONResponse Cluster
+
+func (response GetCluster200JSONResponse) VisitGetClusterResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetCluster400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetCluster400ApplicationProblemPlusJSONResponse) VisitGetClusterResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetCluster401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetCluster401ApplicationProblemPlusJSONResponse) VisitGetClusterResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetCluster404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetCluster404ApplicationProblemPlusJSONResponse) VisitGetClusterResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetCluster500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetCluster500ApplicationProblemPlusJSONResponse) VisitGetClusterResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetClusterQueueRequestObject struct {
+	Cluster ClusterPath `json:"cluster"`
+}
+
+type GetClusterQueueResponseObject interface {
+	VisitGetClusterQueueResponse(w http.ResponseWriter) error
+}
+
+type GetClusterQueue200JSONResponse AdmissionQueue
+
+func (response GetClusterQueue200JSONResponse) VisitGetClusterQueueResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetClusterQueue400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetClusterQueue400ApplicationProblemPlusJSONResponse) VisitGetClusterQueueResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetClusterQueue401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetClusterQueue401ApplicationProblemPlusJSONResponse) VisitGetClusterQueueResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetClusterQueue404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetClusterQueue404ApplicationProblemPlusJSONResponse) VisitGetClusterQueueResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetClusterQueue500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetClusterQueue500ApplicationProblemPlusJSONResponse) VisitGetClusterQueueResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetClusterQueue503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetClusterQueue503ApplicationProblemPlusJSONResponse) VisitGetClusterQueueResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListGPUsRequestObject struct {
+}
+
+type ListGPUsResponseObject interface {
+	VisitListGPUsResponse(w http.ResponseWriter) error
+}
+
+type ListGPUs200JSONResponse GPUSummary
+
+func (response ListGPUs200JSONResponse) VisitListGPUsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListGPUs401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListGPUs401ApplicationProblemPlusJSONResponse) VisitListGPUsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListGPUs500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListGPUs500ApplicationProblemPlusJSONResponse) VisitListGPUsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListProjectsRequestObject struct {
+}
+
+type ListProjectsResponseObject interface {
+	VisitListProjectsResponse(w http.ResponseWriter) error
+}
+
+type ListProjects200JSONResponse ProjectList
+
+func (response ListProjects200JSONResponse) VisitListProjectsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListProjects401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListProjects401ApplicationProblemPlusJSONResponse) VisitListProjectsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListProjects500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListProjects500ApplicationProblemPlusJSONResponse) VisitListProjectsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateProjectRequestObject struct {
+	Body *CreateProjectJSONRequestBody
+}
+
+type CreateProjectResponseObject interface {
+	VisitCreateProjectResponse(w http.ResponseWriter) error
+}
+
+type CreateProject201ResponseHeaders struct {
+	Location string
+}
+
+type CreateProject201JSONResponse struct {
+	Body    Project
+	Headers CreateProject201ResponseHeaders
+}
+
+func (response CreateProject201JSONResponse) VisitCreateProjectResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Location", fmt.Sprint(response.Headers.Location))
+	w.WriteHeader(201)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type CreateProject400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateProject400ApplicationProblemPlusJSONResponse) VisitCreateProjectResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateProject401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateProject401ApplicationProblemPlusJSONResponse) VisitCreateProjectResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type CreateProject403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateProject403ApplicationProblemPlusJSONResponse) VisitCreateProjectResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateProject409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CreateProject409ApplicationProblemPlusJSONResponse) VisitCreateProjectResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateProject413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateProject413ApplicationProblemPlusJSONResponse) VisitCreateProjectResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateProject415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateProject415ApplicationProblemPlusJSONResponse) VisitCreateProjectResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateProject500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response CreateProject500ApplicationProblemPlusJSONResponse) VisitCreateProjectResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetProjectRequestObject struct {
+	Project ProjectPath `json:"project"`
+}
+
+type GetProjectResponseObject interface {
+	VisitGetProjectResponse(w http.ResponseWriter) error
+}
+
+type GetProject200JSONResponse Project
+
+func (response GetProject200JSONResponse) VisitGetProjectResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetProject400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetProject400ApplicationProblemPlusJSONResponse) VisitGetProjectResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetProject401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetProject401ApplicationProblemPlusJSONResponse) VisitGetProjectResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetProject404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetProject404ApplicationProblemPlusJSONResponse) VisitGetProjectResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetProject500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetProject500ApplicationProblemPlusJSONResponse) VisitGetProjectResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteGPUPolicyRequestObject struct {
+	Project ProjectPath `json:"project"`
+}
+
+type DeleteGPUPolicyResponseObject interface {
+	VisitDeleteGPUPolicyResponse(w http.ResponseWriter) error
+}
+
+type DeleteGPUPolicy204Response struct {
+}
+
+func (response DeleteGPUPolicy204Response) VisitDeleteGPUPolicyResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteGPUPolicy400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteGPUPolicy400ApplicationProblemPlusJSONResponse) VisitDeleteGPUPolicyResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteGPUPolicy401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteGPUPolicy401ApplicationProblemPlusJSONResponse) VisitDeleteGPUPolicyResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type DeleteGPUPolicy403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteGPUPolicy403ApplicationProblemPlusJSONResponse) VisitDeleteGPUPolicyResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteGPUPolicy404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteGPUPolicy404ApplicationProblemPlusJSONResponse) VisitDeleteGPUPolicyResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteGPUPolicy500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteGPUPolicy500ApplicationProblemPlusJSONResponse) VisitDeleteGPUPolicyResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetGPUPolicyRequestObject struct {
+	Project ProjectPath `json:"project"`
+}
+
+type GetGPUPolicyResponseObject interface {
+	VisitGetGPUPolicyResponse(w http.ResponseWriter) error
+}
+
+type GetGPUPolicy200JSONResponse GPUPolicy
+
+func (response GetGPUPolicy200JSONResponse) VisitGetGPUPolicyResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetGPUPolicy400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetGPUPolicy400ApplicationProblemPlusJSONResponse) VisitGetGPUPolicyResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetGPUPolicy401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetGPUPolicy401ApplicationProblemPlusJSONResponse) VisitGetGPUPolicyResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetGPUPolicy403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetGPUPolicy403ApplicationProblemPlusJSONResponse) VisitGetGPUPolicyResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetGPUPolicy404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetGPUPolicy404ApplicationProblemPlusJSONResponse) VisitGetGPUPolicyResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetGPUPolicy500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetGPUPolicy500ApplicationProblemPlusJSONResponse) VisitGetGPUPolicyResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PutGPUPolicyRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Body    *PutGPUPolicyJSONRequestBody
+}
+
+type PutGPUPolicyResponseObject interface {
+	VisitPutGPUPolicyResponse(w http.ResponseWriter) error
+}
+
+type PutGPUPolicy200JSONResponse GPUPolicy
+
+func (response PutGPUPolicy200JSONResponse) VisitPutGPUPolicyResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PutGPUPolicy400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PutGPUPolicy400ApplicationProblemPlusJSONResponse) VisitPutGPUPolicyResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PutGPUPolicy401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response PutGPUPolicy401ApplicationProblemPlusJSONResponse) VisitPutGPUPolicyResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type PutGPUPolicy403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PutGPUPolicy403ApplicationProblemPlusJSONResponse) VisitPutGPUPolicyResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PutGPUPolicy404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response PutGPUPolicy404ApplicationProblemPlusJSONResponse) VisitPutGPUPolicyResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PutGPUPolicy413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response PutGPUPolicy413ApplicationProblemPlusJSONResponse) VisitPutGPUPolicyResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PutGPUPolicy415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response PutGPUPolicy415ApplicationProblemPlusJSONResponse) VisitPutGPUPolicyResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PutGPUPolicy422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response PutGPUPolicy422ApplicationProblemPlusJSONResponse) VisitPutGPUPolicyResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PutGPUPolicy500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response PutGPUPolicy500ApplicationProblemPlusJSONResponse) VisitPutGPUPolicyResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListPipelinesRequestObject struct {
+	Project ProjectPath `json:"project"`
+}
+
+type ListPipelinesResponseObject interface {
+	VisitListPipelinesResponse(w http.ResponseWriter) error
+}
+
+type ListPipelines200JSONResponse PipelineList
+
+func (response ListPipelines200JSONResponse) VisitListPipelinesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListPipelines401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListPipelines401ApplicationProblemPlusJSONResponse) VisitListPipelinesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListPipelines404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListPipelines404ApplicationProblemPlusJSONResponse) VisitListPipelinesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListPipelines500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListPipelines500ApplicationProblemPlusJSONResponse) VisitListPipelinesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetPipelineRequestObject struct {
+	Project  ProjectPath  `json:"project"`
+	Pipeline PipelinePath `json:"pipeline"`
+}
+
+type GetPipelineResponseObject interface {
+	VisitGetPipelineResponse(w http.ResponseWriter) error
+}
+
+type GetPipeline200JSONResponse Pipeline
+
+func (response GetPipeline200JSONResponse) VisitGetPipelineResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetPipeline400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetPipeline400ApplicationProblemPlusJSONResponse) VisitGetPipelineResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetPipeline401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetPipeline401ApplicationProblemPlusJSONResponse) VisitGetPipelineResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetPipeline404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetPipeline404ApplicationProblemPlusJSONResponse) VisitGetPipelineResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetPipeline500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetPipeline500ApplicationProblemPlusJSONResponse) VisitGetPipelineResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreatePipelineVersionRequestObject struct {
+	Project  ProjectPath  `json:"project"`
+	Pipeline PipelinePath `json:"pipeline"`
+	JSONBody *CreatePipelineVersionJSONRequestBody
+	Body     io.Reader
+}
+
+type CreatePipelineVersionResponseObject interface {
+	VisitCreatePipelineVersionResponse(w http.ResponseWriter) error
+}
+
+type CreatePipelineVersion200JSONResponse PipelineVersion
+
+func (response CreatePipelineVersion200JSONResponse) VisitCreatePipelineVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreatePipelineVersion201ResponseHeaders struct {
+	Location string
+}
+
+type CreatePipelineVersion201JSONResponse struct {
+	Body    PipelineVersion
+	Headers CreatePipelineVersion201ResponseHeaders
+}
+
+func (response CreatePipelineVersion201JSONResponse) VisitCreatePipelineVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Location", fmt.Sprint(response.Headers.Location))
+	w.WriteHeader(201)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type CreatePipelineVersion400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePipelineVersion400ApplicationProblemPlusJSONResponse) VisitCreatePipelineVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreatePipelineVersion401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePipelineVersion401ApplicationProblemPlusJSONResponse) VisitCreatePipelineVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type CreatePipelineVersion403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePipelineVersion403ApplicationProblemPlusJSONResponse) VisitCreatePipelineVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreatePipelineVersion404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePipelineVersion404ApplicationProblemPlusJSONResponse) VisitCreatePipelineVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreatePipelineVersion413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePipelineVersion413ApplicationProblemPlusJSONResponse) VisitCreatePipelineVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreatePipelineVersion415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePipelineVersion415ApplicationProblemPlusJSONResponse) VisitCreatePipelineVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreatePipelineVersion422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePipelineVersion422ApplicationProblemPlusJSONResponse) VisitCreatePipelineVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreatePipelineVersion500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePipelineVersion500ApplicationProblemPlusJSONResponse) VisitCreatePipelineVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetPipelineVersionRequestObject struct {
+	Project  ProjectPath  `json:"project"`
+	Pipeline PipelinePath `json:"pipeline"`
+	Version  string       `json:"version"`
+}
+
+type GetPipelineVersionResponseObject interface {
+	VisitGetPipelineVersionResponse(w http.ResponseWriter) error
+}
+
+type GetPipelineVersion200JSONResponse PipelineVersion
+
+func (response GetPipelineVersion200JSONResponse) VisitGetPipelineVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetPipelineVersion400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetPipelineVersion400ApplicationProblemPlusJSONResponse) VisitGetPipelineVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetPipelineVersion401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetPipelineVersion401ApplicationProblemPlusJSONResponse) VisitGetPipelineVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetPipelineVersion404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetPipelineVersion404ApplicationProblemPlusJSONResponse) VisitGetPipelineVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetPipelineVersion500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetPipelineVersion500ApplicationProblemPlusJSONResponse) VisitGetPipelineVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListRunsRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Params  ListRunsParams
+}
+
+type ListRunsResponseObject interface {
+	VisitListRunsResponse(w http.ResponseWriter) error
+}
+
+type ListRuns200JSONResponse RunList
+
+func (response ListRuns200JSONResponse) VisitListRunsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListRuns400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListRuns400ApplicationProblemPlusJSONResponse) VisitListRunsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListRuns401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListRuns401ApplicationProblemPlusJSONResponse) VisitListRunsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListRuns404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListRuns404ApplicationProblemPlusJSONResponse) VisitListRunsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListRuns500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListRuns500ApplicationProblemPlusJSONResponse) VisitListRunsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateRunRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Params  CreateRunParams
+	Body    *CreateRunJSONRequestBody
+}
+
+type CreateRunResponseObject interface {
+	VisitCreateRunResponse(w http.ResponseWriter) error
+}
+
+type CreateRun200JSONResponse Run
+
+func (response CreateRun200JSONResponse) VisitCreateRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateRun201ResponseHeaders struct {
+	Location string
+}
+
+type CreateRun201JSONResponse struct {
+	Body    Run
+	Headers CreateRun201ResponseHeaders
+}
+
+func (response CreateRun201JSONResponse) VisitCreateRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Location", fmt.Sprint(response.Headers.Location))
+	w.WriteHeader(201)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type CreateRun400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateRun400ApplicationProblemPlusJSONResponse) VisitCreateRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateRun401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateRun401ApplicationProblemPlusJSONResponse) VisitCreateRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type CreateRun403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateRun403ApplicationProblemPlusJSONResponse) VisitCreateRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateRun404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateRun404ApplicationProblemPlusJSONResponse) VisitCreateRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateRun409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CreateRun409ApplicationProblemPlusJSONResponse) VisitCreateRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateRun413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateRun413ApplicationProblemPlusJSONResponse) VisitCreateRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateRun415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateRun415ApplicationProblemPlusJSONResponse) VisitCreateRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateRun422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateRun422ApplicationProblemPlusJSONResponse) VisitCreateRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateRun500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response CreateRun500ApplicationProblemPlusJSONResponse) VisitCreateRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateRun503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateRun503ApplicationProblemPlusJSONResponse) VisitCreateRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetRunRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Run     RunPath     `json:"run"`
+}
+
+type GetRunResponseObject interface {
+	VisitGetRunResponse(w http.ResponseWriter) error
+}
+
+type GetRun200JSONResponse Run
+
+func (response GetRun200JSONResponse) VisitGetRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetRun400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetRun400ApplicationProblemPlusJSONResponse) VisitGetRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetRun401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetRun401ApplicationProblemPlusJSONResponse) VisitGetRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetRun404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetRun404ApplicationProblemPlusJSONResponse) VisitGetRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetRun500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetRun500ApplicationProblemPlusJSONResponse) VisitGetRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CancelRunRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Run     RunPath     `json:"run"`
+	Body    *CancelRunJSONRequestBody
+}
+
+type CancelRunResponseObject interface {
+	VisitCancelRunResponse(w http.ResponseWriter) error
+}
+
+type CancelRun202JSONResponse Run
+
+func (response CancelRun202JSONResponse) VisitCancelRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(202)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CancelRun400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CancelRun400ApplicationProblemPlusJSONResponse) VisitCancelRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CancelRun401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CancelRun401ApplicationProblemPlusJSONResponse) VisitCancelRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type CancelRun403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CancelRun403ApplicationProblemPlusJSONResponse) VisitCancelRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CancelRun404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CancelRun404ApplicationProblemPlusJSONResponse) VisitCancelRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CancelRun409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CancelRun409ApplicationProblemPlusJSONResponse) VisitCancelRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CancelRun413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response CancelRun413ApplicationProblemPlusJSONResponse) VisitCancelRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CancelRun415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response CancelRun415ApplicationProblemPlusJSONResponse) VisitCancelRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CancelRun500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response CancelRun500ApplicationProblemPlusJSONResponse) VisitCancelRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CancelRun503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CancelRun503ApplicationProblemPlusJSONResponse) VisitCancelRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type StreamRunEventsRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Run     RunPath     `json:"run"`
+	Params  StreamRunEventsParams
+}
+
+type StreamRunEventsResponseObject interface {
+	VisitStreamRunEventsResponse(w http.ResponseWriter) error
+}
+
+type StreamRunEvents200TexteventStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response StreamRunEvents200TexteventStreamResponse) VisitStreamRunEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type StreamRunEvents204Response struct {
+}
+
+func (response StreamRunEvents204Response) VisitStreamRunEventsResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type StreamRunEvents400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response StreamRunEvents400ApplicationProblemPlusJSONResponse) VisitStreamRunEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type StreamRunEvents401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response StreamRunEvents401ApplicationProblemPlusJSONResponse) VisitStreamRunEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type StreamRunEvents404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response StreamRunEvents404ApplicationProblemPlusJSONResponse) VisitStreamRunEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type StreamRunEvents500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response StreamRunEvents500ApplicationProblemPlusJSONResponse) VisitStreamRunEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetStepLogsRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Run     RunPath     `json:"run"`
+	Step    string      `json:"step"`
+	Params  GetStepLogsParams
+}
+
+type GetStepLogsResponseObject interface {
+	VisitGetStepLogsResponse(w http.ResponseWriter) error
+}
+
+type GetStepLogs200ResponseHeaders struct {
+	XAtelierLogComplete bool
+	XAtelierNextOffset  int64
+}
+
+type GetStepLogs200TextResponse struct {
+	Body    string
+	Headers GetStepLogs200ResponseHeaders
+}
+
+func (response GetStepLogs200TextResponse) VisitGetStepLogsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "text/plain")
+	w.Header().Set("X-Atelier-Log-Complete", fmt.Sprint(response.Headers.XAtelierLogComplete))
+	w.Header().Set("X-Atelier-Next-Offset", fmt.Sprint(response.Headers.XAtelierNextOffset))
+	w.WriteHeader(200)
+
+	_, err := w.Write([]byte(response.Body))
+	return err
+}
+
+type GetStepLogs400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetStepLogs400ApplicationProblemPlusJSONResponse) VisitGetStepLogsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetStepLogs401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetStepLogs401ApplicationProblemPlusJSONResponse) VisitGetStepLogsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetStepLogs404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetStepLogs404ApplicationProblemPlusJSONResponse) VisitGetStepLogsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetStepLogs500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetStepLogs500ApplicationProblemPlusJSONResponse) VisitGetStepLogsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateTokenRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Body    *CreateTokenJSONRequestBody
+}
+
+type CreateTokenResponseObject interface {
+	VisitCreateTokenResponse(w http.ResponseWriter) error
+}
+
+type CreateToken201ResponseHeaders struct {
+	CacheControl string
+}
+
+type CreateToken201JSONResponse struct {
+	Body    CreatedToken
+	Headers CreateToken201ResponseHeaders
+}
+
+func (response CreateToken201JSONResponse) VisitCreateTokenResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", fmt.Sprint(response.Headers.CacheControl))
+	w.WriteHeader(201)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type CreateToken400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateToken400ApplicationProblemPlusJSONResponse) VisitCreateTokenResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateToken401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateToken401ApplicationProblemPlusJSONResponse) VisitCreateTokenResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type CreateToken403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateToken403ApplicationProblemPlusJSONResponse) VisitCreateTokenResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateToken404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateToken404ApplicationProblemPlusJSONResponse) VisitCreateTokenResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateToken409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CreateToken409ApplicationProblemPlusJSONResponse) VisitCreateTokenResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateToken413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateToken413ApplicationProblemPlusJSONResponse) VisitCreateTokenResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateToken415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateToken415ApplicationProblemPlusJSONResponse) VisitCreateTokenResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateToken500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response CreateToken500ApplicationProblemPlusJSONResponse) VisitCreateTokenResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RevokeTokenRequestObject struct {
+	Token TokenID `json:"token"`
+}
+
+type RevokeTokenResponseObject interface {
+	VisitRevokeTokenResponse(w http.ResponseWriter) error
+}
+
+type RevokeToken204Response struct {
+}
+
+func (response RevokeToken204Response) VisitRevokeTokenResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type RevokeToken400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeToken400ApplicationProblemPlusJSONResponse) VisitRevokeTokenResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RevokeToken401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeToken401ApplicationProblemPlusJSONResponse) VisitRevokeTokenResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type RevokeToken403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeToken403ApplicationProblemPlusJSONResponse) VisitRevokeTokenResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RevokeToken404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeToken404ApplicationProblemPlusJSONResponse) VisitRevokeTokenResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RevokeToken500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeToken500ApplicationProblemPlusJSONResponse) VisitRevokeTokenResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWorkflowsRequestObject struct {
+}
+
+type ListWorkflowsResponseObject interface {
+	VisitListWorkflowsResponse(w http.ResponseWriter) error
+}
+
+type ListWorkflows200JSONResponse GoWorkflowList
+
+func (response ListWorkflows200JSONResponse) VisitListWorkflowsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWorkflows401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListWorkflows401ApplicationProblemPlusJSONResponse) VisitListWorkflowsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListWorkflows500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListWorkflows500ApplicationProblemPlusJSONResponse) VisitListWorkflowsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+// StrictServerInterface represents all server handlers.
+type StrictServerInterface interface {
+	// Liveness; always 200 while the process serves HTTP.
+	// (GET /healthz)
+	GetHealthz(ctx context.Context, request GetHealthzRequestObject) (GetHealthzResponseObject, error)
+	// Prometheus metrics.
+	// (GET /metrics)
+	GetMetrics(ctx context.Context, request GetMetricsRequestObject) (GetMetricsResponseObject, error)
+	// This document, as JSON.
+	// (GET /openapi.json)
+	GetOpenAPI(ctx context.Context, request GetOpenAPIRequestObject) (GetOpenAPIResponseObject, error)
+	// Readiness; checks the database and Temporal.
+	// (GET /readyz)
+	GetReadyz(ctx context.Context, request GetReadyzRequestObject) (GetReadyzResponseObject, error)
+	// List registered clusters with their last reported capacity.
+	// (GET /v1/clusters)
+	ListClusters(ctx context.Context, request ListClustersRequestObject) (ListClustersResponseObject, error)
+	// Register a Kubernetes cluster, or update its description and labels.
+	// (POST /v1/clusters)
+	RegisterCluster(ctx context.Context, request RegisterClusterRequestObject) (RegisterClusterResponseObject, error)
+	// Remove a cluster from the registry.
+	// (DELETE /v1/clusters/{cluster})
+	DeleteCluster(ctx context.Context, request DeleteClusterRequestObject) (DeleteClusterResponseObject, error)
+	// One cluster, with its capacity and whether its worker is online.
+	// (GET /v1/clusters/{cluster})
+	GetCluster(ctx context.Context, request GetClusterRequestObject) (GetClusterResponseObject, error)
+	// The cluster's GPU admission queue, and why each workload waits.
+	// (GET /v1/clusters/{cluster}/queue)
+	GetClusterQueue(ctx context.Context, request GetClusterQueueRequestObject) (GetClusterQueueResponseObject, error)
+	// GPU inventory by type, summed over the registered clusters.
+	// (GET /v1/gpus)
+	ListGPUs(ctx context.Context, request ListGPUsRequestObject) (ListGPUsResponseObject, error)
+	// List projects; admin tokens see all, others their own.
+	// (GET /v1/projects)
+	ListProjects(ctx context.Context, request ListProjectsRequestObject) (ListProjectsResponseObject, error)
+	// Create a project (the tenant boundary).
+	// (POST /v1/projects)
+	CreateProject(ctx context.Context, request CreateProjectRequestObject) (CreateProjectResponseObject, error)
+
+	// (GET /v1/projects/{project})
+	GetProject(ctx context.Context, request GetProjectRequestObject) (GetProjectResponseObject, error)
+	// Remove the project's GPU policy (it then has no GPU quota).
+	// (DELETE /v1/projects/{project}/gpu-policy)
+	DeleteGPUPolicy(ctx context.Context, request DeleteGPUPolicyRequestObject) (DeleteGPUPolicyResponseObject, error)
+	// The project's GPU admission policy (quotas, cohort, weight, priorities).
+	// (GET /v1/projects/{project}/gpu-policy)
+	GetGPUPolicy(ctx context.Context, request GetGPUPolicyRequestObject) (GetGPUPolicyResponseObject, error)
+	// Set (replace) the project's GPU admission policy.
+	// (PUT /v1/projects/{project}/gpu-policy)
+	PutGPUPolicy(ctx context.Context, request PutGPUPolicyRequestObject) (PutGPUPolicyResponseObject, error)
+
+	// (GET /v1/projects/{project}/pipelines)
+	ListPipelines(ctx context.Context, request ListPipelinesRequestObject) (ListPipelinesResponseObject, error)
+
+	// (GET /v1/projects/{project}/pipelines/{pipeline})
+	GetPipeline(ctx context.Context, request GetPipelineRequestObject) (GetPipelineResponseObject, error)
+	// Add a version of a declarative pipeline (created on first version).
+	// (POST /v1/projects/{project}/pipelines/{pipeline}/versions)
+	CreatePipelineVersion(ctx context.Context, request CreatePipelineVersionRequestObject) (CreatePipelineVersionResponseObject, error)
+
+	// (GET /v1/projects/{project}/pipelines/{pipeline}/versions/{version})
+	GetPipelineVersion(ctx context.Context, request GetPipelineVersionRequestObject) (GetPipelineVersionResponseObject, error)
+	// List runs, newest first, with keyset pagination.
+	// (GET /v1/projects/{project}/runs)
+	ListRuns(ctx context.Context, request ListRunsRequestObject) (ListRunsResponseObject, error)
+	// Start a run of a declarative pipeline or of a native Go workflow.
+	// (POST /v1/projects/{project}/runs)
+	CreateRun(ctx context.Context, request CreateRunRequestObject) (CreateRunResponseObject, error)
+	// A run with its status (live from Temporal while it runs).
+	// (GET /v1/projects/{project}/runs/{run})
+	GetRun(ctx context.Context, request GetRunRequestObject) (GetRunResponseObject, error)
+	// Ask a run to cancel; running steps are stopped.
+	// (POST /v1/projects/{project}/runs/{run}/cancel)
+	CancelRun(ctx context.Context, request CancelRunRequestObject) (CancelRunResponseObject, error)
+	// Server-sent events of run and step changes.
+	// (GET /v1/projects/{project}/runs/{run}/events)
+	StreamRunEvents(ctx context.Context, request StreamRunEventsRequestObject) (StreamRunEventsResponseObject, error)
+	// Combined stdout/stderr of one step attempt.
+	// (GET /v1/projects/{project}/runs/{run}/steps/{step}/logs)
+	GetStepLogs(ctx context.Context, request GetStepLogsRequestObject) (GetStepLogsResponseObject, error)
+	// Create a project token. The secret is returned once and never again.
+	// (POST /v1/projects/{project}/tokens)
+	CreateToken(ctx context.Context, request CreateTokenRequestObject) (CreateTokenResponseObject, error)
+	// Revoke a token; it stops working at once.
+	// (DELETE /v1/tokens/{token})
+	RevokeToken(ctx context.Context, request RevokeTokenRequestObject) (RevokeTokenResponseObject, error)
+	// Native Go pipelines registered by workers.
+	// (GET /v1/workflows)
+	ListWorkflows(ctx context.Context, request ListWorkflowsRequestObject) (ListWorkflowsResponseObject, error)
+}
+
+type StrictHandlerFunc = strictecho.StrictEchoHandlerFunc
+type StrictMiddlewareFunc = strictecho.StrictEchoMiddlewareFunc
+
+func NewStrictHandler(ssi StrictServerInterface, middlewares []StrictMiddlewareFunc) ServerInterface {
+	return &strictHandler{ssi: ssi, middlewares: middlewares}
+}
+
+type strictHandler struct {
+	ssi         StrictServerInterface
+	middlewares []StrictMiddlewareFunc
+}
+
+// GetHealthz operation middleware
+func (sh *strictHandler) GetHealthz(ctx echo.Context) error {
+	var request GetHealthzRequestObject
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetHealthz(ctx.Request().Context(), request.(GetHealthzRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetHealthz")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetHealthzResponseObject); ok {
+		return validResponse.VisitGetHealthzResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetMetrics operation middleware
+func (sh *strictHandler) GetMetrics(ctx echo.Context) error {
+	var request GetMetricsRequestObject
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetMetrics(ctx.Request().Context(), request.(GetMetricsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetMetrics")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetMetricsResponseObject); ok {
+		return validResponse.VisitGetMetricsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetOpenAPI operation middleware
+func (sh *strictHandler) GetOpenAPI(ctx echo.Context) error {
+	var request GetOpenAPIRequestObject
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetOpenAPI(ctx.Request().Context(), request.(GetOpenAPIRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetOpenAPI")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetOpenAPIResponseObject); ok {
+		return validResponse.VisitGetOpenAPIResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetReadyz operation middleware
+func (sh *strictHandler) GetReadyz(ctx echo.Context) error {
+	var request GetReadyzRequestObject
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetReadyz(ctx.Request().Context(), request.(GetReadyzRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetReadyz")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetReadyzResponseObject); ok {
+		return validResponse.VisitGetReadyzResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListClusters operation middleware
+func (sh *strictHandler) ListClusters(ctx echo.Context) error {
+	var request ListClustersRequestObject
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListClusters(ctx.Request().Context(), request.(ListClustersRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListClusters")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListClustersResponseObject); ok {
+		return validResponse.VisitListClustersResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// RegisterCluster operation middleware
+func (sh *strictHandler) RegisterCluster(ctx echo.Context) error {
+	var request RegisterClusterRequestObject
+
+	var body RegisterClusterJSONRequestBody
+	if err := ctx.Bind(&body); err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.RegisterCluster(ctx.Request().Context(), request.(RegisterClusterRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RegisterCluster")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(RegisterClusterResponseObject); ok {
+		return validResponse.VisitRegisterClusterResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// DeleteCluster operation middleware
+func (sh *strictHandler) DeleteCluster(ctx echo.Context, cluster ClusterPath) error {
+	var request DeleteClusterRequestObject
+
+	request.Cluster = cluster
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteCluster(ctx.Request().Context(), request.(DeleteClusterRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteCluster")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(DeleteClusterResponseObject); ok {
+		return validResponse.VisitDeleteClusterResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetCluster operation middleware
+func (sh *strictHandler) GetCluster(ctx echo.Context, cluster ClusterPath) error {
+	var request GetClusterRequestObject
+
+	request.Cluster = cluster
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetCluster(ctx.Request().Context(), request.(GetClusterRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetCluster")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetClusterResponseObject); ok {
+		return validResponse.VisitGetClusterResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetClusterQueue operation middleware
+func (sh *strictHandler) GetClusterQueue(ctx echo.Context, cluster ClusterPath) error {
+	var request GetClusterQueueRequestObject
+
+	request.Cluster = cluster
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetClusterQueue(ctx.Request().Context(), request.(GetClusterQueueRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetClusterQueue")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetClusterQueueResponseObject); ok {
+		return validResponse.VisitGetClusterQueueResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListGPUs operation middleware
+func (sh *strictHandler) ListGPUs(ctx echo.Context) error {
+	var request ListGPUsRequestObject
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListGPUs(ctx.Request().Context(), request.(ListGPUsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListGPUs")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListGPUsResponseObject); ok {
+		return validResponse.VisitListGPUsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListProjects operation middleware
+func (sh *strictHandler) ListProjects(ctx echo.Context) error {
+	var request ListProjectsRequestObject
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListProjects(ctx.Request().Context(), request.(ListProjectsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListProjects")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListProjectsResponseObject); ok {
+		return validResponse.VisitListProjectsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CreateProject operation middleware
+func (sh *strictHandler) CreateProject(ctx echo.Context) error {
+	var request CreateProjectRequestObject
+
+	var body CreateProjectJSONRequestBody
+	if err := ctx.Bind(&body); err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateProject(ctx.Request().Context(), request.(CreateProjectRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateProject")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CreateProjectResponseObject); ok {
+		return validResponse.VisitCreateProjectResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetProject operation middleware
+func (sh *strictHandler) GetProject(ctx echo.Context, project ProjectPath) error {
+	var request GetProjectRequestObject
+
+	request.Project = project
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetProject(ctx.Request().Context(), request.(GetProjectRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetProject")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetProjectResponseObject); ok {
+		return validResponse.VisitGetProjectResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// DeleteGPUPolicy operation middleware
+func (sh *strictHandler) DeleteGPUPolicy(ctx echo.Context, project ProjectPath) error {
+	var request DeleteGPUPolicyRequestObject
+
+	request.Project = project
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteGPUPolicy(ctx.Request().Context(), request.(DeleteGPUPolicyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteGPUPolicy")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(DeleteGPUPolicyResponseObject); ok {
+		return validResponse.VisitDeleteGPUPolicyResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetGPUPolicy operation middleware
+func (sh *strictHandler) GetGPUPolicy(ctx echo.Context, project ProjectPath) error {
+	var request GetGPUPolicyRequestObject
+
+	request.Project = project
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetGPUPolicy(ctx.Request().Context(), request.(GetGPUPolicyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetGPUPolicy")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetGPUPolicyResponseObject); ok {
+		return validResponse.VisitGetGPUPolicyResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// PutGPUPolicy operation middleware
+func (sh *strictHandler) PutGPUPolicy(ctx echo.Context, project ProjectPath) error {
+	var request PutGPUPolicyRequestObject
+
+	request.Project = project
+
+	var body PutGPUPolicyJSONRequestBody
+	if err := ctx.Bind(&body); err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.PutGPUPolicy(ctx.Request().Context(), request.(PutGPUPolicyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PutGPUPolicy")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(PutGPUPolicyResponseObject); ok {
+		return validResponse.VisitPutGPUPolicyResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListPipelines operation middleware
+func (sh *strictHandler) ListPipelines(ctx echo.Context, project ProjectPath) error {
+	var request ListPipelinesRequestObject
+
+	request.Project = project
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListPipelines(ctx.Request().Context(), request.(ListPipelinesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListPipelines")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListPipelinesResponseObject); ok {
+		return validResponse.VisitListPipelinesResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetPipeline operation middleware
+func (sh *strictHandler) GetPipeline(ctx echo.Context, project ProjectPath, pipeline PipelinePath) error {
+	var request GetPipelineRequestObject
+
+	request.Project = project
+	request.Pipeline = pipeline
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetPipeline(ctx.Request().Context(), request.(GetPipelineRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetPipeline")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetPipelineResponseObject); ok {
+		return validResponse.VisitGetPipelineResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CreatePipelineVersion operation middleware
+func (sh *strictHandler) CreatePipelineVersion(ctx echo.Context, project ProjectPath, pipeline PipelinePath) error {
+	var request CreatePipelineVersionRequestObject
+
+	request.Project = project
+	request.Pipeline = pipeline
+	if strings.HasPrefix(ctx.Request().Header.Get("Content-Type"), "application/json") {
+		var body CreatePipelineVersionJSONRequestBody
+		if err := ctx.Bind(&body); err != nil {
+			return err
+		}
+		request.JSONBody = &body
+	}
+	if strings.HasPrefix(ctx.Request().Header.Get("Content-Type"), "application/x-yaml") {
+		request.Body = ctx.Request().Body
+	}
+	if strings.HasPrefix(ctx.Request().Header.Get("Content-Type"), "application/yaml") {
+		request.Body = ctx.Request().Body
+	}
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CreatePipelineVersion(ctx.Request().Context(), request.(CreatePipelineVersionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreatePipelineVersion")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CreatePipelineVersionResponseObject); ok {
+		return validResponse.VisitCreatePipelineVersionResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetPipelineVersion operation middleware
+func (sh *strictHandler) GetPipelineVersion(ctx echo.Context, project ProjectPath, pipeline PipelinePath, version string) error {
+	var request GetPipelineVersionRequestObject
+
+	request.Project = project
+	request.Pipeline = pipeline
+	request.Version = version
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetPipelineVersion(ctx.Request().Context(), request.(GetPipelineVersionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetPipelineVersion")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetPipelineVersionResponseObject); ok {
+		return validResponse.VisitGetPipelineVersionResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListRuns operation middleware
+func (sh *strictHandler) ListRuns(ctx echo.Context, project ProjectPath, params ListRunsParams) error {
+	var request ListRunsRequestObject
+
+	request.Project = project
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListRuns(ctx.Request().Context(), request.(ListRunsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListRuns")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListRunsResponseObject); ok {
+		return validResponse.VisitListRunsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CreateRun operation middleware
+func (sh *strictHandler) CreateRun(ctx echo.Context, project ProjectPath, params CreateRunParams) error {
+	var request CreateRunRequestObject
+
+	request.Project = project
+	request.Params = params
+
+	var body CreateRunJSONRequestBody
+	if err := ctx.Bind(&body); err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateRun(ctx.Request().Context(), request.(CreateRunRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateRun")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CreateRunResponseObject); ok {
+		return validResponse.VisitCreateRunResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetRun operation middleware
+func (sh *strictHandler) GetRun(ctx echo.Context, project ProjectPath, run RunPath) error {
+	var request GetRunRequestObject
+
+	request.Project = project
+	request.Run = run
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetRun(ctx.Request().Context(), request.(GetRunRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetRun")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetRunResponseObject); ok {
+		return validResponse.VisitGetRunResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CancelRun operation middleware
+func (sh *strictHandler) CancelRun(ctx echo.Context, project ProjectPath, run RunPath) error {
+	var request CancelRunRequestObject
+
+	request.Project = project
+	request.Run = run
+
+	var body CancelRunJSONRequestBody
+	if err := ctx.Bind(&body); err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CancelRun(ctx.Request().Context(), request.(CancelRunRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CancelRun")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CancelRunResponseObject); ok {
+		return validResponse.VisitCancelRunResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// StreamRunEvents operation middleware
+func (sh *strictHandler) StreamRunEvents(ctx echo.Context, project ProjectPath, run RunPath, params StreamRunEventsParams) error {
+	var request StreamRunEventsRequestObject
+
+	request.Project = project
+	request.Run = run
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.StreamRunEvents(ctx.Request().Context(), request.(StreamRunEventsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "StreamRunEvents")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(StreamRunEventsResponseObject); ok {
+		return validResponse.VisitStreamRunEventsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetStepLogs operation middleware
+func (sh *strictHandler) GetStepLogs(ctx echo.Context, project ProjectPath, run RunPath, step string, params GetStepLogsParams) error {
+	var request GetStepLogsRequestObject
+
+	request.Project = project
+	request.Run = run
+	request.Step = step
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetStepLogs(ctx.Request().Context(), request.(GetStepLogsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetStepLogs")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetStepLogsResponseObject); ok {
+		return validResponse.VisitGetStepLogsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CreateToken operation middleware
+func (sh *strictHandler) CreateToken(ctx echo.Context, project ProjectPath) error {
+	var request CreateTokenRequestObject
+
+	request.Project = project
+
+	var body CreateTokenJSONRequestBody
+	if err := ctx.Bind(&body); err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateToken(ctx.Request().Context(), request.(CreateTokenRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateToken")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CreateTokenResponseObject); ok {
+		return validResponse.VisitCreateTokenResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// RevokeToken operation middleware
+func (sh *strictHandler) RevokeToken(ctx echo.Context, token TokenID) error {
+	var request RevokeTokenRequestObject
+
+	request.Token = token
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.RevokeToken(ctx.Request().Context(), request.(RevokeTokenRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RevokeToken")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(RevokeTokenResponseObject); ok {
+		return validResponse.VisitRevokeTokenResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListWorkflows operation middleware
+func (sh *strictHandler) ListWorkflows(ctx echo.Context) error {
+	var request ListWorkflowsRequestObject
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListWorkflows(ctx.Request().Context(), request.(ListWorkflowsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListWorkflows")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListWorkflowsResponseObject); ok {
+		return validResponse.VisitListWorkflowsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+w9a1Mct5Z/5VTvrTLs7XlAsJNA3XKNgThsMGYBX+9dD5vRdJ+Z0aVb6khqYOKlan/N",
-	"/rD9JVt69WOm5wEGkrjyxe6h1dKRdN465+hzEPE04wyZksHu52CCJEZhHo95RBTlTD/HKCNBM/sz+HB2",
-	"DHwEaoIQCSQKYxAoeS4ibAdhIKMJpkR/pqYZBruBVIKycXB3dxcGGREkReXG2E9yqVCcEjXRP6nuPdM/",
-	"woCRVH8b2RZBGAj8JacC42BXiRyrw/xF4CjYDf6lU86lY9/KjhvhRPemxz+lGSaU4ZIhM9fkwWP6McpB",
-	"Bf8nRmrZmLbFw4e03xcjnuXMj1bfu7OcwdEBbPwNLjDNuCAJ3HBxNUr4DRwdbLbhLGcSpCJCb6uaCJ6P",
-	"J3B2eH4BY1RA4MOHo4Prb/dAVNtJJQgdTxSMBE8NYhS9nx/8BFeImflrZSj9ewo3KBDG9BqZxpyGhRE5",
-	"e/CinOXs6MCinUCZcSbRYN0bEp/hLzlKpX9FnClk5pFkWUIt1ncywYcJpn/9p7QksPY+6K/soPWVf0eS",
-	"ERcpxsAFUHZNEqrpxsCxBwMUggs5gIRKJQFJNCkajSgmcTu4C4N9zkYJjZ4V7osJejAhcuNLuKFqYrbU",
-	"U/4Lgw0KDZw/cDGkcYzsuQFV/ArZCwmCJwgxRwmMKyCJxjk1oRJ4hsKMb+A8YgoFI8lzgvmB4W2GkSEb",
-	"FNcowGw9bMSoCE0kEIHAWTKFhI/HGG8aSE+4+oHnLH5OSE84yDyaFFsMGxpzFQwx4WwsQXEgjKsJCnD8",
-	"y8J6SqYJJ/EF58dEjPG5cWDI4ylQCYkeXICaEGYxAC0RfWAkVxMu6K/4rMv5jkpJ2TiEnF0xfsNCEHjN",
-	"ryxDwNtMMziLwJoXViTxx48fW71cTZApDRzWoZkTsnaK14QmZJg86+r3IMYMWYwsmsJGTBQZEol6el4c",
-	"bOqNyUvo9kCgElNIiELhdicTPEIpnxv4j5gkLcehh7ny3HeeNV+jmIIb3vJBqiRoseUmIPMs41ouvsOY",
-	"kguzP89PAi8k7NshWxoEvfCGF0YRZpr5TFBoZn3npalBtZ5SmGYGyExoXqmolZlmDRrQLQzwlqp9HmPl",
-	"JWUKxyj02xFlVE4w7pk+9fISFewGMVHYUjTVStZcjwkffxBJ42CpRgzLUmZ2bzIFopUSRtkYiJ2Gn7P/",
-	"8xRVCESa/XKKJQjUe6X/FgK2x20j1PSKxHmC4oWEvt5R+1uj5C5kPIbbXeh2trrAeIyWYxcovQtbXThi",
-	"Mh+NaESRKWDXNKakHfG0M87ydj/YgyhBosn9ZoLMjOghlnkUIcay3bQwLE+HKJoX2qli91lnI69XYdq5",
-	"wuzcNLR6lFfEPnlofD+XxQh86HTZ29aYt9wfveon2x7HKu9bVLMHi3ZGbQ3GVE3yoVkzojChKFpp4h87",
-	"RWcGqH3CIkwqKl0ddck9lkQgcXTY8Mr0j01UMLMyrpfqN6EGY+0lqs/osRcqZ5W1InFMNQ2R5LSyaiOS",
-	"SAxnFrJcnJTcHiMbawC2ut1u2LAe9YnqwZ0lN7c/EclIRNV0TVNu3ze/CwNnft4H6Wtso2GbEzLERC5e",
-	"mYZP5qaaEKnOEZmFa4Y90xS99ax3x/AY/QH4dXAsaQ/IUGr2kTNFE9N+RIVUmjOsN1VrQjUAzJmxb+dh",
-	"K2ByMGgORdWEWh5loNyGlLJcoYQNqgruaYXiN12QmxXONeQ8QcLMGhF59e855gtG1a/hF/3euhXsVr+Q",
-	"HpyMJ0kzT8yz+H4oMMvFiGnktr0KaBW9quMU63e5GMv3Kzg9P9v6djdO2K//rlFdI61KJdhnXhWXGoW0",
-	"GBNI4mkIFQHlZRLT0oUYGTgSiEBGCkWfqdKckx4PMx5LGGrzQuv0aoJpu6/Z1wydZvk7miRUrrS7HZC9",
-	"lOfMrMo4y5eS1P16qy9oXbrC0C6oWYQXs6I3EzzOIwVmt2Fj4DTxgcFynivgDKsIXO5riikX0zdT9RCA",
-	"DTBNYnsGF80yhZWFro/rO1ohRjSyJHzcnkXFLxAj1NnJHde3lSa2/+OVDLMiLV59E+oRdW/BbvBfGxuf",
-	"eq3/JK1fu63vLz+1iuef25f/uvm68m7z9V9WMvPAQgIpUZoaNCZkCYkw1UxUYoKR4kK24SecWvK4JkmO",
-	"EkZcG4d99lM+RMFQszaLH3LKFLndBQJXaCxKwoBndoZwcHLekvkw5imhDDKBI3rbZ7rbQWcQahxkQEBz",
-	"F01lREHKpYJX30CCevoyhJiOqZIhDFqDEAY/63/agz7bIEk2ISxPUdBIfzjkagLIYrm5B8QCrYHROtRU",
-	"21bGRrdDWbJNyW11A17tLOZTx7RJY3LcyDxThalcUzRXhCERgkznELzoeAnrPHFSq4Imn0jr18tPFhVa",
-	"l5+74avtu0Z82DcM2zlDH6bkzOgHqzSdUsrexz07J4Aa18NM5h7aWp0aDm9JpJKpZmkaAwferT0wuD/w",
-	"muGgPcfoKcvyBs2lx6bwb+fvTywKhpARKdFLDHjLS++uM7FMP+0Z7qTt3PYZuXnnLDl/JjC/+IWvHspD",
-	"gz2IcUTyREkY0cRqRcYDJRu5duHKv5fHPgyuUcjGo48CJNdiD7qaBJ2mliJh0oofvEGrqqWU0TRPg90S",
-	"dypWm1+y+ZFOPOcARhS9ri+wwDHVtGK5HHFKQ9vSvsfXbY2uKWUF/q6nphusu+BX+EArwXqy5BH7keei",
-	"YVeP6Qi1ZrYHjFu319SawXYR3STsmn337Ss3Cft7q2kNPQHWSXXF1MNA8KRBGXWUav1w1rLHmGrBoff5",
-	"muKNwUISp1opLhulJEbguZI0tips7/QINoacK6kEyYxSgUzP4VNgOwzCwHZXIf7lOqqBeDGniM2mzXNz",
-	"iZFA1ayJDpEIFGCbtOF8wm+YdT4bnZ9qBdOenDQq38qPuIy4LFizc7Kfhh66pmn9QDGJD73jqT6piiNo",
-	"Dqqs8eTr4wSF3Rrvu6PSuXwGUmEmP21ftq3/Ur5nn7qXA73jg19yFNN2RsZ4Tn/FQXulQeHOrzyATRN7",
-	"yz9W6H6p/FnfqKtZWE9lJlWto7LLNRXSyrQfWxctu27WaEo/yLoqTQXYVVpN2XnTZv+IJLH4OKNkTTC6",
-	"+kJHg1REWcvK8xZ+tZqduK+agD2tCMwZcO/vakmIQqn+XsrSxbx7nobdgfhT4HJ52F4Y/1VAF9n9a2L5",
-	"aRk+8Lg47jtuxnCv6qyP4QWgq/C77HoZyqzW27cW6u2+j/MMowbFE2KMEiKsHuShgQ2JZUSB7MgMo802",
-	"7GuysnqR8eRnGPVZRoRE4Y0+GhPFBQhiji7N+aBpTSXYtQlBaqWWKOvX6rNSYpSOMaKAswjrJ0CwsbO9",
-	"vdnkPYmRxM1etzc8Z7FVG28mPEEQOXOCqR9sT/pBe95vWSGdemdHzBKEYSd71rdkcShHa41SCc6f9+Hs",
-	"uL1M/76YZhhXlO9d+PRZdxGC3sDQq+Kv9VPx3eu7y7ZlTZjJZqXjoPe27OqKstj04ATv69Bog69DGHFx",
-	"SKLJ69CcEVKUr0PQ9M1zPWTEmSKUoTDj3S1BzAoD+mKW5j55M21kTDEdO325Pmk5IdsvX+328273m2iC",
-	"t+ah8AJHhHFGI5IYZG0atWrG3ItTSkdP67ABQ3t122eFu6rko5WQqeuCi7rZuEWpctV7ctKSMT8yQ3WH",
-	"qPNBUj/sw/c7L78tNEUXmtFuoGr9ovlc1Jwar82NK8ruHD8OA8qkIixa4D334Tn2DHrBSV8um0WwoirB",
-	"JerGfPTfEdAYmaKjKWXjmkatv7B8OeaR7JCMttN4c7XObN56UMKlCkqJ7V9MzA9UtZs14/tjd0E9j47V",
-	"ut8FWoJ9eQ8lwUG5UkfwHS/ZtHU0hJ1us4Zw5jwezkn4KL69GS3D+nC4cJ7VK8TMSmWpuMC4KuRmPC0L",
-	"PIPlUeIavlPnRl/ToTgb1rqWQ3HmYGIOOUYCsUY9lKlXO0GTz0VxZaPmVradM/v1h6Eda01KmYH7sQnm",
-	"zDmCvAllfDtBuNpNswBanjy+7n+WP4f+QuPmI3HKruQawbbHpt0X6SvrRKSc5cwFpFQF2xpf5PJB1uNS",
-	"lWiZC3c+wlp/vVoa0jgIK8rVTek0seuz+GDa7lQj7efs8NqFn9WhPCCKGEczg/PzQxiInA203cMUbBQL",
-	"VxyQGrV+c14RikxoyUq2VYtr8UpSIyo8JHDswXgncnbUjPsSf1mTJT5VAFYV3ddGxBXxSWa6K3BMz3wB",
-	"Jh0dzIrxyilu8dj+edcc1m2/3Fkg0z3LmI82vPYJKQ0bkoyatVVHbR+OVi+A6ST0wyyYZbMGxfBWnZIx",
-	"Fs72Zi2iEjGTkXGz91zkbH1FTEuAVUqY6XDBbM49rnkxd3p4cnB08jYIg7MPJyf26fzD/v7h4cHhQRAG",
-	"P/SOjs3Dfu9k//D42LZwP8yLi8Ozd0cnvYvDg1WysYxsKyB5tKC2krk3RJb9HphS4V1Zejx5P36FMk8a",
-	"eLk5nrUvF50dtv9I/K5wIq1FIj5U1cr5WRP6uXmnh37toM8SkR+NNsrg3RWEf3Z4cfaPJTzg/Kej09Mq",
-	"N3DP+z+ah4+9o4ujk7c///D+7Oe3px9m/tI7PT17//fe8fpcooT70ZeiiU+44Ov1Mc2HMDeg2eMyDw1N",
-	"s8/HeUdBt7CeRCoBmRLTtv/wsSjnirJ4VTT+PYJPc5XlaoFrWJPMCwmuDWwQG3FiKWez/RsFulsPj1mG",
-	"e0e7V5b20XB5wUH/A+xBF6xxL5SM77ffS+WYM72XygPdptFEqoZFPMABd+EiEB7XUje9LlGQf7YHYQtU",
-	"4g8f5j/ttr4nrdHl5+/uWsXzzhrPW42HbUbGR7mganquV9iijo0D6eVNgRM9Bj07YxPUYgI3YGNAVPLz",
-	"//3P/w42i5xvE/JtOiqHnSiV2Swlyka8wdVuMouJwhsy1WzMjRRqc/TdMXARTVAqm7IJWUKURlK4mXBZ",
-	"ngRKEDnrMyLnc5plu8/62vIVUxA8Vwg5i1FA53oLGGIsYdBzyYBmiF14YyNi7FmNmas9rRm0wXZjGHyf",
-	"2XDQuZOCjcGi5K7BZhve++xTCRERYgqE9dngtuWRS6PyAPBWIZMGGmNEoLYiTEYrcatvQd+wUUjuNMm6",
-	"q9yvPrNOq802OOdrS0Y88wmG0sb4SDQBMVQAv2E+h3MXCJvaoDpz8GnCoQiTNygk7HR3QkAXWUgkEP+V",
-	"PS4tMm7xlkplj0ETGiGThsxdTncvI9EEW9vtbuX8IajgWOUYaTfYandtQ54hIxkNdoNv2t32N4EN9DHo",
-	"25mYIItf9fPYxjoVib5a0Q3eovrRNZlJBt/udpdk590vK8+FejRlRib02mfbOeoLdj9dhoHM05SIqYmL",
-	"u0aGUu4BSW7IVMJ2tws3E5oUQUsRSmlzhiX8eHFxaoxKMpbGop1KrSpc6hE6KSpBI7lsNd65JitXQ+Gt",
-	"6mQJoWxF2mk4H0mXoppgLkH3AXibcWk89WAFzfLlqHzuprNwug4x2n6zFs35fYbMYtcXYcCMGdecgenG",
-	"gphHeWrCGpdN9kIrb76pSVHUas/CCZukj6XIfmZb/Ca4btlkJRPYMg+Xff2y+82irgtYO9X85WXrpqdJ",
-	"LdHYcCpDKkXiMWFxIRIWLub1Vqca7z5uCpV0xy021FNOTOomZSNBpBJ5pHKBJmREM05bssGy6ZRMTdKw",
-	"TakJwpl9OqZS+Z6fcquqsf4N++VBCGE4tVkEep92ultr7VOZSm82t7v6o6LogtnZCv/TUq4MbPabUpSa",
-	"oML604oIHJ9BVd3aaoZBXa4Gu/4gRyulvClOozefh6X1HCuX3B9aLZ85fNJ7dzjYLEA2uNdn/i1VEpOR",
-	"jWymylZKkXszRSiASpjwG61JGFneZ2VvnCGQCZLYp3o5ALgAicpG2NsTxlCLiWjSZw3pLjYbpg09H19t",
-	"ijiYE85NGFSmb9IC+sw1GtieB2XpFncIanNm9nyDXfh8N7DZzNJiOcyk81HZ1xoXvca4rA5jApGKpW1d",
-	"fSdbVuHSL5y+tamBtlrHdneryJSurLAEhjeGyK2otCt9o9WSxLDICjpZXaROfzNnymW+7hseTx+N+hac",
-	"XN/VTRolcrx7eh7QrJvMLtYeuEMlwwm2LSd4ajDOyr2ql7+oFqJq6ts17RTtTOc767CiSiWgh7K8nXXk",
-	"WVkPR3+xtcYXszVUzHcv1wGvofrEF3JmvzNAoJIj58gw1AzJoothSZVNNaRp+cTaLNoevs8K5s5n93Rn",
-	"mXaCqiEy6QRv7PmkZlYZDJGysU0BjEHzWtWGc/PaswfD6hTXXEPzuT5zhSLa0PPcViqaJEbp9rFOZeEI",
-	"z6mpAjImmnt7HiTQ8nujFRhgynRvl8XdwI8OzLyq3KjGDHYarGdM+bUj098xwlvQl39RFDj6YmTVSwKk",
-	"2KdC6NgNE9P74mK4UMteuFXPwrcvSmR8ZgR4xu18z7DkNEWodZE7b7Pc0QRyV3QkahwclOFDVMNKhcJP",
-	"zVCXTTrVCoZ3l45tVaPsGnFH67qnvtETYk81FrDZRDcg/B40f79mM7l1EhFIkoQuy7N0V1V3thp8uIbS",
-	"X9+LWs7wE+mAjXnJa2mAW4+NC40WoHWdf+16V/f71V8UFRb/iIqa3ceKU3ZDyz2FjDBl63sQMd1cm3Lq",
-	"uphv2vnsnu6WOaCq9PS0zG2RaHRQfm2i8b48717SrFqodk6alRvfqSWbLZZwRaunxIJqVlyTjCsOiXyx",
-	"mxpe/M43uZp599vtcuezf1xO89XCyU+83Qup3mcHas1Qa4S2EoOv1wC2aN1XyxSeHl/C1c2rJbbvi18d",
-	"t1E2SucZwVzkE65WlFVVBJMZRv6kBriAf/TeHcOGL/Sz/fIV/ETfbLbhSBkfqElBNZWyqT08LXNRMd6b",
-	"qSq6KM+0z2YSTeGjLyBZzyIE/CUnSbUWiaeAFzLsM8YLgqASSBzrcVhsD3ErbwSqXDBXBQ62u90mt4VT",
-	"bueS9Z5Cka4nK96Fta5uW1OSJo/U2Rd19ayu3dmVb+CMR7GtHZz4aj11nHAHCNUdf3TP7xpQ9ow/36Pf",
-	"DZH+eoGv3jC5p4D4TQyTne3tdT6uVm/+QnOmF8dACnww8czNhQD8LRScWeeq/6Zu6iyQjeSmNTQsyl4t",
-	"MCc1XRrY3QPlWOeze1pLdapyz9+OXWiZV7KG0ulWlTB/qlDPppuE8+fUdXXWnMEMbBWTwYKLNK5rcrn5",
-	"Mo1qZcZPW63vLz91W99ffu6G3939t+19symicImK51NcFtqIZ7rB3Goa+E3lpcZrWR52DUtzt0XI/rpX",
-	"ihQxwg1XqxQSy2htwtZctWf+iqYIG9ScXtNrW2W0CR4fxjqyBwslWOsVulkK1BBH3NTAKuDB2zXheWM+",
-	"fRBAjZvp6mnVOnT1RILdl91KDbiXqyrAzU/6wmg4lTyt0vbHa8pzWeRkLYLNxwaXwNXSvbd3GqjgCXm2",
-	"z0Zr4NXvTX3EsakmYu7k2fCpmtZVLhVmYNNkN7/eYyIbPJQzGXrV1igCTnpd4VSiScSjjPj8fc/wfdLc",
-	"E7lXFtmV65bnhDSXCob+liT4qCdkwoaPYkwzrpBF09ZPOB2EQFylnOJeofKaHklSZ8daDd9FK4m8oA2r",
-	"OWlwNra73c298rMrnNqO/G0v3h4msNP9frFJeGbubppZvNnYM4pMtaIJl8jMQMYETckVSl/2ByQZIWxk",
-	"tWtmHOlaVb+k3Zk1WUTBDaUxqxH3/f7t9lar37/9Fi//2ijxnvKYqFLx9ZktSZNjuuAGqJzZrSEMkAgT",
-	"EdeMZDNb4O8Ie3SDcgGw5364P03Gmsn4hzj8ehYb86ExyIWwMShmb5tZYpVysTgFdw3ps9rs1J92Pot8",
-	"uWV5lj+pNbmcZXy9CkfP7H5hG1sFCzYSvdUm4qhMRTIpHNSqJ5vPp3mstjL9JZGrDDiLZJ0ym/6ZoFoY",
-	"seGvsXmqaI3Za3Lu5u+Q3O5uPzUNWTASGyjubxKK99x9BTakLWe1exf/FFi/72iNLxY9PXnlBI/iYAly",
-	"r7jezMa+mhQVxbPMKkGPKmg6ZWGWxjyZgXm/C6aGUESEUd8J+OJDIfgGGtQBECizo/dgQOOBOSqrY3Yu",
-	"QWp0ZRE6dxdsSDSnuzAk0RUQCcdEqpYZonV0AIqbi3LyFDdtOoJUAklq7tAoXDJWpRVIoomBUaFIKSOJ",
-	"oybo9VnEU5NMYcQ5lTZc2B7Ubb0Ec/+lSY/IBL/VEzV8P0q41JtBG0N8zw0kfj0Web5mrZra9JbesHy5",
-	"Xj6f2YWWXZZ7pvX1mCsOZb92av3OgsKUuTlG5Neu+G59n+SE30gXU20uypPkxkjTkd6IPjM7sQva6NQr",
-	"mnKBcEOTBCKeImyYfs7tzaQa4bXBGHHGMFKUjU0R3q9V+zg3F8e2PEIye5WTXm29ysblE00IG6P8A+sb",
-	"hp11Puv/7joJHy9mO2elSwMSPraEOOCjkUQ1aMPgP1ouubh1greq9d6+8Cf6tl2fKQ5EXsGIC+M8dK6W",
-	"gRW3f9O298DfeGx2x1GALC9o67PKxZMa6UN3qm7dkW6kgpWY/GklCE1QNDGLt6g0fzzWU1/hR9lqDYk0",
-	"bmc7vmWUxW0p1TNf12SR95MUtzNWPCf38r7WKpNQFuPtorFMdZPGgbrNAzV1Yhe12ZHcDecrGT1kDIsD",
-	"zWO4SqOzV96ty4ofklp9zMcwnCpL3RUvR4nnx3zc2udp1pwoo3F5/urRKqO2Uk6PYc7hy6iABuFTTjkM",
-	"GiltHgD797rn0Qxmbmv1QScbBXVYYO0uGN7efBCxsAbp3dcqCPZ5OqTMxBXFPFcdqWIUxvHAma2mU6X3",
-	"350g8ORWP6rUYC89p7zfJUdLpI1NMvhCk/ZyeWaBP0p6Oodx7bKmZ84qqF09tDi1YM/mD1svsbnxB5ir",
-	"RfenzfpHzjCw99VbK8vuazVs0AQuannC0EiWMaG1szdHf6uTD2zDzmfz/0wS6GxS9zW/qhDd6hRKcwf/",
-	"nymU1RRKvSS+2NCeLV+g7asbLq7s9epmZ++3kys0WHtOf3QAG1oHKPnE5oJ4FlVhq81SYuWdZEcHFelQ",
-	"uyFqYbjKx6LVE/rUZy6zWporX6l09Zvk7p0UpxuValy12wltSqZcJxSvroTMFH6pFyn7dKnlrimG5NAp",
-	"F0mwG3SMPHYDFRWnXMEXrW/4IA+fPlP5m8PhaqsC0MofjfZU+V3kld5d3v1/AAAA//9458AzUIsAAA==",
+	"H4sIAAAAAAAC/+x9/1Ibubfnq6i8tyr23rYxhGQmULemCGEy7BDChXCzd2N2LHcf2/rSlnokNeDJUrVP",
+	"sw+2T7KlI6l/2N1tGwLznez8kxhbLR1JR+eXzvn011YoZongwLVq7X1tTYFGIPHjiQipZoKbzxGoULLE",
+	"/tm6PD8hYkz0FEgogWqIiAQlUhlCrxW0VDiFGTWP6XkCrb2W0pLxSev+/j5oJVTSGWg3xmGcKg3yjOqp",
+	"+ZOZ3hPzR9DidGaeDW2LVtCS8HvKJEStPS1TKA7zLxLGrb3Wf9nK57Jlf1VbboRT05sZ/4wlEDMODUMm",
+	"rsmDx/Rj5INK8Q8IddOYtsXDh7TPZyOep9yPVt6785ST43ek/W/kE8wSIWlMboW8Hsfilhy/6/TIecoV",
+	"UZpKs616KkU6mZLzo4tPZAKaUHJ5efzu5od9IovtlJaUTaaajKWYIWNkvV+8+5VcAyT4bWEo8/ec3IIE",
+	"MmE3wA3nVCyMTPmDF+U85cfvLNtJUIngCpDr3tLoHH5PQWnzVyi4Bo4faZLEzHL9ViLFKIbZv/5D2SOw",
+	"9j6Yp+yg5ZX/QOOxkDOIiJCE8RsaM3NukI59MgQphVRDEjOlFQEaTrNGYwZx1GvdB61DwccxC5+V7k9T",
+	"8GSS0I2vyC3TU9xSf/JfIDdoQDp/FnLEogj4cxOqxTXwF4pIEQOJBCjChSY0Njynp0wRkYDE8ZHOY65B",
+	"cho/J5mXHO4SCPHYgLwBSXDrSTsCTVmsCJVABI/nJBaTCUQdpPRU6J9FyqPnpPRUEJWG02yLSdtwriYj",
+	"iAWfKKIFoVzoKUji5Jel9YzOY0GjT0KcUDmB5+aBkYjmhCkSm8El0VPKLQeAPUSXnKZ6KiT7A551OT8w",
+	"pRifBCTl11zc8oBIuBHXViDAXWIEnGVgIwsLmvjz58/dg1RPgWtDHJSpWVKydoo3lMV0FD/r6h+QCBLg",
+	"EfBwTtoR1XREFZjpeXXQMRuT5tTtEwlazklMNUi3O4kUISj13MR/hjjuOgk9SrWXvsui+QbknLjhrRxk",
+	"WhGjttwEVJokwujFDxAx+gn35/mPwAtFDu2QXUOCWXiUhWEIiRE+U5BGWN97bYqsdhDNDJcK/u8ppEh2",
+	"Io3I1MyqTm+OLfFd0LrrChmZn7aRpJBFEB3oZQvkE5uBNx9jqjQxbRVK5KBl1p/q1l4rohq6ms2MFVY7",
+	"0o4xKIFH5mtjV2mYqVUrhxM74lrOzWa5rqmUdF7s+aWxGVLOv33Pu9Yc8fbMl4KF66eSD32V9SNGaB/e",
+	"B60DrWGWVCzsRw7EnCUxJpQoDYlZ0NrtW2aaX9MRSA4aFHHtCC1+Se3ARFJOBCdtw/WxmFiFZbQABEQB",
+	"kJjxa9XpNW3cj/dBC09VIyO9Nq3umD4UERQaMq5hgguWtXx1H7TGjDM19Ty3GSPt3gctJBtPZxQxsyw0",
+	"Pist3oKgXTx3J+Z5Qkci1ZXrFlhlShVy/jmdk4iq6UhQiQrAfHmRUHlNLo8DMpoTYwAXFtExQPGc9Q3V",
+	"YnIp4+oNdQO/wG3yA0+ohls6t7aHMuq8HYuQxsagN8vkn1qxgz/cB62ZkdJWvy+I0umcUOKYOOMbJ4D8",
+	"13PQgSHKsJHnNwlGcJrvAgK9SQ8pNucrSmOQLxQZGPFq/zb6YY8kIiJ3e6S/td0nXERguTHTL3tku0+O",
+	"uUrHYxYy4JrwGxYx2gvFbGuSpL1Ba5+EMVCje2+nwHFET7FKwxAgUo0rsW3kHU9no5JYrGBS087t4qrz",
+	"Z5t5KZkx0HCQ9vsvw2vGI/wEW/YLwyoqoSEsfWu/GDZO4I1RAdaRe8jZeWkft2ZJk3y80JBcYMNFEehW",
+	"z/dTJfUOKQ8hLrhtZcFGH0i4BOr0bqM6c/7PCsW3szgv13vx+cCQ2jDBlBfmWC2JxjRWsCjZ84nM6N0J",
+	"8Ilx/rf7/X6wZCBWDZ7rhQWFQRMaMj1fM8xy6JvfBy0XGlqbpRYFaoXAjekI4s1k9NJUjclxAcBXmSa3",
+	"Ql6jyEEbxa+Dk1D7hI6UkSZGZsbYfsyk0muaMPc+vFFBsOAYe6qUEJYmR4MRWExPGc8tqR0yYzw1AqTN",
+	"dCZMrcH6sk9KIn0kRAyU4xpRdZ3ZexU+NVXX5Hfzuw352a1+oTw5iYjjChF5H7TSJNqMBRblAsVGbtuL",
+	"hBbZqzhOtn5X9Vx+WODp5dmWt7tywn7999CtDI2bE8OAezdZGRYyWk0CjeYBKegrr6K4UTYUVeJYAhA6",
+	"1iAHXOehFuX5MBGRIiPj+ht/W09h1hvwZcMuST+wOGYrjdRzR+TBTKQcV2WSpKeGqurleH92aTwh4FrI",
+	"OZKPton5v43zM7YLF7oTEGWZ0pkuewOOUzQdUO9VEOsXKCK4ncVahvX7s0tDYZNV/cpOpFE2bLYs5aUo",
+	"Ww1mjmZvcDdfLJoUiRRRGmqCbEvaQ+fuD/G4GutQcOg0W3ZoXM2EnL+d64cQz6s39Bw3zHDfMk+G5lmI",
+	"CnRVmDBLzguueVBgvzLhnpKG03iyUqYXFNrrl0ErMeaQNNP5n+32l4Pu/6DdP/rdN1dfutnn33pX/7Xz",
+	"U+G3zk//slLftCwlZEa1WRyzx0lMQ5gZOa8ghlALqXrkV5jbE3xD4xQUGYs4FrcDXjDf7M6rOdf0bo9Q",
+	"cg0YkDJ+U2JnSN6dXnRVOorEjDJOEgljdjfgptvh1jAw3MUJxYOE/pwmM6E0ef2SxGCmrwISsQnTKiDD",
+	"7jAgw9/MP73hgLdpnEwpT2cgWWgeHAk9JcAj1dkn1BJtiDEWJR5e65VYdwPP5IzeFTfg9W7D5rEqY8wJ",
+	"TLW25+zNj8UDXuMqN/LTqVOsBTb5Qrt/XH2xrNC9+toPXu/cV/LDIeoUd5fyMDtswYRZZYzlhsAmtztL",
+	"OrJyPXAyGxiU5dNwdEdDHc+NsDIcOPS3YkPk/aG/yRkuBxkmSXommZCVKtb/YtUbU8YdfKFQSygNiSKM",
+	"l1VGULByBlxSPslMNBd0do8nImbhnLStZbZXbjHgEYxpGutOj7yDMKaSanYDxM9KYcTdHJD3IvuSKNBq",
+	"wP1UVe885R9xIqr3/uzST8WemgWheR+0GE/SCiPzgM/Jf7v4eGqPYkASqhR45W6Gzy7JnHOM/fRQDE9E",
+	"143zDyV475zefnA+uL9arZD6/jqS5Hev+8QthyJjFlsDFgP5alkvmZ79jehGF59B6wakqrxBzkhyLfZJ",
+	"34giZ1TPgHIbrOBwC9aqnjHOZumstdevWmq/ZMsjnXoJSrjd8eICS5gwIzOstKfOvutZGejP7Y45tjPG",
+	"s3O8nkeFp++TuIYHOnT2QkAd819EKit29YSNwRjR+4QLe3swtwEMu4huEnbNfvzhtZuE/Xu7ag29ICqL",
+	"rBVTD1pSxFB1zPHg2esMG5OBiBkFavb5hsEtcqE55bzYaEYjICLVikXW2zg4OybtkRBaaUkTNJuAmzl8",
+	"adkOW0HLdlcQgs3uBFJcLzEj3LRlraYglFATuhkBlSCJbdIjF1Nxy+0dHgouI+bcBXSln6T9iE2Hy5K1",
+	"OCf7aOCpq5rWzwzi6MhHW8uTKoTwlqhKKhMIPk/BhnuzKxCmXLBuiBL8y85Vz14DqY/8S/9qaHZ8+HsK",
+	"ct5L6AQu2B9VAanFibk0AE9g1cTen106k3dpXt4XWxnZSTnTqjluVxHWcZ37x2uIO3Vx6yX1+AFN5A/s",
+	"7fLy2p+MxDKK1+i1trUmF5wMa2V3SgEHxvXr3Ub7/aV1k/yV1OLOihi6qEqdB1M9tPu1kwVBsrgpuoVi",
+	"PAapjFS6NR2aOTQHUHcKvtuCqszd60JnpF0mqLPKZ7HdH/NLVTdr2+8UYmv2G5f7QEPMQOZJBOZI452H",
+	"+WBklfOYUHV4a2UFLcZNnbH1r5Q+HL+/iFkIqsn3fV0bTlqKYtJoXmjlQ0ALFzOaMpcNthaNhss/mUea",
+	"aPwBj1rB61zeiEMhI8FLHmgFgW9qhLpzRPON9tNdHLfmrJ6h9Vjhy4ipkHpF2NfYzmhOFe3eZo5EJ2ud",
+	"xq+RZfh6jQ1/+VSyVdzweyo0XX+b359d/rt5YuUubxjzW2C+Wyo545MKYXBkVAwlSDahI3EDNoZmg2aZ",
+	"Ied9RCuHesUYU11weGkebwwhwCbT4ipmlxQFabqos7IsPre4xeVoZLxj7ytsYCHmrFlpeymvRGw7EgOP",
+	"bF6ZTdlJeWr8DruezmsiXVxOx83uyeaLwO1Nuf/lJtz/ahPu330arn5d4obyWv9MmeyqqVEHtkm2kkKS",
+	"vvNktosruMxGO5UOREbZZkwxElKKW8YnJ2zGKgj+RdySMZXuAHExY5zGRV+ZzOic2F5sNifez1oWane3",
+	"94xij03fXv3vkf4KrWd2PLa5DQ1UzVLDmjZy7nizSJ4joUAdUkPj2D60Pjm7GCDFnitym41BRyYplZRr",
+	"yP1ytzrNPe/YTNPM8lzMjiraVlQRVrCamiytAH1j8uH4fSEVr9B0xiZde+WbSDFmsbv1XXVu661avzo1",
+	"Iusinc2onFeathsdPWOH+s5Wxf6w7xqCiv0sXw3nRmTddguzEUK5UPhqE64ywLm2dnmJsaFKY9SSs9IO",
+	"babwdXZ7sKaH4cJppscN/YmdFXcNrhqgfNOAipnxCWG619rjaRyvOq31Z6p4ooQsHZEHc3+2u35uQYmH",
+	"/OZV8qL4XIhENUaGG83Jtcz50rVtY5bDI2yy3Rp7u3gVu8LGydak+rYgC6+uLznyVV4lNfLOq0j7BWhs",
+	"YxwLltUUwutH5hkoTbWVhj5eJa5Xh6jcU1XE5r7gKhHXfF5rRM/bB8ubl9bpMIqnQtoUTqQLEy1oru1J",
+	"b7s/GW12XP146x/N3E1dWj4Yj1c5TGaO1zBfeSYxpr9ZkpDpNvA0VFF+Voi+L/Dphik2ixmPVIPS/5EH",
+	"6Zv3eKVQ2tnA+3yESHpV73ZlCSPFidXlijStdbWoym6L1hZV2d6tElR5101krb7c3K693PR9XCQQVhmn",
+	"UcW1GGkryKu21JZKIOz0yKGRjzbyhQmaCYQDnlCpQPqbcRZRLSSRFH1NrMHA1kwRuzYBUcayptrmJw14",
+	"Hk7OE5yoJoKHUM6yJ+3dnZ1OVRZMBDSqzp56K1Ie2TslG0iUKXfiaNDamQ5aveX8swLLlzs75pZhUS/s",
+	"W++EahqLSQr2yp5lxv3l+Umv6XLOmK5R4WZuj3z5aroI0BwLvCv+k/mUPffT/VXP6hhIavJ23h28z7u6",
+	"ZjzCHlxU/qcAY7Y/BWQs5BENpz8FWIfBQP0UEHP+RGqGDAXXlHGQON59VcZK442kZ7mCiPlmAux1nmL4",
+	"tlku/2B2lk3cFVx5qdSU7rx6vWe9pyncWc8pq26lXHAW0hhZvFkmlW9Jv4mMVO6kriNg8FSXr1ybpHmt",
+	"BC0Uv95k8tPN3i1iUZ5WCitXm7LsEvx8SN7svvohuzlyFW+9ioNsfqg0tGwxztoCuHD5tSSCjbmgNOVh",
+	"TeKjr3q0pT0VIjW38ZavUzXTMTSYistF1ceERcA1G8+Nc1S8YTNPWFEciVBt0YT1ZlFn9R0a/upJCZqM",
+	"y7OcJb/ZCX25KqN3c6en2hdZyY7mY41Gd7HS9RW6W6iV+tx33EDSOtp8t1+tzQvFRsvuQDRjWtvixs22",
+	"DGsZNo3i5GmHTRHU2pvmxYqWLJ6weWRlG6WrUKwat+Cc8mtSzJf2lWek7Uqv8M5+RfjwB5TgdflNR2jH",
+	"GxuqTScQdYhvSpgmt1QRSfm1S91uHufHNTXFTqmMYbkQB8dlWu0RjCcHxOc/B+RUGK/oZ0wjPDVmmP14",
+	"DgrkDdo3ATmTALPEfj62JZErq0lkyld6U8Z2aWxkPBSVjh7Kyq9cWlAsaLS8MFbhy5SXKmYMTfaLL+4b",
+	"w4P2m6vsunssJClVPasXxI+kNnNj8/kF9QHOc3e55RIcv0le4oLxn11Z2KzQa4DEGstKCwlR0fZcyI6q",
+	"yWrMKzXWyPt0KcBrJkMuInqslQy5kCK9JDLHEqA5/2DGeKrIYoa+TcxPhN34DSOnWuiqK4jCqBt2ur2c",
+	"HWRGCOz0KtfFZW/5GBUmZLWCNXKrEGPk8fZCsxVvTLSouhTIV2uuAADBqsxWo3XeJGfXrW07T7krbSta",
+	"hWs8kaoHFco0GfqN+ZDLqC8+7N9sSrKoFRTchGwAvz71BTl2pyqZL+VHN64kvkzlO6opZm1ycnFxRIYy",
+	"5UMCpi1pZwuX1VOgG9ypqHbGkrqV8qRUWVhfmPyQEuPH8J1M+XE17yv4vTR+jWB4QFnnQ9h9bUZsZjA7",
+	"3RU8ZmZew0nH7xZN6UJpSPax99seVgDsvNqttqszkbEcJb7xIFkVGxKPqw1Vd9ouj1cvAHYS+GFqZlnt",
+	"xXC402d0AlnmarV6L1i+CZ1Up6LKlK9v/BsNsMoRwg5rZnPhec2rn7Oj03fHp+9bQev88vTUfrq4PDw8",
+	"Onp39K4VtH4+OD7BD4cHp4dHJye2hfsDf/h0dP7h+PTg09G7Op11kYnnigJLjA2KEdq/Rusj49n8cZny",
+	"pxYxi67QYyAN3jQFHR1uU3wDUR7rzYOQzcVpOwtSbUF0V4WRF7AMqj2C9Z0dlcYVSgOLKuyPdRn/vdJE",
+	"duul7GIkzkrcxTCwUXkKHBiWLbMNp8UKFWsKkDaCO1wcORXGok3zdn94XIn+jw8zY1xweS1R4Iv708ZU",
+	"1e2XTVUhlazjWq9O6anPHHQBSWWvGyIW4b2m2yksfUl1KGb+fpKSMWUxphIC5WliNnMJm0E9LLNw+9U3",
+	"sc6absPWVqR+i6uEc47VsEI6nx99Ov/PBkF98evx2VlRZLvPh7/gh88Hx5+OT9//9vPH89/en10ufHNw",
+	"dnb+8T8OTipFeYHjKqFwEAGHHPgrDvybhFRKhtVeQIBrOScJSGL2kTBOhrihwwFvG4EVebyNQljARQVc",
+	"SGDY2Sc+I9xqCoVZSMwIhbpSbY+vsvbR8oA/KwJsq3XKj49UKYZ3DcXVCsWvMy6mr+7DNe4tKbZs3t9S",
+	"thhBfc14tFKB1OLWYIrx7dTdahp+uaWKqGuWJLA66rVW0o5IdZLqGp1shnyhiGtD2tQWCtpj2el9Q42w",
+	"+w1AW2zwHVe8CbmlppzqERcLrxAXCsvjqlA8DhaqUrBEinBAqEX72OZQY69rQhEL27tpjkQl5WMhS5Vx",
+	"Ky0nX4PXqNpNm0qvvlgWt+oyBTezwdX6zaYg1DhXl5fLj/a7b2h3fPX1x/tu9nl3jc/blWkOaKuFqWR6",
+	"fmEm7pKisTzvIK2qZzvgWcrTwdmxY5b2kOr4t//7v//PsJMhGmNBCnaUDzvVOrEYfIyPRcWNA+LmOsQt",
+	"MfYjBYRy8uGECBlOQWkLSEqSmGrDlMYLUcXSZJnyAadqGbFX9QZ8wI/Q8JQi1UBSHoEkWzfbhANEigwP",
+	"HNQlDrFH3tpCRavGcK4eIYrYblCLDLhFK1i6sG0P66ALh50e+eixVRXq2TmhfMCHd11qZ901HDYkcKeB",
+	"K6QG3VEw/ijitdLsqBrS2/YIuBt5G5B0fw24DUt2esRdpXVVKBIPn2mLuRGLTk+BSdTP7tDtEcrnNnyP",
+	"KSeY8k65ugWpyG5/NyDgCt+pIjRLireWo0+JgzumtNXtMQuB23w6h1h8kNBwCt2dXr9wDdwq8Fjhan2v",
+	"td3r24YiAU4T1tprvez1ey9btv4S2XdrinmKf2CKtS1BzWBsjfPSeg/6F9dkAep4p99vwJ7cDHPSZUtW",
+	"4X7G7MZjSbrT19r7chW0lE/Kbp2wG+Cg1D6h8S2dK7LT75PbKYuzWtIQlPKodL98+nSGUo8ae/5LS82V",
+	"sTuuzAhbM9CShappNT64JitXQ8Od3kpiyvgKUNVg2aeYgZ5CqojpwygWd+9IrGJpXo7C4246tdN1jNHz",
+	"m1U3548JcMtdj+KABZFfjS/qxiKRCNMZVps3TfaTsQR9U8T8M2ZN7YSxbq+R2c9tiz+F162YLODcWuHh",
+	"sIVf9V/WdZ3RulVE521aNzNNZg+NzUi2xVkeVpfyKFMJtYt5s71VrFaYVFWwH/qSOSqBYDFTRBgfS6q0",
+	"TEOdIrCnQMFpAcmtmJ7ROULiWk+nFSzs0wlT+jBPpX+yrSpC0VTslyehgKl5H7R2+9tr7VMOFI2b21/9",
+	"UAYpjjtbkH9Gy1WUKXogdSZtZDbLffQYZMWtLQLglPVqa89f1dkUiCrrchnJzNg5Vi+5L7pdD8V5evDh",
+	"aNjJSFYWf8X/yrSCeGxtbKbtewDU/gLEOmGKTMWtsSRQlw943ptxwOkUaORLvhwBQiLqCn5lL5EDoybC",
+	"6YBXoDFZsKYeOfCwFwhRjpfYHTIsTB9RawbcNRranof5iwncPbeFdNr3DfbI1/uhhQd1/jxZAMRjiCwj",
+	"2Q1E+bsPMAU0W9ru9Y+qu4TI2TFEW6tjp7+dOSuFFVaEwy0ecqsq7Uobh5TGFnktZydri5TP30LaQI5C",
+	"+VbYKvBvcvpqkhPuy56GlincP70MqLZNFhdrn7jrSZQEO1YSPDUZ5/lelcHdi69ZqerbNd3K2mHnu+uI",
+	"osJ7Lh4q8nbX0Wf52x7ME9trPLH4hgB87tU65FVgqz9SMvudKYM2u2OIpZeWXVAkFTYVj6aVE2uLaJte",
+	"saiYt766T/dWaMegK4JTp3DrILKUFgkZAeMTi1AXESNrdY9c4M9ePKCo08JIDSPnBtwhL/fIgZe2SrM4",
+	"RqPbp5zmSMxeUjNN6IQa6e1lkAQr79EqQGJywFSHg1ohj97hvIrSqCQMdqtKCGfixh3Tf2KGt6Q3P5G9",
+	"vuPRzGqWhNBsnzKlYzdMzjflxaDWyq7dqmeR259yZnxmBnjG7fzIIZc0WZFLhj5rcWIBcw0LNhLDAAfj",
+	"8BDTsPD+rS/VVOdNtorv57q/qhVbW7/7MtRK/+LAeUi+Xig3Q3Ng2OzCq03zOBeCRu0TLkromiGN406P",
+	"HHFtr3LGC9mYzo0Rt9xnCCGyLpO26Afj+mZlfWwn5TEoVQgV2+AXno8XqkqU5YfDl8A+2QlZeCFHzUGx",
+	"xihVeVpz9Oxy82mPzUNd60IQosh4ZVRiXL7AHbe5BUnxGb02ebp40iZJ+vSHzCfhVwpn40y+P7t8Ure6",
+	"gPNQwXQfS/enZjVtjYpZwg/H74mrz+38Oc52GbTaSB2spTMNjLF0A7IONWiTfXY7VSwhqd0tj8nzlDtW",
+	"LHSpjlgiCf8MgRC/ZgsIkAqA0DgOHBZpHr0vbkuxsmaNGEh5L0oIv0/kEleiCK/lEG9/a16oDIjZC77v",
+	"3Q3tv1n9RPY6xb+i32r3sXBHhVlmGjjl2tYlUAcQudbJKbumvunWV/fpvikeXzxPTyvc6gygDJ7p+/IU",
+	"NpV5G9kdxbfSZnbH8sYbU6SbZPCIeXiiyr3PkRT/dvAf4+DXw5szbV8OMKWIsWp+Qsy7zjqmy0qfv2H/",
+	"vqlp6QapO834699sUfZeyvyQey+eMyz0YeCQ8gIHSBj4ClQGqvOUbkxZnAStSvD7o9LLM6ugPtq7Ozsu",
+	"FoJ+GL78+IVF/uj0yMGAb4YAit68e+el65cOuEsW9tXAfv338odndE4mUtxiBHhUGsC+rHTAPxp6KZ9n",
+	"Gnhqc0ZwP4KFXcKgDaZ2ZSAkA474A3HsSm2N85S/CEGM84hG4c0xmJwcEEURJUCJqvjEWbpwkL+9kbuA",
+	"XPrM9z0rJYi7z/NbgdvuE8QJG5td+97Ey59iwO7u7KzzcPGVvo+UhBegSVsCXnx0KvTkolzcQC3Wm0Al",
+	"4Kd6Jz9r9ZSGcBGhqsrNz99oMi4jl/4V7NwiCtazG7rZ6Ftf/cdmtyfHynny7a41lXydjFEeTCv3yhRf",
+	"NkMs3PB36xc9Pb8Eq5s7Ih7EX1tuo2zB6TOSWZclVHyDvi4ymEog9Ll7xib6z4MPJ6Tt30y28+o1+ZW9",
+	"7fTIscasGISDi4jSktl02hwXDqL9hbeo12G+DfgC6Bv57LP6y9hcBH5PaVx8aZA/AS9UMOBcZAfCmINR",
+	"ZMbhkU3rLfwiQaeSO3gWstPvV1lXLr63gG32NGZWGd7rPih1dded01n8jTp7VFfPavwtrnyFZDxGIC3D",
+	"HA6+u8wTLqWsuOPfPBdoDSoPMMPLs98tVST8/yQ2+7dpW2XaHkQRoRk/YAlzNSinYxN0KJnM+boc7a3R",
+	"jfS2O0IRZc5phdZ00C/3D9RjW1/dp7VMp6L0/PPEhdF5uWjI0zCKGuZvE+rZbJNgOXO5bM5iTGZoUX7x",
+	"VWLMtHJvDHNlODclvZxrpqDANsVXyX7Z7r65+tLvvrn62g9+vP9ftvdOVY1Zg4nn4TNqfcRz02BpNZF+",
+	"zHbJJ1BA4tyM0T0yVnW3WQX4eum9GSDA8q6YqXiNhVabtO+xtlngms2AtBnmM7Mb+zKKKnp8veHYpprl",
+	"ZK33vvBGokYwFviyuoweuFuTnrf46IMIqtxM9+K7UocO27e196pfeFnjq1Wvalye9Ce0cAoYMLnvDzdM",
+	"pCrDe6mj7ZN/jWBGXAnjbWe34hQ8ocz2SDc1mSeGYjNFc9pI2wdHbbYApndZ3I3O95s4aMtJUq4Cb9qi",
+	"IeC01zXMFSDID+PUg/Z5ge8BeZ4u8F/pV677PmEyS5UmIyATdgO8Rz5jxJ4P+PA4glkiNPBw3v0V5sOA",
+	"UIdaHWVQvb6ahig6c36stfBd/YpMs7NhLSdDTnun3+/s549dw9xdFHCbWej9YUp2+2/qXcLzlC+L9sVq",
+	"JAZcd8OpUMBxIHRBZ/QalIfgJoqOgbSTPKUxF1bW1M/P7sKa1J3ginfYFmuwB4O7ne3uYHD3A1z9a6XG",
+	"e8pMmcIrqp/Zk0T8qmpz0DAKbg3lBKjEGqlqJlvYAuJQGb65Q1lD7IUf7m+XseQy/iXyf57Fx3x06iyy",
+	"mEVAa/BKhWxC3VqpfVa7nebRra8ybfYsrRD+k0TG92twHODuZ76xBzaLzVZjDUoOToFF/cyaJ53nszxW",
+	"e5nnKV8Zo8+ZbCvH9nsmqmqTVi18YPpUQeas/4IaXla7O099hiwZNhnC61qI9slYxIiEZo/YC8t88N1d",
+	"33+PCauPVj0H6topHi2IPZD7xNUxujwZrPbRIoPo+paKZisHfa2sbBri73sE8Yk9thwlHtg4IL6BIXVI",
+	"KMmhzPbJkEVDvCorc3aqiDLsykNw4S7SVoC3u2REw2tCFTmhSndxiO7xO6LFgEtQ6Qw6tkBdaQl0RoBH",
+	"KgvJWJNWAg2nSKMGaV+uak8TORjwUMywvB7VOVO2gNRe1G2/IspsARbMJ1LcmYmi3A9jodzLHCscowuk",
+	"xK9HXeRr0aspTa/k02wehECEF9yFrl2WDYFeDrhD7bRPO7N+twZUNbWJXjfuRVjlfVJTcatcBRzDLukt",
+	"atOx2YgBx53YI8bpNCs6ExLILYtjEooZkDb2c2Ff/2oY3jiMoeAcQs34BF+I9b1aHxcgb0B2PUNyC75v",
+	"VtusskV2RDhP9Re2N1CcbX01/91vxWJSL3bO85AGicXEHsShGI8V6GGPDP9718FNdU/hTnc/2h/8jb5t",
+	"N+BaEKquMSWRw512oZahVbf/ZnzvYSk50p0ARVKuWWzjKQ7M0jN94G7VbTjSjZSJEsyO1JKyGNMnq8oq",
+	"jXw8MVNfEUfZ7o6owrCzHd8Kyv3szeWFO1/XpC766X4uR042ir6WgC8Zj+CubiwEz6wcqF89UFUndlGr",
+	"A8n9ClThh4xheaB6DPd6EdfVSIgYKF9fFD8EbOtETMhoru3pLkQ5cj4/EZPuoZgl1dAJhpdzPMgFnkWW",
+	"tVrOjGFf0pNlBVQon3zKQavypFXg0dqDUIo84mBc6DzppJ2dDkus3QWU7dUXEXXA/88czHlGRXAoZiPG",
+	"Ma8oEqneUjoCKf3LrG1pd37e/+kUgT9u5atKfBVS0z1lcyR3g+tJW2f5SJf2qrm40l8lPV3AGEf4kwor",
+	"XfWknWR9deW+zUC3UWIIJWjCbSCsIL4OESjyUHAtRcV7gIZcdLGX4V6xH7wfMXIjZnwCkjBOQmvUC+lN",
+	"816j0fx3qPevXuqJ59j5epYrismLwtalRA7zGNF7iuLQSYHVmfC24dZX/P++qfrvHG7EdeHor678M+3/",
+	"rvwrVf6ZJfEguPsWVs94ebdCXht/0CXGbraTK+xomy1w/I60jUTJpUynJqtGF4R7ta5qEp4ePTrXUaWX",
+	"/9cmzXzOWj1lTZHww9SlHuQYbgUE5j8FROE0u2MpoETn1I3mDipIrZMQuIBqUQYkLYNnf7ky2h9Beh07",
+	"pTJu7bW20CpwA2VIyA6I1Fg9PtXE1zEXvnM8XGyVEVr4Em24wt8Z3lHhu0mSGmf7/wUAAP//0g32T9W0",
+	"AAA=",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

@@ -10,14 +10,13 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	cat "github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/config"
+	"github.com/atelier-ml/atelier/internal/kubetest"
 )
 
 type fakePoller struct {
@@ -71,16 +70,7 @@ func (r *fakeRegistry) ReportClusterCapacity(_ context.Context, name string, c c
 }
 
 func gpuNode() *corev1.Node {
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"nvidia.com/gpu.product": "NVIDIA-L4"}},
-		Status: corev1.NodeStatus{
-			Allocatable: corev1.ResourceList{
-				corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("32Gi"),
-				"nvidia.com/gpu": resource.MustParse("2"),
-			},
-			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
-		},
-	}
+	return kubetest.MakeNode("n1").CPU("8").Memory("32Gi").GPUs(kubetest.L4, 2).Ready(true).Obj()
 }
 
 func TestClusterWorkerRegistersAndReports(t *testing.T) {

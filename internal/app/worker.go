@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/activities/admission"
 	"github.com/atelier-ml/atelier/activities/local"
 	"github.com/atelier-ml/atelier/activities/mirror"
 	"github.com/atelier-ml/atelier/activities/placement"
@@ -38,7 +39,7 @@ type Worker struct {
 }
 
 // NewWorker registers every workflow and activity on a Temporal worker.
-func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, mirror *mirror.Mirror, selector *placement.Selector, pub GoWorkflowPublisher, pipelines []workflows.GoPipeline, l *zap.Logger) *Worker {
+func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, mirror *mirror.Mirror, selector *placement.Selector, admit *admission.Activities, pub GoWorkflowPublisher, pipelines []workflows.GoPipeline, l *zap.Logger) *Worker {
 	w := worker.New(c, cfg.TaskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize: cfg.WorkerConcurrency,
 		// Heartbeats carry cancellation to running processes; sending them
@@ -61,6 +62,10 @@ func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, mirror 
 	})
 	mirror.Register(control)
 	selector.Register(control)
+	// GPU admission: submissions on the control queue; the snapshot runs as
+	// a local activity of the admission workflows on the main queue.
+	admit.Register(control)
+	admit.Register(w)
 	return &Worker{w: w, control: control, pub: pub, pipelines: pipelines, taskQueue: cfg.TaskQueue, log: l.Named("worker")}
 }
 

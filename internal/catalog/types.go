@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/atelier-ml/atelier/gpu"
 	"github.com/atelier-ml/atelier/workflows"
 )
 
@@ -190,6 +191,14 @@ func (c Cluster) Online(now time.Time) bool {
 	return c.LastSeenAt != nil && now.Sub(*c.LastSeenAt) <= ClusterOnlineWindow
 }
 
+// GPUPolicy is a project's GPU admission policy (ProjectPolicy.Name is the
+// project): cohort, fair-share weight, priority range and quotas per GPU
+// product or MIG profile. A project without one has no GPU quota.
+type GPUPolicy struct {
+	gpu.ProjectPolicy
+	UpdatedAt time.Time
+}
+
 // ClusterCapacity is a snapshot of what a cluster's schedulable nodes offer:
 // allocatable resources, and what is left after the requests of the pods
 // bound to them.
@@ -201,6 +210,9 @@ type ClusterCapacity struct {
 	MemoryBytes ResourceAmount            `json:"memoryBytes"`
 	// Nodes counts the nodes included (ready and schedulable).
 	Nodes int `json:"nodes"`
+	// GPUNodes is the GPU inventory node by node (ready or not), sorted by
+	// name: what GPU admission decides on.
+	GPUNodes []gpu.Node `json:"gpuNodes,omitempty"`
 }
 
 // FreeGPUs returns the free GPUs of one product, or of every product summed

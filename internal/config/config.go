@@ -41,6 +41,9 @@ type Config struct {
 	// TaskQueue is the local runtime's task queue: workers poll it, the
 	// gateway starts declarative runs on it.
 	TaskQueue string
+	// GPUMinRuntime is how long an admitted GPU workload runs before it
+	// may be preempted (gpu.Policy.MinRuntime).
+	GPUMinRuntime time.Duration
 	// StepUser is who local steps run as (see local.ParseStepUser): empty
 	// means an unprivileged uid when the worker is root.
 	StepUser string
@@ -85,6 +88,7 @@ func Default() Config {
 		ShutdownTimeout:   20 * time.Second,
 		WorkerConcurrency: 200,
 		StreamLimit:       32,
+		GPUMinRuntime:     5 * time.Minute,
 		TaskQueue:         workflows.TaskQueueLocal,
 
 		KubeNamespaceTemplate: "atelier-{project}",
@@ -110,6 +114,7 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.StepUser, "step-user", env("ATELIER_STEP_USER", d.StepUser), "user local steps run as: a name, uid or uid:gid; default: uid 65532 when the worker is root, else the worker's user; \"worker\" = the worker's user (ATELIER_STEP_USER)")
 	fs.BoolVar(&c.Examples, "examples", c.envBool("ATELIER_EXAMPLES", d.Examples), "worker: also serve the example Go pipelines (examples/gopipeline); on in `atelier dev` (ATELIER_EXAMPLES)")
 	fs.IntVar(&c.StreamLimit, "stream-limit", c.envInt("ATELIER_STREAM_LIMIT", d.StreamLimit), "event and log-follow streams one token may hold open per gateway; more get 429 (ATELIER_STREAM_LIMIT)")
+	fs.DurationVar(&c.GPUMinRuntime, "gpu-min-runtime", c.envDuration("ATELIER_GPU_MIN_RUNTIME", d.GPUMinRuntime), "worker: how long an admitted GPU step runs before GPU admission may preempt it (ATELIER_GPU_MIN_RUNTIME)")
 	fs.IntVar(&c.WorkerConcurrency, "worker-concurrency", c.envInt("ATELIER_WORKER_CONCURRENCY", d.WorkerConcurrency), "max concurrent activities per worker (ATELIER_WORKER_CONCURRENCY)")
 }
 

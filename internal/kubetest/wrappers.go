@@ -122,6 +122,17 @@ func (w *NodeWrapper) Taint(key, value string, effect corev1.TaintEffect) *NodeW
 	return w
 }
 
+// Ready sets the Ready condition, as a kubelet (or kwok) reports it: for
+// tests that use the node without kwok, e.g. with a fake clientset.
+func (w *NodeWrapper) Ready(ready bool) *NodeWrapper {
+	st := corev1.ConditionFalse
+	if ready {
+		st = corev1.ConditionTrue
+	}
+	w.Status.Conditions = append(w.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeReady, Status: st})
+	return w
+}
+
 // Unschedulable cordons the node.
 func (w *NodeWrapper) Unschedulable() *NodeWrapper {
 	w.Spec.Unschedulable = true

@@ -310,3 +310,16 @@ func (s *Store) ListUnfinishedRuns(ctx context.Context, before time.Time, limit 
 	}
 	return out, nil
 }
+
+// EndedRuns returns which of ids the catalogue shows as ended (any terminal
+// state, TERMINATED included); ids it does not know are not returned.
+func (s *Store) EndedRuns(ctx context.Context, ids []string) ([]string, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	out, err := s.q.EndedRuns(ctx, ids)
+	if err != nil {
+		return nil, mapErr(err, "find ended runs")
+	}
+	return out, nil
+}

@@ -183,3 +183,21 @@ func isNotFound(err error) bool {
 	var nf *serviceerror.NotFound
 	return errors.As(err, &nf)
 }
+
+// QueryAdmissionQueue asks a cluster's GPU admission workflow for its
+// queue. A cluster with no admission workflow yet (no GPU step was ever
+// submitted to it) has an empty queue.
+func (e *Client) QueryAdmissionQueue(ctx context.Context, cluster string) (workflows.AdmissionQueue, error) {
+	q := workflows.AdmissionQueue{Cluster: cluster, Pending: []workflows.QueueEntry{}, Running: []workflows.QueueEntry{}}
+	resp, err := e.c.QueryWorkflow(ctx, workflows.AdmissionWorkflowID(cluster), "", workflows.QueryAdmissionQueue)
+	if isNotFound(err) {
+		return q, nil
+	}
+	if err != nil {
+		return q, fmt.Errorf("runclient: query the admission queue of %s: %w", cluster, err)
+	}
+	if err := resp.Get(&q); err != nil {
+		return q, fmt.Errorf("runclient: decode the admission queue of %s: %w", cluster, err)
+	}
+	return q, nil
+}

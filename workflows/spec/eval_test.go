@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func testEnv() Env {
@@ -150,8 +152,11 @@ func TestEvalItems(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("EvalItems = %#v, %v; want %#v", got, err, tc.want)
+			if err != nil {
+				t.Fatalf("EvalItems: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Fatalf("EvalItems (-want +got):\n%s", diff)
 			}
 		})
 	}
@@ -180,8 +185,8 @@ func TestRenderContainer(t *testing.T) {
 		Env:        map[string]string{"ROWS": "150", "PLAIN": "x"},
 		WorkingDir: "/work/run-1",
 	}
-	if !reflect.DeepEqual(out, want) {
-		t.Errorf("got  %#v\nwant %#v", out, want)
+	if diff := cmp.Diff(want, out); diff != "" {
+		t.Errorf("RenderContainer (-want +got):\n%s", diff)
 	}
 	if in.WorkingDir != orig.WorkingDir || !reflect.DeepEqual(in.Env, origEnv) || !reflect.DeepEqual(in.Command, origCmd) {
 		t.Error("RenderContainer modified its input")

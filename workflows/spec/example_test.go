@@ -4,6 +4,8 @@ import (
 	"os"
 	"reflect"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestExamplePipeline keeps examples/pipelines/train-evaluate.yaml valid for
@@ -21,8 +23,8 @@ func TestExamplePipeline(t *testing.T) {
 	if err := Validate(p, ValidateOptions{Kinds: []StepKind{KindContainer}}); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := Dependencies(p), [][]int{{}, {0}, {1}, {2}}; !reflect.DeepEqual(got, want) {
-		t.Fatalf("Dependencies = %v, want %v", got, want)
+	if diff := cmp.Diff([][]int{{}, {0}, {1}, {2}}, Dependencies(p)); diff != "" {
+		t.Fatalf("Dependencies (-want +got):\n%s", diff)
 	}
 	params, err := ResolveParams(p, nil)
 	if err != nil {

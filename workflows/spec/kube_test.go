@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 var kubeOpts = ValidateOptions{Kinds: []StepKind{KindContainer, KindRay, KindSpark}}
@@ -434,8 +436,8 @@ func TestExampleRaySparkPipeline(t *testing.T) {
 		{"steps[3].kind", `step kind "ray" needs a Kubernetes cluster`},
 		{"steps[4].placement", "placement needs a Kubernetes cluster"},
 	})
-	if got, want := Dependencies(p), [][]int{{}, {0}, {1}, {1}, {2, 3}}; !reflect.DeepEqual(got, want) {
-		t.Fatalf("Dependencies = %v, want %v", got, want)
+	if diff := cmp.Diff([][]int{{}, {0}, {1}, {1}, {2, 3}}, Dependencies(p)); diff != "" {
+		t.Fatalf("Dependencies (-want +got):\n%s", diff)
 	}
 	params, err := ResolveParams(p, nil)
 	if err != nil {
@@ -447,8 +449,8 @@ func TestExampleRaySparkPipeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"--input=s3://atelier-demo/raw/events/date=2024-06-01", "--output=s3://atelier-demo/runs/r1/features"}; !reflect.DeepEqual(sp.Arguments, want) {
-		t.Errorf("spark arguments = %q", sp.Arguments)
+	if diff := cmp.Diff([]string{"--input=s3://atelier-demo/raw/events/date=2024-06-01", "--output=s3://atelier-demo/runs/r1/features"}, sp.Arguments); diff != "" {
+		t.Errorf("spark arguments (-want +got):\n%s", diff)
 	}
 	if sp.SparkConf["spark.app.name"] != "features-r1" {
 		t.Errorf("sparkConf = %v", sp.SparkConf)
@@ -566,8 +568,8 @@ func TestRenderRay(t *testing.T) {
 		ShutdownAfterJobFinishes: &yes,
 		TTLSecondsAfterFinished:  5,
 	}
-	if !reflect.DeepEqual(out, want) {
-		t.Fatalf("RenderRay =\n%+v\nwant\n%+v", out, want)
+	if diff := cmp.Diff(want, out); diff != "" {
+		t.Fatalf("RenderRay (-want +got):\n%s", diff)
 	}
 	// The output shares nothing mutable with the input.
 	out.Workers[0].Name = "changed"
@@ -597,8 +599,11 @@ func TestRenderRay(t *testing.T) {
 	}
 	// Absent optional fields stay absent.
 	out, err = RenderRay(&RayStep{Entrypoint: "x", Cluster: "c"}, testEnv())
-	if err != nil || !reflect.DeepEqual(out, &RayStep{Entrypoint: "x", Cluster: "c"}) {
-		t.Errorf("RenderRay = %+v, %v", out, err)
+	if err != nil {
+		t.Fatalf("RenderRay: %v", err)
+	}
+	if diff := cmp.Diff(&RayStep{Entrypoint: "x", Cluster: "c"}, out); diff != "" {
+		t.Errorf("RenderRay (-want +got):\n%s", diff)
 	}
 }
 
@@ -620,8 +625,8 @@ func TestRenderSpark(t *testing.T) {
 	want.MainApplicationFile = "s3://b/iris.jar"
 	want.Arguments = []string{"--epochs=3", "--item=b"}
 	want.SparkConf = map[string]string{"spark.app.name": "pipe-run-1", "spark.x": "1"}
-	if !reflect.DeepEqual(out, &want) {
-		t.Fatalf("RenderSpark =\n%+v\nwant\n%+v", out, &want)
+	if diff := cmp.Diff(&want, out); diff != "" {
+		t.Fatalf("RenderSpark (-want +got):\n%s", diff)
 	}
 	out.Arguments[0] = "changed"
 	out.SparkConf["spark.x"] = "changed"
@@ -643,8 +648,11 @@ func TestRenderSpark(t *testing.T) {
 		}
 	}
 	out, err = RenderSpark(&SparkStep{Type: "R", MainApplicationFile: "x"}, testEnv())
-	if err != nil || !reflect.DeepEqual(out, &SparkStep{Type: "R", MainApplicationFile: "x"}) {
-		t.Errorf("RenderSpark = %+v, %v", out, err)
+	if err != nil {
+		t.Fatalf("RenderSpark: %v", err)
+	}
+	if diff := cmp.Diff(&SparkStep{Type: "R", MainApplicationFile: "x"}, out); diff != "" {
+		t.Errorf("RenderSpark (-want +got):\n%s", diff)
 	}
 }
 

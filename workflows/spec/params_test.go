@@ -2,8 +2,9 @@ package spec
 
 import (
 	"encoding/json"
-	"reflect"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestResolveParams(t *testing.T) {
@@ -64,8 +65,8 @@ steps:
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("got  %#v\nwant %#v", got, tc.want)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("ResolveParams (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -133,3 +133,36 @@ func GPUNodeSelector(gpuType string) map[string]string {
 	}
 	return map[string]string{GPUProductKey: gpuType}
 }
+
+// NodeAffinity requires one of nodes, by name (the matchFields form
+// DaemonSets use, which needs no hostname label); nil for no nodes.
+func NodeAffinity(nodes []string) *corev1.Affinity {
+	if len(nodes) == 0 {
+		return nil
+	}
+	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchFields: []corev1.NodeSelectorRequirement{{
+					Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: slices.Clone(nodes),
+				}},
+			}},
+		},
+	}}
+}
+
+// PinGPUPods restricts a pod that requests GPUs to the nodes GPU admission
+// chose for the step (KubeStepRequest.Nodes), so the capacity admission
+// counted is the capacity the pod gets. Pods without GPUs (a Ray head
+// doing no GPU work) go wherever the scheduler puts them.
+func PinGPUPods(spec *corev1.PodSpec, nodes []string) {
+	if len(nodes) == 0 {
+		return
+	}
+	for _, c := range spec.Containers {
+		if q, ok := c.Resources.Limits[GPUResource]; ok && !q.IsZero() {
+			spec.Affinity = NodeAffinity(nodes)
+			return
+		}
+	}
+}

@@ -39,13 +39,20 @@ type Resource interface {
 	Watch(ctx context.Context, namespace string, opts metav1.ListOptions) (watch.Interface, error)
 }
 
+// Updater is a Resource whose objects live on and change after creation:
+// the long-lived kinds (an inference endpoint's Deployments, Service and
+// HTTPRoute) are applied with Apply, where the run-to-completion kinds of
+// steps are created once with CreateOrAdopt. Typed implements it.
+type Updater interface {
+	Resource
+	Update(ctx context.Context, obj Object) (Object, error)
+}
+
 // Kind is an integration: a Resource that a step becomes. Each integration
 // package implements it for one kind and asserts so with
 // `var _ framework.Kind = (*Kind)(nil)`.
 type Kind interface {
 	Resource
-	// StepKind is the contract's name for the kind (KubeStepRequest.Kind).
-	StepKind() activities.KubeKind
 	// MaxNameLength bounds object names: 63 for most kinds, less where the
 	// operator derives longer names from it (KubeRay: 47 for a RayJob).
 	MaxNameLength() int

@@ -47,6 +47,8 @@ type Options struct {
 	Gateway bool
 	// LogLevel of the stack's own logs (default "error": results only).
 	LogLevel string
+	// Configure adjusts the configuration of the gateway and worker.
+	Configure func(*config.Config)
 }
 
 // Stack is a running embedded Atelier. Close it.
@@ -145,6 +147,9 @@ func Start(ctx context.Context, o Options) (s *Stack, err error) {
 	cfg.DataDir = dataDir
 	cfg.LogLevel = o.LogLevel
 	cfg.ShutdownTimeout = 5 * time.Second
+	if o.Configure != nil {
+		o.Configure(&cfg)
+	}
 	s.Cfg = cfg
 
 	s.Store, err = store.Open(ctx, dbURL, store.WithApplicationName("atelier-bench"))

@@ -27,6 +27,17 @@ type GoWorkflow struct {
 	UpdatedAt   time.Time
 }
 
+type GpuPolicy struct {
+	Project         string
+	Cohort          string
+	Weight          float64
+	DefaultPriority int32
+	MinPriority     int32
+	MaxPriority     int32
+	Quotas          json.RawMessage
+	UpdatedAt       time.Time
+}
+
 type Pipeline struct {
 	Project       string
 	Name          string

@@ -88,6 +88,34 @@ func (q *Queries) DeleteRun(ctx context.Context, id string) (int64, error) {
 	return result.RowsAffected(), nil
 }
 
+const endedRuns = `-- name: EndedRuns :many
+SELECT id FROM runs
+WHERE id = ANY($1::text[])
+  AND state NOT IN ('PENDING', 'RUNNING', 'CANCELLING')
+`
+
+// Which of these runs the catalogue knows to have ended: GPU admission
+// frees what a run terminated through Temporal still held.
+func (q *Queries) EndedRuns(ctx context.Context, ids []string) ([]string, error) {
+	rows, err := q.db.Query(ctx, endedRuns, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const getRun = `-- name: GetRun :one
 SELECT id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, created_by, idempotency_key, request_hash, input FROM runs
 WHERE project = $1 AND id = $2

@@ -85,3 +85,10 @@ WHERE state IN ('PENDING', 'RUNNING', 'CANCELLING')
   AND updated_at < @before
 ORDER BY updated_at
 LIMIT @max_rows;
+
+-- name: EndedRuns :many
+-- Which of these runs the catalogue knows to have ended: GPU admission
+-- frees what a run terminated through Temporal still held.
+SELECT id FROM runs
+WHERE id = ANY(@ids::text[])
+  AND state NOT IN ('PENDING', 'RUNNING', 'CANCELLING');

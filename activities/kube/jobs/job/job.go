@@ -10,14 +10,11 @@
 package job
 
 import (
-	"context"
 	"math"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -29,21 +26,28 @@ import (
 const ContainerName = "step"
 
 // Kind is the batch/v1 Job integration.
-type Kind struct{ kube kubernetes.Interface }
+type Kind struct {
+	framework.Typed[*batchv1.Job, *batchv1.JobList]
+}
 
 var _ framework.Kind = (*Kind)(nil)
 
+// Integration registers container steps (activities.KubeJob); every
+// cluster can run them.
+var Integration = framework.Integration{
+	StepKind: activities.KubeJob,
+	Requires: "Kubernetes",
+	New: func(c framework.Clients) (framework.Kind, []framework.Resource, bool) {
+		return New(c.Kube), nil, c.Kube != nil
+	},
+}
+
 // New returns the Job integration over a core clientset.
-func New(kube kubernetes.Interface) *Kind { return &Kind{kube: kube} }
-
-// Kind implements framework.Resource.
-func (*Kind) Kind() string { return "Job" }
-
-// Short implements framework.Resource.
-func (*Kind) Short() string { return "job" }
-
-// StepKind implements framework.Kind.
-func (*Kind) StepKind() activities.KubeKind { return activities.KubeJob }
+func New(kube kubernetes.Interface) *Kind {
+	return &Kind{framework.NewTyped("Job", "job", func(ns string) framework.Client[*batchv1.Job, *batchv1.JobList] {
+		return kube.BatchV1().Jobs(ns)
+	})}
+}
 
 // MaxNameLength implements framework.Kind. The Job controller puts the
 // Job's name in its pods' batch.kubernetes.io/job-name label, and label
@@ -53,35 +57,6 @@ func (*Kind) MaxNameLength() int { return 63 }
 // WatchPods implements framework.Kind: a Job's status does not show a pod
 // that cannot pull its image.
 func (*Kind) WatchPods() bool { return true }
-
-// NewObject implements framework.Resource.
-func (*Kind) NewObject() framework.Object { return &batchv1.Job{} }
-
-// Create implements framework.Resource.
-func (k *Kind) Create(ctx context.Context, obj framework.Object) (framework.Object, error) {
-	j := obj.(*batchv1.Job)
-	return k.kube.BatchV1().Jobs(j.Namespace).Create(ctx, j, metav1.CreateOptions{})
-}
-
-// Get implements framework.Resource.
-func (k *Kind) Get(ctx context.Context, ns, name string) (framework.Object, error) {
-	return k.kube.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
-}
-
-// Delete implements framework.Resource.
-func (k *Kind) Delete(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
-	return k.kube.BatchV1().Jobs(ns).Delete(ctx, name, opts)
-}
-
-// List implements framework.Resource.
-func (k *Kind) List(ctx context.Context, ns string, opts metav1.ListOptions) (runtime.Object, error) {
-	return k.kube.BatchV1().Jobs(ns).List(ctx, opts)
-}
-
-// Watch implements framework.Resource.
-func (k *Kind) Watch(ctx context.Context, ns string, opts metav1.ListOptions) (watch.Interface, error) {
-	return k.kube.BatchV1().Jobs(ns).Watch(ctx, opts)
-}
 
 // Build implements framework.Kind.
 func (k *Kind) Build(step framework.Step) (framework.Object, error) {
@@ -126,6 +101,7 @@ func (k *Kind) Build(step framework.Step) (framework.Object, error) {
 	if t := step.Request.Timeout; t > 0 {
 		job.Spec.ActiveDeadlineSeconds = ptr.To(int64(math.Ceil(t.Seconds())))
 	}
+	framework.PinGPUPods(&job.Spec.Template.Spec, step.Request.Nodes)
 	return job, nil
 }
 

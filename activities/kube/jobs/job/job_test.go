@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"go.temporal.io/sdk/temporal"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -179,5 +180,26 @@ func TestOutputPods(t *testing.T) {
 	op := job.New(fake.NewClientset()).OutputPods(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "fit-a1-x"}})
 	if op.Selector != "batch.kubernetes.io/job-name=fit-a1-x" || op.Container != "step" {
 		t.Errorf("%+v", op)
+	}
+}
+
+func TestBuildPinsToAdmittedNodes(t *testing.T) {
+	k := job.New(fake.NewClientset())
+	gpuStep := step(&spec.Container{Image: "x", Resources: &spec.Resources{GPU: 2}}, 0)
+	gpuStep.Request.Nodes = []string{"n1"}
+	obj, err := k.Build(gpuStep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"n1"}}}}},
+	}}}
+	if diff := cmp.Diff(want, obj.(*batchv1.Job).Spec.Template.Spec.Affinity); diff != "" {
+		t.Errorf("affinity (-want +got):\n%s", diff)
+	}
+	// Without admission (no nodes), nothing is pinned.
+	obj, _ = k.Build(step(&spec.Container{Image: "x", Resources: &spec.Resources{GPU: 2}}, 0))
+	if a := obj.(*batchv1.Job).Spec.Template.Spec.Affinity; a != nil {
+		t.Errorf("affinity without admission: %+v", a)
 	}
 }

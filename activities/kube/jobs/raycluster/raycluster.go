@@ -5,7 +5,6 @@
 package raycluster
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
@@ -13,9 +12,7 @@ import (
 	rayclientset "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 
 	"github.com/atelier-ml/atelier/activities/kube/framework"
@@ -36,46 +33,17 @@ const (
 const ClusterLabel = "ray.io/cluster"
 
 // Resource is the RayCluster resource.
-type Resource struct{ ray rayclientset.Interface }
+type Resource struct {
+	framework.Typed[*rayv1.RayCluster, *rayv1.RayClusterList]
+}
 
 var _ framework.Resource = (*Resource)(nil)
 
 // New returns the RayCluster resource over a KubeRay clientset.
-func New(ray rayclientset.Interface) *Resource { return &Resource{ray: ray} }
-
-// Kind implements framework.Resource.
-func (*Resource) Kind() string { return "RayCluster" }
-
-// Short implements framework.Resource.
-func (*Resource) Short() string { return "raycluster" }
-
-// NewObject implements framework.Resource.
-func (*Resource) NewObject() framework.Object { return &rayv1.RayCluster{} }
-
-// Create implements framework.Resource.
-func (r *Resource) Create(ctx context.Context, obj framework.Object) (framework.Object, error) {
-	c := obj.(*rayv1.RayCluster)
-	return r.ray.RayV1().RayClusters(c.Namespace).Create(ctx, c, metav1.CreateOptions{})
-}
-
-// Get implements framework.Resource.
-func (r *Resource) Get(ctx context.Context, ns, name string) (framework.Object, error) {
-	return r.ray.RayV1().RayClusters(ns).Get(ctx, name, metav1.GetOptions{})
-}
-
-// Delete implements framework.Resource.
-func (r *Resource) Delete(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
-	return r.ray.RayV1().RayClusters(ns).Delete(ctx, name, opts)
-}
-
-// List implements framework.Resource.
-func (r *Resource) List(ctx context.Context, ns string, opts metav1.ListOptions) (runtime.Object, error) {
-	return r.ray.RayV1().RayClusters(ns).List(ctx, opts)
-}
-
-// Watch implements framework.Resource.
-func (r *Resource) Watch(ctx context.Context, ns string, opts metav1.ListOptions) (watch.Interface, error) {
-	return r.ray.RayV1().RayClusters(ns).Watch(ctx, opts)
+func New(ray rayclientset.Interface) *Resource {
+	return &Resource{framework.NewTyped("RayCluster", "raycluster", func(ns string) framework.Client[*rayv1.RayCluster, *rayv1.RayClusterList] {
+		return ray.RayV1().RayClusters(ns)
+	})}
 }
 
 // Build returns a run's shared RayCluster. meta carries its name,

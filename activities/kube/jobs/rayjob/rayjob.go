@@ -9,7 +9,6 @@
 package rayjob
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"strings"
@@ -19,8 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -38,21 +35,31 @@ const MaxNameLength = 47
 const SubmitterContainer = "ray-job-submitter"
 
 // Kind is the KubeRay RayJob integration.
-type Kind struct{ ray rayclientset.Interface }
+type Kind struct {
+	framework.Typed[*rayv1.RayJob, *rayv1.RayJobList]
+}
 
 var _ framework.Kind = (*Kind)(nil)
 
+// Integration registers ray steps (activities.KubeRayJob) on clusters
+// running KubeRay, with the RayClusters that runs share as a companion.
+var Integration = framework.Integration{
+	StepKind: activities.KubeRayJob,
+	Requires: "KubeRay",
+	New: func(c framework.Clients) (framework.Kind, []framework.Resource, bool) {
+		if c.Ray == nil {
+			return nil, nil, false
+		}
+		return New(c.Ray), []framework.Resource{raycluster.New(c.Ray)}, true
+	},
+}
+
 // New returns the RayJob integration over a KubeRay clientset.
-func New(ray rayclientset.Interface) *Kind { return &Kind{ray: ray} }
-
-// Kind implements framework.Resource.
-func (*Kind) Kind() string { return "RayJob" }
-
-// Short implements framework.Resource.
-func (*Kind) Short() string { return "rayjob" }
-
-// StepKind implements framework.Kind.
-func (*Kind) StepKind() activities.KubeKind { return activities.KubeRayJob }
+func New(ray rayclientset.Interface) *Kind {
+	return &Kind{framework.NewTyped("RayJob", "rayjob", func(ns string) framework.Client[*rayv1.RayJob, *rayv1.RayJobList] {
+		return ray.RayV1().RayJobs(ns)
+	})}
+}
 
 // MaxNameLength implements framework.Kind.
 func (*Kind) MaxNameLength() int { return MaxNameLength }
@@ -60,35 +67,6 @@ func (*Kind) MaxNameLength() int { return MaxNameLength }
 // WatchPods implements framework.Kind: KubeRay reports pod trouble in the
 // RayJob's own status (and fails it), so pods are not watched.
 func (*Kind) WatchPods() bool { return false }
-
-// NewObject implements framework.Resource.
-func (*Kind) NewObject() framework.Object { return &rayv1.RayJob{} }
-
-// Create implements framework.Resource.
-func (k *Kind) Create(ctx context.Context, obj framework.Object) (framework.Object, error) {
-	j := obj.(*rayv1.RayJob)
-	return k.ray.RayV1().RayJobs(j.Namespace).Create(ctx, j, metav1.CreateOptions{})
-}
-
-// Get implements framework.Resource.
-func (k *Kind) Get(ctx context.Context, ns, name string) (framework.Object, error) {
-	return k.ray.RayV1().RayJobs(ns).Get(ctx, name, metav1.GetOptions{})
-}
-
-// Delete implements framework.Resource.
-func (k *Kind) Delete(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
-	return k.ray.RayV1().RayJobs(ns).Delete(ctx, name, opts)
-}
-
-// List implements framework.Resource.
-func (k *Kind) List(ctx context.Context, ns string, opts metav1.ListOptions) (runtime.Object, error) {
-	return k.ray.RayV1().RayJobs(ns).List(ctx, opts)
-}
-
-// Watch implements framework.Resource.
-func (k *Kind) Watch(ctx context.Context, ns string, opts metav1.ListOptions) (watch.Interface, error) {
-	return k.ray.RayV1().RayJobs(ns).Watch(ctx, opts)
-}
 
 // Build implements framework.Kind.
 func (k *Kind) Build(step framework.Step) (framework.Object, error) {
@@ -154,6 +132,10 @@ func (k *Kind) Build(step framework.Step) (framework.Object, error) {
 	cluster, err := raycluster.Spec(r.RayClusterTemplate, step.Env, step.PodLabels(), "ray")
 	if err != nil {
 		return nil, framework.Invalid("%v", err)
+	}
+	framework.PinGPUPods(&cluster.HeadGroupSpec.Template.Spec, step.Request.Nodes)
+	for i := range cluster.WorkerGroupSpecs {
+		framework.PinGPUPods(&cluster.WorkerGroupSpecs[i].Template.Spec, step.Request.Nodes)
 	}
 	job.Spec.RayClusterSpec = cluster
 	job.Spec.ShutdownAfterJobFinishes = ptr.Deref(r.ShutdownAfterJobFinishes, true)

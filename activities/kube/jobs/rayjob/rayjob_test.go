@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	rayfake "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned/fake"
 	"go.temporal.io/sdk/temporal"
@@ -257,5 +258,23 @@ func TestSharedClusterBuildAndState(t *testing.T) {
 	rc.Status.Endpoints = map[string]string{"dashboard": "8265"}
 	if s := raycluster.ReadState(rc); s.Links["dashboard"] != "http://pool-x-head-svc.ns.svc:8265" {
 		t.Errorf("links %v", s.Links)
+	}
+}
+
+// After GPU admission, GPU pods are pinned to the admitted nodes; the head
+// and CPU workers are not.
+func TestBuildPinsGPUPodsToAdmittedNodes(t *testing.T) {
+	st := step(ownCluster(), "")
+	st.Request.Nodes = []string{"gpu-3", "gpu-7"}
+	obj, err := rayjob.New(rayfake.NewClientset()).Build(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := obj.(*rayv1.RayJob).Spec.RayClusterSpec
+	if diff := cmp.Diff(framework.NodeAffinity([]string{"gpu-3", "gpu-7"}), c.WorkerGroupSpecs[0].Template.Spec.Affinity); diff != "" {
+		t.Errorf("GPU worker affinity (-want +got):\n%s", diff)
+	}
+	if c.HeadGroupSpec.Template.Spec.Affinity != nil || c.WorkerGroupSpecs[1].Template.Spec.Affinity != nil {
+		t.Error("pods without GPUs were pinned")
 	}
 }

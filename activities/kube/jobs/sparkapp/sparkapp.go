@@ -11,16 +11,12 @@
 package sparkapp
 
 import (
-	"context"
 	"maps"
 	"strings"
 
 	sparkv1beta2 "github.com/kubeflow/spark-operator/v2/api/v1beta2"
 	sparkclientset "github.com/kubeflow/spark-operator/v2/pkg/client/clientset/versioned"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 
 	"github.com/atelier-ml/atelier/activities"
@@ -37,22 +33,33 @@ const (
 )
 
 // Kind is the SparkApplication integration.
-type Kind struct{ spark sparkclientset.Interface }
+type Kind struct {
+	framework.Typed[*sparkv1beta2.SparkApplication, *sparkv1beta2.SparkApplicationList]
+}
 
 var _ framework.Kind = (*Kind)(nil)
 
+// Integration registers spark steps (activities.KubeSparkApp) on clusters
+// running the spark-operator.
+var Integration = framework.Integration{
+	StepKind: activities.KubeSparkApp,
+	Requires: "the spark-operator",
+	New: func(c framework.Clients) (framework.Kind, []framework.Resource, bool) {
+		if c.Spark == nil {
+			return nil, nil, false
+		}
+		return New(c.Spark), nil, true
+	},
+}
+
 // New returns the SparkApplication integration over a spark-operator
 // clientset.
-func New(spark sparkclientset.Interface) *Kind { return &Kind{spark: spark} }
-
-// Kind implements framework.Resource.
-func (*Kind) Kind() string { return "SparkApplication" }
-
-// Short implements framework.Resource.
-func (*Kind) Short() string { return "sparkapplication" }
-
-// StepKind implements framework.Kind.
-func (*Kind) StepKind() activities.KubeKind { return activities.KubeSparkApp }
+func New(spark sparkclientset.Interface) *Kind {
+	return &Kind{framework.NewTyped("SparkApplication", "sparkapplication",
+		func(ns string) framework.Client[*sparkv1beta2.SparkApplication, *sparkv1beta2.SparkApplicationList] {
+			return spark.SparkoperatorV1beta2().SparkApplications(ns)
+		})}
+}
 
 // MaxNameLength implements framework.Kind. The operator shortens the names
 // it derives (driver pod, UI service) by itself.
@@ -61,35 +68,6 @@ func (*Kind) MaxNameLength() int { return 63 }
 // WatchPods implements framework.Kind: the operator reports driver
 // failures in the application's state.
 func (*Kind) WatchPods() bool { return false }
-
-// NewObject implements framework.Resource.
-func (*Kind) NewObject() framework.Object { return &sparkv1beta2.SparkApplication{} }
-
-// Create implements framework.Resource.
-func (k *Kind) Create(ctx context.Context, obj framework.Object) (framework.Object, error) {
-	a := obj.(*sparkv1beta2.SparkApplication)
-	return k.spark.SparkoperatorV1beta2().SparkApplications(a.Namespace).Create(ctx, a, metav1.CreateOptions{})
-}
-
-// Get implements framework.Resource.
-func (k *Kind) Get(ctx context.Context, ns, name string) (framework.Object, error) {
-	return k.spark.SparkoperatorV1beta2().SparkApplications(ns).Get(ctx, name, metav1.GetOptions{})
-}
-
-// Delete implements framework.Resource.
-func (k *Kind) Delete(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
-	return k.spark.SparkoperatorV1beta2().SparkApplications(ns).Delete(ctx, name, opts)
-}
-
-// List implements framework.Resource.
-func (k *Kind) List(ctx context.Context, ns string, opts metav1.ListOptions) (runtime.Object, error) {
-	return k.spark.SparkoperatorV1beta2().SparkApplications(ns).List(ctx, opts)
-}
-
-// Watch implements framework.Resource.
-func (k *Kind) Watch(ctx context.Context, ns string, opts metav1.ListOptions) (watch.Interface, error) {
-	return k.spark.SparkoperatorV1beta2().SparkApplications(ns).Watch(ctx, opts)
-}
 
 // Build implements framework.Kind. Fields the CRD validates itself (type,
 // cores, instances) are passed through: the API server's message then
@@ -146,6 +124,8 @@ func podSpec(r spec.SparkRole, step framework.Step, env map[string]string) spark
 	}
 	if r.GPU != 0 {
 		p.GPU = &sparkv1beta2.GPUSpec{Name: string(framework.GPUResource), Quantity: int64(r.GPU)}
+		// Pinned to the nodes GPU admission chose, if it ran.
+		p.Affinity = framework.NodeAffinity(step.Request.Nodes)
 	}
 	return p
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	sparkv1beta2 "github.com/kubeflow/spark-operator/v2/api/v1beta2"
 	sparkfake "github.com/kubeflow/spark-operator/v2/pkg/client/clientset/versioned/fake"
 	"go.temporal.io/sdk/temporal"
@@ -141,5 +142,21 @@ func TestOutputPods(t *testing.T) {
 	op := sparkapp.New(sparkfake.NewSimpleClientset()).OutputPods(&sparkv1beta2.SparkApplication{ObjectMeta: metav1.ObjectMeta{Name: "etl-a3-x"}})
 	if op.Selector != "sparkoperator.k8s.io/app-name=etl-a3-x,spark-role=driver" || op.Container != "spark-kubernetes-driver" {
 		t.Errorf("%+v", op)
+	}
+}
+
+func TestBuildPinsGPUExecutorsToAdmittedNodes(t *testing.T) {
+	st := step(app())
+	st.Request.Nodes = []string{"l4-1", "l4-2"}
+	obj, err := sparkapp.New(sparkfake.NewSimpleClientset()).Build(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := obj.(*sparkv1beta2.SparkApplication).Spec
+	if diff := cmp.Diff(framework.NodeAffinity([]string{"l4-1", "l4-2"}), a.Executor.Affinity); diff != "" {
+		t.Errorf("executor affinity (-want +got):\n%s", diff)
+	}
+	if a.Driver.Affinity != nil {
+		t.Error("the driver, which asks for no GPU, was pinned")
 	}
 }

@@ -1,0 +1,227 @@
+package api
+
+import (
+	"github.com/atelier-ml/atelier/api/gen"
+	"github.com/atelier-ml/atelier/gpu"
+	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/workflows"
+)
+
+// This file is the one place where internal types (catalogue rows,
+// workflow status) become REST types (api/gen, generated from
+// openapi.yaml). Internal structs serve other contracts too (RunStatus is
+// also the workflow's query result, the mirror's argument and the JSON in
+// Postgres), so they never go to clients directly: a field added to them
+// reaches the API only when it is converted here and declared in the spec.
+// convert_test.go pins the JSON of every conversion to golden files and
+// fails when a fixture leaves a field of an internal struct unset.
+//
+// Optional REST fields are pointers; the internal types' omitempty
+// behaviour is reproduced by leaving them nil for zero values (opt, optSlice,
+// optMap), so the JSON on the wire is unchanged.
+
+func projectView(p catalog.Project) gen.Project {
+	return gen.Project{Name: p.Name, Description: opt(p.Description), CreatedAt: p.CreatedAt}
+}
+
+func projectViews(ps []catalog.Project) []gen.Project { return views(ps, projectView) }
+
+func tokenView(t catalog.Token) gen.Token {
+	return gen.Token{
+		Id: t.ID, Name: t.Name, Project: opt(t.Project), Role: gen.Role(t.Role),
+		CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt,
+	}
+}
+
+func pipelineVersionView(v catalog.PipelineVersion) gen.PipelineVersion {
+	return gen.PipelineVersion{
+		Project: v.Project, Pipeline: v.Pipeline, Version: v.Version, Spec: gen.PipelineSpec(v.Spec),
+		Digest: v.Digest, CreatedAt: v.CreatedAt, CreatedBy: opt(v.CreatedBy),
+	}
+}
+
+func pipelineView(p catalog.Pipeline) gen.Pipeline {
+	return gen.Pipeline{
+		Project: p.Project, Name: p.Name, LatestVersion: p.LatestVersion,
+		CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt,
+	}
+}
+
+func pipelineViews(ps []catalog.Pipeline) []gen.Pipeline { return views(ps, pipelineView) }
+
+func goWorkflowViews(ws []catalog.GoWorkflow) []gen.GoWorkflow {
+	return views(ws, func(w catalog.GoWorkflow) gen.GoWorkflow {
+		return gen.GoWorkflow{Name: w.Name, Description: opt(w.Description), TaskQueue: w.TaskQueue, UpdatedAt: w.UpdatedAt}
+	})
+}
+
+// clusterView adds what the registry does not store: whether the worker is
+// online, judged by the gateway's clock.
+func (s *server) clusterView(cl catalog.Cluster) gen.Cluster {
+	labels := cl.Labels
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	return gen.Cluster{
+		Name:        cl.Name,
+		Description: opt(cl.Description),
+		Labels:      labels,
+		TaskQueue:   cl.TaskQueue,
+		CreatedAt:   cl.CreatedAt,
+		UpdatedAt:   cl.UpdatedAt,
+		LastSeenAt:  cl.LastSeenAt,
+		Online:      cl.Online(s.now()),
+		Capacity:    capacityView(cl.Capacity),
+	}
+}
+
+func capacityView(c *catalog.ClusterCapacity) *gen.ClusterCapacity {
+	if c == nil {
+		return nil
+	}
+	var gpus map[string]gen.ResourceAmount // nil stays null, as before
+	if c.GPUs != nil {
+		gpus = make(map[string]gen.ResourceAmount, len(c.GPUs))
+		for k, a := range c.GPUs {
+			gpus[k] = amountView(a)
+		}
+	}
+	v := &gen.ClusterCapacity{
+		Gpus: gpus, CpuMillis: amountView(c.CPUMillis), MemoryBytes: amountView(c.MemoryBytes), Nodes: c.Nodes,
+	}
+	v.GpuNodes = optSlice(views(c.GPUNodes, gpuNodeView))
+	return v
+}
+
+func gpuNodeView(n gpu.Node) gen.GPUNode {
+	v := gen.GPUNode{Name: n.Name, Gpus: n.GPUs, GpusInUse: n.GPUsInUse, Ready: n.Ready, Unschedulable: n.Unschedulable,
+		GpuType: opt(string(n.GPUType))}
+	v.GpuMemoryMiB = opt(n.GPUMemoryMiB)
+	v.Mig = optSlice(views(n.MIG, func(m gpu.MIGSlices) gen.MIGSlices {
+		return gen.MIGSlices{Profile: string(m.Profile), Allocatable: m.Allocatable, InUse: m.InUse}
+	}))
+	v.Taints = optSlice(views(n.Taints, func(t gpu.Taint) gen.NodeTaint {
+		return gen.NodeTaint{Key: t.Key, Value: opt(t.Value), Effect: string(t.Effect)}
+	}))
+	return v
+}
+
+func amountView(a catalog.ResourceAmount) gen.ResourceAmount {
+	return gen.ResourceAmount{Total: a.Total, Free: a.Free}
+}
+
+// runView is the API form of a run. st is nil in listings and right after
+// start, where the row says all there is to say.
+func (s *server) runView(run catalog.Run, st *workflows.RunStatus) gen.Run {
+	self := s.runPath(run)
+	v := gen.Run{
+		Id: run.ID, Project: run.Project, Workflow: run.Workflow, State: gen.RunState(run.State),
+		CreatedAt: run.CreatedAt, UpdatedAt: run.UpdatedAt,
+		Links:     gen.RunLinks{Self: self, Events: self + "/events"},
+		CreatedBy: opt(run.CreatedBy),
+	}
+	if run.Pipeline != "" {
+		v.Pipeline = ptr(run.Pipeline)
+		v.Version = ptr(run.Version)
+	}
+	v.Links.TemporalUI = opt(s.eng.UIURL(run.ID))
+	if st != nil {
+		rs := runStatusView(*st)
+		v.Status = &rs
+		v.State = rs.State
+	}
+	return v
+}
+
+func runStatusView(st workflows.RunStatus) gen.RunStatus {
+	out := gen.RunStatus{
+		RunId: st.RunID, Project: st.Project, Pipeline: opt(st.Pipeline), Version: opt(st.Version),
+		Workflow: st.Workflow, State: gen.RunState(st.State), Seq: st.Seq,
+		StartedAt: st.StartedAt, FinishedAt: st.FinishedAt, Error: opt(st.Error),
+		Cancel: cancelView(st.Cancel), Params: optMap(st.Params),
+		Result: st.Result, Warnings: optSlice(st.Warnings),
+	}
+	if st.Steps != nil { // nil stays null, as before
+		out.Steps = stepViews(st.Steps)
+	}
+	return out
+}
+
+func stepViews(steps []workflows.StepStatus) []gen.StepStatus { return views(steps, stepView) }
+
+func stepView(st workflows.StepStatus) gen.StepStatus {
+	out := gen.StepStatus{
+		Name: st.Name, Kind: st.Kind, State: gen.StepState(st.State),
+		StartedAt: st.StartedAt, FinishedAt: st.FinishedAt,
+		Outputs: st.Outputs, Error: opt(st.Error), Message: opt(st.Message), Item: st.Item,
+	}
+	out.Attempts = optSlice(views(st.Attempts, attemptView))
+	if len(st.Items) > 0 {
+		items := stepViews(st.Items)
+		out.Items = &items
+	}
+	return out
+}
+
+func attemptView(a workflows.Attempt) gen.Attempt {
+	return gen.Attempt{
+		Number: a.Number, State: gen.StepState(a.State), StartedAt: a.StartedAt, FinishedAt: a.FinishedAt,
+		ExitCode: a.ExitCode, Error: opt(a.Error), LogUrl: opt(a.LogURL),
+		Cluster: opt(a.Cluster), Object: opt(a.Object), Links: optMap(a.Links), Message: opt(a.Message),
+	}
+}
+
+func cancelView(c *workflows.CancelRequest) *gen.CancelRequest {
+	if c == nil {
+		return nil
+	}
+	return &gen.CancelRequest{Reason: c.Reason, Requester: c.Requester, At: c.At}
+}
+
+// runEvent is the data of an SSE run event: the status without its steps.
+func runEvent(st workflows.RunStatus) gen.RunEvent {
+	return gen.RunEvent{
+		RunId: st.RunID, Project: st.Project, Workflow: st.Workflow, State: gen.RunState(st.State), Seq: st.Seq,
+		StartedAt: st.StartedAt, FinishedAt: st.FinishedAt, Cancel: cancelView(st.Cancel),
+		Pipeline: opt(st.Pipeline), Version: optIf(st.Pipeline != "", st.Version), Error: opt(st.Error),
+	}
+}
+
+// opt is nil for the zero value, like omitempty on the internal field.
+func opt[T comparable](v T) *T {
+	var zero T
+	if v == zero {
+		return nil
+	}
+	return &v
+}
+
+func optIf[T any](ok bool, v T) *T {
+	if !ok {
+		return nil
+	}
+	return &v
+}
+
+// views converts every element of in; never nil, so lists encode as [].
+func views[T, V any](in []T, f func(T) V) []V {
+	out := make([]V, len(in))
+	for i, x := range in {
+		out[i] = f(x)
+	}
+	return out
+}
+
+func optSlice[T any](v []T) *[]T {
+	if len(v) == 0 {
+		return nil
+	}
+	return &v
+}
+
+func optMap[K comparable, V any](m map[K]V) *map[K]V {
+	if len(m) == 0 {
+		return nil
+	}
+	return &m
+}

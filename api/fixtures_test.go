@@ -1,0 +1,150 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/atelier-ml/atelier/gpu"
+	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/workflows"
+)
+
+// Fixtures of internal types with every field set (fullX) or as empty as
+// allowed (minimalX). The golden files in testdata/ hold the JSON the
+// gateway sent for them before REST types were separated from internal
+// ones (x-go-type mappings); convert_test.go checks the conversion still
+// renders exactly those bytes, and that the full fixtures leave no field
+// unset, so a new internal field cannot reach or miss the API silently.
+
+var (
+	fxStart  = time.Date(2025, 6, 1, 12, 0, 1, 500_000_000, time.UTC)
+	fxFinish = time.Date(2025, 6, 1, 12, 5, 0, 0, time.FixedZone("CEST", 2*3600))
+)
+
+func fullAttempt(n int, state workflows.StepState) workflows.Attempt {
+	code := 3
+	return workflows.Attempt{
+		Number: n, State: state, StartedAt: &fxStart, FinishedAt: &fxFinish, ExitCode: &code,
+		Error:   "exit status 3 <stderr & more>",
+		LogURL:  "/v1/projects/alpha/runs/r1/steps/train/logs?attempt=1",
+		Cluster: "gpu-east", Object: "RayJob/atelier-alpha/r1-train-1",
+		Links:   map[string]string{"dashboard": "http://ray.example/#/jobs/1", "kubectl": "kubectl logs -n atelier-alpha job/x"},
+		Message: "Unschedulable: pod x: 0/10 nodes are available: 10 Insufficient nvidia.com/gpu.",
+	}
+}
+
+func fullStepStatus() workflows.StepStatus {
+	return workflows.StepStatus{
+		Name: "shard", Kind: "container", State: workflows.StepFailed,
+		StartedAt: &fxStart, FinishedAt: &fxFinish,
+		Attempts: []workflows.Attempt{fullAttempt(1, workflows.StepFailed), fullAttempt(2, workflows.StepFailed)},
+		Outputs:  map[string]any{"rows": json.Number("12"), "files": []any{"a", "b"}},
+		Error:    "1 of 2 items failed",
+		Message:  "skipped dependents: <none>",
+		Item:     map[string]any{"region": "eu"},
+		Items: []workflows.StepStatus{{
+			Name: "shard[0]", Kind: "container", State: workflows.StepSucceeded, StartedAt: &fxStart, FinishedAt: &fxFinish,
+			Attempts: []workflows.Attempt{fullAttempt(1, workflows.StepSucceeded)},
+			Outputs:  map[string]any{"rows": 5}, Error: "none", Message: "cached", Item: "eu-1",
+			Items: []workflows.StepStatus{{Name: "deep", Kind: "container", State: workflows.StepCached}},
+		}, {
+			Name: "shard[1]", Kind: "container", State: workflows.StepFailed,
+			Attempts: []workflows.Attempt{{Number: 1, State: workflows.StepRetrying}}, Item: 2.5,
+		}},
+	}
+}
+
+func fullRunStatus() workflows.RunStatus {
+	return workflows.RunStatus{
+		RunID: "0197a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", Project: "alpha", Pipeline: "train", Version: 7,
+		Workflow: workflows.PipelineWorkflowName, State: workflows.RunCancelled, Seq: 42,
+		StartedAt: &fxStart, FinishedAt: &fxFinish, Error: "cancelled: <by ci>",
+		Cancel: &workflows.CancelRequest{Reason: "stop & go", Requester: "ci (tok-1)", At: fxFinish},
+		Params: map[string]any{"lr": 0.01, "epochs": json.Number("3"), "tags": []any{"x", true, nil}, "nested": map[string]any{"b": 1, "a": "z"}},
+		Steps: []workflows.StepStatus{
+			fullStepStatus(),
+			{Name: "report", Kind: "ray", State: workflows.StepSkipped, Message: "dependency shard failed"},
+		},
+		Result:   map[string]any{"model": "s3://bucket/model", "score": 0.93},
+		Warnings: []string{"cleanup of RayJob r1 failed: <timeout>", "second"},
+	}
+}
+
+// minimalRunStatus has only the required fields, and empty (not nil)
+// optional collections, which omitempty drops.
+func minimalRunStatus() workflows.RunStatus {
+	return workflows.RunStatus{
+		RunID: "r2", Project: "alpha", Workflow: "etl", State: workflows.RunPending,
+		Params:   map[string]any{},
+		Warnings: []string{},
+		Steps: []workflows.StepStatus{{
+			Name: "s", Kind: "container", State: workflows.StepPending,
+			Attempts: []workflows.Attempt{}, Items: []workflows.StepStatus{},
+		}, {
+			Name: "t", Kind: "container", State: workflows.StepRunning,
+			Attempts: []workflows.Attempt{{Number: 1, State: workflows.StepRunning, Links: map[string]string{}}},
+		}},
+	}
+}
+
+// nilStepsRunStatus: a run whose status has no steps yet ("steps": null).
+func nilStepsRunStatus() workflows.RunStatus {
+	return workflows.RunStatus{RunID: "r3", Project: "beta", Workflow: "etl", State: workflows.RunRunning, Seq: 1}
+}
+
+func fullProject() catalog.Project {
+	return catalog.Project{Name: "alpha", Description: "vision <team>", CreatedAt: fxStart}
+}
+
+func fullToken() catalog.Token {
+	return catalog.Token{ID: "tok-1", Name: "ci", Project: "alpha", Role: catalog.RoleEditor, CreatedAt: fxStart, ExpiresAt: &fxFinish}
+}
+
+func fullPipelineVersion() catalog.PipelineVersion {
+	return catalog.PipelineVersion{
+		Project: "alpha", Pipeline: "train", Version: 3,
+		Spec:   json.RawMessage(`{"name":"train","steps":[{"name":"a","container":{"image":"x","command":["echo","<&>"]}}]}`),
+		Digest: "sha256:0123abcd", CreatedAt: fxStart, CreatedBy: "ci",
+	}
+}
+
+func fullPipeline() catalog.Pipeline {
+	return catalog.Pipeline{Project: "alpha", Name: "train", LatestVersion: 3, CreatedAt: fxStart, UpdatedAt: fxFinish}
+}
+
+func fullGoWorkflow() catalog.GoWorkflow {
+	return catalog.GoWorkflow{Name: "etl", Description: "nightly ETL", TaskQueue: "go-q", UpdatedAt: fxStart}
+}
+
+func fullClusterCapacity() catalog.ClusterCapacity {
+	return catalog.ClusterCapacity{
+		GPUs:        map[string]catalog.ResourceAmount{"NVIDIA-A100-SXM4-80GB": {Total: 16, Free: 9}, "unknown": {Total: 1}},
+		CPUMillis:   catalog.ResourceAmount{Total: 128000, Free: 64000},
+		MemoryBytes: catalog.ResourceAmount{Total: 1 << 40, Free: 1 << 39},
+		Nodes:       2,
+		GPUNodes: []gpu.Node{
+			{Name: "a100-1", GPUType: "NVIDIA-A100-SXM4-80GB", GPUMemoryMiB: 81920, GPUs: 8, GPUsInUse: 2, Ready: true, Unschedulable: true,
+				MIG:    []gpu.MIGSlices{{Profile: "nvidia.com/mig-1g.10gb", Allocatable: 7, InUse: 1}},
+				Taints: []gpu.Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: gpu.NoSchedule}}},
+			{Name: "l4-1", GPUs: 1},
+		},
+	}
+}
+
+// fullRunRow is a catalogue row with every field the API shows set.
+func fullRunRow() catalog.Run {
+	st := fullRunStatus()
+	return catalog.Run{
+		ID: st.RunID, Project: "alpha", Pipeline: "train", Version: 7, Workflow: workflows.PipelineWorkflowName,
+		State: workflows.RunRunning, CreatedAt: fxStart, UpdatedAt: fxFinish, CreatedBy: "ci",
+		IdempotencyKey: "k", RequestHash: "h", Input: json.RawMessage(`{}`), Status: &st,
+	}
+}
+
+func fullCluster() catalog.Cluster {
+	capacity := fullClusterCapacity()
+	return catalog.Cluster{
+		Name: "east", Description: "GPU pool", Labels: map[string]string{"region": "east"}, TaskQueue: "atelier-k8s-east",
+		CreatedAt: fxStart, UpdatedAt: fxStart, LastSeenAt: &fxStart, Capacity: &capacity,
+	}
+}

@@ -1,0 +1,223 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/atelier-ml/atelier/gpu"
+	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/internal/kubetest"
+	"github.com/atelier-ml/atelier/workflows"
+)
+
+// GPU admission on the real control plane: the fleet has two L4 nodes of
+// one GPU each and the project a quota of two L4s. Three one-GPU steps:
+// two are admitted and their pods bound by the real scheduler, the third
+// waits in WAITING_FOR_GPU with no Kubernetes object, saying why, and runs
+// once a GPU is given back. A waiting run that is cancelled leaves the
+// queue.
+func TestGPUAdmissionQueuesStepsBeyondQuotaAndCapacity(t *testing.T) {
+	e := newKubeEnv(t, func(string) kubetest.Exit {
+		return kubetest.Exit{After: 4 * time.Second, Message: `{}`}
+	}, true)
+	ctx := context.Background()
+	e.setupL4Admission(t, "one-l4", 0)
+	a := e.startRun(map[string]any{"pipeline": "one-l4"})
+	b := e.startRun(map[string]any{"pipeline": "one-l4"})
+	// Both admitted: their Jobs exist and their pods are bound to L4 nodes.
+	for _, id := range []string{a, b} {
+		e.waitRun(id, 60*time.Second, "admitted and running", func(r runView) bool {
+			return r.Status != nil && len(r.Status.Steps) == 1 && r.Status.Steps[0].State == workflows.StepRunning
+		})
+	}
+	c := e.startRun(map[string]any{"pipeline": "one-l4"})
+	var waiting workflows.StepStatus
+	e.waitRun(c, 60*time.Second, "waiting for GPUs with a reason", func(r runView) bool {
+		if r.Status == nil || len(r.Status.Steps) == 0 {
+			return false
+		}
+		waiting = r.Status.Steps[0]
+		return waiting.State == workflows.StepWaitingForGPU && strings.HasPrefix(waiting.Message, "waiting for GPUs: ")
+	})
+	t.Logf("waiting step: %s", waiting.Message)
+	assert.Contains(t, waiting.Message, kubetest.L4)
+	assert.Empty(t, e.runObjects(t, c), "a waiting step must create no Kubernetes object")
+	// The queue over REST says the same, with the run's position.
+	var q struct {
+		Pending []struct {
+			Run      string `json:"run"`
+			Position int    `json:"position"`
+			Reason   string `json:"reason"`
+			Message  string `json:"message"`
+		} `json:"pending"`
+		Running []struct {
+			Run   string   `json:"run"`
+			Nodes []string `json:"nodes"`
+		} `json:"running"`
+	}
+	require.Equal(t, 200, e.do("GET", "/v1/clusters/"+e.cluster+"/queue", nil, &q))
+	require.Len(t, q.Pending, 1)
+	assert.Equal(t, c, q.Pending[0].Run)
+	assert.Equal(t, 1, q.Pending[0].Position)
+	assert.Equal(t, string(gpu.WaitQuota), q.Pending[0].Reason)
+	assert.Len(t, q.Running, 2)
+	pods, err := e.kube.CoreV1().Pods(e.namespace).List(ctx, metav1.ListOptions{LabelSelector: "atelier.dev/managed-by=atelier"})
+	require.NoError(t, err)
+	admittedNodes := map[string]bool{}
+	for _, r := range q.Running {
+		for _, n := range r.Nodes {
+			admittedNodes[n] = true
+		}
+	}
+	for _, p := range pods.Items {
+		if p.Labels["atelier.dev/run"] == a || p.Labels["atelier.dev/run"] == b {
+			assert.NotEmpty(t, p.Spec.NodeName, "admitted pod %s not bound", p.Name)
+			assert.NotEqual(t, corev1.PodFailed, p.Status.Phase)
+			assert.True(t, admittedNodes[p.Spec.NodeName], "pod %s runs on %s, not on a node admission chose (%v)", p.Name, p.Spec.NodeName, admittedNodes)
+			assert.NotNil(t, p.Spec.Affinity, "pod %s is not pinned to its admitted nodes", p.Name)
+		}
+	}
+
+	// A fourth run waits too, then is cancelled while waiting: it leaves
+	// the queue and never creates anything.
+	d := e.startRun(map[string]any{"pipeline": "one-l4"})
+	e.waitRun(d, 60*time.Second, "waiting", func(r runView) bool {
+		return r.Status != nil && len(r.Status.Steps) == 1 && r.Status.Steps[0].State == workflows.StepWaitingForGPU
+	})
+	require.Equal(t, 202, e.do("POST", e.path("/runs/%s/cancel", d), map[string]any{"reason": "changed my mind"}, nil))
+	assert.Equal(t, workflows.RunCancelled, e.waitTerminal(d, 30*time.Second).State)
+	require.Eventually(t, func() bool {
+		q := e.admissionQueue(t)
+		for _, p := range q.Pending {
+			if p.Run == d {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 100*time.Millisecond, "the cancelled run's workload is still queued")
+
+	// The third run gets a GPU when one of the first two ends, and all
+	// three succeed.
+	for _, id := range []string{a, b, c} {
+		r := e.waitTerminal(id, 120*time.Second)
+		require.Equal(t, workflows.RunSucceeded, r.State, "run %s: %+v", id, r.Status)
+	}
+	assert.Empty(t, e.runObjects(t, d))
+	final := e.admissionQueue(t)
+	assert.Empty(t, final.Pending)
+	assert.Empty(t, final.Running, "every step gave its GPUs back")
+}
+
+// setupL4Admission gives the project a quota of two L4s (priorities up to
+// maxPriority), waits for the cluster's GPU inventory, and stores a
+// pipeline of one single-L4 container step.
+func (e *kubeEnv) setupL4Admission(t *testing.T, pipeline string, maxPriority int) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := e.store.PutGPUPolicy(ctx, catalog.GPUPolicy{ProjectPolicy: gpu.ProjectPolicy{
+		Name: e.project, MaxPriority: maxPriority,
+		Quotas: []gpu.Quota{{Resource: kubetest.L4, Nominal: 2}},
+	}})
+	require.NoError(t, err)
+	// Admission decides on the inventory the cluster worker reports.
+	require.Eventually(t, func() bool {
+		c, err := e.store.GetCluster(ctx, e.cluster)
+		return err == nil && c.Capacity != nil && len(c.Capacity.GPUNodes) > 0
+	}, 60*time.Second, 100*time.Millisecond, "no GPU inventory reported")
+	e.createPipeline(pipeline, fmt.Sprintf(`
+steps:
+  - name: train
+    placement: {cluster: %s}
+    container: {image: busybox, command: ["true"], resources: {gpu: 1, gpuType: %s}}
+`, e.cluster, kubetest.L4))
+}
+
+// admissionQueue asks the cluster's admission workflow for its queue.
+func (e *kubeEnv) admissionQueue(t *testing.T) workflows.AdmissionQueue {
+	t.Helper()
+	v, err := e.temporal.QueryWorkflow(context.Background(), workflows.AdmissionWorkflowID(e.cluster), "", workflows.QueryAdmissionQueue)
+	require.NoError(t, err)
+	var q workflows.AdmissionQueue
+	require.NoError(t, v.Get(&q))
+	return q
+}
+
+// A high-priority run preempts a low-priority one on a full quota: the
+// victim's attempt is cancelled and its Job deleted, the high-priority
+// step runs, and the victim, queued again, completes later. Its lost
+// attempt does not count against its retries (it has none).
+func TestGPUPreemptionRequeuesTheVictim(t *testing.T) {
+	e := newKubeEnv(t, func(string) kubetest.Exit {
+		return kubetest.Exit{After: 6 * time.Second, Message: `{}`}
+	}, true, stackOptions{gpuMinRuntime: time.Second})
+	e.setupL4Admission(t, "l4-step", 100)
+
+	// Out of range: refused at the edge.
+	var prob map[string]any
+	require.Equal(t, 422, e.do("POST", e.path("/runs"), map[string]any{"pipeline": "l4-step", "gpuPriority": 500}, &prob))
+
+	low := []string{e.startRun(map[string]any{"pipeline": "l4-step"}), e.startRun(map[string]any{"pipeline": "l4-step"})}
+	for _, id := range low {
+		e.waitRun(id, 60*time.Second, "running", func(r runView) bool {
+			return r.Status != nil && len(r.Status.Steps) == 1 && r.Status.Steps[0].State == workflows.StepRunning
+		})
+	}
+	time.Sleep(1500 * time.Millisecond) // past the minimum runtime
+	high := e.startRun(map[string]any{"pipeline": "l4-step", "gpuPriority": 50})
+
+	r := e.waitTerminal(high, 90*time.Second)
+	require.Equal(t, workflows.RunSucceeded, r.State, "%+v", r.Status)
+	preempted := 0
+	for _, id := range low {
+		r := e.waitTerminal(id, 120*time.Second)
+		require.Equal(t, workflows.RunSucceeded, r.State, "run %s: %+v", id, r.Status)
+		st := r.Status.Steps[0]
+		if len(st.Attempts) > 1 {
+			preempted++
+			assert.Contains(t, st.Attempts[0].Error, "PREEMPTED")
+			assert.Equal(t, workflows.StepCancelled, st.Attempts[0].State)
+			assert.Equal(t, workflows.StepSucceeded, st.Attempts[len(st.Attempts)-1].State)
+			t.Logf("victim %s: attempt 1: %s", id, st.Attempts[0].Error)
+		}
+	}
+	assert.Equal(t, 1, preempted, "exactly one low-priority run is preempted")
+	q := e.admissionQueue(t)
+	assert.Empty(t, q.Pending)
+	assert.Empty(t, q.Running)
+}
+
+// A run terminated through Temporal runs no cleanup and never gives its
+// GPUs back itself: once the catalogue shows it TERMINATED, the admission
+// workflow frees them and a waiting run is admitted.
+func TestGPUsOfATerminatedRunAreFreed(t *testing.T) {
+	e := newKubeEnv(t, func(string) kubetest.Exit {
+		return kubetest.Exit{After: 5 * time.Minute, Message: `{}`}
+	}, true)
+	e.setupL4Admission(t, "l4-long", 0)
+	running := func(r runView) bool {
+		return r.Status != nil && len(r.Status.Steps) == 1 && r.Status.Steps[0].State == workflows.StepRunning
+	}
+	a := e.startRun(map[string]any{"pipeline": "l4-long"})
+	b := e.startRun(map[string]any{"pipeline": "l4-long"})
+	e.waitRun(a, 60*time.Second, "running", running)
+	e.waitRun(b, 60*time.Second, "running", running)
+	c := e.startRun(map[string]any{"pipeline": "l4-long"})
+	e.waitRun(c, 60*time.Second, "waiting", func(r runView) bool {
+		return r.Status != nil && len(r.Status.Steps) == 1 && r.Status.Steps[0].State == workflows.StepWaitingForGPU
+	})
+	require.NoError(t, e.temporal.TerminateWorkflow(context.Background(), a, "", "operator stopped it"))
+	assert.Equal(t, workflows.RunTerminated, e.waitTerminal(a, 30*time.Second).State)
+	e.waitRun(c, 60*time.Second, "admitted with the terminated run's GPU", running)
+	for _, id := range []string{b, c} {
+		require.Equal(t, 202, e.do("POST", e.path("/runs/%s/cancel", id), map[string]any{"reason": "done"}, nil))
+		assert.Equal(t, workflows.RunCancelled, e.waitTerminal(id, 60*time.Second).State)
+	}
+}

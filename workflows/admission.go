@@ -1,0 +1,456 @@
+package workflows
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/gpu"
+)
+
+// GPU admission: one long-running workflow per cluster owns the cluster's
+// GPU queue. Pipeline runs submit their GPU steps to it (an activity does a
+// signal-with-start), it decides with gpu.Schedule on every change and
+// answers each run by signal; the waiting run holds no pod meanwhile. Its
+// "queue" query says why each workload waits.
+const (
+	AdmissionWorkflowName = "atelier.Admission"
+	// SignalAdmissionRequest carries an AdmissionRequest to the admission
+	// workflow.
+	SignalAdmissionRequest = "atelier.admission.request"
+	// SignalGPUAdmitted carries a GPUAdmitted to the run that submitted it.
+	SignalGPUAdmitted = "atelier.gpu.admitted"
+	// SignalGPUWaiting carries a GPUWaiting to a run when the reason its
+	// workload waits changes.
+	SignalGPUWaiting = "atelier.gpu.waiting"
+	// SignalGPUPreempt carries a GPUPreempt to a run whose admitted
+	// workload must give its GPUs back.
+	SignalGPUPreempt = "atelier.gpu.preempt"
+	// QueryAdmissionQueue returns the AdmissionQueue.
+	QueryAdmissionQueue = "queue"
+)
+
+// Tunables of the admission workflow (variables so tests can shorten them).
+var (
+	// AdmissionRefresh is how often a cluster's inventory and the policies
+	// are re-read while workloads wait (also the aging tick).
+	AdmissionRefresh = 10 * time.Second
+	// AdmissionHistoryLimit is the history length after which the workflow
+	// continues as new, carrying its queue.
+	AdmissionHistoryLimit = 10_000
+)
+
+// AdmissionWorkflowID is the workflow ID of a cluster's admission workflow.
+func AdmissionWorkflowID(cluster string) string { return "atelier-admission-" + cluster }
+
+// Admission request operations.
+const (
+	AdmissionSubmit  = "submit"
+	AdmissionRelease = "release" // the step ended, or stopped waiting
+)
+
+// AdmissionRequest is what runs send their cluster's admission workflow.
+type AdmissionRequest struct {
+	Op string `json:"op"`
+	// Workload is the gang (submit); on release only its ID matters.
+	Workload gpu.Workload `json:"workload"`
+	Run      string       `json:"run,omitempty"` // workflow ID of the run
+	Step     string       `json:"step,omitempty"`
+}
+
+// GPUAdmitted tells a run that its workload may start.
+type GPUAdmitted struct {
+	Workload string   `json:"workload"`
+	Nodes    []string `json:"nodes"`
+	Borrowed bool     `json:"borrowed,omitempty"`
+}
+
+// GPUPreempt tells a run to stop an admitted workload: its step's attempt
+// is cancelled (objects deleted) and the step queued again, without
+// counting against its retries.
+type GPUPreempt struct {
+	Workload string `json:"workload"`
+	// Reason is a gpu.PreemptionReason: ReclaimQuota or Priority.
+	Reason string `json:"reason"`
+	For    string `json:"for"` // the workload it makes room for
+}
+
+func (p GPUPreempt) describe() string {
+	switch gpu.PreemptionReason(p.Reason) {
+	case gpu.ReclaimQuota:
+		return "PREEMPTED: its project borrowed GPUs that their owner reclaims (for " + p.For + ")"
+	case gpu.Priority:
+		return "PREEMPTED: a higher-priority workload needs its GPUs (" + p.For + ")"
+	}
+	return "PREEMPTED: " + p.Reason + " (for " + p.For + ")"
+}
+
+// GPUWaiting tells a run why its workload waits.
+type GPUWaiting struct {
+	Workload string `json:"workload"`
+	Message  string `json:"message"`
+}
+
+// AdmissionInput is the admission workflow's input: its cluster, and the
+// queue it carries across continue-as-new.
+type AdmissionInput struct {
+	Cluster string           `json:"cluster"`
+	Pending []QueuedWorkload `json:"pending,omitempty"`
+	Running []QueuedWorkload `json:"running,omitempty"`
+}
+
+// QueuedWorkload is a workload the admission workflow holds, waiting or
+// admitted.
+type QueuedWorkload struct {
+	Workload gpu.Workload `json:"workload"`
+	Run      string       `json:"run"`
+	Step     string       `json:"step"`
+	// Admitted and Placement are set once admitted.
+	Admitted  *time.Time       `json:"admitted,omitempty"`
+	Placement []gpu.Assignment `json:"placement,omitempty"`
+	// WaitKey is the last wait reason told to the run.
+	WaitKey string `json:"waitKey,omitempty"`
+	// Preempting is set once the run was told to give its GPUs back.
+	Preempting bool `json:"preempting,omitempty"`
+}
+
+// AdmissionQueue is the query answer: the queue as last decided.
+type AdmissionQueue struct {
+	Cluster   string       `json:"cluster"`
+	DecidedAt *time.Time   `json:"decidedAt,omitempty"`
+	Pending   []QueueEntry `json:"pending"`
+	Running   []QueueEntry `json:"running"`
+}
+
+// QueueEntry is one workload of the queue.
+type QueueEntry struct {
+	Workload  string    `json:"workload"`
+	Project   string    `json:"project"`
+	Run       string    `json:"run"`
+	Step      string    `json:"step"`
+	Submitted time.Time `json:"submitted"`
+	// GPUs is what the gang asks for, per GPU type.
+	GPUs []gpu.Amount `json:"gpus"`
+	// Pending workloads: their position in the last decision and why they
+	// wait (Reason is a gpu.WaitReason; Message says it for people).
+	Position int    `json:"position,omitempty"`
+	Priority int    `json:"priority,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	Message  string `json:"message,omitempty"`
+	// Running workloads: when they were admitted and on which nodes.
+	Admitted *time.Time `json:"admitted,omitempty"`
+	Nodes    []string   `json:"nodes,omitempty"`
+}
+
+// admission is the workflow's state.
+type admission struct {
+	cluster   string
+	pending   []QueuedWorkload
+	running   []QueuedWorkload
+	snap      activities.AdmissionSnapshot
+	loadedAt  time.Time
+	decidedAt *time.Time
+	waits     map[string]gpu.Wait // last decision, by workload ID
+
+	inflight int              // signals to runs not acknowledged yet
+	outbox   []outgoing       // signals waiting for an in-flight slot
+	gone     []string         // workloads of runs that could not be signalled
+	wake     workflow.Channel // a run was found gone, or a slot freed
+}
+
+// outgoing is a signal to a run.
+type outgoing struct {
+	run, name string
+	arg       any
+	// release names the workload to free if the run cannot be signalled
+	// ("" for a mere wait reason).
+	release string
+}
+
+// MaxPendingSignals bounds the admission workflow's signals in flight:
+// Temporal fails a workflow task that leaves more than 2,000 external
+// signals pending (limit.numPendingSignals), and a burst of admissions
+// would otherwise exceed it.
+var MaxPendingSignals = 500
+
+// AdmissionWorkflow owns one cluster's GPU queue. See package gpu for the
+// rules it decides by.
+func AdmissionWorkflow(ctx workflow.Context, in AdmissionInput) error {
+	a := &admission{cluster: in.Cluster, pending: in.Pending, running: in.Running, waits: map[string]gpu.Wait{},
+		wake: workflow.NewBufferedChannel(ctx, 1)}
+	if err := workflow.SetQueryHandler(ctx, QueryAdmissionQueue, func() (AdmissionQueue, error) {
+		return a.queue(), nil
+	}); err != nil {
+		return fmt.Errorf("register queue query: %w", err)
+	}
+	reqs := workflow.GetSignalChannel(ctx, SignalAdmissionRequest)
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+	})
+	logger := workflow.GetLogger(ctx)
+	for {
+		for {
+			var req AdmissionRequest
+			if !reqs.ReceiveAsync(&req) {
+				break
+			}
+			a.apply(workflow.Now(ctx), req)
+		}
+		for a.wake.ReceiveAsync(nil) {
+		}
+		a.flush(ctx)
+		for _, id := range a.gone {
+			a.apply(workflow.Now(ctx), AdmissionRequest{Op: AdmissionRelease, Workload: gpu.Workload{ID: id}})
+		}
+		a.gone = a.gone[:0]
+		if len(a.pending) > 0 {
+			now := workflow.Now(ctx)
+			if a.loadedAt.IsZero() || now.Sub(a.loadedAt) >= AdmissionRefresh {
+				var snap activities.AdmissionSnapshot
+				req := activities.AdmissionSnapshotRequest{Cluster: a.cluster, Runs: a.runningRuns()}
+				if err := workflow.ExecuteLocalActivity(lctx, activities.LoadAdmissionSnapshotName, req).Get(ctx, &snap); err != nil {
+					// Decide on the last snapshot; the next tick tries again.
+					logger.Warn("cannot load the admission snapshot", "cluster", a.cluster, "error", err)
+				} else {
+					a.snap = snap
+					a.releaseEnded(now, snap.EndedRuns)
+				}
+				a.loadedAt = now
+			}
+			a.decide(ctx, workflow.Now(ctx))
+		}
+		if workflow.GetInfo(ctx).GetCurrentHistoryLength() > AdmissionHistoryLimit && reqs.Len() == 0 {
+			// Every signal must be sent and acknowledged first: a run
+			// found gone must not keep its GPUs in the next run's queue.
+			if err := workflow.Await(ctx, func() bool { return a.inflight == 0 || len(a.gone) > 0 }); err != nil {
+				return err
+			}
+			if a.inflight == 0 && len(a.outbox) == 0 && len(a.gone) == 0 && reqs.Len() == 0 {
+				return workflow.NewContinueAsNewError(ctx, AdmissionWorkflowName, AdmissionInput{Cluster: a.cluster, Pending: a.pending, Running: a.running})
+			}
+			continue
+		}
+		sel := workflow.NewSelector(ctx)
+		sel.AddReceive(reqs, func(c workflow.ReceiveChannel, _ bool) {
+			var req AdmissionRequest
+			c.Receive(ctx, &req)
+			a.apply(workflow.Now(ctx), req)
+		})
+		sel.AddReceive(a.wake, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil) })
+		if len(a.pending) > 0 {
+			// Aging and inventory changes need time to pass, not a signal.
+			tctx, cancel := workflow.WithCancel(ctx)
+			sel.AddFuture(workflow.NewTimer(tctx, AdmissionRefresh), func(workflow.Future) {})
+			sel.Select(ctx)
+			cancel()
+			continue
+		}
+		sel.Select(ctx)
+	}
+}
+
+// apply records a submit or a release.
+func (a *admission) apply(now time.Time, req AdmissionRequest) {
+	id := req.Workload.ID
+	switch req.Op {
+	case AdmissionSubmit:
+		if a.find(id) {
+			return // a retried submit: already queued or admitted
+		}
+		w := req.Workload
+		if w.Submitted.IsZero() {
+			w.Submitted = now
+		}
+		a.pending = append(a.pending, QueuedWorkload{Workload: w, Run: req.Run, Step: req.Step})
+	case AdmissionRelease:
+		a.pending = slices.DeleteFunc(a.pending, func(q QueuedWorkload) bool { return q.Workload.ID == id })
+		a.running = slices.DeleteFunc(a.running, func(q QueuedWorkload) bool { return q.Workload.ID == id })
+		delete(a.waits, id)
+	}
+}
+
+// runningRuns lists the runs holding admitted workloads, each once.
+func (a *admission) runningRuns() []string {
+	var out []string
+	seen := make(map[string]bool, len(a.running))
+	for _, q := range a.running {
+		if !seen[q.Run] {
+			seen[q.Run] = true
+			out = append(out, q.Run)
+		}
+	}
+	return out
+}
+
+// releaseEnded frees what runs that ended without giving it back still
+// hold (a run terminated through Temporal runs no cleanup).
+func (a *admission) releaseEnded(now time.Time, runs []string) {
+	for _, run := range runs {
+		for _, q := range slices.Clone(a.running) {
+			if q.Run == run {
+				a.apply(now, AdmissionRequest{Op: AdmissionRelease, Workload: gpu.Workload{ID: q.Workload.ID}})
+			}
+		}
+	}
+}
+
+func (a *admission) find(id string) bool {
+	for _, q := range a.pending {
+		if q.Workload.ID == id {
+			return true
+		}
+	}
+	for _, q := range a.running {
+		if q.Workload.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// decide runs one scheduling cycle and tells the runs what changed for
+// them: admitted, or a new reason to wait.
+func (a *admission) decide(ctx workflow.Context, now time.Time) {
+	snap := gpu.Snapshot{Now: now, Inventory: a.snap.Inventory, Policy: a.snap.Policy}
+	for _, q := range a.running {
+		snap.Running = append(snap.Running, gpu.Running{Workload: q.Workload, Admitted: *q.Admitted, Placement: q.Placement})
+	}
+	for _, q := range a.pending {
+		snap.Pending = append(snap.Pending, q.Workload)
+	}
+	plan := gpu.Schedule(snap)
+	a.decidedAt = &now
+
+	admitted := map[string]gpu.Admission{}
+	for _, ad := range plan.Admissions {
+		admitted[ad.Workload] = ad
+	}
+	a.waits = make(map[string]gpu.Wait, len(plan.Waits))
+	for _, w := range plan.Waits {
+		a.waits[w.Workload] = w
+	}
+	for _, p := range plan.Preemptions {
+		for i := range a.running {
+			q := &a.running[i]
+			if q.Workload.ID != p.Victim || q.Preempting {
+				continue
+			}
+			q.Preempting = true
+			a.outbox = append(a.outbox, outgoing{run: q.Run, name: SignalGPUPreempt, release: p.Victim, // a run that is gone frees it
+				arg: GPUPreempt{Workload: p.Victim, Reason: string(p.Reason), For: p.For}})
+
+		}
+	}
+	keep := a.pending[:0]
+	for _, q := range a.pending {
+		if ad, ok := admitted[q.Workload.ID]; ok {
+			at := now
+			q.Admitted, q.Placement, q.WaitKey = &at, ad.Placement, ""
+			a.running = append(a.running, q)
+			a.outbox = append(a.outbox, outgoing{run: q.Run, name: SignalGPUAdmitted, release: q.Workload.ID,
+				arg: GPUAdmitted{Workload: q.Workload.ID, Nodes: nodesOf(ad.Placement), Borrowed: len(ad.Borrowed) > 0}})
+			continue
+		}
+		if w, ok := a.waits[q.Workload.ID]; ok {
+			// Tell the run only when the reason changes, not every time
+			// its position does: each signal is history on both sides.
+			if key := string(w.Reason) + "|" + string(w.Resource) + "|" + w.BlockedBy; key != q.WaitKey {
+				q.WaitKey = key
+				a.outbox = append(a.outbox, outgoing{run: q.Run, name: SignalGPUWaiting,
+					arg: GPUWaiting{Workload: q.Workload.ID, Message: w.Message()}})
+			}
+		}
+		keep = append(keep, q)
+	}
+	a.pending = keep
+	a.flush(ctx)
+}
+
+// flush sends queued signals while fewer than MaxPendingSignals are in
+// flight. Acknowledgements are awaited off the loop, so that the next
+// submissions are decided while the signals travel.
+func (a *admission) flush(ctx workflow.Context) {
+	for len(a.outbox) > 0 && a.inflight < MaxPendingSignals {
+		o := a.outbox[0]
+		a.outbox = a.outbox[1:]
+		f := workflow.SignalExternalWorkflow(ctx, o.run, "", o.name, o.arg)
+		a.inflight++
+		workflow.Go(ctx, func(gctx workflow.Context) {
+			err := f.Get(gctx, nil)
+			a.inflight--
+			if err != nil && o.release != "" {
+				// The run is gone (ended, terminated): what it held or
+				// was given is free again.
+				workflow.GetLogger(gctx).Warn("cannot signal a run; releasing its workload", "workload", o.release, "error", err)
+				a.gone = append(a.gone, o.release)
+			}
+			if err != nil || len(a.outbox) > 0 {
+				a.wake.SendAsync(true) // one pending wake is enough
+			}
+		})
+	}
+}
+
+func nodesOf(p []gpu.Assignment) []string {
+	var out []string
+	for _, as := range p {
+		if !slices.Contains(out, as.Node) {
+			out = append(out, as.Node)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// queue renders the query answer.
+func (a *admission) queue() AdmissionQueue {
+	out := AdmissionQueue{Cluster: a.cluster, DecidedAt: a.decidedAt, Pending: []QueueEntry{}, Running: []QueueEntry{}}
+	for _, q := range a.pending {
+		e := entryOf(q)
+		if w, ok := a.waits[q.Workload.ID]; ok {
+			e.Position, e.Priority, e.Reason, e.Message = w.Position, w.Priority, string(w.Reason), w.Message()
+		}
+		out.Pending = append(out.Pending, e)
+	}
+	slices.SortStableFunc(out.Pending, func(x, y QueueEntry) int {
+		switch {
+		case x.Position == 0 && y.Position != 0:
+			return 1 // not decided yet: last
+		case y.Position == 0 && x.Position != 0:
+			return -1
+		}
+		return x.Position - y.Position
+	})
+	for _, q := range a.running {
+		e := entryOf(q)
+		e.Admitted, e.Nodes = q.Admitted, nodesOf(q.Placement)
+		out.Running = append(out.Running, e)
+	}
+	return out
+}
+
+func entryOf(q QueuedWorkload) QueueEntry {
+	return QueueEntry{Workload: q.Workload.ID, Project: q.Workload.Project, Run: q.Run, Step: q.Step,
+		Submitted: q.Workload.Submitted, GPUs: gangAmounts(q.Workload)}
+}
+
+// gangAmounts sums a gang's request per GPU type, sorted by type.
+func gangAmounts(w gpu.Workload) []gpu.Amount {
+	var out []gpu.Amount
+	for _, ps := range w.PodSets {
+		i := slices.IndexFunc(out, func(a gpu.Amount) bool { return a.Resource == ps.Resource })
+		if i < 0 {
+			out = append(out, gpu.Amount{Resource: ps.Resource})
+			i = len(out) - 1
+		}
+		out[i].Units += ps.Count * ps.Per
+	}
+	slices.SortFunc(out, func(x, y gpu.Amount) int { return strings.Compare(string(x.Resource), string(y.Resource)) })
+	return out
+}

@@ -1,0 +1,141 @@
+package workflows_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/gpu"
+	"github.com/atelier-ml/atelier/workflows"
+)
+
+// The admission workflow admits what fits, tells runs why the rest waits
+// (once per reason), admits the next when GPUs are given back, and
+// continues as new with its queue.
+func TestAdmissionWorkflowAdmitsInOrderAndOnRelease(t *testing.T) {
+	for _, pending := range []int{500, 1} {
+		t.Run(fmt.Sprintf("at most %d signals in flight", pending), func(t *testing.T) {
+			defer func(old int) { workflows.MaxPendingSignals = old }(workflows.MaxPendingSignals)
+			workflows.MaxPendingSignals = pending
+			testAdmissionWorkflow(t)
+		})
+	}
+}
+
+func testAdmissionWorkflow(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(workflows.AdmissionWorkflow, workflow.RegisterOptions{Name: workflows.AdmissionWorkflowName})
+	loads := 0
+	env.RegisterActivityWithOptions(func(ctx context.Context, _ activities.AdmissionSnapshotRequest) (activities.AdmissionSnapshot, error) {
+		loads++
+		return activities.AdmissionSnapshot{
+			Inventory: gpu.Inventory{Nodes: []gpu.Node{{Name: "n1", GPUType: "L4", GPUs: 2, Ready: true}}},
+			Policy:    gpu.Policy{Projects: []gpu.ProjectPolicy{{Name: "p", Quotas: []gpu.Quota{{Resource: "L4", Nominal: 2}}}}},
+		}, nil
+	}, activity.RegisterOptions{Name: activities.LoadAdmissionSnapshotName})
+
+	var mu sync.Mutex
+	told := map[string][]string{} // run → signals received
+	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", mock.Anything, mock.Anything).
+		Return(func(_, run, _, name string, arg any) error {
+			mu.Lock()
+			defer mu.Unlock()
+			switch a := arg.(type) {
+			case workflows.GPUAdmitted:
+				told[run] = append(told[run], name+" "+a.Workload)
+			case workflows.GPUWaiting:
+				told[run] = append(told[run], name+" "+a.Workload+": "+a.Message)
+			}
+			return nil
+		})
+	submit := func(run string, gpus int) {
+		env.SignalWorkflow(workflows.SignalAdmissionRequest, workflows.AdmissionRequest{Op: workflows.AdmissionSubmit, Run: run, Step: "train",
+			Workload: gpu.Workload{ID: run + "/train", Project: "p", PodSets: []gpu.PodSet{{Name: "step", Count: 1, Per: gpus, Resource: "L4"}}}})
+	}
+	env.RegisterDelayedCallback(func() { submit("r1", 1); submit("r2", 1); submit("r3", 1) }, time.Second)
+	env.RegisterDelayedCallback(func() {
+		v, err := env.QueryWorkflow(workflows.QueryAdmissionQueue)
+		require.NoError(t, err)
+		var q workflows.AdmissionQueue
+		require.NoError(t, v.Get(&q))
+		require.Len(t, q.Running, 2)
+		require.Len(t, q.Pending, 1)
+		assert.Equal(t, "r3", q.Pending[0].Run)
+		assert.Equal(t, string(gpu.WaitQuota), q.Pending[0].Reason)
+		assert.Equal(t, []gpu.Amount{{Resource: "L4", Units: 1}}, q.Pending[0].GPUs)
+		// r1 ends: r3 gets its GPU.
+		env.SignalWorkflow(workflows.SignalAdmissionRequest, workflows.AdmissionRequest{Op: workflows.AdmissionRelease, Workload: gpu.Workload{ID: "r1/train"}})
+	}, time.Minute)
+	env.RegisterDelayedCallback(func() {
+		v, err := env.QueryWorkflow(workflows.QueryAdmissionQueue)
+		require.NoError(t, err)
+		var q workflows.AdmissionQueue
+		require.NoError(t, v.Get(&q))
+		assert.Empty(t, q.Pending)
+		assert.Len(t, q.Running, 2)
+		env.CancelWorkflow()
+	}, 2*time.Minute)
+	env.ExecuteWorkflow(workflows.AdmissionWorkflowName, workflows.AdmissionInput{Cluster: "east"})
+
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{workflows.SignalGPUAdmitted + " r1/train"}, told["r1"])
+	assert.Equal(t, []string{workflows.SignalGPUAdmitted + " r2/train"}, told["r2"])
+	require.Len(t, told["r3"], 2, "r3: told why it waits once, then admitted: %v", told["r3"])
+	assert.Contains(t, told["r3"][0], workflows.SignalGPUWaiting+" r3/train: quota")
+	assert.Equal(t, workflows.SignalGPUAdmitted+" r3/train", told["r3"][1])
+	assert.Positive(t, loads)
+}
+
+// A run terminated through Temporal never releases its workload: the
+// admission workflow frees it once the catalogue shows the run ended.
+func TestAdmissionWorkflowFreesWhatEndedRunsHeld(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(workflows.AdmissionWorkflow, workflow.RegisterOptions{Name: workflows.AdmissionWorkflowName})
+	var asked [][]string
+	env.RegisterActivityWithOptions(func(ctx context.Context, req activities.AdmissionSnapshotRequest) (activities.AdmissionSnapshot, error) {
+		asked = append(asked, req.Runs)
+		snap := activities.AdmissionSnapshot{
+			Inventory: gpu.Inventory{Nodes: []gpu.Node{{Name: "n1", GPUType: "L4", GPUs: 1, Ready: true}}},
+			Policy:    gpu.Policy{Projects: []gpu.ProjectPolicy{{Name: "p", Quotas: []gpu.Quota{{Resource: "L4", Nominal: 1}}}}},
+		}
+		if len(asked) > 1 {
+			snap.EndedRuns = []string{"r1"} // terminated meanwhile
+		}
+		return snap, nil
+	}, activity.RegisterOptions{Name: activities.LoadAdmissionSnapshotName})
+	admitted := map[string]bool{}
+	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", mock.Anything, mock.Anything).
+		Return(func(_, run, _, name string, _ any) error {
+			if name == workflows.SignalGPUAdmitted {
+				admitted[run] = true
+			}
+			return nil
+		})
+	env.RegisterDelayedCallback(func() {
+		for _, run := range []string{"r1", "r2"} {
+			env.SignalWorkflow(workflows.SignalAdmissionRequest, workflows.AdmissionRequest{Op: workflows.AdmissionSubmit, Run: run, Step: "s",
+				Workload: gpu.Workload{ID: run + "/s", Project: "p", PodSets: []gpu.PodSet{{Name: "s", Count: 1, Per: 1, Resource: "L4"}}}})
+		}
+	}, time.Second)
+	env.RegisterDelayedCallback(func() {
+		require.True(t, admitted["r1"])
+		require.True(t, admitted["r2"], "r2 still waits for the GPU the ended run r1 held")
+		env.CancelWorkflow()
+	}, 3*workflows.AdmissionRefresh)
+	env.ExecuteWorkflow(workflows.AdmissionWorkflowName, workflows.AdmissionInput{Cluster: "east"})
+	require.GreaterOrEqual(t, len(asked), 2)
+	assert.Equal(t, []string{"r1"}, asked[1], "the refresh asks about the runs holding GPUs")
+}

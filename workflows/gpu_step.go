@@ -1,0 +1,193 @@
+package workflows
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/gpu"
+)
+
+// versionGPUAdmission guards GPU admission of Kubernetes steps
+// (workflow.GetVersion change ID; never reuse it). Runs recorded before it
+// create their GPU steps' objects at once.
+const versionGPUAdmission = "atelier.gpu-admission"
+
+// gpuWaiter is a step waiting for its admission.
+type gpuWaiter struct {
+	st   *StepStatus
+	set  workflow.Settable
+	done bool
+}
+
+// gpuGrant is an admitted step's hold on its GPUs. Its ctx is cancelled
+// when the admission preempts the step.
+type gpuGrant struct {
+	ctx       workflow.Context
+	cancel    workflow.CancelFunc
+	release   func()
+	nodes     []string // where the GPU pods must run
+	preempted string   // why, once preempted
+}
+
+// admitGPU makes a step that needs GPUs wait for its cluster's admission
+// (state WAITING_FOR_GPU, no Kubernetes object yet) and returns its grant:
+// the context its attempts run under (cancelled if the step is preempted)
+// and the function that gives the GPUs back. A step without GPUs, and
+// every step while the installation has no GPU policy, passes at once
+// (nil grant). On cancellation while waiting, the workload is withdrawn and
+// errCancelled returned; on a submission the admission refuses (e.g. a
+// priority outside the project's range), the step fails.
+func (r *Run) admitGPU(ctx workflow.Context, st *StepStatus, stepName string, item *int, w stepWork, target kubeTarget) (*gpuGrant, error) {
+	gang := gangOf(w)
+	if len(gang) == 0 {
+		return nil, nil
+	}
+	if workflow.GetVersion(ctx, versionGPUAdmission, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return nil, nil
+	}
+	id := workloadID(r.status.RunID, stepName, item)
+	r.startGPUSignals()
+	fut, set := workflow.NewFuture(ctx)
+	r.gpuWaiters[id] = &gpuWaiter{st: st, set: set}
+	defer delete(r.gpuWaiters, id)
+
+	now := workflow.Now(ctx)
+	placed := st.Message // why this cluster
+	st.State, st.Message = StepWaitingForGPU, "waiting for GPU admission on cluster "+target.cluster
+	r.touch()
+	sctx := r.controlActivity(ctx, activities.ErrTypeInvalidStep)
+	var res activities.SubmitWorkloadResult
+	err := workflow.ExecuteActivity(sctx, activities.SubmitWorkloadName, activities.SubmitWorkloadRequest{
+		Cluster: target.cluster, Run: r.status.RunID, Step: stepName, Item: item,
+		Workload: gpu.Workload{ID: id, Project: r.status.Project, Priority: r.gpuPrio, Submitted: now, PodSets: gang},
+	}).Get(ctx, &res)
+	if err != nil {
+		if ctx.Err() != nil {
+			r.endStep(st, StepCancelled, "", "run cancelled while waiting for GPU admission")
+			return nil, errCancelled
+		}
+		msg, _, _ := describeActivityError(err)
+		r.endStep(st, StepFailed, msg, "")
+		return nil, &StepError{Step: st.Name, Message: msg}
+	}
+	if !res.Queued {
+		st.State, st.Message = StepPending, placed
+		r.touch()
+		return nil, nil
+	}
+	release := func() {
+		dctx, _ := workflow.NewDisconnectedContext(ctx)
+		// Best effort: a lost release is found by the admission workflow
+		// when it next signals this (ended) run.
+		_ = workflow.SignalExternalWorkflow(dctx, AdmissionWorkflowID(target.cluster), "", SignalAdmissionRequest,
+			AdmissionRequest{Op: AdmissionRelease, Workload: gpu.Workload{ID: id}}).Get(dctx, nil)
+	}
+
+	var adm GPUAdmitted
+	if err := fut.Get(ctx, &adm); err != nil || ctx.Err() != nil {
+		release()
+		r.endStep(st, StepCancelled, "", "run cancelled while waiting for GPU admission")
+		return nil, errCancelled
+	}
+	st.State = StepPending
+	st.Message = fmt.Sprintf("GPUs admitted on cluster %s (nodes %s)", target.cluster, strings.Join(adm.Nodes, ", "))
+	if adm.Borrowed {
+		st.Message += ", borrowing quota from the cohort"
+	}
+	r.touch()
+	g := &gpuGrant{release: release, nodes: adm.Nodes}
+	g.ctx, g.cancel = workflow.WithCancel(ctx)
+	r.gpuGrants[id] = g
+	g.release = func() {
+		delete(r.gpuGrants, id)
+		release()
+	}
+	return g, nil
+}
+
+// startGPUSignals starts, once per run, the coroutine that hands admission
+// answers to the waiting steps.
+func (r *Run) startGPUSignals() {
+	if r.gpuWaiters != nil {
+		return
+	}
+	r.gpuWaiters = map[string]*gpuWaiter{}
+	r.gpuGrants = map[string]*gpuGrant{}
+	admitted := workflow.GetSignalChannel(r.root, SignalGPUAdmitted)
+	waiting := workflow.GetSignalChannel(r.root, SignalGPUWaiting)
+	preempt := workflow.GetSignalChannel(r.root, SignalGPUPreempt)
+	workflow.Go(r.root, func(gctx workflow.Context) {
+		for {
+			sel := workflow.NewSelector(gctx)
+			sel.AddReceive(admitted, func(c workflow.ReceiveChannel, _ bool) {
+				var a GPUAdmitted
+				c.Receive(gctx, &a)
+				if w := r.gpuWaiters[a.Workload]; w != nil && !w.done {
+					w.done = true
+					w.set.Set(a, nil)
+				}
+			})
+			sel.AddReceive(waiting, func(c workflow.ReceiveChannel, _ bool) {
+				var wt GPUWaiting
+				c.Receive(gctx, &wt)
+				if w := r.gpuWaiters[wt.Workload]; w != nil && !w.done {
+					w.st.Message = "waiting for GPUs: " + wt.Message
+					r.touch()
+				}
+			})
+			sel.AddReceive(preempt, func(c workflow.ReceiveChannel, _ bool) {
+				var p GPUPreempt
+				c.Receive(gctx, &p)
+				if g := r.gpuGrants[p.Workload]; g != nil && g.preempted == "" {
+					g.preempted = p.describe()
+					g.cancel()
+				}
+			})
+			sel.AddReceive(gctx.Done(), func(workflow.ReceiveChannel, bool) {})
+			sel.Select(gctx)
+			if gctx.Err() != nil {
+				return
+			}
+		}
+	})
+}
+
+// workloadID names a step's (or forEach item's) GPU workload: unique in the
+// cluster's queue, readable in it.
+func workloadID(run, step string, item *int) string {
+	id := run + "/" + step
+	if item != nil {
+		id += "/" + strconv.Itoa(*item)
+	}
+	return id
+}
+
+// gangOf is the GPU gang of a step: every pod that asks for GPUs, by pod
+// set. A ray step on a run's shared RayCluster holds none itself (the
+// cluster does, and shared clusters are not admitted yet).
+func gangOf(w stepWork) []gpu.PodSet {
+	var out []gpu.PodSet
+	add := func(name string, count int, per int, typ string) {
+		if count > 0 && per > 0 {
+			out = append(out, gpu.PodSet{Name: name, Count: count, Per: per, Resource: gpu.Resource(typ)})
+		}
+	}
+	switch {
+	case w.container != nil && w.container.Resources != nil:
+		add("step", 1, w.container.Resources.GPU, w.container.Resources.GPUType)
+	case w.ray != nil && w.ray.Cluster == "":
+		t := w.ray.RayClusterTemplate
+		add("head", 1, t.Head.GPU, t.Head.GPUType)
+		for _, g := range t.Workers {
+			add(g.Name, int(max(g.Replicas, g.MinReplicas)), g.GPU, g.GPUType)
+		}
+	case w.spark != nil:
+		add("driver", 1, w.spark.Driver.GPU, w.spark.Driver.GPUType)
+		add("executor", int(w.spark.Executor.Instances), w.spark.Executor.GPU, w.spark.Executor.GPUType)
+	}
+	return out
+}
