@@ -83,22 +83,6 @@ type KubeStepRequest struct {
 	Nodes []string `json:"nodes,omitempty"`
 }
 
-// SignalStepProgress is the signal a running Kubernetes step sends its
-// workflow when what it waits for changes, e.g. the scheduler cannot place
-// its pod: the run shows why the step is not running yet instead of
-// silently waiting. It carries a StepProgress.
-const SignalStepProgress = "atelier.step.progress"
-
-// StepProgress says why an attempt is not running yet ("" once it is).
-type StepProgress struct {
-	Step    string `json:"step"`
-	Item    *int   `json:"item,omitempty"`
-	Attempt int    `json:"attempt"`
-	// Message is e.g. "Unschedulable: pod x: 0/10 nodes are available:
-	// 10 Insufficient nvidia.com/gpu."; "" clears it.
-	Message string `json:"message"`
-}
-
 // KubeStepResult is what a finished Kubernetes attempt reports; on failure
 // it is the application error's details.
 type KubeStepResult struct {

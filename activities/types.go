@@ -33,6 +33,12 @@ type ContainerRequest struct {
 	Env        map[string]string `json:"env,omitempty"`
 	WorkingDir string            `json:"workingDir,omitempty"`
 	Timeout    time.Duration     `json:"timeout"`
+	// GPU is how many of the machine's GPUs the step gets (its
+	// CUDA_VISIBLE_DEVICES); GPUType restricts them to one product,
+	// spelled as the nvidia.com/gpu.product label. A step with GPU 0 sees
+	// no GPU on a machine that has some.
+	GPU     int    `json:"gpu,omitempty"`
+	GPUType string `json:"gpuType,omitempty"`
 }
 
 // ContainerResult is what a finished attempt reports. On failure it is

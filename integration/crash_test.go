@@ -17,8 +17,9 @@ import (
 )
 
 // startWorkerProcess runs `atelier worker` as a child process so the test
-// can SIGKILL it, as an OOM killer or a lost node would.
-func (s *stack) startWorkerProcess(t *testing.T, logName string) *exec.Cmd {
+// can SIGKILL it, as an OOM killer or a lost node would. env adds
+// KEY=VALUE variables (later ones win).
+func (s *stack) startWorkerProcess(t *testing.T, logName string, env ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(atelierBinary(t), "worker")
 	cmd.Env = append(os.Environ(),
@@ -30,6 +31,7 @@ func (s *stack) startWorkerProcess(t *testing.T, logName string) *exec.Cmd {
 		"ATELIER_DATA_DIR="+s.cfg.DataDir,
 		"ATELIER_LOG_LEVEL=warn",
 	)
+	cmd.Env = append(cmd.Env, env...)
 	logf, err := os.Create(filepath.Join(t.TempDir(), logName))
 	require.NoError(t, err)
 	cmd.Stdout, cmd.Stderr = logf, logf

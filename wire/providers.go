@@ -2,6 +2,8 @@ package wire
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"time"
@@ -63,11 +65,45 @@ func provideRunner(logs local.LogSink, cfg config.Config, l *zap.Logger) (*local
 	if err := local.HardenWorker(); err != nil {
 		return nil, err
 	}
-	r := local.New(logs, local.WithDataDir(cfg.DataDir), local.WithLogger(l.Named("local")), local.WithStepUser(u))
+	gpus, err := localGPUs(cfg.LocalGPUs, l)
+	if err != nil {
+		return nil, err
+	}
+	r := local.New(logs, local.WithDataDir(cfg.DataDir), local.WithLogger(l.Named("local")), local.WithStepUser(u), local.WithGPUs(gpus))
 	if err := r.CheckDataDir(); err != nil {
 		return nil, err
 	}
 	return r, nil
+}
+
+// localGPUs finds the GPUs local steps may use. A machine without
+// nvidia-smi (or whose driver fails) has none, which the log says: steps
+// that ask for GPUs then fail with that reason. A --local-gpus naming a
+// device the machine lacks stops the worker.
+func localGPUs(setting string, l *zap.Logger) (*local.GPUSet, error) {
+	if setting == "none" {
+		l.Info("local GPUs: none (--local-gpus=none)")
+		return local.NewGPUSet(nil, errors.New("the worker runs with --local-gpus=none")), nil
+	}
+	detected, err := local.DetectGPUs(context.Background(), "")
+	if err != nil && setting != "" && setting != "auto" {
+		return nil, fmt.Errorf("--local-gpus=%s: %w", setting, err)
+	}
+	if err != nil {
+		l.Info("local GPUs: none", zap.Error(err))
+		return local.NewGPUSet(nil, err), nil
+	}
+	gpus, err := local.SelectGPUs(setting, detected)
+	if err != nil {
+		return nil, err
+	}
+	for _, g := range gpus {
+		l.Info("local GPU", zap.Int("index", g.Index), zap.String("product", g.Product), zap.Int64("memoryMiB", g.MemoryMiB))
+	}
+	if len(gpus) == 0 {
+		return local.NewGPUSet(nil, errors.New("nvidia-smi lists no GPU")), nil
+	}
+	return local.NewGPUSet(gpus, nil), nil
 }
 
 // provideSelector builds the cluster-selection activity of the local

@@ -152,6 +152,9 @@ func (r *Run) runContainer(ctx workflow.Context, st *StepStatus, stepName string
 			Project: r.status.Project, RunID: r.status.RunID, Step: stepName, Item: item, Attempt: attempt,
 			Image: c.Image, Command: c.Command, Args: c.Args, Env: c.Env, WorkingDir: c.WorkingDir, Timeout: cfg.timeout,
 		}
+		if c.Resources != nil {
+			req.GPU, req.GPUType = c.Resources.GPU, c.Resources.GPUType
+		}
 		var res activities.ContainerResult
 		err := workflow.ExecuteActivity(actx, activities.RunContainerName, req).Get(actx, &res)
 		return attemptOutcome{ContainerResult: res}, err

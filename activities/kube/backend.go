@@ -139,7 +139,7 @@ func New(clients Clients, cluster string, opts ...Option) *Backend {
 		outputWait:  15 * time.Second,
 		kinds:       map[activities.KubeKind]framework.Kind{},
 		missing:     map[activities.KubeKind]string{},
-		progress:    signalRun,
+		progress:    activities.SignalRun,
 	}
 	for _, o := range opts {
 		o(b)

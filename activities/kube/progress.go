@@ -3,7 +3,6 @@ package kube
 import (
 	"context"
 
-	"go.temporal.io/sdk/activity"
 	"go.uber.org/zap"
 
 	"github.com/atelier-ml/atelier/activities"
@@ -14,23 +13,8 @@ import (
 type ProgressReporter func(ctx context.Context, p activities.StepProgress) error
 
 // WithProgressReporter replaces how waiting reasons reach the run (default:
-// signalRun). Tests use it to observe them.
+// activities.SignalRun). Tests use it to observe them.
 func WithProgressReporter(f ProgressReporter) Option { return func(b *Backend) { b.progress = f } }
-
-// signalRun sends p to the workflow that runs the activity, as signal
-// activities.SignalStepProgress; outside an activity it does nothing.
-func signalRun(ctx context.Context, p activities.StepProgress) error {
-	if !activity.IsActivity(ctx) {
-		return nil
-	}
-	c := activity.GetClient(ctx)
-	if c == nil {
-		return nil // a test activity environment has no client
-	}
-	info := activity.GetInfo(ctx)
-	return c.SignalWorkflow(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID,
-		activities.SignalStepProgress, p)
-}
 
 // waitingMessage renders a Progress's waiting reason ("" when none).
 func waitingMessage(w *framework.Trouble) string {

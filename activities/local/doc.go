@@ -46,7 +46,28 @@
 // LANG and TMPDIR from the worker (HOME is the work dir when the step runs
 // as another user), then its own env, then the ATELIER_* variables set by
 // the runtime (which cannot be overridden). Anything else a step needs
-// (proxies, CUDA_VISIBLE_DEVICES, tokens) must be set in its env.
+// (proxies, tokens) must be set in its env. CUDA_VISIBLE_DEVICES is the
+// runtime's (below).
+//
+// # GPUs
+//
+// The worker lists the machine's NVIDIA GPUs with nvidia-smi at start
+// (DetectGPUs; `--local-gpus` = auto, none or device indices; a machine
+// without nvidia-smi has none). A step whose resources ask for gpu: N (and
+// optionally a gpuType, spelled as the nvidia.com/gpu.product label: the
+// nvidia-smi name with spaces replaced by '-') gets N free devices of that
+// product, each held by one step at a time (GPUSet), and sees exactly
+// those through CUDA_VISIBLE_DEVICES; a step that asks for none sees none
+// (an empty CUDA_VISIBLE_DEVICES) on a machine that has some, as a pod
+// without a GPU request. While the devices are taken, the step waits,
+// heartbeating, and its attempt says why ("waiting for local GPUs: needs 1
+// …, 0 of 1 free (held: GPU 0 by <run>/<step>)"); the wait counts against
+// the step's timeout, as a Job's pending time counts against its
+// activeDeadlineSeconds. A request the machine can never satisfy fails the
+// step at once, saying what the machine has. Devices are the worker's own
+// bookkeeping, per machine: project GPU quotas and the admission queue
+// (package gpu) govern Kubernetes clusters, not a worker's local devices;
+// two workers on one machine must be given disjoint --local-gpus.
 //
 // # What the local runtime isolates, and what it does not
 //

@@ -48,6 +48,8 @@ type Runner struct {
 	grace     time.Duration
 	logLimit  int64
 	stepUser  *StepUser // nil: steps run as the worker's user
+	gpus      *GPUSet   // nil: the machine's GPUs are unknown (none for steps)
+	progress  func(context.Context, activities.StepProgress) error
 
 	// Fixed in production; variables so tests need not wait on them.
 	flushInterval time.Duration
@@ -85,6 +87,17 @@ func WithGracePeriod(d time.Duration) Option { return func(r *Runner) { r.grace 
 // log is truncated.
 func WithLogLimit(n int64) Option { return func(r *Runner) { r.logLimit = n } }
 
+// WithGPUs gives the runner the machine's GPUs (DetectGPUs, SelectGPUs):
+// a step that asks for GPUs waits for free devices and sees only those
+// (CUDA_VISIBLE_DEVICES); other steps see none.
+func WithGPUs(s *GPUSet) Option { return func(r *Runner) { r.gpus = s } }
+
+// WithProgressReporter replaces how a waiting step tells its run why it
+// waits (default activities.SignalRun). Tests use it to observe them.
+func WithProgressReporter(f func(context.Context, activities.StepProgress) error) Option {
+	return func(r *Runner) { r.progress = f }
+}
+
 // New returns a Runner that ships step logs to logs, which must not be nil.
 func New(logs LogSink, opts ...Option) *Runner {
 	if logs == nil {
@@ -97,6 +110,7 @@ func New(logs LogSink, opts ...Option) *Runner {
 		heartbeat:     DefaultHeartbeatInterval,
 		grace:         DefaultGracePeriod,
 		logLimit:      DefaultLogLimit,
+		progress:      activities.SignalRun,
 		flushInterval: 500 * time.Millisecond,
 		chunkSize:     64 << 10,
 		drainTimeout:  2 * time.Second,
@@ -228,7 +242,30 @@ func (r *Runner) RunContainer(ctx context.Context, req activities.ContainerReque
 		return activities.ContainerResult{}, fmt.Errorf("remove stale outputs: %w", err)
 	}
 
+	// The step's timeout covers its wait for GPUs too, as a Job's
+	// activeDeadlineSeconds covers its pending time: the activity's own
+	// backstop (timeout + 1 min) must not cut a step that waited.
+	waitStart := time.Now()
+	devices, releaseGPUs, err := r.acquireGPUs(ctx, req, logger)
+	if err != nil {
+		return activities.ContainerResult{}, err
+	}
+	defer releaseGPUs()
+	runFor := req.Timeout
+	if waited := time.Since(waitStart); req.Timeout > 0 && req.GPU > 0 {
+		runFor -= waited
+		if runFor <= 0 {
+			return activities.ContainerResult{ExitCode: -1}, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("step timed out after %s waiting for local GPUs", req.Timeout),
+				activities.ErrTypeStepTimeout, nil)
+		}
+	}
+
 	env := buildEnv(req, outputsPath)
+	if r.gpus != nil && len(r.gpus.gpus) > 0 || req.GPU > 0 {
+		// Like a pod without a GPU request: CUDA sees only what was asked.
+		env = setEnv(env, "CUDA_VISIBLE_DEVICES", visibleDevices(devices))
+	}
 	if r.stepUser != nil {
 		// The worker's HOME belongs to the worker's user.
 		env = setEnv(env, "HOME", workDir)
@@ -331,7 +368,7 @@ func (r *Runner) RunContainer(ctx context.Context, req activities.ContainerReque
 
 	var timeout <-chan time.Time
 	if req.Timeout > 0 {
-		t := time.NewTimer(req.Timeout)
+		t := time.NewTimer(runFor)
 		defer t.Stop()
 		timeout = t.C
 	}
@@ -396,6 +433,70 @@ func (r *Runner) RunContainer(ctx context.Context, req activities.ContainerReque
 	logs.Close()
 	result.Outputs = outputs
 	return result, nil
+}
+
+// acquireGPUs waits for the devices req asks for, heartbeating (with no
+// process yet) and telling the run why it waits. A request the machine can
+// never satisfy fails the step (non-retryable InvalidStep).
+func (r *Runner) acquireGPUs(ctx context.Context, req activities.ContainerRequest, logger *zap.Logger) ([]GPU, func(), error) {
+	if req.GPU <= 0 {
+		return nil, func() {}, nil
+	}
+	holder := req.RunID + "/" + req.Step
+	if req.Item != nil {
+		holder += "/" + strconv.Itoa(*req.Item)
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		t := time.NewTicker(r.heartbeat)
+		defer t.Stop()
+		for {
+			if activity.IsActivity(ctx) {
+				activity.RecordHeartbeat(ctx, Heartbeat{})
+			}
+			select {
+			case <-t.C:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	waited := false
+	report := func(msg string) {
+		if r.progress == nil {
+			return
+		}
+		if err := r.progress(ctx, activities.StepProgress{Step: req.Step, Item: req.Item, Attempt: req.Attempt, Message: msg}); err != nil {
+			logger.Warn("cannot report why the step waits", zap.String("message", msg), zap.Error(err))
+		}
+	}
+	wctx := ctx
+	if req.Timeout > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, req.Timeout)
+		defer cancel()
+	}
+	gpus, release, err := r.gpus.Acquire(wctx, GPURequest{Count: req.GPU, Product: req.GPUType, Holder: holder}, func(why string) {
+		waited = true
+		logger.Info("step waits for local GPUs", zap.String("why", why))
+		report(why)
+	})
+	var unsat *UnsatisfiableGPUError
+	switch {
+	case errors.As(err, &unsat):
+		return nil, nil, invalid("%s", unsat)
+	case err != nil && ctx.Err() == nil:
+		return nil, nil, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("step timed out after %s waiting for local GPUs", req.Timeout), activities.ErrTypeStepTimeout, nil)
+	case err != nil:
+		return nil, nil, err
+	}
+	if waited {
+		report("")
+	}
+	logger.Info("local GPUs assigned", zap.String("devices", visibleDevices(gpus)))
+	return gpus, release, nil
 }
 
 // terminate stops the group the way Kubernetes stops a pod: SIGTERM, then

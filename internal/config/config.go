@@ -44,6 +44,9 @@ type Config struct {
 	// GPUMinRuntime is how long an admitted GPU workload runs before it
 	// may be preempted (gpu.Policy.MinRuntime).
 	GPUMinRuntime time.Duration
+	// LocalGPUs is which of the machine's GPUs local steps may use:
+	// "auto" (every device nvidia-smi lists), "none", or indices "0,2".
+	LocalGPUs string
 	// StepUser is who local steps run as (see local.ParseStepUser): empty
 	// means an unprivileged uid when the worker is root.
 	StepUser string
@@ -90,6 +93,7 @@ func Default() Config {
 		StreamLimit:       32,
 		GPUMinRuntime:     5 * time.Minute,
 		TaskQueue:         workflows.TaskQueueLocal,
+		LocalGPUs:         "auto",
 
 		KubeNamespaceTemplate: "atelier-{project}",
 		KubeQPS:               100,
@@ -112,6 +116,7 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.envDuration("ATELIER_SHUTDOWN_TIMEOUT", d.ShutdownTimeout), "graceful stop bound (ATELIER_SHUTDOWN_TIMEOUT)")
 	fs.StringVar(&c.TaskQueue, "task-queue", env("ATELIER_TASK_QUEUE", d.TaskQueue), "local runtime task queue (ATELIER_TASK_QUEUE)")
 	fs.StringVar(&c.StepUser, "step-user", env("ATELIER_STEP_USER", d.StepUser), "user local steps run as: a name, uid or uid:gid; default: uid 65532 when the worker is root, else the worker's user; \"worker\" = the worker's user (ATELIER_STEP_USER)")
+	fs.StringVar(&c.LocalGPUs, "local-gpus", env("ATELIER_LOCAL_GPUS", d.LocalGPUs), "worker: GPUs local steps may use: auto (all that nvidia-smi lists), none, or device indices like 0,2 (ATELIER_LOCAL_GPUS)")
 	fs.BoolVar(&c.Examples, "examples", c.envBool("ATELIER_EXAMPLES", d.Examples), "worker: also serve the example Go pipelines (examples/gopipeline); on in `atelier dev` (ATELIER_EXAMPLES)")
 	fs.IntVar(&c.StreamLimit, "stream-limit", c.envInt("ATELIER_STREAM_LIMIT", d.StreamLimit), "event and log-follow streams one token may hold open per gateway; more get 429 (ATELIER_STREAM_LIMIT)")
 	fs.DurationVar(&c.GPUMinRuntime, "gpu-min-runtime", c.envDuration("ATELIER_GPU_MIN_RUNTIME", d.GPUMinRuntime), "worker: how long an admitted GPU step runs before GPU admission may preempt it (ATELIER_GPU_MIN_RUNTIME)")

@@ -124,7 +124,9 @@ type Container struct {
 	Args       []string          `json:"args,omitempty"`
 	Env        map[string]string `json:"env,omitempty"`
 	WorkingDir string            `json:"workingDir,omitempty"`
-	// Resources apply on Kubernetes; the local runtime ignores them.
+	// Resources apply on Kubernetes; the local runtime honours only gpu
+	// and gpuType (the step gets that many of the machine's GPUs through
+	// CUDA_VISIBLE_DEVICES, waiting while they are taken).
 	Resources *Resources `json:"resources,omitempty"`
 }
 
