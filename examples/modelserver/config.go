@@ -79,10 +79,12 @@ type Config struct {
 	// already wait is answered 429. Zero means unbounded.
 	MaxQueue int
 	// ErrorRate is the fraction of inference requests answered 500, in
-	// [0, 1]. Failures follow a counter pattern, not chance: request k
-	// (counting from 1 since the rate was last set) fails exactly when
-	// floor(k*rate) > floor((k-1)*rate), so any window of n consecutive
-	// requests holds n*rate failures, rounded up or down.
+	// [0, 1]. Failures follow a counter pattern, not chance: the rate is
+	// taken as the fraction p/q nearest to it with q <= 10000 (1/3 is 1/3),
+	// and request k, counting from 1 since the rate was last set, fails
+	// exactly when floor(k*p/q) > floor((k-1)*p/q). So the first n requests
+	// hold floor(n*p/q) failures, and any n consecutive ones n*p/q rounded
+	// down or up. Requests count when they reach a running slot.
 	ErrorRate float64
 	// FailAfter, when positive, makes the server crash once it has answered
 	// that many inference requests (a crash loop under traffic).

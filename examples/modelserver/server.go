@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"sync"
 	"time"
@@ -38,8 +39,9 @@ type Server struct {
 	concurrency int
 	maxQueue    int
 	errorRate   float64
-	errorPPM    int64 // errorRate in millionths, for exact counter arithmetic
-	errorSeq    int64 // requests counted against errorPPM since it was set
+	errorP      int64 // errorRate as the fraction errorP/errorQ
+	errorQ      int64
+	errorSeq    int64 // position in the failure pattern, 1..errorQ
 	failNext    int
 	failAfter   int // remaining answers before a crash; 0 = disarmed
 	crashAt     time.Time
@@ -191,7 +193,14 @@ func (s *Server) armCrashLocked(d time.Duration) {
 	go func() {
 		select {
 		case <-fire:
-			s.crash(fmt.Sprintf("crash-after %s elapsed", d))
+			// fire and cancel may both be ready: only the timer in force
+			// crashes.
+			s.mu.Lock()
+			current := s.crashCancel == cancel
+			s.mu.Unlock()
+			if current {
+				s.crash(fmt.Sprintf("crash-after %s elapsed", d))
+			}
 		case <-cancel:
 		case <-s.done:
 		}
@@ -200,8 +209,35 @@ func (s *Server) armCrashLocked(d time.Duration) {
 
 func (s *Server) setErrorRateLocked(rate float64) {
 	s.errorRate = rate
-	s.errorPPM = int64(rate*1e6 + 0.5)
+	s.errorP, s.errorQ = ratio(rate, 10000)
 	s.errorSeq = 0
+}
+
+// ratio returns p/q, the continued-fraction convergent of x in [0, 1] with
+// the largest q <= maxQ, so that rates such as 1/3 or 0.1 give an exact
+// integer pattern.
+func ratio(x float64, maxQ int64) (p, q int64) {
+	if x <= 0 {
+		return 0, 1
+	}
+	if x >= 1 {
+		return 1, 1
+	}
+	h0, h1, k0, k1 := int64(0), int64(1), int64(1), int64(0)
+	for f := x; ; {
+		a := int64(math.Floor(f))
+		h2, k2 := a*h1+h0, a*k1+k0
+		if k2 > maxQ {
+			break
+		}
+		h0, h1, k0, k1 = h1, h2, k1, k2
+		frac := f - float64(a)
+		if frac < 1e-9 {
+			break
+		}
+		f = 1 / frac
+	}
+	return h1, k1
 }
 
 // waiter is one queued request. ready is closed, and granted set, under
@@ -283,12 +319,13 @@ func (s *Server) decideFailLocked() bool {
 		s.failNext--
 		return true
 	}
-	if s.errorPPM == 0 {
+	if s.errorP == 0 {
 		return false
 	}
-	s.errorSeq++
+	// The pattern repeats every errorQ requests.
+	s.errorSeq = s.errorSeq%s.errorQ + 1
 	k := s.errorSeq
-	return k*s.errorPPM/1e6 > (k-1)*s.errorPPM/1e6
+	return k*s.errorP/s.errorQ > (k-1)*s.errorP/s.errorQ
 }
 
 func (s *Server) releaseLocked() {
