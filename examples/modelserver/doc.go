@@ -7,10 +7,29 @@
 //
 // Atelier's development machines and CI have no GPU, and vLLM's own
 // simulator (llm-d-inference-sim) cannot be fetched from the Go module proxy
-// here. This package is therefore both the demo backend of `make dev` and
-// the test fixture of the serving integration tests: in process through New
-// (it is an http.Handler, so httptest.NewServer(New(cfg)) is a running
-// fake), or as a process built from ./cmd/modelserver.
+// here. This package is therefore built to be both the demo backend of
+// `make dev` and the test fixture of the serving integration tests.
+//
+// # Starting it
+//
+// In process (a Server is an http.Handler):
+//
+//	fake := modelserver.New(modelserver.Config{Backend: modelserver.BackendVLLM,
+//		Revision: "canary", StartupDelay: 2 * time.Second, ServiceTime: 50 * time.Millisecond})
+//	defer fake.Close()
+//	ts := httptest.NewServer(fake)
+//	defer ts.Close()
+//	fake.SetFaults(modelserver.Faults{ErrorRate: new(1.0)}) // a 5xx burst
+//
+// As a process (what a Deployment or a local-runtime step runs):
+//
+//	go build -o modelserver ./examples/modelserver/cmd/modelserver
+//	./modelserver -addr 127.0.0.1:0 -backend triton -revision r2
+//
+// It logs "listening addr=HOST:PORT" on stderr for each listener, exits 0
+// on SIGTERM after draining, 3 on an injected crash, 1 on a bad setting.
+// Change its behaviour from a test with PostFaults or a plain
+// POST /admin/faults.
 //
 // # What it fakes
 //
@@ -34,7 +53,9 @@
 //     back as an output); GET /metrics with nv_inference_request_success,
 //     nv_inference_request_failure, nv_inference_count,
 //     nv_inference_request_duration_us, nv_inference_queue_duration_us and
-//     nv_inference_pending_request_count, labelled model and version.
+//     nv_inference_pending_request_count, labelled model and version (the
+//     failure counter counts injected 500s and 429s; the duration counters
+//     successful requests only).
 //     Triton serves metrics on port 8002: set Config.NoMetricsRoute and
 //     serve MetricsHandler elsewhere (the command's -metrics-addr).
 //   - Serving behaviour: a model that loads for Config.StartupDelay; a fixed
