@@ -1,0 +1,86 @@
+// Command modelserver runs the fake vLLM / Triton model server of package
+// modelserver: flags override ATELIER_FAKE_* variables, which override the
+// defaults. It exits 0 after SIGTERM or SIGINT (draining requests for up to
+// 10 s), 3 when an injected crash fires, 1 on a bad flag or listen error.
+//
+//	go run ./examples/modelserver/cmd/modelserver -backend vllm -startup-delay 5s -service-time 200ms
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/atelier-ml/atelier/examples/modelserver"
+)
+
+func main() {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := run(log); err != nil {
+		log.Error("modelserver", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(log *slog.Logger) error {
+	var cfg modelserver.Config
+	if err := cfg.ApplyEnv(os.LookupEnv); err != nil {
+		return err
+	}
+	addr, metricsAddr := envOr("ATELIER_FAKE_ADDR", "127.0.0.1:8000"), os.Getenv("ATELIER_FAKE_METRICS_ADDR")
+	cfg.RegisterFlags(flag.CommandLine)
+	flag.StringVar(&addr, "addr", addr, "listen address (ATELIER_FAKE_ADDR)")
+	flag.StringVar(&metricsAddr, "metrics-addr", metricsAddr, "serve /metrics here instead, as Triton's port 8002 (ATELIER_FAKE_METRICS_ADDR)")
+	flag.Parse()
+	cfg.NoMetricsRoute = metricsAddr != ""
+	cfg.Logger = log
+	cfg.OnCrash = func(string) { os.Exit(3) }
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	fake := modelserver.New(cfg)
+	defer fake.Close()
+	servers := []*http.Server{{Addr: addr, Handler: fake, ReadHeaderTimeout: 10 * time.Second}}
+	if metricsAddr != "" {
+		servers = append(servers, &http.Server{Addr: metricsAddr, Handler: fake.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second})
+	}
+	errc := make(chan error, len(servers))
+	for _, srv := range servers {
+		ln, err := net.Listen("tcp", srv.Addr)
+		if err != nil {
+			return err
+		}
+		log.Info("listening", "addr", ln.Addr().String())
+		go func() { errc <- srv.Serve(ln) }()
+	}
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var errs []error
+	for _, srv := range servers {
+		errs = append(errs, srv.Shutdown(shutdownCtx))
+	}
+	return errors.Join(errs...)
+}
+
+func envOr(name, dflt string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return dflt
+}
