@@ -64,6 +64,7 @@ func (r *Run) admitGPU(ctx workflow.Context, st *StepStatus, stepName string, it
 	err := workflow.ExecuteActivity(sctx, activities.SubmitWorkloadName, activities.SubmitWorkloadRequest{
 		Cluster: target.cluster, Run: r.status.RunID, Step: stepName, Item: item,
 		Workload: gpu.Workload{ID: id, Project: r.status.Project, Priority: r.gpuPrio, Submitted: now, PodSets: gang},
+		Kind:     string(w.kind),
 	}).Get(ctx, &res)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -76,6 +77,9 @@ func (r *Run) admitGPU(ctx workflow.Context, st *StepStatus, stepName string, it
 	}
 	if !res.Queued {
 		st.State, st.Message = StepPending, placed
+		if res.KueueQueue != "" {
+			st.Message = strings.TrimPrefix(placed+"; ", "; ") + "GPUs admitted by Kueue (LocalQueue " + res.KueueQueue + ")"
+		}
 		r.touch()
 		return nil, nil
 	}
