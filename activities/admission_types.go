@@ -21,6 +21,10 @@ type SubmitWorkloadRequest struct {
 	Step     string       `json:"step"`
 	Item     *int         `json:"item,omitempty"`
 	Workload gpu.Workload `json:"workload"`
+	// Kind is the step's kind (container, ray, spark): on a cluster whose
+	// worker submits to Kueue, the kinds Kueue admits skip Atelier's
+	// admission. Empty in requests recorded before it existed.
+	Kind string `json:"kind,omitempty"`
 }
 
 // SubmitWorkloadResult says whether the step must wait for admission.
@@ -28,6 +32,9 @@ type SubmitWorkloadResult struct {
 	// Queued is false when the installation has no GPU policy at all: GPU
 	// admission is then off and the step runs at once, as before.
 	Queued bool `json:"queued"`
+	// KueueQueue is set when the cluster's worker submits this step to
+	// Kueue instead (Queued is then false): the LocalQueue's name.
+	KueueQueue string `json:"kueueQueue,omitempty"`
 	// Workload is what was queued, its GPU types resolved.
 	Workload gpu.Workload `json:"workload"`
 }

@@ -99,6 +99,8 @@ type EnsureRayClusterRequest struct {
 	Project string                `json:"project"`
 	RunID   string                `json:"runId"`
 	Cluster spec.SharedRayCluster `json:"cluster"`
+	// Nodes are the nodes GPU admission chose for the cluster's GPU pods.
+	Nodes []string `json:"nodes,omitempty"`
 }
 
 // EnsureRayClusterResult names the ready cluster.

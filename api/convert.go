@@ -90,6 +90,7 @@ func capacityView(c *catalog.ClusterCapacity) *gen.ClusterCapacity {
 		Gpus: gpus, CpuMillis: amountView(c.CPUMillis), MemoryBytes: amountView(c.MemoryBytes), Nodes: c.Nodes,
 	}
 	v.GpuNodes = optSlice(views(c.GPUNodes, gpuNodeView))
+	v.KueueQueue = opt(c.KueueQueue)
 	return v
 }
 

@@ -260,6 +260,7 @@ func TestConversions(t *testing.T) {
 						Taints: &[]gen.NodeTaint{{Key: "nvidia.com/gpu", Value: ptr("present"), Effect: "NoSchedule"}}},
 					{Name: "l4-1", Gpus: 1},
 				},
+				KueueQueue: ptr("team-q"),
 			}},
 	}, {
 		name: "cluster: never reported, no labels",

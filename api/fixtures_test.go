@@ -128,6 +128,7 @@ func fullClusterCapacity() catalog.ClusterCapacity {
 				Taints: []gpu.Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: gpu.NoSchedule}}},
 			{Name: "l4-1", GPUs: 1},
 		},
+		KueueQueue: "team-q",
 	}
 }
 

@@ -119,7 +119,8 @@
 // workloads per cycle (DefaultMaxPreemptionSearches = 64; later blocked
 // workloads just wait). Candidates are running workloads of the same
 // cohort that use a resource the preemptor needs and have run at least
-// MinRuntime (DefaultMinRuntime = 5 min; younger ones are never victims):
+// MinRuntime (DefaultMinRuntime = 5 min; younger ones are never victims,
+// nor are workloads marked NoPreempt, such as a run's shared RayCluster):
 //
 //   - ReclaimQuota: the preemptor's project stays within its Nominal for
 //     every resource of the gang, and the candidate's project uses more

@@ -84,6 +84,7 @@ func genWorkload(t *rapid.T, id int, pol Policy, now time.Time) Workload {
 		}
 		w.PodSets = append(w.PodSets, ps)
 	}
+	w.NoPreempt = rapid.IntRange(0, 9).Draw(t, "noPreempt") == 0
 	return w
 }
 
@@ -329,6 +330,9 @@ func checkPlan(s Snapshot, plan Plan) error {
 		v, f := before.runner[p.Victim], pend[p.For]
 		if f == nil {
 			return fmt.Errorf("bad preemption %+v", p)
+		}
+		if v.NoPreempt {
+			return fmt.Errorf("%s preempted although NoPreempt", v.ID)
 		}
 		if s.Now.Sub(v.Admitted) < s.Policy.MinRuntime {
 			return fmt.Errorf("%s preempted after running %v < MinRuntime", v.ID, s.Now.Sub(v.Admitted))

@@ -98,7 +98,7 @@ type runState struct {
 	base    int
 	needs   []need
 	victim  bool
-	old     bool // ran at least MinRuntime
+	old     bool // may be a victim: ran at least MinRuntime and not NoPreempt
 	project string
 }
 
@@ -336,7 +336,7 @@ func newState(s *Snapshot) *state {
 		} else if r.Priority != nil {
 			rs.base = *r.Priority
 		}
-		rs.old = st.minRuntime < 0 || !s.Now.Before(r.Admitted.Add(st.minRuntime))
+		rs.old = !r.NoPreempt && (st.minRuntime < 0 || !s.Now.Before(r.Admitted.Add(st.minRuntime)))
 		rs.needs = st.needsOf(&r.Workload, nil)
 		for _, a := range r.Placement {
 			if a.PodSet < 0 || a.PodSet >= len(r.PodSets) {

@@ -187,6 +187,22 @@ func TestSchedule(t *testing.T) {
 				HoldsReservation: true, Victims: []string{"low-old"}}},
 		},
 	}, {
+		name: "NoPreempt: a run's shared RayCluster is never a victim; the preemptor waits for capacity instead",
+		msgs: map[string]string{"hi": "capacity: needs 4 NVIDIA-A100-SXM4-80GB, 0 free in the pool" + holdsSuffix},
+		snap: Snapshot{Now: at(0), Inventory: Inventory{Nodes: []Node{gpuNode("n1", a100, 4)}}, Policy: open,
+			Running: []Running{func() Running {
+				r := running(withPrio(wl("shared", "a", at(-90), 1, 4, a100), 1), at(-60), "n1", 1)
+				r.NoPreempt = true
+				return r
+			}()},
+			Pending: []Workload{withPrio(wl("hi", "a", at(-1), 1, 4, a100), 5)},
+		},
+		want: Plan{
+			Reservations: []Reservation{{Workload: "hi", Kind: ReserveBlocked}},
+			Waits: []Wait{{Workload: "hi", Position: 1, Priority: 5, Reason: WaitCapacity, Resource: a100, Needed: 4,
+				HoldsReservation: true}},
+		},
+	}, {
 		name: "aging: an old low-priority workload passes a young higher one, capped",
 		msgs: map[string]string{
 			"old":   "capacity: needs 4 NVIDIA-A100-SXM4-80GB, 0 free in the pool" + holdsSuffix,

@@ -178,6 +178,10 @@ type Workload struct {
 	Priority  *int
 	Submitted time.Time
 	PodSets   []PodSet
+	// NoPreempt keeps the workload from ever being a victim once running:
+	// a run's shared RayCluster, whose eviction would fail every step
+	// using it. It still waits for quota and capacity like any workload.
+	NoPreempt bool `json:",omitempty"`
 }
 
 // Assignment places Pods pods of pod set PodSet (index in

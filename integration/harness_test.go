@@ -59,6 +59,8 @@ type stackOptions struct {
 	// gpuMinRuntime overrides how long a GPU step runs before it may be
 	// preempted.
 	gpuMinRuntime time.Duration
+	// kueueQueue makes a kubeEnv's cluster worker submit to Kueue.
+	kueueQueue string
 }
 
 func newStack(t *testing.T, opts ...stackOptions) *stack {

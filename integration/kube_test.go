@@ -72,6 +72,9 @@ func newKubeEnv(t *testing.T, sc script, inProcessClusterWorker bool, opts ...st
 	s.cfg.Cluster = e.cluster
 	s.cfg.Kubeconfig = kc.Kubeconfig()
 	s.cfg.KubeNamespaceTemplate = e.namespace
+	if len(opts) > 0 {
+		s.cfg.KueueQueue = opts[0].kueueQueue
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

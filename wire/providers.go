@@ -121,7 +121,8 @@ func provideAdmission(s *store.Store, c client.Client, cfg config.Config) *admis
 // provideKubeBackend builds the Kubernetes backends of a cluster worker;
 // the cleanup stops their informers.
 func provideKubeBackend(clients kube.Clients, cfg config.Config, l *zap.Logger) (*kube.Backend, func()) {
-	b := kube.New(clients, cfg.Cluster, kube.WithNamespaceTemplate(cfg.KubeNamespaceTemplate), kube.WithLogger(l.Named("kube")))
+	b := kube.New(clients, cfg.Cluster, kube.WithNamespaceTemplate(cfg.KubeNamespaceTemplate), kube.WithLogger(l.Named("kube")),
+		kube.WithKueue(cfg.KueueQueue))
 	return b, b.Close
 }
 

@@ -16,6 +16,11 @@ import (
 // create their GPU steps' objects at once.
 const versionGPUAdmission = "atelier.gpu-admission"
 
+// versionSharedRayAdmission guards GPU admission of a run's shared
+// RayClusters (workflow.GetVersion change ID; never reuse it). Runs
+// recorded before it create them at once.
+const versionSharedRayAdmission = "atelier.gpu-admission-shared-raycluster"
+
 // gpuWaiter is a step waiting for its admission.
 type gpuWaiter struct {
 	st   *StepStatus
@@ -63,7 +68,8 @@ func (r *Run) admitGPU(ctx workflow.Context, st *StepStatus, stepName string, it
 	var res activities.SubmitWorkloadResult
 	err := workflow.ExecuteActivity(sctx, activities.SubmitWorkloadName, activities.SubmitWorkloadRequest{
 		Cluster: target.cluster, Run: r.status.RunID, Step: stepName, Item: item,
-		Workload: gpu.Workload{ID: id, Project: r.status.Project, Priority: r.gpuPrio, Submitted: now, PodSets: gang},
+		Workload: gpu.Workload{ID: id, Project: r.status.Project, Priority: r.gpuPrio, Submitted: now, PodSets: gang, NoPreempt: w.noPreempt},
+		Kind:     string(w.kind),
 	}).Get(ctx, &res)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -76,6 +82,9 @@ func (r *Run) admitGPU(ctx workflow.Context, st *StepStatus, stepName string, it
 	}
 	if !res.Queued {
 		st.State, st.Message = StepPending, placed
+		if res.KueueQueue != "" {
+			st.Message = strings.TrimPrefix(placed+"; ", "; ") + "GPUs admitted by Kueue (LocalQueue " + res.KueueQueue + ")"
+		}
 		r.touch()
 		return nil, nil
 	}
@@ -167,8 +176,8 @@ func workloadID(run, step string, item *int) string {
 }
 
 // gangOf is the GPU gang of a step: every pod that asks for GPUs, by pod
-// set. A ray step on a run's shared RayCluster holds none itself (the
-// cluster does, and shared clusters are not admitted yet).
+// set. A ray step on a run's shared RayCluster holds none itself: the
+// cluster does, admitted once for the run (ensureSharedRay).
 func gangOf(w stepWork) []gpu.PodSet {
 	var out []gpu.PodSet
 	add := func(name string, count int, per int, typ string) {

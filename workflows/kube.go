@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -22,6 +23,9 @@ type kubeTarget struct {
 // sharedRay is a run's shared RayCluster: ensured once, on first use.
 type sharedRay struct {
 	future workflow.Future // of sharedRayResult
+	// grant holds the cluster's GPUs (admitted as one NoPreempt workload)
+	// until the run ends; nil when it needs none or admission is off.
+	grant *gpuGrant
 }
 
 type sharedRayResult struct {
@@ -75,6 +79,9 @@ type stepWork struct {
 	spark     *spec.SparkStep
 	gpus      int
 	gpuType   string
+	// noPreempt admits the work as a workload GPU admission never evicts
+	// (a run's shared RayCluster: evicting it would fail every step on it).
+	noPreempt bool
 }
 
 // runWork runs a rendered step where it belongs: container steps without a
@@ -90,8 +97,11 @@ func (r *Run) runWork(ctx workflow.Context, st *StepStatus, stepName string, ite
 	var err error
 	if w.ray != nil && w.ray.Cluster != "" {
 		var sr sharedRayResult
-		sr, err = r.ensureSharedRay(ctx, w.ray.Cluster)
+		sr, err = r.ensureSharedRay(ctx, st, w.ray.Cluster)
 		target, rayClusterName, rayClusterImage = sr.Target, sr.Name, sr.Image
+		if err != nil && st.FinishedAt != nil {
+			return nil, err // the cluster's GPU admission has ended this step
+		}
 	} else {
 		target, err = r.selectCluster(ctx, stepName, cfg.placement, w.gpus, w.gpuType)
 	}
@@ -187,8 +197,11 @@ func (r *Run) selectCluster(ctx workflow.Context, step string, p *spec.Placement
 }
 
 // ensureSharedRay creates the named shared RayCluster once per run; every
-// ray step naming it waits for the same future.
-func (r *Run) ensureSharedRay(ctx workflow.Context, name string) (sharedRayResult, error) {
+// ray step naming it waits for the same future. When the cluster's pods
+// need GPUs, it is first admitted as one workload (shown on st, the first
+// step that uses it), pinned to the admitted nodes and never preempted;
+// its GPUs are given back when the run ends.
+func (r *Run) ensureSharedRay(ctx workflow.Context, st *StepStatus, name string) (sharedRayResult, error) {
 	if r.sharedRay == nil {
 		r.sharedRay = map[string]*sharedRay{}
 	}
@@ -217,6 +230,20 @@ func (r *Run) ensureSharedRay(ctx workflow.Context, name string) (sharedRayResul
 		return sharedRayResult{}, err
 	}
 	r.useCluster(target)
+	var nodes []string
+	if workflow.GetVersion(ctx, versionSharedRayAdmission, workflow.DefaultVersion, 1) == 1 {
+		st.Message = target.reason
+		w := stepWork{kind: spec.KindRay, ray: &spec.RayStep{RayClusterTemplate: tmpl.RayClusterTemplate}, noPreempt: true}
+		grant, err := r.admitGPU(ctx, st, "raycluster-"+name, nil, w, target)
+		if err != nil {
+			set.SetError(err)
+			return sharedRayResult{}, err
+		}
+		if grant != nil {
+			r.sharedRay[name].grant = grant
+			nodes = grant.nodes
+		}
+	}
 	ectx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           target.taskQueue,
 		StartToCloseTimeout: 30 * time.Minute, // a cold cluster pulls big images
@@ -229,11 +256,28 @@ func (r *Run) ensureSharedRay(ctx workflow.Context, name string) (sharedRayResul
 	})
 	var res activities.EnsureRayClusterResult
 	err = workflow.ExecuteActivity(ectx, activities.EnsureRayClusterName, activities.EnsureRayClusterRequest{
-		Project: r.status.Project, RunID: r.status.RunID, Cluster: *tmpl,
+		Project: r.status.Project, RunID: r.status.RunID, Cluster: *tmpl, Nodes: nodes,
 	}).Get(ectx, &res)
 	out := sharedRayResult{Target: target, Name: res.Name, Image: tmpl.Image}
 	set.Set(out, err)
 	return out, err
+}
+
+// releaseSharedRay gives back the GPUs of the run's shared RayClusters,
+// once their objects are deleted. Names are sorted: map order must not
+// reach workflow commands.
+func (r *Run) releaseSharedRay() {
+	names := make([]string, 0, len(r.sharedRay))
+	for n, s := range r.sharedRay {
+		if s.grant != nil {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		r.sharedRay[n].grant.release()
+		r.sharedRay[n].grant = nil
+	}
 }
 
 // useCluster remembers a cluster the run created objects on, so the end of
@@ -259,6 +303,7 @@ func (r *Run) cleanupKube(ctx workflow.Context) {
 	if len(r.kubeClusters) == 0 {
 		return
 	}
+	defer r.releaseSharedRay()
 	futures := make([]workflow.Future, len(r.kubeClusters))
 	for i, t := range r.kubeClusters {
 		cctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{

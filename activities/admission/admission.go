@@ -107,6 +107,26 @@ func (a *Activities) inventory(ctx context.Context, cluster string) (gpu.Invento
 	return gpu.Inventory{}, nil
 }
 
+// kueueQueue is the Kueue LocalQueue that admits req's step instead of
+// Atelier ("" when Atelier admits it): the cluster's worker submits Jobs
+// and RayJobs to Kueue when started with --kueue-queue. SparkApplications,
+// which Kueue has no integration for, stay with Atelier.
+func (a *Activities) kueueQueue(ctx context.Context, req activities.SubmitWorkloadRequest) (string, error) {
+	if req.Kind == "spark" {
+		return "", nil
+	}
+	c, err := a.cat.GetCluster(ctx, req.Cluster)
+	switch {
+	case errors.Is(err, catalog.ErrNotFound):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("read cluster %s: %w", req.Cluster, err)
+	case c.Capacity == nil:
+		return "", nil
+	}
+	return c.Capacity.KueueQueue, nil
+}
+
 func (a *Activities) loadPolicy(ctx context.Context) (gpu.Policy, error) {
 	policies, err := a.cat.ListGPUPolicies(ctx)
 	if err != nil {
@@ -148,6 +168,9 @@ func (a *Activities) Submit(ctx context.Context, req activities.SubmitWorkloadRe
 	}
 	if len(policy.Projects) == 0 {
 		return activities.SubmitWorkloadResult{Queued: false}, nil
+	}
+	if q, err := a.kueueQueue(ctx, req); err != nil || q != "" {
+		return activities.SubmitWorkloadResult{KueueQueue: q}, err
 	}
 	w := req.Workload
 	w.PodSets = slices.Clone(w.PodSets)

@@ -57,6 +57,8 @@ type Backend struct {
 	pullGrace  time.Duration
 	mutate     func(framework.Object)
 	progress   ProgressReporter
+	kueueQueue string        // "" = Atelier's own GPU admission
+	kueuePoll  time.Duration // how often a suspended step re-reads its Kueue Workload
 
 	// Fixed in production; variables so tests need not wait on them.
 	deleteWait  time.Duration // how long cancel/timeout waits for the object to vanish
@@ -119,6 +121,17 @@ func WithImagePullGrace(d time.Duration) Option { return func(b *Backend) { b.pu
 // change names or atelier.dev/* labels.
 func WithMutator(f func(obj framework.Object)) Option { return func(b *Backend) { b.mutate = f } }
 
+// WithKueue makes the backend submit Jobs and RayJobs (those that bring
+// their own RayCluster) to Kueue: created suspended in the LocalQueue
+// queue (label kueue.x-k8s.io/queue-name) of their namespace, they start
+// when Kueue admits them, and while they wait the step shows Kueue's
+// reason, read from the job's Workload. Atelier's own GPU admission is
+// then off for this cluster (the cluster's capacity report says so);
+// SparkApplications, which Kueue has no integration for, still go through
+// it. Kueue must run on the cluster with that LocalQueue in every
+// project's namespace.
+func WithKueue(queue string) Option { return func(b *Backend) { b.kueueQueue = queue } }
+
 // New returns a Backend for the cluster named cluster (used in logs and
 // messages). clients.Kube must not be nil. Call Close when done, to stop
 // its informers.
@@ -137,6 +150,7 @@ func New(clients Clients, cluster string, opts ...Option) *Backend {
 		deleteWait:  5 * time.Second,
 		cleanupWait: 30 * time.Second,
 		outputWait:  15 * time.Second,
+		kueuePoll:   2 * time.Second,
 		kinds:       map[activities.KubeKind]framework.Kind{},
 		missing:     map[activities.KubeKind]string{},
 		progress:    activities.SignalRun,

@@ -51,6 +51,10 @@ func (b *Backend) EnsureRayCluster(ctx context.Context, req activities.EnsureRay
 	if err != nil {
 		return activities.EnsureRayClusterResult{}, framework.Invalid("%v", err)
 	}
+	framework.PinGPUPods(&desired.Spec.HeadGroupSpec.Template.Spec, req.Nodes)
+	for i := range desired.Spec.WorkerGroupSpecs {
+		framework.PinGPUPods(&desired.Spec.WorkerGroupSpecs[i].Template.Spec, req.Nodes)
+	}
 	if b.mutate != nil {
 		b.mutate(desired)
 	}

@@ -72,12 +72,13 @@ func (b *Backend) RunKubeStep(ctx context.Context, req activities.KubeStepReques
 	if b.mutate != nil {
 		b.mutate(desired)
 	}
+	inKueue := framework.QueueInKueue(kind, desired, b.kueueQueue)
 	item := -1
 	if req.Item != nil {
 		item = *req.Item
 	}
 	r := &stepRun{
-		b: b, kind: kind, req: req, ns: ns, name: step.Meta.Name, key: ns + "/" + step.Meta.Name,
+		b: b, kind: kind, req: req, inKueue: inKueue, ns: ns, name: step.Meta.Name, key: ns + "/" + step.Meta.Name,
 		logger: b.logger.With(zap.String("run", req.RunID), zap.String("step", req.Step), zap.Int("item", item),
 			zap.Int("attempt", req.Attempt), zap.String("object", kind.Kind()+" "+ns+"/"+step.Meta.Name)),
 	}
@@ -123,6 +124,9 @@ type stepRun struct {
 	objects, pods  *framework.Watch
 	objSub, podSub *framework.Waiter
 	lastWaiting    string // the waiting reason last reported to the run
+	inKueue        bool   // created suspended in a Kueue LocalQueue
+	kueueWhy       string // Kueue's reason, last read
+	kueueAt        time.Time
 }
 
 func (r *stepRun) result() activities.KubeStepResult {
@@ -191,10 +195,12 @@ func (r *stepRun) run(ctx context.Context, desired framework.Object) (activities
 	seen := false
 	last := framework.Phase(-1)
 	var stuckSince time.Time
-	var stuckTimer clock.Timer
+	var stuckTimer, kueueTimer clock.Timer
 	defer func() {
-		if stuckTimer != nil {
-			stuckTimer.Stop()
+		for _, t := range []clock.Timer{stuckTimer, kueueTimer} {
+			if t != nil {
+				t.Stop()
+			}
 		}
 	}()
 	for {
@@ -225,7 +231,17 @@ func (r *stepRun) run(ctx context.Context, desired framework.Object) (activities
 			return res, framework.StepFailed(fmt.Sprintf("%s %s is being deleted (by someone else) before it finished", r.kind.Kind(), r.name), res)
 		}
 
-		r.reportWaiting(ctx, waitingMessage(p.Waiting))
+		waiting := waitingMessage(p.Waiting)
+		var kueueC <-chan time.Time
+		if r.inKueue && r.kind.(framework.Suspendable).Suspended(cur) {
+			waiting = r.kueueReason(ctx)
+			if kueueTimer != nil {
+				kueueTimer.Stop()
+			}
+			kueueTimer = b.clock.NewTimer(b.kueuePoll)
+			kueueC = kueueTimer.C()
+		}
+		r.reportWaiting(ctx, waiting)
 
 		var stuckC <-chan time.Time
 		if p.Stuck == nil {
@@ -250,6 +266,7 @@ func (r *stepRun) run(ctx context.Context, desired framework.Object) (activities
 		case <-r.objSub.C:
 		case <-podC:
 		case <-stuckC:
+		case <-kueueC:
 		case <-deadline:
 			return r.timedOut()
 		case <-stop:
@@ -260,6 +277,30 @@ func (r *stepRun) run(ctx context.Context, desired framework.Object) (activities
 			return r.interrupted(ctx, stop, ctx.Err())
 		}
 	}
+}
+
+// kueueReason is why Kueue has not admitted the suspended object, read
+// from its Workload at most every kueuePoll (a Workload's changes do not
+// wake the loop: Atelier does not watch Kueue's objects, and a waiting
+// reason a couple of seconds old is fine). Kueue's status writes nothing
+// on Atelier's objects until it admits them.
+func (r *stepRun) kueueReason(ctx context.Context) string {
+	b := r.b
+	if r.kueueWhy != "" && b.clock.Since(r.kueueAt) < b.kueuePoll {
+		return r.kueueWhy
+	}
+	r.kueueAt = b.clock.Now()
+	if b.clients.Dynamic == nil {
+		r.kueueWhy = "Kueue: waiting in LocalQueue " + b.kueueQueue + " (the worker cannot read Kueue's Workloads)"
+		return r.kueueWhy
+	}
+	why, err := framework.KueueWaiting(ctx, b.clients.Dynamic, r.ns, r.uid, b.kueueQueue)
+	if err != nil {
+		r.logger.Warn("cannot read the Kueue workload", zap.Error(err))
+		why = fmt.Sprintf("Kueue: waiting in LocalQueue %s (cannot read its Workload: is Kueue installed? %v)", b.kueueQueue, err)
+	}
+	r.kueueWhy = why
+	return why
 }
 
 // errBackendClosed is retryable: the object keeps running, and a retry on

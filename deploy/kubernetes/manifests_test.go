@@ -167,6 +167,7 @@ func TestRBACIsExactlyWhatTheWorkerUses(t *testing.T) {
 		"ray.io/rayjobs":                         crud,
 		"ray.io/rayclusters":                     crud,
 		"sparkoperator.k8s.io/sparkapplications": crud,
+		"kueue.x-k8s.io/workloads":               {"get", "list"},
 	}
 	if len(got) != len(want) {
 		t.Errorf("rules cover %d resources, want %d: %v", len(got), len(want), got)

@@ -52,6 +52,7 @@ type ClusterWorker struct {
 	kube      kubernetes.Interface
 	name      string
 	labels    map[string]string
+	kueue     string // the Kueue LocalQueue steps go to, reported with the capacity
 	taskQueue string
 	interval  time.Duration
 	now       func() time.Time
@@ -111,7 +112,7 @@ func (ps pollers) Stop() {
 func newClusterWorker(w poller, cfg config.Config, k kubernetes.Interface, reg ClusterRegistry, l *zap.Logger) *ClusterWorker {
 	return &ClusterWorker{
 		w: w, reg: reg, kube: k,
-		name: cfg.Cluster, labels: cfg.ClusterLabels, taskQueue: activities.TaskQueueForCluster(cfg.Cluster),
+		name: cfg.Cluster, labels: cfg.ClusterLabels, kueue: cfg.KueueQueue, taskQueue: activities.TaskQueueForCluster(cfg.Cluster),
 		interval: CapacityInterval, now: time.Now,
 		log: l.Named("cluster-worker").With(zap.String("cluster", cfg.Cluster)),
 	}
@@ -158,6 +159,7 @@ func (w *ClusterWorker) report(ctx context.Context) {
 		}
 		return
 	}
+	c.KueueQueue = w.kueue
 	err = w.reg.ReportClusterCapacity(ctx, w.name, c, w.now())
 	switch {
 	case errors.Is(err, catalog.ErrNotFound):

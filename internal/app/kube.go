@@ -7,6 +7,7 @@ import (
 
 	sparkclient "github.com/kubeflow/spark-operator/v2/pkg/client/clientset/versioned"
 	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -60,5 +61,9 @@ func NewKubeClients(rc *rest.Config) (kube.Clients, error) {
 	if err != nil {
 		return kube.Clients{}, fmt.Errorf("spark-operator client: %w", err)
 	}
-	return kube.Clients{Kube: k, Ray: r, Spark: s}, nil
+	d, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return kube.Clients{}, fmt.Errorf("dynamic client: %w", err)
+	}
+	return kube.Clients{Kube: k, Ray: r, Spark: s, Dynamic: d}, nil
 }

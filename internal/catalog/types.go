@@ -213,6 +213,10 @@ type ClusterCapacity struct {
 	// GPUNodes is the GPU inventory node by node (ready or not), sorted by
 	// name: what GPU admission decides on.
 	GPUNodes []gpu.Node `json:"gpuNodes,omitempty"`
+	// KueueQueue is the Kueue LocalQueue the cluster's worker submits Jobs
+	// and RayJobs to (--kueue-queue): Kueue admits them, so Atelier's own
+	// GPU admission skips them. "" means Atelier admits.
+	KueueQueue string `json:"kueueQueue,omitempty"`
 }
 
 // FreeGPUs returns the free GPUs of one product, or of every product summed

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/workflows"
@@ -71,6 +72,10 @@ type Config struct {
 	// watching many steps).
 	KubeQPS   float32
 	KubeBurst int
+	// KueueQueue, when set, makes the cluster worker submit Jobs and
+	// RayJobs to Kueue's LocalQueue of that name (created suspended)
+	// instead of using Atelier's own GPU admission.
+	KueueQueue string
 
 	// envErrs are ATELIER_* variables that are set but malformed. A bad
 	// value must stop the process with its name, never fall back to the
@@ -134,6 +139,7 @@ func (c *Config) BindWorker(fs *pflag.FlagSet) {
 	fs.StringVar(&c.KubeContext, "kube-context", env("ATELIER_KUBE_CONTEXT", d.KubeContext), "kubeconfig context; default: the current context (ATELIER_KUBE_CONTEXT)")
 	fs.StringVar(&c.KubeNamespaceTemplate, "kube-namespace-template", env("ATELIER_KUBE_NAMESPACE_TEMPLATE", d.KubeNamespaceTemplate), "namespace of a project's objects; {project} is replaced (ATELIER_KUBE_NAMESPACE_TEMPLATE)")
 	fs.Float32Var(&c.KubeQPS, "kube-qps", c.envFloat32("ATELIER_KUBE_QPS", d.KubeQPS), "API server requests per second (ATELIER_KUBE_QPS)")
+	fs.StringVar(&c.KueueQueue, "kueue-queue", env("ATELIER_KUEUE_QUEUE", d.KueueQueue), "with --cluster: the cluster runs Kueue; submit Jobs and RayJobs to this LocalQueue (in every project namespace) and let Kueue admit them instead of Atelier (ATELIER_KUEUE_QUEUE)")
 	fs.IntVar(&c.KubeBurst, "kube-burst", c.envInt("ATELIER_KUBE_BURST", d.KubeBurst), "API server request burst (ATELIER_KUBE_BURST)")
 }
 
@@ -145,6 +151,12 @@ func (c *Config) ValidateCluster() error {
 	}
 	if !catalog.ValidClusterName(c.Cluster) {
 		return fmt.Errorf("cluster name %q: use lowercase letters, digits and '-', starting with a letter, at most 63 characters", c.Cluster)
+	}
+	if q := c.KueueQueue; q != "" {
+		// The name is a label value on every object and a LocalQueue name.
+		if errs := append(validation.IsDNS1123Subdomain(q), validation.IsValidLabelValue(q)...); len(errs) > 0 {
+			return fmt.Errorf("--kueue-queue %q is not a LocalQueue name: %s", q, strings.Join(errs, "; "))
+		}
 	}
 	keys := make([]string, 0, len(c.ClusterLabels))
 	for k := range c.ClusterLabels {

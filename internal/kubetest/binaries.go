@@ -187,7 +187,8 @@ func moduleDirs(ctx context.Context, modules ...string) (map[string]string, erro
 		dirs[m.Path] = m.Dir
 	}
 	for _, m := range modules {
-		if dirs[m] == "" {
+		path, _, _ := strings.Cut(m, "@") // "module@version" is keyed by its path
+		if dirs[path] == "" {
 			return nil, fmt.Errorf("go mod download: no directory for %s", m)
 		}
 	}

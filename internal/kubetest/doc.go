@@ -44,6 +44,12 @@
 //     which cannot run here; Operator (NewSparkOperator) still plays it by
 //     writing SparkApplication status and creating the driver pod (with a
 //     scheduler name no scheduler serves, so kwok leaves it to Operator).
+//   - Kueue's controller: only its Workload CRD is installed
+//     (InstallKueueCRDs, sigs.k8s.io/kueue v0.14.0); a test plays Kueue by
+//     writing the Workload (KueueWorkload) and resuming the job. Kueue's
+//     manager serves admission webhooks that the API server must call over
+//     TLS through a Service, and this control plane has no kube-proxy or
+//     pod network to route that.
 //   - The kubelet: kwok, by design. Container images are never pulled (no
 //     ErrImagePull), probes never run, resource usage is not metered (HPA
 //     has no metrics server to read).

@@ -3,6 +3,7 @@ package framework
 import (
 	sparkclientset "github.com/kubeflow/spark-operator/v2/pkg/client/clientset/versioned"
 	rayclientset "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/atelier-ml/atelier/activities"
@@ -15,6 +16,9 @@ type Clients struct {
 	Kube  kubernetes.Interface
 	Ray   rayclientset.Interface
 	Spark sparkclientset.Interface
+	// Dynamic reads kinds Atelier has no typed client for (Kueue's
+	// Workloads); nil where none is needed.
+	Dynamic dynamic.Interface
 }
 
 // Integration registers one step kind with the backend. Each integration

@@ -30,7 +30,10 @@ type Kind struct {
 	framework.Typed[*batchv1.Job, *batchv1.JobList]
 }
 
-var _ framework.Kind = (*Kind)(nil)
+var (
+	_ framework.Kind        = (*Kind)(nil)
+	_ framework.Suspendable = (*Kind)(nil)
+)
 
 // Integration registers container steps (activities.KubeJob); every
 // cluster can run them.
@@ -154,4 +157,15 @@ func anyRunning(pods []*corev1.Pod) bool {
 // OutputPods implements framework.Kind.
 func (k *Kind) OutputPods(obj framework.Object) framework.OutputPods {
 	return framework.OutputPods{Selector: framework.JobNameLabel + "=" + obj.GetName(), Container: ContainerName}
+}
+
+// SetSuspend implements framework.Suspendable (Kueue admits Jobs).
+func (*Kind) SetSuspend(obj framework.Object, suspend bool) bool {
+	obj.(*batchv1.Job).Spec.Suspend = ptr.To(suspend)
+	return true
+}
+
+// Suspended implements framework.Suspendable.
+func (*Kind) Suspended(obj framework.Object) bool {
+	return ptr.Deref(obj.(*batchv1.Job).Spec.Suspend, false)
 }

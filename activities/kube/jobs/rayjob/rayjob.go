@@ -39,7 +39,10 @@ type Kind struct {
 	framework.Typed[*rayv1.RayJob, *rayv1.RayJobList]
 }
 
-var _ framework.Kind = (*Kind)(nil)
+var (
+	_ framework.Kind        = (*Kind)(nil)
+	_ framework.Suspendable = (*Kind)(nil)
+)
 
 // Integration registers ray steps (activities.KubeRayJob) on clusters
 // running KubeRay, with the RayClusters that runs share as a companion.
@@ -277,3 +280,19 @@ func titleCase(s string) string {
 func (k *Kind) OutputPods(obj framework.Object) framework.OutputPods {
 	return framework.OutputPods{Selector: "job-name=" + obj.GetName(), Container: SubmitterContainer}
 }
+
+// SetSuspend implements framework.Suspendable. Kueue admits RayJobs that
+// bring their own cluster (KubeRay creates it once resumed); one on a
+// run's shared RayCluster (clusterSelector) is refused by Kueue's webhook,
+// so it is not suspended.
+func (*Kind) SetSuspend(obj framework.Object, suspend bool) bool {
+	rj := obj.(*rayv1.RayJob)
+	if len(rj.Spec.ClusterSelector) > 0 {
+		return false
+	}
+	rj.Spec.Suspend = suspend
+	return true
+}
+
+// Suspended implements framework.Suspendable.
+func (*Kind) Suspended(obj framework.Object) bool { return obj.(*rayv1.RayJob).Spec.Suspend }

@@ -278,3 +278,20 @@ func TestBuildPinsGPUPodsToAdmittedNodes(t *testing.T) {
 		t.Error("pods without GPUs were pinned")
 	}
 }
+
+// Kueue admits RayJobs that bring their own cluster; one on a run's shared
+// RayCluster is left alone (Kueue's webhook refuses it).
+func TestQueueInKueue(t *testing.T) {
+	k := rayjob.New(nil)
+	own := &rayv1.RayJob{}
+	if !framework.QueueInKueue(k, own, "q") || !own.Spec.Suspend || own.Labels[framework.LabelKueueQueueName] != "q" || !k.Suspended(own) {
+		t.Fatalf("own-cluster RayJob not queued: %+v", own)
+	}
+	shared := &rayv1.RayJob{Spec: rayv1.RayJobSpec{ClusterSelector: map[string]string{"ray.io/cluster": "shared"}}}
+	if framework.QueueInKueue(k, shared, "q") || shared.Spec.Suspend || shared.Labels[framework.LabelKueueQueueName] != "" {
+		t.Fatalf("shared-cluster RayJob queued in Kueue: %+v", shared)
+	}
+	if framework.QueueInKueue(k, &rayv1.RayJob{}, "") {
+		t.Fatal("queued without a queue name")
+	}
+}

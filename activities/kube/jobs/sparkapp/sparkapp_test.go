@@ -160,3 +160,12 @@ func TestBuildPinsGPUExecutorsToAdmittedNodes(t *testing.T) {
 		t.Error("the driver, which asks for no GPU, was pinned")
 	}
 }
+
+// Kueue has no SparkApplication integration: Spark steps keep Atelier's
+// own admission on a Kueue cluster.
+func TestNotSuspendable(t *testing.T) {
+	var k framework.Kind = sparkapp.New(nil)
+	if _, ok := k.(framework.Suspendable); ok {
+		t.Fatal("SparkApplication must not be queued in Kueue")
+	}
+}
