@@ -221,3 +221,70 @@ func TestGPUsOfATerminatedRunAreFreed(t *testing.T) {
 		assert.Equal(t, workflows.RunCancelled, e.waitTerminal(id, 60*time.Second).State)
 	}
 }
+
+// A run's shared RayCluster with GPU workers is admitted once, as a
+// workload that is never preempted: while the project's L4 quota is held
+// by other runs, the first step on it waits in WAITING_FOR_GPU and the
+// cluster is not created; once GPUs are free the cluster is created with
+// its GPU pods pinned to the admitted nodes, the steps run, and the GPUs
+// are given back when the run ends.
+func TestSharedRayClusterIsAdmitted(t *testing.T) {
+	e := newKubeEnv(t, func(string) kubetest.Exit {
+		return kubetest.Exit{After: 4 * time.Second, Message: `{}`}
+	}, true)
+	ctx := context.Background()
+	e.setupL4Admission(t, "one-l4", 0)
+	e.createPipeline("shared-l4", fmt.Sprintf(`
+rayClusters:
+  - name: shared
+    placement: {cluster: %[1]s}
+    image: rayproject/ray:2.9.0
+    workers: [{name: gpu, replicas: 1, gpu: 1, gpuType: %[2]s}]
+steps:
+  - name: a
+    kind: ray
+    ray: {entrypoint: python a.py, cluster: shared}
+  - name: b
+    kind: ray
+    dependsOn: [a]
+    ray: {entrypoint: python b.py, cluster: shared}
+`, e.cluster, kubetest.L4))
+	holders := []string{e.startRun(map[string]any{"pipeline": "one-l4"}), e.startRun(map[string]any{"pipeline": "one-l4"})}
+	for _, id := range holders {
+		e.waitRun(id, 60*time.Second, "holding an L4", func(r runView) bool {
+			return r.Status != nil && len(r.Status.Steps) == 1 && r.Status.Steps[0].State == workflows.StepRunning
+		})
+	}
+	id := e.startRun(map[string]any{"pipeline": "shared-l4"})
+	e.waitRun(id, 60*time.Second, "the shared cluster waiting for GPUs", func(r runView) bool {
+		return r.Status != nil && len(r.Status.Steps) > 0 && r.Status.Steps[0].State == workflows.StepWaitingForGPU
+	})
+	assert.Empty(t, e.runObjects(t, id), "the shared cluster must not exist before it is admitted")
+	q := e.admissionQueue(t)
+	require.Len(t, q.Pending, 1)
+	assert.Equal(t, id+"/raycluster-shared", q.Pending[0].Workload)
+
+	// Admitted once a holder ends: the cluster's GPU workers are pinned
+	// to the nodes admission chose.
+	require.Eventually(t, func() bool {
+		rcs, err := e.ray.RayV1().RayClusters(e.namespace).List(ctx, metav1.ListOptions{LabelSelector: "atelier.dev/run=" + id})
+		if err != nil || len(rcs.Items) != 1 {
+			return false
+		}
+		aff := rcs.Items[0].Spec.WorkerGroupSpecs[0].Template.Spec.Affinity
+		require.NotNil(t, aff, "the shared cluster's GPU workers are not pinned to their admitted nodes")
+		return true
+	}, 120*time.Second, 100*time.Millisecond, "the shared cluster was never created")
+
+	r := e.waitTerminal(id, 180*time.Second)
+	require.Equal(t, workflows.RunSucceeded, r.State, "%+v", r.Status)
+	for _, h := range holders {
+		require.Equal(t, workflows.RunSucceeded, e.waitTerminal(h, 60*time.Second).State)
+	}
+	rcs, err := e.ray.RayV1().RayClusters(e.namespace).List(ctx, metav1.ListOptions{LabelSelector: "atelier.dev/run=" + id})
+	require.NoError(t, err)
+	assert.Empty(t, rcs.Items, "the shared cluster is deleted when the run ends")
+	final := e.admissionQueue(t)
+	assert.Empty(t, final.Pending)
+	assert.Empty(t, final.Running, "the run's end gave the shared cluster's GPUs back")
+}

@@ -33,9 +33,27 @@ type gpuWaiter struct {
 type gpuGrant struct {
 	ctx       workflow.Context
 	cancel    workflow.CancelFunc
-	release   func()
+	r         *Run
+	id        string   // the workload
+	cluster   string   // whose admission workflow admitted it
 	nodes     []string // where the GPU pods must run
 	preempted string   // why, once preempted
+}
+
+// release gives the GPUs back. ctx must belong to the calling coroutine
+// (a Temporal context is bound to the coroutine that made it).
+func (g *gpuGrant) release(ctx workflow.Context) {
+	delete(g.r.gpuGrants, g.id)
+	releaseWorkload(ctx, g.cluster, g.id)
+}
+
+// releaseWorkload tells the cluster's admission workflow that workload id
+// ended or stopped waiting. Best effort: a lost release is found by the
+// admission workflow when it next signals this (ended) run.
+func releaseWorkload(ctx workflow.Context, cluster, id string) {
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	_ = workflow.SignalExternalWorkflow(dctx, AdmissionWorkflowID(cluster), "", SignalAdmissionRequest,
+		AdmissionRequest{Op: AdmissionRelease, Workload: gpu.Workload{ID: id}}).Get(dctx, nil)
 }
 
 // admitGPU makes a step that needs GPUs wait for its cluster's admission
@@ -88,17 +106,10 @@ func (r *Run) admitGPU(ctx workflow.Context, st *StepStatus, stepName string, it
 		r.touch()
 		return nil, nil
 	}
-	release := func() {
-		dctx, _ := workflow.NewDisconnectedContext(ctx)
-		// Best effort: a lost release is found by the admission workflow
-		// when it next signals this (ended) run.
-		_ = workflow.SignalExternalWorkflow(dctx, AdmissionWorkflowID(target.cluster), "", SignalAdmissionRequest,
-			AdmissionRequest{Op: AdmissionRelease, Workload: gpu.Workload{ID: id}}).Get(dctx, nil)
-	}
 
 	var adm GPUAdmitted
 	if err := fut.Get(ctx, &adm); err != nil || ctx.Err() != nil {
-		release()
+		releaseWorkload(ctx, target.cluster, id)
 		r.endStep(st, StepCancelled, "", "run cancelled while waiting for GPU admission")
 		return nil, errCancelled
 	}
@@ -108,13 +119,9 @@ func (r *Run) admitGPU(ctx workflow.Context, st *StepStatus, stepName string, it
 		st.Message += ", borrowing quota from the cohort"
 	}
 	r.touch()
-	g := &gpuGrant{release: release, nodes: adm.Nodes}
+	g := &gpuGrant{r: r, id: id, cluster: target.cluster, nodes: adm.Nodes}
 	g.ctx, g.cancel = workflow.WithCancel(ctx)
 	r.gpuGrants[id] = g
-	g.release = func() {
-		delete(r.gpuGrants, id)
-		release()
-	}
 	return g, nil
 }
 

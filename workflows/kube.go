@@ -150,7 +150,7 @@ func (r *Run) runWork(ctx workflow.Context, st *StepStatus, stepName string, ite
 		}
 		pinned = grant.nodes
 		out, err := r.runAttempts(grant.ctx, st, cfg, attemptFn)
-		grant.release()
+		grant.release(ctx)
 		if err == nil || grant.preempted == "" || ctx.Err() != nil {
 			return out, err // finished (a late preemption changes nothing), or the run was cancelled
 		}
@@ -266,7 +266,7 @@ func (r *Run) ensureSharedRay(ctx workflow.Context, st *StepStatus, name string)
 // releaseSharedRay gives back the GPUs of the run's shared RayClusters,
 // once their objects are deleted. Names are sorted: map order must not
 // reach workflow commands.
-func (r *Run) releaseSharedRay() {
+func (r *Run) releaseSharedRay(ctx workflow.Context) {
 	names := make([]string, 0, len(r.sharedRay))
 	for n, s := range r.sharedRay {
 		if s.grant != nil {
@@ -275,7 +275,7 @@ func (r *Run) releaseSharedRay() {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		r.sharedRay[n].grant.release()
+		r.sharedRay[n].grant.release(ctx)
 		r.sharedRay[n].grant = nil
 	}
 }
@@ -303,7 +303,7 @@ func (r *Run) cleanupKube(ctx workflow.Context) {
 	if len(r.kubeClusters) == 0 {
 		return
 	}
-	defer r.releaseSharedRay()
+	defer r.releaseSharedRay(ctx)
 	futures := make([]workflow.Future, len(r.kubeClusters))
 	for i, t := range r.kubeClusters {
 		cctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
