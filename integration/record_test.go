@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -83,6 +84,17 @@ func recordHistory(t *testing.T, s *stack, name, id string) {
 	b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(h)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join("..", "workflows", "testdata", name+".json"), b, 0o644))
+	// The workflow ID is not in the history, and GPU workload IDs derive
+	// from it: the replay test replays under the recorded one.
+	idsPath := filepath.Join("..", "workflows", "testdata", "workflow-ids.json")
+	ids := map[string]string{}
+	if old, err := os.ReadFile(idsPath); err == nil {
+		require.NoError(t, json.Unmarshal(old, &ids))
+	}
+	ids[name] = id
+	b, err = json.MarshalIndent(ids, "", "  ")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(idsPath, append(b, '\n'), 0o644))
 }
 
 // TestRecordKubeHistories records runs that route steps to a cluster's
@@ -116,6 +128,63 @@ func TestRecordKubeHistories(t *testing.T) {
 		r := e.waitTerminal(id, 60*time.Second)
 		t.Logf("%s: %s", name, r.State)
 		time.Sleep(500 * time.Millisecond)
+		recordHistory(t, e.stack, name, id)
+	}
+}
+
+// TestRecordGPUHistories records runs through GPU admission: a step
+// admitted at once, one that waited behind the quota, a preempted and
+// re-queued victim, a shared RayCluster admitted for the run, and the
+// cluster's admission workflow itself.
+func TestRecordGPUHistories(t *testing.T) {
+	if os.Getenv("ATELIER_RECORD_HISTORIES") == "" {
+		t.Skip("set ATELIER_RECORD_HISTORIES=1 to re-record workflows/testdata histories")
+	}
+	e := newKubeEnv(t, func(string) kubetest.Exit {
+		return kubetest.Exit{After: 4 * time.Second, Message: `{}`}
+	}, true, stackOptions{gpuMinRuntime: time.Second})
+	e.setupL4Admission(t, "l4-step", 100)
+	e.createPipeline("shared-l4", fmt.Sprintf(`
+rayClusters:
+  - name: shared
+    placement: {cluster: %[1]s}
+    image: rayproject/ray:2.9.0
+    workers: [{name: gpu, replicas: 1, gpu: 1, gpuType: %[2]s}]
+steps:
+  - name: a
+    kind: ray
+    ray: {entrypoint: python a.py, cluster: shared}
+`, e.cluster, kubetest.L4))
+	running := func(r runView) bool {
+		return r.Status != nil && len(r.Status.Steps) == 1 && r.Status.Steps[0].State == workflows.StepRunning
+	}
+	first := e.startRun(map[string]any{"pipeline": "l4-step"})
+	second := e.startRun(map[string]any{"pipeline": "l4-step"})
+	e.waitRun(first, 60*time.Second, "running", running)
+	e.waitRun(second, 60*time.Second, "running", running)
+	waited := e.startRun(map[string]any{"pipeline": "l4-step"})
+	e.waitRun(waited, 60*time.Second, "waiting", func(r runView) bool {
+		return r.Status != nil && len(r.Status.Steps) == 1 && r.Status.Steps[0].State == workflows.StepWaitingForGPU
+	})
+	time.Sleep(1500 * time.Millisecond) // past the minimum runtime
+	high := e.startRun(map[string]any{"pipeline": "l4-step", "gpuPriority": 50})
+	for _, id := range []string{first, second, waited, high} {
+		require.Equal(t, workflows.RunSucceeded, e.waitTerminal(id, 120*time.Second).State)
+	}
+	shared := e.startRun(map[string]any{"pipeline": "shared-l4"})
+	require.Equal(t, workflows.RunSucceeded, e.waitTerminal(shared, 120*time.Second).State)
+	victim := ""
+	for _, id := range []string{first, second} {
+		if r := e.getRun(id); len(r.Status.Steps[0].Attempts) > 1 {
+			victim = id
+		}
+	}
+	require.NotEmpty(t, victim, "no run was preempted")
+	time.Sleep(500 * time.Millisecond)
+	for name, id := range map[string]string{
+		"v3-gpu-admitted": high, "v3-gpu-waited": waited, "v3-gpu-preempted": victim, "v3-gpu-shared-raycluster": shared,
+		"v3-gpu-admission": workflows.AdmissionWorkflowID(e.cluster),
+	} {
 		recordHistory(t, e.stack, name, id)
 	}
 }

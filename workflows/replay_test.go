@@ -1,12 +1,15 @@
 package workflows_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -23,11 +26,36 @@ func TestReplayRecordedHistories(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no recorded histories in testdata (%v)", err)
 	}
+	// Histories recorded with their workflow ID replay under it: GPU
+	// workload IDs derive from it (older ones do not need it).
+	ids := map[string]string{}
+	if b, err := os.ReadFile("testdata/workflow-ids.json"); err == nil {
+		if err := json.Unmarshal(b, &ids); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, f := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(f), ".json"), func(t *testing.T) {
+		name := strings.TrimSuffix(filepath.Base(f), ".json")
+		if name == "workflow-ids" {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
 			workflows.Register(r, gopipeline.Pipeline)
-			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
+			fh, err := os.Open(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fh.Close()
+			h, err := client.HistoryFromJSON(fh, client.HistoryJSONOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts := worker.ReplayWorkflowHistoryOptions{}
+			if id := ids[name]; id != "" {
+				opts.OriginalExecution = workflow.Execution{ID: id, RunID: h.Events[0].GetWorkflowExecutionStartedEventAttributes().GetOriginalExecutionRunId()}
+			}
+			if err := r.ReplayWorkflowHistoryWithOptions(nil, h, opts); err != nil {
 				t.Fatalf("replay %s: %v", f, err)
 			}
 		})
