@@ -15,17 +15,17 @@ const (
 	// few idle minutes.
 	DefaultScaleDownDelay = 5 * time.Minute
 
-	DefaultStrategy             = StrategyRolling
-	DefaultMaxErrorRate         = 0.01
-	DefaultMinSamples           = 50
-	DefaultAnalysisInterval     = 30 * time.Second
-	DefaultMaxInsufficient      = 10 * time.Minute
-	DefaultOnInsufficient       = InsufficientPause
-	DefaultScheduledDeadline    = 10 * time.Minute
-	DefaultImagePulledDeadline  = 20 * time.Minute
-	DefaultEngineReadyDeadline  = 30 * time.Minute
-	minDefaultPanicWindow       = time.Second
-	defaultPanicWindowDivisor   = 10 // panic window = stable window / 10, as Knative
+	DefaultStrategy              = StrategyRolling
+	DefaultMaxErrorRate          = 0.01
+	DefaultMinSamples            = 50
+	DefaultAnalysisInterval      = 30 * time.Second
+	DefaultMaxInsufficient       = 10 * time.Minute
+	DefaultOnInsufficient        = InsufficientPause
+	DefaultScheduledDeadline     = 10 * time.Minute
+	DefaultImagePulledDeadline   = 20 * time.Minute
+	DefaultEngineReadyDeadline   = 30 * time.Minute
+	minDefaultPanicWindow        = time.Second
+	defaultPanicWindowDivisor    = 10 // panic window = stable window / 10, as Knative
 	defaultSurge, defaultUnavail = 1, 0
 )
 

@@ -38,10 +38,10 @@ func (e *ValidationError) Is(target error) bool { return target == ErrInvalidSpe
 // Bounds on a spec: generous, but small enough that the arithmetic of the
 // autoscaler and the rollouts cannot overflow and a typo is caught.
 const (
-	MaxReplicas        = 1000
-	MaxGPUsPerReplica  = 16
-	MaxCanarySteps     = 20
-	MaxMinSamples      = 1_000_000
+	MaxReplicas         = 1000
+	MaxGPUsPerReplica   = 16
+	MaxCanarySteps      = 20
+	MaxMinSamples       = 1_000_000
 	MaxTargetPerReplica = 1_000_000
 )
 

@@ -43,7 +43,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		mutate: func(s *EndpointSpec) { s.Model = Model{} },
 		want:   []Problem{{"model", "set model.name (a Hugging Face ID such as meta-llama/Llama-3.1-8B-Instruct) or model.uri (a path to the weights)"}},
 	}, {
-		name:   "reserved args and env names",
+		name: "reserved args and env names",
 		mutate: func(s *EndpointSpec) {
 			s.Args = []string{"--max-model-len=8192", "--port=9000", "--model", "x"}
 			s.Env = []EnvVar{{Name: "HF_TOKEN"}, {Name: "1BAD"}, {Name: "HF_TOKEN"}}
