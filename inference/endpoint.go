@@ -35,7 +35,7 @@ type EndpointSpec struct {
 	// earlier entries), so order is part of the revision's digest.
 	Env         []EnvVar        `json:"env,omitempty"`
 	Resources   Resources       `json:"resources"`
-	Replicas    Replicas        `json:"replicas"`
+	Replicas    ReplicaRange    `json:"replicas"`
 	Autoscaling Autoscaling     `json:"autoscaling"`
 	Rollout     RolloutSettings `json:"rollout"`
 }
@@ -75,16 +75,16 @@ type Resources struct {
 	Memory  string       `json:"memory,omitempty"`
 }
 
-// Replicas bounds the autoscaler. Min is a pointer because 0 is a real
+// ReplicaRange bounds the autoscaler. Min is a pointer because 0 is a real
 // choice (scale to zero, which needs Autoscaling.IdleTimeout) and must not
 // be confused with "not set" (1).
-type Replicas struct {
+type ReplicaRange struct {
 	Min *int `json:"min,omitempty"`
 	Max int  `json:"max,omitempty"`
 }
 
 // MinReplicas is Min, or DefaultMinReplicas when unset.
-func (r Replicas) MinReplicas() int {
+func (r ReplicaRange) MinReplicas() int {
 	if r.Min == nil {
 		return DefaultMinReplicas
 	}

@@ -24,7 +24,7 @@ func vllmSpec() EndpointSpec {
 		Model:     Model{Name: "meta-llama/Llama-3.1-8B-Instruct"},
 		Image:     "vllm/vllm-openai:v0.9.1",
 		Resources: Resources{GPUType: a100, GPUs: 1},
-		Replicas:  Replicas{Min: ptr(1), Max: 4},
+		Replicas:  ReplicaRange{Min: ptr(1), Max: 4},
 	}
 }
 

@@ -66,11 +66,11 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		},
 	}, {
 		name:   "scale to zero needs an idle timeout",
-		mutate: func(s *EndpointSpec) { s.Replicas = Replicas{Min: ptr(0), Max: 2} },
+		mutate: func(s *EndpointSpec) { s.Replicas = ReplicaRange{Min: ptr(0), Max: 2} },
 		want:   []Problem{{"replicas.min", `0 means scale to zero, which needs autoscaling.idleTimeout (e.g. "15m"); set it, or set min to at least 1`}},
 	}, {
 		name:   "max below min",
-		mutate: func(s *EndpointSpec) { s.Replicas = Replicas{Min: ptr(3), Max: 2} },
+		mutate: func(s *EndpointSpec) { s.Replicas = ReplicaRange{Min: ptr(3), Max: 2} },
 		want:   []Problem{{"replicas.max", "must be at least replicas.min (3)"}},
 	}, {
 		name: "autoscaling ranges",
