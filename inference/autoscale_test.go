@@ -136,14 +136,14 @@ func TestAutoscalerDecisions(t *testing.T) {
 		},
 		want: 2, reason: ReasonStable,
 	}, {
-		name:   "max replicas",
-		run:    func(a *Autoscaler) Decision { return feed(a, 0, 60, 2, three, 100, 100, 100) },
-		want:   10, reason: ReasonMaxReplicas, panic: true,
+		name: "max replicas",
+		run:  func(a *Autoscaler) Decision { return feed(a, 0, 60, 2, three, 100, 100, 100) },
+		want: 10, reason: ReasonMaxReplicas, panic: true,
 	}, {
-		name:   "min replicas",
-		cfg:    func(c *AutoscalerConfig) { c.MinReplicas = 2 },
-		run:    func(a *Autoscaler) Decision { return feed(a, 0, 60, 2, three, 0, 0, 0) },
-		want:   2, reason: ReasonMinReplicas,
+		name: "min replicas",
+		cfg:  func(c *AutoscalerConfig) { c.MinReplicas = 2 },
+		run:  func(a *Autoscaler) Decision { return feed(a, 0, 60, 2, three, 0, 0, 0) },
+		want: 2, reason: ReasonMinReplicas,
 	}, {
 		name: "idle but not yet for the idle timeout keeps one replica",
 		cfg:  func(c *AutoscalerConfig) { c.MinReplicas, c.IdleTimeout = 0, 5*time.Minute },
