@@ -191,27 +191,41 @@ func (a *Autoscaler) measure(now time.Time, obs []Observation, cur Replicas) tic
 		maxAge = DefaultSampleMaxAge
 	}
 	fresh := func(o Observation) bool { return now.Sub(o.At) < maxAge }
-	// Sort candidates so that the newest sample of each source comes
-	// first whatever the input order (ties: the higher load, so that
-	// duplicates cannot lower the figure).
+	// A non-finite or negative figure is a broken scrape: unknown.
+	sane := func(o Observation) Observation {
+		l := o.Signal.Load()
+		if math.IsNaN(l) || math.IsInf(l, 0) || o.Signal.Waiting < 0 || o.Signal.Running < 0 {
+			o.Signal = QueueSignal{}
+		}
+		return o
+	}
+	// Rank samples so that the newest of each source wins whatever the
+	// input order. Ties go to the higher load, then to an unknown sample:
+	// duplicates can neither lower the figure nor hide a missing metric.
 	var reps []Observation
 	var agg, proxy *Observation
 	newer := func(x, y Observation) bool {
-		return x.At.After(y.At) || x.At.Equal(y.At) && x.Signal.Load() > y.Signal.Load()
+		if !x.At.Equal(y.At) {
+			return x.At.After(y.At)
+		}
+		if lx, ly := x.Signal.Load(), y.Signal.Load(); lx != ly {
+			return lx > ly
+		}
+		return !x.Signal.Known && y.Signal.Known
 	}
 	for i := range obs {
-		o := obs[i]
+		o := sane(obs[i])
 		if !fresh(o) {
 			continue
 		}
 		switch o.Source {
 		case SourceAggregate:
 			if agg == nil || newer(o, *agg) {
-				agg = &obs[i]
+				agg = &o
 			}
 		case SourceProxy:
 			if proxy == nil || newer(o, *proxy) {
-				proxy = &obs[i]
+				proxy = &o
 			}
 		case SourceReplica:
 			reps = append(reps, o)
