@@ -155,23 +155,23 @@ func checkPlan(stable *Revision, candidate Revision, settings RolloutSettings, t
 	return q
 }
 
-// planLayouts lists the (stable, candidate) replica pairs a rollout goes
-// through when every batch becomes ready at once.
+// planLayouts lists the (stable, candidate) replica pairs that bound what
+// a rollout requests at once: the layouts of its fixed stages and the
+// corners of each rolling phase's reachable region (a rolling phase never
+// grows the stable revision, never goes past target candidates, and keeps
+// the total within the larger of target + maxSurge and where it started;
+// what both revisions hold is linear in the pair, so its maximum over the
+// region is at a corner, however slowly replicas become ready).
 func planLayouts(hasStable bool, s RolloutSettings, T int) [][2]int {
 	if !hasStable {
 		return [][2]int{{0, T}}
 	}
-	r := Rollout{Stable: 1, Candidate: 2, Settings: s}
+	surge, _ := surgeLimits(s)
+	r := Rollout{Settings: s}
 	out := [][2]int{{T, 0}}
-	roll := func(st, c int) {
-		surge, unavail := surgeLimits(s)
-		for range 4*T + 8 { // each batch moves at least one replica
-			st, c = rollingStep(T, surge, unavail, st, c, st, c)
-			out = append(out, [2]int{st, c})
-			if st == 0 && c == T {
-				return
-			}
-		}
+	rolling := func(s0, c0 int) {
+		b := max(s0+c0, T+surge)
+		out = append(out, [2]int{s0, c0}, [2]int{s0, min(T, max(c0, b-s0))}, [2]int{min(s0, max(0, b-T)), T}, [2]int{0, T})
 	}
 	switch s.Strategy {
 	case StrategyBlueGreen:
@@ -182,9 +182,9 @@ func planLayouts(hasStable bool, s RolloutSettings, T int) [][2]int {
 			st, c = r.canaryLayout(T, step.Weight)
 			out = append(out, [2]int{st, c})
 		}
-		roll(st, c)
+		rolling(st, c)
 	default:
-		roll(T, 0)
+		rolling(T, 0)
 	}
 	return out
 }

@@ -302,7 +302,7 @@ func (r *Rollout) advance(c *call) Step {
 				r.shift(c, step.Weight, true)
 				st.GateDue = c.now.Add(step.Pause.D())
 				st.Stage = StageCanaryPause
-				return r.progress(c, fmt.Sprintf("canary step %d of %d: %d%% of traffic to %d replicas", st.CanaryStep+1, len(r.Settings.Canary.Steps), step.Weight, n), st.GateDue, 0)
+				return r.progress(c, fmt.Sprintf("canary step %d of %d: %d%% of traffic to %d replicas", st.CanaryStep+1, len(r.Settings.Canary.Steps), step.Weight, n), st.GateDue, r.newWindowProbes())
 			}
 			return r.progress(c, fmt.Sprintf("canary step %d of %d: starting replicas, %d of %d ready", st.CanaryStep+1, len(r.Settings.Canary.Steps), in.Candidate.Ready, n), time.Time{}, 0)
 
@@ -339,11 +339,7 @@ func (r *Rollout) advance(c *call) Step {
 			if st.MeasureFrom.IsZero() {
 				// The window starts now: this input's figures predate it.
 				st.MeasureFrom = c.now
-				probes := 0
-				if r.Settings.Gates.SyntheticProbes {
-					probes = r.Settings.Gates.MinSamples
-				}
-				return r.progress(c, "preview ready at 0% traffic; measuring", time.Time{}, probes)
+				return r.progress(c, "preview ready at 0% traffic; measuring", time.Time{}, r.newWindowProbes())
 			}
 			auto := r.Settings.BlueGreen.AutoPromoteAfter.D()
 			a := r.analyse(c, st.MeasureFrom.Add(auto))
@@ -430,21 +426,22 @@ func (r *Rollout) analyse(c *call, due time.Time) analysis {
 		st.PromoteRequested = false
 		return analysis{outcome: outPass}
 	}
+	probes := r.probesWanted(c)
 	if c.now.Before(due) {
-		return analysis{outcome: outWait, reason: fmt.Sprintf("pausing until %s", due.UTC().Format(time.RFC3339)), wake: due}
+		// Probes asked for during the pause make the verdict ready when
+		// it is due.
+		return analysis{outcome: outWait, reason: fmt.Sprintf("pausing until %s", due.UTC().Format(time.RFC3339)), wake: due, probes: probes}
 	}
 	short, ok := firstWith(TrafficGates(g, c.in.Candidate), VerdictInsufficient)
 	if !ok {
 		return analysis{outcome: outPass}
 	}
+	// The clock starts when the lack is first seen, so the caller always
+	// gets one round of probes before it runs out.
 	if st.InsufficientSince.IsZero() {
-		st.InsufficientSince = due
-		if due.IsZero() {
-			st.InsufficientSince = c.now
-		}
+		st.InsufficientSince = c.now
 	}
 	limit := st.InsufficientSince.Add(g.MaxInsufficient.D())
-	probes := r.probesWanted(c)
 	if !c.now.Before(limit) {
 		reason := fmt.Sprintf("gates short of samples for %s (%s)", g.MaxInsufficient.D(), short.Message())
 		if g.OnInsufficient == InsufficientFail {
@@ -470,6 +467,14 @@ func (r *Rollout) probesWanted(c *call) int {
 		}
 	}
 	return int(min(need, int64(MaxMinSamples)))
+}
+
+// newWindowProbes is the probes a fresh measurement window asks for.
+func (r *Rollout) newWindowProbes() int {
+	if !r.Settings.Gates.SyntheticProbes || len(TrafficGates(r.Settings.Gates, RevisionStatus{})) == 0 {
+		return 0
+	}
+	return r.Settings.Gates.MinSamples
 }
 
 // undecided turns a non-passing analysis into a step.
@@ -546,9 +551,12 @@ func (r *Rollout) layout() Step {
 		}
 		return s
 	}
+	// With no replicas at all (a surge-free rollout of one replica
+	// between its scale-down and its scale-up), traffic waits for the
+	// candidate.
 	w := min(max(st.CandidateWeight, 0), 100)
 	switch {
-	case st.StableReplicas == 0 && st.CandidateReplicas > 0:
+	case st.StableReplicas == 0:
 		w = 100
 	case st.CandidateReplicas == 0:
 		w = 0

@@ -244,7 +244,8 @@ func TestRolloutInsufficientSamples(t *testing.T) {
 	}
 	start := []expect{
 		{input: in(sec(0), 4, 4, RevisionStatus{}), action: ActionProgress, stage: StageCanaryScale, layout: "1:4/100 2:1/0"},
-		{input: in(sec(0), 4, 4, RevisionStatus{Ready: 1}), action: ActionProgress, stage: StageCanaryPause, layout: "1:4/90 2:1/10"},
+		// A fresh window asks for a full set of probes.
+		{input: in(sec(0), 4, 4, RevisionStatus{Ready: 1}), action: ActionProgress, stage: StageCanaryPause, layout: "1:4/90 2:1/10", probes: 50},
 		// The pause ended at 60s with 20 of 50 samples: ask for 30 probes,
 		// and come back by the insufficiency limit (60s + 5m) at the latest.
 		{input: in(sec(60), 4, 4, healthy(1, 20)), action: ActionProgress, stage: StageCanaryPause, layout: "1:4/90 2:1/10",
