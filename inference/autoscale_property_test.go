@@ -1,6 +1,7 @@
 package inference
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
@@ -73,8 +74,21 @@ func TestAutoscalerProperties(t *testing.T) {
 		cfg := genScalerConfig(t)
 		a := &Autoscaler{Config: cfg}
 		shuffled := &Autoscaler{Config: cfg}
+		carried := &Autoscaler{Config: cfg}
 		for i, tk := range genTicks(t, rapid.IntRange(1, 60).Draw(t, "ticks")) {
 			d := a.Decide(tk.at, tk.obs, tk.cur)
+			// State carried through JSON (continue-as-new) decides the same.
+			b, err := json.Marshal(carried)
+			if err != nil {
+				t.Fatalf("encoding: %v", err)
+			}
+			carried = &Autoscaler{}
+			if err := json.Unmarshal(b, carried); err != nil {
+				t.Fatalf("decoding: %v", err)
+			}
+			if dc := carried.Decide(tk.at, tk.obs, tk.cur); dc != d {
+				t.Fatalf("tick %d: after a JSON round trip: %+v, not %+v", i, dc, d)
+			}
 			held := 0.0
 			for _, o := range tk.obs {
 				if o.Source == SourceProxy {
