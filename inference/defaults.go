@@ -29,10 +29,13 @@ const (
 	defaultSurge, defaultUnavail = 1, 0
 )
 
-// DefaultCanarySteps are used when a canary names no steps.
-var DefaultCanarySteps = []CanaryStep{
-	{Weight: 10, Pause: Duration(5 * time.Minute)},
-	{Weight: 50, Pause: Duration(5 * time.Minute)},
+// DefaultCanarySteps returns the steps of a canary that names none: 10%
+// for 5m, then 50% for 5m. A function, so that no caller can change them.
+func DefaultCanarySteps() []CanaryStep {
+	return []CanaryStep{
+		{Weight: 10, Pause: Duration(5 * time.Minute)},
+		{Weight: 50, Pause: Duration(5 * time.Minute)},
+	}
 }
 
 // WithDefaults returns s with every unset field given its default. It does
@@ -92,9 +95,10 @@ func WithDefaults(s EndpointSpec) EndpointSpec {
 		r.MaxUnavailable = &v
 	}
 	if r.Strategy == StrategyCanary && len(r.Canary.Steps) == 0 {
-		r.Canary.Steps = DefaultCanarySteps
+		r.Canary.Steps = DefaultCanarySteps()
+	} else {
+		r.Canary.Steps = slices.Clone(r.Canary.Steps)
 	}
-	r.Canary.Steps = slices.Clone(r.Canary.Steps)
 	g := &r.Gates
 	if g.MaxErrorRate == 0 {
 		g.MaxErrorRate = DefaultMaxErrorRate

@@ -161,16 +161,17 @@ func TestWithDefaults(t *testing.T) {
 	if *r.MaxSurge != 0 || *r.MaxUnavailable != 1 {
 		t.Errorf("surgeFree surge/unavailable = %d/%d, want 0/1", *r.MaxSurge, *r.MaxUnavailable)
 	}
-	if diff := cmp.Diff(DefaultCanarySteps, r.Canary.Steps); diff != "" {
+	if diff := cmp.Diff(DefaultCanarySteps(), r.Canary.Steps); diff != "" {
 		t.Errorf("canary steps (-want +got):\n%s", diff)
 	}
-	// Defaults never alias the caller's values.
-	r.Canary.Steps[0].Weight = 99
-	if DefaultCanarySteps[0].Weight != 10 {
-		t.Fatal("WithDefaults aliased DefaultCanarySteps")
+	// The result never aliases the caller's values.
+	in := EndpointSpec{Rollout: RolloutSettings{Strategy: StrategyCanary, Canary: CanarySettings{Steps: []CanaryStep{{Weight: 5}}}}}
+	WithDefaults(in).Rollout.Canary.Steps[0].Weight = 99
+	if in.Rollout.Canary.Steps[0].Weight != 5 {
+		t.Fatal("WithDefaults aliases the canary steps")
 	}
 	// Set fields are kept.
-	in := vllmSpec()
+	in = vllmSpec()
 	in.Autoscaling.StableWindow = Duration(2 * time.Minute)
 	in.Rollout.MaxSurge = ptr(0)
 	in.Rollout.MaxUnavailable = ptr(2)
