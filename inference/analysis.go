@@ -5,6 +5,7 @@ import (
 	"time"
 )
 
+// outcome is what an analysis of the traffic gates concluded.
 type outcome int
 
 const (
@@ -14,6 +15,7 @@ const (
 	outFail
 )
 
+// analysis is an outcome with what the step needs to say about it.
 type analysis struct {
 	outcome outcome
 	reason  string
