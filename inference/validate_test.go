@@ -1,0 +1,188 @@
+package inference
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestValidateAcceptsMinimalSpecs(t *testing.T) {
+	for name, s := range map[string]EndpointSpec{"vllm": vllmSpec(), "triton": tritonSpec()} {
+		t.Run(name, func(t *testing.T) {
+			if err := Validate(s); err != nil {
+				t.Fatalf("Validate: %v", err)
+			}
+		})
+	}
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*EndpointSpec)
+		want   []Problem
+	}{{
+		name:   "backend and image",
+		mutate: func(s *EndpointSpec) { s.Backend = "tgi"; s.Image = "" },
+		want: []Problem{
+			{"backend", `unknown backend "tgi"; use triton or vllm`},
+			{"image", "required: the serving image, e.g. nvcr.io/nvidia/tritonserver:25.04-py3 or vllm/vllm-openai:v0.9.1"},
+		},
+	}, {
+		name:   "triton needs repository and model name",
+		mutate: func(s *EndpointSpec) { *s = tritonSpec(); s.Model = Model{URI: "models"} },
+		want: []Problem{
+			{"model.uri", `"models" is not a URI: use a form such as s3://bucket/models, gs://bucket/models, pvc://claim/path or an absolute path`},
+			{"model.name", "required for triton: the model to load from the repository"},
+		},
+	}, {
+		name:   "vllm needs a model",
+		mutate: func(s *EndpointSpec) { s.Model = Model{} },
+		want:   []Problem{{"model", "set model.name (a Hugging Face ID such as meta-llama/Llama-3.1-8B-Instruct) or model.uri (a path to the weights)"}},
+	}, {
+		name: "reserved args and env names",
+		mutate: func(s *EndpointSpec) {
+			s.Args = []string{"--max-model-len=8192", "--port=9000", "--model", "x"}
+			s.Env = []EnvVar{{Name: "HF_TOKEN"}, {Name: "1BAD"}, {Name: "HF_TOKEN"}}
+		},
+		want: []Problem{
+			{"args[1]", "--port is reserved: Atelier sets it (or relies on its default) for readiness probes, the Service and metrics; remove it"},
+			{"args[2]", "--model is reserved: set model.uri and model.name instead"},
+			{"env[1].name", `invalid name "1BAD": use letters, digits, '_', '-' and '.', not starting with a digit`},
+			{"env[2].name", `duplicate name "HF_TOKEN" (also env[0])`},
+		},
+	}, {
+		name: "resources",
+		mutate: func(s *EndpointSpec) {
+			s.Resources = Resources{GPUs: 2, CPU: "two", Memory: "512m"}
+		},
+		want: []Problem{
+			{"resources.gpuType", "required with gpus: the GPU product (node label nvidia.com/gpu.product, e.g. NVIDIA-A100-SXM4-80GB) or MIG profile; quotas count GPUs per type"},
+			{"resources.cpu", `invalid quantity "two": use Kubernetes syntax such as "500m" or "8"`},
+			{"resources.memory", `"512m" means thousandths of a byte; use Mi or Gi, e.g. "64Gi"`},
+		},
+	}, {
+		name:   "scale to zero needs an idle timeout",
+		mutate: func(s *EndpointSpec) { s.Replicas = ReplicaRange{Min: ptr(0), Max: 2} },
+		want:   []Problem{{"replicas.min", `0 means scale to zero, which needs autoscaling.idleTimeout (e.g. "15m"); set it, or set min to at least 1`}},
+	}, {
+		name:   "max below min",
+		mutate: func(s *EndpointSpec) { s.Replicas = ReplicaRange{Min: ptr(3), Max: 2} },
+		want:   []Problem{{"replicas.max", "must be at least replicas.min (3)"}},
+	}, {
+		name: "autoscaling ranges",
+		mutate: func(s *EndpointSpec) {
+			s.Autoscaling = Autoscaling{TargetQueuePerReplica: math.NaN(), StableWindow: Duration(10 * time.Second),
+				PanicWindow: Duration(20 * time.Second), PanicThreshold: 0.5, ScaleDownDelay: Duration(-time.Second), IdleTimeout: Duration(time.Second)}
+		},
+		want: []Problem{
+			{"autoscaling.targetQueuePerReplica", "must be a number of requests above 0 and at most 1000000"},
+			{"autoscaling.panicWindow", "must not exceed stableWindow (10s)"},
+			{"autoscaling.panicThreshold", "must be a ratio above 1 and at most 10 (2 = panic when the short window asks for twice the ready replicas)"},
+			{"autoscaling.scaleDownDelay", "must not be negative"},
+			{"autoscaling.idleTimeout", "must be between 30s and 168h, got 1s"},
+		},
+	}, {
+		name: "canary steps",
+		mutate: func(s *EndpointSpec) {
+			s.Rollout = RolloutSettings{Strategy: StrategyCanary, Canary: CanarySettings{Steps: []CanaryStep{
+				{Weight: 20}, {Weight: 20, Pause: Duration(time.Minute)}, {Weight: 120}, {Weight: 50, Pause: Duration(-1)},
+			}}}
+		},
+		want: []Problem{
+			{"rollout.canary.steps[1].weight", "must be greater than the previous step's weight (20): traffic only moves forward"},
+			{"rollout.canary.steps[2].weight", "must be a percentage between 1 and 100"},
+			{"rollout.canary.steps[3].pause", "must not be negative"},
+		},
+	}, {
+		name: "surge settings",
+		mutate: func(s *EndpointSpec) {
+			s.Rollout = RolloutSettings{Strategy: StrategyBlueGreen, SurgeFree: true, MaxSurge: ptr(2),
+				Canary: CanarySettings{Steps: []CanaryStep{{Weight: 10}}}}
+		},
+		want: []Problem{
+			{"rollout.maxSurge", "surgeFree never adds replicas above the target: remove maxSurge or set it to 0"},
+			{"rollout.surgeFree", "blueGreen runs a full preview beside the stable revision, which needs headroom; use strategy rolling or canary with surgeFree"},
+			{"rollout.canary.steps", "only canary rollouts have steps: set strategy to canary or remove them"},
+		},
+	}, {
+		name:   "no surge and no unavailability",
+		mutate: func(s *EndpointSpec) { s.Rollout = RolloutSettings{MaxSurge: ptr(0), MaxUnavailable: ptr(0)} },
+		want:   []Problem{{"rollout.maxSurge", "maxSurge and maxUnavailable cannot both be 0 (no replica could ever be replaced): set maxSurge to 1, or maxUnavailable to 1 if there is no GPU headroom"}},
+	}, {
+		name: "gates and deadlines",
+		mutate: func(s *EndpointSpec) {
+			s.Rollout = RolloutSettings{Strategy: "shadow", Gates: GateSettings{MaxErrorRate: 2, MinSamples: -1,
+				AnalysisInterval: Duration(time.Minute), MaxInsufficient: Duration(time.Second), OnInsufficient: "ignore"},
+				Startup: StartupDeadlines{EngineReady: Duration(48 * time.Hour)}}
+		},
+		want: []Problem{
+			{"rollout.strategy", `unknown strategy "shadow"; use rolling, canary or blueGreen`},
+			{"rollout.gates.maxErrorRate", "must be a fraction above 0 and at most 1 (0.01 = 1%; 1 disables the gate)"},
+			{"rollout.gates.minSamples", "must be between 1 and 1000000 requests"},
+			{"rollout.gates.maxInsufficient", "must be at least analysisInterval (1m0s)"},
+			{"rollout.gates.onInsufficient", `unknown value "ignore"; use pause or fail`},
+			{"rollout.startupDeadlines.engineReady", "must be between 1s and 24h, got 48h0m0s"},
+		},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := vllmSpec()
+			tt.mutate(&s)
+			err := Validate(s)
+			if !errors.Is(err, ErrInvalidSpec) {
+				t.Fatalf("Validate = %v, want an ErrInvalidSpec", err)
+			}
+			var ve *ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("Validate = %T, want *ValidationError", err)
+			}
+			if diff := cmp.Diff(tt.want, ve.Problems); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestWithDefaults(t *testing.T) {
+	s := WithDefaults(EndpointSpec{Backend: BackendVLLM, Rollout: RolloutSettings{Strategy: StrategyCanary, SurgeFree: true}})
+	if got := s.Replicas.MinReplicas(); got != 1 || s.Replicas.Max != 1 {
+		t.Errorf("replicas = %d..%d, want 1..1", got, s.Replicas.Max)
+	}
+	a := s.Autoscaling
+	if a.TargetQueuePerReplica != 32 || a.StableWindow.D() != time.Minute || a.PanicWindow.D() != 6*time.Second ||
+		a.PanicThreshold != 2 || a.ScaleDownDelay.D() != 5*time.Minute || a.IdleTimeout != 0 {
+		t.Errorf("autoscaling defaults = %+v", a)
+	}
+	r := s.Rollout
+	if *r.MaxSurge != 0 || *r.MaxUnavailable != 1 {
+		t.Errorf("surgeFree surge/unavailable = %d/%d, want 0/1", *r.MaxSurge, *r.MaxUnavailable)
+	}
+	if diff := cmp.Diff(DefaultCanarySteps(), r.Canary.Steps); diff != "" {
+		t.Errorf("canary steps (-want +got):\n%s", diff)
+	}
+	// The result never aliases the caller's values.
+	in := EndpointSpec{Rollout: RolloutSettings{Strategy: StrategyCanary, Canary: CanarySettings{Steps: []CanaryStep{{Weight: 5}}}}}
+	WithDefaults(in).Rollout.Canary.Steps[0].Weight = 99
+	if in.Rollout.Canary.Steps[0].Weight != 5 {
+		t.Fatal("WithDefaults aliases the canary steps")
+	}
+	// Set fields are kept.
+	in = vllmSpec()
+	in.Autoscaling.StableWindow = Duration(2 * time.Minute)
+	in.Rollout.MaxSurge = ptr(0)
+	in.Rollout.MaxUnavailable = ptr(2)
+	out := WithDefaults(in)
+	if out.Autoscaling.StableWindow.D() != 2*time.Minute || out.Autoscaling.PanicWindow.D() != 12*time.Second {
+		t.Errorf("windows = %s/%s, want 2m/12s", out.Autoscaling.StableWindow.D(), out.Autoscaling.PanicWindow.D())
+	}
+	if *out.Rollout.MaxSurge != 0 || *out.Rollout.MaxUnavailable != 2 || out.Replicas.Max != 4 {
+		t.Errorf("set fields changed: %+v %+v", out.Rollout, out.Replicas)
+	}
+	if WithDefaults(out).Autoscaling != out.Autoscaling {
+		t.Error("WithDefaults is not idempotent")
+	}
+}
