@@ -3,7 +3,6 @@ package workflows
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -218,6 +217,7 @@ func (r *Run) ensureSharedRay(ctx workflow.Context, st *StepStatus, name string)
 	}
 	fut, set := workflow.NewFuture(ctx)
 	r.sharedRay[name] = &sharedRay{future: fut}
+	r.sharedOrder = append(r.sharedOrder, name)
 	if tmpl == nil {
 		err := temporal.NewNonRetryableApplicationError(fmt.Sprintf("no shared RayCluster named %q in this run", name), activities.ErrTypeInvalidStep, nil)
 		set.SetError(err)
@@ -264,19 +264,13 @@ func (r *Run) ensureSharedRay(ctx workflow.Context, st *StepStatus, name string)
 }
 
 // releaseSharedRay gives back the GPUs of the run's shared RayClusters,
-// once their objects are deleted. Names are sorted: map order must not
-// reach workflow commands.
+// once their objects are deleted, in the order they were first used.
 func (r *Run) releaseSharedRay(ctx workflow.Context) {
-	names := make([]string, 0, len(r.sharedRay))
-	for n, s := range r.sharedRay {
-		if s.grant != nil {
-			names = append(names, n)
+	for _, n := range r.sharedOrder {
+		if s := r.sharedRay[n]; s.grant != nil {
+			s.grant.release(ctx)
+			s.grant = nil
 		}
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		r.sharedRay[n].grant.release(ctx)
-		r.sharedRay[n].grant = nil
 	}
 }
 

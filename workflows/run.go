@@ -50,6 +50,7 @@ type Run struct {
 	kubeClusters []kubeTarget
 	rayTemplates []spec.SharedRayCluster
 	sharedRay    map[string]*sharedRay
+	sharedOrder  []string // sharedRay's names in the order first used (maps have none)
 
 	// GPU admission (gpu_step.go): steps waiting for their workload.
 	gpuWaiters map[string]*gpuWaiter
