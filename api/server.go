@@ -1,22 +1,3 @@
-// Package api is Atelier's REST gateway, spec-first: openapi.yaml generates
-// (see gen/) the REST models, typed request objects and one response type
-// per status code; the server implements gen.StrictServerInterface, one
-// method per operation. Echo middlewares in front of it authenticate the
-// bearer token (roles from the spec's x-atelier-role), buffer and limit
-// the body and validate the request against the spec; the JSON body is
-// then decoded by Bind (binder.go) into the generated request type. Errors
-// leave as RFC 9457 problems through one echo error handler (problem.go);
-// streams (SSE events, followed logs) are response types that write and
-// flush as they go. Internal types (catalogue rows, workflow status) become
-// REST types in one place, convert.go.
-//
-// The package depends on two consumer-side interfaces, Catalog (implemented
-// by the Postgres store) and Engine (implemented by workflows/runclient), so its
-// tests run against in-memory fakes.
-//
-// The step kinds a pipeline version may use are not configured: they follow
-// the cluster registry (see ClusterLister), container always, ray and spark
-// once a Kubernetes cluster is registered.
 package api
 
 import (

@@ -1,12 +1,3 @@
-// Package job runs container steps as batch/v1 Jobs.
-//
-// A Job runs one pod with one container, "step", built from spec.Container:
-// image (required), command, args, env, workingDir and resources. It never
-// retries by itself (backoffLimit 0, restartPolicy Never): retries belong
-// to the pipeline, which makes every attempt visible. The attempt's timeout
-// is also set as activeDeadlineSeconds, so Kubernetes stops the pod even if
-// no worker is watching. ttlSecondsAfterFinished is left unset: the
-// pipeline deletes its objects when the run ends.
 package job
 
 import (
