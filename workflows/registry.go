@@ -28,6 +28,7 @@ type WorkflowRegistry interface {
 func Register(reg WorkflowRegistry, pipelines ...GoPipeline) {
 	reg.RegisterWorkflowWithOptions(PipelineWorkflow, workflow.RegisterOptions{Name: PipelineWorkflowName})
 	reg.RegisterWorkflowWithOptions(AdmissionWorkflow, workflow.RegisterOptions{Name: AdmissionWorkflowName})
+	reg.RegisterWorkflowWithOptions(EndpointWorkflow, workflow.RegisterOptions{Name: EndpointWorkflowName})
 	for _, p := range pipelines {
 		fn, err := decodingWorkflow(p.Name, p.Workflow)
 		if err != nil {

@@ -1,0 +1,506 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/inference"
+)
+
+// Names of the endpoint entity workflow and its handlers. Stable: histories
+// and clients refer to them.
+const (
+	EndpointWorkflowName = "atelier.Endpoint"
+	// UpdateEndpointSpec submits a new spec (a Temporal Update; its
+	// validator rejects an invalid spec with every problem, or a change of
+	// what replicas run while a rollout is in progress). It answers the
+	// revision that results.
+	UpdateEndpointSpec = "atelier.endpoint.update"
+	// UpdateEndpointRollback makes a new revision with an earlier one's
+	// spec and rolls it out.
+	UpdateEndpointRollback = "atelier.endpoint.rollback"
+	// UpdateEndpointCommand promotes or aborts the rollout in progress.
+	UpdateEndpointCommand = "atelier.endpoint.command"
+	// UpdateEndpointDelete removes the endpoint; the workflow ends once
+	// everything is deleted.
+	UpdateEndpointDelete = "atelier.endpoint.delete"
+	// QueryEndpointStatus answers an EndpointStatus.
+	QueryEndpointStatus = "status"
+)
+
+// EndpointWorkflowID is the ID of the workflow that owns an endpoint: one
+// per project and name, so a second create is refused by Temporal itself.
+func EndpointWorkflowID(project, name string) string {
+	return "atelier-endpoint-" + project + "-" + name
+}
+
+// Defaults of the endpoint loop.
+const (
+	// DefaultEndpointTick is how often the endpoint observes its replicas
+	// and decides (Knative's autoscaler ticks every 2 s).
+	DefaultEndpointTick = 2 * time.Second
+	// endpointHistoryLimit: past this many history events the workflow
+	// continues as new with its state (a tick costs about 10 events).
+	endpointHistoryLimit = 10000
+	// maxEndpointEvents bounds the events kept in the state.
+	maxEndpointEvents = 200
+)
+
+// EndpointInput starts (or continues) an endpoint's workflow.
+type EndpointInput struct {
+	Project string `json:"project"`
+	Name    string `json:"name"`
+	// Spec is the first revision's spec (ignored when State is set).
+	Spec inference.EndpointSpec `json:"spec"`
+	// TaskQueue is where the endpoint's activities run: a cluster's queue
+	// (activities.TaskQueueForCluster) or a local worker's.
+	TaskQueue string `json:"taskQueue"`
+	// Tick overrides DefaultEndpointTick (tests).
+	Tick time.Duration `json:"tick,omitempty"`
+	// State carries the endpoint across continue-as-new.
+	State *EndpointState `json:"state,omitempty"`
+}
+
+// EndpointState is everything the workflow remembers.
+type EndpointState struct {
+	Revisions []inference.Revision `json:"revisions"`
+	// Current is the latest revision (what a GET shows as the spec);
+	// Stable the deployment revision that serves: a revision that changes
+	// only replicas, autoscaling or rollout settings keeps the replicas of
+	// the revision it updates.
+	Current int `json:"current"`
+	Stable  int `json:"stable"`
+	// Rollout is the rollout in progress (nil: none).
+	Rollout *inference.Rollout `json:"rollout,omitempty"`
+	// LastStep is the rollout's (or the steady state's) last instruction.
+	LastStep    *inference.Step              `json:"lastStep,omitempty"`
+	Scaler      inference.Autoscaler         `json:"scaler"`
+	LastScale   *inference.Decision          `json:"lastScale,omitempty"`
+	Replicas    []inference.RevisionReplicas `json:"replicas,omitempty"`
+	Traffic     []inference.RevisionWeight   `json:"traffic,omitempty"`
+	TrafficMode string                       `json:"trafficMode,omitempty"`
+	// Observed is the last observation of each serving revision.
+	Observed []activities.RevisionObservation `json:"observed,omitempty"`
+	Events   []EndpointEvent                  `json:"events,omitempty"`
+	Deleting bool                             `json:"deleting,omitempty"`
+	// Command is a promote or abort waiting for the next rollout step.
+	Command inference.Command `json:"command,omitempty"`
+}
+
+// EndpointEvent is one thing that happened to the endpoint, for its
+// status and the REST events: revision created, rollout started, stage
+// changed, promoted, rolled back, scaled, deleted.
+type EndpointEvent struct {
+	At       time.Time `json:"at"`
+	Kind     string    `json:"kind"`
+	Revision int       `json:"revision,omitempty"`
+	Message  string    `json:"message"`
+}
+
+// EndpointStatus is the answer of QueryEndpointStatus.
+type EndpointStatus struct {
+	Project string `json:"project"`
+	Name    string `json:"name"`
+	EndpointState
+}
+
+// EndpointCommand is the argument of UpdateEndpointCommand.
+type EndpointCommand struct {
+	Command inference.Command `json:"command"`
+}
+
+// ErrTypeInvalidEndpointSpec is the application error type of a refused
+// spec; its details are the []inference.Problem, every one of them.
+const ErrTypeInvalidEndpointSpec = "InvalidEndpointSpec"
+
+// invalidSpec turns a validation error into an application error whose
+// message lists every problem and whose details carry them, so a client
+// (the REST gateway) can show each with its path.
+func invalidSpec(err error) error {
+	var ve *inference.ValidationError
+	if !errors.As(err, &ve) {
+		return err
+	}
+	msgs := make([]string, len(ve.Problems))
+	for i, p := range ve.Problems {
+		msgs[i] = p.Path + ": " + p.Message
+	}
+	return temporal.NewNonRetryableApplicationError("invalid endpoint spec: "+strings.Join(msgs, "; "),
+		ErrTypeInvalidEndpointSpec, nil, ve.Problems)
+}
+
+// errNoRollout answers a promote or abort when nothing rolls out.
+var errNoRollout = errors.New("no rollout is in progress")
+
+// endpoint is the workflow's state and behaviour.
+type endpoint struct {
+	in    EndpointInput
+	st    *EndpointState
+	woken bool // an update changed something: decide now, not at the tick
+}
+
+// EndpointWorkflow owns one inference endpoint: it is the only writer of
+// its replicas and traffic weights. Every tick it observes the revisions
+// (activities.ObserveEndpointName), asks the autoscaler for the replicas
+// the endpoint needs and, while a rollout runs, the rollout for its next
+// step, then applies the resulting layout when it changed. Updates create
+// revisions (inference.NextRevision) and start rollouts; the query serves
+// the state and its events. It continues as new before its history grows
+// large, carrying its state.
+func EndpointWorkflow(ctx workflow.Context, in EndpointInput) error {
+	e := &endpoint{in: in, st: in.State}
+	if in.Tick <= 0 {
+		e.in.Tick = DefaultEndpointTick
+	}
+	if e.st == nil {
+		st, err := firstState(workflow.Now(ctx), in.Spec)
+		if err != nil {
+			return invalidSpec(err)
+		}
+		e.st = st
+		e.event(ctx, "RevisionCreated", 1, "revision 1 created")
+		e.event(ctx, "RolloutStarted", 1, "rolling out revision 1")
+	}
+	if err := e.handlers(ctx); err != nil {
+		return err
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           e.in.TaskQueue,
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumInterval: 10 * time.Second},
+	})
+	for {
+		if e.st.Deleting {
+			return e.delete(ctx, actx)
+		}
+		if err := e.tick(ctx, actx); err != nil {
+			return err
+		}
+		if workflow.GetInfo(ctx).GetCurrentHistoryLength() > endpointHistoryLimit {
+			_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+			next := e.in
+			next.State = e.st
+			return workflow.NewContinueAsNewError(ctx, EndpointWorkflowName, next)
+		}
+		e.woken = false
+		_, _ = workflow.AwaitWithTimeout(ctx, e.in.Tick, func() bool { return e.woken })
+	}
+}
+
+func firstState(now time.Time, spec inference.EndpointSpec) (*EndpointState, error) {
+	rev, _, err := inference.NextRevision(nil, spec, now)
+	if err != nil {
+		return nil, err
+	}
+	ro := inference.NewRollout(nil, rev)
+	return &EndpointState{
+		Revisions: []inference.Revision{rev}, Current: 1, Rollout: &ro,
+		Scaler: inference.Autoscaler{Config: inference.AutoscalerConfigFor(rev.Spec)},
+	}, nil
+}
+
+// handlers registers the query and the updates.
+func (e *endpoint) handlers(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, QueryEndpointStatus, func() (EndpointStatus, error) {
+		return EndpointStatus{Project: e.in.Project, Name: e.in.Name, EndpointState: *e.st}, nil
+	}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateEndpointSpec,
+		func(ctx workflow.Context, spec inference.EndpointSpec) (inference.Revision, error) {
+			rev, made, _ := inference.NextRevision(e.latest(), spec, workflow.Now(ctx))
+			if made {
+				e.adopt(ctx, rev, "RevisionCreated", fmt.Sprintf("revision %d created", rev.Number))
+			}
+			return rev, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, spec inference.EndpointSpec) error {
+			if e.st.Deleting {
+				return errors.New("the endpoint is being deleted")
+			}
+			rev, made, err := inference.NextRevision(e.latest(), spec, workflow.Now(ctx))
+			if err != nil {
+				return invalidSpec(err)
+			}
+			return e.canAdopt(rev, made)
+		}}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateEndpointRollback,
+		func(ctx workflow.Context, to int) (inference.Revision, error) {
+			rev, made, _ := inference.Rollback(e.st.Revisions, to, workflow.Now(ctx))
+			if made {
+				e.adopt(ctx, rev, "RevisionCreated", fmt.Sprintf("revision %d created: rollback to revision %d", rev.Number, to))
+			}
+			return rev, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, to int) error {
+			if e.st.Deleting {
+				return errors.New("the endpoint is being deleted")
+			}
+			rev, made, err := inference.Rollback(e.st.Revisions, to, workflow.Now(ctx))
+			if err != nil {
+				return err
+			}
+			return e.canAdopt(rev, made)
+		}}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateEndpointCommand,
+		func(ctx workflow.Context, c EndpointCommand) (EndpointStatus, error) {
+			e.st.Command = c.Command
+			e.event(ctx, "Command", e.st.Rollout.Candidate, string(c.Command)+" requested")
+			e.woken = true
+			return EndpointStatus{Project: e.in.Project, Name: e.in.Name, EndpointState: *e.st}, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, c EndpointCommand) error {
+			if c.Command != inference.CommandPromote && c.Command != inference.CommandAbort {
+				return fmt.Errorf("unknown command %q: use %q or %q", c.Command, inference.CommandPromote, inference.CommandAbort)
+			}
+			if e.st.Rollout == nil {
+				return errNoRollout
+			}
+			return nil
+		}}); err != nil {
+		return err
+	}
+	return workflow.SetUpdateHandler(ctx, UpdateEndpointDelete, func(ctx workflow.Context) error {
+		if !e.st.Deleting {
+			e.st.Deleting = true
+			e.event(ctx, "Deleting", 0, "deletion requested")
+			e.woken = true
+		}
+		return nil
+	})
+}
+
+func (e *endpoint) latest() *inference.Revision {
+	if len(e.st.Revisions) == 0 {
+		return nil
+	}
+	return &e.st.Revisions[len(e.st.Revisions)-1]
+}
+
+func (e *endpoint) revision(n int) *inference.Revision {
+	for i := range e.st.Revisions {
+		if e.st.Revisions[i].Number == n {
+			return &e.st.Revisions[i]
+		}
+	}
+	return nil
+}
+
+// canAdopt refuses a revision that changes what replicas run while a
+// rollout is in progress: the user promotes or aborts it first, so two
+// rollouts never race for the same replicas.
+func (e *endpoint) canAdopt(rev inference.Revision, made bool) error {
+	if !made || e.st.Rollout == nil {
+		return nil
+	}
+	if rev.NeedsRollout(*e.revision(e.st.Rollout.Candidate)) {
+		return fmt.Errorf("revision %d is still rolling out: promote or abort it before changing what replicas run", e.st.Rollout.Candidate)
+	}
+	return nil
+}
+
+// adopt records a new revision: one that changes what replicas run starts
+// a rollout; one that changes only replicas, autoscaling or rollout
+// settings applies in place.
+func (e *endpoint) adopt(ctx workflow.Context, rev inference.Revision, kind, msg string) {
+	e.st.Revisions = append(e.st.Revisions, rev)
+	e.st.Current = rev.Number
+	e.event(ctx, kind, rev.Number, msg)
+	e.st.Scaler.Config = inference.AutoscalerConfigFor(rev.Spec)
+	switch {
+	case e.st.Rollout != nil:
+		// Only settings changed (canAdopt): the rollout goes on.
+	case e.st.Stable == 0 || rev.NeedsRollout(*e.revision(e.st.Stable)):
+		var stable *inference.Revision
+		if e.st.Stable != 0 {
+			stable = e.revision(e.st.Stable)
+		}
+		ro := inference.NewRollout(stable, rev)
+		e.st.Rollout = &ro
+		e.event(ctx, "RolloutStarted", rev.Number, fmt.Sprintf("rolling out revision %d (%s)", rev.Number, ro.Settings.Strategy))
+	}
+	// Otherwise the serving replicas stay (same template) and the new
+	// settings apply from the next tick.
+	e.woken = true
+}
+
+// tick observes, decides and applies once.
+func (e *endpoint) tick(ctx, actx workflow.Context) error {
+	revs := e.serving()
+	if len(revs) == 0 {
+		return nil // a first revision was rolled back: nothing serves until an update
+	}
+	req := activities.ObserveEndpointRequest{EndpointRef: e.ref(), Revisions: revs}
+	if e.st.Rollout != nil && e.st.LastStep != nil && !e.st.LastStep.MeasureFrom.IsZero() {
+		req.Measured, req.MeasureFrom, req.Probes = e.st.Rollout.Candidate, e.st.LastStep.MeasureFrom, e.st.LastStep.Probes
+	}
+	var obs activities.ObserveEndpointResult
+	if err := workflow.ExecuteActivity(actx, activities.ObserveEndpointName, req).Get(ctx, &obs); err != nil {
+		// Observing failed even after retries: keep the layout, try at the
+		// next tick. The autoscaler treats missing data as unknown.
+		workflow.GetLogger(ctx).Warn("cannot observe the endpoint", "error", err)
+		return nil
+	}
+	e.st.Observed = obs.Revisions
+	now := workflow.Now(ctx)
+
+	// The autoscaler sizes what serves: the stable revision, or the
+	// candidate of a first rollout.
+	sized := e.st.Stable
+	if sized == 0 && e.st.Rollout != nil {
+		sized = e.st.Rollout.Candidate
+	}
+	o := observed(obs, sized)
+	queue := slices.Clone(o.Queue)
+	if obs.Held > 0 || o.Replicas == 0 {
+		queue = append(queue, inference.Observation{At: obs.At, Source: inference.SourceProxy,
+			Signal: inference.QueueSignal{Waiting: float64(obs.Held), Known: true}})
+	}
+	d := e.st.Scaler.Decide(now, queue, inference.Replicas{Current: e.replicasOf(sized), Ready: o.Status.Ready})
+	if e.st.LastScale == nil || e.st.LastScale.Desired != d.Desired {
+		e.event(ctx, "ScaleDecided", sized, fmt.Sprintf("%d replica(s): %s", d.Desired, d.Message()))
+	}
+	e.st.LastScale = &d
+
+	var step inference.Step
+	if ro := e.st.Rollout; ro != nil {
+		in := inference.RolloutInput{Now: now, Target: d.Desired, Candidate: observed(obs, ro.Candidate).Status, Command: e.st.Command}
+		if ro.Stable != 0 {
+			in.Stable = observed(obs, ro.Stable).Status
+		}
+		e.st.Command = inference.CommandNone
+		step = ro.Next(in)
+		if e.st.LastStep == nil || e.st.LastStep.Stage != step.Stage || e.st.LastStep.Action != step.Action {
+			e.event(ctx, "Rollout"+string(step.Action), ro.Candidate, fmt.Sprintf("%s: %s", step.Stage, step.Reason))
+		}
+	} else {
+		step = inference.Step{Action: inference.ActionProgress,
+			Replicas: []inference.RevisionReplicas{{Revision: e.st.Stable, Replicas: d.Desired}},
+			Traffic:  []inference.RevisionWeight{{Revision: e.st.Stable, Weight: 100}}}
+	}
+	e.st.LastStep = &step
+	if err := e.apply(ctx, actx, step); err != nil {
+		return err
+	}
+	return e.settle(ctx, actx, step)
+}
+
+// serving lists the deployment revisions that may have replicas.
+func (e *endpoint) serving() []int {
+	var out []int
+	if e.st.Stable != 0 {
+		out = append(out, e.st.Stable)
+	}
+	if ro := e.st.Rollout; ro != nil && ro.Candidate != e.st.Stable {
+		out = append(out, ro.Candidate)
+	}
+	return out
+}
+
+// apply writes the step's layout when it differs from the last applied.
+func (e *endpoint) apply(ctx, actx workflow.Context, step inference.Step) error {
+	if len(step.Replicas) == 0 || (slices.Equal(step.Replicas, e.st.Replicas) && slices.Equal(step.Traffic, e.st.Traffic)) {
+		return nil
+	}
+	req := activities.ApplyEndpointLayoutRequest{EndpointRef: e.ref(), Traffic: step.Traffic, ScaleDownFirst: step.ScaleDownFirst}
+	for _, r := range step.Replicas {
+		rev := e.revision(r.Revision)
+		if rev == nil {
+			continue
+		}
+		req.Revisions = append(req.Revisions, activities.RevisionLayout{Revision: r.Revision, Spec: rev.Spec, Replicas: r.Replicas})
+	}
+	var res activities.ApplyEndpointLayoutResult
+	if err := workflow.ExecuteActivity(actx, activities.ApplyEndpointLayoutName, req).Get(ctx, &res); err != nil {
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) && appErr.NonRetryable() && e.st.Rollout != nil {
+			// The runtime refuses the candidate (e.g. an invalid image
+			// spec): the rollout fails, the stable revision keeps serving.
+			e.event(ctx, "RolloutRolledBack", e.st.Rollout.Candidate, "the runtime refused the revision: "+appErr.Message())
+			e.st.Command = inference.CommandAbort
+			return nil
+		}
+		workflow.GetLogger(ctx).Warn("cannot apply the endpoint's layout; retrying at the next tick", "error", err)
+		return nil
+	}
+	e.st.Replicas, e.st.Traffic, e.st.TrafficMode = step.Replicas, step.Traffic, res.TrafficMode
+	return nil
+}
+
+// settle ends a finished rollout: the winner becomes the stable revision
+// and the loser's replicas are deleted.
+func (e *endpoint) settle(ctx, actx workflow.Context, step inference.Step) error {
+	ro := e.st.Rollout
+	if ro == nil || (step.Action != inference.ActionPromote && step.Action != inference.ActionRollBack && step.Action != inference.ActionDone) {
+		return nil
+	}
+	loser := ro.Stable
+	if step.Action == inference.ActionRollBack || (step.Action == inference.ActionDone && ro.State.Final != nil && ro.State.Final.Action == inference.ActionRollBack) {
+		loser = ro.Candidate
+	} else {
+		e.st.Stable = ro.Candidate
+	}
+	e.st.Rollout = nil
+	if loser != 0 && loser != e.st.Stable {
+		err := workflow.ExecuteActivity(actx, activities.DeleteEndpointRevisionsName,
+			activities.DeleteEndpointRevisionsRequest{EndpointRef: e.ref(), Revisions: []int{loser}}).Get(ctx, nil)
+		if err != nil {
+			workflow.GetLogger(ctx).Warn("cannot delete a finished rollout's other revision", "revision", loser, "error", err)
+		}
+		e.st.Replicas = slices.DeleteFunc(e.st.Replicas, func(r inference.RevisionReplicas) bool { return r.Revision == loser })
+	}
+	e.woken = true // the steady state takes over at once
+	return nil
+}
+
+// delete removes everything and ends the workflow.
+func (e *endpoint) delete(ctx, actx workflow.Context) error {
+	err := workflow.ExecuteActivity(actx, activities.DeleteEndpointName, e.ref()).Get(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("delete endpoint %s/%s: %w", e.in.Project, e.in.Name, err)
+	}
+	e.event(ctx, "Deleted", 0, "endpoint deleted")
+	return workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+}
+
+func (e *endpoint) ref() activities.EndpointRef {
+	return activities.EndpointRef{Project: e.in.Project, Endpoint: e.in.Name}
+}
+
+func (e *endpoint) replicasOf(rev int) int {
+	for _, r := range e.st.Replicas {
+		if r.Revision == rev {
+			return r.Replicas
+		}
+	}
+	return 0
+}
+
+func (e *endpoint) event(ctx workflow.Context, kind string, rev int, msg string) {
+	e.st.Events = append(e.st.Events, EndpointEvent{At: workflow.Now(ctx), Kind: kind, Revision: rev, Message: msg})
+	if n := len(e.st.Events); n > maxEndpointEvents {
+		e.st.Events = slices.Delete(e.st.Events, 0, n-maxEndpointEvents)
+	}
+}
+
+// observed finds revision rev in an observation (zero value: nothing
+// observed, e.g. not created yet).
+func observed(obs activities.ObserveEndpointResult, rev int) activities.RevisionObservation {
+	for _, r := range obs.Revisions {
+		if r.Revision == rev {
+			return r
+		}
+	}
+	return activities.RevisionObservation{Revision: rev}
+}

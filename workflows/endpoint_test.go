@@ -1,0 +1,283 @@
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/inference"
+	"github.com/atelier-ml/atelier/workflows"
+)
+
+// fakeServing plays where an endpoint runs: replicas become ready at once
+// (unless their revision crash-loops), each reports load/replicas as its
+// queue, and every revision answers requests with its error rate.
+type fakeServing struct {
+	env *testsuite.TestWorkflowEnvironment
+
+	mu        sync.Mutex
+	replicas  map[int]int
+	traffic   []inference.RevisionWeight
+	deleted   []int
+	gone      bool
+	load      float64         // requests in flight over the whole endpoint
+	errorRate map[int]float64 // per revision
+	crashing  map[int]bool
+	applies   int
+}
+
+func newFakeServing(env *testsuite.TestWorkflowEnvironment) *fakeServing {
+	f := &fakeServing{env: env, replicas: map[int]int{}, errorRate: map[int]float64{}, crashing: map[int]bool{}}
+	env.RegisterActivityWithOptions(f.observe, activity.RegisterOptions{Name: activities.ObserveEndpointName})
+	env.RegisterActivityWithOptions(f.apply, activity.RegisterOptions{Name: activities.ApplyEndpointLayoutName})
+	env.RegisterActivityWithOptions(f.deleteRevisions, activity.RegisterOptions{Name: activities.DeleteEndpointRevisionsName})
+	env.RegisterActivityWithOptions(f.deleteEndpoint, activity.RegisterOptions{Name: activities.DeleteEndpointName})
+	return f
+}
+
+func (f *fakeServing) observe(_ context.Context, req activities.ObserveEndpointRequest) (activities.ObserveEndpointResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.env.Now()
+	out := activities.ObserveEndpointResult{At: now}
+	total := 0
+	for _, n := range f.replicas {
+		total += n
+	}
+	for _, rev := range req.Revisions {
+		n := f.replicas[rev]
+		o := activities.RevisionObservation{Revision: rev, Replicas: n}
+		if f.crashing[rev] {
+			o.Status.CrashLooping = n
+		} else {
+			o.Status.Ready = n
+			for i := range n {
+				o.Queue = append(o.Queue, inference.Observation{At: now, Replica: fmt.Sprintf("r%d-%d", rev, i),
+					Signal: inference.QueueSignal{Running: f.load / float64(total), Known: true}})
+			}
+		}
+		if rev == req.Measured {
+			o.Status.MetricsKnown = true
+			o.Status.Requests = 200
+			o.Status.Errors = int64(200 * f.errorRate[rev])
+			o.Status.P99LatencyMs = 50
+		}
+		out.Revisions = append(out.Revisions, o)
+	}
+	return out, nil
+}
+
+func (f *fakeServing) apply(_ context.Context, req activities.ApplyEndpointLayoutRequest) (activities.ApplyEndpointLayoutResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, r := range req.Revisions {
+		if r.Spec.Image == "" {
+			return activities.ApplyEndpointLayoutResult{}, errors.New("layout without a spec")
+		}
+		f.replicas[r.Revision] = r.Replicas
+	}
+	f.traffic = req.Traffic
+	f.applies++
+	return activities.ApplyEndpointLayoutResult{TrafficMode: "fake"}, nil
+}
+
+func (f *fakeServing) deleteRevisions(_ context.Context, req activities.DeleteEndpointRevisionsRequest) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, r := range req.Revisions {
+		delete(f.replicas, r)
+		f.deleted = append(f.deleted, r)
+	}
+	return nil
+}
+
+func (f *fakeServing) deleteEndpoint(context.Context, activities.EndpointRef) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.replicas, f.gone = map[int]int{}, true
+	return nil
+}
+
+func (f *fakeServing) set(fn func(f *fakeServing)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f)
+}
+
+func endpointSpec(image string) inference.EndpointSpec {
+	minR := 1
+	return inference.EndpointSpec{
+		Backend: inference.BackendVLLM, Model: inference.Model{Name: "tiny"}, Image: image,
+		Replicas: inference.ReplicaRange{Min: &minR, Max: 5},
+		Autoscaling: inference.Autoscaling{TargetQueuePerReplica: 10, StableWindow: inference.Duration(20 * time.Second),
+			ScaleDownDelay: inference.Duration(20 * time.Second)},
+		Rollout: inference.RolloutSettings{Gates: inference.GateSettings{MinSamples: 10, AnalysisInterval: inference.Duration(10 * time.Second)}},
+	}
+}
+
+// endpointHarness runs an endpoint workflow in the test environment and
+// lets a test script it in workflow time.
+type endpointHarness struct {
+	t       *testing.T
+	env     *testsuite.TestWorkflowEnvironment
+	rt      *fakeServing
+	updates int // update IDs must be unique: Temporal deduplicates them
+}
+
+func newEndpointHarness(t *testing.T) *endpointHarness {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(workflows.EndpointWorkflow, workflow.RegisterOptions{Name: workflows.EndpointWorkflowName})
+	return &endpointHarness{t: t, env: env, rt: newFakeServing(env)}
+}
+
+func (h *endpointHarness) status() workflows.EndpointStatus {
+	h.t.Helper()
+	v, err := h.env.QueryWorkflow(workflows.QueryEndpointStatus)
+	require.NoError(h.t, err)
+	var st workflows.EndpointStatus
+	require.NoError(h.t, v.Get(&st))
+	return st
+}
+
+// at runs fn at workflow time d after the start.
+func (h *endpointHarness) at(d time.Duration, fn func()) { h.env.RegisterDelayedCallback(fn, d) }
+
+// update sends an update and records its outcome.
+func (h *endpointHarness) update(name string, out *updateOutcome, args ...any) {
+	h.updates++
+	h.env.UpdateWorkflow(name, fmt.Sprintf("%s-%d", name, h.updates), &testsuite.TestUpdateCallback{
+		OnReject:   func(err error) { out.rejected = err },
+		OnAccept:   func() {},
+		OnComplete: func(v any, err error) { out.result, out.err = v, err },
+	}, args...)
+}
+
+type updateOutcome struct {
+	rejected, err error
+	result        any
+}
+
+func (h *endpointHarness) run(d time.Duration) {
+	h.at(d, func() {
+		var out updateOutcome
+		h.update(workflows.UpdateEndpointDelete, &out)
+	})
+	h.env.ExecuteWorkflow(workflows.EndpointWorkflow, workflows.EndpointInput{
+		Project: "vision", Name: "chat", Spec: endpointSpec("img:1"), TaskQueue: "q",
+	})
+	require.True(h.t, h.env.IsWorkflowCompleted())
+	require.NoError(h.t, h.env.GetWorkflowError())
+}
+
+func eventKinds(st workflows.EndpointStatus) string {
+	var k []string
+	for _, e := range st.Events {
+		k = append(k, e.Kind)
+	}
+	return strings.Join(k, " ")
+}
+
+// A new endpoint rolls out revision 1, then the autoscaler follows load
+// up (quickly) and down (after the delay), and deletion removes it.
+func TestEndpointRollsOutAndScales(t *testing.T) {
+	h := newEndpointHarness(t)
+	var mid, up, down workflows.EndpointStatus
+	h.at(30*time.Second, func() { mid = h.status() })
+	h.at(31*time.Second, func() { h.rt.set(func(f *fakeServing) { f.load = 45 }) })
+	h.at(50*time.Second, func() { up = h.status() })
+	h.at(51*time.Second, func() { h.rt.set(func(f *fakeServing) { f.load = 0 }) })
+	h.at(3*time.Minute, func() { down = h.status() })
+	h.run(4 * time.Minute)
+
+	require.Equal(t, 1, mid.Stable, "revision 1 promoted: %s", eventKinds(mid))
+	require.Nil(t, mid.Rollout)
+	require.Equal(t, []inference.RevisionReplicas{{Revision: 1, Replicas: 1}}, mid.Replicas)
+	require.Equal(t, []inference.RevisionWeight{{Revision: 1, Weight: 100}}, mid.Traffic)
+	require.Equal(t, 5, up.Replicas[0].Replicas, "45 in flight at a target of 10 per replica: 5 replicas (the max): %+v", up.LastScale)
+	require.Equal(t, 1, down.Replicas[0].Replicas, "idle: back to the minimum after the delay: %+v", down.LastScale)
+	require.True(t, h.rt.gone, "deletion removed the endpoint")
+	require.Contains(t, eventKinds(down), "RevisionCreated RolloutStarted")
+	require.Contains(t, eventKinds(down), "RolloutPromote")
+}
+
+// An update that changes the image rolls revision 2 out and deletes
+// revision 1; one that changes only the autoscaling applies in place; an
+// invalid one is refused with every problem; a second template change
+// during a rollout is refused.
+func TestEndpointUpdatesRollOut(t *testing.T) {
+	h := newEndpointHarness(t)
+	var bad, img, during, settings updateOutcome
+	var rolling, after workflows.EndpointStatus
+	h.at(20*time.Second, func() {
+		s := endpointSpec("")
+		s.Replicas.Max = -1
+		h.update(workflows.UpdateEndpointSpec, &bad, s)
+	})
+	h.at(21*time.Second, func() { h.update(workflows.UpdateEndpointSpec, &img, endpointSpec("img:2")) })
+	h.at(22*time.Second, func() {
+		rolling = h.status()
+		h.update(workflows.UpdateEndpointSpec, &during, endpointSpec("img:3"))
+	})
+	h.at(2*time.Minute, func() {
+		after = h.status()
+		s := endpointSpec("img:2")
+		s.Autoscaling.TargetQueuePerReplica = 5
+		h.update(workflows.UpdateEndpointSpec, &settings, s)
+	})
+	var final workflows.EndpointStatus
+	h.at(150*time.Second, func() { final = h.status() })
+	h.run(3 * time.Minute)
+
+	require.Error(t, bad.rejected)
+	require.ErrorContains(t, bad.rejected, "image")
+	require.ErrorContains(t, bad.rejected, "replicas")
+	require.NoError(t, img.rejected)
+	require.Equal(t, 2, rolling.Current)
+	require.NotNil(t, rolling.Rollout, "revision 2 rolls out")
+	require.ErrorContains(t, during.rejected, "still rolling out")
+
+	require.Equal(t, 2, after.Stable, "revision 2 promoted: %s", eventKinds(after))
+	require.Contains(t, h.rt.deleted, 1, "revision 1's replicas are deleted")
+
+	require.NoError(t, settings.rejected)
+	require.Equal(t, 3, final.Current, "a settings change is a revision")
+	require.Equal(t, 2, final.Stable, "…that keeps revision 2's replicas")
+	require.Nil(t, final.Rollout)
+	require.Equal(t, 5.0, final.Scaler.Config.Target)
+}
+
+// A canary whose error rate fails the gate is rolled back automatically:
+// revision 1 keeps serving and the canary's replicas are deleted.
+func TestEndpointCanaryRollsBackOnErrors(t *testing.T) {
+	h := newEndpointHarness(t)
+	var upd updateOutcome
+	var after workflows.EndpointStatus
+	h.at(20*time.Second, func() {
+		h.rt.set(func(f *fakeServing) { f.errorRate[2] = 0.3 })
+		s := endpointSpec("img:broken")
+		s.Rollout.Strategy = inference.StrategyCanary
+		s.Rollout.Canary.Steps = []inference.CanaryStep{{Weight: 20, Pause: inference.Duration(30 * time.Second)}, {Weight: 60, Pause: inference.Duration(30 * time.Second)}}
+		s.Rollout.Gates.MaxErrorRate = 0.05
+		h.update(workflows.UpdateEndpointSpec, &upd, s)
+	})
+	h.at(2*time.Minute, func() { after = h.status() })
+	h.run(3 * time.Minute)
+
+	require.NoError(t, upd.rejected)
+	require.Equal(t, 1, after.Stable, "revision 1 still serves: %s", eventKinds(after))
+	require.Nil(t, after.Rollout)
+	require.Contains(t, eventKinds(after), "RolloutRollBack")
+	require.Contains(t, h.rt.deleted, 2, "the canary's replicas are deleted")
+	require.Equal(t, []inference.RevisionWeight{{Revision: 1, Weight: 100}}, after.Traffic)
+}
