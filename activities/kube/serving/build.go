@@ -119,9 +119,9 @@ func buildDeployment(ns, project, endpoint string, revision int, s inference.End
 		return nil, err
 	}
 	labels := RevisionLabels(project, endpoint, revision)
-	env := make([]corev1.EnvVar, len(s.Env))
-	for i, e := range s.Env {
-		env[i] = corev1.EnvVar{Name: e.Name, Value: e.Value}
+	var env []corev1.EnvVar
+	for _, e := range s.Env {
+		env = append(env, corev1.EnvVar{Name: e.Name, Value: e.Value})
 	}
 	probe := func(period, timeout time.Duration, failures int32) *corev1.Probe {
 		// Every field the API server would default is spelled out, so
