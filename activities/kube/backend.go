@@ -2,7 +2,6 @@ package kube
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -10,8 +9,6 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
@@ -233,24 +230,12 @@ func (b *Backend) ensureNamespace(ctx context.Context, ns, project string) error
 	if _, ok := b.namespaces.Load(ns); ok {
 		return nil
 	}
-	nsc := b.clients.Kube.CoreV1().Namespaces()
-	_, err := nsc.Get(ctx, ns, metav1.GetOptions{})
-	switch {
-	case err == nil, apierrors.IsForbidden(err):
-	case apierrors.IsNotFound(err):
-		_, err = nsc.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-			Name: ns,
-			Labels: map[string]string{
-				framework.LabelManagedBy: framework.ManagedByValue,
-				framework.LabelProject:   framework.LabelValue(project),
-			},
-		}}, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return framework.WrapAPI(err, "create namespace %s", ns)
-		}
+	created, err := framework.EnsureNamespace(ctx, b.clients.Kube, ns, project)
+	if err != nil {
+		return err
+	}
+	if created {
 		b.logger.Info("created namespace", zap.String("namespace", ns))
-	default:
-		return fmt.Errorf("get namespace %s: %w", ns, err)
 	}
 	b.namespaces.Store(ns, struct{}{})
 	return nil

@@ -23,7 +23,8 @@
 // for a new spec kind, a case in activities.KubeKindFor). Long-lived kinds,
 // which are changed rather than run (an inference endpoint's Deployments,
 // Service, HTTPRoute), embed framework.Typed too and are written with
-// framework.Apply (create, or merge-and-update with conflict retries).
+// framework.Apply (create, or merge-and-update with conflict retries):
+// package serving holds them.
 //
 // The step loop's timers (attempt timeout, image-pull grace, heartbeats,
 // output polling) and its timestamps run on the clock given by WithClock

@@ -50,6 +50,9 @@
 //     manager serves admission webhooks that the API server must call over
 //     TLS through a Service, and this control plane has no kube-proxy or
 //     pod network to route that.
+//   - Gateway API: only its HTTPRoute CRD (InstallGatewayAPICRDs, at the
+//     go.mod's sigs.k8s.io/gateway-api version) and no Gateway controller:
+//     routes are stored and validated, and nothing routes by them.
 //   - The kubelet: kwok, by design. Container images are never pulled (no
 //     ErrImagePull), probes never run, resource usage is not metered (HPA
 //     has no metrics server to read).

@@ -21,8 +21,11 @@ type Merge func(current, desired Object) (changed bool)
 // conflicts. It is idempotent, so activities may call it on every retry.
 //
 // An object of that name that Atelier does not manage (no
-// atelier.dev/managed-by=atelier label) is never modified: that is a
-// non-retryable InvalidStep, like an unadoptable step object.
+// atelier.dev/managed-by=atelier label) is never modified, nor is one that
+// Atelier manages for something else (its identity labels differ from
+// desired's: another endpoint or revision whose name happens to be the
+// same): both are a non-retryable InvalidStep, like an unadoptable step
+// object.
 //
 // changed reports whether Apply wrote anything.
 func Apply(ctx context.Context, r Updater, desired Object, merge Merge) (obj Object, changed bool, err error) {
@@ -49,6 +52,10 @@ func Apply(ctx context.Context, r Updater, desired Object, merge Merge) (obj Obj
 		if cur.GetLabels()[LabelManagedBy] != ManagedByValue {
 			return Invalid("%s %s/%s exists and is not managed by Atelier (no %s=%s label): refusing to modify it",
 				r.Kind(), ns, name, LabelManagedBy, ManagedByValue)
+		}
+		if !SameIdentity(cur.GetLabels(), desired.GetLabels()) {
+			return Invalid("%s %s/%s exists and belongs to something else (it has %s; wanted %s): refusing to modify it",
+				r.Kind(), ns, name, DescribeIdentity(cur.GetLabels()), DescribeIdentity(desired.GetLabels()))
 		}
 		if !merge(cur, desired) {
 			obj, changed = cur, false

@@ -98,3 +98,21 @@ func TestTypedNewObjectAndWrongType(t *testing.T) {
 		t.Error("Create(StatefulSet) on a Deployment resource succeeded")
 	}
 }
+
+func TestApplyRefusesAnotherIdentitysObject(t *testing.T) {
+	ctx := context.Background()
+	theirs := deployment(1)
+	theirs.Labels[framework.LabelEndpoint] = "mistral"
+	kube := fake.NewClientset(theirs)
+	mine := deployment(2)
+	mine.Labels[framework.LabelEndpoint] = "llama"
+	_, _, err := framework.Apply(ctx, deployments(kube), mine, mergeReplicas)
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) || app.Type() != activities.ErrTypeInvalidStep || !app.NonRetryable() {
+		t.Fatalf("err = %v, want a non-retryable InvalidStep", err)
+	}
+	got, _ := kube.AppsV1().Deployments("atelier-serving").Get(ctx, "llama-r1", metav1.GetOptions{})
+	if *got.Spec.Replicas != 1 {
+		t.Errorf("another endpoint's Deployment modified: replicas %d", *got.Spec.Replicas)
+	}
+}

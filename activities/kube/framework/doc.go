@@ -12,6 +12,9 @@
 //     step, item and attempt; identity labels on every object.
 //   - CreateOrAdopt: idempotent creation; an existing object is adopted only
 //     when its identity labels say it is the same attempt.
+//   - Apply: the long-lived kinds' create-or-merge-and-update; an object
+//     Atelier does not manage, or manages for another identity, is never
+//     modified.
 //   - Informers: shared, label-filtered informers per kind, with per-object
 //     subscriptions, so waiting for many steps costs one watch per kind.
 //   - APIError: API server rejections become non-retryable InvalidStep

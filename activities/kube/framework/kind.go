@@ -160,6 +160,7 @@ type Progress struct {
 type Trouble struct {
 	Reason  string // ErrImagePull, ImagePullBackOff, CreateContainerConfigError, ...
 	Message string
+	Pod     string // the pod's name
 }
 
 // OutputPods locates the pod whose termination message holds a step's

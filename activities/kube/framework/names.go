@@ -23,6 +23,8 @@ const (
 	LabelItem       = "atelier.dev/item"
 	LabelAttempt    = "atelier.dev/attempt"
 	LabelRayCluster = "atelier.dev/ray-cluster" // a run's shared RayCluster: its name in the spec
+	LabelEndpoint   = "atelier.dev/endpoint"    // an inference endpoint's objects and pods
+	LabelRevision   = "atelier.dev/revision"    // one revision of an endpoint
 
 	// AnnotationRunID holds the run ID verbatim when it is not a valid
 	// label value (run IDs may be 255 characters and contain ':').
@@ -35,7 +37,7 @@ const ManagedSelector = LabelManagedBy + "=" + ManagedByValue
 // identityKeys are the labels that must match for an existing object to be
 // adopted: all of them, absent ones included (an item's object is not the
 // step's).
-var identityKeys = []string{LabelManagedBy, LabelProject, LabelRun, LabelStep, LabelItem, LabelAttempt, LabelRayCluster}
+var identityKeys = []string{LabelManagedBy, LabelProject, LabelRun, LabelStep, LabelItem, LabelAttempt, LabelRayCluster, LabelEndpoint, LabelRevision}
 
 // Identity names what an object belongs to.
 type Identity struct {
@@ -151,8 +153,16 @@ func ObjectName(run, step string, item *int, attempt, maxLen int) string {
 
 // ClusterName returns the deterministic name of a run's shared RayCluster.
 func ClusterName(run, cluster string, maxLen int) string {
-	tail := "-" + hash10(run+"\x00"+cluster)
-	return dns1035Prefix(cluster, maxLen-len(tail)) + tail
+	return HashedName(cluster, "", run+"\x00"+cluster, maxLen)
+}
+
+// HashedName returns a deterministic DNS-1035 label of at most maxLen
+// characters: base (made a label, truncated to fit) for humans, then
+// suffix, then "-" and 10 hex digits of sha256(key), which keep distinct
+// keys distinct however base was truncated.
+func HashedName(base, suffix, key string, maxLen int) string {
+	tail := suffix + "-" + hash10(key)
+	return dns1035Prefix(base, maxLen-len(tail)) + tail
 }
 
 // dns1035Prefix makes s the start of a DNS-1035 label of at most n

@@ -31,7 +31,7 @@ func PodTrouble(pods []*corev1.Pod) *Trouble {
 				if w.Message != "" {
 					msg += ": " + w.Message
 				}
-				return &Trouble{Reason: w.Reason, Message: msg}
+				return &Trouble{Reason: w.Reason, Message: msg, Pod: p.Name}
 			}
 		}
 	}
@@ -49,7 +49,7 @@ func PodWaiting(pods []*corev1.Pod) *Trouble {
 		}
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-				return &Trouble{Reason: c.Reason, Message: fmt.Sprintf("pod %s: %s", p.Name, c.Message)}
+				return &Trouble{Reason: c.Reason, Message: fmt.Sprintf("pod %s: %s", p.Name, c.Message), Pod: p.Name}
 			}
 		}
 	}
