@@ -35,9 +35,11 @@ type EndpointRef struct {
 // Measured (0: none measured).
 type ObserveEndpointRequest struct {
 	EndpointRef
-	Revisions   []int     `json:"revisions"`
-	Measured    int       `json:"measured,omitempty"`
-	MeasureFrom time.Time `json:"measureFrom,omitzero"`
+	// Backend says which metrics carry the queue (inference.Info).
+	Backend     inference.Backend `json:"backend"`
+	Revisions   []int             `json:"revisions"`
+	Measured    int               `json:"measured,omitempty"`
+	MeasureFrom time.Time         `json:"measureFrom,omitzero"`
 	// Probes synthetic requests are sent to revision Measured first, when
 	// the gates lack samples (inference.Step.Probes).
 	Probes int `json:"probes,omitempty"`

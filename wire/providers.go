@@ -13,6 +13,7 @@ import (
 
 	"github.com/atelier-ml/atelier/activities/admission"
 	"github.com/atelier-ml/atelier/activities/kube"
+	"github.com/atelier-ml/atelier/activities/kube/serving"
 	"github.com/atelier-ml/atelier/activities/local"
 	"github.com/atelier-ml/atelier/activities/placement"
 	"github.com/atelier-ml/atelier/api"
@@ -116,6 +117,13 @@ func provideSelector(s *store.Store, l *zap.Logger) *placement.Selector {
 // worker; the admission workflows they start run on its task queue.
 func provideAdmission(s *store.Store, c client.Client, cfg config.Config) *admission.Activities {
 	return admission.New(s, c, cfg.TaskQueue, admission.WithMinRuntime(cfg.GPUMinRuntime))
+}
+
+// provideServing builds the inference serving activities of a cluster
+// worker, in the same namespaces as its steps.
+func provideServing(clients kube.Clients, cfg config.Config, l *zap.Logger) *serving.Serving {
+	return serving.New(serving.Clients{Kube: clients.Kube, Gateway: clients.Gateway},
+		serving.WithNamespaceTemplate(cfg.KubeNamespaceTemplate), serving.WithLogger(l.Named("serving")))
 }
 
 // provideKubeBackend builds the Kubernetes backends of a cluster worker;

@@ -43,7 +43,7 @@ func InitWorker(ctx context.Context, cfg config.Config) (*app.Worker, func(), er
 // (cfg.Cluster): its clients, the Kubernetes backends and the registration
 // and capacity reports.
 func InitClusterWorker(ctx context.Context, cfg config.Config) (*app.ClusterWorker, func(), error) {
-	wire.Build(common, app.NewKubeRESTConfig, app.NewKubeClients, provideKubeBackend, app.NewClusterWorker,
+	wire.Build(common, app.NewKubeRESTConfig, app.NewKubeClients, provideKubeBackend, provideServing, app.NewClusterWorker,
 		wire.Bind(new(app.ClusterRegistry), new(*store.Store)),
 	)
 	return nil, nil, nil

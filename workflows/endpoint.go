@@ -341,7 +341,7 @@ func (e *endpoint) tick(ctx, actx workflow.Context) error {
 	if len(revs) == 0 {
 		return nil // a first revision was rolled back: nothing serves until an update
 	}
-	req := activities.ObserveEndpointRequest{EndpointRef: e.ref(), Revisions: revs}
+	req := activities.ObserveEndpointRequest{EndpointRef: e.ref(), Backend: e.latest().Spec.Backend, Revisions: revs}
 	if e.st.Rollout != nil && e.st.LastStep != nil && !e.st.LastStep.MeasureFrom.IsZero() {
 		req.Measured, req.MeasureFrom, req.Probes = e.st.Rollout.Candidate, e.st.LastStep.MeasureFrom, e.st.LastStep.Probes
 	}

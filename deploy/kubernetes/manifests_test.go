@@ -159,6 +159,7 @@ func TestRBACIsExactlyWhatTheWorkerUses(t *testing.T) {
 		}
 	}
 	crud := []string{"create", "delete", "get", "list", "watch"}
+	longLived := []string{"create", "delete", "get", "list", "update"}
 	want := map[string][]string{
 		"/namespaces":                            {"create", "get"},
 		"/nodes":                                 {"list", "watch"},
@@ -168,6 +169,9 @@ func TestRBACIsExactlyWhatTheWorkerUses(t *testing.T) {
 		"ray.io/rayclusters":                     crud,
 		"sparkoperator.k8s.io/sparkapplications": crud,
 		"kueue.x-k8s.io/workloads":               {"get", "list"},
+		"apps/deployments":                       longLived,
+		"/services":                              longLived,
+		"gateway.networking.k8s.io/httproutes":   longLived,
 	}
 	if len(got) != len(want) {
 		t.Errorf("rules cover %d resources, want %d: %v", len(got), len(want), got)

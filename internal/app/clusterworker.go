@@ -13,6 +13,7 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/kube"
+	"github.com/atelier-ml/atelier/activities/kube/serving"
 	"github.com/atelier-ml/atelier/activities/placement"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/config"
@@ -62,7 +63,7 @@ type ClusterWorker struct {
 // NewClusterWorker builds the worker of cluster cfg.Cluster on
 // activities.TaskQueueForCluster(cfg.Cluster), registering only the
 // backend's activities.
-func NewClusterWorker(c client.Client, cfg config.Config, clients kube.Clients, backend *kube.Backend, reg ClusterRegistry, l *zap.Logger) *ClusterWorker {
+func NewClusterWorker(c client.Client, cfg config.Config, clients kube.Clients, backend *kube.Backend, srv *serving.Serving, reg ClusterRegistry, l *zap.Logger) *ClusterWorker {
 	q := activities.TaskQueueForCluster(cfg.Cluster)
 	w := worker.New(c, q, worker.Options{
 		MaxConcurrentActivityExecutionSize: cfg.WorkerConcurrency,
@@ -77,6 +78,10 @@ func NewClusterWorker(c client.Client, cfg config.Config, clients kube.Clients, 
 		DisableWorkflowWorker: true,
 	})
 	backend.Register(w)
+	// Inference endpoints' activities (their entity workflows run on the
+	// local task queue and send them here).
+	srv.Register(w)
+	srv.RegisterEndpoint(w)
 	// The run's cleanup goes to the control queue (its own slots, so a
 	// cluster full of running steps still cleans up ended runs).
 	control := worker.New(c, activities.ControlTaskQueue(q), worker.Options{

@@ -8,6 +8,7 @@ import (
 	sparkclient "github.com/kubeflow/spark-operator/v2/pkg/client/clientset/versioned"
 	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
 	"k8s.io/client-go/dynamic"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -65,5 +66,9 @@ func NewKubeClients(rc *rest.Config) (kube.Clients, error) {
 	if err != nil {
 		return kube.Clients{}, fmt.Errorf("dynamic client: %w", err)
 	}
-	return kube.Clients{Kube: k, Ray: r, Spark: s, Dynamic: d}, nil
+	g, err := gatewayclient.NewForConfig(rc)
+	if err != nil {
+		return kube.Clients{}, fmt.Errorf("gateway API client: %w", err)
+	}
+	return kube.Clients{Kube: k, Ray: r, Spark: s, Dynamic: d, Gateway: g}, nil
 }

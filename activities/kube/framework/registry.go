@@ -4,6 +4,7 @@ import (
 	sparkclientset "github.com/kubeflow/spark-operator/v2/pkg/client/clientset/versioned"
 	rayclientset "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
 	"k8s.io/client-go/dynamic"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/atelier-ml/atelier/activities"
@@ -19,6 +20,9 @@ type Clients struct {
 	// Dynamic reads kinds Atelier has no typed client for (Kueue's
 	// Workloads); nil where none is needed.
 	Dynamic dynamic.Interface
+	// Gateway writes inference endpoints' HTTPRoutes (Gateway API); nil
+	// where the worker has no client for it.
+	Gateway gatewayclient.Interface
 }
 
 // Integration registers one step kind with the backend. Each integration
