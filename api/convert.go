@@ -1,8 +1,12 @@
 package api
 
 import (
+	"encoding/json"
+
+	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/gpu"
+	"github.com/atelier-ml/atelier/inference"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/workflows"
 )
@@ -225,4 +229,64 @@ func optMap[K comparable, V any](m map[K]V) *map[K]V {
 		return nil
 	}
 	return &m
+}
+
+// endpointView is the REST form of an endpoint's workflow status.
+func endpointView(st workflows.EndpointStatus, ui string) gen.Endpoint {
+	v := gen.Endpoint{
+		Project: st.Project, Name: st.Name, Current: st.Current, Stable: st.Stable, Deleting: st.Deleting,
+		Spec: json.RawMessage(`{}`),
+		Replicas: views(st.Replicas, func(r inference.RevisionReplicas) gen.RevisionReplicas {
+			return gen.RevisionReplicas{Revision: r.Revision, Replicas: r.Replicas}
+		}),
+		Traffic: views(st.Traffic, func(w inference.RevisionWeight) gen.RevisionWeight {
+			return gen.RevisionWeight{Revision: w.Revision, Weight: w.Weight}
+		}),
+		Revisions: views(st.Revisions, func(r inference.Revision) gen.EndpointRevision {
+			return gen.EndpointRevision{Number: r.Number, Digest: r.Digest, CreatedAt: r.Created, RollbackOf: opt(r.RollbackOf)}
+		}),
+		Observed: views(st.Observed, func(o activities.RevisionObservation) gen.EndpointObserved {
+			return gen.EndpointObserved{Revision: o.Revision, Replicas: o.Replicas, Ready: o.Status.Ready,
+				CrashLooping: opt(o.Status.CrashLooping), Waiting: opt(o.Waiting)}
+		}),
+		Events: views(st.Events, func(e workflows.EndpointEvent) gen.EndpointEvent {
+			return gen.EndpointEvent{At: e.At, Kind: e.Kind, Revision: opt(e.Revision), Message: e.Message}
+		}),
+		TrafficMode: opt(st.TrafficMode), TemporalUI: opt(ui),
+	}
+	for _, r := range st.Revisions {
+		if r.Number == st.Current {
+			if b, err := json.Marshal(r.Spec); err == nil {
+				v.Spec = b
+			}
+		}
+	}
+	if ro := st.Rollout; ro != nil {
+		v.Rollout = &gen.EndpointRollout{Revision: ro.Candidate, Strategy: string(ro.Settings.Strategy), Stage: string(ro.State.Stage), Action: "Progress"}
+		if ls := st.LastStep; ls != nil {
+			v.Rollout.Action, v.Rollout.Reason, v.Rollout.FailedGate = string(ls.Action), opt(ls.Reason), opt(string(ls.FailedGate))
+		}
+	}
+	if d := st.LastScale; d != nil {
+		v.Scale = &gen.EndpointScale{Desired: d.Desired, Reason: string(d.Reason), Message: d.Message(), MetricsUnknown: opt(d.MetricsUnknown)}
+	}
+	// Lists are never null.
+	for _, l := range []*[]gen.RevisionReplicas{&v.Replicas} {
+		if *l == nil {
+			*l = []gen.RevisionReplicas{}
+		}
+	}
+	if v.Traffic == nil {
+		v.Traffic = []gen.RevisionWeight{}
+	}
+	if v.Revisions == nil {
+		v.Revisions = []gen.EndpointRevision{}
+	}
+	if v.Observed == nil {
+		v.Observed = []gen.EndpointObserved{}
+	}
+	if v.Events == nil {
+		v.Events = []gen.EndpointEvent{}
+	}
+	return v
 }

@@ -48,6 +48,8 @@ type server struct {
 	now   func() time.Time
 	newID func() string
 	conv  Converger
+	// endpoints serves inference endpoints (nil: their routes answer 503).
+	endpoints Endpoints
 
 	bodyLimit    int64
 	publicURL    string

@@ -22,6 +22,7 @@ import (
 	"github.com/atelier-ml/atelier/internal/reconcile"
 	"github.com/atelier-ml/atelier/internal/store"
 	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/workflows/endpointclient"
 	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
@@ -44,8 +45,9 @@ func provideEngine(c client.Client, cfg config.Config) *runclient.Client {
 	return runclient.New(c, runclient.Config{Namespace: cfg.Namespace, UIBase: cfg.TemporalUIURL})
 }
 
-func provideAPI(cat api.Catalog, eng api.Engine, rec *reconcile.Reconciler, cfg config.Config, l *zap.Logger) (http.Handler, error) {
-	return api.New(cat, eng, api.WithLogger(l.Named("api")), api.WithTaskQueue(cfg.TaskQueue), api.WithConverger(rec), api.WithStreamLimit(cfg.StreamLimit))
+func provideAPI(cat api.Catalog, eng api.Engine, c client.Client, rec *reconcile.Reconciler, cfg config.Config, l *zap.Logger) (http.Handler, error) {
+	return api.New(cat, eng, api.WithLogger(l.Named("api")), api.WithTaskQueue(cfg.TaskQueue), api.WithConverger(rec), api.WithStreamLimit(cfg.StreamLimit),
+		api.WithEndpoints(endpointclient.New(c, cfg.Namespace, cfg.TemporalUIURL)))
 }
 
 // provideReconciler keeps the catalogue converged with Temporal (runs ended

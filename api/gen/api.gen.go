@@ -224,6 +224,121 @@ type CreatedToken struct {
 	Token  Token  `json:"token"`
 }
 
+// Endpoint defines model for Endpoint.
+type Endpoint struct {
+	Project string `json:"project"`
+	Name    string `json:"name"`
+
+	// Current The latest revision.
+	Current int `json:"current"`
+
+	// Stable The revision whose replicas serve (0: none yet).
+	Stable int `json:"stable"`
+
+	// Spec What an endpoint serves and how (inference.EndpointSpec: backend
+	// `triton` or `vllm`, model, image, args, env, resources, replicas,
+	// autoscaling, rollout). Decoded strictly and validated as a whole;
+	// the fields and their defaults are in docs/api.md.
+	Spec      EndpointSpec       `json:"spec"`
+	Revisions []EndpointRevision `json:"revisions"`
+	Replicas  []RevisionReplicas `json:"replicas"`
+	Traffic   []RevisionWeight   `json:"traffic"`
+
+	// TrafficMode gateway-api, replica-ratio or proxy.
+	TrafficMode *string            `json:"trafficMode,omitempty"`
+	Rollout     *EndpointRollout   `json:"rollout,omitempty"`
+	Scale       *EndpointScale     `json:"scale,omitempty"`
+	Observed    []EndpointObserved `json:"observed"`
+	Events      []EndpointEvent    `json:"events"`
+	Deleting    bool               `json:"deleting"`
+	TemporalUI  *string            `json:"temporalUI,omitempty"`
+}
+
+// EndpointCreate defines model for EndpointCreate.
+type EndpointCreate struct {
+	// Name A DNS label; it names the endpoint's Kubernetes objects.
+	Name    EndpointName `json:"name"`
+	Cluster ClusterName  `json:"cluster"`
+
+	// Spec What an endpoint serves and how (inference.EndpointSpec: backend
+	// `triton` or `vllm`, model, image, args, env, resources, replicas,
+	// autoscaling, rollout). Decoded strictly and validated as a whole;
+	// the fields and their defaults are in docs/api.md.
+	Spec EndpointSpec `json:"spec"`
+}
+
+// EndpointEvent defines model for EndpointEvent.
+type EndpointEvent struct {
+	At       time.Time `json:"at"`
+	Kind     string    `json:"kind"`
+	Revision *int      `json:"revision,omitempty"`
+	Message  string    `json:"message"`
+}
+
+// EndpointList defines model for EndpointList.
+type EndpointList struct {
+	Items []EndpointSummary `json:"items"`
+}
+
+// EndpointName A DNS label; it names the endpoint's Kubernetes objects.
+type EndpointName = string
+
+// EndpointObserved defines model for EndpointObserved.
+type EndpointObserved struct {
+	Revision     int  `json:"revision"`
+	Replicas     int  `json:"replicas"`
+	Ready        int  `json:"ready"`
+	CrashLooping *int `json:"crashLooping,omitempty"`
+
+	// Waiting Why replicas do not start (the scheduler's reason
+	Waiting *string `json:"waiting,omitempty"`
+}
+
+// EndpointRevision defines model for EndpointRevision.
+type EndpointRevision struct {
+	Number     int       `json:"number"`
+	Digest     string    `json:"digest"`
+	CreatedAt  time.Time `json:"createdAt"`
+	RollbackOf *int      `json:"rollbackOf,omitempty"`
+}
+
+// EndpointRollback defines model for EndpointRollback.
+type EndpointRollback struct {
+	Revision int `json:"revision"`
+}
+
+// EndpointRollout defines model for EndpointRollout.
+type EndpointRollout struct {
+	// Revision The candidate.
+	Revision   int     `json:"revision"`
+	Strategy   string  `json:"strategy"`
+	Stage      string  `json:"stage"`
+	Action     string  `json:"action"`
+	Reason     *string `json:"reason,omitempty"`
+	FailedGate *string `json:"failedGate,omitempty"`
+}
+
+// EndpointScale defines model for EndpointScale.
+type EndpointScale struct {
+	Desired        int    `json:"desired"`
+	Reason         string `json:"reason"`
+	Message        string `json:"message"`
+	MetricsUnknown *bool  `json:"metricsUnknown,omitempty"`
+}
+
+// EndpointSpec What an endpoint serves and how (inference.EndpointSpec: backend
+// `triton` or `vllm`, model, image, args, env, resources, replicas,
+// autoscaling, rollout). Decoded strictly and validated as a whole;
+// the fields and their defaults are in docs/api.md.
+type EndpointSpec = json.RawMessage
+
+// EndpointSummary defines model for EndpointSummary.
+type EndpointSummary struct {
+	Name      string     `json:"name"`
+	Project   string     `json:"project"`
+	CreatedAt *time.Time `json:"createdAt,omitempty"`
+}
+
 // FieldError defines model for FieldError.
 type FieldError struct {
 	Message string `json:"message"`
@@ -480,6 +595,18 @@ type ResourceAmount struct {
 	Free int64 `json:"free"`
 }
 
+// RevisionReplicas defines model for RevisionReplicas.
+type RevisionReplicas struct {
+	Revision int `json:"revision"`
+	Replicas int `json:"replicas"`
+}
+
+// RevisionWeight defines model for RevisionWeight.
+type RevisionWeight struct {
+	Revision int `json:"revision"`
+	Weight   int `json:"weight"`
+}
+
 // Role defines model for Role.
 type Role string
 
@@ -618,6 +745,9 @@ type UUID = string
 // ClusterPath defines model for ClusterPath.
 type ClusterPath = ClusterName
 
+// EndpointPath A DNS label; it names the endpoint's Kubernetes objects.
+type EndpointPath = EndpointName
+
 // PipelinePath defines model for PipelinePath.
 type PipelinePath = PipelineName
 
@@ -701,6 +831,15 @@ type RegisterClusterJSONRequestBody = RegisterClusterRequest
 // CreateProjectJSONRequestBody defines body for CreateProject for application/json ContentType.
 type CreateProjectJSONRequestBody = CreateProjectRequest
 
+// CreateEndpointJSONRequestBody defines body for CreateEndpoint for application/json ContentType.
+type CreateEndpointJSONRequestBody = EndpointCreate
+
+// UpdateEndpointJSONRequestBody defines body for UpdateEndpoint for application/json ContentType.
+type UpdateEndpointJSONRequestBody = EndpointSpec
+
+// RollbackEndpointJSONRequestBody defines body for RollbackEndpoint for application/json ContentType.
+type RollbackEndpointJSONRequestBody = EndpointRollback
+
 // PutGPUPolicyJSONRequestBody defines body for PutGPUPolicy for application/json ContentType.
 type PutGPUPolicyJSONRequestBody = GPUPolicyInput
 
@@ -757,6 +896,30 @@ type ServerInterface interface {
 
 	// (GET /v1/projects/{project})
 	GetProject(ctx echo.Context, project ProjectPath) error
+	// The project's inference endpoints (from Temporal visibility).
+	// (GET /v1/projects/{project}/endpoints)
+	ListEndpoints(ctx echo.Context, project ProjectPath) error
+	// Create an inference endpoint on a cluster; revision 1 rolls out.
+	// (POST /v1/projects/{project}/endpoints)
+	CreateEndpoint(ctx echo.Context, project ProjectPath) error
+	// Delete the endpoint and everything it runs.
+	// (DELETE /v1/projects/{project}/endpoints/{endpoint})
+	DeleteEndpoint(ctx echo.Context, project ProjectPath, endpoint EndpointPath) error
+	// An endpoint's revisions, layout, rollout, autoscaling decision and events.
+	// (GET /v1/projects/{project}/endpoints/{endpoint})
+	GetEndpoint(ctx echo.Context, project ProjectPath, endpoint EndpointPath) error
+	// Submit a new spec; a change of what replicas run makes a revision and rolls it out.
+	// (PUT /v1/projects/{project}/endpoints/{endpoint})
+	UpdateEndpoint(ctx echo.Context, project ProjectPath, endpoint EndpointPath) error
+	// Roll the rollout in progress back now.
+	// (POST /v1/projects/{project}/endpoints/{endpoint}/abort)
+	AbortEndpoint(ctx echo.Context, project ProjectPath, endpoint EndpointPath) error
+	// Skip the rollout's current pause (or promote a blue-green preview); failing gates still roll back.
+	// (POST /v1/projects/{project}/endpoints/{endpoint}/promote)
+	PromoteEndpoint(ctx echo.Context, project ProjectPath, endpoint EndpointPath) error
+	// Make a new revision with an earlier revision's spec and roll it out.
+	// (POST /v1/projects/{project}/endpoints/{endpoint}/rollback)
+	RollbackEndpoint(ctx echo.Context, project ProjectPath, endpoint EndpointPath) error
 	// Remove the project's GPU policy (it then has no GPU quota).
 	// (DELETE /v1/projects/{project}/gpu-policy)
 	DeleteGPUPolicy(ctx echo.Context, project ProjectPath) error
@@ -972,6 +1135,198 @@ func (w *ServerInterfaceWrapper) GetProject(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.GetProject(ctx, project)
+	return err
+}
+
+// ListEndpoints converts echo context to params.
+func (w *ServerInterfaceWrapper) ListEndpoints(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListEndpoints(ctx, project)
+	return err
+}
+
+// CreateEndpoint converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateEndpoint(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateEndpoint(ctx, project)
+	return err
+}
+
+// DeleteEndpoint converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteEndpoint(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "endpoint" -------------
+	var endpoint EndpointPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "endpoint", ctx.Param("endpoint"), &endpoint, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter endpoint: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteEndpoint(ctx, project, endpoint)
+	return err
+}
+
+// GetEndpoint converts echo context to params.
+func (w *ServerInterfaceWrapper) GetEndpoint(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "endpoint" -------------
+	var endpoint EndpointPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "endpoint", ctx.Param("endpoint"), &endpoint, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter endpoint: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetEndpoint(ctx, project, endpoint)
+	return err
+}
+
+// UpdateEndpoint converts echo context to params.
+func (w *ServerInterfaceWrapper) UpdateEndpoint(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "endpoint" -------------
+	var endpoint EndpointPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "endpoint", ctx.Param("endpoint"), &endpoint, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter endpoint: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.UpdateEndpoint(ctx, project, endpoint)
+	return err
+}
+
+// AbortEndpoint converts echo context to params.
+func (w *ServerInterfaceWrapper) AbortEndpoint(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "endpoint" -------------
+	var endpoint EndpointPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "endpoint", ctx.Param("endpoint"), &endpoint, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter endpoint: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AbortEndpoint(ctx, project, endpoint)
+	return err
+}
+
+// PromoteEndpoint converts echo context to params.
+func (w *ServerInterfaceWrapper) PromoteEndpoint(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "endpoint" -------------
+	var endpoint EndpointPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "endpoint", ctx.Param("endpoint"), &endpoint, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter endpoint: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PromoteEndpoint(ctx, project, endpoint)
+	return err
+}
+
+// RollbackEndpoint converts echo context to params.
+func (w *ServerInterfaceWrapper) RollbackEndpoint(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "endpoint" -------------
+	var endpoint EndpointPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "endpoint", ctx.Param("endpoint"), &endpoint, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter endpoint: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RollbackEndpoint(ctx, project, endpoint)
 	return err
 }
 
@@ -1483,6 +1838,14 @@ func RegisterHandlersWithBaseURL(router EchoRouter, si ServerInterface, baseURL 
 	router.GET(baseURL+"/v1/projects", wrapper.ListProjects)
 	router.POST(baseURL+"/v1/projects", wrapper.CreateProject)
 	router.GET(baseURL+"/v1/projects/:project", wrapper.GetProject)
+	router.GET(baseURL+"/v1/projects/:project/endpoints", wrapper.ListEndpoints)
+	router.POST(baseURL+"/v1/projects/:project/endpoints", wrapper.CreateEndpoint)
+	router.DELETE(baseURL+"/v1/projects/:project/endpoints/:endpoint", wrapper.DeleteEndpoint)
+	router.GET(baseURL+"/v1/projects/:project/endpoints/:endpoint", wrapper.GetEndpoint)
+	router.PUT(baseURL+"/v1/projects/:project/endpoints/:endpoint", wrapper.UpdateEndpoint)
+	router.POST(baseURL+"/v1/projects/:project/endpoints/:endpoint/abort", wrapper.AbortEndpoint)
+	router.POST(baseURL+"/v1/projects/:project/endpoints/:endpoint/promote", wrapper.PromoteEndpoint)
+	router.POST(baseURL+"/v1/projects/:project/endpoints/:endpoint/rollback", wrapper.RollbackEndpoint)
 	router.DELETE(baseURL+"/v1/projects/:project/gpu-policy", wrapper.DeleteGPUPolicy)
 	router.GET(baseURL+"/v1/projects/:project/gpu-policy", wrapper.GetGPUPolicy)
 	router.PUT(baseURL+"/v1/projects/:project/gpu-policy", wrapper.PutGPUPolicy)
@@ -2191,6 +2554,848 @@ type GetProject500ApplicationProblemPlusJSONResponse struct {
 func (response GetProject500ApplicationProblemPlusJSONResponse) VisitGetProjectResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListEndpointsRequestObject struct {
+	Project ProjectPath `json:"project"`
+}
+
+type ListEndpointsResponseObject interface {
+	VisitListEndpointsResponse(w http.ResponseWriter) error
+}
+
+type ListEndpoints200JSONResponse EndpointList
+
+func (response ListEndpoints200JSONResponse) VisitListEndpointsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListEndpoints400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListEndpoints400ApplicationProblemPlusJSONResponse) VisitListEndpointsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListEndpoints401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListEndpoints401ApplicationProblemPlusJSONResponse) VisitListEndpointsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListEndpoints403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListEndpoints403ApplicationProblemPlusJSONResponse) VisitListEndpointsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListEndpoints404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListEndpoints404ApplicationProblemPlusJSONResponse) VisitListEndpointsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListEndpoints500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListEndpoints500ApplicationProblemPlusJSONResponse) VisitListEndpointsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListEndpoints503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListEndpoints503ApplicationProblemPlusJSONResponse) VisitListEndpointsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateEndpointRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Body    *CreateEndpointJSONRequestBody
+}
+
+type CreateEndpointResponseObject interface {
+	VisitCreateEndpointResponse(w http.ResponseWriter) error
+}
+
+type CreateEndpoint201ResponseHeaders struct {
+	Location string
+}
+
+type CreateEndpoint201JSONResponse struct {
+	Body    Endpoint
+	Headers CreateEndpoint201ResponseHeaders
+}
+
+func (response CreateEndpoint201JSONResponse) VisitCreateEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Location", fmt.Sprint(response.Headers.Location))
+	w.WriteHeader(201)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type CreateEndpoint400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateEndpoint400ApplicationProblemPlusJSONResponse) VisitCreateEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateEndpoint401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateEndpoint401ApplicationProblemPlusJSONResponse) VisitCreateEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type CreateEndpoint403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateEndpoint403ApplicationProblemPlusJSONResponse) VisitCreateEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateEndpoint404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateEndpoint404ApplicationProblemPlusJSONResponse) VisitCreateEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateEndpoint409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CreateEndpoint409ApplicationProblemPlusJSONResponse) VisitCreateEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateEndpoint413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateEndpoint413ApplicationProblemPlusJSONResponse) VisitCreateEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateEndpoint415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateEndpoint415ApplicationProblemPlusJSONResponse) VisitCreateEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateEndpoint422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateEndpoint422ApplicationProblemPlusJSONResponse) VisitCreateEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateEndpoint500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response CreateEndpoint500ApplicationProblemPlusJSONResponse) VisitCreateEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateEndpoint503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateEndpoint503ApplicationProblemPlusJSONResponse) VisitCreateEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteEndpointRequestObject struct {
+	Project  ProjectPath  `json:"project"`
+	Endpoint EndpointPath `json:"endpoint"`
+}
+
+type DeleteEndpointResponseObject interface {
+	VisitDeleteEndpointResponse(w http.ResponseWriter) error
+}
+
+type DeleteEndpoint202Response struct {
+}
+
+func (response DeleteEndpoint202Response) VisitDeleteEndpointResponse(w http.ResponseWriter) error {
+	w.WriteHeader(202)
+	return nil
+}
+
+type DeleteEndpoint400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteEndpoint400ApplicationProblemPlusJSONResponse) VisitDeleteEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteEndpoint401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteEndpoint401ApplicationProblemPlusJSONResponse) VisitDeleteEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type DeleteEndpoint403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteEndpoint403ApplicationProblemPlusJSONResponse) VisitDeleteEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteEndpoint404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteEndpoint404ApplicationProblemPlusJSONResponse) VisitDeleteEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteEndpoint500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteEndpoint500ApplicationProblemPlusJSONResponse) VisitDeleteEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteEndpoint503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteEndpoint503ApplicationProblemPlusJSONResponse) VisitDeleteEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetEndpointRequestObject struct {
+	Project  ProjectPath  `json:"project"`
+	Endpoint EndpointPath `json:"endpoint"`
+}
+
+type GetEndpointResponseObject interface {
+	VisitGetEndpointResponse(w http.ResponseWriter) error
+}
+
+type GetEndpoint200JSONResponse Endpoint
+
+func (response GetEndpoint200JSONResponse) VisitGetEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetEndpoint400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetEndpoint400ApplicationProblemPlusJSONResponse) VisitGetEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetEndpoint401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetEndpoint401ApplicationProblemPlusJSONResponse) VisitGetEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetEndpoint403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetEndpoint403ApplicationProblemPlusJSONResponse) VisitGetEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetEndpoint404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetEndpoint404ApplicationProblemPlusJSONResponse) VisitGetEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetEndpoint500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetEndpoint500ApplicationProblemPlusJSONResponse) VisitGetEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetEndpoint503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetEndpoint503ApplicationProblemPlusJSONResponse) VisitGetEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateEndpointRequestObject struct {
+	Project  ProjectPath  `json:"project"`
+	Endpoint EndpointPath `json:"endpoint"`
+	Body     *UpdateEndpointJSONRequestBody
+}
+
+type UpdateEndpointResponseObject interface {
+	VisitUpdateEndpointResponse(w http.ResponseWriter) error
+}
+
+type UpdateEndpoint200JSONResponse Endpoint
+
+func (response UpdateEndpoint200JSONResponse) VisitUpdateEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateEndpoint400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateEndpoint400ApplicationProblemPlusJSONResponse) VisitUpdateEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateEndpoint401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateEndpoint401ApplicationProblemPlusJSONResponse) VisitUpdateEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type UpdateEndpoint403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateEndpoint403ApplicationProblemPlusJSONResponse) VisitUpdateEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateEndpoint404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateEndpoint404ApplicationProblemPlusJSONResponse) VisitUpdateEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateEndpoint409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateEndpoint409ApplicationProblemPlusJSONResponse) VisitUpdateEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateEndpoint413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateEndpoint413ApplicationProblemPlusJSONResponse) VisitUpdateEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateEndpoint415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateEndpoint415ApplicationProblemPlusJSONResponse) VisitUpdateEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateEndpoint422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateEndpoint422ApplicationProblemPlusJSONResponse) VisitUpdateEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateEndpoint500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateEndpoint500ApplicationProblemPlusJSONResponse) VisitUpdateEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateEndpoint503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateEndpoint503ApplicationProblemPlusJSONResponse) VisitUpdateEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type AbortEndpointRequestObject struct {
+	Project  ProjectPath  `json:"project"`
+	Endpoint EndpointPath `json:"endpoint"`
+}
+
+type AbortEndpointResponseObject interface {
+	VisitAbortEndpointResponse(w http.ResponseWriter) error
+}
+
+type AbortEndpoint200JSONResponse Endpoint
+
+func (response AbortEndpoint200JSONResponse) VisitAbortEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type AbortEndpoint400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AbortEndpoint400ApplicationProblemPlusJSONResponse) VisitAbortEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type AbortEndpoint401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AbortEndpoint401ApplicationProblemPlusJSONResponse) VisitAbortEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type AbortEndpoint403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AbortEndpoint403ApplicationProblemPlusJSONResponse) VisitAbortEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type AbortEndpoint404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response AbortEndpoint404ApplicationProblemPlusJSONResponse) VisitAbortEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type AbortEndpoint409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response AbortEndpoint409ApplicationProblemPlusJSONResponse) VisitAbortEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type AbortEndpoint500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response AbortEndpoint500ApplicationProblemPlusJSONResponse) VisitAbortEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type AbortEndpoint503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response AbortEndpoint503ApplicationProblemPlusJSONResponse) VisitAbortEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PromoteEndpointRequestObject struct {
+	Project  ProjectPath  `json:"project"`
+	Endpoint EndpointPath `json:"endpoint"`
+}
+
+type PromoteEndpointResponseObject interface {
+	VisitPromoteEndpointResponse(w http.ResponseWriter) error
+}
+
+type PromoteEndpoint200JSONResponse Endpoint
+
+func (response PromoteEndpoint200JSONResponse) VisitPromoteEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PromoteEndpoint400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PromoteEndpoint400ApplicationProblemPlusJSONResponse) VisitPromoteEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PromoteEndpoint401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response PromoteEndpoint401ApplicationProblemPlusJSONResponse) VisitPromoteEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type PromoteEndpoint403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PromoteEndpoint403ApplicationProblemPlusJSONResponse) VisitPromoteEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PromoteEndpoint404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response PromoteEndpoint404ApplicationProblemPlusJSONResponse) VisitPromoteEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PromoteEndpoint409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response PromoteEndpoint409ApplicationProblemPlusJSONResponse) VisitPromoteEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PromoteEndpoint500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response PromoteEndpoint500ApplicationProblemPlusJSONResponse) VisitPromoteEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PromoteEndpoint503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response PromoteEndpoint503ApplicationProblemPlusJSONResponse) VisitPromoteEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RollbackEndpointRequestObject struct {
+	Project  ProjectPath  `json:"project"`
+	Endpoint EndpointPath `json:"endpoint"`
+	Body     *RollbackEndpointJSONRequestBody
+}
+
+type RollbackEndpointResponseObject interface {
+	VisitRollbackEndpointResponse(w http.ResponseWriter) error
+}
+
+type RollbackEndpoint200JSONResponse Endpoint
+
+func (response RollbackEndpoint200JSONResponse) VisitRollbackEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RollbackEndpoint400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RollbackEndpoint400ApplicationProblemPlusJSONResponse) VisitRollbackEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RollbackEndpoint401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RollbackEndpoint401ApplicationProblemPlusJSONResponse) VisitRollbackEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type RollbackEndpoint403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RollbackEndpoint403ApplicationProblemPlusJSONResponse) VisitRollbackEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RollbackEndpoint404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RollbackEndpoint404ApplicationProblemPlusJSONResponse) VisitRollbackEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RollbackEndpoint409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response RollbackEndpoint409ApplicationProblemPlusJSONResponse) VisitRollbackEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RollbackEndpoint413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response RollbackEndpoint413ApplicationProblemPlusJSONResponse) VisitRollbackEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RollbackEndpoint415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response RollbackEndpoint415ApplicationProblemPlusJSONResponse) VisitRollbackEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RollbackEndpoint422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response RollbackEndpoint422ApplicationProblemPlusJSONResponse) VisitRollbackEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RollbackEndpoint500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response RollbackEndpoint500ApplicationProblemPlusJSONResponse) VisitRollbackEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RollbackEndpoint503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response RollbackEndpoint503ApplicationProblemPlusJSONResponse) VisitRollbackEndpointResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
 
 	return json.NewEncoder(w).Encode(response)
 }
@@ -3568,6 +4773,30 @@ type StrictServerInterface interface {
 
 	// (GET /v1/projects/{project})
 	GetProject(ctx context.Context, request GetProjectRequestObject) (GetProjectResponseObject, error)
+	// The project's inference endpoints (from Temporal visibility).
+	// (GET /v1/projects/{project}/endpoints)
+	ListEndpoints(ctx context.Context, request ListEndpointsRequestObject) (ListEndpointsResponseObject, error)
+	// Create an inference endpoint on a cluster; revision 1 rolls out.
+	// (POST /v1/projects/{project}/endpoints)
+	CreateEndpoint(ctx context.Context, request CreateEndpointRequestObject) (CreateEndpointResponseObject, error)
+	// Delete the endpoint and everything it runs.
+	// (DELETE /v1/projects/{project}/endpoints/{endpoint})
+	DeleteEndpoint(ctx context.Context, request DeleteEndpointRequestObject) (DeleteEndpointResponseObject, error)
+	// An endpoint's revisions, layout, rollout, autoscaling decision and events.
+	// (GET /v1/projects/{project}/endpoints/{endpoint})
+	GetEndpoint(ctx context.Context, request GetEndpointRequestObject) (GetEndpointResponseObject, error)
+	// Submit a new spec; a change of what replicas run makes a revision and rolls it out.
+	// (PUT /v1/projects/{project}/endpoints/{endpoint})
+	UpdateEndpoint(ctx context.Context, request UpdateEndpointRequestObject) (UpdateEndpointResponseObject, error)
+	// Roll the rollout in progress back now.
+	// (POST /v1/projects/{project}/endpoints/{endpoint}/abort)
+	AbortEndpoint(ctx context.Context, request AbortEndpointRequestObject) (AbortEndpointResponseObject, error)
+	// Skip the rollout's current pause (or promote a blue-green preview); failing gates still roll back.
+	// (POST /v1/projects/{project}/endpoints/{endpoint}/promote)
+	PromoteEndpoint(ctx context.Context, request PromoteEndpointRequestObject) (PromoteEndpointResponseObject, error)
+	// Make a new revision with an earlier revision's spec and roll it out.
+	// (POST /v1/projects/{project}/endpoints/{endpoint}/rollback)
+	RollbackEndpoint(ctx context.Context, request RollbackEndpointRequestObject) (RollbackEndpointResponseObject, error)
 	// Remove the project's GPU policy (it then has no GPU quota).
 	// (DELETE /v1/projects/{project}/gpu-policy)
 	DeleteGPUPolicy(ctx context.Context, request DeleteGPUPolicyRequestObject) (DeleteGPUPolicyResponseObject, error)
@@ -3943,6 +5172,230 @@ func (sh *strictHandler) GetProject(ctx echo.Context, project ProjectPath) error
 		return err
 	} else if validResponse, ok := response.(GetProjectResponseObject); ok {
 		return validResponse.VisitGetProjectResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListEndpoints operation middleware
+func (sh *strictHandler) ListEndpoints(ctx echo.Context, project ProjectPath) error {
+	var request ListEndpointsRequestObject
+
+	request.Project = project
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListEndpoints(ctx.Request().Context(), request.(ListEndpointsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListEndpoints")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListEndpointsResponseObject); ok {
+		return validResponse.VisitListEndpointsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CreateEndpoint operation middleware
+func (sh *strictHandler) CreateEndpoint(ctx echo.Context, project ProjectPath) error {
+	var request CreateEndpointRequestObject
+
+	request.Project = project
+
+	var body CreateEndpointJSONRequestBody
+	if err := ctx.Bind(&body); err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateEndpoint(ctx.Request().Context(), request.(CreateEndpointRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateEndpoint")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CreateEndpointResponseObject); ok {
+		return validResponse.VisitCreateEndpointResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// DeleteEndpoint operation middleware
+func (sh *strictHandler) DeleteEndpoint(ctx echo.Context, project ProjectPath, endpoint EndpointPath) error {
+	var request DeleteEndpointRequestObject
+
+	request.Project = project
+	request.Endpoint = endpoint
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteEndpoint(ctx.Request().Context(), request.(DeleteEndpointRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteEndpoint")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(DeleteEndpointResponseObject); ok {
+		return validResponse.VisitDeleteEndpointResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetEndpoint operation middleware
+func (sh *strictHandler) GetEndpoint(ctx echo.Context, project ProjectPath, endpoint EndpointPath) error {
+	var request GetEndpointRequestObject
+
+	request.Project = project
+	request.Endpoint = endpoint
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetEndpoint(ctx.Request().Context(), request.(GetEndpointRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetEndpoint")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetEndpointResponseObject); ok {
+		return validResponse.VisitGetEndpointResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// UpdateEndpoint operation middleware
+func (sh *strictHandler) UpdateEndpoint(ctx echo.Context, project ProjectPath, endpoint EndpointPath) error {
+	var request UpdateEndpointRequestObject
+
+	request.Project = project
+	request.Endpoint = endpoint
+
+	var body UpdateEndpointJSONRequestBody
+	if err := ctx.Bind(&body); err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.UpdateEndpoint(ctx.Request().Context(), request.(UpdateEndpointRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UpdateEndpoint")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(UpdateEndpointResponseObject); ok {
+		return validResponse.VisitUpdateEndpointResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AbortEndpoint operation middleware
+func (sh *strictHandler) AbortEndpoint(ctx echo.Context, project ProjectPath, endpoint EndpointPath) error {
+	var request AbortEndpointRequestObject
+
+	request.Project = project
+	request.Endpoint = endpoint
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AbortEndpoint(ctx.Request().Context(), request.(AbortEndpointRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AbortEndpoint")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AbortEndpointResponseObject); ok {
+		return validResponse.VisitAbortEndpointResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// PromoteEndpoint operation middleware
+func (sh *strictHandler) PromoteEndpoint(ctx echo.Context, project ProjectPath, endpoint EndpointPath) error {
+	var request PromoteEndpointRequestObject
+
+	request.Project = project
+	request.Endpoint = endpoint
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.PromoteEndpoint(ctx.Request().Context(), request.(PromoteEndpointRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PromoteEndpoint")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(PromoteEndpointResponseObject); ok {
+		return validResponse.VisitPromoteEndpointResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// RollbackEndpoint operation middleware
+func (sh *strictHandler) RollbackEndpoint(ctx echo.Context, project ProjectPath, endpoint EndpointPath) error {
+	var request RollbackEndpointRequestObject
+
+	request.Project = project
+	request.Endpoint = endpoint
+
+	var body RollbackEndpointJSONRequestBody
+	if err := ctx.Bind(&body); err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.RollbackEndpoint(ctx.Request().Context(), request.(RollbackEndpointRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RollbackEndpoint")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(RollbackEndpointResponseObject); ok {
+		return validResponse.VisitRollbackEndpointResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}
@@ -4400,161 +5853,187 @@ func (sh *strictHandler) ListWorkflows(ctx echo.Context) error {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+x9/XIbt5bnq6C4U2Vyp0lRsuzEUk2lGFlxNJFlXcka76ypDcHuQxJXTaADoCXxelW1",
-	"T7MPtk+yhQOgP8juJilbyk0m/9gUiQYOgIPzhXN+/aUVinkiOHCtWgdfWjOgEUj8eCpCqpng5nMEKpQs",
-	"sX+2ri5OiZgQPQMSSqAaIiJBiVSG0GsFLRXOYE7NY3qRQOugpbRkfNp6eHgIWgmVdA7ajXEUp0qDPKd6",
-	"Zv5kpvfE/BG0OJ2bZ0PbohW0JPyWMglR60DLFIrD/IuESeug9d928rns2F/VjhvhzPRmxj9nCcSMQ8OQ",
-	"iWvy6DH9GPmgUvwdQt00pm3x+CHt89mIFyn3o5X37iLl5OQtaf8b+QjzREgakzshbyaxuCMnbzs9cpFy",
-	"RZSm0myrnkmRTmfk4vjyI5mCJpRcXZ28vf3ukMhiO6UlZdOZJhMp5sgYWe+Xb38hNwAJflsYyvy9IHcg",
-	"gUzZLXDDORULI1P+6EW5SPnJW8t2ElQiuALkuh9pdAG/paC0+SsUXAPHjzRJYma5fieRYhzD/F//ruwR",
-	"2HgfzFN20PLKv6fxRMg5RERIwvgtjZk5N0jHIRmBlEKqEYmZ0ooADWdZowmDOOq1HoLWkeCTmIXPSvfH",
-	"GXgySejGV+SO6RluqT/5L5AbNCCdPwk5ZlEE/LkJ1eIG+AtFpIiBRAIU4UITGhue0zOmiEhA4vhI5wnX",
-	"IDmNn5PMKw73CYR4bEDegiS49aQdgaYsVoRKIILHCxKL6RSiDlJ6JvRPIuXRc1J6JohKw1m2xaRtOFeT",
-	"McSCTxXRglAu9AwkcfLL0npOF7Gg0UchTqmcwnPzwFhEC8IUic3gkugZ5ZYDwB6iK05TPROS/QOedTnf",
-	"M6UYnwYk5Tdc3PGASLgVN1YgwH1iBJxlYCMLC5r406dP3UGqZ8C1IQ7K1KwoWTvFW8piOo6fdfUHJIIE",
-	"eAQ8XJB2RDUdUwVmel4ddMzGpDl1h0SClgsSUw3S7U4iRQhKPTfxnyCOu05Cj1Ptpe+qaL4FuSBueCsH",
-	"mVbEqC03AZUmiTB68T1EjH7E/Xn+I/BCkSM7ZNeQYBYeZWEYQmKEzwykEdYPXpsiqw2iueFSwf+WQopk",
-	"J9KITM2s6vTm2ArfBa37rpCR+WkXSQpZBNFAr1ogH9kcvPkYU6WJaatQIgcts/5Utw5aEdXQ1WxurLDa",
-	"kfaMQQk8Ml8bu0rDXK1bOZzYMddyYTbLdU2lpItizy+NzZBy/u173rfmiLdnPhcsXD+VfOjrrB8xRvvw",
-	"IWgNtIZ5UrGwHzgQc5bEhFCiNCRmQWu3b5VpfknHIDloUMS1I7T4JbUDE0k5EZy0DdfHYmoVltECEBAF",
-	"QGLGb1Sn17Rx3z8ELTxVjYz02rS6Z/pIRFBoyLiGKS5Y1vLVQ9CaMM7UzPPcdoy0/xC0kGw8nVHEzLLQ",
-	"+Ly0eEuCdvncnZrnCR2LVFeuW2CVKVXI+Rd0QSKqZmNBJSoA8+VlQuUNuToJyHhBjAFcWETHAMVz1jdU",
-	"i+mVjKs31A38ArfJDzylGu7owtoeyqjzdixCGhuD3iyTf2rNDn73ELTmRkpb/b4kSmcLQolj4oxvnADy",
-	"Xy9AB4Yow0ae3yQYwWm+Cwj0pj2k2JyvKI1BvlBkaMSr/dvohwOSiIjcH5D+zm6fcBGB5cZMvxyQ3T45",
-	"4SqdTFjIgGvCb1nEaC8U851pkvaGrUMSxkCN7r2bAccRPcUqDUOASDWuxK6Rdzydj0tisYJJTTu3i+vO",
-	"n23mpWTGQKNh2u+/DG8Yj/AT7NgvDKuohIaw8q39YtQ4gTdGBVhH7jFn56V93JolTfLxUkNyiQ2XRaBb",
-	"Pd9PldQ7ojyEuOC2lQUbfSThEqjTu43qzPk/axTf3vK8XO/F5wNDasMEU16YY7UkmtBYwbJkzycyp/en",
-	"wKfG+d/t9/vBioFYNXiuF5YUBk1oyPRiwzDLkW/+ELRcaGhjlloWqBUCN6ZjiLeT0StTNSbHJQBfZ5rc",
-	"CXmDIgdtFL8OTkIdEjpWRpoYmRlj+wmTSm9owjz48EYFwYJj7KlSQliaHA1GYDE9Yzy3pPbInPHUCJA2",
-	"05kwtQbryz4pifSxEDFQjmtE1U1m71X41FTdkN/M7zbkZ7f6hfLkJCKOK0TkQ9BKk2g7FliWCxQbuW0v",
-	"Elpkr+I42fpd13P5UYGnV2db3u7KCfv1P0C3MjRuTgxD7t1kZVjIaDUJNFoEpKCvvIriRtlQVIkTCUDo",
-	"RIMccp2HWpTnw0REioyN62/8bT2DeW/IVw27JH3P4pitNVIvHJGDuUg5rso0Sc8MVdXL8e78ynhCwLWQ",
-	"CyQfbRPzfxvnZ2wXLnQnIMoypTNdDoYcp2g6oN6rINYvUERwO4uNDOt351eGwiar+pWdSKNs2G5ZyktR",
-	"thrMHM3e4G6+WDYpEimiNNQE2Za0R87dH+FxNdah4NBptuwegtaN4fOGU/kLHshTY7r9rf5sqnQ8N6z4",
-	"72KMbDfkF3SBf2hB2iOqIWYgfetuF0ft4mEfdQ7sIAGabQPbNBhys5sajcl5gKxMyR1l2th0xusgaibu",
-	"lH30BR4CJXiPDFBgHgy56+iFIuKOl9nD8kSjPzCHuZCLHxf6MXvKq/n8AvnYzGT1qIbmWYgK21Vh2a34",
-	"dMiKQeFUlgn3lDQIqdO1qq6g51+/DFqJsRKlmc7/arc/D7r/k3b/0e++uf7czT7/2rv+750fCr91fviX",
-	"tWq4ZSkhc6rN4hjWT2IawtyoPwUxhFpI1SO/wMIKtlsap6DIRMSxuBvyglVrD4RacE3vDwglN4BxOuNO",
-	"JnaG5O3ZZVel40jMKeMkkTBh90Nuuh3tjALDc5xQlC/o5moyF0qT1y9JDGb6KiARmzKtAjLqjgIy+tX8",
-	"0xsNeZvGyYzydA6ShebBsdAzAjxSnUNCLdGGGGNoo0yzzpr1wpAt5/S+uAGv9xs2j1XZqO5wqo0DCt4q",
-	"W5Z7NRGERn46c/ZGgU0+0+4/rj9bVuhef+kHr/ceKvnhCFWtu2J6nHm6ZNmts1Fz+2ibS68V06FyPXAy",
-	"W9jZ5dNwfE9DHS+MDDccOPKXhSPk/ZG/4Bqtxl6mSXoumZCVlof/xWp9poyX/EKhdDQyVRG2JCqDgvE3",
-	"5JLyaWa5uli8ezwRMQsXpG0N1oNyiyGPYELTWHd65C2EMZVUs1sgflYKLyLMAXknsi+JAq2G3E9V9S5S",
-	"/gEnonrvzq/8VErC3AvNh6DFeJJW2N4DviD/fvnhzB7FgCRUKfA2jxk+uzt0MQPsp4dieCq6bpy/G11z",
-	"Qe/eu9CEv3GukPr+lpbkV9KHxC2HIhMWW7se7zfUqro2PfuL4q3ug4PWLUhVebGekeRaHJK+EUXO15gD",
-	"5TaGw+EOrLMxZ5zN03nroF+11H7JVkc68xKUcLvjxQWWMGVGZlhpT5110LMy0J/bPXNs54xn53gzRxNP",
-	"30dxA4/0c+09iTrhP4tUVuzqKZuA8S0OCRf2UmVh4zp2Ed0k7Jp9/91rNwn7927VGnpBVBZZa6YetKSI",
-	"oeqY48Gztzw2VAURMwrU7PMtgzvkQnPKebHRnEZARKoVi6yhNzg/Ie2xEFppSRO0JoGbOXxu2Q5bQct2",
-	"VxCCzV4WUlwvMSPctFWtpiCUUBPRGgOVxgjFJj1yOTMWH15touAyYs7dy1e6j9qP2HS4LFnLc7KPBp66",
-	"qmn9xCCOjn0QujypQmRzhaqkMq/i0wxsFDy7GWLKxTBHKME/71337O2Y+sA/969HZsdHv6UgF72ETuGS",
-	"/aMqTrc8MZcd4Qmsmti78ytn8q7My7uoawNeKWdaNYczK6JdrnP/eA1xZy6cv6Ie36OJ/J79uLq89icj",
-	"sYziNXqtba3JJd/LWtmdUhyGcf16v9F+f2m9R39Tt7yzIoYuqlLn2FUP7X7tZLGhLJyM3rKYTEAqI5Xu",
-	"TIdmDs1x5b2CS7ukKvOoQ6Ez0i4T1Fnns9juT/iVqpu17XcGsTX7RaS8G5jnVpgjjVdB5oORVc5jQtXh",
-	"rZU1tBjvfc42v2l7f/LuMmYhqKaQwOvaKNtKcJdGi0IrHxlbuq/SlLkkuY1oNFz+0TzSRON3eNQKXufq",
-	"RhwJGQle8kArCHxTI9SdI5pvtJ/u8rg1Z/UcrccKX0bMhNRrouHGdkZzqmj3NnMkOlmbNMZYAOObNTb8",
-	"5TPs1nHDb6nQdPNtfnd+9TfzxNpd3jIUusR8d1RyxqcVwuDYqBhKkGxCx+IWbGjRxhIzQ877iFYO9Yqh",
-	"t7qY+co83hhCgE1nxVXM7m4K0nRZZ2XJjW5xi8vRyHgn3lfYwkLMWbPS9lJeidh2JAYe2XQ7m8mU8tT4",
-	"HXY9nddEuricjpvdk833o7vbcv/Lbbj/1Tbcv/80XP26xA3ltf6JMtlVM6MObJNsJYUkfefJ7BZXcJWN",
-	"9iodiIyy7ZhiLKQUd4xPT9mcVRD8s7gjEyrdAeJizjiNi74ymdMFsb3YJFe8trYs1O7uHhjFHpu+vfo/",
-	"IP01Ws/seGxTPhqomqeGNe2FguPNInmOhAJ1SA2NY/vQ5uTsY4AUe65I+TYGHZmmVFKuIffL3eo097xn",
-	"E3Azy3M5aaxoW1FFWMFqarK0AvSNyfuTd4UMxULTOZt27U14IsWExe4yfN25rbdq/erUiKzLdD6nclFp",
-	"2m519Iwd6jtbF/vDvmsIKvazemOeG5F12y3MRgjlQuHrTbjKAOfG2uUlxoYqjVFLzlo7tJnC/PZgQw/D",
-	"hdNMj1v6E3tr7hpckUT5pgEVM+NTwnSvdcDTOF53WuvPVPFECVk6Io/m/mx3/dyCEg/5zavkRfGpEIlq",
-	"jAw3mpMbmfOl2+zG5I+vsMn2a+zt4g31GhsnW5Pq24IsvLq55MhXeZ3UyDuvIu1noLGNcSxZVjMIb74y",
-	"/UJpqq009PEqcbM+ROWeqiI29wXXibjm81ojen58tLx5aZ0Oo3gqpE3hRLow0ZLm2p32dvvT8XbH1Y+3",
-	"+dHM3dSV5YPJZJ3DZOZ4A4u1ZxJj+tvlTpluA09DFeXnhej7Ep9umXm0nAhKNSj9H3mQvnmP1wqlvS28",
-	"z68QSa/q3a4sj6Y4sboUmqa1rhZV2W3RxqIq27t1girvuoms9Zebu7WXm76PywTCKuM0qrgWI20FeTGb",
-	"2lEJhJ0eOTLy0Ua+MG81gXDIEyoVSH8zziKqhSSSoq+JpSnYmili1yYgyljWVNu0rSHPw8l53hfVRPAQ",
-	"ysUHpL2/t9epSg6KgEbVSWU/ipRH9k7JBhJlyp04Grb2ZsNWbzUtr8Dy5c5OuGVY1AuH1juhmsZimoK9",
-	"smeZcX91cdprupwzpmtUuJk7IJ+/mC4CNMcC74r/YD5lz/3wcN2zOgaSmnSmt4N3eVc3jEfYg4vK/xBg",
-	"zPaHgEyEPKbh7IcAy1MYqB8CYs6fSM2QoeCaMg4Sx3uoSuRpvJH0LFcQMd9MgL3OMy9/bJbL35mdZVN3",
-	"BVdeKjWje69eH1jvaQb31nPKin4pF5yFNEYWb5ZJ5VvSbyIjlTupmwgYPNXlK9cmaV4rQQs1wbeZ/HSz",
-	"d4tYlKeVwsqV7Ky6BD8dkTf7r77Lbo5cIWCv4iCbHyoNLVujtLEALlx+rYhgYy4oTXlYk3nmi0FtxVOF",
-	"SM1tvNXrVM10DA2m4mqt+QlhEXDNJgvjHBVv2MwTVhRHIlQ7NGG9edRZf4eGv3pSgibj8jxnyW92Ql+u",
-	"S3Te3ump9kXWsqP5WKPRXax0c4XuFmqtPvcdN5C0iTbf71dr80IN1qo7EM2Z1rbmc7stwxKPbaM4edph",
-	"UwS19qZ5udAniydsH1nZRekqFKuGc7ig/IYU08h9QR5pu4o0vLNfEz78DiV4XX7TMdrxxoZq0ylEHeKb",
-	"EqbJHVVEUn7jMtqbx/l+Q02xV6ruWK1PwnGZVgcE48kB8WnhATkTxiv6CdMIz4wZZj9egAJ5i/ZNQM4l",
-	"wDyxn09spejaIhuZ8rXelLFdGhsZD8Vm9T6KlV+5tKBY0Gh1YazClykvFRIZmuwXn903hgftN9fZdfdE",
-	"SFIqBlcviB9JbefG5vML6gOcF+5yyyU4fpO8xCXjP7uysFmhNwCJNZaVFhKiou25lB1Vk9WYF7BskPfp",
-	"UoA3TIZcBjrZKBlyKUV6RWROJEBz/sGc8VSR5cIFW6+QCLvxW0ZOtdBVVxCFUbfsdHc1O8iMENjpVa6L",
-	"y97yMSpMyGoFG+RWIfTK19sLzVa8MdGi6gopX8S6BhcFi1VbjdZ5k5zdtOTvIuWu4q9oFW7wRKoeVT/U",
-	"ZOg35kOuguH4sH+zKcmiVlBwE7IB/PrU1ynZnapkvpQf3zqkgDKVb6mmmLXJyeXlMRnJlI8ImLaknS1c",
-	"VmaCbnCnoggcKw3XypNSwWV9vfZjKq+/hu9kyk+qeV/Bb6XxawTDI6pdH8PuGzNiM4PZ6a7hMTPzGk46",
-	"ebtsShdKQ7KPvV8PsAJg79V+tV2diYzVKPGtxw6r2JB4Um2outN2dbJ+AbCTwA9TM8tqL4bDvT6nU8gy",
-	"V6vVe8HyTei0OhVVpnxz499ogHWOEHZYM5tLz2te/Zwfn709OXvXCloXV2dn9tPl1dHR8fHb47etoPXT",
-	"4OQUPxwNzo6OT09tC/cH/vDx+OL9ydng4/HbOp11mYnnirpTjA2KMdq/Rusj49n8cZnypxYxy67Q1yA9",
-	"vGkKOjo4q/gWojzWmwchm2v29pak2pLorgojL0E8VHsEmzs7Ko0rlAYWVdgf6zL+e6WJ7NdL2eVInJW4",
-	"y2Fgo/IUOIwwW30czooVKtYUIG3EvLg8diqMRdvm7X73dcgF3z/OjHHB5Y1Egcc8SBtTVXdfNlWFVLKO",
-	"a70+pac+c9AFJJW9bohYhPeabqew9CXVoZj7+0lKJpTFmEoIlKeJ2cwVyAr1uMzC3VffxDprug3bWJH6",
-	"La4SzjmExRrpfHH88eI/GwT15S8n5+dFke0+H/2MHz4NTj6enL379acPF7++O79a+mZwfn7x4T8Gp5Wi",
-	"vMBxlQhBCAxEBv6Kw5bshlRKhtVeQIBruSAJSGL2kTBORrihoyFvG4EVeRiSQljARQVcSGDUOSQ+I9xq",
-	"CoVZSMwIhboKdg87s/HR8jhIawJs63XK91+pUgzvGoqrFYpfZ1xMX92Ha9xbUWzZvL+lbMFicsajtQqk",
-	"Fs4HU4zvZu5W0/DLHVVE3bAkgfVRr42SdkSqk1TX6GQz5AtFXBvSprZQ0B7LTu8baoT9b4BlY4PvuOJN",
-	"gDY15VRfcbHwCuGysDyuCtxksFSVgiVShAMiUNrHtkdge10Tilja3m1zJCopnwhZqoxbazn5GrxG1W7a",
-	"VHr1xbK4dZcpuJkNrtavNgWhxrm6ulp9tN99Q7uT6y/fP3Szz/sbfN6tTHNAWy1MJdOLSzNxlxSN5XmD",
-	"tKqebcCzlKfB+YljlvaI6vjX//d//u+okwE9Y0EKdpQPO9M6sdCEjE9ExY0Dwgk7IDIxybAlCOXk/SkR",
-	"MpyB0hanlSQx1YYpjReiiqXJMuVDTtUqkLHqDfmQH6PhKUWqgaQ8Akl2bncJB4gUGQ0cAigOcUB+tIWK",
-	"Vo3hXD1wFrHdoBYZcotWsHJh2x7VITqOOj3ywUPOKtSzC0L5kI/uuw58o2s4bETgXgNXSA26o2D8UYSx",
-	"pdlRNaS37RFwN/I2IOn+GnIbluz0iLtK66pQJB5V1BZzI0SfngGTqJ/doTsglC9s+B5TTjDlnXJ1B1KR",
-	"/f5+QMAVvlNFaJYUby1HnxIH90xpq9tjFgK3+XQOyHmQ0HAG3b1ev3AN3CrwWOFq/aC12+vbhiIBThPW",
-	"Omi97PV7L1u2/hLZd2eGeYr/wBRrW4Kaofsa56X1DvTPrskSAvRev98AybkdFKfLlqyCQ43ZrYfYdKev",
-	"dfD5Omgpn5TdOmW3wEGpQ0LjO7pQZK/fJ3czFme1pCEo5cH6fv748RylHjX2/OeWWihjd1ybEXbmoCUL",
-	"VdNqvHdN1q6Ghnu9k8SU8TVYs8GqTzEHPYNUEdOHUSzu3pFYxdK8HIXH3XRqp+sYo+c3q27OHxLglru+",
-	"igOWRH417Kobi0QiTOdYbd402Y/GEvRNEQrRmDW1E8a6vUZmv7Atfhdet2KyAP9rhYeDXH7Vf1nXdUbr",
-	"ThG0uGndzDSZPTQ2I9kWZ3m0YcqjTCXULubt7k6xWmFaVcF+5EvmqASCxUwRYXwiqdIyDXWKeKcCBafF",
-	"abdiek4XiBRsPZ1WsLRPp0zpozyV/sm2qghFU7FfnoQC1OhD0Nrv7260Tzl+Nm5uf/1DGdI67mxB/hkt",
-	"V1Gm6PHlmbSR2Sz30UOzFbe2CIBT1qutA39VZ1MgqqzLVdSsCmAsj1B6Nnh/POpkJCuLv+J/ZVpBPLE2",
-	"NtP29QjqcAl5njBFZuLOWBKoy4c878044HQGNPIlX44AIRF1Bb+yl8iBURPhbMgr0JgsWFOPDDzsBSK3",
-	"4yV2h4wK0x9ZTDDXaGR7HuXva3D33BbS6dA3OCBfHkYWNdX582QJJ5AhsoxktxDlr4TAFNBsabs336vu",
-	"ClBpxxBtrY69/m7mrBRWWBEOd3jIraq0K20cUhpbQLqcnawtUj5/S2kDOTjnj8JWgX+T01eTnPBQ9jS0",
-	"TOHh6WVAtW2yvFiHxF1PoiTYs5Lgqcm4yPeqjHlffPtMVd+u6U7WDjvf30QUFV7/8ViRt7+JPstfgmGe",
-	"2N3gieUXJ+BzrzYhrwJy/isls9+ZMpa1O4ZYemnZBUVSYVPxaFo5sbGItukVy4p554v79GCFdgy6Ijh1",
-	"BncOIktpkZAxMD61CHURMbJW98gl/uzFA4o6LYzUMHJuyB0gdY8MMtREzeIYjW6fcpoDVHtJzTShU2qk",
-	"t5dBEqy8R6sAiclxZB08bIU8eovzKkqjkjDYryohnItbd0z/iRnekt78RPZWk69mVrMkhGb7lCkdu2Fy",
-	"sS0vBrVWdu1WPYvc/pgz4zMzwDNu5wcOuaTJilwyUF4LnwuYa1iwkRgGOBiHx5iGhdeSfa6mOm+yU3xt",
-	"2cN1rdja+c2XoVb6FwPnIfl6odwMzfFyswuvNs3jXAgadUi4KKFrhjSOOz1yzLW9ypksZWM6N0bccZ8h",
-	"hIDDTNqiH4zrm5X1sZ2Ux6BUIVRsg194Pl6oKlGWHw5fAvtkJ2TpPSU1B8Uao1Tlac3Rs8vNpz02j3Wt",
-	"C0GIIuOVwZp/s+i/9rgtLEiKz+i1ydPFkzZN0qc/ZD4Jv1I4G2fy3fnVk7rVBZyHCqb7ULo/Natpa1TM",
-	"Er4/eUdcfW7n93G2y1jeRupgLZ1pYIylW5B1qEHb7LPbqWIJSe1ueUyep9yxYqFLdcQSSfhnCIT4NVtC",
-	"gFQAhMZx4LBI8+h9cVuKlTUbxEDKe1FC+H0il7gSRXgjh3j3W/NCZUDMXvD92d3Q/pv1T2Rvmfwj+q12",
-	"Hwt3VJhlpoFTrm1dAnUAkRudnLJr6pvufHGfHpri8cXz9LTCrc4AyuCZ/lyewrYybyu7o/iy3szuWN14",
-	"Y4p0kwweMQ9PVLn3OZLiXw7+1zj49fDmTNuXA8woYqyanxDzrrOJ6bLW52/Yv29qWrpB6k4z/voXW5S9",
-	"lzI/5N6L5wwLfRg4pLzAARIGvgKVgeo8pRtTFidBqxL8/rj0TtEqqI/2/t6ei4WgH4bvhH5hkT86PTIY",
-	"8u0QQNGbd68Cdf3SIXfJwr4a2K//Qf7wnC7IVIo7jACPSwPYd7gO+QdDL+WLTAPPbM4I7kewtEsYtMHU",
-	"rgyEZMgRfyCOXamtcZ7yFyGISR7RKLxQB5OTA6IoogQoURWfOE+XDvK3N3KXkEuf+b5nrQRx93l+K3Db",
-	"fYI4YROza3828fK7GLD7e3ubPFx80/FXSsJL0KQtAS8+OhV6clkubqEW602gEvBTvZOftXpKQ7iIUFXl",
-	"5udvNJmUkUv/CHZuEQXr2Q3dbPSdL/5js9uTY+U8+XbXmkq+TsYoD6aVe2WKL5shFm74T+sXPT2/BOub",
-	"OyIexV87bqNswekzklmXJeTfqm4MFl1kMJVA6HP3jE30n4P3p6Tt30y29+o1+YX92OmRE41ZMQgHFxGl",
-	"JbPptDkuHESHSy+Xr8N8G/Il0DfyyWf1l7G5CPyW0rj40iB/Al6oYMi5yA6EMQejyIzDI5vWW/hFgk4l",
-	"d/AsZK/fr7KuXHxvCdvsacysMrzXQ1Dq6r67oPP4G3X2VV09q/G3vPIVkvEEgbQMczj47jJPuJSy4o5/",
-	"81ygDagcYIaXZ787qkj4XyQ2+5dpW2XaDqKI0IwfsIS5GpTTsQk6lEzmfF2O9tboRnrXHaOIMue0Qms6",
-	"6JeHR+qxnS/u00amU1F6/n7iwui8XDTkaRhFDfOXCfVstkmwmrlcNmcxJjOyKL/4KjFmWrk3hrkynNuS",
-	"Xs41U1Bgm+KrZD/vdt9cf+5331x/6QffP/xv23unqsaswcTz8Bm1PuKFabCymkg/ZrvkEyggcW7H6B4Z",
-	"q7rbrAJ8s/TeDBBgdVfMVLzGQqtN2td72yxwzeZA2gzzmdmtfRlFFT2+3nBiU81ysjZ7jXojUWOYCHxZ",
-	"XUYP3G9Iz4/46KMIqtxM9+K7UocO27d18KpfeFnjq3Wvalyd9Ee0cAoYMLnvD7dMpCrDe6mj7aN/jWBG",
-	"XAnjbW+/4hQ8ocz2SDc1mSeGYjNFc9pI2wdHbbaAfTM3Vot3/ryJg7acJOUq8KYtGgJOe93AQgGC/DBO",
-	"PWifF/gekOfpAv+VfuWm7xMm81RpMgYyZbfAe+QTRuz5kI9OIpgnQgMPF91fYDEKCHWo1VEG1euraYii",
-	"c+fHWgvf1a/INDsb1nIy5LT3+v3OYf7YDSzcRQG3mYXeH6Zkv/+m3iW8SPmqaF+uRmLAdTecCQUcB0IX",
-	"dE5vQHkIbqLoBEg7yVMac2FlTf387C6tSd0JrniHbbEGezi839vtDof338H1v1ZqvKfMlCm8ovqZPUnE",
-	"r6o2Bw2j4NZQToBKrJGqZrKlLSAOleGbO5Q1xF764f5yGUsu4x8i/+dZfMyvTp1FFrMIaA1eqZBNqFtr",
-	"tc96t9M8uvNFps2epRXCv5PI+PMaHAPc/cw39sBmsdlqrEHJwSmwqJ9Z86TzfJbHei/zIuVrY/Q5k+3k",
-	"2H7PRFVt0qqFD0yfKsic9V9Qw6tqd++pz5AlwyZDeF0L0SGZiBiR0OwRe2GZD/501/d/xoTVr1Y9A3Xj",
-	"FI8WxB7IQ+LqGF2eDFb7aJFBdH1LRbOTg75WVjaN8PcDgvjEHluOEg9sHBDfwJA6IpTkUGaHZMSiEV6V",
-	"lTk7VUQZduUhuHAXaSvA210ypuENoYqcUqW7OET35C3RYsglqHQOHVugrrQEOifAI5WFZKxJK4GGM6RR",
-	"g7QvV7WniQyGPBRzLK9Hdc6ULSC1F3W7r4gyW4AF84kU92aiKPfDWCj3MscKx+gSKfHrURf5WvZqStMr",
-	"+TTbByEQ4QV3oWuXZUuglwF3qJ32aWfW79eAqqY20evWvQirvE9qJu6Uq4Bj2CW9Q206MRsx5LgTB8Q4",
-	"nWZF50ICuWNxTEIxB9LGfi7t618NwxuHMRScQ6gZn+ILsf6s1sclyFuQXc+Q3ILvm9U2q2yRHRHOU/2B",
-	"7Q0UZztfzH8PO7GY1oudizykQWIxtQdxJCYTBXrUI6P/0XVwU90zuNfdD/YHf6Nv2w25FoSqG0xJ5HCv",
-	"XahlZNXtvxnfe1RKjnQnQJGUaxbbeIoDs/RMH7hbdRuOdCNlogSzI7WkLMb0yaqySiMfT83U18RRdrtj",
-	"qjDsbMe3gvIwe3N54c7XNamLfrqfy5GTraKvJeBLxiO4rxsLwTMrB+pXD1TViV3U6kByvwJV+DFjWB6o",
-	"HsO9XsR1NRYiBso3F8WPAds6FVMyXmh7ugtRjpzPT8W0eyTmSTV0guHlHA9yiWeRZa2WM2PYl/RkWQEV",
-	"yiefctCqPGkVeLT2IJQijzgYFzpPOmlnp8MSa3cBZXv1RUQd8P8zB3OeUREcifmYccwrikSqd5SOQEr/",
-	"Mmtb2p2f9386ReCPW/mqEl+F1HRP2RzJ3eJ60tZZfqVLe91cXOmvkp4uYIwj/E6Fla560k6yvrry0Gag",
-	"2ygxhBI04TYQVhBfRwgUeSS4lqLiPUAjLrrYy+ig2A/ejxi5ETM+BUkYJ6E16oX0pnmv0Wj+K9T7Ry/1",
-	"xHPsfD3LFcXkRWHrUiKHeYzoPUVx6KTA+kx423DnC/7/0FT9dwG34qZw9NdX/pn2f1X+lSr/zJJ4ENxD",
-	"C6tnvLw7IW+MP+gSY7fbyTV2tM0WOHlL2kai5FKmU5NVowvCvVpXNQlPjx6d66jSy/9rk2Y+Za2esqZI",
-	"+GHqUg9yDLcCAvPvAqJwlt2xFFCic+rGCwcVpDZJCFxCtSgDkpbBsz9fG+2PIL2OnVIZtw5aO2gVuIEy",
-	"JGQHRGqsHp9q4uuYC985Hi62yggtfIk2XOHvDO+o8N00SY2z/f8DAAD//80ZigPstQAA",
+	"H4sIAAAAAAAC/+x9/XIbt5Pgq6B4W2XydkhRsuwkUm2lFFlxtJFlrWStb8/0hdBMk8RqCEwAjCTGp6p7",
+	"mnuwe5IrNID54syQlCUlv6z/sSlyBmgAjf7++NIJxTwRHLhWnb0vnRnQCCR+PBEh1Uxw8zkCFUqW2D87",
+	"l+cnREyIngEJJVANEZGgRCpDGHSCjgpnMKfmNb1IoLPXUVoyPu3c398HnYRKOgft5jiMU6VBnlE9M38y",
+	"M3pi/gg6nM7Nu6F9ohN0JPyeMglRZ0/LFIrT/JOESWev89+28rVs2V/Vlpvh1Ixm5j/iUSIY1y1Tgnvk",
+	"wXP6ObJJz1gCMePQMmniHnnwpH6OfFIp/hPCtoUm9omHT2nfz2Y8T7mfrYww5yknx29I91/IB5gnQtKY",
+	"3Ap5PYnFLTl+0xuQ85QrojSVBpf0TIp0OiPnRxcfyBQ0oeTy8vjNzXf7RBafU1pSNp1pMpFijtiYjX7x",
+	"5ldyDZDgt4WpzN8LcgsSyJTdADfoWrMxMuUP3pTzlB+/sbguQSWCK0BU/4lG5/B7Ckqbv0LBNXD8SJMk",
+	"ZvaqbSVSXMUw/+f/VPberX0O5i07aXnn39F4IuQcIiIkYfyGxsxcVoRjn4xBSiHVmMRMaUWAhrPsoQmD",
+	"OBp07oPOoeCTmIXPCveHGXgwSejmV+SW6RkeqSc3LxAbNCCcPwt5xaII+HMDqsU18BeKSBEDiQQowoUm",
+	"NDY4p2dMEZGAxPkRzmOuQXIaPyeYlxzuEgjx2oC8AUnw6Ek3Ak1ZrAiVQASPFyQW0ylEPYT0VOifRcqj",
+	"54T0VBCVhrPsiEnXYK4mVxALPlVEC0K50DOQxNEvC+sZXcSCRh+EOKFyCs+NA1ciWhCmSGwml0TPKLcY",
+	"APYSXXKa6pmQ7A941u18x5RifBqQlF9zccsDIuFGXFuCAHeJIXAWgQ0tLLD/jx8/9g9SPQOuDXBQhmaJ",
+	"s9sl3lAW06v4WXf/gESQAI+AhwvSjaimV1SBWZ5nBz1zMGkO3T6RoOWCxFSDdKeTSBGCUs8N/EeI476j",
+	"0Fep9tR3mTTfgFwQN72lg0wrYtiWW4BKk0QYvvgOIkY/4Pk8/xV4ocihnbJvQDAbj7QwDCExxGcG0hDr",
+	"e89NEdUOornBUsH/LYUUwU6kIZmaWdbpZcAlvAs6d30hI/PTNoIUsgiiA70sgXxgc/Aya0yVJuZZhRQ5",
+	"6Jj9p7qz14mohr5mcyOFNc60Y6RY4JH52shVGuZq1c7hwo64lgtzWG5oKiVdFEd+aWSGlPPHH3nXiiNe",
+	"nvlUEKv9UvKpP2fjiCuUD++DzoHWME9qNvY9B2LukpgQSpSGxGxo4/EtI82v6RVIDhoUcc8RWvyS2omJ",
+	"pJwITroG62MxtQzLcAEIiAIgMePXqjdoO7jv74MO3qpWRHptnrpj+lBEUHiQcQ1T3LDsyVf3QWfCOFMz",
+	"j3ObIdLufdBBsPF2RhEz20Ljs9LmVQht9d6dmPcJvRKprt23wDJTqhDzz+mCRFTNrgSVyADMlxcJldfk",
+	"8jggVwtiBODCJjoEKN6zoYFaTC9lXH+gbuIXeEx+4inVcEsXVvZQhp13YxHS2Aj0Zpv8WytO8Lv7oDM3",
+	"VNry9wopnS0IJQ6JM7xxBMh/vQAdGKAMGnl8k2AIp/kuIDCYDhBic7+iNAb5QpGRIa/2b8Mf9kgiInK3",
+	"R4Zb20PCRQQWGzP+ske2h+SYq3QyYSEDrgm/YRGjg1DMt6ZJOhh19kkYAzW893YGHGf0EKs0DAEi1boT",
+	"24be8XR+VSKLNUhqnnOnuOr+2cc8lcwQaDxKh8OX4TXjEX6CLfuFQRWV0BCWvrVfjFsX8INhAVaRe8jd",
+	"eWlft2JJG3280JBc4INVEuh2z49TR/UOKQ8hLqhtZcJGHwi4BOr4bis7c/rPCsa3U12XG734fmBAbVlg",
+	"ygtrrKdEExorqFL2fCFzencCfGqU/+3hcBgsCYh1k+d8ocIwaEJDphdr2nYO/eP3QcfZo9ZGqSpBrSG4",
+	"Mb2CeDMavbRUI3JcAPBVosmtkNdIclBG8fvgKNQ+oVfKUBNDM2N8fsKk0muKMPfevFEDsOBoe6qlEBYm",
+	"B4MhWEzPGM8lqR0yZzw1BKTLdEZMrcD6ckhKJP1KiBgoxz2i6jqT92p0aqquye/md2tntEf9QnlwEhHH",
+	"NSTyPuikSbQZClTpAsWH3LEXAS2iV3GebP8+N2P5YQGnl1dbPu7aBfv930O1MjRqTgwj7tVkZVDIcDUJ",
+	"NFoEpMCvPIvihtlQZIkTCUDoRIMccZ2bWpTHw0REilwZ1d/o23oG88GILwt2SfqOxTFbKaSeOyAP5iLl",
+	"uCvTJD01UNVvx9uzS6MJAddCLhB8lE3M/11cn5FduNC9gCiLlE502RtxXKIZgHqtgli9QBHB7SrWEqzf",
+	"nl0aCNuk6ld2Ia20YbNtKW9FWWowazRng6f5oipSJFJEaagJoi3pjp26P8braqRDwaHXLtndB51rg+ct",
+	"t/JXvJAnRnT7t+a7qdKruUHFfxVXiHYjfk4X+IcWpDumGmIG0j/d7+Osfbzs496enSRAse3APhqMuDlN",
+	"jcLkPEBUpuSWMm1kOqN1EDUTt8q++gIvgRJ8QA6QYO6NuBvohSLilpfRw+JEqz4wh7mQi58W+iFnyuvx",
+	"/Bzx2Kxk+aqG5l2ICsdVI9kt6XSIikHhVpYB95C0EKmTlayuwOdfvww6iZESpVnO/+p2Px30/yft/zHs",
+	"//D5Uz/7/Nvg83/v/Vj4rffjP61kwx0LCZlTbTbHoH4S0xDmhv0piCHUQqoB+RUWlrDd0DgFRSYijsXt",
+	"iBekWnsh1IJrerdHKLkGtNMZdTKxKyRvTi/6Kr2KxJwyThIJE3Y34mbY8dY4MDjHCUX6gmquJnOhNHn9",
+	"ksRglq8CErEp0yog4/44IOPfzD+D8Yh3aZzMKE/nIFloXrwSekaAR6q3T6gF2gBjBG2kaVZZs1oYouWc",
+	"3hUP4PVuy+GxOhnVXU61tkHBS2VVutdgQWjFp1MnbxTQ5BPt//H5k0WF/ucvw+D1zn0tPhwiq3UupoeJ",
+	"pxXJbpWMmstHmzi9lkSH2v3AxWwgZ5dvw9EdDXW8MDTcYODYOwvHiPtj7+AaL9tepkl6JpmQtZKH/8Vy",
+	"faaMlvxCIXU0NFURViGVQUH4G3FJ+TSTXJ0t3r2eiJiFC9K1Aute+YkRj2BC01j3BuQNhDGVVLMbIH5V",
+	"Ch0R5oK8FdmXRIFWI+6XqgbnKX+PC1GDt2eXfiklYu6J5n3QYTxJa2TvA74g/3rx/tRexYAkVCnwMo+Z",
+	"PvMdOpsBjjNAMjwVfTfPfxpec05v3znThHdz11B976UluR98n7jtUGTCYivXo39DLbNrM7J3FG/kDw46",
+	"NyBVrTc/A8k9sU+GhhQ5XWMOlFsbDodbsMrGnHE2T+edvWHdVvstW57p1FNQwu2JFzdYwpQZmmGpPXXS",
+	"wcDSQH9vd8y1nTOe3eP1FE28fR/ENTxQz7V+EnXMfxGprDnVEzYBo1vsEy6sU2Vh7Tp2E90i7J59/91r",
+	"twj793bdHnpCVCZZK5YedKSIoe6a48WzXh5rqoKIGQZqzvmGwS1iobnlvPjQnEZARKoVi6ygd3B2TLpX",
+	"QmilJU1QmgRu1vCpYwfsBB07XIEItmtZCHEzxYzw0Ja5moJQQoNF6wqoNEIoPjIgFzMj8aFrEwmXIXPO",
+	"L1+rPmo/Y9vlsmBV12RfDTx0dcvyoSE1jDqV0nlq6vRDDcoo1zeZ06JZMHyJ0lQM2vkRKrp3UeTfvQ86",
+	"cOODf9aSD/wKjsxrbdrR9stGi0PFmyKu0C4cbQzDe/9iGxjor3GRLqtNbugjW383zt2JnPsXWyD5Diew",
+	"z2++336mthleWxoQC8vr1hrWPY4eORrDuu9d4MPmrQTCtV8yz1rL7VXcoGL6HSK3M6HMn3ZjreuAdId7",
+	"hBsxaAG6t0o/CjraeYAvj9uP3mjyWtLJhIUbH/1HYNNZ6034Ph/9nfMqldft3CN9mrDAr7iPESOGQidS",
+	"3C1WGNMrlCiP7HJ01lOXbO/dwRUxsoD++W4UbmdGKgrkpY3GWRK+IastOAvXDutbT3AvR+U9BHHrWVju",
+	"SsUR23bE0sxH8SOgtYbZ0JxW4lrwl7V6Ij0etLuTXlY3gRqcQkDyqdq2oF5LzS7cRiTxIp3PaY3juwqj",
+	"HbQNKq+oViNL3pxeWAPCPmEa1XIrC/sQ0Rdq2YGGYnubxrs7rNd4l7jasowgqZqdCJGUOXsD8UNL6arj",
+	"LPO85id31kYRg5nONIfIzQmb06mRIKkmIeVcaHIFJEnjGOPM9ngax0GNMzcj/ZFAYyC6C0m36p3N/F2N",
+	"6P1q2UXmFlIieXa/2tDkvLAB1ZPZzO9UFdfY1GklrXd5XYevkQGuaHj9frIKS5p8og6gosejdWPchBv7",
+	"D/P9bFOImo5vFUhODqpQ27De1Ve5PRPKYojeOg7Wah5ew5/7qnJ9luWekPKIRRjLGqw4XqVXEXTrHpdU",
+	"w3Sxqfc4uxrZAH7GwO9d275feClyyRZnp1iFu+vwq5f4nJYsVJfWz9Gu5+yud0hLm+GBDnKn+jo87sJJ",
+	"FlWSRjWhPOMdPhiG8ojMxC3pMj4BCTyEQXGgPWIuFvBoxMdaMi342AiF45s4no8DMhcRxIElsQGhcqoC",
+	"AvwmyOJnVSZRqmDEaaqFkfMxJNSpCtYMJyIbUs/Q0uhs6oiQEaGKUCOPx7Bv/YUYHG5B1zNgMjdhUQlG",
+	"z45EqLZowgbzqGSSK7idWu1nVRb/2AR3pV66vabWuNMgFfp36/DkZ7N7Rz4SrbyuRvRHo2JdcsXHGdhQ",
+	"uCw8lCkXyDRGM+6nnc8DGyKr3vNPw88Wf35PQS4GCZ3CBfujLlhnSaewKRJtF+Dt2aXzey2ty6Pjyk1P",
+	"OdMrZZElouUG9683AHfqtK8lG/k79JO9Yz8tb6/9iYgJWt/fnl2SrnUpVRyw1tXWKwVjMK5f76601UyT",
+	"1IfrVk9WxNBHe7rz7tZP7X7tZQEiWUwZuszFZAJSES7sFTZraA8u2yn4tSsScR56UBiMdMsAraGYm+GP",
+	"+aVqWrUddwax9f2JSHlfcJ5gIW5dPKj5YOiOc5ui/di7LFbAYvjynK0fbvvu+O1FzEJQq8wwaxGYqoRe",
+	"w7rQdkDZJhY6g+UfzCurjFFpMapx+SAOhYwEL7mhawD8oYEAOm90ftB+udV5G+7qGbqQagi/mAm5WlR2",
+	"DKno/GrHSPS0rvMwBgQwvt7DrzYwPv6eCr2B6fHt2eW/mTdWnvKG8VAV5LulkjM+rSEGR4bFUIJgE3ol",
+	"bsDGF9mAosyb4x3Flg4NivE3TYFzS+v4wQBi7Wz5a5my0mydyO1gbnOL29GKeMfeYbiJ7SpDzVoHjPJM",
+	"xD5HYuCRzbmz6UwpTxVEbj+d65T0cTsdNrs324OktzfF/pebYP+rTbB/92mw+nUJG8p7/TNlsq9mhh3Y",
+	"R7KdFJIMnTtzu7iDy2i0U+tFzCDbDCmuhJTilvHpCZuzGoB/EbdkQqW7QFzMGadx0WFO5nRB7Cg20xVj",
+	"1y0Kdfvbe4axx2Zsz/73yLC32kMU27yPFqjmqUFNG1XocLMIngOhAB1CQ+PYvrQ+OLsYJYUj1ySbG4GO",
+	"TFMqKdeQO+fd7rSPbK1WueRZte8VZSuqCCtITW2SVoAOcvLu+G0hTbHw6JxN+zYcPpFiwmIXEb/q3jZL",
+	"tX53GkhWo5bkpbh1r56RQ9e1quLYDQAVx1k2wORCZNNxC3MQQrl4uNUiXG2U09rc5SUGiNQKoxaclXJo",
+	"O4R5COGaGoaLqTEjbqhP7KwIOHTlGcrhhsiYGZ8SpjNz7CrTctOdKt4oIUtX5MHYn52uX1tQwiF/eLW4",
+	"KD4WwlFaw8PaLa/riPOlkPZW88NXyGS7DfJ2MUx9hYyT7Um9MyaLsVqfcuS7vIpq5IPXgfYL0NjaOCqS",
+	"1QzC66/MwVCaaksNfdCKuF4dp+LeqgM21wVXkbj2+9pAen56ML15aZUOw3hqqE3hRjozUYVzbU8H28Pp",
+	"1WbX1c+3/tXM1dSl7YPJZJXCZNZ4DYuVdxID+zaz4JlhAw9DHeRnhRC8R7NKYjYohvn8ex6p137GawXX",
+	"rKt9fgVJerUy/KC8sKY8mra9ridVWcjo2qQqO7tVhCofug2s1RHO240Rzn6MenfBAYlqYmNJV0Fe0UZt",
+	"qQTC3oAcGvpoLV/oHk0gHPGESgWyaMoXkkiKuibWp8CnmSJ2bwKihHXSYu7WiOfm5Dz5i2oieAjlCgSk",
+	"u7uz06vLEIqARvWZZT+JlEfWmW4NiTLljhyNOjuzUWewnJtXQPnyYMfcIizyhX2rnVBNYzFNwcbts0y4",
+	"vzw/GbRF6BrRNSqE5+6RT1/MEAGKY4FXxX80n7L3frz/PLA8BpKGnKY3B2/zoa4Zj3AEZ5X/MUCb7Y8B",
+	"mQh5RMPZjwHWqGCgfgyIuX8iNVOGgmvKOEic735jt4pHuQKJeTQC9jpPv/ypnS5/V/J4l7dKzejOq9d7",
+	"VnuawZ3VnLJyY5QLzkIaExe91OpwLYZKPwqNXCdkqHSry3HXG4TV5BS0UBjsJqOfbvVreul93Y5lleDn",
+	"Q/LD7qvvMs+RqwY0qLnI5odaQcsWKlmbABecX0sk2IgLSlMeNsYG2opQtuxJDUnNZbzlmGrNdAwtouJy",
+	"lbtjwiLgmk0WRjkqetjMG5YUFxydvdU+NPzVgxK0CZdnOUo+bqTJ4yo9DSFxq9DRfGzg6M5Wuj5Ddxu1",
+	"kp/7gVtAWoebN0VvFQqxLKsD0ZxpbaMfNgzz2y744ta14uS5h20W1HUCLbDaR2ZP2NyyYoOvhWL1hSTP",
+	"Kb8mxVxyX5WHdF1ZGgzcX2E+/A4peFOS0xHK8UaG6tIpRD3iHyVMk1uqiKT82qW1t8/z/dohAcVok+W4",
+	"NpyXabVH0J4cEJ8bHpBTYbSinzGX8NSIYfbjOSiQNyjfBORMAswT+/nYlotaWWlDpnyNeCFIVkZF2dTe",
+	"B6HyK5cbFAsaLW+MZfgy5aVqIgYm+8Un943BQfvN58zdPRGSlCrCqRfEz6Q2U2Pz9QXNBs5z59xyQciP",
+	"kpxYEf4zl4VNDb0GSKywrLSQEBVlz0qKVENqY17FYo2wapcHvGZgdbXE6loZkZU86SWSOZEA7fEHc8ZT",
+	"RarVC2zRgkTYg9/QcqqFrnNBFGbdcNDt5RQhM0Ngl1e/L5WEkppImseO110jOrYN1I+ZK645unNFuHDV",
+	"tbte0E8Gpnu/FkiXEudtfpjl1gnWSFjDerZfL3+1a0VG5I3qy874ymAris1iBbBOq7bTxrfWraN0nnJX",
+	"RqkoZa/xRqoeVJSlTXFqTTJdrjDs3SjtojmLClF7hQn8/jQXf7EnVYt8Kc9SPspQvqGaYiosJxcXR2Qs",
+	"Uz4mmF5DutnGZbU70KzQq6msh+WbVtLnUhWr5iJ4Dyln9zV4J1N+XI/7Cn4vzd9AaB9QQuwh6L42IrYj",
+	"mF3uChwzK2/ApOM3VdWkUG8j+zj4bQ+TTHZe7dbrKRnJWLa6Z4mgNQcST+oF/5YEuyXZygySJZE1rLJe",
+	"K+Rwp8/oFLJ04HpxqaBJJHRan98r0w2SLw0HWKVY4oANq7nwuObZz9nR6Zvj07edoHN+eXpqP11cHh4e",
+	"Hb05etMJOj8fHJ/gh8OD08OjkxP7hPsDf/hwdP7u+PTgw9GbJp51kZHnmmJeaGu1KX0oRSHi2aR8mfKn",
+	"JjFV1fJrymf+0GbEdTXC4xuIctt5btRtL4S0U6FqFdJdZ5av1M2s17DWVx5VGtcwDaxUYX9sKqMwWErv",
+	"bqCyVcumpbhVs7pheQpc4XVb0i2cFct+WFHAJmUZRmZZGIs2jYP+7uvKQX7/MDHGGevXIgW+kGSqVia9",
+	"N5baqEUd9/TqEKnmSExn4FXWfROxCP3E7qSwnkiqQzH3/l5KbHIT1iDlaWIOsz6N8QEWn1ePIp21Zu+t",
+	"y0j9EdcR57wu6ArqfH704fw/Wgj1xa/HZ2dFku0+H/6CHz4eHH84Pn3728/vz397e3ZZ+ebg7Oz8/b8f",
+	"nNSS8gLG1ZZdxmrL5MC7jGwdtJBKybCEDhDgWi5IApKYcySMkzEe6HjEu4ZgRb62a8HM4qwszsQy7u0T",
+	"H2FvOYXCqC6mbCJsbVlAX8t37avli0uvMFiu5inffyVLMbhrIK5nKH6fcTN9ySTc48ESY9ssoXlN2vKQ",
+	"nO+akO3bmfMSG3y5pYqoa5YksNqKuFYQlEh1kuoGnmymfKGIe4Z0qa2+ZK9lb/CIHGH3EQoEW2eGS25v",
+	"rhLcUKPmKxw1r7AGOdYcqqsYe1DJ8sG6M4QDtvWwr21e1v51gymicrybxpzUQj4RslRuaKXk5AsbtbJ2",
+	"80ytVl+sNbTKOYWH2aJq/WZDOhqUq8vL5VeH/R9of/L5y/f3/ezz7hqft2vDRlBWC1PJ9OLCLNwFmWPN",
+	"o4O0Lj/wgGchZAdnxw5ZumOq49/+3//5v+Ne1rILE3xwoHzamdaJ7ffA+ETUeHCwR5Or7i4mWcFOQjl5",
+	"d0KEDGeAecRMcJLEVBukdKVd8npvMuUjTtVydyg1GPERP0LBU4pUA0l5BJJs3WwTDhApMj5wbVVwij3y",
+	"k63+ZNkYrtVXIyd2GOQiI25LQC45wLvjpjYZ496AvPd9fBTy2QWhfMTHd31X0bRvMGxM4E4DVwgNqqNg",
+	"9FHsDUSzq2pA79or4CIcrEHS/TXi1izZGxDnmuyrUCS+VYutkId9D2z6reHP7tLtEcoX1h2CITyYQkC5",
+	"ugWpyO5wNyDgqgliVq9/wkqOPsQQ7pjSlrfHLARu4xNdd6yDhIYz6O8MhgW3eqeAY4VQhb3O9mBoHxQJ",
+	"cJqwzl7n5WA4eGmLZMwQfbdmGPf5B4as27peWcsko7x03oL+xT1Saau1Mxy29DnZrL+Jiz6t6zETsxvf",
+	"t8Tdvs7ep89BR/kg984JuwEOSu0TGt/ShSI7wyG5nbE4y80NQSmf9P3Lhw9nSPWokec/ddRCGbnjs5lh",
+	"y6W2t+3GO/fIyt3QcKe3kpgyvqKBT7CsU8xBzyBVxIxhGIvz4xLLWNq3o/C6W07jch1iDPxhNa35fQLc",
+	"YtdXYUCF5Nf3snFzkUiE6RxL+LUt9oORBP2j2F/CiDWNC8Y8yFZkP7dP/Cm4bslkoaeSJR6uj9Wr4cum",
+	"oTNYt4qdoNr2zSyT2UtjI7xtsptv4UR5lLGExs282d4qZn9M68oCHvoURCqBYHJYRBifSKq0TEOdYhMZ",
+	"gYTTNr+zZHpOF9h+yWo6naByTidM6cM8NeHJjqpY37fmvDwIhf4t90Fnd7i91jnlTcnwcIerX8ra1+HJ",
+	"FugfFihcTvv0TfuYtJbZLJbU17svHm2xqnCZr3b2vKvOhpTUSZfLpchrqo37ti+nB++Oxr0MZGWL2vpf",
+	"mVYQT6yMzVztIbVfaedHmMLSHZRbcXbE89GMAk5nQCOfQucAEBJL2eJX1ikfGDYRzka8psS1rYA9IAe+",
+	"lii2w8OggB4ZF5Y/toXW3UNjO/I4b4Lp4gZsnex9/8Ae+XI/tq1onD5PKs0XGJbrlewGorzPJobUZlvb",
+	"v/5e9Ze6v/QM0Fbq2BluZ8pKYYcV4XCLl9yySrvTRiGlsa3yn6OTlUXK968ShpF3PPlJ2Kz6R7l9DcEe",
+	"92VNQ8sU7p+eBtTLJtXN2ifOPYmUYMdSgqcG4zw/q3IjwWIf4bqx3aNb2XM4+O46pKjQU/WhJG93HX6W",
+	"dxY1b2yv8Ua1GyW+92od8Gr6+H0lZfYnU24Q5q4hprJadEGSVDhUvJqWTqxNom14RZUxb31xn+4t0Y5B",
+	"1xinTuHW1R1XWiTkChif2rL/ETG0Vg/IBf7syQOSOi0M1TB0bsRdl68BOchaUWgWxyh0+xDevOuXp9RM",
+	"Ezqlhnp7GiTB0nuUChCYvDmP67lTQ4/e4LqK1KhEDHbrUjLn4sZd078wwlvQ29/IWsV+NbKaLSE0O6eM",
+	"6dgDk4tNcTFolLIbj+pZ6PaHHBmfGQGe8Tjfc8gpTZY0lHU6sj2JAGM3CzISQwMH4/AQ0bDQYP5TPdT5",
+	"I1vFBvT3nxvJ1tbvPq23Vr84cBqSz7/KxdC8CVHm8OrS3M6FRbj2CRelliUhjePegBxxbV05k0p0q1Nj",
+	"xC33EUJYlY1Jm0SFdn2zs962k/IYlCqYiq3xC+/HC1VHyvLL4VOKn+yGVJq/NlwUK4xSlYeJR89ON5/2",
+	"2jxUtS4YIYqIV+6A9bttqWSv28IWnfER0jYYvXjTpkn69JfMJzXUEmejTL49u3xStbpQN6MG6d6X/Kdm",
+	"N23Oj9nCd8dvict37v05yna5QZqhOpibaB4wwtINyKYqTJucszupYkpO42n5GkdPeWLFxKF6iyWC8Fcw",
+	"hPg9q7TVUACExnHgGrzk1vvisRQzldawgZTPotQ26YlU4trWTGspxNuPjQu1BjHr4Pu7q6HDH1a/cSj4",
+	"JGbWs/kPp7facyz4qDDKTAOnXNs8D+oKbq51c8qqqX9064v7dN9mjy/ep6clbk0CUFbu6u+lKWxK8zaS",
+	"O9yWluWO5YPf8hWZ2zncUfbUE2JBqU1CAypk4FYZ3X9VA8KjiM55A7usDne+06SLZohMb7thil2xmOky",
+	"/ckR6enQuMn58cHV/TDKXV3l7j0Xv+sjHUIxB4W1xX1RjxHv7u7sODUdVQQs8/3CFvnoDYiRiaNUYtz4",
+	"ciBnAnLEs+LmuXfAf5VXxDOrsV6CGreBkYbQJucNPzzr21sn6WQNtZ5G1Kn0snlmISdbXLOUs583TNrG",
+	"Si0ijjFv2rYp/FsLQBtSlX8MiWl3Z2edl108iSVmz08xvWzGa6glETy335bw0yCn8qi5HtF0eZr3a3Dv",
+	"rS/+Y8XNUGemL9GN0vXdqYvbjwE9Ii4gdb/UBIhETNEkQR8qFkfCiOmr3FQ3Ffwbi/5KhLOnVt53yiPL",
+	"1PTMVq8kMuVqc9xq9hA0Y8nwWYh8UdwLfA/ajOMqAOSUXNx+Q6+vQ68DXuzplfXEC0hMFyLVWa+UgBQ6",
+	"qOTlShwmcq2eWRwMVj7u0SsXH2sbIVvZEX5PaewrLFeajr5QLqMIQ0Rn6Gc1EqGeUT3i/icMTM0azpR2",
+	"S0i/i0SB1oxPFZnTa1CEjnjGJfAiYXyW9f3uYySNbR7m5sAq81l3MAwe7romOes0xOn5WXPWhLEz1udr",
+	"vnZQ+sgl3JsXiviGSAPyEeM68ycN3QlG3LVvd4lXzIy1O/xhz8jcc6HBtlUWUqN42+RGvkRn/DPJta6x",
+	"4bPGsqxL8AidaGfItgEKfzci900gfTwCfoGFewjFmDJzX/fziygmyySjlgY4AZXp55BRt5AU2GyRZ6X/",
+	"tX6DAwPMX0ncKdz+UMznlEf/5a//c9+pcxHbVg+ezTHMMplKUM5yxG3G+ZNeE8c8/yoX5cyC8+2qfLsq",
+	"RfZzzZLiVTHCsm25TRKaKsCwbS8GUnIVp9CfSgBzocBoAr19TMo3cvLUyN0uctEMh1ftya+ZLLRw/Svc",
+	"M99S9pkE4ayD7V9fGPYn5evefROLv4nFTXTpHb0GJxRngi6qtZQToBIzYwoKPhoBvCD8BHLwNEn7SdbY",
+	"r91Cm/cA/BZK/TWh1Lrk3MT+PLitpMu09a/NKHYHNT9ht7beOkFiK6OrW87vUYP43CRNcRP46ze0aHJ2",
+	"l+NEPWbYpn2B6/EWuFZ6ga+dzED1njJgdMnjXWeyPCq5s+uaVKxwZx+M+Ga9K9GiF4aQaIjcuHTEXVkm",
+	"X8fa7/9e/vKcLshUilvMtbkqTRBTDXIw4u8NvJQvslinmc3Ox/MIKqeE4fFYRCNrnzHiWDk/jl2RaEPD",
+	"zUs2n0ZM8thxX1NScECJMyCKYn17JeqskWdp5SI/vghW6bn5zALYSgriMif9UeCx+1JchE3Mqf3tJLC/",
+	"rUBVVtpAk64EdDP0avhklS5uwBabRaBSy6LmcOrsqacMOSz2VqoLqM4KtLhqf+UgxL94RGGxf9OzhxRm",
+	"s2998R/bA0zzLi9PftyNopKvSGiYB9OYng1K+wKFxDbK/dtGoD49vqy2jfgjehB+bbmDUk9uwqmA2RaS",
+	"eCWihRFYdBHBrJqpXPE3Sf7j4N0J6VJN5kJpsvPqNfmV/dQbkGON9QewkVlElJbMFi7KO5pBtF+Ja2zq",
+	"VjbilXZl5KOvn1buKmWd4Bbi8g14oYIR5yK7EEYcjCIzD4+sh7rwiwSdSu4ai5Cd4bA5hrHaletpxKxy",
+	"Y6r7oDTUXX9B5/EjDfZVQz2r8Ffd+RrKeIwtoMI8LKKME654R/HEH73qwhpQHqCJx6PfLVUk/C+SBfNN",
+	"tK0TbQ+iiNAMH7BYdH07SYcmqFAymeN1Oa+mgTfS2/4VkihzTx9kEGzlY1tf3Ke1RKci9fzzyIXheTlp",
+	"yBPeixzmmwj1bLJJsBzoVhZn0SYztqFuYyx5bZ4yYoIvHLpX6LtY5kxBAW0KFT+7n7b7P3z+NOz/8PnL",
+	"MPj+/n/b0Xt11TxbRDzfqKBRRzw3DyztJsKPdQXyBRR6SG6G6L6nU/2wWa3t9QopZaXXl0/FLMVzLJTa",
+	"ZObvMrIjmwPpMqwcxW6glx1TBR5f2XVii3rkYK3TGGQFUFcwERKK8MDdmvD8hK8+CKDaw6RTuGB/lAd0",
+	"XWk7e6+G2A2MzdO5+cP8xbj9a3u5gcryoj+ghFPotpHr/nDDRKqyzhpNsNlyyEXgSt3JdnZrbsET0mzf",
+	"U6Qhx99AbJZobhvpeuOozcvGQhq2w0Hv71uixRbuS7kKvGiLgoDjXtewUIDtVBinvt2cJ/i+9ckzp7od",
+	"uQK2guPRjT15wxp4ZOzj48dknipNroBM2Q3wAfloHZ8jPj6OYJ4IDTxc9H+FxTjAQEAtGURZk9k8+pfO",
+	"nR5rJXxXKVCm2d2wkpMBp7szHPb289euYeH9rbaGi9eHMTK4WSU8T/kyaa/WfWTAdT+cCQUcJ0IV1MY1",
+	"uubRRNEJkG6SF4/JiZUV9fO7W9mTphu842hKdqODUrXr0ehuZ7s/Gt19B5//uZbjPWVNgvOU/0kF+rBT",
+	"UL04aBAFj6bkc69DssoR+HSjR1coG4C98NN9Uxm/xaM8UZycQTHba6pFKxWyrb/RSu6zWu00r259kWm7",
+	"ZmmJ8J9EMv6+AscBnn6mG/sWUrE56nKavS2f7vL6es8neazWMs9TvtJGnyPZVt5F7ZmgaiwPZBu1pU9l",
+	"ZM7GL7Dh+/oU26e8QxYMGwzheS1E+2QiYuw5Za/YC4t83/KK/hFKA319iqe6doxHC2Iv5D5xFWNdnAzW",
+	"VdQia4b0mIxmK2+vWVtDcoy/7xHsBOu7eFHiW8gGxD9gQB0TSvKmUftkzKIxusrKmJ0qogy68hCcuYt0",
+	"FaB311X+UOSEKt3HKfrHb4gWIy5BpXPo2VLgSkugcwI8UsUQ5NRcKxrOEEYNcs44jd1tIgcjHoo5FjJH",
+	"ds6ULdVrHXXbr4gyR4ClyRMp7sxCke6HsVA2kbtOMbpASPx+NFm+qlpNaXklnWZzIwT20sBT6Ntt2bCl",
+	"xgF3/RHt206s321oX5naQK8bkKjWls9JzcStcrVGGQ5Jb5GbTsxBYC6rhj2fqEvmQgK5ZXGMZV9IF8e5",
+	"wHRYRHijMIaCcwg149Oe2f6/q/RxAfIGZN8jJLdt481um122PfRsnvE/sLyB5Gzri/nvfisW02ayc56b",
+	"NEgspvYijsVkokCPB2T8P/qusU//FO50/739wXv07XMjrgWh6hpDEjncaWdqGVt2+y9G9x6XgiPdDVAk",
+	"5ZrF1p7i2gZ6pA+cV92aI91MGSnB6EgtKYsxfLKugK2hjydm6SvsKNv9K6rQ7Gznt4RynziTatHn6x5p",
+	"sn66n8uWk42sr6UWg4xHcNc0F7YprJ1oWD9R3SB2U+sNycOa/q0PmcPiQP0cExoryIa6EiIGytcnxQ9p",
+	"a3QipuRqoe3tLlg5cjw/EdP+oZgn9UXqDS7nnfcqOJtXJME50A+fRwXUMJ98yUGn9qbVdP60F6FkecTJ",
+	"uNB50Ek3ux0WWHsKSNvrHRFNLdaf2ZjzjIzgUMyvGMe4okikekvpCCQaHoRrrlq87385RuCvW9lVacBu",
+	"9VO2W3I3cE/airZfqdJ+bi9j611JT2cwxhn+pBK2roKbXWRbhTeMQLdWYgglaJ92XSBfh9iS71BwLUVc",
+	"o1xw0cdRxnvFcdA/YuhGzPgUJGGchFaot9mqRjQftArN30y9/+hFdfEeO13PYkUxeFHYvJTIdZfFPilF",
+	"cuiowOpIePvg1hf8v7U+2znciOvC1V+d+Wee/5b5V8r8M1vi243u2wZmRsu7FfLa6IMuMHazk1whR9to",
+	"geM3pGsoSk5leg1RNbpA3Ot5VRvx9H16cx6V9YxtDZr5mD31lDlFwk/TFHqQd8sq9Lr9U8rVn2Y+lkI/",
+	"3hy6q4VryqLWCQis9A8ot34styn+9Nlwf2yH6tAplXFnr7OFUoGbKOs561o+GqnHh5r4itGF7xwOF5/K",
+	"AC18iTJc4e+ss0zhu2mSFv/ME5/vP9///wAAAP//yu02wjXlAAA=",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

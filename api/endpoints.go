@@ -1,0 +1,247 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/api/gen"
+	"github.com/atelier-ml/atelier/inference"
+	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/workflows/endpointclient"
+)
+
+// Endpoints is the Temporal side of inference endpoints (implemented by
+// workflows/endpointclient). Errors: endpointclient.ErrNotFound,
+// ErrExists and *endpointclient.RejectedError.
+type Endpoints interface {
+	Create(ctx context.Context, project, name, workflowQueue, activityQueue string, spec inference.EndpointSpec) error
+	Status(ctx context.Context, project, name string) (workflows.EndpointStatus, error)
+	Update(ctx context.Context, project, name string, spec inference.EndpointSpec) error
+	Rollback(ctx context.Context, project, name string, to int) error
+	Command(ctx context.Context, project, name string, c inference.Command) error
+	Delete(ctx context.Context, project, name string) error
+	List(ctx context.Context, project string) ([]endpointclient.Summary, error)
+	UIURL(project, name string) string
+}
+
+// WithEndpoints serves inference endpoints through e.
+func WithEndpoints(e Endpoints) Option { return func(s *server) { s.endpoints = e } }
+
+var (
+	ptInvalidEndpoint = problemType{"invalid-endpoint-spec", "Invalid endpoint spec", http.StatusUnprocessableEntity}
+	ptEndpointBusy    = problemType{"endpoint-conflict", "Endpoint conflict", http.StatusConflict}
+)
+
+// CreateEndpoint starts an endpoint's workflow on a registered cluster.
+func (s *server) CreateEndpoint(ctx context.Context, req gen.CreateEndpointRequestObject) (gen.CreateEndpointResponseObject, error) {
+	if err := s.endpointsOn(); err != nil {
+		return nil, err
+	}
+	body := deref(req.Body)
+	spec, err := decodeEndpointSpec(body.Spec, "spec")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.cat.GetCluster(ctx, body.Cluster); errors.Is(err, catalog.ErrNotFound) {
+		return nil, newProblem(ptInvalidEndpoint, "cluster %q is not registered: an endpoint runs on a cluster whose worker is up (GET /v1/clusters)", body.Cluster).
+			withErrors([]gen.FieldError{{Path: "cluster", Message: fmt.Sprintf("cluster %q is not registered", body.Cluster)}})
+	} else if err != nil {
+		return nil, internalError(err)
+	}
+	err = s.endpoints.Create(ctx, req.Project, body.Name, s.taskQueue, activities.TaskQueueForCluster(body.Cluster), spec)
+	if errors.Is(err, endpointclient.ErrExists) {
+		return nil, newProblem(ptAlreadyExists, "endpoint %q already exists in project %q", body.Name, req.Project)
+	}
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	v, err := s.endpointView(ctx, req.Project, body.Name)
+	if err != nil {
+		return nil, err
+	}
+	return gen.CreateEndpoint201JSONResponse{Body: v,
+		Headers: gen.CreateEndpoint201ResponseHeaders{Location: s.link("/v1/projects/%s/endpoints/%s", req.Project, body.Name)}}, nil
+}
+
+// ListEndpoints lists the project's endpoints.
+func (s *server) ListEndpoints(ctx context.Context, req gen.ListEndpointsRequestObject) (gen.ListEndpointsResponseObject, error) {
+	if err := s.endpointsOn(); err != nil {
+		return nil, err
+	}
+	list, err := s.endpoints.List(ctx, req.Project)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	items := views(list, func(e endpointclient.Summary) gen.EndpointSummary {
+		return gen.EndpointSummary{Name: e.Name, Project: req.Project, CreatedAt: optIf(!e.CreatedAt.IsZero(), e.CreatedAt)}
+	})
+	if items == nil {
+		items = []gen.EndpointSummary{}
+	}
+	return gen.ListEndpoints200JSONResponse{Items: items}, nil
+}
+
+// GetEndpoint answers the endpoint's workflow status.
+func (s *server) GetEndpoint(ctx context.Context, req gen.GetEndpointRequestObject) (gen.GetEndpointResponseObject, error) {
+	if err := s.endpointsOn(); err != nil {
+		return nil, err
+	}
+	v, err := s.endpointView(ctx, req.Project, req.Endpoint)
+	if err != nil {
+		return nil, err
+	}
+	return gen.GetEndpoint200JSONResponse(v), nil
+}
+
+// UpdateEndpoint submits a new spec.
+func (s *server) UpdateEndpoint(ctx context.Context, req gen.UpdateEndpointRequestObject) (gen.UpdateEndpointResponseObject, error) {
+	if err := s.endpointsOn(); err != nil {
+		return nil, err
+	}
+	spec, err := decodeEndpointSpec(deref(req.Body), "")
+	if err != nil {
+		return nil, err
+	}
+	if err := s.endpointErr(req.Project, req.Endpoint, s.endpoints.Update(ctx, req.Project, req.Endpoint, spec)); err != nil {
+		return nil, err
+	}
+	v, err := s.endpointView(ctx, req.Project, req.Endpoint)
+	if err != nil {
+		return nil, err
+	}
+	return gen.UpdateEndpoint200JSONResponse(v), nil
+}
+
+// DeleteEndpoint starts the endpoint's deletion.
+func (s *server) DeleteEndpoint(ctx context.Context, req gen.DeleteEndpointRequestObject) (gen.DeleteEndpointResponseObject, error) {
+	if err := s.endpointsOn(); err != nil {
+		return nil, err
+	}
+	if err := s.endpointErr(req.Project, req.Endpoint, s.endpoints.Delete(ctx, req.Project, req.Endpoint)); err != nil {
+		return nil, err
+	}
+	return gen.DeleteEndpoint202Response{}, nil
+}
+
+// RollbackEndpoint rolls an earlier revision's spec out as a new revision.
+func (s *server) RollbackEndpoint(ctx context.Context, req gen.RollbackEndpointRequestObject) (gen.RollbackEndpointResponseObject, error) {
+	if err := s.endpointsOn(); err != nil {
+		return nil, err
+	}
+	if err := s.endpointErr(req.Project, req.Endpoint, s.endpoints.Rollback(ctx, req.Project, req.Endpoint, deref(req.Body).Revision)); err != nil {
+		return nil, err
+	}
+	v, err := s.endpointView(ctx, req.Project, req.Endpoint)
+	if err != nil {
+		return nil, err
+	}
+	return gen.RollbackEndpoint200JSONResponse(v), nil
+}
+
+// PromoteEndpoint skips the rollout's current pause.
+func (s *server) PromoteEndpoint(ctx context.Context, req gen.PromoteEndpointRequestObject) (gen.PromoteEndpointResponseObject, error) {
+	v, err := s.commandEndpoint(ctx, req.Project, req.Endpoint, inference.CommandPromote)
+	if err != nil {
+		return nil, err
+	}
+	return gen.PromoteEndpoint200JSONResponse(v), nil
+}
+
+// AbortEndpoint rolls the rollout back now.
+func (s *server) AbortEndpoint(ctx context.Context, req gen.AbortEndpointRequestObject) (gen.AbortEndpointResponseObject, error) {
+	v, err := s.commandEndpoint(ctx, req.Project, req.Endpoint, inference.CommandAbort)
+	if err != nil {
+		return nil, err
+	}
+	return gen.AbortEndpoint200JSONResponse(v), nil
+}
+
+func (s *server) commandEndpoint(ctx context.Context, project, name string, c inference.Command) (gen.Endpoint, error) {
+	if err := s.endpointsOn(); err != nil {
+		return gen.Endpoint{}, err
+	}
+	if err := s.endpointErr(project, name, s.endpoints.Command(ctx, project, name, c)); err != nil {
+		return gen.Endpoint{}, err
+	}
+	return s.endpointView(ctx, project, name)
+}
+
+func (s *server) endpointsOn() error {
+	if s.endpoints == nil {
+		return newProblem(ptUnavailable, "inference endpoints are not served by this gateway")
+	}
+	return nil
+}
+
+// endpointErr maps the client's errors to problems.
+func (s *server) endpointErr(project, name string, err error) error {
+	var rej *endpointclient.RejectedError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, endpointclient.ErrNotFound):
+		return notFound("endpoint %q not found in project %q", name, project)
+	case errors.As(err, &rej) && len(rej.Problems) > 0:
+		return invalidEndpoint(rej.Problems)
+	case errors.As(err, &rej):
+		return newProblem(ptEndpointBusy, "%s", rej.Message)
+	}
+	return unavailable(err)
+}
+
+func (s *server) endpointView(ctx context.Context, project, name string) (gen.Endpoint, error) {
+	st, err := s.endpoints.Status(ctx, project, name)
+	if err != nil {
+		return gen.Endpoint{}, s.endpointErr(project, name, err)
+	}
+	return endpointView(st, s.endpoints.UIURL(project, name)), nil
+}
+
+// decodeEndpointSpec decodes a spec strictly (unknown fields, wrong types)
+// and validates it, reporting every problem with its path under prefix.
+func decodeEndpointSpec(raw json.RawMessage, prefix string) (inference.EndpointSpec, error) {
+	var spec inference.EndpointSpec
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&spec); err != nil {
+		msg := specDecodeMessage(err)
+		path := prefix
+		if path == "" {
+			path = "body"
+		}
+		return spec, newProblem(ptInvalidEndpoint, "the endpoint spec cannot be decoded: %s", msg).
+			withErrors([]gen.FieldError{{Path: path, Message: msg}})
+	}
+	var ve *inference.ValidationError
+	if err := inference.Validate(spec); errors.As(err, &ve) {
+		problems := ve.Problems
+		if prefix != "" {
+			for i := range problems {
+				problems[i].Path = prefix + "." + problems[i].Path
+			}
+		}
+		return spec, invalidEndpoint(problems)
+	}
+	return spec, nil
+}
+
+func invalidEndpoint(problems []inference.Problem) error {
+	fields := views(problems, func(p inference.Problem) gen.FieldError { return gen.FieldError{Path: p.Path, Message: p.Message} })
+	return newProblem(ptInvalidEndpoint, "%s", summarize(fields)).withErrors(fields)
+}
+
+// specDecodeMessage says what is wrong with a spec's JSON: an unknown field
+// (a typo) or a field of the wrong type, named by its path.
+func specDecodeMessage(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Sprintf("field %q: expected %s, got a JSON %s", te.Field, te.Type, te.Value)
+	}
+	return err.Error() // "json: unknown field \"x\"", or a Duration's own message
+}

@@ -1,0 +1,177 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/atelier-ml/atelier/api/gen"
+	"github.com/atelier-ml/atelier/inference"
+	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/workflows/endpointclient"
+)
+
+// fakeEndpoints keeps endpoints in memory with the workflow's revision
+// rules (inference.NextRevision); busy makes updates refused as during a
+// rollout.
+type fakeEndpoints struct {
+	mu     sync.Mutex
+	eps    map[string]*workflows.EndpointStatus
+	queues map[string][2]string
+	busy   bool
+}
+
+func newFakeEndpoints() *fakeEndpoints {
+	return &fakeEndpoints{eps: map[string]*workflows.EndpointStatus{}, queues: map[string][2]string{}}
+}
+
+func (f *fakeEndpoints) Create(_ context.Context, project, name, wq, aq string, spec inference.EndpointSpec) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := project + "/" + name
+	if _, ok := f.eps[k]; ok {
+		return endpointclient.ErrExists
+	}
+	rev, _, err := inference.NextRevision(nil, spec, t0)
+	if err != nil {
+		return err
+	}
+	f.eps[k] = &workflows.EndpointStatus{Project: project, Name: name,
+		EndpointState: workflows.EndpointState{Revisions: []inference.Revision{rev}, Current: 1}}
+	f.queues[k] = [2]string{wq, aq}
+	return nil
+}
+
+func (f *fakeEndpoints) Status(_ context.Context, project, name string) (workflows.EndpointStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st, ok := f.eps[project+"/"+name]
+	if !ok {
+		return workflows.EndpointStatus{}, endpointclient.ErrNotFound
+	}
+	return *st, nil
+}
+
+func (f *fakeEndpoints) Update(_ context.Context, project, name string, spec inference.EndpointSpec) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st, ok := f.eps[project+"/"+name]
+	if !ok {
+		return endpointclient.ErrNotFound
+	}
+	if f.busy {
+		return &endpointclient.RejectedError{Message: "revision 1 is still rolling out: promote or abort it before changing what replicas run"}
+	}
+	rev, made, err := inference.NextRevision(&st.Revisions[len(st.Revisions)-1], spec, t0.Add(time.Minute))
+	if err != nil {
+		return err
+	}
+	if made {
+		st.Revisions = append(st.Revisions, rev)
+		st.Current = rev.Number
+	}
+	return nil
+}
+
+func (f *fakeEndpoints) Rollback(context.Context, string, string, int) error { return nil }
+func (f *fakeEndpoints) Command(context.Context, string, string, inference.Command) error {
+	return &endpointclient.RejectedError{Message: "no rollout is in progress"}
+}
+
+func (f *fakeEndpoints) Delete(_ context.Context, project, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.eps[project+"/"+name]; !ok {
+		return endpointclient.ErrNotFound
+	}
+	delete(f.eps, project+"/"+name)
+	return nil
+}
+
+func (f *fakeEndpoints) List(_ context.Context, project string) ([]endpointclient.Summary, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []endpointclient.Summary
+	for _, st := range f.eps {
+		if st.Project == project {
+			out = append(out, endpointclient.Summary{Name: st.Name, CreatedAt: t0})
+		}
+	}
+	slices.SortFunc(out, func(a, b endpointclient.Summary) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+func (f *fakeEndpoints) UIURL(project, name string) string { return "http://ui/" + project + "/" + name }
+
+func endpointBody(name, cluster string, spec map[string]any) map[string]any {
+	return map[string]any{"name": name, "cluster": cluster, "spec": spec}
+}
+
+func vllmSpec(image string) map[string]any {
+	return map[string]any{"backend": "vllm", "model": map[string]any{"name": "tiny"}, "image": image,
+		"resources": map[string]any{"gpuType": "NVIDIA-L4", "gpus": 1}, "replicas": map[string]any{"min": 1, "max": 3}}
+}
+
+func TestEndpointLifecycle(t *testing.T) {
+	eps := newFakeEndpoints()
+	h := newHarness(t, WithEndpoints(eps), WithTaskQueue("atelier-local"))
+	h.cat.clusters["east"] = gpuCluster("east")
+	const path = "/v1/projects/alpha/endpoints"
+
+	// Every problem at once, with paths under spec.
+	bad := vllmSpec("")
+	bad["replicas"] = map[string]any{"min": 4, "max": 2}
+	p := wantProblem(t, h.do("POST", path, h.editor, endpointBody("chat", "east", bad)), http.StatusUnprocessableEntity, "invalid-endpoint-spec")
+	if paths := errorPaths(p); !slices.Contains(paths, "spec.image") || !slices.Contains(paths, "spec.replicas.max") {
+		t.Fatalf("problems %v, want spec.image and spec.replicas.max", paths)
+	}
+	// A typo is named, not ignored.
+	typo := vllmSpec("vllm/vllm-openai:v0.9.1")
+	typo["replica"] = 3
+	p = wantProblem(t, h.do("POST", path, h.editor, endpointBody("chat", "east", typo)), http.StatusUnprocessableEntity, "invalid-endpoint-spec")
+	if p.Detail == nil || !strings.Contains(*p.Detail, `unknown field "replica"`) {
+		t.Fatalf("typo problem %+v", p)
+	}
+	wantProblem(t, h.do("POST", path, h.editor, endpointBody("chat", "west", vllmSpec("vllm/vllm-openai:v0.9.1"))), http.StatusUnprocessableEntity, "invalid-endpoint-spec")
+	// Viewers read, editors write; other projects see nothing.
+	wantProblem(t, h.do("POST", path, h.viewer, endpointBody("chat", "east", vllmSpec("vllm/vllm-openai:v0.9.1"))), http.StatusForbidden, "forbidden")
+
+	r := h.do("POST", path, h.editor, endpointBody("chat", "east", vllmSpec("vllm/vllm-openai:v0.9.1")))
+	wantStatus(t, r, http.StatusCreated)
+	var ep gen.Endpoint
+	r.json(t, &ep)
+	if ep.Name != "chat" || ep.Current != 1 || len(ep.Revisions) != 1 || ep.TemporalUI == nil {
+		t.Fatalf("created %+v", ep)
+	}
+	if q := eps.queues["alpha/chat"]; q != [2]string{"atelier-local", "atelier-k8s-east"} {
+		t.Fatalf("queues %v: the workflow runs on the local queue, its activities on the cluster's", q)
+	}
+	wantProblem(t, h.do("POST", path, h.editor, endpointBody("chat", "east", vllmSpec("vllm/vllm-openai:v0.9.1"))), http.StatusConflict, "already-exists")
+	wantProblem(t, h.do("GET", path+"/chat", h.betaEditor, nil), http.StatusNotFound, "not-found")
+
+	var list gen.EndpointList
+	r = h.do("GET", path, h.viewer, nil)
+	wantStatus(t, r, http.StatusOK)
+	r.json(t, &list)
+	if len(list.Items) != 1 || list.Items[0].Name != "chat" {
+		t.Fatalf("list %+v", list)
+	}
+
+	r = h.do("PUT", path+"/chat", h.editor, vllmSpec("vllm/vllm-openai:v0.9.2"))
+	wantStatus(t, r, http.StatusOK)
+	r.json(t, &ep)
+	if ep.Current != 2 {
+		t.Fatalf("after update: %+v", ep)
+	}
+	eps.busy = true
+	wantProblem(t, h.do("PUT", path+"/chat", h.editor, vllmSpec("vllm/vllm-openai:v0.9.3")), http.StatusConflict, "endpoint-conflict")
+	wantProblem(t, h.do("POST", path+"/chat/promote", h.editor, nil), http.StatusConflict, "endpoint-conflict")
+	wantProblem(t, h.do("GET", path+"/nope", h.viewer, nil), http.StatusNotFound, "not-found")
+
+	wantStatus(t, h.do("DELETE", path+"/chat", h.editor, nil), http.StatusAccepted)
+	wantProblem(t, h.do("GET", path+"/chat", h.viewer, nil), http.StatusNotFound, "not-found")
+}

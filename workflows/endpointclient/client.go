@@ -1,0 +1,196 @@
+package endpointclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/atelier-ml/atelier/inference"
+	"github.com/atelier-ml/atelier/workflows"
+)
+
+// Errors callers branch on.
+var (
+	// ErrNotFound: no open workflow owns that endpoint (never created, or
+	// deleted).
+	ErrNotFound = errors.New("endpoint not found")
+	// ErrExists: an endpoint of that name is open in the project.
+	ErrExists = errors.New("endpoint already exists")
+)
+
+// RejectedError is an update the endpoint's workflow refused. Problems is
+// set when the spec was invalid (every problem, with its path); otherwise
+// Message says why (e.g. a rollout is in progress).
+type RejectedError struct {
+	Message  string
+	Problems []inference.Problem
+}
+
+func (e *RejectedError) Error() string { return e.Message }
+
+// Client talks to endpoint workflows.
+type Client struct {
+	c         client.Client
+	namespace string
+	uiBase    string
+}
+
+// New wraps a connected client; uiBase (may be empty) builds Temporal UI
+// links.
+func New(c client.Client, namespace, uiBase string) *Client {
+	return &Client{c: c, namespace: namespace, uiBase: strings.TrimRight(uiBase, "/")}
+}
+
+var saProject = temporal.NewSearchAttributeKeyKeyword(workflows.SAProject)
+
+// Create starts the endpoint's workflow on workflowQueue (a local worker's
+// queue, where workflows run) with its activities going to activityQueue
+// (the cluster's).
+func (e *Client) Create(ctx context.Context, project, name, workflowQueue, activityQueue string, spec inference.EndpointSpec) error {
+	opts := client.StartWorkflowOptions{
+		ID:        workflows.EndpointWorkflowID(project, name),
+		TaskQueue: workflowQueue,
+		// A deleted endpoint's name may be used again once its workflow
+		// closed; an open one is never started twice.
+		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		TypedSearchAttributes:                    temporal.NewSearchAttributes(saProject.ValueSet(project)),
+		Memo:                                     map[string]any{"project": project, "endpoint": name},
+	}
+	_, err := e.c.ExecuteWorkflow(ctx, opts, workflows.EndpointWorkflowName, workflows.EndpointInput{
+		Project: project, Name: name, Spec: spec, TaskQueue: activityQueue,
+	})
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &already) {
+		return ErrExists
+	}
+	if err != nil {
+		return fmt.Errorf("endpointclient: start endpoint %s/%s: %w", project, name, err)
+	}
+	return nil
+}
+
+// Status queries the endpoint's workflow. A closed workflow (a deleted
+// endpoint) is ErrNotFound.
+func (e *Client) Status(ctx context.Context, project, name string) (workflows.EndpointStatus, error) {
+	var st workflows.EndpointStatus
+	res, err := e.c.QueryWorkflowWithOptions(ctx, &client.QueryWorkflowWithOptionsRequest{
+		WorkflowID: workflows.EndpointWorkflowID(project, name), QueryType: workflows.QueryEndpointStatus,
+		QueryRejectCondition: enumspb.QUERY_REJECT_CONDITION_NOT_OPEN,
+	})
+	if isNotFound(err) {
+		return st, ErrNotFound
+	}
+	if err != nil {
+		return st, fmt.Errorf("endpointclient: query endpoint %s/%s: %w", project, name, err)
+	}
+	if res.QueryRejected != nil {
+		return st, ErrNotFound
+	}
+	if err := res.QueryResult.Get(&st); err != nil {
+		return st, fmt.Errorf("endpointclient: decode endpoint status: %w", err)
+	}
+	return st, nil
+}
+
+// Update sends a new spec and waits until the workflow has applied it.
+func (e *Client) Update(ctx context.Context, project, name string, spec inference.EndpointSpec) error {
+	return e.update(ctx, project, name, workflows.UpdateEndpointSpec, spec)
+}
+
+// Rollback makes a revision with revision to's spec.
+func (e *Client) Rollback(ctx context.Context, project, name string, to int) error {
+	return e.update(ctx, project, name, workflows.UpdateEndpointRollback, to)
+}
+
+// Command promotes or aborts the rollout in progress.
+func (e *Client) Command(ctx context.Context, project, name string, c inference.Command) error {
+	return e.update(ctx, project, name, workflows.UpdateEndpointCommand, workflows.EndpointCommand{Command: c})
+}
+
+// Delete asks the workflow to delete the endpoint; it ends once done.
+func (e *Client) Delete(ctx context.Context, project, name string) error {
+	return e.update(ctx, project, name, workflows.UpdateEndpointDelete)
+}
+
+func (e *Client) update(ctx context.Context, project, name, update string, args ...any) error {
+	h, err := e.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: workflows.EndpointWorkflowID(project, name), UpdateName: update,
+		Args: args, WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err == nil {
+		err = h.Get(ctx, nil)
+	}
+	var appErr *temporal.ApplicationError
+	switch {
+	case err == nil:
+		return nil
+	case isNotFound(err):
+		return ErrNotFound
+	case errors.As(err, &appErr):
+		rej := &RejectedError{Message: appErr.Message()}
+		if appErr.Type() == workflows.ErrTypeInvalidEndpointSpec && appErr.HasDetails() {
+			_ = appErr.Details(&rej.Problems)
+		}
+		return rej
+	}
+	return fmt.Errorf("endpointclient: update %s of endpoint %s/%s: %w", update, project, name, err)
+}
+
+// Summary is one endpoint in a list.
+type Summary struct {
+	Name      string
+	CreatedAt time.Time
+}
+
+// List returns the project's open endpoints, by name, from Temporal
+// visibility (eventually consistent: an endpoint created a moment ago may
+// be missing for about a second).
+func (e *Client) List(ctx context.Context, project string) ([]Summary, error) {
+	q := fmt.Sprintf("WorkflowType = %q AND %s = %q AND ExecutionStatus = 'Running'", workflows.EndpointWorkflowName, workflows.SAProject, project)
+	var out []Summary
+	var token []byte
+	for {
+		res, err := e.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: e.namespace, Query: q, NextPageToken: token, PageSize: 1000})
+		if err != nil {
+			return nil, fmt.Errorf("endpointclient: list endpoints of %s: %w", project, err)
+		}
+		for _, x := range res.Executions {
+			var n string
+			if p, ok := x.GetMemo().GetFields()["endpoint"]; ok {
+				_ = converter.GetDefaultDataConverter().FromPayload(p, &n)
+			}
+			if n == "" {
+				n = strings.TrimPrefix(x.GetExecution().GetWorkflowId(), workflows.EndpointWorkflowID(project, ""))
+			}
+			out = append(out, Summary{Name: n, CreatedAt: x.GetStartTime().AsTime()})
+		}
+		if token = res.NextPageToken; len(token) == 0 {
+			break
+		}
+	}
+	return out, nil
+}
+
+// UIURL links the endpoint's workflow in the Temporal UI ("" without a UI).
+func (e *Client) UIURL(project, name string) string {
+	if e.uiBase == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s/namespaces/%s/workflows/%s", e.uiBase, e.namespace, workflows.EndpointWorkflowID(project, name))
+}
+
+func isNotFound(err error) bool {
+	var nf *serviceerror.NotFound
+	return errors.As(err, &nf)
+}
