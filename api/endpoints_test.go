@@ -105,7 +105,9 @@ func (f *fakeEndpoints) List(_ context.Context, project string) ([]endpointclien
 	return out, nil
 }
 
-func (f *fakeEndpoints) UIURL(project, name string) string { return "http://ui/" + project + "/" + name }
+func (f *fakeEndpoints) UIURL(project, name string) string {
+	return "http://ui/" + project + "/" + name
+}
 
 func endpointBody(name, cluster string, spec map[string]any) map[string]any {
 	return map[string]any{"name": name, "cluster": cluster, "spec": spec}
