@@ -13,6 +13,12 @@
 // of every run submit to it and wait, durably, for its answer (gpu_step.go);
 // it decides with the pure scheduler of package gpu.
 //
+// EndpointWorkflow owns one inference endpoint (endpoint.go): it observes
+// its revisions every tick, sizes them with the autoscaler and steps their
+// rollouts (package inference), and is the only writer of their replicas
+// and traffic; Updates change its spec, roll it back, promote, abort or
+// delete it. Its client is package endpointclient.
+//
 // A native Go pipeline:
 //
 //	func Train(ctx workflow.Context, in TrainInput) (TrainResult, error) {

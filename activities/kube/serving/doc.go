@@ -4,13 +4,14 @@
 // what the cluster shows. It decides nothing: replica counts, traffic
 // weights, deadlines and gates are the workflow's.
 //
-// Not wired yet: the entity workflow does not exist, so nothing in wire/
-// or internal/app constructs a Serving or registers its activities. A
-// cluster worker will do it beside kube.Backend:
-//
-//	s := serving.New(serving.Clients{Kube: kube, Gateway: gw},
-//		serving.WithNamespaceTemplate(tmpl), serving.WithGateway(parent))
-//	s.Register(w) // on activities.TaskQueueForCluster(cluster)
+// Every cluster worker constructs one beside kube.Backend (wire's
+// provideServing) and registers both the per-object activities (Register)
+// and the endpoint workflow's contract over them (RegisterEndpoint,
+// endpoint.go: observe every revision and scrape their queues in one
+// activity, apply a whole layout, delete revisions, delete the endpoint),
+// so an endpoint's history grows by a few events a tick. No Gateway is
+// configured by the worker yet (WithGateway), so endpoints report
+// "replica-ratio" traffic; the Gateway API mode is tested here directly.
 //
 // # Activities
 //
