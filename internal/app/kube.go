@@ -8,10 +8,10 @@ import (
 	sparkclient "github.com/kubeflow/spark-operator/v2/pkg/client/clientset/versioned"
 	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
 	"k8s.io/client-go/dynamic"
-	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/atelier-ml/atelier/activities/kube"
 	"github.com/atelier-ml/atelier/internal/config"

@@ -4,8 +4,8 @@ import (
 	sparkclientset "github.com/kubeflow/spark-operator/v2/pkg/client/clientset/versioned"
 	rayclientset "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
 	"k8s.io/client-go/dynamic"
-	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 	"k8s.io/client-go/kubernetes"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/atelier-ml/atelier/activities"
 )
