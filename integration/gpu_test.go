@@ -256,8 +256,11 @@ steps:
 		})
 	}
 	id := e.startRun(map[string]any{"pipeline": "shared-l4"})
+	// The step is WAITING_FOR_GPU from the submission on; the message
+	// comes from the admission workflow, so the workload is queued then.
 	e.waitRun(id, 60*time.Second, "the shared cluster waiting for GPUs", func(r runView) bool {
-		return r.Status != nil && len(r.Status.Steps) > 0 && r.Status.Steps[0].State == workflows.StepWaitingForGPU
+		return r.Status != nil && len(r.Status.Steps) > 0 && r.Status.Steps[0].State == workflows.StepWaitingForGPU &&
+			strings.HasPrefix(r.Status.Steps[0].Message, "waiting for GPUs: ")
 	})
 	assert.Empty(t, e.runObjects(t, id), "the shared cluster must not exist before it is admitted")
 	q := e.admissionQueue(t)
