@@ -7,6 +7,7 @@
 //	go run ./bench/kubecp   [-starts 3] [-nodes 1000] [-pods 10000] [-quick]
 //	go run ./bench/gpusched [-r 300] [-naive 3] [-pending 10000] [-nodes 1000] [-quick]
 //	go run ./bench/gpuadmit [-n 3000] [-depth 1000] [-probes 50] [-preempts 20] [-nodes 1000] [-quick]
+//	go run ./bench/serving  [-rounds 10] [-rollbacks 5] [-quick]
 //
 // Each program except gpusched (pure code, no server) starts its own
 // Temporal dev server (devstack.StartTemporal: in-memory, headless,
@@ -137,6 +138,24 @@
 //     minimum runtime set to 1 ms); a high-priority one arrives. Timed:
 //     submission to the victim told, and to the high-priority admission
 //     (the victim released).
+//
+// # serving: the inference endpoint workflow's reactions
+//
+// The real worker runs atelier.Endpoint; the endpoint's activities are a
+// fake runtime in the same process whose replicas are ready as soon as
+// they are applied and report the load they are given (so an engine's own
+// start-up is zero and what is left is Atelier's):
+//
+//   - autoscaler reaction: a queue of 35 appears on the replicas (target
+//     10 per replica); timed from then to the workflow's scale-up decision
+//     (its ScaleDecided event), against the tick (2 s) as the baseline.
+//   - decision → replicas applied: from that decision to the fake runtime
+//     receiving the new replica count.
+//   - rollback: an update to a revision whose replicas crash-loop; timed
+//     from the fake's first report of the crash loop to the rollback.
+//
+// Timestamps are wall time for the fake's side and workflow time (the
+// same machine's clock, read by the server) for the workflow's events.
 //
 // # gpusched: one GPU admission cycle
 //
