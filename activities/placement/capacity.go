@@ -139,11 +139,14 @@ func MeasureCapacity(ctx context.Context, kube kubernetes.Interface) (catalog.Cl
 	return c, nil
 }
 
-// ownedByAtelier reports whether a pod belongs to an Atelier step: GPU
-// admission counts those through its admitted workloads, so the inventory
-// leaves them out of a node's in-use GPUs.
+// ownedByAtelier reports whether a pod belongs to a run of Atelier (a
+// step, or a run's shared RayCluster): GPU admission counts those through
+// its admitted workloads, so the inventory leaves them out of a node's
+// in-use GPUs. An inference endpoint's replicas are Atelier's too but are
+// not admitted workloads, so they count as in use: admission must not
+// hand their GPUs to a step.
 func ownedByAtelier(p *corev1.Pod) bool {
-	return p.Labels[framework.LabelManagedBy] == framework.ManagedByValue
+	return p.Labels[framework.LabelManagedBy] == framework.ManagedByValue && p.Labels[framework.LabelRun] != ""
 }
 
 // listAll calls list page by page until the server has no more.

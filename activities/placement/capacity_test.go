@@ -79,7 +79,11 @@ func TestMeasureCapacity(t *testing.T) {
 	withInit.Spec.Overhead = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
 
 	atelierPod := pod("step", "a100-1", corev1.PodRunning, ctr("1", "1Gi", 1))
-	atelierPod.Labels = map[string]string{"atelier.dev/managed-by": "atelier"}
+	atelierPod.Labels = map[string]string{"atelier.dev/managed-by": "atelier", "atelier.dev/run": "r1"}
+	// An endpoint's replica is Atelier's but not an admitted workload: its
+	// GPU is in use for admission.
+	replica := pod("chat-r1", "a100-2", corev1.PodRunning, ctr("1", "1Gi", 1))
+	replica.Labels = map[string]string{"atelier.dev/managed-by": "atelier", "atelier.dev/endpoint": "chat"}
 
 	kube := fake.NewClientset(
 		node("a100-1", a100, "64", "512Gi", 8, true),
@@ -101,6 +105,7 @@ func TestMeasureCapacity(t *testing.T) {
 		pod("unbound", "", corev1.PodPending, ctr("1", "1Gi", 8)),               // not scheduled: ignored
 		pod("cordoned", "a100-cordoned", corev1.PodRunning, ctr("1", "1Gi", 8)), // node left out
 		atelierPod, // counted in Free, not in the inventory's in-use
+		replica,    // counted in both
 	)
 	var selectors []string
 	kube.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -115,24 +120,24 @@ func TestMeasureCapacity(t *testing.T) {
 	const gi = int64(1) << 30
 	want := catalog.ClusterCapacity{
 		GPUs: map[string]catalog.ResourceAmount{
-			a100:              {Total: 16, Free: 16 - 4 - 1 - 2 - 1},
+			a100:              {Total: 16, Free: 16 - 4 - 1 - 2 - 1 - 1},
 			h100:              {Total: 4, Free: 0},
 			UnknownGPUProduct: {Total: 1, Free: 1},
 		},
 		CPUMillis: catalog.ResourceAmount{
 			Total: 64000 + 64000 + 128000 + 8000 + 16000,
-			// a100-1: 64-8.1; a100-2: 64-8-1; h100-1: 0 (clamped); nolabel: 8;
+			// a100-1: 64-8.1; a100-2: 64-8-1-1 (with the replica); h100-1: 0 (clamped); nolabel: 8;
 			// cpu-1: 16 - (max(1+0.5, 0.5+3) + 0.1).
-			Free: (64000 - 8100 - 1000) + (64000 - 9000) + 0 + 8000 + (16000 - 3600),
+			Free: (64000 - 8100 - 1000) + (64000 - 9000 - 1000) + 0 + 8000 + (16000 - 3600),
 		},
 		MemoryBytes: catalog.ResourceAmount{
 			Total: 512*gi + 512*gi + 1024*gi + 64*gi + 64*gi,
-			Free:  (512*gi - 64*gi - 128<<20 - gi) + (512*gi - 65*gi) + (1024*gi - 901*gi) + 64*gi + (64*gi - 1536<<20),
+			Free:  (512*gi - 64*gi - 128<<20 - gi) + (512*gi - 66*gi) + (1024*gi - 901*gi) + 64*gi + (64*gi - 1536<<20),
 		},
 		Nodes: 5,
 		GPUNodes: []gpu.Node{
 			{Name: "a100-1", GPUType: a100, GPUMemoryMiB: 81920, GPUs: 8, GPUsInUse: 4, Ready: true},
-			{Name: "a100-2", GPUType: a100, GPUMemoryMiB: 81920, GPUs: 8, GPUsInUse: 3, Ready: true},
+			{Name: "a100-2", GPUType: a100, GPUMemoryMiB: 81920, GPUs: 8, GPUsInUse: 4, Ready: true}, // 2 + 1 + the endpoint replica
 			{Name: "a100-cordoned", GPUType: a100, GPUMemoryMiB: 81920, GPUs: 8, GPUsInUse: 8, Ready: true, Unschedulable: true},
 			{Name: "gpu-nolabel", GPUs: 1, Ready: true},
 			{Name: "h100-1", GPUType: h100, GPUMemoryMiB: 81559, GPUs: 4, GPUsInUse: 4, Ready: true},
