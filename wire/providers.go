@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
+	"k8s.io/utils/ptr"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/atelier-ml/atelier/activities/admission"
 	"github.com/atelier-ml/atelier/activities/kube"
@@ -124,8 +127,19 @@ func provideAdmission(s *store.Store, c client.Client, cfg config.Config) *admis
 // provideServing builds the inference serving activities of a cluster
 // worker, in the same namespaces as its steps.
 func provideServing(clients kube.Clients, cfg config.Config, l *zap.Logger) *serving.Serving {
-	return serving.New(serving.Clients{Kube: clients.Kube, Gateway: clients.Gateway},
-		serving.WithNamespaceTemplate(cfg.KubeNamespaceTemplate), serving.WithLogger(l.Named("serving")))
+	opts := []serving.Option{serving.WithNamespaceTemplate(cfg.KubeNamespaceTemplate), serving.WithLogger(l.Named("serving"))}
+	if cfg.KubeGateway != "" {
+		ns, name, found := strings.Cut(cfg.KubeGateway, "/")
+		if !found {
+			ns, name = "", cfg.KubeGateway
+		}
+		ref := gatewayv1.ParentReference{Name: gatewayv1.ObjectName(name)}
+		if ns != "" {
+			ref.Namespace = ptr.To(gatewayv1.Namespace(ns))
+		}
+		opts = append(opts, serving.WithGateway(ref))
+	}
+	return serving.New(serving.Clients{Kube: clients.Kube, Gateway: clients.Gateway}, opts...)
 }
 
 // provideKubeBackend builds the Kubernetes backends of a cluster worker;

@@ -72,6 +72,10 @@ type Config struct {
 	// watching many steps).
 	KubeQPS   float32
 	KubeBurst int
+	// KubeGateway names the Gateway API Gateway ("namespace/name", or
+	// "name" in the endpoint's own namespace) that inference endpoints'
+	// HTTPRoutes attach to; empty: traffic split by replica ratio.
+	KubeGateway string
 	// KueueQueue, when set, makes the cluster worker submit Jobs and
 	// RayJobs to Kueue's LocalQueue of that name (created suspended)
 	// instead of using Atelier's own GPU admission.
@@ -139,6 +143,7 @@ func (c *Config) BindWorker(fs *pflag.FlagSet) {
 	fs.StringVar(&c.KubeContext, "kube-context", env("ATELIER_KUBE_CONTEXT", d.KubeContext), "kubeconfig context; default: the current context (ATELIER_KUBE_CONTEXT)")
 	fs.StringVar(&c.KubeNamespaceTemplate, "kube-namespace-template", env("ATELIER_KUBE_NAMESPACE_TEMPLATE", d.KubeNamespaceTemplate), "namespace of a project's objects; {project} is replaced (ATELIER_KUBE_NAMESPACE_TEMPLATE)")
 	fs.Float32Var(&c.KubeQPS, "kube-qps", c.envFloat32("ATELIER_KUBE_QPS", d.KubeQPS), "API server requests per second (ATELIER_KUBE_QPS)")
+	fs.StringVar(&c.KubeGateway, "gateway", env("ATELIER_GATEWAY", d.KubeGateway), "with --cluster: the Gateway API Gateway (namespace/name) inference endpoints' HTTPRoutes attach to, for weighted traffic; without it traffic follows the replica ratio (ATELIER_GATEWAY)")
 	fs.StringVar(&c.KueueQueue, "kueue-queue", env("ATELIER_KUEUE_QUEUE", d.KueueQueue), "with --cluster: the cluster runs Kueue; submit Jobs and RayJobs to this LocalQueue (in every project namespace) and let Kueue admit them instead of Atelier (ATELIER_KUEUE_QUEUE)")
 	fs.IntVar(&c.KubeBurst, "kube-burst", c.envInt("ATELIER_KUBE_BURST", d.KubeBurst), "API server request burst (ATELIER_KUBE_BURST)")
 }
@@ -151,6 +156,20 @@ func (c *Config) ValidateCluster() error {
 	}
 	if !catalog.ValidClusterName(c.Cluster) {
 		return fmt.Errorf("cluster name %q: use lowercase letters, digits and '-', starting with a letter, at most 63 characters", c.Cluster)
+	}
+	if g := c.KubeGateway; g != "" {
+		ns, name, found := strings.Cut(g, "/")
+		if !found {
+			ns, name = "", g
+		}
+		var errs []string
+		if found {
+			errs = append(errs, validation.IsDNS1123Label(ns)...)
+		}
+		errs = append(errs, validation.IsDNS1123Subdomain(name)...)
+		if len(errs) > 0 {
+			return fmt.Errorf("--gateway %q: want namespace/name of a Gateway: %s", g, strings.Join(errs, "; "))
+		}
 	}
 	if q := c.KueueQueue; q != "" {
 		// The name is a label value on every object and a LocalQueue name.

@@ -44,6 +44,15 @@ func TestWorkerFlags(t *testing.T) {
 	}
 }
 
+func TestValidateClusterAcceptsGatewayAndKueue(t *testing.T) {
+	for _, g := range []string{"infra/public", "public"} {
+		c := parse(t, "--database-url", "postgres://x", "--cluster", "east", "--gateway", g, "--kueue-queue", "team-q")
+		if err := c.ValidateCluster(); err != nil {
+			t.Errorf("--gateway %s: %v", g, err)
+		}
+	}
+}
+
 func TestValidateCluster(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -53,6 +62,8 @@ func TestValidateCluster(t *testing.T) {
 		{[]string{"--cluster", "east", "--cluster-label", "bad key=x"}, "cluster label"},
 		{[]string{"--cluster", "east", "--kube-namespace-template", ""}, "namespace template"},
 		{[]string{"--cluster", "east", "--kube-burst", "0"}, "positive"},
+		{[]string{"--cluster", "east", "--gateway", "infra/Bad_Name"}, "--gateway"},
+		{[]string{"--cluster", "east", "--kueue-queue", "Team Q"}, "--kueue-queue"},
 	} {
 		c := parse(t, append([]string{"--database-url", "postgres://x"}, tc.args...)...)
 		if err := c.ValidateCluster(); err == nil || !strings.Contains(err.Error(), tc.want) {

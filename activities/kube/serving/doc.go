@@ -9,9 +9,9 @@
 // and the endpoint workflow's contract over them (RegisterEndpoint,
 // endpoint.go: observe every revision and scrape their queues in one
 // activity, apply a whole layout, delete revisions, delete the endpoint),
-// so an endpoint's history grows by a few events a tick. No Gateway is
-// configured by the worker yet (WithGateway), so endpoints report
-// "replica-ratio" traffic; the Gateway API mode is tested here directly.
+// so an endpoint's history grows by a few events a tick. The worker's
+// --gateway names the Gateway (WithGateway); without it endpoints report
+// "replica-ratio" traffic.
 //
 // # Activities
 //
