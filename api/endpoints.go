@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/api/gen"
@@ -210,13 +211,12 @@ func decodeEndpointSpec(raw json.RawMessage, prefix string) (inference.EndpointS
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&spec); err != nil {
-		msg := specDecodeMessage(err)
-		path := prefix
-		if path == "" {
-			path = "body"
+		// Say where, for every bad value, not only the first.
+		fields := decodeProblems(raw, reflect.TypeFor[inference.EndpointSpec](), prefix)
+		if len(fields) == 0 {
+			fields = []gen.FieldError{{Path: orBody(prefix), Message: specDecodeMessage(err)}}
 		}
-		return spec, newProblem(ptInvalidEndpoint, "the endpoint spec cannot be decoded: %s", msg).
-			withErrors([]gen.FieldError{{Path: path, Message: msg}})
+		return spec, newProblem(ptInvalidEndpoint, "%s", summarize(fields)).withErrors(fields)
 	}
 	var ve *inference.ValidationError
 	if err := inference.Validate(spec); errors.As(err, &ve) {

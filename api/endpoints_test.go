@@ -138,6 +138,16 @@ func TestEndpointLifecycle(t *testing.T) {
 	if p.Detail == nil || !strings.Contains(*p.Detail, `unknown field "replica"`) {
 		t.Fatalf("typo problem %+v", p)
 	}
+	// Values that do not decode are each named by their path, all at once.
+	undecodable := vllmSpec("vllm/vllm-openai:v0.9.1")
+	undecodable["autoscaling"] = map[string]any{"stableWindow": "soon"}
+	undecodable["rollout"] = map[string]any{"canary": map[string]any{"steps": []any{map[string]any{"weight": 10, "pause": "1m"}, map[string]any{"weight": "half", "pause": "later"}}}}
+	undecodable["replica"] = 3
+	p = wantProblem(t, h.do("POST", path, h.editor, endpointBody("chat", "east", undecodable)), http.StatusUnprocessableEntity, "invalid-endpoint-spec")
+	want := []string{"spec.autoscaling.stableWindow", "spec.replica", "spec.rollout.canary.steps[1].pause", "spec.rollout.canary.steps[1].weight"}
+	if got := errorPaths(p); !slices.Equal(got, want) {
+		t.Fatalf("decode problems at %v, want %v (%+v)", got, want, p.Errors)
+	}
 	wantProblem(t, h.do("POST", path, h.editor, endpointBody("chat", "west", vllmSpec("vllm/vllm-openai:v0.9.1"))), http.StatusUnprocessableEntity, "invalid-endpoint-spec")
 	// Viewers read, editors write; other projects see nothing.
 	wantProblem(t, h.do("POST", path, h.viewer, endpointBody("chat", "east", vllmSpec("vllm/vllm-openai:v0.9.1"))), http.StatusForbidden, "forbidden")
