@@ -234,21 +234,7 @@ func TestSharedRayClusterIsAdmitted(t *testing.T) {
 	}, true)
 	ctx := context.Background()
 	e.setupL4Admission(t, "one-l4", 0)
-	e.createPipeline("shared-l4", fmt.Sprintf(`
-rayClusters:
-  - name: shared
-    placement: {cluster: %[1]s}
-    image: rayproject/ray:2.9.0
-    workers: [{name: gpu, replicas: 1, gpu: 1, gpuType: %[2]s}]
-steps:
-  - name: a
-    kind: ray
-    ray: {entrypoint: python a.py, cluster: shared}
-  - name: b
-    kind: ray
-    dependsOn: [a]
-    ray: {entrypoint: python b.py, cluster: shared}
-`, e.cluster, kubetest.L4))
+	e.createSharedL4Pipeline("shared-l4", "a", "b")
 	holders := []string{e.startRun(map[string]any{"pipeline": "one-l4"}), e.startRun(map[string]any{"pipeline": "one-l4"})}
 	for _, id := range holders {
 		e.waitRun(id, 60*time.Second, "holding an L4", func(r runView) bool {
@@ -290,4 +276,25 @@ steps:
 	final := e.admissionQueue(t)
 	assert.Empty(t, final.Pending)
 	assert.Empty(t, final.Running, "the run's end gave the shared cluster's GPUs back")
+}
+
+// createSharedL4Pipeline stores a pipeline whose ray steps (run one after
+// the other) share a RayCluster with one single-L4 worker.
+func (e *kubeEnv) createSharedL4Pipeline(name string, steps ...string) {
+	var b strings.Builder
+	fmt.Fprintf(&b, `rayClusters:
+  - name: shared
+    placement: {cluster: %s}
+    image: rayproject/ray:2.9.0
+    workers: [{name: gpu, replicas: 1, gpu: 1, gpuType: %s}]
+steps:
+`, e.cluster, kubetest.L4)
+	for i, s := range steps {
+		fmt.Fprintf(&b, "  - name: %s\n    kind: ray\n", s)
+		if i > 0 {
+			fmt.Fprintf(&b, "    dependsOn: [%s]\n", steps[i-1])
+		}
+		fmt.Fprintf(&b, "    ray: {entrypoint: python %s.py, cluster: shared}\n", s)
+	}
+	e.createPipeline(name, b.String())
 }

@@ -144,17 +144,7 @@ func TestRecordGPUHistories(t *testing.T) {
 		return kubetest.Exit{After: 4 * time.Second, Message: `{}`}
 	}, true, stackOptions{gpuMinRuntime: time.Second})
 	e.setupL4Admission(t, "l4-step", 100)
-	e.createPipeline("shared-l4", fmt.Sprintf(`
-rayClusters:
-  - name: shared
-    placement: {cluster: %[1]s}
-    image: rayproject/ray:2.9.0
-    workers: [{name: gpu, replicas: 1, gpu: 1, gpuType: %[2]s}]
-steps:
-  - name: a
-    kind: ray
-    ray: {entrypoint: python a.py, cluster: shared}
-`, e.cluster, kubetest.L4))
+	e.createSharedL4Pipeline("shared-l4", "a")
 	running := func(r runView) bool {
 		return r.Status != nil && len(r.Status.Steps) == 1 && r.Status.Steps[0].State == workflows.StepRunning
 	}
