@@ -135,13 +135,21 @@ func TestPodExitCodeAndTerminationMessageFromAnnotations(t *testing.T) {
 	if term == nil || term.ExitCode != 3 || term.Message != `{"why":"boom"}` || term.Reason != "Error" {
 		t.Errorf("terminated = %+v", term)
 	}
-	// A pod without the annotations keeps running (and stays Ready).
+	// A pod without the annotations reaches Running and stays there. The
+	// two pods are scheduled independently, so the server pod may still be
+	// Pending when the other one has failed: wait for Running, then check
+	// that it has not terminated a moment later.
+	waitFor(t, "server pod Running", func() (bool, error) {
+		s, err := kube.CoreV1().Pods(ns).Get(ctx(), "server", metav1.GetOptions{})
+		return err == nil && s.Status.Phase == corev1.PodRunning, err
+	})
+	time.Sleep(500 * time.Millisecond)
 	s, err := kube.CoreV1().Pods(ns).Get(ctx(), "server", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Status.Phase != corev1.PodRunning {
-		t.Errorf("server pod phase %s, want Running", s.Status.Phase)
+	if s.Status.Phase != corev1.PodRunning || s.Status.ContainerStatuses[0].State.Terminated != nil {
+		t.Errorf("server pod phase %s (%+v), want Running", s.Status.Phase, s.Status.ContainerStatuses)
 	}
 }
 
