@@ -57,6 +57,12 @@ type RevisionObservation struct {
 	// Waiting says why replicas do not start (e.g. the scheduler's
 	// reason), "" when nothing is stuck.
 	Waiting string `json:"waiting,omitempty"`
+	// URLs are the base URLs (scheme://host:port, no path) the gateway's
+	// endpoint proxy forwards this revision's requests to, empty while no
+	// replica is ready: one per ready replica where replicas are reached
+	// one by one (the local runtime's processes), or one balanced address
+	// (a Kubernetes revision's Service).
+	URLs []string `json:"urls,omitempty"`
 }
 
 // ObserveEndpointResult is every requested revision, in request order.
