@@ -27,6 +27,7 @@ type route struct {
 	project    bool         // has a {project} path parameter
 	rawBody    bool         // x-atelier-raw-body: the handler parses the body, not the validator
 	mediaTypes []string     // the request body's content types (raw bodies: checked by the validator)
+	proxied    bool         // forwarded to an inference endpoint: the engine's API, not Atelier's (invoke.go)
 }
 
 type principalKey struct{}

@@ -50,6 +50,7 @@ type server struct {
 	conv  Converger
 	// endpoints serves inference endpoints (nil: their routes answer 503).
 	endpoints Endpoints
+	proxy     EndpointProxy
 
 	bodyLimit    int64
 	publicURL    string
@@ -187,6 +188,7 @@ func New(cat Catalog, eng Engine, opts ...Option) (*echo.Echo, error) {
 	e.Use(s.limitBody)
 	e.Use(validate)
 	gen.RegisterHandlers(e, gen.NewStrictHandler(s, []gen.StrictMiddlewareFunc{withRequest}))
+	s.invokeRoutes(e)
 	return e, nil
 }
 

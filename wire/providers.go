@@ -21,6 +21,7 @@ import (
 	"github.com/atelier-ml/atelier/activities/placement"
 	"github.com/atelier-ml/atelier/api"
 	"github.com/atelier-ml/atelier/examples/gopipeline"
+	"github.com/atelier-ml/atelier/inference/proxy"
 	"github.com/atelier-ml/atelier/internal/config"
 	"github.com/atelier-ml/atelier/internal/reconcile"
 	"github.com/atelier-ml/atelier/internal/store"
@@ -49,8 +50,9 @@ func provideEngine(c client.Client, cfg config.Config) *runclient.Client {
 }
 
 func provideAPI(cat api.Catalog, eng api.Engine, c client.Client, rec *reconcile.Reconciler, cfg config.Config, l *zap.Logger) (http.Handler, error) {
+	endpoints := endpointclient.New(c, cfg.Namespace, cfg.TemporalUIURL)
 	return api.New(cat, eng, api.WithLogger(l.Named("api")), api.WithTaskQueue(cfg.TaskQueue), api.WithConverger(rec), api.WithStreamLimit(cfg.StreamLimit),
-		api.WithEndpoints(endpointclient.New(c, cfg.Namespace, cfg.TemporalUIURL)))
+		api.WithEndpoints(endpoints), api.WithEndpointProxy(proxy.New(endpoints, endpoints, proxy.Options{Log: l.Named("proxy")})))
 }
 
 // provideReconciler keeps the catalogue converged with Temporal (runs ended

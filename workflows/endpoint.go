@@ -33,12 +33,26 @@ const (
 	UpdateEndpointDelete = "atelier.endpoint.delete"
 	// QueryEndpointStatus answers an EndpointStatus.
 	QueryEndpointStatus = "status"
+	// SignalEndpointTraffic carries an EndpointTraffic from a gateway's
+	// endpoint proxy (package inference/proxy).
+	SignalEndpointTraffic = "atelier.endpoint.traffic"
 )
+
+// EndpointTraffic is what a gateway's endpoint proxy reports: the
+// requests it holds now because no replica is ready (the 0→1 signal), and
+// each revision's requests since its previous report.
+type EndpointTraffic struct {
+	Held      int                         `json:"held"`
+	Revisions []inference.RevisionTraffic `json:"revisions,omitempty"`
+}
 
 // EndpointWorkflowID is the ID of the workflow that owns an endpoint: one
 // per project and name, so a second create is refused by Temporal itself.
+// The separator is '/', which neither a project nor an endpoint name may
+// contain: with '-', project "a" endpoint "b-c" and project "a-b" endpoint
+// "c" would share a workflow, and one tenant would read the other's.
 func EndpointWorkflowID(project, name string) string {
-	return "atelier-endpoint-" + project + "-" + name
+	return "atelier-endpoint/" + project + "/" + name
 }
 
 // Defaults of the endpoint loop.
@@ -92,6 +106,14 @@ type EndpointState struct {
 	Deleting bool                             `json:"deleting,omitempty"`
 	// Command is a promote or abort waiting for the next rollout step.
 	Command inference.Command `json:"command,omitempty"`
+	// Held is how many requests the gateway's proxy held at HeldAt,
+	// waiting for a ready replica.
+	Held   int       `json:"held,omitempty"`
+	HeldAt time.Time `json:"heldAt,omitzero"`
+	// Window is the rollout candidate's traffic through the gateway's
+	// proxy since the current step's MeasureFrom: what its error-rate
+	// and latency gates judge.
+	Window *inference.TrafficWindow `json:"window,omitempty"`
 }
 
 // EndpointEvent is one thing that happened to the endpoint, for its
@@ -171,6 +193,14 @@ func EndpointWorkflow(ctx workflow.Context, in EndpointInput) error {
 	if err := e.handlers(ctx); err != nil {
 		return err
 	}
+	traffic := workflow.GetSignalChannel(ctx, SignalEndpointTraffic)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var t EndpointTraffic
+			traffic.Receive(ctx, &t)
+			e.onTraffic(ctx, t)
+		}
+	})
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           e.in.TaskQueue,
 		StartToCloseTimeout: time.Minute,
@@ -185,6 +215,10 @@ func EndpointWorkflow(ctx workflow.Context, in EndpointInput) error {
 		}
 		if workflow.GetInfo(ctx).GetCurrentHistoryLength() > endpointHistoryLimit {
 			_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+			// Reports not yet received would be lost with this run.
+			for t := (EndpointTraffic{}); traffic.ReceiveAsync(&t); t = (EndpointTraffic{}) {
+				e.onTraffic(ctx, t)
+			}
 			next := e.in
 			next.State = e.st
 			return workflow.NewContinueAsNewError(ctx, EndpointWorkflowName, next)
@@ -363,9 +397,13 @@ func (e *endpoint) tick(ctx, actx workflow.Context) error {
 	}
 	o := observed(obs, sized)
 	queue := slices.Clone(o.Queue)
-	if obs.Held > 0 || o.Replicas == 0 {
+	held := obs.Held
+	if !e.st.HeldAt.IsZero() && now.Sub(e.st.HeldAt) < heldFresh*e.in.Tick {
+		held = max(held, e.st.Held)
+	}
+	if held > 0 || o.Replicas == 0 {
 		queue = append(queue, inference.Observation{At: obs.At, Source: inference.SourceProxy,
-			Signal: inference.QueueSignal{Waiting: float64(obs.Held), Known: true}})
+			Signal: inference.QueueSignal{Waiting: float64(held), Known: true}})
 	}
 	d := e.st.Scaler.Decide(now, queue, inference.Replicas{Current: e.replicasOf(sized), Ready: o.Status.Ready})
 	if e.st.LastScale == nil || e.st.LastScale.Desired != d.Desired {
@@ -376,6 +414,11 @@ func (e *endpoint) tick(ctx, actx workflow.Context) error {
 	var step inference.Step
 	if ro := e.st.Rollout; ro != nil {
 		in := inference.RolloutInput{Now: now, Target: d.Desired, Candidate: observed(obs, ro.Candidate).Status, Command: e.st.Command}
+		if w := e.st.Window; w != nil && w.Revision == ro.Candidate && !in.Candidate.MetricsKnown {
+			// The runtime's own figures, when it has some, win: the
+			// proxy sees only the requests that pass through the gateway.
+			in.Candidate = w.Status(in.Candidate)
+		}
 		if ro.Stable != 0 {
 			in.Stable = observed(obs, ro.Stable).Status
 		}
@@ -390,10 +433,56 @@ func (e *endpoint) tick(ctx, actx workflow.Context) error {
 			Traffic:  []inference.RevisionWeight{{Revision: e.st.Stable, Weight: 100}}}
 	}
 	e.st.LastStep = &step
+	e.measure()
 	if err := e.apply(ctx, actx, step); err != nil {
 		return err
 	}
 	return e.settle(ctx, actx, step)
+}
+
+// heldFresh: a held count older than this many ticks is stale (the
+// proxy reports every second while it holds requests, and zero when it
+// stops, so only a gateway that died while holding leaves one behind).
+const heldFresh = 3
+
+// onTraffic takes a gateway proxy's report: requests held while no replica
+// is ready wake the loop at once (the 0→1 path does not wait for a tick),
+// and the rollout candidate's requests add to the window its gates judge.
+func (e *endpoint) onTraffic(ctx workflow.Context, t EndpointTraffic) {
+	e.st.Held, e.st.HeldAt = max(t.Held, 0), workflow.Now(ctx)
+	if t.Held > 0 && e.readyServing() == 0 {
+		e.woken = true
+	}
+	if w := e.st.Window; w != nil {
+		for _, r := range t.Revisions {
+			if r.Revision == w.Revision {
+				w.Add(r)
+			}
+		}
+	}
+}
+
+// readyServing counts the ready replicas of the last observation.
+func (e *endpoint) readyServing() int {
+	n := 0
+	for _, o := range e.st.Observed {
+		n += o.Status.Ready
+	}
+	return n
+}
+
+// measure starts a new traffic window when the rollout's step starts
+// measuring afresh (a new canary weight, a new preview), and drops it
+// when nothing is measured.
+func (e *endpoint) measure() {
+	ro, step := e.st.Rollout, e.st.LastStep
+	if ro == nil || step == nil || step.MeasureFrom.IsZero() {
+		e.st.Window = nil
+		return
+	}
+	if w := e.st.Window; w == nil || w.Revision != ro.Candidate || !w.From.Equal(step.MeasureFrom) {
+		e.st.Window = &inference.TrafficWindow{Revision: ro.Candidate, From: step.MeasureFrom}
+	}
 }
 
 // serving lists the deployment revisions that may have replicas.

@@ -34,6 +34,9 @@ type fakeServing struct {
 	errorRate map[int]float64 // per revision
 	crashing  map[int]bool
 	applies   int
+	// noMetrics: the runtime reads no traffic figures (Kubernetes without
+	// a metrics source): only the gateway proxy's reports count.
+	noMetrics bool
 }
 
 func newFakeServing(env *testsuite.TestWorkflowEnvironment) *fakeServing {
@@ -66,7 +69,7 @@ func (f *fakeServing) observe(_ context.Context, req activities.ObserveEndpointR
 					Signal: inference.QueueSignal{Running: f.load / float64(total), Known: true}})
 			}
 		}
-		if rev == req.Measured {
+		if rev == req.Measured && !f.noMetrics {
 			o.Status.MetricsKnown = true
 			o.Status.Requests = 200
 			o.Status.Errors = int64(200 * f.errorRate[rev])
@@ -280,4 +283,100 @@ func TestEndpointCanaryRollsBackOnErrors(t *testing.T) {
 	require.Contains(t, eventKinds(after), "RolloutRollBack")
 	require.Contains(t, h.rt.deleted, 2, "the canary's replicas are deleted")
 	require.Equal(t, []inference.RevisionWeight{{Revision: 1, Weight: 100}}, after.Traffic)
+}
+
+// canarySpec is a two-step canary judged on error rate.
+func canarySpec(image string) inference.EndpointSpec {
+	s := endpointSpec(image)
+	s.Rollout.Strategy = inference.StrategyCanary
+	s.Rollout.Canary.Steps = []inference.CanaryStep{{Weight: 20, Pause: inference.Duration(30 * time.Second)}, {Weight: 60, Pause: inference.Duration(30 * time.Second)}}
+	s.Rollout.Gates.MaxErrorRate = 0.05
+	return s
+}
+
+// Where the runtime reads no traffic figures, the gateway proxy's reports
+// (signals) are what the canary's error-rate gate judges: clean traffic
+// promotes the canary, a 5xx burst rolls it back, and no traffic at all
+// never passes.
+func TestEndpointCanaryJudgedOnProxyReports(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		errorRate float64
+		requests  int64
+		want      int // stable revision at the end
+		event     string
+	}{
+		{"clean traffic promotes", 0, 20, 2, "RolloutPromote"},
+		{"5xx burst rolls back", 0.5, 20, 1, "RolloutRollBack"},
+		{"no traffic never passes", 0, 0, 0, "RolloutProgress"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newEndpointHarness(t)
+			h.rt.set(func(f *fakeServing) { f.noMetrics = true })
+			var upd updateOutcome
+			var after workflows.EndpointStatus
+			h.at(20*time.Second, func() { h.update(workflows.UpdateEndpointSpec, &upd, canarySpec("img:2")) })
+			// The proxy reports every few seconds: requests split 20/80
+			// (then 60/40) between the canary and revision 1.
+			for at := 21 * time.Second; at < 3*time.Minute; at += 3 * time.Second {
+				h.at(at, func() {
+					if tc.requests == 0 {
+						return
+					}
+					h.env.SignalWorkflow(workflows.SignalEndpointTraffic, workflows.EndpointTraffic{Revisions: []inference.RevisionTraffic{
+						{Revision: 1, Requests: 3 * tc.requests},
+						{Revision: 2, Requests: tc.requests, Errors: int64(float64(tc.requests) * tc.errorRate)},
+					}})
+				})
+			}
+			h.at(170*time.Second, func() { after = h.status() })
+			h.run(3 * time.Minute)
+
+			require.NoError(t, upd.rejected)
+			require.Contains(t, eventKinds(after), tc.event)
+			if tc.want == 0 {
+				require.NotNil(t, after.Rollout, "without samples the canary neither passes nor fails: %s", eventKinds(after))
+				require.Equal(t, 1, after.Stable)
+				require.NotNil(t, after.Window)
+				require.Zero(t, after.Window.Requests)
+				require.Contains(t, after.LastStep.Reason, "samples", "the step says why it waits")
+				return
+			}
+			require.Equal(t, tc.want, after.Stable, "%s", eventKinds(after))
+			require.Nil(t, after.Rollout)
+		})
+	}
+}
+
+// At zero replicas, a request held by the gateway's proxy wakes the
+// endpoint at once, without waiting for its tick, and the held count is
+// the demand that sizes it.
+func TestEndpointWakesFromZeroOnHeldRequests(t *testing.T) {
+	h := newEndpointHarness(t)
+	spec := endpointSpec("img:1")
+	zero := 0
+	spec.Replicas.Min = &zero
+	spec.Autoscaling.IdleTimeout = inference.Duration(30 * time.Second)
+	var asleep, woken workflows.EndpointStatus
+	h.at(100*time.Second, func() { asleep = h.status() })
+	h.at(101*time.Second+300*time.Millisecond, func() {
+		h.env.SignalWorkflow(workflows.SignalEndpointTraffic, workflows.EndpointTraffic{Held: 25})
+	})
+	h.at(101*time.Second+400*time.Millisecond, func() { woken = h.status() })
+	h.at(110*time.Second, func() { h.env.SignalWorkflow(workflows.SignalEndpointTraffic, workflows.EndpointTraffic{Held: 0}) })
+	h.at(2*time.Minute, func() {
+		var out updateOutcome
+		h.update(workflows.UpdateEndpointDelete, &out)
+	})
+	h.env.ExecuteWorkflow(workflows.EndpointWorkflow, workflows.EndpointInput{Project: "vision", Name: "chat", Spec: spec, TaskQueue: "q"})
+	require.True(t, h.env.IsWorkflowCompleted())
+	require.NoError(t, h.env.GetWorkflowError())
+
+	require.Equal(t, []inference.RevisionReplicas{{Revision: 1, Replicas: 0}}, asleep.Replicas, "idle: scaled to zero: %+v", asleep.LastScale)
+	require.Equal(t, 25, woken.Held)
+	// Decided within 100 ms of the report, not at the next tick: the first
+	// replica (activation); the held load then sizes the rest as the
+	// windows fill.
+	require.Equal(t, 1, woken.Replicas[0].Replicas, "%+v", woken.LastScale)
+	require.Equal(t, 25.0, woken.LastScale.Held)
 }

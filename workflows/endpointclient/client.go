@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -100,6 +101,10 @@ func (e *Client) Status(ctx context.Context, project, name string) (workflows.En
 	if err := res.QueryResult.Get(&st); err != nil {
 		return st, fmt.Errorf("endpointclient: decode endpoint status: %w", err)
 	}
+	if st.Project != project || st.Name != name {
+		// Never another tenant's endpoint, whatever the workflow ID says.
+		return workflows.EndpointStatus{}, ErrNotFound
+	}
 	return st, nil
 }
 
@@ -187,7 +192,7 @@ func (e *Client) UIURL(project, name string) string {
 	if e.uiBase == "" {
 		return ""
 	}
-	return fmt.Sprintf("%s/namespaces/%s/workflows/%s", e.uiBase, e.namespace, workflows.EndpointWorkflowID(project, name))
+	return fmt.Sprintf("%s/namespaces/%s/workflows/%s", e.uiBase, url.PathEscape(e.namespace), url.PathEscape(workflows.EndpointWorkflowID(project, name)))
 }
 
 func isNotFound(err error) bool {

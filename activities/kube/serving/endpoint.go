@@ -47,6 +47,7 @@ func (s *Serving) ObserveEndpoint(ctx context.Context, req activities.ObserveEnd
 			ro.Waiting = fmt.Sprintf("%s: %s", o.Unschedulable.Reason, o.Unschedulable.Message)
 		}
 		if o.Ready > 0 {
+			ro.URLs = []string{RevisionURL(o.Namespace, o.Deployment, req.Backend)}
 			sc, err := s.ScrapeMetrics(ctx, activities.ScrapeServingMetricsRequest{ServingRevisionRef: ref, Backend: req.Backend})
 			if err != nil {
 				return out, err
@@ -101,6 +102,15 @@ func (s *Serving) ApplyEndpointLayout(ctx context.Context, req activities.ApplyE
 		}
 	}
 	return activities.ApplyEndpointLayoutResult{TrafficMode: mode}, nil
+}
+
+// RevisionURL is the in-cluster address of a revision's Service (named
+// like its Deployment), where the gateway's endpoint proxy sends the
+// revision's requests: reachable from a gateway that runs in the cluster
+// (or on its pod and service network).
+func RevisionURL(namespace, revisionName string, backend inference.Backend) string {
+	info, _ := inference.Info(backend)
+	return fmt.Sprintf("http://%s.%s.svc:%d", revisionName, namespace, info.HTTPPort)
 }
 
 // DeleteEndpointRevisions deletes revisions that no longer serve.

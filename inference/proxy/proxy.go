@@ -1,0 +1,419 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/atelier-ml/atelier/inference"
+)
+
+// ErrNotFound is what a Resolver answers for an endpoint that does not
+// exist (or was deleted).
+var ErrNotFound = errors.New("endpoint not found")
+
+// Target is one revision the proxy may send requests to.
+type Target struct {
+	Revision int
+	// Weight is the revision's share of traffic (0–100).
+	Weight int
+	// URLs are the revision's ready replicas' base URLs (or one balanced
+	// address); empty while none is ready.
+	URLs []string
+}
+
+// Route is where an endpoint's requests go.
+type Route struct {
+	Targets []Target
+}
+
+// Resolver finds an endpoint's route (the endpoint's workflow status).
+type Resolver interface {
+	Resolve(ctx context.Context, project, endpoint string) (Route, error)
+}
+
+// Report is what the proxy tells an endpoint's workflow: how many
+// requests it holds now, and the traffic per revision since its last
+// report.
+type Report struct {
+	Held      int
+	Revisions []inference.RevisionTraffic
+}
+
+// Reporter delivers reports (a signal to the endpoint's workflow).
+type Reporter interface {
+	Report(ctx context.Context, project, endpoint string, r Report) error
+}
+
+// RevisionHeader pins a request to a revision (a blue-green preview at
+// 0% traffic, say) and, on responses, names the revision that answered.
+const RevisionHeader = "X-Atelier-Revision"
+
+// Defaults.
+const (
+	DefaultMaxHeld     = 100
+	DefaultMaxHold     = 5 * time.Minute
+	DefaultRouteTTL    = time.Second
+	DefaultReportEvery = time.Second
+	// holdPoll is how often a held request looks for a ready replica.
+	holdPoll = 250 * time.Millisecond
+	// retryAfter is the Retry-After of a refused request, in seconds.
+	retryAfter = 5
+)
+
+// Options tune a Proxy; zero values take the defaults.
+type Options struct {
+	// MaxHeld bounds the requests one endpoint holds while it wakes;
+	// further ones are refused with 429 and Retry-After.
+	MaxHeld int
+	// MaxHold bounds how long a request is held (its own deadline may be
+	// shorter).
+	MaxHold time.Duration
+	// RouteTTL is how long a resolved route is reused.
+	RouteTTL time.Duration
+	// ReportEvery is how often traffic is reported while there is some.
+	ReportEvery time.Duration
+	Transport   http.RoundTripper
+	Log         *zap.Logger
+}
+
+// Proxy forwards requests to endpoints' replicas.
+type Proxy struct {
+	resolve  Resolver
+	reporter Reporter
+	opts     Options
+	rp       *httputil.ReverseProxy
+
+	mu        sync.Mutex
+	endpoints map[key]*endpointState
+}
+
+type key struct{ project, endpoint string }
+
+// endpointState is the proxy's view of one endpoint: its cached route,
+// held requests and traffic not yet reported.
+type endpointState struct {
+	route     Route
+	routeAt   time.Time
+	held      int
+	traffic   map[int]*inference.RevisionTraffic
+	reporting bool
+	sentHeld  int
+	turn      map[int]int // per revision: the next of its URLs
+}
+
+// New builds a proxy.
+func New(r Resolver, rep Reporter, o Options) *Proxy {
+	if o.MaxHeld <= 0 {
+		o.MaxHeld = DefaultMaxHeld
+	}
+	if o.MaxHold <= 0 {
+		o.MaxHold = DefaultMaxHold
+	}
+	if o.RouteTTL <= 0 {
+		o.RouteTTL = DefaultRouteTTL
+	}
+	if o.ReportEvery <= 0 {
+		o.ReportEvery = DefaultReportEvery
+	}
+	if o.Transport == nil {
+		o.Transport = http.DefaultTransport
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	p := &Proxy{resolve: r, reporter: rep, opts: o, endpoints: map[key]*endpointState{}}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite:      rewrite,
+		Transport:    o.Transport,
+		ErrorHandler: p.upstreamError,
+		// Streamed completions (server-sent events) reach the client as
+		// they are generated.
+		FlushInterval: -1,
+	}
+	return p
+}
+
+// forward is what rewrite needs, carried in the request's context.
+type forward struct {
+	base *url.URL
+	path string
+}
+
+type forwardKey struct{}
+
+// rewrite points the outgoing request at the chosen replica. The
+// caller's Atelier token is not forwarded: the engine runs user code.
+func rewrite(pr *httputil.ProxyRequest) {
+	f := pr.In.Context().Value(forwardKey{}).(forward)
+	pr.SetURL(f.base)
+	pr.Out.URL.Path = f.path
+	pr.Out.URL.RawPath = ""
+	pr.Out.Header.Del("Authorization")
+	pr.Out.Header.Del(RevisionHeader)
+	pr.SetXForwarded()
+}
+
+// Error is a request the proxy answers itself (no replica answered).
+type Error struct {
+	Status     int
+	Message    string
+	RetryAfter int // seconds; 0: none
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Serve forwards r to the endpoint's replicas, at path (the part after
+// the endpoint's prefix, e.g. "/v1/chat/completions"). While no replica is
+// ready it holds the request (the endpoint is woken by the report), up to
+// MaxHold and the request's own deadline. It returns an *Error, without
+// writing, when it cannot forward: the caller writes it in its own format.
+func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, project, endpoint, path string) error {
+	ctx := r.Context()
+	k := key{project, endpoint}
+	st, err := p.state(ctx, k)
+	if err != nil {
+		return err
+	}
+	pin, err := pinned(r)
+	if err != nil {
+		return err
+	}
+	t, base, ok := p.pick(st, pin)
+	if !ok {
+		if t, base, err = p.hold(ctx, k, st, pin); err != nil {
+			return err
+		}
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		return &Error{Status: http.StatusBadGateway, Message: fmt.Sprintf("revision %d has a bad address %q", t, base)}
+	}
+	rec := &recorder{ResponseWriter: w}
+	rec.Header().Set(RevisionHeader, strconv.Itoa(t))
+	start := time.Now()
+	p.rp.ServeHTTP(rec, r.WithContext(context.WithValue(ctx, forwardKey{}, forward{base: u, path: path})))
+	p.count(k, t, time.Since(start), rec.status())
+	return nil
+}
+
+// pinned reads the revision a request asks for (0: any).
+func pinned(r *http.Request) (int, error) {
+	v := r.Header.Get(RevisionHeader)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, &Error{Status: http.StatusBadRequest, Message: fmt.Sprintf("%s must be a revision number, got %q", RevisionHeader, v)}
+	}
+	return n, nil
+}
+
+// state returns the endpoint's state with a route no older than RouteTTL.
+func (p *Proxy) state(ctx context.Context, k key) (*endpointState, error) {
+	p.mu.Lock()
+	st := p.endpoints[k]
+	fresh := st != nil && time.Since(st.routeAt) < p.opts.RouteTTL
+	p.mu.Unlock()
+	if fresh {
+		return st, nil
+	}
+	return p.refresh(ctx, k)
+}
+
+// refresh resolves the route again.
+func (p *Proxy) refresh(ctx context.Context, k key) (*endpointState, error) {
+	route, err := p.resolve.Resolve(ctx, k.project, k.endpoint)
+	if errors.Is(err, ErrNotFound) {
+		return nil, &Error{Status: http.StatusNotFound, Message: fmt.Sprintf("endpoint %q not found in project %q", k.endpoint, k.project)}
+	}
+	if err != nil {
+		return nil, &Error{Status: http.StatusServiceUnavailable, Message: "cannot read the endpoint's state: " + err.Error(), RetryAfter: retryAfter}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := p.endpoints[k]
+	if st == nil {
+		st = &endpointState{traffic: map[int]*inference.RevisionTraffic{}, turn: map[int]int{}}
+		p.endpoints[k] = st
+	}
+	st.route, st.routeAt = route, time.Now()
+	return st, nil
+}
+
+// pick chooses a revision by weight among those with ready replicas (or
+// the pinned one), then one of its URLs in turn.
+func (p *Proxy) pick(st *endpointState, pin int) (int, string, bool) {
+	p.mu.Lock()
+	route := st.route
+	p.mu.Unlock()
+	var ready []Target
+	total := 0
+	for _, t := range route.Targets {
+		if len(t.URLs) == 0 {
+			continue
+		}
+		if pin != 0 {
+			if t.Revision == pin {
+				ready, total = []Target{t}, 1
+				break
+			}
+			continue
+		}
+		if t.Weight > 0 {
+			ready = append(ready, t)
+			total += t.Weight
+		}
+	}
+	if len(ready) == 0 {
+		return 0, "", false
+	}
+	chosen := ready[0]
+	if len(ready) > 1 {
+		n := rand.IntN(total)
+		for _, t := range ready {
+			if n < t.Weight {
+				chosen = t
+				break
+			}
+			n -= t.Weight
+		}
+	}
+	p.mu.Lock()
+	i := st.turn[chosen.Revision] % len(chosen.URLs)
+	st.turn[chosen.Revision] = i + 1
+	p.mu.Unlock()
+	return chosen.Revision, chosen.URLs[i], true
+}
+
+// hold waits for a ready replica: the endpoint is scaled from zero, or
+// its replicas are all starting. The held count reaches the endpoint's
+// workflow at once (it is the 0→1 signal) and while the hold lasts.
+func (p *Proxy) hold(ctx context.Context, k key, st *endpointState, pin int) (int, string, error) {
+	p.mu.Lock()
+	if st.held >= p.opts.MaxHeld {
+		p.mu.Unlock()
+		return 0, "", &Error{Status: http.StatusTooManyRequests, RetryAfter: retryAfter,
+			Message: fmt.Sprintf("endpoint %q is starting and already holds %d requests; retry later", k.endpoint, st.held)}
+	}
+	st.held++
+	p.startReporting(k, st)
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		st.held--
+		p.mu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeout(ctx, p.opts.MaxHold)
+	defer cancel()
+	tick := time.NewTicker(holdPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			what := "no replica"
+			if pin != 0 {
+				what = fmt.Sprintf("no replica of revision %d", pin)
+			}
+			return 0, "", &Error{Status: http.StatusServiceUnavailable, RetryAfter: retryAfter,
+				Message: fmt.Sprintf("%s of endpoint %q became ready within %s", what, k.endpoint, p.opts.MaxHold)}
+		case <-tick.C:
+		}
+		if _, err := p.refresh(ctx, k); err != nil {
+			var pe *Error
+			if errors.As(err, &pe) && pe.Status == http.StatusNotFound {
+				return 0, "", err
+			}
+			continue // a transient error: keep holding
+		}
+		if t, base, ok := p.pick(st, pin); ok {
+			return t, base, nil
+		}
+	}
+}
+
+// count records one forwarded request.
+func (p *Proxy) count(k key, rev int, d time.Duration, status int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := p.endpoints[k]
+	if st == nil {
+		return
+	}
+	t := st.traffic[rev]
+	if t == nil {
+		t = &inference.RevisionTraffic{Revision: rev}
+		st.traffic[rev] = t
+	}
+	t.Requests++
+	if status >= 500 {
+		t.Errors++
+	}
+	t.Latency.Observe(d)
+	p.startReporting(k, st)
+}
+
+// startReporting runs one reporting loop per endpoint while it has
+// something to report; p.mu is held.
+func (p *Proxy) startReporting(k key, st *endpointState) {
+	if st.reporting {
+		return
+	}
+	st.reporting = true
+	go p.reportLoop(k, st)
+}
+
+// reportLoop sends the endpoint's held count and traffic: at once (a held
+// request is the wake-up call), then every ReportEvery until there is
+// nothing new to say.
+func (p *Proxy) reportLoop(k key, st *endpointState) {
+	for first := true; ; first = false {
+		if !first {
+			time.Sleep(p.opts.ReportEvery)
+		}
+		p.mu.Lock()
+		r := Report{Held: st.held}
+		for _, t := range st.traffic {
+			r.Revisions = append(r.Revisions, *t)
+		}
+		clear(st.traffic)
+		if len(r.Revisions) == 0 && r.Held == st.sentHeld {
+			st.reporting = false
+			p.mu.Unlock()
+			return
+		}
+		st.sentHeld = r.Held
+		p.mu.Unlock()
+		sortTraffic(r.Revisions)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := p.reporter.Report(ctx, k.project, k.endpoint, r); err != nil {
+			// Lost figures only shrink a gate's sample: never a false
+			// verdict (see TrafficGates).
+			p.opts.Log.Warn("cannot report endpoint traffic", zap.String("project", k.project), zap.String("endpoint", k.endpoint), zap.Error(err))
+		}
+		cancel()
+	}
+}
+
+// upstreamError answers a replica that could not be reached. It counts
+// as an error of the revision (recorder.status sees the 502).
+func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		w.WriteHeader(499) // the client went away; nginx's convention
+		return
+	}
+	p.opts.Log.Info("endpoint replica did not answer", zap.String("url", r.URL.String()), zap.Error(err))
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(http.StatusBadGateway)
+	_, _ = fmt.Fprintf(w, `{"type":"about:blank","title":"Bad Gateway","status":502,"detail":%q}`, "the endpoint's replica did not answer: "+err.Error())
+}
