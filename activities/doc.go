@@ -6,5 +6,7 @@
 // kind; kube/serving, inference endpoints' Deployments, Services and
 // HTTPRoutes), placement (cluster selection and capacity), mirror (the Postgres
 // mirror of a run's status), admission (GPU admission: submitting a step's
-// GPU gang to its cluster's admission workflow, loading its snapshot).
+// GPU gang to its cluster's admission workflow, loading its snapshot),
+// deploy (inference pipeline steps: creating or updating an endpoint
+// through its workflow and waiting for the revision's rollout).
 package activities

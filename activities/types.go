@@ -17,6 +17,11 @@ const (
 	ErrTypeStepTimeout = "StepTimeout" // attempt exceeded its timeout
 	ErrTypeInvalidStep = "InvalidStep" // request cannot run (bad command, missing tool)
 	ErrTypeBadOutputs  = "BadOutputs"  // outputs file not a JSON object or too large
+	// ErrTypeRolloutFailed: an inference step's revision was rolled back
+	// (or its endpoint deleted) instead of being promoted. Deploying the
+	// same spec again would only meet the same revision, so the step is
+	// not retried.
+	ErrTypeRolloutFailed = "RolloutFailed"
 )
 
 // ContainerRequest runs one attempt of a container step.

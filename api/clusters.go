@@ -105,11 +105,12 @@ func (s *server) DeleteCluster(ctx context.Context, req gen.DeleteClusterRequest
 	return gen.DeleteCluster204Response{}, nil
 }
 
-// validateOptions describes what pipeline versions may use now: ray and
-// spark steps (and placement) need a Kubernetes cluster, so they are allowed
-// once at least one is registered. It is computed per request (one small
-// query on a rare operation) so registering the first cluster needs no
-// gateway restart.
+// validateOptions describes what pipeline versions may use now: ray,
+// spark and inference steps (and placement) need a Kubernetes cluster, so
+// they are allowed once at least one is registered. It is computed per
+// request (one small query on a rare operation) so registering the first
+// cluster needs no gateway restart. Inference steps must name their
+// cluster: the local runtime does not serve endpoints (LocalEndpoints).
 func (s *server) validateOptions(ctx context.Context) (spec.ValidateOptions, error) {
 	clusters, err := s.cat.ListClusters(ctx)
 	if err != nil {
@@ -118,5 +119,5 @@ func (s *server) validateOptions(ctx context.Context) (spec.ValidateOptions, err
 	if len(clusters) == 0 {
 		return spec.ValidateOptions{Kinds: []spec.StepKind{spec.KindContainer}}, nil
 	}
-	return spec.ValidateOptions{Kinds: []spec.StepKind{spec.KindContainer, spec.KindRay, spec.KindSpark}, Kubernetes: true}, nil
+	return spec.ValidateOptions{Kinds: []spec.StepKind{spec.KindContainer, spec.KindRay, spec.KindSpark, spec.KindInference}, Kubernetes: true}, nil
 }

@@ -150,8 +150,17 @@ const rayJSON = `{
   ]
 }`
 
-// TestStepKindsFollowTheRegistry: ray and spark steps are accepted exactly
-// when a cluster is registered, without restarting the gateway.
+// inferenceJSON is a minimal valid pipeline with an inference step.
+const inferenceJSON = `{
+  "steps": [
+    {"name": "serve", "kind": "inference", "inference": {"endpoint": "chat", "cluster": "east",
+      "spec": {"backend": "vllm", "model": {"name": "tiny"}, "image": "vllm/vllm-openai:v0.9.1"}}}
+  ]
+}`
+
+// TestStepKindsFollowTheRegistry: ray, spark and inference steps are
+// accepted exactly when a cluster is registered, without restarting the
+// gateway.
 func TestStepKindsFollowTheRegistry(t *testing.T) {
 	h := newHarness(t)
 	path := "/v1/projects/alpha/pipelines/train/versions"
@@ -166,9 +175,17 @@ func TestStepKindsFollowTheRegistry(t *testing.T) {
 	wantStatus(t, h.do("POST", "/v1/clusters", h.admin, map[string]any{"name": "east"}), http.StatusCreated)
 	wantStatus(t, h.do("POST", path, h.editor, rayJSON), http.StatusCreated)
 
-	// Kinds no cluster runs stay rejected.
-	inference := `{"steps": [{"name": "serve", "kind": "inference", "inference": {}}]}`
-	wantProblem(t, h.do("POST", path, h.editor, inference), http.StatusUnprocessableEntity, "invalid-spec")
+	wantStatus(t, h.do("POST", "/v1/projects/alpha/pipelines/serve/versions", h.editor, inferenceJSON), http.StatusCreated)
+	// An inference step's problems are named by their paths, the
+	// endpoint spec's included.
+	bad := `{"steps": [{"name": "serve", "kind": "inference", "inference": {"endpoint": "Chat", "spec": {"backend": "tgi", "image": "x"}}}]}`
+	p = wantProblem(t, h.do("POST", path, h.editor, bad), http.StatusUnprocessableEntity, "invalid-spec")
+	if got, want := strings.Join(errorPaths(p), " "), "steps[0].inference.endpoint steps[0].inference.cluster steps[0].inference.spec.backend"; got != want {
+		t.Errorf("paths %q, want %q", got, want)
+	}
+	// Kinds no runtime runs stay rejected.
+	approval := `{"steps": [{"name": "wait", "kind": "approval"}]}`
+	wantProblem(t, h.do("POST", path, h.editor, approval), http.StatusUnprocessableEntity, "invalid-spec")
 
 	// Deleting the last cluster closes the door again.
 	wantStatus(t, h.do("DELETE", "/v1/clusters/east", h.admin, nil), http.StatusNoContent)

@@ -295,3 +295,20 @@ func fmtDur(d time.Duration) string {
 	}
 	return s
 }
+
+// nameRE is what an endpoint name must match: a DNS label short enough
+// for the Kubernetes names derived from it (the REST API's EndpointName
+// has the same pattern).
+var nameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,40}$`)
+
+// CheckName returns an error saying how to fix name when it cannot name an
+// endpoint, nil when it can.
+func CheckName(name string) error {
+	if name == "" {
+		return errors.New("required: the endpoint's name")
+	}
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("invalid endpoint name %q: use lowercase letters, digits and '-', starting with a letter, at most 41 characters", name)
+	}
+	return nil
+}

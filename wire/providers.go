@@ -15,6 +15,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/atelier-ml/atelier/activities/admission"
+	"github.com/atelier-ml/atelier/activities/deploy"
 	"github.com/atelier-ml/atelier/activities/kube"
 	"github.com/atelier-ml/atelier/activities/kube/serving"
 	"github.com/atelier-ml/atelier/activities/local"
@@ -124,6 +125,13 @@ func provideSelector(s *store.Store, l *zap.Logger) *placement.Selector {
 // worker; the admission workflows they start run on its task queue.
 func provideAdmission(s *store.Store, c client.Client, cfg config.Config) *admission.Activities {
 	return admission.New(s, c, cfg.TaskQueue, admission.WithMinRuntime(cfg.GPUMinRuntime))
+}
+
+// provideDeploy builds the inference step activity of the local worker:
+// the endpoint workflows it creates run on its task queue, and so do the
+// activities of endpoints created without a cluster (the local runtime).
+func provideDeploy(c client.Client, s *store.Store, cfg config.Config) *deploy.Activities {
+	return deploy.New(endpointclient.New(c, cfg.Namespace, cfg.TemporalUIURL), s, cfg.TaskQueue)
 }
 
 // provideServing builds the inference serving activities of a cluster

@@ -77,8 +77,9 @@ func InitWorker(ctx context.Context, cfg config.Config) (*app.Worker, func(), er
 	mirrorMirror := mirror.New(store, logger)
 	selector := provideSelector(store, logger)
 	activities := provideAdmission(store, client, cfg)
+	deployActivities := provideDeploy(client, store, cfg)
 	v := provideGoPipelines(cfg)
-	worker := app.NewWorker(client, cfg, runner, mirrorMirror, selector, activities, store, v, logger)
+	worker := app.NewWorker(client, cfg, runner, mirrorMirror, selector, activities, deployActivities, store, v, logger)
 	return worker, func() {
 		cleanup3()
 		cleanup2()

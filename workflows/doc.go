@@ -19,6 +19,13 @@
 // and traffic; Updates change its spec, roll it back, promote, abort or
 // delete it. Its client is package endpointclient.
 //
+// Pipelines deploy endpoints with inference steps (inference.go; Run.Inference
+// in Go, kind inference in a spec): each attempt is one activity
+// (activities.DeployEndpointName, package activities/deploy) that creates
+// or updates the endpoint through its workflow and waits until the
+// revision it made is promoted, failing with the gate's message if it is
+// rolled back.
+//
 // A native Go pipeline:
 //
 //	func Train(ctx workflow.Context, in TrainInput) (TrainResult, error) {

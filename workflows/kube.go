@@ -76,6 +76,7 @@ type stepWork struct {
 	container *spec.Container
 	ray       *spec.RayStep
 	spark     *spec.SparkStep
+	inference *spec.InferenceStep
 	gpus      int
 	gpuType   string
 	// noPreempt admits the work as a workload GPU admission never evicts
@@ -84,9 +85,13 @@ type stepWork struct {
 }
 
 // runWork runs a rendered step where it belongs: container steps without a
-// placement on the local runtime, everything else on a Kubernetes cluster.
+// placement on the local runtime, inference steps through their endpoint's
+// workflow, everything else on a Kubernetes cluster.
 func (r *Run) runWork(ctx workflow.Context, st *StepStatus, stepName string, item *int, w stepWork, opts ...StepOption) (Outputs, error) {
 	cfg := newStepConfig(opts)
+	if w.kind == spec.KindInference {
+		return r.runInference(ctx, st, stepName, item, *w.inference, cfg)
+	}
 	if w.kind == spec.KindContainer && cfg.placement == nil {
 		return r.runContainer(ctx, st, stepName, item, *w.container, opts...)
 	}

@@ -287,6 +287,8 @@ func renderWork(s *spec.Step, env spec.Env) (stepWork, error) {
 		w.ray, err = spec.RenderRay(s.Ray, env)
 	case spec.KindSpark:
 		w.spark, err = spec.RenderSpark(s.Spark, env)
+	case spec.KindInference:
+		w.inference, err = spec.RenderInference(s.Inference, env)
 	default:
 		w.container, err = spec.RenderContainer(s.Container, env)
 	}
@@ -298,6 +300,8 @@ func renderWork(s *spec.Step, env spec.Env) (stepWork, error) {
 		err = spec.CheckRenderedSize(w.ray)
 	case w.spark != nil:
 		err = spec.CheckRenderedSize(w.spark)
+	case w.inference != nil:
+		err = spec.CheckRenderedSize(w.inference)
 	case w.container != nil:
 		err = spec.CheckRenderedSize(w.container)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/admission"
+	"github.com/atelier-ml/atelier/activities/deploy"
 	"github.com/atelier-ml/atelier/activities/local"
 	"github.com/atelier-ml/atelier/activities/mirror"
 	"github.com/atelier-ml/atelier/activities/placement"
@@ -26,7 +27,8 @@ type GoWorkflowPublisher interface {
 }
 
 // Worker polls the local runtime's task queue and runs pipeline workflows
-// and their local activities: containers, the catalogue mirror and cluster
+// and their local activities: containers, inference steps (which talk to
+// endpoint workflows, not to a cluster), the catalogue mirror and cluster
 // selection (which reads the registry, so it runs here rather than on a
 // cluster's worker, which may be the one that is down).
 type Worker struct {
@@ -39,7 +41,7 @@ type Worker struct {
 }
 
 // NewWorker registers every workflow and activity on a Temporal worker.
-func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, mirror *mirror.Mirror, selector *placement.Selector, admit *admission.Activities, pub GoWorkflowPublisher, pipelines []workflows.GoPipeline, l *zap.Logger) *Worker {
+func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, mirror *mirror.Mirror, selector *placement.Selector, admit *admission.Activities, deployer *deploy.Activities, pub GoWorkflowPublisher, pipelines []workflows.GoPipeline, l *zap.Logger) *Worker {
 	w := worker.New(c, cfg.TaskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize: cfg.WorkerConcurrency,
 		// Heartbeats carry cancellation to running processes; sending them
@@ -51,6 +53,9 @@ func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, mirror 
 	})
 	workflows.Register(w, pipelines...)
 	runner.Register(w)
+	// Inference steps wait for whole rollouts: step slots, not the short
+	// control slots.
+	deployer.Register(w)
 	// Bookkeeping stays registered on the step queue too: runs started
 	// before control queues existed still schedule it there.
 	mirror.Register(w)

@@ -110,31 +110,42 @@ func (e *Client) Status(ctx context.Context, project, name string) (workflows.En
 
 // Update sends a new spec and waits until the workflow has applied it.
 func (e *Client) Update(ctx context.Context, project, name string, spec inference.EndpointSpec) error {
-	return e.update(ctx, project, name, workflows.UpdateEndpointSpec, spec)
+	_, err := e.UpdateSpec(ctx, project, name, spec)
+	return err
+}
+
+// UpdateSpec is Update answering the revision the spec resolved to: a new
+// one, or the latest when the spec equals the latest's (nothing changes).
+func (e *Client) UpdateSpec(ctx context.Context, project, name string, spec inference.EndpointSpec) (inference.Revision, error) {
+	var rev inference.Revision
+	err := e.update(ctx, project, name, workflows.UpdateEndpointSpec, &rev, spec)
+	return rev, err
 }
 
 // Rollback makes a revision with revision to's spec.
 func (e *Client) Rollback(ctx context.Context, project, name string, to int) error {
-	return e.update(ctx, project, name, workflows.UpdateEndpointRollback, to)
+	return e.update(ctx, project, name, workflows.UpdateEndpointRollback, nil, to)
 }
 
 // Command promotes or aborts the rollout in progress.
 func (e *Client) Command(ctx context.Context, project, name string, c inference.Command) error {
-	return e.update(ctx, project, name, workflows.UpdateEndpointCommand, workflows.EndpointCommand{Command: c})
+	return e.update(ctx, project, name, workflows.UpdateEndpointCommand, nil, workflows.EndpointCommand{Command: c})
 }
 
 // Delete asks the workflow to delete the endpoint; it ends once done.
 func (e *Client) Delete(ctx context.Context, project, name string) error {
-	return e.update(ctx, project, name, workflows.UpdateEndpointDelete)
+	return e.update(ctx, project, name, workflows.UpdateEndpointDelete, nil)
 }
 
-func (e *Client) update(ctx context.Context, project, name, update string, args ...any) error {
+// update runs an update to completion, decoding its answer into result
+// (nil: ignored).
+func (e *Client) update(ctx context.Context, project, name, update string, result any, args ...any) error {
 	h, err := e.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID: workflows.EndpointWorkflowID(project, name), UpdateName: update,
 		Args: args, WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err == nil {
-		err = h.Get(ctx, nil)
+		err = h.Get(ctx, result)
 	}
 	var appErr *temporal.ApplicationError
 	switch {

@@ -10,7 +10,9 @@
 // expressions (https://expr-lang.org). Templates may appear in container
 // command, args, env values and workingDir; ray entrypoint and the string
 // values inside ray runtimeEnv; spark mainApplicationFile, arguments and
-// sparkConf values. Expressions see four names:
+// sparkConf values; inference endpoint and every string of the endpoint
+// spec (model, image, args, env values, ...; its durations are parsed with
+// the spec, so they hold none). Expressions see four names:
 //
 //	params.<name>              resolved run parameters
 //	steps.<step>.outputs…      outputs of a finished step; a list with one
@@ -37,10 +39,19 @@
 //
 // # Rendering
 //
-// RenderContainer, RenderRay and RenderSpark render a step's templates. A
+// RenderContainer, RenderRay, RenderSpark and RenderInference render a
+// step's templates. A
 // template's value is written as: strings as is, numbers as encoding/json
 // prints them (0.01, 3, 1e+21), booleans as true/false, null as "", objects
 // and lists as compact JSON with sorted keys. A "}}" outside a template is
 // literal text (JSON in shell arguments often ends that way); a literal "{{"
 // is written {{ "{{" }}.
+//
+// # Inference steps
+//
+// An inference step's spec is an inference.EndpointSpec, parsed as
+// strictly as the rest (its durations included) and validated by
+// inference.Validate when the pipeline is: its problems come back under
+// steps[i].inference.spec with the endpoint package's paths. A value that
+// holds a template is checked when the rendered step runs instead.
 package spec

@@ -12,7 +12,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(richYAML))
 	f.Add([]byte(richJSON))
 	f.Add([]byte(fullKubeYAML))
-	for _, name := range []string{"train-evaluate.yaml", "ray-spark.yaml"} {
+	for _, name := range []string{"train-evaluate.yaml", "ray-spark.yaml", "train-canary.yaml"} {
 		if b, err := os.ReadFile("../../examples/pipelines/" + name); err == nil {
 			f.Add(b)
 		}
@@ -21,7 +21,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("steps:\n- name: a\n  container: {command: ['{{ {\"a\": {{ }} }}']}\n"))
 	f.Add([]byte(`{"steps": [{"name": "a", "forEach": {"items": "1..10"}, "container": {"command": ["{{ item"]}}]}`))
 	all := ValidateOptions{Kinds: []StepKind{KindContainer, KindRay, KindSpark, KindInference, KindApproval, KindPipeline}}
-	kube := ValidateOptions{Kinds: []StepKind{KindContainer, KindRay, KindSpark}}
+	kube := ValidateOptions{Kinds: []StepKind{KindContainer, KindRay, KindSpark, KindInference}}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := Parse(data)
 		if err != nil {

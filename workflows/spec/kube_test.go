@@ -279,16 +279,19 @@ steps:
   - {name: b, kind: ray, ray: {}}
   - {name: c, kind: inference}`, &ValidateOptions{Kinds: []StepKind{KindContainer}, Kubernetes: true}, []want{
 			{"steps[1].kind", `step kind "ray" is not supported by this runtime (it runs container)`},
-			{"steps[2].kind", `step kind "inference" is not implemented yet`},
+			{"steps[2].kind", `step kind "inference" is not supported by this runtime (it runs container)`},
 		}},
 		{"kinds that are not implemented on a cluster runtime", `
 steps:
-  - {name: a, kind: inference, inference: {}}
   - {name: b, kind: approval}
   - {name: c, kind: pipeline}`, nil, []want{
-			{"steps[0].kind", `step kind "inference" is not implemented yet`},
-			{"steps[1].kind", `step kind "approval" is not implemented yet`},
-			{"steps[2].kind", `step kind "pipeline" is not implemented yet`},
+			{"steps[0].kind", `step kind "approval" is not implemented yet`},
+			{"steps[1].kind", `step kind "pipeline" is not implemented yet`},
+		}},
+		{"a cluster runtime without inference", `
+steps:
+  - {name: a, kind: inference, inference: {}}`, nil, []want{
+			{"steps[0].kind", `step kind "inference" is not supported by this runtime (it runs container, ray, spark)`},
 		}},
 		{"problems everywhere, in document order", `
 placement: {strategy: random}

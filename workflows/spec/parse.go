@@ -295,6 +295,7 @@ func (c *strictChecker) skipRest(tok json.Token) error {
 
 // value checks one value against t, recording mismatches and moving on.
 func (c *strictChecker) value(t reflect.Type, path string) error {
+	start := c.dec.InputOffset()
 	tok, err := c.token()
 	if err != nil {
 		return err
@@ -304,6 +305,9 @@ func (c *strictChecker) value(t reflect.Type, path string) error {
 	}
 	if t == rawType || t.Kind() == reflect.Interface {
 		return c.skipRest(tok)
+	}
+	if t != durationType && customDecoded(t) {
+		return c.custom(t, path, start, tok)
 	}
 	if t == durationType {
 		s, ok := tok.(string)
@@ -397,6 +401,37 @@ func (c *strictChecker) value(t reflect.Type, path string) error {
 		}
 	default:
 		return c.skipRest(tok)
+	}
+	return nil
+}
+
+var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+
+// customDecoded reports whether values of t decode through their own
+// UnmarshalJSON (such as the endpoint spec's durations), which the
+// token walk cannot judge by kind: an inference.Duration is an int64 that
+// is written "90s".
+func customDecoded(t reflect.Type) bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return reflect.PointerTo(t).Implements(unmarshalerType)
+}
+
+// custom decodes one value of a type with its own UnmarshalJSON, whose
+// first token was read after offset start, and records its error at path.
+func (c *strictChecker) custom(t reflect.Type, path string, start int64, tok json.Token) error {
+	if err := c.skipRest(tok); err != nil {
+		return err
+	}
+	// start is the end of the previous token: drop the separator and
+	// spaces before this value.
+	raw := bytes.TrimLeft(c.data[start:c.dec.InputOffset()], " \t\r\n:,")
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if err := reflect.New(t).Interface().(json.Unmarshaler).UnmarshalJSON(raw); err != nil {
+		c.ps.add(path, "%s", err.Error())
 	}
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/atelier-ml/atelier/inference"
 )
 
 // Pipeline is a declarative DAG pipeline as posted over REST (JSON or YAML).
@@ -50,7 +52,9 @@ type Param struct {
 // StepKind names what a step runs.
 type StepKind string
 
-// Step kinds. Only container runs on the local runtime today.
+// Step kinds. Only container runs on the local runtime today; ray and
+// spark need a Kubernetes cluster; inference needs a runtime that serves
+// endpoints; approval and pipeline are not implemented yet.
 const (
 	KindContainer StepKind = "container"
 	KindRay       StepKind = "ray"
@@ -63,8 +67,9 @@ const (
 // Step is one node of the DAG.
 //
 // Strings in Container (command, args, env values, workingDir), Ray
-// (entrypoint, runtimeEnv string values) and Spark (mainApplicationFile,
-// arguments, sparkConf values) may hold templates: "{{ <expr> }}" where
+// (entrypoint, runtimeEnv string values), Spark (mainApplicationFile,
+// arguments, sparkConf values) and Inference (endpoint and every string of
+// spec) may hold templates: "{{ <expr> }}" where
 // <expr> is an expr-lang expression over params, steps.<name>.outputs, item
 // (inside forEach) and run (id, project, pipeline). A step that references
 // steps.X implicitly depends on X.
@@ -82,11 +87,34 @@ type Step struct {
 	Container *Container `json:"container,omitempty"`
 	Ray       *RayStep   `json:"ray,omitempty"`
 	Spark     *SparkStep `json:"spark,omitempty"`
-	// Inference is accepted by the parser so validation can say precisely
-	// that it is not implemented yet.
-	Inference json.RawMessage `json:"inference,omitempty"`
+	// Inference deploys or updates an inference endpoint.
+	Inference *InferenceStep `json:"inference,omitempty"`
 	// Placement chooses the cluster (overrides the pipeline's).
 	Placement *Placement `json:"placement,omitempty"`
+}
+
+// InferenceStep deploys an inference endpoint of the run's project, or
+// updates it when it exists, and waits for the rollout of the revision
+// that results: the step succeeds when that revision is promoted (outputs
+// {"endpoint": name, "revision": N}) and fails, without retrying, when it
+// is rolled back. A spec equal to the endpoint's latest makes no revision
+// and succeeds at once with the latest's number once it serves.
+type InferenceStep struct {
+	// Endpoint names the endpoint in the run's project (templatable).
+	Endpoint string `json:"endpoint"`
+	// Cluster is the registered cluster the endpoint runs on when this
+	// step creates it; "" means the local runtime, where it serves
+	// endpoints (ValidateOptions.LocalEndpoints). An existing endpoint
+	// stays where it runs: moving one means deleting it first. Not
+	// templatable, and the step's placement does not apply (an endpoint
+	// outlives the run, so where it lives is written down, not chosen by
+	// free capacity).
+	Cluster string `json:"cluster,omitempty"`
+	// Spec is the endpoint's spec. Every string in it (model, image,
+	// args, env values, ...) may hold templates, such as
+	// "{{ steps.train.outputs.model }}"; the spec is checked again once
+	// rendered.
+	Spec inference.EndpointSpec `json:"spec"`
 }
 
 // ForEach fans a step out over a list. Items is either a JSON array literal

@@ -18,15 +18,20 @@ type ValidateOptions struct {
 	// Kinds lists the step kinds the target runtime can run. The local
 	// runtime passes only KindContainer; nil means the same, the one kind
 	// every runtime supports. With a Kubernetes cluster registered the
-	// gateway passes container, ray and spark.
+	// gateway passes container, ray, spark and inference.
 	Kinds []StepKind
 	// Kubernetes reports that at least one Kubernetes cluster is registered,
 	// so placement (pipeline, step and shared Ray cluster) can be honoured.
 	// It is implied when Kinds holds a kind that only runs on a cluster
-	// (ray, spark, inference); set it for a cluster that runs container
-	// steps only. Without a cluster, ray and spark steps are rejected with
-	// a message saying a Kubernetes cluster is needed, and so is placement.
+	// (ray, spark); set it for a cluster that runs container steps only.
+	// Without a cluster, ray and spark steps are rejected with a message
+	// saying a Kubernetes cluster is needed, and so is placement.
 	Kubernetes bool
+	// LocalEndpoints reports that the local runtime serves inference
+	// endpoints, so an inference step may leave inference.cluster empty to
+	// run its endpoint there. Without it, inference.cluster must name a
+	// registered cluster.
+	LocalEndpoints bool
 }
 
 // kubernetes reports whether a Kubernetes cluster is available.
@@ -47,6 +52,8 @@ func (o ValidateOptions) kubernetes() bool {
 type vctx struct {
 	kinds []StepKind
 	kube  bool
+	// localEndpoints: an inference step may leave its cluster empty.
+	localEndpoints bool
 	// rayClusters maps each named entry of Pipeline.RayClusters to its
 	// index (first occurrence).
 	rayClusters map[string]int
@@ -57,10 +64,12 @@ type vctx struct {
 const MaxStepTimeout = 7 * 24 * time.Hour
 
 var (
-	stepNameRE  = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
-	paramTypes  = []ParamType{ParamString, ParamInteger, ParamNumber, ParamBoolean, ParamObject, ParamArray}
-	stepKinds   = []StepKind{KindContainer, KindRay, KindSpark, KindInference, KindApproval, KindPipeline}
-	clusterKind = map[StepKind]bool{KindRay: true, KindSpark: true, KindInference: true}
+	stepNameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+	paramTypes = []ParamType{ParamString, ParamInteger, ParamNumber, ParamBoolean, ParamObject, ParamArray}
+	stepKinds  = []StepKind{KindContainer, KindRay, KindSpark, KindInference, KindApproval, KindPipeline}
+	// clusterKind: kinds only a Kubernetes cluster runs. Inference is not
+	// one: a local runtime that serves endpoints runs it too.
+	clusterKind = map[StepKind]bool{KindRay: true, KindSpark: true}
 )
 
 // Validate checks a parsed pipeline and returns a *ValidationError listing
@@ -69,12 +78,15 @@ var (
 // dependencies and cycles (explicit dependsOn and implicit references to
 // steps.<name>), expressions in when and forEach.items, templates in
 // step templates, Kubernetes configuration (ray, spark, resources,
-// placement, rayClusters) and limits. A nil error means the generic
+// placement, rayClusters), inference steps (endpoint name, cluster and the
+// endpoint spec, whose problems come back with their paths under
+// steps[i].inference.spec) and limits. A nil error means the generic
 // workflow can run the pipeline without meeting a spec error.
 //
 // Templated fields: container command, args, env values and workingDir; ray
 // entrypoint and the string values inside runtimeEnv; spark
-// mainApplicationFile, arguments and sparkConf values. Where item may be
+// mainApplicationFile, arguments and sparkConf values; inference endpoint
+// and every string of its spec. Where item may be
 // used: only in those templates, of a step with forEach. when is evaluated
 // once per step (before fan-out) and forEach.items defines the items, so
 // item is rejected in both.
@@ -84,7 +96,7 @@ func Validate(p *Pipeline, opts ValidateOptions) error {
 		ps.add("", "pipeline is missing")
 		return ps.err()
 	}
-	vc := &vctx{kinds: opts.Kinds, kube: opts.kubernetes(), rayClusters: map[string]int{}}
+	vc := &vctx{kinds: opts.Kinds, kube: opts.kubernetes(), localEndpoints: opts.LocalEndpoints, rayClusters: map[string]int{}}
 	if len(vc.kinds) == 0 {
 		vc.kinds = []StepKind{KindContainer}
 	}
@@ -192,6 +204,14 @@ func joinKinds(ks []StepKind) string {
 	return strings.Join(s, ", ")
 }
 
+// article is the indefinite article before a kind's name.
+func article(k StepKind) string {
+	if k != "" && strings.ContainsRune("aeiou", rune(k[0])) {
+		return "an"
+	}
+	return "a"
+}
+
 func hasKind(ks []StepKind, k StepKind) bool {
 	for _, x := range ks {
 		if x == k {
@@ -199,11 +219,6 @@ func hasKind(ks []StepKind, k StepKind) bool {
 		}
 	}
 	return false
-}
-
-func rawSet(r json.RawMessage) bool {
-	t := bytes.TrimSpace(r)
-	return len(t) > 0 && !bytes.Equal(t, []byte("null"))
 }
 
 func validateStep(p *Pipeline, i int, vc *vctx, psc *refScope, ps *problems) {
@@ -224,7 +239,9 @@ func validateStep(p *Pipeline, i int, vc *vctx, psc *refScope, ps *problems) {
 	case hasKind(kinds, kind):
 	case clusterKind[kind] && !vc.kube:
 		ps.add(field(path, "kind"), "step kind %q needs a Kubernetes cluster; the local runtime runs only container steps", kind)
-	case kind == KindApproval || kind == KindPipeline || kind == KindInference:
+	case kind == KindInference && !vc.kube:
+		ps.add(field(path, "kind"), "step kind %q needs a Kubernetes cluster to run its endpoint; the local runtime here does not serve inference endpoints", kind)
+	case kind == KindApproval || kind == KindPipeline:
 		ps.add(field(path, "kind"), "step kind %q is not implemented yet", kind)
 	default:
 		ps.add(field(path, "kind"), "step kind %q is not supported by this runtime (it runs %s)", kind, joinKinds(kinds))
@@ -241,14 +258,14 @@ func validateStep(p *Pipeline, i int, vc *vctx, psc *refScope, ps *problems) {
 			{KindContainer, s.Container != nil},
 			{KindRay, s.Ray != nil},
 			{KindSpark, s.Spark != nil},
-			{KindInference, rawSet(s.Inference)},
+			{KindInference, s.Inference != nil},
 		} {
 			f := field(path, string(c.kind))
 			switch {
 			case c.set && kind != c.kind:
 				ps.add(f, "only %s steps may set %s (this step's kind is %s)", c.kind, c.kind, kind)
 			case !c.set && kind == c.kind && kind != KindContainer && hasKind(kinds, kind):
-				ps.add(f, "required for a %s step", kind)
+				ps.add(f, "required for %s %s step", article(kind), kind)
 			}
 		}
 	}
@@ -337,7 +354,7 @@ func validateStep(p *Pipeline, i int, vc *vctx, psc *refScope, ps *problems) {
 		ps.add(field(path, "timeout"), "%s is longer than the limit of %s", s.Timeout.D(), MaxStepTimeout)
 	}
 
-	// Templates (container, ray, spark).
+	// Templates (container, ray, spark, inference).
 	tsc := sc
 	tsc.itemOK = s.ForEach != nil
 	tsc.itemWhy = "item is only available in steps with forEach"
@@ -401,6 +418,13 @@ func validateStep(p *Pipeline, i int, vc *vctx, psc *refScope, ps *problems) {
 		}
 		sparkTemplates(sp, func(f, v string) { check(field(spp, f), v) })
 	}
+	if inf := s.Inference; inf != nil {
+		ip := field(path, "inference")
+		if kind == KindInference && runnable {
+			validateInference(ip, inf, vc, ps)
+		}
+		inferenceTemplates(inf, func(f, v string) { check(field(ip, f), v) })
+	}
 
 	// placement.
 	if pl := s.Placement; pl != nil {
@@ -412,6 +436,8 @@ func validateStep(p *Pipeline, i int, vc *vctx, psc *refScope, ps *problems) {
 			ps.add(pp, "placement needs a Kubernetes cluster; the local runtime runs every step locally")
 		case kind == KindRay && s.Ray != nil && s.Ray.Cluster != "":
 			ps.add(pp, "a ray step on a shared cluster runs where that cluster is; set placement on the rayClusters entry %q instead", s.Ray.Cluster)
+		case kind == KindInference:
+			ps.add(pp, "an inference step's endpoint runs on inference.cluster, which outlives the run; placement does not apply to it")
 		}
 	}
 }
@@ -484,7 +510,7 @@ func validateItems(raw json.RawMessage, path string, sc *refScope, ps *problems)
 
 // Dependencies returns, for each step, the sorted indexes of the steps it
 // waits for: its dependsOn plus every step whose outputs it references in
-// when, forEach.items or templates (container, ray, spark). The workflow schedules from
+// when, forEach.items or templates (container, ray, spark, inference). The workflow schedules from
 // this, so implicit references can never race their producers. Call it only
 // on a pipeline that passed Validate; unknown names are ignored.
 func Dependencies(p *Pipeline) [][]int {
@@ -548,6 +574,9 @@ func Dependencies(p *Pipeline) [][]int {
 		}
 		if s.Spark != nil {
 			sparkTemplates(s.Spark, func(_, v string) { tmpl(v) })
+		}
+		if s.Inference != nil {
+			inferenceTemplates(s.Inference, func(_, v string) { tmpl(v) })
 		}
 		deps := make([]int, 0, len(set))
 		for j := range set {
@@ -678,7 +707,12 @@ func EstimateHistoryEvents(p *Pipeline) int {
 	for i := range p.Steps {
 		s := &p.Steps[i]
 		per := eventsPerAttempt
-		if s.Kind == KindRay || s.Kind == KindSpark || s.EffectivePlacement(p) != nil {
+		switch {
+		case s.Kind == KindInference:
+			// No cluster selection, but the rollout's stages reach the
+			// run as progress signals (a few events each).
+			per += eventsPerAttempt
+		case s.Kind == KindRay || s.Kind == KindSpark || s.EffectivePlacement(p) != nil:
 			per += eventsPerAttempt
 		}
 		items := 1
