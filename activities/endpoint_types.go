@@ -21,7 +21,21 @@ const (
 	DeleteEndpointRevisionsName = "atelier.endpoint.revisions.delete"
 	// DeleteEndpointName removes everything of the endpoint.
 	DeleteEndpointName = "atelier.endpoint.delete"
+	// EndpointHeadroomName answers the project's GPU quota headroom where
+	// the endpoint runs, before a rollout starts.
+	EndpointHeadroomName = "atelier.endpoint.headroom"
 )
+
+// EndpointHeadroom is a project's GPU quota headroom where an endpoint
+// runs: per GPU type, its quota (nominal plus what it may borrow) less
+// what its pods hold now, the endpoint's own stable replicas included.
+type EndpointHeadroom struct {
+	// Limited: the project has a GPU policy there. Without one (or on a
+	// runtime without quotas, such as the local one) nothing is checked.
+	Limited  bool                  `json:"limited"`
+	Headroom []inference.GPUAmount `json:"headroom,omitempty"`
+	Used     []inference.GPUAmount `json:"used,omitempty"`
+}
 
 // EndpointRef names an endpoint.
 type EndpointRef struct {

@@ -135,9 +135,10 @@ func provideDeploy(c client.Client, s *store.Store, cfg config.Config) *deploy.A
 }
 
 // provideServing builds the inference serving activities of a cluster
-// worker, in the same namespaces as its steps.
-func provideServing(clients kube.Clients, cfg config.Config, l *zap.Logger) *serving.Serving {
-	opts := []serving.Option{serving.WithNamespaceTemplate(cfg.KubeNamespaceTemplate), serving.WithLogger(l.Named("serving"))}
+// worker, in the same namespaces as its steps, checking rollouts against
+// the projects' GPU quotas from the catalogue.
+func provideServing(clients kube.Clients, cfg config.Config, st *store.Store, l *zap.Logger) *serving.Serving {
+	opts := []serving.Option{serving.WithNamespaceTemplate(cfg.KubeNamespaceTemplate), serving.WithLogger(l.Named("serving")), serving.WithQuotas(st)}
 	if cfg.KubeGateway != "" {
 		ns, name, found := strings.Cut(cfg.KubeGateway, "/")
 		if !found {

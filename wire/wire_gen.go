@@ -113,7 +113,6 @@ func InitClusterWorker(ctx context.Context, cfg config.Config) (*app.ClusterWork
 		return nil, nil, err
 	}
 	backend, cleanup3 := provideKubeBackend(v, cfg, logger)
-	serving := provideServing(v, cfg, logger)
 	store, cleanup4, err := provideStore(ctx, cfg, logger)
 	if err != nil {
 		cleanup3()
@@ -121,6 +120,7 @@ func InitClusterWorker(ctx context.Context, cfg config.Config) (*app.ClusterWork
 		cleanup()
 		return nil, nil, err
 	}
+	serving := provideServing(v, cfg, store, logger)
 	clusterWorker := app.NewClusterWorker(client, cfg, v, backend, serving, store, logger)
 	return clusterWorker, func() {
 		cleanup4()

@@ -114,6 +114,10 @@ type EndpointState struct {
 	// proxy since the current step's MeasureFrom: what its error-rate
 	// and latency gates judge.
 	Window *inference.TrafficWindow `json:"window,omitempty"`
+	// QuotaChecked is the last rollout candidate checked against the
+	// project's GPU quota, Quota that check (nil: nothing to check).
+	QuotaChecked int                   `json:"quotaChecked,omitempty"`
+	Quota        *inference.QuotaCheck `json:"quota,omitempty"`
 }
 
 // EndpointEvent is one thing that happened to the endpoint, for its
@@ -412,6 +416,9 @@ func (e *endpoint) tick(ctx, actx workflow.Context) error {
 	e.st.LastScale = &d
 
 	var step inference.Step
+	if ro := e.st.Rollout; ro != nil && ro.Candidate != e.st.QuotaChecked {
+		e.checkQuota(ctx, actx, ro, d.Desired)
+	}
 	if ro := e.st.Rollout; ro != nil {
 		in := inference.RolloutInput{Now: now, Target: d.Desired, Candidate: observed(obs, ro.Candidate).Status, Command: e.st.Command}
 		if w := e.st.Window; w != nil && w.Revision == ro.Candidate && !in.Candidate.MetricsKnown {
@@ -483,6 +490,43 @@ func (e *endpoint) measure() {
 	if w := e.st.Window; w == nil || w.Revision != ro.Candidate || !w.From.Equal(step.MeasureFrom) {
 		e.st.Window = &inference.TrafficWindow{Revision: ro.Candidate, From: step.MeasureFrom}
 	}
+}
+
+// checkQuota checks, once per rollout before its first step, that the
+// candidate's GPUs fit the project's quota headroom where it runs. A plan
+// that does not fit is aborted before it creates anything, saying by how
+// much and which surge-free plan would fit (inference.CheckQuota); the
+// stable revision keeps serving. A headroom that cannot be read does not
+// block the rollout: admission of the pods is then the cluster's.
+func (e *endpoint) checkQuota(ctx, actx workflow.Context, ro *inference.Rollout, target int) {
+	e.st.QuotaChecked, e.st.Quota = ro.Candidate, nil
+	cand := e.revision(ro.Candidate)
+	if cand == nil || cand.Spec.Resources.GPUs == 0 {
+		return
+	}
+	if workflow.GetVersion(ctx, "atelier.endpoint-gpu-quota", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	var h activities.EndpointHeadroom
+	if err := workflow.ExecuteActivity(actx, activities.EndpointHeadroomName, e.ref()).Get(ctx, &h); err != nil {
+		e.event(ctx, "QuotaUnknown", ro.Candidate, "cannot read the project's GPU headroom, rolling out unchecked: "+err.Error())
+		return
+	}
+	if !h.Limited {
+		return
+	}
+	var stable *inference.Revision
+	if ro.Stable != 0 {
+		stable = e.revision(ro.Stable)
+	}
+	q := inference.CheckQuota(stable, *cand, target, h.Headroom)
+	e.st.Quota = &q
+	if q.Fits {
+		e.event(ctx, "QuotaChecked", ro.Candidate, q.Message())
+		return
+	}
+	e.event(ctx, "RolloutExceedsQuota", ro.Candidate, q.Message())
+	e.st.Command = inference.CommandAbort
 }
 
 // serving lists the deployment revisions that may have replicas.

@@ -37,14 +37,21 @@ type fakeServing struct {
 	// noMetrics: the runtime reads no traffic figures (Kubernetes without
 	// a metrics source): only the gateway proxy's reports count.
 	noMetrics bool
+	headroom  activities.EndpointHeadroom
+	started   map[int]bool // revisions that ever had a replica
 }
 
 func newFakeServing(env *testsuite.TestWorkflowEnvironment) *fakeServing {
-	f := &fakeServing{env: env, replicas: map[int]int{}, errorRate: map[int]float64{}, crashing: map[int]bool{}}
+	f := &fakeServing{env: env, replicas: map[int]int{}, errorRate: map[int]float64{}, crashing: map[int]bool{}, started: map[int]bool{}}
 	env.RegisterActivityWithOptions(f.observe, activity.RegisterOptions{Name: activities.ObserveEndpointName})
 	env.RegisterActivityWithOptions(f.apply, activity.RegisterOptions{Name: activities.ApplyEndpointLayoutName})
 	env.RegisterActivityWithOptions(f.deleteRevisions, activity.RegisterOptions{Name: activities.DeleteEndpointRevisionsName})
 	env.RegisterActivityWithOptions(f.deleteEndpoint, activity.RegisterOptions{Name: activities.DeleteEndpointName})
+	env.RegisterActivityWithOptions(func(context.Context, activities.EndpointRef) (activities.EndpointHeadroom, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.headroom, nil
+	}, activity.RegisterOptions{Name: activities.EndpointHeadroomName})
 	return f
 }
 
@@ -88,6 +95,9 @@ func (f *fakeServing) apply(_ context.Context, req activities.ApplyEndpointLayou
 			return activities.ApplyEndpointLayoutResult{}, errors.New("layout without a spec")
 		}
 		f.replicas[r.Revision] = r.Replicas
+		if r.Replicas > 0 {
+			f.started[r.Revision] = true
+		}
 	}
 	f.traffic = req.Traffic
 	f.applies++
@@ -171,13 +181,16 @@ type updateOutcome struct {
 	result        any
 }
 
-func (h *endpointHarness) run(d time.Duration) {
+func (h *endpointHarness) run(d time.Duration) { h.runSpec(d, endpointSpec("img:1")) }
+
+// runSpec runs the workflow from spec until it is deleted at d.
+func (h *endpointHarness) runSpec(d time.Duration, spec inference.EndpointSpec) {
 	h.at(d, func() {
 		var out updateOutcome
 		h.update(workflows.UpdateEndpointDelete, &out)
 	})
 	h.env.ExecuteWorkflow(workflows.EndpointWorkflow, workflows.EndpointInput{
-		Project: "vision", Name: "chat", Spec: endpointSpec("img:1"), TaskQueue: "q",
+		Project: "vision", Name: "chat", Spec: spec, TaskQueue: "q",
 	})
 	require.True(h.t, h.env.IsWorkflowCompleted())
 	require.NoError(h.t, h.env.GetWorkflowError())
@@ -379,4 +392,50 @@ func TestEndpointWakesFromZeroOnHeldRequests(t *testing.T) {
 	// windows fill.
 	require.Equal(t, 1, woken.Replicas[0].Replicas, "%+v", woken.LastScale)
 	require.Equal(t, 25.0, woken.LastScale.Held)
+}
+
+// A rollout whose GPUs exceed the project's quota headroom is aborted
+// before it creates a replica, saying which plan would fit; that plan
+// then rolls out.
+func TestEndpointRolloutChecksGPUQuota(t *testing.T) {
+	h := newEndpointHarness(t)
+	gpuSpec := func(image string) inference.EndpointSpec {
+		s := endpointSpec(image)
+		two := 2
+		s.Replicas = inference.ReplicaRange{Min: &two, Max: 2}
+		s.Resources = inference.Resources{GPUType: "NVIDIA-L4", GPUs: 1}
+		return s
+	}
+	h.rt.set(func(f *fakeServing) {
+		f.headroom = activities.EndpointHeadroom{Limited: true, Headroom: []inference.GPUAmount{{Type: "NVIDIA-L4", GPUs: 2}}}
+	})
+	var blue, rolling updateOutcome
+	var refused, after workflows.EndpointStatus
+	h.at(30*time.Second, func() {
+		// Revision 1 holds 2 L4s; the quota is 3: 1 left.
+		h.rt.set(func(f *fakeServing) { f.headroom.Headroom[0].GPUs = 1 })
+		s := gpuSpec("img:2")
+		s.Rollout.Strategy = inference.StrategyBlueGreen
+		h.update(workflows.UpdateEndpointSpec, &blue, s)
+	})
+	h.at(40*time.Second, func() {
+		refused = h.status()
+		s := gpuSpec("img:3")
+		one := 1
+		s.Rollout.MaxSurge = &one
+		h.update(workflows.UpdateEndpointSpec, &rolling, s)
+	})
+	h.at(170*time.Second, func() { after = h.status() })
+	h.runSpec(3*time.Minute, gpuSpec("img:1"))
+	require.NoError(t, blue.rejected)
+	require.Equal(t, 1, refused.Stable, "%s", eventKinds(refused))
+	require.Nil(t, refused.Rollout)
+	require.Contains(t, eventKinds(refused), "RolloutExceedsQuota")
+	require.NotNil(t, refused.Quota)
+	require.False(t, refused.Quota.Fits)
+	require.Contains(t, refused.Quota.Message(), "1 more NVIDIA-L4")
+	require.False(t, h.rt.started[2], "revision 2 never got a replica")
+	require.NoError(t, rolling.rejected)
+	require.Equal(t, 3, after.Stable, "a maxSurge 1 rolling rollout fits and is promoted: %s", eventKinds(after))
+	require.True(t, after.Quota == nil || after.Quota.Fits)
 }

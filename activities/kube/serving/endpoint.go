@@ -23,6 +23,7 @@ func (s *Serving) RegisterEndpoint(reg worker.ActivityRegistry) {
 	reg.RegisterActivityWithOptions(s.ApplyEndpointLayout, activity.RegisterOptions{Name: activities.ApplyEndpointLayoutName})
 	reg.RegisterActivityWithOptions(s.DeleteEndpointRevisions, activity.RegisterOptions{Name: activities.DeleteEndpointRevisionsName})
 	reg.RegisterActivityWithOptions(s.DeleteWholeEndpoint, activity.RegisterOptions{Name: activities.DeleteEndpointName})
+	reg.RegisterActivityWithOptions(s.Headroom, activity.RegisterOptions{Name: activities.EndpointHeadroomName})
 }
 
 // ObserveEndpoint observes each revision and scrapes its ready replicas'

@@ -70,6 +70,7 @@ type Serving struct {
 	clock      clock.PassiveClock
 	logger     *zap.Logger
 	http       *http.Client
+	quotas     Quotas
 	// routeRecheck is how long "the cluster does not serve HTTPRoutes" is
 	// believed before discovery is asked again.
 	routeRecheck time.Duration
