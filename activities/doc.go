@@ -2,11 +2,13 @@
 // activities that do real work: registered activity names, request/result
 // types, application error types and task queue names. Implementations
 // live in sub-packages, one per runtime or concern: local (the local
-// runtime), kube (the Kubernetes backends: a framework plus one package per
-// kind; kube/serving, inference endpoints' Deployments, Services and
-// HTTPRoutes), placement (cluster selection and capacity), mirror (the Postgres
-// mirror of a run's status), admission (GPU admission: submitting a step's
-// GPU gang to its cluster's admission workflow, loading its snapshot),
-// deploy (inference pipeline steps: creating or updating an endpoint
-// through its workflow and waiting for the revision's rollout).
+// runtime, inference endpoints' replicas as processes included), kube (the
+// Kubernetes backends: a framework plus one package per kind; kube/serving,
+// inference endpoints' Deployments, Services and HTTPRoutes), enginemetrics
+// (serving engines' Prometheus metrics, read by both runtimes), placement
+// (cluster selection and capacity), mirror (the Postgres mirror of a run's
+// status), admission (GPU admission: submitting a step's GPU gang to its
+// cluster's admission workflow, loading its snapshot), deploy (inference
+// pipeline steps: creating or updating an endpoint through its workflow
+// and waiting for the revision's rollout).
 package activities

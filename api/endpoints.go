@@ -39,7 +39,11 @@ var (
 	ptEndpointBusy    = problemType{"endpoint-conflict", "Endpoint conflict", http.StatusConflict}
 )
 
-// CreateEndpoint starts an endpoint's workflow on a registered cluster.
+// CreateEndpoint starts an endpoint's workflow. Its activities run on a
+// registered cluster's queue, or without a cluster on the local runtime:
+// the queue of the gateway's own local worker, where that worker runs the
+// replicas as processes (activities/local, Serving). The workflow itself
+// always runs on the local queue.
 func (s *server) CreateEndpoint(ctx context.Context, req gen.CreateEndpointRequestObject) (gen.CreateEndpointResponseObject, error) {
 	if err := s.endpointsOn(); err != nil {
 		return nil, err
@@ -49,13 +53,11 @@ func (s *server) CreateEndpoint(ctx context.Context, req gen.CreateEndpointReque
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.cat.GetCluster(ctx, body.Cluster); errors.Is(err, catalog.ErrNotFound) {
-		return nil, newProblem(ptInvalidEndpoint, "cluster %q is not registered: an endpoint runs on a cluster whose worker is up (GET /v1/clusters)", body.Cluster).
-			withErrors([]gen.FieldError{{Path: "cluster", Message: fmt.Sprintf("cluster %q is not registered", body.Cluster)}})
-	} else if err != nil {
-		return nil, internalError(err)
+	activityQueue, err := s.endpointQueue(ctx, deref(body.Cluster))
+	if err != nil {
+		return nil, err
 	}
-	err = s.endpoints.Create(ctx, req.Project, body.Name, s.taskQueue, activities.TaskQueueForCluster(body.Cluster), spec)
+	err = s.endpoints.Create(ctx, req.Project, body.Name, s.taskQueue, activityQueue, spec)
 	if errors.Is(err, endpointclient.ErrExists) {
 		return nil, newProblem(ptAlreadyExists, "endpoint %q already exists in project %q", body.Name, req.Project)
 	}
@@ -68,6 +70,21 @@ func (s *server) CreateEndpoint(ctx context.Context, req gen.CreateEndpointReque
 	}
 	return gen.CreateEndpoint201JSONResponse{Body: v,
 		Headers: gen.CreateEndpoint201ResponseHeaders{Location: s.link("/v1/projects/%s/endpoints/%s", req.Project, body.Name)}}, nil
+}
+
+// endpointQueue is the task queue of an endpoint's activities: the
+// cluster's, which must be registered, or the local worker's for "".
+func (s *server) endpointQueue(ctx context.Context, cluster string) (string, error) {
+	if cluster == "" {
+		return s.taskQueue, nil
+	}
+	if _, err := s.cat.GetCluster(ctx, cluster); errors.Is(err, catalog.ErrNotFound) {
+		return "", newProblem(ptInvalidEndpoint, "cluster %q is not registered: an endpoint runs on a cluster whose worker is up (GET /v1/clusters), or on the local runtime without a cluster", cluster).
+			withErrors([]gen.FieldError{{Path: "cluster", Message: fmt.Sprintf("cluster %q is not registered", cluster)}})
+	} else if err != nil {
+		return "", internalError(err)
+	}
+	return activities.TaskQueueForCluster(cluster), nil
 }
 
 // ListEndpoints lists the project's endpoints.

@@ -187,3 +187,30 @@ func TestEndpointLifecycle(t *testing.T) {
 	wantStatus(t, h.do("DELETE", path+"/chat", h.editor, nil), http.StatusAccepted)
 	wantProblem(t, h.do("GET", path+"/chat", h.viewer, nil), http.StatusNotFound, "not-found")
 }
+
+func TestEndpointOnTheLocalRuntime(t *testing.T) {
+	eps := newFakeEndpoints()
+	h := newHarness(t, WithEndpoints(eps), WithTaskQueue("atelier-local"))
+	const path = "/v1/projects/alpha/endpoints"
+	spec := vllmSpec("vllm/vllm-openai:v0.9.1")
+
+	// No cluster: the workflow and its activities both on the local
+	// worker's queue, where that worker runs the replicas.
+	wantStatus(t, h.do("POST", path, h.editor, map[string]any{"name": "chat", "spec": spec}), http.StatusCreated)
+	if q := eps.queues["alpha/chat"]; q != [2]string{"atelier-local", "atelier-local"} {
+		t.Fatalf("queues %v, want the local queue for both", q)
+	}
+	// An empty cluster means the same.
+	wantStatus(t, h.do("POST", path, h.editor, endpointBody("chat2", "", spec)), http.StatusCreated)
+	if q := eps.queues["alpha/chat2"]; q != [2]string{"atelier-local", "atelier-local"} {
+		t.Fatalf("queues %v, want the local queue for both", q)
+	}
+	// A cluster that is not registered is still refused, by path.
+	p := wantProblem(t, h.do("POST", path, h.editor, endpointBody("chat3", "west", spec)), http.StatusUnprocessableEntity, "invalid-endpoint-spec")
+	if paths := errorPaths(p); !slices.Equal(paths, []string{"cluster"}) {
+		t.Fatalf("problem paths %v, want [cluster]", paths)
+	}
+	if _, ok := eps.queues["alpha/chat3"]; ok {
+		t.Fatal("an endpoint on an unknown cluster was created")
+	}
+}

@@ -61,6 +61,8 @@ type stackOptions struct {
 	gpuMinRuntime time.Duration
 	// kueueQueue makes a kubeEnv's cluster worker submit to Kueue.
 	kueueQueue string
+	// localEngines is the worker's --local-engine.
+	localEngines map[string]string
 }
 
 func newStack(t *testing.T, opts ...stackOptions) *stack {
@@ -93,6 +95,7 @@ func newStack(t *testing.T, opts ...stackOptions) *stack {
 	if o.gpuMinRuntime > 0 {
 		cfg.GPUMinRuntime = o.gpuMinRuntime
 	}
+	cfg.LocalEngines = o.localEngines
 
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &stack{t: t, cfg: cfg, project: "team-a"}

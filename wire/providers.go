@@ -85,6 +85,25 @@ func provideRunner(logs local.LogSink, cfg config.Config, l *zap.Logger) (*local
 	return r, nil
 }
 
+// provideLocalServing builds the local runtime's inference endpoints on
+// the runner. A --local-engine naming an unknown backend stops the
+// worker; one naming a missing file is only logged: endpoints that need
+// that engine fail with the reason, the rest of the worker serves.
+func provideLocalServing(r *local.Runner, cfg config.Config, l *zap.Logger) (*local.Serving, error) {
+	engines, err := local.ParseEngines(cfg.LocalEngines)
+	if err != nil {
+		return nil, err
+	}
+	for b, path := range engines {
+		if fi, err := os.Stat(path); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+			l.Warn("local engine is not an executable file", zap.String("backend", string(b)), zap.String("path", path))
+			continue
+		}
+		l.Info("local engine", zap.String("backend", string(b)), zap.String("path", path))
+	}
+	return local.NewServing(r, local.WithEngines(engines)), nil
+}
+
 // localGPUs finds the GPUs local steps may use. A machine without
 // nvidia-smi (or whose driver fails) has none, which the log says: steps
 // that ask for GPUs then fail with that reason. A --local-gpus naming a

@@ -74,12 +74,19 @@ func InitWorker(ctx context.Context, cfg config.Config) (*app.Worker, func(), er
 		cleanup()
 		return nil, nil, err
 	}
+	serving, err := provideLocalServing(runner, cfg, logger)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	mirrorMirror := mirror.New(store, logger)
 	selector := provideSelector(store, logger)
 	activities := provideAdmission(store, client, cfg)
 	deployActivities := provideDeploy(client, store, cfg)
 	v := provideGoPipelines(cfg)
-	worker := app.NewWorker(client, cfg, runner, mirrorMirror, selector, activities, deployActivities, store, v, logger)
+	worker := app.NewWorker(client, cfg, runner, serving, mirrorMirror, selector, activities, deployActivities, store, v, logger)
 	return worker, func() {
 		cleanup3()
 		cleanup2()

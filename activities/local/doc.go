@@ -1,7 +1,9 @@
 // Package local is the embedded "local runtime": it runs a container step as
 // a process on the worker's machine, executing the same command (and args)
 // the step's pod would run on a cluster. The image is only recorded; the
-// program must be installed on the worker's machine.
+// program must be installed on the worker's machine. It also runs the
+// replicas of inference endpoints created without a cluster (see
+// "Inference endpoints").
 //
 // # One attempt
 //
@@ -68,6 +70,73 @@
 // bookkeeping, per machine: project GPU quotas and the admission queue
 // (package gpu) govern Kubernetes clusters, not a worker's local devices;
 // two workers on one machine must be given disjoint --local-gpus.
+//
+// # Inference endpoints
+//
+// Serving (serving.go) runs the replicas of inference endpoints created
+// without a cluster: the endpoint workflow's four activities
+// (activities.ObserveEndpointName and the others), registered on the
+// local worker's queue, where the gateway starts such endpoints. A
+// revision's replica is one process of its backend's engine, as the
+// serving image would run it:
+//
+//	vllm:   vllm serve <inference.ContainerArgs> --host 127.0.0.1 --port P
+//	triton: tritonserver <inference.ContainerArgs> --http-port P --grpc-port G --metrics-port M
+//	        (each also bound to 127.0.0.1)
+//
+// with free ports picked at each start, so replicas share the machine.
+// The executable is found on the replica's PATH, or set per backend by
+// the worker's --local-engine (vllm=/path/to/modelserver makes
+// examples/modelserver, which takes both engines' command lines, serve
+// without a GPU). A layout whose engine is missing fails with a
+// non-retryable InvalidStep error saying what to install; the workflow
+// then rolls the revision back. The image is not used.
+//
+// A replica's process is set up as a step's: the same environment
+// isolation (the four inherited variables, then the spec's env, then
+// ATELIER_PROJECT, ATELIER_ENDPOINT, ATELIER_REVISION, ATELIER_REPLICA),
+// the step user, its own process group, Pdeathsig, GPUs from the same
+// GPUSet (a replica holds its devices while it exists and waits, reported
+// as the revision's Waiting, while they are taken). Its output goes to
+//
+//	<data>/endpoints/<project>/<endpoint>/r<N>/<endpoint>-r<N>-<i>.log   (worker's, 0600)
+//	<data>/endpoints/<project>/<endpoint>/work/   working directory (HOME as the step user), shared by revisions
+//
+// Each replica has a supervisor goroutine that restarts its engine when
+// it exits, after a back-off that doubles with each recent exit (2 s up to
+// 1 min), as a kubelet restarts a container: the workflow applies a layout
+// only when the layout changes, so replacing crashed processes cannot wait
+// for the next apply. A replica whose engine exited 3 times within 5
+// minutes is crash-looping; the revision's Waiting then carries the
+// engine's last lines of output.
+//
+// ApplyEndpointLayout starts missing replicas and stops extra ones
+// (SIGTERM, SIGKILL after the grace period; unready ones first, then the
+// newest), so a repeated layout changes nothing; ScaleDownFirst stops
+// before it starts. Traffic weights are only recorded: the gateway's
+// endpoint proxy splits traffic between the URLs Observe reports
+// (TrafficMode "proxy"). ObserveEndpoint checks every replica's readiness
+// when called (vLLM: its /v1/models lists the served model; Triton:
+// /v2/health/ready answers 200), scrapes each ready one's queue metrics
+// (package enginemetrics) and reports the startup milestones (Created;
+// Scheduled at the first start, once the GPUs are found; ImagePulled at
+// the current process's start; EngineReady since the current process
+// passed its check). The delete activities stop the processes; logs and
+// the working directory stay.
+//
+// Which processes serve which revision is the worker's memory. The worker
+// also records each endpoint's applied layout (<endpoint dir>/layout.json)
+// and each engine's process group (<revision dir>/<replica>.pid): when the
+// worker restarts, its replicas have died with it (Pdeathsig), and the
+// first activity of the endpoint in the new worker process (its workflow
+// observes every tick) kills what the old one left (an engine's own
+// children, which Pdeathsig does not reach, when they still carry the
+// replica's environment) and starts the recorded replicas again. An
+// endpoint whose workflow is gone is never observed, so nothing starts
+// for it; deleting an endpoint removes its record. Because the state is
+// one worker's, endpoints on the local runtime need a single worker on
+// the local task queue (as `atelier dev` runs): with several, each would
+// see only the replicas it started.
 //
 // # What the local runtime isolates, and what it does not
 //

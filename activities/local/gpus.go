@@ -141,19 +141,10 @@ func (s *GPUSet) Acquire(ctx context.Context, req GPURequest, waiting func(why s
 	last := ""
 	for {
 		s.mu.Lock()
-		var match, free []GPU
-		for _, g := range s.gpus {
-			if req.Product != "" && g.Product != req.Product {
-				continue
-			}
-			match = append(match, g)
-			if _, held := s.holders[g.Index]; !held {
-				free = append(free, g)
-			}
-		}
+		match, free := s.matchLocked(req)
 		if len(match) < req.Count {
 			s.mu.Unlock()
-			return nil, nil, &UnsatisfiableGPUError{Want: req.Count, Product: req.Product, Have: match, All: s.gpus, Why: s.detectErr}
+			return nil, nil, s.unsatisfiable(req, match)
 		}
 		if len(free) >= req.Count {
 			got := free[:req.Count]
@@ -177,6 +168,39 @@ func (s *GPUSet) Acquire(ctx context.Context, req GPURequest, waiting func(why s
 		case <-freed:
 		}
 	}
+}
+
+// Check reports whether the machine could ever satisfy req: nil, or an
+// *UnsatisfiableGPUError saying what it has. It takes nothing.
+func (s *GPUSet) Check(req GPURequest) error {
+	if s == nil {
+		s = NewGPUSet(nil, ErrNoNvidiaSMI)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if match, _ := s.matchLocked(req); len(match) < req.Count {
+		return s.unsatisfiable(req, match)
+	}
+	return nil
+}
+
+// matchLocked returns the devices of req's product, and those of them no
+// one holds; s.mu is held.
+func (s *GPUSet) matchLocked(req GPURequest) (match, free []GPU) {
+	for _, g := range s.gpus {
+		if req.Product != "" && g.Product != req.Product {
+			continue
+		}
+		match = append(match, g)
+		if _, held := s.holders[g.Index]; !held {
+			free = append(free, g)
+		}
+	}
+	return match, free
+}
+
+func (s *GPUSet) unsatisfiable(req GPURequest, match []GPU) *UnsatisfiableGPUError {
+	return &UnsatisfiableGPUError{Want: req.Count, Product: req.Product, Have: match, All: s.gpus, Why: s.detectErr}
 }
 
 // waitReason says why req waits; s.mu is held.
@@ -212,6 +236,9 @@ type UnsatisfiableGPUError struct {
 	Have    []GPU // devices of that product
 	All     []GPU
 	Why     error // why the machine has no GPUs at all, if known
+	// Subject is what needs the GPUs ("" for "the step"); Remedy ends the
+	// message ("" for the advice to a step).
+	Subject, Remedy string
 }
 
 func (e *UnsatisfiableGPUError) Error() string {
@@ -220,7 +247,11 @@ func (e *UnsatisfiableGPUError) Error() string {
 		what = e.Product + " GPU(s)"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "the step needs %d %s but this worker's machine has %d", e.Want, what, len(e.Have))
+	subject := e.Subject
+	if subject == "" {
+		subject = "the step needs"
+	}
+	fmt.Fprintf(&b, "%s %d %s but this worker's machine has %d", subject, e.Want, what, len(e.Have))
 	switch {
 	case len(e.All) == 0 && e.Why != nil:
 		fmt.Fprintf(&b, " (no GPUs: %v)", e.Why)
@@ -235,7 +266,11 @@ func (e *UnsatisfiableGPUError) Error() string {
 		}
 		fmt.Fprintf(&b, " (it has %d GPU(s): %s)", len(e.All), strings.Join(products, ", "))
 	}
-	b.WriteString(": install the NVIDIA driver on the worker's machine, ask for fewer GPUs or another gpuType, or place the step on a Kubernetes cluster (placement)")
+	remedy := e.Remedy
+	if remedy == "" {
+		remedy = "install the NVIDIA driver on the worker's machine, ask for fewer GPUs or another gpuType, or place the step on a Kubernetes cluster (placement)"
+	}
+	b.WriteString(": " + remedy)
 	return b.String()
 }
 

@@ -379,11 +379,11 @@ func (r *Runner) RunContainer(ctx context.Context, req activities.ContainerReque
 	case <-ctx.Done():
 		reason = cancelled
 		logs.note("step cancelled; stopping it")
-		res = r.terminate(pgid, waited, logs, logger)
+		res = terminate(pgid, waited, r.grace, logs.note, logger)
 	case <-timeout:
 		reason = timedOut
 		logs.note("step timed out after %s; stopping it", req.Timeout)
-		res = r.terminate(pgid, waited, logs, logger)
+		res = terminate(pgid, waited, r.grace, logs.note, logger)
 	}
 	// Like a pod whose container exited: nothing the step started outlives it.
 	if err := signalGroup(pgid, syscall.SIGKILL); err != nil {
@@ -500,19 +500,19 @@ func (r *Runner) acquireGPUs(ctx context.Context, req activities.ContainerReques
 }
 
 // terminate stops the group the way Kubernetes stops a pod: SIGTERM, then
-// SIGKILL once the grace period is over.
-func (r *Runner) terminate(pgid int, waited <-chan waitResult, logs *logStream, logger *zap.Logger) waitResult {
+// SIGKILL once the grace period is over; note writes to the process's log.
+func terminate(pgid int, waited <-chan waitResult, grace time.Duration, note func(format string, args ...any), logger *zap.Logger) waitResult {
 	if err := signalGroup(pgid, syscall.SIGTERM); err != nil {
 		logger.Warn("cannot send SIGTERM", zap.Int("pgid", pgid), zap.Error(err))
 	}
-	grace := time.NewTimer(r.grace)
-	defer grace.Stop()
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
 	select {
 	case res := <-waited:
 		return res
-	case <-grace.C:
+	case <-timer.C:
 	}
-	logs.note("still running %s after SIGTERM; sending SIGKILL", r.grace)
+	note("still running %s after SIGTERM; sending SIGKILL", grace)
 	if err := signalGroup(pgid, syscall.SIGKILL); err != nil {
 		logger.Warn("cannot send SIGKILL", zap.Int("pgid", pgid), zap.Error(err))
 	}

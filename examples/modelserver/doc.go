@@ -26,6 +26,11 @@
 //	go build -o modelserver ./examples/modelserver/cmd/modelserver
 //	./modelserver -addr 127.0.0.1:0 -backend triton -revision r2
 //
+// It also takes the real engines' command lines (`serve --model M --port P`
+// as vLLM, `--model-repository=R --load-model=N --http-port P
+// --metrics-port M` as Triton), so Atelier's local runtime can run it as
+// either engine: `atelier worker --local-engine vllm=./modelserver`.
+//
 // It logs "listening addr=HOST:PORT" on stderr for each listener, exits 0
 // on SIGTERM after draining, 3 on an injected crash, 1 on a bad setting.
 // Change its behaviour from a test with PostFaults or a plain

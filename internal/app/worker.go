@@ -28,12 +28,14 @@ type GoWorkflowPublisher interface {
 
 // Worker polls the local runtime's task queue and runs pipeline workflows
 // and their local activities: containers, inference steps (which talk to
-// endpoint workflows, not to a cluster), the catalogue mirror and cluster
+// endpoint workflows, not to a cluster), inference endpoints' replicas
+// (endpoints created without a cluster), the catalogue mirror and cluster
 // selection (which reads the registry, so it runs here rather than on a
 // cluster's worker, which may be the one that is down).
 type Worker struct {
 	w         worker.Worker
 	control   worker.Worker // bookkeeping activities, own slots
+	serving   *local.Serving
 	pub       GoWorkflowPublisher
 	pipelines []workflows.GoPipeline
 	taskQueue string
@@ -41,7 +43,7 @@ type Worker struct {
 }
 
 // NewWorker registers every workflow and activity on a Temporal worker.
-func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, mirror *mirror.Mirror, selector *placement.Selector, admit *admission.Activities, deployer *deploy.Activities, pub GoWorkflowPublisher, pipelines []workflows.GoPipeline, l *zap.Logger) *Worker {
+func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, serving *local.Serving, mirror *mirror.Mirror, selector *placement.Selector, admit *admission.Activities, deployer *deploy.Activities, pub GoWorkflowPublisher, pipelines []workflows.GoPipeline, l *zap.Logger) *Worker {
 	w := worker.New(c, cfg.TaskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize: cfg.WorkerConcurrency,
 		// Heartbeats carry cancellation to running processes; sending them
@@ -56,6 +58,10 @@ func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, mirror 
 	// Inference steps wait for whole rollouts: step slots, not the short
 	// control slots.
 	deployer.Register(w)
+	// The endpoint workflows of local endpoints run on this queue and
+	// schedule their activities here too (api: an endpoint without a
+	// cluster).
+	serving.Register(w)
 	// Bookkeeping stays registered on the step queue too: runs started
 	// before control queues existed still schedule it there.
 	mirror.Register(w)
@@ -71,7 +77,7 @@ func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, mirror 
 	// a local activity of the admission workflows on the main queue.
 	admit.Register(control)
 	admit.Register(w)
-	return &Worker{w: w, control: control, pub: pub, pipelines: pipelines, taskQueue: cfg.TaskQueue, log: l.Named("worker")}
+	return &Worker{w: w, control: control, serving: serving, pub: pub, pipelines: pipelines, taskQueue: cfg.TaskQueue, log: l.Named("worker")}
 }
 
 // Registry lets a caller register more workflows and activities before Run
@@ -95,6 +101,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.log.Info("worker polling", zap.String("taskQueue", w.taskQueue), zap.Int("goPipelines", len(w.pipelines)))
 	<-ctx.Done()
 	w.w.Stop()
+	// After the poller: no layout starts replicas behind the stop. The
+	// endpoints' layouts stay recorded for the next worker process.
+	w.serving.Close()
 	w.log.Info("worker stopped")
 	return nil
 }

@@ -51,6 +51,10 @@ type Config struct {
 	// StepUser is who local steps run as (see local.ParseStepUser): empty
 	// means an unprivileged uid when the worker is root.
 	StepUser string
+	// LocalEngines overrides the executables of serving engines for
+	// inference endpoints on the local runtime: backend (vllm, triton) →
+	// path (see local.ParseEngines). Unset: vllm and tritonserver on PATH.
+	LocalEngines map[string]string
 
 	// Cluster, when set, makes `atelier worker` the worker of that
 	// Kubernetes cluster (see BindWorker) instead of a local-runtime worker.
@@ -126,6 +130,8 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.TaskQueue, "task-queue", env("ATELIER_TASK_QUEUE", d.TaskQueue), "local runtime task queue (ATELIER_TASK_QUEUE)")
 	fs.StringVar(&c.StepUser, "step-user", env("ATELIER_STEP_USER", d.StepUser), "user local steps run as: a name, uid or uid:gid; default: uid 65532 when the worker is root, else the worker's user; \"worker\" = the worker's user (ATELIER_STEP_USER)")
 	fs.StringVar(&c.LocalGPUs, "local-gpus", env("ATELIER_LOCAL_GPUS", d.LocalGPUs), "worker: GPUs local steps may use: auto (all that nvidia-smi lists), none, or device indices like 0,2 (ATELIER_LOCAL_GPUS)")
+	c.LocalEngines = c.envMap("ATELIER_LOCAL_ENGINES")
+	fs.StringToStringVar(&c.LocalEngines, "local-engine", c.LocalEngines, "worker: run local inference endpoints' engine from this executable instead of vllm / tritonserver on PATH: backend=path, repeatable, e.g. vllm=.atelier/bin/modelserver (ATELIER_LOCAL_ENGINES=vllm=/a,triton=/b)")
 	fs.BoolVar(&c.Examples, "examples", c.envBool("ATELIER_EXAMPLES", d.Examples), "worker: also serve the example Go pipelines (examples/gopipeline); on in `atelier dev` (ATELIER_EXAMPLES)")
 	fs.IntVar(&c.StreamLimit, "stream-limit", c.envInt("ATELIER_STREAM_LIMIT", d.StreamLimit), "event and log-follow streams one token may hold open per gateway; more get 429 (ATELIER_STREAM_LIMIT)")
 	fs.DurationVar(&c.GPUMinRuntime, "gpu-min-runtime", c.envDuration("ATELIER_GPU_MIN_RUNTIME", d.GPUMinRuntime), "worker: how long an admitted GPU step runs before GPU admission may preempt it (ATELIER_GPU_MIN_RUNTIME)")

@@ -44,6 +44,20 @@ func TestWorkerFlags(t *testing.T) {
 	}
 }
 
+func TestLocalEngines(t *testing.T) {
+	if c := parse(t); c.LocalEngines != nil {
+		t.Fatalf("default %v, want none", c.LocalEngines)
+	}
+	t.Setenv("ATELIER_LOCAL_ENGINES", "triton=/opt/tritonserver")
+	if c := parse(t); c.LocalEngines["triton"] != "/opt/tritonserver" || len(c.LocalEngines) != 1 {
+		t.Fatalf("from the environment: %v", c.LocalEngines)
+	}
+	c := parse(t, "--local-engine", "vllm=/bin/modelserver", "--local-engine", "triton=/bin/fake-triton")
+	if c.LocalEngines["vllm"] != "/bin/modelserver" || c.LocalEngines["triton"] != "/bin/fake-triton" || len(c.LocalEngines) != 2 {
+		t.Fatalf("from flags: %v", c.LocalEngines)
+	}
+}
+
 func TestValidateClusterAcceptsGatewayAndKueue(t *testing.T) {
 	for _, g := range []string{"infra/public", "public"} {
 		c := parse(t, "--database-url", "postgres://x", "--cluster", "east", "--gateway", g, "--kueue-queue", "team-q")

@@ -148,7 +148,8 @@
 // (http://<pod IP>:<metrics port><metrics path>), or the URLs given as
 // Targets, and returns samples of the families asked for (default: the
 // backend's queue and KV-cache gauges, what inference.Signal reads),
-// parsed from the Prometheus text format with prometheus/common's expfmt.
+// parsed from the Prometheus text format by package enginemetrics
+// (shared with the local runtime).
 // A target that fails has its error in its own entry: its signal is
 // unknown, never zero. Scraping pod IPs needs a worker on the pod
 // network; on kwok's fake nodes pods have IPs but no containers, so tests

@@ -4,12 +4,19 @@
 // 10 s), 3 when an injected crash fires, 1 on a bad flag or listen error.
 //
 //	go run ./examples/modelserver/cmd/modelserver -backend vllm -startup-delay 5s -service-time 200ms
+//
+// It also takes the real engines' command lines (see engineFlags), so it
+// can stand in for `vllm` or `tritonserver` on a machine without them:
+//
+//	modelserver serve --model tiny --host 127.0.0.1 --port 9000
+//	modelserver --model-repository=/m --load-model=resnet --http-port 9000 --metrics-port 9002
 package main
 
 import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -38,7 +45,16 @@ func run(log *slog.Logger) error {
 	cfg.RegisterFlags(flag.CommandLine)
 	flag.StringVar(&addr, "addr", addr, "listen address (ATELIER_FAKE_ADDR)")
 	flag.StringVar(&metricsAddr, "metrics-addr", metricsAddr, "serve /metrics here instead, as Triton's port 8002 (ATELIER_FAKE_METRICS_ADDR)")
-	flag.Parse()
+	var engine engineFlags
+	engine.register(flag.CommandLine)
+	args, model := splitServe(os.Args[1:])
+	_ = flag.CommandLine.Parse(args) // ExitOnError
+	if flag.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", modelserver.ErrInvalidConfig, flag.Arg(0))
+	}
+	if err := engine.apply(flag.CommandLine, &cfg, &addr, &metricsAddr, model); err != nil {
+		return err
+	}
 	cfg.NoMetricsRoute = metricsAddr != ""
 	cfg.Logger = log
 	cfg.OnCrash = func(string) { os.Exit(3) }

@@ -39,7 +39,13 @@ var listening = regexp.MustCompile(`msg=listening addr=(\S+)`)
 // listeners, once they are up.
 func launch(t *testing.T, bin string, n int, env []string, args ...string) (*exec.Cmd, []string) {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0"}, args...)...)
+	return start(t, bin, n, env, append([]string{"-addr", "127.0.0.1:0"}, args...)...)
+}
+
+// start is launch with the command line as given.
+func start(t *testing.T, bin string, n int, env []string, args ...string) (*exec.Cmd, []string) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -161,6 +167,35 @@ func TestCommand(t *testing.T) {
 		resp.Body.Close()
 		if code := waitExit(t, cmd); code != 3 {
 			t.Errorf("exit %d after an injected crash, want 3", code)
+		}
+	})
+
+	t.Run("vLLM's command line", func(t *testing.T) {
+		_, urls := start(t, bin, 1, nil, "serve", "--model", "/models/tiny", "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", "0", "--startup-delay", "0s")
+		if status, _, body := get(t, urls[0]+"/v1/models"); status != 200 || !strings.Contains(body, `"id":"tiny"`) {
+			t.Errorf("/v1/models: %d %s", status, body)
+		}
+		if status, _, body := get(t, urls[0]+"/metrics"); status != 200 || !strings.Contains(body, "vllm:num_requests_waiting{") {
+			t.Errorf("/metrics: %d", status)
+		}
+	})
+
+	t.Run("Triton's command line", func(t *testing.T) {
+		_, urls := start(t, bin, 2, nil, "--model-repository=/models", "--model-control-mode=explicit", "--load-model=resnet",
+			"--http-address", "127.0.0.1", "--http-port", "0", "--grpc-port", "0", "--metrics-address", "127.0.0.1", "--metrics-port", "0")
+		if status, _, _ := get(t, urls[0]+"/v2/models/resnet/ready"); status != 200 {
+			t.Errorf("model ready: %d", status)
+		}
+		if status, _, body := get(t, urls[1]+"/metrics"); status != 200 || !strings.Contains(body, `nv_inference_pending_request_count{model="resnet"`) {
+			t.Errorf("metrics listener: %d\n%s", status, body)
+		}
+	})
+
+	t.Run("a stray argument exits 1", func(t *testing.T) {
+		out, err := exec.Command(bin, "-addr", "127.0.0.1:0", "extra").CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), "unexpected argument") {
+			t.Errorf("%v: %s", err, out)
 		}
 	})
 
