@@ -109,15 +109,16 @@ func (s *server) DeleteCluster(ctx context.Context, req gen.DeleteClusterRequest
 // spark and inference steps (and placement) need a Kubernetes cluster, so
 // they are allowed once at least one is registered. It is computed per
 // request (one small query on a rare operation) so registering the first
-// cluster needs no gateway restart. Inference steps must name their
-// cluster: the local runtime does not serve endpoints (LocalEndpoints).
+// cluster needs no gateway restart. Inference steps are always allowed:
+// without a cluster their endpoint runs on the local runtime
+// (LocalEndpoints).
 func (s *server) validateOptions(ctx context.Context) (spec.ValidateOptions, error) {
 	clusters, err := s.cat.ListClusters(ctx)
 	if err != nil {
 		return spec.ValidateOptions{}, err
 	}
 	if len(clusters) == 0 {
-		return spec.ValidateOptions{Kinds: []spec.StepKind{spec.KindContainer}}, nil
+		return spec.ValidateOptions{Kinds: []spec.StepKind{spec.KindContainer, spec.KindInference}, LocalEndpoints: true}, nil
 	}
-	return spec.ValidateOptions{Kinds: []spec.StepKind{spec.KindContainer, spec.KindRay, spec.KindSpark, spec.KindInference}, Kubernetes: true}, nil
+	return spec.ValidateOptions{Kinds: []spec.StepKind{spec.KindContainer, spec.KindRay, spec.KindSpark, spec.KindInference}, Kubernetes: true, LocalEndpoints: true}, nil
 }

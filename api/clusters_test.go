@@ -158,9 +158,10 @@ const inferenceJSON = `{
   ]
 }`
 
-// TestStepKindsFollowTheRegistry: ray, spark and inference steps are
-// accepted exactly when a cluster is registered, without restarting the
-// gateway.
+// TestStepKindsFollowTheRegistry: ray and spark steps are accepted
+// exactly when a cluster is registered, without restarting the gateway;
+// inference steps always are (without a cluster their endpoint runs on
+// the local runtime).
 func TestStepKindsFollowTheRegistry(t *testing.T) {
 	h := newHarness(t)
 	path := "/v1/projects/alpha/pipelines/train/versions"
@@ -171,6 +172,8 @@ func TestStepKindsFollowTheRegistry(t *testing.T) {
 	if !strings.Contains(*p.Detail, "Kubernetes cluster") {
 		t.Errorf("detail %q does not say a cluster is needed", *p.Detail)
 	}
+	local := strings.Replace(inferenceJSON, `"cluster": "east",`, "", 1)
+	wantStatus(t, h.do("POST", "/v1/projects/alpha/pipelines/local-serve/versions", h.editor, local), http.StatusCreated)
 
 	wantStatus(t, h.do("POST", "/v1/clusters", h.admin, map[string]any{"name": "east"}), http.StatusCreated)
 	wantStatus(t, h.do("POST", path, h.editor, rayJSON), http.StatusCreated)
@@ -180,7 +183,7 @@ func TestStepKindsFollowTheRegistry(t *testing.T) {
 	// endpoint spec's included.
 	bad := `{"steps": [{"name": "serve", "kind": "inference", "inference": {"endpoint": "Chat", "spec": {"backend": "tgi", "image": "x"}}}]}`
 	p = wantProblem(t, h.do("POST", path, h.editor, bad), http.StatusUnprocessableEntity, "invalid-spec")
-	if got, want := strings.Join(errorPaths(p), " "), "steps[0].inference.endpoint steps[0].inference.cluster steps[0].inference.spec.backend"; got != want {
+	if got, want := strings.Join(errorPaths(p), " "), "steps[0].inference.endpoint steps[0].inference.spec.backend"; got != want {
 		t.Errorf("paths %q, want %q", got, want)
 	}
 	// Kinds no runtime runs stay rejected.

@@ -124,6 +124,13 @@ func (s *Serving) Register(reg worker.ActivityRegistry) {
 	reg.RegisterActivityWithOptions(s.ApplyEndpointLayout, activity.RegisterOptions{Name: activities.ApplyEndpointLayoutName})
 	reg.RegisterActivityWithOptions(s.DeleteEndpointRevisions, activity.RegisterOptions{Name: activities.DeleteEndpointRevisionsName})
 	reg.RegisterActivityWithOptions(s.DeleteEndpoint, activity.RegisterOptions{Name: activities.DeleteEndpointName})
+	reg.RegisterActivityWithOptions(s.Headroom, activity.RegisterOptions{Name: activities.EndpointHeadroomName})
+}
+
+// Headroom answers "not limited": project GPU quotas govern clusters, not
+// a worker's own devices (which replicas share as steps do, see GPUs).
+func (s *Serving) Headroom(context.Context, activities.EndpointRef) (activities.EndpointHeadroom, error) {
+	return activities.EndpointHeadroom{}, nil
 }
 
 // Close stops every replica (SIGTERM, SIGKILL after the grace period) and
