@@ -8,8 +8,10 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -134,19 +136,24 @@ func New(r Resolver, rep Reporter, o Options) *Proxy {
 	p := &Proxy{resolve: r, reporter: rep, opts: o, endpoints: map[key]*endpointState{}}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:      rewrite,
-		Transport:    o.Transport,
 		ErrorHandler: p.upstreamError,
 		// Streamed completions (server-sent events) reach the client as
 		// they are generated.
 		FlushInterval: -1,
 	}
+	p.rp.Transport = retrying{p: p, next: o.Transport}
 	return p
 }
 
-// forward is what rewrite needs, carried in the request's context.
+// forward is one request's journey, carried in its context: where it
+// goes (rewrite), and where it went after a retry (retrying), for the
+// response's revision header and the counts.
 type forward struct {
+	key  key
+	pin  int
 	base *url.URL
 	path string
+	rev  int
 }
 
 type forwardKey struct{}
@@ -154,7 +161,7 @@ type forwardKey struct{}
 // rewrite points the outgoing request at the chosen replica. The
 // caller's Atelier token is not forwarded: the engine runs user code.
 func rewrite(pr *httputil.ProxyRequest) {
-	f := pr.In.Context().Value(forwardKey{}).(forward)
+	f := pr.In.Context().Value(forwardKey{}).(*forward)
 	pr.SetURL(f.base)
 	pr.Out.URL.Path = f.path
 	pr.Out.URL.RawPath = ""
@@ -198,12 +205,60 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, project, endpoint,
 	if err != nil {
 		return &Error{Status: http.StatusBadGateway, Message: fmt.Sprintf("revision %d has a bad address %q", t, base)}
 	}
+	f := &forward{key: k, pin: pin, base: u, path: path, rev: t}
 	rec := &recorder{ResponseWriter: w}
-	rec.Header().Set(RevisionHeader, strconv.Itoa(t))
 	start := time.Now()
-	p.rp.ServeHTTP(rec, r.WithContext(context.WithValue(ctx, forwardKey{}, forward{base: u, path: path})))
-	p.count(k, t, time.Since(start), rec.status())
+	p.rp.ServeHTTP(rec, r.WithContext(context.WithValue(ctx, forwardKey{}, f)))
+	p.count(k, f.rev, time.Since(start), rec.status())
 	return nil
+}
+
+// maxRedirects bounds how many other replicas a refused request tries.
+const maxRedirects = 3
+
+// retrying sends a request again, to another replica, when its replica
+// refused the connection: it was stopped (a rollout removed its revision,
+// the autoscaler scaled down) a moment before the route said so. Nothing
+// reached the engine, so even a POST is safe to send again. Errors after
+// the connection (a reset mid-answer) are not retried: the engine may
+// have done the work.
+type retrying struct {
+	p    *Proxy
+	next http.RoundTripper
+}
+
+func (t retrying) RoundTrip(req *http.Request) (*http.Response, error) {
+	f, _ := req.Context().Value(forwardKey{}).(*forward)
+	for i := 0; ; i++ {
+		res, err := t.next.RoundTrip(req)
+		if err == nil || f == nil || i == maxRedirects || !errors.Is(err, syscall.ECONNREFUSED) || (req.Body != nil && req.Body != http.NoBody && req.GetBody == nil) {
+			if err == nil && f != nil {
+				res.Header.Set(RevisionHeader, strconv.Itoa(f.rev))
+			}
+			return res, err
+		}
+		failed := req.URL.Scheme + "://" + req.URL.Host
+		st, rerr := t.p.refresh(req.Context(), f.key)
+		if rerr != nil {
+			return nil, err
+		}
+		rev, base, ok := t.p.pickAvoiding(st, f.pin, failed)
+		if !ok {
+			return nil, err
+		}
+		u, perr := url.Parse(base)
+		if perr != nil {
+			return nil, err
+		}
+		req = req.Clone(req.Context())
+		req.URL.Scheme, req.URL.Host = u.Scheme, u.Host
+		if req.GetBody != nil {
+			if req.Body, perr = req.GetBody(); perr != nil {
+				return nil, err
+			}
+		}
+		f.rev = rev
+	}
 }
 
 // pinned reads the revision a request asks for (0: any).
@@ -254,12 +309,21 @@ func (p *Proxy) refresh(ctx context.Context, k key) (*endpointState, error) {
 // pick chooses a revision by weight among those with ready replicas (or
 // the pinned one), then one of its URLs in turn.
 func (p *Proxy) pick(st *endpointState, pin int) (int, string, bool) {
+	return p.pickAvoiding(st, pin, "")
+}
+
+// pickAvoiding is pick without the URL avoid (a replica that just refused
+// a connection, which a route a moment old may still list).
+func (p *Proxy) pickAvoiding(st *endpointState, pin int, avoid string) (int, string, bool) {
 	p.mu.Lock()
 	route := st.route
 	p.mu.Unlock()
 	var ready []Target
 	total := 0
 	for _, t := range route.Targets {
+		if avoid != "" {
+			t.URLs = slices.DeleteFunc(slices.Clone(t.URLs), func(u string) bool { return u == avoid })
+		}
 		if len(t.URLs) == 0 {
 			continue
 		}
@@ -413,6 +477,9 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		return
 	}
 	p.opts.Log.Info("endpoint replica did not answer", zap.String("url", r.URL.String()), zap.Error(err))
+	if f, ok := r.Context().Value(forwardKey{}).(*forward); ok {
+		w.Header().Set(RevisionHeader, strconv.Itoa(f.rev))
+	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(http.StatusBadGateway)
 	_, _ = fmt.Fprintf(w, `{"type":"about:blank","title":"Bad Gateway","status":502,"detail":%q}`, "the endpoint's replica did not answer: "+err.Error())

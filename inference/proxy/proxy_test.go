@@ -279,3 +279,24 @@ func TestUnknownEndpoint(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, code)
 	require.Equal(t, "5", hdr.Get("Retry-After"))
 }
+
+// A replica that refuses connections (stopped a moment before the route
+// says so) costs no request: it is sent to another replica, body and all.
+func TestRefusedConnectionsGoElsewhere(t *testing.T) {
+	h := newHarness(t, proxy.Options{})
+	live := replica(t, "r2", 0)
+	dead := replica(t, "r1", 0)
+	dead.Close()
+	h.rt.set(proxy.Route{Targets: []proxy.Target{
+		{Revision: 1, Weight: 50, URLs: []string{dead.URL}},
+		{Revision: 2, Weight: 50, URLs: []string{dead.URL, live.URL}},
+	}})
+	for range 20 {
+		code, body, hdr := h.call(t.Context(), "")
+		require.Equal(t, http.StatusOK, code, body)
+		require.Contains(t, body, "r2 POST")
+		require.Equal(t, "2", hdr.Get(proxy.RevisionHeader), "the revision that answered")
+	}
+	require.Eventually(t, func() bool { return h.rep.total(2).Requests == 20 }, 5*time.Second, 10*time.Millisecond)
+	require.Zero(t, h.rep.total(1).Requests+h.rep.total(2).Errors)
+}

@@ -1,0 +1,235 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atelier-ml/atelier/api/gen"
+	"github.com/atelier-ml/atelier/examples/modelserver"
+)
+
+// load sends completions through the gateway's endpoint proxy, one after
+// another on a few connections, until stopped, and counts the answers by
+// status and by the revision that answered.
+type load struct {
+	s      *stack
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	status map[int]int
+	byRev  map[string]int
+}
+
+func startLoad(s *stack, workers int) *load {
+	l := &load{s: s, stop: make(chan struct{}), status: map[int]int{}, byRev: map[string]int{}}
+	for range workers {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			for {
+				select {
+				case <-l.stop:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				code, rev, _ := s.complete(context.Background())
+				l.mu.Lock()
+				l.status[code]++
+				l.byRev[rev]++
+				l.mu.Unlock()
+			}
+		}()
+	}
+	return l
+}
+
+func (l *load) end() (map[int]int, map[string]int) {
+	close(l.stop)
+	l.wg.Wait()
+	return l.status, l.byRev
+}
+
+// complete sends one completion through the gateway; it answers the
+// status, the revision that answered and the body.
+func (s *stack) complete(ctx context.Context) (int, string, string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url+s.path("/endpoints/chat/v1/completions"),
+		strings.NewReader(`{"model":"tiny","prompt":"hi","max_tokens":4}`))
+	if err != nil {
+		return 0, "", err.Error()
+	}
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", err.Error()
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, res.Header.Get("X-Atelier-Revision"), string(b)
+}
+
+func (s *stack) endpoint(t *testing.T) gen.Endpoint {
+	t.Helper()
+	var v gen.Endpoint
+	require.Equal(t, 200, s.do("GET", s.path("/endpoints/chat"), nil, &v))
+	return v
+}
+
+func (s *stack) waitEndpoint(t *testing.T, d time.Duration, what string, cond func(gen.Endpoint) bool) gen.Endpoint {
+	t.Helper()
+	var last gen.Endpoint
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		last = gen.Endpoint{} // json.Unmarshal keeps fields the JSON omits
+		if s.do("GET", s.path("/endpoints/chat"), nil, &last) == 200 && cond(last) {
+			return last
+		}
+	}
+	scale := "none"
+	if last.Scale != nil {
+		scale = fmt.Sprintf("%+v", *last.Scale)
+	}
+	t.Fatalf("endpoint never %s in %s; observed %+v, replicas %+v, last scale %s; events:%s", what, d, last.Observed, last.Replicas, scale, eventLine(last))
+	return last
+}
+
+func eventLine(v gen.Endpoint) string {
+	var b strings.Builder
+	for _, e := range v.Events {
+		fmt.Fprintf(&b, "\n  %s r%d %s: %s", e.At.Format("15:04:05.000"), deref(e.Revision), e.Kind, e.Message)
+	}
+	return b.String()
+}
+
+func deref(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+func hasEvent(v gen.Endpoint, kind string, rev int) bool {
+	for _, e := range v.Events {
+		if e.Kind == kind && deref(e.Revision) == rev {
+			return true
+		}
+	}
+	return false
+}
+
+func servedBy(rev int) func(gen.Endpoint) bool {
+	return func(v gen.Endpoint) bool {
+		if v.Stable != rev || v.Rollout != nil {
+			return false
+		}
+		for _, o := range v.Observed {
+			if o.Revision == rev && o.Ready >= 1 {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// An endpoint on the local runtime, used the way an application would:
+// every request through the gateway (a viewer-level token would do), with
+// real replica processes behind it. Under a steady load:
+//   - a canary whose engine answers 5xx to half its requests is rolled
+//     back automatically by its error-rate gate, judged on the gateway's
+//     own counts, while revision 1 keeps serving;
+//   - a healthy canary is promoted;
+//   - the endpoint scales to zero when idle, and requests sent while it
+//     is at zero are held and all answered once a replica is up.
+func TestEndpointServesThroughTheGateway(t *testing.T) {
+	engine := modelserverBinary(t)
+	s := newStack(t, stackOptions{localEngines: map[string]string{"vllm": engine}})
+	spec := func(env map[string]string, minReplicas int) map[string]any {
+		var e []map[string]string
+		for k, v := range env {
+			e = append(e, map[string]string{"name": k, "value": v})
+		}
+		return map[string]any{"backend": "vllm", "model": map[string]any{"name": "tiny"}, "image": "vllm/vllm-openai:v0.9.1",
+			"env": e, "replicas": map[string]any{"min": minReplicas, "max": 2},
+			"autoscaling": map[string]any{"stableWindow": "6s", "scaleDownDelay": "0s", "idleTimeout": "30s"},
+			"rollout": map[string]any{"strategy": "canary",
+				"canary": map[string]any{"steps": []map[string]any{{"weight": 50, "pause": "4s"}}},
+				"gates":  map[string]any{"maxErrorRate": 0.05, "minSamples": 20, "analysisInterval": "2s"}}}
+	}
+	delay := map[string]string{modelserver.EnvStartupDelay: "1s"}
+	require.Equal(t, 201, s.do("POST", s.path("/endpoints"), map[string]any{"name": "chat", "spec": spec(delay, 1)}, nil))
+	t.Cleanup(func() {
+		// Endpoint workflows outlive the stack on the shared Temporal server.
+		s.do("DELETE", s.path("/endpoints/chat"), nil, nil)
+		for i := 0; i < 100 && s.do("GET", s.path("/endpoints/chat"), nil, nil) != 404; i++ {
+			time.Sleep(200 * time.Millisecond)
+		}
+	})
+	s.waitEndpoint(t, 90*time.Second, "served revision 1", servedBy(1))
+	code, rev, body := s.complete(context.Background())
+	require.Equal(t, 200, code, body)
+	require.Equal(t, "1", rev)
+
+	l := startLoad(s, 4)
+	// A canary with a 5xx burst: rolled back by the gate, automatically.
+	bad := map[string]string{modelserver.EnvStartupDelay: "1s", modelserver.EnvErrorRate: "0.5"}
+	updated := time.Now()
+	require.Equal(t, 200, s.do("PUT", s.path("/endpoints/chat"), spec(bad, 1), nil))
+	v := s.waitEndpoint(t, 2*time.Minute, "rolled revision 2 back", func(v gen.Endpoint) bool {
+		return v.Rollout == nil && v.Stable == 1 && hasEvent(v, "RolloutRollBack", 2)
+	})
+	rolledBack := time.Since(updated)
+	t.Logf("5xx canary rolled back %s after the update:%s", rolledBack.Round(100*time.Millisecond), eventLine(v))
+
+	// A healthy canary is promoted.
+	good := map[string]string{modelserver.EnvStartupDelay: "1s", modelserver.EnvServiceTime: "2ms"}
+	updated = time.Now()
+	require.Equal(t, 200, s.do("PUT", s.path("/endpoints/chat"), spec(good, 1), nil))
+	s.waitEndpoint(t, 2*time.Minute, "promoted revision 3", servedBy(3))
+	t.Logf("healthy canary promoted %s after the update", time.Since(updated).Round(100*time.Millisecond))
+	status, byRev := l.end()
+	t.Logf("load: answers by status %v, by revision %v", status, byRev)
+	require.Positive(t, byRev["2"], "the bad canary got a share of the traffic")
+	require.Positive(t, byRev["3"])
+	require.Zero(t, status[502]+status[503]+status[429], "no request lost to the proxy: %v", status)
+
+	// Idle: scale to zero (settings only: applied in place).
+	require.Equal(t, 200, s.do("PUT", s.path("/endpoints/chat"), spec(good, 0), nil))
+	s.waitEndpoint(t, 2*time.Minute, "scaled to zero", func(v gen.Endpoint) bool {
+		for _, o := range v.Observed {
+			if o.Revision == v.Stable {
+				return o.Ready == 0 && o.Replicas == 0
+			}
+		}
+		return false
+	})
+	// Requests at zero are held and answered once a replica is up (its
+	// engine takes 1 s to load).
+	var failed atomic.Int32
+	var wg sync.WaitGroup
+	start := time.Now()
+	latencies := make([]time.Duration, 5)
+	for i := range latencies {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if code, _, body := s.complete(ctx); code != 200 {
+				failed.Add(1)
+				t.Logf("request at zero: %d %s", code, body)
+			}
+			latencies[i] = time.Since(start)
+		}()
+	}
+	wg.Wait()
+	require.Zero(t, failed.Load(), "requests failed during the cold start")
+	t.Logf("0→1: the 5 held requests were answered after %v", latencies)
+}
