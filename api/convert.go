@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"math"
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/api/gen"
@@ -269,6 +270,16 @@ func endpointView(st workflows.EndpointStatus, ui string) gen.Endpoint {
 	}
 	if d := st.LastScale; d != nil {
 		v.Scale = &gen.EndpointScale{Desired: d.Desired, Reason: string(d.Reason), Message: d.Message(), MetricsUnknown: opt(d.MetricsUnknown)}
+	}
+	v.Held = opt(st.Held)
+	if w := st.Window; w != nil {
+		v.Window = &gen.EndpointTrafficWindow{Revision: w.Revision, From: w.From, Requests: w.Requests, Errors: w.Errors}
+		if p99 := w.Latency.Quantile(0.99); !math.IsNaN(p99) && !math.IsInf(p99, 0) {
+			v.Window.P99LatencyMs = &p99
+		}
+	}
+	if q := st.Quota; q != nil {
+		v.Quota = &gen.EndpointQuota{Fits: q.Fits, Message: q.Message()}
 	}
 	// Lists are never null.
 	for _, l := range []*[]gen.RevisionReplicas{&v.Replicas} {
