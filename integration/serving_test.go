@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -152,9 +154,11 @@ func TestEndpointServesThroughTheGateway(t *testing.T) {
 	engine := modelserverBinary(t)
 	s := newStack(t, stackOptions{localEngines: map[string]string{"vllm": engine}})
 	spec := func(env map[string]string, minReplicas int) map[string]any {
+		// In a fixed order: the order of env is part of the revision (a
+		// reordered env is a new template that rolls out).
 		var e []map[string]string
-		for k, v := range env {
-			e = append(e, map[string]string{"name": k, "value": v})
+		for _, k := range slices.Sorted(maps.Keys(env)) {
+			e = append(e, map[string]string{"name": k, "value": env[k]})
 		}
 		return map[string]any{"backend": "vllm", "model": map[string]any{"name": "tiny"}, "image": "vllm/vllm-openai:v0.9.1",
 			"env": e, "replicas": map[string]any{"min": minReplicas, "max": 2},
