@@ -162,7 +162,7 @@ func TestEndpointServesThroughTheGateway(t *testing.T) {
 		}
 		return map[string]any{"backend": "vllm", "model": map[string]any{"name": "tiny"}, "image": "vllm/vllm-openai:v0.9.1",
 			"env": e, "replicas": map[string]any{"min": minReplicas, "max": 2},
-			"autoscaling": map[string]any{"stableWindow": "6s", "scaleDownDelay": "0s", "idleTimeout": "30s"},
+			"autoscaling": map[string]any{"stableWindow": "6s", "scaleDownDelay": "1s", "idleTimeout": "30s"},
 			"rollout": map[string]any{"strategy": "canary",
 				"canary": map[string]any{"steps": []map[string]any{{"weight": 50, "pause": "4s"}}},
 				"gates":  map[string]any{"maxErrorRate": 0.05, "minSamples": 20, "analysisInterval": "2s"}}}

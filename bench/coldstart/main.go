@@ -97,7 +97,7 @@ func run(ctx context.Context, rounds, burst int, load time.Duration) error {
 	spec := map[string]any{"backend": "vllm", "model": map[string]any{"name": "tiny"}, "image": "vllm/vllm-openai:v0.9.1",
 		"env":         []map[string]string{{"name": "ATELIER_FAKE_STARTUP_DELAY", "value": load.String()}},
 		"replicas":    map[string]any{"min": 0, "max": 2},
-		"autoscaling": map[string]any{"stableWindow": "6s", "scaleDownDelay": "0s", "idleTimeout": "30s"},
+		"autoscaling": map[string]any{"stableWindow": "6s", "scaleDownDelay": "1s", "idleTimeout": "30s"},
 		"rollout":     map[string]any{"gates": map[string]any{"maxErrorRate": 1}}}
 	if code, body := c.do(ctx, "POST", "", map[string]any{"name": "chat", "spec": spec}); code != 201 {
 		return fmt.Errorf("create endpoint: %d %s", code, body)
@@ -193,8 +193,10 @@ func (c *client) do(ctx context.Context, method, path string, body any) (int, []
 
 // waitZero waits until the endpoint's serving revision has no replica.
 func (c *client) waitZero(ctx context.Context) error {
+	var body []byte
 	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		code, body := c.do(ctx, "GET", "/chat", nil)
+		var code int
+		code, body = c.do(ctx, "GET", "/chat", nil)
 		if code != 200 {
 			continue
 		}
@@ -213,7 +215,7 @@ func (c *client) waitZero(ctx context.Context) error {
 			}
 		}
 	}
-	return fmt.Errorf("the endpoint never scaled to zero")
+	return fmt.Errorf("the endpoint never scaled to zero; its last state: %s", body)
 }
 
 // burst sends n completions at once; it answers each success's latency
