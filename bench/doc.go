@@ -8,6 +8,7 @@
 //	go run ./bench/gpusched [-r 300] [-naive 3] [-pending 10000] [-nodes 1000] [-quick]
 //	go run ./bench/gpuadmit [-n 3000] [-depth 1000] [-probes 50] [-preempts 20] [-nodes 1000] [-quick]
 //	go run ./bench/serving  [-rounds 10] [-rollbacks 5] [-quick]
+//	go run ./bench/coldstart [-rounds 5] [-burst 5] [-load 2s] [-quick]
 //
 // Each program except gpusched (pure code, no server) starts its own
 // Temporal dev server (devstack.StartTemporal: in-memory, headless,
@@ -156,6 +157,22 @@
 //
 // Timestamps are wall time for the fake's side and workflow time (the
 // same machine's clock, read by the server) for the workflow's events.
+//
+// # coldstart: scale from zero through the gateway
+//
+// A gateway and a worker in-process; an endpoint on the local runtime
+// whose replica is a real examples/modelserver process (built by the
+// program) told to take -load to load its model. Each round waits for the
+// endpoint to scale to zero (idle timeout 30 s, so a round takes about
+// 40 s), then sends -burst completions at once through the gateway with a
+// 2-minute deadline.
+//
+//   - subject: time from the burst to each answer (the first, and all),
+//     and the requests that failed.
+//   - baseline: the same binary started by hand, exec → its model listed
+//     on /v1/models: the engine's own cold start. Their difference is
+//     Atelier's part (wake-up signal, decision, process start, the
+//     observation that sees it ready, the proxy's route refresh).
 //
 // # gpusched: one GPU admission cycle
 //
