@@ -55,8 +55,10 @@ type ObserveEndpointRequest struct {
 	Measured    int               `json:"measured,omitempty"`
 	MeasureFrom time.Time         `json:"measureFrom,omitzero"`
 	// Probes synthetic requests are sent to revision Measured first, when
-	// the gates lack samples (inference.Step.Probes).
-	Probes int `json:"probes,omitempty"`
+	// the gates lack samples (inference.Step.Probes), for model ProbeModel
+	// (its served name); their answers come back in its Probed.
+	Probes     int    `json:"probes,omitempty"`
+	ProbeModel string `json:"probeModel,omitempty"`
 }
 
 // RevisionObservation is one revision as observed.
@@ -77,6 +79,9 @@ type RevisionObservation struct {
 	// one by one (the local runtime's processes), or one balanced address
 	// (a Kubernetes revision's Service).
 	URLs []string `json:"urls,omitempty"`
+	// Probed is what the synthetic probes sent to this revision met
+	// (package engineprobe), nil when none was sent.
+	Probed *inference.RevisionTraffic `json:"probed,omitempty"`
 }
 
 // ObserveEndpointResult is every requested revision, in request order.

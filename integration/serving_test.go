@@ -204,8 +204,20 @@ func TestEndpointServesThroughTheGateway(t *testing.T) {
 	require.Positive(t, byRev["3"])
 	require.Zero(t, status[502]+status[503]+status[429], "no request lost to the proxy: %v", status)
 
+	// No traffic at all: a canary whose gates may probe is judged on
+	// synthetic requests the worker sends to its replica.
+	probed := map[string]string{modelserver.EnvStartupDelay: "1s", modelserver.EnvServiceTime: "1ms"}
+	withProbes := func(minReplicas int) map[string]any {
+		sp := spec(probed, minReplicas)
+		sp["rollout"].(map[string]any)["gates"].(map[string]any)["syntheticProbes"] = true
+		return sp
+	}
+	require.Equal(t, 200, s.do("PUT", s.path("/endpoints/chat"), withProbes(1), nil))
+	v = s.waitEndpoint(t, 2*time.Minute, "promoted revision 4 on probes", servedBy(4))
+	t.Logf("canary judged on synthetic probes, promoted:%s", eventLine(v))
+
 	// Idle: scale to zero (settings only: applied in place).
-	require.Equal(t, 200, s.do("PUT", s.path("/endpoints/chat"), spec(good, 0), nil))
+	require.Equal(t, 200, s.do("PUT", s.path("/endpoints/chat"), withProbes(0), nil))
 	s.waitEndpoint(t, 2*time.Minute, "scaled to zero", func(v gen.Endpoint) bool {
 		for _, o := range v.Observed {
 			if o.Revision == v.Stable {

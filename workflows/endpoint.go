@@ -382,6 +382,9 @@ func (e *endpoint) tick(ctx, actx workflow.Context) error {
 	req := activities.ObserveEndpointRequest{EndpointRef: e.ref(), Backend: e.latest().Spec.Backend, Revisions: revs}
 	if e.st.Rollout != nil && e.st.LastStep != nil && !e.st.LastStep.MeasureFrom.IsZero() {
 		req.Measured, req.MeasureFrom, req.Probes = e.st.Rollout.Candidate, e.st.LastStep.MeasureFrom, e.st.LastStep.Probes
+		if c := e.revision(e.st.Rollout.Candidate); c != nil && req.Probes > 0 {
+			req.ProbeModel = c.Spec.Model.Served()
+		}
 	}
 	var obs activities.ObserveEndpointResult
 	if err := workflow.ExecuteActivity(actx, activities.ObserveEndpointName, req).Get(ctx, &obs); err != nil {
@@ -392,6 +395,13 @@ func (e *endpoint) tick(ctx, actx workflow.Context) error {
 	}
 	e.st.Observed = obs.Revisions
 	now := workflow.Now(ctx)
+	if w := e.st.Window; w != nil && req.Measured == w.Revision && req.MeasureFrom.Equal(w.From) {
+		// Synthetic probes count as the window's traffic, as the gates
+		// expect ("synthetic probes included").
+		if p := observed(obs, w.Revision).Probed; p != nil {
+			w.Add(*p)
+		}
+	}
 
 	// The autoscaler sizes what serves: the stable revision, or the
 	// candidate of a first rollout.

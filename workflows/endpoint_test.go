@@ -39,6 +39,7 @@ type fakeServing struct {
 	noMetrics bool
 	headroom  activities.EndpointHeadroom
 	started   map[int]bool // revisions that ever had a replica
+	probes    int          // synthetic probes sent
 }
 
 func newFakeServing(env *testsuite.TestWorkflowEnvironment) *fakeServing {
@@ -75,6 +76,13 @@ func (f *fakeServing) observe(_ context.Context, req activities.ObserveEndpointR
 				o.Queue = append(o.Queue, inference.Observation{At: now, Replica: fmt.Sprintf("r%d-%d", rev, i),
 					Signal: inference.QueueSignal{Running: f.load / float64(total), Known: true}})
 			}
+		}
+		if rev == req.Measured && f.noMetrics && req.Probes > 0 && n > 0 {
+			if req.ProbeModel != "tiny" {
+				panic("probes for model " + req.ProbeModel)
+			}
+			o.Probed = &inference.RevisionTraffic{Revision: rev, Requests: int64(req.Probes), Errors: int64(float64(req.Probes) * f.errorRate[rev])}
+			f.probes += req.Probes
 		}
 		if rev == req.Measured && !f.noMetrics {
 			o.Status.MetricsKnown = true
@@ -438,4 +446,34 @@ func TestEndpointRolloutChecksGPUQuota(t *testing.T) {
 	require.NoError(t, rolling.rejected)
 	require.Equal(t, 3, after.Stable, "a maxSurge 1 rolling rollout fits and is promoted: %s", eventKinds(after))
 	require.True(t, after.Quota == nil || after.Quota.Fits)
+}
+
+// Without any traffic, a canary whose gates allow synthetic probes asks
+// the runtime for the missing samples: a healthy canary is promoted on
+// them, a failing one rolled back.
+func TestEndpointCanaryJudgedOnSyntheticProbes(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		errorRate float64
+		want      int
+	}{{"healthy", 0, 2}, {"failing", 0.5, 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newEndpointHarness(t)
+			h.rt.set(func(f *fakeServing) { f.noMetrics, f.errorRate[2] = true, tc.errorRate })
+			var upd updateOutcome
+			var after workflows.EndpointStatus
+			h.at(20*time.Second, func() {
+				s := canarySpec("img:2")
+				s.Rollout.Gates.SyntheticProbes = true
+				h.update(workflows.UpdateEndpointSpec, &upd, s)
+			})
+			h.at(170*time.Second, func() { after = h.status() })
+			h.run(3 * time.Minute)
+			require.NoError(t, upd.rejected)
+			require.Equal(t, tc.want, after.Stable, "%s", eventKinds(after))
+			require.Nil(t, after.Rollout)
+			require.Positive(t, h.rt.probes)
+			require.LessOrEqual(t, h.rt.probes, 4*10, "probes only make up for missing samples (10 per window)")
+		})
+	}
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/enginemetrics"
+	"github.com/atelier-ml/atelier/activities/engineprobe"
 	"github.com/atelier-ml/atelier/inference"
 )
 
@@ -425,7 +426,12 @@ func (s *Serving) ObserveEndpoint(ctx context.Context, req activities.ObserveEnd
 	s.mu.Unlock()
 	out := activities.ObserveEndpointResult{At: s.r.now()}
 	for _, n := range req.Revisions {
-		out.Revisions = append(out.Revisions, s.observeRevision(ctx, n, revs[n]))
+		ro := s.observeRevision(ctx, n, revs[n])
+		if n == req.Measured && req.Probes > 0 && len(ro.URLs) > 0 {
+			p := engineprobe.Send(ctx, s.http, req.Backend, req.ProbeModel, ro.URLs, req.Probes)
+			ro.Probed = &p
+		}
+		out.Revisions = append(out.Revisions, ro)
 	}
 	return out, nil
 }

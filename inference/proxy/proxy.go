@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -217,21 +219,32 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, project, endpoint,
 const maxRedirects = 3
 
 // retrying sends a request again, to another replica, when its replica
-// refused the connection: it was stopped (a rollout removed its revision,
-// the autoscaler scaled down) a moment before the route said so. Nothing
-// reached the engine, so even a POST is safe to send again. Errors after
-// the connection (a reset mid-answer) are not retried: the engine may
-// have done the work.
+// went away before answering (see unsent): it was stopped (a rollout
+// removed its revision, the autoscaler scaled down) a moment before the
+// route said so. Once any of the answer has arrived nothing is retried.
 type retrying struct {
 	p    *Proxy
 	next http.RoundTripper
+}
+
+// unsent reports whether err says the replica went away before it
+// answered anything: the connection was refused, or a kept-alive
+// connection was closed or reset by a replica that is shutting down
+// (net/http retries those by itself only for idempotent methods). A
+// reset may also come from an engine that crashed while working on the
+// request, so a request may, rarely, run twice; for inference that is a
+// cost, not a wrong answer, and it is what Envoy's "reset" retry policy
+// does too.
+func unsent(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) ||
+		strings.Contains(err.Error(), "server closed idle connection")
 }
 
 func (t retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 	f, _ := req.Context().Value(forwardKey{}).(*forward)
 	for i := 0; ; i++ {
 		res, err := t.next.RoundTrip(req)
-		if err == nil || f == nil || i == maxRedirects || !errors.Is(err, syscall.ECONNREFUSED) || (req.Body != nil && req.Body != http.NoBody && req.GetBody == nil) {
+		if err == nil || f == nil || i == maxRedirects || !unsent(err) || (req.Body != nil && req.Body != http.NoBody && req.GetBody == nil) {
 			if err == nil && f != nil {
 				res.Header.Set(RevisionHeader, strconv.Itoa(f.rev))
 			}
@@ -476,7 +489,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		w.WriteHeader(499) // the client went away; nginx's convention
 		return
 	}
-	p.opts.Log.Info("endpoint replica did not answer", zap.String("url", r.URL.String()), zap.Error(err))
+	p.opts.Log.Warn("endpoint replica did not answer", zap.String("url", r.URL.String()), zap.Error(err))
 	if f, ok := r.Context().Value(forwardKey{}).(*forward); ok {
 		w.Header().Set(RevisionHeader, strconv.Itoa(f.rev))
 	}

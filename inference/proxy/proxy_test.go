@@ -300,3 +300,22 @@ func TestRefusedConnectionsGoElsewhere(t *testing.T) {
 	require.Eventually(t, func() bool { return h.rep.total(2).Requests == 20 }, 5*time.Second, 10*time.Millisecond)
 	require.Zero(t, h.rep.total(1).Requests+h.rep.total(2).Errors)
 }
+
+// A replica that drops the connection before answering (shutting down)
+// costs no request either.
+func TestDroppedConnectionsGoElsewhere(t *testing.T) {
+	h := newHarness(t, proxy.Options{})
+	live := replica(t, "r1", 0)
+	dropping := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}))
+	t.Cleanup(dropping.Close)
+	h.rt.set(proxy.Route{Targets: []proxy.Target{{Revision: 1, Weight: 100, URLs: []string{dropping.URL, live.URL}}}})
+	for range 10 {
+		code, body, _ := h.call(t.Context(), "")
+		require.Equal(t, http.StatusOK, code, body)
+	}
+}

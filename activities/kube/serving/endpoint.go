@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/activities/engineprobe"
 	"github.com/atelier-ml/atelier/inference"
 )
 
@@ -59,6 +60,12 @@ func (s *Serving) ObserveEndpoint(ctx context.Context, req activities.ObserveEnd
 				}
 				ro.Queue = append(ro.Queue, inference.Observation{At: x.At, Replica: x.Replica, Signal: inference.Signal(req.Backend, x.Samples)})
 			}
+		}
+		if rev == req.Measured && req.Probes > 0 && len(ro.URLs) > 0 {
+			// Through the revision's Service: from a worker outside the
+			// cluster nothing answers, and no sample is counted.
+			p := engineprobe.Send(ctx, s.http, req.Backend, req.ProbeModel, ro.URLs, req.Probes)
+			ro.Probed = &p
 		}
 		out.Revisions = append(out.Revisions, ro)
 		activity.RecordHeartbeat(ctx, rev)
