@@ -70,9 +70,11 @@ func WithDefaults(s EndpointSpec) EndpointSpec {
 	if a.PanicThreshold == 0 {
 		a.PanicThreshold = DefaultPanicThreshold
 	}
-	if a.ScaleDownDelay == 0 {
-		a.ScaleDownDelay = Duration(DefaultScaleDownDelay)
+	delay := Duration(DefaultScaleDownDelay)
+	if a.ScaleDownDelay != nil {
+		delay = *a.ScaleDownDelay
 	}
+	a.ScaleDownDelay = &delay // a copy: defaults never alias the caller's spec
 
 	r := &s.Rollout
 	if r.Strategy == "" {

@@ -45,7 +45,7 @@
 //	stableWindow                60s
 //	panicWindow                 stableWindow / 10, at least 1s
 //	panicThreshold              2 (the short window asks for 2 × the ready replicas)
-//	scaleDownDelay              5m (a GPU replica takes minutes to load again)
+//	scaleDownDelay              5m when absent (a GPU replica takes minutes to load again); "0s" turns it off
 //	idleTimeout                 none (no scale to zero)
 //	rollout.strategy            rolling
 //	maxSurge / maxUnavailable   1 / 0; surgeFree: 0 / 1

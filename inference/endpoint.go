@@ -107,8 +107,9 @@ type Autoscaling struct {
 	PanicThreshold float64 `json:"panicThreshold,omitempty"`
 	// ScaleDownDelay: a scale-down takes the highest figure wanted during
 	// this long, so a short dip does not unload a model that takes minutes
-	// to load again.
-	ScaleDownDelay Duration `json:"scaleDownDelay,omitempty"`
+	// to load again. A pointer because "0s" (scale down at once, Knative's
+	// default) must differ from unset (DefaultScaleDownDelay).
+	ScaleDownDelay *Duration `json:"scaleDownDelay,omitempty"`
 	// IdleTimeout is how long demand must be known to be zero before the
 	// endpoint scales to zero; 0 disables scale to zero (and then
 	// Replicas.Min must be at least 1).
@@ -226,6 +227,10 @@ type Duration time.Duration
 
 // D returns the value as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// DurationPtr returns a pointer to d, for optional fields where zero is a
+// meaningful value.
+func DurationPtr(d time.Duration) *Duration { v := Duration(d); return &v }
 
 // MarshalJSON implements json.Marshaler.
 func (d Duration) MarshalJSON() ([]byte, error) {

@@ -190,7 +190,9 @@ func validateAutoscaling(a Autoscaling, ps *problems) {
 	if t := a.PanicThreshold; !(t > 1 && t <= 10) {
 		ps.add("autoscaling.panicThreshold", "must be a ratio above 1 and at most 10 (2 = panic when the short window asks for twice the ready replicas)")
 	}
-	between(ps, "autoscaling.scaleDownDelay", a.ScaleDownDelay, 0, time.Hour)
+	if a.ScaleDownDelay != nil {
+		between(ps, "autoscaling.scaleDownDelay", *a.ScaleDownDelay, 0, time.Hour)
+	}
 	if a.IdleTimeout != 0 {
 		between(ps, "autoscaling.idleTimeout", a.IdleTimeout, 30*time.Second, 7*24*time.Hour)
 	}

@@ -1,8 +1,10 @@
 package inference
 
 import (
+	"encoding/json"
 	"errors"
 	"math"
+	"reflect"
 	"testing"
 	"time"
 
@@ -76,7 +78,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		name: "autoscaling ranges",
 		mutate: func(s *EndpointSpec) {
 			s.Autoscaling = Autoscaling{TargetQueuePerReplica: math.NaN(), StableWindow: Duration(10 * time.Second),
-				PanicWindow: Duration(20 * time.Second), PanicThreshold: 0.5, ScaleDownDelay: Duration(-time.Second), IdleTimeout: Duration(time.Second)}
+				PanicWindow: Duration(20 * time.Second), PanicThreshold: 0.5, ScaleDownDelay: DurationPtr(-time.Second), IdleTimeout: Duration(time.Second)}
 		},
 		want: []Problem{
 			{"autoscaling.targetQueuePerReplica", "must be a number of requests above 0 and at most 1000000"},
@@ -182,7 +184,29 @@ func TestWithDefaults(t *testing.T) {
 	if *out.Rollout.MaxSurge != 0 || *out.Rollout.MaxUnavailable != 2 || out.Replicas.Max != 4 {
 		t.Errorf("set fields changed: %+v %+v", out.Rollout, out.Replicas)
 	}
-	if WithDefaults(out).Autoscaling != out.Autoscaling {
+	if !reflect.DeepEqual(WithDefaults(out).Autoscaling, out.Autoscaling) {
 		t.Error("WithDefaults is not idempotent")
+	}
+}
+
+// "0s" turns the scale-down delay off; only an absent field takes the
+// default (found by bench/coldstart, which never scaled to zero twice).
+func TestScaleDownDelayZeroIsNotDefault(t *testing.T) {
+	for _, tc := range []struct {
+		json string
+		want time.Duration
+	}{
+		{`{}`, DefaultScaleDownDelay},
+		{`{"scaleDownDelay":"0s"}`, 0},
+		{`{"scaleDownDelay":"30s"}`, 30 * time.Second},
+	} {
+		s := vllmSpec()
+		s.Autoscaling = Autoscaling{}
+		if err := json.Unmarshal([]byte(tc.json), &s.Autoscaling); err != nil {
+			t.Fatal(err)
+		}
+		if got := AutoscalerConfigFor(s).ScaleDownDelay; got != tc.want {
+			t.Errorf("%s: delay = %s, want %s", tc.json, got, tc.want)
+		}
 	}
 }

@@ -141,7 +141,7 @@ func endpointSpec(image string) inference.EndpointSpec {
 		Backend: inference.BackendVLLM, Model: inference.Model{Name: "tiny"}, Image: image,
 		Replicas: inference.ReplicaRange{Min: &minR, Max: 5},
 		Autoscaling: inference.Autoscaling{TargetQueuePerReplica: 10, StableWindow: inference.Duration(20 * time.Second),
-			ScaleDownDelay: inference.Duration(20 * time.Second)},
+			ScaleDownDelay: inference.DurationPtr(20 * time.Second)},
 		Rollout: inference.RolloutSettings{Gates: inference.GateSettings{MinSamples: 10, AnalysisInterval: inference.Duration(10 * time.Second)}},
 	}
 }

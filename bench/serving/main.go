@@ -134,7 +134,7 @@ func spec(image string) inference.EndpointSpec {
 		Backend: inference.BackendVLLM, Model: inference.Model{Name: "tiny"}, Image: image,
 		Replicas: inference.ReplicaRange{Min: &minR, Max: 4},
 		Autoscaling: inference.Autoscaling{TargetQueuePerReplica: 10, StableWindow: inference.Duration(10 * time.Second),
-			ScaleDownDelay: inference.Duration(2 * time.Second)},
+			ScaleDownDelay: inference.DurationPtr(2 * time.Second)},
 		Rollout: inference.RolloutSettings{Gates: inference.GateSettings{MaxErrorRate: 1, AnalysisInterval: inference.Duration(time.Second)}},
 	}
 }
