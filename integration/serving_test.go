@@ -54,6 +54,13 @@ func startLoad(s *stack, workers int) *load {
 	return l
 }
 
+// snapshot copies the counts so far.
+func (l *load) snapshot() (map[int]int, map[string]int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.status), maps.Clone(l.byRev)
+}
+
 func (l *load) end() (map[int]int, map[string]int) {
 	close(l.stop)
 	l.wg.Wait()
@@ -63,6 +70,12 @@ func (l *load) end() (map[int]int, map[string]int) {
 // complete sends one completion through the gateway; it answers the
 // status, the revision that answered and the body.
 func (s *stack) complete(ctx context.Context) (int, string, string) {
+	return s.completePinned(ctx, "")
+}
+
+// completePinned is complete with X-Atelier-Revision set to pin (none
+// when empty): a request for that revision whatever its weight.
+func (s *stack) completePinned(ctx context.Context, pin string) (int, string, string) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url+s.path("/endpoints/chat/v1/completions"),
 		strings.NewReader(`{"model":"tiny","prompt":"hi","max_tokens":4}`))
 	if err != nil {
@@ -70,6 +83,9 @@ func (s *stack) complete(ctx context.Context) (int, string, string) {
 	}
 	req.Header.Set("Authorization", "Bearer "+s.token)
 	req.Header.Set("Content-Type", "application/json")
+	if pin != "" {
+		req.Header.Set("X-Atelier-Revision", pin)
+	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, "", err.Error()
@@ -125,6 +141,19 @@ func hasEvent(v gen.Endpoint, kind string, rev int) bool {
 		}
 	}
 	return false
+}
+
+// readyReplicas is true when the stable revision's observed replicas
+// (ready, all) satisfy ok.
+func readyReplicas(ok func(ready, replicas int) bool) func(gen.Endpoint) bool {
+	return func(v gen.Endpoint) bool {
+		for _, o := range v.Observed {
+			if o.Revision == v.Stable {
+				return ok(o.Ready, o.Replicas)
+			}
+		}
+		return false
+	}
 }
 
 func servedBy(rev int) func(gen.Endpoint) bool {
@@ -218,14 +247,7 @@ func TestEndpointServesThroughTheGateway(t *testing.T) {
 
 	// Idle: scale to zero (settings only: applied in place).
 	require.Equal(t, 200, s.do("PUT", s.path("/endpoints/chat"), withProbes(0), nil))
-	s.waitEndpoint(t, 2*time.Minute, "scaled to zero", func(v gen.Endpoint) bool {
-		for _, o := range v.Observed {
-			if o.Revision == v.Stable {
-				return o.Ready == 0 && o.Replicas == 0
-			}
-		}
-		return false
-	})
+	s.waitEndpoint(t, 2*time.Minute, "scaled to zero", readyReplicas(func(n, replicas int) bool { return n == 0 && replicas == 0 }))
 	// Requests at zero are held and answered once a replica is up (its
 	// engine takes 1 s to load).
 	var failed atomic.Int32
@@ -248,4 +270,93 @@ func TestEndpointServesThroughTheGateway(t *testing.T) {
 	wg.Wait()
 	require.Zero(t, failed.Load(), "requests failed during the cold start")
 	t.Logf("0→1: the 5 held requests were answered after %v", latencies)
+}
+
+// Scale from zero to several replicas under a steady load, then a
+// blue-green rollout under the same load, all through the gateway:
+//   - requests sent at zero are held, the first replica answers them, and
+//     the queue signal scales the endpoint out to its maximum;
+//   - the preview starts at 0% traffic: unpinned requests keep going to
+//     the stable revision while pinned ones reach the preview;
+//   - a manual promote switches all traffic at once;
+//   - no request is lost to the proxy at any point.
+func TestEndpointScalesOutAndPromotesBlueGreenUnderLoad(t *testing.T) {
+	engine := modelserverBinary(t)
+	s := newStack(t, stackOptions{localEngines: map[string]string{"vllm": engine}})
+	spec := func(version string) map[string]any {
+		return map[string]any{"backend": "vllm", "model": map[string]any{"name": "tiny"}, "image": "vllm/vllm-openai:v0.9.1",
+			"env": []map[string]string{
+				{"name": modelserver.EnvModelVersion, "value": version},
+				{"name": modelserver.EnvServiceTime, "value": "200ms"},
+				{"name": modelserver.EnvStartupDelay, "value": "1s"},
+			},
+			"replicas": map[string]any{"min": 0, "max": 3},
+			// 8 clients keep about 8 requests in the engines: 4 replicas
+			// wanted at 2 per replica, capped at 3.
+			"autoscaling": map[string]any{"targetQueuePerReplica": 2, "stableWindow": "6s", "scaleDownDelay": "0s", "idleTimeout": "30s"},
+			"rollout":     map[string]any{"strategy": "blueGreen"}}
+	}
+	require.Equal(t, 201, s.do("POST", s.path("/endpoints"), map[string]any{"name": "chat", "spec": spec("v1")}, nil))
+	t.Cleanup(func() {
+		s.do("DELETE", s.path("/endpoints/chat"), nil, nil)
+		for i := 0; i < 100 && s.do("GET", s.path("/endpoints/chat"), nil, nil) != 404; i++ {
+			time.Sleep(200 * time.Millisecond)
+		}
+	})
+	s.waitEndpoint(t, 90*time.Second, "served revision 1", servedBy(1))
+	s.waitEndpoint(t, 2*time.Minute, "scaled to zero while idle", readyReplicas(func(n, replicas int) bool { return n == 0 && replicas == 0 }))
+
+	// 0 → 1 → N under load.
+	start := time.Now()
+	l := startLoad(s, 8)
+	s.waitEndpoint(t, 2*time.Minute, "scaled out to 3 ready replicas", readyReplicas(func(n, _ int) bool { return n == 3 }))
+	t.Logf("0→3 ready replicas under load in %s", time.Since(start).Round(100*time.Millisecond))
+
+	// Blue-green: a full preview at 0% while revision 1 serves.
+	require.Equal(t, 200, s.do("PUT", s.path("/endpoints/chat"), spec("v2"), nil))
+	v := s.waitEndpoint(t, 2*time.Minute, "previewed revision 2", func(v gen.Endpoint) bool {
+		if v.Rollout == nil || v.Rollout.Revision != 2 || v.Rollout.Stage != "Preview" {
+			return false
+		}
+		for _, o := range v.Observed {
+			if o.Revision == 2 && o.Ready >= 1 {
+				return true
+			}
+		}
+		return false
+	})
+	if v.Rollout.Reason != nil {
+		t.Logf("preview up: %s", *v.Rollout.Reason)
+	}
+	for range 5 {
+		code, rev, body := s.completePinned(context.Background(), "2")
+		require.Equal(t, 200, code, body)
+		require.Equal(t, "2", rev, "a pinned request reaches the preview")
+	}
+	_, beforePromote := l.snapshot()
+	require.Zero(t, beforePromote["2"], "the preview got unpinned traffic before its promote: %v", beforePromote)
+
+	promoted := time.Now()
+	require.Equal(t, 200, s.do("POST", s.path("/endpoints/chat/promote"), nil, nil))
+	s.waitEndpoint(t, time.Minute, "promoted revision 2", servedBy(2))
+	t.Logf("blue-green promoted %s after the request", time.Since(promoted).Round(100*time.Millisecond))
+	// Unpinned traffic now reaches revision 2 only.
+	for range 5 {
+		code, rev, body := s.complete(context.Background())
+		require.Equal(t, 200, code, body)
+		require.Equal(t, "2", rev)
+	}
+	status, byRev := l.end()
+	t.Logf("load: answers by status %v, by revision %v", status, byRev)
+	require.Positive(t, byRev["1"])
+	require.Positive(t, byRev["2"])
+	require.Equal(t, status[200], sumValues(status), "every request answered 200: %v", status)
+}
+
+func sumValues(m map[int]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
