@@ -209,8 +209,12 @@ func (s *server) endpointErr(project, name string, err error) error {
 		return invalidEndpoint(rej.Problems)
 	case errors.As(err, &rej):
 		return newProblem(ptEndpointBusy, "%s", rej.Message)
+	case errors.Is(err, endpointclient.ErrNoAnswer):
+		return newProblem(ptUnavailable, "endpoint %q did not answer in time: no worker may be serving its workflow; a change sent now may still apply when one does (GET the endpoint to see)",
+			name).withHeader("Retry-After", retryAfterSeconds).withCause(err)
 	}
-	return unavailable(err)
+	return newProblem(ptUnavailable, "Temporal is unavailable; retry in a few seconds").
+		withHeader("Retry-After", retryAfterSeconds).withCause(err)
 }
 
 func (s *server) endpointView(ctx context.Context, project, name string) (gen.Endpoint, error) {

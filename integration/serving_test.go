@@ -6,10 +6,14 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -359,4 +363,89 @@ func sumValues(m map[int]int) int {
 		n += v
 	}
 	return n
+}
+
+// Kill -9 the worker that owns an endpoint's local replicas in the middle
+// of a canary's pause, then start another: the engines the old worker
+// started die with it, the new worker starts the recorded replicas of both
+// revisions again, the endpoint's workflow carries on where it was, and
+// the canary completes. (On Kubernetes the replicas are pods and outlive
+// the worker; here the endpoint is down until the new worker is up, and
+// its REST view answers 503 meanwhile.)
+func TestEndpointRolloutSurvivesWorkerKill9(t *testing.T) {
+	engine := modelserverBinary(t)
+	s := newStack(t, stackOptions{noWorker: true})
+	w := s.startWorkerProcess(t, "worker-1.log", "ATELIER_LOCAL_ENGINES=vllm="+engine)
+	spec := func(version string) map[string]any {
+		return map[string]any{"backend": "vllm", "model": map[string]any{"name": "tiny"}, "image": "vllm/vllm-openai:v0.9.1",
+			"env": []map[string]string{
+				{"name": modelserver.EnvModelVersion, "value": version},
+				{"name": modelserver.EnvStartupDelay, "value": "1s"},
+			},
+			"replicas": map[string]any{"min": 1, "max": 1},
+			"rollout": map[string]any{"strategy": "canary",
+				"canary": map[string]any{"steps": []map[string]any{{"weight": 50, "pause": "5s"}}},
+				"gates":  map[string]any{"minSamples": 5, "analysisInterval": "2s", "syntheticProbes": true}}}
+	}
+	require.Equal(t, 201, s.do("POST", s.path("/endpoints"), map[string]any{"name": "chat", "spec": spec("v1")}, nil))
+	s.waitEndpoint(t, 90*time.Second, "served revision 1", servedBy(1))
+
+	require.Equal(t, 200, s.do("PUT", s.path("/endpoints/chat"), spec("v2"), nil))
+	s.waitEndpoint(t, time.Minute, "paused the canary with revision 2 ready", func(v gen.Endpoint) bool {
+		if v.Rollout == nil || v.Rollout.Stage != "CanaryPause" {
+			return false
+		}
+		for _, o := range v.Observed {
+			if o.Revision == 2 && o.Ready >= 1 {
+				return true
+			}
+		}
+		return false
+	})
+	pids := enginePIDs(t, filepath.Join(s.cfg.DataDir, "endpoints", s.project, "chat"))
+	require.Len(t, pids, 2, "one engine per revision")
+	require.NoError(t, w.Process.Signal(syscall.SIGKILL))
+	_ = w.Wait()
+	killed := time.Now()
+	for _, pid := range pids {
+		require.Eventually(t, func() bool { return processGone(pid) }, 10*time.Second, 50*time.Millisecond,
+			"engine %d outlived its worker", pid)
+	}
+
+	// Without a worker the endpoint's workflow cannot answer: a clear 503,
+	// not a request that hangs.
+	var p map[string]any
+	require.Equal(t, 503, s.do("GET", s.path("/endpoints/chat"), nil, &p))
+	require.Contains(t, p["detail"], "no worker may be serving")
+
+	s.startWorkerProcess(t, "worker-2.log", "ATELIER_LOCAL_ENGINES=vllm="+engine)
+	// Registered after the worker so that it runs before the worker stops.
+	t.Cleanup(func() {
+		s.do("DELETE", s.path("/endpoints/chat"), nil, nil)
+		for i := 0; i < 100 && s.do("GET", s.path("/endpoints/chat"), nil, nil) != 404; i++ {
+			time.Sleep(200 * time.Millisecond)
+		}
+	})
+	v := s.waitEndpoint(t, 2*time.Minute, "promoted revision 2 after the worker restart", servedBy(2))
+	t.Logf("canary promoted %s after the kill:%s", time.Since(killed).Round(100*time.Millisecond), eventLine(v))
+	code, rev, body := s.complete(context.Background())
+	require.Equal(t, 200, code, body)
+	require.Equal(t, "2", rev)
+}
+
+// enginePIDs reads the process groups the local runtime recorded for an
+// endpoint's replicas (<endpoint dir>/r<N>/<replica>.pid).
+func enginePIDs(t *testing.T, dir string) []int {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "r*", "*.pid"))
+	require.NoError(t, err)
+	var pids []int
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		require.NoError(t, err, "pid file %s", f)
+		pids = append(pids, pid)
+	}
+	return pids
 }

@@ -1,19 +1,24 @@
 // Command atelier is Atelier's single binary: `atelier gateway` serves the
 // REST API, `atelier worker` runs pipelines (`atelier worker --cluster NAME`
 // runs the steps sent to one Kubernetes cluster), `atelier dev` runs
-// everything on one machine.
+// everything on one machine. The other commands (login, pipelines, run,
+// runs, logs, cancel, endpoints) drive a running Atelier through its REST
+// API: package internal/cli.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/atelier-ml/atelier/internal/app"
+	"github.com/atelier-ml/atelier/internal/cli"
 	"github.com/atelier-ml/atelier/internal/config"
 	"github.com/atelier-ml/atelier/wire"
 )
@@ -22,9 +27,17 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var cfg config.Config
-	root := &cobra.Command{Use: "atelier", Short: "ML pipelines on Temporal", SilenceUsage: true,
-		PersistentPreRunE: func(*cobra.Command, []string) error { return cfg.EnvError() }}
-	cfg.Bind(root.PersistentFlags())
+	root := &cobra.Command{Use: "atelier", Short: "ML pipelines on Temporal", SilenceUsage: true, SilenceErrors: true}
+	root.AddGroup(&cobra.Group{ID: serverGroup, Title: "Run Atelier:"}, &cobra.Group{ID: cli.GroupID, Title: "Use Atelier (through its REST API):"})
+	// The server commands share one set of flags (and ATELIER_* variables).
+	serverFlags := pflag.NewFlagSet("server", pflag.ContinueOnError)
+	cfg.Bind(serverFlags)
+	server := func(cmd *cobra.Command) *cobra.Command {
+		cmd.GroupID = serverGroup
+		cmd.Flags().AddFlagSet(serverFlags)
+		cmd.PreRunE = func(*cobra.Command, []string) error { return cfg.EnvError() }
+		return cmd
+	}
 
 	dev := app.DevOptions{}
 	devCmd := &cobra.Command{Use: "dev", Short: "Run Temporal, Postgres, the gateway and a worker on this machine",
@@ -35,16 +48,25 @@ func main() {
 	devCmd.Flags().IntVar(&dev.TemporalPort, "temporal-port", 7233, "Temporal frontend port")
 	devCmd.Flags().IntVar(&dev.UIPort, "ui-port", 8233, "Temporal Web UI port")
 
-	root.AddCommand(devCmd, adminTokenCmd(&cfg),
-		&cobra.Command{Use: "gateway", Short: "Serve the REST API", RunE: func(cmd *cobra.Command, _ []string) error {
+	root.AddCommand(server(devCmd), server(adminTokenCmd(&cfg)),
+		server(&cobra.Command{Use: "gateway", Short: "Serve the REST API", RunE: func(cmd *cobra.Command, _ []string) error {
 			return run(cmd.Context(), cfg, wire.InitGateway)
-		}},
-		workerCmd(&cfg),
+		}}),
+		server(workerCmd(&cfg)),
 	)
+	root.AddCommand(cli.Commands()...)
 	if err := root.ExecuteContext(ctx); err != nil {
-		os.Exit(1)
+		code := 1
+		var exit *cli.ExitError
+		if errors.As(err, &exit) {
+			code = exit.Code
+		}
+		fmt.Fprintln(os.Stderr, "Error:", err)
+		os.Exit(code)
 	}
 }
+
+const serverGroup = "server"
 
 // workerCmd runs a local-runtime worker, or with --cluster the worker of
 // one Kubernetes cluster.

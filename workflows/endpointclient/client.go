@@ -26,7 +26,16 @@ var (
 	ErrNotFound = errors.New("endpoint not found")
 	// ErrExists: an endpoint of that name is open in the project.
 	ErrExists = errors.New("endpoint already exists")
+	// ErrNoAnswer: the endpoint's workflow did not answer a query or an
+	// update within AnswerTimeout. Temporal holds both until a worker
+	// polls the workflow's task queue, so it usually means none does. An
+	// update that got no answer may still apply when a worker returns.
+	ErrNoAnswer = errors.New("the endpoint's workflow did not answer: no worker may be serving it")
 )
+
+// AnswerTimeout bounds every query and update to an endpoint's workflow
+// (see ErrNoAnswer). A busy worker answers in well under a second.
+const AnswerTimeout = 15 * time.Second
 
 // RejectedError is an update the endpoint's workflow refused. Problems is
 // set when the spec was invalid (every problem, with its path); otherwise
@@ -85,6 +94,8 @@ func (e *Client) Create(ctx context.Context, project, name, workflowQueue, activ
 // endpoint) is ErrNotFound.
 func (e *Client) Status(ctx context.Context, project, name string) (workflows.EndpointStatus, error) {
 	var st workflows.EndpointStatus
+	ctx, cancel := context.WithTimeout(ctx, AnswerTimeout)
+	defer cancel()
 	res, err := e.c.QueryWorkflowWithOptions(ctx, &client.QueryWorkflowWithOptionsRequest{
 		WorkflowID: workflows.EndpointWorkflowID(project, name), QueryType: workflows.QueryEndpointStatus,
 		QueryRejectCondition: enumspb.QUERY_REJECT_CONDITION_NOT_OPEN,
@@ -93,7 +104,7 @@ func (e *Client) Status(ctx context.Context, project, name string) (workflows.En
 		return st, ErrNotFound
 	}
 	if err != nil {
-		return st, fmt.Errorf("endpointclient: query endpoint %s/%s: %w", project, name, err)
+		return st, fmt.Errorf("endpointclient: query endpoint %s/%s: %w", project, name, noAnswer(ctx, err))
 	}
 	if res.QueryRejected != nil {
 		return st, ErrNotFound
@@ -140,6 +151,8 @@ func (e *Client) Delete(ctx context.Context, project, name string) error {
 // update runs an update to completion, decoding its answer into result
 // (nil: ignored).
 func (e *Client) update(ctx context.Context, project, name, update string, result any, args ...any) error {
+	ctx, cancel := context.WithTimeout(ctx, AnswerTimeout)
+	defer cancel()
 	h, err := e.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID: workflows.EndpointWorkflowID(project, name), UpdateName: update,
 		Args: args, WaitForStage: client.WorkflowUpdateStageCompleted,
@@ -160,7 +173,17 @@ func (e *Client) update(ctx context.Context, project, name, update string, resul
 		}
 		return rej
 	}
-	return fmt.Errorf("endpointclient: update %s of endpoint %s/%s: %w", update, project, name, err)
+	return fmt.Errorf("endpointclient: update %s of endpoint %s/%s: %w", update, project, name, noAnswer(ctx, err))
+}
+
+// noAnswer is ErrNoAnswer (wrapping err) when a deadline passed: ctx's,
+// or the shorter one the SDK gives a query's gRPC call (either form).
+func noAnswer(ctx context.Context, err error) error {
+	var de *serviceerror.DeadlineExceeded
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &de) {
+		return fmt.Errorf("%w (%v)", ErrNoAnswer, err)
+	}
+	return err
 }
 
 // Summary is one endpoint in a list.

@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/atelier-ml/atelier/api/gen"
+)
+
+func TestSplitPath(t *testing.T) {
+	for path, want := range map[string][]string{
+		"steps[2].dependsOn[0]": {"steps", "2", "dependsOn", "0"},
+		"params":                {"params"},
+		"steps[0][1].x":         {"steps", "0", "1", "x"},
+		"":                      nil,
+	} {
+		if got := splitPath(path); !reflect.DeepEqual(got, want) {
+			t.Errorf("splitPath(%q) = %q, want %q", path, got, want)
+		}
+	}
+}
+
+// A validation problem is shown at its line in the file; a path into a
+// missing field points at the nearest line that exists.
+func TestLinesOfFieldErrors(t *testing.T) {
+	spec := []byte(`params:
+  - name: lr
+steps:
+  - name: a
+    container: {command: [echo]}
+  - name: b
+    dependsOn: [a, nope]
+`)
+	errs := []gen.FieldError{{Path: "steps[1].dependsOn[1]"}, {Path: "steps[0].container.image"}, {Path: "steps[5]"}}
+	got := lines(spec, &errs)
+	want := map[string]int{"steps[1].dependsOn[1]": 7, "steps[0].container.image": 5, "steps[5]": 4}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("lines = %v, want %v", got, want)
+	}
+	if lines([]byte("{not yaml"), &errs) != nil {
+		t.Error("an unparsable file has no lines")
+	}
+}
+
+func TestParseParams(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "p.yaml")
+	if err := os.WriteFile(file, []byte("epochs: 3\ntag: base\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := parseParams([]string{"lr=0.1", "tag=v1", "flag=true", "empty=", "text={a: b}", "eq=a=b"}, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"epochs": float64(3), "tag": "v1", "lr": 0.1, "flag": true, "empty": "", "text": "{a: b}", "eq": "a=b"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("params = %#v, want %#v", got, want)
+	}
+	if _, err := parseParams([]string{"novalue"}, ""); err == nil {
+		t.Error("-p without = is an error")
+	}
+}
+
+// The config file holds tokens: 0600; flags beat the environment, which
+// beats the file's context.
+func TestConfigFileAndPrecedence(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "config.yaml")
+	t.Setenv("ATELIER_CONFIG", path)
+	t.Setenv("ATELIER_URL", "")
+	t.Setenv("ATELIER_TOKEN", "")
+	t.Setenv("ATELIER_PROJECT", "")
+	o := &options{}
+	if _, err := o.target(); err == nil {
+		t.Fatal("no URL anywhere is an error")
+	}
+	f := File{Current: "dev", Contexts: map[string]Context{
+		"dev":  {URL: "http://a:1", Token: "t-dev"},
+		"prod": {URL: "https://b", Token: "t-prod", Project: "vision"},
+	}}
+	if err := f.save(path); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("config file mode = %v, %v; want 0600", fi.Mode(), err)
+	}
+	c, err := o.target()
+	if err != nil || c != (Context{URL: "http://a:1", Token: "t-dev", Project: defaultProject}) {
+		t.Fatalf("current context: %+v %v", c, err)
+	}
+	t.Setenv("ATELIER_TOKEN", "t-env")
+	o.context = "prod"
+	if c, _ = o.target(); c != (Context{URL: "https://b", Token: "t-env", Project: "vision"}) {
+		t.Errorf("env over context: %+v", c)
+	}
+	o.token, o.project = "t-flag", "p-flag"
+	if c, _ = o.target(); c.Token != "t-flag" || c.Project != "p-flag" {
+		t.Errorf("flags over env: %+v", c)
+	}
+	o.context = "missing"
+	if _, err := o.target(); err == nil {
+		t.Error("an unknown --context is an error")
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	for state, want := range map[gen.RunState]int{gen.RunStateSUCCEEDED: 0, gen.RunStateFAILED: 2, gen.RunStateCANCELLED: 3, gen.RunStateTERMINATED: 3} {
+		err := exitFor(state, nil)
+		code := 0
+		if e, ok := err.(*ExitError); ok {
+			code = e.Code
+		}
+		if code != want {
+			t.Errorf("%s: exit %d, want %d", state, code, want)
+		}
+	}
+}

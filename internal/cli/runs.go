@@ -1,0 +1,339 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/atelier-ml/atelier/api/gen"
+)
+
+func runCmd(o *options) *cobra.Command {
+	var (
+		params     []string
+		paramsFile string
+		version    int
+		key        string
+		watch      bool
+	)
+	cmd := &cobra.Command{
+		Use:   "run PIPELINE [-p name=value]... [--watch]",
+		Short: "Start a run of a pipeline (declarative or Go)",
+		Long: `Run starts a run of the pipeline's latest version (or --version) with the
+parameters given by -p (values are YAML scalars: -p lr=0.1 is a number,
+-p tag=v1 a string) and --params-file. With --watch it follows the run
+until it ends and exits non-zero when it does not succeed.`,
+		Example: `  atelier run train -p epochs=3 -p lr=0.01 --watch
+  atelier run train --params-file params.yaml -o json`,
+		Args:    cobra.ExactArgs(1),
+		GroupID: GroupID,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ps, err := parseParams(params, paramsFile)
+			if err != nil {
+				return err
+			}
+			s, err := o.session()
+			if err != nil {
+				return err
+			}
+			body := gen.CreateRunRequest{Pipeline: &args[0]}
+			if len(ps) > 0 {
+				body.Params = &ps
+			}
+			if version > 0 {
+				body.Version = &version
+			}
+			var hp gen.CreateRunParams
+			if key != "" {
+				hp.IdempotencyKey = &key
+			}
+			res, err := s.c.CreateRunWithResponse(cmd.Context(), s.Project, &hp, body)
+			if err != nil {
+				return unreachable(err)
+			}
+			if err := expect(res.HTTPResponse, res.Body, 200, 201); err != nil {
+				return err
+			}
+			run := first2(res.JSON201, res.JSON200)
+			if !watch {
+				return o.print(o.stdout, run, func() table { return runsTable(o, []gen.Run{*run}) })
+			}
+			fmt.Fprintf(o.stderr, "run %s started\n", run.Id)
+			return o.watch(cmd, s, run.Id)
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVarP(&params, "param", "p", nil, "parameter name=value (repeatable)")
+	f.StringVar(&paramsFile, "params-file", "", "YAML or JSON file of parameters (-p wins)")
+	f.IntVar(&version, "version", 0, "pipeline version (default: the latest)")
+	f.StringVar(&key, "idempotency-key", "", "starting again with the same key answers the same run")
+	f.BoolVarP(&watch, "watch", "w", false, "follow the run until it ends")
+	return cmd
+}
+
+func first2[T any](a, b *T) *T {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// parseParams reads --params-file, then -p name=value on top.
+func parseParams(kvs []string, file string) (map[string]any, error) {
+	out := map[string]any{}
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		if err := yaml.Unmarshal(b, &out); err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+	}
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("-p %q: want name=value", kv)
+		}
+		var val any
+		if err := yaml.Unmarshal([]byte(v), &val); err != nil || val == nil {
+			val = v // not a YAML scalar (or empty): the text as written
+		}
+		if _, isMap := val.(map[string]any); isMap {
+			val = v
+		}
+		out[k] = val
+	}
+	return out, nil
+}
+
+func runsCmd(o *options) *cobra.Command {
+	cmd := &cobra.Command{Use: "runs", Aliases: []string{"r"}, Short: "List, show and follow runs", GroupID: GroupID}
+	var (
+		pipeline, state string
+		limit           int
+	)
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the project's runs, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := o.session()
+			if err != nil {
+				return err
+			}
+			p := gen.ListRunsParams{PageSize: &limit}
+			if pipeline != "" {
+				p.Pipeline = &pipeline
+			}
+			if state != "" {
+				st := gen.RunState(strings.ToUpper(state))
+				p.State = &st
+			}
+			res, err := s.c.ListRunsWithResponse(cmd.Context(), s.Project, &p)
+			if err != nil {
+				return unreachable(err)
+			}
+			if err := expect(res.HTTPResponse, res.Body, 200); err != nil {
+				return err
+			}
+			return o.print(o.stdout, res.JSON200, func() table { return runsTable(o, res.JSON200.Runs) })
+		},
+	}
+	list.Flags().StringVar(&pipeline, "pipeline", "", "only runs of this pipeline")
+	list.Flags().StringVar(&state, "state", "", "only runs in this state (RUNNING, FAILED, ...)")
+	list.Flags().IntVar(&limit, "limit", 50, "at most this many runs")
+
+	get := &cobra.Command{
+		Use:   "get RUN",
+		Short: "Show a run and its steps",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := o.session()
+			if err != nil {
+				return err
+			}
+			run, err := getRun(cmd, s, args[0])
+			if err != nil {
+				return err
+			}
+			return o.print(o.stdout, run, func() table { return stepsTable(o, run.Status) })
+		},
+	}
+	watch := &cobra.Command{
+		Use:   "watch RUN",
+		Short: "Follow a run until it ends (exit status: see `atelier --help`)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := o.session()
+			if err != nil {
+				return err
+			}
+			return o.watch(cmd, s, args[0])
+		},
+	}
+	cmd.AddCommand(list, get, watch)
+	return cmd
+}
+
+func getRun(cmd *cobra.Command, s *session, id string) (*gen.Run, error) {
+	res, err := s.c.GetRunWithResponse(cmd.Context(), s.Project, id)
+	if err != nil {
+		return nil, unreachable(err)
+	}
+	if err := expect(res.HTTPResponse, res.Body, 200); err != nil {
+		return nil, err
+	}
+	return res.JSON200, nil
+}
+
+func runsTable(o *options, runs []gen.Run) table {
+	t := table{{"RUN", "PIPELINE", "VERSION", "STATE", "CREATED", "BY"}}
+	for _, r := range runs {
+		name, ver := first(str(r.Pipeline), r.Workflow), "-"
+		if r.Version != nil {
+			ver = strconv.Itoa(*r.Version)
+		}
+		t = append(t, []string{r.Id, name, ver, string(r.State), ago(r.CreatedAt, o.now()), str(r.CreatedBy)})
+	}
+	return t
+}
+
+func stepsTable(o *options, st *gen.RunStatus) table {
+	t := table{{"STEP", "KIND", "STATE", "ATTEMPT", "DURATION", "PROGRESS", "MESSAGE"}}
+	if st == nil {
+		return t
+	}
+	for _, s := range st.Steps {
+		t = append(t, stepRow(o, s))
+	}
+	return t
+}
+
+func stepRow(o *options, s gen.StepStatus) []string {
+	attempt := "-"
+	if s.Attempts != nil && len(*s.Attempts) > 0 {
+		attempt = strconv.Itoa((*s.Attempts)[len(*s.Attempts)-1].Number)
+	}
+	progress := "-"
+	if s.Items != nil && len(*s.Items) > 0 {
+		done := 0
+		for _, it := range *s.Items {
+			if it.State == gen.StepStateSUCCEEDED || it.State == gen.StepStateCACHED {
+				done++
+			}
+		}
+		progress = fmt.Sprintf("%d/%d", done, len(*s.Items))
+	}
+	msg := first(str(s.Error), str(s.Message))
+	if len(msg) > 80 {
+		msg = msg[:77] + "..."
+	}
+	return []string{s.Name, s.Kind, string(s.State), attempt, span(s.StartedAt, s.FinishedAt, o.now()), progress, strings.ReplaceAll(msg, "\n", " ")}
+}
+
+func cancelCmd(o *options) *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:     "cancel RUN",
+		Short:   "Cancel a run: running steps are stopped and their objects cleaned up",
+		Args:    cobra.ExactArgs(1),
+		GroupID: GroupID,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := o.session()
+			if err != nil {
+				return err
+			}
+			body := gen.CancelRunRequest{}
+			if reason != "" {
+				body.Reason = &reason
+			}
+			res, err := s.c.CancelRunWithResponse(cmd.Context(), s.Project, args[0], body)
+			if err != nil {
+				return unreachable(err)
+			}
+			if err := expect(res.HTTPResponse, res.Body, 202); err != nil {
+				return err
+			}
+			return o.print(o.stdout, res.JSON202, func() table { return runsTable(o, []gen.Run{*res.JSON202}) })
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded in the run)")
+	return cmd
+}
+
+func logsCmd(o *options) *cobra.Command {
+	var (
+		follow        bool
+		item, attempt int
+	)
+	cmd := &cobra.Command{
+		Use:   "logs RUN [STEP]",
+		Short: "Print a step's log (every step's without STEP); -f follows it",
+		Example: `  atelier logs 0b5c9e2a-... train -f
+  atelier logs 0b5c9e2a-... score --item 3 --attempt 2`,
+		Args:    cobra.RangeArgs(1, 2),
+		GroupID: GroupID,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := o.session()
+			if err != nil {
+				return err
+			}
+			p := gen.GetStepLogsParams{}
+			if follow {
+				p.Follow = &follow
+			}
+			if cmd.Flags().Changed("item") {
+				p.Item = &item
+			}
+			if attempt > 0 {
+				p.Attempt = &attempt
+			}
+			if len(args) == 2 {
+				return s.copyLog(cmd, o.stdout, args[0], args[1], &p)
+			}
+			if follow {
+				return fmt.Errorf("name the step to follow")
+			}
+			run, err := getRun(cmd, s, args[0])
+			if err != nil {
+				return err
+			}
+			for _, st := range run.Status.Steps {
+				if st.Attempts == nil || len(*st.Attempts) == 0 {
+					continue // never started: no log
+				}
+				fmt.Fprintf(o.stdout, "==> %s <==\n", st.Name)
+				if err := s.copyLog(cmd, o.stdout, args[0], st.Name, &p); err != nil {
+					fmt.Fprintf(o.stderr, "%s: %v\n", st.Name, err)
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing as the step writes, until it ends")
+	cmd.Flags().IntVar(&item, "item", 0, "forEach item index")
+	cmd.Flags().IntVar(&attempt, "attempt", 0, "attempt number (default: the latest)")
+	return cmd
+}
+
+// copyLog streams a step's log (followed when p.Follow) to w.
+func (s *session) copyLog(cmd *cobra.Command, w io.Writer, run, step string, p *gen.GetStepLogsParams) error {
+	res, err := s.c.GetStepLogs(cmd.Context(), s.Project, run, step, p)
+	if err != nil {
+		return unreachable(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(res.Body, 1<<16))
+		return expect(res, body, http.StatusOK)
+	}
+	_, err = io.Copy(w, res.Body)
+	return err
+}
