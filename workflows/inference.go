@@ -32,6 +32,7 @@ func (r *Run) runInference(ctx workflow.Context, st *StepStatus, stepName string
 			Endpoint: s.Endpoint, Cluster: s.Cluster, Spec: s.Spec, Timeout: cfg.timeout,
 		}
 		var res activities.DeployEndpointResult
+		actx := withAttemptSummary(actx, stepName, item, attempt)
 		err := workflow.ExecuteActivity(actx, activities.DeployEndpointName, req).Get(actx, &res)
 		out := attemptOutcome{Cluster: res.Cluster, Object: "endpoint/" + s.Endpoint}
 		out.StartedAt, out.FinishedAt = res.StartedAt, res.FinishedAt

@@ -128,7 +128,7 @@ func (r *Run) runWork(ctx workflow.Context, st *StepStatus, stepName string, ite
 			Kind: kind, Timeout: cfg.timeout, Container: w.container, Ray: w.ray, Spark: w.spark,
 			RayClusterName: rayClusterName, RayClusterImage: rayClusterImage, Nodes: pinned,
 		}
-		actx = stepActivityOptions(actx, cfg.timeout, target.taskQueue)
+		actx = withAttemptSummary(stepActivityOptions(actx, cfg.timeout, target.taskQueue), stepName, item, attempt)
 		var res activities.KubeStepResult
 		err := workflow.ExecuteActivity(actx, activities.RunKubeStepName, req).Get(actx, &res)
 		if err != nil {

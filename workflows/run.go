@@ -167,6 +167,7 @@ func Begin(ctx workflow.Context, opts RunOptions) (*Run, workflow.Context, error
 	}
 
 	r.startMirror(ctx)
+	r.startDetails(ctx)
 	r.upsertState(ctx)
 	r.touch()
 	return r, r.stepCtx, nil

@@ -156,6 +156,7 @@ func (r *Run) runContainer(ctx workflow.Context, st *StepStatus, stepName string
 			req.GPU, req.GPUType = c.Resources.GPU, c.Resources.GPUType
 		}
 		var res activities.ContainerResult
+		actx := withAttemptSummary(actx, stepName, item, attempt)
 		err := workflow.ExecuteActivity(actx, activities.RunContainerName, req).Get(actx, &res)
 		return attemptOutcome{ContainerResult: res}, err
 	})

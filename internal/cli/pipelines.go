@@ -192,4 +192,3 @@ func splitPath(path string) []string {
 	}
 	return out
 }
-

@@ -1,0 +1,95 @@
+package workflows
+
+import (
+	"fmt"
+	"strings"
+
+	"go.temporal.io/sdk/workflow"
+)
+
+// maxDetailRows bounds the step table shown in the Temporal UI: the
+// details are rendered on every status change, so a 1,000-step run must
+// not pay for 1,000 rows each time.
+const maxDetailRows = 40
+
+// startDetails keeps the run's Temporal UI details (the "current details"
+// the UI shows on the workflow page, and `temporal workflow describe`) a
+// Markdown table of the steps and their states, so the Temporal UI reads
+// as the pipeline. SetCurrentDetails is answered from memory by the SDK:
+// it adds no command, so recorded histories replay unchanged.
+func (r *Run) startDetails(ctx workflow.Context) {
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		seen := int64(-1)
+		for {
+			if err := workflow.Await(gctx, func() bool { return r.status.Seq != seen }); err != nil {
+				return
+			}
+			seen = r.status.Seq
+			workflow.SetCurrentDetails(gctx, r.details())
+			if r.status.State.Terminal() {
+				return
+			}
+		}
+	})
+}
+
+// details renders the status as Markdown: the run's state, then a row per
+// step (state, attempts, forEach progress, message).
+func (r *Run) details() string {
+	var b strings.Builder
+	name := r.status.Pipeline
+	if name == "" {
+		name = r.status.Workflow
+	}
+	fmt.Fprintf(&b, "**%s** · project `%s` · **%s**", name, r.status.Project, r.status.State)
+	if r.status.Error != "" {
+		fmt.Fprintf(&b, "\n\n> %s", mdCell(r.status.Error))
+	}
+	b.WriteString("\n\n| step | kind | state | attempts | items | message |\n|---|---|---|---|---|---|\n")
+	for i, st := range r.steps {
+		if i == maxDetailRows {
+			fmt.Fprintf(&b, "| … %d more steps (see the `status` query or REST) | | | | | |\n", len(r.steps)-maxDetailRows)
+			break
+		}
+		items := ""
+		if n := len(st.Items); n > 0 {
+			done := 0
+			for j := range st.Items {
+				if st.Items[j].State == StepSucceeded || st.Items[j].State == StepCached {
+					done++
+				}
+			}
+			items = fmt.Sprintf("%d/%d", done, n)
+		}
+		msg := st.Error
+		if msg == "" {
+			msg = st.Message
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %s |\n", mdCell(st.Name), st.Kind, st.State, len(st.Attempts), items, mdCell(msg))
+	}
+	return b.String()
+}
+
+// mdCell keeps a value on one table row: no newlines or pipes, at most
+// 120 characters.
+func mdCell(s string) string {
+	s = strings.NewReplacer("\n", " ", "|", "\\|").Replace(s)
+	if len(s) > 120 {
+		s = s[:117] + "…"
+	}
+	return s
+}
+
+// withAttemptSummary names the step (and item) and attempt on the
+// activity, so the Temporal UI's event history and timeline read as the
+// pipeline ("train · attempt 2") instead of the activity type alone.
+// Summaries are user metadata, not compared on replay.
+func withAttemptSummary(ctx workflow.Context, step string, item *int, attempt int) workflow.Context {
+	opts := workflow.GetActivityOptions(ctx)
+	if item != nil {
+		opts.Summary = fmt.Sprintf("%s[%d] · attempt %d", step, *item, attempt)
+	} else {
+		opts.Summary = fmt.Sprintf("%s · attempt %d", step, attempt)
+	}
+	return workflow.WithActivityOptions(ctx, opts)
+}
