@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -108,6 +109,9 @@ func Begin(ctx workflow.Context, opts RunOptions) (*Run, workflow.Context, error
 		State:     RunRunning,
 		StartedAt: &now,
 		Params:    opts.Params,
+		// Read from the attribute Temporal sets on a scheduled start: it
+		// changes the status only, never a command.
+		ScheduleID: scheduleOf(ctx, project),
 	}
 	r.stepCtx, r.cancelStep = workflow.WithCancel(ctx)
 	r.controlQueues = workflow.GetVersion(ctx, versionControlQueues, workflow.DefaultVersion, 1) >= 1
@@ -171,6 +175,14 @@ func Begin(ctx workflow.Context, opts RunOptions) (*Run, workflow.Context, error
 	r.upsertState(ctx)
 	r.touch()
 	return r, r.stepCtx, nil
+}
+
+// scheduleOf is the name of the Atelier schedule that started the run
+// (Temporal's TemporalScheduledById attribute holds the schedule's ID,
+// atelier-schedule/<project>/<name>), or "".
+func scheduleOf(ctx workflow.Context, project string) string {
+	id, _ := workflow.GetTypedSearchAttributes(ctx).GetKeyword(temporal.NewSearchAttributeKeyKeyword("TemporalScheduledById"))
+	return strings.TrimPrefix(id, "atelier-schedule/"+project+"/")
 }
 
 func projectFromSearchAttributes(ctx workflow.Context) string {

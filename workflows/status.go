@@ -74,6 +74,8 @@ type RunStatus struct {
 	// Warnings are problems that did not change the outcome, e.g. a failed
 	// cleanup of Kubernetes objects.
 	Warnings []string `json:"warnings,omitempty"`
+	// ScheduleID names the schedule that started the run (empty when none).
+	ScheduleID string `json:"scheduleId,omitempty"`
 }
 
 // StepStatus is one step. A forEach step carries one entry per item in Items

@@ -71,6 +71,30 @@ func (e *Client) StartRun(ctx context.Context, r StartRequest) error {
 	if r.RunID == "" || r.Workflow == "" || r.TaskQueue == "" {
 		return fmt.Errorf("runclient: run ID, workflow and task queue are required")
 	}
+	opts := e.startOptions(r)
+	var args []any
+	if r.Input != nil {
+		args = append(args, r.Input)
+	}
+	_, err := e.c.ExecuteWorkflow(ctx, opts, r.Workflow, args...)
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &already) {
+		return nil
+	}
+	if err != nil {
+		if !definitelyNotStarted(err) {
+			return fmt.Errorf("runclient: start run %s: %w: %w", r.RunID, ErrStartUncertain, err)
+		}
+		return fmt.Errorf("runclient: start run %s: %w", r.RunID, err)
+	}
+	return nil
+}
+
+// startOptions are a run's start options: its search attributes and memo
+// (which REST and the reconciler read), and the ID policies that make a
+// start idempotent. Scheduled runs take their attributes and memo from
+// here too.
+func (e *Client) startOptions(r StartRequest) client.StartWorkflowOptions {
 	attrs := []temporal.SearchAttributeUpdate{
 		saProject.ValueSet(r.Project),
 		saState.ValueSet(string(workflows.RunPending)),
@@ -92,22 +116,7 @@ func (e *Client) StartRun(ctx context.Context, r StartRequest) error {
 		TypedSearchAttributes:                    temporal.NewSearchAttributes(attrs...),
 		Memo:                                     memo,
 	}
-	var args []any
-	if r.Input != nil {
-		args = append(args, r.Input)
-	}
-	_, err := e.c.ExecuteWorkflow(ctx, opts, r.Workflow, args...)
-	var already *serviceerror.WorkflowExecutionAlreadyStarted
-	if errors.As(err, &already) {
-		return nil
-	}
-	if err != nil {
-		if !definitelyNotStarted(err) {
-			return fmt.Errorf("runclient: start run %s: %w: %w", r.RunID, ErrStartUncertain, err)
-		}
-		return fmt.Errorf("runclient: start run %s: %w", r.RunID, err)
-	}
-	return nil
+	return opts
 }
 
 // ErrStartUncertain marks a failed start that may nonetheless have started
