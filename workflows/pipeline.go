@@ -62,10 +62,25 @@ type dag struct {
 	done    []bool
 	running int
 	failure string // first step failure; stops new steps from starting
+	// runIf: trigger rules apply (versionRunIf); false when replaying runs
+	// from before them.
+	runIf bool
 }
 
 func (d *dag) stopping() bool {
 	return d.failure != "" || d.r.Cancelled() || d.r.DeadlineExceeded()
+}
+
+// mayDecide reports whether a step whose dependencies are done may be
+// decided now (started or skipped by start). Nothing is after a cancel or
+// the deadline; after a failure, with trigger rules, every step still is,
+// so that allDone and anyFailed steps run and the others end SKIPPED as
+// soon as their dependencies are done.
+func (d *dag) mayDecide() bool {
+	if d.r.Cancelled() || d.r.DeadlineExceeded() {
+		return false
+	}
+	return d.failure == "" || d.runIf
 }
 
 func (d *dag) run() {
@@ -78,6 +93,7 @@ func (d *dag) run() {
 	for i, s := range d.p.Steps {
 		d.steps[i] = d.r.addStep(s.Name, string(kindOf(s)))
 	}
+	d.runIf = workflow.GetVersion(d.r.root, versionRunIf, workflow.DefaultVersion, 1) >= 1
 	// Waiting must survive Temporal's cancel request: running steps are
 	// cancelled through d.ctx and we still wait for their cleanup.
 	wait, _ := workflow.NewDisconnectedContext(d.r.root)
@@ -86,7 +102,7 @@ func (d *dag) run() {
 		// and may unblock steps declared before it.
 		for progressed := true; progressed; {
 			progressed = false
-			for i := 0; i < n && !d.stopping(); i++ {
+			for i := 0; i < n && d.mayDecide(); i++ {
 				if d.started[i] || !d.depsDone(deps[i]) {
 					continue
 				}
@@ -123,11 +139,8 @@ func (d *dag) allStarted() bool {
 // start decides whether step i runs or is skipped, and launches it.
 func (d *dag) start(i int, deps []int) {
 	s, st := &d.p.Steps[i], d.steps[i]
-	for _, j := range deps {
-		if d.steps[j].State != StepSucceeded {
-			d.finishStep(i, StepSkipped, "", fmt.Sprintf("skipped: dependency %q %s", d.steps[j].Name, strings.ToLower(string(d.steps[j].State))))
-			return
-		}
+	if !d.triggered(i, deps) {
+		return
 	}
 	env := d.env()
 	if s.When != "" {
@@ -149,6 +162,11 @@ func (d *dag) start(i int, deps []int) {
 			d.runForEach(gctx, i, env, opts)
 			return
 		}
+		if kindOf(*s) == spec.KindApproval {
+			out, err := d.r.runApproval(gctx, st, s.Approval, s.Timeout.D())
+			d.record(i, out, err)
+			return
+		}
 		w, err := renderWork(s, env)
 		if err != nil {
 			d.fail(i, fmt.Sprintf("rendering templates: %v", err))
@@ -157,6 +175,37 @@ func (d *dag) start(i int, deps []int) {
 		out, err := d.r.runWork(gctx, st, s.Name, nil, w, opts...)
 		d.record(i, out, err)
 	})
+}
+
+// triggered applies step i's trigger rule to its dependencies, and the
+// run's fail-fast rule after a failure; a step that may not run ends
+// SKIPPED with the reason and false is returned.
+func (d *dag) triggered(i int, deps []int) bool {
+	if !d.runIf {
+		// Runs from before trigger rules: every dependency must succeed.
+		for _, j := range deps {
+			if d.steps[j].State != StepSucceeded {
+				d.finishStep(i, StepSkipped, "", fmt.Sprintf("skipped: dependency %q %s", d.steps[j].Name, strings.ToLower(string(d.steps[j].State))))
+				return false
+			}
+		}
+		return true
+	}
+	parents := make([]*StepStatus, len(deps))
+	for k, j := range deps {
+		parents[k] = d.steps[j]
+	}
+	rule := d.p.Steps[i].RunIf
+	if ok, why := runIfMet(rule, parents); !ok {
+		d.finishStep(i, StepSkipped, "", "skipped: "+why)
+		return false
+	}
+	if d.failure != "" && !rule.RunsAfterFailure() {
+		// The same reason runs from before trigger rules got at the end.
+		d.finishStep(i, StepSkipped, "", "not started: "+d.failure)
+		return false
+	}
+	return true
 }
 
 // runForEach runs one container per item with bounded parallelism; the
