@@ -27,6 +27,18 @@ const (
 	BearerAuthScopes = "bearerAuth.Scopes"
 )
 
+// Defines values for ApprovalStatusOnTimeout.
+const (
+	Approve ApprovalStatusOnTimeout = "approve"
+	Reject  ApprovalStatusOnTimeout = "reject"
+)
+
+// Defines values for ApprovalStatusDecision.
+const (
+	Approved ApprovalStatusDecision = "approved"
+	Rejected ApprovalStatusDecision = "rejected"
+)
+
 // Defines values for CreateTokenRequestRole.
 const (
 	CreateTokenRequestRoleEditor CreateTokenRequestRole = "editor"
@@ -79,6 +91,46 @@ type AdmissionQueue struct {
 	Pending   []QueueEntry `json:"pending"`
 	Running   []QueueEntry `json:"running"`
 }
+
+// ApprovalDecisionRequest defines model for ApprovalDecisionRequest.
+type ApprovalDecisionRequest struct {
+	Comment *string `json:"comment,omitempty"`
+}
+
+// ApprovalStatus An approval step's request and, once made, its decision.
+type ApprovalStatus struct {
+	// Message What the pipeline asks approvers.
+	Message *string `json:"message,omitempty"`
+
+	// Roles The token roles that may decide.
+	Roles           []string `json:"roles"`
+	CommentRequired *bool    `json:"commentRequired,omitempty"`
+
+	// Deadline When `onTimeout` decides, if nobody did before.
+	Deadline  *time.Time               `json:"deadline,omitempty"`
+	OnTimeout *ApprovalStatusOnTimeout `json:"onTimeout,omitempty"`
+	Decision  *ApprovalStatusDecision  `json:"decision,omitempty"`
+
+	// Approver Name of the token that decided (absent when the timeout did).
+	Approver *string `json:"approver,omitempty"`
+
+	// ApproverId ID of that token.
+	ApproverId *string `json:"approverId,omitempty"`
+
+	// ApproverRole Its role when it decided.
+	ApproverRole *string    `json:"approverRole,omitempty"`
+	Comment      *string    `json:"comment,omitempty"`
+	DecidedAt    *time.Time `json:"decidedAt,omitempty"`
+
+	// TimedOut The timeout decided.
+	TimedOut *bool `json:"timedOut,omitempty"`
+}
+
+// ApprovalStatusOnTimeout defines model for ApprovalStatus.OnTimeout.
+type ApprovalStatusOnTimeout string
+
+// ApprovalStatusDecision defines model for ApprovalStatus.Decision.
+type ApprovalStatusDecision string
 
 // Attempt One try of a step.
 type Attempt struct {
@@ -752,6 +804,9 @@ type StepStatus struct {
 	// Item The forEach item of this entry.
 	Item  interface{}   `json:"item,omitempty"`
 	Items *[]StepStatus `json:"items,omitempty"`
+
+	// Approval An approval step's request and, once made, its decision.
+	Approval *ApprovalStatus `json:"approval,omitempty"`
 }
 
 // Token defines model for Token.
@@ -788,6 +843,9 @@ type ProjectPath = ProjectName
 
 // RunPath defines model for RunPath.
 type RunPath = RunID
+
+// StepPath defines model for StepPath.
+type StepPath = string
 
 // BadRequest RFC 9457 problem details.
 type BadRequest = Problem
@@ -883,6 +941,12 @@ type CreateRunJSONRequestBody = CreateRunRequest
 
 // CancelRunJSONRequestBody defines body for CancelRun for application/json ContentType.
 type CancelRunJSONRequestBody = CancelRunRequest
+
+// ApproveStepJSONRequestBody defines body for ApproveStep for application/json ContentType.
+type ApproveStepJSONRequestBody = ApprovalDecisionRequest
+
+// RejectStepJSONRequestBody defines body for RejectStep for application/json ContentType.
+type RejectStepJSONRequestBody = ApprovalDecisionRequest
 
 // CreateTokenJSONRequestBody defines body for CreateToken for application/json ContentType.
 type CreateTokenJSONRequestBody = CreateTokenRequest
@@ -988,9 +1052,15 @@ type ServerInterface interface {
 	// Server-sent events of run and step changes.
 	// (GET /v1/projects/{project}/runs/{run}/events)
 	StreamRunEvents(ctx echo.Context, project ProjectPath, run RunPath, params StreamRunEventsParams) error
+	// Approve a waiting approval step.
+	// (POST /v1/projects/{project}/runs/{run}/steps/{step}/approve)
+	ApproveStep(ctx echo.Context, project ProjectPath, run RunPath, step StepPath) error
 	// Combined stdout/stderr of one step attempt.
 	// (GET /v1/projects/{project}/runs/{run}/steps/{step}/logs)
 	GetStepLogs(ctx echo.Context, project ProjectPath, run RunPath, step string, params GetStepLogsParams) error
+	// Reject a waiting approval step (the step fails).
+	// (POST /v1/projects/{project}/runs/{run}/steps/{step}/reject)
+	RejectStep(ctx echo.Context, project ProjectPath, run RunPath, step StepPath) error
 	// Create a project token. The secret is returned once and never again.
 	// (POST /v1/projects/{project}/tokens)
 	CreateToken(ctx echo.Context, project ProjectPath) error
@@ -1718,6 +1788,40 @@ func (w *ServerInterfaceWrapper) StreamRunEvents(ctx echo.Context) error {
 	return err
 }
 
+// ApproveStep converts echo context to params.
+func (w *ServerInterfaceWrapper) ApproveStep(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "run" -------------
+	var run RunPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "run", ctx.Param("run"), &run, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter run: %s", err))
+	}
+
+	// ------------- Path parameter "step" -------------
+	var step StepPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "step", ctx.Param("step"), &step, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter step: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ApproveStep(ctx, project, run, step)
+	return err
+}
+
 // GetStepLogs converts echo context to params.
 func (w *ServerInterfaceWrapper) GetStepLogs(ctx echo.Context) error {
 	var err error
@@ -1779,6 +1883,40 @@ func (w *ServerInterfaceWrapper) GetStepLogs(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.GetStepLogs(ctx, project, run, step, params)
+	return err
+}
+
+// RejectStep converts echo context to params.
+func (w *ServerInterfaceWrapper) RejectStep(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "run" -------------
+	var run RunPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "run", ctx.Param("run"), &run, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter run: %s", err))
+	}
+
+	// ------------- Path parameter "step" -------------
+	var step StepPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "step", ctx.Param("step"), &step, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter step: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RejectStep(ctx, project, run, step)
 	return err
 }
 
@@ -1890,7 +2028,9 @@ func RegisterHandlersWithBaseURL(router EchoRouter, si ServerInterface, baseURL 
 	router.GET(baseURL+"/v1/projects/:project/runs/:run", wrapper.GetRun)
 	router.POST(baseURL+"/v1/projects/:project/runs/:run/cancel", wrapper.CancelRun)
 	router.GET(baseURL+"/v1/projects/:project/runs/:run/events", wrapper.StreamRunEvents)
+	router.POST(baseURL+"/v1/projects/:project/runs/:run/steps/:step/approve", wrapper.ApproveStep)
 	router.GET(baseURL+"/v1/projects/:project/runs/:run/steps/:step/logs", wrapper.GetStepLogs)
+	router.POST(baseURL+"/v1/projects/:project/runs/:run/steps/:step/reject", wrapper.RejectStep)
 	router.POST(baseURL+"/v1/projects/:project/tokens", wrapper.CreateToken)
 	router.DELETE(baseURL+"/v1/tokens/:token", wrapper.RevokeToken)
 	router.GET(baseURL+"/v1/workflows", wrapper.ListWorkflows)
@@ -4462,6 +4602,137 @@ func (response StreamRunEvents500ApplicationProblemPlusJSONResponse) VisitStream
 	return json.NewEncoder(w).Encode(response)
 }
 
+type ApproveStepRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Run     RunPath     `json:"run"`
+	Step    StepPath    `json:"step"`
+	Body    *ApproveStepJSONRequestBody
+}
+
+type ApproveStepResponseObject interface {
+	VisitApproveStepResponse(w http.ResponseWriter) error
+}
+
+type ApproveStep200JSONResponse Run
+
+func (response ApproveStep200JSONResponse) VisitApproveStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ApproveStep400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ApproveStep400ApplicationProblemPlusJSONResponse) VisitApproveStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ApproveStep401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ApproveStep401ApplicationProblemPlusJSONResponse) VisitApproveStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ApproveStep403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ApproveStep403ApplicationProblemPlusJSONResponse) VisitApproveStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ApproveStep404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ApproveStep404ApplicationProblemPlusJSONResponse) VisitApproveStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ApproveStep409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response ApproveStep409ApplicationProblemPlusJSONResponse) VisitApproveStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ApproveStep413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response ApproveStep413ApplicationProblemPlusJSONResponse) VisitApproveStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ApproveStep415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response ApproveStep415ApplicationProblemPlusJSONResponse) VisitApproveStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ApproveStep422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response ApproveStep422ApplicationProblemPlusJSONResponse) VisitApproveStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ApproveStep500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ApproveStep500ApplicationProblemPlusJSONResponse) VisitApproveStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ApproveStep503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ApproveStep503ApplicationProblemPlusJSONResponse) VisitApproveStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
 type GetStepLogsRequestObject struct {
 	Project ProjectPath `json:"project"`
 	Run     RunPath     `json:"run"`
@@ -4534,6 +4805,137 @@ type GetStepLogs500ApplicationProblemPlusJSONResponse struct {
 func (response GetStepLogs500ApplicationProblemPlusJSONResponse) VisitGetStepLogsResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RejectStepRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Run     RunPath     `json:"run"`
+	Step    StepPath    `json:"step"`
+	Body    *RejectStepJSONRequestBody
+}
+
+type RejectStepResponseObject interface {
+	VisitRejectStepResponse(w http.ResponseWriter) error
+}
+
+type RejectStep200JSONResponse Run
+
+func (response RejectStep200JSONResponse) VisitRejectStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RejectStep400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RejectStep400ApplicationProblemPlusJSONResponse) VisitRejectStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RejectStep401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RejectStep401ApplicationProblemPlusJSONResponse) VisitRejectStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type RejectStep403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RejectStep403ApplicationProblemPlusJSONResponse) VisitRejectStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RejectStep404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RejectStep404ApplicationProblemPlusJSONResponse) VisitRejectStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RejectStep409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response RejectStep409ApplicationProblemPlusJSONResponse) VisitRejectStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RejectStep413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response RejectStep413ApplicationProblemPlusJSONResponse) VisitRejectStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RejectStep415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response RejectStep415ApplicationProblemPlusJSONResponse) VisitRejectStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RejectStep422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response RejectStep422ApplicationProblemPlusJSONResponse) VisitRejectStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RejectStep500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response RejectStep500ApplicationProblemPlusJSONResponse) VisitRejectStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RejectStep503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response RejectStep503ApplicationProblemPlusJSONResponse) VisitRejectStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
 
 	return json.NewEncoder(w).Encode(response)
 }
@@ -4865,9 +5267,15 @@ type StrictServerInterface interface {
 	// Server-sent events of run and step changes.
 	// (GET /v1/projects/{project}/runs/{run}/events)
 	StreamRunEvents(ctx context.Context, request StreamRunEventsRequestObject) (StreamRunEventsResponseObject, error)
+	// Approve a waiting approval step.
+	// (POST /v1/projects/{project}/runs/{run}/steps/{step}/approve)
+	ApproveStep(ctx context.Context, request ApproveStepRequestObject) (ApproveStepResponseObject, error)
 	// Combined stdout/stderr of one step attempt.
 	// (GET /v1/projects/{project}/runs/{run}/steps/{step}/logs)
 	GetStepLogs(ctx context.Context, request GetStepLogsRequestObject) (GetStepLogsResponseObject, error)
+	// Reject a waiting approval step (the step fails).
+	// (POST /v1/projects/{project}/runs/{run}/steps/{step}/reject)
+	RejectStep(ctx context.Context, request RejectStepRequestObject) (RejectStepResponseObject, error)
 	// Create a project token. The secret is returned once and never again.
 	// (POST /v1/projects/{project}/tokens)
 	CreateToken(ctx context.Context, request CreateTokenRequestObject) (CreateTokenResponseObject, error)
@@ -5775,6 +6183,39 @@ func (sh *strictHandler) StreamRunEvents(ctx echo.Context, project ProjectPath, 
 	return nil
 }
 
+// ApproveStep operation middleware
+func (sh *strictHandler) ApproveStep(ctx echo.Context, project ProjectPath, run RunPath, step StepPath) error {
+	var request ApproveStepRequestObject
+
+	request.Project = project
+	request.Run = run
+	request.Step = step
+
+	var body ApproveStepJSONRequestBody
+	if err := ctx.Bind(&body); err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ApproveStep(ctx.Request().Context(), request.(ApproveStepRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ApproveStep")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ApproveStepResponseObject); ok {
+		return validResponse.VisitApproveStepResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // GetStepLogs operation middleware
 func (sh *strictHandler) GetStepLogs(ctx echo.Context, project ProjectPath, run RunPath, step string, params GetStepLogsParams) error {
 	var request GetStepLogsRequestObject
@@ -5797,6 +6238,39 @@ func (sh *strictHandler) GetStepLogs(ctx echo.Context, project ProjectPath, run 
 		return err
 	} else if validResponse, ok := response.(GetStepLogsResponseObject); ok {
 		return validResponse.VisitGetStepLogsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// RejectStep operation middleware
+func (sh *strictHandler) RejectStep(ctx echo.Context, project ProjectPath, run RunPath, step StepPath) error {
+	var request RejectStepRequestObject
+
+	request.Project = project
+	request.Run = run
+	request.Step = step
+
+	var body RejectStepJSONRequestBody
+	if err := ctx.Bind(&body); err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.RejectStep(ctx.Request().Context(), request.(RejectStepRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RejectStep")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(RejectStepResponseObject); ok {
+		return validResponse.VisitRejectStepResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}
@@ -5885,196 +6359,206 @@ func (sh *strictHandler) ListWorkflows(ctx echo.Context) error {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+x963LbOJfgq6C0UxVph5IvcdIdu6a63Ik7n6cdx58dT3Y2yrYgEpLwmQLYAGhbnXXV",
-	"Ps0+2D7JFs4BeJFIinJsd3+Z/ElkiQQOgINzv3zphHKeSMGE0Z39L50ZoxFT8PFEhtRwKezniOlQ8QT/",
-	"7FyenxA5IWbGSKgYNSwiimmZqpANOkFHhzM2p/Y1s0hYZ7+jjeJi2rm7uws6CVV0zoyb43WcasPUGTUz",
-	"+ye3oyf2j6Aj6Ny+G+ITnaCj2O8pVyzq7BuVsuI0/6LYpLPf+W9b+Vq28Fe95WY4taPZ+Y9ElEguTMOU",
-	"zD1y7zn9HNmkZzxhMResYdLEPXLvSf0c+aRK/oOFTQtN8In7T4nvZzOep8LPVkaY81SQ4zek+2/kA5sn",
-	"UtGY3Eh1NYnlDTl+0xuQ81Roog1VFpfMTMl0OiPnRxcfyJQZQsnl5fGb6x8OiCo+p42ifDozZKLkHLAx",
-	"G/3iza/kirEEvi1MZf9ekBumGJnyayYsulZsjErFvTflPBXHbxDXFdOJFJoBqv9Mo3P2e8q0sX+FUhgm",
-	"4CNNkpjjVdtKlBzHbP6v/9B471qfg30LJy3v/DsaT6Sas4hIRbi4pjG3lxXgOCAjppRUekRiro0mjIaz",
-	"7KEJZ3E06NwFnddSTGIePincH2bMg0lCN78mN9zM4Eg9uXkG2GAYwPmLVGMeRUw8NaBGXjHxTBMlY0Yi",
-	"yTQR0hAaW5wzM66JTJiC+QHOY2GYEjR+SjAvBbtNWAjXhqlrpggcPelGzFAea0IVI1LECxLL6ZRFPYD0",
-	"VJpfZCqip4T0VBKdhrPsiEnXYq4hYxZLMdXESEKFNDOmiKNfCOsZXcSSRh+kPKFqyp4aB8YyWhCuSWwn",
-	"V8TMqEAMYHiJLgVNzUwq/gd70u18x7XmYhqQVFwJeSMCoti1vEKCwG4TS+AQgS0tLLD/jx8/9g9TM2PC",
-	"WOBYGZoVzo5LvKY8puP4SXf/kEQsYSJiIlyQbkQNHVPN7PI8O+jZg0lz6A6IYkYtSEwNU+50EiVDpvVT",
-	"A/+RxXHfUehxajz1XSXN10wtiJse6SA3mli25Rag0ySRli++YxGnH+B8nv4KPNPkNU7ZtyDYjQdaGIYs",
-	"scRnxpQl1neemwKqHUZzi6VS/D1lKYCdKEsyDUfW6WXAFbwLOrd9qSL70w6AFPKIRYdmVQL5wOfMy6wx",
-	"1YbYZzVQ5KBj95+azn4noob1DZ9bKax2pl0rxTIR2a+tXGXYXK/bOVjYkTBqYQ/LDU2VooviyM+tzJAK",
-	"8fAj76E44uWZTwWx2i8ln/pzNo4cg3x4F3QOjWHzpGJj3wtG7F2SE0KJNiyxG1p7fKtI82s6ZkowwzRx",
-	"zxFa/JLixERRQaQgXYv1sZwiw7JcgAVEM0ZiLq50b9B0cD/eBR24VY2I9NI+dcvNaxmxwoNcGDaFDcue",
-	"fHEXdCZccD3zOLcZIu3dBR0AG25nFHG7LTQ+K23eEqFdvncn9n1CxzI1lfsWIDOlGjD/nC5IRPVsLKkC",
-	"BmC/vEiouiKXxwEZL4gVgAub6BCgeM+2LdRyeqni6gN1Ez+DY/ITT6lhN3SBsoe27Lwby5DGVqC32+Tf",
-	"WnOCP9wFnbml0sjfl0jpbEEocUic4Y0jQP7rBTOBBcqikcc3xSzhtN8FhA2mA4DY3q8ojZl6psnQklf8",
-	"2/KHfZLIiNzuk+2tnW0iZMQQGzP+sk92tsmx0OlkwkPOhCHimkecDkI535om6WDYOSBhzKjlvTczJmBG",
-	"D7FOw5CxSDfuxI6ldyKdj0tksQJJ7XPuFNfdP3zMU8kMgUbDdHv7eXjFRQSf2BZ+YVFFJzRkK9/iF6PG",
-	"BbyyLAAVufvcnef4OoolTfTxwrDkAh5cJoFu9/w4VVTvNRUhiwtqW5mw0XsCrhh1fLeRnTn9Zw3j211e",
-	"lxu9+H5gQW1YYCoKa6ymRBMaa7ZM2fOFzOntCRNTq/zvbG9vBysCYtXkOV9YYhg0oSE3i5a2ndf+8bug",
-	"4+xRrVFqmaBWENyYjlm8GY1eWaoVOS4YE+tEkxuproDkgIzi98FRqANCx9pSE0szY3h+wpU2LUWYO2/e",
-	"qABYCrA9VVIIhMnBYAkWNzMucklql8y5SC0B6XKTEVMUWJ9vkxJJH0sZMypgj6i+yuS9Cp2a6ivyu/0d",
-	"7Yx41M+0ByeRcVxBIu+CTppEm6HAMl2g8JA79iKgRfQqzpPt3+d6LH9dwOnV1ZaPu3LBfv/3Qa0MrZoT",
-	"s6HwarK2KGS5mmI0WgSkwK88ixKW2VBgiRPFGKETw9RQmNzUoj0eJjLSZGxVf6tvmxmbD4ZiVbBL0nc8",
-	"jvlaIfXcAXk4l6mAXZkm6amFqno73p5dWk2ICSPVAsAH2cT+34X1WdlFSNMLiEakdKLL/lDAEu0A1GsV",
-	"BPUCTaTAVbQSrN+eXVoIm6TqF7iQRtqw2baUt6IsNdg12rOB03y2LFIkSkZpaAigLemOnLo/gutqpUMp",
-	"WK9ZsrsLOlcWzxtu5a9wIU+s6Pb3+rup0/HcouK/yzGg3VCc0wX8YSTpjqhhMWfKP93vw6x9uOyj3j5O",
-	"EoDYdoiPBkNhT9OAMDkPAJUpuaHcWJnOah1Ez+SNxlefwSXQUgzIIRDM/aFwAz3TRN6IMnogTjTqA3M2",
-	"l2rx88Lc50xFNZ6fAx7blaxe1dC+y6LCcVVIdis6HaBiULiVZcA9JA1E6mQtqyvw+ZfPg05ipURll/O/",
-	"ut1Ph/3/Sft/bPdfff7Uzz7/Nvj833s/FX7r/fQva9lwByEhc2rs5ljUT2Iasrllf5rFLDRS6QH5lS2Q",
-	"sF3TOGWaTGQcy5uhKEi1eCH0Qhh6u08ouWJgp7PqZIIrJG9OL/o6HUdyTrkgiWITfjsUdtjR1iiwOCcI",
-	"BfoCaq4hc6kNefmcxMwuXwck4lNudEBG/VFARr/ZfwajoejSOJlRkc6Z4qF9cSzNjDAR6d4BoQi0BcYK",
-	"2kDTUFlDLQzQck5viwfwcq/h8HiVjOoup25tUPBS2TLdq7EgNOLTqZM3Cmjyifb/+PwJUaH/+ct28HL3",
-	"rhIfXgOrdS6m+4mnS5LdOhk1l482cXqtiA6V+wGL2UDOLt+Go1samnhhabjFwJF3Fo4A90fewTVatb1M",
-	"k/RMcakqJQ//C3J9rq2W/EwDdbQ0VRO+RCqDgvA3FIqKaSa5Olu8ez2RMQ8XpIsC6375iaGI2ISmsekN",
-	"yBsWxlRRw68Z8avS4IiwF+StzL4kmhk9FH6penCeivewED14e3bpl1Ii5p5o3gUdLpK0QvY+FAvy7xfv",
-	"T/EqBiShWjMv89jpM9+hsxnAOAMgw1PZd/P8w/Kac3rzzpkmvJu7gup7Ly3J/eAHxG2HJhMeo1wP/g29",
-	"yq7tyN5RvJE/OOhcM6UrvfkZSO6JA7JtSZHTNeaMCrThCHbDUNmYc8Hn6byzv1211X7LVmc69RSUCDzx",
-	"4gYrNuWWZiC1p046GCAN9Pd2117bORfZPW6naMLt+yCv2D31XPST6GPxN5mqilM94RNmdYsDIiQ6VRZo",
-	"18FNdIvAPfvxh5duEfj3TtUeekJUJllrlh50lIxZ1TWHi4deHjRVsYhbBmrP+ZqzG8BCe8tF8aE5jRiR",
-	"qdE8QkHv8OyYdMdSGm0UTUCaZMKu4VMHB+wEHRyuQASbtSyAuJ5iRnBoq1xNs1CxGovWmFFlhVB4ZEAu",
-	"ZlbiA9cmEC5L5pxfvlJ9NH7GpsuFYC2vCV8NPHRVy/KhIRWMOlXKeWqq9EPDtFWurzOnRb1g+BykqZgZ",
-	"50dY0r2LIv/eXdBh1z74p5V84FdwZF9r0o52LBwzFkdVsq9TN4u24ZmMrdLJQppqKwhbjTfmISXcKbWk",
-	"i4ZZGrP+RMl5/w+mJNF8KmjcA6suqNFeUW7epJ2XtfaQJV+PHIPVOtp4h977F5s2CbxJLg5nnUHw91Sa",
-	"1sFHf4eHAUNhG9uf8LnDsnP/YgP8P8AE+PzmOORnaprhJdK1WCL/bjWsexy8jDRmbd+7gIftWwkLW79k",
-	"n0Vr9DiuUZv9DpGbmdTMI7ZGdwjpbu8TYUW7BTO9dTpf0DHOq3153IwwL+yzik4mPNz46D8yPp013u4f",
-	"89HfOU9Zed3uWvdpwgO/4j5EwViukyh5u1jrILjhIkJBos1JfEBwPuJLy8Q5D3ZzrMcT3Ozo3LkXEbpw",
-	"e/LNLJCEjHoWKG4T2UeutqH00eg/LYhN3p9lqaSPYcSIOSlIl5KCUtYbDMX7OTfGxYFY/ROl9JJbLiB8",
-	"wNAfNqfhjAsv7g+FO15w84Uuno8pZyUsWAWq9L0qC8AS0W2jiZXDLO9za6tlEhin6RSR9T2IOwiMbhwj",
-	"rBo3pOD2bHQoe9xt9go+X146tfcAAMmnatqCamNDRmM24gIX6XxOK+IXlmHEQZug8vaG5QChN6cXaAc6",
-	"INyAdUWXbskzveoHBe2ryXCxt11tuFhh/6uinqJ6diJlUhbQaug9yD7rjrPM5uuf3G2NIhYznYUVkFsQ",
-	"PqdTqwhQQ0IqhDRkzEiSxjGEC+6LNI6DCp98xu0iCTZd8Pp6WS53smduy1r0frHq6XQLKZFp3K8mNPm7",
-	"l6MqyCmKDs80CWcsvCJ0SrnQpsLEAcIYmTEaKSnnVt3DgJQl0utMILmb341CZlRbIbdgLYFolt6qDWfC",
-	"jV4jx7ckECu+Yhi63Y0/L2DNMjpv5nNdVlX41GnkzRyhZbCDPcExDa/eT9Zdrbp4AAdQ0dvXuDFuwo19",
-	"5/l+NhkD6nB+HUhOXl5iUWG1m3uJ5Ewoj1n01okqja6RFrEML5ZozuqtC6mIeARx3MGa49VmHZJjaIii",
-	"hk0Xm0ZOZPQkG8DPGPi9a9r3C69trNihcYp1uNvmDj+H54ziob5EH18zbdhrd0grm+GBDvKAkjZk4sIJ",
-	"Yct8gBpCRU4bXSAYFRGZyRvS5WLCFBMhGxQH2if2YjERDcXIKG6kGFlxdXQdx/NRQOYyYnGAfCkgVE11",
-	"QJi4DrLYcZ1pHjoYCpoaafVBCId2hB5N0DLCdBIOVnbnTwKEjAjVhFq9LWYH6CuHxAgE3cwYV7n5lipG",
-	"uCCRDPUWTfhgHpXM0QWXa6PteFkuemiCu9bqsdPSJrFbI0D7d5vwpKysNfHinDqAlJBZjjBJqBRdyEXo",
-	"XNKo2znXsMsXmjOqU7uGAxcHYTRmQVi1lMGBxtRAGLkdUZN/pNGUrfJjjMxehfnF7S2hQt8whdiRCT4g",
-	"MkU8wlBoeKIUs8OFebm3Vu+fKDnf/MDBvvTq1Qku7F0F2JdJwpQL9sgipHEbxml4xQxY5riYwk+vXpkZ",
-	"SZgKmTA8ZllMkg8z8AdUDkqSKSrYDsyM1S7xCHy1tMj1e/N8A5G2nuDD7hZgCPwxVyHxL5YEHPlQ4jJ2",
-	"1NJw8ApVZcd9zERHH9/PtYtEHYEf7tPu5wHmOOj34tP2ZySCv6dMLQYJnbIL/kdVtOWKBQRz3Jqo+Nuz",
-	"Sxe4sLIuT1PXUo5UlOXVSi1k5SDc4P71GuBOnalpxcn5DgId3vGfV7cXf7KoLQWGFnUxJmApggZjJXob",
-	"3sznGAPk8y2WT1bGrA8ivgvPqZ7a/drLb5PXFiDmSU4mlqYIiXzIrqE5Oni3EJi0pAvnsWOFwUi3DFAL",
-	"K6Qd/lhc6rpV47gzFmPwhoy0D+bJM+TkjQvotx8s83RxL+AA9D7nNbBYwjHn7fMl3h2/vYh5yPQ6m3Mr",
-	"Lrmsm1fIX2AopXwTF4vF8g/2lXWW97QYlr56EK+liqQoeUIqAHxVw8VdOFF+0H65y/PW3NUz0GorpBc5",
-	"k2q9vuekqmL0QjNGQqhMm4choouLdg+/2NQ/0/6Y355dZk6axlPeMKB1CfluqBJcTCuIwZFlMdRZMuhY",
-	"XjMUjEylXVkjHRoUAyjrIp9X1gHWfHQq5K+tigHP6632bnOL29GIeMc+4mMTS3uGmpUedO2ZCD5HYiYi",
-	"TJrGfNRUpJpFbj+94acP2+mw2b3ZnOWysyn2P98E+19sgv17j4PVL0vYUN7rXyhXfT2z7AAfyXZSKrLt",
-	"4lF2iju4ika7lWEgGWSbIcVYKiVvuJie8DmvAPhv8oZMqHIXSMg5FzQumfrmdEFwFCxVAMlHiELd/s6+",
-	"ZeyxHduz/32y3Vvv4o8xca8BqnlqURPDwh1uFsFzIBSgA2hoHONL7cHZgzBXGLlCv7ACHZmmVFFhWB5d",
-	"5XaneWS0V+eS57JlvyhbUU14QWpqkrQCiHAi747fFvLMC4/O+bSP+UyJkhMeu5Smdfe2Xqr1u1NDsmpV",
-	"fS/Ftb16Vg5t60+BsWsAKo6zakXMhci645b2IKR2Ac3rRbjKMNXW3OU5RPhVCqMIzlo5tBnCPAa8pYbh",
-	"9Gg74ob6xO6aiHFXX6ccLw6M2Wro3GSOmHVOpbo7VbxRUpWuyL2xPztdv7aghEP+8CpxUX4sxBM2xve2",
-	"cig3ct1STlKjDe0rZLK9Gnm7mGe0RsbJ9qTaDZsFybanHPkur6Ma+eBVoP2N0RhtHEuS1YyFV1+ZRKcN",
-	"NUgNfdShvFofaOjeqgI21wXXkbjm+1pDen6+N715jkqHZTwV1KZwI52ZaIlz7UwHO9vT8WbX1c/X/mrm",
-	"aurK9rHJZJ3CZNd4xRZr7yREZm9mhrbDBh6GKsjPCjHUD2Zah3R+iNP8jzzUuvmMW8UfttU+v4IkvVgb",
-	"LFVeWF0iZNNeV5OqLOa/NanKzm4docqHbgJrfYrKTm2Kih+j2ud1SKKK5AbS1SwvSaa3dMLC3oC8tvQR",
-	"LV8QGJGwcCgSqjRTRX+UVERR0DWhwBA8zTXBvQmIluhrgOTbocjNyXn2LjVEipCVS8iQ7t7ubq8qxTNi",
-	"NKpODf5ZpiLCMBo0JKpUOHI07OzOhp3BanJ1AeXLgx0LRFjgCweonVBDYzlNGSZe8Uy4vzw/GTSlWFjR",
-	"NSrkV+yTT1/sEAGIY4FXxX+yn7L3frr7PEAew5KapNQ3h2/zoa64iGAEZ5X/KQCb7U8BmUh1RMPZTwEU",
-	"GeJM/xQQe/9kaqcMpTCUC6ZgvruNfYMe5Qok5sEI2Ms8f/7nZrr8Qylso7xVekZ3X7zcR+1pxm5Rc8rq",
-	"RVIhBQ9pTFysZWPUQDHX5UFoZJsQwdKtLifObBBQl1PQQmXH64x+utW3DDXxhZdWVYJfXpNXey9+yDxH",
-	"rpzboOIi2x8qBa3cn9mKABecXysk2IoL2lAR1gZCY0k/rFtVQVJzGW81KcZwE7MGUXG1TOkx4REThk8W",
-	"3n3p98m+gaS44K3vrfehwa8elKBJuDzLUfJhw6UeVump1kXWoqP9WMPRna20PUN3G7WWn/uBG0Bqw83r",
-	"4jYLlbRW1YEIg6XvEeC7U/DFtbXi5MnjTRbUNtFCUK4psydsblnB/BSpeXUl4HMqrkixGIgvq0a6rq4Y",
-	"ZF6tMR/+ABS8Lkv1COR4K0N16ZRFPeIfJdyQG6qJouLK1SVpnufH1nEtxZCp1YhWmJcbvU/AnhwQX9wj",
-	"IKfSakW/QDL4qRXD8OM500xdg3wTkDPF2DzBz8dY729tJoRKRYugN5asDe3D2gz3QuUXLrkzlrQipwsZ",
-	"vkpFqRyUhQm/+OS+sTiI33zO3N0TqUippKd+RvxMejM1Nl9fUG/gPHfOLZcR8SDZ5UvCf+aywNz+K8YS",
-	"FJa1kYpFRdlzKce1Jjc9L0PUInvfFXJomUixXCO7VUr7UqGLFZI5UYw1xx/MuUg1WS4/g4FIiYz0PSyn",
-	"RpoqF0Rh1g0H3VnN8bQzBLi86n1Zyp6riKR56Ej9FnHxTaB+zFxx9SHKaxIFll277YJ+MjDd+5VAupxm",
-	"b/ODNOVO0CLjGAqSf7381awVWZE3qq4b5ks7rqkWDiUcO43aThPfalsI7zwVrg5eUcpu8Uaq71VVq0lx",
-	"aqwSsFoi3rtRmkVzHhVCTwsT+P2pr96FJ1WJfKnIkr3KUL6hhkItA0EuLo7ISKViRCAZkHSzjcuiIsGs",
-	"UJHaEUL9vbX0uVSGsL6K6X3qkX4N3qlUHFfjvma/t4nivEcNyPuge2tEbEYwXO4aHLMrr8Gk4zfLqkmh",
-	"YFL2cfDbPqSX7b7Yq9ZTMpKxanXPMvkrDiSeVAv+DdnEK7KVHSRLea1ZZbVWKNitOaNTltVzqBaXCppE",
-	"QqfVBRpUukGmueUA6xRLGLBmNRce1zz7OTs6fXN8+rYTdM4vT0/x08Xl69dHR2+O3nSCzi+Hxyfw4fXh",
-	"6eujkxN8wv0BP3w4On93fHr44ehNHc+6yMhzRTVGsLViAjJIUYB4WFVFpeKxScyyavk19Y9fNRlxXZOH",
-	"+JpFue08N+o2V7LbXaJqS6S7yiy/VPi4WsNqrzzqNK5gGlBqCH+sq4MzWKnPUUNlly2bSHGXzeqW5Wnm",
-	"OmdgTc5wVqzbhKIApmNaRoYsjEebxkH/8HX1fH+8nxjjjPWtSIGvBJzqtVVLamslVaKOe3p9iFR9JKYz",
-	"8C6liriTgoJQqQnl3Pt7KcEMPSgiLdLEHmZ1AvM9LD4vHkQ6a8zbbctI/RFXEee8sPMa6nx+9OH8PxsI",
-	"9cWvx2dnRZLtPr/+G3z4eHj84fj07W+/vD//7e3Z5dI3h2dn5+//4/CkkpQXMK6ybj6UyyeH3mWE2Uoh",
-	"VYpDDTRGmDBqQRKmiD1HwgUZwYGOhqJrCVbki3MXzCzOyuJMLKPeAfER9sgpNER1cY0p8JV1XX0x9tZX",
-	"y3cHWGOwXM9TfvxKlmJx10JczVD8PsNm+pp3sMeDFca2WSmDlrTlPtUeKkK2b2bOS2zx5YZqoq94krD1",
-	"VsRWQVAyNUlqaniynfKZJu4Z0qVYPg+vZW/wgBxh7wEqvKMzw5W1qC/zXlNk7CscNS+giQQUjasq+X24",
-	"lOUDhcOIYNCXCV/bvC/JyxpTxNLxbhpzUgn5RKpSvbi1kpOvTNfI2u0zlVp9sVjcOucUHGaDqvUbhnTU",
-	"KFeXl6uvbvdf0f7k85cf7/rZ570Wn3cqw0ZAVgtTxc3iwi7cBZlD0brDtCo/8FBkIWSHZ8cOWbojauLf",
-	"/t//+b+jXtZzERJ8YKB82pkxCTbs4WIiKzw40GTPJdDKSVZxmVBB3p0QqcIZg2R4LgVJYmosUro6VnnB",
-	"TpWKoaB6tb2fHgzFUByB4KlkahhJRcQU2breIYKxSJPRoeuLBVPsk5+xfB+yMVirbydBcBjgIkOBNXxX",
-	"HODdUV2fo1FvQN77Rmwa+OyCUDEUo9u+K0ndtxg2IuzWMKEBGlBHGZSVs3oXza6qBb2LV8BFOKBB0v01",
-	"FGiW7A2Ic032dSgT32sLS5xC4xrMIbf82V26fULFAt0hEMIDKQQ+r3hvey8gzJWDhdR0/wRKjj7EkN1y",
-	"bZC3xzxkAuMTXXvDw4SGM9bfHWwX3OqdAo4VQhX2OzuDbXxQJkzQhHf2O88H24PnWB5nBui7NYO4zz8g",
-	"ZB0LM2Y976zy0nnLzN/cI0t9EXe3txsaVW3WoMpFn1Y1CYv5tW885W5fZ//T56CjfZB754RfM8G0PiA0",
-	"vqELTXa3t8nNjMdZbm7ItPaVC/724cMZUD1q5flPHb3QVu74bGfYcvUZmnbjnXtk7W4Ydmu2kphysaYD",
-	"W7CqU8yZmbFUEzuGZSzOj0uQsTRvR+F1t5za5TrEGPjDqlvz+4QJxK6vwoAlkl/djMzNRSIZpnOowdq0",
-	"2A9WEvSPQilJK9bULhjyIBuR/Ryf+FNwHclkoSkeEg/XiPDF9vO6oTNYt4qt/Jr2zS6T46XBCG9MdvM9",
-	"+KiIMpZQu5nXO1vF7I9pVV3X1z4FkSpGIDksIlxMFNVGpaFJoQuYBMKJ3UuRTM/pAvrnoabTCZbO6YRr",
-	"8zpPTXi0oyoWaK84Lw9CoQHXXdDZ295pdU55V0k43O31L2X9R+FkC/QPiqeupn36rqtclQusZg1Likdb",
-	"LAtf5qudfe+qw5CSKulytZdERbsIX+fw9PDd0aiXgayxMKH/lRvN4gnK2NxVHdMHS/1YCddQf4YKFGeH",
-	"Ih/NKuB0xmjkU+gcAFJBLXL4Cp3ygWUT4WwoKnoUYAuDATn0xaChnykEBfTIqLD8EXbKcA+NcORR3sXY",
-	"xQ1go4MD/8A++XI3wl5iTp8nS91zONRbV/yaRXmjZAipzba2f/Wj7q+07+pZoFHq2N3eyZSVwg5rItgN",
-	"XHJklbjTViGlMVbszdEJZZHy/VsKw8jLb/wsMav+QW5fTbDHXVnTMCpld49PA6plk+XNOiDOPQmUYBcp",
-	"wWODcZ6fVbkTbLERfNXY7tGt7DkYfK8NKSo0xb4vydtrw8/y1tD2jZ0Wbyy3E4b3XrQBr6IR61dSZn8y",
-	"5Q6P7hpCKiuiC5CkwqG6kkaWTrQm0RhescyYt764T3dItGNmKoxTp+zGNY7QRiZkzLiYYt+WiFhaawbk",
-	"An725AFInZGWalg6NxSuTeOAHGa9hAyPYxC6fQhv3rbRU2pusE7jUHgapBjSe5AKAJi8u5prmlZBj97A",
-	"uorUqEQM9qpSMufy2l3TvzDCI+jNb2S9vr8aWe2WEJqdU8Z08MDUYlNcDGql7NqjehK6/SFHxidGgCc8",
-	"zveC5ZQmSxrKWtVhUzkGsZsFGYmDgYMLdh/RMHPydvY/VUOdP+LP54xaXehzLdna+t2n9VbqF4dOQ/L5",
-	"V7kYmneRyxxeXZrbuaAI1wERstRzKqRx3BuQI2HQlTNZim51aoy8ET5CCEoLcoVJVGDXtzvrbTupiJnW",
-	"BVMxGr/gfjzTVaQsvxw+pfjRbshS9+6ai4LCqO/R4Dp1f1PX5r6qdcEIUUS8cgvD37EnHl63BRad8RHS",
-	"GIxevGnTJH38S+aTGiqJs1Um355dPqpaXaibUYF070v+U7ubmPNjt/Dd8Vvi8p17f46yXe5waakO5Cba",
-	"B6ywdO3K+Feo45ucszupYkpO7Wn5GkePeWLFxKFqiyWA8FcwhPg9W+qLpBkjNI4D16Ert94Xj6WYqdTC",
-	"BlI+i1Lfu0dSiSt767VSiHceGhcqDWLo4PvW1dDtV+vfeC3FJObo2fyn01vxHAs+KogyM0xQYTDPg7qC",
-	"m61uTlk19Y9ufXGf7prs8cX79LjErU4AyspdfVuawqY0byO5w21pWe5YPfgtX1a8mcMdZU89IhaUGqTU",
-	"oEIG7jKj+69qQHgQ0Tlvz5EVk893mnTBDJHpbddc8zGPuSnTnxyRHg+N65wfH1zdD6vcVZWf33fxuz7S",
-	"IZRzpqFAvi/qMRTdvd1dp6aDigC16p9hkY/egFiZOEoVxI2vBnImTA1FVqE/9w74r/KKeHY16CWocBtY",
-	"aQhsct7wI7Dx+kcL1ciJsdhWebVNFUQxVPS06nLf/ZUpMk819J5Jk95BlmLDTZDlDxR7WO27rviYBzcU",
-	"VvV2vnyW9bt3bQaeacLEFNpciWJled/lKoOgiy0IoA43NiaAsAA1IlD/II5ZhO1cwDqb2x6f6aEY9fsw",
-	"WB+nGvWq9HdknVm3yMcRA5e6kj2xAJgtrl4CPMg75+1AFRsZx5BTjj14v2nhcEOK+88hTe7t7rZ52d1P",
-	"JPRPz0283CoqOImlDLlt213uEsEpIa3FWO3xtR2XcYmtdy3Ena0v/uOSX6bKr1EiJqU7vVuV6BAzcCG5",
-	"CN6DMrmOuKZJAk5nqCYFIebj3LY5leK7TPOVWIinVt53KiKUAswMy30C49wct+pdKvVYsv0klL8oHwe+",
-	"63omomjGQLQQ8uY7en0deh2KYvvDrOVpQGK6kKnJOiQFpNA3Ka/v4jBRGP3E8nOw9nGPXrm8Xdn6H4Vt",
-	"9ntKY1+SeqnNNnQBpGKKMbUzcExbEdoKqUPhf4JI3qzNVGm3pMqaGGlmDBdTTeb0imlChyLjEnCRIKAN",
-	"neUHEHqEfRbdHDcoFrt+QhBt3XUya5s2WD0/a86aINgIneT2awelD/WCvXmmiW+DNiAfIRA2f9LSnWAo",
-	"dBrOLD/ETDVux9rbfrVvJey5NAzKbI+lMqAP1PndLyF64YmEXdf59UmDf9oSPEInvoEvRnR8a0Tuu5T6",
-	"cAT8AiodEQpBePa+HuQXUU5WSUYlDXACKjdPIaNuASnA9Jonpf+VjpZDC8xfSdwp3P5QzudURP/lr/9T",
-	"36lzGWNvDM/mOKTlTBXTztQmMEX/Ua+JY55/lYtyhuB8vyrfr0qR/VzxpHhVrLDsum4mNNUM4ty9GEjJ",
-	"OE5Zf6oYsxeKWU2gdwBVDKycjO02MdTTDgdX7dGvmSo0bv4r3DPfSPqJBOGsb/VfXxj2J+ULBX4Xi7+L",
-	"xXV06R29Yk4ozgRdUGupIIwqSCUqKPhgBPCC8CPIwdMk7SdZJ8RmC23eNPF77PnXxJ6bkjcYGhrBtpIu",
-	"N+iQnFFop2p/gvZ2vTZRdWvD0RvO70GjHt0kdYEm8Ot3tKiLDigH1nrMwC6HgWuKF7jeg4EvNs2Z7j1m",
-	"hO1KiECVyfKo5P+v6uqxxv9/OBSbNfsEi14YssSwyI1Lh8LVsfKFv/3+7+cvz+mCTJW8Aff3uDRBTA1T",
-	"g6F4b+GlYpEFh82wnAGcR7B0SpBPAFVHsn4jQ+Fc7a6qtqXh9iVMQJKTPNjeRwhIwUDiDIim0BBAyypr",
-	"5Fm6dJEfXgRbalL6xALYWgriUk39UcCx+9plhE/sqX1zEtg3K1CVlTZmSFcxcDP0KvjkMl3cgC3Wi0Cl",
-	"Hk/18efZU48Zo1lsRlUVgZ5VtHGBQeWozb94CGax4dWTx2Bms2998R+bI3LztjiPfty1opIv4WiZBzeQ",
-	"z8608RUdCXYW/mZDdh8fX9bbRvwR3Qu/ttxB6Uc34SyB2RTDOZbRwgospohgqGZqVy1Pkf88fHdCutSQ",
-	"udSG7L54SX7lP/cG5NhAwQbo/BYRbRTHSk95CzgWHSwFgta1dxuKpf5u5KMvOFduw4VOcIS4fAOe6WAo",
-	"hMwuhBUHo8jOIyL0UBd+UcykSrhOLGR3e7s+sHG5jdnjiFnlTl53QWmo2/6CzuMHGuyrhnpS4W955yso",
-	"4zH0zArzsIgyTrhqJ8UTf/AyFS2gPAQTj0e/G6pJ+F8kbei7aFsl2h5GEaEZPkB17er+mw5NQKHkKsfr",
-	"ciJSDW+kN/0xkCh7T+9lEGzkY1tf3KdWolORev555MLyvJw05BUCihzmuwj1ZLJJsBroVhZnwSYzwlC3",
-	"EdQIt09ZMcFXWt0vNKosc6aggDaFEqndTzv9V58/bfdfff6yHfx4979x9F5V+dMGEc93dqjVEc/tAyu7",
-	"CfBDIYZ8AYWmm5shum+CVT1sVpy8XeWprFb96qnYpXiOBVKbyvxdVnbkc0a6HEpt8WvWy45pCR5fCneC",
-	"VVBysNp0UlkD1JhNpGJFeNhtS3h+hlfvBVDlYdIpu+B/lAd0bXw7+y+2oX0an6dz+4f9iwv8a2e148zq",
-	"oj+AhFNoT5Lr/uyay1RnrUjqYMP60UXgSu3cdvcqbsEj0mzfhKWmKIKF2C4RUq663jiKiexQeQRbQvS+",
-	"3Zo2WOkwFTrwoi0IAo57XbGFZtB/hgvq+/N5gu97xTxxbuCRq/grBRzdyJM3KBpIRj4+fpSlxk35NRMD",
-	"8hEdn0MxOo7YPJGGiXDR/5UtRgEEAhrFWZR15c2jf+nc6bEo4bvSiirN7gZKThac7u72du8gf+2KLby/",
-	"FYveeH0YIoPrVcLzVKyS9uVCmZwJ0w9nUjMBE4EKinGNrts20XTCSDfJq+3kxApF/fzuLu1J3Q3edTQl",
-	"u9FBqTz4cHi7u9MfDm9/YJ//tZLjPWYRh/NU/EkVDaG1UrU4aBEFjqbkc69CsqUj8OlGD65Q1gB74af7",
-	"rjJ+j0d5pDg5i2LYnKtBK5WqqSHUWu6zXu20r259UWmzZolE+E8iGd+uwHEIp5/pxr7nVmyPulyXAOvN",
-	"u7y+3tNJHuu1zPNUrLXR50i2lbedeyKoauspYWe79LGMzNn4BTZ8V51i+5h3CMHAYAjPa1l0QCYyhiZd",
-	"eMWeIfJ9zyv6Z6il9PUpnvrKMR4jCV7IA+JK7Lo4GShEaWTWPeohGc1W3o+0sujmCH7fJ9A617c9o8T3",
-	"3A2If8CCOiKU5F22DsiIRyNwlZUxO9VEW3QVIXPmLtLVDLy7rlSKJidUmz5M0T9+Q4wcCsV0Omc9rJ2u",
-	"jWJ0TpiIdDEEObXXioYzgNEwNeeCxu42kcOhCOUcKr8DO+caaxujo27nBdH2CKCWe6LkrV0o0P0wlhoT",
-	"uasUowuAxO9HneVrWaspLa+k02xuhIDmI3AKfdyWDXuQHArXUBLfdmL9Xk2/zxQDva6ZArW2fE56Jm+0",
-	"K87KYUh6A9x0Yg8CclkN2/eJumQuFSM3PI6hTg7pwjgXkA4LCG8VxlAKwULDxRRqsHyr0scFlKbpe4QU",
-	"2Gff7rbdZWw6iHnG/8TyBpCzrS/2v7utWE7ryc55btIgsZziRRzJyUQzMxqQ0f/ou05I/VN2a/rv8Qfv",
-	"0cfnhsJIQvUVhCQKdmucqWWE7PbfrO49KgVHuhugSSoMj9Ge4voseqQPnFcdzZFupoyUQHSkUZTHED5Z",
-	"VfHX0scTu/Q1dpSd/phqMDvj/EgoD4gzqRZ9vu6ROuun+7lsOdnI+lrqychFxG7r5oK+jpUTbVdPVDUI",
-	"bmq1IXm7ouHtfeZAHKieY0JjzbKhxlLGjIr2pPg+faBO5JSMFwZvd8HKkeP5iZz2X8t5Ul3V3+Jy3qpw",
-	"CWfziiQwB/jh86iACuaTLznoVN60ilapeBFKlkeYTEiTB510s9uBwOIpAG2vdkTU9aR/YmPOEzKC13I+",
-	"5gLiiiKZmi1tIqbA8CBdN9riff/LMQJ/3cquSgt2o5+y2ZK7gXsSSwB/pUr7ubnur3clPZ7BGGb4k2r+",
-	"urJuuMimsm8QgY5WYhYqZnzadYF8vYYehq+lMErGFcqFkH0YZbRfHAf8I5ZuxFxMmSJckBCFesxWtaL5",
-	"oFFo/m7q/WevQgz32Ol6iBXF4EWJeSmRa8cLjWWK5NBRgfWR8Pjg1hf4v7E+2zm7lleFq78+888+/z3z",
-	"r5T5Z7fE92c9wI5vVsu7kerK6oMuMHazk1wjR2O0wPEb0rUUJacyvZqoGlMg7tW8qol4+sbGOY/Kmuw2",
-	"Bs18zJ56zJwi6aepCz3I24sVmgP/KfX9TzMfS6GBcQ7deOGKteo2AYFLDRfKvTLLfZ0/fbbcHwvFIjql",
-	"Ku7sd7ZAKnATZU16XY9MK/X4UBNfYrvwncPh4lMZoIUvQYYr/J214il8N03S4p954vPd57v/HwAA///0",
-	"63ToJ+wAAA==",
+	"H4sIAAAAAAAC/+y963Ibt7Yg/CoofqfK5Hea1MWyE0t1KqVIiqMT2daWrOM5Y3pCsBsksdUEOgBaEuOt",
+	"qnmaebB5kimsBfSN3U1StpTsbP+xKbIbWAAW1v3yuRPKeSIFE0Z39j93ZoxGTMHHMxlSw6WwnyOmQ8UT",
+	"/LNzdXFG5ISYGSOhYtSwiCimZapCNugEHR3O2Jza18wiYZ39jjaKi2nn/v4+6CRU0Tkzbo6jONWGqXNq",
+	"ZvZPbkdP7B9BR9C5fTfEJzpBR7HfUq5Y1Nk3KmXFaf5NsUlnv/P/beVr2cJf9Zab4a0dzc5/IqJEcmFa",
+	"pmTukQfP6efIJj3nCYu5YC2TJu6RB0/q58gnVfLvLGxbaIJPPHxKfD+b8SIVfrYywlykgpwek+5/kPds",
+	"nkhFY3Ir1fUklrfk9Lg3IBep0EQbqiwumZmS6XRGLk4u35MpM4SSq6vT45vvDogqPqeNonw6M2Si5Byw",
+	"MRv98vgXcs1YAt8WprJ/L8gtU4xM+Q0TFl1rNkal4sGbcpGK02PYjkvDkpbd14YlrbPM6d0ZE1M7wO72",
+	"dtCZc+H/3gnq7pZiOpFCM7haP9Logv2WMm3sX6EUhgn4SJMk5ni1txIlxzGb//vfNd7ztc/dvoWTlk/6",
+	"DY0nUs1ZRKQiXNzQmFviAHAckBFTSio9IjHXRhNGw1n20ISzOBp07oPOkRSTmIdPCvf7GfNgktDNr8kt",
+	"NzNAIU/engH2GQZw/iTVmEcRE08NqJHXTDzTRMmYkUgyTYQ0hMYWx82MayITpmB+gPNUGKYEjZ8SzCvB",
+	"7hIWwjVl6oYpAkdPuhEzlMeaUMWIFPGCxHI6ZVEPIH0rzU8yFdFTQvpWEp2Gs+yISddiriFjFksx1cRI",
+	"QoU0M6aIo5cI6zldxJJG76U8o2rKnhoHxjJaEK5JbCdXxMyoQAxgeImuBE3NTCr+O3vS7XzDteZiGpBU",
+	"XAt5KwKi2I28RoLA7hJL6hCBLe0tiBsfPnzoH6ZmxoSxwLEyNEvUDpd4Q3lMx/GT7v4hiVjCRMREuCDd",
+	"iBo6pprZ5Xn207MHk+bQHRDFjFqQmBqm3OkkSoZM66cG/gOL476j0OPUeOq7TJpvmFoQNz3SQW40sRzM",
+	"LUCnSSItH37DIk7fw/k8/RV4pskRTtm3INiNB1oYhiyxxGfGlCXW956vAqodRnOLpVL8LWUpgJ0oSzIN",
+	"R9bpZc4lvAs6d32pIvvTDoAU8ohFh2ZZ4nnP58zLyDHVhthnNVDkoGP3n5rOfieihvUNn1upr3GmXSs1",
+	"MxHZr60kYdhcr9o5WNiJMGphD8sNTZWii+LIz63MkArx9UfeQ3HESzYfC2K8X0o+9adsHDkGefQ+6Bwm",
+	"iZI3ND5221YQZWgUcbvLND4vnNqExpoF1YOU87nDxoIwtbdtpakqRWkB4tJQk+rlQz4UhLpHiJXmLEt2",
+	"MgQVUUCkCBmZ04gFcHmKKFCGE0dBjKtwJ5rjEVBNS+kRmyIWkS4dayYMuZ3BL4xYZJKpIRG3LLUFq767",
+	"D7JpT6PliU+PcVpqcmrdONj3hcEuJFK0ynDGiSsAKc9W0Drsq/ugeITNd3E7f/AiQ7rshbGUMaOiivkR",
+	"oxFoXEvAfrAwjqR4j5s5csDqgPAJERJYb8QjMmYTqdjmN3qvSjs2e33H0x7ttHMm0rm9ZO4IItAq/g7S",
+	"V+FyLQ/08j7ozC0TmtZugj36GSNeMyVUX2vij1m3npyFMNu/GhAzCFvhe2GJiIxZzdXLxGDAKo2IOqcL",
+	"d1Sg13lyVrnpzVTLUlq7+dG71DRM6a/XEvbWINnObpUK4mJq6Z0xbJ7UzPpOMGJlBzkhFIjMMvUosKtl",
+	"iH9Jx0wJZpgm7jlCi19SnJgoKogUpGsJVSynKKBbqZcFRDNGYi6udW8lFQApovWyWqRjd9wcyYgVHuTC",
+	"sCkwiNLxT7jgevawe2KvGYDdzDVqkKO8hWf2fULH9tDr9i1A5YFquCoXFgGpno0lVSDw2i8vE6quydVp",
+	"QMYLYnX/wiY6BKjSslhOr1Rcf6Bu4mdwTH7iKTXsli5Q19KWvnZjGdKYqFTYbfJv6dVMoYUgLAgljmln",
+	"eOMELv/1gpnAAmXRyOObYlZQtN8FhA2mA4DYyhNRGjP1TJOhFSfxbysP75NERuRun2xv7WwTISOG2JjJ",
+	"0/tkZ5ucCp1OJjzklv+JGx5xOgjlfGuapINh54CEMaNW18hYo4dYp2HIWLSCgFkKJtL5uCQG1iApUDo8",
+	"xVX3Dx/z3DxDoNEw3d5+Hl5zEcEntoVfWFTRCQ3Z0rf4xWgl73SGsofcnef4OqphbfLgpWHJJTxYJXZu",
+	"9/w4dVTviIqQxQXZriIWPRBwxajTM1oZlJPVVgj6y0QcRy++H1hQWxaYPlB+zRdSEF931hVfj3K+UGEY",
+	"NKEhN4s1bedH/nErZaG9f22UqhLUGoIb0zGLN6PRS0u1KtYlY2KVKnYr1TWQHNDJ/D44CnVAnDRtaWYM",
+	"z0+40mZNAe/eW3ZrAJaiXtJ8n8HkYLAEi5sZF7nmuEvmXKSWgHS5yYgpKujPt0mJpHspxO4R1deZflsj",
+	"yVB9TX6zv6MfB4/6mfbgJDKOa0jkfdBJk2gzFKjSBQoPuWMvAlpEr+I82f59asbyowJOL6+2fNy1C/b7",
+	"vw9mtJAay2mGwpsFtUUhy9UUo9EiIAV+5VmUsMyGAkucKMYInRimhsLkpmXt8TCRkSZjmYqIGGm/mQ+G",
+	"YlmwS9I3PI75SqX8wgF5OJepgF2ZJulbC1X9drw+vyJc3DBhpFoA+CCb2P+7sD4ruwhpegHRiJROdNkf",
+	"CliiHYB6K4pXj4gUuIq1DAmvz68shG3y+AtcSCtt2GxbyltRlhrsGu3ZwGk+q4oUiZJRGhoCaEu6I2fe",
+	"HMF1tdKhFKzXLtndB51ri+ctt/IXuJBnVnT7W/Pd1Ol4blHxP+UY0G4oLugC/jCSdEfUsJgz5Z/u92HW",
+	"Plz2UW8fJwlAbDvER4OhsKdpQJicB4DKlNxSbqxMZ7UOomfyVuOrYOawjGlADoFg7g+FG+iZJvJWlNED",
+	"cWKFEjqXavHjwjzkTEU9nl8AHtuVLF/V0L5bUt9qJLslGxagYlC4lWXAPSQtROpsJasr8PmXz4NOYqVE",
+	"ZZfzv7rdj4f9/0n7v2/3X3362M8+/zr49P/3fij81vvh31ay4Q5CQubU2M2xqJ/ENGRzy/40i1lopNID",
+	"8gtbIGG7oXHKNJnIOJa3Q1GQavFC6IUw9G6fUHLNwC9h1ckEV0iO3172dTqO5JxyQRLFJvxuKOywo61R",
+	"YHFOEAr0BdRcQ+ZSG/LyOYmZXb4OSMSn3OiAjPqjgIx+tf8MRkPRpXEyoyKdM8VD++JYmhlhItK9A0IR",
+	"aAuMFbSBpqGyhloYoOWc3hUP4OVey+HxOhnVXU69tgHVS2VVutdgMW3Fp7dO3iigyUfa//3TR0SF/qfP",
+	"28HL3ftafDgCVutc+A8TTyuS3SoZNZePNgkqWBIdavcDFrOBnF2+DSd3NDTxwtJwi4Ejb/IaAe6PfADB",
+	"aNn2Mk3Sc8WlqpU8/C/I9bm2WvIzDdTR0lRNeIVUBgXhbygUFdNMcnW+R/d6ImMeLrz5d7/8xFBEbELT",
+	"2PQG5JiFMVXU8JvckKfB8WovyGuZW/c0M3oo/FL14CIV72AhevD6/MovpUTMPdG8DzpcJHU2s0OxIP95",
+	"+e4tXsWAJFRr5mUeO30Wm+FsBjDOAMjwVPbdPH+3vOaC3r5xpgkfRlRD9X0UDMnjjA6I2w5NJjxGuR78",
+	"uXqZXduRfSDORvE2QeeGKV0bLZWB5J44INuWFDldY86oQBuOYLcMlY05F3yezjv723Vb7bes2VlgCRyc",
+	"eHGDFZtySzOQ2lMnHQyQBm4QZ9J4+97La/ZAPRf9wvpU/CxTVXOqZ3zCrG5xQIREJ/IC7Tq4iW4RuGff",
+	"f/fSLQL/3qnbQ0+IyiRrxdLRGF13zeHioT0aTVUs4paB2nO+4ewWsNDeclF8aE4jRmRqNI9Q0Ds8PyXd",
+	"sZRGG0UTkCa93RwH7AQdHG7ZbN6gZQHEzRQzgkNb5mqahYo1WLTGjCorhMIjA3I5sxIfhHIA4bJkzsUh",
+	"1aqPxs/YdrkQrOqa8NXAQ1e3LB96V8OoU6WcI6lOPzRMW+X6JvPQNQuG6DyKmXF+0xYPwN590GE3Prhy",
+	"LfnAr+DEvtamHe1YOGYsjupkX6duFm3DMxlbpZOFNNVWELYab8xDSrhTakkXDbM0Zv2JkvP+70xJovlU",
+	"0LgHVl1Qo72i3L5JOy8b7SEVj4scg9U62niH3vkX2zYJvOcuznGVQfC3VJq1gzv/Bg8DhsI2rn/CFw7L",
+	"LvyLLfB/BxPg85vjkJ+pbYaXSNdi56hba1j3OERV0Jit+94lPGzfSli49kv2WbRGj+MGtdnvELmdSc08",
+	"Ymt0h5Du9j4RVrRbMNNbpfMFHeOieK5O2xHmhX1W0cmEhxsf/QfGp7PW2/19Pvob5ykrr9td6z5NeOBX",
+	"3IeoP8t1EiXvFisdBLdcRChIrHMS7xGcD/hSlTjnwcSO9XiCmx2dO/ciQhduT76ZBZKQUc8CxW0j+8jV",
+	"No0SafOfFsQm78+yVNLHiGNEshSkS0lBKesNhuLdnBvj4t6s/olSesktFxA+YOgPm9NwxoUX94fCHS+4",
+	"+UIXL82UsxIWrAJ1+l6dBaBCdNfRxMph7A+5tfUyCYzTdorI+r6KOwiMblxEK7lQwe3Z6lD2uNvuFXxe",
+	"XTq19wAAyadq24J6Y0NGYzbiApfpfE5r4rWqMOKgbVB5e0M1IPL47SXagQ4IN2Bd0aVb8kwv+0FB+2oz",
+	"XOxt1xsultj/sqinqJ6dSZmUBbQGeg+yz6rjLLP55id310YRi5nOwgrILQif0ynDSJaQCiENGTOSpHEM",
+	"4dH7Io3joMYnn3G7SIJNF7y+XpbLneyZ27Il3GbJ0+kWUiLTuF9taPI3L0fVkFMUHZ5pEs5YeE3olHKh",
+	"TY2JA4QxMmM0UlLOrbqHASkV0rsUAedGITOqrZBbsJZANEtv2YYz4UavkOPXJBBLvmIYer0bf1HAmio6",
+	"b+ZzraoqfOo08naOsGawgz3BMQ2v301WXa2meAAHUNHb17oxbsKNfef5frYZA5pwfhVITl6usKiw3s1d",
+	"ITkTymMWvXaiSqtrZI1YhhcVmrN860IqIh5B3kqw4ni1WYXkGBqiqGHTxaaRExk9yQbwMwZ+79r2/dJr",
+	"G0t26ErIZ8Pi1rnDz+E5o3ior9DH104b9tY7pKXN8EAHeUDJOmTi0glhNcGaVOS00QWCURGRmbwlXS4m",
+	"TDERskFxoH1iLxYT0VCMjOJGipEVV0c3cTwfBWQuIxYHyJcCQtVUB4SJmyDLldGZ5qGDoaCpkVYfhPQP",
+	"R+jRBC0jTNfjYGV3/iRAyIhQTajV22J2gL5ySARD0M2McZWbb6lihAsSyVBv0YQP5lHJHF1wubbajqty",
+	"0dcmuCutHjtr2iR2GwRo/24bnpSVtTZenFOHPH5dZ0mYpehCLkLnkkbdzrmGXT7mnFGd2jUcuDgIozHr",
+	"y6qlDA40pgbSZuyImvw9jaZsmR9jJsoyzC/u7ggV+pYpxI5M8MGQeB5h6gc8UYrZ4cK83Fup90+UnG9+",
+	"4GBfevXqDBf2pgbsqyRhygV7ZBkhuA3jNLxmBixzXEzhp1evzIwkTIVMGB6zLCbJhxn4AyoHJckUFWwH",
+	"ZsZqKzwCXy0tcvXePN9ApG0m+LC7BRgCf8x1SPyTJQEnPpS4jB2NNBy8QnXZxx8y0dHnM3HtIlFH4If7",
+	"uPtpgDld+p34uP0JieBvKVOLQUKn7JL/XhdtuWQBwfTeNir++vzKBS4srcvT1JWUIxVlebVWC1k6CDe4",
+	"f70BuLfO1LTk5HwDgQ5v+I/L24s/WdSWAkOLuhgTUImgwViJ3oY38znGAPn8surJypj1QcR34Tn1U7tf",
+	"e/lt8toCxDzJycTSFCGRD9k1tEcH7xYCkyq6cB47VhiMdMsArWGFtMOfiivdtGocd8ZiDN6QkfbBPHlG",
+	"sLx1Af32g2WeLu4FHIDe57wCFks45nz9/LA3p68vYx4yvcrmvBaXrOrmNfIXGEop38TFYrH8vX1lleU9",
+	"LYalLx/EkVSRFKvSQF41cHEXTpQftF9udd6Gu3oOWm2N9CJnUq3W95xUVYxeaMdICJVZ52GI6OJivYdf",
+	"bOqfWf+YX59fZU6a1lPeMKC1gny3VAkupjXE4MSyGOosGXQsbxgKRqbWrqyRDj0sdQms+ehUyF9bFgOe",
+	"N1vt3eYWt6MV8U59xMdG+ZgeNWs96NozEXyOxExEWCQC8+9TkWoWuf30hp8+bKfDZvdmb2Vy2kbY/3wT",
+	"7H+xCfbvPQ5WvyxhQ3mvf6Jc9fXMsgN8JNtJqci2i0fZKe7gMhrt1oaBZJBthhRjqZS85WJ6xue8BuCf",
+	"5S2ZUOUukJBzLmhcMvXN6YLgKFgKBpKPEIW6/Z19y9hjO7Zn//tku7faxR9jonILVPPUoiaGhTvcLILn",
+	"QChAB9DQOMaX1gdnD8JcYeQa/cIKdGSaUkWFYXl0ldud9pHRXp1LnlXLflG2oprwgtTUJmkFEOFE3py+",
+	"LtTVKDw659M+5jMlSk547FKaVt3bZqnW704DyWpU9b0Ut+7Vs3Louv4UGLsBoOI4y1bEXIhsOm5pD0Jq",
+	"F9C8WoSrDVNdm7s8hwi/WmEUwVkph7ZDmMeAr6lh+Iz4RcI21Cd2V0SMu/pl5XhxYMxWQ+cmc8Sscio1",
+	"3anijZKqdEUejP3Z6fq1BSUc8odXi4vyQyGesDW+dy2HcivXLeUktdrQvkAm22uQt4t5RitknGxP6t2w",
+	"WZDs+pQj3+VVVCMfvA60nxmN0cZRkaxmLLz+wiQ6nZW58FGH8np1oKF7qw7YXBdcReLa72sD6fnxwfTm",
+	"OSodlvHUUJvCjXRmogrn2pkOdran482uq59v/auZq6lL28cmk1UKk13jNVusvJMQmb2ZGdoOG3gY6iA/",
+	"L8RQfzXTOqTzQ5zmf+Wh1u1nvFb84bra5xeQpBcrg6XKC2tKhGzb63pSlcX8r02qsrNbRajyodvAWp2i",
+	"stOYouLHqPd5HZKoJrmBdDXLSz7qLZ2wsDcgR5Y+ouULAiMSFg5FQpVmquiPkoooCromFFSDp7kmuDcB",
+	"0RJ9DZB8OxS5OTnP3qUGy/6USmaR7t7ubq8uxbO5CM2PMhURhtGgIVGlwpGjYWd3NuwMlpOrCyhfKb8j",
+	"EGGBLxygdkINjeU0ZZh4xTPh/uribNCWYmFF16iQX7FPPn62QwQgjgVeFf/Bfsre++H+0wB5DEsaklKP",
+	"D1/nQ11zEcEIzir/Q2DXfzr5IQDb7Q8BmUh1QsOZ/YEZxZn+IfDlWX4ISCiFoVwwRf5BFF2QfxANZTj+",
+	"QTJPKPlHVr0JgLvf2JHo8bNAj74atXuZJ9v/2E7EvyvFeJT3Vc/o7ouX+6hqzdgdqllZ8V4qpOAhjYkL",
+	"zGwNMSgmxnwVgrpOPGGJBJSzbDaIvsvJbaHM7k1GbN3q14xL8VXplvWHn47Iq70X32VuJlfrclBz6+0P",
+	"tVJZ7vxci1oXPGVL9NrKFtpQETZGTWOtMizqV0N/c4FwOYPGcBOzFrlyuWb0KeERE4ZPFt7X6ffJvoF0",
+	"u+Da7612uMGvHpSgTRI9z1Hy68ZWfV0NqV5xWYmO9mMD+3eG1fW5v9uolczfD9wC0jqsvynIs1BmcFl3",
+	"iDCy+oGV0zY1+eSZ5m3m1nVCi6C2U2Z82NwMg8ksUvP6suwXVFyTYuUQXyOOdF3RRUjTWmFr/A4oeFNK",
+	"6wkI/Vbg6tIpi3rEP0q4IbdUE0XFtSti0j7P92sHwRTjq5bDX2FebvQ+AeNzQHwlkIC8lVaF+gkyx99a",
+	"mQ0/XjDN1A0IQwE5V4zNE/x8isVQV6ZNqFSsESHHkpVxgFjI4UGo/MJlgsaS1iSAIcNXqSjVjrIw4Rcf",
+	"3TcWB/GbT5lvfCIVKdU71s+In0lvpvPm6wuaraEXzhPm0ie+Sip6RVPI/BtYCOCasQQla22kYlFRUK0k",
+	"xDYksuc1i9ZI9XdVH9bMuqg2LFgr/71SFWOJZE4UY+3BCnMuUk2qtWowaimRkX6AmdVIU+evKMy64aA7",
+	"ywmhdoYAl1e/L5VUu5qwm68d1r9GEH0bqB8yv11zPPOKrIKqH3i9CKEMTPd+LZAuATor5xnNuX1ldXoy",
+	"dIf4cvmrXSuyIm9UX2TM14Fc0boB6j12WrWdNr61btW8i1S4onlFKXuNN1L9oBJcbYpTa0mB5X4d3ufS",
+	"LprzqBCnWpjA709zqS88qVrkS0WWGVaG8pgaCoUPBLm8PCEjlYoRgcxB0s02LguhBBtETR5ICMX6VtLn",
+	"Us3C5pKnDyle+iV4p1JxWo/7mv22TsjnAwpGPgTd10bEdgTD5a7AMbvyBkw6Pa6qJoXqStnHwa/7kIu2",
+	"+2KvXk/JSMayiT5L+685kHhSL/i3pB4vyVZ2kCw/tmGV9VqhYHfmnE5ZVvyhXlwqaBIJndZXc1DpBmnp",
+	"lgOsUixhwIbVXHpc8+zn/OTt8enb152gc3H19i1+urw6Ojo5OT457gSdnw5Pz+DD0eHbo5OzM3zC/QE/",
+	"vD+5eHP69vD9yXETz2oq/v4+M8xitjJIUYB4WIJFpeKxSUxVtfySYsmv2iy+rgNOfMOi3NCeW4Dby97t",
+	"VqhahXTX2fArVZLrNaz1lUedxjVMA+oS4Y9NRXMGS8U8Gqhs1bKJFLdqg7csTzPXVggLeIazYpEnFAUw",
+	"d9MyMmRhrpT/BoLyd19W/Pf7h4kxzrK/FinwZYNTvbLESWNhpVrUcU+vjqdqDtt0Bt5KXok7KagelZpQ",
+	"zr1zmBJM54OK0yJN7GHWZzs/wOLz4qtIZ61JvusyUn/EdcQ5rwK9gjpfnLy/+O8WQn35y+n5eZFku89H",
+	"P8OHD4en70/fvv71p3cXv74+v6p8c3h+fvHuvw7Pakl5AeNqi+xDbX1y6P1KmNoUUqU4FExjhAmjFiRh",
+	"ithzJFyQERzoaCi6lmBFvpJ3wczirCzOxDLqHRAfjo+cQkMIGNeYL19bBNb7qFbdqEqzkvug42u+r30p",
+	"fROCFabO1dzo+y9kRhbrLcT1rMifEByDL60HpzNYYombVUxYkyo9pKhETWT47cw5oy2m3VJN9DVPkjV6",
+	"oqwVayVTk6SmgZu7bjXuGdKlWKUPL3Rv8BV5yd5XKCSPbhBXPaO5mnxDLbMvcPG8gF4VUJuurrL4YbX5",
+	"DjQkEQza3eFrmzeHedlgxKgc76ahLbWQT6QqlaVbKXP5AnitQoF9ptYeUKxJt8qtBYfZoqT9ipEjDWrZ",
+	"1dXyq9v9V7Q/+fT5+/t+9nlvjc87tdEpIOWFqeJmcWkX7mLZoTbeYVqXhngoski1w/NThyzdETXxr//3",
+	"f/+fUS9rnQt5RDBQPu3MmAT7oHExkTW+H+iV6vJ05SQr7EyoIG/OiFThjEHOPZeCJDE1Filduay8LqhK",
+	"xVBQvdylVQ+GYihOQGRVMjWMpCJiimzd7BDBWKTJ6NC1G4Qp9smPWCUQGSCs1XetIDgMcJGhwFLBS67z",
+	"7qipfdyoNyDvfH9LDRx6QagYitFd31W+7lsMGxF2Z5jQAA0osgyq11mNjWZX1YLexSvgYiPQlOn+Ggo0",
+	"aPYGxDk1+zqUiW9hiJVUoT8Opqpbzu4u3T6hYoGOFIgUgkwFn768t70XEOaqzkIGvH8CZU4fycjuuDYo",
+	"FcQ8ZALDIF0D2cOEhjPW3x1sFxzynQKOFYIc9js7g218UCZM0IR39jvPB9uD51iFZwbouzWD8NLfITIe",
+	"6z9mrUSt2tN5zczP7pFKu9nd7e2W/n+b9f1zQa51vRdjfuP7+bnb19n/+CnoaB9L3znjN0wwrQ8IjW/p",
+	"QpPd7W1yO+NxlgIcMq19gYSf378/B6pHrSbwsaMX2sodn+wMW64MRNtuvHGPrNwNw+7MVhJTLlY0tgyW",
+	"tZE5MzOWamLHsIzFeYAJMpb27Si87pbTuFyHGAN/WE1rfpcwgdj1RRhQIfn1PR7dXCSSYTqHUq9ti31v",
+	"JUH/KFSstGJN44Ih3bIV2S/wiT8E15FMFnqNIvFw/V1fbD9vGjqDdavYIbVt3+wyOV4aDCTHnDrf2pSK",
+	"KGMJjZt5s7NVTDKZ1pWPPfKZjlQxAjloEeFioqg2Kg1NCs3GJBBObAqNZHpOF9CWFHWkTlA5pzOuzVGe",
+	"AfFoR1WsA19zXh6EQp+v+6Czt72z1jnlzXrhcLdXv5S1dYaTLdA/qNG6nF3qm1lzVa7jmvVFKR5tsfp8",
+	"ma929r2TD4NR6qTL5ZYVNV0pfDnFt4dvTka9DGSN9Q/9r9xoFk+ytpGgieiDSptrwjWUuaECxdmhyEez",
+	"qjudMRr5TD0HgFRQ8hy+Qnd+YNlEOBuKmlYI2ClhQA59zWloEw3hBD0yKix/hA053EMjHHmUN6N3EQfY",
+	"T+HAP7BPPt+PsGWZswSQSpMeDmXdFb9hUd7vHiJ3s63tX3+v+0tdwnoWaJQ6drd3MmWlsMOaCHYLlxxZ",
+	"Je60VUhpjIWBc3RCWaR8/yoBHHmVjx8lJu9/ldvXECZyX9Y0jErZ/ePTgHrZpLpZB8Q5NoES7CIleGww",
+	"LvKzKjfYPpM4VdPY7tGt7DkYfG8dUvQjjQreigeRvL11+Fnecd++sbPGG9Uu7fDei3XAq+lv/YWU2Z9M",
+	"uZGku4aQMYvo4poFZ4fqKidZOrE2icbAjCpj3vrsPt0j0Y6ZqTFOvWW3rj+FNjIhY8bFFNvDRMTSWjMg",
+	"l/CzJw9A6oy0VMPSuaFw3SAH5DBrWWR4HIPQ7YN/8+6QnlJzg+Ugh8LTIMWQ3oNUAMDkTdxcb7YaenQM",
+	"6ypSoxIx2KvL/JzLG3dN/8QIj6C3v/FWmp9kKqIvR1a7JYRm55QxHTwwtdgUF4NGKbvxqJ6Ebr/PkfGJ",
+	"EeAJj/OdYDmlyXKTso542LuOQdRnQUbiYODggj1ENMzcw539j/VQ54/48zmnVhf61Ei2tn7z2cO1+sWh",
+	"05B8mlcuhubN6jJXWZfmdi6o9XVAhCy1tgppHPcG5EQYdAJNKnGxTo2Rt8LHFkEFQ64wVwvs+nZnvW0n",
+	"FTHTumAqRuMX3I9nuo6U5ZfDZy4/2g059DuEMzVcFBRGfSuIrA32X+jaPFS1LhghiohX7pT4G7bew+u2",
+	"wNo2PrYaw9iLN22apI9/yXw6RC1xtsrk6/OrR1WrC+U5apDuXcnzancTs4XsFr45fU1cWnXvj1G2y400",
+	"LdWBFEj7gBWWbly3gBp1fJNzdidVTOZpPC1fSukxT6yYclRvsQQQ/gyGEL9nlfZLmjFC4zhwjcBy633x",
+	"WIo5TmvYQMpnUWqv90gqcW0Lv7UU4p2vjQu1BjF08P3V1dDtV6vfOJJiEnP0bP7T6a14jgUfFcSnGSao",
+	"MJghQl1dz7VuTlk19Y9ufXaf7tvs8cX79LjErUkAyqpq/bU0hU1p3kZyh9vSstyxfPBbvnp5O4c7yZ56",
+	"RCwo9WFpQIUM3Cqj+1c1IHwV0TnvApJXash2mnTBDJHpbTdc8zGPuSnTnxyRHg+Nm5wf7115Eavc1VW5",
+	"33eRvz7SIZRzpqEOv68dMhTdvd1dp6aDigAl8Z9hLZHegFiZOEoVRJwvh4AmTA1F1ggg9w74r/LCe3Y1",
+	"6CWocRtYaQhsct7wI7C/+wcL1ciJsdi9ebkbFkQx1LTO6nLfZJYpMk81tLhJk95BlpzDTZBlHhRbZe27",
+	"5vuYQTcUVvV2vnyWtdV33QyeacLEFLppiWIBe99MK4Ogi50OoNw39j+AsAA1IlA5IY5ZhF1jwDqb2x6f",
+	"6aEY9fswWB+nGvXq9HdknVlTyscRAyvNz55YAMwW1ywBHuQN+nagWI6MY8hGx1a/f2nhcEOK+88hTe7t",
+	"7q7zsrufSOifnpt4uVXUcBJLGXLbtrvcJYJTQlqLsdrj63pcxqXE3q8h7mx99h8rfpk6v0aJmJTu9G5d",
+	"ikTMwIXkIngPyuQ64pomCTidoWgVBKePc9vmVIpvMs0XYiGeWnnfqYhQCjAzrCoKjHNz3Gp2qTRjyfaT",
+	"UP6ifBz45u6ZiKIZA9FCyNtv6PVl6HUoil0Ws86qAYnpQqYma8QUkEJ7prwyjMNEYfQTy8/Bysc9euXy",
+	"dlobawTCNvstpbGvfF3p5g3NBqmYYkztDBzTVoS2QupQ+J8gkjfrZlXaLamyXkmaGcPFVJM5vWaa0KHI",
+	"uARcJAhoQ2f5AYQeYTtHN8ctisWubRFEW3edzLpOt62enzVnTRBshE5y+7WD0od6wd4808R3WxuQDxAI",
+	"mz9p6U4wFDoNZ5YfYo4bt2Ptbb/atxL2XBoG1bzHUhnQB5r87lcQvfBEwq5rMPukwT/rEjxCJ75PMEZ0",
+	"/NWI3Dcp9esR8EuokUQoBOHZ+3qQX0Q5WSYZtTTACajcPIWMugWkANNrnpT+1zpaDi0wfyZxp3D7Qzmf",
+	"UxH9y1//p75TFzLGFhyezXFIy5kqpp2pTWBy/6NeE8c8/ywX5RzB+XZVvl2VIvu55knxqlhh2TX3TGiq",
+	"GcS5ezGQknGcsv5UMWYvFLOaQO8A6h9YORm7emKopx0OrtqjXzNV6A/9Z7hnvl/1EwnCWXvsP78w7E/K",
+	"lxj8JhZ/E4ub6NIbes2cUJwJuqDWUkEYVZBKVFDwwQjgBeFHkIOnSdpPsoaL7RbavDfjt9jzL4k9NyVv",
+	"MPRNgm0lXW7QITmj0LXV/gRd9HrrRNWtDEdvOb+vGvXoJmkKNIFfv6FFU3RAObDWYwY2Uwxc773AtTgM",
+	"fJlqznTvMSNsl0IE6kyWJyX/f13zkBX+/8Oh2KynKFj0wpAlhkVuXDoUrgKWLxnu938/f3lOF2Sq5C24",
+	"v8elCWJqmBoMxTsLLxWLLDhshuUM4DyCyilBPgFUHcnamgyFc7W7etyWhtuXMAFJTvJgex8hIAUDiTMg",
+	"mkIrAS3rrJHnaeUif30RrNIL9YkFsJUUxKWa+qOAY/dVzwif2FP7y0lgf1mBqqy0MUO6ioGboVfDJ6t0",
+	"cQO22CwClVpJNcefZ089ZoxmsedVXQR6VtHGBQaVozb/5CGYxb5aTx6Dmc2+9dl/bI/IzRvqPPpxN4pK",
+	"vvijZR7cQD4708bXgiTYwPgvG7L7+Piy2jbij+hB+LXlDko/ugmnAmZbDOdYRgsrsJgigqGaqV21PEX+",
+	"+/DNGelSQ+ZSG7L74iX5hf/YG5BTAwUboMFcRLRRHCs95Z3mWHRQCQRt6iI3FJU2cuSDLzhXbuCFTnCE",
+	"uHwDnulgKITMLoQVB6PIziMi9FAXflHMpEq4Hi5kd3u7ObCx2gDtccSscg+w+6A01F1/QefxVxrsi4Z6",
+	"UuGvuvM1lPEUum2FeVhEGSdctZPiiX/1MhVrQHkIJh6PfrdUk/BfJG3om2hbJ9oeRhGhGT5AXe76Np8O",
+	"TUCh5CrH63IiUgNvpLf9MZAoe08fZBBs5WNbn92ntUSnIvX848iF5Xk5acgrBBQ5zDcR6slkk2A50K0s",
+	"zoJNZoShbiOoLm6fsmKCr7S6X2hxWeZMQQFtCiVSux93+q8+fdzuv/r0eTv4/v4fOHqvrvxpi4jne0I0",
+	"6ogX9oGl3QT4oRBDvoBCu87NEN23z6ofNitrvl7lqazK/fKp2KV4jgVSm8r8XVZ25HNGuhxKbfEb1suO",
+	"qQKPL4U7wSooOVjr9GBZAdSYTaRiRXjY3Zrw/AivPgig2sOkU3bJfy8P6LoFd/ZfbEPjNT5P5/YP+xcX",
+	"+NfOcq+a5UW/Bwmn0Ngk1/3ZDZepzpqYNMGG9aOLwJUawe3u1dyCR6TZvn1LQ1EEC7FdIqRcdb1xFBPZ",
+	"ofIINpPo/XVr2mClw1TowIu2IAg47nXNFppB5xouqO/s5wm+7zLzxLmBJ67irxRwdCNP3qBoIBn5+PhR",
+	"lho35TdMDMgHdHwOxeg0YvNEGibCRf8XthgFEAhoFGdR1s83j/6lc6fHooTvSiuqNLsbKDlZcLq729u9",
+	"g/y1a7bw/lYseuP1YYgMblYJL1KxTNqrhTI5E6YfzqRmAiYCFRTjGl0zb6LphJFuklfbyYkVivr53a3s",
+	"SdMN3nU0JbvRQak8+HB4t7vTHw7vvmOf/r2W4z1mEYeLVPxBFQ2hKVO9OGgRBY6m5HOvQ7LKEfh0o6+u",
+	"UDYAe+mn+6YyfotHeaQ4OYti2NarRSuVqq2V1Erus1rttK9ufVZpu2aJRPgPIhl/XYHjEE4/0419t67Y",
+	"HnW5LgHWm3d5fb2nkzxWa5kXqVhpo8+RbCtvWPdEUDXWU8KeeOljGZmz8Qts+L4+xfYx7xCCgcEQntey",
+	"6IBMZAztvfCKPUPk+5ZX9M9QS+nLUzz1tWM8RhK8kAfEldh1cTJQiNLIrHvU12Q0W3kn09qimyP4fZ9A",
+	"013fMI0S3603IP4BC+qIUJJ32TogIx6NwFVWxuxUE23RVYTMmbtIVzPw7rpSKZqcUW36MEX/9JgYORSK",
+	"6XTOelg7XRvF6JwwEeliCHJqrxUNZwCjYWrOBY3dbSKHQxHKOVR+B3bONdY2Rkfdzgui7RFALfdEyTu7",
+	"UKD7YSw1JnLXKUaXAInfjybLV1WrKS2vpNNsboSA5iNwCn3clg17kBwK14oS33Zi/V5Dp9AUA71umAK1",
+	"tnxOeiZvtSvOymFIegvcdGIPAnJZDdv3ibpkLhUjtzyOoU4O6cI4l5AOCwhvFcZQCsFCw8UUarD8VaWP",
+	"SyhN0/cIKbBDv91tu8vYrhDzjP+J5Q0gZ1uf7X/3W9j6kD2d9LH6UUu7Vhh5jqEoLlb2dT0ZfYs/bly8",
+	"5aiubeVoQA7FYihM2XqJYZWeaOV00msW3pGbd26xtwj6+6k0ZqQ7XhBnZcXuV67DFeZ037CDrAkhlDXy",
+	"MA/mXFxAHy2pSP6tOxOlR71S1WhKHOWEll7efIGk2FcbCAqlj6FlJoxwetwLsLiTjFngelM4KozxCQwN",
+	"15bJ2duuIsyyz8HO4RvVEWBsjcns2T2S9Oibbx67lbYKkY+uiHkost06yHhfVXlRfDrzKTr8W0LONwNI",
+	"sxSKl4jQjI6VqNtGPGdzVhDLabMEepFbt0kspyiTjeRkopkZDcjof/RdU7z+W3Zn+u/wBx/chc9Zskuo",
+	"vobodMHujLO6j1Dz+g+jUjYqxck7YUiTVBgeI91yLXe9/BNkBMyO6GbKpEoIlDeK8hgi6euKv1uSdWaX",
+	"vsKkvtMfUw0eSJwfZeaDjO4Xwn/cI02OMPdz2Yi+kSOu1J6Xi4jdNc0FLX5rJ9qun6huENzUep/idk3X",
+	"9IfMgThQP8eExpplQ42ljBkV60vlD2kJeCanZLwwKOgVDN45np/Jaf9IzpP6Bi8Wl/OutRWczYtTwRwQ",
+	"kpUHiNXoIfmSg07tTavpt40XoeSEgsmENHn8YTe7HQgsngKI+fU+6YbG+PdPbNd/Qp3gSM7HXECIaSRT",
+	"s6VNxBTYoKVraV687386ncBft3LUis7ltPqQlXan3oaRKnXcRjHfNvmb3vFN73iw3nEBaPRN7fimdnxT",
+	"Ox5cyodh4+x6rQNbEcCnCeXxhq62ZsaAbUK+kAF8au8N4sPNHi+oBGb4g/qCuNLPuMi20tCQpYo0lYWK",
+	"GV+aqSDXHkGf8yMpjJJxjQNCyD6MMtovjgMxVFagjLmYWjojSIi8DCva3HEUoFsE729k6Z+8UwncY+cP",
+	"QqwoJjhJzF2PiGCg+EwpL0UJOiqwOlsWH9z6DP+31nC+YDfyunD1V1cHsc9/qw5S4gh2SwjFwz3ArtAy",
+	"QcEUOAQmz212kisMLBhRfHpMupai5FSm1xB5bwrEvV6JaSOeMNvpcUF58UJ3e2D9h+ypx6w7IP00TeHJ",
+	"eQviTFnQf0wPsLdZHFaW4lEsYjFeuIYOep2koYrwUO6n/7kzZlQxdZhaNfTjJ8v9sZkEolOq4s5+Zwuk",
+	"AjfR50zhxT76Vg304ei+DU/hO4fDxacyQAtfgtRT+Dtr11n4bpqkxT/z4kj3n+7/XwAAAP//goasNhL+",
+	"AAA=",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file
