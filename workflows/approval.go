@@ -104,17 +104,14 @@ func (r *Run) decideOnTimeout(st *StepStatus, a *spec.ApprovalStep) {
 
 // decisionSummary is the step's message (and error, when rejected).
 func decisionSummary(ap *ApprovalStatus) string {
-	var b strings.Builder
-	b.WriteString(string(ap.Decision))
+	s := string(ap.Decision) + " by " + ap.Approver
 	if ap.TimedOut {
-		b.WriteString(" on timeout")
-	} else {
-		fmt.Fprintf(&b, " by %s", ap.Approver)
+		s = string(ap.Decision) + " on timeout"
 	}
 	if ap.Comment != "" {
-		fmt.Fprintf(&b, ": %s", ap.Comment)
+		s += ": " + ap.Comment
 	}
-	return b.String()
+	return s
 }
 
 // registerApprovals installs the UpdateApproval handler. Its validator
