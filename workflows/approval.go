@@ -29,7 +29,7 @@ func (r *Run) Approval(ctx workflow.Context, name string, a spec.ApprovalStep, t
 	st := r.addStep(name, string(spec.KindApproval))
 	fut, set := workflow.NewFuture(ctx)
 	workflow.Go(ctx, func(gctx workflow.Context) {
-		out, err := r.runApproval(gctx, st, &a, timeout)
+		out, err := r.runApproval(gctx, st, &a, timeout, nil)
 		if err == errCancelled {
 			err = temporal.NewCanceledError(st.Name)
 		}
@@ -40,10 +40,11 @@ func (r *Run) Approval(ctx workflow.Context, name string, a spec.ApprovalStep, t
 
 // runApproval waits for the decision on an approval step and ends it:
 // SUCCEEDED when approved, FAILED when rejected, CANCELLED when the run is
-// cancelled (or its deadline passes) first. The wait is a durable
-// condition on the step's status, which the update handler sets; it holds
-// no activity or worker slot.
-func (r *Run) runApproval(ctx workflow.Context, st *StepStatus, a *spec.ApprovalStep, timeout time.Duration) (Outputs, error) {
+// cancelled (or its deadline passes) first, or when stop (nil: never)
+// gives a reason to stop waiting. The wait is a durable condition on the
+// step's status, which the update handler sets; it holds no activity or
+// worker slot.
+func (r *Run) runApproval(ctx workflow.Context, st *StepStatus, a *spec.ApprovalStep, timeout time.Duration, stop func() string) (Outputs, error) {
 	if a == nil {
 		a = &spec.ApprovalStep{}
 	}
@@ -59,12 +60,23 @@ func (r *Run) runApproval(ctx workflow.Context, st *StepStatus, a *spec.Approval
 	r.touch()
 
 	decided := func() bool { return ap.Decision != "" }
+	stopped := func() string {
+		if stop == nil {
+			return ""
+		}
+		return stop()
+	}
+	done := func() bool { return decided() || stopped() != "" }
 	if timeout > 0 {
-		if ok, err := workflow.AwaitWithTimeout(ctx, timeout, decided); err == nil && !ok {
+		if ok, err := workflow.AwaitWithTimeout(ctx, timeout, done); err == nil && !ok {
 			r.decideOnTimeout(st, a)
 		}
 	} else {
-		_ = workflow.Await(ctx, decided) // cancellation is read from ctx below
+		_ = workflow.Await(ctx, done) // cancellation is read from ctx below
+	}
+	if why := stopped(); why != "" && ctx.Err() == nil && !decided() {
+		r.endStep(st, StepCancelled, "", "stopped waiting for approval: "+why)
+		return nil, errCancelled
 	}
 	if ctx.Err() != nil || !decided() {
 		why := "run cancelled while waiting for approval"

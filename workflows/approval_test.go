@@ -10,8 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 const approvalPipeline = `
@@ -154,4 +156,45 @@ func TestApprovalCancelledWhileWaiting(t *testing.T) {
 	assert.Equal(t, workflows.StepCancelled, gate.State)
 	assert.Equal(t, "run cancelled while waiting for approval", gate.Message)
 	assert.Empty(t, gate.Approval.Decision)
+}
+
+// A run that fails while an approval waits does not wait for a person:
+// the approval stops, CANCELLED with the failure as the reason.
+func TestApprovalStopsWhenTheRunFails(t *testing.T) {
+	env, _, _ := newEnv(t)
+	env.ExecuteWorkflow(workflows.PipelineWorkflowName, input(t, `
+steps:
+  - {name: gate, kind: approval}
+  - {name: train, container: {command: ["fail"]}}
+  - {name: cleanup, dependsOn: [gate, train], runIf: allDone, container: {command: ["ok cleanup"]}}
+`, nil))
+	require.True(t, env.IsWorkflowCompleted())
+	s := status(t, env)
+	assert.Equal(t, workflows.RunFailed, s.State)
+	gate := stepNamed(t, s, "gate")
+	assert.Equal(t, workflows.StepCancelled, gate.State)
+	assert.Equal(t, `stopped waiting for approval: step "train" failed: command exited with code 3`, gate.Message)
+	assert.Equal(t, workflows.StepSucceeded, stepNamed(t, s, "cleanup").State)
+}
+
+// The native Go API: Run.Approval waits for the same update.
+func TestGoPipelineApproval(t *testing.T) {
+	env, _, _ := newEnv(t)
+	wf := func(ctx workflow.Context) error {
+		run, ctx, err := workflows.Begin(ctx, workflows.RunOptions{Project: "p1"})
+		if err != nil {
+			return err
+		}
+		out, err := run.Approval(ctx, "gate", spec.ApprovalStep{MinRole: "admin"}, 0).Get(ctx)
+		return run.End(out, err)
+	}
+	env.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: "go-approval"})
+	editor := decide(env, time.Minute, workflows.ApprovalRequest{Step: "gate", Approve: true, Role: "editor", Approver: "e"})
+	decide(env, 2*time.Minute, workflows.ApprovalRequest{Step: "gate", Approve: true, Role: "admin", Approver: "root"})
+	env.ExecuteWorkflow("go-approval")
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	assert.Equal(t, workflows.ErrTypeApprovalForbidden, errType(editor.rejected))
+	s := status(t, env)
+	assert.Equal(t, map[string]any{"approved": true, "approver": "root", "comment": ""}, s.Result)
 }

@@ -163,7 +163,7 @@ func (d *dag) start(i int, deps []int) {
 			return
 		}
 		if kindOf(*s) == spec.KindApproval {
-			out, err := d.r.runApproval(gctx, st, s.Approval, s.Timeout.D())
+			out, err := d.r.runApproval(gctx, st, s.Approval, s.Timeout.D(), d.stopWaiting(s))
 			d.record(i, out, err)
 			return
 		}
@@ -175,6 +175,18 @@ func (d *dag) start(i int, deps []int) {
 		out, err := d.r.runWork(gctx, st, s.Name, nil, w, opts...)
 		d.record(i, out, err)
 	})
+}
+
+// stopWaiting ends the wait of an approval step once another step has
+// failed, unless its rule runs after failures: nothing downstream of it
+// would start, and a run that has failed must not wait for a person.
+func (d *dag) stopWaiting(s *spec.Step) func() string {
+	return func() string {
+		if d.failure != "" && !s.RunIf.RunsAfterFailure() {
+			return d.failure
+		}
+		return ""
+	}
 }
 
 // triggered applies step i's trigger rule to its dependencies, and the
