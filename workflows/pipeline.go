@@ -243,9 +243,12 @@ func (d *dag) runForEach(ctx workflow.Context, i int, env spec.Env, opts []StepO
 	outs := make([]any, len(items))
 	active, itemFailure := 0, ""
 	wait, _ := workflow.NewDisconnectedContext(ctx)
+	// Another step's failure stops new items, except in a step whose rule
+	// runs after failures (it may have started because of one).
+	runFailed := func() bool { return d.failure != "" && !s.RunIf.RunsAfterFailure() }
 	for k := range items {
 		_ = workflow.Await(wait, func() bool { return active < par })
-		if itemFailure != "" || ctx.Err() != nil || d.failure != "" {
+		if itemFailure != "" || ctx.Err() != nil || runFailed() {
 			break
 		}
 		k := k

@@ -84,3 +84,22 @@ steps:
 	assert.Subset(t, rt.commands(), []string{"ok notify", "ok cleanup"})
 	assert.NotContains(t, rt.commands(), "ok publish")
 }
+
+// A forEach step that runs because of a failure runs every item.
+func TestRunIfForEachAfterFailure(t *testing.T) {
+	env, rt, _ := newEnv(t)
+	env.ExecuteWorkflow(workflows.PipelineWorkflowName, input(t, `
+steps:
+  - {name: train, container: {command: ["fail"]}}
+  - name: notify
+    dependsOn: [train]
+    runIf: anyFailed
+    forEach: {items: [1, 2, 3], parallelism: 1}
+    container: {command: ["ok notified={{ item }}"]}
+`, nil))
+	require.True(t, env.IsWorkflowCompleted())
+	s := status(t, env)
+	assert.Equal(t, workflows.RunFailed, s.State)
+	assert.Equal(t, workflows.StepSucceeded, stepNamed(t, s, "notify").State)
+	assert.Subset(t, rt.commands(), []string{"ok notified=1", "ok notified=2", "ok notified=3"})
+}
