@@ -1,7 +1,11 @@
 package integration
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -141,6 +145,16 @@ func TestApprovalsOnRealStack(t *testing.T) {
 
 		code, p = s.decide(approved, "gate", "reject", editor, map[string]any{"comment": "too late"})
 		assert.Equal(t, 409, code, "%v", p)
+
+		// The workflow's own status query (what the Temporal UI shows).
+		v, err := s.temporal.QueryWorkflow(context.Background(), approved, "", workflows.QueryStatus)
+		require.NoError(t, err)
+		var st workflows.RunStatus
+		require.NoError(t, v.Get(&st))
+		queried := stepByName(runView{Status: &st}, "gate")
+		require.NotNil(t, queried.Approval)
+		assert.Equal(t, "ci-editor", queried.Approval.Approver)
+		assert.Equal(t, "looks good", queried.Approval.Comment)
 	})
 
 	t.Run("a rejection fails the run", func(t *testing.T) {
@@ -151,6 +165,13 @@ func TestApprovalsOnRealStack(t *testing.T) {
 		require.Equal(t, workflows.RunFailed, r.State)
 		assert.Equal(t, `step "gate" failed: rejected by ci-editor: accuracy regressed`, r.Status.Error)
 		assert.Equal(t, workflows.StepSkipped, stepByName(r, "deploy").State)
+
+		// The event stream's step events carry the decision too.
+		gate := s.sseStep(t, rejected, "gate")
+		require.NotNil(t, gate.Approval)
+		assert.Equal(t, workflows.ApprovalRejected, gate.Approval.Decision)
+		assert.Equal(t, "ci-editor", gate.Approval.Approver)
+		assert.Equal(t, "accuracy regressed", gate.Approval.Comment)
 	})
 
 	t.Run("the timeout decides", func(t *testing.T) {
@@ -171,4 +192,35 @@ func TestApprovalsOnRealStack(t *testing.T) {
 		assert.Equal(t, workflows.StepCancelled, gate.State)
 		assert.Equal(t, "run cancelled while waiting for approval", gate.Message)
 	})
+}
+
+// sseStep reads a finished run's event stream (a snapshot, then the end)
+// and returns the last step event of step.
+func (s *stack) sseStep(t *testing.T, runID, step string) workflows.StepStatus {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", s.url+s.path("/runs/%s/events", runID), nil)
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	var got workflows.StepStatus
+	event := ""
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			event = strings.TrimPrefix(line, "event: ")
+		case event == "step" && strings.HasPrefix(line, "data: "):
+			var st workflows.StepStatus
+			require.NoError(t, json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &st))
+			if st.Name == step {
+				got = st
+			}
+		}
+	}
+	require.NoError(t, sc.Err())
+	return got
 }
