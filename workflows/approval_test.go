@@ -18,11 +18,11 @@ import (
 
 const approvalPipeline = `
 steps:
-  - {name: train, container: {command: ["ok"]}}
+  - {name: train, container: {command: ["ok model=m1"]}}
   - name: gate
     kind: approval
     dependsOn: [train]
-    approval: {message: "ship it?", commentRequired: true}
+    approval: {message: "ship {{ steps.train.outputs.model }}?", commentRequired: true}
   - {name: deploy, dependsOn: [gate], container: {command: ["ok deploy"]}}
   - {name: on-reject, dependsOn: [gate], runIf: anyFailed, container: {command: ["ok on-reject"]}}
 `
@@ -66,7 +66,7 @@ func TestApprovalRefusalsThenApproval(t *testing.T) {
 	assert.Equal(t, workflows.StepWaitingForApproval, waiting.State)
 	require.NotNil(t, waiting.Approval)
 	assert.Equal(t, []string{"editor", "admin"}, waiting.Approval.Roles)
-	assert.Equal(t, "ship it?", waiting.Approval.Message)
+	assert.Equal(t, "ship m1?", waiting.Approval.Message, "the message is rendered")
 
 	assert.Equal(t, workflows.ErrTypeApprovalUnknownStep, errType(unknown.rejected))
 	assert.Equal(t, workflows.ErrTypeApprovalNotWaiting, errType(notApproval.rejected))

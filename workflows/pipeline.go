@@ -163,7 +163,12 @@ func (d *dag) start(i int, deps []int) {
 			return
 		}
 		if kindOf(*s) == spec.KindApproval {
-			out, err := d.r.runApproval(gctx, st, s.Approval, s.Timeout.D(), d.stopWaiting(s))
+			a, err := renderApproval(s.Approval, env)
+			if err != nil {
+				d.fail(i, fmt.Sprintf("rendering templates: %v", err))
+				return
+			}
+			out, err := d.r.runApproval(gctx, st, a, s.Timeout.D(), d.stopWaiting(s))
 			d.record(i, out, err)
 			return
 		}
@@ -339,6 +344,17 @@ func (d *dag) env() spec.Env {
 		Steps:  steps,
 		Run:    spec.RunEnv{ID: d.r.ID(), Project: d.r.Project(), Pipeline: d.in.Pipeline},
 	}
+}
+
+// renderApproval renders an approval step's message (nil: the defaults).
+func renderApproval(a *spec.ApprovalStep, env spec.Env) (*spec.ApprovalStep, error) {
+	if a == nil {
+		return nil, nil
+	}
+	r := *a
+	var err error
+	r.Message, err = spec.RenderString(a.Message, env)
+	return &r, err
 }
 
 // renderWork evaluates a step's templates for one execution (or item).

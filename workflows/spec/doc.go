@@ -12,7 +12,7 @@
 // values inside ray runtimeEnv; spark mainApplicationFile, arguments and
 // sparkConf values; inference endpoint and every string of the endpoint
 // spec (model, image, args, env values, ...; its durations are parsed with
-// the spec, so they hold none). Expressions see four names:
+// the spec, so they hold none); approval message. Expressions see four names:
 //
 //	params.<name>              resolved run parameters
 //	steps.<step>.outputs…      outputs of a finished step; a list with one
@@ -66,7 +66,8 @@
 // A step of kind approval (ApprovalStep) waits for a token whose role the
 // step allows (minRole, default editor, or approvers) to approve or
 // reject it, with a comment when commentRequired; the step's timeout, if
-// set, decides onTimeout (reject by default). It takes no forEach,
+// set, decides onTimeout (reject by default). Its message may hold
+// templates, rendered when it starts. It takes no forEach,
 // retries or placement, and no runtime: every runtime accepts it.
 //
 // # Inference steps

@@ -157,7 +157,9 @@ const (
 // step's timeout, when set, ends the wait with OnTimeout; without one it
 // waits until decided, cancelled or past the pipeline deadline.
 type ApprovalStep struct {
-	// Message is shown to approvers in the step's status.
+	// Message is shown to approvers in the step's status. It may hold
+	// templates ("accuracy {{ steps.eval.outputs.accuracy }}"), rendered
+	// when the step starts.
 	Message string `json:"message,omitempty"`
 	// MinRole is the least token role that may decide: viewer, editor
 	// (the default) or admin. Mutually exclusive with Approvers.

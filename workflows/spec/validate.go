@@ -425,6 +425,9 @@ func validateStep(p *Pipeline, i int, vc *vctx, psc *refScope, ps *problems) {
 		}
 		sparkTemplates(sp, func(f, v string) { check(field(spp, f), v) })
 	}
+	if a := s.Approval; a != nil && a.Message != "" {
+		check(field(path, "approval.message"), a.Message)
+	}
 	if inf := s.Inference; inf != nil {
 		ip := field(path, "inference")
 		if kind == KindInference && runnable {
@@ -516,9 +519,6 @@ func validateApproval(path string, s *Step, ps *problems) {
 		ps.add(field(ap, "onTimeout"), "unknown outcome %q; use %s or %s", a.OnTimeout, ApprovalApprove, ApprovalReject)
 	case a.OnTimeout != "" && s.Timeout == 0:
 		ps.add(field(ap, "onTimeout"), "applies when the step's timeout passes; set timeout too")
-	}
-	if strings.Contains(a.Message, "{{") {
-		ps.add(field(ap, "message"), "templates are not supported in message")
 	}
 }
 
@@ -657,6 +657,9 @@ func Dependencies(p *Pipeline) [][]int {
 		}
 		if s.Inference != nil {
 			inferenceTemplates(s.Inference, func(_, v string) { tmpl(v) })
+		}
+		if s.Approval != nil {
+			tmpl(s.Approval.Message)
 		}
 		deps := make([]int, 0, len(set))
 		for j := range set {

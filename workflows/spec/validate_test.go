@@ -107,7 +107,7 @@ steps:
   - {name: a, kind: approval}
   - {name: b, kind: approval, timeout: 1m, approval: {minRole: admin, commentRequired: true, onTimeout: approve, message: "ship it?"}}
   - {name: c, kind: approval, approval: {minRole: owner, approvers: [admin, root], onTimeout: maybe}}
-  - {name: d, kind: approval, approval: {onTimeout: approve, message: "{{ run.id }}"}}
+  - {name: d, kind: approval, approval: {onTimeout: approve, message: "{{ steps.nope.outputs.x }}"}}
   - {name: e, kind: approval, forEach: {items: [1]}, retries: {limit: 1}, container: {command: [x]}}
   - {name: f, approval: {}, container: {command: [x]}}`, nil, []want{
 			{"steps[2].approval.minRole", `unknown role "owner"; use one of viewer, editor, admin`},
@@ -115,7 +115,7 @@ steps:
 			{"steps[2].approval.approvers[1]", `unknown role "root"`},
 			{"steps[2].approval.onTimeout", `unknown outcome "maybe"; use approve or reject`},
 			{"steps[3].approval.onTimeout", "applies when the step's timeout passes; set timeout too"},
-			{"steps[3].approval.message", "templates are not supported in message"},
+			{"steps[3].approval.message", `unknown step "nope"`},
 			{"steps[4].container", "only container steps may set container (this step's kind is approval)"},
 			{"steps[4].forEach", "an approval step is decided once; forEach does not apply"},
 			{"steps[4].retries", "an approval step is not retried; a rejection fails it"},
