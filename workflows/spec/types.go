@@ -68,8 +68,8 @@ const (
 //
 // Strings in Container (command, args, env values, workingDir), Ray
 // (entrypoint, runtimeEnv string values), Spark (mainApplicationFile,
-// arguments, sparkConf values) and Inference (endpoint and every string of
-// spec) may hold templates: "{{ <expr> }}" where
+// arguments, sparkConf values), Inference (endpoint and every string of
+// spec) and Approval (message) may hold templates: "{{ <expr> }}" where
 // <expr> is an expr-lang expression over params, steps.<name>.outputs, item
 // (inside forEach) and run (id, project, pipeline). A step that references
 // steps.X implicitly depends on X.
@@ -85,7 +85,8 @@ type Step struct {
 	When    string   `json:"when,omitempty"`
 	ForEach *ForEach `json:"forEach,omitempty"`
 	Retries *Retries `json:"retries,omitempty"`
-	// Timeout bounds one attempt.
+	// Timeout bounds one attempt; for an approval step, the wait for a
+	// decision (none when unset).
 	Timeout   Duration   `json:"timeout,omitempty"`
 	Container *Container `json:"container,omitempty"`
 	Ray       *RayStep   `json:"ray,omitempty"`
