@@ -3,11 +3,16 @@ package api
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/workflows"
 	"github.com/atelier-ml/atelier/workflows/runclient"
 )
+
+// decideTimeout bounds the wait for the run's workflow to take a decision:
+// without a worker to run its validator, the update would wait for one.
+const decideTimeout = 30 * time.Second
 
 // ApproveStep approves a waiting approval step.
 func (s *server) ApproveStep(ctx context.Context, req gen.ApproveStepRequestObject) (gen.ApproveStepResponseObject, error) {
@@ -41,6 +46,8 @@ func (s *server) decideStep(ctx context.Context, project, runID, step string, ap
 		return gen.Run{}, newProblem(ptRunFinished, "run %s already finished (%s)", run.ID, run.State)
 	}
 	tok := principal(ctx)
+	ctx, cancel := context.WithTimeout(ctx, decideTimeout)
+	defer cancel()
 	st, err := s.eng.DecideApproval(ctx, run.ID, workflows.ApprovalRequest{
 		Step: step, Approve: approve, Comment: deref(deref(body).Comment),
 		Approver: tok.Name, ApproverID: tok.ID, Role: string(tok.Role),
