@@ -182,13 +182,21 @@ func TestRecordGPUHistories(t *testing.T) {
 // TestRecordRunIfApprovalHistories records runs through trigger rules
 // (a diamond joined by noneFailed past a skipped branch; anyFailed and
 // allDone steps after a failure) and approval steps (approved through the
-// update, rejected, decided by its timeout, cancelled while waiting).
+// update, rejected, decided by its timeout, cancelled while waiting,
+// stopped by another step's failure).
 func TestRecordRunIfApprovalHistories(t *testing.T) {
 	if os.Getenv("ATELIER_RECORD_HISTORIES") == "" {
 		t.Skip("set ATELIER_RECORD_HISTORIES=1 to re-record workflows/testdata histories")
 	}
 	s := newStack(t)
-	for name, yaml := range map[string]string{"diamond": diamondPipeline, "on-failure": onFailurePipeline, "gate": gatePipeline, "gate-timeout": gateTimeoutPipeline} {
+	// An approval that stops waiting when another step fails.
+	gateStopped := `
+steps:
+  - {name: gate, kind: approval, approval: {message: "run {{ run.id }}?"}}
+  - {name: train, container: {command: ["sh", "-c", "sleep 0.5; exit 3"]}}
+  - {name: cleanup, dependsOn: [gate, train], runIf: allDone, container: {command: ["true"]}}
+`
+	for name, yaml := range map[string]string{"diamond": diamondPipeline, "on-failure": onFailurePipeline, "gate": gatePipeline, "gate-timeout": gateTimeoutPipeline, "gate-stopped": gateStopped} {
 		s.createPipeline(name, yaml)
 	}
 	ids := map[string]string{
@@ -198,6 +206,7 @@ func TestRecordRunIfApprovalHistories(t *testing.T) {
 		"v4-approval-rejected":  s.startRun(map[string]any{"pipeline": "gate"}),
 		"v4-approval-timeout":   s.startRun(map[string]any{"pipeline": "gate-timeout"}),
 		"v4-approval-cancelled": s.startRun(map[string]any{"pipeline": "gate"}),
+		"v4-approval-stopped":   s.startRun(map[string]any{"pipeline": "gate-stopped"}),
 	}
 	for name, verb := range map[string]string{"v4-approval-approved": "approve", "v4-approval-rejected": "reject"} {
 		s.waitStepState(ids[name], "gate", workflows.StepWaitingForApproval)
