@@ -186,9 +186,11 @@ func TestStepKindsFollowTheRegistry(t *testing.T) {
 	if got, want := strings.Join(errorPaths(p), " "), "steps[0].inference.endpoint steps[0].inference.spec.backend"; got != want {
 		t.Errorf("paths %q, want %q", got, want)
 	}
-	// Kinds no runtime runs stay rejected.
+	// Kinds no runtime runs stay rejected; approvals need no runtime.
+	child := `{"steps": [{"name": "child", "kind": "pipeline"}]}`
+	wantProblem(t, h.do("POST", path, h.editor, child), http.StatusUnprocessableEntity, "invalid-spec")
 	approval := `{"steps": [{"name": "wait", "kind": "approval"}]}`
-	wantProblem(t, h.do("POST", path, h.editor, approval), http.StatusUnprocessableEntity, "invalid-spec")
+	wantStatus(t, h.do("POST", path, h.editor, approval), http.StatusCreated)
 
 	// Deleting the last cluster closes the door again.
 	wantStatus(t, h.do("DELETE", "/v1/clusters/east", h.admin, nil), http.StatusNoContent)

@@ -162,6 +162,7 @@ func stepView(st workflows.StepStatus) gen.StepStatus {
 		Outputs: st.Outputs, Error: opt(st.Error), Message: opt(st.Message), Item: st.Item,
 	}
 	out.Attempts = optSlice(views(st.Attempts, attemptView))
+	out.Approval = approvalView(st.Approval)
 	if len(st.Items) > 0 {
 		items := stepViews(st.Items)
 		out.Items = &items
@@ -174,6 +175,19 @@ func attemptView(a workflows.Attempt) gen.Attempt {
 		Number: a.Number, State: gen.StepState(a.State), StartedAt: a.StartedAt, FinishedAt: a.FinishedAt,
 		ExitCode: a.ExitCode, Error: opt(a.Error), LogUrl: opt(a.LogURL),
 		Cluster: opt(a.Cluster), Object: opt(a.Object), Links: optMap(a.Links), Message: opt(a.Message),
+	}
+}
+
+func approvalView(a *workflows.ApprovalStatus) *gen.ApprovalStatus {
+	if a == nil {
+		return nil
+	}
+	return &gen.ApprovalStatus{
+		Message: opt(a.Message), Roles: views(a.Roles, func(r string) string { return r }),
+		CommentRequired: opt(a.CommentRequired), Deadline: a.Deadline,
+		OnTimeout: opt(gen.ApprovalStatusOnTimeout(a.OnTimeout)), Decision: opt(gen.ApprovalStatusDecision(a.Decision)),
+		Approver: opt(a.Approver), ApproverId: opt(a.ApproverID), ApproverRole: opt(a.ApproverRole),
+		Comment: opt(a.Comment), DecidedAt: a.DecidedAt, TimedOut: opt(a.TimedOut),
 	}
 }
 

@@ -15,6 +15,11 @@
 // tests run against in-memory fakes.
 //
 // The step kinds a pipeline version may use are not configured: they follow
-// the cluster registry (see ClusterLister), container always, ray and spark
-// once a Kubernetes cluster is registered.
+// the cluster registry (see ClusterLister), container and approval always,
+// ray and spark once a Kubernetes cluster is registered.
+//
+// Approving or rejecting an approval step (approvals.go) is a Temporal
+// Update of the run's workflow; the workflow, which knows the step's rule,
+// decides who may, and the gateway only passes the token's identity and
+// role and maps the refusal to its problem.
 package api

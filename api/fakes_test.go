@@ -428,6 +428,9 @@ type fakeEngine struct {
 	queries   int
 	signals   []workflows.CancelRequest
 	signalErr error
+	// decisions are the approval decisions sent; decideErr refuses them.
+	decisions []workflows.ApprovalRequest
+	decideErr error
 	healthErr error
 }
 
@@ -453,6 +456,19 @@ func (e *fakeEngine) SignalCancel(_ context.Context, _ string, req workflows.Can
 	}
 	e.signals = append(e.signals, req)
 	return nil
+}
+
+func (e *fakeEngine) DecideApproval(_ context.Context, runID string, req workflows.ApprovalRequest) (workflows.RunStatus, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.decisions = append(e.decisions, req)
+	if e.decideErr != nil {
+		return workflows.RunStatus{}, e.decideErr
+	}
+	if st, ok := e.statuses[runID]; ok {
+		return st, nil
+	}
+	return workflows.RunStatus{RunID: runID, Workflow: workflows.PipelineWorkflowName, State: workflows.RunRunning, Steps: []workflows.StepStatus{}}, nil
 }
 
 func (e *fakeEngine) QueryStatus(_ context.Context, runID string) (workflows.RunStatus, error) {

@@ -64,6 +64,12 @@ func fullRunStatus() workflows.RunStatus {
 		Steps: []workflows.StepStatus{
 			fullStepStatus(),
 			{Name: "report", Kind: "ray", State: workflows.StepSkipped, Message: "dependency shard failed"},
+			{Name: "gate", Kind: "approval", State: workflows.StepFailed, Approval: &workflows.ApprovalStatus{
+				Message: "ship <it>?", Roles: []string{"editor", "admin"}, CommentRequired: true,
+				Deadline: &fxFinish, OnTimeout: "reject", Decision: workflows.ApprovalRejected,
+				Approver: "ci", ApproverID: "tok-1", ApproverRole: "editor", Comment: "not & now",
+				DecidedAt: &fxFinish, TimedOut: true,
+			}},
 		},
 		Result:   map[string]any{"model": "s3://bucket/model", "score": 0.93},
 		Warnings: []string{"cleanup of RayJob r1 failed: <timeout>", "second"},

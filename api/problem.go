@@ -34,6 +34,8 @@ var (
 	ptAlreadyExists     = problemType{"already-exists", "Already exists", http.StatusConflict}
 	ptIdempotencyReused = problemType{"idempotency-key-reused", "Idempotency key reused", http.StatusConflict}
 	ptRunFinished       = problemType{"run-finished", "Run not running", http.StatusConflict}
+	ptStepNotWaiting    = problemType{"step-not-waiting", "Step not waiting for approval", http.StatusConflict}
+	ptCommentRequired   = problemType{"comment-required", "Comment required", http.StatusUnprocessableEntity}
 	ptTooLarge          = problemType{"payload-too-large", "Payload too large", http.StatusRequestEntityTooLarge}
 	ptUnsupportedMedia  = problemType{"unsupported-media-type", "Unsupported media type", http.StatusUnsupportedMediaType}
 	ptInvalidSpec       = problemType{"invalid-spec", "Invalid pipeline spec", http.StatusUnprocessableEntity}

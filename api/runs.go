@@ -40,6 +40,10 @@ type Engine interface {
 	// SignalCancel returns runclient.ErrRunNotFound when no execution is open.
 	SignalCancel(ctx context.Context, runID string, req workflows.CancelRequest) error
 	QueryStatus(ctx context.Context, runID string) (workflows.RunStatus, error)
+	// DecideApproval decides a waiting approval step; a refusal is a
+	// *runclient.RefusedError, a run with no open execution
+	// runclient.ErrRunNotFound.
+	DecideApproval(ctx context.Context, runID string, req workflows.ApprovalRequest) (workflows.RunStatus, error)
 	// QueryAdmissionQueue returns an empty queue for a cluster whose
 	// admission workflow never started.
 	QueryAdmissionQueue(ctx context.Context, cluster string) (workflows.AdmissionQueue, error)

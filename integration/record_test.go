@@ -178,3 +178,47 @@ func TestRecordGPUHistories(t *testing.T) {
 		recordHistory(t, e.stack, name, id)
 	}
 }
+
+// TestRecordRunIfApprovalHistories records runs through trigger rules
+// (a diamond joined by noneFailed past a skipped branch; anyFailed and
+// allDone steps after a failure) and approval steps (approved through the
+// update, rejected, decided by its timeout, cancelled while waiting,
+// stopped by another step's failure).
+func TestRecordRunIfApprovalHistories(t *testing.T) {
+	if os.Getenv("ATELIER_RECORD_HISTORIES") == "" {
+		t.Skip("set ATELIER_RECORD_HISTORIES=1 to re-record workflows/testdata histories")
+	}
+	s := newStack(t)
+	// An approval that stops waiting when another step fails.
+	gateStopped := `
+steps:
+  - {name: gate, kind: approval, approval: {message: "run {{ run.id }}?"}}
+  - {name: train, container: {command: ["sh", "-c", "sleep 0.5; exit 3"]}}
+  - {name: cleanup, dependsOn: [gate, train], runIf: allDone, container: {command: ["true"]}}
+`
+	for name, yaml := range map[string]string{"diamond": diamondPipeline, "on-failure": onFailurePipeline, "gate": gatePipeline, "gate-timeout": gateTimeoutPipeline, "gate-stopped": gateStopped} {
+		s.createPipeline(name, yaml)
+	}
+	ids := map[string]string{
+		"v4-runif-diamond":      s.startRun(map[string]any{"pipeline": "diamond"}),
+		"v4-runif-on-failure":   s.startRun(map[string]any{"pipeline": "on-failure"}),
+		"v4-approval-approved":  s.startRun(map[string]any{"pipeline": "gate"}),
+		"v4-approval-rejected":  s.startRun(map[string]any{"pipeline": "gate"}),
+		"v4-approval-timeout":   s.startRun(map[string]any{"pipeline": "gate-timeout"}),
+		"v4-approval-cancelled": s.startRun(map[string]any{"pipeline": "gate"}),
+		"v4-approval-stopped":   s.startRun(map[string]any{"pipeline": "gate-stopped"}),
+	}
+	for name, verb := range map[string]string{"v4-approval-approved": "approve", "v4-approval-rejected": "reject"} {
+		s.waitStepState(ids[name], "gate", workflows.StepWaitingForApproval)
+		code, body := s.decide(ids[name], "gate", verb, s.token, map[string]any{"comment": "recording"})
+		require.Equal(t, 200, code, "%v", body)
+	}
+	s.waitStepState(ids["v4-approval-cancelled"], "gate", workflows.StepWaitingForApproval)
+	require.Equal(t, 202, s.do("POST", s.path("/runs/%s/cancel", ids["v4-approval-cancelled"]), map[string]any{"reason": "recording"}, nil))
+	for name, id := range ids {
+		r := s.waitTerminal(id, 60*time.Second)
+		t.Logf("%s: %s", name, r.State)
+		time.Sleep(500 * time.Millisecond) // the final mirror's completion
+		recordHistory(t, s, name, id)
+	}
+}

@@ -26,6 +26,18 @@
 // revision it made is promoted, failing with the gate's message if it is
 // rolled back.
 //
+// Steps run as their dependencies' final states allow (runif.go): each
+// step's trigger rule (spec.RunIf: allSucceeded by default, noneFailed,
+// allDone, anyFailed) decides from its direct dependencies; after a step
+// fails, only allDone and anyFailed steps still start.
+//
+// Approval steps (approval.go; Run.Approval in Go, kind approval in a spec)
+// wait in WAITING_FOR_APPROVAL, holding no activity, for the
+// UpdateApproval update (REST approve/reject through package runclient),
+// whose validator refuses an unknown step, a step not waiting, a role the
+// step does not allow and a missing required comment before anything
+// reaches history; an optional timeout decides by itself.
+//
 // A native Go pipeline:
 //
 //	func Train(ctx workflow.Context, in TrainInput) (TrainResult, error) {

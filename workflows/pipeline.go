@@ -62,10 +62,25 @@ type dag struct {
 	done    []bool
 	running int
 	failure string // first step failure; stops new steps from starting
+	// runIf: trigger rules apply (versionRunIf); false when replaying runs
+	// from before them.
+	runIf bool
 }
 
 func (d *dag) stopping() bool {
 	return d.failure != "" || d.r.Cancelled() || d.r.DeadlineExceeded()
+}
+
+// mayDecide reports whether a step whose dependencies are done may be
+// decided now (started or skipped by start). Nothing is after a cancel or
+// the deadline; after a failure, with trigger rules, every step still is,
+// so that allDone and anyFailed steps run and the others end SKIPPED as
+// soon as their dependencies are done.
+func (d *dag) mayDecide() bool {
+	if d.r.Cancelled() || d.r.DeadlineExceeded() {
+		return false
+	}
+	return d.failure == "" || d.runIf
 }
 
 func (d *dag) run() {
@@ -78,6 +93,7 @@ func (d *dag) run() {
 	for i, s := range d.p.Steps {
 		d.steps[i] = d.r.addStep(s.Name, string(kindOf(s)))
 	}
+	d.runIf = workflow.GetVersion(d.r.root, versionRunIf, workflow.DefaultVersion, 1) >= 1
 	// Waiting must survive Temporal's cancel request: running steps are
 	// cancelled through d.ctx and we still wait for their cleanup.
 	wait, _ := workflow.NewDisconnectedContext(d.r.root)
@@ -86,7 +102,7 @@ func (d *dag) run() {
 		// and may unblock steps declared before it.
 		for progressed := true; progressed; {
 			progressed = false
-			for i := 0; i < n && !d.stopping(); i++ {
+			for i := 0; i < n && d.mayDecide(); i++ {
 				if d.started[i] || !d.depsDone(deps[i]) {
 					continue
 				}
@@ -123,11 +139,8 @@ func (d *dag) allStarted() bool {
 // start decides whether step i runs or is skipped, and launches it.
 func (d *dag) start(i int, deps []int) {
 	s, st := &d.p.Steps[i], d.steps[i]
-	for _, j := range deps {
-		if d.steps[j].State != StepSucceeded {
-			d.finishStep(i, StepSkipped, "", fmt.Sprintf("skipped: dependency %q %s", d.steps[j].Name, strings.ToLower(string(d.steps[j].State))))
-			return
-		}
+	if !d.triggered(i, deps) {
+		return
 	}
 	env := d.env()
 	if s.When != "" {
@@ -149,6 +162,16 @@ func (d *dag) start(i int, deps []int) {
 			d.runForEach(gctx, i, env, opts)
 			return
 		}
+		if kindOf(*s) == spec.KindApproval {
+			a, err := renderApproval(s.Approval, env)
+			if err != nil {
+				d.fail(i, fmt.Sprintf("rendering templates: %v", err))
+				return
+			}
+			out, err := d.r.runApproval(gctx, st, a, s.Timeout.D(), d.stopWaiting(s))
+			d.record(i, out, err)
+			return
+		}
 		w, err := renderWork(s, env)
 		if err != nil {
 			d.fail(i, fmt.Sprintf("rendering templates: %v", err))
@@ -157,6 +180,49 @@ func (d *dag) start(i int, deps []int) {
 		out, err := d.r.runWork(gctx, st, s.Name, nil, w, opts...)
 		d.record(i, out, err)
 	})
+}
+
+// stopWaiting ends the wait of an approval step once another step has
+// failed, unless its rule runs after failures: nothing downstream of it
+// would start, and a run that has failed must not wait for a person.
+func (d *dag) stopWaiting(s *spec.Step) func() string {
+	return func() string {
+		if d.failure != "" && !s.RunIf.RunsAfterFailure() {
+			return d.failure
+		}
+		return ""
+	}
+}
+
+// triggered applies step i's trigger rule to its dependencies, and the
+// run's fail-fast rule after a failure; a step that may not run ends
+// SKIPPED with the reason and false is returned.
+func (d *dag) triggered(i int, deps []int) bool {
+	if !d.runIf {
+		// Runs from before trigger rules: every dependency must succeed.
+		for _, j := range deps {
+			if d.steps[j].State != StepSucceeded {
+				d.finishStep(i, StepSkipped, "", fmt.Sprintf("skipped: dependency %q %s", d.steps[j].Name, strings.ToLower(string(d.steps[j].State))))
+				return false
+			}
+		}
+		return true
+	}
+	parents := make([]*StepStatus, len(deps))
+	for k, j := range deps {
+		parents[k] = d.steps[j]
+	}
+	rule := d.p.Steps[i].RunIf
+	if ok, why := runIfMet(rule, parents); !ok {
+		d.finishStep(i, StepSkipped, "", "skipped: "+why)
+		return false
+	}
+	if d.failure != "" && !rule.RunsAfterFailure() {
+		// The same reason runs from before trigger rules got at the end.
+		d.finishStep(i, StepSkipped, "", "not started: "+d.failure)
+		return false
+	}
+	return true
 }
 
 // runForEach runs one container per item with bounded parallelism; the
@@ -182,9 +248,12 @@ func (d *dag) runForEach(ctx workflow.Context, i int, env spec.Env, opts []StepO
 	outs := make([]any, len(items))
 	active, itemFailure := 0, ""
 	wait, _ := workflow.NewDisconnectedContext(ctx)
+	// Another step's failure stops new items, except in a step whose rule
+	// runs after failures (it may have started because of one).
+	runFailed := func() bool { return d.failure != "" && !s.RunIf.RunsAfterFailure() }
 	for k := range items {
 		_ = workflow.Await(wait, func() bool { return active < par })
-		if itemFailure != "" || ctx.Err() != nil || d.failure != "" {
+		if itemFailure != "" || ctx.Err() != nil || runFailed() {
 			break
 		}
 		k := k
@@ -275,6 +344,17 @@ func (d *dag) env() spec.Env {
 		Steps:  steps,
 		Run:    spec.RunEnv{ID: d.r.ID(), Project: d.r.Project(), Pipeline: d.in.Pipeline},
 	}
+}
+
+// renderApproval renders an approval step's message (nil: the defaults).
+func renderApproval(a *spec.ApprovalStep, env spec.Env) (*spec.ApprovalStep, error) {
+	if a == nil {
+		return nil, nil
+	}
+	r := *a
+	var err error
+	r.Message, err = spec.RenderString(a.Message, env)
+	return &r, err
 }
 
 // renderWork evaluates a step's templates for one execution (or item).

@@ -54,6 +54,9 @@ func (f *fakeRuntime) run(ctx context.Context, req activities.ContainerRequest) 
 	case "slow": // succeeds after a while, so a sibling can fail meanwhile
 		time.Sleep(300 * time.Millisecond)
 		return res, nil
+	case "slower": // as slow, with a wider margin for a sibling's failure to land
+		time.Sleep(time.Second)
+		return res, nil
 	case "flaky":
 		if req.Attempt <= len(args[1]) { // "flaky xx" fails two attempts
 			res.ExitCode = 1

@@ -121,6 +121,11 @@ func Begin(ctx workflow.Context, opts RunOptions) (*Run, workflow.Context, error
 	}); err != nil {
 		return nil, nil, fmt.Errorf("register status query: %w", err)
 	}
+	// Registering a handler adds no command, so histories from before
+	// approvals replay unchanged.
+	if err := r.registerApprovals(ctx); err != nil {
+		return nil, nil, err
+	}
 
 	// One coroutine waits for both ways to cancel: the REST signal and
 	// Temporal's native cancel request (UI, CLI, SDK), which must lead to
@@ -256,6 +261,10 @@ func (r *Run) Status() RunStatus {
 func (st *StepStatus) clone() StepStatus {
 	c := *st
 	c.Attempts = append([]Attempt(nil), st.Attempts...)
+	if st.Approval != nil {
+		a := *st.Approval
+		c.Approval = &a
+	}
 	if st.Items != nil {
 		c.Items = make([]StepStatus, len(st.Items))
 		for i := range st.Items {

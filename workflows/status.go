@@ -26,8 +26,7 @@ func (s RunState) Terminal() bool {
 // StepState is the lifecycle state of one step (or one forEach item).
 type StepState string
 
-// Step states. WAITING_* and CACHED are reserved for later backends (GPU
-// admission, approvals, caching) and are not produced yet.
+// Step states. CACHED is reserved for step caching and not produced yet.
 const (
 	StepPending            StepState = "PENDING"
 	StepRunning            StepState = "RUNNING"
@@ -92,6 +91,50 @@ type StepStatus struct {
 	Message    string       `json:"message,omitempty"` // e.g. why it was skipped
 	Item       any          `json:"item,omitempty"`
 	Items      []StepStatus `json:"items,omitempty"`
+	// Approval is an approval step's request and, once made, its decision.
+	Approval *ApprovalStatus `json:"approval,omitempty"`
+}
+
+// ApprovalStatus is what an approval step asks and what was decided.
+type ApprovalStatus struct {
+	Message string `json:"message,omitempty"`
+	// Roles are the token roles that may decide.
+	Roles           []string `json:"roles"`
+	CommentRequired bool     `json:"commentRequired,omitempty"`
+	// Deadline is when OnTimeout decides, if nobody did before.
+	Deadline  *time.Time `json:"deadline,omitempty"`
+	OnTimeout string     `json:"onTimeout,omitempty"`
+	// Decision is "approved" or "rejected" once decided.
+	Decision ApprovalDecision `json:"decision,omitempty"`
+	// Approver and ApproverID name the token that decided (empty when
+	// the timeout did); ApproverRole is its role then.
+	Approver     string     `json:"approver,omitempty"`
+	ApproverID   string     `json:"approverId,omitempty"`
+	ApproverRole string     `json:"approverRole,omitempty"`
+	Comment      string     `json:"comment,omitempty"`
+	DecidedAt    *time.Time `json:"decidedAt,omitempty"`
+	TimedOut     bool       `json:"timedOut,omitempty"`
+}
+
+// ApprovalDecision is the outcome of an approval step.
+type ApprovalDecision string
+
+// Approval decisions.
+const (
+	ApprovalApproved ApprovalDecision = "approved"
+	ApprovalRejected ApprovalDecision = "rejected"
+)
+
+// ApprovalRequest is the argument of UpdateApproval: a token's decision
+// on a waiting approval step. The gateway fills the token's identity and
+// role; the workflow checks them against the step's rule.
+type ApprovalRequest struct {
+	Step       string `json:"step"`
+	Approve    bool   `json:"approve"`
+	Comment    string `json:"comment,omitempty"`
+	Approver   string `json:"approver"`
+	ApproverID string `json:"approverId"`
+	Role       string `json:"role"`
 }
 
 // Attempt is one try of a step. Logs are served by the gateway at
@@ -137,6 +180,9 @@ const (
 	QueryStatus = "status"
 	// SignalCancel carries a CancelRequest.
 	SignalCancel = "cancel"
+	// UpdateApproval decides a waiting approval step (an ApprovalRequest;
+	// the answer is the run's status once the decision is recorded).
+	UpdateApproval = "atelier.approval.decide"
 	// Search attributes registered on the namespace.
 	SAProject  = "AtelierProject"
 	SAPipeline = "AtelierPipeline"

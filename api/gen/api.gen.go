@@ -27,6 +27,18 @@ const (
 	BearerAuthScopes = "bearerAuth.Scopes"
 )
 
+// Defines values for ApprovalStatusOnTimeout.
+const (
+	Approve ApprovalStatusOnTimeout = "approve"
+	Reject  ApprovalStatusOnTimeout = "reject"
+)
+
+// Defines values for ApprovalStatusDecision.
+const (
+	Approved ApprovalStatusDecision = "approved"
+	Rejected ApprovalStatusDecision = "rejected"
+)
+
 // Defines values for CreateTokenRequestRole.
 const (
 	CreateTokenRequestRoleEditor CreateTokenRequestRole = "editor"
@@ -79,6 +91,46 @@ type AdmissionQueue struct {
 	Pending   []QueueEntry `json:"pending"`
 	Running   []QueueEntry `json:"running"`
 }
+
+// ApprovalDecisionRequest defines model for ApprovalDecisionRequest.
+type ApprovalDecisionRequest struct {
+	Comment *string `json:"comment,omitempty"`
+}
+
+// ApprovalStatus An approval step's request and, once made, its decision.
+type ApprovalStatus struct {
+	// Message What the pipeline asks approvers.
+	Message *string `json:"message,omitempty"`
+
+	// Roles The token roles that may decide.
+	Roles           []string `json:"roles"`
+	CommentRequired *bool    `json:"commentRequired,omitempty"`
+
+	// Deadline When `onTimeout` decides, if nobody did before.
+	Deadline  *time.Time               `json:"deadline,omitempty"`
+	OnTimeout *ApprovalStatusOnTimeout `json:"onTimeout,omitempty"`
+	Decision  *ApprovalStatusDecision  `json:"decision,omitempty"`
+
+	// Approver Name of the token that decided (absent when the timeout did).
+	Approver *string `json:"approver,omitempty"`
+
+	// ApproverId ID of that token.
+	ApproverId *string `json:"approverId,omitempty"`
+
+	// ApproverRole Its role when it decided.
+	ApproverRole *string    `json:"approverRole,omitempty"`
+	Comment      *string    `json:"comment,omitempty"`
+	DecidedAt    *time.Time `json:"decidedAt,omitempty"`
+
+	// TimedOut The timeout decided.
+	TimedOut *bool `json:"timedOut,omitempty"`
+}
+
+// ApprovalStatusOnTimeout defines model for ApprovalStatus.OnTimeout.
+type ApprovalStatusOnTimeout string
+
+// ApprovalStatusDecision defines model for ApprovalStatus.Decision.
+type ApprovalStatusDecision string
 
 // Attempt One try of a step.
 type Attempt struct {
@@ -755,6 +807,9 @@ type StepStatus struct {
 	// Item The forEach item of this entry.
 	Item  interface{}   `json:"item,omitempty"`
 	Items *[]StepStatus `json:"items,omitempty"`
+
+	// Approval An approval step's request and, once made, its decision.
+	Approval *ApprovalStatus `json:"approval,omitempty"`
 }
 
 // Token defines model for Token.
@@ -791,6 +846,9 @@ type ProjectPath = ProjectName
 
 // RunPath defines model for RunPath.
 type RunPath = RunID
+
+// StepPath defines model for StepPath.
+type StepPath = string
 
 // BadRequest RFC 9457 problem details.
 type BadRequest = Problem
@@ -886,6 +944,12 @@ type CreateRunJSONRequestBody = CreateRunRequest
 
 // CancelRunJSONRequestBody defines body for CancelRun for application/json ContentType.
 type CancelRunJSONRequestBody = CancelRunRequest
+
+// ApproveStepJSONRequestBody defines body for ApproveStep for application/json ContentType.
+type ApproveStepJSONRequestBody = ApprovalDecisionRequest
+
+// RejectStepJSONRequestBody defines body for RejectStep for application/json ContentType.
+type RejectStepJSONRequestBody = ApprovalDecisionRequest
 
 // CreateTokenJSONRequestBody defines body for CreateToken for application/json ContentType.
 type CreateTokenJSONRequestBody = CreateTokenRequest
@@ -991,9 +1055,15 @@ type ServerInterface interface {
 	// Server-sent events of run and step changes.
 	// (GET /v1/projects/{project}/runs/{run}/events)
 	StreamRunEvents(ctx echo.Context, project ProjectPath, run RunPath, params StreamRunEventsParams) error
+	// Approve a waiting approval step.
+	// (POST /v1/projects/{project}/runs/{run}/steps/{step}/approve)
+	ApproveStep(ctx echo.Context, project ProjectPath, run RunPath, step StepPath) error
 	// Combined stdout/stderr of one step attempt.
 	// (GET /v1/projects/{project}/runs/{run}/steps/{step}/logs)
 	GetStepLogs(ctx echo.Context, project ProjectPath, run RunPath, step string, params GetStepLogsParams) error
+	// Reject a waiting approval step (the step fails).
+	// (POST /v1/projects/{project}/runs/{run}/steps/{step}/reject)
+	RejectStep(ctx echo.Context, project ProjectPath, run RunPath, step StepPath) error
 	// Create a project token. The secret is returned once and never again.
 	// (POST /v1/projects/{project}/tokens)
 	CreateToken(ctx echo.Context, project ProjectPath) error
@@ -1721,6 +1791,40 @@ func (w *ServerInterfaceWrapper) StreamRunEvents(ctx echo.Context) error {
 	return err
 }
 
+// ApproveStep converts echo context to params.
+func (w *ServerInterfaceWrapper) ApproveStep(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "run" -------------
+	var run RunPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "run", ctx.Param("run"), &run, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter run: %s", err))
+	}
+
+	// ------------- Path parameter "step" -------------
+	var step StepPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "step", ctx.Param("step"), &step, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter step: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ApproveStep(ctx, project, run, step)
+	return err
+}
+
 // GetStepLogs converts echo context to params.
 func (w *ServerInterfaceWrapper) GetStepLogs(ctx echo.Context) error {
 	var err error
@@ -1782,6 +1886,40 @@ func (w *ServerInterfaceWrapper) GetStepLogs(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.GetStepLogs(ctx, project, run, step, params)
+	return err
+}
+
+// RejectStep converts echo context to params.
+func (w *ServerInterfaceWrapper) RejectStep(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "run" -------------
+	var run RunPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "run", ctx.Param("run"), &run, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter run: %s", err))
+	}
+
+	// ------------- Path parameter "step" -------------
+	var step StepPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "step", ctx.Param("step"), &step, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter step: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RejectStep(ctx, project, run, step)
 	return err
 }
 
@@ -1893,7 +2031,9 @@ func RegisterHandlersWithBaseURL(router EchoRouter, si ServerInterface, baseURL 
 	router.GET(baseURL+"/v1/projects/:project/runs/:run", wrapper.GetRun)
 	router.POST(baseURL+"/v1/projects/:project/runs/:run/cancel", wrapper.CancelRun)
 	router.GET(baseURL+"/v1/projects/:project/runs/:run/events", wrapper.StreamRunEvents)
+	router.POST(baseURL+"/v1/projects/:project/runs/:run/steps/:step/approve", wrapper.ApproveStep)
 	router.GET(baseURL+"/v1/projects/:project/runs/:run/steps/:step/logs", wrapper.GetStepLogs)
+	router.POST(baseURL+"/v1/projects/:project/runs/:run/steps/:step/reject", wrapper.RejectStep)
 	router.POST(baseURL+"/v1/projects/:project/tokens", wrapper.CreateToken)
 	router.DELETE(baseURL+"/v1/tokens/:token", wrapper.RevokeToken)
 	router.GET(baseURL+"/v1/workflows", wrapper.ListWorkflows)
@@ -4465,6 +4605,137 @@ func (response StreamRunEvents500ApplicationProblemPlusJSONResponse) VisitStream
 	return json.NewEncoder(w).Encode(response)
 }
 
+type ApproveStepRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Run     RunPath     `json:"run"`
+	Step    StepPath    `json:"step"`
+	Body    *ApproveStepJSONRequestBody
+}
+
+type ApproveStepResponseObject interface {
+	VisitApproveStepResponse(w http.ResponseWriter) error
+}
+
+type ApproveStep200JSONResponse Run
+
+func (response ApproveStep200JSONResponse) VisitApproveStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ApproveStep400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ApproveStep400ApplicationProblemPlusJSONResponse) VisitApproveStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ApproveStep401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ApproveStep401ApplicationProblemPlusJSONResponse) VisitApproveStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ApproveStep403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ApproveStep403ApplicationProblemPlusJSONResponse) VisitApproveStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ApproveStep404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ApproveStep404ApplicationProblemPlusJSONResponse) VisitApproveStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ApproveStep409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response ApproveStep409ApplicationProblemPlusJSONResponse) VisitApproveStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ApproveStep413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response ApproveStep413ApplicationProblemPlusJSONResponse) VisitApproveStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ApproveStep415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response ApproveStep415ApplicationProblemPlusJSONResponse) VisitApproveStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ApproveStep422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response ApproveStep422ApplicationProblemPlusJSONResponse) VisitApproveStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ApproveStep500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ApproveStep500ApplicationProblemPlusJSONResponse) VisitApproveStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ApproveStep503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ApproveStep503ApplicationProblemPlusJSONResponse) VisitApproveStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
 type GetStepLogsRequestObject struct {
 	Project ProjectPath `json:"project"`
 	Run     RunPath     `json:"run"`
@@ -4537,6 +4808,137 @@ type GetStepLogs500ApplicationProblemPlusJSONResponse struct {
 func (response GetStepLogs500ApplicationProblemPlusJSONResponse) VisitGetStepLogsResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RejectStepRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Run     RunPath     `json:"run"`
+	Step    StepPath    `json:"step"`
+	Body    *RejectStepJSONRequestBody
+}
+
+type RejectStepResponseObject interface {
+	VisitRejectStepResponse(w http.ResponseWriter) error
+}
+
+type RejectStep200JSONResponse Run
+
+func (response RejectStep200JSONResponse) VisitRejectStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RejectStep400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RejectStep400ApplicationProblemPlusJSONResponse) VisitRejectStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RejectStep401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RejectStep401ApplicationProblemPlusJSONResponse) VisitRejectStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type RejectStep403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RejectStep403ApplicationProblemPlusJSONResponse) VisitRejectStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RejectStep404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RejectStep404ApplicationProblemPlusJSONResponse) VisitRejectStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RejectStep409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response RejectStep409ApplicationProblemPlusJSONResponse) VisitRejectStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RejectStep413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response RejectStep413ApplicationProblemPlusJSONResponse) VisitRejectStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RejectStep415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response RejectStep415ApplicationProblemPlusJSONResponse) VisitRejectStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RejectStep422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response RejectStep422ApplicationProblemPlusJSONResponse) VisitRejectStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RejectStep500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response RejectStep500ApplicationProblemPlusJSONResponse) VisitRejectStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RejectStep503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response RejectStep503ApplicationProblemPlusJSONResponse) VisitRejectStepResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
 
 	return json.NewEncoder(w).Encode(response)
 }
@@ -4868,9 +5270,15 @@ type StrictServerInterface interface {
 	// Server-sent events of run and step changes.
 	// (GET /v1/projects/{project}/runs/{run}/events)
 	StreamRunEvents(ctx context.Context, request StreamRunEventsRequestObject) (StreamRunEventsResponseObject, error)
+	// Approve a waiting approval step.
+	// (POST /v1/projects/{project}/runs/{run}/steps/{step}/approve)
+	ApproveStep(ctx context.Context, request ApproveStepRequestObject) (ApproveStepResponseObject, error)
 	// Combined stdout/stderr of one step attempt.
 	// (GET /v1/projects/{project}/runs/{run}/steps/{step}/logs)
 	GetStepLogs(ctx context.Context, request GetStepLogsRequestObject) (GetStepLogsResponseObject, error)
+	// Reject a waiting approval step (the step fails).
+	// (POST /v1/projects/{project}/runs/{run}/steps/{step}/reject)
+	RejectStep(ctx context.Context, request RejectStepRequestObject) (RejectStepResponseObject, error)
 	// Create a project token. The secret is returned once and never again.
 	// (POST /v1/projects/{project}/tokens)
 	CreateToken(ctx context.Context, request CreateTokenRequestObject) (CreateTokenResponseObject, error)
@@ -5778,6 +6186,39 @@ func (sh *strictHandler) StreamRunEvents(ctx echo.Context, project ProjectPath, 
 	return nil
 }
 
+// ApproveStep operation middleware
+func (sh *strictHandler) ApproveStep(ctx echo.Context, project ProjectPath, run RunPath, step StepPath) error {
+	var request ApproveStepRequestObject
+
+	request.Project = project
+	request.Run = run
+	request.Step = step
+
+	var body ApproveStepJSONRequestBody
+	if err := ctx.Bind(&body); err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ApproveStep(ctx.Request().Context(), request.(ApproveStepRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ApproveStep")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ApproveStepResponseObject); ok {
+		return validResponse.VisitApproveStepResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // GetStepLogs operation middleware
 func (sh *strictHandler) GetStepLogs(ctx echo.Context, project ProjectPath, run RunPath, step string, params GetStepLogsParams) error {
 	var request GetStepLogsRequestObject
@@ -5800,6 +6241,39 @@ func (sh *strictHandler) GetStepLogs(ctx echo.Context, project ProjectPath, run 
 		return err
 	} else if validResponse, ok := response.(GetStepLogsResponseObject); ok {
 		return validResponse.VisitGetStepLogsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// RejectStep operation middleware
+func (sh *strictHandler) RejectStep(ctx echo.Context, project ProjectPath, run RunPath, step StepPath) error {
+	var request RejectStepRequestObject
+
+	request.Project = project
+	request.Run = run
+	request.Step = step
+
+	var body RejectStepJSONRequestBody
+	if err := ctx.Bind(&body); err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.RejectStep(ctx.Request().Context(), request.(RejectStepRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RejectStep")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(RejectStepResponseObject); ok {
+		return validResponse.VisitRejectStepResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}
@@ -5888,196 +6362,206 @@ func (sh *strictHandler) ListWorkflows(ctx echo.Context) error {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+x963LbOJfgq6C0UxVph5IvcdIdu6a63Ik7n6cdx58dT3Y2yrYgEpLwmQLYAGhbnXXV",
-	"Ps0+2D7JFs4BeJFIinJsd3+Z/ElkiQQOgINzv3zphHKeSMGE0Z39L50ZoxFT8PFEhtRwKezniOlQ8QT/",
-	"7FyenxA5IWbGSKgYNSwiimmZqpANOkFHhzM2p/Y1s0hYZ7+jjeJi2rm7uws6CVV0zoyb43WcasPUGTUz",
-	"+ye3oyf2j6Aj6Ny+G+ITnaCj2O8pVyzq7BuVsuI0/6LYpLPf+W9b+Vq28Fe95WY4taPZ+Y9ElEguTMOU",
-	"zD1y7zn9HNmkZzxhMResYdLEPXLvSf0c+aRK/oOFTQtN8In7T4nvZzOep8LPVkaY81SQ4zek+2/kA5sn",
-	"UtGY3Eh1NYnlDTl+0xuQ81Roog1VFpfMTMl0OiPnRxcfyJQZQsnl5fGb6x8OiCo+p42ifDozZKLkHLAx",
-	"G/3iza/kirEEvi1MZf9ekBumGJnyayYsulZsjErFvTflPBXHbxDXFdOJFJoBqv9Mo3P2e8q0sX+FUhgm",
-	"4CNNkpjjVdtKlBzHbP6v/9B471qfg30LJy3v/DsaT6Sas4hIRbi4pjG3lxXgOCAjppRUekRiro0mjIaz",
-	"7KEJZ3E06NwFnddSTGIePincH2bMg0lCN78mN9zM4Eg9uXkG2GAYwPmLVGMeRUw8NaBGXjHxTBMlY0Yi",
-	"yTQR0hAaW5wzM66JTJiC+QHOY2GYEjR+SjAvBbtNWAjXhqlrpggcPelGzFAea0IVI1LECxLL6ZRFPYD0",
-	"VJpfZCqip4T0VBKdhrPsiEnXYq4hYxZLMdXESEKFNDOmiKNfCOsZXcSSRh+kPKFqyp4aB8YyWhCuSWwn",
-	"V8TMqEAMYHiJLgVNzUwq/gd70u18x7XmYhqQVFwJeSMCoti1vEKCwG4TS+AQgS0tLLD/jx8/9g9TM2PC",
-	"WOBYGZoVzo5LvKY8puP4SXf/kEQsYSJiIlyQbkQNHVPN7PI8O+jZg0lz6A6IYkYtSEwNU+50EiVDpvVT",
-	"A/+RxXHfUehxajz1XSXN10wtiJse6SA3mli25Rag0ySRli++YxGnH+B8nv4KPNPkNU7ZtyDYjQdaGIYs",
-	"scRnxpQl1neemwKqHUZzi6VS/D1lKYCdKEsyDUfW6WXAFbwLOrd9qSL70w6AFPKIRYdmVQL5wOfMy6wx",
-	"1YbYZzVQ5KBj95+azn4noob1DZ9bKax2pl0rxTIR2a+tXGXYXK/bOVjYkTBqYQ/LDU2VooviyM+tzJAK",
-	"8fAj76E44uWZTwWx2i8ln/pzNo4cg3x4F3QOjWHzpGJj3wtG7F2SE0KJNiyxG1p7fKtI82s6ZkowwzRx",
-	"zxFa/JLixERRQaQgXYv1sZwiw7JcgAVEM0ZiLq50b9B0cD/eBR24VY2I9NI+dcvNaxmxwoNcGDaFDcue",
-	"fHEXdCZccD3zOLcZIu3dBR0AG25nFHG7LTQ+K23eEqFdvncn9n1CxzI1lfsWIDOlGjD/nC5IRPVsLKkC",
-	"BmC/vEiouiKXxwEZL4gVgAub6BCgeM+2LdRyeqni6gN1Ez+DY/ITT6lhN3SBsoe27Lwby5DGVqC32+Tf",
-	"WnOCP9wFnbml0sjfl0jpbEEocUic4Y0jQP7rBTOBBcqikcc3xSzhtN8FhA2mA4DY3q8ojZl6psnQklf8",
-	"2/KHfZLIiNzuk+2tnW0iZMQQGzP+sk92tsmx0OlkwkPOhCHimkecDkI535om6WDYOSBhzKjlvTczJmBG",
-	"D7FOw5CxSDfuxI6ldyKdj0tksQJJ7XPuFNfdP3zMU8kMgUbDdHv7eXjFRQSf2BZ+YVFFJzRkK9/iF6PG",
-	"BbyyLAAVufvcnef4OoolTfTxwrDkAh5cJoFu9/w4VVTvNRUhiwtqW5mw0XsCrhh1fLeRnTn9Zw3j211e",
-	"lxu9+H5gQW1YYCoKa6ymRBMaa7ZM2fOFzOntCRNTq/zvbG9vBysCYtXkOV9YYhg0oSE3i5a2ndf+8bug",
-	"4+xRrVFqmaBWENyYjlm8GY1eWaoVOS4YE+tEkxuproDkgIzi98FRqANCx9pSE0szY3h+wpU2LUWYO2/e",
-	"qABYCrA9VVIIhMnBYAkWNzMucklql8y5SC0B6XKTEVMUWJ9vkxJJH0sZMypgj6i+yuS9Cp2a6ivyu/0d",
-	"7Yx41M+0ByeRcVxBIu+CTppEm6HAMl2g8JA79iKgRfQqzpPt3+d6LH9dwOnV1ZaPu3LBfv/3Qa0MrZoT",
-	"s6HwarK2KGS5mmI0WgSkwK88ixKW2VBgiRPFGKETw9RQmNzUoj0eJjLSZGxVf6tvmxmbD4ZiVbBL0nc8",
-	"jvlaIfXcAXk4l6mAXZkm6amFqno73p5dWk2ICSPVAsAH2cT+34X1WdlFSNMLiEakdKLL/lDAEu0A1GsV",
-	"BPUCTaTAVbQSrN+eXVoIm6TqF7iQRtqw2baUt6IsNdg12rOB03y2LFIkSkZpaAigLemOnLo/gutqpUMp",
-	"WK9ZsrsLOlcWzxtu5a9wIU+s6Pb3+rup0/HcouK/yzGg3VCc0wX8YSTpjqhhMWfKP93vw6x9uOyj3j5O",
-	"EoDYdoiPBkNhT9OAMDkPAJUpuaHcWJnOah1Ez+SNxlefwSXQUgzIIRDM/aFwAz3TRN6IMnogTjTqA3M2",
-	"l2rx88Lc50xFNZ6fAx7blaxe1dC+y6LCcVVIdis6HaBiULiVZcA9JA1E6mQtqyvw+ZfPg05ipURll/O/",
-	"ut1Ph/3/Sft/bPdfff7Uzz7/Nvj833s/FX7r/fQva9lwByEhc2rs5ljUT2Iasrllf5rFLDRS6QH5lS2Q",
-	"sF3TOGWaTGQcy5uhKEi1eCH0Qhh6u08ouWJgp7PqZIIrJG9OL/o6HUdyTrkgiWITfjsUdtjR1iiwOCcI",
-	"BfoCaq4hc6kNefmcxMwuXwck4lNudEBG/VFARr/ZfwajoejSOJlRkc6Z4qF9cSzNjDAR6d4BoQi0BcYK",
-	"2kDTUFlDLQzQck5viwfwcq/h8HiVjOoup25tUPBS2TLdq7EgNOLTqZM3Cmjyifb/+PwJUaH/+ct28HL3",
-	"rhIfXgOrdS6m+4mnS5LdOhk1l482cXqtiA6V+wGL2UDOLt+Go1samnhhabjFwJF3Fo4A90fewTVatb1M",
-	"k/RMcakqJQ//C3J9rq2W/EwDdbQ0VRO+RCqDgvA3FIqKaSa5Olu8ez2RMQ8XpIsC6375iaGI2ISmsekN",
-	"yBsWxlRRw68Z8avS4IiwF+StzL4kmhk9FH6penCeivewED14e3bpl1Ii5p5o3gUdLpK0QvY+FAvy7xfv",
-	"T/EqBiShWjMv89jpM9+hsxnAOAMgw1PZd/P8w/Kac3rzzpkmvJu7gup7Ly3J/eAHxG2HJhMeo1wP/g29",
-	"yq7tyN5RvJE/OOhcM6UrvfkZSO6JA7JtSZHTNeaMCrThCHbDUNmYc8Hn6byzv1211X7LVmc69RSUCDzx",
-	"4gYrNuWWZiC1p046GCAN9Pd2117bORfZPW6naMLt+yCv2D31XPST6GPxN5mqilM94RNmdYsDIiQ6VRZo",
-	"18FNdIvAPfvxh5duEfj3TtUeekJUJllrlh50lIxZ1TWHi4deHjRVsYhbBmrP+ZqzG8BCe8tF8aE5jRiR",
-	"qdE8QkHv8OyYdMdSGm0UTUCaZMKu4VMHB+wEHRyuQASbtSyAuJ5iRnBoq1xNs1CxGovWmFFlhVB4ZEAu",
-	"ZlbiA9cmEC5L5pxfvlJ9NH7GpsuFYC2vCV8NPHRVy/KhIRWMOlXKeWqq9EPDtFWurzOnRb1g+BykqZgZ",
-	"50dY0r2LIv/eXdBh1z74p5V84FdwZF9r0o52LBwzFkdVsq9TN4u24ZmMrdLJQppqKwhbjTfmISXcKbWk",
-	"i4ZZGrP+RMl5/w+mJNF8KmjcA6suqNFeUW7epJ2XtfaQJV+PHIPVOtp4h977F5s2CbxJLg5nnUHw91Sa",
-	"1sFHf4eHAUNhG9uf8LnDsnP/YgP8P8AE+PzmOORnaprhJdK1WCL/bjWsexy8jDRmbd+7gIftWwkLW79k",
-	"n0Vr9DiuUZv9DpGbmdTMI7ZGdwjpbu8TYUW7BTO9dTpf0DHOq3153IwwL+yzik4mPNz46D8yPp013u4f",
-	"89HfOU9Zed3uWvdpwgO/4j5EwViukyh5u1jrILjhIkJBos1JfEBwPuJLy8Q5D3ZzrMcT3Ozo3LkXEbpw",
-	"e/LNLJCEjHoWKG4T2UeutqH00eg/LYhN3p9lqaSPYcSIOSlIl5KCUtYbDMX7OTfGxYFY/ROl9JJbLiB8",
-	"wNAfNqfhjAsv7g+FO15w84Uuno8pZyUsWAWq9L0qC8AS0W2jiZXDLO9za6tlEhin6RSR9T2IOwiMbhwj",
-	"rBo3pOD2bHQoe9xt9go+X146tfcAAMmnatqCamNDRmM24gIX6XxOK+IXlmHEQZug8vaG5QChN6cXaAc6",
-	"INyAdUWXbskzveoHBe2ryXCxt11tuFhh/6uinqJ6diJlUhbQaug9yD7rjrPM5uuf3G2NIhYznYUVkFsQ",
-	"PqdTqwhQQ0IqhDRkzEiSxjGEC+6LNI6DCp98xu0iCTZd8Pp6WS53smduy1r0frHq6XQLKZFp3K8mNPm7",
-	"l6MqyCmKDs80CWcsvCJ0SrnQpsLEAcIYmTEaKSnnVt3DgJQl0utMILmb341CZlRbIbdgLYFolt6qDWfC",
-	"jV4jx7ckECu+Yhi63Y0/L2DNMjpv5nNdVlX41GnkzRyhZbCDPcExDa/eT9Zdrbp4AAdQ0dvXuDFuwo19",
-	"5/l+NhkD6nB+HUhOXl5iUWG1m3uJ5Ewoj1n01okqja6RFrEML5ZozuqtC6mIeARx3MGa49VmHZJjaIii",
-	"hk0Xm0ZOZPQkG8DPGPi9a9r3C69trNihcYp1uNvmDj+H54ziob5EH18zbdhrd0grm+GBDvKAkjZk4sIJ",
-	"Yct8gBpCRU4bXSAYFRGZyRvS5WLCFBMhGxQH2if2YjERDcXIKG6kGFlxdXQdx/NRQOYyYnGAfCkgVE11",
-	"QJi4DrLYcZ1pHjoYCpoaafVBCId2hB5N0DLCdBIOVnbnTwKEjAjVhFq9LWYH6CuHxAgE3cwYV7n5lipG",
-	"uCCRDPUWTfhgHpXM0QWXa6PteFkuemiCu9bqsdPSJrFbI0D7d5vwpKysNfHinDqAlJBZjjBJqBRdyEXo",
-	"XNKo2znXsMsXmjOqU7uGAxcHYTRmQVi1lMGBxtRAGLkdUZN/pNGUrfJjjMxehfnF7S2hQt8whdiRCT4g",
-	"MkU8wlBoeKIUs8OFebm3Vu+fKDnf/MDBvvTq1Qku7F0F2JdJwpQL9sgipHEbxml4xQxY5riYwk+vXpkZ",
-	"SZgKmTA8ZllMkg8z8AdUDkqSKSrYDsyM1S7xCHy1tMj1e/N8A5G2nuDD7hZgCPwxVyHxL5YEHPlQ4jJ2",
-	"1NJw8ApVZcd9zERHH9/PtYtEHYEf7tPu5wHmOOj34tP2ZySCv6dMLQYJnbIL/kdVtOWKBQRz3Jqo+Nuz",
-	"Sxe4sLIuT1PXUo5UlOXVSi1k5SDc4P71GuBOnalpxcn5DgId3vGfV7cXf7KoLQWGFnUxJmApggZjJXob",
-	"3sznGAPk8y2WT1bGrA8ivgvPqZ7a/drLb5PXFiDmSU4mlqYIiXzIrqE5Oni3EJi0pAvnsWOFwUi3DFAL",
-	"K6Qd/lhc6rpV47gzFmPwhoy0D+bJM+TkjQvotx8s83RxL+AA9D7nNbBYwjHn7fMl3h2/vYh5yPQ6m3Mr",
-	"Lrmsm1fIX2AopXwTF4vF8g/2lXWW97QYlr56EK+liqQoeUIqAHxVw8VdOFF+0H65y/PW3NUz0GorpBc5",
-	"k2q9vuekqmL0QjNGQqhMm4choouLdg+/2NQ/0/6Y355dZk6axlPeMKB1CfluqBJcTCuIwZFlMdRZMuhY",
-	"XjMUjEylXVkjHRoUAyjrIp9X1gHWfHQq5K+tigHP6632bnOL29GIeMc+4mMTS3uGmpUedO2ZCD5HYiYi",
-	"TJrGfNRUpJpFbj+94acP2+mw2b3ZnOWysyn2P98E+19sgv17j4PVL0vYUN7rXyhXfT2z7AAfyXZSKrLt",
-	"4lF2iju4ika7lWEgGWSbIcVYKiVvuJie8DmvAPhv8oZMqHIXSMg5FzQumfrmdEFwFCxVAMlHiELd/s6+",
-	"ZeyxHduz/32y3Vvv4o8xca8BqnlqURPDwh1uFsFzIBSgA2hoHONL7cHZgzBXGLlCv7ACHZmmVFFhWB5d",
-	"5XaneWS0V+eS57JlvyhbUU14QWpqkrQCiHAi747fFvLMC4/O+bSP+UyJkhMeu5Smdfe2Xqr1u1NDsmpV",
-	"fS/Ftb16Vg5t60+BsWsAKo6zakXMhci645b2IKR2Ac3rRbjKMNXW3OU5RPhVCqMIzlo5tBnCPAa8pYbh",
-	"9Gg74ob6xO6aiHFXX6ccLw6M2Wro3GSOmHVOpbo7VbxRUpWuyL2xPztdv7aghEP+8CpxUX4sxBM2xve2",
-	"cig3ct1STlKjDe0rZLK9Gnm7mGe0RsbJ9qTaDZsFybanHPkur6Ma+eBVoP2N0RhtHEuS1YyFV1+ZRKcN",
-	"NUgNfdShvFofaOjeqgI21wXXkbjm+1pDen6+N715jkqHZTwV1KZwI52ZaIlz7UwHO9vT8WbX1c/X/mrm",
-	"aurK9rHJZJ3CZNd4xRZr7yREZm9mhrbDBh6GKsjPCjHUD2Zah3R+iNP8jzzUuvmMW8UfttU+v4IkvVgb",
-	"LFVeWF0iZNNeV5OqLOa/NanKzm4docqHbgJrfYrKTm2Kih+j2ud1SKKK5AbS1SwvSaa3dMLC3oC8tvQR",
-	"LV8QGJGwcCgSqjRTRX+UVERR0DWhwBA8zTXBvQmIluhrgOTbocjNyXn2LjVEipCVS8iQ7t7ubq8qxTNi",
-	"NKpODf5ZpiLCMBo0JKpUOHI07OzOhp3BanJ1AeXLgx0LRFjgCweonVBDYzlNGSZe8Uy4vzw/GTSlWFjR",
-	"NSrkV+yTT1/sEAGIY4FXxX+yn7L3frr7PEAew5KapNQ3h2/zoa64iGAEZ5X/KQCb7U8BmUh1RMPZTwEU",
-	"GeJM/xQQe/9kaqcMpTCUC6ZgvruNfYMe5Qok5sEI2Ms8f/7nZrr8Qylso7xVekZ3X7zcR+1pxm5Rc8rq",
-	"RVIhBQ9pTFysZWPUQDHX5UFoZJsQwdKtLifObBBQl1PQQmXH64x+utW3DDXxhZdWVYJfXpNXey9+yDxH",
-	"rpzboOIi2x8qBa3cn9mKABecXysk2IoL2lAR1gZCY0k/rFtVQVJzGW81KcZwE7MGUXG1TOkx4REThk8W",
-	"3n3p98m+gaS44K3vrfehwa8elKBJuDzLUfJhw6UeVump1kXWoqP9WMPRna20PUN3G7WWn/uBG0Bqw83r",
-	"4jYLlbRW1YEIg6XvEeC7U/DFtbXi5MnjTRbUNtFCUK4psydsblnB/BSpeXUl4HMqrkixGIgvq0a6rq4Y",
-	"ZF6tMR/+ABS8Lkv1COR4K0N16ZRFPeIfJdyQG6qJouLK1SVpnufH1nEtxZCp1YhWmJcbvU/AnhwQX9wj",
-	"IKfSakW/QDL4qRXD8OM500xdg3wTkDPF2DzBz8dY729tJoRKRYugN5asDe3D2gz3QuUXLrkzlrQipwsZ",
-	"vkpFqRyUhQm/+OS+sTiI33zO3N0TqUippKd+RvxMejM1Nl9fUG/gPHfOLZcR8SDZ5UvCf+aywNz+K8YS",
-	"FJa1kYpFRdlzKce1Jjc9L0PUInvfFXJomUixXCO7VUr7UqGLFZI5UYw1xx/MuUg1WS4/g4FIiYz0PSyn",
-	"RpoqF0Rh1g0H3VnN8bQzBLi86n1Zyp6riKR56Ej9FnHxTaB+zFxx9SHKaxIFll277YJ+MjDd+5VAupxm",
-	"b/ODNOVO0CLjGAqSf7381awVWZE3qq4b5ks7rqkWDiUcO43aThPfalsI7zwVrg5eUcpu8Uaq71VVq0lx",
-	"aqwSsFoi3rtRmkVzHhVCTwsT+P2pr96FJ1WJfKnIkr3KUL6hhkItA0EuLo7ISKViRCAZkHSzjcuiIsGs",
-	"UJHaEUL9vbX0uVSGsL6K6X3qkX4N3qlUHFfjvma/t4nivEcNyPuge2tEbEYwXO4aHLMrr8Gk4zfLqkmh",
-	"YFL2cfDbPqSX7b7Yq9ZTMpKxanXPMvkrDiSeVAv+DdnEK7KVHSRLea1ZZbVWKNitOaNTltVzqBaXCppE",
-	"QqfVBRpUukGmueUA6xRLGLBmNRce1zz7OTs6fXN8+rYTdM4vT0/x08Xl69dHR2+O3nSCzi+Hxyfw4fXh",
-	"6eujkxN8wv0BP3w4On93fHr44ehNHc+6yMhzRTVGsLViAjJIUYB4WFVFpeKxScyyavk19Y9fNRlxXZOH",
-	"+JpFue08N+o2V7LbXaJqS6S7yiy/VPi4WsNqrzzqNK5gGlBqCH+sq4MzWKnPUUNlly2bLpXyOKreTP87",
-	"OgjyVitY9QnDcMHQnoqIKbLln9e9wJWyyYeI1iisUFvDsYBlO7/lwZq5Vh5YJDScFQtJoWyC+aGWsyJP",
-	"5dGmgdk/fF2B4R/vJ1c570Er2uRLE6d6bRmV2uJNlbjsnl4fs1UfGuoszku5K+6koEJVakI59w5oSjBl",
-	"EKpaizSxh1mdUX0PE9SLBxEXGxOJ23J2f8RV3CKvNL2GXZwffTj/zwbOcfHr8dlZkYe4z6//Bh8+Hh5/",
-	"OD59+9sv789/e3t2ufTN4dnZ+fv/ODyp5C0FjKss5A/1+8mh92Fh+lRIleJQlI0RJoxakIQpYs+RcEFG",
-	"cKCjoeha6hH5auEFu48z+zibz6h3QHzIP7IuDWFmXGNOfmWhWV8dvvXV8u0K1lhQ1zO5H7+Sx1nctRBX",
-	"E2W/z7CZvggf7PFghdNuVluhJW25T/mJihjym5lzW1t8uaGa6CueJGy9WbNVVJZMTZKaGiHBTvlME/cM",
-	"6VKs54fXsjd4QI6w9wAl59G74ups1Nedr6l69hWeoxfQ1QKq2FXVID9cSjuCSmZEMGgUha9t3ijlZY1t",
-	"ZOl4Nw2CqYR8IlWpgN1aUc6Xymtk7faZSjNDsXrdOm8ZHGaD7vcbxpjUaHuXl6uvbvdf0f7k85cf7/rZ",
-	"570Wn3cq41hAVgtTxc3iwi7cRb1DFb3DtCph8VBkMW2HZ8cOWbojauLf/t//+b+jXtYEEjKOYKB82pkx",
-	"CXYQ4mIiK1xK0PXPZfTKSVYCmlBB3p0QqcIZg+x8LgVJYmosUrrCWnkFUZWKoaB6td+gHgzFUByB4Klk",
-	"ajKB93qHCMYiTUaHrlEXTLFPfsZ6gsjGYK2+vwXBYYCLDAUWFV7xyHdHdY2XRr0Bee87w2ngswtCxVCM",
-	"bvuuRnbfYtiIsFvDhAZoQD9mUOfOKoI0u6oW9C5eARdygRZS99dQoJ20NyDOV9rXoUx88y+suQqddDCp",
-	"3fJnd+n2CRUL9M9ATBHkNPhE573tvYAwV58WcuX9Eyg5+phHdsu1Qd4e85AJDJh0/RYPExrOWH93sF3w",
-	"83cKOFaIndjv7Ay28UGZMEET3tnvPB9sD55jvZ4ZoO/WDAJR/4AYeqwUmTXhsypS5y0zf3OPLDVq3N3e",
-	"buictVnHLBcOW9W1LObXvhOWu32d/U+fg472UfedE37NBNP6gND4hi402d3eJjczHmfJwiHT2pdS+NuH",
-	"D2dA9aiV5z919EJbueOznWHLFYxo2o137pG1u2HYrdlKYsrFmpZwwapOMWdmxlJN7BiWsTjHMkHG0rwd",
-	"hdfdcmqX6xBj4A+rbs3vEyYQu74KA5ZIfnV3NDcXiWSYzqEobNNiP1hJ0D8KtS2tWFO7YEjMbET2c3zi",
-	"T8F1JJOFLn1IPFxnxBfbz+uGzmDdKvYWbNo3u0yOlwZDzjH7zjcFpCLKWELtZl7vbBXTUaZVhWZf+5xI",
-	"qhiBbLWIcDFRVBuVhiaFtmQSCCe2U0UyPacLaOiHmk4nWDqnE67N6zxX4tGOqlgxvuK8PAiFjmB3QWdv",
-	"e6fVOeVtLuFwt9e/lDVEhZMt0D+o5rqah+rbwHJVrviadVApHm2xTn2Zr3b2ve8QY1yqpMvV5hYV/St8",
-	"4cXTw3dHo14GssZKif5XbjSLJyhjc2eC0wdLDWIJ11AQhwoUZ4ciH80q4HTGaORz+hwAUkFxdPgKowQC",
-	"yybC2VBUNE3AngoDcuirU0ODVYhS6JFRYfkjbN3hHhrhyKO8rbILZMDOCwf+gX3y5W6Ezc2cPk+W2vlw",
-	"KACv+DWL8s7NYHrMtrZ/9aPur/QT61mgUerY3d7JlJXCDmsi2A1ccmSVuNNWIaUxlhDO0QllkfL9W4oL",
-	"yeuB/Cwxzf9Bbl9N9MldWdMwKmV3j08DqmWT5c06IM5fCpRgFynBY4Nxnp9VuTVtsTN91dju0a3sORh8",
-	"rw0pKnTpvi/J22vDz/Je1faNnRZvLPc3hvdetAGvojPsV1JmfzLllpPuGkJuLaILkKTCoboaS5ZOtCbR",
-	"GO+xzJi3vrhPd0i0Y2YqjFOn7MZ1stBGJmTMuJhiI5mIWFprBuQCfvbkAUidkZZqWDo3FK5v5IAcZs2N",
-	"DI9jELp9THHeR9JTam6wcORQeBqkGNJ7kAoAmLzdm+viVkGP3sC6itSoRAz2qnJE5/LaXdO/MMIj6M1v",
-	"ZM3HvxpZ7ZYQmp1TxnTwwNRiU1wMaqXs2qN6Err9IUfGJ0aAJzzO94LllCbLYsp652GXOwbBpAUZiYOB",
-	"gwt2H9Ew8zp39j9VQ50/4s/njFpd6HMt2dr63ecZV+oXh05D8glhuRiat7XLHF5dmtu5oCrYARGy1AQr",
-	"pHHcG5AjYdCVM1kKt3VqjLwRPmQJah1yhVldYNe3O+ttO6mImdYFUzEav+B+PNNVpCy/HD7H+dFuyFI7",
-	"8ZqLgsKobxrhWod/U9fmvqp1wQhRRLxyT8XfsUkfXrcFVsHxIdsYHV+8adMkffxL5rMsKomzVSbfnl0+",
-	"qlpdKORRgXTvS/5Tu5uYhGS38N3xW+ISsHt/jrJdbrlpqQ4kS9oHrLB07foKVKjjm5yzO6lijlDtafmi",
-	"S495YsVMpmqLJYDwVzCE+D1batSkGSM0jgPXMiy33hePpZg61cIGUj6LUiO+R1KJK5v9tVKIdx4aFyoN",
-	"Yujg+9bV0O1X6994LcUk5ujZ/KfTW/EcCz4qiDIzTFBhMPGEugqgrW5OWTX1j259cZ/umuzxxfv0uMSt",
-	"TgDK6m99W5rCpjRvI7nDbWlZ7lg9+C1f57yZwx1lTz0iFpQ6ttSgQgbuMqP7r2pAeBDROe8XklW3z3ea",
-	"dMEMkelt11zzMY+5KdOfHJEeD43rnB8fXCESq9xV1cPfd/G7PtIhlHOmoWK/rzIyFN293V2npoOKAMXz",
-	"n2HVkd6AWJk4ShUEsq8GciZMDUXWMiD3Dviv8hJ9djXoJahwG1hpCGxy3vAjsBP8RwvVyImx2Od5tW8W",
-	"RDFUNNnqct+OlikyTzU0w0mT3kGW88NNkCU0FJtq7bs2/ZiYNxRW9Xa+fJY14Hd9D55pwsQU+m6JYql7",
-	"33Yrg6CLPRGgMDh2SoCwADUiUJAhjiHYmykG1tnc9vhMD8Wo34fB+jjVqFelvyPrzNpXPo4YuNQm7YkF",
-	"wGxx9RLgQd7KbwfK6sg4hiR3bAr8TQuHG1Lcfw5pcm93t83L7n4ioX96buLlVlHBSSxlyG3b7nKXCE4J",
-	"aS3Gao+v7biMy7S9ayHubH3xH5f8MlV+jRIxKd3p3apEh5iBC8lF8B6UyXXENU0ScDpDeSsIMR/nts2p",
-	"FN9lmq/EQjy18r5TEaEUYGZYfxQY5+a4Ve9SqceS7Seh/EX5OPBt4DMRRTMGooWQN9/R6+vQ61AU+zFm",
-	"PVgDEtOFTE3WsikghUZOecEZh4nC6CeWn4O1j3v0yuXttDLWCIRt9ntKY18je6nvN7QlpGKKMbUzcExb",
-	"EdoKqUPhf4JI3qzvVWm3pMq6KmlmDBdTTeb0imlChyLjEnCRIKANneUHEHqEjR/dHDcoFrsGRxBt3XUy",
-	"a5u+XD0/a86aINgIneT2awelD/WCvXmmie/LNiAfIRA2f9LSnWAodBrOLD/ETDVux9rbfrVvJey5NAzq",
-	"fo+lMqAP1PndLyF64YmEXdeK9kmDf9oSPEInvqMwRnR8a0Tuu5T6cAT8AkovEQpBePa+HuQXUU5WSUYl",
-	"DXACKjdPIaNuASnA9Jonpf+VjpZDC8xfSdwp3P5QzudURP/lr/9T36lzGWOzDs/mOKTlTBXTztQmsGbA",
-	"o14Txzz/KhflDMH5flW+X5Ui+7niSfGqWGHZtQFNaKoZxLl7MZCScZyy/lQxZi8Us5pA7wCqGFg5Gft/",
-	"YqinHQ6u2qNfM1XoJP1XuGe+s/UTCcJZI+2/vjDsT8pXLvwuFn8Xi+vo0jt6xZxQnAm6oNZSQRhVkEpU",
-	"UPDBCOAF4UeQg6dJ2k+y1ozNFtq8i+P32POviT03JW8wdFiCbSVdbtAhOaPQ39X+BP32em2i6taGozec",
-	"34NGPbpJ6gJN4NfvaFEXHVAOrPWYgW0XA9elL3DNEANf/Zoz3XvMCNuVEIEqk+VRyf9f1WZkjf//cCg2",
-	"6z4KFr0wZIlhkRuXDoWrY+Urkfv9389fntMFmSp5A+7vcWmCmBqmBkPx3sJLxSILDpthOQM4j2DplCCf",
-	"AKqOZA1QhsK52l2Zb0vD7UuYgCQnebC9jxCQgoHEGRBNoUOBllXWyLN06SI/vAi21DX1iQWwtRTEpZr6",
-	"o4Bj97XLCJ/YU/vmJLBvVqAqK23MkK5i4GboVfDJZbq4AVusF4FKTafq48+zpx4zRrPYHasqAj2raOMC",
-	"g8pRm3/xEMxiB64nj8HMZt/64j82R+TmfXoe/bhrRSVfwtEyDyjJyW6YNr6iI8FWx99syO7j48t624g/",
-	"onvh15Y7KP3oJpwlMJtiOMcyWliBxRQRDNVM7arlKfKfh+9OSJcaMpfakN0XL8mv/OfegBwbKNgAregi",
-	"oo3iWOkp70nHooOlQNC6fnNDsdRwjnz0BefKfcHQCY4Ql2/AMx0MhZDZhbDiYBTZeUSEHurCL4qZVAnX",
-	"Gobsbm/XBzYu91V7HDGr3FrsLigNddtf0Hn8QIN91VBPKvwt73wFZTyGJl5hHhZRxglX7aR44g9epqIF",
-	"lIdg4vHod0M1Cf+LpA19F22rRNvDKCI0wwco913dENShCSiUXOV4XU5EquGN9KY/BhJl7+m9DIKNfGzr",
-	"i/vUSnQqUs8/j1xYnpeThrxCQJHDfBehnkw2CVYD3criLNhkRhjqNoIa4fYpKyb4Sqv7hc6ZZc4UFNCm",
-	"UCK1+2mn/+rzp+3+q89ftoMf7/43jt6rKn/aIOL5VhO1OuK5fWBlNwF+KMSQL6DQBXQzRPdduaqHzYqT",
-	"t6s8ldWqXz0VuxTPsUBqU5m/y8qOfM5Il0OpLX7NetkxLcHjS+FOsApKDlab1i5rgBqziVSsCA+7bQnP",
-	"z/DqvQCqPEw6ZRf8j/KArq9wZ//FNvRz4/N0bv+wf3GBf+2stsBZXfQHkHAK/VJy3Z9dc5nqrDdKHWxY",
-	"P7oIXKm/3O5exS14RJrtu8LUFEWwENslQspV1xtHMZEdKo9gS4jet1vTBisdpkIHXrQFQcBxryu20Awa",
-	"4nBBfcNAT/B985onzg08chV/pYCjG3nyBkUDycjHx4+y1Lgpv2ZiQD6i43MoRscRmyfSMBEu+r+yxSiA",
-	"QECjOIuyNsF59C+dOz0WJXxXWlGl2d1AycmC093d3u4d5K9dsYX3t2LRG68PQ2RwvUp4nopV0r5cKJMz",
-	"YfrhTGomYCJQQTGu0bX/JppOGOkmebWdnFihqJ/f3aU9qbvBu46mZDc6KJUHHw5vd3f6w+HtD+zzv1Zy",
-	"vMcs4nCeij+poiH0eqoWBy2iwNGUfO5VSLZ0BD7d6MEVyhpgL/x031XG7/EojxQnZ1EMu4U1aKVSNXWo",
-	"Wst91qud9tWtLypt1iyRCP9JJOPbFTgO4fQz3dj33IrtUZfrEmC9eZfX13s6yWO9lnmeirU2+hzJtvI+",
-	"eE8EVW09JWy1lz6WkTkbv8CG76pTbB/zDiEYGAzheS2LDshExtCkC6/YM0S+73lF/wy1lL4+xVNfOcZj",
-	"JMELeUBciV0XJwOFKI3Mukc9JKPZyhukVhbdHMHv+wR6+fq2Z5T4JsAB8Q9YUEeEkrzL1gEZ8WgErrIy",
-	"ZqeaaIuuImTO3EW6moF315VK0eSEatOHKfrHb4iRQ6GYTuesh7XTtVGMzgkTkS6GIKf2WtFwBjAapuZc",
-	"0NjdJnI4FKGcQ+V3YOdcY21jdNTtvCDaHgHUck+UvLULBbofxlJjIneVYnQBkPj9qLN8LWs1peWVdJrN",
-	"jRDQfAROoY/bsmEPkkPhGkri206s36tpQJpioNc1U6DWls9Jz+SNdsVZOQxJb4CbTuxBQC6rYfs+UZfM",
-	"pWLkhscx1MkhXRjnAtJhAeGtwhhKIVhouJhCDZZvVfq4gNI0fY+QAhv/2922u4xNBzHP+J9Y3gBytvXF",
-	"/ne3FctpPdk5z00aJJZTvIgjOZloZkYDMvoffdcJqX/Kbk3/Pf7gPfr43FAYSai+gpBEwW6NM7WMkN3+",
-	"m9W9R6XgSHcDNEmF4THaU1yfRY/0gfOqoznSzZSREoiONIryGMInqyr+Wvp4Ype+xo6y0x9TDWZnnB8J",
-	"5QFxJtWiz9c9Umf9dD+XLScbWV9LPRm5iNht3VzQ17Fyou3qiaoGwU2tNiRvVzS8vc8ciAPVc0xorFk2",
-	"1FjKmFHRnhTfpw/UiZyS8cLg7S5YOXI8P5HT/ms5T6qr+ltczlsVLuFsXpEE5gA/fB4VUMF88iUHncqb",
-	"VtEqFS9CyfIIkwlp8qCTbnY7EFg8BaDt1Y6Iuib5T2zMeUJG8FrOx1xAXFEkU7OlTcQUGB6k60ZbvO9/",
-	"OUbgr1vZVWnBbvRTNltyN3BPYgngr1RpPzfX/fWupMczGMMMf1LNX1fWDRfZVPYNItDRSsxCxYxPuy6Q",
-	"r9fQw/C1FEbJuEK5ELIPo4z2i+OAf8TSjZiLKVOECxKiUI/ZqlY0HzQKzd9Nvf/sVYjhHjtdD7GiGLwo",
-	"MS8lcu14obFMkRw6KrA+Eh4f3PoC/zfWZztn1/KqcPXXZ/7Z579n/pUy/+yW+P6sB9jxzWp5N1JdWX3Q",
-	"BcZudpJr5GiMFjh+Q7qWouRUplcTVWMKxL2aVzURT9/YOOdRWZPdxqCZj9lTj5lTJP00daEHeXuxQnPg",
-	"P6W+/2nmYyk0MM6hGy9csVbdJiBwqeFCuVdmua/zp8+W+2OhWESnVMWd/c4WSAVuoqxJr+uRaaUeH2ri",
-	"S2wXvnM4XHwqA7TwJchwhb+zVjyF76ZJWvwzT3y++3z3/wMAAP//ty5EwLjsAAA=",
+	"H4sIAAAAAAAC/+y963Ibt7Yg/CoofqfK5Hea1MWyE0t1KqVIiqMT2daWrOM5Y3pCsBsksdUEOgBaEuOt",
+	"qnmaebB5kimsBfSN3U1StpTsbP+xKbIbWAAW1v3yuRPKeSIFE0Z39j93ZoxGTMHHMxlSw6WwnyOmQ8UT",
+	"/LNzdXFG5ISYGSOhYtSwiCimZapCNugEHR3O2Jza18wiYZ39jjaKi2nn/v4+6CRU0Tkzbo6jONWGqXNq",
+	"ZvZPbkdP7B9BR9C5fTfEJzpBR7HfUq5Y1Nk3KmXFaf5NsUlnv/P/beVr2cJf9Zab4a0dzc5/IqJEcmFa",
+	"pmTukQfP6efIJj3nCYu5YC2TJu6RB0/q58gnVfLvLGxbaIJPPHxKfD+b8SIVfrYywlykgpwek+5/kPds",
+	"nkhFY3Ir1fUklrfk9Lg3IBep0EQbqiwumZmS6XRGLk4u35MpM4SSq6vT45vvDogqPqeNonw6M2Si5Byw",
+	"MRv98vgXcs1YAt8WprJ/L8gtU4xM+Q0TFl1rNkal4sGbcpGK02PYjkvDkpbd14YlrbPM6d0ZE1M7wO72",
+	"dtCZc+H/3gnq7pZiOpFCM7haP9Logv2WMm3sX6EUhgn4SJMk5ni1txIlxzGb//vfNd7ztc/dvoWTlk/6",
+	"DY0nUs1ZRKQiXNzQmFviAHAckBFTSio9IjHXRhNGw1n20ISzOBp07oPOkRSTmIdPCvf7GfNgktDNr8kt",
+	"NzNAIU/engH2GQZw/iTVmEcRE08NqJHXTDzTRMmYkUgyTYQ0hMYWx82MayITpmB+gPNUGKYEjZ8SzCvB",
+	"7hIWwjVl6oYpAkdPuhEzlMeaUMWIFPGCxHI6ZVEPIH0rzU8yFdFTQvpWEp2Gs+yISddiriFjFksx1cRI",
+	"QoU0M6aIo5cI6zldxJJG76U8o2rKnhoHxjJaEK5JbCdXxMyoQAxgeImuBE3NTCr+O3vS7XzDteZiGpBU",
+	"XAt5KwKi2I28RoLA7hJL6hCBLe0tiBsfPnzoH6ZmxoSxwLEyNEvUDpd4Q3lMx/GT7v4hiVjCRMREuCDd",
+	"iBo6pprZ5Xn207MHk+bQHRDFjFqQmBqm3OkkSoZM66cG/gOL476j0OPUeOq7TJpvmFoQNz3SQW40sRzM",
+	"LUCnSSItH37DIk7fw/k8/RV4pskRTtm3INiNB1oYhiyxxGfGlCXW956vAqodRnOLpVL8LWUpgJ0oSzIN",
+	"R9bpZc4lvAs6d32pIvvTDoAU8ohFh2ZZ4nnP58zLyDHVhthnNVDkoGP3n5rOfieihvUNn1upr3GmXSs1",
+	"MxHZr60kYdhcr9o5WNiJMGphD8sNTZWii+LIz63MkArx9UfeQ3HESzYfC2K8X0o+9adsHDkGefQ+6Bwm",
+	"iZI3ND5221YQZWgUcbvLND4vnNqExpoF1YOU87nDxoIwtbdtpakqRWkB4tJQk+rlQz4UhLpHiJXmLEt2",
+	"MgQVUUCkCBmZ04gFcHmKKFCGE0dBjKtwJ5rjEVBNS+kRmyIWkS4dayYMuZ3BL4xYZJKpIRG3LLUFq767",
+	"D7JpT6PliU+PcVpqcmrdONj3hcEuJFK0ynDGiSsAKc9W0Drsq/ugeITNd3E7f/AiQ7rshbGUMaOiivkR",
+	"oxFoXEvAfrAwjqR4j5s5csDqgPAJERJYb8QjMmYTqdjmN3qvSjs2e33H0x7ttHMm0rm9ZO4IItAq/g7S",
+	"V+FyLQ/08j7ozC0TmtZugj36GSNeMyVUX2vij1m3npyFMNu/GhAzCFvhe2GJiIxZzdXLxGDAKo2IOqcL",
+	"d1Sg13lyVrnpzVTLUlq7+dG71DRM6a/XEvbWINnObpUK4mJq6Z0xbJ7UzPpOMGJlBzkhFIjMMvUosKtl",
+	"iH9Jx0wJZpgm7jlCi19SnJgoKogUpGsJVSynKKBbqZcFRDNGYi6udW8lFQApovWyWqRjd9wcyYgVHuTC",
+	"sCkwiNLxT7jgevawe2KvGYDdzDVqkKO8hWf2fULH9tDr9i1A5YFquCoXFgGpno0lVSDw2i8vE6quydVp",
+	"QMYLYnX/wiY6BKjSslhOr1Rcf6Bu4mdwTH7iKTXsli5Q19KWvnZjGdKYqFTYbfJv6dVMoYUgLAgljmln",
+	"eOMELv/1gpnAAmXRyOObYlZQtN8FhA2mA4DYyhNRGjP1TJOhFSfxbysP75NERuRun2xv7WwTISOG2JjJ",
+	"0/tkZ5ucCp1OJjzklv+JGx5xOgjlfGuapINh54CEMaNW18hYo4dYp2HIWLSCgFkKJtL5uCQG1iApUDo8",
+	"xVX3Dx/z3DxDoNEw3d5+Hl5zEcEntoVfWFTRCQ3Z0rf4xWgl73SGsofcnef4OqphbfLgpWHJJTxYJXZu",
+	"9/w4dVTviIqQxQXZriIWPRBwxajTM1oZlJPVVgj6y0QcRy++H1hQWxaYPlB+zRdSEF931hVfj3K+UGEY",
+	"NKEhN4s1bedH/nErZaG9f22UqhLUGoIb0zGLN6PRS0u1KtYlY2KVKnYr1TWQHNDJ/D44CnVAnDRtaWYM",
+	"z0+40mZNAe/eW3ZrAJaiXtJ8n8HkYLAEi5sZF7nmuEvmXKSWgHS5yYgpKujPt0mJpHspxO4R1deZflsj",
+	"yVB9TX6zv6MfB4/6mfbgJDKOa0jkfdBJk2gzFKjSBQoPuWMvAlpEr+I82f59asbyowJOL6+2fNy1C/b7",
+	"vw9mtJAay2mGwpsFtUUhy9UUo9EiIAV+5VmUsMyGAkucKMYInRimhsLkpmXt8TCRkSZjmYqIGGm/mQ+G",
+	"YlmwS9I3PI75SqX8wgF5OJepgF2ZJulbC1X9drw+vyJc3DBhpFoA+CCb2P+7sD4ruwhpegHRiJROdNkf",
+	"CliiHYB6K4pXj4gUuIq1DAmvz68shG3y+AtcSCtt2GxbyltRlhrsGu3ZwGk+q4oUiZJRGhoCaEu6I2fe",
+	"HMF1tdKhFKzXLtndB51ri+ctt/IXuJBnVnT7W/Pd1Ol4blHxP+UY0G4oLugC/jCSdEfUsJgz5Z/u92HW",
+	"Plz2UW8fJwlAbDvER4OhsKdpQJicB4DKlNxSbqxMZ7UOomfyVuOrYOawjGlADoFg7g+FG+iZJvJWlNED",
+	"cWKFEjqXavHjwjzkTEU9nl8AHtuVLF/V0L5bUt9qJLslGxagYlC4lWXAPSQtROpsJasr8PmXz4NOYqVE",
+	"ZZfzv7rdj4f9/0n7v2/3X3362M8+/zr49P/3fij81vvh31ay4Q5CQubU2M2xqJ/ENGRzy/40i1lopNID",
+	"8gtbIGG7oXHKNJnIOJa3Q1GQavFC6IUw9G6fUHLNwC9h1ckEV0iO3172dTqO5JxyQRLFJvxuKOywo61R",
+	"YHFOEAr0BdRcQ+ZSG/LyOYmZXb4OSMSn3OiAjPqjgIx+tf8MRkPRpXEyoyKdM8VD++JYmhlhItK9A0IR",
+	"aAuMFbSBpqGyhloYoOWc3hUP4OVey+HxOhnVXU69tgHVS2VVutdgMW3Fp7dO3iigyUfa//3TR0SF/qfP",
+	"28HL3ftafDgCVutc+A8TTyuS3SoZNZePNgkqWBIdavcDFrOBnF2+DSd3NDTxwtJwi4Ejb/IaAe6PfADB",
+	"aNn2Mk3Sc8WlqpU8/C/I9bm2WvIzDdTR0lRNeIVUBgXhbygUFdNMcnW+R/d6ImMeLrz5d7/8xFBEbELT",
+	"2PQG5JiFMVXU8JvckKfB8WovyGuZW/c0M3oo/FL14CIV72AhevD6/MovpUTMPdG8DzpcJHU2s0OxIP95",
+	"+e4tXsWAJFRr5mUeO30Wm+FsBjDOAMjwVPbdPH+3vOaC3r5xpgkfRlRD9X0UDMnjjA6I2w5NJjxGuR78",
+	"uXqZXduRfSDORvE2QeeGKV0bLZWB5J44INuWFDldY86oQBuOYLcMlY05F3yezjv723Vb7bes2VlgCRyc",
+	"eHGDFZtySzOQ2lMnHQyQBm4QZ9J4+97La/ZAPRf9wvpU/CxTVXOqZ3zCrG5xQIREJ/IC7Tq4iW4RuGff",
+	"f/fSLQL/3qnbQ0+IyiRrxdLRGF13zeHioT0aTVUs4paB2nO+4ewWsNDeclF8aE4jRmRqNI9Q0Ds8PyXd",
+	"sZRGG0UTkCa93RwH7AQdHG7ZbN6gZQHEzRQzgkNb5mqahYo1WLTGjCorhMIjA3I5sxIfhHIA4bJkzsUh",
+	"1aqPxs/YdrkQrOqa8NXAQ1e3LB96V8OoU6WcI6lOPzRMW+X6JvPQNQuG6DyKmXF+0xYPwN590GE3Prhy",
+	"LfnAr+DEvtamHe1YOGYsjupkX6duFm3DMxlbpZOFNNVWELYab8xDSrhTakkXDbM0Zv2JkvP+70xJovlU",
+	"0LgHVl1Qo72i3L5JOy8b7SEVj4scg9U62niH3vkX2zYJvOcuznGVQfC3VJq1gzv/Bg8DhsI2rn/CFw7L",
+	"LvyLLfB/BxPg85vjkJ+pbYaXSNdi56hba1j3OERV0Jit+94lPGzfSli49kv2WbRGj+MGtdnvELmdSc08",
+	"Ymt0h5Du9j4RVrRbMNNbpfMFHeOieK5O2xHmhX1W0cmEhxsf/QfGp7PW2/19Pvob5ykrr9td6z5NeOBX",
+	"3IeoP8t1EiXvFisdBLdcRChIrHMS7xGcD/hSlTjnwcSO9XiCmx2dO/ciQhduT76ZBZKQUc8CxW0j+8jV",
+	"No0SafOfFsQm78+yVNLHiGNEshSkS0lBKesNhuLdnBvj4t6s/olSesktFxA+YOgPm9NwxoUX94fCHS+4",
+	"+UIXL82UsxIWrAJ1+l6dBaBCdNfRxMph7A+5tfUyCYzTdorI+r6KOwiMblxEK7lQwe3Z6lD2uNvuFXxe",
+	"XTq19wAAyadq24J6Y0NGYzbiApfpfE5r4rWqMOKgbVB5e0M1IPL47SXagQ4IN2Bd0aVb8kwv+0FB+2oz",
+	"XOxt1xsultj/sqinqJ6dSZmUBbQGeg+yz6rjLLP55id310YRi5nOwgrILQif0ynDSJaQCiENGTOSpHEM",
+	"4dH7Io3joMYnn3G7SIJNF7y+XpbLneyZ27Il3GbJ0+kWUiLTuF9taPI3L0fVkFMUHZ5pEs5YeE3olHKh",
+	"TY2JA4QxMmM0UlLOrbqHASkV0rsUAedGITOqrZBbsJZANEtv2YYz4UavkOPXJBBLvmIYer0bf1HAmio6",
+	"b+ZzraoqfOo08naOsGawgz3BMQ2v301WXa2meAAHUNHb17oxbsKNfef5frYZA5pwfhVITl6usKiw3s1d",
+	"ITkTymMWvXaiSqtrZI1YhhcVmrN860IqIh5B3kqw4ni1WYXkGBqiqGHTxaaRExk9yQbwMwZ+79r2/dJr",
+	"G0t26ErIZ8Pi1rnDz+E5o3ior9DH104b9tY7pKXN8EAHeUDJOmTi0glhNcGaVOS00QWCURGRmbwlXS4m",
+	"TDERskFxoH1iLxYT0VCMjOJGipEVV0c3cTwfBWQuIxYHyJcCQtVUB4SJmyDLldGZ5qGDoaCpkVYfhPQP",
+	"R+jRBC0jTNfjYGV3/iRAyIhQTajV22J2gL5ySARD0M2McZWbb6lihAsSyVBv0YQP5lHJHF1wubbajqty",
+	"0dcmuCutHjtr2iR2GwRo/24bnpSVtTZenFOHPH5dZ0mYpehCLkLnkkbdzrmGXT7mnFGd2jUcuDgIozHr",
+	"y6qlDA40pgbSZuyImvw9jaZsmR9jJsoyzC/u7ggV+pYpxI5M8MGQeB5h6gc8UYrZ4cK83Fup90+UnG9+",
+	"4GBfevXqDBf2pgbsqyRhygV7ZBkhuA3jNLxmBixzXEzhp1evzIwkTIVMGB6zLCbJhxn4AyoHJckUFWwH",
+	"ZsZqKzwCXy0tcvXePN9ApG0m+LC7BRgCf8x1SPyTJQEnPpS4jB2NNBy8QnXZxx8y0dHnM3HtIlFH4If7",
+	"uPtpgDld+p34uP0JieBvKVOLQUKn7JL/XhdtuWQBwfTeNir++vzKBS4srcvT1JWUIxVlebVWC1k6CDe4",
+	"f70BuLfO1LTk5HwDgQ5v+I/L24s/WdSWAkOLuhgTUImgwViJ3oY38znGAPn8surJypj1QcR34Tn1U7tf",
+	"e/lt8toCxDzJycTSFCGRD9k1tEcH7xYCkyq6cB47VhiMdMsArWGFtMOfiivdtGocd8ZiDN6QkfbBPHlG",
+	"sLx1Af32g2WeLu4FHIDe57wCFks45nz9/LA3p68vYx4yvcrmvBaXrOrmNfIXGEop38TFYrH8vX1lleU9",
+	"LYalLx/EkVSRFKvSQF41cHEXTpQftF9udd6Gu3oOWm2N9CJnUq3W95xUVYxeaMdICJVZ52GI6OJivYdf",
+	"bOqfWf+YX59fZU6a1lPeMKC1gny3VAkupjXE4MSyGOosGXQsbxgKRqbWrqyRDj0sdQms+ehUyF9bFgOe",
+	"N1vt3eYWt6MV8U59xMdG+ZgeNWs96NozEXyOxExEWCQC8+9TkWoWuf30hp8+bKfDZvdmb2Vy2kbY/3wT",
+	"7H+xCfbvPQ5WvyxhQ3mvf6Jc9fXMsgN8JNtJqci2i0fZKe7gMhrt1oaBZJBthhRjqZS85WJ6xue8BuCf",
+	"5S2ZUOUukJBzLmhcMvXN6YLgKFgKBpKPEIW6/Z19y9hjO7Zn//tku7faxR9jonILVPPUoiaGhTvcLILn",
+	"QChAB9DQOMaX1gdnD8JcYeQa/cIKdGSaUkWFYXl0ldud9pHRXp1LnlXLflG2oprwgtTUJmkFEOFE3py+",
+	"LtTVKDw659M+5jMlSk547FKaVt3bZqnW704DyWpU9b0Ut+7Vs3Louv4UGLsBoOI4y1bEXIhsOm5pD0Jq",
+	"F9C8WoSrDVNdm7s8hwi/WmEUwVkph7ZDmMeAr6lh+Iz4RcI21Cd2V0SMu/pl5XhxYMxWQ+cmc8Sscio1",
+	"3anijZKqdEUejP3Z6fq1BSUc8odXi4vyQyGesDW+dy2HcivXLeUktdrQvkAm22uQt4t5RitknGxP6t2w",
+	"WZDs+pQj3+VVVCMfvA60nxmN0cZRkaxmLLz+wiQ6nZW58FGH8np1oKF7qw7YXBdcReLa72sD6fnxwfTm",
+	"OSodlvHUUJvCjXRmogrn2pkOdran482uq59v/auZq6lL28cmk1UKk13jNVusvJMQmb2ZGdoOG3gY6iA/",
+	"L8RQfzXTOqTzQ5zmf+Wh1u1nvFb84bra5xeQpBcrg6XKC2tKhGzb63pSlcX8r02qsrNbRajyodvAWp2i",
+	"stOYouLHqPd5HZKoJrmBdDXLSz7qLZ2wsDcgR5Y+ouULAiMSFg5FQpVmquiPkoooCromFFSDp7kmuDcB",
+	"0RJ9DZB8OxS5OTnP3qUGy/6USmaR7t7ubq8uxbO5CM2PMhURhtGgIVGlwpGjYWd3NuwMlpOrCyhfKb8j",
+	"EGGBLxygdkINjeU0ZZh4xTPh/uribNCWYmFF16iQX7FPPn62QwQgjgVeFf/Bfsre++H+0wB5DEsaklKP",
+	"D1/nQ11zEcEIzir/Q2DXfzr5IQDb7Q8BmUh1QsOZ/YEZxZn+IfDlWX4ISCiFoVwwRf5BFF2QfxANZTj+",
+	"QTJPKPlHVr0JgLvf2JHo8bNAj74atXuZJ9v/2E7EvyvFeJT3Vc/o7ouX+6hqzdgdqllZ8V4qpOAhjYkL",
+	"zGwNMSgmxnwVgrpOPGGJBJSzbDaIvsvJbaHM7k1GbN3q14xL8VXplvWHn47Iq70X32VuJlfrclBz6+0P",
+	"tVJZ7vxci1oXPGVL9NrKFtpQETZGTWOtMizqV0N/c4FwOYPGcBOzFrlyuWb0KeERE4ZPFt7X6ffJvoF0",
+	"u+Da7612uMGvHpSgTRI9z1Hy68ZWfV0NqV5xWYmO9mMD+3eG1fW5v9uolczfD9wC0jqsvynIs1BmcFl3",
+	"iDCy+oGV0zY1+eSZ5m3m1nVCi6C2U2Z82NwMg8ksUvP6suwXVFyTYuUQXyOOdF3RRUjTWmFr/A4oeFNK",
+	"6wkI/Vbg6tIpi3rEP0q4IbdUE0XFtSti0j7P92sHwRTjq5bDX2FebvQ+AeNzQHwlkIC8lVaF+gkyx99a",
+	"mQ0/XjDN1A0IQwE5V4zNE/x8isVQV6ZNqFSsESHHkpVxgFjI4UGo/MJlgsaS1iSAIcNXqSjVjrIw4Rcf",
+	"3TcWB/GbT5lvfCIVKdU71s+In0lvpvPm6wuaraEXzhPm0ie+Sip6RVPI/BtYCOCasQQla22kYlFRUK0k",
+	"xDYksuc1i9ZI9XdVH9bMuqg2LFgr/71SFWOJZE4UY+3BCnMuUk2qtWowaimRkX6AmdVIU+evKMy64aA7",
+	"ywmhdoYAl1e/L5VUu5qwm68d1r9GEH0bqB8yv11zPPOKrIKqH3i9CKEMTPd+LZAuATor5xnNuX1ldXoy",
+	"dIf4cvmrXSuyIm9UX2TM14Fc0boB6j12WrWdNr61btW8i1S4onlFKXuNN1L9oBJcbYpTa0mB5X4d3ufS",
+	"LprzqBCnWpjA709zqS88qVrkS0WWGVaG8pgaCoUPBLm8PCEjlYoRgcxB0s02LguhBBtETR5ICMX6VtLn",
+	"Us3C5pKnDyle+iV4p1JxWo/7mv22TsjnAwpGPgTd10bEdgTD5a7AMbvyBkw6Pa6qJoXqStnHwa/7kIu2",
+	"+2KvXk/JSMayiT5L+685kHhSL/i3pB4vyVZ2kCw/tmGV9VqhYHfmnE5ZVvyhXlwqaBIJndZXc1DpBmnp",
+	"lgOsUixhwIbVXHpc8+zn/OTt8enb152gc3H19i1+urw6Ojo5OT457gSdnw5Pz+DD0eHbo5OzM3zC/QE/",
+	"vD+5eHP69vD9yXETz2oq/v4+M8xitjJIUYB4WIJFpeKxSUxVtfySYsmv2iy+rgNOfMOi3NCeW4Dby97t",
+	"VqhahXTX2fArVZLrNaz1lUedxjVMA+oS4Y9NRXMGS8U8Gqhs1bLp8i7rCuu/L+Rlojch73uFJaIwZhes",
+	"8qmImCJb/nndC1zdm3yIaIXCCoU4HAuoOgUsD9bM9TnCiqLhrFh1CmUTTCa1nBV5qustsIHk/t2XVSP+",
+	"/mFylXM1rEWbfB3jVK+sudJY6akWl93TqwO8muNIncW5kujiTgrKWaUmlHPvraYE8wuhBLZIE3uY9enX",
+	"DzBBvfgq4mJr1vG6nN0fcR23yMtSr2AXFyfvL/67hXNc/nJ6fl7kIe7z0c/w4cPh6fvTt69//endxa+v",
+	"z68q3xyen1+8+6/Ds1reUsC42qr/UOyfHHpHF+ZahVQpDhXcGGHCqAVJmCL2HAkXZAQHOhqKrqUekS8t",
+	"XrD7OLOPs/mMegfE5wcg69IQk8Y1JvDXVqX1TrNVN6rSPeU+6Pgi9GtfSt8VYYXtdTV7/P4LuaPFegtx",
+	"PTn3JwTH4Gv9wekMlnj0ZiUc1qRKD6lyUROqfjtz3nGLabdUE33Nk2SNJi1rBX/J1CSpaRAvXPsc9wzp",
+	"UiwbiBe6N/iKvGTvK1S2R7+MK+fRXN6+objaF/icXkDzDCiWV1fq/LDaDQg6pAgG/ffwtc271bxssKpU",
+	"jnfTWJtayCdSlerkrRQCfUW+VqHAPlNroCgWyVvlZ4PDbNEaf8VQlgY98epq+dXt/ivan3z6/P19P/u8",
+	"t8bnndpwGZDywlRxs7i0C3fB9VCs7zCty4s8FFno3OH5qUOW7oia+Nf/+7//z6iX9fKFxCYYKJ92ZkyC",
+	"jdm4mMgaZxQ0b3WJw3KSVZomVJA3Z0SqcMagCACXgiQxNRYpXf2uvFCpSsVQUL3cNlYPhmIoTkBkVTI1",
+	"mah8s0MEY5Emo0PX/xCm2Cc/YtlCZICwVt9Gg+AwwEWGAmsXL/nyu6Omfnaj3oC88w03NXDoBaFiKEZ3",
+	"fVeKu28xbETYnWFCAzSgWTMop2dVSJpdVQt6F6+AC9ZA26r7ayjQwtobEOdl7etQJr6nIpZ2hYY9mDtv",
+	"Obu7dPuEigV6diB0CVInfD713vZeQJgrgwsp+f4JlDl9aCW749qgVBDzkAmMy3QdbQ8TGs5Yf3ewXYgQ",
+	"6BRwrBB1sd/ZGWzjgzJhgia8s995PtgePMeyQDNA360ZxLv+DqH6WJAy621qlavOa2Z+do9U+t/ubm+3",
+	"NCTcrBGhi7qtawYZ8xvfYNDdvs7+x09BR/vg/s4Zv2GCaX1AaHxLF5rsbm+T2xmPs5zkkGntKzb8/P79",
+	"OVA9ajWBjx290Fbu+GRn2HJ1Kdp24417ZOVuGHZntpKYcrGi02awrI3MmZmxVBM7hmUsziVNkLG0b0fh",
+	"dbecxuU6xBj4w2pa87uECcSuL8KACsmvbzrp5iKRDNM51J5tW+x7Kwn6R6GEphVrGhcM+Z+tyH6BT/wh",
+	"uI5kstD8FImHazj7Yvt509AZrFvFlq1t+2aXyfHSYGQ7Jvn5XqtURBlLaNzMm52tYtbLtK6e7ZFPvaSK",
+	"EUiKiwgXE0W1UWloUuh+JoFwYpdqJNNzuoA+qagjdYLKOZ1xbY7ylIxHO6piYfqa8/IgFBqP3Qedve2d",
+	"tc4p7x4Mh7u9+qWszzScbIH+QdHY5XRX312bq3Jh2axRS/Foi+Xwy3y1s++9jhgdUyddLvfQqGmT4es7",
+	"vj18czLqZSBrLMjof+VGs3iS9bEETUQfVPpuE66h7g4VKM4ORT6aVd3pjNHIpw46AKSCGuzwFcYXBJZN",
+	"hLOhqOnNgK0bBuTQF8GGvtUQ39Ajo8LyR9ghxD00wpFHeXd8FwKBDR4O/AP75PP9CHuoOUsAqXQN4lBn",
+	"XvEbFuUN+MFomW1t//p73V9qW9azQKPUsbu9kykrhR3WRLBbuOTIKnGnrUJKY6xUnKMTyiLl+1eJKMnL",
+	"jvwosZrAV7l9DXEr92VNw6iU3T8+DaiXTaqbdUCcpxUowS5SgscG4yI/q3LH7zOJUzWN7R7dyp6DwffW",
+	"IUU/0qjgPnkQydtbh5/9JNWYRxEDv9bezhpvVNvGw3sv1gGvpuH2F1JmfzLlzpbuGkIKL6KL616cHaor",
+	"5WTpxNokGiNFqox567P7dI9EO2amxjj1lt26hhnayISMGRdT7FcTEUtrzYBcws+ePACpM9JSDUvnhsK1",
+	"pxyQw6yHkuFxDEK3j0bO21V6Ss0N1qccCk+DFEN6D1IBAJN3lXPN4mro0TGsq0iNSsRgry4VdS5v3DX9",
+	"EyM8gt7+xltpfpKpiL4cWe2WEJqdU8Z08MDUYlNcDBql7MajehK6/T5HxidGgCc8zneC5ZQmS5bKWvRh",
+	"Mz0GYagFGYmDgYML9hDRMPNXd/Y/1kOdP+LP55xaXehTI9na+s2nM9fqF4dOQ/J5Z7kYmnfPy1xlXZrb",
+	"uaD42AERstRrK6Rx3BuQE2HQCTSpBOo6NUbeCh/sBCUVucLkMbDr2531tp1UxEzrgqkYjV9wP57pOlKW",
+	"Xw6fSv1oN+TQ7xDO1HBRUBj1vSmyvtx/oWvzUNW6YIQoIl65deNv2AsQr9sCi+34YG+Mqy/etGmSPv4l",
+	"8/kZtcTZKpOvz68eVa0u1AupQbp3Jc+r3U1MX7Jb+Ob0NXF53r0/Rtkud/a0VAdyMu0DVli6ce0LatTx",
+	"Tc7ZnVQxu6jxtHxtp8c8sWIOVL3FEkD4MxhC/J5V+kFpxgiN48B1Jsut98VjKSZdrWEDKZ9Fqd/fI6nE",
+	"tT0F11KId742LtQaxNDB91dXQ7dfrX7jSIpJzNGz+U+nt+I5FnxUEJ9mmKDCYMoKdYVG17o5ZdXUP7r1",
+	"2X26b7PHF+/T4xK3JgEoK/P119IUNqV5G8kdbkvLcsfywW/5curtHO4ke+oRsaDUGKYBFTJwq4zuX9WA",
+	"8FVE57wtSV46Ittp0gUzRKa33XDNxzzmpkx/ckR6PDRucn68d/VOrHJXV3Z/30X++kiHUM6ZhsYAvpjJ",
+	"UHT3dnedmg4qAtTof4bFTXoDYmXiKFUQAr8cApowNRRZZ4LcO+C/yisB2tWgl6DGbWClIbDJecOPwIbz",
+	"HyxUIyfGYjvp5fZcEMVQ08ury33XW6bIPNXQcydNegdZthA3QZYKUezdtQ92CZ/SNxRW9Xa+fJb1+Xft",
+	"FZ5pwsQU2nuJYkV9390rg6CLrReg/jg2ZICwADUiUMohjiFMnCkG1tnc9vhMD8Wo34fB+jjVqFenvyPr",
+	"zLpkPo4YWOnG9sQCYLa4ZgnwIO8YuAPVe2QcQ3o89h7+SwuHG1Lcfw5pcm93d52X3f1EQv/03MTLraKG",
+	"k1jKkNu23eUuEZwS0lqM1R5f1+MyLkf3fg1xZ+uz/1jxy9T5NUrEpHSnd+tSJGIGLiQXwXtQJtcR1zRJ",
+	"wOkMVbQgOH2c2zanUnyTab4QC/HUyvtORYRSgJlhmVNgnJvjVrNLpRlLtp+E8hfl48B3m89EFM0YiBZC",
+	"3n5Dry9Dr0NRbPuYtXoNSEwXMjVZZ6iAFPpF5aVqHCYKo59Yfg5WPu7RK5e309pYIxC22W8pjX0p7kp7",
+	"ceh+SMUUY2pn4Ji2IrQVUofC/wSRvFl7rdJuSZU1b9LMGC6mmszpNdOEDkXGJeAiQUAbOssPIPQI+0u6",
+	"OW5RLHZ9lCDauutk1nXaf/X8rDlrgmAjdJLbrx2UPtQL9uaZJr7924B8gEDY/ElLd4Kh0Gk4s/wQc9y4",
+	"HWtv+9W+lbDn0jAoLz6WyoA+0OR3v4LohScSdl3H2ycN/lmX4BE68Y2LMaLjr0bkvkmpX4+AX0LRJkIh",
+	"CM/e14P8IsrJMsmopQFOQOXmKWTULSAFmF7zpPS/1tFyaIH5M4k7hdsfyvmciuhf/vo/9Z26kDH2BPFs",
+	"jkNazlQx7UxtAqsNPOo1cczzz3JRzhGcb1fl21Upsp9rnhSvihWWXbfRhKaaQZy7FwMpGccp608VY/ZC",
+	"MasJ9A6g/oGVk7HNKIZ62uHgqj36NVOFhtV/hnvmG2g/kSCc9ev+8wvD/qR8zcNvYvE3sbiJLr2h18wJ",
+	"xZmgC2otFYRRBalEBQUfjABeEH4EOXiapP0k6wDZbqHNm0V+iz3/kthzU/IGQyMn2FbS5QYdkjMKbWTt",
+	"T9DWr7dOVN3KcPSW8/uqUY9ukqZAE/j1G1o0RQeUA2s9ZmB3x8A1Awxcz8XA183mTPceM8J2KUSgzmR5",
+	"UvL/13UzWeH/PxyKzZqcgkUvDFliWOTGpUPhKmD5GuZ+//fzl+d0QaZK3oL7e1yaIKaGqcFQvLPwUrHI",
+	"gsNmWM4AziOonBLkE0DVkazPylA4V7srEG5puH0JE5DkJA+29xECUjCQOAOiKfQ20LLOGnmeVi7y1xfB",
+	"Ks1Zn1gAW0lBXKqpPwo4dl/1jPCJPbW/nAT2lxWoykobM6SrGLgZejV8skoXN2CLzSJQqbdVc/x59tRj",
+	"xmgWm3DVRaBnFW1cYFA5avNPHoJZbPT15DGY2exbn/3H9ojcvMPPox93o6jkiz9a5gHFPNkt08bXgiTY",
+	"UfkvG7L7+Piy2jbij+hB+LXlDko/ugmnAmZbDOdYRgsrsJgigqGaqV21PEX++/DNGelSQ+ZSG7L74iX5",
+	"hf/YG5BTAwUboONdRLRRHCs95a3vWHRQCQRtams3FJW+duSDLzhX7iiGTnCEuHwDnulgKITMLoQVB6PI",
+	"ziMi9FAXflHMpEq4pjJkd3u7ObCx2pHtccSsclOy+6A01F1/QefxVxrsi4Z6UuGvuvM1lPEU2n+FeVhE",
+	"GSdctZPiiX/1MhVrQHkIJh6PfrdUk/BfJG3om2hbJ9oeRhGhGT5AofD6vqMOTUCh5CrH63IiUgNvpLf9",
+	"MZAoe08fZBBs5WNbn92ntUSnIvX848iF5Xk5acgrBBQ5zDcR6slkk2A50K0szoJNZoShbiOoLm6fsmKC",
+	"r7S6X+i5WeZMQQFtCiVSux93+q8+fdzuv/r0eTv4/v4fOHqvrvxpi4jnm1Q06ogX9oGl3QT4oRBDvoBC",
+	"/9DNEN3386ofNitrvl7lqazK/fKp2KV4jgVSm8r8XVZ25HNGuhxKbfEb1suOqQKPL4U7wSooOVjrNIVZ",
+	"AdSYTaRiRXjY3Zrw/AivPgig2sOkU3bJfy8P6NoXd/ZfbEMnOD5P5/YP+xcX+NfOcvOc5UW/Bwmn0Gkl",
+	"1/3ZDZepzrqqNMGG9aOLwJU60+3u1dyCR6TZvp9MQ1EEC7FdIqRcdb1xFBPZofIINpPo/XVr2mClw1To",
+	"wIu2IAg47nXNFppBKx0uqG816Am+b3vzxLmBJ67irxRwdCNP3qBoIBn5+PhRlho35TdMDMgHdHwOxeg0",
+	"YvNEGibCRf8XthgFEAhoFGdR1mA4j/6lc6fHooTvSiuqNLsbKDlZcLq729u9g/y1a7bw/lYseuP1YYgM",
+	"blYJL1KxTNqrhTI5E6YfzqRmAiYCFRTjGl13caLphJFuklfbyYkVivr53a3sSdMN3nU0JbvRQak8+HB4",
+	"t7vTHw7vvmOf/r2W4z1mEYeLVPxBFQ2hS1S9OGgRBY6m5HOvQ7LKEfh0o6+uUDYAe+mn+6YyfotHeaQ4",
+	"OYti2GesRSuVqq231Urus1rttK9ufVZpu2aJRPgPIhl/XYHjEE4/0419t67YHnW5LgHWm3d5fb2nkzxW",
+	"a5kXqVhpo8+RbCvvoPdEUDXWU8ImfeljGZmz8Qts+L4+xfYx7xCCgcEQntey6IBMZAztvfCKPUPk+5ZX",
+	"9M9QS+nLUzz1tWM8RhK8kAfEldh1cTJQiNLIrHvU12Q0W3lr1dqimyP4fZ9AF2DfMI0S3z44IP4BC+qI",
+	"UJJ32TogIx6NwFVWxuxUE23RVYTMmbtIVzPw7rpSKZqcUW36MEX/9JgYORSK6XTOelg7XRvF6JwwEeli",
+	"CHJqrxUNZwCjYWrOBY3dbSKHQxHKOVR+B3bONdY2Rkfdzgui7RFALfdEyTu7UKD7YSw1JnLXKUaXAInf",
+	"jybLV1WrKS2vpNNsboSA5iNwCn3clg17kBwK14oS33Zi/V5D69IUA71umAK1tnxOeiZvtSvOymFIegvc",
+	"dGIPAnJZDdv3ibpkLhUjtzyOoU4O6cI4l5AOCwhvFcZQCsFCw8UUarD8VaWPSyhN0/cIKYx25h/YZWxX",
+	"iHnG/8TyBpCzrc/2v/stbH3Ink76WP2opV0rjDzHUBQXK/u6noy+xR83Lt5yVNe2cjQgh2IxFKZsvcSw",
+	"Sk+0cjrpNQvvyM07t9hbBP39VBoz0h0viLOyYvcr1+EKc7pv2EHWhBDKGnmYB3MuLqCPllQk/9adidKj",
+	"XqlqNCWOckJLL2++QFLsqw0EhdLH0DITRjg97gVY3EnGLHC9KRwVxvgEhoZry+TsbVcRZtnnYOfwjeoI",
+	"MLbGZPbsHkl69M03j91KW4XIR1fEPBTZbh1kvK+qvCg+nfkUHf4tIeebAaRZCsVLRGhGx0rUbSOeszkr",
+	"iOW0WQK9yK3bJJZTlMlGcjLRzIwGZPQ/+q4pXv8tuzP9d/iDD+7C5yzZJVRfQ3S6YHfGWd1HqHn9h1Ep",
+	"G5Xi5J0wpEkqDI+RbrmWu17+CTICZkd0M2VSJQTKG0V5DJH0dcXfLck6s0tfYVLf6Y+pBg8kzo8y80FG",
+	"9wvhP+6RJkeY+7lsRN/IEVdqz8tFxO6a5oIWv7UTbddPVDcIbmq9T3G7pmv6Q+ZAHKifY0JjzbKhxlLG",
+	"jIr1pfKHtAQ8k1MyXhgU9AoG7xzPz+S0fyTnSX2DF4vLedfaCs7mxalgDgjJygPEavSQfMlBp/am1fTb",
+	"xotQckLBZEKaPP6wm90OBBZPAcT8ep90Q2P8+ye26z+hTnAk52MuIMQ0kqnZ0iZiCmzQ0rU0L973P51O",
+	"4K9bOWpF53JafchKu1Nvw0iVOm6jmG+b/E3v+KZ3PFjvuAA0+qZ2fFM7vqkdDy7lw7Bxdr3Wga0I4NOE",
+	"8nhDV1szY8A2IV/IAD619wbx4WaPF1QCM/xBfUFc6WdcZFtpaMhSRZrKQsWML81UkGuPoM/5kRRGybjG",
+	"ASFkH0YZ7RfHgRgqK1DGXEwtnREkRF6GFW3uOArQLYL3N7L0T96pBO6x8wchVhQTnCTmrkdEMFB8ppSX",
+	"ogQdFVidLYsPbn2G/1trOF+wG3lduPqrq4PY579VBylxBLslhOLhHmBXaJmgYAocApPnNjvJFQYWjCg+",
+	"PSZdS1FyKtNriLw3BeJer8S0EU+Y7fS4oLx4obs9sP5D9tRj1h2Qfpqm8OS8BXGmLOg/pgfY2ywOK0vx",
+	"KBaxGC9cQwe9TtJQRXgo99P/3Bkzqpg6TK0a+vGT5f7YTALRKVVxZ7+zBVKBm+hzpvBiH32rBvpwdN+G",
+	"p/Cdw+HiUxmghS9B6in8nbXrLHw3TdLin3lxpPtP9/8vAAD//3+dJaej/gAA",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

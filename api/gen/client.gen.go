@@ -206,8 +206,18 @@ type ClientInterface interface {
 	// StreamRunEvents request
 	StreamRunEvents(ctx context.Context, project ProjectPath, run RunPath, params *StreamRunEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ApproveStepWithBody request with any body
+	ApproveStepWithBody(ctx context.Context, project ProjectPath, run RunPath, step StepPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	ApproveStep(ctx context.Context, project ProjectPath, run RunPath, step StepPath, body ApproveStepJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetStepLogs request
 	GetStepLogs(ctx context.Context, project ProjectPath, run RunPath, step string, params *GetStepLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RejectStepWithBody request with any body
+	RejectStepWithBody(ctx context.Context, project ProjectPath, run RunPath, step StepPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	RejectStep(ctx context.Context, project ProjectPath, run RunPath, step StepPath, body RejectStepJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateTokenWithBody request with any body
 	CreateTokenWithBody(ctx context.Context, project ProjectPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -725,8 +735,56 @@ func (c *Client) StreamRunEvents(ctx context.Context, project ProjectPath, run R
 	return c.Client.Do(req)
 }
 
+func (c *Client) ApproveStepWithBody(ctx context.Context, project ProjectPath, run RunPath, step StepPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewApproveStepRequestWithBody(c.Server, project, run, step, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+func (c *Client) ApproveStep(ctx context.Context, project ProjectPath, run RunPath, step StepPath, body ApproveStepJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewApproveStepRequest(c.Server, project, run, step, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 func (c *Client) GetStepLogs(ctx context.Context, project ProjectPath, run RunPath, step string, params *GetStepLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetStepLogsRequest(c.Server, project, run, step, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+func (c *Client) RejectStepWithBody(ctx context.Context, project ProjectPath, run RunPath, step StepPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRejectStepRequestWithBody(c.Server, project, run, step, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+func (c *Client) RejectStep(ctx context.Context, project ProjectPath, run RunPath, step StepPath, body RejectStepJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRejectStepRequest(c.Server, project, run, step, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2184,6 +2242,67 @@ func NewStreamRunEventsRequest(server string, project ProjectPath, run RunPath, 
 	return req, nil
 }
 
+// NewApproveStepRequest calls the generic ApproveStep builder with application/json body
+func NewApproveStepRequest(server string, project ProjectPath, run RunPath, step StepPath, body ApproveStepJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewApproveStepRequestWithBody(server, project, run, step, "application/json", bodyReader)
+}
+
+// NewApproveStepRequestWithBody generates requests for ApproveStep with any type of body
+func NewApproveStepRequestWithBody(server string, project ProjectPath, run RunPath, step StepPath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "project", runtime.ParamLocationPath, project)
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithLocation("simple", false, "run", runtime.ParamLocationPath, run)
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithLocation("simple", false, "step", runtime.ParamLocationPath, step)
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/runs/%s/steps/%s/approve", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest("POST", queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewGetStepLogsRequest generates requests for GetStepLogs
 func NewGetStepLogsRequest(server string, project ProjectPath, run RunPath, step string, params *GetStepLogsParams) (*http.Request, error) {
 	var err error
@@ -2298,6 +2417,67 @@ func NewGetStepLogsRequest(server string, project ProjectPath, run RunPath, step
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewRejectStepRequest calls the generic RejectStep builder with application/json body
+func NewRejectStepRequest(server string, project ProjectPath, run RunPath, step StepPath, body RejectStepJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRejectStepRequestWithBody(server, project, run, step, "application/json", bodyReader)
+}
+
+// NewRejectStepRequestWithBody generates requests for RejectStep with any type of body
+func NewRejectStepRequestWithBody(server string, project ProjectPath, run RunPath, step StepPath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "project", runtime.ParamLocationPath, project)
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithLocation("simple", false, "run", runtime.ParamLocationPath, run)
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithLocation("simple", false, "step", runtime.ParamLocationPath, step)
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/runs/%s/steps/%s/reject", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest("POST", queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -2570,8 +2750,18 @@ type ClientWithResponsesInterface interface {
 	// StreamRunEventsWithResponse request
 	StreamRunEventsWithResponse(ctx context.Context, project ProjectPath, run RunPath, params *StreamRunEventsParams, reqEditors ...RequestEditorFn) (*StreamRunEventsResponse, error)
 
+	// ApproveStepWithBodyWithResponse request with any body
+	ApproveStepWithBodyWithResponse(ctx context.Context, project ProjectPath, run RunPath, step StepPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ApproveStepResponse, error)
+
+	ApproveStepWithResponse(ctx context.Context, project ProjectPath, run RunPath, step StepPath, body ApproveStepJSONRequestBody, reqEditors ...RequestEditorFn) (*ApproveStepResponse, error)
+
 	// GetStepLogsWithResponse request
 	GetStepLogsWithResponse(ctx context.Context, project ProjectPath, run RunPath, step string, params *GetStepLogsParams, reqEditors ...RequestEditorFn) (*GetStepLogsResponse, error)
+
+	// RejectStepWithBodyWithResponse request with any body
+	RejectStepWithBodyWithResponse(ctx context.Context, project ProjectPath, run RunPath, step StepPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RejectStepResponse, error)
+
+	RejectStepWithResponse(ctx context.Context, project ProjectPath, run RunPath, step StepPath, body RejectStepJSONRequestBody, reqEditors ...RequestEditorFn) (*RejectStepResponse, error)
 
 	// CreateTokenWithBodyWithResponse request with any body
 	CreateTokenWithBodyWithResponse(ctx context.Context, project ProjectPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateTokenResponse, error)
@@ -3477,6 +3667,38 @@ func (r StreamRunEventsResponse) StatusCode() int {
 	return 0
 }
 
+type ApproveStepResponse struct {
+	Body                      []byte
+	HTTPResponse              *http.Response
+	JSON200                   *Run
+	ApplicationproblemJSON400 *BadRequest
+	ApplicationproblemJSON401 *Unauthorized
+	ApplicationproblemJSON403 *Forbidden
+	ApplicationproblemJSON404 *NotFound
+	ApplicationproblemJSON409 *Conflict
+	ApplicationproblemJSON413 *PayloadTooLarge
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	ApplicationproblemJSON422 *Unprocessable
+	ApplicationproblemJSON500 *Internal
+	ApplicationproblemJSON503 *Unavailable
+}
+
+// Status returns HTTPResponse.Status
+func (r ApproveStepResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ApproveStepResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
 type GetStepLogsResponse struct {
 	Body                      []byte
 	HTTPResponse              *http.Response
@@ -3496,6 +3718,38 @@ func (r GetStepLogsResponse) Status() string {
 
 // StatusCode returns HTTPResponse.StatusCode
 func (r GetStepLogsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+type RejectStepResponse struct {
+	Body                      []byte
+	HTTPResponse              *http.Response
+	JSON200                   *Run
+	ApplicationproblemJSON400 *BadRequest
+	ApplicationproblemJSON401 *Unauthorized
+	ApplicationproblemJSON403 *Forbidden
+	ApplicationproblemJSON404 *NotFound
+	ApplicationproblemJSON409 *Conflict
+	ApplicationproblemJSON413 *PayloadTooLarge
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	ApplicationproblemJSON422 *Unprocessable
+	ApplicationproblemJSON500 *Internal
+	ApplicationproblemJSON503 *Unavailable
+}
+
+// Status returns HTTPResponse.Status
+func (r RejectStepResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RejectStepResponse) StatusCode() int {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.StatusCode
 	}
@@ -3951,6 +4205,23 @@ func (c *ClientWithResponses) StreamRunEventsWithResponse(ctx context.Context, p
 	return ParseStreamRunEventsResponse(rsp)
 }
 
+// ApproveStepWithBodyWithResponse request with arbitrary body returning *ApproveStepResponse
+func (c *ClientWithResponses) ApproveStepWithBodyWithResponse(ctx context.Context, project ProjectPath, run RunPath, step StepPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ApproveStepResponse, error) {
+	rsp, err := c.ApproveStepWithBody(ctx, project, run, step, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseApproveStepResponse(rsp)
+}
+
+func (c *ClientWithResponses) ApproveStepWithResponse(ctx context.Context, project ProjectPath, run RunPath, step StepPath, body ApproveStepJSONRequestBody, reqEditors ...RequestEditorFn) (*ApproveStepResponse, error) {
+	rsp, err := c.ApproveStep(ctx, project, run, step, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseApproveStepResponse(rsp)
+}
+
 // GetStepLogsWithResponse request returning *GetStepLogsResponse
 func (c *ClientWithResponses) GetStepLogsWithResponse(ctx context.Context, project ProjectPath, run RunPath, step string, params *GetStepLogsParams, reqEditors ...RequestEditorFn) (*GetStepLogsResponse, error) {
 	rsp, err := c.GetStepLogs(ctx, project, run, step, params, reqEditors...)
@@ -3958,6 +4229,23 @@ func (c *ClientWithResponses) GetStepLogsWithResponse(ctx context.Context, proje
 		return nil, err
 	}
 	return ParseGetStepLogsResponse(rsp)
+}
+
+// RejectStepWithBodyWithResponse request with arbitrary body returning *RejectStepResponse
+func (c *ClientWithResponses) RejectStepWithBodyWithResponse(ctx context.Context, project ProjectPath, run RunPath, step StepPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RejectStepResponse, error) {
+	rsp, err := c.RejectStepWithBody(ctx, project, run, step, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRejectStepResponse(rsp)
+}
+
+func (c *ClientWithResponses) RejectStepWithResponse(ctx context.Context, project ProjectPath, run RunPath, step StepPath, body RejectStepJSONRequestBody, reqEditors ...RequestEditorFn) (*RejectStepResponse, error) {
+	rsp, err := c.RejectStep(ctx, project, run, step, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRejectStepResponse(rsp)
 }
 
 // CreateTokenWithBodyWithResponse request with arbitrary body returning *CreateTokenResponse
@@ -6012,6 +6300,102 @@ func ParseStreamRunEventsResponse(rsp *http.Response) (*StreamRunEventsResponse,
 	return response, nil
 }
 
+// ParseApproveStepResponse parses an HTTP response from a ApproveStepWithResponse call
+func ParseApproveStepResponse(rsp *http.Response) (*ApproveStepResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ApproveStepResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Run
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseGetStepLogsResponse parses an HTTP response from a GetStepLogsWithResponse call
 func ParseGetStepLogsResponse(rsp *http.Response) (*GetStepLogsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -6053,6 +6437,102 @@ func ParseGetStepLogsResponse(rsp *http.Response) (*GetStepLogsResponse, error) 
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRejectStepResponse parses an HTTP response from a RejectStepWithResponse call
+func ParseRejectStepResponse(rsp *http.Response) (*RejectStepResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RejectStepResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Run
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 // Prefix starts every secret so that leaked tokens are easy to recognise
@@ -44,18 +45,9 @@ func WellFormed(s string) bool {
 	return err == nil
 }
 
-// rank orders roles; unknown roles rank below every real one.
-func rank(r catalog.Role) int {
-	switch r {
-	case catalog.RoleAdmin:
-		return 3
-	case catalog.RoleEditor:
-		return 2
-	case catalog.RoleViewer:
-		return 1
-	}
-	return 0
-}
+// rank orders roles; unknown roles rank below every real one. The order
+// is spec.RoleRank's, which approval steps check inside workflows.
+func rank(r catalog.Role) int { return spec.RoleRank(string(r)) }
 
 // Allows reports whether a token with role have may do what needs role need.
 // Admin implies editor implies viewer. Project scoping is checked separately:

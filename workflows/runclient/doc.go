@@ -1,5 +1,6 @@
 // Package runclient is the Temporal client side of Atelier's workflows:
-// start a run idempotently, signal its cancellation, query its live
+// start a run idempotently, signal its cancellation, decide an approval
+// step (an Update, DecideApproval), query its live
 // status, tell how a closed run ended (Closure, ClosedOutside), build links
 // to the Temporal UI, and check health. It sits next to the workflows whose
 // names, signals, queries and search attributes it uses, so the two cannot

@@ -12,7 +12,7 @@
 // values inside ray runtimeEnv; spark mainApplicationFile, arguments and
 // sparkConf values; inference endpoint and every string of the endpoint
 // spec (model, image, args, env values, ...; its durations are parsed with
-// the spec, so they hold none). Expressions see four names:
+// the spec, so they hold none); approval message. Expressions see four names:
 //
 //	params.<name>              resolved run parameters
 //	steps.<step>.outputs…      outputs of a finished step; a list with one
@@ -46,6 +46,29 @@
 // and lists as compact JSON with sorted keys. A "}}" outside a template is
 // literal text (JSON in shell arguments often ends that way); a literal "{{"
 // is written {{ "{{" }}.
+//
+// # Trigger rules
+//
+// A step's runIf (RunIf) decides from the final states of its direct
+// dependencies (dependsOn and steps referenced by its expressions) whether
+// it runs: allSucceeded (the default: a dependency skipped by its when
+// skips the step too), noneFailed (SKIPPED dependencies are fine),
+// allDone (any final state) and anyFailed (at least one FAILED). CACHED
+// counts as SUCCEEDED; CANCELLED is neither a success nor a failure. A
+// step whose rule is not met is SKIPPED with the rule and the dependency
+// in its message. Once a step of the run has failed, only allDone and
+// anyFailed steps still start (the run fails fast) and the run ends
+// FAILED whatever they do. Nothing new starts after a cancel or the
+// pipeline deadline.
+//
+// # Approval steps
+//
+// A step of kind approval (ApprovalStep) waits for a token whose role the
+// step allows (minRole, default editor, or approvers) to approve or
+// reject it, with a comment when commentRequired; the step's timeout, if
+// set, decides onTimeout (reject by default). Its message may hold
+// templates, rendered when it starts. It takes no forEach,
+// retries or placement, and no runtime: every runtime accepts it.
 //
 // # Inference steps
 //

@@ -52,9 +52,9 @@ type Param struct {
 // StepKind names what a step runs.
 type StepKind string
 
-// Step kinds. Only container runs on the local runtime today; ray and
-// spark need a Kubernetes cluster; inference needs a runtime that serves
-// endpoints; approval and pipeline are not implemented yet.
+// Step kinds. container and approval run on every runtime; ray and spark
+// need a Kubernetes cluster; inference needs a runtime that serves
+// endpoints; pipeline is not implemented yet.
 const (
 	KindContainer StepKind = "container"
 	KindRay       StepKind = "ray"
@@ -68,8 +68,8 @@ const (
 //
 // Strings in Container (command, args, env values, workingDir), Ray
 // (entrypoint, runtimeEnv string values), Spark (mainApplicationFile,
-// arguments, sparkConf values) and Inference (endpoint and every string of
-// spec) may hold templates: "{{ <expr> }}" where
+// arguments, sparkConf values), Inference (endpoint and every string of
+// spec) and Approval (message) may hold templates: "{{ <expr> }}" where
 // <expr> is an expr-lang expression over params, steps.<name>.outputs, item
 // (inside forEach) and run (id, project, pipeline). A step that references
 // steps.X implicitly depends on X.
@@ -77,20 +77,141 @@ type Step struct {
 	Name      string   `json:"name"`
 	Kind      StepKind `json:"kind,omitempty"` // default container
 	DependsOn []string `json:"dependsOn,omitempty"`
+	// RunIf is the step's trigger rule: which final states of its
+	// dependencies let it run (default RunIfAllSucceeded). See RunIf.
+	RunIf RunIf `json:"runIf,omitempty"`
 	// When is an expr-lang boolean expression (no "{{ }}"); false skips the
 	// step and, transitively, the steps that depend on it.
 	When    string   `json:"when,omitempty"`
 	ForEach *ForEach `json:"forEach,omitempty"`
 	Retries *Retries `json:"retries,omitempty"`
-	// Timeout bounds one attempt.
+	// Timeout bounds one attempt; for an approval step, the wait for a
+	// decision (none when unset).
 	Timeout   Duration   `json:"timeout,omitempty"`
 	Container *Container `json:"container,omitempty"`
 	Ray       *RayStep   `json:"ray,omitempty"`
 	Spark     *SparkStep `json:"spark,omitempty"`
 	// Inference deploys or updates an inference endpoint.
 	Inference *InferenceStep `json:"inference,omitempty"`
+	// Approval configures an approval step (optional: every field has a
+	// default). Its Timeout is how long it waits for a decision.
+	Approval *ApprovalStep `json:"approval,omitempty"`
 	// Placement chooses the cluster (overrides the pipeline's).
 	Placement *Placement `json:"placement,omitempty"`
+}
+
+// RunIf is a trigger rule (Airflow's trigger_rule, Argo's depends): it
+// decides from the final states of a step's direct dependencies whether
+// the step runs or is SKIPPED. CACHED counts as SUCCEEDED. CANCELLED
+// counts as neither succeeded nor failed: it fails allSucceeded and
+// noneFailed and never makes anyFailed true. A step with no dependencies
+// meets every rule except anyFailed.
+type RunIf string
+
+// Trigger rules.
+const (
+	// RunIfAllSucceeded (the default): every dependency SUCCEEDED (or was
+	// CACHED). A dependency skipped by its own when skips the step too.
+	RunIfAllSucceeded RunIf = "allSucceeded"
+	// RunIfNoneFailed: every dependency SUCCEEDED, was CACHED or SKIPPED;
+	// the join of a diamond one of whose branches may be skipped.
+	RunIfNoneFailed RunIf = "noneFailed"
+	// RunIfAllDone: every dependency finished, whatever its state; a
+	// cleanup step. It runs even after a step of the run failed.
+	RunIfAllDone RunIf = "allDone"
+	// RunIfAnyFailed: at least one dependency FAILED; a step that reacts
+	// to a failure (notify, roll back). It runs even after a step of the
+	// run failed.
+	RunIfAnyFailed RunIf = "anyFailed"
+)
+
+// RunIfs lists the trigger rules in the order documentation shows them.
+var RunIfs = []RunIf{RunIfAllSucceeded, RunIfNoneFailed, RunIfAllDone, RunIfAnyFailed}
+
+// OrDefault is r, or RunIfAllSucceeded when r is empty.
+func (r RunIf) OrDefault() RunIf {
+	if r == "" {
+		return RunIfAllSucceeded
+	}
+	return r
+}
+
+// RunsAfterFailure reports whether a step with rule r still starts once a
+// step of the run has failed. Others never start then (the run fails
+// fast): they end SKIPPED.
+func (r RunIf) RunsAfterFailure() bool {
+	return r == RunIfAllDone || r == RunIfAnyFailed
+}
+
+// ApprovalOutcome is what an approval's timeout decides.
+type ApprovalOutcome string
+
+// Approval outcomes on timeout.
+const (
+	ApprovalApprove ApprovalOutcome = "approve"
+	ApprovalReject  ApprovalOutcome = "reject"
+)
+
+// ApprovalStep waits for a person to approve or reject (REST
+// .../steps/{step}/approve or /reject). Approved, the step succeeds with
+// outputs {approved: true, approver, comment}; rejected, it fails. The
+// step's timeout, when set, ends the wait with OnTimeout; without one it
+// waits until decided, cancelled or past the pipeline deadline.
+type ApprovalStep struct {
+	// Message is shown to approvers in the step's status. It may hold
+	// templates ("accuracy {{ steps.eval.outputs.accuracy }}"), rendered
+	// when the step starts.
+	Message string `json:"message,omitempty"`
+	// MinRole is the least token role that may decide: viewer, editor
+	// (the default) or admin. Mutually exclusive with Approvers.
+	MinRole string `json:"minRole,omitempty"`
+	// Approvers lists the token roles that may decide, when not a
+	// MinRole and everything above it (e.g. [admin]).
+	Approvers []string `json:"approvers,omitempty"`
+	// CommentRequired refuses a decision without a comment.
+	CommentRequired bool `json:"commentRequired,omitempty"`
+	// OnTimeout is the decision taken when the step's timeout passes:
+	// approve or reject (the default).
+	OnTimeout ApprovalOutcome `json:"onTimeout,omitempty"`
+}
+
+// Roles are the token roles, least privileged first. They are declared
+// here, not in the catalogue, because approval rules are checked inside
+// workflow code, which must not import the catalogue.
+var Roles = []string{"viewer", "editor", "admin"}
+
+// RoleRank orders roles (viewer 1, editor 2, admin 3); 0 for an unknown
+// role. Token checks (internal/tokens) and approval rules share it.
+func RoleRank(role string) int {
+	for i, r := range Roles {
+		if r == role {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// DefaultApprovalRole is who may decide an approval without minRole or
+// approvers: editors and admins, the roles that may start and cancel runs.
+const DefaultApprovalRole = "editor"
+
+// DeciderRoles are the roles that may decide the approval a: its
+// Approvers, else MinRole (default editor) and every role above it.
+func (a *ApprovalStep) DeciderRoles() []string {
+	if a != nil && len(a.Approvers) > 0 {
+		return append([]string(nil), a.Approvers...)
+	}
+	least := DefaultApprovalRole
+	if a != nil && a.MinRole != "" {
+		least = a.MinRole
+	}
+	var out []string
+	for _, r := range Roles {
+		if RoleRank(r) >= RoleRank(least) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // InferenceStep deploys an inference endpoint of the run's project, or

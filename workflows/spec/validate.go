@@ -236,12 +236,13 @@ func validateStep(p *Pipeline, i int, vc *vctx, psc *refScope, ps *problems) {
 	switch {
 	case !known:
 		ps.add(field(path, "kind"), "unknown step kind %q; use one of %s", kind, joinKinds(stepKinds))
-	case hasKind(kinds, kind):
+	case hasKind(kinds, kind) || kind == KindApproval:
+		// Approval steps need no runtime: the workflow itself waits.
 	case clusterKind[kind] && !vc.kube:
 		ps.add(field(path, "kind"), "step kind %q needs a Kubernetes cluster; the local runtime runs only container steps", kind)
 	case kind == KindInference && !vc.kube:
 		ps.add(field(path, "kind"), "step kind %q needs a Kubernetes cluster to run its endpoint; the local runtime here does not serve inference endpoints", kind)
-	case kind == KindApproval || kind == KindPipeline:
+	case kind == KindPipeline:
 		ps.add(field(path, "kind"), "step kind %q is not implemented yet", kind)
 	default:
 		ps.add(field(path, "kind"), "step kind %q is not supported by this runtime (it runs %s)", kind, joinKinds(kinds))
@@ -259,12 +260,13 @@ func validateStep(p *Pipeline, i int, vc *vctx, psc *refScope, ps *problems) {
 			{KindRay, s.Ray != nil},
 			{KindSpark, s.Spark != nil},
 			{KindInference, s.Inference != nil},
+			{KindApproval, s.Approval != nil},
 		} {
 			f := field(path, string(c.kind))
 			switch {
 			case c.set && kind != c.kind:
 				ps.add(f, "only %s steps may set %s (this step's kind is %s)", c.kind, c.kind, kind)
-			case !c.set && kind == c.kind && kind != KindContainer && hasKind(kinds, kind):
+			case !c.set && kind == c.kind && kind != KindContainer && kind != KindApproval && hasKind(kinds, kind):
 				ps.add(f, "required for %s %s step", article(kind), kind)
 			}
 		}
@@ -297,6 +299,11 @@ func validateStep(p *Pipeline, i int, vc *vctx, psc *refScope, ps *problems) {
 			}
 			ps.add(dp, "%s", msg)
 		}
+	}
+
+	validateRunIf(path, s, ps)
+	if kind == KindApproval {
+		validateApproval(path, s, ps)
 	}
 
 	// when.
@@ -418,6 +425,9 @@ func validateStep(p *Pipeline, i int, vc *vctx, psc *refScope, ps *problems) {
 		}
 		sparkTemplates(sp, func(f, v string) { check(field(spp, f), v) })
 	}
+	if a := s.Approval; a != nil && a.Message != "" {
+		check(field(path, "approval.message"), a.Message)
+	}
 	if inf := s.Inference; inf != nil {
 		ip := field(path, "inference")
 		if kind == KindInference && runnable {
@@ -438,7 +448,77 @@ func validateStep(p *Pipeline, i int, vc *vctx, psc *refScope, ps *problems) {
 			ps.add(pp, "a ray step on a shared cluster runs where that cluster is; set placement on the rayClusters entry %q instead", s.Ray.Cluster)
 		case kind == KindInference:
 			ps.add(pp, "an inference step's endpoint runs on inference.cluster, which outlives the run; placement does not apply to it")
+		case kind == KindApproval:
+			ps.add(pp, "an approval step runs no workload; placement does not apply to it")
 		}
+	}
+}
+
+func validateRunIf(path string, s *Step, ps *problems) {
+	if s.RunIf == "" {
+		return
+	}
+	rp := field(path, "runIf")
+	known := false
+	for _, r := range RunIfs {
+		known = known || r == s.RunIf
+	}
+	switch {
+	case !known:
+		msg := fmt.Sprintf("unknown runIf %q; use one of %s", s.RunIf, joinRunIfs())
+		names := make([]string, len(RunIfs))
+		for i, r := range RunIfs {
+			names[i] = string(r)
+		}
+		if sg := suggest(string(s.RunIf), names); sg != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", sg)
+		}
+		ps.add(rp, "%s", msg)
+	case len(s.DependsOn) == 0:
+		// Implicit dependencies (steps.X in templates) need X's outputs,
+		// so they only make sense with allSucceeded: ask for dependsOn.
+		ps.add(rp, "runIf decides from the step's dependsOn, and this step has none")
+	}
+}
+
+func joinRunIfs() string {
+	s := make([]string, len(RunIfs))
+	for i, r := range RunIfs {
+		s[i] = string(r)
+	}
+	return strings.Join(s, ", ")
+}
+
+// validateApproval checks an approval step: its block, and the step
+// fields that do not apply to a wait for a person.
+func validateApproval(path string, s *Step, ps *problems) {
+	if s.ForEach != nil {
+		ps.add(field(path, "forEach"), "an approval step is decided once; forEach does not apply")
+	}
+	if s.Retries != nil {
+		ps.add(field(path, "retries"), "an approval step is not retried; a rejection fails it")
+	}
+	a := s.Approval
+	if a == nil {
+		return
+	}
+	ap := field(path, "approval")
+	if a.MinRole != "" && RoleRank(a.MinRole) == 0 {
+		ps.add(field(ap, "minRole"), "unknown role %q; use one of %s", a.MinRole, strings.Join(Roles, ", "))
+	}
+	if a.MinRole != "" && len(a.Approvers) > 0 {
+		ps.add(field(ap, "approvers"), "set approvers or minRole, not both")
+	}
+	for j, r := range a.Approvers {
+		if RoleRank(r) == 0 {
+			ps.add(index(field(ap, "approvers"), j), "unknown role %q; use one of %s", r, strings.Join(Roles, ", "))
+		}
+	}
+	switch {
+	case a.OnTimeout != "" && a.OnTimeout != ApprovalApprove && a.OnTimeout != ApprovalReject:
+		ps.add(field(ap, "onTimeout"), "unknown outcome %q; use %s or %s", a.OnTimeout, ApprovalApprove, ApprovalReject)
+	case a.OnTimeout != "" && s.Timeout == 0:
+		ps.add(field(ap, "onTimeout"), "applies when the step's timeout passes; set timeout too")
 	}
 }
 
@@ -577,6 +657,9 @@ func Dependencies(p *Pipeline) [][]int {
 		}
 		if s.Inference != nil {
 			inferenceTemplates(s.Inference, func(_, v string) { tmpl(v) })
+		}
+		if s.Approval != nil {
+			tmpl(s.Approval.Message)
 		}
 		deps := make([]int, 0, len(set))
 		for j := range set {

@@ -89,8 +89,37 @@ steps:
 steps:
   - {name: a, kind: approval}
   - {name: b, kind: pipeline}`, nil, []want{
-			{"steps[0].kind", `step kind "approval" is not implemented yet`},
 			{"steps[1].kind", `step kind "pipeline" is not implemented yet`},
+		}},
+		{"runIf", `
+steps:
+  - {name: a, container: {command: [x]}}
+  - {name: b, dependsOn: [a], runIf: noneFailed, container: {command: [x]}}
+  - {name: c, dependsOn: [a], runIf: anyfailed, container: {command: [x]}}
+  - {name: d, dependsOn: [a], runIf: always, container: {command: [x]}}
+  - {name: e, runIf: allDone, container: {command: [x]}}`, nil, []want{
+			{"steps[2].runIf", `unknown runIf "anyfailed"; use one of allSucceeded, noneFailed, allDone, anyFailed (did you mean "anyFailed"?)`},
+			{"steps[3].runIf", `unknown runIf "always"; use one of allSucceeded, noneFailed, allDone, anyFailed`},
+			{"steps[4].runIf", "runIf decides from the step's dependsOn, and this step has none"},
+		}},
+		{"approval steps", `
+steps:
+  - {name: a, kind: approval}
+  - {name: b, kind: approval, timeout: 1m, approval: {minRole: admin, commentRequired: true, onTimeout: approve, message: "ship it?"}}
+  - {name: c, kind: approval, approval: {minRole: owner, approvers: [admin, root], onTimeout: maybe}}
+  - {name: d, kind: approval, approval: {onTimeout: approve, message: "{{ steps.nope.outputs.x }}"}}
+  - {name: e, kind: approval, forEach: {items: [1]}, retries: {limit: 1}, container: {command: [x]}}
+  - {name: f, approval: {}, container: {command: [x]}}`, nil, []want{
+			{"steps[2].approval.minRole", `unknown role "owner"; use one of viewer, editor, admin`},
+			{"steps[2].approval.approvers", "set approvers or minRole, not both"},
+			{"steps[2].approval.approvers[1]", `unknown role "root"`},
+			{"steps[2].approval.onTimeout", `unknown outcome "maybe"; use approve or reject`},
+			{"steps[3].approval.onTimeout", "applies when the step's timeout passes; set timeout too"},
+			{"steps[3].approval.message", `unknown step "nope"`},
+			{"steps[4].container", "only container steps may set container (this step's kind is approval)"},
+			{"steps[4].forEach", "an approval step is decided once; forEach does not apply"},
+			{"steps[4].retries", "an approval step is not retried; a rejection fails it"},
+			{"steps[5].approval", "only approval steps may set approval (this step's kind is container)"},
 		}},
 		{"kind allowed by a cluster runtime needs its config", `
 steps:

@@ -1,0 +1,189 @@
+package workflows
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/atelier-ml/atelier/workflows/spec"
+)
+
+// Application error types of a refused UpdateApproval, which the gateway
+// maps to HTTP statuses (404, 409, 403, 422).
+const (
+	ErrTypeApprovalUnknownStep     = "ApprovalUnknownStep"
+	ErrTypeApprovalNotWaiting      = "ApprovalNotWaiting"
+	ErrTypeApprovalForbidden       = "ApprovalForbidden"
+	ErrTypeApprovalCommentRequired = "ApprovalCommentRequired"
+)
+
+// Approval starts an approval step in a native Go pipeline: it waits in
+// WAITING_FOR_APPROVAL for UpdateApproval (REST approve/reject), or for
+// timeout (0 = none) to decide a.OnTimeout. Approved, its outputs are
+// {approved, approver, comment}; rejected, Get returns a *StepError.
+func (r *Run) Approval(ctx workflow.Context, name string, a spec.ApprovalStep, timeout time.Duration) StepFuture {
+	st := r.addStep(name, string(spec.KindApproval))
+	fut, set := workflow.NewFuture(ctx)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		out, err := r.runApproval(gctx, st, &a, timeout, nil)
+		if err == errCancelled {
+			err = temporal.NewCanceledError(st.Name)
+		}
+		set.Set(out, err)
+	})
+	return StepFuture{f: fut, name: st.Name}
+}
+
+// runApproval waits for the decision on an approval step and ends it:
+// SUCCEEDED when approved, FAILED when rejected, CANCELLED when the run is
+// cancelled (or its deadline passes) first, or when stop (nil: never)
+// gives a reason to stop waiting. The wait is a durable condition on the
+// step's status, which the update handler sets; it holds no activity or
+// worker slot.
+func (r *Run) runApproval(ctx workflow.Context, st *StepStatus, a *spec.ApprovalStep, timeout time.Duration, stop func() string) (Outputs, error) {
+	if a == nil {
+		a = &spec.ApprovalStep{}
+	}
+	now := workflow.Now(ctx)
+	ap := &ApprovalStatus{Message: a.Message, Roles: a.DeciderRoles(), CommentRequired: a.CommentRequired}
+	if timeout > 0 {
+		deadline := now.Add(timeout)
+		ap.Deadline = &deadline
+		ap.OnTimeout = string(onTimeout(a))
+	}
+	st.StartedAt, st.State, st.Approval = &now, StepWaitingForApproval, ap
+	st.Message = "waiting for approval by a token with role " + strings.Join(ap.Roles, " or ")
+	r.touch()
+
+	decided := func() bool { return ap.Decision != "" }
+	stopped := func() string {
+		if stop == nil {
+			return ""
+		}
+		return stop()
+	}
+	done := func() bool { return decided() || stopped() != "" }
+	if timeout > 0 {
+		if ok, err := workflow.AwaitWithTimeout(ctx, timeout, done); err == nil && !ok {
+			r.decideOnTimeout(st, a)
+		}
+	} else {
+		_ = workflow.Await(ctx, done) // cancellation is read from ctx below
+	}
+	if why := stopped(); why != "" && ctx.Err() == nil && !decided() {
+		r.endStep(st, StepCancelled, "", "stopped waiting for approval: "+why)
+		return nil, errCancelled
+	}
+	if ctx.Err() != nil || !decided() {
+		why := "run cancelled while waiting for approval"
+		if r.deadline {
+			why = "pipeline deadline exceeded while waiting for approval"
+		}
+		r.endStep(st, StepCancelled, "", why)
+		return nil, errCancelled
+	}
+	out := Outputs{"approved": ap.Decision == ApprovalApproved, "approver": ap.Approver, "comment": ap.Comment}
+	if ap.Decision == ApprovalApproved {
+		st.Outputs = map[string]any(out)
+		r.endStep(st, StepSucceeded, "", decisionSummary(ap))
+		return out, nil
+	}
+	msg := decisionSummary(ap)
+	r.endStep(st, StepFailed, msg, msg)
+	return nil, &StepError{Step: st.Name, Message: msg}
+}
+
+func onTimeout(a *spec.ApprovalStep) spec.ApprovalOutcome {
+	if a.OnTimeout == "" {
+		return spec.ApprovalReject
+	}
+	return a.OnTimeout
+}
+
+func (r *Run) decideOnTimeout(st *StepStatus, a *spec.ApprovalStep) {
+	now := workflow.Now(r.root)
+	ap := st.Approval
+	ap.Decision, ap.DecidedAt, ap.TimedOut = ApprovalRejected, &now, true
+	if onTimeout(a) == spec.ApprovalApprove {
+		ap.Decision = ApprovalApproved
+	}
+	r.touch()
+}
+
+// decisionSummary is the step's message (and error, when rejected).
+func decisionSummary(ap *ApprovalStatus) string {
+	s := string(ap.Decision) + " by " + ap.Approver
+	if ap.TimedOut {
+		s = string(ap.Decision) + " on timeout"
+	}
+	if ap.Comment != "" {
+		s += ": " + ap.Comment
+	}
+	return s
+}
+
+// registerApprovals installs the UpdateApproval handler. Its validator
+// refuses a decision before it reaches history: unknown step, step not
+// waiting (or already decided), role not allowed, comment missing.
+func (r *Run) registerApprovals(ctx workflow.Context) error {
+	err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateApproval,
+		func(ctx workflow.Context, req ApprovalRequest) (RunStatus, error) {
+			// Checked again: a timeout may have decided since validation.
+			if err := r.checkApproval(req); err != nil {
+				return RunStatus{}, err
+			}
+			r.decide(ctx, req)
+			return r.Status(), nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, req ApprovalRequest) error {
+			return r.checkApproval(req)
+		}})
+	if err != nil {
+		return fmt.Errorf("register approval update: %w", err)
+	}
+	return nil
+}
+
+// checkApproval says why req may not decide its step, or nil.
+func (r *Run) checkApproval(req ApprovalRequest) error {
+	st := r.stepByName(req.Step)
+	if st == nil {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("run has no step %q", req.Step), ErrTypeApprovalUnknownStep, nil)
+	}
+	notWaiting := func(format string, args ...any) error {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), ErrTypeApprovalNotWaiting, nil)
+	}
+	ap := st.Approval
+	switch {
+	case st.Kind != string(spec.KindApproval):
+		return notWaiting("step %q is a %s step, not an approval", st.Name, st.Kind)
+	case ap != nil && ap.Decision != "":
+		return notWaiting("step %q was already decided: %s", st.Name, decisionSummary(ap))
+	case st.State != StepWaitingForApproval:
+		return notWaiting("step %q is %s, not waiting for approval", st.Name, st.State)
+	case !slices.Contains(ap.Roles, req.Role):
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("deciding step %q needs a token with role %s; this token's role is %s", st.Name, strings.Join(ap.Roles, " or "), req.Role),
+			ErrTypeApprovalForbidden, nil)
+	case ap.CommentRequired && strings.TrimSpace(req.Comment) == "":
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("step %q requires a comment with the decision", st.Name), ErrTypeApprovalCommentRequired, nil)
+	}
+	return nil
+}
+
+// decide records a checked decision; the step's coroutine ends the step.
+func (r *Run) decide(ctx workflow.Context, req ApprovalRequest) {
+	ap := r.stepByName(req.Step).Approval
+	now := workflow.Now(ctx)
+	ap.Decision = ApprovalRejected
+	if req.Approve {
+		ap.Decision = ApprovalApproved
+	}
+	ap.Approver, ap.ApproverID, ap.ApproverRole = req.Approver, req.ApproverID, req.Role
+	ap.Comment, ap.DecidedAt = req.Comment, &now
+	r.touch()
+}

@@ -1,0 +1,105 @@
+package workflows_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/atelier-ml/atelier/workflows"
+)
+
+func stepNamed(t *testing.T, s workflows.RunStatus, name string) workflows.StepStatus {
+	t.Helper()
+	for _, st := range s.Steps {
+		if st.Name == name {
+			return st
+		}
+	}
+	t.Fatalf("no step %q", name)
+	return workflows.StepStatus{}
+}
+
+// A diamond whose one branch is skipped by when: the default join is
+// skipped (saying which rule and which dependency), a noneFailed join
+// runs, and an anyFailed step is skipped because nothing failed.
+func TestRunIfDiamondWithSkippedBranch(t *testing.T) {
+	env, rt, _ := newEnv(t)
+	env.ExecuteWorkflow(workflows.PipelineWorkflowName, input(t, `
+steps:
+  - {name: a, container: {command: ["ok"]}}
+  - {name: b, dependsOn: [a], when: "false", container: {command: ["ok"]}}
+  - {name: c, dependsOn: [a], container: {command: ["ok"]}}
+  - {name: join, dependsOn: [b, c], container: {command: ["ok join"]}}
+  - {name: join-none-failed, dependsOn: [b, c], runIf: noneFailed, container: {command: ["ok none-failed"]}}
+  - {name: join-all-done, dependsOn: [b, c], runIf: allDone, container: {command: ["ok all-done"]}}
+  - {name: on-failure, dependsOn: [b, c], runIf: anyFailed, container: {command: ["ok on-failure"]}}
+`, nil))
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	s := status(t, env)
+	assert.Equal(t, workflows.RunSucceeded, s.State)
+	assert.Equal(t, map[string]workflows.StepState{
+		"a": workflows.StepSucceeded, "b": workflows.StepSkipped, "c": workflows.StepSucceeded,
+		"join": workflows.StepSkipped, "join-none-failed": workflows.StepSucceeded,
+		"join-all-done": workflows.StepSucceeded, "on-failure": workflows.StepSkipped,
+	}, stepStates(s))
+	assert.Equal(t, `skipped: runIf allSucceeded (the default) not met: dependency "b" skipped`, stepNamed(t, s, "join").Message)
+	assert.Equal(t, "skipped: runIf anyFailed not met: no dependency failed", stepNamed(t, s, "on-failure").Message)
+	assert.NotContains(t, rt.commands(), "ok join")
+	assert.NotContains(t, rt.commands(), "ok on-failure")
+}
+
+// After a failure, anyFailed and allDone steps still run (cleanup), the
+// run's other steps are skipped as the run fails fast, and the run ends
+// FAILED naming the first failure even though its cleanup succeeded.
+func TestRunIfAfterFailure(t *testing.T) {
+	env, rt, _ := newEnv(t)
+	env.ExecuteWorkflow(workflows.PipelineWorkflowName, input(t, `
+steps:
+  - {name: train, container: {command: ["fail"]}}
+  - {name: slow, container: {command: ["slower"]}}
+  - {name: evaluate, dependsOn: [train], container: {command: ["ok evaluate"]}}
+  - {name: publish, dependsOn: [slow], container: {command: ["ok publish"]}}
+  - {name: notify, dependsOn: [train], runIf: anyFailed, container: {command: ["ok notify"]}}
+  - {name: cleanup, dependsOn: [evaluate, publish, notify], runIf: allDone, container: {command: ["ok cleanup"]}}
+  - {name: tidy, dependsOn: [slow], runIf: noneFailed, container: {command: ["ok tidy"]}}
+`, nil))
+	require.True(t, env.IsWorkflowCompleted())
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(env.GetWorkflowError(), &appErr))
+	s := status(t, env)
+	assert.Equal(t, workflows.RunFailed, s.State)
+	assert.Equal(t, `step "train" failed: command exited with code 3`, s.Error)
+	assert.Equal(t, map[string]workflows.StepState{
+		"train": workflows.StepFailed, "slow": workflows.StepSucceeded,
+		"evaluate": workflows.StepSkipped, "publish": workflows.StepSkipped,
+		"notify": workflows.StepSucceeded, "cleanup": workflows.StepSucceeded, "tidy": workflows.StepSkipped,
+	}, stepStates(s))
+	assert.Equal(t, `skipped: runIf allSucceeded (the default) not met: dependency "train" failed`, stepNamed(t, s, "evaluate").Message)
+	assert.Equal(t, `not started: step "train" failed: command exited with code 3`, stepNamed(t, s, "publish").Message)
+	assert.Equal(t, `not started: step "train" failed: command exited with code 3`, stepNamed(t, s, "tidy").Message)
+	assert.Subset(t, rt.commands(), []string{"ok notify", "ok cleanup"})
+	assert.NotContains(t, rt.commands(), "ok publish")
+}
+
+// A forEach step that runs because of a failure runs every item.
+func TestRunIfForEachAfterFailure(t *testing.T) {
+	env, rt, _ := newEnv(t)
+	env.ExecuteWorkflow(workflows.PipelineWorkflowName, input(t, `
+steps:
+  - {name: train, container: {command: ["fail"]}}
+  - name: notify
+    dependsOn: [train]
+    runIf: anyFailed
+    forEach: {items: [1, 2, 3], parallelism: 1}
+    container: {command: ["ok notified={{ item }}"]}
+`, nil))
+	require.True(t, env.IsWorkflowCompleted())
+	s := status(t, env)
+	assert.Equal(t, workflows.RunFailed, s.State)
+	assert.Equal(t, workflows.StepSucceeded, stepNamed(t, s, "notify").State)
+	assert.Subset(t, rt.commands(), []string{"ok notified=1", "ok notified=2", "ok notified=3"})
+}
