@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -239,6 +240,18 @@ func (f *fakeCatalog) setRun(r catalog.Run) {
 	f.runs[r.ID] = r
 }
 
+// fakeFilterKey binds a page token to its filter, as the store does.
+func fakeFilterKey(f catalog.RunFilter) string {
+	ts := func(t *time.Time) string {
+		if t == nil {
+			return "-"
+		}
+		return strconv.FormatInt(t.UnixNano(), 10)
+	}
+	h := sha256.Sum256(fmt.Appendf(nil, "%q %q %q %q %s %s", f.Project, f.Pipeline, f.State, f.CreatedBy, ts(f.CreatedAfter), ts(f.CreatedBefore)))
+	return hex.EncodeToString(h[:8])
+}
+
 func (f *fakeCatalog) ListRuns(_ context.Context, flt catalog.RunFilter) (catalog.RunPage, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -247,6 +260,7 @@ func (f *fakeCatalog) ListRuns(_ context.Context, flt catalog.RunFilter) (catalo
 		if r.Project != flt.Project ||
 			(flt.Pipeline != "" && r.Pipeline != flt.Pipeline) ||
 			(flt.State != "" && r.State != flt.State) ||
+			(flt.CreatedBy != "" && r.CreatedBy != flt.CreatedBy) ||
 			(flt.CreatedAfter != nil && r.CreatedAt.Before(*flt.CreatedAfter)) ||
 			(flt.CreatedBefore != nil && !r.CreatedAt.Before(*flt.CreatedBefore)) {
 			continue
@@ -263,9 +277,10 @@ func (f *fakeCatalog) ListRuns(_ context.Context, flt catalog.RunFilter) (catalo
 	// (created_at, id), and the next page starts strictly after it, so runs
 	// added meanwhile never shift pages.
 	if flt.PageToken != "" {
-		ns, id, ok := strings.Cut(flt.PageToken, "|")
+		key, tail, ok1 := strings.Cut(flt.PageToken, "|")
+		ns, id, ok := strings.Cut(tail, "|")
 		n, err := strconv.ParseInt(ns, 10, 64)
-		if !ok || err != nil {
+		if !ok1 || !ok || err != nil || key != fakeFilterKey(flt) {
 			return catalog.RunPage{}, fmt.Errorf("page token %q: %w", flt.PageToken, catalog.ErrInvalidArgument)
 		}
 		at := time.Unix(0, n)
@@ -285,7 +300,7 @@ func (f *fakeCatalog) ListRuns(_ context.Context, flt catalog.RunFilter) (catalo
 	page := catalog.RunPage{Runs: all[:end]}
 	if end < len(all) {
 		last := all[end-1]
-		page.NextPageToken = strconv.FormatInt(last.CreatedAt.UnixNano(), 10) + "|" + last.ID
+		page.NextPageToken = fakeFilterKey(flt) + "|" + strconv.FormatInt(last.CreatedAt.UnixNano(), 10) + "|" + last.ID
 	}
 	return page, nil
 }

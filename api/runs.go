@@ -343,6 +343,7 @@ func (s *server) ListRuns(ctx context.Context, req gen.ListRunsRequestObject) (g
 		Project:       req.Project,
 		Pipeline:      deref(params.Pipeline),
 		State:         workflows.RunState(deref(params.State)),
+		CreatedBy:     deref(params.CreatedBy),
 		CreatedAfter:  params.CreatedAfter,
 		CreatedBefore: params.CreatedBefore,
 		Limit:         50,

@@ -103,6 +103,7 @@ type RunFilter struct {
 	Project       string
 	Pipeline      string
 	State         workflows.RunState
+	CreatedBy     string // the name of the token that started the run through REST
 	CreatedAfter  *time.Time
 	CreatedBefore *time.Time
 	Limit         int    // 1..500, default 50

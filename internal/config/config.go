@@ -42,6 +42,9 @@ type Config struct {
 	// TaskQueue is the local runtime's task queue: workers poll it, the
 	// gateway starts declarative runs on it.
 	TaskQueue string
+	// Retention is how long the gateway keeps finished runs (rows and step
+	// logs) after their last write; 0 keeps them forever (internal/retention).
+	Retention time.Duration
 	// GPUMinRuntime is how long an admitted GPU workload runs before it
 	// may be preempted (gpu.Policy.MinRuntime).
 	GPUMinRuntime time.Duration
@@ -134,6 +137,7 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	fs.StringToStringVar(&c.LocalEngines, "local-engine", c.LocalEngines, "worker: run local inference endpoints' engine from this executable instead of vllm / tritonserver on PATH: backend=path, repeatable, e.g. vllm=.atelier/bin/modelserver (ATELIER_LOCAL_ENGINES=vllm=/a,triton=/b)")
 	fs.BoolVar(&c.Examples, "examples", c.envBool("ATELIER_EXAMPLES", d.Examples), "worker: also serve the example Go pipelines (examples/gopipeline); on in `atelier dev` (ATELIER_EXAMPLES)")
 	fs.IntVar(&c.StreamLimit, "stream-limit", c.envInt("ATELIER_STREAM_LIMIT", d.StreamLimit), "event and log-follow streams one token may hold open per gateway; more get 429 (ATELIER_STREAM_LIMIT)")
+	fs.DurationVar(&c.Retention, "retention", c.envDuration("ATELIER_RETENTION", d.Retention), "gateway: delete finished runs and their step logs this long after their last write, e.g. 720h; 0 keeps them forever (ATELIER_RETENTION)")
 	fs.DurationVar(&c.GPUMinRuntime, "gpu-min-runtime", c.envDuration("ATELIER_GPU_MIN_RUNTIME", d.GPUMinRuntime), "worker: how long an admitted GPU step runs before GPU admission may preempt it (ATELIER_GPU_MIN_RUNTIME)")
 	fs.IntVar(&c.WorkerConcurrency, "worker-concurrency", c.envInt("ATELIER_WORKER_CONCURRENCY", d.WorkerConcurrency), "max concurrent activities per worker (ATELIER_WORKER_CONCURRENCY)")
 }
@@ -218,6 +222,12 @@ func (c *Config) Validate() error {
 	}
 	if c.StreamLimit < 1 {
 		return fmt.Errorf("stream limit must be at least 1")
+	}
+	if c.Retention < 0 {
+		return fmt.Errorf("retention must not be negative (0 keeps finished runs forever)")
+	}
+	if c.Retention > 0 && c.Retention < time.Hour {
+		return fmt.Errorf("retention %s is under an hour: finished runs would vanish while people still look at them; use at least 1h (0 keeps them forever)", c.Retention)
 	}
 	return nil
 }

@@ -47,7 +47,23 @@ func shellQuote(s string) string {
 }
 
 func collectInfo(ctx context.Context) Info {
+	in := collectInfoNoTemporal()
+	in.TemporalCLI = devstack.TemporalCLIVersion
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Minute) // may build it
+	defer cancel()
+	if bin, err := devstack.EnsureTemporalCLI(cctx, Logf); err == nil {
+		vctx, vcancel := context.WithTimeout(ctx, 30*time.Second)
+		defer vcancel()
+		if out, err := exec.CommandContext(vctx, bin, "--version").Output(); err == nil {
+			in.TemporalCLI += " (`" + strings.TrimSpace(string(out)) + "`)"
+		}
+	}
+	return in
+}
+
+func collectInfoNoTemporal() Info {
 	in := Info{
+		TemporalCLI: "(not used)",
 		Go:         runtime.Version(),
 		OS:         runtime.GOOS + "/" + runtime.GOARCH,
 		CPU:        cpuModel(),
@@ -58,16 +74,6 @@ func collectInfo(ctx context.Context) Info {
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		if f := strings.Fields(string(b)); len(f) >= 3 {
 			in.LoadAvg = strings.Join(f[:3], " ")
-		}
-	}
-	in.TemporalCLI = devstack.TemporalCLIVersion
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Minute) // may build it
-	defer cancel()
-	if bin, err := devstack.EnsureTemporalCLI(cctx, Logf); err == nil {
-		vctx, vcancel := context.WithTimeout(ctx, 30*time.Second)
-		defer vcancel()
-		if out, err := exec.CommandContext(vctx, bin, "--version").Output(); err == nil {
-			in.TemporalCLI += " (`" + strings.TrimSpace(string(out)) + "`)"
 		}
 	}
 	return in

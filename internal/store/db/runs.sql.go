@@ -182,7 +182,7 @@ func (q *Queries) GetRunByIdempotencyKey(ctx context.Context, arg GetRunByIdempo
 
 const listRuns = `-- name: ListRuns :many
 
-SELECT id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, created_by, idempotency_key, request_hash, input FROM runs
+SELECT id, project, pipeline, version, workflow, state, created_at, updated_at, created_by FROM run_summaries
 WHERE project = $1
   AND created_at >= COALESCE($2::timestamptz, '-infinity')
   AND created_at < COALESCE($3::timestamptz, 'infinity')
@@ -201,10 +201,17 @@ type ListRunsParams struct {
 	MaxRows         int32
 }
 
-// The three list queries share one shape; each one matches an index so that
-// the keyset condition is an index condition. The bounds are COALESCEd
-// rather than "IS NULL OR" so that a cached generic plan still uses them.
-func (q *Queries) ListRuns(ctx context.Context, arg ListRunsParams) ([]Run, error) {
+// The list queries, one per combination of the equality filters (project
+// is always given). Each matches an index of the same columns followed by
+// (created_at DESC, id DESC) (migrations 00001 and 00005), so that the
+// time window and the keyset cursor are index conditions on one range of
+// that index, read in order: no Sort, no rows read that the filter drops.
+// Separate queries rather than "(@x IS NULL OR col = @x)": pgx prepares
+// statements and Postgres switches them to a generic plan, which could not
+// pick the index by which filters happen to be set. The bounds are
+// COALESCEd rather than "IS NULL OR" for the same reason. They read
+// run_summaries: a page carries neither the status nor the input document.
+func (q *Queries) ListRuns(ctx context.Context, arg ListRunsParams) ([]RunSummary, error) {
 	rows, err := q.db.Query(ctx, listRuns,
 		arg.Project,
 		arg.CreatedAfter,
@@ -217,9 +224,9 @@ func (q *Queries) ListRuns(ctx context.Context, arg ListRunsParams) ([]Run, erro
 		return nil, err
 	}
 	defer rows.Close()
-	var items []Run
+	var items []RunSummary
 	for rows.Next() {
-		var i Run
+		var i RunSummary
 		if err := rows.Scan(
 			&i.ID,
 			&i.Project,
@@ -227,14 +234,261 @@ func (q *Queries) ListRuns(ctx context.Context, arg ListRunsParams) ([]Run, erro
 			&i.Version,
 			&i.Workflow,
 			&i.State,
-			&i.Seq,
-			&i.Status,
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.CreatedBy,
-			&i.IdempotencyKey,
-			&i.RequestHash,
-			&i.Input,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listRunsByCreator = `-- name: ListRunsByCreator :many
+SELECT id, project, pipeline, version, workflow, state, created_at, updated_at, created_by FROM run_summaries
+WHERE project = $1
+  AND created_by = $2::text
+  AND created_at >= COALESCE($3::timestamptz, '-infinity')
+  AND created_at < COALESCE($4::timestamptz, 'infinity')
+  AND (created_at, id) < (COALESCE($5::timestamptz, 'infinity'),
+                          COALESCE($6::text, ''))
+ORDER BY created_at DESC, id DESC
+LIMIT $7
+`
+
+type ListRunsByCreatorParams struct {
+	Project         string
+	CreatedBy       string
+	CreatedAfter    *time.Time
+	CreatedBefore   *time.Time
+	CursorCreatedAt *time.Time
+	CursorID        *string
+	MaxRows         int32
+}
+
+func (q *Queries) ListRunsByCreator(ctx context.Context, arg ListRunsByCreatorParams) ([]RunSummary, error) {
+	rows, err := q.db.Query(ctx, listRunsByCreator,
+		arg.Project,
+		arg.CreatedBy,
+		arg.CreatedAfter,
+		arg.CreatedBefore,
+		arg.CursorCreatedAt,
+		arg.CursorID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RunSummary
+	for rows.Next() {
+		var i RunSummary
+		if err := rows.Scan(
+			&i.ID,
+			&i.Project,
+			&i.Pipeline,
+			&i.Version,
+			&i.Workflow,
+			&i.State,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.CreatedBy,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listRunsByCreatorPipeline = `-- name: ListRunsByCreatorPipeline :many
+SELECT id, project, pipeline, version, workflow, state, created_at, updated_at, created_by FROM run_summaries
+WHERE project = $1
+  AND created_by = $2::text
+  AND pipeline = $3::text
+  AND created_at >= COALESCE($4::timestamptz, '-infinity')
+  AND created_at < COALESCE($5::timestamptz, 'infinity')
+  AND (created_at, id) < (COALESCE($6::timestamptz, 'infinity'),
+                          COALESCE($7::text, ''))
+ORDER BY created_at DESC, id DESC
+LIMIT $8
+`
+
+type ListRunsByCreatorPipelineParams struct {
+	Project         string
+	CreatedBy       string
+	Pipeline        string
+	CreatedAfter    *time.Time
+	CreatedBefore   *time.Time
+	CursorCreatedAt *time.Time
+	CursorID        *string
+	MaxRows         int32
+}
+
+func (q *Queries) ListRunsByCreatorPipeline(ctx context.Context, arg ListRunsByCreatorPipelineParams) ([]RunSummary, error) {
+	rows, err := q.db.Query(ctx, listRunsByCreatorPipeline,
+		arg.Project,
+		arg.CreatedBy,
+		arg.Pipeline,
+		arg.CreatedAfter,
+		arg.CreatedBefore,
+		arg.CursorCreatedAt,
+		arg.CursorID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RunSummary
+	for rows.Next() {
+		var i RunSummary
+		if err := rows.Scan(
+			&i.ID,
+			&i.Project,
+			&i.Pipeline,
+			&i.Version,
+			&i.Workflow,
+			&i.State,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.CreatedBy,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listRunsByCreatorPipelineState = `-- name: ListRunsByCreatorPipelineState :many
+SELECT id, project, pipeline, version, workflow, state, created_at, updated_at, created_by FROM run_summaries
+WHERE project = $1
+  AND created_by = $2::text
+  AND pipeline = $3::text
+  AND state = $4::text
+  AND created_at >= COALESCE($5::timestamptz, '-infinity')
+  AND created_at < COALESCE($6::timestamptz, 'infinity')
+  AND (created_at, id) < (COALESCE($7::timestamptz, 'infinity'),
+                          COALESCE($8::text, ''))
+ORDER BY created_at DESC, id DESC
+LIMIT $9
+`
+
+type ListRunsByCreatorPipelineStateParams struct {
+	Project         string
+	CreatedBy       string
+	Pipeline        string
+	State           string
+	CreatedAfter    *time.Time
+	CreatedBefore   *time.Time
+	CursorCreatedAt *time.Time
+	CursorID        *string
+	MaxRows         int32
+}
+
+func (q *Queries) ListRunsByCreatorPipelineState(ctx context.Context, arg ListRunsByCreatorPipelineStateParams) ([]RunSummary, error) {
+	rows, err := q.db.Query(ctx, listRunsByCreatorPipelineState,
+		arg.Project,
+		arg.CreatedBy,
+		arg.Pipeline,
+		arg.State,
+		arg.CreatedAfter,
+		arg.CreatedBefore,
+		arg.CursorCreatedAt,
+		arg.CursorID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RunSummary
+	for rows.Next() {
+		var i RunSummary
+		if err := rows.Scan(
+			&i.ID,
+			&i.Project,
+			&i.Pipeline,
+			&i.Version,
+			&i.Workflow,
+			&i.State,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.CreatedBy,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listRunsByCreatorState = `-- name: ListRunsByCreatorState :many
+SELECT id, project, pipeline, version, workflow, state, created_at, updated_at, created_by FROM run_summaries
+WHERE project = $1
+  AND created_by = $2::text
+  AND state = $3::text
+  AND created_at >= COALESCE($4::timestamptz, '-infinity')
+  AND created_at < COALESCE($5::timestamptz, 'infinity')
+  AND (created_at, id) < (COALESCE($6::timestamptz, 'infinity'),
+                          COALESCE($7::text, ''))
+ORDER BY created_at DESC, id DESC
+LIMIT $8
+`
+
+type ListRunsByCreatorStateParams struct {
+	Project         string
+	CreatedBy       string
+	State           string
+	CreatedAfter    *time.Time
+	CreatedBefore   *time.Time
+	CursorCreatedAt *time.Time
+	CursorID        *string
+	MaxRows         int32
+}
+
+func (q *Queries) ListRunsByCreatorState(ctx context.Context, arg ListRunsByCreatorStateParams) ([]RunSummary, error) {
+	rows, err := q.db.Query(ctx, listRunsByCreatorState,
+		arg.Project,
+		arg.CreatedBy,
+		arg.State,
+		arg.CreatedAfter,
+		arg.CreatedBefore,
+		arg.CursorCreatedAt,
+		arg.CursorID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RunSummary
+	for rows.Next() {
+		var i RunSummary
+		if err := rows.Scan(
+			&i.ID,
+			&i.Project,
+			&i.Pipeline,
+			&i.Version,
+			&i.Workflow,
+			&i.State,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.CreatedBy,
 		); err != nil {
 			return nil, err
 		}
@@ -247,10 +501,70 @@ func (q *Queries) ListRuns(ctx context.Context, arg ListRunsParams) ([]Run, erro
 }
 
 const listRunsByPipeline = `-- name: ListRunsByPipeline :many
-SELECT id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, created_by, idempotency_key, request_hash, input FROM runs
+SELECT id, project, pipeline, version, workflow, state, created_at, updated_at, created_by FROM run_summaries
 WHERE project = $1
   AND pipeline = $2::text
-  AND ($3::text IS NULL OR state = $3::text)
+  AND created_at >= COALESCE($3::timestamptz, '-infinity')
+  AND created_at < COALESCE($4::timestamptz, 'infinity')
+  AND (created_at, id) < (COALESCE($5::timestamptz, 'infinity'),
+                          COALESCE($6::text, ''))
+ORDER BY created_at DESC, id DESC
+LIMIT $7
+`
+
+type ListRunsByPipelineParams struct {
+	Project         string
+	Pipeline        string
+	CreatedAfter    *time.Time
+	CreatedBefore   *time.Time
+	CursorCreatedAt *time.Time
+	CursorID        *string
+	MaxRows         int32
+}
+
+func (q *Queries) ListRunsByPipeline(ctx context.Context, arg ListRunsByPipelineParams) ([]RunSummary, error) {
+	rows, err := q.db.Query(ctx, listRunsByPipeline,
+		arg.Project,
+		arg.Pipeline,
+		arg.CreatedAfter,
+		arg.CreatedBefore,
+		arg.CursorCreatedAt,
+		arg.CursorID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RunSummary
+	for rows.Next() {
+		var i RunSummary
+		if err := rows.Scan(
+			&i.ID,
+			&i.Project,
+			&i.Pipeline,
+			&i.Version,
+			&i.Workflow,
+			&i.State,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.CreatedBy,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listRunsByPipelineState = `-- name: ListRunsByPipelineState :many
+SELECT id, project, pipeline, version, workflow, state, created_at, updated_at, created_by FROM run_summaries
+WHERE project = $1
+  AND pipeline = $2::text
+  AND state = $3::text
   AND created_at >= COALESCE($4::timestamptz, '-infinity')
   AND created_at < COALESCE($5::timestamptz, 'infinity')
   AND (created_at, id) < (COALESCE($6::timestamptz, 'infinity'),
@@ -259,10 +573,10 @@ ORDER BY created_at DESC, id DESC
 LIMIT $8
 `
 
-type ListRunsByPipelineParams struct {
+type ListRunsByPipelineStateParams struct {
 	Project         string
 	Pipeline        string
-	State           *string
+	State           string
 	CreatedAfter    *time.Time
 	CreatedBefore   *time.Time
 	CursorCreatedAt *time.Time
@@ -270,8 +584,8 @@ type ListRunsByPipelineParams struct {
 	MaxRows         int32
 }
 
-func (q *Queries) ListRunsByPipeline(ctx context.Context, arg ListRunsByPipelineParams) ([]Run, error) {
-	rows, err := q.db.Query(ctx, listRunsByPipeline,
+func (q *Queries) ListRunsByPipelineState(ctx context.Context, arg ListRunsByPipelineStateParams) ([]RunSummary, error) {
+	rows, err := q.db.Query(ctx, listRunsByPipelineState,
 		arg.Project,
 		arg.Pipeline,
 		arg.State,
@@ -285,9 +599,9 @@ func (q *Queries) ListRunsByPipeline(ctx context.Context, arg ListRunsByPipeline
 		return nil, err
 	}
 	defer rows.Close()
-	var items []Run
+	var items []RunSummary
 	for rows.Next() {
-		var i Run
+		var i RunSummary
 		if err := rows.Scan(
 			&i.ID,
 			&i.Project,
@@ -295,14 +609,9 @@ func (q *Queries) ListRunsByPipeline(ctx context.Context, arg ListRunsByPipeline
 			&i.Version,
 			&i.Workflow,
 			&i.State,
-			&i.Seq,
-			&i.Status,
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.CreatedBy,
-			&i.IdempotencyKey,
-			&i.RequestHash,
-			&i.Input,
 		); err != nil {
 			return nil, err
 		}
@@ -315,9 +624,9 @@ func (q *Queries) ListRunsByPipeline(ctx context.Context, arg ListRunsByPipeline
 }
 
 const listRunsByState = `-- name: ListRunsByState :many
-SELECT id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, created_by, idempotency_key, request_hash, input FROM runs
+SELECT id, project, pipeline, version, workflow, state, created_at, updated_at, created_by FROM run_summaries
 WHERE project = $1
-  AND state = $2
+  AND state = $2::text
   AND created_at >= COALESCE($3::timestamptz, '-infinity')
   AND created_at < COALESCE($4::timestamptz, 'infinity')
   AND (created_at, id) < (COALESCE($5::timestamptz, 'infinity'),
@@ -336,7 +645,7 @@ type ListRunsByStateParams struct {
 	MaxRows         int32
 }
 
-func (q *Queries) ListRunsByState(ctx context.Context, arg ListRunsByStateParams) ([]Run, error) {
+func (q *Queries) ListRunsByState(ctx context.Context, arg ListRunsByStateParams) ([]RunSummary, error) {
 	rows, err := q.db.Query(ctx, listRunsByState,
 		arg.Project,
 		arg.State,
@@ -350,9 +659,9 @@ func (q *Queries) ListRunsByState(ctx context.Context, arg ListRunsByStateParams
 		return nil, err
 	}
 	defer rows.Close()
-	var items []Run
+	var items []RunSummary
 	for rows.Next() {
-		var i Run
+		var i RunSummary
 		if err := rows.Scan(
 			&i.ID,
 			&i.Project,
@@ -360,14 +669,9 @@ func (q *Queries) ListRunsByState(ctx context.Context, arg ListRunsByStateParams
 			&i.Version,
 			&i.Workflow,
 			&i.State,
-			&i.Seq,
-			&i.Status,
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.CreatedBy,
-			&i.IdempotencyKey,
-			&i.RequestHash,
-			&i.Input,
 		); err != nil {
 			return nil, err
 		}
