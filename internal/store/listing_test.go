@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,9 +19,10 @@ import (
 	"github.com/atelier-ml/atelier/workflows"
 )
 
-// listingRows is how many runs TestListingPlans generates: enough for the
-// planner to see a large table (20,000 in the big project), small enough
-// to load in seconds. bench/listruns measures 1,000,000.
+// listingRows is how many runs TestListingPlans generates by default:
+// enough for the planner to see a large table (20,000 in the big project),
+// small enough to load in seconds. ATELIER_LISTING_ROWS=1000000 checks the
+// plans at the size bench/listruns measures (a few minutes).
 const listingRows = 200_000
 
 // recorder keeps the last query the store sent.
@@ -57,6 +60,14 @@ func TestListingPlans(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads 200,000 rows")
 	}
+	rows := listingRows
+	if v := os.Getenv("ATELIER_LISTING_ROWS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1000 {
+			t.Fatalf("ATELIER_LISTING_ROWS=%q: want a number >= 1000", v)
+		}
+		rows = n
+	}
 	ctx := t.Context()
 	url := storetest.NewDatabase(t)
 	rec := &recorder{}
@@ -75,13 +86,13 @@ func TestListingPlans(t *testing.T) {
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	end := time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC)
 	start := time.Now()
-	if err := storetest.LoadSyntheticRuns(ctx, conn, storetest.Synthetic{N: listingRows, Projects: 50, End: end}, 0, nil); err != nil {
+	if err := storetest.LoadSyntheticRuns(ctx, conn, storetest.Synthetic{N: rows, Projects: 50, End: end}, 100_000, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := conn.Exec(ctx, "ANALYZE runs"); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("loaded %d runs in %s", listingRows, time.Since(start).Round(time.Millisecond))
+	t.Logf("loaded %d runs in %s", rows, time.Since(start).Round(time.Millisecond))
 
 	recent, old := end.Add(-30*24*time.Hour), end.Add(-200*24*time.Hour)
 	windows := []struct {
@@ -91,6 +102,7 @@ func TestListingPlans(t *testing.T) {
 		{"all time", nil, nil},
 		{"last 30 days", &recent, nil},
 		{"a closed window 200 days ago", &old, ptr(old.Add(10 * 24 * time.Hour))},
+		{"a 60-day window (thousands of runs)", &old, ptr(old.Add(60 * 24 * time.Hour))},
 	}
 	type combo struct {
 		pipeline, state, by bool
@@ -260,6 +272,9 @@ func checkPlan(t *testing.T, what string, plan map[string]any, wantIndex string)
 		}
 	}
 	walk(plan)
+	hitB, _ := plan["Shared Hit Blocks"].(float64)
+	readB, _ := plan["Shared Read Blocks"].(float64)
+	t.Logf("%s: %s, %v rows read, %v sorted, %v buffers", what, strings.Join(nodeTypes(plan), " > "), read, sorted, hitB+readB)
 	// Where the range holds a handful of rows, any index of a prefix of the
 	// filters costs the same and the planner may pick it; it still may not
 	// drop rows by a filter (checked above).
@@ -274,6 +289,18 @@ func checkPlan(t *testing.T, what string, plan map[string]any, wantIndex string)
 	if hit+rd > 20+2*read {
 		t.Errorf("%s: %v buffers for %v rows read, want <= 20 + 2 per row:\n%s", what, hit+rd, read, dump(plan))
 	}
+}
+
+func nodeTypes(n map[string]any) []string {
+	out := []string{n["Node Type"].(string)}
+	if ix, ok := n["Index Name"].(string); ok {
+		out[0] += " " + ix
+	}
+	children, _ := n["Plans"].([]any)
+	for _, c := range children {
+		out = append(out, nodeTypes(c.(map[string]any))...)
+	}
+	return out
 }
 
 func dump(v any) string {

@@ -64,12 +64,12 @@ func collectInfo(ctx context.Context) Info {
 func collectInfoNoTemporal() Info {
 	in := Info{
 		TemporalCLI: "(not used)",
-		Go:         runtime.Version(),
-		OS:         runtime.GOOS + "/" + runtime.GOARCH,
-		CPU:        cpuModel(),
-		NumCPU:     runtime.NumCPU(),
-		GOMAXPROCS: runtime.GOMAXPROCS(0),
-		Date:       time.Now().UTC().Format(time.RFC3339),
+		Go:          runtime.Version(),
+		OS:          runtime.GOOS + "/" + runtime.GOARCH,
+		CPU:         cpuModel(),
+		NumCPU:      runtime.NumCPU(),
+		GOMAXPROCS:  runtime.GOMAXPROCS(0),
+		Date:        time.Now().UTC().Format(time.RFC3339),
 	}
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		if f := strings.Fields(string(b)); len(f) >= 3 {
