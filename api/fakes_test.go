@@ -21,16 +21,18 @@ import (
 // fakeCatalog is an in-memory Catalog with the store's documented
 // semantics (sentinel errors, idempotent CreateRun, digest dedup).
 type fakeCatalog struct {
-	mu        sync.Mutex
-	projects  map[string]catalog.Project
-	tokens    map[string]catalog.Token // by hex hash
-	versions  map[string][]catalog.PipelineVersion
-	workflows map[string]catalog.GoWorkflow
-	runs      map[string]catalog.Run
-	logs      map[activities.LogKey][]byte
-	clusters  map[string]catalog.Cluster
-	policies  map[string]catalog.GPUPolicy
-	chunkSize int // ReadLog cuts logs at multiples of this
+	mu       sync.Mutex
+	projects map[string]catalog.Project
+	tokens   map[string]catalog.Token // by hex hash
+	versions map[string][]catalog.PipelineVersion
+	// versionReads counts GetPipelineVersion calls (the cache's tests).
+	versionReads int
+	workflows    map[string]catalog.GoWorkflow
+	runs         map[string]catalog.Run
+	logs         map[activities.LogKey][]byte
+	clusters     map[string]catalog.Cluster
+	policies     map[string]catalog.GPUPolicy
+	chunkSize    int // ReadLog cuts logs at multiples of this
 
 	pingErr         error
 	panicOnList     bool // ListPipelines panics, to test recovery
@@ -176,6 +178,7 @@ func (f *fakeCatalog) ListPipelines(_ context.Context, project string) ([]catalo
 func (f *fakeCatalog) GetPipelineVersion(_ context.Context, project, name string, version int) (catalog.PipelineVersion, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.versionReads++
 	vs := f.versions[project+"/"+name]
 	if version == 0 {
 		version = len(vs)

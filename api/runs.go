@@ -230,7 +230,7 @@ func nulPath(path string, v any) string {
 // the params (defaults applied, types checked: 422 lists every problem).
 func (s *server) planPipelineRun(ctx context.Context, project, id string, req gen.CreateRunRequest) (catalog.Run, runclient.StartRequest, error) {
 	name, version := *req.Pipeline, deref(req.Version)
-	v, err := s.cat.GetPipelineVersion(ctx, project, name, version)
+	v, err := s.pipelineVersion(ctx, project, name, version)
 	if errors.Is(err, catalog.ErrNotFound) {
 		if version == 0 {
 			return catalog.Run{}, runclient.StartRequest{}, notFound("pipeline %q not found in project %q", name, project)
@@ -276,6 +276,32 @@ func (s *server) planPipelineRun(ctx context.Context, project, id string, req ge
 		Input: json.RawMessage(input), Project: project, Pipeline: name,
 	}
 	return row, start, nil
+}
+
+// pipelineVersion returns a version of a pipeline, the newest for 0.
+// Versions are immutable, so they are cached; which one is newest is read
+// from the pipeline's row each time (a small primary-key read, where the
+// version itself carries the whole spec).
+func (s *server) pipelineVersion(ctx context.Context, project, name string, version int) (catalog.PipelineVersion, error) {
+	if version == 0 {
+		p, err := s.cat.GetPipeline(ctx, project, name)
+		if err != nil {
+			return catalog.PipelineVersion{}, err
+		}
+		if p.LatestVersion <= 0 {
+			return catalog.PipelineVersion{}, fmt.Errorf("pipeline %s/%s has no version: %w", project, name, catalog.ErrNotFound)
+		}
+		version = p.LatestVersion
+	}
+	if v, ok := s.versions.get(versionKey{project, name, version}); ok {
+		return v, nil
+	}
+	v, err := s.cat.GetPipelineVersion(ctx, project, name, version)
+	if err != nil {
+		return catalog.PipelineVersion{}, err
+	}
+	s.versions.put(v)
+	return v, nil
 }
 
 // planWorkflowRun resolves a native Go run; only workflows some worker

@@ -54,7 +54,7 @@ func provideEngine(c client.Client, cfg config.Config) *runclient.Client {
 
 func provideAPI(cat api.Catalog, eng api.Engine, c client.Client, rec *reconcile.Reconciler, cfg config.Config, l *zap.Logger) (http.Handler, error) {
 	endpoints := endpointclient.New(c, cfg.Namespace, cfg.TemporalUIURL)
-	return api.New(cat, eng, api.WithLogger(l.Named("api")), api.WithTaskQueue(cfg.TaskQueue), api.WithConverger(rec), api.WithStreamLimit(cfg.StreamLimit),
+	return api.New(cat, eng, api.WithLogger(l.Named("api")), api.WithTaskQueue(cfg.TaskQueue), api.WithConverger(rec), api.WithStreamLimit(cfg.StreamLimit), api.WithTokenCacheTTL(cfg.TokenCacheTTL),
 		api.WithEndpoints(endpoints), api.WithEndpointProxy(proxy.New(endpoints, endpoints, proxy.Options{Log: l.Named("proxy")})))
 }
 
