@@ -12,7 +12,6 @@ import (
 	"github.com/atelier-ml/atelier/api"
 	"github.com/atelier-ml/atelier/internal/app"
 	"github.com/atelier-ml/atelier/internal/config"
-	"github.com/atelier-ml/atelier/internal/reconcile"
 	"github.com/atelier-ml/atelier/internal/store"
 	"github.com/atelier-ml/atelier/workflows/runclient"
 )
