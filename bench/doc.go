@@ -3,7 +3,7 @@
 // measures the neighbours). Each is a self-contained main:
 //
 //	go run ./bench/overhead [-n 200] [-r 5] [-quick] [-v]
-//	go run ./bench/starts   [-n 2000] [-c 32] [-rounds 2] [-quick] [-v]
+//	go run ./bench/starts   [-n 2000] [-c 32] [-rounds 2] [-quick] [-v] [-cpuprofile f]
 //	go run ./bench/kubecp   [-starts 3] [-nodes 1000] [-pods 10000] [-quick]
 //	go run ./bench/gpusched [-r 300] [-naive 3] [-pending 10000] [-nodes 1000] [-quick]
 //	go run ./bench/gpuadmit [-n 3000] [-depth 1000] [-probes 50] [-preempts 20] [-nodes 1000] [-quick]
