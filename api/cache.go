@@ -81,15 +81,17 @@ func (c *tokenCache) forget(id string) {
 }
 
 // versionCache keeps pipeline versions, which are immutable once stored,
-// by (project, pipeline, version): no expiry, bounded in number. "Latest"
-// is never cached: which version is newest is read from the catalogue on
-// every start (a small row), so a version posted through any gateway is
-// used at once.
+// by (project, pipeline, version): no expiry, bounded in number. It also
+// remembers the newest version it saw per pipeline, but only as a guess:
+// a run of "the newest version" is inserted with CreateRunIfLatest, which
+// checks the guess in the same statement, so a version posted through any
+// gateway is used by the very next start.
 type versionCache struct {
 	max int
 
-	mu sync.Mutex
-	m  map[versionKey]catalog.PipelineVersion
+	mu     sync.Mutex
+	m      map[versionKey]catalog.PipelineVersion
+	newest map[[2]string]int
 }
 
 type versionKey struct {
@@ -98,7 +100,23 @@ type versionKey struct {
 }
 
 func newVersionCache(max int) *versionCache {
-	return &versionCache{max: max, m: map[versionKey]catalog.PipelineVersion{}}
+	return &versionCache{max: max, m: map[versionKey]catalog.PipelineVersion{}, newest: map[[2]string]int{}}
+}
+
+func (c *versionCache) latest(project, pipeline string) (int, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, ok := c.newest[[2]string{project, pipeline}]
+	return n, ok
+}
+
+func (c *versionCache) setLatest(project, pipeline string, version int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.newest) >= c.max {
+		clear(c.newest)
+	}
+	c.newest[[2]string{project, pipeline}] = version
 }
 
 func (c *versionCache) get(k versionKey) (catalog.PipelineVersion, bool) {

@@ -33,10 +33,11 @@ func TestTokenCacheBoundsRevocation(t *testing.T) {
 	wantProblem(t, h.do("GET", runsPath, h.editor, nil), http.StatusUnauthorized, "unauthenticated")
 }
 
-// TestPipelineVersionsAreCachedButLatestIsNot: starting runs reads a
-// version's spec once; a version posted meanwhile is the "latest" of the
-// very next start.
-func TestPipelineVersionsAreCachedButLatestIsNot(t *testing.T) {
+// TestPipelineVersionsAreCachedButLatestIsChecked: starting runs reads a
+// version's spec once and the newest version number once; a version posted
+// meanwhile (here: straight into the catalogue, as through another
+// gateway) is the "latest" of the very next start.
+func TestPipelineVersionsAreCachedButLatestIsChecked(t *testing.T) {
 	h := newHarness(t)
 	withPipeline(t, h)
 	start := func(body map[string]any) gen.Run {
@@ -53,12 +54,20 @@ func TestPipelineVersionsAreCachedButLatestIsNot(t *testing.T) {
 		}
 	}
 	start(map[string]any{"pipeline": "train", "version": 1, "params": map[string]any{"epochs": 1}})
-	if n := h.cat.versionReads; n != 1 {
-		t.Fatalf("%d reads of the version for 4 starts, want 1", n)
+	if h.cat.versionReads != 1 || h.cat.pipelineReads != 1 {
+		t.Fatalf("%d reads of the version and %d of the pipeline for 4 starts, want 1 and 1", h.cat.versionReads, h.cat.pipelineReads)
 	}
 	v2 := strings.Replace(specJSON, `"default": 0.1`, `"default": 0.2`, 1)
-	wantStatus(t, h.do("POST", "/v1/projects/alpha/pipelines/train/versions", h.editor, v2), http.StatusCreated)
+	if _, _, err := h.cat.CreatePipelineVersion(context.Background(), "alpha", "train", []byte(v2), "d2", "elsewhere"); err != nil {
+		t.Fatal(err)
+	}
 	if run := start(map[string]any{"pipeline": "train", "params": map[string]any{"epochs": 1}}); deref(run.Version) != 2 {
-		t.Fatalf("after posting version 2, latest started version %d", deref(run.Version))
+		t.Fatalf("after version 2 was posted, latest started version %d", deref(run.Version))
+	}
+	if run := start(map[string]any{"pipeline": "train", "params": map[string]any{"epochs": 1}}); deref(run.Version) != 2 {
+		t.Fatalf("then version %d", deref(run.Version))
+	}
+	if h.cat.pipelineReads != 2 {
+		t.Fatalf("%d reads of the pipeline, want 2 (the first start, the one that found version 2)", h.cat.pipelineReads)
 	}
 }

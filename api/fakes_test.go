@@ -25,14 +25,15 @@ type fakeCatalog struct {
 	projects map[string]catalog.Project
 	tokens   map[string]catalog.Token // by hex hash
 	versions map[string][]catalog.PipelineVersion
-	// versionReads counts GetPipelineVersion calls (the cache's tests).
-	versionReads int
-	workflows    map[string]catalog.GoWorkflow
-	runs         map[string]catalog.Run
-	logs         map[activities.LogKey][]byte
-	clusters     map[string]catalog.Cluster
-	policies     map[string]catalog.GPUPolicy
-	chunkSize    int // ReadLog cuts logs at multiples of this
+	// versionReads and pipelineReads count GetPipelineVersion and
+	// GetPipeline calls (the cache's tests).
+	versionReads, pipelineReads int
+	workflows                   map[string]catalog.GoWorkflow
+	runs                        map[string]catalog.Run
+	logs                        map[activities.LogKey][]byte
+	clusters                    map[string]catalog.Cluster
+	policies                    map[string]catalog.GPUPolicy
+	chunkSize                   int // ReadLog cuts logs at multiples of this
 
 	pingErr         error
 	panicOnList     bool // ListPipelines panics, to test recovery
@@ -150,6 +151,7 @@ func (f *fakeCatalog) pipeline(project, name string) (catalog.Pipeline, bool) {
 func (f *fakeCatalog) GetPipeline(_ context.Context, project, name string) (catalog.Pipeline, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.pipelineReads++
 	p, ok := f.pipeline(project, name)
 	if !ok {
 		return p, catalog.ErrNotFound
@@ -224,6 +226,27 @@ func (f *fakeCatalog) CreateRun(_ context.Context, r catalog.Run) (catalog.Run, 
 	}
 	f.runs[r.ID] = r
 	return r, true, nil
+}
+
+func (f *fakeCatalog) CreateRunIfLatest(ctx context.Context, r catalog.Run) (catalog.Run, bool, error) {
+	f.mu.Lock()
+	if r.IdempotencyKey != "" {
+		for _, x := range f.runs {
+			if x.Project == r.Project && x.IdempotencyKey == r.IdempotencyKey {
+				f.mu.Unlock()
+				return x, false, nil
+			}
+		}
+	}
+	latest := len(f.versions[r.Project+"/"+r.Pipeline])
+	f.mu.Unlock()
+	if r.Pipeline == "" || r.Version <= 0 {
+		return catalog.Run{}, false, catalog.ErrInvalidArgument
+	}
+	if latest != r.Version {
+		return catalog.Run{}, false, fmt.Errorf("version %d of %s: %w", r.Version, r.Pipeline, catalog.ErrNotLatest)
+	}
+	return f.CreateRun(ctx, r)
 }
 
 func (f *fakeCatalog) GetRun(_ context.Context, project, id string) (catalog.Run, error) {

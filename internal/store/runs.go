@@ -30,41 +30,9 @@ const (
 // RequestHash to tell a retry from a reuse of the key. A taken ID is
 // ErrConflict. State, Seq and UpdatedAt of r are ignored.
 func (s *Store) CreateRun(ctx context.Context, r catalog.Run) (catalog.Run, bool, error) {
-	if r.Project == "" {
-		return catalog.Run{}, false, invalid("empty project")
-	}
-	if r.ID == "" {
-		r.ID = newID("run-")
-	}
-	if len(r.Input) > 0 && !json.Valid(r.Input) {
-		return catalog.Run{}, false, invalid("run input is not valid JSON")
-	}
-	p := db.CreateRunParams{
-		ID:             r.ID,
-		Project:        r.Project,
-		Pipeline:       strPtr(r.Pipeline),
-		Workflow:       r.Workflow,
-		State:          string(workflows.RunPending),
-		CreatedBy:      r.CreatedBy,
-		IdempotencyKey: strPtr(r.IdempotencyKey),
-		RequestHash:    r.RequestHash,
-	}
-	if r.Version != 0 {
-		v := int32(r.Version)
-		p.Version = &v
-	}
-	if !r.CreatedAt.IsZero() {
-		p.CreatedAt = &r.CreatedAt
-	}
-	if len(r.Input) > 0 {
-		p.Input = jsonbSafe(r.Input)
-	}
-	if r.Status != nil {
-		b, err := json.Marshal(r.Status)
-		if err != nil {
-			return catalog.Run{}, false, invalid("run status: %v", err)
-		}
-		p.Status = jsonbSafe(b)
+	p, err := createRunParams(&r)
+	if err != nil {
+		return catalog.Run{}, false, err
 	}
 	// A conflicting key makes the insert return no row; the existing run is
 	// then read. Retry if that run was deleted in between (DeleteRun).
@@ -89,6 +57,87 @@ func (s *Store) CreateRun(ctx context.Context, r catalog.Run) (catalog.Run, bool
 		}
 	}
 	return catalog.Run{}, false, fmt.Errorf("create run %q: %w: idempotency key raced with deletion", r.ID, catalog.ErrConflict)
+}
+
+// createRunParams validates r, fills its ID, and builds the insert.
+func createRunParams(r *catalog.Run) (db.CreateRunParams, error) {
+	if r.Project == "" {
+		return db.CreateRunParams{}, invalid("empty project")
+	}
+	if r.ID == "" {
+		r.ID = newID("run-")
+	}
+	if len(r.Input) > 0 && !json.Valid(r.Input) {
+		return db.CreateRunParams{}, invalid("run input is not valid JSON")
+	}
+	p := db.CreateRunParams{
+		ID:             r.ID,
+		Project:        r.Project,
+		Pipeline:       strPtr(r.Pipeline),
+		Workflow:       r.Workflow,
+		State:          string(workflows.RunPending),
+		CreatedBy:      r.CreatedBy,
+		IdempotencyKey: strPtr(r.IdempotencyKey),
+		RequestHash:    r.RequestHash,
+	}
+	if r.Version != 0 {
+		v := int32(r.Version)
+		p.Version = &v
+	}
+	if !r.CreatedAt.IsZero() {
+		p.CreatedAt = &r.CreatedAt
+	}
+	if len(r.Input) > 0 {
+		p.Input = jsonbSafe(r.Input)
+	}
+	if r.Status != nil {
+		b, err := json.Marshal(r.Status)
+		if err != nil {
+			return db.CreateRunParams{}, invalid("run status: %v", err)
+		}
+		p.Status = jsonbSafe(b)
+	}
+	return p, nil
+}
+
+// CreateRunIfLatest is CreateRun for a run of r.Version of pipeline
+// r.Pipeline that must still be the pipeline's newest version: in one
+// statement, it inserts the row only if it is. Otherwise nothing is
+// written and the error wraps catalog.ErrNotLatest (a gateway that took
+// the newest version from its cache then reads it again). A taken
+// idempotency key answers as CreateRun does.
+func (s *Store) CreateRunIfLatest(ctx context.Context, r catalog.Run) (catalog.Run, bool, error) {
+	if r.Pipeline == "" || r.Version <= 0 {
+		return catalog.Run{}, false, invalid("CreateRunIfLatest needs a pipeline and a version")
+	}
+	p, err := createRunParams(&r)
+	if err != nil {
+		return catalog.Run{}, false, err
+	}
+	row, err := s.q.CreateRunIfLatest(ctx, db.CreateRunIfLatestParams{
+		ID: p.ID, Project: p.Project, Pipeline: r.Pipeline, Version: *p.Version, Workflow: p.Workflow,
+		State: p.State, Status: p.Status, CreatedAt: p.CreatedAt, CreatedBy: p.CreatedBy,
+		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash, Input: p.Input,
+	})
+	if err == nil {
+		run, err := toRun(row)
+		return run, true, err
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return catalog.Run{}, false, mapErr(err, "create run %q", r.ID)
+	}
+	// No row: the key is taken, or the version is not the newest.
+	if p.IdempotencyKey != nil {
+		row, err := s.q.GetRunByIdempotencyKey(ctx, db.GetRunByIdempotencyKeyParams{Project: r.Project, IdempotencyKey: p.IdempotencyKey})
+		if err == nil {
+			run, err := toRun(row)
+			return run, false, err
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return catalog.Run{}, false, mapErr(err, "create run %q", r.ID)
+		}
+	}
+	return catalog.Run{}, false, fmt.Errorf("create run %q: version %d of %s/%s: %w", r.ID, r.Version, r.Project, r.Pipeline, catalog.ErrNotLatest)
 }
 
 // GetRun returns a run of project; a run of another project is ErrNotFound.

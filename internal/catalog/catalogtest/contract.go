@@ -19,6 +19,7 @@ type Catalog interface {
 	CreatePipelineVersion(ctx context.Context, project, pipeline string, spec json.RawMessage, digest, createdBy string) (catalog.PipelineVersion, bool, error)
 	GetPipelineVersion(ctx context.Context, project, name string, version int) (catalog.PipelineVersion, error)
 	CreateRun(ctx context.Context, r catalog.Run) (catalog.Run, bool, error)
+	CreateRunIfLatest(ctx context.Context, r catalog.Run) (catalog.Run, bool, error)
 	GetRun(ctx context.Context, project, id string) (catalog.Run, error)
 	ListRuns(ctx context.Context, f catalog.RunFilter) (catalog.RunPage, error)
 }
@@ -211,6 +212,43 @@ func Contract(t *testing.T, newCatalog func(t *testing.T) Catalog) {
 		_, err = c.ListRuns(ctx, catalog.RunFilter{Project: "alpha", CreatedBy: "alice", Limit: 1, PageToken: page.NextPageToken})
 		if !errors.Is(err, catalog.ErrInvalidArgument) {
 			t.Errorf("ci's page token used for alice: %v, want ErrInvalidArgument", err)
+		}
+	})
+
+	t.Run("a run of the newest version is created only while it is the newest", func(t *testing.T) {
+		c := newCatalog(t)
+		project(t, c, "alpha")
+		if _, _, err := c.CreatePipelineVersion(ctx, "alpha", "train", json.RawMessage(`{"v":1}`), "d1", "me"); err != nil {
+			t.Fatal(err)
+		}
+		r := run("r1", "alpha", "k1", t0)
+		r.Pipeline, r.Version = "train", 1
+		if got, created, err := c.CreateRunIfLatest(ctx, r); err != nil || !created || got.Version != 1 {
+			t.Fatalf("version 1 while newest: %+v created=%v err=%v", got, created, err)
+		}
+		if _, _, err := c.CreatePipelineVersion(ctx, "alpha", "train", json.RawMessage(`{"v":2}`), "d2", "me"); err != nil {
+			t.Fatal(err)
+		}
+		// The same key: the existing run, whatever the version.
+		if got, created, err := c.CreateRunIfLatest(ctx, r); err != nil || created || got.ID != "r1" {
+			t.Fatalf("same key: %+v created=%v err=%v", got, created, err)
+		}
+		stale := run("r2", "alpha", "k2", t0)
+		stale.Pipeline, stale.Version = "train", 1
+		if _, _, err := c.CreateRunIfLatest(ctx, stale); !errors.Is(err, catalog.ErrNotLatest) {
+			t.Fatalf("version 1 after version 2: %v, want ErrNotLatest", err)
+		}
+		if _, err := c.GetRun(ctx, "alpha", "r2"); !errors.Is(err, catalog.ErrNotFound) {
+			t.Fatalf("the refused run was written: %v", err)
+		}
+		stale.Version = 2
+		if _, created, err := c.CreateRunIfLatest(ctx, stale); err != nil || !created {
+			t.Fatalf("version 2: created=%v err=%v", created, err)
+		}
+		other := run("r3", "alpha", "", t0)
+		other.Pipeline, other.Version = "nope", 1
+		if _, _, err := c.CreateRunIfLatest(ctx, other); !errors.Is(err, catalog.ErrNotLatest) {
+			t.Fatalf("unknown pipeline: %v, want ErrNotLatest", err)
 		}
 	})
 }

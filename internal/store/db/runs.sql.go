@@ -75,6 +75,76 @@ func (q *Queries) CreateRun(ctx context.Context, arg CreateRunParams) (Run, erro
 	return i, err
 }
 
+const createRunIfLatest = `-- name: CreateRunIfLatest :one
+INSERT INTO runs (
+    id, project, pipeline, version, workflow, state, seq, status,
+    created_at, updated_at, created_by, idempotency_key, request_hash, input
+)
+SELECT $1, $2, $3::text, $4::integer, $5, $6, 0, $7,
+       COALESCE($8::timestamptz, now()), now(), $9,
+       $10, $11, $12
+WHERE EXISTS (
+    SELECT 1 FROM pipelines p
+    WHERE p.project = $2 AND p.name = $3::text AND p.latest_version = $4::integer
+)
+ON CONFLICT (project, idempotency_key) DO NOTHING
+RETURNING id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, created_by, idempotency_key, request_hash, input
+`
+
+type CreateRunIfLatestParams struct {
+	ID             string
+	Project        string
+	Pipeline       string
+	Version        int32
+	Workflow       string
+	State          string
+	Status         json.RawMessage
+	CreatedAt      *time.Time
+	CreatedBy      string
+	IdempotencyKey *string
+	RequestHash    string
+	Input          json.RawMessage
+}
+
+// CreateRun of a run of @pipeline's newest version: inserts nothing (no
+// row returned) when @version is no longer the newest, or when (project,
+// idempotency_key) already exists. One statement, so that a gateway that
+// guessed the newest version from its cache needs no round trip to check.
+func (q *Queries) CreateRunIfLatest(ctx context.Context, arg CreateRunIfLatestParams) (Run, error) {
+	row := q.db.QueryRow(ctx, createRunIfLatest,
+		arg.ID,
+		arg.Project,
+		arg.Pipeline,
+		arg.Version,
+		arg.Workflow,
+		arg.State,
+		arg.Status,
+		arg.CreatedAt,
+		arg.CreatedBy,
+		arg.IdempotencyKey,
+		arg.RequestHash,
+		arg.Input,
+	)
+	var i Run
+	err := row.Scan(
+		&i.ID,
+		&i.Project,
+		&i.Pipeline,
+		&i.Version,
+		&i.Workflow,
+		&i.State,
+		&i.Seq,
+		&i.Status,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.CreatedBy,
+		&i.IdempotencyKey,
+		&i.RequestHash,
+		&i.Input,
+	)
+	return i, err
+}
+
 const deleteRun = `-- name: DeleteRun :execrows
 DELETE FROM runs
 WHERE id = $1

@@ -11,6 +11,25 @@ INSERT INTO runs (
 ON CONFLICT (project, idempotency_key) DO NOTHING
 RETURNING *;
 
+-- name: CreateRunIfLatest :one
+-- CreateRun of a run of @pipeline's newest version: inserts nothing (no
+-- row returned) when @version is no longer the newest, or when (project,
+-- idempotency_key) already exists. One statement, so that a gateway that
+-- guessed the newest version from its cache needs no round trip to check.
+INSERT INTO runs (
+    id, project, pipeline, version, workflow, state, seq, status,
+    created_at, updated_at, created_by, idempotency_key, request_hash, input
+)
+SELECT @id, @project, @pipeline::text, @version::integer, @workflow, @state, 0, sqlc.narg(status),
+       COALESCE(sqlc.narg(created_at)::timestamptz, now()), now(), @created_by,
+       sqlc.narg(idempotency_key), @request_hash, sqlc.narg(input)
+WHERE EXISTS (
+    SELECT 1 FROM pipelines p
+    WHERE p.project = @project AND p.name = @pipeline::text AND p.latest_version = @version::integer
+)
+ON CONFLICT (project, idempotency_key) DO NOTHING
+RETURNING *;
+
 -- name: GetRun :one
 SELECT * FROM runs
 WHERE project = @project AND id = @id;
