@@ -111,12 +111,18 @@ func (s *server) bearer(c echo.Context) (catalog.Token, error) {
 	if !tokens.WellFormed(secret) {
 		return catalog.Token{}, invalid("the token is malformed")
 	}
-	tok, err := s.cat.TokenBySecretHash(c.Request().Context(), tokens.Hash(secret))
-	if errors.Is(err, catalog.ErrNotFound) {
-		return catalog.Token{}, invalid("the token is unknown or revoked")
-	}
-	if err != nil {
-		return catalog.Token{}, internalError(err)
+	hash := tokens.Hash(secret)
+	tok, ok := s.tokens.get(hash, s.now())
+	if !ok {
+		var err error
+		tok, err = s.cat.TokenBySecretHash(c.Request().Context(), hash)
+		if errors.Is(err, catalog.ErrNotFound) {
+			return catalog.Token{}, invalid("the token is unknown or revoked")
+		}
+		if err != nil {
+			return catalog.Token{}, internalError(err)
+		}
+		s.tokens.put(hash, tok, s.now())
 	}
 	if tok.ExpiresAt != nil && !s.now().Before(*tok.ExpiresAt) {
 		return catalog.Token{}, invalid("the token expired at " + tok.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"))

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -20,16 +21,19 @@ import (
 // fakeCatalog is an in-memory Catalog with the store's documented
 // semantics (sentinel errors, idempotent CreateRun, digest dedup).
 type fakeCatalog struct {
-	mu        sync.Mutex
-	projects  map[string]catalog.Project
-	tokens    map[string]catalog.Token // by hex hash
-	versions  map[string][]catalog.PipelineVersion
-	workflows map[string]catalog.GoWorkflow
-	runs      map[string]catalog.Run
-	logs      map[activities.LogKey][]byte
-	clusters  map[string]catalog.Cluster
-	policies  map[string]catalog.GPUPolicy
-	chunkSize int // ReadLog cuts logs at multiples of this
+	mu       sync.Mutex
+	projects map[string]catalog.Project
+	tokens   map[string]catalog.Token // by hex hash
+	versions map[string][]catalog.PipelineVersion
+	// versionReads and pipelineReads count GetPipelineVersion and
+	// GetPipeline calls (the cache's tests).
+	versionReads, pipelineReads int
+	workflows                   map[string]catalog.GoWorkflow
+	runs                        map[string]catalog.Run
+	logs                        map[activities.LogKey][]byte
+	clusters                    map[string]catalog.Cluster
+	policies                    map[string]catalog.GPUPolicy
+	chunkSize                   int // ReadLog cuts logs at multiples of this
 
 	pingErr         error
 	panicOnList     bool // ListPipelines panics, to test recovery
@@ -147,6 +151,7 @@ func (f *fakeCatalog) pipeline(project, name string) (catalog.Pipeline, bool) {
 func (f *fakeCatalog) GetPipeline(_ context.Context, project, name string) (catalog.Pipeline, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.pipelineReads++
 	p, ok := f.pipeline(project, name)
 	if !ok {
 		return p, catalog.ErrNotFound
@@ -175,6 +180,7 @@ func (f *fakeCatalog) ListPipelines(_ context.Context, project string) ([]catalo
 func (f *fakeCatalog) GetPipelineVersion(_ context.Context, project, name string, version int) (catalog.PipelineVersion, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.versionReads++
 	vs := f.versions[project+"/"+name]
 	if version == 0 {
 		version = len(vs)
@@ -222,6 +228,27 @@ func (f *fakeCatalog) CreateRun(_ context.Context, r catalog.Run) (catalog.Run, 
 	return r, true, nil
 }
 
+func (f *fakeCatalog) CreateRunIfLatest(ctx context.Context, r catalog.Run) (catalog.Run, bool, error) {
+	f.mu.Lock()
+	if r.IdempotencyKey != "" {
+		for _, x := range f.runs {
+			if x.Project == r.Project && x.IdempotencyKey == r.IdempotencyKey {
+				f.mu.Unlock()
+				return x, false, nil
+			}
+		}
+	}
+	latest := len(f.versions[r.Project+"/"+r.Pipeline])
+	f.mu.Unlock()
+	if r.Pipeline == "" || r.Version <= 0 {
+		return catalog.Run{}, false, catalog.ErrInvalidArgument
+	}
+	if latest != r.Version {
+		return catalog.Run{}, false, fmt.Errorf("version %d of %s: %w", r.Version, r.Pipeline, catalog.ErrNotLatest)
+	}
+	return f.CreateRun(ctx, r)
+}
+
 func (f *fakeCatalog) GetRun(_ context.Context, project, id string) (catalog.Run, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -239,6 +266,18 @@ func (f *fakeCatalog) setRun(r catalog.Run) {
 	f.runs[r.ID] = r
 }
 
+// fakeFilterKey binds a page token to its filter, as the store does.
+func fakeFilterKey(f catalog.RunFilter) string {
+	ts := func(t *time.Time) string {
+		if t == nil {
+			return "-"
+		}
+		return strconv.FormatInt(t.UnixNano(), 10)
+	}
+	h := sha256.Sum256(fmt.Appendf(nil, "%q %q %q %q %s %s", f.Project, f.Pipeline, f.State, f.CreatedBy, ts(f.CreatedAfter), ts(f.CreatedBefore)))
+	return hex.EncodeToString(h[:8])
+}
+
 func (f *fakeCatalog) ListRuns(_ context.Context, flt catalog.RunFilter) (catalog.RunPage, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -247,6 +286,7 @@ func (f *fakeCatalog) ListRuns(_ context.Context, flt catalog.RunFilter) (catalo
 		if r.Project != flt.Project ||
 			(flt.Pipeline != "" && r.Pipeline != flt.Pipeline) ||
 			(flt.State != "" && r.State != flt.State) ||
+			(flt.CreatedBy != "" && r.CreatedBy != flt.CreatedBy) ||
 			(flt.CreatedAfter != nil && r.CreatedAt.Before(*flt.CreatedAfter)) ||
 			(flt.CreatedBefore != nil && !r.CreatedAt.Before(*flt.CreatedBefore)) {
 			continue
@@ -263,9 +303,10 @@ func (f *fakeCatalog) ListRuns(_ context.Context, flt catalog.RunFilter) (catalo
 	// (created_at, id), and the next page starts strictly after it, so runs
 	// added meanwhile never shift pages.
 	if flt.PageToken != "" {
-		ns, id, ok := strings.Cut(flt.PageToken, "|")
+		key, tail, ok1 := strings.Cut(flt.PageToken, "|")
+		ns, id, ok := strings.Cut(tail, "|")
 		n, err := strconv.ParseInt(ns, 10, 64)
-		if !ok || err != nil {
+		if !ok1 || !ok || err != nil || key != fakeFilterKey(flt) {
 			return catalog.RunPage{}, fmt.Errorf("page token %q: %w", flt.PageToken, catalog.ErrInvalidArgument)
 		}
 		at := time.Unix(0, n)
@@ -285,7 +326,7 @@ func (f *fakeCatalog) ListRuns(_ context.Context, flt catalog.RunFilter) (catalo
 	page := catalog.RunPage{Runs: all[:end]}
 	if end < len(all) {
 		last := all[end-1]
-		page.NextPageToken = strconv.FormatInt(last.CreatedAt.UnixNano(), 10) + "|" + last.ID
+		page.NextPageToken = fakeFilterKey(flt) + "|" + strconv.FormatInt(last.CreatedAt.UnixNano(), 10) + "|" + last.ID
 	}
 	return page, nil
 }

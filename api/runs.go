@@ -26,6 +26,10 @@ type RunStore interface {
 	// CreateRun is idempotent on (project, IdempotencyKey) when the key is
 	// not empty: it then returns the existing row and created=false.
 	CreateRun(ctx context.Context, r catalog.Run) (catalog.Run, bool, error)
+	// CreateRunIfLatest is CreateRun, but writes nothing and returns an
+	// error wrapping catalog.ErrNotLatest when r.Version is no longer the
+	// newest version of r.Pipeline.
+	CreateRunIfLatest(ctx context.Context, r catalog.Run) (catalog.Run, bool, error)
 	GetRun(ctx context.Context, project, id string) (catalog.Run, error)
 	// ListRuns returns an error wrapping catalog.ErrInvalidArgument for a
 	// bad page token.
@@ -71,25 +75,47 @@ func (s *server) CreateRun(ctx context.Context, request gen.CreateRunRequestObje
 	var row catalog.Run
 	var start runclient.StartRequest
 	var err error
+	guessed := false // the pipeline's newest version came from this gateway's cache
 	kind := "workflow"
 	if req.Pipeline != nil {
 		kind = "pipeline"
-		row, start, err = s.planPipelineRun(ctx, project, id, req)
+		row, start, guessed, err = s.planPipelineRun(ctx, project, id, req, false)
 	} else {
 		row, start, err = s.planWorkflowRun(ctx, project, id, req)
 	}
 	if err != nil {
 		return nil, err
 	}
-	now := s.now().UTC()
-	row.CreatedAt, row.UpdatedAt = now, now
-	row.CreatedBy = tok.Name
-	row.IdempotencyKey = deref(request.Params.IdempotencyKey)
-	if row.RequestHash, err = requestHash(req); err != nil {
+	hash, err := requestHash(req)
+	if err != nil {
 		return nil, internalError(err)
 	}
+	complete := func(row *catalog.Run) {
+		now := s.now().UTC()
+		row.CreatedAt, row.UpdatedAt = now, now
+		row.CreatedBy = tok.Name
+		row.IdempotencyKey = deref(request.Params.IdempotencyKey)
+		row.RequestHash = hash
+	}
+	complete(&row)
 
-	run, created, err := s.cat.CreateRun(ctx, row)
+	var run catalog.Run
+	var created bool
+	if guessed {
+		// One statement checks the guess and inserts; a version posted
+		// since (through any gateway) makes it write nothing, and the run
+		// is planned again from the catalogue.
+		run, created, err = s.cat.CreateRunIfLatest(ctx, row)
+		if errors.Is(err, catalog.ErrNotLatest) {
+			if row, start, _, err = s.planPipelineRun(ctx, project, id, req, true); err != nil {
+				return nil, err
+			}
+			complete(&row)
+			run, created, err = s.cat.CreateRun(ctx, row)
+		}
+	} else {
+		run, created, err = s.cat.CreateRun(ctx, row)
+	}
 	if err != nil {
 		return nil, internalError(err)
 	}
@@ -232,18 +258,27 @@ func nulPath(path string, v any) string {
 
 // planPipelineRun resolves a declarative run: the version, its spec and
 // the params (defaults applied, types checked: 422 lists every problem).
-func (s *server) planPipelineRun(ctx context.Context, project, id string, req gen.CreateRunRequest) (catalog.Run, runclient.StartRequest, error) {
+// With fresh, the newest version is read from the catalogue even if this
+// gateway has it cached; guessed reports that it was taken from the cache
+// (then the row must be written with CreateRunIfLatest).
+func (s *server) planPipelineRun(ctx context.Context, project, id string, req gen.CreateRunRequest, fresh bool) (catalog.Run, runclient.StartRequest, bool, error) {
 	name, version := *req.Pipeline, deref(req.Version)
-	v, err := s.cat.GetPipelineVersion(ctx, project, name, version)
+	v, guessed, err := s.pipelineVersion(ctx, project, name, version, fresh)
 	if errors.Is(err, catalog.ErrNotFound) {
 		if version == 0 {
-			return catalog.Run{}, runclient.StartRequest{}, notFound("pipeline %q not found in project %q", name, project)
+			return catalog.Run{}, runclient.StartRequest{}, false, notFound("pipeline %q not found in project %q", name, project)
 		}
-		return catalog.Run{}, runclient.StartRequest{}, notFound("pipeline %q has no version %d in project %q", name, version, project)
+		return catalog.Run{}, runclient.StartRequest{}, false, notFound("pipeline %q has no version %d in project %q", name, version, project)
 	}
 	if err != nil {
-		return catalog.Run{}, runclient.StartRequest{}, internalError(err)
+		return catalog.Run{}, runclient.StartRequest{}, false, internalError(err)
 	}
+	row, start, err := s.planPipelineRunFrom(ctx, project, id, name, v, req)
+	return row, start, guessed, err
+}
+
+// planPipelineRunFrom resolves the params of a run of version v.
+func (s *server) planPipelineRunFrom(ctx context.Context, project, id, name string, v catalog.PipelineVersion, req gen.CreateRunRequest) (catalog.Run, runclient.StartRequest, error) {
 	var p spec.Pipeline
 	if err := json.Unmarshal(v.Spec, &p); err != nil {
 		return catalog.Run{}, runclient.StartRequest{}, internalError(err)
@@ -280,6 +315,38 @@ func (s *server) planPipelineRun(ctx context.Context, project, id string, req ge
 		Input: json.RawMessage(input), Project: project, Pipeline: name,
 	}
 	return row, start, nil
+}
+
+// pipelineVersion returns a version of a pipeline, the newest for 0.
+// Versions are immutable, so they are cached. Which one is newest is
+// taken from this gateway's last look (guessed: the insert then checks it,
+// CreateRunIfLatest) unless fresh or never looked, then read from the
+// pipeline's row.
+func (s *server) pipelineVersion(ctx context.Context, project, name string, version int, fresh bool) (v catalog.PipelineVersion, guessed bool, err error) {
+	if version == 0 {
+		if n, ok := s.versions.latest(project, name); ok && !fresh {
+			version, guessed = n, true
+		} else {
+			p, err := s.cat.GetPipeline(ctx, project, name)
+			if err != nil {
+				return catalog.PipelineVersion{}, false, err
+			}
+			if p.LatestVersion <= 0 {
+				return catalog.PipelineVersion{}, false, fmt.Errorf("pipeline %s/%s has no version: %w", project, name, catalog.ErrNotFound)
+			}
+			version = p.LatestVersion
+			s.versions.setLatest(project, name, version)
+		}
+	}
+	if v, ok := s.versions.get(versionKey{project, name, version}); ok {
+		return v, guessed, nil
+	}
+	v, err = s.cat.GetPipelineVersion(ctx, project, name, version)
+	if err != nil {
+		return catalog.PipelineVersion{}, false, err
+	}
+	s.versions.put(v)
+	return v, guessed, nil
 }
 
 // planWorkflowRun resolves a native Go run; only workflows some worker
@@ -347,6 +414,7 @@ func (s *server) ListRuns(ctx context.Context, req gen.ListRunsRequestObject) (g
 		Project:       req.Project,
 		Pipeline:      deref(params.Pipeline),
 		State:         workflows.RunState(deref(params.State)),
+		CreatedBy:     deref(params.CreatedBy),
 		CreatedAfter:  params.CreatedAfter,
 		CreatedBefore: params.CreatedBefore,
 		Limit:         50,

@@ -254,6 +254,16 @@ func TestListRuns(t *testing.T) {
 	if len(l.Runs) != 3 {
 		t.Fatalf("pipeline filter: %d", len(l.Runs))
 	}
+	// createdBy: the name of the token that started the run.
+	h.do("GET", runsPath+"?createdBy=ci&state=PENDING", h.viewer, nil).json(t, &l)
+	if len(l.Runs) != 5 || l.Runs[0].CreatedBy == nil || *l.Runs[0].CreatedBy != "ci" {
+		t.Fatalf("createdBy filter: %+v", l.Runs)
+	}
+	h.do("GET", runsPath+"?createdBy=dash", h.viewer, nil).json(t, &l)
+	if len(l.Runs) != 0 {
+		t.Fatalf("createdBy=dash: %d runs, want none", len(l.Runs))
+	}
+	wantProblem(t, h.do("GET", runsPath+"?createdBy=", h.viewer, nil), http.StatusBadRequest, "invalid-request")
 	after := h.cat.runs[ids[2]].CreatedAt.Format(time.RFC3339)
 	h.do("GET", runsPath+"?createdAfter="+after, h.viewer, nil).json(t, &l)
 	if len(l.Runs) != 3 { // inclusive, as in Postgres (catalogtest.Contract)

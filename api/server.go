@@ -68,7 +68,24 @@ type server struct {
 	streamLimit int
 	hub         *statusHub
 	streams     *streamSlots
+
+	tokenTTL time.Duration
+	tokens   *tokenCache   // nil: every request looks its token up
+	versions *versionCache // immutable pipeline versions
 }
+
+// Cache bounds.
+const (
+	maxCachedTokens   = 10_000
+	maxCachedVersions = 1_000
+)
+
+// WithTokenCacheTTL keeps resolved tokens for d (default 0: no cache), so
+// that requests skip the token's Postgres lookup; a token revoked through
+// another gateway or in the database then keeps working here for up to d.
+// Revoking through this gateway takes effect here at once; expiry is
+// checked on every request.
+func WithTokenCacheTTL(d time.Duration) Option { return func(s *server) { s.tokenTTL = d } }
 
 // Option configures New.
 type Option func(*server)
@@ -149,6 +166,8 @@ func New(cat Catalog, eng Engine, opts ...Option) (*echo.Echo, error) {
 	for _, o := range opts {
 		o(s)
 	}
+	s.tokens = newTokenCache(s.tokenTTL, maxCachedTokens)
+	s.versions = newVersionCache(maxCachedVersions)
 	if s.bodyLimit <= 0 || s.pollInterval <= 0 || s.keepAlive <= 0 || s.queryTimeout <= 0 || s.logPage <= 0 || s.streamLimit <= 0 {
 		return nil, errors.New("api: limits and intervals must be positive")
 	}

@@ -51,6 +51,7 @@ func (s *server) CreateToken(ctx context.Context, req gen.CreateTokenRequestObje
 // RevokeToken deletes a token by ID; it stops authenticating at once.
 func (s *server) RevokeToken(ctx context.Context, req gen.RevokeTokenRequestObject) (gen.RevokeTokenResponseObject, error) {
 	err := s.cat.RevokeToken(ctx, req.Token)
+	s.tokens.forget(req.Token) // at once on this gateway; others within their cache TTL
 	if errors.Is(err, catalog.ErrNotFound) {
 		return nil, notFound("token %s not found", req.Token)
 	}

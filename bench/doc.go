@@ -3,14 +3,16 @@
 // measures the neighbours). Each is a self-contained main:
 //
 //	go run ./bench/overhead [-n 200] [-r 5] [-quick] [-v]
-//	go run ./bench/starts   [-n 2000] [-c 32] [-rounds 2] [-quick] [-v]
+//	go run ./bench/starts   [-n 2000] [-c 32] [-rounds 2] [-quick] [-v] [-cpuprofile f]
 //	go run ./bench/kubecp   [-starts 3] [-nodes 1000] [-pods 10000] [-quick]
 //	go run ./bench/gpusched [-r 300] [-naive 3] [-pending 10000] [-nodes 1000] [-quick]
 //	go run ./bench/gpuadmit [-n 3000] [-depth 1000] [-probes 50] [-preempts 20] [-nodes 1000] [-quick]
 //	go run ./bench/serving  [-rounds 10] [-rollbacks 5] [-quick]
 //	go run ./bench/coldstart [-rounds 5] [-burst 5] [-load 2s] [-quick]
+//	go run ./bench/listruns [-n 1000000] [-projects 100] [-samples 200] [-rounds 3] [-page 50] [-quick]
 //
-// Each program except gpusched (pure code, no server) starts its own
+// Each program except gpusched (pure code, no server) and listruns
+// (Postgres only: benchstack.StartDatabase) starts its own
 // Temporal dev server (devstack.StartTemporal: in-memory, headless,
 // TunedDynamicConfig, so the numbers are those of the dev stack and of the
 // integration tests), creates a fresh Postgres
@@ -173,6 +175,36 @@
 //     on /v1/models: the engine's own cold start. Their difference is
 //     Atelier's part (wake-up signal, decision, process start, the
 //     observation that sees it ready, the proxy's route refresh).
+//
+// # listruns: listing runs at scale
+//
+// A fresh database loaded with N generated runs (storetest.Synthetic:
+// generate_series in Postgres, the listing indexes dropped during the load
+// and rebuilt from their own definitions, then VACUUM ANALYZE): 10% of the
+// runs in project p000 (100,000 of the default 1,000,000), the rest spread
+// over 99 projects; 20 pipelines and 8 creator tokens per project (a
+// quarter of the runs with no creator: SDK starts), 7 states (85%
+// SUCCEEDED, 1% PENDING, ...), created over a year. Then, for each filter
+// the API offers and their combinations (project; pipeline; state; a
+// rarely matching state; createdBy; createdAfter; a createdAfter/Before
+// window; page 20 reached with the cursor), it lists one page of 50 newest
+// first, with the filter's values (project, pipeline, creator, state,
+// window) drawn at random per sample so that samples read different index
+// ranges rather than one hot page:
+//
+//   - store: (*store.Store).ListRuns, the catalogue query alone;
+//   - REST: GET /v1/projects/{p}/runs through the gateway's handler
+//     in-process (httptest, no TCP): token lookup, validation, the same
+//     query, the JSON page;
+//   - baseline: (*store.Store).GetRun of a random run by primary key, the
+//     cheapest read the catalogue makes, on the same pool.
+//
+// The three are interleaved per sample (baseline, store, REST) in R rounds
+// of S samples per filter. Reported per filter: rows per page, p50/p99/max
+// of store and REST, the spread of the store's per-round p50, the
+// baseline's p50/p99 over the same period, the table and index sizes, and
+// the target (p99 ≤ 20 ms). Deeper pages cost the same as the first (the
+// cursor is an index condition), which the page-20 row shows.
 //
 // # gpusched: one GPU admission cycle
 //

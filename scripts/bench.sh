@@ -3,6 +3,8 @@
 # default sizes (what each measures: bench/doc.go; figures:
 # docs/benchmarks.md). Reports go to stdout, progress to stderr.
 # BENCH_ARGS is passed to every program, e.g. `make bench BENCH_ARGS=-quick`.
+# bench/listruns needs only Postgres (it loads 1,000,000 runs: a few
+# minutes on 2 cores, ~1.5 GB of database, dropped at the end).
 #
 # Not run here: the raw Temporal round trip on the tuned dev server,
 #   go test -run '^$' -bench ActivityRoundTrip ./internal/temporaltest

@@ -23,8 +23,10 @@ import (
 	"github.com/atelier-ml/atelier/api"
 	"github.com/atelier-ml/atelier/examples/gopipeline"
 	"github.com/atelier-ml/atelier/inference/proxy"
+	"github.com/atelier-ml/atelier/internal/app"
 	"github.com/atelier-ml/atelier/internal/config"
 	"github.com/atelier-ml/atelier/internal/reconcile"
+	"github.com/atelier-ml/atelier/internal/retention"
 	"github.com/atelier-ml/atelier/internal/store"
 	"github.com/atelier-ml/atelier/workflows"
 	"github.com/atelier-ml/atelier/workflows/endpointclient"
@@ -52,7 +54,7 @@ func provideEngine(c client.Client, cfg config.Config) *runclient.Client {
 
 func provideAPI(cat api.Catalog, eng api.Engine, c client.Client, rec *reconcile.Reconciler, cfg config.Config, l *zap.Logger) (http.Handler, error) {
 	endpoints := endpointclient.New(c, cfg.Namespace, cfg.TemporalUIURL)
-	return api.New(cat, eng, api.WithLogger(l.Named("api")), api.WithTaskQueue(cfg.TaskQueue), api.WithConverger(rec), api.WithStreamLimit(cfg.StreamLimit),
+	return api.New(cat, eng, api.WithLogger(l.Named("api")), api.WithTaskQueue(cfg.TaskQueue), api.WithConverger(rec), api.WithStreamLimit(cfg.StreamLimit), api.WithTokenCacheTTL(cfg.TokenCacheTTL),
 		api.WithEndpoints(endpoints), api.WithEndpointProxy(proxy.New(endpoints, endpoints, proxy.Options{Log: l.Named("proxy")})))
 }
 
@@ -60,6 +62,12 @@ func provideAPI(cat api.Catalog, eng api.Engine, c client.Client, rec *reconcile
 // outside Atelier); the gateway runs its sweeps.
 func provideReconciler(s *store.Store, e *runclient.Client, cfg config.Config, l *zap.Logger) *reconcile.Reconciler {
 	return reconcile.New(s, e, time.Now, l.Named("reconcile"), reconcile.Options{Namespace: cfg.Namespace})
+}
+
+// provideSweepers is the gateway's background upkeep: the reconciler and
+// the retention sweep (which does nothing unless --retention is set).
+func provideSweepers(rec *reconcile.Reconciler, s *store.Store, cfg config.Config, l *zap.Logger) app.Sweepers {
+	return app.Sweepers{rec, retention.New(s, time.Now, l.Named("retention"), retention.Options{MaxAge: cfg.Retention})}
 }
 
 // provideRunner builds the local runtime. It also makes the worker process

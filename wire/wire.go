@@ -12,7 +12,6 @@ import (
 	"github.com/atelier-ml/atelier/api"
 	"github.com/atelier-ml/atelier/internal/app"
 	"github.com/atelier-ml/atelier/internal/config"
-	"github.com/atelier-ml/atelier/internal/reconcile"
 	"github.com/atelier-ml/atelier/internal/store"
 	"github.com/atelier-ml/atelier/workflows/runclient"
 )
@@ -21,10 +20,10 @@ var common = wire.NewSet(app.NewLogger, provideStore, app.NewTemporalClient)
 
 // InitGateway builds the REST gateway process.
 func InitGateway(ctx context.Context, cfg config.Config) (*app.Gateway, func(), error) {
-	wire.Build(common, provideEngine, provideReconciler, provideAPI, app.NewGateway,
+	wire.Build(common, provideEngine, provideReconciler, provideSweepers, provideAPI, app.NewGateway,
 		wire.Bind(new(api.Catalog), new(*store.Store)),
 		wire.Bind(new(api.Engine), new(*runclient.Client)),
-		wire.Bind(new(app.Sweeper), new(*reconcile.Reconciler)),
+		wire.Bind(new(app.Sweeper), new(app.Sweepers)),
 	)
 	return nil, nil, nil
 }

@@ -42,7 +42,8 @@ func InitGateway(ctx context.Context, cfg config.Config) (*app.Gateway, func(), 
 		cleanup()
 		return nil, nil, err
 	}
-	gateway := app.NewGateway(handler, reconciler, cfg, logger)
+	sweepers := provideSweepers(reconciler, store, cfg, logger)
+	gateway := app.NewGateway(handler, sweepers, cfg, logger)
 	return gateway, func() {
 		cleanup3()
 		cleanup2()

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -50,6 +51,7 @@ func main() {
 	rounds := flag.Int("rounds", 2, "rounds per mode, interleaved (baseline, subject, baseline, ...)")
 	quick := flag.Bool("quick", false, "smoke run: -n 100 -c 8 unless given")
 	verbose := flag.Bool("v", false, "stack logs at info level")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole process (gateway, clients, benchmark) to this file")
 	flag.Parse()
 	if *quick {
 		set := map[string]bool{}
@@ -67,7 +69,19 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "starts:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(ctx, *n, *c, *rounds, *verbose); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "starts:", err)
 		os.Exit(1)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -26,6 +27,18 @@ type Gateway struct {
 // Sweeper is background upkeep of the catalogue that runs as long as the
 // gateway does (internal/reconcile).
 type Sweeper interface{ Run(ctx context.Context) }
+
+// Sweepers runs several sweepers side by side; Run returns when all have.
+type Sweepers []Sweeper
+
+// Run runs every sweeper in its own goroutine until ctx is done.
+func (ss Sweepers) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, s := range ss {
+		wg.Go(func() { s.Run(ctx) })
+	}
+	wg.Wait()
+}
 
 // NewGateway wraps the API handler in an HTTP server with sane timeouts.
 // WriteTimeout stays 0 because log follows and event streams are long-lived.

@@ -23,6 +23,9 @@ var (
 	// now (down, restarting, network); the gateway answers 503 with
 	// Retry-After, and the operation may be retried as is.
 	ErrUnavailable = errors.New("catalogue unavailable")
+	// ErrNotLatest: CreateRunIfLatest found that the run's pipeline
+	// version is no longer the pipeline's newest; nothing was written.
+	ErrNotLatest = errors.New("not the newest pipeline version")
 )
 
 // Role grants what a token may do. Admin tokens are not bound to a project.
@@ -103,6 +106,7 @@ type RunFilter struct {
 	Project       string
 	Pipeline      string
 	State         workflows.RunState
+	CreatedBy     string // the name of the token that started the run through REST
 	CreatedAfter  *time.Time
 	CreatedBefore *time.Time
 	Limit         int    // 1..500, default 50

@@ -42,6 +42,14 @@ type Config struct {
 	// TaskQueue is the local runtime's task queue: workers poll it, the
 	// gateway starts declarative runs on it.
 	TaskQueue string
+	// TokenCacheTTL is how long the gateway keeps a resolved API token
+	// before looking it up again: the bound on how long a token revoked
+	// elsewhere keeps working on this gateway. 0 looks tokens up on every
+	// request.
+	TokenCacheTTL time.Duration
+	// Retention is how long the gateway keeps finished runs (rows and step
+	// logs) after their last write; 0 keeps them forever (internal/retention).
+	Retention time.Duration
 	// GPUMinRuntime is how long an admitted GPU workload runs before it
 	// may be preempted (gpu.Policy.MinRuntime).
 	GPUMinRuntime time.Duration
@@ -105,6 +113,7 @@ func Default() Config {
 		WorkerConcurrency: 200,
 		StreamLimit:       32,
 		GPUMinRuntime:     5 * time.Minute,
+		TokenCacheTTL:     5 * time.Second,
 		TaskQueue:         workflows.TaskQueueLocal,
 		LocalGPUs:         "auto",
 
@@ -134,6 +143,8 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	fs.StringToStringVar(&c.LocalEngines, "local-engine", c.LocalEngines, "worker: run local inference endpoints' engine from this executable instead of vllm / tritonserver on PATH: backend=path, repeatable, e.g. vllm=.atelier/bin/modelserver (ATELIER_LOCAL_ENGINES=vllm=/a,triton=/b)")
 	fs.BoolVar(&c.Examples, "examples", c.envBool("ATELIER_EXAMPLES", d.Examples), "worker: also serve the example Go pipelines (examples/gopipeline); on in `atelier dev` (ATELIER_EXAMPLES)")
 	fs.IntVar(&c.StreamLimit, "stream-limit", c.envInt("ATELIER_STREAM_LIMIT", d.StreamLimit), "event and log-follow streams one token may hold open per gateway; more get 429 (ATELIER_STREAM_LIMIT)")
+	fs.DurationVar(&c.TokenCacheTTL, "token-cache-ttl", c.envDuration("ATELIER_TOKEN_CACHE_TTL", d.TokenCacheTTL), "gateway: keep resolved API tokens this long; a token revoked through another gateway or in the database keeps working here up to this long; 0 looks them up on every request (ATELIER_TOKEN_CACHE_TTL)")
+	fs.DurationVar(&c.Retention, "retention", c.envDuration("ATELIER_RETENTION", d.Retention), "gateway: delete finished runs and their step logs this long after their last write, e.g. 720h; 0 keeps them forever (ATELIER_RETENTION)")
 	fs.DurationVar(&c.GPUMinRuntime, "gpu-min-runtime", c.envDuration("ATELIER_GPU_MIN_RUNTIME", d.GPUMinRuntime), "worker: how long an admitted GPU step runs before GPU admission may preempt it (ATELIER_GPU_MIN_RUNTIME)")
 	fs.IntVar(&c.WorkerConcurrency, "worker-concurrency", c.envInt("ATELIER_WORKER_CONCURRENCY", d.WorkerConcurrency), "max concurrent activities per worker (ATELIER_WORKER_CONCURRENCY)")
 }
@@ -218,6 +229,15 @@ func (c *Config) Validate() error {
 	}
 	if c.StreamLimit < 1 {
 		return fmt.Errorf("stream limit must be at least 1")
+	}
+	if c.TokenCacheTTL < 0 || c.TokenCacheTTL > time.Minute {
+		return fmt.Errorf("token cache TTL %s: want 0 (no cache) up to 1m, the bound on revocation", c.TokenCacheTTL)
+	}
+	if c.Retention < 0 {
+		return fmt.Errorf("retention must not be negative (0 keeps finished runs forever)")
+	}
+	if c.Retention > 0 && c.Retention < time.Hour {
+		return fmt.Errorf("retention %s is under an hour: finished runs would vanish while people still look at them; use at least 1h (0 keeps them forever)", c.Retention)
 	}
 	return nil
 }

@@ -122,3 +122,18 @@ func TestExamplesAreOffUnlessAsked(t *testing.T) {
 		t.Fatal("ATELIER_EXAMPLES=true ignored")
 	}
 }
+
+func TestRetention(t *testing.T) {
+	if c := parse(t, "--database-url", "postgres://x"); c.Retention != 0 || c.Validate() != nil {
+		t.Fatalf("default retention %s, %v; want 0 (keep forever), valid", c.Retention, c.Validate())
+	}
+	t.Setenv("ATELIER_RETENTION", "720h")
+	if c := parse(t, "--database-url", "postgres://x"); c.Retention.Hours() != 720 || c.Validate() != nil {
+		t.Fatalf("ATELIER_RETENTION=720h: %s, %v", c.Retention, c.Validate())
+	}
+	for _, bad := range []string{"-1h", "10m"} {
+		if c := parse(t, "--database-url", "postgres://x", "--retention", bad); c.Validate() == nil {
+			t.Errorf("--retention %s accepted", bad)
+		}
+	}
+}

@@ -30,41 +30,9 @@ const (
 // RequestHash to tell a retry from a reuse of the key. A taken ID is
 // ErrConflict. State, Seq and UpdatedAt of r are ignored.
 func (s *Store) CreateRun(ctx context.Context, r catalog.Run) (catalog.Run, bool, error) {
-	if r.Project == "" {
-		return catalog.Run{}, false, invalid("empty project")
-	}
-	if r.ID == "" {
-		r.ID = newID("run-")
-	}
-	if len(r.Input) > 0 && !json.Valid(r.Input) {
-		return catalog.Run{}, false, invalid("run input is not valid JSON")
-	}
-	p := db.CreateRunParams{
-		ID:             r.ID,
-		Project:        r.Project,
-		Pipeline:       strPtr(r.Pipeline),
-		Workflow:       r.Workflow,
-		State:          string(workflows.RunPending),
-		CreatedBy:      r.CreatedBy,
-		IdempotencyKey: strPtr(r.IdempotencyKey),
-		RequestHash:    r.RequestHash,
-	}
-	if r.Version != 0 {
-		v := int32(r.Version)
-		p.Version = &v
-	}
-	if !r.CreatedAt.IsZero() {
-		p.CreatedAt = &r.CreatedAt
-	}
-	if len(r.Input) > 0 {
-		p.Input = jsonbSafe(r.Input)
-	}
-	if r.Status != nil {
-		b, err := json.Marshal(r.Status)
-		if err != nil {
-			return catalog.Run{}, false, invalid("run status: %v", err)
-		}
-		p.Status = jsonbSafe(b)
+	p, err := createRunParams(&r)
+	if err != nil {
+		return catalog.Run{}, false, err
 	}
 	// A conflicting key makes the insert return no row; the existing run is
 	// then read. Retry if that run was deleted in between (DeleteRun).
@@ -89,6 +57,87 @@ func (s *Store) CreateRun(ctx context.Context, r catalog.Run) (catalog.Run, bool
 		}
 	}
 	return catalog.Run{}, false, fmt.Errorf("create run %q: %w: idempotency key raced with deletion", r.ID, catalog.ErrConflict)
+}
+
+// createRunParams validates r, fills its ID, and builds the insert.
+func createRunParams(r *catalog.Run) (db.CreateRunParams, error) {
+	if r.Project == "" {
+		return db.CreateRunParams{}, invalid("empty project")
+	}
+	if r.ID == "" {
+		r.ID = newID("run-")
+	}
+	if len(r.Input) > 0 && !json.Valid(r.Input) {
+		return db.CreateRunParams{}, invalid("run input is not valid JSON")
+	}
+	p := db.CreateRunParams{
+		ID:             r.ID,
+		Project:        r.Project,
+		Pipeline:       strPtr(r.Pipeline),
+		Workflow:       r.Workflow,
+		State:          string(workflows.RunPending),
+		CreatedBy:      r.CreatedBy,
+		IdempotencyKey: strPtr(r.IdempotencyKey),
+		RequestHash:    r.RequestHash,
+	}
+	if r.Version != 0 {
+		v := int32(r.Version)
+		p.Version = &v
+	}
+	if !r.CreatedAt.IsZero() {
+		p.CreatedAt = &r.CreatedAt
+	}
+	if len(r.Input) > 0 {
+		p.Input = jsonbSafe(r.Input)
+	}
+	if r.Status != nil {
+		b, err := json.Marshal(r.Status)
+		if err != nil {
+			return db.CreateRunParams{}, invalid("run status: %v", err)
+		}
+		p.Status = jsonbSafe(b)
+	}
+	return p, nil
+}
+
+// CreateRunIfLatest is CreateRun for a run of r.Version of pipeline
+// r.Pipeline that must still be the pipeline's newest version: in one
+// statement, it inserts the row only if it is. Otherwise nothing is
+// written and the error wraps catalog.ErrNotLatest (a gateway that took
+// the newest version from its cache then reads it again). A taken
+// idempotency key answers as CreateRun does.
+func (s *Store) CreateRunIfLatest(ctx context.Context, r catalog.Run) (catalog.Run, bool, error) {
+	if r.Pipeline == "" || r.Version <= 0 {
+		return catalog.Run{}, false, invalid("CreateRunIfLatest needs a pipeline and a version")
+	}
+	p, err := createRunParams(&r)
+	if err != nil {
+		return catalog.Run{}, false, err
+	}
+	row, err := s.q.CreateRunIfLatest(ctx, db.CreateRunIfLatestParams{
+		ID: p.ID, Project: p.Project, Pipeline: r.Pipeline, Version: *p.Version, Workflow: p.Workflow,
+		State: p.State, Status: p.Status, CreatedAt: p.CreatedAt, CreatedBy: p.CreatedBy,
+		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash, Input: p.Input,
+	})
+	if err == nil {
+		run, err := toRun(row)
+		return run, true, err
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return catalog.Run{}, false, mapErr(err, "create run %q", r.ID)
+	}
+	// No row: the key is taken, or the version is not the newest.
+	if p.IdempotencyKey != nil {
+		row, err := s.q.GetRunByIdempotencyKey(ctx, db.GetRunByIdempotencyKeyParams{Project: r.Project, IdempotencyKey: p.IdempotencyKey})
+		if err == nil {
+			run, err := toRun(row)
+			return run, false, err
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return catalog.Run{}, false, mapErr(err, "create run %q", r.ID)
+		}
+	}
+	return catalog.Run{}, false, fmt.Errorf("create run %q: version %d of %s/%s: %w", r.ID, r.Version, r.Project, r.Pipeline, catalog.ErrNotLatest)
 }
 
 // GetRun returns a run of project; a run of another project is ErrNotFound.
@@ -145,8 +194,11 @@ func (s *Store) MirrorRun(ctx context.Context, st workflows.RunStatus) error {
 }
 
 // ListRuns returns one page of a project's runs, newest first (created_at,
-// then id, descending). Filters: Pipeline, State, CreatedAfter (inclusive),
-// CreatedBefore (exclusive). Limit defaults to 50 and is capped at 500 (it
+// then id, descending). Filters: Pipeline, State, CreatedBy, CreatedAfter
+// (inclusive), CreatedBefore (exclusive), in any combination; each
+// combination reads one index range in order (no COUNT, no OFFSET), so a
+// page costs the same at any table size and any depth. Listed runs carry
+// no Status, Input, IdempotencyKey or RequestHash (GetRun has them). Limit defaults to 50 and is capped at 500 (it
 // may change between pages). A PageToken not produced by ListRuns for the
 // same filter is ErrBadPageToken (wrapping catalog.ErrInvalidArgument). Walking the pages
 // visits each run matching the filter exactly once, even while new runs are
@@ -172,31 +224,7 @@ func (s *Store) ListRuns(ctx context.Context, f catalog.RunFilter) (catalog.RunP
 		curT, curID = &c.t, &c.id
 	}
 
-	var (
-		rows []db.Run
-		err  error
-		max  = int32(limit + 1) // one more to know whether a next page exists
-	)
-	switch {
-	case f.Pipeline != "":
-		rows, err = s.q.ListRunsByPipeline(ctx, db.ListRunsByPipelineParams{
-			Project: f.Project, Pipeline: f.Pipeline, State: strPtr(string(f.State)),
-			CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore,
-			CursorCreatedAt: curT, CursorID: curID, MaxRows: max,
-		})
-	case f.State != "":
-		rows, err = s.q.ListRunsByState(ctx, db.ListRunsByStateParams{
-			Project: f.Project, State: string(f.State),
-			CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore,
-			CursorCreatedAt: curT, CursorID: curID, MaxRows: max,
-		})
-	default:
-		rows, err = s.q.ListRuns(ctx, db.ListRunsParams{
-			Project:      f.Project,
-			CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore,
-			CursorCreatedAt: curT, CursorID: curID, MaxRows: max,
-		})
-	}
+	rows, err := s.listRuns(ctx, f, curT, curID, int32(limit+1)) // one more to know whether a next page exists
 	if err != nil {
 		return catalog.RunPage{}, mapErr(err, "list runs of %q", f.Project)
 	}
@@ -209,11 +237,62 @@ func (s *Store) ListRuns(ctx context.Context, f catalog.RunFilter) (catalog.RunP
 	}
 	page.Runs = make([]catalog.Run, len(rows))
 	for i, r := range rows {
-		if page.Runs[i], err = toRun(r); err != nil {
-			return catalog.RunPage{}, err
-		}
+		page.Runs[i] = summaryToRun(r)
 	}
 	return page, nil
+}
+
+// listRuns runs the query of f's combination of equality filters: each has
+// an index of exactly those columns followed by the keyset order (see
+// queries/runs.sql and migration 00005). They run with custom plans (lq).
+func (s *Store) listRuns(ctx context.Context, f catalog.RunFilter, curT *time.Time, curID *string, max int32) ([]db.RunSummary, error) {
+	after, before := f.CreatedAfter, f.CreatedBefore
+	p, st, by := f.Pipeline, string(f.State), f.CreatedBy
+	switch {
+	case by == "" && p == "" && st == "":
+		return s.lq.ListRuns(ctx, db.ListRunsParams{Project: f.Project,
+			CreatedAfter: after, CreatedBefore: before, CursorCreatedAt: curT, CursorID: curID, MaxRows: max})
+	case by == "" && p != "" && st == "":
+		return s.lq.ListRunsByPipeline(ctx, db.ListRunsByPipelineParams{Project: f.Project, Pipeline: p,
+			CreatedAfter: after, CreatedBefore: before, CursorCreatedAt: curT, CursorID: curID, MaxRows: max})
+	case by == "" && p == "" && st != "":
+		return s.lq.ListRunsByState(ctx, db.ListRunsByStateParams{Project: f.Project, State: st,
+			CreatedAfter: after, CreatedBefore: before, CursorCreatedAt: curT, CursorID: curID, MaxRows: max})
+	case by == "" && p != "" && st != "":
+		return s.lq.ListRunsByPipelineState(ctx, db.ListRunsByPipelineStateParams{Project: f.Project, Pipeline: p, State: st,
+			CreatedAfter: after, CreatedBefore: before, CursorCreatedAt: curT, CursorID: curID, MaxRows: max})
+	case p == "" && st == "":
+		return s.lq.ListRunsByCreator(ctx, db.ListRunsByCreatorParams{Project: f.Project, CreatedBy: by,
+			CreatedAfter: after, CreatedBefore: before, CursorCreatedAt: curT, CursorID: curID, MaxRows: max})
+	case p == "":
+		return s.lq.ListRunsByCreatorState(ctx, db.ListRunsByCreatorStateParams{Project: f.Project, CreatedBy: by, State: st,
+			CreatedAfter: after, CreatedBefore: before, CursorCreatedAt: curT, CursorID: curID, MaxRows: max})
+	case st == "":
+		return s.lq.ListRunsByCreatorPipeline(ctx, db.ListRunsByCreatorPipelineParams{Project: f.Project, CreatedBy: by, Pipeline: p,
+			CreatedAfter: after, CreatedBefore: before, CursorCreatedAt: curT, CursorID: curID, MaxRows: max})
+	default:
+		return s.lq.ListRunsByCreatorPipelineState(ctx, db.ListRunsByCreatorPipelineStateParams{Project: f.Project, CreatedBy: by, Pipeline: p, State: st,
+			CreatedAfter: after, CreatedBefore: before, CursorCreatedAt: curT, CursorID: curID, MaxRows: max})
+	}
+}
+
+// summaryToRun converts a list row: a Run without Status, Input,
+// IdempotencyKey and RequestHash.
+func summaryToRun(r db.RunSummary) catalog.Run {
+	run := catalog.Run{
+		ID:        r.ID,
+		Project:   r.Project,
+		Pipeline:  deref(r.Pipeline),
+		Workflow:  r.Workflow,
+		State:     workflows.RunState(r.State),
+		CreatedAt: utc(r.CreatedAt),
+		UpdatedAt: utc(r.UpdatedAt),
+		CreatedBy: r.CreatedBy,
+	}
+	if r.Version != nil {
+		run.Version = int(*r.Version)
+	}
+	return run
 }
 
 // cursor is the keyset position after which the next page starts, and the
@@ -242,6 +321,9 @@ func filterHash(f catalog.RunFilter) string {
 		return strconv.FormatInt(t.UnixMicro(), 10)
 	}
 	fmt.Fprintf(h, "%q %q %q %s %s", f.Project, f.Pipeline, f.State, ts(f.CreatedAfter), ts(f.CreatedBefore))
+	if f.CreatedBy != "" { // absent when unset, so tokens issued before the filter existed stay valid
+		fmt.Fprintf(h, " by %q", f.CreatedBy)
+	}
 	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:9])
 }
 

@@ -434,6 +434,7 @@ func TestListRuns(t *testing.T) {
 		id       string
 		pipeline string
 		state    workflows.RunState
+		by       string
 	}
 	var all []key
 	for i := range 120 {
@@ -442,9 +443,10 @@ func TestListRuns(t *testing.T) {
 			id:       fmt.Sprintf("run%03d", (i*37)%120), // IDs not in time order
 			pipeline: []string{"train", "eval"}[i%2],
 			state:    states[i%3],
+			by:       []string{"ci", "alice", "", "bob"}[i%4],
 		}
 		all = append(all, k)
-		if _, _, err := s.CreateRun(ctx, catalog.Run{ID: k.id, Project: "p1", Pipeline: k.pipeline, Workflow: "w", CreatedAt: k.at}); err != nil {
+		if _, _, err := s.CreateRun(ctx, catalog.Run{ID: k.id, Project: "p1", Pipeline: k.pipeline, Workflow: "w", CreatedAt: k.at, CreatedBy: k.by}); err != nil {
 			t.Fatal(err)
 		}
 		if k.state != workflows.RunPending {
@@ -480,7 +482,17 @@ func TestListRuns(t *testing.T) {
 			func(k key) bool { return k.state == workflows.RunPending && !k.at.Before(after) }},
 		{"range+pipeline", catalog.RunFilter{Pipeline: "train", CreatedBefore: &before},
 			func(k key) bool { return k.pipeline == "train" && k.at.Before(before) }},
+		{"creator", catalog.RunFilter{CreatedBy: "ci"}, func(k key) bool { return k.by == "ci" }},
+		{"creator+state", catalog.RunFilter{CreatedBy: "alice", State: workflows.RunSucceeded},
+			func(k key) bool { return k.by == "alice" && k.state == workflows.RunSucceeded }},
+		{"creator+pipeline", catalog.RunFilter{CreatedBy: "bob", Pipeline: "eval"},
+			func(k key) bool { return k.by == "bob" && k.pipeline == "eval" }},
+		{"creator+pipeline+state+range", catalog.RunFilter{CreatedBy: "ci", Pipeline: "train", State: workflows.RunFailed, CreatedAfter: &after, CreatedBefore: &before},
+			func(k key) bool {
+				return k.by == "ci" && k.pipeline == "train" && k.state == workflows.RunFailed && !k.at.Before(after) && k.at.Before(before)
+			}},
 		{"none", catalog.RunFilter{Pipeline: "nope"}, func(key) bool { return false }},
+		{"nobody", catalog.RunFilter{CreatedBy: "nobody"}, func(key) bool { return false }},
 	}
 	for _, tc := range cases {
 		for _, limit := range []int{7, 1000} {
@@ -525,14 +537,22 @@ func TestListRuns(t *testing.T) {
 		}
 	}
 
-	// Default page size, status included, bad tokens.
+	// Default page size; listed runs carry the mirrored state but not the
+	// status document (GetRun has it); bad tokens.
 	page, err := s.ListRuns(ctx, catalog.RunFilter{Project: "p1"})
 	if err != nil || len(page.Runs) != store.DefaultRunPageSize || page.NextPageToken == "" {
 		t.Fatalf("default page: %d runs, %v", len(page.Runs), err)
 	}
 	for _, r := range page.Runs {
-		if r.State != workflows.RunPending && (r.Status == nil || r.Status.State != r.State) {
-			t.Fatalf("run %s: state %s, status %+v", r.ID, r.State, r.Status)
+		full, err := s.GetRun(ctx, "p1", r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != nil || r.State != full.State || r.CreatedBy != full.CreatedBy || r.Pipeline != full.Pipeline || !r.CreatedAt.Equal(full.CreatedAt) {
+			t.Fatalf("listed run %+v, stored %+v", r, full)
+		}
+		if r.State != workflows.RunPending && (full.Status == nil || full.Status.State != r.State) {
+			t.Fatalf("run %s: state %s, status %+v", r.ID, r.State, full.Status)
 		}
 	}
 	for _, tok := range []string{"!!!", "e30", "bm90IGpzb24"} {
@@ -546,6 +566,7 @@ func TestListRuns(t *testing.T) {
 		{Project: "p1", Pipeline: "train"},
 		{Project: "p1", State: workflows.RunFailed},
 		{Project: "p1", CreatedAfter: &after},
+		{Project: "p1", CreatedBy: "ci"},
 	} {
 		f.PageToken = page.NextPageToken
 		_, err = s.ListRuns(ctx, f)

@@ -200,6 +200,46 @@ func Start(ctx context.Context, o Options) (s *Stack, err error) {
 	return s, nil
 }
 
+// StartDatabase is Start for benchmarks of the catalogue alone: a fresh,
+// migrated Postgres database and s.Store, no Temporal server, gateway or
+// worker (Info.TemporalCLI says so).
+func StartDatabase(ctx context.Context, name string) (s *Stack, err error) {
+	s = &Stack{}
+	defer func() {
+		if err != nil {
+			s.Close()
+			s = nil
+		}
+	}()
+	s.Info = collectInfoNoTemporal()
+	s.Info.Command = CommandLine(name)
+	pctx, pcancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer pcancel()
+	serverURL, stopPG, err := devstack.EnsurePostgres(pctx, filepath.Join(os.TempDir(), "atelier-bench"), Logf)
+	if err != nil {
+		return s, err
+	}
+	s.closers = append(s.closers, func() {
+		if err := stopPG(); err != nil {
+			Logf("%v", err)
+		}
+	})
+	dbURL, dropDB, err := createDatabase(pctx, serverURL)
+	if err != nil {
+		return s, err
+	}
+	s.closers = append(s.closers, dropDB)
+	s.Info.Postgres = postgresVersion(pctx, dbURL)
+	s.Cfg = config.Default()
+	s.Cfg.DatabaseURL = dbURL
+	s.Store, err = store.Open(ctx, dbURL, store.WithApplicationName("atelier-bench"))
+	if err != nil {
+		return s, err
+	}
+	s.closers = append(s.closers, s.Store.Close)
+	return s, s.Store.Migrate(ctx)
+}
+
 // Bootstrap creates project and an editor token for it, returning the
 // token's secret.
 func (s *Stack) Bootstrap(ctx context.Context, project string) (string, error) {

@@ -47,19 +47,7 @@ func shellQuote(s string) string {
 }
 
 func collectInfo(ctx context.Context) Info {
-	in := Info{
-		Go:         runtime.Version(),
-		OS:         runtime.GOOS + "/" + runtime.GOARCH,
-		CPU:        cpuModel(),
-		NumCPU:     runtime.NumCPU(),
-		GOMAXPROCS: runtime.GOMAXPROCS(0),
-		Date:       time.Now().UTC().Format(time.RFC3339),
-	}
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		if f := strings.Fields(string(b)); len(f) >= 3 {
-			in.LoadAvg = strings.Join(f[:3], " ")
-		}
-	}
+	in := collectInfoNoTemporal()
 	in.TemporalCLI = devstack.TemporalCLIVersion
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Minute) // may build it
 	defer cancel()
@@ -68,6 +56,24 @@ func collectInfo(ctx context.Context) Info {
 		defer vcancel()
 		if out, err := exec.CommandContext(vctx, bin, "--version").Output(); err == nil {
 			in.TemporalCLI += " (`" + strings.TrimSpace(string(out)) + "`)"
+		}
+	}
+	return in
+}
+
+func collectInfoNoTemporal() Info {
+	in := Info{
+		TemporalCLI: "(not used)",
+		Go:          runtime.Version(),
+		OS:          runtime.GOOS + "/" + runtime.GOARCH,
+		CPU:         cpuModel(),
+		NumCPU:      runtime.NumCPU(),
+		GOMAXPROCS:  runtime.GOMAXPROCS(0),
+		Date:        time.Now().UTC().Format(time.RFC3339),
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(b)); len(f) >= 3 {
+			in.LoadAvg = strings.Join(f[:3], " ")
 		}
 	}
 	return in

@@ -19,6 +19,7 @@ type Catalog interface {
 	CreatePipelineVersion(ctx context.Context, project, pipeline string, spec json.RawMessage, digest, createdBy string) (catalog.PipelineVersion, bool, error)
 	GetPipelineVersion(ctx context.Context, project, name string, version int) (catalog.PipelineVersion, error)
 	CreateRun(ctx context.Context, r catalog.Run) (catalog.Run, bool, error)
+	CreateRunIfLatest(ctx context.Context, r catalog.Run) (catalog.Run, bool, error)
 	GetRun(ctx context.Context, project, id string) (catalog.Run, error)
 	ListRuns(ctx context.Context, f catalog.RunFilter) (catalog.RunPage, error)
 }
@@ -144,6 +145,110 @@ func Contract(t *testing.T, newCatalog func(t *testing.T) Catalog) {
 		_, err = c.ListRuns(ctx, catalog.RunFilter{Project: "alpha", PageToken: "not-a-token"})
 		if !errors.Is(err, catalog.ErrInvalidArgument) {
 			t.Errorf("bad page token: %v, want ErrInvalidArgument", err)
+		}
+	})
+
+	t.Run("listing filters by pipeline, state and creator, in any combination", func(t *testing.T) {
+		c := newCatalog(t)
+		project(t, c, "alpha")
+		project(t, c, "beta")
+		// r<i>: pipeline train for even i, eval for odd; created by ci for
+		// i%3 == 0, by alice for i%3 == 1, by nobody (the SDK) for i%3 == 2.
+		for i := 0; i < 12; i++ {
+			r := run(fmt.Sprintf("r%02d", i), "alpha", "", t0.Add(time.Duration(i)*time.Second))
+			r.Pipeline = map[bool]string{true: "train", false: "eval"}[i%2 == 0]
+			r.CreatedBy = []string{"ci", "alice", ""}[i%3]
+			if _, _, err := c.CreateRun(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		other := run("b0", "beta", "", t0)
+		other.Pipeline, other.CreatedBy = "train", "ci"
+		if _, _, err := c.CreateRun(ctx, other); err != nil {
+			t.Fatal(err)
+		}
+		after := t0.Add(6 * time.Second)
+		for _, tc := range []struct {
+			f    catalog.RunFilter
+			want string
+		}{
+			{catalog.RunFilter{CreatedBy: "ci"}, "[r09 r06 r03 r00]"},
+			{catalog.RunFilter{CreatedBy: "ci", Pipeline: "train"}, "[r06 r00]"},
+			{catalog.RunFilter{CreatedBy: "alice", State: workflows.RunPending}, "[r10 r07 r04 r01]"},
+			{catalog.RunFilter{CreatedBy: "alice", Pipeline: "eval", State: workflows.RunPending}, "[r07 r01]"},
+			{catalog.RunFilter{CreatedBy: "alice", State: workflows.RunRunning}, "[]"},
+			{catalog.RunFilter{Pipeline: "eval", State: workflows.RunPending, CreatedAfter: &after}, "[r11 r09 r07]"},
+			{catalog.RunFilter{CreatedBy: "ci", CreatedAfter: &after}, "[r09 r06]"},
+			{catalog.RunFilter{CreatedBy: "nobody"}, "[]"},
+		} {
+			f := tc.f
+			f.Project, f.Limit = "alpha", 2
+			var got []string
+			for {
+				page, err := c.ListRuns(ctx, f)
+				if err != nil {
+					t.Fatalf("%+v: %v", tc.f, err)
+				}
+				for _, r := range page.Runs {
+					got = append(got, r.ID)
+				}
+				if page.NextPageToken == "" {
+					break
+				}
+				f.PageToken = page.NextPageToken
+			}
+			if got == nil {
+				got = []string{}
+			}
+			if fmt.Sprint(got) != tc.want {
+				t.Errorf("filter %+v gave %v, want %s", tc.f, got, tc.want)
+			}
+		}
+		// A page token is bound to its filter, creator included.
+		page, err := c.ListRuns(ctx, catalog.RunFilter{Project: "alpha", CreatedBy: "ci", Limit: 1})
+		if err != nil || page.NextPageToken == "" {
+			t.Fatalf("first page: %+v %v", page, err)
+		}
+		_, err = c.ListRuns(ctx, catalog.RunFilter{Project: "alpha", CreatedBy: "alice", Limit: 1, PageToken: page.NextPageToken})
+		if !errors.Is(err, catalog.ErrInvalidArgument) {
+			t.Errorf("ci's page token used for alice: %v, want ErrInvalidArgument", err)
+		}
+	})
+
+	t.Run("a run of the newest version is created only while it is the newest", func(t *testing.T) {
+		c := newCatalog(t)
+		project(t, c, "alpha")
+		if _, _, err := c.CreatePipelineVersion(ctx, "alpha", "train", json.RawMessage(`{"v":1}`), "d1", "me"); err != nil {
+			t.Fatal(err)
+		}
+		r := run("r1", "alpha", "k1", t0)
+		r.Pipeline, r.Version = "train", 1
+		if got, created, err := c.CreateRunIfLatest(ctx, r); err != nil || !created || got.Version != 1 {
+			t.Fatalf("version 1 while newest: %+v created=%v err=%v", got, created, err)
+		}
+		if _, _, err := c.CreatePipelineVersion(ctx, "alpha", "train", json.RawMessage(`{"v":2}`), "d2", "me"); err != nil {
+			t.Fatal(err)
+		}
+		// The same key: the existing run, whatever the version.
+		if got, created, err := c.CreateRunIfLatest(ctx, r); err != nil || created || got.ID != "r1" {
+			t.Fatalf("same key: %+v created=%v err=%v", got, created, err)
+		}
+		stale := run("r2", "alpha", "k2", t0)
+		stale.Pipeline, stale.Version = "train", 1
+		if _, _, err := c.CreateRunIfLatest(ctx, stale); !errors.Is(err, catalog.ErrNotLatest) {
+			t.Fatalf("version 1 after version 2: %v, want ErrNotLatest", err)
+		}
+		if _, err := c.GetRun(ctx, "alpha", "r2"); !errors.Is(err, catalog.ErrNotFound) {
+			t.Fatalf("the refused run was written: %v", err)
+		}
+		stale.Version = 2
+		if _, created, err := c.CreateRunIfLatest(ctx, stale); err != nil || !created {
+			t.Fatalf("version 2: created=%v err=%v", created, err)
+		}
+		other := run("r3", "alpha", "", t0)
+		other.Pipeline, other.Version = "nope", 1
+		if _, _, err := c.CreateRunIfLatest(ctx, other); !errors.Is(err, catalog.ErrNotLatest) {
+			t.Fatalf("unknown pipeline: %v, want ErrNotLatest", err)
 		}
 	})
 }

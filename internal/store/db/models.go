@@ -79,6 +79,18 @@ type Run struct {
 	Input          json.RawMessage
 }
 
+type RunSummary struct {
+	ID        string
+	Project   string
+	Pipeline  *string
+	Version   *int32
+	Workflow  string
+	State     string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	CreatedBy string
+}
+
 type StepLog struct {
 	RunID     string
 	Step      string
