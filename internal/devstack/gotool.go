@@ -93,7 +93,7 @@ func (g goTool) ensure(ctx context.Context, log func(string, ...any)) (string, e
 func (g goTool) build(ctx context.Context, dir, path string, log func(string, ...any)) error {
 	goBin, err := temporalFindGo()
 	if err != nil {
-		return err
+		return fmt.Errorf("devstack: building %s needs Go: %w (or set %s to an existing binary)", g.name, err, g.env)
 	}
 	tmp, err := os.MkdirTemp(dir, ".build-")
 	if err != nil {

@@ -78,6 +78,9 @@ func EnsureTemporalCLI(ctx context.Context, log func(string, ...any)) (string, e
 	return temporalCLI.ensure(ctx, log)
 }
 
+// errNoGo says that no go command was found; goTool.build names the tool.
+var errNoGo = errors.New("the go command is not on PATH, in $GOROOT/bin or /usr/local/go/bin")
+
 // temporalFindGo locates the go command: PATH first, then $GOROOT and the standard
 // install location, because CI shells on a fresh machine may not have Go on
 // PATH even though it is installed.
@@ -95,7 +98,7 @@ func temporalFindGo() (string, error) {
 			return c, nil
 		}
 	}
-	return "", errors.New("devstack: the go command is needed to build the temporal CLI but is not on PATH (or set " + EnvTemporalCLI + ")")
+	return "", errNoGo
 }
 
 func temporalCheckExec(p string) error {
