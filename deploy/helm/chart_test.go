@@ -156,6 +156,7 @@ func kinds(objs []*unstructured.Unstructured) map[string]int {
 }
 
 func TestLint(t *testing.T) {
+	helm(t) // skip under -short once, not per subtest
 	for name, args := range map[string][]string{
 		"defaults":     {"--set", "existingSecret=" + existing},
 		"multicluster": {"-f", multicluster},
@@ -316,6 +317,7 @@ func TestChartMadeSecret(t *testing.T) {
 }
 
 func TestRefusals(t *testing.T) {
+	helm(t) // skip under -short once, not per subtest
 	for name, tc := range map[string]struct {
 		args []string
 		want string
@@ -528,6 +530,7 @@ func checkSecretRefs(t *testing.T, d *appsv1.Deployment, secret string) {
 }
 
 func TestExistingSecretIsReferenced(t *testing.T) {
+	helm(t) // skip under -short once, not per subtest
 	for name, tc := range map[string]struct {
 		secret string
 		args   []string
