@@ -129,9 +129,12 @@ func temporalLogOrNop(log func(string, ...any)) func(string, ...any) {
 	return log
 }
 
+// temporalRoundDur rounds a duration for progress messages: to the second
+// under a minute, then to the half minute (progress comes every 30 s, so
+// whole minutes would repeat each value twice).
 func temporalRoundDur(d time.Duration) time.Duration {
 	if d >= time.Minute {
-		return d.Round(time.Minute)
+		return d.Round(30 * time.Second)
 	}
 	return d.Round(time.Second)
 }
