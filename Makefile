@@ -13,7 +13,7 @@ GO ?= go
 TEST_TIMEOUT ?= 30m
 
 .DEFAULT_GOAL := help
-.PHONY: help build dev ensure-temporal ensure-kube test test-short lint vet bench generate clean
+.PHONY: help build dev ensure-temporal ensure-kube ensure-helm test test-short lint vet bench generate clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -37,7 +37,12 @@ ensure-temporal: ## build (once) / locate the pinned temporal CLI
 ensure-kube: ## build (once) / locate the Kubernetes control plane for the tests
 	@tools/kube/build.sh >/dev/null
 
-test: ensure-temporal ensure-kube vet ## go vet, unit and integration tests (real Temporal, Postgres, kube-apiserver)
+# Builds the pinned helm (devstack.HelmVersion) on first use for the chart
+# test (deploy/helm), for the same reason; helm is not in go.mod.
+ensure-helm: ## build (once) / locate the pinned helm for the chart test
+	@$(GO) run ./internal/devstack/cmd/ensure-helm >/dev/null
+
+test: ensure-temporal ensure-kube ensure-helm vet ## go vet, unit and integration tests (real Temporal, Postgres, kube-apiserver)
 	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 
 test-short: ## unit tests only (-short skips what needs a Temporal dev server)

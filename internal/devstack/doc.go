@@ -17,6 +17,10 @@
 //     trip on the dev server from ~100 ms to a few ms. Without it every
 //     pipeline step in a test pays a tenth of a second of pure polling delay.
 //
+// EnsureHelm builds the pinned helm (HelmVersion) the same way, for the
+// chart test in deploy/helm; both go through goTool, the one place that
+// knows how to build a tool once from the module proxy with progress.
+//
 // Tests should not call StartTemporal directly; package
 // internal/temporaltest shares one server per test binary.
 package devstack

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,141 +48,38 @@ func CacheDir() (string, error) {
 	return filepath.Join(base, "atelier"), nil
 }
 
+// temporalCLI is the pinned temporal CLI as a goTool.
+var temporalCLI = goTool{
+	name:    "temporal CLI",
+	exe:     "temporal",
+	dir:     "temporal-" + TemporalCLIVersion,
+	pkg:     temporalCLIPackage,
+	version: TemporalCLIVersion,
+	// Stamp the version like upstream release builds do, so `temporal
+	// --version` tells which pinned CLI is running.
+	ldflags:  "-X github.com/temporalio/cli/temporalcli.Version=" + strings.TrimPrefix(TemporalCLIVersion, "v"),
+	estimate: "~10 min on 2 cores",
+	env:      EnvTemporalCLI,
+}
+
 // TemporalCLIPath returns where the pinned temporal CLI lives (or will live
 // once built), without building it.
-func TemporalCLIPath() (string, error) {
-	dir, err := CacheDir()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(dir, "temporal-"+TemporalCLIVersion, temporalExeName("temporal")), nil
-}
+func TemporalCLIPath() (string, error) { return temporalCLI.path() }
 
 // EnsureTemporalCLI returns the path of a temporal CLI binary, building the
 // pinned TemporalCLIVersion on first use.
 //
 // Order: $ATELIER_TEMPORAL_CLI if set (must exist); else the cached build in
-// <CacheDir>/temporal-<version>/temporal; else `go install` it there. The
-// build goes to a temporary GOBIN inside the cache dir and is renamed into
-// place, so a crash never leaves a half-written binary that later callers
-// would trust. An exclusive lock file serialises concurrent callers (parallel
-// test binaries, `make dev` racing `make test`): the loser waits and then
-// finds the binary. log receives progress messages (may be nil).
+// <CacheDir>/temporal-<version>/temporal; else `go install` it there (see
+// goTool.ensure: temp GOBIN renamed into place, a lock file serialising
+// concurrent callers, progress every 30 s). log receives progress messages
+// (may be nil).
 func EnsureTemporalCLI(ctx context.Context, log func(string, ...any)) (string, error) {
-	log = temporalLogOrNop(log)
-	if p := os.Getenv(EnvTemporalCLI); p != "" {
-		if err := temporalCheckExec(p); err != nil {
-			return "", fmt.Errorf("devstack: %s=%s: %w", EnvTemporalCLI, p, err)
-		}
-		return p, nil
-	}
-	path, err := TemporalCLIPath()
-	if err != nil {
-		return "", err
-	}
-	if temporalCheckExec(path) == nil {
-		return path, nil
-	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("devstack: create %s: %w", dir, err)
-	}
-
-	unlock, err := LockFile(ctx, filepath.Join(dir, ".lock"), func(waited time.Duration) {
-		log("waiting for another process to finish building temporal CLI %s (%s)…", TemporalCLIVersion, temporalRoundDur(waited))
-	})
-	if err != nil {
-		return "", fmt.Errorf("devstack: lock temporal CLI cache: %w", err)
-	}
-	defer unlock()
-	// Someone else may have finished the build while we waited for the lock.
-	if temporalCheckExec(path) == nil {
-		return path, nil
-	}
-	if err := buildTemporalCLI(ctx, dir, path, log); err != nil {
-		return "", err
-	}
-	return path, nil
+	return temporalCLI.ensure(ctx, log)
 }
 
-// buildTemporalCLI runs `go install` into a temp GOBIN under dir and renames
-// the result to path. The caller holds the lock.
-func buildTemporalCLI(ctx context.Context, dir, path string, log func(string, ...any)) error {
-	goBin, err := temporalFindGo()
-	if err != nil {
-		return err
-	}
-	tmp, err := os.MkdirTemp(dir, ".build-")
-	if err != nil {
-		return fmt.Errorf("devstack: temp GOBIN: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-
-	// Keep the full build log next to the binary so a failed first-time
-	// build can be diagnosed after the fact; the error carries its tail.
-	logPath := filepath.Join(dir, "build.log")
-	logF, err := os.Create(logPath)
-	if err != nil {
-		return fmt.Errorf("devstack: %w", err)
-	}
-	defer logF.Close()
-	tail := newTemporalTail(8 << 10)
-	out := io.MultiWriter(logF, tail)
-
-	pkg := temporalCLIPackage + "@" + TemporalCLIVersion
-	// Stamp the version like upstream release builds do, so `temporal
-	// --version` tells which pinned CLI is running.
-	ldflags := "-X github.com/temporalio/cli/temporalcli.Version=" + strings.TrimPrefix(TemporalCLIVersion, "v")
-	cmd := exec.CommandContext(ctx, goBin, "install", "-ldflags="+ldflags, pkg)
-	// Run outside the repo so no go.work / go.mod of the caller interferes;
-	// -mod=mod keeps a GOFLAGS=-mod=vendor from the environment from breaking
-	// a module-mode install.
-	cmd.Dir = tmp
-	cmd.Env = append(os.Environ(),
-		"GOBIN="+tmp,
-		"GOWORK=off",
-		"GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -mod=mod"),
-	)
-	cmd.Stdout = out
-	cmd.Stderr = out
-	// Own process group, so cancelling stops go's compiler children too, and
-	// a parent-death signal, so a killed caller does not leave a build
-	// running that would hold the CPUs (the lock is released by the kernel).
-	temporalProcAttrs(cmd)
-	cmd.Cancel = func() error { return temporalInterrupt(cmd.Process) }
-	cmd.WaitDelay = 5 * time.Second
-
-	start := time.Now()
-	log("building temporal CLI %s (first time, ~10 min on 2 cores; log: %s)…", TemporalCLIVersion, logPath)
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("devstack: start go install: %w", err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	tick := time.NewTicker(temporalProgressEvery)
-	defer tick.Stop()
-wait:
-	for {
-		select {
-		case <-tick.C:
-			log("still building temporal CLI %s (%s)…", TemporalCLIVersion, temporalRoundDur(time.Since(start)))
-		case err = <-done:
-			break wait
-		}
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("devstack: building temporal CLI: %w", ctx.Err())
-		}
-		return fmt.Errorf("devstack: go install %s failed: %w (full log: %s)\n%s", pkg, err, logPath, tail.String())
-	}
-	built := filepath.Join(tmp, temporalExeName("temporal"))
-	if err := os.Rename(built, path); err != nil {
-		return fmt.Errorf("devstack: install temporal CLI: %w", err)
-	}
-	log("built temporal CLI %s in %s: %s", TemporalCLIVersion, temporalRoundDur(time.Since(start)), path)
-	return nil
-}
+// errNoGo says that no go command was found; goTool.build names the tool.
+var errNoGo = errors.New("the go command is not on PATH, in $GOROOT/bin or /usr/local/go/bin")
 
 // temporalFindGo locates the go command: PATH first, then $GOROOT and the standard
 // install location, because CI shells on a fresh machine may not have Go on
@@ -202,7 +98,7 @@ func temporalFindGo() (string, error) {
 			return c, nil
 		}
 	}
-	return "", errors.New("devstack: the go command is needed to build the temporal CLI but is not on PATH (or set " + EnvTemporalCLI + ")")
+	return "", errNoGo
 }
 
 func temporalCheckExec(p string) error {
@@ -233,9 +129,12 @@ func temporalLogOrNop(log func(string, ...any)) func(string, ...any) {
 	return log
 }
 
+// temporalRoundDur rounds a duration for progress messages: to the second
+// under a minute, then to the half minute (progress comes every 30 s, so
+// whole minutes would repeat each value twice).
 func temporalRoundDur(d time.Duration) time.Duration {
 	if d >= time.Minute {
-		return d.Round(time.Minute)
+		return d.Round(30 * time.Second)
 	}
 	return d.Round(time.Second)
 }

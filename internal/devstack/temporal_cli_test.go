@@ -4,6 +4,7 @@ package devstack
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,7 +48,7 @@ chmod +x "$GOBIN/temporal"
 	logf := func(f string, a ...any) {
 		mu.Lock()
 		defer mu.Unlock()
-		logs = append(logs, f)
+		logs = append(logs, fmt.Sprintf(f, a...))
 	}
 	paths := make([]string, 3)
 	errs := make([]error, 3)
