@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	enumspb "go.temporal.io/api/enums/v1"
 	"math"
 
 	"github.com/atelier-ml/atelier/activities"
@@ -10,6 +11,7 @@ import (
 	"github.com/atelier-ml/atelier/inference"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
 // This file is the one place where internal types (catalogue rows,
@@ -312,6 +314,50 @@ func endpointView(st workflows.EndpointStatus, ui string) gen.Endpoint {
 	}
 	if v.Events == nil {
 		v.Events = []gen.EndpointEvent{}
+	}
+	return v
+}
+
+// scheduleView is the REST view of a schedule.
+func scheduleView(v runclient.ScheduleView) gen.Schedule {
+	out := gen.Schedule{
+		Project: v.Project, Name: v.Name, Pipeline: v.Pipeline, Version: v.Version, Params: optMap(v.Params),
+		Cron: optSlice(v.Cron), TimeZone: opt(v.TimeZone), Overlap: overlapName(v.Overlap),
+		Paused: v.Paused, Note: opt(v.Note), Actions: v.Runs, SkippedOverlap: v.SkippedOverlap,
+		NextRuns: orEmpty(v.NextRuns), RecentRuns: []gen.ScheduledRun{}, CreatedBy: opt(v.CreatedBy),
+	}
+	if !v.CreatedAt.IsZero() {
+		out.CreatedAt = &v.CreatedAt
+	}
+	var every []string
+	for _, d := range v.Every {
+		every = append(every, d.String())
+	}
+	out.Every = optSlice(every)
+	if v.Jitter > 0 {
+		out.Jitter = opt(v.Jitter.String())
+	}
+	if v.CatchupWindow > 0 {
+		out.CatchupWindow = opt(v.CatchupWindow.String())
+	}
+	for _, r := range v.RecentRuns {
+		out.RecentRuns = append(out.RecentRuns, gen.ScheduledRun{RunId: r.RunID, ScheduledAt: r.ScheduledAt, StartedAt: r.StartedAt})
+	}
+	return out
+}
+
+func overlapName(p enumspb.ScheduleOverlapPolicy) gen.ScheduleOverlap {
+	for name, v := range overlapPolicies {
+		if v == p {
+			return name
+		}
+	}
+	return gen.Skip // Temporal's unspecified policy is skip
+}
+
+func orEmpty[T any](v []T) []T {
+	if v == nil {
+		return []T{}
 	}
 	return v
 }

@@ -71,8 +71,9 @@ func fullRunStatus() workflows.RunStatus {
 				DecidedAt: &fxFinish, TimedOut: true,
 			}},
 		},
-		Result:   map[string]any{"model": "s3://bucket/model", "score": 0.93},
-		Warnings: []string{"cleanup of RayJob r1 failed: <timeout>", "second"},
+		Result:     map[string]any{"model": "s3://bucket/model", "score": 0.93},
+		Warnings:   []string{"cleanup of RayJob r1 failed: <timeout>", "second"},
+		ScheduleID: "nightly",
 	}
 }
 

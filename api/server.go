@@ -50,6 +50,7 @@ type server struct {
 	conv  Converger
 	// endpoints serves inference endpoints (nil: their routes answer 503).
 	endpoints Endpoints
+	schedules Schedules
 	proxy     EndpointProxy
 
 	bodyLimit    int64

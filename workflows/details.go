@@ -41,14 +41,14 @@ func (r *Run) details() string {
 	if name == "" {
 		name = r.status.Workflow
 	}
-	fmt.Fprintf(&b, "**%s** · project `%s` · **%s**", name, r.status.Project, r.status.State)
+	b.WriteString(fmt.Sprintf("**%s** · project `%s` · **%s**", name, r.status.Project, r.status.State))
 	if r.status.Error != "" {
-		fmt.Fprintf(&b, "\n\n> %s", mdCell(r.status.Error))
+		b.WriteString(fmt.Sprintf("\n\n> %s", mdCell(r.status.Error)))
 	}
 	b.WriteString("\n\n| step | kind | state | attempts | items | message |\n|---|---|---|---|---|---|\n")
 	for i, st := range r.steps {
 		if i == maxDetailRows {
-			fmt.Fprintf(&b, "| … %d more steps (see the `status` query or REST) | | | | | |\n", len(r.steps)-maxDetailRows)
+			b.WriteString(fmt.Sprintf("| … %d more steps (see the `status` query or REST) | | | | | |\n", len(r.steps)-maxDetailRows))
 			break
 		}
 		items := ""
@@ -65,7 +65,7 @@ func (r *Run) details() string {
 		if msg == "" {
 			msg = st.Message
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %s |\n", mdCell(st.Name), st.Kind, st.State, len(st.Attempts), items, mdCell(msg))
+		b.WriteString(fmt.Sprintf("| %s | %s | %s | %d | %s | %s |\n", mdCell(st.Name), st.Kind, st.State, len(st.Attempts), items, mdCell(msg)))
 	}
 	return b.String()
 }

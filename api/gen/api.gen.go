@@ -68,6 +68,16 @@ const (
 	RunStateTERMINATED RunState = "TERMINATED"
 )
 
+// Defines values for ScheduleOverlap.
+const (
+	AllowAll       ScheduleOverlap = "allowAll"
+	BufferAll      ScheduleOverlap = "bufferAll"
+	BufferOne      ScheduleOverlap = "bufferOne"
+	CancelOther    ScheduleOverlap = "cancelOther"
+	Skip           ScheduleOverlap = "skip"
+	TerminateOther ScheduleOverlap = "terminateOther"
+)
+
 // Defines values for StepState.
 const (
 	StepStateCACHED             StepState = "CACHED"
@@ -784,6 +794,103 @@ type RunStatus struct {
 	ScheduleId *string `json:"scheduleId,omitempty"`
 }
 
+// Schedule defines model for Schedule.
+type Schedule struct {
+	Project  string                  `json:"project"`
+	Name     string                  `json:"name"`
+	Pipeline string                  `json:"pipeline"`
+	Version  int                     `json:"version"`
+	Params   *map[string]interface{} `json:"params,omitempty"`
+	Cron     *[]string               `json:"cron,omitempty"`
+	Every    *[]string               `json:"every,omitempty"`
+	TimeZone *string                 `json:"timeZone,omitempty"`
+	Jitter   *string                 `json:"jitter,omitempty"`
+
+	// Overlap What a start does while the schedule's previous run is still
+	// running: skip it (default), buffer one or all, cancel or terminate
+	// the running one, or allow all.
+	Overlap       ScheduleOverlap `json:"overlap"`
+	CatchupWindow *string         `json:"catchupWindow,omitempty"`
+	Paused        bool            `json:"paused"`
+	Note          *string         `json:"note,omitempty"`
+
+	// Actions Runs started so far.
+	Actions int `json:"actions"`
+
+	// SkippedOverlap Starts skipped because the previous run was still running.
+	SkippedOverlap int            `json:"skippedOverlap"`
+	NextRuns       []time.Time    `json:"nextRuns"`
+	RecentRuns     []ScheduledRun `json:"recentRuns"`
+	CreatedAt      *time.Time     `json:"createdAt,omitempty"`
+	CreatedBy      *string        `json:"createdBy,omitempty"`
+}
+
+// ScheduleBackfillRequest defines model for ScheduleBackfillRequest.
+type ScheduleBackfillRequest struct {
+	End   time.Time `json:"end"`
+	Start time.Time `json:"start"`
+}
+
+// ScheduleCreate defines model for ScheduleCreate.
+type ScheduleCreate struct {
+	// Name A DNS label naming the schedule within its project.
+	Name     ScheduleName `json:"name"`
+	Pipeline PipelineName `json:"pipeline"`
+
+	// Version The pipeline version every run uses; default the latest at creation.
+	Version *int `json:"version,omitempty"`
+
+	// Params The runs' parameters, validated against the version's like a run's.
+	Params *map[string]interface{} `json:"params,omitempty"`
+
+	// Cron Cron expressions (`0 2 * * *`, `@daily`, `@every 1h`), in timeZone.
+	Cron *[]string `json:"cron,omitempty"`
+
+	// Every Intervals as durations (`90s`, `6h`), at least 1s.
+	Every *[]string `json:"every,omitempty"`
+
+	// TimeZone IANA time zone of the cron expressions (default UTC).
+	TimeZone *string `json:"timeZone,omitempty"`
+
+	// Jitter A random delay up to this duration added to each start.
+	Jitter *string `json:"jitter,omitempty"`
+
+	// Overlap What a start does while the schedule's previous run is still
+	// running: skip it (default), buffer one or all, cancel or terminate
+	// the running one, or allow all.
+	Overlap *ScheduleOverlap `json:"overlap,omitempty"`
+
+	// CatchupWindow How late a start missed while Temporal was unavailable may still happen (default 1 year, Temporal's; at least 10s).
+	CatchupWindow *string `json:"catchupWindow,omitempty"`
+	Paused        *bool   `json:"paused,omitempty"`
+	Note          *string `json:"note,omitempty"`
+}
+
+// ScheduleList defines model for ScheduleList.
+type ScheduleList struct {
+	Items []Schedule `json:"items"`
+}
+
+// ScheduleName A DNS label naming the schedule within its project.
+type ScheduleName = string
+
+// ScheduleNote defines model for ScheduleNote.
+type ScheduleNote struct {
+	Note *string `json:"note,omitempty"`
+}
+
+// ScheduleOverlap What a start does while the schedule's previous run is still
+// running: skip it (default), buffer one or all, cancel or terminate
+// the running one, or allow all.
+type ScheduleOverlap string
+
+// ScheduledRun defines model for ScheduledRun.
+type ScheduledRun struct {
+	RunId       string    `json:"runId"`
+	ScheduledAt time.Time `json:"scheduledAt"`
+	StartedAt   time.Time `json:"startedAt"`
+}
+
 // StepState defines model for StepState.
 type StepState string
 
@@ -846,6 +953,9 @@ type ProjectPath = ProjectName
 
 // RunPath defines model for RunPath.
 type RunPath = RunID
+
+// SchedulePath A DNS label naming the schedule within its project.
+type SchedulePath = ScheduleName
 
 // StepPath defines model for StepPath.
 type StepPath = string
@@ -953,6 +1063,18 @@ type ApproveStepJSONRequestBody = ApprovalDecisionRequest
 
 // RejectStepJSONRequestBody defines body for RejectStep for application/json ContentType.
 type RejectStepJSONRequestBody = ApprovalDecisionRequest
+
+// CreateScheduleJSONRequestBody defines body for CreateSchedule for application/json ContentType.
+type CreateScheduleJSONRequestBody = ScheduleCreate
+
+// BackfillScheduleJSONRequestBody defines body for BackfillSchedule for application/json ContentType.
+type BackfillScheduleJSONRequestBody = ScheduleBackfillRequest
+
+// PauseScheduleJSONRequestBody defines body for PauseSchedule for application/json ContentType.
+type PauseScheduleJSONRequestBody = ScheduleNote
+
+// UnpauseScheduleJSONRequestBody defines body for UnpauseSchedule for application/json ContentType.
+type UnpauseScheduleJSONRequestBody = ScheduleNote
 
 // CreateTokenJSONRequestBody defines body for CreateToken for application/json ContentType.
 type CreateTokenJSONRequestBody = CreateTokenRequest
@@ -1067,6 +1189,30 @@ type ServerInterface interface {
 	// Reject a waiting approval step (the step fails).
 	// (POST /v1/projects/{project}/runs/{run}/steps/{step}/reject)
 	RejectStep(ctx echo.Context, project ProjectPath, run RunPath, step StepPath) error
+	// The project's schedules, by name.
+	// (GET /v1/projects/{project}/schedules)
+	ListSchedules(ctx echo.Context, project ProjectPath) error
+	// Create a Temporal Schedule that starts runs of a pipeline version (cron and/or intervals).
+	// (POST /v1/projects/{project}/schedules)
+	CreateSchedule(ctx echo.Context, project ProjectPath) error
+	// Delete the schedule; runs it started are not touched.
+	// (DELETE /v1/projects/{project}/schedules/{schedule})
+	DeleteSchedule(ctx echo.Context, project ProjectPath, schedule SchedulePath) error
+	// A schedule with its spec, policy, state, next and recent runs.
+	// (GET /v1/projects/{project}/schedules/{schedule})
+	GetSchedule(ctx echo.Context, project ProjectPath, schedule SchedulePath) error
+	// Start every run the schedule would have started in [start, end), overlapping allowed.
+	// (POST /v1/projects/{project}/schedules/{schedule}/backfill)
+	BackfillSchedule(ctx echo.Context, project ProjectPath, schedule SchedulePath) error
+	// Pause the schedule, with a note saying why.
+	// (POST /v1/projects/{project}/schedules/{schedule}/pause)
+	PauseSchedule(ctx echo.Context, project ProjectPath, schedule SchedulePath) error
+	// Start a run now (the overlap policy applies).
+	// (POST /v1/projects/{project}/schedules/{schedule}/trigger)
+	TriggerSchedule(ctx echo.Context, project ProjectPath, schedule SchedulePath) error
+	// Unpause the schedule, with a note.
+	// (POST /v1/projects/{project}/schedules/{schedule}/unpause)
+	UnpauseSchedule(ctx echo.Context, project ProjectPath, schedule SchedulePath) error
 	// Create a project token. The secret is returned once and never again.
 	// (POST /v1/projects/{project}/tokens)
 	CreateToken(ctx echo.Context, project ProjectPath) error
@@ -1933,6 +2079,198 @@ func (w *ServerInterfaceWrapper) RejectStep(ctx echo.Context) error {
 	return err
 }
 
+// ListSchedules converts echo context to params.
+func (w *ServerInterfaceWrapper) ListSchedules(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListSchedules(ctx, project)
+	return err
+}
+
+// CreateSchedule converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateSchedule(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateSchedule(ctx, project)
+	return err
+}
+
+// DeleteSchedule converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteSchedule(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "schedule" -------------
+	var schedule SchedulePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "schedule", ctx.Param("schedule"), &schedule, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter schedule: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteSchedule(ctx, project, schedule)
+	return err
+}
+
+// GetSchedule converts echo context to params.
+func (w *ServerInterfaceWrapper) GetSchedule(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "schedule" -------------
+	var schedule SchedulePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "schedule", ctx.Param("schedule"), &schedule, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter schedule: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetSchedule(ctx, project, schedule)
+	return err
+}
+
+// BackfillSchedule converts echo context to params.
+func (w *ServerInterfaceWrapper) BackfillSchedule(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "schedule" -------------
+	var schedule SchedulePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "schedule", ctx.Param("schedule"), &schedule, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter schedule: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.BackfillSchedule(ctx, project, schedule)
+	return err
+}
+
+// PauseSchedule converts echo context to params.
+func (w *ServerInterfaceWrapper) PauseSchedule(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "schedule" -------------
+	var schedule SchedulePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "schedule", ctx.Param("schedule"), &schedule, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter schedule: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PauseSchedule(ctx, project, schedule)
+	return err
+}
+
+// TriggerSchedule converts echo context to params.
+func (w *ServerInterfaceWrapper) TriggerSchedule(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "schedule" -------------
+	var schedule SchedulePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "schedule", ctx.Param("schedule"), &schedule, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter schedule: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.TriggerSchedule(ctx, project, schedule)
+	return err
+}
+
+// UnpauseSchedule converts echo context to params.
+func (w *ServerInterfaceWrapper) UnpauseSchedule(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "schedule" -------------
+	var schedule SchedulePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "schedule", ctx.Param("schedule"), &schedule, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter schedule: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.UnpauseSchedule(ctx, project, schedule)
+	return err
+}
+
 // CreateToken converts echo context to params.
 func (w *ServerInterfaceWrapper) CreateToken(ctx echo.Context) error {
 	var err error
@@ -2044,6 +2382,14 @@ func RegisterHandlersWithBaseURL(router EchoRouter, si ServerInterface, baseURL 
 	router.POST(baseURL+"/v1/projects/:project/runs/:run/steps/:step/approve", wrapper.ApproveStep)
 	router.GET(baseURL+"/v1/projects/:project/runs/:run/steps/:step/logs", wrapper.GetStepLogs)
 	router.POST(baseURL+"/v1/projects/:project/runs/:run/steps/:step/reject", wrapper.RejectStep)
+	router.GET(baseURL+"/v1/projects/:project/schedules", wrapper.ListSchedules)
+	router.POST(baseURL+"/v1/projects/:project/schedules", wrapper.CreateSchedule)
+	router.DELETE(baseURL+"/v1/projects/:project/schedules/:schedule", wrapper.DeleteSchedule)
+	router.GET(baseURL+"/v1/projects/:project/schedules/:schedule", wrapper.GetSchedule)
+	router.POST(baseURL+"/v1/projects/:project/schedules/:schedule/backfill", wrapper.BackfillSchedule)
+	router.POST(baseURL+"/v1/projects/:project/schedules/:schedule/pause", wrapper.PauseSchedule)
+	router.POST(baseURL+"/v1/projects/:project/schedules/:schedule/trigger", wrapper.TriggerSchedule)
+	router.POST(baseURL+"/v1/projects/:project/schedules/:schedule/unpause", wrapper.UnpauseSchedule)
 	router.POST(baseURL+"/v1/projects/:project/tokens", wrapper.CreateToken)
 	router.DELETE(baseURL+"/v1/tokens/:token", wrapper.RevokeToken)
 	router.GET(baseURL+"/v1/workflows", wrapper.ListWorkflows)
@@ -4953,6 +5299,720 @@ func (response RejectStep503ApplicationProblemPlusJSONResponse) VisitRejectStepR
 	return json.NewEncoder(w).Encode(response)
 }
 
+type ListSchedulesRequestObject struct {
+	Project ProjectPath `json:"project"`
+}
+
+type ListSchedulesResponseObject interface {
+	VisitListSchedulesResponse(w http.ResponseWriter) error
+}
+
+type ListSchedules200JSONResponse ScheduleList
+
+func (response ListSchedules200JSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules400ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules401ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListSchedules403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules403ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules404ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules500ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSchedules503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules503ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateScheduleRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Body    *CreateScheduleJSONRequestBody
+}
+
+type CreateScheduleResponseObject interface {
+	VisitCreateScheduleResponse(w http.ResponseWriter) error
+}
+
+type CreateSchedule201JSONResponse Schedule
+
+func (response CreateSchedule201JSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule400ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule401ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type CreateSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule403ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule404ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule409ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule422ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule500ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSchedule503ApplicationProblemPlusJSONResponse) VisitCreateScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteScheduleRequestObject struct {
+	Project  ProjectPath  `json:"project"`
+	Schedule SchedulePath `json:"schedule"`
+}
+
+type DeleteScheduleResponseObject interface {
+	VisitDeleteScheduleResponse(w http.ResponseWriter) error
+}
+
+type DeleteSchedule204Response struct {
+}
+
+func (response DeleteSchedule204Response) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule400ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule401ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type DeleteSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule403ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule404ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule500ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule503ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetScheduleRequestObject struct {
+	Project  ProjectPath  `json:"project"`
+	Schedule SchedulePath `json:"schedule"`
+}
+
+type GetScheduleResponseObject interface {
+	VisitGetScheduleResponse(w http.ResponseWriter) error
+}
+
+type GetSchedule200JSONResponse Schedule
+
+func (response GetSchedule200JSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule400ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule401ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule403ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule404ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule500ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule503ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type BackfillScheduleRequestObject struct {
+	Project  ProjectPath  `json:"project"`
+	Schedule SchedulePath `json:"schedule"`
+	Body     *BackfillScheduleJSONRequestBody
+}
+
+type BackfillScheduleResponseObject interface {
+	VisitBackfillScheduleResponse(w http.ResponseWriter) error
+}
+
+type BackfillSchedule200JSONResponse Schedule
+
+func (response BackfillSchedule200JSONResponse) VisitBackfillScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type BackfillSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response BackfillSchedule400ApplicationProblemPlusJSONResponse) VisitBackfillScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type BackfillSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response BackfillSchedule401ApplicationProblemPlusJSONResponse) VisitBackfillScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type BackfillSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response BackfillSchedule403ApplicationProblemPlusJSONResponse) VisitBackfillScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type BackfillSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response BackfillSchedule404ApplicationProblemPlusJSONResponse) VisitBackfillScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type BackfillSchedule422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response BackfillSchedule422ApplicationProblemPlusJSONResponse) VisitBackfillScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type BackfillSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response BackfillSchedule500ApplicationProblemPlusJSONResponse) VisitBackfillScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type BackfillSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response BackfillSchedule503ApplicationProblemPlusJSONResponse) VisitBackfillScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseScheduleRequestObject struct {
+	Project  ProjectPath  `json:"project"`
+	Schedule SchedulePath `json:"schedule"`
+	Body     *PauseScheduleJSONRequestBody
+}
+
+type PauseScheduleResponseObject interface {
+	VisitPauseScheduleResponse(w http.ResponseWriter) error
+}
+
+type PauseSchedule200JSONResponse Schedule
+
+func (response PauseSchedule200JSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule400ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule401ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type PauseSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule403ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule404ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule500ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PauseSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSchedule503ApplicationProblemPlusJSONResponse) VisitPauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type TriggerScheduleRequestObject struct {
+	Project  ProjectPath  `json:"project"`
+	Schedule SchedulePath `json:"schedule"`
+}
+
+type TriggerScheduleResponseObject interface {
+	VisitTriggerScheduleResponse(w http.ResponseWriter) error
+}
+
+type TriggerSchedule200JSONResponse Schedule
+
+func (response TriggerSchedule200JSONResponse) VisitTriggerScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type TriggerSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response TriggerSchedule400ApplicationProblemPlusJSONResponse) VisitTriggerScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type TriggerSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response TriggerSchedule401ApplicationProblemPlusJSONResponse) VisitTriggerScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type TriggerSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response TriggerSchedule403ApplicationProblemPlusJSONResponse) VisitTriggerScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type TriggerSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response TriggerSchedule404ApplicationProblemPlusJSONResponse) VisitTriggerScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type TriggerSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response TriggerSchedule500ApplicationProblemPlusJSONResponse) VisitTriggerScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type TriggerSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response TriggerSchedule503ApplicationProblemPlusJSONResponse) VisitTriggerScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UnpauseScheduleRequestObject struct {
+	Project  ProjectPath  `json:"project"`
+	Schedule SchedulePath `json:"schedule"`
+	Body     *UnpauseScheduleJSONRequestBody
+}
+
+type UnpauseScheduleResponseObject interface {
+	VisitUnpauseScheduleResponse(w http.ResponseWriter) error
+}
+
+type UnpauseSchedule200JSONResponse Schedule
+
+func (response UnpauseSchedule200JSONResponse) VisitUnpauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UnpauseSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response UnpauseSchedule400ApplicationProblemPlusJSONResponse) VisitUnpauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UnpauseSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response UnpauseSchedule401ApplicationProblemPlusJSONResponse) VisitUnpauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type UnpauseSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response UnpauseSchedule403ApplicationProblemPlusJSONResponse) VisitUnpauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UnpauseSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response UnpauseSchedule404ApplicationProblemPlusJSONResponse) VisitUnpauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UnpauseSchedule500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response UnpauseSchedule500ApplicationProblemPlusJSONResponse) VisitUnpauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UnpauseSchedule503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response UnpauseSchedule503ApplicationProblemPlusJSONResponse) VisitUnpauseScheduleResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
 type CreateTokenRequestObject struct {
 	Project ProjectPath `json:"project"`
 	Body    *CreateTokenJSONRequestBody
@@ -5289,6 +6349,30 @@ type StrictServerInterface interface {
 	// Reject a waiting approval step (the step fails).
 	// (POST /v1/projects/{project}/runs/{run}/steps/{step}/reject)
 	RejectStep(ctx context.Context, request RejectStepRequestObject) (RejectStepResponseObject, error)
+	// The project's schedules, by name.
+	// (GET /v1/projects/{project}/schedules)
+	ListSchedules(ctx context.Context, request ListSchedulesRequestObject) (ListSchedulesResponseObject, error)
+	// Create a Temporal Schedule that starts runs of a pipeline version (cron and/or intervals).
+	// (POST /v1/projects/{project}/schedules)
+	CreateSchedule(ctx context.Context, request CreateScheduleRequestObject) (CreateScheduleResponseObject, error)
+	// Delete the schedule; runs it started are not touched.
+	// (DELETE /v1/projects/{project}/schedules/{schedule})
+	DeleteSchedule(ctx context.Context, request DeleteScheduleRequestObject) (DeleteScheduleResponseObject, error)
+	// A schedule with its spec, policy, state, next and recent runs.
+	// (GET /v1/projects/{project}/schedules/{schedule})
+	GetSchedule(ctx context.Context, request GetScheduleRequestObject) (GetScheduleResponseObject, error)
+	// Start every run the schedule would have started in [start, end), overlapping allowed.
+	// (POST /v1/projects/{project}/schedules/{schedule}/backfill)
+	BackfillSchedule(ctx context.Context, request BackfillScheduleRequestObject) (BackfillScheduleResponseObject, error)
+	// Pause the schedule, with a note saying why.
+	// (POST /v1/projects/{project}/schedules/{schedule}/pause)
+	PauseSchedule(ctx context.Context, request PauseScheduleRequestObject) (PauseScheduleResponseObject, error)
+	// Start a run now (the overlap policy applies).
+	// (POST /v1/projects/{project}/schedules/{schedule}/trigger)
+	TriggerSchedule(ctx context.Context, request TriggerScheduleRequestObject) (TriggerScheduleResponseObject, error)
+	// Unpause the schedule, with a note.
+	// (POST /v1/projects/{project}/schedules/{schedule}/unpause)
+	UnpauseSchedule(ctx context.Context, request UnpauseScheduleRequestObject) (UnpauseScheduleResponseObject, error)
 	// Create a project token. The secret is returned once and never again.
 	// (POST /v1/projects/{project}/tokens)
 	CreateToken(ctx context.Context, request CreateTokenRequestObject) (CreateTokenResponseObject, error)
@@ -6290,6 +7374,236 @@ func (sh *strictHandler) RejectStep(ctx echo.Context, project ProjectPath, run R
 	return nil
 }
 
+// ListSchedules operation middleware
+func (sh *strictHandler) ListSchedules(ctx echo.Context, project ProjectPath) error {
+	var request ListSchedulesRequestObject
+
+	request.Project = project
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListSchedules(ctx.Request().Context(), request.(ListSchedulesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListSchedules")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListSchedulesResponseObject); ok {
+		return validResponse.VisitListSchedulesResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CreateSchedule operation middleware
+func (sh *strictHandler) CreateSchedule(ctx echo.Context, project ProjectPath) error {
+	var request CreateScheduleRequestObject
+
+	request.Project = project
+
+	var body CreateScheduleJSONRequestBody
+	if err := ctx.Bind(&body); err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateSchedule(ctx.Request().Context(), request.(CreateScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateSchedule")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CreateScheduleResponseObject); ok {
+		return validResponse.VisitCreateScheduleResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// DeleteSchedule operation middleware
+func (sh *strictHandler) DeleteSchedule(ctx echo.Context, project ProjectPath, schedule SchedulePath) error {
+	var request DeleteScheduleRequestObject
+
+	request.Project = project
+	request.Schedule = schedule
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteSchedule(ctx.Request().Context(), request.(DeleteScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteSchedule")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(DeleteScheduleResponseObject); ok {
+		return validResponse.VisitDeleteScheduleResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetSchedule operation middleware
+func (sh *strictHandler) GetSchedule(ctx echo.Context, project ProjectPath, schedule SchedulePath) error {
+	var request GetScheduleRequestObject
+
+	request.Project = project
+	request.Schedule = schedule
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetSchedule(ctx.Request().Context(), request.(GetScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetSchedule")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetScheduleResponseObject); ok {
+		return validResponse.VisitGetScheduleResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// BackfillSchedule operation middleware
+func (sh *strictHandler) BackfillSchedule(ctx echo.Context, project ProjectPath, schedule SchedulePath) error {
+	var request BackfillScheduleRequestObject
+
+	request.Project = project
+	request.Schedule = schedule
+
+	var body BackfillScheduleJSONRequestBody
+	if err := ctx.Bind(&body); err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.BackfillSchedule(ctx.Request().Context(), request.(BackfillScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "BackfillSchedule")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(BackfillScheduleResponseObject); ok {
+		return validResponse.VisitBackfillScheduleResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// PauseSchedule operation middleware
+func (sh *strictHandler) PauseSchedule(ctx echo.Context, project ProjectPath, schedule SchedulePath) error {
+	var request PauseScheduleRequestObject
+
+	request.Project = project
+	request.Schedule = schedule
+
+	var body PauseScheduleJSONRequestBody
+	if err := ctx.Bind(&body); err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.PauseSchedule(ctx.Request().Context(), request.(PauseScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PauseSchedule")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(PauseScheduleResponseObject); ok {
+		return validResponse.VisitPauseScheduleResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// TriggerSchedule operation middleware
+func (sh *strictHandler) TriggerSchedule(ctx echo.Context, project ProjectPath, schedule SchedulePath) error {
+	var request TriggerScheduleRequestObject
+
+	request.Project = project
+	request.Schedule = schedule
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.TriggerSchedule(ctx.Request().Context(), request.(TriggerScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "TriggerSchedule")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(TriggerScheduleResponseObject); ok {
+		return validResponse.VisitTriggerScheduleResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// UnpauseSchedule operation middleware
+func (sh *strictHandler) UnpauseSchedule(ctx echo.Context, project ProjectPath, schedule SchedulePath) error {
+	var request UnpauseScheduleRequestObject
+
+	request.Project = project
+	request.Schedule = schedule
+
+	var body UnpauseScheduleJSONRequestBody
+	if err := ctx.Bind(&body); err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.UnpauseSchedule(ctx.Request().Context(), request.(UnpauseScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UnpauseSchedule")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(UnpauseScheduleResponseObject); ok {
+		return validResponse.VisitUnpauseScheduleResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // CreateToken operation middleware
 func (sh *strictHandler) CreateToken(ctx echo.Context, project ProjectPath) error {
 	var request CreateTokenRequestObject
@@ -6372,207 +7686,228 @@ func (sh *strictHandler) ListWorkflows(ctx echo.Context) error {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+y9/XIbt5Yg/ioo/qbK5G+aFCXLTizVVEqxHEcT2daVrPHOmt4Q7AZJXDWBDoCWxPiq",
-	"ap9mH2yfZAvnAP3F7iYpW0purv+xKbIbOAAOzvfH504oF4kUTBjdOfjcmTMaMQUfT2VIDZfCfo6YDhVP",
-	"8M/O5fkpkVNi5oyEilHDIqKYlqkK2aATdHQ4ZwtqXzPLhHUOOtooLmadu7u7oJNQRRfMuDlexqk2TJ1R",
-	"M7d/cjt6Yv8IOoIu7LshPtEJOor9lnLFos6BUSkrTvNvik07B53/bydfyw7+qnfcDG/taHb+VyJKJBem",
-	"ZUrmHrn3nH6ObNIznrCYC9YyaeIeufekfo58UiX/zsK2hSb4xP2nxPezGc9T4WcrI8x5KsjJMen+B3nP",
-	"FolUNCY3Ul1NY3lDTo57A3KeCk20ocrikpkrmc7m5PzVxXsyY4ZQcnl5cnz93SFRxee0UZTP5oZMlVwA",
-	"NmajXxz/Qq4YS+DbwlT27yW5YYqRGb9mwqJrzcaoVNx7U85TcXIM23FhWNKy+9qwpHWWBb09ZWJmB9gb",
-	"DoPOggv/925Qd7cU04kUmsHV+pFG5+y3lGlj/wqlMEzAR5okMcervZMoOYnZ4t//rvGeb3zu9i2ctHzS",
-	"b2g8lWrBIiIV4eKaxtwSB4DjkIyZUlLpMYm5NpowGs6zh6acxdGgcxd0XkoxjXn4qHC/nzMPJgnd/Jrc",
-	"cDMHFPLk7Qlgn2EA509STXgUMfHYgBp5xcQTTZSMGYkk00RIQ2hscdzMuSYyYQrmBzhPhGFK0PgxwbwU",
-	"7DZhIVxTpq6ZInD0pBsxQ3msCVWMSBEvSSxnMxb1ANK30vwkUxE9JqRvJdFpOM+OmHQt5hoyYbEUM02M",
-	"JFRIM2eKOHqJsJ7RZSxp9F7KU6pm7LFxYCKjJeGaxHZyRcycCsQAhpfoUtDUzKXiv7NH3c43XGsuZgFJ",
-	"xZWQNyIgil3LKyQI7DaxpA4R2NLegrjx4cOH/lFq5kwYCxwrQ7NC7XCJ15THdBI/6u4fkYglTERMhEvS",
-	"jaihE6qZXZ5nPz17MGkO3SFRzKglialhyp1OomTItH5s4D+wOO47Cj1Jjae+q6T5mqklcdMjHeRGE8vB",
-	"3AJ0miTS8uE3LOL0PZzP41+BJ5q8xCn7FgS78UALw5AllvjMmbLE+s7zVUC1o2hhsVSKv6UsBbATZUmm",
-	"4cg6vcy5gndB57YvVWR/2gWQQh6x6MisSjzv+YJ5GTmm2hD7rAaKHHTs/lPTOehE1LC+4Qsr9TXOtGel",
-	"ZiYi+7WVJAxb6HU7Bwt7JYxa2sNyQ1Ol6LI48lMrM6RCfP2R91Ec8ZLNx4IY75eST/0pG0dOQB69CzpH",
-	"SaLkNY2P3bYVRBkaRdzuMo3PCqc2pbFmQfUg5WLhsLEgTO0PrTRVpSgtQFwYalK9eshHglD3CLHSnGXJ",
-	"ToagIgqIFCEjCxqxAC5PEQXKcOIoiHEV7kRzPAKqaSk9YlPEItKlE82EITdz+IURi0wyNSTilqW2YNV3",
-	"d0E27Um0OvHJMU5LTU6tGwf7vjDYuUSKVhnOOHEFIOXZClqHfXEXFI+w+S4O8wfPM6TLXphIGTMqqpgf",
-	"MRqBxrUC7AcL41iK97iZYwesDgifEiGB9UY8IhM2lYptf6P3q7Rju9d3Pe3RTjtnIl3YS+aOIAKt4u8g",
-	"fRUu1+pAz++CzsIyoVntJtijnzPiNVNC9ZUm/ph168lZCLP9qwExg7AVvmeWiMiY1Vy9TAwGrNKIqAu6",
-	"dEcFep0nZ5Wb3ky1LKW1mx+9S03DlP56rWBvDZLt7lWpIC6mlt4ZwxZJzazvBCNWdpBTQoHIrFKPArta",
-	"hfiXdMKUYIZp4p4jtPglxYmJooJIQbqWUMVyhgK6lXpZQDRjJObiSvfWUgGQIlovq0U6dsvNSxmxwoNc",
-	"GDYDBlE6/ikXXM/vd0/sNQOwm7lGDXKUt/DUvk/oxB563b4FqDxQDVfl3CIg1fOJpAoEXvvlRULVFbk8",
-	"CchkSazuX9hEhwBVWhbL2aWK6w/UTfwEjslPPKOG3dAl6lra0tduLEMaE5UKu03+Lb2eKbQQhCWhxDHt",
-	"DG+cwOW/XjITWKAsGnl8U8wKiva7gLDBbAAQW3kiSmOmnmgysuIk/m3l4QOSyIjcHpDhzu6QCBkxxMZM",
-	"nj4gu0NyInQ6nfKQW/4nrnnE6SCUi51Zkg5GnUMSxoxaXSNjjR5inYYhY9EaAmYpmEgXk5IYWIOkQOnw",
-	"FNfdP3zMc/MMgcajdDh8Gl5xEcEntoNfWFTRCQ3Zyrf4xXgt73SGsvvcnaf4OqphbfLghWHJBTxYJXZu",
-	"9/w4dVTvJRUhiwuyXUUsuifgilGnZ7QyKCerrRH0V4k4jl58P7Cgtiwwvaf8mi+kIL7ubiq+vsz5QoVh",
-	"0ISG3Cw3tJ2/9I9bKQvt/RujVJWg1hDcmE5YvB2NXlmqVbEuGBPrVLEbqa6A5IBO5vfBUahD4qRpSzNj",
-	"eH7KlTYbCnh33rJbA7AU9ZLm+wwmB4MlWNzMucg1xz2y4CK1BKTLTUZMUUF/OiQlku6lELtHVF9l+m2N",
-	"JEP1FfnN/o5+HDzqJ9qDk8g4riGRd0EnTaLtUKBKFyg85I69CGgRvYrzZPv3qRnLXxZwenW15eOuXbDf",
-	"/wMwo4XUWE4zEt4sqC0KWa6mGI2WASnwK8+ihGU2FFjiVDFG6NQwNRImNy1rj4eJjDSZyFRExEj7zWIw",
-	"EquCXZK+4XHM1yrl5w7Io4VMBezKLEnfWqjqt+P12SXh4poJI9USwAfZxP7fhfVZ2UVI0wuIRqR0osvB",
-	"SMAS7QDUW1G8ekSkwFVsZEh4fXZpIWyTx5/hQlppw3bbUt6KstRg12jPBk7zSVWkSJSM0tAQQFvSHTvz",
-	"5hiuq5UOpWC9dsnuLuhcWTxvuZW/wIU8taLb35rvpk4nC4uK/ykngHYjcU6X8IeRpDumhsWcKf90vw+z",
-	"9uGyj3sHOEkAYtsRPhqMhD1NA8LkIgBUpuSGcmNlOqt1ED2XNxpfBTOHZUwDcgQE82Ak3EBPNJE3oowe",
-	"iBNrlNCFVMsfl+Y+Zyrq8fwc8NiuZPWqhvbdkvpWI9mt2LAAFYPCrSwD7iFpIVKna1ldgc8/fxp0Eisl",
-	"Kruc/9Xtfjzq/0/a/33Yf/HpYz/7/Ovg0//f+6HwW++Hf1vLhjsICVlQYzfHon4S05AtLPvTLGahkUoP",
-	"yC9siYTtmsYp02Qq41jejERBqsULoZfC0NsDQskVA7+EVScTXCE5fnvR1+kkkgvKBUkUm/LbkbDDjnfG",
-	"gcU5QSjQF1BzDVlIbcjzpyRmdvk6IBGfcaMDMu6PAzL+1f4zGI9El8bJnIp0wRQP7YsTaeaEiUj3DglF",
-	"oC0wVtAGmobKGmphgJYLels8gOf7LYfH62RUdzn1xgZUL5VV6V6DxbQVn946eaOAJh9p//dPHxEV+p8+",
-	"D4Pne3e1+PASWK1z4d9PPK1Idutk1Fw+2iaoYEV0qN0PWMwWcnb5Nry6paGJl5aGWwwce5PXGHB/7AMI",
-	"xqu2l1mSnikuVa3k4X9Brs+11ZKfaKCOlqZqwiukMigIfyOhqJhlkqvzPbrXExnzcOnNvwflJ0YiYlOa",
-	"xqY3IMcsjKmihl/nhjwNjld7QV7L3LqnmdEj4ZeqB+epeAcL0YPXZ5d+KSVi7onmXdDhIqmzmR2JJfnP",
-	"i3dv8SoGJKFaMy/z2Omz2AxnM4BxBkCGZ7Lv5vm75TXn9OaNM034MKIaqu+jYEgeZ3RI3HZoMuUxyvXg",
-	"z9Wr7NqO7ANxtoq3CTrXTOnaaKkMJPfEIRlaUuR0jQWjAm04gt0wVDYWXPBFuugcDOu22m9Zs7PAEjg4",
-	"8eIGKzbjlmYgtadOOhggDdwizqTx9r2XV+yeei76hfWJ+FmmquZUT/mUWd3ikAiJTuQl2nVwE90icM++",
-	"/+65WwT+vVu3h54QlUnWmqWjMbrumsPFQ3s0mqpYxC0Dted8zdkNYKG95aL40IJGjMjUaB6hoHd0dkK6",
-	"EymNNoomIE16uzkO2Ak6ONyq2bxBywKImylmBIe2ytU0CxVrsGhNGFVWCIVHBuRibiU+COUAwmXJnItD",
-	"qlUfjZ+x7XIhWNU14auBh65uWT70roZRp0o5R1KdfmiYtsr1deahaxYM0XkUM+P8pi0egP27oMOufXDl",
-	"RvKBX8Er+1qbdrRr4ZizOKqTfZ26WbQNz2VslU4W0lRbQdhqvDEPKeFOqSVdNMzSmPWnSi76vzMlieYz",
-	"QeMeWHVBjfaKcvsm7T5vtIdUPC5yAlbraOsdeudfbNsk8J67OMd1BsHfUmk2Du78GzwMGArbuPkJnzss",
-	"O/cvtsD/HUyAz2+PQ36mthmeI12LnaNuo2Hd4xBVQWO26XsX8LB9K2Hhxi/ZZ9EaPYkb1Ga/Q+RmLjXz",
-	"iK3RHUK6wwMirGi3ZKa3TucLOsZF8VyetCPMM/usotMpD7c++g+Mz+att/v7fPQ3zlNWXre71n2a8MCv",
-	"uA9Rf5brJEreLtc6CG64iFCQ2OQk3iM4H/ClKnHOg4kd6/EENzs6d+5FhC7cnnwzCyQho54FittG9pGr",
-	"bRsl0uY/LYhN3p9lqaSPEceIZClIl5KCUtYbjMS7BTfGxb1Z/ROl9JJbLiB8wNAftqDhnAsv7o+EO15w",
-	"84UuXpopZyUsWAXq9L06C0CF6G6iiZXD2O9za+tlEhin7RSR9X0VdxAY3biI1nKhgtuz1aHscbfdK/i0",
-	"unRq7wEAkk/VtgX1xoaMxmzFBS7SxYLWxGtVYcRB26Dy9oZqQOTx2wu0Ax0SbsC6oku35Ile9YOC9tVm",
-	"uNgf1hsuVtj/qqinqJ6fSpmUBbQGeg+yz7rjLLP55if3NkYRi5nOwgrILQhf0BnDSJaQCiENmTCSpHEM",
-	"4dEHIo3joMYnn3G7SIJNF7y+XpbLneyZ27Il3GbF0+kWUiLTuF9taPI3L0fVkFMUHZ5oEs5ZeEXojHKh",
-	"TY2JA4QxMmc0UlIurLqHASkV0rsSAedGIXOqrZBbsJZANEtv1YYz5UavkeM3JBArvmIYerMbf17Amio6",
-	"b+dzraoqfOY08naOsGGwgz3BCQ2v3k3XXa2meAAHUNHb17oxbsKtfef5frYZA5pwfh1ITl6usKiw3s1d",
-	"ITlTymMWvXaiSqtrZINYhmcVmrN660IqIh5B3kqw5ni1WYfkGBqiqGGz5baRExk9yQbwMwZ+79r2/cJr",
-	"Gyt26ErIZ8PiNrnDT+E5o3ioL9HH104b9jc7pJXN8EAHeUDJJmTiwglhNcGaVOS00QWCURGRubwhXS6m",
-	"TDERskFxoANiLxYT0UiMjeJGirEVV8fXcbwYB2QhIxYHyJcCQtVMB4SJ6yDLldGZ5qGDkaCpkVYfhPQP",
-	"R+jRBC0jTNfjYGV3/iRAyIhQTajV22J2iL5ySARD0M2ccZWbb6lihAsSyVDv0IQPFlHJHF1wubbajqty",
-	"0dcmuGutHrsb2iT2GgRo/24bnpSVtTZenFOHPH5dZ0mYpehCLkLnkkbdzrmGXT7mglGd2jUcujgIozHr",
-	"y6qlDA40pgbSZuyImvw9jWZslR9jJsoqzM9ubwkV+oYpxI5M8MGQeB5h6gc8UYrZ4cI831+r90+VXGx/",
-	"4GBfevHiFBf2pgbsyyRhygV7ZBkhuA2TNLxiBixzXMzgpxcvzJwkTIVMGB6zLCbJhxn4AyoHJckUFWwH",
-	"ZsZqKzwCXy0tcv3ePN1CpG0m+LC7BRgCf8x1SPyTJQGvfChxGTsaaTh4heqyjz9koqPPZ+LaRaKOwQ/3",
-	"ce/TAHO69DvxcfgJieBvKVPLQUJn7IL/XhdtuWIBwfTeNir++uzSBS6srMvT1LWUIxVlebVWC1k5CDe4",
-	"f70BuLfO1LTi5HwDgQ5v+I+r24s/WdSWAkOLuhgTUImgwViJ3pY38ynGAPn8surJypj1QcR34Tn1U7tf",
-	"e/lt8toCxDzJ6dTSFCGRD9k1tEcH7xUCkyq6cB47VhiMdMsAbWCFtMOfiEvdtGocd85iDN6QkfbBPHlG",
-	"sLxxAf32g2WeLu4FHIDe57wGFks4Fnzz/LA3J68vYh4yvc7mvBGXrOrmNfIXGEop38bFYrH8vX1lneU9",
-	"LYalrx7ES6kiKdalgbxo4OIunCg/aL/c6rwNd/UMtNoa6UXOpVqv7zmpqhi90I6RECqzycMQ0cXFZg8/",
-	"29Y/s/kxvz67zJw0rae8ZUBrBfluqBJczGqIwSvLYqizZNCJvGYoGJlau7JGOnS/1CWw5qNTIX9tVQx4",
-	"2my1d5tb3I5WxDvxER9b5WN61Kz1oGvPRPA5EjMRYZEIzL9PRapZ5PbTG376sJ0Om92bvbXJaVth/9Nt",
-	"sP/ZNti//zBY/byEDeW9/oly1ddzyw7wkWwnpSJDF4+yW9zBVTTaqw0DySDbDikmUil5w8XslC94DcA/",
-	"yxsypcpdICEXXNC4ZOpb0CXBUbAUDCQfIQp1+7sHlrHHdmzP/g/IsLfexR9jonILVIvUoiaGhTvcLILn",
-	"QChAB9DQOMaXNgdnH8JcYeQa/cIKdGSWUkWFYXl0ldud9pHRXp1LnlXLflG2oprwgtTUJmkFEOFE3py8",
-	"LtTVKDy64LM+5jMlSk557FKa1t3bZqnW704DyWpU9b0Ut+nVs3Lopv4UGLsBoOI4q1bEXIhsOm5pD0Jq",
-	"F9C8XoSrDVPdmLs8hQi/WmEUwVkrh7ZDmMeAb6hh+Iz4ZcK21Cf21kSMu/pl5XhxYMxWQ+cmc8Sscyo1",
-	"3anijZKqdEXujf3Z6fq1BSUc8odXi4vyQyGesDW+dyOHcivXLeUktdrQvkAm22+Qt4t5RmtknGxP6t2w",
-	"WZDs5pQj3+V1VCMfvA60nxmN0cZRkazmLLz6wiQ6nZW58FGH8mp9oKF7qw7YXBdcR+La72sD6fnx3vTm",
-	"KSodlvHUUJvCjXRmogrn2p0NdoezyXbX1c+3+dXM1dSV7WPT6TqFya7xii3X3kmIzN7ODG2HDTwMdZCf",
-	"FWKov5ppHdL5IU7zv/JQ6/Yz3ij+cFPt8wtI0rO1wVLlhTUlQrbtdT2pymL+NyZV2dmtI1T50G1grU9R",
-	"2W1MUfFj1Pu8jkhUk9xAuprlJR/1jk5Y2BuQl5Y+ouULAiMSFo5EQpVmquiPkoooCromFFSDp7kmuDcB",
-	"0RJ9DZB8OxK5OTnP3qUGy/6USmaR7v7eXq8uxbO5CM2PMhURhtGgIVGlwpGjUWdvPuoMVpOrCyhfKb8j",
-	"EGGBLxyidkINjeUsZZh4xTPh/vL8dNCWYmFF16iQX3FAPn62QwQgjgVeFf/Bfsre++Hu0wB5DEsaklKP",
-	"j17nQ11xEcEIzir/Q2DXfzL9IQDb7Q8BmUr1ioZz+wMzijP9Q+DLs/wQkFAKQ7lgivyDKLok/yAaynD8",
-	"g2SeUPKPrHoTAHe3tSPR42eBHn01avc8T7b/sZ2If1eK8Sjvq57TvWfPD1DVmrNbVLOy4r1USMFDGhMX",
-	"mNkaYlBMjPkqBHWTeMISCShn2WwRfZeT20KZ3euM2LrVbxiX4qvSreoPP70kL/affZe5mVyty0HNrbc/",
-	"1EplufNzI2pd8JSt0GsrW2hDRdgYNY21yrCoXw39zQXC1Qwaw03MWuTK1ZrRJ4RHTBg+XXpfp98n+wbS",
-	"7YJrv7fe4Qa/elCCNkn0LEfJrxtb9XU1pHrFZS062o8N7N8ZVjfn/m6j1jJ/P3ALSJuw/qYgz0KZwVXd",
-	"IcLI6ntWTtvW5JNnmreZWzcJLYLaTpnxYXszDCazSM3ry7KfU3FFipVDfI040nVFFyFNa42t8Tug4E0p",
-	"ra9A6LcCV5fOWNQj/lHCDbmhmigqrlwRk/Z5vt84CKYYX7Ua/grzcqMPCBifA+IrgQTkrbQq1E+QOf7W",
-	"ymz48Zxppq5BGArImWJskeDnEyyGujZtQqVigwg5lqyNA8RCDvdC5WcuEzSWtCYBDBm+SkWpdpSFCb/4",
-	"6L6xOIjffMp841OpSKnesX5C/Ex6O503X1/QbA09d54wlz7xVVLRK5pC5t/AQgBXjCUoWWsjFYuKgmol",
-	"IbYhkT2vWbRBqr+r+rBh1kW1YcFG+e+VqhgrJHOqGGsPVlhwkWpSrVWDUUuJjPQ9zKxGmjp/RWHWLQfd",
-	"XU0ItTMEuLz6famk2tWE3XztsP4NgujbQP2Q+e2a45nXZBVU/cCbRQhlYLr3a4F0CdBZOc9owe0r69OT",
-	"oTvEl8tf7VqRFXmj+iJjvg7kmtYNUO+x06rttPGtTavmnafCFc0rStkbvJHqe5XgalOcWksKrPbr8D6X",
-	"dtGcR4U41cIEfn+aS33hSdUiXyqyzLAylMfUUCh8IMjFxSsyVqkYE8gcJN1s47IQSrBB1OSBhFCsby19",
-	"LtUsbC55ep/ipV+CdyoVJ/W4r9lvm4R83qNg5H3QfWNEbEcwXO4aHLMrb8Ckk+OqalKorpR9HPx6ALlo",
-	"e8/26/WUjGSsmuiztP+aA4mn9YJ/S+rximxlB8nyYxtWWa8VCnZrzuiMZcUf6sWlgiaR0Fl9NQeVbpGW",
-	"bjnAOsUSBmxYzYXHNc9+zl69PT55+7oTdM4v377FTxeXL1++enX86rgTdH46OjmFDy+P3r58dXqKT7g/",
-	"4If3r87fnLw9ev/quIlnNRV/f58ZZjFbGaQoQDwswaJS8dAkpqpafkmx5BdtFl/XASe+ZlFuaM8twO1l",
-	"7/YqVK1Cuuts+JUqyfUa1ubKo07jGqYBdYnwx6aiOYOVYh4NVLZq2XR5l3WF9d8X8jLRm5D3vcISURiz",
-	"C1b5VERMkR3/vO4Fru5NPkS0RmGFQhyOBVSdApYHa+b6HGFF0XBerDqFsgkmk1rOijzV9RbYQnL/7suq",
-	"EX9/P7nKuRo2ok2+jnGq19Zcaaz0VIvL7un1AV7NcaTO4lxJdHEnBeWsUhPKhfdWU4L5hVACW6SJPcz6",
-	"9Ot7mKCefRVxsTXreFPO7o+4jlvkZanXsIvzV+/P/7uFc1z8cnJ2VuQh7vPLn+HDh6OT9ydvX//607vz",
-	"X1+fXVa+OTo7O3/3X0entbylgHG1Vf+h2D858o4uzLUKqVIcKrgxwoRRS5IwRew5Ei7IGA50PBJdSz0i",
-	"X1q8YPdxZh9n8xn3DonPD0DWpSEmjWtM4K+tSuudZutuVKV7yl3Q8UXoN76UvivCGtvrevb4/RdyR4v1",
-	"FuJ6cu5PCI7B1/qD0xms8OjtSjhsSJXuU+WiJlT9Zu684xbTbqgm+oonyQZNWjYK/pKpSVLTIF649jnu",
-	"GdKlWDYQL3Rv8BV5yf5XqGyPfhlXzqO5vH1DcbUv8Dk9g+YZUCyvrtT5UbUbEHRIEQz67+Fr23ered5g",
-	"Vakc77axNrWQT6Uq1clbKwT6inytQoF9ptZAUSySt87PBofZojX+iqEsDXri5eXqq8P+C9qffvr8/V0/",
-	"+7y/wefd2nAZkPLCVHGzvLALd8H1UKzvKK3LizwSWejc0dmJQ5bumJr41//7v//PuJf18oXEJhgon3Zu",
-	"TIKN2biYyhpnFDRvdYnDcppVmiZUkDenRKpwzqAIAJeCJDE1Fild/a68UKlKxUhQvdo2Vg9GYiRegciq",
-	"ZGoyUfl6lwjGIk3GR67/IUxxQH7EsoXIAGGtvo0GwWGAi4wE1i5e8eV3x0397Ma9AXnnG25q4NBLQsVI",
-	"jG/7rhR332LYmLBbw4QGaECzZlBOz6qQNLuqFvQuXgEXrIG2VffXSKCFtTcgzsva16FMfE9FLO0KDXsw",
-	"d95ydnfpDggVS/TsQOgSpE74fOr94X5AmCuDCyn5/gmUOX1oJbvl2qBUEPOQCYzLdB1tjxIazll/bzAs",
-	"RAh0CjhWiLo46OwOhvigTJigCe8cdJ4OhoOnWBZoDui7M4d4198hVB8LUma9Ta1y1XnNzM/ukUr/273h",
-	"sKUh4XaNCF3UbV0zyJhf+waD7vZ1Dj5+CjraB/d3Tvk1E0zrQ0LjG7rUZG84JDdzHmc5ySHT2lds+Pn9",
-	"+zOgetRqAh87eqmt3PHJzrDj6lK07cYb98ja3TDs1uwkMeViTafNYFUbWTAzZ6kmdgzLWJxLmiBjad+O",
-	"wutuOY3LdYgx8IfVtOZ3CROIXV+EARWSX9900s1FIhmmC6g927bY91YS9I9CCU0r1jQuGPI/W5H9HJ/4",
-	"Q3AdyWSh+SkSD9dw9tnwadPQGaw7xZatbftml8nx0mBkOyb5+V6rVEQZS2jczOvdnWLWy6yunu1Ln3pJ",
-	"FSOQFBcRLqaKaqPS0KTQ/UwC4cQu1UimF3QJfVJRR+oElXM65dq8zFMyHuyoioXpa87Lg1BoPHYXdPaH",
-	"uxudU949GA53uP6lrM80nGyB/kHR2NV0V99dm6tyYdmsUUvxaIvl8Mt8tXPgvY4YHVMnXa720Khpk+Hr",
-	"O749evNq3MtA1liQ0f/KjWbxNOtjCZqIPqz03SZcQ90dKlCcHYl8NKu60zmjkU8ddABIBTXY4SuMLwgs",
-	"mwjnI1HTmwFbNwzIkS+CDX2rIb6hR8aF5Y+xQ4h7aIwjj/Pu+C4EAhs8HPoHDsjnuzH2UHOWAFLpGsSh",
-	"zrzi1yzKG/CD0TLb2v7V97q/0rasZ4FGqWNvuJspK4Ud1kSwG7jkyCpxp61CSmOsVJyjE8oi5ftXiSjJ",
-	"y478KLGawFe5fQ1xK3dlTcOolN09PA2ol02qm3VInKcVKMEeUoKHBuM8P6tyx+9TiVM1je0e3cmeg8H3",
-	"NyFFP9Ko4D65F8nb34Sf/STVhEcRA7/W/u4Gb1TbxsN7zzYBr6bh9hdSZn8y5c6W7hpCCi+ii+tenB2q",
-	"K+Vk6cTGJBojRaqMeeez+3SHRDtmpsY49ZbduIYZ2siETBgXM+xXExFLa82AXMDPnjwAqTPSUg1L50bC",
-	"tacckKOsh5LhcQxCt49GzttVekrNDdanHAlPgxRDeg9SAQCTd5VzzeJq6NExrKtIjUrEYL8uFXUhr901",
-	"/RMjPILe/sZbaX6SqYi+HFntlhCanVPGdPDA1HJbXAwapezGo3oUuv0+R8ZHRoBHPM53guWUJkuWylr0",
-	"YTM9BmGoBRmJg4GDC3Yf0TDzV3cOPtZDnT/iz+eMWl3oUyPZ2vnNpzPX6hdHTkPyeWe5GJp3z8tcZV2a",
-	"27mg+NghEbLUayukcdwbkFfCoBNoWgnUdWqMvBE+2AlKKnKFyWNg17c76207qYiZ1gVTMRq/4H480XWk",
-	"LL8cPpX6wW7Ikd8hnKnhoqAw6ntTZH25/0LX5r6qdcEIUUS8cuvG37AXIF63JRbb8cHeGFdfvGmzJH34",
-	"S+bzM2qJs1UmX59dPqhaXagXUoN070qeV7ubmL5kt/DNyWvi8rx7f4yyXe7saakO5GTaB6ywdO3aF9So",
-	"49ucszupYnZR42n52k4PeWLFHKh6iyWA8GcwhPg9q/SD0owRGseB60yWW++Lx1JMutrABlI+i1K/vwdS",
-	"iWt7Cm6kEO9+bVyoNYihg++vroYOX6x/46UU05ijZ/OfTm/Fcyz4qCA+zTBBhcGUFeoKjW50c8qqqX90",
-	"57P7dNdmjy/ep4clbk0CUFbm66+lKWxL87aSO9yWluWO1YPf8eXU2zncq+ypB8SCUmOYBlTIwK0yun9V",
-	"A8JXEZ3ztiR56Yhsp0kXzBCZ3nbNNZ/wmJsy/ckR6eHQuMn58d7VO7HKXV3Z/QMX+esjHUK5YBoaA/hi",
-	"JiPR3d/bc2o6qAhQo/8JFjfpDYiViaNUQQj8aghowtRIZJ0Jcu+A/yqvBGhXg16CGreBlYbAJucNPwIb",
-	"zn+wUI2dGIvtpFfbc0EUQ00vry73XW+ZIotUQ8+dNOkdZtlC3ARZKkSxd9cB2CV8St9IWNXb+fJZ1uff",
-	"tVd4ogkTM2jvJYoV9X13rwyCLrZegPrj2JABwgLUmEAphziGMHGmGFhnc9vjEz0S434fBuvjVONenf6O",
-	"rDPrkvkwYmClG9sjC4DZ4polwMO8Y+AuVO+RcQzp8dh7+C8tHG5Jcf85pMn9vb1NXnb3Ewn943MTL7eK",
-	"Gk5iKUNu23aXu0RwSkhrMVZ7fN2My7gc3bsNxJ2dz/5jxS9T59coEZPSnd6rS5GIGbiQXATvYZlcR1zT",
-	"JAGnM1TRguD0SW7bnEnxTab5QizEUyvvOxURSgFmjmVOgXFuj1vNLpVmLBk+CuUvyseB7zafiSiaMRAt",
-	"hLz5hl5fhl5Hotj2MWv1GpCYLmVqss5QASn0i8pL1ThMFEY/svwcrH3co1cub6e1sUYgbLPfUhr7UtyV",
-	"9uLQ/ZCKGcbUzsExbUVoK6SOhP8JInmz9lql3ZIqa96kmTFczDRZ0CumCR2JjEvARYKANnSWH0LoEfaX",
-	"dHPcoFjs+ihBtHXXyaybtP/q+Vlz1gTBRugkt187KH2oF+zNE018+7cB+QCBsPmTlu4EI6HTcG75Iea4",
-	"cTvW/vDFgZWwF9IwKC8+kcqAPtDkd7+E6IVHEnZdx9tHDf7ZlOAROvWNizGi469G5L5JqV+PgF9A0SZC",
-	"IQjP3tfD/CLK6SrJqKUBTkDl5jFk1B0gBZhe86j0v9bRcmSB+TOJO4XbH8rFgoroX/76P/adOpcx9gTx",
-	"bI5DWs5MMe1MbQKrDTzoNXHM889yUc4QnG9X5dtVKbKfK54Ur4oVll230YSmmkGcuxcDKZnEKevPFGP2",
-	"QjGrCfQOof6BlZOxzSiGetrh4Ko9+DVThYbVf4Z75htoP5IgnPXr/vMLw/6kfM3Db2LxN7G4iS69oVfM",
-	"CcWZoAtqLRWEUQWpRAUFH4wAXhB+ADl4lqT9JOsA2W6hzZtFfos9/5LYc1PyBkMjJ9hW0uUGHZJzCm1k",
-	"7U/Q1q+3SVTd2nD0lvP7qlGPbpKmQBP49RtaNEUHlANrPWZgd8fANQMMXM/FwNfN5kz3HjLCdiVEoM5k",
-	"+ark/6/rZrLG/380Ets1OQWLXhiyxLDIjUtHwlXA8jXM/f4f5C8v6JLMlLwB9/ekNEFMDVODkXhn4aVi",
-	"mQWHzbGcAZxHUDklyCeAqiNZn5WRcK52VyDc0nD7EiYgyWkebO8jBKRgIHEGRFPobaBlnTXyLK1c5K8v",
-	"glWasz6yALaWgrhUU38UcOy+6hnhU3tqfzkJ7C8rUJWVNmZIVzFwM/Rq+GSVLm7BFptFoFJvq+b48+yp",
-	"h4zRLDbhqotAzyrauMCgctTmnzwEs9jo69FjMLPZdz77j+0RuXmHnwc/7kZRyRd/tMwDinmyG6aNrwVJ",
-	"sKPyXzZk9+HxZb1txB/RvfBrxx2UfnATTgXMthjOiYyWVmAxRQRDNVO7anmK/PfRm1PSpYYspDZk79lz",
-	"8gv/sTcgJwYKNkDHu4hoozhWespb37HosBII2tTWbiQqfe3IB19wrtxRDJ3gCHH5BjzRwUgImV0IKw5G",
-	"kZ1HROihLvyimEmVcE1lyN5w2BzYWO3I9jBiVrkp2V1QGuq2v6SL+CsN9kVDParwV935Gsp4Au2/wjws",
-	"oowTrtpJ8cS/epmKDaA8AhOPR78bqkn4L5I29E20rRNtj6KI0AwfoFB4fd9RhyagUHKV43U5EamBN9Kb",
-	"/gRIlL2n9zIItvKxnc/u00aiU5F6/nHkwvK8nDTkFQKKHOabCPVoskmwGuhWFmfBJjPGULcxVBe3T1kx",
-	"wVdaPSj03CxzpqCANoUSqd2Pu/0Xnz4O+y8+fR4G39/9A0fv1ZU/bRHxfJOKRh3x3D6wspsAPxRiyBdQ",
-	"6B+6HaL7fl71w2ZlzTerPJVVuV89FbuUQkcBJdPZnEAx1iwGD0s9+DrVWLIL7G0pRCb69kq9ASkNFnHF",
-	"QGj0o9p3smyfi+NfyJxeMyIkVueoW2beuqm41EK7tb3hMOgsuMjar9WUua1dsSe+FNq8eQ+flZa5XR6H",
-	"4mL8mvXWgHY0xbovOXSbtMFZA9SETaViRXjY7Ybw/Aiv3gugWvSlM3bBfy8P6Bo2dw6eDaH3HV+kC/sH",
-	"HgX+tbvaLmh10e9Bpiv0lsmtHeyay1RnfWSaYMOK2Q3IsTvc26+59w/IpXwHnYYyEBZiu0RIMut6czCm",
-	"7kOtFWyf0fvrVvHB2o6p0IEX5kH0cfz6ii01g+ZBXFDfXNGzON/o55GzIV+5GsdSwNGNPUGHMolk7DMC",
-	"xlky4IxfMzEgH9DVOxLjk8jSPMNEuOz/wpbjAEIfjeIsyloq5/HOlrqC5o46jSsmqdLsbqCsaMHp7g2H",
-	"vcP8tSu29B5mLPPjLQAQC92sBJ+nYpWZVUuDciZMP5xLzQRMBEo3RnK6fupE0ykj3SSvL5QTK1Ru8rtb",
-	"2ZMtyHuxIPpodLu32x+Nbr9jn/69lsc/ZNmK81T8QTUcoS9WvQBsEQWOphRlUIdklSPwbPurq9ANwF74",
-	"6b4pyd8icB4oMtCiGHZWa9HDpWrr5rWW+6xXtO2rO59V2q5LIxH+g0jGX1fgOILTz6wBvj9ZbI+6XIkB",
-	"K+y7TMbe40ke6/Xq81Ss9UrkSLaT9wx8JKgaK0hhW8L0oczq2fgFNnxXn1T8kHcIwcDwD89rWXRIpjKG",
-	"hmaZpgxK+7eQ0X+C6lFfntSqrxzjMZLghTwkrqiwiwyC0ptGZv2yviaj2cmbydaWGR3D7wcE+h77FnGU",
-	"+IbJAfEPWFDHhJK8r9ghGfNoDM7BMmanmmiLriJkzsBHupqBP9sVh9HklGrThyn6J8fEyJFQTKcL1sNq",
-	"8dooRheEiUgXg65Te61oOAcYDVMLLmjsbhM5GolQLqDWPbBzrrGaM7omd58RbY8AqtcnSt7ahQLdD2Op",
-	"MXW9TjG6AEj8fjTZ+qpaTWl5JZ1meyMEtFuBU+jjtmzZdeVIuOab+LYT6/cbmrWmGNp2zRSoteVz0nN5",
-	"o105Wg5D0hvgplN7EJC9a9iBT00mC6kYueFxDJWBSBfGuYAEYEB4qzCGUggWGi5mUHXmryp9XEAxnr5H",
-	"SGG0M//ALmODRsys/ieWN4Cc7Xy2/93tYLNH9njSx/pHLe1aY+Q5hjLAWMvYdaH0TQ25cRGm47pGneMB",
-	"ORLLkTBl6yUGknqildNJr1l413Xeq8beIuhoqNKYke5kSZyVFft9uZ5emMV+zQ6ztotQyMnDPFhwcQ6d",
-	"w6Qi+bfuTJQe90p1silxlBOamHnzBZJiX18hKHgAoEkojHBy3AuwnJWMWeC6cTgqjBEZDA3XlsnZ264i",
-	"rCuQg53DN64jwNgMlNmzeyDp0bcbPXYrbRUiH1wR81Bku3WY8b6q8qL4bO6Tkvi3FKRvBpBmKRQvEaEZ",
-	"HStRt614zvasIJazZgn0PLduk1jOUCYby+lUMzMekPH/6Ls2gP237Nb03+EPPpwNn7Nkl1B9BfH4gt0a",
-	"Z3Ufo+b1H0albFzKDHDCkCapMDxGuuWaDHv5J8gImB3RzZRJlZAaYBTlMeQO1JW7tyTr1C59jUl9tz+h",
-	"GjyQOD/KzIcZ3S8EPLlHmhxh7ueyEX0rR1ypITEXEbttmguaGtdONKyfqG4Q3NR6n+Kwpk/8feZAHKif",
-	"Y0pjzbKhJlLGjIrNpfL7NEE8lTMyWRoU9AoG7xzPT+Ws/1IukvqWNhaX8z69FZzNy3HBHBCElofE1egh",
-	"+ZKDTu1Nq+kwjheh5ISCyYQ0ecRlN7sdCCyeAoj59T5pf8Qrx3r3V9UJXsrFhAsIqo1kana0iZgCG7R0",
-	"TdyL9/1PpxP461aO09G5nFYfpLNdzMY9FA/FfKPob3rHN73j3nrHOaDRN7Xjm9rxTe24d/Eihq3C67UO",
-	"jB2ET1PK4y1dbc2MARujfCED+NTeDcWHmz1cUAnM8Ad1QnHFrnGRbcWwIS8XaSoLFTO+GFVBrn0Jnd1f",
-	"SmGUjGscEEL2YZTxQXEciKGyAmXMxczSGUFC5GVYw+eWowDdInh/I0v/5L1Z4B47fxBiRTGlS2K2fkQE",
-	"A8VnRnkpStBRgfX5wfjgzmf4v7Vq9Tm7lleFq7++Hop9/ls9lBJHsFtCKB7uIfbBlgkKpsAhMF1wu5Nc",
-	"Y2DBiOKTY9K1FCWnMr2GXANTIO71Skwb8YTZTo4LyosXuttTCT5kTz1kpQXpp2kKT86bLmfKgv5jup69",
-	"zeKwsqSWYtmOydK1sNCbpElVhAc7EQtTxc0SEGbCqGLqKLVq6MdPlvtj+wxEp1TFnYPODkgFbqLPmcK7",
-	"1IYtQA304ei+8VDhO4fDxacyQAtfgtRT+DtrUFr4bpakxT/zclB3n+7+XwAAAP//js+C5JX/AAA=",
+	"H4sIAAAAAAAC/+x9iXIbOZbgryC4E2FyJkkdll1lKSZq5aPcmvKh1jHeGdPbBDNBEq0kkAUgJbHcitiv",
+	"2Q/bL9nAe0AeZB6kLKmq3IqKKFNkJvAAPLz7+NoJ5TyRggmjO/tfOzNGI6bg4zsZUsOlsJ8jpkPFE/yz",
+	"c37yjsgJMTNGQsWoYRFRTMtUhWzQCTo6nLE5ta+ZRcI6+x1tFBfTzs3NTdBJqKJzZtwcr+JUG6aOqZnZ",
+	"P7kdPbF/BB1B5/bdEJ/oBB3Ffk25YlFn36iUFaf5F8Umnf3O/9jK17KFv+otN8MHO5qd/42IEsmFaZiS",
+	"uUduPaefI5v0mCcs5oI1TJq4R249qZ8jn1TJv7OwaaEJPnH7KfH9bMaTVPjZyghzkgpy9Jp0/52csXki",
+	"FY3JlVQXk1hekaPXvQE5SYUm2lBlccnMlEynM3Ly5vSMTJkhlJyfH72+/OGAqOJz2ijKpzNDJkrOARuz",
+	"0U9f/0IuGEvg28JU9u8FuWKKkSm/ZMKia8XGqFTcelNOUnH0GrbjNJyxKI2bTl27R249m58jO4NTw5Km",
+	"CQ1LGieb0+t3TEztALvb20FnzoX/eyeoutCK6UQKzeA+v6TRCfs1ZdrYv0IpDBPwkSZJzJGebCVKjmM2",
+	"/7e/ayQuayObfQsnLaPXexpPpJqziEhFuLikMbcUCeA4ICOmlFR6RGKujSaMhrPsoQlncTTo3ASdV1JM",
+	"Yh4+KNxnM+bBJKGbX5MrbmaAt56mPgGUNwzg/FmqMY8iJh4aUCMvmHiiiZIxI5FkmghpCI3txTIzrolM",
+	"mIL5Ac4jYZgSNH5IMM8Fu05YCLSBqUumCBw96UbMUB5rQhUjUsQLEsvplEU9gPSDND/LVEQPCekHSXQa",
+	"zrIjJl2LuYaMWSzFVBMjCRXSzJgijkgjrMd0EUsanUn5jqope2gcGMtoQbgmsZ1cETOjAjGA4SU6FzQ1",
+	"M6n4b+xBt/M915qLaUBScSHklQiIYpfyAgkCu04sqUMEtgS/ION8+vSpf5iaGRPGAsfK0KxQO1ziJeUx",
+	"HccPuvuHJGIJExET4YJ0I2romGpml+d5Xs8eTJpDd0AUM2pBYmqYcqeTKBkyrR8a+E8sjvuOQo9T46nv",
+	"Kmm+ZGpB3PRIB7nRxHIwtwCdJom0zP89izg9g/N5+CvwRJNXOGXfgmA3HmhhGLLEEp8ZU5ZY33i+Cqh2",
+	"GM0tlkrx15SlAHaiLMk0HFmnF3RX8C7oXPeliuxPOwBSyCMWHZpVMeuMz5kXzGOqDbHPaqDIQcfuPzWd",
+	"/U5EDesbPrdCR+1Mu1ZUZyKyX1tJwrC5bts5WNgbYdTCHpYbmipFF8WRn1qZIRXi7kfeQ3HESzafC7qD",
+	"X0o+9ZdsHDkGIfgm6BwmiZKXNH7ttq0gytAo4naXaXxcOLUJjTULlg9SzucOGwvC1N62laaWKUoDEKeG",
+	"mlSvHvKhINQ9Qqw0Z1mykyGoiAIiRcjInEYsgMtTRIEynDgKYtwSd6I5HgHVtJQesSliEenSsWbCkKsZ",
+	"/MKIRSaZGhJxy1IbsOqHmyCb9ihanfjoNU5LTU6tawf7sTDYiUSKtjScceIKQMqzFTQO++ImKB5h/V3c",
+	"zh88yZAue2EsZcyoWMb8iNEI1LwVYD9ZGEdSnOFmjhywOiB8QoQE1hvxiIzZRCq2+Y3eW6Ydm72+42mP",
+	"diYBJtK5vWTuCCLQKv4O0lfhcq0O9Pwm6MwtE5pWboI9+hkjXh0mVF9o4o9ZN56chTDbvwoQMwgb4Xtm",
+	"iYiMWcXVy8RgwCqNiDqnC3dUoEx6crZ00+uplqW0dvOjj6mpmdJfrxXsrUCynd1lKoiLqaR3xrB5UjHr",
+	"R8GIlR3khFAgMqvUo8CuViH+JR0zJZhhmrjnCC1+SXFioqggUpCuJVSxnKKAbqVeFhDNGIm5uNC9VioA",
+	"UkTjZbVIx665eSUjVniQC8OmwCBKxz/hguvZ7e6JvWYAdj3XqECO8ha+s+8TOraHXrVvASoPVMNVObEI",
+	"SPVsLKkCgdd+eZpQdUHOjwIyXhCr+xc20SHAMi2L5fRcxdUH6iZ+AsfkJ55Sw67oAnUtbelrN5YhjYlK",
+	"hd0m/5ZuZwoNBGFBKHFMO8MbJ3D5rxfMBBYoi0Ye3xSzgqL9LiBsMB0AxN7cop5oMrTiJP5t5eF9ksiI",
+	"XO+T7a2dbSJkxBAbM3l6n+xskyOh08mEh9zyP3HJI04HoZxvTZN0MOwckDBm1OoaGWv0EOs0DBmLWgiY",
+	"pWAinY9LYmAFkgKlw1Nsu3/4mOfmGQKNhun29tPwgosIPrEt/MKiik5oyFa+xS9GrbzTWeduc3ee4uuo",
+	"hjVavQxLTuHBZWLnds+PU0X1XlERsrgg2y2JRbcEXDHq9IxGBuVktRZBf5WI4+jF9wMLasMC01vKr/lC",
+	"CuLrzrri66ucLywxDJrQkJvFmgb7V/5xK2Whk2FtlFomqBUEN6ZjFm9Go1eWalWsU8ZEmyp2JdUFkBzQ",
+	"yfw+OAp1QJw0bWlmDM9PuNJmTQHvxlt2KwCWolrSPMtgcjBYgsXNjItcc9wlcy5SS0C63GTEFBX0p9uk",
+	"RNK9FGL3iOqLTL+tkGSoviC/2t/ReYRH/UR7cBIZxxUk8ibopEm0GQos0wUKD7ljLwJaRK/iPNn+fanH",
+	"8lcFnF5dbfm4Kxfs938fzGghNZbTDIU3C2qLQparKUajRUAK/MqzKGGZDQWWOFGMEToxTA2FyU3L2uNh",
+	"IiNNxjIVETHSfjMfDMWqYJek73kc81al/MQBeTiXqYBdmSbpBwtV9Xa8PT4nXFwyYaRaAPggm9h/u7A+",
+	"K7sIaXoB0YiUTnTZHwpYoh2AeiuKV4+IFLiKtQwJb4/PLYRN8vgzXEgjbdhsW8pbUZYa7Brt2cBpPlkW",
+	"KRIlozQ0BNCWdEfOvDmC62qlQylYr1myuwk6FxbPG27lL3Ah31nR7a/1d1On47lFxf+QY0C7oTihC/jD",
+	"SNIdUcNizpR/ut+HWftw2Ue9fZwkALHtEB8NhsKepgFhch4AKlNyRbmxMp3VOoieySuNr4KZwzKmATkE",
+	"grk/FG6gJ5rIK1FGD8SJFiV0LtXi5cLc5kxFNZ6fAB7blaxe1dC+W1LfKiS7FRsWoGJQuJVlwD0kDUTq",
+	"XSurK/D550+DTmKlRGWX87+73c+H/f+m/d+2+y++fO5nn/82+PKvvZ8Kv/V++pdWNtxBSMicGrs5FvWT",
+	"mIZsbtmfZjELjVR6QH5hCyRslzROmSYTGcfyaigKUi1eCL0Qhl7vE0ouGPglrDqZ4ArJ6w+nfZ2OIzmn",
+	"XJBEsQm/Hgo77GhrFFicE4QCfQE115C51IY8f0piZpevAxLxKTc6IKP+KCCjv9n/DUZD0aVxMqMinTPF",
+	"Q/viWJoZYSLSvQNCEWgLjBW0gaahsoZaGKDlnF4XD+D5XsPh8SoZ1V1OvbYB1Utly3SvxmLaiE8fnLxR",
+	"QJPPtP/bl8+ICv0vX7eD57s3lfjwClitixu4nXi6JNm1yai5fLRJJMOK6FC5H7CYDeTs8m14c01DEy8s",
+	"DbcYOPImrxHg/shHLYxWbS/TJD1WXKpKycP/glyfa6slP9FAHS1N1YQvkcqgIPwNhaJimkmuzvfoXk9k",
+	"zMOFN//ul58YiohNaBqb3oC8ZmFMFTX8MjfkaXC82gvyVubWPc2MHgq/VD04ScVHWIgevD0+90spEXNP",
+	"NG+CDhdJlc3sUCzIf5x+/IBXMSAJ1Zp5mcdOnwWEOJsBjDMAMjyVfTfP3y2vOaFX751pwscuVVB9H3pD",
+	"8uCmA+K2Q5MJj1GuB3+uXmXXdmQf/bNRkE/QuWRKV4ZoZSC5Jw7ItiVFTteYMyrQhiPYFUNlY84Fn6fz",
+	"zv521Vb7Lat3FlgCByde3GDFptzSDKT21EkHA6SBG8SZ1N6+M3nBbqnnol9YH4m/yFRVnOo7PmFWtzgg",
+	"QqITeYF2HdxEtwjcsx9/eO4WgX/vVO2hJ0RlktWydDRGV11zuHhoj0ZTFYu4ZaD2nC85uwIstLdcFB+a",
+	"04gRmRrNIxT0Do+PSHcspdFG0QSkSW83xwE7QQeHWzWb12hZAHE9xYzg0Fa5mmahYjUWrTGjygqh8MiA",
+	"nM6sxAehHEC4LJlzcUiV6qPxMzZdLgRreU34auChq1qWj/erYNSpUs6RVKUfGqatcn2ZeejqBUN0HsXM",
+	"OL9pgwdg7ybosEsf0bmWfOBX8Ma+1qQd7Vg4ZiyOqmRfp24WbcMzGVulk4U01VYQthpvzENKuFNqSRcN",
+	"szRm/YmS8/5vTEmi+VTQuAdWXVCjvaLcvEk7z2vtIUseFzkGq3W08Q599C82bRJ4z11wZZtB8NdUmrUj",
+	"Sv8KDwOGwjauf8InDstO/IsN8P8AE+Dzm+OQn6lphudI12LnqFtrWPc4RFXQmK373ik8bN9KWLj2S/ZZ",
+	"tEaP4xq12e8QuZpJzTxia3SHkO72PhFWtFsw02vT+YKOcVE850fNCPPMPqvoZMLDjY/+E+PTWePt/jEf",
+	"/b3zlJXX7a51nyY88CvuQ9Sf5TqJkteLVgfBFRcRChLrnMQZgvMJX1omznkEs2M9nuBmR+fOvYjQhduT",
+	"b2aBJGTUs0Bxm8g+crVNo0Sa/KcFscn7syyV9IHpGAYtBelSUlDKeoOh+Djnxri4N6t/opRecssFhA8Y",
+	"+sPmNJxx4cX9oXDHC26+0AVpM+WshAWrQJW+V2UBWCK662hi5dj529zaapkExmk6RWR9d+IOAqMbF1Er",
+	"Fyq4PRsdyh53m72CT5eXTu09AEDyqZq2oNrYkNGYjbjAaTqf04p4rWUYcdAmqLy9YTkg8vWHU7QDHRBu",
+	"wLqiS7fkiV71g4L21WS42NuuNlyssP9VUU9RPXsnZVIW0GroPcg+bcdZZvP1T+6ujSIWM52FFZBbED6n",
+	"U4aRLCEVQhoyZiRJ4xjCo/dFGsdBhU8+43aRBJsueH29LJc72TO3ZUO4zYqn0y2kRKZxv5rQ5K9ejqog",
+	"pyg6PNEknLHwgtAp5UKbChMHCGNkxmikpJxbdQ8DUpZI70oEnBuFzKi2Qm7BWgLRLL1VG86EG90ix69J",
+	"IFZ8xTD0ejf+pIA1y+i8mc91WVXhU6eRN3OENYMd7AmOaXjxcdJ2teriARxARW9f48a4CTf2nef72WQM",
+	"qMP5NpCcvLzEosJqN/cSyZlQHrPorRNVGl0ja8QyPFuiOau3LqQi4hHkrQQtx6tNG5JjaIiihk0Xm0ZO",
+	"ZPQkG8DPGPi9a9r3U69trNihl0I+axa3zh1+Cs8ZxUN9jj6+Ztqwt94hrWyGBzrIA0rWIROnTgirCNak",
+	"IqeNLhCMiojM5BXpcjFhiomQDYoD7RN7sZiIhmJkFDdSjKy4OrqM4/koIHMZsThAvhQQqqY6IExcBlmu",
+	"jM40Dx0MBU2NtPogpH84Qo8maBlhjiAHK7vzJwFCRoRqQq3eFrMD9JVDIhiCbmaMq9x8SxUjXJBIhnqL",
+	"Jnwwj0rm6ILLtdF2vCwX3TXBbbV67Kxpk9itEaD9u014UlbWmnhxTh3y+HWdZX6Wogu5CJ1LGnU75xp2",
+	"SaBzRnVq13Dg4iCMxqwvq5YyONCYGkibsSNq8vc0mrJVfoyZKKswP7u+JlToK6YQOzLBB0PieYSpH/BE",
+	"KWaHC/N8r1Xvnyg53/zAwb704sU7XNj7CrDPk4QpF+yRZYTgNozT8IIZsMxxMYWfXrwwM5IwFTJheMyy",
+	"mCQfZuAPqByUJFNUsB2YGatd4hH4ammR7XvzdAORtp7gw+4WYAj8MVch8c+WBLzxocRl7Kil4eAVqkp5",
+	"/pSJjj6fiWsXiToCP9zn3S8DzOnSH8Xn7S9IBH9NmVoMEjplp/y3qmjLFQsIpvc2UfG3x+cucGFlXZ6m",
+	"tlKOVJTl1UotZOUg3OD+9RrgPjhT04qT8z0EOrznL1e3F3+yqC0FhhZ1MSZgKYIGYyV6G97MpxgD5PPL",
+	"lk9WxqwPIr4Lz6me2v3ay2+T1xYg5klOJpamCIl8yK6hOTp4txCYtKQL57FjhcFItwzQGlZIO/yRONd1",
+	"q8ZxZyzG4A0ZaR/Mk2cEyysX0G8/WObp4l7AAeh9zi2wWMIx5+vnh70/ensa85DpNpvzWlxyWTevkL/A",
+	"UEr5Ji4Wi+Vn9pU2y3taDEtfPYhXUkVStKWBvKjh4i6cKD9ov9zleWvu6jFotRXSi5xJ1a7vOamqGL3Q",
+	"jJEQKrPOwxDRxcV6Dz/b1D+z/jG/PT7PnDSNp7xhQOsS8l1RJbiYVhCDN5bFUGfJoGN5yVAwMpV2ZY10",
+	"6HapS2DNR6dC/tqqGPC03mrvNre4HY2Id+QjPjbKx/SoWelB156J4HMkZiLCIhGYf5+KVLPI7ac3/PRh",
+	"Ox02uzd7rclpG2H/002w/9km2L93P1j9vIQN5b3+mXLV1zPLDvCRbCelItsuHmWnuIOraLRbGQaSQbYZ",
+	"UoylUvKKi+k7PucVAP9FXpEJVe4CCTnngsYlU9+cLgiOgvVnIPkIUajb39m3jD22Y3v2v0+2e+0u/hgT",
+	"lRugmqcWNTEs3OFmETwHQgE6gIbGMb60Pjh7EOYKI1foF1agI9OUKioMy6Or3O40j4z26lzyXLbsF2Ur",
+	"qgkvSE1NklYAEU7k/dHbQl2NwqNzPu1jPlOi5ITHLqWp7d7WS7V+d2pIVq2q76W4da+elUPX9afA2DUA",
+	"FcdZtSLmQmTdcUt7EFK7gOZ2Ea4yTHVt7vIUIvwqhVEEp1UObYYwjwFfU8PwGfGLhG2oT+y2RIy7omnl",
+	"eHFgzFZD5yZzxLQ5leruVPFGSVW6IrfG/ux0/dqCEg75w6vERfmpEE/YGN+7lkO5keuWcpIabWjfIJPt",
+	"1cjbxTyjFhkn25NqN2wWJLs+5ch3uY1q5INXgfYXRmO0cSxJVjMWXnxjEp3Oylz4qEN50R5o6N6qAjbX",
+	"BdtIXPN9rSE9L29Nb56i0mEZTwW1KdxIZyZa4lw708HO9nS82XX1861/NXM1dWX72GTSpjDZNV6wReud",
+	"hMjszczQdtjAw1AF+XEhhvrOTOuQzg9xmv+Zh1o3n/Fa8Yfrap/fQJKetQZLlRdWlwjZtNfVpCqL+V+b",
+	"VGVn10ao8qGbwGpPUdmpTVHxY1T7vA5JVJHcQLqa5XUm9ZZOWNgbkFeWPqLlCwIjEhYORUKVZqroj5KK",
+	"KAq6JhRUg6e5Jrg3AdESfQ2QfDsUuTk5z96lBsv+lEpmke7e7m6vKsWzvgjNS5mKCMNo0JCoUuHI0bCz",
+	"Oxt2BqvJ1QWUXyq/IxBhgS8coHZCDY3lNGWYeMUz4f785N2gKcXCiq5RIb9in3z+aocIQBwLvCr+k/2U",
+	"vffTzZcB8hiW1CSlvj58mw91wUUEIzir/E+BXf/R5KcAbLc/BWQi1RsazuwPzCjO9E+BL8/yU0BCKQzl",
+	"ginyD6LogvyDaCjD8Q+SeULJP7LqTQDczcaORI+fBXp0Z9TueZ5s/7KZiP9QivEo76ue0d1nz/dR1Zqx",
+	"a1SzsorBVEjBQxoTF5jZGGJQTIy5E4K6TjxhiQSUs2w2iL7LyW2htu9lRmzd6teMS/FV6Vb1h59fkRd7",
+	"z37I3Eyu1uWg4tbbHyqlstz5uRa1LnjKVui1lS20oSKsjZrGWmVY1K+C/uYC4WoGjeEmZg1y5Wqh6iPC",
+	"IyYMnyy8r9Pvk30D6XbBtd9rd7jBrx6UoEkSPc5R8m5jq+5WQ6pWXFrR0X6sYf/OsLo+93cb1cr8/cAN",
+	"IK3D+uuCPAtlBld1hwgjq29ZOW1Tk0+ead5kbl0ntAhqO2XGh83NMJjMIjWvrgV/QsUFKVYO8TXiSNcV",
+	"XYQ0rRZb4w9AwetSWt+A0G8Fri6dsqhH/KOEG3JFNVFUXLgiJs3z/Lh2EEwxvmo1/BXm5UbvEzA+B8RX",
+	"AgnIB2lVqJ8hc/yDldnw4wnTTF2CMBSQY8XYPMHPR1gMtTVtQqVijQg5lrTGAWIhh1uh8jOXCRpLWpEA",
+	"hgxfpaJUO8rChF98dt9YHMRvvmS+8YlUpFTvWD8hfia9mc6bry+ot4aeOE+YS5+4k1T0JU0h829gIYAL",
+	"xhKUrLWRikVFQXUpIbYmkT2vWbRGqr+r+rBm1sVyl4S18t+XqmKskMyJYqw5WGHORarJcq0ajFpKZKRv",
+	"YWY10lT5KwqzbjjozmpCqJ0hwOVV78tSql1F2M1dh/WvEUTfBOqnzG9XH8/cklWw7AdeL0IoA9O9Xwmk",
+	"S4DOynlGc25faU9PhpYU3y5/NWtFVuSNqouM+TqQLf0ioN5jp1HbaeJb61bNO0mFK5pXlLLXeCPVtyrB",
+	"1aQ4NZYUWG0S4n0uzaI5jwpxqoUJ/P7Ul/rCk6pEvlRkmWFlKF9TQ6HwgSCnp2/ISKViRCBzkHSzjctC",
+	"KMEGUZEHEkKxvlb6XKpZWF/y9DbFS78F71QqjqpxX7Nf1wn5vEXByNug+9qI2IxguNwWHLMrr8Gko9fL",
+	"qkmhulL2cfC3fchF2322V62nZCRj1USfpf1XHEg8qRb8G1KPV2QrO0iWH1uzymqtULBrc0ynLCv+UC0u",
+	"FTSJhE6rqzmodIO0dMsB2hRLGLBmNace1zz7OX7z4fXRh7edoHNy/uEDfjo9f/XqzZvXb153gs7Ph0fv",
+	"4MOrww+v3rx7h0+4P+CHszcn748+HJ69eV3Hs+qKv59lhlnMVgYpChAPS7CoVNw3iVlWLb+lWPKLJouv",
+	"64ATX7IoN7TnFuDmsne7S1RtiXRX2fCXqiRXa1jrK486jSuYBtQlwh/riuYMVop51FDZZcumy7usKqx/",
+	"VsjLRG9C3mwLS0RhzC5Y5VMRMUW2/PO6F7i6N/kQUYvCCoU4HAtYdgpYHqyZ63OEFUXDWbHqFMommExq",
+	"OSvyVNdbYAPJ/Ydvq0b84+3kKudqWIs2+TrGqW6tuVJb6akSl93T7QFe9XGkzuK8lOjiTgrKWaUmlHPv",
+	"raYE8wuhBLZIE3uY1enXtzBBPbsTcbEx63hdzu6PuIpb+GZsdSmaurIzXqGhnSQTqlrSJe2phdSEszTJ",
+	"86yajY/fYG/e+XFtl9AOdM5QiKObH/JzrFqEttfNX7eX/e/ctBXWfrGug96KKyfLcsZ60mktGkMGgmzJ",
+	"v4XbLi+Zimmybve/j+7xEjutNmRhv79axgk+N5rqtl4mKwz2m7kmZl6ETKxu+zpbEFXJecXhgRtc8CRh",
+	"0cd8d8u38dReRE3cY1nZKnQbsUsuU+SVV9ReWh7HvgVBy5195np8/Lds2awf1/U27rUGd1Q6HT1eZYcc",
+	"ZKRpZXcKd6B0Mk2U7yUNLyY8jm9ZkU9EG+mA6rbVwPHdACZsWs7tKvssE+fVGO4YUlNd0Yw5h/KUVzMe",
+	"FzqYWhQrdHODgG5EuRlNEiZI12cf7JAFoyrIXn2iDwg1JGZWh9rZRqNDqRNV0NbVSFUJGq+UFIRdJ4pB",
+	"Cpcm3dE22SX/av8bBWT0PyPK4wV8QqluZzbqBeAbcqhf4v7LBSBXDnhOr4/w4Z3t5nLdGdtYFjWNVZFi",
+	"TagmUYrNKS3YL7a1BfM5wJdvla6Db+/24D0vsaXlWCJFRSTnJGIxXZA0wSB6ngNLaBRhbD0kpAC+bHKa",
+	"P65p/i93kc2ZVItPYpkf3DfXqlAQU6GfFJTCoJjjX6jy4ijgE01ifsFQUX7SrELurcsJd76hfmuRKSwh",
+	"7+GHQ7g45Dcp8uCZlTvoqcD52aveqhuppe1OrVJxNltVJpyuZvlfqlle4TZLLtfGXiYQFr1Pq74ESlPk",
+	"zDIHayLRd1GzKpPbb1+sqnSDmopVWRXbh6Jk6rQrwAyRe3kCzW0KbGdwyI351pqXvjILa/lK19QKcRwP",
+	"YqaR3xW34YkuS1ncCVlD4aSsfZDMoNGULzYdkHE6mTCFVbQVoXEcEDR4QSsspuZcUMNcRwzXMEoKFrin",
+	"5ZX9P0ZJegufnaUTdHDkjyBC4efDOO4Ezp720cwAjbMp/BcwqH3yS8P5RJWOqQZzun9vQzO5+pamKV4p",
+	"Lk5eHLXyImStmVpMpidvzk7+q8F6evrL0fFx0Y7qPr/6C3z4dHh0dvTh7d9+/njyt7fH50vfHB4fn3z8",
+	"z8N31WeQW10qO99Bwzty6IM9sd5ISJXiUMWcESaMWpCEKWIJgpVwRkAZRkPRtbQr8u21CrEPLvTBxT2M",
+	"egfE58ij+VZDXhbXWMSusjOLDxxtI2dLHURvgo5vxLY2RfSdAdv09VYT8Y/faCG24p2FuJpF+ROCY/D1",
+	"7uF0BitC7YYsYT3L3G0qPVaka1/NXIS4xTRQLlEVaw0KWisBSqYmSU2Nid21kHXPkC7F0vl4oXuDO7Sn",
+	"7t1BdzcUDFxJy/oWbzUFxr/BDgZqBhaMr2r3dbjcERe6hAoGPejxtc07tj6viSxYOt5N800qIZ9Yblio",
+	"Fd/qCPFV6RsN4/aZSid9sVB8W6wpHGaD5/RvmM5R4ys9P199dbv/gvYnX77+eNPPPu+t8XmnUugCT0eY",
+	"Km4WlrvPXYI5FKw/TKtqAx2KLH3s8PjIIUt3RE38t//3f/7vCG4d7CGoHDBQPu3MmASbk3MxkRUW5Ten",
+	"Z1nxLDnJui0RKsj7d0SqcMagEJ4V6ZOYGouUroZ13qxDpWIoqCYrtnU9GIqheIOqgExN5i663CGCsUiT",
+	"kV20VPw3mGKfvMTS/cgAYa2+lSTBYYCLDAX271mJZ++O6nq6j3oD8jFhXq+3HHpBqBiK0XXftaPqWwwb",
+	"EXZtmNAADSgroO9DZ2iaXVULehevgEtYwPgi99dQYJRRb0BcpHFfhzIB7RyaK0AzAs2Yqx9nObu7dPuE",
+	"igVGN0L6DpQP8DXF9rb3AsJcKxgoS+efQL+LTy9k11wblApiHjKBuYl49zuHCQ1nrL872C5EyXcKOFYw",
+	"Au53dgbb+KBMmKAJ7+x3ng62B09R5ZgB+m7NIOfzN0hXx6YM0m+1FVE7b5n5i3sEvJ3QewFe3d3ebmjK",
+	"v1kzfpd5WtGL/zDml77Jvrt9nf3PX4KO9gnunXf8kgmm9QGh8RVdaLK7vV1QOxIlQ6a1r1r4l7OzY6B6",
+	"dKpBCVhoK3d8sTNsudqMTbvx3j3SuhuGXZutJKZ8aR+WycrKko+VnDMzY6kmdgzLWFxYNkHG0rwdhdfd",
+	"cmqX6xBj4A+rbs0fEyYQu74JA5ZI/urKraDi5iKRDNM59F9pWuwZmNHco9BGwoo1tQuGGkiNyH6CT/wu",
+	"uI5kEtPSoIQfEg8rH94EnWfbT+uGzmDdOs9NyY37ZpfJ8dJgdjcWuqGGjqnGcoqeJdRu5uXOVrHyw7Sq",
+	"p8srX36IKkagMExEuJgoqo1KQ5NCB3AJhBMseo5Mz+mCxByNenMLQPmc3nFtXuVlCe7tqIrN2SrOy4NQ",
+	"aL59E3T2tnfWOifHPbHFyDOEuvklMHQLGuPJFugfNE5ZLfkEkRfIpkrNVbJmpcWjLbaEK/PVzr6PvMUM",
+	"kSrpcrWPZEWrSN/j4MPh+zejXgayxqYE/lduNIsnKGNzF8CiD1Dny9CAcA21Z6lAcXYo8tGs6k5njEa+",
+	"fI4DQCroQwZfYYx9YNlEOBuKiv6E2L5wQA59IyjS9TH+PTIqLH+EXTLdQyMceQR5AMU0AGxyeOAf2Cdf",
+	"b0bYR9xZAshS51wOvdYUv2QRVh6C4jh0zvKt7V/8qPsrrbt7FmiUOna3dzJlpbDDmgh2BZccWSXutFVI",
+	"aYzdenJ0QlmkfP+Wsiry0psvJVbUu5PbV5O7cVPWNIxK2c3904Bq2WR5sw6IizYGSrCLlOC+wTjJz6oT",
+	"dCziO4r8TuJUdWO7R7ey52DwvXVI0UsaFUIIb0Xy9tbhZz9LNeZRxMDnv7ezxhvHdBFLGp1J+Y4qTKXe",
+	"23m2Dng6TZA+vmcRp1AU9Bspsz8ZQosxUu4agmUa0QVIUuFQXTljSyfWJtGYLbHMmLe+uk83SLRjZiqM",
+	"Ux/YlWsaqY1MyJhxMcWerRGxtNYMyCn87MkDkDojLdWwdC6z3A/IYdZHGJzYVuj2bhBPfnJKzQ1674bC",
+	"0yDFkN6DVADA5J3VXcP0Cnr0GtZVpEYlYrBXVY5pLi/dNf0DIzyC3vzGB2l+lqmIvh1Z7ZYQmp1TxnTw",
+	"wNRiU1wMaqXs2qN6ELp9liPjAyPAAx7nR8FySpMVDMna1GNDeQapmAUZiYOBg2MMx6aiYeae7+x/roY6",
+	"f8SfzzG1utCXWrK19asv6VWpXxw6DcnXXsnF0LyDfBYu2qW5nQsKcB8QIUv9pkMax70BeSMMOoEmS8mq",
+	"To2RV8In/IDDkSssoAJ2fbuz3raTiphpXTAVo/EL7scTXUXK8svhy4nd2w059DuEM9VcFBRGfX9G7MYf",
+	"fVfX5raqdcEIUUS8UtNl3L7AXbcFxvf4hGfMLS/etGmS3v8l8zUKKomzVSbfHp/fq1pdqJlZgXQfS55X",
+	"u5tYwsNu4fujt8TVOuv9Psq2hYeLSyaMVAugOlCXyD5ghaVL18KvQh3f5JzdSRUrbNSelq9vfJ8nVqwD",
+	"Um2xBBD+CIYQv2dLPZE1Yxg0gt25c+t98ViKhUfWsIGUz6LU8/6eVOLKvvprKcQ7d40LlQYxdPB972ro",
+	"9ov2N15JMYk5ejb/dHornmPBRwU5WoYJKgyWbaCu2cZaN6esmvpHt766TzdN9vjifbpf4lYnAGWRet+X",
+	"prApzdtI7nBbWpY7Vg9+y7cUa+Zwb7Kn7hELSs1Ra1AhA3eZ0f2zGhDuRHTOW3Pm5ROznSZdMENketsl",
+	"13zMY27K9CdHpPtD4zrnx5mr+WmVu6rWc/suotpHOoRyzjQ0x/MFPYeiu7e769R0UBGgT90TLPDZGxAr",
+	"E0epggyR1TTIhKmhyLrz5d4B/9VWVg3frqZUtanoNrDSENjkvOFHECkGQ/HJQjVyYuwoqG5RDVEMFf2s",
+	"u9zooXDWhXmqoe9smvQOsooZ3ARZOYBi/+p9sEv4sjZDYVVv58tH1dy+4VoMPtGEiSm0uBbFrnK+w3UG",
+	"QRfbD0IPLmxKCGEBakSgnGEcQ6o0Uxg3nNsen+ihGPX7MFgfpxr1qvR3ZJ2emNyTGLjUkfyBBcBscfUS",
+	"4EHeNX8HKtjKOIaA7NR898LhhhT3zyFN7u3urvOyu59I6B+em3i5VVRwEksZctu2u9wlglNCWoux2uPr",
+	"elzG1am6WUPc2frqPy75Zar8GiViUrrTu1VlAmIGLiQXwXtQJtcR1zRJwOkMlaQhOH2c2zankL73KNN8",
+	"CxbiqZX3nYoIpQAzw1YfwDg3x616l0o9lmw/COUvyscQiOW9CiCiaMZAtBDy6hG9vg29DvNOzNBTF0mW",
+	"DkhMFzI1WXfkgBR6JuflWh0mCqMfWH4OWh/36JXL22llrBEI2+zXlMa+HZVLS/Sb8US7AiYQUzsDx7QV",
+	"oa2QOhT+J4jkzVpMl3ZLqqyBsWbGcDHVZE4vmCZ0KDIuARcJAtrQWX4AoUcgCfs5rlAsdr2EIdq662TW",
+	"dVpg9/ysOWuCYCN0ktuvHZQ+1Av25okmvgX6gHyCQNj8SUt3gqHQaTiz/BDrvHA71t72i30rYc+lwRy7",
+	"sVQG9IE6v/s5RC88kLCLVdofNvhnXYJH6MQ4yz9GdHxvRO5RSr07An4KhYsJhSA8e18P8osoJ6sko5IG",
+	"OAGVm4eQUbeAFGB6zYPS/0pHy6EF5o8k7hRufyjncyqif/rr/9B36kTG2BfTszkOaTlTxbQztQmsuHev",
+	"18Qxzz/KRTlGcB6vyuNVKbKfC54Ur4oVllOlmDAE6qBAnLsXAykZxynrTxVjAqs2sKveAdQAtHLy1Mrd",
+	"vkSWvYL2qt37NbMz2Yn+KPfsxMHzQIKwn+5PIAz7k/J1/x/F4kexuI4uvadQsckKxZmgC2otFYRRBalE",
+	"BQUfjABeEL4HOXiapP0EmtG3W2izvvWPseffFHtuSt5gaGYM20q63KBDckY1ERJ+gtb2vXWi6lrD0RvO",
+	"706jHt0kdYEm8OsjWtRFB5QDaz1mABrowDXEDwg2GAl87yjOdO8+I2xXQgSqTJZvSv7/qo6eLf7/w6GA",
+	"dRI6tvcETAQ1YabYTxwsemHIEsMiNy4dClcF2vfx8vu/n788pwsyVfIK3N/j0gQxNUwNhuKjhZeKRRYc",
+	"NsNyBnAewdIpQT4BVB3Jeo0OhXO1uyZZlobblzABSU7yYHsfISAFA4kzIJpCfz8tq6yRx+nSRb57ESwb",
+	"/0jYg35gAayVgrhUU38UcOy+8jfhE3tq350E9t0KVGWljRnSVQzcDL0KPrlMFzdgi/UiUKm/c338efbU",
+	"fcZoFhtRV0WgZxVtXGBQOWrzDx6CWWx2/eAxmNnsW1/9x+aI3Lzg9L0fd62o5GuWWuYBDS3YFdMmK2Eq",
+	"0vn4+0vue0B8abeN+CO6FX5tuYPS927CWQKzKYZzLKOFFVhMEcFQzdSuWp4i/3X4/h3pUkPmUhuy++w5",
+	"+YW/7A3IkYGCDdD1PSLaKI6VnvL27yw6WAoErWvtPhRLvd3JJ19wrtxVG53gCHH5BjzRwVAImV0IKw5C",
+	"jWkLEHioC78oZlIlXGNVsru9XR/YuNyV/H7ErHJj7pugNNR1f0Hn8R0N9k1DPajwt7zzFZTxCFpgh3lY",
+	"RBknXLWT4onfeZmKNaA8BBOPR78rqkn4T5I29CjaVom2h1FEaIYP0Cwrqup11HVoAgolVzlelxORangj",
+	"veqPgURhiflbGAQb+djWV/dpLdGpSD1/P3JxlhfML1UIKHKYRxHqwWSTYDXQrSzOgk1mhKFuI+hhYZ+y",
+	"YoKvtLpfaAFT5kxBAW0KJVK7n3f6L7583u6/+PJ1O/jx5h84eq+q/GmDiOcbNdbqiK67zNJuAvxQiCFf",
+	"QKGdzWaI7ntaVw+btfZar/JU1ult9VRKnbzMTMl0OiNQjDWLwcNSD75ONZbscmXpn2Tc7uWiNyClwSKu",
+	"GAiNflT7Tpbtc/r6FzKjl4wI32GlYpl5B6/iUpdbsMy5yCr/V5S5rVyxJ74UWp17D5+VlrldHofiYvyS",
+	"9VpAO5xg3ZccuvUK1jcCNWYTqVgRHna9Jjwv4dVbAVSJvnTKTvlv5QFdE4PO/rNtaNyBvTKeuaOo65xR",
+	"segzkOkK/VVza4frp+B7qdbBhhWza5BjZ3t3r+Le3yOX8l1ka8pAWIjtEiHJrOvNwZi6D7VWsIVk7/ut",
+	"4oO1HVOhAy/Mg+jj+PUFW2gGDXS5yJqxeBbnm90+cDbkG1fj2HWzGXmCDmUSychnBIyyZMApv2RiQD6h",
+	"q3coRkeRpXmGiXDR/4UtRgGEPhrFWeTjCArxzpa6guaOOo0rJqnS7G6grGjB6e5ub/cO8tcu2MJ7mLHM",
+	"j7cAQCx0vRJ8kopVZrZcGpQzYfrhTGomYCJQujGSExejiaYTRrpJXl8oJ1ao3OR3d2lPNiDvxYLow+H1",
+	"7k5/OLz+gX35t0oef59lK05S8TvVcISegdUCsEUUOJpSlEEVki0dgWfbd65C1wB76qd7VJIfI3DuKTIQ",
+	"ujZB07QGPVyqpo7WrdynXdG2r259VWmzLo1E+HciGd+vwHGIjU+9NcD36I7tUZcrMWCFfZfJ2Hs4yaNd",
+	"rz5JRatXIkeyrbxv/gNBVVtBClvzp/dlVs/GL7Dhm+qk4vu8QwgGhn94XsuiAzKR0KYt15RBaX8MGf0T",
+	"VI/69qRWfeEYj5Gur99B1sYPI4Og9KaRWb+su2Q0W5gRW1tmdAS/71uIRlmLOEpOUvHmEhpP+AcsqCNC",
+	"Sd5X7ICMeDQC52AZs1NNtEVXETJn4CNdzcCf7YrDaPKOatOHKfpHr4mRQ6GYTuesh9XitVGMzgkTkS4G",
+	"Xaf2WtFwBjC6voWxu03kcChCOYda98DOucZqzq6X7zOi7RFA9fpEyWu7UKD7YSw1pq5XKUanAInfjzpb",
+	"37JWU1peSafZ3AgB7VbgFPq4LRt2XTkUmBbtNtWJ9XvVrmLXthLKPVq1tnxOeiavtCtHy2FIegXcdGIP",
+	"ArJ3Ddv3qclkLhUjVzyOoTIQ6cI4p5AADAhvFcZQCsFCw8UUqs58r9LHKRTj6XuEFEY78w/sMjZoxMzq",
+	"P7G8AeRs66v952YLmz2yh5M+2h+1tKvFyPMaygBjLWPXhdI3NeTGRZiOqhp1jgbkUCyGwpStlxhI6olW",
+	"Tie9ZuFd13mvGnuLoKOhSmNGuuNF1qYY+n25nl6YxX7JDrK2i1DIycM8mHNxAp3DpCL5t+5MlB71SnWy",
+	"KXGUE5qYefMFkmJfXyEoeACgSSiMcPS6F2A5KxmzwHXjcFQYIzIYGq4tk7O3XUVYVyAHO4dvVEWAsRko",
+	"s2d3T9Kjbzf62q20UYi8d0XMQ5Ht1kHG+5aVF8WnM5+UxB9TkB4NIPVSKF4iQjM6VqJuG/GczVlBLKf1",
+	"EuhJbt0msZyiTDaSk4lmZjQgo//Vd20A+x/Ytel/xB98OBs+Z8kuofoC4vEFuzbO6j5CzevfjUrZqJQZ",
+	"4IQhTVJheIx0yzUZ9vJPkBEwO6KbKZMqITXAKMpjyB2oKndvSdY7u/QWk/pOf0w1eCBxfpSZy+3pnY/E",
+	"PVLnCHM/l43oGzniSg2JuYjYdd1c0NS4cqLt6omqBsFNrfYpbhfazXJhnu8V+/FvMAfiQPUcro+8G2os",
+	"ZcyoWF8qv00TxHdySsYLg4JeweCd4/k7Oe2/kvOkuqWNxeW8T+8SzubluGAOCELLQ+Iq9JB8yUGn8qZV",
+	"dBjHi1ByQsFkQpo84rKb3Q4EFk8BxPxqn7Q/4pVjvfledYJXcj7mAoJqI5maLW0ipsAGLV0T9+J9/8Pp",
+	"BP66leN0dC6nVQfpbBazcQvFQzHfKPpR73jUO26td5wAGj2qHY9qx6PaceviRQxbhVdrHRg7CJ8mlMcb",
+	"utrqGYPF9CiNW7L7TrOn7vGy+Umaau97cB/Lh95lxf0MCQodDQrtnrPDf4g4sqpQK48Z98Rc/PC/TyH1",
+	"bHH/ZCi/Oe/4U1UfL8RsuwPECDNXtBU7JkwIzUNqfJx/N1RY3XFLKmJVO3VJlwh+85Vs93lm72999R/X",
+	"KEFeuoZt9W1eP9YQv8sa4v6YDhBzfEt0FoHQLqQhRqb2mc3RpL4iTv2Bbz+Svz9bwfBsJws6SsLCICsU",
+	"Ag7pAA24UFKLhUyslqh/AHFgDSuBA6LV41pF6bbGNLyY8Pj+o72WwKyTcl46eB5IzvHT/U5x2P+0As+f",
+	"KPwXzeIYFs8KlEOmcYQJaJ79cEE+w+eAMBH1AjCtxzRJQIWNY3l1G5604YWGkqV/lNt8bIF5oKv8QaLC",
+	"8nhf//wcGvCmdN98zTYr3zFf9uxqtrj3+2QUn06Z+qPcqDME51Ec/X6QvZhlIuQVmjcd6/BVHbGzyv1r",
+	"vlup+EMxkHME55GFPN6qDW+Vw5x6JnKXVwl7qn/jpWmx/PpM9fvLR4UZfqcm6q5PJi6yqY8mlPTEU2Wh",
+	"Ysb3sSiExLyi4Yz1X0lhlIwrcheE7MMoo/3iOJB+LSRkAUyZstJ8iG5wLP9/zTH2piFm59Gj+Sdv6w73",
+	"2KWSIFYUq8FJLPQbEcEgZmpKeanAgKMC7aVF8cGtr/Bvo7X5hF3Ki8LVby+lbp9/LKVecibbLSEUD/cA",
+	"7cUywZgW0Myx0uBmJ9kSm4nFSI5eky7YozN86tWUKTIF4l4d/9REPGG2o9eFuCcfr9Psy/6UPXWfRZql",
+	"n6bOm32S19TO4L59ndpvwZUPWQp3Vg+rWPF7vHDdr/U6FdaW4g7sRCxMFTcLQJgxo4qpw9TMOvufv1ju",
+	"j523EZ1SFXf2O1sgFbiJvmaxcgtt2BykbF/Jxokkxe8cDhefygAtfAkBE4W/feXz4nfTJC3+mXeSKHyZ",
+	"i1A3X27+fwAAAP//ESYnzl4nAQA=",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file
