@@ -131,6 +131,47 @@ steps:
 	r = cli("runs", "list", "--state", "failed")
 	assert.Equal(t, 2, strings.Count(r.stdout, "\n"), "a header and the failed run: %s", r.stdout)
 
+	// An approval gate, decided from the CLI.
+	s.createPipeline("gated", `
+steps:
+  - name: gate
+    kind: approval
+    approval: {commentRequired: true}
+  - name: after
+    dependsOn: [gate]
+    container: {command: ["true"]}
+`)
+	r = cli("run", "gated", "-o", "json")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &run))
+	s.waitRun(run.ID, 30*time.Second, "waiting for approval", func(v runView) bool {
+		return v.Status != nil && len(v.Status.Steps) > 0 && v.Status.Steps[0].State == "WAITING_FOR_APPROVAL"
+	})
+	r = cli("approve", run.ID, "gate")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "comment", "the step requires a comment: %s", r.stderr)
+	r = cli("approve", run.ID, "gate", "-m", "looks good")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = cli("runs", "watch", run.ID)
+	assert.Equal(t, 0, r.code, r.stderr)
+
+	// Schedules: a bad cron names the field; a good one is listed,
+	// triggered and deleted.
+	r = cli("schedules", "create", "bad", "--pipeline", "hello", "--cron", "61 * * * *")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "cron")
+	r = cli("schedules", "create", "hourly", "--pipeline", "hello", "--every", "1h", "--paused")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = cli("schedules", "list")
+	assert.Contains(t, r.stdout, "hourly")
+	assert.Contains(t, r.stdout, "every 1h0m0s")
+	r = cli("schedules", "trigger", "hourly", "-o", "json")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = cli("schedules", "delete", "hourly")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = cli("schedules", "get", "hourly")
+	assert.Equal(t, 1, r.code)
+
 	other := s.asProject("team-b")
 	r = cli("runs", "get", run.ID, "--token", other.token, "--project", s.project)
 	assert.Equal(t, 1, r.code)

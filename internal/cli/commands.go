@@ -45,6 +45,9 @@ func Commands() []*cobra.Command {
 		bind(runsCmd(o)),
 		bind(logsCmd(o)),
 		bind(cancelCmd(o)),
+		bind(approvalCmd(o, true)),
+		bind(approvalCmd(o, false)),
+		bind(schedulesCmd(o)),
 		bind(endpointsCmd(o)),
 	}
 }
