@@ -1,7 +1,7 @@
 // Package cli is the user-facing half of the `atelier` binary: the commands
 // that drive a running Atelier through its REST API (login, pipelines,
-// run, runs, logs, cancel, approve/reject, schedules, endpoints), in the style of kubectl and the
-// temporal CLI. The server commands (gateway, worker, dev) live in
+// run, runs, logs, cancel, approve/reject, schedules, endpoints), in the
+// style of kubectl and the temporal CLI. The server commands (gateway, worker, dev) live in
 // cmd/atelier and internal/app.
 //
 // Every command talks to the gateway through the generated client
