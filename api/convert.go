@@ -147,7 +147,7 @@ func runStatusView(st workflows.RunStatus) gen.RunStatus {
 		Workflow: st.Workflow, State: gen.RunState(st.State), Seq: st.Seq,
 		StartedAt: st.StartedAt, FinishedAt: st.FinishedAt, Error: opt(st.Error),
 		Cancel: cancelView(st.Cancel), Params: optMap(st.Params),
-		Result: st.Result, Warnings: optSlice(st.Warnings), ScheduleId: opt(st.ScheduleID),
+		Result: st.Result, Warnings: optSlice(st.Warnings), ScheduleId: opt(st.ScheduleID), RetryOf: opt(st.RetryOf),
 	}
 	if st.Steps != nil { // nil stays null, as before
 		out.Steps = stepViews(st.Steps)

@@ -74,6 +74,7 @@ func fullRunStatus() workflows.RunStatus {
 		Result:     map[string]any{"model": "s3://bucket/model", "score": 0.93},
 		Warnings:   []string{"cleanup of RayJob r1 failed: <timeout>", "second"},
 		ScheduleID: "nightly",
+		RetryOf:    "run-0",
 	}
 }
 

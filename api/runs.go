@@ -122,29 +122,41 @@ func (s *server) CreateRun(ctx context.Context, request gen.CreateRunRequestObje
 	if !created {
 		return s.replayRun(ctx, run, row.RequestHash)
 	}
-	if err := s.eng.StartRun(ctx, start); err != nil {
-		if errors.Is(err, runclient.ErrStartUncertain) {
-			// Deleting the row now could orphan a workflow that did start,
-			// and a retry would start a second run. Keep it: a retry with
-			// the same key completes the start (the run ID makes it
-			// idempotent), and the reconciler fails it if it never started.
-			s.log.Warn("start run not confirmed; keeping its row", zap.String("run", run.ID), zap.Error(err))
-			return nil, newProblem(ptUnavailable, "the workflow engine did not confirm the start of run %s; it may have started. Retry with the same Idempotency-Key to complete it: it never starts twice", run.ID).
-				withHeader("Retry-After", retryAfterSeconds).withCause(err)
-		}
-		s.log.Error("start run failed; deleting its row", zap.String("run", run.ID), zap.Error(err))
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer cancel()
-		if derr := s.cat.DeleteRun(dctx, run.ID); derr != nil {
-			s.log.Error("could not delete the row of an unstarted run", zap.String("run", run.ID), zap.Error(derr))
-		}
-		return nil, newProblem(ptUnavailable, "the workflow engine could not start the run; nothing was created, retry later").withHeader("Retry-After", retryAfterSeconds).withCause(err)
+	if err := s.startOrUndo(ctx, run, start); err != nil {
+		return nil, err
 	}
 	s.metrics.runsStarted.WithLabelValues(kind).Inc()
 	return gen.CreateRun201JSONResponse{
 		Body:    s.runView(run, nil),
 		Headers: gen.CreateRun201ResponseHeaders{Location: s.runPath(run)},
 	}, nil
+}
+
+// startOrUndo starts the workflow of a run whose row was just written. A
+// start that surely failed deletes the row (nothing is left half-created);
+// one that may have happened keeps it, for a retry with the same
+// Idempotency-Key or the reconciler to settle.
+func (s *server) startOrUndo(ctx context.Context, run catalog.Run, start runclient.StartRequest) error {
+	err := s.eng.StartRun(ctx, start)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, runclient.ErrStartUncertain) {
+		// Deleting the row now could orphan a workflow that did start,
+		// and a retry would start a second run. Keep it: a retry with
+		// the same key completes the start (the run ID makes it
+		// idempotent), and the reconciler fails it if it never started.
+		s.log.Warn("start run not confirmed; keeping its row", zap.String("run", run.ID), zap.Error(err))
+		return newProblem(ptUnavailable, "the workflow engine did not confirm the start of run %s; it may have started. Retry with the same Idempotency-Key to complete it: it never starts twice", run.ID).
+			withHeader("Retry-After", retryAfterSeconds).withCause(err)
+	}
+	s.log.Error("start run failed; deleting its row", zap.String("run", run.ID), zap.Error(err))
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if derr := s.cat.DeleteRun(dctx, run.ID); derr != nil {
+		s.log.Error("could not delete the row of an unstarted run", zap.String("run", run.ID), zap.Error(derr))
+	}
+	return newProblem(ptUnavailable, "the workflow engine could not start the run; nothing was created, retry later").withHeader("Retry-After", retryAfterSeconds).withCause(err)
 }
 
 // replayRun answers a request whose Idempotency-Key matched an earlier one.

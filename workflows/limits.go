@@ -29,6 +29,9 @@ const (
 	// maxStatusBytes bounds the status served by the query and written by
 	// the mirror activity (Temporal payloads: 2 MB).
 	maxStatusBytes = 1 << 20
+	// OutputsOmittedWarning is in a status's warnings when outputs were
+	// dropped to fit maxStatusBytes (a retry cannot reuse them then).
+	OutputsOmittedWarning = "omitted from this status"
 )
 
 // errHistoryLimit fails an attempt that would start past the history guard.
@@ -86,5 +89,5 @@ func boundStatus(s *RunStatus) {
 		total -= x.size
 		dropped++
 	}
-	s.Warnings = append(s.Warnings, fmt.Sprintf("outputs of %d step(s) or item(s) omitted from this status: it would exceed %d KiB (Temporal payloads are limited to 2 MB)", dropped, maxStatusBytes>>10))
+	s.Warnings = append(s.Warnings, fmt.Sprintf("outputs of %d step(s) or item(s) %s: it would exceed %d KiB (Temporal payloads are limited to 2 MB)", dropped, OutputsOmittedWarning, maxStatusBytes>>10))
 }

@@ -19,10 +19,14 @@ const ErrTypePipelineFailed = "PipelineFailed"
 // declaration order, never ranges over maps, and reads no clock but
 // workflow.Now.
 func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
-	r, sctx, err := Begin(ctx, RunOptions{
+	opts := RunOptions{
 		Project: in.Project, Pipeline: in.Pipeline, Version: in.Version,
 		Params: in.Params, Deadline: in.Spec.Deadline.D(), GPUPriority: in.GPUPriority,
-	})
+	}
+	if in.Reuse != nil {
+		opts.RetryOf = in.Reuse.RetryOf
+	}
+	r, sctx, err := Begin(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -154,6 +158,13 @@ func (d *dag) start(i int, deps []int) {
 			return
 		}
 	}
+	if re := d.in.Reuse.step(s.Name); re != nil && re.Done {
+		// A retry: the step succeeded in the retried run; nothing runs.
+		st.Outputs = re.Outputs
+		d.outputs[i] = re.Outputs
+		d.finishStep(i, StepCached, "", "reused from run "+d.in.Reuse.RetryOf)
+		return
+	}
 	opts := stepOptions(s, d.p)
 	d.running++
 	workflow.Go(d.ctx, func(gctx workflow.Context) {
@@ -251,10 +262,18 @@ func (d *dag) runForEach(ctx workflow.Context, i int, env spec.Env, opts []StepO
 	// Another step's failure stops new items, except in a step whose rule
 	// runs after failures (it may have started because of one).
 	runFailed := func() bool { return d.failure != "" && !s.RunIf.RunsAfterFailure() }
+	reused := d.in.Reuse.step(s.Name)
 	for k := range items {
 		_ = workflow.Await(wait, func() bool { return active < par })
 		if itemFailure != "" || ctx.Err() != nil || runFailed() {
 			break
+		}
+		if re := reused.item(k, items[k]); re != nil {
+			// A retry: this item succeeded in the retried run.
+			outs[k] = re.Outputs
+			st.Items[k].Outputs = re.Outputs
+			d.r.endStep(&st.Items[k], StepCached, "", "reused from run "+d.in.Reuse.RetryOf)
+			continue
 		}
 		k := k
 		active++
@@ -335,7 +354,7 @@ func (d *dag) finishStep(i int, state StepState, errMsg, msg string) {
 func (d *dag) env() spec.Env {
 	steps := make(map[string]spec.StepEnv, len(d.steps))
 	for j, st := range d.steps {
-		if st.State == StepSucceeded {
+		if st.State == StepSucceeded || st.State == StepCached { // CACHED: reused by a retry
 			steps[st.Name] = spec.StepEnv{Outputs: d.outputs[j]}
 		}
 	}

@@ -70,6 +70,8 @@ type RunOptions struct {
 	// GPUPriority is the priority of the run's GPU steps in GPU admission
 	// (nil: the project's default; it must lie in the project's range).
 	GPUPriority *int
+	// RetryOf is the run this one retries (its status says so).
+	RetryOf string
 }
 
 // versionControlQueues guards moving bookkeeping activities to control
@@ -112,6 +114,7 @@ func Begin(ctx workflow.Context, opts RunOptions) (*Run, workflow.Context, error
 		// Read from the attribute Temporal sets on a scheduled start: it
 		// changes the status only, never a command.
 		ScheduleID: scheduleOf(ctx, project),
+		RetryOf:    opts.RetryOf,
 	}
 	r.stepCtx, r.cancelStep = workflow.WithCancel(ctx)
 	r.controlQueues = workflow.GetVersion(ctx, versionControlQueues, workflow.DefaultVersion, 1) >= 1

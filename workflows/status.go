@@ -75,6 +75,8 @@ type RunStatus struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// ScheduleID names the schedule that started the run (empty when none).
 	ScheduleID string `json:"scheduleId,omitempty"`
+	// RetryOf is the run this one retries (POST …/runs/{id}/retry).
+	RetryOf string `json:"retryOf,omitempty"`
 }
 
 // StepStatus is one step. A forEach step carries one entry per item in Items

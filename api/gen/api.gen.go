@@ -689,6 +689,12 @@ type ResourceAmount struct {
 	Free int64 `json:"free"`
 }
 
+// RetryRunRequest defines model for RetryRunRequest.
+type RetryRunRequest struct {
+	// ResumeFrom Steps to run again, with everything downstream of them.
+	ResumeFrom *[]string `json:"resumeFrom,omitempty"`
+}
+
 // RevisionReplicas defines model for RevisionReplicas.
 type RevisionReplicas struct {
 	Revision int `json:"revision"`
@@ -792,6 +798,9 @@ type RunStatus struct {
 
 	// ScheduleId The schedule that started this run (its name under /schedules), when a schedule did.
 	ScheduleId *string `json:"scheduleId,omitempty"`
+
+	// RetryOf The run this one retries (POST …/retry), when it is a retry.
+	RetryOf *string `json:"retryOf,omitempty"`
 }
 
 // Schedule defines model for Schedule.
@@ -1058,6 +1067,9 @@ type CreateRunJSONRequestBody = CreateRunRequest
 // CancelRunJSONRequestBody defines body for CancelRun for application/json ContentType.
 type CancelRunJSONRequestBody = CancelRunRequest
 
+// RetryRunJSONRequestBody defines body for RetryRun for application/json ContentType.
+type RetryRunJSONRequestBody = RetryRunRequest
+
 // ApproveStepJSONRequestBody defines body for ApproveStep for application/json ContentType.
 type ApproveStepJSONRequestBody = ApprovalDecisionRequest
 
@@ -1180,6 +1192,9 @@ type ServerInterface interface {
 	// Server-sent events of run and step changes.
 	// (GET /v1/projects/{project}/runs/{run}/events)
 	StreamRunEvents(ctx echo.Context, project ProjectPath, run RunPath, params StreamRunEventsParams) error
+	// Start a new run of a finished run's version and params that reuses what succeeded.
+	// (POST /v1/projects/{project}/runs/{run}/retry)
+	RetryRun(ctx echo.Context, project ProjectPath, run RunPath) error
 	// Approve a waiting approval step.
 	// (POST /v1/projects/{project}/runs/{run}/steps/{step}/approve)
 	ApproveStep(ctx echo.Context, project ProjectPath, run RunPath, step StepPath) error
@@ -1947,6 +1962,32 @@ func (w *ServerInterfaceWrapper) StreamRunEvents(ctx echo.Context) error {
 	return err
 }
 
+// RetryRun converts echo context to params.
+func (w *ServerInterfaceWrapper) RetryRun(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "run" -------------
+	var run RunPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "run", ctx.Param("run"), &run, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter run: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RetryRun(ctx, project, run)
+	return err
+}
+
 // ApproveStep converts echo context to params.
 func (w *ServerInterfaceWrapper) ApproveStep(ctx echo.Context) error {
 	var err error
@@ -2379,6 +2420,7 @@ func RegisterHandlersWithBaseURL(router EchoRouter, si ServerInterface, baseURL 
 	router.GET(baseURL+"/v1/projects/:project/runs/:run", wrapper.GetRun)
 	router.POST(baseURL+"/v1/projects/:project/runs/:run/cancel", wrapper.CancelRun)
 	router.GET(baseURL+"/v1/projects/:project/runs/:run/events", wrapper.StreamRunEvents)
+	router.POST(baseURL+"/v1/projects/:project/runs/:run/retry", wrapper.RetryRun)
 	router.POST(baseURL+"/v1/projects/:project/runs/:run/steps/:step/approve", wrapper.ApproveStep)
 	router.GET(baseURL+"/v1/projects/:project/runs/:run/steps/:step/logs", wrapper.GetStepLogs)
 	router.POST(baseURL+"/v1/projects/:project/runs/:run/steps/:step/reject", wrapper.RejectStep)
@@ -4961,6 +5003,122 @@ func (response StreamRunEvents500ApplicationProblemPlusJSONResponse) VisitStream
 	return json.NewEncoder(w).Encode(response)
 }
 
+type RetryRunRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Run     RunPath     `json:"run"`
+	Body    *RetryRunJSONRequestBody
+}
+
+type RetryRunResponseObject interface {
+	VisitRetryRunResponse(w http.ResponseWriter) error
+}
+
+type RetryRun201ResponseHeaders struct {
+	Location string
+}
+
+type RetryRun201JSONResponse struct {
+	Body    Run
+	Headers RetryRun201ResponseHeaders
+}
+
+func (response RetryRun201JSONResponse) VisitRetryRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Location", fmt.Sprint(response.Headers.Location))
+	w.WriteHeader(201)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type RetryRun400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RetryRun400ApplicationProblemPlusJSONResponse) VisitRetryRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RetryRun401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RetryRun401ApplicationProblemPlusJSONResponse) VisitRetryRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type RetryRun403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RetryRun403ApplicationProblemPlusJSONResponse) VisitRetryRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RetryRun404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RetryRun404ApplicationProblemPlusJSONResponse) VisitRetryRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RetryRun409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response RetryRun409ApplicationProblemPlusJSONResponse) VisitRetryRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RetryRun422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response RetryRun422ApplicationProblemPlusJSONResponse) VisitRetryRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RetryRun500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response RetryRun500ApplicationProblemPlusJSONResponse) VisitRetryRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type RetryRun503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response RetryRun503ApplicationProblemPlusJSONResponse) VisitRetryRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
 type ApproveStepRequestObject struct {
 	Project ProjectPath `json:"project"`
 	Run     RunPath     `json:"run"`
@@ -6340,6 +6498,9 @@ type StrictServerInterface interface {
 	// Server-sent events of run and step changes.
 	// (GET /v1/projects/{project}/runs/{run}/events)
 	StreamRunEvents(ctx context.Context, request StreamRunEventsRequestObject) (StreamRunEventsResponseObject, error)
+	// Start a new run of a finished run's version and params that reuses what succeeded.
+	// (POST /v1/projects/{project}/runs/{run}/retry)
+	RetryRun(ctx context.Context, request RetryRunRequestObject) (RetryRunResponseObject, error)
 	// Approve a waiting approval step.
 	// (POST /v1/projects/{project}/runs/{run}/steps/{step}/approve)
 	ApproveStep(ctx context.Context, request ApproveStepRequestObject) (ApproveStepResponseObject, error)
@@ -7280,6 +7441,38 @@ func (sh *strictHandler) StreamRunEvents(ctx echo.Context, project ProjectPath, 
 	return nil
 }
 
+// RetryRun operation middleware
+func (sh *strictHandler) RetryRun(ctx echo.Context, project ProjectPath, run RunPath) error {
+	var request RetryRunRequestObject
+
+	request.Project = project
+	request.Run = run
+
+	var body RetryRunJSONRequestBody
+	if err := ctx.Bind(&body); err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.RetryRun(ctx.Request().Context(), request.(RetryRunRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RetryRun")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(RetryRunResponseObject); ok {
+		return validResponse.VisitRetryRunResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // ApproveStep operation middleware
 func (sh *strictHandler) ApproveStep(ctx echo.Context, project ProjectPath, run RunPath, step StepPath) error {
 	var request ApproveStepRequestObject
@@ -7686,228 +7879,234 @@ func (sh *strictHandler) ListWorkflows(ctx echo.Context) error {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+x9iXIbOZbgryC4E2FyJkkdll1lKSZq5aPcmvKh1jHeGdPbBDNBEq0kkAUgJbHcitiv",
-	"2Q/bL9nAe0AeZB6kLKmq3IqKKFNkJvAAPLz7+NoJ5TyRggmjO/tfOzNGI6bg4zsZUsOlsJ8jpkPFE/yz",
-	"c37yjsgJMTNGQsWoYRFRTMtUhWzQCTo6nLE5ta+ZRcI6+x1tFBfTzs3NTdBJqKJzZtwcr+JUG6aOqZnZ",
-	"P7kdPbF/BB1B5/bdEJ/oBB3Ffk25YlFn36iUFaf5F8Umnf3O/9jK17KFv+otN8MHO5qd/42IEsmFaZiS",
-	"uUduPaefI5v0mCcs5oI1TJq4R249qZ8jn1TJv7OwaaEJPnH7KfH9bMaTVPjZyghzkgpy9Jp0/52csXki",
-	"FY3JlVQXk1hekaPXvQE5SYUm2lBlccnMlEynM3Ly5vSMTJkhlJyfH72+/OGAqOJz2ijKpzNDJkrOARuz",
-	"0U9f/0IuGEvg28JU9u8FuWKKkSm/ZMKia8XGqFTcelNOUnH0GrbjNJyxKI2bTl27R249m58jO4NTw5Km",
-	"CQ1LGieb0+t3TEztALvb20FnzoX/eyeoutCK6UQKzeA+v6TRCfs1ZdrYv0IpDBPwkSZJzJGebCVKjmM2",
-	"/7e/ayQuayObfQsnLaPXexpPpJqziEhFuLikMbcUCeA4ICOmlFR6RGKujSaMhrPsoQlncTTo3ASdV1JM",
-	"Yh4+KNxnM+bBJKGbX5MrbmaAt56mPgGUNwzg/FmqMY8iJh4aUCMvmHiiiZIxI5FkmghpCI3txTIzrolM",
-	"mIL5Ac4jYZgSNH5IMM8Fu05YCLSBqUumCBw96UbMUB5rQhUjUsQLEsvplEU9gPSDND/LVEQPCekHSXQa",
-	"zrIjJl2LuYaMWSzFVBMjCRXSzJgijkgjrMd0EUsanUn5jqope2gcGMtoQbgmsZ1cETOjAjGA4SU6FzQ1",
-	"M6n4b+xBt/M915qLaUBScSHklQiIYpfyAgkCu04sqUMEtgS/ION8+vSpf5iaGRPGAsfK0KxQO1ziJeUx",
-	"HccPuvuHJGIJExET4YJ0I2romGpml+d5Xs8eTJpDd0AUM2pBYmqYcqeTKBkyrR8a+E8sjvuOQo9T46nv",
-	"Kmm+ZGpB3PRIB7nRxHIwtwCdJom0zP89izg9g/N5+CvwRJNXOGXfgmA3HmhhGLLEEp8ZU5ZY33i+Cqh2",
-	"GM0tlkrx15SlAHaiLMk0HFmnF3RX8C7oXPeliuxPOwBSyCMWHZpVMeuMz5kXzGOqDbHPaqDIQcfuPzWd",
-	"/U5EDesbPrdCR+1Mu1ZUZyKyX1tJwrC5bts5WNgbYdTCHpYbmipFF8WRn1qZIRXi7kfeQ3HESzafC7qD",
-	"X0o+9ZdsHDkGIfgm6BwmiZKXNH7ttq0gytAo4naXaXxcOLUJjTULlg9SzucOGwvC1N62laaWKUoDEKeG",
-	"mlSvHvKhINQ9Qqw0Z1mykyGoiAIiRcjInEYsgMtTRIEynDgKYtwSd6I5HgHVtJQesSliEenSsWbCkKsZ",
-	"/MKIRSaZGhJxy1IbsOqHmyCb9ihanfjoNU5LTU6tawf7sTDYiUSKtjScceIKQMqzFTQO++ImKB5h/V3c",
-	"zh88yZAue2EsZcyoWMb8iNEI1LwVYD9ZGEdSnOFmjhywOiB8QoQE1hvxiIzZRCq2+Y3eW6Ydm72+42mP",
-	"diYBJtK5vWTuCCLQKv4O0lfhcq0O9Pwm6MwtE5pWboI9+hkjXh0mVF9o4o9ZN56chTDbvwoQMwgb4Xtm",
-	"iYiMWcXVy8RgwCqNiDqnC3dUoEx6crZ00+uplqW0dvOjj6mpmdJfrxXsrUCynd1lKoiLqaR3xrB5UjHr",
-	"R8GIlR3khFAgMqvUo8CuViH+JR0zJZhhmrjnCC1+SXFioqggUpCuJVSxnKKAbqVeFhDNGIm5uNC9VioA",
-	"UkTjZbVIx665eSUjVniQC8OmwCBKxz/hguvZ7e6JvWYAdj3XqECO8ha+s+8TOraHXrVvASoPVMNVObEI",
-	"SPVsLKkCgdd+eZpQdUHOjwIyXhCr+xc20SHAMi2L5fRcxdUH6iZ+AsfkJ55Sw67oAnUtbelrN5YhjYlK",
-	"hd0m/5ZuZwoNBGFBKHFMO8MbJ3D5rxfMBBYoi0Ye3xSzgqL9LiBsMB0AxN7cop5oMrTiJP5t5eF9ksiI",
-	"XO+T7a2dbSJkxBAbM3l6n+xskyOh08mEh9zyP3HJI04HoZxvTZN0MOwckDBm1OoaGWv0EOs0DBmLWgiY",
-	"pWAinY9LYmAFkgKlw1Nsu3/4mOfmGQKNhun29tPwgosIPrEt/MKiik5oyFa+xS9GrbzTWeduc3ee4uuo",
-	"hjVavQxLTuHBZWLnds+PU0X1XlERsrgg2y2JRbcEXDHq9IxGBuVktRZBf5WI4+jF9wMLasMC01vKr/lC",
-	"CuLrzrri66ucLywxDJrQkJvFmgb7V/5xK2Whk2FtlFomqBUEN6ZjFm9Go1eWalWsU8ZEmyp2JdUFkBzQ",
-	"yfw+OAp1QJw0bWlmDM9PuNJmTQHvxlt2KwCWolrSPMtgcjBYgsXNjItcc9wlcy5SS0C63GTEFBX0p9uk",
-	"RNK9FGL3iOqLTL+tkGSoviC/2t/ReYRH/UR7cBIZxxUk8ibopEm0GQos0wUKD7ljLwJaRK/iPNn+fanH",
-	"8lcFnF5dbfm4Kxfs938fzGghNZbTDIU3C2qLQparKUajRUAK/MqzKGGZDQWWOFGMEToxTA2FyU3L2uNh",
-	"IiNNxjIVETHSfjMfDMWqYJek73kc81al/MQBeTiXqYBdmSbpBwtV9Xa8PT4nXFwyYaRaAPggm9h/u7A+",
-	"K7sIaXoB0YiUTnTZHwpYoh2AeiuKV4+IFLiKtQwJb4/PLYRN8vgzXEgjbdhsW8pbUZYa7Brt2cBpPlkW",
-	"KRIlozQ0BNCWdEfOvDmC62qlQylYr1myuwk6FxbPG27lL3Ah31nR7a/1d1On47lFxf+QY0C7oTihC/jD",
-	"SNIdUcNizpR/ut+HWftw2Ue9fZwkALHtEB8NhsKepgFhch4AKlNyRbmxMp3VOoieySuNr4KZwzKmATkE",
-	"grk/FG6gJ5rIK1FGD8SJFiV0LtXi5cLc5kxFNZ6fAB7blaxe1dC+W1LfKiS7FRsWoGJQuJVlwD0kDUTq",
-	"XSurK/D550+DTmKlRGWX87+73c+H/f+m/d+2+y++fO5nn/82+PKvvZ8Kv/V++pdWNtxBSMicGrs5FvWT",
-	"mIZsbtmfZjELjVR6QH5hCyRslzROmSYTGcfyaigKUi1eCL0Qhl7vE0ouGPglrDqZ4ArJ6w+nfZ2OIzmn",
-	"XJBEsQm/Hgo77GhrFFicE4QCfQE115C51IY8f0piZpevAxLxKTc6IKP+KCCjv9n/DUZD0aVxMqMinTPF",
-	"Q/viWJoZYSLSvQNCEWgLjBW0gaahsoZaGKDlnF4XD+D5XsPh8SoZ1V1OvbYB1Utly3SvxmLaiE8fnLxR",
-	"QJPPtP/bl8+ICv0vX7eD57s3lfjwClitixu4nXi6JNm1yai5fLRJJMOK6FC5H7CYDeTs8m14c01DEy8s",
-	"DbcYOPImrxHg/shHLYxWbS/TJD1WXKpKycP/glyfa6slP9FAHS1N1YQvkcqgIPwNhaJimkmuzvfoXk9k",
-	"zMOFN//ul58YiohNaBqb3oC8ZmFMFTX8MjfkaXC82gvyVubWPc2MHgq/VD04ScVHWIgevD0+90spEXNP",
-	"NG+CDhdJlc3sUCzIf5x+/IBXMSAJ1Zp5mcdOnwWEOJsBjDMAMjyVfTfP3y2vOaFX751pwscuVVB9H3pD",
-	"8uCmA+K2Q5MJj1GuB3+uXmXXdmQf/bNRkE/QuWRKV4ZoZSC5Jw7ItiVFTteYMyrQhiPYFUNlY84Fn6fz",
-	"zv521Vb7Lat3FlgCByde3GDFptzSDKT21EkHA6SBG8SZ1N6+M3nBbqnnol9YH4m/yFRVnOo7PmFWtzgg",
-	"QqITeYF2HdxEtwjcsx9/eO4WgX/vVO2hJ0RlktWydDRGV11zuHhoj0ZTFYu4ZaD2nC85uwIstLdcFB+a",
-	"04gRmRrNIxT0Do+PSHcspdFG0QSkSW83xwE7QQeHWzWb12hZAHE9xYzg0Fa5mmahYjUWrTGjygqh8MiA",
-	"nM6sxAehHEC4LJlzcUiV6qPxMzZdLgRreU34auChq1qWj/erYNSpUs6RVKUfGqatcn2ZeejqBUN0HsXM",
-	"OL9pgwdg7ybosEsf0bmWfOBX8Ma+1qQd7Vg4ZiyOqmRfp24WbcMzGVulk4U01VYQthpvzENKuFNqSRcN",
-	"szRm/YmS8/5vTEmi+VTQuAdWXVCjvaLcvEk7z2vtIUseFzkGq3W08Q599C82bRJ4z11wZZtB8NdUmrUj",
-	"Sv8KDwOGwjauf8InDstO/IsN8P8AE+Dzm+OQn6lphudI12LnqFtrWPc4RFXQmK373ik8bN9KWLj2S/ZZ",
-	"tEaP4xq12e8QuZpJzTxia3SHkO72PhFWtFsw02vT+YKOcVE850fNCPPMPqvoZMLDjY/+E+PTWePt/jEf",
-	"/b3zlJXX7a51nyY88CvuQ9Sf5TqJkteLVgfBFRcRChLrnMQZgvMJX1omznkEs2M9nuBmR+fOvYjQhduT",
-	"b2aBJGTUs0Bxm8g+crVNo0Sa/KcFscn7syyV9IHpGAYtBelSUlDKeoOh+Djnxri4N6t/opRecssFhA8Y",
-	"+sPmNJxx4cX9oXDHC26+0AVpM+WshAWrQJW+V2UBWCK662hi5dj529zaapkExmk6RWR9d+IOAqMbF1Er",
-	"Fyq4PRsdyh53m72CT5eXTu09AEDyqZq2oNrYkNGYjbjAaTqf04p4rWUYcdAmqLy9YTkg8vWHU7QDHRBu",
-	"wLqiS7fkiV71g4L21WS42NuuNlyssP9VUU9RPXsnZVIW0GroPcg+bcdZZvP1T+6ujSIWM52FFZBbED6n",
-	"U4aRLCEVQhoyZiRJ4xjCo/dFGsdBhU8+43aRBJsueH29LJc72TO3ZUO4zYqn0y2kRKZxv5rQ5K9ejqog",
-	"pyg6PNEknLHwgtAp5UKbChMHCGNkxmikpJxbdQ8DUpZI70oEnBuFzKi2Qm7BWgLRLL1VG86EG90ix69J",
-	"IFZ8xTD0ejf+pIA1y+i8mc91WVXhU6eRN3OENYMd7AmOaXjxcdJ2teriARxARW9f48a4CTf2nef72WQM",
-	"qMP5NpCcvLzEosJqN/cSyZlQHrPorRNVGl0ja8QyPFuiOau3LqQi4hHkrQQtx6tNG5JjaIiihk0Xm0ZO",
-	"ZPQkG8DPGPi9a9r3U69trNihl0I+axa3zh1+Cs8ZxUN9jj6+Ztqwt94hrWyGBzrIA0rWIROnTgirCNak",
-	"IqeNLhCMiojM5BXpcjFhiomQDYoD7RN7sZiIhmJkFDdSjKy4OrqM4/koIHMZsThAvhQQqqY6IExcBlmu",
-	"jM40Dx0MBU2NtPogpH84Qo8maBlhjiAHK7vzJwFCRoRqQq3eFrMD9JVDIhiCbmaMq9x8SxUjXJBIhnqL",
-	"Jnwwj0rm6ILLtdF2vCwX3TXBbbV67Kxpk9itEaD9u014UlbWmnhxTh3y+HWdZX6Wogu5CJ1LGnU75xp2",
-	"SaBzRnVq13Dg4iCMxqwvq5YyONCYGkibsSNq8vc0mrJVfoyZKKswP7u+JlToK6YQOzLBB0PieYSpH/BE",
-	"KWaHC/N8r1Xvnyg53/zAwb704sU7XNj7CrDPk4QpF+yRZYTgNozT8IIZsMxxMYWfXrwwM5IwFTJheMyy",
-	"mCQfZuAPqByUJFNUsB2YGatd4hH4ammR7XvzdAORtp7gw+4WYAj8MVch8c+WBLzxocRl7Kil4eAVqkp5",
-	"/pSJjj6fiWsXiToCP9zn3S8DzOnSH8Xn7S9IBH9NmVoMEjplp/y3qmjLFQsIpvc2UfG3x+cucGFlXZ6m",
-	"tlKOVJTl1UotZOUg3OD+9RrgPjhT04qT8z0EOrznL1e3F3+yqC0FhhZ1MSZgKYIGYyV6G97MpxgD5PPL",
-	"lk9WxqwPIr4Lz6me2v3ay2+T1xYg5klOJpamCIl8yK6hOTp4txCYtKQL57FjhcFItwzQGlZIO/yRONd1",
-	"q8ZxZyzG4A0ZaR/Mk2cEyysX0G8/WObp4l7AAeh9zi2wWMIx5+vnh70/ensa85DpNpvzWlxyWTevkL/A",
-	"UEr5Ji4Wi+Vn9pU2y3taDEtfPYhXUkVStKWBvKjh4i6cKD9ov9zleWvu6jFotRXSi5xJ1a7vOamqGL3Q",
-	"jJEQKrPOwxDRxcV6Dz/b1D+z/jG/PT7PnDSNp7xhQOsS8l1RJbiYVhCDN5bFUGfJoGN5yVAwMpV2ZY10",
-	"6HapS2DNR6dC/tqqGPC03mrvNre4HY2Id+QjPjbKx/SoWelB156J4HMkZiLCIhGYf5+KVLPI7ac3/PRh",
-	"Ox02uzd7rclpG2H/002w/9km2L93P1j9vIQN5b3+mXLV1zPLDvCRbCelItsuHmWnuIOraLRbGQaSQbYZ",
-	"UoylUvKKi+k7PucVAP9FXpEJVe4CCTnngsYlU9+cLgiOgvVnIPkIUajb39m3jD22Y3v2v0+2e+0u/hgT",
-	"lRugmqcWNTEs3OFmETwHQgE6gIbGMb60Pjh7EOYKI1foF1agI9OUKioMy6Or3O40j4z26lzyXLbsF2Ur",
-	"qgkvSE1NklYAEU7k/dHbQl2NwqNzPu1jPlOi5ITHLqWp7d7WS7V+d2pIVq2q76W4da+elUPX9afA2DUA",
-	"FcdZtSLmQmTdcUt7EFK7gOZ2Ea4yTHVt7vIUIvwqhVEEp1UObYYwjwFfU8PwGfGLhG2oT+y2RIy7omnl",
-	"eHFgzFZD5yZzxLQ5leruVPFGSVW6IrfG/ux0/dqCEg75w6vERfmpEE/YGN+7lkO5keuWcpIabWjfIJPt",
-	"1cjbxTyjFhkn25NqN2wWJLs+5ch3uY1q5INXgfYXRmO0cSxJVjMWXnxjEp3Oylz4qEN50R5o6N6qAjbX",
-	"BdtIXPN9rSE9L29Nb56i0mEZTwW1KdxIZyZa4lw708HO9nS82XX1861/NXM1dWX72GTSpjDZNV6wReud",
-	"hMjszczQdtjAw1AF+XEhhvrOTOuQzg9xmv+Zh1o3n/Fa8Yfrap/fQJKetQZLlRdWlwjZtNfVpCqL+V+b",
-	"VGVn10ao8qGbwGpPUdmpTVHxY1T7vA5JVJHcQLqa5XUm9ZZOWNgbkFeWPqLlCwIjEhYORUKVZqroj5KK",
-	"KAq6JhRUg6e5Jrg3AdESfQ2QfDsUuTk5z96lBsv+lEpmke7e7m6vKsWzvgjNS5mKCMNo0JCoUuHI0bCz",
-	"Oxt2BqvJ1QWUXyq/IxBhgS8coHZCDY3lNGWYeMUz4f785N2gKcXCiq5RIb9in3z+aocIQBwLvCr+k/2U",
-	"vffTzZcB8hiW1CSlvj58mw91wUUEIzir/E+BXf/R5KcAbLc/BWQi1RsazuwPzCjO9E+BL8/yU0BCKQzl",
-	"ginyD6LogvyDaCjD8Q+SeULJP7LqTQDczcaORI+fBXp0Z9TueZ5s/7KZiP9QivEo76ue0d1nz/dR1Zqx",
-	"a1SzsorBVEjBQxoTF5jZGGJQTIy5E4K6TjxhiQSUs2w2iL7LyW2htu9lRmzd6teMS/FV6Vb1h59fkRd7",
-	"z37I3Eyu1uWg4tbbHyqlstz5uRa1LnjKVui1lS20oSKsjZrGWmVY1K+C/uYC4WoGjeEmZg1y5Wqh6iPC",
-	"IyYMnyy8r9Pvk30D6XbBtd9rd7jBrx6UoEkSPc5R8m5jq+5WQ6pWXFrR0X6sYf/OsLo+93cb1cr8/cAN",
-	"IK3D+uuCPAtlBld1hwgjq29ZOW1Tk0+ead5kbl0ntAhqO2XGh83NMJjMIjWvrgV/QsUFKVYO8TXiSNcV",
-	"XYQ0rRZb4w9AwetSWt+A0G8Fri6dsqhH/KOEG3JFNVFUXLgiJs3z/Lh2EEwxvmo1/BXm5UbvEzA+B8RX",
-	"AgnIB2lVqJ8hc/yDldnw4wnTTF2CMBSQY8XYPMHPR1gMtTVtQqVijQg5lrTGAWIhh1uh8jOXCRpLWpEA",
-	"hgxfpaJUO8rChF98dt9YHMRvvmS+8YlUpFTvWD8hfia9mc6bry+ot4aeOE+YS5+4k1T0JU0h829gIYAL",
-	"xhKUrLWRikVFQXUpIbYmkT2vWbRGqr+r+rBm1sVyl4S18t+XqmKskMyJYqw5WGHORarJcq0ajFpKZKRv",
-	"YWY10lT5KwqzbjjozmpCqJ0hwOVV78tSql1F2M1dh/WvEUTfBOqnzG9XH8/cklWw7AdeL0IoA9O9Xwmk",
-	"S4DOynlGc25faU9PhpYU3y5/NWtFVuSNqouM+TqQLf0ioN5jp1HbaeJb61bNO0mFK5pXlLLXeCPVtyrB",
-	"1aQ4NZYUWG0S4n0uzaI5jwpxqoUJ/P7Ul/rCk6pEvlRkmWFlKF9TQ6HwgSCnp2/ISKViRCBzkHSzjctC",
-	"KMEGUZEHEkKxvlb6XKpZWF/y9DbFS78F71QqjqpxX7Nf1wn5vEXByNug+9qI2IxguNwWHLMrr8Gko9fL",
-	"qkmhulL2cfC3fchF2322V62nZCRj1USfpf1XHEg8qRb8G1KPV2QrO0iWH1uzymqtULBrc0ynLCv+UC0u",
-	"FTSJhE6rqzmodIO0dMsB2hRLGLBmNace1zz7OX7z4fXRh7edoHNy/uEDfjo9f/XqzZvXb153gs7Ph0fv",
-	"4MOrww+v3rx7h0+4P+CHszcn748+HJ69eV3Hs+qKv59lhlnMVgYpChAPS7CoVNw3iVlWLb+lWPKLJouv",
-	"64ATX7IoN7TnFuDmsne7S1RtiXRX2fCXqiRXa1jrK486jSuYBtQlwh/riuYMVop51FDZZcumy7usKqx/",
-	"VsjLRG9C3mwLS0RhzC5Y5VMRMUW2/PO6F7i6N/kQUYvCCoU4HAtYdgpYHqyZ63OEFUXDWbHqFMommExq",
-	"OSvyVNdbYAPJ/Ydvq0b84+3kKudqWIs2+TrGqW6tuVJb6akSl93T7QFe9XGkzuK8lOjiTgrKWaUmlHPv",
-	"raYE8wuhBLZIE3uY1enXtzBBPbsTcbEx63hdzu6PuIpb+GZsdSmaurIzXqGhnSQTqlrSJe2phdSEszTJ",
-	"86yajY/fYG/e+XFtl9AOdM5QiKObH/JzrFqEttfNX7eX/e/ctBXWfrGug96KKyfLcsZ60mktGkMGgmzJ",
-	"v4XbLi+Zimmybve/j+7xEjutNmRhv79axgk+N5rqtl4mKwz2m7kmZl6ETKxu+zpbEFXJecXhgRtc8CRh",
-	"0cd8d8u38dReRE3cY1nZKnQbsUsuU+SVV9ReWh7HvgVBy5195np8/Lds2awf1/U27rUGd1Q6HT1eZYcc",
-	"ZKRpZXcKd6B0Mk2U7yUNLyY8jm9ZkU9EG+mA6rbVwPHdACZsWs7tKvssE+fVGO4YUlNd0Yw5h/KUVzMe",
-	"FzqYWhQrdHODgG5EuRlNEiZI12cf7JAFoyrIXn2iDwg1JGZWh9rZRqNDqRNV0NbVSFUJGq+UFIRdJ4pB",
-	"Cpcm3dE22SX/av8bBWT0PyPK4wV8QqluZzbqBeAbcqhf4v7LBSBXDnhOr4/w4Z3t5nLdGdtYFjWNVZFi",
-	"TagmUYrNKS3YL7a1BfM5wJdvla6Db+/24D0vsaXlWCJFRSTnJGIxXZA0wSB6ngNLaBRhbD0kpAC+bHKa",
-	"P65p/i93kc2ZVItPYpkf3DfXqlAQU6GfFJTCoJjjX6jy4ijgE01ifsFQUX7SrELurcsJd76hfmuRKSwh",
-	"7+GHQ7g45Dcp8uCZlTvoqcD52aveqhuppe1OrVJxNltVJpyuZvlfqlle4TZLLtfGXiYQFr1Pq74ESlPk",
-	"zDIHayLRd1GzKpPbb1+sqnSDmopVWRXbh6Jk6rQrwAyRe3kCzW0KbGdwyI351pqXvjILa/lK19QKcRwP",
-	"YqaR3xW34YkuS1ncCVlD4aSsfZDMoNGULzYdkHE6mTCFVbQVoXEcEDR4QSsspuZcUMNcRwzXMEoKFrin",
-	"5ZX9P0ZJegufnaUTdHDkjyBC4efDOO4Ezp720cwAjbMp/BcwqH3yS8P5RJWOqQZzun9vQzO5+pamKV4p",
-	"Lk5eHLXyImStmVpMpidvzk7+q8F6evrL0fFx0Y7qPr/6C3z4dHh0dvTh7d9+/njyt7fH50vfHB4fn3z8",
-	"z8N31WeQW10qO99Bwzty6IM9sd5ISJXiUMWcESaMWpCEKWIJgpVwRkAZRkPRtbQr8u21CrEPLvTBxT2M",
-	"egfE58ij+VZDXhbXWMSusjOLDxxtI2dLHURvgo5vxLY2RfSdAdv09VYT8Y/faCG24p2FuJpF+ROCY/D1",
-	"7uF0BitC7YYsYT3L3G0qPVaka1/NXIS4xTRQLlEVaw0KWisBSqYmSU2Nid21kHXPkC7F0vl4oXuDO7Sn",
-	"7t1BdzcUDFxJy/oWbzUFxr/BDgZqBhaMr2r3dbjcERe6hAoGPejxtc07tj6viSxYOt5N800qIZ9Yblio",
-	"Fd/qCPFV6RsN4/aZSid9sVB8W6wpHGaD5/RvmM5R4ys9P199dbv/gvYnX77+eNPPPu+t8XmnUugCT0eY",
-	"Km4WlrvPXYI5FKw/TKtqAx2KLH3s8PjIIUt3RE38t//3f/7vCG4d7CGoHDBQPu3MmASbk3MxkRUW5Ten",
-	"Z1nxLDnJui0RKsj7d0SqcMagEJ4V6ZOYGouUroZ13qxDpWIoqCYrtnU9GIqheIOqgExN5i663CGCsUiT",
-	"kV20VPw3mGKfvMTS/cgAYa2+lSTBYYCLDAX271mJZ++O6nq6j3oD8jFhXq+3HHpBqBiK0XXftaPqWwwb",
-	"EXZtmNAADSgroO9DZ2iaXVULehevgEtYwPgi99dQYJRRb0BcpHFfhzIB7RyaK0AzAs2Yqx9nObu7dPuE",
-	"igVGN0L6DpQP8DXF9rb3AsJcKxgoS+efQL+LTy9k11wblApiHjKBuYl49zuHCQ1nrL872C5EyXcKOFYw",
-	"Au53dgbb+KBMmKAJ7+x3ng62B09R5ZgB+m7NIOfzN0hXx6YM0m+1FVE7b5n5i3sEvJ3QewFe3d3ebmjK",
-	"v1kzfpd5WtGL/zDml77Jvrt9nf3PX4KO9gnunXf8kgmm9QGh8RVdaLK7vV1QOxIlQ6a1r1r4l7OzY6B6",
-	"dKpBCVhoK3d8sTNsudqMTbvx3j3SuhuGXZutJKZ8aR+WycrKko+VnDMzY6kmdgzLWFxYNkHG0rwdhdfd",
-	"cmqX6xBj4A+rbs0fEyYQu74JA5ZI/urKraDi5iKRDNM59F9pWuwZmNHco9BGwoo1tQuGGkiNyH6CT/wu",
-	"uI5kEtPSoIQfEg8rH94EnWfbT+uGzmDdOs9NyY37ZpfJ8dJgdjcWuqGGjqnGcoqeJdRu5uXOVrHyw7Sq",
-	"p8srX36IKkagMExEuJgoqo1KQ5NCB3AJhBMseo5Mz+mCxByNenMLQPmc3nFtXuVlCe7tqIrN2SrOy4NQ",
-	"aL59E3T2tnfWOifHPbHFyDOEuvklMHQLGuPJFugfNE5ZLfkEkRfIpkrNVbJmpcWjLbaEK/PVzr6PvMUM",
-	"kSrpcrWPZEWrSN/j4MPh+zejXgayxqYE/lduNIsnKGNzF8CiD1Dny9CAcA21Z6lAcXYo8tGs6k5njEa+",
-	"fI4DQCroQwZfYYx9YNlEOBuKiv6E2L5wQA59IyjS9TH+PTIqLH+EXTLdQyMceQR5AMU0AGxyeOAf2Cdf",
-	"b0bYR9xZAshS51wOvdYUv2QRVh6C4jh0zvKt7V/8qPsrrbt7FmiUOna3dzJlpbDDmgh2BZccWSXutFVI",
-	"aYzdenJ0QlmkfP+Wsiry0psvJVbUu5PbV5O7cVPWNIxK2c3904Bq2WR5sw6IizYGSrCLlOC+wTjJz6oT",
-	"dCziO4r8TuJUdWO7R7ey52DwvXVI0UsaFUIIb0Xy9tbhZz9LNeZRxMDnv7ezxhvHdBFLGp1J+Y4qTKXe",
-	"23m2Dng6TZA+vmcRp1AU9Bspsz8ZQosxUu4agmUa0QVIUuFQXTljSyfWJtGYLbHMmLe+uk83SLRjZiqM",
-	"Ux/YlWsaqY1MyJhxMcWerRGxtNYMyCn87MkDkDojLdWwdC6z3A/IYdZHGJzYVuj2bhBPfnJKzQ1674bC",
-	"0yDFkN6DVADA5J3VXcP0Cnr0GtZVpEYlYrBXVY5pLi/dNf0DIzyC3vzGB2l+lqmIvh1Z7ZYQmp1TxnTw",
-	"wNRiU1wMaqXs2qN6ELp9liPjAyPAAx7nR8FySpMVDMna1GNDeQapmAUZiYOBg2MMx6aiYeae7+x/roY6",
-	"f8SfzzG1utCXWrK19asv6VWpXxw6DcnXXsnF0LyDfBYu2qW5nQsKcB8QIUv9pkMax70BeSMMOoEmS8mq",
-	"To2RV8In/IDDkSssoAJ2fbuz3raTiphpXTAVo/EL7scTXUXK8svhy4nd2w059DuEM9VcFBRGfX9G7MYf",
-	"fVfX5raqdcEIUUS8UtNl3L7AXbcFxvf4hGfMLS/etGmS3v8l8zUKKomzVSbfHp/fq1pdqJlZgXQfS55X",
-	"u5tYwsNu4fujt8TVOuv9Psq2hYeLSyaMVAugOlCXyD5ghaVL18KvQh3f5JzdSRUrbNSelq9vfJ8nVqwD",
-	"Um2xBBD+CIYQv2dLPZE1Yxg0gt25c+t98ViKhUfWsIGUz6LU8/6eVOLKvvprKcQ7d40LlQYxdPB972ro",
-	"9ov2N15JMYk5ejb/dHornmPBRwU5WoYJKgyWbaCu2cZaN6esmvpHt766TzdN9vjifbpf4lYnAGWRet+X",
-	"prApzdtI7nBbWpY7Vg9+y7cUa+Zwb7Kn7hELSs1Ra1AhA3eZ0f2zGhDuRHTOW3Pm5ROznSZdMENketsl",
-	"13zMY27K9CdHpPtD4zrnx5mr+WmVu6rWc/suotpHOoRyzjQ0x/MFPYeiu7e769R0UBGgT90TLPDZGxAr",
-	"E0epggyR1TTIhKmhyLrz5d4B/9VWVg3frqZUtanoNrDSENjkvOFHECkGQ/HJQjVyYuwoqG5RDVEMFf2s",
-	"u9zooXDWhXmqoe9smvQOsooZ3ARZOYBi/+p9sEv4sjZDYVVv58tH1dy+4VoMPtGEiSm0uBbFrnK+w3UG",
-	"QRfbD0IPLmxKCGEBakSgnGEcQ6o0Uxg3nNsen+ihGPX7MFgfpxr1qvR3ZJ2emNyTGLjUkfyBBcBscfUS",
-	"4EHeNX8HKtjKOIaA7NR898LhhhT3zyFN7u3urvOyu59I6B+em3i5VVRwEksZctu2u9wlglNCWoux2uPr",
-	"elzG1am6WUPc2frqPy75Zar8GiViUrrTu1VlAmIGLiQXwXtQJtcR1zRJwOkMlaQhOH2c2zankL73KNN8",
-	"CxbiqZX3nYoIpQAzw1YfwDg3x616l0o9lmw/COUvyscQiOW9CiCiaMZAtBDy6hG9vg29DvNOzNBTF0mW",
-	"DkhMFzI1WXfkgBR6JuflWh0mCqMfWH4OWh/36JXL22llrBEI2+zXlMa+HZVLS/Sb8US7AiYQUzsDx7QV",
-	"oa2QOhT+J4jkzVpMl3ZLqqyBsWbGcDHVZE4vmCZ0KDIuARcJAtrQWX4AoUcgCfs5rlAsdr2EIdq662TW",
-	"dVpg9/ysOWuCYCN0ktuvHZQ+1Av25okmvgX6gHyCQNj8SUt3gqHQaTiz/BDrvHA71t72i30rYc+lwRy7",
-	"sVQG9IE6v/s5RC88kLCLVdofNvhnXYJH6MQ4yz9GdHxvRO5RSr07An4KhYsJhSA8e18P8osoJ6sko5IG",
-	"OAGVm4eQUbeAFGB6zYPS/0pHy6EF5o8k7hRufyjncyqif/rr/9B36kTG2BfTszkOaTlTxbQztQmsuHev",
-	"18Qxzz/KRTlGcB6vyuNVKbKfC54Ur4oVllOlmDAE6qBAnLsXAykZxynrTxVjAqs2sKveAdQAtHLy1Mrd",
-	"vkSWvYL2qt37NbMz2Yn+KPfsxMHzQIKwn+5PIAz7k/J1/x/F4kexuI4uvadQsckKxZmgC2otFYRRBalE",
-	"BQUfjABeEL4HOXiapP0EmtG3W2izvvWPseffFHtuSt5gaGYM20q63KBDckY1ERJ+gtb2vXWi6lrD0RvO",
-	"706jHt0kdYEm8OsjWtRFB5QDaz1mABrowDXEDwg2GAl87yjOdO8+I2xXQgSqTJZvSv7/qo6eLf7/w6GA",
-	"dRI6tvcETAQ1YabYTxwsemHIEsMiNy4dClcF2vfx8vu/n788pwsyVfIK3N/j0gQxNUwNhuKjhZeKRRYc",
-	"NsNyBnAewdIpQT4BVB3Jeo0OhXO1uyZZlobblzABSU7yYHsfISAFA4kzIJpCfz8tq6yRx+nSRb57ESwb",
-	"/0jYg35gAayVgrhUU38UcOy+8jfhE3tq350E9t0KVGWljRnSVQzcDL0KPrlMFzdgi/UiUKm/c338efbU",
-	"fcZoFhtRV0WgZxVtXGBQOWrzDx6CWWx2/eAxmNnsW1/9x+aI3Lzg9L0fd62o5GuWWuYBDS3YFdMmK2Eq",
-	"0vn4+0vue0B8abeN+CO6FX5tuYPS927CWQKzKYZzLKOFFVhMEcFQzdSuWp4i/3X4/h3pUkPmUhuy++w5",
-	"+YW/7A3IkYGCDdD1PSLaKI6VnvL27yw6WAoErWvtPhRLvd3JJ19wrtxVG53gCHH5BjzRwVAImV0IKw5C",
-	"jWkLEHioC78oZlIlXGNVsru9XR/YuNyV/H7ErHJj7pugNNR1f0Hn8R0N9k1DPajwt7zzFZTxCFpgh3lY",
-	"RBknXLWT4onfeZmKNaA8BBOPR78rqkn4T5I29CjaVom2h1FEaIYP0Cwrqup11HVoAgolVzlelxORangj",
-	"veqPgURhiflbGAQb+djWV/dpLdGpSD1/P3JxlhfML1UIKHKYRxHqwWSTYDXQrSzOgk1mhKFuI+hhYZ+y",
-	"YoKvtLpfaAFT5kxBAW0KJVK7n3f6L7583u6/+PJ1O/jx5h84eq+q/GmDiOcbNdbqiK67zNJuAvxQiCFf",
-	"QKGdzWaI7ntaVw+btfZar/JU1ult9VRKnbzMTMl0OiNQjDWLwcNSD75ONZbscmXpn2Tc7uWiNyClwSKu",
-	"GAiNflT7Tpbtc/r6FzKjl4wI32GlYpl5B6/iUpdbsMy5yCr/V5S5rVyxJ74UWp17D5+VlrldHofiYvyS",
-	"9VpAO5xg3ZccuvUK1jcCNWYTqVgRHna9Jjwv4dVbAVSJvnTKTvlv5QFdE4PO/rNtaNyBvTKeuaOo65xR",
-	"segzkOkK/VVza4frp+B7qdbBhhWza5BjZ3t3r+Le3yOX8l1ka8pAWIjtEiHJrOvNwZi6D7VWsIVk7/ut",
-	"4oO1HVOhAy/Mg+jj+PUFW2gGDXS5yJqxeBbnm90+cDbkG1fj2HWzGXmCDmUSychnBIyyZMApv2RiQD6h",
-	"q3coRkeRpXmGiXDR/4UtRgGEPhrFWeTjCArxzpa6guaOOo0rJqnS7G6grGjB6e5ub/cO8tcu2MJ7mLHM",
-	"j7cAQCx0vRJ8kopVZrZcGpQzYfrhTGomYCJQujGSExejiaYTRrpJXl8oJ1ao3OR3d2lPNiDvxYLow+H1",
-	"7k5/OLz+gX35t0oef59lK05S8TvVcISegdUCsEUUOJpSlEEVki0dgWfbd65C1wB76qd7VJIfI3DuKTIQ",
-	"ujZB07QGPVyqpo7WrdynXdG2r259VWmzLo1E+HciGd+vwHGIjU+9NcD36I7tUZcrMWCFfZfJ2Hs4yaNd",
-	"rz5JRatXIkeyrbxv/gNBVVtBClvzp/dlVs/GL7Dhm+qk4vu8QwgGhn94XsuiAzKR0KYt15RBaX8MGf0T",
-	"VI/69qRWfeEYj5Gur99B1sYPI4Og9KaRWb+su2Q0W5gRW1tmdAS/71uIRlmLOEpOUvHmEhpP+AcsqCNC",
-	"Sd5X7ICMeDQC52AZs1NNtEVXETJn4CNdzcCf7YrDaPKOatOHKfpHr4mRQ6GYTuesh9XitVGMzgkTkS4G",
-	"Xaf2WtFwBjC6voWxu03kcChCOYda98DOucZqzq6X7zOi7RFA9fpEyWu7UKD7YSw1pq5XKUanAInfjzpb",
-	"37JWU1peSafZ3AgB7VbgFPq4LRt2XTkUmBbtNtWJ9XvVrmLXthLKPVq1tnxOeiavtCtHy2FIegXcdGIP",
-	"ArJ3Ddv3qclkLhUjVzyOoTIQ6cI4p5AADAhvFcZQCsFCw8UUqs58r9LHKRTj6XuEFEY78w/sMjZoxMzq",
-	"P7G8AeRs66v952YLmz2yh5M+2h+1tKvFyPMaygBjLWPXhdI3NeTGRZiOqhp1jgbkUCyGwpStlxhI6olW",
-	"Tie9ZuFd13mvGnuLoKOhSmNGuuNF1qYY+n25nl6YxX7JDrK2i1DIycM8mHNxAp3DpCL5t+5MlB71SnWy",
-	"KXGUE5qYefMFkmJfXyEoeACgSSiMcPS6F2A5KxmzwHXjcFQYIzIYGq4tk7O3XUVYVyAHO4dvVEWAsRko",
-	"s2d3T9Kjbzf62q20UYi8d0XMQ5Ht1kHG+5aVF8WnM5+UxB9TkB4NIPVSKF4iQjM6VqJuG/GczVlBLKf1",
-	"EuhJbt0msZyiTDaSk4lmZjQgo//Vd20A+x/Ytel/xB98OBs+Z8kuofoC4vEFuzbO6j5CzevfjUrZqJQZ",
-	"4IQhTVJheIx0yzUZ9vJPkBEwO6KbKZMqITXAKMpjyB2oKndvSdY7u/QWk/pOf0w1eCBxfpSZy+3pnY/E",
-	"PVLnCHM/l43oGzniSg2JuYjYdd1c0NS4cqLt6omqBsFNrfYpbhfazXJhnu8V+/FvMAfiQPUcro+8G2os",
-	"ZcyoWF8qv00TxHdySsYLg4JeweCd4/k7Oe2/kvOkuqWNxeW8T+8SzubluGAOCELLQ+Iq9JB8yUGn8qZV",
-	"dBjHi1ByQsFkQpo84rKb3Q4EFk8BxPxqn7Q/4pVjvfledYJXcj7mAoJqI5maLW0ipsAGLV0T9+J9/8Pp",
-	"BP66leN0dC6nVQfpbBazcQvFQzHfKPpR73jUO26td5wAGj2qHY9qx6PaceviRQxbhVdrHRg7CJ8mlMcb",
-	"utrqGYPF9CiNW7L7TrOn7vGy+Umaau97cB/Lh95lxf0MCQodDQrtnrPDf4g4sqpQK48Z98Rc/PC/TyH1",
-	"bHH/ZCi/Oe/4U1UfL8RsuwPECDNXtBU7JkwIzUNqfJx/N1RY3XFLKmJVO3VJlwh+85Vs93lm72999R/X",
-	"KEFeuoZt9W1eP9YQv8sa4v6YDhBzfEt0FoHQLqQhRqb2mc3RpL4iTv2Bbz+Svz9bwfBsJws6SsLCICsU",
-	"Ag7pAA24UFKLhUyslqh/AHFgDSuBA6LV41pF6bbGNLyY8Pj+o72WwKyTcl46eB5IzvHT/U5x2P+0As+f",
-	"KPwXzeIYFs8KlEOmcYQJaJ79cEE+w+eAMBH1AjCtxzRJQIWNY3l1G5604YWGkqV/lNt8bIF5oKv8QaLC",
-	"8nhf//wcGvCmdN98zTYr3zFf9uxqtrj3+2QUn06Z+qPcqDME51Ec/X6QvZhlIuQVmjcd6/BVHbGzyv1r",
-	"vlup+EMxkHME55GFPN6qDW+Vw5x6JnKXVwl7qn/jpWmx/PpM9fvLR4UZfqcm6q5PJi6yqY8mlPTEU2Wh",
-	"Ysb3sSiExLyi4Yz1X0lhlIwrcheE7MMoo/3iOJB+LSRkAUyZstJ8iG5wLP9/zTH2piFm59Gj+Sdv6w73",
-	"2KWSIFYUq8FJLPQbEcEgZmpKeanAgKMC7aVF8cGtr/Bvo7X5hF3Ki8LVby+lbp9/LKVecibbLSEUD/cA",
-	"7cUywZgW0Myx0uBmJ9kSm4nFSI5eky7YozN86tWUKTIF4l4d/9REPGG2o9eFuCcfr9Psy/6UPXWfRZql",
-	"n6bOm32S19TO4L59ndpvwZUPWQp3Vg+rWPF7vHDdr/U6FdaW4g7sRCxMFTcLQJgxo4qpw9TMOvufv1ju",
-	"j523EZ1SFXf2O1sgFbiJvmaxcgtt2BykbF/Jxokkxe8cDhefygAtfAkBE4W/feXz4nfTJC3+mXeSKHyZ",
-	"i1A3X27+fwAAAP//ESYnzl4nAQA=",
+	"H4sIAAAAAAAC/+y9iXIbN5cw+ioo3r/K5EyTWiw7sVRTufISf5p40adlfGdM3xDsBklETaADoCUx/lQ1",
+	"TzMPNk/yF84BeiF7IWVJWT5VqmKK7AYOgIOzL187oZwnUjBhdGf/a2fGaMQUfHwnQ2q4FPZzxHSoeIJ/",
+	"ds5P3hE5IWbGSKgYNSwiimmZqpANOkFHhzM2p/Y1s0hYZ7+jjeJi2rm5uQk6CVV0zoyb41WcasPUMTUz",
+	"+ye3oyf2j6Aj6Ny+G+ITnaCj2K8pVyzq7BuVsuI0/0exSWe/8/9s5WvZwl/1lpvhgx3Nzv9GRInkwjRM",
+	"ydwjt57Tz5FNeswTFnPBGiZN3CO3ntTPkU+q5C8sbFpogk/cfkp8P5vxJBV+tjLCnKSCHL0m3X8jZ2ye",
+	"SEVjciXVxSSWV+TodW9ATlKhiTZUWVwyMyXT6YycvDk9I1NmCCXn50evL787IKr4nDaK8unMkImSc8DG",
+	"bPTT1z+RC8YS+LYwlf17Qa6YYmTKL5mw6FqxMSoVt96Uk1QcvYbtOA1nLErjplPX7pFbz+bnyM7g1LCk",
+	"aULDksbJ5vT6HRNTO8Du9nbQmXPh/94Jqi60YjqRQjO4zy9pdMJ+TZk29q9QCsMEfKRJEnOkJ1uJkuOY",
+	"zf/1F43EZW1ks2/hpGX0ek/jiVRzFhGpCBeXNOaWIgEcB2TElJJKj0jMtdGE0XCWPTThLI4GnZug80qK",
+	"SczDB4X7bMY8mCR082tyxc0M8NbT1CeA8oYBnD9KNeZRxMRDA2rkBRNPNFEyZiSSTBMhDaGxvVhmxjWR",
+	"CVMwP8B5JAxTgsYPCea5YNcJC4E2MHXJFIGjJ92IGcpjTahiRIp4QWI5nbKoB5B+kOZHmYroISH9IIlO",
+	"w1l2xKRrMdeQMYulmGpiJKFCmhlTxBFphPWYLmJJozMp31E1ZQ+NA2MZLQjXJLaTK2JmVCAGMLxE54Km",
+	"ZiYV/4096Ha+51pzMQ1IKi6EvBIBUexSXiBBYNeJJXWIwJbgF2ScT58+9Q9TM2PCWOBYGZoVaodLvKQ8",
+	"puP4QXf/kEQsYSJiIlyQbkQNHVPN7PI8z+vZg0lz6A6IYkYtSEwNU+50EiVDpvVDA/+JxXHfUehxajz1",
+	"XSXNl0wtiJse6SA3mlgO5hag0ySRlvm/ZxGnZ3A+D38FnmjyCqfsWxDsxgMtDEOWWOIzY8oS6xvPVwHV",
+	"DqO5xVIp/p6yFMBOlCWZhiPr9ILuCt4Fneu+VJH9aQdACnnEokOzKmad8TnzgnlMtSH2WQ0UOejY/aem",
+	"s9+JqGF9w+dW6KidadeK6kxE9msrSRg21207Bwt7I4xa2MNyQ1Ol6KI48lMrM6RC3P3IeyiOeMnmc0F3",
+	"8EvJp/6SjSPHIATfBJ3DJFHyksav3bYVRBkaRdzuMo2PC6c2obFmwfJByvncYWNBmNrbttLUMkVpAOLU",
+	"UJPq1UM+FIS6R4iV5ixLdjIEFVFApAgZmdOIBXB5iihQhhNHQYxb4k40xyOgmpbSIzZFLCJdOtZMGHI1",
+	"g18YscgkU0MibllqA1Z9dxNk0x5FqxMfvcZpqcmpde1g3xcGO5FI0ZaGM05cAUh5toLGYV/cBMUjrL+L",
+	"2/mDJxnSZS+MpYwZFcuYHzEagZq3AuwnC+NIijPczJEDVgeET4iQwHojHpExm0jFNr/Re8u0Y7PXdzzt",
+	"0c4kwEQ6t5fMHUEEWsUvIH0VLtfqQM9vgs7cMqFp5SbYo58x4tVhQvWFJv6YdePJWQiz/asAMYOwEb5n",
+	"lojImFVcvUwMBqzSiKhzunBHBcqkJ2dLN72eallKazc/+piamin99VrB3gok29ldpoK4mEp6ZwybJxWz",
+	"fhSMWNlBTggFIrNKPQrsahXin9IxU4IZpol7jtDilxQnJooKIgXpWkIVyykK6FbqZQHRjJGYiwvda6UC",
+	"IEU0XlaLdOyam1cyYoUHuTBsCgyidPwTLrie3e6e2GsGYNdzjQrkKG/hO/s+oWN76FX7FqDyQDVclROL",
+	"gFTPxpIqEHjtl6cJVRfk/Cgg4wWxun9hEx0CLNOyWE7PVVx9oG7iJ3BMfuIpNeyKLlDX0pa+dmMZ0pio",
+	"VNht8m/pdqbQQBAWhBLHtDO8cQKX/3rBTGCBsmjk8U0xKyja7wLCBtMBQOzNLeqJJkMrTuLfVh7eJ4mM",
+	"yPU+2d7a2SZCRgyxMZOn98nONjkSOp1MeMgt/xOXPOJ0EMr51jRJB8POAQljRq2ukbFGD7FOw5CxqIWA",
+	"WQom0vm4JAZWIClQOjzFtvuHj3luniHQaJhubz8NL7iI4BPbwi8squiEhmzlW/xi1Mo7nXXuNnfnKb6O",
+	"alij1cuw5BQeXCZ2bvf8OFVU7xUVIYsLst2SWHRLwBWjTs9oZFBOVmsR9FeJOI5efD+woDYsML2l/Jov",
+	"pCC+7qwrvr7K+cISw6AJDblZrGmwf+Uft1IWOhnWRqllglpBcGM6ZvFmNHplqVbFOmVMtKliV1JdAMkB",
+	"nczvg6NQB8RJ05ZmxvD8hCtt1hTwbrxltwJgKaolzbMMJgeDJVjczLjINcddMucitQSky01GTFFBf7pN",
+	"SiTdSyF2j6i+yPTbCkmG6gvyq/0dnUd41E+0ByeRcVxBIm+CTppEm6HAMl2g8JA79iKgRfQqzpPt35d6",
+	"LH9VwOnV1ZaPu3LBfv/3wYwWUmM5zVB4s6C2KGS5mmI0WgSkwK88ixKW2VBgiRPFGKETw9RQmNy0rD0e",
+	"JjLSZCxTEREj7TfzwVCsCnZJ+p7HMW9Vyk8ckIdzmQrYlWmSfrBQVW/H2+NzwsUlE0aqBYAPson9twvr",
+	"s7KLkKYXEI1I6USX/aGAJdoBqLeiePWISIGrWMuQ8Pb43ELYJI8/w4U00obNtqW8FWWpwa7Rng2c5pNl",
+	"kSJRMkpDQwBtSXfkzJsjuK5WOpSC9Zolu5ugc2HxvOFW/gQX8p0V3f5efzd1Op5bVPx3OQa0G4oTuoA/",
+	"jCTdETUs5kz5p/t9mLUPl33U28dJAhDbDvHRYCjsaRoQJucBoDIlV5QbK9NZrYPombzS+CqYOSxjGpBD",
+	"IJj7Q+EGeqKJvBJl9ECcaFFC51ItXi7Mbc5UVOP5CeCxXcnqVQ3tuyX1rUKyW7FhASoGhVtZBtxD0kCk",
+	"3rWyugKff/406CRWSlR2Of9/t/v5sP9ftP/bdv/Fl8/97PPPgy//0vuh8Fvvh//TyoY7CAmZU2M3x6J+",
+	"EtOQzS370yxmoZFKD8hPbIGE7ZLGKdNkIuNYXg1FQarFC6EXwtDrfULJBQO/hFUnE1whef3htK/TcSTn",
+	"lAuSKDbh10Nhhx1tjQKLc4JQoC+g5hoyl9qQ509JzOzydUAiPuVGB2TUHwVk9LP932A0FF0aJzMq0jlT",
+	"PLQvjqWZESYi3TsgFIG2wFhBG2gaKmuohQFazul18QCe7zUcHq+SUd3l1GsbUL1Utkz3aiymjfj0wckb",
+	"BTT5TPu/ffmMqND/8nU7eL57U4kPr4DVuriB24mnS5Jdm4yay0ebRDKsiA6V+wGL2UDOLt+GN9c0NPHC",
+	"0nCLgSNv8hoB7o981MJo1fYyTdJjxaWqlDz8L8j1ubZa8hMN1NHSVE34EqkMCsLfUCgqppnk6nyP7vVE",
+	"xjxcePPvfvmJoYjYhKax6Q3IaxbGVFHDL3NDngbHq70gb2Vu3dPM6KHwS9WDk1R8hIXowdvjc7+UEjH3",
+	"RPMm6HCRVNnMDsWC/Pvpxw94FQOSUK2Zl3ns9FlAiLMZwDgDIMNT2Xfz/GJ5zQm9eu9MEz52qYLq+9Ab",
+	"kgc3HRC3HZpMeIxyPfhz9Sq7tiP76J+NgnyCziVTujJEKwPJPXFAti0pcrrGnFGBNhzBrhgqG3Mu+Dyd",
+	"d/a3q7bab1m9s8ASODjx4gYrNuWWZiC1p046GCAN3CDOpPb2nckLdks9F/3C+kj8Taaq4lTf8QmzusUB",
+	"ERKdyAu06+AmukXgnn3/3XO3CPx7p2oPPSEqk6yWpaMxuuqaw8VDezSaqljELQO153zJ2RVgob3lovjQ",
+	"nEaMyNRoHqGgd3h8RLpjKY02iiYgTXq7OQ7YCTo43KrZvEbLAojrKWYEh7bK1TQLFauxaI0ZVVYIhUcG",
+	"5HRmJT4I5QDCZcmci0OqVB+Nn7HpciFYy2vCVwMPXdWyfLxfBaNOlXKOpCr90DBtlevLzENXLxii8yhm",
+	"xvlNGzwAezdBh136iM615AO/gjf2tSbtaMfCMWNxVCX7OnWzaBueydgqnSykqbaCsNV4Yx5Swp1SS7po",
+	"mKUx60+UnPd/Y0oSzaeCxj2w6oIa7RXl5k3aeV5rD1nyuMgxWK2jjXfoo3+xaZPAe+6CK9sMgr+m0qwd",
+	"Ufp3eBgwFLZx/RM+cVh24l9sgP87mACf3xyH/ExNMzxHuhY7R91aw7rHIaqCxmzd907hYftWwsK1X7LP",
+	"ojV6HNeozX6HyNVMauYRW6M7hHS394mwot2CmV6bzhd0jIviOT9qRphn9llFJxMebnz0nxifzhpv9/f5",
+	"6O+dp6y8bnet+zThgV9xH6L+LNdJlLxetDoIrriIUJBY5yTOEJxP+NIycc4jmB3r8QQ3Ozp37kWELtye",
+	"fDMLJCGjngWK20T2kattGiXS5D8tiE3en2WppA9MxzBoKUiXkoJS1hsMxcc5N8bFvVn9E6X0klsuIHzA",
+	"0B82p+GMCy/uD4U7XnDzhS5ImylnJSxYBar0vSoLwBLRXUcTK8fO3+bWVsskME7TKSLruxN3EBjduIha",
+	"uVDB7dnoUPa42+wVfLq8dGrvAQCST9W0BdXGhozGbMQFTtP5nFbEay3DiIM2QeXtDcsBka8/nKId6IBw",
+	"A9YVXbolT/SqHxS0rybDxd52teFihf2vinqK6tk7KZOygFZD70H2aTvOMpuvf3J3bRSxmOksrIDcgvA5",
+	"nTKMZAmpENKQMSNJGscQHr0v0jgOKnzyGbeLJNh0wevrZbncyZ65LRvCbVY8nW4hJTKN+9WEJn/3clQF",
+	"OUXR4Ykm4YyFF4ROKRfaVJg4QBgjM0YjJeXcqnsYkLJEelci4NwoZEa1FXIL1hKIZumt2nAm3OgWOX5N",
+	"ArHiK4ah17vxJwWsWUbnzXyuy6oKnzqNvJkjrBnsYE9wTMOLj5O2q1UXD+AAKnr7GjfGTbix7zzfzyZj",
+	"QB3Ot4Hk5OUlFhVWu7mXSM6E8phFb52o0ugaWSOW4dkSzVm9dSEVEY8gbyVoOV5t2pAcQ0MUNWy62DRy",
+	"IqMn2QB+xsDvXdO+n3ptY8UOvRTyWbO4de7wU3jOKB7qc/TxNdOGvfUOaWUzPNBBHlCyDpk4dUJYRbAm",
+	"FTltdIFgVERkJq9Il4sJU0yEbFAcaJ/Yi8VENBQjo7iRYmTF1dFlHM9HAZnLiMUB8qWAUDXVAWHiMshy",
+	"ZXSmeehgKGhqpNUHIf3DEXo0QcsIcwQ5WNmdPwkQMiJUE2r1tpgdoK8cEsEQdDNjXOXmW6oY4YJEMtRb",
+	"NOGDeVQyRxdcro2242W56K4JbqvVY2dNm8RujQDt323Ck7Ky1sSLc+qQx6/rLPOzFF3IRehc0qjbOdew",
+	"SwKdM6pTu4YDFwdhNGZ9WbWUwYHG1EDajB1Rk1/SaMpW+TFmoqzC/Oz6mlChr5hC7MgEHwyJ5xGmfsAT",
+	"pZgdLszzvVa9f6LkfPMDB/vSixfvcGHvK8A+TxKmXLBHlhGC2zBOwwtmwDLHxRR+evHCzEjCVMiE4THL",
+	"YpJ8mIE/oHJQkkxRwXZgZqx2iUfgq6VFtu/N0w1E2nqCD7tbgCHwx1yFxD9aEvDGhxKXsaOWhoNXqCrl",
+	"+VMmOvp8Jq5dJOoI/HCfd78MMKdLfxSft78gEfw1ZWoxSOiUnfLfqqItVywgmN7bRMXfHp+7wIWVdXma",
+	"2ko5UlGWVyu1kJWDcIP712uA++BMTStOzvcQ6PCev1zdXvzJorYUGFrUxZiApQgajJXobXgzn2IMkM8v",
+	"Wz5ZGbM+iPguPKd6avdrL79NXluAmCc5mViaIiTyIbuG5ujg3UJg0pIunMeOFQYj3TJAa1gh7fBH4lzX",
+	"rRrHnbEYgzdkpH0wT54RLK9cQL/9YJmni3sBB6D3ObfAYgnHnK+fH/b+6O1pzEOm22zOa3HJZd28Qv4C",
+	"Qynlm7hYLJaf2VfaLO9pMSx99SBeSRVJ0ZYG8qKGi7twovyg/XKX5625q8eg1VZIL3ImVbu+56SqYvRC",
+	"M0ZCqMw6D0NEFxfrPfxsU//M+sf89vg8c9I0nvKGAa1LyHdFleBiWkEM3lgWQ50lg47lJUPByFTalTXS",
+	"odulLoE1H50K+WurYsDTequ929zidjQi3pGP+NgoH9OjZqUHXXsmgs+RmIkIi0Rg/n0qUs0it5/e8NOH",
+	"7XTY7N7stSanbYT9TzfB/mebYP/e/WD18xI2lPf6R8pVX88sO8BHsp2Uimy7eJSd4g6uotFuZRhIBtlm",
+	"SDGWSskrLqbv+JxXAPw3eUUmVLkLJOScCxqXTH1zuiA4CtafgeQjRKFuf2ffMvbYju3Z/z7Z7rW7+GNM",
+	"VG6Aap5a1MSwcIebRfAcCAXoABoax/jS+uDsQZgrjFyhX1iBjkxTqqgwLI+ucrvTPDLaq3PJc9myX5St",
+	"qCa8IDU1SVoBRDiR90dvC3U1Co/O+bSP+UyJkhMeu5SmtntbL9X63akhWbWqvpfi1r16Vg5d158CY9cA",
+	"VBxn1YqYC5F1xy3tQUjtAprbRbjKMNW1uctTiPCrFEYRnFY5tBnCPAZ8TQ3DZ8QvErahPrHbEjHuiqaV",
+	"48WBMVsNnZvMEdPmVKq7U8UbJVXpitwa+7PT9WsLSjjkD68SF+WnQjxhY3zvWg7lRq5byklqtKF9g0y2",
+	"VyNvF/OMWmScbE+q3bBZkOz6lCPf5TaqkQ9eBdrfGI3RxrEkWc1YePGNSXQ6K3Phow7lRXugoXurCthc",
+	"F2wjcc33tYb0vLw1vXmKSodlPBXUpnAjnZloiXPtTAc729PxZtfVz7f+1czV1JXtY5NJm8Jk13jBFq13",
+	"EiKzNzND22EDD0MV5MeFGOo7M61DOj/Eaf5HHmrdfMZrxR+uq31+A0l61hosVV5YXSJk015Xk6os5n9t",
+	"UpWdXRuhyoduAqs9RWWnNkXFj1Ht8zokUUVyA+lqlteZ1Fs6YWFvQF5Z+oiWLwiMSFg4FAlVmqmiP0oq",
+	"oijomlBQDZ7mmuDeBERL9DVA8u1Q5ObkPHuXGiz7UyqZRbp7u7u9qhTP+iI0L2UqIgyjQUOiSoUjR8PO",
+	"7mzYGawmVxdQfqn8jkCEBb5wgNoJNTSW05Rh4hXPhPvzk3eDphQLK7pGhfyKffL5qx0iAHEs8Kr4D/ZT",
+	"9t4PN18GyGNYUpOU+vrwbT7UBRcRjOCs8j8Edv1Hkx8CsN3+EJCJVG9oOLM/MKM40z8EvjzLDwEJpTCU",
+	"C6bIP4iiC/IPoqEMxz9I5gkl/8iqNwFwNxs7Ej1+FujRnVG753my/ctmIv5dKcajvK96RnefPd9HVWvG",
+	"rlHNyioGUyEFD2lMXGBmY4hBMTHmTgjqOvGEJRJQzrLZIPouJ7eF2r6XGbF1q18zLsVXpVvVH358RV7s",
+	"PfsuczO5WpeDiltvf6iUynLn51rUuuApW6HXVrbQhoqwNmoaa5VhUb8K+psLhKsZNIabmDXIlauFqo8I",
+	"j5gwfLLwvk6/T/YNpNsF136v3eEGv3pQgiZJ9DhHybuNrbpbDalacWlFR/uxhv07w+r63N9tVCvz9wM3",
+	"gLQO668L8iyUGVzVHSKMrL5l5bRNTT55pnmTuXWd0CKo7ZQZHzY3w2Ayi9S8uhb8CRUXpFg5xNeII11X",
+	"dBHStFpsjd8BBa9LaX0DQr8VuLp0yqIe8Y8SbsgV1URRceGKmDTP8/3aQTDF+KrV8FeYlxu9T8D4HBBf",
+	"CSQgH6RVoX6EzPEPVmbDjydMM3UJwlBAjhVj8wQ/H2Ex1Na0CZWKNSLkWNIaB4iFHG6Fys9cJmgsaUUC",
+	"GDJ8lYpS7SgLE37x2X1jcRC/+ZL5xidSkVK9Y/2E+Jn0Zjpvvr6g3hp64jxhLn3iTlLRlzSFzL+BhQAu",
+	"GEtQstZGKhYVBdWlhNiaRPa8ZtEaqf6u6sOaWRfLXRLWyn9fqoqxQjInirHmYIU5F6kmy7VqMGopkZG+",
+	"hZnVSFPlryjMuuGgO6sJoXaGAJdXvS9GLb6h/JZO5+xHFxdWXsUpJPAbadUSjGLH5H3UDc3MUttIXglt",
+	"FKNzJ3HPS87d5bzrFSyb0+sjfLj4e86QK5a7lFlYEWV011kMa+QMfGkA9VPmpqwP325Jolh2e68XEJWB",
+	"6d6vBNLle2fVS6M5t6+0Z2NDB45vFzeblUAr4UfVNdV82cuW9hhQ3rLTqNw1sel1iwSepMLVCCwqFWu8",
+	"kepbVRxr0hMbKyis9kTxLqZmTYRHhbDcwgR+f+orm+FJVSJfKrJEuDKUr6mhUOdBkNPTN2SkUjEikChJ",
+	"utnGZRGjYHKpSHsJoTZhKzsqlWisr/B6m1qt34J3KhVH1biv2a/rRLjeoj7mbdB9bURsRjBcbguO2ZXX",
+	"YNLR62VNrFBMKvs4+HkfUu92n+1Vq2UZyVj1SGRVDioOJJ5U6zkNmdYroqQdJEsHrllltRIs2LU5plOW",
+	"1bqolg4LilNCp9XFK1S6QRa+5QBtejQMWLOaU49rnv0cv/nw+ujD207QOTn/8AE/nZ6/evXmzes3rztB",
+	"58fDo3fw4dXhh1dv3r3DJ9wf8MPZm5P3Rx8Oz968ruNZdbXuzzI7NCZng9AIiIcVZ1Qq7pvELGvS31Ib",
+	"+kWTgds1/IkvWZT7FXKDd3OVv90lqrZEuqtcFktFoasVyvV1ZZ3GFUwDyjDhj3U1ggYrtUugbwlm+lXs",
+	"UerqvUjBvBGedI8/np6R//3v/9mCd3tBVvGfa4sm9stmJfK7euq+bEB26a1V/QvOCumv6LTJe5phJS4M",
+	"jQbnRyoipsiWf157qGk+RNRiF4B6J471LPteLO/XTBf0AxLOisW9UCbCnF3L0ZGXuxYOGyhI331b0efv",
+	"byfPOY/OWjTRl4tOdWtpm9qCWpV3yD3dHkdXH67rDPtL+UTupKBqWGpCOfdBAZRgGidUGhdpYg+zOsv9",
+	"Fpa+Z3cipjYmd68rUfgjruJSvuddXSasrmxAWOgbKMmEqpasVHtqITXhLE3ydLZmG+83mPV3vl/b87YD",
+	"DUoU4ujmh/wci0OhiXvz1+1l/4WbtvrlL9aNg7Bi0smyfLOeVFyLxpDoIVvSnOG2y0umYpqs22Txo3u8",
+	"xMarTTvYVrGWYYNrk6a6rWXMCmP/Zm6NCS4hE6vbvs4WRFXy5TIj1Rc8SVj0Md/dZTMWVUYT91hWHQy9",
+	"c+ySyxR55RW1l5bHse/00HJnn7lWKv8lWzbr+3WdunutMTSVvl2PV9khBxlpWtmdwh0onUwT5XtJw4sJ",
+	"j+NbFj4U0Ua6p7pt0XV8N4AJm5ZzuwJKy8R5NVQ+hgxgV5tkzqEK6NWMx4VGsRbFCk3zIG4eUW5Gk4QJ",
+	"0vVJHjtkwagKslef6ANCDYmZ1d12ttHYUWr4FbQ1j1JVgsYrJQVh14likCmnSXe0TXbJv9j/RgEZ/b8R",
+	"5fECPqFUtzMb9QJwwTnUv629d2e7uSp6xjaWRU1jVbNYE6pJlGIPUAv2i21twXwO8OVbpevg27s9eM9L",
+	"bGk5ZEtREck5iVhMFyRNMFeB58ASGkWYwgB5P4Avm5zm92t6WcrNenMm1eL6WeYH9821KpUu/aSgjAbF",
+	"UgqFYjqOAj7RJOYXDBX0J82q6966nHDnG8rkFpnCEvIefjiEi0N+kyKPUVq5g54KnJ+96q1661q6G9Uq",
+	"FWezVWXC6WqW/6Wa5YWEsxx+bexlAmHRuw7rK800BSgtc7AmEn0XpcEyuf32NcFKN6ipJphVsX3ET6ZO",
+	"uzrXECCZ5yndpo55BofcmG+teekrXW3LV7qmJIvjeBCajvyuuA1PdFnK4k7IGgonZe2DZAb9vHxN74CM",
+	"08mEKSxWrgiN44CgoQ06jjE154Ia5hqPuL5cUrDAPS2v7P8xGNVbFu0snaCDI38EEQo/H8ZxJ3B2vI9m",
+	"BmicTeG/gEHtk18azieqdIg1mPH9exua59W39KbxSnFx8uKolRch64DVYqo9eXN28p8NVtvTn46Oj4v2",
+	"W/f51d/gw6fDo7OjD29//vHjyc9vj8+Xvjk8Pj75+B+H76rPILe6VDYYhL6C5NDH1GJZl5AqsOhZPGPC",
+	"qAVJmCKWIFgJZwSUYTQUXUu7It/FrBBi4iJMXHjJqHdAfCkCNBtrSH/jGmsFVjbA8fG5beRsqVHrTdDx",
+	"/e7Wpoi+AWObvt5qmv7+Gy3TVryzEFezKH9CcAy+rQCczmBFqN2QJaxnmbtNQc2KrPirmQvEt5gGyiWq",
+	"Yq2xV2vlmcnUJKmpMe27Tr3uGdKl2KEAL3RvcIf21L07aKKHgoGrHFrfSa+mjvs32MFAzcC6/FVd1Q6X",
+	"Gw9DM1bBoNU/vrZ5Y9znNRENS8e7aVpPJeQTyw0LJflbHTC++H+jYdw+UxkcUKzH3xbSC4fZ4LH9GbNm",
+	"any05+err273X9D+5MvX72/62ee9NT7vVApd4OkIU8XNwnL3ucvjh74Ah2lVCaZDkWXpHR4fOWTpjqiJ",
+	"f/7f//6fEdw62ENQOWCgfNqZMQn2gOdiIissym9Oz7IaZXKSNbUiVJD374hU4YxBvUEr0icxNRYpXanw",
+	"vCeKSsVQUE1WbOt6MBRD8QZVAZmazF10uUMEY5EmI7toqfhvMMU+eYkdEpABwlp9x06CwwAXGQpsk7SS",
+	"NtAd1bXOH/UG5GPCvF5vOfSCUDEUo+u+6/rVtxg2IuzaMKEBGlBWQN+HBtw0u6oW9C5eAZcXgnFN7q+h",
+	"wOim3oC4gO6+DmUC2jn0sICeD5oxV6bPcnZ36fYJFQsMIoUsKajS4Eu37W3vBYS5jjtQ/c8/gX4Xn8XJ",
+	"rrk2KBXEPGQCU0Dx7ncOExrOWH93sF1IRugUcKxgBNzv7Ay28UGZMEET3tnvPB1sD56iyjED9N2aQWrt",
+	"b1AVAHtfSL/VVkTtvGXmb+4R8LJCiwt4dXd7G6ubCOPidYoH+IsLXUYa0UZBXIIvoPty3CS/ZIPS7evs",
+	"f/4SdLSvI9B5xy+ZYFofEBpf0YUmu9vbBbUjUTJkWvvikH87OzsGqkenGpSAhbZyxxc7w5Yrgdm0G+/d",
+	"I627Ydi12Upiypf2YZmsrCz5WMk5MzOWamLHsIzFRb8TZCzN21F43S2ndrkOMQb+sOrW/DFhArHrmzBg",
+	"ieSvrtwKKm4uEskwnUObm6bFnoEZzT0K3TqsWFO7YCg11YjsJ/jE74LrSCYx+w8qJSLxsPLhTdB5tv20",
+	"bugM1q3z3JTcuG92mRwvDSbRYz0hauiYaqxa6VlC7WZe7mwVC2xMq1rnvPJVnqhiBOrvRISLiaLaqDQ0",
+	"KTRal0A4waLnyPScLkjM0agH4cPlc3rHtXmVV3+4t6Mq9sCrOC8PQqHH+U3Q2dveWeucHPfETi7PEOrm",
+	"l8DQLWiMJ1ugf9CfZrWyFkReIJsq9bDJesIWj7bYea/MVzv7PuIXE3GqpMvVdp0VHTl9K4kPh+/fjHoZ",
+	"yBp7P/hfudEsnmQBNKCJ6AMXc+PRgHANJX6pQHF2KPLRrOpOZ4xGvkqRA0AqaPcGX2EqQ2DZRDgbioo2",
+	"kNglckAOfb8t0vWpFD0yKix/hM1I3UMjHHkE6RbFbAvsJXngH9gnX29G2K7dWQLIUoNiDi3tFL9kERZ4",
+	"ghpEdM7yre1ffK/7Kx3SexZolDp2t3cyZaWww5oIdgWXHFkl7rRVSGmMTZFydEJZpHz/lpJX8gqnLyUW",
+	"LryT21eTInNT1jSMStnN/dOAatlkebMOiItyBkqwi5TgvsE4yc+qE3Qs4juK/E7iVHVju0e3sudg8L11",
+	"SNFLGhVCF29F8vbW4Wc/SjXmUcTA57+3s8Ybx3QRSxqdSfmOKsxY39t5tg54Ok2QPr5nEadQe/UbKbM/",
+	"GUKLMVLuGoJlGtEFSFLhUF3VaEsn1ibRmKWxzJi3vrpPN0i0Y2YqjFMf2JXrzamNTMiYcTHF1rgRsbTW",
+	"DAhm/njyAKTOSEs1LJ3LLPcDcpi1awYnthW6vRvEk5+cUnOD3ruh8DRIMaT3IBUAMHkDe9eXvoIevYZ1",
+	"FalRiRjsVVW9mstLd03/wAiPoDe/8UGaH2Uqom9HVrslhGbnlDEdPDC12BQXg1opu/aoHoRun+XI+MAI",
+	"8IDH+VGwnNJkdVm85Of69jPIeC3ISBDXHHOM4dhUNMzc8539z9VQ54/48zmmVhf6Uku2tn71ldMq9YtD",
+	"pyH5Eje5GJo36s/CRbs0t3NBnfMDImSprXdI47g3IG8EhnXLyVJOsFNj5JXwiUbgcOQK69SAXd/urLft",
+	"pCJmWhdMxWj8gvvxRFeRsvxy+Kpt93ZDDv0O4Uw1FwWFUd8GM2Ihjx6cbt7vtbmtal0wQhQRr9TbGrcv",
+	"cNdtgfE9Pq8cU/iLN22apPd/yXwpiEribJXJt8fn96pWF0qTViDdx5Ln1e4mVkqxW/j+6C1xJeV6v4+y",
+	"beHh4pIJI9UCqA6Uf7IPWGHp0nVKrFDHNzlnd1LFQia1p+XLSN/niRXLrVRbLAGEP4IhxO/ZUutpzRgG",
+	"jWAT9Nx6XzyWYn2XNWwg5bPAINLjLD73PlTi0hwbKcQ7d40LlQYxdPD91dXQ7Rftb7ySYhJz9Gz+6fRW",
+	"PMeCjwpytAwTVBisjkFdT5O1bk5ZNfWPbn11n26a7PHF+3S/xK1OAMoi9f5amsKmNG8jucNtaVnuWD34",
+	"Ld+5rZnDvcmeukcsKPWgrUGFDNxlRvfPakC4E9E574CaV6nMdpp0wQyR6W2XXPMxj7kp058cke4Pjeuc",
+	"H2eutKpV7qo6/O27iGof6RDKOdPQg9DXTR2K7t7uri+lY1UEaAf4BOuo9gbEysRRqiBDZDUNMmFqKLIm",
+	"iLl3wH+1lTUdsKspFccqug2sNAQ2OW/4EUSKwVB8slCNnBg7Cqo7gUMUQ0Xb8C43eiicdWGeamjvmya9",
+	"g6xSBzdBVoag2CZ8H+wSvpzOUFjV2/nyUTW3b7hOjk80YWIKncRFsXmfbySeQdDFLo/Q6gx7P0JYgBoR",
+	"qBoZx5AqzRTGDee2xyd6KEb9PgzWx6lGvSr9HVmnJyb3JAYuNX5/YAEwW1y9BHhAfKkhsgOFgmUcQ0B2",
+	"av7ywuGGFPfPIU3u7e6u87K7n0joH56beLlVVHASSxly27a73CWCU0Jai7Ha4+t6XMbVx7pZQ9zZ+uo/",
+	"LvllqvwaJWJSutO7VWUCYgYuJBfBe1Am1xHXNEnA6QwFuyE4fZzbNqeQvvco03wLFuKplfediqhYI48j",
+	"49wct+pdKvVYsv0glL8oH0MglvcqgIiiGQPRQsirR/T6NvQ6zBteQ+tiJFk6IDFdyNRkTagDUmhNnVfF",
+	"dZgojH5g+TlofdyjVy5vp5WxRiBss19TGvuuXy4t0W/GE+0KmEBM7Qwc01aEtkLqUPifIJI36+Rd2i2p",
+	"sj7RmhnDxVSTOb1gmtChyLgEXCQIaENn+QGEHoEk7Oe4QrHYtWyGaOuuk1nX6TTe87PmrAmCjdBJbr92",
+	"UPpQL9ibJ5r4TvMD8gkCYfMnLd0JhkKn4czyQ6zzAlWK9rZf7FsJey4N5tiNpTKgD9T53c8heuGBhF0s",
+	"hv+wwT/rEjxCJ8ZZ/jGi469G5B6l1Lsj4KdQH5pQCMKz9/Ugv4hyskoyKmmAE1C5eQgZdQtIAabXPCj9",
+	"r3S0HFpg/kjiTuH2h3I+pyL6p7/+D32nTmSM7Uc9m+OQljNVTDtTm8BKf/d6TRzz/KNclGME5/GqPF6V",
+	"Ivu54EnxqlhhOVWKCUOgDgrEuXsxkJJxnLL+VDEmsGoDu+odQA1AKydPrdztS2TZK2iv2r1fMzuTneiP",
+	"cs9OHDwPJAj76f4EwrA/Kd9e4VEsfhSL6+jSewoVm6xQnAm6oNZSQRhVkEpUUPDBCOAF4XuQg6dJ2k+g",
+	"53+7hfbt8fkxPvoYe/4tseem5A2GntGwraTLDTokZ1QTIeGnX1NpaG+dqLrWcPSG87vTqEc3SV2gCfz6",
+	"iBZ10QHlwFqPGYAGOiChnEllAoKNTQLfoosz3bvPCNuVEIEqk+Wbkv+/qnFqi///cChgnYSO7T0BE0FN",
+	"mCm2bQeLXhiyxLDIjUuHwlWB9u3S/P7v5y/P6YJMlbwC9/e4NEFMDVODofho4aVikQWHzbCcAZxHsHRK",
+	"kE8AVUeylq5D4VztrheZpeH2JUxAkpM82N5HCEjBQOIMiKbQRlHLKmvkcbp0ke9eBMvGPxL2oB9YAGul",
+	"IC7V1B8FHLuv/E34xJ7aX04C+8sKVGWljRnSVQzcDL0KPrlMFzdgi/UiUKmNdn38efbUfcZoFvt9V0Wg",
+	"ZxVtXGBQOWrzDx6CWewp/uAxmNnsW1/9x+aI3Lzg9L0fd62o5GuWWuYBDS3YFdMmK2Eq0vn4r5fc94D4",
+	"0m4b8Ud0K/zacgel792EswRmUwznWEYLK7CYIoKhmqldtTxF/vPw/TvSpYbMpTZk99lz8hN/2RuQIwMF",
+	"G6C5fkS0URwrPeVd9ll0sBQIWtdBfyiWWuiTT77gXLl5OTrBEeLyDXiig6EQMrsQVhyEGtMWIPBQF35R",
+	"zKRKuP61ZHd7uz6wcbn5+/2IWeX+5zdBaajr/oLO4zsa7JuGelDhb3nnKyjjEXQaD/OwiDJOuGonxRO/",
+	"8zIVa0B5CCYej35XVJPwnyRt6FG0rRJtD6OI0AwfoElXVNXrqOvQBBRKrnK8Lici1fBGetUfA4nCEvO3",
+	"MAg28rGtr+7TWqJTkXr+fuTiLC+YX6oQUOQwjyLUg8kmwWqgW1mcBZvMCEPdRtDDwj5lxQRfaXW/0AKm",
+	"zJmCAtoUSqR2P+/0X3z5vN1/8eXrdvD9zT9w9F5V+dMGEc83iKzVEV13maXdBPihEEO+gEI7m80Q3bcO",
+	"rx42a+21XuWprNPb6qmUOnmZmZLpdEagGGsWg4elHnydaizZ5crSP8m43ctFb0BKg0VcMRAa/aj2nSzb",
+	"5/T1T2RGLxkRvsNKxTLzDl7FpS63YJlzkVX+ryhzW7liT3wpdJT3Hj4rLXO7PA7Fxfgl67WAdjjBui85",
+	"dOsVrG8EaswmUrEiPOx6TXhewqu3AqgSfemUnfLfygO6Jgad/Wfb0LgDe2U8c0dR1zmjYtFnINMV+rrm",
+	"1g7XT8H3cK2DDStm1yDHzvbuXsW9v0cu5bvX1pSBsBDbJUKSWdebgzF1H2qtYAvJ3l+3ig/WdkyFDrww",
+	"D6KP49cXbKEZNO7lImvG4lmcb7L7wNmQb1yNY9fNZuQJOpRJJCOfETDKkgGn/JKJAfmErt6hGB1FluYZ",
+	"JsJF/ye2GAWugypnkY8jKMQ7W+oKmjvqNK6YpEqzu4GyogWnu7u93TvIX7tgC+9hxjI/3gIAsdD1SvBJ",
+	"KlaZ2XJpUM6E6YczqZmAiUDpxkhO3zVW0wkj3SSvL5QTK1Ru8ru7tCcbkPdiQfTh8Hp3pz8cXn/Hvvxr",
+	"JY+/z7IVJ6n4nWo4Qs/AagEY2/lSU44yqEKypSPwbPvOVegaYE/9dI9K8mMEzj1FBkLXJmia1qCHS9XU",
+	"SbuV+7Qr2vbVra8qbdalkQj/TiTjrytwHGLjU28N8D26Y3vU5UoMWGHfZTL2Hk7yaNerT1LR6pXIkWwr",
+	"79f/QFDVVpACQDxi3wMb9uMX2PBNdVLxfd4hBAPDPzyvZdEBmUho05ZryqC0P4aM/gmqR317Uqu+cIzH",
+	"SNfX7yBr44eRQVB608isX9ZdMpotzIitLTM6gt/3LUSjrEUcJSepeHMJjSf8AxbUEaEk7yt2QEY8GoFz",
+	"sIzZqSbaoqsImTPwka5m4M92xWE0eUe16cMU/aPXxMihUEync9bDavHaKEbnhIlIF4OuU3utaDgDGF3f",
+	"wtjdJnI4FKGcQ617YOdcYzVn18v3GdH2CKB6faLktV0o0P0wlhpT16sUo1OAxO9Hna1vWaspLa+k02xu",
+	"hIB2K3AKfdyWDbuuHApMi3ab6sT6vWpXsWtbCeUerVpbPic9k1falaPlMCS9Am46sQcB2buG7fvUZDKX",
+	"ipErHsdQGYh0YZxTSAAGhLcKYyiFYKHhYgpVZ/6q0scpFOPpe4QURjvzD+wyNmjEzOo/sbxh1f/F7yJu",
+	"VFkTr2B7uyMkSQMA7uNkBGZrRGKp+NQibo8olmr/JTYSHAo5caTDnk6QF7ooNW0MUMfWaRgyFmHKPNhp",
+	"/NjQsGsBN8fSPWz/GZBhB6Z0DTAsoK6/ZuS6dXVwRneVwO6jfbipa6mhmDOhDcgIqeePSs79ApG3GIlI",
+	"hsXoLeYRM/M2+EUO90GxiEckr4SjwGhqAgj1UMAwxEg5IK+rNChXMyteBBjzAXMwEdU12zBqcX9CoR++",
+	"USbceQi9yuHio4XjWwXGP5WxwVMgsCn4FrJOTPL+TyipDq3jfZ05oENXJZpy90Ih0Iatr/afmy3sysse",
+	"jm63P2qFzBYa/xrqtWPRedcu2Hef5calAoyqOiqPBuRQLIbClN1MGPHvpctcoPUmIB9jlDcVs+IOtJ5V",
+	"acxId7zI+slDY0bXfBHLjVyyg6w/LlTc8zAP5lycQItHqUj+rTsTpUe9UkMDSpyIC90mvZ0Z2YEvhBMU",
+	"XLXQzRlGOHrdC7DuoIxZ4NomOXEZQ+cYehitNmLFMpVzM99jN4NvVEXOsWszs2d3TxTd94V+7VbaSNnv",
+	"3WLmoch26yBTUpatTIpPZz57lD/mij5aquvNBXiJCM3oWIm6baQcbM4KYjmtNxWc5G5IEsspSq4jOZlo",
+	"ZkYDMvr/+q5fa/8Duzb9j/iDjzvG5yzZJVRfgCQr2LVx7tERmsj+zaiUjUopXE5r1SQVhsdIt1w3eK+o",
+	"BhkBsyO6mTL1H3K4jKI8hiSvqr4klmS9s0tv8X3u9MdUQ6gIzo/GjYOM7hciU90jdREL7ueyt3OjiIlS",
+	"53guInZdNxd0n6+caLt6oqpBcFOrgz+2C33BuTDP9zrBreZAHKieY0JjzbKhxlLGjIr1zSe36Vb7Tk7J",
+	"eGFQIy/I7Tmev5PT/is5T6p7j1lczhuqL+FsQZ20c0C0cB67XGEwypccdCpv2ioA+H05WgAmE9LkofHd",
+	"7HYgsHgKYI+pDh7yR7xyrDd/VePNKzkfcwHZD5FMzZY2EVPgLJSCud5I+X3/wxlv/HUrB1TqXE6rjqbc",
+	"LLjuy+bcRjHf0f9R73jUO26td5wAGj2qHY9qx6Pacesqc3CH6rQODPKGTxPK4w1jIuoZg8X0KI1b0rBP",
+	"s6fu8bL5SZqapHhwH+s832VrlAwJCq1nCn35s8N/iIDfqphYjxn3xFz88L9Px4tscf9kKP8XdT1k7c3y",
+	"5Bp3gM5NidW10U03ITT33HmHRDdU6JbYkopY1U5d0iWC33wl2/0Q2ftbX/3HNXpFlK5hWyGy14/NHu6y",
+	"2YM/pgPEHG6yzC4rtAtpiJGpfWZzNKkvXVZ/4NuP5O/P1tkh28mCjpKwMMgqOkHkUIAGXKh9yEImVnuJ",
+	"PIA4sIaVwAHRGhpTRem2xjS8mPD4/sNyl8Csk3JeOngeSM7x0/1OCTP/tALPnyh0As3imL/ECpRDpnGE",
+	"mcKe/XBBPsPngDAR9QIwrcc0SUCFjWN5dRuetOGFhtrSf5TbfGyBeaCr/EGiwvJ4X//8HBrwpnTffHFN",
+	"K98xX5/yara49/tkFJ9Omfqj3KgzBOdRHP3rIHsxHVDIKzRvOtbhy+9iC6z713y3UvGHYiDnCM4jC3m8",
+	"VRveKoc59UzkLq8SuBm/tchii+XXlxS5v8IBMMNGmtDOHUMQ4SKbGh5D7WU8VRYqZnzDoUJIzCsazlj/",
+	"lRRGybgiyUzIPowy2i+OA3UyhIR0rSlTVpoP0Q2OfVquOcbeNMTsPHo0//AZlNUGah/4APfY5fwhVhTL",
+	"dkqsyB4RwSBmakp5qRKMowLtNaDxwa2v8G+jtfmEXcqLwtVv73lhn3/seVFyJtstIRQP9wDtxTLBmBbQ",
+	"zLEk7GYn2RKbiVWjjl6TLtijM3zq1dSTMwXiXh3/1EQ8Ybaj14W4Jx+v0+zL/pQ9dZ/V9KWfps6bfZI3",
+	"P8jgvn1B8W/BlQ9ZrY2scGGxNcN4AQAypdcphbkUd2AnYmGquFkAwowZVUwdpmbW2f/8xXJ/DVmZiE6p",
+	"ijv7nS2QCtxEX7NYuYU2bA5Sti855kSS4ncOh4tPZYAWvoSAicLfvkVF8btpkhb/zFv+FL7MRaibLzf/",
+	"NwAA//++JNI7bi4BAA==",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

@@ -206,6 +206,11 @@ type ClientInterface interface {
 	// StreamRunEvents request
 	StreamRunEvents(ctx context.Context, project ProjectPath, run RunPath, params *StreamRunEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// RetryRunWithBody request with any body
+	RetryRunWithBody(ctx context.Context, project ProjectPath, run RunPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	RetryRun(ctx context.Context, project ProjectPath, run RunPath, body RetryRunJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ApproveStepWithBody request with any body
 	ApproveStepWithBody(ctx context.Context, project ProjectPath, run RunPath, step StepPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -757,6 +762,30 @@ func (c *Client) CancelRun(ctx context.Context, project ProjectPath, run RunPath
 
 func (c *Client) StreamRunEvents(ctx context.Context, project ProjectPath, run RunPath, params *StreamRunEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewStreamRunEventsRequest(c.Server, project, run, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+func (c *Client) RetryRunWithBody(ctx context.Context, project ProjectPath, run RunPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRetryRunRequestWithBody(c.Server, project, run, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+func (c *Client) RetryRun(ctx context.Context, project ProjectPath, run RunPath, body RetryRunJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRetryRunRequest(c.Server, project, run, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2434,6 +2463,60 @@ func NewStreamRunEventsRequest(server string, project ProjectPath, run RunPath, 
 	return req, nil
 }
 
+// NewRetryRunRequest calls the generic RetryRun builder with application/json body
+func NewRetryRunRequest(server string, project ProjectPath, run RunPath, body RetryRunJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRetryRunRequestWithBody(server, project, run, "application/json", bodyReader)
+}
+
+// NewRetryRunRequestWithBody generates requests for RetryRun with any type of body
+func NewRetryRunRequestWithBody(server string, project ProjectPath, run RunPath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "project", runtime.ParamLocationPath, project)
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithLocation("simple", false, "run", runtime.ParamLocationPath, run)
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/runs/%s/retry", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest("POST", queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewApproveStepRequest calls the generic ApproveStep builder with application/json body
 func NewApproveStepRequest(server string, project ProjectPath, run RunPath, step StepPath, body ApproveStepJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -3307,6 +3390,11 @@ type ClientWithResponsesInterface interface {
 
 	// StreamRunEventsWithResponse request
 	StreamRunEventsWithResponse(ctx context.Context, project ProjectPath, run RunPath, params *StreamRunEventsParams, reqEditors ...RequestEditorFn) (*StreamRunEventsResponse, error)
+
+	// RetryRunWithBodyWithResponse request with any body
+	RetryRunWithBodyWithResponse(ctx context.Context, project ProjectPath, run RunPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RetryRunResponse, error)
+
+	RetryRunWithResponse(ctx context.Context, project ProjectPath, run RunPath, body RetryRunJSONRequestBody, reqEditors ...RequestEditorFn) (*RetryRunResponse, error)
 
 	// ApproveStepWithBodyWithResponse request with any body
 	ApproveStepWithBodyWithResponse(ctx context.Context, project ProjectPath, run RunPath, step StepPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ApproveStepResponse, error)
@@ -4257,6 +4345,36 @@ func (r StreamRunEventsResponse) StatusCode() int {
 	return 0
 }
 
+type RetryRunResponse struct {
+	Body                      []byte
+	HTTPResponse              *http.Response
+	JSON201                   *Run
+	ApplicationproblemJSON400 *BadRequest
+	ApplicationproblemJSON401 *Unauthorized
+	ApplicationproblemJSON403 *Forbidden
+	ApplicationproblemJSON404 *NotFound
+	ApplicationproblemJSON409 *Conflict
+	ApplicationproblemJSON422 *Unprocessable
+	ApplicationproblemJSON500 *Internal
+	ApplicationproblemJSON503 *Unavailable
+}
+
+// Status returns HTTPResponse.Status
+func (r RetryRunResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RetryRunResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
 type ApproveStepResponse struct {
 	Body                      []byte
 	HTTPResponse              *http.Response
@@ -5019,6 +5137,23 @@ func (c *ClientWithResponses) StreamRunEventsWithResponse(ctx context.Context, p
 		return nil, err
 	}
 	return ParseStreamRunEventsResponse(rsp)
+}
+
+// RetryRunWithBodyWithResponse request with arbitrary body returning *RetryRunResponse
+func (c *ClientWithResponses) RetryRunWithBodyWithResponse(ctx context.Context, project ProjectPath, run RunPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RetryRunResponse, error) {
+	rsp, err := c.RetryRunWithBody(ctx, project, run, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRetryRunResponse(rsp)
+}
+
+func (c *ClientWithResponses) RetryRunWithResponse(ctx context.Context, project ProjectPath, run RunPath, body RetryRunJSONRequestBody, reqEditors ...RequestEditorFn) (*RetryRunResponse, error) {
+	rsp, err := c.RetryRun(ctx, project, run, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRetryRunResponse(rsp)
 }
 
 // ApproveStepWithBodyWithResponse request with arbitrary body returning *ApproveStepResponse
@@ -7214,6 +7349,88 @@ func ParseStreamRunEventsResponse(rsp *http.Response) (*StreamRunEventsResponse,
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRetryRunResponse parses an HTTP response from a RetryRunWithResponse call
+func ParseRetryRunResponse(rsp *http.Response) (*RetryRunResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RetryRunResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Run
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
