@@ -109,6 +109,14 @@ steps:
 	r = cli("run", "fails", "--watch")
 	assert.Equal(t, 2, r.code, "a failed run exits 2: %s", r.stderr)
 	assert.Contains(t, r.stdout, "FAILED")
+	r = cli("runs", "list", "--pipeline", "fails", "-o", "json")
+	var failed struct {
+		Runs []struct{ ID string } `json:"runs"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &failed))
+	require.Len(t, failed.Runs, 1)
+	r = cli("retry", failed.Runs[0].ID, "--watch")
+	assert.Equal(t, 2, r.code, "the retry fails the same way: %s", r.stderr)
 
 	scratch := stepScratchDir(t)
 	s.createPipeline("blocking", blockingPipeline(scratch))
@@ -127,9 +135,9 @@ steps:
 		Runs []struct{ ID string } `json:"runs"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &list))
-	assert.Len(t, list.Runs, 3)
+	assert.Len(t, list.Runs, 4)
 	r = cli("runs", "list", "--state", "failed")
-	assert.Equal(t, 2, strings.Count(r.stdout, "\n"), "a header and the failed run: %s", r.stdout)
+	assert.Equal(t, 3, strings.Count(r.stdout, "\n"), "a header and the two failed runs: %s", r.stdout)
 
 	// An approval gate, decided from the CLI.
 	s.createPipeline("gated", `

@@ -45,6 +45,7 @@ func Commands() []*cobra.Command {
 		bind(runsCmd(o)),
 		bind(logsCmd(o)),
 		bind(cancelCmd(o)),
+		bind(retryCmd(o)),
 		bind(approvalCmd(o, true)),
 		bind(approvalCmd(o, false)),
 		bind(schedulesCmd(o)),

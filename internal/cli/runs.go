@@ -337,3 +337,45 @@ func (s *session) copyLog(cmd *cobra.Command, w io.Writer, run, step string, p *
 	_, err = io.Copy(w, res.Body)
 	return err
 }
+
+func retryCmd(o *options) *cobra.Command {
+	var (
+		resumeFrom []string
+		watch      bool
+	)
+	cmd := &cobra.Command{
+		Use:   "retry RUN [--resume-from STEP]... [--watch]",
+		Short: "Start a new run that reuses what succeeded in a finished run and runs the rest",
+		Long: `Retry starts a run of the same pipeline version and parameters. Every step
+(and forEach item) that succeeded in RUN is reused, shown as CACHED, and
+does not run again; the rest runs. --resume-from also reruns the named
+steps and everything downstream of them.`,
+		Args:    cobra.ExactArgs(1),
+		GroupID: GroupID,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := o.session()
+			if err != nil {
+				return err
+			}
+			body := gen.RetryRunRequest{}
+			if len(resumeFrom) > 0 {
+				body.ResumeFrom = &resumeFrom
+			}
+			res, err := s.c.RetryRunWithResponse(cmd.Context(), s.Project, args[0], body)
+			if err != nil {
+				return unreachable(err)
+			}
+			if err := expect(res.HTTPResponse, res.Body, 201); err != nil {
+				return err
+			}
+			if !watch {
+				return o.print(o.stdout, res.JSON201, func() table { return runsTable(o, []gen.Run{*res.JSON201}) })
+			}
+			fmt.Fprintf(o.stderr, "run %s started (retry of %s)\n", res.JSON201.Id, args[0])
+			return o.watch(cmd, s, res.JSON201.Id)
+		},
+	}
+	cmd.Flags().StringArrayVar(&resumeFrom, "resume-from", nil, "step to run again with everything downstream (repeatable)")
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "follow the new run until it ends")
+	return cmd
+}
