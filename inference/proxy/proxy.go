@@ -215,8 +215,16 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, project, endpoint,
 	return nil
 }
 
-// maxRedirects bounds how many other replicas a refused request tries.
-const maxRedirects = 3
+// maxRedirects bounds how many other replicas a refused request tries;
+// redirectWait bounds how long it waits for the route to list a replica
+// it has not tried (a revision's replicas can all stop at once, e.g. the
+// old one after a blue-green promote, a moment before the route says so),
+// re-reading the route every redirectPoll.
+const (
+	maxRedirects = 8
+	redirectWait = 10 * time.Second
+	redirectPoll = 200 * time.Millisecond
+)
 
 // retrying sends a request again, to another replica, when its replica
 // went away before answering (see unsent): it was stopped (a rollout
@@ -242,6 +250,7 @@ func unsent(err error) bool {
 
 func (t retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 	f, _ := req.Context().Value(forwardKey{}).(*forward)
+	var tried []string // replicas that went away under this request
 	for i := 0; ; i++ {
 		res, err := t.next.RoundTrip(req)
 		if err == nil || f == nil || i == maxRedirects || !unsent(err) || (req.Body != nil && req.Body != http.NoBody && req.GetBody == nil) {
@@ -250,12 +259,8 @@ func (t retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			return res, err
 		}
-		failed := req.URL.Scheme + "://" + req.URL.Host
-		st, rerr := t.p.refresh(req.Context(), f.key)
-		if rerr != nil {
-			return nil, err
-		}
-		rev, base, ok := t.p.pickAvoiding(st, f.pin, failed)
+		tried = append(tried, req.URL.Scheme+"://"+req.URL.Host)
+		rev, base, ok := t.p.retarget(req.Context(), f, tried)
 		if !ok {
 			return nil, err
 		}
@@ -271,6 +276,28 @@ func (t retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 		f.rev = rev
+	}
+}
+
+// retarget picks a replica for a request whose replicas in tried went
+// away, re-reading the route until it lists another one (at most
+// redirectWait, or the request's own deadline).
+func (p *Proxy) retarget(ctx context.Context, f *forward, tried []string) (int, string, bool) {
+	deadline := time.Now().Add(redirectWait)
+	for {
+		if st, err := p.refresh(ctx, f.key); err == nil {
+			if rev, base, ok := p.pickAvoiding(st, f.pin, tried...); ok {
+				return rev, base, true
+			}
+		}
+		if time.Now().After(deadline) {
+			return 0, "", false
+		}
+		select {
+		case <-ctx.Done():
+			return 0, "", false
+		case <-time.After(redirectPoll):
+		}
 	}
 }
 
@@ -322,20 +349,20 @@ func (p *Proxy) refresh(ctx context.Context, k key) (*endpointState, error) {
 // pick chooses a revision by weight among those with ready replicas (or
 // the pinned one), then one of its URLs in turn.
 func (p *Proxy) pick(st *endpointState, pin int) (int, string, bool) {
-	return p.pickAvoiding(st, pin, "")
+	return p.pickAvoiding(st, pin)
 }
 
-// pickAvoiding is pick without the URL avoid (a replica that just refused
-// a connection, which a route a moment old may still list).
-func (p *Proxy) pickAvoiding(st *endpointState, pin int, avoid string) (int, string, bool) {
+// pickAvoiding is pick without the URLs in avoid (replicas that just
+// refused a connection, which a route a moment old may still list).
+func (p *Proxy) pickAvoiding(st *endpointState, pin int, avoid ...string) (int, string, bool) {
 	p.mu.Lock()
 	route := st.route
 	p.mu.Unlock()
 	var ready []Target
 	total := 0
 	for _, t := range route.Targets {
-		if avoid != "" {
-			t.URLs = slices.DeleteFunc(slices.Clone(t.URLs), func(u string) bool { return u == avoid })
+		if len(avoid) > 0 {
+			t.URLs = slices.DeleteFunc(slices.Clone(t.URLs), func(u string) bool { return slices.Contains(avoid, u) })
 		}
 		if len(t.URLs) == 0 {
 			continue

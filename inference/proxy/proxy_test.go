@@ -319,3 +319,28 @@ func TestDroppedConnectionsGoElsewhere(t *testing.T) {
 		require.Equal(t, http.StatusOK, code, body)
 	}
 }
+
+// Every replica the route lists went away (the old revision's, a moment
+// after a blue-green promote, before the route says so): the request
+// tries each once, then waits for the route to list a new replica.
+// Found under load in integration/serving_test.go, where the retry went
+// back and forth between two stopped replicas and answered 502.
+func TestRequestWaitsForTheRouteWhenEveryReplicaWentAway(t *testing.T) {
+	h := newHarness(t, proxy.Options{})
+	var dead []string
+	for range 3 {
+		d := replica(t, "old", 0)
+		d.Close()
+		dead = append(dead, d.URL)
+	}
+	h.rt.set(proxy.Route{Targets: []proxy.Target{{Revision: 1, Weight: 100, URLs: dead}}})
+	live := replica(t, "new", 0)
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		h.rt.set(proxy.Route{Targets: []proxy.Target{{Revision: 2, Weight: 100, URLs: []string{live.URL}}}})
+	}()
+	code, body, hdr := h.call(t.Context(), "")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, "new POST")
+	require.Equal(t, "2", hdr.Get(proxy.RevisionHeader))
+}
