@@ -117,6 +117,7 @@ func (d *dag) run() {
 		if d.running == 0 && (d.stopping() || d.allStarted()) {
 			return
 		}
+		d.r.publishDetails()
 		seen := d.r.status.Seq
 		_ = workflow.Await(wait, func() bool { return d.r.status.Seq != seen })
 	}

@@ -37,7 +37,9 @@ type Run struct {
 	deadline  bool // pipeline deadline passed
 
 	mirrored int64 // highest Seq the mirror has written
-	closing  bool
+	// detailsSeq is the Seq publishDetails last rendered.
+	detailsSeq int64
+	closing    bool
 
 	inflight int // step attempts in flight (MaxInflightAttempts)
 
@@ -179,7 +181,6 @@ func Begin(ctx workflow.Context, opts RunOptions) (*Run, workflow.Context, error
 	}
 
 	r.startMirror(ctx)
-	r.startDetails(ctx)
 	r.upsertState(ctx)
 	r.touch()
 	return r, r.stepCtx, nil
@@ -366,6 +367,7 @@ func (r *Run) finish(state RunState, errMsg string) {
 	r.upsertState(dctx)
 	r.closing = true
 	r.touch()
+	r.publishDetails()
 	_, _ = workflow.AwaitWithTimeout(dctx, 10*time.Minute, func() bool { return r.mirrored >= r.status.Seq })
 }
 

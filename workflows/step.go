@@ -187,6 +187,7 @@ func (r *Run) runAttempts(ctx workflow.Context, st *StepStatus, cfg stepConfig, 
 		st.State = StepRunning
 		st.Attempts = append(st.Attempts, Attempt{Number: attempt, State: StepRunning, StartedAt: &started})
 		r.touch()
+		r.publishDetails() // Go pipelines have no scheduling loop that would
 
 		r.inflight++
 		res, err := run(ctx, attempt)
