@@ -508,16 +508,42 @@ func (r *stepRun) deleteAndWait() {
 		return
 	}
 	for {
-		if o, ok := r.objects.Get(r.key); !ok || o.GetUID() != r.uid || r.objSub.Deleted(r.uid) {
+		o, ok := r.objects.Get(r.key)
+		if (ok && o.GetUID() != r.uid) || r.objSub.Deleted(r.uid) {
 			return
+		}
+		// Missing from the cache may only mean the informer has not seen
+		// the object yet (a cancel right after it was created): ask the
+		// API server, and poll it while the cache knows nothing.
+		if !ok && goneLive(ctx, r.kind, r.ns, r.name, r.uid) {
+			return
+		}
+		poll := time.After(deletePoll)
+		if ok {
+			poll = nil // the cache will say when it goes
 		}
 		select {
 		case <-r.objSub.C:
+		case <-poll:
 		case <-ctx.Done():
 			r.logger.Info("object still being deleted; not waiting longer", zap.Duration("waited", b.deleteWait))
 			return
 		}
 	}
+}
+
+// deletePoll is how often deleteAndWait asks the API server while its
+// informer has not seen the object.
+const deletePoll = 100 * time.Millisecond
+
+// goneLive reports whether the API server no longer has the object with
+// uid (a failed read counts as not gone: the wait is bounded anyway).
+func goneLive(ctx context.Context, res framework.Resource, ns, name string, uid types.UID) bool {
+	o, err := res.Get(ctx, ns, name)
+	if apierrors.IsNotFound(err) {
+		return true
+	}
+	return err == nil && o.GetUID() != uid
 }
 
 // deleteObject deletes one object, foreground, only if it is still the
