@@ -71,7 +71,7 @@ func (e Env) exprEnv() map[string]any {
 		"params": params,
 		"steps":  steps,
 		"item":   item,
-		"run": e.Run.exprEnv(),
+		"run":    e.Run.exprEnv(),
 	}
 }
 
