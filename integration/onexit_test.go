@@ -1,0 +1,96 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atelier-ml/atelier/api/gen"
+	"github.com/atelier-ml/atelier/workflows"
+)
+
+// exitPipeline blocks in its step until cancelled; its exit handler
+// writes how the run ends to dir/exit, then runs for hold (a sleep) so a
+// test can cancel it too.
+func exitPipeline(dir, hold string) string {
+	return fmt.Sprintf(`
+steps:
+  - name: prepare
+    container: {command: ["sh", "-c", "echo '{\"scratch\": \"%[1]s/scratch\"}' > \"$ATELIER_OUTPUTS\""]}
+  - name: train
+    dependsOn: [prepare]
+    container: {command: ["sh", "-c", "echo $$ > %[1]s/pid; sleep 300"]}
+onExitTimeout: 5m
+onExit:
+  - name: report
+    container:
+      command: ["sh", "-c", "echo \"$STATE $SCRATCH $WHY\" > %[1]s/exit; sleep %[2]s"]
+      env:
+        STATE: "{{ run.state }}"
+        SCRATCH: "{{ steps.prepare.outputs.scratch }}"
+        WHY: "{{ run.error }}"
+`, dir, hold)
+}
+
+// An exit handler runs after a cancel through REST, sees the run's state
+// (CANCELLED), the cancel's reason and a finished step's outputs, and the
+// run then ends CANCELLED with the handler SUCCEEDED and marked onExit.
+func TestExitHandlerRunsAfterCancel(t *testing.T) {
+	s := newStack(t)
+	dir := stepScratchDir(t)
+	s.createPipeline("exit", exitPipeline(dir, "0"))
+	id := s.startRun(map[string]any{"pipeline": "exit"})
+	waitFile(t, filepath.Join(dir, "pid"), 30*time.Second)
+
+	c := s.client(s.token)
+	res, err := c.CancelRunWithResponse(context.Background(), s.project, id, gen.CancelRunJSONRequestBody{Reason: ptrTo("wrong-data")})
+	require.NoError(t, err)
+	require.Equal(t, 202, res.StatusCode(), "%s", res.Body)
+
+	got := waitFile(t, filepath.Join(dir, "exit"), 30*time.Second)
+	assert.Equal(t, "CANCELLED "+dir+"/scratch wrong-data", strings.TrimSpace(got))
+	r := s.waitTerminal(id, 30*time.Second)
+	require.Equal(t, workflows.RunCancelled, r.State)
+	report := stepByName(r, "report")
+	assert.True(t, report.OnExit)
+	assert.Equal(t, workflows.StepSucceeded, report.State)
+	assert.Equal(t, workflows.StepCancelled, stepByName(r, "train").State)
+	assert.False(t, stepByName(r, "train").OnExit)
+}
+
+// A second cancel, while the exit handlers run, stops them: the run ends
+// CANCELLED at once instead of waiting for them, with a warning saying so.
+func TestSecondCancelStopsExitHandlers(t *testing.T) {
+	s := newStack(t)
+	dir := stepScratchDir(t)
+	s.createPipeline("exit", exitPipeline(dir, "300"))
+	id := s.startRun(map[string]any{"pipeline": "exit"})
+	waitFile(t, filepath.Join(dir, "pid"), 30*time.Second)
+	require.Equal(t, 202, s.do("POST", s.path("/runs/%s/cancel", id), map[string]any{"reason": "first"}, nil))
+	waitFile(t, filepath.Join(dir, "exit"), 30*time.Second)
+	r := s.getRun(id)
+	require.Equal(t, workflows.RunCancelling, r.State, "the run is still cancelling while its exit handlers run")
+	require.Equal(t, workflows.StepRunning, stepByName(r, "report").State)
+
+	start := time.Now()
+	require.Equal(t, 202, s.do("POST", s.path("/runs/%s/cancel", id), map[string]any{"reason": "second"}, nil))
+	r = s.waitTerminal(id, 30*time.Second)
+	assert.Less(t, time.Since(start), 20*time.Second)
+	assert.Equal(t, workflows.RunCancelled, r.State)
+	report := stepByName(r, "report")
+	assert.Equal(t, workflows.StepCancelled, report.State)
+	stopped := false
+	for _, w := range r.Status.Warnings {
+		stopped = stopped || (strings.HasPrefix(w, "exit handlers stopped: cancel requested by ci-editor (") && strings.HasSuffix(w, "): second"))
+	}
+	assert.True(t, stopped, "warnings: %v", r.Status.Warnings)
+	_, err := os.Stat(filepath.Join(dir, "exit"))
+	assert.NoError(t, err)
+}
