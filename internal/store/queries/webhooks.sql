@@ -36,7 +36,7 @@ WHERE project = @project AND id = @id;
 
 -- name: MirrorRunNotify :execrows
 -- MirrorRun that also queues the events the status shows (@event_ids,
--- @events, @steps, @payloads: one entry per event) for every enabled
+-- @event_types, @event_steps, @event_payloads: one entry per event) for every enabled
 -- webhook of the project that subscribes to them, in one statement: the
 -- outbox rows exist if and only if the status write was applied. A write
 -- that is ignored (not newer) queues nothing, which loses nothing: the
@@ -59,13 +59,14 @@ WITH mirrored AS (
     RETURNING runs.project
 )
 INSERT INTO webhook_deliveries (id, webhook_id, project, run_id, event_id, event, step, payload)
-SELECT 'dlv-' || substr(md5(w.id || '/' || e.event_id), 1, 24), w.id, w.project, @id, e.event_id, e.event,
-       NULLIF(e.step, ''), e.payload::json
+SELECT 'dlv-' || substr(md5(w.id || '/' || (@event_ids::text[])[i]), 1, 24), w.id, w.project, @id,
+       (@event_ids::text[])[i], (@event_types::text[])[i],
+       NULLIF((@event_steps::text[])[i], ''), ((@event_payloads::text[])[i])::json
 FROM mirrored m
 JOIN webhooks w ON w.project = m.project
-CROSS JOIN unnest(@event_ids::text[], @events::text[], @steps::text[], @payloads::text[]) AS e (event_id, event, step, payload)
+CROSS JOIN generate_subscripts(@event_ids::text[], 1) AS i
 WHERE w.enabled
-  AND e.event = ANY (w.events)
+  AND (@event_types::text[])[i] = ANY (w.events)
   AND (w.pipeline IS NULL OR w.pipeline = @subject::text)
 ON CONFLICT (webhook_id, event_id) DO NOTHING;
 
@@ -131,7 +132,7 @@ ORDER BY delivery_id, attempt;
 -- Prunes the delivery log: deliveries that ended before @before.
 DELETE FROM webhook_deliveries
 WHERE id IN (
-    SELECT id FROM webhook_deliveries
-    WHERE state <> 'pending' AND finished_at < @before
+    SELECT f.id FROM webhook_deliveries f
+    WHERE f.state <> 'pending' AND f.finished_at < @before::timestamptz
     LIMIT @max_rows
 );
