@@ -40,7 +40,7 @@ func WithWebhooks(w Webhooks, allowPrivate bool) Option {
 }
 
 var (
-	ptInvalidWebhook = problemType{"invalid-webhook", "Invalid webhook", http.StatusUnprocessableEntity}
+	ptInvalidWebhook  = problemType{"invalid-webhook", "Invalid webhook", http.StatusUnprocessableEntity}
 	webhookPipelineRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$`)
 )
 

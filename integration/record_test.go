@@ -248,7 +248,7 @@ steps:
 		"exit-failed": prepare + "  - {name: train, dependsOn: [prepare], container: {command: [\"sh\", \"-c\", \"exit 3\"]}}\n" + exit +
 			"  - {name: broken, container: {command: [\"sh\", \"-c\", \"exit 4\"]}}\n" +
 			"  - {name: after, dependsOn: [broken], runIf: allDone, container: {command: [\"true\"]}}\n",
-		"exit-block": prepare + fmt.Sprintf("  - {name: train, dependsOn: [prepare], container: {command: [\"sh\", \"-c\", \"echo x > %s/$ATELIER_RUN_ID; sleep 300\"]}}\n", dir) + exit,
+		"exit-block":    prepare + fmt.Sprintf("  - {name: train, dependsOn: [prepare], container: {command: [\"sh\", \"-c\", \"echo x > %s/$ATELIER_RUN_ID; sleep 300\"]}}\n", dir) + exit,
 		"exit-deadline": "deadline: 2s\n" + prepare + "  - {name: train, dependsOn: [prepare], container: {command: [\"sleep\", \"300\"]}}\n" + exit,
 		"exit-hang": prepare + fmt.Sprintf("  - {name: train, dependsOn: [prepare], container: {command: [\"sh\", \"-c\", \"echo x > %s/$ATELIER_RUN_ID; sleep 300\"]}}\n", dir) +
 			fmt.Sprintf("onExit:\n  - {name: hang, container: {command: [\"sh\", \"-c\", \"echo x > %s/$ATELIER_RUN_ID.exit; sleep 300\"]}}\n", dir),

@@ -123,8 +123,8 @@ func TestWebhooksOnRealStack(t *testing.T) {
 	assert.Equal(t, map[string]bool{"url": true, "events[1]": true, "secret": true}, paths)
 
 	created, err := c.CreateWebhookWithResponse(ctx, s.project, gen.WebhookCreate{
-		Url:    srv.URL + "/hooks/atelier",
-		Events: []gen.WebhookEvent{"run.finished", "step.failed", "approval.requested"},
+		Url:         srv.URL + "/hooks/atelier",
+		Events:      []gen.WebhookEvent{"run.finished", "step.failed", "approval.requested"},
 		Description: ptrTo("CI receiver"),
 	})
 	require.NoError(t, err)
