@@ -11,8 +11,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/atelier-ml/atelier/api/gen"
+	"github.com/atelier-ml/atelier/examples/gopipeline"
 	"github.com/atelier-ml/atelier/workflows"
 )
 
@@ -93,4 +98,51 @@ func TestSecondCancelStopsExitHandlers(t *testing.T) {
 	assert.True(t, stopped, "warnings: %v", r.Status.Warnings)
 	_, err := os.Stat(filepath.Join(dir, "exit"))
 	assert.NoError(t, err)
+}
+
+// startCleanupRun starts the example Go pipeline with an exit handler
+// (gopipeline.TrainWithCleanup) through the Temporal SDK.
+func (s *stack) startCleanupRun(id string, in gopipeline.CleanupInput) string {
+	s.t.Helper()
+	_, err := s.temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
+		ID: id, TaskQueue: s.cfg.TaskQueue,
+		TypedSearchAttributes: temporal.NewSearchAttributes(temporal.NewSearchAttributeKeyKeyword(workflows.SAProject).ValueSet(s.project)),
+	}, gopipeline.CleanupName, in)
+	require.NoError(s.t, err)
+	return id
+}
+
+var registerCleanup = stackOptions{register: func(r worker.Registry) {
+	r.RegisterWorkflowWithOptions(gopipeline.TrainWithCleanup, workflow.RegisterOptions{Name: gopipeline.CleanupName})
+}}
+
+// A Go pipeline's exit handler (Run.OnExit) runs after success, failure
+// and a cancel, sees how the run ends, and its step is marked onExit.
+// With ATELIER_RECORD_HISTORIES=1 it records the v5-exit-go-* histories.
+func TestGoExitHandler(t *testing.T) {
+	s := newStack(t, registerCleanup)
+	suffix := fmt.Sprint(time.Now().UnixNano())
+	ids := map[string]string{
+		"v5-exit-go-succeeded": s.startCleanupRun("ok-"+suffix, gopipeline.CleanupInput{}),
+		"v5-exit-go-failed":    s.startCleanupRun("fail-"+suffix, gopipeline.CleanupInput{Fail: true}),
+		"v5-exit-go-cancelled": s.startCleanupRun("cancel-"+suffix, gopipeline.CleanupInput{Sleep: 300}),
+	}
+	s.waitStepState(ids["v5-exit-go-cancelled"], "train", workflows.StepRunning)
+	require.Equal(t, 202, s.do("POST", s.path("/runs/%s/cancel", ids["v5-exit-go-cancelled"]), map[string]any{"reason": "enough"}, nil))
+	want := map[string]workflows.RunState{
+		"v5-exit-go-succeeded": workflows.RunSucceeded, "v5-exit-go-failed": workflows.RunFailed, "v5-exit-go-cancelled": workflows.RunCancelled,
+	}
+	for name, id := range ids {
+		r := s.waitTerminal(id, 60*time.Second)
+		require.Equal(t, want[name], r.State, "%s: %+v", name, r.Status)
+		cleanup := stepByName(r, "remove-scratch")
+		assert.True(t, cleanup.OnExit, name)
+		assert.Equal(t, workflows.StepSucceeded, cleanup.State, name)
+		logs := s.rawGet(t, s.path("/runs/%s/steps/remove-scratch/logs", id))
+		assert.Contains(t, logs, "the run ended "+string(want[name]), name)
+		if os.Getenv("ATELIER_RECORD_HISTORIES") != "" {
+			time.Sleep(500 * time.Millisecond) // the final mirror's completion
+			recordHistory(t, s, name, id)
+		}
+	}
 }
