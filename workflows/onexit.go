@@ -28,6 +28,7 @@ type exitState struct {
 	// Exit handlers: the phase runs between the end of the steps and the
 	// run's end.
 	running bool
+	begun   bool          // the exit phase has begun (the steps have ended)
 	timeout time.Duration // as a whole; 0: spec.DefaultOnExitTimeout
 	cancel  workflow.CancelFunc
 	stopped string // why they were stopped (timeout, cancel), or ""
@@ -139,7 +140,7 @@ func (r *Run) runExitPhase(timeout time.Duration, body func(ctx workflow.Context
 	}
 	ctx, _ := workflow.NewDisconnectedContext(r.root)
 	ctx, cancel := workflow.WithCancel(ctx)
-	r.exit.running, r.exit.cancel = true, cancel
+	r.exit.running, r.exit.begun, r.exit.cancel = true, true, cancel
 	r.touch()
 	r.publishDetails()
 	workflow.Go(ctx, func(gctx workflow.Context) {

@@ -187,7 +187,7 @@ func Begin(ctx workflow.Context, opts RunOptions) (*Run, workflow.Context, error
 			// simply leaves the timer behind.
 			// The deadline does not apply to exit handlers (they have
 			// their own timeout), nor to a run whose steps have ended.
-			if err := workflow.Sleep(gctx, opts.Deadline); err == nil && !r.cancelled && !r.status.State.Terminal() && !r.exit.running {
+			if err := workflow.Sleep(gctx, opts.Deadline); err == nil && !r.cancelled && !r.status.State.Terminal() && !r.exit.begun {
 				r.deadline = true
 				r.status.Error = fmt.Sprintf("pipeline deadline of %s exceeded", opts.Deadline)
 				r.cancelStep()
