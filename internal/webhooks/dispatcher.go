@@ -114,9 +114,11 @@ func New(s Store, now func() time.Time, log *zap.Logger, opt Options) *Dispatche
 func (d *Dispatcher) Run(ctx context.Context) {
 	tick := time.NewTicker(d.opt.Poll)
 	defer tick.Stop()
+	var warned time.Time // at most one warning a minute while Postgres is away
 	for {
 		n, err := d.Tick(ctx)
-		if err != nil && ctx.Err() == nil {
+		if err != nil && ctx.Err() == nil && time.Since(warned) > time.Minute {
+			warned = time.Now()
 			d.log.Warn("webhooks: cannot read the outbox; retrying", zap.Error(err))
 		}
 		if n == d.opt.Batch {
