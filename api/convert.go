@@ -165,6 +165,7 @@ func stepView(st workflows.StepStatus) gen.StepStatus {
 	}
 	out.Attempts = optSlice(views(st.Attempts, attemptView))
 	out.Approval = approvalView(st.Approval)
+	out.OnExit = opt(st.OnExit)
 	if len(st.Items) > 0 {
 		items := stepViews(st.Items)
 		out.Items = &items

@@ -63,7 +63,7 @@ func fullRunStatus() workflows.RunStatus {
 		Params: map[string]any{"lr": 0.01, "epochs": json.Number("3"), "tags": []any{"x", true, nil}, "nested": map[string]any{"b": 1, "a": "z"}},
 		Steps: []workflows.StepStatus{
 			fullStepStatus(),
-			{Name: "report", Kind: "ray", State: workflows.StepSkipped, Message: "dependency shard failed"},
+			{Name: "report", Kind: "ray", State: workflows.StepSkipped, Message: "dependency shard failed", OnExit: true},
 			{Name: "gate", Kind: "approval", State: workflows.StepFailed, Approval: &workflows.ApprovalStatus{
 				Message: "ship <it>?", Roles: []string{"editor", "admin"}, CommentRequired: true,
 				Deadline: &fxFinish, OnTimeout: "reject", Decision: workflows.ApprovalRejected,

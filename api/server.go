@@ -52,6 +52,9 @@ type server struct {
 	endpoints Endpoints
 	schedules Schedules
 	proxy     EndpointProxy
+	// webhooks serves /webhooks (nil: those routes answer 503).
+	webhooks            Webhooks
+	webhookAllowPrivate bool
 
 	bodyLimit    int64
 	publicURL    string

@@ -86,6 +86,10 @@ func newStack(t *testing.T, opts ...stackOptions) *stack {
 	cfg.LogLevel = "warn"
 	cfg.ShutdownTimeout = 5 * time.Second
 	cfg.Examples = true // like the dev stack
+	// Webhook receivers are httptest servers on loopback (as in the dev
+	// stack); retries quick enough for a test.
+	cfg.WebhookAllowPrivate = true
+	cfg.WebhookBackoff = 200 * time.Millisecond
 	if o.concurrency > 0 {
 		cfg.WorkerConcurrency = o.concurrency
 	}

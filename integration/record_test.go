@@ -222,3 +222,69 @@ steps:
 		recordHistory(t, s, name, id)
 	}
 }
+
+// TestRecordExitHistories records runs with exit handlers (after success,
+// after a failure with a failing exit handler, after a REST cancel and a
+// Temporal cancel, after the deadline, stopped by a second cancel, cut by
+// their timeout) and the immediate mirror of an approval request, with a
+// webhook subscribed so the mirror queues deliveries.
+func TestRecordExitHistories(t *testing.T) {
+	if os.Getenv("ATELIER_RECORD_HISTORIES") == "" {
+		t.Skip("set ATELIER_RECORD_HISTORIES=1 to re-record workflows/testdata histories")
+	}
+	s := newStack(t)
+	dir := stepScratchDir(t)
+	exit := `
+onExit:
+  - name: report
+    container: {command: ["sh", "-c", "echo {{ run.state }} {{ join(run.failedSteps, ',') }} {{ steps.prepare?.outputs?.rows ?? 0 }}"]}
+`
+	prepare := `
+steps:
+  - {name: prepare, container: {command: ["sh", "-c", "echo '{\"rows\": 3}' > \"$ATELIER_OUTPUTS\""]}}
+`
+	for name, yaml := range map[string]string{
+		"exit-ok": prepare + "  - {name: train, dependsOn: [prepare], container: {command: [\"true\"]}}\n" + exit,
+		"exit-failed": prepare + "  - {name: train, dependsOn: [prepare], container: {command: [\"sh\", \"-c\", \"exit 3\"]}}\n" + exit +
+			"  - {name: broken, container: {command: [\"sh\", \"-c\", \"exit 4\"]}}\n" +
+			"  - {name: after, dependsOn: [broken], runIf: allDone, container: {command: [\"true\"]}}\n",
+		"exit-block":    prepare + fmt.Sprintf("  - {name: train, dependsOn: [prepare], container: {command: [\"sh\", \"-c\", \"echo x > %s/$ATELIER_RUN_ID; sleep 300\"]}}\n", dir) + exit,
+		"exit-deadline": "deadline: 2s\n" + prepare + "  - {name: train, dependsOn: [prepare], container: {command: [\"sleep\", \"300\"]}}\n" + exit,
+		"exit-hang": prepare + fmt.Sprintf("  - {name: train, dependsOn: [prepare], container: {command: [\"sh\", \"-c\", \"echo x > %s/$ATELIER_RUN_ID; sleep 300\"]}}\n", dir) +
+			fmt.Sprintf("onExit:\n  - {name: hang, container: {command: [\"sh\", \"-c\", \"echo x > %s/$ATELIER_RUN_ID.exit; sleep 300\"]}}\n", dir),
+		"exit-timeout": prepare + "onExitTimeout: 2s\nonExit:\n  - {name: hang, container: {command: [\"sleep\", \"300\"]}}\n",
+		"gate":         gatePipeline,
+	} {
+		s.createPipeline(name, yaml)
+	}
+	require.Equal(t, 201, s.do("POST", s.path("/webhooks"), map[string]any{
+		"url": "http://127.0.0.1:9/nowhere", "events": []string{"run.finished", "step.failed", "approval.requested"},
+	}, nil))
+	ids := map[string]string{
+		"v5-exit-succeeded":          s.startRun(map[string]any{"pipeline": "exit-ok"}),
+		"v5-exit-failed":             s.startRun(map[string]any{"pipeline": "exit-failed"}),
+		"v5-exit-cancelled-rest":     s.startRun(map[string]any{"pipeline": "exit-block"}),
+		"v5-exit-cancelled-temporal": s.startRun(map[string]any{"pipeline": "exit-block"}),
+		"v5-exit-deadline":           s.startRun(map[string]any{"pipeline": "exit-deadline"}),
+		"v5-exit-stopped":            s.startRun(map[string]any{"pipeline": "exit-hang"}),
+		"v5-exit-timeout":            s.startRun(map[string]any{"pipeline": "exit-timeout"}),
+		"v5-exit-approval-notice":    s.startRun(map[string]any{"pipeline": "gate"}),
+	}
+	for _, name := range []string{"v5-exit-cancelled-rest", "v5-exit-cancelled-temporal", "v5-exit-stopped"} {
+		waitFile(t, filepath.Join(dir, ids[name]), 30*time.Second)
+	}
+	require.Equal(t, 202, s.do("POST", s.path("/runs/%s/cancel", ids["v5-exit-cancelled-rest"]), map[string]any{"reason": "recording"}, nil))
+	require.NoError(t, s.temporal.CancelWorkflow(context.Background(), ids["v5-exit-cancelled-temporal"], ""))
+	require.Equal(t, 202, s.do("POST", s.path("/runs/%s/cancel", ids["v5-exit-stopped"]), map[string]any{"reason": "first"}, nil))
+	waitFile(t, filepath.Join(dir, ids["v5-exit-stopped"]+".exit"), 30*time.Second)
+	require.Equal(t, 202, s.do("POST", s.path("/runs/%s/cancel", ids["v5-exit-stopped"]), map[string]any{"reason": "second"}, nil))
+	s.waitStepState(ids["v5-exit-approval-notice"], "gate", workflows.StepWaitingForApproval)
+	code, body := s.decide(ids["v5-exit-approval-notice"], "gate", "approve", s.token, map[string]any{"comment": "recording"})
+	require.Equal(t, 200, code, "%v", body)
+	for name, id := range ids {
+		r := s.waitTerminal(id, 60*time.Second)
+		t.Logf("%s: %s %v", name, r.State, r.Status.Warnings)
+		time.Sleep(500 * time.Millisecond) // the final mirror's completion
+		recordHistory(t, s, name, id)
+	}
+}

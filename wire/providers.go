@@ -28,6 +28,7 @@ import (
 	"github.com/atelier-ml/atelier/internal/reconcile"
 	"github.com/atelier-ml/atelier/internal/retention"
 	"github.com/atelier-ml/atelier/internal/store"
+	"github.com/atelier-ml/atelier/internal/webhooks"
 	"github.com/atelier-ml/atelier/workflows"
 	"github.com/atelier-ml/atelier/workflows/endpointclient"
 	"github.com/atelier-ml/atelier/workflows/runclient"
@@ -52,10 +53,10 @@ func provideEngine(c client.Client, cfg config.Config) *runclient.Client {
 	return runclient.New(c, runclient.Config{Namespace: cfg.Namespace, UIBase: cfg.TemporalUIURL})
 }
 
-func provideAPI(cat api.Catalog, eng api.Engine, sc api.Schedules, c client.Client, rec *reconcile.Reconciler, cfg config.Config, l *zap.Logger) (http.Handler, error) {
+func provideAPI(cat api.Catalog, eng api.Engine, sc api.Schedules, wh api.Webhooks, c client.Client, rec *reconcile.Reconciler, cfg config.Config, l *zap.Logger) (http.Handler, error) {
 	endpoints := endpointclient.New(c, cfg.Namespace, cfg.TemporalUIURL)
 	return api.New(cat, eng, api.WithLogger(l.Named("api")), api.WithTaskQueue(cfg.TaskQueue), api.WithConverger(rec), api.WithStreamLimit(cfg.StreamLimit), api.WithTokenCacheTTL(cfg.TokenCacheTTL),
-		api.WithSchedules(sc), api.WithEndpoints(endpoints), api.WithEndpointProxy(proxy.New(endpoints, endpoints, proxy.Options{Log: l.Named("proxy")})))
+		api.WithSchedules(sc), api.WithWebhooks(wh, cfg.WebhookAllowPrivate), api.WithEndpoints(endpoints), api.WithEndpointProxy(proxy.New(endpoints, endpoints, proxy.Options{Log: l.Named("proxy")})))
 }
 
 // provideReconciler keeps the catalogue converged with Temporal (runs ended
@@ -64,10 +65,14 @@ func provideReconciler(s *store.Store, e *runclient.Client, cfg config.Config, l
 	return reconcile.New(s, e, time.Now, l.Named("reconcile"), reconcile.Options{Namespace: cfg.Namespace})
 }
 
-// provideSweepers is the gateway's background upkeep: the reconciler and
-// the retention sweep (which does nothing unless --retention is set).
+// provideSweepers is the gateway's background upkeep: the reconciler, the
+// retention sweep (which does nothing unless --retention is set) and the
+// webhook dispatcher.
 func provideSweepers(rec *reconcile.Reconciler, s *store.Store, cfg config.Config, l *zap.Logger) app.Sweepers {
-	return app.Sweepers{rec, retention.New(s, time.Now, l.Named("retention"), retention.Options{MaxAge: cfg.Retention})}
+	return app.Sweepers{rec, retention.New(s, time.Now, l.Named("retention"), retention.Options{MaxAge: cfg.Retention}),
+		webhooks.New(s, time.Now, l.Named("webhooks"), webhooks.Options{
+			AllowPrivate: cfg.WebhookAllowPrivate, Backoff: cfg.WebhookBackoff, MaxAttempts: cfg.WebhookMaxAttempts,
+		})}
 }
 
 // provideRunner builds the local runtime. It also makes the worker process

@@ -24,6 +24,7 @@ func InitGateway(ctx context.Context, cfg config.Config) (*app.Gateway, func(), 
 		wire.Bind(new(api.Catalog), new(*store.Store)),
 		wire.Bind(new(api.Engine), new(*runclient.Client)),
 		wire.Bind(new(api.Schedules), new(*runclient.Client)),
+		wire.Bind(new(api.Webhooks), new(*store.Store)),
 		wire.Bind(new(app.Sweeper), new(app.Sweepers)),
 	)
 	return nil, nil, nil

@@ -35,7 +35,7 @@ func InitGateway(ctx context.Context, cfg config.Config) (*app.Gateway, func(), 
 	}
 	runclientClient := provideEngine(client, cfg)
 	reconciler := provideReconciler(store, runclientClient, cfg, logger)
-	handler, err := provideAPI(store, runclientClient, runclientClient, client, reconciler, cfg, logger)
+	handler, err := provideAPI(store, runclientClient, runclientClient, store, client, reconciler, cfg, logger)
 	if err != nil {
 		cleanup3()
 		cleanup2()

@@ -57,6 +57,7 @@ func (r *Run) runApproval(ctx workflow.Context, st *StepStatus, a *spec.Approval
 	}
 	st.StartedAt, st.State, st.Approval = &now, StepWaitingForApproval, ap
 	st.Message = "waiting for approval by a token with role " + strings.Join(ap.Roles, " or ")
+	r.notice(st)
 	r.touch()
 
 	decided := func() bool { return ap.Decision != "" }

@@ -63,7 +63,11 @@ func (r *Run) details() string {
 		if msg == "" {
 			msg = st.Message
 		}
-		b.WriteString(fmt.Sprintf("| %s | %s | %s | %d | %s | %s |\n", mdCell(st.Name), st.Kind, st.State, len(st.Attempts), items, mdCell(msg)))
+		kind := st.Kind
+		if st.OnExit {
+			kind += " (on exit)"
+		}
+		b.WriteString(fmt.Sprintf("| %s | %s | %s | %d | %s | %s |\n", mdCell(st.Name), kind, st.State, len(st.Attempts), items, mdCell(msg)))
 	}
 	return b.String()
 }

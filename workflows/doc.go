@@ -38,6 +38,12 @@
 // step does not allow and a missing required comment before anything
 // reaches history; an optional timeout decides by itself.
 //
+// Exit handlers (onexit.go; spec onExit, Run.OnExit in Go) run once the
+// steps have ended, whatever the outcome, in a context of their own with
+// their own timeout; the run's state stays the steps' outcome. A step
+// failure and an approval request are mirrored to Postgres when they
+// happen, for webhooks (internal/webhooks).
+//
 // A native Go pipeline:
 //
 //	func Train(ctx workflow.Context, in TrainInput) (TrainResult, error) {

@@ -32,25 +32,38 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 	}
 	r.rayTemplates = in.Spec.RayClusters
 	d := &dag{r: r, ctx: sctx, in: &in, p: &in.Spec}
+	exitSteps, hasExit := r.addExitSteps(in.Spec.OnExit)
 	d.run()
 
+	// The steps' outcome is the run's, whatever the exit handlers do:
+	// they are told it (run.state) before they start.
+	var state RunState
+	var errMsg, why string // why: the run's error, or the cancel's reason, for exit handlers
+	var ret error
 	switch {
 	case r.Cancelled():
 		r.markUnfinished(StepCancelled, "not started: run cancelled")
-		r.finish(RunCancelled, "")
-		return temporal.NewCanceledError(r.cancelReason())
+		state, why = RunCancelled, r.cancelReason()
+		ret = temporal.NewCanceledError(r.cancelReason())
 	case r.DeadlineExceeded():
 		r.markUnfinished(StepSkipped, "not started: pipeline deadline exceeded")
-		r.finish(RunFailed, r.status.Error)
-		return temporal.NewNonRetryableApplicationError(r.status.Error, ErrTypePipelineFailed, nil)
+		state, errMsg = RunFailed, r.status.Error
+		ret = temporal.NewNonRetryableApplicationError(r.status.Error, ErrTypePipelineFailed, nil)
 	case d.failure != "":
 		r.markUnfinished(StepSkipped, "not started: "+d.failure)
-		r.finish(RunFailed, d.failure)
-		return temporal.NewNonRetryableApplicationError(d.failure, ErrTypePipelineFailed, nil)
+		state, errMsg = RunFailed, d.failure
+		ret = temporal.NewNonRetryableApplicationError(d.failure, ErrTypePipelineFailed, nil)
 	default:
-		r.finish(RunSucceeded, "")
-		return nil
+		state = RunSucceeded
 	}
+	if why == "" {
+		why = errMsg
+	}
+	if hasExit {
+		d.runExit(exitSteps, state, why)
+	}
+	r.finish(state, errMsg)
+	return ret
 }
 
 // dag is the scheduler state of one PipelineWorkflow execution.
@@ -69,10 +82,32 @@ type dag struct {
 	// runIf: trigger rules apply (versionRunIf); false when replaying runs
 	// from before them.
 	runIf bool
+
+	// Exit handlers (onexit.go) are a dag of their own: parent is the
+	// pipeline's, whose outputs their templates read, and exitEnv what
+	// they know of the run's end. A failure among them stops none of the
+	// others; only their own context (timeout, a cancel) stops them.
+	parent  *dag
+	exitEnv *spec.RunEnv
+}
+
+// interrupted reports whether nothing new may start: the run was
+// cancelled or its deadline passed (exit handlers: they were stopped).
+func (d *dag) interrupted() bool {
+	if d.parent != nil {
+		return d.ctx.Err() != nil
+	}
+	return d.r.Cancelled() || d.r.DeadlineExceeded()
+}
+
+// failFast reports whether a step failure stops steps whose rule does not
+// run after failures; exit handlers never fail fast.
+func (d *dag) failFast() bool {
+	return d.failure != "" && d.parent == nil
 }
 
 func (d *dag) stopping() bool {
-	return d.failure != "" || d.r.Cancelled() || d.r.DeadlineExceeded()
+	return d.failure != "" || d.interrupted()
 }
 
 // mayDecide reports whether a step whose dependencies are done may be
@@ -81,7 +116,7 @@ func (d *dag) stopping() bool {
 // so that allDone and anyFailed steps run and the others end SKIPPED as
 // soon as their dependencies are done.
 func (d *dag) mayDecide() bool {
-	if d.r.Cancelled() || d.r.DeadlineExceeded() {
+	if d.interrupted() {
 		return false
 	}
 	return d.failure == "" || d.runIf
@@ -90,14 +125,18 @@ func (d *dag) mayDecide() bool {
 func (d *dag) run() {
 	n := len(d.p.Steps)
 	deps := spec.Dependencies(d.p)
-	d.steps = make([]*StepStatus, n)
 	d.outputs = make([]any, n)
 	d.started = make([]bool, n)
 	d.done = make([]bool, n)
-	for i, s := range d.p.Steps {
-		d.steps[i] = d.r.addStep(s.Name, string(kindOf(s)))
+	if d.steps == nil { // exit handlers come with theirs, shown since the start
+		d.steps = make([]*StepStatus, n)
+		for i, s := range d.p.Steps {
+			d.steps[i] = d.r.addStep(s.Name, string(kindOf(s)))
+		}
 	}
-	d.runIf = workflow.GetVersion(d.r.root, versionRunIf, workflow.DefaultVersion, 1) >= 1
+	if d.parent == nil {
+		d.runIf = workflow.GetVersion(d.r.root, versionRunIf, workflow.DefaultVersion, 1) >= 1
+	}
 	// Waiting must survive Temporal's cancel request: running steps are
 	// cancelled through d.ctx and we still wait for their cleanup.
 	wait, _ := workflow.NewDisconnectedContext(d.r.root)
@@ -229,7 +268,7 @@ func (d *dag) triggered(i int, deps []int) bool {
 		d.finishStep(i, StepSkipped, "", "skipped: "+why)
 		return false
 	}
-	if d.failure != "" && !rule.RunsAfterFailure() {
+	if d.failFast() && !rule.RunsAfterFailure() {
 		// The same reason runs from before trigger rules got at the end.
 		d.finishStep(i, StepSkipped, "", "not started: "+d.failure)
 		return false
@@ -262,7 +301,7 @@ func (d *dag) runForEach(ctx workflow.Context, i int, env spec.Env, opts []StepO
 	wait, _ := workflow.NewDisconnectedContext(ctx)
 	// Another step's failure stops new items, except in a step whose rule
 	// runs after failures (it may have started because of one).
-	runFailed := func() bool { return d.failure != "" && !s.RunIf.RunsAfterFailure() }
+	runFailed := func() bool { return d.failFast() && !s.RunIf.RunsAfterFailure() }
 	reused := d.in.Reuse.step(s.Name)
 	for k := range items {
 		_ = workflow.Await(wait, func() bool { return active < par })
@@ -352,18 +391,22 @@ func (d *dag) finishStep(i int, state StepState, errMsg, msg string) {
 }
 
 // env is the expression environment: params, outputs of finished steps, run.
+// Exit handlers also see the pipeline's steps and how the run ends.
 func (d *dag) env() spec.Env {
 	steps := make(map[string]spec.StepEnv, len(d.steps))
-	for j, st := range d.steps {
-		if st.State == StepSucceeded || st.State == StepCached { // CACHED: reused by a retry
-			steps[st.Name] = spec.StepEnv{Outputs: d.outputs[j]}
+	for x := d; x != nil; x = x.parent {
+		for j, st := range x.steps {
+			if st.State == StepSucceeded || st.State == StepCached { // CACHED: reused by a retry
+				steps[st.Name] = spec.StepEnv{Outputs: x.outputs[j]}
+			}
 		}
 	}
-	return spec.Env{
-		Params: d.in.Params,
-		Steps:  steps,
-		Run:    spec.RunEnv{ID: d.r.ID(), Project: d.r.Project(), Pipeline: d.in.Pipeline},
+	run := spec.RunEnv{ID: d.r.ID(), Project: d.r.Project(), Pipeline: d.in.Pipeline}
+	if d.exitEnv != nil {
+		run = *d.exitEnv
+		run.ID, run.Project, run.Pipeline = d.r.ID(), d.r.Project(), d.in.Pipeline
 	}
+	return spec.Env{Params: d.in.Params, Steps: steps, Run: run}
 }
 
 // renderApproval renders an approval step's message (nil: the defaults).

@@ -43,6 +43,9 @@ type Run struct {
 
 	inflight int // step attempts in flight (MaxInflightAttempts)
 
+	// Exit handlers and notifications (onexit.go).
+	exit exitState
+
 	// controlQueues: bookkeeping activities run on their workers' control
 	// queues (activities.ControlTaskQueue). False in runs started before
 	// that existed, which replay with everything on the step queues.
@@ -74,6 +77,9 @@ type RunOptions struct {
 	GPUPriority *int
 	// RetryOf is the run this one retries (its status says so).
 	RetryOf string
+	// ExitTimeout bounds the exit handlers registered with OnExit, as a
+	// whole (0: spec.DefaultOnExitTimeout).
+	ExitTimeout time.Duration
 }
 
 // versionControlQueues guards moving bookkeeping activities to control
@@ -104,6 +110,7 @@ func Begin(ctx workflow.Context, opts RunOptions) (*Run, workflow.Context, error
 	}
 	now := workflow.Now(ctx)
 	r := &Run{root: ctx, taskQueue: info.TaskQueueName, gpuPrio: opts.GPUPriority}
+	r.exit.timeout = opts.ExitTimeout
 	r.status = RunStatus{
 		RunID:     info.WorkflowExecution.ID,
 		Project:   project,
@@ -143,7 +150,12 @@ func Begin(ctx workflow.Context, opts RunOptions) (*Run, workflow.Context, error
 	// they existed replay unchanged.
 	sig := workflow.GetSignalChannel(ctx, SignalCancel)
 	progress := workflow.GetSignalChannel(ctx, activities.SignalStepProgress)
+	//
+	// After Temporal's cancel request it keeps taking signals (a second
+	// cancel stops the exit handlers, onexit.go); a run from before exit
+	// handlers ignores them then, as it did when this coroutine returned.
 	workflow.Go(ctx, func(gctx workflow.Context) {
+		temporalCancel := false
 		for {
 			var req CancelRequest
 			received, gotProgress := false, false
@@ -151,7 +163,9 @@ func Begin(ctx workflow.Context, opts RunOptions) (*Run, workflow.Context, error
 			sel := workflow.NewSelector(gctx)
 			sel.AddReceive(sig, func(c workflow.ReceiveChannel, _ bool) { received = c.Receive(gctx, &req) })
 			sel.AddReceive(progress, func(c workflow.ReceiveChannel, _ bool) { gotProgress = c.Receive(gctx, &p) })
-			sel.AddReceive(gctx.Done(), func(workflow.ReceiveChannel, bool) {})
+			if !temporalCancel {
+				sel.AddReceive(gctx.Done(), func(workflow.ReceiveChannel, bool) {})
+			}
 			sel.Select(gctx)
 			if gotProgress {
 				r.stepProgress(p)
@@ -161,9 +175,9 @@ func Begin(ctx workflow.Context, opts RunOptions) (*Run, workflow.Context, error
 				r.requestCancel(&req)
 				continue
 			}
-			if ctx.Err() != nil {
+			if ctx.Err() != nil && !temporalCancel {
+				temporalCancel = true
 				r.requestCancel(&CancelRequest{Reason: "cancel requested through Temporal", Requester: "temporal", At: workflow.Now(ctx)})
-				return
 			}
 		}
 	})
@@ -171,7 +185,9 @@ func Begin(ctx workflow.Context, opts RunOptions) (*Run, workflow.Context, error
 		workflow.Go(ctx, func(gctx workflow.Context) {
 			// Sleep on this coroutine's own context; a run that ends first
 			// simply leaves the timer behind.
-			if err := workflow.Sleep(gctx, opts.Deadline); err == nil && !r.cancelled && !r.status.State.Terminal() {
+			// The deadline does not apply to exit handlers (they have
+			// their own timeout), nor to a run whose steps have ended.
+			if err := workflow.Sleep(gctx, opts.Deadline); err == nil && !r.cancelled && !r.status.State.Terminal() && !r.exit.begun {
 				r.deadline = true
 				r.status.Error = fmt.Sprintf("pipeline deadline of %s exceeded", opts.Deadline)
 				r.cancelStep()
@@ -203,6 +219,10 @@ func projectFromSearchAttributes(ctx workflow.Context) string {
 }
 
 func (r *Run) requestCancel(req *CancelRequest) {
+	if r.exit.running {
+		r.stopExit(fmt.Sprintf("exit handlers stopped: cancel requested by %s: %s", req.Requester, req.Reason))
+		return
+	}
 	if r.cancelled || r.status.State.Terminal() {
 		return
 	}
@@ -289,7 +309,7 @@ func (r *Run) addStep(name, kind string) *StepStatus {
 		n++
 		name = fmt.Sprintf("%s-%d", base, n)
 	}
-	st := &StepStatus{Name: name, Kind: kind, State: StepPending}
+	st := &StepStatus{Name: name, Kind: kind, State: StepPending, OnExit: r.exit.running}
 	r.steps = append(r.steps, st)
 	r.touch()
 	return st
@@ -315,8 +335,15 @@ func (r *Run) upsertState(ctx workflow.Context) {
 // latest when the run ends): mirroring every step transition would put an
 // extra workflow task next to every step and cost more than the whole
 // orchestration budget (see docs/benchmarks.md).
+//
+// Notable step events (a step FAILED, an approval requested: what webhooks
+// announce, see notice) are mirrored at once too, so that Postgres holds
+// them when they happen; they cost a write only when they happen.
 func (r *Run) mirrorTrigger() string {
-	return string(r.status.State)
+	if r.exit.notices == 0 {
+		return string(r.status.State)
+	}
+	return fmt.Sprintf("%s#%d", r.status.State, r.exit.notices)
 }
 
 // startMirror keeps Postgres' copy of the run current with at most one
@@ -372,20 +399,24 @@ func (r *Run) finish(state RunState, errMsg string) {
 }
 
 // End finishes a native Go pipeline: it waits for nothing else, records the
-// terminal state from err (nil = SUCCEEDED, cancellation = CANCELLED) and
-// returns the error the workflow function should return.
+// terminal state from err (nil = SUCCEEDED, cancellation = CANCELLED), runs
+// the exit handlers registered with OnExit, and returns the error the
+// workflow function should return.
 func (r *Run) End(result any, err error) error {
 	switch {
 	case r.cancelled:
 		r.markUnfinished(StepCancelled, "run cancelled")
+		r.runGoExitHandlers(RunCancelled, r.cancelReason())
 		r.finish(RunCancelled, "")
 		return temporal.NewCanceledError(r.cancelReason())
 	case err != nil:
 		r.markUnfinished(StepSkipped, "not started: the run failed")
+		r.runGoExitHandlers(RunFailed, err.Error())
 		r.finish(RunFailed, err.Error())
 		return err
 	default:
 		r.status.Result = result
+		r.runGoExitHandlers(RunSucceeded, "")
 		r.finish(RunSucceeded, "")
 		return nil
 	}
@@ -400,9 +431,13 @@ func (r *Run) cancelReason() string {
 
 // markUnfinished gives every step that never reached a terminal state a
 // final one so the status never shows a PENDING step of a finished run.
+// Exit handlers are not: they have not had their turn yet, or end their
+// own way (markExitUnfinished).
 func (r *Run) markUnfinished(state StepState, msg string) {
 	for _, st := range r.steps {
-		markStepUnfinished(st, state, msg)
+		if !st.OnExit {
+			markStepUnfinished(st, state, msg)
+		}
 	}
 }
 

@@ -95,6 +95,9 @@ type StepStatus struct {
 	Items      []StepStatus `json:"items,omitempty"`
 	// Approval is an approval step's request and, once made, its decision.
 	Approval *ApprovalStatus `json:"approval,omitempty"`
+	// OnExit marks an exit handler: a step that runs once the others have
+	// ended, whatever the outcome (spec.Pipeline.OnExit, Run.OnExit).
+	OnExit bool `json:"onExit,omitempty"`
 }
 
 // ApprovalStatus is what an approval step asks and what was decided.

@@ -243,6 +243,9 @@ func (r *Run) endStep(st *StepStatus, state StepState, errMsg, msg string) {
 	if msg != "" {
 		st.Message = msg
 	}
+	if state == StepFailed {
+		r.notice(st)
+	}
 	r.touch()
 }
 

@@ -92,6 +92,20 @@ const (
 	StepStateWAITINGFORGPU      StepState = "WAITING_FOR_GPU"
 )
 
+// Defines values for WebhookDeliveryState.
+const (
+	Failed    WebhookDeliveryState = "failed"
+	Pending   WebhookDeliveryState = "pending"
+	Succeeded WebhookDeliveryState = "succeeded"
+)
+
+// Defines values for WebhookEvent.
+const (
+	ApprovalRequested WebhookEvent = "approval.requested"
+	RunFinished       WebhookEvent = "run.finished"
+	StepFailed        WebhookEvent = "step.failed"
+)
+
 // AdmissionQueue defines model for AdmissionQueue.
 type AdmissionQueue struct {
 	Cluster string `json:"cluster"`
@@ -284,6 +298,14 @@ type CreatedToken struct {
 	// Secret The bearer secret. Shown only in this response.
 	Secret string `json:"secret"`
 	Token  Token  `json:"token"`
+}
+
+// CreatedWebhook defines model for CreatedWebhook.
+type CreatedWebhook struct {
+	Webhook Webhook `json:"webhook"`
+
+	// Secret The generated HMAC key; present only when the request gave none, and only in this response.
+	Secret *string `json:"secret,omitempty"`
 }
 
 // Endpoint defines model for Endpoint.
@@ -926,6 +948,9 @@ type StepStatus struct {
 
 	// Approval An approval step's request and, once made, its decision.
 	Approval *ApprovalStatus `json:"approval,omitempty"`
+
+	// OnExit An exit handler (the pipeline's onExit): it runs once the other steps have ended, whatever the outcome.
+	OnExit *bool `json:"onExit,omitempty"`
 }
 
 // Token defines model for Token.
@@ -948,6 +973,120 @@ type TokenID = string
 // UUID defines model for UUID.
 type UUID = string
 
+// Webhook defines model for Webhook.
+type Webhook struct {
+	Id      string         `json:"id"`
+	Project string         `json:"project"`
+	Url     string         `json:"url"`
+	Events  []WebhookEvent `json:"events"`
+
+	// Pipeline Absent when every run of the project is delivered.
+	Pipeline    *string   `json:"pipeline,omitempty"`
+	Description *string   `json:"description,omitempty"`
+	Enabled     bool      `json:"enabled"`
+	CreatedAt   time.Time `json:"createdAt"`
+	UpdatedAt   time.Time `json:"updatedAt"`
+	CreatedBy   *string   `json:"createdBy,omitempty"`
+}
+
+// WebhookAttempt defines model for WebhookAttempt.
+type WebhookAttempt struct {
+	Attempt    int       `json:"attempt"`
+	StartedAt  time.Time `json:"startedAt"`
+	DurationMs int       `json:"durationMs"`
+
+	// StatusCode The receiver's HTTP status; absent when no response came.
+	StatusCode *int `json:"statusCode,omitempty"`
+
+	// Error Why the attempt failed (absent when it succeeded).
+	Error *string `json:"error,omitempty"`
+}
+
+// WebhookCreate defines model for WebhookCreate.
+type WebhookCreate struct {
+	// Url An http or https URL, without credentials or fragment (max 2048).
+	Url    string         `json:"url"`
+	Events []WebhookEvent `json:"events"`
+
+	// Pipeline Only runs of this pipeline (a declarative pipeline's name or a Go workflow's registered name).
+	Pipeline *string `json:"pipeline,omitempty"`
+
+	// Secret The HMAC key (16 to 256 characters). Generated when absent. Write-only.
+	Secret      *string `json:"secret,omitempty"`
+	Description *string `json:"description,omitempty"`
+
+	// Enabled Default true.
+	Enabled *bool `json:"enabled,omitempty"`
+}
+
+// WebhookDelivery defines model for WebhookDelivery.
+type WebhookDelivery struct {
+	Id    string `json:"id"`
+	RunId string `json:"runId"`
+
+	// EventId The event's ID (the payload's id).
+	EventId string `json:"eventId"`
+
+	// Event `run.finished`: a run reached a terminal state (after its exit
+	// handlers). `step.failed`: a step ended FAILED, after its retries
+	// (exit handlers included). `approval.requested`: an approval step
+	// started waiting for a decision.
+	Event WebhookEvent `json:"event"`
+	Step  *string      `json:"step,omitempty"`
+
+	// State pending (waiting for its next attempt, or in one), succeeded, failed (gave up).
+	State WebhookDeliveryState `json:"state"`
+
+	// Attempts Attempts made (or in progress).
+	Attempts int `json:"attempts"`
+
+	// NextAttemptAt When a pending delivery is tried next.
+	NextAttemptAt  *time.Time `json:"nextAttemptAt,omitempty"`
+	LastStatusCode *int       `json:"lastStatusCode,omitempty"`
+	LastError      *string    `json:"lastError,omitempty"`
+	CreatedAt      time.Time  `json:"createdAt"`
+	FinishedAt     *time.Time `json:"finishedAt,omitempty"`
+
+	// Log The attempts, oldest first. An attempt whose gateway stopped mid-way has no entry.
+	Log []WebhookAttempt `json:"log"`
+}
+
+// WebhookDeliveryState pending (waiting for its next attempt, or in one), succeeded, failed (gave up).
+type WebhookDeliveryState string
+
+// WebhookDeliveryList defines model for WebhookDeliveryList.
+type WebhookDeliveryList struct {
+	Items []WebhookDelivery `json:"items"`
+
+	// NextPageToken Absent on the last page.
+	NextPageToken *string `json:"nextPageToken,omitempty"`
+}
+
+// WebhookEvent `run.finished`: a run reached a terminal state (after its exit
+// handlers). `step.failed`: a step ended FAILED, after its retries
+// (exit handlers included). `approval.requested`: an approval step
+// started waiting for a decision.
+type WebhookEvent string
+
+// WebhookList defines model for WebhookList.
+type WebhookList struct {
+	Items []Webhook `json:"items"`
+}
+
+// WebhookUpdate defines model for WebhookUpdate.
+type WebhookUpdate struct {
+	Url    *string         `json:"url,omitempty"`
+	Events *[]WebhookEvent `json:"events,omitempty"`
+
+	// Pipeline A new pipeline filter; "" removes it (every run of the project).
+	Pipeline *string `json:"pipeline,omitempty"`
+
+	// Secret A new HMAC key (16 to 256 characters). Write-only.
+	Secret      *string `json:"secret,omitempty"`
+	Description *string `json:"description,omitempty"`
+	Enabled     *bool   `json:"enabled,omitempty"`
+}
+
 // ClusterPath defines model for ClusterPath.
 type ClusterPath = ClusterName
 
@@ -968,6 +1107,9 @@ type SchedulePath = ScheduleName
 
 // StepPath defines model for StepPath.
 type StepPath = string
+
+// WebhookPath defines model for WebhookPath.
+type WebhookPath = string
 
 // BadRequest RFC 9457 problem details.
 type BadRequest = Problem
@@ -1040,6 +1182,14 @@ type GetStepLogsParams struct {
 	Follow *bool  `form:"follow,omitempty" json:"follow,omitempty"`
 }
 
+// ListWebhookDeliveriesParams defines parameters for ListWebhookDeliveries.
+type ListWebhookDeliveriesParams struct {
+	PageSize *int `form:"pageSize,omitempty" json:"pageSize,omitempty"`
+
+	// PageToken The nextPageToken of the previous page.
+	PageToken *string `form:"pageToken,omitempty" json:"pageToken,omitempty"`
+}
+
 // RegisterClusterJSONRequestBody defines body for RegisterCluster for application/json ContentType.
 type RegisterClusterJSONRequestBody = RegisterClusterRequest
 
@@ -1090,6 +1240,12 @@ type UnpauseScheduleJSONRequestBody = ScheduleNote
 
 // CreateTokenJSONRequestBody defines body for CreateToken for application/json ContentType.
 type CreateTokenJSONRequestBody = CreateTokenRequest
+
+// CreateWebhookJSONRequestBody defines body for CreateWebhook for application/json ContentType.
+type CreateWebhookJSONRequestBody = WebhookCreate
+
+// UpdateWebhookJSONRequestBody defines body for UpdateWebhook for application/json ContentType.
+type UpdateWebhookJSONRequestBody = WebhookUpdate
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
@@ -1231,6 +1387,24 @@ type ServerInterface interface {
 	// Create a project token. The secret is returned once and never again.
 	// (POST /v1/projects/{project}/tokens)
 	CreateToken(ctx echo.Context, project ProjectPath) error
+	// The project's webhooks, oldest first (never their secrets).
+	// (GET /v1/projects/{project}/webhooks)
+	ListWebhooks(ctx echo.Context, project ProjectPath) error
+	// Subscribe a URL to run events (run.finished, step.failed, approval.requested).
+	// (POST /v1/projects/{project}/webhooks)
+	CreateWebhook(ctx echo.Context, project ProjectPath) error
+	// Delete a webhook and its delivery log; nothing more is sent to it.
+	// (DELETE /v1/projects/{project}/webhooks/{webhook})
+	DeleteWebhook(ctx echo.Context, project ProjectPath, webhook WebhookPath) error
+	// A webhook (never its secret).
+	// (GET /v1/projects/{project}/webhooks/{webhook})
+	GetWebhook(ctx echo.Context, project ProjectPath, webhook WebhookPath) error
+	// Change a webhook's URL, events, pipeline filter, secret, description or enabled flag.
+	// (PATCH /v1/projects/{project}/webhooks/{webhook})
+	UpdateWebhook(ctx echo.Context, project ProjectPath, webhook WebhookPath) error
+	// The webhook's delivery log, newest first, with each attempt.
+	// (GET /v1/projects/{project}/webhooks/{webhook}/deliveries)
+	ListWebhookDeliveries(ctx echo.Context, project ProjectPath, webhook WebhookPath, params ListWebhookDeliveriesParams) error
 	// Revoke a token; it stops working at once.
 	// (DELETE /v1/tokens/{token})
 	RevokeToken(ctx echo.Context, token TokenID) error
@@ -2330,6 +2504,162 @@ func (w *ServerInterfaceWrapper) CreateToken(ctx echo.Context) error {
 	return err
 }
 
+// ListWebhooks converts echo context to params.
+func (w *ServerInterfaceWrapper) ListWebhooks(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListWebhooks(ctx, project)
+	return err
+}
+
+// CreateWebhook converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateWebhook(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateWebhook(ctx, project)
+	return err
+}
+
+// DeleteWebhook converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteWebhook(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "webhook" -------------
+	var webhook WebhookPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "webhook", ctx.Param("webhook"), &webhook, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteWebhook(ctx, project, webhook)
+	return err
+}
+
+// GetWebhook converts echo context to params.
+func (w *ServerInterfaceWrapper) GetWebhook(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "webhook" -------------
+	var webhook WebhookPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "webhook", ctx.Param("webhook"), &webhook, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetWebhook(ctx, project, webhook)
+	return err
+}
+
+// UpdateWebhook converts echo context to params.
+func (w *ServerInterfaceWrapper) UpdateWebhook(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "webhook" -------------
+	var webhook WebhookPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "webhook", ctx.Param("webhook"), &webhook, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.UpdateWebhook(ctx, project, webhook)
+	return err
+}
+
+// ListWebhookDeliveries converts echo context to params.
+func (w *ServerInterfaceWrapper) ListWebhookDeliveries(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "webhook" -------------
+	var webhook WebhookPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "webhook", ctx.Param("webhook"), &webhook, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter webhook: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListWebhookDeliveriesParams
+	// ------------- Optional query parameter "pageSize" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "pageSize", ctx.QueryParams(), &params.PageSize)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter pageSize: %s", err))
+	}
+
+	// ------------- Optional query parameter "pageToken" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "pageToken", ctx.QueryParams(), &params.PageToken)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter pageToken: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListWebhookDeliveries(ctx, project, webhook, params)
+	return err
+}
+
 // RevokeToken converts echo context to params.
 func (w *ServerInterfaceWrapper) RevokeToken(ctx echo.Context) error {
 	var err error
@@ -2433,6 +2763,12 @@ func RegisterHandlersWithBaseURL(router EchoRouter, si ServerInterface, baseURL 
 	router.POST(baseURL+"/v1/projects/:project/schedules/:schedule/trigger", wrapper.TriggerSchedule)
 	router.POST(baseURL+"/v1/projects/:project/schedules/:schedule/unpause", wrapper.UnpauseSchedule)
 	router.POST(baseURL+"/v1/projects/:project/tokens", wrapper.CreateToken)
+	router.GET(baseURL+"/v1/projects/:project/webhooks", wrapper.ListWebhooks)
+	router.POST(baseURL+"/v1/projects/:project/webhooks", wrapper.CreateWebhook)
+	router.DELETE(baseURL+"/v1/projects/:project/webhooks/:webhook", wrapper.DeleteWebhook)
+	router.GET(baseURL+"/v1/projects/:project/webhooks/:webhook", wrapper.GetWebhook)
+	router.PATCH(baseURL+"/v1/projects/:project/webhooks/:webhook", wrapper.UpdateWebhook)
+	router.GET(baseURL+"/v1/projects/:project/webhooks/:webhook/deliveries", wrapper.ListWebhookDeliveries)
 	router.DELETE(baseURL+"/v1/tokens/:token", wrapper.RevokeToken)
 	router.GET(baseURL+"/v1/workflows", wrapper.ListWorkflows)
 
@@ -6286,6 +6622,548 @@ func (response CreateToken500ApplicationProblemPlusJSONResponse) VisitCreateToke
 	return json.NewEncoder(w).Encode(response)
 }
 
+type ListWebhooksRequestObject struct {
+	Project ProjectPath `json:"project"`
+}
+
+type ListWebhooksResponseObject interface {
+	VisitListWebhooksResponse(w http.ResponseWriter) error
+}
+
+type ListWebhooks200JSONResponse WebhookList
+
+func (response ListWebhooks200JSONResponse) VisitListWebhooksResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhooks400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhooks400ApplicationProblemPlusJSONResponse) VisitListWebhooksResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhooks401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhooks401ApplicationProblemPlusJSONResponse) VisitListWebhooksResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListWebhooks403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhooks403ApplicationProblemPlusJSONResponse) VisitListWebhooksResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhooks404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhooks404ApplicationProblemPlusJSONResponse) VisitListWebhooksResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhooks500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhooks500ApplicationProblemPlusJSONResponse) VisitListWebhooksResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhooks503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhooks503ApplicationProblemPlusJSONResponse) VisitListWebhooksResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateWebhookRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Body    *CreateWebhookJSONRequestBody
+}
+
+type CreateWebhookResponseObject interface {
+	VisitCreateWebhookResponse(w http.ResponseWriter) error
+}
+
+type CreateWebhook201ResponseHeaders struct {
+	CacheControl string
+	Location     string
+}
+
+type CreateWebhook201JSONResponse struct {
+	Body    CreatedWebhook
+	Headers CreateWebhook201ResponseHeaders
+}
+
+func (response CreateWebhook201JSONResponse) VisitCreateWebhookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", fmt.Sprint(response.Headers.CacheControl))
+	w.Header().Set("Location", fmt.Sprint(response.Headers.Location))
+	w.WriteHeader(201)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type CreateWebhook400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWebhook400ApplicationProblemPlusJSONResponse) VisitCreateWebhookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateWebhook401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWebhook401ApplicationProblemPlusJSONResponse) VisitCreateWebhookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type CreateWebhook403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWebhook403ApplicationProblemPlusJSONResponse) VisitCreateWebhookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateWebhook404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWebhook404ApplicationProblemPlusJSONResponse) VisitCreateWebhookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateWebhook422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWebhook422ApplicationProblemPlusJSONResponse) VisitCreateWebhookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateWebhook500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWebhook500ApplicationProblemPlusJSONResponse) VisitCreateWebhookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateWebhook503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateWebhook503ApplicationProblemPlusJSONResponse) VisitCreateWebhookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteWebhookRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Webhook WebhookPath `json:"webhook"`
+}
+
+type DeleteWebhookResponseObject interface {
+	VisitDeleteWebhookResponse(w http.ResponseWriter) error
+}
+
+type DeleteWebhook204Response struct {
+}
+
+func (response DeleteWebhook204Response) VisitDeleteWebhookResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteWebhook400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteWebhook400ApplicationProblemPlusJSONResponse) VisitDeleteWebhookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteWebhook401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteWebhook401ApplicationProblemPlusJSONResponse) VisitDeleteWebhookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type DeleteWebhook403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteWebhook403ApplicationProblemPlusJSONResponse) VisitDeleteWebhookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteWebhook404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteWebhook404ApplicationProblemPlusJSONResponse) VisitDeleteWebhookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteWebhook500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteWebhook500ApplicationProblemPlusJSONResponse) VisitDeleteWebhookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteWebhook503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteWebhook503ApplicationProblemPlusJSONResponse) VisitDeleteWebhookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetWebhookRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Webhook WebhookPath `json:"webhook"`
+}
+
+type GetWebhookResponseObject interface {
+	VisitGetWebhookResponse(w http.ResponseWriter) error
+}
+
+type GetWebhook200JSONResponse Webhook
+
+func (response GetWebhook200JSONResponse) VisitGetWebhookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetWebhook400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetWebhook400ApplicationProblemPlusJSONResponse) VisitGetWebhookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetWebhook401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetWebhook401ApplicationProblemPlusJSONResponse) VisitGetWebhookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetWebhook403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetWebhook403ApplicationProblemPlusJSONResponse) VisitGetWebhookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetWebhook404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetWebhook404ApplicationProblemPlusJSONResponse) VisitGetWebhookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetWebhook500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetWebhook500ApplicationProblemPlusJSONResponse) VisitGetWebhookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetWebhook503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetWebhook503ApplicationProblemPlusJSONResponse) VisitGetWebhookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateWebhookRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Webhook WebhookPath `json:"webhook"`
+	Body    *UpdateWebhookJSONRequestBody
+}
+
+type UpdateWebhookResponseObject interface {
+	VisitUpdateWebhookResponse(w http.ResponseWriter) error
+}
+
+type UpdateWebhook200JSONResponse Webhook
+
+func (response UpdateWebhook200JSONResponse) VisitUpdateWebhookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateWebhook400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateWebhook400ApplicationProblemPlusJSONResponse) VisitUpdateWebhookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateWebhook401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateWebhook401ApplicationProblemPlusJSONResponse) VisitUpdateWebhookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type UpdateWebhook403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateWebhook403ApplicationProblemPlusJSONResponse) VisitUpdateWebhookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateWebhook404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateWebhook404ApplicationProblemPlusJSONResponse) VisitUpdateWebhookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateWebhook422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateWebhook422ApplicationProblemPlusJSONResponse) VisitUpdateWebhookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateWebhook500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateWebhook500ApplicationProblemPlusJSONResponse) VisitUpdateWebhookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateWebhook503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateWebhook503ApplicationProblemPlusJSONResponse) VisitUpdateWebhookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhookDeliveriesRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Webhook WebhookPath `json:"webhook"`
+	Params  ListWebhookDeliveriesParams
+}
+
+type ListWebhookDeliveriesResponseObject interface {
+	VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error
+}
+
+type ListWebhookDeliveries200JSONResponse WebhookDeliveryList
+
+func (response ListWebhookDeliveries200JSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhookDeliveries400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookDeliveries400ApplicationProblemPlusJSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhookDeliveries401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookDeliveries401ApplicationProblemPlusJSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListWebhookDeliveries403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookDeliveries403ApplicationProblemPlusJSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhookDeliveries404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookDeliveries404ApplicationProblemPlusJSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhookDeliveries500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookDeliveries500ApplicationProblemPlusJSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWebhookDeliveries503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListWebhookDeliveries503ApplicationProblemPlusJSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
 type RevokeTokenRequestObject struct {
 	Token TokenID `json:"token"`
 }
@@ -6537,6 +7415,24 @@ type StrictServerInterface interface {
 	// Create a project token. The secret is returned once and never again.
 	// (POST /v1/projects/{project}/tokens)
 	CreateToken(ctx context.Context, request CreateTokenRequestObject) (CreateTokenResponseObject, error)
+	// The project's webhooks, oldest first (never their secrets).
+	// (GET /v1/projects/{project}/webhooks)
+	ListWebhooks(ctx context.Context, request ListWebhooksRequestObject) (ListWebhooksResponseObject, error)
+	// Subscribe a URL to run events (run.finished, step.failed, approval.requested).
+	// (POST /v1/projects/{project}/webhooks)
+	CreateWebhook(ctx context.Context, request CreateWebhookRequestObject) (CreateWebhookResponseObject, error)
+	// Delete a webhook and its delivery log; nothing more is sent to it.
+	// (DELETE /v1/projects/{project}/webhooks/{webhook})
+	DeleteWebhook(ctx context.Context, request DeleteWebhookRequestObject) (DeleteWebhookResponseObject, error)
+	// A webhook (never its secret).
+	// (GET /v1/projects/{project}/webhooks/{webhook})
+	GetWebhook(ctx context.Context, request GetWebhookRequestObject) (GetWebhookResponseObject, error)
+	// Change a webhook's URL, events, pipeline filter, secret, description or enabled flag.
+	// (PATCH /v1/projects/{project}/webhooks/{webhook})
+	UpdateWebhook(ctx context.Context, request UpdateWebhookRequestObject) (UpdateWebhookResponseObject, error)
+	// The webhook's delivery log, newest first, with each attempt.
+	// (GET /v1/projects/{project}/webhooks/{webhook}/deliveries)
+	ListWebhookDeliveries(ctx context.Context, request ListWebhookDeliveriesRequestObject) (ListWebhookDeliveriesResponseObject, error)
 	// Revoke a token; it stops working at once.
 	// (DELETE /v1/tokens/{token})
 	RevokeToken(ctx context.Context, request RevokeTokenRequestObject) (RevokeTokenResponseObject, error)
@@ -7828,6 +8724,173 @@ func (sh *strictHandler) CreateToken(ctx echo.Context, project ProjectPath) erro
 	return nil
 }
 
+// ListWebhooks operation middleware
+func (sh *strictHandler) ListWebhooks(ctx echo.Context, project ProjectPath) error {
+	var request ListWebhooksRequestObject
+
+	request.Project = project
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListWebhooks(ctx.Request().Context(), request.(ListWebhooksRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListWebhooks")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListWebhooksResponseObject); ok {
+		return validResponse.VisitListWebhooksResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CreateWebhook operation middleware
+func (sh *strictHandler) CreateWebhook(ctx echo.Context, project ProjectPath) error {
+	var request CreateWebhookRequestObject
+
+	request.Project = project
+
+	var body CreateWebhookJSONRequestBody
+	if err := ctx.Bind(&body); err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateWebhook(ctx.Request().Context(), request.(CreateWebhookRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateWebhook")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CreateWebhookResponseObject); ok {
+		return validResponse.VisitCreateWebhookResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// DeleteWebhook operation middleware
+func (sh *strictHandler) DeleteWebhook(ctx echo.Context, project ProjectPath, webhook WebhookPath) error {
+	var request DeleteWebhookRequestObject
+
+	request.Project = project
+	request.Webhook = webhook
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteWebhook(ctx.Request().Context(), request.(DeleteWebhookRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteWebhook")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(DeleteWebhookResponseObject); ok {
+		return validResponse.VisitDeleteWebhookResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetWebhook operation middleware
+func (sh *strictHandler) GetWebhook(ctx echo.Context, project ProjectPath, webhook WebhookPath) error {
+	var request GetWebhookRequestObject
+
+	request.Project = project
+	request.Webhook = webhook
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetWebhook(ctx.Request().Context(), request.(GetWebhookRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetWebhook")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetWebhookResponseObject); ok {
+		return validResponse.VisitGetWebhookResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// UpdateWebhook operation middleware
+func (sh *strictHandler) UpdateWebhook(ctx echo.Context, project ProjectPath, webhook WebhookPath) error {
+	var request UpdateWebhookRequestObject
+
+	request.Project = project
+	request.Webhook = webhook
+
+	var body UpdateWebhookJSONRequestBody
+	if err := ctx.Bind(&body); err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.UpdateWebhook(ctx.Request().Context(), request.(UpdateWebhookRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UpdateWebhook")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(UpdateWebhookResponseObject); ok {
+		return validResponse.VisitUpdateWebhookResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListWebhookDeliveries operation middleware
+func (sh *strictHandler) ListWebhookDeliveries(ctx echo.Context, project ProjectPath, webhook WebhookPath, params ListWebhookDeliveriesParams) error {
+	var request ListWebhookDeliveriesRequestObject
+
+	request.Project = project
+	request.Webhook = webhook
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListWebhookDeliveries(ctx.Request().Context(), request.(ListWebhookDeliveriesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListWebhookDeliveries")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListWebhookDeliveriesResponseObject); ok {
+		return validResponse.VisitListWebhookDeliveriesResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // RevokeToken operation middleware
 func (sh *strictHandler) RevokeToken(ctx echo.Context, token TokenID) error {
 	var request RevokeTokenRequestObject
@@ -7879,234 +8942,261 @@ func (sh *strictHandler) ListWorkflows(ctx echo.Context) error {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+y9iXIbN5cw+ioo3r/K5EyTWiw7sVRTufISf5p40adlfGdM3xDsBklETaADoCUx/lQ1",
-	"TzMPNk/yF84BeiF7IWVJWT5VqmKK7AYOgIOzL187oZwnUjBhdGf/a2fGaMQUfHwnQ2q4FPZzxHSoeIJ/",
-	"ds5P3hE5IWbGSKgYNSwiimmZqpANOkFHhzM2p/Y1s0hYZ7+jjeJi2rm5uQk6CVV0zoyb41WcasPUMTUz",
-	"+ye3oyf2j6Aj6Ny+G+ITnaCj2K8pVyzq7BuVsuI0/0exSWe/8/9s5WvZwl/1lpvhgx3Nzv9GRInkwjRM",
-	"ydwjt57Tz5FNeswTFnPBGiZN3CO3ntTPkU+q5C8sbFpogk/cfkp8P5vxJBV+tjLCnKSCHL0m3X8jZ2ye",
-	"SEVjciXVxSSWV+TodW9ATlKhiTZUWVwyMyXT6YycvDk9I1NmCCXn50evL787IKr4nDaK8unMkImSc8DG",
-	"bPTT1z+RC8YS+LYwlf17Qa6YYmTKL5mw6FqxMSoVt96Uk1QcvYbtOA1nLErjplPX7pFbz+bnyM7g1LCk",
-	"aULDksbJ5vT6HRNTO8Du9nbQmXPh/94Jqi60YjqRQjO4zy9pdMJ+TZk29q9QCsMEfKRJEnOkJ1uJkuOY",
-	"zf/1F43EZW1ks2/hpGX0ek/jiVRzFhGpCBeXNOaWIgEcB2TElJJKj0jMtdGE0XCWPTThLI4GnZug80qK",
-	"SczDB4X7bMY8mCR082tyxc0M8NbT1CeA8oYBnD9KNeZRxMRDA2rkBRNPNFEyZiSSTBMhDaGxvVhmxjWR",
-	"CVMwP8B5JAxTgsYPCea5YNcJC4E2MHXJFIGjJ92IGcpjTahiRIp4QWI5nbKoB5B+kOZHmYroISH9IIlO",
-	"w1l2xKRrMdeQMYulmGpiJKFCmhlTxBFphPWYLmJJozMp31E1ZQ+NA2MZLQjXJLaTK2JmVCAGMLxE54Km",
-	"ZiYV/4096Ha+51pzMQ1IKi6EvBIBUexSXiBBYNeJJXWIwJbgF2ScT58+9Q9TM2PCWOBYGZoVaodLvKQ8",
-	"puP4QXf/kEQsYSJiIlyQbkQNHVPN7PI8z+vZg0lz6A6IYkYtSEwNU+50EiVDpvVDA/+JxXHfUehxajz1",
-	"XSXNl0wtiJse6SA3mlgO5hag0ySRlvm/ZxGnZ3A+D38FnmjyCqfsWxDsxgMtDEOWWOIzY8oS6xvPVwHV",
-	"DqO5xVIp/p6yFMBOlCWZhiPr9ILuCt4Fneu+VJH9aQdACnnEokOzKmad8TnzgnlMtSH2WQ0UOejY/aem",
-	"s9+JqGF9w+dW6KidadeK6kxE9msrSRg21207Bwt7I4xa2MNyQ1Ol6KI48lMrM6RC3P3IeyiOeMnmc0F3",
-	"8EvJp/6SjSPHIATfBJ3DJFHyksav3bYVRBkaRdzuMo2PC6c2obFmwfJByvncYWNBmNrbttLUMkVpAOLU",
-	"UJPq1UM+FIS6R4iV5ixLdjIEFVFApAgZmdOIBXB5iihQhhNHQYxb4k40xyOgmpbSIzZFLCJdOtZMGHI1",
-	"g18YscgkU0MibllqA1Z9dxNk0x5FqxMfvcZpqcmpde1g3xcGO5FI0ZaGM05cAUh5toLGYV/cBMUjrL+L",
-	"2/mDJxnSZS+MpYwZFcuYHzEagZq3AuwnC+NIijPczJEDVgeET4iQwHojHpExm0jFNr/Re8u0Y7PXdzzt",
-	"0c4kwEQ6t5fMHUEEWsUvIH0VLtfqQM9vgs7cMqFp5SbYo58x4tVhQvWFJv6YdePJWQiz/asAMYOwEb5n",
-	"lojImFVcvUwMBqzSiKhzunBHBcqkJ2dLN72eallKazc/+piamin99VrB3gok29ldpoK4mEp6ZwybJxWz",
-	"fhSMWNlBTggFIrNKPQrsahXin9IxU4IZpol7jtDilxQnJooKIgXpWkIVyykK6FbqZQHRjJGYiwvda6UC",
-	"IEU0XlaLdOyam1cyYoUHuTBsCgyidPwTLrie3e6e2GsGYNdzjQrkKG/hO/s+oWN76FX7FqDyQDVclROL",
-	"gFTPxpIqEHjtl6cJVRfk/Cgg4wWxun9hEx0CLNOyWE7PVVx9oG7iJ3BMfuIpNeyKLlDX0pa+dmMZ0pio",
-	"VNht8m/pdqbQQBAWhBLHtDO8cQKX/3rBTGCBsmjk8U0xKyja7wLCBtMBQOzNLeqJJkMrTuLfVh7eJ4mM",
-	"yPU+2d7a2SZCRgyxMZOn98nONjkSOp1MeMgt/xOXPOJ0EMr51jRJB8POAQljRq2ukbFGD7FOw5CxqIWA",
-	"WQom0vm4JAZWIClQOjzFtvuHj3luniHQaJhubz8NL7iI4BPbwi8squiEhmzlW/xi1Mo7nXXuNnfnKb6O",
-	"alij1cuw5BQeXCZ2bvf8OFVU7xUVIYsLst2SWHRLwBWjTs9oZFBOVmsR9FeJOI5efD+woDYsML2l/Jov",
-	"pCC+7qwrvr7K+cISw6AJDblZrGmwf+Uft1IWOhnWRqllglpBcGM6ZvFmNHplqVbFOmVMtKliV1JdAMkB",
-	"nczvg6NQB8RJ05ZmxvD8hCtt1hTwbrxltwJgKaolzbMMJgeDJVjczLjINcddMucitQSky01GTFFBf7pN",
-	"SiTdSyF2j6i+yPTbCkmG6gvyq/0dnUd41E+0ByeRcVxBIm+CTppEm6HAMl2g8JA79iKgRfQqzpPt35d6",
-	"LH9VwOnV1ZaPu3LBfv/3wYwWUmM5zVB4s6C2KGS5mmI0WgSkwK88ixKW2VBgiRPFGKETw9RQmNy0rD0e",
-	"JjLSZCxTEREj7TfzwVCsCnZJ+p7HMW9Vyk8ckIdzmQrYlWmSfrBQVW/H2+NzwsUlE0aqBYAPson9twvr",
-	"s7KLkKYXEI1I6USX/aGAJdoBqLeiePWISIGrWMuQ8Pb43ELYJI8/w4U00obNtqW8FWWpwa7Rng2c5pNl",
-	"kSJRMkpDQwBtSXfkzJsjuK5WOpSC9Zolu5ugc2HxvOFW/gQX8p0V3f5efzd1Op5bVPx3OQa0G4oTuoA/",
-	"jCTdETUs5kz5p/t9mLUPl33U28dJAhDbDvHRYCjsaRoQJucBoDIlV5QbK9NZrYPombzS+CqYOSxjGpBD",
-	"IJj7Q+EGeqKJvBJl9ECcaFFC51ItXi7Mbc5UVOP5CeCxXcnqVQ3tuyX1rUKyW7FhASoGhVtZBtxD0kCk",
-	"3rWyugKff/406CRWSlR2Of9/t/v5sP9ftP/bdv/Fl8/97PPPgy//0vuh8Fvvh//TyoY7CAmZU2M3x6J+",
-	"EtOQzS370yxmoZFKD8hPbIGE7ZLGKdNkIuNYXg1FQarFC6EXwtDrfULJBQO/hFUnE1whef3htK/TcSTn",
-	"lAuSKDbh10Nhhx1tjQKLc4JQoC+g5hoyl9qQ509JzOzydUAiPuVGB2TUHwVk9LP932A0FF0aJzMq0jlT",
-	"PLQvjqWZESYi3TsgFIG2wFhBG2gaKmuohQFazul18QCe7zUcHq+SUd3l1GsbUL1Utkz3aiymjfj0wckb",
-	"BTT5TPu/ffmMqND/8nU7eL57U4kPr4DVuriB24mnS5Jdm4yay0ebRDKsiA6V+wGL2UDOLt+GN9c0NPHC",
-	"0nCLgSNv8hoB7o981MJo1fYyTdJjxaWqlDz8L8j1ubZa8hMN1NHSVE34EqkMCsLfUCgqppnk6nyP7vVE",
-	"xjxcePPvfvmJoYjYhKax6Q3IaxbGVFHDL3NDngbHq70gb2Vu3dPM6KHwS9WDk1R8hIXowdvjc7+UEjH3",
-	"RPMm6HCRVNnMDsWC/Pvpxw94FQOSUK2Zl3ns9FlAiLMZwDgDIMNT2Xfz/GJ5zQm9eu9MEz52qYLq+9Ab",
-	"kgc3HRC3HZpMeIxyPfhz9Sq7tiP76J+NgnyCziVTujJEKwPJPXFAti0pcrrGnFGBNhzBrhgqG3Mu+Dyd",
-	"d/a3q7bab1m9s8ASODjx4gYrNuWWZiC1p046GCAN3CDOpPb2nckLdks9F/3C+kj8Taaq4lTf8QmzusUB",
-	"ERKdyAu06+AmukXgnn3/3XO3CPx7p2oPPSEqk6yWpaMxuuqaw8VDezSaqljELQO153zJ2RVgob3lovjQ",
-	"nEaMyNRoHqGgd3h8RLpjKY02iiYgTXq7OQ7YCTo43KrZvEbLAojrKWYEh7bK1TQLFauxaI0ZVVYIhUcG",
-	"5HRmJT4I5QDCZcmci0OqVB+Nn7HpciFYy2vCVwMPXdWyfLxfBaNOlXKOpCr90DBtlevLzENXLxii8yhm",
-	"xvlNGzwAezdBh136iM615AO/gjf2tSbtaMfCMWNxVCX7OnWzaBueydgqnSykqbaCsNV4Yx5Swp1SS7po",
-	"mKUx60+UnPd/Y0oSzaeCxj2w6oIa7RXl5k3aeV5rD1nyuMgxWK2jjXfoo3+xaZPAe+6CK9sMgr+m0qwd",
-	"Ufp3eBgwFLZx/RM+cVh24l9sgP87mACf3xyH/ExNMzxHuhY7R91aw7rHIaqCxmzd907hYftWwsK1X7LP",
-	"ojV6HNeozX6HyNVMauYRW6M7hHS394mwot2CmV6bzhd0jIviOT9qRphn9llFJxMebnz0nxifzhpv9/f5",
-	"6O+dp6y8bnet+zThgV9xH6L+LNdJlLxetDoIrriIUJBY5yTOEJxP+NIycc4jmB3r8QQ3Ozp37kWELtye",
-	"fDMLJCGjngWK20T2kattGiXS5D8tiE3en2WppA9MxzBoKUiXkoJS1hsMxcc5N8bFvVn9E6X0klsuIHzA",
-	"0B82p+GMCy/uD4U7XnDzhS5ImylnJSxYBar0vSoLwBLRXUcTK8fO3+bWVsskME7TKSLruxN3EBjduIha",
-	"uVDB7dnoUPa42+wVfLq8dGrvAQCST9W0BdXGhozGbMQFTtP5nFbEay3DiIM2QeXtDcsBka8/nKId6IBw",
-	"A9YVXbolT/SqHxS0rybDxd52teFihf2vinqK6tk7KZOygFZD70H2aTvOMpuvf3J3bRSxmOksrIDcgvA5",
-	"nTKMZAmpENKQMSNJGscQHr0v0jgOKnzyGbeLJNh0wevrZbncyZ65LRvCbVY8nW4hJTKN+9WEJn/3clQF",
-	"OUXR4Ykm4YyFF4ROKRfaVJg4QBgjM0YjJeXcqnsYkLJEelci4NwoZEa1FXIL1hKIZumt2nAm3OgWOX5N",
-	"ArHiK4ah17vxJwWsWUbnzXyuy6oKnzqNvJkjrBnsYE9wTMOLj5O2q1UXD+AAKnr7GjfGTbix7zzfzyZj",
-	"QB3Ot4Hk5OUlFhVWu7mXSM6E8phFb52o0ugaWSOW4dkSzVm9dSEVEY8gbyVoOV5t2pAcQ0MUNWy62DRy",
-	"IqMn2QB+xsDvXdO+n3ptY8UOvRTyWbO4de7wU3jOKB7qc/TxNdOGvfUOaWUzPNBBHlCyDpk4dUJYRbAm",
-	"FTltdIFgVERkJq9Il4sJU0yEbFAcaJ/Yi8VENBQjo7iRYmTF1dFlHM9HAZnLiMUB8qWAUDXVAWHiMshy",
-	"ZXSmeehgKGhqpNUHIf3DEXo0QcsIcwQ5WNmdPwkQMiJUE2r1tpgdoK8cEsEQdDNjXOXmW6oY4YJEMtRb",
-	"NOGDeVQyRxdcro2242W56K4JbqvVY2dNm8RujQDt323Ck7Ky1sSLc+qQx6/rLPOzFF3IRehc0qjbOdew",
-	"SwKdM6pTu4YDFwdhNGZ9WbWUwYHG1EDajB1Rk1/SaMpW+TFmoqzC/Oz6mlChr5hC7MgEHwyJ5xGmfsAT",
-	"pZgdLszzvVa9f6LkfPMDB/vSixfvcGHvK8A+TxKmXLBHlhGC2zBOwwtmwDLHxRR+evHCzEjCVMiE4THL",
-	"YpJ8mIE/oHJQkkxRwXZgZqx2iUfgq6VFtu/N0w1E2nqCD7tbgCHwx1yFxD9aEvDGhxKXsaOWhoNXqCrl",
-	"+VMmOvp8Jq5dJOoI/HCfd78MMKdLfxSft78gEfw1ZWoxSOiUnfLfqqItVywgmN7bRMXfHp+7wIWVdXma",
-	"2ko5UlGWVyu1kJWDcIP712uA++BMTStOzvcQ6PCev1zdXvzJorYUGFrUxZiApQgajJXobXgzn2IMkM8v",
-	"Wz5ZGbM+iPguPKd6avdrL79NXluAmCc5mViaIiTyIbuG5ujg3UJg0pIunMeOFQYj3TJAa1gh7fBH4lzX",
-	"rRrHnbEYgzdkpH0wT54RLK9cQL/9YJmni3sBB6D3ObfAYgnHnK+fH/b+6O1pzEOm22zOa3HJZd28Qv4C",
-	"Qynlm7hYLJaf2VfaLO9pMSx99SBeSRVJ0ZYG8qKGi7twovyg/XKX5625q8eg1VZIL3ImVbu+56SqYvRC",
-	"M0ZCqMw6D0NEFxfrPfxsU//M+sf89vg8c9I0nvKGAa1LyHdFleBiWkEM3lgWQ50lg47lJUPByFTalTXS",
-	"odulLoE1H50K+WurYsDTequ929zidjQi3pGP+NgoH9OjZqUHXXsmgs+RmIkIi0Rg/n0qUs0it5/e8NOH",
-	"7XTY7N7stSanbYT9TzfB/mebYP/e/WD18xI2lPf6R8pVX88sO8BHsp2Uimy7eJSd4g6uotFuZRhIBtlm",
-	"SDGWSskrLqbv+JxXAPw3eUUmVLkLJOScCxqXTH1zuiA4CtafgeQjRKFuf2ffMvbYju3Z/z7Z7rW7+GNM",
-	"VG6Aap5a1MSwcIebRfAcCAXoABoax/jS+uDsQZgrjFyhX1iBjkxTqqgwLI+ucrvTPDLaq3PJc9myX5St",
-	"qCa8IDU1SVoBRDiR90dvC3U1Co/O+bSP+UyJkhMeu5SmtntbL9X63akhWbWqvpfi1r16Vg5d158CY9cA",
-	"VBxn1YqYC5F1xy3tQUjtAprbRbjKMNW1uctTiPCrFEYRnFY5tBnCPAZ8TQ3DZ8QvErahPrHbEjHuiqaV",
-	"48WBMVsNnZvMEdPmVKq7U8UbJVXpitwa+7PT9WsLSjjkD68SF+WnQjxhY3zvWg7lRq5byklqtKF9g0y2",
-	"VyNvF/OMWmScbE+q3bBZkOz6lCPf5TaqkQ9eBdrfGI3RxrEkWc1YePGNSXQ6K3Phow7lRXugoXurCthc",
-	"F2wjcc33tYb0vLw1vXmKSodlPBXUpnAjnZloiXPtTAc729PxZtfVz7f+1czV1JXtY5NJm8Jk13jBFq13",
-	"EiKzNzND22EDD0MV5MeFGOo7M61DOj/Eaf5HHmrdfMZrxR+uq31+A0l61hosVV5YXSJk015Xk6os5n9t",
-	"UpWdXRuhyoduAqs9RWWnNkXFj1Ht8zokUUVyA+lqlteZ1Fs6YWFvQF5Z+oiWLwiMSFg4FAlVmqmiP0oq",
-	"oijomlBQDZ7mmuDeBERL9DVA8u1Q5ObkPHuXGiz7UyqZRbp7u7u9qhTP+iI0L2UqIgyjQUOiSoUjR8PO",
-	"7mzYGawmVxdQfqn8jkCEBb5wgNoJNTSW05Rh4hXPhPvzk3eDphQLK7pGhfyKffL5qx0iAHEs8Kr4D/ZT",
-	"9t4PN18GyGNYUpOU+vrwbT7UBRcRjOCs8j8Edv1Hkx8CsN3+EJCJVG9oOLM/MKM40z8EvjzLDwEJpTCU",
-	"C6bIP4iiC/IPoqEMxz9I5gkl/8iqNwFwNxs7Ej1+FujRnVG753my/ctmIv5dKcajvK96RnefPd9HVWvG",
-	"rlHNyioGUyEFD2lMXGBmY4hBMTHmTgjqOvGEJRJQzrLZIPouJ7eF2r6XGbF1q18zLsVXpVvVH358RV7s",
-	"PfsuczO5WpeDiltvf6iUynLn51rUuuApW6HXVrbQhoqwNmoaa5VhUb8K+psLhKsZNIabmDXIlauFqo8I",
-	"j5gwfLLwvk6/T/YNpNsF136v3eEGv3pQgiZJ9DhHybuNrbpbDalacWlFR/uxhv07w+r63N9tVCvz9wM3",
-	"gLQO668L8iyUGVzVHSKMrL5l5bRNTT55pnmTuXWd0CKo7ZQZHzY3w2Ayi9S8uhb8CRUXpFg5xNeII11X",
-	"dBHStFpsjd8BBa9LaX0DQr8VuLp0yqIe8Y8SbsgV1URRceGKmDTP8/3aQTDF+KrV8FeYlxu9T8D4HBBf",
-	"CSQgH6RVoX6EzPEPVmbDjydMM3UJwlBAjhVj8wQ/H2Ex1Na0CZWKNSLkWNIaB4iFHG6Fys9cJmgsaUUC",
-	"GDJ8lYpS7SgLE37x2X1jcRC/+ZL5xidSkVK9Y/2E+Jn0Zjpvvr6g3hp64jxhLn3iTlLRlzSFzL+BhQAu",
-	"GEtQstZGKhYVBdWlhNiaRPa8ZtEaqf6u6sOaWRfLXRLWyn9fqoqxQjInirHmYIU5F6kmy7VqMGopkZG+",
-	"hZnVSFPlryjMuuGgO6sJoXaGAJdXvS9GLb6h/JZO5+xHFxdWXsUpJPAbadUSjGLH5H3UDc3MUttIXglt",
-	"FKNzJ3HPS87d5bzrFSyb0+sjfLj4e86QK5a7lFlYEWV011kMa+QMfGkA9VPmpqwP325Jolh2e68XEJWB",
-	"6d6vBNLle2fVS6M5t6+0Z2NDB45vFzeblUAr4UfVNdV82cuW9hhQ3rLTqNw1sel1iwSepMLVCCwqFWu8",
-	"kepbVRxr0hMbKyis9kTxLqZmTYRHhbDcwgR+f+orm+FJVSJfKrJEuDKUr6mhUOdBkNPTN2SkUjEikChJ",
-	"utnGZRGjYHKpSHsJoTZhKzsqlWisr/B6m1qt34J3KhVH1biv2a/rRLjeoj7mbdB9bURsRjBcbguO2ZXX",
-	"YNLR62VNrFBMKvs4+HkfUu92n+1Vq2UZyVj1SGRVDioOJJ5U6zkNmdYroqQdJEsHrllltRIs2LU5plOW",
-	"1bqolg4LilNCp9XFK1S6QRa+5QBtejQMWLOaU49rnv0cv/nw+ujD207QOTn/8AE/nZ6/evXmzes3rztB",
-	"58fDo3fw4dXhh1dv3r3DJ9wf8MPZm5P3Rx8Oz968ruNZdbXuzzI7NCZng9AIiIcVZ1Qq7pvELGvS31Ib",
-	"+kWTgds1/IkvWZT7FXKDd3OVv90lqrZEuqtcFktFoasVyvV1ZZ3GFUwDyjDhj3U1ggYrtUugbwlm+lXs",
-	"UerqvUjBvBGedI8/np6R//3v/9mCd3tBVvGfa4sm9stmJfK7euq+bEB26a1V/QvOCumv6LTJe5phJS4M",
-	"jQbnRyoipsiWf157qGk+RNRiF4B6J471LPteLO/XTBf0AxLOisW9UCbCnF3L0ZGXuxYOGyhI331b0efv",
-	"byfPOY/OWjTRl4tOdWtpm9qCWpV3yD3dHkdXH67rDPtL+UTupKBqWGpCOfdBAZRgGidUGhdpYg+zOsv9",
-	"Fpa+Z3cipjYmd68rUfgjruJSvuddXSasrmxAWOgbKMmEqpasVHtqITXhLE3ydLZmG+83mPV3vl/b87YD",
-	"DUoU4ujmh/wci0OhiXvz1+1l/4WbtvrlL9aNg7Bi0smyfLOeVFyLxpDoIVvSnOG2y0umYpqs22Txo3u8",
-	"xMarTTvYVrGWYYNrk6a6rWXMCmP/Zm6NCS4hE6vbvs4WRFXy5TIj1Rc8SVj0Md/dZTMWVUYT91hWHQy9",
-	"c+ySyxR55RW1l5bHse/00HJnn7lWKv8lWzbr+3WdunutMTSVvl2PV9khBxlpWtmdwh0onUwT5XtJw4sJ",
-	"j+NbFj4U0Ua6p7pt0XV8N4AJm5ZzuwJKy8R5NVQ+hgxgV5tkzqEK6NWMx4VGsRbFCk3zIG4eUW5Gk4QJ",
-	"0vVJHjtkwagKslef6ANCDYmZ1d12ttHYUWr4FbQ1j1JVgsYrJQVh14likCmnSXe0TXbJv9j/RgEZ/b8R",
-	"5fECPqFUtzMb9QJwwTnUv629d2e7uSp6xjaWRU1jVbNYE6pJlGIPUAv2i21twXwO8OVbpevg27s9eM9L",
-	"bGk5ZEtREck5iVhMFyRNMFeB58ASGkWYwgB5P4Avm5zm92t6WcrNenMm1eL6WeYH9821KpUu/aSgjAbF",
-	"UgqFYjqOAj7RJOYXDBX0J82q6966nHDnG8rkFpnCEvIefjiEi0N+kyKPUVq5g54KnJ+96q1661q6G9Uq",
-	"FWezVWXC6WqW/6Wa5YWEsxx+bexlAmHRuw7rK800BSgtc7AmEn0XpcEyuf32NcFKN6ipJphVsX3ET6ZO",
-	"uzrXECCZ5yndpo55BofcmG+teekrXW3LV7qmJIvjeBCajvyuuA1PdFnK4k7IGgonZe2DZAb9vHxN74CM",
-	"08mEKSxWrgiN44CgoQ06jjE154Ia5hqPuL5cUrDAPS2v7P8xGNVbFu0snaCDI38EEQo/H8ZxJ3B2vI9m",
-	"BmicTeG/gEHtk18azieqdIg1mPH9exua59W39KbxSnFx8uKolRch64DVYqo9eXN28p8NVtvTn46Oj4v2",
-	"W/f51d/gw6fDo7OjD29//vHjyc9vj8+Xvjk8Pj75+B+H76rPILe6VDYYhL6C5NDH1GJZl5AqsOhZPGPC",
-	"qAVJmCKWIFgJZwSUYTQUXUu7It/FrBBi4iJMXHjJqHdAfCkCNBtrSH/jGmsFVjbA8fG5beRsqVHrTdDx",
-	"/e7Wpoi+AWObvt5qmv7+Gy3TVryzEFezKH9CcAy+rQCczmBFqN2QJaxnmbtNQc2KrPirmQvEt5gGyiWq",
-	"Yq2xV2vlmcnUJKmpMe27Tr3uGdKl2KEAL3RvcIf21L07aKKHgoGrHFrfSa+mjvs32MFAzcC6/FVd1Q6X",
-	"Gw9DM1bBoNU/vrZ5Y9znNRENS8e7aVpPJeQTyw0LJflbHTC++H+jYdw+UxkcUKzH3xbSC4fZ4LH9GbNm",
-	"any05+err273X9D+5MvX72/62ee9NT7vVApd4OkIU8XNwnL3ucvjh74Ah2lVCaZDkWXpHR4fOWTpjqiJ",
-	"f/7f//6fEdw62ENQOWCgfNqZMQn2gOdiIissym9Oz7IaZXKSNbUiVJD374hU4YxBvUEr0icxNRYpXanw",
-	"vCeKSsVQUE1WbOt6MBRD8QZVAZmazF10uUMEY5EmI7toqfhvMMU+eYkdEpABwlp9x06CwwAXGQpsk7SS",
-	"NtAd1bXOH/UG5GPCvF5vOfSCUDEUo+u+6/rVtxg2IuzaMKEBGlBWQN+HBtw0u6oW9C5eAZcXgnFN7q+h",
-	"wOim3oC4gO6+DmUC2jn0sICeD5oxV6bPcnZ36fYJFQsMIoUsKajS4Eu37W3vBYS5jjtQ/c8/gX4Xn8XJ",
-	"rrk2KBXEPGQCU0Dx7ncOExrOWH93sF1IRugUcKxgBNzv7Ay28UGZMEET3tnvPB1sD56iyjED9N2aQWrt",
-	"b1AVAHtfSL/VVkTtvGXmb+4R8LJCiwt4dXd7G6ubCOPidYoH+IsLXUYa0UZBXIIvoPty3CS/ZIPS7evs",
-	"f/4SdLSvI9B5xy+ZYFofEBpf0YUmu9vbBbUjUTJkWvvikH87OzsGqkenGpSAhbZyxxc7w5Yrgdm0G+/d",
-	"I627Ydi12Upiypf2YZmsrCz5WMk5MzOWamLHsIzFRb8TZCzN21F43S2ndrkOMQb+sOrW/DFhArHrmzBg",
-	"ieSvrtwKKm4uEskwnUObm6bFnoEZzT0K3TqsWFO7YCg11YjsJ/jE74LrSCYx+w8qJSLxsPLhTdB5tv20",
-	"bugM1q3z3JTcuG92mRwvDSbRYz0hauiYaqxa6VlC7WZe7mwVC2xMq1rnvPJVnqhiBOrvRISLiaLaqDQ0",
-	"KTRal0A4waLnyPScLkjM0agH4cPlc3rHtXmVV3+4t6Mq9sCrOC8PQqHH+U3Q2dveWeucHPfETi7PEOrm",
-	"l8DQLWiMJ1ugf9CfZrWyFkReIJsq9bDJesIWj7bYea/MVzv7PuIXE3GqpMvVdp0VHTl9K4kPh+/fjHoZ",
-	"yBp7P/hfudEsnmQBNKCJ6AMXc+PRgHANJX6pQHF2KPLRrOpOZ4xGvkqRA0AqaPcGX2EqQ2DZRDgbioo2",
-	"kNglckAOfb8t0vWpFD0yKix/hM1I3UMjHHkE6RbFbAvsJXngH9gnX29G2K7dWQLIUoNiDi3tFL9kERZ4",
-	"ghpEdM7yre1ffK/7Kx3SexZolDp2t3cyZaWww5oIdgWXHFkl7rRVSGmMTZFydEJZpHz/lpJX8gqnLyUW",
-	"LryT21eTInNT1jSMStnN/dOAatlkebMOiItyBkqwi5TgvsE4yc+qE3Qs4juK/E7iVHVju0e3sudg8L11",
-	"SNFLGhVCF29F8vbW4Wc/SjXmUcTA57+3s8Ybx3QRSxqdSfmOKsxY39t5tg54Ok2QPr5nEadQe/UbKbM/",
-	"GUKLMVLuGoJlGtEFSFLhUF3VaEsn1ibRmKWxzJi3vrpPN0i0Y2YqjFMf2JXrzamNTMiYcTHF1rgRsbTW",
-	"DAhm/njyAKTOSEs1LJ3LLPcDcpi1awYnthW6vRvEk5+cUnOD3ruh8DRIMaT3IBUAMHkDe9eXvoIevYZ1",
-	"FalRiRjsVVW9mstLd03/wAiPoDe/8UGaH2Uqom9HVrslhGbnlDEdPDC12BQXg1opu/aoHoRun+XI+MAI",
-	"8IDH+VGwnNJkdVm85Of69jPIeC3ISBDXHHOM4dhUNMzc8539z9VQ54/48zmmVhf6Uku2tn71ldMq9YtD",
-	"pyH5Eje5GJo36s/CRbs0t3NBnfMDImSprXdI47g3IG8EhnXLyVJOsFNj5JXwiUbgcOQK69SAXd/urLft",
-	"pCJmWhdMxWj8gvvxRFeRsvxy+Kpt93ZDDv0O4Uw1FwWFUd8GM2Ihjx6cbt7vtbmtal0wQhQRr9TbGrcv",
-	"cNdtgfE9Pq8cU/iLN22apPd/yXwpiEribJXJt8fn96pWF0qTViDdx5Ln1e4mVkqxW/j+6C1xJeV6v4+y",
-	"beHh4pIJI9UCqA6Uf7IPWGHp0nVKrFDHNzlnd1LFQia1p+XLSN/niRXLrVRbLAGEP4IhxO/ZUutpzRgG",
-	"jWAT9Nx6XzyWYn2XNWwg5bPAINLjLD73PlTi0hwbKcQ7d40LlQYxdPD91dXQ7Rftb7ySYhJz9Gz+6fRW",
-	"PMeCjwpytAwTVBisjkFdT5O1bk5ZNfWPbn11n26a7PHF+3S/xK1OAMoi9f5amsKmNG8jucNtaVnuWD34",
-	"Ld+5rZnDvcmeukcsKPWgrUGFDNxlRvfPakC4E9E574CaV6nMdpp0wQyR6W2XXPMxj7kp058cke4Pjeuc",
-	"H2eutKpV7qo6/O27iGof6RDKOdPQg9DXTR2K7t7uri+lY1UEaAf4BOuo9gbEysRRqiBDZDUNMmFqKLIm",
-	"iLl3wH+1lTUdsKspFccqug2sNAQ2OW/4EUSKwVB8slCNnBg7Cqo7gUMUQ0Xb8C43eiicdWGeamjvmya9",
-	"g6xSBzdBVoag2CZ8H+wSvpzOUFjV2/nyUTW3b7hOjk80YWIKncRFsXmfbySeQdDFLo/Q6gx7P0JYgBoR",
-	"qBoZx5AqzRTGDee2xyd6KEb9PgzWx6lGvSr9HVmnJyb3JAYuNX5/YAEwW1y9BHhAfKkhsgOFgmUcQ0B2",
-	"av7ywuGGFPfPIU3u7e6u87K7n0joH56beLlVVHASSxly27a73CWCU0Jai7Ha4+t6XMbVx7pZQ9zZ+uo/",
-	"LvllqvwaJWJSutO7VWUCYgYuJBfBe1Am1xHXNEnA6QwFuyE4fZzbNqeQvvco03wLFuKplfediqhYI48j",
-	"49wct+pdKvVYsv0glL8oH0MglvcqgIiiGQPRQsirR/T6NvQ6zBteQ+tiJFk6IDFdyNRkTagDUmhNnVfF",
-	"dZgojH5g+TlofdyjVy5vp5WxRiBss19TGvuuXy4t0W/GE+0KmEBM7Qwc01aEtkLqUPifIJI36+Rd2i2p",
-	"sj7RmhnDxVSTOb1gmtChyLgEXCQIaENn+QGEHoEk7Oe4QrHYtWyGaOuuk1nX6TTe87PmrAmCjdBJbr92",
-	"UPpQL9ibJ5r4TvMD8gkCYfMnLd0JhkKn4czyQ6zzAlWK9rZf7FsJey4N5tiNpTKgD9T53c8heuGBhF0s",
-	"hv+wwT/rEjxCJ8ZZ/jGi469G5B6l1Lsj4KdQH5pQCMKz9/Ugv4hyskoyKmmAE1C5eQgZdQtIAabXPCj9",
-	"r3S0HFpg/kjiTuH2h3I+pyL6p7/+D32nTmSM7Uc9m+OQljNVTDtTm8BKf/d6TRzz/KNclGME5/GqPF6V",
-	"Ivu54EnxqlhhOVWKCUOgDgrEuXsxkJJxnLL+VDEmsGoDu+odQA1AKydPrdztS2TZK2iv2r1fMzuTneiP",
-	"cs9OHDwPJAj76f4EwrA/Kd9e4VEsfhSL6+jSewoVm6xQnAm6oNZSQRhVkEpUUPDBCOAF4XuQg6dJ2k+g",
-	"53+7hfbt8fkxPvoYe/4tseem5A2GntGwraTLDTokZ1QTIeGnX1NpaG+dqLrWcPSG87vTqEc3SV2gCfz6",
-	"iBZ10QHlwFqPGYAGOiChnEllAoKNTQLfoosz3bvPCNuVEIEqk+Wbkv+/qnFqi///cChgnYSO7T0BE0FN",
-	"mCm2bQeLXhiyxLDIjUuHwlWB9u3S/P7v5y/P6YJMlbwC9/e4NEFMDVODofho4aVikQWHzbCcAZxHsHRK",
-	"kE8AVUeylq5D4VztrheZpeH2JUxAkpM82N5HCEjBQOIMiKbQRlHLKmvkcbp0ke9eBMvGPxL2oB9YAGul",
-	"IC7V1B8FHLuv/E34xJ7aX04C+8sKVGWljRnSVQzcDL0KPrlMFzdgi/UiUKmNdn38efbUfcZoFvt9V0Wg",
-	"ZxVtXGBQOWrzDx6CWewp/uAxmNnsW1/9x+aI3Lzg9L0fd62o5GuWWuYBDS3YFdMmK2Eq0vn4r5fc94D4",
-	"0m4b8Ud0K/zacgel792EswRmUwznWEYLK7CYIoKhmqldtTxF/vPw/TvSpYbMpTZk99lz8hN/2RuQIwMF",
-	"G6C5fkS0URwrPeVd9ll0sBQIWtdBfyiWWuiTT77gXLl5OTrBEeLyDXiig6EQMrsQVhyEGtMWIPBQF35R",
-	"zKRKuP61ZHd7uz6wcbn5+/2IWeX+5zdBaajr/oLO4zsa7JuGelDhb3nnKyjjEXQaD/OwiDJOuGonxRO/",
-	"8zIVa0B5CCYej35XVJPwnyRt6FG0rRJtD6OI0AwfoElXVNXrqOvQBBRKrnK8Lici1fBGetUfA4nCEvO3",
-	"MAg28rGtr+7TWqJTkXr+fuTiLC+YX6oQUOQwjyLUg8kmwWqgW1mcBZvMCEPdRtDDwj5lxQRfaXW/0AKm",
-	"zJmCAtoUSqR2P+/0X3z5vN1/8eXrdvD9zT9w9F5V+dMGEc83iKzVEV13maXdBPihEEO+gEI7m80Q3bcO",
-	"rx42a+21XuWprNPb6qmUOnmZmZLpdEagGGsWg4elHnydaizZ5crSP8m43ctFb0BKg0VcMRAa/aj2nSzb",
-	"5/T1T2RGLxkRvsNKxTLzDl7FpS63YJlzkVX+ryhzW7liT3wpdJT3Hj4rLXO7PA7Fxfgl67WAdjjBui85",
-	"dOsVrG8EaswmUrEiPOx6TXhewqu3AqgSfemUnfLfygO6Jgad/Wfb0LgDe2U8c0dR1zmjYtFnINMV+rrm",
-	"1g7XT8H3cK2DDStm1yDHzvbuXsW9v0cu5bvX1pSBsBDbJUKSWdebgzF1H2qtYAvJ3l+3ig/WdkyFDrww",
-	"D6KP49cXbKEZNO7lImvG4lmcb7L7wNmQb1yNY9fNZuQJOpRJJCOfETDKkgGn/JKJAfmErt6hGB1FluYZ",
-	"JsJF/ye2GAWugypnkY8jKMQ7W+oKmjvqNK6YpEqzu4GyogWnu7u93TvIX7tgC+9hxjI/3gIAsdD1SvBJ",
-	"KlaZ2XJpUM6E6YczqZmAiUDpxkhO3zVW0wkj3SSvL5QTK1Ru8ru7tCcbkPdiQfTh8Hp3pz8cXn/Hvvxr",
-	"JY+/z7IVJ6n4nWo4Qs/AagEY2/lSU44yqEKypSPwbPvOVegaYE/9dI9K8mMEzj1FBkLXJmia1qCHS9XU",
-	"SbuV+7Qr2vbVra8qbdalkQj/TiTjrytwHGLjU28N8D26Y3vU5UoMWGHfZTL2Hk7yaNerT1LR6pXIkWwr",
-	"79f/QFDVVpACQDxi3wMb9uMX2PBNdVLxfd4hBAPDPzyvZdEBmUho05ZryqC0P4aM/gmqR317Uqu+cIzH",
-	"SNfX7yBr44eRQVB608isX9ZdMpotzIitLTM6gt/3LUSjrEUcJSepeHMJjSf8AxbUEaEk7yt2QEY8GoFz",
-	"sIzZqSbaoqsImTPwka5m4M92xWE0eUe16cMU/aPXxMihUEync9bDavHaKEbnhIlIF4OuU3utaDgDGF3f",
-	"wtjdJnI4FKGcQ617YOdcYzVn18v3GdH2CKB6faLktV0o0P0wlhpT16sUo1OAxO9Hna1vWaspLa+k02xu",
-	"hIB2K3AKfdyWDbuuHApMi3ab6sT6vWpXsWtbCeUerVpbPic9k1falaPlMCS9Am46sQcB2buG7fvUZDKX",
-	"ipErHsdQGYh0YZxTSAAGhLcKYyiFYKHhYgpVZ/6q0scpFOPpe4QURjvzD+wyNmjEzOo/sbxh1f/F7yJu",
-	"VFkTr2B7uyMkSQMA7uNkBGZrRGKp+NQibo8olmr/JTYSHAo5caTDnk6QF7ooNW0MUMfWaRgyFmHKPNhp",
-	"/NjQsGsBN8fSPWz/GZBhB6Z0DTAsoK6/ZuS6dXVwRneVwO6jfbipa6mhmDOhDcgIqeePSs79ApG3GIlI",
-	"hsXoLeYRM/M2+EUO90GxiEckr4SjwGhqAgj1UMAwxEg5IK+rNChXMyteBBjzAXMwEdU12zBqcX9CoR++",
-	"USbceQi9yuHio4XjWwXGP5WxwVMgsCn4FrJOTPL+TyipDq3jfZ05oENXJZpy90Ih0Iatr/afmy3sysse",
-	"jm63P2qFzBYa/xrqtWPRedcu2Hef5calAoyqOiqPBuRQLIbClN1MGPHvpctcoPUmIB9jlDcVs+IOtJ5V",
-	"acxId7zI+slDY0bXfBHLjVyyg6w/LlTc8zAP5lycQItHqUj+rTsTpUe9UkMDSpyIC90mvZ0Z2YEvhBMU",
-	"XLXQzRlGOHrdC7DuoIxZ4NomOXEZQ+cYehitNmLFMpVzM99jN4NvVEXOsWszs2d3TxTd94V+7VbaSNnv",
-	"3WLmoch26yBTUpatTIpPZz57lD/mij5aquvNBXiJCM3oWIm6baQcbM4KYjmtNxWc5G5IEsspSq4jOZlo",
-	"ZkYDMvr/+q5fa/8Duzb9j/iDjzvG5yzZJVRfgCQr2LVx7tERmsj+zaiUjUopXE5r1SQVhsdIt1w3eK+o",
-	"BhkBsyO6mTL1H3K4jKI8hiSvqr4klmS9s0tv8X3u9MdUQ6gIzo/GjYOM7hciU90jdREL7ueyt3OjiIlS",
-	"53guInZdNxd0n6+caLt6oqpBcFOrgz+2C33BuTDP9zrBreZAHKieY0JjzbKhxlLGjIr1zSe36Vb7Tk7J",
-	"eGFQIy/I7Tmev5PT/is5T6p7j1lczhuqL+FsQZ20c0C0cB67XGEwypccdCpv2ioA+H05WgAmE9LkofHd",
-	"7HYgsHgKYI+pDh7yR7xyrDd/VePNKzkfcwHZD5FMzZY2EVPgLJSCud5I+X3/wxlv/HUrB1TqXE6rjqbc",
-	"LLjuy+bcRjHf0f9R73jUO26td5wAGj2qHY9qx6Pacesqc3CH6rQODPKGTxPK4w1jIuoZg8X0KI1b0rBP",
-	"s6fu8bL5SZqapHhwH+s832VrlAwJCq1nCn35s8N/iIDfqphYjxn3xFz88L9Px4tscf9kKP8XdT1k7c3y",
-	"5Bp3gM5NidW10U03ITT33HmHRDdU6JbYkopY1U5d0iWC33wl2/0Q2ftbX/3HNXpFlK5hWyGy14/NHu6y",
-	"2YM/pgPEHG6yzC4rtAtpiJGpfWZzNKkvXVZ/4NuP5O/P1tkh28mCjpKwMMgqOkHkUIAGXKh9yEImVnuJ",
-	"PIA4sIaVwAHRGhpTRem2xjS8mPD4/sNyl8Csk3JeOngeSM7x0/1OCTP/tALPnyh0As3imL/ECpRDpnGE",
-	"mcKe/XBBPsPngDAR9QIwrcc0SUCFjWN5dRuetOGFhtrSf5TbfGyBeaCr/EGiwvJ4X//8HBrwpnTffHFN",
-	"K98xX5/yara49/tkFJ9Omfqj3KgzBOdRHP3rIHsxHVDIKzRvOtbhy+9iC6z713y3UvGHYiDnCM4jC3m8",
-	"VRveKoc59UzkLq8SuBm/tchii+XXlxS5v8IBMMNGmtDOHUMQ4SKbGh5D7WU8VRYqZnzDoUJIzCsazlj/",
-	"lRRGybgiyUzIPowy2i+OA3UyhIR0rSlTVpoP0Q2OfVquOcbeNMTsPHo0//AZlNUGah/4APfY5fwhVhTL",
-	"dkqsyB4RwSBmakp5qRKMowLtNaDxwa2v8G+jtfmEXcqLwtVv73lhn3/seVFyJtstIRQP9wDtxTLBmBbQ",
-	"zLEk7GYn2RKbiVWjjl6TLtijM3zq1dSTMwXiXh3/1EQ8Ybaj14W4Jx+v0+zL/pQ9dZ/V9KWfps6bfZI3",
-	"P8jgvn1B8W/BlQ9ZrY2scGGxNcN4AQAypdcphbkUd2AnYmGquFkAwowZVUwdpmbW2f/8xXJ/DVmZiE6p",
-	"ijv7nS2QCtxEX7NYuYU2bA5Sti855kSS4ncOh4tPZYAWvoSAicLfvkVF8btpkhb/zFv+FL7MRaibLzf/",
-	"NwAA//++JNI7bi4BAA==",
+	"H4sIAAAAAAAC/+y9iXIbt5Yw/Coo/lMlcqZJLZadWKqp/IqkOJrItq6W62/G9BdC3SCJqAkwAFoS46uq",
+	"eZp5sHmSr3AO0AvZC6kty1WlKqbIbuAAODj78rUVyslUCiaMbu18bY0ZjZiCj8cypIZLYT9HTIeKT/HP",
+	"1sXpMZFDYsaMhIpRwyKimJaJClmvFbR0OGYTal8zsylr7bS0UVyMWnd3d0FrShWdMOPm2I8TbZg6oWZs",
+	"/+R29Kn9I2gJOrHvhvhEK2gp9mvCFYtaO0YlLD/Nvyg2bO20/r/1bC3r+KtedzN8sKPZ+Q9FNJVcmJop",
+	"mXvk3nP6OdJJT/iUxVywmkmn7pF7T+rnyCZV8hcW1i10ik/cf0p8P53xNBF+tiLCnCaCHB2Q9r+TczaZ",
+	"SkVjciPV1TCWN+TooNMjp4nQRBuqLC6ZsZLJaExOD8/OyYgZQsnFxdHB9Te7ROWf00ZRPhobMlRyAtiY",
+	"jn528BO5YmwK3+amsn/PyA1TjIz4NRMWXUs2RiXi3ptymoijA9iOs3DMoiSuO3XtHrn3bH6O9AzODJvW",
+	"TWjYtHayCb09ZmJkB9ja2AhaEy7835vBwoUOWp/Y5VjKq5opb/CJZWfdbJ71zg6lp1JoBlTkexqdsl8T",
+	"po39K5TCMAEf6XQac6Ri61MlL2M2+bdfNJK0pVHcvoWTFpH6PY2HUk1YRKQiXFzTmFs6CHDskgFTSio9",
+	"IDHXRhNGw3H60JCzOOq17oLWvhTDmIfPCvf5mHkwSejm1+SGmzHcFk/J1+CiGQZw/iDVJY8iJp4bUCOv",
+	"mFjTRMmYkUgyTYQ0hMb2Opsx10ROmYL5Ac4jYZgSNH5OMC8Eu52yECgSU9dMETh60o6YoTzWhCpGpIhn",
+	"JJajEYs6AOkHaX6QiYieE9IPkugkHKdHTNoWcw25ZLEUI02MJFRIM2aKONaAsJ7QWSxpdC7lMVUj9tw4",
+	"cCmjGeGaxHZyRcyYCsQAhpfoQtDEjKXiv7Fn3c73XGsuRgFJxJWQNyIgil3LKyQI7HZqSR0isGUzOcnq",
+	"06dP3b3EjJkwFjhWhGaB2uESrymP6WX8rLu/RyI2ZSJiIpyRdkQNvaSa2eV5TtuxB5Nk0O0SxYyakZga",
+	"ptzpTJUMmdbPDfwnFsddR6EvE+Op7yJpvmZqRtz0SAe50cQyMbcAnUyn0ooc71nE6Tmcz/NfgTVN9nHK",
+	"rgXBbjzQwjBkU0t8xkxZYn3n+Sqg2l40sVgqxd8SlgDYU2VJpuHIOr14vYB3Qeu2K1Vkf9oEkEIesWjP",
+	"LAp353zCvDoQU22IfVYDRQ5adv+pae20ImpY1/CJFXUqZ9qyCgITkf3aChOGTXTTzsHCDoVRM3tYbmiq",
+	"FJ3lR35lZYZEiMcfeRvFES/ZfM5pLH4p2dRf0nHkJYjed0FrbzpV8prGB27bcqIMjSJud5nGJ7lTG9JY",
+	"s2D+IOVk4rAxJ0xtb1hpalFqqwTizFCT6MVD3hOEukeIlSEtS3YyBBVRQKQIGZnQiAVwefIoUIQTR0GM",
+	"m+NONMMjoJqW0iM2RSwibXqpmTDkZgy/MGKRSSaGRNyy1Bqs+uYuSKc9ihYnPjrAaanJqHXlYN/mBjuV",
+	"SNHmhjNOXAFIebqC2mHf3gX5I6y+ixvZg6cp0qUvXEoZMyrmMT9iNALlcgHYTxbGgRTnuJkDB6wOCB8S",
+	"IYH1Rjwil2woFVv9Rm/P047VXt/0tEc7QwQTycReMncEEWgVv4D0lbtciwO9uQtaE8uERqWbYI9+zIhX",
+	"wgnVV5r4Y9a1J2chTPevBMQUwlr4XlsiImNWcvVSMRiwSiOiTujMHRWosJ6czd30aqplKa3d/OhjYiqm",
+	"9NdrAXtLkGxza54K4mJK6Z0xbDItmfWjYMTKDnJIKBCZReqRY1eLEP+UXDIlmGGauOcIzX9JcWKiqCBS",
+	"kLYlVLEcoYBupV4WEM0Yibm40p1GKgBSRO1ltUjHbrnZlxHLPciFYSNgEIXjH3LB9fh+98ReMwC7mmuU",
+	"IEdxC4/t+4Re2kMv27cAlQeq4aqcWgSkenwpqQKB1355NqXqilwcBeRyRqz6n9tEhwDztCyWowsVlx+o",
+	"m3gNjslPPKKG3dAZ6lra0td2LEMaE5UIu03+Ld3MFGoIwoxQ4ph2ijdO4PJfz5gJLFAWjTy+KWYFRftd",
+	"QFhv1AOIvZFHrWnSt+Ik/m3l4R0ylRG53SEb65sbRMiIITam8vQO2dwgR0InwyEPueV/4ppHnPZCOVkf",
+	"TZNev7VLwphRq2ukrNFDrJMwZCxqIGCWgolkclkQA0uQFCgdnmLT/cPHPDdPEWjQTzY2XoVXXETwia3j",
+	"FxZV9JSGbOFb/GLQyDudTfA+d+cVvo5qWK2tzbDpGTw4T+zc7vlxyqjePhUhi3Oy3ZxYdE/AFaNOz6hl",
+	"UE5WaxD0F4k4jp5/P7Cg1iwwuaf8mi2kaAtcTnzdz/jCHMOgUxpyM1vSTbDvH7dSFro2lkapeYJaQnBj",
+	"esni1Wj0wlKtinXGmGhSxW6kugKSAzqZ3wdHoXaJk6YtzYzh+SFX2iwp4N15424JwFKUS5rnKUwOBkuw",
+	"uBlzkWmOW2TCRWIJSJublJiigv5qgxRIupdC7B5RfZXqtyWSDNVX5Ff7O7qs8KjXtAdnKuO4hETeBa1k",
+	"Gq2GAvN0gcJD7tjzgObRKz9Pun9fqrF8P4fTi6stHnfpgv3+74AZLaTGcpq+8GZBbVHIcjXFaDQLSI5f",
+	"eRYlLLOhwBKHijFCh4apvjCZaVl7PJzKSJNLmYiIGGm/mfT6YlGwmybveRzzRqX81AG5N5GJgF0ZTZMP",
+	"Fqry7Xh3ckG4uGbCSDUD8EE2sf+2YX1WdhHSdAKiESmd6LLTF7BEOwD1VhSvHhEpcBVLGRLenVxYCOvk",
+	"8de4kFrasNq2FLeiKDXYNdqzgdNcmxcppkpGSWgIoC1pD5x5cwDX1UqHUrBOvWR3F7SuLJ7X3Mqf4EIe",
+	"W9Htb9V3UyeXE4uK/yEvAe364pTO4A8jSXtADYs5U/7pbhdm7cJlH3R2cJIAxLY9fDToC3uaBoTJSQCo",
+	"TMkN5cbKdFbrIHosbzS+CmYOy5h6ZA8I5k5fuIHWNJE3oogeiBMNSuhEqtn3M3OfMxXleH4KeGxXsnhV",
+	"Q/tuQX0rkewWbFiAikHuVhYB95DUEKnjRlaX4/NvXgWtqZUSlV3O/223P+91/4t2f9vovv3yuZt+/rn3",
+	"5V873+V+63z3L41suIWQkAk1dnMs6k9jGrKJZX+axSw0Uuke+YnNkLBd0zhhmgxlHMubvshJtXgh9EwY",
+	"ertDKLli4Jew6uQUV0gOPpx1dXIZyQnlgkwVG/LbvrDDDtYHgcU5QSjQF1BzDZlIbcibVyRmdvk6IBEf",
+	"caMDMugOAjL42f6vN+iLNo2nYyqSCVM8tC9eSjMmTES6s0soAm2BsYI20DRU1lALA7Sc0Nv8AbzZrjk8",
+	"Xiajusuplzageqlsnu5VWExr8emDkzdyaPKZdn/78hlRofvl60bwZuuuFB/2gdW6aIX7iadzkl2TjJrJ",
+	"R6vETyyIDqX7AYtZQc4u3obDWxqaeGZpuMXAgTd5DQD3Bz5WYrBoexlNkxPFpSqVPPwvyPW5tlrymgbq",
+	"aGmqJnyOVAY54a8vFBWjVHJ1vkf3+lTGPJx58+9O8Ym+iNiQJrHp9MgBC2OqqOHXmSFPg+PVXpB3MrPu",
+	"aWZ0X/il6t5pIj7CQnTv3cmFX0qBmHuieRe0uJiW2cz2xIz8x9nHD3gVAzKlWjMv89jp0zAUZzOAcXpA",
+	"hkey6+b5xfKaU3rz3pkmfMRUCdX3AT8kC6naJW47NBnyGOV68OfqRXZtR/YxRyuFFgWta6Z0aWBYCpJ7",
+	"YpdsWFLkdI0JowJtOILdMFQ2JlzwSTJp7WyUbbXfsmpngSVwcOL5DVZsxC3NQGpPnXTQQxq4UnRLxe07",
+	"l1fsnnou+oX1kfhRJqrkVI/5kFndYpcIiU7kGdp1cBPdInDPvv3mjVsE/r1ZtoeeEK0UYoPG6LJrDhcP",
+	"7dFoqmIRtwzUnvM1ZzeAhfaWi/xDExoxIhOjeYSC3t7JEWlfSmm0UXQK0qS3m+OAraCFwy2azSu0LIC4",
+	"mmJGcGiLXE2zULEKi9Ylo8oKofBIj5yNrcQHoRxAuCyZc3FIpeqj8TPWXS4Ea35N+GrgoatZlgvAWm1h",
+	"IyaYgsDNH9/v7VtBZtcKK3BNYX2pKdF7+Ub02oqUgqHIvOQmzHkcbjJY67bEL2l+U/zrZbvhYy5LxJZE",
+	"KedWK9OWjV2dYtepv7JaTEZXWsyM8yLX+EO274IWu/ZRtUtJS34Fh/a1Ol1x08IxZnFUpgk45TtvKR/L",
+	"2KrgLKSJtmdo9f+Yh5Rwp+KTNpqpacy6QyUn3d+YkkTzkaBxB2zcYFTwZoP6Tdp8U2kdmsMGeQk2/Gjl",
+	"HfroX6zbJIglcAGuTebRXxNplo7q/Rs8DKgJ27j8CZ86LDv1L9bA/w1MgM+vjkN+proZ3iCVj53bcqlh",
+	"3eMQY0Jjtux7Z/CwfWvKwqVfss+ibf4yrjAi+B0iN2OpmUdsjc4h0t7YAZJFZsx0mjTgoGVcTNPFUT3C",
+	"vLbPKjoc8nDlo//E+Ghce7u/zUZ/7/yGxXW7a92lUx74FXchBtLy4KmSt7NGd8kNFxGKVcucxDmC8wlf",
+	"mqfKWRS5Y8Se4KZH5849j9C525NtZo4kpNQzR3HryD4yw1VjZuq8yTkh0nv3LJX0yQEYii4FaVOSU1E7",
+	"vb74OOHGuChAq42jzlJwUgaE9xh6Byc0HHPhlZ++cMcLTs/QBcoz5WymORtJmfZbZg+ZI7rL6KXF/IX7",
+	"3NpyCQ3GqTtFZH2P4hwDEyQXUSMXyjmBa93rHnfrfaSv5pdO7T0AQLKp6rag3PSS0piVuMBZMpnQkui1",
+	"eRhx0DqovPVlPjz04MMZWsV2CTdga9KFW7KmF73CoIvWmXG2N8rNOAvsf1HUU1SPj6WcFgW0CnoPsk/T",
+	"cRbZfPWTW0ujiMVMZ28G5BaET+iIYVxPSIWQhlwyMk3iGILFd0QSx0FJhELK7SIJFm7wgXtZLgs5SJ24",
+	"NcFHC35ft5ACmcb9qkOTv3k5qoScouiwpkk4ZuEVoSPKhTYlBh8QxsiY0UhJObGaCIbnzJHehXhANwoZ",
+	"U22F3JztCGJ7OosWrSE3ukGOX5JALHjOYejlbvxpDmvm0Xk1D/S8qsJHzj5RzxGWDP2wJ3hJw6uPw6ar",
+	"VRUd4QDK+z5rN8ZNuHIkQbafdaaRKpxvAsnJy3MsKix3+s+RnCHlMYveOVGl1lG0RGTH6zmas3jrQioi",
+	"HkEWT9BwvNo0ITkGyihq2Gi2ahxJSk/SAfyMgd+7un0/89rGglV+LgC2YnHL3OFX8JxRPNQX6PGspw3b",
+	"yx3SwmZ4oIMsvGYZMnHmhLCS0FUqMtrowuKoiMhY3pA2F0OmmAhZLz/QDrEXi4moLwZGcSPFwIqrg+s4",
+	"ngwCMpERiwPkSwGhaqQDwsR1kGYO6VTz0EFf0MRIqw9CMowj9GiQlxHmaXLwOTjvGiBkRKgm1OptMdvF",
+	"yAFIi0PQzZhxlRmzqWKECxLJUK/TKe9NooJxPueArrWkz8tFj01wG60em0vaJLYqBGj/bh2eFJW1Ol6c",
+	"UYcsml+n2beFWEsuQuegR93OOcpdIu6EUZ3YNey6qBCjMQfOqqUMDjSmBpKI7Iia/JJEI7bIjzEvZxHm",
+	"17e3hAp9wxRiRyr4YIIAjzARBp4oRDBxYd5sN+r9QyUnqx842Jfevj3Ghb0vAftiOmXKhb6k+TG4DZdJ",
+	"eMUMWOa4GMFPb9+aMZkyFTJheMzSCC0fdOEPqBiiJRNUsB2YKaud4xH4amGRzXvzagWRtprgw+7mYAj8",
+	"MZch8Q+WBBz6wOoidlTScPCRlaWdf0pFR5/dxbWLyx2AV/Lz1pceZrjpj+Lzxhckgr8mTM16UzpiZ/y3",
+	"stjTBQsI5jvXUfF3JxcujGNhXZ6mNlKORBTl1VItZOEg3OD+9QrgPjhT04LL9z2Efbzn3y9uL/5kUVsK",
+	"DLRqY4TEXDwRRo50VryZrzAiymfbzZ+sjFkXRHwXrFQ+tfu1k90mry1ABJgcDi1NERL5kF2DbnRi+DCt",
+	"OV04i6TLDUbaRYCWsELa4Y/Eha5aNY47ZjGGsshI+9CmLD9a3rj0BvvBMk8XBQTuUO+Bb4DFEo4JXz5b",
+	"7v3Ru7OYh0w32ZyX4pLzunmJ/AWGUspXcbFYLD+3rzRZ3pN8kP7iQexLFUnRlBTztoKLu+Cq7KD9cufn",
+	"rbirJ6DVlkgvcixVs77npKp8LEc9RkLg0DIPQ3wbF8s9/HpV/8zyx/zu5CJ10tSe8orhvXPId0OV4GJU",
+	"QgwOLYuhzpJBL+U1Q8HIlNqVNdKh+yVygTUfnQrZa4tiwKtqq73b3Px21CLekY9/WSk71aNmaTyB9kwE",
+	"nyMxExGWzMBqBIlINIvcfnrDTxe202Gze7PTmKq3Eva/WgX7X6+C/dtPg9VvCthQ3OsfKFddPbbsAB9J",
+	"d1IqsuGiczbzO7iIRlulQTEpZKshxaVUSt5wMTrmE14C8I/yhgypchdIyAkXNC6Y+iZ0RnAUrAEEqViI",
+	"Qu3u5o5l7LEd27P/HbLRaXbxx5i2XQPVJLGoiUHyDjfz4DkQctABNDSO8aXlwdmGoF8YuUS/sAIdGSVU",
+	"UWFYFmvmdqd+ZLRXZ5LnvGU/L1tRTXhOaqqTtAKI9yLvj97lqozkHp3wURezu6ZKDnnsErya7m21VOt3",
+	"p4JkVar6Xopb9upZOXRZfwqMXQFQfpxFK2ImRFYdt7QHIbUL724W4UqDdpfmLq8g3rFUGEVwGuXQegiz",
+	"iPglNQxfH2A2ZSvqE1sN8fOucF0xeh4Ys9XQuUkdMU1Opao7lb9RUhWuyL2xPz1dv7aggEP+8EpxUX7K",
+	"RVfWRjsv5VCu5bqFDK1aG9oDZLLtCnk7n3XVIOOke1Luhk1DhpenHNkuN1GNbPAy0H5kNEYbx5xkNWbh",
+	"1QNTCnVa9MPHYBaC7CqsHu6tMmAzXbCJxNXf1wrS8/296c0rVDos4ymhNrkb6cxEc5xrc9Tb3BhdrnZd",
+	"/XzLX81MTV3YPjYcNilMdo1XbNZ4JyFOfTUztB028DCUQX6Siyh/NNM6FDeAOM2/Z4Hn9We8VPzhstrn",
+	"A0jS68ZgqeLCqtJC6/a6nFSlGRBLk6r07JoIVTZ0HVjNCTublQk7foxyn9ceiUpSPUhbs6zWp17XUxZ2",
+	"emTf0ke0fEFgxJSFfTGlSjOV90dJRRQFXRPKy8HTXBPcm4Boib4GSEXui8ycnOUyU4NFkAoFxEh7e2ur",
+	"U5bwWl2S53uZiAjDaNCQqBLhyFG/tTXut0ib3XJDxlREMVOasFusAIbF+oq8O3cX5qoUCcRkYBi7qLZQ",
+	"Q2M5Shjmp/FU6r84Pe5havfhbZlKdJgHZ8cl/MB+qUTgrmSZKGRMryGWg0UBWEXsnuLviQnlhO1ikVZ7",
+	"mioRPSipEMBH9J6fwfDgB0pED5wJOehyhXgqt7W4fZkfMt3l1xO7y960sLkxwa2tysSxMn2US8PZIZ+/",
+	"2i0MQE4NvI3iO/spfe+7uy89ZL5sWpG7fLD3LhvqiosIRnDuiu9gT46G3wVg1P4uIEOpDmk4tj8wozjT",
+	"3wW+is93AQmlMJQLpsg/iKIz8g+ioVrLP0jqIib/SIt8AXB3K3tY/cXNEepHYwNvspoM39dzt28KwS/F",
+	"fdVjuvX6zQ7qoGN2i/pnWs6aCil4SGPiIlZrYy/y+VOPwmmWCbQs0MZiMtYKYYkZH8oVnr5OuZBb/ZIB",
+	"O7544aJi9cM+ebv9+pvU/+ZKovZKyKH9oVRczbzCS7GxnAtxgZFZoUsbKsLKcHJMdsHajyWMKZOUFxOt",
+	"DDcxqxG4F6uoHxEeMWH4cOadwH6f7BvI0HIxD51mTyT86kEJ6kT0kwwlHzfo7HFVx3KNrhEd7ccKuchZ",
+	"nJcXi9xGNUpFfuAakJaRiaqiX3PVKBeVqghDzu9ZYG9VW1hWkKDODr1MzBWUAEutMqvbpzDLR2pe3qjg",
+	"lIorki8w40sJkrarzQmJbA1G2G+AgldlPh+CNmQl0TYdsahD/KOEG3JDNVFUXLlaN/XzfLt0dFA+8Gwx",
+	"Lhjm5UbvELDKB8QXjAnIB2l1yx+gwMAHK3jhx1OmmboGYTAgJ4qxyRQ/H2HN3MZ8EpWIJUIH2bQxQBLr",
+	"fdwLlV+7hOFY0pLMOGT4KhGFEmMWJvzis/vG4iB+8yUNGhhKRQplsfUa8TPp1YwB2fqCajPxqXMRuryS",
+	"R6lYMKdCpY4frBdxxVBkZ0QbqViUF1Tn8qYr6h1kpa2WqAjhioMsmY4y38JjqTIJc8VTFkjmUDFWH8Ux",
+	"4SLRZL6kEYZzTWWk72F/NtKUOXJys6446OZi3rCdIcDlle+LUbMHVGnTyYT94ALmiqtAvcxIUPogvB9r",
+	"PKDSbMaW2kbyRmijGJ04iXtS8HrPp+cvYNmE3h7hw/nfM4Zcsty5lMuS8KvHTu9YIpniSw2on1L/bXVc",
+	"e0N2yXw8wHKRYimY7v1SIF1ZgLTIbTTh9pXmpH1oD/NwcbNeCbQSflRees9XR23o3QJVUFu1yl0dm162",
+	"luRpIlwpybxSscQbib5XYbo6PbG20MZiwx7ve6vXRHiUi1fOTeD3p7oAHp5UKfIlIs0QLEJ5QA2FciCC",
+	"nJ0dkoFKxIBABilppxuXhtKCyaUkHyiEEpaN7KhQybO6EPB9Svo+BO9UIo7KcV+zX5cJ/b1HGdX7oPvS",
+	"iFiPYLjcBhyzK6/ApKODeU0sV3Ms/dj7eQdyErdeb5erZSnJWHTVpOUfSg4kHpbrOTUp6AuipB0kzZOu",
+	"WGW5EizYrTmhI5aWRCmXDnOK05SOymucqGSF8gSWAzTp0TBgxWrOPK559nNy+OHg6MO7VtA6vfjwAT+d",
+	"XezvHx4eHB60gtYPe0fH8GF/78P+4fExPuH+gB/OD0/fH33YOz88qOJZVS0RzlMDPWatg9AIiIeFiVQi",
+	"nprEzGvSDykh/rbOwO36QsXXLMocLpnBu74Y5NYcVZsj3WW+nLna4eUK5fK6sk7iEqYB1brwx6pSUr2F",
+	"oi7Q3gZTIEv2KHEVcaRg3ghP2icfz87J//73/6zDu50gbQzBtUUT+2W9EvlNNXWfNyC7vN+yNhfnubxg",
+	"9M5kDfewYBvGjIPzJxERU2TdP6891DQbImqwC0AhGMd65n1PlvdrpnP6AQnH+RpwKBNhMrPl6MjLXaeP",
+	"FRSkbx5WG/zb+8lzzqOzFE30VcUT3Vjzp7LuWukdck83BxhWxzE7w/5copU7qZzLzjnOKEEPHRSkF8nU",
+	"HmZ5+v89LH2vH0VMrc16X1ai8EdcxqV8Q8aqFGFd2h0z19RSkiFVDem69tRCasJxMs3y/OptvA8w629+",
+	"u7TnbRP62CjE0dUP+Q1WzUIT9+qv28v+CzdNZe7fLhsgYsWk03n5ZjmpuBKNIQNGNuR/w22X10zFdLps",
+	"B9CP7vECGy837WD3zUqGDa5NmuimzkILjP3B3Bozf0ImFrd9mS2IyuTLeUaqr/h0yqKP2e7Om7GoMpq4",
+	"x9KyaeidY9dcJsgrb6i9tDyOfUOQhjv72nXc+S/ZsFnfLuvU3W4MLir17Xq8Sg85SEnTwu7k7kDhZOoo",
+	"3/c0vBryOL5nfUwRraR7qvvW5sd3A5iwbjn3qyw1T5wXcwhiSI12RVsmHIrF3ox5nOtibFEs11sREgoQ",
+	"5cZ0OmUiF6JCZoyqIH11Te8SakjMrO62uYHGjkJfuKCpx5gqEzT2lRSE3U4VgxRCTdqDDbJF/tX+NwjI",
+	"4P+PKI9n8Amlus3xoBOAC86h/n3tvZsb9cXzU7YxL2oaq5rFEOYTJdgq1oL9dkNbMN8AfNlW6Sr4tu8P",
+	"3psCW5qPZVNURHJCIhbTGUmmmMTBM2AJjSLM7YCEKMCXVU7z2yW9LMVO0hmTanD9zPODp+ZapUqXXssp",
+	"o0G+xkSuypCjgGuaxPyKoYK+Vq+6bi/LCTcfUE05zxTmkHfvwx5cHPKbFFmM0sId9FTg4ny/s+ita2iC",
+	"ValUnI8XlQmnq1n+l2iW1ZtOixtoYy8TCIvedVhdgqcuQGmeg9WR6MeomZbK7fcvlla4QXXF0qyK7SN+",
+	"UnXalUOHyNEsges+5e5TOOTKfGvJS1/qapu/0hW1ahzHg5h95Hf5bVjTRSmLOyGrL5yUtQOSGbR986Xf",
+	"A3KZDIdMYU17RWgcBwQNbdCYjqkJF9Qw15/GtW+DUsb4tLyx/8coXW9ZtLO0ghaO/BFEKPy8F8etwNnx",
+	"PpoxoHE6hf8CBrVPfqk5n6jUIVZjxvfvrWieVw9pYeSV4vzk+VFLL0LaKK3BVHt6eH76nzVW27Ofjk5O",
+	"8vZb93n/R/jwae/o/OjDu59/+Hj687uTi7lv9k5OTj/+fe+4/Awyq0tpH0poP0n2fEwt1rsJqQKLnsUz",
+	"JoyakSlTxBIEK+EMgDIM+qJtaVfkm93lQkxchIkLLxl0domv0YBmYw15gVxjEcXSPkk+PreJnM31870L",
+	"Wr4t4tIU0ffpbNLXG03T3z7QMm3FOwtxOYvyJwTH4LtPwOn0FoTaFVnCcpa5+1QaLSkXcDN2GQoW00C5",
+	"RFWsMfZqqQS8qtD9PVGIhkeDq2e6axbV7XudHUtwXcXbfDS/i/VvCulvaB4L1o7ETBNT4XtwHafdM6RN",
+	"sdMGUpxO7xENvtuP0AwSJRdX87W6I2RFP4IHGOpAD8L+EmXdAffmG2hDU2EBh+VeW73B85uKkIs5/Fs1",
+	"IasU8qFl17nWEo0eIt/EotZyb58pjV7I95VoijmGw6xxKf+M+U4VTuSLi8VXN7pvaXf45eu3d9308/YS",
+	"nzcrpMLKPhEPQLgVDMMbK8SGA1sR9DJu0ru+Wb3LgtuGxiYL28vhdbVfM3/bMq2p2OLIircRi/k1Uw2E",
+	"/vUK/s4H5CtafpKouMGYWx/qY9/PlW/3B7lKaqM7pFyn8PmC4OkP9ZFw3ojyXjfnjKaCzGJEdb6nsnNx",
+	"FcoP87TVMos6jef4APa0lYaL7Zf2BkBHfcgsRq1p8uP5+YlzpRYroEETEGzaQsKir30ZQ7Pf//xaCptd",
+	"c6j3sqeu1n5tniVmpGTebeqMFyppEFHePJzQTLjwtsL6tvzVJOWjiGdOCnNybpb8SkuTYtecOx+KsuTi",
+	"GqDgZ1qHSkDjgsYe2TX9hHwXIdLefEOMJFuv35BwTBUNDVO60yPv0oZD+WZW5JPihnWliOsjILYzsrQg",
+	"vo6Nmdr12X81uTg9DtI4v1AxyK+iMbSnGio6gq6P7Qm9JVsb29+uWHamQNlqUPwASfqsknCV1Q90v2Cr",
+	"rLZUBPpHypFiWi+RoPIQ/+6mx+5VcRpeqoo1gR/XNDk6cFoFncWSRmvah3HUYttDFEYwRC/BvGOqzeFy",
+	"kVXQdbtAeKuPwzLRWI7Kd8VjQEBkHDFtXN9tsidSDoO9bNLau0aCI3LCoy50c8Ly9qmGuwoxWkKlB2VM",
+	"sFvjni1TJD5hJJBPoXISDPRCNYpbgsJuzeqqxLdLhTlt5TW0IlweoLZv52sVBghpYrfGby8Y/biAJsZB",
+	"xraDlLFDp7Ok2JPOjWwZnn+h5au5L9qX5hhHY+LT61KJylve/CXzdzSLRUmpSVG2sri3BHV6DKv5PMEr",
+	"ybh9tFjTpe3wBSq1MOEAKgk46jLYQT8QUYxCd2DqzcWxs8m1obU5lrS+5aYvfN2Ajisi7KoSwEhguwE7",
+	"CEEbZkCy1108YF/MlW/gIowTEBzJwJv3ei7lCMcVaVo+zNAXPlgoj+c0TW4sGrLzy3WRSw5ki0EL85Va",
+	"S92OPiLGPMDN4ka4AA3id5Ij/+iS4h4R7CaTDoc8Nkztkn6r3yKKTeQ10+BCqVJM7y8N4syN8uDqgl+9",
+	"mDaHJQhgoriZndlddgUnoZ3nXlJWK3xPpOWk9k6OnG2sPaAm/vl///t/BrAhcGBw7jBQBriVPVt3d1Bf",
+	"YChLIvwOz85Thi6HaS96e7XfHxOpwjGDxhhcCjKNqbGM08kBWStjlYi+oJosxDrqXl/0xSGepUxMGr57",
+	"vUkEY5EmA7toqfhvMMUO+R4bm6JDAtaKTolBj+AwoAz3BXY3Xyjj0LaEKuYhjLbuvv23X7QUg06PfJwy",
+	"H2cRUqVmhIq+GNx2XbP+rpIxGxB2a5jQAA1Qfoi/sD9ZGuwskxb0Nlr8XJ0OzDNzf/UFZpt1esQl2Hd1",
+	"KKcQLQGtZ6FLqWbM9ZOQN8IjuKWqM7RhQzkfsMb4HgPbG9sBYa5RNpSH8U9gHKwvN8ZuuTZIbWMeMoG1",
+	"ytDU2dqbWo7S3ept5IpDtHI4lgvK2mlt9jbwQTllgk55a6f1qrfRe4Uu4DGg7/oYasD9BuUr8e5Jv9VW",
+	"aGq9Y+ZH9whEvYN+D69ubWxgGV5hHFPMH+AvLpUcCVITuXKV6ADd5/NY+TXrFW5fa+fzFys0uYKXrWN+",
+	"zQTTepfQ+IbONNna2Mi5gadKhkxr38Xkx/PzE6APdKTBKTvThk1aX+wM665XS91uvHePNO6GYbdmfRpT",
+	"PrcP8yLIwpJPlJwwM2aJJnYMwm59NQKCwm/9duRed8upXK5DjJ4/rKo1f5wygdj1IAyYJ6h3ZaE3bi4S",
+	"yTCZQHfqusWeQ1iTexTayv7H2ccPlQuGmui1yH6KT/wuuI5kEqsxQUsPJB4sgqJOrzdeVQ2dwrp+kYX2",
+	"1e6bXSbHS4PVHrHwNTX0kmpsr+JZQuVmXm+u5yvBjspY974vR04VI1AoOiJcDBXVRiWhSRSDQmiWcEKE",
+	"lSPTEzojMccgK0jnLp6TFRr3szKlT3ZUvrSAlVFLzsuDEJDLmUsvugta2xubS52T457Ycvg1Ql3/EgQe",
+	"ChrjyeboHzRSXiwBD5kwyKYKzZZJ6Ip35I82PcovVg7K89XWjs/AxsIopRKae31Nu+aiIOcgX3JfdLu+",
+	"5+mHvfeHg04KssYmpf5XbjSLh5kRHGKnd10OlEcDwjX0orJ6jOXlfZGNJgUjdMxo5MtpOwCkIpoZDV9h",
+	"aYnAsolw3BfTmIYM7HiaxSyE5vMTasIxGlFQn2z70hYdMsgtf2BvS1+4hwY48gDKX+SrX0BpTL3rH9gh",
+	"X+8GkNSiXGQGsdTPUH1Ffk1YwgjXfStx8WsWYSVyKJZNJyzb2u7Vt9qVvrY/OHmrY4FGqWNrYzP1zeZ2",
+	"WINAbS85skrc6RsrlsTYvTtDJ5RFivdvrphI1orne4kdNh7l9lWULLkrqnVGJezu6WlAuWwyv1m7xDmh",
+	"gBJsISV4ajBOs7NqBS2L+I4iH0ucqmps9+h6+hwMvr0MKfqeRrlU0nuRvO1l+NkPUl3yKGKQg7G9ucQb",
+	"J2gSPpfymCqsILi9+XoZ8HQyRfr4nkWcQpOgB1JmfzKE5nPW3DUEoyGiC5Ck3KG69maWTixNorFqxjxj",
+	"Xv/qPt0h0Y5ZmZHzA7txUTfayCm5ZFyMCNDEiFhaa3rEVch0GA+kzkhLNSydSyMpe2TPU1tMKrBCtw9L",
+	"9eQno9TcYDR1X3gapBjSe5AKABioWYpDolm7hB4dwLry1KhADLbLyrNP5LW7pn9ghEfQ69/4IM0PMhHR",
+	"w5HVbgmh6TmlTAcPTM1WxcWgUsquPKpnodvnGTI+MwI843F+FCyjNGkBYS/5AYW5GTMIuMvJSJBnHnPM",
+	"qVlVNEzTJVo7n8uhzh7x53NCrS70pZJsrf/qS/yX6hd7TkPytZgzMTTtSZal77ZpZueChny7RMi+yJNm",
+	"GsedHjkUmGYvh3M12pwaI2+EdwhDADhXWFAZbPV2Z71tJxEx0zoXGYfGL7gfa7qMlGWXw7cXeLIbsud3",
+	"CGequCgojFKdFTuMnp1uPu21ua9qnTNC5BHv3clFDvlg+wJ33WaYb+Xr/GFJxfxNG02Tp79kvjRnKXG2",
+	"yuS7k4snVatzPXRKkO5jIRLe7iZWrrVb+P7oHXG9Dzq/j7Jt4eHimgkj1QyoDpTjtg9YYckHKZeo46uc",
+	"szupfGHZytPy/c6e8sTy5W/LLZYAwh/BEOL3bLcQ1gsWe0jicRXjU+t9/ljy9XaXsIEUzwKD0E7SmMWn",
+	"UIkLc6ykEG8+Ni6UGsQwYuCvroZuvG1+Y1+KYczRu/yn01vxHHM+Kgi2MkxQYbBaKXXNd5e6OUXV1D+6",
+	"/tV9uquzx+fv09MStyoBKM2c/GtpCqvSvJXkDrelRblj8eDXmWswX8/hDtOnnhAL/CRVPA7CDz0g84zu",
+	"n9WA8Ciis8OGNZ3rGpLuNGmDGSLV26655pc85qZIfzJEejo0rnJ+nLseQFa5y5UJSFvA7LhcDR/pEMoJ",
+	"0+SShle+wU9ftLe3tnxpY6siDDmLozVs+NPpESsTR4mCih2LZammTPWF34Gcd8B/tZ52x7SrKRQrz7sN",
+	"rDQENjlv+BEEAr8+WagGTowdBNjuxs/mEvhca54FqRfKv/WFsy5MEm3IJURC7qYR1dwEaaieDCnUvjF8",
+	"wnZchBuWN+4Lq3o7Xz7TPrbI7iITdqeYGHHB/EguMGZN45gpBO3BdRxPsCe/UdxY/FTXTA0IdPGIYyhd",
+	"xxTmcWe2xzXdF4NuFwbr4lSDTpn+jqzTE5MnEgP98C7v4ZkFwHRx1RLgLvGln8kmdLSScQwJ8on5ywuH",
+	"K1LcP4c0ub21tczL7n4ioX9+buLlVlHCSSxlyGzb7nIXCE4BaS3Gao+vy3EZV6/8bglxZ/2r/zjnlynz",
+	"axSISeFOb5XlH8UMXEgunne3SK4jrul0Ck5nyLqGYgGXmW1zBOWUXmSah2Ahnlpx36mI8j0LXOb76rhV",
+	"7VKpxpKNZ6H8efkYArG8VwFEFM0wOljImxf0ehh67Yl0nyHlDkmWDkhMZzIxAZAu+EATI3VIY0yocV2K",
+	"HCYKo59Zfg4aH/folcnbSWmsEQjb7NeExr49vSsT5TdjTbuCshBTOwbHtBWhrZDaF/4niOT18mVxt6Ty",
+	"u0g0M4aLkSYTesU0oX2Rcgm4SBDQhs7yXQg9AknYz3GDYjHOgdHWbSezBmQiIxYHhE/oiAWEqpEOCBPX",
+	"QdoxWHf8rBlrgmAjdJLbrx2UPtQL9mZNE4j8ZqNZj3yCQNjsSUt3gr7QSTi2/BDr7kLV6O2NtztWwp5I",
+	"g9mdl1IZ0Aeq/O6YL/FMwi42J3ze4J9lCZ5LybEHgBEdfzUi9yKlPh4BP4N+XYRCEJ69r7vZRZTDRZJR",
+	"SgOcgMrNc8io60AKsJrIs9L/UkfLngXmjyTu5G5/KCcTKqJ/+uv/3HfqVMYxOl4dm8tluqOpTWDnhSe9",
+	"Jo55/lEuygmC83JVXq5Knv1c8Wn+qlhhOVGKCUOgLi3EuXsxkJLLOGHdkWJMYBVNdtPZhbx2KyePrNzt",
+	"S5bbK2iv2pNfMzuTneiPcs9OHTzPJAj76f4EwrA/Kd/u8kUsfhGLq+jSewoVtK1QnAq6oNZSQRhVkEqU",
+	"U/DBCOAF4SeQg0fTpDuVMQ9nzRbadycXJ/joS+z5Q2LPTcEb/O7kguAJkDY36JB0lWrsT78m0tDOMlF1",
+	"jeHoNef3qFGPbpKqQBP49QUtqqIDioG1HjMADXRAQjmWygQEG80GvmU6Z7rzlBG2CyECZSbLw4L/n+ss",
+	"E9MFAJAG//9eX8A6Cb209wRMBBVhpkRC3XKuCQ1DNjVQPxfIaF+4rly+fb3f/53s5QmdkZGSN+D+vixM",
+	"EFPDVK8vPlp4qZilwWFjLGcA5xHMnRLkE0AtGeNbG/aFc7W73vCWhtuXMAFJDrNgex8hIAUDiTMgms4s",
+	"/FqWWSNPkrmL/PgiWDr+kbAH/cwCWCMFcamm/ijg2H0nNsKH9tT+chLYX1agKiptzJC2YuBm6JTwyXm6",
+	"uAJbrBaB0jIx9fHn6VNPGaPpJqmMQE8r2hSLDvX+FCGY6Q7+HjGY6ezrX/3H+ojcrAHYkx93pajkq1BZ",
+	"5oHV+G6YNmlLGZFMLv96yX3PiC/NthF/RPfCr3V3UPrJTThzYNbFcF7KCOtN5hEM1UztmgMo8p97749J",
+	"mxoykdpADbKf+PedHjkyULBhSpVmEdFGcaz0JKIsJnR3LhC0TBC0PLsvoGMPNWOQCzs98snX1w+pkIKH",
+	"NM45wRHi4g1Y00FfCJleCCsOQs8vCxB4qHO/KGYSJViEAsPWxkZ1YKPfzr+nrf+eQszysziXb1AY6rY7",
+	"o5P4kQZ70FDPKvzN73wJZTyCysRhFhZRxAlX7SR/4o9epmIJKLGan0e/G6pJ+E+SNvQi2paJtntRRGiK",
+	"D9A0vazsOGk7NAGFkqsMr4uJSBW8kd50L4FEYcu/exgEa/nY+lf3aSnRKU89fz9ycZ41MCxUCMhzmBcR",
+	"6tlkk2Ax0K0ozoJNZoChbgMo0w0Fqu3LvhlOriVvkTMFObTJdYRpf97svv3yeaP79svXjeDbu3/g6J2S",
+	"bi91Ip5ynZUrdUTX7XduNwF+KMSQLSDXXng1RMfWl3YXy4ZNW60vV3kq7by/eCqFzupmrGQyGhMoxprG",
+	"4GGpB99PAUt2uTaBaym3+37W6ZHCYBFXDIRGP6p9J832OTv4CXtiCd/xtmSZWeOc/FLnW+JOuEhLFJeU",
+	"xC5dsSe+Vk5VqYfPSsvcLg8KTmt+jT0fakDbG2Ldlwy65RoI1gJ1yYZSsTw87HZJeL6HV+8FUCn60hE7",
+	"478VB3RNJVs7rzegkSr2Ln3tjqKqk2nJos9BpsvVPs+sHa6/pa9zXgUbVkyvQI7Nja3tknv/hFzqNBFV",
+	"Fp2PgsFq7BIhyaztzcGYug+1VrAPTeevW8UHazsmQgdemAfRx/HrKzbTDIrbc5E2x/UsTrmm6s+cDXno",
+	"ahy77sIDT9ChTCIZ+IyAQZoMOOLXTPTIJ3T19sXgKLI0zzARzro/sdkggNBH7ALhtM1cvLOlrqC5o07j",
+	"iknmyo+jrGjBaW9tbHR2s9eu2Mx7mLHMj7cAQCx0tRJ8mohFZjZfGpQzYbrhWGomYCJQujGS01XtJ5oO",
+	"GWlPs/pCGbFC5Sa7u3N7sgJ5z/d/6/dvtza7/f7tN+zLv5Xy+KcsW3GaiN+phqM9sAoB2CIKHE0hyqAM",
+	"yeaOwLPtR1ehK4A989O9KMkvEThPFBkIXbSp791QoYdLhT8K/D7XAWwp7tOsaNtX17+qpF6XRiL8O5GM",
+	"v67AsQenn1oDUMAi7dgedbESA1bYd5mMneeTPJr16tNENHolMiRbx77rT+6JyKCqrCAFgHjEfgI27MfP",
+	"seG78qTip7xDCAaGf5C0SdAuGUpom59pyqC0v4SM/gmqRz08qVVfOcZjJMELuUtcUWEXGQSlN7Fx3aMz",
+	"mvWsvVJpmdEB/L5jIRqkLfspOU0EdFgKiH/AgjoglGR93nfJgEcDcA4WMTvRRFt0FSFzBj7S1gz82a44",
+	"jCbHVJsuTNE9OiBG9oViOpmwDlaL10YxOiFMRDofdJ32HtMLvccglCyUE6h1D+yca6zmjK7JzddE2yOA",
+	"6vVTJW/tQoHuh7HUmLpephidASR+P6psffNaTWF5BZ1mdSMEtFuBU+jitqzYdWVPYFq021Qn1m9X9MNN",
+	"MLTtmilQa4vnpMfyRrtytByGpDfATYf2ICB717Adn5pMJlIxcsPjGCoDkTaMcwYJwIDwVmEMpRAsNFyM",
+	"oOrMX1X6OINiPF2PkMJoZ/6BXQaTj8us/hPLG1b9n/0u4kaZNfEGtrc9QJLUA+A+DgdgtkYkloqPLOJ2",
+	"iGKJ9l8mZpoY3Rdy6EiHPZ0gK3RBhlId0tCKkWwSoI6dNrp0Eah94ceGhl0zuDmW7u3v7f94eBCQfgum",
+	"dA0wLKBYtopHrltXC2d0VwnsPtqHm7qWGoo5E1qPDJB6/qDkxC8QeYuRiGRYjN5iHjFjb4OfZXDv5ot4",
+	"RPJGOAqMpiaAUPcFDEOMlD1yUKZBuZpZ8SzAmA+YA1o8ljfbMGr2dEKhH75WJtx8Dr3K4eKLheOhAuOf",
+	"ytjgKRDYFHxTUScmef8nlFS3pE37OnNAh24KNOXxhUKgDetf7T9369jWlD0f3W5+1AqZDTT+AOq164V+",
+	"r2mbVy7I4NPe0fnRh3c///Dx9Oe9k5PTj3/fOx70yJ6Y9YUpupkw4t9Ll5lA601APsYoaypmxR02XdNE",
+	"JTEj7csZce4wbMzomi9iuZFr5qzz8EZfZL1rJ1ycQotHqXIdbd2ZKD3oFBoaUOJEXOg26e3MyA58IZwg",
+	"56ptg4/WjnB00Amw7qCMWeDaJjlxGUPnGHoYrTZixTKVcTMHdgbfoIyc7yHM9uyeiKLvuekP3EprKfuT",
+	"W8w8FOlu7aZKyryVSfHR2KTdjV8U/xdLdaW5AC8RoSkdK1C3lZSD1VlBLEfVpoLTzA1JYjlCyXUgh0PN",
+	"zKBHBv+n6/q1dj+wW9P9iD/4uGN8zpJdQvUVSLLQ+B7dowM0kf27UQkbFFK4nNaqSSIMj5Fu+d7/TlEN",
+	"UgIGretxplT9hxwuoyiPIcmrrC+JJVnHdukNvs/N7iXVECqC86NxYzel+7nIVPdIVcSC+7no7VwpYiKv",
+	"hBAuInZbNZd9onyijfKJygbBTS0P/tgIssgSLsyb7VZwrzkQB8rncA3K51qJL20+uU+32mM5Ipczgxp5",
+	"Tm7P8PxYjrr7cjIt7z1mcTntUUjmcDanTto5IFo4i10uMRhlSw5apTdtEQD8vhgtAJMJabLQ+HZ6OxBY",
+	"PAWwx5QHD/kjXjjWu7+q8WZfTi65gOyHSCZmXZuIKXAWSsFcb6Tsvv/hjDf+uhUDKnUmp5VHU64WXPdl",
+	"dW6jGHQneNE7XvSOh+gdp4BGL2rHi9rxonbcu8oc3KEqrQODvOHTkPJ4xZiIasZgMT1K4oY07LP0qSe8",
+	"bH6SuiYpHtyXOs+P2RolRYJc65lcX/708J8j4LcsJtZjxhMxFz/879PxIl3cPxnK/0VdD2l7syy5xh2g",
+	"c1NidW100w0JzTx33iHRDhW6JdalIla1U9d0juDXX8lmP0T6/vpX/3GJXhGFa9hUiOzgpdnDYzZ78Me0",
+	"i5jDTZrZZYV2IQ0xMrHPrI4m1aXLqg9844X8/dk6O6Q7mdNRpiwM0opOEDkUoAEXah+ykInFXiLPIA4s",
+	"YSVwQDSGxpRRuvVLGl4Nefz0YblzYFZJOd87eJ5JzvHT/U4JM/+0As+fKHQCzeKYv8RylEMmcYSZwp79",
+	"cEE+w+eAMBF1AjCtx3Q6BRU2juXNfXjSihcaakv/UW7ziQXmma7yB4kKy8t9/fNzaMCbwn3zxTWtfMd8",
+	"fcqb8ezJ75NRfDRi6o9yo84RnBdx9K+D7Pl0QCFv0LzpWIcvv4stsJ5e811PxB+KgVwgOC8s5OVWrXir",
+	"HOZUM5HHvErgZnxokcUGy68vKfJ0hQNghpU0oc1HhiDCRdY1PIbay3iqLFTM+IZDuZCYfRqOWXdfCqNk",
+	"XJJkJmQXRhns5MeBOhlCQrrWiCkrzYfoBsc+LbccY29qYnZePJp/+AzKcgO1D3yAe+xy/hAr8mU7JVZk",
+	"j4hgEDM1orxQCcZRgXvVgL5hl2Mpr6rjHQ8xkALjFqh21XkuTo+xmHxIlZqRUDGoTUnjtECzYiHj10z1",
+	"FiIVjrk2n/y0T8jx3Bx1vky/+hem95i+TL+rAZFxlNY0Im1EX1feCdC8KFimuFhvKn+KqkYHLLbICmm/",
+	"ipGTj2fnzjcEhYFd5igfpVV0f3y/t989+3Fv6/Ub0taM9UUkQ71Op7w3iToYzysTQwa40EEAQXJckxET",
+	"9jK4Ur3pHeeiL6C+WRrxK0U82yUU6yflyALuYholWVnFyKH/E3FuN/rv4691TNmvsP5yk7YvIp5tPe5m",
+	"p4l/V7PcoJC39s/Dmv8sDVgtLlxaDntxeuyzP13CcVsloucT0QLMJxhSHts/0gjAtGzF6gSqmdeuf3Wf",
+	"lnD45m/xi7/32fy9NKUennhEyCFmJJaj3WJuv8+xMBLiC1dmaFW+38qzf3QZqYGEviDVQx2/KS9C7g2e",
+	"34wHPZ8A1GwgcxiRyUvUhOMSAxm0QX8WGQOnem4X6T/nzfiTBHhhM/WUSK9py+cDx+GDLJ5ryGPDVODu",
+	"WkBy50ikIkzYwSMyjOnoSfn8epTqF7VBvg7pMm1kyaLay1cl3nqpSrxe3OXZMhWKs/N74YUPNxVk1zYv",
+	"VZWWQIZuiSVpZX88VunoARrj1r/Cv7UC/im7llc583pzX1n7/Etf2ULCht0SQtGAuosxmXKKeWMQ/YJt",
+	"l1azljbkPyMNPDogbYj5TG22nYqeDSbnQCnPMawjVjDb0UEut9DnxDWwkvSpp+xYKf00VUT0NGswmsJ9",
+	"/6Z9D8GVD2k927Q5SL796eUMAGRKL9NuZi63x07EwkRxMwOEuWRUMbWXWP72+YtlZhoqnyE6JSpu7bTW",
+	"Qbx2E31N81Fn2rAJUB/PQJ2Akf/O4XD+qRTQ3JeQlJT727eBzX83mib5P7O22rkvMzdl7suUAt99uft/",
+	"AQAA//+Se7ObE1YBAA==",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

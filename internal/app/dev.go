@@ -94,6 +94,8 @@ func RunDev(ctx context.Context, cfg config.Config, opts DevOptions, b DevBuilde
 		cfg.DataDir = devDataDir(stateDir, cfg.StepUser, say)
 	}
 	cfg.Examples = true // the banner's example commands start them
+	// Webhooks to a receiver on this machine are what a developer tries.
+	cfg.WebhookAllowPrivate = true
 	token, err := bootstrap(ctx, cfg, stateDir)
 	if err != nil {
 		return err

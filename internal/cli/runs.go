@@ -235,7 +235,11 @@ func stepRow(o *options, s gen.StepStatus) []string {
 	if len(msg) > 80 {
 		msg = msg[:77] + "..."
 	}
-	return []string{s.Name, s.Kind, string(s.State), attempt, span(s.StartedAt, s.FinishedAt, o.now()), progress, strings.ReplaceAll(msg, "\n", " ")}
+	kind := s.Kind
+	if s.OnExit != nil && *s.OnExit {
+		kind += " (on exit)" // an exit handler: runs once the others have ended
+	}
+	return []string{s.Name, kind, string(s.State), attempt, span(s.StartedAt, s.FinishedAt, o.now()), progress, strings.ReplaceAll(msg, "\n", " ")}
 }
 
 func cancelCmd(o *options) *cobra.Command {

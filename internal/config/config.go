@@ -53,6 +53,15 @@ type Config struct {
 	// GPUMinRuntime is how long an admitted GPU workload runs before it
 	// may be preempted (gpu.Policy.MinRuntime).
 	GPUMinRuntime time.Duration
+	// WebhookAllowPrivate lets webhooks reach loopback, private and
+	// link-local addresses (internal/webhooks); off by default, on in
+	// `atelier dev`.
+	WebhookAllowPrivate bool
+	// WebhookBackoff is the wait before a failed delivery's second
+	// attempt (it doubles up to an hour); WebhookMaxAttempts is when a
+	// delivery gives up.
+	WebhookBackoff     time.Duration
+	WebhookMaxAttempts int
 	// LocalGPUs is which of the machine's GPUs local steps may use:
 	// "auto" (every device nvidia-smi lists), "none", or indices "0,2".
 	LocalGPUs string
@@ -102,20 +111,22 @@ type Config struct {
 // Default returns the built-in defaults, which match `atelier dev`.
 func Default() Config {
 	return Config{
-		TemporalHostPort:  "127.0.0.1:7233",
-		Namespace:         "atelier",
-		TemporalUIURL:     "http://127.0.0.1:8233",
-		ListenAddr:        "127.0.0.1:8080",
-		DataDir:           ".atelier/data",
-		LogLevel:          "info",
-		LogFormat:         "console",
-		ShutdownTimeout:   20 * time.Second,
-		WorkerConcurrency: 200,
-		StreamLimit:       32,
-		GPUMinRuntime:     5 * time.Minute,
-		TokenCacheTTL:     5 * time.Second,
-		TaskQueue:         workflows.TaskQueueLocal,
-		LocalGPUs:         "auto",
+		TemporalHostPort:   "127.0.0.1:7233",
+		Namespace:          "atelier",
+		TemporalUIURL:      "http://127.0.0.1:8233",
+		ListenAddr:         "127.0.0.1:8080",
+		DataDir:            ".atelier/data",
+		LogLevel:           "info",
+		LogFormat:          "console",
+		ShutdownTimeout:    20 * time.Second,
+		WorkerConcurrency:  200,
+		StreamLimit:        32,
+		GPUMinRuntime:      5 * time.Minute,
+		WebhookBackoff:     10 * time.Second,
+		WebhookMaxAttempts: 10,
+		TokenCacheTTL:      5 * time.Second,
+		TaskQueue:          workflows.TaskQueueLocal,
+		LocalGPUs:          "auto",
 
 		KubeNamespaceTemplate: "atelier-{project}",
 		KubeQPS:               100,
@@ -145,6 +156,9 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	fs.IntVar(&c.StreamLimit, "stream-limit", c.envInt("ATELIER_STREAM_LIMIT", d.StreamLimit), "event and log-follow streams one token may hold open per gateway; more get 429 (ATELIER_STREAM_LIMIT)")
 	fs.DurationVar(&c.TokenCacheTTL, "token-cache-ttl", c.envDuration("ATELIER_TOKEN_CACHE_TTL", d.TokenCacheTTL), "gateway: keep resolved API tokens this long; a token revoked through another gateway or in the database keeps working here up to this long; 0 looks them up on every request (ATELIER_TOKEN_CACHE_TTL)")
 	fs.DurationVar(&c.Retention, "retention", c.envDuration("ATELIER_RETENTION", d.Retention), "gateway: delete finished runs and their step logs this long after their last write, e.g. 720h; 0 keeps them forever (ATELIER_RETENTION)")
+	fs.BoolVar(&c.WebhookAllowPrivate, "webhook-allow-private", c.envBool("ATELIER_WEBHOOK_ALLOW_PRIVATE", d.WebhookAllowPrivate), "gateway: let webhooks reach loopback, private and link-local addresses (refused by default: a tenant could otherwise make the gateway call internal services); on in `atelier dev` (ATELIER_WEBHOOK_ALLOW_PRIVATE)")
+	fs.DurationVar(&c.WebhookBackoff, "webhook-backoff", c.envDuration("ATELIER_WEBHOOK_BACKOFF", d.WebhookBackoff), "gateway: wait before retrying a failed webhook delivery; doubles with each attempt up to 1h (ATELIER_WEBHOOK_BACKOFF)")
+	fs.IntVar(&c.WebhookMaxAttempts, "webhook-max-attempts", c.envInt("ATELIER_WEBHOOK_MAX_ATTEMPTS", d.WebhookMaxAttempts), "gateway: attempts of a webhook delivery before it is marked failed (ATELIER_WEBHOOK_MAX_ATTEMPTS)")
 	fs.DurationVar(&c.GPUMinRuntime, "gpu-min-runtime", c.envDuration("ATELIER_GPU_MIN_RUNTIME", d.GPUMinRuntime), "worker: how long an admitted GPU step runs before GPU admission may preempt it (ATELIER_GPU_MIN_RUNTIME)")
 	fs.IntVar(&c.WorkerConcurrency, "worker-concurrency", c.envInt("ATELIER_WORKER_CONCURRENCY", d.WorkerConcurrency), "max concurrent activities per worker (ATELIER_WORKER_CONCURRENCY)")
 }

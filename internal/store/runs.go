@@ -189,7 +189,28 @@ func (s *Store) MirrorRun(ctx context.Context, st workflows.RunStatus) error {
 		v := int32(st.Version)
 		p.Version = &v
 	}
-	_, err = s.q.MirrorRun(ctx, p)
+	events := catalog.RunEvents(st)
+	if len(events) == 0 {
+		_, err = s.q.MirrorRun(ctx, p)
+		return mapErr(err, "mirror run %s/%s", st.Project, st.RunID)
+	}
+	// A status that shows events (a failed step, an approval request,
+	// the run's end) also queues their webhook deliveries, in the same
+	// statement (see internal/webhooks).
+	n := db.MirrorRunNotifyParams{
+		ID: p.ID, Project: p.Project, Pipeline: p.Pipeline, Version: p.Version, Workflow: p.Workflow,
+		State: p.State, Seq: p.Seq, Status: p.Status, CreatedAt: p.CreatedAt, Subject: st.Pipeline,
+	}
+	if n.Subject == "" {
+		n.Subject = st.Workflow // a Go pipeline: webhooks filter on its registered name
+	}
+	for _, e := range events {
+		n.EventIds = append(n.EventIds, e.ID)
+		n.EventTypes = append(n.EventTypes, e.Type)
+		n.EventSteps = append(n.EventSteps, e.Step)
+		n.EventPayloads = append(n.EventPayloads, string(e.Payload))
+	}
+	_, err = s.q.MirrorRunNotify(ctx, n)
 	return mapErr(err, "mirror run %s/%s", st.Project, st.RunID)
 }
 

@@ -20,6 +20,7 @@
 //	item                       the current forEach element (templates
 //	                           of forEach steps only)
 //	run.id, run.project, run.pipeline
+//	run.state, run.failedSteps, run.error   (exit handlers only)
 //
 // Step names must be written literally (steps.train, or steps["eval-1"] for
 // a name with '-', not steps[x]) because a reference is also a dependency,
@@ -60,6 +61,13 @@
 // anyFailed steps still start (the run fails fast) and the run ends
 // FAILED whatever they do. Nothing new starts after a cancel or the
 // pipeline deadline.
+//
+// # Exit handlers
+//
+// Pipeline.OnExit lists steps that run once every step has ended,
+// whatever the outcome (onexit.go): they may depend on each other, not on
+// Steps; their templates may read the outputs of Steps that succeeded and
+// run.state, run.failedSteps and run.error, which exist only there.
 //
 // # Approval steps
 //

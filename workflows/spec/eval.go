@@ -38,8 +38,15 @@ type StepEnv struct {
 }
 
 // RunEnv identifies the run, for templates such as "/data/{{ run.id }}".
+// Exit handlers (Pipeline.OnExit) also see how the run is about to end.
 type RunEnv struct {
 	ID, Project, Pipeline string
+	// Exit is set for exit handlers: State, FailedSteps and Error are
+	// then run.state, run.failedSteps and run.error.
+	Exit        bool
+	State       string
+	FailedSteps []string
+	Error       string
 }
 
 // exprEnv builds the map the compiled programs expect (see compileEnv).
@@ -64,12 +71,20 @@ func (e Env) exprEnv() map[string]any {
 		"params": params,
 		"steps":  steps,
 		"item":   item,
-		"run": map[string]any{
-			"id":       e.Run.ID,
-			"project":  e.Run.Project,
-			"pipeline": e.Run.Pipeline,
-		},
+		"run":    e.Run.exprEnv(),
 	}
+}
+
+func (r RunEnv) exprEnv() map[string]any {
+	m := map[string]any{"id": r.ID, "project": r.Project, "pipeline": r.Pipeline}
+	if r.Exit {
+		failed := make([]any, len(r.FailedSteps))
+		for i, n := range r.FailedSteps {
+			failed[i] = n
+		}
+		m["state"], m["failedSteps"], m["error"] = r.State, failed, r.Error
+	}
+	return m
 }
 
 // EvalWhen evaluates a step's when condition. An empty condition is true, so

@@ -357,8 +357,13 @@ func sortedPairs(args ...any) (any, error) {
 
 // refScope is what an expression may refer to at one place in a spec.
 type refScope struct {
-	params  map[string]bool
-	steps   map[string]int
+	params map[string]bool
+	steps  map[string]int
+	// outer are steps an expression may read without depending on them:
+	// for exit handlers, the pipeline's steps, which have all ended.
+	outer map[string]bool
+	// exit allows run.state, run.failedSteps and run.error (exit handlers).
+	exit    bool
 	self    string
 	itemOK  bool
 	itemWhy string // message when item is not allowed here
@@ -551,9 +556,14 @@ func (a *analyzer) ident(name string, props []ast.Node) {
 		switch _, exists := a.sc.steps[s]; {
 		case s == a.sc.self:
 			a.problem("a step cannot use its own outputs (steps.%s)", s)
+		case !exists && a.sc.outer[s]:
+			// Ended before this step can start: no dependency.
 		case !exists:
-			names := make([]string, 0, len(a.sc.steps))
+			names := make([]string, 0, len(a.sc.steps)+len(a.sc.outer))
 			for n := range a.sc.steps {
+				names = append(names, n)
+			}
+			for n := range a.sc.outer {
 				names = append(names, n)
 			}
 			sort.Strings(names)
@@ -576,8 +586,16 @@ func (a *analyzer) ident(name string, props []ast.Node) {
 			a.problem("%s", a.sc.itemWhy)
 		}
 	case "run":
-		if p, ok := staticName(props, 0); ok && p != "id" && p != "project" && p != "pipeline" {
-			a.problem("unknown run field %q; run has id, project and pipeline", p)
+		p, ok := staticName(props, 0)
+		switch {
+		case !ok || p == "id" || p == "project" || p == "pipeline":
+		case exitRunFields[p] && a.sc.exit:
+		case exitRunFields[p]:
+			a.problem("run.%s is known only once the run ends: use it in onExit steps", p)
+		case a.sc.exit:
+			a.problem("unknown run field %q; run has id, project, pipeline, state, failedSteps and error", p)
+		default:
+			a.problem("unknown run field %q; run has id, project and pipeline (and, in onExit steps, state, failedSteps and error)", p)
 		}
 	default:
 		a.problem("unknown name %q; use params.*, steps.<step>.outputs.*, item or run.*", name)

@@ -24,6 +24,16 @@ type Pipeline struct {
 	Placement *Placement `json:"placement,omitempty"`
 	// RayClusters are long-lived RayClusters shared by ray steps of a run.
 	RayClusters []SharedRayCluster `json:"rayClusters,omitempty"`
+	// OnExit are exit handlers: steps that run once every step of Steps
+	// has ended, whatever the outcome (success, failure, cancel, deadline),
+	// before the run reports its final state. They may depend on each
+	// other, not on Steps (those have all ended); their templates may read
+	// the outputs of Steps that succeeded and run.state, run.failedSteps
+	// and run.error. See onexit.go.
+	OnExit []Step `json:"onExit,omitempty"`
+	// OnExitTimeout bounds the exit handlers as a whole (default
+	// DefaultOnExitTimeout); the pipeline deadline does not apply to them.
+	OnExitTimeout Duration `json:"onExitTimeout,omitempty"`
 }
 
 // ParamType is the declared type of a pipeline parameter.

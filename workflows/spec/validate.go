@@ -57,6 +57,17 @@ type vctx struct {
 	// rayClusters maps each named entry of Pipeline.RayClusters to its
 	// index (first occurrence).
 	rayClusters map[string]int
+	// section is the list being validated: "steps", or "onExit" for exit
+	// handlers (onexit.go); "" means "steps".
+	section string
+}
+
+// stepsPath is the path of the list vc validates.
+func (vc *vctx) stepsPath() string {
+	if vc.section == "" {
+		return "steps"
+	}
+	return vc.section
 }
 
 // MaxStepTimeout bounds Step.Timeout: longer attempts would outlive
@@ -119,8 +130,11 @@ func Validate(p *Pipeline, opts ValidateOptions) error {
 	if len(p.Steps) == 0 {
 		ps.add("steps", "a pipeline needs at least one step")
 	}
-	if len(p.Steps) > MaxSteps {
-		ps.add("steps", "%d steps; the limit is %d", len(p.Steps), MaxSteps)
+	switch n := len(p.Steps) + len(p.OnExit); {
+	case n > MaxSteps && len(p.OnExit) > 0:
+		ps.add("steps", "%d steps, onExit included; the limit is %d", n, MaxSteps)
+	case n > MaxSteps:
+		ps.add("steps", "%d steps; the limit is %d", n, MaxSteps)
 	}
 	for i, s := range p.Steps {
 		path := index("steps", i)
@@ -142,7 +156,8 @@ func Validate(p *Pipeline, opts ValidateOptions) error {
 	for i := range p.Steps {
 		validateStep(p, i, vc, sc, &ps)
 	}
-	reportCycles(p, &ps)
+	reportCycles(p, "steps", &ps)
+	validateOnExit(p, vc, sc, &ps)
 	if n := EstimateHistoryEvents(p); n > MaxEstimatedHistoryEvents {
 		ps.add("steps", "a run of this pipeline needs about %d Temporal history events when every step succeeds the first time; Temporal allows 51,200 per run (Atelier plans for at most %d): use fewer steps or forEach items, or split the pipeline", n, MaxEstimatedHistoryEvents)
 	}
@@ -223,7 +238,7 @@ func hasKind(ks []StepKind, k StepKind) bool {
 
 func validateStep(p *Pipeline, i int, vc *vctx, psc *refScope, ps *problems) {
 	s := &p.Steps[i]
-	path := index("steps", i)
+	path := index(vc.stepsPath(), i)
 	sc := *psc
 	sc.self = s.Name
 	kinds := vc.kinds
@@ -292,6 +307,8 @@ func validateStep(p *Pipeline, i int, vc *vctx, psc *refScope, ps *problems) {
 		switch _, ok := sc.steps[d]; {
 		case d == s.Name:
 			ps.add(dp, "a step cannot depend on itself")
+		case !ok && sc.outer[d]:
+			ps.add(dp, "onExit steps start once every step of the pipeline has ended; dependsOn may name only other onExit steps (read %q's outputs in a template instead)", d)
 		case !ok:
 			msg := fmt.Sprintf("unknown step %q", d)
 			if sg := suggest(d, stepNamesSorted(sc.steps)); sg != "" {
@@ -674,7 +691,7 @@ func Dependencies(p *Pipeline) [][]int {
 // reportCycles adds one problem per strongly connected component of the
 // dependency graph, showing one cycle through its first step, since every
 // step in a component waits on every other and none could ever start.
-func reportCycles(p *Pipeline, ps *problems) {
+func reportCycles(p *Pipeline, section string, ps *problems) {
 	deps := Dependencies(p)
 	n := len(deps)
 	idx := make([]int, n)
@@ -765,7 +782,7 @@ func reportCycles(p *Pipeline, ps *problems) {
 			names = append(names, p.Steps[cyc[k]].Name)
 		}
 		names = append(names, p.Steps[start].Name)
-		ps.add(index("steps", start), "dependency cycle: %s", strings.Join(names, " -> "))
+		ps.add(index(section, start), "dependency cycle: %s", strings.Join(names, " -> "))
 	}
 }
 
@@ -787,8 +804,16 @@ const eventsPerAttempt = 6
 // length is known only at run time (the run-time guard covers it).
 func EstimateHistoryEvents(p *Pipeline) int {
 	n := 20 // start, bookkeeping, mirror, end
-	for i := range p.Steps {
-		s := &p.Steps[i]
+	if len(p.OnExit) > 0 {
+		n += 6 // the exit handlers' timer and a mirror write
+	}
+	return n + stepsHistoryEvents(p, p.Steps) + stepsHistoryEvents(p, p.OnExit)
+}
+
+func stepsHistoryEvents(p *Pipeline, steps []Step) int {
+	n := 0
+	for i := range steps {
+		s := &steps[i]
 		per := eventsPerAttempt
 		switch {
 		case s.Kind == KindInference:

@@ -111,3 +111,46 @@ type Token struct {
 	ExpiresAt  *time.Time
 	RevokedAt  *time.Time
 }
+
+type Webhook struct {
+	ID          string
+	Project     string
+	Url         string
+	Events      []string
+	Pipeline    *string
+	Secret      string
+	Description string
+	Enabled     bool
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	CreatedBy   string
+}
+
+type WebhookAttempt struct {
+	DeliveryID string
+	Attempt    int32
+	StartedAt  time.Time
+	DurationMs int32
+	StatusCode *int32
+	Error      string
+}
+
+type WebhookDelivery struct {
+	ID            string
+	WebhookID     string
+	Project       string
+	RunID         string
+	EventID       string
+	Event         string
+	Step          *string
+	Payload       []byte
+	State         string
+	Attempts      int32
+	NextAttemptAt time.Time
+	LeaseOwner    *string
+	LeaseUntil    *time.Time
+	LastStatus    *int32
+	LastError     string
+	CreatedAt     time.Time
+	FinishedAt    *time.Time
+}

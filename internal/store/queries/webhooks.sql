@@ -1,0 +1,138 @@
+-- name: CreateWebhook :one
+-- Inserts nothing (no row) when the project already has @max_per_project
+-- webhooks: each event is delivered to every matching one, so their
+-- number bounds the work one run's events make.
+INSERT INTO webhooks (id, project, url, events, pipeline, secret, description, enabled, created_at, updated_at, created_by)
+SELECT @id, @project, @url, @events::text[], sqlc.narg(pipeline), @secret, @description, @enabled, now(), now(), @created_by
+WHERE (SELECT count(*) FROM webhooks WHERE project = @project) < @max_per_project::integer
+RETURNING *;
+
+-- name: GetWebhook :one
+SELECT * FROM webhooks
+WHERE project = @project AND id = @id;
+
+-- name: ListWebhooks :many
+SELECT * FROM webhooks
+WHERE project = @project
+ORDER BY created_at, id;
+
+-- name: UpdateWebhook :one
+-- Changes the fields given (NULL: unchanged); @clear_pipeline removes the
+-- pipeline filter.
+UPDATE webhooks
+SET url = COALESCE(sqlc.narg(url), url),
+    events = COALESCE(sqlc.narg(events)::text[], events),
+    pipeline = CASE WHEN @clear_pipeline::boolean THEN NULL ELSE COALESCE(sqlc.narg(pipeline), pipeline) END,
+    secret = COALESCE(sqlc.narg(secret), secret),
+    description = COALESCE(sqlc.narg(description), description),
+    enabled = COALESCE(sqlc.narg(enabled), enabled),
+    updated_at = now()
+WHERE project = @project AND id = @id
+RETURNING *;
+
+-- name: DeleteWebhook :execrows
+DELETE FROM webhooks
+WHERE project = @project AND id = @id;
+
+-- name: MirrorRunNotify :execrows
+-- MirrorRun that also queues the events the status shows (@event_ids,
+-- @event_types, @event_steps, @event_payloads: one entry per event) for every enabled
+-- webhook of the project that subscribes to them, in one statement: the
+-- outbox rows exist if and only if the status write was applied. A write
+-- that is ignored (not newer) queues nothing, which loses nothing: the
+-- newer status shows every event the older one did. An event already
+-- queued for a webhook is not queued again. Rows affected: deliveries
+-- queued.
+WITH mirrored AS (
+    INSERT INTO runs (
+        id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at
+    ) VALUES (
+        @id, @project, sqlc.narg(pipeline), sqlc.narg(version), @workflow, @state, @seq, @status,
+        COALESCE(sqlc.narg(created_at)::timestamptz, now()), now()
+    )
+    ON CONFLICT (id) DO UPDATE
+    SET state = excluded.state,
+        seq = excluded.seq,
+        status = excluded.status,
+        updated_at = now()
+    WHERE runs.seq < excluded.seq AND runs.project = excluded.project
+    RETURNING runs.project
+)
+INSERT INTO webhook_deliveries (id, webhook_id, project, run_id, event_id, event, step, payload)
+SELECT 'dlv-' || substr(md5(w.id || '/' || (@event_ids::text[])[i]), 1, 24), w.id, w.project, @id,
+       (@event_ids::text[])[i], (@event_types::text[])[i],
+       NULLIF((@event_steps::text[])[i], ''), ((@event_payloads::text[])[i])::json
+FROM mirrored m
+JOIN webhooks w ON w.project = m.project
+CROSS JOIN generate_subscripts(@event_ids::text[], 1) AS i
+WHERE w.enabled
+  AND (@event_types::text[])[i] = ANY (w.events)
+  AND (w.pipeline IS NULL OR w.pipeline = @subject::text)
+ON CONFLICT (webhook_id, event_id) DO NOTHING;
+
+-- name: ClaimWebhookDeliveries :many
+-- Leases up to @max_rows due deliveries of enabled webhooks to @owner
+-- until @lease_until and counts the attempt it is about to make. SKIP
+-- LOCKED: gateways claiming at once take different rows; a lease that
+-- expired (its gateway died mid-attempt) makes the delivery due again.
+UPDATE webhook_deliveries d
+SET lease_owner = @owner,
+    lease_until = @lease_until,
+    attempts = d.attempts + 1
+FROM webhooks w
+WHERE w.id = d.webhook_id
+  AND d.id IN (
+    SELECT q.id FROM webhook_deliveries q
+    JOIN webhooks qw ON qw.id = q.webhook_id AND qw.enabled
+    WHERE q.state = 'pending'
+      AND q.next_attempt_at <= @now
+      AND (q.lease_until IS NULL OR q.lease_until < @now)
+    ORDER BY q.next_attempt_at
+    LIMIT @max_rows
+    FOR UPDATE OF q SKIP LOCKED
+  )
+RETURNING d.id, d.event, d.event_id, d.attempts, d.payload::text AS payload, w.url, w.secret;
+
+-- name: RecordWebhookAttempt :execrows
+-- Logs attempt @attempt of a delivery and moves the delivery on (@state,
+-- @next_attempt_at), if @owner still holds its lease for that attempt;
+-- otherwise nothing is written (rows affected 0).
+WITH updated AS (
+    UPDATE webhook_deliveries
+    SET state = @state,
+        next_attempt_at = @next_attempt_at,
+        lease_owner = NULL,
+        lease_until = NULL,
+        last_status = sqlc.narg(status_code),
+        last_error = @error,
+        finished_at = CASE WHEN @state::text = 'pending' THEN NULL ELSE now() END
+    WHERE id = @delivery_id AND lease_owner = @owner AND attempts = @attempt
+    RETURNING id
+)
+INSERT INTO webhook_attempts (delivery_id, attempt, started_at, duration_ms, status_code, error)
+SELECT id, @attempt, @started_at, @duration_ms, sqlc.narg(status_code), @error
+FROM updated;
+
+-- name: ListWebhookDeliveries :many
+-- A webhook's deliveries, newest first, after the keyset cursor.
+SELECT d.id, d.webhook_id, d.run_id, d.event_id, d.event, d.step, d.state, d.attempts,
+       d.next_attempt_at, d.last_status, d.last_error, d.created_at, d.finished_at
+FROM webhook_deliveries d
+WHERE d.webhook_id = @webhook_id
+  AND (d.created_at, d.id) < (COALESCE(sqlc.narg(cursor_created_at)::timestamptz, 'infinity'), COALESCE(sqlc.narg(cursor_id)::text, ''))
+ORDER BY d.created_at DESC, d.id DESC
+LIMIT @max_rows;
+
+-- name: ListWebhookAttempts :many
+SELECT * FROM webhook_attempts
+WHERE delivery_id = ANY (@delivery_ids::text[])
+ORDER BY delivery_id, attempt;
+
+-- name: DeleteFinishedWebhookDeliveries :execrows
+-- Prunes the delivery log: deliveries that ended before @before.
+DELETE FROM webhook_deliveries
+WHERE id IN (
+    SELECT f.id FROM webhook_deliveries f
+    WHERE f.state <> 'pending' AND f.finished_at < @before::timestamptz
+    LIMIT @max_rows
+);
