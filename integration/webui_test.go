@@ -191,6 +191,33 @@ steps:
 	assert.Empty(t, after.Attempts, "the step after the cancel never started")
 	assert.Equal(t, string(after.State), b.nodeStates(t)["after"])
 
+	// Approve a waiting approval step from its drawer (the example's
+	// approval needs an editor and a comment; the token is an editor).
+	approve, err := os.ReadFile("../examples/pipelines/approve-deploy.yaml")
+	require.NoError(t, err)
+	pushSpec(t, cl, s.project, "approve-deploy", string(approve))
+	approveID := startGenRun(t, cl, s.project, "approve-deploy", nil)
+	b.run(t, "an approval step waits",
+		chromedp.Navigate(s.url+"/ui/#/p/"+s.project+"/runs/"+approveID),
+		chromedp.WaitVisible(`g.node[data-step="approve-deploy"][data-state="WAITING_FOR_APPROVAL"]`, chromedp.ByQuery),
+		chromedp.Click(`g.node[data-step="approve-deploy"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#approve`, chromedp.ByQuery),
+		chromedp.SendKeys(`#approval-comment`, "looks good <b>", chromedp.ByQuery),
+	)
+	if shots != "" {
+		b.screenshot(t, filepath.Join(shots, "ui-approval.png"))
+	}
+	b.run(t, "approve it",
+		chromedp.Click(`#approve`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#run-state[data-state="SUCCEEDED"]`, chromedp.ByQuery),
+		chromedp.Click(`g.node[data-step="deploy"]`, chromedp.ByQuery),
+		b.waitText(`#log`, "deploying, approved by ci-editor: looks good <b>"),
+	)
+	approvedStates := b.nodeStates(t)
+	assert.Equal(t, "SUCCEEDED", approvedStates["approve-deploy"])
+	assert.Equal(t, "SKIPPED", approvedStates["augment"], "when: params.augment is false")
+	assert.Equal(t, "SKIPPED", approvedStates["notify"], "runIf: anyFailed, nothing failed")
+
 	// A Go pipeline has no spec: its steps are drawn as they come,
 	// without edges, and the page says why.
 	goID := s.startRun(map[string]any{"workflow": gopipeline.Name, "input": map[string]any{"dataset": "iris", "learningRates": []float64{0.1}, "threshold": 0.5}})
@@ -210,27 +237,52 @@ steps:
 		assert.Equal(t, "SUCCEEDED", st, name)
 	}
 
-	if shots != "" {
-		// A failed run too, so the list shows the states side by side.
-		pushSpec(t, cl, s.project, "flaky", `
+	// A failed run: its error, the retried attempt, and Retry.
+	pushSpec(t, cl, s.project, "flaky", `
 steps:
   - name: fetch
     retries: {limit: 1, backoff: 1s}
     container: {command: [sh, -c, 'echo "connection refused" >&2; exit 3']}
 `)
-		failID := startGenRun(t, cl, s.project, "flaky", nil)
-		s.waitTerminal(failID, 60*time.Second)
-		b.run(t, "failed run",
-			chromedp.Navigate(s.url+"/ui/#/p/"+s.project+"/runs/"+failID+"/steps/fetch"),
-			chromedp.WaitVisible(`#run-error`, chromedp.ByQuery),
-			b.waitText(`#log`, "connection refused"),
-		)
+	failID := startGenRun(t, cl, s.project, "flaky", nil)
+	b.run(t, "a failed run",
+		chromedp.Navigate(s.url+"/ui/#/p/"+s.project+"/runs/"+failID+"/steps/fetch"),
+		chromedp.WaitVisible(`#run-state[data-state="FAILED"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#run-error`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#attempts tbody[data-attempt="2"]`, chromedp.ByQuery),
+		b.waitText(`#log`, "connection refused"),
+		b.waitText(`g.node[data-step="fetch"] g.badges`, "2 attempts"),
+	)
+	if shots != "" {
 		b.screenshot(t, filepath.Join(shots, "ui-run-failed.png"))
-		b.run(t, "runs list",
-			chromedp.Navigate(s.url+"/ui/#/p/"+s.project+"/runs"),
-			chromedp.WaitVisible(fmt.Sprintf(`#runs tr[data-run=%q]`, failID), chromedp.ByQuery),
-		)
+	}
+	var retryOf string
+	b.run(t, "retry it",
+		chromedp.Click(`#retry-run`, chromedp.ByQuery),
+		chromedp.Poll(fmt.Sprintf(`!location.hash.includes(%q) && !!document.querySelector("#run-state")`, failID), nil, chromedp.WithPollingTimeout(30*time.Second)),
+		chromedp.WaitVisible(`#run-state[data-state="FAILED"]`, chromedp.ByQuery),
+		chromedp.Text(`a[href*="/runs/`+failID+`"]`, &retryOf, chromedp.ByQuery),
+	)
+	assert.Equal(t, failID, retryOf, "the new run links to the one it retries")
+
+	// The runs list filters by state.
+	b.run(t, "runs list filtered by state",
+		chromedp.Navigate(s.url+"/ui/#/p/"+s.project+"/runs"),
+		chromedp.WaitVisible(fmt.Sprintf(`#runs tr[data-run=%q]`, failID), chromedp.ByQuery),
+	)
+	if shots != "" {
 		b.screenshot(t, filepath.Join(shots, "ui-runs.png"))
+	}
+	var listed []string
+	b.run(t, "filter",
+		chromedp.SetValue(`#filter-state`, "CANCELLED", chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelector("#filter-state").dispatchEvent(new Event("change"))`, nil),
+		chromedp.Poll(`location.hash.includes("state=CANCELLED") && document.querySelectorAll("#runs tbody tr").length === 1`, nil, chromedp.WithPollingTimeout(30*time.Second)),
+		chromedp.Evaluate(`[...document.querySelectorAll("#runs tbody tr")].map(r => r.getAttribute("data-run"))`, &listed),
+	)
+	assert.Equal(t, []string{waitID}, listed)
+
+	if shots != "" {
 		b.run(t, "pipeline version",
 			chromedp.Navigate(s.url+"/ui/#/p/"+s.project+"/pipelines/ui-demo"),
 			chromedp.WaitVisible(`#spec`, chromedp.ByQuery),

@@ -320,8 +320,9 @@ export class RunPage implements View {
       this.drawerKey = key;
       replace(this.drawerInfo, this.drawerContent(sel, step, planned, entry, attempt));
     }
-    // The log of the chosen attempt (the newest unless one was picked).
-    if (!entry || (step?.items && sel.item === undefined)) {
+    // The log of the chosen attempt (the newest unless one was picked);
+    // approval steps run nothing, so they have none.
+    if (!entry || (step?.items && sel.item === undefined) || (step?.kind || planned?.kind) === "approval") {
       this.setLog(undefined);
       replace(this.logSection);
       return;
