@@ -132,6 +132,7 @@ steps:
 	// Every node reaches SUCCEEDED through the event stream (no reload).
 	b.run(t, "the DAG goes to SUCCEEDED",
 		chromedp.WaitVisible(`#run-state[data-state="SUCCEEDED"]`, chromedp.ByQuery),
+		chromedp.WaitReady(`section.run[data-live="ended"]`, chromedp.ByQuery),
 		chromedp.Poll(`[...document.querySelectorAll("g.node")].every(n => n.getAttribute("data-state") === "SUCCEEDED")`, nil, chromedp.WithPollingTimeout(30*time.Second)),
 	)
 	assert.Equal(t, map[string]string{"prepare": "SUCCEEDED", "validate": "SUCCEEDED", "train": "SUCCEEDED", "evaluate": "SUCCEEDED", "deploy": "SUCCEEDED"}, b.nodeStates(t))
@@ -210,6 +211,7 @@ steps:
 	b.run(t, "approve it",
 		chromedp.Click(`#approve`, chromedp.ByQuery),
 		chromedp.WaitVisible(`#run-state[data-state="SUCCEEDED"]`, chromedp.ByQuery),
+		chromedp.WaitReady(`section.run[data-live="ended"]`, chromedp.ByQuery),
 		chromedp.Click(`g.node[data-step="deploy"]`, chromedp.ByQuery),
 		b.waitText(`#log`, "deploying, approved by ci-editor: looks good <b>"),
 	)
@@ -248,6 +250,7 @@ steps:
 	b.run(t, "a failed run",
 		chromedp.Navigate(s.url+"/ui/#/p/"+s.project+"/runs/"+failID+"/steps/fetch"),
 		chromedp.WaitVisible(`#run-state[data-state="FAILED"]`, chromedp.ByQuery),
+		chromedp.WaitReady(`section.run[data-live="ended"]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`#run-error`, chromedp.ByQuery),
 		chromedp.WaitVisible(`#attempts tbody[data-attempt="2"]`, chromedp.ByQuery),
 		b.waitText(`#log`, "connection refused"),

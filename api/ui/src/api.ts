@@ -111,7 +111,14 @@ const sleep = (ms: number, signal: AbortSignal) =>
  * would) until the server answers 204: the run is over and its end was
  * seen. It resolves then, or when signal aborts.
  */
-export async function streamEvents(path: string, onEvent: (name: string, data: string) => void, signal: AbortSignal, onError?: (e: unknown) => void): Promise<void> {
+export async function streamEvents(
+  path: string,
+  onEvent: (name: string, data: string) => void,
+  signal: AbortSignal,
+  onError?: (e: unknown) => void,
+  /** over says the events showed the end: a stream that ends then is not reopened. */
+  over?: () => boolean,
+): Promise<void> {
   let lastId = "";
   let retry = 3000;
   while (!signal.aborted) {
@@ -147,6 +154,7 @@ export async function streamEvents(path: string, onEvent: (name: string, data: s
           if (data.length) onEvent(name, data.join("\n"));
         }
       }
+      if (over?.()) return;
     } catch (e) {
       if (signal.aborted) return;
       if (e instanceof ApiError && (e.status === 401 || e.status === 403 || e.status === 404)) {

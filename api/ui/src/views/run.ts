@@ -33,6 +33,23 @@ export class RunPage implements View {
   private pinnedAttempt?: number;
 
   private readonly head = h("div", { class: "card run-head" });
+  private title?: HTMLElement;
+  private readonly headInfo = h("div", {});
+  private readonly stateBadge = badge("PENDING", "run-state");
+  private readonly cancelBtn = h(
+    "button",
+    {
+      id: "cancel-run",
+      class: "danger",
+      hidden: true,
+      onclick: () => {
+        this.cancelForm.hidden = false;
+        this.cancelForm.querySelector("input")!.focus();
+      },
+    },
+    "Cancel run",
+  );
+  private readonly retryBtn = h("button", { id: "retry-run", hidden: true, onclick: () => void this.retry() }, "Retry");
   private readonly flash = h("div", { class: "flash" });
   private readonly dagHost = h("div", { class: "dag-host", id: "dag" });
   private readonly dagNote = h("p", { class: "note" });
@@ -112,8 +129,20 @@ export class RunPage implements View {
       this.graphNote = `A Go pipeline (${this.run.workflow}): its steps and their order live in Go code, so they are drawn as the run reports them, without dependency edges.`;
     }
     this.render();
-    if (runTerminal(this.run.state)) return;
-    await streamEvents(`${this.base}/events`, (name, data) => this.onEvent(name, data), this.abort.signal, (e) => this.showFlash(`Live updates interrupted: ${message(e)}`));
+    // data-live says whether the page still follows the run (the browser
+    // test waits for "ended" before acting on a finished run's page).
+    this.el.dataset.live = "following";
+    if (runTerminal(this.run.state)) {
+      this.el.dataset.live = "ended";
+      return;
+    }
+    await streamEvents(
+      `${this.base}/events`,
+      (name, data) => this.onEvent(name, data),
+      this.abort.signal,
+      (e) => this.showFlash(`Live updates interrupted: ${message(e)}`),
+      () => !!this.run && runTerminal(this.run.state),
+    );
     if (this.abort.signal.aborted) return;
     // The stream ended with the run: one read for what events do not
     // carry (parameters, result, warnings, final timestamps).
@@ -124,6 +153,7 @@ export class RunPage implements View {
     } catch {
       /* the events already showed the end */
     }
+    this.el.dataset.live = "ended";
   }
 
   private onEvent(name: string, data: string): void {
@@ -172,10 +202,19 @@ export class RunPage implements View {
   private renderHead(): void {
     const run = this.run!;
     const st = this.status;
-    const key = JSON.stringify([run.state, st?.startedAt, st?.finishedAt, st?.error, st?.cancel, st?.warnings, st?.params, st?.result, run.updatedAt]);
+    const terminal = runTerminal(run.state);
+    // The title row and its buttons are built once and updated in place:
+    // a button someone is about to click is never replaced under them.
+    if (!this.title) this.title = this.buildTitle(run);
+    this.stateBadge.setAttribute("data-state", run.state);
+    this.stateBadge.textContent = run.state;
+    this.cancelBtn.hidden = terminal || run.state === "CANCELLING";
+    if (this.cancelBtn.hidden) this.cancelForm.hidden = true;
+    this.retryBtn.hidden = !(terminal && run.pipeline && run.state !== "SUCCEEDED");
+
+    const key = JSON.stringify([terminal, st?.startedAt, st?.finishedAt, st?.error, st?.cancel, st?.warnings, st?.params, st?.result, st?.retryOf, st?.scheduleId]);
     if (key === this.headKey) return;
     this.headKey = key;
-    const terminal = runTerminal(run.state);
     const meta: [string, Node | string][] = [];
     if (run.pipeline) {
       meta.push(["Pipeline", h("a", { href: href.pipeline(this.project, run.pipeline, run.version), id: "pipeline-link" }, run.pipeline, h("span", { class: "muted" }, ` v${run.version ?? ""}`))]);
@@ -185,41 +224,15 @@ export class RunPage implements View {
     meta.push(["Created", `${fmtTime(run.createdAt)}${run.createdBy ? ` by ${run.createdBy}` : ""}`]);
     if (st?.startedAt) meta.push(["Started", fmtTime(st.startedAt)]);
     if (st?.finishedAt) meta.push(["Finished", fmtTime(st.finishedAt)]);
+    clearInterval(this.ticker);
     if (st?.startedAt) {
       // While the run runs, the duration counts up (a text update only).
       const span = h("span", {}, fmtDuration(st.startedAt, st.finishedAt));
-      clearInterval(this.ticker);
       if (!terminal) this.ticker = window.setInterval(() => (span.textContent = `${fmtDuration(st.startedAt)} so far`), 1000);
       meta.push(["Duration", span]);
     }
     if (st?.retryOf) meta.push(["Retry of", h("a", { href: href.run(this.project, st.retryOf), class: "mono" }, st.retryOf)]);
     if (st?.scheduleId) meta.push(["Schedule", st.scheduleId]);
-
-    const actions = h("div", { class: "actions" });
-    if (!terminal && run.state !== "CANCELLING") {
-      actions.appendChild(
-        h(
-          "button",
-          {
-            id: "cancel-run",
-            class: "danger",
-            onclick: () => {
-              this.cancelForm.hidden = false;
-              this.cancelForm.querySelector("input")!.focus();
-            },
-          },
-          "Cancel run",
-        ),
-      );
-    } else {
-      this.cancelForm.hidden = true;
-    }
-    if (terminal && run.pipeline && run.state !== "SUCCEEDED") {
-      actions.appendChild(h("button", { id: "retry-run", onclick: () => void this.retry() }, "Retry"));
-    }
-    if (run.links.temporalUI) {
-      actions.appendChild(h("a", { href: run.links.temporalUI, id: "temporal-link", class: "button", target: "_blank", rel: "noopener noreferrer" }, "Temporal UI ↗"));
-    }
 
     const alerts: Node[] = [];
     if (st?.cancel) alerts.push(h("div", { class: "alert info" }, `Cancel requested by ${st.cancel.requester} at ${fmtTime(st.cancel.at)}${st.cancel.reason ? `: ${st.cancel.reason}` : ""}`));
@@ -227,16 +240,7 @@ export class RunPage implements View {
     for (const w of st?.warnings ?? []) alerts.push(h("div", { class: "alert warn" }, w));
 
     replace(
-      this.head,
-      h(
-        "div",
-        { class: "run-title" },
-        h("h1", {}, h("span", { class: "muted" }, "Run "), h("span", { class: "mono", id: "run-id" }, run.id)),
-        badge(run.state, "run-state"),
-        h("span", { class: "spacer" }),
-        actions,
-      ),
-      this.cancelForm,
+      this.headInfo,
       h(
         "dl",
         { class: "meta" },
@@ -246,6 +250,25 @@ export class RunPage implements View {
       st?.params && Object.keys(st.params).length ? h("details", {}, h("summary", {}, "Parameters"), h("pre", { class: "json" }, json(st.params))) : null,
       st?.result !== undefined ? h("details", {}, h("summary", {}, "Result"), h("pre", { class: "json" }, json(st.result))) : null,
     );
+  }
+
+  private buildTitle(run: Run): HTMLElement {
+    const title = h(
+      "div",
+      { class: "run-title" },
+      h("h1", {}, h("span", { class: "muted" }, "Run "), h("span", { class: "mono", id: "run-id" }, run.id)),
+      this.stateBadge,
+      h("span", { class: "spacer" }),
+      h(
+        "div",
+        { class: "actions" },
+        this.cancelBtn,
+        this.retryBtn,
+        run.links.temporalUI ? h("a", { href: run.links.temporalUI, id: "temporal-link", class: "button", target: "_blank", rel: "noopener noreferrer" }, "Temporal UI ↗") : null,
+      ),
+    );
+    replace(this.head, title, this.cancelForm, this.headInfo);
+    return title;
   }
 
   private buildCancelForm(): HTMLFormElement {
