@@ -242,6 +242,9 @@ steps:
 	for name, st := range goStates {
 		assert.Equal(t, "SUCCEEDED", st, name)
 	}
+	if shots != "" {
+		b.screenshot(t, filepath.Join(shots, "ui-run-go.png"))
+	}
 
 	// A failed run: its error, the retried attempt, and Retry.
 	pushSpec(t, cl, s.project, "flaky", `

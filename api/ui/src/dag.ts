@@ -150,6 +150,11 @@ export class DagView {
     g.setDefaultEdgeLabel(() => ({}));
     for (const n of m.nodes) g.setNode(n.name, { width: W, height: H });
     for (const [a, b] of m.edges) if (g.hasNode(a) && g.hasNode(b)) g.setEdge(a, b);
+    if (!m.declared) {
+      // No dependencies are known: stack the steps in the order they
+      // appeared, with edges that order the layout but are not drawn.
+      for (let i = 1; i < m.nodes.length; i++) g.setEdge(m.nodes[i - 1].name, m.nodes[i].name, { hidden: true });
+    }
     layout(g);
     const gw = Math.max(g.graph().width ?? 0, W + 24);
     const gh = Math.max(g.graph().height ?? 0, H + 24);
@@ -167,8 +172,9 @@ export class DagView {
     );
     this.edgeEls = [];
     for (const e of g.edges()) {
-      const pts = g.edge(e).points ?? [];
-      if (!pts.length) continue;
+      const label = g.edge(e) as { points?: { x: number; y: number }[]; hidden?: boolean };
+      const pts = label.points ?? [];
+      if (!pts.length || label.hidden) continue;
       let d = `M${pts[0].x},${pts[0].y}`;
       // Quadratic segments through dagre's control points: smooth, and
       // still ending on the node border.
