@@ -13,7 +13,7 @@ GO ?= go
 TEST_TIMEOUT ?= 30m
 
 .DEFAULT_GOAL := help
-.PHONY: help build dev ensure-temporal ensure-kube ensure-helm test test-short lint vet bench generate clean
+.PHONY: help build dev ensure-temporal ensure-kube ensure-helm ensure-chromium test test-short lint vet bench generate ui clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -42,8 +42,24 @@ ensure-kube: ## build (once) / locate the Kubernetes control plane for the tests
 ensure-helm: ## build (once) / locate the pinned helm for the chart test
 	@$(GO) run ./internal/devstack/cmd/ensure-helm >/dev/null
 
-test: ensure-temporal ensure-kube ensure-helm vet ## go vet, unit and integration tests (real Temporal, Postgres, kube-apiserver)
-	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+# Installs Debian's chromium on first use for the web UI's browser test
+# (integration/webui_test.go), when it is missing and we may (root with
+# apt-get); otherwise says how. `make test` then requires the browser: the
+# test fails instead of skipping (ATELIER_REQUIRE_BROWSER).
+ensure-chromium: ## install (once) Chromium for the web UI's browser test
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || [ -n "$${ATELIER_CHROMIUM:-}" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "ensure-chromium: installing Debian's chromium with apt-get (first time, 1-3 min)…"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y --no-install-recommends chromium || { apt-get update && apt-get install -y --no-install-recommends chromium; }; \
+	else \
+	  echo "ensure-chromium: no chromium on PATH and cannot install it (not root, or no apt-get):" >&2; \
+	  echo "  install it (Debian/Ubuntu: sudo apt-get install chromium) or set ATELIER_CHROMIUM=/path/to/chrome" >&2; \
+	  exit 1; \
+	fi
+
+test: ensure-temporal ensure-kube ensure-helm ensure-chromium vet ## go vet, unit and integration tests (real Temporal, Postgres, kube-apiserver, Chromium)
+	ATELIER_REQUIRE_BROWSER=1 $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 
 test-short: ## unit tests only (-short skips what needs a Temporal dev server)
 	$(GO) test -short ./...
@@ -59,6 +75,18 @@ bench: ensure-temporal ensure-kube ## benchmark programs under bench/ (scripts/b
 
 generate: ## regenerate code: oapi-codegen, wire (go:generate), sqlc (scripts/generate.sh)
 	@scripts/generate.sh
+
+# The web UI (api/ui) is built into api/ui/dist, which is committed and
+# embedded in the binary: only a change to the UI needs Node (20+) and npm.
+# npm ci installs exactly package-lock.json (no install scripts: esbuild's
+# binary comes as an optional package); the bundle is built twice and must
+# come out byte-identical.
+ui: ## rebuild the web UI bundle api/ui/dist from api/ui/src (needs Node, npm)
+	@cd api/ui && npm ci --ignore-scripts --no-audit --no-fund
+	@cd api/ui && npm run --silent check
+	@cd api/ui && node build.mjs && first="$$(sha256sum dist/*)" && node build.mjs && \
+	  if [ "$$first" != "$$(sha256sum dist/*)" ]; then echo "ui: two builds differ: the build is not reproducible" >&2; exit 1; fi
+	@echo "ui: api/ui/dist rebuilt (reproducibly); commit it"
 
 clean: ## remove build output
 	rm -rf bin

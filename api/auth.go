@@ -28,6 +28,7 @@ type route struct {
 	rawBody    bool         // x-atelier-raw-body: the handler parses the body, not the validator
 	mediaTypes []string     // the request body's content types (raw bodies: checked by the validator)
 	proxied    bool         // forwarded to an inference endpoint: the engine's API, not Atelier's (invoke.go)
+	static     bool         // the web UI's files (webui.go): not in the spec
 }
 
 type principalKey struct{}

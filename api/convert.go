@@ -12,6 +12,7 @@ import (
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/workflows"
 	"github.com/atelier-ml/atelier/workflows/runclient"
+	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 // This file is the one place where internal types (catalogue rows,
@@ -44,7 +45,36 @@ func pipelineVersionView(v catalog.PipelineVersion) gen.PipelineVersion {
 	return gen.PipelineVersion{
 		Project: v.Project, Pipeline: v.Pipeline, Version: v.Version, Spec: gen.PipelineSpec(v.Spec),
 		Digest: v.Digest, CreatedAt: v.CreatedAt, CreatedBy: opt(v.CreatedBy),
+		Graph: pipelineGraph(v.Spec),
 	}
+}
+
+// pipelineGraph is the DAG of a stored spec as the workflow schedules it
+// (spec.Dependencies: dependsOn plus implicit references), so clients such
+// as the web UI draw the edges the engine honours without re-implementing
+// expression analysis. Stored specs always parse; nil if one did not.
+func pipelineGraph(raw json.RawMessage) *gen.PipelineGraph {
+	p, err := spec.Parse(raw)
+	if err != nil {
+		return nil
+	}
+	deps := spec.Dependencies(p)
+	g := &gen.PipelineGraph{Steps: make([]gen.PipelineGraphStep, len(p.Steps))}
+	for i, st := range p.Steps {
+		kind := st.Kind
+		if kind == "" {
+			kind = spec.KindContainer
+		}
+		names := make([]string, len(deps[i]))
+		for k, j := range deps[i] {
+			names[k] = p.Steps[j].Name
+		}
+		g.Steps[i] = gen.PipelineGraphStep{
+			Name: st.Name, Kind: string(kind), DependsOn: names,
+			ForEach: opt(st.ForEach != nil), RunIf: opt(string(st.RunIf)), When: opt(st.When),
+		}
+	}
+	return g
 }
 
 func pipelineView(p catalog.Pipeline) gen.Pipeline {

@@ -18,6 +18,12 @@
 // the cluster registry (see ClusterLister), container and approval always,
 // ray and spark once a Kubernetes cluster is registered.
 //
+// The web UI (package ui, built from api/ui/src) is served by webui.go at
+// /ui/, from files embedded in the binary, without a token and under a
+// strict Content-Security-Policy; the page is an ordinary client of this
+// API with the user's bearer token. Pipeline versions carry their graph
+// (spec.Dependencies) so that it draws the DAG the workflow schedules.
+//
 // Approving or rejecting an approval step (approvals.go) is a Temporal
 // Update of the run's workflow; the workflow, which knows the step's rule,
 // decides who may, and the gateway only passes the token's identity and

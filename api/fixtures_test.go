@@ -111,7 +111,11 @@ func fullToken() catalog.Token {
 func fullPipelineVersion() catalog.PipelineVersion {
 	return catalog.PipelineVersion{
 		Project: "alpha", Pipeline: "train", Version: 3,
-		Spec:   json.RawMessage(`{"name":"train","steps":[{"name":"a","container":{"image":"x","command":["echo","<&>"]}}]}`),
+		// b depends on a implicitly (its command reads a's outputs), c
+		// explicitly; the graph in the golden file shows both.
+		Spec: json.RawMessage(`{"name":"train","steps":[{"name":"a","container":{"image":"x","command":["echo","<&>"]}},` +
+			`{"name":"b","kind":"container","when":"params.go","forEach":{"items":[1,2]},"container":{"image":"x","command":["echo","{{ steps.a.outputs.x }}"]}},` +
+			`{"name":"c","dependsOn":["b","a"],"runIf":"allDone","container":{"image":"x","command":["true"]}}]}`),
 		Digest: "sha256:0123abcd", CreatedAt: fxStart, CreatedBy: "ci",
 	}
 }

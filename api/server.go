@@ -212,6 +212,9 @@ func New(cat Catalog, eng Engine, opts ...Option) (*echo.Echo, error) {
 	e.Use(validate)
 	gen.RegisterHandlers(e, gen.NewStrictHandler(s, []gen.StrictMiddlewareFunc{withRequest}))
 	s.invokeRoutes(e)
+	if err := s.uiRoutes(e); err != nil {
+		return nil, err
+	}
 	return e, nil
 }
 

@@ -3,4 +3,7 @@
 // Postgres, the real gateway over HTTP and real workers (in-process, or the
 // atelier binary as a child process where a test kills it with SIGKILL).
 // They run under plain `go test` (and `make test`); -short skips them.
+// webui_test.go drives the web UI in headless Chromium (chromedp); it
+// skips when no browser is installed, except under `make test`, which
+// installs one and requires it.
 package integration

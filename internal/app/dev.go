@@ -176,6 +176,7 @@ func printBanner(out io.Writer, api, ui, temporal, ns, token, stateDir string) {
 	fmt.Fprintf(out, `
 Atelier is running. Ctrl-C stops everything.
 
+  Web UI       %[1]s/ui/   (sign in with the admin token)
   REST API     %[1]s   (OpenAPI: %[1]s/openapi.json)
   Temporal UI  %[2]s/namespaces/%[4]s/workflows
   Temporal     %[3]s   namespace %[4]s   (temporal workflow list --address %[3]s --namespace %[4]s)

@@ -1,0 +1,182 @@
+// Entry point: the login form, the page shell and the router.
+
+import { ApiError, call, getToken, lastProject, logout, rememberProject, setOnUnauthorized, setToken } from "./api";
+import { h, replace } from "./dom";
+import { href, parse, type Route } from "./route";
+import type { Project } from "./types";
+import { PipelinePage, PipelinesPage } from "./views/pipelines";
+import { RunPage } from "./views/run";
+import { RunsPage } from "./views/runs";
+import type { View } from "./views/view";
+
+const app = document.getElementById("app")!;
+let projects: Project[] = [];
+let view: View | undefined;
+let afterLogin = "";
+
+setOnUnauthorized(() => {
+  logout();
+  projects = [];
+  if (parse(location.hash).page !== "login") {
+    afterLogin = location.hash;
+    location.hash = "#/login";
+  }
+});
+
+window.addEventListener("hashchange", () => void route());
+void route();
+
+async function route(): Promise<void> {
+  const r = parse(location.hash);
+  if (r.page === "login" || !getToken()) {
+    if (r.page !== "login") afterLogin = location.hash;
+    show(loginView());
+    return;
+  }
+  if (!projects.length) {
+    try {
+      projects = (await call<{ projects: Project[] }>("GET", "/v1/projects")).projects;
+    } catch (e) {
+      show(errorView(e));
+      return;
+    }
+  }
+  if (r.page === "home") {
+    const p = projects.find((x) => x.name === lastProject()) ?? projects[0];
+    if (!p) {
+      show(errorView(new Error("this token sees no project")));
+      return;
+    }
+    location.replace(href.runs(p.name));
+    return;
+  }
+  rememberProject(r.project);
+  if (view?.update?.(r)) return;
+  show(shell(r, page(r)));
+}
+
+function page(r: Exclude<Route, { page: "login" | "home" }>): View {
+  switch (r.page) {
+    case "runs":
+      return new RunsPage(r.project, r.filters);
+    case "run":
+      return new RunPage(r);
+    case "pipelines":
+      return new PipelinesPage(r.project);
+    case "pipeline":
+      return new PipelinePage(r.project, r.pipeline, r.version);
+  }
+}
+
+function show(v: View): void {
+  view?.dispose();
+  view = v;
+  replace(app, v.el);
+}
+
+/** shell wraps a page in the top bar (project, sections, log out). */
+function shell(r: Exclude<Route, { page: "login" | "home" }>, inner: View): View {
+  const section = r.page === "pipelines" || r.page === "pipeline" ? "pipelines" : "runs";
+  const projectPicker =
+    projects.length > 1
+      ? h(
+          "select",
+          {
+            id: "project",
+            "aria-label": "project",
+            onchange: ((ev: Event) => {
+              location.hash = href.runs((ev.target as HTMLSelectElement).value);
+            }) as EventListener,
+          },
+          projects.map((p) => h("option", { value: p.name, selected: p.name === r.project }, p.name)),
+        )
+      : h("span", { class: "project" }, r.project);
+  const el = h(
+    "div",
+    { class: "shell" },
+    h(
+      "header",
+      { class: "top" },
+      h("a", { class: "brand", href: href.runs(r.project) }, "Atelier"),
+      projectPicker,
+      h(
+        "nav",
+        {},
+        h("a", { href: href.runs(r.project), class: section === "runs" ? "active" : "" }, "Runs"),
+        h("a", { href: href.pipelines(r.project), class: section === "pipelines" ? "active" : "" }, "Pipelines"),
+      ),
+      h("span", { class: "spacer" }),
+      h(
+        "button",
+        {
+          class: "link",
+          id: "logout",
+          onclick: () => {
+            logout();
+            projects = [];
+            location.hash = "#/login";
+          },
+        },
+        "Log out",
+      ),
+    ),
+    h("main", {}, inner.el),
+  );
+  return { el, dispose: () => inner.dispose(), update: (nr) => inner.update?.(nr) ?? false };
+}
+
+function loginView(): View {
+  const input = h("input", { id: "token", type: "password", autocomplete: "off", spellcheck: "false", placeholder: "atl_…", required: true, "aria-label": "API token" });
+  const msg = h("p", { class: "error", role: "alert" });
+  const form = h(
+    "form",
+    {
+      class: "login",
+      method: "post",
+      onsubmit: ((ev: Event) => {
+        ev.preventDefault();
+        const t = input.value.trim();
+        msg.textContent = "";
+        call<{ projects: Project[] }>("GET", "/v1/projects", undefined, undefined, t)
+          .then((res) => {
+            setToken(t);
+            projects = res.projects;
+            const next = afterLogin && parse(afterLogin).page !== "login" ? afterLogin : "#/";
+            afterLogin = "";
+            if (location.hash === next) void route();
+            else location.hash = next;
+          })
+          .catch((e: unknown) => {
+            msg.textContent = e instanceof ApiError && e.status === 401 ? `Token refused: ${e.message}` : String(e instanceof Error ? e.message : e);
+          });
+      }) as EventListener,
+    },
+    h("h1", {}, "Atelier"),
+    h("label", { for: "token" }, "API token"),
+    input,
+    h("button", { type: "submit", id: "login", class: "primary" }, "Sign in"),
+    msg,
+    h(
+      "p",
+      { class: "hint" },
+      "Paste an API token (",
+      h("code", {}, "make dev"),
+      " writes an admin token to ",
+      h("code", {}, ".atelier/admin-token"),
+      "). It is kept in this tab's session storage only and sent in the Authorization header.",
+    ),
+  );
+  setTimeout(() => input.focus(), 0);
+  return { el: h("div", { class: "login-page" }, form), dispose: () => {} };
+}
+
+function errorView(e: unknown): View {
+  return {
+    el: h(
+      "div",
+      { class: "login-page" },
+      h("div", { class: "login" }, h("h1", {}, "Atelier"), h("p", { class: "error" }, e instanceof Error ? e.message : String(e)), h("a", { href: "#/login" }, "Sign in again")),
+    ),
+    dispose: () => {},
+  };
+}

@@ -1,0 +1,46 @@
+// Routes live in the URL fragment (#/p/<project>/runs/<id>), so the gateway
+// serves one document for every page and links can be shared; the
+// fragment never reaches the server, and carries no token.
+
+export type Route =
+  | { page: "login" }
+  | { page: "runs"; project: string; filters: URLSearchParams }
+  | { page: "run"; project: string; run: string; step?: string; item?: number }
+  | { page: "pipelines"; project: string }
+  | { page: "pipeline"; project: string; pipeline: string; version?: number }
+  | { page: "home" };
+
+export function parse(hash: string): Route {
+  const [path, q = ""] = hash.replace(/^#/, "").split("?", 2);
+  const seg = path.split("/").filter(Boolean).map(decodeURIComponent);
+  const params = new URLSearchParams(q);
+  if (seg[0] === "login") return { page: "login" };
+  if (seg[0] === "p" && seg[1]) {
+    const project = seg[1];
+    if (seg[2] === "runs" && seg[3]) {
+      const item = params.get("item");
+      return { page: "run", project, run: seg[3], step: seg[4] === "steps" ? seg[5] : undefined, item: item !== null && /^\d+$/.test(item) ? Number(item) : undefined };
+    }
+    if (seg[2] === "runs") return { page: "runs", project, filters: params };
+    if (seg[2] === "pipelines" && seg[3]) {
+      const v = seg[4] === "versions" && /^\d+$/.test(seg[5] ?? "") ? Number(seg[5]) : undefined;
+      return { page: "pipeline", project, pipeline: seg[3], version: v };
+    }
+    if (seg[2] === "pipelines") return { page: "pipelines", project };
+    return { page: "runs", project, filters: params };
+  }
+  return { page: "home" };
+}
+
+const e = encodeURIComponent;
+
+export const href = {
+  runs: (project: string, filters?: Record<string, string>) => {
+    const q = new URLSearchParams(Object.entries(filters ?? {}).filter(([, v]) => v)).toString();
+    return `#/p/${e(project)}/runs${q ? `?${q}` : ""}`;
+  },
+  run: (project: string, run: string, step?: string, item?: number) =>
+    `#/p/${e(project)}/runs/${e(run)}${step ? `/steps/${e(step)}` : ""}${step && item !== undefined ? `?item=${item}` : ""}`,
+  pipelines: (project: string) => `#/p/${e(project)}/pipelines`,
+  pipeline: (project: string, pipeline: string, version?: number) => `#/p/${e(project)}/pipelines/${e(pipeline)}${version ? `/versions/${version}` : ""}`,
+};

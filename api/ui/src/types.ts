@@ -1,0 +1,159 @@
+// The REST types the UI reads: a hand-kept subset of api/openapi.yaml's
+// schemas (the names match), enough for the pages. Fields the UI does not
+// show are left out.
+
+export type RunState = "PENDING" | "RUNNING" | "SUCCEEDED" | "FAILED" | "CANCELLING" | "CANCELLED" | "TERMINATED";
+
+export type StepState =
+  | "PENDING"
+  | "RUNNING"
+  | "RETRYING"
+  | "SUCCEEDED"
+  | "FAILED"
+  | "SKIPPED"
+  | "CANCELLED"
+  | "CACHED"
+  | "WAITING_FOR_GPU"
+  | "WAITING_FOR_APPROVAL";
+
+export const RUN_STATES: RunState[] = ["PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLING", "CANCELLED", "TERMINATED"];
+
+export function runTerminal(s: RunState): boolean {
+  return s === "SUCCEEDED" || s === "FAILED" || s === "CANCELLED" || s === "TERMINATED";
+}
+
+export function stepTerminal(s: StepState): boolean {
+  return s === "SUCCEEDED" || s === "FAILED" || s === "SKIPPED" || s === "CANCELLED" || s === "CACHED";
+}
+
+export interface Attempt {
+  number: number;
+  state: StepState;
+  startedAt?: string;
+  finishedAt?: string;
+  exitCode?: number;
+  error?: string;
+  logUrl?: string;
+  cluster?: string;
+  object?: string;
+  links?: Record<string, string>;
+  message?: string;
+}
+
+export interface ApprovalStatus {
+  message?: string;
+  roles: string[];
+  commentRequired?: boolean;
+  deadline?: string;
+  onTimeout?: string;
+  decision?: "approved" | "rejected";
+  approver?: string;
+  approverRole?: string;
+  comment?: string;
+  decidedAt?: string;
+  timedOut?: boolean;
+}
+
+export interface StepStatus {
+  name: string;
+  kind: string;
+  state: StepState;
+  startedAt?: string;
+  finishedAt?: string;
+  attempts?: Attempt[];
+  outputs?: unknown;
+  error?: string;
+  message?: string;
+  item?: unknown;
+  items?: StepStatus[];
+  approval?: ApprovalStatus;
+}
+
+export interface CancelRequest {
+  reason: string;
+  requester: string;
+  at: string;
+}
+
+export interface RunStatus {
+  runId: string;
+  project: string;
+  pipeline?: string;
+  version?: number;
+  workflow: string;
+  state: RunState;
+  seq: number;
+  startedAt?: string;
+  finishedAt?: string;
+  error?: string;
+  cancel?: CancelRequest;
+  params?: Record<string, unknown>;
+  steps: StepStatus[];
+  result?: unknown;
+  warnings?: string[];
+  scheduleId?: string;
+  retryOf?: string;
+}
+
+/** RunEvent is the data of an SSE `run` event: RunStatus without steps. */
+export type RunEvent = Omit<RunStatus, "steps" | "params" | "result" | "warnings" | "scheduleId" | "retryOf">;
+
+export interface Run {
+  id: string;
+  project: string;
+  pipeline?: string;
+  version?: number;
+  workflow: string;
+  state: RunState;
+  createdAt: string;
+  updatedAt: string;
+  createdBy?: string;
+  status?: RunStatus;
+  links: { self: string; events: string; temporalUI?: string };
+}
+
+export interface RunList {
+  runs: Run[];
+  nextPageToken?: string;
+}
+
+export interface Project {
+  name: string;
+  description?: string;
+}
+
+export interface Pipeline {
+  project: string;
+  name: string;
+  latestVersion: number;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface PipelineGraphStep {
+  name: string;
+  kind: string;
+  dependsOn: string[];
+  forEach?: boolean;
+  runIf?: string;
+  when?: string;
+}
+
+export interface PipelineVersion {
+  project: string;
+  pipeline: string;
+  version: number;
+  spec: unknown;
+  digest: string;
+  createdAt: string;
+  createdBy?: string;
+  graph?: { steps: PipelineGraphStep[] };
+}
+
+export interface Problem {
+  type?: string;
+  title?: string;
+  status?: number;
+  detail?: string;
+  errors?: { path: string; message: string }[];
+}
