@@ -43,6 +43,9 @@ type Run struct {
 
 	inflight int // step attempts in flight (MaxInflightAttempts)
 
+	// cacheGuard memoises stepCacheOn: 0 not asked, 1 off, 2 on.
+	cacheGuard int
+
 	// controlQueues: bookkeeping activities run on their workers' control
 	// queues (activities.ControlTaskQueue). False in runs started before
 	// that existed, which replay with everything on the step queues.
@@ -74,6 +77,9 @@ type RunOptions struct {
 	GPUPriority *int
 	// RetryOf is the run this one retries (its status says so).
 	RetryOf string
+	// CacheBypass runs every cached step instead of looking it up; its
+	// successful results still replace the cache's entries.
+	CacheBypass bool
 }
 
 // versionControlQueues guards moving bookkeeping activities to control
@@ -115,8 +121,9 @@ func Begin(ctx workflow.Context, opts RunOptions) (*Run, workflow.Context, error
 		Params:    opts.Params,
 		// Read from the attribute Temporal sets on a scheduled start: it
 		// changes the status only, never a command.
-		ScheduleID: scheduleOf(ctx, project),
-		RetryOf:    opts.RetryOf,
+		ScheduleID:  scheduleOf(ctx, project),
+		RetryOf:     opts.RetryOf,
+		CacheBypass: opts.CacheBypass,
 	}
 	r.stepCtx, r.cancelStep = workflow.WithCancel(ctx)
 	r.controlQueues = workflow.GetVersion(ctx, versionControlQueues, workflow.DefaultVersion, 1) >= 1
