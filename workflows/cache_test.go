@@ -253,4 +253,3 @@ steps:
 	assert.Equal(t, []string{"ok"}, ran, "an expired entry is a miss")
 	assert.Equal(t, workflows.StepSucceeded, s.Steps[0].State)
 }
-
