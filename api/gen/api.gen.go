@@ -167,6 +167,55 @@ type Attempt struct {
 	Message *string `json:"message,omitempty"`
 }
 
+// CacheEntry The outputs of one successful step (or item) execution, under the key of its rendered work.
+type CacheEntry struct {
+	Key string `json:"key"`
+
+	// Pipeline The pipeline (or Go workflow) whose run stored it.
+	Pipeline string `json:"pipeline"`
+	Step     string `json:"step"`
+
+	// Item The forEach item index.
+	Item      *int                   `json:"item,omitempty"`
+	RunId     string                 `json:"runId"`
+	Attempt   int                    `json:"attempt"`
+	Outputs   map[string]interface{} `json:"outputs"`
+	CreatedAt time.Time              `json:"createdAt"`
+
+	// ExpiresAt Absent when the step had no ttl.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+}
+
+// CacheEntryList defines model for CacheEntryList.
+type CacheEntryList struct {
+	Entries []CacheEntry `json:"entries"`
+
+	// NextPageToken Absent on the last page.
+	NextPageToken *string `json:"nextPageToken,omitempty"`
+}
+
+// CacheEviction defines model for CacheEviction.
+type CacheEviction struct {
+	Evicted int64 `json:"evicted"`
+}
+
+// CacheSource Where a CACHED step's outputs come from: the run, step (and forEach
+// item) and attempt that produced them, through the step cache or a
+// retry's reuse.
+type CacheSource struct {
+	Run  string `json:"run"`
+	Step string `json:"step"`
+
+	// Item The forEach item index.
+	Item *int `json:"item,omitempty"`
+
+	// Attempt The attempt (absent for a whole forEach step).
+	Attempt *int `json:"attempt,omitempty"`
+
+	// At When the cache entry was stored (absent for a retry's reuse).
+	At *time.Time `json:"at,omitempty"`
+}
+
 // CancelRequest defines model for CancelRequest.
 type CancelRequest struct {
 	Reason    string    `json:"reason"`
@@ -246,6 +295,10 @@ type CreateProjectRequest struct {
 
 // CreateRunRequest Exactly one of `pipeline` and `workflow`.
 type CreateRunRequest struct {
+	// Cache Step cache options of a declarative run. Go pipelines set
+	// workflows.RunOptions.CacheBypass in their code.
+	Cache *RunCacheOptions `json:"cache,omitempty"`
+
 	// GpuPriority Priority of this run's GPU steps in GPU admission, within the
 	// range of the project's GPU policy (absent: the project's
 	// default). Declarative pipelines only; a Go pipeline sets
@@ -729,6 +782,14 @@ type Run struct {
 	Workflow string `json:"workflow"`
 }
 
+// RunCacheOptions Step cache options of a declarative run. Go pipelines set
+// workflows.RunOptions.CacheBypass in their code.
+type RunCacheOptions struct {
+	// Bypass Run every cached step instead of reusing an entry; successful
+	// results still replace the entries, so later runs reuse them.
+	Bypass *bool `json:"bypass,omitempty"`
+}
+
 // RunEvent Data of an SSE `run` event (RunStatus without steps).
 type RunEvent struct {
 	Cancel     *CancelRequest `json:"cancel,omitempty"`
@@ -801,6 +862,9 @@ type RunStatus struct {
 
 	// RetryOf The run this one retries (POST …/retry), when it is a retry.
 	RetryOf *string `json:"retryOf,omitempty"`
+
+	// CacheBypass The run was started with `cache.bypass`: its cached steps ran instead of reusing entries.
+	CacheBypass *bool `json:"cacheBypass,omitempty"`
 }
 
 // Schedule defines model for Schedule.
@@ -926,6 +990,14 @@ type StepStatus struct {
 
 	// Approval An approval step's request and, once made, its decision.
 	Approval *ApprovalStatus `json:"approval,omitempty"`
+
+	// CacheKey The step cache key of a step (or item) with caching on (see /cache).
+	CacheKey *string `json:"cacheKey,omitempty"`
+
+	// CachedFrom Where a CACHED step's outputs come from: the run, step (and forEach
+	// item) and attempt that produced them, through the step cache or a
+	// retry's reuse.
+	CachedFrom *CacheSource `json:"cachedFrom,omitempty"`
 }
 
 // Token defines model for Token.
@@ -947,6 +1019,15 @@ type TokenID = string
 
 // UUID defines model for UUID.
 type UUID = string
+
+// CacheKeyPath defines model for CacheKeyPath.
+type CacheKeyPath = string
+
+// CachePipelineQuery defines model for CachePipelineQuery.
+type CachePipelineQuery = string
+
+// CacheStepQuery defines model for CacheStepQuery.
+type CacheStepQuery = string
 
 // ClusterPath defines model for ClusterPath.
 type ClusterPath = ClusterName
@@ -998,6 +1079,28 @@ type Unprocessable = Problem
 
 // UnsupportedMediaType RFC 9457 problem details.
 type UnsupportedMediaType = Problem
+
+// EvictCacheEntriesParams defines parameters for EvictCacheEntries.
+type EvictCacheEntriesParams struct {
+	// Pipeline Entries stored by runs of this pipeline (or Go workflow).
+	Pipeline *CachePipelineQuery `form:"pipeline,omitempty" json:"pipeline,omitempty"`
+
+	// Step Entries stored by this step (forEach items included).
+	Step *CacheStepQuery `form:"step,omitempty" json:"step,omitempty"`
+}
+
+// ListCacheEntriesParams defines parameters for ListCacheEntries.
+type ListCacheEntriesParams struct {
+	// Pipeline Entries stored by runs of this pipeline (or Go workflow).
+	Pipeline *CachePipelineQuery `form:"pipeline,omitempty" json:"pipeline,omitempty"`
+
+	// Step Entries stored by this step (forEach items included).
+	Step     *CacheStepQuery `form:"step,omitempty" json:"step,omitempty"`
+	PageSize *int            `form:"pageSize,omitempty" json:"pageSize,omitempty"`
+
+	// PageToken The nextPageToken of the previous page.
+	PageToken *string `form:"pageToken,omitempty" json:"pageToken,omitempty"`
+}
 
 // ListRunsParams defines parameters for ListRuns.
 type ListRunsParams struct {
@@ -1132,6 +1235,15 @@ type ServerInterface interface {
 
 	// (GET /v1/projects/{project})
 	GetProject(ctx echo.Context, project ProjectPath) error
+	// Evict the project's step cache entries, all of them or those of a pipeline and/or step.
+	// (DELETE /v1/projects/{project}/cache)
+	EvictCacheEntries(ctx echo.Context, project ProjectPath, params EvictCacheEntriesParams) error
+	// The project's live step cache entries, newest first, with keyset pagination.
+	// (GET /v1/projects/{project}/cache)
+	ListCacheEntries(ctx echo.Context, project ProjectPath, params ListCacheEntriesParams) error
+	// Evict one step cache entry (a step's `cacheKey`).
+	// (DELETE /v1/projects/{project}/cache/{key})
+	EvictCacheEntry(ctx echo.Context, project ProjectPath, key CacheKeyPath) error
 	// The project's inference endpoints (from Temporal visibility).
 	// (GET /v1/projects/{project}/endpoints)
 	ListEndpoints(ctx echo.Context, project ProjectPath) error
@@ -1404,6 +1516,114 @@ func (w *ServerInterfaceWrapper) GetProject(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.GetProject(ctx, project)
+	return err
+}
+
+// EvictCacheEntries converts echo context to params.
+func (w *ServerInterfaceWrapper) EvictCacheEntries(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params EvictCacheEntriesParams
+	// ------------- Optional query parameter "pipeline" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "pipeline", ctx.QueryParams(), &params.Pipeline)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter pipeline: %s", err))
+	}
+
+	// ------------- Optional query parameter "step" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "step", ctx.QueryParams(), &params.Step)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter step: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.EvictCacheEntries(ctx, project, params)
+	return err
+}
+
+// ListCacheEntries converts echo context to params.
+func (w *ServerInterfaceWrapper) ListCacheEntries(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListCacheEntriesParams
+	// ------------- Optional query parameter "pipeline" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "pipeline", ctx.QueryParams(), &params.Pipeline)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter pipeline: %s", err))
+	}
+
+	// ------------- Optional query parameter "step" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "step", ctx.QueryParams(), &params.Step)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter step: %s", err))
+	}
+
+	// ------------- Optional query parameter "pageSize" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "pageSize", ctx.QueryParams(), &params.PageSize)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter pageSize: %s", err))
+	}
+
+	// ------------- Optional query parameter "pageToken" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "pageToken", ctx.QueryParams(), &params.PageToken)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter pageToken: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListCacheEntries(ctx, project, params)
+	return err
+}
+
+// EvictCacheEntry converts echo context to params.
+func (w *ServerInterfaceWrapper) EvictCacheEntry(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "key" -------------
+	var key CacheKeyPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key", ctx.Param("key"), &key, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter key: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.EvictCacheEntry(ctx, project, key)
 	return err
 }
 
@@ -2400,6 +2620,9 @@ func RegisterHandlersWithBaseURL(router EchoRouter, si ServerInterface, baseURL 
 	router.GET(baseURL+"/v1/projects", wrapper.ListProjects)
 	router.POST(baseURL+"/v1/projects", wrapper.CreateProject)
 	router.GET(baseURL+"/v1/projects/:project", wrapper.GetProject)
+	router.DELETE(baseURL+"/v1/projects/:project/cache", wrapper.EvictCacheEntries)
+	router.GET(baseURL+"/v1/projects/:project/cache", wrapper.ListCacheEntries)
+	router.DELETE(baseURL+"/v1/projects/:project/cache/:key", wrapper.EvictCacheEntry)
 	router.GET(baseURL+"/v1/projects/:project/endpoints", wrapper.ListEndpoints)
 	router.POST(baseURL+"/v1/projects/:project/endpoints", wrapper.CreateEndpoint)
 	router.DELETE(baseURL+"/v1/projects/:project/endpoints/:endpoint", wrapper.DeleteEndpoint)
@@ -3127,6 +3350,260 @@ type GetProject500ApplicationProblemPlusJSONResponse struct {
 func (response GetProject500ApplicationProblemPlusJSONResponse) VisitGetProjectResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EvictCacheEntriesRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Params  EvictCacheEntriesParams
+}
+
+type EvictCacheEntriesResponseObject interface {
+	VisitEvictCacheEntriesResponse(w http.ResponseWriter) error
+}
+
+type EvictCacheEntries200JSONResponse CacheEviction
+
+func (response EvictCacheEntries200JSONResponse) VisitEvictCacheEntriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EvictCacheEntries400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response EvictCacheEntries400ApplicationProblemPlusJSONResponse) VisitEvictCacheEntriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EvictCacheEntries401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response EvictCacheEntries401ApplicationProblemPlusJSONResponse) VisitEvictCacheEntriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type EvictCacheEntries403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response EvictCacheEntries403ApplicationProblemPlusJSONResponse) VisitEvictCacheEntriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EvictCacheEntries404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response EvictCacheEntries404ApplicationProblemPlusJSONResponse) VisitEvictCacheEntriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EvictCacheEntries500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response EvictCacheEntries500ApplicationProblemPlusJSONResponse) VisitEvictCacheEntriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EvictCacheEntries503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response EvictCacheEntries503ApplicationProblemPlusJSONResponse) VisitEvictCacheEntriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListCacheEntriesRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Params  ListCacheEntriesParams
+}
+
+type ListCacheEntriesResponseObject interface {
+	VisitListCacheEntriesResponse(w http.ResponseWriter) error
+}
+
+type ListCacheEntries200JSONResponse CacheEntryList
+
+func (response ListCacheEntries200JSONResponse) VisitListCacheEntriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListCacheEntries400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListCacheEntries400ApplicationProblemPlusJSONResponse) VisitListCacheEntriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListCacheEntries401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListCacheEntries401ApplicationProblemPlusJSONResponse) VisitListCacheEntriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListCacheEntries403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListCacheEntries403ApplicationProblemPlusJSONResponse) VisitListCacheEntriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListCacheEntries404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListCacheEntries404ApplicationProblemPlusJSONResponse) VisitListCacheEntriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListCacheEntries500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListCacheEntries500ApplicationProblemPlusJSONResponse) VisitListCacheEntriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListCacheEntries503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListCacheEntries503ApplicationProblemPlusJSONResponse) VisitListCacheEntriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EvictCacheEntryRequestObject struct {
+	Project ProjectPath  `json:"project"`
+	Key     CacheKeyPath `json:"key"`
+}
+
+type EvictCacheEntryResponseObject interface {
+	VisitEvictCacheEntryResponse(w http.ResponseWriter) error
+}
+
+type EvictCacheEntry204Response struct {
+}
+
+func (response EvictCacheEntry204Response) VisitEvictCacheEntryResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type EvictCacheEntry400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response EvictCacheEntry400ApplicationProblemPlusJSONResponse) VisitEvictCacheEntryResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EvictCacheEntry401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response EvictCacheEntry401ApplicationProblemPlusJSONResponse) VisitEvictCacheEntryResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type EvictCacheEntry403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response EvictCacheEntry403ApplicationProblemPlusJSONResponse) VisitEvictCacheEntryResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EvictCacheEntry404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response EvictCacheEntry404ApplicationProblemPlusJSONResponse) VisitEvictCacheEntryResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EvictCacheEntry500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response EvictCacheEntry500ApplicationProblemPlusJSONResponse) VisitEvictCacheEntryResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EvictCacheEntry503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response EvictCacheEntry503ApplicationProblemPlusJSONResponse) VisitEvictCacheEntryResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
 
 	return json.NewEncoder(w).Encode(response)
 }
@@ -6438,6 +6915,15 @@ type StrictServerInterface interface {
 
 	// (GET /v1/projects/{project})
 	GetProject(ctx context.Context, request GetProjectRequestObject) (GetProjectResponseObject, error)
+	// Evict the project's step cache entries, all of them or those of a pipeline and/or step.
+	// (DELETE /v1/projects/{project}/cache)
+	EvictCacheEntries(ctx context.Context, request EvictCacheEntriesRequestObject) (EvictCacheEntriesResponseObject, error)
+	// The project's live step cache entries, newest first, with keyset pagination.
+	// (GET /v1/projects/{project}/cache)
+	ListCacheEntries(ctx context.Context, request ListCacheEntriesRequestObject) (ListCacheEntriesResponseObject, error)
+	// Evict one step cache entry (a step's `cacheKey`).
+	// (DELETE /v1/projects/{project}/cache/{key})
+	EvictCacheEntry(ctx context.Context, request EvictCacheEntryRequestObject) (EvictCacheEntryResponseObject, error)
 	// The project's inference endpoints (from Temporal visibility).
 	// (GET /v1/projects/{project}/endpoints)
 	ListEndpoints(ctx context.Context, request ListEndpointsRequestObject) (ListEndpointsResponseObject, error)
@@ -6870,6 +7356,84 @@ func (sh *strictHandler) GetProject(ctx echo.Context, project ProjectPath) error
 		return err
 	} else if validResponse, ok := response.(GetProjectResponseObject); ok {
 		return validResponse.VisitGetProjectResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// EvictCacheEntries operation middleware
+func (sh *strictHandler) EvictCacheEntries(ctx echo.Context, project ProjectPath, params EvictCacheEntriesParams) error {
+	var request EvictCacheEntriesRequestObject
+
+	request.Project = project
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.EvictCacheEntries(ctx.Request().Context(), request.(EvictCacheEntriesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "EvictCacheEntries")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(EvictCacheEntriesResponseObject); ok {
+		return validResponse.VisitEvictCacheEntriesResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListCacheEntries operation middleware
+func (sh *strictHandler) ListCacheEntries(ctx echo.Context, project ProjectPath, params ListCacheEntriesParams) error {
+	var request ListCacheEntriesRequestObject
+
+	request.Project = project
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListCacheEntries(ctx.Request().Context(), request.(ListCacheEntriesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListCacheEntries")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListCacheEntriesResponseObject); ok {
+		return validResponse.VisitListCacheEntriesResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// EvictCacheEntry operation middleware
+func (sh *strictHandler) EvictCacheEntry(ctx echo.Context, project ProjectPath, key CacheKeyPath) error {
+	var request EvictCacheEntryRequestObject
+
+	request.Project = project
+	request.Key = key
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.EvictCacheEntry(ctx.Request().Context(), request.(EvictCacheEntryRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "EvictCacheEntry")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(EvictCacheEntryResponseObject); ok {
+		return validResponse.VisitEvictCacheEntryResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}
@@ -7879,234 +8443,254 @@ func (sh *strictHandler) ListWorkflows(ctx echo.Context) error {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+y9iXIbN5cw+ioo3r/K5EyTWiw7sVRTufISf5p40adlfGdM3xDsBklETaADoCUx/lQ1",
-	"TzMPNk/yF84BeiF7IWVJWT5VqmKK7AYOgIOzL187oZwnUjBhdGf/a2fGaMQUfHwnQ2q4FPZzxHSoeIJ/",
-	"ds5P3hE5IWbGSKgYNSwiimmZqpANOkFHhzM2p/Y1s0hYZ7+jjeJi2rm5uQk6CVV0zoyb41WcasPUMTUz",
-	"+ye3oyf2j6Aj6Ny+G+ITnaCj2K8pVyzq7BuVsuI0/0exSWe/8/9s5WvZwl/1lpvhgx3Nzv9GRInkwjRM",
-	"ydwjt57Tz5FNeswTFnPBGiZN3CO3ntTPkU+q5C8sbFpogk/cfkp8P5vxJBV+tjLCnKSCHL0m3X8jZ2ye",
-	"SEVjciXVxSSWV+TodW9ATlKhiTZUWVwyMyXT6YycvDk9I1NmCCXn50evL787IKr4nDaK8unMkImSc8DG",
-	"bPTT1z+RC8YS+LYwlf17Qa6YYmTKL5mw6FqxMSoVt96Uk1QcvYbtOA1nLErjplPX7pFbz+bnyM7g1LCk",
-	"aULDksbJ5vT6HRNTO8Du9nbQmXPh/94Jqi60YjqRQjO4zy9pdMJ+TZk29q9QCsMEfKRJEnOkJ1uJkuOY",
-	"zf/1F43EZW1ks2/hpGX0ek/jiVRzFhGpCBeXNOaWIgEcB2TElJJKj0jMtdGE0XCWPTThLI4GnZug80qK",
-	"SczDB4X7bMY8mCR082tyxc0M8NbT1CeA8oYBnD9KNeZRxMRDA2rkBRNPNFEyZiSSTBMhDaGxvVhmxjWR",
-	"CVMwP8B5JAxTgsYPCea5YNcJC4E2MHXJFIGjJ92IGcpjTahiRIp4QWI5nbKoB5B+kOZHmYroISH9IIlO",
-	"w1l2xKRrMdeQMYulmGpiJKFCmhlTxBFphPWYLmJJozMp31E1ZQ+NA2MZLQjXJLaTK2JmVCAGMLxE54Km",
-	"ZiYV/4096Ha+51pzMQ1IKi6EvBIBUexSXiBBYNeJJXWIwJbgF2ScT58+9Q9TM2PCWOBYGZoVaodLvKQ8",
-	"puP4QXf/kEQsYSJiIlyQbkQNHVPN7PI8z+vZg0lz6A6IYkYtSEwNU+50EiVDpvVDA/+JxXHfUehxajz1",
-	"XSXNl0wtiJse6SA3mlgO5hag0ySRlvm/ZxGnZ3A+D38FnmjyCqfsWxDsxgMtDEOWWOIzY8oS6xvPVwHV",
-	"DqO5xVIp/p6yFMBOlCWZhiPr9ILuCt4Fneu+VJH9aQdACnnEokOzKmad8TnzgnlMtSH2WQ0UOejY/aem",
-	"s9+JqGF9w+dW6KidadeK6kxE9msrSRg21207Bwt7I4xa2MNyQ1Ol6KI48lMrM6RC3P3IeyiOeMnmc0F3",
-	"8EvJp/6SjSPHIATfBJ3DJFHyksav3bYVRBkaRdzuMo2PC6c2obFmwfJByvncYWNBmNrbttLUMkVpAOLU",
-	"UJPq1UM+FIS6R4iV5ixLdjIEFVFApAgZmdOIBXB5iihQhhNHQYxb4k40xyOgmpbSIzZFLCJdOtZMGHI1",
-	"g18YscgkU0MibllqA1Z9dxNk0x5FqxMfvcZpqcmpde1g3xcGO5FI0ZaGM05cAUh5toLGYV/cBMUjrL+L",
-	"2/mDJxnSZS+MpYwZFcuYHzEagZq3AuwnC+NIijPczJEDVgeET4iQwHojHpExm0jFNr/Re8u0Y7PXdzzt",
-	"0c4kwEQ6t5fMHUEEWsUvIH0VLtfqQM9vgs7cMqFp5SbYo58x4tVhQvWFJv6YdePJWQiz/asAMYOwEb5n",
-	"lojImFVcvUwMBqzSiKhzunBHBcqkJ2dLN72eallKazc/+piamin99VrB3gok29ldpoK4mEp6ZwybJxWz",
-	"fhSMWNlBTggFIrNKPQrsahXin9IxU4IZpol7jtDilxQnJooKIgXpWkIVyykK6FbqZQHRjJGYiwvda6UC",
-	"IEU0XlaLdOyam1cyYoUHuTBsCgyidPwTLrie3e6e2GsGYNdzjQrkKG/hO/s+oWN76FX7FqDyQDVclROL",
-	"gFTPxpIqEHjtl6cJVRfk/Cgg4wWxun9hEx0CLNOyWE7PVVx9oG7iJ3BMfuIpNeyKLlDX0pa+dmMZ0pio",
-	"VNht8m/pdqbQQBAWhBLHtDO8cQKX/3rBTGCBsmjk8U0xKyja7wLCBtMBQOzNLeqJJkMrTuLfVh7eJ4mM",
-	"yPU+2d7a2SZCRgyxMZOn98nONjkSOp1MeMgt/xOXPOJ0EMr51jRJB8POAQljRq2ukbFGD7FOw5CxqIWA",
-	"WQom0vm4JAZWIClQOjzFtvuHj3luniHQaJhubz8NL7iI4BPbwi8squiEhmzlW/xi1Mo7nXXuNnfnKb6O",
-	"alij1cuw5BQeXCZ2bvf8OFVU7xUVIYsLst2SWHRLwBWjTs9oZFBOVmsR9FeJOI5efD+woDYsML2l/Jov",
-	"pCC+7qwrvr7K+cISw6AJDblZrGmwf+Uft1IWOhnWRqllglpBcGM6ZvFmNHplqVbFOmVMtKliV1JdAMkB",
-	"nczvg6NQB8RJ05ZmxvD8hCtt1hTwbrxltwJgKaolzbMMJgeDJVjczLjINcddMucitQSky01GTFFBf7pN",
-	"SiTdSyF2j6i+yPTbCkmG6gvyq/0dnUd41E+0ByeRcVxBIm+CTppEm6HAMl2g8JA79iKgRfQqzpPt35d6",
-	"LH9VwOnV1ZaPu3LBfv/3wYwWUmM5zVB4s6C2KGS5mmI0WgSkwK88ixKW2VBgiRPFGKETw9RQmNy0rD0e",
-	"JjLSZCxTEREj7TfzwVCsCnZJ+p7HMW9Vyk8ckIdzmQrYlWmSfrBQVW/H2+NzwsUlE0aqBYAPson9twvr",
-	"s7KLkKYXEI1I6USX/aGAJdoBqLeiePWISIGrWMuQ8Pb43ELYJI8/w4U00obNtqW8FWWpwa7Rng2c5pNl",
-	"kSJRMkpDQwBtSXfkzJsjuK5WOpSC9Zolu5ugc2HxvOFW/gQX8p0V3f5efzd1Op5bVPx3OQa0G4oTuoA/",
-	"jCTdETUs5kz5p/t9mLUPl33U28dJAhDbDvHRYCjsaRoQJucBoDIlV5QbK9NZrYPombzS+CqYOSxjGpBD",
-	"IJj7Q+EGeqKJvBJl9ECcaFFC51ItXi7Mbc5UVOP5CeCxXcnqVQ3tuyX1rUKyW7FhASoGhVtZBtxD0kCk",
-	"3rWyugKff/406CRWSlR2Of9/t/v5sP9ftP/bdv/Fl8/97PPPgy//0vuh8Fvvh//TyoY7CAmZU2M3x6J+",
-	"EtOQzS370yxmoZFKD8hPbIGE7ZLGKdNkIuNYXg1FQarFC6EXwtDrfULJBQO/hFUnE1whef3htK/TcSTn",
-	"lAuSKDbh10Nhhx1tjQKLc4JQoC+g5hoyl9qQ509JzOzydUAiPuVGB2TUHwVk9LP932A0FF0aJzMq0jlT",
-	"PLQvjqWZESYi3TsgFIG2wFhBG2gaKmuohQFazul18QCe7zUcHq+SUd3l1GsbUL1Utkz3aiymjfj0wckb",
-	"BTT5TPu/ffmMqND/8nU7eL57U4kPr4DVuriB24mnS5Jdm4yay0ebRDKsiA6V+wGL2UDOLt+GN9c0NPHC",
-	"0nCLgSNv8hoB7o981MJo1fYyTdJjxaWqlDz8L8j1ubZa8hMN1NHSVE34EqkMCsLfUCgqppnk6nyP7vVE",
-	"xjxcePPvfvmJoYjYhKax6Q3IaxbGVFHDL3NDngbHq70gb2Vu3dPM6KHwS9WDk1R8hIXowdvjc7+UEjH3",
-	"RPMm6HCRVNnMDsWC/Pvpxw94FQOSUK2Zl3ns9FlAiLMZwDgDIMNT2Xfz/GJ5zQm9eu9MEz52qYLq+9Ab",
-	"kgc3HRC3HZpMeIxyPfhz9Sq7tiP76J+NgnyCziVTujJEKwPJPXFAti0pcrrGnFGBNhzBrhgqG3Mu+Dyd",
-	"d/a3q7bab1m9s8ASODjx4gYrNuWWZiC1p046GCAN3CDOpPb2nckLdks9F/3C+kj8Taaq4lTf8QmzusUB",
-	"ERKdyAu06+AmukXgnn3/3XO3CPx7p2oPPSEqk6yWpaMxuuqaw8VDezSaqljELQO153zJ2RVgob3lovjQ",
-	"nEaMyNRoHqGgd3h8RLpjKY02iiYgTXq7OQ7YCTo43KrZvEbLAojrKWYEh7bK1TQLFauxaI0ZVVYIhUcG",
-	"5HRmJT4I5QDCZcmci0OqVB+Nn7HpciFYy2vCVwMPXdWyfLxfBaNOlXKOpCr90DBtlevLzENXLxii8yhm",
-	"xvlNGzwAezdBh136iM615AO/gjf2tSbtaMfCMWNxVCX7OnWzaBueydgqnSykqbaCsNV4Yx5Swp1SS7po",
-	"mKUx60+UnPd/Y0oSzaeCxj2w6oIa7RXl5k3aeV5rD1nyuMgxWK2jjXfoo3+xaZPAe+6CK9sMgr+m0qwd",
-	"Ufp3eBgwFLZx/RM+cVh24l9sgP87mACf3xyH/ExNMzxHuhY7R91aw7rHIaqCxmzd907hYftWwsK1X7LP",
-	"ojV6HNeozX6HyNVMauYRW6M7hHS394mwot2CmV6bzhd0jIviOT9qRphn9llFJxMebnz0nxifzhpv9/f5",
-	"6O+dp6y8bnet+zThgV9xH6L+LNdJlLxetDoIrriIUJBY5yTOEJxP+NIycc4jmB3r8QQ3Ozp37kWELtye",
-	"fDMLJCGjngWK20T2kattGiXS5D8tiE3en2WppA9MxzBoKUiXkoJS1hsMxcc5N8bFvVn9E6X0klsuIHzA",
-	"0B82p+GMCy/uD4U7XnDzhS5ImylnJSxYBar0vSoLwBLRXUcTK8fO3+bWVsskME7TKSLruxN3EBjduIha",
-	"uVDB7dnoUPa42+wVfLq8dGrvAQCST9W0BdXGhozGbMQFTtP5nFbEay3DiIM2QeXtDcsBka8/nKId6IBw",
-	"A9YVXbolT/SqHxS0rybDxd52teFihf2vinqK6tk7KZOygFZD70H2aTvOMpuvf3J3bRSxmOksrIDcgvA5",
-	"nTKMZAmpENKQMSNJGscQHr0v0jgOKnzyGbeLJNh0wevrZbncyZ65LRvCbVY8nW4hJTKN+9WEJn/3clQF",
-	"OUXR4Ykm4YyFF4ROKRfaVJg4QBgjM0YjJeXcqnsYkLJEelci4NwoZEa1FXIL1hKIZumt2nAm3OgWOX5N",
-	"ArHiK4ah17vxJwWsWUbnzXyuy6oKnzqNvJkjrBnsYE9wTMOLj5O2q1UXD+AAKnr7GjfGTbix7zzfzyZj",
-	"QB3Ot4Hk5OUlFhVWu7mXSM6E8phFb52o0ugaWSOW4dkSzVm9dSEVEY8gbyVoOV5t2pAcQ0MUNWy62DRy",
-	"IqMn2QB+xsDvXdO+n3ptY8UOvRTyWbO4de7wU3jOKB7qc/TxNdOGvfUOaWUzPNBBHlCyDpk4dUJYRbAm",
-	"FTltdIFgVERkJq9Il4sJU0yEbFAcaJ/Yi8VENBQjo7iRYmTF1dFlHM9HAZnLiMUB8qWAUDXVAWHiMshy",
-	"ZXSmeehgKGhqpNUHIf3DEXo0QcsIcwQ5WNmdPwkQMiJUE2r1tpgdoK8cEsEQdDNjXOXmW6oY4YJEMtRb",
-	"NOGDeVQyRxdcro2242W56K4JbqvVY2dNm8RujQDt323Ck7Ky1sSLc+qQx6/rLPOzFF3IRehc0qjbOdew",
-	"SwKdM6pTu4YDFwdhNGZ9WbWUwYHG1EDajB1Rk1/SaMpW+TFmoqzC/Oz6mlChr5hC7MgEHwyJ5xGmfsAT",
-	"pZgdLszzvVa9f6LkfPMDB/vSixfvcGHvK8A+TxKmXLBHlhGC2zBOwwtmwDLHxRR+evHCzEjCVMiE4THL",
-	"YpJ8mIE/oHJQkkxRwXZgZqx2iUfgq6VFtu/N0w1E2nqCD7tbgCHwx1yFxD9aEvDGhxKXsaOWhoNXqCrl",
-	"+VMmOvp8Jq5dJOoI/HCfd78MMKdLfxSft78gEfw1ZWoxSOiUnfLfqqItVywgmN7bRMXfHp+7wIWVdXma",
-	"2ko5UlGWVyu1kJWDcIP712uA++BMTStOzvcQ6PCev1zdXvzJorYUGFrUxZiApQgajJXobXgzn2IMkM8v",
-	"Wz5ZGbM+iPguPKd6avdrL79NXluAmCc5mViaIiTyIbuG5ujg3UJg0pIunMeOFQYj3TJAa1gh7fBH4lzX",
-	"rRrHnbEYgzdkpH0wT54RLK9cQL/9YJmni3sBB6D3ObfAYgnHnK+fH/b+6O1pzEOm22zOa3HJZd28Qv4C",
-	"Qynlm7hYLJaf2VfaLO9pMSx99SBeSRVJ0ZYG8qKGi7twovyg/XKX5625q8eg1VZIL3ImVbu+56SqYvRC",
-	"M0ZCqMw6D0NEFxfrPfxsU//M+sf89vg8c9I0nvKGAa1LyHdFleBiWkEM3lgWQ50lg47lJUPByFTalTXS",
-	"odulLoE1H50K+WurYsDTequ929zidjQi3pGP+NgoH9OjZqUHXXsmgs+RmIkIi0Rg/n0qUs0it5/e8NOH",
-	"7XTY7N7stSanbYT9TzfB/mebYP/e/WD18xI2lPf6R8pVX88sO8BHsp2Uimy7eJSd4g6uotFuZRhIBtlm",
-	"SDGWSskrLqbv+JxXAPw3eUUmVLkLJOScCxqXTH1zuiA4CtafgeQjRKFuf2ffMvbYju3Z/z7Z7rW7+GNM",
-	"VG6Aap5a1MSwcIebRfAcCAXoABoax/jS+uDsQZgrjFyhX1iBjkxTqqgwLI+ucrvTPDLaq3PJc9myX5St",
-	"qCa8IDU1SVoBRDiR90dvC3U1Co/O+bSP+UyJkhMeu5SmtntbL9X63akhWbWqvpfi1r16Vg5d158CY9cA",
-	"VBxn1YqYC5F1xy3tQUjtAprbRbjKMNW1uctTiPCrFEYRnFY5tBnCPAZ8TQ3DZ8QvErahPrHbEjHuiqaV",
-	"48WBMVsNnZvMEdPmVKq7U8UbJVXpitwa+7PT9WsLSjjkD68SF+WnQjxhY3zvWg7lRq5byklqtKF9g0y2",
-	"VyNvF/OMWmScbE+q3bBZkOz6lCPf5TaqkQ9eBdrfGI3RxrEkWc1YePGNSXQ6K3Phow7lRXugoXurCthc",
-	"F2wjcc33tYb0vLw1vXmKSodlPBXUpnAjnZloiXPtTAc729PxZtfVz7f+1czV1JXtY5NJm8Jk13jBFq13",
-	"EiKzNzND22EDD0MV5MeFGOo7M61DOj/Eaf5HHmrdfMZrxR+uq31+A0l61hosVV5YXSJk015Xk6os5n9t",
-	"UpWdXRuhyoduAqs9RWWnNkXFj1Ht8zokUUVyA+lqlteZ1Fs6YWFvQF5Z+oiWLwiMSFg4FAlVmqmiP0oq",
-	"oijomlBQDZ7mmuDeBERL9DVA8u1Q5ObkPHuXGiz7UyqZRbp7u7u9qhTP+iI0L2UqIgyjQUOiSoUjR8PO",
-	"7mzYGawmVxdQfqn8jkCEBb5wgNoJNTSW05Rh4hXPhPvzk3eDphQLK7pGhfyKffL5qx0iAHEs8Kr4D/ZT",
-	"9t4PN18GyGNYUpOU+vrwbT7UBRcRjOCs8j8Edv1Hkx8CsN3+EJCJVG9oOLM/MKM40z8EvjzLDwEJpTCU",
-	"C6bIP4iiC/IPoqEMxz9I5gkl/8iqNwFwNxs7Ej1+FujRnVG753my/ctmIv5dKcajvK96RnefPd9HVWvG",
-	"rlHNyioGUyEFD2lMXGBmY4hBMTHmTgjqOvGEJRJQzrLZIPouJ7eF2r6XGbF1q18zLsVXpVvVH358RV7s",
-	"PfsuczO5WpeDiltvf6iUynLn51rUuuApW6HXVrbQhoqwNmoaa5VhUb8K+psLhKsZNIabmDXIlauFqo8I",
-	"j5gwfLLwvk6/T/YNpNsF136v3eEGv3pQgiZJ9DhHybuNrbpbDalacWlFR/uxhv07w+r63N9tVCvz9wM3",
-	"gLQO668L8iyUGVzVHSKMrL5l5bRNTT55pnmTuXWd0CKo7ZQZHzY3w2Ayi9S8uhb8CRUXpFg5xNeII11X",
-	"dBHStFpsjd8BBa9LaX0DQr8VuLp0yqIe8Y8SbsgV1URRceGKmDTP8/3aQTDF+KrV8FeYlxu9T8D4HBBf",
-	"CSQgH6RVoX6EzPEPVmbDjydMM3UJwlBAjhVj8wQ/H2Ex1Na0CZWKNSLkWNIaB4iFHG6Fys9cJmgsaUUC",
-	"GDJ8lYpS7SgLE37x2X1jcRC/+ZL5xidSkVK9Y/2E+Jn0Zjpvvr6g3hp64jxhLn3iTlLRlzSFzL+BhQAu",
-	"GEtQstZGKhYVBdWlhNiaRPa8ZtEaqf6u6sOaWRfLXRLWyn9fqoqxQjInirHmYIU5F6kmy7VqMGopkZG+",
-	"hZnVSFPlryjMuuGgO6sJoXaGAJdXvS9GLb6h/JZO5+xHFxdWXsUpJPAbadUSjGLH5H3UDc3MUttIXglt",
-	"FKNzJ3HPS87d5bzrFSyb0+sjfLj4e86QK5a7lFlYEWV011kMa+QMfGkA9VPmpqwP325Jolh2e68XEJWB",
-	"6d6vBNLle2fVS6M5t6+0Z2NDB45vFzeblUAr4UfVNdV82cuW9hhQ3rLTqNw1sel1iwSepMLVCCwqFWu8",
-	"kepbVRxr0hMbKyis9kTxLqZmTYRHhbDcwgR+f+orm+FJVSJfKrJEuDKUr6mhUOdBkNPTN2SkUjEikChJ",
-	"utnGZRGjYHKpSHsJoTZhKzsqlWisr/B6m1qt34J3KhVH1biv2a/rRLjeoj7mbdB9bURsRjBcbguO2ZXX",
-	"YNLR62VNrFBMKvs4+HkfUu92n+1Vq2UZyVj1SGRVDioOJJ5U6zkNmdYroqQdJEsHrllltRIs2LU5plOW",
-	"1bqolg4LilNCp9XFK1S6QRa+5QBtejQMWLOaU49rnv0cv/nw+ujD207QOTn/8AE/nZ6/evXmzes3rztB",
-	"58fDo3fw4dXhh1dv3r3DJ9wf8MPZm5P3Rx8Oz968ruNZdbXuzzI7NCZng9AIiIcVZ1Qq7pvELGvS31Ib",
-	"+kWTgds1/IkvWZT7FXKDd3OVv90lqrZEuqtcFktFoasVyvV1ZZ3GFUwDyjDhj3U1ggYrtUugbwlm+lXs",
-	"UerqvUjBvBGedI8/np6R//3v/9mCd3tBVvGfa4sm9stmJfK7euq+bEB26a1V/QvOCumv6LTJe5phJS4M",
-	"jQbnRyoipsiWf157qGk+RNRiF4B6J471LPteLO/XTBf0AxLOisW9UCbCnF3L0ZGXuxYOGyhI331b0efv",
-	"byfPOY/OWjTRl4tOdWtpm9qCWpV3yD3dHkdXH67rDPtL+UTupKBqWGpCOfdBAZRgGidUGhdpYg+zOsv9",
-	"Fpa+Z3cipjYmd68rUfgjruJSvuddXSasrmxAWOgbKMmEqpasVHtqITXhLE3ydLZmG+83mPV3vl/b87YD",
-	"DUoU4ujmh/wci0OhiXvz1+1l/4WbtvrlL9aNg7Bi0smyfLOeVFyLxpDoIVvSnOG2y0umYpqs22Txo3u8",
-	"xMarTTvYVrGWYYNrk6a6rWXMCmP/Zm6NCS4hE6vbvs4WRFXy5TIj1Rc8SVj0Md/dZTMWVUYT91hWHQy9",
-	"c+ySyxR55RW1l5bHse/00HJnn7lWKv8lWzbr+3WdunutMTSVvl2PV9khBxlpWtmdwh0onUwT5XtJw4sJ",
-	"j+NbFj4U0Ua6p7pt0XV8N4AJm5ZzuwJKy8R5NVQ+hgxgV5tkzqEK6NWMx4VGsRbFCk3zIG4eUW5Gk4QJ",
-	"0vVJHjtkwagKslef6ANCDYmZ1d12ttHYUWr4FbQ1j1JVgsYrJQVh14likCmnSXe0TXbJv9j/RgEZ/b8R",
-	"5fECPqFUtzMb9QJwwTnUv629d2e7uSp6xjaWRU1jVbNYE6pJlGIPUAv2i21twXwO8OVbpevg27s9eM9L",
-	"bGk5ZEtREck5iVhMFyRNMFeB58ASGkWYwgB5P4Avm5zm92t6WcrNenMm1eL6WeYH9821KpUu/aSgjAbF",
-	"UgqFYjqOAj7RJOYXDBX0J82q6966nHDnG8rkFpnCEvIefjiEi0N+kyKPUVq5g54KnJ+96q1661q6G9Uq",
-	"FWezVWXC6WqW/6Wa5YWEsxx+bexlAmHRuw7rK800BSgtc7AmEn0XpcEyuf32NcFKN6ipJphVsX3ET6ZO",
-	"uzrXECCZ5yndpo55BofcmG+teekrXW3LV7qmJIvjeBCajvyuuA1PdFnK4k7IGgonZe2DZAb9vHxN74CM",
-	"08mEKSxWrgiN44CgoQ06jjE154Ia5hqPuL5cUrDAPS2v7P8xGNVbFu0snaCDI38EEQo/H8ZxJ3B2vI9m",
-	"BmicTeG/gEHtk18azieqdIg1mPH9exua59W39KbxSnFx8uKolRch64DVYqo9eXN28p8NVtvTn46Oj4v2",
-	"W/f51d/gw6fDo7OjD29//vHjyc9vj8+Xvjk8Pj75+B+H76rPILe6VDYYhL6C5NDH1GJZl5AqsOhZPGPC",
-	"qAVJmCKWIFgJZwSUYTQUXUu7It/FrBBi4iJMXHjJqHdAfCkCNBtrSH/jGmsFVjbA8fG5beRsqVHrTdDx",
-	"/e7Wpoi+AWObvt5qmv7+Gy3TVryzEFezKH9CcAy+rQCczmBFqN2QJaxnmbtNQc2KrPirmQvEt5gGyiWq",
-	"Yq2xV2vlmcnUJKmpMe27Tr3uGdKl2KEAL3RvcIf21L07aKKHgoGrHFrfSa+mjvs32MFAzcC6/FVd1Q6X",
-	"Gw9DM1bBoNU/vrZ5Y9znNRENS8e7aVpPJeQTyw0LJflbHTC++H+jYdw+UxkcUKzH3xbSC4fZ4LH9GbNm",
-	"any05+err273X9D+5MvX72/62ee9NT7vVApd4OkIU8XNwnL3ucvjh74Ah2lVCaZDkWXpHR4fOWTpjqiJ",
-	"f/7f//6fEdw62ENQOWCgfNqZMQn2gOdiIissym9Oz7IaZXKSNbUiVJD374hU4YxBvUEr0icxNRYpXanw",
-	"vCeKSsVQUE1WbOt6MBRD8QZVAZmazF10uUMEY5EmI7toqfhvMMU+eYkdEpABwlp9x06CwwAXGQpsk7SS",
-	"NtAd1bXOH/UG5GPCvF5vOfSCUDEUo+u+6/rVtxg2IuzaMKEBGlBWQN+HBtw0u6oW9C5eAZcXgnFN7q+h",
-	"wOim3oC4gO6+DmUC2jn0sICeD5oxV6bPcnZ36fYJFQsMIoUsKajS4Eu37W3vBYS5jjtQ/c8/gX4Xn8XJ",
-	"rrk2KBXEPGQCU0Dx7ncOExrOWH93sF1IRugUcKxgBNzv7Ay28UGZMEET3tnvPB1sD56iyjED9N2aQWrt",
-	"b1AVAHtfSL/VVkTtvGXmb+4R8LJCiwt4dXd7G6ubCOPidYoH+IsLXUYa0UZBXIIvoPty3CS/ZIPS7evs",
-	"f/4SdLSvI9B5xy+ZYFofEBpf0YUmu9vbBbUjUTJkWvvikH87OzsGqkenGpSAhbZyxxc7w5Yrgdm0G+/d",
-	"I627Ydi12Upiypf2YZmsrCz5WMk5MzOWamLHsIzFRb8TZCzN21F43S2ndrkOMQb+sOrW/DFhArHrmzBg",
-	"ieSvrtwKKm4uEskwnUObm6bFnoEZzT0K3TqsWFO7YCg11YjsJ/jE74LrSCYx+w8qJSLxsPLhTdB5tv20",
-	"bugM1q3z3JTcuG92mRwvDSbRYz0hauiYaqxa6VlC7WZe7mwVC2xMq1rnvPJVnqhiBOrvRISLiaLaqDQ0",
-	"KTRal0A4waLnyPScLkjM0agH4cPlc3rHtXmVV3+4t6Mq9sCrOC8PQqHH+U3Q2dveWeucHPfETi7PEOrm",
-	"l8DQLWiMJ1ugf9CfZrWyFkReIJsq9bDJesIWj7bYea/MVzv7PuIXE3GqpMvVdp0VHTl9K4kPh+/fjHoZ",
-	"yBp7P/hfudEsnmQBNKCJ6AMXc+PRgHANJX6pQHF2KPLRrOpOZ4xGvkqRA0AqaPcGX2EqQ2DZRDgbioo2",
-	"kNglckAOfb8t0vWpFD0yKix/hM1I3UMjHHkE6RbFbAvsJXngH9gnX29G2K7dWQLIUoNiDi3tFL9kERZ4",
-	"ghpEdM7yre1ffK/7Kx3SexZolDp2t3cyZaWww5oIdgWXHFkl7rRVSGmMTZFydEJZpHz/lpJX8gqnLyUW",
-	"LryT21eTInNT1jSMStnN/dOAatlkebMOiItyBkqwi5TgvsE4yc+qE3Qs4juK/E7iVHVju0e3sudg8L11",
-	"SNFLGhVCF29F8vbW4Wc/SjXmUcTA57+3s8Ybx3QRSxqdSfmOKsxY39t5tg54Ok2QPr5nEadQe/UbKbM/",
-	"GUKLMVLuGoJlGtEFSFLhUF3VaEsn1ibRmKWxzJi3vrpPN0i0Y2YqjFMf2JXrzamNTMiYcTHF1rgRsbTW",
-	"DAhm/njyAKTOSEs1LJ3LLPcDcpi1awYnthW6vRvEk5+cUnOD3ruh8DRIMaT3IBUAMHkDe9eXvoIevYZ1",
-	"FalRiRjsVVW9mstLd03/wAiPoDe/8UGaH2Uqom9HVrslhGbnlDEdPDC12BQXg1opu/aoHoRun+XI+MAI",
-	"8IDH+VGwnNJkdVm85Of69jPIeC3ISBDXHHOM4dhUNMzc8539z9VQ54/48zmmVhf6Uku2tn71ldMq9YtD",
-	"pyH5Eje5GJo36s/CRbs0t3NBnfMDImSprXdI47g3IG8EhnXLyVJOsFNj5JXwiUbgcOQK69SAXd/urLft",
-	"pCJmWhdMxWj8gvvxRFeRsvxy+Kpt93ZDDv0O4Uw1FwWFUd8GM2Ihjx6cbt7vtbmtal0wQhQRr9TbGrcv",
-	"cNdtgfE9Pq8cU/iLN22apPd/yXwpiEribJXJt8fn96pWF0qTViDdx5Ln1e4mVkqxW/j+6C1xJeV6v4+y",
-	"beHh4pIJI9UCqA6Uf7IPWGHp0nVKrFDHNzlnd1LFQia1p+XLSN/niRXLrVRbLAGEP4IhxO/ZUutpzRgG",
-	"jWAT9Nx6XzyWYn2XNWwg5bPAINLjLD73PlTi0hwbKcQ7d40LlQYxdPD91dXQ7Rftb7ySYhJz9Gz+6fRW",
-	"PMeCjwpytAwTVBisjkFdT5O1bk5ZNfWPbn11n26a7PHF+3S/xK1OAMoi9f5amsKmNG8jucNtaVnuWD34",
-	"Ld+5rZnDvcmeukcsKPWgrUGFDNxlRvfPakC4E9E574CaV6nMdpp0wQyR6W2XXPMxj7kp058cke4Pjeuc",
-	"H2eutKpV7qo6/O27iGof6RDKOdPQg9DXTR2K7t7uri+lY1UEaAf4BOuo9gbEysRRqiBDZDUNMmFqKLIm",
-	"iLl3wH+1lTUdsKspFccqug2sNAQ2OW/4EUSKwVB8slCNnBg7Cqo7gUMUQ0Xb8C43eiicdWGeamjvmya9",
-	"g6xSBzdBVoag2CZ8H+wSvpzOUFjV2/nyUTW3b7hOjk80YWIKncRFsXmfbySeQdDFLo/Q6gx7P0JYgBoR",
-	"qBoZx5AqzRTGDee2xyd6KEb9PgzWx6lGvSr9HVmnJyb3JAYuNX5/YAEwW1y9BHhAfKkhsgOFgmUcQ0B2",
-	"av7ywuGGFPfPIU3u7e6u87K7n0joH56beLlVVHASSxly27a73CWCU0Jai7Ha4+t6XMbVx7pZQ9zZ+uo/",
-	"LvllqvwaJWJSutO7VWUCYgYuJBfBe1Am1xHXNEnA6QwFuyE4fZzbNqeQvvco03wLFuKplfediqhYI48j",
-	"49wct+pdKvVYsv0glL8oH0MglvcqgIiiGQPRQsirR/T6NvQ6zBteQ+tiJFk6IDFdyNRkTagDUmhNnVfF",
-	"dZgojH5g+TlofdyjVy5vp5WxRiBss19TGvuuXy4t0W/GE+0KmEBM7Qwc01aEtkLqUPifIJI36+Rd2i2p",
-	"sj7RmhnDxVSTOb1gmtChyLgEXCQIaENn+QGEHoEk7Oe4QrHYtWyGaOuuk1nX6TTe87PmrAmCjdBJbr92",
-	"UPpQL9ibJ5r4TvMD8gkCYfMnLd0JhkKn4czyQ6zzAlWK9rZf7FsJey4N5tiNpTKgD9T53c8heuGBhF0s",
-	"hv+wwT/rEjxCJ8ZZ/jGi469G5B6l1Lsj4KdQH5pQCMKz9/Ugv4hyskoyKmmAE1C5eQgZdQtIAabXPCj9",
-	"r3S0HFpg/kjiTuH2h3I+pyL6p7/+D32nTmSM7Uc9m+OQljNVTDtTm8BKf/d6TRzz/KNclGME5/GqPF6V",
-	"Ivu54EnxqlhhOVWKCUOgDgrEuXsxkJJxnLL+VDEmsGoDu+odQA1AKydPrdztS2TZK2iv2r1fMzuTneiP",
-	"cs9OHDwPJAj76f4EwrA/Kd9e4VEsfhSL6+jSewoVm6xQnAm6oNZSQRhVkEpUUPDBCOAF4XuQg6dJ2k+g",
-	"53+7hfbt8fkxPvoYe/4tseem5A2GntGwraTLDTokZ1QTIeGnX1NpaG+dqLrWcPSG87vTqEc3SV2gCfz6",
-	"iBZ10QHlwFqPGYAGOiChnEllAoKNTQLfoosz3bvPCNuVEIEqk+Wbkv+/qnFqi///cChgnYSO7T0BE0FN",
-	"mCm2bQeLXhiyxLDIjUuHwlWB9u3S/P7v5y/P6YJMlbwC9/e4NEFMDVODofho4aVikQWHzbCcAZxHsHRK",
-	"kE8AVUeylq5D4VztrheZpeH2JUxAkpM82N5HCEjBQOIMiKbQRlHLKmvkcbp0ke9eBMvGPxL2oB9YAGul",
-	"IC7V1B8FHLuv/E34xJ7aX04C+8sKVGWljRnSVQzcDL0KPrlMFzdgi/UiUKmNdn38efbUfcZoFvt9V0Wg",
-	"ZxVtXGBQOWrzDx6CWewp/uAxmNnsW1/9x+aI3Lzg9L0fd62o5GuWWuYBDS3YFdMmK2Eq0vn4r5fc94D4",
-	"0m4b8Ud0K/zacgel792EswRmUwznWEYLK7CYIoKhmqldtTxF/vPw/TvSpYbMpTZk99lz8hN/2RuQIwMF",
-	"G6C5fkS0URwrPeVd9ll0sBQIWtdBfyiWWuiTT77gXLl5OTrBEeLyDXiig6EQMrsQVhyEGtMWIPBQF35R",
-	"zKRKuP61ZHd7uz6wcbn5+/2IWeX+5zdBaajr/oLO4zsa7JuGelDhb3nnKyjjEXQaD/OwiDJOuGonxRO/",
-	"8zIVa0B5CCYej35XVJPwnyRt6FG0rRJtD6OI0AwfoElXVNXrqOvQBBRKrnK8Lici1fBGetUfA4nCEvO3",
-	"MAg28rGtr+7TWqJTkXr+fuTiLC+YX6oQUOQwjyLUg8kmwWqgW1mcBZvMCEPdRtDDwj5lxQRfaXW/0AKm",
-	"zJmCAtoUSqR2P+/0X3z5vN1/8eXrdvD9zT9w9F5V+dMGEc83iKzVEV13maXdBPihEEO+gEI7m80Q3bcO",
-	"rx42a+21XuWprNPb6qmUOnmZmZLpdEagGGsWg4elHnydaizZ5crSP8m43ctFb0BKg0VcMRAa/aj2nSzb",
-	"5/T1T2RGLxkRvsNKxTLzDl7FpS63YJlzkVX+ryhzW7liT3wpdJT3Hj4rLXO7PA7Fxfgl67WAdjjBui85",
-	"dOsVrG8EaswmUrEiPOx6TXhewqu3AqgSfemUnfLfygO6Jgad/Wfb0LgDe2U8c0dR1zmjYtFnINMV+rrm",
-	"1g7XT8H3cK2DDStm1yDHzvbuXsW9v0cu5bvX1pSBsBDbJUKSWdebgzF1H2qtYAvJ3l+3ig/WdkyFDrww",
-	"D6KP49cXbKEZNO7lImvG4lmcb7L7wNmQb1yNY9fNZuQJOpRJJCOfETDKkgGn/JKJAfmErt6hGB1FluYZ",
-	"JsJF/ye2GAWugypnkY8jKMQ7W+oKmjvqNK6YpEqzu4GyogWnu7u93TvIX7tgC+9hxjI/3gIAsdD1SvBJ",
-	"KlaZ2XJpUM6E6YczqZmAiUDpxkhO3zVW0wkj3SSvL5QTK1Ru8ru7tCcbkPdiQfTh8Hp3pz8cXn/Hvvxr",
-	"JY+/z7IVJ6n4nWo4Qs/AagEY2/lSU44yqEKypSPwbPvOVegaYE/9dI9K8mMEzj1FBkLXJmia1qCHS9XU",
-	"SbuV+7Qr2vbVra8qbdalkQj/TiTjrytwHGLjU28N8D26Y3vU5UoMWGHfZTL2Hk7yaNerT1LR6pXIkWwr",
-	"79f/QFDVVpACQDxi3wMb9uMX2PBNdVLxfd4hBAPDPzyvZdEBmUho05ZryqC0P4aM/gmqR317Uqu+cIzH",
-	"SNfX7yBr44eRQVB608isX9ZdMpotzIitLTM6gt/3LUSjrEUcJSepeHMJjSf8AxbUEaEk7yt2QEY8GoFz",
-	"sIzZqSbaoqsImTPwka5m4M92xWE0eUe16cMU/aPXxMihUEync9bDavHaKEbnhIlIF4OuU3utaDgDGF3f",
-	"wtjdJnI4FKGcQ617YOdcYzVn18v3GdH2CKB6faLktV0o0P0wlhpT16sUo1OAxO9Hna1vWaspLa+k02xu",
-	"hIB2K3AKfdyWDbuuHApMi3ab6sT6vWpXsWtbCeUerVpbPic9k1falaPlMCS9Am46sQcB2buG7fvUZDKX",
-	"ipErHsdQGYh0YZxTSAAGhLcKYyiFYKHhYgpVZ/6q0scpFOPpe4QURjvzD+wyNmjEzOo/sbxh1f/F7yJu",
-	"VFkTr2B7uyMkSQMA7uNkBGZrRGKp+NQibo8olmr/JTYSHAo5caTDnk6QF7ooNW0MUMfWaRgyFmHKPNhp",
-	"/NjQsGsBN8fSPWz/GZBhB6Z0DTAsoK6/ZuS6dXVwRneVwO6jfbipa6mhmDOhDcgIqeePSs79ApG3GIlI",
-	"hsXoLeYRM/M2+EUO90GxiEckr4SjwGhqAgj1UMAwxEg5IK+rNChXMyteBBjzAXMwEdU12zBqcX9CoR++",
-	"USbceQi9yuHio4XjWwXGP5WxwVMgsCn4FrJOTPL+TyipDq3jfZ05oENXJZpy90Ih0Iatr/afmy3sysse",
-	"jm63P2qFzBYa/xrqtWPRedcu2Hef5calAoyqOiqPBuRQLIbClN1MGPHvpctcoPUmIB9jlDcVs+IOtJ5V",
-	"acxId7zI+slDY0bXfBHLjVyyg6w/LlTc8zAP5lycQItHqUj+rTsTpUe9UkMDSpyIC90mvZ0Z2YEvhBMU",
-	"XLXQzRlGOHrdC7DuoIxZ4NomOXEZQ+cYehitNmLFMpVzM99jN4NvVEXOsWszs2d3TxTd94V+7VbaSNnv",
-	"3WLmoch26yBTUpatTIpPZz57lD/mij5aquvNBXiJCM3oWIm6baQcbM4KYjmtNxWc5G5IEsspSq4jOZlo",
-	"ZkYDMvr/+q5fa/8Duzb9j/iDjzvG5yzZJVRfgCQr2LVx7tERmsj+zaiUjUopXE5r1SQVhsdIt1w3eK+o",
-	"BhkBsyO6mTL1H3K4jKI8hiSvqr4klmS9s0tv8X3u9MdUQ6gIzo/GjYOM7hciU90jdREL7ueyt3OjiIlS",
-	"53guInZdNxd0n6+caLt6oqpBcFOrgz+2C33BuTDP9zrBreZAHKieY0JjzbKhxlLGjIr1zSe36Vb7Tk7J",
-	"eGFQIy/I7Tmev5PT/is5T6p7j1lczhuqL+FsQZ20c0C0cB67XGEwypccdCpv2ioA+H05WgAmE9LkofHd",
-	"7HYgsHgKYI+pDh7yR7xyrDd/VePNKzkfcwHZD5FMzZY2EVPgLJSCud5I+X3/wxlv/HUrB1TqXE6rjqbc",
-	"LLjuy+bcRjHf0f9R73jUO26td5wAGj2qHY9qx6Pacesqc3CH6rQODPKGTxPK4w1jIuoZg8X0KI1b0rBP",
-	"s6fu8bL5SZqapHhwH+s832VrlAwJCq1nCn35s8N/iIDfqphYjxn3xFz88L9Px4tscf9kKP8XdT1k7c3y",
-	"5Bp3gM5NidW10U03ITT33HmHRDdU6JbYkopY1U5d0iWC33wl2/0Q2ftbX/3HNXpFlK5hWyGy14/NHu6y",
-	"2YM/pgPEHG6yzC4rtAtpiJGpfWZzNKkvXVZ/4NuP5O/P1tkh28mCjpKwMMgqOkHkUIAGXKh9yEImVnuJ",
-	"PIA4sIaVwAHRGhpTRem2xjS8mPD4/sNyl8Csk3JeOngeSM7x0/1OCTP/tALPnyh0As3imL/ECpRDpnGE",
-	"mcKe/XBBPsPngDAR9QIwrcc0SUCFjWN5dRuetOGFhtrSf5TbfGyBeaCr/EGiwvJ4X//8HBrwpnTffHFN",
-	"K98xX5/yara49/tkFJ9Omfqj3KgzBOdRHP3rIHsxHVDIKzRvOtbhy+9iC6z713y3UvGHYiDnCM4jC3m8",
-	"VRveKoc59UzkLq8SuBm/tchii+XXlxS5v8IBMMNGmtDOHUMQ4SKbGh5D7WU8VRYqZnzDoUJIzCsazlj/",
-	"lRRGybgiyUzIPowy2i+OA3UyhIR0rSlTVpoP0Q2OfVquOcbeNMTsPHo0//AZlNUGah/4APfY5fwhVhTL",
-	"dkqsyB4RwSBmakp5qRKMowLtNaDxwa2v8G+jtfmEXcqLwtVv73lhn3/seVFyJtstIRQP9wDtxTLBmBbQ",
-	"zLEk7GYn2RKbiVWjjl6TLtijM3zq1dSTMwXiXh3/1EQ8Ybaj14W4Jx+v0+zL/pQ9dZ/V9KWfps6bfZI3",
-	"P8jgvn1B8W/BlQ9ZrY2scGGxNcN4AQAypdcphbkUd2AnYmGquFkAwowZVUwdpmbW2f/8xXJ/DVmZiE6p",
-	"ijv7nS2QCtxEX7NYuYU2bA5Sti855kSS4ncOh4tPZYAWvoSAicLfvkVF8btpkhb/zFv+FL7MRaibLzf/",
-	"NwAA//++JNI7bi4BAA==",
+	"H4sIAAAAAAAC/+y9iXIbt5Y3/ioo/qfK5EyTWiw7sVRT+cuW4mgi27parr+Z0F8IdoMkoibQAdCSGF9V",
+	"zdPMg82TfIVzgF7I7iapLctVpSqmyG6sBwdn/Z2vrVBOEymYMLq1+7U1YTRiCj4ey5AaLoX9HDEdKp7g",
+	"n62L02MiR8RMGAkVo4ZFRDEtUxWyXito6XDCptS+ZmYJa+22tFFcjFu3t7dBK6GKTplxfbyj4YT9yGYn",
+	"1EwW+9kn2rCEhPYhcslmpE3hmxeaDEL35qATkAm7IWc/7He3X722/XP7bmJbDFqCTu0ILtmsFbQU+zXl",
+	"ikWtXaNSVhxoQo1hyr73f3/a7L6h3dGXr693bv+lFSzMIcBBn/CExVywv6VMzRaHfiiM4kwTbaRiERnO",
+	"iEqFxlXjmiTubdKWiryX5Fqqy1EsrzvZ+H+FdrMJ+BdKyzulN8dMjO3SbW9uBq0pF/7vrdqBnxmWrDxo",
+	"GCxsQnsk1SENJ4QbNtWEizBOIxbVDti+dL/Bxqk2THnKqNjUEJ9o3Nh/UWzU2m39fxs5mW/gr3rD9fDR",
+	"tmZ7PBRRIrkwDV0y98id+/R9ZJ16OmrotLD3d+vU95F3quQvLGyaaIJP3L1LfD/r8TQV1Wf8NBXk6IC0",
+	"/52cs2kiFY2zw0CODjo9cmrPjTZUWTZjJkqm4wk5PTw7J2NmCCUXF0cHV9/s4fnyz2mjKB9PDBkpOQVG",
+	"lbV+dvAjuWQsgW8LXdm/Z+SaKUbG/IqJGk6iUnHnRTlNxdEBLMdZOGFRGjftunaP3Lk330e2B/bkN3WI",
+	"J7a+s/VO8K1tSidSaAas/i2NTtmvKdPG/hVKYZiAjzRJYo5XzUai5DBm03/7ReO9szKx2bew0zJ5faDx",
+	"SKopi4hUhIsrGnN7WcE49siAKSWVHpCYa6MJA/7mHhpxFke9luVEUoxiHj7puM8nzA+ThK5/Ta65mQDd",
+	"+uv2BZC8YTDO76Ua8ihi4qkHauQlEy80UTJmJJJMEyENobE9WHCDyIQp6B/GeSTsXUvjpxzmhWA3CQuB",
+	"NzB1xRSBrSftiBnKY02oYkSKeEZiOR7DvXYbtD5K871MRfSUI/0oiU7DSbbFICJwQ4YslmKsiZGECmkm",
+	"TBHHpHGsJ3QWSxqdS3lM1Zg9NQ0MZTQjXJPYdq6ImVCBFMDwEF0ImpqJVPw39qTL+YFrzcU4IKm4FPJa",
+	"BESxK3mJDIHdJJbVIQFbhl8Qfz9//tzdT82ECWMHx8qjWeB2OMUrymM6jJ909fdJxBImIibCGWlH1NAh",
+	"1cxOz995HbsxaT66PaKYUTMSU8OU251EyZBp/dSD/8ziuOs49DA1nvsusuYrpmbEdY98kBtN7A3mJqDT",
+	"JJH28v/AIk7PYX+e/gi80OQddtm1Q7ALD7wwDFlimc+EKcusb/29CqS2H00tlUrxt5SlMOxEWZZpOF6d",
+	"XtBdoLugddOVKrI/bcGQQh6xaN8silnnfMq8zhZTbYh9VgNHDlp2/alp7bYialjX8Clb0HsKPW1bLY6J",
+	"yH5tJQmrDyxbOZiYVS9mdrNc01QpOiu2/NLKDKkQD9/yDoojXrL5qaA7+KnkXX/J2pFDEIJvg9Z+kih5",
+	"ReMDt2wFUYZGEberTOOTwq6NaKxZML+Rcjp11FgQpnY2rTS1qAHVDuLMUJPqCn1ZEOoe8XqylyGoiAIi",
+	"RcjIlEYsgMNTJIHyOLEVpLi524nmdARc03J6pKaIRaRNh5oJQ64n8AsjlphkakjEUVWspapvboOs26No",
+	"seOjA+yWmpxb1zb2baGxU4kcba4548QVGCnPZtDY7JvboLiF9WdxM3/wNCO67IWhlDGjYp7yI0YjUPMW",
+	"BvvZjnEgxTku5sANVgeEj4iQcPVGPCJDNpKKrX+id+Z5x3qvb3neo521iIl0ag+Z24IItIpfQPoqHK7F",
+	"hl7fBq2pvYTGlYtgt37CctsJ1Zea+G3WjTtnR5itX8UQsxE2ju+VZSIyZhVHLxODgao0EuqUztxWgTLp",
+	"2dncSa/nWpbT2sWPPqWmpkt/vBaot4LItrbnuSBOppLfGcOmSUWvnwQjVnaQI4LGuEXuUbiuFkf8Yzpk",
+	"SjDDNHHPEVr8kmLHRFFBpCBty6hiOUYB3Uq9LCCaMRJzcak7S7kASBGNh9USHbvh5p2MWOFBLgwbwwVR",
+	"2v4RF1xP7nZO7DGDYdffGhXEUV7CY/s+oUO76VXrFqDyQDUclVNLgFRPhpIqEHjtl2cJVZfk4iggwxmx",
+	"un9hER0BzPOyWI4vVFy9oa7jF7BNvuMxNeyazlDX0pa/tmMZ0pioVNhl8m/p5ZdCA0OYEUrcpZ3RjRO4",
+	"/NczZgI7KEtGnt4Us4Ki/S4grDfuwYi9uUW90KRvxUn828rDuySREbnZJZsbW5tEyIghNWby9C7Z2iRH",
+	"QqejEQ+5vf/EFY847YVyujFO0l6/tUfCmFGra2RXox+xTsOQsWgJA7McTKTTYUkMrCBS4HS4i8vOHz7m",
+	"b/OMgAb9dHPzZXjJRQSf2AZ+YUlFJzRkC9/iF4Old6ezzt3l7LzE11ENa7R6GZacwYPzzM6tnm+niuuB",
+	"gRyFycrFk6lJUgNmfCkY7pzWozR2NnLQ1Nm0Q9gNC1P7otU7I4YH75IB27SkqKy+BtQg1WWF/JVz3/qd",
+	"tozLuV/usqLAHUH/1VUKw/6cIAcTnNCICEmMidcXMiwB2MWpXtmid4FwEbGbAjVVTN7y0ks2W6oSuR0r",
+	"PLfI4iyXyWzslaOrddeQ64nUzHIb7zThprdMeVKpOIoaR/4KqJ0ljQ+9nCdwdHIVPUXOogv9BRlV5atS",
+	"JKDm83DMUdkp0ylDh9HKylrhfM2LPZa9sRtzQsfs3MpRtRQpRa7EJnTMepU+uuK6+FHWz/CKh97TOTdB",
+	"+wsK7xm1c2Fe7ywS50Kv7tXaXs/AvFcp7dvLhbzbf/fD4YFX5DzrCeWUgVdjFw3BqQgc86Ei8seoL5AN",
+	"2a/8NQMSaaJklIbgSGHTIHOnZAccXa1SEdoXYCMCFTLVrNcXFVyqRlUBxzC0ZJd+Rq5p5lP0CuLI9kFK",
+	"XXTW5yn2nNA6SbUgnMx1ez2xmp9nOXbineXc5uF4lzNzLOVdSznAojwPzil4r5rsRMjigumiaj/Xv5cV",
+	"o86M1jgdZ4pYYsdanBO2XnzfbnrTBNM7mmfyiRSsM1urWmfe5WrPnD5EExpyM1vRH/3OP36H+31eX6jQ",
+	"J2I6ZPF6KsjCVC3zPWNMLLM02nsSJGrg1n4dnAC+R9yhtCpBDM+PuNJmRTZw6x2XFQOWov4uxzG5MVgJ",
+	"jJsJL9wp22TKRWrl4zY3ma6A9ueXm6SksXgl264R1ZeZ+bZCUaf6kvxqf0fuiFv9QvvhJDKOKzSA26CV",
+	"JtF6JDAv9lJ4yG17caBF8ir2k63fl3oqf1eg6cXZlre7csJ+/XfBSxRSYxUpe+mg10vnkjKNZgEpqGNe",
+	"AxNWl6Kg8Y0UY4SODFN9YXLPqfZ0mMhIk6FMRUSMhLuv6j4Lk/QDj2O+VIw5dYPcn8pUwKqMk/SjHVX1",
+	"crw/uSBcXDFhpJrB8EH1tv+2YX72xhXSdAKikSidZr7bFzBF2wD1TgJv/SNS4CxWEr3en1zYETaZm17h",
+	"RBp5w3rLUl6KslKM4UVuN1/Ma8woqBgCZEvaA+e9G8BxlakVA1mn2XBhNQRL5w2n8kc4kMcypPHf6s+m",
+	"TodTS4r/IYdAdn1xSmfwh5GkPaCGxZwp/3S3C7124bAPOrvYSQBWiX18NOgLu5tGOzEMxDRyTbnhYoyC",
+	"mJ7Ia42vgnxkL6YeQRF4ty9cQ1YuvBZl8kCaWGJjnUo1ezszd9lTUU3np0DHdiaLRzW075ask5Uy1hzj",
+	"AlIMCqeyPHA/kgYmdbz0qivc869fBsUwwHb7p/3uf9Hub5vdN19+6maff+59+dfOd4XfOt/9y9JruIUj",
+	"IVNq7OJY0k9iGrKpvf40i1lopNI98iObIWO7onHKNBnJOJbXfVEw2uCB0DNh6M0uoWBU4PYlIhOcITn4",
+	"eNbV6TCSU8oFSRQb8Zu+sM0ONgZW6GeCUOAvYMU1ZCq1Ia9fkpjZ6euARHzMjQ7IoDsIyOBn+7/eoC/a",
+	"NE4mVKRTpnhoXxxKMyFMRLqzRygO2g7GitzA09AWiUZGIMspvSluwOudhs2r1Djd4VxD5XRS2YK+We0Q",
+	"bKSnj07eKEaL0u5vX35CUuh++boZvN6+raSHd3DVurC4u4mnc5LdMhk1l4/WCdRbEB0q1wMms4acPRdn",
+	"ekNDE8/AhiZHZOBNFgOg/YG3rgwqXAtWq1whzA4U7E/Qn3b384niUlVKLP6XLDpXpeKFBq5qebEmfI7F",
+	"BgWhsS8UFeNM4nUhOe71RMY8nHntc7f8RF9EbETT2HR65ICFMVXU8Kvc2KQhHskerPcyt0BpZnRf+CXS",
+	"vdNUuHn23p9c+KmULoHMQhG0uEiqXEn7Ykb+4+zTRzzCAUmo1szLSkWDlzelQzs9YN9j2XX9/GLvqFN6",
+	"/cFZ7H20d8Vt4SNSSR4Ovkfccmgy4jHqAxDmpBev+TmD3eqxr0HriildGdSeDck9sUc2wRCCOsqUUYGu",
+	"DcGuGSopUy74NJ22djerltovWb0P3TJG2PHiAis25pbX4C1BnVTRQ965VgB1zakF69rdGJAzFx+JH2Sq",
+	"Knb1mI+Y1Un2iJAYWzVDAzIuopsErtm337x2k8C/t6rW0DOwMqtbMnX00VYdczh46KZFDw6LuL147T5f",
+	"cXYNVGhPuSg+NKURWP41j1BA3D85Iu2hlEYbRdF05N3J2GAraGFzi97kGu0MRlzPaaPMJFreEM1CxWpM",
+	"X0NGlRVe4ZEeOZtYSREiHIFxWTbnwnMr1U7je2w6XDis+Tnhq4EfXdW0fBh8xQWfKuXiK6r0SsO0Vcqv",
+	"ssCVZjNbxGJmXDhRg2N85zZosSufA7OSXOFncGhfa9Kqtuw4JiyOqmRmp6YWXaYTGVtllYU01VaAtppy",
+	"zENKuFOGSRv9lTRm3ZGS0+5vTEmi+VjQuAPOTlC/vYLdvEhbr2vtKHNeCzkEZ2609gp98i82LRIElbmc",
+	"g2WGxF9TaVZOtPgbPAwUCsu4+g6fOio79S82jP8b6ACfX5+GfE9NPbxGvha7+JWVmnWPQ7Ahjdmq753B",
+	"w/athIUrv2SfRSftMK5Rt/0Kea+ZW1iMEiDtzV0irEg4Y2YFe7xxwa0XR80E88o+q+hoxMO1t/4z4+NJ",
+	"4+n+Nm/9gwsgKc/bHesuTXjgZ9yFYHh76yRK3syW+s2vuYhQkFhlJ85xOJ/xpXnmnCf2uKvHM9xs69y+",
+	"Fwm6cHryxSywhIx7FjhuE9vHW23d4MmmsKKC2OTDPAz4n7BDl30nSJuSgjLX6fXFpyk3xoWDW70VpfRS",
+	"tEpAeI9hmMiUhhMuvLjfF257IfoldLlLTDnrYsGaUKUnVlkO5pjuKhpcOaXsLqe2WiaBdpp2Ea++B3Ej",
+	"gbGOi2jpLVSIBmqMs/K02xxCseBCp/YcwEDyrpqWoNpIkfGYtW6Bs3Q6pVWe8bkxYqNNo/J2ivk8gYOP",
+	"Z2g/2iPcgFVGl07JC70YHgTaV5PBY2ez2uCxcP0vinqK6smxlElZQKvh9yD7LNvO8jVf/+T2yiRiKdNZ",
+	"ZoG4BeFTOmboTg+pENKQISNJGseQNbQr0jgOKkLVstsukmALhmAoL8vlsWeZu7PB6b3gIXUTKbFpXK8m",
+	"Mvmbl6Mq2CmKDi80CScsvCR0TLnQpsLEAcIYmTAaKSmnVt3DOM051rsQGO5aIROqrZBbsJZAkGdn0fYz",
+	"4qU4nio5fkUGseBjhqZXO/GnBaqZJ+c7x2KBqsLHTiNvvhFWjAG0Ozik4eWn0bKjVRcm5wa0LEaoKG3a",
+	"Dtf2uefr2WQMqKP5ZUNy8vLcFRVWu8fnWM6I8phF752o0uhSWSEG4tUcz1k8dSEVEY8gnTNYsr3aLCNy",
+	"jJhU1LDxbN2Ii4yfZA34HgO/dk3rfua1jQX79VwmRM3kVjnDL+E5o3ioL9A32MwbdlbbpIXF8IMO8kCU",
+	"VdjEmRPCKnIYqMh5o4uPpiIiE3lN2lyMmGIiZL1iQ7vEHiwmor4YGMWNFAMrrg6u4ng6CMhURiwO8F4K",
+	"CFVjHRAmroIshVRnmocO+oKmRlp9ELIiHaNHE7SMMHWeg3Xe+aGAICNCtQ+c2kMfO+RH49DNhHGVm2+p",
+	"YoQLEslQb9CE96ZRyRxdcNU22o7n5aKHZrhLrR5bK9oktmsEaP9uE52UlbWmuzjnDnlaly5F8GVB91yE",
+	"zpWNup1zKTtshCmjOrVz2HPxE0ZjMrRVSxlsaEwNZJPaFjX5JY0wzHLOGgwJmotjfnVzQ6jQ10whdWSC",
+	"D2aK8QgzIuGJUqxPTWDlPFNWcrr+hoN96c2bY5zYh4phXyQJUy5IJEuUxGUYpuElM2CZ42IMP715YyYk",
+	"YSpkwvCYZbFMPjzBb1A5mEmmqGC7YWZX7dwdga+uEnS6IPyuJtLWM3xY3cIYAr/NVUT8vWUBhz7Dpkwd",
+	"tTwcvEJVSCCfM9HRp/ly7RI0BuCH+2n7Sw9TnfUn8dPmF2SCgDvTS+iYnfHfqpIQFiwgiHrRxMXfn1y4",
+	"gIeFeXmeupRzpKIsr1ZqIQsb4Rr3r9cM7qMzNZWHNk7SDxAg8YG/XVxe/MmnLlh5u42xBHORNxhj0Vnz",
+	"ZL5EJ6tPu57fWRmzLoj4Lqynumv3ayc/TV5bgFgpORpZniKkC+B9f3Khlwbb+4CmOV04jzkrNEba5QGt",
+	"YIW0zR+JC103a2x3wmIM+pCR9kFAOVCGvHZ5bvaDvTxdvAw4AL3PeclYLOOY8tXTpj8cvT+Lecj0Mpvz",
+	"SrfkvG5eIX+BoZTydVwslsrP7SvLLO9pMVtrcSPeSRVJsSw78k3NLe7CkPKN9tOd77fmrJ6AVlshvciJ",
+	"VMv1PSdVFaMXmikSQmxWeRgiwbhY7eFX6/pnVt/m9ycXmZOmcZfXDISdI75rqgQX4wpmcGivGOosGXQo",
+	"rxgKRqbSrqyRD90toxes+ehUyF9bFANe1lvt3eIWl6OR8I58xMdaMAWeNCs96Fn+Gz5HYiYixE5CWJpU",
+	"pJpFbj294acLy+mo2b3ZWZqzvRb1v1yH+l+tQ/07j0PVr0vUUF7r7ylXXT2x1wE+kq2kVGTTxaNsFVdw",
+	"kYy2K8NAspGtRxRDqZS85mJ8zKe8YsA/yGsyosodICGnXNC4ZOqb0hnBVhCWDXJykYTa3a1de7HHtm1/",
+	"/e+Szc5yF3+M+B0No5qmljQxnNzRZnF4bgiF0cFoaBzjS6sPZwfCY6HlCv3CCnRknFJFhWF5dJVbneaW",
+	"0V6tazLG9klRtqKa8ILU1CRpBRDhRD4cvS/ATRUenfJxF9N8EyVHPHaZvsvObb1U61enhmXVqvpeilv1",
+	"6Fk5dFV/CrRdM6BiO4tWxFyIrNtuSFaU2gVCLxfhKsNbV75dXkKEX6UwisNZKoc2jzCPHV9Rw/BAMbOE",
+	"ralPbC+JNHfQouU4c7iYrYbOTeaIWeZUqjtTxRMlVemI3Jn6s931cwtKNOQ3r5IW5edCPGFjXPBKDuXG",
+	"W7eUy9RoQ7uHTLZTI28X85OWyDjZmlS7YbMg2dU5R77Ky7hG3njV0H5gNEYbx5xkNWHh5T2T73SG/uSj",
+	"DuXl8kBD91bVYHNdcBmLaz6vNazn7Z35zUtUOuzFU8FtCifSmYnmbq6tcW9rczxc77j6/lY/mrmaupg+",
+	"PhotU5herghkAJHZ65mhEQ/AjaFq5CeFGOoHM60Dyg3Eaf49D7Vu3uOV4g9X1T7vwZJeLQ2WKk+sLoGy",
+	"aa2rWVUW878yq8r2bhmjyptuGtby1Jat2tQW30a1z2ufRBXJDaStWQ6/rDd0wsJOj7yz/NFDjzNiv+2L",
+	"hCrNVNEfJRVRFHRNwBnNgMphbQKiJfoaIGm3L3Jzcp71Sw2i4ZWQJEl7Z3u7U5ka6vNOynM7cOpshp1g",
+	"hQ85IqEUhnLBVEAUdVlxgLoEduxd8pUJy1ai7wKfbfBdQIyJv7vttRqR4N7KVEQYtINmS8B/AObXb21P",
+	"+q3eYgp44YDNYeAJPB5wC+051AZDYzlOGaaH8UyVuDg97jUldFhBOSpkc+ySn77aJgIQ/gKv+H9nP2Xv",
+	"fXf7pddyQAc1qbMH++/zpi65iKAF5wP4LrDzPxp9F4Cl+LvAQzHYHxiAfth1RYy07wLEpLD/+u0h/4D9",
+	"+YfbnX+QzP9K/pFBKcIgb9d2X/pTUeCCD8ZjC9A/b5uvjm9KkSXl9dUTuv3q9S4qeBN2g8pdVtmBCil4",
+	"SGPiwkEbAxuK6TgPwsZXiWIsMZ5ybs8aMX85ky9A51xlLN7NfsVoGA8Ru6i1fP+OvNl59U3m3HLA04t+",
+	"VfyhUhbMXa4r3REF/1wF3A4X2lAR1sZqI3AoIuxWcP1cDF3M2zHcxKxBml0sKHJEeMSE4aOZ97D6dbJv",
+	"4G1RCCjoLHfzwa9+KEGT/HuSk+TDRnQ9rF5WrS4tJUf7sUbocObc1WUOt1BLRQ7fcMOQVhE46kJLC5i/",
+	"ixpLhPHcd4QxXdfQlOfFNxl5VwloAqDFzOSxvvEHU2ik5tU1e06puCRFnBMP2EraDgEZksOWWDgBKq02",
+	"kfYQVA0r5rXpmEUd4h8l3AAIlKLi0kGuNPfz7cqhN8WorsWgW+iXG71LwOQdEI9bEpCP0ipu30Oe+0cr",
+	"KeLHU6aZuqKI3XeiGJsm+PkIkcmXJmssQ3Z6uQqyk1WiEHbiTqT8yuWfxpJWpJ3hha9SUQJytGPCL35y",
+	"31gaxG++ZB75kVSkVHxAvyC+J72epp3PL6i3wZ46/5tL2niQxPlqWDmX/gG1YbRDRAPIssLjc2m4NWn3",
+	"OcLSCsAEDqNixVyP+ZJFK2Xrz2F4LLDMkWKsOURiykWqyTyyDsZKJTLSdzDuGmmqvCSFXtdsdGsxDdX2",
+	"EOD0qtfFqNk9wMJ0OmXfu2i08izOADbASACGhNh5hAxAjdSAmhjJa6GNYnTqJO5pyaU8n+29QGVTenOE",
+	"Dxd/zy/kiunO5TNWxDY9dO7ECpkKXxqG+jlzjtYHjS9J3Zh3tq8WhpUN071fOUiXZZ5BiUdTbl9ZngMO",
+	"5bDuL242K4FWwo+qEeA8BvUSEA3Amm41KndN1/SqiL2nqXCAvUWlYoU3Un0nfLQmPbERt2GxQJl3bDVr",
+	"IjwqBAMXOvDrU4/DhjtVSXxzGCfrAbCcFbA+sQHEoyha6lQqekXkEU00MzXIIzCUt7OEam8w4oqEMqqE",
+	"DR3Cc9WV4BBmD0YWoVXNaqmMQkiuYqkGqG+BuKJ7BQBmQI6D6HNteBxD0DENfSYSmILALgglbzAlCUBH",
+	"C2Bw85h+t9XLnmU9zpkCqaGwiIKcnR2SgUrFgEBWLGln9JqFB4PFq1OFbyNCFi+H0S3ieNaj3N8Fr/4+",
+	"x70G2Niea/brShi662OE34XLrHz+m8+1x1VuPNp25jUH+OhgXgEuII5lH3s/70Ke5farnWptOOPUFejF",
+	"HtKiYkPiUbV62ZBWvyDB20ay3O+aWVbbHh4M6xmobg1Qh1QsNV9AgzWzOfO05m/9k8OPB0cf37eC1unF",
+	"x4/46ezi3bvDw4PDg1bQ+n7/6Bg+vNv/+O7w+BifcH/AD+eHpx+OPu6fHx7UiQp19X7OMzcAZuKDrA6E",
+	"h+zcsvBqV8bbGh58jpDSDrGZZgCprt5uD3n3YBdjt3I2Dap9Fa92vHdJYRKr7j8s65s3rNynbsebJr+H",
+	"K8YYX7Eod27lfpBmiMrtRuT5KlCw+YId1faF1U0n9s5c7BmwwPDHOqCq3gKADoB5Y7ppNVFhKUjBvG+G",
+	"tE8+nZ2T//3v/9mAdztBVo2Ja48O3mxT+GYlOP2t2yxaiFXVljov5GCj5zCvN4twcBifDz4xrOew4Z/X",
+	"ftQ0byJaYiYC0B13Jc675KwoqJkuqIsknBQR5lBExsRxK2mgjOHKa62hL39zv4Ic395NvHeOvpV4tS/l",
+	"keql+Eq1qG6VZ8g9vTyYsz5m3Pl55pLa3E4ZLBUSyqmPTKEEc4mhCoxIE7uZ1VALdzD8vnoQraURYWBV",
+	"ScdvcdXt6esR16VjV6sEhZrOkoyoWpIavQM3iQknaZLnVDab/O/h5cGLayVH7BYUj1NIo+tv8mtEKEOP",
+	"x/qv28P+CzfLwPffrBqMY8W303m5azVpvZaMIdtILsm1h9Mur5iKabJqAexP7vHSNV6tLWPJ69oLGzzd",
+	"NNXLyvktXOz3vq0xyypkYnHZV1mCqErunb9I9SVPEhZ9yld33mpAlVWw8bEMog6dteyKy1QXhEfQwrEK",
+	"15Iz+8qVufsvuWSxvl3Vx7+zNJCr0tXv6Srb5CBjTQurUzgDpZ1p4nxvaXg54nF8R/RNEa2lE6u7VgzA",
+	"dwPosGk6d0PxmmfOi/kaMaShO4CcKQco2usJjwtF/C2JFQoaQ/IGktyEJgkTpO0zjbbIjFEVZK++0HuE",
+	"GhIzq1NubaIRplSMNVhW2FNVCRrvlBSE3SSKQbqmJu3BJtkm/2r/GwRk8P9HlMcz+IRS3dZk0AnAWuZI",
+	"/67m/63NZkj/7NqYFzWNVRljTagmUYr12e2w32xqO8zXML58qXTd+HbuPrzXpWtpPm5QURHJKYlYTGck",
+	"TTBhhueDJTSKMI+GYR0fqsw6u/ntik43T+8eYM1fUks8gfP3wWPfWpVKl35RUEaDIp5HAdHJccAXmsT8",
+	"kqHh4EWz6rqz6k24dQ+s5uKlMEe8+x/34eCQ36TIQ9YWzqDnAhfn7zqLztsllSdrlYpSSTj3lNPV7P2X",
+	"apajWWdAEtrYwwTCovck18MdNcWrzd9gTSz6IfDpMrn97sB0pRPUBExnVWwfAJap0w5sHaJ082S5u4Dw",
+	"Z+OQa99bKx76Sq/B/JGuwQVyNx7kR+B9V1yGF7osZXEnZPWFk7J2QTKDWqseWD4gw3Q0YgqR9hWhcRwQ",
+	"NLRBNVimplxQw1zVHFczVQoWuKfltf0/+ke8xdP20gpa2PInEKHw834ct7wd75OZABlnXfgvoFH75JeG",
+	"/Ykq/aMN7gX/3ppuA3WfwkpeKS52Xmy18iBk1UmXmJBPD89P/7PBmnz249HJSdGu7D6/+wE+fN4/Oj/6",
+	"+P7n7z+d/vz+5GLum/2Tk9NPf98/rt6D3OpSWfwZaj6T/VL5PBJSBRY9S2dY8y9hyhfEIwPgDIO+aFve",
+	"FfkKs4WIIxdw5KKNBp094vEw0JytIQeTawSsrKze5MO1l7GzuSL6eQXB1TmiL469RF8H+/iPrKZGVqHe",
+	"oisMS+eryIINMEsrEBgFuwHvLEnBfem7j3yAytKynK4c5Uom9W/vaVF/tXo9RV+TA6iqtyCMr3mVrWZR",
+	"vAsabQWkxPVkllfWBKUYVcilIYQrJWkWKttWE1ehaGibYnkPZESd3gPagXceoDAzCjQOdre+OnNNEYR7",
+	"2O9erVcDGQv8CyvpEffa+jVLX9cE5sxt77o5cZUjh3KnhXoWSx1HvnJGo0HfPlMZ41IsZrEsMh02s8ED",
+	"/jOmnNX4vC8uFl/d7L6h3dGXr9/edrPPOyt83qoUFsFDE6aKm5mVSqYudgWKauynVfhl+yJLcd0/OXLE",
+	"0h5QE//8v//9PwM4dbCGoCpBQ3m3E2OS1u0tpGWMZIUl/PDsPAP4k6Oskhyhgnw4JlKFEwZgnVYVSWJq",
+	"LFE6nP08gkeloi+oJgs+Ad3ri744RBVGpiZzc11tEcFYpMnATloq/ht0sUveYnkRvLhhrr4KPMFm4Bbp",
+	"C6xNtpD90h7QBAIAbWsb7tt/+0VLMej0yKeEeXuElSxmhIq+GNx0Xam9rqWwAWE3hgkNowElC+wU9idC",
+	"s6Nqh97GI+DSmzA8z/3VFxik1+kRl5fQ1aFMwKoABWCgYIq9djGmyUok7tDtEipmGAsNKYYAceJxD3c2",
+	"dwLCXJkrgM70T6C/yKdAsxuuDUozMQ+ZwPxpPPut/cTey93t3mYhp6ZVoLGC8XK3tdXbxAdlwgRNeGu3",
+	"9bK32XuJqtIEyHdjAnnpvwGkBhaOkX6prWjdes/MD+4R8A5DfRh4dXtzE6GBhHHxT8UN/MVF4COPWMZB",
+	"XHY8kPt8+C+/Yr3S6Wvt/vQlaGkPwtE65ldMMK33CI2v6UyT7c3NgrqUKBkyrT2y6g/n5yfA9ehYg/Iy",
+	"01bu+GJ72HD4sU2r8cE9snQ1DLsxG0lM+dw6zLOVhSmfKDllZsJSTWwb9mJxSRwEL5bm5Si87qZTO11H",
+	"GD2/WXVz/pQwgdR1LwqYY/mLM7eCiuuLRDJMp1Ajqmmy52D+c49CqRsr1tROGHDaGon9FJ/4XWgd2SQm",
+	"swLMKDIPKx/eBq1Xmy/rms7GunGRm8Ab181Ok+OhQQQKBOOihg6pRshXfyXULubV1kYRnWZcVXfqnYdI",
+	"o4oRAK+KCBcjRbVRaWhSxSAI0zJOsEQ6Nj2lMxJzNEZCFHx5n465Nu9y6JRH26pi4cmK/fJDCHx1Xtin",
+	"nc2tlfbJ3Z5YBukVjrr5JTDQCxrjzhb4HxR3WoSlA20Rr6lSAaisEHNxa4vlLsv3amvXB65jPlmVdLlY",
+	"I7eiDK6vw/Jx/8PhoJMNWWPhFP8rN5rFoyzwBzQRvedihTwZEK4BH5sKFGf7Im9NCkboxIWdcZONSCqo",
+	"lQhfYUZOYK+JcNIXFbVXsTRrj+z7YnWghkNGUIcMCtMfYAVg99AAWx5A1lAxaQgLuO75B3bJ19sBBH8o",
+	"Z8Egc1XBOdSDVPyKRYiOBgBedMrype1efqsdHJf9wclbHTtolDq2N7cyZaWwwpoIdg2HHK9KXGmrkNIY",
+	"K4rl5ISySPn8zeVg5fDAbyWifj7I6avJ9LotaxpGpez28XlAtWwyv1h7xAXrAyfYRk7w2MM4zfeqFbQs",
+	"4TuOfCyxq7q23aMb2XPQ+M4qrOgtjQohl3dieTur3GffSzXkUcQgVmFna4U3TugsljQ6l/KYKgRe2Nl6",
+	"tcrwdJogf/zAIk4BuPienNnvDKHF2C53DMGijuQCLKmwqQ5y3fKJlVk0JhvNX8wbX92nW2TaMTMVxqmP",
+	"7NoF7WojEzJkXIyxHnVELK81PYIJbJ49AKsz0nINy+cyj0OP7Gc10sH5boVu777x7Cfn1Nyg17EvPA9S",
+	"DPk9SAUwGEA2wSZHXHndqMyPDmBeRW5UYgY7VZBxU3nljukfmOBx6M1vfJTme5mK6P7EapeE0GyfsksH",
+	"N0zN1qXFoFbKrt2qJ+Hb5zkxPjEBPOF2fhIs5zQZqJGX/IDDXE8YJG4XZCSIx445xp6sKxpmYQWt3Z+q",
+	"R50/4vfnhFpd6Est29r41cMOVuoX+05D8vhQuRia4aTnYa5tmtu5oEjAHhGyVEs/pHHc6ZFDzFEA4MpS",
+	"artTY+S18Ilb4CjlCmGXwK5vV9bbdlIRM60LpmI0fsH5eKGrWFl+ODzk4aOdkH2/QthTzUFBYdTXkI1Y",
+	"yKMn55uPe2zuqloXjBBFwisVhsflC9xxm2FckodHQCSK4kkbJ+njHzKPaFLJnK0y+f7k4lHV6gKubwXR",
+	"fSp5jO1qIuCPXcIPR++Jw2Ps/D7Kth0PF1dMGKlmwHUAzcw+YIWlK1dmtEIdX2ef3U4V8Xhqd8tjsD/m",
+	"jhVRg6otljCEP4IhxK/ZXN12zRgGuwBD17n1vrgtRZiiFWwg5b3A4NeTLK74MVTiUh9rKcRbD00LlQYx",
+	"dPD91dXQzTfL33gnxSjm6Nn80+mtuI8FHxXklhkmqDAI8kJdQaCVTk5ZNfWPbnx1n26b7PHF8/S4zK1O",
+	"AMoiDP9amsK6PG8tucMtaVnuWNz4jQKKarVlwm6AYDdQM9aBKbArHhoPBgG4DdygdACWVrTvYqpqX4B5",
+	"odMjkDfGBRnFUDkDfK65rRMqQHgQCbTcQrQZBstUiemHdhAQJeV0hdbaopl92cc3/81qI63bYLW3zgxL",
+	"3BtfHlODhunZiWZMuaKUBhUzn9NNrCrm9+ef3LRyb6UCFn6uvHIhQjCDMHFVScyETSGCFwI8IHYwC0in",
+	"ItqQCuM0i2o9HL6qY+8Ai3IDzpyf0ioxeFa49rmtEFbmKj3kKCx5AGMxhq/TF+yGhSni6GFgicnDHvEA",
+	"229ZBMrSHqE5TktWaV/TKZoGEWGGZ8HgeKKRL2ThdlZr1wTjYUF574tBHhA5sFo/BHBFGTVbXV9IA47I",
+	"aj8I+CF/fyYQfG1xuy9g0/BRV7stXwHRRxm5yt4QCN7afbUJyQ+Yb/BqczNYUmy5jjNnmB0+5yKLSff4",
+	"HHVjw+i94uBKofTbO4shWI/P7ixV16k5nwDIARPvMxiLZy53X9NJzt9ifsUqmZxg10wbdAA4a+Ylm2kG",
+	"IDBcZAk0y1nbk0g0G18v2WzO49IkP8xW8lkcPl+sD3exSrFAaTPSpj5OeuBD9Qedda/Me9DViqz/RzZb",
+	"Soe+oHiz7egwe+oRGavvpI6tnsP6u4HMm5CeyfxBOGtexiBbadIGB1/mEbnimg95zE1Zs88J6fHYaV1Y",
+	"0bmr+GHFzKrC87sux9LHEIdyyjSUxvflPPqivbO97bFWrfwJVepfYHmPTo/YOz1KFeSMLwKjJEz1RVab",
+	"P4+78V9tZLXw7GxK6MnFgBwir1FN9S5VQaTo9cVnBNJCA/EgcNiErjdQbQHvjFaFdwEAEaIvMkWmqTZk",
+	"yEiadPYyTEFuggwwTYYU0BcMn7JdJ2Ej3mpfWEHXRcmi08u+YVeRCbtSTIytFuFaciHn9ra2bWYjaA+u",
+	"4niKFbiN4sbSp7piagAgYDSOATyJKcwkzL36L3RfDLpdaKyLXQ06VcI2GqU8M3kkA6tv3iEZPLFpNZtc",
+	"vW11j3gsWrIF9WtkHEMyWGr+8mbXNTnun8NOu7O9vcrL7nwio3/628RbhEXFTWI5Qx414g53ieGUiNZS",
+	"rPb0utot44WrFcSdja/+Y6P8jRFDJWZSOtPbVcBhMYPgLJcbt1dm1xHXNEkgnBPqSIEBcZhHDYwB0ONZ",
+	"prkPFeKuldediqgIos7x4lyftuqDleqpZPNJOH9RPoYUBx+vAyKKZmjpEvL6mbzuR177IlvnFzpjWTog",
+	"MZ3J1ATAuuADTY3UIYWbNyub4ihRGP3E8vNytdGTVy5vp5VR/CBss19TGvti1A6oxC/GC+0gDSFbbQIh",
+	"n1aEtkJqX/ifIEfOy5fl1ZLKryLRzBguxppM6SXThPZFdkvAQYJUEQxD3QN9HSRh38c1isXYB+Yxtp3M",
+	"GpCpjFgcED6lYxYQqsY6IExcBVl9UN3xveZXE4TxY/ip/dqN0idRwNqADV5Rw8azHvkMKWb5k5bvBH2h",
+	"03Bi70NEfgTc0p3NN7tWwp5Kg6gbQ6kM6AN1Ea0XEBf8RMIuVkt72rD6VRkeoSPjvAMYK/1XY3LPUurD",
+	"MfAzKCBEKKS32PO6lx9EOVpkGZU8wAmo3DyFjLoBrAAT15+U/1eGMO3bwfyRxJ3C6Q/ldEpF9E9//J/6",
+	"TJ3KOMaQRnfNcUh4HyumnalNIPb3ox4Td3n+UQ7KCQ7n+ag8H5Xi9XPJk+JRscJyqhQThgAyIsRBeDGQ",
+	"kmGcsu5YMSbQZ86uO3uACm7l5LGVuz1orj2C9qg9+jGzPdmO/ijn7NSN54kEYd/dn0AY9jvl6+89i8XP",
+	"YnEdX/pAAcPVCsWZoAtqLRWEUQVJ+gUFH4wAXhB+BDl4nKTdRMY8nC230L4/uTjBR5+zOu+T1VmOI3x/",
+	"ckFwB0ibG3RITqgmQsJPv6bS0M4q+SpLEz0b9u9B84lcJ3Uh3PDrM1nURQeUU9Y8ZQAZ6ICEciKVCQhW",
+	"vgx8DWfOdOcxc9cWQgSqTJaHJf8/1znGiQsAIEv8//t9AfMkdGjPCZgIahK4iATkXK4JDUOWGBa5dmlf",
+	"uLowvp62X//d/OUpnZGxktfg/h6WOoDQ1l5ffLLjpWKWxbFOECgM9iOY2yXI1AU8P+OLfvWFc7W7YtWW",
+	"h9uXMLVfjvI0Vh8hIAUDiTMgmkKdfS2rrJEn6dxBfngRLGv/SNiNfmIBbCkHcSAufitg230tIMJHdtf+",
+	"chLYX1agKittzJC2Kw7aqbgn5/niGtdivQiUATA2Z3ZmTz1m9pPrpDa3M8OKzOK7i/lQf/DkpmwFf49Y",
+	"4Kz3ja/+Y3OuW16C5tG3u1ZUKiSNgKPZhV77ogYinQ7/erAZT0gvy20jfovuRF8bbqP0o5tw5obZFMM5",
+	"lFGWKpQRGKqZ2uFQK/Kf+x+OSZsaMpXakO1Xr8mP/G2nR44MQKElVGnI+lMcMVRFlMeE7s0FglYJgpjz",
+	"AzUjqJmAXNjpkc8eyjmkQgoe0rjgBMcRl0/ACx30hZDZgbDiIFSdsQMCD3XhF8VMqoQvmbq9uVkf2OiX",
+	"8+9Z8anHELN8L87lG5SauunO6DR+oMbu1dSTCn/zK1/BGY8iJgwQhwuLKNOEwxEs7viDA8CtMMp9MPF4",
+	"8rummoT/JAn5z6JtlWi7H0WEZvSwUM8/48RtRyagUHKV03U5xb/mbqTX3SGwKCw6dQeDYOM9tvHVfVpJ",
+	"dCpyz9+PXZznJbRK2FvFG+ZZhHoy2SRYDHQri7NgkxlgqNsgS1m1YkKesXpVupfzm6mYv1ooPtD+aav7",
+	"5stPm903X75uBt/e/gNb71QVFmgQ8Xwp+1od0dWbnFvNypTbXLtYj9Cx+FpdlnFW7Hc1TNes9vPirpRq",
+	"+5qJkul4QqDMQRaDZ/JEY+6qb7ddoaoX2W33duYBH3xjEVcMhEbfqn0ny/Y5O/iRTOgVI8LXXKyYZl7T",
+	"tyZhedulUGcJzBUFJCpn7JmvlVNV5uGz0jK30+MA28uvsMBPw9D2R4iomI9utRJWjYMaspFUrDgedrPi",
+	"eN7Cq3ca0HM2+/3Bk1OxSho7JJm1vTkYQbEQLgGKInX+uviYiJqeijtklytX1veJsyEPXfUQV99y4Bk6",
+	"AJCTgc8IGGTJgGN+xUSPfEZXb18MjiLL8wwT4az7I5sNAgh9NIqzyMcRFOKdLXcFzR11GgfTniNwOFnR",
+	"Dqe9vbnZ2ctfu2Qz72FGAE1vAYBY6Hol+DQVi5fZPOg+Z8J0w4nUTEBHoHRjJCdORhNNR4y0kxy5M2dW",
+	"qNzkZ3duTdZg78VSQ/3+zfZWt9+/+YZ9+bfKO/4xAeFOU/E7oaNDFfFqAdgSCuIsFaMMqohsbgv8tf3g",
+	"KnTNYM98d89K8nMEziNFBkIdV5qhmFXr4VLhjwK/fy+zLK+Vbp/lirZ9deOrSpt1aWTCvxPL+OsKHPuw",
+	"+5k1AAUs0gbMmzISA9aucpmMnaeTPJbr1aepWOqVyIlsAyv/PronIh9VLTYrDMQT9iNcw779wjV8W51U",
+	"/JhnCIeB4R/+rmXRHhlJKNyca8qgtD+HjP4JcFnvn9SqL93FY6Sr9L2XFfbGyCAAtTcyq0T7kBfNBmbE",
+	"1gL4D+D3XTuiQVY0mpLTVBxeQUk3/4Ad6oBQklfs3SMDHg3AOVim7FQTbclVhMwZ+EhbM/BnO3AYTY6p",
+	"Nl3oont0QIzsC8V0OmUdrMOkjWJ0SpiIdDHoOrXHioYTGKOrZB6700T2+yKUU6giBdc511gnBV2TW6+I",
+	"tlsA6KKJkjd2osD3w1hqTF2vUozOYCR+PepsffNaTWl6JZ1mfSMEFDKEXejisqxZz3BfYFq0W1Qn1u9U",
+	"u4pdIXsAUrdqbXmfEMQRCz1waJJew206shsB2buG7frUZDKVipFrHseADETa0A6WtQaCtwpjKIVgoeFi",
+	"DKgzf1Xp4wzAeLqeIAWCddrVRuRclvjM6j+xvGHV/9nvIm5UWROvYXnbA2RJPRjcp9EAzNYONlXxsSXc",
+	"jkcsLWCp9oUcOdZhdyfIgS5KUKoB6tiAuMoiTJkHO41vG0rhzuDkWL6HAKgB6bcc7DGwIDtQV3E/cnVw",
+	"W9ijO0pg99E+3NQVq1PMmdB6ZIDcE6BU3QTxbjESiQzLPFnKI2bibfCzfNx7RRCPSF4Lx4E9tK3txsE5",
+	"EyNljxxUaVAOMyueBRjzAX0wEdWVsTNq9nhCoW++USbcegq9ytHis4XjvgLjn8rY4DkQ2BRGXHA9YZET",
+	"k7z/E4oVWdamPc4c8KHrEk95eKEQeMPGV/vP7QZNEiWv2NPx7eWPWiFzCY8/gEpIWM4JJkAd2PU15cal",
+	"Agw+7x+dH318//P3n05/3j85Of309/3jQY/si1lfmLKbySNXo3SZC7TeBORjjPJyvVbcAbBSlcaMtIcz",
+	"4txhWPLclTVHuJEr5qzz8EZfDPyYe1MuTqF4ulQk/9btidKDTqlUGCVOxIU67t7OjNeBB8IJCq7aNvho",
+	"bQtHB50AcQdlzAJXkNSJyxg6x9DDaLURK5ap/DbLUFn9+AZV7Hwfx2z37pE4+r7r/sDNtJGzP7rFzI8i",
+	"W629TEmZtzIpqHqAigx/zhV9tlTXmwvwEBGa8bESd1tLOVj/KojluN5UcJq7IUksxyi5DuRopJkZ9Mjg",
+	"/3T33Tg+shvT/YQ/ZCUK4E/LdgnVlyDJCnZjnHt0gCayfzcqZYNSCpfTWjVJheEx8i1qDJsmxiuqQcbA",
+	"oFQJ9pSp/5DDZRTlMSR5VVX8syzr2E59ie9zqzukUKrE9Y/Gjb2M7xciU90jdREL7ueyt3OtiImiEkK4",
+	"iNhNXV/2ieqONqs7qmoEF7U6+GMzyCNLuDCvd1rBnfpAGqjuY0RjzbKmhlLGjIrVzSdJTLlY025yLMdk",
+	"ODOokRfk9pzOj+W4+05Ok+raOZaWs+rfZI5mC+qk7QOihfPY5QqDUT7loFV50hYHgN+XowWgMyFNHhrf",
+	"zk4HDhZ3Aewx1cFDfosXtvX2r2q8eSenQy4g+yGSqdnQJmJKZdVWoOpoft7/cMYbf9zKAZU6l9OqoynX",
+	"C677sv5toxjU/XrWO571jvvoHadARs9qx7Pa8ax23BllDs5QndZRKOM1ojxeMyai/mKwlB6l8ZI07LPs",
+	"qUc8bL6TpiIpfrjPOM8PWRolI4JC6ZmcunISeYqA36qYWE8Zj3S5+OZ/n4oX2eT+yUj+L+p6yAoH58k1",
+	"bgOdmxLRtdFNV6pR6R0S7VChW2JDKmJVO3VF5xh+85Fc7ofI3t/46j+uUCuidAyXAZEdPBd7eMhiD36b",
+	"9rJ6vz6zy9foNDK1z6xPJvXQZfUbvvnM/v5slR2ylSzoKAkLgwzRCSKHAjTgAvYhC5lYrCXyBOLAClYC",
+	"N4iloTFVnG5jSMPLEY8fPyx3bph1Us5bN54nknN8d79Twsw/rcDzJwqdQLM45i+xAueQaRxhprC/frgg",
+	"P8HngDARdQIwrcc0SUCFjWN5fZc7ac0DDdjSf5TTfGIH80RH+aNEheX5vP75b2igm9J58+CaVr5jHp/y",
+	"ejJ79PNkFB+PmfqjnKhzHM6zOPrXIfZiOqCQ12jedFeHh9/FEliPr/lupOIPdYFc4HCer5DnU7XmqXKU",
+	"U3+JPORRAjfjfUEWl1h+PaTI4wEHQA9raUJbDzyCCCfZVPAYsJdxV1momPEFhwohMVAWv/tOCqNkXJFk",
+	"JmQXWhnsFtsBnAwhIV1rzJSV5kN0g2OdlhuOsTcNMTvPHs0/fAZltYHaBz7AOXY5f0gVRdhOiYjsEREM",
+	"YqbGlJeQYBwXWI4BjQ9ufIV/G63Np+xKXhaO/vKaF/b555oXJWeyXRJCcXP30F4sE4xpAc0cIWHX28kl",
+	"sZmIGnV0QNpgj87oqVODJ2cKzL06/qmJeUJvRweFuCcfr9Psy/6cPfWYaPrSd1PnzT7Nix9k4747oPh9",
+	"aOVjhrWRARcWSzMMZzBApvQqUJhzcQe2IxamipsZEMyQUcXUfmomrd2fvtjbX0NWJpJTquLWbmsDpALX",
+	"0dcsVm6mDZuClO0hx5xIUvzO0XDxqWyghS8hYKLwty9RUfxunKTFP/OSP4UvcxGq2Ji9QFu3X27/XwAA",
+	"AP//p7oJCEhGAQA=",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file
