@@ -253,3 +253,53 @@ steps:
 	assert.Equal(t, []string{"ok"}, ran, "an expired entry is a miss")
 	assert.Equal(t, workflows.StepSucceeded, s.Steps[0].State)
 }
+
+// Ray and spark steps (and a ray step on a shared RayCluster) cache like
+// container steps: a hit selects no cluster, creates no object and, for a
+// shared cluster, does not even ensure it.
+func TestStepCacheRaySpark(t *testing.T) {
+	cache := &memCache{}
+	in := kubeInput(t, `
+rayClusters:
+  - name: shared
+    image: rayproject/ray@sha256:0123
+cache: {ttl: 24h}
+steps:
+  - name: etl
+    kind: spark
+    spark: {type: Python, image: spark:3.5.0, mainApplicationFile: "local:///etl.py"}
+  - name: train
+    kind: ray
+    dependsOn: [etl]
+    ray: {entrypoint: python train.py, image: rayproject/ray:2.9.0}
+  - name: eval
+    kind: ray
+    dependsOn: [train]
+    ray: {entrypoint: python eval.py, cluster: shared}
+`)
+	run := func(id string) (workflows.RunStatus, []string) {
+		env, _, _ := newEnv(t)
+		fc := &fakeClusters{}
+		fc.register(env)
+		stepcache.New(cache, time.Now).Register(env)
+		env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: id})
+		env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+		require.True(t, env.IsWorkflowCompleted())
+		require.NoError(t, env.GetWorkflowError())
+		return status(t, env), fc.calls
+	}
+	first, calls := run("run-1")
+	assert.Len(t, calls, 8, "three selections, ensure, three steps, cleanup: %v", calls)
+	assert.Equal(t, map[string]int{"etl": 1, "train": 1, "eval": 1}, cache.steps())
+	joined := strings.Join(first.Warnings, "\n")
+	assert.Contains(t, joined, `image "spark:3.5.0" is named by a tag`)
+	assert.NotContains(t, joined, "rayproject/ray@sha256", "a digest-pinned image does not warn")
+
+	second, calls := run("run-2")
+	assert.Empty(t, calls, "nothing reached a cluster")
+	for _, st := range second.Steps {
+		assert.Equal(t, workflows.StepCached, st.State, st.Name)
+		assert.Equal(t, "run-1", st.CachedFrom.Run)
+		assert.Equal(t, map[string]any{"ok": true}, st.Outputs)
+	}
+}
