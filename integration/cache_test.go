@@ -198,6 +198,28 @@ func TestStepCacheAcrossRuns(t *testing.T) {
 	assert.Equal(t, []string{"report 0.9"}, ran())
 	assert.Equal(t, bypass.Id, step(after, "prepare").CachedFrom.Run)
 	assert.Equal(t, bypass.Id, (*step(after, "train").Items)[0].CachedFrom.Run)
+
+	// The same through the CLI: run --no-cache, cache list, cache evict.
+	config := filepath.Join(t.TempDir(), "config.yaml")
+	cli := func(args ...string) cliResult { return atelierCLI(t, config, args...) }
+	r := cli("login", s.url, "--token", s.token, "--project", s.project)
+	require.Equal(t, 0, r.code, r.stderr)
+	r = cli("run", "cached", "--no-cache", "--watch")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, []string{"prepare", "train 1 0.1", "train 2 0.1", "report 0.9"}, ran())
+	r = cli("cache", "list", "--step", "prepare")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, prepKey, "the table shows the whole key, which evict takes")
+	r = cli("cache", "evict")
+	assert.Equal(t, 1, r.code, "evicting without saying what is refused")
+	r = cli("cache", "evict", prepKey)
+	require.Equal(t, 0, r.code, r.stderr)
+	r = cli("cache", "evict", "--all")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "evicted 4 entries", "the train items of both learning rates")
+	r = cli("run", "cached", "--watch")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Len(t, ran(), 4, "after evicting everything, everything runs")
 }
 
 func ptrTo[T any](v T) *T { return &v }
