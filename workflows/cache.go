@@ -70,7 +70,7 @@ func (r *Run) stepCacheOn() bool {
 // outputs once it succeeded. A lookup or store that fails never fails the
 // step: the step runs (or keeps its result) and the run gets a warning.
 func (r *Run) runCached(ctx workflow.Context, st *StepStatus, stepName string, item *int, w stepWork, cfg stepConfig, opts []StepOption) (Outputs, error) {
-	key, warning := cacheKey(w, cfg, r.sharedRayTemplate(w))
+	key, warning := cacheKey(stepName, w, cfg, r.sharedRayTemplate(w))
 	st.CacheKey = key
 	if warning != "" {
 		r.warnOnce(warning)
@@ -110,15 +110,33 @@ func (r *Run) runCached(ctx workflow.Context, st *StepStatus, stepName string, i
 	if pipeline == "" {
 		pipeline = r.status.Workflow
 	}
-	serr := workflow.ExecuteLocalActivity(lctx, activities.CacheStoreName, activities.CacheStoreRequest{
+	req := activities.CacheStoreRequest{
 		Project: r.status.Project, Key: key, Pipeline: pipeline,
 		Source:  CacheSource{Run: r.status.RunID, Step: stepName, Item: item, Attempt: st.Attempts[len(st.Attempts)-1].Number},
 		Outputs: out, TTL: cfg.cache.TTL.D(),
-	}).Get(lctx, nil)
-	if serr != nil && ctx.Err() == nil {
-		r.warnOnce(fmt.Sprintf("storing a step's result in the cache failed (%s); later runs will run it again", stepErrMessage(serr)))
 	}
+	// Stored beside what follows, not before it: the step's successors
+	// start at once, and the run waits for its stores before it ends
+	// (finish). Disconnected: a result that succeeded stays worth
+	// storing when the run is cancelled right after.
+	sctx, _ := workflow.NewDisconnectedContext(lctx)
+	r.cacheStores++
+	workflow.Go(sctx, func(gctx workflow.Context) {
+		defer func() { r.cacheStores-- }()
+		if err := workflow.ExecuteLocalActivity(gctx, activities.CacheStoreName, req).Get(gctx, nil); err != nil {
+			r.warnOnce(fmt.Sprintf("storing a step's result in the cache failed (%s); later runs will run it again", stepErrMessage(err)))
+		}
+	})
 	return out, nil
+}
+
+// awaitCacheStores waits (bounded) for the step cache stores still in
+// flight, so that a finished run's results are in the cache. Runs
+// without caching have none and never wait.
+func (r *Run) awaitCacheStores(ctx workflow.Context) {
+	if r.cacheStores > 0 {
+		_, _ = workflow.AwaitWithTimeout(ctx, time.Minute, func() bool { return r.cacheStores == 0 })
+	}
 }
 
 // reusedMessage is the message of a CACHED step: where its outputs come
@@ -168,8 +186,13 @@ func (r *Run) sharedRayTemplate(w stepWork) *spec.RayClusterTemplate {
 // cache_internal_test.go fails when a spec field is added to the work
 // without being classified here.
 type cacheKeyDoc struct {
-	KeyVersion int           `json:"keyVersion"`
-	Kind       spec.StepKind `json:"kind"`
+	KeyVersion int `json:"keyVersion"`
+	// Step is the step's name: two steps of a pipeline never share an
+	// entry, whatever their work (one may read files the other's
+	// dependencies wrote); a step of the same name and work in another
+	// pipeline of the project does (a shared "prepare").
+	Step string        `json:"step"`
+	Kind spec.StepKind `json:"kind"`
 	// Runtime is "local" or "kubernetes": the local runtime runs the
 	// command on the worker's host and ignores the image, so the two may
 	// compute different results from the same spec.
@@ -239,12 +262,12 @@ type keyedSparkRole struct {
 	GPU       keyedGPU `json:"gpu"`
 }
 
-// cacheKey is the hex SHA-256 of the step's cacheKeyDoc, and a warning
+// cacheKey is the hex SHA-256 of step's cacheKeyDoc, and a warning
 // when the work runs on Kubernetes from an image named by a tag (a tag
 // can move to another image without the key changing). The project is
 // not hashed: entries are stored per project, so it scopes every lookup.
-func cacheKey(w stepWork, cfg stepConfig, shared *spec.RayClusterTemplate) (string, string) {
-	doc := cacheKeyDoc{KeyVersion: cacheKeyVersion, Kind: w.kind, Runtime: "kubernetes", Version: cfg.cache.Version}
+func cacheKey(step string, w stepWork, cfg stepConfig, shared *spec.RayClusterTemplate) (string, string) {
+	doc := cacheKeyDoc{KeyVersion: cacheKeyVersion, Step: step, Kind: w.kind, Runtime: "kubernetes", Version: cfg.cache.Version}
 	var images []string
 	switch w.kind {
 	case spec.KindRay:

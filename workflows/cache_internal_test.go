@@ -25,7 +25,7 @@ func keyOf(w stepWork, cfg stepConfig) string {
 	if cfg.cache == nil {
 		cfg.cache = &spec.Cache{}
 	}
-	k, _ := cacheKey(w, cfg, nil)
+	k, _ := cacheKey("train", w, cfg, nil)
 	return k
 }
 
@@ -34,7 +34,7 @@ func keyOf(w stepWork, cfg stepConfig) string {
 // something else). Change cacheKeyVersion when it must change.
 func TestCacheKeyPinned(t *testing.T) {
 	got := keyOf(containerWork(nil), stepConfig{cache: &spec.Cache{Version: "1"}})
-	const want = "084fb6a2ab4f1d43f1901b54c513fe45620a00ca1791f0922899be779630f016"
+	const want = "85cb32daee9bf0c66daa290e3a6f8629bc78986c94057568b2cec6afbcb1e741"
 	if got != want {
 		t.Fatalf("key of the fixed step = %s, want %s", got, want)
 	}
@@ -57,6 +57,9 @@ func TestCacheKeyCoversWhatDecidesTheResult(t *testing.T) {
 		if keyOf(w, stepConfig{}) == base {
 			t.Errorf("changing the %s keeps the key", what)
 		}
+	}
+	if k, _ := cacheKey("other", containerWork(nil), stepConfig{cache: &spec.Cache{}}, nil); k == base {
+		t.Error("two steps with the same work share a key")
 	}
 	if keyOf(containerWork(nil), stepConfig{cache: &spec.Cache{Version: "2"}}) == base {
 		t.Error("changing cache.version keeps the key")
@@ -91,8 +94,8 @@ func TestCacheKeySharedRayClusterByContent(t *testing.T) {
 	cfg := stepConfig{cache: &spec.Cache{}}
 	small := &spec.RayClusterTemplate{Image: "rayproject/ray@sha256:1", Workers: []spec.RayWorkerGroup{{Name: "w", Replicas: 2}}}
 	big := &spec.RayClusterTemplate{Image: "rayproject/ray@sha256:1", Workers: []spec.RayWorkerGroup{{Name: "w", Replicas: 4}}}
-	k1, warn := cacheKey(w, cfg, small)
-	k2, _ := cacheKey(w, cfg, big)
+	k1, warn := cacheKey("eval", w, cfg, small)
+	k2, _ := cacheKey("eval", w, cfg, big)
 	if k1 == k2 {
 		t.Error("a shared cluster with more workers keeps the key")
 	}
@@ -103,15 +106,15 @@ func TestCacheKeySharedRayClusterByContent(t *testing.T) {
 
 func TestCacheKeyWarnsAboutTagsOnKubernetes(t *testing.T) {
 	cfg := stepConfig{cache: &spec.Cache{}}
-	if _, w := cacheKey(containerWork(nil), cfg, nil); w != "" {
+	if _, w := cacheKey("s", containerWork(nil), cfg, nil); w != "" {
 		t.Errorf("the local runtime ignores images, yet warned: %s", w)
 	}
 	cfg.placement = &spec.Placement{Cluster: "c"}
-	if _, w := cacheKey(containerWork(nil), cfg, nil); !strings.Contains(w, `"busybox:1.36" is named by a tag`) {
+	if _, w := cacheKey("s", containerWork(nil), cfg, nil); !strings.Contains(w, `"busybox:1.36" is named by a tag`) {
 		t.Errorf("warning = %q", w)
 	}
 	spark := stepWork{kind: spec.KindSpark, spark: &spec.SparkStep{Image: "spark:3.5"}}
-	if _, w := cacheKey(spark, cfg, nil); w == "" {
+	if _, w := cacheKey("s", spark, cfg, nil); w == "" {
 		t.Error("spark image tag: no warning")
 	}
 }

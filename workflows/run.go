@@ -45,6 +45,8 @@ type Run struct {
 
 	// cacheGuard memoises stepCacheOn: 0 not asked, 1 off, 2 on.
 	cacheGuard int
+	// cacheStores counts step cache stores in flight (awaitCacheStores).
+	cacheStores int
 
 	// controlQueues: bookkeeping activities run on their workers' control
 	// queues (activities.ControlTaskQueue). False in runs started before
@@ -365,6 +367,7 @@ func (r *Run) finish(state RunState, errMsg string) {
 	// Objects go before the run is reported finished, so a terminal state
 	// means nothing of the run is left on any cluster.
 	r.cleanupKube(dctx)
+	r.awaitCacheStores(dctx)
 	now := workflow.Now(r.root)
 	r.status.State = state
 	r.status.FinishedAt = &now
