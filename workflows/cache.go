@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -142,20 +143,18 @@ func (r *Run) awaitCacheStores(ctx workflow.Context) {
 // reusedMessage is the message of a CACHED step: where its outputs come
 // from. A retry's reuse and a cache hit read alike.
 func reusedMessage(src *CacheSource) string {
-	var b strings.Builder
-	b.WriteString("reused from run " + src.Run)
+	msg := "reused from run " + src.Run
 	if src.Step == "" {
-		return b.String()
+		return msg
 	}
-	b.WriteString(" (step " + src.Step)
+	msg += " (step " + src.Step
 	if src.Item != nil {
-		fmt.Fprintf(&b, "[%d]", *src.Item)
+		msg += "[" + strconv.Itoa(*src.Item) + "]"
 	}
 	if src.Attempt > 0 {
-		fmt.Fprintf(&b, ", attempt %d", src.Attempt)
+		msg += ", attempt " + strconv.Itoa(src.Attempt)
 	}
-	b.WriteString(")")
-	return b.String()
+	return msg + ")"
 }
 
 // warnOnce adds a run warning unless the run already has it.
