@@ -38,6 +38,12 @@
 // step does not allow and a missing required comment before anything
 // reaches history; an optional timeout decides by itself.
 //
+// Steps with caching (cache.go; WithCache in Go, cache in a spec) are
+// keyed on their rendered work and looked up in the project's step cache
+// by a local activity before they run; a hit ends them CACHED with the
+// stored outputs and its source (CachedFrom, which a retry's reuse
+// fills too), a success is stored by another local activity.
+//
 // A native Go pipeline:
 //
 //	func Train(ctx workflow.Context, in TrainInput) (TrainResult, error) {
