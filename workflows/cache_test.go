@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -11,10 +12,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/atelier-ml/atelier/activities/stepcache"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 // memCache is an in-memory catalogue step cache (the Postgres one is
@@ -302,4 +305,44 @@ steps:
 		assert.Equal(t, "run-1", st.CachedFrom.Run)
 		assert.Equal(t, map[string]any{"ok": true}, st.Outputs)
 	}
+}
+
+// goCachedPipeline caches one of its two container steps; its input says
+// whether the run bypasses the cache.
+func goCachedPipeline(ctx workflow.Context, bypass bool) (string, error) {
+	run, ctx, err := workflows.Begin(ctx, workflows.RunOptions{Project: "p1", CacheBypass: bypass})
+	if err != nil {
+		return "", err
+	}
+	out, err := run.Container(ctx, "prepare", spec.Container{Command: []string{"ok rows=7"}}, workflows.WithCache(&spec.Cache{Version: "1"})).Get(ctx)
+	if err == nil {
+		_, err = run.Container(ctx, "report", spec.Container{Command: []string{fmt.Sprintf("ok rows=%v", out["rows"])}}).Get(ctx)
+	}
+	return "", run.End(nil, err)
+}
+
+// Go pipelines cache with WithCache and bypass with RunOptions.CacheBypass.
+func TestStepCacheGoPipeline(t *testing.T) {
+	cache := &memCache{}
+	run := func(id string, bypass bool) (workflows.RunStatus, []string) {
+		env, rt, _ := newEnv(t)
+		stepcache.New(cache, time.Now).Register(env)
+		env.RegisterWorkflowWithOptions(goCachedPipeline, workflow.RegisterOptions{Name: "test.GoCached"})
+		env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: id})
+		env.ExecuteWorkflow("test.GoCached", bypass)
+		require.True(t, env.IsWorkflowCompleted())
+		require.NoError(t, env.GetWorkflowError())
+		return status(t, env), rt.commands()
+	}
+	_, ran := run("go-1", false)
+	assert.Equal(t, []string{"ok rows=7", "ok rows=7"}, ran)
+	s, ran := run("go-2", false)
+	assert.Equal(t, []string{"ok rows=7"}, ran, "prepare hit; report is not cached")
+	assert.Equal(t, workflows.StepCached, s.Steps[0].State)
+	assert.Equal(t, "go-1", s.Steps[0].CachedFrom.Run)
+	for _, e := range cache.entries {
+		assert.Equal(t, "test.GoCached", e.Pipeline, "a Go pipeline's entries carry its workflow type")
+	}
+	_, ran = run("go-3", true)
+	assert.Len(t, ran, 2, "bypass runs prepare")
 }
