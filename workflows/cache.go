@@ -67,7 +67,7 @@ func (r *Run) stepCacheOn() bool {
 }
 
 // runCached runs work whose step has caching on: a hit ends the step
-// CACHED with the stored outputs; a miss runs it (runWork) and stores the
+// CACHED with the stored outputs; a miss runs it (runUncached) and stores the
 // outputs once it succeeded. A lookup or store that fails never fails the
 // step: the step runs (or keeps its result) and the run gets a warning.
 func (r *Run) runCached(ctx workflow.Context, st *StepStatus, stepName string, item *int, w stepWork, cfg stepConfig, opts []StepOption) (Outputs, error) {
