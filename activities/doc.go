@@ -7,7 +7,8 @@
 // inference endpoints' Deployments, Services and HTTPRoutes), enginemetrics
 // (serving engines' Prometheus metrics, read by both runtimes), placement
 // (cluster selection and capacity), mirror (the Postgres mirror of a run's
-// status), admission (GPU admission: submitting a step's GPU gang to its
+// status), stepcache (the step cache's lookup and store, run as local
+// activities), admission (GPU admission: submitting a step's GPU gang to its
 // cluster's admission workflow, loading its snapshot), deploy (inference
 // pipeline steps: creating or updating an endpoint through its workflow
 // and waiting for the revision's rollout).

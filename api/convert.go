@@ -178,6 +178,7 @@ func runStatusView(st workflows.RunStatus) gen.RunStatus {
 		StartedAt: st.StartedAt, FinishedAt: st.FinishedAt, Error: opt(st.Error),
 		Cancel: cancelView(st.Cancel), Params: optMap(st.Params),
 		Result: st.Result, Warnings: optSlice(st.Warnings), ScheduleId: opt(st.ScheduleID), RetryOf: opt(st.RetryOf),
+		CacheBypass: opt(st.CacheBypass),
 	}
 	if st.Steps != nil { // nil stays null, as before
 		out.Steps = stepViews(st.Steps)
@@ -196,6 +197,8 @@ func stepView(st workflows.StepStatus) gen.StepStatus {
 	out.Attempts = optSlice(views(st.Attempts, attemptView))
 	out.Approval = approvalView(st.Approval)
 	out.OnExit = opt(st.OnExit)
+	out.CacheKey = opt(st.CacheKey)
+	out.CachedFrom = cacheSourceView(st.CachedFrom)
 	if len(st.Items) > 0 {
 		items := stepViews(st.Items)
 		out.Items = &items
@@ -221,6 +224,24 @@ func approvalView(a *workflows.ApprovalStatus) *gen.ApprovalStatus {
 		OnTimeout: opt(gen.ApprovalStatusOnTimeout(a.OnTimeout)), Decision: opt(gen.ApprovalStatusDecision(a.Decision)),
 		Approver: opt(a.Approver), ApproverId: opt(a.ApproverID), ApproverRole: opt(a.ApproverRole),
 		Comment: opt(a.Comment), DecidedAt: a.DecidedAt, TimedOut: opt(a.TimedOut),
+	}
+}
+
+func cacheSourceView(c *workflows.CacheSource) *gen.CacheSource {
+	if c == nil {
+		return nil
+	}
+	return &gen.CacheSource{Run: c.Run, Step: c.Step, Item: c.Item, Attempt: opt(c.Attempt), At: c.At}
+}
+
+func cacheEntryView(e catalog.CacheEntry) gen.CacheEntry {
+	outputs := e.Outputs
+	if outputs == nil {
+		outputs = map[string]any{}
+	}
+	return gen.CacheEntry{
+		Key: e.Key, Pipeline: e.Pipeline, Step: e.Step, Item: e.Item, RunId: e.RunID, Attempt: e.Attempt,
+		Outputs: outputs, CreatedAt: e.CreatedAt, ExpiresAt: e.ExpiresAt,
 	}
 }
 

@@ -46,6 +46,8 @@ func TestConversionsKeepTheWireJSON(t *testing.T) {
 		"goworkflow-minimal":      goWorkflowViews([]catalog.GoWorkflow{{Name: "etl", TaskQueue: "q", UpdatedAt: fxStart}})[0],
 		"capacity-full":           capacityView(ptr(fullClusterCapacity())),
 		"capacity-nilgpus":        capacityView(&catalog.ClusterCapacity{}),
+		"cacheentry-full":         cacheEntryView(fullCacheEntry()),
+		"cacheentry-minimal":      cacheEntryView(catalog.CacheEntry{Project: "alpha", Key: "k", Pipeline: "p", Step: "s", RunID: "r", Attempt: 1, CreatedAt: fxStart}),
 	}
 	files, err := filepath.Glob("testdata/*.json")
 	if err != nil {
@@ -80,7 +82,7 @@ func TestConversionsKeepTheWireJSON(t *testing.T) {
 func TestFixturesSetEveryInternalField(t *testing.T) {
 	seen := map[reflect.Type]map[string]bool{}
 	for _, v := range []any{fullRunStatus(), fullRunRow(), fullProject(), fullToken(), fullPipelineVersion(),
-		fullPipeline(), fullGoWorkflow(), fullCluster()} {
+		fullPipeline(), fullGoWorkflow(), fullCluster(), fullCacheEntry()} {
 		markSet(reflect.ValueOf(v), seen)
 	}
 	for typ, set := range seen {

@@ -112,13 +112,24 @@ func TestRunEvents(t *testing.T) {
 		t.Fatalf("change event %+v", ev)
 	}
 
+	// A step cache hit reaches SSE with its source.
+	st.Seq = 5
+	st.Steps = append(st.Steps, workflows.StepStatus{Name: "fit", Kind: "container", State: workflows.StepCached,
+		CacheKey: "k1", CachedFrom: &workflows.CacheSource{Run: "r0", Step: "fit", Attempt: 2}, Message: "reused from run r0 (step fit, attempt 2)"})
+	h.eng.setStatus(st)
+	ev = next(t, ch)
+	if ev.name != "step" || ev.id != "5" || !strings.Contains(ev.data, `"state":"CACHED"`) ||
+		!strings.Contains(ev.data, `"cacheKey":"k1","cachedFrom":{"run":"r0","step":"fit","attempt":2}`) {
+		t.Fatalf("cache hit event %+v", ev)
+	}
+
 	// The run finishes (seen via the mirror): final run event, then EOF.
-	st.Seq, st.State = 5, workflows.RunSucceeded
+	st.Seq, st.State = 6, workflows.RunSucceeded
 	h.eng.setStatus(st)
 	run.State, run.Status = workflows.RunSucceeded, &st
 	h.cat.setRun(run)
 	ev = next(t, ch)
-	if ev.name != "run" || ev.id != "5" || !strings.Contains(ev.data, `"state":"SUCCEEDED"`) {
+	if ev.name != "run" || ev.id != "6" || !strings.Contains(ev.data, `"state":"SUCCEEDED"`) {
 		t.Fatalf("final event %+v", ev)
 	}
 	select {
@@ -131,11 +142,11 @@ func TestRunEvents(t *testing.T) {
 	}
 
 	// Reconnecting after the end: 204, so EventSource stops.
-	r := h.do("GET", runsPath+"/"+runID1+"/events", h.viewer, nil, "Last-Event-ID", "5")
+	r := h.do("GET", runsPath+"/"+runID1+"/events", h.viewer, nil, "Last-Event-ID", "6")
 	wantStatus(t, r, http.StatusNoContent)
 	// Without Last-Event-ID a finished run still yields its final state.
 	res, ch = readEvents(t, h, "")
-	if next(t, ch).name != "step" || next(t, ch).name != "run" {
+	if next(t, ch).name != "step" || next(t, ch).name != "step" || next(t, ch).name != "run" {
 		t.Fatal("no snapshot of a finished run")
 	}
 }

@@ -33,7 +33,8 @@ type fakeCatalog struct {
 	logs                        map[activities.LogKey][]byte
 	clusters                    map[string]catalog.Cluster
 	policies                    map[string]catalog.GPUPolicy
-	chunkSize                   int // ReadLog cuts logs at multiples of this
+	cache                       []catalog.CacheEntry // step cache, newest first
+	chunkSize                   int                  // ReadLog cuts logs at multiples of this
 
 	pingErr         error
 	panicOnList     bool // ListPipelines panics, to test recovery
@@ -458,6 +459,51 @@ func (f *fakeCatalog) DeleteGPUPolicy(_ context.Context, project string) error {
 	}
 	delete(f.policies, project)
 	return nil
+}
+
+func (f *fakeCatalog) ListStepCache(_ context.Context, fl catalog.CacheFilter) (catalog.CachePage, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if fl.PageToken != "" {
+		return catalog.CachePage{}, catalog.ErrInvalidArgument // the fake hands out single pages
+	}
+	var page catalog.CachePage
+	for _, e := range f.cache {
+		if f.cacheMatch(e, fl.Project, fl.Pipeline, fl.Step) && (e.ExpiresAt == nil || e.ExpiresAt.After(fl.Now)) {
+			page.Entries = append(page.Entries, e)
+		}
+	}
+	return page, nil
+}
+
+func (f *fakeCatalog) cacheMatch(e catalog.CacheEntry, project, pipeline, step string) bool {
+	return e.Project == project && (pipeline == "" || e.Pipeline == pipeline) && (step == "" || e.Step == step)
+}
+
+func (f *fakeCatalog) EvictStepCache(_ context.Context, project, pipeline, step string) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var kept []catalog.CacheEntry
+	for _, e := range f.cache {
+		if !f.cacheMatch(e, project, pipeline, step) {
+			kept = append(kept, e)
+		}
+	}
+	n := int64(len(f.cache) - len(kept))
+	f.cache = kept
+	return n, nil
+}
+
+func (f *fakeCatalog) EvictStepCacheKey(_ context.Context, project, key string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, e := range f.cache {
+		if e.Project == project && e.Key == key {
+			f.cache = append(f.cache[:i], f.cache[i+1:]...)
+			return nil
+		}
+	}
+	return catalog.ErrNotFound
 }
 
 type fakeEngine struct {

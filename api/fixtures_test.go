@@ -42,11 +42,13 @@ func fullStepStatus() workflows.StepStatus {
 		Error:    "1 of 2 items failed",
 		Message:  "skipped dependents: <none>",
 		Item:     map[string]any{"region": "eu"},
+		CacheKey: "084fb6a2ab4f1d43f1901b54c513fe45620a00ca1791f0922899be779630f016",
 		Items: []workflows.StepStatus{{
 			Name: "shard[0]", Kind: "container", State: workflows.StepSucceeded, StartedAt: &fxStart, FinishedAt: &fxFinish,
 			Attempts: []workflows.Attempt{fullAttempt(1, workflows.StepSucceeded)},
 			Outputs:  map[string]any{"rows": 5}, Error: "none", Message: "cached", Item: "eu-1",
-			Items: []workflows.StepStatus{{Name: "deep", Kind: "container", State: workflows.StepCached}},
+			Items: []workflows.StepStatus{{Name: "deep", Kind: "container", State: workflows.StepCached,
+				CachedFrom: &workflows.CacheSource{Run: "run-0", Step: "shard", Item: ptr(1), Attempt: 2, At: &fxStart}}},
 		}, {
 			Name: "shard[1]", Kind: "container", State: workflows.StepFailed,
 			Attempts: []workflows.Attempt{{Number: 1, State: workflows.StepRetrying}}, Item: 2.5,
@@ -71,10 +73,20 @@ func fullRunStatus() workflows.RunStatus {
 				DecidedAt: &fxFinish, TimedOut: true,
 			}},
 		},
-		Result:     map[string]any{"model": "s3://bucket/model", "score": 0.93},
-		Warnings:   []string{"cleanup of RayJob r1 failed: <timeout>", "second"},
-		ScheduleID: "nightly",
-		RetryOf:    "run-0",
+		Result:      map[string]any{"model": "s3://bucket/model", "score": 0.93},
+		Warnings:    []string{"cleanup of RayJob r1 failed: <timeout>", "second"},
+		ScheduleID:  "nightly",
+		RetryOf:     "run-0",
+		CacheBypass: true,
+	}
+}
+
+func fullCacheEntry() catalog.CacheEntry {
+	item := 3
+	return catalog.CacheEntry{
+		Project: "alpha", Key: "084fb6a2ab4f1d43f1901b54c513fe45620a00ca1791f0922899be779630f016", Pipeline: "train",
+		Step: "shard", Item: &item, RunID: "run-0", Attempt: 2, Outputs: map[string]any{"rows": json.Number("12"), "uri": "s3://b/<x>"},
+		CreatedAt: fxStart, ExpiresAt: &fxFinish,
 	}
 }
 

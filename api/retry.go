@@ -115,12 +115,12 @@ func planReuse(origID string, p *spec.Pipeline, st workflows.RunStatus, resumeFr
 		}
 		switch {
 		case ss.State == workflows.StepSucceeded || ss.State == workflows.StepCached:
-			reuse.Steps = append(reuse.Steps, workflows.ReusedStep{Name: ss.Name, Done: true, Outputs: ss.Outputs})
+			reuse.Steps = append(reuse.Steps, workflows.ReusedStep{Name: ss.Name, Done: true, Outputs: ss.Outputs, Source: reuseSource(origID, ss, nil)})
 		case len(ss.Items) > 0:
 			r := workflows.ReusedStep{Name: ss.Name}
 			for k, it := range ss.Items {
 				if it.State == workflows.StepSucceeded || it.State == workflows.StepCached {
-					r.Items = append(r.Items, workflows.ReusedItem{Index: k, Item: it.Item, Outputs: it.Outputs})
+					r.Items = append(r.Items, workflows.ReusedItem{Index: k, Item: it.Item, Outputs: it.Outputs, Source: reuseSource(origID, it, &k)})
 				}
 			}
 			if len(r.Items) > 0 {
@@ -129,4 +129,19 @@ func planReuse(origID string, p *spec.Pipeline, st workflows.RunStatus, resumeFr
 		}
 	}
 	return reuse, fields
+}
+
+// reuseSource is the execution that produced a reused step's (or item's)
+// outputs: its own source when it was itself reused, else its last attempt
+// in the retried run (none for a forEach step as a whole).
+func reuseSource(origID string, ss workflows.StepStatus, item *int) *workflows.CacheSource {
+	if ss.CachedFrom != nil {
+		return ss.CachedFrom
+	}
+	step, _, _ := strings.Cut(ss.Name, "[") // an item is named "<step>[<i>]"
+	src := &workflows.CacheSource{Run: origID, Step: step, Item: item}
+	if n := len(ss.Attempts); n > 0 {
+		src.Attempt = ss.Attempts[n-1].Number
+	}
+	return src
 }

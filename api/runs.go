@@ -211,6 +211,8 @@ func checkRunRequest(req gen.CreateRunRequest) error {
 		fe = append(fe, gen.FieldError{Path: "params", Message: "params are for pipelines; workflows take input"})
 	case hasW && req.Version != nil:
 		fe = append(fe, gen.FieldError{Path: "version", Message: "version is for pipelines"})
+	case hasW && req.Cache != nil:
+		fe = append(fe, gen.FieldError{Path: "cache", Message: "applies to declarative pipelines; a Go pipeline sets workflows.RunOptions.CacheBypass in its code"})
 	}
 	if fe != nil {
 		return newProblem(ptInvalid, "%s", summarize(fe)).withErrors(fe)
@@ -311,10 +313,14 @@ func (s *server) planPipelineRunFrom(ctx context.Context, project, id, name stri
 	if err := s.checkGPUPriority(ctx, project, req.GpuPriority); err != nil {
 		return catalog.Run{}, runclient.StartRequest{}, err
 	}
-	input, err := json.Marshal(workflows.PipelineInput{
+	in := workflows.PipelineInput{
 		RunID: id, Project: project, Pipeline: name, Version: v.Version, Spec: p, Params: params,
 		GPUPriority: req.GpuPriority,
-	})
+	}
+	if c := req.Cache; c != nil && deref(c.Bypass) {
+		in.Cache = &workflows.RunCache{Bypass: true}
+	}
+	input, err := json.Marshal(in)
 	if err != nil {
 		return catalog.Run{}, runclient.StartRequest{}, internalError(err)
 	}
@@ -399,7 +405,13 @@ func requestHash(req gen.CreateRunRequest) (string, error) {
 		Params   map[string]any `json:"params,omitempty"`
 		Workflow string         `json:"workflow,omitempty"`
 		Input    any            `json:"input,omitempty"`
+		// Absent unless set, so keys of requests from before it keep
+		// their hash.
+		CacheBypass bool `json:"cacheBypass,omitempty"`
 	}{Pipeline: deref(req.Pipeline), Version: deref(req.Version), Workflow: deref(req.Workflow)}
+	if req.Cache != nil {
+		canon.CacheBypass = deref(req.Cache.Bypass)
+	}
 	if req.Params != nil {
 		canon.Params = *req.Params
 	}

@@ -29,6 +29,7 @@ type Catalog interface {
 	LogStore
 	ClusterStore
 	GPUPolicyStore
+	StepCacheStore
 	Pinger
 }
 

@@ -288,3 +288,56 @@ steps:
 		recordHistory(t, s, name, id)
 	}
 }
+
+// TestRecordCacheHistories records runs through the step cache: a first
+// run (lookups miss, results stored), an identical run (every cached step
+// and item a hit), a run whose changed param makes some items miss, a run
+// that bypasses the cache, and a cached step that fails (never stored).
+func TestRecordCacheHistories(t *testing.T) {
+	if os.Getenv("ATELIER_RECORD_HISTORIES") == "" {
+		t.Skip("set ATELIER_RECORD_HISTORIES=1 to re-record workflows/testdata histories")
+	}
+	s := newStack(t)
+	s.createPipeline("cached", `
+params:
+  - {name: lr, type: number, default: 0.1}
+cache: {ttl: 1h}
+steps:
+  - name: prepare
+    cache: {version: "1"}
+    container: {command: [sh, -c, 'printf "{\"rows\": 150}" > "$ATELIER_OUTPUTS"']}
+  - name: train
+    forEach: {items: [1, 2]}
+    container:
+      command: [sh, -c, 'printf "{\"acc\": 0.9}" > "$ATELIER_OUTPUTS"']
+      env: {ITEM: "{{ item }}", LR: "{{ params.lr }}", ROWS: "{{ steps.prepare.outputs.rows }}"}
+  - name: report
+    cache: {enabled: false}
+    container: {command: [sh, -c, 'echo "$ACC"'], env: {ACC: "{{ steps.train.outputs[0].acc }}"}}
+`)
+	s.createPipeline("cached-fail", `
+steps:
+  - name: broken
+    cache: {}
+    retries: {limit: 1, backoff: 1s}
+    container: {command: [sh, -c, "exit 3"]}
+`)
+	// Sequential: each run's hits depend on what the one before stored.
+	run := func(body map[string]any) string {
+		id := s.startRun(body)
+		require.NotEqual(t, workflows.RunRunning, s.waitTerminal(id, 60*time.Second).State)
+		return id
+	}
+	ids := map[string]string{}
+	ids["v5-cache-miss"] = run(map[string]any{"pipeline": "cached"})
+	ids["v5-cache-hit"] = run(map[string]any{"pipeline": "cached"})
+	ids["v5-cache-partial"] = run(map[string]any{"pipeline": "cached", "params": map[string]any{"lr": 0.2}})
+	ids["v5-cache-bypass"] = run(map[string]any{"pipeline": "cached", "cache": map[string]any{"bypass": true}})
+	ids["v5-cache-failed"] = run(map[string]any{"pipeline": "cached-fail"})
+	for name, id := range ids {
+		r := s.waitTerminal(id, 60*time.Second)
+		t.Logf("%s: %s", name, r.State)
+		time.Sleep(500 * time.Millisecond) // the final mirror's completion
+		recordHistory(t, s, name, id)
+	}
+}

@@ -59,7 +59,8 @@ func TestRetryFromFailureOnRealStack(t *testing.T) {
 	for _, name := range []string{"s1", "s2"} {
 		st := stepByName(r, name)
 		assert.Equal(t, workflows.StepCached, st.State, name)
-		assert.Equal(t, "reused from run "+first, st.Message)
+		assert.Equal(t, "reused from run "+first+" (step "+name+", attempt 1)", st.Message)
+		assert.Equal(t, &workflows.CacheSource{Run: first, Step: name, Attempt: 1}, st.CachedFrom)
 		assert.Empty(t, st.Attempts, "a reused step has no attempt")
 	}
 
@@ -70,6 +71,8 @@ func TestRetryFromFailureOnRealStack(t *testing.T) {
 	require.Equal(t, workflows.RunSucceeded, r.State)
 	assert.Equal(t, []string{"s4", "s5"}, ran())
 	assert.Equal(t, workflows.StepCached, stepByName(r, "s3").State)
+	// Reused twice, s1 still names the run that ran it.
+	assert.Equal(t, &workflows.CacheSource{Run: first, Step: "s1", Attempt: 1}, stepByName(r, "s1").CachedFrom)
 
 	require.Equal(t, 400, s.do("POST", s.path("/runs/%s/retry", first), map[string]any{"resumeFrom": []string{"nope"}}, &running))
 
@@ -94,6 +97,8 @@ steps:
 	each := stepByName(r, "each")
 	require.Len(t, each.Items, 4)
 	assert.Equal(t, workflows.StepCached, each.Items[0].State)
+	one := 1
+	assert.Equal(t, &workflows.CacheSource{Run: fan, Step: "each", Item: &one, Attempt: 1}, each.Items[1].CachedFrom)
 	assert.Equal(t, workflows.StepSucceeded, each.Items[3].State)
 
 	// A run still in flight cannot be retried.

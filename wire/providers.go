@@ -20,6 +20,7 @@ import (
 	"github.com/atelier-ml/atelier/activities/kube/serving"
 	"github.com/atelier-ml/atelier/activities/local"
 	"github.com/atelier-ml/atelier/activities/placement"
+	"github.com/atelier-ml/atelier/activities/stepcache"
 	"github.com/atelier-ml/atelier/api"
 	"github.com/atelier-ml/atelier/examples/gopipeline"
 	"github.com/atelier-ml/atelier/inference/proxy"
@@ -67,12 +68,13 @@ func provideReconciler(s *store.Store, e *runclient.Client, cfg config.Config, l
 
 // provideSweepers is the gateway's background upkeep: the reconciler, the
 // retention sweep (which does nothing unless --retention is set) and the
-// webhook dispatcher.
+// webhook dispatcher and the sweep of expired step cache entries.
 func provideSweepers(rec *reconcile.Reconciler, s *store.Store, cfg config.Config, l *zap.Logger) app.Sweepers {
 	return app.Sweepers{rec, retention.New(s, time.Now, l.Named("retention"), retention.Options{MaxAge: cfg.Retention}),
 		webhooks.New(s, time.Now, l.Named("webhooks"), webhooks.Options{
 			AllowPrivate: cfg.WebhookAllowPrivate, Backoff: cfg.WebhookBackoff, MaxAttempts: cfg.WebhookMaxAttempts,
-		})}
+		}),
+		retention.NewCacheSweeper(s, time.Now, l.Named("stepcache"), 0)}
 }
 
 // provideRunner builds the local runtime. It also makes the worker process
@@ -157,6 +159,12 @@ func provideSelector(s *store.Store, l *zap.Logger) *placement.Selector {
 // worker; the admission workflows they start run on its task queue.
 func provideAdmission(s *store.Store, c client.Client, cfg config.Config) *admission.Activities {
 	return admission.New(s, c, cfg.TaskQueue, admission.WithMinRuntime(cfg.GPUMinRuntime))
+}
+
+// provideStepCache builds the step cache activities of the local worker,
+// over the catalogue.
+func provideStepCache(s *store.Store) *stepcache.Activities {
+	return stepcache.New(s, time.Now)
 }
 
 // provideDeploy builds the inference step activity of the local worker:

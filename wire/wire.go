@@ -32,7 +32,7 @@ func InitGateway(ctx context.Context, cfg config.Config) (*app.Gateway, func(), 
 
 // InitWorker builds the worker process (local runtime).
 func InitWorker(ctx context.Context, cfg config.Config) (*app.Worker, func(), error) {
-	wire.Build(common, provideRunner, provideLocalServing, mirror.New, provideSelector, provideAdmission, provideDeploy, provideGoPipelines, app.NewWorker,
+	wire.Build(common, provideRunner, provideLocalServing, mirror.New, provideSelector, provideAdmission, provideDeploy, provideStepCache, provideGoPipelines, app.NewWorker,
 		wire.Bind(new(local.LogSink), new(*store.Store)),
 		wire.Bind(new(mirror.RunMirror), new(*store.Store)),
 		wire.Bind(new(app.GoWorkflowPublisher), new(*store.Store)),

@@ -86,8 +86,9 @@ func InitWorker(ctx context.Context, cfg config.Config) (*app.Worker, func(), er
 	selector := provideSelector(store, logger)
 	activities := provideAdmission(store, client, cfg)
 	deployActivities := provideDeploy(client, store, cfg)
+	stepcacheActivities := provideStepCache(store)
 	v := provideGoPipelines(cfg)
-	worker := app.NewWorker(client, cfg, runner, serving, mirrorMirror, selector, activities, deployActivities, store, v, logger)
+	worker := app.NewWorker(client, cfg, runner, serving, mirrorMirror, selector, activities, deployActivities, stepcacheActivities, store, v, logger)
 	return worker, func() {
 		cleanup3()
 		cleanup2()

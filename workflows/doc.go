@@ -43,6 +43,12 @@
 // their own timeout; the run's state stays the steps' outcome. A step
 // failure and an approval request are mirrored to Postgres when they
 // happen, for webhooks (internal/webhooks).
+
+// Steps with caching (cache.go; WithCache in Go, cache in a spec) are
+// keyed on their rendered work and looked up in the project's step cache
+// by a local activity before they run; a hit ends them CACHED with the
+// stored outputs and its source (CachedFrom, which a retry's reuse
+// fills too), a success is stored by another local activity.
 //
 // A native Go pipeline:
 //

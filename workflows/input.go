@@ -32,6 +32,15 @@ type PipelineInput struct {
 	// Reuse, set on a retry, holds the outputs of the steps (and forEach
 	// items) of an earlier run that are not run again.
 	Reuse *Reuse `json:"reuse,omitempty"`
+	// Cache holds the run's step cache options (nil: the defaults).
+	Cache *RunCache `json:"cache,omitempty"`
+}
+
+// RunCache are a run's step cache options.
+type RunCache struct {
+	// Bypass runs every cached step instead of looking it up; successful
+	// results still replace the entries, so later runs reuse them.
+	Bypass bool `json:"bypass,omitempty"`
 }
 
 // Reuse is what a retry takes from the run it retries.
@@ -49,14 +58,27 @@ type ReusedStep struct {
 	Done    bool         `json:"done,omitempty"`
 	Outputs any          `json:"outputs,omitempty"`
 	Items   []ReusedItem `json:"items,omitempty"`
+	// Source is the execution that produced Outputs (nil in retries
+	// started before sources were recorded: the retried run).
+	Source *CacheSource `json:"source,omitempty"`
 }
 
 // ReusedItem is a forEach item that succeeded, with the item value it ran
 // for: reused only when the retry evaluates the same value at that index.
 type ReusedItem struct {
-	Index   int `json:"index"`
-	Item    any `json:"item"`
-	Outputs any `json:"outputs,omitempty"`
+	Index   int          `json:"index"`
+	Item    any          `json:"item"`
+	Outputs any          `json:"outputs,omitempty"`
+	Source  *CacheSource `json:"source,omitempty"`
+}
+
+// reuseSource is where reused outputs come from: src, or the retried run
+// when src is unknown.
+func (r *Reuse) reuseSource(src *CacheSource, step string, item *int) *CacheSource {
+	if src != nil {
+		return src
+	}
+	return &CacheSource{Run: r.RetryOf, Step: step, Item: item}
 }
 
 // step finds a reused step by name (nil when it runs again).

@@ -87,8 +87,18 @@ type stepWork struct {
 // runWork runs a rendered step where it belongs: container steps without a
 // placement on the local runtime, inference steps through their endpoint's
 // workflow, everything else on a Kubernetes cluster.
+// Work whose step caches (WithCache) is looked up in the step cache first
+// (runCached).
 func (r *Run) runWork(ctx workflow.Context, st *StepStatus, stepName string, item *int, w stepWork, opts ...StepOption) (Outputs, error) {
 	cfg := newStepConfig(opts)
+	if cfg.cache != nil && cacheable(w.kind) && r.stepCacheOn() {
+		return r.runCached(ctx, st, stepName, item, w, cfg, opts)
+	}
+	return r.runUncached(ctx, st, stepName, item, w, cfg, opts)
+}
+
+// runUncached runs work where it belongs (see runWork).
+func (r *Run) runUncached(ctx workflow.Context, st *StepStatus, stepName string, item *int, w stepWork, cfg stepConfig, opts []StepOption) (Outputs, error) {
 	if w.kind == spec.KindInference {
 		return r.runInference(ctx, st, stepName, item, *w.inference, cfg)
 	}

@@ -26,6 +26,9 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 	if in.Reuse != nil {
 		opts.RetryOf = in.Reuse.RetryOf
 	}
+	if in.Cache != nil {
+		opts.CacheBypass = in.Cache.Bypass
+	}
 	r, sctx, err := Begin(ctx, opts)
 	if err != nil {
 		return err
@@ -201,8 +204,9 @@ func (d *dag) start(i int, deps []int) {
 	if re := d.in.Reuse.step(s.Name); re != nil && re.Done {
 		// A retry: the step succeeded in the retried run; nothing runs.
 		st.Outputs = re.Outputs
+		st.CachedFrom = d.in.Reuse.reuseSource(re.Source, s.Name, nil)
 		d.outputs[i] = re.Outputs
-		d.finishStep(i, StepCached, "", "reused from run "+d.in.Reuse.RetryOf)
+		d.finishStep(i, StepCached, "", reusedMessage(st.CachedFrom))
 		return
 	}
 	opts := stepOptions(s, d.p)
@@ -312,7 +316,8 @@ func (d *dag) runForEach(ctx workflow.Context, i int, env spec.Env, opts []StepO
 			// A retry: this item succeeded in the retried run.
 			outs[k] = re.Outputs
 			st.Items[k].Outputs = re.Outputs
-			d.r.endStep(&st.Items[k], StepCached, "", "reused from run "+d.in.Reuse.RetryOf)
+			st.Items[k].CachedFrom = d.in.Reuse.reuseSource(re.Source, s.Name, &k)
+			d.r.endStep(&st.Items[k], StepCached, "", reusedMessage(st.Items[k].CachedFrom))
 			continue
 		}
 		k := k
@@ -358,11 +363,26 @@ func (d *dag) runForEach(ctx workflow.Context, i int, env spec.Env, opts []StepO
 	case notRun > 0:
 		markStepUnfinished(st, StepSkipped, "not started: "+d.failure)
 		d.finishStep(i, StepCancelled, "", never("stopped: "+d.failure))
+	case allCached(st.Items):
+		// Nothing ran: the step reads as its items do.
+		d.outputs[i] = outs
+		st.Outputs = outs
+		d.finishStep(i, StepCached, "", "every item reused (see each item)")
 	default:
 		d.outputs[i] = outs
 		st.Outputs = outs
 		d.finishStep(i, StepSucceeded, "", "")
 	}
+}
+
+// allCached reports whether every item (at least one) was CACHED.
+func allCached(items []StepStatus) bool {
+	for k := range items {
+		if items[k].State != StepCached {
+			return false
+		}
+	}
+	return len(items) > 0
 }
 
 func (d *dag) record(i int, out Outputs, err error) {
@@ -461,6 +481,9 @@ func stepOptions(s *spec.Step, p *spec.Pipeline) []StepOption {
 	}
 	if s.Retries != nil {
 		opts = append(opts, WithRetries(*s.Retries))
+	}
+	if c := s.EffectiveCache(p); c != nil {
+		opts = append(opts, WithCache(c))
 	}
 	return opts
 }

@@ -45,6 +45,10 @@ type Run struct {
 
 	// Exit handlers and notifications (onexit.go).
 	exit exitState
+	// cacheGuard memoises stepCacheOn: 0 not asked, 1 off, 2 on.
+	cacheGuard int
+	// cacheStores counts step cache stores in flight (awaitCacheStores).
+	cacheStores int
 
 	// controlQueues: bookkeeping activities run on their workers' control
 	// queues (activities.ControlTaskQueue). False in runs started before
@@ -80,6 +84,9 @@ type RunOptions struct {
 	// ExitTimeout bounds the exit handlers registered with OnExit, as a
 	// whole (0: spec.DefaultOnExitTimeout).
 	ExitTimeout time.Duration
+	// CacheBypass runs every cached step instead of looking it up; its
+	// successful results still replace the cache's entries.
+	CacheBypass bool
 }
 
 // versionControlQueues guards moving bookkeeping activities to control
@@ -122,8 +129,9 @@ func Begin(ctx workflow.Context, opts RunOptions) (*Run, workflow.Context, error
 		Params:    opts.Params,
 		// Read from the attribute Temporal sets on a scheduled start: it
 		// changes the status only, never a command.
-		ScheduleID: scheduleOf(ctx, project),
-		RetryOf:    opts.RetryOf,
+		ScheduleID:  scheduleOf(ctx, project),
+		RetryOf:     opts.RetryOf,
+		CacheBypass: opts.CacheBypass,
 	}
 	r.stepCtx, r.cancelStep = workflow.WithCancel(ctx)
 	r.controlQueues = workflow.GetVersion(ctx, versionControlQueues, workflow.DefaultVersion, 1) >= 1
@@ -385,6 +393,7 @@ func (r *Run) finish(state RunState, errMsg string) {
 	// Objects go before the run is reported finished, so a terminal state
 	// means nothing of the run is left on any cluster.
 	r.cleanupKube(dctx)
+	r.awaitCacheStores(dctx)
 	now := workflow.Now(r.root)
 	r.status.State = state
 	r.status.FinishedAt = &now

@@ -26,7 +26,8 @@ func (s RunState) Terminal() bool {
 // StepState is the lifecycle state of one step (or one forEach item).
 type StepState string
 
-// Step states. CACHED is reserved for step caching and not produced yet.
+// Step states. CACHED is a step whose outputs were reused from an earlier
+// run (a step cache hit or a retry's reuse; StepStatus.CachedFrom says which).
 const (
 	StepPending            StepState = "PENDING"
 	StepRunning            StepState = "RUNNING"
@@ -77,6 +78,9 @@ type RunStatus struct {
 	ScheduleID string `json:"scheduleId,omitempty"`
 	// RetryOf is the run this one retries (POST …/runs/{id}/retry).
 	RetryOf string `json:"retryOf,omitempty"`
+	// CacheBypass: the run was started to run its cached steps rather
+	// than reuse their entries (which their results then replace).
+	CacheBypass bool `json:"cacheBypass,omitempty"`
 }
 
 // StepStatus is one step. A forEach step carries one entry per item in Items
@@ -98,6 +102,11 @@ type StepStatus struct {
 	// OnExit marks an exit handler: a step that runs once the others have
 	// ended, whatever the outcome (spec.Pipeline.OnExit, Run.OnExit).
 	OnExit bool `json:"onExit,omitempty"`
+	// CacheKey is the step cache key of a step (or item) with caching on.
+	CacheKey string `json:"cacheKey,omitempty"`
+	// CachedFrom names the run, step (item) and attempt whose outputs a
+	// CACHED step reuses: a step cache hit or a retry's reuse.
+	CachedFrom *CacheSource `json:"cachedFrom,omitempty"`
 }
 
 // ApprovalStatus is what an approval step asks and what was decided.

@@ -23,6 +23,8 @@ type stepConfig struct {
 	retries   spec.Retries
 	timeout   time.Duration
 	placement *spec.Placement
+	// cache is the step's caching (WithCache); nil when off.
+	cache *spec.Cache
 	// firstAttempt numbers the first attempt of runAttempts (0 means 1);
 	// preempted counts attempts lost to GPU preemption before it, which do
 	// not count against retries.

@@ -181,6 +181,55 @@ type Attempt struct {
 	Message *string `json:"message,omitempty"`
 }
 
+// CacheEntry The outputs of one successful step (or item) execution, under the key of its rendered work.
+type CacheEntry struct {
+	Key string `json:"key"`
+
+	// Pipeline The pipeline (or Go workflow) whose run stored it.
+	Pipeline string `json:"pipeline"`
+	Step     string `json:"step"`
+
+	// Item The forEach item index.
+	Item      *int                   `json:"item,omitempty"`
+	RunId     string                 `json:"runId"`
+	Attempt   int                    `json:"attempt"`
+	Outputs   map[string]interface{} `json:"outputs"`
+	CreatedAt time.Time              `json:"createdAt"`
+
+	// ExpiresAt Absent when the step had no ttl.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+}
+
+// CacheEntryList defines model for CacheEntryList.
+type CacheEntryList struct {
+	Entries []CacheEntry `json:"entries"`
+
+	// NextPageToken Absent on the last page.
+	NextPageToken *string `json:"nextPageToken,omitempty"`
+}
+
+// CacheEviction defines model for CacheEviction.
+type CacheEviction struct {
+	Evicted int64 `json:"evicted"`
+}
+
+// CacheSource Where a CACHED step's outputs come from: the run, step (and forEach
+// item) and attempt that produced them, through the step cache or a
+// retry's reuse.
+type CacheSource struct {
+	Run  string `json:"run"`
+	Step string `json:"step"`
+
+	// Item The forEach item index.
+	Item *int `json:"item,omitempty"`
+
+	// Attempt The attempt (absent for a whole forEach step).
+	Attempt *int `json:"attempt,omitempty"`
+
+	// At When the cache entry was stored (absent for a retry's reuse).
+	At *time.Time `json:"at,omitempty"`
+}
+
 // CancelRequest defines model for CancelRequest.
 type CancelRequest struct {
 	Reason    string    `json:"reason"`
@@ -260,6 +309,10 @@ type CreateProjectRequest struct {
 
 // CreateRunRequest Exactly one of `pipeline` and `workflow`.
 type CreateRunRequest struct {
+	// Cache Step cache options of a declarative run. Go pipelines set
+	// workflows.RunOptions.CacheBypass in their code.
+	Cache *RunCacheOptions `json:"cache,omitempty"`
+
 	// GpuPriority Priority of this run's GPU steps in GPU admission, within the
 	// range of the project's GPU policy (absent: the project's
 	// default). Declarative pipelines only; a Go pipeline sets
@@ -785,6 +838,14 @@ type Run struct {
 	Workflow string `json:"workflow"`
 }
 
+// RunCacheOptions Step cache options of a declarative run. Go pipelines set
+// workflows.RunOptions.CacheBypass in their code.
+type RunCacheOptions struct {
+	// Bypass Run every cached step instead of reusing an entry; successful
+	// results still replace the entries, so later runs reuse them.
+	Bypass *bool `json:"bypass,omitempty"`
+}
+
 // RunEvent Data of an SSE `run` event (RunStatus without steps).
 type RunEvent struct {
 	Cancel     *CancelRequest `json:"cancel,omitempty"`
@@ -857,6 +918,9 @@ type RunStatus struct {
 
 	// RetryOf The run this one retries (POST …/retry), when it is a retry.
 	RetryOf *string `json:"retryOf,omitempty"`
+
+	// CacheBypass The run was started with `cache.bypass`: its cached steps ran instead of reusing entries.
+	CacheBypass *bool `json:"cacheBypass,omitempty"`
 }
 
 // Schedule defines model for Schedule.
@@ -985,6 +1049,14 @@ type StepStatus struct {
 
 	// OnExit An exit handler (the pipeline's onExit): it runs once the other steps have ended, whatever the outcome.
 	OnExit *bool `json:"onExit,omitempty"`
+
+	// CacheKey The step cache key of a step (or item) with caching on (see /cache).
+	CacheKey *string `json:"cacheKey,omitempty"`
+
+	// CachedFrom Where a CACHED step's outputs come from: the run, step (and forEach
+	// item) and attempt that produced them, through the step cache or a
+	// retry's reuse.
+	CachedFrom *CacheSource `json:"cachedFrom,omitempty"`
 }
 
 // Token defines model for Token.
@@ -1121,6 +1193,15 @@ type WebhookUpdate struct {
 	Enabled     *bool   `json:"enabled,omitempty"`
 }
 
+// CacheKeyPath defines model for CacheKeyPath.
+type CacheKeyPath = string
+
+// CachePipelineQuery defines model for CachePipelineQuery.
+type CachePipelineQuery = string
+
+// CacheStepQuery defines model for CacheStepQuery.
+type CacheStepQuery = string
+
 // ClusterPath defines model for ClusterPath.
 type ClusterPath = ClusterName
 
@@ -1174,6 +1255,28 @@ type Unprocessable = Problem
 
 // UnsupportedMediaType RFC 9457 problem details.
 type UnsupportedMediaType = Problem
+
+// EvictCacheEntriesParams defines parameters for EvictCacheEntries.
+type EvictCacheEntriesParams struct {
+	// Pipeline Entries stored by runs of this pipeline (or Go workflow).
+	Pipeline *CachePipelineQuery `form:"pipeline,omitempty" json:"pipeline,omitempty"`
+
+	// Step Entries stored by this step (forEach items included).
+	Step *CacheStepQuery `form:"step,omitempty" json:"step,omitempty"`
+}
+
+// ListCacheEntriesParams defines parameters for ListCacheEntries.
+type ListCacheEntriesParams struct {
+	// Pipeline Entries stored by runs of this pipeline (or Go workflow).
+	Pipeline *CachePipelineQuery `form:"pipeline,omitempty" json:"pipeline,omitempty"`
+
+	// Step Entries stored by this step (forEach items included).
+	Step     *CacheStepQuery `form:"step,omitempty" json:"step,omitempty"`
+	PageSize *int            `form:"pageSize,omitempty" json:"pageSize,omitempty"`
+
+	// PageToken The nextPageToken of the previous page.
+	PageToken *string `form:"pageToken,omitempty" json:"pageToken,omitempty"`
+}
 
 // ListRunsParams defines parameters for ListRuns.
 type ListRunsParams struct {
@@ -1322,6 +1425,15 @@ type ServerInterface interface {
 
 	// (GET /v1/projects/{project})
 	GetProject(ctx echo.Context, project ProjectPath) error
+	// Evict the project's step cache entries, all of them or those of a pipeline and/or step.
+	// (DELETE /v1/projects/{project}/cache)
+	EvictCacheEntries(ctx echo.Context, project ProjectPath, params EvictCacheEntriesParams) error
+	// The project's live step cache entries, newest first, with keyset pagination.
+	// (GET /v1/projects/{project}/cache)
+	ListCacheEntries(ctx echo.Context, project ProjectPath, params ListCacheEntriesParams) error
+	// Evict one step cache entry (a step's `cacheKey`).
+	// (DELETE /v1/projects/{project}/cache/{key})
+	EvictCacheEntry(ctx echo.Context, project ProjectPath, key CacheKeyPath) error
 	// The project's inference endpoints (from Temporal visibility).
 	// (GET /v1/projects/{project}/endpoints)
 	ListEndpoints(ctx echo.Context, project ProjectPath) error
@@ -1612,6 +1724,114 @@ func (w *ServerInterfaceWrapper) GetProject(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.GetProject(ctx, project)
+	return err
+}
+
+// EvictCacheEntries converts echo context to params.
+func (w *ServerInterfaceWrapper) EvictCacheEntries(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params EvictCacheEntriesParams
+	// ------------- Optional query parameter "pipeline" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "pipeline", ctx.QueryParams(), &params.Pipeline)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter pipeline: %s", err))
+	}
+
+	// ------------- Optional query parameter "step" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "step", ctx.QueryParams(), &params.Step)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter step: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.EvictCacheEntries(ctx, project, params)
+	return err
+}
+
+// ListCacheEntries converts echo context to params.
+func (w *ServerInterfaceWrapper) ListCacheEntries(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListCacheEntriesParams
+	// ------------- Optional query parameter "pipeline" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "pipeline", ctx.QueryParams(), &params.Pipeline)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter pipeline: %s", err))
+	}
+
+	// ------------- Optional query parameter "step" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "step", ctx.QueryParams(), &params.Step)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter step: %s", err))
+	}
+
+	// ------------- Optional query parameter "pageSize" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "pageSize", ctx.QueryParams(), &params.PageSize)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter pageSize: %s", err))
+	}
+
+	// ------------- Optional query parameter "pageToken" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "pageToken", ctx.QueryParams(), &params.PageToken)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter pageToken: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListCacheEntries(ctx, project, params)
+	return err
+}
+
+// EvictCacheEntry converts echo context to params.
+func (w *ServerInterfaceWrapper) EvictCacheEntry(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "key" -------------
+	var key CacheKeyPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key", ctx.Param("key"), &key, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter key: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.EvictCacheEntry(ctx, project, key)
 	return err
 }
 
@@ -2764,6 +2984,9 @@ func RegisterHandlersWithBaseURL(router EchoRouter, si ServerInterface, baseURL 
 	router.GET(baseURL+"/v1/projects", wrapper.ListProjects)
 	router.POST(baseURL+"/v1/projects", wrapper.CreateProject)
 	router.GET(baseURL+"/v1/projects/:project", wrapper.GetProject)
+	router.DELETE(baseURL+"/v1/projects/:project/cache", wrapper.EvictCacheEntries)
+	router.GET(baseURL+"/v1/projects/:project/cache", wrapper.ListCacheEntries)
+	router.DELETE(baseURL+"/v1/projects/:project/cache/:key", wrapper.EvictCacheEntry)
 	router.GET(baseURL+"/v1/projects/:project/endpoints", wrapper.ListEndpoints)
 	router.POST(baseURL+"/v1/projects/:project/endpoints", wrapper.CreateEndpoint)
 	router.DELETE(baseURL+"/v1/projects/:project/endpoints/:endpoint", wrapper.DeleteEndpoint)
@@ -3497,6 +3720,260 @@ type GetProject500ApplicationProblemPlusJSONResponse struct {
 func (response GetProject500ApplicationProblemPlusJSONResponse) VisitGetProjectResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EvictCacheEntriesRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Params  EvictCacheEntriesParams
+}
+
+type EvictCacheEntriesResponseObject interface {
+	VisitEvictCacheEntriesResponse(w http.ResponseWriter) error
+}
+
+type EvictCacheEntries200JSONResponse CacheEviction
+
+func (response EvictCacheEntries200JSONResponse) VisitEvictCacheEntriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EvictCacheEntries400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response EvictCacheEntries400ApplicationProblemPlusJSONResponse) VisitEvictCacheEntriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EvictCacheEntries401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response EvictCacheEntries401ApplicationProblemPlusJSONResponse) VisitEvictCacheEntriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type EvictCacheEntries403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response EvictCacheEntries403ApplicationProblemPlusJSONResponse) VisitEvictCacheEntriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EvictCacheEntries404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response EvictCacheEntries404ApplicationProblemPlusJSONResponse) VisitEvictCacheEntriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EvictCacheEntries500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response EvictCacheEntries500ApplicationProblemPlusJSONResponse) VisitEvictCacheEntriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EvictCacheEntries503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response EvictCacheEntries503ApplicationProblemPlusJSONResponse) VisitEvictCacheEntriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListCacheEntriesRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Params  ListCacheEntriesParams
+}
+
+type ListCacheEntriesResponseObject interface {
+	VisitListCacheEntriesResponse(w http.ResponseWriter) error
+}
+
+type ListCacheEntries200JSONResponse CacheEntryList
+
+func (response ListCacheEntries200JSONResponse) VisitListCacheEntriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListCacheEntries400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListCacheEntries400ApplicationProblemPlusJSONResponse) VisitListCacheEntriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListCacheEntries401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListCacheEntries401ApplicationProblemPlusJSONResponse) VisitListCacheEntriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListCacheEntries403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListCacheEntries403ApplicationProblemPlusJSONResponse) VisitListCacheEntriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListCacheEntries404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListCacheEntries404ApplicationProblemPlusJSONResponse) VisitListCacheEntriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListCacheEntries500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListCacheEntries500ApplicationProblemPlusJSONResponse) VisitListCacheEntriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListCacheEntries503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListCacheEntries503ApplicationProblemPlusJSONResponse) VisitListCacheEntriesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EvictCacheEntryRequestObject struct {
+	Project ProjectPath  `json:"project"`
+	Key     CacheKeyPath `json:"key"`
+}
+
+type EvictCacheEntryResponseObject interface {
+	VisitEvictCacheEntryResponse(w http.ResponseWriter) error
+}
+
+type EvictCacheEntry204Response struct {
+}
+
+func (response EvictCacheEntry204Response) VisitEvictCacheEntryResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type EvictCacheEntry400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response EvictCacheEntry400ApplicationProblemPlusJSONResponse) VisitEvictCacheEntryResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EvictCacheEntry401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response EvictCacheEntry401ApplicationProblemPlusJSONResponse) VisitEvictCacheEntryResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type EvictCacheEntry403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response EvictCacheEntry403ApplicationProblemPlusJSONResponse) VisitEvictCacheEntryResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EvictCacheEntry404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response EvictCacheEntry404ApplicationProblemPlusJSONResponse) VisitEvictCacheEntryResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EvictCacheEntry500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response EvictCacheEntry500ApplicationProblemPlusJSONResponse) VisitEvictCacheEntryResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type EvictCacheEntry503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response EvictCacheEntry503ApplicationProblemPlusJSONResponse) VisitEvictCacheEntryResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
 
 	return json.NewEncoder(w).Encode(response)
 }
@@ -7350,6 +7827,15 @@ type StrictServerInterface interface {
 
 	// (GET /v1/projects/{project})
 	GetProject(ctx context.Context, request GetProjectRequestObject) (GetProjectResponseObject, error)
+	// Evict the project's step cache entries, all of them or those of a pipeline and/or step.
+	// (DELETE /v1/projects/{project}/cache)
+	EvictCacheEntries(ctx context.Context, request EvictCacheEntriesRequestObject) (EvictCacheEntriesResponseObject, error)
+	// The project's live step cache entries, newest first, with keyset pagination.
+	// (GET /v1/projects/{project}/cache)
+	ListCacheEntries(ctx context.Context, request ListCacheEntriesRequestObject) (ListCacheEntriesResponseObject, error)
+	// Evict one step cache entry (a step's `cacheKey`).
+	// (DELETE /v1/projects/{project}/cache/{key})
+	EvictCacheEntry(ctx context.Context, request EvictCacheEntryRequestObject) (EvictCacheEntryResponseObject, error)
 	// The project's inference endpoints (from Temporal visibility).
 	// (GET /v1/projects/{project}/endpoints)
 	ListEndpoints(ctx context.Context, request ListEndpointsRequestObject) (ListEndpointsResponseObject, error)
@@ -7800,6 +8286,84 @@ func (sh *strictHandler) GetProject(ctx echo.Context, project ProjectPath) error
 		return err
 	} else if validResponse, ok := response.(GetProjectResponseObject); ok {
 		return validResponse.VisitGetProjectResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// EvictCacheEntries operation middleware
+func (sh *strictHandler) EvictCacheEntries(ctx echo.Context, project ProjectPath, params EvictCacheEntriesParams) error {
+	var request EvictCacheEntriesRequestObject
+
+	request.Project = project
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.EvictCacheEntries(ctx.Request().Context(), request.(EvictCacheEntriesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "EvictCacheEntries")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(EvictCacheEntriesResponseObject); ok {
+		return validResponse.VisitEvictCacheEntriesResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListCacheEntries operation middleware
+func (sh *strictHandler) ListCacheEntries(ctx echo.Context, project ProjectPath, params ListCacheEntriesParams) error {
+	var request ListCacheEntriesRequestObject
+
+	request.Project = project
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListCacheEntries(ctx.Request().Context(), request.(ListCacheEntriesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListCacheEntries")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListCacheEntriesResponseObject); ok {
+		return validResponse.VisitListCacheEntriesResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// EvictCacheEntry operation middleware
+func (sh *strictHandler) EvictCacheEntry(ctx echo.Context, project ProjectPath, key CacheKeyPath) error {
+	var request EvictCacheEntryRequestObject
+
+	request.Project = project
+	request.Key = key
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.EvictCacheEntry(ctx.Request().Context(), request.(EvictCacheEntryRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "EvictCacheEntry")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(EvictCacheEntryResponseObject); ok {
+		return validResponse.VisitEvictCacheEntryResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}
@@ -8976,265 +9540,284 @@ func (sh *strictHandler) ListWorkflows(ctx echo.Context) error {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+y9iXIjt7Ig+isIvokQObdILa1uu6WY8JMlua3rXnS0nH4zZj8TrAJJWEWABlCS6D6K",
-	"mK+ZD7tfMoFMoBayFlKbl6NwhJsiq4AEkMh9+doK5XQmBRNGt/a+tiaMRkzBx/cypIZLYT9HTIeKz/DP",
-	"1uXZeyJHxEwYCRWjhkVEMS0TFbJeK2jpcMKm1L5m5jPW2mtpo7gYt+7u7oLWjCo6ZcbNcRgn2jB1Ss3E",
-	"/snt6DP7R9ASdGrfDfGJVtBS7LeEKxa19oxKWH6a/6bYqLXX+n82s7Vs4q96083w0Y5m5z8W0UxyYWqm",
-	"ZO6Re8/p50gnPeUzFnPBaiaduUfuPamfI5tUyV9ZWLfQGT5x/ynx/XTGs0T42YoIc5YIcnJE2v+DXLDp",
-	"TCoakxuprkaxvCEnR50eOUuEJtpQZXHJTJRMxhNydnx+QcbMEEouL0+Orr/ZJyr/nDaK8vHEkJGSU8DG",
-	"dPTzo5/IFWMz+DY3lf17Tm6YYmTMr5mw6FqyMSoR996Us0ScHMF2nIcTFiVx3alr98i9Z/NzpGdwbtis",
-	"bkLDZrWTTenteybGdoCdra2gNeXC/70dLF3ooPWZDSdSXtVMeYNPrDrrdvOsd3YoPZNCM6Ai39PojP2W",
-	"MG3sX6EUhgn4SGezmCMV25wpOYzZ9D9+1UjSVkZx+xZOWkTqDzQeSTVlEZGKcHFNY27pIMCxTwZMKan0",
-	"gMRcG00YDSfpQyPO4qjXugtah1KMYh4+K9wXE+bBJKGbX5MbbiZwWzwl34CLZhjA+YNUQx5FTDw3oEZe",
-	"MbGhiZIxI5FkmghpCI3tdTYTromcMQXzA5wnwjAlaPycYF4KdjtjIVAkpq6ZInD0pB0xQ3msCVWMSBHP",
-	"SSzHYxZ1ANKP0vwgExE9J6QfJdFJOEmPmLQt5hoyZLEUY02MJFRIM2GKONaAsJ7SeSxpdCHle6rG7Llx",
-	"YCijOeGaxHZyRcyECsQAhpfoUtDETKTiv7Nn3c4PXGsuxgFJxJWQNyIgil3LKyQI7HZmSR0isGUzOcnq",
-	"8+fP3YPETJgwFjhWhGaJ2uESrymP6TB+1t0/IBGbMRExEc5JO6KGDqlmdnme03bswSQZdPtEMaPmJKaG",
-	"KXc6MyVDpvVzA/+ZxXHXUehhYjz1XSbN10zNiZse6SA3mlgm5hagk9lMWpHjA4s4vYDzef4rsKHJIU7Z",
-	"tSDYjQdaGIZsZonPhClLrO88XwVUO4imFkul+EfCEgB7pizJNBxZpxevl/AuaN12pYrsT9sAUsgjFh2Y",
-	"ZeHugk+ZVwdiqg2xz2qgyEHL7j81rb1WRA3rGj61ok7lTDtWQWAisl9bYcKwqW7aOVjYsTBqbg/LDU2V",
-	"ovP8yK+szJAI8fgj76I44iWbn3Mai19KNvWXdBw5BNH7LmgdzGZKXtP4yG1bTpShUcTtLtP4NHdqIxpr",
-	"FiwepJxOHTbmhKndLStNLUttlUCcG2oSvXzIB4JQ9wixMqRlyU6GoCIKiBQhI1MasQAuTx4FinDiKIhx",
-	"C9yJZngEVNNSesSmiEWkTYeaCUNuJvALIxaZZGJIxC1LrcGqb+6CdNqTaHnikyOclpqMWlcO9m1usDOJ",
-	"FG1hOOPEFYCUpyuoHfbtXZA/wuq7uJU9eJYiXfrCUMqYUbGI+RGjESiXS8B+tjAOpLjAzRw4YHVA+IgI",
-	"Caw34hEZspFUbP0bvbtIO9Z7fdvTHu0MEUwkU3vJ3BFEoFX8CtJX7nItD/TmLmhNLRMal26CPfoJI14J",
-	"J1RfaeKPWdeenIUw3b8SEFMIa+F7bYmIjFnJ1UvFYMAqjYg6pXN3VKDCenK2cNOrqZaltHbzo0+JqZjS",
-	"X68l7C1Bsu2dRSqIiymld8aw6axk1k+CESs7yBGhQGSWqUeOXS1D/FMyZEowwzRxzxGa/5LixERRQaQg",
-	"bUuoYjlGAd1KvSwgmjESc3GlO41UAKSI2stqkY7dcnMoI5Z7kAvDxsAgCsc/4oLryf3uib1mAHY11yhB",
-	"juIWvrfvEzq0h162bwEqD1TDVTmzCEj1ZCipAoHXfnk+o+qKXJ4EZDgnVv3PbaJDgEVaFsvxpYrLD9RN",
-	"vAHH5CceU8Nu6Bx1LW3pazuWIY2JSoTdJv+WbmYKNQRhTihxTDvFGydw+a/nzAQWKItGHt8Us4Ki/S4g",
-	"rDfuAcTeyKM2NOlbcRL/tvLwHpnJiNzuka3N7S0iZMQQG1N5eo9sb5EToZPRiIfc8j9xzSNOe6Gcbo5n",
-	"Sa/f2idhzKjVNVLW6CHWSRgyFjUQMEvBRDIdFsTAEiQFSoen2HT/8DHPzVMEGvSTra1X4RUXEXxim/iF",
-	"RRU9oyFb+ha/GDTyTmcTvM/deYWvoxpWa2szbHYODy4SO7d7fpwyqndIRcjinGy3IBbdE3DFqNMzahmU",
-	"k9UaBP1lIo6j598PLKg1C0zuKb9mCynaAlcTXw8zvrDAMOiMhtzMV3QTHPrHrZSFro2VUWqRoJYQ3JgO",
-	"WbwejV5aqlWxzhkTTarYjVRXQHJAJ/P74CjUPnHStKWZMTw/4kqbFQW8O2/cLQFYinJJ8yKFycFgCRY3",
-	"Ey4yzXGHTLlILAFpc5MSU1TQX22RAkn3UojdI6qvUv22RJKh+or8Zn9HlxUe9Yb24MxkHJeQyLuglcyi",
-	"9VBgkS5QeMgdex7QPHrl50n370s1lh/mcHp5tcXjLl2w3/89MKOF1FhO0xfeLKgtClmuphiN5gHJ8SvP",
-	"ooRlNhRY4kgxRujIMNUXJjMta4+HMxlpMpSJiIiR9ptpry+WBbtZ8oHHMW9Uys8ckAdTmQjYlfEs+Wih",
-	"Kt+Od6eXhItrJoxUcwAfZBP7bxvWZ2UXIU0nIBqR0okue30BS7QDUG9F8eoRkQJXsZIh4d3ppYWwTh5/",
-	"jQuppQ3rbUtxK4pSg12jPRs4zY1FkWKmZJSEhgDakvbAmTcHcF2tdCgF69RLdndB68riec2t/Aku5Hsr",
-	"uv2j+m7qZDi1qPifcgho1xdndA5/GEnaA2pYzJnyT3e7MGsXLvugs4eTBCC2HeCjQV/Y0zQgTE4DQGVK",
-	"big3VqazWgfRE3mj8VUwc1jG1CMHQDD3+sINtKGJvBFF9ECcaFBCp1LNv5+b+5ypKMfzM8Bju5Llqxra",
-	"dwvqW4lkt2TDAlQMcreyCLiHpIZIvW9kdTk+/+ZV0JpZKVHZ5fz/7fbPB93/Rbu/b3Xffvm5m37+pffl",
-	"v3e+y/3W+e6/NbLhFkJCptTYzbGoP4tpyKaW/WkWs9BIpXvkJzZHwnZN44RpMpJxLG/6IifV4oXQc2Ho",
-	"7R6h5IqBX8KqkzNcITn6eN7VyTCSU8oFmSk24rd9YYcdbA4Ci3OCUKAvoOYaMpXakDevSMzs8nVAIj7m",
-	"Rgdk0B0EZPCL/V9v0BdtGs8mVCRTpnhoXxxKMyFMRLqzTygCbYGxgjbQNFTWUAsDtJzS2/wBvNmtOTxe",
-	"JqO6y6lXNqB6qWyR7lVYTGvx6aOTN3Jo8jPt/v7lZ0SF7pevW8GbnbtSfDgEVuuiFe4nni5Idk0yaiYf",
-	"rRM/sSQ6lO4HLGYNObt4G45vaWjiuaXhFgMH3uQ1ANwf+FiJwbLtZTxLThWXqlTy8L8g1+faaskbGqij",
-	"pama8AVSGeSEv75QVIxTydX5Ht3rMxnzcO7Nv3vFJ/oiYiOaxKbTI0csjKmihl9nhjwNjld7Qd7JzLqn",
-	"mdF94Zeqe2eJ+AQL0b13p5d+KQVi7onmXdDiYlZmMzsQc/Kf558+4lUMyIxqzbzMY6dPw1CczQDG6QEZ",
-	"Hsuum+dXy2vO6M0HZ5rwEVMlVN8H/JAspGqfuO3QZMRjlOvBn6uX2bUd2cccrRVaFLSumdKlgWEpSO6J",
-	"fbJlSZHTNaaMCrThCHbDUNmYcsGnybS1t1W21X7Lqp0FlsDBiec3WLExtzQDqT110kEPaeBa0S0Vt+9C",
-	"XrF76rnoF9Yn4keZqJJTfc9HzOoW+0RIdCLP0a6Dm+gWgXv27Tdv3CLw7+2yPfSEaK0QGzRGl11zuHho",
-	"j0ZTFYu4ZaD2nK85uwEstLdc5B+a0ogRmRjNIxT0Dk5PSHsopdFG0RlIk95ujgO2ghYOt2w2r9CyAOJq",
-	"ihnBoS1zNc1CxSosWkNGlRVC4ZEeOZ9YiQ9COYBwWTLn4pBK1UfjZ6y7XAjW4prw1cBDV7MsF4C13sLG",
-	"TDAFgZs/fjg4tILMvhVW4JrC+lJTovfyjem1FSkFQ5F5xU1Y8DjcZLDWbYlf0uKm+NfLdsPHXJaILYlS",
-	"zq1Wpi0buzrFrlN/ZbWYjK60mBnnRa7xh+zeBS127aNqV5KW/AqO7Wt1uuK2hWPC4qhME3DKd95SPpGx",
-	"VcFZSBNtz9Dq/zEPKeFOxSdtNFPTmHVHSk67vzMlieZjQeMO2LjBqODNBvWbtP2m0jq0gA1yCDb8aO0d",
-	"+uRfrNskiCVwAa5N5tHfEmlWjur9BzwMqAnbuPoJnzksO/Mv1sD/DUyAz6+PQ36muhneIJWPndtypWHd",
-	"4xBjQmO26nvn8LB9a8bClV+yz6JtfhhXGBH8DpGbidTMI7ZG5xBpb+0BySJzZjpNGnDQMi6m6fKkHmFe",
-	"22cVHY14uPbRf2Z8PKm93d9mo39wfsPiut217tIZD/yKuxADaXnwTMnbeaO75IaLCMWqVU7iAsH5jC8t",
-	"UuUsitwxYk9w06Nz555H6NztyTYzRxJS6pmjuHVkH5nhujEzdd7knBDpvXuWSvrkAAxFl4K0KcmpqJ1e",
-	"X3yacmNcFKDVxlFnKTgpA8J7DL2DUxpOuPDKT1+44wWnZ+gC5ZlyNtOcjaRM+y2zhywQ3VX00mL+wn1u",
-	"bbmEBuPUnSKyvkdxjoEJkouokQvlnMC17nWPu/U+0leLS6f2HgAg2VR1W1BueklpzFpc4DyZTmlJ9Noi",
-	"jDhoHVTe+rIYHnr08RytYvuEG7A16cIt2dDLXmHQRevMOLtb5WacJfa/LOopqifvpZwVBbQKeg+yT9Nx",
-	"Ftl89ZM7K6OIxUxnbwbkFoRP6ZhhXE9IhZCGDBmZJXEMweJ7IonjoCRCIeV2kQQLN/jAvSyXhRykTtya",
-	"4KMlv69bSIFM437Vock/vBxVQk5RdNjQJJyw8IrQMeVCmxKDDwhjZMJopKScWk0Ew3MWSO9SPKAbhUyo",
-	"tkJuznYEsT2dZYvWiBvdIMevSCCWPOcw9Go3/iyHNYvovJ4HelFV4WNnn6jnCCuGftgTHNLw6tOo6WpV",
-	"RUc4gPK+z9qNcROuHUmQ7WedaaQK55tAcvLyAosKy53+CyRnRHnMondOVKl1FK0Q2fF6geYs37qQiohH",
-	"kMUTNByvNk1IjoEyiho2nq8bR5LSk3QAP2Pg965u38+9trFklV8IgK1Y3Cp3+BU8ZxQP9SV6POtpw+5q",
-	"h7S0GR7oIAuvWYVMnDshrCR0lYqMNrqwOCoiMpE3pM3FiCkmQtbLD7RH7MViIuqLgVHcSDGw4urgOo6n",
-	"g4BMZcTiAPlSQKga64AwcR2kmUM61Tx00Bc0MdLqg5AM4wg9GuRlhHmaHHwOzrsGCBkRqgm1elvM9jFy",
-	"ANLiEHQzYVxlxmyqGOGCRDLUm3TGe9OoYJzPOaBrLemLctFjE9xGq8f2ijaJnQoB2r9bhydFZa2OF2fU",
-	"IYvm12n2bSHWkovQOehRt3OOcpeIO2VUJ3YN+y4qxGjMgbNqKYMDjamBJCI7oia/JtGYLfNjzMtZhvn1",
-	"7S2hQt8whdiRCj6YIMAjTISBJwoRTFyYN7uNev9Iyen6Bw72pbdv3+PCPpSAfTmbMeVCX9L8GNyGYRJe",
-	"MQOWOS7G8NPbt2ZCZkyFTBgeszRCywdd+AMqhmjJBBVsB2bKahd4BL5aWGTz3rxaQ6StJviwuzkYAn/M",
-	"ZUj8gyUBxz6wuogdlTQcfGRlaeefU9HRZ3dx7eJyB+CV/HnnSw8z3PQn8fPWFySCvyVMzXszOmbn/Pey",
-	"2NMlCwjmO9dR8Xenly6MY2ldnqY2Uo5EFOXVUi1k6SDc4P71CuA+OlPTksv3A4R9fODfL28v/mRRWwoM",
-	"tGpjhMRCPBFGjnTWvJmvMCLKZ9stnqyMWRdEfBesVD61+7WT3SavLUAEmByNLE0REvmQXYNudGL4MK0F",
-	"XTiLpMsNRtpFgFawQtrhT8Slrlo1jjthMYayyEj70KYsP1reuPQG+8EyTxcFBO5Q74FvgMUSjilfPVvu",
-	"w8m785iHTDfZnFfikou6eYn8BYZSytdxsVgsv7CvNFnek3yQ/vJBHEoVSdGUFPO2gou74KrsoP1yF+et",
-	"uKunoNWWSC9yIlWzvuekqnwsRz1GQuDQKg9DfBsXqz38el3/zOrH/O70MnXS1J7ymuG9C8h3Q5XgYlxC",
-	"DI4ti6HOkkGH8pqhYGRK7coa6dD9ErnAmo9Ohey1ZTHgVbXV3m1ufjtqEe/Ex7+slZ3qUbM0nkB7JoLP",
-	"kZiJCEtmYDWCRCSaRW4/veGnC9vpsNm92WlM1VsL+1+tg/2v18H+3afB6jcFbCju9Q+Uq66eWHaAj6Q7",
-	"KRXZctE52/kdXEajndKgmBSy9ZBiKJWSN1yM3/MpLwH4R3lDRlS5CyTklAsaF0x9UzonOArWAIJULESh",
-	"dnd7zzL22I7t2f8e2eo0u/hjTNuugWqaWNTEIHmHm3nwHAg56AAaGsf40urg7ELQL4xcol9YgY6ME6qo",
-	"MCyLNXO7Uz8y2qszyXPRsp+XragmPCc11UlaAcR7kQ8n73JVRnKPTvm4i9ldMyVHPHYJXk33tlqq9btT",
-	"QbIqVX0vxa169awcuqo/BcauACg/zrIVMRMiq45b2oOQ2oV3N4twpUG7K3OXVxDvWCqMIjiNcmg9hFlE",
-	"/Ioahq8PMJ+xNfWJnYb4eVe4rhg9D4zZaujcpI6YJqdS1Z3K3yipClfk3tifnq5fW1DAIX94pbgoP+ei",
-	"K2ujnVdyKNdy3UKGVq0N7QEy2W6FvJ3PumqQcdI9KXfDpiHDq1OObJebqEY2eBloPzIao41jQbKasPDq",
-	"gSmFOi364WMwC0F2FVYP91YZsJku2ETi6u9rBen5/t705hUqHZbxlFCb3I10ZqIFzrU97m1vjYfrXVc/",
-	"3+pXM1NTl7aPjUZNCpNd4xWbN95JiFNfzwxthw08DGWQn+Yiyh/NtA7FDSBO859Z4Hn9Ga8Uf7iq9vkA",
-	"kvS6MViquLCqtNC6vX6n6GxSbug/OnhXrGuShsj7AAEdkIgpfs2irIqmnrGQtK3Cin6ZGzYklyckUvRG",
-	"d/ZcOi44AKBYVu5vbiCTTpORVC7EiRvdF4PUyDogszhx5RBxCBBmZGJmicG8CHY7UwwsVBie2hftwc2E",
-	"iUFABiOpjmk46QHtHQTEsOkMdrDTI+eQZ+JcRbAGOISybFMw/q5MwwsbbWdpJOU4fuOhwVglzNft1fKZ",
-	"HnFl1Z60KBtnmrTZ7SzmIYdCTIRP8Y9OsLAL9zIu2KvktrwcweAIR1ZxhLzQa6YIzELalPhyCYkmM/d9",
-	"p95gtpuL2SrOFUphKBdMYXiLT/oJiKLzgOgZVVd2wc7VCTqIq1bVWzUgrt4cmYiTUckWKD4eM0VUErMA",
-	"bcuWDeXtEjSOz7EKR0MFKCus2xGqN3rDKrcCmXyWD8V9xIto0KLeVIhHLjgtQ7s6vC2Xi9J0q7XvVONV",
-	"yoauA6s5O3C7MjvQj1HuYD8gUUleGWlrllFTvWkvWqdHDq0whmZ2T0j7YkaVZirv/JaKKAqGLahlCU9z",
-	"TXBvAqIlOjaBsPZF5rvKCidQgxXXCtUKSXt3Z6dTRu+q6399LxMRYcweei1UIpzs02/tTPotS18AxUQU",
-	"M2WpM5YbxMqgRUUhd5sWSqIJZJsgne6jjYQaGstxwjAZlqcmhsuz9z2sI3F8W2Z/Oc6Ds+eyC2G/VCJw",
-	"V7K0NzKh1xA4xqIATLB2T/H3xIRyyvaxIrQ9TZWIHtRvCeAjhuo4piIi+A48lznoclW/Kre1uH1Z0EO6",
-	"y6+ndpc9vdjemuLWVqX9XcxnLMrl/O2Rn7/aLQxAKQ484fnOfkrf++7uSw8lfcf4SmWFbChLE2AERxO+",
-	"gz05GX2HVO67gDi2YH9gRnGmvwt8ybDvApLR639ZEk3+hTSa/CtHpP+V0mgA7m7tcA5/cXNS4aPJnG+y",
-	"AjDf14vS3xQi7Yr7qid05/WbPTR4TdgtGrvS2vlUSMFDGhMXHl/LG8ZezFtZVFlM8XwUYXiVWPACRS3m",
-	"i64ROZ2Jyrna+NepoOz2bMWYQl9fddn288Mhebv7+ps0RMBVbe6VEFH7Q6n8lAWurMT8clEOS+zP6oXa",
-	"UBFWZrxgPh6Wpy1hZ5kyv5wLariJWY0EuNzo4YTwiAnDR3Mfp+L3yb6BbDAXltVpDpaAXz0oQZ0V4TRD",
-	"yceNi31c61a5VNWIjvZjhTTlnGKrC1NuoxplKT9wDUirSFJVAfq5grnLdp8Is2LuWQN0XXN9VjOlzlW2",
-	"SlgoVClMDcfr61CYiCg1L++lckbFFcnXwPLVTknblQ+GXNsGP9E3QMGrijMcg8HGyq9tOmZRh/hHUWHX",
-	"RFFx5cpx1c/z7coBjPnY2OXUBW8o2CPgOAyIr2kVkI/yo4zYD1AD5aMV1/DjGdNMXYMIGZBTxdh0hp9P",
-	"sKx3Y8qbSsQK0c2okNeaorAk0b1Q+bWraRBLWqLkopigElGogmhhwi9+dt9YHMRvvqRxTSOpSKFyv94g",
-	"fia9nr0yW19Q7ck6c1EMLvXtUYqqLCheqW8aS9pcMRT0rS4sFYvy4u1CaYeKkixZ9b0Vita4+kUrZswt",
-	"dhlaqZLLQn2nJZI5UozVB5pNuUg0Way6hhGnMxnpe7jIjDRlvubcrGsOur1c2sDOEODyyvfFqPkDCknq",
-	"ZMp+cDG9xVWgNmckqIqQgRTkbJhmYqltJG+ENorRqZPTpwXb2WIFkSUsm9LbE3w4/3vGkEuWu5AVXhIh",
-	"+tgZaCvke32pAfVzGmJSnXrTkAC3GLK0WjBrCqZ7vxRIV7kkrcMdTbl9pbmuCHSweri4Wa86Wgk/Kq8O",
-	"6gs4N7SXgkLN9cpdHZtetdztWSJctdu8UrHCG4m+V+3MOj2xthbQck8xHx5Qr4nwKJdSkZvA7091jU48",
-	"qVLkS0SaxLxgu6eGQsUiQc7Pj8lAJWJAIMmdtNONS6P9wVBTkrIYQpXdRnZUKDZcXav8PlXHH4J3KhEn",
-	"5biv2W+rZCfco9LzfdB9ZUSsRzBcbgOO2ZVXYNLJ0aImliuLmH7s/bIHadM7r3fL1bKUZCx7k9MKNSUH",
-	"Eo/K9ZyaKhlLoqQdJC3lULHKciVYsFtzSscsrdpULh3mFKcZHZeXYVLJGhVULAdo0qNhwIrVnHtc8+zn",
-	"9Pjj0cnHd62gdXb58SN+Or88PDw+Pjo+agWtHw5O3sOHw4OPh8fv3+MT7g/44eL47MPJx4OL46MqnlXV",
-	"teUiNetjYQ0QGgHxsHaaSsRTk5hFTfohXQ7e1pnFXeu6+JpFmZsmM5PX16vdWaBqC6S7zAO00N6gXKFc",
-	"XVfWSVzCNKCgIP5YVe2ut1R3CjpwfRpV7FHiinZJwbzpnrRPP51fkP/63/9nE97tBGnvGq4tmtgv65XI",
-	"b6qp+6IB2UUelHXiuciVLkCfTtYTFGtKYloLuIwSETFFNtNIBg81zYaIGuwCUKvKsZ5Fj5Xl/ZrpfIxD",
-	"OMmXqUSZCB3SlqMjL3fNiNZQkL55WPuCb+8nz60TAJF58hvLklWWhiy9Q+7p5hjo6lQLZ9hfyAV1J5Vz",
-	"9Dl3GyXo14OeGSKZ2cMsr1ByD0vf60cRU2sLc6wqUQQ1MSi+Z2xVFQNd2sA313dXkhFVDRUF7KmF1IST",
-	"ZJalItfbeB9g1t/+dmV/3Ta02lKIo+sf8hss7Icm7vVft5f9V26aOnG8XTWGzYpJZ4vyzWpScSUaQ5Ke",
-	"bChRAbddXjMV09mqTYo/uccLbLzctIMNgisZNiSP0UQ3NT9bYuwP5taYnBgysbztq2xBVCZfLjJSfcVn",
-	"MxZ9ynZ30YxFldHEPZZWdkTvHLvmMkFeeUPtpeVx7HsWNdzZ164p2P+SDZv17apO3d3G+MdS367Hq/SQ",
-	"g5Q0Le1O7g4UTqaO8n1Pw6sRj+N7lvAV0Vq6p7pv+xB8N4AJ65Zzv+J3i8R5Oc0phuoNrq7UlEM965sJ",
-	"j3ON1i2K5dq/Qs4TotyEzmZM5AJbyJxRFaSvbuh9Qg2JmdXdtrfQ2FFoXRk0tUFUZYLGoZKiEEPaHmyR",
-	"HfLf7X+DgAz+34jyeA6fUKrbngwwWtKj/n3tvdtb9f09UraxKGoaq5rFEBwUJdjN2oL9dktbMN8AfNlW",
-	"6Sr4du8P3psCW1qMgFNURHJKIhbTOUlmmGfGM2AJjSJMP3NxvVSZdU7z2xW9LMVm9xmTanD9LPKDp+Za",
-	"pUqX3sgpo0G+DE6uEJqjgBuaxPyKoYK+Ua+67q7KCbcfUPA9zxQWkPfg4wFcHPK7FFlk09Id9FTg8uKw",
-	"s+yta+jTV6lUXEyWlQmnq1n+l2iWlcRP669oYy8TCIvedVhdJawuQGmRg9WR6Mco65jK7fev51i4QXX1",
-	"HK2K7SN+UnXadWyAeNMsx/Q+HTlSOOTafGvFS1/qalu80hXltBzHg7Qi5Hf5bdjQRSmLOyGrL5yUtQeS",
-	"GXSmzALVh8loxBS23VCExnFA0NAGvTOZmnJBDXMttFyHSai2jk/LG/t/jO31lkU7Syto4cifQITCzwdx",
-	"3AqcHe+TmQAap1P4L2BQ++SXmvOJSh1iNWZ8/96a5nn1kC5rXinOT54ftfQipL0cG0y1Z8cXZ/+zxmp7",
-	"/tPJ6Wnefus+H/4IHz4fnFycfHz3yw+fzn55d3q58M3B6enZp38evC8/g8zqUtoqFzrkkgMfiYu5GCFV",
-	"YNGzeMaEUfM098JKOAPMm+mLtqVdke/HmQsxcREmLrxk0NknvowMmo01pC5zjXVeS1u5+ajeJnK20HL8",
-	"Lmj5zq0rU0TfSrhJX280TX/7QMu0Fe8sxOUsyp8QHINvkAOn01sSatdkCatZ5u5TDLmkosnNxOU1QOIW",
-	"TTXQxtirlXJsqgL+D0Qhhh4Nrp7pblhUt+91IBPGFeXO5wC4DIGmRICG/tZg7cAktdoEHZ/I1qbYDAgp",
-	"Tqf3iAbf3UfoV1vI/KluWlvRMuUBhjrQg7AFTlkD04PFHv/Q91zAYbnX1u9B/6Yi5GIB/9bNGS2FfGTZ",
-	"da77TaOHyPfZqbXc22dKoxfyrW+aYo7hMGtcyr9gllSFE/nycvnVre5b2h19+frtXTf9vLvC5+0KqbCy",
-	"lc0DEG4Nw/DWGrHhwFYEHcZNetc36zeCcdvQ2AdmdzW8rvZr5m9bpjUVu7BZ8TZiMb9maoUExlX9nQ9I",
-	"qbb8JFFxgzG3PtTHvp/rMOEPcp3sa3dIXgIp6VmQ/lAfCeeNKB90c1p7KsgsR1Tn2747F1ehQjpPu8Gz",
-	"qNN4jg9gTztpuNhhafsSdNSHzGLUhiY/XlycOldqsUgj9CnCvlIkLPraVzE0+/3Pr6Ww2TWHei976nod",
-	"IhdZYkZKFt2mznihkgYR5c3DCc2UC28rrKY69aESn0Q8d1KYk3OzlFlamkq74dz5UDcqF9cANYnTUnkC",
-	"eqs0tvGvaXnmG52R9vYbYiTZef2GhBOqaGiY0p0eeZf2RMv32yOfFTesK0VcHwGxm5GlJfF1YszMrs/+",
-	"q8nl2fsgjfMLFYP8KhpDB72RomNoTNue0luys7X77ZqVsQqUrQbFj5CkzysJV1mJU/cLdvNrS0Wgxa0c",
-	"K6b1CgkqD/HvbnvsXhen4aWqWBP4cUOTkyOnVdB5LGm0oX0YRy22PURhBEP0Csw7ptocrxZZZR89LxDe",
-	"6uOwTDSW4/Jd8RgQEBlHTBsy4kqbHjkQKYfBqh1peXAjwRE55VEXGs5hB45Uw12HGK2g0oMyJtitcc+W",
-	"KRKfMRLIp1A5CQbaNRvFLUFht2Z9VeLblcKcdvIaWhEuD1Dbdxy3CgOENLFb47cXjH5cQJ/1IGPbQcrY",
-	"oRljUmyb6Ua2DM+/0PINJ5btSwuMozHx6XWpROUtb/6S+TuaxaKk1KQoW1ncW4E6PYbVfJHglWTcPlqs",
-	"6cp2+AKVWppwAPUHHHUZ7KEfiChGoYE59ebi2Nnk2nRkmHK1c7jpC19toOPqnLtaBjAS2G7ADkLQhhmQ",
-	"7HUXD9gXC0UfuAjjBARHMkgLq7iUIxxXpMn8MENf+GChPJ7TNLmxaMjOL9dFLjmQLQYtzVdqLXU7+ogY",
-	"8wA3ixvhEjSIP0iO/LNLigdEsJtMOhzx2DC1T/qtfosoNpXXTIMLpUoxvb80iDM3yoPrC371YtoCliCA",
-	"ieJmfm532dXEhY7DB0lZO4MDkVa8Ozg9cbax9oCa+Jf/+t//ZwAbAgcG5w4DZYBb2bN1dwf1BUayJMLv",
-	"+PwiZehy5GcK7NX+8J5IFU4Y9O7hUpBZTI1lnE4OyLqtq0T0BdVkKdZR9/qiL47xLGVi0vDd620iGIs0",
-	"GdhFS8V/hyn2yPfYexkdErBWdEoMegSHAWW4L7i2IC6VcWhbQhXzEEbbdN/+x69aikGnRz7NmI+zCKlS",
-	"c0JFXwxuuxRX3VUyZgPCbg0TGqAByg/xF/YnS4OdZdKC3kaLn6vugXlm7q++wGyzTo+4BPuuDuUMoiWg",
-	"OzY0UtaMuZY38kZ4BLdUdY42bCgCBNYY3wZld2s3IMz18oeiMv4JjIP1FRHZLdcGqW3MQyawnCKaOlsH",
-	"M8tRuju9rVxxiFYOx3JBWXut7d4WPihnTNAZb+21XvW2eq/QBTwB9N2cQJnK36HCLt496bfaCk2td8z8",
-	"6B6BqHfQ7+HVna0trBQujGOK+QP81aWSI0FqIleuWCag+2IeK79mvcLta+39/MUKTa4mb+s9v2aCab1P",
-	"aHxD55rsbG3l3MAzJUOmtW+09OPFxSnQBzrW4JSda8OmrS92hk3XTqpuNz64Rxp3w7BbszmLKV/Yh0UR",
-	"ZGnJp0pOmZmwRBM7BmG3vhoBQeG3fjtyr7vlVC7XIUbPH1bVmj/NmEDsehAGLBLUu7LQGzcXiWSYTKGB",
-	"ft1iLyCsyT0Kna//8/zTx8oFQ9uGWmQ/wyf+EFxHMpkWC5w74sEiKAX1eutV1dAprJuXWWhf7b7ZZXK8",
-	"NFiQFmvgUUOHVGMHKM8SKjfzenszX6x6XMa6D33HBKoYgVr2EeFipKg2KglNohiUT7OEEyKsHJme0jmJ",
-	"OQZZQTp38Zys0HiYVVJ+sqPypQWsjFpyXh6EgAznLr3oLmjtbm2vdE6Oe2JX9NcIdf1LEHgoaIwnm6N/",
-	"0Ot9uUsFZMIgmyr0gyehK96RP9r0KL9YOSjPV1t7PgMbC6OUSmju9Q3t+h+DnIN8yX3R7fq2zB8PPhwP",
-	"OinIGvso+1+50SweZUZwiJ3edzlQHg0I19Auz+oxlpf3RTaaFIzQCaORr/jvAJCKaOZqlmJpicCyiXDS",
-	"F7OYhgzseJrFLDRSaTKlJpygEQX1ybYvbdEhg9zyB/a29IV7aIAjD6D8Rb76BVTv1fv+gT3y9W4ASS3K",
-	"RWYQS/0M1Vfkt4QljHDdF0ulXsHymm5t9+pb7arz2x+cvNWxQKPUsbO1nfpmczusQaC2lxxZJe70jRVL",
-	"YiCROXRCWaR4/xaKiWTdwr6X2AToUW5fRcmSu6JaZ1TC7p6eBpTLJoubtU+cEwoowQ5SgqcG4yw7q1bQ",
-	"sojvKPJ7iVNVje0e3Uyfg8F3VyFF39Mol0p6L5K3uwo/+0GqIY8iBjkYu9srvHGKJuELKd9ThXUHd7df",
-	"rwKeTmZIHz+wiFPoY/ZAyuxPhtB8zpq7hmA0RHQBkpQ7VNeB0dKJlUk0Vs1YZMybX92nOyTaMSszcn5k",
-	"Ny7qRhs5I0PGxZgATYyIpbUmLdbsMB5InZGWalg6l0ZS9siBp7aYVGCFbh+W6slPRqm5wWjqvvA0SDGk",
-	"9yAVADBQ6RSHRLN2CT06gnXlqVGBGOyWdZCYymt3Tf/ECI+g17/xUZofZCKihyOr3RJC03NKmQ4emJqv",
-	"i4tBpZRdeVTPQrcvMmR8ZgR4xuP8JFhGadKyw17yAwpzM2EQcJeTkSDPPOaYU7OuaJimS7T2fi6HOnvE",
-	"n88ptbrQl0qytfmb70JSql8cOA3JV3DOxNC0bWKWvtummZ0LeobuEyH7Ik+aaRx3euRYYJq9HC3UaHNq",
-	"jLwR3iEMAeBcYRlmsNXbnfW2nUTETOtcZBwav+B+bOgyUpZdDt8B5cluyIHfIZyp4qKgMEp1Vuwwena6",
-	"+bTX5r6qdc4IkUe8d6eXOeSD7QvcdZtjvpWv84clFfM3bTxLnv6S+dKcpcTZKpPvTi+fVK3OtfkqQbpP",
-	"hUh4u5tYudZu4YeTd8S1Z+n8Mcq2hYeLayaMVHOgOlDE2z5ghSUfpFyijq9zzu6k8oVlK0/Lt2R8yhPL",
-	"l78tt1gCCH8GQ4jfs/1CWC9Y7CGJx9WZT633+WPJ19tdwQZSPAsMQjtNYxafQiUuzLGWQrz92LhQahDD",
-	"iIG/uxq69bb5jUMpRjFH7/JfTm/Fc8z5qCDYyjBBhcFqpdT1B1/p5hRVU//o5lf36a7OHp+/T09L3KoE",
-	"oDRz8u+lKaxL89aSO9yWFuWO5YPfZCKaSd8RvJLDHadPPSEW+EmqeByEH3pAFhndv6sB4VFEZ4cNGzrX",
-	"ayTdadIGM0Sqt11zzYc85qZIfzJEejo0rnJ+XPgWbFznywSkjWN8BzYf6RDKKdNkSMMr3xaoL9q7Ozu+",
-	"tLFVEUacxdEGtgnq9IiViaNEQcWO5bJUM6b6wu9Azjvgv9pMG/ja1RSKlefdBlYaApucN/wIAoFfny1U",
-	"AyfGDgJskuNncwl8rqHPktQL5d/6wlkXpok2ZAiRkPtpRDU3QRqqJ0MKtW8Mn7I9F+GG5Y37wqrezpfP",
-	"tI8tsrvIhN0pJsZcMD+SC4zZ0DhmCkF7cB3H0wGRigyM4sbip7pmakCgi0ccQ+k6pjCPO7M9bui+GHS7",
-	"MFgXpxp0yvR3ZJ2emDyRGOiHd3kPzywApourlgD3iS/9TLahD5aMY0iQT8zfXjhck+L+NaTJ3Z2dVV52",
-	"9xMJ/fNzEy+3ihJOYilDZtt2l7tAcApIazFWe3xdjcu4euV3K4g7m1/9xwW/TJlfo0BMCnd6pyz/KGbg",
-	"QnLxvPtFch1xTWczcDpD1jUUCxhmts0xlFN6kWkegoV4asV9pyLK9yxwme/r41a1S6UaS7aehfLn5WMI",
-	"xPJeBWxfyzA6WMibF/R6GHodiHSfIeUOSZYOSEznMjEBkC74QBMjdUhjTKhxXYocJgqjn1l+Dhof9+iV",
-	"ydtJaawRCNvst4TGWNksLRPlN2NDu4KyEFM7Ace0FaENtEj2P0Ekr5cvi7slld9FopkxXIw1mdIrpgnt",
-	"i5RLwEWCgDZ0lu9D6BFIwn6OGxSLcQ6Mtm47mTUgUxmxOCB8SscsIFSNdUCYuA7Spua642fNWBMEG6GT",
-	"3H7toPShXrA3G5pA5Dcbz3vkMwTCZk9auhP0hU7CieWHWHcXqkbvbr3dsxL2VBrM7hxKZUAfqPK7Y77E",
-	"Mwm72JzweYN/ViV4LiXHHgBGdPzdiNyLlPp4BPwc+nURCkF49r7uZxdRjpZJRikNcAIqN88ho24CKcBq",
-	"Is9K/0sdLQcWmD+TuJO7/aGcTqmI/u2v/3PfqTMZx+h4dWwul+mOpjaBnRee9Jo45vlnuSinCM7LVXm5",
-	"Knn2c8Vn+atiheVEKSYMgbq0EOfuxUBKhnHCumPFmMAqmuymsw957VZOHlu525cst1fQXrUnv2Z2JjvR",
-	"n+WenTl4nkkQ9tP9BYRhf1K+3eWLWPwiFlfRpQ8UKmhboTgVdEGtpYIwqiCVKKfggxHAC8JPIAePZ0l3",
-	"JmMezpsttO9OL0/x0ZfY84fEnpuCN/jd6SXBEyBtbtAh6SrV2J9+S6ShnVWi6hrD0WvO71GjHt0kVYEm",
-	"8OsLWlRFBxQDaz1mABrogIRyIpUJCDaaDXzLdM505ykjbJdCBMpMlscF/z/XWSamCwAgDf7/g76AdRI6",
-	"tPcETAQVYaZEQt1yrgkNQzYzUD8XyGhfuK5cvn293/+97OUpnZOxkjfg/h4WJoipYarXF58svFTM0+Cw",
-	"CZYzgPMIFk4J8gmglozxrQ37wrnaXW94S8PtS5iAJEdZsL2PEJCCgcQZEE3nFn4ty6yRp8nCRX58ESwd",
-	"/0TYg35mAayRgrhUU38UcOy+ExvhI3tqfzsJ7G8rUBWVNmZIWzFwM3RK+OQiXVyDLVaLQGmZmPr48/Sp",
-	"p4zRdJNURqCnFW2KRYd6f4kQzHQH/4gYzHT2za/+Y31EbtYA7MmPu1JU8lWoLPPAanw3TJu0pYxIpsO/",
-	"X3LfM+JLs23EH9G98GvTHZR+chPOAph1MZxDGWG9yTyCoZqpXXMARf7nwYf3pE0NmUptoAbZT/z7To+c",
-	"GCjYMKNKs4hoozhWehJRFhO6vxAIWiYIWp7dF9Cxh5oJyIWdHvns6+uHVEjBQxrnnOAIcfEGbOigL4RM",
-	"L4QVB6HnlwUIPNS5XxQziRIsQoFhZ2urOrDRb+c/09Z/TyFm+VmcyzcoDHXbndNp/EiDPWioZxX+Fne+",
-	"hDKeQGXiMAuLKOKEq3aSP/FHL1OxApRYzc+j3w3VJPw3SRt6EW3LRNuDKCI0xQdoml5Wdpy0HZqAQslV",
-	"htfFRKQK3khvukMgUdjy7x4GwVo+tvnVfVpJdMpTzz+OXFxkDQwLFQLyHOZFhHo22SRYDnQrirNgkxlg",
-	"qNsAynRDgWr7sm+Gk2vJW+RMQQ5tch1h2j9vd99++Xmr+/bL163g27t/4eidkm4vdSKecp2VK3VE1+13",
-	"YTcBfijEkC0g1154PUTH1pd2F8uGTVutr1Z5Ku28v3wqhc7qZqJkMp4QKMaaxuBhqQffTwFLdrk2gRsp",
-	"t/t+3umRwmARVwyERj+qfSfN9jk/+gl7Ygnf8bZkmVnjnPxSF1viTrlISxSXlMQuXbEnvlZOVamHz0rL",
-	"3C4PCk5rfo09H2pAOxhh3ZcMutUaCNYCNWQjqVgeHna7Ijzfw6v3AqgUfemYnfPfiwO6ppKtvddb0EgV",
-	"e5e+dkdR1cm0ZNEXINPlap9n1g7X39LXOa+CDSumVyDH9tbObsm9f0IudZaIKovOJ8FgNXaJkGTW9uZg",
-	"TN2HWivYh6bz963ig7UdE6EDL8yD6OP49RWbawbF7blIm+N6FqdcU/VnzoY8djWOXXfhgSfoUCaRDHxG",
-	"wCBNBhzzayZ65DO6evticBJZmmeYCOfdn9h8EEDoI3aBcNpmLt7ZUlfQ3FGnccUkc+XHUVa04LR3trY6",
-	"+9lrV2zuPcxY5sdbACAWuloJPkvEMjNbLA3KmTDdcCI1EzARKN0Yyemq9hNNR4y0Z1l9oYxYoXKT3d2F",
-	"PVmDvOf7v/X7tzvb3X7/9hv25T9KefxTlq04S8QfVMPRHliFAGwRBY6mEGVQhmQLR+DZ9qOr0BXAnvvp",
-	"XpTklwicJ4oMhC7a1PduqNDDpcIfBX6f6wC2EvdpVrTtq5tfVVKvSyMR/oNIxt9X4DiA00+tAShgkXZs",
-	"j7pYiQEr7LtMxs7zSR7NevVZIhq9EhmSbWLf9Sf3RGRQVVaQAkA8Yj8BG/bj59jwXXlS8VPeIQQDwz9I",
-	"2iRon4wktM3PNGVQ2l9CRv8C1aMentSqrxzjMZLghdwnrqiwiwyC0pvYuO7RGc1m1l6ptMzoAH7fsxAN",
-	"0pb9lJwlAjosBcQ/YEEdEEqyPu/7ZMCjATgHi5idaKItuoqQOQMfaWsG/mxXHEaT91SbLkzRPTkiRvaF",
-	"YjqZsg5Wi9dGMTolTEQ6H3Sd9h7TS73HIJQslFOodQ/snGus5oyuye3XRNsjgOr1MyVv7UKB7oex1Ji6",
-	"XqYYnQMkfj+qbH2LWk1heQWdZn0jBLRbgVPo4ras2XXlQGBatNtUJ9bvVvTDTTC07ZopUGuL56Qn8ka7",
-	"crQchqQ3wE1H9iAge9ewPZ+aTKZSMXLD4xgqA5E2jHMOCcCA8FZhDKUQLDRcjKHqzN9V+jiHYjxdj5DC",
-	"aGf+gV0Gk4/LrP4LyxtW/Z//IeJGmTXxBra3PUCS1APgPo0GYLZGJJaKjy3idohiifZfJmaWGN0XcuRI",
-	"hz2dICt0QUZSHdPQipFsGqCOnTa6dBGofeHHhoZdc7g5lu4dHhz+eHwUkH4LpnQNMCygWLaKR65bVwtn",
-	"dFcJ7D7ah5u6lhqKORNajwyQev6g5NQvEHmLkYhkWIzeYh4xE2+Dn2dw7+eLeETyRjgKjKYmgFD3BQxD",
-	"jJQ9clSmQbmaWfE8wJgPmANaPJY32zBq/nRCoR++Vibcfg69yuHii4XjoQLjX8rY4CkQ2BR8U1EnJnn/",
-	"J5RUt6RN+zpzQIduCjTl8YVCoA2bX+0/d5vY1pQ9H91uftQKmQ00/gjqteulfq9pm1cuyODzwcnFycd3",
-	"v/zw6eyXg9PTs0//PHg/6JEDMe8LU3QzYcS/ly4zgdabgHyMUdZUzIo7bLahiUpiRtrDOXHuMGzM6Jov",
-	"YrmRa+as8/BGX2S9a6dcnEGLR6lyHW3dmSg96BQaGlDiRFzoNuntzMgOfCGcIOeqbYOP1o5wctQJsO6g",
-	"jFng2iY5cRlD5xh6GK02YsUylXEzB3YG36CMnB8gzPbsnoiiH7jpj9xKayn7k1vMPBTpbu2nSsqilUnx",
-	"8cSk3Y1fFP8XS3WluQAvEaEpHStQt7WUg/VZQSzH1aaCs8wNSWI5Rsl1IEcjzcygRwb/X9f1a+1+ZLem",
-	"+wl/8HHH+Jwlu4TqK5BkofE9ukcHaCL7H0YlbFBI4XJaqyaJMDxGuuV7/ztFNUgJGLSux5lS9R9yuIyi",
-	"PIYkr7K+JJZkvbdLb/B9bneHVEOoCM6Pxo39lO7nIlPdI1URC+7nordzrYiJvBJCuIjYbdVc9onyibbK",
-	"JyobBDe1PPhjK8giS7gwb3Zbwb3mQBwon8M1KF9oJb6y+eQ+3WrfyzEZzg1q5Dm5PcPz93LcPZTTWXnv",
-	"MYvLaY9CsoCzOXXSzgHRwlnsconBKFty0Cq9acsA4PfFaAGYTEiThca309uBwOIpgD2mPHjIH/HSsd79",
-	"XY03h3I65AKyHyKZmE1tIqbAWSgFc72Rsvv+pzPe+OtWDKjUmZxWHk25XnDdl/W5jWLQneBF73jROx6i",
-	"d5wBGr2oHS9qx4vace8qc3CHqrQODPKGTyPK4zVjIqoZg8X0KIkb0rDP06ee8LL5SeqapHhwX+o8P2Zr",
-	"lBQJcq1ncn3508N/joDfsphYjxlPxFz88H9Mx4t0cf9mKP83dT2k7c2y5Bp3gM5NidW10U03IjTz3HmH",
-	"RDtU6JbYlIpY1U5d0wWCX38lm/0Q6fubX/3HFXpFFK5hUyGyo5dmD4/Z7MEf0z5iDjdpZpcV2oU0xMjE",
-	"PrM+mlSXLqs+8K0X8vdX6+yQ7mROR5mxMEgrOkHkUIAGXKh9yEImlnuJPIM4sIKVwAHRGBpTRuk2hzS8",
-	"GvH46cNyF8CsknK+d/A8k5zjp/uDEmb+bQWev1DoBJrFMX+J5SiHTOIIM4U9++GC/AyfA8JE1AnAtB7T",
-	"2QxU2DiWN/fhSWteaKgt/We5zacWmGe6yh8lKiwv9/Wvz6EBbwr3zRfXtPId8/UpbybzJ79PRvHxmKk/",
-	"y426QHBexNG/D7Ln0wGFvEHzpmMdvvwutsB6es13MxF/KgZyieC8sJCXW7XmrXKYU81EHvMqgZvxoUUW",
-	"Gyy/vqTI0xUOgBnW0oS2HxmCCBdZ1/AYai/jqbJQMeMbDuVCYg5pOGHdQymMknFJkpmQXRhlsJcfB+pk",
-	"CAnpWmOmrDQfohsc+7Tccoy9qYnZefFo/ukzKMsN1D7wAe6xy/lDrMiX7ZRYkT0igkHM1JjyQiUYRwXu",
-	"VQP6hg0nUl5VxzseYyAFxi1Q7arzXJ69x2LyIVVqTkLFoDYljdMCzYqFjF8z1VuKVHjPtfnsp31Cjufm",
-	"qPNl+tW/ML3H9GX6XQ2IjKO0phFpI/q68k6A5kXBMsXFelP5U1Q1OmKxRVZI+1WMnH46v3C+ISgM7DJH",
-	"+Titovvjh4PD7vmPBzuv35C2ZqwvIhnqTTrjvWnUwXhemRgywIUOAgiS45qMmbCXwZXqTe84F30B9c3S",
-	"iF8p4vk+oVg/KUcWcBfTKMnKKkYO/Z+Ic7vR/xh/rWPKfoX1l5u0fRHxbOtxNztN/Lua5QaFvLV/H9b8",
-	"V2nAanFhaDns5dl7n/3pEo7bKhE9n4gWYD7BiPLY/pFGAKZlK9YnUM28dvOr+7SCwzd/i1/8vc/m76Up",
-	"9fDEI0IOMSexHO8Xc/t9joWREF+4NkOr8v1Wnv2jy0gNJPQFqR7q+E15EXJv8PxmPOj5BKBmA5nDiExe",
-	"oiaclBjIoA36s8gYONVzu0j/PW/GXyTAC5upp0R6Q1s+HzgOH2TxXCMeG6YCd9cCkjtHIhVhwg4ekVFM",
-	"x0/K5zejVL+oDfJ1SJdpIysW1V69KvHOS1XizeIuz1epUJyd3wsvfLipILu2eamqtAQydEssSSv787FK",
-	"Rw/QGLf5Ff6tFfDP2LW8ypnXm/vK2udf+soWEjbslhCKBtR9jMmUM8wbg+gXbLu0nrW0If8ZaeDJEWlD",
-	"zGdqs+1U9GwwOQdKeY5hHbGC2U6OcrmFPieugZWkTz1lx0rpp6kiomdZg9EU7vs37XsIrnxM69mmzUHy",
-	"7U+HcwCQKb1Ku5mF3B47EQsTxc0cEGbIqGLqILH87ecvlplpqHyG6JSouLXX2gTx2k30Nc1HnWvDpkB9",
-	"PAN1Akb+O4fD+adSQHNfQlJS7m/fBjb/3XiW5P/M2mrnvszclLkvUwp89+Xu/wYAAP//4ESvZrZaAQA=",
+	"H4sIAAAAAAAC/+y9iXIjt5Iu/CoI/hMhcqZILa1uu6WY8K9e3Na4Fx0tp++M2deEqkASVhGgAZQkuo8i",
+	"5mnmweZJbiATqIWsjdq8HIUj3BRZVUABidzzy6+dUM7mUjBhdGfva2fKaMQUfHwvQ2q4FPZzxHSo+Bz/",
+	"7JwdvydyTMyUkVAxalhEFNMyUSEbdIKODqdsRu1tZjFnnb2ONoqLSefm5ibozKmiM2bcGK9pOGU/ssUR",
+	"NdPVcQ6INmxOQnsRuWAL0qXwzYYmo9DdOeoFZMquyckPB/2d5y/s+NzeO7dPDDqCzuwMLtiiE3QU+zXh",
+	"ikWdPaMSlp/onBrDlL3v//601X9J++MvX1/s3vxLJ1h5hwAnfcTnLOaC/S1harE69bfCKM400UYqFpHz",
+	"BVGJ0LhqXJO5u5t0pSLvJLmS6mIcy6teOv9f4bnpC/gbCss7o9fvmZjYpdvZ2go6My7839uVEz8xbN56",
+	"0jBZ2ITuWKq3NJwSbthMEy7COIlYVDlhe9PdJhsn2jDlKaNkU0O8onZj/0WxcWev8/9tZmS+ib/qTTfC",
+	"R/s0O+JbEc0lF6ZmSOYuufWYfox0UE9HNYPm9v52g/oxskGV/IWFdS86xytuPyTen454nIjyM36cCHL4",
+	"hnT/nZyy2VwqGqeHgRy+6Q3IsT032lBl2YyZKplMpuT47ckpmTBDKDk7O3xz+c0+ni9/nTaK8snUkLGS",
+	"M2BU6dNP3vxILhibw7e5oezfC3LFFCMTfslEBSdRibj1ohwn4vANLMdJOGVREtftunaX3Ho0P0a6B/bk",
+	"1w2IJ7Z6sHVP8Gd2PpXyombIK7yi7ajbzaPe2EfpuRSagYB5RaNj9mvCtLF/hVIYJuAjnc9jjgJuc67k",
+	"ecxm//aLRmnXmsTtXThokag/0Hgs1YxFRCrCxSWNuRWRMI99MmJKSaVHJObaaMKAq7qLxpzF0aBj+Z8U",
+	"45iHjzrv0ynz0yShG1+TK26mcFq8kN+Ag2YYzPN7qc55FDHx2BM18oKJDU2UjBmJJNNESENobI8zyC05",
+	"ZwrGh3keCivhafyY0zwT7HrOQuBITF0yRWDrSTdihvJYE6oYkSJekFhOJiBNb4LOR2m+l4mIHnOmHyXR",
+	"SThNtxgUE27IOYulmGhiJKFCmilTxIkGnOsRXcSSRqdSvqdqwh6bBs5ltCBck9gOroiZUoEUwPAQnQma",
+	"mKlU/Df2qMv5gWvNxSQgibgQ8koERLFLeYEMgV3PLatDArZiJqd0f/78uX+QmCkTxk6OFWezwu3wFS8p",
+	"j+l5/Kirf0AiNmciYiJckG5EDT2nmtnX85K2ZzcmyWa3TxQzakFiaphyuzNXMmRaP/bkP7M47jsOfZ4Y",
+	"z31XWfMlUwvihkc+yI0mVoi5F9DJfC6tyvGBRZyewv48/hHY0OQ1Dtm3U7ALD7wwDNncMp8pU5ZZ33i5",
+	"CqR2EM0slUrxt4QlMO25sizTcBSdXr1eobugc92XKrI/bcOUQh6x6MCsKnenfMa8pRhTbYi9VgNHDjp2",
+	"/anp7HUialjf8BlbsbZyI+1Y25GJyH5tlQlrhTStHLyYNWoWdrPco6lSdJF/8jOrMyRC3P+Td1Ed8ZrN",
+	"TzmLxb9KNvSX9DnyHFTvm6BzMJ8reUnjN27ZcqoMjSJuV5nGR7ldG9NYs2B5I+Vs5qgxp0ztblltalVr",
+	"q5zEiaEm0SVWuiDUXeKtc69DUBEFRIqQkRmNWACHJ08CxXniU5DilqQTzegIuKbl9EhNEYtIl55rJgy5",
+	"msIvjFhikokhEUcDtZKqvrkJ0mEPo9WBD9/gsNRk3LryYd/mHnYskaMtPc44dQVmytM3qH3sy5sgv4XV",
+	"Z3Eru/A4Jbr0hnMpY0bFMuVHjEZgXK5M9rOd40iKU1zMkZusDggfEyFB9EY8IudsLBVb/0TvLvOO9W7f",
+	"9rxHOx8VE8nMHjK3BRFYFb+A9pU7XKsPenETdGZWCE1KF8Fu/ZRlHhuqLzTx26xrd87OMF2/kimmM6yd",
+	"33PLRGTMSo5eqgYDVWkk1BlduK0CE9azs6WTXs21LKe1ix99SkzFkP54rVBvCZFt7yxzQXyZUn5nDJvN",
+	"S0b9JBixuoMcE3QBrnKPnLhanfGPyTlTghmmibuO0PyXFAcmigoiBelaRhXLCSroVutlAdGMkZiLC91r",
+	"5AKgRdQeVkt07Jqb1zJiuQu5MGwCAqKw/WMuuJ7e7pzYYwbTrpYaJcRRXML39n5Cz+2ml61bgMYD1XBU",
+	"ji0BUj09l1SBwmu/PJlTdUHODgNyviDW/M8toiOAZV4Wy8mZiss31A28AdvkB55Qw67oAm0tbflrN5Yh",
+	"jYlKhF0mf5duFgo1DGFBKHFCO6Ubp3D5rxfMBHZSlow8vSlmFUX7XUDYYDKAGXsnj9rQZGjVSfzb6sN7",
+	"ZC4jcr1Htja3t4iQEUNqTPXpPbK9RQ6FTsZjHnIr/8QljzgdhHK2OZkng2Fnn4Qxo9bWSEWjn7FOwpCx",
+	"qIGBWQ4mktl5QQ0sIVLgdLiLTecPL/PSPCWg0TDZ2noWXnARwSe2iV9YUtFzGrKVb/GLUaPsdD7B25yd",
+	"Z3g7mmG1vjbD5idw4TKzc6vnn1PG9cAtj8pk6eLJxMwTA8EDKRjunNbjJHaeebDU2axH2DULE3ujtTsj",
+	"hgfvggHbtKSorL0G1CDVRYn+lXHf6p22jMsFfW6zosAdwf7VZQbDwZIiBy84pRERkhgTr69kWAKwi1O+",
+	"svmYBuEiYtc5aip5ectLL9ii0SRyO5a7bpXFWS6TevZLZ1cZJCJXU6mZ5TY+VMPNoMl4Uok4jGpn/hyo",
+	"nc1rL3q2TOAYWsvHp5wfGcYLUqrKViVPQPXn4T1HY6dIpwzDVK2Ntdz5WlZ7LHtj1+aITtip1aMqKVKK",
+	"zIid0wkblEYG8+viZ1n9hpc89PHVpRe0v6DynlI7F+bF7ipxrozqbq0c9QTce6XavhUu5PXB6x/evvGG",
+	"nGc9oZwxiKXsoSM4EYFjPlRE/hgNBbIh+5UXM6CRzpWMkhDCN2wWpEGc9IBjgFcqQocCfERgQiaaDYai",
+	"hEtVmCoQjoYn2aVfkCuaRjK9gTi2Y5DCEL31eYo9J7RKU80pJ0vDXk2t5edZjn3xXjO3uT/e5dwcjbyr",
+	"kQOs6vMQEoP7yslOhCzOuS7K9nN9uawYdW602tdxrogGP9bqO+HT8/fbTa97weSW7pnsRYqhrnbemdeZ",
+	"2bNkD9E5DblZtIyCv/aX30K+L9sLJfZETM9ZvJ4JsvKqlvmeMCaaPI1WToJGDdzar4NTwPeJO5TWJIjh",
+	"+jFX2rRkAzc+dlkyYSmqZTnOyc3BamDcTHlOpuyQGReJ1Y+73KS2Avqfn22RgsXijWy7RlRfpO7bEkOd",
+	"6gvyq/0duSNu9Yb205nLOC6xAG6CTjKP1iOBZbWXwkVu2/MTzZNXfpx0/b5UU/nrHE2vvm1xu0tf2K//",
+	"HkSJQmqsIWWFDka9dKYp02gRkJw55i0wYW0pChbfWDFG6NgwNRQmi5xqT4dzGWlyLhMRESNB9pXJs3Ce",
+	"fOBxzBvVmGM3yYOZTASsymSefLSzKl+Od0dnhItLJoxUC5g+mN723y68n5W4QppeQDQSpbPM94YCXtE+",
+	"gPoggff+ESnwLVqpXu+OzuwM69xNz/FFannDestSXIqiUYxJTW43N5YtZlRUDAGyJd2Ri96N4LjKxKqB",
+	"rFfvuLAWgqXzmlP5IxzI9zKk8d+qz6ZOzmeWFP9DngPZDcUxXcAfRpLuiBoWc6b81f0+jNqHwz7q7eEg",
+	"AXglDvDSYCjsbhrt1DBQ08gV5YaLCSpieiqvNN4K+pEVTAOCKvDeULgHWb3wShTJA2miwcc6k2rxamFu",
+	"s6einM6PgY7tm6we1dDeW/BOlupYS4wLSDHIncrixP1MapjU+0ZRl5PzL54F+eTDbveng/5/0f5vW/2X",
+	"X37qp59/Hnz51953ud963/1Loxju4EzIjBq7OJb05zEN2cyKP81iFhqp9ID8yBbI2C5pnDBNxjKO5dVQ",
+	"5Jw2eCD0Qhh6vUcoOBW4vYnIOb4hefPxpK+T80jOKBdkrtiYXw+Ffexoc2SVfiYIBf4CXlxDZlIb8uIZ",
+	"iZl9fR2QiE+40QEZ9UcBGf1s/zcYDUWXxvMpFcmMKR7aG8+lmRImIt3bJxQnbSdjVW7gaeiLRCcjkOWM",
+	"Xuc34MVuzeaVWpzucK5hcjqtbMXeLA8I1tLTR6dv5HNUaf+3Lz8hKfS/fN0KXuzclNLDaxC1Lhnvdurp",
+	"kmbXpKNm+tE66YErqkPpesDLrKFnL2W3XtPQxAvwockxGXmXxQhof+S9K6OS0IK1Klsk94GB/QnG004+",
+	"HykuVanG4n9Jc4JVIjY0cFXLizXhSyw2yCmNQ6GomKQar0vJcbfPZczDhbc+94pXDEXExjSJTW9A3rAw",
+	"pooafpk5mzTkI9mD9U5mHijNjB4Kv0R6cJwI956Dd0dn/lUKQiD1UAQdLuZloaQDsSD/cfLpIx7hgMyp",
+	"1szrSnmHl3elw3MGwL4nsu/G+cXKqGN69cF57H2OeYm08HmwJEtC3yduOTQZ8xjtAUhz0qtifslh1z7j",
+	"NuhcMqVLU+nTKbkr9skWOELQRpkxKjC0IdgVQyNlxgWfJbPO3lbZUvslq46hW8YIO55fYMUm3PIalBLU",
+	"aRUD5J1rJX1WnFrwrt2OATl38aH4QSaqZFff8zGzNsk+ERJzqxboQMZFdC+Ba/btNy/cS+Df22Vr6BnY",
+	"WpmnGKMtO+Zw8DBMixEcFnEreO0+X3J2BVRoT7nIXzSjEXj+NY9QQTw4OiTdcymNNoqi68iHk/GBnaCD",
+	"j1uNJldYZzDjak4bpS7R4oZoFipW4fo6Z1RZ5RUuGZCTqdUUIcMRGJdlcy49t9TsNH7EusOF01p+J7w1",
+	"8LOreS2Xl7zei02YYApKXX74cPDaKkD7VslxzuF4kcUsfPLLhF5aVVQwVLVbLsKS1/4qm2vdkvhXWl4U",
+	"f3vZavhShBJ1J1HKZZuUWdnGvp1il2kaT73TMWIxMy65qiZNYPcm6LBLX4fUSsvyb/DW3lZnY27beUxZ",
+	"HJVZEM5ozweQpzK2pjsLaaLtHhLFIIuPcOcaIF2M3tKY9cdKzvq/MSWJ5hNB4x6EfsEZ4d0N9Yu0/aLS",
+	"q7REDfIcQtvR2iv0yd9Yt0iQYufqPprcqr8m0rQudvkbXAykCcvYfoePHZUd+xtr5v8NDIDXr09DfqS6",
+	"EV4gl49dNk+rx7rLIfWSxqztfSdwsb1rzsLWN9lrMWR9Hlc4H/wK+RiiW1jMmSDdrT1gWWTBTIvohHGp",
+	"vmeH9QTz3F6r6HjMw7W3/jPjk2nt6f42e/oHl05TfG93rPt0zgP/xn0oDbAyeK7k9aIxi+CKiwjVqjY7",
+	"cYrT+Yw3LXPlrLjKCWLPcNOtc/ueJ+jc6ckWM8cSUu6Z47h1bB+F4bqppHVJVjkl0ie9GIjG4YCuAlKQ",
+	"LiU507Y3GIpPM26MS463VjzaLIXcnYDwAcOkmRkNp1x442co3PZCLlDo6seYcr7WnG+lzGou86MsMd02",
+	"9myxrO82p7ZcQ4Pn1O0iir57CaqB65KLqFEK5XKjarPOPO3WJ5SsJBRQew5gItlQdUtQ7rJJecxaUuAk",
+	"mc1oWZ7A0hzxoXWz8l6b5aqJNx9P0Ju2T7gBH5UunJINvZosBbZonftnd6vc/bMi/ldVPUX19L2U86KC",
+	"VsHvQfdp2s6imK++cqc1iVjKdH5qIG5B+IxOGCYXhFQIacg5I/MkjqGGak8kcRyUJO6l0i6S4BmH1DCv",
+	"y2WZeGnwtyYFYCVe7F6kwKZxverI5G9ejyphp6g6bGgSTll4QeiEcqFNicMHlDEyZTRSUs6sJYJZq0us",
+	"dyVN3j2FTKm2Sm7OdwQpr71VT9iYF7KayvT4lgxiJeIOj2534o9zVLNMzrfOTANThU+cf6JeIrTMiLQ7",
+	"eE7Di0/jpqNVlTToJtSUMZXXNu2Aa2cgZOtZ5xqpovmmKTl9eUlEheXJAkssZ0x5zKJ3TlWpDTC1yAh5",
+	"vsRzVk9dSEXEIyhuDRq2V5smIsf8UUUNmyzWzT9J+Un6AD9i4Neubt1PvLWx4s1fqgupeLk2Z/gZXGcU",
+	"D/UZRkrrecNuu01aWQw/6SBLy2nDJk6cElZS0UFFxhtdtjgVEZnKK9LlYswUEyEb5B+0R+zBYiIaipFR",
+	"3Egxsurq6DKOZ6OAzGTE4gDlUkComuiAMHEZpAW1OrU8dDAUNDHS2oNQI+oYPTrkZYTwBRxiFS4qBwQZ",
+	"Eap9Gtk+ZhxAtThO3UwZV5kzmypGuCCRDPUmnfPBLCo453OB61pP+rJedN8Mt9Hrsd3SJ7FToUD7e+vo",
+	"pGis1cnijDtkRW66kM+YliBwEbrAPtp2LsDu8ClmjOrEvsO+yyYxGkvDrVnKYENjaqC21j5Rk1+SCJNO",
+	"l3zjUK66Oufn19eECn3FFFJHqvhg3RyPsD4UrihkPlWkmS4zZSVn6284+JdevnyPL/ahZNpn8zlTLmUm",
+	"LRvFZThPwgtmwDPHxQR+evnSTMmcqZAJw2OWZnb5ZA2/QcXULpmgge2mmYraJRmBt7ZJwV1RftuptNUM",
+	"H1Y3N4fAb3MZEX9vWcBbX29UpI5KHg4xsjI0ls+p6uiLnrl25SojiEr+tPNlgIXf+pP4aesLMkHA/hnM",
+	"6YSd8N/KSjJWPCAIA1LHxd8dnbn0j5X38jy1kXMkoqivllohKxvhHu5vr5jcR+dqKk5tMk8+QLrIB/5q",
+	"dXnxJ1/IYfXtLmZWLOUhYcZJb82T+QxDzr4IfXlnZcz6oOK7JKfyod2vvew0eWsBMsfkeGx5ipAunfnd",
+	"0ZluDGL49K4lWzjLwMs9jHSLE2rhhbSPPxRnuuqt8blTFmMKjIy0T4nKYEPklav6sx+s8HTZQxAO9RH4",
+	"hrlYxjHj7YvIPxy+O4l5yHSTz7mVlFy2zUv0L3CUUr5OiMVS+am9pcnznuRr11Y34rVUkRRNtaIvK6S4",
+	"S8rKNtq/7vK4FWf1CKzaEu1FTqVqtvecVpXP5ainSEg4anMx5MVx0e7i5+vGZ9pv87ujszRIU7vLa6YF",
+	"LxHfFVWCi0kJM3hrRQx1ngx6Li8ZKkam1K+skQ/drr4ZvPkYVMhuW1UDnlV77d3i5pejlvAOff7LWqAN",
+	"njRL8wnSakC8jsRMRIgkhSA9iUg0i9x6esdPH5bTUbO7s9dYwb4W9T9bh/qfr0P9uw9D1S8K1FBc6+8p",
+	"V309teIAL0lXUiqy5bJztvMruEpGO6VJMenM1iOKc6mUvOJi8p7PeMmEf5BXZEyVO0BCzrigccHVN6ML",
+	"gk9BaDyoUEYS6va396xgj+2zvfjfI1u95hB/jGgmNbOaJZY0Mbne0WZ+em4KudnBbGgc403tp7MLycLw",
+	"5BL7wip0ZJJQRYVhWa6ZW536J6O/WlfUzx2QvG5FNeE5ralO0wog34t8OHyXA9/KXTrjkz4WPc+VHPPY",
+	"1T03ndtqrdavTgXLqjT1vRbX9uhZPbRtPAWeXTGh/HNWvYiZElm13VC6KbVLC29W4UqTfVtLl2eQ71iq",
+	"jOJ0GvXQ+hlmmfQtLQwPm7OYszXtiZ2GvHsH71rMugfBbC10btJATFNQqepM5U+UVIUjcmvqT3fXv1tQ",
+	"oCG/eaW0KD/nsitrs6RbBZRrpW6hsqvWh3YHnWy3Qt/OV2s16DjpmpSHYdOU4facI1vlJq6RPbxsaj8w",
+	"GqOPY0mzmrLw4o6liDrFwvI5mIUkuwqvh7urbLKZLdjE4urPawXreXVrfvMMjQ4reEq4Te5EOjfRkuTa",
+	"ngy2tybn6x1XP177o5mZqavF9ONxk8H0rCWsA+Spr+eGRnQEN4eymR/lMsrvzbUOmD+Qp/n3LPG8fo9b",
+	"5R+2tT7vwJKeNyZLFV+sqpy0bq3fKTqfljv63xy8K8J9pSnyPkFAByRiil+yKAOX1nMWkq41WDEuc8XO",
+	"ydkhiRS90r09V8YLAQDAkMz9zQ1U4GkylsqlOHGjh2KUOllHZB4nDiUYHwHKjEdmgMjB9Vwx8FBheupQ",
+	"dEdXUyZGARk5mIAB8N5RQAybzWEFewNyAnUmLlQE7wCbUFalCs7f1jy8sNB2lEZWjs9v3LQTB06wLHzd",
+	"Wq3u6RuurNmTYpVypkmXXc9jHnLAJyR8hn/0gqVVuJVzwR4lt+TlBAZbOLaGI9STXjLlEPW7lHgUoUST",
+	"ufu+V+8w283lbBXHCqUwlAumML3FF/0ERNFFQPScqgv7wi7UCTaIA3EctE2Iq3dHJuJwXLIEik8mTBGV",
+	"xCxA37IVQ3m/BI3jEwSnagBGtMq6fUL1Qm9Y41agkM/qobjPeBENVtSLCvXIJadlZFdHt+V6UVputfaZ",
+	"ajxK2aPrptVcVbhdWVXon1EeYD8gUUldGelqlnFTvWkPWm9AXltlzPeaQEY6FHOqNFP54LdURFFwbAHE",
+	"c9qZAtYmIFpiYBMY61BksasMcIEaBCItgPiS7u7OTq+0Kt+X/C2xE0ejKWyNtXTkmKSnDc4XFiQD4B3w",
+	"tT3ylQmrw0TfBb7Q67uAGBN/dzPo1IJwvpKJiDBDEGMkAL0DmtawszMddiw3A4IWUcyUlQWI+dsbrMJy",
+	"5M7uEi6pQCENuvC+Q9IxNJaThGHJLk8dGmfH7weIdvH2uszb8zY/nT1Xywi7oxKBe5AV2ZEpvYQ0NRYF",
+	"4PC1O4i/JyaUM7aPbRks7ahEDABELYCPmBjkRJiI4DuIk+Zml4PerFzW4vJlKRbpKj+f2VX23Gl7a4ZL",
+	"W1VkeLqYsyhXYbhHfvpqlzAAEzzwbO47+ym977ubL4OOA9/RlZpJ9ijLgeAJjgN9B2tyOP4Oeep3gYcH",
+	"sj8wAKKyBIfL8V2AOEn231RK/AMI9x+ObP+REw3/SCUDTPJm7SQSzy5yuui9abo5OLpX9Qr8N4X8vuL6",
+	"6indef5iD91sU3aNLra0xxEVUvCQxsQl5ddKpIlXLlsrSMuFpfeigrfJQC/w8WKV6hr52pmCngOBu0zV",
+	"c7dmLTMZPdj5qsfp+9fk5e7zb9LEBNdCYTUnBn8o1dqydJlWIjeXW1ECHMeFNlSElXU2WAWIWPElQjRz",
+	"IaxWoBpuYlajd6425DokPGLC8PHCZ8f4dbJ3oPDNJYP1mlM04Fc/laDOd3GUkeT9ZuPer0+tXJdrJEf7",
+	"sUKHc6G49iqcW6hGDc4/uGZKbfS3qrKAHHr9qrcpwlqcWwJyrxskyBBe6gJ0bZJRATI4dVevb7lh+aPU",
+	"vLzn3TEVFySP2OWhx0nXYflDhW9DdApAPyshId6Cm8hqzV06YVGP+EvRTaCJouLCgYfVj/Nt67TJfEbu",
+	"asGEd0/sEQhXBsQjcAXko/woI/Y9ILZ8tGobfjxmmqlLiii0R4qx2Rw/H2KPjcZCuyaMwmdtMAqtXYwA",
+	"Srci5ecOSSGWtMS0RjVBJaIASWznhF/85L6xNIjffEmzqcZSkUIbHb1B/Eh6PS9p9n5Bdfzs2OVOuIK7",
+	"e4GAKQdIdaV70FtNO2xPAN/MXb4EKFEBIJNhBbaA2HFoSy3r9JZb/rXCnVlCo1phmWPFWH1624yLRJNl",
+	"jDjMc53LSN8iMGekKYtw50Zd86Hbq4AKdoQAX698XYxa3AH2Uicz9r3LJC6+BVp1RoLJCHVPQc5zasDq",
+	"juSV0EYxOnN6+qzgsVvGLVmhshm9PsSL879nArnkdZdq0UvyUu+77q1FldmXmql+ThNbqgt+GsrulhOl",
+	"2qXQptN095dO0uGlpE0xohm3tzSjmUA7yburm/Wmo9Xwo3IsU99NoQEOCrom1Bt3dWK6Lfb8cSIc9Hze",
+	"qGhxR6JvhfRZZyfWIhCtNvj0SQn1lgiPcoUcuQH8+lQjiuJOlRLfElrXelBiJznUanwAIivlHZ8qEYM8",
+	"hpYmmpkKDC2YyqvFnGrvZuOKhDIqBcA+h+vKO6liZAlmFrkAk9CGUSinUCzR0LRCIEL2fq6VAGCgQuWQ",
+	"NjyOoWCEhr6KFBxI4GaF5m1YTgrw2TlY02V02pvyZU8r1pc8q9RQWERBTk7ekpFKxIgAogHppvSalnaA",
+	"n6xXhtQmQhY3A8LnEamr+7XcpvPKXY57BUS/Pdfs11Zo8Ot3u7gNl2l9/uvPte8QUHu07ZtXHODDN8sG",
+	"cA47M/04+HkPauR3nu+WW8Mppy7B4fdwRCUbEo/LzcsaSJQVDd4+JMXtqHjLct/DvXUtAKpbA5AnEY3u",
+	"C3hgxduceFrzUv/o7cc3hx/fdYLO8dnHj/jp5Oz167dv37x90wk63x8cvocPrw8+vn77/j1e4f6AH07f",
+	"Hn84/Hhw+vZNlapQ1bnuNI2qIIoK6OpAeMjOLQsvjwy9quDBp9gcwfUeoCnUt+tXP0DePdrDvNuMTYNp",
+	"X8arHe9taLFlzf37ZX3LjpW7dKB6WRctcW2F40sWZbHCLHpSD7a8U9tDpQzecrn1VLl/ob3rxMrM1ZEB",
+	"1RJ/rIJcHKyAn0Fbik/jaqLCpsaC+YgO6R59Ojkl//vf/7MJ9/aCtK8g177PRb1P4ZtWjWG2b9JMT1bW",
+	"JfE0h5+Bob6sXzsCm2JtFUQSsTPRZppO42dNs0dEDW4iAExzInE5kGlVQc10PtEmnOaxUlFFxqwIq2mg",
+	"juEaRa5hL39zt9ZS395OvV8nCydLJ2nExqvEJy09Q+7q5kT86nofF+dZKkh2O5WL/7ooLCUY7oV+ZiKZ",
+	"280sh8m5heP3+b1YLbXoMG01naAmEcr386+C0ig3CTI5pCUZU9UAa7ELksSE02Se1cPXu/zvEOVBwdUq",
+	"fLsNbVAV0uj6m/wC0SUx4rH+7faw/8JNUxuZl20TKa36drysd7XT1ivJGCpFZQNOCpx2eclUTOeN/MMR",
+	"3Cd3eUGMl1vLRiWsRmBDBSNNdFNj2hXBfmdpjRWyIROry95mCaIyvXdZkOoLPp+z6FO2usteA6qsgY2X",
+	"pfCiGKxll1wmOqc8ghWO/SQbzuxz17D1v2TDYn3bNsa/25iEWxrq93SVbnKQsqaV1cmdgcLO1HG+VzS8",
+	"GPM4viWOtIjWsonVbXvf4L0BDFj3OrdDYFxmzqu1djFAiDhwsxkHUPWrKY8ZyWQZLbTmh8I7JLkpnc+Z",
+	"yOU7kQWjKkhv3dD7hBoSM2tTbm+hE6bQVjxoalGtyhSN10qKQiJzd7RFdsi/2v9GARn9/xHl8QI+oVa3",
+	"PR1hyq4n/du6/7e36pvTpGJjWdU01mSMIWcsSgBOFKb9ckvbab6A+WVLpavmt3v76b0oiKXlNExFRSRn",
+	"JGIxXZBkjsWOPJssoVGENZAuuZwqs85uftsy6Obp3YNjeiHVEAlclgcPLbVKjS69kTNGgzwWUw6Nz3HA",
+	"DU1ifsHQcbBRb7rutpWE23foOpAXCkvEe/DxAA4O+U2KLNFt5Qx6LnB2+rq3Grxt6KFcaVQUmpu6q5yt",
+	"ZuVfolnWlyEFAdLGHiZQFn0kuRqqri5fbVmC1bHo+8AWTfX224OKFk5QHaioNbF9AlhqTru2IZD0nBU6",
+	"36adTDoPubbcannoS6MGy0e6AtPNSTyobUN5l1+GDV3UsrhTsobCaVl7oJlB1/CsWuI8GY+Zwp4xitA4",
+	"Dgg62qCvOVMzLqhhrv+b6/4NkP94tbyy/8f4iPd42lE6QQef/AlUKPx8EMcd78f7ZKZAxukQ/gt4qL3y",
+	"S83+RKXx0Zrwgr9vzbCBukuLQG8U5wfPP7X0IKR9thtcyMdvT4//s8abfPLj4dFR3q/sPr/+AT58Pjg8",
+	"Pfz47ufvPx3//O7obOmbg6Oj409/P3hfvgeZ12WFTj8JrEsZkINCI1gSUgUePUtn2L3WFwBZDWeExVtD",
+	"0bW8K/K90nMZRy7hyGUbjXr7xGMZoTtbQ/081wg2XNqH0Cd5N7GzA3dd5lnyXfVbc8QD1zy3wV4H//iP",
+	"bFFTSIUxWNfinC73QwcfYFqlITALdhPuaYBP2PXDRz5BpbHBtGus3Mql/u0dPerP23cG9t2lgKoGK8r4",
+	"mqKsnUfxNkjiJXBAV9NF1iMajGI0IRtTCFsVqFXVrxyIQkkIOoq9srBhj6i9rwdlZA7RPl/S4sI5TXUt",
+	"DQGdZ8Um8pXVbb4KtEuxkxZyyt7gHh3Vu20d1Rlvri+bw4eVcfeKfkN3cDCC/Yb9o8q6Bh8sQdxBDyEi",
+	"YLPcbeu3B39RkTm0RH/rFlyXzhw6i+daRzVGtnyTqtqIg72mNAkn3zeqKXUeNrMmRP8zlhhWBOXPzlZv",
+	"3eq/pP3xl6/f3vTTz7stPm9XaLOVfaDuQHBrOLS31ihxAPc1lhDW24vfrN9FyS1DYxOl3XZ0XR2PzZ+2",
+	"zNortjC0annEYn7JVIvq37Zx2jvgEVh5kqi4wQldn7Fm78+1Z/EbuQ50gdskrzmVNPxIf6hP6PTOnw+6",
+	"GRMiVWRWCwPslrkxfWiu0F6AG0wuYxGLeo37eAfxtJNmPb4u7f2DCQYhsxS1ockPp6dHLgRcRDiFJl/Y",
+	"lI2ExRyBNg5yv/75dyksds2m3soPvF5b1mWRmLGS8vpmo5IGFeXF3RnNjAvv46zmOvUpHp9EvHBamNNz",
+	"s3pzWlqHvuHSEAB0LZePAYDeKc6kgMZETcK0rl+g7xJIutsviJFk5/kLEk6poqFhSvcG5F3aUDDfrJJ8",
+	"VtywvhRxfebGbsaWVtTXqTFz+372X03Ojt8Had5kqBiUCdIY2k+OFZ1AN+jujF6Tna3db9eElStwthoS",
+	"f4MsfVHJuMrwgd0v2AoTrDphxcREMa1b1FndJS697al7XZqGm6pyZODHDU0O3zirgi5iSaMN7dNPaqnt",
+	"LgYjONBbCO+YavO2XUaYvfSkwHirt8MK0VhOylfFU0BAZBwxbciYK20G5ECkEgYhb1JsfSMhgDrjUR+6",
+	"NWL7mtTCXYcZtXBFgDEm2LVx15YZEp8xg8lXAjoNBnqkG8UtQ2HXZn1T4ttW6Vk7eQutOC8/oa5v8z8G",
+	"54iG+fjlBWclF0QK1gsysR2kgh06mSbFnrPuyVbg+Rs6vlvLql9sSXA01u89L9WovMfQHzJ/RrMcmpSb",
+	"FHUrS3stuNN9ePuXGV5J4fi95e62jh8UuNTKgCOA03DcZbSH8SuiGKanUu/mjp0vsUvHhikHPMXNUHjw",
+	"jJ5rEuCgOeBJ4LsBPwhB32tAsttdHuNQLGGYcBHGCSiOZJSiErnKOXyuSDEpYIShSJNtc3RO0xrdogM+",
+	"/7ou48pN2VLQynilXl63ovdIMXcID7knnIEF8TvpkX90TfGACHaVaYdjHhum9smwM+wQxWbykmkI/VQZ",
+	"prfXBnHkRn1wfcWvXk1bohKcYKK4WZzYVXa1RNCu+yAp6wVyIFK4yIOjQ+cb646oiX/+3//+nxEsCGwY",
+	"7Ds8KJu41T07NzcAkzGWJZmJb09OU4Eux36kwB7tD++JVOGUQeMrLgWZx9RYwen0gKyiSiViKKgmKzma",
+	"ejAUQ/EW91ImJk07vtwmgrFIk5F9aan4bzDEHnmFjcsxkALvisGU0YDgY8AYHgqu7RRX0Ei6llHFPISn",
+	"bbpv/+0XLcWoNyCf5sznh4RUqQWhYihG132Kb91XMmYjwq4NExpmA5wf8kbsT5YHO8+knXoXPX4OpAbL",
+	"Jd1fQ4FFk70BcTgRfR3KOWR5QGt56EKuGXM1ZvJKeAK3XHWBPmxA0AJvjO8htLu1GxB2TbEplbaqju9r",
+	"D/m7Hk6UXXNtkNvGPGQCsUjR1dk5mFuJ0t8ZbOUwTjo5Gsslk+11tgdbeKGcM0HnvLPXeTbYGjzD0PUU",
+	"yHdzChivvwE8NZ496ZfaKk2dd8z84C6BbH2w7+HWna0thNkXxgnF/Ab+4hARkCE1sSuHNAvkvlyOzS/Z",
+	"oHD6Ons/fbFKkwO07rznl0wwrfcJja/oQpOdra1c+HquZMi09l3Kfjg9PQL+QCcagskLbdis88WOsOl6",
+	"sdWtxgd3SeNqGHZtNucx5UvrsKyCrLzykZIzZqYs0cQ+g7BrD6pBUPmtX47c7e51Kl/XEcbAb1bVO3+a",
+	"M4HUdScKWGaoN2UpQ24sEskwsZZ1/cueQjqWuxTaxv/HyaePlS8MPU9qif0Yr/hdaB3ZZIq0uXDMg0WA",
+	"bPZ861nVo9O5bp5lKYm162Zfk+OhQTRnBJCkhp5Tje3TvEioXMzL7c080vukTHS/9u1GqGIEGkFEhIux",
+	"otqoJDSJYlAUaxknZIY5Nj2jCxJzTA4DVILiPlml8XUGQ/5gW+URMqyOWrJffgoBOV+4sqiboLO7td1q",
+	"n5z0ZBFu7lbzTZAwKWiMO5vjf1bKlbR4geg9iikwglIox9Bh0OS3Nt3KL1YPysvVzp4HEkB8n1INzd2+",
+	"oV3zcNBzUC65L/p939P848GHt6NeOmWNTcj9r9xoFo8zJzjkfO+72i1PBoRr6DVp7Rgry4cie5oUjNCp",
+	"KwO0VpKbgFREMwf4iwgpgRUT4XQooFQb/HiaxSw0UmkyoyacohMF7cmuR2jpkVHu9Uf2tAyFu2iETx4B",
+	"iksexAWgr/W+v2CPfL0ZQTGOchklxHI/Q/UF+TVhCSNcD8UKTjJ4XtOl7V98q11rC/uD07d6dtKodexs",
+	"baex2dwKa1Co7SFHUYkrfWXVkhhYZI6cUBcpnr8lTJys1d4riR207uX0VSDv3BTNOqMSdvPwPKBcN1le",
+	"rH3iglDACXaQEzz0NI6zveoEHUv4jiO/lzhU1bPdpZvpdfDw3Tas6BWNciWwt2J5u23k2fdSnfMoYlA7",
+	"srvd4o4jdAmfSvmeKoTP3N1+3mZ6Opkjf/zAIk6hCeAdObPfGULztXbuGILTEMkFWFJuU137UssnWrNo",
+	"BH9ZFsybX92nG2TaMStzcn5kVy7rRhs5J+eMiwkBnhgRy2tNinTuKB5YnZGWa1g+l2aADsiB57ZYDGGV",
+	"bp9O69lPxqm5wSzwofA8SDHk96AVwGQAuBcfiW7tEn70Bt4rz40KzGC3rP3KTF66Y/oHJnicev0dH6X5",
+	"XiYiujux2iUhNN2nVOjghqnFurQYVGrZlVv1KHz7NCPGRyaAR9zOT4JlnCbF7PaaH3CYqymDhLucjgT1",
+	"8THHWqB1VcO0zKOz91P5rLNL/P4cUWsLfalkW5u/+hY+pfbFgbOQPPx5poamPUezsuMuzfxc0HB3nwg5",
+	"FHnWTOO4NyBvETMCmkAVoAadGSOvhA8IQ+I6V4gqDr56u7Let5OImGmdy4xD5xecjw1dxsqyw+HbBz3Y",
+	"CTnwK4QjVRwUVEapzjA7o0fnmw97bG5rWuecEHnCe3d0liM+WL7AHbcF1ol5uEpEBs2ftMk8efhD5hFm",
+	"S5mzNSbfHZ09qFmd65FXQnSfChn8djURgNku4YfDd8T1Nur9Psa2nQ8Xl0wYqRbAdQCT3l5glSWfpFxi",
+	"jq+zz26n8vjIlbvl+5k+5I7lUZzLPZYwhT+CI8Sv2X4hrRc89lB85NompN77/LbkYaNb+ECKe4FJaEdp",
+	"zuJDmMSFMdYyiLfvmxZKHWKYMfBXN0O3Xjbf8VqKccwxuvyns1txH3MxKki2MkxQYRB0l7rm+q1OTtE0",
+	"9ZdufnWfbur88fnz9LDMrUoBSis+/1qWwro8by29wy1pUe9Y3fjNXJOgcs+E3QDItHL5BFQQdslD48E5",
+	"IXOVG9QOwNOqXWKMTmIzFOBe6A0I4PhwQcYxdKGGmGvm64Ruyh7UEz23UP2HtUFlavpbOwmoWnO2Qmdt",
+	"1cze7OvN/5ZgplO7u04Mm7s7vjykBQ2vZ180ZcolbampWHiMPWJNMb8//+SulTsbFbDw+fyZDZ2v2Ewh",
+	"ZV2HbzNlM6ioxt6GY8u8faoOFdGmxLq6glkPh6/s2DsA6cyBsxSntEYMnhWufU0eVNG5rskZKm5WUJqv",
+	"qewNBbtmYYJ9DTCxxGRlqHiA7bcsAmNpn9AMN9e97VBoOkPXICL+8rQ4H0808oW0/NFa7ZpgfTIY70Mx",
+	"ygpUR9bqh3q1KKVma+sLaSAQWR4HgTjk788Egq8dbvcFfBq+yGyvM6cTdsJ/Yz7LiOJOQn1CZ+/5FoBR",
+	"IP7D862tWjSIGztGOWdO8zCzdC+HEeBzLqvmhtmb+ckVcud2dlfTNR+e3VmqrjJzPgGwJgIhprCiT1zu",
+	"rq6TjL/F/JKVMjnBrtK8dufNvGALzSCxl4sU0KSZtT2KRrP59YItliIudfrDolXM4u2TYL0/wSrFCqUt",
+	"SJf6svCRh04Y9dYVmXegq5as/0e2aKRDJqK55KLBd/Q2veoBGasfpIqtQmGPn8iyC+mJzO+Fs2bNKNOV",
+	"Jl0I8KURkUuu+TmPuSla9hkhPRw7rUorOvWdwbnOA4elHUZ9Y3CfQxzKGdPknIYXvlvtUHR3d3Z87xur",
+	"f445i6MN7F7bGxAr06NEAYbfKlDtnKmh8CuQy7vxX7k+VW6dC92s8gk5RF6hmepDqoJAScVnBDZHB/Eo",
+	"cL0i3GgOGsN1fl3xJwMgNHbDYIrMEm3IOdQY7ae1itwEaRGMDCmgYRo+Y3tOw8b+N0NhFV2XJcu0V+Ps",
+	"KjJhV4qJibUi3JNcyrmV1vaZ6Qy6o8s4no2sDTIyihtLn+qSqRGAstM4BjBrphDZKYvqb+ihGPX78LA+",
+	"DjXqlSnb6JTyzOSBHKz+8a6i+JFdq+nLVftW94nvDUS2oT2zjGMA50nMX97tuibH/XP4aXd3dtrc7M4n",
+	"MvrHlybeIyxKJInlDFnWiDvcBYZTIFpLsdrTazsp45WrFurO5lf/sVb/xoyhAjMpnOmdssr+mEFylquU",
+	"2y+y64hrOp9DOifgGYED8TzLGpgAwOqTTnMXKsRdK647FVG+qZ3DlFqftqqTlaqpZOtROH9eP4YSB5+v",
+	"AyqKZujpEvLqibzuRl4HIl1nALNAlqUDEtOFTEwArAs+0MRIHdIYS9VdG1tHicLoR9afm81GT16Zvp2U",
+	"ZvGDss1+TWiMWMcpcKxfjA3tWkxAtdoUUj6tCm2V1KHwP0GNnNcvi6sllV9FopkxXEw0mdELpgkdilRK",
+	"wEGCUhFMQ90Hex00YT/GFarFOAbWMXadzhqQmYxYHBA+oxMWEKomOiBMXAbQKSdRIdM9P2ommiCNH9NP",
+	"7ddulr6IAtYGfPCKGjZZDMhnKDHLrrR8JxgKnYRTKw+xEwf0kdnderlnNeyZNIibci6VAXugKqMVK5Ef",
+	"SdnF7vWPm1bfluG5Yne7AZgr/Vdjck9a6v0x8BNo6EwolLfY87qfHUQ5XmUZpTzAKajcPIaOugmsAHH6",
+	"HpX/l6YwHdjJ/JHUndzpD+VsRkX0T3/8H/tMHcs4xpRGJ+ZyGFLoahPYi+1Bj4kTnn+Ug3KE03k6Kk9H",
+	"JS9+Lvg8f1SsspwoxYQh0KkC8iC8GkjJeZyw/kQxJjBmzq56+4AYZfXkidW7fRMjewTtUXvwY2ZHsgP9",
+	"Uc7ZsZvPIynCfrg/gTLsd4q49XhSi5/U4iq+9IFCTx2rFKeKLpi1VBBGFRTp5wx8cAJ4RfgB9ODJPOnP",
+	"ZczDRbOH9t3R2RFe+lTVeZeqzmIe4bujM4I7QLrcYEDSYUDan35NpKG9NvUqjYWeNft3r/VEbpCqFG74",
+	"9YksqrIDiiVrnjKADHRAQjmVygTkivHJ1ARkrrhU3HCmew9Zu7aSIlDmsnxbiP9znWGcuAQA0hD/PxgK",
+	"eE9Cz+05ARdBRQEXkdDJiGtCw5DNDXSmADY6FK5PL2aishQIey+7eUYXZKLkFYS/zwsDQGrrYCg+2flS",
+	"sUjzWKcIFAb7ESztElTqAkqj8U3Yh8KF2ikm1loebm/C0n45zspYfYaAFAw0zoBourDz17LMG3mULB3k",
+	"+1fB0ucfCrvRj6yANXIQB+LitwK23fdmJnxsd+0vp4H9ZRWqotHGDOkqBmGGXomcXOaLa4jFahUoBWCs",
+	"r+xMr3rI6ic3SGVtZ4oVWYTzHPwpipvSFfw9coHT0Te/+o/1tW5ZS+AH3+5KVSlXNOJwriH12jeZFMns",
+	"/K8Hm/GI9NLsG/FbdCv62nQbpR/chbM0zbocznMZpaVCKYGhmald2y1F/vPgw3vSpYbMpDaA7vsjf9Ub",
+	"kEMDUGhzqjRU/SmOGKoiynJC95cSQcsUQaz5gR6e1ExBL+wNyGffuSqkQgoe0jgXBMcZF0/Ahg6GQsj0",
+	"QFh1ELoA2wlBhDr3i2ImUYJFqDDsbG1VJzb65fx72gz8IdQsP4oL+QaFR133F3QW39PD7vSoR1X+lle+",
+	"hDMeQs+PMEuLKNKEwxHM7/i9A8C1mCXiZHvyu6KahP8kBflPqm2ZansQRYSm9AA1oWUNfUjXkQkYlFxl",
+	"dF0s8a+QjfSqfw4sCpuA38IhWCvHNr+6T61Upzz3/P3YxWnW0ryAvZWXME8q1KPpJsFqoltRnQWfzAhT",
+	"3UZpyapVE7KK1cuCXM4kU75+NddrsfvTdv/ll5+2+i+/fN0Kvr35Bz69V9JHsU7FU4motxGP7QUrq1la",
+	"cptZF+sROjbDr6oy9o1jWmK6JiLtcLrivU+E9snVxEyVTCZTAm0O0hw8kxUac9eGrOsah2+k0u7VwgM+",
+	"+IdFXDFQGv1T7T1ptc/Jmx+x26yQorJgOWtJWVGwvONKqNMC5pJmM6Vv7Jmv1VNVGuGz2jK3rwetXDS/",
+	"xG5qNVM7GCOiYja7di3Fayd1zsZSsfx82HXL+byCW281oadq9ruDJyeiTRk7FJl1vTsYQbEQLgEak/X+",
+	"uviYiJqeiFtUlwNTfvxqyLeue4gUsHUjz9ABgJyMfEXAKC0GnPBLJgbkM4Z6h2J0GFmeZ5gIF/0f2WIU",
+	"QOoj9ldz1mYu39lyV7Dc0aZxMO25xj6oK9rpdHe2tnr72W0XbOEjzAig6T0AkAtdbQQfJ2JVmC2D7nMm",
+	"TD+cSs0EDARGN2Zyun5YRNMxI915htyZMSs0brKzu7Qma7D3fGfl4fB6Z7s/HF5/w778W6mMf0hAuONE",
+	"/E7o6HbDKhRgSyiIs5TPMigjsqUt8GL73k3oisme+OGejOSnDJwHygy0JObaAlbb4VLhjwK/z/XWbSV9",
+	"mg1te+vmV5XU29LIhH8nlvHXVTgOYPdTbwAqWKQLmDdFJAbsXeUqGXuPp3k029XHiWiMSmREthlSEbL4",
+	"wSMR2awqsVlhIp6wH0AM++fnxPBNeVHxQ54hnAamf5C0/eY+Gcs4llcks5TBaH9KGf0T4LLevahVXzjB",
+	"YyTBA7lPXLsOlxkEoPbYEvreBc1m1ri0FEtwBL/v2RmNoLUjIO+R40RA79KA+AvsVEeEQiMS7Jq9T0Y8",
+	"GkFwsEjZiSbakqsImXPwka5mEM924DCavKfa9GGI/uEbYuRQKKaTGethHyZtFKMzwkSk80nXaVdfvdLV",
+	"F1LJQjmDLlIgzrnGPikYmtx+TrTdAkAXnSt5bV8U+H4YS42l62WG0QnMxK9Hla9v2aopvF7BplnfCQGN",
+	"DGEX+rgsa/YzPBBYFu0W1an1u+WhYrvEXCOQujVri/uEII7Y6IHDI+kVSNOx3Qio3jVsz5cmk5lUjFzx",
+	"OAZkINKF55xAATAQvDUYQykECw0XE0Cd+atqHycAxtP3BCkQrNOuNiLnsrmvrP4T6xvW/F/8LupGmTfx",
+	"Cpa3O0KWNIDJfRqPwG3tYFMVn1jC7XnE0hyW6lDIsWMddneCDOiiAKUaoI2dtpB3GahD4Z8NrXAXcHIs",
+	"30MA1IAMOw72GFiQnSjCVvHI9cHt4IjuKIHfR/t0U9esTjHnQhuQEXJPgFJ1L4iyxUgkMmzzZCmPmKn3",
+	"wS+yee/nQTwieSUcB/bQtnYYB+dMjJQD8qbMgnKYWfEiwJwPGAOap5e3sTNq8XBKoX98rU64/Rh2laPF",
+	"Jw/HXRXGP5WzwXMg8Cn4dv1OTfLxT2hWZFmb9jhzwIeuCjzl/pVC4A2bX+0/N5t0Plfykj0e326+1CqZ",
+	"DTz+DXRCwnZO8ALUgV1fUW5cKcDo88Hh6eHHdz9//+n454Ojo+NPfz94PxqQA7EYClMMM3nkatQuM4XW",
+	"u4B8jlHWrteqOwBWqpKYke75grhwGLY8d23NEW7kkjnvPNwxFCM/58GMi2Noni4Vyb51e6L0qFdoFUaJ",
+	"U3Ghj7v3M6M48EA4QS5U24UYrX3C4ZtegLiDMmaBa0jq1GVMnWMYYbTWiFXLVCbNUlRWP79RGTs/wDnb",
+	"vXsgjn7ghn/j3rSWsz+4x8zPIl2t/dRIWfYyKeh6gIYMf6oVffJUV7sL8BARmvKxAndbyzhYXxTEclLt",
+	"KjjOwpAklhPUXEdyPNbMjAZk9H/6B24eH9m16X/CH9IWBfCnZbuE6gvQZAW7Ni48OkIX2b8blbBRoYTL",
+	"Wa2aJMLwGPkWNYbN5sYbqkHKwKBVCY6Umv9Qw2UU5TEUeZV1/LMs67199YbY53b/nEKrEjc+Ojf2U76f",
+	"y0x1l1RlLLifi9HOtTIm8kYI4SJi11Vj2SvKB9oqH6jsIbio5ckfW0GWWcKFebHbCW41BtJA+RhjGmuW",
+	"PupcyphR0d59Mo8pF2v6Td7LCTlfGLTIc3p7Rufv5aT/Ws7m5b1zLC2n3b/JEs3mzEk7BmQLZ7nLJQ6j",
+	"7JWDTulJW50Afl/MFoDBhDRZanw3PR04WdwF8MeUJw/5LV7Z1pu/qvPmtZydcwHVD5FMzKY2EVMq7bYC",
+	"XUez8/6Hc97441ZMqNSZnlaeTblect2X9aWNYtD368nueLI77mJ3HAMZPZkdT2bHk9lxa5Q5OENVVkeu",
+	"jdeY8njNnIhqwWApPUrihjLsk/SqBzxsfpC6Jil+uk84z/fZGiUlglzrmYy6MhJ5jITfspxYTxkPJFz8",
+	"43+fjhfpy/2TkfxfNPSQNg7OimvcBrowJaJrY5iu0KPSByS6ocKwxKZUxJp26pIuMfz6I9kch0jv3/zq",
+	"P7boFVE4hk1AZG+emj3cZ7MHv037ab9fX9nle3Qamdhr1ieTauiy6g3femJ/f7bODulK5myUOQuDFNEJ",
+	"MocCdOAC9iELmVjtJfII6kALL4GbRGNqTBmn2zyn4cWYxw+flrs0zSot55WbzyPpOX6436lg5p9W4fkT",
+	"pU6gWxzrl1iOc8gkjrBS2IsfLshP8DkgTES9AFzrMZ3PwYSNY3l1G5m05oEGbOk/ymk+spN5pKP8UaLB",
+	"8nRe//wSGuimcN48uKbV75jHp7yaLh78PBnFJxOm/ign6hSn86SO/nWIPV8OKOQVujed6PDwu9gC6+Et",
+	"381E/KEEyBlO50mEPJ2qNU+Vo5xqIXKfRwnCjHcFWWzw/HpIkYcDDoAR1rKEtu95BhG+ZF3DY8Bexl1l",
+	"oWLGNxzKpcRAW/z+aymMknFJkZmQfXjKaC//HMDJEBLKtSZMWW0+xDA49mm55ph7U5Oz8xTR/MNXUJY7",
+	"qH3iA5xjV/OHVJGH7ZSIyB4RwSBnakJ5AQnGcYFbYUBfsfOplBfV+Y5vMZEC8xaodug8Z8fvEUw+pEot",
+	"SKgYYFPSOAVoVixk/JKpwUqmwnuuzWc/7ANKPDdGXSzTv/2T0LvPWKZf1YDIOEoxjUgXydfBOwGZFxXL",
+	"lBbrXeUPgWr0hsWWWKHsVzFy9Onk1MWGABjYVY7ySYqi+8OHg9f9kx8Odp6/IF3N2FBEMtSbdM4Hs6iH",
+	"+bwyMWSELzoKIEmOazJhwh4GB9WbnnEuhgLwzdKMXynixT6hiJ+UYwu4immWZCWKkSP/B5Lc7um/T7zW",
+	"CWX/hvWHm3Q9iHi29LiavSb5XS1yg0Ld2j+PaP6zNGC1tHBuJezZ8Xtf/ekKjrsqEQNfiBZgPcGY8tj+",
+	"kWYAprAV6zOoZlm7+dV9ahHwzZ/ip3jvo8V7aco9PPOIUEIsSCwn+8Xafl9jYSTkF64t0Kpiv5V7f+86",
+	"UgMLfSKquwZ+U1mE0hsiv5kMejwFqNlB5igi05eoCaclDjJog/4oOgYO9dgh0n/Ok/EnSfDCZuopk97Q",
+	"Vs4HTsIHWT7XmMeGqcCdtYDk9pFIRZiwD4/IOKaTB5Xzm1FqX9Qm+Tqiy6yRlqDa7VGJd55QiTeLq7xo",
+	"g1Cc7d+TLLy7qyA7tnmtqhQCGbollpSV/fFEpeMH6Izb/Ar/1ir4x+xSXuTc6819Ze31T31lCwUbdkkI",
+	"RQfqPuZkyjnWjUH2C7ZdWs9b2lD/jDzw8A3pQs5n6rPtVfRsMLkASnmNYR2zgtEO3+RqC31NXIMoSa96",
+	"yI6V0g9TxUSPswaj6bxv37TvLrTyMcWzTZuD5Nufni9ggkzpNu1mlmp77EAsTBQ3CyCYc0YVUweJlW8/",
+	"fbHCTAPyGZJTouLOXmcT1Gs30Ne0HnWhDZsB9/EC1CkY+e8cDeevSiea+xKKknJ/+zaw+e8m8yT/Z9ZW",
+	"O/dlFqbMfZly4PwANJwyywv/XwAAAP//0WMljpByAQA=",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

@@ -104,6 +104,8 @@ func run(ctx context.Context, n, reps int, verbose bool) error {
 			activities.RunContainerName, runPipeline},
 		{"empty activity", "empty", fmt.Sprintf("`%s`: same workflow, empty activity (no process)", chainWorkflow),
 			emptyActivity, runChain(emptyActivity)},
+		{"cached (miss)", "miss", fmt.Sprintf("`%s`: every step cached, every lookup a miss (a cache version per run): lookup, run, store", workflows.PipelineWorkflowName),
+			activities.RunContainerName, runPipelineCached},
 	}
 	results := make([][]result, len(modes))
 	for rep := 0; rep <= reps; rep++ { // rep 0 is the warm-up
@@ -167,7 +169,19 @@ func stepName(i int) string { return fmt.Sprintf("s%03d", i) }
 // HTTP), waits for it and reads attempt times from the run status mirrored
 // to Postgres (falling back to the status query).
 func runPipeline(ctx context.Context, st *benchstack.Stack, id string, n int) ([]span, error) {
+	return runSpec(ctx, st, id, n, pipelineSpec(n))
+}
+
+// runPipelineCached is runPipeline with the step cache on for every step,
+// keyed with the run's ID as cache version so that every lookup misses:
+// each step pays a lookup before it runs and a store after.
+func runPipelineCached(ctx context.Context, st *benchstack.Stack, id string, n int) ([]span, error) {
 	p := pipelineSpec(n)
+	p.Cache = &spec.Cache{Version: id}
+	return runSpec(ctx, st, id, n, p)
+}
+
+func runSpec(ctx context.Context, st *benchstack.Stack, id string, n int, p spec.Pipeline) ([]span, error) {
 	if err := spec.Validate(&p, spec.ValidateOptions{}); err != nil {
 		return nil, fmt.Errorf("pipeline spec: %w", err)
 	}
@@ -344,7 +358,7 @@ func report(st *benchstack.Stack, modes []mode, results [][]result, n, reps int)
 	out := os.Stdout
 	fmt.Fprintf(out, "## bench/overhead: orchestration overhead per step\n\n")
 	st.Info.Print(out)
-	fmt.Fprintf(out, "N=%d sequential no-op steps per run; R=%d measured runs per mode, interleaved (baseline, subject, empty, baseline, ...) after one warm-up each; %d samples per mode.\n",
+	fmt.Fprintf(out, "N=%d sequential no-op steps per run; R=%d measured runs per mode, interleaved (baseline, subject, empty, cached miss, baseline, ...) after one warm-up each; %d samples per mode.\n",
 		n, reps, reps*(n-1))
 	fmt.Fprintf(out, "Sample = attempts[0].StartedAt(i+1) − attempts[0].FinishedAt(i): process exit of a step to process start of its successor. One in-process worker (task queue %s).\n\n", st.Cfg.TaskQueue)
 
@@ -374,6 +388,10 @@ func report(st *benchstack.Stack, modes []mode, results [][]result, n, reps int)
 		targetP50Ratio, benchstack.Verdict(float64(subj.P50) <= targetP50Ratio*float64(base.P50)))
 	fmt.Fprintf(out, "| subject/baseline p99 | %s | | |\n", benchstack.Ratio(float64(subj.P99), float64(base.P99)))
 	fmt.Fprintf(out, "| baseline/empty p50 (process step vs empty activity) | %s | | |\n", benchstack.Ratio(float64(base.P50), float64(empty.P50)))
+	if len(sums) > 3 {
+		miss := sums[3]
+		fmt.Fprintf(out, "| cached miss − subject p50 (a lookup and a store per step) | %s ms | | |\n", benchstack.Ms(miss.P50-subj.P50))
+	}
 
 	fmt.Fprintf(out, "\nWhere the gap goes (p50 of each segment over all measured runs, ms; server event times vs the worker's process times, same clock):\n\n")
 	fmt.Fprintf(out, "| mode | exit → ActivityTaskCompleted | → WorkflowTaskStarted | → WorkflowTaskCompleted | → next process start | history events/step | workflow tasks/step | activities/run |\n")

@@ -15,6 +15,7 @@ import (
 	"github.com/atelier-ml/atelier/activities/local"
 	"github.com/atelier-ml/atelier/activities/mirror"
 	"github.com/atelier-ml/atelier/activities/placement"
+	"github.com/atelier-ml/atelier/activities/stepcache"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/config"
 	"github.com/atelier-ml/atelier/workflows"
@@ -31,7 +32,7 @@ type GoWorkflowPublisher interface {
 // endpoint workflows, not to a cluster), inference endpoints' replicas
 // (endpoints created without a cluster), the catalogue mirror and cluster
 // selection (which reads the registry, so it runs here rather than on a
-// cluster's worker, which may be the one that is down).
+// cluster's worker, which may be the one that is down) and the step cache.
 type Worker struct {
 	w         worker.Worker
 	control   worker.Worker // bookkeeping activities, own slots
@@ -43,7 +44,7 @@ type Worker struct {
 }
 
 // NewWorker registers every workflow and activity on a Temporal worker.
-func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, serving *local.Serving, mirror *mirror.Mirror, selector *placement.Selector, admit *admission.Activities, deployer *deploy.Activities, pub GoWorkflowPublisher, pipelines []workflows.GoPipeline, l *zap.Logger) *Worker {
+func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, serving *local.Serving, mirror *mirror.Mirror, selector *placement.Selector, admit *admission.Activities, deployer *deploy.Activities, cache *stepcache.Activities, pub GoWorkflowPublisher, pipelines []workflows.GoPipeline, l *zap.Logger) *Worker {
 	w := worker.New(c, cfg.TaskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize: cfg.WorkerConcurrency,
 		// Heartbeats carry cancellation to running processes; sending them
@@ -77,6 +78,9 @@ func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, serving
 	// a local activity of the admission workflows on the main queue.
 	admit.Register(control)
 	admit.Register(w)
+	// The step cache's lookup and store are local activities of the
+	// pipeline workflows: registered where the workflows run.
+	cache.Register(w)
 	return &Worker{w: w, control: control, serving: serving, pub: pub, pipelines: pipelines, taskQueue: cfg.TaskQueue, log: l.Named("worker")}
 }
 

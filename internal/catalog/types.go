@@ -259,3 +259,37 @@ type ResourceAmount struct {
 	Total int64 `json:"total"`
 	Free  int64 `json:"free"`
 }
+
+// CacheEntry is one step cache entry: the outputs of a successful step (or
+// forEach item) execution under the hash of its rendered work, in one
+// project (see workflows/cache.go). Item is nil when the step was not a
+// forEach item.
+type CacheEntry struct {
+	Project   string         `json:"project"`
+	Key       string         `json:"key"`
+	Pipeline  string         `json:"pipeline"`
+	Step      string         `json:"step"`
+	Item      *int           `json:"item,omitempty"`
+	RunID     string         `json:"runId"`
+	Attempt   int            `json:"attempt"`
+	Outputs   map[string]any `json:"outputs"`
+	CreatedAt time.Time      `json:"createdAt"`
+	ExpiresAt *time.Time     `json:"expiresAt,omitempty"`
+}
+
+// CacheFilter selects a project's live step cache entries (at Now);
+// empty Pipeline and Step match any.
+type CacheFilter struct {
+	Project   string
+	Pipeline  string
+	Step      string
+	Now       time.Time
+	Limit     int
+	PageToken string
+}
+
+// CachePage is one page of cache entries, newest first.
+type CachePage struct {
+	Entries       []CacheEntry
+	NextPageToken string
+}

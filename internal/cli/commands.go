@@ -50,6 +50,7 @@ func Commands() []*cobra.Command {
 		bind(approvalCmd(o, false)),
 		bind(schedulesCmd(o)),
 		bind(endpointsCmd(o)),
+		bind(cacheCmd(o)),
 	}
 }
 

@@ -21,14 +21,17 @@ func runCmd(o *options) *cobra.Command {
 		version    int
 		key        string
 		watch      bool
+		noCache    bool
 	)
 	cmd := &cobra.Command{
-		Use:   "run PIPELINE [-p name=value]... [--watch]",
+		Use:   "run PIPELINE [-p name=value]... [--watch] [--no-cache]",
 		Short: "Start a run of a pipeline (declarative or Go)",
 		Long: `Run starts a run of the pipeline's latest version (or --version) with the
 parameters given by -p (values are YAML scalars: -p lr=0.1 is a number,
 -p tag=v1 a string) and --params-file. With --watch it follows the run
-until it ends and exits non-zero when it does not succeed.`,
+until it ends and exits non-zero when it does not succeed. --no-cache runs
+every cached step instead of reusing an earlier result (the new results
+replace the cache's entries).`,
 		Example: `  atelier run train -p epochs=3 -p lr=0.01 --watch
   atelier run train --params-file params.yaml -o json`,
 		Args:    cobra.ExactArgs(1),
@@ -48,6 +51,9 @@ until it ends and exits non-zero when it does not succeed.`,
 			}
 			if version > 0 {
 				body.Version = &version
+			}
+			if noCache {
+				body.Cache = &gen.RunCacheOptions{Bypass: &noCache}
 			}
 			var hp gen.CreateRunParams
 			if key != "" {
@@ -74,6 +80,7 @@ until it ends and exits non-zero when it does not succeed.`,
 	f.IntVar(&version, "version", 0, "pipeline version (default: the latest)")
 	f.StringVar(&key, "idempotency-key", "", "starting again with the same key answers the same run")
 	f.BoolVarP(&watch, "watch", "w", false, "follow the run until it ends")
+	f.BoolVar(&noCache, "no-cache", false, "run cached steps instead of reusing earlier results (declarative pipelines)")
 	return cmd
 }
 

@@ -78,6 +78,17 @@
 // templates, rendered when it starts. It takes no forEach,
 // retries or placement, and no runtime: every runtime accepts it.
 //
+// # Step caching
+//
+// A cache block (Cache: enabled, version, ttl) on a container, ray or
+// spark step, or on the pipeline as a default (Step.EffectiveCache merges
+// them), makes the workflow reuse the outputs of an earlier successful
+// execution of the same rendered work in the same project. The key is
+// computed by the workflow from the rendered step (workflows/cache.go;
+// what it covers is listed in docs/api.md, "Step caching"); version is
+// part of it and holds no templates. Approval and inference steps refuse
+// a cache block; a pipeline default skips them.
+//
 // # Inference steps
 //
 // An inference step's spec is an inference.EndpointSpec, parsed as

@@ -34,6 +34,9 @@ type Pipeline struct {
 	// OnExitTimeout bounds the exit handlers as a whole (default
 	// DefaultOnExitTimeout); the pipeline deadline does not apply to them.
 	OnExitTimeout Duration `json:"onExitTimeout,omitempty"`
+	// Cache is the default step caching of the pipeline's container, ray
+	// and spark steps (see Cache); a step's own cache block overrides it.
+	Cache *Cache `json:"cache,omitempty"`
 }
 
 // ParamType is the declared type of a pipeline parameter.
@@ -108,6 +111,76 @@ type Step struct {
 	Approval *ApprovalStep `json:"approval,omitempty"`
 	// Placement chooses the cluster (overrides the pipeline's).
 	Placement *Placement `json:"placement,omitempty"`
+	// Cache reuses the outputs of an earlier identical execution of the
+	// step's work (container, ray and spark steps; see Cache).
+	Cache *Cache `json:"cache,omitempty"`
+}
+
+// Cache configures step caching across runs: before a step (or each
+// forEach item) runs, its rendered work is hashed into a key (what the key
+// covers: docs/api.md "Step caching"); a successful execution with the
+// same key in the same project, younger than TTL, is reused instead of
+// running anything (the step shows CACHED with the run, step and attempt
+// it came from). Only successful attempts are stored.
+//
+// A cache block turns caching on unless it says enabled: false. On a step
+// it overrides the pipeline's block field by field: its enabled (written
+// or implied) wins, its version and ttl when set.
+type Cache struct {
+	// Enabled turns caching on or off (default true where a block is
+	// written).
+	Enabled *bool `json:"enabled,omitempty"`
+	// Version is part of the key: change it to invalidate what the key
+	// cannot see (code baked into an image tag that moved, data read from
+	// a fixed path, a fixed bug).
+	Version string `json:"version,omitempty"`
+	// TTL bounds the age of an entry that may be reused (0: no bound).
+	TTL Duration `json:"ttl,omitempty"`
+}
+
+// MaxCacheVersionLen bounds Cache.Version.
+const MaxCacheVersionLen = 128
+
+// EffectiveCache is the caching that applies to step s of p, or nil when
+// it is off: the step's block merged over the pipeline's (see Cache).
+// Kinds that cannot be cached (approval, inference, pipeline) get nil even
+// with a pipeline default. The result is a new value.
+func (s *Step) EffectiveCache(p *Pipeline) *Cache {
+	switch s.Kind {
+	case "", KindContainer, KindRay, KindSpark:
+	default:
+		return nil
+	}
+	var def *Cache
+	if p != nil {
+		def = p.Cache
+	}
+	if s.Cache == nil && def == nil {
+		return nil
+	}
+	out := Cache{}
+	on := true
+	if def != nil {
+		out.Version, out.TTL = def.Version, def.TTL
+		if def.Enabled != nil {
+			on = *def.Enabled
+		}
+	}
+	if c := s.Cache; c != nil {
+		on = c.Enabled == nil || *c.Enabled
+		if c.Version != "" {
+			out.Version = c.Version
+		}
+		if c.TTL > 0 {
+			out.TTL = c.TTL
+		}
+	}
+	if !on {
+		return nil
+	}
+	t := true
+	out.Enabled = &t
+	return &out
 }
 
 // RunIf is a trigger rule (Airflow's trigger_rule, Argo's depends): it

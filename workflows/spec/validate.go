@@ -126,6 +126,9 @@ func Validate(p *Pipeline, opts ValidateOptions) error {
 		}
 	}
 	validateRayClusters(p, vc, &ps)
+	if p.Cache != nil {
+		validateCache("cache", p.Cache, &ps)
+	}
 
 	if len(p.Steps) == 0 {
 		ps.add("steps", "a pipeline needs at least one step")
@@ -319,6 +322,19 @@ func validateStep(p *Pipeline, i int, vc *vctx, psc *refScope, ps *problems) {
 	}
 
 	validateRunIf(path, s, ps)
+	if c := s.Cache; c != nil {
+		cp := field(path, "cache")
+		switch kind {
+		case KindApproval:
+			ps.add(cp, "an approval step waits for a person's decision in every run; it cannot be cached")
+		case KindInference:
+			ps.add(cp, "an inference step deploys an endpoint that lives outside the run; reusing an earlier deploy would skip it, so it cannot be cached")
+		case KindPipeline:
+			// The kind already has its problem.
+		default:
+			validateCache(cp, c, ps)
+		}
+	}
 	if kind == KindApproval {
 		validateApproval(path, s, ps)
 	}
@@ -495,6 +511,19 @@ func validateRunIf(path string, s *Step, ps *problems) {
 		// Implicit dependencies (steps.X in templates) need X's outputs,
 		// so they only make sense with allSucceeded: ask for dependsOn.
 		ps.add(rp, "runIf decides from the step's dependsOn, and this step has none")
+	}
+}
+
+// validateCache checks a cache block (a step's or the pipeline's).
+func validateCache(path string, c *Cache, ps *problems) {
+	v := c.Version
+	switch {
+	case len(v) > MaxCacheVersionLen:
+		ps.add(field(path, "version"), "%d characters; the limit is %d", len(v), MaxCacheVersionLen)
+	case strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		ps.add(field(path, "version"), "must not contain control characters")
+	case strings.Contains(v, "{{"):
+		ps.add(field(path, "version"), "templates are not supported in cache.version: the rendered work is already in the key")
 	}
 }
 
@@ -822,6 +851,11 @@ func stepsHistoryEvents(p *Pipeline, steps []Step) int {
 			per += eventsPerAttempt
 		case s.Kind == KindRay || s.Kind == KindSpark || s.EffectivePlacement(p) != nil:
 			per += eventsPerAttempt
+		}
+		if s.EffectiveCache(p) != nil {
+			// The cache lookup and store are local activities: a marker
+			// event each.
+			per += 2
 		}
 		items := 1
 		if s.ForEach != nil {

@@ -91,6 +91,19 @@ type RunSummary struct {
 	CreatedBy string
 }
 
+type StepCache struct {
+	Project   string
+	Key       string
+	Pipeline  string
+	Step      string
+	Item      int32
+	RunID     string
+	Attempt   int32
+	Outputs   json.RawMessage
+	CreatedAt time.Time
+	ExpiresAt *time.Time
+}
+
 type StepLog struct {
 	RunID     string
 	Step      string

@@ -1,0 +1,54 @@
+package activities
+
+import "time"
+
+// Step cache activities (package activities/stepcache). Pipelines run them
+// as local activities, on the worker that runs the workflow task: a lookup
+// before a cached step runs and a store after it succeeded, each a marker
+// in history rather than a round trip through a task queue. Steps without
+// caching never run them.
+const (
+	CacheLookupName = "atelier.cache.lookup"
+	CacheStoreName  = "atelier.cache.store"
+)
+
+// CacheSource says which execution produced a reused result: the run, the
+// step (and forEach item) and the attempt.
+type CacheSource struct {
+	Run     string `json:"run"`
+	Step    string `json:"step"`
+	Item    *int   `json:"item,omitempty"`
+	Attempt int    `json:"attempt,omitempty"`
+	// At is when the entry was stored (absent for a retry's reuse).
+	At *time.Time `json:"at,omitempty"`
+}
+
+// CacheLookupRequest asks for a project's entry under Key.
+type CacheLookupRequest struct {
+	Project string `json:"project"`
+	Key     string `json:"key"`
+	// TTL bounds the age of an entry that may be reused (0: none), on
+	// top of the expiry the entry was stored with.
+	TTL time.Duration `json:"ttl,omitempty"`
+}
+
+// CacheLookupResult is a hit (Hit true: Source and Outputs) or a miss.
+type CacheLookupResult struct {
+	Hit     bool           `json:"hit"`
+	Source  CacheSource    `json:"source"`
+	Outputs map[string]any `json:"outputs,omitempty"`
+}
+
+// CacheStoreRequest stores the result of a successful execution under
+// Key, replacing an older entry.
+type CacheStoreRequest struct {
+	Project  string `json:"project"`
+	Key      string `json:"key"`
+	Pipeline string `json:"pipeline"` // pipeline (or Go workflow) that stored it
+	// Source names the run, step, item and attempt; its At is ignored
+	// (the store's clock stamps the entry).
+	Source  CacheSource    `json:"source"`
+	Outputs map[string]any `json:"outputs,omitempty"`
+	// TTL makes the entry expire (0: never).
+	TTL time.Duration `json:"ttl,omitempty"`
+}

@@ -1,0 +1,169 @@
+package workflows
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/atelier-ml/atelier/workflows/spec"
+)
+
+func containerWork(mod func(*spec.Container)) stepWork {
+	c := spec.Container{
+		Image: "busybox:1.36", Command: []string{"sh", "-c"}, Args: []string{"echo hi"},
+		Env: map[string]string{"A": "1", "B": "2"}, WorkingDir: "/w",
+		Resources: &spec.Resources{CPU: "1", Memory: "1Gi", GPU: 1, GPUType: "L4"},
+	}
+	if mod != nil {
+		mod(&c)
+	}
+	return stepWork{kind: spec.KindContainer, container: &c}
+}
+
+func keyOf(w stepWork, cfg stepConfig) string {
+	if cfg.cache == nil {
+		cfg.cache = &spec.Cache{}
+	}
+	k, _ := cacheKey("train", w, cfg, nil)
+	return k
+}
+
+// TestCacheKeyPinned: the key of a fixed step never changes by accident
+// (entries of earlier releases would stop matching, or worse, match
+// something else). Change cacheKeyVersion when it must change.
+func TestCacheKeyPinned(t *testing.T) {
+	got := keyOf(containerWork(nil), stepConfig{cache: &spec.Cache{Version: "1"}})
+	const want = "85cb32daee9bf0c66daa290e3a6f8629bc78986c94057568b2cec6afbcb1e741"
+	if got != want {
+		t.Fatalf("key of the fixed step = %s, want %s", got, want)
+	}
+}
+
+func TestCacheKeyCoversWhatDecidesTheResult(t *testing.T) {
+	base := keyOf(containerWork(nil), stepConfig{})
+	changes := map[string]stepWork{
+		"image":      containerWork(func(c *spec.Container) { c.Image = "busybox:1.37" }),
+		"command":    containerWork(func(c *spec.Container) { c.Command = []string{"bash", "-c"} }),
+		"args":       containerWork(func(c *spec.Container) { c.Args = []string{"echo bye"} }),
+		"env value":  containerWork(func(c *spec.Container) { c.Env = map[string]string{"A": "1", "B": "3"} }),
+		"env name":   containerWork(func(c *spec.Container) { c.Env = map[string]string{"A": "1", "C": "2"} }),
+		"workingDir": containerWork(func(c *spec.Container) { c.WorkingDir = "/x" }),
+		"gpu count":  containerWork(func(c *spec.Container) { c.Resources.GPU = 2 }),
+		"gpu type":   containerWork(func(c *spec.Container) { c.Resources.GPUType = "A100" }),
+		"kind":       {kind: spec.KindSpark, spark: &spec.SparkStep{}},
+	}
+	for what, w := range changes {
+		if keyOf(w, stepConfig{}) == base {
+			t.Errorf("changing the %s keeps the key", what)
+		}
+	}
+	if k, _ := cacheKey("other", containerWork(nil), stepConfig{cache: &spec.Cache{}}, nil); k == base {
+		t.Error("two steps with the same work share a key")
+	}
+	if keyOf(containerWork(nil), stepConfig{cache: &spec.Cache{Version: "2"}}) == base {
+		t.Error("changing cache.version keeps the key")
+	}
+	if keyOf(containerWork(nil), stepConfig{placement: &spec.Placement{Cluster: "c"}}) == base {
+		t.Error("the local runtime and Kubernetes share keys, though the local runtime ignores the image")
+	}
+	same := map[string]stepConfig{
+		"timeout":   {timeout: time.Hour},
+		"retries":   {retries: spec.Retries{Limit: 3}},
+		"ttl":       {cache: &spec.Cache{TTL: spec.Duration(time.Hour)}},
+		"preempted": {preempted: 2, firstAttempt: 3},
+	}
+	for what, cfg := range same {
+		if keyOf(containerWork(nil), cfg) != base {
+			t.Errorf("changing the %s changes the key", what)
+		}
+	}
+	if keyOf(containerWork(func(c *spec.Container) { c.Resources.CPU, c.Resources.Memory = "8", "64Gi" }), stepConfig{}) != base {
+		t.Error("CPU and memory requests change the key")
+	}
+	// A digest decides; the tag beside it does not.
+	a := keyOf(containerWork(func(c *spec.Container) { c.Image = "reg:5000/busybox:1.36@sha256:abc" }), stepConfig{})
+	b := keyOf(containerWork(func(c *spec.Container) { c.Image = "reg:5000/busybox:1.37@sha256:abc" }), stepConfig{})
+	if a != b {
+		t.Error("two tags of the same digest have different keys")
+	}
+}
+
+func TestCacheKeySharedRayClusterByContent(t *testing.T) {
+	w := stepWork{kind: spec.KindRay, ray: &spec.RayStep{Entrypoint: "python x.py", Cluster: "shared"}}
+	cfg := stepConfig{cache: &spec.Cache{}}
+	small := &spec.RayClusterTemplate{Image: "rayproject/ray@sha256:1", Workers: []spec.RayWorkerGroup{{Name: "w", Replicas: 2}}}
+	big := &spec.RayClusterTemplate{Image: "rayproject/ray@sha256:1", Workers: []spec.RayWorkerGroup{{Name: "w", Replicas: 4}}}
+	k1, warn := cacheKey("eval", w, cfg, small)
+	k2, _ := cacheKey("eval", w, cfg, big)
+	if k1 == k2 {
+		t.Error("a shared cluster with more workers keeps the key")
+	}
+	if warn != "" {
+		t.Errorf("digest-pinned image warned: %s", warn)
+	}
+}
+
+func TestCacheKeyWarnsAboutTagsOnKubernetes(t *testing.T) {
+	cfg := stepConfig{cache: &spec.Cache{}}
+	if _, w := cacheKey("s", containerWork(nil), cfg, nil); w != "" {
+		t.Errorf("the local runtime ignores images, yet warned: %s", w)
+	}
+	cfg.placement = &spec.Placement{Cluster: "c"}
+	if _, w := cacheKey("s", containerWork(nil), cfg, nil); !strings.Contains(w, `"busybox:1.36" is named by a tag`) {
+		t.Errorf("warning = %q", w)
+	}
+	spark := stepWork{kind: spec.KindSpark, spark: &spec.SparkStep{Image: "spark:3.5"}}
+	if _, w := cacheKey("s", spark, cfg, nil); w == "" {
+		t.Error("spark image tag: no warning")
+	}
+}
+
+func TestImageKey(t *testing.T) {
+	for in, want := range map[string]string{
+		"busybox":                        "busybox",
+		"busybox:1.36":                   "busybox:1.36",
+		"busybox@sha256:ab":              "busybox@sha256:ab",
+		"busybox:1.36@sha256:ab":         "busybox@sha256:ab",
+		"reg:5000/team/img:v1@sha256:ab": "reg:5000/team/img@sha256:ab",
+		"reg:5000/team/img@sha256:ab":    "reg:5000/team/img@sha256:ab",
+		"":                               "",
+	} {
+		if got := imageKey(in); got != want {
+			t.Errorf("imageKey(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestCacheKeyClassifiesEveryWorkField fails when a step's work gains a
+// field that nobody decided to key or to leave out (cacheKeyDoc), so a
+// new field can never silently give stale hits.
+func TestCacheKeyClassifiesEveryWorkField(t *testing.T) {
+	classified := map[string]string{
+		"Container.Image": "keyed", "Container.Command": "keyed", "Container.Args": "keyed", "Container.Env": "keyed",
+		"Container.WorkingDir": "keyed", "Container.Resources": "keyed (GPU and type)",
+		"Resources.CPU": "excluded: decides placement", "Resources.Memory": "excluded: decides placement",
+		"Resources.GPU": "keyed", "Resources.GPUType": "keyed",
+		"RayStep.Entrypoint": "keyed", "RayStep.RuntimeEnv": "keyed", "RayStep.Cluster": "keyed by content",
+		"RayStep.RayClusterTemplate": "keyed", "RayStep.ShutdownAfterJobFinishes": "excluded: lifecycle",
+		"RayStep.TTLSecondsAfterFinished": "excluded: lifecycle", "RayStep.ActiveDeadlineSeconds": "excluded: a timeout",
+		"RayClusterTemplate.Image": "keyed", "RayClusterTemplate.RayVersion": "keyed",
+		"RayClusterTemplate.Head": "keyed (GPU)", "RayClusterTemplate.Workers": "keyed",
+		"RayWorkerGroup.Name": "keyed", "RayWorkerGroup.Replicas": "keyed", "RayWorkerGroup.MinReplicas": "keyed",
+		"RayWorkerGroup.MaxReplicas": "keyed", "RayWorkerGroup.Resources": "keyed (GPU)",
+		"SparkStep.Type": "keyed", "SparkStep.Image": "keyed", "SparkStep.SparkVersion": "keyed",
+		"SparkStep.MainClass": "keyed", "SparkStep.MainApplicationFile": "keyed", "SparkStep.Arguments": "keyed",
+		"SparkStep.SparkConf": "keyed", "SparkStep.Driver": "keyed", "SparkStep.Executor": "keyed",
+		"SparkRole.Cores": "keyed", "SparkRole.Memory": "excluded: decides placement", "SparkRole.Instances": "keyed",
+		"SparkRole.GPU": "keyed", "SparkRole.GPUType": "keyed",
+	}
+	for _, v := range []any{spec.Container{}, spec.Resources{}, spec.RayStep{}, spec.RayClusterTemplate{}, spec.RayWorkerGroup{}, spec.SparkStep{}, spec.SparkRole{}} {
+		typ := reflect.TypeOf(v)
+		for i := range typ.NumField() {
+			name := typ.Name() + "." + typ.Field(i).Name
+			if _, ok := classified[name]; !ok {
+				t.Errorf("%s is not classified: key it in cacheKeyDoc (workflows/cache.go) or say why not, and update docs/api.md", name)
+			}
+		}
+	}
+}
