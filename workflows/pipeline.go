@@ -17,39 +17,53 @@ const ErrTypePipelineFailed = "PipelineFailed"
 // PipelineWorkflow interprets a declarative pipeline spec. It is registered
 // as PipelineWorkflowName and must stay deterministic: it walks steps in
 // declaration order, never ranges over maps, and reads no clock but
-// workflow.Now.
-func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
+// workflow.Now. A run that succeeds returns the pipeline's outputs (a
+// parent's pipeline step takes them); returning a value adds no command,
+// so histories recorded when it returned none replay unchanged.
+func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, error) {
 	opts := RunOptions{
 		Project: in.Project, Pipeline: in.Pipeline, Version: in.Version,
 		Params: in.Params, Deadline: in.Spec.Deadline.D(), GPUPriority: in.GPUPriority,
+		Parent: in.Parent,
 	}
 	if in.Reuse != nil {
 		opts.RetryOf = in.Reuse.RetryOf
 	}
 	r, sctx, err := Begin(ctx, opts)
 	if err != nil {
-		return err
+		return PipelineResult{}, err
 	}
 	r.rayTemplates = in.Spec.RayClusters
 	d := &dag{r: r, ctx: sctx, in: &in, p: &in.Spec}
 	d.run()
 
+	var outputs map[string]any
+	if !r.Cancelled() && !r.DeadlineExceeded() && d.failure == "" {
+		// Declared outputs (none in runs from before them) are evaluated
+		// in memory: no command, so no version marker.
+		if outputs, err = spec.EvalOutputs(d.p, d.env()); err != nil {
+			d.failure = fmt.Sprintf("evaluating the pipeline's outputs: %v", err)
+		}
+	}
 	switch {
 	case r.Cancelled():
 		r.markUnfinished(StepCancelled, "not started: run cancelled")
 		r.finish(RunCancelled, "")
-		return temporal.NewCanceledError(r.cancelReason())
+		return PipelineResult{}, temporal.NewCanceledError(r.cancelReason())
 	case r.DeadlineExceeded():
 		r.markUnfinished(StepSkipped, "not started: pipeline deadline exceeded")
 		r.finish(RunFailed, r.status.Error)
-		return temporal.NewNonRetryableApplicationError(r.status.Error, ErrTypePipelineFailed, nil)
+		return PipelineResult{}, temporal.NewNonRetryableApplicationError(r.status.Error, ErrTypePipelineFailed, nil)
 	case d.failure != "":
 		r.markUnfinished(StepSkipped, "not started: "+d.failure)
 		r.finish(RunFailed, d.failure)
-		return temporal.NewNonRetryableApplicationError(d.failure, ErrTypePipelineFailed, nil)
+		return PipelineResult{}, temporal.NewNonRetryableApplicationError(d.failure, ErrTypePipelineFailed, nil)
 	default:
+		if outputs != nil {
+			r.status.Result = outputs
+		}
 		r.finish(RunSucceeded, "")
-		return nil
+		return PipelineResult{Outputs: outputs}, nil
 	}
 }
 
@@ -389,6 +403,8 @@ func renderWork(s *spec.Step, env spec.Env) (stepWork, error) {
 		w.spark, err = spec.RenderSpark(s.Spark, env)
 	case spec.KindInference:
 		w.inference, err = spec.RenderInference(s.Inference, env)
+	case spec.KindPipeline:
+		w.pipeline, err = spec.RenderPipelineStep(s.Pipeline, env)
 	default:
 		w.container, err = spec.RenderContainer(s.Container, env)
 	}
@@ -402,6 +418,8 @@ func renderWork(s *spec.Step, env spec.Env) (stepWork, error) {
 		err = spec.CheckRenderedSize(w.spark)
 	case w.inference != nil:
 		err = spec.CheckRenderedSize(w.inference)
+	case w.pipeline != nil:
+		err = spec.CheckRenderedSize(w.pipeline)
 	case w.container != nil:
 		err = spec.CheckRenderedSize(w.container)
 	}

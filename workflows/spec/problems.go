@@ -58,7 +58,7 @@ func sortProblems(list []Problem) {
 		idx     int
 	}
 	rk := func(p string) rank {
-		sections := []string{"name", "description", "deadline", "params", "placement", "rayClusters", "steps"}
+		sections := []string{"name", "description", "deadline", "params", "placement", "rayClusters", "steps", "outputs"}
 		head := p
 		if i := strings.IndexAny(head, ".["); i >= 0 {
 			head = head[:i]

@@ -142,6 +142,7 @@ func Validate(p *Pipeline, opts ValidateOptions) error {
 	for i := range p.Steps {
 		validateStep(p, i, vc, sc, &ps)
 	}
+	validateOutputs(p, sc, &ps)
 	reportCycles(p, &ps)
 	if n := EstimateHistoryEvents(p); n > MaxEstimatedHistoryEvents {
 		ps.add("steps", "a run of this pipeline needs about %d Temporal history events when every step succeeds the first time; Temporal allows 51,200 per run (Atelier plans for at most %d): use fewer steps or forEach items, or split the pipeline", n, MaxEstimatedHistoryEvents)
@@ -236,14 +237,13 @@ func validateStep(p *Pipeline, i int, vc *vctx, psc *refScope, ps *problems) {
 	switch {
 	case !known:
 		ps.add(field(path, "kind"), "unknown step kind %q; use one of %s", kind, joinKinds(stepKinds))
-	case hasKind(kinds, kind) || kind == KindApproval:
-		// Approval steps need no runtime: the workflow itself waits.
+	case hasKind(kinds, kind) || kind == KindApproval || kind == KindPipeline:
+		// Approval and pipeline steps need no runtime: the workflow itself
+		// waits, or starts the child run.
 	case clusterKind[kind] && !vc.kube:
 		ps.add(field(path, "kind"), "step kind %q needs a Kubernetes cluster; the local runtime runs only container steps", kind)
 	case kind == KindInference && !vc.kube:
 		ps.add(field(path, "kind"), "step kind %q needs a Kubernetes cluster to run its endpoint; the local runtime here does not serve inference endpoints", kind)
-	case kind == KindPipeline:
-		ps.add(field(path, "kind"), "step kind %q is not implemented yet", kind)
 	default:
 		ps.add(field(path, "kind"), "step kind %q is not supported by this runtime (it runs %s)", kind, joinKinds(kinds))
 	}
@@ -261,6 +261,7 @@ func validateStep(p *Pipeline, i int, vc *vctx, psc *refScope, ps *problems) {
 			{KindSpark, s.Spark != nil},
 			{KindInference, s.Inference != nil},
 			{KindApproval, s.Approval != nil},
+			{KindPipeline, s.Pipeline != nil},
 		} {
 			f := field(path, string(c.kind))
 			switch {
@@ -304,6 +305,9 @@ func validateStep(p *Pipeline, i int, vc *vctx, psc *refScope, ps *problems) {
 	validateRunIf(path, s, ps)
 	if kind == KindApproval {
 		validateApproval(path, s, ps)
+	}
+	if kind == KindPipeline {
+		validatePipelineStep(path, s, ps)
 	}
 
 	// when.
@@ -428,6 +432,10 @@ func validateStep(p *Pipeline, i int, vc *vctx, psc *refScope, ps *problems) {
 	if a := s.Approval; a != nil && a.Message != "" {
 		check(field(path, "approval.message"), a.Message)
 	}
+	if c := s.Pipeline; c != nil {
+		cp := field(path, "pipeline")
+		pipelineTemplates(c, func(f, v string) { check(field(cp, f), v) })
+	}
 	if inf := s.Inference; inf != nil {
 		ip := field(path, "inference")
 		if kind == KindInference && runnable {
@@ -450,6 +458,8 @@ func validateStep(p *Pipeline, i int, vc *vctx, psc *refScope, ps *problems) {
 			ps.add(pp, "an inference step's endpoint runs on inference.cluster, which outlives the run; placement does not apply to it")
 		case kind == KindApproval:
 			ps.add(pp, "an approval step runs no workload; placement does not apply to it")
+		case kind == KindPipeline:
+			ps.add(pp, "a pipeline step's child run places its own steps; placement does not apply to it")
 		}
 	}
 }
@@ -661,6 +671,9 @@ func Dependencies(p *Pipeline) [][]int {
 		if s.Approval != nil {
 			tmpl(s.Approval.Message)
 		}
+		if s.Pipeline != nil {
+			pipelineTemplates(s.Pipeline, func(_, v string) { tmpl(v) })
+		}
 		deps := make([]int, 0, len(set))
 		for j := range set {
 			deps = append(deps, j)
@@ -794,6 +807,10 @@ func EstimateHistoryEvents(p *Pipeline) int {
 		case s.Kind == KindInference:
 			// No cluster selection, but the rollout's stages reach the
 			// run as progress signals (a few events each).
+			per += eventsPerAttempt
+		case s.Kind == KindPipeline:
+			// Resolving the child's version, then starting the child run
+			// and its completion.
 			per += eventsPerAttempt
 		case s.Kind == KindRay || s.Kind == KindSpark || s.EffectivePlacement(p) != nil:
 			per += eventsPerAttempt
