@@ -126,3 +126,8 @@ func suggest(name string, candidates []string) string {
 	}
 	return best
 }
+
+// SortProblems orders problems as Validate does, for callers that add
+// their own (the gateway's checks of pipeline steps against the
+// catalogue) to Validate's.
+func SortProblems(list []Problem) { sortProblems(list) }
