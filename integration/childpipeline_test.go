@@ -274,3 +274,27 @@ func val[T any](p *T) T {
 	}
 	return *p
 }
+
+// The examples run as documented: train-sweep runs train-model once per
+// learning rate and outputs the best model.
+func TestChildPipelineExamplesOnRealStack(t *testing.T) {
+	s := newStack(t)
+	for _, name := range []string{"train-model", "train-sweep"} {
+		b, err := os.ReadFile("../examples/pipelines/" + name + ".yaml")
+		require.NoError(t, err)
+		code, problems := s.push(name, string(b))
+		require.Equal(t, 201, code, "%s: %v", name, problems)
+	}
+	id := s.start("train-sweep", nil)
+	r := s.waitTerminal(id, 90*time.Second)
+	require.Equal(t, workflows.RunSucceeded, r.State, "%+v", r.Status)
+	assert.Equal(t, map[string]any{"best_model": "file:///tmp/models/iris-0.1", "best_accuracy": 0.95}, r.Status.Result)
+	sweep := stepByName(r, "sweep")
+	require.Len(t, sweep.Items, 3)
+	for k, it := range sweep.Items {
+		require.Len(t, it.Attempts, 1)
+		c := s.waitTerminal(it.Attempts[0].ChildRun.RunID, 10*time.Second)
+		assert.Equal(t, workflows.RunSucceeded, c.State)
+		assert.Equal(t, fmt.Sprintf("sweep[%d]", k), c.Status.ParentStep)
+	}
+}

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -168,5 +169,71 @@ func TestPipelineStepHistoryEstimate(t *testing.T) {
 	child := mustParse(t, `steps: [{name: a, kind: pipeline, pipeline: {name: x}}]`)
 	if EstimateHistoryEvents(child) <= EstimateHistoryEvents(one) {
 		t.Fatal("a pipeline step costs no more history than a container step")
+	}
+}
+
+// TestChildPipelineExamples keeps examples/pipelines/train-model.yaml and
+// train-sweep.yaml valid for the local runtime, each other's params and
+// outputs consistent, and the parent's templates working on outputs of the
+// child's shape.
+func TestChildPipelineExamples(t *testing.T) {
+	load := func(name string) *Pipeline {
+		data, err := os.ReadFile("../../examples/pipelines/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := mustParse(t, string(data))
+		if err := Validate(p, localOpts); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return p
+	}
+	child, parent := load("train-model.yaml"), load("train-sweep.yaml")
+	refs := PipelineRefs(parent)
+	if len(refs) != 1 || refs[0].Name != "train-model" {
+		t.Fatalf("refs %+v", refs)
+	}
+	if ps := CheckPipelineStep(refs[0], &parent.Steps[refs[0].Step], child); len(ps) > 0 {
+		t.Fatalf("the sweep's params do not fit train-model: %+v", ps)
+	}
+	params, err := ResolveParams(parent, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := Env{Params: params, Steps: map[string]StepEnv{}}
+	items, err := EvalItems(parent.Steps[0].ForEach, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outs []any
+	for _, it := range items {
+		e := env
+		e.Item, e.HasItem = it, true
+		c, err := RenderPipelineStep(parent.Steps[0].Pipeline, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp, err := ResolveParams(child, c.Params)
+		if err != nil {
+			t.Fatalf("item %v: %v", it, err)
+		}
+		lr := cp["lr"].(float64)
+		ce := Env{Params: cp, Steps: map[string]StepEnv{
+			"train":    {Outputs: map[string]any{"model": "m-" + formatNumber(lr)}},
+			"evaluate": {Outputs: map[string]any{"accuracy": 0.95 - (lr-0.1)*(lr-0.1)}},
+		}}
+		o, err := EvalOutputs(child, ce)
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs = append(outs, o)
+	}
+	env.Steps["sweep"] = StepEnv{Outputs: outs}
+	got, err := EvalOutputs(parent, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]any{"best_model": "m-0.1", "best_accuracy": 0.95}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("outputs %v, want %v", got, want)
 	}
 }
