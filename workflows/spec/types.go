@@ -77,7 +77,7 @@ const (
 // Strings in Container (command, args, env values, workingDir), Ray
 // (entrypoint, runtimeEnv string values), Spark (mainApplicationFile,
 // arguments, sparkConf values), Inference (endpoint and every string of
-// spec) and Approval (message) may hold templates: "{{ <expr> }}" where
+// spec), Approval (message) and Pipeline (params) may hold templates: "{{ <expr> }}" where
 // <expr> is an expr-lang expression over params, steps.<name>.outputs, item
 // (inside forEach) and run (id, project, pipeline). A step that references
 // steps.X implicitly depends on X.

@@ -80,14 +80,16 @@ var (
 // step templates, Kubernetes configuration (ray, spark, resources,
 // placement, rayClusters), inference steps (endpoint name, cluster and the
 // endpoint spec, whose problems come back with their paths under
-// steps[i].inference.spec) and limits. A nil error means the generic
+// steps[i].inference.spec), pipeline steps (name and version; what needs
+// the catalogue is CheckPipelineStep), the pipeline's outputs and limits. A nil error means the generic
 // workflow can run the pipeline without meeting a spec error.
 //
 // Templated fields: container command, args, env values and workingDir; ray
 // entrypoint and the string values inside runtimeEnv; spark
 // mainApplicationFile, arguments and sparkConf values; inference endpoint
-// and every string of its spec. Where item may be
-// used: only in those templates, of a step with forEach. when is evaluated
+// and every string of its spec; pipeline params; the pipeline's outputs
+// (where item is not available). Where item may be used: only in those
+// templates, of a step with forEach. when is evaluated
 // once per step (before fan-out) and forEach.items defines the items, so
 // item is rejected in both.
 func Validate(p *Pipeline, opts ValidateOptions) error {
