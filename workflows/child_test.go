@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -127,6 +128,13 @@ outputs:
 	assert.Equal(t, "run-1", child.ParentRun)
 	assert.Equal(t, "train", child.ParentStep)
 	assert.Equal(t, map[string]any{"model": "m-iris", "lr": 0.5}, child.Result)
+
+	// The Temporal UI's details link the step to its child run.
+	v, err := env.QueryWorkflow("__temporal_workflow_metadata")
+	require.NoError(t, err)
+	var meta sdkpb.WorkflowMetadata
+	require.NoError(t, v.Get(&meta))
+	assert.Contains(t, meta.GetCurrentDetails(), "child run [run-1.train.a1](/namespaces/default-test-namespace/workflows/run-1.train.a1) (train v1)")
 }
 
 func TestPipelineStepFailsWithItsChild(t *testing.T) {

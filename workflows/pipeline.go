@@ -38,7 +38,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, e
 	d.run()
 
 	var outputs map[string]any
-	if !r.Cancelled() && !r.DeadlineExceeded() && d.failure == "" {
+	if len(d.p.Outputs) > 0 && !r.Cancelled() && !r.DeadlineExceeded() && d.failure == "" {
 		// Declared outputs (none in runs from before them) are evaluated
 		// in memory: no command, so no version marker.
 		if outputs, err = spec.EvalOutputs(d.p, d.env()); err != nil {
