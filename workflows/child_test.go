@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/workflows"
@@ -303,4 +304,53 @@ steps:
 	runs := last()
 	assert.Len(t, runs, 2, "one child run: the item that was not reused")
 	assert.Equal(t, "fan[1]", runs["run-1.fan.i1.a1"].ParentStep)
+}
+
+// A child run cancelled by someone other than its parent fails the step,
+// unretried: the parent is not cancelled, and a cancelled step must not
+// let the run succeed.
+func TestAChildCancelledOnItsOwnFailsTheStep(t *testing.T) {
+	env, _, cat, last := newChildEnv(t)
+	cat.add(t, "p1", "long", `steps: [{name: work, container: {command: [block]}}]`)
+	in := input(t, `steps: [{name: sub, kind: pipeline, retries: {limit: 2}, pipeline: {name: long}}]`, nil)
+	env.RegisterDelayedCallback(func() {
+		require.NoError(t, env.SignalWorkflowByID("run-1.sub.a1", workflows.SignalCancel, workflows.CancelRequest{Reason: "not needed", Requester: "bob"}))
+	}, 2*time.Second)
+	env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+	require.True(t, env.IsWorkflowCompleted())
+	s := status(t, env)
+	assert.Equal(t, workflows.RunFailed, s.State)
+	assert.Equal(t, workflows.StepFailed, s.Steps[0].State)
+	assert.Len(t, s.Steps[0].Attempts, 1, "not retried")
+	assert.Contains(t, s.Steps[0].Error, "child run run-1.sub.a1 was cancelled")
+	assert.Equal(t, workflows.RunCancelled, last()["run-1.sub.a1"].State)
+}
+
+// goChildPipeline runs a stored pipeline from a native Go pipeline.
+func goChildPipeline(ctx workflow.Context, dataset string) (string, error) {
+	run, ctx, err := workflows.Begin(ctx, workflows.RunOptions{})
+	if err != nil {
+		return "", err
+	}
+	out, err := run.Pipeline(ctx, "train", spec.PipelineStep{Name: "train", Params: map[string]any{"dataset": dataset}}).Get(ctx)
+	model, _ := out["model"].(string)
+	return model, run.End(model, err)
+}
+
+func TestGoPipelineRunsAChildPipeline(t *testing.T) {
+	env, _, cat, last := newChildEnv(t)
+	cat.add(t, "p1", "train", trainChild)
+	env.RegisterWorkflowWithOptions(goChildPipeline, workflow.RegisterOptions{Name: "test.GoChild"})
+	require.NoError(t, env.SetTypedSearchAttributesOnStart(temporal.NewSearchAttributes(temporal.NewSearchAttributeKeyKeyword(workflows.SAProject).ValueSet("p1"))))
+	env.ExecuteWorkflow("test.GoChild", "mnist")
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var model string
+	require.NoError(t, env.GetWorkflowResult(&model))
+	assert.Equal(t, "m-mnist", model)
+	child := last()["run-1.train.a1"]
+	assert.Equal(t, workflows.RunSucceeded, child.State)
+	assert.Equal(t, "p1", child.Project)
+	assert.Equal(t, "run-1", child.ParentRun)
+	assert.Equal(t, "train", child.ParentStep)
 }
