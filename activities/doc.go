@@ -11,5 +11,6 @@
 // activities), admission (GPU admission: submitting a step's GPU gang to its
 // cluster's admission workflow, loading its snapshot), deploy (inference
 // pipeline steps: creating or updating an endpoint through its workflow
-// and waiting for the revision's rollout).
+// and waiting for the revision's rollout), pipelines (the stored pipeline a
+// pipeline step runs as a child run).
 package activities

@@ -179,6 +179,7 @@ func runStatusView(st workflows.RunStatus) gen.RunStatus {
 		Cancel: cancelView(st.Cancel), Params: optMap(st.Params),
 		Result: st.Result, Warnings: optSlice(st.Warnings), ScheduleId: opt(st.ScheduleID), RetryOf: opt(st.RetryOf),
 		CacheBypass: opt(st.CacheBypass),
+		ParentRun:   opt(st.ParentRun), ParentStep: opt(st.ParentStep),
 	}
 	if st.Steps != nil { // nil stays null, as before
 		out.Steps = stepViews(st.Steps)
@@ -211,7 +212,15 @@ func attemptView(a workflows.Attempt) gen.Attempt {
 		Number: a.Number, State: gen.StepState(a.State), StartedAt: a.StartedAt, FinishedAt: a.FinishedAt,
 		ExitCode: a.ExitCode, Error: opt(a.Error), LogUrl: opt(a.LogURL),
 		Cluster: opt(a.Cluster), Object: opt(a.Object), Links: optMap(a.Links), Message: opt(a.Message),
+		ChildRun: childRunView(a.ChildRun),
 	}
+}
+
+func childRunView(c *workflows.ChildRun) *gen.ChildRun {
+	if c == nil {
+		return nil
+	}
+	return &gen.ChildRun{RunId: c.RunID, Pipeline: c.Pipeline, Version: c.Version}
 }
 
 func approvalView(a *workflows.ApprovalStatus) *gen.ApprovalStatus {

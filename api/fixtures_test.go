@@ -72,12 +72,17 @@ func fullRunStatus() workflows.RunStatus {
 				Approver: "ci", ApproverID: "tok-1", ApproverRole: "editor", Comment: "not & now",
 				DecidedAt: &fxFinish, TimedOut: true,
 			}},
+			{Name: "sub", Kind: "pipeline", State: workflows.StepSucceeded, Outputs: map[string]any{"model": "m"},
+				Attempts: []workflows.Attempt{{Number: 1, State: workflows.StepSucceeded,
+					ChildRun: &workflows.ChildRun{RunID: "0197a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b.sub.a1", Pipeline: "train-model", Version: 3}}}},
 		},
 		Result:      map[string]any{"model": "s3://bucket/model", "score": 0.93},
 		Warnings:    []string{"cleanup of RayJob r1 failed: <timeout>", "second"},
 		ScheduleID:  "nightly",
 		RetryOf:     "run-0",
 		CacheBypass: true,
+		ParentRun:   "0197a1b2-0000-7e5f-8a9b-0c1d2e3f4a5b",
+		ParentStep:  "train[2]",
 	}
 }
 

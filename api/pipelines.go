@@ -60,8 +60,21 @@ func (s *server) CreatePipelineVersion(ctx context.Context, req gen.CreatePipeli
 	if err != nil {
 		return nil, internalError(err)
 	}
+	var found []spec.Problem
 	if err := spec.Validate(p, opts); err != nil {
-		return nil, specProblem(err)
+		var ve *spec.ValidationError
+		if !errors.As(err, &ve) {
+			return nil, specProblem(err)
+		}
+		found = ve.Problems
+	}
+	steps, err := s.checkPipelineSteps(ctx, req.Project, req.Pipeline, p)
+	if err != nil {
+		return nil, internalError(err)
+	}
+	if found = append(found, steps...); len(found) > 0 {
+		spec.SortProblems(found)
+		return nil, specProblem(&spec.ValidationError{Problems: found})
 	}
 	// Canonical form: struct field order and sorted map keys, so formatting,
 	// YAML vs JSON and key order do not make new versions.

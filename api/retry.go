@@ -35,6 +35,10 @@ func (s *server) RetryRun(ctx context.Context, req gen.RetryRunRequestObject) (g
 	if !st.State.Terminal() {
 		return nil, newProblem(ptRunNotFinished, "run %s is %s: retry it once it has ended (or cancel it first)", orig.ID, st.State)
 	}
+	if st.ParentRun != "" {
+		// A retry of its own would be a run its parent never sees.
+		return nil, newProblem(ptNotRetryable, "run %s is a child run of run %s (step %s): retry the parent run, which reuses what succeeded and runs this step as a new child run", orig.ID, st.ParentRun, st.ParentStep)
+	}
 	if slices.ContainsFunc(st.Warnings, func(w string) bool { return strings.Contains(w, workflows.OutputsOmittedWarning) }) {
 		// Reusing would hand later steps missing outputs.
 		return nil, newProblem(ptNotRetryable, "run %s kept only part of its steps' outputs (its status would exceed Temporal's payload limit), so they cannot be reused; start a new run", orig.ID)

@@ -17,18 +17,6 @@ import (
 	"github.com/atelier-ml/atelier/api/gen"
 )
 
-// apiClient is the generated REST client acting with the stack's token.
-func (s *stack) apiClient() *gen.ClientWithResponses {
-	s.t.Helper()
-	tok := s.token
-	c, err := gen.NewClientWithResponses(s.url, gen.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
-		r.Header.Set("Authorization", "Bearer "+tok)
-		return nil
-	}))
-	require.NoError(s.t, err)
-	return c
-}
-
 // cachedPipelineYAML appends a line per execution to dir/ran: prepare and
 // each train item are cached, report is not. LR reaches train's rendered
 // env, so changing it changes train's key and not prepare's.
@@ -64,7 +52,7 @@ func TestStepCacheAcrossRuns(t *testing.T) {
 	s := newStack(t)
 	dir := stepScratchDir(t)
 	ctx := context.Background()
-	c := s.apiClient()
+	c := s.client()
 	ran := func() []string {
 		t.Helper()
 		b, err := os.ReadFile(filepath.Join(dir, "ran"))
@@ -155,7 +143,7 @@ func TestStepCacheAcrossRuns(t *testing.T) {
 
 	// Another project never hits team-a's entries, nor reads them.
 	other := s.asProject("team-b")
-	oc := other.apiClient()
+	oc := other.client()
 	push(oc, other.project)
 	start(oc, other.project, nil, false)
 	assert.Equal(t, []string{"prepare", "train 1 0.1", "train 2 0.1", "report 0.9"}, ran(), "team-b runs everything")

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/examples/gopipeline"
 	"github.com/atelier-ml/atelier/internal/app"
 	"github.com/atelier-ml/atelier/internal/catalog"
@@ -333,4 +334,18 @@ func (s *stack) rawGet(t *testing.T, path string) string {
 	require.NoError(t, err)
 	require.Equal(t, 200, resp.StatusCode, "%s", b)
 	return string(b)
+}
+
+// client is the generated REST client acting with the stack's token.
+func (s *stack) client() *gen.ClientWithResponses { return s.clientAs(s.token) }
+
+// clientAs is the generated REST client acting with the token secret.
+func (s *stack) clientAs(secret string) *gen.ClientWithResponses {
+	s.t.Helper()
+	c, err := gen.NewClientWithResponses(s.url, gen.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
+		req.Header.Set("Authorization", "Bearer "+secret)
+		return nil
+	}))
+	require.NoError(s.t, err)
+	return c
 }

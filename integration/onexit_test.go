@@ -54,7 +54,7 @@ func TestExitHandlerRunsAfterCancel(t *testing.T) {
 	id := s.startRun(map[string]any{"pipeline": "exit"})
 	waitFile(t, filepath.Join(dir, "pid"), 30*time.Second)
 
-	c := s.client(s.token)
+	c := s.clientAs(s.token)
 	res, err := c.CancelRunWithResponse(context.Background(), s.project, id, gen.CancelRunJSONRequestBody{Reason: ptrTo("wrong-data")})
 	require.NoError(t, err)
 	require.Equal(t, 202, res.StatusCode(), "%s", res.Body)

@@ -341,3 +341,59 @@ steps:
 		recordHistory(t, s, name, id)
 	}
 }
+
+// TestRecordChildPipelineHistories records runs with pipeline steps
+// (v5-child-*): a parent whose child succeeds (a forEach of children
+// too) with outputs, one whose child fails, and both cancel paths, each
+// with its child's history (-child), which replays as a child execution.
+func TestRecordChildPipelineHistories(t *testing.T) {
+	if os.Getenv("ATELIER_RECORD_HISTORIES") == "" {
+		t.Skip("set ATELIER_RECORD_HISTORIES=1 to re-record workflows/testdata histories")
+	}
+	s := newStack(t)
+	dir := stepScratchDir(t)
+	for name, yaml := range map[string]string{
+		"train-model": childTrain,
+		"broken":      "steps: [{name: boom, container: {command: [\"sh\", \"-c\", \"exit 4\"]}}]",
+		"long":        fmt.Sprintf("steps: [{name: work, container: {command: [\"sh\", \"-c\", \"echo $$ > %s/pid; sleep 300\"]}}]", dir),
+	} {
+		code, problems := s.push(name, yaml)
+		require.Equal(t, 201, code, "%s: %v", name, problems)
+	}
+	for name, yaml := range map[string]string{
+		"parent": `
+steps:
+  - {name: train, kind: pipeline, pipeline: {name: train-model, params: {dataset: iris}}}
+  - {name: sweep, kind: pipeline, forEach: {items: [0.1, 0.2], parallelism: 1}, pipeline: {name: train-model, params: {dataset: iris, lr: "{{ item }}"}}}
+  - {name: report, container: {command: ["sh", "-c", "echo {{ steps.train.outputs.model }}"]}}
+outputs: {model: "{{ steps.train.outputs.model }}"}
+`,
+		"parent-of-broken": "steps: [{name: sub, kind: pipeline, retries: {limit: 1, backoff: 1s}, pipeline: {name: broken}}]",
+		"outer":            "steps: [{name: sub, kind: pipeline, pipeline: {name: long}}]",
+	} {
+		code, problems := s.push(name, yaml)
+		require.Equal(t, 201, code, "%s: %v", name, problems)
+	}
+	ok := s.start("parent", nil)
+	failed := s.start("parent-of-broken", nil)
+	viaREST := s.start("outer", nil)
+	waitFile(t, filepath.Join(dir, "pid"), 30*time.Second)
+	require.Equal(t, 202, s.do("POST", s.path("/runs/%s/cancel", viaREST), map[string]any{"reason": "recording"}, nil))
+	require.NoError(t, os.Remove(filepath.Join(dir, "pid")))
+	viaTemporal := s.start("outer", nil)
+	waitFile(t, filepath.Join(dir, "pid"), 30*time.Second)
+	require.NoError(t, s.temporal.CancelWorkflow(context.Background(), viaTemporal, ""))
+
+	ids := map[string]string{
+		"v5-child-succeeded": ok, "v5-child-succeeded-child": ok + ".train.a1",
+		"v5-child-failed": failed, "v5-child-failed-child": failed + ".sub.a2",
+		"v5-child-cancelled-rest": viaREST, "v5-child-cancelled-rest-child": viaREST + ".sub.a1",
+		"v5-child-cancelled-temporal": viaTemporal, "v5-child-cancelled-temporal-child": viaTemporal + ".sub.a1",
+	}
+	for name, id := range ids {
+		r := s.waitTerminal(id, 60*time.Second)
+		t.Logf("%s: %s", name, r.State)
+		time.Sleep(500 * time.Millisecond) // the final mirror's completion
+		recordHistory(t, s, name, id)
+	}
+}

@@ -20,17 +20,6 @@ import (
 	"github.com/atelier-ml/atelier/workflows"
 )
 
-// client is the generated REST client with a token.
-func (s *stack) client(secret string) *gen.ClientWithResponses {
-	s.t.Helper()
-	c, err := gen.NewClientWithResponses(s.url, gen.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
-		req.Header.Set("Authorization", "Bearer "+secret)
-		return nil
-	}))
-	require.NoError(s.t, err)
-	return c
-}
-
 // receiver is a webhook endpoint that answers 500 to the first delivery
 // of each event and 200 afterwards, and keeps every request.
 type receiver struct {
@@ -100,7 +89,7 @@ func TestWebhooksOnRealStack(t *testing.T) {
 	srv := httptest.NewServer(rc)
 	t.Cleanup(srv.Close)
 	ctx := context.Background()
-	c := s.client(s.token)
+	c := s.clientAs(s.token)
 
 	// Bad input: an unknown event is refused by the schema (400), the
 	// rest in one 422 naming every field.
@@ -145,7 +134,7 @@ func TestWebhooksOnRealStack(t *testing.T) {
 	other, hash := tokens.New()
 	_, err = s.store.CreateToken(ctx, catalog.Token{Name: "b-editor", Project: "team-b", Role: catalog.RoleEditor}, hash)
 	require.NoError(t, err)
-	oc := s.client(other)
+	oc := s.clientAs(other)
 	ol, err := oc.ListWebhooksWithResponse(ctx, s.project)
 	require.NoError(t, err)
 	assert.Equal(t, 404, ol.StatusCode(), "another tenant cannot list team-a's webhooks")
@@ -161,7 +150,7 @@ func TestWebhooksOnRealStack(t *testing.T) {
 	odel, err := oc.DeleteWebhookWithResponse(ctx, "team-b", hook.Id)
 	require.NoError(t, err)
 	assert.Equal(t, 404, odel.StatusCode())
-	vl, err := s.client(s.newToken("viewer", catalog.RoleViewer)).ListWebhooksWithResponse(ctx, s.project)
+	vl, err := s.clientAs(s.newToken("viewer", catalog.RoleViewer)).ListWebhooksWithResponse(ctx, s.project)
 	require.NoError(t, err)
 	assert.Equal(t, 403, vl.StatusCode(), "webhook URLs may hold credentials: editors only")
 

@@ -39,7 +39,7 @@ func TestWebUIRunPageInBrowser(t *testing.T) {
 	}
 	browser := chromiumPath(t)
 	s := newStack(t)
-	cl := genClient(t, s)
+	cl := s.client()
 	ctx := context.Background()
 	gate := stepScratchDir(t)
 
@@ -432,17 +432,6 @@ func (b *browser) pageErrors() []string {
 func (b *browser) noPageErrors(t *testing.T) {
 	t.Helper()
 	assert.Empty(t, b.pageErrors(), "script errors, failed loads or CSP violations on the pages")
-}
-
-// genClient is the generated REST client with the stack's token.
-func genClient(t *testing.T, s *stack) *gen.ClientWithResponses {
-	t.Helper()
-	cl, err := gen.NewClientWithResponses(s.url, gen.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
-		req.Header.Set("Authorization", "Bearer "+s.token)
-		return nil
-	}))
-	require.NoError(t, err)
-	return cl
 }
 
 // pushSpec adds a version of a declarative pipeline from YAML.

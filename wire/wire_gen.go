@@ -9,6 +9,7 @@ package wire
 import (
 	"context"
 	"github.com/atelier-ml/atelier/activities/mirror"
+	"github.com/atelier-ml/atelier/activities/pipelines"
 	"github.com/atelier-ml/atelier/internal/app"
 	"github.com/atelier-ml/atelier/internal/config"
 	"github.com/google/wire"
@@ -87,8 +88,9 @@ func InitWorker(ctx context.Context, cfg config.Config) (*app.Worker, func(), er
 	activities := provideAdmission(store, client, cfg)
 	deployActivities := provideDeploy(client, store, cfg)
 	stepcacheActivities := provideStepCache(store)
+	resolver := pipelines.New(store)
 	v := provideGoPipelines(cfg)
-	worker := app.NewWorker(client, cfg, runner, serving, mirrorMirror, selector, activities, deployActivities, stepcacheActivities, store, v, logger)
+	worker := app.NewWorker(client, cfg, runner, serving, mirrorMirror, selector, activities, deployActivities, stepcacheActivities, resolver, store, v, logger)
 	return worker, func() {
 		cleanup3()
 		cleanup2()

@@ -40,6 +40,9 @@ func (r *Run) details() string {
 		name = r.status.Workflow
 	}
 	b.WriteString(fmt.Sprintf("**%s** · project `%s` · **%s**", name, r.status.Project, r.status.State))
+	if p := r.status.ParentRun; p != "" {
+		b.WriteString(fmt.Sprintf(" · child of run [%s](/namespaces/%s/workflows/%s), step `%s`", p, r.namespace(), p, r.status.ParentStep))
+	}
 	if r.status.Error != "" {
 		b.WriteString(fmt.Sprintf("\n\n> %s", mdCell(r.status.Error)))
 	}
@@ -63,14 +66,24 @@ func (r *Run) details() string {
 		if msg == "" {
 			msg = st.Message
 		}
+		msg = mdCell(msg)
+		if n := len(st.Attempts); n > 0 && st.Attempts[n-1].ChildRun != nil {
+			// A pipeline step links to its child run's page in this UI.
+			c := st.Attempts[n-1].ChildRun
+			link := fmt.Sprintf("child run [%s](/namespaces/%s/workflows/%s) (%s v%d)", c.RunID, r.namespace(), c.RunID, c.Pipeline, c.Version)
+			msg = strings.TrimPrefix(msg+" · "+link, " · ")
+		}
 		kind := st.Kind
 		if st.OnExit {
 			kind += " (on exit)"
 		}
-		b.WriteString(fmt.Sprintf("| %s | %s | %s | %d | %s | %s |\n", mdCell(st.Name), kind, st.State, len(st.Attempts), items, mdCell(msg)))
+		b.WriteString(fmt.Sprintf("| %s | %s | %s | %d | %s | %s |\n", mdCell(st.Name), kind, st.State, len(st.Attempts), items, msg))
 	}
 	return b.String()
 }
+
+// namespace is the run's Temporal namespace, for links within the UI.
+func (r *Run) namespace() string { return workflow.GetInfo(r.root).Namespace }
 
 // mdCell keeps a value on one table row: no newlines or pipes, at most
 // 120 characters.

@@ -26,6 +26,15 @@
 // revision it made is promoted, failing with the gate's message if it is
 // rolled back.
 //
+// Pipeline steps (child.go; Run.Pipeline in Go, kind pipeline in a spec)
+// run another stored pipeline of the project as a child PipelineWorkflow:
+// the version is resolved by an activity when the attempt starts
+// (activities.ResolvePipelineName), the child's ID derives from the run,
+// step, item and attempt, its outputs (spec.Pipeline.Outputs, returned as
+// PipelineResult) become the step's, and cancelling the parent signals the
+// child to cancel and waits for its cleanup. Child runs nest at most
+// spec.MaxPipelineDepth levels.
+//
 // Steps run as their dependencies' final states allow (runif.go): each
 // step's trigger rule (spec.RunIf: allSucceeded by default, noneFailed,
 // allDone, anyFailed) decides from its direct dependencies; after a step

@@ -3,6 +3,7 @@ package workflows
 import (
 	"bytes"
 	"encoding/json"
+	"time"
 
 	"github.com/atelier-ml/atelier/workflows/spec"
 )
@@ -34,6 +35,9 @@ type PipelineInput struct {
 	Reuse *Reuse `json:"reuse,omitempty"`
 	// Cache holds the run's step cache options (nil: the defaults).
 	Cache *RunCache `json:"cache,omitempty"`
+	// Parent is set on a child run, started by a pipeline step of
+	// another run.
+	Parent *ParentRun `json:"parent,omitempty"`
 }
 
 // RunCache are a run's step cache options.
@@ -41,6 +45,29 @@ type RunCache struct {
 	// Bypass runs every cached step instead of looking it up; successful
 	// results still replace the entries, so later runs reuse them.
 	Bypass bool `json:"bypass,omitempty"`
+}
+
+// PipelineResult is what a declarative run returns: the pipeline's
+// outputs (spec.Pipeline.Outputs), which a parent's pipeline step takes
+// as its own.
+type PipelineResult struct {
+	Outputs map[string]any `json:"outputs,omitempty"`
+}
+
+// ParentRun is where a child run comes from.
+type ParentRun struct {
+	RunID string `json:"runId"`
+	// Step is the parent's step, an item as "<step>[<i>]".
+	Step string `json:"step"`
+	// Depth is how many levels below the run a user started this run
+	// is (1 for a child of that run); at most spec.MaxPipelineDepth.
+	Depth int `json:"depth"`
+	// Pipelines are the pipelines of the runs above this one, the top
+	// first, so that a nesting too deep names the chain.
+	Pipelines []string `json:"pipelines,omitempty"`
+	// NotAfter is the parent's bound on this run: the parent's own
+	// deadline or the step's timeout, whichever comes first.
+	NotAfter *time.Time `json:"notAfter,omitempty"`
 }
 
 // Reuse is what a retry takes from the run it retries.

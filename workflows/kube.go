@@ -77,6 +77,7 @@ type stepWork struct {
 	ray       *spec.RayStep
 	spark     *spec.SparkStep
 	inference *spec.InferenceStep
+	pipeline  *spec.PipelineStep
 	gpus      int
 	gpuType   string
 	// noPreempt admits the work as a workload GPU admission never evicts
@@ -86,9 +87,9 @@ type stepWork struct {
 
 // runWork runs a rendered step where it belongs: container steps without a
 // placement on the local runtime, inference steps through their endpoint's
-// workflow, everything else on a Kubernetes cluster.
-// Work whose step caches (WithCache) is looked up in the step cache first
-// (runCached).
+// workflow, pipeline steps as child runs, everything else on a Kubernetes
+// cluster. Work whose step caches (WithCache) is looked up in the step
+// cache first (runCached).
 func (r *Run) runWork(ctx workflow.Context, st *StepStatus, stepName string, item *int, w stepWork, opts ...StepOption) (Outputs, error) {
 	cfg := newStepConfig(opts)
 	if cfg.cache != nil && cacheable(w.kind) && r.stepCacheOn() {
@@ -101,6 +102,9 @@ func (r *Run) runWork(ctx workflow.Context, st *StepStatus, stepName string, ite
 func (r *Run) runUncached(ctx workflow.Context, st *StepStatus, stepName string, item *int, w stepWork, cfg stepConfig, opts []StepOption) (Outputs, error) {
 	if w.kind == spec.KindInference {
 		return r.runInference(ctx, st, stepName, item, *w.inference, cfg)
+	}
+	if w.kind == spec.KindPipeline {
+		return r.runChild(ctx, st, stepName, item, *w.pipeline, cfg)
 	}
 	if w.kind == spec.KindContainer && cfg.placement == nil {
 		return r.runContainer(ctx, st, stepName, item, *w.container, opts...)

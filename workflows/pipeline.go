@@ -17,11 +17,14 @@ const ErrTypePipelineFailed = "PipelineFailed"
 // PipelineWorkflow interprets a declarative pipeline spec. It is registered
 // as PipelineWorkflowName and must stay deterministic: it walks steps in
 // declaration order, never ranges over maps, and reads no clock but
-// workflow.Now.
-func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
+// workflow.Now. A run that succeeds returns the pipeline's outputs (a
+// parent's pipeline step takes them); returning a value adds no command,
+// so histories recorded when it returned none replay unchanged.
+func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, error) {
 	opts := RunOptions{
 		Project: in.Project, Pipeline: in.Pipeline, Version: in.Version,
 		Params: in.Params, Deadline: in.Spec.Deadline.D(), GPUPriority: in.GPUPriority,
+		Parent: in.Parent,
 	}
 	if in.Reuse != nil {
 		opts.RetryOf = in.Reuse.RetryOf
@@ -31,13 +34,21 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 	}
 	r, sctx, err := Begin(ctx, opts)
 	if err != nil {
-		return err
+		return PipelineResult{}, err
 	}
 	r.rayTemplates = in.Spec.RayClusters
 	d := &dag{r: r, ctx: sctx, in: &in, p: &in.Spec}
 	exitSteps, hasExit := r.addExitSteps(in.Spec.OnExit)
 	d.run()
 
+	var outputs map[string]any
+	if len(d.p.Outputs) > 0 && !r.Cancelled() && !r.DeadlineExceeded() && d.failure == "" {
+		// Declared outputs (none in runs from before them) are evaluated
+		// in memory: no command, so no version marker.
+		if outputs, err = spec.EvalOutputs(d.p, d.env()); err != nil {
+			d.failure = fmt.Sprintf("evaluating the pipeline's outputs: %v", err)
+		}
+	}
 	// The steps' outcome is the run's, whatever the exit handlers do:
 	// they are told it (run.state) before they start.
 	var state RunState
@@ -58,6 +69,9 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 		ret = temporal.NewNonRetryableApplicationError(d.failure, ErrTypePipelineFailed, nil)
 	default:
 		state = RunSucceeded
+		if outputs != nil {
+			r.status.Result = outputs
+		}
 	}
 	if why == "" {
 		why = errMsg
@@ -66,7 +80,10 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 		d.runExit(exitSteps, state, why)
 	}
 	r.finish(state, errMsg)
-	return ret
+	if ret != nil {
+		return PipelineResult{}, ret
+	}
+	return PipelineResult{Outputs: outputs}, nil
 }
 
 // dag is the scheduler state of one PipelineWorkflow execution.
@@ -452,6 +469,8 @@ func renderWork(s *spec.Step, env spec.Env) (stepWork, error) {
 		w.spark, err = spec.RenderSpark(s.Spark, env)
 	case spec.KindInference:
 		w.inference, err = spec.RenderInference(s.Inference, env)
+	case spec.KindPipeline:
+		w.pipeline, err = spec.RenderPipelineStep(s.Pipeline, env)
 	default:
 		w.container, err = spec.RenderContainer(s.Container, env)
 	}
@@ -465,6 +484,8 @@ func renderWork(s *spec.Step, env spec.Env) (stepWork, error) {
 		err = spec.CheckRenderedSize(w.spark)
 	case w.inference != nil:
 		err = spec.CheckRenderedSize(w.inference)
+	case w.pipeline != nil:
+		err = spec.CheckRenderedSize(w.pipeline)
 	case w.container != nil:
 		err = spec.CheckRenderedSize(w.container)
 	}

@@ -70,7 +70,8 @@ func TestReplayCatchesAnUnguardedChange(t *testing.T) {
 		if err := workflow.Sleep(ctx, time.Second); err != nil { // the "change"
 			return err
 		}
-		return workflows.PipelineWorkflow(ctx, in)
+		_, err := workflows.PipelineWorkflow(ctx, in)
+		return err
 	}
 	r := worker.NewWorkflowReplayer()
 	r.RegisterWorkflowWithOptions(changed, workflow.RegisterOptions{Name: workflows.PipelineWorkflowName})

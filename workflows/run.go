@@ -66,6 +66,11 @@ type Run struct {
 	gpuWaiters map[string]*gpuWaiter
 	gpuGrants  map[string]*gpuGrant // admitted steps, by workload
 	gpuPrio    *int
+
+	// Child runs (child.go): where this run sits, and when its deadline
+	// passes (zero: none), which bounds its own children.
+	parent     *ParentRun
+	deadlineAt time.Time
 }
 
 // RunOptions describe a run when it begins.
@@ -87,6 +92,10 @@ type RunOptions struct {
 	// CacheBypass runs every cached step instead of looking it up; its
 	// successful results still replace the cache's entries.
 	CacheBypass bool
+	// Parent is set on a child run (a pipeline step of another run
+	// started it): its status links to the parent, and the parent's
+	// NotAfter bounds its deadline.
+	Parent *ParentRun
 }
 
 // versionControlQueues guards moving bookkeeping activities to control
@@ -116,7 +125,7 @@ func Begin(ctx workflow.Context, opts RunOptions) (*Run, workflow.Context, error
 		project = projectFromSearchAttributes(ctx)
 	}
 	now := workflow.Now(ctx)
-	r := &Run{root: ctx, taskQueue: info.TaskQueueName, gpuPrio: opts.GPUPriority}
+	r := &Run{root: ctx, taskQueue: info.TaskQueueName, gpuPrio: opts.GPUPriority, parent: opts.Parent}
 	r.exit.timeout = opts.ExitTimeout
 	r.status = RunStatus{
 		RunID:     info.WorkflowExecution.ID,
@@ -132,6 +141,9 @@ func Begin(ctx workflow.Context, opts RunOptions) (*Run, workflow.Context, error
 		ScheduleID:  scheduleOf(ctx, project),
 		RetryOf:     opts.RetryOf,
 		CacheBypass: opts.CacheBypass,
+	}
+	if opts.Parent != nil {
+		r.status.ParentRun, r.status.ParentStep = opts.Parent.RunID, opts.Parent.Step
 	}
 	r.stepCtx, r.cancelStep = workflow.WithCancel(ctx)
 	r.controlQueues = workflow.GetVersion(ctx, versionControlQueues, workflow.DefaultVersion, 1) >= 1
@@ -189,15 +201,25 @@ func Begin(ctx workflow.Context, opts RunOptions) (*Run, workflow.Context, error
 			}
 		}
 	})
-	if opts.Deadline > 0 {
+	deadline, deadlineMsg := opts.Deadline, fmt.Sprintf("pipeline deadline of %s exceeded", opts.Deadline)
+	if p := opts.Parent; p != nil && p.NotAfter != nil {
+		if left := p.NotAfter.Sub(now); deadline == 0 || left < deadline {
+			// At least a moment, so that a bound already past still ends
+			// the run through its deadline (FAILED, with cleanup).
+			deadline = max(left, time.Millisecond)
+			deadlineMsg = fmt.Sprintf("deadline exceeded: the parent run %s's deadline or its step %q's timeout passed (%s)", p.RunID, p.Step, p.NotAfter.UTC().Format(time.RFC3339))
+		}
+	}
+	if deadline > 0 {
+		r.deadlineAt = now.Add(deadline)
 		workflow.Go(ctx, func(gctx workflow.Context) {
 			// Sleep on this coroutine's own context; a run that ends first
 			// simply leaves the timer behind.
 			// The deadline does not apply to exit handlers (they have
 			// their own timeout), nor to a run whose steps have ended.
-			if err := workflow.Sleep(gctx, opts.Deadline); err == nil && !r.cancelled && !r.status.State.Terminal() && !r.exit.begun {
+			if err := workflow.Sleep(gctx, deadline); err == nil && !r.cancelled && !r.status.State.Terminal() && !r.exit.begun {
 				r.deadline = true
-				r.status.Error = fmt.Sprintf("pipeline deadline of %s exceeded", opts.Deadline)
+				r.status.Error = deadlineMsg
 				r.cancelStep()
 				r.touch()
 			}

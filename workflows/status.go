@@ -69,7 +69,9 @@ type RunStatus struct {
 	Cancel     *CancelRequest `json:"cancel,omitempty"`
 	Params     map[string]any `json:"params,omitempty"`
 	Steps      []StepStatus   `json:"steps"`
-	// Result is the JSON result of a native Go pipeline, when it returned one.
+	// Result is the JSON result of a native Go pipeline, when it returned
+	// one, or the outputs of a declarative pipeline that declares them
+	// (spec.Pipeline.Outputs), once it succeeded.
 	Result any `json:"result,omitempty"`
 	// Warnings are problems that did not change the outcome, e.g. a failed
 	// cleanup of Kubernetes objects.
@@ -81,6 +83,10 @@ type RunStatus struct {
 	// CacheBypass: the run was started to run its cached steps rather
 	// than reuse their entries (which their results then replace).
 	CacheBypass bool `json:"cacheBypass,omitempty"`
+	// ParentRun and ParentStep name the run and the step (an item as
+	// "<step>[<i>]") that started this run as a child (a pipeline step).
+	ParentRun  string `json:"parentRun,omitempty"`
+	ParentStep string `json:"parentStep,omitempty"`
 }
 
 // StepStatus is one step. A forEach step carries one entry per item in Items
@@ -175,6 +181,17 @@ type Attempt struct {
 	// scheduler's "0/10 nodes are available: 10 Insufficient
 	// nvidia.com/gpu."; cleared when the attempt succeeds.
 	Message string `json:"message,omitempty"`
+	// ChildRun is the run a pipeline step's attempt started: its ID and
+	// the pipeline version it runs (the newest when the attempt started,
+	// unless the step pins one).
+	ChildRun *ChildRun `json:"childRun,omitempty"`
+}
+
+// ChildRun is the child run of a pipeline step's attempt.
+type ChildRun struct {
+	RunID    string `json:"runId"`
+	Pipeline string `json:"pipeline"`
+	Version  int    `json:"version"`
 }
 
 // CancelRequest is the payload of the cancel signal sent by the gateway.

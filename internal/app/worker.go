@@ -14,6 +14,7 @@ import (
 	"github.com/atelier-ml/atelier/activities/deploy"
 	"github.com/atelier-ml/atelier/activities/local"
 	"github.com/atelier-ml/atelier/activities/mirror"
+	"github.com/atelier-ml/atelier/activities/pipelines"
 	"github.com/atelier-ml/atelier/activities/placement"
 	"github.com/atelier-ml/atelier/activities/stepcache"
 	"github.com/atelier-ml/atelier/internal/catalog"
@@ -30,9 +31,11 @@ type GoWorkflowPublisher interface {
 // Worker polls the local runtime's task queue and runs pipeline workflows
 // and their local activities: containers, inference steps (which talk to
 // endpoint workflows, not to a cluster), inference endpoints' replicas
-// (endpoints created without a cluster), the catalogue mirror and cluster
+// (endpoints created without a cluster), the catalogue mirror, cluster
 // selection (which reads the registry, so it runs here rather than on a
-// cluster's worker, which may be the one that is down) and the step cache.
+// cluster's worker, which may be the one that is down), the step cache,
+// and the pipeline versions that pipeline steps run as child runs (from
+// the catalogue).
 type Worker struct {
 	w         worker.Worker
 	control   worker.Worker // bookkeeping activities, own slots
@@ -44,7 +47,7 @@ type Worker struct {
 }
 
 // NewWorker registers every workflow and activity on a Temporal worker.
-func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, serving *local.Serving, mirror *mirror.Mirror, selector *placement.Selector, admit *admission.Activities, deployer *deploy.Activities, cache *stepcache.Activities, pub GoWorkflowPublisher, pipelines []workflows.GoPipeline, l *zap.Logger) *Worker {
+func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, serving *local.Serving, mirror *mirror.Mirror, selector *placement.Selector, admit *admission.Activities, deployer *deploy.Activities, cache *stepcache.Activities, resolver *pipelines.Resolver, pub GoWorkflowPublisher, goPipelines []workflows.GoPipeline, l *zap.Logger) *Worker {
 	w := worker.New(c, cfg.TaskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize: cfg.WorkerConcurrency,
 		// Heartbeats carry cancellation to running processes; sending them
@@ -54,7 +57,7 @@ func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, serving
 		DefaultHeartbeatThrottleInterval: time.Second,
 		WorkerStopTimeout:                cfg.ShutdownTimeout,
 	})
-	workflows.Register(w, pipelines...)
+	workflows.Register(w, goPipelines...)
 	runner.Register(w)
 	// Inference steps wait for whole rollouts: step slots, not the short
 	// control slots.
@@ -74,6 +77,9 @@ func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, serving
 	})
 	mirror.Register(control)
 	selector.Register(control)
+	// Pipeline steps resolve their child's version here (only runs with
+	// control queues have pipeline steps).
+	resolver.Register(control)
 	// GPU admission: submissions on the control queue; the snapshot runs as
 	// a local activity of the admission workflows on the main queue.
 	admit.Register(control)
@@ -81,7 +87,7 @@ func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, serving
 	// The step cache's lookup and store are local activities of the
 	// pipeline workflows: registered where the workflows run.
 	cache.Register(w)
-	return &Worker{w: w, control: control, serving: serving, pub: pub, pipelines: pipelines, taskQueue: cfg.TaskQueue, log: l.Named("worker")}
+	return &Worker{w: w, control: control, serving: serving, pub: pub, pipelines: goPipelines, taskQueue: cfg.TaskQueue, log: l.Named("worker")}
 }
 
 // Registry lets a caller register more workflows and activities before Run

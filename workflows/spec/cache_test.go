@@ -28,13 +28,18 @@ steps:
     kind: inference
     cache: {version: "1"}
     inference: {endpoint: e, spec: {backend: vllm, model: {name: m}, image: i}}
+  - name: child
+    kind: pipeline
+    cache: {}
+    pipeline: {name: other}
 `)
-	opts := ValidateOptions{Kinds: []StepKind{KindContainer, KindInference}, LocalEndpoints: true}
+	opts := ValidateOptions{Kinds: []StepKind{KindContainer, KindInference, KindPipeline}, LocalEndpoints: true}
 	got := problemsOf(t, Validate(p, opts))
 	checkProblems(t, got, []want{
 		{"steps[2].cache.version", "templates are not supported"},
 		{"steps[3].cache", "an approval step waits for a person's decision in every run; it cannot be cached"},
 		{"steps[4].cache", "an inference step deploys an endpoint that lives outside the run"},
+		{"steps[5].cache", "a pipeline step starts a child run; it cannot be cached itself"},
 		{"cache.version", "129 characters; the limit is 128"},
 	})
 }

@@ -12,7 +12,8 @@
 // values inside ray runtimeEnv; spark mainApplicationFile, arguments and
 // sparkConf values; inference endpoint and every string of the endpoint
 // spec (model, image, args, env values, ...; its durations are parsed with
-// the spec, so they hold none); approval message. Expressions see four names:
+// the spec, so they hold none); approval message; pipeline params; the
+// pipeline's outputs. Expressions see four names:
 //
 //	params.<name>              resolved run parameters
 //	steps.<step>.outputs…      outputs of a finished step; a list with one
@@ -88,6 +89,20 @@
 // what it covers is listed in docs/api.md, "Step caching"); version is
 // part of it and holds no templates. Approval and inference steps refuse
 // a cache block; a pipeline default skips them.
+//
+// # Pipeline steps and outputs
+//
+// A step of kind pipeline (PipelineStep) runs another stored pipeline of
+// the run's project as a child run; its outputs are the child pipeline's
+// Outputs. A pipeline's outputs and a pipeline step's params are rendered
+// typed (RenderPipelineStep, EvalOutputs): a string that is exactly one
+// "{{ expr }}" becomes the expression's value as JSON data, any other is
+// rendered as RenderString does. Validate checks the block, names and
+// templates; what needs the catalogue (the pipeline and version exist,
+// params against the child's declared ones) is CheckPipelineStep, which
+// the gateway runs with the stored child, and again the workflow, with
+// ResolveParams, once the step has resolved the version it runs. Child
+// runs nest at most MaxPipelineDepth levels.
 //
 // # Inference steps
 //

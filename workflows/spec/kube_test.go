@@ -281,12 +281,10 @@ steps:
 			{"steps[1].kind", `step kind "ray" is not supported by this runtime (it runs container)`},
 			{"steps[2].kind", `step kind "inference" is not supported by this runtime (it runs container)`},
 		}},
-		{"kinds that are not implemented on a cluster runtime", `
+		{"kinds every runtime runs, on a cluster runtime", `
 steps:
   - {name: b, kind: approval}
-  - {name: c, kind: pipeline}`, nil, []want{
-			{"steps[1].kind", `step kind "pipeline" is not implemented yet`},
-		}},
+  - {name: c, kind: pipeline, pipeline: {name: other}}`, nil, nil},
 		{"a cluster runtime without inference", `
 steps:
   - {name: a, kind: inference, inference: {}}`, nil, []want{

@@ -58,7 +58,7 @@ func sortProblems(list []Problem) {
 		idx     int
 	}
 	rk := func(p string) rank {
-		sections := []string{"name", "description", "deadline", "params", "placement", "rayClusters", "steps", "onExitTimeout", "onExit"}
+		sections := []string{"name", "description", "deadline", "params", "placement", "rayClusters", "steps", "outputs", "onExitTimeout", "onExit"}
 		head := p
 		if i := strings.IndexAny(head, ".["); i >= 0 {
 			head = head[:i]
@@ -126,3 +126,8 @@ func suggest(name string, candidates []string) string {
 	}
 	return best
 }
+
+// SortProblems orders problems as Validate does, for callers that add
+// their own (the gateway's checks of pipeline steps against the
+// catalogue) to Validate's.
+func SortProblems(list []Problem) { sortProblems(list) }

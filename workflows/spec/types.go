@@ -37,6 +37,14 @@ type Pipeline struct {
 	// Cache is the default step caching of the pipeline's container, ray
 	// and spark steps (see Cache); a step's own cache block overrides it.
 	Cache *Cache `json:"cache,omitempty"`
+	// Outputs are what a run of the pipeline outputs once it succeeds:
+	// its result in REST, and the outputs of a step of another pipeline
+	// that runs this one as a child (kind pipeline). Each value is a
+	// template over params, steps.<name>.outputs and run, evaluated when
+	// every step is done; a value that is exactly one "{{ expr }}" keeps
+	// the expression's type (a number stays a number), any other is
+	// rendered as a string.
+	Outputs map[string]string `json:"outputs,omitempty"`
 }
 
 // ParamType is the declared type of a pipeline parameter.
@@ -65,9 +73,9 @@ type Param struct {
 // StepKind names what a step runs.
 type StepKind string
 
-// Step kinds. container and approval run on every runtime; ray and spark
-// need a Kubernetes cluster; inference needs a runtime that serves
-// endpoints; pipeline is not implemented yet.
+// Step kinds. container, approval and pipeline run on every runtime; ray
+// and spark need a Kubernetes cluster; inference needs a runtime that
+// serves endpoints.
 const (
 	KindContainer StepKind = "container"
 	KindRay       StepKind = "ray"
@@ -82,7 +90,7 @@ const (
 // Strings in Container (command, args, env values, workingDir), Ray
 // (entrypoint, runtimeEnv string values), Spark (mainApplicationFile,
 // arguments, sparkConf values), Inference (endpoint and every string of
-// spec) and Approval (message) may hold templates: "{{ <expr> }}" where
+// spec), Approval (message) and Pipeline (params) may hold templates: "{{ <expr> }}" where
 // <expr> is an expr-lang expression over params, steps.<name>.outputs, item
 // (inside forEach) and run (id, project, pipeline). A step that references
 // steps.X implicitly depends on X.
@@ -109,6 +117,9 @@ type Step struct {
 	// Approval configures an approval step (optional: every field has a
 	// default). Its Timeout is how long it waits for a decision.
 	Approval *ApprovalStep `json:"approval,omitempty"`
+	// Pipeline runs another stored pipeline of the run's project as a
+	// child run (kind pipeline). Its Timeout bounds each child run.
+	Pipeline *PipelineStep `json:"pipeline,omitempty"`
 	// Placement chooses the cluster (overrides the pipeline's).
 	Placement *Placement `json:"placement,omitempty"`
 	// Cache reuses the outputs of an earlier identical execution of the
@@ -320,6 +331,33 @@ type InferenceStep struct {
 	// rendered.
 	Spec inference.EndpointSpec `json:"spec"`
 }
+
+// PipelineStep runs a stored pipeline of the same project as a child run
+// (its own run in REST, linked to the parent run and step): the step
+// succeeds when the child run succeeds, with the child pipeline's Outputs
+// as its outputs, and fails when it fails. Cancelling the parent cancels
+// the child, which runs its cleanup and ends CANCELLED. The child inherits
+// the parent's project, gpuPriority and deadline (the smaller of its own
+// deadline, what is left of the parent's and the step's timeout). Child
+// runs nest at most MaxPipelineDepth levels below the run a user started.
+type PipelineStep struct {
+	// Name is the stored pipeline, in the run's project (never another
+	// project's). Not templatable: it is checked when the spec is stored.
+	Name string `json:"name"`
+	// Version pins a version; 0 (absent) means the newest version when
+	// the step starts, which the attempt records (childRun.version).
+	Version int `json:"version,omitempty"`
+	// Params are the child run's params, checked against the child
+	// pipeline's declared params (defaults fill the others). A string may
+	// hold templates; one that is exactly "{{ expr }}" passes the
+	// expression's value with its type ("{{ params.lr }}" stays a number).
+	Params map[string]any `json:"params,omitempty"`
+}
+
+// MaxPipelineDepth is how many levels of child runs (pipeline steps) may
+// nest below the run a user started: pipelines that run each other in a
+// cycle stop there with a clear error instead of recursing forever.
+const MaxPipelineDepth = 5
 
 // ForEach fans a step out over a list. Items is either a JSON array literal
 // or an expr-lang expression (a string) that evaluates to an array.

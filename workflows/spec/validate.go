@@ -91,14 +91,16 @@ var (
 // step templates, Kubernetes configuration (ray, spark, resources,
 // placement, rayClusters), inference steps (endpoint name, cluster and the
 // endpoint spec, whose problems come back with their paths under
-// steps[i].inference.spec) and limits. A nil error means the generic
+// steps[i].inference.spec), pipeline steps (name and version; what needs
+// the catalogue is CheckPipelineStep), the pipeline's outputs and limits. A nil error means the generic
 // workflow can run the pipeline without meeting a spec error.
 //
 // Templated fields: container command, args, env values and workingDir; ray
 // entrypoint and the string values inside runtimeEnv; spark
 // mainApplicationFile, arguments and sparkConf values; inference endpoint
-// and every string of its spec. Where item may be
-// used: only in those templates, of a step with forEach. when is evaluated
+// and every string of its spec; pipeline params; the pipeline's outputs
+// (where item is not available). Where item may be used: only in those
+// templates, of a step with forEach. when is evaluated
 // once per step (before fan-out) and forEach.items defines the items, so
 // item is rejected in both.
 func Validate(p *Pipeline, opts ValidateOptions) error {
@@ -159,6 +161,7 @@ func Validate(p *Pipeline, opts ValidateOptions) error {
 	for i := range p.Steps {
 		validateStep(p, i, vc, sc, &ps)
 	}
+	validateOutputs(p, sc, &ps)
 	reportCycles(p, "steps", &ps)
 	validateOnExit(p, vc, sc, &ps)
 	if n := EstimateHistoryEvents(p); n > MaxEstimatedHistoryEvents {
@@ -254,14 +257,13 @@ func validateStep(p *Pipeline, i int, vc *vctx, psc *refScope, ps *problems) {
 	switch {
 	case !known:
 		ps.add(field(path, "kind"), "unknown step kind %q; use one of %s", kind, joinKinds(stepKinds))
-	case hasKind(kinds, kind) || kind == KindApproval:
-		// Approval steps need no runtime: the workflow itself waits.
+	case hasKind(kinds, kind) || kind == KindApproval || kind == KindPipeline:
+		// Approval and pipeline steps need no runtime: the workflow itself
+		// waits, or starts the child run.
 	case clusterKind[kind] && !vc.kube:
 		ps.add(field(path, "kind"), "step kind %q needs a Kubernetes cluster; the local runtime runs only container steps", kind)
 	case kind == KindInference && !vc.kube:
 		ps.add(field(path, "kind"), "step kind %q needs a Kubernetes cluster to run its endpoint; the local runtime here does not serve inference endpoints", kind)
-	case kind == KindPipeline:
-		ps.add(field(path, "kind"), "step kind %q is not implemented yet", kind)
 	default:
 		ps.add(field(path, "kind"), "step kind %q is not supported by this runtime (it runs %s)", kind, joinKinds(kinds))
 	}
@@ -279,6 +281,7 @@ func validateStep(p *Pipeline, i int, vc *vctx, psc *refScope, ps *problems) {
 			{KindSpark, s.Spark != nil},
 			{KindInference, s.Inference != nil},
 			{KindApproval, s.Approval != nil},
+			{KindPipeline, s.Pipeline != nil},
 		} {
 			f := field(path, string(c.kind))
 			switch {
@@ -330,13 +333,16 @@ func validateStep(p *Pipeline, i int, vc *vctx, psc *refScope, ps *problems) {
 		case KindInference:
 			ps.add(cp, "an inference step deploys an endpoint that lives outside the run; reusing an earlier deploy would skip it, so it cannot be cached")
 		case KindPipeline:
-			// The kind already has its problem.
+			ps.add(cp, "a pipeline step starts a child run; it cannot be cached itself: set cache on the child pipeline's steps")
 		default:
 			validateCache(cp, c, ps)
 		}
 	}
 	if kind == KindApproval {
 		validateApproval(path, s, ps)
+	}
+	if kind == KindPipeline {
+		validatePipelineStep(path, s, ps)
 	}
 
 	// when.
@@ -461,6 +467,10 @@ func validateStep(p *Pipeline, i int, vc *vctx, psc *refScope, ps *problems) {
 	if a := s.Approval; a != nil && a.Message != "" {
 		check(field(path, "approval.message"), a.Message)
 	}
+	if c := s.Pipeline; c != nil {
+		cp := field(path, "pipeline")
+		pipelineTemplates(c, func(f, v string) { check(field(cp, f), v) })
+	}
 	if inf := s.Inference; inf != nil {
 		ip := field(path, "inference")
 		if kind == KindInference && runnable {
@@ -483,6 +493,8 @@ func validateStep(p *Pipeline, i int, vc *vctx, psc *refScope, ps *problems) {
 			ps.add(pp, "an inference step's endpoint runs on inference.cluster, which outlives the run; placement does not apply to it")
 		case kind == KindApproval:
 			ps.add(pp, "an approval step runs no workload; placement does not apply to it")
+		case kind == KindPipeline:
+			ps.add(pp, "a pipeline step's child run places its own steps; placement does not apply to it")
 		}
 	}
 }
@@ -707,6 +719,9 @@ func Dependencies(p *Pipeline) [][]int {
 		if s.Approval != nil {
 			tmpl(s.Approval.Message)
 		}
+		if s.Pipeline != nil {
+			pipelineTemplates(s.Pipeline, func(_, v string) { tmpl(v) })
+		}
 		deps := make([]int, 0, len(set))
 		for j := range set {
 			deps = append(deps, j)
@@ -848,6 +863,10 @@ func stepsHistoryEvents(p *Pipeline, steps []Step) int {
 		case s.Kind == KindInference:
 			// No cluster selection, but the rollout's stages reach the
 			// run as progress signals (a few events each).
+			per += eventsPerAttempt
+		case s.Kind == KindPipeline:
+			// Resolving the child's version, then starting the child run
+			// and its completion.
 			per += eventsPerAttempt
 		case s.Kind == KindRay || s.Kind == KindSpark || s.EffectivePlacement(p) != nil:
 			per += eventsPerAttempt

@@ -85,11 +85,11 @@ steps:
 			{"steps[1].kind", `step kind "spark" needs a Kubernetes cluster`},
 			{"steps[2].kind", `step kind "inference" needs a Kubernetes cluster`},
 		}},
-		{"kinds not implemented", `
+		{"kinds every runtime runs: their blocks", `
 steps:
   - {name: a, kind: approval}
   - {name: b, kind: pipeline}`, nil, []want{
-			{"steps[1].kind", `step kind "pipeline" is not implemented yet`},
+			{"steps[1].pipeline", `required for a pipeline step`},
 		}},
 		{"runIf", `
 steps:
