@@ -28,6 +28,7 @@ import (
 	"github.com/atelier-ml/atelier/internal/reconcile"
 	"github.com/atelier-ml/atelier/internal/retention"
 	"github.com/atelier-ml/atelier/internal/store"
+	"github.com/atelier-ml/atelier/internal/telemetry"
 	"github.com/atelier-ml/atelier/workflows"
 	"github.com/atelier-ml/atelier/workflows/endpointclient"
 	"github.com/atelier-ml/atelier/workflows/runclient"
@@ -52,10 +53,11 @@ func provideEngine(c client.Client, cfg config.Config) *runclient.Client {
 	return runclient.New(c, runclient.Config{Namespace: cfg.Namespace, UIBase: cfg.TemporalUIURL})
 }
 
-func provideAPI(cat api.Catalog, eng api.Engine, sc api.Schedules, c client.Client, rec *reconcile.Reconciler, cfg config.Config, l *zap.Logger) (http.Handler, error) {
+func provideAPI(cat api.Catalog, eng api.Engine, sc api.Schedules, c client.Client, rec *reconcile.Reconciler, cfg config.Config, m *telemetry.Metrics, l *zap.Logger) (http.Handler, error) {
 	endpoints := endpointclient.New(c, cfg.Namespace, cfg.TemporalUIURL)
 	return api.New(cat, eng, api.WithLogger(l.Named("api")), api.WithTaskQueue(cfg.TaskQueue), api.WithConverger(rec), api.WithStreamLimit(cfg.StreamLimit), api.WithTokenCacheTTL(cfg.TokenCacheTTL),
-		api.WithSchedules(sc), api.WithEndpoints(endpoints), api.WithEndpointProxy(proxy.New(endpoints, endpoints, proxy.Options{Log: l.Named("proxy")})))
+		api.WithSchedules(sc), api.WithEndpoints(endpoints), api.WithRegistry(m.Registry),
+		api.WithEndpointProxy(proxy.New(endpoints, endpoints, proxy.Options{Log: l.Named("proxy")})))
 }
 
 // provideReconciler keeps the catalogue converged with Temporal (runs ended
