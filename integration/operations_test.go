@@ -1,0 +1,250 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atelier-ml/atelier/api/gen"
+	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/internal/telemetry"
+	"github.com/atelier-ml/atelier/internal/telemetry/telemetrytest"
+	"github.com/atelier-ml/atelier/internal/tokens"
+	"github.com/atelier-ml/atelier/workflows"
+)
+
+// apiClient is the generated REST client acting with a token of the
+// stack's project: an editor named name (created here), or the stack's
+// own token ("ci-editor") when name is empty.
+func (s *stack) apiClient(t *testing.T, name string) *gen.ClientWithResponses {
+	t.Helper()
+	secret := s.token
+	if name != "" {
+		var hash []byte
+		secret, hash = tokens.New()
+		_, err := s.store.CreateToken(context.Background(), catalog.Token{Name: name, Project: s.project, Role: catalog.RoleEditor}, hash)
+		require.NoError(t, err)
+	}
+	c, err := gen.NewClientWithResponses(s.url, gen.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
+		r.Header.Set("Authorization", "Bearer "+secret)
+		return nil
+	}))
+	require.NoError(t, err)
+	return c
+}
+
+func startPipelineRun(t *testing.T, c *gen.ClientWithResponses, project, pipeline string) string {
+	t.Helper()
+	resp, err := c.CreateRunWithResponse(context.Background(), project, nil, gen.CreateRunRequest{Pipeline: &pipeline})
+	require.NoError(t, err)
+	require.Equal(t, 201, resp.StatusCode(), "%s", resp.Body)
+	return resp.JSON201.Id
+}
+
+// listed is the workflow IDs `temporal workflow list --query q` prints.
+func listed(t *testing.T, s *stack, q string) []string {
+	t.Helper()
+	out := temporalCLI(t, s, "workflow", "list", "--query", q, "--output", "json")
+	var ids []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var ex struct {
+			Execution struct {
+				WorkflowID string `json:"workflowId"`
+			} `json:"execution"`
+		}
+		if strings.HasPrefix(strings.TrimSpace(line), "{") && json.Unmarshal([]byte(line), &ex) == nil && ex.Execution.WorkflowID != "" {
+			ids = append(ids, ex.Execution.WorkflowID)
+		}
+	}
+	if len(ids) == 0 && strings.HasPrefix(strings.TrimSpace(out), "[") {
+		var all []struct {
+			Execution struct {
+				WorkflowID string `json:"workflowId"`
+			} `json:"execution"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &all), out)
+		for _, ex := range all {
+			ids = append(ids, ex.Execution.WorkflowID)
+		}
+	}
+	return ids
+}
+
+// eventuallyListed waits until the query lists exactly want (visibility
+// follows a workflow's attribute updates shortly after).
+func eventuallyListed(t *testing.T, s *stack, q string, want ...string) {
+	t.Helper()
+	var got []string
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if got = listed(t, s, q); assert.ObjectsAreEqual(sorted(want), sorted(got)) {
+			return
+		}
+	}
+	t.Fatalf("temporal workflow list --query %q: got %v, want %v", q, got, want)
+}
+
+func sorted(ss []string) []string {
+	out := append([]string{}, ss...)
+	slices.Sort(out)
+	return out
+}
+
+// The recipes of docs/operations.md "Using `temporal` / `tctl` on Atelier
+// runs", each run with the real `temporal` CLI against the real stack:
+// list a project's failed runs by query, find runs by who started them
+// and by the schedule that did, describe one, and cancel one with its
+// cleanup (terminate: TestRunTerminatedWithTheTemporalCLIConverges).
+func TestOperatorRecipesWithTheTemporalCLI(t *testing.T) {
+	s := newStack(t)
+	dir := stepScratchDir(t)
+	s.createPipeline("fails", `
+steps:
+  - name: broken
+    container: {command: ["sh", "-c", "exit 3"]}
+`)
+	s.createPipeline("blocking", blockingPipeline(dir))
+	s.createPipeline("quick", `
+steps:
+  - name: hello
+    container: {command: ["true"]}
+`)
+	ci, alice := s.apiClient(t, ""), s.apiClient(t, "alice")
+
+	failed := startPipelineRun(t, ci, s.project, "fails")
+	require.Equal(t, workflows.RunFailed, s.waitTerminal(failed, 60*time.Second).State)
+	blocked := startPipelineRun(t, alice, s.project, "blocking")
+	pid, err := strconv.Atoi(strings.TrimSpace(waitFile(t, filepath.Join(dir, "pid"), 60*time.Second)))
+	require.NoError(t, err)
+
+	// A project's failed runs.
+	eventuallyListed(t, s, fmt.Sprintf("AtelierProject='%s' AND AtelierState='FAILED'", s.project), failed)
+	// Who started what: the token's name.
+	eventuallyListed(t, s, "AtelierCreatedBy='alice'", blocked)
+	eventuallyListed(t, s, "AtelierCreatedBy='ci-editor' AND AtelierPipeline='fails'", failed)
+
+	// Describe shows the attributes an operator filters by.
+	var desc struct {
+		Info struct {
+			SearchAttributes struct {
+				IndexedFields map[string]struct {
+					Data []byte `json:"data"` // a JSON value, base64 in the CLI's JSON
+				} `json:"indexedFields"`
+			} `json:"searchAttributes"`
+		} `json:"workflowExecutionInfo"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(temporalCLI(t, s, "workflow", "describe", "--workflow-id", blocked, "--output", "json")), &desc))
+	attrs := map[string]string{}
+	for k, f := range desc.Info.SearchAttributes.IndexedFields {
+		attrs[k] = string(f.Data)
+	}
+	assert.Equal(t, `"alice"`, attrs["AtelierCreatedBy"])
+	assert.Equal(t, `"blocking"`, attrs["AtelierPipeline"])
+	assert.Equal(t, `"`+s.project+`"`, attrs["AtelierProject"])
+	assert.Equal(t, `"RUNNING"`, attrs["AtelierState"])
+
+	// Cancel through Temporal: the same cleanup as a REST cancel.
+	temporalCLI(t, s, "workflow", "cancel", "--workflow-id", blocked)
+	r := s.waitTerminal(blocked, 60*time.Second)
+	assert.Equal(t, workflows.RunCancelled, r.State)
+	assert.Equal(t, workflows.StepCancelled, stepByName(r, "later").State)
+	require.Eventually(t, func() bool { return processGone(pid) }, 15*time.Second, 50*time.Millisecond, "the step's process outlived the cancel")
+	eventuallyListed(t, s, fmt.Sprintf("AtelierProject='%s' AND AtelierState='CANCELLED'", s.project), blocked)
+
+	// A schedule's runs carry its name, and its creator as theirs.
+	every := []string{"1h"}
+	sc, err := alice.CreateScheduleWithResponse(context.Background(), s.project, gen.ScheduleCreate{Name: "nightly", Pipeline: "quick", Every: &every})
+	require.NoError(t, err)
+	require.Equal(t, 201, sc.StatusCode(), "%s", sc.Body)
+	tr, err := alice.TriggerScheduleWithResponse(context.Background(), s.project, "nightly")
+	require.NoError(t, err)
+	require.Less(t, tr.StatusCode(), 300, "%s", tr.Body)
+	var scheduled []string
+	for deadline := time.Now().Add(30 * time.Second); len(scheduled) == 0 && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		scheduled = listed(t, s, "AtelierSchedule='nightly'")
+	}
+	require.Len(t, scheduled, 1, "the triggered run is found by its schedule")
+	eventuallyListed(t, s, "AtelierCreatedBy='alice'", blocked, scheduled[0])
+	eventuallyListed(t, s, "AtelierSchedule='nightly' AND AtelierState='SUCCEEDED'", scheduled[0])
+}
+
+// After real runs, the gateway's /metrics (one registry with the worker,
+// as in `atelier dev`) shows the runs and steps by kind and state, the
+// attempts' queue wait, and the Temporal SDK's own metrics.
+func TestMetricsAfterARun(t *testing.T) {
+	s := newStack(t)
+	s.createPipeline("two", `
+steps:
+  - name: a
+    container: {command: ["true"]}
+  - name: b
+    dependsOn: [a]
+    container: {command: ["true"]}
+  - name: c
+    dependsOn: [b]
+    container: {command: ["sh", "-c", "exit 3"]}
+  - name: d
+    dependsOn: [c]
+    container: {command: ["true"]}
+`)
+	s.createPipeline("one", `
+steps:
+  - name: a
+    container: {command: ["true"]}
+`)
+	ci := s.apiClient(t, "")
+	id := startPipelineRun(t, ci, s.project, "two")
+	require.Equal(t, workflows.RunFailed, s.waitTerminal(id, 60*time.Second).State)
+	id = startPipelineRun(t, ci, s.project, "one")
+	require.Equal(t, workflows.RunSucceeded, s.waitTerminal(id, 60*time.Second).State)
+
+	var v telemetrytest.Values
+	var err error
+	series := telemetrytest.Series
+	// The workflow counts its end after its last mirror write: wait for it.
+	require.Eventually(t, func() bool {
+		v, err = telemetrytest.Scrape(s.url + "/metrics")
+		return err == nil && v[series("atelier_runs_finished_total", "kind", "pipeline", "state", "FAILED")] == 1 &&
+			v[series("atelier_runs_finished_total", "kind", "pipeline", "state", "SUCCEEDED")] == 1
+	}, 15*time.Second, 100*time.Millisecond, "runs finished: %v", err)
+
+	assert.Equal(t, 2.0, v[series("atelier_runs_started_total", "kind", "pipeline")], "started through the API")
+	assert.Equal(t, 2.0, v[series("atelier_runs_begun_total", "kind", "pipeline")])
+	assert.Equal(t, 1.0, v[series("atelier_run_duration_seconds_count", "kind", "pipeline", "state", "FAILED")])
+	assert.Equal(t, 4.0, v[series("atelier_steps_started_total", "kind", "container")])
+	assert.Equal(t, 3.0, v[series("atelier_steps_finished_total", "kind", "container", "state", "SUCCEEDED")])
+	assert.Equal(t, 1.0, v[series("atelier_steps_finished_total", "kind", "container", "state", "FAILED")])
+	assert.Equal(t, 1.0, v[series("atelier_steps_finished_total", "kind", "container", "state", "SKIPPED")])
+	assert.Equal(t, 4.0, v[series("atelier_step_attempts_started_total", "kind", "container")])
+	assert.Equal(t, 4.0, v[series("atelier_step_queue_wait_seconds_count", "kind", "container")], "every attempt's wait, the failed one's too")
+	wait := v[series("atelier_step_queue_wait_seconds_sum", "kind", "container")] / 4
+	t.Logf("mean step queue wait on an idle worker: %.1f ms", wait*1000)
+	assert.Less(t, wait, 5.0, "an idle worker starts a due attempt within seconds")
+	assert.Positive(t, v.Sum("atelier_http_requests_total", "route", "/v1/projects/:project/runs", "method", "POST"))
+
+	for _, f := range telemetry.SDKMetrics {
+		name := f.Name
+		if f.Type == telemetry.Histogram {
+			name += "_count"
+		}
+		assert.True(t, v.Has(name), "Temporal SDK metric %s is exported", name)
+	}
+	assert.Equal(t, 1.0, v.Sum("temporal_workflow_completed_total", "workflow_type", workflows.PipelineWorkflowName), "the SDK counted the pipeline workflows' ends")
+	assert.Equal(t, 1.0, v.Sum("temporal_workflow_failed_total", "workflow_type", workflows.PipelineWorkflowName))
+	if t.Failed() {
+		for k := range v {
+			if strings.HasPrefix(k, "temporal_workflow") {
+				t.Log(k)
+			}
+		}
+	}
+}
