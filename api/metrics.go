@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -60,15 +59,9 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 // register tolerates a second gateway on the same registry (tests, reloads)
 // by reusing the collector already there.
 func register[C prometheus.Collector](reg *prometheus.Registry, c C) (C, error) {
-	err := reg.Register(c)
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing, nil
-		}
-	}
+	c, err := telemetry.Register(reg, c)
 	if err != nil {
-		return c, fmt.Errorf("api: register metrics: %w", err)
+		return c, fmt.Errorf("api: %w", err)
 	}
 	return c, nil
 }

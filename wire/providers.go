@@ -55,9 +55,12 @@ func provideEngine(c client.Client, cfg config.Config) *runclient.Client {
 
 func provideAPI(cat api.Catalog, eng api.Engine, sc api.Schedules, c client.Client, rec *reconcile.Reconciler, cfg config.Config, m *telemetry.Metrics, l *zap.Logger) (http.Handler, error) {
 	endpoints := endpointclient.New(c, cfg.Namespace, cfg.TemporalUIURL)
+	px, err := proxy.New(endpoints, endpoints, proxy.Options{Log: l.Named("proxy"), Metrics: m})
+	if err != nil {
+		return nil, err
+	}
 	return api.New(cat, eng, api.WithLogger(l.Named("api")), api.WithTaskQueue(cfg.TaskQueue), api.WithConverger(rec), api.WithStreamLimit(cfg.StreamLimit), api.WithTokenCacheTTL(cfg.TokenCacheTTL),
-		api.WithSchedules(sc), api.WithEndpoints(endpoints), api.WithRegistry(m.Registry),
-		api.WithEndpointProxy(proxy.New(endpoints, endpoints, proxy.Options{Log: l.Named("proxy")})))
+		api.WithSchedules(sc), api.WithEndpoints(endpoints), api.WithRegistry(m.Registry), api.WithEndpointProxy(px))
 }
 
 // provideReconciler keeps the catalogue converged with Temporal (runs ended

@@ -1,6 +1,8 @@
 package telemetry
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -43,6 +45,23 @@ func New(opts Options) *Metrics {
 // whole scrape.
 func (m *Metrics) HTTPHandler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry, ErrorHandling: promhttp.ContinueOnError})
+}
+
+// Register registers c on reg, or returns the collector already
+// registered under the same description (a second gateway or proxy on one
+// registry: tests, `atelier dev`).
+func Register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	err := reg.Register(c)
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing, nil
+		}
+	}
+	if err != nil {
+		return c, fmt.Errorf("register metrics: %w", err)
+	}
+	return c, nil
 }
 
 // NewSDKHandler returns a Temporal SDK metrics handler whose metrics are
