@@ -106,9 +106,6 @@ var (
 		Help: "Status polls made for event and log-follow streams (one per followed run per interval, however many streams follow it)."}
 	StreamsOpen = Family{Name: "atelier_streams_open", Type: Gauge,
 		Help: "Event and log-follow streams open now."}
-	TerminatedRuns = Family{Name: "atelier_runs_ended_outside_total", Type: Counter,
-		Help:   "Runs whose workflow ended without running its own end (terminated, timed out, reset, gone), by the state the reconciler gave them; their workflow counted no atelier_runs_finished_total.",
-		Labels: []string{"kind", "state"}}
 )
 
 // Names of the families workflow code emits by name through
@@ -142,7 +139,7 @@ var (
 		Help:   "Runs whose workflow began, whatever started them (REST, a schedule, the Temporal SDK), by kind.",
 		Labels: []string{"kind"}, TenantLabels: []string{"project"}}
 	RunsFinished = Family{Name: MetricRunsFinished, Type: Counter,
-		Help:   "Runs that ended, by kind and final state (SUCCEEDED, FAILED, CANCELLED).",
+		Help:   "Runs that ended, by kind and final state (SUCCEEDED, FAILED, CANCELLED); a run terminated through Temporal runs no end of its own and is not counted.",
 		Labels: []string{"kind", "state"}, TenantLabels: []string{"project"}}
 	RunDuration = Family{Name: MetricRunDuration, Type: Histogram,
 		Help:   "Run duration from its workflow's start to its end, by kind and final state.",
@@ -207,7 +204,7 @@ var (
 
 // Families is every family Atelier exports itself.
 var Families = []Family{
-	HTTPRequests, HTTPRequestDuration, APIRunsStarted, StreamStatusPolls, StreamsOpen, TerminatedRuns,
+	HTTPRequests, HTTPRequestDuration, APIRunsStarted, StreamStatusPolls, StreamsOpen,
 	RunsBegun, RunsFinished, RunDuration, StepsStarted, StepsFinished, StepDuration,
 	StepAttemptsStarted, StepAttemptsFinished, StepQueueWait,
 	GPUWorkloadsSubmitted, GPUWorkloadsAdmitted, GPUWorkloadsPreempted, GPUQueueLength, GPUWorkloadsRunning,
