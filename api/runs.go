@@ -429,6 +429,7 @@ func (s *server) ListRuns(ctx context.Context, req gen.ListRunsRequestObject) (g
 		Pipeline:      deref(params.Pipeline),
 		State:         workflows.RunState(deref(params.State)),
 		CreatedBy:     deref(params.CreatedBy),
+		Schedule:      deref(params.Schedule),
 		CreatedAfter:  params.CreatedAfter,
 		CreatedBefore: params.CreatedBefore,
 		Limit:         50,

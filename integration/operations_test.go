@@ -175,6 +175,18 @@ steps:
 	require.Len(t, scheduled, 1, "the triggered run is found by its schedule")
 	eventuallyListed(t, s, "AtelierCreatedBy='alice'", blocked, scheduled[0])
 	eventuallyListed(t, s, "AtelierSchedule='nightly' AND AtelierState='SUCCEEDED'", scheduled[0])
+
+	// REST lists the schedule's runs too.
+	sched := "nightly"
+	list, err := ci.ListRunsWithResponse(context.Background(), s.project, &gen.ListRunsParams{Schedule: &sched})
+	require.NoError(t, err)
+	require.Equal(t, 200, list.StatusCode(), "%s", list.Body)
+	require.Len(t, list.JSON200.Runs, 1)
+	assert.Equal(t, scheduled[0], list.JSON200.Runs[0].Id)
+	bad := "Not_A_Name"
+	list, err = ci.ListRunsWithResponse(context.Background(), s.project, &gen.ListRunsParams{Schedule: &bad})
+	require.NoError(t, err)
+	assert.Equal(t, 400, list.StatusCode(), "a bad schedule name is refused: %s", list.Body)
 }
 
 // After real runs, the gateway's /metrics (one registry with the worker,

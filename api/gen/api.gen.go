@@ -1007,6 +1007,9 @@ type ListRunsParams struct {
 	// CreatedBy Runs started through REST with the token of this name (the run's createdBy). Runs started directly through the Temporal SDK have none.
 	CreatedBy *string `form:"createdBy,omitempty" json:"createdBy,omitempty"`
 
+	// Schedule Runs started by the project's schedule of this name (the run status's scheduleId); combines with the other filters.
+	Schedule *ScheduleName `form:"schedule,omitempty" json:"schedule,omitempty"`
+
 	// CreatedAfter Runs created at or after this time (inclusive).
 	CreatedAfter *time.Time `form:"createdAfter,omitempty" json:"createdAfter,omitempty"`
 
@@ -1791,6 +1794,13 @@ func (w *ServerInterfaceWrapper) ListRuns(ctx echo.Context) error {
 	err = runtime.BindQueryParameter("form", true, false, "createdBy", ctx.QueryParams(), &params.CreatedBy)
 	if err != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter createdBy: %s", err))
+	}
+
+	// ------------- Optional query parameter "schedule" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "schedule", ctx.QueryParams(), &params.Schedule)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter schedule: %s", err))
 	}
 
 	// ------------- Optional query parameter "createdAfter" -------------
@@ -8066,47 +8076,48 @@ var swaggerSpec = []string{
 	"MAg28rGtr+7TWqJTkXr+fuTiLC+YX6oQUOQwjyLUg8kmwWqgW1mcBZvMCEPdRtDDwj5lxQRfaXW/0AKm",
 	"zJmCAtoUSqR2P+/0X3z5vN1/8eXrdvD9zT9w9F5V+dMGEc83iKzVEV13maXdBPihEEO+gEI7m80Q3bcO",
 	"rx42a+21XuWprNPb6qmUOnmZmZLpdEagGGsWg4elHnydaizZ5crSP8m43ctFb0BKg0VcMRAa/aj2nSzb",
-	"5/T1T2RGLxkRvsNKxTLzDl7FpS63YJlzkVX+ryhzW7liT3wpdJT3Hj4rLXO7PA7Fxfgl67WAdjjBui85",
-	"dOsVrG8EaswmUrEiPOx6TXhewqu3AqgSfemUnfLfygO6Jgad/Wfb0LgDe2U8c0dR1zmjYtFnINMV+rrm",
-	"1g7XT8H3cK2DDStm1yDHzvbuXsW9v0cu5bvX1pSBsBDbJUKSWdebgzF1H2qtYAvJ3l+3ig/WdkyFDrww",
-	"D6KP49cXbKEZNO7lImvG4lmcb7L7wNmQb1yNY9fNZuQJOpRJJCOfETDKkgGn/JKJAfmErt6hGB1FluYZ",
-	"JsJF/ye2GAWugypnkY8jKMQ7W+oKmjvqNK6YpEqzu4GyogWnu7u93TvIX7tgC+9hxjI/3gIAsdD1SvBJ",
-	"KlaZ2XJpUM6E6YczqZmAiUDpxkhO3zVW0wkj3SSvL5QTK1Ru8ru7tCcbkPdiQfTh8Hp3pz8cXn/Hvvxr",
-	"JY+/z7IVJ6n4nWo4Qs/AagEY2/lSU44yqEKypSPwbPvOVegaYE/9dI9K8mMEzj1FBkLXJmia1qCHS9XU",
-	"SbuV+7Qr2vbVra8qbdalkQj/TiTjrytwHGLjU28N8D26Y3vU5UoMWGHfZTL2Hk7yaNerT1LR6pXIkWwr",
-	"79f/QFDVVpACQDxi3wMb9uMX2PBNdVLxfd4hBAPDPzyvZdEBmUho05ZryqC0P4aM/gmqR317Uqu+cIzH",
-	"SNfX7yBr44eRQVB608isX9ZdMpotzIitLTM6gt/3LUSjrEUcJSepeHMJjSf8AxbUEaEk7yt2QEY8GoFz",
-	"sIzZqSbaoqsImTPwka5m4M92xWE0eUe16cMU/aPXxMihUEync9bDavHaKEbnhIlIF4OuU3utaDgDGF3f",
-	"wtjdJnI4FKGcQ617YOdcYzVn18v3GdH2CKB6faLktV0o0P0wlhpT16sUo1OAxO9Hna1vWaspLa+k02xu",
-	"hIB2K3AKfdyWDbuuHApMi3ab6sT6vWpXsWtbCeUerVpbPic9k1falaPlMCS9Am46sQcB2buG7fvUZDKX",
-	"ipErHsdQGYh0YZxTSAAGhLcKYyiFYKHhYgpVZ/6q0scpFOPpe4QURjvzD+wyNmjEzOo/sbxh1f/F7yJu",
-	"VFkTr2B7uyMkSQMA7uNkBGZrRGKp+NQibo8olmr/JTYSHAo5caTDnk6QF7ooNW0MUMfWaRgyFmHKPNhp",
-	"/NjQsGsBN8fSPWz/GZBhB6Z0DTAsoK6/ZuS6dXVwRneVwO6jfbipa6mhmDOhDcgIqeePSs79ApG3GIlI",
-	"hsXoLeYRM/M2+EUO90GxiEckr4SjwGhqAgj1UMAwxEg5IK+rNChXMyteBBjzAXMwEdU12zBqcX9CoR++",
-	"USbceQi9yuHio4XjWwXGP5WxwVMgsCn4FrJOTPL+TyipDq3jfZ05oENXJZpy90Ih0Iatr/afmy3sysse",
-	"jm63P2qFzBYa/xrqtWPRedcu2Hef5calAoyqOiqPBuRQLIbClN1MGPHvpctcoPUmIB9jlDcVs+IOtJ5V",
-	"acxId7zI+slDY0bXfBHLjVyyg6w/LlTc8zAP5lycQItHqUj+rTsTpUe9UkMDSpyIC90mvZ0Z2YEvhBMU",
-	"XLXQzRlGOHrdC7DuoIxZ4NomOXEZQ+cYehitNmLFMpVzM99jN4NvVEXOsWszs2d3TxTd94V+7VbaSNnv",
-	"3WLmoch26yBTUpatTIpPZz57lD/mij5aquvNBXiJCM3oWIm6baQcbM4KYjmtNxWc5G5IEsspSq4jOZlo",
-	"ZkYDMvr/+q5fa/8Duzb9j/iDjzvG5yzZJVRfgCQr2LVx7tERmsj+zaiUjUopXE5r1SQVhsdIt1w3eK+o",
-	"BhkBsyO6mTL1H3K4jKI8hiSvqr4klmS9s0tv8X3u9MdUQ6gIzo/GjYOM7hciU90jdREL7ueyt3OjiIlS",
-	"53guInZdNxd0n6+caLt6oqpBcFOrgz+2C33BuTDP9zrBreZAHKieY0JjzbKhxlLGjIr1zSe36Vb7Tk7J",
-	"eGFQIy/I7Tmev5PT/is5T6p7j1lczhuqL+FsQZ20c0C0cB67XGEwypccdCpv2ioA+H05WgAmE9LkofHd",
-	"7HYgsHgKYI+pDh7yR7xyrDd/VePNKzkfcwHZD5FMzZY2EVPgLJSCud5I+X3/wxlv/HUrB1TqXE6rjqbc",
-	"LLjuy+bcRjHf0f9R73jUO26td5wAGj2qHY9qx6Pacesqc3CH6rQODPKGTxPK4w1jIuoZg8X0KI1b0rBP",
-	"s6fu8bL5SZqapHhwH+s832VrlAwJCq1nCn35s8N/iIDfqphYjxn3xFz88L9Px4tscf9kKP8XdT1k7c3y",
-	"5Bp3gM5NidW10U03ITT33HmHRDdU6JbYkopY1U5d0iWC33wl2/0Q2ftbX/3HNXpFlK5hWyGy14/NHu6y",
-	"2YM/pgPEHG6yzC4rtAtpiJGpfWZzNKkvXVZ/4NuP5O/P1tkh28mCjpKwMMgqOkHkUIAGXKh9yEImVnuJ",
-	"PIA4sIaVwAHRGhpTRem2xjS8mPD4/sNyl8Csk3JeOngeSM7x0/1OCTP/tALPnyh0As3imL/ECpRDpnGE",
-	"mcKe/XBBPsPngDAR9QIwrcc0SUCFjWN5dRuetOGFhtrSf5TbfGyBeaCr/EGiwvJ4X//8HBrwpnTffHFN",
-	"K98xX5/yara49/tkFJ9Omfqj3KgzBOdRHP3rIHsxHVDIKzRvOtbhy+9iC6z713y3UvGHYiDnCM4jC3m8",
-	"VRveKoc59UzkLq8SuBm/tchii+XXlxS5v8IBMMNGmtDOHUMQ4SKbGh5D7WU8VRYqZnzDoUJIzCsazlj/",
-	"lRRGybgiyUzIPowy2i+OA3UyhIR0rSlTVpoP0Q2OfVquOcbeNMTsPHo0//AZlNUGah/4APfY5fwhVhTL",
-	"dkqsyB4RwSBmakp5qRKMowLtNaDxwa2v8G+jtfmEXcqLwtVv73lhn3/seVFyJtstIRQP9wDtxTLBmBbQ",
-	"zLEk7GYn2RKbiVWjjl6TLtijM3zq1dSTMwXiXh3/1EQ8Ybaj14W4Jx+v0+zL/pQ9dZ/V9KWfps6bfZI3",
-	"P8jgvn1B8W/BlQ9ZrY2scGGxNcN4AQAypdcphbkUd2AnYmGquFkAwowZVUwdpmbW2f/8xXJ/DVmZiE6p",
-	"ijv7nS2QCtxEX7NYuYU2bA5Sti855kSS4ncOh4tPZYAWvoSAicLfvkVF8btpkhb/zFv+FL7MRaibLzf/",
-	"NwAA//++JNI7bi4BAA==",
+	"5/T1T2RGLxkRvsNKxTLzDl7FpS63YJlzkVX+ryhz27hiV2cjtz5kzQ0q1+ua/BWeO4p6BySU8zFo69me",
+	"YZ2NCY99qnzlKfoGDuseZLnhSc3SPF+h0CzfOy+tIsDtSjjUTeOXrNey64cTLGmTg7ZeLf5GoMZsIhUr",
+	"wsOu14TnJbx6K4AqbyadslP+W3lA15+hs/9sG3qSYBuQZw7L6pqCVCz6DMTVQsva3JDjWkX49rR1sGEx",
+	"8Bq839ne3asgaffIgH1j3poKFxZiu0TIn+t6SzdWJYAyMnhxen/dAkVYtjIVOvB6Ckh1ThS5YAvNoCcx",
+	"F1mfGc+9ff/gB070fOPKN7tGPSPPq6ACJBn5ZIdRluc45ZdMDMgn9GIPxegosuTcMBEu+j+xxShwzWE5",
+	"i3yIRCGU2xJSMEqguubqZFqq6u4GisEWnO7u9nbvIH/tgi288xwpqzduQJh3vX5/kopVPr1c9ZQzYfrh",
+	"TGomYCKwJ2CQqm+Iq+mEkW6Sl07KiRXqbfndXdqTDThXsdb7cHi9u9MfDq+/Y1/+tVJ8uc+KHCep+J3K",
+	"U0I7xGrZHjsVU1MOoKhCsqUj8Mz+zq0DNcCe+uke9f/H4KJ7CnqEhlTQD67BxCBVU5PwVu7TbkOwr259",
+	"VWmzmQCJ8O9EMv66Asch9nT1hg7ffjy2R10uMoHNA1ySZu/hJI92k8FJKlodLjmSbWELs3t3suRQ1RbH",
+	"AkA8Yt8DG/bjF9jwTXW+9H3eIQQDI1s8r2XRAZlI6ECXGwHAHvEYDfsnKIz17fm6+sIxHiNdy8KDrEMh",
+	"Bj1BVVEjs1Zgd8lotjDZt7aC6gh+37cQjbLud5ScpOLNJfTU8A9YUEeEkrxl2gEZ8WgEfs8yZqeaaIuu",
+	"ImTOdkm6moGr3tW90eQd1aYPU/SPXhMjh0Ixnc5ZDwvha6MYnRMmIl2MJ0/ttaLhDGB0LRljd5vI4VCE",
+	"cg5l/IGdc42Fql2b4mdE2yOAwvyJktd2oUD3w1hqzMqvUoxOARK/H3VmzGWtprS8kk6zuRECOsnAKfRx",
+	"WzZsKHMoMOPbbaoT6/eqveCuIydUsrRqbfmc9ExeaVdpl8OQ9Aq46cQeBCQmG7bvs67JXCpGrngcQ9Ej",
+	"0oVxTiG3GRDeKoyhFIKFhospFNT5q0ofp1BnqO8RUhjtzD+wy9h7EpPG/8TyhlX/F7+LuFFlTbyC7e2O",
+	"kCQNALiPkxFYqBGJpeJTi7g9oliq/ZfYI3Eo5MSRDns6QV7Do9SPMkAdW6dhyFiE1QDATuPHhl5kC7g5",
+	"lu5hZ9OADDswpevtYQF1rUMj14isgzO6qwR2H+0jaV23EMWcCW1ARkg9f1Ry7heIvMVIRDKss28xj5iZ",
+	"dy8scrgPivVJInklHAVGUxNAqIcChiFGygF5XaVBuXJg8SLAcBaYg4moro+IUYv7Ewr98I0y4c5D6FUO",
+	"Fx8tHN8qMP6pjA2eAoFNwXfHdWKSd+1CtXjoiu9L6AEduirRlLsXCoE2bH21/9xsYcNh9nB0u/1RK2S2",
+	"0PjXUIoe6+m7Tsi+sS43LsthVNUsejQgh2IxFKbsZsJkBi9d5gKtNwH58Km8X5oVd6CrrkpjRrrjRdYq",
+	"H3pOur6SWEnlkh1krX+hmKCHeTDn4gS6V0pF8m/dmSg96pV6NVDiRFxopOntzMgOfI2foOCFhkbVMMLR",
+	"616AJRVlzALXEcqJyxgVyNDDaLURK5apnJv59sEZfKMqco4NqZk9u3ui6L7l9Wu30kbKfu8WMw9FtlsH",
+	"mZKybGVSfDrzibH8MQ320VJdby7AS0RoRsdK1G0j5WBzVhDLab2p4CR3Q5JYTlFyHcnJRDMzGpDR/9d3",
+	"rWj7H9i16X/EH3xINT5nyS6h+gIkWcGujXOPjtBE9m9GpWxUyk5zWqsmqTA8RrrlGt17RTXICJgd0c2U",
+	"qf+QnmYU5THkr1W1XLEk651deovvc6c/phpCRXB+NG4cZHS/EHTrHqmLWHA/l72dG0VMlJricxGx67q5",
+	"oLF+5UTb1RNVDYKbWh38sV1oec6Feb7XCW41B+JA9RwTGmuWDTWWMmZUrG8+uU0j3ndySsYLgxp5QW7P",
+	"8fydnPZfyXlS3VbN4nLeK34JZwvqpJ0DAqHzsOwKg1G+5KBTedNWAcDvy9ECMJmQJo/672a3A4HFUwB7",
+	"THXwkD/ilWO9+asab15hvFpEtIlkara0iZgCZ6EUzLV9yu/7H854469bOVZU53JadaDoZnGDXzbnNopB",
+	"44VHveNR7/gWveME0OhR7XhUOx7VjlsX0IM7VKd1YDw3fJpQHm8YE1HPGHxAd3P2wGn21D1eNj9JU/8X",
+	"D+5jCeu77PqSIUGhq06OXTmKPETAb1VM7GmedXAfzMUP//s088gW90+G8n9R10PWuS3PG/L5OeimxMLh",
+	"6KabEJp77rxDohsqdEtsSUWsaqcu6RLBb76S7X6I7P2tr/7jGm0wStewrcba68c+FnfZx8If0wFiDjdZ",
+	"PpgV2oU0xMjUPrM5mtRXZas/8O1H8vdna1qR5wnmOkrCwiArVgWRQwEacKGsIwuZWG2T8gDiwBpWAgdE",
+	"a2hMFaXbGtPwYsLj+w/LXQKzTsp56eB5IDnHT/c7Jcz80wo8f6LQCTSLY/4SK1AOmcYRJkF79sMF+Qyf",
+	"A8JE1AvAtB7TJAEVNo7l1W140oYXGspm/1Fu87EF5oGu8geJCsvjff3zc2jAm9J983VDrXzHfOnNq9ni",
+	"3u+TUXw6ZeqPcqPOEJxHcfSvg+zFdEAhr9C86ViHryyM3b3uX/PdSsUfioGcIziPLOTxVm14qxzm1DOR",
+	"u7xK4Gb81vqRLZZfX1Lk/goHwAwbaUI7dwxBhIts6uUMZaXxVFmomPG9lAohMa9oOGP9V1IYJeOKJDMh",
+	"+zDKaL84DtTJEBLStaZMWWk+RDc4tqC55hh70xCz8+jR/MNnUFYbqH3gA9xjl/OHWFGsSCqx2HxEBIOY",
+	"qSnlpUowjgq0l7fGB7e+wr+N1uYTdikvCle/vZ2Hff6xnUfJmWy3hFA83AO0F8sEY1pAM8dqt5udZEts",
+	"JlaNOnpNumCPzvCpV1MqzxSIe3X8UxPxhNmOXhfinny8TrMv+1P21H02CpB+mjpv9kne1yGD+/a10r8F",
+	"Vz5ktTaymozFrhPjBQDoisJtVr4RJmJhqrhZAMKMGVVMHaZm1tn//MVyfw1ZmYhOqYo7+50tkArcRF+z",
+	"WLmFNmwOUrYvOeZEkuJ3DoeLT2WAFr6EgInC3777RvG7aZIW/8y7GRW+zEWomy83/zcAAP//w7QO60kv",
+	"AQA=",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file
