@@ -97,3 +97,16 @@ func TestFamiliesAreWellFormed(t *testing.T) {
 		assert.NoError(t, reg.Register(c), f.Name)
 	}
 }
+
+// What a workflow pays per emitted event (tags added, then a counter and a
+// timer), as in workflows/metrics.go.
+func BenchmarkSDKHandlerStepEvent(b *testing.B) {
+	h := telemetry.NewSDKHandler(prometheus.NewRegistry(), telemetry.Options{})
+	wf := h.WithTags(map[string]string{"namespace": "atelier", "task_queue": "atelier-local", "workflow_type": "atelier.Pipeline"})
+	b.ReportAllocs()
+	for b.Loop() {
+		e := wf.WithTags(map[string]string{"kind": "container", "state": "SUCCEEDED", "project": "p"})
+		e.Counter(telemetry.MetricStepsFinished).Inc(1)
+		e.Timer(telemetry.MetricStepDuration).Record(time.Second)
+	}
+}
