@@ -51,9 +51,13 @@ func startPipelineRun(t *testing.T, c *gen.ClientWithResponses, project, pipelin
 	return resp.JSON201.Id
 }
 
-// listed is the workflow IDs `temporal workflow list --query q` prints.
+// listed is the workflow IDs `temporal workflow list --query q` prints,
+// among this stack's runs (the tests share one Temporal server and
+// namespace, and every stack's project is "team-a": its task queue is its
+// own).
 func listed(t *testing.T, s *stack, q string) []string {
 	t.Helper()
+	q = fmt.Sprintf("(%s) AND TaskQueue='%s'", q, s.cfg.TaskQueue)
 	out := temporalCLI(t, s, "workflow", "list", "--query", q, "--output", "json")
 	var ids []string
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
@@ -162,22 +166,26 @@ steps:
 
 	// A schedule's runs carry its name, and its creator as theirs.
 	every := []string{"1h"}
-	sc, err := alice.CreateScheduleWithResponse(context.Background(), s.project, gen.ScheduleCreate{Name: "nightly", Pipeline: "quick", Every: &every})
+	// Schedules live in the Temporal namespace the tests share: a name of
+	// this test's own, deleted at the end.
+	const name = "ops-recipe"
+	sc, err := alice.CreateScheduleWithResponse(context.Background(), s.project, gen.ScheduleCreate{Name: name, Pipeline: "quick", Every: &every})
 	require.NoError(t, err)
 	require.Equal(t, 201, sc.StatusCode(), "%s", sc.Body)
-	tr, err := alice.TriggerScheduleWithResponse(context.Background(), s.project, "nightly")
+	t.Cleanup(func() { _, _ = alice.DeleteScheduleWithResponse(context.Background(), s.project, name) })
+	tr, err := alice.TriggerScheduleWithResponse(context.Background(), s.project, name)
 	require.NoError(t, err)
 	require.Less(t, tr.StatusCode(), 300, "%s", tr.Body)
 	var scheduled []string
 	for deadline := time.Now().Add(30 * time.Second); len(scheduled) == 0 && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		scheduled = listed(t, s, "AtelierSchedule='nightly'")
+		scheduled = listed(t, s, "AtelierSchedule='"+name+"'")
 	}
 	require.Len(t, scheduled, 1, "the triggered run is found by its schedule")
 	eventuallyListed(t, s, "AtelierCreatedBy='alice'", blocked, scheduled[0])
-	eventuallyListed(t, s, "AtelierSchedule='nightly' AND AtelierState='SUCCEEDED'", scheduled[0])
+	eventuallyListed(t, s, "AtelierSchedule='"+name+"' AND AtelierState='SUCCEEDED'", scheduled[0])
 
 	// REST lists the schedule's runs too.
-	sched := "nightly"
+	sched := name
 	list, err := ci.ListRunsWithResponse(context.Background(), s.project, &gen.ListRunsParams{Schedule: &sched})
 	require.NoError(t, err)
 	require.Equal(t, 200, list.StatusCode(), "%s", list.Body)
@@ -222,11 +230,14 @@ steps:
 	var v telemetrytest.Values
 	var err error
 	series := telemetrytest.Series
-	// The workflow counts its end after its last mirror write: wait for it.
 	require.Eventually(t, func() bool {
 		v, err = telemetrytest.Scrape(s.url + "/metrics")
+		// The workflows close after their last mirror write, a task
+		// after they count their end.
 		return err == nil && v[series("atelier_runs_finished_total", "kind", "pipeline", "state", "FAILED")] == 1 &&
-			v[series("atelier_runs_finished_total", "kind", "pipeline", "state", "SUCCEEDED")] == 1
+			v[series("atelier_runs_finished_total", "kind", "pipeline", "state", "SUCCEEDED")] == 1 &&
+			v.Sum("temporal_workflow_completed_total", "task_queue", s.cfg.TaskQueue) == 1 &&
+			v.Sum("temporal_workflow_failed_total", "task_queue", s.cfg.TaskQueue) == 1
 	}, 15*time.Second, 100*time.Millisecond, "runs finished: %v", err)
 
 	assert.Equal(t, 2.0, v[series("atelier_runs_started_total", "kind", "pipeline")], "started through the API")
