@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
@@ -270,4 +272,48 @@ steps:
 			}
 		}
 	}
+}
+
+// Workflow code counts through the replay-safe handler: a run whose
+// workflow is evicted from the worker's cache mid-run (as after a worker
+// restart) replays its history on the next task without counting the
+// replayed events again.
+func TestMetricsAreNotCountedAgainOnReplay(t *testing.T) {
+	s := newStack(t)
+	dir := stepScratchDir(t)
+	s.createPipeline("replayed", fmt.Sprintf(`
+steps:
+  - name: a
+    container: {command: ["true"]}
+  - name: b
+    dependsOn: [a]
+    container: {command: ["true"]}
+  - name: wait
+    dependsOn: [b]
+    container: {command: ["sh", "-c", "echo $$ > %[1]s/pid; while [ ! -f %[1]s/go ]; do sleep 0.05; done"]}
+  - name: d
+    dependsOn: [wait]
+    container: {command: ["true"]}
+`, dir))
+	id := startPipelineRun(t, s.apiClient(t, ""), s.project, "replayed")
+	waitFile(t, filepath.Join(dir, "pid"), 60*time.Second)
+	// Every cached workflow is dropped: the next task replays from the
+	// first event, re-running Begin and the code of steps a and b.
+	worker.PurgeStickyWorkflowCache()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go"), nil, 0o644))
+	require.Equal(t, workflows.RunSucceeded, s.waitTerminal(id, 60*time.Second).State)
+
+	series := telemetrytest.Series
+	var v telemetrytest.Values
+	require.Eventually(t, func() bool {
+		var err error
+		v, err = telemetrytest.Scrape(s.url + "/metrics")
+		return err == nil && v[series("atelier_runs_finished_total", "kind", "pipeline", "state", "SUCCEEDED")] == 1
+	}, 15*time.Second, 100*time.Millisecond)
+	assert.Positive(t, v.Sum("temporal_sticky_cache_total_forced_eviction_total")+v.Sum("temporal_sticky_cache_miss_total"), "the workflow was evicted and replayed")
+	assert.Equal(t, 1.0, v[series("atelier_runs_begun_total", "kind", "pipeline")], "Begin ran again in the replay, uncounted")
+	assert.Equal(t, 4.0, v[series("atelier_steps_started_total", "kind", "container")])
+	assert.Equal(t, 4.0, v[series("atelier_steps_finished_total", "kind", "container", "state", "SUCCEEDED")])
+	assert.Equal(t, 4.0, v[series("atelier_step_attempts_started_total", "kind", "container")])
+	assert.Equal(t, 4.0, v[series("atelier_step_queue_wait_seconds_count", "kind", "container")])
 }
