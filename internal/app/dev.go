@@ -179,6 +179,7 @@ func printBanner(out io.Writer, api, ui, temporal, ns, token, stateDir string) {
 Atelier is running. Ctrl-C stops everything.
 
   REST API     %[1]s   (OpenAPI: %[1]s/openapi.json)
+  Metrics      %[1]s/metrics   (gateway, worker and Temporal SDK; Grafana: deploy/grafana/atelier.json)
   Temporal UI  %[2]s/namespaces/%[4]s/workflows
   Temporal     %[3]s   namespace %[4]s   (temporal workflow list --address %[3]s --namespace %[4]s)
   Admin token  %[5]s   (also in %[6]s/admin-token)
