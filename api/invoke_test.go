@@ -35,7 +35,7 @@ func TestInvokeEndpoint(t *testing.T) {
 		_, _ = fmt.Fprintf(w, "%s %s auth=%q", r.Method, r.URL.RequestURI(), r.Header.Get("Authorization"))
 	}))
 	t.Cleanup(engine.Close)
-	h := newHarness(t, WithEndpointProxy(proxy.New(oneRoute{engine.URL}, oneRoute{}, proxy.Options{})))
+	h := newHarness(t, WithEndpointProxy(mustProxy(t, oneRoute{engine.URL}, proxy.Options{})))
 
 	r := h.do(http.MethodPost, "/v1/projects/alpha/endpoints/chat/v1/chat/completions?x=1", h.viewer, `{"model":"tiny"}`)
 	wantStatus(t, r, http.StatusOK)
@@ -56,10 +56,19 @@ func TestInvokeEndpoint(t *testing.T) {
 	wantProblem(t, h.do(http.MethodPost, "/v1/projects/alpha/endpoints/other/v1/completions", h.viewer, "{}"), http.StatusNotFound, "not-found")
 }
 
+func mustProxy(t *testing.T, r oneRoute, o proxy.Options) *proxy.Proxy {
+	t.Helper()
+	p, err := proxy.New(r, oneRoute{}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // An endpoint with no ready replica holds the request up to the proxy's
 // limit, then answers 503 with Retry-After as problem+json.
 func TestInvokeEndpointNotReady(t *testing.T) {
-	h := newHarness(t, WithEndpointProxy(proxy.New(oneRoute{}, oneRoute{}, proxy.Options{MaxHold: 100 * time.Millisecond})))
+	h := newHarness(t, WithEndpointProxy(mustProxy(t, oneRoute{}, proxy.Options{MaxHold: 100 * time.Millisecond})))
 	r := h.do(http.MethodPost, "/v1/projects/alpha/endpoints/chat/v1/completions", h.viewer, "{}")
 	p := wantProblem(t, r, http.StatusServiceUnavailable, "endpoint-not-ready")
 	if r.Header.Get("Retry-After") != "5" {

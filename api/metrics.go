@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -10,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/atelier-ml/atelier/internal/telemetry"
 )
 
 type metrics struct {
@@ -27,27 +28,11 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	m := &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "atelier_http_requests_total",
-			Help: "HTTP requests by method, route template and status.",
-		}, []string{"method", "route", "status"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "atelier_http_request_duration_seconds",
-			Help:    "HTTP request latency by method, route template and status (streams: whole stream).",
-			Buckets: prometheus.DefBuckets,
-		}, []string{"method", "route", "status"}),
-		runsStarted: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "atelier_runs_started_total",
-			Help: "Runs started through the API, by kind (pipeline or workflow).",
-		}, []string{"kind"}),
-		statusPolls: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "atelier_stream_status_polls_total",
-			Help: "Status polls made for event and log-follow streams (one per followed run per interval, however many streams follow it).",
-		}),
-		streamsOpen: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "atelier_streams_open",
-			Help: "Event and log-follow streams open now.",
-		}),
+		requests:    telemetry.HTTPRequests.NewCounterVec(false),
+		latency:     telemetry.HTTPRequestDuration.NewHistogramVec(false),
+		runsStarted: telemetry.APIRunsStarted.NewCounterVec(false),
+		statusPolls: telemetry.StreamStatusPolls.NewCounter(),
+		streamsOpen: telemetry.StreamsOpen.NewGauge(),
 	}
 	var err error
 	if m.requests, err = register(reg, m.requests); err != nil {
@@ -65,22 +50,18 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 	if m.streamsOpen, err = register(reg, m.streamsOpen); err != nil {
 		return nil, err
 	}
-	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+	// A series that cannot be gathered (say, an SDK metric with a bad
+	// label value) is left out rather than failing the whole scrape.
+	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, ErrorHandling: promhttp.ContinueOnError})
 	return m, nil
 }
 
 // register tolerates a second gateway on the same registry (tests, reloads)
 // by reusing the collector already there.
 func register[C prometheus.Collector](reg *prometheus.Registry, c C) (C, error) {
-	err := reg.Register(c)
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing, nil
-		}
-	}
+	c, err := telemetry.Register(reg, c)
 	if err != nil {
-		return c, fmt.Errorf("api: register metrics: %w", err)
+		return c, fmt.Errorf("api: %w", err)
 	}
 	return c, nil
 }

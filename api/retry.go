@@ -69,7 +69,7 @@ func (s *server) RetryRun(ctx context.Context, req gen.RetryRunRequestObject) (g
 	}
 	start := runclient.StartRequest{
 		RunID: id, Workflow: workflows.PipelineWorkflowName, TaskQueue: s.taskQueue,
-		Input: json.RawMessage(input), Project: orig.Project, Pipeline: orig.Pipeline,
+		Input: json.RawMessage(input), Project: orig.Project, Pipeline: orig.Pipeline, CreatedBy: row.CreatedBy,
 	}
 	if err := s.startOrUndo(ctx, run, start); err != nil {
 		return nil, err

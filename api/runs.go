@@ -98,6 +98,7 @@ func (s *server) CreateRun(ctx context.Context, request gen.CreateRunRequestObje
 		row.RequestHash = hash
 	}
 	complete(&row)
+	start.CreatedBy = tok.Name
 
 	var run catalog.Run
 	var created bool
@@ -111,6 +112,7 @@ func (s *server) CreateRun(ctx context.Context, request gen.CreateRunRequestObje
 				return nil, err
 			}
 			complete(&row)
+			start.CreatedBy = tok.Name
 			run, created, err = s.cat.CreateRun(ctx, row)
 		}
 	} else {
@@ -178,7 +180,7 @@ func (s *server) replayRun(ctx context.Context, run catalog.Run, hash string) (g
 func (s *server) restart(ctx context.Context, run catalog.Run) error {
 	start := runclient.StartRequest{
 		RunID: run.ID, Workflow: run.Workflow, Project: run.Project, Pipeline: run.Pipeline,
-		TaskQueue: s.taskQueue,
+		TaskQueue: s.taskQueue, CreatedBy: run.CreatedBy,
 	}
 	if run.Workflow != workflows.PipelineWorkflowName {
 		wf, err := s.cat.GetGoWorkflow(ctx, run.Workflow)
@@ -439,6 +441,7 @@ func (s *server) ListRuns(ctx context.Context, req gen.ListRunsRequestObject) (g
 		Pipeline:      deref(params.Pipeline),
 		State:         workflows.RunState(deref(params.State)),
 		CreatedBy:     deref(params.CreatedBy),
+		Schedule:      deref(params.Schedule),
 		CreatedAfter:  params.CreatedAfter,
 		CreatedBefore: params.CreatedBefore,
 		Limit:         50,

@@ -115,6 +115,14 @@ steps:
 	}
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &failed))
 	require.Len(t, failed.Runs, 1)
+	for flag, want := range map[string]int{"--created-by=ci-editor": 1, "--created-by=someone-else": 0, "--schedule=nightly": 0} {
+		r = cli("runs", "list", "--pipeline", "fails", flag, "-o", "json")
+		var got struct {
+			Runs []struct{ ID string } `json:"runs"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &got), r.stderr)
+		assert.Len(t, got.Runs, want, flag)
+	}
 	r = cli("retry", failed.Runs[0].ID, "--watch")
 	assert.Equal(t, 2, r.code, "the retry fails the same way: %s", r.stderr)
 

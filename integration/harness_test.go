@@ -25,6 +25,7 @@ import (
 	"github.com/atelier-ml/atelier/internal/config"
 	"github.com/atelier-ml/atelier/internal/store"
 	"github.com/atelier-ml/atelier/internal/store/storetest"
+	"github.com/atelier-ml/atelier/internal/telemetry"
 	"github.com/atelier-ml/atelier/internal/temporaltest"
 	"github.com/atelier-ml/atelier/internal/tokens"
 	"github.com/atelier-ml/atelier/wire"
@@ -44,6 +45,8 @@ type stack struct {
 	store    *store.Store
 	temporal client.Client
 	project  string
+	// metrics is the registry the in-process gateway and worker share.
+	metrics *telemetry.Metrics
 }
 
 type stackOptions struct {
@@ -103,9 +106,11 @@ func newStack(t *testing.T, opts ...stackOptions) *stack {
 	cfg.LocalEngines = o.localEngines
 
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &stack{t: t, cfg: cfg, project: "team-a"}
+	// One registry for both, as in `atelier dev`: the gateway's /metrics
+	// shows the worker's run, step and Temporal SDK metrics too.
+	s := &stack{t: t, cfg: cfg, project: "team-a", metrics: telemetry.New(telemetry.Options{})}
 
-	gw, gwClean, err := wire.InitGateway(ctx, cfg)
+	gw, gwClean, err := wire.InitGateway(ctx, cfg, s.metrics)
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	run := func(p app.Process) {
@@ -116,7 +121,7 @@ func newStack(t *testing.T, opts ...stackOptions) *stack {
 	var wkClean func()
 	if !o.noWorker {
 		var wk *app.Worker
-		wk, wkClean, err = wire.InitWorker(ctx, cfg)
+		wk, wkClean, err = wire.InitWorker(ctx, cfg, s.metrics)
 		require.NoError(t, err)
 		if o.register != nil {
 			o.register(wk.Registry())

@@ -27,6 +27,7 @@ import (
 	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
 
 	"github.com/atelier-ml/atelier/internal/kubetest"
+	"github.com/atelier-ml/atelier/internal/telemetry"
 	"github.com/atelier-ml/atelier/wire"
 	"github.com/atelier-ml/atelier/workflows"
 	"github.com/atelier-ml/atelier/workflows/spec"
@@ -101,7 +102,7 @@ func newKubeEnv(t *testing.T, sc script, inProcessClusterWorker bool, opts ...st
 	e.spark = sparkclient.NewForConfigOrDie(kc.RESTConfig())
 
 	if inProcessClusterWorker {
-		cw, clean, err := wire.InitClusterWorker(ctx, s.cfg)
+		cw, clean, err := wire.InitClusterWorker(ctx, s.cfg, telemetry.New(telemetry.Options{}))
 		require.NoError(t, err)
 		done := make(chan struct{})
 		go func() { defer close(done); _ = cw.Run(ctx) }()

@@ -15,6 +15,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/temporalproto"
 
+	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/examples/gopipeline"
 	"github.com/atelier-ml/atelier/internal/kubetest"
 	"github.com/atelier-ml/atelier/workflows"
@@ -395,5 +396,55 @@ outputs: {model: "{{ steps.train.outputs.model }}"}
 		t.Logf("%s: %s", name, r.State)
 		time.Sleep(500 * time.Millisecond) // the final mirror's completion
 		recordHistory(t, s, name, id)
+	}
+}
+
+// TestRecordAttrsHistories records runs carrying the AtelierCreatedBy and
+// AtelierSchedule search attributes (a REST start and a scheduled start),
+// through the paths whose metrics workflow code emits: forEach items, a
+// failed attempt retried after its backoff, a failed step and the step it
+// skips.
+func TestRecordAttrsHistories(t *testing.T) {
+	if os.Getenv("ATELIER_RECORD_HISTORIES") == "" {
+		t.Skip("set ATELIER_RECORD_HISTORIES=1 to re-record workflows/testdata histories")
+	}
+	s := newStack(t)
+	s.createPipeline("counted", `
+steps:
+  - name: first
+    container: {command: ["true"]}
+  - name: fan
+    dependsOn: [first]
+    forEach: {items: [1, 2, 3], parallelism: 2}
+    container: {command: ["true"]}
+  - name: broken
+    dependsOn: [fan]
+    retries: {limit: 1, backoff: 1s}
+    container: {command: ["sh", "-c", "exit 3"]}
+  - name: never
+    dependsOn: [broken]
+    container: {command: ["true"]}
+`)
+	s.createPipeline("quick", "steps:\n  - name: hello\n    container: {command: [\"true\"]}\n")
+	ci := s.client()
+	counted := startPipelineRun(t, ci, s.project, "counted")
+	every := []string{"1h"}
+	const name = "v5-recorded"
+	sc, err := ci.CreateScheduleWithResponse(context.Background(), s.project, gen.ScheduleCreate{Name: name, Pipeline: "quick", Every: &every})
+	require.NoError(t, err)
+	require.Equal(t, 201, sc.StatusCode(), "%s", sc.Body)
+	t.Cleanup(func() { _, _ = ci.DeleteScheduleWithResponse(context.Background(), s.project, name) })
+	_, err = ci.TriggerScheduleWithResponse(context.Background(), s.project, name)
+	require.NoError(t, err)
+	var scheduled []string
+	for deadline := time.Now().Add(30 * time.Second); len(scheduled) == 0 && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		scheduled = listed(t, s, "AtelierSchedule='"+name+"'")
+	}
+	require.Len(t, scheduled, 1)
+	for file, id := range map[string]string{"v5-attrs-created-by-counted": counted, "v5-attrs-scheduled": scheduled[0]} {
+		r := s.waitTerminal(id, 60*time.Second)
+		t.Logf("%s: %s", file, r.State)
+		time.Sleep(500 * time.Millisecond)
+		recordHistory(t, s, file, id)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/atelier-ml/atelier/internal/kubetest"
 	"github.com/atelier-ml/atelier/internal/store"
 	"github.com/atelier-ml/atelier/internal/store/storetest"
+	"github.com/atelier-ml/atelier/internal/telemetry"
 	"github.com/atelier-ml/atelier/internal/temporaltest"
 )
 
@@ -51,7 +52,7 @@ func TestInitClusterWorker(t *testing.T) {
 	if err := cfg.ValidateCluster(); err != nil {
 		t.Fatal(err)
 	}
-	w, cleanup, err := InitClusterWorker(ctx, cfg)
+	w, cleanup, err := InitClusterWorker(ctx, cfg, telemetry.New(telemetry.Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}

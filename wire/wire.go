@@ -14,13 +14,14 @@ import (
 	"github.com/atelier-ml/atelier/internal/app"
 	"github.com/atelier-ml/atelier/internal/config"
 	"github.com/atelier-ml/atelier/internal/store"
+	"github.com/atelier-ml/atelier/internal/telemetry"
 	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
 var common = wire.NewSet(app.NewLogger, provideStore, app.NewTemporalClient)
 
 // InitGateway builds the REST gateway process.
-func InitGateway(ctx context.Context, cfg config.Config) (*app.Gateway, func(), error) {
+func InitGateway(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (*app.Gateway, func(), error) {
 	wire.Build(common, provideEngine, provideReconciler, provideSweepers, provideAPI, app.NewGateway,
 		wire.Bind(new(api.Catalog), new(*store.Store)),
 		wire.Bind(new(api.Engine), new(*runclient.Client)),
@@ -32,7 +33,7 @@ func InitGateway(ctx context.Context, cfg config.Config) (*app.Gateway, func(), 
 }
 
 // InitWorker builds the worker process (local runtime).
-func InitWorker(ctx context.Context, cfg config.Config) (*app.Worker, func(), error) {
+func InitWorker(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (*app.Worker, func(), error) {
 	wire.Build(common, provideRunner, provideLocalServing, mirror.New, pipelines.New, provideSelector, provideAdmission, provideDeploy, provideStepCache, provideGoPipelines, app.NewWorker,
 		wire.Bind(new(local.LogSink), new(*store.Store)),
 		wire.Bind(new(mirror.RunMirror), new(*store.Store)),
@@ -45,7 +46,7 @@ func InitWorker(ctx context.Context, cfg config.Config) (*app.Worker, func(), er
 // InitClusterWorker builds the worker of one Kubernetes cluster
 // (cfg.Cluster): its clients, the Kubernetes backends and the registration
 // and capacity reports.
-func InitClusterWorker(ctx context.Context, cfg config.Config) (*app.ClusterWorker, func(), error) {
+func InitClusterWorker(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (*app.ClusterWorker, func(), error) {
 	wire.Build(common, app.NewKubeRESTConfig, app.NewKubeClients, provideKubeBackend, provideServing, app.NewClusterWorker,
 		wire.Bind(new(app.ClusterRegistry), new(*store.Store)),
 	)

@@ -12,13 +12,14 @@ import (
 	"github.com/atelier-ml/atelier/activities/pipelines"
 	"github.com/atelier-ml/atelier/internal/app"
 	"github.com/atelier-ml/atelier/internal/config"
+	"github.com/atelier-ml/atelier/internal/telemetry"
 	"github.com/google/wire"
 )
 
 // Injectors from wire.go:
 
 // InitGateway builds the REST gateway process.
-func InitGateway(ctx context.Context, cfg config.Config) (*app.Gateway, func(), error) {
+func InitGateway(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (*app.Gateway, func(), error) {
 	logger, cleanup, err := app.NewLogger(cfg)
 	if err != nil {
 		return nil, nil, err
@@ -28,7 +29,7 @@ func InitGateway(ctx context.Context, cfg config.Config) (*app.Gateway, func(), 
 		cleanup()
 		return nil, nil, err
 	}
-	client, cleanup3, err := app.NewTemporalClient(ctx, cfg, logger)
+	client, cleanup3, err := app.NewTemporalClient(ctx, cfg, logger, m)
 	if err != nil {
 		cleanup2()
 		cleanup()
@@ -36,7 +37,7 @@ func InitGateway(ctx context.Context, cfg config.Config) (*app.Gateway, func(), 
 	}
 	runclientClient := provideEngine(client, cfg)
 	reconciler := provideReconciler(store, runclientClient, cfg, logger)
-	handler, err := provideAPI(store, runclientClient, runclientClient, store, client, reconciler, cfg, logger)
+	handler, err := provideAPI(store, runclientClient, runclientClient, store, client, reconciler, cfg, m, logger)
 	if err != nil {
 		cleanup3()
 		cleanup2()
@@ -53,12 +54,12 @@ func InitGateway(ctx context.Context, cfg config.Config) (*app.Gateway, func(), 
 }
 
 // InitWorker builds the worker process (local runtime).
-func InitWorker(ctx context.Context, cfg config.Config) (*app.Worker, func(), error) {
+func InitWorker(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (*app.Worker, func(), error) {
 	logger, cleanup, err := app.NewLogger(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	client, cleanup2, err := app.NewTemporalClient(ctx, cfg, logger)
+	client, cleanup2, err := app.NewTemporalClient(ctx, cfg, logger, m)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
@@ -101,12 +102,12 @@ func InitWorker(ctx context.Context, cfg config.Config) (*app.Worker, func(), er
 // InitClusterWorker builds the worker of one Kubernetes cluster
 // (cfg.Cluster): its clients, the Kubernetes backends and the registration
 // and capacity reports.
-func InitClusterWorker(ctx context.Context, cfg config.Config) (*app.ClusterWorker, func(), error) {
+func InitClusterWorker(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (*app.ClusterWorker, func(), error) {
 	logger, cleanup, err := app.NewLogger(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	client, cleanup2, err := app.NewTemporalClient(ctx, cfg, logger)
+	client, cleanup2, err := app.NewTemporalClient(ctx, cfg, logger, m)
 	if err != nil {
 		cleanup()
 		return nil, nil, err

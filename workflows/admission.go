@@ -6,11 +6,13 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/gpu"
+	"github.com/atelier-ml/atelier/internal/telemetry"
 )
 
 // GPU admission: one long-running workflow per cluster owns the cluster's
@@ -161,6 +163,16 @@ type admission struct {
 	outbox   []outgoing       // signals waiting for an in-flight slot
 	gone     []string         // workloads of runs that could not be signalled
 	wake     workflow.Channel // a run was found gone, or a slot freed
+
+	// metrics counts submissions, admissions and preemptions once each
+	// (the handler emits nothing on replay) and shows the queue's length.
+	metrics client.MetricsHandler
+}
+
+// gauges publishes the queue's length and the running workloads.
+func (a *admission) gauges() {
+	a.metrics.Gauge(telemetry.MetricGPUQueueLength).Update(float64(len(a.pending)))
+	a.metrics.Gauge(telemetry.MetricGPUWorkloadsRunning).Update(float64(len(a.running)))
 }
 
 // outgoing is a signal to a run.
@@ -182,7 +194,8 @@ var MaxPendingSignals = 500
 // rules it decides by.
 func AdmissionWorkflow(ctx workflow.Context, in AdmissionInput) error {
 	a := &admission{cluster: in.Cluster, pending: in.Pending, running: in.Running, waits: map[string]gpu.Wait{},
-		wake: workflow.NewBufferedChannel(ctx, 1)}
+		wake:    workflow.NewBufferedChannel(ctx, 1),
+		metrics: workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"cluster": in.Cluster})}
 	if err := workflow.SetQueryHandler(ctx, QueryAdmissionQueue, func() (AdmissionQueue, error) {
 		return a.queue(), nil
 	}); err != nil {
@@ -236,6 +249,7 @@ func AdmissionWorkflow(ctx workflow.Context, in AdmissionInput) error {
 			}
 			continue
 		}
+		a.gauges()
 		sel := workflow.NewSelector(ctx)
 		sel.AddReceive(reqs, func(c workflow.ReceiveChannel, _ bool) {
 			var req AdmissionRequest
@@ -268,6 +282,7 @@ func (a *admission) apply(now time.Time, req AdmissionRequest) {
 			w.Submitted = now
 		}
 		a.pending = append(a.pending, QueuedWorkload{Workload: w, Run: req.Run, Step: req.Step})
+		a.metrics.Counter(telemetry.MetricGPUWorkloadsSubmitted).Inc(1)
 	case AdmissionRelease:
 		a.pending = slices.DeleteFunc(a.pending, func(q QueuedWorkload) bool { return q.Workload.ID == id })
 		a.running = slices.DeleteFunc(a.running, func(q QueuedWorkload) bool { return q.Workload.ID == id })
@@ -342,6 +357,7 @@ func (a *admission) decide(ctx workflow.Context, now time.Time) {
 				continue
 			}
 			q.Preempting = true
+			a.metrics.WithTags(map[string]string{"reason": string(p.Reason)}).Counter(telemetry.MetricGPUWorkloadsPreempted).Inc(1)
 			a.outbox = append(a.outbox, outgoing{run: q.Run, name: SignalGPUPreempt, release: p.Victim, // a run that is gone frees it
 				arg: GPUPreempt{Workload: p.Victim, Reason: string(p.Reason), For: p.For}})
 
@@ -353,6 +369,7 @@ func (a *admission) decide(ctx workflow.Context, now time.Time) {
 			at := now
 			q.Admitted, q.Placement, q.WaitKey = &at, ad.Placement, ""
 			a.running = append(a.running, q)
+			a.metrics.Counter(telemetry.MetricGPUWorkloadsAdmitted).Inc(1)
 			a.outbox = append(a.outbox, outgoing{run: q.Run, name: SignalGPUAdmitted, release: q.Workload.ID,
 				arg: GPUAdmitted{Workload: q.Workload.ID, Nodes: nodesOf(ad.Placement), Borrowed: len(ad.Borrowed) > 0}})
 			continue

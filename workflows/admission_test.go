@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
@@ -16,6 +17,8 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/gpu"
+	"github.com/atelier-ml/atelier/internal/telemetry"
+	"github.com/atelier-ml/atelier/internal/telemetry/telemetrytest"
 	"github.com/atelier-ml/atelier/workflows"
 )
 
@@ -34,6 +37,8 @@ func TestAdmissionWorkflowAdmitsInOrderAndOnRelease(t *testing.T) {
 
 func testAdmissionWorkflow(t *testing.T) {
 	var s testsuite.WorkflowTestSuite
+	reg := prometheus.NewRegistry()
+	s.SetMetricsHandler(telemetry.NewSDKHandler(reg, telemetry.Options{}))
 	env := s.NewTestWorkflowEnvironment()
 	env.RegisterWorkflowWithOptions(workflows.AdmissionWorkflow, workflow.RegisterOptions{Name: workflows.AdmissionWorkflowName})
 	loads := 0
@@ -96,6 +101,14 @@ func testAdmissionWorkflow(t *testing.T) {
 	assert.Contains(t, told["r3"][0], workflows.SignalGPUWaiting+" r3/train: quota")
 	assert.Equal(t, workflows.SignalGPUAdmitted+" r3/train", told["r3"][1])
 	assert.Positive(t, loads)
+
+	v, err := telemetrytest.Gather(reg)
+	require.NoError(t, err)
+	series := telemetrytest.Series
+	assert.Equal(t, 3.0, v[series("atelier_gpu_workloads_submitted_total", "cluster", "east")], "%v", v)
+	assert.Equal(t, 3.0, v[series("atelier_gpu_workloads_admitted_total", "cluster", "east")])
+	assert.Equal(t, 0.0, v[series("atelier_gpu_queue_length", "cluster", "east")])
+	assert.Equal(t, 2.0, v[series("atelier_gpu_workloads_running", "cluster", "east")])
 }
 
 // A run terminated through Temporal never releases its workload: the

@@ -56,6 +56,7 @@ func (r *Run) runApproval(ctx workflow.Context, st *StepStatus, a *spec.Approval
 		ap.OnTimeout = string(onTimeout(a))
 	}
 	st.StartedAt, st.State, st.Approval = &now, StepWaitingForApproval, ap
+	r.countStepStarted(st)
 	st.Message = "waiting for approval by a token with role " + strings.Join(ap.Roles, " or ")
 	r.notice(st)
 	r.touch()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/inference"
+	"github.com/atelier-ml/atelier/internal/telemetry"
 )
 
 // Names of the endpoint entity workflow and its handlers. Stable: histories
@@ -424,6 +425,7 @@ func (e *endpoint) tick(ctx, actx workflow.Context) error {
 		e.event(ctx, "ScaleDecided", sized, fmt.Sprintf("%d replica(s): %s", d.Desired, d.Message()))
 	}
 	e.st.LastScale = &d
+	e.gauges(ctx, d.Desired, e.readyServing())
 
 	var step inference.Step
 	if ro := e.st.Rollout; ro != nil && ro.Candidate != e.st.QuotaChecked {
@@ -614,7 +616,16 @@ func (e *endpoint) delete(ctx, actx workflow.Context) error {
 		return fmt.Errorf("delete endpoint %s/%s: %w", e.in.Project, e.in.Name, err)
 	}
 	e.event(ctx, "Deleted", 0, "endpoint deleted")
+	e.gauges(ctx, 0, 0)
 	return workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+}
+
+// gauges publishes the replica counts (telemetry.EndpointReplicasDesired,
+// …Ready) through the replay-safe metrics handler; no command.
+func (e *endpoint) gauges(ctx workflow.Context, desired, ready int) {
+	h := workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"endpoint": e.in.Project + "/" + e.in.Name})
+	h.Gauge(telemetry.MetricEndpointReplicasDesired).Update(float64(desired))
+	h.Gauge(telemetry.MetricEndpointReplicasReady).Update(float64(ready))
 }
 
 func (e *endpoint) ref() activities.EndpointRef {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/testsuite"
@@ -16,6 +17,8 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/inference"
+	"github.com/atelier-ml/atelier/internal/telemetry"
+	"github.com/atelier-ml/atelier/internal/telemetry/telemetrytest"
 	"github.com/atelier-ml/atelier/workflows"
 )
 
@@ -153,13 +156,24 @@ type endpointHarness struct {
 	env     *testsuite.TestWorkflowEnvironment
 	rt      *fakeServing
 	updates int // update IDs must be unique: Temporal deduplicates them
+	reg     *prometheus.Registry
 }
 
 func newEndpointHarness(t *testing.T) *endpointHarness {
 	var suite testsuite.WorkflowTestSuite
+	reg := prometheus.NewRegistry()
+	suite.SetMetricsHandler(telemetry.NewSDKHandler(reg, telemetry.Options{}))
 	env := suite.NewTestWorkflowEnvironment()
 	env.RegisterWorkflowWithOptions(workflows.EndpointWorkflow, workflow.RegisterOptions{Name: workflows.EndpointWorkflowName})
-	return &endpointHarness{t: t, env: env, rt: newFakeServing(env)}
+	return &endpointHarness{t: t, env: env, rt: newFakeServing(env), reg: reg}
+}
+
+// gauge reads one of the endpoint's replica gauges.
+func (h *endpointHarness) gauge(name string) float64 {
+	h.t.Helper()
+	v, err := telemetrytest.Gather(h.reg)
+	require.NoError(h.t, err)
+	return v[telemetrytest.Series(name, "endpoint", "vision/chat")]
 }
 
 func (h *endpointHarness) status() workflows.EndpointStatus {
@@ -217,9 +231,13 @@ func eventKinds(st workflows.EndpointStatus) string {
 func TestEndpointRollsOutAndScales(t *testing.T) {
 	h := newEndpointHarness(t)
 	var mid, up, down workflows.EndpointStatus
+	var desiredUp, readyUp float64
 	h.at(30*time.Second, func() { mid = h.status() })
 	h.at(31*time.Second, func() { h.rt.set(func(f *fakeServing) { f.load = 45 }) })
-	h.at(50*time.Second, func() { up = h.status() })
+	h.at(50*time.Second, func() {
+		up = h.status()
+		desiredUp, readyUp = h.gauge("atelier_endpoint_replicas_desired"), h.gauge("atelier_endpoint_replicas_ready")
+	})
 	h.at(51*time.Second, func() { h.rt.set(func(f *fakeServing) { f.load = 0 }) })
 	h.at(3*time.Minute, func() { down = h.status() })
 	h.run(4 * time.Minute)
@@ -231,6 +249,9 @@ func TestEndpointRollsOutAndScales(t *testing.T) {
 	require.Equal(t, 5, up.Replicas[0].Replicas, "45 in flight at a target of 10 per replica: 5 replicas (the max): %+v", up.LastScale)
 	require.Equal(t, 1, down.Replicas[0].Replicas, "idle: back to the minimum after the delay: %+v", down.LastScale)
 	require.True(t, h.rt.gone, "deletion removed the endpoint")
+	require.Equal(t, 5.0, desiredUp, "the desired replicas gauge follows the autoscaler")
+	require.Positive(t, readyUp)
+	require.Zero(t, h.gauge("atelier_endpoint_replicas_desired"), "a deleted endpoint reads 0")
 	require.Contains(t, eventKinds(down), "RevisionCreated RolloutStarted")
 	require.Contains(t, eventKinds(down), "RolloutPromote")
 }

@@ -167,6 +167,7 @@ func (r *Run) runUncached(ctx workflow.Context, st *StepStatus, stepName string,
 			return r.runAttempts(ctx, st, cfg, attemptFn)
 		}
 		pinned = grant.nodes
+		cfg.requeued = func() bool { return grant.preempted != "" && ctx.Err() == nil }
 		out, err := r.runAttempts(grant.ctx, st, cfg, attemptFn)
 		grant.release(ctx)
 		if err == nil || grant.preempted == "" || ctx.Err() != nil {

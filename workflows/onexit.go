@@ -159,9 +159,9 @@ func (r *Run) runExitPhase(timeout time.Duration, body func(ctx workflow.Context
 		case st.State == StepCancelled && r.exit.stopped != "":
 			st.Message = r.exit.stopped
 		case !st.State.Terminal() && r.exit.stopped != "":
-			markStepUnfinished(st, StepCancelled, "not started: "+r.exit.stopped)
+			r.markStepUnfinished(st, StepCancelled, "not started: "+r.exit.stopped)
 		case !st.State.Terminal():
-			markStepUnfinished(st, StepSkipped, "not started")
+			r.markStepUnfinished(st, StepSkipped, "not started")
 		}
 		if st.State == StepFailed {
 			r.status.Warnings = append(r.status.Warnings, fmt.Sprintf("exit handler %q failed: %s", st.Name, st.Error))

@@ -372,13 +372,13 @@ func (d *dag) runForEach(ctx workflow.Context, i int, env spec.Env, opts []StepO
 	}
 	switch {
 	case itemFailure != "":
-		markStepUnfinished(st, StepSkipped, "not started: another item failed")
+		d.r.markStepUnfinished(st, StepSkipped, "not started: another item failed")
 		d.fail(i, never(itemFailure))
 	case ctx.Err() != nil:
-		markStepUnfinished(st, StepCancelled, "not started: run cancelled")
+		d.r.markStepUnfinished(st, StepCancelled, "not started: run cancelled")
 		d.finishStep(i, StepCancelled, "", never("run cancelled"))
 	case notRun > 0:
-		markStepUnfinished(st, StepSkipped, "not started: "+d.failure)
+		d.r.markStepUnfinished(st, StepSkipped, "not started: "+d.failure)
 		d.finishStep(i, StepCancelled, "", never("stopped: "+d.failure))
 	case allCached(st.Items):
 		// Nothing ran: the step reads as its items do.

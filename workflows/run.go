@@ -229,6 +229,7 @@ func Begin(ctx workflow.Context, opts RunOptions) (*Run, workflow.Context, error
 	r.startMirror(ctx)
 	r.upsertState(ctx)
 	r.touch()
+	r.countBegun()
 	return r, r.stepCtx, nil
 }
 
@@ -426,6 +427,7 @@ func (r *Run) finish(state RunState, errMsg string) {
 	r.closing = true
 	r.touch()
 	r.publishDetails()
+	r.countFinished()
 	_, _ = workflow.AwaitWithTimeout(dctx, 10*time.Minute, func() bool { return r.mirrored >= r.status.Seq })
 }
 
@@ -467,8 +469,19 @@ func (r *Run) cancelReason() string {
 func (r *Run) markUnfinished(state StepState, msg string) {
 	for _, st := range r.steps {
 		if !st.OnExit {
-			markStepUnfinished(st, state, msg)
+			r.markStepUnfinished(st, state, msg)
 		}
+	}
+}
+
+// markStepUnfinished is markStepUnfinished, counting each step it ends.
+func (r *Run) markStepUnfinished(st *StepStatus, state StepState, msg string) {
+	for i := range st.Items {
+		r.markStepUnfinished(&st.Items[i], state, msg)
+	}
+	if !st.State.Terminal() {
+		markStepUnfinished(st, state, msg)
+		r.countStepEnded(st)
 	}
 }
 

@@ -214,10 +214,16 @@ const (
 	// UpdateApproval decides a waiting approval step (an ApprovalRequest;
 	// the answer is the run's status once the decision is recorded).
 	UpdateApproval = "atelier.approval.decide"
-	// Search attributes registered on the namespace.
+	// Search attributes registered on the namespace (all Keyword).
 	SAProject  = "AtelierProject"
 	SAPipeline = "AtelierPipeline"
 	SAState    = "AtelierState"
+	// SACreatedBy is the name of the API token that started the run (or
+	// created the schedule that did); unset on runs started with the
+	// Temporal SDK directly.
+	SACreatedBy = "AtelierCreatedBy"
+	// SASchedule is the name of the Atelier schedule that started the run.
+	SASchedule = "AtelierSchedule"
 )
 
 // EndedOutside records in s that the run's workflow ended without running

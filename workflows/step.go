@@ -29,6 +29,9 @@ type stepConfig struct {
 	// preempted counts attempts lost to GPU preemption before it, which do
 	// not count against retries.
 	firstAttempt, preempted int
+	// requeued reports whether a cancellation is a GPU preemption, after
+	// which the step queues again: its CANCELLED is not its final state.
+	requeued func() bool
 }
 
 // WithRetries re-runs failed attempts with exponential backoff.
@@ -160,6 +163,10 @@ func (r *Run) runContainer(ctx workflow.Context, st *StepStatus, stepName string
 		var res activities.ContainerResult
 		actx := withAttemptSummary(actx, stepName, item, attempt)
 		err := workflow.ExecuteActivity(actx, activities.RunContainerName, req).Get(actx, &res)
+		var appErr *temporal.ApplicationError
+		if err != nil && errors.As(err, &appErr) && appErr.HasDetails() {
+			_ = appErr.Details(&res) // a failed attempt's times and exit code
+		}
 		return attemptOutcome{ContainerResult: res}, err
 	})
 }
@@ -169,16 +176,23 @@ func (r *Run) runContainer(ctx workflow.Context, st *StepStatus, stepName string
 // errCancelled when the run was cancelled.
 func (r *Run) runAttempts(ctx workflow.Context, st *StepStatus, cfg stepConfig, run attemptFunc) (Outputs, error) {
 	now := workflow.Now(ctx)
+	if st.StartedAt == nil {
+		r.countStepStarted(st)
+	}
 	st.StartedAt = &now
+	cancelled := func(msg string) {
+		r.endStepAs(st, StepCancelled, "", msg, cfg.requeued == nil || !cfg.requeued())
+	}
 	for attempt := max(cfg.firstAttempt, 1); ; attempt++ {
+		due := workflow.Now(ctx) // dependencies done, or the backoff over
 		if ctx.Err() != nil {
-			r.endStep(st, StepCancelled, "", "run cancelled before the attempt started")
+			cancelled("run cancelled before the attempt started")
 			return nil, errCancelled
 		}
 		// Queued, not refused, past the run's in-flight bound (Temporal
 		// caps pending activities per workflow).
 		if err := workflow.Await(ctx, func() bool { return r.inflight < MaxInflightAttempts }); err != nil {
-			r.endStep(st, StepCancelled, "", "run cancelled before the attempt started")
+			cancelled("run cancelled before the attempt started")
 			return nil, errCancelled
 		}
 		if msg := historyLimitError(ctx); msg != "" {
@@ -190,6 +204,7 @@ func (r *Run) runAttempts(ctx workflow.Context, st *StepStatus, cfg stepConfig, 
 		st.Attempts = append(st.Attempts, Attempt{Number: attempt, State: StepRunning, StartedAt: &started})
 		r.touch()
 		r.publishDetails() // Go pipelines have no scheduling loop that would
+		r.countAttemptStarted(st)
 
 		r.inflight++
 		res, err := run(ctx, attempt)
@@ -208,18 +223,21 @@ func (r *Run) runAttempts(ctx workflow.Context, st *StepStatus, cfg stepConfig, 
 		if err == nil {
 			code := res.ExitCode
 			a.ExitCode, a.State, a.Message = &code, StepSucceeded, ""
+			r.countAttemptEnded(st, a, due, res.StartedAt)
 			st.Outputs = res.Outputs
 			r.endStep(st, StepSucceeded, "", "")
 			return res.Outputs, nil
 		}
 		if ctx.Err() != nil || temporal.IsCanceledError(err) {
 			a.State, a.Error = StepCancelled, "cancelled"
-			r.endStep(st, StepCancelled, "", "run cancelled")
+			r.countAttemptEnded(st, a, due, res.StartedAt)
+			cancelled("run cancelled")
 			return nil, errCancelled
 		}
 
 		msg, errType, code := describeActivityError(err)
 		a.State, a.Error, a.ExitCode = StepFailed, msg, code
+		r.countAttemptEnded(st, a, due, res.StartedAt)
 		retryable := errType == activities.ErrTypeStepFailed || errType == activities.ErrTypeStepTimeout || errType == ""
 		if !retryable || attempt-cfg.preempted > cfg.retries.Limit {
 			r.endStep(st, StepFailed, msg, "")
@@ -229,7 +247,7 @@ func (r *Run) runAttempts(ctx workflow.Context, st *StepStatus, cfg stepConfig, 
 		st.Message = fmt.Sprintf("attempt %d failed; retrying", attempt)
 		r.touch()
 		if err := workflow.Sleep(ctx, backoff(cfg.retries, attempt)); err != nil {
-			r.endStep(st, StepCancelled, "", "run cancelled while waiting to retry")
+			cancelled("run cancelled while waiting to retry")
 			return nil, errCancelled
 		}
 		st.Message = ""
@@ -237,7 +255,14 @@ func (r *Run) runAttempts(ctx workflow.Context, st *StepStatus, cfg stepConfig, 
 }
 
 func (r *Run) endStep(st *StepStatus, state StepState, errMsg, msg string) {
+	r.endStepAs(st, state, errMsg, msg, true)
+}
+
+// endStepAs is endStep; final says whether state is the step's last (it
+// is counted in the step metrics once, when it is).
+func (r *Run) endStepAs(st *StepStatus, state StepState, errMsg, msg string, final bool) {
 	now := workflow.Now(r.root)
+	counted := st.State.Terminal() // ended before (a second end changes no count)
 	st.State, st.FinishedAt = state, &now
 	if errMsg != "" {
 		st.Error = errMsg
@@ -247,6 +272,9 @@ func (r *Run) endStep(st *StepStatus, state StepState, errMsg, msg string) {
 	}
 	if state == StepFailed {
 		r.notice(st)
+	}
+	if final && !counted {
+		r.countStepEnded(st)
 	}
 	r.touch()
 }

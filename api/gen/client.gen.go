@@ -2555,6 +2555,22 @@ func NewListRunsRequest(server string, project ProjectPath, params *ListRunsPara
 
 		}
 
+		if params.Schedule != nil {
+
+			if queryFrag, err := runtime.StyleParamWithLocation("form", true, "schedule", runtime.ParamLocationQuery, *params.Schedule); err != nil {
+				return nil, err
+			} else if parsed, err := url.ParseQuery(queryFrag); err != nil {
+				return nil, err
+			} else {
+				for k, v := range parsed {
+					for _, v2 := range v {
+						queryValues.Add(k, v2)
+					}
+				}
+			}
+
+		}
+
 		if params.CreatedAfter != nil {
 
 			if queryFrag, err := runtime.StyleParamWithLocation("form", true, "createdAfter", runtime.ParamLocationQuery, *params.CreatedAfter); err != nil {

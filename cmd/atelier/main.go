@@ -20,6 +20,7 @@ import (
 	"github.com/atelier-ml/atelier/internal/app"
 	"github.com/atelier-ml/atelier/internal/cli"
 	"github.com/atelier-ml/atelier/internal/config"
+	"github.com/atelier-ml/atelier/internal/telemetry"
 	"github.com/atelier-ml/atelier/wire"
 )
 
@@ -85,14 +86,15 @@ func workerCmd(cfg *config.Config) *cobra.Command {
 	return cmd
 }
 
-func run[P app.Process](ctx context.Context, cfg config.Config, build func(context.Context, config.Config) (P, func(), error)) error {
+func run[P app.Process](ctx context.Context, cfg config.Config, build func(context.Context, config.Config, *telemetry.Metrics) (P, func(), error)) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	p, cleanup, err := build(ctx, cfg)
+	m := telemetry.New(telemetry.Options{TenantLabels: cfg.MetricsTenantLabels})
+	p, cleanup, err := build(ctx, cfg, m)
 	if err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
 	defer cleanup()
-	return p.Run(ctx)
+	return app.WithMetricsServer(p, cfg.MetricsAddr, m).Run(ctx)
 }

@@ -218,6 +218,10 @@ func TestDefaults(t *testing.T) {
 	if dir := envOf(w)["ATELIER_DATA_DIR"]; !mountedWritable(worker, w, dir) {
 		t.Errorf("data dir %q is not on a mounted volume (the root filesystem is read-only)", dir)
 	}
+	// Workers serve their metrics on metrics.workerPort.
+	if envOf(w)["ATELIER_METRICS_ADDR"] != ":9090" || len(w.Ports) != 1 || w.Ports[0].Name != "metrics" || w.Ports[0].ContainerPort != 9090 {
+		t.Errorf("worker metrics: env %q, ports %+v; want :9090 on port metrics", envOf(w)["ATELIER_METRICS_ADDR"], w.Ports)
+	}
 	for _, d := range deps {
 		if d.Spec.Template.Spec.AutomountServiceAccountToken == nil || *d.Spec.Template.Spec.AutomountServiceAccountToken {
 			t.Errorf("%s mounts a service account token; it calls no Kubernetes API", d.Name)

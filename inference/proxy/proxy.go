@@ -16,9 +16,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/atelier-ml/atelier/inference"
+	"github.com/atelier-ml/atelier/internal/telemetry"
 )
 
 // ErrNotFound is what a Resolver answers for an endpoint that does not
@@ -88,6 +90,10 @@ type Options struct {
 	ReportEvery time.Duration
 	Transport   http.RoundTripper
 	Log         *zap.Logger
+	// Metrics, when set, receives telemetry.EndpointRequests and
+	// …RequestDuration (with endpoint and revision labels when its
+	// TenantLabels is on).
+	Metrics *telemetry.Metrics
 }
 
 // Proxy forwards requests to endpoints' replicas.
@@ -99,6 +105,9 @@ type Proxy struct {
 
 	mu        sync.Mutex
 	endpoints map[key]*endpointState
+
+	requests *prometheus.CounterVec   // nil without Options.Metrics
+	latency  *prometheus.HistogramVec // idem
 }
 
 type key struct{ project, endpoint string }
@@ -115,8 +124,9 @@ type endpointState struct {
 	turn      map[int]int // per revision: the next of its URLs
 }
 
-// New builds a proxy.
-func New(r Resolver, rep Reporter, o Options) *Proxy {
+// New builds a proxy. It fails only when its metrics cannot be
+// registered on o.Metrics.
+func New(r Resolver, rep Reporter, o Options) (*Proxy, error) {
 	if o.MaxHeld <= 0 {
 		o.MaxHeld = DefaultMaxHeld
 	}
@@ -144,7 +154,16 @@ func New(r Resolver, rep Reporter, o Options) *Proxy {
 		FlushInterval: -1,
 	}
 	p.rp.Transport = retrying{p: p, next: o.Transport}
-	return p
+	if m := o.Metrics; m != nil {
+		var err error
+		if p.requests, err = telemetry.Register(m.Registry, telemetry.EndpointRequests.NewCounterVec(m.TenantLabels)); err != nil {
+			return nil, fmt.Errorf("proxy: %w", err)
+		}
+		if p.latency, err = telemetry.Register(m.Registry, telemetry.EndpointRequestDuration.NewHistogramVec(m.TenantLabels)); err != nil {
+			return nil, fmt.Errorf("proxy: %w", err)
+		}
+	}
+	return p, nil
 }
 
 // forward is one request's journey, carried in its context: where it
@@ -186,13 +205,16 @@ func (e *Error) Error() string { return e.Message }
 // ready it holds the request (the endpoint is woken by the report), up to
 // MaxHold and the request's own deadline. It returns an *Error, without
 // writing, when it cannot forward: the caller writes it in its own format.
-func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, project, endpoint, path string) error {
+func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, project, endpoint, path string) (err error) {
 	ctx := r.Context()
+	begin := time.Now()
 	k := key{project, endpoint}
 	st, err := p.state(ctx, k)
 	if err != nil {
-		return err
+		return err // not counted: the endpoint may not exist (any name a client sends)
 	}
+	rev, status := 0, 0
+	defer func() { p.observe(k, rev, status, err, time.Since(begin)) }()
 	pin, err := pinned(r)
 	if err != nil {
 		return err
@@ -211,8 +233,35 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, project, endpoint,
 	rec := &recorder{ResponseWriter: w}
 	start := time.Now()
 	p.rp.ServeHTTP(rec, r.WithContext(context.WithValue(ctx, forwardKey{}, f)))
-	p.count(k, f.rev, time.Since(start), rec.status())
+	rev, status = f.rev, rec.status()
+	p.count(k, f.rev, time.Since(start), status)
 	return nil
+}
+
+// observe records a request to an existing endpoint in the Prometheus
+// metrics: forwarded (status from the replica), or answered by the proxy
+// itself (err's status: held too long, too many held, …).
+func (p *Proxy) observe(k key, rev, status int, err error, d time.Duration) {
+	if p.requests == nil {
+		return
+	}
+	if err != nil {
+		status = http.StatusInternalServerError
+		var pe *Error
+		if errors.As(err, &pe) {
+			status = pe.Status
+		}
+	}
+	labels := []string{fmt.Sprintf("%dxx", status/100)}
+	if p.opts.Metrics.TenantLabels {
+		r := ""
+		if rev > 0 {
+			r = strconv.Itoa(rev)
+		}
+		labels = append(labels, k.project+"/"+k.endpoint, r)
+	}
+	p.requests.WithLabelValues(labels...).Inc()
+	p.latency.WithLabelValues(labels...).Observe(d.Seconds())
 }
 
 // maxRedirects bounds how many other replicas a refused request tries;

@@ -16,6 +16,8 @@ import (
 
 	"github.com/atelier-ml/atelier/inference"
 	"github.com/atelier-ml/atelier/inference/proxy"
+	"github.com/atelier-ml/atelier/internal/telemetry"
+	"github.com/atelier-ml/atelier/internal/telemetry/telemetrytest"
 )
 
 // routes is a Resolver a test changes as the endpoint would.
@@ -110,7 +112,8 @@ func newHarness(t *testing.T, o proxy.Options) *harness {
 	if o.RouteTTL == 0 {
 		o.RouteTTL = time.Nanosecond // every request sees the route the test set last
 	}
-	p := proxy.New(h.rt, h.rep, o)
+	p, err := proxy.New(h.rt, h.rep, o)
+	require.NoError(t, err)
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		err := p.Serve(w, r, "vision", "chat", r.URL.Path)
 		var pe *proxy.Error
@@ -173,6 +176,39 @@ func TestWeightsSplitTrafficAndEveryRequestIsReported(t *testing.T) {
 	require.Equal(t, int64(canary), h.rep.total(2).Requests)
 	require.Equal(t, int64(canary), h.rep.total(2).Latency.Total())
 	require.Zero(t, h.rep.total(1).Errors+h.rep.total(2).Errors)
+}
+
+// Requests to an endpoint are counted by response class, and with tenant
+// labels by endpoint and revision; requests the proxy answers itself (a
+// bad pin, a revision without replicas) are counted too.
+func TestRequestMetrics(t *testing.T) {
+	for _, tenant := range []bool{false, true} {
+		m := telemetry.New(telemetry.Options{TenantLabels: tenant})
+		h := newHarness(t, proxy.Options{MaxHold: 100 * time.Millisecond, Metrics: m})
+		ok, bad := replica(t, "r1", 0), replica(t, "r2", http.StatusInternalServerError)
+		h.rt.set(proxy.Route{Targets: []proxy.Target{
+			{Revision: 1, Weight: 100, URLs: []string{ok.URL}},
+			{Revision: 2, Weight: 0, URLs: []string{bad.URL}},
+		}})
+		for range 3 {
+			h.call(t.Context(), "")
+		}
+		h.call(t.Context(), "2")
+		h.call(t.Context(), "two") // 400 from the proxy
+		v, err := telemetrytest.Gather(m.Registry)
+		require.NoError(t, err)
+		s := telemetrytest.Series
+		if !tenant {
+			require.Equal(t, 3.0, v[s("atelier_endpoint_requests_total", "code", "2xx")], "%v", v)
+			require.Equal(t, 1.0, v[s("atelier_endpoint_requests_total", "code", "5xx")])
+			require.Equal(t, 1.0, v[s("atelier_endpoint_requests_total", "code", "4xx")])
+			require.Equal(t, 5.0, v.Sum("atelier_endpoint_request_duration_seconds_count"))
+			continue
+		}
+		require.Equal(t, 3.0, v[s("atelier_endpoint_requests_total", "code", "2xx", "endpoint", "vision/chat", "revision", "1")], "%v", v)
+		require.Equal(t, 1.0, v[s("atelier_endpoint_requests_total", "code", "5xx", "endpoint", "vision/chat", "revision", "2")])
+		require.Equal(t, 1.0, v[s("atelier_endpoint_requests_total", "code", "4xx", "endpoint", "vision/chat", "revision", "")])
+	}
 }
 
 // A revision at 0% gets no traffic unless a request pins it (a blue-green

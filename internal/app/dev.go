@@ -18,6 +18,7 @@ import (
 	"github.com/atelier-ml/atelier/internal/devstack"
 	"github.com/atelier-ml/atelier/internal/fsperm"
 	"github.com/atelier-ml/atelier/internal/store"
+	"github.com/atelier-ml/atelier/internal/telemetry"
 	"github.com/atelier-ml/atelier/internal/tokens"
 )
 
@@ -29,8 +30,8 @@ type Process interface {
 // DevBuilders are the wire injectors the dev stack calls once Temporal and
 // Postgres are up (passed in because wire/ imports this package).
 type DevBuilders struct {
-	Gateway func(ctx context.Context, cfg config.Config) (*Gateway, func(), error)
-	Worker  func(ctx context.Context, cfg config.Config) (*Worker, func(), error)
+	Gateway func(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (*Gateway, func(), error)
+	Worker  func(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (*Worker, func(), error)
 }
 
 // DevOptions configure `atelier dev`.
@@ -101,12 +102,15 @@ func RunDev(ctx context.Context, cfg config.Config, opts DevOptions, b DevBuilde
 		return err
 	}
 
-	gw, gwClean, err := b.Gateway(ctx, cfg)
+	// One registry: the gateway's /metrics also shows the worker's run,
+	// step and Temporal SDK metrics.
+	m := telemetry.New(telemetry.Options{TenantLabels: cfg.MetricsTenantLabels})
+	gw, gwClean, err := b.Gateway(ctx, cfg, m)
 	if err != nil {
 		return fmt.Errorf("build gateway: %w", err)
 	}
 	defer gwClean()
-	wk, wkClean, err := b.Worker(ctx, cfg)
+	wk, wkClean, err := b.Worker(ctx, cfg, m)
 	if err != nil {
 		return fmt.Errorf("build worker: %w", err)
 	}
@@ -178,6 +182,7 @@ Atelier is running. Ctrl-C stops everything.
 
   Web UI       %[1]s/ui/   (sign in with the admin token)
   REST API     %[1]s   (OpenAPI: %[1]s/openapi.json)
+  Metrics      %[1]s/metrics   (gateway, worker and Temporal SDK; Grafana: deploy/grafana/atelier.json)
   Temporal UI  %[2]s/namespaces/%[4]s/workflows
   Temporal     %[3]s   namespace %[4]s   (temporal workflow list --address %[3]s --namespace %[4]s)
   Admin token  %[5]s   (also in %[6]s/admin-token)

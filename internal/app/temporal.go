@@ -8,14 +8,17 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/atelier-ml/atelier/internal/config"
+	"github.com/atelier-ml/atelier/internal/telemetry"
 )
 
 // NewTemporalClient dials the configured Temporal frontend and namespace.
-func NewTemporalClient(ctx context.Context, cfg config.Config, l *zap.Logger) (client.Client, func(), error) {
+// The SDK's metrics, and those workflow code emits, go to m's registry.
+func NewTemporalClient(ctx context.Context, cfg config.Config, l *zap.Logger, m *telemetry.Metrics) (client.Client, func(), error) {
 	c, err := client.DialContext(ctx, client.Options{
-		HostPort:  cfg.TemporalHostPort,
-		Namespace: cfg.Namespace,
-		Logger:    NewTemporalLogger(l),
+		HostPort:       cfg.TemporalHostPort,
+		Namespace:      cfg.Namespace,
+		Logger:         NewTemporalLogger(l),
+		MetricsHandler: m.SDK,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to Temporal at %s (namespace %s): %w", cfg.TemporalHostPort, cfg.Namespace, err)

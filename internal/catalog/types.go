@@ -107,6 +107,7 @@ type RunFilter struct {
 	Pipeline      string
 	State         workflows.RunState
 	CreatedBy     string // the name of the token that started the run through REST
+	Schedule      string // the name of the schedule that started the run
 	CreatedAfter  *time.Time
 	CreatedBefore *time.Time
 	Limit         int    // 1..500, default 50

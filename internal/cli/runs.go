@@ -123,8 +123,8 @@ func parseParams(kvs []string, file string) (map[string]any, error) {
 func runsCmd(o *options) *cobra.Command {
 	cmd := &cobra.Command{Use: "runs", Aliases: []string{"r"}, Short: "List, show and follow runs", GroupID: GroupID}
 	var (
-		pipeline, state string
-		limit           int
+		pipeline, state, schedule, createdBy string
+		limit                                int
 	)
 	list := &cobra.Command{
 		Use:   "list",
@@ -143,6 +143,12 @@ func runsCmd(o *options) *cobra.Command {
 				st := gen.RunState(strings.ToUpper(state))
 				p.State = &st
 			}
+			if schedule != "" {
+				p.Schedule = &schedule
+			}
+			if createdBy != "" {
+				p.CreatedBy = &createdBy
+			}
 			res, err := s.c.ListRunsWithResponse(cmd.Context(), s.Project, &p)
 			if err != nil {
 				return unreachable(err)
@@ -155,6 +161,8 @@ func runsCmd(o *options) *cobra.Command {
 	}
 	list.Flags().StringVar(&pipeline, "pipeline", "", "only runs of this pipeline")
 	list.Flags().StringVar(&state, "state", "", "only runs in this state (RUNNING, FAILED, ...)")
+	list.Flags().StringVar(&schedule, "schedule", "", "only runs started by this schedule")
+	list.Flags().StringVar(&createdBy, "created-by", "", "only runs started with the token of this name")
 	list.Flags().IntVar(&limit, "limit", 50, "at most this many runs")
 
 	get := &cobra.Command{

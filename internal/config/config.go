@@ -73,6 +73,14 @@ type Config struct {
 	// path (see local.ParseEngines). Unset: vllm and tritonserver on PATH.
 	LocalEngines map[string]string
 
+	// MetricsAddr, when set, serves /metrics on this address besides the
+	// process's work (workers have no REST API to serve it on).
+	MetricsAddr string
+	// MetricsTenantLabels adds project labels to run and step metrics and
+	// endpoint and revision labels to the gateway proxy's (see package
+	// telemetry for why they are off by default).
+	MetricsTenantLabels bool
+
 	// Cluster, when set, makes `atelier worker` the worker of that
 	// Kubernetes cluster (see BindWorker) instead of a local-runtime worker.
 	Cluster string
@@ -160,6 +168,8 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.WebhookBackoff, "webhook-backoff", c.envDuration("ATELIER_WEBHOOK_BACKOFF", d.WebhookBackoff), "gateway: wait before retrying a failed webhook delivery; doubles with each attempt up to 1h (ATELIER_WEBHOOK_BACKOFF)")
 	fs.IntVar(&c.WebhookMaxAttempts, "webhook-max-attempts", c.envInt("ATELIER_WEBHOOK_MAX_ATTEMPTS", d.WebhookMaxAttempts), "gateway: attempts of a webhook delivery before it is marked failed (ATELIER_WEBHOOK_MAX_ATTEMPTS)")
 	fs.DurationVar(&c.GPUMinRuntime, "gpu-min-runtime", c.envDuration("ATELIER_GPU_MIN_RUNTIME", d.GPUMinRuntime), "worker: how long an admitted GPU step runs before GPU admission may preempt it (ATELIER_GPU_MIN_RUNTIME)")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", env("ATELIER_METRICS_ADDR", d.MetricsAddr), "serve Prometheus /metrics on this address too, e.g. :9090 (workers have no other HTTP server; the gateway also serves /metrics on --listen); empty: off (ATELIER_METRICS_ADDR)")
+	fs.BoolVar(&c.MetricsTenantLabels, "metrics-tenant-labels", c.envBool("ATELIER_METRICS_TENANT_LABELS", d.MetricsTenantLabels), "label run and step metrics by project, and endpoint traffic by endpoint and revision; off by default because series multiply with every project (ATELIER_METRICS_TENANT_LABELS)")
 	fs.IntVar(&c.WorkerConcurrency, "worker-concurrency", c.envInt("ATELIER_WORKER_CONCURRENCY", d.WorkerConcurrency), "max concurrent activities per worker (ATELIER_WORKER_CONCURRENCY)")
 }
 

@@ -89,12 +89,16 @@ var TunedDynamicConfig = []DynamicConfigValue{
 }
 
 // TemporalSearchAttributes are the custom search attributes Atelier registers on its
-// namespace (all Keyword), used by the gateway to list runs by project,
-// pipeline and state.
+// namespace (all Keyword), so that runs can be found in the Temporal UI and
+// with `temporal workflow list --query` by project, pipeline, state, the
+// token that started them and the schedule that did (docs/operations.md
+// has the commands for a production cluster).
 var TemporalSearchAttributes = map[string]enumspb.IndexedValueType{
-	workflows.SAProject:  enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-	workflows.SAPipeline: enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-	workflows.SAState:    enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	workflows.SAProject:   enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	workflows.SAPipeline:  enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	workflows.SAState:     enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	workflows.SACreatedBy: enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	workflows.SASchedule:  enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 }
 
 // TemporalOptions configures StartTemporal.

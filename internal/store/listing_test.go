@@ -89,6 +89,10 @@ func TestListingPlans(t *testing.T) {
 	if err := storetest.LoadSyntheticRuns(ctx, conn, storetest.Synthetic{N: rows, Projects: 50, End: end}, 100_000, nil); err != nil {
 		t.Fatal(err)
 	}
+	// One run in five was started by one of four schedules.
+	if _, err := conn.Exec(ctx, "UPDATE runs SET schedule = 'sc-' || (abs(hashtext(id)) % 4) WHERE abs(hashtext(id)) % 5 = 0"); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := conn.Exec(ctx, "ANALYZE runs"); err != nil {
 		t.Fatal(err)
 	}
@@ -105,8 +109,8 @@ func TestListingPlans(t *testing.T) {
 		{"a 60-day window (thousands of runs)", &old, ptr(old.Add(60 * 24 * time.Hour))},
 	}
 	type combo struct {
-		pipeline, state, by bool
-		index               string
+		pipeline, state, by, schedule bool
+		index                         string
 	}
 	combos := []combo{
 		{index: "runs_project_created_idx"},
@@ -117,6 +121,8 @@ func TestListingPlans(t *testing.T) {
 		{by: true, state: true, index: "runs_project_creator_state_created_idx"},
 		{by: true, pipeline: true, index: "runs_project_creator_pipeline_created_idx"},
 		{by: true, pipeline: true, state: true, index: "runs_project_creator_pipeline_state_created_idx"},
+		{schedule: true, index: "runs_project_schedule_created_idx"},
+		{schedule: true, state: true, index: "runs_project_schedule_state_created_idx"},
 	}
 	for _, c := range combos {
 		states := []string{""}
@@ -133,7 +139,10 @@ func TestListingPlans(t *testing.T) {
 					if c.by {
 						f.CreatedBy = "tok-2"
 					}
-					name := fmt.Sprintf("%s pipeline=%q state=%q createdBy=%q %s", project, f.Pipeline, f.State, f.CreatedBy, w.name)
+					if c.schedule {
+						f.Schedule = "sc-1"
+					}
+					name := fmt.Sprintf("%s pipeline=%q state=%q createdBy=%q schedule=%q %s", project, f.Pipeline, f.State, f.CreatedBy, f.Schedule, w.name)
 					t.Run(name, func(t *testing.T) {
 						for page := 1; page <= 2; page++ {
 							got, err := s.ListRuns(ctx, f)

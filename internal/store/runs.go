@@ -184,6 +184,7 @@ func (s *Store) MirrorRun(ctx context.Context, st workflows.RunStatus) error {
 		Seq:       st.Seq,
 		Status:    jsonbSafe(b),
 		CreatedAt: st.StartedAt,
+		Schedule:  strPtr(st.ScheduleID),
 	}
 	if st.Version != 0 {
 		v := int32(st.Version)
@@ -199,7 +200,7 @@ func (s *Store) MirrorRun(ctx context.Context, st workflows.RunStatus) error {
 	// statement (see internal/webhooks).
 	n := db.MirrorRunNotifyParams{
 		ID: p.ID, Project: p.Project, Pipeline: p.Pipeline, Version: p.Version, Workflow: p.Workflow,
-		State: p.State, Seq: p.Seq, Status: p.Status, CreatedAt: p.CreatedAt, Subject: st.Pipeline,
+		State: p.State, Seq: p.Seq, Status: p.Status, CreatedAt: p.CreatedAt, Schedule: p.Schedule, Subject: st.Pipeline,
 	}
 	if n.Subject == "" {
 		n.Subject = st.Workflow // a Go pipeline: webhooks filter on its registered name
@@ -215,9 +216,11 @@ func (s *Store) MirrorRun(ctx context.Context, st workflows.RunStatus) error {
 }
 
 // ListRuns returns one page of a project's runs, newest first (created_at,
-// then id, descending). Filters: Pipeline, State, CreatedBy, CreatedAfter
-// (inclusive), CreatedBefore (exclusive), in any combination; each
-// combination reads one index range in order (no COUNT, no OFFSET), so a
+// then id, descending). Filters: Pipeline, State, CreatedBy, Schedule,
+// CreatedAfter (inclusive), CreatedBefore (exclusive), in any combination;
+// each combination reads one index range in order (no COUNT, no OFFSET;
+// with Schedule, the schedule's range, Pipeline and CreatedBy filtering
+// within it), so a
 // page costs the same at any table size and any depth. Listed runs carry
 // no Status, Input, IdempotencyKey or RequestHash (GetRun has them). Limit defaults to 50 and is capped at 500 (it
 // may change between pages). A PageToken not produced by ListRuns for the
@@ -270,6 +273,12 @@ func (s *Store) listRuns(ctx context.Context, f catalog.RunFilter, curT *time.Ti
 	after, before := f.CreatedAfter, f.CreatedBefore
 	p, st, by := f.Pipeline, string(f.State), f.CreatedBy
 	switch {
+	case f.Schedule != "" && st == "":
+		return s.lq.ListRunsBySchedule(ctx, db.ListRunsByScheduleParams{Project: f.Project, Schedule: f.Schedule, Pipeline: p, CreatedBy: by,
+			CreatedAfter: after, CreatedBefore: before, CursorCreatedAt: curT, CursorID: curID, MaxRows: max})
+	case f.Schedule != "":
+		return s.lq.ListRunsByScheduleState(ctx, db.ListRunsByScheduleStateParams{Project: f.Project, Schedule: f.Schedule, State: st, Pipeline: p, CreatedBy: by,
+			CreatedAfter: after, CreatedBefore: before, CursorCreatedAt: curT, CursorID: curID, MaxRows: max})
 	case by == "" && p == "" && st == "":
 		return s.lq.ListRuns(ctx, db.ListRunsParams{Project: f.Project,
 			CreatedAfter: after, CreatedBefore: before, CursorCreatedAt: curT, CursorID: curID, MaxRows: max})
@@ -344,6 +353,9 @@ func filterHash(f catalog.RunFilter) string {
 	fmt.Fprintf(h, "%q %q %q %s %s", f.Project, f.Pipeline, f.State, ts(f.CreatedAfter), ts(f.CreatedBefore))
 	if f.CreatedBy != "" { // absent when unset, so tokens issued before the filter existed stay valid
 		fmt.Fprintf(h, " by %q", f.CreatedBy)
+	}
+	if f.Schedule != "" { // likewise
+		fmt.Fprintf(h, " schedule %q", f.Schedule)
 	}
 	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:9])
 }

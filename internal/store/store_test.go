@@ -435,6 +435,7 @@ func TestListRuns(t *testing.T) {
 		pipeline string
 		state    workflows.RunState
 		by       string
+		schedule string // a scheduled run's row is the mirror's: only mirrored ones have one
 	}
 	var all []key
 	for i := range 120 {
@@ -444,13 +445,17 @@ func TestListRuns(t *testing.T) {
 			pipeline: []string{"train", "eval"}[i%2],
 			state:    states[i%3],
 			by:       []string{"ci", "alice", "", "bob"}[i%4],
+			schedule: []string{"nightly", "", "hourly", "", ""}[i%5],
+		}
+		if k.state == workflows.RunPending {
+			k.schedule = ""
 		}
 		all = append(all, k)
 		if _, _, err := s.CreateRun(ctx, catalog.Run{ID: k.id, Project: "p1", Pipeline: k.pipeline, Workflow: "w", CreatedAt: k.at, CreatedBy: k.by}); err != nil {
 			t.Fatal(err)
 		}
 		if k.state != workflows.RunPending {
-			if err := s.MirrorRun(ctx, workflows.RunStatus{RunID: k.id, Project: "p1", Pipeline: k.pipeline, Workflow: "w", State: k.state, Seq: 1}); err != nil {
+			if err := s.MirrorRun(ctx, workflows.RunStatus{RunID: k.id, Project: "p1", Pipeline: k.pipeline, Workflow: "w", State: k.state, Seq: 1, ScheduleID: k.schedule}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -493,6 +498,14 @@ func TestListRuns(t *testing.T) {
 			}},
 		{"none", catalog.RunFilter{Pipeline: "nope"}, func(key) bool { return false }},
 		{"nobody", catalog.RunFilter{CreatedBy: "nobody"}, func(key) bool { return false }},
+		{"schedule", catalog.RunFilter{Schedule: "nightly"}, func(k key) bool { return k.schedule == "nightly" }},
+		{"schedule+state", catalog.RunFilter{Schedule: "hourly", State: workflows.RunFailed},
+			func(k key) bool { return k.schedule == "hourly" && k.state == workflows.RunFailed }},
+		{"schedule+pipeline+creator+range", catalog.RunFilter{Schedule: "nightly", Pipeline: "train", CreatedBy: "ci", CreatedAfter: &after},
+			func(k key) bool {
+				return k.schedule == "nightly" && k.pipeline == "train" && k.by == "ci" && !k.at.Before(after)
+			}},
+		{"no such schedule", catalog.RunFilter{Schedule: "weekly"}, func(key) bool { return false }},
 	}
 	for _, tc := range cases {
 		for _, limit := range []int{7, 1000} {

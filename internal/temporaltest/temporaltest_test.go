@@ -60,7 +60,7 @@ func TestNamespaceAndSearchAttributes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{workflows.SAProject, workflows.SAPipeline, workflows.SAState} {
+	for _, name := range []string{workflows.SAProject, workflows.SAPipeline, workflows.SAState, workflows.SACreatedBy, workflows.SASchedule} {
 		if got := resp.GetCustomAttributes()[name]; got != enumspb.INDEXED_VALUE_TYPE_KEYWORD {
 			t.Errorf("search attribute %s: type %v, want Keyword", name, got)
 		}

@@ -23,9 +23,11 @@ var ErrRunNotFound = errors.New("run not found in Temporal")
 // Search attributes registered on the namespace; typed keys so a type
 // mismatch fails at start rather than silently dropping the attribute.
 var (
-	saProject  = temporal.NewSearchAttributeKeyKeyword(workflows.SAProject)
-	saPipeline = temporal.NewSearchAttributeKeyKeyword(workflows.SAPipeline)
-	saState    = temporal.NewSearchAttributeKeyKeyword(workflows.SAState)
+	saProject   = temporal.NewSearchAttributeKeyKeyword(workflows.SAProject)
+	saPipeline  = temporal.NewSearchAttributeKeyKeyword(workflows.SAPipeline)
+	saState     = temporal.NewSearchAttributeKeyKeyword(workflows.SAState)
+	saCreatedBy = temporal.NewSearchAttributeKeyKeyword(workflows.SACreatedBy)
+	saSchedule  = temporal.NewSearchAttributeKeyKeyword(workflows.SASchedule)
 )
 
 // Config locates the namespace and, optionally, the Temporal web UI.
@@ -62,6 +64,11 @@ type StartRequest struct {
 	Input    any
 	Project  string
 	Pipeline string // empty for native Go workflows
+	// CreatedBy names the API token that started the run (AtelierCreatedBy).
+	CreatedBy string
+	// Schedule names the Atelier schedule that starts the run
+	// (AtelierSchedule; set by CreateSchedule).
+	Schedule string
 }
 
 // StartRun starts the run's workflow. Starting a run that was already
@@ -103,6 +110,12 @@ func (e *Client) startOptions(r StartRequest) client.StartWorkflowOptions {
 	if r.Pipeline != "" {
 		attrs = append(attrs, saPipeline.ValueSet(r.Pipeline))
 		memo["pipeline"] = r.Pipeline
+	}
+	if r.CreatedBy != "" {
+		attrs = append(attrs, saCreatedBy.ValueSet(r.CreatedBy))
+	}
+	if r.Schedule != "" {
+		attrs = append(attrs, saSchedule.ValueSet(r.Schedule))
 	}
 	opts := client.StartWorkflowOptions{
 		ID:        r.RunID,

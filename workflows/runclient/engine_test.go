@@ -91,6 +91,16 @@ func TestStartRun(t *testing.T) {
 	if len(f.args) != 0 || f.opts.TypedSearchAttributes.Size() != 2 {
 		t.Fatalf("args %v attrs %d", f.args, f.opts.TypedSearchAttributes.Size())
 	}
+
+	// Who started it, and the schedule that did, when known.
+	if err := e.StartRun(context.Background(), StartRequest{RunID: "r3", Workflow: "wf", TaskQueue: "q", Project: "p", CreatedBy: "alice", Schedule: "nightly"}); err != nil {
+		t.Fatal(err)
+	}
+	by, _ := f.opts.TypedSearchAttributes.GetKeyword(saCreatedBy)
+	sched, _ := f.opts.TypedSearchAttributes.GetKeyword(saSchedule)
+	if by != "alice" || sched != "nightly" {
+		t.Fatalf("created by %q, schedule %q", by, sched)
+	}
 }
 
 func TestStartRunAlreadyStartedIsSuccess(t *testing.T) {

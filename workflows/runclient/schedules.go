@@ -95,6 +95,7 @@ func scheduledRunPrefix(project, name string) string { return "sched." + project
 
 // CreateSchedule creates the schedule.
 func (e *Client) CreateSchedule(ctx context.Context, r ScheduleRequest) error {
+	r.Start.CreatedBy, r.Start.Schedule = r.CreatedBy, r.Name
 	opts := e.startOptions(r.Start)
 	var args []any
 	if r.Start.Input != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/atelier-ml/atelier/internal/config"
 	"github.com/atelier-ml/atelier/internal/devstack"
 	"github.com/atelier-ml/atelier/internal/store"
+	"github.com/atelier-ml/atelier/internal/telemetry"
 	"github.com/atelier-ml/atelier/internal/tokens"
 	"github.com/atelier-ml/atelier/wire"
 )
@@ -161,8 +162,9 @@ func Start(ctx context.Context, o Options) (s *Stack, err error) {
 	s.cancel = cancel
 	s.closers = append(s.closers, func() { cancel(); s.wg.Wait() })
 
+	metrics := telemetry.New(telemetry.Options{}) // shared, as in `atelier dev`
 	if o.Gateway {
-		gw, clean, err := wire.InitGateway(ctx, cfg)
+		gw, clean, err := wire.InitGateway(ctx, cfg, metrics)
 		if err != nil {
 			return s, fmt.Errorf("gateway: %w", err)
 		}
@@ -183,7 +185,7 @@ func Start(ctx context.Context, o Options) (s *Stack, err error) {
 		s.URL = "http://" + addr
 	}
 	if o.Worker {
-		w, clean, err := wire.InitWorker(ctx, cfg)
+		w, clean, err := wire.InitWorker(ctx, cfg, metrics)
 		if err != nil {
 			return s, err
 		}

@@ -77,6 +77,7 @@ type Run struct {
 	IdempotencyKey *string
 	RequestHash    string
 	Input          json.RawMessage
+	Schedule       *string
 }
 
 type RunSummary struct {
@@ -89,6 +90,7 @@ type RunSummary struct {
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	CreatedBy string
+	Schedule  *string
 }
 
 type StepCache struct {

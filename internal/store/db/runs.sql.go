@@ -21,7 +21,7 @@ INSERT INTO runs (
     $10, $11, $12
 )
 ON CONFLICT (project, idempotency_key) DO NOTHING
-RETURNING id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, created_by, idempotency_key, request_hash, input
+RETURNING id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, created_by, idempotency_key, request_hash, input, schedule
 `
 
 type CreateRunParams struct {
@@ -71,6 +71,7 @@ func (q *Queries) CreateRun(ctx context.Context, arg CreateRunParams) (Run, erro
 		&i.IdempotencyKey,
 		&i.RequestHash,
 		&i.Input,
+		&i.Schedule,
 	)
 	return i, err
 }
@@ -88,7 +89,7 @@ WHERE EXISTS (
     WHERE p.project = $2 AND p.name = $3::text AND p.latest_version = $4::integer
 )
 ON CONFLICT (project, idempotency_key) DO NOTHING
-RETURNING id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, created_by, idempotency_key, request_hash, input
+RETURNING id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, created_by, idempotency_key, request_hash, input, schedule
 `
 
 type CreateRunIfLatestParams struct {
@@ -141,6 +142,7 @@ func (q *Queries) CreateRunIfLatest(ctx context.Context, arg CreateRunIfLatestPa
 		&i.IdempotencyKey,
 		&i.RequestHash,
 		&i.Input,
+		&i.Schedule,
 	)
 	return i, err
 }
@@ -187,7 +189,7 @@ func (q *Queries) EndedRuns(ctx context.Context, ids []string) ([]string, error)
 }
 
 const getRun = `-- name: GetRun :one
-SELECT id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, created_by, idempotency_key, request_hash, input FROM runs
+SELECT id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, created_by, idempotency_key, request_hash, input, schedule FROM runs
 WHERE project = $1 AND id = $2
 `
 
@@ -214,12 +216,13 @@ func (q *Queries) GetRun(ctx context.Context, arg GetRunParams) (Run, error) {
 		&i.IdempotencyKey,
 		&i.RequestHash,
 		&i.Input,
+		&i.Schedule,
 	)
 	return i, err
 }
 
 const getRunByIdempotencyKey = `-- name: GetRunByIdempotencyKey :one
-SELECT id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, created_by, idempotency_key, request_hash, input FROM runs
+SELECT id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, created_by, idempotency_key, request_hash, input, schedule FROM runs
 WHERE project = $1 AND idempotency_key = $2
 `
 
@@ -246,13 +249,14 @@ func (q *Queries) GetRunByIdempotencyKey(ctx context.Context, arg GetRunByIdempo
 		&i.IdempotencyKey,
 		&i.RequestHash,
 		&i.Input,
+		&i.Schedule,
 	)
 	return i, err
 }
 
 const listRuns = `-- name: ListRuns :many
 
-SELECT id, project, pipeline, version, workflow, state, created_at, updated_at, created_by FROM run_summaries
+SELECT id, project, pipeline, version, workflow, state, created_at, updated_at, created_by, schedule FROM run_summaries
 WHERE project = $1
   AND created_at >= COALESCE($2::timestamptz, '-infinity')
   AND (created_at, id) < (
@@ -315,6 +319,7 @@ func (q *Queries) ListRuns(ctx context.Context, arg ListRunsParams) ([]RunSummar
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.CreatedBy,
+			&i.Schedule,
 		); err != nil {
 			return nil, err
 		}
@@ -327,7 +332,7 @@ func (q *Queries) ListRuns(ctx context.Context, arg ListRunsParams) ([]RunSummar
 }
 
 const listRunsByCreator = `-- name: ListRunsByCreator :many
-SELECT id, project, pipeline, version, workflow, state, created_at, updated_at, created_by FROM run_summaries
+SELECT id, project, pipeline, version, workflow, state, created_at, updated_at, created_by, schedule FROM run_summaries
 WHERE project = $1
   AND created_by = $2::text
   AND created_at >= COALESCE($3::timestamptz, '-infinity')
@@ -378,6 +383,7 @@ func (q *Queries) ListRunsByCreator(ctx context.Context, arg ListRunsByCreatorPa
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.CreatedBy,
+			&i.Schedule,
 		); err != nil {
 			return nil, err
 		}
@@ -390,7 +396,7 @@ func (q *Queries) ListRunsByCreator(ctx context.Context, arg ListRunsByCreatorPa
 }
 
 const listRunsByCreatorPipeline = `-- name: ListRunsByCreatorPipeline :many
-SELECT id, project, pipeline, version, workflow, state, created_at, updated_at, created_by FROM run_summaries
+SELECT id, project, pipeline, version, workflow, state, created_at, updated_at, created_by, schedule FROM run_summaries
 WHERE project = $1
   AND created_by = $2::text
   AND pipeline = $3::text
@@ -444,6 +450,7 @@ func (q *Queries) ListRunsByCreatorPipeline(ctx context.Context, arg ListRunsByC
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.CreatedBy,
+			&i.Schedule,
 		); err != nil {
 			return nil, err
 		}
@@ -456,7 +463,7 @@ func (q *Queries) ListRunsByCreatorPipeline(ctx context.Context, arg ListRunsByC
 }
 
 const listRunsByCreatorPipelineState = `-- name: ListRunsByCreatorPipelineState :many
-SELECT id, project, pipeline, version, workflow, state, created_at, updated_at, created_by FROM run_summaries
+SELECT id, project, pipeline, version, workflow, state, created_at, updated_at, created_by, schedule FROM run_summaries
 WHERE project = $1
   AND created_by = $2::text
   AND pipeline = $3::text
@@ -513,6 +520,7 @@ func (q *Queries) ListRunsByCreatorPipelineState(ctx context.Context, arg ListRu
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.CreatedBy,
+			&i.Schedule,
 		); err != nil {
 			return nil, err
 		}
@@ -525,7 +533,7 @@ func (q *Queries) ListRunsByCreatorPipelineState(ctx context.Context, arg ListRu
 }
 
 const listRunsByCreatorState = `-- name: ListRunsByCreatorState :many
-SELECT id, project, pipeline, version, workflow, state, created_at, updated_at, created_by FROM run_summaries
+SELECT id, project, pipeline, version, workflow, state, created_at, updated_at, created_by, schedule FROM run_summaries
 WHERE project = $1
   AND created_by = $2::text
   AND state = $3::text
@@ -579,6 +587,7 @@ func (q *Queries) ListRunsByCreatorState(ctx context.Context, arg ListRunsByCrea
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.CreatedBy,
+			&i.Schedule,
 		); err != nil {
 			return nil, err
 		}
@@ -591,7 +600,7 @@ func (q *Queries) ListRunsByCreatorState(ctx context.Context, arg ListRunsByCrea
 }
 
 const listRunsByPipeline = `-- name: ListRunsByPipeline :many
-SELECT id, project, pipeline, version, workflow, state, created_at, updated_at, created_by FROM run_summaries
+SELECT id, project, pipeline, version, workflow, state, created_at, updated_at, created_by, schedule FROM run_summaries
 WHERE project = $1
   AND pipeline = $2::text
   AND created_at >= COALESCE($3::timestamptz, '-infinity')
@@ -642,6 +651,7 @@ func (q *Queries) ListRunsByPipeline(ctx context.Context, arg ListRunsByPipeline
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.CreatedBy,
+			&i.Schedule,
 		); err != nil {
 			return nil, err
 		}
@@ -654,7 +664,7 @@ func (q *Queries) ListRunsByPipeline(ctx context.Context, arg ListRunsByPipeline
 }
 
 const listRunsByPipelineState = `-- name: ListRunsByPipelineState :many
-SELECT id, project, pipeline, version, workflow, state, created_at, updated_at, created_by FROM run_summaries
+SELECT id, project, pipeline, version, workflow, state, created_at, updated_at, created_by, schedule FROM run_summaries
 WHERE project = $1
   AND pipeline = $2::text
   AND state = $3::text
@@ -708,6 +718,154 @@ func (q *Queries) ListRunsByPipelineState(ctx context.Context, arg ListRunsByPip
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.CreatedBy,
+			&i.Schedule,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listRunsBySchedule = `-- name: ListRunsBySchedule :many
+SELECT id, project, pipeline, version, workflow, state, created_at, updated_at, created_by, schedule FROM run_summaries
+WHERE project = $1
+  AND schedule = $2::text
+  AND ($3::text = '' OR pipeline = $3::text)
+  AND ($4::text = '' OR created_by = $4::text)
+  AND created_at >= COALESCE($5::timestamptz, '-infinity')
+  AND (created_at, id) < (
+        LEAST(COALESCE($6::timestamptz, 'infinity'),
+              COALESCE($7::timestamptz, 'infinity')),
+        CASE WHEN COALESCE($6::timestamptz, 'infinity')
+                < COALESCE($7::timestamptz, 'infinity')
+             THEN COALESCE($8::text, '') ELSE '' END)
+ORDER BY created_at DESC, id DESC
+LIMIT $9
+`
+
+type ListRunsByScheduleParams struct {
+	Project         string
+	Schedule        string
+	Pipeline        string
+	CreatedBy       string
+	CreatedAfter    *time.Time
+	CursorCreatedAt *time.Time
+	CreatedBefore   *time.Time
+	CursorID        *string
+	MaxRows         int32
+}
+
+// A schedule's runs (migration 00009's partial indexes); pipeline
+// and createdBy, fixed by the schedule, filter within its range (” = any).
+func (q *Queries) ListRunsBySchedule(ctx context.Context, arg ListRunsByScheduleParams) ([]RunSummary, error) {
+	rows, err := q.db.Query(ctx, listRunsBySchedule,
+		arg.Project,
+		arg.Schedule,
+		arg.Pipeline,
+		arg.CreatedBy,
+		arg.CreatedAfter,
+		arg.CursorCreatedAt,
+		arg.CreatedBefore,
+		arg.CursorID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RunSummary
+	for rows.Next() {
+		var i RunSummary
+		if err := rows.Scan(
+			&i.ID,
+			&i.Project,
+			&i.Pipeline,
+			&i.Version,
+			&i.Workflow,
+			&i.State,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.CreatedBy,
+			&i.Schedule,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listRunsByScheduleState = `-- name: ListRunsByScheduleState :many
+SELECT id, project, pipeline, version, workflow, state, created_at, updated_at, created_by, schedule FROM run_summaries
+WHERE project = $1
+  AND schedule = $2::text
+  AND state = $3::text
+  AND ($4::text = '' OR pipeline = $4::text)
+  AND ($5::text = '' OR created_by = $5::text)
+  AND created_at >= COALESCE($6::timestamptz, '-infinity')
+  AND (created_at, id) < (
+        LEAST(COALESCE($7::timestamptz, 'infinity'),
+              COALESCE($8::timestamptz, 'infinity')),
+        CASE WHEN COALESCE($7::timestamptz, 'infinity')
+                < COALESCE($8::timestamptz, 'infinity')
+             THEN COALESCE($9::text, '') ELSE '' END)
+ORDER BY created_at DESC, id DESC
+LIMIT $10
+`
+
+type ListRunsByScheduleStateParams struct {
+	Project         string
+	Schedule        string
+	State           string
+	Pipeline        string
+	CreatedBy       string
+	CreatedAfter    *time.Time
+	CursorCreatedAt *time.Time
+	CreatedBefore   *time.Time
+	CursorID        *string
+	MaxRows         int32
+}
+
+// A schedule's runs (migration 00009's partial indexes) in one state; pipeline
+// and createdBy, fixed by the schedule, filter within its range (” = any).
+func (q *Queries) ListRunsByScheduleState(ctx context.Context, arg ListRunsByScheduleStateParams) ([]RunSummary, error) {
+	rows, err := q.db.Query(ctx, listRunsByScheduleState,
+		arg.Project,
+		arg.Schedule,
+		arg.State,
+		arg.Pipeline,
+		arg.CreatedBy,
+		arg.CreatedAfter,
+		arg.CursorCreatedAt,
+		arg.CreatedBefore,
+		arg.CursorID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RunSummary
+	for rows.Next() {
+		var i RunSummary
+		if err := rows.Scan(
+			&i.ID,
+			&i.Project,
+			&i.Pipeline,
+			&i.Version,
+			&i.Workflow,
+			&i.State,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.CreatedBy,
+			&i.Schedule,
 		); err != nil {
 			return nil, err
 		}
@@ -720,7 +878,7 @@ func (q *Queries) ListRunsByPipelineState(ctx context.Context, arg ListRunsByPip
 }
 
 const listRunsByState = `-- name: ListRunsByState :many
-SELECT id, project, pipeline, version, workflow, state, created_at, updated_at, created_by FROM run_summaries
+SELECT id, project, pipeline, version, workflow, state, created_at, updated_at, created_by, schedule FROM run_summaries
 WHERE project = $1
   AND state = $2::text
   AND created_at >= COALESCE($3::timestamptz, '-infinity')
@@ -771,6 +929,7 @@ func (q *Queries) ListRunsByState(ctx context.Context, arg ListRunsByStateParams
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.CreatedBy,
+			&i.Schedule,
 		); err != nil {
 			return nil, err
 		}
@@ -783,7 +942,7 @@ func (q *Queries) ListRunsByState(ctx context.Context, arg ListRunsByStateParams
 }
 
 const listUnfinishedRuns = `-- name: ListUnfinishedRuns :many
-SELECT id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, created_by, idempotency_key, request_hash, input FROM runs
+SELECT id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, created_by, idempotency_key, request_hash, input, schedule FROM runs
 WHERE state IN ('PENDING', 'RUNNING', 'CANCELLING')
   AND updated_at < $1
 ORDER BY updated_at
@@ -821,6 +980,7 @@ func (q *Queries) ListUnfinishedRuns(ctx context.Context, arg ListUnfinishedRuns
 			&i.IdempotencyKey,
 			&i.RequestHash,
 			&i.Input,
+			&i.Schedule,
 		); err != nil {
 			return nil, err
 		}
@@ -834,16 +994,17 @@ func (q *Queries) ListUnfinishedRuns(ctx context.Context, arg ListUnfinishedRuns
 
 const mirrorRun = `-- name: MirrorRun :execrows
 INSERT INTO runs (
-    id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at
+    id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, schedule
 ) VALUES (
     $1, $2, $3, $4, $5, $6, $7, $8,
-    COALESCE($9::timestamptz, now()), now()
+    COALESCE($9::timestamptz, now()), now(), $10
 )
 ON CONFLICT (id) DO UPDATE
 SET state = excluded.state,
     seq = excluded.seq,
     status = excluded.status,
-    updated_at = now()
+    updated_at = now(),
+    schedule = COALESCE(runs.schedule, excluded.schedule)
 WHERE runs.seq < excluded.seq AND runs.project = excluded.project
 `
 
@@ -857,6 +1018,7 @@ type MirrorRunParams struct {
 	Seq       int64
 	Status    json.RawMessage
 	CreatedAt *time.Time
+	Schedule  *string
 }
 
 // Inserts the run when absent (started outside the gateway); otherwise
@@ -873,6 +1035,7 @@ func (q *Queries) MirrorRun(ctx context.Context, arg MirrorRunParams) (int64, er
 		arg.Seq,
 		arg.Status,
 		arg.CreatedAt,
+		arg.Schedule,
 	)
 	if err != nil {
 		return 0, err

@@ -355,16 +355,17 @@ func (q *Queries) ListWebhooks(ctx context.Context, project string) ([]Webhook, 
 const mirrorRunNotify = `-- name: MirrorRunNotify :execrows
 WITH mirrored AS (
     INSERT INTO runs (
-        id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at
+        id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, schedule
     ) VALUES (
         $2, $7, $8, $9, $10, $11, $12, $13,
-        COALESCE($14::timestamptz, now()), now()
+        COALESCE($14::timestamptz, now()), now(), $15
     )
     ON CONFLICT (id) DO UPDATE
     SET state = excluded.state,
         seq = excluded.seq,
         status = excluded.status,
-        updated_at = now()
+        updated_at = now(),
+        schedule = COALESCE(runs.schedule, excluded.schedule)
     WHERE runs.seq < excluded.seq AND runs.project = excluded.project
     RETURNING runs.project
 )
@@ -396,6 +397,7 @@ type MirrorRunNotifyParams struct {
 	Seq           int64
 	Status        json.RawMessage
 	CreatedAt     *time.Time
+	Schedule      *string
 }
 
 // MirrorRun that also queues the events the status shows (@event_ids,
@@ -422,6 +424,7 @@ func (q *Queries) MirrorRunNotify(ctx context.Context, arg MirrorRunNotifyParams
 		arg.Seq,
 		arg.Status,
 		arg.CreatedAt,
+		arg.Schedule,
 	)
 	if err != nil {
 		return 0, err

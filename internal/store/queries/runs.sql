@@ -47,16 +47,17 @@ WHERE id = @id;
 -- applies the status only when it is newer than the stored one (and of the
 -- same project). Returns 0 rows affected for an ignored write.
 INSERT INTO runs (
-    id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at
+    id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, schedule
 ) VALUES (
     @id, @project, sqlc.narg(pipeline), sqlc.narg(version), @workflow, @state, @seq, @status,
-    COALESCE(sqlc.narg(created_at)::timestamptz, now()), now()
+    COALESCE(sqlc.narg(created_at)::timestamptz, now()), now(), sqlc.narg(schedule)
 )
 ON CONFLICT (id) DO UPDATE
 SET state = excluded.state,
     seq = excluded.seq,
     status = excluded.status,
-    updated_at = now()
+    updated_at = now(),
+    schedule = COALESCE(runs.schedule, excluded.schedule)
 WHERE runs.seq < excluded.seq AND runs.project = excluded.project;
 
 -- The list queries, one per combination of the equality filters (project
@@ -181,6 +182,43 @@ WHERE project = @project
   AND created_by = @created_by::text
   AND pipeline = @pipeline::text
   AND state = @state::text
+  AND created_at >= COALESCE(sqlc.narg(created_after)::timestamptz, '-infinity')
+  AND (created_at, id) < (
+        LEAST(COALESCE(sqlc.narg(cursor_created_at)::timestamptz, 'infinity'),
+              COALESCE(sqlc.narg(created_before)::timestamptz, 'infinity')),
+        CASE WHEN COALESCE(sqlc.narg(cursor_created_at)::timestamptz, 'infinity')
+                < COALESCE(sqlc.narg(created_before)::timestamptz, 'infinity')
+             THEN COALESCE(sqlc.narg(cursor_id)::text, '') ELSE '' END)
+ORDER BY created_at DESC, id DESC
+LIMIT @max_rows;
+
+-- name: ListRunsBySchedule :many
+-- A schedule's runs (migration 00009's partial indexes); pipeline
+-- and createdBy, fixed by the schedule, filter within its range ('' = any).
+SELECT * FROM run_summaries
+WHERE project = @project
+  AND schedule = @schedule::text
+  AND (@pipeline::text = '' OR pipeline = @pipeline::text)
+  AND (@created_by::text = '' OR created_by = @created_by::text)
+  AND created_at >= COALESCE(sqlc.narg(created_after)::timestamptz, '-infinity')
+  AND (created_at, id) < (
+        LEAST(COALESCE(sqlc.narg(cursor_created_at)::timestamptz, 'infinity'),
+              COALESCE(sqlc.narg(created_before)::timestamptz, 'infinity')),
+        CASE WHEN COALESCE(sqlc.narg(cursor_created_at)::timestamptz, 'infinity')
+                < COALESCE(sqlc.narg(created_before)::timestamptz, 'infinity')
+             THEN COALESCE(sqlc.narg(cursor_id)::text, '') ELSE '' END)
+ORDER BY created_at DESC, id DESC
+LIMIT @max_rows;
+
+-- name: ListRunsByScheduleState :many
+-- A schedule's runs (migration 00009's partial indexes) in one state; pipeline
+-- and createdBy, fixed by the schedule, filter within its range ('' = any).
+SELECT * FROM run_summaries
+WHERE project = @project
+  AND schedule = @schedule::text
+  AND state = @state::text
+  AND (@pipeline::text = '' OR pipeline = @pipeline::text)
+  AND (@created_by::text = '' OR created_by = @created_by::text)
   AND created_at >= COALESCE(sqlc.narg(created_after)::timestamptz, '-infinity')
   AND (created_at, id) < (
         LEAST(COALESCE(sqlc.narg(cursor_created_at)::timestamptz, 'infinity'),

@@ -45,16 +45,17 @@ WHERE project = @project AND id = @id;
 -- queued.
 WITH mirrored AS (
     INSERT INTO runs (
-        id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at
+        id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, schedule
     ) VALUES (
         @id, @project, sqlc.narg(pipeline), sqlc.narg(version), @workflow, @state, @seq, @status,
-        COALESCE(sqlc.narg(created_at)::timestamptz, now()), now()
+        COALESCE(sqlc.narg(created_at)::timestamptz, now()), now(), sqlc.narg(schedule)
     )
     ON CONFLICT (id) DO UPDATE
     SET state = excluded.state,
         seq = excluded.seq,
         status = excluded.status,
-        updated_at = now()
+        updated_at = now(),
+        schedule = COALESCE(runs.schedule, excluded.schedule)
     WHERE runs.seq < excluded.seq AND runs.project = excluded.project
     RETURNING runs.project
 )

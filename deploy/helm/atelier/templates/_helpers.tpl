@@ -87,8 +87,26 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   value: {{ .Values.config.logFormat | quote }}
 - name: ATELIER_SHUTDOWN_TIMEOUT
   value: {{ .Values.config.shutdownTimeout | quote }}
+- name: ATELIER_METRICS_TENANT_LABELS
+  value: {{ .Values.metrics.tenantLabels | quote }}
 {{- with .Values.extraEnv }}
 {{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* A worker container's metrics address and port (metrics.workerPort; nothing when 0). Call with $ and nindent the env part under env: (atelier.workerMetricsEnv) and the port under the container (atelier.workerMetricsPort). */}}
+{{- define "atelier.workerMetricsEnv" -}}
+{{- if gt (int .Values.metrics.workerPort) 0 }}
+- name: ATELIER_METRICS_ADDR
+  value: {{ printf ":%d" (int .Values.metrics.workerPort) | quote }}
+{{- end }}
+{{- end }}
+
+{{- define "atelier.workerMetricsPort" -}}
+{{- if gt (int .Values.metrics.workerPort) 0 }}
+ports:
+  - name: metrics
+    containerPort: {{ int .Values.metrics.workerPort }}
 {{- end }}
 {{- end }}
 
