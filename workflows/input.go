@@ -49,6 +49,10 @@ type ReusedStep struct {
 	Done    bool         `json:"done,omitempty"`
 	Outputs any          `json:"outputs,omitempty"`
 	Items   []ReusedItem `json:"items,omitempty"`
+	// WideFrom, for a wide forEach step that did not succeed, is the run
+	// whose succeeded items its batches take (from Postgres, by index and
+	// item value: they are not listed here).
+	WideFrom string `json:"wideFrom,omitempty"`
 }
 
 // ReusedItem is a forEach item that succeeded, with the item value it ran

@@ -91,6 +91,20 @@ type RunSummary struct {
 	CreatedBy string
 }
 
+type StepItem struct {
+	RunID      string
+	Step       string
+	Idx        int32
+	State      string
+	Item       json.RawMessage
+	Attempts   json.RawMessage
+	Error      string
+	Message    string
+	Outputs    json.RawMessage
+	StartedAt  time.Time
+	FinishedAt time.Time
+}
+
 type StepLog struct {
 	RunID     string
 	Step      string
