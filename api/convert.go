@@ -165,6 +165,7 @@ func stepView(st workflows.StepStatus) gen.StepStatus {
 	}
 	out.Attempts = optSlice(views(st.Attempts, attemptView))
 	out.Approval = approvalView(st.Approval)
+	out.Wide = wideView(st.Wide)
 	if len(st.Items) > 0 {
 		items := stepViews(st.Items)
 		out.Items = &items

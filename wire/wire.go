@@ -8,6 +8,7 @@ import (
 	"github.com/google/wire"
 
 	"github.com/atelier-ml/atelier/activities/local"
+	"github.com/atelier-ml/atelier/activities/foreach"
 	"github.com/atelier-ml/atelier/activities/mirror"
 	"github.com/atelier-ml/atelier/api"
 	"github.com/atelier-ml/atelier/internal/app"
@@ -31,9 +32,10 @@ func InitGateway(ctx context.Context, cfg config.Config) (*app.Gateway, func(), 
 
 // InitWorker builds the worker process (local runtime).
 func InitWorker(ctx context.Context, cfg config.Config) (*app.Worker, func(), error) {
-	wire.Build(common, provideRunner, provideLocalServing, mirror.New, provideSelector, provideAdmission, provideDeploy, provideGoPipelines, app.NewWorker,
+	wire.Build(common, provideRunner, provideLocalServing, mirror.New, foreach.New, provideSelector, provideAdmission, provideDeploy, provideGoPipelines, app.NewWorker,
 		wire.Bind(new(local.LogSink), new(*store.Store)),
 		wire.Bind(new(mirror.RunMirror), new(*store.Store)),
+		wire.Bind(new(foreach.ItemStore), new(*store.Store)),
 		wire.Bind(new(app.GoWorkflowPublisher), new(*store.Store)),
 	)
 	return nil, nil, nil

@@ -8,6 +8,7 @@ package wire
 
 import (
 	"context"
+	"github.com/atelier-ml/atelier/activities/foreach"
 	"github.com/atelier-ml/atelier/activities/mirror"
 	"github.com/atelier-ml/atelier/internal/app"
 	"github.com/atelier-ml/atelier/internal/config"
@@ -86,8 +87,9 @@ func InitWorker(ctx context.Context, cfg config.Config) (*app.Worker, func(), er
 	selector := provideSelector(store, logger)
 	activities := provideAdmission(store, client, cfg)
 	deployActivities := provideDeploy(client, store, cfg)
+	foreachActivities := foreach.New(store)
 	v := provideGoPipelines(cfg)
-	worker := app.NewWorker(client, cfg, runner, serving, mirrorMirror, selector, activities, deployActivities, store, v, logger)
+	worker := app.NewWorker(client, cfg, runner, serving, mirrorMirror, selector, activities, deployActivities, foreachActivities, store, v, logger)
 	return worker, func() {
 		cleanup3()
 		cleanup2()

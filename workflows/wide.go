@@ -271,7 +271,7 @@ func (d *dag) runWide(ctx workflow.Context, i int, env spec.Env, items []any) {
 	default:
 		ref := WideRef{Run: d.r.ID(), Step: st.Name, Items: len(items)}
 		w.Outputs = &ref
-		d.outputs[i] = wideOutputs(ref)
+		d.outputs[i] = WideOutputs(ref)
 		d.wideRefs[i] = &ref
 		msg := ""
 		if w.Counts.Failed > 0 {

@@ -110,8 +110,9 @@ type WideRef struct {
 // status and in a retry's Reuse (a JSON object {"atelier.wideOutputs": …}).
 const wideRefKey = "atelier.wideOutputs"
 
-// wideOutputs is how a wide step's outputs appear where outputs are JSON.
-func wideOutputs(ref WideRef) map[string]any {
+// WideOutputs is how a wide step's outputs appear where outputs are JSON
+// (a retry's Reuse of the step: api/retry.go).
+func WideOutputs(ref WideRef) map[string]any {
 	return map[string]any{wideRefKey: map[string]any{"run": ref.Run, "step": ref.Step, "items": ref.Items}}
 }
 

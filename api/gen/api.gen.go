@@ -559,6 +559,24 @@ type Health struct {
 // HealthStatus defines model for Health.Status.
 type HealthStatus string
 
+// ItemCounts Items per final state; notRun never started.
+type ItemCounts struct {
+	Succeeded int `json:"succeeded"`
+	Failed    int `json:"failed"`
+	Cancelled int `json:"cancelled"`
+	Cached    int `json:"cached"`
+	NotRun    int `json:"notRun"`
+}
+
+// ItemFailure defines model for ItemFailure.
+type ItemFailure struct {
+	Index int `json:"index"`
+
+	// Item The item value (left out when over 1 KiB).
+	Item  interface{} `json:"item,omitempty"`
+	Error string      `json:"error"`
+}
+
 // MIGSlices defines model for MIGSlices.
 type MIGSlices struct {
 	// Profile MIG resource, e.g. nvidia.com/mig-1g.10gb.
@@ -900,6 +918,37 @@ type ScheduledRun struct {
 	StartedAt   time.Time `json:"startedAt"`
 }
 
+// StepItem One forEach item.
+type StepItem struct {
+	Index int       `json:"index"`
+	State StepState `json:"state"`
+
+	// Item The forEach element.
+	Item     interface{} `json:"item,omitempty"`
+	Attempts *[]Attempt  `json:"attempts,omitempty"`
+
+	// Outputs The item's outputs (a JSON object).
+	Outputs    interface{} `json:"outputs,omitempty"`
+	Error      *string     `json:"error,omitempty"`
+	Message    *string     `json:"message,omitempty"`
+	StartedAt  *time.Time  `json:"startedAt,omitempty"`
+	FinishedAt *time.Time  `json:"finishedAt,omitempty"`
+}
+
+// StepItemPage defines model for StepItemPage.
+type StepItemPage struct {
+	Items []StepItem `json:"items"`
+
+	// Counts Items per state over the whole step (wide steps; live).
+	Counts *ItemCounts `json:"counts,omitempty"`
+
+	// Total Length of the step's list.
+	Total *int `json:"total,omitempty"`
+
+	// NextPageToken Absent on the last page.
+	NextPageToken *string `json:"nextPageToken,omitempty"`
+}
+
 // StepState defines model for StepState.
 type StepState string
 
@@ -926,6 +975,11 @@ type StepStatus struct {
 
 	// Approval An approval step's request and, once made, its decision.
 	Approval *ApprovalStatus `json:"approval,omitempty"`
+
+	// Wide A wide forEach step's progress (more than 1,000 items, run in batch
+	// workflows): counts instead of one entry per item. Its items are
+	// listed by GET …/steps/{step}/items.
+	Wide *WideStatus `json:"wide,omitempty"`
 }
 
 // Token defines model for Token.
@@ -947,6 +1001,37 @@ type TokenID = string
 
 // UUID defines model for UUID.
 type UUID = string
+
+// WideRef Where a wide step's item outputs are stored, once the step succeeded.
+type WideRef struct {
+	Run   string `json:"run"`
+	Step  string `json:"step"`
+	Items int    `json:"items"`
+}
+
+// WideStatus A wide forEach step's progress (more than 1,000 items, run in batch
+// workflows): counts instead of one entry per item. Its items are
+// listed by GET …/steps/{step}/items.
+type WideStatus struct {
+	// Items Length of the list.
+	Items int `json:"items"`
+
+	// Batches Batch workflows the items are split into.
+	Batches     int `json:"batches"`
+	BatchesDone int `json:"batchesDone"`
+
+	// Parallelism Items in flight at most, over all batches.
+	Parallelism int `json:"parallelism"`
+
+	// Counts Items per final state; notRun never started.
+	Counts ItemCounts `json:"counts"`
+
+	// Failures The first failed items (at most 10, lowest index first).
+	Failures *[]ItemFailure `json:"failures,omitempty"`
+
+	// OutputsRef Where a wide step's item outputs are stored, once the step succeeded.
+	OutputsRef *WideRef `json:"outputsRef,omitempty"`
+}
 
 // ClusterPath defines model for ClusterPath.
 type ClusterPath = ClusterName
@@ -1027,6 +1112,16 @@ type CreateRunParams struct {
 // StreamRunEventsParams defines parameters for StreamRunEvents.
 type StreamRunEventsParams struct {
 	LastEventID *string `json:"Last-Event-ID,omitempty"`
+}
+
+// ListStepItemsParams defines parameters for ListStepItems.
+type ListStepItemsParams struct {
+	// State Only items in this state (e.g. FAILED).
+	State    *StepState `form:"state,omitempty" json:"state,omitempty"`
+	PageSize *int       `form:"pageSize,omitempty" json:"pageSize,omitempty"`
+
+	// PageToken The nextPageToken of the previous page (of the same state filter).
+	PageToken *string `form:"pageToken,omitempty" json:"pageToken,omitempty"`
 }
 
 // GetStepLogsParams defines parameters for GetStepLogs.
@@ -1198,6 +1293,9 @@ type ServerInterface interface {
 	// Approve a waiting approval step.
 	// (POST /v1/projects/{project}/runs/{run}/steps/{step}/approve)
 	ApproveStep(ctx echo.Context, project ProjectPath, run RunPath, step StepPath) error
+	// The items of a forEach step, a page at a time.
+	// (GET /v1/projects/{project}/runs/{run}/steps/{step}/items)
+	ListStepItems(ctx echo.Context, project ProjectPath, run RunPath, step string, params ListStepItemsParams) error
 	// Combined stdout/stderr of one step attempt.
 	// (GET /v1/projects/{project}/runs/{run}/steps/{step}/logs)
 	GetStepLogs(ctx echo.Context, project ProjectPath, run RunPath, step string, params GetStepLogsParams) error
@@ -2022,6 +2120,63 @@ func (w *ServerInterfaceWrapper) ApproveStep(ctx echo.Context) error {
 	return err
 }
 
+// ListStepItems converts echo context to params.
+func (w *ServerInterfaceWrapper) ListStepItems(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "run" -------------
+	var run RunPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "run", ctx.Param("run"), &run, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter run: %s", err))
+	}
+
+	// ------------- Path parameter "step" -------------
+	var step string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "step", ctx.Param("step"), &step, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter step: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListStepItemsParams
+	// ------------- Optional query parameter "state" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "state", ctx.QueryParams(), &params.State)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter state: %s", err))
+	}
+
+	// ------------- Optional query parameter "pageSize" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "pageSize", ctx.QueryParams(), &params.PageSize)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter pageSize: %s", err))
+	}
+
+	// ------------- Optional query parameter "pageToken" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "pageToken", ctx.QueryParams(), &params.PageToken)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter pageToken: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListStepItems(ctx, project, run, step, params)
+	return err
+}
+
 // GetStepLogs converts echo context to params.
 func (w *ServerInterfaceWrapper) GetStepLogs(ctx echo.Context) error {
 	var err error
@@ -2422,6 +2577,7 @@ func RegisterHandlersWithBaseURL(router EchoRouter, si ServerInterface, baseURL 
 	router.GET(baseURL+"/v1/projects/:project/runs/:run/events", wrapper.StreamRunEvents)
 	router.POST(baseURL+"/v1/projects/:project/runs/:run/retry", wrapper.RetryRun)
 	router.POST(baseURL+"/v1/projects/:project/runs/:run/steps/:step/approve", wrapper.ApproveStep)
+	router.GET(baseURL+"/v1/projects/:project/runs/:run/steps/:step/items", wrapper.ListStepItems)
 	router.GET(baseURL+"/v1/projects/:project/runs/:run/steps/:step/logs", wrapper.GetStepLogs)
 	router.POST(baseURL+"/v1/projects/:project/runs/:run/steps/:step/reject", wrapper.RejectStep)
 	router.GET(baseURL+"/v1/projects/:project/schedules", wrapper.ListSchedules)
@@ -5250,6 +5406,71 @@ func (response ApproveStep503ApplicationProblemPlusJSONResponse) VisitApproveSte
 	return json.NewEncoder(w).Encode(response)
 }
 
+type ListStepItemsRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Run     RunPath     `json:"run"`
+	Step    string      `json:"step"`
+	Params  ListStepItemsParams
+}
+
+type ListStepItemsResponseObject interface {
+	VisitListStepItemsResponse(w http.ResponseWriter) error
+}
+
+type ListStepItems200JSONResponse StepItemPage
+
+func (response ListStepItems200JSONResponse) VisitListStepItemsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListStepItems400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListStepItems400ApplicationProblemPlusJSONResponse) VisitListStepItemsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListStepItems401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListStepItems401ApplicationProblemPlusJSONResponse) VisitListStepItemsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListStepItems404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListStepItems404ApplicationProblemPlusJSONResponse) VisitListStepItemsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListStepItems500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListStepItems500ApplicationProblemPlusJSONResponse) VisitListStepItemsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
 type GetStepLogsRequestObject struct {
 	Project ProjectPath `json:"project"`
 	Run     RunPath     `json:"run"`
@@ -6504,6 +6725,9 @@ type StrictServerInterface interface {
 	// Approve a waiting approval step.
 	// (POST /v1/projects/{project}/runs/{run}/steps/{step}/approve)
 	ApproveStep(ctx context.Context, request ApproveStepRequestObject) (ApproveStepResponseObject, error)
+	// The items of a forEach step, a page at a time.
+	// (GET /v1/projects/{project}/runs/{run}/steps/{step}/items)
+	ListStepItems(ctx context.Context, request ListStepItemsRequestObject) (ListStepItemsResponseObject, error)
 	// Combined stdout/stderr of one step attempt.
 	// (GET /v1/projects/{project}/runs/{run}/steps/{step}/logs)
 	GetStepLogs(ctx context.Context, request GetStepLogsRequestObject) (GetStepLogsResponseObject, error)
@@ -7506,6 +7730,34 @@ func (sh *strictHandler) ApproveStep(ctx echo.Context, project ProjectPath, run 
 	return nil
 }
 
+// ListStepItems operation middleware
+func (sh *strictHandler) ListStepItems(ctx echo.Context, project ProjectPath, run RunPath, step string, params ListStepItemsParams) error {
+	var request ListStepItemsRequestObject
+
+	request.Project = project
+	request.Run = run
+	request.Step = step
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListStepItems(ctx.Request().Context(), request.(ListStepItemsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListStepItems")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListStepItemsResponseObject); ok {
+		return validResponse.VisitListStepItemsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // GetStepLogs operation middleware
 func (sh *strictHandler) GetStepLogs(ctx echo.Context, project ProjectPath, run RunPath, step string, params GetStepLogsParams) error {
 	var request GetStepLogsRequestObject
@@ -7879,234 +8131,249 @@ func (sh *strictHandler) ListWorkflows(ctx echo.Context) error {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+y9iXIbN5cw+ioo3r/K5EyTWiw7sVRTufISf5p40adlfGdM3xDsBklETaADoCUx/lQ1",
-	"TzMPNk/yF84BeiF7IWVJWT5VqmKK7AYOgIOzL187oZwnUjBhdGf/a2fGaMQUfHwnQ2q4FPZzxHSoeIJ/",
-	"ds5P3hE5IWbGSKgYNSwiimmZqpANOkFHhzM2p/Y1s0hYZ7+jjeJi2rm5uQk6CVV0zoyb41WcasPUMTUz",
-	"+ye3oyf2j6Aj6Ny+G+ITnaCj2K8pVyzq7BuVsuI0/0exSWe/8/9s5WvZwl/1lpvhgx3Nzv9GRInkwjRM",
-	"ydwjt57Tz5FNeswTFnPBGiZN3CO3ntTPkU+q5C8sbFpogk/cfkp8P5vxJBV+tjLCnKSCHL0m3X8jZ2ye",
-	"SEVjciXVxSSWV+TodW9ATlKhiTZUWVwyMyXT6YycvDk9I1NmCCXn50evL787IKr4nDaK8unMkImSc8DG",
-	"bPTT1z+RC8YS+LYwlf17Qa6YYmTKL5mw6FqxMSoVt96Uk1QcvYbtOA1nLErjplPX7pFbz+bnyM7g1LCk",
-	"aULDksbJ5vT6HRNTO8Du9nbQmXPh/94Jqi60YjqRQjO4zy9pdMJ+TZk29q9QCsMEfKRJEnOkJ1uJkuOY",
-	"zf/1F43EZW1ks2/hpGX0ek/jiVRzFhGpCBeXNOaWIgEcB2TElJJKj0jMtdGE0XCWPTThLI4GnZug80qK",
-	"SczDB4X7bMY8mCR082tyxc0M8NbT1CeA8oYBnD9KNeZRxMRDA2rkBRNPNFEyZiSSTBMhDaGxvVhmxjWR",
-	"CVMwP8B5JAxTgsYPCea5YNcJC4E2MHXJFIGjJ92IGcpjTahiRIp4QWI5nbKoB5B+kOZHmYroISH9IIlO",
-	"w1l2xKRrMdeQMYulmGpiJKFCmhlTxBFphPWYLmJJozMp31E1ZQ+NA2MZLQjXJLaTK2JmVCAGMLxE54Km",
-	"ZiYV/4096Ha+51pzMQ1IKi6EvBIBUexSXiBBYNeJJXWIwJbgF2ScT58+9Q9TM2PCWOBYGZoVaodLvKQ8",
-	"puP4QXf/kEQsYSJiIlyQbkQNHVPN7PI8z+vZg0lz6A6IYkYtSEwNU+50EiVDpvVDA/+JxXHfUehxajz1",
-	"XSXNl0wtiJse6SA3mlgO5hag0ySRlvm/ZxGnZ3A+D38FnmjyCqfsWxDsxgMtDEOWWOIzY8oS6xvPVwHV",
-	"DqO5xVIp/p6yFMBOlCWZhiPr9ILuCt4Fneu+VJH9aQdACnnEokOzKmad8TnzgnlMtSH2WQ0UOejY/aem",
-	"s9+JqGF9w+dW6KidadeK6kxE9msrSRg21207Bwt7I4xa2MNyQ1Ol6KI48lMrM6RC3P3IeyiOeMnmc0F3",
-	"8EvJp/6SjSPHIATfBJ3DJFHyksav3bYVRBkaRdzuMo2PC6c2obFmwfJByvncYWNBmNrbttLUMkVpAOLU",
-	"UJPq1UM+FIS6R4iV5ixLdjIEFVFApAgZmdOIBXB5iihQhhNHQYxb4k40xyOgmpbSIzZFLCJdOtZMGHI1",
-	"g18YscgkU0MibllqA1Z9dxNk0x5FqxMfvcZpqcmpde1g3xcGO5FI0ZaGM05cAUh5toLGYV/cBMUjrL+L",
-	"2/mDJxnSZS+MpYwZFcuYHzEagZq3AuwnC+NIijPczJEDVgeET4iQwHojHpExm0jFNr/Re8u0Y7PXdzzt",
-	"0c4kwEQ6t5fMHUEEWsUvIH0VLtfqQM9vgs7cMqFp5SbYo58x4tVhQvWFJv6YdePJWQiz/asAMYOwEb5n",
-	"lojImFVcvUwMBqzSiKhzunBHBcqkJ2dLN72eallKazc/+piamin99VrB3gok29ldpoK4mEp6ZwybJxWz",
-	"fhSMWNlBTggFIrNKPQrsahXin9IxU4IZpol7jtDilxQnJooKIgXpWkIVyykK6FbqZQHRjJGYiwvda6UC",
-	"IEU0XlaLdOyam1cyYoUHuTBsCgyidPwTLrie3e6e2GsGYNdzjQrkKG/hO/s+oWN76FX7FqDyQDVclROL",
-	"gFTPxpIqEHjtl6cJVRfk/Cgg4wWxun9hEx0CLNOyWE7PVVx9oG7iJ3BMfuIpNeyKLlDX0pa+dmMZ0pio",
-	"VNht8m/pdqbQQBAWhBLHtDO8cQKX/3rBTGCBsmjk8U0xKyja7wLCBtMBQOzNLeqJJkMrTuLfVh7eJ4mM",
-	"yPU+2d7a2SZCRgyxMZOn98nONjkSOp1MeMgt/xOXPOJ0EMr51jRJB8POAQljRq2ukbFGD7FOw5CxqIWA",
-	"WQom0vm4JAZWIClQOjzFtvuHj3luniHQaJhubz8NL7iI4BPbwi8squiEhmzlW/xi1Mo7nXXuNnfnKb6O",
-	"alij1cuw5BQeXCZ2bvf8OFVU7xUVIYsLst2SWHRLwBWjTs9oZFBOVmsR9FeJOI5efD+woDYsML2l/Jov",
-	"pCC+7qwrvr7K+cISw6AJDblZrGmwf+Uft1IWOhnWRqllglpBcGM6ZvFmNHplqVbFOmVMtKliV1JdAMkB",
-	"nczvg6NQB8RJ05ZmxvD8hCtt1hTwbrxltwJgKaolzbMMJgeDJVjczLjINcddMucitQSky01GTFFBf7pN",
-	"SiTdSyF2j6i+yPTbCkmG6gvyq/0dnUd41E+0ByeRcVxBIm+CTppEm6HAMl2g8JA79iKgRfQqzpPt35d6",
-	"LH9VwOnV1ZaPu3LBfv/3wYwWUmM5zVB4s6C2KGS5mmI0WgSkwK88ixKW2VBgiRPFGKETw9RQmNy0rD0e",
-	"JjLSZCxTEREj7TfzwVCsCnZJ+p7HMW9Vyk8ckIdzmQrYlWmSfrBQVW/H2+NzwsUlE0aqBYAPson9twvr",
-	"s7KLkKYXEI1I6USX/aGAJdoBqLeiePWISIGrWMuQ8Pb43ELYJI8/w4U00obNtqW8FWWpwa7Rng2c5pNl",
-	"kSJRMkpDQwBtSXfkzJsjuK5WOpSC9Zolu5ugc2HxvOFW/gQX8p0V3f5efzd1Op5bVPx3OQa0G4oTuoA/",
-	"jCTdETUs5kz5p/t9mLUPl33U28dJAhDbDvHRYCjsaRoQJucBoDIlV5QbK9NZrYPombzS+CqYOSxjGpBD",
-	"IJj7Q+EGeqKJvBJl9ECcaFFC51ItXi7Mbc5UVOP5CeCxXcnqVQ3tuyX1rUKyW7FhASoGhVtZBtxD0kCk",
-	"3rWyugKff/406CRWSlR2Of9/t/v5sP9ftP/bdv/Fl8/97PPPgy//0vuh8Fvvh//TyoY7CAmZU2M3x6J+",
-	"EtOQzS370yxmoZFKD8hPbIGE7ZLGKdNkIuNYXg1FQarFC6EXwtDrfULJBQO/hFUnE1whef3htK/TcSTn",
-	"lAuSKDbh10Nhhx1tjQKLc4JQoC+g5hoyl9qQ509JzOzydUAiPuVGB2TUHwVk9LP932A0FF0aJzMq0jlT",
-	"PLQvjqWZESYi3TsgFIG2wFhBG2gaKmuohQFazul18QCe7zUcHq+SUd3l1GsbUL1Utkz3aiymjfj0wckb",
-	"BTT5TPu/ffmMqND/8nU7eL57U4kPr4DVuriB24mnS5Jdm4yay0ebRDKsiA6V+wGL2UDOLt+GN9c0NPHC",
-	"0nCLgSNv8hoB7o981MJo1fYyTdJjxaWqlDz8L8j1ubZa8hMN1NHSVE34EqkMCsLfUCgqppnk6nyP7vVE",
-	"xjxcePPvfvmJoYjYhKax6Q3IaxbGVFHDL3NDngbHq70gb2Vu3dPM6KHwS9WDk1R8hIXowdvjc7+UEjH3",
-	"RPMm6HCRVNnMDsWC/Pvpxw94FQOSUK2Zl3ns9FlAiLMZwDgDIMNT2Xfz/GJ5zQm9eu9MEz52qYLq+9Ab",
-	"kgc3HRC3HZpMeIxyPfhz9Sq7tiP76J+NgnyCziVTujJEKwPJPXFAti0pcrrGnFGBNhzBrhgqG3Mu+Dyd",
-	"d/a3q7bab1m9s8ASODjx4gYrNuWWZiC1p046GCAN3CDOpPb2nckLdks9F/3C+kj8Taaq4lTf8QmzusUB",
-	"ERKdyAu06+AmukXgnn3/3XO3CPx7p2oPPSEqk6yWpaMxuuqaw8VDezSaqljELQO153zJ2RVgob3lovjQ",
-	"nEaMyNRoHqGgd3h8RLpjKY02iiYgTXq7OQ7YCTo43KrZvEbLAojrKWYEh7bK1TQLFauxaI0ZVVYIhUcG",
-	"5HRmJT4I5QDCZcmci0OqVB+Nn7HpciFYy2vCVwMPXdWyfLxfBaNOlXKOpCr90DBtlevLzENXLxii8yhm",
-	"xvlNGzwAezdBh136iM615AO/gjf2tSbtaMfCMWNxVCX7OnWzaBueydgqnSykqbaCsNV4Yx5Swp1SS7po",
-	"mKUx60+UnPd/Y0oSzaeCxj2w6oIa7RXl5k3aeV5rD1nyuMgxWK2jjXfoo3+xaZPAe+6CK9sMgr+m0qwd",
-	"Ufp3eBgwFLZx/RM+cVh24l9sgP87mACf3xyH/ExNMzxHuhY7R91aw7rHIaqCxmzd907hYftWwsK1X7LP",
-	"ojV6HNeozX6HyNVMauYRW6M7hHS394mwot2CmV6bzhd0jIviOT9qRphn9llFJxMebnz0nxifzhpv9/f5",
-	"6O+dp6y8bnet+zThgV9xH6L+LNdJlLxetDoIrriIUJBY5yTOEJxP+NIycc4jmB3r8QQ3Ozp37kWELtye",
-	"fDMLJCGjngWK20T2kattGiXS5D8tiE3en2WppA9MxzBoKUiXkoJS1hsMxcc5N8bFvVn9E6X0klsuIHzA",
-	"0B82p+GMCy/uD4U7XnDzhS5ImylnJSxYBar0vSoLwBLRXUcTK8fO3+bWVsskME7TKSLruxN3EBjduIha",
-	"uVDB7dnoUPa42+wVfLq8dGrvAQCST9W0BdXGhozGbMQFTtP5nFbEay3DiIM2QeXtDcsBka8/nKId6IBw",
-	"A9YVXbolT/SqHxS0rybDxd52teFihf2vinqK6tk7KZOygFZD70H2aTvOMpuvf3J3bRSxmOksrIDcgvA5",
-	"nTKMZAmpENKQMSNJGscQHr0v0jgOKnzyGbeLJNh0wevrZbncyZ65LRvCbVY8nW4hJTKN+9WEJn/3clQF",
-	"OUXR4Ykm4YyFF4ROKRfaVJg4QBgjM0YjJeXcqnsYkLJEelci4NwoZEa1FXIL1hKIZumt2nAm3OgWOX5N",
-	"ArHiK4ah17vxJwWsWUbnzXyuy6oKnzqNvJkjrBnsYE9wTMOLj5O2q1UXD+AAKnr7GjfGTbix7zzfzyZj",
-	"QB3Ot4Hk5OUlFhVWu7mXSM6E8phFb52o0ugaWSOW4dkSzVm9dSEVEY8gbyVoOV5t2pAcQ0MUNWy62DRy",
-	"IqMn2QB+xsDvXdO+n3ptY8UOvRTyWbO4de7wU3jOKB7qc/TxNdOGvfUOaWUzPNBBHlCyDpk4dUJYRbAm",
-	"FTltdIFgVERkJq9Il4sJU0yEbFAcaJ/Yi8VENBQjo7iRYmTF1dFlHM9HAZnLiMUB8qWAUDXVAWHiMshy",
-	"ZXSmeehgKGhqpNUHIf3DEXo0QcsIcwQ5WNmdPwkQMiJUE2r1tpgdoK8cEsEQdDNjXOXmW6oY4YJEMtRb",
-	"NOGDeVQyRxdcro2242W56K4JbqvVY2dNm8RujQDt323Ck7Ky1sSLc+qQx6/rLPOzFF3IRehc0qjbOdew",
-	"SwKdM6pTu4YDFwdhNGZ9WbWUwYHG1EDajB1Rk1/SaMpW+TFmoqzC/Oz6mlChr5hC7MgEHwyJ5xGmfsAT",
-	"pZgdLszzvVa9f6LkfPMDB/vSixfvcGHvK8A+TxKmXLBHlhGC2zBOwwtmwDLHxRR+evHCzEjCVMiE4THL",
-	"YpJ8mIE/oHJQkkxRwXZgZqx2iUfgq6VFtu/N0w1E2nqCD7tbgCHwx1yFxD9aEvDGhxKXsaOWhoNXqCrl",
-	"+VMmOvp8Jq5dJOoI/HCfd78MMKdLfxSft78gEfw1ZWoxSOiUnfLfqqItVywgmN7bRMXfHp+7wIWVdXma",
-	"2ko5UlGWVyu1kJWDcIP712uA++BMTStOzvcQ6PCev1zdXvzJorYUGFrUxZiApQgajJXobXgzn2IMkM8v",
-	"Wz5ZGbM+iPguPKd6avdrL79NXluAmCc5mViaIiTyIbuG5ujg3UJg0pIunMeOFQYj3TJAa1gh7fBH4lzX",
-	"rRrHnbEYgzdkpH0wT54RLK9cQL/9YJmni3sBB6D3ObfAYgnHnK+fH/b+6O1pzEOm22zOa3HJZd28Qv4C",
-	"Qynlm7hYLJaf2VfaLO9pMSx99SBeSRVJ0ZYG8qKGi7twovyg/XKX5625q8eg1VZIL3ImVbu+56SqYvRC",
-	"M0ZCqMw6D0NEFxfrPfxsU//M+sf89vg8c9I0nvKGAa1LyHdFleBiWkEM3lgWQ50lg47lJUPByFTalTXS",
-	"odulLoE1H50K+WurYsDTequ929zidjQi3pGP+NgoH9OjZqUHXXsmgs+RmIkIi0Rg/n0qUs0it5/e8NOH",
-	"7XTY7N7stSanbYT9TzfB/mebYP/e/WD18xI2lPf6R8pVX88sO8BHsp2Uimy7eJSd4g6uotFuZRhIBtlm",
-	"SDGWSskrLqbv+JxXAPw3eUUmVLkLJOScCxqXTH1zuiA4CtafgeQjRKFuf2ffMvbYju3Z/z7Z7rW7+GNM",
-	"VG6Aap5a1MSwcIebRfAcCAXoABoax/jS+uDsQZgrjFyhX1iBjkxTqqgwLI+ucrvTPDLaq3PJc9myX5St",
-	"qCa8IDU1SVoBRDiR90dvC3U1Co/O+bSP+UyJkhMeu5SmtntbL9X63akhWbWqvpfi1r16Vg5d158CY9cA",
-	"VBxn1YqYC5F1xy3tQUjtAprbRbjKMNW1uctTiPCrFEYRnFY5tBnCPAZ8TQ3DZ8QvErahPrHbEjHuiqaV",
-	"48WBMVsNnZvMEdPmVKq7U8UbJVXpitwa+7PT9WsLSjjkD68SF+WnQjxhY3zvWg7lRq5byklqtKF9g0y2",
-	"VyNvF/OMWmScbE+q3bBZkOz6lCPf5TaqkQ9eBdrfGI3RxrEkWc1YePGNSXQ6K3Phow7lRXugoXurCthc",
-	"F2wjcc33tYb0vLw1vXmKSodlPBXUpnAjnZloiXPtTAc729PxZtfVz7f+1czV1JXtY5NJm8Jk13jBFq13",
-	"EiKzNzND22EDD0MV5MeFGOo7M61DOj/Eaf5HHmrdfMZrxR+uq31+A0l61hosVV5YXSJk015Xk6os5n9t",
-	"UpWdXRuhyoduAqs9RWWnNkXFj1Ht8zokUUVyA+lqlteZ1Fs6YWFvQF5Z+oiWLwiMSFg4FAlVmqmiP0oq",
-	"oijomlBQDZ7mmuDeBERL9DVA8u1Q5ObkPHuXGiz7UyqZRbp7u7u9qhTP+iI0L2UqIgyjQUOiSoUjR8PO",
-	"7mzYGawmVxdQfqn8jkCEBb5wgNoJNTSW05Rh4hXPhPvzk3eDphQLK7pGhfyKffL5qx0iAHEs8Kr4D/ZT",
-	"9t4PN18GyGNYUpOU+vrwbT7UBRcRjOCs8j8Edv1Hkx8CsN3+EJCJVG9oOLM/MKM40z8EvjzLDwEJpTCU",
-	"C6bIP4iiC/IPoqEMxz9I5gkl/8iqNwFwNxs7Ej1+FujRnVG753my/ctmIv5dKcajvK96RnefPd9HVWvG",
-	"rlHNyioGUyEFD2lMXGBmY4hBMTHmTgjqOvGEJRJQzrLZIPouJ7eF2r6XGbF1q18zLsVXpVvVH358RV7s",
-	"PfsuczO5WpeDiltvf6iUynLn51rUuuApW6HXVrbQhoqwNmoaa5VhUb8K+psLhKsZNIabmDXIlauFqo8I",
-	"j5gwfLLwvk6/T/YNpNsF136v3eEGv3pQgiZJ9DhHybuNrbpbDalacWlFR/uxhv07w+r63N9tVCvz9wM3",
-	"gLQO668L8iyUGVzVHSKMrL5l5bRNTT55pnmTuXWd0CKo7ZQZHzY3w2Ayi9S8uhb8CRUXpFg5xNeII11X",
-	"dBHStFpsjd8BBa9LaX0DQr8VuLp0yqIe8Y8SbsgV1URRceGKmDTP8/3aQTDF+KrV8FeYlxu9T8D4HBBf",
-	"CSQgH6RVoX6EzPEPVmbDjydMM3UJwlBAjhVj8wQ/H2Ex1Na0CZWKNSLkWNIaB4iFHG6Fys9cJmgsaUUC",
-	"GDJ8lYpS7SgLE37x2X1jcRC/+ZL5xidSkVK9Y/2E+Jn0Zjpvvr6g3hp64jxhLn3iTlLRlzSFzL+BhQAu",
-	"GEtQstZGKhYVBdWlhNiaRPa8ZtEaqf6u6sOaWRfLXRLWyn9fqoqxQjInirHmYIU5F6kmy7VqMGopkZG+",
-	"hZnVSFPlryjMuuGgO6sJoXaGAJdXvS9GLb6h/JZO5+xHFxdWXsUpJPAbadUSjGLH5H3UDc3MUttIXglt",
-	"FKNzJ3HPS87d5bzrFSyb0+sjfLj4e86QK5a7lFlYEWV011kMa+QMfGkA9VPmpqwP325Jolh2e68XEJWB",
-	"6d6vBNLle2fVS6M5t6+0Z2NDB45vFzeblUAr4UfVNdV82cuW9hhQ3rLTqNw1sel1iwSepMLVCCwqFWu8",
-	"kepbVRxr0hMbKyis9kTxLqZmTYRHhbDcwgR+f+orm+FJVSJfKrJEuDKUr6mhUOdBkNPTN2SkUjEikChJ",
-	"utnGZRGjYHKpSHsJoTZhKzsqlWisr/B6m1qt34J3KhVH1biv2a/rRLjeoj7mbdB9bURsRjBcbguO2ZXX",
-	"YNLR62VNrFBMKvs4+HkfUu92n+1Vq2UZyVj1SGRVDioOJJ5U6zkNmdYroqQdJEsHrllltRIs2LU5plOW",
-	"1bqolg4LilNCp9XFK1S6QRa+5QBtejQMWLOaU49rnv0cv/nw+ujD207QOTn/8AE/nZ6/evXmzes3rztB",
-	"58fDo3fw4dXhh1dv3r3DJ9wf8MPZm5P3Rx8Oz968ruNZdbXuzzI7NCZng9AIiIcVZ1Qq7pvELGvS31Ib",
-	"+kWTgds1/IkvWZT7FXKDd3OVv90lqrZEuqtcFktFoasVyvV1ZZ3GFUwDyjDhj3U1ggYrtUugbwlm+lXs",
-	"UerqvUjBvBGedI8/np6R//3v/9mCd3tBVvGfa4sm9stmJfK7euq+bEB26a1V/QvOCumv6LTJe5phJS4M",
-	"jQbnRyoipsiWf157qGk+RNRiF4B6J471LPteLO/XTBf0AxLOisW9UCbCnF3L0ZGXuxYOGyhI331b0efv",
-	"byfPOY/OWjTRl4tOdWtpm9qCWpV3yD3dHkdXH67rDPtL+UTupKBqWGpCOfdBAZRgGidUGhdpYg+zOsv9",
-	"Fpa+Z3cipjYmd68rUfgjruJSvuddXSasrmxAWOgbKMmEqpasVHtqITXhLE3ydLZmG+83mPV3vl/b87YD",
-	"DUoU4ujmh/wci0OhiXvz1+1l/4WbtvrlL9aNg7Bi0smyfLOeVFyLxpDoIVvSnOG2y0umYpqs22Txo3u8",
-	"xMarTTvYVrGWYYNrk6a6rWXMCmP/Zm6NCS4hE6vbvs4WRFXy5TIj1Rc8SVj0Md/dZTMWVUYT91hWHQy9",
-	"c+ySyxR55RW1l5bHse/00HJnn7lWKv8lWzbr+3WdunutMTSVvl2PV9khBxlpWtmdwh0onUwT5XtJw4sJ",
-	"j+NbFj4U0Ua6p7pt0XV8N4AJm5ZzuwJKy8R5NVQ+hgxgV5tkzqEK6NWMx4VGsRbFCk3zIG4eUW5Gk4QJ",
-	"0vVJHjtkwagKslef6ANCDYmZ1d12ttHYUWr4FbQ1j1JVgsYrJQVh14likCmnSXe0TXbJv9j/RgEZ/b8R",
-	"5fECPqFUtzMb9QJwwTnUv629d2e7uSp6xjaWRU1jVbNYE6pJlGIPUAv2i21twXwO8OVbpevg27s9eM9L",
-	"bGk5ZEtREck5iVhMFyRNMFeB58ASGkWYwgB5P4Avm5zm92t6WcrNenMm1eL6WeYH9821KpUu/aSgjAbF",
-	"UgqFYjqOAj7RJOYXDBX0J82q6966nHDnG8rkFpnCEvIefjiEi0N+kyKPUVq5g54KnJ+96q1661q6G9Uq",
-	"FWezVWXC6WqW/6Wa5YWEsxx+bexlAmHRuw7rK800BSgtc7AmEn0XpcEyuf32NcFKN6ipJphVsX3ET6ZO",
-	"uzrXECCZ5yndpo55BofcmG+teekrXW3LV7qmJIvjeBCajvyuuA1PdFnK4k7IGgonZe2DZAb9vHxN74CM",
-	"08mEKSxWrgiN44CgoQ06jjE154Ia5hqPuL5cUrDAPS2v7P8xGNVbFu0snaCDI38EEQo/H8ZxJ3B2vI9m",
-	"BmicTeG/gEHtk18azieqdIg1mPH9exua59W39KbxSnFx8uKolRch64DVYqo9eXN28p8NVtvTn46Oj4v2",
-	"W/f51d/gw6fDo7OjD29//vHjyc9vj8+Xvjk8Pj75+B+H76rPILe6VDYYhL6C5NDH1GJZl5AqsOhZPGPC",
-	"qAVJmCKWIFgJZwSUYTQUXUu7It/FrBBi4iJMXHjJqHdAfCkCNBtrSH/jGmsFVjbA8fG5beRsqVHrTdDx",
-	"/e7Wpoi+AWObvt5qmv7+Gy3TVryzEFezKH9CcAy+rQCczmBFqN2QJaxnmbtNQc2KrPirmQvEt5gGyiWq",
-	"Yq2xV2vlmcnUJKmpMe27Tr3uGdKl2KEAL3RvcIf21L07aKKHgoGrHFrfSa+mjvs32MFAzcC6/FVd1Q6X",
-	"Gw9DM1bBoNU/vrZ5Y9znNRENS8e7aVpPJeQTyw0LJflbHTC++H+jYdw+UxkcUKzH3xbSC4fZ4LH9GbNm",
-	"any05+err273X9D+5MvX72/62ee9NT7vVApd4OkIU8XNwnL3ucvjh74Ah2lVCaZDkWXpHR4fOWTpjqiJ",
-	"f/7f//6fEdw62ENQOWCgfNqZMQn2gOdiIissym9Oz7IaZXKSNbUiVJD374hU4YxBvUEr0icxNRYpXanw",
-	"vCeKSsVQUE1WbOt6MBRD8QZVAZmazF10uUMEY5EmI7toqfhvMMU+eYkdEpABwlp9x06CwwAXGQpsk7SS",
-	"NtAd1bXOH/UG5GPCvF5vOfSCUDEUo+u+6/rVtxg2IuzaMKEBGlBWQN+HBtw0u6oW9C5eAZcXgnFN7q+h",
-	"wOim3oC4gO6+DmUC2jn0sICeD5oxV6bPcnZ36fYJFQsMIoUsKajS4Eu37W3vBYS5jjtQ/c8/gX4Xn8XJ",
-	"rrk2KBXEPGQCU0Dx7ncOExrOWH93sF1IRugUcKxgBNzv7Ay28UGZMEET3tnvPB1sD56iyjED9N2aQWrt",
-	"b1AVAHtfSL/VVkTtvGXmb+4R8LJCiwt4dXd7G6ubCOPidYoH+IsLXUYa0UZBXIIvoPty3CS/ZIPS7evs",
-	"f/4SdLSvI9B5xy+ZYFofEBpf0YUmu9vbBbUjUTJkWvvikH87OzsGqkenGpSAhbZyxxc7w5Yrgdm0G+/d",
-	"I627Ydi12Upiypf2YZmsrCz5WMk5MzOWamLHsIzFRb8TZCzN21F43S2ndrkOMQb+sOrW/DFhArHrmzBg",
-	"ieSvrtwKKm4uEskwnUObm6bFnoEZzT0K3TqsWFO7YCg11YjsJ/jE74LrSCYx+w8qJSLxsPLhTdB5tv20",
-	"bugM1q3z3JTcuG92mRwvDSbRYz0hauiYaqxa6VlC7WZe7mwVC2xMq1rnvPJVnqhiBOrvRISLiaLaqDQ0",
-	"KTRal0A4waLnyPScLkjM0agH4cPlc3rHtXmVV3+4t6Mq9sCrOC8PQqHH+U3Q2dveWeucHPfETi7PEOrm",
-	"l8DQLWiMJ1ugf9CfZrWyFkReIJsq9bDJesIWj7bYea/MVzv7PuIXE3GqpMvVdp0VHTl9K4kPh+/fjHoZ",
-	"yBp7P/hfudEsnmQBNKCJ6AMXc+PRgHANJX6pQHF2KPLRrOpOZ4xGvkqRA0AqaPcGX2EqQ2DZRDgbioo2",
-	"kNglckAOfb8t0vWpFD0yKix/hM1I3UMjHHkE6RbFbAvsJXngH9gnX29G2K7dWQLIUoNiDi3tFL9kERZ4",
-	"ghpEdM7yre1ffK/7Kx3SexZolDp2t3cyZaWww5oIdgWXHFkl7rRVSGmMTZFydEJZpHz/lpJX8gqnLyUW",
-	"LryT21eTInNT1jSMStnN/dOAatlkebMOiItyBkqwi5TgvsE4yc+qE3Qs4juK/E7iVHVju0e3sudg8L11",
-	"SNFLGhVCF29F8vbW4Wc/SjXmUcTA57+3s8Ybx3QRSxqdSfmOKsxY39t5tg54Ok2QPr5nEadQe/UbKbM/",
-	"GUKLMVLuGoJlGtEFSFLhUF3VaEsn1ibRmKWxzJi3vrpPN0i0Y2YqjFMf2JXrzamNTMiYcTHF1rgRsbTW",
-	"DAhm/njyAKTOSEs1LJ3LLPcDcpi1awYnthW6vRvEk5+cUnOD3ruh8DRIMaT3IBUAMHkDe9eXvoIevYZ1",
-	"FalRiRjsVVW9mstLd03/wAiPoDe/8UGaH2Uqom9HVrslhGbnlDEdPDC12BQXg1opu/aoHoRun+XI+MAI",
-	"8IDH+VGwnNJkdVm85Of69jPIeC3ISBDXHHOM4dhUNMzc8539z9VQ54/48zmmVhf6Uku2tn71ldMq9YtD",
-	"pyH5Eje5GJo36s/CRbs0t3NBnfMDImSprXdI47g3IG8EhnXLyVJOsFNj5JXwiUbgcOQK69SAXd/urLft",
-	"pCJmWhdMxWj8gvvxRFeRsvxy+Kpt93ZDDv0O4Uw1FwWFUd8GM2Ihjx6cbt7vtbmtal0wQhQRr9TbGrcv",
-	"cNdtgfE9Pq8cU/iLN22apPd/yXwpiEribJXJt8fn96pWF0qTViDdx5Ln1e4mVkqxW/j+6C1xJeV6v4+y",
-	"beHh4pIJI9UCqA6Uf7IPWGHp0nVKrFDHNzlnd1LFQia1p+XLSN/niRXLrVRbLAGEP4IhxO/ZUutpzRgG",
-	"jWAT9Nx6XzyWYn2XNWwg5bPAINLjLD73PlTi0hwbKcQ7d40LlQYxdPD91dXQ7Rftb7ySYhJz9Gz+6fRW",
-	"PMeCjwpytAwTVBisjkFdT5O1bk5ZNfWPbn11n26a7PHF+3S/xK1OAMoi9f5amsKmNG8jucNtaVnuWD34",
-	"Ld+5rZnDvcmeukcsKPWgrUGFDNxlRvfPakC4E9E574CaV6nMdpp0wQyR6W2XXPMxj7kp058cke4Pjeuc",
-	"H2eutKpV7qo6/O27iGof6RDKOdPQg9DXTR2K7t7uri+lY1UEaAf4BOuo9gbEysRRqiBDZDUNMmFqKLIm",
-	"iLl3wH+1lTUdsKspFccqug2sNAQ2OW/4EUSKwVB8slCNnBg7Cqo7gUMUQ0Xb8C43eiicdWGeamjvmya9",
-	"g6xSBzdBVoag2CZ8H+wSvpzOUFjV2/nyUTW3b7hOjk80YWIKncRFsXmfbySeQdDFLo/Q6gx7P0JYgBoR",
-	"qBoZx5AqzRTGDee2xyd6KEb9PgzWx6lGvSr9HVmnJyb3JAYuNX5/YAEwW1y9BHhAfKkhsgOFgmUcQ0B2",
-	"av7ywuGGFPfPIU3u7e6u87K7n0joH56beLlVVHASSxly27a73CWCU0Jai7Ha4+t6XMbVx7pZQ9zZ+uo/",
-	"LvllqvwaJWJSutO7VWUCYgYuJBfBe1Am1xHXNEnA6QwFuyE4fZzbNqeQvvco03wLFuKplfediqhYI48j",
-	"49wct+pdKvVYsv0glL8oH0MglvcqgIiiGQPRQsirR/T6NvQ6zBteQ+tiJFk6IDFdyNRkTagDUmhNnVfF",
-	"dZgojH5g+TlofdyjVy5vp5WxRiBss19TGvuuXy4t0W/GE+0KmEBM7Qwc01aEtkLqUPifIJI36+Rd2i2p",
-	"sj7RmhnDxVSTOb1gmtChyLgEXCQIaENn+QGEHoEk7Oe4QrHYtWyGaOuuk1nX6TTe87PmrAmCjdBJbr92",
-	"UPpQL9ibJ5r4TvMD8gkCYfMnLd0JhkKn4czyQ6zzAlWK9rZf7FsJey4N5tiNpTKgD9T53c8heuGBhF0s",
-	"hv+wwT/rEjxCJ8ZZ/jGi469G5B6l1Lsj4KdQH5pQCMKz9/Ugv4hyskoyKmmAE1C5eQgZdQtIAabXPCj9",
-	"r3S0HFpg/kjiTuH2h3I+pyL6p7/+D32nTmSM7Uc9m+OQljNVTDtTm8BKf/d6TRzz/KNclGME5/GqPF6V",
-	"Ivu54EnxqlhhOVWKCUOgDgrEuXsxkJJxnLL+VDEmsGoDu+odQA1AKydPrdztS2TZK2iv2r1fMzuTneiP",
-	"cs9OHDwPJAj76f4EwrA/Kd9e4VEsfhSL6+jSewoVm6xQnAm6oNZSQRhVkEpUUPDBCOAF4XuQg6dJ2k+g",
-	"53+7hfbt8fkxPvoYe/4tseem5A2GntGwraTLDTokZ1QTIeGnX1NpaG+dqLrWcPSG87vTqEc3SV2gCfz6",
-	"iBZ10QHlwFqPGYAGOiChnEllAoKNTQLfoosz3bvPCNuVEIEqk+Wbkv+/qnFqi///cChgnYSO7T0BE0FN",
-	"mCm2bQeLXhiyxLDIjUuHwlWB9u3S/P7v5y/P6YJMlbwC9/e4NEFMDVODofho4aVikQWHzbCcAZxHsHRK",
-	"kE8AVUeylq5D4VztrheZpeH2JUxAkpM82N5HCEjBQOIMiKbQRlHLKmvkcbp0ke9eBMvGPxL2oB9YAGul",
-	"IC7V1B8FHLuv/E34xJ7aX04C+8sKVGWljRnSVQzcDL0KPrlMFzdgi/UiUKmNdn38efbUfcZoFvt9V0Wg",
-	"ZxVtXGBQOWrzDx6CWewp/uAxmNnsW1/9x+aI3Lzg9L0fd62o5GuWWuYBDS3YFdMmK2Eq0vn4r5fc94D4",
-	"0m4b8Ud0K/zacgel792EswRmUwznWEYLK7CYIoKhmqldtTxF/vPw/TvSpYbMpTZk99lz8hN/2RuQIwMF",
-	"G6C5fkS0URwrPeVd9ll0sBQIWtdBfyiWWuiTT77gXLl5OTrBEeLyDXiig6EQMrsQVhyEGtMWIPBQF35R",
-	"zKRKuP61ZHd7uz6wcbn5+/2IWeX+5zdBaajr/oLO4zsa7JuGelDhb3nnKyjjEXQaD/OwiDJOuGonxRO/",
-	"8zIVa0B5CCYej35XVJPwnyRt6FG0rRJtD6OI0AwfoElXVNXrqOvQBBRKrnK8Lici1fBGetUfA4nCEvO3",
-	"MAg28rGtr+7TWqJTkXr+fuTiLC+YX6oQUOQwjyLUg8kmwWqgW1mcBZvMCEPdRtDDwj5lxQRfaXW/0AKm",
-	"zJmCAtoUSqR2P+/0X3z5vN1/8eXrdvD9zT9w9F5V+dMGEc83iKzVEV13maXdBPihEEO+gEI7m80Q3bcO",
-	"rx42a+21XuWprNPb6qmUOnmZmZLpdEagGGsWg4elHnydaizZ5crSP8m43ctFb0BKg0VcMRAa/aj2nSzb",
-	"5/T1T2RGLxkRvsNKxTLzDl7FpS63YJlzkVX+ryhzW7liT3wpdJT3Hj4rLXO7PA7Fxfgl67WAdjjBui85",
-	"dOsVrG8EaswmUrEiPOx6TXhewqu3AqgSfemUnfLfygO6Jgad/Wfb0LgDe2U8c0dR1zmjYtFnINMV+rrm",
-	"1g7XT8H3cK2DDStm1yDHzvbuXsW9v0cu5bvX1pSBsBDbJUKSWdebgzF1H2qtYAvJ3l+3ig/WdkyFDrww",
-	"D6KP49cXbKEZNO7lImvG4lmcb7L7wNmQb1yNY9fNZuQJOpRJJCOfETDKkgGn/JKJAfmErt6hGB1FluYZ",
-	"JsJF/ye2GAWugypnkY8jKMQ7W+oKmjvqNK6YpEqzu4GyogWnu7u93TvIX7tgC+9hxjI/3gIAsdD1SvBJ",
-	"KlaZ2XJpUM6E6YczqZmAiUDpxkhO3zVW0wkj3SSvL5QTK1Ru8ru7tCcbkPdiQfTh8Hp3pz8cXn/Hvvxr",
-	"JY+/z7IVJ6n4nWo4Qs/AagEY2/lSU44yqEKypSPwbPvOVegaYE/9dI9K8mMEzj1FBkLXJmia1qCHS9XU",
-	"SbuV+7Qr2vbVra8qbdalkQj/TiTjrytwHGLjU28N8D26Y3vU5UoMWGHfZTL2Hk7yaNerT1LR6pXIkWwr",
-	"79f/QFDVVpACQDxi3wMb9uMX2PBNdVLxfd4hBAPDPzyvZdEBmUho05ZryqC0P4aM/gmqR317Uqu+cIzH",
-	"SNfX7yBr44eRQVB608isX9ZdMpotzIitLTM6gt/3LUSjrEUcJSepeHMJjSf8AxbUEaEk7yt2QEY8GoFz",
-	"sIzZqSbaoqsImTPwka5m4M92xWE0eUe16cMU/aPXxMihUEync9bDavHaKEbnhIlIF4OuU3utaDgDGF3f",
-	"wtjdJnI4FKGcQ617YOdcYzVn18v3GdH2CKB6faLktV0o0P0wlhpT16sUo1OAxO9Hna1vWaspLa+k02xu",
-	"hIB2K3AKfdyWDbuuHApMi3ab6sT6vWpXsWtbCeUerVpbPic9k1falaPlMCS9Am46sQcB2buG7fvUZDKX",
-	"ipErHsdQGYh0YZxTSAAGhLcKYyiFYKHhYgpVZ/6q0scpFOPpe4QURjvzD+wyNmjEzOo/sbxh1f/F7yJu",
-	"VFkTr2B7uyMkSQMA7uNkBGZrRGKp+NQibo8olmr/JTYSHAo5caTDnk6QF7ooNW0MUMfWaRgyFmHKPNhp",
-	"/NjQsGsBN8fSPWz/GZBhB6Z0DTAsoK6/ZuS6dXVwRneVwO6jfbipa6mhmDOhDcgIqeePSs79ApG3GIlI",
-	"hsXoLeYRM/M2+EUO90GxiEckr4SjwGhqAgj1UMAwxEg5IK+rNChXMyteBBjzAXMwEdU12zBqcX9CoR++",
-	"USbceQi9yuHio4XjWwXGP5WxwVMgsCn4FrJOTPL+TyipDq3jfZ05oENXJZpy90Ih0Iatr/afmy3sysse",
-	"jm63P2qFzBYa/xrqtWPRedcu2Hef5calAoyqOiqPBuRQLIbClN1MGPHvpctcoPUmIB9jlDcVs+IOtJ5V",
-	"acxId7zI+slDY0bXfBHLjVyyg6w/LlTc8zAP5lycQItHqUj+rTsTpUe9UkMDSpyIC90mvZ0Z2YEvhBMU",
-	"XLXQzRlGOHrdC7DuoIxZ4NomOXEZQ+cYehitNmLFMpVzM99jN4NvVEXOsWszs2d3TxTd94V+7VbaSNnv",
-	"3WLmoch26yBTUpatTIpPZz57lD/mij5aquvNBXiJCM3oWIm6baQcbM4KYjmtNxWc5G5IEsspSq4jOZlo",
-	"ZkYDMvr/+q5fa/8Duzb9j/iDjzvG5yzZJVRfgCQr2LVx7tERmsj+zaiUjUopXE5r1SQVhsdIt1w3eK+o",
-	"BhkBsyO6mTL1H3K4jKI8hiSvqr4klmS9s0tv8X3u9MdUQ6gIzo/GjYOM7hciU90jdREL7ueyt3OjiIlS",
-	"53guInZdNxd0n6+caLt6oqpBcFOrgz+2C33BuTDP9zrBreZAHKieY0JjzbKhxlLGjIr1zSe36Vb7Tk7J",
-	"eGFQIy/I7Tmev5PT/is5T6p7j1lczhuqL+FsQZ20c0C0cB67XGEwypccdCpv2ioA+H05WgAmE9LkofHd",
-	"7HYgsHgKYI+pDh7yR7xyrDd/VePNKzkfcwHZD5FMzZY2EVPgLJSCud5I+X3/wxlv/HUrB1TqXE6rjqbc",
-	"LLjuy+bcRjHf0f9R73jUO26td5wAGj2qHY9qx6Pacesqc3CH6rQODPKGTxPK4w1jIuoZg8X0KI1b0rBP",
-	"s6fu8bL5SZqapHhwH+s832VrlAwJCq1nCn35s8N/iIDfqphYjxn3xFz88L9Px4tscf9kKP8XdT1k7c3y",
-	"5Bp3gM5NidW10U03ITT33HmHRDdU6JbYkopY1U5d0iWC33wl2/0Q2ftbX/3HNXpFlK5hWyGy14/NHu6y",
-	"2YM/pgPEHG6yzC4rtAtpiJGpfWZzNKkvXVZ/4NuP5O/P1tkh28mCjpKwMMgqOkHkUIAGXKh9yEImVnuJ",
-	"PIA4sIaVwAHRGhpTRem2xjS8mPD4/sNyl8Csk3JeOngeSM7x0/1OCTP/tALPnyh0As3imL/ECpRDpnGE",
-	"mcKe/XBBPsPngDAR9QIwrcc0SUCFjWN5dRuetOGFhtrSf5TbfGyBeaCr/EGiwvJ4X//8HBrwpnTffHFN",
-	"K98xX5/yara49/tkFJ9Omfqj3KgzBOdRHP3rIHsxHVDIKzRvOtbhy+9iC6z713y3UvGHYiDnCM4jC3m8",
-	"VRveKoc59UzkLq8SuBm/tchii+XXlxS5v8IBMMNGmtDOHUMQ4SKbGh5D7WU8VRYqZnzDoUJIzCsazlj/",
-	"lRRGybgiyUzIPowy2i+OA3UyhIR0rSlTVpoP0Q2OfVquOcbeNMTsPHo0//AZlNUGah/4APfY5fwhVhTL",
-	"dkqsyB4RwSBmakp5qRKMowLtNaDxwa2v8G+jtfmEXcqLwtVv73lhn3/seVFyJtstIRQP9wDtxTLBmBbQ",
-	"zLEk7GYn2RKbiVWjjl6TLtijM3zq1dSTMwXiXh3/1EQ8Ybaj14W4Jx+v0+zL/pQ9dZ/V9KWfps6bfZI3",
-	"P8jgvn1B8W/BlQ9ZrY2scGGxNcN4AQAypdcphbkUd2AnYmGquFkAwowZVUwdpmbW2f/8xXJ/DVmZiE6p",
-	"ijv7nS2QCtxEX7NYuYU2bA5Sti855kSS4ncOh4tPZYAWvoSAicLfvkVF8btpkhb/zFv+FL7MRaibLzf/",
-	"NwAA//++JNI7bi4BAA==",
+	"H4sIAAAAAAAC/+y9iXIbN5cw+ioo3r9K5EyTWiw7sVRTubLl+NPEiz4t4ztj+oZQN0giagIdAC2J8aeq",
+	"eZp5sHmSv3AO0AvZCylZyvKpUhVTZDdwABycffnaCeUskYIJozt7XztTRiOm4OM7GVLDpbCfI6ZDxRP8",
+	"s3N+8o7IMTFTRkLFqGERUUzLVIVs0Ak6OpyyGbWvmXnCOnsdbRQXk87t7W3QSaiiM2bcHK/jVBumjqmZ",
+	"2j+5HT2xfwQdQWf23RCf6AQdxX5NuWJRZ8+olBWn+T+KjTt7nf9nM1/LJv6qN90MH+xodv43IkokF6Zh",
+	"SuYeufOcfo5s0mOesJgL1jBp4h6586R+jnxSJX9hYdNCE3zi7lPi+9mMJ6nws5UR5iQV5OiQdP+NnLFZ",
+	"IhWNybVUl+NYXpOjw96AnKRCE22osrhkpkqmkyk5eXN6RibMEErOz48Or77bJ6r4nDaK8snUkLGSM8DG",
+	"bPTTw5/IJWMJfFuYyv49J9dMMTLhV0xYdK3YGJWKO2/KSSqODmE7TsMpi9K46dS1e+TOs/k5sjM4NSxp",
+	"mtCwpHGyGb15x8TEDrCztRV0Zlz4v7eDqgutmE6k0Azu8ysanbBfU6aN/SuUwjABH2mSxBzpyWai5EXM",
+	"Zv/6i0bisjKy2bdw0jJ6vafxWKoZi4hUhIsrGnNLkQCOfTJiSkmlRyTm2mjCaDjNHhpzFkeDzm3QeS3F",
+	"OObho8J9NmUeTBK6+TW55mYKeOtp6gagvGEA549SXfAoYuKxATXykokNTZSMGYkk00RIQ2hsL5aZck1k",
+	"whTMD3AeCcOUoPFjgnku2E3CQqANTF0xReDoSTdihvJYE6oYkSKek1hOJizqAaQfpPlRpiJ6TEg/SKLT",
+	"cJodMelazDXkgsVSTDQxklAhzZQp4og0wnpM57Gk0ZmU76iasMfGgQsZzQnXJLaTK2KmVCAGMLxE54Km",
+	"ZioV/4096na+51pzMQlIKi6FvBYBUexKXiJBYDeJJXWIwJbgF2ScT58+9Q9SM2XCWOBYGZolaodLvKI8",
+	"phfxo+7+AYlYwkTERDgn3YgaekE1s8vzPK9nDybNodsnihk1JzE1TLnTSZQMmdaPDfwnFsd9R6EvUuOp",
+	"7zJpvmJqTtz0SAe50cRyMLcAnSaJtMz/PYs4PYPzefwrsKHJa5yyb0GwGw+0MAxZYonPlClLrG89XwVU",
+	"O4hmFkul+HvKUgA7UZZkGo6s0wu6S3gXdG76UkX2p20AKeQRiw7Msph1xmfMC+Yx1YbYZzVQ5KBj95+a",
+	"zl4noob1DZ9ZoaN2ph0rqjMR2a+tJGHYTLftHCzsjTBqbg/LDU2VovPiyM+szJAK8e1H3kVxxEs2nwu6",
+	"g19KPvWXbBx5AULwbdA5SBIlr2h86LatIMrQKOJ2l2l8XDi1MY01CxYPUs5mDhsLwtTulpWmFilKAxCn",
+	"hppULx/ygSDUPUKsNGdZspMhqIgCIkXIyIxGLIDLU0SBMpw4CmLcAneiOR4B1bSUHrEpYhHp0gvNhCHX",
+	"U/iFEYtMMjUk4palNmDVd7dBNu1RtDzx0SFOS01OrWsH+74w2IlEirYwnHHiCkDKsxU0DvvyNigeYf1d",
+	"3MofPMmQLnvhQsqYUbGI+RGjEah5S8B+sjCOpDjDzRw5YHVA+JgICaw34hG5YGOp2Po3eneRdqz3+ran",
+	"PdqZBJhIZ/aSuSOIQKv4BaSvwuVaHujFbdCZWSY0qdwEe/RTRrw6TKi+1MQfs248OQthtn8VIGYQNsL3",
+	"3BIRGbOKq5eJwYBVGhF1RufuqECZ9ORs4abXUy1Lae3mRx9TUzOlv15L2FuBZNs7i1QQF1NJ74xhs6Ri",
+	"1o+CESs7yDGhQGSWqUeBXS1D/FN6wZRghmniniO0+CXFiYmigkhBupZQxXKCArqVellANGMk5uJS91qp",
+	"AEgRjZfVIh274ea1jFjhQS4MmwCDKB3/mAuup3e7J/aaAdj1XKMCOcpb+M6+T+iFPfSqfQtQeaAarsqJ",
+	"RUCqpxeSKhB47ZenCVWX5PwoIBdzYnX/wiY6BFikZbGcnKu4+kDdxBtwTH7iCTXsms5R19KWvnZjGdKY",
+	"qFTYbfJv6Xam0EAQ5oQSx7QzvHECl/96zkxggbJo5PFNMSso2u8CwgaTAUDszS1qQ5OhFSfxbysP75FE",
+	"RuRmj2xtbm8RISOG2JjJ03tke4scCZ2Oxzzklv+JKx5xOgjlbHOSpINhZ5+EMaNW18hYo4dYp2HIWNRC",
+	"wCwFE+nsoiQGViApUDo8xbb7h495bp4h0GiYbm09Cy+5iOAT28QvLKrohIZs6Vv8YtTKO5117i535xm+",
+	"jmpYo9XLsOQUHlwkdm73/DhVVO81FSGLC7Ldglh0R8AVo07PaGRQTlZrEfSXiTiOXnw/sKA2LDC9o/ya",
+	"L6Qgvm6vKr6+zvnCAsOgCQ25ma9osH/tH7dSFjoZVkapRYJaQXBjesHi9Wj00lKtinXKmGhTxa6lugSS",
+	"AzqZ3wdHofaJk6YtzYzh+TFX2qwo4N16y24FwFJUS5pnGUwOBkuwuJlykWuOO2TGRWoJSJebjJiigv5s",
+	"i5RIupdC7B5RfZnptxWSDNWX5Ff7OzqP8Kg3tAcnkXFcQSJvg06aROuhwCJdoPCQO/YioEX0Ks6T7d+X",
+	"eix/XcDp5dWWj7tywX7/98CMFlJjOc1QeLOgtihkuZpiNJoHpMCvPIsSltlQYIljxRihY8PUUJjctKw9",
+	"HiYy0uRCpiIiRtpvZoOhWBbskvQ9j2PeqpSfOCAPZjIVsCuTJP1goarejrfH54SLKyaMVHMAH2QT+28X",
+	"1mdlFyFNLyAakdKJLntDAUu0A1BvRfHqEZECV7GSIeHt8bmFsEkef44LaaQN621LeSvKUoNdoz0bOM2N",
+	"RZEiUTJKQ0MAbUl35MybI7iuVjqUgvWaJbvboHNp8bzhVv4EF/KdFd3+Xn83dXoxs6j47/IC0G4oTugc",
+	"/jCSdEfUsJgz5Z/u92HWPlz2UW8PJwlAbDvAR4OhsKdpQJicBYDKlFxTbqxMZ7UOoqfyWuOrYOawjGlA",
+	"DoBg7g2FG2hDE3ktyuiBONGihM6kmr+am7ucqajG8xPAY7uS5asa2ndL6luFZLdkwwJUDAq3sgy4h6SB",
+	"SL1rZXUFPv/iWdBJrJSo7HL+/27380H/v2j/t63+yy+f+9nnnwdf/qX3Q+G33g//p5UNdxASMqPGbo5F",
+	"/SSmIZtZ9qdZzEIjlR6Qn9gcCdsVjVOmyVjGsbweioJUixdCz4WhN3uEkksGfgmrTia4QnL44bSv04tI",
+	"zigXJFFszG+Gwg472hwFFucEoUBfQM01ZCa1IS+ekZjZ5euARHzCjQ7IqD8KyOhn+7/BaCi6NE6mVKQz",
+	"pnhoX7yQZkqYiHRvn1AE2gJjBW2gaaisoRYGaDmjN8UDeLHbcHi8SkZ1l1OvbED1Utki3auxmDbi0wcn",
+	"bxTQ5DPt//blM6JC/8vXreDFzm0lPrwGVuviBu4mni5Idm0yai4frRPJsCQ6VO4HLGYNObt8G97c0NDE",
+	"c0vDLQaOvMlrBLg/8lELo2XbyyRJjxWXqlLy8L8g1+faaskbGqijpama8AVSGRSEv6FQVEwyydX5Ht3r",
+	"iYx5OPfm373yE0MRsTFNY9MbkEMWxlRRw69yQ54Gx6u9IG9lbt3TzOih8EvVg5NUfISF6MHb43O/lBIx",
+	"90TzNuhwkVTZzA7EnPz76ccPeBUDklCtmZd57PRZQIizGcA4AyDDE9l38/xiec0JvX7vTBM+dqmC6vvQ",
+	"G5IHN+0Ttx2ajHmMcj34c/Uyu7Yj++iftYJ8gs4VU7oyRCsDyT2xT7YsKXK6xoxRgTYcwa4ZKhszLvgs",
+	"nXX2tqq22m9ZvbPAEjg48eIGKzbhlmYgtadOOhggDVwjzqT29p3JS3ZHPRf9wvpI/E2mquJU3/Exs7rF",
+	"PhESnchztOvgJrpF4J59/90Ltwj8e7tqDz0hKpOslqWjMbrqmsPFQ3s0mqpYxC0Dted8xdk1YKG95aL4",
+	"0IxGjMjUaB6hoHdwfES6F1IabRRNQJr0dnMcsBN0cLhls3mNlgUQ11PMCA5tmatpFipWY9G6YFRZIRQe",
+	"GZDTqZX4IJQDCJclcy4OqVJ9NH7GpsuFYC2uCV8NPHRVy/LxfhWMOlXKOZKq9EPDtFWurzIPXb1giM6j",
+	"mBnnN23wAOzeBh125SM6V5IP/Are2NeatKNtC8eUxVGV7OvUzaJteCpjq3SykKbaCsJW4415SAl3Si3p",
+	"omGWxqw/VnLW/40pSTSfCBr3wKoLarRXlJs3aftFrT1kweMiL8BqHa29Qx/9i02bBN5zF1zZZhD8NZVm",
+	"5YjSv8PDgKGwjauf8InDshP/YgP838EE+Pz6OORnaprhBdK12DnqVhrWPQ5RFTRmq753Cg/btxIWrvyS",
+	"fRat0Rdxjdrsd4hcT6VmHrE1ukNId2uPCCvazZnptel8Qce4KJ7zo2aEeW6fVXQ85uHaR/+J8cm08XZ/",
+	"n4/+3nnKyut217pPEx74Ffch6s9ynUTJm3mrg+CaiwgFiVVO4gzB+YQvLRLnPILZsR5PcLOjc+deROjC",
+	"7ck3s0ASMupZoLhNZB+52rpRIk3+04LY5P1Zlkr6wHQMg5aCdCkpKGW9wVB8nHFjXNyb1T9RSi+55QLC",
+	"Bwz9YTMaTrnw4v5QuOMFN1/ogrSZclbCglWgSt+rsgAsEN1VNLFy7Pxdbm21TALjNJ0isr5v4g4CoxsX",
+	"USsXKrg9Gx3KHnebvYLPFpdO7T0AQPKpmrag2tiQ0Zi1uMBpOpvRinitRRhx0CaovL1hMSDy8MMp2oH2",
+	"CTdgXdGlW7Khl/2goH01GS52t6oNF0vsf1nUU1RP30mZlAW0GnoPsk/bcZbZfP2TOyujiMVMZ2EF5BaE",
+	"z+iEYSRLSIWQhlwwkqRxDOHReyKN46DCJ59xu0iCTRe8vl6Wy53smduyIdxmydPpFlIi07hfTWjydy9H",
+	"VZBTFB02NAmnLLwkdEK50KbCxAHCGJkyGikpZ1bdw4CUBdK7FAHnRiFTqq2QW7CWQDRLb9mGM+ZGt8jx",
+	"KxKIJV8xDL3ajT8pYM0iOq/nc11UVfjEaeTNHGHFYAd7ghc0vPw4brtadfEADqCit69xY9yEa/vO8/1s",
+	"MgbU4XwbSE5eXmBRYbWbe4HkjCmPWfTWiSqNrpEVYhmeL9Cc5VsXUhHxCPJWgpbj1aYNyTE0RFHDJvN1",
+	"IycyepIN4GcM/N417fup1zaW7NALIZ81i1vlDj+D54zioT5HH18zbdhd7ZCWNsMDHeQBJauQiVMnhFUE",
+	"a1KR00YXCEZFRKbymnS5GDPFRMgGxYH2iL1YTERDMTKKGylGVlwdXcXxbBSQmYxYHCBfCghVEx0QJq6C",
+	"LFdGZ5qHDoaCpkZafRDSPxyhRxO0jDBHkIOV3fmTACEjQjWhVm+L2T76yiERDEE3U8ZVbr6lihEuSCRD",
+	"vUkTPphFJXN0weXaaDtelIu+NcFttXpsr2iT2KkRoP27TXhSVtaaeHFOHfL4dZ1lfpaiC7kInUsadTvn",
+	"GnZJoDNGdWrXsO/iIIzGrC+rljI40JgaSJuxI2rySxpN2DI/xkyUZZif39wQKvQ1U4gdmeCDIfE8wtQP",
+	"eKIUs8OFebHbqvePlZytf+BgX3r58h0u7H0F2OdJwpQL9sgyQnAbLtLwkhmwzHExgZ9evjRTkjAVMmF4",
+	"zLKYJB9m4A+oHJQkU1SwHZgZq13gEfhqaZHte/NsDZG2nuDD7hZgCPwxVyHxj5YEvPGhxGXsqKXh4BWq",
+	"Snn+lImOPp+JaxeJOgI/3OedLwPM6dIfxeetL0gEf02Zmg8SOmGn/LeqaMslCwim9zZR8bfH5y5wYWld",
+	"nqa2Uo5UlOXVSi1k6SDc4P71GuA+OFPTkpPzPQQ6vOevlrcXf7KoLQWGFnUxJmAhggZjJXpr3sxnGAPk",
+	"88sWT1bGrA8ivgvPqZ7a/drLb5PXFiDmSY7HlqYIiXzIrqE5OninEJi0oAvnsWOFwUi3DNAKVkg7/JE4",
+	"13WrxnGnLMbgDRlpH8yTZwTLaxfQbz9Y5uniXsAB6H3OLbBYwjHjq+eHvT96exrzkOk2m/NKXHJRN6+Q",
+	"v8BQSvk6LhaL5Wf2lTbLe1oMS18+iNdSRVK0pYG8rOHiLpwoP2i/3MV5a+7qMWi1FdKLnErVru85qaoY",
+	"vdCMkRAqs8rDENHFxWoPP1/XP7P6Mb89Ps+cNI2nvGZA6wLyXVMluJhUEIM3lsVQZ8mgF/KKoWBkKu3K",
+	"GunQ3VKXwJqPToX8tWUx4Fm91d5tbnE7GhHvyEd8rJWP6VGz0oOuPRPB50jMRIRFIjD/PhWpZpHbT2/4",
+	"6cN2Omx2b/Zak9PWwv5n62D/83Wwf/dhsPpFCRvKe/0j5aqvp5Yd4CPZTkpFtlw8ynZxB5fRaKcyDCSD",
+	"bD2kuJBKyWsuJu/4jFcA/Dd5TcZUuQsk5IwLGpdMfTM6JzgK1p+B5CNEoW5/e88y9tiO7dn/Htnqtbv4",
+	"Y0xUboBqllrUxLBwh5tF8BwIBegAGhrH+NLq4OxCmCuMXKFfWIGOTFKqqDAsj65yu9M8Mtqrc8lz0bJf",
+	"lK2oJrwgNTVJWgFEOJH3R28LdTUKj874pI/5TImSYx67lKa2e1sv1frdqSFZtaq+l+JWvXpWDl3VnwJj",
+	"1wBUHGfZipgLkXXHLe1BSO0CmttFuMow1ZW5yzOI8KsURhGcVjm0GcI8BnxFDcNnxM8TtqY+sdMSMe6K",
+	"ppXjxYExWw2dm8wR0+ZUqrtTxRslVemK3Bn7s9P1awtKOOQPrxIX5adCPGFjfO9KDuVGrlvKSWq0od1D",
+	"JtutkbeLeUYtMk62J9Vu2CxIdnXKke9yG9XIB68C7W+MxmjjWJCspiy8vGcSnc7KXPioQ3nZHmjo3qoC",
+	"9siw2WurcuqqghBspknCFBkDw4Qk0X1LLk5SQQS7YsobFisy3qm9ou2iVQjpl3Hbo88yl0y7cxcBbBcB",
+	"XZZxu1dicTuz9zKYiusI/NozSOo2/kfK41RVWHPaU/SR3Efspt2jYrG/2rpsf3EZGN2YjQ2RqbO7SHu2",
+	"2+Qn/qo3aLRaIQy+qEDVQnNrQxsTbT7VGub26s4c7RmqtVa0qeBnBZrvDJELstH2ZLC9NblYjyH4+VYn",
+	"/rkhZBlLxuM2ldyu8ZLNW6k+IMF6jg47bOBhqIL8uBCl/82cN1AwAiKB/yMP5m8+45UiXFe1b9yD6T1v",
+	"DccrL6wu1bZpr6uZYZZVsjIzzM6ujRXmQzeB1Z4EtV2bBOXHqPaqHpCoIn2GdDXLK5nqTZ2wsDcgry0H",
+	"RtsqhN4kLByKhCrNVNHjKRVRFKwZULIPnuaa4N4EREv0ZkF691DkDos8P5waLCxVKspGurs7O72qJOL6",
+	"MkevZCoiDNRCU7VKhSNHw87OdNgZLKfvF1B+gZ8LRFiQPPZR/6WGxnKSMkzt45n6eH7ybtCUxGOVo6iQ",
+	"wbNHPn+1QwQg8Afe2POD/ZS998PtlwFKMSypSXs+PHibD3XJRQQjOL/PD4Fd/9H4hwC41A8BGUv1hoZT",
+	"+wMzijP9Q+ALAP0QkFAKQ7lgivyDKDon/yAaCr38g2S+dvKPrD4YAHe7tqva42eBHn0zavciL+fwqpmI",
+	"f1eKIirvq57Snecv9lCZn7IbVOSzmtRUSMFDK99h6G9jEEsx9eqbENRVIlZLJKCcx7VGfGdObgvVo68y",
+	"YutWv2Lkk697uKyh/viavNx9/l3myHTVVAcVt97+UCn35+71lah1wRe7RK+tbKGNFU7rgqexGh6Wjayg",
+	"v7nKsZyjZbiJWYPmslwK/YjwiAnDx3PvTff7ZN9Aul0IHum1u3ThVw9K0KTrHOco+W2j976tDl6tGrei",
+	"o/1Yw/6d6X517u82qpX5+4EbQFqF9deFERcKWS7rDhHG7t+xNt+6RsW8lkGTQX+V4DWoHpaZt9Y39GG6",
+	"lNS8utvACRWXpFibxlchJF1X1hMSAVus2d8BBa9Lmn4DQr8VuLp0wqIe8Y8Sbsg11URRcenK5DTP8/3K",
+	"YVbFCL7lAGuYlxu9R8C9ERBfayYgH6RVoX6E2gQfrMyGH0+YZuoKhKGAHCvGZgl+PsJyu62JOSoVK8Rg",
+	"sqQ10hRLhdwJlZ+7XONY0ooUQ2T4KhWl6mQWJvzis/vG4iB+8yWLvhhLRUoVtfUG8TPp9XTefH1Bvb39",
+	"xPlaXYLONyl2sKApZB40LDVxyViCkrU2UrGoKKgupFzXlErIq2KtUEzC1RVZMa9nsQ/HShUWFuquLJHM",
+	"sWKsORxmxkWqyWI1JIyLS2Sk72DIN9JUecQKs6456PZyyrGdIcDlVe+LUfN7FHjT6Yz96CIPy6s4hRIR",
+	"Rlq1BPMksDwE6oZmaqltJK+FNorRmZO4Z6XwgcXM/iUsm9GbI3y4+HvOkCuWu5C7WhHH9q3zZFbISvnS",
+	"AOqnzBFenyDQkqazGFixWshdBqZ7vxJIV1Egq48bzbh9pT3fH3q83F/cbFYCrYQfVVft84VVWxqwQAHV",
+	"TqNy18SmVy1DeZIKV4WyqFSs8Eaq71TTrklPbKzRsdx1xzsxmzURHhUCvwsT+P2pr52HJ1WJfKnIUi3L",
+	"UB5SQ6GSiCCnp2/ISKViRCAVl3SzjctiksHk0qty04iQxa3sqFQEtL6G8F2qAd8H71QqjqpxX7NfV4mh",
+	"vkMF1rug+8qI2IxguNwWHLMrr8Gko8NFTaxQriz7OPh5D5I7d57vVqtlGclY9khkdTQqDiQeV+s5Dbn8",
+	"S6KkHSRLOK9ZZbUSLNiNOaYTllVTqZYOC4pTQifV5VFUukadB8sB2vRoGLBmNace1zz7OX7z4fDow9tO",
+	"0Dk5//ABP52ev3795s3hm8NO0Pnx4OgdfHh98OH1m3fv8An3B/xw9ubk/dGHg7M3h3U8q66bwllmh8b0",
+	"fxAaAfGwppFKxUOTmEVN+j7Vx182GbhdS6n4ikW5XyE3eDfXkdxZoGoLpLvKZbFQdrxaoVxdV9ZpXME0",
+	"oNAX/lhXhWqwVB0HOuNgLmnFHqWuopAUzBvhSff44+kZ+d///p9NeLcXZD0luLZoYr9sViK/q6fuiwZk",
+	"l0Bd1SHjrJBgjU6bvGse1nrD4HtwfqQiYops+ue1h5rmQ0QtdgGoqONYz6LvxfJ+zXRBPyDhtFg+DmUi",
+	"zAq3HB15uWsSsoaC9N39yop/fzd5znl0VqKJviB5qluLJ9WWbKu8Q+7p9kjN+oBwZ9hfyFhzJwV16VIT",
+	"ypkPCqAEI0Cglr1IE3uY1XUU7mDpe/5NxNTG8gGrShT+iKu4lO+qWJdrrStbXBY6U0oypqol7xljhUw4",
+	"TZM8YbLZxnsPs/729yt73rahBY5CHF3/kF9g+TE0ca//ur3sv3DTViH/5apxEFZMOlmUb1aTimvR+AXG",
+	"ZLWYxe1tl1dMxTRZtY3nR/d4iY1Xm3awcWctwwbXJk11W1OiJcZ+b26NKVQhE8vbvsoWRFXy5SIj1Zc8",
+	"SVj0Md/dRTMWVUYT91hWfw69c+yKyxR55TW1l5bHse8l0nJnn7tmPf8lWzbr+1WdurutMTSVvl2PV9kh",
+	"BxlpWtqdwh0onUwT5XtFw8sxj+M7ltYU0Vq6p7prWX98N4AJm5ZztxJdi8R5ORkjhhxzV/1mxqHO7PWU",
+	"x4VWxBbFCm0ZITMDUW5Kk4QJ0vVpRNtkzqgKslc39D6hhsTM6m7bW2jsKLWUC9rak6kqQeO1koKwm0Qx",
+	"yMXUpDvaIjvkX+x/o4CM/t+I8ngOn1Cq256OegG44Bzq39Xeu73VXHc/YxuLoqaxqlmsCdUkSrHLrAX7",
+	"5Za2YL4A+PKt0nXw7d4dvBcltrQYsqWoiOSMRCymc5ImmA3Dc2AJjSJMkoHMMsCXdU7z+xW9LOV20DmT",
+	"anH9LPKDh+ZalUqX3igoo0GxWEehXJOjgBuaxPySoYK+0ay67q7KCbfvUYi5yBQWkPfgwwFcHPKbFHmM",
+	"0tId9FTg/Ox1b9lb19I/q1apOJsuKxNOV7P8L9UsL1WdVYnQxl4mEBa967C+llFTgNIiB2si0d+i+Fwm",
+	"t9+96lzpBjVVnbMqto/4ydRpV0kdAiTzTLi7VMrP4JBr860VL32lq23xStcU/XEcD0LTkd8Vt2FDl6Us",
+	"7oSsoXBS1h5IZtAxzleND8hFOh4zheXwFaFxHBA0tEFPO6ZmXFDDXGsb1/lNCha4p+W1/T8Go3rLop2l",
+	"E3Rw5I8gQuHngzjOMhw+mimgcTaF/wIGtU9+aTifqNIh1mDG9++taZ5X9+l+5JXi4uTFUSsvgmHJUWWi",
+	"xUfBfJgqJFxUtJZ1jf9Wvri+E2Vjd99VGz3e14B67ywUvzksht4mg+VKX+1BVZaqy9QkqdH1qS4bmrhn",
+	"SJdizwM8wHKOy/NHsp/Vt+XzSTX1Xfk8uh27jVnM4fcJXTSOP447e5+bISkkgd1+CWqzwJyh/8rV10VH",
+	"AJSX6l7zCD/qfRLzK7aYNRSsy5r8dWpSbZ254lt4dRbrS1cHrSB/yO210E465tq0JRqtzk8znGjx+Jy8",
+	"OTv5zwbnz+lPR8fHRTeQ+/z6b/Dh08HR2dGHtz//+PHk57fH5wvfHBwfn3z8j4N31aQ8N95W0jpogEsO",
+	"smsNCBJSBY4By66YMGoOCAX5Z1yQEWzIaCi6VgSKfLvNQqSaC1RzUWqj3j7xNXMQKTXkaXONRW0rO7X5",
+	"MP9W4lruKH4bPAh9frESff7+nvT5+UqEF47B97+B0xks6cbrX98VDPx3qfxcUb7lejrPLiTaqNCi0xrC",
+	"uVJCdCNbcTRgFbZyT7fM7h3YStCxdLnthU88Yv6wqjUSVxS7nh3VtCi5hwEe7BvYcqaqYejBYk996DOO",
+	"KcnutfV7vr+oCaVa5Dlr5hNWQj62Ynih20yr59f3tWn0yNlnKqOSiq1m2nIJ4DAbQkV+xnS9muCQ8/Pl",
+	"V7f6L2l//OXr97f97PPuCp+3a7Q9i7EnbFxXRpCSTBzZ0I66uQtKlQ/3DTBDL6MbWVL3sny+6JWpK8CY",
+	"tvczbg0I36lQRpzzLbPSVR1a4RJXqOGwH0WGDDqnnCimNenOJNRepIJsB1tbW7BjOkBdVJALasJpoetY",
+	"bw9r1GnChTaMRr7oR5mvD8iRwc2HXR8KKydh7uXbNxgbAPLi5lf7z+0mPFnFt2H+qlogr+wPeZInHGU2",
+	"H9FJzA3hwsj26jpuisOym6LmmHPhelWRGqsEpKqu1St0MPZ+ZFxB13dY3N4KSCyvmbZridgNPtwbrNrC",
+	"tVhmoEUcycZrEnrbpd0Cz3R3tI352MecMTSOWcz1rK4WBRdkHENBLLc/AaojNI6JO8Q1G4biojMU6JSR",
+	"oQxUdvbLFxDCPsJUcTM/tStzqAttuA7SqoqnByIrWXBwfOQYWHdETfzz//73/4zghGGTwP4KA+UrmxqT",
+	"dG5vQfseywr3+pvTs6wksBxnPWQJFeT9OyKVXaFxxvYkpsYySteZJ29BqFIxFFSTpUADe0+H4g3aRWVq",
+	"stiZq20iGIs0GdlFS8V/gyn2yCtsSIZiPKzVN8gnOAzIwkOBXUmXcii7I5pAGLkdbdN9+6+/aClGvQH5",
+	"mDDv5LB6xpxQMRSjm75rstu3XG9E2I1hQgM0gMjg/LA/EZqJDxb0LrJllySLQd7ur6HAUO/egLjstr4O",
+	"ZQKuCmgZBy3WNGOuKrbVT5wgsEeomGNGDaSMQ1E0Xyl5d2s3IMw1uIRi2/4JDELxJS3Yjb19QCNjHjKB",
+	"9TBQHukcJDScsv7OYKuQmdkp4FjBI7rX2R5s4YMyYYImvLPXeTbYGjxD++sU0HdzCpVsfoMiXNhqTvqt",
+	"Poo6e523zPzNPQIhZ9BRDl7d2dpCQ4QwLni5eIC/uDwuJAJtJMLV0wF0X0wi4VdsULp9nb3PX4KO9mW7",
+	"Ou/4FRNM631C42s612Rna6tgg02UDC0PdLXY/3Z2dgwEhE40WETn2mpPX+wMm67ifNNuvHePtO6GYTdm",
+	"M4kpX9iHRcPk0pKPlZwxM2WpJnYMK+y6VECCwm7zdhRed8upXa5DjIE/rLo1f0yYQOy6FwYsEtTbKr+X",
+	"m4tEMkzRVti02DPwKbpHoTmeVc5qFwyVXRuR/QSf+F1wHckklkKAwuRIPKy8eht0nm89qxs6g3XzPPer",
+	"N+6bXSbHS4M1q7B8JzX0gmosEu9ZQu1mXm1vFuvZTao6Vb72RVVBXptSZcUfMVZUG5WGJlUMim1Ywgnu",
+	"TUemZ3QOYkiWS1U+p3dcm9d5sbUHO6piy+mK8/IgBL4vP5zT7tb2SufkuCc2TnyOUDe/BF5/QWM82QL9",
+	"g3aQy4VsIQwV2VSpZSQJXeZs8WiLja7LfLWz59OfMCu5SuNd7o5f0QDfd277cPD+zaiXgayx1Zr/lRvN",
+	"4nEWTQz2FL3vApA9GhCuoaMGFahiD0U+mlVU6NRpLdxkEEkF3ZXhK8zrDCybsJpPRdd1bMo+IAe+vS3p",
+	"+rzSHhkVlj/C3v/uoRGOPILc02LqKbZu3/cP7JGvtyOIKFXOnkks9TNUX5JfUwYN04dW4uJXLMJ6qlDy",
+	"k85YvrX9y++1K+Bpf3DyVs8CjVLHztZ2ZkAp7LAmgl3DJUdWiTt9bcWSGHuQ5uiEskj5/i1k8uYNBV5J",
+	"rBP+TW5fTb7wbVm+Nypltw9PA6plk8XN2icu5QsowQ5SgocG4yQ/q07QsYjvKPI7iVPVje0e3cyeg8F3",
+	"VyFFr2hUyOO4E8nbXYWf/SjVBY8iBgGQu9srvHFM57Gk0ZmU76jC8j27289XAU+nCdLH9yziFFod3JMy",
+	"+5MhtBgw7q4huOkRXYAkFQ7VNWmxdGJlEo0pq4uMefOr+3SLRDtmpsLE/oFdu1b42siEXDAuJgRoYkQs",
+	"rTUDgmnQnjwAqTPSUg1L57IwhgE58NQWI/qs0O1jQjz5ySk1NxjKNBSeBimG9B6kAgAG3JA4JNhFqujR",
+	"IayrSI1KxGC3qsjsTF65a/oHRngEvfmND9L8KFMR3R9Z7ZYQmp1TxnTwwNR8XVwMaqXs2qN6FLp9liPj",
+	"IyPAIx7nR8FySpMVqfOSH1CY6ymD8h8FGQmSvGKOAa3rioZZrGJtNEL+iD+fY2p1oS+1ZGvzV1+ouFK/",
+	"OHAakq/3l4uhWWeVPHemS3M7F7QV2idCDkWRNNM47g3IG4E5bnK8UCDFqTHyWvisa4i+4gqL9oGXwe6s",
+	"t+2kImZaF9xXaPyC+7Ghq0hZfjl8keQHuyEHfodwppqLgsKo7zofsZBHj043H/ba3FW1Lhghioj39vi8",
+	"gHywfYG7bnMMdvZFdrCeUfGmTZL04S+Zr4tVSZytMvn2+PxB1epCJ4AKpPtY8jPZ3cSycXYL3x+9Ja6+",
+	"bu/3UbYtPFxcMWGkmgPVgVqY9gErLPnAqQp1fJ1zdidVrOpWe1q+a8tDnlix9ly1xRJA+CMYQvye7Zd8",
+	"72CxhwhaIOg6t94Xj6VY7G4FG0j5LDCj5jhLVnoIlbg0x1oK8fa3xoVKgxgGHfzV1dCtl+1vvJZiHHN0",
+	"3P/p9FY8x4KPChLWDRNUGCwVRl0LwZVuTlk19Y9ufnWfbpvs8cX79LDErU4AytIW/lqawro0by25w21p",
+	"We5YPvhN3yi5mcO9yZ56QCzwk9TxuLNCz/slRvfPakD4JqKzw4YNXSjZne006YIZItPbrrjmFzzmpkx/",
+	"ckR6ODSuc36cuTrzVrmraqi959LLfKRDKGdMQ8tvX0R+KLq7Ozu+rqBVEaD79gYWle8NiJWJo1RBuuxy",
+	"TYiEqaHIeo7n3gH/1WbW48uuplQptOg2sNIQ2OS84UcQKQZD8clCNXJi7CgA+TabTaXCtcGiVU4oqL2C",
+	"kWVMkVmqDblgJE16+1nZMm6CLHpfhhQSzw2fsT2wS/jagkNhVW/ny0fV3L7hGqdvaMLEhAvmR3KBMRsa",
+	"x8wg6GJTdegsjK3WISxAjSDSjcYx1I1hCpOoctvjhh6KUb8Pg/VxqlGvSn9H1umJyQOJgX54l8T9yAJg",
+	"trh6CXCf+LqLZBu6Jsg4huy01PzlhcM1Ke6fQ5rc3dlZ5WV3P5HQPz438XKrqOAkljLktm13uUsEp4S0",
+	"FmO1x9fVuIwrFnq7griz+dV/XPDLVPk1SsSkdKd3qmomxQxcSC4PYb9MriOuaZKA0xlioyHF5iK3bU6g",
+	"lsGTTHMfLMRTK+87FVGxYDBHxrk+btW7VOqxZOtRKH9RPoZALO9VABFFMwaihZDXT+h1P/Q6ENk+b+iM",
+	"ZOmAxHQuUxMA6YIPNDVShxQ4b9YiwGGiMPqR5eeg9XGPXrm8nVbGGoGwzX5Naeyb7LoaDX4zNrSr5gYx",
+	"tVNwTFsR2gqpQ+F/gkheL1+Wd0sqv4tEM2O4mGgyo5dMEzoUGZeAiwQBbegs34fQI5CE/RzXKBbjHBht",
+	"3XUya0BmMmJxQPiMTlhAqJrogDBxFWRd6XTPz5qzJgg2Qie5/dpB6UO9YG82NIHIbzaZD8gnCITNn7R0",
+	"JxgKnYZTyw+x6B2UbNzderlnJeyZNFhw4EIqA/pAnd/9HKIXHknYxc5Ajxv8syrBI3RsnOUfIzr+akTu",
+	"SUr9dgT8FJplEApBePa+7ucXUY6XSUYlDXACKjePIaNuAinAlL9Hpf+VjpYDC8wfSdwp3P5QzmZURP/0",
+	"1/+x79SJjLHbv2dzXOTZj2BqE1j2+EGviWOef5SLcozgPF2Vp6tSZD+XPCleFSssp0oxYQgUhYM4dy8G",
+	"UnIRp6w/UYwJLGHFrnv7kMhq5eSJlbt9vVAJGZrh5YNfMzuTneiPcs9OHDyPJAj76f4EwrA/Kd9r6kks",
+	"fhKL6+jSewrlK61QnAm6oNZSQRhVkEpUUPDBCOAF4QeQgydJ2k9kzMN5u4X27fH5MT76FHt+n9hzU/IG",
+	"vz0+J3gCpMsNOiSnVBMh4adfU2lob5WoutZw9Ibz+6ZRj26SukAT+PUJLeqiA8qBtR4zAA10QEI5lcoE",
+	"BLu8Bb5fKWe695ARtkshAlUmyzcl/39VF/kW///BUMA6Cb2w9wRMBDVhpkRC0VCuCQ1DlhgWuXHpULiW",
+	"GL53rN//vfzlGZ2TiZLX4P6+KE0QU8PUYCg+WnipmGfBYVMsZwDnESycEuQTQCWkrJzgUDhXu2vMamm4",
+	"fQkTkOQ4D7b3EQJSMJA4A6Ip9JTWssoaeZwuXORvL4Jl4x8Je9CPLIC1UhCXauqPAo7dt0EhfGxP7S8n",
+	"gf1lBaqy0sYM6SoGboZeBZ9cpItrsMV6ESgrE9Mcf5499ZAxmm6S2gj0rKKNCwwqR23+wUMwsx38PWIw",
+	"s9k3v/qPzRG5efeNBz/uWlHJF3C3zAO6ezGon+XruYt0dvHXS+57RHxpt434I7oTfm26g9IPbsJZALMp",
+	"hvNCRnMrsJgigqGaqV3NT0X+8+D9u7x0287zF+Qn/qo3IEcGCjYkVGkWEW0Ux0pPIspjQvcXAkGrBEHL",
+	"s4cCyuVTMwW5sDcgn3wRzJAKKXhI44ITHCEu34ANHQyFkNmFsOIgNNywAIGHuvCLYiZVwjXzJztbW/WB",
+	"jX47/yPru/MQYpafxbl8g9JQN/05ncXfaLB7DfWowt/izldQxqOICQPI4cIiyjjhqp0UT/ybl6lYAcoD",
+	"MPF49LummoT/JGlDT6JtlWh7EEWEZvgAHUujqsaPXYcmoFBCOU33TjkRqYY30uv+BZAo7LdzB4NgIx/b",
+	"/Oo+rSQ6Fann70cuzvLuQaUKAUUO8yRCPZpsEiwHupXFWbDJjDDUbQTVYe1TVkzw1Z/3Cv3wypwpKKBN",
+	"oWxz9/N2/+WXz1v9l1++bgXf3/4DR+9VlGRuEvF8t+xaHdG12lvYTYAfCjHkCyj09lsP0bHvlN3FqmGz",
+	"PqerVZ7K2t4un0qpramZKplOpgSKsWYxeFjqwVfbx5JdrkfPRsbtXs17A1IaLOKKgdDoR7XvZNk+p4c/",
+	"kSm9YkT4dnMVy8zbmRaXutiPbsZF1gapolFO5Yo98bVyqso8fFZa5nZ5HIqL+a4gDaAdjLHuSw7dat17",
+	"GoG6YGOsb53Bw25WhOcVvHongCrRl07YKf+tPKDr6NTZe74FXcywcdhzdxR1bcQqFn0GMl2hHUpu7XDN",
+	"pXzrkzrYsIp/DXJsb+3sVtz7B+RSvpV/TRkIC7FdIiSZdb05GFP3saI7lEPv/XWr+GBtx1TowAvzIPo4",
+	"fn3J5ppBvxsuss50nsUp19H0kbMh37gax66138gTdCiTSEY+I2CUJQNO+BUTA/IJXb1DMTqKLM0zTITz",
+	"/k9sPgpcO3nOIh9HUIh3ttQVNHfUaVwxSZVmdwNlRQtOd2drq7efv3bJ5t7DjGV+vAUAYqHrleATqNe/",
+	"sHmLpUE5E6YfTqVmAiYCpRsjOX0LfU3HjHSTvL5QTqxQucnv7sKerEHei00ahsObne3+cHjzHfvyr5U8",
+	"/iHLVpyk4neq4QgNlKsFYIsocDSlKIMqJFs4As+2v7kKXQPsqZ/uSUl+isB5oMhAaGEJHWQb9HCp8EeB",
+	"37+VWZbXStynXdG2r25+VWmzLo1E+HciGX9dgeMAu8B7awAKWKQb26MuV2LACvsuk7H3eJJHu159kopW",
+	"r0SOZJvY9PTBPRE5VLUVpAAQj9gPwIb9+AU2fFudVPyQdwjBwPAPz2tZtE/GEnrW5poyKO1PIaN/gupR",
+	"909q1ZeO8RjpmhzvZz2NMTLI9fXKuv59S0aziRmxtWVGR/D7noVolDW6pOQkFW+uoPGEf8CCOiKU5N0R",
+	"98mIRyNwDpYxO9VEW3QVIXMGPtLVDPzZrjiMJu+oNn2Yon90SIwcCsV0OmM9rBavjWJ0RpiIdDHoOrXX",
+	"ioZTgNE1cY7dbSIHQxHKGdS6B3bONVZzRtfk9nOi7RFA9fpEyRu7UKD7YSw1pq5XKUanAInfjzpb36JW",
+	"U1peSadZ3wgB7VbgFPq4LWt2XTkQmBbtNtWJ9bvVrmLXwxsbU4lo4Zz01PcqC0ENJJpeAzcd24OA7F3D",
+	"9nxqMoHebNc8jqEyEOnCOKeQAAwIbxXGUArBQsPFBKrO/FWlj1MoxtP3CCmMduYf2GVsM4uZ1X9iecOq",
+	"//PfRdyosiZew/Z2R0iSBgDcx/EIzNaIxFLxiUXcHlEs1f5LbP82FHLsSIc9nSAvdFFqPRugjp01YHQR",
+	"qEPhx4aGXXO4OZbuYRPjgAw7MKVrgGEBdV2CI9etq4MzuqsEdh/tw01dSw3FnAltQEZIPX9UcuYXiLzF",
+	"SEQyLEZvMY+YqbfBz3O494tFPCJ5LRwFRlMTQKiHAoYhRsoBOazSoFzNrHieN6icWyJe12zDqPnDCYV+",
+	"+EaZcPsx9CqHi08WjvsKjH8qY4OnQGBT8I2wnZjk/Z9QUt2SNu3rzAEdui7RlG8vFJaal2JvcfZ4dLv9",
+	"UStkttD4Q6jXjkXnXdNz30ObG5cKMKrqCz8akAMxHwpTdjNhxL+XLnOB1puAfIxR3lTMijvQjFalMSPd",
+	"izlx7jBszOiaL2K5kSu2X2i7PxQjD/NgxsUJtHiUiuTfujNRetQrNTSgxIm40G3S25mRHfhCOEHBVQs9",
+	"6WGEo8NegHUHZcwC1zbJicsYOsfQw2i1ESuWqZyb+a67GXyjKnKOvefZKXb7fQiK7rvbH7qVNlL2B7eY",
+	"eSiy3drPlJRFK5PCtq9j7AL2pPg/WaprzQV4iQjN6FiJuq2lHKzPCrIuypW2grOsRzWytEJLbksosMUz",
+	"9CoOiISXaAz+Uoj8kJoRK4NKwVBjD5yXt++8vJaOHeTdz2tae/fA4KAYdaLzsdRmohh0vGMK6/65Lsju",
+	"YmLeGXRS982YmIj03lDgYjDJP2Ei8gWynHXGUkIhDcHm3yiPj7CL8si3Bb9iFmg9o3G8sCF2elpocFe0",
+	"jwyIfXAoqDFslhhLWmM5OVfxyL4HbfzkpIrGvuPaWAJ75Do/N7pqP9qN5773NMSQwMaTLhtMBuTHg6N3",
+	"bw5rw0jWCyzyZiF21wiS7a1iCMn21kPFkJCu+xZcn7gfYx4bpnp/ovASjwN2rW0xJtic/i9rWWmgSgGh",
+	"uAvUyuNWuvlDGlf8fSkHPOpcjqqOdlwv+O3L+twglpN6ZnCSB6VYYoV0biTHY83MaEBG/1/fde/uf2A3",
+	"pv8Rf/BZKPicFcIJ1Zdg17BX1wXLjNBh8m92xaNSQq+zYWqSCsNjlGIdEfVmyyATZ+2IbqbMGAwZvUZR",
+	"HkPKb1WXKnu33tmlt5DX7f4F1RA4iPOjqXs/0wIKeQrukToC434uk5e1aF/RJIWMuG4u+0T1RFvVE1UN",
+	"gptaTci3gjzOkAvzYrcT3GkOxIHqOcY01iwb6kLKmFGxujH9Lr3L38kJuZgbtM8WrDg5nr+Tk/5rOUuq",
+	"O1FaXM461pIFnC0YF+0ckDuSZ7JUuA/yJQedypu2DAB+X44dg8msiJMlSnWz24HA4imAdb46lNQf8dKx",
+	"3v5VGc5rObvgAnLhIpmaTW0ipiB0BEVblhTv+xO3WZHbKAa9ap6sUE9WqPtYoU4AjZ6MUE9GqCcj1J1r",
+	"jsIdqrNBYcoPfBpTHq8ZIVfPGCymR2ncUpTjNHvqIdVrN0lTyywP7lPV/2/ZKCtDgkIjshy7chR5jPSP",
+	"qgwJjxkPxFz88L9P/6Nscf9kKP8XdURnzS7zVEt3gC5oBXstYNDGmNA8jsO7p7uhQif1plTEqnbqii4Q",
+	"/OYr2e6Vzt7f/Oo/rtA5qHQN28pSHj61/vmWrX/8Me0j5nCT5fl6h4mRqX1mfTSpL2RZf+BbT+Tvz9bn",
+	"J9vJgo6SsDDI6vs5/yAYcKESLguZWO4s9QjiwApWAgdEa6BkFaXbvKDh5ZjHD5+ksQBmnZTzysHzSHKO",
+	"n+53Sp/8pxV4/kSBdGgWx2xWVqAcMo0jrBvh2Q8X5DN8DggTUS8A03pMkwRU2DiW13fhSWteaOg08Ee5",
+	"zccWmEe6yh8kKixP9/XPz6EBb0r3zZdatvId89WKr6fzB79PRvHJhKk/yo06Q3CexNG/DrIXk8OFvEbz",
+	"pmMdvhg7NkR8eM13MxV/KAZyjuA8sZCnW7XmrXKYU89EvuVVAjfjfUvutlh+fQTgw5WRgRnW0oS2vzEE",
+	"ES6yqf09VOLHU2WhYsa3nyuExLym4ZT1X0thlIwrUo6F7MMoo73iOFA1CcNtxYQpK82H6AbHrl03HGNv",
+	"GmJ2njyaf/h8+moDtQ98gHvsMsARK4pFnCX254iIYBAzNaG8VBfMUYH2jgD44OZX+LfR2nzCruRl4eq3",
+	"d0Cyzz91QCo5k+2WEIqHu4/2YplgTAto5lggfL2TbInNxPjvo0PSBXt0hk+9muqipkDcq+OfmognzHZ0",
+	"WIh78vE6zb7sT9lTD9lbRfpp6rzZJ3krnAzuu7eXuA+ufMgqL2VlbIuNei7mACBTepXCyAtxB3YiFqaK",
+	"mzkgzAWjiqmD1Ew7e5+/WO6vIUcf0SlVcWevswlSgZvoaxYrN9eGzUDK9hkCTiQpfudwuPhUBmjhSwiY",
+	"KPztGxYVv5skafHPvAFc4ctchLr9cvt/AwAA//8UQJeT6z8BAA==",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

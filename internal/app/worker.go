@@ -12,6 +12,7 @@ import (
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/admission"
 	"github.com/atelier-ml/atelier/activities/deploy"
+	"github.com/atelier-ml/atelier/activities/foreach"
 	"github.com/atelier-ml/atelier/activities/local"
 	"github.com/atelier-ml/atelier/activities/mirror"
 	"github.com/atelier-ml/atelier/activities/placement"
@@ -43,7 +44,7 @@ type Worker struct {
 }
 
 // NewWorker registers every workflow and activity on a Temporal worker.
-func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, serving *local.Serving, mirror *mirror.Mirror, selector *placement.Selector, admit *admission.Activities, deployer *deploy.Activities, pub GoWorkflowPublisher, pipelines []workflows.GoPipeline, l *zap.Logger) *Worker {
+func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, serving *local.Serving, mirror *mirror.Mirror, selector *placement.Selector, admit *admission.Activities, deployer *deploy.Activities, items *foreach.Activities, pub GoWorkflowPublisher, pipelines []workflows.GoPipeline, l *zap.Logger) *Worker {
 	w := worker.New(c, cfg.TaskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize: cfg.WorkerConcurrency,
 		// Heartbeats carry cancellation to running processes; sending them
@@ -73,6 +74,9 @@ func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, serving
 	})
 	mirror.Register(control)
 	selector.Register(control)
+	// Wide forEach bookkeeping (item records, renders over their outputs):
+	// control slots, so a fan-out's own items never starve it.
+	items.Register(control)
 	// GPU admission: submissions on the control queue; the snapshot runs as
 	// a local activity of the admission workflows on the main queue.
 	admit.Register(control)

@@ -259,3 +259,10 @@ type ResourceAmount struct {
 	Total int64 `json:"total"`
 	Free  int64 `json:"free"`
 }
+
+// ItemPage is one page of a wide forEach step's items (step_items).
+type ItemPage struct {
+	Items []workflows.ItemRecord
+	// NextPageToken continues the listing ("" on the last page).
+	NextPageToken string
+}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/store/db"
 	"github.com/atelier-ml/atelier/workflows"
 )
@@ -16,13 +17,6 @@ import (
 
 // MaxItemsPage bounds ListStepItems' page size.
 const MaxItemsPage = 1000
-
-// ItemPage is one page of a step's items.
-type ItemPage struct {
-	Items []workflows.ItemRecord
-	// NextPageToken continues the listing ("" on the last page).
-	NextPageToken string
-}
 
 // RecordItems stores finished items of a wide step (idempotent: a record
 // written again replaces the row).
@@ -71,7 +65,7 @@ func stripNUL(s string) string { return strings.ReplaceAll(s, "\x00", "") }
 // ListStepItems returns a page of up to limit items of a run's step after
 // the page token, in index order, only those in state when it is not "".
 // A token issued for another state filter is ErrBadPageToken.
-func (s *Store) ListStepItems(ctx context.Context, runID, step string, state workflows.StepState, pageToken string, limit int) (ItemPage, error) {
+func (s *Store) ListStepItems(ctx context.Context, runID, step string, state workflows.StepState, pageToken string, limit int) (catalog.ItemPage, error) {
 	if limit <= 0 || limit > MaxItemsPage {
 		limit = MaxItemsPage
 	}
@@ -79,7 +73,7 @@ func (s *Store) ListStepItems(ctx context.Context, runID, step string, state wor
 	if pageToken != "" {
 		v, err := decodeItemCursor(pageToken, state)
 		if err != nil {
-			return ItemPage{}, err
+			return catalog.ItemPage{}, err
 		}
 		after = v
 	}
@@ -87,12 +81,12 @@ func (s *Store) ListStepItems(ctx context.Context, runID, step string, state wor
 	if state == "" {
 		rows, err := s.lq.ListStepItems(ctx, db.ListStepItemsParams{RunID: runID, Step: step, After: after, MaxRows: int32(limit)})
 		if err != nil {
-			return ItemPage{}, mapErr(err, "list items of %s/%s", runID, step)
+			return catalog.ItemPage{}, mapErr(err, "list items of %s/%s", runID, step)
 		}
 		for _, r := range rows {
 			rec, err := itemRecord(r.Idx, r.State, r.Item, r.Attempts, r.Error, r.Message, r.Outputs)
 			if err != nil {
-				return ItemPage{}, err
+				return catalog.ItemPage{}, err
 			}
 			rec.StartedAt, rec.FinishedAt = r.StartedAt, r.FinishedAt
 			recs = append(recs, rec)
@@ -100,22 +94,38 @@ func (s *Store) ListStepItems(ctx context.Context, runID, step string, state wor
 	} else {
 		rows, err := s.lq.ListStepItemsByState(ctx, db.ListStepItemsByStateParams{RunID: runID, Step: step, State: string(state), After: after, MaxRows: int32(limit)})
 		if err != nil {
-			return ItemPage{}, mapErr(err, "list items of %s/%s", runID, step)
+			return catalog.ItemPage{}, mapErr(err, "list items of %s/%s", runID, step)
 		}
 		for _, r := range rows {
 			rec, err := itemRecord(r.Idx, r.State, r.Item, r.Attempts, r.Error, r.Message, r.Outputs)
 			if err != nil {
-				return ItemPage{}, err
+				return catalog.ItemPage{}, err
 			}
 			rec.StartedAt, rec.FinishedAt = r.StartedAt, r.FinishedAt
 			recs = append(recs, rec)
 		}
 	}
-	page := ItemPage{Items: recs}
+	page := catalog.ItemPage{Items: recs}
 	if len(recs) == limit {
 		page.NextPageToken = encodeItemCursor(recs[len(recs)-1].Index, state)
 	}
 	return page, nil
+}
+
+// GetStepItem returns item idx of a run's step (catalog.ErrNotFound when
+// it is not recorded, e.g. still running).
+func (s *Store) GetStepItem(ctx context.Context, runID, step string, idx int) (workflows.ItemRecord, error) {
+	rows, err := s.q.ListStepItems(ctx, db.ListStepItemsParams{RunID: runID, Step: step, After: int32(idx - 1), MaxRows: 1})
+	if err != nil {
+		return workflows.ItemRecord{}, mapErr(err, "get item %d of %s/%s", idx, runID, step)
+	}
+	if len(rows) == 0 || int(rows[0].Idx) != idx {
+		return workflows.ItemRecord{}, fmt.Errorf("%w: item %d of %s/%s", catalog.ErrNotFound, idx, runID, step)
+	}
+	r := rows[0]
+	rec, err := itemRecord(r.Idx, r.State, r.Item, r.Attempts, r.Error, r.Message, r.Outputs)
+	rec.StartedAt, rec.FinishedAt = r.StartedAt, r.FinishedAt
+	return rec, err
 }
 
 func itemRecord(idx int32, state string, item, attempts json.RawMessage, errMsg, msg string, outputs json.RawMessage) (workflows.ItemRecord, error) {
