@@ -7,8 +7,8 @@ import (
 
 	"github.com/google/wire"
 
-	"github.com/atelier-ml/atelier/activities/local"
 	"github.com/atelier-ml/atelier/activities/foreach"
+	"github.com/atelier-ml/atelier/activities/local"
 	"github.com/atelier-ml/atelier/activities/mirror"
 	"github.com/atelier-ml/atelier/api"
 	"github.com/atelier-ml/atelier/internal/app"

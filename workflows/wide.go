@@ -68,6 +68,18 @@ func planWide(n, par int) widePlan {
 	return p
 }
 
+// WidePlan is how a wide step of n items at parallelism par is split:
+// batches of batchSize items (the last may be shorter), each running
+// perBatch items at once, window batches at once. bench/fanout runs its
+// hand-written baseline with the same numbers.
+func WidePlan(n, par int) (batchSize, perBatch, window int) {
+	p := planWide(n, par)
+	if len(p.batches) > 0 {
+		batchSize = p.batches[0][1] - p.batches[0][0]
+	}
+	return batchSize, p.childPar, p.window
+}
+
 // BatchInput is the input of ForEachBatchWorkflow: the items [Start, End)
 // of one wide step, and where it is (Next) after continues-as-new.
 //

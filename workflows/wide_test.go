@@ -163,7 +163,7 @@ steps:
 			assert.Equal(t, tc.failed, fan.Wide.Counts.Failed)
 			assert.Equal(t, 2000-tc.failed, fan.Wide.Counts.Succeeded, "continue runs every item")
 			assert.Len(t, rt.calls, 2000)
-			assert.Equal(t, tc.failed, st.states(s.RunID+"/fan")[workflows.StepFailed])
+			assert.Equal(t, tc.failed, st.states(s.RunID + "/fan")[workflows.StepFailed])
 			require.NotEmpty(t, fan.Wide.Failures)
 			assert.Equal(t, 0, fan.Wide.Failures[0].Index, "lowest index first")
 			if fan.Error != "" {
@@ -227,7 +227,7 @@ steps:
 	// integration/wide_test.go: the test environment does not stop
 	// cancelled activities' goroutines.)
 	assert.Len(t, rt.calls, 400, "no item starts after the cancel")
-	assert.Equal(t, 400, st.states(s.RunID+"/fan")[workflows.StepCancelled])
+	assert.Equal(t, 400, st.states(s.RunID + "/fan")[workflows.StepCancelled])
 }
 
 // Step templates that read a wide step's outputs are rendered by the
