@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -98,10 +97,10 @@ type BatchInput struct {
 	Step spec.Step `json:"step"`
 	// Params and Outputs (of the steps it reads) make the expression
 	// environment besides item.
-	Params  map[string]any `json:"params,omitempty"`
-	Outputs map[string]any `json:"outputs,omitempty"`
-	Start   int            `json:"start"`
-	End     int            `json:"end"`
+	Params  map[string]any          `json:"params,omitempty"`
+	Outputs map[string]spec.StepEnv `json:"outputs,omitempty"`
+	Start   int                     `json:"start"`
+	End     int                     `json:"end"`
 	// Total is the length of the whole list.
 	Total int   `json:"total"`
 	Items []any `json:"items,omitempty"` // literal lists: items [Start, End)
@@ -296,16 +295,14 @@ func (d *dag) runWide(ctx workflow.Context, i int, env spec.Env, items []any) {
 // tooManyFailed is the error of a forEach whose failures exceed what its
 // policy tolerates.
 func tooManyFailed(failed, n int, p *spec.FailurePolicy, first []ItemFailure) string {
-	var b strings.Builder
-	if p.Tolerated(n) == 0 {
-		fmt.Fprintf(&b, "%d of %d items failed", failed, n)
-	} else {
-		fmt.Fprintf(&b, "%d of %d items failed, more than the %v%% tolerated", failed, n, p.MaxFailedPercent)
+	msg := fmt.Sprintf("%d of %d items failed", failed, n)
+	if p.Tolerated(n) > 0 {
+		msg = fmt.Sprintf("%d of %d items failed, more than the %v%% tolerated", failed, n, p.MaxFailedPercent)
 	}
 	if len(first) > 0 {
-		fmt.Fprintf(&b, "; first: item %d: %s", first[0].Index, first[0].Error)
+		msg += fmt.Sprintf("; first: item %d: %s", first[0].Index, first[0].Error)
 	}
-	return b.String()
+	return msg
 }
 
 // mergeFailures keeps the MaxWideFailures lowest-indexed failures of a and b.
@@ -324,20 +321,20 @@ func mergeFailures(a, b []ItemFailure) []ItemFailure {
 // wideEnv is what a wide step's batches need of the expression
 // environment: the params and the outputs of the steps its templates read,
 // within wideEnvBytes (every batch's input carries them).
-func (d *dag) wideEnv(i int, env spec.Env) (map[string]any, map[string]any, string) {
-	outputs := map[string]any{}
+func (d *dag) wideEnv(i int, env spec.Env) (map[string]any, map[string]spec.StepEnv, string) {
+	outputs := map[string]spec.StepEnv{}
 	for _, j := range d.refs[i] {
 		name := d.steps[j].Name
 		if d.wideRefs[j] != nil {
 			return nil, nil, fmt.Sprintf("the templates of a forEach over more than %d items cannot read the outputs of wide step %q yet", spec.WideThreshold, name)
 		}
 		if se, ok := env.Steps[name]; ok {
-			outputs[name] = se.Outputs
+			outputs[name] = se
 		}
 	}
 	b, err := json.Marshal(struct {
 		P map[string]any
-		O map[string]any
+		O map[string]spec.StepEnv
 	}{env.Params, outputs})
 	if err != nil {
 		return nil, nil, fmt.Sprintf("encoding the params and outputs the step reads: %v", err)

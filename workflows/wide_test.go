@@ -2,8 +2,10 @@ package workflows_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -269,4 +271,31 @@ steps:
 	assert.Equal(t, workflows.StepSkipped, wideStep(s, "gated-off").State)
 	assert.Contains(t, rt.commands(), "ok gated=1")
 	assert.NotContains(t, rt.commands(), "ok off=1")
+}
+
+// A pipeline of spec.MaxSteps (1,000) steps validates (its history
+// estimate fits) and runs: ten layers of 100 steps, each waiting for one
+// step of the layer before.
+func TestThousandStepPipeline(t *testing.T) {
+	env, rt, _ := newEnv(t)
+	env.SetTestTimeout(5 * time.Minute)
+	var b strings.Builder
+	b.WriteString("steps:\n")
+	for i := 0; i < spec.MaxSteps; i++ {
+		fmt.Fprintf(&b, "  - name: s%d\n    container: {command: [\"ok n=%d\"]}\n", i, i)
+		if i >= 100 {
+			fmt.Fprintf(&b, "    dependsOn: [s%d]\n", i-100)
+		}
+	}
+	p := parse(t, b.String())
+	assert.Less(t, spec.EstimateHistoryEvents(&p), spec.MaxEstimatedHistoryEvents)
+	env.ExecuteWorkflow(workflows.PipelineWorkflowName, workflows.PipelineInput{RunID: "run-1", Project: "p1", Pipeline: "big", Version: 1, Spec: p})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	s := status(t, env)
+	assert.Equal(t, workflows.RunSucceeded, s.State)
+	assert.Len(t, rt.calls, spec.MaxSteps)
+	js, err := json.Marshal(s)
+	require.NoError(t, err)
+	assert.Less(t, len(js), 1<<20, "the status of 1,000 steps fits the query and mirror bound")
 }

@@ -158,13 +158,7 @@ func (b *batch) env() spec.Env {
 		return b.base
 	}
 	in := b.in
-	env := spec.Env{Params: in.Params, Run: spec.RunEnv{ID: in.RunID, Project: in.Project, Pipeline: in.Pipeline}}
-	if len(in.Outputs) > 0 {
-		env.Steps = make(map[string]spec.StepEnv, len(in.Outputs))
-		for _, name := range sortedKeys(in.Outputs) {
-			env.Steps[name] = spec.StepEnv{Outputs: in.Outputs[name]}
-		}
-	}
+	env := spec.Env{Params: in.Params, Steps: in.Outputs, Run: spec.RunEnv{ID: in.RunID, Project: in.Project, Pipeline: in.Pipeline}}
 	b.base = env
 	return env
 }
@@ -306,15 +300,4 @@ func (b *batch) reuse(ctx workflow.Context) error {
 	in.Reused, in.ReuseDone = res.Indexes, true
 	b.res.Counts.Cached += len(res.Indexes)
 	return nil
-}
-
-// sortedKeys returns m's keys in order (maps must not be ranged over in
-// workflow code).
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
