@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -179,4 +180,92 @@ steps:
 	cancelled, _ := s.listItems(s.apiClient(), id, "fan", gen.StepStateCANCELLED, 1000)
 	assert.Len(t, cancelled, 100)
 	_ = os.RemoveAll(dir)
+}
+
+// Kill -9 the worker while a wide forEach runs, start another: the run
+// completes, every item is recorded exactly once as SUCCEEDED, only the
+// items that were running when the worker died run again, and the reducer
+// sees every output.
+func TestWideForEachSurvivesWorkerKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("wide fan-out")
+	}
+	s := newStack(t, stackOptions{noWorker: true})
+	dir := stepScratchDir(t)
+	s.createPipeline("wide-crash", fmt.Sprintf(`
+steps:
+  - name: fan
+    forEach: {items: "0..1499", parallelism: 100}
+    container:
+      command: ["sh", "-c", "echo {{ item }} >> %s/ran; sleep 0.3; echo '{\"k\": {{ item }}}' > $ATELIER_OUTPUTS"]
+  - name: total
+    container: {command: ["sh", "-c", "echo '{\"sum\": {{ sum(map(steps.fan.outputs, .k)) }}}' > $ATELIER_OUTPUTS"]}
+`, dir))
+	id := s.startRun(map[string]any{"pipeline": "wide-crash"})
+	w := s.startWorkerProcess(t, "worker-1.log", "ATELIER_WORKER_CONCURRENCY=200")
+	require.Eventually(t, func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, "ran"))
+		return strings.Count(string(b), "\n") >= 300
+	}, 3*time.Minute, 100*time.Millisecond)
+	require.NoError(t, w.Process.Signal(syscall.SIGKILL))
+	_ = w.Wait()
+	s.startWorkerProcess(t, "worker-2.log", "ATELIER_WORKER_CONCURRENCY=200")
+
+	r := s.waitTerminal(id, 5*time.Minute)
+	require.Equal(t, workflows.RunSucceeded, r.State, "%s", r.Status.Error)
+	fan := stepByName(r, "fan")
+	assert.Equal(t, workflows.ItemCounts{Succeeded: 1500}, fan.Wide.Counts)
+	assert.Equal(t, map[string]any{"sum": float64(1499 * 1500 / 2)}, stepByName(r, "total").Outputs)
+	all, _ := s.listItems(s.apiClient(), id, "fan", "", 1000)
+	require.Len(t, all, 1500)
+	for k, it := range all {
+		require.Equal(t, k, it.Index)
+		require.Equal(t, gen.StepStateSUCCEEDED, it.State)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "ran"))
+	require.NoError(t, err)
+	runs := strings.Count(string(b), "\n")
+	assert.GreaterOrEqual(t, runs, 1500)
+	assert.LessOrEqual(t, runs, 1500+100, "only the items in flight at the kill run again")
+	t.Logf("%d item processes for 1,500 items", runs)
+}
+
+// Retry from failure of a wide step: the retry's batches take the items
+// that succeeded from Postgres (CACHED, not run again) and run the rest.
+func TestWideForEachRetryReusesSucceededItems(t *testing.T) {
+	if testing.Short() {
+		t.Skip("wide fan-out")
+	}
+	s := newStack(t, stackOptions{concurrency: 200})
+	dir := stepScratchDir(t)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "broken"), nil, 0o666))
+	s.createPipeline("wide-retry", fmt.Sprintf(`
+steps:
+  - name: fan
+    forEach: {items: "0..1199", parallelism: 200, failurePolicy: {mode: continue}}
+    container:
+      command: ["sh", "-c", "echo {{ item }} >> %[1]s/ran; if [ {{ item }} -ge 1190 ] && [ -e %[1]s/broken ]; then exit 1; fi; echo '{\"k\": {{ item }}}' > $ATELIER_OUTPUTS"]
+  - name: total
+    container: {command: ["sh", "-c", "echo '{\"sum\": {{ sum(map(steps.fan.outputs, .k)) }}}' > $ATELIER_OUTPUTS"]}
+`, dir))
+	id := s.startRun(map[string]any{"pipeline": "wide-retry"})
+	r := s.waitTerminal(id, 5*time.Minute)
+	require.Equal(t, workflows.RunFailed, r.State)
+	assert.Equal(t, workflows.ItemCounts{Succeeded: 1190, Failed: 10}, stepByName(r, "fan").Wide.Counts)
+
+	require.NoError(t, os.Remove(filepath.Join(dir, "broken")))
+	require.NoError(t, os.Remove(filepath.Join(dir, "ran")))
+	var retry runView
+	require.Equal(t, 201, s.do("POST", s.path("/runs/%s/retry", id), nil, &retry))
+	r = s.waitTerminal(retry.ID, 5*time.Minute)
+	require.Equal(t, workflows.RunSucceeded, r.State, "%s", r.Status.Error)
+	assert.Equal(t, workflows.ItemCounts{Succeeded: 10, Cached: 1190}, stepByName(r, "fan").Wide.Counts)
+	assert.Equal(t, map[string]any{"sum": float64(1199 * 1200 / 2)}, stepByName(r, "total").Outputs)
+	b, err := os.ReadFile(filepath.Join(dir, "ran"))
+	require.NoError(t, err)
+	assert.Equal(t, 10, strings.Count(string(b), "\n"), "only the failed items ran again")
+	cached, _ := s.listItems(s.apiClient(), retry.ID, "fan", gen.StepStateCACHED, 1000)
+	require.Len(t, cached, 1190)
+	require.NotNil(t, cached[0].Message)
+	assert.Equal(t, "reused from run "+id, *cached[0].Message)
 }
