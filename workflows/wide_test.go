@@ -299,3 +299,26 @@ func TestThousandStepPipeline(t *testing.T) {
 	require.NoError(t, err)
 	assert.Less(t, len(js), 1<<20, "the status of 1,000 steps fits the query and mirror bound")
 }
+
+// The pipeline deadline stops a wide step like a cancel: every batch and
+// its running items are cancelled, and the run FAILS naming the deadline.
+func TestWideDeadline(t *testing.T) {
+	env, rt, _ := newWideEnv(t)
+	in := input(t, `
+deadline: 5s
+steps:
+  - name: fan
+    forEach: {items: "0..1999", parallelism: 50}
+    container: {command: ["block"]}
+`, nil)
+	env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+	require.True(t, env.IsWorkflowCompleted())
+	s := status(t, env)
+	assert.Equal(t, workflows.RunFailed, s.State)
+	assert.Contains(t, s.Error, "deadline")
+	fan := wideStep(s, "fan")
+	assert.Equal(t, workflows.StepCancelled, fan.State)
+	assert.Equal(t, 50, fan.Wide.Counts.Cancelled)
+	assert.Equal(t, 1950, fan.Wide.Counts.NotRun)
+	assert.Len(t, rt.calls, 50)
+}
