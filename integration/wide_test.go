@@ -253,6 +253,17 @@ steps:
 	require.Equal(t, workflows.RunFailed, r.State)
 	assert.Equal(t, workflows.ItemCounts{Succeeded: 1190, Failed: 10}, stepByName(r, "fan").Wide.Counts)
 
+	// The failed items, as a user lists them with the CLI.
+	config := filepath.Join(t.TempDir(), "config.yaml")
+	cli := func(args ...string) cliResult { return atelierCLI(t, config, args...) }
+	require.Equal(t, 0, cli("login", s.url, "--token", s.token, "--project", s.project).code)
+	out := cli("items", id, "fan", "--state", "failed")
+	require.Equal(t, 0, out.code, out.stderr)
+	assert.Contains(t, out.stderr, "1200 items: 1190 succeeded, 10 failed")
+	lines := strings.Split(strings.TrimSpace(out.stdout), "\n")
+	require.Len(t, lines, 11, "a header and the 10 failed items:\n%s", out.stdout)
+	assert.Regexp(t, `^1190\s+FAILED\s+1\s+1\s+1190\s+`, lines[1])
+
 	require.NoError(t, os.Remove(filepath.Join(dir, "broken")))
 	require.NoError(t, os.Remove(filepath.Join(dir, "ran")))
 	var retry runView

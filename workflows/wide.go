@@ -189,9 +189,14 @@ func (d *dag) runWide(ctx workflow.Context, i int, env spec.Env, items []any) {
 		}
 		stopped = true
 		for _, f := range futures {
-			if f != nil {
-				f.SignalChildWorkflow(wait, SignalBatchStop, nil)
+			if f == nil {
+				continue
 			}
+			// Signalling waits for the batch to have started: on a
+			// coroutine of its own, since stopAll runs on any of them.
+			workflow.Go(wait, func(g workflow.Context) {
+				_ = f.SignalChildWorkflow(g, SignalBatchStop, nil).Get(g, nil)
+			})
 		}
 	}
 	for k, b := range plan.batches {
