@@ -21,6 +21,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -116,8 +117,9 @@ func run(ctx context.Context, n, par, reps, big int, verbose bool) error {
 	defer stopWorkers()
 
 	modes := []mode{
-		{"baseline", fmt.Sprintf("`%s`: hand-written sliding window of partition child workflows, each a sliding window of activities with continue-as-new", baselineWorkflow), runBaseline},
+		{"baseline", fmt.Sprintf("`%s`: hand-written sliding window of partition child workflows, each a sliding window of activities with continue-as-new; plain activity options (StartToCloseTimeout 1m)", baselineWorkflow), runBaseline(false)},
 		{"subject", fmt.Sprintf("`%s`: one forEach step, items `0..%d`, parallelism %d", workflows.PipelineWorkflowName, n-1, par), runPipeline},
+		{"baseline+step-options", fmt.Sprintf("`%s` with the activity options of an Atelier step (10 s heartbeat timeout, 24 h + 1 m start-to-close, wait for cancellation, retry policy)", baselineWorkflow), runBaseline(true)},
 	}
 	results := make([][]sample, len(modes))
 	for rep := 0; rep <= reps; rep++ { // rep 0 is the warm-up
@@ -168,7 +170,7 @@ func measure(ctx context.Context, st *benchstack.Stack, md mode, n, par, rep int
 		if md.name == "subject" {
 			children = append(children, fmt.Sprintf("%s.fan.batch-%d", id, k))
 		} else {
-			children = append(children, fmt.Sprintf("%s.p%d", id, k))
+			children = append(children, fmt.Sprintf("%s.p%d", id, k)) // both baselines
 		}
 	}
 	s.events, s.workflows = historySize(rctx, st.Client, id, children)
@@ -252,27 +254,31 @@ func runPipeline(ctx context.Context, st *benchstack.Stack, id string, n, par in
 
 type fanInput struct {
 	N, BatchSize, PerBatch, Window int
+	StepOptions                    bool
 }
 
 type partitionInput struct {
 	Start, End, Next, PerBatch, Done int
+	StepOptions                      bool
 }
 
-func runBaseline(ctx context.Context, st *benchstack.Stack, id string, n, par int) error {
-	size, per, window := workflows.WidePlan(n, par)
-	wr, err := st.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, baselineWorkflow,
-		fanInput{N: n, BatchSize: size, PerBatch: per, Window: window})
-	if err != nil {
-		return err
+func runBaseline(stepOptions bool) func(ctx context.Context, st *benchstack.Stack, id string, n, par int) error {
+	return func(ctx context.Context, st *benchstack.Stack, id string, n, par int) error {
+		size, per, window := workflows.WidePlan(n, par)
+		wr, err := st.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, baselineWorkflow,
+			fanInput{N: n, BatchSize: size, PerBatch: per, Window: window, StepOptions: stepOptions})
+		if err != nil {
+			return err
+		}
+		var done int
+		if err := wr.Get(ctx, &done); err != nil {
+			return err
+		}
+		if done != n {
+			return fmt.Errorf("baseline ran %d of %d items", done, n)
+		}
+		return nil
 	}
-	var done int
-	if err := wr.Get(ctx, &done); err != nil {
-		return err
-	}
-	if done != n {
-		return fmt.Errorf("baseline ran %d of %d items", done, n)
-	}
-	return nil
 }
 
 // fanOut is the parent, as in the samples-go batch samples: partitions of
@@ -287,7 +293,7 @@ func fanOut(ctx workflow.Context, in fanInput) (int, error) {
 			WorkflowID:        fmt.Sprintf("%s.p%d", id, k),
 			ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
 		})
-		f := workflow.ExecuteChildWorkflow(cctx, partitionWF, partitionInput{Start: start, End: min(start+in.BatchSize, in.N), Next: start, PerBatch: in.PerBatch})
+		f := workflow.ExecuteChildWorkflow(cctx, partitionWF, partitionInput{Start: start, End: min(start+in.BatchSize, in.N), Next: start, PerBatch: in.PerBatch, StepOptions: in.StepOptions})
 		active++
 		k++
 		workflow.Go(ctx, func(g workflow.Context) {
@@ -306,7 +312,20 @@ func fanOut(ctx workflow.Context, in fanInput) (int, error) {
 // fanOutPartition runs items [Next, End) PerBatch at a time, continuing as
 // new before its history grows large.
 func fanOutPartition(ctx workflow.Context, in partitionInput) (int, error) {
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute})
+	opts := workflow.ActivityOptions{StartToCloseTimeout: time.Minute}
+	if in.StepOptions {
+		// What workflows.stepActivityOptions sets for a step attempt.
+		opts = workflow.ActivityOptions{
+			StartToCloseTimeout: spec.DefaultStepTimeout + time.Minute,
+			HeartbeatTimeout:    10 * time.Second,
+			WaitForCancellation: true,
+			RetryPolicy: &temporal.RetryPolicy{
+				InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 10,
+				NonRetryableErrorTypes: []string{activities.ErrTypeStepFailed, activities.ErrTypeStepTimeout, activities.ErrTypeInvalidStep, activities.ErrTypeBadOutputs},
+			},
+		}
+	}
+	ctx = workflow.WithActivityOptions(ctx, opts)
 	id := workflow.GetInfo(ctx).WorkflowExecution.ID
 	active := 0
 	var failed error
@@ -413,6 +432,9 @@ func report(st *benchstack.Stack, modes []mode, results [][]sample, n, par, reps
 	fmt.Fprintf(out, "| subject median wall time | %.2f s | < %s | %s |\n", med[1].Seconds(), targetWall, benchstack.Verdict(med[1] < targetWall))
 	fmt.Fprintf(out, "| subject / baseline (medians) | %s | ≤ %.1f× | %s |\n", benchstack.Ratio(float64(med[1]), float64(med[0])),
 		targetRatio, benchstack.Verdict(float64(med[1]) <= targetRatio*float64(med[0])))
+	if len(med) > 2 {
+		fmt.Fprintf(out, "| subject / baseline+step-options (medians) | %s | | |\n", benchstack.Ratio(float64(med[1]), float64(med[2])))
+	}
 	if bigRes != nil {
 		fmt.Fprintf(out, "\nOne run of %d items (subject only, same settings): **%.1f s** (%.0f items/s); Temporal server CPU %.1f s, this process (worker, Postgres writes' client side) %.1f s, over %.1f s of wall time on %d cores; %d history events in %d workflows.\n",
 			big, bigRes.wall.Seconds(), float64(big)/bigRes.wall.Seconds(), bigRes.serverCPU.Seconds(), bigRes.selfCPU.Seconds(),
