@@ -322,3 +322,35 @@ steps:
 	assert.Equal(t, 1950, fan.Wide.Counts.NotRun)
 	assert.Len(t, rt.calls, 50)
 }
+
+// A batch continues as new (at 10,000 history events in production; here
+// after 120 items per run): every item still runs exactly once, and the
+// counts and failures carry over to the step.
+func TestWideBatchesContinueAsNew(t *testing.T) {
+	defer workflows.SetBatchItemsPerRun(120)()
+	env, rt, st := newWideEnv(t)
+	in := input(t, `
+steps:
+  - name: fan
+    forEach: {items: "0..1499", parallelism: 100, failurePolicy: {mode: continue, maxFailedPercent: 2}}
+    container: {command: ["{{ item % 50 == 3 ? 'fail' : 'ok' }} v={{ item }}"]}
+`, nil)
+	env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+	require.True(t, env.IsWorkflowCompleted())
+	s := status(t, env)
+	require.Equal(t, workflows.RunSucceeded, s.State, s.Error)
+	fan := wideStep(s, "fan")
+	assert.Equal(t, workflows.ItemCounts{Succeeded: 1470, Failed: 30}, fan.Wide.Counts)
+	assert.Equal(t, 3, fan.Wide.Failures[0].Index)
+	seen := map[int]int{}
+	for _, c := range rt.calls {
+		seen[*c.Item]++
+	}
+	assert.Len(t, seen, 1500)
+	for k, n := range seen {
+		if n != 1 {
+			t.Errorf("item %d ran %d times", k, n)
+		}
+	}
+	assert.Equal(t, map[workflows.StepState]int{workflows.StepSucceeded: 1470, workflows.StepFailed: 30}, st.states(s.RunID+"/fan"))
+}

@@ -30,6 +30,11 @@ const (
 	maxFailureItemBytes = 1 << 10
 )
 
+// batchItemsPerRun, when positive, also continues a batch as new after
+// that many items started in one run: tests use it to exercise
+// continue-as-new without 10,000-event histories (export_test.go).
+var batchItemsPerRun = 0
+
 // ForEachBatchWorkflow runs one batch of a wide forEach step (wide.go):
 // items [Start, Start+len(Items)) of the step, Parallelism at a time, each
 // with the step's retries and timeout exactly as an item of a small forEach
@@ -90,13 +95,16 @@ func (b *batch) run(ctx workflow.Context) (BatchResult, error) {
 	}
 	reused := in.Reused
 	opts := batchStepOptions(&in.Step)
-	next, more := in.Next, false
+	next, more, started := in.Next, false, 0
 	for ; next < end; next++ {
 		_ = workflow.Await(ctx, func() bool { return b.active < in.Parallelism })
 		if ctx.Err() != nil || b.stopped || (in.StopAfter >= 0 && b.failed > in.StopAfter) {
 			break
 		}
-		if workflow.GetInfo(ctx).GetCurrentHistoryLength() >= batchEventBudget || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+		// Every run starts at least one item, so a batch always moves on.
+		info := workflow.GetInfo(ctx)
+		if started > 0 && (info.GetCurrentHistoryLength() >= batchEventBudget || info.GetContinueAsNewSuggested() ||
+			(batchItemsPerRun > 0 && started >= batchItemsPerRun)) {
 			more = true
 			break
 		}
@@ -107,6 +115,7 @@ func (b *batch) run(ctx workflow.Context) (BatchResult, error) {
 			continue // taken from the retried run (counted by reuse)
 		}
 		k := next
+		started++
 		b.active++
 		workflow.Go(ctx, func(gctx workflow.Context) {
 			defer func() { b.active-- }()
