@@ -354,3 +354,24 @@ steps:
 	}
 	assert.Equal(t, map[workflows.StepState]int{workflows.StepSucceeded: 1470, workflows.StepFailed: 30}, st.states(s.RunID+"/fan"))
 }
+
+// Temporal's own cancel request (UI, CLI, SDK) reaches the batches the
+// same way as the cancel signal.
+func TestWideTemporalCancelReachesEveryBatch(t *testing.T) {
+	env, rt, _ := newWideEnv(t)
+	in := input(t, `
+steps:
+  - name: fan
+    forEach: {items: "0..1999", parallelism: 200}
+    container: {command: ["block"]}
+`, nil)
+	env.RegisterDelayedCallback(env.CancelWorkflow, 5*time.Second)
+	env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+	require.True(t, env.IsWorkflowCompleted())
+	s := status(t, env)
+	assert.Equal(t, workflows.RunCancelled, s.State)
+	fan := wideStep(s, "fan")
+	assert.Equal(t, workflows.StepCancelled, fan.State)
+	assert.Equal(t, workflows.ItemCounts{Cancelled: 200, NotRun: 1800}, fan.Wide.Counts)
+	assert.Len(t, rt.calls, 200)
+}
