@@ -73,6 +73,7 @@ type dag struct {
 	// wideRefs[j] locates the outputs of step j when it ran wide (wide.go).
 	refs     [][]int
 	wideRefs []*WideRef
+	tmplRefs [][]int // spec.TemplateReferences, when first needed
 }
 
 func (d *dag) stopping() bool {

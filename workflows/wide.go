@@ -363,8 +363,8 @@ func (d *dag) readsWide(i int) bool {
 // renderRemote renders step i, whose when or templates read the outputs of
 // wide steps, in an activity that loads them from Postgres; the workflow
 // records only the rendered step (bounded by spec.MaxRenderedStep).
-func (d *dag) renderRemote(ctx workflow.Context, i int, env spec.Env) (RenderResult, error) {
-	req := RenderRequest{Step: d.p.Steps[i], Params: env.Params, Outputs: map[string]any{}, Wide: map[string]WideRef{}, Run: env.Run}
+func (d *dag) renderRemote(ctx workflow.Context, i int, env spec.Env, items bool) (RenderResult, error) {
+	req := RenderRequest{Step: d.p.Steps[i], Params: env.Params, Outputs: map[string]any{}, Wide: map[string]WideRef{}, Run: env.Run, Items: items}
 	for _, j := range d.refs[i] {
 		name := d.steps[j].Name
 		if ref := d.wideRefs[j]; ref != nil {
@@ -373,9 +373,6 @@ func (d *dag) renderRemote(ctx workflow.Context, i int, env spec.Env) (RenderRes
 			req.Outputs[name] = se.Outputs
 		}
 	}
-	// The forEach list of a step is not rendered: such a step is refused
-	// before this (see start).
-	req.Step.ForEach = nil
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           d.r.controlQueue(""),
 		StartToCloseTimeout: 5 * time.Minute,
@@ -395,7 +392,7 @@ const ErrTypeRender = "RenderFailed"
 
 // RenderStep renders what an activity was asked to (RenderStepName), with
 // env holding the wide steps' outputs. Exported for activities/foreach.
-func RenderStep(s *spec.Step, env spec.Env) (RenderResult, error) {
+func RenderStep(s *spec.Step, env spec.Env, items bool) (RenderResult, error) {
 	if s.When != "" {
 		ok, err := spec.EvalWhen(s.When, env)
 		if err != nil {
@@ -404,6 +401,20 @@ func RenderStep(s *spec.Step, env spec.Env) (RenderResult, error) {
 		if !ok {
 			return RenderResult{Skip: true}, nil
 		}
+	}
+	if items {
+		list, err := spec.EvalItems(s.ForEach, env)
+		if err != nil {
+			return RenderResult{}, fmt.Errorf("evaluating forEach items: %w", err)
+		}
+		b, err := json.Marshal(list)
+		if err != nil {
+			return RenderResult{}, fmt.Errorf("forEach items are not JSON: %w", err)
+		}
+		if len(b) > MaxRenderedItems {
+			return RenderResult{}, fmt.Errorf("forEach items computed from a wide step's outputs are %d KiB; the limit is %d KiB", len(b)>>10, MaxRenderedItems>>10)
+		}
+		return RenderResult{Items: b}, nil
 	}
 	if kindOf(*s) == spec.KindApproval {
 		return RenderResult{}, fmt.Errorf("approval steps cannot read the outputs of a wide forEach")
@@ -419,8 +430,12 @@ func RenderStep(s *spec.Step, env spec.Env) (RenderResult, error) {
 // activity, then run what it rendered like any step.
 func (d *dag) startRemote(i int, env spec.Env, opts []StepOption) {
 	s, st := &d.p.Steps[i], d.steps[i]
-	if s.ForEach != nil || kindOf(*s) == spec.KindApproval {
-		d.fail(i, fmt.Sprintf("a %s step cannot read the outputs of a forEach over more than %d items yet", map[bool]string{true: "forEach", false: "approval"}[s.ForEach != nil], spec.WideThreshold))
+	if kindOf(*s) == spec.KindApproval {
+		d.fail(i, fmt.Sprintf("an approval step cannot read the outputs of a forEach over more than %d items yet", spec.WideThreshold))
+		return
+	}
+	if s.ForEach != nil {
+		d.startRemoteItems(i, env, opts)
 		return
 	}
 	d.running++
@@ -429,7 +444,7 @@ func (d *dag) startRemote(i int, env spec.Env, opts []StepOption) {
 		now := workflow.Now(gctx)
 		st.State, st.StartedAt, st.Message = StepRunning, &now, "rendering templates over wide outputs"
 		d.r.touch()
-		res, err := d.renderRemote(gctx, i, env)
+		res, err := d.renderRemote(gctx, i, env, false)
 		st.Message = ""
 		switch {
 		case err != nil && gctx.Err() != nil:
@@ -448,4 +463,56 @@ func (d *dag) startRemote(i int, env spec.Env, opts []StepOption) {
 		out, err := d.r.runWork(gctx, st, s.Name, nil, w, opts...)
 		d.record(i, out, err)
 	})
+}
+
+// startRemoteItems runs forEach step i whose list (or when) reads the
+// outputs of wide steps: an activity evaluates the list (at most
+// MaxRenderedItems of JSON), which then stands in the step as a literal
+// list, and the step runs as any forEach (wide again past
+// spec.WideThreshold items). Its templates must not read wide outputs
+// (each item's would need an activity).
+func (d *dag) startRemoteItems(i int, env spec.Env, opts []StepOption) {
+	s, st := &d.p.Steps[i], d.steps[i]
+	if d.templatesReadWide(i) {
+		d.fail(i, fmt.Sprintf("the templates of a forEach step cannot read the outputs of a forEach over more than %d items yet (its items can)", spec.WideThreshold))
+		return
+	}
+	d.running++
+	workflow.Go(d.ctx, func(gctx workflow.Context) {
+		defer func() { d.running--; d.done[i] = true; d.r.touch() }()
+		st.Message = "evaluating forEach items over wide outputs"
+		d.r.touch()
+		res, err := d.renderRemote(gctx, i, env, true)
+		st.Message = ""
+		switch {
+		case err != nil && gctx.Err() != nil:
+			d.finishStep(i, StepCancelled, "", "run cancelled")
+			return
+		case err != nil:
+			msg, _, _ := describeActivityError(err)
+			d.fail(i, msg)
+			return
+		case res.Skip:
+			d.finishStep(i, StepSkipped, "", fmt.Sprintf("skipped: condition %q is false", s.When))
+			return
+		}
+		fe := *s.ForEach
+		fe.Items = res.Items
+		s.ForEach = &fe
+		d.runForEach(gctx, i, env, opts)
+	})
+}
+
+// templatesReadWide reports whether step i's when or templates (not its
+// forEach list) read a wide step's outputs.
+func (d *dag) templatesReadWide(i int) bool {
+	if d.tmplRefs == nil {
+		d.tmplRefs = spec.TemplateReferences(d.p)
+	}
+	for _, j := range d.tmplRefs[i] {
+		if d.wideRefs[j] != nil {
+			return true
+		}
+	}
+	return false
 }

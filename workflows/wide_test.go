@@ -72,7 +72,7 @@ func (s *itemStore) render(_ context.Context, req workflows.RenderRequest) (work
 		env.Steps[name] = spec.StepEnv{Outputs: list}
 	}
 	s.mu.Unlock()
-	return workflows.RenderStep(&req.Step, env)
+	return workflows.RenderStep(&req.Step, env, req.Items)
 }
 
 func newWideEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeRuntime, *itemStore) {
@@ -374,4 +374,35 @@ steps:
 	assert.Equal(t, workflows.StepCancelled, fan.State)
 	assert.Equal(t, workflows.ItemCounts{Cancelled: 200, NotRun: 1800}, fan.Wide.Counts)
 	assert.Len(t, rt.calls, 200)
+}
+
+// A forEach whose list is computed from a wide step's outputs (map,
+// filter, reduce, map again): an activity evaluates the list, and the
+// step runs as any forEach. Its templates may not read the wide outputs.
+func TestForEachOverWideOutputs(t *testing.T) {
+	env, rt, _ := newWideEnv(t)
+	in := input(t, `
+steps:
+  - name: square
+    forEach: {items: "0..1199"}
+    container: {command: ["ok v={{ item }}"]}
+  - name: top
+    forEach: {items: "filter(steps.square.outputs, .v > 1190)"}
+    container: {command: ["ok got={{ item.v }}"]}
+  - name: bad
+    dependsOn: [top]
+    forEach: {items: "[1, 2]"}
+    container: {command: ["ok n={{ len(steps.square.outputs) }}"]}
+`, nil)
+	env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+	require.True(t, env.IsWorkflowCompleted())
+	s := status(t, env)
+	top := wideStep(s, "top")
+	require.Equal(t, workflows.StepSucceeded, top.State, top.Error)
+	require.Len(t, top.Items, 9)
+	assert.Equal(t, map[string]any{"v": 1191.0}, top.Items[0].Item)
+	assert.Contains(t, rt.commands(), "ok got=1199")
+	bad := wideStep(s, "bad")
+	assert.Equal(t, workflows.StepFailed, bad.State)
+	assert.Contains(t, bad.Error, "the templates of a forEach step cannot read the outputs of a forEach over more than 1000 items yet")
 }

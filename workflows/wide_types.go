@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/atelier-ml/atelier/workflows/spec"
@@ -186,6 +187,9 @@ type RenderRequest struct {
 	Outputs map[string]any     `json:"outputs,omitempty"`
 	Wide    map[string]WideRef `json:"wide"`
 	Run     spec.RunEnv        `json:"run"`
+	// Items asks for the step's forEach list (and when) instead of its
+	// templates: a forEach whose items read a wide step's outputs.
+	Items bool `json:"items,omitempty"`
 }
 
 // RenderResult is the rendered step: Skip when its when condition is false,
@@ -196,4 +200,12 @@ type RenderResult struct {
 	Ray       *spec.RayStep       `json:"ray,omitempty"`
 	Spark     *spec.SparkStep     `json:"spark,omitempty"`
 	Inference *spec.InferenceStep `json:"inference,omitempty"`
+	// Items is the forEach list as a JSON array (RenderRequest.Items), at
+	// most MaxRenderedItems bytes.
+	Items json.RawMessage `json:"items,omitempty"`
 }
+
+// MaxRenderedItems bounds a forEach list computed from a wide step's
+// outputs: it is recorded in the pipeline's history and, past
+// spec.WideThreshold items, carried in slices by the batches' inputs.
+const MaxRenderedItems = 256 << 10

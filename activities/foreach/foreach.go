@@ -83,7 +83,7 @@ func (a *Activities) RenderStep(ctx context.Context, req workflows.RenderRequest
 		}
 		env.Steps[name] = spec.StepEnv{Outputs: outs}
 	}
-	res, err := workflows.RenderStep(&req.Step, env)
+	res, err := workflows.RenderStep(&req.Step, env, req.Items)
 	if err != nil {
 		return workflows.RenderResult{}, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeRender, nil)
 	}

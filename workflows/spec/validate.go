@@ -609,15 +609,19 @@ func validateItems(raw json.RawMessage, path string, sc *refScope, ps *problems)
 // when, forEach.items or templates (container, ray, spark, inference). The workflow schedules from
 // this, so implicit references can never race their producers. Call it only
 // on a pipeline that passed Validate; unknown names are ignored.
-func Dependencies(p *Pipeline) [][]int { return stepRefs(p, true) }
+func Dependencies(p *Pipeline) [][]int { return stepRefs(p, true, true) }
 
 // References returns, for each step, the sorted indexes of the steps whose
 // outputs it reads in when, forEach.items or templates (Dependencies
 // without dependsOn). The workflow uses it to know which steps need the
 // outputs of a wide forEach, which stay out of its history.
-func References(p *Pipeline) [][]int { return stepRefs(p, false) }
+func References(p *Pipeline) [][]int { return stepRefs(p, false, true) }
 
-func stepRefs(p *Pipeline, withDependsOn bool) [][]int {
+// TemplateReferences is References without forEach.items: the steps whose
+// outputs a step's when and templates read.
+func TemplateReferences(p *Pipeline) [][]int { return stepRefs(p, false, false) }
+
+func stepRefs(p *Pipeline, withDependsOn, withItems bool) [][]int {
 	byName := map[string]int{}
 	for i, s := range p.Steps {
 		if _, dup := byName[s.Name]; !dup && s.Name != "" {
@@ -647,7 +651,7 @@ func stepRefs(p *Pipeline, withDependsOn bool) [][]int {
 		if strings.TrimSpace(s.When) != "" {
 			refs(s.When)
 		}
-		if s.ForEach != nil {
+		if s.ForEach != nil && withItems {
 			if form, _, src, err := parseItems(s.ForEach.Items); err == nil && form == itemsExpr {
 				refs(src)
 			}
