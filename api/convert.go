@@ -200,6 +200,7 @@ func stepView(st workflows.StepStatus) gen.StepStatus {
 	out.OnExit = opt(st.OnExit)
 	out.CacheKey = opt(st.CacheKey)
 	out.CachedFrom = cacheSourceView(st.CachedFrom)
+	out.Wide = wideView(st.Wide)
 	if len(st.Items) > 0 {
 		items := stepViews(st.Items)
 		out.Items = &items

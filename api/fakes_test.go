@@ -351,6 +351,20 @@ func (f *fakeCatalog) appendLog(k activities.LogKey, s string) {
 
 // ReadLog returns chunks cut at multiples of chunkSize, the first one
 // possibly starting before fromOffset, as a real store may.
+// Wide forEach items: the fake catalogue has none (integration tests cover
+// the real ones).
+func (f *fakeCatalog) ListStepItems(context.Context, string, string, workflows.StepState, string, int) (catalog.ItemPage, error) {
+	return catalog.ItemPage{}, nil
+}
+
+func (f *fakeCatalog) CountStepItems(context.Context, string, string) (map[workflows.StepState]int, error) {
+	return nil, nil
+}
+
+func (f *fakeCatalog) GetStepItem(context.Context, string, string, int) (workflows.ItemRecord, error) {
+	return workflows.ItemRecord{}, catalog.ErrNotFound
+}
+
 func (f *fakeCatalog) ReadLog(_ context.Context, k activities.LogKey, from int64, maxBytes int) ([]catalog.LogChunk, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

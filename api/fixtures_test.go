@@ -65,7 +65,12 @@ func fullRunStatus() workflows.RunStatus {
 		Params: map[string]any{"lr": 0.01, "epochs": json.Number("3"), "tags": []any{"x", true, nil}, "nested": map[string]any{"b": 1, "a": "z"}},
 		Steps: []workflows.StepStatus{
 			fullStepStatus(),
-			{Name: "report", Kind: "ray", State: workflows.StepSkipped, Message: "dependency shard failed", OnExit: true},
+			{Name: "report", Kind: "ray", State: workflows.StepSkipped, Message: "dependency shard failed", OnExit: true, Wide: &workflows.WideStatus{
+				Items: 5000, Batches: 10, BatchesDone: 4, Parallelism: 200,
+				Counts:   workflows.ItemCounts{Succeeded: 1990, Failed: 3, Cancelled: 4, Cached: 5, NotRun: 2998},
+				Failures: []workflows.ItemFailure{{Index: 7, Item: map[string]any{"f": "a<b>"}, Error: "exit 1"}},
+				Outputs:  &workflows.WideRef{Run: "r0", Step: "report", Items: 5000},
+			}},
 			{Name: "gate", Kind: "approval", State: workflows.StepFailed, Approval: &workflows.ApprovalStatus{
 				Message: "ship <it>?", Roles: []string{"editor", "admin"}, CommentRequired: true,
 				Deadline: &fxFinish, OnTimeout: "reject", Decision: workflows.ApprovalRejected,

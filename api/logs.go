@@ -38,7 +38,14 @@ func (s *server) GetStepLogs(ctx context.Context, req gen.GetStepLogsRequestObje
 	if params.Item != nil {
 		item = *params.Item
 	}
-	attempt, err := pickAttempt(st, req.Step, item, params.Attempt)
+	var attempt int
+	wideOver := false // a wide step's item, recorded: its attempts are over
+	entry, _, _ := findStep(st.Steps, req.Step, -1)
+	if entry.Wide != nil && item >= 0 {
+		attempt, wideOver, err = s.wideLogAttempt(ctx, st, entry, item, params.Attempt)
+	} else {
+		attempt, err = pickAttempt(st, req.Step, item, params.Attempt)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -49,11 +56,11 @@ func (s *server) GetStepLogs(ctx context.Context, req gen.GetStepLogsRequestObje
 		if err != nil {
 			return nil, err
 		}
-		return logFollow{s: s, ctx: ctx, run: run, key: key, next: offset, release: release}, nil
+		return logFollow{s: s, ctx: ctx, run: run, key: key, next: offset, release: release, wideItem: entry.Wide != nil && item >= 0}, nil
 	}
 	// Decided before reading: bytes of a finished attempt are all stored
 	// before its status says so.
-	over := attemptOver(st, key)
+	over := wideOver || attemptOver(st, key)
 	data, next, err := s.readLog(ctx, key, offset)
 	if err != nil {
 		return nil, internalError(err)
@@ -158,6 +165,9 @@ type logFollow struct {
 	key     activities.LogKey
 	next    int64
 	release func() // the token's stream slot
+	// wideItem: the attempt is of a wide step's item, which is over once
+	// recorded in Postgres (the status has no entry for it).
+	wideItem bool
 }
 
 func (f logFollow) VisitGetStepLogsResponse(rw http.ResponseWriter) error {
@@ -187,7 +197,7 @@ func (f logFollow) VisitGetStepLogsResponse(rw http.ResponseWriter) error {
 		h.Set(hdrLogComplete, strconv.FormatBool(complete))
 	}()
 	for {
-		over := attemptOver(st, key)
+		over := attemptOver(st, key) || (f.wideItem && s.wideItemOver(ctx, key))
 		for {
 			data, n, err := s.readLog(ctx, key, next)
 			if err != nil {

@@ -118,6 +118,13 @@ func planReuse(origID string, p *spec.Pipeline, st workflows.RunStatus, resumeFr
 			continue
 		}
 		switch {
+		case ss.Wide != nil && (ss.State == workflows.StepSucceeded || ss.State == workflows.StepCached) && ss.Wide.Outputs != nil:
+			// A wide step's outputs stay in Postgres, where its run
+			// stored them: the retry reads them there.
+			reuse.Steps = append(reuse.Steps, workflows.ReusedStep{Name: ss.Name, Done: true, Outputs: workflows.WideOutputs(*ss.Wide.Outputs)})
+		case ss.Wide != nil:
+			// Its batches take the items that succeeded from Postgres.
+			reuse.Steps = append(reuse.Steps, workflows.ReusedStep{Name: ss.Name, WideFrom: origID})
 		case ss.State == workflows.StepSucceeded || ss.State == workflows.StepCached:
 			reuse.Steps = append(reuse.Steps, workflows.ReusedStep{Name: ss.Name, Done: true, Outputs: ss.Outputs, Source: reuseSource(origID, ss, nil)})
 		case len(ss.Items) > 0:

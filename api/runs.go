@@ -475,6 +475,7 @@ func (s *server) GetRun(ctx context.Context, req gen.GetRunRequestObject) (gen.G
 		return nil, err
 	}
 	st := s.liveStatus(ctx, run)
+	s.withLiveCounts(ctx, run.ID, &st)
 	return gen.GetRun200JSONResponse(s.runView(run, &st)), nil
 }
 

@@ -27,6 +27,7 @@ type Catalog interface {
 	GoWorkflowStore
 	RunStore
 	LogStore
+	ItemStore
 	ClusterStore
 	GPUPolicyStore
 	StepCacheStore

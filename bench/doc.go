@@ -10,6 +10,7 @@
 //	go run ./bench/serving  [-rounds 10] [-rollbacks 5] [-quick]
 //	go run ./bench/coldstart [-rounds 5] [-burst 5] [-load 2s] [-quick]
 //	go run ./bench/listruns [-n 1000000] [-projects 100] [-samples 200] [-rounds 3] [-page 50] [-quick]
+//	go run ./bench/fanout   [-n 10000] [-p 1000] [-r 3] [-big 100000] [-quick] [-v]
 //
 // Each program except gpusched (pure code, no server) and listruns
 // (Postgres only: benchstack.StartDatabase) starts its own
@@ -205,6 +206,33 @@
 // baseline's p50/p99 over the same period, the table and index sizes, and
 // the target (p99 ≤ 20 ms). Deeper pages cost the same as the first (the
 // cursor is an index condition), which the page-20 row shows.
+//
+// # fanout: a wide forEach against a hand-written fan-out
+//
+// N items (default 10,000) of a no-op step at parallelism P (1,000), on a
+// worker of the benchmark's own whose atelier.container.run activity does
+// nothing (no process: the figures are the orchestration's, not fork/exec)
+// and whose control worker runs the mirror and the wide forEach activities
+// against the benchmark's Postgres, as internal/app does. Both modes run
+// on that worker, with the same worker options.
+//
+//   - subject: workflows.PipelineWorkflow with one forEach step over
+//     "0..N-1" (wide: batch child workflows, item records in Postgres),
+//     started directly with the SDK.
+//   - baseline: a hand-written workflow in the style of the samples-go
+//     batch samples: partitions of the list as child workflows, a sliding
+//     window of them, each running its range as a sliding window of the
+//     same activity with continue-as-new, with the very batch size,
+//     per-batch window and number of batches in flight that Atelier's plan
+//     uses (workflows.WidePlan), and nothing recorded anywhere.
+//
+// Reported: wall time from start to the workflow's result (median and
+// min–max over -r interleaved runs after a warm-up each), items/s, the
+// CPU time of the Temporal dev server process and of this process (worker
+// and activities) during each run, history events of the run and its
+// batches; the targets (subject < 60 s, subject ≤ 1.3× baseline). -big
+// then runs one forEach of that many items through Atelier alone and
+// reports the same for it.
 //
 // # gpusched: one GPU admission cycle
 //

@@ -448,3 +448,60 @@ steps:
 		recordHistory(t, s, file, id)
 	}
 }
+
+// TestRecordWideHistories records wide forEach runs (workflows/wide.go):
+// the pipeline workflow and one of its batch workflows for a run that
+// succeeds with a reducer over the items' outputs, one that fails fast,
+// and one cancelled through REST.
+//
+//	ATELIER_RECORD_HISTORIES=1 go test ./integration -run TestRecordWideHistories
+func TestRecordWideHistories(t *testing.T) {
+	if os.Getenv("ATELIER_RECORD_HISTORIES") == "" {
+		t.Skip("set ATELIER_RECORD_HISTORIES=1 to re-record workflows/testdata histories")
+	}
+	s := newStack(t, stackOptions{concurrency: 100})
+	dir := stepScratchDir(t)
+	s.createPipeline("wide-ok", `
+steps:
+  - name: fan
+    forEach: {items: "0..1100", parallelism: 50}
+    container: {command: ["sh", "-c", "echo '{\"v\": {{ item }}}' > $ATELIER_OUTPUTS"]}
+  - name: total
+    container: {command: ["sh", "-c", "echo {{ sum(map(steps.fan.outputs, .v)) }}"]}
+`)
+	s.createPipeline("wide-fail", `
+steps:
+  - name: fan
+    forEach: {items: "0..1100", parallelism: 50}
+    container: {command: ["sh", "-c", "test {{ item }} -ne 60"]}
+`)
+	s.createPipeline("wide-block", `
+steps:
+  - name: fan
+    forEach: {items: "0..1100", parallelism: 20}
+    container: {command: ["sh", "-c", "touch `+dir+`/started-{{ item }}; exec sleep 600"]}
+`)
+	ok := s.startRun(map[string]any{"pipeline": "wide-ok"})
+	failed := s.startRun(map[string]any{"pipeline": "wide-fail"})
+	cancelled := s.startRun(map[string]any{"pipeline": "wide-block"})
+	require.Eventually(t, func() bool {
+		m, _ := filepath.Glob(filepath.Join(dir, "started-*"))
+		return len(m) >= 20
+	}, 2*time.Minute, 100*time.Millisecond)
+	require.Equal(t, 202, s.do("POST", s.path("/runs/%s/cancel", cancelled), map[string]any{"reason": "recording"}, nil))
+
+	want := map[string]workflows.RunState{ok: workflows.RunSucceeded, failed: workflows.RunFailed, cancelled: workflows.RunCancelled}
+	for _, id := range []string{ok, failed, cancelled} {
+		r := s.waitTerminal(id, 3*time.Minute)
+		require.Equal(t, want[id], r.State, "%s", r.Status.Error)
+	}
+	time.Sleep(500 * time.Millisecond) // the final mirror's completion
+	for name, id := range map[string]string{
+		"v5-wide-succeeded": ok, "v5-wide-batch-succeeded": ok + ".fan.batch-0",
+		"v5-wide-failed": failed, "v5-wide-batch-failed": failed + ".fan.batch-0",
+		"v5-wide-cancelled-rest": cancelled, "v5-wide-batch-cancelled": cancelled + ".fan.batch-0",
+	} {
+		recordHistory(t, s, name, id)
+	}
+	fmt.Println("recorded wide histories in workflows/testdata")
+}

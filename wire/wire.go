@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/wire"
 
+	"github.com/atelier-ml/atelier/activities/foreach"
 	"github.com/atelier-ml/atelier/activities/local"
 	"github.com/atelier-ml/atelier/activities/mirror"
 	"github.com/atelier-ml/atelier/activities/pipelines"
@@ -34,10 +35,11 @@ func InitGateway(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (
 
 // InitWorker builds the worker process (local runtime).
 func InitWorker(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (*app.Worker, func(), error) {
-	wire.Build(common, provideRunner, provideLocalServing, mirror.New, pipelines.New, provideSelector, provideAdmission, provideDeploy, provideStepCache, provideGoPipelines, app.NewWorker,
+	wire.Build(common, provideRunner, provideLocalServing, mirror.New, pipelines.New, provideSelector, provideAdmission, provideDeploy, provideStepCache, foreach.New, provideGoPipelines, app.NewWorker,
 		wire.Bind(new(local.LogSink), new(*store.Store)),
 		wire.Bind(new(mirror.RunMirror), new(*store.Store)),
 		wire.Bind(new(pipelines.VersionReader), new(*store.Store)),
+		wire.Bind(new(foreach.ItemStore), new(*store.Store)),
 		wire.Bind(new(app.GoWorkflowPublisher), new(*store.Store)),
 	)
 	return nil, nil, nil

@@ -8,6 +8,7 @@ package wire
 
 import (
 	"context"
+	"github.com/atelier-ml/atelier/activities/foreach"
 	"github.com/atelier-ml/atelier/activities/mirror"
 	"github.com/atelier-ml/atelier/activities/pipelines"
 	"github.com/atelier-ml/atelier/internal/app"
@@ -90,8 +91,9 @@ func InitWorker(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (*
 	deployActivities := provideDeploy(client, store, cfg)
 	stepcacheActivities := provideStepCache(store)
 	resolver := pipelines.New(store)
+	foreachActivities := foreach.New(store)
 	v := provideGoPipelines(cfg)
-	worker := app.NewWorker(client, cfg, runner, serving, mirrorMirror, selector, activities, deployActivities, stepcacheActivities, resolver, store, v, logger)
+	worker := app.NewWorker(client, cfg, runner, serving, mirrorMirror, selector, activities, deployActivities, stepcacheActivities, resolver, foreachActivities, store, v, logger)
 	return worker, func() {
 		cleanup3()
 		cleanup2()

@@ -62,6 +62,9 @@ func (r *Run) details() string {
 			}
 			items = fmt.Sprintf("%d/%d", done, n)
 		}
+		if w := st.Wide; w != nil {
+			items = fmt.Sprintf("%d/%d (%d failed)", w.Counts.Succeeded+w.Counts.Cached, w.Items, w.Counts.Failed)
+		}
 		msg := st.Error
 		if msg == "" {
 			msg = st.Message

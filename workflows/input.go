@@ -88,6 +88,10 @@ type ReusedStep struct {
 	// Source is the execution that produced Outputs (nil in retries
 	// started before sources were recorded: the retried run).
 	Source *CacheSource `json:"source,omitempty"`
+	// WideFrom, for a wide forEach step that did not succeed, is the run
+	// whose succeeded items its batches take (from Postgres, by index and
+	// item value: they are not listed here).
+	WideFrom string `json:"wideFrom,omitempty"`
 }
 
 // ReusedItem is a forEach item that succeeded, with the item value it ran

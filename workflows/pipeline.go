@@ -102,6 +102,11 @@ type dag struct {
 	// runIf: trigger rules apply (versionRunIf); false when replaying runs
 	// from before them.
 	runIf bool
+	// refs[i] are the steps whose outputs step i reads (spec.References);
+	// wideRefs[j] locates the outputs of step j when it ran wide (wide.go).
+	refs     [][]int
+	wideRefs []*WideRef
+	tmplRefs [][]int // spec.TemplateReferences, when first needed
 
 	// Exit handlers (onexit.go) are a dag of their own: parent is the
 	// pipeline's, whose outputs their templates read, and exitEnv what
@@ -148,6 +153,8 @@ func (d *dag) run() {
 	d.outputs = make([]any, n)
 	d.started = make([]bool, n)
 	d.done = make([]bool, n)
+	d.refs = spec.References(d.p)
+	d.wideRefs = make([]*WideRef, n)
 	if d.steps == nil { // exit handlers come with theirs, shown since the start
 		d.steps = make([]*StepStatus, n)
 		for i, s := range d.p.Steps {
@@ -207,6 +214,26 @@ func (d *dag) start(i int, deps []int) {
 		return
 	}
 	env := d.env()
+	if re := d.in.Reuse.step(s.Name); re != nil && re.Done {
+		if ref, ok := wideRefOf(re.Outputs); ok {
+			// A wide step reused by a retry: its outputs stay where the
+			// retried run stored them.
+			d.wideRefs[i] = &ref
+			st.Wide = &WideStatus{Items: ref.Items, Outputs: &ref}
+		}
+	}
+	if d.readsWide(i) {
+		// when and templates read wide outputs, which are not in this
+		// workflow: an activity renders them (wide.go).
+		if re := d.in.Reuse.step(s.Name); re != nil && re.Done {
+			st.Outputs = re.Outputs
+			d.outputs[i] = re.Outputs
+			d.finishStep(i, StepCached, "", "reused from run "+d.in.Reuse.RetryOf)
+			return
+		}
+		d.startRemote(i, env, stepOptions(s, d.p))
+		return
+	}
 	if s.When != "" {
 		ok, err := spec.EvalWhen(s.When, env)
 		if err != nil {
@@ -306,6 +333,15 @@ func (d *dag) runForEach(ctx workflow.Context, i int, env spec.Env, opts []StepO
 		d.fail(i, fmt.Sprintf("evaluating forEach items: %v", err))
 		return
 	}
+	if len(items) > spec.WideThreshold {
+		if workflow.GetVersion(ctx, versionWide, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			// Replaying a run from before wide steps: it failed here.
+			d.fail(i, fmt.Sprintf("evaluating forEach items: forEach.items: %d items; the limit is %d", len(items), spec.WideThreshold))
+			return
+		}
+		d.runWide(ctx, i, env, items)
+		return
+	}
 	now := workflow.Now(ctx)
 	st.State, st.StartedAt = StepRunning, &now
 	st.Items = make([]StepStatus, len(items))
@@ -315,10 +351,14 @@ func (d *dag) runForEach(ctx workflow.Context, i int, env spec.Env, opts []StepO
 	d.r.touch()
 	par := s.ForEach.Parallelism
 	if par <= 0 {
-		par = spec.MaxParallelism
+		par = spec.DefaultParallelism
 	}
 	outs := make([]any, len(items))
 	active, itemFailure := 0, ""
+	// failed items; the policy decides how many are tolerated and whether
+	// new items stop once there are more (by default: none; yes).
+	failed := 0
+	tolerated, stopEarly := s.ForEach.FailurePolicy.Tolerated(len(items)), s.ForEach.FailurePolicy.StopsEarly()
 	wait, _ := workflow.NewDisconnectedContext(ctx)
 	// Another step's failure stops new items, except in a step whose rule
 	// runs after failures (it may have started because of one).
@@ -326,7 +366,7 @@ func (d *dag) runForEach(ctx workflow.Context, i int, env spec.Env, opts []StepO
 	reused := d.in.Reuse.step(s.Name)
 	for k := range items {
 		_ = workflow.Await(wait, func() bool { return active < par })
-		if itemFailure != "" || ctx.Err() != nil || runFailed() {
+		if (stopEarly && failed > tolerated) || ctx.Err() != nil || runFailed() {
 			break
 		}
 		if re := reused.item(k, items[k]); re != nil {
@@ -346,15 +386,21 @@ func (d *dag) runForEach(ctx workflow.Context, i int, env spec.Env, opts []StepO
 			w, err := renderWork(s, ienv)
 			if err != nil {
 				d.r.endStep(&st.Items[k], StepFailed, fmt.Sprintf("rendering templates: %v", err), "")
+				failed++
 				if itemFailure == "" {
 					itemFailure = fmt.Sprintf("item %d: rendering templates: %v", k, err)
 				}
 				return
 			}
 			out, err := d.r.runWork(gctx, &st.Items[k], s.Name, &k, w, opts...)
-			outs[k] = map[string]any(out)
-			if err != nil && !isCancelled(err) && itemFailure == "" {
-				itemFailure = fmt.Sprintf("item %d: %v", k, err)
+			if err == nil {
+				outs[k] = map[string]any(out)
+			}
+			if err != nil && !isCancelled(err) {
+				failed++
+				if itemFailure == "" {
+					itemFailure = fmt.Sprintf("item %d: %v", k, err)
+				}
 			}
 		})
 	}
@@ -371,7 +417,10 @@ func (d *dag) runForEach(ctx workflow.Context, i int, env spec.Env, opts []StepO
 		return fmt.Sprintf("%s; %d of %d items never ran", why, notRun, len(items))
 	}
 	switch {
-	case itemFailure != "":
+	case failed > tolerated && tolerated > 0:
+		d.r.markStepUnfinished(st, StepSkipped, "not started: too many items failed")
+		d.fail(i, never(fmt.Sprintf("%d of %d items failed, more than the %v%% tolerated; first: %s", failed, len(items), s.ForEach.FailurePolicy.MaxFailedPercent, itemFailure)))
+	case failed > tolerated:
 		d.r.markStepUnfinished(st, StepSkipped, "not started: another item failed")
 		d.fail(i, never(itemFailure))
 	case ctx.Err() != nil:
@@ -388,7 +437,11 @@ func (d *dag) runForEach(ctx workflow.Context, i int, env spec.Env, opts []StepO
 	default:
 		d.outputs[i] = outs
 		st.Outputs = outs
-		d.finishStep(i, StepSucceeded, "", "")
+		msg := ""
+		if failed > 0 {
+			msg = fmt.Sprintf("%d of %d items failed (tolerated: at most %v%%); their outputs are null", failed, len(items), s.ForEach.FailurePolicy.MaxFailedPercent)
+		}
+		d.finishStep(i, StepSucceeded, "", msg)
 	}
 }
 

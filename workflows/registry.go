@@ -27,6 +27,7 @@ type WorkflowRegistry interface {
 // the Temporal SDK's own registration does: it is a programming error.
 func Register(reg WorkflowRegistry, pipelines ...GoPipeline) {
 	reg.RegisterWorkflowWithOptions(PipelineWorkflow, workflow.RegisterOptions{Name: PipelineWorkflowName})
+	reg.RegisterWorkflowWithOptions(ForEachBatchWorkflow, workflow.RegisterOptions{Name: ForEachBatchWorkflowName})
 	reg.RegisterWorkflowWithOptions(AdmissionWorkflow, workflow.RegisterOptions{Name: AdmissionWorkflowName})
 	reg.RegisterWorkflowWithOptions(EndpointWorkflow, workflow.RegisterOptions{Name: EndpointWorkflowName})
 	for _, p := range pipelines {

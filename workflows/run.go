@@ -320,6 +320,11 @@ func (st *StepStatus) clone() StepStatus {
 		a := *st.Approval
 		c.Approval = &a
 	}
+	if st.Wide != nil {
+		w := *st.Wide
+		w.Failures = append([]ItemFailure(nil), st.Wide.Failures...)
+		c.Wide = &w
+	}
 	if st.Items != nil {
 		c.Items = make([]StepStatus, len(st.Items))
 		for i := range st.Items {

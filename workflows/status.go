@@ -90,7 +90,8 @@ type RunStatus struct {
 }
 
 // StepStatus is one step. A forEach step carries one entry per item in Items
-// (named "<step>[<i>]"); its own State summarises them.
+// (named "<step>[<i>]"); its own State summarises them. A wide forEach step
+// carries Wide instead (its items are in Postgres).
 type StepStatus struct {
 	Name       string       `json:"name"`
 	Kind       string       `json:"kind"`
@@ -103,6 +104,9 @@ type StepStatus struct {
 	Message    string       `json:"message,omitempty"` // e.g. why it was skipped
 	Item       any          `json:"item,omitempty"`
 	Items      []StepStatus `json:"items,omitempty"`
+	// Wide is a wide forEach step's progress (more than
+	// spec.WideThreshold items): counts instead of Items.
+	Wide *WideStatus `json:"wide,omitempty"`
 	// Approval is an approval step's request and, once made, its decision.
 	Approval *ApprovalStatus `json:"approval,omitempty"`
 	// OnExit marks an exit handler: a step that runs once the others have

@@ -644,6 +644,24 @@ type Health struct {
 // HealthStatus defines model for Health.Status.
 type HealthStatus string
 
+// ItemCounts Items per final state; notRun never started.
+type ItemCounts struct {
+	Succeeded int `json:"succeeded"`
+	Failed    int `json:"failed"`
+	Cancelled int `json:"cancelled"`
+	Cached    int `json:"cached"`
+	NotRun    int `json:"notRun"`
+}
+
+// ItemFailure defines model for ItemFailure.
+type ItemFailure struct {
+	Index int `json:"index"`
+
+	// Item The item value (left out when over 1 KiB).
+	Item  interface{} `json:"item,omitempty"`
+	Error string      `json:"error"`
+}
+
 // MIGSlices defines model for MIGSlices.
 type MIGSlices struct {
 	// Profile MIG resource, e.g. nvidia.com/mig-1g.10gb.
@@ -1036,11 +1054,44 @@ type ScheduledRun struct {
 	StartedAt   time.Time `json:"startedAt"`
 }
 
+// StepItem One forEach item.
+type StepItem struct {
+	Index int       `json:"index"`
+	State StepState `json:"state"`
+
+	// Item The forEach element.
+	Item     interface{} `json:"item,omitempty"`
+	Attempts *[]Attempt  `json:"attempts,omitempty"`
+
+	// Outputs The item's outputs (a JSON object).
+	Outputs    interface{} `json:"outputs,omitempty"`
+	Error      *string     `json:"error,omitempty"`
+	Message    *string     `json:"message,omitempty"`
+	StartedAt  *time.Time  `json:"startedAt,omitempty"`
+	FinishedAt *time.Time  `json:"finishedAt,omitempty"`
+}
+
+// StepItemPage defines model for StepItemPage.
+type StepItemPage struct {
+	Items []StepItem `json:"items"`
+
+	// Counts Items per state over the whole step (wide steps; live).
+	Counts *ItemCounts `json:"counts,omitempty"`
+
+	// Total Length of the step's list.
+	Total *int `json:"total,omitempty"`
+
+	// NextPageToken Absent on the last page.
+	NextPageToken *string `json:"nextPageToken,omitempty"`
+}
+
 // StepState defines model for StepState.
 type StepState string
 
 // StepStatus One step. A forEach step carries one entry per item in `items`
-// (named `<step>[<i>]`); its own state summarises them.
+// (named `<step>[<i>]`); its own state summarises them. A wide
+// forEach step (more than 1,000 items) carries `wide` instead; its
+// items are listed by GET …/steps/{step}/items.
 type StepStatus struct {
 	Name       string     `json:"name"`
 	Kind       string     `json:"kind"`
@@ -1073,6 +1124,11 @@ type StepStatus struct {
 	// item) and attempt that produced them, through the step cache or a
 	// retry's reuse.
 	CachedFrom *CacheSource `json:"cachedFrom,omitempty"`
+
+	// Wide A wide forEach step's progress (more than 1,000 items, run in batch
+	// workflows): counts instead of one entry per item. Its items are
+	// listed by GET …/steps/{step}/items.
+	Wide *WideStatus `json:"wide,omitempty"`
 }
 
 // Token defines model for Token.
@@ -1209,6 +1265,37 @@ type WebhookUpdate struct {
 	Enabled     *bool   `json:"enabled,omitempty"`
 }
 
+// WideRef Where a wide step's item outputs are stored, once the step succeeded.
+type WideRef struct {
+	Run   string `json:"run"`
+	Step  string `json:"step"`
+	Items int    `json:"items"`
+}
+
+// WideStatus A wide forEach step's progress (more than 1,000 items, run in batch
+// workflows): counts instead of one entry per item. Its items are
+// listed by GET …/steps/{step}/items.
+type WideStatus struct {
+	// Items Length of the list.
+	Items int `json:"items"`
+
+	// Batches Batch workflows the items are split into.
+	Batches     int `json:"batches"`
+	BatchesDone int `json:"batchesDone"`
+
+	// Parallelism Items in flight at most, over all batches.
+	Parallelism int `json:"parallelism"`
+
+	// Counts Items per final state; notRun never started.
+	Counts ItemCounts `json:"counts"`
+
+	// Failures The first failed items (at most 10, lowest index first).
+	Failures *[]ItemFailure `json:"failures,omitempty"`
+
+	// OutputsRef Where a wide step's item outputs are stored, once the step succeeded.
+	OutputsRef *WideRef `json:"outputsRef,omitempty"`
+}
+
 // CacheKeyPath defines model for CacheKeyPath.
 type CacheKeyPath = string
 
@@ -1325,6 +1412,16 @@ type CreateRunParams struct {
 // StreamRunEventsParams defines parameters for StreamRunEvents.
 type StreamRunEventsParams struct {
 	LastEventID *string `json:"Last-Event-ID,omitempty"`
+}
+
+// ListStepItemsParams defines parameters for ListStepItems.
+type ListStepItemsParams struct {
+	// State Only items in this state (e.g. FAILED).
+	State    *StepState `form:"state,omitempty" json:"state,omitempty"`
+	PageSize *int       `form:"pageSize,omitempty" json:"pageSize,omitempty"`
+
+	// PageToken The nextPageToken of the previous page (of the same state filter).
+	PageToken *string `form:"pageToken,omitempty" json:"pageToken,omitempty"`
 }
 
 // GetStepLogsParams defines parameters for GetStepLogs.
@@ -1519,6 +1616,9 @@ type ServerInterface interface {
 	// Approve a waiting approval step.
 	// (POST /v1/projects/{project}/runs/{run}/steps/{step}/approve)
 	ApproveStep(ctx echo.Context, project ProjectPath, run RunPath, step StepPath) error
+	// The items of a forEach step, a page at a time.
+	// (GET /v1/projects/{project}/runs/{run}/steps/{step}/items)
+	ListStepItems(ctx echo.Context, project ProjectPath, run RunPath, step string, params ListStepItemsParams) error
 	// Combined stdout/stderr of one step attempt.
 	// (GET /v1/projects/{project}/runs/{run}/steps/{step}/logs)
 	GetStepLogs(ctx echo.Context, project ProjectPath, run RunPath, step string, params GetStepLogsParams) error
@@ -2476,6 +2576,63 @@ func (w *ServerInterfaceWrapper) ApproveStep(ctx echo.Context) error {
 	return err
 }
 
+// ListStepItems converts echo context to params.
+func (w *ServerInterfaceWrapper) ListStepItems(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "run" -------------
+	var run RunPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "run", ctx.Param("run"), &run, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter run: %s", err))
+	}
+
+	// ------------- Path parameter "step" -------------
+	var step string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "step", ctx.Param("step"), &step, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter step: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListStepItemsParams
+	// ------------- Optional query parameter "state" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "state", ctx.QueryParams(), &params.State)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter state: %s", err))
+	}
+
+	// ------------- Optional query parameter "pageSize" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "pageSize", ctx.QueryParams(), &params.PageSize)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter pageSize: %s", err))
+	}
+
+	// ------------- Optional query parameter "pageToken" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "pageToken", ctx.QueryParams(), &params.PageToken)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter pageToken: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListStepItems(ctx, project, run, step, params)
+	return err
+}
+
 // GetStepLogs converts echo context to params.
 func (w *ServerInterfaceWrapper) GetStepLogs(ctx echo.Context) error {
 	var err error
@@ -3035,6 +3192,7 @@ func RegisterHandlersWithBaseURL(router EchoRouter, si ServerInterface, baseURL 
 	router.GET(baseURL+"/v1/projects/:project/runs/:run/events", wrapper.StreamRunEvents)
 	router.POST(baseURL+"/v1/projects/:project/runs/:run/retry", wrapper.RetryRun)
 	router.POST(baseURL+"/v1/projects/:project/runs/:run/steps/:step/approve", wrapper.ApproveStep)
+	router.GET(baseURL+"/v1/projects/:project/runs/:run/steps/:step/items", wrapper.ListStepItems)
 	router.GET(baseURL+"/v1/projects/:project/runs/:run/steps/:step/logs", wrapper.GetStepLogs)
 	router.POST(baseURL+"/v1/projects/:project/runs/:run/steps/:step/reject", wrapper.RejectStep)
 	router.GET(baseURL+"/v1/projects/:project/schedules", wrapper.ListSchedules)
@@ -6123,6 +6281,71 @@ func (response ApproveStep503ApplicationProblemPlusJSONResponse) VisitApproveSte
 	return json.NewEncoder(w).Encode(response)
 }
 
+type ListStepItemsRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Run     RunPath     `json:"run"`
+	Step    string      `json:"step"`
+	Params  ListStepItemsParams
+}
+
+type ListStepItemsResponseObject interface {
+	VisitListStepItemsResponse(w http.ResponseWriter) error
+}
+
+type ListStepItems200JSONResponse StepItemPage
+
+func (response ListStepItems200JSONResponse) VisitListStepItemsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListStepItems400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListStepItems400ApplicationProblemPlusJSONResponse) VisitListStepItemsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListStepItems401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListStepItems401ApplicationProblemPlusJSONResponse) VisitListStepItemsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListStepItems404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListStepItems404ApplicationProblemPlusJSONResponse) VisitListStepItemsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListStepItems500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListStepItems500ApplicationProblemPlusJSONResponse) VisitListStepItemsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
 type GetStepLogsRequestObject struct {
 	Project ProjectPath `json:"project"`
 	Run     RunPath     `json:"run"`
@@ -7928,6 +8151,9 @@ type StrictServerInterface interface {
 	// Approve a waiting approval step.
 	// (POST /v1/projects/{project}/runs/{run}/steps/{step}/approve)
 	ApproveStep(ctx context.Context, request ApproveStepRequestObject) (ApproveStepResponseObject, error)
+	// The items of a forEach step, a page at a time.
+	// (GET /v1/projects/{project}/runs/{run}/steps/{step}/items)
+	ListStepItems(ctx context.Context, request ListStepItemsRequestObject) (ListStepItemsResponseObject, error)
 	// Combined stdout/stderr of one step attempt.
 	// (GET /v1/projects/{project}/runs/{run}/steps/{step}/logs)
 	GetStepLogs(ctx context.Context, request GetStepLogsRequestObject) (GetStepLogsResponseObject, error)
@@ -9026,6 +9252,34 @@ func (sh *strictHandler) ApproveStep(ctx echo.Context, project ProjectPath, run 
 	return nil
 }
 
+// ListStepItems operation middleware
+func (sh *strictHandler) ListStepItems(ctx echo.Context, project ProjectPath, run RunPath, step string, params ListStepItemsParams) error {
+	var request ListStepItemsRequestObject
+
+	request.Project = project
+	request.Run = run
+	request.Step = step
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListStepItems(ctx.Request().Context(), request.(ListStepItemsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListStepItems")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListStepItemsResponseObject); ok {
+		return validResponse.VisitListStepItemsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // GetStepLogs operation middleware
 func (sh *strictHandler) GetStepLogs(ctx echo.Context, project ProjectPath, run RunPath, step string, params GetStepLogsParams) error {
 	var request GetStepLogsRequestObject
@@ -9566,289 +9820,304 @@ func (sh *strictHandler) ListWorkflows(ctx echo.Context) error {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+y9iXIbt9og+ioo3r9K5PxNarHsxFJN5Sq24uiPFx0tx3cm9A2hbpBE1AQYAC2J8VHV",
-	"PM082DzJFL4P6IXsjdqyHFWqYorsxvrt69dOKGdzKZgwurP3tTNlNGIKPr6XITVcCvs5YjpUfI5/ds5P",
-	"3hM5JmbKSKgYNSwiimmZqJANOkFHh1M2o/Y1s5izzl5HG8XFpHN7ext05lTRGTNujjc0nLKf2OKYmunq",
-	"PAdEGzYnoX2IXLIF6VL4ZkOTUejeHPUCMmU35PTHg/7Oy1d2fm7fndsRg46gM7uCS7boBB3Ffku4YlFn",
-	"z6iE5Rc6p8YwZd/7/3/e6r+m/fGXr692b/+jE6zsIcBFH/M5i7lg/0iYWqwu/VAYxZkm2kjFInKxICoR",
-	"Gk+NazJ3b5OuVOSdJNdSXY5jed1L1/8bjJtuwL9QON4ZvXnPxMQe3c7WVtCZceH/3q5c+Klh89aLhsXC",
-	"JXTHUh3ScEq4YTNNuAjjJGJR5YLtS/dbbJxow5SHjJJLDfGJ2ov9D8XGnb3O/7OZgfkm/qo33Qwf7Wh2",
-	"xkMRzSUXpmZK5h6585x+jnRSD0c1k+bu/m6T+jmySZX8lYV1G53jE3efEt9PZzxJRDmOnySCHL0l3f9O",
-	"zthsLhWNU2QgR297A3Ji8UYbqiyZMVMlk8mUnByenpEJM4SS8/Ojt1ff7CN++ee0UZRPpoaMlZwBoUpH",
-	"P337E7lkbA7f5qayfy/INVOMTPgVExWURCXizodykoijt3Acp+GURUlcd+vaPXLn2fwc6R1YzK+bEDG2",
-	"erJ1Mfgzu5hKeVkz5TU+0XbW7eZZb+1Qei6FZsBgvqfRCfstYdrYv0IpDBPwkc7nMUcGtzlX8iJms//8",
-	"VSO3aw3i9i2ctAjUH2g8lmrGIiIV4eKKxtyySFjHPhkxpaTSIxJzbTRhQFXdQ2PO4mjQsfRPinHMwydd",
-	"99mU+WWS0M2vyTU3U8AWz+Q3ANEMg3X+INUFjyImnnqhRl4ysaGJkjEjkWSaCGkIjS06A9+Sc6Zgfljn",
-	"kbAcnsZPucxzwW7mLASKxNQVUwSunnQjZiiPNaGKESniBYnlZALc9DbofJTmB5mI6ClX+lESnYTT9IpB",
-	"MOGGXLBYiokmRhIqpJkyRRxrwLUe00UsaXQm5XuqJuypYeBCRgvCNYnt5IqYKRUIAQyR6FzQxEyl4r+z",
-	"Jz3OD1xrLiYBScSlkNciIIpdyUskCOxmbkkdArBlMzmh+/Pnz/2DxEyZMHZxrLiaFWqHW7yiPKYX8ZOe",
-	"/gGJ2JyJiIlwQboRNfSCama35zltz15Mkq1unyhm1ILE1DDlbmeuZMi0furFf2Zx3HcU+iIxnvqukuYr",
-	"phbETY90kBtNLBNzG9DJfC6tyPGBRZyewf08PQpsaPIGp+zbJdiDB1oYhmxuic+UKUusbz1fBVA7iGYW",
-	"SqX4R8ISWPZcWZJpOLJOL16vwF3QuelLFdmftmFJIY9YdGBWhbszPmNeU4ypNsQ+q4EiBx17/tR09joR",
-	"Naxv+IytaFu5mXas7shEZL+2woTVQppODjZmlZqFvSw3NFWKLvIjv7AyQyLEw4+8i+KIl2x+zmksfivZ",
-	"1F/SceQFiN63QedgPlfyisZv3bHlRBkaRdyeMo2Pc7c2prFmwfJFytnMQWNOmNrdstLUqtRWuYhTQ02i",
-	"S7R0Qah7xGvnXoagIgqIFCEjMxqxAJAnDwLFdeIoCHFL3IlmcARU01J6hKaIRaRLLzQThlxP4RdGLDDJ",
-	"xJCIo4JaCVXf3AbptEfR6sRHb3FaajJqXTnYt7nBTiRStKXhjBNXYKU83UHtsK9vg/wVVuPiVvbgSQp0",
-	"6QsXUsaMimXIjxiNQLlcWexnu8aRFGd4mCO3WB0QPiZCAuuNeEQu2Fgqtj5G7y7TjvVe3/a0RzsbFRPJ",
-	"zCKZu4IItIpfQfrKIdfqQK9ug87MMqFJ6SHYq5+yzGJD9aUm/pp17c3ZFabnV7LEdIW163tpiYiMWQnq",
-	"pWIwQJVGQJ3RhbsqUGE9OVvC9GqqZSmtPfzoU2IqpvTotQK9JUC2vbNMBXEzpfTOGDabl8z6STBiZQc5",
-	"JmgCXKUe4ZTH0UkiGq0+/jmLLRmLW93lT8kFU4IZpol7jtD8lxQXSxQVRArStcQtlhMU6q2kzAKiGSMx",
-	"F5e610g5QPKoRXALqOyGmzcyYrkHuTBsAkylADJjLrie3g23LGrCsqs5TQlAFY/wvX2f0AsLKGXnFqDC",
-	"QTWg14kFWqqnF5IqEJLtl6dzqi7J+VFALhZE0BnLHaIDmmX6F8vJuYrLL9RNvAHX5CeeUMOu6QL1M21p",
-	"cjeWIY2JSoQ9Jv+WbmYkNURkQShxjD6FGyek+a8XzAR2URaMPLwpZoVL+11A2GAygBV7w5Da0GRoRVD8",
-	"28rQe2QuI3KzR7Y2t7eIkBFDaExl8D2yvUWOhE7GYx5yyzPFFY84HYRytjmZJ4NhZ5+EMaNWP0nZqV+x",
-	"TsKQsaiB6FmqJ5LZRUF0LAFSoI54i034h495CSAFoNEw2dp6EV5yEcEntolfWFDRcxqylW/xi1Ejv3V2",
-	"xLvgzgt8HVW3WvucYfNTeHCZQLrT8+OUUUow5aMAWnp4MjHzxIDDQQqGN6f1OImdNR+0ezbrEXbDwsS+",
-	"aHXViCHiXTIgtRYUldXxABqkuiyR2TKKXX3TlnA5R9FdThSoI+jMukzJOFgS/mCDUxoRIYkx8fqCiQUA",
-	"ezjlJ5v3gxAuInaTg6aSzVtaeskWjWqUu7Hcc6skzlKZ1BtQurpKxxK5nkrNLLXx7h1uBk0Kl0rEUVS7",
-	"8pcA7Wxe+9CLZQBHd1zep+VszzBfkEJVdip5AKrHh/ccFaQinDJ0bbVW8HL4tSwqWfLGbswxnbAzK3tV",
-	"QqQUmeI7pxM2KPUm5s/Fr7J6h1c89D7ZpQ3aX1DgT6GdC/NqdxU4V2Z1r1bOegomwVINwTIX8ubgzY+H",
-	"b73y50lPKGcM/C97aDxOROCIDxWRR6OhQDJkv/JsBqTYuZJREoLLh82C1PGTIjg6haUidCjArgRqZ6LZ",
-	"YChKqFSFegMubBjJHv2CXNPU++mVyrGdgxSm6K1PUyye0CrpNiecLE17PbXaoic5duO9ZmrzcLTLmUYa",
-	"aVcjBVjVAcCNBu+Vg50IWZwzd5Td5/p8WTHqTG+123Hmiwbb1+qecPT8+/bS6zaY3NGkk22k6B5rZ9F5",
-	"k1OVVoEEFClgFDRjJw63U0nQ+Vm77w7PyP/5X/97UyVCb34F+n3bCwCdLW5ZFZlL4SW3dDgOcq9GyiDY",
-	"NdOmRNzESaxgEjOtM9yfc6GtWLMqjuSZ4z05mwUEt/x66eZFCWwDF8vxNz9QKShkSuiSRkvnNORm0TKO",
-	"4Y1//A7S1rL2VqLdxfSCxesphCtbtazwlDHRZCu2UgvoN8A7/Tk4dWifOBJpFbQYnh9zpU1Lonzrvc8l",
-	"C5aiWrLCNbk1WHmYmynPcfgdMuMisdpK10K309zQg/BiixT0R28msWdE9WVqgC8xtVB9SX6zvyOvwqve",
-	"0H45cxnHJfrYbdBJ5tF6ILCshFB4yF17fqF58MrPk55fDZS/ycH06m6L1126YX/+e+DnC6mxaq0VAdBv",
-	"qTO9hUaLgOSUY68PC6vZUtC/x4oxQseGqaEwme9bp/RKRppcyMRSMwmSSJl0Ec6TDzyOeaNQeeIWeTCT",
-	"iYBTmcyTj3ZV5cfx7viccHHFhJFqAcsHQ4j9twv7s/KPkKYXEI1A6ewke0MBW7QDUO/m8fZbIgXuopUg",
-	"/O743K6wzmD4EjdSSxvWO5biURRNFBiW5m5zY9l+gWKjIQC2pDty/tcRoKtMrFDOevVmJKuvWTivwcqf",
-	"ACHfy5DG/6jGTZ1czCwo/pe8ALAbihO6gD+MJN0RNSzmTPmn+32YtQ/IPurt4SQB2IgO8NFgKOxtGu2E",
-	"YhCayTXlhosJskY9ldcaXwVp1YoJA4IKyd5QuIGslH4tiuCBMNFgJZ9Jtfh+Ye5yp6Iczk8Aju1OVlE1",
-	"tO8W7MulEu8S4QJQDHJYWVy4X0kNkXrfyOpyUterF0E+fLTb/fmg/z9p//et/usvP/fTz78Mvvy33ne5",
-	"33rf/UcjG+7gSsiMGns4FvTnMQ3ZzLI/zWIWGqn0gPzEFkjYrmicME3GMo7l9VDkTGiIEHohDL3ZIxRM",
-	"PNy+ROQcd0jefjzt6+QikjPKBZkrNuY3Q2GHHW2OrArGrEgonC+OGjKT2pBXL0jM7PZ1QCI+4UYHZNQf",
-	"BWT0i/3fYDQUXRrPp1QkM6Z4aF+8kGZKmIh0b59QXLRdjJX6gKahZRhNvgCWM3qTv4BXuzWXV6r/O+Rc",
-	"wwDgpLIV7b/cpVsLTx+dvJGPMqb937/8jKDQ//J1K3i1c1sKD2+A1bpwyrspC0uSXZPGkMlH6wR4rogO",
-	"pecBm1lD61mKT76hoYkXYNGUYzLyAvYIYH/kbV2jEueQ1fFbhGeCueMTzKcdfz5WXKpSicX/kkZ1q0Rs",
-	"aKCqlhZrwpdIbJATGodCUTFJJV4XVOVen8uYhwtvC9grPjEUERvTJDa9AXnLwpgqavhVplxpiCiziPVO",
-	"5hQ4ZvRQ+CPSg5NEuH0O3h2f+60UmEBqLwo6XMzLnIEHYkH+6/TTR0ThgMyp1szLSnnzo3dswDgDIN8T",
-	"2Xfz/Gp51Am9/uD8Jz5LoIRb+EhmkqUR7BN3HJqMeYz6AASq6VU2v2Q+bR8zXVAFK5bkntgnW2CWQh1l",
-	"xqjQOS3XrmnGBZ8ls87eVtlR+yOrjoKwhBFuPH/Aik24pTXIJaiTKgZIO9cK263AWrB13o0AOeP9kfhR",
-	"JqrkVt/zMbM6yT4REqPjFmgNwEN0m8Az+/abV24T+Pd22Rl6ArZW7DB62cvQHBAPHe3oT2MRt4zX3vMV",
-	"Z9cAhRbLRf6hGY3AD6N5hALiwfER6V5IabRRFA15PiAAB+wEHRxuNR6gQjuDFVdT2ig1UBcvRLNQsQpD",
-	"5AWjygqv8MiAnE6tpAgxqkC4LJlzAdalaqfxM9YhFy5reU/4auBXV7MtF1m+3sYmTDAFyUo/fjh4YwWg",
-	"fSvkOFN9vMgMUD58aUKvrCgqGIraLQ9hydJ0na217kj8lpYPxb9edho+maRE3EmUcvFCZVq2sbtT7CoN",
-	"xKo3AUcsZsaFx9UEeuzeBh125TPJWklZfgeH9rU6HXPbrmPK4qhMg3BKe96dP5WxVd1ZSBNt75AoBnGY",
-	"hDvTAOmiL53GrD9Wctb/nSlJNJ8IGvfAEQ/GCG9uqD+k7VeVVqUlaJAXEGgQrX1Cn/yLdYcEQZIuc6fJ",
-	"tvlbIk3rdKV/wMMAmnCM7W/4xEHZiX+xZv3fwAT4/Pow5Geqm+EVUvnYxWO1GtY9DsGzNGZt3zuFh+1b",
-	"cxa2fsk+iwEEF3GF8cGfkPfouoPFCBbS3doDkkUWzLTwFRkXrH1+VA8wL+2zio7HPFz76j8zPpnWYve3",
-	"2egfXHBTcd8Orft0zgO/4z4kd1gePFfyZtEY03HNRYRiVZubOMPlfMaXlqlylh7nGLEnuOnVuXvPA3QO",
-	"e7LDzJGElHrmKG4d2UdmuG4wcF3IW06I9CFIBnyjOKHLYRWkS0lOte0NhuLTjBvj0husFo86SyGSKiB8",
-	"wDCEaUbDKRde+RkKd70QmRW6DECmnK01Z1sp05rL7ChLRLeNPltMzLwL1pZLaDBO3S0i63sQFyeYLrmI",
-	"GrlQLlKtNgbQw+6aDjBq8QAWkk1VdwTlJpuUxqzFBU6T2YyWRW0srREHrVuVt9os5728/XiK1rR9wg3Y",
-	"qHQBSzb0auga6KJ15p/drXLzzwr7XxX1FNXT91LOiwJaBb0H2afpOotsvvrJndYgYiHT2akBuAXhMzph",
-	"GOoRUiGkIReMzJM4hiy4PZHEcVASRplyu0iCZRx8xF6Wy+IiU1d8TUDGivfebaRApvG86sDkH16OKiGn",
-	"KDpsaBJOWXhJ6IRyoU2JwQeEMTJlNFJSzqwmgjHES6R3JdHBjUKmVFshN2c7ggDk3qolbMwLMWZlcnxL",
-	"ArES/wBDt8P4kxzULIPzneMEQVXhE2efqOcILeNT7Q1e0PDy07gJtapCON2CmuLX8tKmnXDteJDsPOtM",
-	"I1Uw37QkJy8vsaiwPFhgieSMKY9Z9M6JKrUOphbxOS+XaE5J/AoVEY8gPTlouF5tmoAco3kVNWyyWDca",
-	"KKUn6QB+xsCfXd25n3ptY8Wav5TZU7G5Njj8Ap4ziof6HD2l9bRht90lrRyGX3SQBUm1IROnTggrycmh",
-	"IqONLnafiohM5TXpcjFmiomQDfID7RGLWExEQzEyihspRlZcHV3F8WwUkJmMWBwgXwoIVRMdECaugjQl",
-	"Wqeahw6GgiZGWn0QsnwdoUeDvIywAAUHX4XzygFARoRqH9S3jxEHkO+vfbwUV5kxmypGuCCRDPUmnfPB",
-	"LCoY53OO61pL+rJc9NAEt9Hqsd3SJrFTIUD7d+vgpKis1fHijDpkaYq6EF2aJoRwETrHPup2zsHuIt9m",
-	"jOrE7mHfRZMYjcn9Vi1lcKExNZAdbUfU5NckmpRErGHC8eqaX97cECr0NVMIHangg5mPPMIMX3iiEPlU",
-	"EfS7TJSVnK1/4WBfev36PW7sQ8myz+dzplzITJr4i8dwkYSXzIBljosJ/PT6tZmSOVMhE4bHLI3s8sEa",
-	"/oKKoV0yQQXbLTNltUs8Al9tExC9Ivy2E2mrCT6cbm4Ngb/mMiD+wZKAQ5/9VYSOShoOPrKyejqfU9HR",
-	"p61z7ZKHRuCV/HnnywBT9/Un8fPWFySCUL1pMKcTdsp/L0uQWbGAYCGXOir+7vjchX+s7MvT1EbKkYii",
-	"vFqqhaxchBvcv16xuI/O1FRc2mSefIBwkQ/8+9XjxZ98Wo2Vt7sYWbEUh4QRJ701MfMFupx9GYHlm5Ux",
-	"64OI74Kcyqd2v/YybPLaAkSOyfHY0hQhXXD5u+Nz3ejE8OFdS7pwFoGXG4x0iwtqYYW0wx+Jc121axx3",
-	"ymIMgZGR9iFRWeEXee1yMO0Hyzxd9BC4Q70HvmEtlnDMePsyAB+O3p3GPGS6yebciksu6+Yl8hcYSilf",
-	"x8ViofzMvtJkeU/ymYSrF/FGqkiKpmzf1xVc3AVlZRftt7s8bwWuHoNWWyK9yKlUzfqek6rysRz1EAkB",
-	"R20ehrg4Lto9/HJd/0z7a353fJ46aWpvec2w4CXgu6ZKcDEpIQaHlsVQZ8mgF/KKoWBkSu3KGunQ3TLU",
-	"wZqPToXstVUx4EW11d4dbv44agHvyMe/rFV2w4NmaTxBmpuJz5GYiQhrgWGZpUQkmkXuPL3hpw/H6aDZ",
-	"vdlrrEGwFvS/WAf6X64D/buPA9WvCtBQPOsfKFd9PbXsAB9JT1IqsuWic7bzJ7gKRjulQTHpytYDigup",
-	"lLzmYvKez3jJgn+U12RMlUMgIWdc0Lhg6pvRBcFRsLgh5IsjCHX723uWscd2bM/+98hWr9nFH2M9mppV",
-	"zRILmhhc72Azvzy3hNzqYDU0jvGl9svZhWBhGLlEv7ACHZkkVFFhWBZr5k6nfmS0V+uKbMYDkpetqCY8",
-	"JzXVSVoBxHuRD0fvcuXTco/O+KSPKehzJcc8dlnoTXhbLdX606kgWZWqvpfi2qKelUPb+lNg7IoF5cdZ",
-	"tSJmQmTVdUMirdQuLLxZhCsN9m3NXV5AvGOpMIrLaZRD61eYRdK31DB84aPFnK2pT+w0xN27Ar3FqHtg",
-	"zFZD5yZ1xDQ5lapwKo9RUhVQ5M7Qn96u31tQgCF/eaWwKD/noitro6RbOZRruW4hs6vWhnYPmWy3Qt7O",
-	"Z2s1yDjpmZS7YdOQ4faUIzvlJqqRDV62tB8ZjdHGsVzqh4WX90xF1Gk1Mx+DWQiyq7B6uLfKFpvpgk0k",
-	"rh5fK0jP93emNy9Q6bCMp4Ta5DDSmYmWONf2ZLC9NblYD139fO1RM1NTV0sbjMdNCtOLlkU2IE59PTM0",
-	"1qpwayhb+XEuovzBTOtQgQniNP/ZLge5ZfxhW+3zHiTpZWOwVHFjVemkdWf9TtH5tNzQ//bgXTHXPA2R",
-	"9wECOiARU/yKRVl5cD1nIelahRX9MtfsgpwfkUjRa93bc2m84ACAKqC5v7mBDDxNxlK5ECdu9FCMUiPr",
-	"iMzjxNV5xiFAmPF1MsBzcDNXDCxUGJ46FN3R9ZSJUUBGrmjDAGjvKCCGzeZwgr0BOYU8E+cqgj3AJZRl",
-	"qYLxtzUNLxy0naWRlOP4jZd26kpFLDNfd1ard/qWK6v2pNVmOdOky27mMQ85VJgkfIZ/9IKlU7iTccGi",
-	"kjvycgCDKxxbxRHySa+Ycj0RupT4mk6JJnP3fa/eYLabi9kqzhVKYSgXTGF4i0/6CYiii4DoOVWXdsPO",
-	"1Qk6iCvDOWgbEFdvjkzE0bjkCBSfTJgiKolZgLZly4bydgkax6dYKqyhtKUV1u0I1Qe9YZVbgUw+y4fi",
-	"PuJFNGhRryrEIxecloFdHdyWy0VputXaONWIStnQdctqzircrswq9GOUO9gPSFSSV0a6mmXUVG9aROsN",
-	"yBsrjPluIUhIh2JOlWYq7/yWiigKhi0o0p32FoGzCYiW6NgEwjoUme8qK7hADZaSLZRhJt3dnZ1eaVa+",
-	"T/lbIicORtMiQlbTkWOSYhvgFyYkQ/lBoGt75CsTVoaJvgt8otd3ATEm/u520Kkto/q9TESEEYLoI4FC",
-	"SCBpDTs702HHUjMAaBHFTFlegFWbe4PVshw53F2qLCuQSYMsvO/qGhkay0nCMGWXpwaN85P3A6x2cXhT",
-	"Zu05zC9nz+Uywu2oROAdZEl2ZEqvIEyNRQEYfO0N4u+JCeWM7WNjDQs7KhEDKGkXwEcMDHIsTEDJmQH4",
-	"SXOryxVPrTzW4vFlIRbpKb+c2VP21Gl7a4ZHm6u4VhZgki+aBxvHx/fIVyixkPJhZAGYsRi403Lbud13",
-	"tSh0EpusKk6uON9SiZ30mDVo3zWZkGeLOYtyaZB75GdYVwB2gsDT4u/sp/S9726/DDquXpOuFJ+yoSyZ",
-	"hBEcmfwOLu5o/B0S/u8CX1HK/sCgdpnFCryz7wIsrWX/TVnZvwC7/uVw6185/vWvrIr0v9JDuf0yIAdL",
-	"R9R1i8vQEM/ou9senlzaqMC/VsyxRQhJqxwNSpIeG6NqPP3MCecPJvrnqiV+X6/RfFMIeCzepZ7SnZev",
-	"9tDuOGU3aHNM23ZRIQUPaUxclkIti554abu1xLicafsgOkmbkPwCY7tzBadMYymp4ZRmdrQM7fT1+1dN",
-	"cD+8Ia93X36TRmq4riCrQUL4Q6kYm8UPtZJBcsEmJXUNudCGirAy8QjTIrH9QYlUkdlUVlNyDTcxqxHE",
-	"V3vMHREeMWH4eOHDhfw52TdQGslFx/WaY1bgV7+UoM6Yc5yB5MOGJz+skbFcuG0ER/uxQqh1vsn2Mq07",
-	"qEaR1g9cs6Q2Am1VnkSuIcOq+S3C5KQ71phf12uSlbyp81i2ic6Fitap/X59VRbzQaXm5W0cT6i4JPkS",
-	"Zr6aPum69hSQ8tzgroOatJU1Mg7BbmbViC6dsKhH/KNoN9FEUXHpqqnVz/Nt6zjSfIjyagaJt9fsEfDf",
-	"BsSXJAvIR/lRRuwHKGHz0cqx+PGEaaauKBZJPlaMzeb4+QjbxjRmHjaV0HzRpoTmrn0IKkrdCZRfutIS",
-	"saQltgYUE1QiChWz7Zrwi5/dNxYG8ZsvaXjZWCpS6AylN4ifSa9nNs72F1Q7FE9cMInLQHyQmjjl9Xtd",
-	"LiO0C/TlJ6E2bO7xpQobFRV1suKJLWoOufJTLRMXl7tYtirEs1Sea4VkjhVj9fF+My4STZaL5mHg71xG",
-	"+g6eSiNNmcs/N+uag26vVpiwMwS4vfJzMWpxj6qsOpmxH1xodXEXqOYaiYVVJ5S7akBo8TBghojktdBG",
-	"MTpzcvqsYMJcLuSyAmUzenOED+d/zxhyyXaXkvNLAnUfOhGwRdrdl5qlfk4jfaozoBryEJcjx9rFFKfL",
-	"dO+XLtIVkEn7vEQzbl9pLu8CHVLvL27Wq45Wwo/Ki7v6Zh8N9bGgqUe9clfHptu2RjhJhOuMkFcqWryR",
-	"6DuVPq3TE2tLMq32rPVRGvWaCI9ymS25Cfz5VJdYxZsqBb6l8mXr1VY7zRVVxwHQPJW3BKtEDPJFxTTR",
-	"zFQUFYOlfL+YU+3tjlyRUEal9dkv4Lny5sDoaoOVRc7jJrRhFPJLFEs09FQRWMB9P2e0g6KwkEqlDY9j",
-	"yKChoU+rBWMV2J2hHyFajqC6e67O63K53tvyY09T+JdMzdRQOERBTk8PyUglYkSgxAPppvCa5rqATa5X",
-	"VrpOhCxu7leQL5he3U7oLo2B7oPuFXW2LV6z31o1K1i/GctdqExr/K/H67T0dx1q251XIPDR22UFOFdM",
-	"NP04+GUPigbsvNwt14ZTSl3SJsLXZyq5kHhcrl7W1IhZkeDtIGkhk4pdltseHqypBkDdGhWKEtFovoAB",
-	"K3Zz6mHNc/3jw49vjz6+6wSdk/OPH/HT6fmbN4eHbw/fdoLODwdH7+HDm4OPbw7fv8cn3B/ww9nhyYej",
-	"jwdnh2+rRIWqZoxnqZsJy8qArA6Ah+QcDN6lrrLvK2jwGfbucK0xaFr7nIzgtQHS7tEeBiJnZBpU+zJa",
-	"7WhvQ9c4q+4/LOlbNqzcp0Ha6zrPjOuUHV+xKPNBZJ6a+urTOzgyE6ayQQPcBoSQFB0jWZN8rEW65Ogg",
-	"3dElF9Fe+tYIAyZAr6WzshjqkpN7na7PR3IsL5A656r3usDDdgH7hBY7kFDtW3jlLA3O0OCsDPWtuna2",
-	"ahsilVVHXe4jV26NaW9oshLG6sxQFBV/rKrYGRCpXHPUFSnLd1pjUVBwGILX228E32GadEfu91F6neCa",
-	"XynOB01sPo2roQrbpgvmnXmke/zp1DX4sO/2grRzKde+K049vHzTutmGD88q68N6lqvvgj7SFWCH3D/w",
-	"dGMfs8003MuvmmZDRA1WOyjo5ySUZUe7lcw10/lAsHCar+WLGgtG7VjBD0U+14p2DfPFN/drRPft3bSt",
-	"daLEsnCnxtqNlfVzS5HUPd2cKFKdj+bcbksJ8+6mcvEJLkqAEgxHgO6HIgHyVV7G6Q52+JcPokTWVi9q",
-	"K3gGNYF6pw49qkq9lGtomVigJRlT1VB2ZRcYuwmnyTyr11DvgbmH0w3liFbedGBtoUIYXf+SX2H1U3RA",
-	"rf+6RfZfuWlqOvW6baCvlaZPlsXgdspTJRhDJrNsqOMD2C6vmIrpvJF+OID75B4vSFXlxgujElYjP0GG",
-	"LU10U+trlLPaRCi8WCNCQbEQBbc1SKg7gqhMDVlmpPqSz+cs+pSd7rIRhyqjiXssLX+LvnN2xWWic7I8",
-	"GEWw+2wDzr50LaH/p2w4rG/bhlzsNgaJl0ZeeLhKLzlISdPK6eRwoHAzdZTvexpejnkc37HOuYjWMlGo",
-	"u/ZmwncDmLBuO3erELpMnFdzQSHsjbriezMORf+vpzxmJONlVJNEpI2HITEUQW5K53MmcvF4ZMGoCtJX",
-	"N/Q+oYbEzKr421toE8v5Pna3gqYm+KpM0HijpCgE2ndHW2SH/Df73yggo/83ojxewCeU6ranXkNyoH9X",
-	"b8z2Vn3zpJRtLIuaxmrwMcQ0RgmUu4Vlv97SdpmvYH3ZUemq9e3efXmvCmxpOUxYURHJGYlYTBckmWMy",
-	"Ls8WS2gUYY6uS36gyqxzm9+29IF6ePfFWz2TanDMLvODx+ZapUqX3sjZBoJ8rbBctUhHATc0ifklQzvO",
-	"Rr0lYbctJ9y+R1eMPFNYAt6DjweAOOR3mYVghis46KnA+dmb3qovvaHjeqVSUWiF7JtQIlZb/pdolvUN",
-	"SYtUaWORCYRF79ivLqVYFz64zMHqSPRD1L5N5fa7F70tYFBd0VurYvt4vFSddm1twDyRGZHu0u4oXYdc",
-	"m2+1RPpSJ84ySleGhAPHg9xL5Hf5Y9jQRSmLOyFrKJyUtQeSGeEmBfteQC6S8Zgp7GmkCI3jgKDd0/5p",
-	"mJpxQQ1z/QlxHAItKfBpeW3/j+4qb4C2s3SCDo78CUQo/HwQxx1vVv1kpgDG6RT+CxjUPvml5n6iUnd1",
-	"jbfHv7emF0fdp4WlV4rzk+dHLUWEtCt/g0X/5PDs5H/UGPdPfzo6Ps6b+d3nNz/Ch88HR2dHH9/98sOn",
-	"k1/eHZ8vfXNwfHzy6Z8H78vvILO6rMDpJ2cMHpCDQttoElIFFj0LZ9jr2ieoWQlnhMmFQ9G1tCtqNsv2",
-	"MLNBXgvnXdBQ34FrLIZd2ifTx/c3kbMD91xmWXIdgdtTxAPXartBXwd3xU9sUZPohy7xS7ZAOy5mIEiX",
-	"2oc2wDSLSGBQ8ia801DeY9dPH/l4ocZ29K4NeysPx7f3dHC8bN9H3Hc/A6garAjja7KydhbFu1S6LylX",
-	"dT1dZF2lQSlGFbIxorNVAmVVftWBKKQsoaHYCwsbFkXte7093yV7KeXKedea8q4a/Gsv6hKgctmX3vXQ",
-	"pdjpDSll0blwT0P1bltDdUab69M6cbAy6l7RD+seBkbQ37C/WVlX64OlEozQ44oIuCz3Wsu+1Uukizc7",
-	"VNYtCFC68rEVM3KtzRpdZ76JWq3HwT5TGhOV72vWlMkAl1kTMfELpsBWxEicn6++utV/TfvjL1+/ve2n",
-	"n3dbfN6ukGYr+5TdA+DWMGhvrZFxAuZrTHGt1xe/Wb/LlzuGxiZfu+3gutrhm8e2TNtbSv/jmkQs5ldM",
-	"tchOb+sIvke9DMtPEhU3GKHrAwjt+7n2Qf4i1ymt4S7JS04lDWnSH+rja73x54NurlmSCjKreRr2ytyc",
-	"3jVXaH/BTeYl7zXe4z3Y004ahPqmtDcVxnuEzELUhiY/np0dOxdwsQIvNKHDpoEkLAYhtDGQ+/PP76Vw",
-	"2DWXeic78Hptg5dZYkZKyvPvjUoaRJRX9yc0My68jbOa6uzUkpRPIl44KczJuVk9BFpaJ2HDhSFAUcBc",
-	"wAcUnE/roAponNXETOv6WfoulqS7/YoYSXZeviLhlCoaGqZ0b0DepQ0v881UyWfFDetLEddHbuxmZGlF",
-	"fJ0aM7f7s/9qcn7yPkjDWEPFIGuTxtAedazoBLqVd2f0huxs7X67ZtnDAmWrAfG3SNIXlYSrrH61+wVb",
-	"tYJWJyybmCimdYu0t/v4pbc9dK8L0/BSVYwM/LihydFbp1XQRSxptKF9+EkttN1HYQQDegvmHVNtDtsF",
-	"6NlHTwuEt/o6LBON5aT8VDwEBETGEdOGjLnSZkAORMphMJ4u7f1gJDhQZzzqQzdRbK+UarjrEKMWpghQ",
-	"xgS7Me7ZMkXiM0Yw+cRMJ8FAD3+juCUo7Masr0p82yo8ayevoRXX5RfUde29QGGAUCx2Y/zxgrGSCyIF",
-	"6wX54DbP2KHTblLsiexGtgzPv9Dx3YRW7WJLjKMxnfJlqUTlLYYeyTyOZjE0KTUpylYW9lpQp4ew9i8T",
-	"vJI8/gcLpW7tPyhQqZUJR1DuxVGX0R76r4hiGC1MvZk7drbELh0bplxhNG6Gwhd36bkmFq50DIwEthuw",
-	"gxC0vQYke93FMQ7FUo0dLsI4AcGRjNKqWS6REccVWTkSsIKKNPY5B+c0TZkuGuDz23URV27JFoJW5iu1",
-	"8roTfUCIuYd7yI1wDhrEHyRH/tklxQMi2HUmHY55bJjaJ8POsEMUm8krpsH1U6WY3l0axJkb5cH1Bb96",
-	"MW0JSnCBieJmcWpP2aV2QTv5g6SsV82BSMuZHhwfOdtYd0RN/Mv/+V//ewQHAhcG9w4DZQu3smfn9haq",
-	"loxlSWTi4elZytDl2M8UWNT+8J5IFU4ZNGbjUpB5TI1lnEtx9eDHGwqqyUqMph4MxVAc4l3KxKRhx1fb",
-	"RDAWaTKym5aK/w5T7JHvsbE+OlJgr+hMGQ0IDgPK8FBwbZe4UhymawlVzEMYbdN9+5+/ailGvQH5NGc+",
-	"PiSkSi0IFUMxuulT3HVfyZiNCLsxTGhYDVB+iBuxP1ka7CyTduldtPi5mkGYver+GgrMYe0NiCvb0deh",
-	"nEOUxyUDY3WM1b4w5U9eCw/glqou0IYNFd6wGJPrcbW7tRsQdkOxaZq2oo57AuN3fblbdsO1QWob85AJ",
-	"rJWLps7OwdxylP7OYCtXcqaTg7FcMNleZ3uwhQ/KORN0zjt7nReDrcELdF1PAXw3p1CD+Hcon464J/1R",
-	"W6Gp846ZH90jkA4A+j28urO1hW0ghHFMMX+Bv7oCFUiQmsiVq4QM4L6cHc+v2KCAfZ29n79YockVXO+8",
-	"51dMMK33CY2v6UKTna2tnPt6rmTItPZd9H48OzsG+kAnGpzJC23YrPPFzrDpegXWncYH90jjaRh2Yzbn",
-	"MeVL57Asgqxs+VjJGTNTlmhixyDsxtc4ISj81h9H7nW3ncrtOsAY+Muq2vOnORMIXfeCgGWCelsWMuTm",
-	"IpEME6tZ12/2DMKx3KOBRaz/Ov30sXLD0JOnFthP8Ik/BNaRTKaVYBeOeLAIitq93HpRNXS61s3zLCSx",
-	"9tzsNjkiDVYbxwKn1NALqrG9n2cJlYd5tb2Z70QwKWPdb3w7HKoYgUYlEeFirKg2KglNohjkKFvCCZFh",
-	"jkzP6ILEHIPDoEhE8Z6s0PgmK5P/aFflC5ZYGbXkvvwSAnKxcHlXt0Fnd2u71T057skivNyt5pcgYFLQ",
-	"GG82R/8slytpQQTee2RToASlpUZDVxIof7XpVX6xclCer3b2fF0HLLdUKqG51ze0a24Pcg7yJfdFv+97",
-	"7n88+HA46qVL1tgk3//KjWbxODOCQ8z3vsvd8mBAuIZeqFaPsbx8KLLRpGCETl1WptWS3AKkIpq5LDMs",
-	"WBNYNhFOhwIy58GOp1nMQiOVJjNqwikaUVCf7PqCOT0yym1/ZLFlKNxDIxx5BEV18jV1oDS73vcP7JGv",
-	"tyNIxlEuooRY6meoviS/JSxhhOuhWKnjDZbX9Gj7l99q13rF/uDkrZ5dNEodO1vbqW82d8IaBGqL5Mgq",
-	"8aSvrVgSA4nMgRPKIkX8WypRlLWC/F5ih7cHwb6KQki3RbXOqITdPj4NKJdNlg9rnzgnFFCCHaQEj72M",
-	"k+yuOkHHAr6jyO8lTlU1tnt0M30OBt9tQ4q+p1EuI/lOJG+3DT/7QaoLHkUMckd2t1u8cYwm4TMp31OF",
-	"1Ux3t1+2WZ5O5kgfP7CIU2hSeU/K7G+G0HyunUNDMBoiuABJyl2qa69r6URrEo21eJYZ8+ZX9+kWiXbM",
-	"yoycH9m1i7rRRs7JBeNiQoAmRsTSWpNW4ncQD6TOSEs1LJ1LI0AH5MBTW0yGsEK3D6f15Cej1NxgFPhQ",
-	"eBqkGNJ7kApgMVBYGodEs3YJPXoL+8pTowIx2C1rDzSTVw5N/8QAj0uvf+OjND/IRET3B1Z7JISm95Qy",
-	"HbwwtVgXFoNKKbvyqp6Ebp9lwPjEAPCE1/lJsIzSpDXlveQHFOZ6yiDgLicjQX58zDEXaF3RME3z6Oz9",
-	"XL7q7BF/P8fU6kJfKsnW5m++xVSpfnHgNCRfnj8TQ9OeuFnacZdmdi5oCL1PhByKPGmmcdwbkEMs4QFN",
-	"ygqVH50aI6+FdwhD4DpXWPUebPX2ZL1tJxEx0zoXGYfGL8CPDV1GyjLk8O2tHg1DDvwJ4UwViILCKNVZ",
-	"CdXoyenm46LNXVXrnBEiD3jvjs9zwAfHFzh0W2CemK8eioVa85g2mSePj2S+4G8pcbbK5Lvj80dVq3M9",
-	"HEuA7lMhgt+eJtbDtkf44egdcb23en+Msm3Xw8UVE0aqBVAdaEdgH7DCkg9SLlHH17lnd1P5ctWVt+X7",
-	"7T7mjeWLapdbLGEJfwZDiD+z/UJYL1jsIfnItfVIrff5a8lX8W5hAyneBQahHacxi4+hEhfmWEsh3n5o",
-	"WCg1iGHEwN9dDd163fzGGynGMUfv8l9Ob8V7zPmoINjKMEGFwRrIVLm66W0wp6ia+kc3v7pPt3X2+Dw+",
-	"PS5xqxKA0ozPv5emsC7NW0vucEdalDtWL34z18Sq3DJhLwAirVw8ARWEXfHQ+FqprpUQSgdgadW5lkRD",
-	"AeaF3oBAHR8uyDiGLungc81sndDt29dYRcstZP9hblCZmH5oFwFZa05X6KwtmtmXfb75PxKMdGr31qlh",
-	"c/fGl8fUoGF7dqMpUS5pm07Fwpc8JFYV8/fzb25aubdSAQefj5/Z0PmMzbTCr+tAb6ZsBhnV2Huz0HmL",
-	"imhTYl5dQa0H5CtDe1fPOzPgLPkprRKDuML1cscvKVi+s1iaUJrPqewNBbthYYJtJjCwxGRpqIjA9lsW",
-	"gbK0T2hWxtjtdiigqKP9GcsC8jQ5HzEa6UKa/mi1dk0wPxmU96EYZQmqI6v1Q75alEKz1fWFNOCILPeD",
-	"gB/yjycCwdcOt/cCNg2fZLbXmdMJO+W/Mx9lRPEmIT+hs/dyC4pRYP2Hl1tbtdUgbu0c5ZQ5jcPMwr1c",
-	"jQAfc1m1NozezC+uEDu3s7sarvn45M5CdZWa8wnqnGIhxLTK6zOVu6/pJKNvMb9ipUROsOs0rt1ZMy/Z",
-	"QjMI7OUiLWjSTNqeRKLZ/HrJFkselzr5YdHKZ3H4zFgfjrFKsQJpC9KlPi185EsnjHrrssx7wFVL0v8T",
-	"WzTCIRPRXHLRYDs6TJ96RMLqJ6kiq5DY4xeybEJ6BvMHoaxZH9L0pEkXHHypR+SKa37BY26Kmn0GSI9H",
-	"TqvCis5853qu84XD0g64vnG9jyEO5YxpckHDS99NeSi6uzs7vhWRlT/HnMXRBnZX7g2I5elRoqCG32qh",
-	"2jlTQ+FPIBd3479ybcPcOReai+UDcoi8RjXVu1QFgZSKz1hnHg3Eo8C17nCzudIYrmXuij0ZCkJjcxKm",
-	"yCzRhlxAjtF+mqvITZAmwciQQjVMw2dsz0nY2I5oKKyg66JkmfZinD1FJuxJMTGBLrM4kgs5t9zajpmu",
-	"oDu6iuPZyOogI6O4sfCprpgaQY18GsdQzJoprOyUefU39FCM+n0YrI9TjXplwjYapTwxeSQDqx/eZRQ/",
-	"sWk13Vy1bXWf+FZNZBvah8s4huI8ifnbm13XpLh/DTvt7s5Om5cdfiKhf3pu4i3CooSTWMqQRY045C4Q",
-	"nALQWojVHl7bcRkvXLUQdza/+o+18jdGDBWISQGnd8oy+2MGwVkuU26/SK4jrul8DuGcUM8IDIgXWdTA",
-	"BAqsPss094FCvLXiuVMR5XsMuppS68NWdbBSNZRsPQnlz8vHkOLg43VARNEMLV1CXj+D1/3A60Ck5wzF",
-	"LJBk6YDEdCETEwDpgg80MVKHNMZUdddV2EGiMPqJ5edmtdGDVyZvJ6VR/CBss98SGmOt47RwrD+MDe1a",
-	"TEC22hRCPq0IbYXUofA/QY6cly+LpyWVP0WimTFcTDSZ0UumCR2KlEsAIkGqCIah7oO+DpKwn+MaxWKc",
-	"A/MYu05mDchMRiwOCJ/RCQsIVRMdECauAmhclKiQ6Z6fNWNNEMaP4af2a7dKn0QBZwM2eEUNmywG5DOk",
-	"mGVPWroTDIVOwin0JYJOHNBHZnfr9Z6VsGfSYN2UC6kM6ANVEa2YifxEwu7pnIVPHVbfluC5ZHd7ARgr",
-	"/Xcjcs9S6sMR8FPor00opLdYfN3PEFGOV0lGKQ1wAio3TyGjbgIpwDp9T0r/S0OYDuxi/kziTg77Qzmb",
-	"URH926P/U+PUiYxjDGl0bC5XQwpNbSB5PjKaOOb5Z0GUY1zOM6o8o0qe/VzyeR5VrLCcKGgPCZ0qIA7C",
-	"i4GUXMQJ608UYwJ95uy6tw8Vo6ycPLFyt29iZFHQotqjo5mdyU70Z8GzE7eeJxKE/XR/AWHY3xRx5/Es",
-	"Fj+LxVV06QOFnjpWKE4FXVBrqSCMKkjSzyn4YATwgvAjyMGTedKfy5iHi2YL7bvj82N89Dmr8z5ZncU4",
-	"wnfH5wRvgHS5QYekqwFpf/otkYb22uSrNCZ61tzfg+YTuUmqQrjh12ewqIoOKKasecgAMNABCeVUKhOQ",
-	"a8YnUxOQueJSccOZ7j1m7tpKiECZyfKw4P/nOqtx4gIASIP//2AoYJ+EXlg8ARNBRQIXkdDJiGtCw5DN",
-	"DXSmADI6FK5Pr29Q7c9/L3t5RhdkorAvNrkoTAChrYOh+ATNssUijWOdYqEwuI9g6ZYgUxeqNBrfE38o",
-	"nKudYmCtpeH2JUztl+MsjdVHCEjBQOIMiKYLu34ty6yRx8kSIj+8CJaOfyTsRT+xANZIQVwRF38VcO2+",
-	"NzPhY3trfzsJ7G8rUBWVNmZIVzFwM/RK+OQyXVyDLVaLQGkBxvrMzvSpx8x+cpNU5namtSKL5TwHf4nk",
-	"pvQE/4hY4HT2za/+Y32uW9YS+NGvu1JUyiWNuDrXEHrtm0yKZHbx9yub8YTw0mwb8Vd0J/jadBelH92E",
-	"s7TMuhjOCxmlqUIpgKGaqV3bLUX+x8GH96RLDZlJbaC670/8+96AHBkohTanSkPWn+JYQ1VEWUzo/lIg",
-	"aJkgiDk/0MOTminIhb0B+ew7V4VUSMFDGuec4LjiIgZs6GAohEwRwoqD0AXYLgg81LlfFDOJEixCgWFn",
-	"a6s6sNEf5z/TZuCPIWb5WZzLNygMddNf0Fn8QIPda6gnFf6WT76EMh5Bz48wC4sowoSrI5i/8QcvANdi",
-	"lVgn24PfNdUk/DdJyH8WbctE24MoIjSFB8gJLWvoQ7oOTECh5CqD62KKfwVvpNf9CyBR2AT8DgbBWj62",
-	"+dV9aiU65annH0cuzrKW5oXaW3kO8yxCPZlsEqwGuhXFWbDJjDDUbZSmrFoxIctYvSrw5Ywz5fNXc70W",
-	"uz9v919/+Xmr//rL163g29t/4ei9kj6KdSKeSkS9jnhiH1g5zdKU20y7WA/QsRl+VZaxbxzTsqZrItIO",
-	"pyvW+0RoH1xNzFTJZDIl0OYgjcEzWaIxd23Iuq5x+EbK7b5f+IIPfrCIKwZCox/VvpNm+5y+/Qm7zQop",
-	"KhOWs5aUFQnLOy6FOk1gLmk2U7tjV8Eul+3v28+X7tf14Ms9dxT19kkoZxegradnhhXssF2HrtqeH6P1",
-	"RRYa6ldtzfMVK4Kr1HlpFQFudwJdajS/wkZxNad+MMZikdnS2nVLr13UBRtLxfLrYTct1/M9vHqnBT0n",
-	"6t+/LnQi2mToQ/5c11u6sd4XVoIAxOn9fUt/YkH4RNwhcR74zdMneh66xihSwNWNPK+C2upk5JMdRmme",
-	"44RfMTEgn9GLPRSjo8iSc8NEuOj/xBajAKI6sXWcU6RzodyWkIJRAtU1V4E+17MIxWC7nO7O1lZvP3vt",
-	"ki288xwpqzduQJh3tX5/kohVPr3cT4AzYfrhVGomYCKwJ2CQqmv1RTQdM9KdZ0VJM2KFeluGu0tnsgbn",
-	"yjeNHg5vdrb7w+HNN+zLf5aKL49Z6+4kEX9Q4Xd7YRWyvQUULCGVD6AoA7KlK/DM/sGtAxWLPfXTPev/",
-	"z8FFjxT0aEHMdTysNjFIhT8K/D7XNrgV92m2IdhXN7+qpN5MgET4DyIZf1+B4wBuPzV0oIBFulDOp1hk",
-	"AttyuSTN3tNJHs0mg5NENDpcMiDbDKkIWfzoTpZsVZVlZ2EhHrAfgQ378XNs+LY8X/oxcQiXgZEtJO0s",
-	"uk/GMo7lNcmMAGCPeI6G/QuUnL1/vq6+dIzHSIIIuU9cJxIX9AT1+rHb9YMzms2sJ2tpmcQR/L5nVzSC",
-	"rpVQVJCcJALasgbEP2CXOiIUeqxgQ/B9MuLRCPyeRchONNEWXEXInO2SdDUDV72re6PJe6pNH6boH70l",
-	"Rg6FYjqZsR62mNJGMTojTEQ6H0+eNizWKw2LIUoulDNokAXsnGtsAYNe1+2XRNsrgMKpcyVv7EaB7oex",
-	"1JiVX6YYncJK/HlUmTGXtZrC9go6zfpGCOjRCLfQx2NZs1XjgcCMb3eoTqzfLfeC2yPmGmvEW7W2eE9Y",
-	"nxJ7WHAYkl4DNx3bi4DEZMP2fNY1mUnFyDWPYyh6RLowzinkNgPAW4UxlEKw0HAxgYI6f1fp4xTqDPU9",
-	"QAqsQ2pPG4sCs7lPGv8LyxtW/V/8IeJGmTXxGo63O0KSNIDFfRqPwELtKsIqPrGA2/PFWHNlYodCjh3p",
-	"sLcTZDU8ClViA9Sx0+74Lrh2KPzY0OV3AZhj6R7Wdg3IsOMqOgMJsgvFilw8ci1+OzijQyWw+2gfSev6",
-	"8CnmTGgDMkLqCVVi3QaRtxiJQIYdrCzkETP17oVFtu79fH2SSF4LR4F91V47jatUTYyUA/K2TINy5cDi",
-	"RYDhLDAH9IUv79Bn1OLxhEI/fK1MuP0UepWDxWcLx30Fxr+UscFTILApjLngesoiJyZ51y70YbKkTfsS",
-	"ekCHrgs05eGFQqANm1/tP7ebdD5X8oo9Hd1uftQKmQ00/i00ecJOVbAB6up4X1NuXJbD6PPB0dnRx3e/",
-	"/PDp5JeD4+OTT/88eD8akAOxGApTdDP5otwoXWYCrTcB+fCprBOxFXegDqtKYka6Fwvi3GHYzd11bMdK",
-	"KlfMWefhjaEY+TUPZlycQF94qUj2rbsTpUe9Qhc0SpyICy3qvZ0Z2YGv8RPkvNBdcMfaEY7e9gIsqShj",
-	"Frheq05cxqhAhh5Gq41YsUxl3CwtOOvXNyoj5we4Znt3j0TRD9z0b91Oayn7o1vM/CrS09pPlZRlK5OC",
-	"hg6oyPDnNNhnS3W1uQCRiNCUjhWo21rKwfqsIJaTalPBSeaGJLGcoOQ6kuOxZmY0IKP/r3/g1vGR3Zj+",
-	"J/wh7b4Af1qyS6i+BElWsBvj3KMjNJH9d6MSNipkpzmtVZNEGB4j3aLGsNnceEU1SAkYdGHBmVL1H9LT",
-	"jKI8hvy1smaGlmS9t1tv8H1u9y8odGFx86NxYz+l+7mgW/dIVcSC+7no7VwrYiKvhBAuInZTNZd9onyi",
-	"rfKJygbBQy0P/tgKssgSLsyr3U5wpzkQBsrnGNNYs3SoCyljRkV788k8plysaTd5LyfkYmFQI8/J7Rmc",
-	"v5eT/hs5m5e3BbKwnDY2J0swm1Mn7RwQCJ2FZZcYjLItB51STFtdAH5fjBaAyYQ0WdR/N8UOXCzeAthj",
-	"yoOH/BWvXOvt39V48wbj1SKiTSQTs6lNxJRKG8lAQ9UM3/90xhuPbsVYUZ3JaeWBouvFDX5Zn9soBi3N",
-	"nvWOZ73jPnrHCYDRs9rxrHY8qx13LqAHOFSldeQ6lI0pj9eMiahmDD6guz574DR96hGRzU9S1//FL/e5",
-	"hPVDdn1JgSDXVSeDrgxEniLgtywm9jTLOngM5uKH/2OaeaSb+zcD+b+p6yHtiZzlDfn8HHRTYuFwdNMV",
-	"2m96h0Q3VOiW2JSKWNVOXdElgl+Pks1+iPT9za/+Y4s2GAU0bKqx9va5j8VD9rHw17SftjL2+WC+/aiR",
-	"iX1mfTCprspWfeFbz+Tvr9a0IssTzHSUOQuDtFgVRA4FaMCFso4sZGK1TcoTiAMtrARuEY2hMWWUbvOC",
-	"hpdjHj9+WO7SMquknO/dep5IzvHT/UEJM/+2As9fKHQCzeKYv8RylEMmcYRJ0J79cEF+hs8BYSLqBWBa",
-	"j+l8DipsHMvru/CkNREaymb/WbD52C7miVD5o0SF5Rlf//ocGuCmgG++bqiV75gvvXk9XTw6PhnFJxOm",
-	"/iwYdYbLeRZH/z7Ank8HFPIazZuOdfjKwtjd6/E1381E/KkYyDku55mFPGPVmljlIKeaiTwkKoGb8b71",
-	"Ixssv76kyOMVDoAZ1tKEth94BRFusq6XM5SVxltloWLG91LKhcRAx//+GymMknFJkpmQfRhltJcfB+pk",
-	"CAnpWhOmrDQfohscW9DccIy9qYnZefZo/ukzKMsN1D7wAfDY5fwhVOQrkkosNh8RwSBmakJ5oRKMowJ3",
-	"Km99zS6mUl5WxzseYiAFxi1Q7arznJ+8xzr5IVVqQULFoOwmjdPa04qFjF8xNViJVHjPtfnsp31Ejufm",
-	"qPNl+t0/M72H9GX6Uw2IjKO0phHpIvi68k4A5kXBMoXFelP5Y1Q1estiC6yQ9qsYOf50euZ8Q1Dz2GWO",
-	"8klaIPjHDwdv+qc/Huy8fEW6mrGhiGSoN+mcD2ZRD+N5ZWLICDc6CiBIjmsyYcIig6tCnOI4F0MB9c3S",
-	"iF8p4sU+oVg/KUcW8BTTKMnKKkYO/B+Jc7vR/xh/rWPKfof1yE26vj56dvR4mr0m/l3NcoNC3tq/D2v+",
-	"q/SWtbBwYTns+cl7n/3pEo67KhEDn4gWYD7BmPLY/pFGAKZlK9YnUM28dvOr+9TC4ZvH4md/75P5e2lK",
-	"PTzxiJBDLEgsJ/vF3H6fY2EkxBeuzdCqfL+Vd//gMlIDCX0Gqvs6flNehNwbPL8ZD3o6AajZQOYgIpOX",
-	"qAmnJQYy6PD+JDIGTvXULtJ/T8z4iwR4YZ/4lEhvaMvnA8fhgyyeC0spBw7XApK7RyIVYcIOHpFxTCeP",
-	"yuc3o1S/qA3ydUCXaSMt64W3r0q881yVeLN4yos2FYqz+3vmhfc3FWRom5eqSksgQyPIkrSyPx+rdPQA",
-	"jXGbX+HfWgH/hF3Jy5x5vbllrn3+uWVuIWHDHgmhaEDdx5hMOce8MYh+wY5S61lLG/KfkQYevSVdiPlM",
-	"bba9inYUJudAKc8xrCNWMNvR21xuoc+Ja2Al6VOP2YxT+mmqiOhJ1js1Xffd+xHeB1Y+pvVs074n+c6u",
-	"FwtYoGu8sF6LFJiIhYniZgEAc8GoYuogsfzt5y+WmWmofIbglKi4s9fZBPHaTfQ1zUddaMNmQH08A3UC",
-	"Rv47B8P5p9KF5r6EpKTc377Dbf67yTzJ/5l1DM99mbkpc1+mFDg/AQ2nzNLC/xsAAP//KUstKs13AQA=",
+	"H4sIAAAAAAAC/+y9iXIbt9og+ioo3r/K5PwtarHsxFJN5cq24uiPFx3JOr4zoe8h1A2SOGoCHQAtifFR",
+	"1TzNPNg8yRS+D+iF7I3ashxVqmKK7Mb67eu3XijniRRMGN3b+9abMRoxBR/fy5AaLoX9HDEdKp7gn72z",
+	"k/dEToiZMRIqRg2LiGJapipkw17Q0+GMzal9zSwS1tvraaO4mPZubm6CXkIVnTPj5nhDwxn7mS2OqZmt",
+	"znNAtGEJCe1D5IItSJ/CN880GYfuzfEgIDN2TU5/OtjYefHSzs/tu4kdMegJOrcruGCLXtBT7NeUKxb1",
+	"9oxKWXGhCTWGKfve///L1sYrujH5+u3l7s1/9IKVPQS46GOesJgL9reUqcXq0g+FUZxpoo1ULCLnC6JS",
+	"ofHUuCaJe5v0pSLvJLmS6mISy6tBtv5fYdxsA/6F0vHO6fV7Jqb26Ha2toLenAv/93btwk8NSzovGhYL",
+	"l9CfSHVIwxnhhs014SKM04hFtQu2L91tsXGqDVMeMiouNcQnGi/2PxSb9PZ6/89mDuab+KvedDN8tKPZ",
+	"GQ9FlEguTMOUzD1y6zn9HNmkHo4aJi3c/e0m9XPkkyr5TxY2bTTBJ24/Jb6fzXiSimocP0kFOXpL+v+d",
+	"fGbzRCoaZ8hAjt4OhuTE4o02VFkyY2ZKptMZOTk8/UymzBBKzs6O3l5+t4/45Z/TRlE+nRkyUXIOhCob",
+	"/fTtz+SCsQS+LUxl/16QK6YYmfJLJmooiUrFrQ/lJBVHb+E4TsMZi9K46da1e+TWs/k5sjuwmN80IWJs",
+	"/WTrYvAXdj6T8qJhyit8ouus2+2z3tihdCKFZsBgXtPohP2aMm3sX6EUhgn4SJMk5sjgNhMlz2M2/89/",
+	"auR2nUHcvoWTloH6A40nUs1ZRKQiXFzSmFsWCevYJ2OmlFR6TGKujSYMqKp7aMJZHA17lv5JMYl5+Kjr",
+	"/jxjfpkkdPNrcsXNDLDFM/lngGiGwTp/lOqcRxETj71QIy+YeKaJkjEjkWSaCGkIjS06A9+SCVMwP6zz",
+	"SFgOT+PHXOaZYNcJC4EiMXXJFIGrJ/2IGcpjTahiRIp4QWI5nQI3vQl6H6X5UaYiesyVfpREp+Esu2IQ",
+	"TLgh5yyWYqqJkYQKaWZMEccacK3HdBFLGn2W8j1VU/bYMHAuowXhmsR2ckXMjAqEAIZIdCZoamZS8d/Y",
+	"ox7nB641F9OApOJCyCsREMUu5QUSBHadWFKHAGzZTEHo/vLly8ZBamZMGLs4Vl7NCrXDLV5SHtPz+FFP",
+	"/4BELGEiYiJckH5EDT2nmtnteU47sBeT5qvbJ4oZtSAxNUy520mUDJnWj734LyyONxyFPk+Np76rpPmS",
+	"qQVx0yMd5EYTy8TcBnSaJNKKHB9YxOlnuJ/HR4FnmrzBKTfsEuzBAy0MQ5ZY4jNjyhLrG89XAdQOormF",
+	"Uin+lrIUlp0oSzINR9bpxesVuAt61xtSRfanbVhSyCMWHZhV4e4znzOvKcZUG2Kf1UCRg549f2p6e72I",
+	"GrZh+JytaFuFmXas7shEZL+2woTVQtpODjZmlZqFvSw3NFWKLoojP7cyQyrE/Y+8i+KIl2x+KWgsfiv5",
+	"1F+zceQ5iN43Qe8gSZS8pPFbd2wFUYZGEbenTOPjwq1NaKxZsHyRcj530FgQpna3rDS1KrXVLuLUUJPq",
+	"Ci1dEOoe8dq5lyGoiAIiRcjInEYsAOQpgkB5nTgKQtwSd6I5HAHVtJQeoSliEenTc82EIVcz+IURC0wy",
+	"NSTiqKDWQtV3N0E27VG0OvHRW5yWmpxa1w72fWGwE4kUbWk448QVWCnPdtA47KuboHiF9bi4lT94kgFd",
+	"9sK5lDGjYhnyI0YjUC5XFvvFrnEsxWc8zLFbrA4InxAhgfVGPCLnbCIVWx+jd5dpx3qvb3vao52Niol0",
+	"bpHMXUEEWsU/QfoqINfqQC9vgt7cMqFp5SHYq5+x3GJD9YUm/pp1483ZFWbnV7HEbIWN63thiYiMWQXq",
+	"ZWIwQJVGQJ3ThbsqUGE9OVvC9HqqZSmtPfzoU2pqpvTotQK9FUC2vbNMBXEzlfTOGDZPKmb9JBixsoOc",
+	"EDQBrlKPcMbj6CQVrVYf/5zFlpzFre7y5/ScKcEM08Q9R2jxS4qLJYoKIgXpW+IWyykK9VZSZgHRjJGY",
+	"iws9aKUcIHk0IrgFVHbNzRsZscKDXBg2BaZSApkJF1zPbodbFjVh2fWcpgKgykf43r5P6LkFlKpzC1Dh",
+	"oBrQ68QCLdWzc0kVCMn2y9OEqgtydhSQ8wURdM4Kh+iAZpn+xXJ6puLqC3UTP4Nr8hNPqWFXdIH6mbY0",
+	"uR/LkMZEpcIek39LtzOSBiKyIJQ4Rp/BjRPS/NcLZgK7KAtGHt4Us8Kl/S4gbDgdwoq9YUg902RkRVD8",
+	"28rQeySREbneI1ub21tEyIghNGYy+B7Z3iJHQqeTCQ+55ZnikkecDkM535wm6XDU2ydhzKjVTzJ26les",
+	"0zBkLGohepbqiXR+XhIdK4AUqCPeYhv+4WNeAsgAaDxKt7aehxdcRPCJbeIXFlR0QkO28i1+MW7lt86O",
+	"eBvceY6vo+rWaJ8zLDmFB5cJpDs9P04VpQRTPgqglYcnU5OkBhwOUjC8Oa0naeys+aDds/mAsGsWpvZF",
+	"q6tGDBHvggGptaCorI4H0CDVRYXMllPs+pu2hMs5im5zokAdQWfWVUrGwZLwBxuc0YgISYyJ1xdMLADY",
+	"w6k+2aIfhHARsesCNFVs3tLSC7ZoVaPcjRWeWyVxlspk3oDK1dU6lsjVTGpmqY1373AzbFO4VCqOosaV",
+	"vwBoZ0njQ8+XARzdcUWflrM9w3xBBlX5qRQBqBkf3nNUkMpwytC11VnBK+DXsqhkyRu7Nsd0yj5b2asW",
+	"IqXIFd+ETtmw0ptYPBe/yvodXvLQ+2SXNmh/QYE/g3YuzMvdVeBcmdW9WjvrKZgEKzUEy1zIm4M3Px2+",
+	"9cqfJz2hnDPwv+yh8TgVgSM+VEQejUYCyZD9yrMZkGITJaM0BJcPmweZ4ydDcHQKS0XoSIBdCdTOVLPh",
+	"SFRQqRr1BlzYMJI9+gW5opn30yuVEzsHKU0xWJ+mWDyhddJtQThZmvZqZrVFT3Lsxgft1Ob+aJczjbTS",
+	"rlYKsKoDgBsN3qsGOxGyuGDuqLrP9fmyYtSZ3hq348wXLbav1T3h6MX37aU3bTC9pUkn30jZPdbNovOm",
+	"oCqtAgkoUsAoaM5OHG5nkqDzs/bfHX4m/+d//e9NlQq9+Q3o980gAHS2uGVVZC6Fl9yy4TjIvRopg2BX",
+	"TJsKcRMnsYJJzLTOcT/hQluxZlUcKTLHO3I2Cwhu+c3SzfMK2AYuVuBvfqBKUMiV0CWNliY05GbRMY7h",
+	"jX/8FtLWsvZWod3F9JzF6ymEK1u1rPCUMdFmK7ZSC+g3wDv9OTh1aJ84EmkVtBien3ClTUeifOO9zxUL",
+	"lqJessI1uTVYeZibGS9w+B0y5yK12krfQrfT3NCD8HyLlPRHbyaxZ0T1RWaArzC1UH1BfrW/I6/Cq36m",
+	"/XISGccV+thN0EuTaD0QWFZCKDzkrr240CJ4FefJzq8Byt8UYHp1t+XrrtywP/898POF1Fi11ooA6LfU",
+	"ud5Co0VACsqx14eF1Wwp6N8TxRihE8PUSJjc960zeiUjTc5laqmZBEmkSroIk/QDj2PeKlSeuEUezGUq",
+	"4FSmSfrRrqr6ON4dnxEuLpkwUi1g+WAIsf/2YX9W/hHSDAKiESidnWRvJGCLdgDq3TzefkukwF10EoTf",
+	"HZ/ZFTYZDF/gRhppw3rHUj6KsokCw9LcbT5btl+g2GgIgC3pj53/dQzoKlMrlLNBsxnJ6msWzhuw8mdA",
+	"yPcypPHf6nFTp+dzC4r/Jc8B7EbihC7gDyNJf0wNizlT/umNDZh1A5B9PNjDSQKwER3go8FI2Ns02gnF",
+	"IDSTK8oNF1NkjXomrzS+CtKqFROGBBWSvZFwA1kp/UqUwQNhosVKPpdq8XphbnOnohrOTwCO7U5WUTW0",
+	"75bsy5US7xLhAlAMClhZXrhfSQORet/K6gpS18vnQTF8tN//5WDjf9KN37Y2Xn39ZSP7/I/h1/82+KHw",
+	"2+CH/2hlwz1cCZlTYw/Hgn4S05DNLfvTLGahkUoPyc9sgYTtksYp02Qi41hejUTBhIYIoRfC0Os9QsHE",
+	"w+1LRCa4Q/L24+mGTs8jOadckESxCb8eCTvseHNsVTBmRULhfHHUkLnUhrx8TmJmt68DEvEpNzog441x",
+	"QMb/sP8bjkeiT+NkRkU6Z4qH9sVzaWaEiUgP9gnFRdvFWKkPaBpahtHkC2A5p9fFC3i523B5lfq/Q841",
+	"DABOKlvR/qtduo3w9NHJG8UoY7rx29dfEBQ2vn7bCl7u3FTCwxtgtS6c8nbKwpJk16Yx5PLROgGeK6JD",
+	"5XnAZtbQepbik69paOIFWDTlhIy9gD0G2B97W9e4wjlkdfwO4Zlg7vgE82nHn48Vl6pSYvG/ZFHdKhXP",
+	"NFBVS4s14UskNigIjSOhqJhmEq8LqnKvJzLm4cLbAvbKT4xExCY0jc1gSN6yMKaKGn6ZK1caIsosYr2T",
+	"BQWOGT0S/oj08CQVbp/Dd8dnfislJpDZi4IeF0mVM/BALMh/nX76iCgckIRqzbysVDQ/escGjDME8j2V",
+	"G26ef1oedUKvPjj/ic8SqOAWPpKZ5GkE+8QdhyYTHqM+AIFqepXNL5lPu8dMl1TBmiW5J/bJFpilUEeZ",
+	"Myp0Qcu1a5pzwefpvLe3VXXU/sjqoyAsYYQbLx6wYlNuaQ1yCeqkiiHSzrXCdmuwFmydtyNAznh/JH6S",
+	"qaq41fd8wqxOsk+ExOi4BVoD8BDdJvDMvv/updsE/r1ddYaegK0VO4xe9io0B8RDRzv601jELeO193zJ",
+	"2RVAocVyUXxoTiPww2geoYB4cHxE+udSGm0URUOeDwjAAXtBD4dbjQeo0c5gxfWUNsoM1OUL0SxUrMYQ",
+	"ec6ossIrPDIkpzMrKUKMKhAuS+ZcgHWl2mn8jE3Ihcta3hO+GvjVNWzLRZavt7EpE0xBstJPHw7eWAFo",
+	"3wo5zlQfL3IDlA9fmtJLK4oKhqJ2x0NYsjRd5WttOhK/peVD8a9XnYZPJqkQd1KlXLxQlZZt7O4Uu8wC",
+	"sZpNwBGLmXHhcQ2BHrs3QY9d+kyyTlKW38Ghfa1Jx9y265ixOKrSIJzSXnTnz2RsVXcW0lTbOySKQRwm",
+	"4c40QProS6cx25goOd/4jSlJNJ8KGg/AEQ/GCG9uaD6k7Ze1VqUlaJDnEGgQrX1Cn/yLTYcEQZIuc6fN",
+	"tvlrKk3ndKW/wcMAmnCM3W/4xEHZiX+xYf3fwQT4/Pow5GdqmuElUvnYxWN1GtY9DsGzNGZd3zuFh+1b",
+	"CQs7v2SfxQCC87jG+OBPyHt03cFiBAvpb+0BySILZjr4iowL1j47agaYF/ZZRScTHq599V8Yn84asfv7",
+	"fPQPLripvG+H1hs04YHf8QYkd1genCh5vWiN6bjiIkKxqstNfMblfMGXlqlynh7nGLEnuNnVuXsvAnQB",
+	"e/LDLJCEjHoWKG4T2UdmuG4wcFPIW0GI9CFIBnyjOKHLYRWkT0lBtR0MR+LTnBvj0husFo86SymSKiB8",
+	"yDCEaU7DGRde+RkJd70QmRW6DECmnK21YFup0pqr7ChLRLeLPltOzLwN1lZLaDBO0y0i67sXFyeYLrmI",
+	"WrlQIVKtMQbQw+6aDjBq8QAWkk/VdATVJpuMxqzFBU7T+ZxWRW0srREHbVqVt9os5728/XiK1rR9wg3Y",
+	"qHQJS57p1dA10EWbzD+7W9XmnxX2vyrqKapn76VMygJaDb0H2aftOstsvv7Jnc4gYiHT2akBuAXhczpl",
+	"GOoRUiGkIeeMJGkcQxbcnkjjOKgIo8y4XSTBMg4+Yi/L5XGRmSu+ISBjxXvvNlIi03heTWDyNy9HVZBT",
+	"FB2eaRLOWHhB6JRyoU2FwQeEMTJjNFJSzq0mgjHES6R3JdHBjUJmVFsht2A7ggDkwaolbMJLMWZVcnxH",
+	"ArES/wBDd8P4kwLULIPzreMEQVXhU2efaOYIHeNT7Q2e0/Di06QNtepCON2C2uLXitKmnXDteJD8PJtM",
+	"I3Uw37YkJy8vsaiwOlhgieRMKI9Z9M6JKo0Opg7xOS+WaE5F/AoVEY8gPTlouV5t2oAco3kVNWy6WDca",
+	"KKMn2QB+xsCfXdO5n3ptY8Wav5TZU7O5Ljj8HJ4ziof6DD2lzbRht9slrRyGX3SQB0l1IROnTgiryMmh",
+	"IqeNLnafiojM5BXpczFhiomQDYsD7RGLWExEIzE2ihspxlZcHV/G8XwckLmMWBwgXwoIVVMdECYugywl",
+	"Wmeahw5GgqZGWn0QsnwdoUeDvIywAAUHX4XzygFARoRqH9S3jxEHkO+vfbwUV7kxmypGuCCRDPUmTfhw",
+	"HpWM8wXHdaMlfVkuum+C22r12O5ok9ipEaD9u01wUlbWmnhxTh3yNEVdii7NEkK4CJ1jH3U752B3kW9z",
+	"RnVq97DvokmMxuR+q5YyuNCYGsiOtiNq8s80mlZErGHC8eqaX1xfEyr0FVMIHZngg5mPPMIMX3iiFPlU",
+	"E/S7TJSVnK9/4WBfevXqPW7sQ8Wyz5KEKRcykyX+4jGcp+EFM2CZ42IKP716ZWYkYSpkwvCYZZFdPljD",
+	"X1A5tEumqGC7ZWasdolH4KtdAqJXhN9uIm09wYfTLawh8NdcBcQ/WhJw6LO/ytBRS8PBR1ZVT+dLJjr6",
+	"tHWuXfLQGLySv+x8HWLqvv4kftn6ikQQqjcNEzplp/y3qgSZFQsIFnJpouLvjs9c+MfKvjxNbaUcqSjL",
+	"q5VayMpFuMH96zWL++hMTeWlTZP0A4SLfOCvV48Xf/JpNVbe7mNkxVIcEkacDNbEzOfocvZlBJZvVsZs",
+	"A0R8F+RUPbX7dZBjk9cWIHJMTiaWpgjpgsvfHZ/pVieGD+9a0oXzCLzCYKRfXlAHK6Qd/kic6bpd47gz",
+	"FmMIjIy0D4nKC7/IK5eDaT9Y5umih8Ad6j3wLWuxhGPOu5cB+HD07jTmIdNtNudOXHJZN6+Qv8BQSvk6",
+	"LhYL5Z/tK22W97SYSbh6EW+kiqRoy/Z9VcPFXVBWftF+u8vz1uDqMWi1FdKLnEnVru85qaoYy9EMkRBw",
+	"1OVhiIvjotvDL9b1z3S/5nfHZ5mTpvGW1wwLXgK+K6oEF9MKYnBoWQx1lgx6Li8ZCkam0q6skQ7dLkMd",
+	"rPnoVMhfWxUDntdb7d3hFo+jEfCOfPzLWmU3PGhWxhNkuZn4HImZiLAWGJZZSkWqWeTO0xt+NuA4HTS7",
+	"NwetNQjWgv7n60D/i3Wgf/dhoPplCRrKZ/0j5WpDzyw7wEeyk5SKbLnonO3iCa6C0U5lUEy2svWA4lwq",
+	"Ja+4mL7nc16x4J/kFZlQ5RBIyDkXNC6Z+uZ0QXAULG4I+eIIQv2N7T3L2GM7tmf/e2Rr0O7ij7EeTcOq",
+	"5qkFTQyud7BZXJ5bQmF1sBoax/hS9+XsQrAwjFyhX1iBjkxTqqgwLI81c6fTPDLaq3VNNuMBKcpWVBNe",
+	"kJqaJK0A4r3Ih6N3hfJphUfnfLqBKeiJkhMeuyz0Nrytl2r96dSQrFpV30txXVHPyqFd/Skwds2CiuOs",
+	"WhFzIbLuuiGRVmoXFt4uwlUG+3bmLs8h3rFSGMXltMqhzSvMI+k7ahi+8NEiYWvqEzstcfeuQG856h4Y",
+	"s9XQuckcMW1OpTqcKmKUVCUUuTX0Z7fr9xaUYMhfXiUsyi+F6MrGKOlODuVGrlvK7Gq0od1BJtutkbeL",
+	"2VotMk52JtVu2CxkuDvlyE+5jWrkg1ct7SdGY7RxLJf6YeHFHVMRdVbNzMdgloLsaqwe7q2qxR4ZNn9j",
+	"VU5dVfeLzTVJmCITYJhQ12PfkouTVBDBLpnyhsWa2PWoXbQKIaU4bnv0eeaSaXfu4gLbRUBXGKbdK7F8",
+	"nNl72ZqK+wj83rOV1B38j5THqaqw5rRXVUJyH7Hrdo9KfWI9JNRjHks/ZhNDZOrsLtLe7Tb5mb8eDBut",
+	"VrgGXweqaqO5taGNiTbfag1ze31rjvYc1Vor2lTwswLNd4bIJdloezrc3pqer8cQ/HzdiX9uCFmFksmk",
+	"TSV/3rGMCwDBeo4OrIbi1lC18uNCzsK9OW+gxhdEAv+9W5Z7xwjXrvaNOzC9F63heOWN1SUsN531O0WT",
+	"WTWyvz14V65mkCVh+BAUHZCIKX7JorwAvU5YSPpXM2rQ83fFzsnZEYkUvdKDPZcoDi4mqDNb+JsbyPHU",
+	"ZCKVC6LjRo/EODPjj0kSp66SOA4B4rKvxAK+qetEMbCBYgD0SPTHlkCNAzJ2ZUGGwN3HATFsnsAJDobk",
+	"FDKZnDMS9gCXUJUHDe6FzlJC6aDtLK3CAo7femmnrhjJsnjnzmr1Tt9yZRXrrJ4xZ5r02XUS85BDDVPC",
+	"5/jHIFg6hVuZr4AD45FXAxhc4YQKqKWDHAS7bvQp8VXDUpQnoHpOs0l2txAVWJ4rlMJQLpjCACqfVhYQ",
+	"RRcB0QlVF3bDzpkOWq4r9DrsGnLZbPBOxdGk4ggUn06ZIiqNWYBc1LKhouWLxvGplx2GbXV37Aj1B/1M",
+	"k1AKFCPzjDvuY6pEi57+skYAd+GPOdg1wW215J0l9K2NU62olA/dtKz2vNXt2rxVP0Z1CMcBiSoyF0lf",
+	"s5ya6k2LaIMheWPFfd+PBgnpSCRUaaaK4RVSEUXBdApl4LPuNXA2AdESXedAWEci947mJT2owWLFpULf",
+	"pL+7szOorPvgk0qXyImD0axMldWl5YRk2Ab4hSnvUOAS6Noe+caElWGiHwKfSvhDQIyJf7gZ9hoL9b6W",
+	"qYgwBhW9cFBqCyStUW9nNupZagYALaKYKcsLsC74YLha+KWAu0s6jEAmDdrWvqucZWgspynDpHCemczO",
+	"Tt4PsZ7K4XWVPfGwuJw9ly0Lt6NSgXeQp3GSGb2EQEgWBeBSAHXJYJHDUM7ZPrZusbCjUjEE5SqAj6hT",
+	"OBYmoKjREOTrwuoK5Xlrj7V8fHkQT3bKL+b2lD112t6a49EWavpVhTAVyzLCxvHxPfINinhkfBhZAObE",
+	"Bu603HZu9l21E53GJq+7VCj/uFTEKTtmDfadhlzbz4uERYVE2z3yC6wrAEtU4GnxD/ZT9t4PN1+HPVcR",
+	"TNeKT/lQlkzCCI5M/gAXdzT5AQn/D4GvWWZ/YFAdz2IF3tkPARZvs/9mrOxfgF3/crj1rwL/+ldep/xf",
+	"2aHcfB2Sg6Uj6rvF5WiIZ/TDzQBPLmuF4V8rZ3EjhGR1tIYVabWtcVuefhaE83sT/Qv1OF83azTflUJq",
+	"y3epZ3Tnxcs9tGzP2DVatbPGcFRIwUMaE5cH08iip17a7iwxLudy34tO0iXpo8TYbl0jLNdYKqqEZblD",
+	"HYOHfYeIVSPvj2/Iq90X32WxQK7vzKqRCX+oFGPzCLVOMkghnKmiciYX2lAR1qa2YeItNtiokCpyq91q",
+	"0rfhJmYNgvhqF8MjwiMmDJ8sfECaPyf7BkojhfjLQXtUFPzqlxI0mQuPc5C83wD4+zVjVwu3reBoP9YI",
+	"tc773V2mdQfVKtL6gRuW1EWgrcvEKbT8WDW/RZj+dssuBuv65fKiSk0+8S7x31AzPfMQra/KYsax1Ly6",
+	"UegJFRekWCTP92sgfdcABZLqWxzCUPW4tgrLIdjNrBrRp1MWDYh/FO0mmigqLly9vuZ5vu8cqVwMgl/N",
+	"UfL2mj0CEQIB8UXvAvJRfpQR+xGKJH20cix+PGGaqUuKZbiPFWPzBD8fYWOi1tzWtiKtz7sUad0FS/75",
+	"bUH5hSteEktaYWtAMUGlolST3a4Jv/jFfWNhEL/5mgUwTqQipd5j+hnxM+n1zMb5/oJ6l/WJC1dyOa73",
+	"UnWpukK0y5aFhpS+wClUHy48vlTDpaZmU16es0NVK1fgrGNq7HKf1E6lnpYKwK2QzIlirDmidM5Fqsly",
+	"WUYMLU9kpG/hCzfSVAWVFGZdc9Dt1RomdoYAt1d9LkYt7lD3V6dz9qML3i/vAtVcI7F075RyV28KLR4G",
+	"zBCRvBLaKEbnTk6fl0yYy6WCVqBsTq+P8OHi7zlDrtjuUvmHilDw+0417ZDY+bVhqV+yWLL6HLuWTNfl",
+	"2MRuUevZMt37lYt0JYqyTkLRnNtX2gsIQQ/eu4ubzaqjlfCj6vLBvp1MSwU2aBvTrNw1semuzTdOUuF6",
+	"bxSVig5vpPpWxXWb9MTGol+rXZF9HFCzJsKjQu5UYQJ/PvVFfPGmKoFvqUDeetX7Tgtl+3EANE8VLcEq",
+	"FcNi2TpNNDM1ZetgKa8XCdXe7sgVCWVU2QHgHJ6rbj+NrjYMNXAeN6ENo5DBpFiqoWuPwBYB+wWjHZQd",
+	"hmQ9bXgcQ44WDX3iNhirwO4MHS/RcgT9AwqVhJcLQt9UH3tWJGLJ1EwNhUMU5PT0kIxVKsYEioiQfgav",
+	"WTYV2OQGVQEmImRxe0eMYkn++oZVt2k9dRd0r6nkbvGa/dqpHcb67X5uQ2U6438zXmfF5ZtQ2+68BoGP",
+	"3i4rwIVytdnH4T/2oCzFzovdam04o9QVjUh8BbCKC4kn1eplQxWiFQneDpKVyqnZZbXt4d7atgDUrVED",
+	"KxWt5gsYsGY3px7WPNc/Pvz49ujju17QOzn7+BE/nZ69eXN4+PbwbS/o/Xhw9B4+vDn4+Obw/Xt8wv0B",
+	"P3w+PPlw9PHg8+HbOlGhrt3n58zNhIWLQFYHwENyDgbvSlfZ6xoa/Bm7w7jmKzSrrk/G8NoQafd4D0Pd",
+	"czINqn0VrXa0t6Uv4fdZzNx9kb5lw8pdWvC9avLMuF7s8SWLch9E7qlprm++gyMzYWpbgMBtQAhJ2THi",
+	"b8dXu11ydJD++IKLaC97a4wBE6DX0nlVlH7Fyb3K1ucjOZYXSJ1z1Xtd4GG7gH1Cyz1uqPZN4gqWBmdo",
+	"cFaG5mZwO1uNLbeq6u8udyqstsZ0NzRZCWN1Zii7iz/W1YQNiFSu/e6KlEWy0Mug5DAEr7ffCL7DNOmP",
+	"3e/j7DrBNb9S/hHaJH2a1EMVNuYXzDvzSP/406lrIWPfHQRZb1yufd+lZnj5rnM7Fx+eVdXp93OhghD6",
+	"SFeAHbJLwdONnfI2s3Avv2qaDxG1WO2gZKSTUJYd7VYy10wXA8HCWbFaNGosGLVjBT8U+Vyz4zXMF9/d",
+	"rdXh97fTttaJEsvDnVqrg9ZWaK5EUvd0eypSfcajc7stlWRwN1WIT3BRApRgOAL01xQpkK/qQmG3sMO/",
+	"uBclsrE+VlfBM2gI1Dt16FFXTKhaQ8vFAi3JhKqWwj4YDG/CWZrkFUGaPTB3cLqhHNHJmw6sLVQIo+tf",
+	"8kusr4sOqPVft8j+T27a2pq96hroa6Xpk2UxuJvyVAvGLzHpoMVpZbFdXjIV06SVfjiA++QeL0lV1cYL",
+	"o1LWID9BDjdNdVtzdZSzukQoPF8jQkGxEAW3NUioO4KoSg1ZZqT6gicJiz7lp7tsxKHKaOIeywoso++c",
+	"XXKZ6oIsD0YR7G/cgrMvXNPx/ylbDuv7riEXu61B4pWRFx6usksOMtK0cjoFHCjdTBPle03DiwmP41tW",
+	"0hfRWiYKddvuX/huABM2bed2NWiXifNqtjGEvVFX3nHOoa3E1YzHjOS8jGqSiqy1NaQeI8jNaJIwUYjH",
+	"IwtGVZC9+kzvE2pIzKyKv72FNrGC72N3K2jR7DwRXyqRoaQoBdr3x1tkh/w3+984IOP/N6I8XsAnlOq2",
+	"Z15DcqB/W2/M9lZze66MbSyLmsZq8DHENEYpFFSGZb/a0naZL2F9+VHpuvXt3n55L0tsaTlMWFERyTmJ",
+	"WEwXJE0w3ZvniyU0ijAL3CU/UGXWuc3vO/pAPbz78sCeSbU4Zpf5wUNzrUqlSz8r2AaCYjW6Qj1SRwGf",
+	"aRLzC4Z2nGfNloTdrpxw+w59V4pMYQl4Dz4eAOKQ32Qeghmu4KCnAmef3wxWfektPf1rlYpSs23f5hSx",
+	"2vK/VLO8M01WBk0bi0wgLHrHfn2xzqbwwWUO1kSi76O6cia3376scgmDmsoqWxXbx+Nl6rRrnATmidyI",
+	"dJuGWtk65Np8qyPSVzpxllG6NiQcOB7kXiK/Kx7DM12WsrgTskbCSVl7IJkRbjKwHwTkPJ1MmMKuWYrQ",
+	"OA4I2j3tn4apORfUMNcBE8ch0PQEn5ZX9v/orvIGaDtLL+jhyJ9AhMLPB3GcpfB+MjMA42wK/wUMap/8",
+	"2nA/UaW7usHb499b04uj7tIk1SvFxcmLo1YigmHJUWUm8SdRbtE9rGhkDq2RuyPuges53iD373YyaL+8",
+	"B3v2ndOs/eGwGFogDldL2baHPH7XlJfhc7kLbez7FFuc4QWWbZ4vHsl+5q1gq/FXPmsch2kCt2N3MMtF",
+	"qnzFAhrHnya9vV+aV1KocnDzNagtc+D8QT5RB/1FmFtxxSP8qPdJzC/Zclp8sC5r8ujUpNo6c8V9OP+W",
+	"G6hUh5Qhf8jttZBnGHNt2jLpu/PTDCZaHIMnh59P/keDj/D056Pj46K30H1+8xN8+HJw9Pno47t//Pjp",
+	"5B/vjs+Wvjk4Pj759PeD99WkPDfeVtI6eyxDcpChtcuYU+AYsOwKIi6yPFerKI0xR3kk+lYEitq9OwNM",
+	"kJJXwgGlhkJEXGPXhrmd34LkSJRW0Z9LKKNKBdkOtra2MAF3kK1ubN8Ze+fjPiZkY5IuVQxuGjMWfYN8",
+	"gPjNb/afm014sCpMxScotZJ191xuGn8IzgB5QjScsZ/ZoiFTGWN6LtgCHVF4ftLlJqMTI0uDFJhVsQnv",
+	"tFTA2vXTRz7gsdlJG87YKRYJ6sTRvr8jR3vRiVUB4PoGoQDPwxVrwvoEr4NL5DbNYCoqOl7NFhkJQ6se",
+	"2sBaQ9I7ZYDXJYgeiFLOJXq6vLZjmTO8N4A8bdeUqJgz6sID2hJHWwIEnrdJCo6sd5EU7uhp272FpBD0",
+	"LI1q7TvII+ahqTGTvV7CqGkyeQefCpissGnoganl1VldY2gc6cooudfKFcO7JkXydh/yujVQKlc+sZpV",
+	"oV9oa7SA70za6GS1z1SGgRabhbYlb8FlNgSJ/QOz/mvCws7OVl/d2nhFNyZfv31/s5F93u3webtGga9t",
+	"/nkHgFvDh7e1RpIdeOwwq7/ZRPbd+q0z3TG0ds7c7QbX9TEuRWzLDVxLGc9ck4hZcV51KMjRNfblDiWC",
+	"LAdKVdzid2uOmbbvF3ry+Ytcp5qQuyQva1V0ect+aNaJvb37g24v05SJPqupafbK3Jw+GqHUU4qbPDBo",
+	"0HqPd2BoO1nc/ZvKho8Y4hYyC1HPNPnp8+djF/VSLmsPnV2xEy8Jy3FXXXyC/vyLeykddsOl3sr1tV4v",
+	"/mWWmJOS6pIjRqUtQs3LuxOaORferVNPdXYaSconES+c3OYk47wEDK0sDfPMRV5Bpd1CjBt0ccmKiwvo",
+	"RtnGTJuaRPvW0KS//ZIYSXZevCThjCoaGqb0YEjeZV2kix3KyRfFDduQIl60WgwcWVoReGfGJHZ/9l9N",
+	"zk7eB1nkfqgYJKrTGHqOTxSdziHIf06vyc7W7vdr1hIuUbYGEH+LJH1RS7iqmkK4X7D/OeiBwrKJqWJa",
+	"d8j0vUsozraH7nVhGl6qCwuEH59pcvTW6SF0EUsaPdM+4q4R2u6iYoLPsAPzjqk2h91iku2jpyXCW38d",
+	"lonGclp9Kh4CAiLjiGlDJlxpMyQHIuMwGEKcNVQyEmJG5jzagBbd2LMw04nXIUYdjBegvgl2bdyzVYrE",
+	"Fwza9LnoToJZWGnGKG4JCrs266sS33eKSN0p6nTldfkF9V3PTFAYIPqUXRt/vOCf4YJIwQZBMZ7XM3Zo",
+	"X58mAKLeQOhG7gVVtVe/tqhHrRnkLyolKu8k8UjmcTQPG8yoSVm2srDXgTrdh4NzmeBVlC65t+yRzibe",
+	"EpVamXAMFa4cdRnvocueKIYJEtR79ly1YdKnE8OUqwXJzUj4elYD1xnKVcuCkcDaA5YTgnbigOSvu9Dt",
+	"kVgqK8ZFGKcgOJJxVijQ5W7juCKvwAQWW5GlexTgnGZVIso+x+J2XZDpMCsavDpfpUXaneg9QswdPOJu",
+	"hDPQIH4nOfKPLikeEMGuculwwmPD1D4Z9UY9othcXjIN3u46xfT20iDO3CoPri/4NYtpq1DCI3bCJnWd",
+	"3ijJHGpWIAFrs7NHUuXLSQS5fRTzeIq1M2uQoKVHXkvBke0u7GKnwp3uMDuTB77WHEmdXwm9OSWXEkRN",
+	"oPxZ49cJMJpCkHNqwlkh33iwh23EdDHNbNUzNSRHRpPM/TMSt/X/wPxV7Rpe2x/y0phwlbm7SScxN4QL",
+	"I9sboLgp3pYDbWuuOXcPd3UKozCRKlZjMwcp0YsovqqtIXMJoZgBieWVFSbBr40PDzoLh8VK8C1urWy8",
+	"Jrdtu792O3cROBxts7Xbx1w4XxyzmOt5XbsALsgkhp5F7nwCdKjTOCbuEte0duCmMxDolYGhvKjs7lcR",
+	"EIlmqrhZnNqdOdBlVDF1kFY1pTwQWVX5g+MjZ6/vj6mJ//F//tf/HsMNwyEBL4KB8p1Zfbh3cwPxIxNZ",
+	"kSByePo5UzLkxM8UWHHjw3sild2hceGiSUyNFeaX0hshnGokqCYrqTIWT0fiEPmLTE2W/XW5TQRjkSZj",
+	"u2mp+G8wxR55DRsg6IiGvaIzejwkOAwY6EaCa7vElRp9fSs8xTyE0Tbdt//5Ty3FeDAknxLmw3RDqtSC",
+	"UDES4+sNirveUDJmY8KuDRMaVgOADOG79icrFzpviV16H70QrnQjFhFxf40ElhIZDImrnrahQ5lAsO0F",
+	"A5dbjEVXsfKCvBKe6VpJb4GeOCi0izUxXTPb3a3dgLBrit2RtVW/3BOYRuW7DrBri31AI2MeMoEtC9D9",
+	"0jtIrJS7sTPcKlT+6xVgrBDTv9fbHm7hgzJhgia8t9d7PtwaPscIwhmA7+YMmo38Bn2SUB6Q/qitItd7",
+	"x8xP7hHIygSbI7y6s7WFoTTCOEG9eIH/dHXCkAi0kQjX8gTAfblIEb9kwxL29fZ++WoVOddZqfeeXzLB",
+	"tN4nNL6iC012trYKUYSJkqHlga5d9k+fPx8DAaFTDTF9C23YvPfVzrDpmoI3ncYH90jraRh2bTaTmPKl",
+	"c1hWi1a2fKzknJkZSzWxYxB27UvNEVTIm4+j8LrbTu12HWAM/WXV7flTwgRC150gYJmg3lRFbru5SCTD",
+	"FKPdmjb7GaLi3aOBRaz/Ov30sXbD0HyzEdhP8InfBdaRTGYF+ReOeFh59Sbovdh6Xjd0ttbNszwzpPHc",
+	"7DY5Ig22FcI689TQc6qxj7dnCbWHebm9WWw5Nq1SJ974vpcgr82osuKPmCiqjUpDkyoGpWIs4YQAfUem",
+	"53QBYkhWq6t8T1aRfZP3w3qwq/J146zeXHFffgmBlXgx/f0m6O1ubXe6J8c9WYSXu9X+EuStCBrjzRbo",
+	"n+VyFb1GIQYJ2RQYZrKK76GrzFi82uwqv1pZqshXe3u+vBZWvazUGt3rzzRIEEyBnIN8yX2xseGeIR8P",
+	"PhyOB9mSAfZGwv/KjWbxJHfMQerdvkuh92BAuCYzeQW2FcvLRyIfzSoqdOa0Fm6yFUlFNHPJ/lg3MLBs",
+	"wmo+UMAIfAuaxSw0Umkyt0IiGnbRxtX3dQsHZFzY/thiy0i4h8Y48hhqGxZLG0KHHL3vH9gj327GkBOt",
+	"fESepX6G6gvya8pSRrgeiZV2KuANyo524+J77Xos2h+cvDWwi0apY2drO4sXKZywBiXfIjmySjzpKyuW",
+	"xEAiC+CEskgZ/5YqReY9319LbOV8L9hXU4/ypizfG5Wym4enAdWyyfJh7RPnGAdKsIOU4KGXcZLfVS/o",
+	"WcB3FPm9xKnqxnaPbmbPweC7XUjRaxoVCsPciuTtduFnP0p1zqOIQQrv7naHN47RTfVZyvdUYVH53e0X",
+	"XZan0wTp4wcWcQrd6O9Imf3NEFoseeDQEBwZCC5AkgqXCqiJdKIzicaSiMuMefOb+3SDRDtmVY6Xj+zK",
+	"xQ5qIxNyzriYEqCJEbG01mQNkRzEA6kz0lINS+eyRBwIK0ZqizmpVuj2WU2e/OSUmhtMxhsJT4MUQ3oP",
+	"UgEsBgLpcUh0tVXQo7ewryI1KhGD3ao+oHN56dD0DwzwuPTmNz5K86NMRXR3YLVHQmh2TxnTwQtTi3Vh",
+	"MaiVsmuv6lHo9uccGB8ZAB7xOj8JllOarLWPl/yAwlzNGIQNF2QkKFMUc0zJXlc0zLJta/Np8kf8/RxT",
+	"qwt9rSVbm7/6XrKV+sWB05B8l6RcDLUwCLmwefWXPs3tXL+mTC32iZAjUSTNNI4HQ3KIldTA6l0qwO3U",
+	"GHklfJAK5A9yhc2HwMtgT9bbdlIRM60L0bpo/AL8eKarSFmOHL6P7YNhyIE/IZypBlFQGKU6r2QfPTrd",
+	"fFi0ua1qXTBCFAHv3fFZAfjg+AKHbgtM1/dF3LFefhHTpkn68Ejm+y5UEmerTL47PntQtbrQrL0C6D6V",
+	"/Ez2NLEtiT3CD0fviGuBOvh9lG27Hi4umTBSLYDqQFco+4AVlnyqRYU6vs49u5sqdg2pva1j/9AD3lix",
+	"t0m1xRKW8EcwhPgz2y+lGoDFHnLAXXe1zHpfvJZiM5UONpDyXWBg7HEWR/0QKnFpjrUU4u37hoVKgxhG",
+	"Mf3V1dCtV+1vvJFiEnN03P/p9Fa8x4KPCgJADRNUGGxFQZVrX9MFc8qqqX9085v7dNNkjy/i08MStzoB",
+	"KCu88dfSFNaleWvJHe5Iy3LH6sVvFnqJVlsm7AVA9KeLcaKCsEseGl+y3nV0ROkALK260BlyJMC8MBgS",
+	"KKeYhxaAzzW3daaaRVmpe7TcQvY0hjhUiemHdhGQe+t0hd7aopl92Zf9+VuK0Zfd3jo1LHFvfH1IDRq2",
+	"ZzeaEeXVimVzKha+8jSxqpi/n39z08qdlQo4+GJM3zNdzDvPGi3QOPZNbaCwDbZALzVApSLalJgdXFLr",
+	"Afmq0N61VckNOEt+SihGArjC9XLjVSlYscFrlhZfzAwfjAS7ZmGK3b4wsMTkyfSIwPZbFoGytE9o3k3C",
+	"7XYkoLa2/RmrM/OsRhJiNNKFPPhvJq80wfoOoLyPxDhPsx9brR9yaKMMmq2uL6RxVQ2qqAD4IX9/IhB8",
+	"63F7L2DT8Imve72ETtkp/435KCOKNwk5U729F1tQEwzLcL3Y2mosynVj56imzFlseB6C6ko1+TjwurVh",
+	"RHlxcaV43p3d1RDyhyd3Fqrr1JxPUG4e61FnxfafqNxdTSc5fYv5JaskcoJdZbk2zpp5wRaaQbIBF1ld",
+	"uXbS9igSzea3C7ZY8rg0yQ+LTj6LwyfGen+MVYoVSFuQPvWR02NfAGY8WJdl3gGuOpL+n9miFQ6ZiBLJ",
+	"RYvt6DB76gEJq5+kjqxCsqFfyLIJ6QnM74Wy5u3gs5MmfXDwZR6RS675OY+5KWv2OSA9HDmtCyv67Fpu",
+	"WDGzUL9VE4q11fZcZQYfQxzKOdPknIYXhBpI/hiJ/u7Oju8IaeXPCWdx9ExDs+3BkFieHqUKSimv9gtI",
+	"mBoJfwKFuBv/leve6s651OO1GJBD5BWqqd6lKgikeX3Bdj9oIB4HroOam80V+EFdddWeDH05MGeDKTJP",
+	"tSHnkPe4n+VPcxNkiXkypFCU3PA523MSNnaFHAkr6LooWaa9GGdPkQl7UkxModk/juRCzi23tmNmK+iP",
+	"L+N4PrY6yNgobix8qkumsFoYjWPoKcIUFtjMvfrP9EiMNzZgsA2cajyoErbRKOWJyQMZWP3wrsrBI5tW",
+	"s83V21b3ie+YSbYtWigZx1BiLDV/ebPrmhT3z2Gn3d3Z6fKyw08k9I/PTbxFWFRwEksZ8qgRh9wlglMC",
+	"Wgux2sNrNy7jhasO4s7mN/+xUf7GiKESMSnh9E5VtZGYQXCWy97dL5PriGuaJBDOCVmHYEA8z6MGplDn",
+	"/kmmuQsU4q2Vz52KqNjq2VXGWx+26oOV6qFk61Eof1E+hhQHH68DIopmaOkS8uoJvO4GXgciO2cosIMk",
+	"SwckpguZmgBIF3ygqZE6pDGWz8C0fQ+JwuhHlp/b1UYPXrm8nVZG8YOwzX5NaYwtJ7L6/f4wnmnX6Quy",
+	"1WYQ8mlFaCukjoT/CXLkvHxZPi2p/CkSzYzhYqrJnF4wTehIZFwCEAlSRTAMdR/0dZCE/RxXKBbjHJjH",
+	"2Hcya0DmMmJxQPicTllAqJrqgDBxGUD/yFSFTA/8rDlrgjB+DD+1X7tV+iQKOBuwwStq2HQxJF8gxSx/",
+	"0tKdYCR0Gs6gPSQ0RIN2frtbr/ashD2XBms5nUtlQB+oi2jF6giPJOyeJix87LD6rgTPFeCwF4Cx0n81",
+	"Ivckpd4fAT9Nz+fcEArpLRZf93NElJNVklFJA5yAys1jyKibQAqwduij0v/KEKYDu5g/krhTwP5QzudU",
+	"RP/26P/YOHUi4xhDGh2bK9S1Q1MbSJ4PjCaOef5REOUYl/OEKk+oUmQ/FzwpoooVllMFXbqhYRjEQXgx",
+	"kJLzOGUbU8WYQJ85uxrsQ4kYKydPrdzte0lKqH0SXjw4mtmZ7ER/FDw7cet5JEHYT/cnEIb9TRF3Hk9i",
+	"8ZNYXEeXPlBobWiF4kzQBbWWCsKogiT9goIPRgAvCD+AHDxN0o1ExjxctFto3x2fHeOjT1mdd8nqLMcR",
+	"vjs+I3gDpM8NOiRdXVr706+pNHTQJV+lNdGz4f7uNZ/ITVIXwg2/PoFFXXRAOWXNQwaAgQ5IKGdSmYBc",
+	"MT6dmYAkikvFDWd68JC5ayshAlUmy8OS/5/rvMaJCwAgLf7/g5GAfRJ6bvEETAQ1CVxEQkNJrgkNQ5YY",
+	"6K8DZHQkrqiCBpJcuLfx/Pfyl+d0QaZKXoH7+7w0AYS2Dkfik10vFYssjnWGhcLgPoKlW4JMXagcm7Wa",
+	"GwnnaqcYWGtpuH0JU/vlJE9j9RECUjCQOAOi6cKuX8sqa+RxuoTI9y+CZeMfCXvRjyyAtVIQV8TFXwVc",
+	"u7tzTfjE3tpfTgL7ywpUZaWNGdJXDNwMgwo+uUwX12CL9SJQVoCxObMze+ohs5/cJLW5nVmtyHKJ4eGf",
+	"IrkpO8HfIxY4m33zm//YnOvm60E/wnXXikqFpBFXex9Cr32vb5HOz/96ZTMeEV7abSP+im4FX5vuovSD",
+	"m3CWltkUw3kuoyxVKAMwVDO1ax6oyP84+PA+L4q88+Il+Zm/HgzJkYFSaAlVGrL+FMcaqiLKY0L3lwJB",
+	"qwRBzPmBVurUzEAuHAzJF99NL6RCCh7SuOAExxWXMeCZDkZCyAwhrDgYRZA/GKGHuvCLYiZVgkUoMOxs",
+	"bdUHNvrj/Lur3/owYpafxbl8g9JQ1xsLOo/vabA7DfWowt/yyVdQxiPoQxTmYRFlmHB1BIs3fu8F4Dqs",
+	"Emv3e/C7opqE/yYJ+U+ibZVoexBFhGbwADmhVU3GSN+BCSiUUKjevVNO8a/hjfRq4xxIlMXTWxkEG/nY",
+	"5jf3qZPoVKSevx+5sDwvJw157a0ih3kSoR5NNglWA93K4izYZMYY6jbOUlatmJBnrF6W+HLOmYr5q4X+",
+	"r/1ftjdeff1la+PV129bwfc3/8LRBxW9XZtEPJWKZh3xxD6wcpqVKbe5drEeoH+079/UZRn7ZlYda7qm",
+	"wvVpXr0VqNHgWyOZmZLpdEagzUEWg2fyRGPuWiNChrdKITLRt7L1BR/8YBFXDIRGP6p9J8v2OX37M/bM",
+	"FlLUJiznbXJrEpZ3XAp1lsBc0QCrcceugl0h2z+csSiNWfV+XV/QwnNH0WCfhHJ+Dtp6dmZYwQ5bCOm6",
+	"7fkxOl/kqXshB46KrXm+YkVwlTkvrSLA7U6gc5bml9i8suHUDyZYLDJfWofOdG2LOmcTbIqTrYddd1zP",
+	"a3j1Vgt6StS/e13oVHTJ0If8ub63dGO9L6wEAYgz+OuW/sSC8Km4ReI88JvHT/Q8dI1RpICrG3teBbXV",
+	"ydgnO4yzPMcpv2RiSL6gF3skxkeRJeeGiXCx8TNbjAOI6sR2lk6RLoRyW0IKRglU11wF+kIfNRSD7XL6",
+	"O1tbg/38tQu28M5zpKzeuAFh3vX6/Qk0+Vo6vOV+ApwJsxHOpGYCJgJ7AgapuvaDRNMJI/0kL0qaEyvU",
+	"23LcXTqTNThXsZH9aHS9s70xGl1/x77+Z6X48pC17k5S8TsVfrcXViPbW0DBElLFAIoqIFu6As/s7906",
+	"ULPYUz/dk/7/FFz0QEGPFsRcF9Z6E4NU+KPA7wutzDtxn3Ybgn1185tKm80ESIR/J5Lx1xU4DuD2M0MH",
+	"ClikD+V8ykUmsC2XS9IcPJ7k0W4yOElFq8MlB7LNkIqQxQ/uZMlXVVt2FhbiAfsB2LAfv8CGb6rzpR8S",
+	"h3AZGNlCsm7H+2Qi41hekdwIAPaIp2jYP0HJ2bvn6+oLx3iMJIiQ+8R1InFBT64ZcJKgEHSvjGYz7xNd",
+	"WSZxDL/v2RWNoWslFBUkJ6mAVtEB8Q/YpY4JhR4r2OB3n4x5NAa/ZxmyU020BVcRMme7JH3NwFXv6t5o",
+	"8p5qswFTbBy9JUaOhGI6nbMBtpjSRjE6J0xEuhhPnjVR1ytN1CFKLpRzaJAF7JxrbAGDXtftF0TbK4DC",
+	"qYmS13ajQPfDWGrMyq9SjE5hJf486syYy1pNaXslnWZ9IwT0aIRb2MBjWbNV44HAjG93qE6s3632gkOz",
+	"Ze262Ypo6Z6wPiX2sOAwJL0CbjqxFwGJyYbt+axrAg2dr3gcQ9Ej0odxTiG3GQDeKoyhFIKFhospFNT5",
+	"q0ofp1BnaMMDpMA6pPa0sSgwS3zS+J9Y3rDq/+J3ETeqrIlXcLz9MZKkISzu02QMFmpXEVbxqQXcgS/G",
+	"WigTOxJy4kiHvZ0gr+FRqhIboI6ddW13wbUj4ceGLr8LwBxL97C2a0BGPVfRGUiQXShW5OKRa/Hbwxkd",
+	"KoHdR/tIWteHTzFnQhuSMVJPqBLrNoi8xUgEMuxgZSGPmJl3Lyzyde8X65NE8ko4Cuyr9tppXKVqYqQc",
+	"krdVGpQrBxYv8q72C0vE6zr0GbV4OKHQD98oE24/hl7lYPHJwnFXgfFPZWzwFAhsChMuuJ6xyIlJ3rUL",
+	"fZgsadO+hB7QoasSTbl/oRBow+Y3+8/NJk0SJS/Z49Ht9ketkNlC499CkyfsVAUboK6O9xXlxmU5jL8c",
+	"HH0++vjuHz9+OvnHwfHxyae/H7wfD8mBWIyEKbuZfFFulC5zgdabgHz4VN6J2Io7UIdVpTEj/fMFce4w",
+	"7ObuOrZjJZVL5qzz8MZIjP2ah3MuTqAvvFQk/9bdidLjQakLGiVOxIUW9d7OjOzA1/gJCl7oPrhj7QhH",
+	"bwcBllSUMQtcr1UnLmNUIEMPo9VGrFimcm6WFZz16xtXkfMDXLO9uwei6Adu+rdup42U/cEtZn4V2Wnt",
+	"Z0rKspVJQUMHVGT4Uxrsk6W63lyASERoRsdK1G0t5WB9VmAl2npbgSUy8IRjaU4MBqrLBeEiYtfEYoIK",
+	"iISXaAz+UghqkZoRK4NiUWtqWOC8vBvOy2vp2AG54pEret2fY+gDFWQ72NrawrkHYHBQjDrR+VhqM1UM",
+	"2mQzhSUNz6kBKo6IiSl19uWsizQTkd4bCdwM1i9ImIh87S9nnSn3VkB5fBzKVBg9tj+ORMwvmV20ntM4",
+	"XjoQOz0tdMUu2keGxD44EtQYNk+MJa2xnJ6peGzfg97fclrXzMES2CO4qBZX7Sd78LhH33wCDp702XA6",
+	"JD8eHL0/fFsbRrJezJQ3C7HbRpBsbxVDSLa3HiqGhPTdt+D6xPPAuKPBnyi8xMOA3WtbjAlAwF/Xr9NA",
+	"lQJC8RSolcetdPOHNK54fCnHcupcjqoO5Fwvru/r+twgltN6ZnCSB6VYYoV0biwnE83MeEjG/9/GgTvV",
+	"j+zabHzCH7JePPCnFcIJ1Rdg17Co64Jlxugw+e92x+NSrrKzYWqSCsNjlGIdEfVmyyATZ6EnF86UGYMh",
+	"WdkoymPIZq5qbWtx673degt53d44p9CTy82Ppu79TAsopGC4R+oIjPu5TF7Won1FkxQy4rq57BPVE21V",
+	"T1Q1CB5qNSHfCvI4Qy7My91ecKs5EAaq55jQWLNsqHMpY0ZFd2N6ElMu1rSiv5dTcr4waJ8tWHFyOH8v",
+	"pxtv5DypbhJnYRnlDwsXSzBbMC7aOSAtJk/SqXAf5FsOepWYtroA/L4cOwaTWREnywHrZ9iBi8VbAOt8",
+	"dSipv+KVa735qzKcNxi9HBFtIpmaTW0iplTWVgzaa+f4/sRtOnIbxaDB5ZMV6skKdRcr1AmA0ZMR6skI",
+	"9WSEunU5VcChOhtUoV/lhPJ4zQi5esbg03uac8lOs6ceUr12kzR1A/PLfWpocJ89wDIgKPRYy6ErB5HH",
+	"SP+oypA4zXPQHoK5+OF/n9ZO2eb+zUD+L+qIzjrk51mkPlsTg1awjQQGbZSaMXv3dD9U6KTelIpY1U5d",
+	"0iWC34yS7V7p7P3Nb/5jh6ZIJTRsq7j59qmr0X12NfLXtJ81tvfZwd5hYmRqn1kfTOprdNZf+NYT+fuz",
+	"tTDKs8ZzHSVhYZCVLnT+QTDgQpFfFjKx2jTrEcSBDlYCt4jWQMkqSrd5TsOLCY8fPkljaZl1Us5rt55H",
+	"knP8dL9T+uS/rcDzJwqkQ7M4ZrOyAuWQaRxhSQzPfrggv8DngDARDQIwrcc0SUCFjWN5dRuetCZCQxOF",
+	"Pwo2H9vFPBIqf5SosDzh65+fQwPclPDNV5G28h3zhZivZosHxyej+HTK1B8Foz7jcp7E0b8OsBeTw4W8",
+	"QvOmYx2+zjz2enx4zXczFX8oBnKGy3liIU9YtSZWOcipZyL3iUrgZrxrNeEWy6+PAHy4MjIww1qa0PY9",
+	"ryDCTTZ19ocmA3irLFTM+M56hZCYNzScsY03Uhgl44qUYyE3YJTxXnEcqJqE4bZiypSV5kN0g2NDsmuO",
+	"sTcNMTtPHs0/fD59tYHaBz4AHrsMcISKYn1qia1HIiIYxExNKS/VBXNU4FbNDq7Y+UzKi/p4x0MMpMC4",
+	"Bapdrbazk/fYNSWkSi1IqBgUYaZx1olAsZDxS6aGlbHcX/y0D8jx3BxNvky/+yemd5++TH+qAZFxlFW4",
+	"I30EX1fsD8C8LFhmsNhsKn+IGndvWWyBFYpAKEaOP51+dr4hqIDv6gjwaVYu/qcPB282Tn862HnxkvQ1",
+	"YyMRyVBv0oQP59EA43llasgYNzoOIEiOazJlwiKDq0mf4TgXIwGZClnErxTxYp9QrKZXIAt4ilmUZG1N",
+	"Owf+D8S53ei/j7/WMWW/w2bkJn3fLSM/ejzNQRv/rme5QSmL+d+HNf9ZOo1bWDi3HPbs5L2vBeDKT/RV",
+	"KoY+LTnA7LIJ5TFkOvkIwKyI0foEqp3Xbn5znzo4fItY/OTvfTR/L82ohyceEXKIBYnldL9c6cXnWBgJ",
+	"8YVrM7Q632/t3d+7jNRCQp+A6q6O34wXIfcGz2/Ogx5PAGo3kDmIyOUlasJZhYEsiR5LxsCpHttF+u+J",
+	"GX+SAC+oGJUT6Wfa8vnAcfggj+fCBNfA4VpACvdIpCJM2MEjMonp9EH5/GaU6ReNQb4O6HJtpGP3iO41",
+	"6neeatRvlk950aVefX5/T7zw7qaCHG2LUlVlQXyoYVCRVvbHY5WOHqAxbvMb/Nso4J+wS3lRMK+3N1C3",
+	"zz81UC8lbNgjIRQNqPsYkykTzBuD6BfsL7ietbQl/xlp4NFb0oeYz8xmO6hpTmQKDpTqHMMmYgWzHb0t",
+	"5Bb6nLgWVpI99ZCtmaWfpo6InuSdtLN137477V1g5WNW3TzrglXs832+gAW6NjzrNcyCiViYKm4WADDn",
+	"jCqmDlLL3375apmZhjqYCE6pint7vU0Qr91E37J81IU2bA7UxzNQJ2AUv3MwXHwqW2jhS0hKKvzt+50X",
+	"v5smafFPJqJEclGeLndTFr7MKHBxAhrOmKWF/zcAAP//oT6MHMSJAQA=",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

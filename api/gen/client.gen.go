@@ -225,6 +225,9 @@ type ClientInterface interface {
 
 	ApproveStep(ctx context.Context, project ProjectPath, run RunPath, step StepPath, body ApproveStepJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListStepItems request
+	ListStepItems(ctx context.Context, project ProjectPath, run RunPath, step string, params *ListStepItemsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetStepLogs request
 	GetStepLogs(ctx context.Context, project ProjectPath, run RunPath, step string, params *GetStepLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -877,6 +880,18 @@ func (c *Client) ApproveStepWithBody(ctx context.Context, project ProjectPath, r
 
 func (c *Client) ApproveStep(ctx context.Context, project ProjectPath, run RunPath, step StepPath, body ApproveStepJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewApproveStepRequest(c.Server, project, run, step, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+func (c *Client) ListStepItems(ctx context.Context, project ProjectPath, run RunPath, step string, params *ListStepItemsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListStepItemsRequest(c.Server, project, run, step, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2974,6 +2989,108 @@ func NewApproveStepRequestWithBody(server string, project ProjectPath, run RunPa
 	return req, nil
 }
 
+// NewListStepItemsRequest generates requests for ListStepItems
+func NewListStepItemsRequest(server string, project ProjectPath, run RunPath, step string, params *ListStepItemsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "project", runtime.ParamLocationPath, project)
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithLocation("simple", false, "run", runtime.ParamLocationPath, run)
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithLocation("simple", false, "step", runtime.ParamLocationPath, step)
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/runs/%s/steps/%s/items", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		queryValues := queryURL.Query()
+
+		if params.State != nil {
+
+			if queryFrag, err := runtime.StyleParamWithLocation("form", true, "state", runtime.ParamLocationQuery, *params.State); err != nil {
+				return nil, err
+			} else if parsed, err := url.ParseQuery(queryFrag); err != nil {
+				return nil, err
+			} else {
+				for k, v := range parsed {
+					for _, v2 := range v {
+						queryValues.Add(k, v2)
+					}
+				}
+			}
+
+		}
+
+		if params.PageSize != nil {
+
+			if queryFrag, err := runtime.StyleParamWithLocation("form", true, "pageSize", runtime.ParamLocationQuery, *params.PageSize); err != nil {
+				return nil, err
+			} else if parsed, err := url.ParseQuery(queryFrag); err != nil {
+				return nil, err
+			} else {
+				for k, v := range parsed {
+					for _, v2 := range v {
+						queryValues.Add(k, v2)
+					}
+				}
+			}
+
+		}
+
+		if params.PageToken != nil {
+
+			if queryFrag, err := runtime.StyleParamWithLocation("form", true, "pageToken", runtime.ParamLocationQuery, *params.PageToken); err != nil {
+				return nil, err
+			} else if parsed, err := url.ParseQuery(queryFrag); err != nil {
+				return nil, err
+			} else {
+				for k, v := range parsed {
+					for _, v2 := range v {
+						queryValues.Add(k, v2)
+					}
+				}
+			}
+
+		}
+
+		queryURL.RawQuery = queryValues.Encode()
+	}
+
+	req, err := http.NewRequest("GET", queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetStepLogsRequest generates requests for GetStepLogs
 func NewGetStepLogsRequest(server string, project ProjectPath, run RunPath, step string, params *GetStepLogsParams) (*http.Request, error) {
 	var err error
@@ -4102,6 +4219,9 @@ type ClientWithResponsesInterface interface {
 
 	ApproveStepWithResponse(ctx context.Context, project ProjectPath, run RunPath, step StepPath, body ApproveStepJSONRequestBody, reqEditors ...RequestEditorFn) (*ApproveStepResponse, error)
 
+	// ListStepItemsWithResponse request
+	ListStepItemsWithResponse(ctx context.Context, project ProjectPath, run RunPath, step string, params *ListStepItemsParams, reqEditors ...RequestEditorFn) (*ListStepItemsResponse, error)
+
 	// GetStepLogsWithResponse request
 	GetStepLogsWithResponse(ctx context.Context, project ProjectPath, run RunPath, step string, params *GetStepLogsParams, reqEditors ...RequestEditorFn) (*GetStepLogsResponse, error)
 
@@ -5213,6 +5333,32 @@ func (r ApproveStepResponse) StatusCode() int {
 	return 0
 }
 
+type ListStepItemsResponse struct {
+	Body                      []byte
+	HTTPResponse              *http.Response
+	JSON200                   *StepItemPage
+	ApplicationproblemJSON400 *BadRequest
+	ApplicationproblemJSON401 *Unauthorized
+	ApplicationproblemJSON404 *NotFound
+	ApplicationproblemJSON500 *Internal
+}
+
+// Status returns HTTPResponse.Status
+func (r ListStepItemsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListStepItemsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
 type GetStepLogsResponse struct {
 	Body                      []byte
 	HTTPResponse              *http.Response
@@ -6173,6 +6319,15 @@ func (c *ClientWithResponses) ApproveStepWithResponse(ctx context.Context, proje
 		return nil, err
 	}
 	return ParseApproveStepResponse(rsp)
+}
+
+// ListStepItemsWithResponse request returning *ListStepItemsResponse
+func (c *ClientWithResponses) ListStepItemsWithResponse(ctx context.Context, project ProjectPath, run RunPath, step string, params *ListStepItemsParams, reqEditors ...RequestEditorFn) (*ListStepItemsResponse, error) {
+	rsp, err := c.ListStepItems(ctx, project, run, step, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListStepItemsResponse(rsp)
 }
 
 // GetStepLogsWithResponse request returning *GetStepLogsResponse
@@ -8796,6 +8951,60 @@ func ParseApproveStepResponse(rsp *http.Response) (*ApproveStepResponse, error) 
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListStepItemsResponse parses an HTTP response from a ListStepItemsWithResponse call
+func ParseListStepItemsResponse(rsp *http.Response) (*ListStepItemsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListStepItemsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest StepItemPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
 
 	}
 

@@ -12,6 +12,7 @@ import (
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/admission"
 	"github.com/atelier-ml/atelier/activities/deploy"
+	"github.com/atelier-ml/atelier/activities/foreach"
 	"github.com/atelier-ml/atelier/activities/local"
 	"github.com/atelier-ml/atelier/activities/mirror"
 	"github.com/atelier-ml/atelier/activities/pipelines"
@@ -47,7 +48,7 @@ type Worker struct {
 }
 
 // NewWorker registers every workflow and activity on a Temporal worker.
-func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, serving *local.Serving, mirror *mirror.Mirror, selector *placement.Selector, admit *admission.Activities, deployer *deploy.Activities, cache *stepcache.Activities, resolver *pipelines.Resolver, pub GoWorkflowPublisher, goPipelines []workflows.GoPipeline, l *zap.Logger) *Worker {
+func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, serving *local.Serving, mirror *mirror.Mirror, selector *placement.Selector, admit *admission.Activities, deployer *deploy.Activities, cache *stepcache.Activities, resolver *pipelines.Resolver, items *foreach.Activities, pub GoWorkflowPublisher, goPipelines []workflows.GoPipeline, l *zap.Logger) *Worker {
 	w := worker.New(c, cfg.TaskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize: cfg.WorkerConcurrency,
 		// Heartbeats carry cancellation to running processes; sending them
@@ -80,6 +81,9 @@ func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, serving
 	// Pipeline steps resolve their child's version here (only runs with
 	// control queues have pipeline steps).
 	resolver.Register(control)
+	// Wide forEach bookkeeping (item records, renders over their outputs):
+	// control slots, so a fan-out's own items never starve it.
+	items.Register(control)
 	// GPU admission: submissions on the control queue; the snapshot runs as
 	// a local activity of the admission workflows on the main queue.
 	admit.Register(control)

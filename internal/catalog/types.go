@@ -294,3 +294,10 @@ type CachePage struct {
 	Entries       []CacheEntry
 	NextPageToken string
 }
+
+// ItemPage is one page of a wide forEach step's items (step_items).
+type ItemPage struct {
+	Items []workflows.ItemRecord
+	// NextPageToken continues the listing ("" on the last page).
+	NextPageToken string
+}

@@ -44,6 +44,7 @@ func Commands() []*cobra.Command {
 		bind(runCmd(o)),
 		bind(runsCmd(o)),
 		bind(logsCmd(o)),
+		bind(itemsCmd(o)),
 		bind(cancelCmd(o)),
 		bind(retryCmd(o)),
 		bind(approvalCmd(o, true)),

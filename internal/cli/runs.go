@@ -246,6 +246,12 @@ func stepRow(o *options, s gen.StepStatus) []string {
 		}
 		progress = fmt.Sprintf("%d/%d", done, len(*s.Items))
 	}
+	if w := s.Wide; w != nil {
+		progress = fmt.Sprintf("%d/%d", w.Counts.Succeeded+w.Counts.Cached, w.Items)
+		if w.Counts.Failed > 0 {
+			progress += fmt.Sprintf(" (%d failed)", w.Counts.Failed)
+		}
+	}
 	msg := first(str(s.Error), str(s.Message))
 	if len(msg) > 80 {
 		msg = msg[:77] + "..."

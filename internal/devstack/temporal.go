@@ -359,6 +359,9 @@ func ensureTemporalSearchAttributes(ctx context.Context, c client.Client, ns str
 // HostPort is the frontend gRPC address, for client.Options.HostPort.
 func (s *TemporalServer) HostPort() string { return s.hostPort }
 
+// Pid is the server process's ID (benchmarks read its CPU time).
+func (s *TemporalServer) Pid() int { return s.cmd.Process.Pid }
+
 // UIURL is the Web UI base URL, or "" when started headless.
 func (s *TemporalServer) UIURL() string { return s.uiURL }
 

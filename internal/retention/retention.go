@@ -85,6 +85,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (store.Deleted, error) {
 		d, err := s.store.DeleteFinishedRuns(ctx, before, s.opt.BatchSize)
 		total.Runs += d.Runs
 		total.LogChunks += d.LogChunks
+		total.Items += d.Items
 		if err != nil {
 			return total, err
 		}
@@ -99,7 +100,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (store.Deleted, error) {
 	}
 	if total.Runs > 0 {
 		s.log.Info("retention: deleted finished runs", zap.Int64("runs", total.Runs),
-			zap.Int64("logChunks", total.LogChunks), zap.Time("lastWrittenBefore", before))
+			zap.Int64("logChunks", total.LogChunks), zap.Int64("items", total.Items), zap.Time("lastWrittenBefore", before))
 	}
 	return total, nil
 }

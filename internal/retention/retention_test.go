@@ -55,6 +55,10 @@ func TestSweepDeletesOnlyExpiredFinishedRunsAndTheirLogs(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		// and one item of a wide forEach
+		if err := s.RecordItems(ctx, id, "fan", []workflows.ItemRecord{{Index: 0, State: workflows.StepSucceeded, Item: 1.0, StartedAt: now, FinishedAt: now}}); err != nil {
+			t.Fatal(err)
+		}
 		for i, chunk := range []string{"hello ", "world\n"} {
 			if err := s.AppendLog(ctx, activities.LogKey{RunID: id, Step: "a", Item: -1, Attempt: 1}, int64(6*i), []byte(chunk)); err != nil {
 				t.Fatal(err)
@@ -87,8 +91,8 @@ func TestSweepDeletesOnlyExpiredFinishedRunsAndTheirLogs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Runs != 25 || got.LogChunks != 50 {
-		t.Errorf("swept %+v, want 25 runs and 50 log chunks", got)
+	if got.Runs != 25 || got.LogChunks != 50 || got.Items != 25 {
+		t.Errorf("swept %+v, want 25 runs, 50 log chunks and 25 items", got)
 	}
 	if fmt.Sprint(batches) != "[10 10 5]" {
 		t.Errorf("batches %v, want [10 10 5]", batches)
@@ -113,6 +117,13 @@ func TestSweepDeletesOnlyExpiredFinishedRunsAndTheirLogs(t *testing.T) {
 	}
 	if orphans != 0 {
 		t.Errorf("%d log chunks of deleted runs left", orphans)
+	}
+	var items int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM step_items`).Scan(&items); err != nil {
+		t.Fatal(err)
+	}
+	if items != len(kept) {
+		t.Errorf("%d wide forEach items left, want the %d of the kept runs", items, len(kept))
 	}
 	again, err := sw.Sweep(ctx)
 	if err != nil || again.Runs != 0 {

@@ -11,11 +11,12 @@ import (
 type Deleted struct {
 	Runs      int64 // run rows
 	LogChunks int64 // step_logs rows of those runs
+	Items     int64 // step_items rows (wide forEach items) of those runs
 }
 
 // DeleteFinishedRuns deletes up to limit finished runs (SUCCEEDED, FAILED,
 // CANCELLED, TERMINATED) whose row was last written before before, oldest
-// first, together with their step logs, in one short transaction. It takes
+// first, together with their step logs and wide forEach items, in one short transaction. It takes
 // row locks on those runs only (SKIP LOCKED: batches of concurrent callers
 // are disjoint) and no table lock beyond the ordinary ROW EXCLUSIVE of a
 // DELETE, so listing, starts and mirror writes go on meanwhile. A caller
@@ -31,6 +32,9 @@ func (s *Store) DeleteFinishedRuns(ctx context.Context, before time.Time, limit 
 			return err
 		}
 		if d.LogChunks, err = q.DeleteRunLogs(ctx, ids); err != nil {
+			return err
+		}
+		if d.Items, err = q.DeleteRunItems(ctx, ids); err != nil {
 			return err
 		}
 		d.Runs, err = q.DeleteRuns(ctx, ids)

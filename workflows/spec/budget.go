@@ -53,22 +53,22 @@ const (
 
 // evalBudget is the meter of one evaluation.
 type evalBudget struct {
-	steps int
-	bytes int
+	steps, maxSteps int
+	bytes, maxBytes int
 }
 
 func (b *evalBudget) alloc(n int) error {
 	b.bytes += n
-	if b.bytes > MaxEvalBytes {
-		return fmt.Errorf("expression %w: it would allocate more than %d MiB", ErrBudget, MaxEvalBytes>>20)
+	if b.bytes > b.maxBytes {
+		return fmt.Errorf("expression %w: it would allocate more than %d MiB", ErrBudget, b.maxBytes>>20)
 	}
 	return nil
 }
 
 func (b *evalBudget) tick(v any) error {
 	b.steps++
-	if b.steps > MaxEvalSteps {
-		return fmt.Errorf("expression %w: more than %d loop iterations", ErrBudget, MaxEvalSteps)
+	if b.steps > b.maxSteps {
+		return fmt.Errorf("expression %w: more than %d loop iterations", ErrBudget, b.maxSteps)
 	}
 	return b.alloc(sizeOf(v))
 }
@@ -197,8 +197,8 @@ func meteredRepeat(args ...any) (any, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("repeat: count must not be negative, got %d", n)
 	}
-	if n > 0 && len(s) > (MaxEvalBytes+1)/n {
-		return nil, fmt.Errorf("repeat: %d × %d bytes: expression %w (limit %d MiB)", n, len(s), ErrBudget, MaxEvalBytes>>20)
+	if n > 0 && len(s) > (b.maxBytes+1)/n {
+		return nil, fmt.Errorf("repeat: %d × %d bytes: expression %w (limit %d MiB)", n, len(s), ErrBudget, b.maxBytes>>20)
 	}
 	if err := b.alloc(len(s) * n); err != nil {
 		return nil, err
@@ -220,8 +220,8 @@ func meteredReplace(args ...any) (any, error) {
 	size := len(s)
 	if grow := len(repl) - len(old); grow > 0 {
 		count := strings.Count(s, old)
-		if count > 0 && grow > (MaxEvalBytes+1)/count {
-			return nil, fmt.Errorf("replace: expression %w (limit %d MiB)", ErrBudget, MaxEvalBytes>>20)
+		if count > 0 && grow > (b.maxBytes+1)/count {
+			return nil, fmt.Errorf("replace: expression %w (limit %d MiB)", ErrBudget, b.maxBytes>>20)
 		}
 		size += count * grow
 	}

@@ -98,7 +98,7 @@ func TestMeteredBuiltinsExist(t *testing.T) {
 func TestSpecsPastTemporalsHistoryLimitAreRefused(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("steps:\n")
-	items := "[" + strings.TrimSuffix(strings.Repeat("1,", MaxForEachItems), ",") + "]"
+	items := "[" + strings.TrimSuffix(strings.Repeat("1,", WideThreshold), ",") + "]"
 	for i := 0; i < 8; i++ { // 8 × 1,000 items × 6 events: 48,000
 		b.WriteString("  - name: s" + strconv.Itoa(i) + "\n    forEach: {items: " + items + "}\n    container: {command: [echo]}\n")
 	}
@@ -114,5 +114,49 @@ func TestSpecsPastTemporalsHistoryLimitAreRefused(t *testing.T) {
 	p.Steps = p.Steps[:6]
 	if err := Validate(p, ValidateOptions{}); err != nil {
 		t.Fatalf("six steps of 1,000 items: %v", err)
+	}
+	// Past WideThreshold a step is wide: its items cost the run's history
+	// per batch, so eight steps of 1,001 items fit easily.
+	wide := "[" + strings.TrimSuffix(strings.Repeat("1,", WideThreshold+1), ",") + "]"
+	b.Reset()
+	b.WriteString("steps:\n")
+	for i := 0; i < 8; i++ {
+		b.WriteString("  - name: s" + strconv.Itoa(i) + "\n    forEach: {items: " + wide + "}\n    container: {command: [echo]}\n")
+	}
+	if p, err = Parse([]byte(b.String())); err != nil {
+		t.Fatal(err)
+	}
+	if n := EstimateHistoryEvents(p); n > 300 {
+		t.Errorf("EstimateHistoryEvents(8 wide steps) = %d, want per-batch costs (< 300)", n)
+	}
+	if err := Validate(p, ValidateOptions{}); err != nil {
+		t.Fatalf("eight wide steps: %v", err)
+	}
+}
+
+// A wide reducer evaluates in an activity with ActivityLimits: a sum over
+// 100,000 items' outputs fits, and a runaway loop still stops.
+func TestActivityLimits(t *testing.T) {
+	outs := make([]any, MaxForEachItems)
+	for i := range outs {
+		outs[i] = map[string]any{"v": float64(i)}
+	}
+	env := Env{Steps: map[string]StepEnv{"square": {Outputs: outs}}, Limits: ActivityLimits}
+	got, err := RenderString("{{ sum(map(steps.square.outputs, .v)) }}", env)
+	if err != nil || got != "4999950000" {
+		t.Fatalf("sum over 100,000 outputs = %q, %v", got, err)
+	}
+	// The workflow's budget would refuse 11 passes over the list; the
+	// activity's takes them (its own bound, 10M, is the same meter).
+	passes := func(n int) string {
+		return "{{ " + strings.TrimSuffix(strings.Repeat("len(filter(steps.square.outputs, .v >= 0)) + ", n), " + ") + " }}"
+	}
+	env.Limits = nil
+	if _, err := RenderString(passes(11), env); err == nil || !strings.Contains(err.Error(), "more than 1000000 loop iterations") {
+		t.Fatalf("workflow budget: %v, want ErrBudget", err)
+	}
+	env.Limits = ActivityLimits
+	if got, err := RenderString(passes(11), env); err != nil || got != "1100000" {
+		t.Fatalf("activity budget: %q, %v", got, err)
 	}
 }

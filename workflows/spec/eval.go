@@ -26,7 +26,27 @@ type Env struct {
 	Item    any
 	HasItem bool
 	Run     RunEnv
+	// Limits is the evaluation budget; nil means the workflow's
+	// (MaxEvalSteps, MaxEvalBytes). Activities that evaluate over a wide
+	// forEach's outputs pass ActivityLimits.
+	Limits *Limits
 }
+
+// Limits bound one evaluation (see budget.go).
+type Limits struct {
+	Steps, Bytes int
+}
+
+// ActivityLimits is the budget of expressions evaluated in an activity
+// over the outputs of a wide forEach (up to MaxForEachItems entries): ten
+// times the workflow's loop iterations, so that a reducer can make about
+// 100 passes over 100,000 items, and 64 MiB, so that a list of 100,000
+// strings of a few hundred bytes can be built. It is larger than the
+// workflow's because the evaluation runs once, in an activity with a
+// timeout, where exceeding it fails one step instead of every worker that
+// replays a workflow task; it stays bounded for the same reason the
+// workflow's is: a shared worker process.
+var ActivityLimits = &Limits{Steps: 10 * MaxEvalSteps, Bytes: 64 << 20}
 
 // StepEnv is one finished step as seen by expressions.
 type StepEnv struct {

@@ -137,8 +137,8 @@ func TestEvalItems(t *testing.T) {
 		{"typed slice result", `"1..3"`, []any{1, 2, 3}, ""},
 		{"not a list", `"params.dataset"`, nil, `must evaluate to a list, got string "iris"`},
 		{"null result", `"params.none"`, nil, "must evaluate to a list, got null"},
-		{"too many from expression", `"1..1001"`, nil, "1001 items; the limit is 1000"},
-		{"too many literal", "[" + strings.Repeat("0,", MaxForEachItems) + "0]", nil, "the limit is 1000"},
+		{"too many from expression", `"1..100001"`, nil, "100001 items; the limit is 100000"},
+		{"too many literal", "[" + strings.Repeat("0,", MaxForEachItems) + "0]", nil, "the limit is 100000"},
 		{"neither", `{"a": 1}`, nil, "must be a list or an expression string"},
 		{"missing key", `"steps.prepare.outputs.files"`, nil, `steps.prepare.outputs has no key "files"`},
 	}

@@ -136,7 +136,11 @@ func runExpr(src string, mode exprMode, env Env) (any, error) {
 		return nil, err
 	}
 	vars := env.exprEnv()
-	vars[budgetVar] = &evalBudget{}
+	b := &evalBudget{maxSteps: MaxEvalSteps, maxBytes: MaxEvalBytes}
+	if env.Limits != nil {
+		b.maxSteps, b.maxBytes = env.Limits.Steps, env.Limits.Bytes
+	}
+	vars[budgetVar] = b
 	v, err := expr.Run(p, vars)
 	if err != nil {
 		return nil, errors.New(exprErrorMessage(err, false))

@@ -3,6 +3,7 @@ package spec
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/atelier-ml/atelier/inference"
@@ -361,17 +362,75 @@ const MaxPipelineDepth = 5
 
 // ForEach fans a step out over a list. Items is either a JSON array literal
 // or an expr-lang expression (a string) that evaluates to an array.
+//
+// Up to WideThreshold items run inside the pipeline workflow, one entry per
+// item in the run status; a longer list makes the step "wide": its items run
+// in batch child workflows and their states and outputs live in Postgres
+// (see docs/architecture.md, "Wide forEach").
 type ForEach struct {
 	Items       json.RawMessage `json:"items"`
-	Parallelism int             `json:"parallelism,omitempty"` // 0 = MaxParallelism
+	Parallelism int             `json:"parallelism,omitempty"` // 0 = DefaultParallelism
+	// FailurePolicy decides what a failed item does to the step (nil:
+	// failFast with no failure tolerated, the behaviour from before it).
+	FailurePolicy *FailurePolicy `json:"failurePolicy,omitempty"`
+}
+
+// FailurePolicy is how many failed items a forEach step tolerates and
+// whether it stops early (Flyte's min_success_ratio, as a percentage of
+// failures).
+type FailurePolicy struct {
+	// Mode is FailFast (default: stop starting items once more than
+	// MaxFailedPercent of them failed) or Continue (run every item, decide
+	// at the end).
+	Mode FailureMode `json:"mode,omitempty"`
+	// MaxFailedPercent is the share of items (0..100) that may fail with
+	// the step still SUCCEEDED; failed items then have null outputs.
+	MaxFailedPercent float64 `json:"maxFailedPercent,omitempty"`
+}
+
+// FailureMode says whether a forEach stops early on failures.
+type FailureMode string
+
+// Failure modes.
+const (
+	FailFast FailureMode = "failFast"
+	Continue FailureMode = "continue"
+)
+
+// Tolerated is how many of n items may fail with the step still
+// succeeding (nil policy: none).
+func (p *FailurePolicy) Tolerated(n int) int {
+	if p == nil || p.MaxFailedPercent <= 0 {
+		return 0
+	}
+	return int(math.Floor(float64(n) * p.MaxFailedPercent / 100))
+}
+
+// StopsEarly reports whether new items stop once more than Tolerated
+// failed (failFast, the default).
+func (p *FailurePolicy) StopsEarly() bool {
+	return p == nil || p.Mode != Continue
 }
 
 // Limits that keep one run inside Temporal's history and pending-activity
 // limits (see docs/architecture.md).
 const (
-	MaxSteps           = 200
-	MaxForEachItems    = 1000
-	MaxParallelism     = 100
+	// MaxSteps bounds a pipeline's steps: the history estimate
+	// (EstimateHistoryEvents) fits 1,000 single-attempt steps in about
+	// 6,000 events, and the status of 1,000 steps stays far under the
+	// 1 MiB the query and mirror carry.
+	MaxSteps = 1000
+	// WideThreshold is the most items a forEach runs inside the pipeline
+	// workflow; more make it wide (batch child workflows).
+	WideThreshold = 1000
+	// MaxForEachItems bounds a forEach's items, wide or not.
+	MaxForEachItems = 100_000
+	// DefaultParallelism is the items in flight when parallelism is 0.
+	DefaultParallelism = 100
+	// MaxParallelism bounds forEach.parallelism: a wide step spreads it
+	// over several batch workflows, each far under Temporal's 2,000
+	// pending activities.
+	MaxParallelism     = 1000
 	MaxRetries         = 20
 	MaxSpecBytes       = 256 << 10
 	MaxOutputsBytes    = 64 << 10

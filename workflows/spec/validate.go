@@ -368,7 +368,16 @@ func validateStep(p *Pipeline, i int, vc *vctx, psc *refScope, ps *problems) {
 		isc.itemWhy = "item is not available in forEach.items, which defines the items"
 		validateItems(fe.Items, field(fp, "items"), &isc, ps)
 		if fe.Parallelism < 0 || fe.Parallelism > MaxParallelism {
-			ps.add(field(fp, "parallelism"), "must be between 0 and %d (0 means %d), got %d", MaxParallelism, MaxParallelism, fe.Parallelism)
+			ps.add(field(fp, "parallelism"), "must be between 0 and %d (0 means %d), got %d", MaxParallelism, DefaultParallelism, fe.Parallelism)
+		}
+		if fp := fe.FailurePolicy; fp != nil {
+			pp := field(field(path, "forEach"), "failurePolicy")
+			if fp.Mode != "" && fp.Mode != FailFast && fp.Mode != Continue {
+				ps.add(field(pp, "mode"), "must be %q or %q, got %q", FailFast, Continue, fp.Mode)
+			}
+			if math.IsNaN(fp.MaxFailedPercent) || fp.MaxFailedPercent < 0 || fp.MaxFailedPercent > 100 {
+				ps.add(field(pp, "maxFailedPercent"), "must be between 0 and 100, got %v", fp.MaxFailedPercent)
+			}
 		}
 	}
 
@@ -598,6 +607,13 @@ const (
 	itemsExpr
 )
 
+// IsLiteralItems reports whether forEach items are a JSON array literal
+// (not an expression).
+func IsLiteralItems(raw json.RawMessage) bool {
+	form, _, _, err := parseItems(raw)
+	return err == nil && form == itemsLiteral
+}
+
 func parseItems(raw json.RawMessage) (itemsForm, []any, string, error) {
 	t := bytes.TrimSpace(raw)
 	if len(t) == 0 || bytes.Equal(t, []byte("null")) {
@@ -651,7 +667,19 @@ func validateItems(raw json.RawMessage, path string, sc *refScope, ps *problems)
 // when, forEach.items or templates (container, ray, spark, inference). The workflow schedules from
 // this, so implicit references can never race their producers. Call it only
 // on a pipeline that passed Validate; unknown names are ignored.
-func Dependencies(p *Pipeline) [][]int {
+func Dependencies(p *Pipeline) [][]int { return stepRefs(p, true, true) }
+
+// References returns, for each step, the sorted indexes of the steps whose
+// outputs it reads in when, forEach.items or templates (Dependencies
+// without dependsOn). The workflow uses it to know which steps need the
+// outputs of a wide forEach, which stay out of its history.
+func References(p *Pipeline) [][]int { return stepRefs(p, false, true) }
+
+// TemplateReferences is References without forEach.items: the steps whose
+// outputs a step's when and templates read.
+func TemplateReferences(p *Pipeline) [][]int { return stepRefs(p, false, false) }
+
+func stepRefs(p *Pipeline, withDependsOn, withItems bool) [][]int {
 	byName := map[string]int{}
 	for i, s := range p.Steps {
 		if _, dup := byName[s.Name]; !dup && s.Name != "" {
@@ -668,8 +696,10 @@ func Dependencies(p *Pipeline) [][]int {
 				set[j] = true
 			}
 		}
-		for _, d := range s.DependsOn {
-			addName(d)
+		if withDependsOn {
+			for _, d := range s.DependsOn {
+				addName(d)
+			}
 		}
 		refs := func(src string) {
 			for _, n := range analyzeExpr(src, sc).steps {
@@ -679,7 +709,7 @@ func Dependencies(p *Pipeline) [][]int {
 		if strings.TrimSpace(s.When) != "" {
 			refs(s.When)
 		}
-		if s.ForEach != nil {
+		if s.ForEach != nil && withItems {
 			if form, _, src, err := parseItems(s.ForEach.Items); err == nil && form == itemsExpr {
 				refs(src)
 			}
@@ -842,6 +872,16 @@ const MaxEstimatedHistoryEvents = 40_000
 // selection activity.
 const eventsPerAttempt = 6
 
+// The run-history cost of a wide forEach (workflows/wide.go): a few
+// events for the step itself, and per batch a child workflow started and
+// completed with the workflow task that handles it. WideBatchMax is the
+// most items one batch workflow owns.
+const (
+	eventsPerWideStep  = 10
+	eventsPerWideBatch = 8
+	WideBatchMax       = 1000
+)
+
 // EstimateHistoryEvents estimates the history events of a run in which
 // every step succeeds at its first attempt. A forEach over a literal list
 // counts its items; one over an expression counts as one item, since its
@@ -881,6 +921,12 @@ func stepsHistoryEvents(p *Pipeline, steps []Step) int {
 			if form, list, _, err := parseItems(s.ForEach.Items); err == nil && form == itemsLiteral {
 				items = max(len(list), 1)
 			}
+		}
+		if items > WideThreshold {
+			// A wide step's items run in batch child workflows, each
+			// with its own history: the run pays per batch.
+			n += eventsPerWideStep + (items+WideBatchMax-1)/WideBatchMax*eventsPerWideBatch
+			continue
 		}
 		n += items * per
 	}

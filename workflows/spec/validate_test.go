@@ -239,18 +239,22 @@ steps:
   - {name: b, forEach: {items: " "}, container: {command: [x]}}
   - {name: c, forEach: {items: "{{ params.x }}"}, container: {command: [x]}}
   - {name: d, forEach: {items: "1 +"}, container: {command: [x]}}
-  - {name: e, forEach: {items: [1], parallelism: 101}, container: {command: [x]}}
+  - {name: e, forEach: {items: [1], parallelism: 1001}, container: {command: [x]}}
   - {name: f, forEach: {items: [1], parallelism: -1}, container: {command: [x]}}
   - {name: g, forEach: {parallelism: 1}, container: {command: [x]}}
-  - {name: h, forEach: {items: 7}, container: {command: [x]}}`, nil, []want{
+  - {name: h, forEach: {items: 7}, container: {command: [x]}}
+  - {name: i, forEach: {items: [1], failurePolicy: {mode: sometimes, maxFailedPercent: 101}}, container: {command: [x]}}
+  - {name: j, forEach: {items: [1], failurePolicy: {mode: continue, maxFailedPercent: 1.5}}, container: {command: [x]}}`, nil, []want{
 			{"steps[0].forEach.items", "must be a list or an expression string"},
 			{"steps[1].forEach.items", "expression must not be empty"},
 			{"steps[2].forEach.items", "without {{ }}"},
 			{"steps[3].forEach.items", "unexpected token EOF"},
-			{"steps[4].forEach.parallelism", "must be between 0 and 100"},
-			{"steps[5].forEach.parallelism", "must be between 0 and 100"},
+			{"steps[4].forEach.parallelism", "must be between 0 and 1000"},
+			{"steps[5].forEach.parallelism", "must be between 0 and 1000"},
 			{"steps[6].forEach.items", "required"},
 			{"steps[7].forEach.items", "must be a list or an expression string"},
+			{"steps[8].forEach.failurePolicy.mode", `must be "failFast" or "continue", got "sometimes"`},
+			{"steps[8].forEach.failurePolicy.maxFailedPercent", "must be between 0 and 100, got 101"},
 		}},
 		{"retries and timeout", `
 steps:
@@ -327,7 +331,7 @@ steps:
     kind: ray
     dependsOn: [missing]
     when: params.rate > 1
-    forEach: {items: [1], parallelism: 1000}
+    forEach: {items: [1], parallelism: 1001}
     retries: {limit: 99}
   - name: eval
     container: {command: ["{{ item }}", "{{ steps.train.outputs.acc }}"]}
@@ -341,7 +345,7 @@ steps:
 		{"steps[1].kind", "needs a Kubernetes cluster"},
 		{"steps[1].dependsOn[0]", `unknown step "missing"`},
 		{"steps[1].when", `unknown param "rate"`},
-		{"steps[1].forEach.parallelism", "must be between 0 and 100"},
+		{"steps[1].forEach.parallelism", "must be between 0 and 1000"},
 		{"steps[1].retries.limit", "must be between 0 and 20"},
 		{"steps[2].container.command[0]", "item is only available in steps with forEach"},
 		{"steps[3].name", `duplicate step name "eval" (also steps[2])`},

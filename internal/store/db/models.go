@@ -106,6 +106,20 @@ type StepCache struct {
 	ExpiresAt *time.Time
 }
 
+type StepItem struct {
+	RunID      string
+	Step       string
+	Idx        int32
+	State      string
+	Item       json.RawMessage
+	Attempts   json.RawMessage
+	Error      string
+	Message    string
+	Outputs    json.RawMessage
+	StartedAt  time.Time
+	FinishedAt time.Time
+}
+
 type StepLog struct {
 	RunID     string
 	Step      string

@@ -10,6 +10,19 @@ import (
 	"time"
 )
 
+const deleteRunItems = `-- name: DeleteRunItems :execrows
+DELETE FROM step_items
+WHERE run_id = ANY($1::text[])
+`
+
+func (q *Queries) DeleteRunItems(ctx context.Context, ids []string) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteRunItems, ids)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const deleteRunLogs = `-- name: DeleteRunLogs :execrows
 DELETE FROM step_logs
 WHERE run_id = ANY($1::text[])

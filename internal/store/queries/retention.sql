@@ -15,6 +15,10 @@ FOR UPDATE SKIP LOCKED;
 DELETE FROM step_logs
 WHERE run_id = ANY(@ids::text[]);
 
+-- name: DeleteRunItems :execrows
+DELETE FROM step_items
+WHERE run_id = ANY(@ids::text[]);
+
 -- name: DeleteRuns :execrows
 DELETE FROM runs
 WHERE id = ANY(@ids::text[]);

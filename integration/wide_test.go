@@ -1,0 +1,282 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atelier-ml/atelier/api/gen"
+	"github.com/atelier-ml/atelier/workflows"
+)
+
+// apiClient is the generated REST client with the stack's token.
+func (s *stack) apiClient() *gen.ClientWithResponses {
+	s.t.Helper()
+	c, err := gen.NewClientWithResponses(s.url, gen.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+		return nil
+	}))
+	require.NoError(s.t, err)
+	return c
+}
+
+// listItems pages every item of a step in one state through REST.
+func (s *stack) listItems(c *gen.ClientWithResponses, run, step string, state gen.StepState, pageSize int) ([]gen.StepItem, gen.StepItemPage) {
+	s.t.Helper()
+	var all []gen.StepItem
+	var last gen.StepItemPage
+	params := &gen.ListStepItemsParams{PageSize: &pageSize}
+	if state != "" {
+		params.State = &state
+	}
+	for pages := 0; ; pages++ {
+		require.Less(s.t, pages, 10_000, "pagination does not end")
+		r, err := c.ListStepItemsWithResponse(context.Background(), s.project, run, step, params)
+		require.NoError(s.t, err)
+		require.Equal(s.t, 200, r.StatusCode(), "%s", r.Body)
+		last = *r.JSON200
+		all = append(all, last.Items...)
+		if last.NextPageToken == nil {
+			return all, last
+		}
+		params.PageToken = last.NextPageToken
+	}
+}
+
+// A 3,000-item forEach of a real local step runs wide (batch workflows):
+// 1% of its items fail and the failure policy tolerates them; the items
+// are paged by state through REST; a reducer sums every item's output
+// through a template rendered over Postgres; each item's log is served;
+// another project cannot see the items.
+func TestWideForEachOnTheRealStack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3,000 local processes")
+	}
+	s := newStack(t, stackOptions{concurrency: 200})
+	s.createPipeline("wide", `
+steps:
+  - name: square
+    forEach:
+      items: "0..2999"
+      parallelism: 200
+      failurePolicy: {mode: continue, maxFailedPercent: 1}
+    container:
+      command: ["sh", "-c", "if [ {{ item % 100 }} -eq 7 ]; then echo boom >&2; exit 4; fi; echo '{\"v\": {{ item * item }}}' > $ATELIER_OUTPUTS"]
+  - name: total
+    container:
+      command: ["sh", "-c", "echo '{\"sum\": {{ sum(map(filter(steps.square.outputs, # != nil), .v)) }}, \"n\": {{ len(steps.square.outputs) }}}' > $ATELIER_OUTPUTS"]
+`)
+	start := time.Now()
+	id := s.startRun(map[string]any{"pipeline": "wide"})
+	r := s.waitTerminal(id, 5*time.Minute)
+	t.Logf("3,000 items in %s", time.Since(start).Round(time.Millisecond))
+	require.Equal(t, workflows.RunSucceeded, r.State, "%s", r.Status.Error)
+
+	sq := stepByName(r, "square")
+	require.NotNil(t, sq.Wide, "a 3,000-item forEach runs wide")
+	assert.Empty(t, sq.Items)
+	assert.Equal(t, workflows.ItemCounts{Succeeded: 2970, Failed: 30}, sq.Wide.Counts)
+	assert.Contains(t, sq.Message, "30 of 3000 items failed (tolerated: at most 1%)")
+	require.NotEmpty(t, sq.Wide.Failures)
+	assert.Equal(t, 7, sq.Wide.Failures[0].Index)
+
+	var want int64
+	for k := int64(0); k < 3000; k++ {
+		if k%100 != 7 {
+			want += k * k
+		}
+	}
+	total := stepByName(r, "total")
+	require.Equal(t, workflows.StepSucceeded, total.State, total.Error)
+	assert.Equal(t, map[string]any{"sum": float64(want), "n": 3000.0}, total.Outputs)
+
+	// Paging through REST with the generated client.
+	c := s.apiClient()
+	failed, page := s.listItems(c, id, "square", gen.StepStateFAILED, 7)
+	require.Len(t, failed, 30)
+	for k, it := range failed {
+		assert.Equal(t, 7+100*k, it.Index, "in index order, each once")
+		assert.Equal(t, gen.StepStateFAILED, it.State)
+		require.NotNil(t, it.Attempts)
+		require.Len(t, *it.Attempts, 1)
+		assert.Equal(t, 4, *(*it.Attempts)[0].ExitCode)
+	}
+	require.NotNil(t, page.Counts)
+	assert.Equal(t, 2970, page.Counts.Succeeded)
+	assert.Equal(t, 3000, *page.Total)
+	ok, _ := s.listItems(c, id, "square", gen.StepStateSUCCEEDED, 1000)
+	require.Len(t, ok, 2970)
+	assert.Equal(t, 8, ok[7].Index, "item 7 failed")
+	assert.Equal(t, map[string]any{"v": 64.0}, ok[7].Outputs)
+	all, _ := s.listItems(c, id, "square", "", 1000)
+	require.Len(t, all, 3000)
+
+	// Each item's log, by the URL its attempt carries.
+	logURL := (*failed[0].Attempts)[0].LogUrl
+	require.NotNil(t, logURL)
+	assert.Contains(t, s.rawGet(t, *logURL), "boom")
+
+	// A token of another state filter is refused; another tenant sees nothing.
+	bad := "U1VDQ0VFREVEOjU"
+	st := gen.StepStateFAILED
+	resp, err := c.ListStepItemsWithResponse(context.Background(), s.project, id, "square", &gen.ListStepItemsParams{State: &st, PageToken: &bad})
+	require.NoError(t, err)
+	assert.Equal(t, 400, resp.StatusCode(), "%s", resp.Body)
+	other := s.asProject("team-b")
+	resp, err = other.apiClient().ListStepItemsWithResponse(context.Background(), other.project, id, "square", nil)
+	require.NoError(t, err)
+	assert.Equal(t, 404, resp.StatusCode())
+	resp, err = other.apiClient().ListStepItemsWithResponse(context.Background(), s.project, id, "square", nil)
+	require.NoError(t, err)
+	assert.Contains(t, []int{403, 404}, resp.StatusCode())
+}
+
+// Cancelling a wide run reaches every batch and every running item: the
+// run ends CANCELLED and no step process is left running.
+func TestWideForEachCancel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("wide fan-out")
+	}
+	s := newStack(t, stackOptions{concurrency: 200})
+	dir := stepScratchDir(t)
+	s.createPipeline("wide-block", fmt.Sprintf(`
+steps:
+  - name: fan
+    forEach: {items: "0..2999", parallelism: 100}
+    container:
+      command: ["sh", "-c", "touch %s/started-{{ item }}; exec sleep 600"]
+`, dir))
+	id := s.startRun(map[string]any{"pipeline": "wide-block"})
+	// Wait until the window is full.
+	require.Eventually(t, func() bool {
+		m, _ := filepath.Glob(filepath.Join(dir, "started-*"))
+		return len(m) >= 100
+	}, 2*time.Minute, 200*time.Millisecond)
+	r := s.getRun(id)
+	require.NotNil(t, stepByName(r, "fan").Wide)
+
+	require.Equal(t, 202, s.do("POST", s.path("/runs/%s/cancel", id), map[string]any{"reason": "enough"}, nil))
+	r = s.waitTerminal(id, 2*time.Minute)
+	assert.Equal(t, workflows.RunCancelled, r.State)
+	fan := stepByName(r, "fan")
+	assert.Equal(t, workflows.StepCancelled, fan.State)
+	assert.Equal(t, 100, fan.Wide.Counts.Cancelled)
+	assert.Equal(t, 2900, fan.Wide.Counts.NotRun)
+	started, _ := filepath.Glob(filepath.Join(dir, "started-*"))
+	assert.Len(t, started, 100, "no item starts after the cancel")
+	// Every step process is gone once the run says CANCELLED.
+	out, _ := exec.Command("pgrep", "-f", "sleep 600").Output()
+	assert.Empty(t, strings.TrimSpace(string(out)), "step processes still running")
+	cancelled, _ := s.listItems(s.apiClient(), id, "fan", gen.StepStateCANCELLED, 1000)
+	assert.Len(t, cancelled, 100)
+	_ = os.RemoveAll(dir)
+}
+
+// Kill -9 the worker while a wide forEach runs, start another: the run
+// completes, every item is recorded exactly once as SUCCEEDED, only the
+// items that were running when the worker died run again, and the reducer
+// sees every output.
+func TestWideForEachSurvivesWorkerKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("wide fan-out")
+	}
+	s := newStack(t, stackOptions{noWorker: true})
+	dir := stepScratchDir(t)
+	s.createPipeline("wide-crash", fmt.Sprintf(`
+steps:
+  - name: fan
+    forEach: {items: "0..1499", parallelism: 100}
+    container:
+      command: ["sh", "-c", "echo {{ item }} >> %s/ran; sleep 0.3; echo '{\"k\": {{ item }}}' > $ATELIER_OUTPUTS"]
+  - name: total
+    container: {command: ["sh", "-c", "echo '{\"sum\": {{ sum(map(steps.fan.outputs, .k)) }}}' > $ATELIER_OUTPUTS"]}
+`, dir))
+	id := s.startRun(map[string]any{"pipeline": "wide-crash"})
+	w := s.startWorkerProcess(t, "worker-1.log", "ATELIER_WORKER_CONCURRENCY=200")
+	require.Eventually(t, func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, "ran"))
+		return strings.Count(string(b), "\n") >= 300
+	}, 3*time.Minute, 100*time.Millisecond)
+	require.NoError(t, w.Process.Signal(syscall.SIGKILL))
+	_ = w.Wait()
+	s.startWorkerProcess(t, "worker-2.log", "ATELIER_WORKER_CONCURRENCY=200")
+
+	r := s.waitTerminal(id, 5*time.Minute)
+	require.Equal(t, workflows.RunSucceeded, r.State, "%s", r.Status.Error)
+	fan := stepByName(r, "fan")
+	assert.Equal(t, workflows.ItemCounts{Succeeded: 1500}, fan.Wide.Counts)
+	assert.Equal(t, map[string]any{"sum": float64(1499 * 1500 / 2)}, stepByName(r, "total").Outputs)
+	all, _ := s.listItems(s.apiClient(), id, "fan", "", 1000)
+	require.Len(t, all, 1500)
+	for k, it := range all {
+		require.Equal(t, k, it.Index)
+		require.Equal(t, gen.StepStateSUCCEEDED, it.State)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "ran"))
+	require.NoError(t, err)
+	runs := strings.Count(string(b), "\n")
+	assert.GreaterOrEqual(t, runs, 1500)
+	assert.LessOrEqual(t, runs, 1500+100, "only the items in flight at the kill run again")
+	t.Logf("%d item processes for 1,500 items", runs)
+}
+
+// Retry from failure of a wide step: the retry's batches take the items
+// that succeeded from Postgres (CACHED, not run again) and run the rest.
+func TestWideForEachRetryReusesSucceededItems(t *testing.T) {
+	if testing.Short() {
+		t.Skip("wide fan-out")
+	}
+	s := newStack(t, stackOptions{concurrency: 200})
+	dir := stepScratchDir(t)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "broken"), nil, 0o666))
+	s.createPipeline("wide-retry", fmt.Sprintf(`
+steps:
+  - name: fan
+    forEach: {items: "0..1199", parallelism: 200, failurePolicy: {mode: continue}}
+    container:
+      command: ["sh", "-c", "echo {{ item }} >> %[1]s/ran; if [ {{ item }} -ge 1190 ] && [ -e %[1]s/broken ]; then exit 1; fi; echo '{\"k\": {{ item }}}' > $ATELIER_OUTPUTS"]
+  - name: total
+    container: {command: ["sh", "-c", "echo '{\"sum\": {{ sum(map(steps.fan.outputs, .k)) }}}' > $ATELIER_OUTPUTS"]}
+`, dir))
+	id := s.startRun(map[string]any{"pipeline": "wide-retry"})
+	r := s.waitTerminal(id, 5*time.Minute)
+	require.Equal(t, workflows.RunFailed, r.State)
+	assert.Equal(t, workflows.ItemCounts{Succeeded: 1190, Failed: 10}, stepByName(r, "fan").Wide.Counts)
+
+	// The failed items, as a user lists them with the CLI.
+	config := filepath.Join(t.TempDir(), "config.yaml")
+	cli := func(args ...string) cliResult { return atelierCLI(t, config, args...) }
+	require.Equal(t, 0, cli("login", s.url, "--token", s.token, "--project", s.project).code)
+	out := cli("items", id, "fan", "--state", "failed")
+	require.Equal(t, 0, out.code, out.stderr)
+	assert.Contains(t, out.stderr, "1200 items: 1190 succeeded, 10 failed")
+	lines := strings.Split(strings.TrimSpace(out.stdout), "\n")
+	require.Len(t, lines, 11, "a header and the 10 failed items:\n%s", out.stdout)
+	assert.Regexp(t, `^1190\s+FAILED\s+1\s+1\s+1190\s+`, lines[1])
+
+	require.NoError(t, os.Remove(filepath.Join(dir, "broken")))
+	require.NoError(t, os.Remove(filepath.Join(dir, "ran")))
+	var retry runView
+	require.Equal(t, 201, s.do("POST", s.path("/runs/%s/retry", id), nil, &retry))
+	r = s.waitTerminal(retry.ID, 5*time.Minute)
+	require.Equal(t, workflows.RunSucceeded, r.State, "%s", r.Status.Error)
+	assert.Equal(t, workflows.ItemCounts{Succeeded: 10, Cached: 1190}, stepByName(r, "fan").Wide.Counts)
+	assert.Equal(t, map[string]any{"sum": float64(1199 * 1200 / 2)}, stepByName(r, "total").Outputs)
+	b, err := os.ReadFile(filepath.Join(dir, "ran"))
+	require.NoError(t, err)
+	assert.Equal(t, 10, strings.Count(string(b), "\n"), "only the failed items ran again")
+	cached, _ := s.listItems(s.apiClient(), retry.ID, "fan", gen.StepStateCACHED, 1000)
+	require.Len(t, cached, 1190)
+	require.NotNil(t, cached[0].Message)
+	assert.Equal(t, "reused from run "+id, *cached[0].Message)
+}

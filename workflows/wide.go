@@ -1,0 +1,518 @@
+package workflows
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/atelier-ml/atelier/workflows/spec"
+)
+
+// A wide forEach is one over more than spec.WideThreshold items. One
+// workflow cannot hold it (51,200 history events, 2,000 pending
+// activities, 2 MB payloads), so the pipeline workflow splits the list into
+// contiguous batches and runs each in a child workflow
+// (ForEachBatchWorkflow, widebatch.go), a sliding window of them at a time;
+// each batch runs its items with its own window and continues as new
+// before its history grows large. Item states and outputs go to Postgres
+// (step_items) in batches; the pipeline's status holds counts and the first
+// failures; steps that read the outputs are rendered by an activity that
+// loads them (RenderStepName). docs/architecture.md, "Wide forEach", has
+// the whole design and its numbers.
+
+// versionWide guards the wide path: before it, a forEach list over 1,000
+// items failed the step (workflow.GetVersion change ID; never reuse it).
+const versionWide = "atelier.wide-foreach"
+
+// Sizing of a wide step (see planWide).
+const (
+	// wideChildParallelism is the most items one batch runs at once: one
+	// workflow's tasks are processed one at a time, so a step's
+	// parallelism is spread over several batches.
+	wideChildParallelism = 100
+	// wideEnvBytes bounds the params and outputs a wide step's templates
+	// read, which every batch's input carries.
+	wideEnvBytes = 256 << 10
+)
+
+// widePlan is how a wide step's items are split.
+type widePlan struct {
+	batches  [][2]int // [start, end) of each batch
+	childPar int      // items in flight per batch
+	window   int      // batches in flight
+}
+
+// planWide splits n items run par at a time: batches of up to
+// spec.WideBatchMax items, each running up to wideChildParallelism items,
+// at least two batches in flight when par allows (so one batch's tail
+// does not idle the step), and about four batches per window slot, so the
+// window slides rather than steps.
+func planWide(n, par int) widePlan {
+	par = max(par, 1)
+	childPar := min(par, wideChildParallelism)
+	if par >= 2 {
+		childPar = min(childPar, (par+1)/2)
+	}
+	window := (par + childPar - 1) / childPar
+	size := min(spec.WideBatchMax, max(childPar*2, (n+window*4-1)/(window*4)))
+	p := widePlan{childPar: childPar, window: window}
+	for start := 0; start < n; start += size {
+		p.batches = append(p.batches, [2]int{start, min(start+size, n)})
+	}
+	return p
+}
+
+// WidePlan is how a wide step of n items at parallelism par is split:
+// batches of batchSize items (the last may be shorter), each running
+// perBatch items at once, window batches at once. bench/fanout runs its
+// hand-written baseline with the same numbers.
+func WidePlan(n, par int) (batchSize, perBatch, window int) {
+	p := planWide(n, par)
+	if len(p.batches) > 0 {
+		batchSize = p.batches[0][1] - p.batches[0][0]
+	}
+	return batchSize, p.childPar, p.window
+}
+
+// BatchInput is the input of ForEachBatchWorkflow: the items [Start, End)
+// of one wide step, and where it is (Next) after continues-as-new.
+//
+// Item values do not travel when the list is an expression: the batch
+// evaluates it again over the same params and outputs (deterministic, and
+// the values then have the types the pipeline workflow saw, e.g. integers
+// from a range, which a JSON round trip would turn into floats) and takes
+// its slice. A literal list (at most spec.MaxSpecBytes in all) travels
+// as the batch's slice in Items.
+type BatchInput struct {
+	RunID    string `json:"runId"`
+	Project  string `json:"project"`
+	Pipeline string `json:"pipeline"`
+	// Step is the step's spec; Step.ForEach.Items is the expression, or
+	// absent for a literal list.
+	Step spec.Step `json:"step"`
+	// Params and Outputs (of the steps it reads) make the expression
+	// environment besides item.
+	Params  map[string]any          `json:"params,omitempty"`
+	Outputs map[string]spec.StepEnv `json:"outputs,omitempty"`
+	Start   int                     `json:"start"`
+	End     int                     `json:"end"`
+	// Total is the length of the whole list.
+	Total int   `json:"total"`
+	Items []any `json:"items,omitempty"` // literal lists: items [Start, End)
+	// Next is the first item not started yet (Start on the first run).
+	Next        int `json:"next"`
+	Parallelism int `json:"parallelism"`
+	// StopAfter stops new items once this batch has that many failures
+	// more than it was told of (-1: never; failurePolicy continue).
+	StopAfter int  `json:"stopAfter"`
+	Stopped   bool `json:"stopped,omitempty"`
+	// ReuseFrom is the run a retry takes succeeded items from; Reused are
+	// the indexes taken (filled by the first run of the batch).
+	ReuseFrom string `json:"reuseFrom,omitempty"`
+	Reused    []int  `json:"reused,omitempty"`
+	ReuseDone bool   `json:"reuseDone,omitempty"`
+	// Result so far (carried over continue-as-new).
+	Result BatchResult `json:"result"`
+}
+
+// BatchResult is what a batch reports to the pipeline workflow.
+type BatchResult struct {
+	Counts   ItemCounts    `json:"counts"`
+	Failures []ItemFailure `json:"failures,omitempty"`
+	// Error is set when items could not be recorded (the step fails).
+	Error string `json:"error,omitempty"`
+}
+
+// batchID is the workflow ID of a wide step's batch k: derived from the
+// run, so a restarted worker replays the same children.
+func batchID(runID, step string, k int) string {
+	return fmt.Sprintf("%s.%s.batch-%d", runID, step, k)
+}
+
+// wideUnsupported says why step s cannot run wide (or "").
+func wideUnsupported(s *spec.Step, p *spec.Pipeline) string {
+	if kindOf(*s) != spec.KindContainer || s.EffectivePlacement(p) != nil {
+		return fmt.Sprintf("a forEach over more than %d items runs container steps on the local runtime only (this is a %s step%s); use fewer items or split the list", spec.WideThreshold, kindOf(*s), map[bool]string{true: " with a placement", false: ""}[s.EffectivePlacement(p) != nil])
+	}
+	return ""
+}
+
+// runWide runs forEach step i over items (more than spec.WideThreshold) in
+// batch workflows. It owns the step's final state like runForEach.
+func (d *dag) runWide(ctx workflow.Context, i int, env spec.Env, items []any) {
+	s, st := &d.p.Steps[i], d.steps[i]
+	if why := wideUnsupported(s, d.p); why != "" {
+		d.fail(i, why)
+		return
+	}
+	params, outputs, why := d.wideEnv(i, env)
+	if why != "" {
+		d.fail(i, why)
+		return
+	}
+	par := s.ForEach.Parallelism
+	if par <= 0 {
+		par = spec.DefaultParallelism
+	}
+	plan := planWide(len(items), par)
+	now := workflow.Now(ctx)
+	st.State, st.StartedAt = StepRunning, &now
+	w := &WideStatus{Items: len(items), Batches: len(plan.batches), Parallelism: plan.childPar * plan.window}
+	st.Wide = w
+	d.r.touch()
+
+	policy := s.ForEach.FailurePolicy
+	tolerated, stopEarly := policy.Tolerated(len(items)), policy.StopsEarly()
+	reuseFrom := ""
+	if re := d.in.Reuse.step(s.Name); re != nil {
+		reuseFrom = re.WideFrom
+	}
+	bare := *s
+	literal := spec.IsLiteralItems(s.ForEach.Items)
+	bare.ForEach = nil
+	if !literal {
+		bare.ForEach = &spec.ForEach{Items: s.ForEach.Items}
+	}
+	active, failure := 0, ""
+	stopped := false
+	var futures []workflow.ChildWorkflowFuture // by batch; nil once ended
+	wait, _ := workflow.NewDisconnectedContext(ctx)
+	runFailed := func() bool { return d.failure != "" && !s.RunIf.RunsAfterFailure() }
+	stopAll := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		for _, f := range futures {
+			if f == nil {
+				continue
+			}
+			// Signalling waits for the batch to have started: on a
+			// coroutine of its own, since stopAll runs on any of them.
+			workflow.Go(wait, func(g workflow.Context) {
+				_ = f.SignalChildWorkflow(g, SignalBatchStop, nil).Get(g, nil)
+			})
+		}
+	}
+	for k, b := range plan.batches {
+		_ = workflow.Await(wait, func() bool { return active < plan.window })
+		if stopped || failure != "" || ctx.Err() != nil || runFailed() {
+			if runFailed() {
+				stopAll()
+			}
+			break
+		}
+		stopAfter := -1
+		if stopEarly {
+			stopAfter = max(tolerated-w.Counts.Failed, 0)
+		}
+		in := BatchInput{
+			RunID: d.r.ID(), Project: d.r.Project(), Pipeline: d.in.Pipeline, Step: bare,
+			Params: params, Outputs: outputs, Start: b[0], End: b[1], Next: b[0], Total: len(items),
+			Parallelism: plan.childPar, StopAfter: stopAfter, ReuseFrom: reuseFrom,
+		}
+		if literal {
+			in.Items = items[b[0]:b[1]]
+		}
+		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+			WorkflowID: batchID(d.r.ID(), st.Name, k),
+			// Cancelling the step cancels the batch and waits for it to
+			// cancel its items; a parent that ends any other way (a
+			// terminate) still has its batches cancelled.
+			WaitForCancellation: true,
+			ParentClosePolicy:   enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
+			StaticSummary:       fmt.Sprintf("%s items %d–%d", st.Name, b[0], b[1]-1),
+		})
+		f := workflow.ExecuteChildWorkflow(cctx, ForEachBatchWorkflowName, in)
+		futures = append(futures, f)
+		active++
+		k := k
+		workflow.Go(ctx, func(gctx workflow.Context) {
+			defer func() { active--; futures[k] = nil; d.r.touch() }()
+			var res BatchResult
+			gwait, _ := workflow.NewDisconnectedContext(gctx)
+			err := f.Get(gwait, &res)
+			w.BatchesDone++
+			w.Counts.add(res.Counts)
+			w.Failures = mergeFailures(w.Failures, res.Failures)
+			switch {
+			case err != nil && ctx.Err() == nil && !temporal.IsCanceledError(err):
+				if failure == "" {
+					failure = fmt.Sprintf("batch of items %d–%d failed: %s", b[0], b[1]-1, stepErrMessage(err))
+				}
+				stopAll()
+			case res.Error != "":
+				if failure == "" {
+					failure = res.Error
+				}
+				stopAll()
+			case stopEarly && w.Counts.Failed > tolerated:
+				stopAll()
+			}
+		})
+	}
+	for active > 0 {
+		// Another step's failure stops the batches' new items, as it
+		// stops a small forEach's.
+		_ = workflow.Await(wait, func() bool { return active == 0 || (!stopped && runFailed()) })
+		if active > 0 {
+			stopAll()
+		}
+	}
+
+	// Every batch has ended: items neither counted nor in a batch that
+	// started never ran.
+	counted := w.Counts.Succeeded + w.Counts.Failed + w.Counts.Cancelled + w.Counts.Cached + w.Counts.NotRun
+	w.Counts.NotRun += len(items) - counted
+	never := func(why string) string {
+		if w.Counts.NotRun == 0 {
+			return why
+		}
+		return fmt.Sprintf("%s; %d of %d items never ran", why, w.Counts.NotRun, len(items))
+	}
+	switch {
+	case failure != "":
+		d.fail(i, never(failure))
+	case w.Counts.Failed > tolerated:
+		d.fail(i, never(tooManyFailed(w.Counts.Failed, len(items), policy, w.Failures)))
+	case ctx.Err() != nil:
+		d.finishStep(i, StepCancelled, "", never("run cancelled"))
+	case w.Counts.NotRun > 0 || w.Counts.Cancelled > 0:
+		d.finishStep(i, StepCancelled, "", never("stopped: "+d.failure))
+	default:
+		ref := WideRef{Run: d.r.ID(), Step: st.Name, Items: len(items)}
+		w.Outputs = &ref
+		d.outputs[i] = WideOutputs(ref)
+		d.wideRefs[i] = &ref
+		msg := ""
+		if w.Counts.Failed > 0 {
+			msg = fmt.Sprintf("%d of %d items failed (tolerated: at most %v%%); their outputs are null", w.Counts.Failed, len(items), policy.MaxFailedPercent)
+		}
+		d.finishStep(i, StepSucceeded, "", msg)
+	}
+}
+
+// tooManyFailed is the error of a forEach whose failures exceed what its
+// policy tolerates.
+func tooManyFailed(failed, n int, p *spec.FailurePolicy, first []ItemFailure) string {
+	msg := fmt.Sprintf("%d of %d items failed", failed, n)
+	if p.Tolerated(n) > 0 {
+		msg = fmt.Sprintf("%d of %d items failed, more than the %v%% tolerated", failed, n, p.MaxFailedPercent)
+	}
+	if len(first) > 0 {
+		msg += fmt.Sprintf("; first: item %d: %s", first[0].Index, first[0].Error)
+	}
+	return msg
+}
+
+// mergeFailures keeps the MaxWideFailures lowest-indexed failures of a and b.
+func mergeFailures(a, b []ItemFailure) []ItemFailure {
+	if len(b) == 0 {
+		return a
+	}
+	out := append(append([]ItemFailure(nil), a...), b...)
+	sort.SliceStable(out, func(x, y int) bool { return out[x].Index < out[y].Index })
+	if len(out) > MaxWideFailures {
+		out = out[:MaxWideFailures]
+	}
+	return out
+}
+
+// wideEnv is what a wide step's batches need of the expression
+// environment: the params and the outputs of the steps its templates read,
+// within wideEnvBytes (every batch's input carries them).
+func (d *dag) wideEnv(i int, env spec.Env) (map[string]any, map[string]spec.StepEnv, string) {
+	outputs := map[string]spec.StepEnv{}
+	for _, j := range d.refs[i] {
+		name := d.steps[j].Name
+		if d.wideRefs[j] != nil {
+			return nil, nil, fmt.Sprintf("the templates of a forEach over more than %d items cannot read the outputs of wide step %q yet", spec.WideThreshold, name)
+		}
+		if se, ok := env.Steps[name]; ok {
+			outputs[name] = se
+		}
+	}
+	b, err := json.Marshal(struct {
+		P map[string]any
+		O map[string]spec.StepEnv
+	}{env.Params, outputs})
+	if err != nil {
+		return nil, nil, fmt.Sprintf("encoding the params and outputs the step reads: %v", err)
+	}
+	if len(b) > wideEnvBytes {
+		return nil, nil, fmt.Sprintf("the params and outputs a forEach over more than %d items reads are %d KiB; the limit is %d KiB (every batch carries them)", spec.WideThreshold, len(b)>>10, wideEnvBytes>>10)
+	}
+	return env.Params, outputs, ""
+}
+
+// readsWide reports whether step i reads the outputs of a wide step.
+func (d *dag) readsWide(i int) bool {
+	for _, j := range d.refs[i] {
+		if d.wideRefs[j] != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// renderRemote renders step i, whose when or templates read the outputs of
+// wide steps, in an activity that loads them from Postgres; the workflow
+// records only the rendered step (bounded by spec.MaxRenderedStep).
+func (d *dag) renderRemote(ctx workflow.Context, i int, env spec.Env, items bool) (RenderResult, error) {
+	req := RenderRequest{Step: d.p.Steps[i], Params: env.Params, Outputs: map[string]any{}, Wide: map[string]WideRef{}, Run: env.Run, Items: items}
+	for _, j := range d.refs[i] {
+		name := d.steps[j].Name
+		if ref := d.wideRefs[j]; ref != nil {
+			req.Wide[name] = *ref
+		} else if se, ok := env.Steps[name]; ok {
+			req.Outputs[name] = se.Outputs
+		}
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           d.r.controlQueue(""),
+		StartToCloseTimeout: 5 * time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 10,
+			NonRetryableErrorTypes: []string{ErrTypeRender},
+		},
+	})
+	var res RenderResult
+	err := workflow.ExecuteActivity(actx, RenderStepName, req).Get(actx, &res)
+	return res, err
+}
+
+// ErrTypeRender is the application error type of a step whose templates
+// cannot be rendered (a bad expression, over budget): not retried.
+const ErrTypeRender = "RenderFailed"
+
+// RenderStep renders what an activity was asked to (RenderStepName), with
+// env holding the wide steps' outputs. Exported for activities/foreach.
+func RenderStep(s *spec.Step, env spec.Env, items bool) (RenderResult, error) {
+	if s.When != "" {
+		ok, err := spec.EvalWhen(s.When, env)
+		if err != nil {
+			return RenderResult{}, fmt.Errorf("evaluating when %q: %w", s.When, err)
+		}
+		if !ok {
+			return RenderResult{Skip: true}, nil
+		}
+	}
+	if items {
+		list, err := spec.EvalItems(s.ForEach, env)
+		if err != nil {
+			return RenderResult{}, fmt.Errorf("evaluating forEach items: %w", err)
+		}
+		b, err := json.Marshal(list)
+		if err != nil {
+			return RenderResult{}, fmt.Errorf("forEach items are not JSON: %w", err)
+		}
+		if len(b) > MaxRenderedItems {
+			return RenderResult{}, fmt.Errorf("forEach items computed from a wide step's outputs are %d KiB; the limit is %d KiB", len(b)>>10, MaxRenderedItems>>10)
+		}
+		return RenderResult{Items: b}, nil
+	}
+	if kindOf(*s) == spec.KindApproval {
+		return RenderResult{}, fmt.Errorf("approval steps cannot read the outputs of a wide forEach")
+	}
+	w, err := renderWork(s, env)
+	if err != nil {
+		return RenderResult{}, fmt.Errorf("rendering templates: %w", err)
+	}
+	return RenderResult{Container: w.container, Ray: w.ray, Spark: w.spark, Inference: w.inference}, nil
+}
+
+// startRemote runs step i whose templates read wide outputs: render in an
+// activity, then run what it rendered like any step.
+func (d *dag) startRemote(i int, env spec.Env, opts []StepOption) {
+	s, st := &d.p.Steps[i], d.steps[i]
+	if kindOf(*s) == spec.KindApproval {
+		d.fail(i, fmt.Sprintf("an approval step cannot read the outputs of a forEach over more than %d items yet", spec.WideThreshold))
+		return
+	}
+	if s.ForEach != nil {
+		d.startRemoteItems(i, env, opts)
+		return
+	}
+	d.running++
+	workflow.Go(d.ctx, func(gctx workflow.Context) {
+		defer func() { d.running--; d.done[i] = true; d.r.touch() }()
+		now := workflow.Now(gctx)
+		st.State, st.StartedAt, st.Message = StepRunning, &now, "rendering templates over wide outputs"
+		d.r.touch()
+		res, err := d.renderRemote(gctx, i, env, false)
+		st.Message = ""
+		switch {
+		case err != nil && gctx.Err() != nil:
+			d.finishStep(i, StepCancelled, "", "run cancelled")
+			return
+		case err != nil:
+			msg, _, _ := describeActivityError(err)
+			d.fail(i, msg)
+			return
+		case res.Skip:
+			d.finishStep(i, StepSkipped, "", fmt.Sprintf("skipped: condition %q is false", s.When))
+			return
+		}
+		w := stepWork{kind: kindOf(*s), container: res.Container, ray: res.Ray, spark: res.Spark, inference: res.Inference}
+		w.gpus, w.gpuType = s.GPURequest()
+		out, err := d.r.runWork(gctx, st, s.Name, nil, w, opts...)
+		d.record(i, out, err)
+	})
+}
+
+// startRemoteItems runs forEach step i whose list (or when) reads the
+// outputs of wide steps: an activity evaluates the list (at most
+// MaxRenderedItems of JSON), which then stands in the step as a literal
+// list, and the step runs as any forEach (wide again past
+// spec.WideThreshold items). Its templates must not read wide outputs
+// (each item's would need an activity).
+func (d *dag) startRemoteItems(i int, env spec.Env, opts []StepOption) {
+	s, st := &d.p.Steps[i], d.steps[i]
+	if d.templatesReadWide(i) {
+		d.fail(i, fmt.Sprintf("the templates of a forEach step cannot read the outputs of a forEach over more than %d items yet (its items can)", spec.WideThreshold))
+		return
+	}
+	d.running++
+	workflow.Go(d.ctx, func(gctx workflow.Context) {
+		defer func() { d.running--; d.done[i] = true; d.r.touch() }()
+		st.Message = "evaluating forEach items over wide outputs"
+		d.r.touch()
+		res, err := d.renderRemote(gctx, i, env, true)
+		st.Message = ""
+		switch {
+		case err != nil && gctx.Err() != nil:
+			d.finishStep(i, StepCancelled, "", "run cancelled")
+			return
+		case err != nil:
+			msg, _, _ := describeActivityError(err)
+			d.fail(i, msg)
+			return
+		case res.Skip:
+			d.finishStep(i, StepSkipped, "", fmt.Sprintf("skipped: condition %q is false", s.When))
+			return
+		}
+		fe := *s.ForEach
+		fe.Items = res.Items
+		s.ForEach = &fe
+		d.runForEach(gctx, i, env, opts)
+	})
+}
+
+// templatesReadWide reports whether step i's when or templates (not its
+// forEach list) read a wide step's outputs.
+func (d *dag) templatesReadWide(i int) bool {
+	if d.tmplRefs == nil {
+		d.tmplRefs = spec.TemplateReferences(d.p)
+	}
+	for _, j := range d.tmplRefs[i] {
+		if d.wideRefs[j] != nil {
+			return true
+		}
+	}
+	return false
+}

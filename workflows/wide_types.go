@@ -1,0 +1,211 @@
+package workflows
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/atelier-ml/atelier/workflows/spec"
+)
+
+// Wide forEach (wide.go, widebatch.go): the types that travel between the
+// pipeline workflow, its batch workflows, the item activities
+// (activities/foreach) and the gateway.
+
+// ForEachBatchWorkflowName is the registered name of the batch workflow of
+// a wide forEach step.
+const ForEachBatchWorkflowName = "atelier.ForEachBatch"
+
+// SignalBatchStop tells a batch workflow to start no more items (another
+// batch's failures used up what the step tolerates).
+const SignalBatchStop = "atelier.foreach.stop"
+
+// Activity names of the wide path. Part of workflow histories: never
+// rename one.
+const (
+	// RecordItemsName writes finished items to Postgres (RecordItemsRequest).
+	RecordItemsName = "atelier.foreach.record"
+	// ReuseItemsName copies a retried run's succeeded items
+	// (ReuseItemsRequest → ReuseItemsResult).
+	ReuseItemsName = "atelier.foreach.reuse"
+	// RenderStepName renders a step whose templates read a wide step's
+	// outputs (RenderRequest → RenderResult).
+	RenderStepName = "atelier.step.render"
+)
+
+// WideStatus is a wide forEach step's progress in the run status: counts,
+// not items (those are paged from GET …/steps/{step}/items).
+type WideStatus struct {
+	// Items is the length of the list.
+	Items int `json:"items"`
+	// Batches is how many batch workflows the items are split into, and
+	// BatchesDone how many of them have ended.
+	Batches     int `json:"batches"`
+	BatchesDone int `json:"batchesDone"`
+	// Parallelism is the items in flight at most, over all batches.
+	Parallelism int `json:"parallelism"`
+	// Counts are the items per final state. The workflow counts a batch's
+	// items when the batch ends; the gateway serves live counts from
+	// Postgres while the step runs.
+	Counts ItemCounts `json:"counts"`
+	// Failures are the first failed items (at most MaxWideFailures, lowest
+	// index first among those known).
+	Failures []ItemFailure `json:"failures,omitempty"`
+	// Outputs locates the items' outputs once the step succeeded (what
+	// steps.<name>.outputs reads).
+	Outputs *WideRef `json:"outputsRef,omitempty"`
+}
+
+// ItemCounts are items per state. NotRun are items that never started (the
+// step stopped, was cancelled, or the run failed).
+type ItemCounts struct {
+	Succeeded int `json:"succeeded"`
+	Failed    int `json:"failed"`
+	Cancelled int `json:"cancelled"`
+	Cached    int `json:"cached"`
+	NotRun    int `json:"notRun"`
+}
+
+func (c *ItemCounts) add(o ItemCounts) {
+	c.Succeeded += o.Succeeded
+	c.Failed += o.Failed
+	c.Cancelled += o.Cancelled
+	c.Cached += o.Cached
+	c.NotRun += o.NotRun
+}
+
+// count adds one finished item in state s.
+func (c *ItemCounts) count(s StepState) {
+	switch s {
+	case StepSucceeded:
+		c.Succeeded++
+	case StepFailed:
+		c.Failed++
+	case StepCached:
+		c.Cached++
+	default:
+		c.Cancelled++
+	}
+}
+
+// MaxWideFailures bounds WideStatus.Failures.
+const MaxWideFailures = 10
+
+// ItemFailure is one failed item, as shown in the run status.
+type ItemFailure struct {
+	Index int    `json:"index"`
+	Item  any    `json:"item,omitempty"`
+	Error string `json:"error"`
+}
+
+// WideRef locates a wide step's outputs: the items of Step in run Run
+// (step_items), Items long. It stands for steps.<name>.outputs in the
+// pipeline workflow; templates that read it are rendered by an activity
+// (RenderStepName).
+type WideRef struct {
+	Run   string `json:"run"`
+	Step  string `json:"step"`
+	Items int    `json:"items"`
+}
+
+// wideRefKey marks a WideRef in a step's outputs as stored in the run
+// status and in a retry's Reuse (a JSON object {"atelier.wideOutputs": …}).
+const wideRefKey = "atelier.wideOutputs"
+
+// WideOutputs is how a wide step's outputs appear where outputs are JSON
+// (a retry's Reuse of the step: api/retry.go).
+func WideOutputs(ref WideRef) map[string]any {
+	return map[string]any{wideRefKey: map[string]any{"run": ref.Run, "step": ref.Step, "items": ref.Items}}
+}
+
+// wideRefOf recognises outputs made by wideOutputs (after a JSON round
+// trip, as in a retry's input).
+func wideRefOf(v any) (WideRef, bool) {
+	m, ok := v.(map[string]any)
+	if !ok || len(m) != 1 {
+		return WideRef{}, false
+	}
+	r, ok := m[wideRefKey].(map[string]any)
+	if !ok {
+		return WideRef{}, false
+	}
+	run, _ := r["run"].(string)
+	step, _ := r["step"].(string)
+	var n int
+	switch x := r["items"].(type) {
+	case float64:
+		n = int(x)
+	case int:
+		n = x
+	}
+	return WideRef{Run: run, Step: step, Items: n}, run != "" && step != ""
+}
+
+// ItemRecord is one finished item of a wide step, as stored in Postgres
+// and served by GET …/steps/{step}/items.
+type ItemRecord struct {
+	Index      int       `json:"index"`
+	State      StepState `json:"state"`
+	Item       any       `json:"item"`
+	Attempts   []Attempt `json:"attempts"`
+	Error      string    `json:"error,omitempty"`
+	Message    string    `json:"message,omitempty"`
+	Outputs    any       `json:"outputs,omitempty"`
+	StartedAt  time.Time `json:"startedAt"`
+	FinishedAt time.Time `json:"finishedAt"`
+}
+
+// RecordItemsRequest is a batch of finished items to store.
+type RecordItemsRequest struct {
+	RunID string       `json:"runId"`
+	Step  string       `json:"step"`
+	Items []ItemRecord `json:"items"`
+}
+
+// ReuseItemsRequest asks which items of a batch a retry takes from the
+// run it retries (OldRun): those that succeeded there at the same index
+// with the same value. They are stored as CACHED items of RunID.
+type ReuseItemsRequest struct {
+	RunID  string `json:"runId"`
+	OldRun string `json:"oldRun"`
+	Step   string `json:"step"`
+	Start  int    `json:"start"`
+	Items  []any  `json:"items"`
+}
+
+// ReuseItemsResult lists the reused indexes, ascending.
+type ReuseItemsResult struct {
+	Indexes []int `json:"indexes,omitempty"`
+}
+
+// RenderRequest renders a step whose templates (or when) read the outputs
+// of wide steps, in an activity that loads those outputs from Postgres.
+type RenderRequest struct {
+	Step spec.Step `json:"step"`
+	// Params, Outputs (of the other steps it reads) and Run make the
+	// expression environment; Wide are the wide steps it reads.
+	Params  map[string]any     `json:"params,omitempty"`
+	Outputs map[string]any     `json:"outputs,omitempty"`
+	Wide    map[string]WideRef `json:"wide"`
+	Run     spec.RunEnv        `json:"run"`
+	// Items asks for the step's forEach list (and when) instead of its
+	// templates: a forEach whose items read a wide step's outputs.
+	Items bool `json:"items,omitempty"`
+}
+
+// RenderResult is the rendered step: Skip when its when condition is false,
+// else what one of its kinds needs.
+type RenderResult struct {
+	Skip      bool                `json:"skip,omitempty"`
+	Container *spec.Container     `json:"container,omitempty"`
+	Ray       *spec.RayStep       `json:"ray,omitempty"`
+	Spark     *spec.SparkStep     `json:"spark,omitempty"`
+	Inference *spec.InferenceStep `json:"inference,omitempty"`
+	// Items is the forEach list as a JSON array (RenderRequest.Items), at
+	// most MaxRenderedItems bytes.
+	Items json.RawMessage `json:"items,omitempty"`
+}
+
+// MaxRenderedItems bounds a forEach list computed from a wide step's
+// outputs: it is recorded in the pipeline's history and, past
+// spec.WideThreshold items, carried in slices by the batches' inputs.
+const MaxRenderedItems = 256 << 10

@@ -1,0 +1,312 @@
+package workflows
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/atelier-ml/atelier/workflows/spec"
+)
+
+// Bounds of one batch workflow run (see ForEachBatchWorkflow).
+const (
+	// batchEventBudget is the history length at which a batch stops
+	// starting items and continues as new: far under Temporal's 51,200,
+	// whatever the items' retries cost (an item that retries 20 times
+	// adds about 170 events; the items in flight finish before the
+	// continue-as-new).
+	batchEventBudget = 10_000
+	// flushRows and flushBytes bound one RecordItems write; flushDelay is
+	// how long a finished item may wait for others to share its write.
+	flushRows  = 200
+	flushBytes = 256 << 10
+	flushDelay = 2 * time.Second
+	// maxFailureItemBytes: a failed item's value is shown in the run
+	// status only when this small.
+	maxFailureItemBytes = 1 << 10
+)
+
+// batchItemsPerRun, when positive, also continues a batch as new after
+// that many items started in one run: tests use it to exercise
+// continue-as-new without 10,000-event histories (export_test.go).
+var batchItemsPerRun = 0
+
+// ForEachBatchWorkflow runs one batch of a wide forEach step (wide.go):
+// items [Start, Start+len(Items)) of the step, Parallelism at a time, each
+// with the step's retries and timeout exactly as an item of a small forEach
+// runs (Run.runWork), writing finished items to Postgres in batches
+// (RecordItemsName) and returning only counts. It stops starting items
+// when its failures pass StopAfter, on SignalBatchStop, or when cancelled
+// (its items are then cancelled too); it continues as new, once its items
+// in flight have finished, when its history reaches batchEventBudget.
+// Registered as ForEachBatchWorkflowName; deterministic.
+func ForEachBatchWorkflow(ctx workflow.Context, in BatchInput) (BatchResult, error) {
+	info := workflow.GetInfo(ctx)
+	r := &Run{root: ctx, stepCtx: ctx, taskQueue: info.TaskQueueName, controlQueues: true}
+	r.status = RunStatus{RunID: in.RunID, Project: in.Project, Pipeline: in.Pipeline, Workflow: info.WorkflowType.Name, State: RunRunning}
+	b := &batch{r: r, in: &in, res: in.Result}
+	return b.run(ctx)
+}
+
+// batch is the state of one ForEachBatchWorkflow run.
+type batch struct {
+	r   *Run
+	in  *BatchInput
+	res BatchResult
+
+	active  int
+	stopped bool
+	failed  int // failures of this run of the batch (vs StopAfter)
+
+	base spec.Env // the items' environment, item aside (env)
+
+	buf      []ItemRecord
+	bufBytes int
+	flushing bool
+	done     bool // no more items will finish
+}
+
+func (b *batch) run(ctx workflow.Context) (BatchResult, error) {
+	in := b.in
+	end := in.End
+	if err := b.loadItems(); err != nil {
+		b.res.Error = err.Error()
+		return b.res, nil
+	}
+	b.stopped = in.Stopped
+	stop := workflow.GetSignalChannel(ctx, SignalBatchStop)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		for stop.Receive(gctx, nil) {
+			b.stopped = true
+		}
+	})
+	// Writes must land even when the batch is cancelled.
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	flushed := b.startFlusher(dctx)
+
+	if in.ReuseFrom != "" && !in.ReuseDone {
+		if err := b.reuse(dctx); err != nil {
+			return b.res, err
+		}
+	}
+	reused := in.Reused
+	opts := batchStepOptions(&in.Step)
+	next, more, started := in.Next, false, 0
+	for ; next < end; next++ {
+		_ = workflow.Await(ctx, func() bool { return b.active < in.Parallelism })
+		if ctx.Err() != nil || b.stopped || (in.StopAfter >= 0 && b.failed > in.StopAfter) {
+			break
+		}
+		// Every run starts at least one item, so a batch always moves on.
+		info := workflow.GetInfo(ctx)
+		if started > 0 && (info.GetCurrentHistoryLength() >= batchEventBudget || info.GetContinueAsNewSuggested() ||
+			(batchItemsPerRun > 0 && started >= batchItemsPerRun)) {
+			more = true
+			break
+		}
+		for len(reused) > 0 && reused[0] < next {
+			reused = reused[1:]
+		}
+		if len(reused) > 0 && reused[0] == next {
+			continue // taken from the retried run (counted by reuse)
+		}
+		k := next
+		started++
+		b.active++
+		workflow.Go(ctx, func(gctx workflow.Context) {
+			defer func() { b.active-- }()
+			b.runItem(gctx, k, opts)
+		})
+	}
+	_ = workflow.Await(dctx, func() bool { return b.active == 0 })
+	b.done = true
+	_ = workflow.Await(dctx, func() bool { return flushed.IsReady() })
+	if err := flushed.Get(dctx, nil); err != nil {
+		b.res.Error = fmt.Sprintf("recording item states in Postgres failed: %v", err)
+		return b.res, nil
+	}
+	if more && ctx.Err() == nil && !b.stopped {
+		nin := *in
+		if in.Step.ForEach == nil { // a literal list's slice travels
+			nin.Items = in.Items[next-in.Start:]
+		} else {
+			nin.Items = nil
+		}
+		nin.Start, nin.Next = next, next
+		nin.Reused = reused
+		nin.ReuseDone = true
+		if in.StopAfter >= 0 {
+			nin.StopAfter = max(in.StopAfter-b.failed, 0)
+		}
+		nin.Result = b.res
+		return BatchResult{}, workflow.NewContinueAsNewError(ctx, ForEachBatchWorkflowName, nin)
+	}
+	return b.res, nil
+}
+
+// batchStepOptions are an item's retries and timeout (wide steps have no
+// placement).
+func batchStepOptions(s *spec.Step) []StepOption {
+	var opts []StepOption
+	if s.Timeout > 0 {
+		opts = append(opts, WithTimeout(s.Timeout.D()))
+	}
+	if s.Retries != nil {
+		opts = append(opts, WithRetries(*s.Retries))
+	}
+	return opts
+}
+
+// env is the expression environment of the batch's items (item aside).
+func (b *batch) env() spec.Env {
+	if b.base.Run.ID != "" {
+		return b.base
+	}
+	in := b.in
+	env := spec.Env{Params: in.Params, Steps: in.Outputs, Run: spec.RunEnv{ID: in.RunID, Project: in.Project, Pipeline: in.Pipeline}}
+	b.base = env
+	return env
+}
+
+// loadItems makes in.Items the batch's items [Start, End): an expression
+// list is evaluated again (see BatchInput) and must be as long as the
+// pipeline workflow found it.
+func (b *batch) loadItems() error {
+	in := b.in
+	if in.Step.ForEach == nil {
+		if len(in.Items) != in.End-in.Start {
+			return fmt.Errorf("batch of items %d–%d got %d items", in.Start, in.End-1, len(in.Items))
+		}
+		return nil
+	}
+	all, err := spec.EvalItems(in.Step.ForEach, b.env())
+	if err != nil {
+		return fmt.Errorf("evaluating forEach items in the batch: %v", err)
+	}
+	if len(all) != in.Total {
+		return fmt.Errorf("the batch evaluated %d forEach items, the pipeline %d", len(all), in.Total)
+	}
+	in.Items = all[in.Start:in.End]
+	return nil
+}
+
+// runItem runs item k and queues its record.
+func (b *batch) runItem(ctx workflow.Context, k int, opts []StepOption) {
+	in := b.in
+	item := in.Items[k-in.Start]
+	st := &StepStatus{Name: fmt.Sprintf("%s[%d]", in.Step.Name, k), Kind: string(kindOf(in.Step)), State: StepPending}
+	env := b.env()
+	env.Item, env.HasItem = item, true
+	w, err := renderWork(&in.Step, env)
+	if err != nil {
+		now := workflow.Now(ctx)
+		st.StartedAt = &now
+		b.r.endStep(st, StepFailed, fmt.Sprintf("rendering templates: %v", err), "")
+	} else {
+		_, _ = b.r.runWork(ctx, st, in.Step.Name, &k, w, opts...)
+	}
+	b.finished(k, item, st)
+}
+
+// finished counts item k and queues its record for the flusher.
+func (b *batch) finished(k int, item any, st *StepStatus) {
+	if !st.State.Terminal() {
+		st.State = StepCancelled
+	}
+	b.res.Counts.count(st.State)
+	if st.State == StepFailed {
+		b.failed++
+		f := ItemFailure{Index: k, Error: st.Error}
+		if ib, err := json.Marshal(item); err == nil && len(ib) <= maxFailureItemBytes {
+			f.Item = item
+		}
+		b.res.Failures = mergeFailures(b.res.Failures, []ItemFailure{f})
+	}
+	rec := ItemRecord{Index: k, State: st.State, Item: item, Attempts: st.Attempts, Error: st.Error, Message: st.Message}
+	if st.State == StepSucceeded && st.Outputs != nil {
+		rec.Outputs = st.Outputs
+	}
+	if st.StartedAt != nil {
+		rec.StartedAt = *st.StartedAt
+	}
+	if st.FinishedAt != nil {
+		rec.FinishedAt = *st.FinishedAt
+	} else {
+		rec.FinishedAt = workflow.Now(b.r.root)
+	}
+	if rec.StartedAt.IsZero() {
+		rec.StartedAt = rec.FinishedAt
+	}
+	size := 256
+	if ob, err := json.Marshal(rec.Outputs); err == nil {
+		size += len(ob)
+	}
+	if ib, err := json.Marshal(item); err == nil {
+		size += len(ib)
+	}
+	b.buf = append(b.buf, rec)
+	b.bufBytes += size
+}
+
+// startFlusher writes queued records with at most one write in flight: as
+// soon as flushRows or flushBytes are queued, else flushDelay after the
+// first, and everything once no item will finish any more. The future is
+// ready when all is written (or a write failed for good).
+func (b *batch) startFlusher(ctx workflow.Context) workflow.Future {
+	f, set := workflow.NewFuture(ctx)
+	opts := workflow.ActivityOptions{
+		TaskQueue:           b.r.controlQueue(""),
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: 500 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 20,
+		},
+	}
+	full := func() bool { return len(b.buf) >= flushRows || b.bufBytes >= flushBytes || b.done }
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		actx := workflow.WithActivityOptions(gctx, opts)
+		for {
+			_ = workflow.Await(gctx, func() bool { return len(b.buf) > 0 || b.done })
+			if len(b.buf) == 0 {
+				set.Set(nil, nil)
+				return
+			}
+			if !full() {
+				_, _ = workflow.AwaitWithTimeout(gctx, flushDelay, full)
+			}
+			recs := b.buf
+			b.buf, b.bufBytes = nil, 0
+			req := RecordItemsRequest{RunID: b.in.RunID, Step: b.in.Step.Name, Items: recs}
+			if err := workflow.ExecuteActivity(actx, RecordItemsName, req).Get(gctx, nil); err != nil {
+				set.Set(nil, err)
+				return
+			}
+		}
+	})
+	return f
+}
+
+// reuse takes, on a retry, the items of this batch that succeeded in the
+// retried run (ReuseItemsName), and counts them CACHED.
+func (b *batch) reuse(ctx workflow.Context) error {
+	in := b.in
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           b.r.controlQueue(""),
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: 500 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 20,
+		},
+	})
+	var res ReuseItemsResult
+	req := ReuseItemsRequest{RunID: in.RunID, OldRun: in.ReuseFrom, Step: in.Step.Name, Start: in.Start, Items: in.Items}
+	if err := workflow.ExecuteActivity(actx, ReuseItemsName, req).Get(ctx, &res); err != nil {
+		return fmt.Errorf("reusing items of run %s: %w", in.ReuseFrom, err)
+	}
+	sort.Ints(res.Indexes)
+	in.Reused, in.ReuseDone = res.Indexes, true
+	b.res.Counts.Cached += len(res.Indexes)
+	return nil
+}
