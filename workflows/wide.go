@@ -3,6 +3,7 @@ package workflows
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -43,8 +44,12 @@ const (
 // widePlan is how a wide step's items are split.
 type widePlan struct {
 	batches  [][2]int // [start, end) of each batch
-	childPar int      // items in flight per batch
+	childPar int      // items in flight per batch, at most
 	window   int      // batches in flight
+	// slots are the items in flight of each window slot: childPar, but
+	// the last one less when childPar does not divide the parallelism, so
+	// the batches in flight never run more than it in all.
+	slots []int
 }
 
 // planWide splits n items run par at a time: batches of up to
@@ -61,6 +66,9 @@ func planWide(n, par int) widePlan {
 	window := (par + childPar - 1) / childPar
 	size := min(spec.WideBatchMax, max(childPar*2, (n+window*4-1)/(window*4)))
 	p := widePlan{childPar: childPar, window: window}
+	for left := par; left > 0; left -= childPar {
+		p.slots = append(p.slots, min(childPar, left))
+	}
 	for start := 0; start < n; start += size {
 		p.batches = append(p.batches, [2]int{start, min(start+size, n)})
 	}
@@ -162,7 +170,7 @@ func (d *dag) runWide(ctx workflow.Context, i int, env spec.Env, items []any) {
 	plan := planWide(len(items), par)
 	now := workflow.Now(ctx)
 	st.State, st.StartedAt = StepRunning, &now
-	w := &WideStatus{Items: len(items), Batches: len(plan.batches), Parallelism: plan.childPar * plan.window}
+	w := &WideStatus{Items: len(items), Batches: len(plan.batches), Parallelism: min(par, plan.childPar*plan.window)}
 	st.Wide = w
 	d.r.touch()
 
@@ -179,6 +187,7 @@ func (d *dag) runWide(ctx workflow.Context, i int, env spec.Env, items []any) {
 		bare.ForEach = &spec.ForEach{Items: s.ForEach.Items}
 	}
 	active, failure := 0, ""
+	busy := make([]bool, len(plan.slots)) // window slots in use
 	stopped := false
 	var futures []workflow.ChildWorkflowFuture // by batch; nil once ended
 	wait, _ := workflow.NewDisconnectedContext(ctx)
@@ -207,6 +216,8 @@ func (d *dag) runWide(ctx workflow.Context, i int, env spec.Env, items []any) {
 			}
 			break
 		}
+		slot := slices.Index(busy, false)
+		busy[slot] = true
 		stopAfter := -1
 		if stopEarly {
 			stopAfter = max(tolerated-w.Counts.Failed, 0)
@@ -214,7 +225,7 @@ func (d *dag) runWide(ctx workflow.Context, i int, env spec.Env, items []any) {
 		in := BatchInput{
 			RunID: d.r.ID(), Project: d.r.Project(), Pipeline: d.in.Pipeline, Step: bare,
 			Params: params, Outputs: outputs, Start: b[0], End: b[1], Next: b[0], Total: len(items),
-			Parallelism: plan.childPar, StopAfter: stopAfter, ReuseFrom: reuseFrom,
+			Parallelism: plan.slots[slot], StopAfter: stopAfter, ReuseFrom: reuseFrom,
 		}
 		if literal {
 			in.Items = items[b[0]:b[1]]
@@ -233,7 +244,7 @@ func (d *dag) runWide(ctx workflow.Context, i int, env spec.Env, items []any) {
 		active++
 		k := k
 		workflow.Go(ctx, func(gctx workflow.Context) {
-			defer func() { active--; futures[k] = nil; d.r.touch() }()
+			defer func() { active--; busy[slot] = false; futures[k] = nil; d.r.touch() }()
 			var res BatchResult
 			gwait, _ := workflow.NewDisconnectedContext(gctx)
 			err := f.Get(gwait, &res)
