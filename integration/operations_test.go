@@ -275,6 +275,21 @@ steps:
 `, dir))
 	id := startPipelineRun(t, s.client(), s.project, "replayed")
 	waitFile(t, filepath.Join(dir, "pid"), 60*time.Second)
+	// Purge only while the run is idle (no workflow task pending or in
+	// flight): a task evicted mid-way fails and is retried, and what it
+	// emitted before failing is emitted again. That is Temporal's
+	// at-least-once for workflow-side metrics (docs/operations.md), not the
+	// replay this test is about.
+	idle := 0
+	require.Eventually(t, func() bool {
+		d, err := s.temporal.DescribeWorkflowExecution(context.Background(), id, "")
+		if err != nil || d.PendingWorkflowTask != nil {
+			idle = 0
+			return false
+		}
+		idle++
+		return idle >= 3
+	}, 30*time.Second, 100*time.Millisecond)
 	// Every cached workflow is dropped: the next task replays from the
 	// first event, re-running Begin and the code of steps a and b.
 	worker.PurgeStickyWorkflowCache()
@@ -290,8 +305,18 @@ steps:
 	}, 15*time.Second, 100*time.Millisecond)
 	assert.Positive(t, v.Sum("temporal_sticky_cache_total_forced_eviction_total")+v.Sum("temporal_sticky_cache_miss_total"), "the workflow was evicted and replayed")
 	assert.Equal(t, 1.0, v[series("atelier_runs_begun_total", "kind", "pipeline")], "Begin ran again in the replay, uncounted")
-	assert.Equal(t, 4.0, v[series("atelier_steps_started_total", "kind", "container")])
-	assert.Equal(t, 4.0, v[series("atelier_steps_finished_total", "kind", "container", "state", "SUCCEEDED")])
-	assert.Equal(t, 4.0, v[series("atelier_step_attempts_started_total", "kind", "container")])
-	assert.Equal(t, 4.0, v[series("atelier_step_queue_wait_seconds_count", "kind", "container")])
+	// Four steps ran. A replay that counted again would add the three
+	// replayed before the purge (a, b, wait: 7 or more). One more is
+	// Temporal's at-least-once: the first task after the purge may be
+	// failed and retried once the server finds the sticky queue gone, and
+	// what it emitted for the step it started is emitted again.
+	for _, name := range []string{
+		series("atelier_steps_started_total", "kind", "container"),
+		series("atelier_steps_finished_total", "kind", "container", "state", "SUCCEEDED"),
+		series("atelier_step_attempts_started_total", "kind", "container"),
+		series("atelier_step_queue_wait_seconds_count", "kind", "container"),
+	} {
+		assert.GreaterOrEqual(t, v[name], 4.0, name)
+		assert.LessOrEqual(t, v[name], 5.0, "%s: counted again on replay", name)
+	}
 }
