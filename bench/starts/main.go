@@ -41,8 +41,8 @@ const (
 
 // Targets printed next to the figures (never asserted).
 const (
-	targetRateRatio = 0.8
-	targetP99Ratio  = 2.0
+	targetRateRatio = 0.95
+	targetP99Ratio  = 1.5
 )
 
 func main() {
