@@ -88,11 +88,12 @@
 //     created through REST first: the gateway authenticates, reads the
 //     pipeline version, inserts the PENDING run row, then starts the
 //     workflow.
-//   - baseline: client.ExecuteWorkflow of workflows.PipelineWorkflowName
-//     with the PipelineInput the gateway would build, on the same task
-//     queue, unique IDs, and the gateway's start options (search
-//     attributes, memo, ID policies; keep rawStartOptions in sync with
-//     workflows/runclient.StartRun), so the ratio isolates what the gateway adds.
+//   - baseline: workflows/runclient.StartRun (the gateway's own start code,
+//     a thin wrapper over client.ExecuteWorkflow) of
+//     workflows.PipelineWorkflowName with the PipelineInput the gateway
+//     would build, on the same task queue, unique IDs, and so the same
+//     start options (search attributes including created-by, memo, ID
+//     policies), so the ratio isolates what the gateway adds.
 //
 // No worker runs: both modes only start workflows, identical in that
 // respect. A worker would execute every started run (mirror writes to

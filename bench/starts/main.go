@@ -21,12 +21,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
-
 	"github.com/atelier-ml/atelier/bench/internal/benchstack"
 	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/workflows/runclient"
 	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
@@ -164,15 +161,26 @@ func run(ctx context.Context, n, conc, rounds int, verbose bool) error {
 		}
 		return out.ID, nil
 	}
+	// The baseline starts through runclient, the gateway's own start code,
+	// so that Temporal is asked to do exactly the same work (search
+	// attributes, among them the created-by one, and memo cost visibility
+	// writes), and the difference is only what the gateway does around the
+	// start (HTTP, auth, validation, catalogue insert).
+	engine := runclient.New(st.Client, runclient.Config{})
 	prefix := fmt.Sprintf("raw-%x", time.Now().UnixNano())
 	raw := func(ctx context.Context, r, i int) (string, error) {
 		id := fmt.Sprintf("%s-%d-%d", prefix, r, i)
-		in := workflows.PipelineInput{RunID: id, Project: project, Pipeline: pipeline, Version: pv.Version, Spec: p, Params: params}
-		_, err := st.Client.ExecuteWorkflow(ctx, rawStartOptions(id, st.Cfg.TaskQueue), workflows.PipelineWorkflowName, in)
-		return id, err
+		in, err := json.Marshal(workflows.PipelineInput{RunID: id, Project: project, Pipeline: pipeline, Version: pv.Version, Spec: p, Params: params})
+		if err != nil {
+			return "", err
+		}
+		return id, engine.StartRun(ctx, runclient.StartRequest{
+			RunID: id, Workflow: workflows.PipelineWorkflowName, TaskQueue: st.Cfg.TaskQueue,
+			Input: json.RawMessage(in), Project: project, Pipeline: pipeline, CreatedBy: benchstack.TokenName,
+		})
 	}
 	modes := []*mode{
-		{name: "baseline", what: "client.ExecuteWorkflow(" + workflows.PipelineWorkflowName + ")", start: raw},
+		{name: "baseline", what: "runclient.StartRun → client.ExecuteWorkflow(" + workflows.PipelineWorkflowName + ")", start: raw},
 		{name: "subject", what: "POST /v1/projects/" + project + "/runs", start: rest},
 	}
 
@@ -207,27 +215,6 @@ func run(ctx context.Context, n, conc, rounds int, verbose bool) error {
 	v := verify(ctx, st, accepted, conc)
 	report(st, modes, n, conc, rounds, warm, v)
 	return nil
-}
-
-// rawStartOptions are the start options workflows/runclient.StartRun uses, so
-// the baseline differs from the subject only by what the gateway does
-// around the start (HTTP, auth, catalogue read and insert), not by what
-// Temporal is asked to do (search attributes and memo cost visibility
-// writes). Keep in sync with engine.StartRun.
-func rawStartOptions(id, taskQueue string) client.StartWorkflowOptions {
-	return client.StartWorkflowOptions{
-		ID:                                       id,
-		TaskQueue:                                taskQueue,
-		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			temporal.NewSearchAttributeKeyKeyword(workflows.SAProject).ValueSet(project),
-			temporal.NewSearchAttributeKeyKeyword(workflows.SAState).ValueSet(string(workflows.RunPending)),
-			temporal.NewSearchAttributeKeyKeyword(workflows.SAPipeline).ValueSet(pipeline),
-		),
-		Memo: map[string]any{"project": project, "workflow": workflows.PipelineWorkflowName, "pipeline": pipeline},
-	}
 }
 
 // measure runs n starts from conc goroutines pulling from a shared counter.

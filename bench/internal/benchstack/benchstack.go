@@ -242,6 +242,10 @@ func StartDatabase(ctx context.Context, name string) (s *Stack, err error) {
 	return s, s.Store.Migrate(ctx)
 }
 
+// TokenName is the name of the token Bootstrap creates: runs started
+// with it are created by this name.
+const TokenName = "bench-editor"
+
 // Bootstrap creates project and an editor token for it, returning the
 // token's secret.
 func (s *Stack) Bootstrap(ctx context.Context, project string) (string, error) {
@@ -249,7 +253,7 @@ func (s *Stack) Bootstrap(ctx context.Context, project string) (string, error) {
 		return "", err
 	}
 	secret, hash := tokens.New()
-	if _, err := s.Store.CreateToken(ctx, catalog.Token{Name: "bench-editor", Project: project, Role: catalog.RoleEditor}, hash); err != nil {
+	if _, err := s.Store.CreateToken(ctx, catalog.Token{Name: TokenName, Project: project, Role: catalog.RoleEditor}, hash); err != nil {
 		return "", err
 	}
 	return secret, nil
