@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/routers"
 	"github.com/labstack/echo/v4"
 
 	"github.com/atelier-ml/atelier/internal/catalog"
@@ -29,6 +30,9 @@ type route struct {
 	mediaTypes []string     // the request body's content types (raw bodies: checked by the validator)
 	proxied    bool         // forwarded to an inference endpoint: the engine's API, not Atelier's (invoke.go)
 	static     bool         // the web UI's files (webui.go): not in the spec
+	// spec is the operation for the validator (validate.go), found once
+	// here rather than by matching every request's path again.
+	spec *routers.Route
 }
 
 type principalKey struct{}
@@ -45,6 +49,7 @@ func routesFromSpec(doc *openapi3.T) (map[string]route, error) {
 			r := route{
 				public:  op.Security != nil && len(*op.Security) == 0,
 				project: strings.Contains(path, "{project}"),
+				spec:    &routers.Route{Spec: doc, Path: path, PathItem: item, Method: method, Operation: op},
 			}
 			r.rawBody, _ = op.Extensions["x-atelier-raw-body"].(bool)
 			if op.RequestBody != nil && op.RequestBody.Value != nil {

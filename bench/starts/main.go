@@ -48,6 +48,7 @@ func main() {
 	rounds := flag.Int("rounds", 2, "rounds per mode, interleaved (baseline, subject, baseline, ...)")
 	quick := flag.Bool("quick", false, "smoke run: -n 100 -c 8 unless given")
 	verbose := flag.Bool("v", false, "stack logs at info level")
+	pin := flag.Bool("pin", false, "pin the Temporal server to CPU 0 and this process (clients, gateway) and its Postgres backends to CPU 1, as if the engine ran on its own machine")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole process (gateway, clients, benchmark) to this file")
 	flag.Parse()
 	if *quick {
@@ -77,7 +78,7 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if err := run(ctx, *n, *c, *rounds, *verbose); err != nil {
+	if err := run(ctx, *n, *c, *rounds, *verbose, *pin); err != nil {
 		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "starts:", err)
 		os.Exit(1)
@@ -100,9 +101,10 @@ type round struct {
 	errors    map[string]int  // error → count
 	accepted  []string        // run IDs
 	firstErrs []string
+	cpu       benchstack.CPU // spent during the round, by process
 }
 
-func run(ctx context.Context, n, conc, rounds int, verbose bool) error {
+func run(ctx context.Context, n, conc, rounds int, verbose, pin bool) error {
 	opts := benchstack.Options{Name: "starts", Gateway: true}
 	if verbose {
 		opts.LogLevel = "info"
@@ -197,7 +199,16 @@ func run(ctx context.Context, n, conc, rounds int, verbose bool) error {
 	}
 	for rd := 0; rd < rounds; rd++ {
 		for _, m := range modes {
+			if pin {
+				// Again before each round: the pools may have opened
+				// Postgres connections since.
+				if err := st.PinSplit(ctx); err != nil {
+					return err
+				}
+			}
+			before := st.CPU(ctx)
 			r := measure(ctx, m.start, rd, n, conc)
+			r.cpu = st.CPU(ctx).Sub(before)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -213,7 +224,7 @@ func run(ctx context.Context, n, conc, rounds int, verbose bool) error {
 		accepted = append(accepted, r.accepted...)
 	}
 	v := verify(ctx, st, accepted, conc)
-	report(st, modes, n, conc, rounds, warm, v)
+	report(st, modes, n, conc, rounds, warm, pin, v)
 	return nil
 }
 
@@ -353,12 +364,15 @@ func verify(ctx context.Context, st *benchstack.Stack, ids []string, conc int) v
 
 // --- report ---
 
-func report(st *benchstack.Stack, modes []*mode, n, conc, rounds, warm int, v verification) {
+func report(st *benchstack.Stack, modes []*mode, n, conc, rounds, warm int, pin bool, v verification) {
 	out := os.Stdout
 	fmt.Fprintf(out, "## bench/starts: run starts through REST vs raw SDK\n\n")
 	st.Info.Print(out)
-	fmt.Fprintf(out, "C=%d concurrent clients; N=%d starts per round; %d rounds per mode, interleaved (baseline, subject, ...), after a warm-up of %d starts per mode (not reported). No worker polls the task queue (starts only; see bench/doc.go). The raw start uses the gateway's start options (search attributes, memo, ID policies).\n\n",
+	fmt.Fprintf(out, "C=%d concurrent clients; N=%d starts per round; %d rounds per mode, interleaved (baseline, subject, ...), after a warm-up of %d starts per mode (not reported). No worker polls the task queue (starts only; see bench/doc.go). The raw start goes through the gateway's own start code (runclient.StartRun: the same search attributes, memo and ID policies).\n\n",
 		conc, n, rounds, warm)
+	if pin {
+		fmt.Fprintf(out, "Pinned (-pin): the Temporal server on CPU 0; this process (clients, gateway) and the benchmark database's Postgres backends on CPU 1 (GOMAXPROCS=1): the engine does not share its processor with what runs in front of it.\n\n")
+	}
 	fmt.Fprintf(out, "| mode | what | starts | errors | starts/s | per-round starts/s | p50 ms | p99 ms | max ms |\n")
 	fmt.Fprintf(out, "|---|---|---|---|---|---|---|---|---|\n")
 	type agg struct {
@@ -395,11 +409,34 @@ func report(st *benchstack.Stack, modes []*mode, n, conc, rounds, warm int, v ve
 	}
 	base, subj := aggs[0], aggs[1]
 	fmt.Fprintf(out, "\n| figure | measured | target | |\n|---|---|---|---|\n")
-	fmt.Fprintf(out, "| subject/baseline starts/s | %s | ≥ %.1f× | %s |\n", benchstack.Ratio(subj.rate, base.rate), targetRateRatio,
+	fmt.Fprintf(out, "| subject/baseline starts/s | %s | ≥ %.2f× | %s |\n", benchstack.Ratio(subj.rate, base.rate), targetRateRatio,
 		benchstack.Verdict(subj.rate >= targetRateRatio*base.rate))
 	fmt.Fprintf(out, "| subject/baseline p99 | %s | ≤ %.1f× | %s |\n", benchstack.Ratio(float64(subj.s.P99), float64(base.s.P99)), targetP99Ratio,
 		benchstack.Verdict(float64(subj.s.P99) <= targetP99Ratio*float64(base.s.P99)))
 	fmt.Fprintf(out, "| subject/baseline p50 | %s | | |\n", benchstack.Ratio(float64(subj.s.P50), float64(base.s.P50)))
+
+	// CPU per start does not move with the machine's other load as rates
+	// do; on a CPU-bound machine the rate ratio tends to the inverse of
+	// the total CPU ratio.
+	fmt.Fprintf(out, "\nCPU per accepted start, ms (user + system, from /proc; Postgres = the benchmark database's backends):\n\n")
+	fmt.Fprintf(out, "| mode | bench process (clients, gateway) | Temporal server | Postgres | total |\n|---|---|---|---|---|\n")
+	totals := make([]float64, len(modes))
+	for k, m := range modes {
+		var c benchstack.CPU
+		started := 0
+		for _, r := range m.rounds {
+			c.Bench += r.cpu.Bench
+			c.Temporal += r.cpu.Temporal
+			c.Postgres += r.cpu.Postgres
+			started += len(r.lat)
+		}
+		per := func(d time.Duration) float64 {
+			return float64(d) / float64(time.Millisecond) / float64(max(started, 1))
+		}
+		totals[k] = per(c.Total())
+		fmt.Fprintf(out, "| %s | %.3f | %.3f | %.3f | %.3f |\n", m.name, per(c.Bench), per(c.Temporal), per(c.Postgres), totals[k])
+	}
+	fmt.Fprintf(out, "\nbaseline/subject CPU per start: %s (the rate ratio a CPU-bound machine tends to)\n", benchstack.Ratio(totals[0], totals[1]))
 
 	fmt.Fprintf(out, "\nZero lost (every run the gateway answered 201, warm-up included):\n\n")
 	fmt.Fprintf(out, "| accepted | in Postgres | in Temporal | missing | |\n|---|---|---|---|---|\n")

@@ -56,6 +56,7 @@ type Stack struct {
 	// Info describes the machine and the stack, for the report.
 	Info Info
 
+	dbURL   string // the benchmark's database (CPU reads its backends)
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	closers []func() // run in reverse order by Close
@@ -115,6 +116,7 @@ func Start(ctx context.Context, o Options) (s *Stack, err error) {
 		return s, err
 	}
 	s.closers = append(s.closers, dropDB)
+	s.dbURL = dbURL
 	s.Info.Postgres = postgresVersion(pctx, dbURL)
 
 	dataDir, err := os.MkdirTemp("", "atelier-bench-data-")
