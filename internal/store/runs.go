@@ -37,7 +37,7 @@ func (s *Store) CreateRun(ctx context.Context, r catalog.Run) (catalog.Run, bool
 	// A conflicting key makes the insert return no row; the existing run is
 	// then read. Retry if that run was deleted in between (DeleteRun).
 	for range 3 {
-		row, err := s.q.CreateRun(ctx, p)
+		row, err := s.inserts.insert(ctx, p)
 		if err == nil {
 			run, err := toRun(row)
 			return run, true, err
@@ -60,17 +60,17 @@ func (s *Store) CreateRun(ctx context.Context, r catalog.Run) (catalog.Run, bool
 }
 
 // createRunParams validates r, fills its ID, and builds the insert.
-func createRunParams(r *catalog.Run) (db.CreateRunParams, error) {
+func createRunParams(r *catalog.Run) (db.InsertRunsParams, error) {
 	if r.Project == "" {
-		return db.CreateRunParams{}, invalid("empty project")
+		return db.InsertRunsParams{}, invalid("empty project")
 	}
 	if r.ID == "" {
 		r.ID = newID("run-")
 	}
 	if len(r.Input) > 0 && !json.Valid(r.Input) {
-		return db.CreateRunParams{}, invalid("run input is not valid JSON")
+		return db.InsertRunsParams{}, invalid("run input is not valid JSON")
 	}
-	p := db.CreateRunParams{
+	p := db.InsertRunsParams{
 		ID:             r.ID,
 		Project:        r.Project,
 		Pipeline:       strPtr(r.Pipeline),
@@ -93,7 +93,7 @@ func createRunParams(r *catalog.Run) (db.CreateRunParams, error) {
 	if r.Status != nil {
 		b, err := json.Marshal(r.Status)
 		if err != nil {
-			return db.CreateRunParams{}, invalid("run status: %v", err)
+			return db.InsertRunsParams{}, invalid("run status: %v", err)
 		}
 		p.Status = jsonbSafe(b)
 	}
@@ -114,11 +114,8 @@ func (s *Store) CreateRunIfLatest(ctx context.Context, r catalog.Run) (catalog.R
 	if err != nil {
 		return catalog.Run{}, false, err
 	}
-	row, err := s.q.CreateRunIfLatest(ctx, db.CreateRunIfLatestParams{
-		ID: p.ID, Project: p.Project, Pipeline: r.Pipeline, Version: *p.Version, Workflow: p.Workflow,
-		State: p.State, Status: p.Status, CreatedAt: p.CreatedAt, CreatedBy: p.CreatedBy,
-		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash, Input: p.Input,
-	})
+	p.Latest = p.Version
+	row, err := s.inserts.insert(ctx, p)
 	if err == nil {
 		run, err := toRun(row)
 		return run, true, err

@@ -40,6 +40,8 @@ type Store struct {
 	// lq runs the list queries with a custom plan per execution (see
 	// customPlans).
 	lq *db.Queries
+	// inserts group-commits run inserts (runbatch.go).
+	inserts *runInserts
 }
 
 // customPlans runs queries as unnamed prepared statements
@@ -59,6 +61,10 @@ func (c customPlans) Query(ctx context.Context, sql string, args ...any) (pgx.Ro
 
 func (c customPlans) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	return c.Pool.QueryRow(ctx, sql, append([]any{pgx.QueryExecModeCacheDescribe}, args...)...)
+}
+
+func (c customPlans) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	return c.Pool.SendBatch(ctx, b)
 }
 
 func (c customPlans) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
@@ -121,11 +127,15 @@ func Open(ctx context.Context, databaseURL string, opts ...Option) (*Store, erro
 		pool.Close()
 		return nil, mapErr(err, "store: connect")
 	}
-	return &Store{pool: pool, q: db.New(pool), lq: db.New(customPlans{pool})}, nil
+	q := db.New(pool)
+	return &Store{pool: pool, q: q, lq: db.New(customPlans{pool}), inserts: newRunInserts(q)}, nil
 }
 
 // Close closes every connection. The Store must not be used afterwards.
-func (s *Store) Close() { s.pool.Close() }
+func (s *Store) Close() {
+	s.inserts.close()
+	s.pool.Close()
+}
 
 // Ping checks that the database answers, for readiness probes.
 func (s *Store) Ping(ctx context.Context) error {

@@ -1,31 +1,18 @@
--- name: CreateRun :one
--- Returns no row when (project, idempotency_key) already exists.
-INSERT INTO runs (
-    id, project, pipeline, version, workflow, state, seq, status,
-    created_at, updated_at, created_by, idempotency_key, request_hash, input
-) VALUES (
-    @id, @project, sqlc.narg(pipeline), sqlc.narg(version), @workflow, @state, 0, sqlc.narg(status),
-    COALESCE(sqlc.narg(created_at)::timestamptz, now()), now(), @created_by,
-    sqlc.narg(idempotency_key), @request_hash, sqlc.narg(input)
-)
-ON CONFLICT (project, idempotency_key) DO NOTHING
-RETURNING *;
-
--- name: CreateRunIfLatest :one
--- CreateRun of a run of @pipeline's newest version: inserts nothing (no
--- row returned) when @version is no longer the newest, or when (project,
--- idempotency_key) already exists. One statement, so that a gateway that
--- guessed the newest version from its cache needs no round trip to check.
+-- name: InsertRuns :batchone
+-- CreateRun and CreateRunIfLatest in one statement, for the group commit
+-- of concurrent run inserts (runbatch.go). With @latest set it inserts
+-- nothing when that is no longer the pipeline's newest version; either
+-- way nothing when (project, idempotency_key) already exists.
 INSERT INTO runs (
     id, project, pipeline, version, workflow, state, seq, status,
     created_at, updated_at, created_by, idempotency_key, request_hash, input
 )
-SELECT @id, @project, @pipeline::text, @version::integer, @workflow, @state, 0, sqlc.narg(status),
+SELECT @id, @project, sqlc.narg(pipeline)::text, sqlc.narg(version)::integer, @workflow, @state, 0, sqlc.narg(status),
        COALESCE(sqlc.narg(created_at)::timestamptz, now()), now(), @created_by,
        sqlc.narg(idempotency_key), @request_hash, sqlc.narg(input)
-WHERE EXISTS (
+WHERE sqlc.narg(latest)::integer IS NULL OR EXISTS (
     SELECT 1 FROM pipelines p
-    WHERE p.project = @project AND p.name = @pipeline::text AND p.latest_version = @version::integer
+    WHERE p.project = @project AND p.name = sqlc.narg(pipeline)::text AND p.latest_version = sqlc.narg(latest)::integer
 )
 ON CONFLICT (project, idempotency_key) DO NOTHING
 RETURNING *;
