@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 
@@ -86,6 +88,22 @@ func TestGoPipelineScheduleOnRealStack(t *testing.T) {
 	assert.Equal(t, gen.StepStateCACHED, genStep(&retried, "train-0").State)
 	assert.Equal(t, gen.StepStateSUCCEEDED, genStep(&retried, "evaluate").State)
 	assert.Equal(t, gen.StepStateSUCCEEDED, genStep(&retried, "deploy").State)
+
+	// The CLI's form: --workflow and --input; the table names the Go
+	// pipeline and has no version.
+	config := filepath.Join(t.TempDir(), "atelier", "config.yaml")
+	cli := func(args ...string) cliResult { return atelierCLI(t, config, args...) }
+	require.Equal(t, 0, cli("login", s.url, "--token", s.token, "--project", s.project).code)
+	out := cli("schedules", "create", "go-sched-cli", "--workflow", gopipeline.Name, "--input", string(input), "--every", "1h", "--paused", "-o", "json")
+	require.Equal(t, 0, out.code, out.stderr)
+	t.Cleanup(func() { _, _ = c.DeleteScheduleWithResponse(ctx, s.project, "go-sched-cli") })
+	var created gen.Schedule
+	require.NoError(t, json.Unmarshal([]byte(out.stdout), &created), out.stdout)
+	assert.Equal(t, gopipeline.Name, deref2(created.Workflow))
+	out = cli("schedules", "get", "go-sched-cli")
+	require.Equal(t, 0, out.code, out.stderr)
+	assert.Regexp(t, `go-sched-cli\s+`+regexp.QuoteMeta(gopipeline.Name)+`\s+-\s`, out.stdout)
+	assert.Equal(t, 1, cli("schedules", "create", "go-sched-cli2", "--workflow", gopipeline.Name, "--pipeline", "two", "--every", "1h").code)
 
 	// A scheduled declarative run: its row has no input either.
 	code, problems := s.push("two", `
