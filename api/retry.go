@@ -85,6 +85,11 @@ func (s *server) startInput(ctx context.Context, run catalog.Run) (json.RawMessa
 	if in := bytes.TrimSpace(run.Input); len(in) > 0 {
 		return json.RawMessage(in), nil
 	}
+	if run.CreatedBy != "" {
+		// Only the gateway's rows name who started the run: this Go run
+		// was started without input.
+		return nil, nil
+	}
 	in, err := s.eng.StartInput(ctx, run.ID)
 	switch {
 	case errors.Is(err, runclient.ErrRunNotFound):

@@ -66,6 +66,18 @@ func TestRetryOfAGoRun(t *testing.T) {
 		t.Errorf("%+v", p.Errors)
 	}
 
+	// A Go run started without input is retried without input (its row
+	// says the gateway started it: Temporal is not asked).
+	r = h.do("POST", "/v1/projects/alpha/runs", h.editor, map[string]any{"workflow": "etl"})
+	wantStatus(t, r, http.StatusCreated)
+	var bare gen.Run
+	r.json(t, &bare)
+	h.eng.setStatus(workflows.RunStatus{RunID: bare.Id, Project: "alpha", Workflow: "etl", State: workflows.RunFailed, Steps: []workflows.StepStatus{}})
+	wantStatus(t, h.do("POST", "/v1/projects/alpha/runs/"+bare.Id+"/retry", h.editor, nil), http.StatusCreated)
+	if start := h.eng.started[len(h.eng.started)-1]; start.Input != nil || start.Workflow != "etl" {
+		t.Errorf("retry of a run without input: %+v", start)
+	}
+
 	// No worker registers the workflow any more: nothing could run it.
 	delete(h.cat.workflows, "etl")
 	p = wantProblem(t, h.do("POST", "/v1/projects/alpha/runs/"+run.Id+"/retry", h.editor, nil), http.StatusConflict, "not-retryable")
