@@ -384,9 +384,12 @@ func endpointView(st workflows.EndpointStatus, ui string) gen.Endpoint {
 func scheduleView(v runclient.ScheduleView) gen.Schedule {
 	out := gen.Schedule{
 		Project: v.Project, Name: v.Name, Pipeline: v.Pipeline, Version: v.Version, Params: optMap(v.Params),
-		Cron: optSlice(v.Cron), TimeZone: opt(v.TimeZone), Overlap: overlapName(v.Overlap),
+		Workflow: opt(v.Workflow), Cron: optSlice(v.Cron), TimeZone: opt(v.TimeZone), Overlap: overlapName(v.Overlap),
 		Paused: v.Paused, Note: opt(v.Note), Actions: v.Runs, SkippedOverlap: v.SkippedOverlap,
 		NextRuns: orEmpty(v.NextRuns), RecentRuns: []gen.ScheduledRun{}, CreatedBy: opt(v.CreatedBy),
+	}
+	if len(v.Input) > 0 {
+		out.Input = &v.Input
 	}
 	if !v.CreatedAt.IsZero() {
 		out.CreatedAt = &v.CreatedAt

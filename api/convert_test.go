@@ -48,6 +48,8 @@ func TestConversionsKeepTheWireJSON(t *testing.T) {
 		"capacity-nilgpus":        capacityView(&catalog.ClusterCapacity{}),
 		"cacheentry-full":         cacheEntryView(fullCacheEntry()),
 		"cacheentry-minimal":      cacheEntryView(catalog.CacheEntry{Project: "alpha", Key: "k", Pipeline: "p", Step: "s", RunID: "r", Attempt: 1, CreatedAt: fxStart}),
+		"schedule-pipeline":       scheduleView(pipelineSchedule()),
+		"schedule-go":             scheduleView(goSchedule()),
 	}
 	files, err := filepath.Glob("testdata/*.json")
 	if err != nil {

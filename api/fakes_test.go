@@ -533,6 +533,8 @@ type fakeEngine struct {
 	decisions []workflows.ApprovalRequest
 	decideErr error
 	healthErr error
+	// inputs are the start inputs Temporal recorded, by run (StartInput).
+	inputs map[string]json.RawMessage
 }
 
 func newFakeEngine() *fakeEngine {
@@ -589,6 +591,16 @@ func (e *fakeEngine) QueryAdmissionQueue(_ context.Context, cluster string) (wor
 	q := e.queue
 	q.Cluster = cluster
 	return q, nil
+}
+
+func (e *fakeEngine) StartInput(_ context.Context, runID string) (json.RawMessage, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	in, ok := e.inputs[runID]
+	if !ok {
+		return nil, runclient.ErrRunNotFound
+	}
+	return in, nil
 }
 
 func (e *fakeEngine) setStatus(st workflows.RunStatus) {

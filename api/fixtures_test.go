@@ -4,9 +4,12 @@ import (
 	"encoding/json"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+
 	"github.com/atelier-ml/atelier/gpu"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
 // Fixtures of internal types with every field set (fullX) or as empty as
@@ -181,5 +184,25 @@ func fullCluster() catalog.Cluster {
 	return catalog.Cluster{
 		Name: "east", Description: "GPU pool", Labels: map[string]string{"region": "east"}, TaskQueue: "atelier-k8s-east",
 		CreatedAt: fxStart, UpdatedAt: fxStart, LastSeenAt: &fxStart, Capacity: &capacity,
+	}
+}
+
+// pipelineSchedule and goSchedule are the schedules of a declarative
+// pipeline and of a native Go pipeline, each with every field of its kind.
+func pipelineSchedule() runclient.ScheduleView {
+	return runclient.ScheduleView{
+		Project: "alpha", Name: "nightly", Pipeline: "train", Version: 3, Params: map[string]any{"lr": 0.1}, CreatedBy: "ci",
+		Cron: []string{"0 2 * * *"}, Every: []time.Duration{6 * time.Hour}, TimeZone: "Europe/Paris", Jitter: 5 * time.Minute,
+		CatchupWindow: time.Hour, Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_BUFFER_ONE, Paused: true, Note: "maintenance",
+		Runs: 4, SkippedOverlap: 1, NextRuns: []time.Time{fxStart},
+		RecentRuns: []runclient.ScheduledRun{{RunID: "sched.alpha.nightly-2025-06-01T02:00:00Z", ScheduledAt: fxStart, StartedAt: fxStart}},
+		CreatedAt:  fxStart,
+	}
+}
+
+func goSchedule() runclient.ScheduleView {
+	return runclient.ScheduleView{
+		Project: "alpha", Name: "hourly", Workflow: "example.TrainEvaluate", Input: json.RawMessage(`{"dataset":"iris"}`),
+		CreatedBy: "ci", Every: []time.Duration{time.Hour}, Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP, CreatedAt: fxStart,
 	}
 }

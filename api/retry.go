@@ -1,8 +1,10 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -20,16 +22,15 @@ var (
 	ptNotRetryable   = problemType{"not-retryable", "Run cannot be retried", http.StatusConflict}
 )
 
-// RetryRun starts a new run of a finished declarative run's version and
-// params, carrying the outputs of what succeeded (workflows.Reuse), so
-// that only the rest runs.
+// RetryRun starts a new run of a finished run's pipeline and input,
+// carrying the outputs of what succeeded so that only the rest runs: a
+// declarative run's version and params with workflows.Reuse in its input,
+// a native Go run's workflow and input with the plan in the start's memo
+// (workflows.MemoReuse), as its input is the pipeline author's own type.
 func (s *server) RetryRun(ctx context.Context, req gen.RetryRunRequestObject) (gen.RetryRunResponseObject, error) {
 	orig, err := s.getRun(ctx, req.Project, req.Run)
 	if err != nil {
 		return nil, err
-	}
-	if orig.Workflow != workflows.PipelineWorkflowName {
-		return nil, newProblem(ptNotRetryable, "run %s is a Go pipeline (%s): retry applies to declarative pipeline runs; start it again with POST …/runs", orig.ID, orig.Workflow)
 	}
 	st := s.liveStatus(ctx, orig)
 	if !st.State.Terminal() {
@@ -43,33 +44,28 @@ func (s *server) RetryRun(ctx context.Context, req gen.RetryRunRequestObject) (g
 		// Reusing would hand later steps missing outputs.
 		return nil, newProblem(ptNotRetryable, "run %s kept only part of its steps' outputs (its status would exceed Temporal's payload limit), so they cannot be reused; start a new run", orig.ID)
 	}
-	var in workflows.PipelineInput
-	if err := json.Unmarshal(orig.Input, &in); err != nil {
-		return nil, internalError(fmt.Errorf("decode the input of run %s: %w", orig.ID, err))
-	}
-	reuse, fields := planReuse(orig.ID, &in.Spec, st, deref(deref(req.Body).ResumeFrom))
-	if len(fields) > 0 {
-		return nil, newProblem(ptInvalid, "%s", summarize(fields)).withErrors(fields)
-	}
-	id := s.newID()
-	in.RunID, in.Reuse = id, reuse
-	input, err := json.Marshal(in)
+	input, err := s.startInput(ctx, orig)
 	if err != nil {
-		return nil, internalError(err)
+		return nil, err
+	}
+	resumeFrom := deref(deref(req.Body).ResumeFrom)
+	id := s.newID()
+	var row catalog.Run
+	var start runclient.StartRequest
+	if orig.Workflow == workflows.PipelineWorkflowName {
+		row, start, err = retryPipelineRun(orig, st, input, resumeFrom, id, s.taskQueue)
+	} else {
+		row, start, err = s.retryGoRun(ctx, orig, st, input, resumeFrom, id)
+	}
+	if err != nil {
+		return nil, err
 	}
 	now := s.now().UTC()
-	row := catalog.Run{
-		ID: id, Project: orig.Project, Pipeline: orig.Pipeline, Version: orig.Version,
-		Workflow: workflows.PipelineWorkflowName, State: workflows.RunPending, Input: input,
-		CreatedAt: now, UpdatedAt: now, CreatedBy: principal(ctx).Name,
-	}
+	row.CreatedAt, row.UpdatedAt, row.CreatedBy = now, now, principal(ctx).Name
+	start.CreatedBy = row.CreatedBy
 	run, _, err := s.cat.CreateRun(ctx, row)
 	if err != nil {
 		return nil, internalError(err)
-	}
-	start := runclient.StartRequest{
-		RunID: id, Workflow: workflows.PipelineWorkflowName, TaskQueue: s.taskQueue,
-		Input: json.RawMessage(input), Project: orig.Project, Pipeline: orig.Pipeline, CreatedBy: row.CreatedBy,
 	}
 	if err := s.startOrUndo(ctx, run, start); err != nil {
 		return nil, err
@@ -79,6 +75,83 @@ func (s *server) RetryRun(ctx context.Context, req gen.RetryRunRequestObject) (g
 		Body:    s.runView(run, nil),
 		Headers: gen.RetryRun201ResponseHeaders{Location: s.runPath(run)},
 	}, nil
+}
+
+// startInput is the input a run was started with: its row's, or, for a
+// run the gateway did not start (a schedule's, or one started through the
+// Temporal SDK: the workflow's mirror wrote its row, without the input),
+// the one Temporal recorded in the run's first history event.
+func (s *server) startInput(ctx context.Context, run catalog.Run) (json.RawMessage, error) {
+	if in := bytes.TrimSpace(run.Input); len(in) > 0 {
+		return json.RawMessage(in), nil
+	}
+	if run.CreatedBy != "" {
+		// Only the gateway's rows name who started the run: this Go run
+		// was started without input.
+		return nil, nil
+	}
+	in, err := s.eng.StartInput(ctx, run.ID)
+	switch {
+	case errors.Is(err, runclient.ErrRunNotFound):
+		return nil, newProblem(ptNotRetryable, "run %s was not started through this API (a schedule or the Temporal SDK started it), so only its Temporal history holds its input, and Temporal no longer has it (past the namespace's retention); start a new run", run.ID)
+	case err != nil:
+		return nil, newProblem(ptUnavailable, "cannot read the input of run %s from Temporal; retry later", run.ID).withHeader("Retry-After", retryAfterSeconds).withCause(err)
+	}
+	return in, nil
+}
+
+// retryPipelineRun plans the retry of a declarative run: the same spec,
+// version and params, with what it reuses in its input.
+func retryPipelineRun(orig catalog.Run, st workflows.RunStatus, input json.RawMessage, resumeFrom []string, id, taskQueue string) (catalog.Run, runclient.StartRequest, error) {
+	var in workflows.PipelineInput
+	if err := json.Unmarshal(input, &in); err != nil {
+		return catalog.Run{}, runclient.StartRequest{}, internalError(fmt.Errorf("decode the input of run %s: %w", orig.ID, err))
+	}
+	reuse, fields := planReuse(orig.ID, &in.Spec, st, resumeFrom)
+	if len(fields) > 0 {
+		return catalog.Run{}, runclient.StartRequest{}, newProblem(ptInvalid, "%s", summarize(fields)).withErrors(fields)
+	}
+	in.RunID, in.Reuse = id, reuse
+	b, err := json.Marshal(in)
+	if err != nil {
+		return catalog.Run{}, runclient.StartRequest{}, internalError(err)
+	}
+	row := catalog.Run{
+		ID: id, Project: orig.Project, Pipeline: orig.Pipeline, Version: orig.Version,
+		Workflow: workflows.PipelineWorkflowName, State: workflows.RunPending, Input: b,
+	}
+	start := runclient.StartRequest{
+		RunID: id, Workflow: workflows.PipelineWorkflowName, TaskQueue: taskQueue,
+		Input: json.RawMessage(b), Project: orig.Project, Pipeline: orig.Pipeline,
+	}
+	return row, start, nil
+}
+
+// retryGoRun plans the retry of a native Go run: the same workflow and
+// input, on the queue of the workers that register it now, with what it
+// reuses (workflows.PlanGoRetry) in the start's memo.
+func (s *server) retryGoRun(ctx context.Context, orig catalog.Run, st workflows.RunStatus, input json.RawMessage, resumeFrom []string, id string) (catalog.Run, runclient.StartRequest, error) {
+	wf, err := s.cat.GetGoWorkflow(ctx, orig.Workflow)
+	if errors.Is(err, catalog.ErrNotFound) {
+		return catalog.Run{}, runclient.StartRequest{}, newProblem(ptNotRetryable, "no worker registers workflow %q any more, so run %s cannot run again", orig.Workflow, orig.ID)
+	}
+	if err != nil {
+		return catalog.Run{}, runclient.StartRequest{}, internalError(err)
+	}
+	reuse, problems := workflows.PlanGoRetry(orig.ID, st, resumeFrom)
+	if len(problems) > 0 {
+		fields := make([]gen.FieldError, len(problems))
+		for i, p := range problems {
+			fields[i] = gen.FieldError{Path: fmt.Sprintf("resumeFrom[%d]", p.Index), Message: p.Message}
+		}
+		return catalog.Run{}, runclient.StartRequest{}, newProblem(ptInvalid, "%s", summarize(fields)).withErrors(fields)
+	}
+	row := catalog.Run{ID: id, Project: orig.Project, Workflow: orig.Workflow, State: workflows.RunPending}
+	start := runclient.StartRequest{RunID: id, Workflow: orig.Workflow, TaskQueue: wf.TaskQueue, Project: orig.Project, Reuse: reuse}
+	if len(input) > 0 && !bytes.Equal(input, []byte("null")) {
+		row.Input, start.Input = input, input
+	}
+	return row, start, nil
 }
 
 // planReuse decides what a retry takes from the run it retries: every step
@@ -126,12 +199,12 @@ func planReuse(origID string, p *spec.Pipeline, st workflows.RunStatus, resumeFr
 			// Its batches take the items that succeeded from Postgres.
 			reuse.Steps = append(reuse.Steps, workflows.ReusedStep{Name: ss.Name, WideFrom: origID})
 		case ss.State == workflows.StepSucceeded || ss.State == workflows.StepCached:
-			reuse.Steps = append(reuse.Steps, workflows.ReusedStep{Name: ss.Name, Done: true, Outputs: ss.Outputs, Source: reuseSource(origID, ss, nil)})
+			reuse.Steps = append(reuse.Steps, workflows.ReusedStep{Name: ss.Name, Done: true, Outputs: ss.Outputs, Source: workflows.ReuseSource(origID, ss, nil)})
 		case len(ss.Items) > 0:
 			r := workflows.ReusedStep{Name: ss.Name}
 			for k, it := range ss.Items {
 				if it.State == workflows.StepSucceeded || it.State == workflows.StepCached {
-					r.Items = append(r.Items, workflows.ReusedItem{Index: k, Item: it.Item, Outputs: it.Outputs, Source: reuseSource(origID, it, &k)})
+					r.Items = append(r.Items, workflows.ReusedItem{Index: k, Item: it.Item, Outputs: it.Outputs, Source: workflows.ReuseSource(origID, it, &k)})
 				}
 			}
 			if len(r.Items) > 0 {
@@ -140,19 +213,4 @@ func planReuse(origID string, p *spec.Pipeline, st workflows.RunStatus, resumeFr
 		}
 	}
 	return reuse, fields
-}
-
-// reuseSource is the execution that produced a reused step's (or item's)
-// outputs: its own source when it was itself reused, else its last attempt
-// in the retried run (none for a forEach step as a whole).
-func reuseSource(origID string, ss workflows.StepStatus, item *int) *workflows.CacheSource {
-	if ss.CachedFrom != nil {
-		return ss.CachedFrom
-	}
-	step, _, _ := strings.Cut(ss.Name, "[") // an item is named "<step>[<i>]"
-	src := &workflows.CacheSource{Run: origID, Step: step, Item: item}
-	if n := len(ss.Attempts); n > 0 {
-		src.Attempt = ss.Attempts[n-1].Number
-	}
-	return src
 }

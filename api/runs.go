@@ -51,6 +51,10 @@ type Engine interface {
 	// QueryAdmissionQueue returns an empty queue for a cluster whose
 	// admission workflow never started.
 	QueryAdmissionQueue(ctx context.Context, cluster string) (workflows.AdmissionQueue, error)
+	// StartInput is the input Temporal recorded when the run started (nil:
+	// none), for a run whose row has none; runclient.ErrRunNotFound when
+	// Temporal no longer has it.
+	StartInput(ctx context.Context, runID string) (json.RawMessage, error)
 	UIURL(runID string) string
 	Health(ctx context.Context) error
 }

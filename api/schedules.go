@@ -51,39 +51,60 @@ var overlapPolicies = map[gen.ScheduleOverlap]enumspb.ScheduleOverlapPolicy{
 	gen.AllowAll:       enumspb.SCHEDULE_OVERLAP_POLICY_ALLOW_ALL,
 }
 
-// CreateSchedule resolves the pipeline version and its parameters as a run
-// start would (a schedule of an unknown pipeline or with bad params is a
-// clear error now, not a failed run at 2 am), then creates the schedule.
+// CreateSchedule resolves what the runs start as a run start would (a
+// declarative pipeline's version and params, or a registered Go pipeline
+// and its input), so that a schedule of an unknown pipeline or with bad
+// params is a clear error now, not a failed run at 2 am, then creates the
+// schedule.
 func (s *server) CreateSchedule(ctx context.Context, req gen.CreateScheduleRequestObject) (gen.CreateScheduleResponseObject, error) {
 	if err := s.schedulesOn(); err != nil {
 		return nil, err
 	}
 	b := deref(req.Body)
 	sr, fields := scheduleSpec(b)
+	fields = append(fields, scheduleTarget(b)...)
 	if len(fields) > 0 {
 		return nil, newProblem(ptInvalidSchedule, "%s", summarize(fields)).withErrors(fields)
 	}
 	// The runs' input, exactly as for POST /runs; each run gets its own ID
 	// from Temporal, so the input carries none.
-	_, start, _, err := s.planPipelineRun(ctx, req.Project, "", gen.CreateRunRequest{Pipeline: &b.Pipeline, Version: b.Version, Params: b.Params}, true)
+	run := gen.CreateRunRequest{Version: b.Version, Params: b.Params, Workflow: b.Workflow, Input: b.Input}
+	if b.Pipeline != "" {
+		run.Pipeline = &b.Pipeline
+	}
+	if err := checkRunRequest(run); err != nil {
+		return nil, err
+	}
+	var start runclient.StartRequest
+	var err error
+	field := "pipeline"
+	if b.Workflow != nil {
+		field = "workflow"
+		_, start, err = s.planWorkflowRun(ctx, req.Project, "", run)
+	} else {
+		_, start, _, err = s.planPipelineRun(ctx, req.Project, "", run, true)
+	}
 	var p *problem
 	if errors.As(err, &p) && p.body.Status == http.StatusNotFound {
 		// In the body, not the path: a 422 naming the field.
-		fe := []gen.FieldError{{Path: "pipeline", Message: deref(p.body.Detail)}}
+		fe := []gen.FieldError{{Path: field, Message: deref(p.body.Detail)}}
 		return nil, newProblem(ptInvalidSchedule, "%s", summarize(fe)).withErrors(fe)
 	}
 	if err != nil {
 		return nil, err
 	}
-	var in struct {
-		Version int            `json:"version"`
-		Params  map[string]any `json:"params"`
+	if b.Pipeline != "" {
+		var in struct {
+			Version int            `json:"version"`
+			Params  map[string]any `json:"params"`
+		}
+		raw, _ := start.Input.(json.RawMessage)
+		if err := json.Unmarshal(raw, &in); err != nil {
+			return nil, internalError(err)
+		}
+		sr.Version, sr.Params = in.Version, in.Params
 	}
-	raw, _ := start.Input.(json.RawMessage)
-	if err := json.Unmarshal(raw, &in); err != nil {
-		return nil, internalError(err)
-	}
-	sr.Project, sr.Name, sr.Start, sr.Version, sr.Params = req.Project, b.Name, start, in.Version, in.Params
+	sr.Project, sr.Name, sr.Start = req.Project, b.Name, start
 	sr.CreatedBy = principal(ctx).Name
 	if err := s.scheduleErr(req.Project, b.Name, s.schedules.CreateSchedule(ctx, sr)); err != nil {
 		return nil, err
@@ -93,6 +114,25 @@ func (s *server) CreateSchedule(ctx context.Context, req gen.CreateScheduleReque
 		return nil, err
 	}
 	return gen.CreateSchedule201JSONResponse(v), nil
+}
+
+// scheduleTarget checks that the schedule starts exactly one thing: a
+// declarative pipeline (with version and params) or a Go pipeline (with
+// input), as POST /runs does.
+func scheduleTarget(b gen.ScheduleCreate) []gen.FieldError {
+	var fields []gen.FieldError
+	bad := func(path, msg string) { fields = append(fields, gen.FieldError{Path: path, Message: msg}) }
+	switch hasP, hasW := b.Pipeline != "", b.Workflow != nil; {
+	case hasP == hasW:
+		bad("pipeline", "give exactly one of pipeline (a declarative pipeline) and workflow (a Go pipeline)")
+	case hasP && b.Input != nil:
+		bad("input", "input is for Go pipelines (workflow); pipelines take params")
+	case hasW && b.Params != nil:
+		bad("params", "params are for pipelines; Go pipelines (workflow) take input")
+	case hasW && b.Version != nil:
+		bad("version", "version is for pipelines")
+	}
+	return fields
 }
 
 // scheduleSpec checks what the gateway can check itself; Temporal checks

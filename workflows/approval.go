@@ -27,6 +27,9 @@ const (
 // {approved, approver, comment}; rejected, Get returns a *StepError.
 func (r *Run) Approval(ctx workflow.Context, name string, a spec.ApprovalStep, timeout time.Duration) StepFuture {
 	st := r.addStep(name, string(spec.KindApproval))
+	if f, ok := r.reusedStep(ctx, st); ok {
+		return f
+	}
 	fut, set := workflow.NewFuture(ctx)
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		out, err := r.runApproval(gctx, st, &a, timeout, nil)

@@ -59,6 +59,13 @@
 // stored outputs and its source (CachedFrom, which a retry's reuse
 // fills too), a success is stored by another local activity.
 //
+// A retry of a native Go pipeline run (goretry.go) starts the same
+// workflow with the same input and, in its start memo (MemoReuse), the
+// steps of the retried run to reuse by name (PlanGoRetry): Run.Container
+// and the other step calls return their outputs at once, CACHED with
+// CachedFrom. A declarative retry carries the same plan (Reuse) in its
+// PipelineInput.
+//
 // A native Go pipeline:
 //
 //	func Train(ctx workflow.Context, in TrainInput) (TrainResult, error) {

@@ -58,6 +58,9 @@ func (r *Run) RayCluster(c spec.SharedRayCluster) {
 
 func (r *Run) kubeStepFuture(ctx workflow.Context, name string, kind spec.StepKind, w stepWork, opts []StepOption) StepFuture {
 	st := r.addStep(name, string(kind))
+	if f, ok := r.reusedStep(ctx, st); ok {
+		return f
+	}
 	w.kind = kind
 	fut, set := workflow.NewFuture(ctx)
 	workflow.Go(ctx, func(gctx workflow.Context) {

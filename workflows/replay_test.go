@@ -41,7 +41,7 @@ func TestReplayRecordedHistories(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
-			workflows.Register(r, gopipeline.Pipeline, gopipeline.CleanupPipeline)
+			workflows.Register(r, gopipeline.Pipeline, gopipeline.CleanupPipeline, gopipeline.ChainPipeline)
 			fh, err := os.Open(f)
 			if err != nil {
 				t.Fatal(err)

@@ -71,6 +71,10 @@ type Run struct {
 	// passes (zero: none), which bounds its own children.
 	parent     *ParentRun
 	deadlineAt time.Time
+
+	// goReuse is a Go pipeline retry's plan (goretry.go): the steps,
+	// by name, that take the retried run's outputs instead of running.
+	goReuse *Reuse
 }
 
 // RunOptions describe a run when it begins.
@@ -144,6 +148,18 @@ func Begin(ctx workflow.Context, opts RunOptions) (*Run, workflow.Context, error
 	}
 	if opts.Parent != nil {
 		r.status.ParentRun, r.status.ParentStep = opts.Parent.RunID, opts.Parent.Step
+	}
+	// A retry of a Go pipeline: its plan comes with the start, in the
+	// memo (a declarative retry's comes in its input and RetryOf).
+	reuse, warning := goReuseFromMemo(ctx)
+	if reuse != nil {
+		r.goReuse = reuse
+		if r.status.RetryOf == "" {
+			r.status.RetryOf = reuse.RetryOf
+		}
+	}
+	if warning != "" {
+		r.status.Warnings = append(r.status.Warnings, warning)
 	}
 	r.stepCtx, r.cancelStep = workflow.WithCancel(ctx)
 	r.controlQueues = workflow.GetVersion(ctx, versionControlQueues, workflow.DefaultVersion, 1) >= 1

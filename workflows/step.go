@@ -76,6 +76,9 @@ func (e *StepError) Error() string {
 // repeating a name gives the later step a numeric suffix.
 func (r *Run) Container(ctx workflow.Context, name string, c spec.Container, opts ...StepOption) StepFuture {
 	st := r.addStep(name, string(spec.KindContainer))
+	if f, ok := r.reusedStep(ctx, st); ok {
+		return f
+	}
 	fut, set := workflow.NewFuture(ctx)
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		w := stepWork{kind: spec.KindContainer, container: &c}

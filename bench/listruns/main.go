@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -379,6 +380,9 @@ func (stubEngine) QueryStatus(context.Context, string) (workflows.RunStatus, err
 }
 func (stubEngine) QueryAdmissionQueue(context.Context, string) (workflows.AdmissionQueue, error) {
 	return workflows.AdmissionQueue{}, errNoEngine
+}
+func (stubEngine) StartInput(context.Context, string) (json.RawMessage, error) {
+	return nil, errNoEngine
 }
 func (stubEngine) UIURL(id string) string {
 	return "http://127.0.0.1:8233/namespaces/atelier/workflows/" + id

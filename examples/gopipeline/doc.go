@@ -10,4 +10,9 @@
 //	  -d '{"workflow":"example.TrainEvaluate","input":{"dataset":"iris","learningRates":[0.01,0.1],"threshold":0.85}}'
 //
 // or with the Temporal Go SDK (see examples/sdkstart).
+//
+// Two more examples are not registered by default: example.TrainWithCleanup
+// (cleanup.go, an exit handler with Run.OnExit) and example.Chain
+// (chain.go, five steps whose third fails until a marker file exists,
+// to show retry from failure of a Go pipeline run).
 package gopipeline

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -17,6 +18,8 @@ func schedulesCmd(o *options) *cobra.Command {
 	cmd := &cobra.Command{Use: "schedules", Aliases: []string{"schedule", "sched"}, Short: "Create, show and steer schedules of pipeline runs", GroupID: GroupID}
 	var (
 		c          gen.ScheduleCreate
+		workflow   string
+		input      string
 		cron       []string
 		every      []string
 		params     []string
@@ -29,10 +32,11 @@ func schedulesCmd(o *options) *cobra.Command {
 		note       string
 	)
 	create := &cobra.Command{
-		Use:   "create NAME --pipeline P (--cron EXPR | --every DURATION)...",
-		Short: "Create a schedule of a pipeline version",
+		Use:   "create NAME (--pipeline P | --workflow W) (--cron EXPR | --every DURATION)...",
+		Short: "Create a schedule of a pipeline version or of a Go pipeline",
 		Example: `  atelier schedules create nightly --pipeline train --cron "0 2 * * *" --time-zone Europe/Paris -p dataset=iris
-  atelier schedules create often --pipeline quick --every 15m --overlap skip`,
+  atelier schedules create often --pipeline quick --every 15m --overlap skip
+  atelier schedules create hourly-etl --workflow example.TrainEvaluate --input '{"dataset":"iris","learningRates":[0.1]}' --every 1h`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ps, err := parseParams(params, paramsFile)
@@ -40,6 +44,13 @@ func schedulesCmd(o *options) *cobra.Command {
 				return err
 			}
 			c.Name = args[0]
+			if input != "" {
+				if !json.Valid([]byte(input)) {
+					return fmt.Errorf("--input is not valid JSON")
+				}
+				raw := json.RawMessage(input)
+				c.Input = &raw
+			}
 			set := func(v string, p **string) {
 				if v != "" {
 					*p = &v
@@ -61,6 +72,7 @@ func schedulesCmd(o *options) *cobra.Command {
 				ov := gen.ScheduleOverlap(overlap)
 				c.Overlap = &ov
 			}
+			set(workflow, &c.Workflow)
 			set(timeZone, &c.TimeZone)
 			set(jitter, &c.Jitter)
 			set(note, &c.Note)
@@ -77,7 +89,9 @@ func schedulesCmd(o *options) *cobra.Command {
 		},
 	}
 	f := create.Flags()
-	f.StringVar(&c.Pipeline, "pipeline", "", "pipeline to run (required)")
+	f.StringVar(&c.Pipeline, "pipeline", "", "declarative pipeline to run")
+	f.StringVar(&workflow, "workflow", "", "native Go pipeline to run, by its registered name")
+	f.StringVar(&input, "input", "", "the Go pipeline's input, as JSON (with --workflow)")
 	f.IntVar(&version, "version", 0, "pipeline version (default: the newest now)")
 	f.StringArrayVar(&cron, "cron", nil, "cron expression (repeatable)")
 	f.StringArrayVar(&every, "every", nil, "interval such as 15m (repeatable)")
@@ -88,7 +102,8 @@ func schedulesCmd(o *options) *cobra.Command {
 	f.StringVar(&jitter, "jitter", "", "random delay up to this duration")
 	f.BoolVar(&paused, "paused", false, "create it paused")
 	f.StringVar(&note, "note", "", "a note shown with the schedule")
-	_ = create.MarkFlagRequired("pipeline")
+	create.MarkFlagsOneRequired("pipeline", "workflow")
+	create.MarkFlagsMutuallyExclusive("pipeline", "workflow")
 
 	list := &cobra.Command{
 		Use: "list", Short: "List the project's schedules", Args: cobra.NoArgs,
@@ -232,7 +247,11 @@ func schedulesTable(o *options, items ...gen.Schedule) table {
 		if len(sc.NextRuns) > 0 {
 			next = sc.NextRuns[0].Local().Format(time.RFC3339)
 		}
-		t = append(t, []string{sc.Name, sc.Pipeline, strconv.Itoa(sc.Version), strings.Join(when, ", "), string(sc.Overlap),
+		version := "-"
+		if sc.Version > 0 {
+			version = strconv.Itoa(sc.Version)
+		}
+		t = append(t, []string{sc.Name, first(sc.Pipeline, str(sc.Workflow)), version, strings.Join(when, ", "), string(sc.Overlap),
 			strconv.FormatBool(sc.Paused), strconv.Itoa(sc.Actions), next})
 	}
 	return t

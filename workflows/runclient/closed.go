@@ -11,6 +11,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/atelier-ml/atelier/workflows"
 )
@@ -129,4 +130,36 @@ func (e *Client) queryOpen(ctx context.Context, runID string) (client.QueryWorkf
 		return client.QueryWorkflowWithOptionsResponse{}, ErrRunClosed
 	}
 	return *resp, nil
+}
+
+// StartInput is the input the run's workflow was started with, read from
+// its first history event: what a retry needs of a run whose catalogue
+// row has none (a schedule or the Temporal SDK started it). It is nil for
+// a workflow started without input, and ErrRunNotFound when Temporal has
+// no such workflow (past retention).
+func (e *Client) StartInput(ctx context.Context, runID string) (json.RawMessage, error) {
+	it := e.c.GetWorkflowHistory(ctx, runID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	if !it.HasNext() {
+		return nil, ErrRunNotFound
+	}
+	ev, err := it.Next()
+	if isNotFound(err) {
+		return nil, ErrRunNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("runclient: read the history of %s: %w", runID, err)
+	}
+	a := ev.GetWorkflowExecutionStartedEventAttributes()
+	if a == nil {
+		return nil, fmt.Errorf("runclient: the history of %s does not begin with its start", runID)
+	}
+	ps := a.GetInput().GetPayloads()
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	var in json.RawMessage
+	if err := converter.GetDefaultDataConverter().FromPayload(ps[0], &in); err != nil {
+		return nil, fmt.Errorf("runclient: decode the input of %s: %w", runID, err)
+	}
+	return in, nil
 }

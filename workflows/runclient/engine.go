@@ -69,6 +69,11 @@ type StartRequest struct {
 	// Schedule names the Atelier schedule that starts the run
 	// (AtelierSchedule; set by CreateSchedule).
 	Schedule string
+	// Reuse, on a retry of a native Go pipeline run, is what the new run
+	// takes from the retried one. It travels in the start's memo
+	// (workflows.MemoReuse): the Go pipeline's input is its author's type
+	// and has no room for it.
+	Reuse *workflows.Reuse
 }
 
 // StartRun starts the run's workflow. Starting a run that was already
@@ -116,6 +121,9 @@ func (e *Client) startOptions(r StartRequest) client.StartWorkflowOptions {
 	}
 	if r.Schedule != "" {
 		attrs = append(attrs, saSchedule.ValueSet(r.Schedule))
+	}
+	if r.Reuse != nil {
+		memo[workflows.MemoReuse] = r.Reuse
 	}
 	opts := client.StartWorkflowOptions{
 		ID:        r.RunID,

@@ -101,6 +101,18 @@ func TestStartRun(t *testing.T) {
 	if by != "alice" || sched != "nightly" {
 		t.Fatalf("created by %q, schedule %q", by, sched)
 	}
+	if _, ok := f.opts.Memo[workflows.MemoReuse]; ok {
+		t.Fatal("a run that is no retry carries a reuse plan")
+	}
+
+	// A Go pipeline's retry carries its plan in the memo, beside the rest.
+	reuse := &workflows.Reuse{RetryOf: "r2", Steps: []workflows.ReusedStep{{Name: "prep", Done: true}}}
+	if err := e.StartRun(context.Background(), StartRequest{RunID: "r4", Workflow: "wf", TaskQueue: "q", Project: "p", Reuse: reuse}); err != nil {
+		t.Fatal(err)
+	}
+	if f.opts.Memo[workflows.MemoReuse] != reuse || f.opts.Memo["workflow"] != "wf" {
+		t.Fatalf("memo %v", f.opts.Memo)
+	}
 }
 
 func TestStartRunAlreadyStartedIsSuccess(t *testing.T) {

@@ -2,6 +2,7 @@ package runclient
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -14,6 +15,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/atelier-ml/atelier/workflows"
 )
 
 // Schedule errors callers branch on.
@@ -28,7 +31,8 @@ type InvalidScheduleError struct{ Message string }
 
 func (e *InvalidScheduleError) Error() string { return e.Message }
 
-// ScheduleRequest creates a schedule that starts runs of Start's pipeline:
+// ScheduleRequest creates a schedule that starts runs of Start's pipeline
+// (a declarative pipeline's version, or a native Go pipeline):
 // each start is Start with the workflow ID Temporal gives it (the
 // schedule's action ID and the scheduled time), so a scheduled run is a
 // run like any other: the same input, task queue, search attributes and
@@ -55,18 +59,22 @@ type ScheduleView struct {
 	Project, Name, Pipeline, CreatedBy string
 	Version                            int
 	Params                             map[string]any
-	Cron                               []string
-	Every                              []time.Duration
-	TimeZone                           string
-	Jitter, CatchupWindow              time.Duration
-	Overlap                            enumspb.ScheduleOverlapPolicy
-	Paused                             bool
-	Note                               string
-	Runs                               int // actions taken
-	SkippedOverlap                     int
-	NextRuns                           []time.Time
-	RecentRuns                         []ScheduledRun
-	CreatedAt                          time.Time
+	// Workflow and Input are a native Go pipeline's (Pipeline is then
+	// empty).
+	Workflow              string
+	Input                 json.RawMessage
+	Cron                  []string
+	Every                 []time.Duration
+	TimeZone              string
+	Jitter, CatchupWindow time.Duration
+	Overlap               enumspb.ScheduleOverlapPolicy
+	Paused                bool
+	Note                  string
+	Runs                  int // actions taken
+	SkippedOverlap        int
+	NextRuns              []time.Time
+	RecentRuns            []ScheduledRun
+	CreatedAt             time.Time
 }
 
 // ScheduledRun is one run a schedule started.
@@ -83,6 +91,11 @@ type scheduleMemo struct {
 	Version   int            `json:"version"`
 	Params    map[string]any `json:"params,omitempty"`
 	CreatedBy string         `json:"createdBy,omitempty"`
+	// Workflow and Input describe the schedule of a native Go pipeline
+	// (absent from those of declarative pipelines, and from every
+	// schedule created before Go schedules existed).
+	Workflow string          `json:"workflow,omitempty"`
+	Input    json.RawMessage `json:"input,omitempty"`
 }
 
 // ScheduleID is the Temporal schedule of a project's schedule: the '/'
@@ -101,6 +114,14 @@ func (e *Client) CreateSchedule(ctx context.Context, r ScheduleRequest) error {
 	if r.Start.Input != nil {
 		args = append(args, r.Start.Input)
 	}
+	memo := scheduleMemo{
+		Project: r.Project, Name: r.Name, Pipeline: r.Start.Pipeline, Version: r.Version,
+		Params: r.Params, CreatedBy: r.CreatedBy,
+	}
+	if r.Start.Workflow != workflows.PipelineWorkflowName {
+		memo.Workflow = r.Start.Workflow
+		memo.Input, _ = r.Start.Input.(json.RawMessage)
+	}
 	_, err := e.c.ScheduleClient().Create(ctx, client.ScheduleOptions{
 		ID: ScheduleID(r.Project, r.Name),
 		Spec: client.ScheduleSpec{
@@ -112,10 +133,7 @@ func (e *Client) CreateSchedule(ctx context.Context, r ScheduleRequest) error {
 			TaskQueue: r.Start.TaskQueue, TypedSearchAttributes: opts.TypedSearchAttributes, Memo: opts.Memo,
 		},
 		Overlap: r.Overlap, CatchupWindow: r.CatchupWindow, Paused: r.Paused, Note: r.Note,
-		Memo: map[string]any{"atelier": scheduleMemo{
-			Project: r.Project, Name: r.Name, Pipeline: r.Start.Pipeline, Version: r.Version,
-			Params: r.Params, CreatedBy: r.CreatedBy,
-		}},
+		Memo: map[string]any{"atelier": memo},
 	})
 	var invalid *serviceerror.InvalidArgument
 	switch {
@@ -150,6 +168,7 @@ func (e *Client) DescribeSchedule(ctx context.Context, project, name string) (Sc
 	}
 	v := ScheduleView{
 		Project: project, Name: name, Pipeline: m.Pipeline, Version: m.Version, Params: m.Params, CreatedBy: m.CreatedBy,
+		Workflow: m.Workflow, Input: m.Input,
 		Runs: d.Info.NumActions, SkippedOverlap: d.Info.NumActionsSkippedOverlap,
 		NextRuns: d.Info.NextActionTimes, CreatedAt: d.Info.CreatedAt,
 	}

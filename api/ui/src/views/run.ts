@@ -210,7 +210,7 @@ export class RunPage implements View {
     this.stateBadge.textContent = run.state;
     this.cancelBtn.hidden = terminal || run.state === "CANCELLING";
     if (this.cancelBtn.hidden) this.cancelForm.hidden = true;
-    this.retryBtn.hidden = !(terminal && run.pipeline && run.state !== "SUCCEEDED");
+    this.retryBtn.hidden = !(terminal && run.state !== "SUCCEEDED"); // declarative and Go runs alike
 
     const key = JSON.stringify([terminal, st?.startedAt, st?.finishedAt, st?.error, st?.cancel, st?.warnings, st?.params, st?.result, st?.retryOf, st?.scheduleId]);
     if (key === this.headKey) return;
