@@ -114,10 +114,12 @@
 // subject's rounds), the Temporal dev server (a child process) and the
 // Postgres backends of the benchmark's database. Rates move with whatever
 // else the machine runs; CPU per start moves much less, and on a CPU-bound
-// machine the rate ratio tends to the inverse ratio of the totals. The
-// gateway's background loops (reconciler, webhook dispatcher, retention)
-// run in both modes' rounds and are charged per start to whichever round
-// they fall in.
+// machine the rate ratio tends to the inverse ratio of the totals. What
+// the stack spends idle (the gateway's reconciler, webhook dispatcher and
+// retention loops, the dev server's own pollers), measured for 10 s before
+// the rounds, is taken out of each round in proportion to its length:
+// otherwise the slower mode would look dearer per start by that
+// background alone.
 //
 // -pin puts the Temporal server on CPU 0 and this process and its Postgres
 // backends on CPU 1 (all threads; GOMAXPROCS 1), as when the engine runs on
