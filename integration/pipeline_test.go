@@ -44,7 +44,9 @@ func TestDeclarativePipelineEndToEnd(t *testing.T) {
 	// Logs are served by REST from Postgres.
 	assert.Contains(t, s.stepLog(id, "train", &gen.GetStepLogsParams{Attempt: ptrTo(1), Item: ptrTo(1)}), "mnist")
 
-	// Listed from Postgres with filters.
+	// Listed from Postgres with filters, once the run's last mirror write
+	// landed (GET reads the workflow's live state and may be ahead).
+	s.waitListed(id, gen.RunStateSUCCEEDED, 10*time.Second)
 	runs := s.listRuns(gen.ListRunsParams{Pipeline: ptrTo("train-evaluate"), State: ptrTo(gen.RunStateSUCCEEDED)})
 	require.Len(t, runs, 1)
 	assert.Equal(t, id, runs[0].Id)
