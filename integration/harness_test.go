@@ -236,6 +236,7 @@ func (s *stack) startRunAs(c *gen.ClientWithResponses, req gen.CreateRunRequest)
 	return res.JSON201.Id
 }
 
+// startRun starts a run with the stack's token.
 func (s *stack) startRun(req gen.CreateRunRequest) string { return s.startRunAs(s.client(), req) }
 
 // start starts a run of the newest version of pipeline with params (nil:
@@ -278,10 +279,10 @@ func (s *stack) getRun(id string) gen.Run {
 func (s *stack) waitRun(id string, d time.Duration, what string, cond func(gen.Run) bool) gen.Run {
 	s.t.Helper()
 	deadline := time.Now().Add(d)
+	var last gen.Run
 	for {
 		// A run started straight through the SDK appears once its first
 		// mirror write lands: 404 until then.
-		var last gen.Run
 		if code, r := s.run(id); code == 200 {
 			if last = *r; cond(last) {
 				return last
@@ -316,7 +317,8 @@ func terminal(st gen.RunState) bool {
 	return false
 }
 
-// stepByName is the run's step name, or the zero step when it has none.
+// stepByName is the run's step called name, or the zero step when it has
+// none.
 func stepByName(r gen.Run, name string) gen.StepStatus {
 	if r.Status == nil {
 		return gen.StepStatus{}
