@@ -17,8 +17,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/atelier-ml/atelier/api"
+	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/temporaltest"
-	"github.com/atelier-ml/atelier/workflows"
 	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
@@ -51,28 +51,27 @@ func TestAmbiguousStartKeepsIdempotency(t *testing.T) {
 	flaky := *s
 	flaky.url = gw.URL
 
-	body := map[string]any{"pipeline": "tiny"}
-	key := []string{"Idempotency-Key", "retry-me"}
-	var prob struct {
-		Detail string `json:"detail"`
-	}
-	require.Equal(t, 503, flaky.do("POST", s.path("/runs"), body, &prob, key...))
+	body := gen.CreateRunRequest{Pipeline: ptrTo("tiny")}
+	key := &gen.CreateRunParams{IdempotencyKey: ptrTo("retry-me")}
+	first, err := flaky.client().CreateRunWithResponse(context.Background(), s.project, key, body)
+	require.NoError(t, err)
+	require.Equal(t, 503, first.StatusCode(), "%s", first.Body)
 	require.True(t, dropped.Load())
-	assert.Contains(t, prob.Detail, "Idempotency-Key")
+	require.NotNil(t, first.ApplicationproblemJSON503)
+	detail := val(first.ApplicationproblemJSON503.Detail)
+	assert.Contains(t, detail, "Idempotency-Key")
 
-	var again runView
-	require.Equal(t, 200, flaky.do("POST", s.path("/runs"), body, &again, key...))
-	assert.Contains(t, prob.Detail, again.ID, "the retry names the same run")
-	assert.Equal(t, workflows.RunSucceeded, s.waitTerminal(again.ID, 30*time.Second).State)
+	again, err := flaky.client().CreateRunWithResponse(context.Background(), s.project, key, body)
+	require.NoError(t, err)
+	require.Equal(t, 200, again.StatusCode(), "%s", again.Body)
+	id := again.JSON200.Id
+	assert.Contains(t, detail, id, "the retry names the same run")
+	assert.Equal(t, gen.RunStateSUCCEEDED, s.waitTerminal(id, 30*time.Second).State)
 
 	// Exactly one workflow of that run exists, and one row.
 	resp, err := s.temporal.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
-		Query: "WorkflowId = '" + again.ID + "'"})
+		Query: "WorkflowId = '" + id + "'"})
 	require.NoError(t, err)
 	assert.Len(t, resp.Executions, 1)
-	var page struct {
-		Runs []runView `json:"runs"`
-	}
-	require.Equal(t, 200, s.do("GET", s.path("/runs?pipeline=tiny"), nil, &page))
-	assert.Len(t, page.Runs, 1)
+	assert.Len(t, s.listRuns(gen.ListRunsParams{Pipeline: ptrTo("tiny")}), 1)
 }

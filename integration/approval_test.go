@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/tokens"
 	"github.com/atelier-ml/atelier/workflows"
@@ -60,43 +60,54 @@ func (s *stack) newToken(name string, role catalog.Role) string {
 	return secret
 }
 
-// decide posts approve or reject for step with the token secret and
-// returns the status code and the body (a run or a problem).
-func (s *stack) decide(runID, step, verb, secret string, body any) (int, map[string]any) {
+// decide approves or rejects step with the token secret (comment: nil
+// for none) and returns the status, the problem of a refusal (zero
+// otherwise) and the body for failure messages.
+func (s *stack) decide(runID, step, verb, secret string, comment *string) (int, gen.Problem, string) {
 	s.t.Helper()
-	var out map[string]any
-	code := s.do("POST", s.path("/runs/%s/steps/%s/%s", runID, step, verb), body, &out, "Authorization", "Bearer "+secret)
-	return code, out
+	c, ctx, body := s.clientAs(secret), context.Background(), gen.ApprovalDecisionRequest{Comment: comment}
+	if verb == "reject" {
+		res, err := c.RejectStepWithResponse(ctx, s.project, runID, step, body)
+		require.NoError(s.t, err)
+		return res.StatusCode(), firstProblem(res.ApplicationproblemJSON403, res.ApplicationproblemJSON404, res.ApplicationproblemJSON409, res.ApplicationproblemJSON422), string(res.Body)
+	}
+	res, err := c.ApproveStepWithResponse(ctx, s.project, runID, step, body)
+	require.NoError(s.t, err)
+	return res.StatusCode(), firstProblem(res.ApplicationproblemJSON403, res.ApplicationproblemJSON404, res.ApplicationproblemJSON409, res.ApplicationproblemJSON422), string(res.Body)
 }
 
-func (s *stack) waitStepState(id, step string, state workflows.StepState) runView {
-	s.t.Helper()
-	return s.waitRun(id, 30*time.Second, step+" "+string(state), func(r runView) bool {
-		return r.Status != nil && stepByName(r, step).State == state
-	})
+// firstProblem is the typed problem a response carries, among its
+// ApplicationproblemJSONxxx fields (zero when none).
+func firstProblem(ps ...*gen.Problem) gen.Problem {
+	for _, p := range ps {
+		if p != nil {
+			return *p
+		}
+	}
+	return gen.Problem{}
 }
 
 func TestTriggerRulesOnRealStack(t *testing.T) {
 	s := newStack(t)
 	s.createPipeline("diamond", diamondPipeline)
 	s.createPipeline("on-failure", onFailurePipeline)
-	diamond := s.startRun(map[string]any{"pipeline": "diamond"})
-	failing := s.startRun(map[string]any{"pipeline": "on-failure"})
+	diamond := s.start("diamond", nil)
+	failing := s.start("on-failure", nil)
 
 	r := s.waitTerminal(diamond, 60*time.Second)
-	require.Equal(t, workflows.RunSucceeded, r.State, "%+v", r.Status)
-	assert.Equal(t, workflows.StepSkipped, stepByName(r, "b").State)
-	assert.Equal(t, workflows.StepSucceeded, stepByName(r, "join").State, "noneFailed runs past a skipped branch")
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%+v", r.Status)
+	assert.Equal(t, gen.StepStateSKIPPED, stepByName(r, "b").State)
+	assert.Equal(t, gen.StepStateSUCCEEDED, stepByName(r, "join").State, "noneFailed runs past a skipped branch")
 	strict := stepByName(r, "strict-join")
-	assert.Equal(t, workflows.StepSkipped, strict.State, "the default still skips")
-	assert.Equal(t, `skipped: runIf allSucceeded (the default) not met: dependency "b" skipped`, strict.Message)
+	assert.Equal(t, gen.StepStateSKIPPED, strict.State, "the default still skips")
+	assert.Equal(t, `skipped: runIf allSucceeded (the default) not met: dependency "b" skipped`, val(strict.Message))
 
 	r = s.waitTerminal(failing, 60*time.Second)
-	require.Equal(t, workflows.RunFailed, r.State, "%+v", r.Status)
-	assert.Contains(t, r.Status.Error, `step "train" failed`)
-	assert.Equal(t, workflows.StepSkipped, stepByName(r, "evaluate").State)
-	assert.Equal(t, workflows.StepSucceeded, stepByName(r, "notify").State, "anyFailed runs after the failure")
-	assert.Equal(t, workflows.StepSucceeded, stepByName(r, "cleanup").State, "allDone runs after the failure")
+	require.Equal(t, gen.RunStateFAILED, r.State, "%+v", r.Status)
+	assert.Contains(t, val(r.Status.Error), `step "train" failed`)
+	assert.Equal(t, gen.StepStateSKIPPED, stepByName(r, "evaluate").State)
+	assert.Equal(t, gen.StepStateSUCCEEDED, stepByName(r, "notify").State, "anyFailed runs after the failure")
+	assert.Equal(t, gen.StepStateSUCCEEDED, stepByName(r, "cleanup").State, "allDone runs after the failure")
 }
 
 func TestApprovalsOnRealStack(t *testing.T) {
@@ -105,108 +116,114 @@ func TestApprovalsOnRealStack(t *testing.T) {
 	editor := s.token // "ci-editor"
 	s.createPipeline("gate", gatePipeline)
 	s.createPipeline("gate-timeout", gateTimeoutPipeline)
-	approved := s.startRun(map[string]any{"pipeline": "gate"})
-	rejected := s.startRun(map[string]any{"pipeline": "gate"})
-	cancelled := s.startRun(map[string]any{"pipeline": "gate"})
-	timedOut := s.startRun(map[string]any{"pipeline": "gate-timeout"})
+	approved := s.start("gate", nil)
+	rejected := s.start("gate", nil)
+	cancelled := s.start("gate", nil)
+	timedOut := s.start("gate-timeout", nil)
 
 	t.Run("refused, then approved by an editor", func(t *testing.T) {
-		r := s.waitStepState(approved, "gate", workflows.StepWaitingForApproval)
+		r := s.waitStepState(approved, "gate", gen.StepStateWAITINGFORAPPROVAL)
 		gate := stepByName(r, "gate")
 		require.NotNil(t, gate.Approval)
 		assert.Equal(t, []string{"editor", "admin"}, gate.Approval.Roles)
-		assert.Equal(t, "deploy the model?", gate.Approval.Message)
+		assert.Equal(t, "deploy the model?", val(gate.Approval.Message))
 
-		code, p := s.decide(approved, "gate", "approve", viewer, map[string]any{"comment": "looks good"})
-		assert.Equal(t, 403, code, "%v", p)
-		assert.Equal(t, "https://atelier-ml.dev/problems/forbidden", p["type"])
-		assert.Contains(t, p["detail"], "this token's role is viewer")
-		code, p = s.decide(approved, "nope", "approve", editor, nil)
-		assert.Equal(t, 404, code, "%v", p)
-		code, p = s.decide(approved, "train", "approve", editor, nil)
-		assert.Equal(t, 409, code, "%v", p)
-		assert.Equal(t, "https://atelier-ml.dev/problems/step-not-waiting", p["type"])
-		code, p = s.decide(approved, "gate", "approve", editor, map[string]any{})
-		assert.Equal(t, 422, code, "%v", p)
-		assert.Equal(t, "https://atelier-ml.dev/problems/comment-required", p["type"])
+		code, p, body := s.decide(approved, "gate", "approve", viewer, ptrTo("looks good"))
+		assert.Equal(t, 403, code, "%s", body)
+		assert.Equal(t, "https://atelier-ml.dev/problems/forbidden", p.Type)
+		assert.Contains(t, val(p.Detail), "this token's role is viewer")
+		code, _, body = s.decide(approved, "nope", "approve", editor, nil)
+		assert.Equal(t, 404, code, "%s", body)
+		code, p, body = s.decide(approved, "train", "approve", editor, nil)
+		assert.Equal(t, 409, code, "%s", body)
+		assert.Equal(t, "https://atelier-ml.dev/problems/step-not-waiting", p.Type)
+		code, p, body = s.decide(approved, "gate", "approve", editor, nil)
+		assert.Equal(t, 422, code, "%s", body)
+		assert.Equal(t, "https://atelier-ml.dev/problems/comment-required", p.Type)
 
-		code, body := s.decide(approved, "gate", "approve", editor, map[string]any{"comment": "looks good"})
-		require.Equal(t, 200, code, "%v", body)
+		code, _, body = s.decide(approved, "gate", "approve", editor, ptrTo("looks good"))
+		require.Equal(t, 200, code, "%s", body)
 		r = s.waitTerminal(approved, 30*time.Second)
-		require.Equal(t, workflows.RunSucceeded, r.State, "%+v", r.Status)
+		require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%+v", r.Status)
 		gate = stepByName(r, "gate")
-		assert.Equal(t, workflows.StepSucceeded, gate.State)
-		assert.Equal(t, workflows.ApprovalApproved, gate.Approval.Decision)
-		assert.Equal(t, "ci-editor", gate.Approval.Approver)
-		assert.NotEmpty(t, gate.Approval.ApproverID)
-		assert.Equal(t, "looks good", gate.Approval.Comment)
+		assert.Equal(t, gen.StepStateSUCCEEDED, gate.State)
+		assert.Equal(t, gen.Approved, val(gate.Approval.Decision))
+		assert.Equal(t, "ci-editor", val(gate.Approval.Approver))
+		assert.NotEmpty(t, val(gate.Approval.ApproverId))
+		assert.Equal(t, "looks good", val(gate.Approval.Comment))
 		assert.NotNil(t, gate.Approval.DecidedAt)
-		assert.Equal(t, workflows.StepSucceeded, stepByName(r, "deploy").State)
+		assert.Equal(t, gen.StepStateSUCCEEDED, stepByName(r, "deploy").State)
 
-		code, p = s.decide(approved, "gate", "reject", editor, map[string]any{"comment": "too late"})
-		assert.Equal(t, 409, code, "%v", p)
+		code, _, body = s.decide(approved, "gate", "reject", editor, ptrTo("too late"))
+		assert.Equal(t, 409, code, "%s", body)
 
 		// The workflow's own status query (what the Temporal UI shows).
 		v, err := s.temporal.QueryWorkflow(context.Background(), approved, "", workflows.QueryStatus)
 		require.NoError(t, err)
 		var st workflows.RunStatus
 		require.NoError(t, v.Get(&st))
-		queried := stepByName(runView{Status: &st}, "gate")
+		var queried workflows.StepStatus
+		for _, step := range st.Steps {
+			if step.Name == "gate" {
+				queried = step
+			}
+		}
 		require.NotNil(t, queried.Approval)
 		assert.Equal(t, "ci-editor", queried.Approval.Approver)
 		assert.Equal(t, "looks good", queried.Approval.Comment)
 	})
 
 	t.Run("a rejection fails the run", func(t *testing.T) {
-		s.waitStepState(rejected, "gate", workflows.StepWaitingForApproval)
-		code, body := s.decide(rejected, "gate", "reject", editor, map[string]any{"comment": "accuracy regressed"})
-		require.Equal(t, 200, code, "%v", body)
+		s.waitStepState(rejected, "gate", gen.StepStateWAITINGFORAPPROVAL)
+		code, _, body := s.decide(rejected, "gate", "reject", editor, ptrTo("accuracy regressed"))
+		require.Equal(t, 200, code, "%s", body)
 		r := s.waitTerminal(rejected, 30*time.Second)
-		require.Equal(t, workflows.RunFailed, r.State)
-		assert.Equal(t, `step "gate" failed: rejected by ci-editor: accuracy regressed`, r.Status.Error)
-		assert.Equal(t, workflows.StepSkipped, stepByName(r, "deploy").State)
+		require.Equal(t, gen.RunStateFAILED, r.State)
+		assert.Equal(t, `step "gate" failed: rejected by ci-editor: accuracy regressed`, val(r.Status.Error))
+		assert.Equal(t, gen.StepStateSKIPPED, stepByName(r, "deploy").State)
 
 		// The event stream's step events carry the decision too.
 		gate := s.sseStep(t, rejected, "gate")
 		require.NotNil(t, gate.Approval)
-		assert.Equal(t, workflows.ApprovalRejected, gate.Approval.Decision)
-		assert.Equal(t, "ci-editor", gate.Approval.Approver)
-		assert.Equal(t, "accuracy regressed", gate.Approval.Comment)
+		assert.Equal(t, gen.Rejected, val(gate.Approval.Decision))
+		assert.Equal(t, "ci-editor", val(gate.Approval.Approver))
+		assert.Equal(t, "accuracy regressed", val(gate.Approval.Comment))
 	})
 
 	t.Run("the timeout decides", func(t *testing.T) {
 		r := s.waitTerminal(timedOut, 30*time.Second)
-		require.Equal(t, workflows.RunSucceeded, r.State, "%+v", r.Status)
+		require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%+v", r.Status)
 		gate := stepByName(r, "gate")
-		assert.True(t, gate.Approval.TimedOut)
-		assert.Equal(t, workflows.ApprovalApproved, gate.Approval.Decision)
-		assert.Equal(t, workflows.StepSucceeded, stepByName(r, "deploy").State)
+		assert.True(t, val(gate.Approval.TimedOut))
+		assert.Equal(t, gen.Approved, val(gate.Approval.Decision))
+		assert.Equal(t, gen.StepStateSUCCEEDED, stepByName(r, "deploy").State)
 	})
 
 	t.Run("cancel while waiting", func(t *testing.T) {
-		s.waitStepState(cancelled, "gate", workflows.StepWaitingForApproval)
-		require.Equal(t, 202, s.do("POST", s.path("/runs/%s/cancel", cancelled), map[string]any{"reason": "not today"}, nil))
+		s.waitStepState(cancelled, "gate", gen.StepStateWAITINGFORAPPROVAL)
+		s.cancel(cancelled, "not today")
 		r := s.waitTerminal(cancelled, 30*time.Second)
-		require.Equal(t, workflows.RunCancelled, r.State)
+		require.Equal(t, gen.RunStateCANCELLED, r.State)
 		gate := stepByName(r, "gate")
-		assert.Equal(t, workflows.StepCancelled, gate.State)
-		assert.Equal(t, "run cancelled while waiting for approval", gate.Message)
+		assert.Equal(t, gen.StepStateCANCELLED, gate.State)
+		assert.Equal(t, "run cancelled while waiting for approval", val(gate.Message))
 	})
 }
 
 // sseStep reads a finished run's event stream (a snapshot, then the end)
 // and returns the last step event of step.
-func (s *stack) sseStep(t *testing.T, runID, step string) workflows.StepStatus {
+func (s *stack) sseStep(t *testing.T, runID, step string) gen.StepStatus {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", s.url+s.path("/runs/%s/events", runID), nil)
-	req.Header.Set("Authorization", "Bearer "+s.token)
-	resp, err := http.DefaultClient.Do(req)
+	// The plain client's StreamRunEvents leaves the body unread, as
+	// `atelier run --watch` reads it.
+	resp, err := s.client().StreamRunEvents(ctx, s.project, runID, nil)
 	require.NoError(t, err)
 	defer resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
 	sc := bufio.NewScanner(resp.Body)
-	var got workflows.StepStatus
+	var got gen.StepStatus
 	event := ""
 	for sc.Scan() {
 		line := sc.Text()
@@ -214,7 +231,7 @@ func (s *stack) sseStep(t *testing.T, runID, step string) workflows.StepStatus {
 		case strings.HasPrefix(line, "event: "):
 			event = strings.TrimPrefix(line, "event: ")
 		case event == "step" && strings.HasPrefix(line, "data: "):
-			var st workflows.StepStatus
+			var st gen.StepStatus
 			require.NoError(t, json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &st))
 			if st.Name == step {
 				got = st

@@ -209,12 +209,3 @@ func TestStepCacheAcrossRuns(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Len(t, ran(), 4, "after evicting everything, everything runs")
 }
-
-// val is *p, or the zero value for nil.
-func val[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
-	}
-	return *p
-}

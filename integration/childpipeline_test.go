@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -13,53 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atelier-ml/atelier/api/gen"
-	"github.com/atelier-ml/atelier/workflows"
 )
-
-// push stores a pipeline version through the generated client; it
-// returns the status and, on a 422, the problems by path.
-func (s *stack) push(name, yaml string) (int, map[string]string) {
-	s.t.Helper()
-	res, err := s.client().CreatePipelineVersionWithBodyWithResponse(context.Background(), s.project, name, "application/yaml", bytes.NewReader([]byte(yaml)))
-	require.NoError(s.t, err)
-	problems := map[string]string{}
-	if p := res.ApplicationproblemJSON422; p != nil && p.Errors != nil {
-		for _, e := range *p.Errors {
-			problems[e.Path] = e.Message
-		}
-	}
-	return res.StatusCode(), problems
-}
-
-// start starts a run of pipeline with params through the generated client.
-func (s *stack) start(pipeline string, params map[string]any) string {
-	s.t.Helper()
-	req := gen.CreateRunRequest{Pipeline: &pipeline}
-	if params != nil {
-		req.Params = &params
-	}
-	res, err := s.client().CreateRunWithResponse(context.Background(), s.project, nil, req)
-	require.NoError(s.t, err)
-	require.Equal(s.t, 201, res.StatusCode(), "%s", res.Body)
-	return res.JSON201.Id
-}
-
-// run reads a run through the generated client.
-func (s *stack) run(id string) (int, *gen.Run) {
-	s.t.Helper()
-	res, err := s.client().GetRunWithResponse(context.Background(), s.project, id)
-	require.NoError(s.t, err)
-	return res.StatusCode(), res.JSON200
-}
-
-func genStep(r *gen.Run, name string) gen.StepStatus {
-	for _, st := range r.Status.Steps {
-		if st.Name == name {
-			return st
-		}
-	}
-	return gen.StepStatus{}
-}
 
 const childTrain = `
 params:
@@ -109,13 +62,13 @@ outputs:
 	// Success, with outputs coming back.
 	parent := s.start("parent", nil)
 	r := s.waitTerminal(parent, 60*time.Second)
-	require.Equal(t, workflows.RunSucceeded, r.State, "%+v", r.Status)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%+v", r.Status)
 	report, err := os.ReadFile(filepath.Join(dir, "report"))
 	require.NoError(t, err)
 	assert.Equal(t, "s3://models/iris-0.5 0.93\n", string(report), "the child's outputs fed the next step")
 
-	_, pr := s.run(parent)
-	train := genStep(pr, "train")
+	pr := s.getRun(parent)
+	train := stepByName(pr, "train")
 	assert.Equal(t, gen.StepState("SUCCEEDED"), train.State)
 	assert.Equal(t, "pipeline", train.Kind)
 	assert.Equal(t, map[string]any{"model": "s3://models/iris-0.5", "accuracy": 0.93}, train.Outputs)
@@ -137,10 +90,9 @@ outputs:
 	assert.Equal(t, map[string]any{"dataset": "iris", "lr": 0.5}, val(child.Status.Params))
 	assert.Equal(t, map[string]any{"model": "s3://models/iris-0.5", "accuracy": 0.93}, child.Status.Result)
 	// Listed in the project like any run.
-	var list struct{ Runs []runView }
-	require.Equal(t, 200, s.do("GET", s.path("/runs?pipeline=train-model"), nil, &list))
-	require.Len(t, list.Runs, 1)
-	assert.Equal(t, link.RunId, list.Runs[0].ID)
+	list := s.listRuns(gen.ListRunsParams{Pipeline: ptrTo("train-model")})
+	require.Len(t, list, 1)
+	assert.Equal(t, link.RunId, list[0].Id)
 
 	// Failure: the child's failure fails the parent's step and run.
 	code, problems = s.push("parent-of-broken", `
@@ -151,19 +103,21 @@ steps:
 	require.Equal(t, 201, code, "%v", problems)
 	failed := s.start("parent-of-broken", nil)
 	r = s.waitTerminal(failed, 60*time.Second)
-	require.Equal(t, workflows.RunFailed, r.State)
+	require.Equal(t, gen.RunStateFAILED, r.State)
 	sub := stepByName(r, "sub")
-	assert.Equal(t, workflows.StepFailed, sub.State)
-	assert.Contains(t, sub.Error, "child run "+failed+".sub.a1 failed")
-	assert.Contains(t, sub.Error, `step "boom" failed`)
-	assert.Contains(t, r.Status.Error, `step "sub" failed`)
-	assert.Equal(t, workflows.StepSkipped, stepByName(r, "after").State)
+	assert.Equal(t, gen.StepStateFAILED, sub.State)
+	assert.Contains(t, val(sub.Error), "child run "+failed+".sub.a1 failed")
+	assert.Contains(t, val(sub.Error), `step "boom" failed`)
+	assert.Contains(t, val(r.Status.Error), `step "sub" failed`)
+	assert.Equal(t, gen.StepStateSKIPPED, stepByName(r, "after").State)
 	cr := s.waitTerminal(failed+".sub.a1", 10*time.Second)
-	assert.Equal(t, workflows.RunFailed, cr.State)
-	assert.Equal(t, failed, cr.Status.ParentRun)
+	assert.Equal(t, gen.RunStateFAILED, cr.State)
+	assert.Equal(t, failed, val(cr.Status.ParentRun))
 
 	// A child run is retried through its parent.
-	require.Equal(t, 409, s.do("POST", s.path("/runs/%s/retry", failed+".sub.a1"), nil, nil))
+	retry, err := s.client().RetryRunWithResponse(context.Background(), s.project, failed+".sub.a1", gen.RetryRunRequest{})
+	require.NoError(t, err)
+	require.Equal(t, 409, retry.StatusCode(), "%s", retry.Body)
 
 	// Push-time checks against the project's catalogue.
 	other := s.asProject("team-b")
@@ -219,25 +173,23 @@ steps:
 			child := parent + ".sub.a1"
 
 			if how == "rest-signal" {
-				res, err := s.client().CancelRunWithResponse(context.Background(), s.project, parent, gen.CancelRunRequest{Reason: ptrTo("wrong dataset")})
-				require.NoError(t, err)
-				require.Equal(t, 202, res.StatusCode(), "%s", res.Body)
+				s.cancel(parent, "wrong dataset")
 			} else {
 				require.NoError(t, s.temporal.CancelWorkflow(context.Background(), parent, ""))
 			}
 			r := s.waitTerminal(parent, 30*time.Second)
-			require.Equal(t, workflows.RunCancelled, r.State)
-			assert.Equal(t, workflows.StepCancelled, stepByName(r, "sub").State)
+			require.Equal(t, gen.RunStateCANCELLED, r.State)
+			assert.Equal(t, gen.StepStateCANCELLED, stepByName(r, "sub").State)
 
 			c := s.waitTerminal(child, 10*time.Second)
-			require.Equal(t, workflows.RunCancelled, c.State, "%+v", c.Status)
+			require.Equal(t, gen.RunStateCANCELLED, c.State, "%+v", c.Status)
 			require.NotNil(t, c.Status.Cancel)
 			assert.Contains(t, c.Status.Cancel.Reason, "parent run "+parent+" cancelled")
 			if how == "rest-signal" {
 				assert.Contains(t, c.Status.Cancel.Reason, "wrong dataset")
 				assert.Contains(t, c.Status.Cancel.Requester, "ci-editor")
 			}
-			assert.Equal(t, workflows.StepCancelled, stepByName(c, "work").State)
+			assert.Equal(t, gen.StepStateCANCELLED, stepByName(c, "work").State)
 			assert.Equal(t, "cleaned\n", waitFile(t, filepath.Join(dir, "cleaned"), 10*time.Second), "the child's step ran its cleanup")
 			time.Sleep(300 * time.Millisecond)
 			_, err := os.Stat(filepath.Join(dir, "later"))
@@ -263,14 +215,14 @@ func TestChildPipelineExamplesOnRealStack(t *testing.T) {
 	}
 	id := s.start("train-sweep", nil)
 	r := s.waitTerminal(id, 90*time.Second)
-	require.Equal(t, workflows.RunSucceeded, r.State, "%+v", r.Status)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%+v", r.Status)
 	assert.Equal(t, map[string]any{"best_model": "file:///tmp/models/iris-0.1", "best_accuracy": 0.95}, r.Status.Result)
 	sweep := stepByName(r, "sweep")
-	require.Len(t, sweep.Items, 3)
-	for k, it := range sweep.Items {
-		require.Len(t, it.Attempts, 1)
-		c := s.waitTerminal(it.Attempts[0].ChildRun.RunID, 10*time.Second)
-		assert.Equal(t, workflows.RunSucceeded, c.State)
-		assert.Equal(t, fmt.Sprintf("sweep[%d]", k), c.Status.ParentStep)
+	require.Len(t, val(sweep.Items), 3)
+	for k, it := range val(sweep.Items) {
+		require.Len(t, val(it.Attempts), 1)
+		c := s.waitTerminal((*it.Attempts)[0].ChildRun.RunId, 10*time.Second)
+		assert.Equal(t, gen.RunStateSUCCEEDED, c.State)
+		assert.Equal(t, fmt.Sprintf("sweep[%d]", k), val(c.Status.ParentStep))
 	}
 }

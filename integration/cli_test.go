@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/atelier-ml/atelier/api/gen"
 )
 
 // cliResult is what one `atelier` CLI invocation printed and its exit code.
@@ -160,7 +162,7 @@ steps:
 	r = cli("run", "gated", "-o", "json")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &run))
-	s.waitRun(run.ID, 30*time.Second, "waiting for approval", func(v runView) bool {
+	s.waitRun(run.ID, 30*time.Second, "waiting for approval", func(v gen.Run) bool {
 		return v.Status != nil && len(v.Status.Steps) > 0 && v.Status.Steps[0].State == "WAITING_FOR_APPROVAL"
 	})
 	r = cli("approve", run.ID, "gate")

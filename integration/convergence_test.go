@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/examples/gopipeline"
 	"github.com/atelier-ml/atelier/internal/devstack"
 	"github.com/atelier-ml/atelier/internal/reconcile"
@@ -22,24 +23,20 @@ import (
 
 // listState is the state the run list (Postgres, not the workflow query)
 // shows for id, or "" when it is not listed.
-func (s *stack) listState(id string) workflows.RunState {
+func (s *stack) listState(id string) gen.RunState {
 	s.t.Helper()
-	var page struct {
-		Runs []runView `json:"runs"`
-	}
-	require.Equal(s.t, 200, s.do("GET", s.path("/runs?limit=500"), nil, &page))
-	for _, r := range page.Runs {
-		if r.ID == id {
+	for _, r := range s.listRuns(gen.ListRunsParams{PageSize: ptrTo(500)}) {
+		if r.Id == id {
 			return r.State
 		}
 	}
 	return ""
 }
 
-func (s *stack) waitListed(id string, want workflows.RunState, d time.Duration) {
+func (s *stack) waitListed(id string, want gen.RunState, d time.Duration) {
 	s.t.Helper()
 	deadline := time.Now().Add(d)
-	var got workflows.RunState
+	var got gen.RunState
 	for time.Now().Before(deadline) {
 		if got = s.listState(id); got == want {
 			return
@@ -60,17 +57,18 @@ steps:
   - name: fails
     container: {command: ["sh", "-c", "printf 'x\\000y' >&2; exit 1"]}
 `)
-	id := s.startRun(map[string]any{"pipeline": "nul"})
-	s.waitListed(id, workflows.RunFailed, 30*time.Second)
-	assert.Contains(t, stepByName(s.getRun(id), "fails").Error, "x\ufffdy")
+	id := s.start("nul", nil)
+	s.waitListed(id, gen.RunStateFAILED, 30*time.Second)
+	assert.Contains(t, val(stepByName(s.getRun(id), "fails").Error), "x\ufffdy")
 
-	var prob struct {
-		Status int `json:"status"`
-		Errors []struct{ Path, Message string }
-	}
-	require.Equal(t, 422, s.do("POST", s.path("/runs"), map[string]any{"pipeline": "nul", "params": map[string]any{"p": "a\x00b"}}, &prob))
-	require.Len(t, prob.Errors, 1)
-	assert.Equal(t, "params.p", prob.Errors[0].Path)
+	res, err := s.client().CreateRunWithResponse(context.Background(), s.project, nil, gen.CreateRunRequest{
+		Pipeline: ptrTo("nul"), Params: &map[string]any{"p": "a\x00b"}})
+	require.NoError(t, err)
+	require.Equal(t, 422, res.StatusCode(), "%s", res.Body)
+	prob := res.ApplicationproblemJSON422
+	require.NotNil(t, prob)
+	require.Len(t, val(prob.Errors), 1)
+	assert.Equal(t, "params.p", (*prob.Errors)[0].Path)
 }
 
 // Seen by a user: input that does not fit a Go pipeline's type left the run
@@ -78,15 +76,14 @@ steps:
 // with the decode error.
 func TestGoPipelineInputOfTheWrongTypeFailsTheRun(t *testing.T) {
 	s := newStack(t)
-	id := s.startRun(map[string]any{"workflow": gopipeline.Name, "input": map[string]any{"dataset": 5}})
+	id := s.startRun(gen.CreateRunRequest{Workflow: ptrTo(gopipeline.Name), Input: goInput(t, map[string]any{"dataset": 5})})
 	r := s.waitTerminal(id, 30*time.Second)
-	require.Equal(t, workflows.RunFailed, r.State)
-	assert.Contains(t, r.Status.Error, "cannot unmarshal number")
-	assert.Contains(t, r.Status.Error, "dataset")
-	s.waitListed(id, workflows.RunFailed, 10*time.Second)
+	require.Equal(t, gen.RunStateFAILED, r.State)
+	assert.Contains(t, val(r.Status.Error), "cannot unmarshal number")
+	assert.Contains(t, val(r.Status.Error), "dataset")
+	s.waitListed(id, gen.RunStateFAILED, 10*time.Second)
 	// The event stream ends with the terminal state.
-	events := s.rawGet(t, s.path("/runs/%s/events", id))
-	assert.Contains(t, events, `"FAILED"`)
+	assert.Contains(t, s.events(id), `"FAILED"`)
 }
 
 // temporalCLI runs the real `temporal` CLI against the test server, as an
@@ -108,17 +105,17 @@ func TestRunTerminatedWithTheTemporalCLIConverges(t *testing.T) {
 	s := newStack(t)
 	dir := stepScratchDir(t)
 	s.createPipeline("blocking", blockingPipeline(dir))
-	id := s.startRun(map[string]any{"pipeline": "blocking"})
+	id := s.start("blocking", nil)
 	waitFile(t, filepath.Join(dir, "pid"), 30*time.Second)
 
 	temporalCLI(t, s, "workflow", "terminate", "--workflow-id", id, "--reason", "operator stopped it")
 	start := time.Now()
-	r := s.waitRun(id, 10*time.Second, "TERMINATED", func(r runView) bool { return r.State == workflows.RunTerminated })
+	r := s.waitRun(id, 10*time.Second, "TERMINATED", func(r gen.Run) bool { return r.State == gen.RunStateTERMINATED })
 	t.Logf("terminate → TERMINATED in GET after %s", time.Since(start))
-	assert.Contains(t, r.Status.Error, "operator stopped it")
-	assert.Equal(t, workflows.StepCancelled, stepByName(r, "block").State)
-	s.waitListed(id, workflows.RunTerminated, 10*time.Second)
-	assert.Contains(t, s.rawGet(t, s.path("/runs/%s/events", id)), `"TERMINATED"`)
+	assert.Contains(t, val(r.Status.Error), "operator stopped it")
+	assert.Equal(t, gen.StepStateCANCELLED, stepByName(r, "block").State)
+	s.waitListed(id, gen.RunStateTERMINATED, 10*time.Second)
+	assert.Contains(t, s.events(id), `"TERMINATED"`)
 }
 
 // The background sweep converges what nobody reads: a run terminated
@@ -129,10 +126,10 @@ func TestReconcilerSweepsRunsNobodyReads(t *testing.T) {
 	s := newStack(t)
 	dir := stepScratchDir(t)
 	s.createPipeline("blocking", blockingPipeline(dir))
-	id := s.startRun(map[string]any{"pipeline": "blocking"})
+	id := s.start("blocking", nil)
 	waitFile(t, filepath.Join(dir, "pid"), 30*time.Second)
 	temporalCLI(t, s, "workflow", "terminate", "--workflow-id", id, "--reason", "sweep me")
-	s.waitListed(id, workflows.RunTerminated, 30*time.Second)
+	s.waitListed(id, gen.RunStateTERMINATED, 30*time.Second)
 
 	// A RUNNING row with no workflow anywhere, last changed long ago.
 	old := time.Now().Add(-time.Hour)
@@ -147,6 +144,6 @@ func TestReconcilerSweepsRunsNobodyReads(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go rec.Run(ctx)
-	s.waitListed("ghost-run", workflows.RunFailed, 30*time.Second)
-	assert.Contains(t, s.getRun("ghost-run").Status.Error, "no workflow in Temporal")
+	s.waitListed("ghost-run", gen.RunStateFAILED, 30*time.Second)
+	assert.Contains(t, val(s.getRun("ghost-run").Status.Error), "no workflow in Temporal")
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/api/gen"
 )
 
 // startWorkerProcess runs `atelier worker` as a child process so the test
@@ -66,7 +66,7 @@ steps:
     dependsOn: [slow]
     container: {command: ["sh", "-c", "echo last >> %[1]s/ran"]}
 `, dirs[i]))
-		ids[i] = s.startRun(map[string]any{"pipeline": name})
+		ids[i] = s.start(name, nil)
 	}
 
 	w := s.startWorkerProcess(t, "worker-1.log")
@@ -88,19 +88,17 @@ steps:
 	s.startWorkerProcess(t, "worker-2.log")
 	for i, id := range ids {
 		r := s.waitTerminal(id, 90*time.Second)
-		require.Equal(t, workflows.RunSucceeded, r.State, "run %d: %+v", i, r.Status)
+		require.Equal(t, gen.RunStateSUCCEEDED, r.State, "run %d: %+v", i, r.Status)
 		ran, err := os.ReadFile(filepath.Join(dirs[i], "ran"))
 		require.NoError(t, err)
 		lines := strings.Fields(string(ran))
 		assert.Equal(t, []string{"first", "slow", "slow", "slow-done", "last"}, lines,
 			"first ran once, slow was interrupted and re-run, last ran once")
 		slow := stepByName(r, "slow")
-		assert.Len(t, slow.Attempts, 1, "a lost worker is not a failed attempt")
+		assert.Len(t, val(slow.Attempts), 1, "a lost worker is not a failed attempt")
 	}
 	t.Logf("all %d runs completed %s after the kill", runs, time.Since(killedAt).Round(time.Millisecond))
 
 	// The re-run is visible in the step's log.
-	req := s.path("/runs/%s/steps/slow/logs?attempt=1", ids[0])
-	body := s.rawGet(t, req)
-	assert.Contains(t, body, "worker restarted")
+	assert.Contains(t, s.stepLog(ids[0], "slow", &gen.GetStepLogsParams{Attempt: ptrTo(1)}), "worker restarted")
 }

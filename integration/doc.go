@@ -3,6 +3,11 @@
 // Postgres, the real gateway over HTTP and real workers (in-process, or the
 // atelier binary as a child process where a test kills it with SIGKILL).
 // They run under plain `go test` (and `make test`); -short skips them.
+// They drive the REST API through the generated client (api/gen) with
+// its typed requests, responses and problems, as a Go program would (the
+// helpers are in harness_test.go); raw HTTP is left to what the client
+// cannot send: a body off the schema, a link the API returned, and the
+// endpoints' own API behind the gateway's proxy.
 // webui_test.go drives the web UI in headless Chromium (chromedp); it
 // skips when no browser is installed, except under `make test`, which
 // installs one and requires it.

@@ -28,22 +28,16 @@ func TestEndpointOnKubernetes(t *testing.T) {
 			"resources": map[string]any{"gpuType": kubetest.L4, "gpus": 1}, "replicas": map[string]any{"min": 1, "max": 2},
 			"rollout": map[string]any{"gates": map[string]any{"maxErrorRate": 1, "analysisInterval": "1s"}}}
 	}
-	path := e.path("/endpoints")
-	var prob map[string]any
-	require.Equal(t, 422, e.do("POST", path, map[string]any{"name": "chat", "cluster": e.cluster, "spec": spec("")}, &prob))
+	bad, err := e.client().CreateEndpointWithResponse(ctx, e.project, gen.EndpointCreate{Name: "chat", Cluster: &e.cluster, Spec: endpointSpec(t, spec(""))})
+	require.NoError(t, err)
+	require.Equal(t, 422, bad.StatusCode(), "%s", bad.Body)
+	require.NotNil(t, bad.ApplicationproblemJSON422)
 
-	var ep gen.Endpoint
-	require.Equal(t, 201, e.do("POST", path, map[string]any{"name": "chat", "cluster": e.cluster, "spec": spec("vllm/vllm-openai:v0.9.1")}, &ep))
+	ep := e.createEndpoint(t, e.cluster, spec("vllm/vllm-openai:v0.9.1"))
 	require.Equal(t, 1, ep.Current)
 	waitEndpoint := func(what string, cond func(gen.Endpoint) bool) gen.Endpoint {
 		t.Helper()
-		var last gen.Endpoint
-		require.Eventually(t, func() bool {
-			last = gen.Endpoint{} // json.Unmarshal keeps fields the JSON omits
-			code := e.do("GET", path+"/chat", nil, &last)
-			return code == 200 && cond(last)
-		}, 90*time.Second, 200*time.Millisecond, "endpoint never %s", what)
-		return last
+		return e.waitEndpoint(t, 90*time.Second, what, cond)
 	}
 	ready := func(rev int) func(gen.Endpoint) bool {
 		return func(v gen.Endpoint) bool {
@@ -72,10 +66,13 @@ func TestEndpointOnKubernetes(t *testing.T) {
 	}
 
 	// An invalid update is refused with every problem; a valid one rolls out.
-	bad := spec("vllm/vllm-openai:v0.9.2")
-	bad["replicas"] = map[string]any{"min": 3, "max": 1}
-	require.Equal(t, 422, e.do("PUT", path+"/chat", bad, &prob))
-	require.Equal(t, 200, e.do("PUT", path+"/chat", spec("vllm/vllm-openai:v0.9.2"), &ep))
+	invalid := spec("vllm/vllm-openai:v0.9.2")
+	invalid["replicas"] = map[string]any{"min": 3, "max": 1}
+	refused, err := e.client().UpdateEndpointWithResponse(ctx, e.project, "chat", endpointSpec(t, invalid))
+	require.NoError(t, err)
+	require.Equal(t, 422, refused.StatusCode(), "%s", refused.Body)
+	require.NotNil(t, refused.ApplicationproblemJSON422)
+	ep = e.updateEndpoint(t, spec("vllm/vllm-openai:v0.9.2"))
 	require.Equal(t, 2, ep.Current)
 	waitEndpoint("promoted revision 2", ready(2))
 	require.Eventually(t, func() bool {
@@ -83,10 +80,7 @@ func TestEndpointOnKubernetes(t *testing.T) {
 		return err == nil && len(deps.Items) == 1 && deps.Items[0].Labels["atelier.dev/revision"] == "2"
 	}, 60*time.Second, 200*time.Millisecond, "revision 1's Deployment was not deleted")
 
-	require.Equal(t, 202, e.do("DELETE", path+"/chat", nil, nil))
-	require.Eventually(t, func() bool {
-		return e.do("GET", path+"/chat", nil, nil) == 404
-	}, 60*time.Second, 200*time.Millisecond)
+	e.deleteEndpoint(t)
 	require.Eventually(t, func() bool {
 		deps, err := e.kube.AppsV1().Deployments(e.namespace).List(ctx, metav1.ListOptions{LabelSelector: "atelier.dev/endpoint=chat"})
 		svcs, err2 := e.kube.CoreV1().Services(e.namespace).List(ctx, metav1.ListOptions{LabelSelector: "atelier.dev/endpoint=chat"})

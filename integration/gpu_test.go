@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/gpu"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/kubetest"
@@ -30,50 +31,41 @@ func TestGPUAdmissionQueuesStepsBeyondQuotaAndCapacity(t *testing.T) {
 	}, true)
 	ctx := context.Background()
 	e.setupL4Admission(t, "one-l4", 0)
-	a := e.startRun(map[string]any{"pipeline": "one-l4"})
-	b := e.startRun(map[string]any{"pipeline": "one-l4"})
+	a := e.start("one-l4", nil)
+	b := e.start("one-l4", nil)
 	// Both admitted: their Jobs exist and their pods are bound to L4 nodes.
 	for _, id := range []string{a, b} {
-		e.waitRun(id, 60*time.Second, "admitted and running", func(r runView) bool {
-			return r.Status != nil && len(r.Status.Steps) == 1 && r.Status.Steps[0].State == workflows.StepRunning
+		e.waitRun(id, 60*time.Second, "admitted and running", func(r gen.Run) bool {
+			return r.Status != nil && len(r.Status.Steps) == 1 && r.Status.Steps[0].State == gen.StepStateRUNNING
 		})
 	}
-	c := e.startRun(map[string]any{"pipeline": "one-l4"})
-	var waiting workflows.StepStatus
-	e.waitRun(c, 60*time.Second, "waiting for GPUs with a reason", func(r runView) bool {
+	c := e.start("one-l4", nil)
+	var waiting gen.StepStatus
+	e.waitRun(c, 60*time.Second, "waiting for GPUs with a reason", func(r gen.Run) bool {
 		if r.Status == nil || len(r.Status.Steps) == 0 {
 			return false
 		}
 		waiting = r.Status.Steps[0]
-		return waiting.State == workflows.StepWaitingForGPU && strings.HasPrefix(waiting.Message, "waiting for GPUs: ")
+		return waiting.State == gen.StepStateWAITINGFORGPU && strings.HasPrefix(val(waiting.Message), "waiting for GPUs: ")
 	})
-	t.Logf("waiting step: %s", waiting.Message)
-	assert.Contains(t, waiting.Message, kubetest.L4)
+	t.Logf("waiting step: %s", val(waiting.Message))
+	assert.Contains(t, val(waiting.Message), kubetest.L4)
 	assert.Empty(t, e.runObjects(t, c), "a waiting step must create no Kubernetes object")
 	// The queue over REST says the same, with the run's position.
-	var q struct {
-		Pending []struct {
-			Run      string `json:"run"`
-			Position int    `json:"position"`
-			Reason   string `json:"reason"`
-			Message  string `json:"message"`
-		} `json:"pending"`
-		Running []struct {
-			Run   string   `json:"run"`
-			Nodes []string `json:"nodes"`
-		} `json:"running"`
-	}
-	require.Equal(t, 200, e.do("GET", "/v1/clusters/"+e.cluster+"/queue", nil, &q))
+	res, err := e.client().GetClusterQueueWithResponse(ctx, e.cluster)
+	require.NoError(t, err)
+	require.Equal(t, 200, res.StatusCode(), "%s", res.Body)
+	q := res.JSON200
 	require.Len(t, q.Pending, 1)
-	assert.Equal(t, c, q.Pending[0].Run)
-	assert.Equal(t, 1, q.Pending[0].Position)
-	assert.Equal(t, string(gpu.WaitQuota), q.Pending[0].Reason)
+	assert.Equal(t, c, val(q.Pending[0].Run))
+	assert.Equal(t, 1, val(q.Pending[0].Position))
+	assert.Equal(t, string(gpu.WaitQuota), val(q.Pending[0].Reason))
 	assert.Len(t, q.Running, 2)
 	pods, err := e.kube.CoreV1().Pods(e.namespace).List(ctx, metav1.ListOptions{LabelSelector: "atelier.dev/managed-by=atelier"})
 	require.NoError(t, err)
 	admittedNodes := map[string]bool{}
 	for _, r := range q.Running {
-		for _, n := range r.Nodes {
+		for _, n := range val(r.Nodes) {
 			admittedNodes[n] = true
 		}
 	}
@@ -88,12 +80,12 @@ func TestGPUAdmissionQueuesStepsBeyondQuotaAndCapacity(t *testing.T) {
 
 	// A fourth run waits too, then is cancelled while waiting: it leaves
 	// the queue and never creates anything.
-	d := e.startRun(map[string]any{"pipeline": "one-l4"})
-	e.waitRun(d, 60*time.Second, "waiting", func(r runView) bool {
-		return r.Status != nil && len(r.Status.Steps) == 1 && r.Status.Steps[0].State == workflows.StepWaitingForGPU
+	d := e.start("one-l4", nil)
+	e.waitRun(d, 60*time.Second, "waiting", func(r gen.Run) bool {
+		return r.Status != nil && len(r.Status.Steps) == 1 && r.Status.Steps[0].State == gen.StepStateWAITINGFORGPU
 	})
-	require.Equal(t, 202, e.do("POST", e.path("/runs/%s/cancel", d), map[string]any{"reason": "changed my mind"}, nil))
-	assert.Equal(t, workflows.RunCancelled, e.waitTerminal(d, 30*time.Second).State)
+	e.cancel(d, "changed my mind")
+	assert.Equal(t, gen.RunStateCANCELLED, e.waitTerminal(d, 30*time.Second).State)
 	require.Eventually(t, func() bool {
 		q := e.admissionQueue(t)
 		for _, p := range q.Pending {
@@ -108,7 +100,7 @@ func TestGPUAdmissionQueuesStepsBeyondQuotaAndCapacity(t *testing.T) {
 	// three succeed.
 	for _, id := range []string{a, b, c} {
 		r := e.waitTerminal(id, 120*time.Second)
-		require.Equal(t, workflows.RunSucceeded, r.State, "run %s: %+v", id, r.Status)
+		require.Equal(t, gen.RunStateSUCCEEDED, r.State, "run %s: %+v", id, r.Status)
 	}
 	assert.Empty(t, e.runObjects(t, d))
 	final := e.admissionQueue(t)
@@ -161,31 +153,33 @@ func TestGPUPreemptionRequeuesTheVictim(t *testing.T) {
 	e.setupL4Admission(t, "l4-step", 100)
 
 	// Out of range: refused at the edge.
-	var prob map[string]any
-	require.Equal(t, 422, e.do("POST", e.path("/runs"), map[string]any{"pipeline": "l4-step", "gpuPriority": 500}, &prob))
+	res, err := e.client().CreateRunWithResponse(context.Background(), e.project, nil, gen.CreateRunRequest{Pipeline: ptrTo("l4-step"), GpuPriority: ptrTo(500)})
+	require.NoError(t, err)
+	require.Equal(t, 422, res.StatusCode(), "%s", res.Body)
+	require.NotNil(t, res.ApplicationproblemJSON422)
 
-	low := []string{e.startRun(map[string]any{"pipeline": "l4-step"}), e.startRun(map[string]any{"pipeline": "l4-step"})}
+	low := []string{e.start("l4-step", nil), e.start("l4-step", nil)}
 	for _, id := range low {
-		e.waitRun(id, 60*time.Second, "running", func(r runView) bool {
-			return r.Status != nil && len(r.Status.Steps) == 1 && r.Status.Steps[0].State == workflows.StepRunning
+		e.waitRun(id, 60*time.Second, "running", func(r gen.Run) bool {
+			return r.Status != nil && len(r.Status.Steps) == 1 && r.Status.Steps[0].State == gen.StepStateRUNNING
 		})
 	}
 	time.Sleep(1500 * time.Millisecond) // past the minimum runtime
-	high := e.startRun(map[string]any{"pipeline": "l4-step", "gpuPriority": 50})
+	high := e.startRun(gen.CreateRunRequest{Pipeline: ptrTo("l4-step"), GpuPriority: ptrTo(50)})
 
 	r := e.waitTerminal(high, 90*time.Second)
-	require.Equal(t, workflows.RunSucceeded, r.State, "%+v", r.Status)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%+v", r.Status)
 	preempted := 0
 	for _, id := range low {
 		r := e.waitTerminal(id, 120*time.Second)
-		require.Equal(t, workflows.RunSucceeded, r.State, "run %s: %+v", id, r.Status)
-		st := r.Status.Steps[0]
-		if len(st.Attempts) > 1 {
+		require.Equal(t, gen.RunStateSUCCEEDED, r.State, "run %s: %+v", id, r.Status)
+		attempts := val(r.Status.Steps[0].Attempts)
+		if len(attempts) > 1 {
 			preempted++
-			assert.Contains(t, st.Attempts[0].Error, "PREEMPTED")
-			assert.Equal(t, workflows.StepCancelled, st.Attempts[0].State)
-			assert.Equal(t, workflows.StepSucceeded, st.Attempts[len(st.Attempts)-1].State)
-			t.Logf("victim %s: attempt 1: %s", id, st.Attempts[0].Error)
+			assert.Contains(t, val(attempts[0].Error), "PREEMPTED")
+			assert.Equal(t, gen.StepStateCANCELLED, attempts[0].State)
+			assert.Equal(t, gen.StepStateSUCCEEDED, attempts[len(attempts)-1].State)
+			t.Logf("victim %s: attempt 1: %s", id, val(attempts[0].Error))
 		}
 	}
 	assert.Equal(t, 1, preempted, "exactly one low-priority run is preempted")
@@ -202,23 +196,23 @@ func TestGPUsOfATerminatedRunAreFreed(t *testing.T) {
 		return kubetest.Exit{After: 5 * time.Minute, Message: `{}`}
 	}, true)
 	e.setupL4Admission(t, "l4-long", 0)
-	running := func(r runView) bool {
-		return r.Status != nil && len(r.Status.Steps) == 1 && r.Status.Steps[0].State == workflows.StepRunning
+	running := func(r gen.Run) bool {
+		return r.Status != nil && len(r.Status.Steps) == 1 && r.Status.Steps[0].State == gen.StepStateRUNNING
 	}
-	a := e.startRun(map[string]any{"pipeline": "l4-long"})
-	b := e.startRun(map[string]any{"pipeline": "l4-long"})
+	a := e.start("l4-long", nil)
+	b := e.start("l4-long", nil)
 	e.waitRun(a, 60*time.Second, "running", running)
 	e.waitRun(b, 60*time.Second, "running", running)
-	c := e.startRun(map[string]any{"pipeline": "l4-long"})
-	e.waitRun(c, 60*time.Second, "waiting", func(r runView) bool {
-		return r.Status != nil && len(r.Status.Steps) == 1 && r.Status.Steps[0].State == workflows.StepWaitingForGPU
+	c := e.start("l4-long", nil)
+	e.waitRun(c, 60*time.Second, "waiting", func(r gen.Run) bool {
+		return r.Status != nil && len(r.Status.Steps) == 1 && r.Status.Steps[0].State == gen.StepStateWAITINGFORGPU
 	})
 	require.NoError(t, e.temporal.TerminateWorkflow(context.Background(), a, "", "operator stopped it"))
-	assert.Equal(t, workflows.RunTerminated, e.waitTerminal(a, 30*time.Second).State)
+	assert.Equal(t, gen.RunStateTERMINATED, e.waitTerminal(a, 30*time.Second).State)
 	e.waitRun(c, 60*time.Second, "admitted with the terminated run's GPU", running)
 	for _, id := range []string{b, c} {
-		require.Equal(t, 202, e.do("POST", e.path("/runs/%s/cancel", id), map[string]any{"reason": "done"}, nil))
-		assert.Equal(t, workflows.RunCancelled, e.waitTerminal(id, 60*time.Second).State)
+		e.cancel(id, "done")
+		assert.Equal(t, gen.RunStateCANCELLED, e.waitTerminal(id, 60*time.Second).State)
 	}
 }
 
@@ -235,18 +229,18 @@ func TestSharedRayClusterIsAdmitted(t *testing.T) {
 	ctx := context.Background()
 	e.setupL4Admission(t, "one-l4", 0)
 	e.createSharedL4Pipeline("shared-l4", "a", "b")
-	holders := []string{e.startRun(map[string]any{"pipeline": "one-l4"}), e.startRun(map[string]any{"pipeline": "one-l4"})}
+	holders := []string{e.start("one-l4", nil), e.start("one-l4", nil)}
 	for _, id := range holders {
-		e.waitRun(id, 60*time.Second, "holding an L4", func(r runView) bool {
-			return r.Status != nil && len(r.Status.Steps) == 1 && r.Status.Steps[0].State == workflows.StepRunning
+		e.waitRun(id, 60*time.Second, "holding an L4", func(r gen.Run) bool {
+			return r.Status != nil && len(r.Status.Steps) == 1 && r.Status.Steps[0].State == gen.StepStateRUNNING
 		})
 	}
-	id := e.startRun(map[string]any{"pipeline": "shared-l4"})
+	id := e.start("shared-l4", nil)
 	// The step is WAITING_FOR_GPU from the submission on; the message
 	// comes from the admission workflow, so the workload is queued then.
-	e.waitRun(id, 60*time.Second, "the shared cluster waiting for GPUs", func(r runView) bool {
-		return r.Status != nil && len(r.Status.Steps) > 0 && r.Status.Steps[0].State == workflows.StepWaitingForGPU &&
-			strings.HasPrefix(r.Status.Steps[0].Message, "waiting for GPUs: ")
+	e.waitRun(id, 60*time.Second, "the shared cluster waiting for GPUs", func(r gen.Run) bool {
+		return r.Status != nil && len(r.Status.Steps) > 0 && r.Status.Steps[0].State == gen.StepStateWAITINGFORGPU &&
+			strings.HasPrefix(val(r.Status.Steps[0].Message), "waiting for GPUs: ")
 	})
 	assert.Empty(t, e.runObjects(t, id), "the shared cluster must not exist before it is admitted")
 	q := e.admissionQueue(t)
@@ -266,9 +260,9 @@ func TestSharedRayClusterIsAdmitted(t *testing.T) {
 	}, 120*time.Second, 100*time.Millisecond, "the shared cluster was never created")
 
 	r := e.waitTerminal(id, 180*time.Second)
-	require.Equal(t, workflows.RunSucceeded, r.State, "%+v", r.Status)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%+v", r.Status)
 	for _, h := range holders {
-		require.Equal(t, workflows.RunSucceeded, e.waitTerminal(h, 60*time.Second).State)
+		require.Equal(t, gen.RunStateSUCCEEDED, e.waitTerminal(h, 60*time.Second).State)
 	}
 	rcs, err := e.ray.RayV1().RayClusters(e.namespace).List(ctx, metav1.ListOptions{LabelSelector: "atelier.dev/run=" + id})
 	require.NoError(t, err)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -29,7 +30,6 @@ import (
 	"github.com/atelier-ml/atelier/internal/temporaltest"
 	"github.com/atelier-ml/atelier/internal/tokens"
 	"github.com/atelier-ml/atelier/wire"
-	"github.com/atelier-ml/atelier/workflows"
 )
 
 func TestMain(m *testing.M) { temporaltest.Main(m) }
@@ -162,107 +162,237 @@ func newStack(t *testing.T, opts ...stackOptions) *stack {
 	return s
 }
 
-// do sends a JSON (or raw, when body is []byte) request with the stack's
-// token and decodes a JSON response into out (if non-nil).
-func (s *stack) do(method, path string, body any, out any, hdr ...string) int {
+// raw sends a request the generated client cannot express (a body off
+// the schema, a link the API returned) with the stack's token and returns
+// the status and body. Everything else goes through s.client().
+func (s *stack) raw(method, path string, body []byte) (int, []byte) {
 	s.t.Helper()
 	var rd io.Reader
-	ct := "application/json"
-	switch b := body.(type) {
-	case nil:
-	case []byte:
-		rd, ct = bytes.NewReader(b), "application/yaml"
-	default:
-		buf, err := json.Marshal(b)
-		require.NoError(s.t, err)
-		rd = bytes.NewReader(buf)
+	if body != nil {
+		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequest(method, s.url+path, rd)
 	require.NoError(s.t, err)
-	if rd != nil {
-		req.Header.Set("Content-Type", ct)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Authorization", "Bearer "+s.token)
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(s.t, err)
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
 	require.NoError(s.t, err)
-	if out != nil && len(raw) > 0 {
-		require.NoError(s.t, json.Unmarshal(raw, out), "body: %s", raw)
-	}
-	return resp.StatusCode
+	return resp.StatusCode, b
 }
 
+// path is a path under the stack's project.
 func (s *stack) path(format string, args ...any) string {
 	return fmt.Sprintf("/v1/projects/%s", s.project) + fmt.Sprintf(format, args...)
 }
 
-// runView is the subset of the run resource the tests read.
-type runView struct {
-	ID     string               `json:"id"`
-	State  workflows.RunState   `json:"state"`
-	Status *workflows.RunStatus `json:"status"`
+// client is the generated REST client acting with the stack's token.
+func (s *stack) client() *gen.ClientWithResponses { return s.clientAs(s.token) }
+
+// clientAs is the generated REST client acting with the token secret.
+func (s *stack) clientAs(secret string) *gen.ClientWithResponses {
+	s.t.Helper()
+	c, err := gen.NewClientWithResponses(s.url, gen.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
+		req.Header.Set("Authorization", "Bearer "+secret)
+		return nil
+	}))
+	require.NoError(s.t, err)
+	return c
 }
 
+// push stores a version of pipeline name from YAML, as `atelier pipelines
+// push` does; it returns the status and, on a 422, the problems by path.
+func (s *stack) push(name, yaml string) (int, map[string]string) {
+	s.t.Helper()
+	res, err := s.client().CreatePipelineVersionWithBodyWithResponse(context.Background(), s.project, name, "application/yaml", strings.NewReader(yaml))
+	require.NoError(s.t, err)
+	problems := map[string]string{}
+	if p := res.ApplicationproblemJSON422; p != nil {
+		for _, e := range val(p.Errors) {
+			problems[e.Path] = e.Message
+		}
+	}
+	return res.StatusCode(), problems
+}
+
+// createPipeline is a push that must be stored.
 func (s *stack) createPipeline(name, yaml string) {
 	s.t.Helper()
-	var out map[string]any
-	code := s.do("POST", s.path("/pipelines/%s/versions", name), []byte(yaml), &out)
-	require.Contains(s.t, []int{200, 201}, code, "create pipeline: %v", out)
+	code, problems := s.push(name, yaml)
+	require.Contains(s.t, []int{200, 201}, code, "create pipeline %s: %v", name, problems)
 }
 
-func (s *stack) startRun(body map[string]any) string {
+// startRunAs starts a run with client c (the stack's token or another)
+// and returns its ID.
+func (s *stack) startRunAs(c *gen.ClientWithResponses, req gen.CreateRunRequest) string {
 	s.t.Helper()
-	var out runView
-	code := s.do("POST", s.path("/runs"), body, &out)
-	require.Equal(s.t, 201, code, "start run: %+v", out)
-	return out.ID
+	res, err := c.CreateRunWithResponse(context.Background(), s.project, nil, req)
+	require.NoError(s.t, err)
+	require.Equal(s.t, 201, res.StatusCode(), "start run: %s", res.Body)
+	return res.JSON201.Id
 }
 
-func (s *stack) getRun(id string) runView {
+// startRun starts a run with the stack's token.
+func (s *stack) startRun(req gen.CreateRunRequest) string { return s.startRunAs(s.client(), req) }
+
+// start starts a run of the newest version of pipeline with params (nil:
+// the defaults).
+func (s *stack) start(pipeline string, params map[string]any) string {
 	s.t.Helper()
-	var out runView
-	code := s.do("GET", s.path("/runs/%s", id), nil, &out)
-	require.Equal(s.t, 200, code)
-	return out
+	req := gen.CreateRunRequest{Pipeline: &pipeline}
+	if params != nil {
+		req.Params = &params
+	}
+	return s.startRun(req)
+}
+
+// goInput is v as the input of a Go pipeline's run.
+func goInput(t *testing.T, v any) *json.RawMessage {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	m := json.RawMessage(b)
+	return &m
+}
+
+// run reads a run: its status code and, on a 200, the run.
+func (s *stack) run(id string) (int, *gen.Run) {
+	s.t.Helper()
+	res, err := s.client().GetRunWithResponse(context.Background(), s.project, id)
+	require.NoError(s.t, err)
+	return res.StatusCode(), res.JSON200
+}
+
+// getRun reads a run that must exist.
+func (s *stack) getRun(id string) gen.Run {
+	s.t.Helper()
+	code, r := s.run(id)
+	require.Equal(s.t, 200, code, "run %s", id)
+	return *r
 }
 
 // waitRun polls until cond holds for the run (or fails after d).
-func (s *stack) waitRun(id string, d time.Duration, what string, cond func(runView) bool) runView {
+func (s *stack) waitRun(id string, d time.Duration, what string, cond func(gen.Run) bool) gen.Run {
 	s.t.Helper()
 	deadline := time.Now().Add(d)
+	var last gen.Run
 	for {
 		// A run started straight through the SDK appears once its first
 		// mirror write lands: 404 until then.
-		var r runView
-		if code := s.do("GET", s.path("/runs/%s", id), nil, nil); code == 200 {
-			if r = s.getRun(id); cond(r) {
-				return r
+		if code, r := s.run(id); code == 200 {
+			if last = *r; cond(last) {
+				return last
 			}
 		}
 		if time.Now().After(deadline) {
-			b, _ := json.MarshalIndent(r, "", "  ")
+			b, _ := json.MarshalIndent(last, "", "  ")
 			s.t.Fatalf("run %s: timed out after %s waiting for %s; last seen:\n%s", id, d, what, b)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-func (s *stack) waitTerminal(id string, d time.Duration) runView {
-	return s.waitRun(id, d, "a terminal state", func(r runView) bool { return r.State.Terminal() })
+func (s *stack) waitTerminal(id string, d time.Duration) gen.Run {
+	return s.waitRun(id, d, "a terminal state", func(r gen.Run) bool { return terminal(r.State) })
 }
 
-func stepByName(r runView, name string) workflows.StepStatus {
+// waitStepState waits until step of run id is in state.
+func (s *stack) waitStepState(id, step string, state gen.StepState) gen.Run {
+	s.t.Helper()
+	return s.waitRun(id, 30*time.Second, step+" "+string(state), func(r gen.Run) bool {
+		return r.Status != nil && stepByName(r, step).State == state
+	})
+}
+
+// terminal: the run ended and will not change again.
+func terminal(st gen.RunState) bool {
+	switch st {
+	case gen.RunStateSUCCEEDED, gen.RunStateFAILED, gen.RunStateCANCELLED, gen.RunStateTERMINATED:
+		return true
+	}
+	return false
+}
+
+// stepByName is the run's step called name, or the zero step when it has
+// none.
+func stepByName(r gen.Run, name string) gen.StepStatus {
+	if r.Status == nil {
+		return gen.StepStatus{}
+	}
 	for _, st := range r.Status.Steps {
 		if st.Name == name {
 			return st
 		}
 	}
-	return workflows.StepStatus{}
+	return gen.StepStatus{}
+}
+
+// cancel asks for run id to be cancelled (reason "": none, the
+// gateway's default); the gateway must accept it.
+func (s *stack) cancel(id, reason string) {
+	s.t.Helper()
+	var req gen.CancelRunRequest
+	if reason != "" {
+		req.Reason = &reason
+	}
+	res, err := s.client().CancelRunWithResponse(context.Background(), s.project, id, req)
+	require.NoError(s.t, err)
+	require.Equal(s.t, 202, res.StatusCode(), "cancel %s: %s", id, res.Body)
+}
+
+// retry starts a retry of run id (POST …/retry); it returns the new run's ID.
+func (s *stack) retry(id string, req gen.RetryRunRequest) string {
+	s.t.Helper()
+	res, err := s.client().RetryRunWithResponse(context.Background(), s.project, id, req)
+	require.NoError(s.t, err)
+	require.Equal(s.t, 201, res.StatusCode(), "retry %s: %s", id, res.Body)
+	return res.JSON201.Id
+}
+
+// listRuns is the first page of the project's runs matching p.
+func (s *stack) listRuns(p gen.ListRunsParams) []gen.Run {
+	s.t.Helper()
+	res, err := s.client().ListRunsWithResponse(context.Background(), s.project, &p)
+	require.NoError(s.t, err)
+	require.Equal(s.t, 200, res.StatusCode(), "list runs: %s", res.Body)
+	return res.JSON200.Runs
+}
+
+// stepLog is a step's log (p: attempt and item; nil for the newest
+// attempt); it must be served.
+func (s *stack) stepLog(run, step string, p *gen.GetStepLogsParams) string {
+	s.t.Helper()
+	res, err := s.client().GetStepLogsWithResponse(context.Background(), s.project, run, step, p)
+	require.NoError(s.t, err)
+	require.Equal(s.t, 200, res.StatusCode(), "log of %s/%s: %s", run, step, res.Body)
+	return string(res.Body)
+}
+
+// events is the whole event stream of a finished run (the gateway ends
+// it after the terminal state).
+func (s *stack) events(id string) string {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := s.client().StreamRunEventsWithResponse(ctx, s.project, id, nil)
+	require.NoError(s.t, err)
+	require.Equal(s.t, 200, res.StatusCode(), "events of %s: %s", id, res.Body)
+	return string(res.Body)
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// val is *p, or the zero value for nil (the client's optional fields).
+func val[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }
 
 // waitFile waits until path exists and returns its content.
@@ -325,32 +455,4 @@ func stepScratchDir(t *testing.T) string {
 	d := stepDataDir(t)
 	require.NoError(t, os.Chmod(d, 0o777))
 	return d
-}
-
-func (s *stack) rawGet(t *testing.T, path string) string {
-	t.Helper()
-	req, err := http.NewRequest("GET", s.url+path, nil)
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+s.token)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	require.Equal(t, 200, resp.StatusCode, "%s", b)
-	return string(b)
-}
-
-// client is the generated REST client acting with the stack's token.
-func (s *stack) client() *gen.ClientWithResponses { return s.clientAs(s.token) }
-
-// clientAs is the generated REST client acting with the token secret.
-func (s *stack) clientAs(secret string) *gen.ClientWithResponses {
-	s.t.Helper()
-	c, err := gen.NewClientWithResponses(s.url, gen.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
-		req.Header.Set("Authorization", "Bearer "+secret)
-		return nil
-	}))
-	require.NoError(s.t, err)
-	return c
 }

@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/tokens"
-	"github.com/atelier-ml/atelier/workflows"
 )
 
 // asProject returns a view of the stack acting for another project, with
@@ -60,10 +60,10 @@ steps:
           ls "$PWD/../../../.."
           exit 0
 `)
-	id := s.startRun(map[string]any{"pipeline": "snoop"})
+	id := s.start("snoop", nil)
 	r := s.waitTerminal(id, 60*time.Second)
-	require.Equal(t, workflows.RunSucceeded, r.State, "%+v", r.Status)
-	log := s.rawGet(t, s.path("/runs/%s/steps/snoop/logs?attempt=1", id))
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%+v", r.Status)
+	log := s.stepLog(id, "snoop", &gen.GetStepLogsParams{Attempt: ptrTo(1)})
 	for _, secret := range []string{"worker-secret", "atl_admin_secret", "ATELIER_DATABASE_URL", "\n" + id + "\n"} {
 		assert.NotContains(t, log, secret)
 	}
@@ -95,18 +95,18 @@ steps:
     container: {command: ["sh", "-c", "echo hello"]}
 `
 	other.createPipeline("fine", fine)
-	bomb := s.startRun(map[string]any{"pipeline": "bomb"})
-	ok := other.startRun(map[string]any{"pipeline": "fine"})
+	bomb := s.start("bomb", nil)
+	ok := other.start("fine", nil)
 
 	r := s.waitTerminal(bomb, 60*time.Second)
-	require.Equal(t, workflows.RunFailed, r.State)
+	require.Equal(t, gen.RunStateFAILED, r.State)
 	for _, step := range []string{"bomb", "doubling"} {
 		st := stepByName(r, step)
-		assert.Equal(t, workflows.StepFailed, st.State, step)
-		assert.Contains(t, st.Error, "over budget", step)
+		assert.Equal(t, gen.StepStateFAILED, st.State, step)
+		assert.Contains(t, val(st.Error), "over budget", step)
 	}
-	assert.Equal(t, workflows.RunSucceeded, other.waitTerminal(ok, 60*time.Second).State)
+	assert.Equal(t, gen.RunStateSUCCEEDED, other.waitTerminal(ok, 60*time.Second).State)
 	// The worker is still alive for the next run of the same project.
 	s.createPipeline("fine", fine)
-	assert.Equal(t, workflows.RunSucceeded, s.waitTerminal(s.startRun(map[string]any{"pipeline": "fine"}), 60*time.Second).State)
+	assert.Equal(t, gen.RunStateSUCCEEDED, s.waitTerminal(s.start("fine", nil), 60*time.Second).State)
 }

@@ -26,6 +26,7 @@ import (
 	sparkclient "github.com/kubeflow/spark-operator/v2/pkg/client/clientset/versioned"
 	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
 
+	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/kubetest"
 	"github.com/atelier-ml/atelier/internal/telemetry"
 	"github.com/atelier-ml/atelier/wire"
@@ -116,8 +117,9 @@ func newKubeEnv(t *testing.T, sc script, inProcessClusterWorker bool, opts ...st
 // ray and spark steps validate.
 func (e *kubeEnv) waitRegistered(t *testing.T) {
 	require.Eventually(t, func() bool {
-		var out map[string]any
-		return e.do("GET", "/v1/clusters/"+e.cluster, nil, &out) == 200
+		res, err := e.client().GetClusterWithResponse(context.Background(), e.cluster)
+		require.NoError(t, err)
+		return res.StatusCode() == 200
 	}, 30*time.Second, 100*time.Millisecond, "cluster %s never registered", e.cluster)
 }
 
@@ -196,17 +198,18 @@ func outputsScript(kind string) kubetest.Exit {
 func TestKubePipelineRaySparkContainerEndToEnd(t *testing.T) {
 	e := newKubeEnv(t, outputsScript, true)
 	e.createPipeline("ray-spark", kubePipelineYAML(e.cluster))
-	id := e.startRun(map[string]any{"pipeline": "ray-spark"})
+	id := e.start("ray-spark", nil)
 	r := e.waitTerminal(id, 90*time.Second)
-	require.Equal(t, workflows.RunSucceeded, r.State, "%+v", r.Status)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%+v", r.Status)
 
 	etl := stepByName(r, "etl")
 	assert.Equal(t, map[string]any{"rows": 150.0, "kind": "sparkapp"}, etl.Outputs, "outputs come back from the driver pod's termination message")
 	train := stepByName(r, "train")
-	require.Len(t, train.Attempts, 1)
-	assert.Equal(t, e.cluster, train.Attempts[0].Cluster)
-	assert.Contains(t, train.Attempts[0].Object, "rayjob/")
-	assert.NotEmpty(t, train.Attempts[0].Links, "dashboard/log links on the attempt")
+	require.Len(t, val(train.Attempts), 1)
+	attempt := (*train.Attempts)[0]
+	assert.Equal(t, e.cluster, val(attempt.Cluster))
+	assert.Contains(t, val(attempt.Object), "rayjob/")
+	assert.NotEmpty(t, val(attempt.Links), "dashboard/log links on the attempt")
 	assert.Equal(t, "job", stepByName(r, "report").Outputs.(map[string]any)["kind"])
 
 	// Nothing of the run is left on the cluster, including the shared RayCluster.
@@ -238,20 +241,20 @@ steps:
     dependsOn: [work]
     container: {command: ["true"]}
 `, tc.step))
-			id := e.startRun(map[string]any{"pipeline": name})
+			id := e.start(name, nil)
 			require.Eventually(t, func() bool { return len(e.runObjects(t, id)) > 0 }, 30*time.Second, 50*time.Millisecond)
-			e.waitRun(id, 30*time.Second, "the step running", func(r runView) bool {
-				return r.Status != nil && len(r.Status.Steps) > 0 && r.Status.Steps[0].State == workflows.StepRunning
+			e.waitRun(id, 30*time.Second, "the step running", func(r gen.Run) bool {
+				return r.Status != nil && len(r.Status.Steps) > 0 && r.Status.Steps[0].State == gen.StepStateRUNNING
 			})
 			before := e.runObjects(t, id)
 			start := time.Now()
-			require.Equal(t, 202, e.do("POST", e.path("/runs/%s/cancel", id), map[string]any{"reason": "test"}, nil))
+			e.cancel(id, "test")
 			require.Eventually(t, func() bool { return len(e.runObjects(t, id)) == 0 }, 30*time.Second, 20*time.Millisecond,
 				"objects left: %v", e.runObjects(t, id))
 			t.Logf("%s: %v deleted %s after the cancel request", tc.kind, before, time.Since(start).Round(time.Millisecond))
 			r := e.waitTerminal(id, 30*time.Second)
-			assert.Equal(t, workflows.RunCancelled, r.State)
-			assert.Equal(t, workflows.StepCancelled, stepByName(r, "after").State)
+			assert.Equal(t, gen.RunStateCANCELLED, r.State)
+			assert.Equal(t, gen.StepStateCANCELLED, stepByName(r, "after").State)
 		})
 	}
 }
@@ -298,7 +301,7 @@ func TestKubeWorkersKilledAtRandomPointsEveryRunCompletes(t *testing.T) {
 	const runs = 20
 	ids := make([]string, runs)
 	for i := range ids {
-		ids[i] = e.startRun(map[string]any{"pipeline": "ray-spark"})
+		ids[i] = e.start("ray-spark", nil)
 	}
 
 	stop := make(chan struct{})
@@ -335,7 +338,7 @@ func TestKubeWorkersKilledAtRandomPointsEveryRunCompletes(t *testing.T) {
 
 	for _, id := range ids {
 		r := e.waitTerminal(id, 6*time.Minute)
-		assert.Equal(t, workflows.RunSucceeded, r.State, "run %s: %+v", id, r.Status)
+		assert.Equal(t, gen.RunStateSUCCEEDED, r.State, "run %s: %+v", id, r.Status)
 	}
 	close(stop)
 	kills := <-killerDone
@@ -392,14 +395,14 @@ func TestKubeInvalidSpecsFailOnceWithClearErrors(t *testing.T) {
 	}, "test.InvalidSpecs", struct{}{})
 	require.NoError(t, err)
 	r := e.waitTerminal(id, 60*time.Second)
-	require.Equal(t, workflows.RunFailed, r.State)
+	require.Equal(t, gen.RunStateFAILED, r.State)
 	for _, name := range []string{"bad-ray", "bad-spark"} {
 		st := stepByName(r, name)
-		require.Len(t, st.Attempts, 1, "%s: an invalid spec is not retried, even with retries configured", name)
-		t.Logf("%s: %s", name, st.Error)
+		require.Len(t, val(st.Attempts), 1, "%s: an invalid spec is not retried, even with retries configured", name)
+		t.Logf("%s: %s", name, val(st.Error))
 	}
-	assert.Contains(t, stepByName(r, "bad-ray").Error, "ray.head.cpu")
-	assert.Contains(t, stepByName(r, "bad-spark").Error, "spec.type", "the apiserver's message names the field")
+	assert.Contains(t, val(stepByName(r, "bad-ray").Error), "ray.head.cpu")
+	assert.Contains(t, val(stepByName(r, "bad-spark").Error), "spec.type", "the apiserver's message names the field")
 	assert.Empty(t, e.runObjects(t, id))
 }
 
@@ -418,16 +421,16 @@ func TestKubeRunEndsWhenItsClusterWorkerIsGone(t *testing.T) {
 	t.Cleanup(func() { _ = cw.Process.Kill(); _ = cw.Wait() })
 	e.waitRegistered(t)
 	e.createPipeline("orphan", "steps:\n  - name: work\n    kind: ray\n    ray: {entrypoint: python x.py, image: rayproject/ray:2.9.0}\n")
-	id := e.startRun(map[string]any{"pipeline": "orphan"})
+	id := e.start("orphan", nil)
 	require.Eventually(t, func() bool { return len(e.runObjects(t, id)) > 0 }, 30*time.Second, 50*time.Millisecond)
 
 	require.NoError(t, cw.Process.Kill()) // the cluster's worker is gone for good
 	_ = cw.Wait()
-	require.Equal(t, 202, e.do("POST", e.path("/runs/%s/cancel", id), map[string]any{"reason": "test"}, nil))
+	e.cancel(id, "test")
 	r := e.waitTerminal(id, 60*time.Second)
-	assert.Equal(t, workflows.RunCancelled, r.State)
-	require.NotEmpty(t, r.Status.Warnings)
-	assert.Contains(t, r.Status.Warnings[0], "may be left")
+	assert.Equal(t, gen.RunStateCANCELLED, r.State)
+	require.NotEmpty(t, val(r.Status.Warnings))
+	assert.Contains(t, (*r.Status.Warnings)[0], "may be left")
 	assert.NotEmpty(t, e.runObjects(t, id), "nothing could delete them: the warning is the truth")
 }
 
@@ -445,7 +448,7 @@ func TestKubeWorkerStallDoesNotDeleteTheAdoptedObject(t *testing.T) {
 	t.Cleanup(func() { _ = cw.Process.Kill(); _ = cw.Wait() })
 	e.waitRegistered(t)
 	e.createPipeline("long", "steps:\n  - name: train\n    kind: ray\n    ray: {entrypoint: python train.py, image: rayproject/ray:2.9.0}\n")
-	id := e.startRun(map[string]any{"pipeline": "long"})
+	id := e.start("long", nil)
 	var uid types.UID
 	require.Eventually(t, func() bool {
 		l, err := e.ray.RayV1().RayJobs(e.namespace).List(context.Background(), metav1.ListOptions{LabelSelector: "atelier.dev/run=" + id})
@@ -461,7 +464,7 @@ func TestKubeWorkerStallDoesNotDeleteTheAdoptedObject(t *testing.T) {
 	require.NoError(t, cw.Process.Signal(syscall.SIGCONT))
 
 	r := e.waitTerminal(id, 90*time.Second)
-	require.Equal(t, workflows.RunSucceeded, r.State, "%+v", stepByName(r, "train"))
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%+v", stepByName(r, "train"))
 	l, err := e.ray.RayV1().RayJobs(e.namespace).List(context.Background(), metav1.ListOptions{LabelSelector: "atelier.dev/run=" + id})
 	require.NoError(t, err)
 	for _, o := range l.Items {
@@ -480,23 +483,23 @@ steps:
     placement: {cluster: %s}
     container: {image: busybox, command: ["true"], resources: {gpu: 16}}
 `, e.cluster))
-	id := e.startRun(map[string]any{"pipeline": "too-many-gpus"})
+	id := e.start("too-many-gpus", nil)
 	var msg string
-	e.waitRun(id, 60*time.Second, "the scheduler's reason on the attempt", func(r runView) bool {
-		if r.Status == nil || len(r.Status.Steps) == 0 || len(r.Status.Steps[0].Attempts) == 0 {
+	e.waitRun(id, 60*time.Second, "the scheduler's reason on the attempt", func(r gen.Run) bool {
+		if r.Status == nil || len(r.Status.Steps) == 0 || len(val(r.Status.Steps[0].Attempts)) == 0 {
 			return false
 		}
 		st := r.Status.Steps[0]
-		msg = st.Attempts[0].Message
-		return st.State == workflows.StepRunning && msg != ""
+		msg = val((*st.Attempts)[0].Message)
+		return st.State == gen.StepStateRUNNING && msg != ""
 	})
 	t.Logf("attempt message: %s", msg)
 	assert.Contains(t, msg, "Unschedulable")
 	assert.Contains(t, msg, "Insufficient nvidia.com/gpu")
 	assert.Regexp(t, `0/\d+ nodes are available`, msg)
 
-	require.Equal(t, 202, e.do("POST", e.path("/runs/%s/cancel", id), map[string]any{"reason": "no GPUs"}, nil))
+	e.cancel(id, "no GPUs")
 	r := e.waitTerminal(id, 30*time.Second)
-	assert.Equal(t, workflows.RunCancelled, r.State)
+	assert.Equal(t, gen.RunStateCANCELLED, r.State)
 	require.Eventually(t, func() bool { return len(e.runObjects(t, id)) == 0 }, 30*time.Second, 50*time.Millisecond)
 }

@@ -15,8 +15,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/atelier-ml/atelier/activities/kube/framework"
+	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/kubetest"
-	"github.com/atelier-ml/atelier/workflows"
 )
 
 // A cluster whose worker submits to Kueue (--kueue-queue): with GPU
@@ -34,15 +34,13 @@ func TestKueueAdmitsInsteadOfAtelier(t *testing.T) {
 	dyn := dynamic.NewForConfigOrDie(e.kc.RESTConfig())
 	e.setupL4Admission(t, "kueue-l4", 0)
 
-	var cl struct {
-		Capacity struct {
-			KueueQueue string `json:"kueueQueue"`
-		} `json:"capacity"`
-	}
-	require.Equal(t, 200, e.do("GET", "/v1/clusters/"+e.cluster, nil, &cl))
-	assert.Equal(t, "team-q", cl.Capacity.KueueQueue, "the cluster says Kueue admits its steps")
+	cl, err := e.client().GetClusterWithResponse(ctx, e.cluster)
+	require.NoError(t, err)
+	require.Equal(t, 200, cl.StatusCode(), "%s", cl.Body)
+	require.NotNil(t, cl.JSON200.Capacity)
+	assert.Equal(t, "team-q", val(cl.JSON200.Capacity.KueueQueue), "the cluster says Kueue admits its steps")
 
-	id := e.startRun(map[string]any{"pipeline": "kueue-l4"})
+	id := e.start("kueue-l4", nil)
 	var job *batchv1.Job
 	require.Eventually(t, func() bool {
 		jobs, err := e.kube.BatchV1().Jobs(e.namespace).List(ctx, metav1.ListOptions{LabelSelector: "atelier.dev/run=" + id})
@@ -55,24 +53,24 @@ func TestKueueAdmitsInsteadOfAtelier(t *testing.T) {
 	assert.True(t, ptr.Deref(job.Spec.Suspend, false), "the Job must be created suspended")
 	assert.Equal(t, "team-q", job.Labels[framework.LabelKueueQueueName])
 
-	attemptMessage := func(r runView) string {
-		if r.Status == nil || len(r.Status.Steps) != 1 || len(r.Status.Steps[0].Attempts) == 0 {
+	attemptMessage := func(r gen.Run) string {
+		if r.Status == nil || len(r.Status.Steps) != 1 || len(val(r.Status.Steps[0].Attempts)) == 0 {
 			return ""
 		}
-		a := r.Status.Steps[0].Attempts
-		return a[len(a)-1].Message
+		a := *r.Status.Steps[0].Attempts
+		return val(a[len(a)-1].Message)
 	}
-	r := e.waitRun(id, 60*time.Second, "Kueue's no-workload-yet reason", func(r runView) bool {
+	r := e.waitRun(id, 60*time.Second, "Kueue's no-workload-yet reason", func(r gen.Run) bool {
 		return strings.Contains(attemptMessage(r), "no Workload yet")
 	})
 	st := r.Status.Steps[0]
-	assert.Equal(t, workflows.StepRunning, st.State, "not WAITING_FOR_GPU: Kueue, not Atelier, admits")
-	assert.Contains(t, st.Message, "GPUs admitted by Kueue (LocalQueue team-q)")
+	assert.Equal(t, gen.StepStateRUNNING, st.State, "not WAITING_FOR_GPU: Kueue, not Atelier, admits")
+	assert.Contains(t, val(st.Message), "GPUs admitted by Kueue (LocalQueue team-q)")
 
 	const why = "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor l4, 1 more needed"
 	require.NoError(t, kubetest.KueueWorkload(ctx, dyn, e.namespace, "job-"+job.Name, "team-q", job.UID,
 		[][4]string{{"QuotaReserved", "False", "Pending", why}}))
-	e.waitRun(id, 60*time.Second, "Kueue's reason on the attempt", func(r runView) bool {
+	e.waitRun(id, 60*time.Second, "Kueue's reason on the attempt", func(r gen.Run) bool {
 		return strings.Contains(attemptMessage(r), why)
 	})
 	pods, err := e.kube.CoreV1().Pods(e.namespace).List(ctx, metav1.ListOptions{LabelSelector: "atelier.dev/run=" + id})
@@ -86,6 +84,6 @@ func TestKueueAdmitsInsteadOfAtelier(t *testing.T) {
 	_, err = e.kube.BatchV1().Jobs(e.namespace).Update(ctx, cur, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	r = e.waitTerminal(id, 90*time.Second)
-	require.Equal(t, workflows.RunSucceeded, r.State, "%+v", r.Status)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%+v", r.Status)
 	assert.Contains(t, fmt.Sprint(r.Status.Steps[0].Outputs), "ok")
 }

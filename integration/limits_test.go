@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"testing"
@@ -9,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/api/gen"
 )
 
 // Seen by a user: a forEach cut short by another step's failure was reported
@@ -24,11 +25,11 @@ steps:
   - name: broken
     container: {command: ["sh", "-c", "exit 1"]}
 `)
-	r := s.waitTerminal(s.startRun(map[string]any{"pipeline": "cut"}), 60*time.Second)
-	require.Equal(t, workflows.RunFailed, r.State)
+	r := s.waitTerminal(s.start("cut", nil), 60*time.Second)
+	require.Equal(t, gen.RunStateFAILED, r.State)
 	fan := stepByName(r, "fan")
-	assert.Equal(t, workflows.StepCancelled, fan.State)
-	assert.Contains(t, fan.Message, "2 of 3 items never ran")
+	assert.Equal(t, gen.StepStateCANCELLED, fan.State)
+	assert.Contains(t, val(fan.Message), "2 of 3 items never ran")
 	assert.Nil(t, fan.Outputs)
 }
 
@@ -43,12 +44,13 @@ func TestSpecPastTemporalHistoryLimitIsRefused(t *testing.T) {
 	for i := 0; i < 8; i++ {
 		b.WriteString("  - name: s" + strconv.Itoa(i) + "\n    forEach: {items: " + items + "}\n    container: {command: [echo]}\n")
 	}
-	var prob struct {
-		Errors []struct{ Path, Message string } `json:"errors"`
-	}
-	require.Equal(t, 422, s.do("POST", s.path("/pipelines/wide/versions"), []byte(b.String()), &prob))
-	require.NotEmpty(t, prob.Errors)
-	assert.Contains(t, prob.Errors[0].Message, "51,200")
+	res, err := s.client().CreatePipelineVersionWithBodyWithResponse(context.Background(), s.project, "wide", "application/yaml", strings.NewReader(b.String()))
+	require.NoError(t, err)
+	require.Equal(t, 422, res.StatusCode(), "%s", res.Body)
+	require.NotNil(t, res.ApplicationproblemJSON422)
+	errs := val(res.ApplicationproblemJSON422.Errors)
+	require.NotEmpty(t, errs)
+	assert.Contains(t, errs[0].Message, "51,200")
 }
 
 // Seen by a user: forEach outputs are stored twice in the status, and a
@@ -67,12 +69,12 @@ steps:
     dependsOn: [fan]
     container: {command: ["sh", "-c", "echo {{ len(steps.fan.outputs) }}"]}
 `)
-	id := s.startRun(map[string]any{"pipeline": "big-outputs"})
+	id := s.start("big-outputs", nil)
 	r := s.waitTerminal(id, 120*time.Second)
-	require.Equal(t, workflows.RunSucceeded, r.State, "%+v", r.Status.Error)
-	require.NotEmpty(t, r.Status.Warnings)
-	assert.Contains(t, r.Status.Warnings[0], "omitted")
-	assert.Contains(t, s.rawGet(t, s.path("/runs/%s/steps/count/logs?attempt=1", id)), "40")
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%+v", val(r.Status.Error))
+	require.NotEmpty(t, val(r.Status.Warnings))
+	assert.Contains(t, (*r.Status.Warnings)[0], "omitted")
+	assert.Contains(t, s.stepLog(id, "count", &gen.GetStepLogsParams{Attempt: ptrTo(1)}), "40")
 }
 
 // Seen by a user: bookkeeping activities shared the worker's slots with
@@ -84,14 +86,14 @@ func TestBookkeepingIsNotStarvedByStepsFillingTheSlots(t *testing.T) {
 	other := s.asProject("team-b")
 	s.createPipeline("hog", "steps:\n  - name: hog\n    forEach: {items: [1, 2], parallelism: 2}\n    container: {command: [sleep, '8']}\n")
 	other.createPipeline("quick", "steps:\n  - name: hello\n    container: {command: [echo, hi]}\n")
-	hog := s.startRun(map[string]any{"pipeline": "hog"})
-	s.waitRun(hog, 30*time.Second, "both items running", func(r runView) bool {
-		fan := stepByName(r, "hog")
-		return len(fan.Items) == 2 && fan.Items[0].State == workflows.StepRunning && fan.Items[1].State == workflows.StepRunning
+	hog := s.start("hog", nil)
+	s.waitRun(hog, 30*time.Second, "both items running", func(r gen.Run) bool {
+		items := val(stepByName(r, "hog").Items)
+		return len(items) == 2 && items[0].State == gen.StepStateRUNNING && items[1].State == gen.StepStateRUNNING
 	})
 
-	quick := other.startRun(map[string]any{"pipeline": "quick"})
-	other.waitListed(quick, workflows.RunRunning, 5*time.Second) // its mirror did not wait for a step slot
-	assert.Equal(t, workflows.RunRunning, s.listState(hog))
-	other.waitListed(quick, workflows.RunSucceeded, 30*time.Second)
+	quick := other.start("quick", nil)
+	other.waitListed(quick, gen.RunStateRUNNING, 5*time.Second) // its mirror did not wait for a step slot
+	assert.Equal(t, gen.RunStateRUNNING, s.listState(hog))
+	other.waitListed(quick, gen.RunStateSUCCEEDED, 30*time.Second)
 }

@@ -22,17 +22,13 @@ import (
 func TestEndpointOnTheLocalRuntime(t *testing.T) {
 	engine := modelserverBinary(t)
 	s := newStack(t, stackOptions{localEngines: map[string]string{"vllm": engine}})
-	path := s.path("/endpoints")
 	spec := map[string]any{"backend": "vllm", "model": map[string]any{"name": "tiny"}, "image": "vllm/vllm-openai:v0.9.1",
 		"args": []string{"--startup-delay", "500ms"}, "replicas": map[string]any{"min": 1, "max": 2},
 		"rollout": map[string]any{"gates": map[string]any{"maxErrorRate": 1, "analysisInterval": "1s"}}}
-	var ep gen.Endpoint
-	require.Equal(t, 201, s.do("POST", path, map[string]any{"name": "chat", "spec": spec}, &ep))
+	s.createEndpoint(t, "", spec)
 
-	var v gen.Endpoint
-	require.Eventually(t, func() bool {
-		v = gen.Endpoint{}
-		if s.do("GET", path+"/chat", nil, &v) != 200 || v.Stable != 1 || v.Rollout != nil {
+	v := s.waitEndpoint(t, 90*time.Second, "served revision 1", func(v gen.Endpoint) bool {
+		if v.Stable != 1 || v.Rollout != nil {
 			return false
 		}
 		for _, o := range v.Observed {
@@ -41,7 +37,7 @@ func TestEndpointOnTheLocalRuntime(t *testing.T) {
 			}
 		}
 		return false
-	}, 90*time.Second, 200*time.Millisecond, "revision 1 was never served; last status %+v", v)
+	})
 	require.NotNil(t, v.TrafficMode)
 	require.Equal(t, "proxy", *v.TrafficMode)
 
@@ -56,10 +52,7 @@ func TestEndpointOnTheLocalRuntime(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, 200, resp.StatusCode)
 
-	require.Equal(t, 202, s.do("DELETE", path+"/chat", nil, nil))
-	require.Eventually(t, func() bool {
-		return s.do("GET", path+"/chat", nil, nil) == 404
-	}, 60*time.Second, 200*time.Millisecond)
+	s.deleteEndpoint(t)
 	require.Eventually(t, func() bool {
 		_, err := http.Get("http://" + addr + "/health")
 		return err != nil

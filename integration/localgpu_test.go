@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/api/gen"
 )
 
 // A worker on a machine with one GPU (a fake nvidia-smi on its PATH, as
@@ -43,20 +43,21 @@ steps:
     container:
       command: ["sh", "-c", "echo \"cpu [${CUDA_VISIBLE_DEVICES-unset}]\" >> %[1]s/cpu"]
 `, dir))
-	id := s.startRun(map[string]any{"pipeline": "gpu-local"})
+	id := s.start("gpu-local", nil)
 
 	// While one GPU step runs, the other waits and says why.
-	s.waitRun(id, 60*time.Second, "a GPU step waiting for the machine's GPU", func(r runView) bool {
+	s.waitRun(id, 60*time.Second, "a GPU step waiting for the machine's GPU", func(r gen.Run) bool {
 		for _, name := range []string{"a", "b"} {
 			st := stepByName(r, name)
-			if n := len(st.Attempts); n > 0 && strings.Contains(st.Attempts[n-1].Message, "waiting for local GPUs: needs 1") {
+			attempts := val(st.Attempts)
+			if n := len(attempts); n > 0 && strings.Contains(val(attempts[n-1].Message), "waiting for local GPUs: needs 1") {
 				return true
 			}
 		}
 		return false
 	})
 	r := s.waitTerminal(id, 60*time.Second)
-	require.Equal(t, workflows.RunSucceeded, r.State, "run: %+v", r.Status)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "run: %+v", r.Status)
 
 	seen, err := os.ReadFile(filepath.Join(dir, "seen"))
 	require.NoError(t, err)
@@ -76,9 +77,9 @@ steps:
       command: ["true"]
       resources: {gpu: 2}
 `)
-	id = s.startRun(map[string]any{"pipeline": "gpu-too-many"})
+	id = s.start("gpu-too-many", nil)
 	r = s.waitTerminal(id, 60*time.Second)
-	require.Equal(t, workflows.RunFailed, r.State)
+	require.Equal(t, gen.RunStateFAILED, r.State)
 	big := stepByName(r, "big")
-	require.Contains(t, big.Error, "needs 2 GPU(s) but this worker's machine has 1")
+	require.Contains(t, val(big.Error), "needs 2 GPU(s) but this worker's machine has 1")
 }

@@ -51,23 +51,20 @@ func TestExitHandlerRunsAfterCancel(t *testing.T) {
 	s := newStack(t)
 	dir := stepScratchDir(t)
 	s.createPipeline("exit", exitPipeline(dir, "0"))
-	id := s.startRun(map[string]any{"pipeline": "exit"})
+	id := s.start("exit", nil)
 	waitFile(t, filepath.Join(dir, "pid"), 30*time.Second)
 
-	c := s.clientAs(s.token)
-	res, err := c.CancelRunWithResponse(context.Background(), s.project, id, gen.CancelRunJSONRequestBody{Reason: ptrTo("wrong-data")})
-	require.NoError(t, err)
-	require.Equal(t, 202, res.StatusCode(), "%s", res.Body)
+	s.cancel(id, "wrong-data")
 
 	got := waitFile(t, filepath.Join(dir, "exit"), 30*time.Second)
 	assert.Equal(t, "CANCELLED "+dir+"/scratch wrong-data", strings.TrimSpace(got))
 	r := s.waitTerminal(id, 30*time.Second)
-	require.Equal(t, workflows.RunCancelled, r.State)
+	require.Equal(t, gen.RunStateCANCELLED, r.State)
 	report := stepByName(r, "report")
-	assert.True(t, report.OnExit)
-	assert.Equal(t, workflows.StepSucceeded, report.State)
-	assert.Equal(t, workflows.StepCancelled, stepByName(r, "train").State)
-	assert.False(t, stepByName(r, "train").OnExit)
+	assert.True(t, val(report.OnExit))
+	assert.Equal(t, gen.StepStateSUCCEEDED, report.State)
+	assert.Equal(t, gen.StepStateCANCELLED, stepByName(r, "train").State)
+	assert.False(t, val(stepByName(r, "train").OnExit))
 }
 
 // A second cancel, while the exit handlers run, stops them: the run ends
@@ -76,23 +73,23 @@ func TestSecondCancelStopsExitHandlers(t *testing.T) {
 	s := newStack(t)
 	dir := stepScratchDir(t)
 	s.createPipeline("exit", exitPipeline(dir, "300"))
-	id := s.startRun(map[string]any{"pipeline": "exit"})
+	id := s.start("exit", nil)
 	waitFile(t, filepath.Join(dir, "pid"), 30*time.Second)
-	require.Equal(t, 202, s.do("POST", s.path("/runs/%s/cancel", id), map[string]any{"reason": "first"}, nil))
+	s.cancel(id, "first")
 	waitFile(t, filepath.Join(dir, "exit"), 30*time.Second)
 	r := s.getRun(id)
-	require.Equal(t, workflows.RunCancelling, r.State, "the run is still cancelling while its exit handlers run")
-	require.Equal(t, workflows.StepRunning, stepByName(r, "report").State)
+	require.Equal(t, gen.RunStateCANCELLING, r.State, "the run is still cancelling while its exit handlers run")
+	require.Equal(t, gen.StepStateRUNNING, stepByName(r, "report").State)
 
 	start := time.Now()
-	require.Equal(t, 202, s.do("POST", s.path("/runs/%s/cancel", id), map[string]any{"reason": "second"}, nil))
+	s.cancel(id, "second")
 	r = s.waitTerminal(id, 30*time.Second)
 	assert.Less(t, time.Since(start), 20*time.Second)
-	assert.Equal(t, workflows.RunCancelled, r.State)
+	assert.Equal(t, gen.RunStateCANCELLED, r.State)
 	report := stepByName(r, "report")
-	assert.Equal(t, workflows.StepCancelled, report.State)
+	assert.Equal(t, gen.StepStateCANCELLED, report.State)
 	stopped := false
-	for _, w := range r.Status.Warnings {
+	for _, w := range val(r.Status.Warnings) {
 		stopped = stopped || (strings.HasPrefix(w, "exit handlers stopped: cancel requested by ci-editor (") && strings.HasSuffix(w, "): second"))
 	}
 	assert.True(t, stopped, "warnings: %v", r.Status.Warnings)
@@ -127,18 +124,18 @@ func TestGoExitHandler(t *testing.T) {
 		"v5-exit-go-failed":    s.startCleanupRun("fail-"+suffix, gopipeline.CleanupInput{Fail: true}),
 		"v5-exit-go-cancelled": s.startCleanupRun("cancel-"+suffix, gopipeline.CleanupInput{Sleep: 300}),
 	}
-	s.waitStepState(ids["v5-exit-go-cancelled"], "train", workflows.StepRunning)
-	require.Equal(t, 202, s.do("POST", s.path("/runs/%s/cancel", ids["v5-exit-go-cancelled"]), map[string]any{"reason": "enough"}, nil))
-	want := map[string]workflows.RunState{
-		"v5-exit-go-succeeded": workflows.RunSucceeded, "v5-exit-go-failed": workflows.RunFailed, "v5-exit-go-cancelled": workflows.RunCancelled,
+	s.waitStepState(ids["v5-exit-go-cancelled"], "train", gen.StepStateRUNNING)
+	s.cancel(ids["v5-exit-go-cancelled"], "enough")
+	want := map[string]gen.RunState{
+		"v5-exit-go-succeeded": gen.RunStateSUCCEEDED, "v5-exit-go-failed": gen.RunStateFAILED, "v5-exit-go-cancelled": gen.RunStateCANCELLED,
 	}
 	for name, id := range ids {
 		r := s.waitTerminal(id, 60*time.Second)
 		require.Equal(t, want[name], r.State, "%s: %+v", name, r.Status)
 		cleanup := stepByName(r, "remove-scratch")
-		assert.True(t, cleanup.OnExit, name)
-		assert.Equal(t, workflows.StepSucceeded, cleanup.State, name)
-		logs := s.rawGet(t, s.path("/runs/%s/steps/remove-scratch/logs", id))
+		assert.True(t, val(cleanup.OnExit), name)
+		assert.Equal(t, gen.StepStateSUCCEEDED, cleanup.State, name)
+		logs := s.stepLog(id, "remove-scratch", nil)
 		assert.Contains(t, logs, "the run ended "+string(want[name]), name)
 		if os.Getenv("ATELIER_RECORD_HISTORIES") != "" {
 			time.Sleep(500 * time.Millisecond) // the final mirror's completion

@@ -23,14 +23,6 @@ import (
 	"github.com/atelier-ml/atelier/workflows"
 )
 
-func startPipelineRun(t *testing.T, c *gen.ClientWithResponses, project, pipeline string) string {
-	t.Helper()
-	resp, err := c.CreateRunWithResponse(context.Background(), project, nil, gen.CreateRunRequest{Pipeline: &pipeline})
-	require.NoError(t, err)
-	require.Equal(t, 201, resp.StatusCode(), "%s", resp.Body)
-	return resp.JSON201.Id
-}
-
 // listed is the workflow IDs `temporal workflow list --query q` prints,
 // among this stack's runs (the tests share one Temporal server and
 // namespace, and every stack's project is "team-a": its task queue is its
@@ -104,9 +96,9 @@ steps:
 `)
 	ci, alice := s.client(), s.clientAs(s.newToken("alice", catalog.RoleEditor))
 
-	failed := startPipelineRun(t, ci, s.project, "fails")
-	require.Equal(t, workflows.RunFailed, s.waitTerminal(failed, 60*time.Second).State)
-	blocked := startPipelineRun(t, alice, s.project, "blocking")
+	failed := s.start("fails", nil)
+	require.Equal(t, gen.RunStateFAILED, s.waitTerminal(failed, 60*time.Second).State)
+	blocked := s.startRunAs(alice, gen.CreateRunRequest{Pipeline: ptrTo("blocking")})
 	pid, err := strconv.Atoi(strings.TrimSpace(waitFile(t, filepath.Join(dir, "pid"), 60*time.Second)))
 	require.NoError(t, err)
 
@@ -139,8 +131,8 @@ steps:
 	// Cancel through Temporal: the same cleanup as a REST cancel.
 	temporalCLI(t, s, "workflow", "cancel", "--workflow-id", blocked)
 	r := s.waitTerminal(blocked, 60*time.Second)
-	assert.Equal(t, workflows.RunCancelled, r.State)
-	assert.Equal(t, workflows.StepCancelled, stepByName(r, "later").State)
+	assert.Equal(t, gen.RunStateCANCELLED, r.State)
+	assert.Equal(t, gen.StepStateCANCELLED, stepByName(r, "later").State)
 	require.Eventually(t, func() bool { return processGone(pid) }, 15*time.Second, 50*time.Millisecond, "the step's process outlived the cancel")
 	eventuallyListed(t, s, fmt.Sprintf("AtelierProject='%s' AND AtelierState='CANCELLED'", s.project), blocked)
 
@@ -201,11 +193,10 @@ steps:
   - name: a
     container: {command: ["true"]}
 `)
-	ci := s.client()
-	id := startPipelineRun(t, ci, s.project, "two")
-	require.Equal(t, workflows.RunFailed, s.waitTerminal(id, 60*time.Second).State)
-	id = startPipelineRun(t, ci, s.project, "one")
-	require.Equal(t, workflows.RunSucceeded, s.waitTerminal(id, 60*time.Second).State)
+	id := s.start("two", nil)
+	require.Equal(t, gen.RunStateFAILED, s.waitTerminal(id, 60*time.Second).State)
+	id = s.start("one", nil)
+	require.Equal(t, gen.RunStateSUCCEEDED, s.waitTerminal(id, 60*time.Second).State)
 
 	var v telemetrytest.Values
 	var err error
@@ -273,7 +264,7 @@ steps:
     dependsOn: [wait]
     container: {command: ["true"]}
 `, dir))
-	id := startPipelineRun(t, s.client(), s.project, "replayed")
+	id := s.start("replayed", nil)
 	waitFile(t, filepath.Join(dir, "pid"), 60*time.Second)
 	// Purge only while the run is idle (no workflow task pending or in
 	// flight): a task evicted mid-way fails and is retried, and what it
@@ -294,7 +285,7 @@ steps:
 	// first event, re-running Begin and the code of steps a and b.
 	worker.PurgeStickyWorkflowCache()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "go"), nil, 0o644))
-	require.Equal(t, workflows.RunSucceeded, s.waitTerminal(id, 60*time.Second).State)
+	require.Equal(t, gen.RunStateSUCCEEDED, s.waitTerminal(id, 60*time.Second).State)
 
 	series := telemetrytest.Series
 	var v telemetrytest.Values

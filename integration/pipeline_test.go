@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/examples/gopipeline"
 	"github.com/atelier-ml/atelier/workflows"
 )
@@ -30,34 +30,26 @@ func readExample(t *testing.T) []byte {
 func TestDeclarativePipelineEndToEnd(t *testing.T) {
 	s := newStack(t)
 	s.createPipeline("train-evaluate", string(readExample(t)))
-	id := s.startRun(map[string]any{"pipeline": "train-evaluate", "params": map[string]any{"dataset": "mnist"}})
+	id := s.start("train-evaluate", map[string]any{"dataset": "mnist"})
 
 	r := s.waitTerminal(id, 60*time.Second)
-	require.Equal(t, workflows.RunSucceeded, r.State, "%+v", r.Status)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%+v", r.Status)
 	for _, st := range r.Status.Steps {
-		assert.Contains(t, []workflows.StepState{workflows.StepSucceeded, workflows.StepSkipped}, st.State, st.Name)
+		assert.Contains(t, []gen.StepState{gen.StepStateSUCCEEDED, gen.StepStateSKIPPED}, st.State, st.Name)
 	}
 	train := stepByName(r, "train")
-	require.Len(t, train.Items, 2)
+	require.Len(t, val(train.Items), 2)
 	assert.Len(t, train.Outputs, 2)
 
 	// Logs are served by REST from Postgres.
-	req, _ := http.NewRequest("GET", s.url+s.path("/runs/%s/steps/train/logs?attempt=1&item=1", id), nil)
-	req.Header.Set("Authorization", "Bearer "+s.token)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	body, _ := bufio.NewReader(resp.Body).ReadString(0)
-	resp.Body.Close()
-	assert.Equal(t, 200, resp.StatusCode)
-	assert.Contains(t, body, "mnist")
+	assert.Contains(t, s.stepLog(id, "train", &gen.GetStepLogsParams{Attempt: ptrTo(1), Item: ptrTo(1)}), "mnist")
 
-	// Listed from Postgres with filters.
-	var page struct {
-		Runs []runView `json:"runs"`
-	}
-	require.Equal(t, 200, s.do("GET", s.path("/runs?pipeline=train-evaluate&state=SUCCEEDED"), nil, &page))
-	require.Len(t, page.Runs, 1)
-	assert.Equal(t, id, page.Runs[0].ID)
+	// Listed from Postgres with filters, once the run's last mirror write
+	// landed (GET reads the workflow's live state and may be ahead).
+	s.waitListed(id, gen.RunStateSUCCEEDED, 10*time.Second)
+	runs := s.listRuns(gen.ListRunsParams{Pipeline: ptrTo("train-evaluate"), State: ptrTo(gen.RunStateSUCCEEDED)})
+	require.Len(t, runs, 1)
+	assert.Equal(t, id, runs[0].Id)
 
 	// Findable in Temporal by search attributes (what the UI and CLI use).
 	require.Eventually(t, func() bool {
@@ -70,9 +62,9 @@ func TestDeclarativePipelineEndToEnd(t *testing.T) {
 func TestGoPipelineThroughRESTAndSDK(t *testing.T) {
 	s := newStack(t)
 	input := map[string]any{"dataset": "iris", "learningRates": []float64{0.01, 0.1}, "threshold": 0.5}
-	id := s.startRun(map[string]any{"workflow": gopipeline.Name, "input": input})
+	id := s.startRun(gen.CreateRunRequest{Workflow: ptrTo(gopipeline.Name), Input: goInput(t, input)})
 	r := s.waitTerminal(id, 60*time.Second)
-	require.Equal(t, workflows.RunSucceeded, r.State, "%+v", r.Status)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%+v", r.Status)
 	assert.Equal(t, true, r.Status.Result.(map[string]any)["deployed"])
 
 	// Started straight from the Temporal Go SDK: it still shows up in the
@@ -86,7 +78,7 @@ func TestGoPipelineThroughRESTAndSDK(t *testing.T) {
 	require.NoError(t, run.Get(context.Background(), &res))
 	assert.False(t, res.Deployed)
 	r = s.waitTerminal("sdk-"+id, 20*time.Second)
-	assert.Equal(t, workflows.RunSucceeded, r.State)
+	assert.Equal(t, gen.RunStateSUCCEEDED, r.State)
 	assert.Empty(t, stepByName(r, "deploy").Name, "a Go pipeline only shows the steps it ran")
 	assert.Len(t, r.Status.Steps, 3)
 }
@@ -122,27 +114,27 @@ func TestCancelMidStepKillsProcessAndSkipsLaterSteps(t *testing.T) {
 			s := newStack(t)
 			dir := stepScratchDir(t)
 			s.createPipeline("blocking", blockingPipeline(dir))
-			id := s.startRun(map[string]any{"pipeline": "blocking"})
+			id := s.start("blocking", nil)
 			var pid int
 			_, err := fmt.Sscan(waitFile(t, filepath.Join(dir, "pid"), 30*time.Second), &pid)
 			require.NoError(t, err)
 
 			start := time.Now()
 			if how == "rest-signal" {
-				require.Equal(t, 202, s.do("POST", s.path("/runs/%s/cancel", id), map[string]any{"reason": "wrong dataset"}, nil))
+				s.cancel(id, "wrong dataset")
 			} else {
 				require.NoError(t, s.temporal.CancelWorkflow(context.Background(), id, ""))
 			}
 			r := s.waitTerminal(id, 30*time.Second)
 			t.Logf("cancel → CANCELLED in %s", time.Since(start))
-			require.Equal(t, workflows.RunCancelled, r.State)
+			require.Equal(t, gen.RunStateCANCELLED, r.State)
 			require.NotNil(t, r.Status.Cancel)
 			if how == "rest-signal" {
 				assert.Equal(t, "wrong dataset", r.Status.Cancel.Reason)
 				assert.Contains(t, r.Status.Cancel.Requester, "ci-editor")
 			}
-			assert.Equal(t, workflows.StepCancelled, stepByName(r, "block").State)
-			assert.Equal(t, workflows.StepCancelled, stepByName(r, "later").State)
+			assert.Equal(t, gen.StepStateCANCELLED, stepByName(r, "block").State)
+			assert.Equal(t, gen.StepStateCANCELLED, stepByName(r, "later").State)
 			require.Eventually(t, func() bool { return processGone(pid) }, 10*time.Second, 50*time.Millisecond, "step process %d still alive", pid)
 			time.Sleep(500 * time.Millisecond)
 			ran, _ := os.ReadFile(filepath.Join(dir, "ran"))
@@ -157,16 +149,7 @@ func TestCancelMidStepKillsProcessAndSkipsLaterSteps(t *testing.T) {
 
 func TestBadInputOnRealStack(t *testing.T) {
 	s := newStack(t)
-	var prob struct {
-		Type   string `json:"type"`
-		Status int    `json:"status"`
-		Detail string `json:"detail"`
-		Errors []struct {
-			Path    string `json:"path"`
-			Message string `json:"message"`
-		} `json:"errors"`
-	}
-	code := s.do("POST", s.path("/pipelines/bad/versions"), []byte(`
+	code, problems := s.push("bad", `
 steps:
   - name: a
     dependsOn: [b]
@@ -176,19 +159,19 @@ steps:
     container: {comand: [y]}
   - name: Bad_Name
     kind: ray
-`), &prob)
+`)
 	assert.Equal(t, 422, code)
-	require.NotEmpty(t, prob.Errors)
-	paths := map[string]bool{}
-	for _, e := range prob.Errors {
-		paths[e.Path] = true
-	}
-	assert.True(t, paths["steps[1].container.comand"], "unknown field reported with its path: %+v", prob.Errors)
+	require.NotEmpty(t, problems)
+	assert.Contains(t, problems, "steps[1].container.comand", "unknown field reported with its path: %+v", problems)
 
-	// Unknown run field and a missing token.
-	assert.Equal(t, 400, s.do("POST", s.path("/runs"), map[string]any{"pipeline": "x", "colour": "red"}, &prob))
-	s.token = "atl_wrong"
-	assert.Equal(t, 401, s.do("GET", s.path("/runs"), nil, &prob))
+	// An unknown run field (raw: the client's typed body cannot carry
+	// one) and a wrong token.
+	code, body := s.raw("POST", s.path("/runs"), []byte(`{"pipeline": "x", "colour": "red"}`))
+	assert.Equal(t, 400, code, "%s", body)
+	res, err := s.clientAs("atl_wrong").ListRunsWithResponse(context.Background(), s.project, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 401, res.StatusCode())
+	assert.NotNil(t, res.ApplicationproblemJSON401, "a problem+json")
 }
 
 // The event stream of a finished run replays its state and ends.
@@ -199,14 +182,14 @@ steps:
   - name: hello
     container: {command: ["sh", "-c", "echo hello"]}
 `)
-	id := s.startRun(map[string]any{"pipeline": "tiny"})
+	id := s.start("tiny", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", s.url+s.path("/runs/%s/events", id), nil)
-	req.Header.Set("Authorization", "Bearer "+s.token)
-	resp, err := http.DefaultClient.Do(req)
+	// The plain client's StreamRunEvents: the body is read as it arrives.
+	resp, err := s.client().StreamRunEvents(ctx, s.project, id, nil)
 	require.NoError(t, err)
 	defer resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
 	require.Equal(t, "text/event-stream", strings.Split(resp.Header.Get("Content-Type"), ";")[0])
 	sc := bufio.NewScanner(resp.Body)
 	var events []string

@@ -47,14 +47,14 @@ steps:
 
 	record := func(name, id string) { recordHistory(t, s, name, id) }
 
-	ok := s.startRun(map[string]any{"pipeline": "train-evaluate"})
-	failed := s.startRun(map[string]any{"pipeline": "retry-fail"})
-	goRun := s.startRun(map[string]any{"workflow": gopipeline.Name, "input": gopipeline.Input{Dataset: "iris", LearningRates: []float64{0.01, 0.1}, Threshold: 0.5}})
-	cancelled := s.startRun(map[string]any{"pipeline": "blocking"})
+	ok := s.start("train-evaluate", nil)
+	failed := s.start("retry-fail", nil)
+	goRun := s.startRun(gen.CreateRunRequest{Workflow: ptrTo(gopipeline.Name), Input: goInput(t, gopipeline.Input{Dataset: "iris", LearningRates: []float64{0.01, 0.1}, Threshold: 0.5})})
+	cancelled := s.start("blocking", nil)
 	waitFile(t, filepath.Join(dir, "pid"), 30*time.Second)
-	require.Equal(t, 202, s.do("POST", s.path("/runs/%s/cancel", cancelled), map[string]any{"reason": "recording"}, nil))
+	s.cancel(cancelled, "recording")
 	require.NoError(t, os.Remove(filepath.Join(dir, "pid")))
-	temporalCancelled := s.startRun(map[string]any{"pipeline": "blocking"})
+	temporalCancelled := s.start("blocking", nil)
 	waitFile(t, filepath.Join(dir, "pid"), 30*time.Second)
 	require.NoError(t, s.temporal.CancelWorkflow(context.Background(), temporalCancelled, ""))
 
@@ -64,7 +64,7 @@ steps:
 		"v2-pipeline-cancelled-rest": cancelled, "v2-pipeline-cancelled-temporal": temporalCancelled} {
 		r := s.waitTerminal(id, 60*time.Second)
 		t.Logf("%s: %s", name, r.State)
-		require.NotEqual(t, workflows.RunRunning, r.State)
+		require.NotEqual(t, gen.RunStateRUNNING, r.State)
 		// Let the final mirror activity's completion land in history.
 		time.Sleep(500 * time.Millisecond)
 		record(name, id)
@@ -113,17 +113,17 @@ func TestRecordKubeHistories(t *testing.T) {
 		return outputsScript(kind)
 	}, true)
 	e.createPipeline("kube", kubePipelineYAML(e.cluster))
-	ok := e.startRun(map[string]any{"pipeline": "kube"})
-	require.Equal(t, workflows.RunSucceeded, e.waitTerminal(ok, 120*time.Second).State)
+	ok := e.start("kube", nil)
+	require.Equal(t, gen.RunStateSUCCEEDED, e.waitTerminal(ok, 120*time.Second).State)
 
 	hang.Store(true)
 	e.createPipeline("kube-hang", "steps:\n  - name: work\n    kind: ray\n    ray: {entrypoint: python x.py, image: rayproject/ray:2.9.0}\n")
-	viaREST := e.startRun(map[string]any{"pipeline": "kube-hang"})
-	viaTemporal := e.startRun(map[string]any{"pipeline": "kube-hang"})
+	viaREST := e.start("kube-hang", nil)
+	viaTemporal := e.start("kube-hang", nil)
 	for _, id := range []string{viaREST, viaTemporal} {
 		require.Eventually(t, func() bool { return len(e.runObjects(t, id)) > 0 }, 30*time.Second, 50*time.Millisecond)
 	}
-	require.Equal(t, 202, e.do("POST", e.path("/runs/%s/cancel", viaREST), map[string]any{"reason": "recording"}, nil))
+	e.cancel(viaREST, "recording")
 	require.NoError(t, e.temporal.CancelWorkflow(context.Background(), viaTemporal, ""))
 	for name, id := range map[string]string{"v2-kube-succeeded": ok, "v2-kube-cancelled-rest": viaREST, "v2-kube-cancelled-temporal": viaTemporal} {
 		r := e.waitTerminal(id, 60*time.Second)
@@ -146,27 +146,27 @@ func TestRecordGPUHistories(t *testing.T) {
 	}, true, stackOptions{gpuMinRuntime: time.Second})
 	e.setupL4Admission(t, "l4-step", 100)
 	e.createSharedL4Pipeline("shared-l4", "a")
-	running := func(r runView) bool {
-		return r.Status != nil && len(r.Status.Steps) == 1 && r.Status.Steps[0].State == workflows.StepRunning
+	running := func(r gen.Run) bool {
+		return r.Status != nil && len(r.Status.Steps) == 1 && r.Status.Steps[0].State == gen.StepStateRUNNING
 	}
-	first := e.startRun(map[string]any{"pipeline": "l4-step"})
-	second := e.startRun(map[string]any{"pipeline": "l4-step"})
+	first := e.start("l4-step", nil)
+	second := e.start("l4-step", nil)
 	e.waitRun(first, 60*time.Second, "running", running)
 	e.waitRun(second, 60*time.Second, "running", running)
-	waited := e.startRun(map[string]any{"pipeline": "l4-step"})
-	e.waitRun(waited, 60*time.Second, "waiting", func(r runView) bool {
-		return r.Status != nil && len(r.Status.Steps) == 1 && r.Status.Steps[0].State == workflows.StepWaitingForGPU
+	waited := e.start("l4-step", nil)
+	e.waitRun(waited, 60*time.Second, "waiting", func(r gen.Run) bool {
+		return r.Status != nil && len(r.Status.Steps) == 1 && r.Status.Steps[0].State == gen.StepStateWAITINGFORGPU
 	})
 	time.Sleep(1500 * time.Millisecond) // past the minimum runtime
-	high := e.startRun(map[string]any{"pipeline": "l4-step", "gpuPriority": 50})
+	high := e.startRun(gen.CreateRunRequest{Pipeline: ptrTo("l4-step"), GpuPriority: ptrTo(50)})
 	for _, id := range []string{first, second, waited, high} {
-		require.Equal(t, workflows.RunSucceeded, e.waitTerminal(id, 120*time.Second).State)
+		require.Equal(t, gen.RunStateSUCCEEDED, e.waitTerminal(id, 120*time.Second).State)
 	}
-	shared := e.startRun(map[string]any{"pipeline": "shared-l4"})
-	require.Equal(t, workflows.RunSucceeded, e.waitTerminal(shared, 120*time.Second).State)
+	shared := e.start("shared-l4", nil)
+	require.Equal(t, gen.RunStateSUCCEEDED, e.waitTerminal(shared, 120*time.Second).State)
 	victim := ""
 	for _, id := range []string{first, second} {
-		if r := e.getRun(id); len(r.Status.Steps[0].Attempts) > 1 {
+		if r := e.getRun(id); len(val(r.Status.Steps[0].Attempts)) > 1 {
 			victim = id
 		}
 	}
@@ -201,21 +201,21 @@ steps:
 		s.createPipeline(name, yaml)
 	}
 	ids := map[string]string{
-		"v4-runif-diamond":      s.startRun(map[string]any{"pipeline": "diamond"}),
-		"v4-runif-on-failure":   s.startRun(map[string]any{"pipeline": "on-failure"}),
-		"v4-approval-approved":  s.startRun(map[string]any{"pipeline": "gate"}),
-		"v4-approval-rejected":  s.startRun(map[string]any{"pipeline": "gate"}),
-		"v4-approval-timeout":   s.startRun(map[string]any{"pipeline": "gate-timeout"}),
-		"v4-approval-cancelled": s.startRun(map[string]any{"pipeline": "gate"}),
-		"v4-approval-stopped":   s.startRun(map[string]any{"pipeline": "gate-stopped"}),
+		"v4-runif-diamond":      s.start("diamond", nil),
+		"v4-runif-on-failure":   s.start("on-failure", nil),
+		"v4-approval-approved":  s.start("gate", nil),
+		"v4-approval-rejected":  s.start("gate", nil),
+		"v4-approval-timeout":   s.start("gate-timeout", nil),
+		"v4-approval-cancelled": s.start("gate", nil),
+		"v4-approval-stopped":   s.start("gate-stopped", nil),
 	}
 	for name, verb := range map[string]string{"v4-approval-approved": "approve", "v4-approval-rejected": "reject"} {
-		s.waitStepState(ids[name], "gate", workflows.StepWaitingForApproval)
-		code, body := s.decide(ids[name], "gate", verb, s.token, map[string]any{"comment": "recording"})
-		require.Equal(t, 200, code, "%v", body)
+		s.waitStepState(ids[name], "gate", gen.StepStateWAITINGFORAPPROVAL)
+		code, _, body := s.decide(ids[name], "gate", verb, s.token, ptrTo("recording"))
+		require.Equal(t, 200, code, "%s", body)
 	}
-	s.waitStepState(ids["v4-approval-cancelled"], "gate", workflows.StepWaitingForApproval)
-	require.Equal(t, 202, s.do("POST", s.path("/runs/%s/cancel", ids["v4-approval-cancelled"]), map[string]any{"reason": "recording"}, nil))
+	s.waitStepState(ids["v4-approval-cancelled"], "gate", gen.StepStateWAITINGFORAPPROVAL)
+	s.cancel(ids["v4-approval-cancelled"], "recording")
 	for name, id := range ids {
 		r := s.waitTerminal(id, 60*time.Second)
 		t.Logf("%s: %s", name, r.State)
@@ -258,33 +258,35 @@ steps:
 	} {
 		s.createPipeline(name, yaml)
 	}
-	require.Equal(t, 201, s.do("POST", s.path("/webhooks"), map[string]any{
-		"url": "http://127.0.0.1:9/nowhere", "events": []string{"run.finished", "step.failed", "approval.requested"},
-	}, nil))
+	hook, err := s.client().CreateWebhookWithResponse(context.Background(), s.project, gen.WebhookCreate{
+		Url: "http://127.0.0.1:9/nowhere", Events: []gen.WebhookEvent{"run.finished", "step.failed", "approval.requested"},
+	})
+	require.NoError(t, err)
+	require.Equal(t, 201, hook.StatusCode(), "%s", hook.Body)
 	ids := map[string]string{
-		"v5-exit-succeeded":          s.startRun(map[string]any{"pipeline": "exit-ok"}),
-		"v5-exit-failed":             s.startRun(map[string]any{"pipeline": "exit-failed"}),
-		"v5-exit-cancelled-rest":     s.startRun(map[string]any{"pipeline": "exit-block"}),
-		"v5-exit-cancelled-temporal": s.startRun(map[string]any{"pipeline": "exit-block"}),
-		"v5-exit-deadline":           s.startRun(map[string]any{"pipeline": "exit-deadline"}),
-		"v5-exit-stopped":            s.startRun(map[string]any{"pipeline": "exit-hang"}),
-		"v5-exit-timeout":            s.startRun(map[string]any{"pipeline": "exit-timeout"}),
-		"v5-exit-approval-notice":    s.startRun(map[string]any{"pipeline": "gate"}),
+		"v5-exit-succeeded":          s.start("exit-ok", nil),
+		"v5-exit-failed":             s.start("exit-failed", nil),
+		"v5-exit-cancelled-rest":     s.start("exit-block", nil),
+		"v5-exit-cancelled-temporal": s.start("exit-block", nil),
+		"v5-exit-deadline":           s.start("exit-deadline", nil),
+		"v5-exit-stopped":            s.start("exit-hang", nil),
+		"v5-exit-timeout":            s.start("exit-timeout", nil),
+		"v5-exit-approval-notice":    s.start("gate", nil),
 	}
 	for _, name := range []string{"v5-exit-cancelled-rest", "v5-exit-cancelled-temporal", "v5-exit-stopped"} {
 		waitFile(t, filepath.Join(dir, ids[name]), 30*time.Second)
 	}
-	require.Equal(t, 202, s.do("POST", s.path("/runs/%s/cancel", ids["v5-exit-cancelled-rest"]), map[string]any{"reason": "recording"}, nil))
+	s.cancel(ids["v5-exit-cancelled-rest"], "recording")
 	require.NoError(t, s.temporal.CancelWorkflow(context.Background(), ids["v5-exit-cancelled-temporal"], ""))
-	require.Equal(t, 202, s.do("POST", s.path("/runs/%s/cancel", ids["v5-exit-stopped"]), map[string]any{"reason": "first"}, nil))
+	s.cancel(ids["v5-exit-stopped"], "first")
 	waitFile(t, filepath.Join(dir, ids["v5-exit-stopped"]+".exit"), 30*time.Second)
-	require.Equal(t, 202, s.do("POST", s.path("/runs/%s/cancel", ids["v5-exit-stopped"]), map[string]any{"reason": "second"}, nil))
-	s.waitStepState(ids["v5-exit-approval-notice"], "gate", workflows.StepWaitingForApproval)
-	code, body := s.decide(ids["v5-exit-approval-notice"], "gate", "approve", s.token, map[string]any{"comment": "recording"})
-	require.Equal(t, 200, code, "%v", body)
+	s.cancel(ids["v5-exit-stopped"], "second")
+	s.waitStepState(ids["v5-exit-approval-notice"], "gate", gen.StepStateWAITINGFORAPPROVAL)
+	code, _, body := s.decide(ids["v5-exit-approval-notice"], "gate", "approve", s.token, ptrTo("recording"))
+	require.Equal(t, 200, code, "%s", body)
 	for name, id := range ids {
 		r := s.waitTerminal(id, 60*time.Second)
-		t.Logf("%s: %s %v", name, r.State, r.Status.Warnings)
+		t.Logf("%s: %s %v", name, r.State, val(r.Status.Warnings))
 		time.Sleep(500 * time.Millisecond) // the final mirror's completion
 		recordHistory(t, s, name, id)
 	}
@@ -324,17 +326,18 @@ steps:
     container: {command: [sh, -c, "exit 3"]}
 `)
 	// Sequential: each run's hits depend on what the one before stored.
-	run := func(body map[string]any) string {
+	run := func(body gen.CreateRunRequest) string {
 		id := s.startRun(body)
-		require.NotEqual(t, workflows.RunRunning, s.waitTerminal(id, 60*time.Second).State)
+		require.NotEqual(t, gen.RunStateRUNNING, s.waitTerminal(id, 60*time.Second).State)
 		return id
 	}
 	ids := map[string]string{}
-	ids["v5-cache-miss"] = run(map[string]any{"pipeline": "cached"})
-	ids["v5-cache-hit"] = run(map[string]any{"pipeline": "cached"})
-	ids["v5-cache-partial"] = run(map[string]any{"pipeline": "cached", "params": map[string]any{"lr": 0.2}})
-	ids["v5-cache-bypass"] = run(map[string]any{"pipeline": "cached", "cache": map[string]any{"bypass": true}})
-	ids["v5-cache-failed"] = run(map[string]any{"pipeline": "cached-fail"})
+	cached := gen.CreateRunRequest{Pipeline: ptrTo("cached")}
+	ids["v5-cache-miss"] = run(cached)
+	ids["v5-cache-hit"] = run(cached)
+	ids["v5-cache-partial"] = run(gen.CreateRunRequest{Pipeline: ptrTo("cached"), Params: &map[string]any{"lr": 0.2}})
+	ids["v5-cache-bypass"] = run(gen.CreateRunRequest{Pipeline: ptrTo("cached"), Cache: &gen.RunCacheOptions{Bypass: ptrTo(true)}})
+	ids["v5-cache-failed"] = run(gen.CreateRunRequest{Pipeline: ptrTo("cached-fail")})
 	for name, id := range ids {
 		r := s.waitTerminal(id, 60*time.Second)
 		t.Logf("%s: %s", name, r.State)
@@ -379,7 +382,7 @@ outputs: {model: "{{ steps.train.outputs.model }}"}
 	failed := s.start("parent-of-broken", nil)
 	viaREST := s.start("outer", nil)
 	waitFile(t, filepath.Join(dir, "pid"), 30*time.Second)
-	require.Equal(t, 202, s.do("POST", s.path("/runs/%s/cancel", viaREST), map[string]any{"reason": "recording"}, nil))
+	s.cancel(viaREST, "recording")
 	require.NoError(t, os.Remove(filepath.Join(dir, "pid")))
 	viaTemporal := s.start("outer", nil)
 	waitFile(t, filepath.Join(dir, "pid"), 30*time.Second)
@@ -427,7 +430,7 @@ steps:
 `)
 	s.createPipeline("quick", "steps:\n  - name: hello\n    container: {command: [\"true\"]}\n")
 	ci := s.client()
-	counted := startPipelineRun(t, ci, s.project, "counted")
+	counted := s.start("counted", nil)
 	every := []string{"1h"}
 	const name = "v5-recorded"
 	sc, err := ci.CreateScheduleWithResponse(context.Background(), s.project, gen.ScheduleCreate{Name: name, Pipeline: "quick", Every: &every})
@@ -481,19 +484,19 @@ steps:
     forEach: {items: "0..1100", parallelism: 20}
     container: {command: ["sh", "-c", "touch `+dir+`/started-{{ item }}; exec sleep 600"]}
 `)
-	ok := s.startRun(map[string]any{"pipeline": "wide-ok"})
-	failed := s.startRun(map[string]any{"pipeline": "wide-fail"})
-	cancelled := s.startRun(map[string]any{"pipeline": "wide-block"})
+	ok := s.start("wide-ok", nil)
+	failed := s.start("wide-fail", nil)
+	cancelled := s.start("wide-block", nil)
 	require.Eventually(t, func() bool {
 		m, _ := filepath.Glob(filepath.Join(dir, "started-*"))
 		return len(m) >= 20
 	}, 2*time.Minute, 100*time.Millisecond)
-	require.Equal(t, 202, s.do("POST", s.path("/runs/%s/cancel", cancelled), map[string]any{"reason": "recording"}, nil))
+	s.cancel(cancelled, "recording")
 
-	want := map[string]workflows.RunState{ok: workflows.RunSucceeded, failed: workflows.RunFailed, cancelled: workflows.RunCancelled}
+	want := map[string]gen.RunState{ok: gen.RunStateSUCCEEDED, failed: gen.RunStateFAILED, cancelled: gen.RunStateCANCELLED}
 	for _, id := range []string{ok, failed, cancelled} {
 		r := s.waitTerminal(id, 3*time.Minute)
-		require.Equal(t, want[id], r.State, "%s", r.Status.Error)
+		require.Equal(t, want[id], r.State, "%s", val(r.Status.Error))
 	}
 	time.Sleep(500 * time.Millisecond) // the final mirror's completion
 	for name, id := range map[string]string{

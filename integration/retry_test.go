@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/api/gen"
 )
 
 // Retry from failure, through REST on the real stack:
@@ -42,39 +43,39 @@ func TestRetryFromFailureOnRealStack(t *testing.T) {
 		return out
 	}
 
-	first := s.startRun(map[string]any{"pipeline": "chain"})
+	first := s.start("chain", nil)
 	r := s.waitTerminal(first, 60*time.Second)
-	require.Equal(t, workflows.RunFailed, r.State)
+	require.Equal(t, gen.RunStateFAILED, r.State)
 	assert.Equal(t, []string{"s1", "s2", "s3"}, ran())
 
-	var running map[string]any
 	require.NoError(t, os.WriteFile(ok, nil, 0o666))
 
-	var retried runView
-	require.Equal(t, 201, s.do("POST", s.path("/runs/%s/retry", first), map[string]any{}, &retried))
-	r = s.waitTerminal(retried.ID, 60*time.Second)
-	require.Equal(t, workflows.RunSucceeded, r.State, "%+v", r.Status)
-	assert.Equal(t, first, r.Status.RetryOf)
+	retried := s.retry(first, gen.RetryRunRequest{})
+	r = s.waitTerminal(retried, 60*time.Second)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%+v", r.Status)
+	assert.Equal(t, first, val(r.Status.RetryOf))
 	assert.Equal(t, []string{"s3", "s4", "s5"}, ran(), "only the failed step and what follows ran")
 	for _, name := range []string{"s1", "s2"} {
 		st := stepByName(r, name)
-		assert.Equal(t, workflows.StepCached, st.State, name)
-		assert.Equal(t, "reused from run "+first+" (step "+name+", attempt 1)", st.Message)
-		assert.Equal(t, &workflows.CacheSource{Run: first, Step: name, Attempt: 1}, st.CachedFrom)
+		assert.Equal(t, gen.StepStateCACHED, st.State, name)
+		assert.Equal(t, "reused from run "+first+" (step "+name+", attempt 1)", val(st.Message))
+		assert.Equal(t, &gen.CacheSource{Run: first, Step: name, Attempt: ptrTo(1)}, st.CachedFrom)
 		assert.Empty(t, st.Attempts, "a reused step has no attempt")
 	}
 
 	// resumeFrom: s4 and what follows run again; s1–s3 are reused.
-	var again runView
-	require.Equal(t, 201, s.do("POST", s.path("/runs/%s/retry", retried.ID), map[string]any{"resumeFrom": []string{"s4"}}, &again))
-	r = s.waitTerminal(again.ID, 60*time.Second)
-	require.Equal(t, workflows.RunSucceeded, r.State)
+	again := s.retry(retried, gen.RetryRunRequest{ResumeFrom: &[]string{"s4"}})
+	r = s.waitTerminal(again, 60*time.Second)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State)
 	assert.Equal(t, []string{"s4", "s5"}, ran())
-	assert.Equal(t, workflows.StepCached, stepByName(r, "s3").State)
+	assert.Equal(t, gen.StepStateCACHED, stepByName(r, "s3").State)
 	// Reused twice, s1 still names the run that ran it.
-	assert.Equal(t, &workflows.CacheSource{Run: first, Step: "s1", Attempt: 1}, stepByName(r, "s1").CachedFrom)
+	assert.Equal(t, &gen.CacheSource{Run: first, Step: "s1", Attempt: ptrTo(1)}, stepByName(r, "s1").CachedFrom)
 
-	require.Equal(t, 400, s.do("POST", s.path("/runs/%s/retry", first), map[string]any{"resumeFrom": []string{"nope"}}, &running))
+	unknown, err := s.client().RetryRunWithResponse(context.Background(), s.project, first, gen.RetryRunRequest{ResumeFrom: &[]string{"nope"}})
+	require.NoError(t, err)
+	require.Equal(t, 400, unknown.StatusCode(), "%s", unknown.Body)
+	require.NotNil(t, unknown.ApplicationproblemJSON400)
 
 	// forEach: items 0 and 1 succeed, item 2 fails (parallelism 1: item 3
 	// never runs); the retry reuses 0 and 1 and runs 2 and 3.
@@ -85,25 +86,26 @@ steps:
     forEach: {items: [0, 1, 2, 3], parallelism: 1}
     container: {command: ["sh", "-c", "echo item{{ item }} >> %[1]s/ran; test {{ item }} != 2 || test -e %[2]s"]}
 `, dir, fanOK))
-	fan := s.startRun(map[string]any{"pipeline": "fan"})
-	require.Equal(t, workflows.RunFailed, s.waitTerminal(fan, 60*time.Second).State)
+	fan := s.start("fan", nil)
+	require.Equal(t, gen.RunStateFAILED, s.waitTerminal(fan, 60*time.Second).State)
 	assert.Equal(t, []string{"item0", "item1", "item2"}, ran())
 	require.NoError(t, os.WriteFile(fanOK, nil, 0o666))
-	var fanRetry runView
-	require.Equal(t, 201, s.do("POST", s.path("/runs/%s/retry", fan), nil, &fanRetry))
-	r = s.waitTerminal(fanRetry.ID, 60*time.Second)
-	require.Equal(t, workflows.RunSucceeded, r.State, "%+v", r.Status)
+	fanRetry := s.retry(fan, gen.RetryRunRequest{})
+	r = s.waitTerminal(fanRetry, 60*time.Second)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%+v", r.Status)
 	assert.Equal(t, []string{"item2", "item3"}, ran())
-	each := stepByName(r, "each")
-	require.Len(t, each.Items, 4)
-	assert.Equal(t, workflows.StepCached, each.Items[0].State)
-	one := 1
-	assert.Equal(t, &workflows.CacheSource{Run: fan, Step: "each", Item: &one, Attempt: 1}, each.Items[1].CachedFrom)
-	assert.Equal(t, workflows.StepSucceeded, each.Items[3].State)
+	items := val(stepByName(r, "each").Items)
+	require.Len(t, items, 4)
+	assert.Equal(t, gen.StepStateCACHED, items[0].State)
+	assert.Equal(t, &gen.CacheSource{Run: fan, Step: "each", Item: ptrTo(1), Attempt: ptrTo(1)}, items[1].CachedFrom)
+	assert.Equal(t, gen.StepStateSUCCEEDED, items[3].State)
 
 	// A run still in flight cannot be retried.
 	s.createPipeline("blocking", blockingPipeline(stepScratchDir(t)))
-	live := s.startRun(map[string]any{"pipeline": "blocking"})
-	require.Equal(t, 409, s.do("POST", s.path("/runs/%s/retry", live), nil, nil))
-	require.Equal(t, 202, s.do("POST", s.path("/runs/%s/cancel", live), nil, nil))
+	live := s.start("blocking", nil)
+	inFlight, err := s.client().RetryRunWithResponse(context.Background(), s.project, live, gen.RetryRunRequest{})
+	require.NoError(t, err)
+	require.Equal(t, 409, inFlight.StatusCode(), "%s", inFlight.Body)
+	require.NotNil(t, inFlight.ApplicationproblemJSON409)
+	s.cancel(live, "")
 }

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -36,32 +37,42 @@ steps:
   - name: hello
     container: {command: ["true"]}
 `)
-	var p gen.Problem
+	ctx, c := context.Background(), s.client()
 	for _, bad := range []struct {
-		body map[string]any
+		body gen.ScheduleCreate
 		path string
 	}{
-		{map[string]any{"name": "bad", "pipeline": "tick", "cron": []string{"61 * * * *"}}, "cron"},
-		{map[string]any{"name": "bad", "pipeline": "nope", "every": []string{"1m"}}, "pipeline"},
-		{map[string]any{"name": "bad", "pipeline": "tick", "every": []string{"500ms"}}, "every[0]"},
-		{map[string]any{"name": "bad", "pipeline": "tick"}, "cron"},
+		{gen.ScheduleCreate{Name: "bad", Pipeline: "tick", Cron: &[]string{"61 * * * *"}}, "cron"},
+		{gen.ScheduleCreate{Name: "bad", Pipeline: "nope", Every: &[]string{"1m"}}, "pipeline"},
+		{gen.ScheduleCreate{Name: "bad", Pipeline: "tick", Every: &[]string{"500ms"}}, "every[0]"},
+		{gen.ScheduleCreate{Name: "bad", Pipeline: "tick"}, "cron"},
 	} {
-		p = gen.Problem{}
-		require.Equal(t, 422, s.do("POST", s.path("/schedules"), bad.body, &p), "%v", bad.body)
+		res, err := c.CreateScheduleWithResponse(ctx, s.project, bad.body)
+		require.NoError(t, err)
+		require.Equal(t, 422, res.StatusCode(), "%+v: %s", bad.body, res.Body)
+		p := res.ApplicationproblemJSON422
+		require.NotNil(t, p)
 		require.NotNil(t, p.Errors)
 		assert.Equal(t, bad.path, (*p.Errors)[0].Path, "%s", deref2(p.Detail))
 	}
 
-	var sc gen.Schedule
-	require.Equal(t, 201, s.do("POST", s.path("/schedules"), map[string]any{
-		"name": "tick", "pipeline": "tick", "every": []string{"1s"}, "overlap": "skip"}, &sc))
+	created, err := c.CreateScheduleWithResponse(ctx, s.project, gen.ScheduleCreate{
+		Name: "tick", Pipeline: "tick", Every: &[]string{"1s"}, Overlap: ptrTo(gen.Skip)})
+	require.NoError(t, err)
+	require.Equal(t, 201, created.StatusCode(), "%s", created.Body)
+	sc := *created.JSON201
 	assert.Equal(t, 1, sc.Version)
 	assert.Equal(t, gen.Skip, sc.Overlap)
-	require.Equal(t, 409, s.do("POST", s.path("/schedules"), map[string]any{"name": "tick", "pipeline": "tick", "every": []string{"1s"}}, nil))
+	dup, err := c.CreateScheduleWithResponse(ctx, s.project, gen.ScheduleCreate{Name: "tick", Pipeline: "tick", Every: &[]string{"1s"}})
+	require.NoError(t, err)
+	require.Equal(t, 409, dup.StatusCode(), "%s", dup.Body)
 
 	// Let it run about three runs' worth, then pause.
 	time.Sleep(8 * time.Second)
-	require.Equal(t, 200, s.do("POST", s.path("/schedules/tick/pause"), map[string]any{"note": "maintenance"}, &sc))
+	paused, err := c.PauseScheduleWithResponse(ctx, s.project, "tick", gen.ScheduleNote{Note: ptrTo("maintenance")})
+	require.NoError(t, err)
+	require.Equal(t, 200, paused.StatusCode(), "%s", paused.Body)
+	sc = *paused.JSON200
 	assert.True(t, sc.Paused)
 	assert.Equal(t, "maintenance", deref2(sc.Note))
 	assert.Positive(t, sc.SkippedOverlap, "starts were skipped while a run was running")
@@ -80,30 +91,27 @@ steps:
 	// A scheduled run is an ordinary run in REST.
 	first := sc.RecentRuns[0].RunId
 	r := s.waitTerminal(first, 30*time.Second)
-	assert.Equal(t, "tick", r.Status.ScheduleID)
-	assert.Equal(t, "tick", r.Status.Pipeline)
+	assert.Equal(t, "tick", deref2(r.Status.ScheduleId))
+	assert.Equal(t, "tick", deref2(r.Status.Pipeline))
 
 	// Backfill 10 intervals of a paused every-minute schedule (a backfill
 	// and a trigger are asked for explicitly: pause does not stop them).
-	require.Equal(t, 201, s.do("POST", s.path("/schedules"), map[string]any{
-		"name": "daily", "pipeline": "quick", "every": []string{"1m"}, "paused": true}, nil))
+	created, err = c.CreateScheduleWithResponse(ctx, s.project, gen.ScheduleCreate{
+		Name: "daily", Pipeline: "quick", Every: &[]string{"1m"}, Paused: ptrTo(true)})
+	require.NoError(t, err)
+	require.Equal(t, 201, created.StatusCode(), "%s", created.Body)
 	start := time.Now().UTC().Truncate(time.Minute).Add(-10*time.Minute + 30*time.Second)
-	require.Equal(t, 200, s.do("POST", s.path("/schedules/daily/backfill"), map[string]any{
-		"start": start.Format(time.RFC3339), "end": start.Add(10 * time.Minute).Format(time.RFC3339)}, nil))
+	backfill, err := c.BackfillScheduleWithResponse(ctx, s.project, "daily", gen.ScheduleBackfillRequest{
+		Start: start, End: start.Add(10 * time.Minute)})
+	require.NoError(t, err)
+	require.Equal(t, 200, backfill.StatusCode(), "%s", backfill.Body)
 	waitRuns := func(n int) []string {
 		var ids []string
 		for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
-			var list struct {
-				Runs []struct {
-					ID    string `json:"id"`
-					State string `json:"state"`
-				} `json:"runs"`
-			}
-			require.Equal(t, 200, s.do("GET", s.path("/runs?pipeline=quick&pageSize=100"), nil, &list))
 			ids = ids[:0]
-			for _, r := range list.Runs {
-				if r.State == "SUCCEEDED" {
-					ids = append(ids, r.ID)
+			for _, r := range s.listRuns(gen.ListRunsParams{Pipeline: ptrTo("quick"), PageSize: ptrTo(100)}) {
+				if r.State == gen.RunStateSUCCEEDED {
+					ids = append(ids, r.Id)
 				}
 			}
 			if len(ids) >= n {
@@ -115,24 +123,38 @@ steps:
 	}
 	ids := waitRuns(10)
 	assert.Len(t, ids, 10, "a backfill of 10 intervals creates 10 runs")
-	require.Equal(t, 200, s.do("POST", s.path("/schedules/daily/trigger"), nil, nil))
+	trigger, err := c.TriggerScheduleWithResponse(ctx, s.project, "daily")
+	require.NoError(t, err)
+	require.Equal(t, 200, trigger.StatusCode(), "%s", trigger.Body)
 	waitRuns(11)
 
-	var list gen.ScheduleList
-	require.Equal(t, 200, s.do("GET", s.path("/schedules"), nil, &list))
-	require.Len(t, list.Items, 2)
-	assert.Equal(t, "daily", list.Items[0].Name)
+	list, err := c.ListSchedulesWithResponse(ctx, s.project)
+	require.NoError(t, err)
+	require.Equal(t, 200, list.StatusCode(), "%s", list.Body)
+	require.Len(t, list.JSON200.Items, 2)
+	assert.Equal(t, "daily", list.JSON200.Items[0].Name)
 
 	other := s.asProject("team-b")
-	require.Equal(t, 404, other.do("GET", other.path("/schedules/tick"), nil, nil))
-	var otherList gen.ScheduleList
-	require.Equal(t, 200, other.do("GET", other.path("/schedules"), nil, &otherList))
-	assert.Empty(t, otherList.Items)
-	require.Equal(t, 404, s.do("GET", "/v1/projects/team-b/schedules/tick", nil, nil), "a project's token cannot reach another's schedules")
+	oc := other.client()
+	get, err := oc.GetScheduleWithResponse(ctx, other.project, "tick")
+	require.NoError(t, err)
+	require.Equal(t, 404, get.StatusCode())
+	otherList, err := oc.ListSchedulesWithResponse(ctx, other.project)
+	require.NoError(t, err)
+	require.Equal(t, 200, otherList.StatusCode(), "%s", otherList.Body)
+	assert.Empty(t, otherList.JSON200.Items)
+	get, err = c.GetScheduleWithResponse(ctx, other.project, "tick")
+	require.NoError(t, err)
+	require.Equal(t, 404, get.StatusCode(), "a project's token cannot reach another's schedules")
 
-	require.Equal(t, 204, s.do("DELETE", s.path("/schedules/tick"), nil, nil))
-	require.Equal(t, 204, s.do("DELETE", s.path("/schedules/daily"), nil, nil))
-	require.Equal(t, 404, s.do("GET", s.path("/schedules/tick"), nil, nil))
+	for _, name := range []string{"tick", "daily"} {
+		del, err := c.DeleteScheduleWithResponse(ctx, s.project, name)
+		require.NoError(t, err)
+		require.Equal(t, 204, del.StatusCode(), "%s", del.Body)
+	}
+	get, err = c.GetScheduleWithResponse(ctx, s.project, "tick")
+	require.NoError(t, err)
+	require.Equal(t, 404, get.StatusCode())
 }
 
 func deref2(p *string) string {

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -72,7 +73,9 @@ func (l *load) end() (map[int]int, map[string]int) {
 }
 
 // complete sends one completion through the gateway; it answers the
-// status, the revision that answered and the body.
+// status, the revision that answered and the body. Raw HTTP: the
+// endpoint's own (OpenAI-style) API behind the proxy is not Atelier's and
+// not in the generated client.
 func (s *stack) complete(ctx context.Context) (int, string, string) {
 	return s.completePinned(ctx, "")
 }
@@ -99,20 +102,80 @@ func (s *stack) completePinned(ctx context.Context, pin string) (int, string, st
 	return res.StatusCode, res.Header.Get("X-Atelier-Revision"), string(b)
 }
 
-func (s *stack) endpoint(t *testing.T) gen.Endpoint {
+// The endpoint tests drive one endpoint, "chat".
+
+// endpointSpec is a spec written as a map: the client's EndpointSpec is
+// raw JSON, which the gateway decodes strictly.
+func endpointSpec(t *testing.T, spec map[string]any) gen.EndpointSpec {
 	t.Helper()
-	var v gen.Endpoint
-	require.Equal(t, 200, s.do("GET", s.path("/endpoints/chat"), nil, &v))
-	return v
+	b, err := json.Marshal(spec)
+	require.NoError(t, err)
+	return gen.EndpointSpec(b)
+}
+
+// createEndpoint creates chat on cluster ("" for the local runtime).
+func (s *stack) createEndpoint(t *testing.T, cluster string, spec map[string]any) gen.Endpoint {
+	t.Helper()
+	body := gen.EndpointCreate{Name: "chat", Spec: endpointSpec(t, spec)}
+	if cluster != "" {
+		body.Cluster = &cluster
+	}
+	res, err := s.client().CreateEndpointWithResponse(context.Background(), s.project, body)
+	require.NoError(t, err)
+	require.Equal(t, 201, res.StatusCode(), "create endpoint: %s", res.Body)
+	return *res.JSON201
+}
+
+// updateEndpoint replaces chat's spec.
+func (s *stack) updateEndpoint(t *testing.T, spec map[string]any) gen.Endpoint {
+	t.Helper()
+	res, err := s.client().UpdateEndpointWithResponse(context.Background(), s.project, "chat", endpointSpec(t, spec))
+	require.NoError(t, err)
+	require.Equal(t, 200, res.StatusCode(), "update endpoint: %s", res.Body)
+	return *res.JSON200
+}
+
+// getEndpoint reads chat: the response, whatever its status.
+func (s *stack) getEndpoint(t *testing.T) *gen.GetEndpointResponse {
+	t.Helper()
+	res, err := s.client().GetEndpointWithResponse(context.Background(), s.project, "chat")
+	require.NoError(t, err)
+	return res
+}
+
+// deleteEndpoint deletes chat and waits until it is gone.
+func (s *stack) deleteEndpoint(t *testing.T) {
+	t.Helper()
+	res, err := s.client().DeleteEndpointWithResponse(context.Background(), s.project, "chat")
+	require.NoError(t, err)
+	require.Equal(t, 202, res.StatusCode(), "delete endpoint: %s", res.Body)
+	require.Eventually(t, func() bool { return s.getEndpoint(t).StatusCode() == 404 }, 60*time.Second, 200*time.Millisecond,
+		"the endpoint was not deleted")
+}
+
+// cleanupEndpoint deletes chat when the test ends, best effort: endpoint
+// workflows outlive the stack on the shared Temporal server.
+func (s *stack) cleanupEndpoint(t *testing.T) {
+	t.Cleanup(func() {
+		ctx, c := context.Background(), s.client()
+		_, _ = c.DeleteEndpointWithResponse(ctx, s.project, "chat")
+		for i := 0; i < 100; i++ {
+			if res, err := c.GetEndpointWithResponse(ctx, s.project, "chat"); err == nil && res.StatusCode() == 404 {
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	})
 }
 
 func (s *stack) waitEndpoint(t *testing.T, d time.Duration, what string, cond func(gen.Endpoint) bool) gen.Endpoint {
 	t.Helper()
 	var last gen.Endpoint
 	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		last = gen.Endpoint{} // json.Unmarshal keeps fields the JSON omits
-		if s.do("GET", s.path("/endpoints/chat"), nil, &last) == 200 && cond(last) {
-			return last
+		if res := s.getEndpoint(t); res.StatusCode() == 200 {
+			if last = *res.JSON200; cond(last) {
+				return last
+			}
 		}
 	}
 	scale := "none"
@@ -126,21 +189,14 @@ func (s *stack) waitEndpoint(t *testing.T, d time.Duration, what string, cond fu
 func eventLine(v gen.Endpoint) string {
 	var b strings.Builder
 	for _, e := range v.Events {
-		fmt.Fprintf(&b, "\n  %s r%d %s: %s", e.At.Format("15:04:05.000"), deref(e.Revision), e.Kind, e.Message)
+		fmt.Fprintf(&b, "\n  %s r%d %s: %s", e.At.Format("15:04:05.000"), val(e.Revision), e.Kind, e.Message)
 	}
 	return b.String()
 }
 
-func deref(p *int) int {
-	if p == nil {
-		return 0
-	}
-	return *p
-}
-
 func hasEvent(v gen.Endpoint, kind string, rev int) bool {
 	for _, e := range v.Events {
-		if e.Kind == kind && deref(e.Revision) == rev {
+		if e.Kind == kind && val(e.Revision) == rev {
 			return true
 		}
 	}
@@ -201,14 +257,8 @@ func TestEndpointServesThroughTheGateway(t *testing.T) {
 				"gates":  map[string]any{"maxErrorRate": 0.05, "minSamples": 20, "analysisInterval": "2s"}}}
 	}
 	delay := map[string]string{modelserver.EnvStartupDelay: "1s"}
-	require.Equal(t, 201, s.do("POST", s.path("/endpoints"), map[string]any{"name": "chat", "spec": spec(delay, 1)}, nil))
-	t.Cleanup(func() {
-		// Endpoint workflows outlive the stack on the shared Temporal server.
-		s.do("DELETE", s.path("/endpoints/chat"), nil, nil)
-		for i := 0; i < 100 && s.do("GET", s.path("/endpoints/chat"), nil, nil) != 404; i++ {
-			time.Sleep(200 * time.Millisecond)
-		}
-	})
+	s.createEndpoint(t, "", spec(delay, 1))
+	s.cleanupEndpoint(t)
 	s.waitEndpoint(t, 90*time.Second, "served revision 1", servedBy(1))
 	code, rev, body := s.complete(context.Background())
 	require.Equal(t, 200, code, body)
@@ -218,7 +268,7 @@ func TestEndpointServesThroughTheGateway(t *testing.T) {
 	// A canary with a 5xx burst: rolled back by the gate, automatically.
 	bad := map[string]string{modelserver.EnvStartupDelay: "1s", modelserver.EnvErrorRate: "0.5"}
 	updated := time.Now()
-	require.Equal(t, 200, s.do("PUT", s.path("/endpoints/chat"), spec(bad, 1), nil))
+	s.updateEndpoint(t, spec(bad, 1))
 	v := s.waitEndpoint(t, 2*time.Minute, "rolled revision 2 back", func(v gen.Endpoint) bool {
 		return v.Rollout == nil && v.Stable == 1 && hasEvent(v, "RolloutRollBack", 2)
 	})
@@ -228,7 +278,7 @@ func TestEndpointServesThroughTheGateway(t *testing.T) {
 	// A healthy canary is promoted.
 	good := map[string]string{modelserver.EnvStartupDelay: "1s", modelserver.EnvServiceTime: "2ms"}
 	updated = time.Now()
-	require.Equal(t, 200, s.do("PUT", s.path("/endpoints/chat"), spec(good, 1), nil))
+	s.updateEndpoint(t, spec(good, 1))
 	s.waitEndpoint(t, 2*time.Minute, "promoted revision 3", servedBy(3))
 	t.Logf("healthy canary promoted %s after the update", time.Since(updated).Round(100*time.Millisecond))
 	status, byRev := l.end()
@@ -245,12 +295,12 @@ func TestEndpointServesThroughTheGateway(t *testing.T) {
 		sp["rollout"].(map[string]any)["gates"].(map[string]any)["syntheticProbes"] = true
 		return sp
 	}
-	require.Equal(t, 200, s.do("PUT", s.path("/endpoints/chat"), withProbes(1), nil))
+	s.updateEndpoint(t, withProbes(1))
 	v = s.waitEndpoint(t, 2*time.Minute, "promoted revision 4 on probes", servedBy(4))
 	t.Logf("canary judged on synthetic probes, promoted:%s", eventLine(v))
 
 	// Idle: scale to zero (settings only: applied in place).
-	require.Equal(t, 200, s.do("PUT", s.path("/endpoints/chat"), withProbes(0), nil))
+	s.updateEndpoint(t, withProbes(0))
 	s.waitEndpoint(t, 2*time.Minute, "scaled to zero", readyReplicas(func(n, replicas int) bool { return n == 0 && replicas == 0 }))
 	// Requests at zero are held and answered once a replica is up (its
 	// engine takes 1 s to load).
@@ -300,13 +350,8 @@ func TestEndpointScalesOutAndPromotesBlueGreenUnderLoad(t *testing.T) {
 			"autoscaling": map[string]any{"targetQueuePerReplica": 2, "stableWindow": "6s", "scaleDownDelay": "0s", "idleTimeout": "30s"},
 			"rollout":     map[string]any{"strategy": "blueGreen"}}
 	}
-	require.Equal(t, 201, s.do("POST", s.path("/endpoints"), map[string]any{"name": "chat", "spec": spec("v1")}, nil))
-	t.Cleanup(func() {
-		s.do("DELETE", s.path("/endpoints/chat"), nil, nil)
-		for i := 0; i < 100 && s.do("GET", s.path("/endpoints/chat"), nil, nil) != 404; i++ {
-			time.Sleep(200 * time.Millisecond)
-		}
-	})
+	s.createEndpoint(t, "", spec("v1"))
+	s.cleanupEndpoint(t)
 	s.waitEndpoint(t, 90*time.Second, "served revision 1", servedBy(1))
 	s.waitEndpoint(t, 2*time.Minute, "scaled to zero while idle", readyReplicas(func(n, replicas int) bool { return n == 0 && replicas == 0 }))
 
@@ -317,7 +362,7 @@ func TestEndpointScalesOutAndPromotesBlueGreenUnderLoad(t *testing.T) {
 	t.Logf("0→3 ready replicas under load in %s", time.Since(start).Round(100*time.Millisecond))
 
 	// Blue-green: a full preview at 0% while revision 1 serves.
-	require.Equal(t, 200, s.do("PUT", s.path("/endpoints/chat"), spec("v2"), nil))
+	s.updateEndpoint(t, spec("v2"))
 	v := s.waitEndpoint(t, 2*time.Minute, "previewed revision 2", func(v gen.Endpoint) bool {
 		if v.Rollout == nil || v.Rollout.Revision != 2 || v.Rollout.Stage != "Preview" {
 			return false
@@ -341,7 +386,9 @@ func TestEndpointScalesOutAndPromotesBlueGreenUnderLoad(t *testing.T) {
 	require.Zero(t, beforePromote["2"], "the preview got unpinned traffic before its promote: %v", beforePromote)
 
 	promoted := time.Now()
-	require.Equal(t, 200, s.do("POST", s.path("/endpoints/chat/promote"), nil, nil))
+	res, err := s.client().PromoteEndpointWithResponse(context.Background(), s.project, "chat")
+	require.NoError(t, err)
+	require.Equal(t, 200, res.StatusCode(), "%s", res.Body)
 	s.waitEndpoint(t, time.Minute, "promoted revision 2", servedBy(2))
 	t.Logf("blue-green promoted %s after the request", time.Since(promoted).Round(100*time.Millisecond))
 	// Unpinned traffic now reaches revision 2 only.
@@ -387,10 +434,10 @@ func TestEndpointRolloutSurvivesWorkerKill9(t *testing.T) {
 				"canary": map[string]any{"steps": []map[string]any{{"weight": 50, "pause": "5s"}}},
 				"gates":  map[string]any{"minSamples": 5, "analysisInterval": "2s", "syntheticProbes": true}}}
 	}
-	require.Equal(t, 201, s.do("POST", s.path("/endpoints"), map[string]any{"name": "chat", "spec": spec("v1")}, nil))
+	s.createEndpoint(t, "", spec("v1"))
 	s.waitEndpoint(t, 90*time.Second, "served revision 1", servedBy(1))
 
-	require.Equal(t, 200, s.do("PUT", s.path("/endpoints/chat"), spec("v2"), nil))
+	s.updateEndpoint(t, spec("v2"))
 	s.waitEndpoint(t, time.Minute, "paused the canary with revision 2 ready", func(v gen.Endpoint) bool {
 		if v.Rollout == nil || v.Rollout.Stage != "CanaryPause" {
 			return false
@@ -414,18 +461,14 @@ func TestEndpointRolloutSurvivesWorkerKill9(t *testing.T) {
 
 	// Without a worker the endpoint's workflow cannot answer: a clear 503,
 	// not a request that hangs.
-	var p map[string]any
-	require.Equal(t, 503, s.do("GET", s.path("/endpoints/chat"), nil, &p))
-	require.Contains(t, p["detail"], "no worker may be serving")
+	res := s.getEndpoint(t)
+	require.Equal(t, 503, res.StatusCode(), "%s", res.Body)
+	require.NotNil(t, res.ApplicationproblemJSON503)
+	require.Contains(t, val(res.ApplicationproblemJSON503.Detail), "no worker may be serving")
 
 	s.startWorkerProcess(t, "worker-2.log", "ATELIER_LOCAL_ENGINES=vllm="+engine)
 	// Registered after the worker so that it runs before the worker stops.
-	t.Cleanup(func() {
-		s.do("DELETE", s.path("/endpoints/chat"), nil, nil)
-		for i := 0; i < 100 && s.do("GET", s.path("/endpoints/chat"), nil, nil) != 404; i++ {
-			time.Sleep(200 * time.Millisecond)
-		}
-	})
+	s.cleanupEndpoint(t)
 	v := s.waitEndpoint(t, 2*time.Minute, "promoted revision 2 after the worker restart", servedBy(2))
 	t.Logf("canary promoted %s after the kill:%s", time.Since(killed).Round(100*time.Millisecond), eventLine(v))
 	code, rev, body := s.complete(context.Background())

@@ -13,19 +13,19 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/tokens"
 )
 
-// openStream opens an SSE or log-follow stream and returns its response
-// (body unread), or the status code of a refusal.
-func (s *stack) openStream(ctx context.Context, path, token string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", s.url+path, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	return http.DefaultClient.Do(req)
+// openEvents opens run id's event stream with the token secret through
+// the plain client, whose response body is left unread (a stream), as
+// `atelier run --watch` opens it.
+func (s *stack) openEvents(ctx context.Context, id, secret string) *http.Response {
+	s.t.Helper()
+	resp, err := s.clientAs(secret).StreamRunEvents(ctx, s.project, id, nil)
+	require.NoError(s.t, err)
+	return resp
 }
 
 // metric reads one sample of the gateway's /metrics.
@@ -55,19 +55,21 @@ func TestStreamsShareOnePollerAndAreLimitedPerToken(t *testing.T) {
 	s := newStack(t, stackOptions{streamLimit: limit})
 	dir := stepScratchDir(t)
 	s.createPipeline("blocking", blockingPipeline(dir))
-	id := s.startRun(map[string]any{"pipeline": "blocking"})
+	id := s.start("blocking", nil)
 	waitFile(t, dir+"/pid", 30*time.Second)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for i := 0; i < limit; i++ {
-		path := s.path("/runs/%s/events", id)
-		if i%2 == 1 {
-			path = s.path("/runs/%s/steps/block/logs?attempt=1&follow=true", id)
+		var resp *http.Response
+		if i%2 == 0 {
+			resp = s.openEvents(ctx, id, s.token)
+		} else { // a followed log counts as a stream too
+			var err error
+			resp, err = s.client().GetStepLogs(ctx, s.project, id, "block", &gen.GetStepLogsParams{Attempt: ptrTo(1), Follow: ptrTo(true)})
+			require.NoError(t, err)
 		}
-		resp, err := s.openStream(ctx, path, s.token)
-		require.NoError(t, err)
-		require.Equal(t, 200, resp.StatusCode, path)
+		require.Equal(t, 200, resp.StatusCode, "stream %d", i)
 		go func() { _, _ = io.Copy(io.Discard, resp.Body); resp.Body.Close() }()
 	}
 	require.Eventually(t, func() bool { return s.metric(t, "atelier_streams_open") == limit }, 5*time.Second, 50*time.Millisecond)
@@ -80,8 +82,7 @@ func TestStreamsShareOnePollerAndAreLimitedPerToken(t *testing.T) {
 	assert.GreaterOrEqual(t, polls, 1.0, "the shared poller runs")
 
 	// The token's next stream is refused; another token's is not.
-	resp, err := s.openStream(ctx, s.path("/runs/%s/events", id), s.token)
-	require.NoError(t, err)
+	resp := s.openEvents(ctx, id, s.token)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	assert.Equal(t, 429, resp.StatusCode, "%s", body)
@@ -89,19 +90,17 @@ func TestStreamsShareOnePollerAndAreLimitedPerToken(t *testing.T) {
 	assert.NotEmpty(t, resp.Header.Get("Retry-After"))
 
 	secret, hash := tokens.New()
-	_, err = s.store.CreateToken(context.Background(), catalog.Token{Name: "other-viewer", Project: s.project, Role: catalog.RoleViewer}, hash)
+	_, err := s.store.CreateToken(context.Background(), catalog.Token{Name: "other-viewer", Project: s.project, Role: catalog.RoleViewer}, hash)
 	require.NoError(t, err)
-	resp, err = s.openStream(ctx, s.path("/runs/%s/events", id), secret)
-	require.NoError(t, err)
+	resp = s.openEvents(ctx, id, secret)
 	resp.Body.Close()
 	assert.Equal(t, 200, resp.StatusCode)
 
 	// Closing streams frees their slots.
 	cancel()
 	require.Eventually(t, func() bool { return s.metric(t, "atelier_streams_open") == 0 }, 10*time.Second, 50*time.Millisecond)
-	resp, err = s.openStream(context.Background(), s.path("/runs/%s/events", id), s.token)
-	require.NoError(t, err)
+	resp = s.openEvents(context.Background(), id, s.token)
 	resp.Body.Close()
 	assert.Equal(t, 200, resp.StatusCode)
-	require.Equal(t, 202, s.do("POST", s.path("/runs/%s/cancel", id), map[string]any{"reason": "done"}, nil))
+	s.cancel(id, "done")
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/api/gen"
 )
 
 // What an operator sees of a run with the real `temporal` CLI (and so in
@@ -21,7 +21,7 @@ func TestRunReadsAsThePipelineInTemporal(t *testing.T) {
 	s := newStack(t)
 	dir := stepScratchDir(t)
 	s.createPipeline("blocking", blockingPipeline(dir))
-	id := s.startRun(map[string]any{"pipeline": "blocking"})
+	id := s.start("blocking", nil)
 	waitFile(t, filepath.Join(dir, "pid"), 30*time.Second)
 
 	meta := temporalCLI(t, s, "workflow", "metadata", "--workflow-id", id)
@@ -29,9 +29,9 @@ func TestRunReadsAsThePipelineInTemporal(t *testing.T) {
 	assert.Contains(t, meta, "| block | container | RUNNING |")
 	assert.Contains(t, meta, "| later | container | PENDING |")
 
-	require.Equal(t, 202, s.do("POST", s.path("/runs/%s/cancel", id), map[string]any{"reason": "enough"}, nil))
+	s.cancel(id, "enough")
 	r := s.waitTerminal(id, 60*time.Second)
-	require.Equal(t, workflows.RunCancelled, r.State)
+	require.Equal(t, gen.RunStateCANCELLED, r.State)
 	// The details of a closed workflow are those of its last task.
 	var last string
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {

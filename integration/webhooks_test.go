@@ -17,7 +17,6 @@ import (
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/tokens"
 	"github.com/atelier-ml/atelier/internal/webhooks"
-	"github.com/atelier-ml/atelier/workflows"
 )
 
 // receiver is a webhook endpoint that answers 500 to the first delivery
@@ -156,12 +155,12 @@ func TestWebhooksOnRealStack(t *testing.T) {
 
 	// A run that asks for approval, then fails.
 	s.createPipeline("hooked", webhookPipeline)
-	id := s.startRun(map[string]any{"pipeline": "hooked"})
-	s.waitStepState(id, "gate", workflows.StepWaitingForApproval)
-	code, body := s.decide(id, "gate", "approve", s.token, map[string]any{"comment": "go"})
-	require.Equal(t, 200, code, "%v", body)
+	id := s.start("hooked", nil)
+	s.waitStepState(id, "gate", gen.StepStateWAITINGFORAPPROVAL)
+	code, _, body := s.decide(id, "gate", "approve", s.token, ptrTo("go"))
+	require.Equal(t, 200, code, "%s", body)
 	r := s.waitTerminal(id, 60*time.Second)
-	require.Equal(t, workflows.RunFailed, r.State)
+	require.Equal(t, gen.RunStateFAILED, r.State)
 
 	var log []gen.WebhookDelivery
 	require.Eventually(t, func() bool {
@@ -191,8 +190,8 @@ func TestWebhooksOnRealStack(t *testing.T) {
 		events[d.Event] = d
 	}
 	require.Len(t, events, 3)
-	assert.Equal(t, "train", derefOr(events["step.failed"].Step))
-	assert.Equal(t, "gate", derefOr(events["approval.requested"].Step))
+	assert.Equal(t, "train", val(events["step.failed"].Step))
+	assert.Equal(t, "gate", val(events["approval.requested"].Step))
 
 	// What the receiver got: signed, with the events' payloads.
 	rc.mu.Lock()
@@ -227,14 +226,4 @@ func TestWebhooksOnRealStack(t *testing.T) {
 	gone, err := c.GetWebhookWithResponse(ctx, s.project, hook.Id)
 	require.NoError(t, err)
 	assert.Equal(t, 404, gone.StatusCode())
-}
-
-func ptrTo[T any](v T) *T { return &v }
-
-func derefOr[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
-	}
-	return *p
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,7 +19,6 @@ import (
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/examples/gopipeline"
-	"github.com/atelier-ml/atelier/workflows"
 )
 
 // The web UI in a real browser (headless Chromium driven over the DevTools
@@ -47,7 +45,7 @@ func TestWebUIRunPageInBrowser(t *testing.T) {
 	// the page showed it running; train reads prepare's outputs (an
 	// implicit dependency) and fans out, beside validate; deploy depends
 	// on evaluate only through its condition.
-	pushSpec(t, cl, s.project, "ui-demo", fmt.Sprintf(`
+	s.createPipeline("ui-demo", fmt.Sprintf(`
 description: The browser test's pipeline.
 params:
   - {name: dataset, type: string, default: iris}
@@ -79,7 +77,7 @@ steps:
     when: steps.evaluate.outputs.accuracy >= 0.8
     container: {command: [sh, -c, 'echo "deploying <model> & friends"']}
 `, gate))
-	pushSpec(t, cl, s.project, "long-wait", `
+	s.createPipeline("long-wait", `
 steps:
   - name: wait
     container: {command: [sh, -c, 'echo "waiting for a cancel"; sleep 300']}
@@ -87,7 +85,7 @@ steps:
     dependsOn: [wait]
     container: {command: [sh, -c, 'echo never']}
 `)
-	runID := startGenRun(t, cl, s.project, "ui-demo", map[string]any{"dataset": "mnist"})
+	runID := s.start("ui-demo", map[string]any{"dataset": "mnist"})
 
 	b := newBrowser(t, browser)
 	shots := os.Getenv("ATELIER_UI_SCREENSHOTS")
@@ -165,7 +163,7 @@ steps:
 	assert.Equal(t, "deploying <model> & friends\n|0", deployLog)
 
 	// Cancel from the page of a second run.
-	waitID := startGenRun(t, cl, s.project, "long-wait", nil)
+	waitID := s.start("long-wait", nil)
 	b.run(t, "cancel a run from its page",
 		chromedp.Navigate(s.url+"/ui/#/p/"+s.project+"/runs/"+waitID),
 		chromedp.WaitVisible(`g.node[data-step="wait"][data-state="RUNNING"]`, chromedp.ByQuery),
@@ -179,7 +177,7 @@ steps:
 	r, err := cl.GetRunWithResponse(ctx, s.project, waitID)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, r.StatusCode())
-	assert.Equal(t, gen.RunState(workflows.RunCancelled), r.JSON200.State)
+	assert.Equal(t, gen.RunStateCANCELLED, r.JSON200.State)
 	require.NotNil(t, r.JSON200.Status.Cancel)
 	assert.Equal(t, "stopped from the browser test", r.JSON200.Status.Cancel.Reason)
 	assert.Contains(t, r.JSON200.Status.Cancel.Requester, "ci-editor", "cancelled with the logged-in token")
@@ -187,12 +185,7 @@ steps:
 	b.run(t, "Temporal UI link", chromedp.AttributeValue(`#temporal-link`, "href", &temporalLink, nil, chromedp.ByQuery))
 	require.NotNil(t, r.JSON200.Links.TemporalUI)
 	assert.Equal(t, *r.JSON200.Links.TemporalUI, temporalLink)
-	var after gen.StepStatus
-	for _, st := range r.JSON200.Status.Steps {
-		if st.Name == "after" {
-			after = st
-		}
-	}
+	after := stepByName(*r.JSON200, "after")
 	assert.Empty(t, after.Attempts, "the step after the cancel never started")
 	assert.Equal(t, string(after.State), b.nodeStates(t)["after"])
 
@@ -200,8 +193,8 @@ steps:
 	// approval needs an editor and a comment; the token is an editor).
 	approve, err := os.ReadFile("../examples/pipelines/approve-deploy.yaml")
 	require.NoError(t, err)
-	pushSpec(t, cl, s.project, "approve-deploy", string(approve))
-	approveID := startGenRun(t, cl, s.project, "approve-deploy", nil)
+	s.createPipeline("approve-deploy", string(approve))
+	approveID := s.start("approve-deploy", nil)
 	b.run(t, "an approval step waits",
 		chromedp.Navigate(s.url+"/ui/#/p/"+s.project+"/runs/"+approveID),
 		chromedp.WaitVisible(`g.node[data-step="approve-deploy"][data-state="WAITING_FOR_APPROVAL"]`, chromedp.ByQuery),
@@ -226,7 +219,7 @@ steps:
 
 	// A Go pipeline has no spec: its steps are drawn as they come,
 	// without edges, and the page says why.
-	goID := s.startRun(map[string]any{"workflow": gopipeline.Name, "input": map[string]any{"dataset": "iris", "learningRates": []float64{0.1}, "threshold": 0.5}})
+	goID := s.startRun(gen.CreateRunRequest{Workflow: ptrTo(gopipeline.Name), Input: goInput(t, map[string]any{"dataset": "iris", "learningRates": []float64{0.1}, "threshold": 0.5})})
 	var goNote string
 	var goEdges int
 	b.run(t, "a Go pipeline's run page",
@@ -247,13 +240,13 @@ steps:
 	}
 
 	// A failed run: its error, the retried attempt, and Retry.
-	pushSpec(t, cl, s.project, "flaky", `
+	s.createPipeline("flaky", `
 steps:
   - name: fetch
     retries: {limit: 1, backoff: 1s}
     container: {command: [sh, -c, 'echo "connection refused" >&2; exit 3']}
 `)
-	failID := startGenRun(t, cl, s.project, "flaky", nil)
+	failID := s.start("flaky", nil)
 	b.run(t, "a failed run",
 		chromedp.Navigate(s.url+"/ui/#/p/"+s.project+"/runs/"+failID+"/steps/fetch"),
 		chromedp.WaitVisible(`#run-state[data-state="FAILED"]`, chromedp.ByQuery),
@@ -432,25 +425,4 @@ func (b *browser) pageErrors() []string {
 func (b *browser) noPageErrors(t *testing.T) {
 	t.Helper()
 	assert.Empty(t, b.pageErrors(), "script errors, failed loads or CSP violations on the pages")
-}
-
-// pushSpec adds a version of a declarative pipeline from YAML.
-func pushSpec(t *testing.T, cl *gen.ClientWithResponses, project, name, yaml string) {
-	t.Helper()
-	r, err := cl.CreatePipelineVersionWithBodyWithResponse(context.Background(), project, name, "application/yaml", strings.NewReader(yaml))
-	require.NoError(t, err)
-	require.Contains(t, []int{http.StatusOK, http.StatusCreated}, r.StatusCode(), "push %s: %s", name, r.Body)
-}
-
-// startGenRun starts a run of a pipeline's newest version; its ID.
-func startGenRun(t *testing.T, cl *gen.ClientWithResponses, project, pipeline string, params map[string]any) string {
-	t.Helper()
-	body := gen.CreateRunJSONRequestBody{Pipeline: &pipeline}
-	if params != nil {
-		body.Params = &params
-	}
-	r, err := cl.CreateRunWithResponse(context.Background(), project, nil, body)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusCreated, r.StatusCode(), "start %s: %s", pipeline, r.Body)
-	return r.JSON201.Id
 }

@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,19 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atelier-ml/atelier/api/gen"
-	"github.com/atelier-ml/atelier/workflows"
 )
-
-// apiClient is the generated REST client with the stack's token.
-func (s *stack) apiClient() *gen.ClientWithResponses {
-	s.t.Helper()
-	c, err := gen.NewClientWithResponses(s.url, gen.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
-		req.Header.Set("Authorization", "Bearer "+s.token)
-		return nil
-	}))
-	require.NoError(s.t, err)
-	return c
-}
 
 // listItems pages every item of a step in one state through REST.
 func (s *stack) listItems(c *gen.ClientWithResponses, run, step string, state gen.StepState, pageSize int) ([]gen.StepItem, gen.StepItemPage) {
@@ -77,18 +64,18 @@ steps:
       command: ["sh", "-c", "echo '{\"sum\": {{ sum(map(filter(steps.square.outputs, # != nil), .v)) }}, \"n\": {{ len(steps.square.outputs) }}}' > $ATELIER_OUTPUTS"]
 `)
 	start := time.Now()
-	id := s.startRun(map[string]any{"pipeline": "wide"})
+	id := s.start("wide", nil)
 	r := s.waitTerminal(id, 5*time.Minute)
 	t.Logf("3,000 items in %s", time.Since(start).Round(time.Millisecond))
-	require.Equal(t, workflows.RunSucceeded, r.State, "%s", r.Status.Error)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
 
 	sq := stepByName(r, "square")
 	require.NotNil(t, sq.Wide, "a 3,000-item forEach runs wide")
 	assert.Empty(t, sq.Items)
-	assert.Equal(t, workflows.ItemCounts{Succeeded: 2970, Failed: 30}, sq.Wide.Counts)
-	assert.Contains(t, sq.Message, "30 of 3000 items failed (tolerated: at most 1%)")
-	require.NotEmpty(t, sq.Wide.Failures)
-	assert.Equal(t, 7, sq.Wide.Failures[0].Index)
+	assert.Equal(t, gen.ItemCounts{Succeeded: 2970, Failed: 30}, sq.Wide.Counts)
+	assert.Contains(t, val(sq.Message), "30 of 3000 items failed (tolerated: at most 1%)")
+	require.NotEmpty(t, val(sq.Wide.Failures))
+	assert.Equal(t, 7, (*sq.Wide.Failures)[0].Index)
 
 	var want int64
 	for k := int64(0); k < 3000; k++ {
@@ -97,11 +84,11 @@ steps:
 		}
 	}
 	total := stepByName(r, "total")
-	require.Equal(t, workflows.StepSucceeded, total.State, total.Error)
+	require.Equal(t, gen.StepStateSUCCEEDED, total.State, val(total.Error))
 	assert.Equal(t, map[string]any{"sum": float64(want), "n": 3000.0}, total.Outputs)
 
 	// Paging through REST with the generated client.
-	c := s.apiClient()
+	c := s.client()
 	failed, page := s.listItems(c, id, "square", gen.StepStateFAILED, 7)
 	require.Len(t, failed, 30)
 	for k, it := range failed {
@@ -124,7 +111,9 @@ steps:
 	// Each item's log, by the URL its attempt carries.
 	logURL := (*failed[0].Attempts)[0].LogUrl
 	require.NotNil(t, logURL)
-	assert.Contains(t, s.rawGet(t, *logURL), "boom")
+	code, log := s.raw("GET", *logURL, nil) // a link: no client operation follows one
+	require.Equal(t, 200, code, "%s", log)
+	assert.Contains(t, string(log), "boom")
 
 	// A token of another state filter is refused; another tenant sees nothing.
 	bad := "U1VDQ0VFREVEOjU"
@@ -133,10 +122,10 @@ steps:
 	require.NoError(t, err)
 	assert.Equal(t, 400, resp.StatusCode(), "%s", resp.Body)
 	other := s.asProject("team-b")
-	resp, err = other.apiClient().ListStepItemsWithResponse(context.Background(), other.project, id, "square", nil)
+	resp, err = other.client().ListStepItemsWithResponse(context.Background(), other.project, id, "square", nil)
 	require.NoError(t, err)
 	assert.Equal(t, 404, resp.StatusCode())
-	resp, err = other.apiClient().ListStepItemsWithResponse(context.Background(), s.project, id, "square", nil)
+	resp, err = other.client().ListStepItemsWithResponse(context.Background(), s.project, id, "square", nil)
 	require.NoError(t, err)
 	assert.Contains(t, []int{403, 404}, resp.StatusCode())
 }
@@ -156,7 +145,7 @@ steps:
     container:
       command: ["sh", "-c", "touch %s/started-{{ item }}; exec sleep 600"]
 `, dir))
-	id := s.startRun(map[string]any{"pipeline": "wide-block"})
+	id := s.start("wide-block", nil)
 	// Wait until the window is full.
 	require.Eventually(t, func() bool {
 		m, _ := filepath.Glob(filepath.Join(dir, "started-*"))
@@ -165,11 +154,11 @@ steps:
 	r := s.getRun(id)
 	require.NotNil(t, stepByName(r, "fan").Wide)
 
-	require.Equal(t, 202, s.do("POST", s.path("/runs/%s/cancel", id), map[string]any{"reason": "enough"}, nil))
+	s.cancel(id, "enough")
 	r = s.waitTerminal(id, 2*time.Minute)
-	assert.Equal(t, workflows.RunCancelled, r.State)
+	assert.Equal(t, gen.RunStateCANCELLED, r.State)
 	fan := stepByName(r, "fan")
-	assert.Equal(t, workflows.StepCancelled, fan.State)
+	assert.Equal(t, gen.StepStateCANCELLED, fan.State)
 	assert.Equal(t, 100, fan.Wide.Counts.Cancelled)
 	assert.Equal(t, 2900, fan.Wide.Counts.NotRun)
 	started, _ := filepath.Glob(filepath.Join(dir, "started-*"))
@@ -177,7 +166,7 @@ steps:
 	// Every step process is gone once the run says CANCELLED.
 	out, _ := exec.Command("pgrep", "-f", "sleep 600").Output()
 	assert.Empty(t, strings.TrimSpace(string(out)), "step processes still running")
-	cancelled, _ := s.listItems(s.apiClient(), id, "fan", gen.StepStateCANCELLED, 1000)
+	cancelled, _ := s.listItems(s.client(), id, "fan", gen.StepStateCANCELLED, 1000)
 	assert.Len(t, cancelled, 100)
 	_ = os.RemoveAll(dir)
 }
@@ -201,7 +190,7 @@ steps:
   - name: total
     container: {command: ["sh", "-c", "echo '{\"sum\": {{ sum(map(steps.fan.outputs, .k)) }}}' > $ATELIER_OUTPUTS"]}
 `, dir))
-	id := s.startRun(map[string]any{"pipeline": "wide-crash"})
+	id := s.start("wide-crash", nil)
 	w := s.startWorkerProcess(t, "worker-1.log", "ATELIER_WORKER_CONCURRENCY=200")
 	require.Eventually(t, func() bool {
 		b, _ := os.ReadFile(filepath.Join(dir, "ran"))
@@ -212,11 +201,11 @@ steps:
 	s.startWorkerProcess(t, "worker-2.log", "ATELIER_WORKER_CONCURRENCY=200")
 
 	r := s.waitTerminal(id, 5*time.Minute)
-	require.Equal(t, workflows.RunSucceeded, r.State, "%s", r.Status.Error)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
 	fan := stepByName(r, "fan")
-	assert.Equal(t, workflows.ItemCounts{Succeeded: 1500}, fan.Wide.Counts)
+	assert.Equal(t, gen.ItemCounts{Succeeded: 1500}, fan.Wide.Counts)
 	assert.Equal(t, map[string]any{"sum": float64(1499 * 1500 / 2)}, stepByName(r, "total").Outputs)
-	all, _ := s.listItems(s.apiClient(), id, "fan", "", 1000)
+	all, _ := s.listItems(s.client(), id, "fan", "", 1000)
 	require.Len(t, all, 1500)
 	for k, it := range all {
 		require.Equal(t, k, it.Index)
@@ -248,10 +237,10 @@ steps:
   - name: total
     container: {command: ["sh", "-c", "echo '{\"sum\": {{ sum(map(steps.fan.outputs, .k)) }}}' > $ATELIER_OUTPUTS"]}
 `, dir))
-	id := s.startRun(map[string]any{"pipeline": "wide-retry"})
+	id := s.start("wide-retry", nil)
 	r := s.waitTerminal(id, 5*time.Minute)
-	require.Equal(t, workflows.RunFailed, r.State)
-	assert.Equal(t, workflows.ItemCounts{Succeeded: 1190, Failed: 10}, stepByName(r, "fan").Wide.Counts)
+	require.Equal(t, gen.RunStateFAILED, r.State)
+	assert.Equal(t, gen.ItemCounts{Succeeded: 1190, Failed: 10}, stepByName(r, "fan").Wide.Counts)
 
 	// The failed items, as a user lists them with the CLI.
 	config := filepath.Join(t.TempDir(), "config.yaml")
@@ -266,16 +255,15 @@ steps:
 
 	require.NoError(t, os.Remove(filepath.Join(dir, "broken")))
 	require.NoError(t, os.Remove(filepath.Join(dir, "ran")))
-	var retry runView
-	require.Equal(t, 201, s.do("POST", s.path("/runs/%s/retry", id), nil, &retry))
-	r = s.waitTerminal(retry.ID, 5*time.Minute)
-	require.Equal(t, workflows.RunSucceeded, r.State, "%s", r.Status.Error)
-	assert.Equal(t, workflows.ItemCounts{Succeeded: 10, Cached: 1190}, stepByName(r, "fan").Wide.Counts)
+	retry := s.retry(id, gen.RetryRunRequest{})
+	r = s.waitTerminal(retry, 5*time.Minute)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
+	assert.Equal(t, gen.ItemCounts{Succeeded: 10, Cached: 1190}, stepByName(r, "fan").Wide.Counts)
 	assert.Equal(t, map[string]any{"sum": float64(1199 * 1200 / 2)}, stepByName(r, "total").Outputs)
 	b, err := os.ReadFile(filepath.Join(dir, "ran"))
 	require.NoError(t, err)
 	assert.Equal(t, 10, strings.Count(string(b), "\n"), "only the failed items ran again")
-	cached, _ := s.listItems(s.apiClient(), retry.ID, "fan", gen.StepStateCACHED, 1000)
+	cached, _ := s.listItems(s.client(), retry, "fan", gen.StepStateCACHED, 1000)
 	require.Len(t, cached, 1190)
 	require.NotNil(t, cached[0].Message)
 	assert.Equal(t, "reused from run "+id, *cached[0].Message)
