@@ -69,7 +69,7 @@ func TestGoPipelineScheduleOnRealStack(t *testing.T) {
 	assert.Empty(t, res.JSON201.Pipeline)
 
 	id := s.triggered("go-sched")
-	r := s.ended(id, 60*time.Second)
+	r := s.waitTerminal(id, 60*time.Second)
 	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%+v", r.Status)
 	assert.Equal(t, gopipeline.Name, r.Workflow)
 	assert.Equal(t, "go-sched", deref2(r.Status.ScheduleId))
@@ -81,13 +81,13 @@ func TestGoPipelineScheduleOnRealStack(t *testing.T) {
 	assert.Equal(t, id, list.JSON200.Runs[0].Id)
 
 	// Retried from evaluate: prepare and train-0 are reused.
-	retried := s.ended(s.retry(id, "evaluate"), 60*time.Second)
+	retried := s.waitTerminal(s.retry(id, gen.RetryRunRequest{ResumeFrom: &[]string{"evaluate"}}), 60*time.Second)
 	require.Equal(t, gen.RunStateSUCCEEDED, retried.State, "%+v", retried.Status)
 	assert.Equal(t, id, deref2(retried.Status.RetryOf))
-	assert.Equal(t, gen.StepStateCACHED, genStep(&retried, "prepare").State)
-	assert.Equal(t, gen.StepStateCACHED, genStep(&retried, "train-0").State)
-	assert.Equal(t, gen.StepStateSUCCEEDED, genStep(&retried, "evaluate").State)
-	assert.Equal(t, gen.StepStateSUCCEEDED, genStep(&retried, "deploy").State)
+	assert.Equal(t, gen.StepStateCACHED, stepByName(retried, "prepare").State)
+	assert.Equal(t, gen.StepStateCACHED, stepByName(retried, "train-0").State)
+	assert.Equal(t, gen.StepStateSUCCEEDED, stepByName(retried, "evaluate").State)
+	assert.Equal(t, gen.StepStateSUCCEEDED, stepByName(retried, "deploy").State)
 
 	// The CLI's form: --workflow and --input; the table names the Go
 	// pipeline and has no version.
@@ -120,9 +120,9 @@ steps:
 	require.Equal(t, http.StatusCreated, res.StatusCode(), "%s", res.Body)
 	t.Cleanup(func() { _, _ = c.DeleteScheduleWithResponse(ctx, s.project, "go-sched-decl") })
 	id = s.triggered("go-sched-decl")
-	require.Equal(t, gen.RunStateSUCCEEDED, s.ended(id, 60*time.Second).State)
-	r = s.ended(s.retry(id, "b"), 60*time.Second)
+	require.Equal(t, gen.RunStateSUCCEEDED, s.waitTerminal(id, 60*time.Second).State)
+	r = s.waitTerminal(s.retry(id, gen.RetryRunRequest{ResumeFrom: &[]string{"b"}}), 60*time.Second)
 	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%+v", r.Status)
-	assert.Equal(t, gen.StepStateCACHED, genStep(&r, "a").State)
-	assert.Equal(t, gen.StepStateSUCCEEDED, genStep(&r, "b").State)
+	assert.Equal(t, gen.StepStateCACHED, stepByName(r, "a").State)
+	assert.Equal(t, gen.StepStateSUCCEEDED, stepByName(r, "b").State)
 }
