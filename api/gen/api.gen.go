@@ -3376,6 +3376,17 @@ func (response ListClusters500ApplicationProblemPlusJSONResponse) VisitListClust
 	return json.NewEncoder(w).Encode(response)
 }
 
+type ListClusters503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListClusters503ApplicationProblemPlusJSONResponse) VisitListClustersResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
 type RegisterClusterRequestObject struct {
 	Body *RegisterClusterJSONRequestBody
 }
@@ -3477,6 +3488,17 @@ func (response RegisterCluster500ApplicationProblemPlusJSONResponse) VisitRegist
 	return json.NewEncoder(w).Encode(response)
 }
 
+type RegisterCluster503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response RegisterCluster503ApplicationProblemPlusJSONResponse) VisitRegisterClusterResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
 type DeleteClusterRequestObject struct {
 	Cluster ClusterPath `json:"cluster"`
 }
@@ -3549,6 +3571,17 @@ func (response DeleteCluster500ApplicationProblemPlusJSONResponse) VisitDeleteCl
 	return json.NewEncoder(w).Encode(response)
 }
 
+type DeleteCluster503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteCluster503ApplicationProblemPlusJSONResponse) VisitDeleteClusterResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
 type GetClusterRequestObject struct {
 	Cluster ClusterPath `json:"cluster"`
 }
@@ -3607,6 +3640,17 @@ type GetCluster500ApplicationProblemPlusJSONResponse struct {
 func (response GetCluster500ApplicationProblemPlusJSONResponse) VisitGetClusterResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetCluster503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetCluster503ApplicationProblemPlusJSONResponse) VisitGetClusterResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
 
 	return json.NewEncoder(w).Encode(response)
 }
@@ -3723,6 +3767,17 @@ func (response ListGPUs500ApplicationProblemPlusJSONResponse) VisitListGPUsRespo
 	return json.NewEncoder(w).Encode(response)
 }
 
+type ListGPUs503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListGPUs503ApplicationProblemPlusJSONResponse) VisitListGPUsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
 type ListProjectsRequestObject struct {
 }
 
@@ -3758,6 +3813,17 @@ type ListProjects500ApplicationProblemPlusJSONResponse struct {
 func (response ListProjects500ApplicationProblemPlusJSONResponse) VisitListProjectsResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListProjects503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListProjects503ApplicationProblemPlusJSONResponse) VisitListProjectsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
 
 	return json.NewEncoder(w).Encode(response)
 }
@@ -3865,6 +3931,17 @@ func (response CreateProject500ApplicationProblemPlusJSONResponse) VisitCreatePr
 	return json.NewEncoder(w).Encode(response)
 }
 
+type CreateProject503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateProject503ApplicationProblemPlusJSONResponse) VisitCreateProjectResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
 type GetProjectRequestObject struct {
 	Project ProjectPath `json:"project"`
 }
@@ -3923,6 +4000,17 @@ type GetProject500ApplicationProblemPlusJSONResponse struct {
 func (response GetProject500ApplicationProblemPlusJSONResponse) VisitGetProjectResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetProject503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetProject503ApplicationProblemPlusJSONResponse) VisitGetProjectResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
 
 	return json.NewEncoder(w).Encode(response)
 }
@@ -5095,6 +5183,17 @@ func (response DeleteGPUPolicy500ApplicationProblemPlusJSONResponse) VisitDelete
 	return json.NewEncoder(w).Encode(response)
 }
 
+type DeleteGPUPolicy503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteGPUPolicy503ApplicationProblemPlusJSONResponse) VisitDeleteGPUPolicyResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
 type GetGPUPolicyRequestObject struct {
 	Project ProjectPath `json:"project"`
 }
@@ -5164,6 +5263,17 @@ type GetGPUPolicy500ApplicationProblemPlusJSONResponse struct {
 func (response GetGPUPolicy500ApplicationProblemPlusJSONResponse) VisitGetGPUPolicyResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetGPUPolicy503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetGPUPolicy503ApplicationProblemPlusJSONResponse) VisitGetGPUPolicyResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
 
 	return json.NewEncoder(w).Encode(response)
 }
@@ -5275,6 +5385,17 @@ func (response PutGPUPolicy500ApplicationProblemPlusJSONResponse) VisitPutGPUPol
 	return json.NewEncoder(w).Encode(response)
 }
 
+type PutGPUPolicy503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response PutGPUPolicy503ApplicationProblemPlusJSONResponse) VisitPutGPUPolicyResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
 type ListPipelinesRequestObject struct {
 	Project ProjectPath `json:"project"`
 }
@@ -5322,6 +5443,17 @@ type ListPipelines500ApplicationProblemPlusJSONResponse struct {
 func (response ListPipelines500ApplicationProblemPlusJSONResponse) VisitListPipelinesResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListPipelines503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListPipelines503ApplicationProblemPlusJSONResponse) VisitListPipelinesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
 
 	return json.NewEncoder(w).Encode(response)
 }
@@ -5385,6 +5517,17 @@ type GetPipeline500ApplicationProblemPlusJSONResponse struct {
 func (response GetPipeline500ApplicationProblemPlusJSONResponse) VisitGetPipelineResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetPipeline503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetPipeline503ApplicationProblemPlusJSONResponse) VisitGetPipelineResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
 
 	return json.NewEncoder(w).Encode(response)
 }
@@ -5515,6 +5658,17 @@ func (response CreatePipelineVersion500ApplicationProblemPlusJSONResponse) Visit
 	return json.NewEncoder(w).Encode(response)
 }
 
+type CreatePipelineVersion503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePipelineVersion503ApplicationProblemPlusJSONResponse) VisitCreatePipelineVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
 type GetPipelineVersionRequestObject struct {
 	Project  ProjectPath  `json:"project"`
 	Pipeline PipelinePath `json:"pipeline"`
@@ -5579,6 +5733,17 @@ func (response GetPipelineVersion500ApplicationProblemPlusJSONResponse) VisitGet
 	return json.NewEncoder(w).Encode(response)
 }
 
+type GetPipelineVersion503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetPipelineVersion503ApplicationProblemPlusJSONResponse) VisitGetPipelineVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
 type ListRunsRequestObject struct {
 	Project ProjectPath `json:"project"`
 	Params  ListRunsParams
@@ -5638,6 +5803,17 @@ type ListRuns500ApplicationProblemPlusJSONResponse struct {
 func (response ListRuns500ApplicationProblemPlusJSONResponse) VisitListRunsResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListRuns503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListRuns503ApplicationProblemPlusJSONResponse) VisitListRunsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
 
 	return json.NewEncoder(w).Encode(response)
 }
@@ -5852,6 +6028,17 @@ func (response GetRun500ApplicationProblemPlusJSONResponse) VisitGetRunResponse(
 	return json.NewEncoder(w).Encode(response)
 }
 
+type GetRun503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetRun503ApplicationProblemPlusJSONResponse) VisitGetRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
 type CancelRunRequestObject struct {
 	Project ProjectPath `json:"project"`
 	Run     RunPath     `json:"run"`
@@ -6049,6 +6236,17 @@ type StreamRunEvents500ApplicationProblemPlusJSONResponse struct {
 func (response StreamRunEvents500ApplicationProblemPlusJSONResponse) VisitStreamRunEventsResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type StreamRunEvents503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response StreamRunEvents503ApplicationProblemPlusJSONResponse) VisitStreamRunEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
 
 	return json.NewEncoder(w).Encode(response)
 }
@@ -6365,6 +6563,17 @@ func (response ListStepItems500ApplicationProblemPlusJSONResponse) VisitListStep
 	return json.NewEncoder(w).Encode(response)
 }
 
+type ListStepItems503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListStepItems503ApplicationProblemPlusJSONResponse) VisitListStepItemsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
 type GetStepLogsRequestObject struct {
 	Project ProjectPath `json:"project"`
 	Run     RunPath     `json:"run"`
@@ -6437,6 +6646,17 @@ type GetStepLogs500ApplicationProblemPlusJSONResponse struct {
 func (response GetStepLogs500ApplicationProblemPlusJSONResponse) VisitGetStepLogsResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetStepLogs503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetStepLogs503ApplicationProblemPlusJSONResponse) VisitGetStepLogsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
 
 	return json.NewEncoder(w).Encode(response)
 }
@@ -7401,6 +7621,17 @@ func (response CreateToken500ApplicationProblemPlusJSONResponse) VisitCreateToke
 	return json.NewEncoder(w).Encode(response)
 }
 
+type CreateToken503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateToken503ApplicationProblemPlusJSONResponse) VisitCreateTokenResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
 type ListWebhooksRequestObject struct {
 	Project ProjectPath `json:"project"`
 }
@@ -8015,6 +8246,17 @@ func (response RevokeToken500ApplicationProblemPlusJSONResponse) VisitRevokeToke
 	return json.NewEncoder(w).Encode(response)
 }
 
+type RevokeToken503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeToken503ApplicationProblemPlusJSONResponse) VisitRevokeTokenResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
 type ListWorkflowsRequestObject struct {
 }
 
@@ -8050,6 +8292,17 @@ type ListWorkflows500ApplicationProblemPlusJSONResponse struct {
 func (response ListWorkflows500ApplicationProblemPlusJSONResponse) VisitListWorkflowsResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListWorkflows503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListWorkflows503ApplicationProblemPlusJSONResponse) VisitListWorkflowsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
 
 	return json.NewEncoder(w).Encode(response)
 }
@@ -9839,138 +10092,138 @@ func (sh *strictHandler) ListWorkflows(ctx echo.Context) error {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+y9iXIjN9Ym+ioI3j+iyPmT1FKqsi3FhK9cJZf1uxa1lq47Y9ZtgpkgiVYSoAGkJLpa",
-	"EfM082DzJBM4B8iFzI3avLTCES6KzEwggYOzn+987YRyvpCCCaM7+187M0YjpuDjexlSw6WwnyOmQ8UX",
-	"+Gfn4vQ9kRNiZoyEilHDIqKYlokK2aATdHQ4Y3NqbzPLBevsd7RRXEw7t7e3QWdBFZ0z48Z4Q8MZ+5kt",
-	"T6iZrY9zSLRhCxLai8glW5IuhW9eaDIK3Z2jXkBm7Iac/XTY33312o7P7b0L+8SgI+jczuCSLTtBR7Ff",
-	"E65Y1Nk3KmH5iS6oMUzZ+/7/X7b739H+5MvX13u3/9EJ1t4hwEmf8AWLuWB/S5hark/9SBjFmSbaSMUi",
-	"Ml4SlQiNq8Y1Wbi7SVcq8k6Sa6kuJ7G87qXz/xWem76Av6GwvHN6856JqV263e3toDPnwv+9UznxM8MW",
-	"rScNk4VN6E6kOqLhjHDD5ppwEcZJxKLKCdub7jfZONGGKU8ZJZsa4hW1G/sfik06+53/Zysj8y38VW+5",
-	"ET7ap9kRj0S0kFyYmiGZu+TOY/ox0kE9HdUMmtv7uw3qx8gGVfKfLKx70QVecfch8f50xNNElJ/x00SQ",
-	"47ek+9/JOZsvpKJxehjI8dvegJzac6MNVZbNmJmSyXRGTo/OzsmUGULJxcXx26tvDvB8+eu0UZRPZ4ZM",
-	"lJwDo0qffvb2Z3LJ2AK+zQ1l/16Sa6YYmfIrJio4iUrEnRflNBHHb2E5zsIZi5K4bte1u+TOo/kx0j2w",
-	"J79uQDyx1YNteoI/s/FMysuaIa/xiraj7jSPemsfpRdSaAYC5gcanbJfE6aN/SuUwjABH+liEXMUcFsL",
-	"Jccxm//nPzVKu9Ykbu/CQYtE/YHGE6nmLCJSES6uaMytiIR5HJARU0oqPSIx10YTBlzVXTThLI4GHcv/",
-	"pJjEPHzSeZ/PmJ8mCd34mlxzM4PT4oX8CzhohsE8f5RqzKOIiaeeqJGXTLzQRMmYkUgyTYQ0hMb2OIPc",
-	"kgumYHyY57GwEp7GTznNC8FuFiwEjsTUFVMEtp50I2YojzWhihEp4iWJ5XQK0vQ26HyU5keZiOgpZ/pR",
-	"Ep2Es3SLQTHhhoxZLMVUEyMJFdLMmCJONOBcT+gyljQ6l/I9VVP21DQwltGScE1iO7giZkYFUgDDQ3Qh",
-	"aGJmUvHf2JMu5weuNRfTgCTiUshrERDFruQlMgR2s7CsDgnYipmc0v358+f+YWJmTBg7OVaczRq3w1e8",
-	"ojym4/hJV/+QRGzBRMREuCTdiBo6pprZ1/OStmc3Jslmd0AUM2pJYmqYcruzUDJkWj/15D+zOO47Dj1O",
-	"jOe+66z5iqklccMjH+RGEyvE3AvoZLGQVuX4wCJOz2F/nv4IvNDkDQ7Zt1OwCw+8MAzZwjKfGVOWWd96",
-	"uQqkdhjNLZVK8beEJTDthbIs03AUnV69XqO7oHPTlyqyP+3AlEIesejQrCt353zOvKUYU22IvVYDRw46",
-	"dv2p6ex3ImpY3/A5W7O2ciPtWtuRich+bZUJa4U0rRy8mDVqlnaz3KOpUnSZf/JLqzMkQjz8k/dQHfGa",
-	"zS85i8W/Sjb0l/Q5cgyq923QOVwslLyi8Vu3bDlVhkYRt6tM45Pcrk1orFmwupFyPnfUmFOm9ratNrWu",
-	"tVVO4sxQk+gSK10Q6i7x1rnXIaiIAiJFyMicRiyAw5MngeI88SlIcSvSiWZ0BFzTcnqkpohFpEvHmglD",
-	"rmfwCyOWmGRiSMTRQK2kqm9ug3TY42h94OO3OCw1GbeufNi3uYedSuRoK48zTl2BmfL0DWof+91tkN/C",
-	"6rO4nV14mhJdesNYyphRsUr5EaMRGJdrk/1s5ziS4hwXc+QmqwPCJ0RIEL0Rj8iYTaRim5/ovVXesdnt",
-	"O573aOejYiKZ20PmtiACq+KfoH3lDtf6g17fBp25FULT0kWwWz9jmceG6ktN/Dbr2p2zM0zXr2SK6Qxr",
-	"5/fKMhEZs5Kjl6rBQFUaCXVOl26rwIT17GzlpFdzLctp7eJHnxJTMaQ/XmvUW0JkO7urXBBfppTfGcPm",
-	"i5JRPwlGrO4gJwRdgOvcI5zxODpNRKPXx19nT0sm4tbf8udkzJRghmniriM0/yXFyRJFBZGCdC1zi+UU",
-	"lXqrKbOAaMZIzMWl7jVyDtA8ag+4JVR2w80bGbHchVwYNgWhUiCZCRdcz+52tuzRhGlXS5oSgiou4Xt7",
-	"P6FjSyhl6xagwUE1HK9TS7RUz8aSKlCS7ZdnC6ouycVxQMZLIuic5RbREc0q/4vl9ELF5RvqBn4B2+QH",
-	"nlLDrukS7TNteXI3liGNiUqEXSZ/l24WJDVMZEkocYI+pRunpPmvl8wEdlKWjDy9KWaVS/tdQNhgOoAZ",
-	"e8eQeqHJ0Kqg+LfVoffJQkbkZp9sb+1sEyEjhtSY6uD7ZGebHAudTCY85FZmiisecToI5XxrukgGw84B",
-	"CWNGrX2SilM/Y52EIWNRA9OzXE8k83FBdSwhUuCOuItN5w8v8xpASkCjYbK9/TK85CKCT2wLv7Ckohc0",
-	"ZGvf4hejRnnr/Ih3OTsv8XY03Wr9c4YtzuDCVQbpVs8/p4xTgisfFdDSxZOJWSQGAg5SMNw5rSdJ7Lz5",
-	"YN2zeY+wGxYm9kZrq0YMD94lA1ZrSVFZGw+oQarLEp0t49jVO20ZlwsU3WVFgTuCzazLjIzDFeUPXnBG",
-	"IyIkMSbeXDGxBGAXp3xl83EQwkXEbnLUVPLylpdesmWjGeV2LHfdOouzXCaNBpTOrjKwRK5nUjPLbXx4",
-	"h5tBk8GlEnEc1c78FVA7W9Re9HKVwDEcl49pOd8zjBekVJWtSp6A6s/De44GUpFOGYa2Wht4ufO1qipZ",
-	"9sZuzAmdsnOre1VSpBSZ4bugUzYojSbm18XPsvoNr3joY7IrL2h/QYU/pXYuzOu9deJcG9XdWjnqGbgE",
-	"Sy0EK1zIm8M3Px299cafZz2hnDOIv+yj8zgRgWM+VET+GA0FsiH7lRczoMUulIySEEI+bB6kgZ/0gGNQ",
-	"WCpChwL8SmB2JpoNhqKES1WYNxDChifZpV+Sa5pGP71RObFjkMIQvc15ij0ntEq7zSknK8Nez6y16FmO",
-	"ffFeM7d5ON7lXCONvKuRA6zbABBGg/vKyU6ELM65O8r2c3O5rBh1rrfa13Huiwbf1/o74dPz99tNr3vB",
-	"5I4unexFiuGxdh6dNzlTaZ1IwJACQUEzceLOdqoJujhr993ROfk//+t/b6lE6K2vwL9vewEcZ3u2rInM",
-	"pfCaW/o4DnqvRs4g2DXTpkTdxEGsYhIzrbOzv+BCW7VmXR3JC8d7SjZLCG769drNyxLaBimWk2/+QaWk",
-	"kBmhKxYtXdCQm2XLPIY3/vI7aFur1luJdRfTMYs3MwjXXtWKwjPGRJOv2GotYN+A7PTr4MyhA+JYpDXQ",
-	"Yrh+wpU2LZnyrY8+l0xYimrNCufk5mD1YW5mPCfhd8mci8RaK11L3c5ywwjCy21SsB+9m8SuEdWXqQO+",
-	"xNVC9SX51f6Osgq3+oX201nIOC6xx26DTrKINiOBVSOEwkVu2/MTzZNXfpx0/Wqo/E2OptfftrjdpS/s",
-	"138f4nwhNdastSoAxi11ZrfQaBmQnHHs7WFhLVsK9vdEMUboxDA1FCaLfeuUX8lIk7FMLDeToImUaRfh",
-	"IvnA45g3KpWnbpKHc5kIWJXpIvloZ1W+HO9OLggXV0wYqZYwfXCE2H+78H5W/xHS9AKikSidn2R/KOAV",
-	"7QOoD/N4/y2RAt+ilSL87uTCzrDOYfgKX6SWN2y2LMWlKLooMC3N7eaLVf8Fqo2GANmS7sjFX0dwXGVi",
-	"lXLWq3cjWXvN0nnNqfwZDuR7GdL4b9VnUyfjuSXF/5JjILuhOKVL+MNI0h1Rw2LOlL+634dR+3DYR719",
-	"HCQAH9EhXhoMhd1No51SDEozuabccDFF0ahn8lrjraCtWjVhQNAg2R8K9yCrpV+LInkgTTR4yedSLX9Y",
-	"mrvsqSin81OgY/sm60c1tPcW/MulGu8K4wJSDHKnsjhxP5MaJvW+UdTltK7XL4N8+mi3+8th/3/S/m/b",
-	"/e++/NJPP/9j8OW/9b7P/db7/j8axXAHZ0Lm1NjFsaS/iGnI5lb8aRaz0EilB+RntkTGdkXjhGkykXEs",
-	"r4ci50LDA6GXwtCbfULBxcPtTUQu8A3J249nfZ2MIzmnXJCFYhN+MxT2saOtkTXBmFUJhYvFUUPmUhvy",
-	"+iWJmX19HZCIT7nRARn1RwEZ/cP+bzAaii6NFzMqkjlTPLQ3jqWZESYi3TsgFCdtJ2O1PuBp6BlGly+Q",
-	"5Zze5Dfg9V7N5pXa/+5wbuAAcFrZmvVfHtKtpaePTt/IZxnT/m9ffkFS6H/5uh283r0tpYc3IGpdOuXd",
-	"jIUVza7JYsj0o00SPNdUh9L1gJfZwOpZyU++oaGJl+DRlBMy8gr2CGh/5H1do5LgkLXxW6RngrvjE4yn",
-	"nXw+UVyqUo3F/5JmdatEvNDAVS0v1oSvsNggpzQOhaJimmq8LqnK3b6QMQ+X3hewX7xiKCI2oUlsegPy",
-	"loUxVdTwq8y40pBRZg/WO5kz4JjRQ+GXSA9OE+Hec/Du5MK/SkEIpP6ioMPFoiwYeCiW5L/OPn3EIxyQ",
-	"BdWaeV0p7370gQ14zgDY91T23Tj/tDLqlF5/cPETXyVQIi18JjPJyggOiFsOTSY8RnsAEtX0uphfcZ+2",
-	"z5kumIIVU3JXHJBtcEuhjTJnVOiclWvnNOeCz5N5Z3+7bKn9klVnQVjGCDueX2DFptzyGpQS1GkVA+Sd",
-	"G6XtVpxa8HXejQE55/2x+EkmqmRX3/MJszbJARESs+OW6A3ARXQvgWv27Tev3Uvg3ztla+gZ2Ea5wxhl",
-	"LzvmcPAw0I7xNBZxK3jtPl9xdg1UaE+5yF80pxHEYTSPUEE8PDkm3bGURhtF0ZHnEwLwgZ2gg49bzweo",
-	"sM5gxtWcNkod1MUN0SxUrMIROWZUWeUVLhmQs5nVFCFHFRiXZXMuwbrU7DR+xLrDhdNafSe8NfCzq3kt",
-	"l1m+2YtNmWAKipV++nD4xipAB1bJca76eJk5oHz60pReWVVUMFS1Wy7CiqfpOptr3ZL4V1pdFH972Wr4",
-	"YpISdSdRyuULlVnZxr6dYldpIla9CzhiMTMuPa4m0WPvNuiwK19J1krL8m9wZG+rszF37DxmLI7KLAhn",
-	"tOfD+TMZW9OdhTTRdg+JYpCHSbhzDZAuxtJpzPoTJef935iSRPOpoHEPAvHgjPDuhvpF2nld6VVaoQY5",
-	"hkSDaOMV+uRvrFskSJJ0lTtNvs1fE2lalyv9DS4G0oRlbL/Dp47KTv2NNfP/BgbA6zenIT9S3QivkcvH",
-	"Lh+r1WPd5ZA8S2PW9r4zuNjetWBh65vstZhAMI4rnA9+hXxE1y0sZrCQ7vY+sCyyZKZFrMi4ZO2L43qC",
-	"eWWvVXQy4eHGW/+Z8ems9nR/mz39g0tuKr63O9Z9uuCBf+M+FHdYGbxQ8mbZmNNxzUWEalWbnTjH6XzG",
-	"m1a5clYe5wSxZ7jp1rl9zxN07vRki5ljCSn3zHHcOraPwnDTZOC6lLecEulTkAzERnFAV8MqSJeSnGnb",
-	"GwzFpzk3xpU3WCsebZZCJlVA+IBhCtOchjMuvPEzFG57ITMrdBWATDlfa863UmY1l/lRVphuG3u2WJh5",
-	"l1NbrqHBc+p2EUXfg4Q4wXXJRdQohXKZarU5gJ52NwyAUXsOYCLZUHVLUO6ySXnMRlLgLJnPaVnWxsoc",
-	"8aF1s/Jem9W6l7cfz9CbdkC4AR+VLpySF3o9dQ1s0Tr3z952uftnTfyvq3qK6tl7KRdFBa2C34Pu07Sd",
-	"RTFffeVuaxKxlOn81EDcgvA5nTJM9QipENKQMSOLJI6hCm5fJHEclKRRptIukuAZhxix1+WyvMg0FF+T",
-	"kLEWvXcvUmDTuF51ZPI3r0eVsFNUHV5oEs5YeEnolHKhTYnDB5QxMmM0UlLOrSWCOcQrrHet0ME9hcyo",
-	"tkpuzncECci9dU/YhBdyzMr0+JYMYi3/AR7d7sSf5qhmlZzvnCcIpgqfOv9EvURomZ9qd3BMw8tPk6aj",
-	"VZXC6SbUlL+W1zbtgBvng2TrWecaqaL5pik5fXlFRIXlyQIrLGdCecyid05VqQ0wtcjPebXCc0ryV6iI",
-	"eATlyUHD9mrTROSYzauoYdPlptlAKT9JH+BHDPza1a37mbc21rz5K5U9FS/X5gy/hOuM4qG+wEhpPW/Y",
-	"a7dJa4vhJx1kSVJt2MSZU8JKanKoyHijy92nIiIzeU26XEyYYiJkg/yD9ok9WExEQzEyihspRlZdHV3F",
-	"8XwUkLmMWBygXAoIVVMdECaugrQkWqeWhw6GgiZGWnsQqnwdo0eHvIwQgIJDrMJF5YAgI0K1T+o7wIwD",
-	"qPfXPl+Kq8yZTRUjXJBIhnqLLvhgHhWc87nAda0nfVUvemiG2+j12Gnpk9itUKD9vXV0UjTW6mRxxh2y",
-	"MkVdyC5NC0K4CF1gH207F2B3mW9zRnVi3+HAZZMYjcX91ixlsKExNVAdbZ+oyT+TaFqSsYYFx+tzfnVz",
-	"Q6jQ10whdaSKD1Y+8ggrfOGKQuZTRdLvKlNWcr75hoN/6bvv3uOLfSiZ9sViwZRLmUkLf3EZxkl4yQx4",
-	"5riYwk/ffWdmZMFUyIThMUszu3yyht+gYmqXTNDAdtNMRe2KjMBb2yRErym/7VTaaoYPq5ubQ+C3uYyI",
-	"f7Qs4MhXfxWpo5KHQ4ysDE/nc6o6+rJ1rl3x0Aiikr/sfhlg6b7+JH7Z/oJMENCbBgs6ZWf8t7ICmTUP",
-	"CAK51HHxdycXLv1j7b08T23kHIko6qulVsjaRriH+9srJvfRuZqKU5sukg+QLvKB/7C+vPiTL6ux+nYX",
-	"MytW8pAw46S34cl8iSFnDyOwurMyZn1Q8V2SU/nQ7tdedpq8tQCZY3IysTxFSJdc/u7kQjcGMXx614ot",
-	"nGXg5R5GusUJtfBC2scfiwtd9db43BmLMQVGRtqnRGXAL/La1WDaD1Z4uuwhCIf6CHzDXCzjmPP2MAAf",
-	"jt+dxTxkusnn3EpKrtrmJfoXOEop3yTEYqn83N7S5HlP8pWE6xvxRqpIiqZq3+8qpLhLyso22r/u6rgV",
-	"Z/UErNoS7UXOpGq295xWlc/lqKdISDhqczHkxXHR7uJXm8Zn2m/zu5OLNEhTu8sbpgWvEN81VYKLaQkz",
-	"OLIihjpPBh3LK4aKkSn1K2vkQ3erUAdvPgYVstvW1YCX1V57t7j55aglvGOf/7IR7IYnzdJ8grQ2E68j",
-	"MRMRYoEhzFIiEs0it57e8dOH5XTU7O7sNWIQbET9Lzeh/lebUP/e41D16wI1FNf6R8pVX8+sOMBL0pWU",
-	"imy77Jyd/Aquk9FuaVJMOrPNiGIslZLXXEzf8zkvmfBP8ppMqHIHSMg5FzQuuPrmdEnwKQhuCPXiSELd",
-	"/s6+FeyxfbYX//tku9cc4o8Rj6ZmVvPEkiYm1zvazE/PTSE3O5gNjWO8qf109iBZGJ5cYl9YhY5ME6qo",
-	"MCzLNXOrU/9k9FfrimrGQ5LXragmPKc11WlaAeR7kQ/H73LwablL53zaxxL0hZITHrsq9KZzW63V+tWp",
-	"YFmVpr7X4toePauHto2nwLMrJpR/zroXMVMiq7YbCmmldmnhzSpcabJva+nyEvIdS5VRnE6jHlo/wyyT",
-	"vqWF4YGPlgu2oT2x25B37wB6i1n3IJithc5NGohpCipVnan8iZKqcETuTP3p7vp3Cwo05DevlBbl51x2",
-	"ZW2WdKuAcq3ULVR21frQ7qGT7VXo2/lqrQYdJ12T8jBsmjLcnnNkq9zENbKHl03tJ0Zj9HGsQv2w8PKe",
-	"pYg6RTPzOZiFJLsKr4e7q2yyx4bN31iTU5fhfrG5JgumyAQEJuB6HFh2cZoIItgVU96xWJG7HjWrViGU",
-	"FMdNl75MQzLNwV2cYLMK6IBhmqMSq8uZ3pfOKf8egX/3dCZVC/8j5XGiSrw5zahKyO4jdtMcUakurIeC",
-	"eqxj6cZsYohMnN9F2r3dIT/zH3qDWq8VzsHjQJW9aOZtaBKi9btaIdx+uLNEe4lmrVVtSuRZjuc7R+SK",
-	"brQzHexsT8ebCQQ/XnvmnzlC1qlkMmkyyV+2hHEBItgs0IFoKG4OZTM/ydUsPFjwBjC+IBP47+2q3Ftm",
-	"uLb1b9xD6L1qTMcrvlhVwXLdWr9TdDErP+xvD98V0QzSIgyfgqIDEjHFr1iUAdDrBQtJ93pGDUb+rtmY",
-	"XByTSNFr3dt3heIQYgKc2dzf3ECNpyYTqVwSHTd6KEapG39EFnHikMTxEaAueyQWiE3dLBQDHygmQA9F",
-	"d2QZ1CggIwcLMgDpPgqIYfMFrGBvQM6gkskFI+EdYBPK6qAhvNBaSygstB2lUVnA5zdu2pkDI1lV79xa",
-	"re/pW66sYZ3iGXOmSZfdLGIecsAwJXyOf/SClVW4k/sKJDAueTmBwRZOqAAsHZQg2HWjS4lHDUtQnwD0",
-	"nHqX7F4uK7A4ViiFoVwwhQlUvqwsIIouA6IXVF3aF3bBdLByHdDroG3KZb3DOxHHk5IlUHw6ZYqoJGYB",
-	"SlErhvKeLxrHZ153GDTh7tgnVC/0C01CKVCNzCruuM+pEg12+usKBdylP2ZkV0e35Zp3WtC38ZlqPErZ",
-	"o+um1Vy3ulNZt+qfUZ7CcUiikspF0tUs46Z6yx603oC8seq+70eDjHQoFlRppvLpFVIRRcF1CjDwafca",
-	"WJuAaImhc2CsQ5FFRzNID2oQrLgA9E26e7u7vVLcB19UusJOHI2mMFXWlpYTkp42OF9Y8g4Al8DX9slX",
-	"JqwOE30f+FLC7wNiTPz97aBTC9T7g0xEhDmoGIUDqC3QtIad3dmwY7kZELSIYqasLEBc8N5gHfgld3ZX",
-	"bBiBQhqsrQOHnGVoLKcJw6JwnrrMLk7fDxBP5eimzJ94lJ/OvquWhd1RicA9yMo4yYxeQSIkiwIIKYC5",
-	"ZBDkMJRzdoCtWyztqEQMwLgK4CPaFE6ECQA1GoB+nZtdDp63clmLy5cl8aSr/GpuV9lzp53tOS5tDtOv",
-	"LIUpD8sIL46X75OvAOKRymEUAVgTG7jVcq9ze+DQTnQSmwx3KQf/uALilC6zBv9OTa3t+XLBolyh7T75",
-	"BeYVgCcq8Lz4e/spve/72y+DjkME05XqU/YoyybhCY5Nfg8bdzz5Hhn/94HHLLM/MEDHs6cC9+z7AMHb",
-	"7L+pKPsXnK5/ubP1r5z8+leGU/6vdFFuvwzI4coSdd3ksmOIa/T9bQ9XLm2F4W8rVnEjhaQ4WoOSstrG",
-	"vC3PP3PK+YOp/jk8zh/qLZpvCim1xb3UM7r76vU+erZn7Aa92mljOCqk4CGNiauDqRXRU69tt9YYV2u5",
-	"H8QmaVP0URBsd8YIyyyWEpSwtHaoZfKw7xCx7uT98Q35bu/VN2kukOs7s+5kwh9K1dgsQ62VDpJLZypB",
-	"zuRCGyrCytI2LLzFBhslWkXmtVsv+jbcxKxGEV/vYnhMeMSE4ZOlT0jz62TvQG0kl3/Za86Kgl/9VII6",
-	"d+FJRpIPmwD/sG7scuW2kRztxwql1kW/2+u0bqEaVVr/4JoptVFoqypxci0/1t1vEZa/3bGLwaZxuQxU",
-	"qS4m3ib/GzDT0wjR5qYsVhxLzcsbhZ5ScUnyIHm+XwPpugYoUFTfEBAG1ONKFJYj8JtZM6JLpyzqEX8p",
-	"+k00UVRcOry++nG+bZ2pnE+CX69R8v6afQIZAgHxoHcB+Sg/yoj9CCBJH60eix9PmWbqiiIM94libL7A",
-	"z8fYmKixtrUJpPVlG5DWPfDkj+9Kyq8ceEksaYmvAdUElYgCJrudE37xi/vG0iB+8yVNYJxIRQq9x/QL",
-	"4kfSm7mNs/cLqkPWpy5dydW4PgjqUjlCtKuWhYaUHuAU0Idzl69guFRgNmXwnC1QrRzAWcvS2NU+qa2g",
-	"nlYA4NZY5kQxVp9ROuci0WQVlhFTyxcy0neIhRtpypJKcqNu+NCddQwTO0KAr1e+LkYt74H7q5M5+9El",
-	"7xffAs1cIxG6d0q5w5tCj4cBN0Qkr4U2itG509PnpMsFoUORx4pSiSg4pH2TZ0DKRIOYqphbTc09pbeC",
-	"KLmKObRGrnN6c4wX53/PJHvJuq3gSJTklD90zWqLCtEvNVP9nCalVRfrNZTMriY5tkt/T6fp7i+dpMM6",
-	"SlsSRXNub2lGIoJmvvfXW+ttUGsqROU4xL4vTQOUG/SfqbcS6+R92y4ep4lwTTzy1kmLOxJ9J5TeOoOz",
-	"Fj1svb2yTyiqN2l4lCvCyg3g16caDRh3qpT4VpD2NoMBPMvh/+MD0M+VdymrRAzy+HeaaGYq8O9gKj8s",
-	"F1R7ByZXJJRRaSuBMVxX3scaWSbmLLjQndCGUSiFUizR0P5HYK+Bg5z3D/CLoepPGx7HUOxFQ18BDl4v",
-	"cGBD60x0QUEjghwk8Sqy9G35sqdoEys+a2ooLKIgZ2dHZKQSMSKARkK6Kb2mZVng3OuVZaqIkMXNrTXy",
-	"2P7Vna/u0sPqPse9AhLenmv2a6u+Gpv3DboLl2l9/uvPdYpSX3e07ZtXHODjt6uWdA73Nv04+Mc+4Fvs",
+	"H4sIAAAAAAAC/+y9iXIjN9Ym+ioI3j+iyPmT1FKqsi3FhK9cJZf1uxa1lq47Y9Y1wUyQRCsJ0ABSEl2t",
+	"iHmaebB5kgmcA+RC5kZttrsVjnBRZGYCCRyc/XznayeU84UUTBjd2f/amTEaMQUf38uQGi6F/RwxHSq+",
+	"wD87F6fviZwQM2MkVIwaFhHFtExUyAadoKPDGZtTe5tZLlhnv6ON4mLaub29DToLquicGTfGGxrO2M9s",
+	"eULNbH2cQ6INW5DQXkQu2ZJ0KXzzQpNR6O4c9QIyYzfk7KfD/u6r13Z8bu9d2CcGHUHndgaXbNkJOor9",
+	"lnDFos6+UQnLT3RBjWHK3vf//7Ld/472J1++vt67/Y9OsPYOAU76hC9YzAX7W8LUcn3qR8IozjTRRioW",
+	"kfGSqERoXDWuycLdTbpSkXeSXEt1OYnldS+d/2/w3PQF/A2F5Z3Tm/dMTO3S7W5vB505F/7vncqJnxm2",
+	"aD1pmCxsQnci1RENZ4QbNteEizBOIhZVTtjedL/Jxok2THnKKNnUEK+o3dj/UGzS2e/8P1sZmW/hr3rL",
+	"jfDRPs2OeCSiheTC1AzJ3CV3HtOPkQ7q6ahm0Nze321QP0Y2qJL/YGHdiy7wirsPifenI54movyMnyaC",
+	"HL8l3f9Oztl8IRWN08NAjt/2BuTUnhttqLJsxsyUTKYzcnp0dk6mzBBKLi6O3159c4Dny1+njaJ8OjNk",
+	"ouQcGFX69LO3P5NLxhbwbW4o+/eSXDPFyJRfMVHBSVQi7rwop4k4fgvLcRbOWJTEdbuu3SV3Hs2Pke6B",
+	"Pfl1A+KJrR5s0xP8mY1nUl7WDHmNV7Qddad51Fv7KL2QQjMQMD/Q6JT9ljBt7F+hFIYJ+EgXi5ijgNta",
+	"KDmO2fw//6FR2rUmcXsXDlok6g80nkg1ZxGRinBxRWNuRSTM44CMmFJS6RGJuTaaMOCq7qIJZ3E06Fj+",
+	"J8Uk5uGTzvt8xvw0SejG1+SamxmcFi/kX8BBMwzm+aNUYx5FTDz1RI28ZOKFJkrGjESSaSKkITS2xxnk",
+	"llwwBePDPI+FlfA0fsppXgh2s2AhcCSmrpgisPWkGzFDeawJVYxIES9JLKdTkKa3QeejND/KRERPOdOP",
+	"kugknKVbDIoJN2TMYimmmhhJqJBmxhRxogHnekKXsaTRuZTvqZqyp6aBsYyWhGsS28EVMTMqkAIYHqIL",
+	"QRMzk4r/zp50OT9wrbmYBiQRl0Jei4AodiUvkSGwm4VldUjAVszklO7Pnz/3DxMzY8LYybHibNa4Hb7i",
+	"FeUxHcdPuvqHJGILJiImwiXpRtTQMdXMvp6XtD27MUk2uwOimFFLElPDlNudhZIh0/qpJ/+ZxXHfcehx",
+	"Yjz3XWfNV0wtiRse+SA3mlgh5l5AJ4uFtCrHBxZxeg778/RH4IUmb3DIvp2CXXjghWHIFpb5zJiyzPrW",
+	"y1UgtcNobqlUir8lLIFpL5RlmYaj6PTq9RrdBZ2bvlSR/WkHphTyiEWHZl25O+dz5i3FmGpD7LUaOHLQ",
+	"setPTWe/E1HD+obP2Zq1lRtp19qOTET2a6tMWCukaeXgxaxRs7Sb5R5NlaLL/JNfWp0hEeLhn7yH6ojX",
+	"bH7JWSz+VbKhv6TPkWNQvW+DzuFioeQVjd+6ZcupMjSKuF1lGp/kdm1CY82C1Y2U87mjxpwytbdttal1",
+	"ra1yEmeGmkSXWOmCUHeJt869DkFFFBApQkbmNGIBHJ48CRTniU9BiluRTjSjI+CaltMjNUUsIl061kwY",
+	"cj2DXxixxCQTQyKOBmolVX1zG6TDHkfrAx+/xWGpybh15cO+zT3sVCJHW3mcceoKzJSnb1D72O9ug/wW",
+	"Vp/F7ezC05To0hvGUsaMilXKjxiNwLhcm+xnO8eRFOe4mCM3WR0QPiFCguiNeETGbCIV2/xE763yjs1u",
+	"3/G8RzsfFRPJ3B4ytwURWBX/AO0rd7jWH/T6NujMrRCali6C3foZyzw2VF9q4rdZ1+6cnWG6fiVTTGdY",
+	"O79XlonImJUcvVQNBqrSSKhzunRbBSasZ2crJ72aa1lOaxc/+pSYiiH98Vqj3hIi29ld5YL4MqX8zhg2",
+	"X5SM+kkwYnUHOSHoAlznHuGMx9FpIhq9Pv46e1oyEbf+lj8nY6YEM0wTdx2h+S8pTpYoKogUpGuZWyyn",
+	"qNRbTZkFRDNGYi4uda+Rc4DmUXvALaGyG27eyIjlLuTCsCkIlQLJTLjgena3s2WPJky7WtKUEFRxCd/b",
+	"+wkdW0IpW7cADQ6q4XidWqKlejaWVIGSbL88W1B1SS6OAzJeEkHnLLeIjmhW+V8spxcqLt9QN/AL2CY/",
+	"8JQadk2XaJ9py5O7sQxpTFQi7DL5u3SzIKlhIktCiRP0Kd04Jc1/vWQmsJOyZOTpTTGrXNrvAsIG0wHM",
+	"2DuG1AtNhlYFxb+tDr1PFjIiN/tke2tnmwgZMaTGVAffJzvb5FjoZDLhIbcyU1zxiNNBKOdb00UyGHYO",
+	"SBgzau2TVJz6GeskDBmLGpie5XoimY8LqmMJkQJ3xF1sOn94mdcAUgIaDZPt7ZfhJRcRfGJb+IUlFb2g",
+	"IVv7Fr8YNcpb50e8y9l5ibej6VbrnzNscQYXrjJIt3r+OWWcElz5qICWLp5MzCIxEHCQguHOaT1JYufN",
+	"B+uezXuE3bAwsTdaWzViePAuGbBaS4rK2nhADVJdluhsGceu3mnLuFyg6C4rCtwRbGZdZmQcrih/8IIz",
+	"GhEhiTHx5oqJJQC7OOUrm4+DEC4idpOjppKXt7z0ki0bzSi3Y7nr1lmc5TJpNKB0dpWBJXI9k5pZbuPD",
+	"O9wMmgwulYjjqHbmr4Da2aL2operBI7huHxMy/meYbwgpapsVfIEVH8e3nM0kIp0yjC01drAy52vVVXJ",
+	"sjd2Y07olJ1b3auSIqXIDN8FnbJBaTQxvy5+ltVveMVDH5NdeUH7Cyr8KbVzYV7vrRPn2qju1spRz8Al",
+	"WGohWOFC3hy++enorTf+POsJ5ZxB/GUfnceJCBzzoSLyx2gokA3Zr7yYAS12oWSUhBDyYfMgDfykBxyD",
+	"wlIROhTgVwKzM9FsMBQlXKrCvIEQNjzJLv2SXNM0+umNyokdgxSG6G3OU+w5oVXabU45WRn2ematRc9y",
+	"7Iv3mrnNw/Eu5xpp5F2NHGDdBoAwGtxXTnYiZHHO3VG2n5vLZcWoc73Vvo5zXzT4vtbfCZ+ev99uet0L",
+	"Jnd06WQvUgyPtfPovMmZSutEAoYUCAqaiRN3tlNN0MVZu++Ozsn/+V//e0slQm99Bf592wvgONuzZU1k",
+	"LoXX3NLHcdB7NXIGwa6ZNiXqJg5iFZOYaZ2d/QUX2qo16+pIXjjeU7JZQnDTr9duXpbQNkixnHzzDyol",
+	"hcwIXbFo6YKG3Cxb5jG88ZffQdtatd5KrLuYjlm8mUG49qpWFJ4xJpp8xVZrAfsGZKdfB2cOHRDHIq2B",
+	"FsP1E660acmUb330uWTCUlRrVjgnNwerD3Mz4zkJv0vmXCTWWula6naWG0YQXm6Tgv3o3SR2jai+TB3w",
+	"Ja4Wqi/Jb/Z3lFW41S+0n85CxnGJPXYbdJJFtBkJrBohFC5y256faJ688uOk61dD5W9yNL3+tsXtLn1h",
+	"v/77EOcLqbFmrVUBMG6pM7uFRsuA5Ixjbw8La9lSsL8nijFCJ4apoTBZ7Fun/EpGmoxlYrmZBE2kTLsI",
+	"F8kHHse8Uak8dZM8nMtEwKpMF8lHO6vy5Xh3ckG4uGLCSLWE6YMjxP7bhfez+o+QphcQjUTp/CT7QwGv",
+	"aB9AfZjH+2+JFPgWrRThdycXdoZ1DsNX+CK1vGGzZSkuRdFFgWlpbjdfrPovUG00BMiWdEcu/jqC4yoT",
+	"q5SzXr0bydprls5rTuXPcCDfy5DGf6s+mzoZzy0p/pccA9kNxSldwh9Gku6IGhZzpvzV/T6M2ofDPurt",
+	"4yAB+IgO8dJgKOxuGu2UYlCayTXlhospikY9k9cabwVt1aoJA4IGyf5QuAdZLf1aFMkDaaLBSz6XavnD",
+	"0txlT0U5nZ8CHds3WT+qob234F8u1XhXGBeQYpA7lcWJ+5nUMKn3jaIup3W9fhnk00e73V8O+/+T9n/f",
+	"7n/35Zd++vnXwZf/1vs+91vv+/9oFMMdnAmZU2MXx5L+IqYhm1vxp1nMQiOVHpCf2RIZ2xWNE6bJRMax",
+	"vB6KnAsND4ReCkNv9gkFFw+3NxG5wDckbz+e9XUyjuScckEWik34zVDYx462RtYEY1YlFC4WRw2ZS23I",
+	"65ckZvb1dUAiPuVGB2TUHwVk9Kv932A0FF0aL2ZUJHOmeGhvHEszI0xEundAKE7aTsZqfcDT0DOMLl8g",
+	"yzm9yW/A672azSu1/93h3MAB4LSyNeu/PKRbS08fnb6RzzKm/d+//IKk0P/ydTt4vXtbSg9vQNS6dMq7",
+	"GQsrml2TxZDpR5skeK6pDqXrAS+zgdWzkp98Q0MTL8GjKSdk5BXsEdD+yPu6RiXBIWvjt0jPBHfHJxhP",
+	"O/l8orhUpRqL/yXN6laJeKGBq1perAlfYbFBTmkcCkXFNNV4XVKVu30hYx4uvS9gv3jFUERsQpPY9Abk",
+	"LQtjqqjhV5lxpSGjzB6sdzJnwDGjh8IvkR6cJsK95+DdyYV/lYIQSP1FQYeLRVkw8FAsyX+dffqIRzgg",
+	"C6o187pS3v3oAxvwnAGw76nsu3H+YWXUKb3+4OInvkqgRFr4TGaSlREcELccmkx4jPYAJKrpdTG/4j5t",
+	"nzNdMAUrpuSuOCDb4JZCG2XOqNA5K9fOac4Fnyfzzv522VL7JavOgrCMEXY8v8CKTbnlNSglqNMqBsg7",
+	"N0rbrTi14Ou8GwNyzvtj8ZNMVMmuvucTZm2SAyIkZsct0RuAi+heAtfs229eu5fAv3fK1tAzsI1yhzHK",
+	"XnbM4eBhoB3jaSziVvDafb7i7Bqo0J5ykb9oTiOIw2geoYJ4eHJMumMpjTaKoiPPJwTgAztBBx+3ng9Q",
+	"YZ3BjKs5bZQ6qIsbolmoWIUjcsyossorXDIgZzOrKUKOKjAuy+ZcgnWp2Wn8iHWHC6e1+k54a+BnV/Na",
+	"LrN8sxebMsEUFCv99OHwjVWADqyS41z18TJzQPn0pSm9sqqoYKhqt1yEFU/TdTbXuiXxr7S6KP72stXw",
+	"xSQl6k6ilMsXKrOyjX07xa7SRKx6F3DEYmZcelxNosfebdBhV76SrJWW5d/gyN5WZ2Pu2HnMWByVWRDO",
+	"aM+H82cytqY7C2mi7R4SxSAPk3DnGiBdjKXTmPUnSs77vzMlieZTQeMeBOLBGeHdDfWLtPO60qu0Qg1y",
+	"DIkG0cYr9MnfWLdIkCTpKneafJu/JdK0Llf6G1wMpAnL2H6HTx2Vnfoba+b/DQyA129OQ36kuhFeI5eP",
+	"XT5Wq8e6yyF5lsas7X1ncLG9a8HC1jfZazGBYBxXOB/8CvmIrltYzGAh3e19YFlkyUyLWJFxydoXx/UE",
+	"88peq+hkwsONt/4z49NZ7en+Nnv6B5fcVHxvd6z7dMED/8Z9KO6wMnih5M2yMafjmosI1ao2O3GO0/mM",
+	"N61y5aw8zgliz3DTrXP7nifo3OnJFjPHElLumeO4dWwfheGmycB1KW85JdKnIBmIjeKAroZVkC4lOdO2",
+	"NxiKT3NujCtvsFY82iyFTKqA8AHDFKY5DWdceONnKNz2QmZW6CoAmXK+1pxvpcxqLvOjrDDdNvZssTDz",
+	"Lqe2XEOD59TtIoq+BwlxguuSi6hRCuUy1WpzAD3tbhgAo/YcwESyoeqWoNxlk/KYjaTAWTKf07KsjZU5",
+	"4kPrZuW9Nqt1L28/nqE37YBwAz4qXTglL/R66hrYonXun73tcvfPmvhfV/UU1bP3Ui6KCloFvwfdp2k7",
+	"i2K++srd1iRiKdP5qYG4BeFzOmWY6hFSIaQhY0YWSRxDFdy+SOI4KEmjTKVdJMEzDjFir8tleZFpKL4m",
+	"IWMteu9epMCmcb3qyORvXo8qYaeoOrzQJJyx8JLQKeVCmxKHDyhjZMZopKScW0sEc4hXWO9aoYN7CplR",
+	"bZXcnO8IEpB7656wCS/kmJXp8S0ZxFr+Azy63Yk/zVHNKjnfOU8QTBU+df6JeonQMj/V7uCYhpefJk1H",
+	"qyqF002oKX8tr23aATfOB8nWs841UkXzTVNy+vKKiArLkwVWWM6E8phF75yqUhtgapGf82qF55Tkr1AR",
+	"8QjKk4OG7dWmicgxm1dRw6bLTbOBUn6SPsCPGPi1q1v3M29trHnzVyp7Kl6uzRl+CdcZxUN9gZHSet6w",
+	"126T1hbDTzrIkqTasIkzp4SV1ORQkfFGl7tPRURm8pp0uZgwxUTIBvkH7RN7sJiIhmJkFDdSjKy6OrqK",
+	"4/koIHMZsThAuRQQqqY6IExcBWlJtE4tDx0MBU2MtPYgVPk6Ro8OeRkhAAWHWIWLygFBRoRqn9R3gBkH",
+	"UO+vfb4UV5kzmypGuCCRDPUWXfDBPCo453OB61pP+qpe9NAMt9HrsdPSJ7FboUD7e+vopGis1cnijDtk",
+	"ZYq6kF2aFoRwEbrAPtp2LsDuMt/mjOrEvsOByyYxGov7rVnKYENjaqA62j5Rk38k0bQkYw0Ljtfn/Orm",
+	"hlChr5lC6kgVH6x85BFW+MIVhcyniqTfVaas5HzzDQf/0nffvccX+1Ay7YvFgimXMpMW/uIyjJPwkhnw",
+	"zHExhZ+++87MyIKpkAnDY5ZmdvlkDb9BxdQumaCB7aaZitoVGYG3tkmIXlN+26m01QwfVjc3h8BvcxkR",
+	"/2hZwJGv/ipSRyUPhxhZGZ7O51R19GXrXLvioRFEJX/Z/TLA0n39Sfyy/QWZIKA3DRZ0ys7472UFMmse",
+	"EARyqePi704uXPrH2nt5ntrIORJR1FdLrZC1jXAP97dXTO6jczUVpzZdJB8gXeQD/2F9efEnX1Zj9e0u",
+	"Zlas5CFhxklvw5P5EkPOHkZgdWdlzPqg4rskp/Kh3a+97DR5awEyx+RkYnmKkC65/N3JhW4MYvj0rhVb",
+	"OMvAyz2MdIsTauGFtI8/Fhe66q3xuTMWYwqMjLRPicqAX+S1q8G0H6zwdNlDEA71EfiGuVjGMeftYQA+",
+	"HL87i3nIdJPPuZWUXLXNS/QvcJRSvkmIxVL5ub2lyfOe5CsJ1zfijVSRFE3Vvt9VSHGXlJVttH/d1XEr",
+	"zuoJWLUl2oucSdVs7zmtKp/LUU+RkHDU5mLIi+Oi3cWvNo3PtN/mdycXaZCmdpc3TAteIb5rqgQX0xJm",
+	"cGRFDHWeDDqWVwwVI1PqV9bIh+5WoQ7efAwqZLetqwEvq732bnHzy1FLeMc+/2Uj2A1PmqX5BGltJl5H",
+	"YiYixAJDmKVEJJpFbj2946cPy+mo2d3Za8Qg2Ij6X25C/a82of69x6Hq1wVqKK71j5Srvp5ZcYCXpCsp",
+	"Fdl22Tk7+RVcJ6Pd0qSYdGabEcVYKiWvuZi+53NeMuGf5DWZUOUOkJBzLmhccPXN6ZLgUxDcEOrFkYS6",
+	"/Z19K9hj+2wv/vfJdq85xB8jHk3NrOaJJU1Mrne0mZ+em0JudjAbGsd4U/vp7EGyMDy5xL6wCh2ZJlRR",
+	"YViWa+ZWp/7J6K/WFdWMhySvW1FNeE5rqtO0Asj3Ih+O3+Xg03KXzvm0jyXoCyUnPHZV6E3ntlqr9atT",
+	"wbIqTX2vxbU9elYPbRtPgWdXTCj/nHUvYqZEVm03FNJK7dLCm1W40mTf1tLlJeQ7liqjOJ1GPbR+hlkm",
+	"fUsLwwMfLRdsQ3tityHv3gH0FrPuQTBbC52bNBDTFFSqOlP5EyVV4YjcmfrT3fXvFhRoyG9eKS3Kz7ns",
+	"ytos6VYB5VqpW6jsqvWh3UMn26vQt/PVWg06Trom5WHYNGW4PefIVrmJa2QPL5vaT4zG6ONYhfph4eU9",
+	"SxF1imbmczALSXYVXg93V9lkjw2bv7Empy7D/WJzTRZMkQkITMD1OLDs4jQRRLArprxjsSJ3PWpWrUIo",
+	"KY6bLn2ZhmSag7s4wWYV0AHDNEclVpczvS+dU/49Av/u6UyqFv5HyuNElXhzmlGVkN1H7KY5olJdWA8F",
+	"9VjH0o3ZxBCZOL+LtHu7Q37mP/QGtV4rnIPHgSp70czb0CRE63e1Qrj9cGeJ9hLNWqvalMizHM93jsgV",
+	"3WhnOtjZno43Ewh+vPbMP3OErFPJZNJkkr9sCeMCRLBZoAPRUNwcymZ+kqtZeLDgDWB8QSbw39tVubfM",
+	"cG3r37iH0HvVmI5XfLGqguW6tX6n6GJWftjfHr4rohmkRRg+BUUHJGKKX7EoA6DXCxaS7vWMGoz8XbMx",
+	"uTgmkaLXurfvCsUhxAQ4s7m/uYEaT00mUrkkOm70UIxSN/6ILOLEIYnjI0Bd9kgsEJu6WSgGPlBMgB6K",
+	"7sgyqFFARg4WZADSfRQQw+YLWMHegJxBJZMLRsI7wCaU1UFDeKG1llBYaDtKo7KAz2/ctDMHRrKq3rm1",
+	"Wt/Tt1xZwzrFM+ZMky67WcQ85IBhSvgc/+gFK6twJ/cVSGBc8nICgy2cUAFYOihBsOtGlxKPGpagPgHo",
+	"OfUu2b1cVmBxrFAKQ7lgChOofFlZQBRdBkQvqLq0L+yC6WDlOqDXQduUy3qHdyKOJyVLoPh0yhRRScwC",
+	"lKJWDOU9XzSOz7zuMGjC3bFPqF7oF5qEUqAamVXccZ9TJRrs9NcVCrhLf8zIro5uyzXvtKBv4zPVeJSy",
+	"R9dNq7ludaeybtU/ozyF45BEJZWLpKtZxk31lj1ovQF5Y9V9348GGelQLKjSTOXTK6QiioLrFGDg0+41",
+	"sDYB0RJD58BYhyKLjmaQHtQgWHEB6Jt093Z3e6W4D76odIWdOBpNYaqsLS0nJD1tcL6w5B0ALoGv7ZOv",
+	"TFgdJvo+8KWE3wfEmPj720GnFqj3B5mICHNQMQoHUFugaQ07u7Nhx3IzIGgRxUxZWYC44L3BOvBL7uyu",
+	"2DAChTRYWwcOOcvQWE4ThkXhPHWZXZy+HyCeytFNmT/xKD+dfVctC7ujEoF7kJVxkhm9gkRIFgUQUgBz",
+	"ySDIYSjn7ABbt1jaUYkYgHEVwEe0KZwIEwBqNAD9Oje7HDxv5bIWly9L4klX+dXcrrLnTjvbc1zaHKZf",
+	"WQpTHpYRXhwv3ydfAcQjlcMoArAmNnCr5V7n9sChnegkNhnuUg7+cQXEKV1mDf6dmlrb8+WCRblC233y",
+	"C8wrAE9U4Hnx9/ZTet/3t18GHYcIpivVp+xRlk3CExyb/B427njyPTL+7wOPWWZ/YICOZ08F7tn3AYK3",
+	"2X9TUfZPOF3/dGfrnzn59c8Mp/yf6aLcfhmQw5Ul6rrJZccQ1+j72x6uXNoKw99WrOJGCklxtAYlZbWN",
+	"eVuef+aU8wdT/XN4nD/UWzTfFFJqi3upZ3T31et99GzP2A16tdPGcFRIwUMaE1cHUyuip17bbq0xrtZy",
+	"P4hN0qbooyDY7owRllksJShhae1Qy+Rh3yFi3cn74xvy3d6rb9JcINd3Zt3JhD+UqrFZhlorHSSXzlSC",
+	"nMmFNlSElaVtWHiLDTZKtIrMa7de9G24iVmNIr7exfCY8IgJwydLn5Dm18negdpILv+y15wVBb/6qQR1",
+	"7sKTjCQfNgH+Yd3Y5cptIznajxVKrYt+t9dp3UI1qrT+wTVTaqPQVlXi5Fp+rLvfIix/u2MXg03jchmo",
+	"Ul1MvE3+N2CmpxGizU1ZrDiWmpc3Cj2l4pLkQfJ8vwbSdQ1QoKi+ISAMqMeVKCxH4DezZkSXTlnUI/5S",
+	"9Jtooqi4dHh99eN82zpTOZ8Ev16j5P01+wQyBALiQe8C8lF+lBH7EUCSPlo9Fj+eMs3UFUUY7hPF2HyB",
+	"n4+xMVFjbWsTSOvLNiCte+DJH9+VlF858JJY0hJfA6oJKhEFTHY7J/ziF/eNpUH85kuawDiRihR6j+kX",
+	"xI+kN3MbZ+8XVIesT126kqtxfRDUpXKEaFctCw0pPcApoA/nLl/BcKnAbMrgOVugWjmAs5alsat9UltB",
+	"Pa0AwK2xzIlirD6jdM5FoskqLCOmli9kpO8QCzfSlCWV5Ebd8KE76xgmdoQAX698XYxa3gP3Vydz9qNL",
+	"3i++BZq5RiJ075RyhzeFHg8DbohIXgttFKNzp6fPSZcLQocijxWlElFwSPsmz4CUiQYxVTG3mpp7Sm8F",
+	"UXIVc2iNXOf05hgvzv+eSfaSdVvBkSjJKX/omtUWFaJfaqb6OU1Kqy7WayiZXU1ybJf+nk7T3V86SYd1",
+	"lLYkiubc3tKMRATNfO+vt9bboNZUiMpxiH1fmgYoN+g/U28l1sn7tl08ThPhmnjkrZMWdyT6Tii9dQZn",
+	"LXrYentln1BUb9LwKFeElRvAr081GjDuVCnxrSDtbQYDeJbD/8cHoJ8r71JWiRjk8e800cxU4N/BVH5Y",
+	"Lqj2DkyuSCij0lYCY7iuvI81skzMWXChO6ENo1AKpViiof2PwF4DBznvH+AXQ9WfNjyOodiLhr4CHLxe",
+	"4MCG1pnogoJGBDlI4lVk6dvyZU/RJlZ81tRQWERBzs6OyEglYkQAjYR0U3pNy7LAudcry1QRIYubW2vk",
+	"sf2rO1/dpYfVfY57BSS8Pdfst1Z9NTbvG3QXLtP6/Nef6xSlvu5o2zevOMDHb1ct6Rzubfpx8Os+4Fvs",
 	"vtorN6tTTl3S0cRDiZVsSDwpt1Nr4IzWTAH7kBRzp+Ity50YD9b/BahuAzCtRDT6QeCBFW9z5mnNS/2T",
 	"o49vjz++6wSd04uPH/HT2cWbN0dHb4/edoLOj4fH7+HDm8OPb47ev8cr3B/ww/nR6Yfjj4fnR2+rVIWq",
 	"vqHnabwKEZBA6QfCQ3YOnvPSmNsPFTz4HNvMuC4uNIXpJyO4bYC8e7SPOfMZmwYfQRmvdry3ocHht2ny",
@@ -9982,7 +10235,7 @@ var swaggerSpec = []string{
 	"rYR6Lj2k7urmmqbq0kkXv1vBdnA7lUt0cOkGlGBeAzTqFAmwr3LEsTs49F89iBFZC7TVVvEMajL+ztzx",
 	"KEstSo/OmlWYbtrM8vNUuARk5HZxhH06RigwRwceaj7PFYsPSUHnEYMeAM5HpT3owtTWXbMcM3VFSzKh",
 	"qgXabEhNOEsWGeRJNYN4eb/2myC52qUL7O7ApXh2Nie+bxFAGCNsdysLrgCqP58Vtu6FQ6KHyALyRadt",
-	"1mVlrPC7f3LT1CIOe+G2yZq2FsXpqinQzoCsPMrfYgUHa0Z2lVdMxXTRyEPdwfrkLi9oluUOHKMSVqND",
+	"1mVlrPC7f3DT1CIOe+G2yZq2FsXpqinQzoCsPMrfYgUHa0Z2lVdMxXTRyEPdwfrkLi9oluUOHKMSVqND",
 	"QkE8TXRTp3rQCerTPdy+9fUlX/R9T5M+wAPZJ+BENtacEJchRB13A2njVioqs9hWdVQ74wWLPmWbsOrv",
 	"ospo4i5LQa0xX4FdcZnonNkD/iPsKd3ARr5xjd7/pxQtosT1eS6brf5evZApHlbfPdQxyc2ycdcqAzyp",
 	"p3QXpJx5bSdyx7JABXUC6QcaXk54HN+xU4KINvIcqbt2d8N7Axiw7nVaYgy37dPSLZfHLlCVSmHXdchJ",
@@ -9992,7 +10245,7 @@ var swaggerSpec = []string{
 	"zKzRROgRAsBqwEG4njHIZeCGTFwvt/yj38mhwMdDEhrXBHAZcy0qwDVmzxGUa3Njz8Oc6wk30FNrKNJM",
 	"anTf4cHA8gl7D+LUuRPSUuF5XVB4VjVuRUUk5yRiMV2SZIGgDDzbWkKjCLEaXImS4+OtaX+7ZaqCZ1se",
 	"xdurPw35E6uaxmPrQ6UuDf0i53kL8qCROdhgxyFfaBLzS4ak8KLeT7fXVsd6uaJjbVz2sbkisLuigqyw",
-	"icOPh8CiyG8yS7IO17id57cX529669kyDb7RSmu/0E7fNzJOjztJNMt6T6VAh9pYtgXWkk/dqYbjXdFH",
+	"icOPh8CiyO8yS7IO17id57cX529669kyDb7RSmu/0E7fNzJOjztJNMt6T6VAh9pYtgXWkk/dqYbjXdFH",
 	"N+v8lE6NZq1RU5SlLsCXDMUKG+od5F5Ao1rJTUFwpv32WveMqrP1K9OD/NF5COj31Bdwd8z3At+ow3wn",
 	"gs59snDqZ3Bd3cDlmTmm79LtL52H3LixQ0tWVxoYXmVklfUqoBZBYTgqRflleKGL5gh31shQOHNkH0wY",
 	"EFhZqeE4mUyYQlVRERrHAcFYiv3TMDXnghrm2vPicwh0ZMKr5bX9PxKtD2rZUTpBB5/8CTLr8fNhHKf4",
@@ -10000,151 +10253,151 @@ var swaggerSpec = []string{
 	"+4N7iDfUGch7rYJkrx8gRnZvDAi/OCyG/qyDdZzt5nzsb+qKxjzQxAudRlm6FBVV3MBiHOXVE/nkvWd9",
 	"PTnUQ1rgY+rI7cQtzCqCnodToXH8adLZ/6V+JjkIltsvQSUGi4sx+ypCjEFj4dc1j/CjPiAxv2KrmB3B",
 	"pqLJH6c6H5Bz/z1EQsFqd6fyfFeUD1kMCIqgY65NE8xHe3ma0kRDssHp0fnp/6jJOzj7+fjkJJ+B4D6/",
-	"+Qk+fD48Pj/++O4fP346/ce7k4uVbw5PTk4//f3wfTkrzwJCpbzOLsuAHKbH2pXzKgg2WnEFWVxpEb61",
-	"pkcIoDAUXav3RM0R4x5Wb1rzDolSA0oa19hSZm7HtyQ5FIVZdOcSMJ6pIDvB9vY2ogP00tmN7D0jn9Bw",
-	"gGgRiCBAFYOdxnLqd0eoHALFb321/9xuwYWlEQxXPdnI1t11WbjtMSQDBkHCGfuZLWtgFDBP8JItUX/G",
-	"9ZMOOAE137RGW2DJ1xbc0wDPt+eHj3w2dn3iRzhjZ4hg1kqifXtPifaqlagCwvXdi4GeB2tm9+YMr0WY",
-	"9S6dqkrgZq9ny5SFofsbHbiN9TKt4CmqqtcPRaEgHKPnOQ8O3tcDEAnXMS1f0O5Sjpqq2huSjl42aQqO",
-	"rbfRFO4Zvd+7g6YQdCyPamyKyiPmqakWZqNaw6jogHuPeKg9Wq6j8aGplNUp6Dp0tXUYb+62YjuDthXb",
-	"vDkvZVOAptKZT6xllWtm3JiB5Nsm1yZu2GtKU8vznYybKkthM2sST/+BvqmKVNOLi/Vbt/vf0f7ky9dv",
-	"b/vp570Wn3cqDPjKzsT3ILhvW8ffgWG3rQC2NOUgR+odg99s3tfXLUNjW9+9dnRdnTeXP22Za2sFjoFr",
-	"EjGrzqsWaEFt8+nugV9mJVCi4oaKzfo6DHt/rmGo38hNoM7cJnldq6QFZfpDvU3s3fwfdDOGXKr6rNfN",
-	"2i1zY/oMp0LDO26yZMNe4z7eQ6DtprU8b0q70WLabMgsRb3Q5Kfz8xOXSVfsuQFtp7FNOAmLuZxtesj5",
-	"9c+/S2Gxazb1Tr1hVzhH+6DJqyIrKcdDMippUGpe35/RzLnwsb9qrrNby1I+iXjp9DanGWf4VOXh6xcu",
-	"mxNgwHN5s9BiKvXJC2iV2yRM6zrY+771pLvzmhhJdl+9JuGMKhoapnRvQN6lLe4xUAi0OCCfFTesL0W8",
-	"bPQYOLa0pvDOjFnY97P/anJx+j5Iq4FCxQBFg8baXjFRdDqHwqE5vSG723vfbgh0XuBsNST+Fln6spJx",
-	"lXWscb+QOY0Y2oHCiompYlq3gCG4hxQHm4f58qtNaBpuqko1hh9faHL81tkhdBlLGr3QPou3ltruY2JC",
-	"QkIL4R1TbY7a1TnYS88KjLd6O6wQjeW0fFU8BQRExhHThky40mZADkUqYbAsIe32ZiQkV8151Ld/u4aq",
-	"qU28CTNq4bwA802wG+OuLTMkPmOs3wNlOA1mabUZo7hlKOzGbG5KfNsqy303b9MV5+Un1HUNfcFggIx2",
-	"dmP88kJ8hgsiBesF+RoBL9in1vxNFkCi3kHontwJyoChvzSYR43wFq9KNSofJPGHzJ/RLBU55SZF3crS",
-	"Xgvu9BABzlWGV4Kr9GAVaa1dvAUutTbgCOD3HHcZ7bucFcWw6Ir6yJ6DQiddhBZAoFpuhsKD7fVc2zoH",
-	"5QdPAm8PeE5cgktAsttdOchQrGAechHGCSiOZJSimDpgCXyuyODhwGMr0hKyHJ3TFMKmGHPMv65LXB+k",
-	"iObr45V6pN2KPiDF3CMi7p5wARbE76RH/tE1xUMi2HWmHU54bJg6IMPOsEMUm8srl55VZZjeXRvEkRv1",
-	"wc0Vv3o1bZ1KeMRO2aSqDSUlaUDNKiTgbXb+SKo81k2Q+UexNjAP7FtxCBoaeDagIe20ERe7JeF0d7JT",
-	"feBLxZJUxZUwmlMIKUHWBOqfFXGdALMpBBlTE85yGAa9fexxqPOlq+uRqQE5Npqk4Z+huGv8B8Yv6yXz",
-	"g/0hw+2FrczCTXoRc0O4MLK5O5Mb4m0xI71im7PwcNugMCoTiWIVPnPQEr2K4iG3DZlLyNcNSCyvrTIJ",
-	"cW28uNdaOcy3qWgIa6XPqwvbNsdrd7IQgTujTb52e5lLYoxjFnM9r+plwgWZxNBQza1PgAF1GsfEbeKG",
-	"3g586ZQEOkViKE4q3fv1A4hMM1HcLM/smznSZVQxdZiUdcw9FGnLi8OTY+ev746oif/xf/7X/x7BDsMi",
-	"gSyCB2VvZu3hzu0t5I9MZElx19HZeWpkyIkfKbDqxof3RCr7hsZlyS5iaqwyv1IyDelUkFW8Vn5nz+lQ",
-	"HKF8kYlJK0qvdohgLNJkZF9aKv4bDLFPfoAXIBiIhnfFYPRoQPAx4KAbCq7tFNcARLtWeYp5CE/bct/+",
-	"5z+1FKPegHxaMJ/LHVKlloSKoRjd9Cm+dV/JmI0IuzFMaJgNEDLkeNufrF7ooiV26l2MQjhcWQQmcn8N",
-	"BcIT9QbEQTv2dSgXkGN8ySDkFiMiNKK5yGvhha7V9JYYiQMUcATsdZ2297b3AsJc+QLUpPsrsDTTt0Rh",
-	"N/b0AY+MecgE9lPB8EvncGG13P7uYDsHS9rJ0VgO6nW/szPYxgvlggm64J39zsvB9uAlZhDOgHy3ZtAJ",
-	"6Tdo4ob6gPRLbQ25zjtmfnKXQKU3+Bzh1t3tbUylEcYp6vkN/KcDMUQm0MQiXD8mIPdVBDV+xQaF09fZ",
-	"/+WLNeRc27fOe37FBNP6gND4mi412d3ezmURLpQMrQx0vfx/Oj8/AQZCpxpy+pbasHnnix1ha251/FDX",
-	"rcYHd0njahh2Y7YWMeUr67BqFq298omSc2ZmLNHEPoOwG4+DSdAgr1+O3O3udSpf1xHGwG9W1Tt/WjCB",
-	"1HUvClhlqLdl+epuLBLJMMFst7qXPYdiAHdpYA/Wf519+lj5wtAZuJbYT/GK34XWkU2m3UKWjnlYffU2",
-	"6Lzafln16HSuWxdZ+VDtutnX5HhoXAEJVHFQQ8dUMyiL8iKhcjGvdrby/RCnZebEG9+UF/S1GVVW/RET",
-	"RbVRSWgSxQB+yjJOKEtwbHpOl6CGYK5SJ1jZJ2vIvsma9T3aVnlQS2s3l+yXn0JgNV6E1LgNOnvbO632",
-	"yUlPFuHmbjffBMVNgsa4szn+Z6VcSSNkX53DFTpm0nYUoYONzW9tupVfrC6Vl6udfQ/Zh5C8pVaju/2F",
-	"9jUDVs9BueS+6PfdNeTj4YejUS+dMtDeUPhfudEsnmSBOSgmOHCwHJ4MCNdkJq/Bt2Jl+VBkT7OGCp05",
-	"q4WbdEZSEc0cgAiCmgZWTFjLB0DRILagWcxCI5Umc6skomMXfVxdD6raI6Pc67vKfnfRCJ88AuDVPO4q",
-	"VHzpA3/BPvl6OwKcBeUz8iz3M1Rfkl8TljDC9VCs9XqCaFC6tP3Lb7VrAGt/cPpWz04atY7d7Z00XyS3",
-	"whqMfHvIUVTiSl9btSQGFpkjJ9RFiudvBca2g/o20+YHiX3mH+T0VYDl3hb1e6MSdvv4PKBcN1ldrAPi",
-	"AuPACXaREzz2NE6zveoEHUv4jiO/lzhU1bPdpVvpdfDwvTas6Aca5cCm7sTy9trIsx+lGvMoYlDrvrfT",
-	"4o4TDFOdS/meKux4sbfzqs30dLJA/viBRZyeW2XlnpzZ7wyheRgVdwwhkIHkAiwpt6lwNJFPtGbRCLO6",
-	"Kpi3vrpPt8i0Y1YWePnIrl3uoDZyQcaMiykBnhgRy2tN2q3NUTywOiMt17B8Li3EgbRi5LZYuGyVbl/V",
-	"5NlPxqm5wRLEofA8SDHk96AVwGQgkR4fiaG2En70Ft4rz40KzGCvrEnxXF65Y/oHJnicev0dH6X5USYi",
-	"uj+x2iUhNN2nVOjghqnlprQYVGrZlVv1JHz7PCPGJyaAJ9zOT4JlnCbtO+Y1P+AwWb14qiMB9FnMsW5/",
-	"U9UwrTGurKfJLvH7c0KtLfSlkm1t/eobXZfaF4fOQvIt3DI11NIglPFmiFJdmvm5fk2YWh4QIYciz5pp",
-	"HPcG5AjRGcHrXegO4MwYeS18kgrUD3KFndEgymBX1vt2EhEzrXPZuuj8gvPxQpexsuxw+Cbbj3ZCDv0K",
-	"4UgVBwWVUaqzNhvRk/PNxz02dzWtc06IPOG9O7nIER8sX+CO2xJRCnyHCWzmkT9p00Xy+IfMN4UpZc7W",
-	"mHx3cvGoZvW7k4szt3glRPepEGeyq4k9k+wSfjh+R1x/5t7vY2zb+XBxxYSRaglcB1rW2QussuRLLUrM",
-	"8U322e1UvqVR5W6d+IseccfyjZfKPZYwhT+CI8Sv2UGh1AA89lAD7lo/pt77/LbkOz218IEU9wITY0/S",
-	"POrHMIkLY2xkEO88NC2UOsQwi+mvboZuf9d8xxspJjHHwP2fzm7FfczFqCAB1DBBhcE+OVS53lptTk7R",
-	"NPWXbn11n27r/PH58/S4zK1KAUqBN/5alsKmPG8jvcMtaVHvWN/4rVyj43LPhN0AyP50OU5UEHbFQ+Pb",
-	"YLh2s6gdgKdV59rWDgW4F3oDAlCoWWoBxFwzX2eiWZS2z0DPLVRPY4pDmZp+ZCcBtbfOVuhsrJrZm33L",
-	"z78lmH3Z7q4zwxbuji+PaUHD69kXTZnyOqzdnIqlR7Mn1hTz+/Nv7lq5t1EBC5/P6Xuh83XnafMWGsdp",
-	"xy1plU+p2Up3ZiqiLYnVwQWzHg5f2bF3rZoyB85KnBLASOCscL3aFVoKlu8+nZbF5yvDe0PBbliYYCtC",
-	"TCwxWTE9HmD7LYvAWDogNOtQ4952KACv3/6MiO88xUjCE418IUv+m8lrTRDfAYz3oRhlZfYja/VDDW2U",
-	"UrO19YU0DtWgjAtAHPL3ZwLB1w63+wI+DV/4ut9Z0Ck7478xn2VEcSehZqqz/2obwLgQQeyVg+KqwhO7",
-	"tWOUc+Y0NzxLQXVQTT4PvGpumFGen1whn3d3bz2F/PHZnaXqKjPnE7SwQIz7tIHHM5e7r+sk428xv2Kl",
-	"TE6w67TWxnkzL9lSMyg24CKFxGtmbU+i0Wx9vWTLlYhLnf6wbBWzOHoWrA8nWKVYo7Ql6VKfOT3yADCj",
-	"3qYi8x501ZL1/8yWjXTIRATQmPW+o6P0qkdkrH6QKrYKxYZ+IqsupGcyfxDOysWEKSbC3EqTLgT40ojI",
-	"Fdd8zGNuipZ9RkiPx06r0orOXRsfq2bmUGs1oYit5nvJ+hziUM6ZJmMaXhJqoPhjKLp7u7u+Xa3VPyec",
-	"xdELq52YWW9ArEyPEgV42+s9SBZMDYVfgVzejf/KtZZ261xoQJ1PyCHyGs1UH1IVBMq8PmMLMXQQjwLX",
-	"ldGN5gB+0FZd9ydDrx+s2WCKzBNtyBjqHg/S+mlugrQwT4YU0PsNn7N9p2Fjp9mhsIquy5Jl2qtxdhWZ",
-	"sCvFxNRaEe5JLuXcSmv7zHQG3dFVHM9H1gYZGcWNpU91xRSihdE4hj5FTCHAZhbVf6GHYtTvw8P6OJTH",
-	"WC/zr3pm8kgOVv94h3LwxK7V9OWqfasHxHfhJTv2WCgZxwAxlpi/vNt1Q4775/DT7u3utrnZnU9k9E8v",
-	"TbxHWJRIEssZsqwRd7gLDKdAtJZitafXdlLGK1ct1J2tr/5jrf6NGUMFZlI407tlaCMxg+QsV717UGTX",
-	"Edd0sYB0Tqg6BAfiOMsamEIzhGed5j5UiLtWXHcqonwfeoeMtzltVScrVVPJ9pNw/rx+DCUOPl8HVBTN",
-	"0NMl5PUzed2PvA5Fus4AsIMsSwckpkuZmABYF3ygiZE6pDHCZ2DZvqdEYfQT68/NZqMnr0zfLu1Ogso2",
-	"+zWhMXbaSFsP+MV4oV33QKhWm0HK5yeB7SiHwv8ENXJevyyullR+FYlmxnAx1WROL5kmdChSKQEHCUpF",
-	"MA0V2+WBJuzHuEa1GMfAOsau01kDMpcRiwPC53TKAkLVVAeEiasAetImKmS650fNRBOk8bveBTSdZdri",
-	"xK4N+OAVNWy6HJDPUGKWXWn5TjAUOgln0HIWmixCi9C97e/2rYY9lwaxnMZSGWzTUpHRiugIT6Tsni1Y",
-	"+NRp9W0ZngPgsBuAudJ/NSb3rKU+HAM/S8ZzbgiF8hZ7Xg+ygygn6yyjlAc4BZWbp9BRt4AVIHbok/L/",
-	"0hSmQzuZP5K6kzv9oZzPqYj+7Y//U5+pUxnHmNLoxFwO1w5dbaB5PvIxccLzj3JQTnA6z0fl+ajkxc8l",
-	"X+SPilWWEwWd/6FNGuRBeDWQknGcsP5UMSYwZs6uewcAEWP15KnVu33TVQnYJ+Hlox8zO5Id6I9yzk7d",
-	"fJ5IEfbD/QmUYb9TxK3Hs1r8rBZX8aUPFBo6WqU4VXTBrKWCMKqgSD9n4IMTwCvCj6AHTxdJfyFjHi6b",
-	"PbTvTi5O8NLnqs77VHUW8wjfnVwQ3AHS5QYDkg6X1v70ayIN7bWpV2ks9KzZvwetJ3KDVKVww6/PZFGV",
-	"HVAsWfOUAWSgAxLKmVQmINeMT2cmIAvFpeKGM917zNq1tRSBMpflUSH+z3WGceISAEhD/P9wKOA9CR3b",
-	"cwIugooCLiKhoSTXhIYhWxjorwNsdCiuqYIGkly4u3H997Ob53RJpkpeQ/h7XBgAUlsHQ/HJzpeKZZrH",
-	"OkOgMNiPYGWXoFIXkGPTVnND4ULtFBNrLQ+3N2Fpv5xkZaw+Q0AKBhpnQDRd2vlrWeaNPElWDvLDq2Dp",
-	"84+hc/YTK2CNHMSBuPitgG13e64Jn9hd+8tpYH9ZhapotDFDuopBmKFXIidX+eIGYrFaBUoBGOsrO9Or",
-	"HrP6yQ1SWduZYkUWIYYHf4ripnQFf49c4HT0ra/+Y32tm8eDfoLtrlSVckUjDnsfUq99m3KRzMd/PdiM",
-	"J6SXZt+I36I70deW2yj96C6clWnW5XCOZZSWCqUEhmamds0DFfkfhx/eZ6DIu69ek5/5D70BOTYAhbag",
-	"SkPVn+KIoSqiLCf0YCURtEwRxJofaKVOzQz0wt6AfPbd9EIqpOAhjXNBcJxx8QS80MFQCJkeCKsORhHU",
-	"D0YYoc79ophJlGARKgy729vViY1+Of/u8FsfR83yo7iQb1B41E1/SefxAz3sXo96UuVvdeVLOOMx9CEK",
-	"s7SIIk04HMH8jj84AFyLWSJ2vye/a6pJ+G9SkP+s2paptodRRGhKD1ATWtZkjHQdmYBBCUD17p5iiX+F",
-	"bKTX/TGwKHtO7+QQrJVjW1/dp1aqU557/n7swsq8jDVk2Ft5CfOsQj2ZbhKsJ7oV1VnwyYww1W2Ulqxa",
-	"NSGrWL0qyOVMMuXrV3P9X7u/7PS/+/LLdv+7L1+3g29v/4VP75X0dq1T8VQi6m3EU3vB2mqWltxm1sVm",
-	"hP7R3n9bVWXsm1m1xHRNhOvTvL4rgNHgWyOZmZLJdEagzUGag2eyQmPuWiNChbdKIDPRt7L1gA/+YRFX",
-	"DJRG/1R7T1rtc/b2Z+yZLaSoLFjO2uRWFCzvuhLqtIC5pAFW7Rs7BLtctX84Y1ESs/L3dX1Bc9cdR70D",
-	"Esr5GKz1dM0QwQ5bCOmq1/PPaL2RZ+6GjDhKXs3LFauCqzR4aQ0Bbt8EOmdpfoXNK2tW/XCCYJHZ1Fp0",
-	"pmua1JhNsClOOh9203I+P8Ctd5rQc6H+/XGhE9GmQh/q57re0414X4gEAQen99eF/kRA+ETcoXAe5M3T",
-	"F3oeucYoUsDWjbysAmx1MvLFDqO0znHKr5gYkM8YxR6K0XFk2blhIlz2f2bLUQBZndjO0hnSuVRuy0jB",
-	"KYHmmkOgz/VRQzXYTqe7u73dO8huu2RLHzxHzuqdG5DmXW3fn0KTr5XFW+0nwJkw/XAmNRMwEPgTMEnV",
-	"tR8kmk4Y6S4yUNKMWaHdlp3dlTXZQHLlG9kPhze7O/3h8OYb9uU/S9WXx8S6O03E7wT8bjesQre3hIIQ",
-	"UvkEijIiW9kCL+wf3DtQMdkzP9yz/f+cXPRISY+WxFwX1moXg1T4o8Dvc63MW0mfZh+CvXXrq0rq3QTI",
-	"hH8nlvHXVTgOYfdTRwcqWKQLcD5FkAlsy+WKNHtPp3k0uwxOE9EYcMmIbCukImTxowdZsllVws7CRDxh",
-	"P4IY9s/PieHb8nrpxzxDOA3MbCFpt+MDMpFxLK9J5gQAf8RzNuyfAHL2/vW6+tIJHiMJHsgD4jqRuKQn",
-	"1wx4sUAl6EEFzVbWJ7oUJnEEv+/bGY2gayWACpLTRECr6ID4C+xUR4RCjxVs8HtARjwaQdyzSNmJJtqS",
-	"qwiZ812SrmYQqne4N5q8p9r0YYj+8Vti5FAoppM562GLKW0Uo3PCRKTz+eRpE3W91kQdsuRCOYcGWSDO",
-	"ucYWMBh13XlFtN0CAE5dKHljXxT4fhhLjVX5ZYbRGczEr0eVG3PVqim8XsGm2dwJAT0aYRf6uCwbtmo8",
-	"FFjx7RbVqfV75VFwaLasXTdbEa3sE+JTYg8LDo+k1yBNJ3YjoDDZsH1fdU2gofM1j2MAPSJdeM4Z1DYD",
-	"wVuDMZRCsNBwMQVAnb+q9nEGOEN9T5ACcUjtaiMoMFv4ovE/sb5hzf/l76JulHkTr2F5uyNkSQOY3KfJ",
-	"CDzUDhFW8akl3J4HY83BxA6FnDjWYXcnyDA8CiixAdrYadd2l1w7FP7Z0OV3CSfH8j3Edg3IsOMQnYEF",
-	"2YkiIhePXIvfDo7ojhL4fbTPpHV9+BRzLrQBGSH3BJRY94IoW4xEIsMOVpbyiJn58MIym/dBHp8kktfC",
-	"cWCP2muHcUjVxEg5IIc5Mym1oBz38D6tgpsha92OaVtikZh9gmCGeBOsx3iJGV1pGOGdJKGM2As9FCGN",
-	"Y1gDaMKVOsXSfcza62M6TQ/WEOBI3kkrHSLmLD+Ahsi6mAJ+Z2ENFYMF9+0M8YjaFUipAM+sDx6kMgpd",
-	"Ldr4lTsg7IYbMqMiipmyT8D+v+muuDAQkJGdTQTIFOUdDY1aPp4S7R9fq0PvPIUd6s7us0fovgr2n8o5",
-	"4zk2+GAmXHA9Y5FTK30oHPpWWVGgPeQg8O3rAg9+eCUaDv/WV/vP7RZdLJS8Yk8n55ovtUp5g0x8C02x",
-	"sLMXvAB1uOfXlBtXFTL6fHh8fvzx3T9+/HT6j8OTk9NPfz98PxqQQ7EcClMMy3kQc9TGMwPAM3mfbpZ1",
-	"brbqIeDWqiRmpDteEhc+xO73rsM9Is9cMRfNgDuGYuTnPJhzcQp99KUi2bduT5Qe9Qpd4yhxJgG09Pd+",
-	"eRSfHhMpyEXtuyB37BOO3/YChKCUMQtcb1pnXmAWJcOIrLXerBqrMumfAvT6+Y3K2Pkhztnu3SNx9EM3",
-	"/Fv3prWc/dE9jH4W6WodpEbdqldOQQMMFKr8uWz42bNf7V7BQ0RoyscK3G0jY2pzUWAtgGrfimUycIUT",
-	"ac5sQIVXEC4idkPsSVABkXATjSG+DElAUjNidXYEAaeGBS4q3ndRccvHDsk1jxxIeHeOqSJUkJ1ge3sb",
-	"x+6Bg0Yx6kyNE6nNVDFoK84UQkCOqQEujgcTSxDtzWnXbSYivT8U+DKI92A1Z4+V5rxZxV4UaL+MQpkI",
-	"o0f2x6GI+RWzk9Zzp8nnFsQOT3NdxPP+pAGxFw4FNYbNF8ay1lhOL1Q8svdBr3Q5rWp+YRnsMWxUQ2j7",
-	"k114fEffrAMWnnTZYDogPx4evz96W5l2s1mOmXejsbtm3Oxs51NudrYfK+eGdN23ECrG9cA8rd6fKB3H",
-	"04B916acHKCAv24crIYrBYTiKlCrj1vt5g/pjPLnpZj7qjM9qjzxdbM8yC+bS4NYTquFwWnOXxHLKfK5",
-	"kZxMNDOjARn9f/1Dt6of2Y3pf8If0t5F8KdVwgnVl+ADsUfXJReNMMD03+0bjwq13c7nq0kiDI9Ri3VM",
-	"1Lt5g1SdhR5mOFLqPIfibqMoj6H6u6wVsD1b7+2rN7DXnf6YQg8zNz6GBg5SKyBXsuIuqWIw7ucie9mI",
-	"9+VdeCiIq8ayV5QPtF0+UNlDcFHLGfl2kOVlcmFe73WCO42BNFA+xoTGmqWPGksZMyraBx8WMeViw6jD",
-	"ezkl46VBf3bOi5PR+Xs57b+R80V5Uz1Ly6h/WLpYodmcM9aOAWVEWVFTSbgle+WgU3rS1ieA3xdz7WAw",
-	"q+KkNXPd9HTgZHEXIJpRnnrrt3htW2//qgLnDWZ7R0SbSCZmS5uIKZW2YYN25Nl5f5Y2LaWNYtAQ9NkL",
-	"9eyFuo8X6hTI6NkJ9eyEenZC3Rl+Fs5QlQ8q199zQnm8YUZhtWDw5VD1tXdn6VWPaV67Qeq6p/npPjeA",
-	"eMieaSkR5HrSZdSVkchTlMuUVZScZTV7jyFc/ON/n1ZY6cv9m5H8XzQQ7ftH5apufXUrJvlg2w3seVdo",
-	"Xp3CF7gKgnxOTDdUGLjekopYc09d0RUhUH9MmyPV6f1bX/3HFo2lCkezCbX07XNnqIfsDOW36QCpiZu0",
-	"wtoHUYxM7DWbk0k1zmn1hm8/s8Q/WxuorPI+s1sWLAxS+EcXMwSnLgAls5CJ9cZjT6AitPAcuEk0JpuW",
-	"cbqtMQ0vJzx+/EKXlWlWaT4/uPk8ke7jh/udSlD/bZWgP1FyHbrKsSKY5TiHTOIIYUW8+OGC/AKfA8JE",
-	"1AvA3R7TxQLM2jiW13eRSRseaGhE8Uc5zSd2Mk90lD9KNGKez+ufX0ID3RTOm0fitvod82DW17Plo58n",
-	"o/h0ytQf5USd43Se1dG/DrHnC+yFvEaXpxMdHqsf+2U+vuW7lYg/lAC5wOk8i5DnU7XhqXKUUy1EHvIo",
-	"QejxvojMDd5gnxX4eFA8MMJGltDOA88gwpcsgwfA3w+wUQPuKgsVM747YS5N5g0NZ6z/RgqjZFxSti1k",
-	"H54y2s8/B5CnMAVXTJmy2nyIoXFs6nbDMR+nJo/nOcr5h8ckKHda+2QIOMeuih6pIo/xLbF9S0QEgzwq",
-	"qEDMcRHHBe7UMOKajWdSXlbnQB5hcgXmMlDt8O4uTt9j55mQKrUkoWIAZE3jtJuDYiHjV0wNSvO7P/th",
-	"H1HiuTHq4pv+7Z+F3kPGN/2qBkTGUYoSSLpIvg4wEci8qFimtFjvKn8MnMC3LLbECkAaipGTT2fnLl4E",
-	"XQQcFgOfppD7P304fNM/++lw99Vr0tWMDUUkQ71FF3wwj3qY4ysTQ0b4oqMAEue4JlMm7GFwuP7pGedi",
-	"KKB6Ic0CliJeHhCKiIQ5toCrmGZOVuICOvJ/JMntnv77xHCdUPZvWH+4Sdd3HMmWHlez1yS/q0VuUKhs",
-	"/vcRzX+Wbu2WFsZWwl6cvvd4Cg7Co6sSMfClygFWnE0oj6H6yWcFpkBQmzOoZlm79dV9ahHwzZ/i53jv",
-	"k8V7aco9PPOIUEIsSSynB0W0HF93YSTkHG4s0Kpiv5V7/+A6UgMLfSaq+wZ+U1mE0hsiv5kMejoFqNlB",
-	"5igi05eoCWclDrJF9FQ6Bg711CHSf8+T8SdJ+gLUrYxJv9BWzgdOwgdZHhcWvQburAUkt49EKsKEfXhE",
-	"JjGdPqqc34pS+6I28dcRXWaNtOzA0R7nf/cZ53+ruMrLNpj/2f49y8L7uwqyY5vXqkqbCgCuQUmp2R9P",
-	"VDp+gM64ra/wb62Cf8qu5GXOvd7chN5e/9yEvlDEYZeEUHSgHmBOplxgLRlkvyCo3Gbe0oaaaOSBx29J",
-	"F3I+U59tr6LBk8kFUMrrDuuYFYx2/DZXb+jr5BpESXrVY7a3ln6YKiZ6mnUjT+d99w6/96GVj2vQhzrf",
-	"K328hAm6VkabNR2DgViYKG6WQDBjRhVTh4mVb798scJMA5YoklOi4s5+ZwvUazfQ17RGdakNmwP38QLU",
-	"KRj57xwN569KJ5r7EgqVcn/7nvH576aLJP8nE9FCclEcLgtT5r5MOXB+ABrOmOWF/zcAAP//qOjwVqWP",
-	"AQA=",
+	"+Qk+fD48Pj/++O7XHz+d/vru5GLlm8OTk9NPfz98X87Ks4BQKa+zyzIgh+mxduW8CoKNVlxBFldahG+t",
+	"6RECKAxF1+o9UXPEuIfVm9a8Q6LUgJLGNbaUmdvxLUkORWEW3bkEjGcqyE6wvb2N6AC9dHYje8/IJzQc",
+	"IFoEIghQxWCnsZz63REqh0DxW1/tP7dbcGFpBMNVTzaydXddFm57DMmAQZBwxn5myxoYBcwTvGRL1J9x",
+	"/aQDTkDNN63RFljytQX3NMDz7fnhI5+NXZ/4Ec7YGSKYtZJo395Tor1qJaqAcH33YqDnwZrZvTnDaxFm",
+	"vUunqhK42evZMmVh6P5GB25jvUwreIqq6vVDUSgIx+h5zoOD9/UARMJ1TMsXtLuUo6aq9oako5dNmoJj",
+	"6200hXtG7/fuoCkEHcujGpui8oh5aqqF2ajWMCo64N4jHmqPlutofGgqZXUKug5dbR3Gm7ut2M6gbcU2",
+	"b85L2RSgqXTmE2tZ5ZoZN2Yg+bbJtYkb9prS1PJ8J+OmylLYzJrE01/RN1WRanpxsX7rdv872p98+frt",
+	"bT/9vNfi806FAV/ZmfgeBPdt6/g7MOy2FcCWphzkSL1j8JvN+/q6ZWhs67vXjq6r8+bypy1zba3AMXBN",
+	"ImbVedUCLahtPt098MusBEpU3FCxWV+HYe/PNQz1G7kJ1JnbJK9rlbSgTH+ot4m9m/+DbsaQS1Wf9bpZ",
+	"u2VuTJ/hVGh4x02WbNhr3Md7CLTdtJbnTWk3WkybDZmlqBea/HR+fuIy6Yo9N6DtNLYJJ2Exl7NNDzm/",
+	"/vl3KSx2zabeqTfsCudoHzR5VWQl5XhIRiUNSs3r+zOaORc+9lfNdXZrWconES+d3uY04wyfqjx8/cJl",
+	"cwIMeC5vFlpMpT55Aa1ym4RpXQd737eedHdeEyPJ7qvXJJxRRUPDlO4NyLu0xT0GCoEWB+Sz4ob1pYiX",
+	"jR4Dx5bWFN6ZMQv7fvZfTS5O3wdpNVCoGKBo0FjbKyaKTudQODSnN2R3e+/bDYHOC5ythsTfIktfVjKu",
+	"so417hcypxFDO1BYMTFVTOsWMAT3kOJg8zBffrUJTcNNVanG8OMLTY7fOjuELmNJoxfaZ/HWUtt9TExI",
+	"SGghvGOqzVG7Ogd76VmB8VZvhxWisZyWr4qngIDIOGLakAlX2gzIoUglDJYlpN3ejITkqjmP+vZv11A1",
+	"tYk3YUYtnBdgvgl2Y9y1ZYbEZ4z1e6AMp8EsrTZjFLcMhd2YzU2Jb1tlue/mbbrivPyEuq6hLxgMkNHO",
+	"boxfXojPcEGkYL0gXyPgBfvUmr/JAkjUOwjdkztBGTD0lwbzqBHe4lWpRuWDJP6Q+TOapSKn3KSoW1na",
+	"a8GdHiLAucrwSnCVHqwirbWLt8Cl1gYcAfye4y6jfZezohgWXVEf2XNQ6KSL0AIIVMvNUHiwvZ5rW+eg",
+	"/OBJ4O0Bz4lLcAlIdrsrBxmKFcxDLsI4AcWRjFIUUwcsgc8VGTwceGxFWkKWo3OaQtgUY47513WJ64MU",
+	"0Xx9vFKPtFvRB6SYe0TE3RMuwIL4g/TIP7umeEgEu860wwmPDVMHZNgZdohic3nl0rOqDNO7a4M4cqM+",
+	"uLniV6+mrVMJj9gpm1S1oaQkDahZhQS8zc4fSZXHugky/yjWBuaBfSsOQUMDzwY0pJ024mK3JJzuTnaq",
+	"D3ypWJKquBJGcwohJciaQP2zIq4TYDaFIGNqwlkOw6C3jz0Odb50dT0yNSDHRpM0/DMUd43/wPhlvWR+",
+	"sD9kuL2wlVm4SS9ibggXRjZ3Z3JDvC1mpFdscxYebhsURmUiUazCZw5aoldRPOS2IXMJ+boBieW1VSYh",
+	"ro0X91orh/k2FQ1hrfR5dWHb5njtThYicGe0ydduL3NJjHHMYq7nVb1MuCCTGBqqufUJMKBO45i4TdzQ",
+	"24EvnZJAp0gMxUmle79+AJFpJoqb5Zl9M0e6jCqmDpOyjrmHIm15cXhy7Pz13RE18a//53/97xHsMCwS",
+	"yCJ4UPZm1h7u3N5C/shElhR3HZ2dp0aGnPiRAqtufHhPpLJvaFyW7CKmxirzKyXTkE4FWcVr5Xf2nA7F",
+	"EcoXmZi0ovRqhwjGIk1G9qWl4r/DEPvkB3gBgoFoeFcMRo8GBB8DDrqh4NpOcQ1AtGuVp5iH8LQt9+1/",
+	"/kNLMeoNyKcF87ncIVVqSagYitFNn+Jb95WM2YiwG8OEhtkAIUOOt/3J6oUuWmKn3sUohMOVRWAi99dQ",
+	"IDxRb0ActGNfh3IBOcaXDEJuMSJCI5qLvBZe6FpNb4mROEABR8Be12l7b3svIMyVL0BNur8CSzN9SxR2",
+	"Y08f8MiYh0xgPxUMv3QOF1bL7e8OtnOwpJ0cjeWgXvc7O4NtvFAumKAL3tnvvBxsD15iBuEMyHdrBp2Q",
+	"focmbqgPSL/U1pDrvGPmJ3cJVHqDzxFu3d3exlQaYZyint/AfzgQQ2QCTSzC9WMCcl9FUONXbFA4fZ39",
+	"X75YQ861feu851dMMK0PCI2v6VKT3e3tXBbhQsnQykDXy/+n8/MTYCB0qiGnb6kNm3e+2BG25lbHD3Xd",
+	"anxwlzSuhmE3ZmsRU76yDqtm0dornyg5Z2bGEk3sMwi78TiYBA3y+uXI3e5ep/J1HWEM/GZVvfOnBRNI",
+	"XfeigFWGeluWr+7GIpEME8x2q3vZcygGcJcG9mD919mnj5UvDJ2Ba4n9FK/4Q2gd2WTaLWTpmIfVV2+D",
+	"zqvtl1WPTue6dZGVD9Wum31NjofGFZBAFQc1dEw1g7IoLxIqF/NqZyvfD3FaZk688U15QV+bUWXVHzFR",
+	"VBuVhCZRDOCnLOOEsgTHpud0CWoI5ip1gpV9sobsm6xZ36NtlQe1tHZzyX75KQRW40VIjdugs7e902qf",
+	"nPRkEW7udvNNUNwkaHx3asjxTCsZS5on+4oertCZk7awCB3UbJ4c0u3/YvWvvCzu7HuYP4TxLbU03e0v",
+	"tK8zsLoRyjL3Rb/vriEfDz8cjXrplIFeh8L/yo1m8SQL5kEBwoGD8vCkQ7gmM3kN/hgr/4cie5o1bujM",
+	"WTrcpDOSimjmQEcQCDWwosVaSwCkBvEIzWIWGqk0mVvFEp3B6BfreiDWHhnlXt+hAbiLRvjkEYC15rFa",
+	"oUpMH/gL9snX2xFgMyifxWc5pqH6kvyWsIQRrodirT8URJDSpe1ffqtd01j7g9PRenbSqKnsbu+kOSa5",
+	"FdbgGLCMAcUrrvS1VWViYKs5ckL9pXhmV6BvO6ijM21+kNib/kFObAXA7m3RJjAqYbePzzfK9ZnVxTog",
+	"LpgO3GMXucdjT+M026tO0LGE77j4e4lDVT3bXbqVXgcP32vDvn6gUQ6g6k5scq8N1/tRqjGPIgb18Xs7",
+	"Le44wdDWuZTvqcIuGXs7r9pMTycL5I8fWMTpuVVw/gBu7neT0Dxcizu6EDBBEgM2liMEOM7IW1qzdYRz",
+	"XVUAtr66T7fI6GNWFuD5yK5djqI2ckHGjIspAT4aEcufTdoVzp0SYI9GWk5jeWNa8APpy8ihsUDaKve+",
+	"esqzrIy7c4OljkPh+ZZiKCNA+4DJQMI+PhJDeiU87C28V56DFRjIXlkz5Lm8ckf7T3xIcOr1d3yU5keZ",
+	"iOiPIXC7jISme5sKN9xktdyUfoNKC6Bye59EPpxnBPzERPMnJ4FPgmUcLe2j5rVS4GRZ/XuqvwGUW8wR",
+	"h2BTtTWtma6sD8ou8Xt6Qq1t96WSPW795ht3l9pLh87i8y3pMhXZ0i2UJWcIWV2a+e1+S5haHhAhhyIv",
+	"Amgc9wbkCNEmwYtf6HbgzDJ5LXzSDdRDcoWd3iBqYlfW+6oSETOtc9nH6MyDM/VCl7HM7ED5puGPdqoO",
+	"/QrhSBWHCxVlqrO2IdGT8+c/+VE7LxDeu5OLHPHB8gXuuC0RdcF3zMDmJPmTNl0kj3/IfJObUoZuDd13",
+	"JxeP6iZ4d3Jx5havhOg+FeJmdjWxB5Rdwg/H74jrN9376zgP7DtwccWEkWoJnAra9tkLrCLny01K3Aub",
+	"0Ibb3Xxbp8odPvEXPeIu55tPlXttYQp/VWeQX+eDQokGRDqgdt61zEyjHvmtzHfIauEHKu4fJhSfpPnn",
+	"j+EWKIyxkVNg56Hpp9SRiNlf/+qm+PZ3zXe8kWISc0x4+Lew3XHvc/FASLY1TFBhsCcRVa6PWZvTVjTP",
+	"/aVbX92n27rYR/4MPi4TrVLOUpCTZ3VsU966kR7ltqGoR60Ty1auEXW5R8duGmTnuhw0Kgi74qHxbUpc",
+	"O2DUdsCrrXNthYcC3DK9AQGo2iz1A2LimV850SxK25uglxyq2zEFpczsOLKTgNpoZ/t0NlY17c2+Jevf",
+	"EsyObXfXmWELd8eXx/QiwOvZF02Z/zrs4JyKpe82QKxp6ffn2SV1P74NC5/PuXyh87gAaXMdGsdpRzRp",
+	"FWOp2Ur3bCqiLYnV2wU3BRy+smPvWmllTqyVODKAxcBZ4Xq1a7cULN8dPIUtyFfu94aC3bAwwVaRmPhj",
+	"MrADPMD2WxaB8XdAaNZByL3tUEA/BfszIvLzFMMKTzTyhSw5cyavNUH8DXBGDMUog0EY9QbkCGqco5Sa",
+	"qWKQMoNZh2VcAOLEfzwTCL52uN0X8NH4wuT9zoJO2Rn/nfksMIo7CTVtnf1X2wCWhghvrxxUWhXe260d",
+	"o5wzp7n7WYqwg9LyefpVc8OM//zkCvnWu3vrKf6Pz+4sVVeZYJ+gxQj2IEgbrDxzufu6gjL+FvMrVsrk",
+	"BLtOa6Gcd/aSLTWDYhAuUsjCZtb2JBrN1tdLtlyJVNXpD8tWsZ6jZ8H6cIJVijVKW5Iu9ZntIw/QM+pt",
+	"KjLvQVctWf/PbNlIh0xEAF1a79c6Sq96RMbqB6liq1AM6iey6t56JvMH4axcTJhiIsytNOlCkDON8Fxx",
+	"zcc85qboDcgI6fHYaVUK17lrs2TVzByqsCYUse98r1+f4x3KOdNkTMNLQg0U5wxFd29317cTtvrnhLM4",
+	"emG1EzPrDYiV6VGiAA99vUfMgqmh8CuQy3HyX7nW326dCw3C88lPRF6jmerDyoJAGd5nbPGGzutR4Lpm",
+	"utEcABPaquu+bujFhDU1TJF5og0ZQ13qQVrfzk2QFk7KkEJ3BcPnbN9p2NgJeCisouuymJn2apxdRSbs",
+	"SjExtVaEe5IrCbDS2j4znUF3dBXH85G1QUZGcWPpU10xhWhuNI6hjxRTCICaZUO80EMx6vfhYX0cymPg",
+	"l/lxPTN5JEeuf7xDoXhiF276ctU+3APiuySTHXsslIxjgIBLzL+8e3dDjvvX8Afv7e62udmdT2T0f5wX",
+	"WZRIEssZsswZd7gLDKdAtJZitafXdlLGK1ct1J2tr/5jrf6NmVYFZlI407tlaDAxg6Q2V119UGTXEdd0",
+	"sYDUWagKBQfiOMuCmEKzimed5j5UiLtWXHcqItQCDEBhOuTCzWmrOmGrmkq2n4Tz5/VjKEHx+UegomiG",
+	"ni4hr5/J637kdSjSdQYAJGRZOiAxXcrEBMC64ANNjNQhjRHeBGEVPCUKo59Yf242Gz15Zfp2afcYVLbZ",
+	"bwmNsRNK2hrCL8YL7bo7QjXhDFJlPwlsFzoU/ieoYfT6ZXG1pPKrSDQzhoupJnN6yTShQ5FKCThIUMqD",
+	"6bvYzhA0YT/GNarFOAbWmXadzhqQuYxYHBA+p1MWEKqmOiBMXAXQMzhRIdM9P2ommqBkwvWWoOks0xY0",
+	"dm3AB6+oYdPlgHyGEsDsSst3gqHQSTiDlsDQBBNauO5tf7dvNey5NIi1NZbKYBudikxgRK94ImX3bMHC",
+	"py5haMvwHECK3QDMMf9XY3LPWurDMfCzZDznhlAoJbLn9SA7iHKyzjJKeYBTULl5Ch11C1gBYrs+Kf8v",
+	"TZU6tJP5M6k7udMfyvmciujf/vg/eWmEjGNMt3RiLoc7iK420Dwf+Zg44flnOSgnOJ3no/J8VPLi55Iv",
+	"8kfFKsuJUkwYAm3sIA/Cq4GUjOOE9aeKMYExc3bdOwAIH6snT63e7ZviSsCmCS8f/ZjZkexAf5Zzdurm",
+	"80SKsB/uL6AM+50ibj2e1eJntbiKL32g0HDTKsWpogtmLRWEUQWACDkDH5wAXhF+BD14ukj6CxnzcNns",
+	"oX13cnGClz5Xwz51NWwx9/DdyQXBXSNdbjCI6bCG7U+/JdLQXpv6m8YC2Zo9f9CaKjdIVao4/PpMSg+Z",
+	"hVAs9fPUBKSjAxLKmVQmINeMT2cmIAvFpeKGM917zJq/tVSEMtfoUSHPgOsMt8YlGpCGPIPDoYD3JHRs",
+	"zxa4IiqK2IiExqJcExqGbGGgzxKw66G4pgoaiXLh7sYt2M9untMlmSp5DWH2cWEASKEdDMUnO18qlmm+",
+	"7AwB42A/gpVdggpnQBBOWw4OhQvpU0zgtbLC3oTQC3KSlf/6TAQpGGi2AdF0aeevZZnX8yRZOfwPr+ql",
+	"zz+GDupPrOg1ch0HzOO3Arbd7bkmfGJ37V9O03tW3CoNSmZIVzEIgfRK5PEqL91A/FarZyl4Z31FbHrV",
+	"Y1ZzuUEqa2JTnNEiPPXgX7ZYK131PyK3OR1966v/WF/v5/HHn4BEKtW4XBGM6/UAqeS+Lb5I5uNnKJQn",
+	"prFm/5Df1jvR5JbbXP3obqyVadblsY5llJZLpUSJprZ2DS4V+R+HH95nwN27r16Tn/kPvQE5NgC9t6BK",
+	"Q+Wj4ojzK6IsL/ZgJRm2TEnFuido90/NDHTW3oB89h0fQyqk4CGNc4kAOOPiqXmhg6EQMj1EVlWNIqih",
+	"jDBKn/tFMZMowSJUZna3t6uTO/1y/t1hDD+OCuhHcWHvoPCom/6SzuMHeti9HvWkiunqypdw02PolRVm",
+	"qSFFmnC4lfkdf3DAwRazxP4SnvyuqSbhvwn4wbPa/WB5YFFEaEpDUEtb1jyPdB1pgYEMDRjcPUU4hQp5",
+	"Sq/7Y2Br9mzfyZFaK/u2vrpPrVS0PMf941iMlZMZO8kw2PJS6VlV+1OrasF6UmFR1Qa/1AjTCkdpebBV",
+	"R7Lq4KuC/M8kYL5WONcLufvLTv+7L79s97/78nU7+Pb2n/j0Xkmf4zpVUiWi3uY9tResrWZpeXNm+Wx2",
+	"OD7a+2+rKrp9Y7eWWMWJcD3L13cF8DB8mzAzUzKZzgi0/EjzHU1W1M1dm1CoplcJZIH6ts4eXMM/LOKK",
+	"gXLqn2rvSSurzt7+jP3jhRSVxeFZy+iK4vBdV66eFouXNIOrfWOHfphDVghnLEpiVv6+rkdu7rrjqHdA",
+	"Qjkfg/chXTNEP8R2Wrrq9fwzWm/kmbshI46SV/OyyKr6Kg0UW4OD2zeBLnKaX2Ej15pVP5wgOGk2tRZd",
+	"GpsmNWYTbBCVzofdtJzPD3DrnSb0DIpwf7zzRLRBQ4Baxa739iOGG6JuwMHpPQvt9eYIibgDsAHIqKcv",
+	"xD1yjYWkgO0eefkGfQbIyBejjNI61Cm/YmJAPmOWwVCMjiMrAgwT4bL/M1uOAsi6xXawzsjPpdpb5gsO",
+	"EzQlXTeGXB9CVLftdLq729u9g+y2S7b0yQ3Ijb3jBdLwq30Pp9Akb2XxVvtxcCZMP5xJzQQMBL4OTCJ2",
+	"7TuJphNGuosMBDdjcGhTZud9ZU02kHY55eeX4fBmd6c/HN58w778Z6nK85iYh6eJ+IOaINgNq7AhLKEg",
+	"xFc+waWMyFa2wCsID+65qJjsmR/u2TfxnPz1SDFES2Kui3G1K0Mq/FHg9+9kWmDYSvo0+yrsrVtfVVLv",
+	"jkAm/AexjGclpeAEA4pJnTCoyJEuQDQVgUOwFZ4rvO09nbbS7Jo4TURjACkjzK2QipDFjx40ymZVCVkM",
+	"E/GH4RFEt39+TnTfltfAP+a5w2lgFhFJO4wfkImMY3lNMmcD+D2eM5z/HeCKD/WlE1ZGEjyQB8R15XEJ",
+	"Zq4B92KBitODCqetrDd7KfTlCH7ftzMaQadYAIokp4mA9uwB8RfYqY4IhX5D2FT7gIx4NII4bpGyE020",
+	"JVcRMucjJV3NIF3BYRlp8p5q04ch+sdviZFDoZhO5qyHLdq0UYzOCRORztcIJPZY0XAGczRMzbmgsTtN",
+	"5HAoQjmHBnOgAnCN7ZAwirzzimi7BQCGu1Dyxr4o8P0wlhqRFsqMqTOYiV+PKnfpqiVUeL2CHbS5swP6",
+	"osIu9HFZNmyPeiiwit8tqjMF9sqj+tDgXLsO0iJa2SfEHMU+KxweSa9Bmk7sRkCxuWH7vpKeQBP1ax7H",
+	"AGRFuvCcM6hXB4K3RmYohWCh4WIKIEnPGks+W05dMdX3RCwQj9buEIJDs4UHD/gL6yiKGbX8Q1SUMk/n",
+	"NSxvd4RsbACT+zQZgffcIQMrPrXE3vOgvDm44KGQE8du7O4EGZZLAS04QFseQIVZhKgQ4A/yz4Zu3Es4",
+	"bZZXIsZvQIYdh+wNbMtOFJHZeORacXdwRHf8wL+kfaaz632pmHPVDcgIOS6gBbsXRHlkJBIZdoCzlEfM",
+	"zIc+ltm8D/I4NZG8Fo5re/RmO4xDLCdGygE5zJljqaXmOI73nRXcGQjGBrAwkO4mFonZJwhqiTfBeoyX",
+	"mAmXhjjeSRLKiL3QQxHSOIY1gCZ2qfMt3ccU6tmlFPVgDQGW5p20EiVizsIEiJCs2zDguBbWUDFYcN9C",
+	"FI+oXYGUCvDM+sBGKtfQpaONX7kDwm64ITMqopgp+wTs053uigtRARnZ2USAUFLeRdSo5eMp3v7xtXr3",
+	"zlPYu+7sPnue7quU/6WcQJ5jg69nwgXXMxY5VdSH6aEfmxUF2kNPAt++LvDgh1e84fBvfbX/3G7RxULJ",
+	"K/Z0cq75UqvIN8jEt9DsDTvWwQtQh39/TblxVTujz4fH58cf3/3646fTXw9PTk4//f3w/WhADsVyKEwx",
+	"ZOjB7FGDz4wGz+R9yl3WYd2qlIBfrJKYke54SVxok9gtIbghDoHoirmoCdwxFCM/58Gci1MZM8TyTL91",
+	"e6L0qFfohkiJMyOGAkQM+v9RfHpsrCCXUdAFuWOfcPy2FyAUqYxZ4PpBO5MEM0kZRoutxWdVX5VJ/xSo",
+	"2c9vVMbOD3HOdu8eiaMfuuHfujet5eyP7sn0s0hX6yA1BFc9eQoaoaBQ5c/l488RhGqXDB4iQlM+VuBu",
+	"GxlTm4sCawFU+2Msk4ErnEhzZgMqvIJwEbEbYk+CCoiEm2gMcWxIUJKaEauzIxg8NSxw0fe+i75bPnZI",
+	"rnnkwOK7c0xjoYLsBNvb2zh2D5w6ilFnapxIbaaKQSt/phAKdEwNcHE8mFgiam9OO90zEen9ocCXQdwP",
+	"qzl7zDznASv2JEH7ZRTKRBg9sj8ORcyvmJ20njtNPrcgdnia69yf90ENiL1wKKgxbL4wlrXGcnqh4pG9",
+	"z75CLKdVTVAsgz2GjWoIoX+yC4/v6Ju2wMKTLhtMB+THw+P3R28rU4I2y3/zrjd212ygne18OtDO9mPl",
+	"A5Gu+xZC0rgemEPW+wulCnkasO/alC8EFPAcb1utlK/gZAGhuHLU6vBWI/pTOrD8GSvm8upM9ypP5N0s",
+	"r/PL5hIkltNqAXKa83HEcoq8cSQnE83MaEBG/1//0K3qR3Zj+p/wh7TvFfxpFXdC9SX4Texxd4lPIwxk",
+	"/Xf7xqNCvb7zLWuSCMNj1Hwd4/Xu5CBVgaH/HY6UOumhYN8oymOo6C9ri23P43v76g0seac/ptD/zo2P",
+	"IYiD1HLIlfq4S6qYkvu5yJI24pd5tx8K76qx7BXlA22XD1T2EFzUcua/HWR5plyY13ud4E5jIA2UjzGh",
+	"sWbpo8ZSxoyK9kGORUy52DC68V5OyXhp0Aee8/xkdP5eTvtv5HxR3pDR0jLqLJYuVmg258C1Y0D5VVYM",
+	"VhLWyV456JSetPUJ4PfFPEAYzKpFaa1hNz0dOFncBYialKcS+y1e29bbZyGVawOAGe8R0SaSidnSJmJK",
+	"pW3/oJ1/xiOeJVRLCaUYNK199nY9e7vu4+06BTJ6dnY9O7uenV13x74DNlTh68r1k51QHm+Y7VgtGHxJ",
+	"WH394Vl61WOa8W6Qum59frrP6HgPiY6XEkGuB2JGXRmJPEX5T1mFzFlWt/gYwsU//o9pvZa+3L8Zyf+L",
+	"Brx9v7Jc5bGv8MVkImzzgj0WC83SU9gHVxGRz73phgoD5FtSEWsiqiu6IgTqj2lzRDy9f+ur/9iikVnh",
+	"aDah5L597kT2kJ3I/DYdIDVxk1aZ+2CNkYm9ZnMyqcbIrd7w7WeW+FdrO5ahD2R2y4KFQQoD6mKT4AgG",
+	"YG4WMrHe6O4JVIQWngM3icak1jJOtzWm4eWEx49fhLMyzSrN5wc3nyfSffxwf1BJ7b+tEvQXSuJD9zpW",
+	"OLMc55BJHCG0ihc/XJBf4HNAmIh6AbjoY7pYgFkbx/L6LjJpwwMNjU/+LKf5xE7miY7yR4lGzPN5/etL",
+	"aKCbwnnziOxWv2Me1Px6tnz082QUn06Z+rOcqHOczrM6+q9D7HnAACGv0eXpRIfv2YD9WR/f8t1KxJ9K",
+	"gFzgdJ5FyPOp2vBUOcqpFiIPeZQg9Hhf9OsGb7DPPnw8aCEYYSNLaOeBZxDhS5ZBF+DvB9iwA3eVhYoZ",
+	"3w0zl1rzhoYz1n8jhVEyLikpF7IPTxnt558DSFqY6iumTFltPsTQODYRvOGYw1OT+/Mc5fzXx0tIHd0+",
+	"gQLOvkMFQErKY7BLbP0TEcEgXwuqI3Ocx3GOOzUOuWbjmZSX1bmWR5iQgfkPVDucwIvT99i1KKRKLUmo",
+	"GACN0zjt6qFYyPgVU4PS3PPPfthHlJJujLqYqH/7Z0H5kDFRv6oBkXGUIiWSLpKvA5oEMi8qoykt1rvX",
+	"HwMr8S2LLbECMIhi5OTT2bmLMUGXB4ctwadpS4SfPhy+6Z/9dLj76jXpasaGIpKh3qILPphHPcwllokh",
+	"I3zRUQDJdlyTKRP2MLi+C+kZ52IooLIizTaWIl4eEIqojDm2gKuYZmhWYiM68n8kae+e/sfEfZ0g929Y",
+	"f7hJ13eRyZYeV7PXJPOrxXRQqLr+9xHnfw2fazK2tDC2Evbi9L3HenDwIl2ViIEvow6wGm5CeQyVWT6T",
+	"MAW22pxBNcvara/uU4sgcf4UP8eInyxGTFPu4ZlHhBJiSWI5PSii//j6DiMhT3FjgVYVL67c+wfXkRpY",
+	"6DNR3TdYnMoilN4QLc5k0NMpQM1ONUcRmb5ETTgrcaotoqfSMXCopw6r/nuejL9IohgggmVM+oW2cj5w",
+	"Ej7Icr+wIDdwZy0guX0kUhEm7MMjMonp9FHl/FaU2he1ycKO6DJrpGXnkvb9EXaf+yNsFVd52aZXQrZ/",
+	"z7Lw/q6C7NjmtarSxgqAuVBSnvbnE5WOH6Azbusr/Fur4J+yK3mZc8k3qfd4ffRMgPctFrHLSCg6XQ8w",
+	"91MusGYNsmwQJG8zD2tDvTbyzeO3pAu5pamft1fRTMvkAjXl9Y11DA5GO36bq2v09XgN4ie96jHbqUs/",
+	"TBXjPc2636fzvnt36Kemr49r8I86389/vISXcq2mNmsKBwOxMFHcLIHIxowqpg4TK0d/+WKFpgY8VSTB",
+	"RMWd/c4WqPFuoK9p/exSGzYHLucFtVNk8t85us9flU409yUUUeX+DuNEw0HIfTddJPk/mYgWkovicFkI",
+	"NfdlyunzA9BwxizP/b8BAAD//9bdm/pRlAEA",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

@@ -4390,6 +4390,7 @@ type ListClustersResponse struct {
 	JSON200                   *ClusterList
 	ApplicationproblemJSON401 *Unauthorized
 	ApplicationproblemJSON500 *Internal
+	ApplicationproblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -4419,6 +4420,7 @@ type RegisterClusterResponse struct {
 	ApplicationproblemJSON413 *PayloadTooLarge
 	ApplicationproblemJSON415 *UnsupportedMediaType
 	ApplicationproblemJSON500 *Internal
+	ApplicationproblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -4445,6 +4447,7 @@ type DeleteClusterResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	ApplicationproblemJSON404 *NotFound
 	ApplicationproblemJSON500 *Internal
+	ApplicationproblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -4471,6 +4474,7 @@ type GetClusterResponse struct {
 	ApplicationproblemJSON401 *Unauthorized
 	ApplicationproblemJSON404 *NotFound
 	ApplicationproblemJSON500 *Internal
+	ApplicationproblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -4522,6 +4526,7 @@ type ListGPUsResponse struct {
 	JSON200                   *GPUSummary
 	ApplicationproblemJSON401 *Unauthorized
 	ApplicationproblemJSON500 *Internal
+	ApplicationproblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -4546,6 +4551,7 @@ type ListProjectsResponse struct {
 	JSON200                   *ProjectList
 	ApplicationproblemJSON401 *Unauthorized
 	ApplicationproblemJSON500 *Internal
+	ApplicationproblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -4575,6 +4581,7 @@ type CreateProjectResponse struct {
 	ApplicationproblemJSON413 *PayloadTooLarge
 	ApplicationproblemJSON415 *UnsupportedMediaType
 	ApplicationproblemJSON500 *Internal
+	ApplicationproblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -4601,6 +4608,7 @@ type GetProjectResponse struct {
 	ApplicationproblemJSON401 *Unauthorized
 	ApplicationproblemJSON404 *NotFound
 	ApplicationproblemJSON500 *Internal
+	ApplicationproblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -4947,6 +4955,7 @@ type DeleteGPUPolicyResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	ApplicationproblemJSON404 *NotFound
 	ApplicationproblemJSON500 *Internal
+	ApplicationproblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -4974,6 +4983,7 @@ type GetGPUPolicyResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	ApplicationproblemJSON404 *NotFound
 	ApplicationproblemJSON500 *Internal
+	ApplicationproblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -5004,6 +5014,7 @@ type PutGPUPolicyResponse struct {
 	ApplicationproblemJSON415 *UnsupportedMediaType
 	ApplicationproblemJSON422 *Unprocessable
 	ApplicationproblemJSON500 *Internal
+	ApplicationproblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -5029,6 +5040,7 @@ type ListPipelinesResponse struct {
 	ApplicationproblemJSON401 *Unauthorized
 	ApplicationproblemJSON404 *NotFound
 	ApplicationproblemJSON500 *Internal
+	ApplicationproblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -5055,6 +5067,7 @@ type GetPipelineResponse struct {
 	ApplicationproblemJSON401 *Unauthorized
 	ApplicationproblemJSON404 *NotFound
 	ApplicationproblemJSON500 *Internal
+	ApplicationproblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -5086,6 +5099,7 @@ type CreatePipelineVersionResponse struct {
 	ApplicationproblemJSON415 *UnsupportedMediaType
 	ApplicationproblemJSON422 *Unprocessable
 	ApplicationproblemJSON500 *Internal
+	ApplicationproblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -5112,6 +5126,7 @@ type GetPipelineVersionResponse struct {
 	ApplicationproblemJSON401 *Unauthorized
 	ApplicationproblemJSON404 *NotFound
 	ApplicationproblemJSON500 *Internal
+	ApplicationproblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -5138,6 +5153,7 @@ type ListRunsResponse struct {
 	ApplicationproblemJSON401 *Unauthorized
 	ApplicationproblemJSON404 *NotFound
 	ApplicationproblemJSON500 *Internal
+	ApplicationproblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -5197,6 +5213,7 @@ type GetRunResponse struct {
 	ApplicationproblemJSON401 *Unauthorized
 	ApplicationproblemJSON404 *NotFound
 	ApplicationproblemJSON500 *Internal
+	ApplicationproblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -5253,6 +5270,7 @@ type StreamRunEventsResponse struct {
 	ApplicationproblemJSON401 *Unauthorized
 	ApplicationproblemJSON404 *NotFound
 	ApplicationproblemJSON500 *Internal
+	ApplicationproblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -5341,6 +5359,7 @@ type ListStepItemsResponse struct {
 	ApplicationproblemJSON401 *Unauthorized
 	ApplicationproblemJSON404 *NotFound
 	ApplicationproblemJSON500 *Internal
+	ApplicationproblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -5366,6 +5385,7 @@ type GetStepLogsResponse struct {
 	ApplicationproblemJSON401 *Unauthorized
 	ApplicationproblemJSON404 *NotFound
 	ApplicationproblemJSON500 *Internal
+	ApplicationproblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -5654,6 +5674,7 @@ type CreateTokenResponse struct {
 	ApplicationproblemJSON413 *PayloadTooLarge
 	ApplicationproblemJSON415 *UnsupportedMediaType
 	ApplicationproblemJSON500 *Internal
+	ApplicationproblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -5849,6 +5870,7 @@ type RevokeTokenResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	ApplicationproblemJSON404 *NotFound
 	ApplicationproblemJSON500 *Internal
+	ApplicationproblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -5873,6 +5895,7 @@ type ListWorkflowsResponse struct {
 	JSON200                   *GoWorkflowList
 	ApplicationproblemJSON401 *Unauthorized
 	ApplicationproblemJSON500 *Internal
+	ApplicationproblemJSON503 *Unavailable
 }
 
 // Status returns HTTPResponse.Status
@@ -6701,6 +6724,13 @@ func ParseListClustersResponse(rsp *http.Response) (*ListClustersResponse, error
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	return response, nil
@@ -6776,6 +6806,13 @@ func ParseRegisterClusterResponse(rsp *http.Response) (*RegisterClusterResponse,
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	return response, nil
@@ -6830,6 +6867,13 @@ func ParseDeleteClusterResponse(rsp *http.Response) (*DeleteClusterResponse, err
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	return response, nil
@@ -6883,6 +6927,13 @@ func ParseGetClusterResponse(rsp *http.Response) (*GetClusterResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -6985,6 +7036,13 @@ func ParseListGPUsResponse(rsp *http.Response) (*ListGPUsResponse, error) {
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	return response, nil
@@ -7024,6 +7082,13 @@ func ParseListProjectsResponse(rsp *http.Response) (*ListProjectsResponse, error
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -7100,6 +7165,13 @@ func ParseCreateProjectResponse(rsp *http.Response) (*CreateProjectResponse, err
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	return response, nil
@@ -7153,6 +7225,13 @@ func ParseGetProjectResponse(rsp *http.Response) (*GetProjectResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -8040,6 +8119,13 @@ func ParseDeleteGPUPolicyResponse(rsp *http.Response) (*DeleteGPUPolicyResponse,
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	return response, nil
@@ -8100,6 +8186,13 @@ func ParseGetGPUPolicyResponse(rsp *http.Response) (*GetGPUPolicyResponse, error
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -8183,6 +8276,13 @@ func ParsePutGPUPolicyResponse(rsp *http.Response) (*PutGPUPolicyResponse, error
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	return response, nil
@@ -8229,6 +8329,13 @@ func ParseListPipelinesResponse(rsp *http.Response) (*ListPipelinesResponse, err
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -8283,6 +8390,13 @@ func ParseGetPipelineResponse(rsp *http.Response) (*GetPipelineResponse, error) 
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -8373,6 +8487,13 @@ func ParseCreatePipelineVersionResponse(rsp *http.Response) (*CreatePipelineVers
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	return response, nil
@@ -8427,6 +8548,13 @@ func ParseGetPipelineVersionResponse(rsp *http.Response) (*GetPipelineVersionRes
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	return response, nil
@@ -8480,6 +8608,13 @@ func ParseListRunsResponse(rsp *http.Response) (*ListRunsResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -8638,6 +8773,13 @@ func ParseGetRunResponse(rsp *http.Response) (*GetRunResponse, error) {
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	return response, nil
@@ -8773,6 +8915,13 @@ func ParseStreamRunEventsResponse(rsp *http.Response) (*StreamRunEventsResponse,
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -9006,6 +9155,13 @@ func ParseListStepItemsResponse(rsp *http.Response) (*ListStepItemsResponse, err
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	return response, nil
@@ -9052,6 +9208,13 @@ func ParseGetStepLogsResponse(rsp *http.Response) (*GetStepLogsResponse, error) 
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -9789,6 +9952,13 @@ func ParseCreateTokenResponse(rsp *http.Response) (*CreateTokenResponse, error) 
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	return response, nil
@@ -10258,6 +10428,13 @@ func ParseRevokeTokenResponse(rsp *http.Response) (*RevokeTokenResponse, error) 
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	return response, nil
@@ -10297,6 +10474,13 @@ func ParseListWorkflowsResponse(rsp *http.Response) (*ListWorkflowsResponse, err
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
