@@ -83,6 +83,13 @@ type GoWorkflow struct {
 	UpdatedAt   time.Time `json:"updatedAt"`
 }
 
+// RunKey locates a run in the order of ListUnfinishedRuns (the zero key
+// is before every run).
+type RunKey struct {
+	UpdatedAt time.Time
+	ID        string
+}
+
 // Run is the Postgres index entry of a run: the row the gateway writes at
 // start, kept current by the workflow's mirror activity.
 type Run struct {

@@ -16,7 +16,7 @@ import (
 // Store is the part of the catalogue the reconciler needs.
 type Store interface {
 	GetRun(ctx context.Context, project, id string) (catalog.Run, error)
-	ListUnfinishedRuns(ctx context.Context, before time.Time, limit int) ([]catalog.Run, error)
+	ListUnfinishedRuns(ctx context.Context, before time.Time, after catalog.RunKey, limit int) ([]catalog.Run, error)
 	MirrorRun(ctx context.Context, s workflows.RunStatus) error
 }
 
@@ -46,6 +46,10 @@ type Reconciler struct {
 	now   func() time.Time
 	log   *zap.Logger
 	opt   Options
+	// stale is where the next stale-row sweep resumes: runs in flight for
+	// longer than a sweep's batch would otherwise be the only ones ever
+	// checked.
+	stale catalog.RunKey
 }
 
 // New returns a Reconciler; now is its clock.
@@ -154,9 +158,15 @@ func (r *Reconciler) sweepClosed(ctx context.Context, since time.Time) error {
 const staleBatch = 200
 
 func (r *Reconciler) sweepStale(ctx context.Context) error {
-	runs, err := r.store.ListUnfinishedRuns(ctx, r.now().Add(-r.opt.StaleAfter), staleBatch)
+	runs, err := r.store.ListUnfinishedRuns(ctx, r.now().Add(-r.opt.StaleAfter), r.stale, staleBatch)
 	if err != nil {
 		return err
+	}
+	if len(runs) < staleBatch {
+		r.stale = catalog.RunKey{} // the end: the next sweep starts over
+	} else {
+		last := runs[len(runs)-1]
+		r.stale = catalog.RunKey{UpdatedAt: last.UpdatedAt, ID: last.ID}
 	}
 	for _, run := range runs {
 		if _, _, err := r.Converge(ctx, run); err != nil {

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -13,13 +14,29 @@ import (
 	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
-type fakeStore struct{ mirrored []workflows.RunStatus }
+type fakeStore struct {
+	mirrored []workflows.RunStatus
+	// unfinished are the rows ListUnfinishedRuns pages through (sorted by
+	// UpdatedAt, ID); asked records the cursors it was called with.
+	unfinished []catalog.Run
+	asked      []catalog.RunKey
+}
 
 func (f *fakeStore) GetRun(context.Context, string, string) (catalog.Run, error) {
 	return catalog.Run{}, catalog.ErrNotFound
 }
-func (f *fakeStore) ListUnfinishedRuns(context.Context, time.Time, int) ([]catalog.Run, error) {
-	return nil, nil
+func (f *fakeStore) ListUnfinishedRuns(_ context.Context, _ time.Time, after catalog.RunKey, limit int) ([]catalog.Run, error) {
+	f.asked = append(f.asked, after)
+	var out []catalog.Run
+	for _, r := range f.unfinished {
+		if r.UpdatedAt.After(after.UpdatedAt) || (r.UpdatedAt.Equal(after.UpdatedAt) && r.ID > after.ID) {
+			out = append(out, r)
+		}
+		if len(out) == limit {
+			break
+		}
+	}
+	return out, nil
 }
 func (f *fakeStore) MirrorRun(_ context.Context, s workflows.RunStatus) error {
 	f.mirrored = append(f.mirrored, s)
@@ -89,5 +106,38 @@ func TestConverge(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Runs that stay in flight for long must not be the only ones the
+// stale-row sweep ever checks: each sweep resumes after the last run the
+// previous one saw, and starts over after the end.
+func TestStaleSweepPagesThroughEveryRun(t *testing.T) {
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	st := &fakeStore{}
+	tmp := fakeTemporal{}
+	for i := range staleBatch + 50 {
+		id := fmt.Sprintf("run-%04d", i)
+		st.unfinished = append(st.unfinished, catalog.Run{ID: id, State: workflows.RunRunning, UpdatedAt: now.Add(-time.Hour)})
+		tmp[id] = runclient.Closure{Open: true}
+	}
+	// The last run closed outside Atelier; only a sweep that reaches it
+	// can converge it.
+	last := st.unfinished[len(st.unfinished)-1].ID
+	tmp[last] = runclient.Closure{State: workflows.RunTerminated, Reason: "terminated", ClosedAt: now}
+	r := New(st, tmp, func() time.Time { return now }, zap.NewNop(), Options{})
+
+	for range 3 {
+		if err := r.sweepStale(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := st.unfinished[staleBatch-1]
+	want := []catalog.RunKey{{}, {UpdatedAt: first.UpdatedAt, ID: first.ID}, {}}
+	if len(st.asked) != 3 || st.asked[0] != want[0] || st.asked[1] != want[1] || st.asked[2] != want[2] {
+		t.Fatalf("cursors asked %v, want %v", st.asked, want)
+	}
+	if len(st.mirrored) == 0 || st.mirrored[0].RunID != last || st.mirrored[0].State != workflows.RunTerminated {
+		t.Fatalf("the run past the first page was not converged: %+v", st.mirrored)
 	}
 }

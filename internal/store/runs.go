@@ -405,10 +405,14 @@ func toRun(r db.Run) (catalog.Run, error) {
 }
 
 // ListUnfinishedRuns returns up to limit runs of any project that are not
-// in a terminal state and have not changed since before, oldest first (the
-// reconciler's sweep; served by a partial index).
-func (s *Store) ListUnfinishedRuns(ctx context.Context, before time.Time, limit int) ([]catalog.Run, error) {
-	rows, err := s.q.ListUnfinishedRuns(ctx, db.ListUnfinishedRunsParams{Before: before, MaxRows: int32(limit)})
+// in a terminal state and have not changed since before, oldest first,
+// after the run at key after (the zero key: from the first). The
+// reconciler pages through them a sweep at a time, so that runs which stay
+// in flight for long do not keep the others from ever being checked.
+// Served by a partial index.
+func (s *Store) ListUnfinishedRuns(ctx context.Context, before time.Time, after catalog.RunKey, limit int) ([]catalog.Run, error) {
+	rows, err := s.q.ListUnfinishedRuns(ctx, db.ListUnfinishedRunsParams{
+		Before: before, AfterAt: after.UpdatedAt, AfterID: after.ID, MaxRows: int32(limit)})
 	if err != nil {
 		return nil, mapErr(err, "list unfinished runs")
 	}

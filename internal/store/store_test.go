@@ -766,3 +766,37 @@ func TestContextCanceled(t *testing.T) {
 	_, err := s.ListProjects(ctx)
 	wantErr(t, err, context.Canceled)
 }
+
+// The reconciler pages through unfinished runs with a cursor.
+func TestListUnfinishedRunsPages(t *testing.T) {
+	s := newStore(t)
+	ctx := t.Context()
+	for _, id := range []string{"u1", "u2", "u3"} {
+		if _, _, err := s.CreateRun(ctx, catalog.Run{ID: id, Project: "p1", Workflow: "w"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := time.Now().Add(time.Hour)
+	var seen []string
+	var after catalog.RunKey
+	for page := 0; page < 3; page++ {
+		runs, err := s.ListUnfinishedRuns(ctx, before, after, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range runs {
+			seen = append(seen, r.ID)
+		}
+		if len(runs) < 2 {
+			break
+		}
+		after = catalog.RunKey{UpdatedAt: runs[len(runs)-1].UpdatedAt, ID: runs[len(runs)-1].ID}
+	}
+	slices.Sort(seen)
+	if !slices.Equal(seen, []string{"u1", "u2", "u3"}) {
+		t.Fatalf("pages saw %v, want every unfinished run once", seen)
+	}
+	if runs, err := s.ListUnfinishedRuns(ctx, time.Now().Add(-time.Hour), catalog.RunKey{}, 10); err != nil || len(runs) != 0 {
+		t.Fatalf("runs changed since before are not stale: %v, %v", runs, err)
+	}
+}

@@ -809,19 +809,28 @@ const listUnfinishedRuns = `-- name: ListUnfinishedRuns :many
 SELECT id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, created_by, idempotency_key, request_hash, input, schedule FROM runs
 WHERE state IN ('PENDING', 'RUNNING', 'CANCELLING')
   AND updated_at < $1
-ORDER BY updated_at
-LIMIT $2
+  AND (updated_at, id) > ($2::timestamptz, $3::text)
+ORDER BY updated_at, id
+LIMIT $4
 `
 
 type ListUnfinishedRunsParams struct {
 	Before  time.Time
+	AfterAt time.Time
+	AfterID string
 	MaxRows int32
 }
 
 // Runs the catalogue still shows as in flight that have not changed since
-// @before, oldest first: what the reconciler checks against Temporal.
+// @before, oldest first, after the cursor (@after_at, @after_id): what the
+// reconciler checks against Temporal, a page per sweep.
 func (q *Queries) ListUnfinishedRuns(ctx context.Context, arg ListUnfinishedRunsParams) ([]Run, error) {
-	rows, err := q.db.Query(ctx, listUnfinishedRuns, arg.Before, arg.MaxRows)
+	rows, err := q.db.Query(ctx, listUnfinishedRuns,
+		arg.Before,
+		arg.AfterAt,
+		arg.AfterID,
+		arg.MaxRows,
+	)
 	if err != nil {
 		return nil, err
 	}

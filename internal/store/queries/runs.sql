@@ -218,11 +218,13 @@ LIMIT @max_rows;
 
 -- name: ListUnfinishedRuns :many
 -- Runs the catalogue still shows as in flight that have not changed since
--- @before, oldest first: what the reconciler checks against Temporal.
+-- @before, oldest first, after the cursor (@after_at, @after_id): what the
+-- reconciler checks against Temporal, a page per sweep.
 SELECT * FROM runs
 WHERE state IN ('PENDING', 'RUNNING', 'CANCELLING')
   AND updated_at < @before
-ORDER BY updated_at
+  AND (updated_at, id) > (@after_at::timestamptz, @after_id::text)
+ORDER BY updated_at, id
 LIMIT @max_rows;
 
 -- name: EndedRuns :many
