@@ -30,7 +30,7 @@ import (
 const versionWide = "atelier.wide-foreach"
 
 // versionWideTemplates guards the templates that read a wide step's
-// outputs beyond a single step's (wide-templates.go): before it, those of
+// outputs beyond a single step's (widetemplates.go): before it, those of
 // a forEach step (wide or not) and of an approval step failed the step,
 // and so did a wide forEach whose list was computed from wide outputs.
 // Asked only where one of those refusals happened, so runs that meet none
