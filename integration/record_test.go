@@ -508,3 +508,21 @@ steps:
 	}
 	fmt.Println("recorded wide histories in workflows/testdata")
 }
+
+// TestRecordWideTemplateHistories records a run whose wide step, small
+// forEach and approval read a wide step's outputs (the
+// atelier.wide-templates paths: workflows/widetemplates.go), and the batch
+// of the wide step that renders its items through the activity.
+//
+//	ATELIER_RECORD_HISTORIES=1 go test ./integration -run TestRecordWideTemplateHistories
+func TestRecordWideTemplateHistories(t *testing.T) {
+	if os.Getenv("ATELIER_RECORD_HISTORIES") == "" {
+		t.Skip("set ATELIER_RECORD_HISTORIES=1 to re-record workflows/testdata histories")
+	}
+	s := newStack(t, stackOptions{concurrency: 100})
+	id, r := runWideTemplates(t, s)
+	require.Equal(t, workflows.RunSucceeded, r.State, "%s", r.Status.Error)
+	time.Sleep(500 * time.Millisecond) // the final mirror's completion
+	recordHistory(t, s, "v6-wide-templates", id)
+	recordHistory(t, s, "v6-wide-templates-batch", id+".twice.batch-0")
+}

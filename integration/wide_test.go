@@ -268,3 +268,71 @@ steps:
 	require.NotNil(t, cached[0].Message)
 	assert.Equal(t, "reused from run "+id, *cached[0].Message)
 }
+
+// wideTemplatesPipeline reads a wide step's outputs beyond a reducer
+// (workflows/widetemplates.go): a wide step and a small forEach whose
+// items read them by index, and an approval whose message sums them.
+const wideTemplatesPipeline = `
+steps:
+  - name: prep
+    forEach: {items: "0..1099", parallelism: 100}
+    container: {command: ["sh", "-c", "echo '{\"v\": {{ item * 2 }}}' > $ATELIER_OUTPUTS"]}
+  - name: twice
+    forEach: {items: "0..1099", parallelism: 100}
+    container: {command: ["sh", "-c", "echo '{\"w\": {{ steps.prep.outputs[item].v + item }}}' > $ATELIER_OUTPUTS"]}
+  - name: pick
+    forEach: {items: "[0, 7, 1099]"}
+    container: {command: ["sh", "-c", "echo '{\"v\": {{ steps.prep.outputs[item].v }}}' > $ATELIER_OUTPUTS"]}
+  - name: gate
+    kind: approval
+    dependsOn: [twice, pick]
+    approval: {message: "ship {{ len(steps.twice.outputs) }} items summing {{ sum(map(steps.twice.outputs, .w)) }}?"}
+  - name: total
+    dependsOn: [gate]
+    container: {command: ["sh", "-c", "echo '{\"sum\": {{ sum(map(steps.twice.outputs, .w)) }}}' > $ATELIER_OUTPUTS"]}
+`
+
+// runWideTemplates runs wideTemplatesPipeline, approves its gate through
+// the generated client once it asks, and returns the run's ID and end.
+func runWideTemplates(t *testing.T, s *stack) (string, runView) {
+	t.Helper()
+	s.createPipeline("wide-templates", wideTemplatesPipeline)
+	id := s.startRun(map[string]any{"pipeline": "wide-templates"})
+	r := s.waitRun(id, 5*time.Minute, "gate waiting", func(r runView) bool {
+		return r.State.Terminal() || (r.Status != nil && stepByName(r, "gate").State == workflows.StepWaitingForApproval)
+	})
+	gate := stepByName(r, "gate")
+	require.Equal(t, workflows.StepWaitingForApproval, gate.State, "%s %s", r.State, r.Status.Error)
+	require.NotNil(t, gate.Approval)
+	assert.Equal(t, "ship 1100 items summing 1813350?", gate.Approval.Message)
+	comment := "sums match"
+	res, err := s.client().ApproveStepWithResponse(context.Background(), s.project, id, "gate", gen.ApprovalDecisionRequest{Comment: &comment})
+	require.NoError(t, err)
+	require.Equal(t, 200, res.StatusCode(), "%s", res.Body)
+	return id, s.waitTerminal(id, 2*time.Minute)
+}
+
+// Templates of a wide step, of a small forEach and of an approval read a
+// wide step's outputs on the real stack: items rendered in chunks by
+// atelier.foreach.render-items over Postgres, the approval's message by
+// atelier.step.render.
+func TestWideTemplatesOnTheRealStack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("2,200 local processes")
+	}
+	s := newStack(t, stackOptions{concurrency: 100})
+	id, r := runWideTemplates(t, s)
+	require.Equal(t, workflows.RunSucceeded, r.State, "%s", r.Status.Error)
+	twice := stepByName(r, "twice")
+	require.NotNil(t, twice.Wide)
+	assert.Equal(t, workflows.ItemCounts{Succeeded: 1100}, twice.Wide.Counts)
+	items, _ := s.listItems(s.client(), id, "twice", gen.StepStateSUCCEEDED, 1000)
+	require.Len(t, items, 1100)
+	for _, it := range items {
+		require.Equal(t, map[string]any{"w": float64(3 * it.Index)}, it.Outputs, "item %d", it.Index)
+	}
+	pick := stepByName(r, "pick")
+	require.Equal(t, workflows.StepSucceeded, pick.State, pick.Error)
+	assert.Equal(t, []any{map[string]any{"v": 0.0}, map[string]any{"v": 14.0}, map[string]any{"v": 2198.0}}, pick.Outputs)
+	assert.Equal(t, map[string]any{"sum": 1813350.0}, stepByName(r, "total").Outputs)
+}

@@ -107,6 +107,12 @@ type dag struct {
 	refs     [][]int
 	wideRefs []*WideRef
 	tmplRefs [][]int // spec.TemplateReferences, when first needed
+	// spec.WhenReferences, ItemsReferences and WorkReferences, when
+	// first needed (widetemplates.go).
+	whenRefs, itemsRefs, workRefs [][]int
+	// remoteWork[i]: forEach step i's items are rendered by
+	// RenderItemsName, as its templates read wide outputs.
+	remoteWork map[int]bool
 
 	// Exit handlers (onexit.go) are a dag of their own: parent is the
 	// pipeline's, whose outputs their templates read, and exitEnv what
@@ -364,6 +370,9 @@ func (d *dag) runForEach(ctx workflow.Context, i int, env spec.Env, opts []StepO
 	// runs after failures (it may have started because of one).
 	runFailed := func() bool { return d.failFast() && !s.RunIf.RunsAfterFailure() }
 	reused := d.in.Reuse.step(s.Name)
+	// Templates over wide outputs: rendered by an activity, a chunk of
+	// items at a time (widetemplates.go); renderFailure: it failed for good.
+	rend, renderFailure := d.itemRendererFor(i, env, items), ""
 	for k := range items {
 		_ = workflow.Await(wait, func() bool { return active < par })
 		if (stopEarly && failed > tolerated) || ctx.Err() != nil || runFailed() {
@@ -377,13 +386,31 @@ func (d *dag) runForEach(ctx workflow.Context, i int, env spec.Env, opts []StepO
 			d.r.endStep(&st.Items[k], StepCached, "", reusedMessage(st.Items[k].CachedFrom))
 			continue
 		}
+		var pre *RenderedItem
+		if rend != nil {
+			it, err := rend.render(ctx, k)
+			if err != nil {
+				if ctx.Err() == nil {
+					msg, _, _ := describeActivityError(err)
+					renderFailure = fmt.Sprintf("rendering the templates of item %d over wide outputs: %s", k, msg)
+				}
+				break
+			}
+			pre = &it
+		}
 		k := k
 		active++
 		workflow.Go(ctx, func(gctx workflow.Context) {
 			defer func() { active--; d.r.touch() }()
-			ienv := env
-			ienv.Item, ienv.HasItem = items[k], true
-			w, err := renderWork(s, ienv)
+			var w stepWork
+			var err error
+			if pre != nil {
+				w, err = pre.work(s)
+			} else {
+				ienv := env
+				ienv.Item, ienv.HasItem = items[k], true
+				w, err = renderWork(s, ienv)
+			}
 			if err != nil {
 				d.r.endStep(&st.Items[k], StepFailed, fmt.Sprintf("rendering templates: %v", err), "")
 				failed++
@@ -417,6 +444,9 @@ func (d *dag) runForEach(ctx workflow.Context, i int, env spec.Env, opts []StepO
 		return fmt.Sprintf("%s; %d of %d items never ran", why, notRun, len(items))
 	}
 	switch {
+	case renderFailure != "":
+		d.r.markStepUnfinished(st, StepSkipped, "not started: rendering templates failed")
+		d.fail(i, never(renderFailure))
 	case failed > tolerated && tolerated > 0:
 		d.r.markStepUnfinished(st, StepSkipped, "not started: too many items failed")
 		d.fail(i, never(fmt.Sprintf("%d of %d items failed, more than the %v%% tolerated; first: %s", failed, len(items), s.ForEach.FailurePolicy.MaxFailedPercent, itemFailure)))

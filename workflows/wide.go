@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
@@ -29,6 +28,14 @@ import (
 // versionWide guards the wide path: before it, a forEach list over 1,000
 // items failed the step (workflow.GetVersion change ID; never reuse it).
 const versionWide = "atelier.wide-foreach"
+
+// versionWideTemplates guards the templates that read a wide step's
+// outputs beyond a single step's (widetemplates.go): before it, those of
+// a forEach step (wide or not) and of an approval step failed the step,
+// and so did a wide forEach whose list was computed from wide outputs.
+// Asked only where one of those refusals happened, so runs that meet none
+// record no marker.
+const versionWideTemplates = "atelier.wide-templates"
 
 // Sizing of a wide step (see planWide).
 const (
@@ -107,8 +114,11 @@ type BatchInput struct {
 	// environment besides item.
 	Params  map[string]any          `json:"params,omitempty"`
 	Outputs map[string]spec.StepEnv `json:"outputs,omitempty"`
-	Start   int                     `json:"start"`
-	End     int                     `json:"end"`
+	// Wide are the wide steps whose outputs the step's templates read:
+	// the batch has its items rendered by RenderItemsName.
+	Wide  map[string]WideRef `json:"wide,omitempty"`
+	Start int                `json:"start"`
+	End   int                `json:"end"`
 	// Total is the length of the whole list.
 	Total int   `json:"total"`
 	Items []any `json:"items,omitempty"` // literal lists: items [Start, End)
@@ -158,7 +168,7 @@ func (d *dag) runWide(ctx workflow.Context, i int, env spec.Env, items []any) {
 		d.fail(i, why)
 		return
 	}
-	params, outputs, why := d.wideEnv(i, env)
+	params, outputs, wide, why := d.wideEnv(i, env)
 	if why != "" {
 		d.fail(i, why)
 		return
@@ -224,7 +234,7 @@ func (d *dag) runWide(ctx workflow.Context, i int, env spec.Env, items []any) {
 		}
 		in := BatchInput{
 			RunID: d.r.ID(), Project: d.r.Project(), Pipeline: d.in.Pipeline, Step: bare,
-			Params: params, Outputs: outputs, Start: b[0], End: b[1], Next: b[0], Total: len(items),
+			Params: params, Outputs: outputs, Wide: wide, Start: b[0], End: b[1], Next: b[0], Total: len(items),
 			Parallelism: plan.slots[slot], StopAfter: stopAfter, ReuseFrom: reuseFrom,
 		}
 		if literal {
@@ -336,13 +346,27 @@ func mergeFailures(a, b []ItemFailure) []ItemFailure {
 
 // wideEnv is what a wide step's batches need of the expression
 // environment: the params and the outputs of the steps its templates read,
-// within wideEnvBytes (every batch's input carries them).
-func (d *dag) wideEnv(i int, env spec.Env) (map[string]any, map[string]spec.StepEnv, string) {
+// within wideEnvBytes (every batch's input carries them), and the wide
+// steps its templates read (by reference: the batches have their items
+// rendered by RenderItemsName).
+func (d *dag) wideEnv(i int, env spec.Env) (map[string]any, map[string]spec.StepEnv, map[string]WideRef, string) {
 	outputs := map[string]spec.StepEnv{}
+	var wide map[string]WideRef
 	for _, j := range d.refs[i] {
 		name := d.steps[j].Name
-		if d.wideRefs[j] != nil {
-			return nil, nil, fmt.Sprintf("the templates of a forEach over more than %d items cannot read the outputs of wide step %q yet", spec.WideThreshold, name)
+		if ref := d.wideRefs[j]; ref != nil {
+			if !d.wideTemplates() {
+				return nil, nil, nil, fmt.Sprintf("the templates of a forEach over more than %d items cannot read the outputs of wide step %q yet", spec.WideThreshold, name)
+			}
+			// A list computed from wide outputs is literal by now
+			// (startRemoteItems): only the templates need the ref.
+			if slices.Contains(d.workReferences()[i], j) {
+				if wide == nil {
+					wide = map[string]WideRef{}
+				}
+				wide[name] = *ref
+			}
+			continue
 		}
 		if se, ok := env.Steps[name]; ok {
 			outputs[name] = se
@@ -351,14 +375,15 @@ func (d *dag) wideEnv(i int, env spec.Env) (map[string]any, map[string]spec.Step
 	b, err := json.Marshal(struct {
 		P map[string]any
 		O map[string]spec.StepEnv
-	}{env.Params, outputs})
+		W map[string]WideRef
+	}{env.Params, outputs, wide})
 	if err != nil {
-		return nil, nil, fmt.Sprintf("encoding the params and outputs the step reads: %v", err)
+		return nil, nil, nil, fmt.Sprintf("encoding the params and outputs the step reads: %v", err)
 	}
 	if len(b) > wideEnvBytes {
-		return nil, nil, fmt.Sprintf("the params and outputs a forEach over more than %d items reads are %d KiB; the limit is %d KiB (every batch carries them)", spec.WideThreshold, len(b)>>10, wideEnvBytes>>10)
+		return nil, nil, nil, fmt.Sprintf("the params and outputs a forEach over more than %d items reads are %d KiB; the limit is %d KiB (every batch carries them)", spec.WideThreshold, len(b)>>10, wideEnvBytes>>10)
 	}
-	return env.Params, outputs, ""
+	return env.Params, outputs, wide, ""
 }
 
 // readsWide reports whether step i reads the outputs of a wide step.
@@ -371,27 +396,32 @@ func (d *dag) readsWide(i int) bool {
 	return false
 }
 
+// What renderRemote asks for.
+type renderMode int
+
+const (
+	renderTemplates renderMode = iota // when, then the step's templates
+	renderList                        // when, then the forEach list
+	renderWhen                        // when alone
+)
+
 // renderRemote renders step i, whose when or templates read the outputs of
 // wide steps, in an activity that loads them from Postgres; the workflow
 // records only the rendered step (bounded by spec.MaxRenderedStep).
-func (d *dag) renderRemote(ctx workflow.Context, i int, env spec.Env, items bool) (RenderResult, error) {
-	req := RenderRequest{Step: d.p.Steps[i], Params: env.Params, Outputs: map[string]any{}, Wide: map[string]WideRef{}, Run: env.Run, Items: items}
+func (d *dag) renderRemote(ctx workflow.Context, i int, env spec.Env, mode renderMode) (RenderResult, error) {
+	req := RenderRequest{Step: d.p.Steps[i], Params: env.Params, Outputs: map[string]any{}, Wide: map[string]WideRef{}, Run: env.Run,
+		Items: mode == renderList, WhenOnly: mode == renderWhen}
 	for _, j := range d.refs[i] {
 		name := d.steps[j].Name
 		if ref := d.wideRefs[j]; ref != nil {
-			req.Wide[name] = *ref
+			if mode != renderWhen || slices.Contains(d.whenReferences()[i], j) {
+				req.Wide[name] = *ref
+			}
 		} else if se, ok := env.Steps[name]; ok {
 			req.Outputs[name] = se.Outputs
 		}
 	}
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           d.r.controlQueue(""),
-		StartToCloseTimeout: 5 * time.Minute,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 10,
-			NonRetryableErrorTypes: []string{ErrTypeRender},
-		},
-	})
+	actx := workflow.WithActivityOptions(ctx, renderActivityOptions(d.r.controlQueue("")))
 	var res RenderResult
 	err := workflow.ExecuteActivity(actx, RenderStepName, req).Get(actx, &res)
 	return res, err
@@ -401,8 +431,24 @@ func (d *dag) renderRemote(ctx workflow.Context, i int, env spec.Env, items bool
 // cannot be rendered (a bad expression, over budget): not retried.
 const ErrTypeRender = "RenderFailed"
 
+// Render answers a RenderRequest (RenderStepName), with env holding the
+// wide steps' outputs. Exported for activities/foreach.
+func Render(req *RenderRequest, env spec.Env) (RenderResult, error) {
+	if req.WhenOnly {
+		if req.Step.When == "" {
+			return RenderResult{}, nil
+		}
+		ok, err := spec.EvalWhen(req.Step.When, env)
+		if err != nil {
+			return RenderResult{}, fmt.Errorf("evaluating when %q: %w", req.Step.When, err)
+		}
+		return RenderResult{Skip: !ok}, nil
+	}
+	return RenderStep(&req.Step, env, req.Items)
+}
+
 // RenderStep renders what an activity was asked to (RenderStepName), with
-// env holding the wide steps' outputs. Exported for activities/foreach.
+// env holding the wide steps' outputs.
 func RenderStep(s *spec.Step, env spec.Env, items bool) (RenderResult, error) {
 	if s.When != "" {
 		ok, err := spec.EvalWhen(s.When, env)
@@ -428,20 +474,27 @@ func RenderStep(s *spec.Step, env spec.Env, items bool) (RenderResult, error) {
 		return RenderResult{Items: b}, nil
 	}
 	if kindOf(*s) == spec.KindApproval {
-		return RenderResult{}, fmt.Errorf("approval steps cannot read the outputs of a wide forEach")
+		a, err := renderApproval(s.Approval, env)
+		if err == nil && a != nil {
+			err = spec.CheckRenderedSize(a)
+		}
+		if err != nil {
+			return RenderResult{}, fmt.Errorf("rendering templates: %w", err)
+		}
+		return RenderResult{Approval: a}, nil
 	}
 	w, err := renderWork(s, env)
 	if err != nil {
 		return RenderResult{}, fmt.Errorf("rendering templates: %w", err)
 	}
-	return RenderResult{Container: w.container, Ray: w.ray, Spark: w.spark, Inference: w.inference}, nil
+	return RenderResult{Container: w.container, Ray: w.ray, Spark: w.spark, Inference: w.inference, Pipeline: w.pipeline}, nil
 }
 
 // startRemote runs step i whose templates read wide outputs: render in an
 // activity, then run what it rendered like any step.
 func (d *dag) startRemote(i int, env spec.Env, opts []StepOption) {
 	s, st := &d.p.Steps[i], d.steps[i]
-	if kindOf(*s) == spec.KindApproval {
+	if kindOf(*s) == spec.KindApproval && !d.wideTemplates() {
 		d.fail(i, fmt.Sprintf("an approval step cannot read the outputs of a forEach over more than %d items yet", spec.WideThreshold))
 		return
 	}
@@ -455,7 +508,7 @@ func (d *dag) startRemote(i int, env spec.Env, opts []StepOption) {
 		now := workflow.Now(gctx)
 		st.State, st.StartedAt, st.Message = StepRunning, &now, "rendering templates over wide outputs"
 		d.r.touch()
-		res, err := d.renderRemote(gctx, i, env, false)
+		res, err := d.renderRemote(gctx, i, env, renderTemplates)
 		st.Message = ""
 		switch {
 		case err != nil && gctx.Err() != nil:
@@ -469,7 +522,12 @@ func (d *dag) startRemote(i int, env spec.Env, opts []StepOption) {
 			d.finishStep(i, StepSkipped, "", fmt.Sprintf("skipped: condition %q is false", s.When))
 			return
 		}
-		w := stepWork{kind: kindOf(*s), container: res.Container, ray: res.Ray, spark: res.Spark, inference: res.Inference}
+		if kindOf(*s) == spec.KindApproval {
+			out, err := d.r.runApproval(gctx, st, res.Approval, s.Timeout.D(), d.stopWaiting(s))
+			d.record(i, out, err)
+			return
+		}
+		w := stepWork{kind: kindOf(*s), container: res.Container, ray: res.Ray, spark: res.Spark, inference: res.Inference, pipeline: res.Pipeline}
 		w.gpus, w.gpuType = s.GPURequest()
 		out, err := d.r.runWork(gctx, st, s.Name, nil, w, opts...)
 		d.record(i, out, err)
@@ -480,12 +538,16 @@ func (d *dag) startRemote(i int, env spec.Env, opts []StepOption) {
 // outputs of wide steps: an activity evaluates the list (at most
 // MaxRenderedItems of JSON), which then stands in the step as a literal
 // list, and the step runs as any forEach (wide again past
-// spec.WideThreshold items). Its templates must not read wide outputs
-// (each item's would need an activity).
+// spec.WideThreshold items). A forEach whose when or templates read wide
+// outputs goes through startRemoteTemplates instead.
 func (d *dag) startRemoteItems(i int, env spec.Env, opts []StepOption) {
 	s, st := &d.p.Steps[i], d.steps[i]
 	if d.templatesReadWide(i) {
-		d.fail(i, fmt.Sprintf("the templates of a forEach step cannot read the outputs of a forEach over more than %d items yet (its items can)", spec.WideThreshold))
+		if !d.wideTemplates() {
+			d.fail(i, fmt.Sprintf("the templates of a forEach step cannot read the outputs of a forEach over more than %d items yet (its items can)", spec.WideThreshold))
+			return
+		}
+		d.startRemoteTemplates(i, env, opts)
 		return
 	}
 	d.running++
@@ -493,7 +555,7 @@ func (d *dag) startRemoteItems(i int, env spec.Env, opts []StepOption) {
 		defer func() { d.running--; d.done[i] = true; d.r.touch() }()
 		st.Message = "evaluating forEach items over wide outputs"
 		d.r.touch()
-		res, err := d.renderRemote(gctx, i, env, true)
+		res, err := d.renderRemote(gctx, i, env, renderList)
 		st.Message = ""
 		switch {
 		case err != nil && gctx.Err() != nil:

@@ -25,6 +25,8 @@ type itemStore struct {
 	mu     sync.Mutex
 	rows   map[string]map[int]workflows.ItemRecord // run/step -> index -> record
 	writes int
+	// itemRenders are the steps of RenderItemsName calls, one per call.
+	itemRenders []string
 }
 
 func (s *itemStore) record(_ context.Context, req workflows.RecordItemsRequest) error {
@@ -61,18 +63,35 @@ func (s *itemStore) render(_ context.Context, req workflows.RenderRequest) (work
 	for name, out := range req.Outputs {
 		env.Steps[name] = spec.StepEnv{Outputs: out}
 	}
+	s.loadWide(env.Steps, req.Wide)
+	return workflows.Render(&req, env)
+}
+
+// renderItems is RenderItemsName over the stored outputs.
+func (s *itemStore) renderItems(_ context.Context, req workflows.RenderItemsRequest) (workflows.RenderItemsResult, error) {
+	env := spec.Env{Params: req.Params, Run: req.Run, Steps: map[string]spec.StepEnv{}, Limits: spec.ActivityLimits}
+	for name, se := range req.Outputs {
+		env.Steps[name] = se
+	}
+	s.loadWide(env.Steps, req.Wide)
 	s.mu.Lock()
-	for name, ref := range req.Wide {
+	s.itemRenders = append(s.itemRenders, req.Step.Name)
+	s.mu.Unlock()
+	return workflows.RenderItems(&req, env, nil)
+}
+
+func (s *itemStore) loadWide(steps map[string]spec.StepEnv, refs map[string]workflows.WideRef) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, ref := range refs {
 		list := make([]any, ref.Items)
 		for k, r := range s.rows[ref.Run+"/"+ref.Step] {
 			if r.State == workflows.StepSucceeded || r.State == workflows.StepCached {
 				list[k] = r.Outputs
 			}
 		}
-		env.Steps[name] = spec.StepEnv{Outputs: list}
+		steps[name] = spec.StepEnv{Outputs: list}
 	}
-	s.mu.Unlock()
-	return workflows.RenderStep(&req.Step, env, req.Items)
 }
 
 func newWideEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeRuntime, *itemStore) {
@@ -80,6 +99,7 @@ func newWideEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeRuntime,
 	st := &itemStore{}
 	env.RegisterActivityWithOptions(st.record, activity.RegisterOptions{Name: workflows.RecordItemsName})
 	env.RegisterActivityWithOptions(st.render, activity.RegisterOptions{Name: workflows.RenderStepName})
+	env.RegisterActivityWithOptions(st.renderItems, activity.RegisterOptions{Name: workflows.RenderItemsName})
 	env.SetTestTimeout(5 * time.Minute)
 	return env, rt, st
 }
@@ -378,7 +398,8 @@ steps:
 
 // A forEach whose list is computed from a wide step's outputs (map,
 // filter, reduce, map again): an activity evaluates the list, and the
-// step runs as any forEach. Its templates may not read the wide outputs.
+// step runs as any forEach. Templates of a forEach step may read the wide
+// outputs too (widetemplates_test.go has more).
 func TestForEachOverWideOutputs(t *testing.T) {
 	env, rt, _ := newWideEnv(t)
 	in := input(t, `
@@ -389,10 +410,10 @@ steps:
   - name: top
     forEach: {items: "filter(steps.square.outputs, .v > 1190)"}
     container: {command: ["ok got={{ item.v }}"]}
-  - name: bad
+  - name: read
     dependsOn: [top]
     forEach: {items: "[1, 2]"}
-    container: {command: ["ok n={{ len(steps.square.outputs) }}"]}
+    container: {command: ["ok n={{ len(steps.square.outputs) }} v={{ steps.square.outputs[item].v }}"]}
 `, nil)
 	env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
 	require.True(t, env.IsWorkflowCompleted())
@@ -402,7 +423,7 @@ steps:
 	require.Len(t, top.Items, 9)
 	assert.Equal(t, map[string]any{"v": 1191.0}, top.Items[0].Item)
 	assert.Contains(t, rt.commands(), "ok got=1199")
-	bad := wideStep(s, "bad")
-	assert.Equal(t, workflows.StepFailed, bad.State)
-	assert.Contains(t, bad.Error, "the templates of a forEach step cannot read the outputs of a forEach over more than 1000 items yet")
+	read := wideStep(s, "read")
+	require.Equal(t, workflows.StepSucceeded, read.State, read.Error)
+	assert.Contains(t, rt.commands(), "ok n=1200 v=2")
 }

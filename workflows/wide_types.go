@@ -30,6 +30,10 @@ const (
 	// RenderStepName renders a step whose templates read a wide step's
 	// outputs (RenderRequest → RenderResult).
 	RenderStepName = "atelier.step.render"
+	// RenderItemsName renders the items of a forEach step whose
+	// templates read a wide step's outputs, a chunk at a time
+	// (RenderItemsRequest → RenderItemsResult).
+	RenderItemsName = "atelier.foreach.render-items"
 )
 
 // WideStatus is a wide forEach step's progress in the run status: counts,
@@ -190,6 +194,10 @@ type RenderRequest struct {
 	// Items asks for the step's forEach list (and when) instead of its
 	// templates: a forEach whose items read a wide step's outputs.
 	Items bool `json:"items,omitempty"`
+	// WhenOnly asks for the step's when alone (Skip or nothing): a
+	// forEach whose when reads a wide step's outputs but whose list does
+	// not, so the list keeps being evaluated in the workflow.
+	WhenOnly bool `json:"whenOnly,omitempty"`
 }
 
 // RenderResult is the rendered step: Skip when its when condition is false,
@@ -200,6 +208,8 @@ type RenderResult struct {
 	Ray       *spec.RayStep       `json:"ray,omitempty"`
 	Spark     *spec.SparkStep     `json:"spark,omitempty"`
 	Inference *spec.InferenceStep `json:"inference,omitempty"`
+	Approval  *spec.ApprovalStep  `json:"approval,omitempty"`
+	Pipeline  *spec.PipelineStep  `json:"pipeline,omitempty"`
 	// Items is the forEach list as a JSON array (RenderRequest.Items), at
 	// most MaxRenderedItems bytes.
 	Items json.RawMessage `json:"items,omitempty"`
@@ -209,3 +219,45 @@ type RenderResult struct {
 // outputs: it is recorded in the pipeline's history and, past
 // spec.WideThreshold items, carried in slices by the batches' inputs.
 const MaxRenderedItems = 256 << 10
+
+// RenderItemsRequest renders items [From, End) of a forEach step whose
+// templates read the outputs of wide steps (RenderItemsName). The activity
+// renders from From on and stops at End or at its size or time budget
+// (RenderItemsResult says where), so a chunk's result stays far under
+// Temporal's 2 MB payload limit whatever the items render to.
+type RenderItemsRequest struct {
+	// Step is the step's spec; Step.ForEach.Items is the list expression,
+	// which the activity evaluates again over Params and Outputs (as a
+	// batch does, so items keep the types the workflow saw), or absent
+	// for a literal list, whose items [From, End) travel in Items.
+	Step    spec.Step               `json:"step"`
+	Params  map[string]any          `json:"params,omitempty"`
+	Outputs map[string]spec.StepEnv `json:"outputs,omitempty"`
+	Wide    map[string]WideRef      `json:"wide"`
+	Run     spec.RunEnv             `json:"run"`
+	From    int                     `json:"from"`
+	End     int                     `json:"end"`
+	// Total is the length of the whole list (checked against the
+	// activity's evaluation).
+	Total int   `json:"total"`
+	Items []any `json:"items,omitempty"`
+}
+
+// RenderItemsResult holds the rendered items From, From+1, … of the
+// request, in order: at least one, at most End-From.
+type RenderItemsResult struct {
+	Items []RenderedItem `json:"items"`
+}
+
+// RenderedItem is one item's rendered work, or why its templates could
+// not be rendered (the item then fails, as a template error fails an item
+// rendered in the workflow).
+type RenderedItem struct {
+	Container *spec.Container     `json:"container,omitempty"`
+	Ray       *spec.RayStep       `json:"ray,omitempty"`
+	Spark     *spec.SparkStep     `json:"spark,omitempty"`
+	Inference *spec.InferenceStep `json:"inference,omitempty"`
+	Pipeline  *spec.PipelineStep  `json:"pipeline,omitempty"`
+	// Error is the item's template error (the item fails with it).
+	Error string `json:"error,omitempty"`
+}

@@ -63,6 +63,9 @@ type batch struct {
 	failed  int // failures of this run of the batch (vs StopAfter)
 
 	base spec.Env // the items' environment, item aside (env)
+	// rend renders the items when the step's templates read wide outputs
+	// (in.Wide); nil: they are rendered here.
+	rend *itemRenderer
 
 	buf      []ItemRecord
 	bufBytes int
@@ -95,6 +98,9 @@ func (b *batch) run(ctx workflow.Context) (BatchResult, error) {
 	}
 	reused := in.Reused
 	opts := batchStepOptions(&in.Step)
+	if len(in.Wide) > 0 {
+		b.rend = b.renderer()
+	}
 	next, more, started := in.Next, false, 0
 	for ; next < end; next++ {
 		_ = workflow.Await(ctx, func() bool { return b.active < in.Parallelism })
@@ -115,11 +121,23 @@ func (b *batch) run(ctx workflow.Context) (BatchResult, error) {
 			continue // taken from the retried run (counted by reuse)
 		}
 		k := next
+		var pre *RenderedItem
+		if b.rend != nil {
+			it, err := b.rend.render(ctx, k)
+			if err != nil {
+				if ctx.Err() == nil && b.res.Error == "" {
+					msg, _, _ := describeActivityError(err)
+					b.res.Error = fmt.Sprintf("rendering the templates of items %d–%d over wide outputs: %s", k, end-1, msg)
+				}
+				break
+			}
+			pre = &it
+		}
 		started++
 		b.active++
 		workflow.Go(ctx, func(gctx workflow.Context) {
 			defer func() { b.active-- }()
-			b.runItem(gctx, k, opts)
+			b.runItem(gctx, k, pre, opts)
 		})
 	}
 	_ = workflow.Await(dctx, func() bool { return b.active == 0 })
@@ -129,7 +147,7 @@ func (b *batch) run(ctx workflow.Context) (BatchResult, error) {
 		b.res.Error = fmt.Sprintf("recording item states in Postgres failed: %v", err)
 		return b.res, nil
 	}
-	if more && ctx.Err() == nil && !b.stopped {
+	if more && ctx.Err() == nil && !b.stopped && b.res.Error == "" {
 		nin := *in
 		if in.Step.ForEach == nil { // a literal list's slice travels
 			nin.Items = in.Items[next-in.Start:]
@@ -194,14 +212,31 @@ func (b *batch) loadItems() error {
 	return nil
 }
 
-// runItem runs item k and queues its record.
-func (b *batch) runItem(ctx workflow.Context, k int, opts []StepOption) {
+// renderer is the batch's itemRenderer (in.Wide set): the same step,
+// environment and list the batch has, its range [Start, End).
+func (b *batch) renderer() *itemRenderer {
+	in := b.in
+	r := &itemRenderer{queue: b.r.controlQueue("")}
+	r.req = RenderItemsRequest{Params: in.Params, Outputs: in.Outputs, Wide: in.Wide, Run: b.env().Run, End: in.End, Total: in.Total}
+	r.setStep(in.Step, in.Items, in.Start)
+	return r
+}
+
+// runItem runs item k and queues its record; pre is its work rendered by
+// RenderItemsName (nil: render it here).
+func (b *batch) runItem(ctx workflow.Context, k int, pre *RenderedItem, opts []StepOption) {
 	in := b.in
 	item := in.Items[k-in.Start]
 	st := &StepStatus{Name: fmt.Sprintf("%s[%d]", in.Step.Name, k), Kind: string(kindOf(in.Step)), State: StepPending}
-	env := b.env()
-	env.Item, env.HasItem = item, true
-	w, err := renderWork(&in.Step, env)
+	var w stepWork
+	var err error
+	if pre != nil {
+		w, err = pre.work(&in.Step)
+	} else {
+		env := b.env()
+		env.Item, env.HasItem = item, true
+		w, err = renderWork(&in.Step, env)
+	}
 	if err != nil {
 		now := workflow.Now(ctx)
 		st.StartedAt = &now

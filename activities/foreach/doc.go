@@ -1,6 +1,6 @@
 // Package foreach holds the activities of wide forEach steps
 // (workflows/wide.go): writing finished items to Postgres in batches,
-// taking a retried run's succeeded items, and rendering steps whose
-// templates read a wide step's outputs, which live in Postgres rather than
-// in any workflow's history.
+// taking a retried run's succeeded items, and rendering steps (and, a
+// chunk at a time, forEach items) whose templates read a wide step's
+// outputs, which live in Postgres rather than in any workflow's history.
 package foreach

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
@@ -29,7 +31,8 @@ type ItemStore interface {
 
 // Activities are the wide forEach activities.
 type Activities struct {
-	store ItemStore
+	store   ItemStore
+	outputs outputsCache
 }
 
 // New returns the activities over store.
@@ -40,6 +43,7 @@ func (a *Activities) Register(reg worker.ActivityRegistry) {
 	reg.RegisterActivityWithOptions(a.RecordItems, activity.RegisterOptions{Name: workflows.RecordItemsName})
 	reg.RegisterActivityWithOptions(a.ReuseItems, activity.RegisterOptions{Name: workflows.ReuseItemsName})
 	reg.RegisterActivityWithOptions(a.RenderStep, activity.RegisterOptions{Name: workflows.RenderStepName})
+	reg.RegisterActivityWithOptions(a.RenderItems, activity.RegisterOptions{Name: workflows.RenderItemsName})
 }
 
 // RecordItems stores a batch of finished items. Store errors are returned
@@ -72,20 +76,141 @@ func (a *Activities) RenderStep(ctx context.Context, req workflows.RenderRequest
 	for name, out := range req.Outputs {
 		env.Steps[name] = spec.StepEnv{Outputs: out}
 	}
-	for name, ref := range req.Wide {
-		outs, err := a.store.StepOutputs(ctx, ref.Run, ref.Step, ref.Items, MaxOutputsBytes)
-		if err != nil {
-			if errors.Is(err, catalog.ErrInvalidArgument) {
-				return workflows.RenderResult{}, temporal.NewNonRetryableApplicationError(
-					fmt.Sprintf("reading the outputs of step %q: %v", name, err), workflows.ErrTypeRender, nil)
-			}
-			return workflows.RenderResult{}, fmt.Errorf("read the outputs of step %q: %w", name, err)
-		}
-		env.Steps[name] = spec.StepEnv{Outputs: outs}
+	if err := a.loadWide(ctx, env.Steps, req.Wide); err != nil {
+		return workflows.RenderResult{}, err
 	}
-	res, err := workflows.RenderStep(&req.Step, env, req.Items)
+	res, err := workflows.Render(&req, env)
 	if err != nil {
 		return workflows.RenderResult{}, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeRender, nil)
 	}
 	return res, nil
+}
+
+// RenderItems renders a chunk of a forEach's items over the outputs of
+// the wide steps their templates read (workflows.RenderItems), stopping
+// after workflows.RenderItemsTime so that a slow chunk still ends well
+// within the activity's timeout.
+func (a *Activities) RenderItems(ctx context.Context, req workflows.RenderItemsRequest) (workflows.RenderItemsResult, error) {
+	env := spec.Env{Params: req.Params, Run: req.Run, Steps: map[string]spec.StepEnv{}, Limits: spec.ActivityLimits}
+	for name, se := range req.Outputs {
+		env.Steps[name] = se
+	}
+	if err := a.loadWide(ctx, env.Steps, req.Wide); err != nil {
+		return workflows.RenderItemsResult{}, err
+	}
+	until := time.Now().Add(workflows.RenderItemsTime)
+	res, err := workflows.RenderItems(&req, env, func() bool { return ctx.Err() != nil || time.Now().After(until) })
+	if err != nil {
+		return workflows.RenderItemsResult{}, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeRender, nil)
+	}
+	return res, nil
+}
+
+// loadWide puts the outputs of the wide steps refs into steps.
+func (a *Activities) loadWide(ctx context.Context, steps map[string]spec.StepEnv, refs map[string]workflows.WideRef) error {
+	for name, ref := range refs {
+		outs, err := a.outputs.get(ref, func() ([]any, error) {
+			return a.store.StepOutputs(ctx, ref.Run, ref.Step, ref.Items, MaxOutputsBytes)
+		})
+		if err != nil {
+			if errors.Is(err, catalog.ErrInvalidArgument) {
+				return temporal.NewNonRetryableApplicationError(
+					fmt.Sprintf("reading the outputs of step %q: %v", name, err), workflows.ErrTypeRender, nil)
+			}
+			return fmt.Errorf("read the outputs of step %q: %w", name, err)
+		}
+		steps[name] = spec.StepEnv{Outputs: outs}
+	}
+	return nil
+}
+
+// outputsCache keeps the outputs of the wide steps loaded last. The
+// batches of a wide step whose templates read another's each render their
+// items in chunks, several at once: without it every chunk would load
+// (and decode) up to MaxOutputsBytes again, and concurrent chunks would
+// each hold a copy. A WideRef's rows never change once it exists (it is
+// made when the step succeeded; a retry copies rows to its own run), so
+// entries never go stale; they only take memory, hence the small count
+// and the idle time after which they are dropped. Renders only read the
+// lists (expressions do not mutate their inputs).
+type outputsCache struct {
+	mu      sync.Mutex
+	entries map[workflows.WideRef]*outputsEntry
+}
+
+type outputsEntry struct {
+	ready chan struct{} // closed once outs/err are set
+	outs  []any
+	err   error
+	used  time.Time
+}
+
+const (
+	outputsCacheEntries = 2
+	outputsCacheIdle    = 2 * time.Minute
+)
+
+// get returns ref's outputs, loading them with load unless they are
+// cached or being loaded (then it waits for that load). Failed loads are
+// not kept.
+func (c *outputsCache) get(ref workflows.WideRef, load func() ([]any, error)) ([]any, error) {
+	c.mu.Lock()
+	now := time.Now()
+	if c.entries == nil {
+		c.entries = map[workflows.WideRef]*outputsEntry{}
+	}
+	for k, e := range c.entries {
+		if isDone(e.ready) && now.Sub(e.used) > outputsCacheIdle {
+			delete(c.entries, k)
+		}
+	}
+	e, ok := c.entries[ref]
+	if ok {
+		e.used = now
+		c.mu.Unlock()
+		<-e.ready
+		return e.outs, e.err
+	}
+	for len(c.entries) >= outputsCacheEntries && c.evictOldest() {
+	}
+	e = &outputsEntry{ready: make(chan struct{}), used: now}
+	c.entries[ref] = e
+	c.mu.Unlock()
+
+	e.outs, e.err = load()
+	close(e.ready)
+	if e.err != nil {
+		c.mu.Lock()
+		if c.entries[ref] == e {
+			delete(c.entries, ref)
+		}
+		c.mu.Unlock()
+	}
+	return e.outs, e.err
+}
+
+// evictOldest drops the least recently used loaded entry (c.mu held);
+// false when every entry is still loading.
+func (c *outputsCache) evictOldest() bool {
+	var old workflows.WideRef
+	var oldest *outputsEntry
+	for k, e := range c.entries {
+		if isDone(e.ready) && (oldest == nil || e.used.Before(oldest.used)) {
+			old, oldest = k, e
+		}
+	}
+	if oldest == nil {
+		return false
+	}
+	delete(c.entries, old)
+	return true
+}
+
+func isDone(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }

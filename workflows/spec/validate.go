@@ -667,19 +667,37 @@ func validateItems(raw json.RawMessage, path string, sc *refScope, ps *problems)
 // when, forEach.items or templates (container, ray, spark, inference). The workflow schedules from
 // this, so implicit references can never race their producers. Call it only
 // on a pipeline that passed Validate; unknown names are ignored.
-func Dependencies(p *Pipeline) [][]int { return stepRefs(p, true, true) }
+func Dependencies(p *Pipeline) [][]int {
+	return stepRefs(p, refDependsOn|refWhen|refItems|refTemplates)
+}
 
 // References returns, for each step, the sorted indexes of the steps whose
 // outputs it reads in when, forEach.items or templates (Dependencies
 // without dependsOn). The workflow uses it to know which steps need the
 // outputs of a wide forEach, which stay out of its history.
-func References(p *Pipeline) [][]int { return stepRefs(p, false, true) }
+func References(p *Pipeline) [][]int { return stepRefs(p, refWhen|refItems|refTemplates) }
 
 // TemplateReferences is References without forEach.items: the steps whose
 // outputs a step's when and templates read.
-func TemplateReferences(p *Pipeline) [][]int { return stepRefs(p, false, false) }
+func TemplateReferences(p *Pipeline) [][]int { return stepRefs(p, refWhen|refTemplates) }
 
-func stepRefs(p *Pipeline, withDependsOn, withItems bool) [][]int {
+// WhenReferences, ItemsReferences and WorkReferences split References by
+// where a step reads outputs: its when, its forEach.items expression, and
+// its templates (the work it runs, rendered per item in a forEach). The
+// workflow renders each part where the outputs it reads are.
+func WhenReferences(p *Pipeline) [][]int  { return stepRefs(p, refWhen) }
+func ItemsReferences(p *Pipeline) [][]int { return stepRefs(p, refItems) }
+func WorkReferences(p *Pipeline) [][]int  { return stepRefs(p, refTemplates) }
+
+// Parts of a step whose references stepRefs collects.
+const (
+	refDependsOn = 1 << iota
+	refWhen
+	refItems
+	refTemplates
+)
+
+func stepRefs(p *Pipeline, parts int) [][]int {
 	byName := map[string]int{}
 	for i, s := range p.Steps {
 		if _, dup := byName[s.Name]; !dup && s.Name != "" {
@@ -696,7 +714,7 @@ func stepRefs(p *Pipeline, withDependsOn, withItems bool) [][]int {
 				set[j] = true
 			}
 		}
-		if withDependsOn {
+		if parts&refDependsOn != 0 {
 			for _, d := range s.DependsOn {
 				addName(d)
 			}
@@ -706,15 +724,18 @@ func stepRefs(p *Pipeline, withDependsOn, withItems bool) [][]int {
 				addName(n)
 			}
 		}
-		if strings.TrimSpace(s.When) != "" {
+		if strings.TrimSpace(s.When) != "" && parts&refWhen != 0 {
 			refs(s.When)
 		}
-		if s.ForEach != nil && withItems {
+		if s.ForEach != nil && parts&refItems != 0 {
 			if form, _, src, err := parseItems(s.ForEach.Items); err == nil && form == itemsExpr {
 				refs(src)
 			}
 		}
 		tmpl := func(v string) {
+			if parts&refTemplates == 0 {
+				return
+			}
 			segs, err := splitTemplate(v)
 			if err != nil {
 				return
