@@ -521,7 +521,7 @@ func TestRecordWideTemplateHistories(t *testing.T) {
 	}
 	s := newStack(t, stackOptions{concurrency: 100})
 	id, r := runWideTemplates(t, s)
-	require.Equal(t, workflows.RunSucceeded, r.State, "%s", r.Status.Error)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
 	time.Sleep(500 * time.Millisecond) // the final mirror's completion
 	recordHistory(t, s, "v6-wide-templates", id)
 	recordHistory(t, s, "v6-wide-templates-batch", id+".twice.batch-0")

@@ -294,17 +294,17 @@ steps:
 
 // runWideTemplates runs wideTemplatesPipeline, approves its gate through
 // the generated client once it asks, and returns the run's ID and end.
-func runWideTemplates(t *testing.T, s *stack) (string, runView) {
+func runWideTemplates(t *testing.T, s *stack) (string, gen.Run) {
 	t.Helper()
 	s.createPipeline("wide-templates", wideTemplatesPipeline)
-	id := s.startRun(map[string]any{"pipeline": "wide-templates"})
-	r := s.waitRun(id, 5*time.Minute, "gate waiting", func(r runView) bool {
-		return r.State.Terminal() || (r.Status != nil && stepByName(r, "gate").State == workflows.StepWaitingForApproval)
+	id := s.start("wide-templates", nil)
+	r := s.waitRun(id, 5*time.Minute, "gate waiting", func(r gen.Run) bool {
+		return terminal(r.State) || (r.Status != nil && stepByName(r, "gate").State == gen.StepStateWAITINGFORAPPROVAL)
 	})
 	gate := stepByName(r, "gate")
-	require.Equal(t, workflows.StepWaitingForApproval, gate.State, "%s %s", r.State, r.Status.Error)
+	require.Equal(t, gen.StepStateWAITINGFORAPPROVAL, gate.State, "%s %s", r.State, val(r.Status.Error))
 	require.NotNil(t, gate.Approval)
-	assert.Equal(t, "ship 1100 items summing 1813350?", gate.Approval.Message)
+	assert.Equal(t, "ship 1100 items summing 1813350?", val(gate.Approval.Message))
 	comment := "sums match"
 	res, err := s.client().ApproveStepWithResponse(context.Background(), s.project, id, "gate", gen.ApprovalDecisionRequest{Comment: &comment})
 	require.NoError(t, err)
@@ -322,17 +322,17 @@ func TestWideTemplatesOnTheRealStack(t *testing.T) {
 	}
 	s := newStack(t, stackOptions{concurrency: 100})
 	id, r := runWideTemplates(t, s)
-	require.Equal(t, workflows.RunSucceeded, r.State, "%s", r.Status.Error)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
 	twice := stepByName(r, "twice")
 	require.NotNil(t, twice.Wide)
-	assert.Equal(t, workflows.ItemCounts{Succeeded: 1100}, twice.Wide.Counts)
+	assert.Equal(t, gen.ItemCounts{Succeeded: 1100}, twice.Wide.Counts)
 	items, _ := s.listItems(s.client(), id, "twice", gen.StepStateSUCCEEDED, 1000)
 	require.Len(t, items, 1100)
 	for _, it := range items {
 		require.Equal(t, map[string]any{"w": float64(3 * it.Index)}, it.Outputs, "item %d", it.Index)
 	}
 	pick := stepByName(r, "pick")
-	require.Equal(t, workflows.StepSucceeded, pick.State, pick.Error)
+	require.Equal(t, gen.StepStateSUCCEEDED, pick.State, val(pick.Error))
 	assert.Equal(t, []any{map[string]any{"v": 0.0}, map[string]any{"v": 14.0}, map[string]any{"v": 2198.0}}, pick.Outputs)
 	assert.Equal(t, map[string]any{"sum": 1813350.0}, stepByName(r, "total").Outputs)
 }
