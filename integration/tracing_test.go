@@ -39,6 +39,7 @@ steps:
 		return find(spans, func(s tracetest.SpanStub) bool { return s.Name == runWorkflow }) != nil
 	}, 30*time.Second, 50*time.Millisecond, "no %s span", runWorkflow)
 
+	t.Logf("spans: %v", names(spans))
 	byID := map[trace.SpanID]tracetest.SpanStub{}
 	for _, sp := range spans {
 		byID[sp.SpanContext.SpanID()] = sp
