@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/atelier-ml/atelier/api/gen"
@@ -66,6 +67,7 @@ type server struct {
 	taskQueue    string
 	logPage      int
 	registry     *prometheus.Registry
+	tracer       trace.Tracer // nil: tracing off
 
 	routes   map[string]route // "METHOD /echo/path" -> what the spec says about it
 	specJSON []byte
@@ -207,6 +209,10 @@ func New(cat Catalog, eng Engine, opts ...Option) (*echo.Echo, error) {
 	// clients cannot make the server buffer bodies; validation needs the
 	// buffered body.
 	e.Use(middleware.RequestID())
+	if s.tracer != nil {
+		// Outside observe, so the span ends with the status observe rendered.
+		e.Use(s.trace)
+	}
 	e.Use(s.observe)
 	e.Use(s.recoverPanics)
 	e.Use(s.authenticate)

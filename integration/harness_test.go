@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
@@ -67,6 +68,9 @@ type stackOptions struct {
 	kueueQueue string
 	// localEngines is the worker's --local-engine.
 	localEngines map[string]string
+	// spanExporter turns tracing on in the gateway and the worker and
+	// receives their spans.
+	spanExporter sdktrace.SpanExporter
 }
 
 func newStack(t *testing.T, opts ...stackOptions) *stack {
@@ -108,7 +112,7 @@ func newStack(t *testing.T, opts ...stackOptions) *stack {
 	ctx, cancel := context.WithCancel(context.Background())
 	// One registry for both, as in `atelier dev`: the gateway's /metrics
 	// shows the worker's run, step and Temporal SDK metrics too.
-	s := &stack{t: t, cfg: cfg, project: "team-a", metrics: telemetry.New(telemetry.Options{})}
+	s := &stack{t: t, cfg: cfg, project: "team-a", metrics: telemetry.New(telemetry.Options{SpanExporter: o.spanExporter})}
 
 	gw, gwClean, err := wire.InitGateway(ctx, cfg, s.metrics)
 	require.NoError(t, err)

@@ -51,18 +51,28 @@ func provideStore(ctx context.Context, cfg config.Config, l *zap.Logger) (*store
 	return s, s.Close, nil
 }
 
+// provideGatewayTracing and provideWorkerTracing name the process in its
+// traces; tracing is off unless the OpenTelemetry environment asks for it.
+func provideGatewayTracing(ctx context.Context, m *telemetry.Metrics, l *zap.Logger) (*telemetry.Tracing, func(), error) {
+	return app.NewTracing(ctx, telemetry.GatewayService, m, l)
+}
+
+func provideWorkerTracing(ctx context.Context, m *telemetry.Metrics, l *zap.Logger) (*telemetry.Tracing, func(), error) {
+	return app.NewTracing(ctx, telemetry.WorkerService, m, l)
+}
+
 func provideEngine(c client.Client, cfg config.Config) *runclient.Client {
 	return runclient.New(c, runclient.Config{Namespace: cfg.Namespace, UIBase: cfg.TemporalUIURL})
 }
 
-func provideAPI(cat api.Catalog, eng api.Engine, sc api.Schedules, wh api.Webhooks, c client.Client, rec *reconcile.Reconciler, cfg config.Config, m *telemetry.Metrics, l *zap.Logger) (http.Handler, error) {
+func provideAPI(cat api.Catalog, eng api.Engine, sc api.Schedules, wh api.Webhooks, c client.Client, rec *reconcile.Reconciler, cfg config.Config, m *telemetry.Metrics, tr *telemetry.Tracing, l *zap.Logger) (http.Handler, error) {
 	endpoints := endpointclient.New(c, cfg.Namespace, cfg.TemporalUIURL)
 	px, err := proxy.New(endpoints, endpoints, proxy.Options{Log: l.Named("proxy"), Metrics: m})
 	if err != nil {
 		return nil, err
 	}
 	return api.New(cat, eng, api.WithLogger(l.Named("api")), api.WithTaskQueue(cfg.TaskQueue), api.WithConverger(rec), api.WithStreamLimit(cfg.StreamLimit), api.WithTokenCacheTTL(cfg.TokenCacheTTL),
-		api.WithSchedules(sc), api.WithWebhooks(wh, cfg.WebhookAllowPrivate), api.WithEndpoints(endpoints), api.WithRegistry(m.Registry), api.WithEndpointProxy(px))
+		api.WithSchedules(sc), api.WithWebhooks(wh, cfg.WebhookAllowPrivate), api.WithEndpoints(endpoints), api.WithRegistry(m.Registry), api.WithEndpointProxy(px), api.WithTracing(tr.TracerProvider()))
 }
 
 // provideReconciler keeps the catalogue converged with Temporal (runs ended

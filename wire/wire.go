@@ -23,7 +23,7 @@ var common = wire.NewSet(app.NewLogger, provideStore, app.NewTemporalClient)
 
 // InitGateway builds the REST gateway process.
 func InitGateway(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (*app.Gateway, func(), error) {
-	wire.Build(common, provideEngine, provideReconciler, provideSweepers, provideAPI, app.NewGateway,
+	wire.Build(common, provideGatewayTracing, provideEngine, provideReconciler, provideSweepers, provideAPI, app.NewGateway,
 		wire.Bind(new(api.Catalog), new(*store.Store)),
 		wire.Bind(new(api.Engine), new(*runclient.Client)),
 		wire.Bind(new(api.Schedules), new(*runclient.Client)),
@@ -35,7 +35,7 @@ func InitGateway(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (
 
 // InitWorker builds the worker process (local runtime).
 func InitWorker(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (*app.Worker, func(), error) {
-	wire.Build(common, provideRunner, provideLocalServing, mirror.New, pipelines.New, provideSelector, provideAdmission, provideDeploy, provideStepCache, foreach.New, provideGoPipelines, app.NewWorker,
+	wire.Build(common, provideWorkerTracing, provideRunner, provideLocalServing, mirror.New, pipelines.New, provideSelector, provideAdmission, provideDeploy, provideStepCache, foreach.New, provideGoPipelines, app.NewWorker,
 		wire.Bind(new(local.LogSink), new(*store.Store)),
 		wire.Bind(new(mirror.RunMirror), new(*store.Store)),
 		wire.Bind(new(pipelines.VersionReader), new(*store.Store)),
@@ -49,7 +49,7 @@ func InitWorker(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (*
 // (cfg.Cluster): its clients, the Kubernetes backends and the registration
 // and capacity reports.
 func InitClusterWorker(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (*app.ClusterWorker, func(), error) {
-	wire.Build(common, app.NewKubeRESTConfig, app.NewKubeClients, provideKubeBackend, provideServing, app.NewClusterWorker,
+	wire.Build(common, provideWorkerTracing, app.NewKubeRESTConfig, app.NewKubeClients, provideKubeBackend, provideServing, app.NewClusterWorker,
 		wire.Bind(new(app.ClusterRegistry), new(*store.Store)),
 	)
 	return nil, nil, nil

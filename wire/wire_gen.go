@@ -30,16 +30,24 @@ func InitGateway(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (
 		cleanup()
 		return nil, nil, err
 	}
-	client, cleanup3, err := app.NewTemporalClient(ctx, cfg, logger, m)
+	tracing, cleanup3, err := provideGatewayTracing(ctx, m, logger)
 	if err != nil {
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	client, cleanup4, err := app.NewTemporalClient(ctx, cfg, logger, m, tracing)
+	if err != nil {
+		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
 	runclientClient := provideEngine(client, cfg)
 	reconciler := provideReconciler(store, runclientClient, cfg, logger)
-	handler, err := provideAPI(store, runclientClient, runclientClient, store, client, reconciler, cfg, m, logger)
+	handler, err := provideAPI(store, runclientClient, runclientClient, store, client, reconciler, cfg, m, tracing, logger)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -48,6 +56,7 @@ func InitGateway(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (
 	sweepers := provideSweepers(reconciler, store, cfg, logger)
 	gateway := app.NewGateway(handler, sweepers, cfg, logger)
 	return gateway, func() {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -60,19 +69,27 @@ func InitWorker(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (*
 	if err != nil {
 		return nil, nil, err
 	}
-	client, cleanup2, err := app.NewTemporalClient(ctx, cfg, logger, m)
+	tracing, cleanup2, err := provideWorkerTracing(ctx, m, logger)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
-	store, cleanup3, err := provideStore(ctx, cfg, logger)
+	client, cleanup3, err := app.NewTemporalClient(ctx, cfg, logger, m, tracing)
 	if err != nil {
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	store, cleanup4, err := provideStore(ctx, cfg, logger)
+	if err != nil {
+		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
 	runner, err := provideRunner(store, cfg, logger)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -80,6 +97,7 @@ func InitWorker(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (*
 	}
 	serving, err := provideLocalServing(runner, cfg, logger)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -95,6 +113,7 @@ func InitWorker(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (*
 	v := provideGoPipelines(cfg)
 	worker := app.NewWorker(client, cfg, runner, serving, mirrorMirror, selector, activities, deployActivities, stepcacheActivities, resolver, foreachActivities, store, v, logger)
 	return worker, func() {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -109,26 +128,35 @@ func InitClusterWorker(ctx context.Context, cfg config.Config, m *telemetry.Metr
 	if err != nil {
 		return nil, nil, err
 	}
-	client, cleanup2, err := app.NewTemporalClient(ctx, cfg, logger, m)
+	tracing, cleanup2, err := provideWorkerTracing(ctx, m, logger)
 	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	client, cleanup3, err := app.NewTemporalClient(ctx, cfg, logger, m, tracing)
+	if err != nil {
+		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
 	restConfig, err := app.NewKubeRESTConfig(cfg)
 	if err != nil {
+		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
 	v, err := app.NewKubeClients(restConfig)
 	if err != nil {
+		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	backend, cleanup3 := provideKubeBackend(v, cfg, logger)
-	store, cleanup4, err := provideStore(ctx, cfg, logger)
+	backend, cleanup4 := provideKubeBackend(v, cfg, logger)
+	store, cleanup5, err := provideStore(ctx, cfg, logger)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -137,6 +165,7 @@ func InitClusterWorker(ctx context.Context, cfg config.Config, m *telemetry.Metr
 	serving := provideServing(v, cfg, store, logger)
 	clusterWorker := app.NewClusterWorker(client, cfg, v, backend, serving, store, logger)
 	return clusterWorker, func() {
+		cleanup5()
 		cleanup4()
 		cleanup3()
 		cleanup2()

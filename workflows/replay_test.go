@@ -9,11 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/atelier-ml/atelier/examples/gopipeline"
+	"github.com/atelier-ml/atelier/internal/telemetry"
 	"github.com/atelier-ml/atelier/workflows"
 )
 
@@ -39,27 +42,64 @@ func TestReplayRecordedHistories(t *testing.T) {
 		if name == "workflow-ids" {
 			continue
 		}
-		t.Run(name, func(t *testing.T) {
-			r := worker.NewWorkflowReplayer()
-			workflows.Register(r, gopipeline.Pipeline, gopipeline.CleanupPipeline, gopipeline.ChainPipeline)
-			fh, err := os.Open(f)
-			if err != nil {
-				t.Fatal(err)
+		// Traced: with the OpenTelemetry interceptor workers install when
+		// tracing is on, which must add no command either.
+		for _, traced := range []bool{false, true} {
+			sub := name
+			if traced {
+				sub += "/traced"
 			}
-			defer fh.Close()
-			h, err := client.HistoryFromJSON(fh, client.HistoryJSONOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			opts := worker.ReplayWorkflowHistoryOptions{}
-			if id := ids[name]; id != "" {
-				opts.OriginalExecution = workflow.Execution{ID: id, RunID: h.Events[0].GetWorkflowExecutionStartedEventAttributes().GetOriginalExecutionRunId()}
-			}
-			if err := r.ReplayWorkflowHistoryWithOptions(nil, h, opts); err != nil {
-				t.Fatalf("replay %s: %v", f, err)
-			}
-		})
+			t.Run(sub, func(t *testing.T) {
+				r := newReplayer(t, traced)
+				fh, err := os.Open(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer fh.Close()
+				h, err := client.HistoryFromJSON(fh, client.HistoryJSONOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				opts := worker.ReplayWorkflowHistoryOptions{}
+				if id := ids[name]; id != "" {
+					opts.OriginalExecution = workflow.Execution{ID: id, RunID: h.Events[0].GetWorkflowExecutionStartedEventAttributes().GetOriginalExecutionRunId()}
+				}
+				if err := r.ReplayWorkflowHistoryWithOptions(nil, h, opts); err != nil {
+					t.Fatalf("replay %s: %v", f, err)
+				}
+			})
+		}
 	}
+}
+
+// newReplayer is a replayer of every Atelier workflow, with the tracing
+// interceptor of a traced worker when traced.
+func newReplayer(t *testing.T, traced bool) worker.WorkflowReplayer {
+	t.Helper()
+	var opts worker.WorkflowReplayerOptions
+	if traced {
+		tr, err := telemetry.NewTracing(t.Context(), telemetry.WorkerService, tracetest.NewInMemoryExporter())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tr.Shutdown() })
+		is, err := tr.TemporalInterceptors()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, i := range is {
+			opts.Interceptors = append(opts.Interceptors, i.(interceptor.WorkerInterceptor))
+		}
+		if len(opts.Interceptors) == 0 {
+			t.Fatal("tracing is on but installs no worker interceptor")
+		}
+	}
+	r, err := worker.NewWorkflowReplayerWithOptions(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	workflows.Register(r, gopipeline.Pipeline, gopipeline.CleanupPipeline, gopipeline.ChainPipeline)
+	return r
 }
 
 // TestReplayCatchesAnUnguardedChange proves the replay test has teeth: the

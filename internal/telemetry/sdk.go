@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.temporal.io/sdk/client"
 )
 
@@ -21,6 +22,10 @@ type Options struct {
 	// revision) to their series. Off by default: every project multiplies
 	// the run and step series.
 	TenantLabels bool
+	// SpanExporter, when set, turns tracing on in every process built with
+	// these metrics and receives their spans instead of OTLP (tests read
+	// them from an in-memory exporter; see NewTracing).
+	SpanExporter sdktrace.SpanExporter
 }
 
 // Metrics is one process's metrics: the registry its /metrics serves and
@@ -30,6 +35,9 @@ type Metrics struct {
 	Registry     *prometheus.Registry
 	SDK          client.MetricsHandler
 	TenantLabels bool
+	// SpanExporter is Options.SpanExporter: nil, tracing follows the
+	// OpenTelemetry environment.
+	SpanExporter sdktrace.SpanExporter
 }
 
 // New makes a registry with the Go runtime and process collectors and an
@@ -37,7 +45,7 @@ type Metrics struct {
 func New(opts Options) *Metrics {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return &Metrics{Registry: reg, SDK: NewSDKHandler(reg, opts), TenantLabels: opts.TenantLabels}
+	return &Metrics{Registry: reg, SDK: NewSDKHandler(reg, opts), TenantLabels: opts.TenantLabels, SpanExporter: opts.SpanExporter}
 }
 
 // HTTPHandler serves the registry in the Prometheus exposition formats. A
