@@ -17,10 +17,11 @@ import (
 )
 
 var (
-	once    sync.Once
-	server  *devstack.TemporalServer
-	initErr error
-	seq     atomic.Int64
+	once     sync.Once
+	server   *devstack.TemporalServer
+	stateDir string
+	initErr  error
+	seq      atomic.Int64
 )
 
 // Main runs the tests and then stops the shared server, if one was started.
@@ -32,11 +33,14 @@ func Main(m *testing.M) {
 			fmt.Fprintln(os.Stderr, "temporaltest:", err)
 		}
 	}
+	if stateDir != "" {
+		_ = os.RemoveAll(stateDir)
+	}
 	os.Exit(code)
 }
 
 // Server returns the test binary's shared Temporal dev server, starting it
-// on first use (in-memory, headless, free port, TunedDynamicConfig, the
+// on first use (its database in a temporary file, headless, free port, TunedDynamicConfig, the
 // Atelier namespace and search attributes). A failed start fails every test
 // that asks, with the server's log tail in the message.
 func Server(t testing.TB) *devstack.TemporalServer {
@@ -54,7 +58,17 @@ func Server(t testing.TB) *devstack.TemporalServer {
 			// until the test ends, and a silent build looks like a hang.
 			fmt.Fprintf(os.Stderr, "temporaltest: "+format+"\n", args...)
 		}
+		// A database file rather than the dev server's in-memory SQLite:
+		// an in-memory database vanishes whenever the server's pool has
+		// closed its last connection, and a long test run then loses the
+		// namespace ("Namespace atelier is not found" mid-run; the same as
+		// temporalio/temporal#3784, #8017). In RAM where the machine has
+		// /dev/shm, so commits cost no disk flush.
+		if stateDir, initErr = os.MkdirTemp(shmOrTemp(), "atelier-temporaltest-"); initErr != nil {
+			return
+		}
 		server, initErr = devstack.StartTemporal(ctx, devstack.TemporalOptions{
+			StateDir: stateDir,
 			Headless: true,
 			LogFile:  os.Getenv("ATELIER_TEMPORAL_TEST_LOG"),
 		}, logf)
@@ -78,6 +92,19 @@ func Client(t testing.TB) client.Client {
 	}
 	t.Cleanup(c.Close)
 	return c
+}
+
+// shmOrTemp is /dev/shm when it is a writable directory, else the
+// system's temporary directory.
+func shmOrTemp() string {
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		if f, err := os.CreateTemp("/dev/shm", "atelier-probe-"); err == nil {
+			_ = f.Close()
+			_ = os.Remove(f.Name())
+			return "/dev/shm"
+		}
+	}
+	return os.TempDir()
 }
 
 var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)

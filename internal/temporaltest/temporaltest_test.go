@@ -114,7 +114,7 @@ func TestListBySearchAttribute(t *testing.T) {
 	tq := temporaltest.TaskQueue(t)
 	startWorker(t, c, tq, []any{greetWorkflow}, []any{greet})
 	ctx := ctxFor(t, 30*time.Second)
-	// Unique per run so -count=N on the shared in-memory server still
+	// Unique per run so -count=N on the shared server still
 	// finds exactly one match.
 	project := fmt.Sprintf("x-%d-%d", os.Getpid(), time.Now().UnixNano())
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
