@@ -526,3 +526,19 @@ func TestRecordWideTemplateHistories(t *testing.T) {
 	recordHistory(t, s, "v6-wide-templates", id)
 	recordHistory(t, s, "v6-wide-templates-batch", id+".twice.batch-0")
 }
+
+// TestRecordWideExitHistories records a run whose outputs and exit
+// handlers read a wide step's outputs (atelier.wide-exit-outputs:
+// workflows/wideexit.go).
+//
+//	ATELIER_RECORD_HISTORIES=1 go test ./integration -run TestRecordWideExitHistories
+func TestRecordWideExitHistories(t *testing.T) {
+	if os.Getenv("ATELIER_RECORD_HISTORIES") == "" {
+		t.Skip("set ATELIER_RECORD_HISTORIES=1 to re-record workflows/testdata histories")
+	}
+	s := newStack(t, stackOptions{concurrency: 100})
+	id, r := runWideExit(t, s)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
+	time.Sleep(500 * time.Millisecond) // the final mirror's completion
+	recordHistory(t, s, "v6-wide-exit-outputs", id)
+}

@@ -336,3 +336,56 @@ func TestWideTemplatesOnTheRealStack(t *testing.T) {
 	assert.Equal(t, []any{map[string]any{"v": 0.0}, map[string]any{"v": 14.0}, map[string]any{"v": 2198.0}}, pick.Outputs)
 	assert.Equal(t, map[string]any{"sum": 1813350.0}, stepByName(r, "total").Outputs)
 }
+
+// wideExitPipeline's outputs and exit handlers read a wide step's outputs
+// (workflows/wideexit.go): a reducer and a count as outputs, an exit
+// handler whose when and command read the list, and one whose forEach
+// list is computed from it.
+const wideExitPipeline = `
+steps:
+  - name: square
+    forEach: {items: "0..1099", parallelism: 100}
+    container: {command: ["sh", "-c", "echo '{\"v\": {{ item * item }}}' > $ATELIER_OUTPUTS"]}
+outputs:
+  total: "{{ sum(map(steps.square.outputs, .v)) }}"
+  count: "{{ len(steps.square.outputs) }}"
+onExit:
+  - name: report
+    when: "len(steps.square.outputs) == 1100"
+    container: {command: ["sh", "-c", "echo '{\"state\": \"{{ run.state }}\", \"last\": {{ steps.square.outputs[1099].v }}}' > $ATELIER_OUTPUTS"]}
+  - name: small
+    forEach: {items: "filter(map(steps.square.outputs, .v), # < 10)"}
+    container: {command: ["sh", "-c", "echo '{\"v\": {{ item }}}' > $ATELIER_OUTPUTS"]}
+`
+
+// runWideExit runs wideExitPipeline and returns the run's ID and end.
+func runWideExit(t *testing.T, s *stack) (string, gen.Run) {
+	t.Helper()
+	s.createPipeline("wide-exit", wideExitPipeline)
+	id := s.start("wide-exit", nil)
+	return id, s.waitTerminal(id, 5*time.Minute)
+}
+
+// The pipeline's outputs and its exit handlers read a wide step's outputs
+// on the real stack: evaluated by atelier.step.render over Postgres, so
+// they see the 1,100 outputs and not the reference that stands for them
+// in the workflow.
+func TestWideExitAndOutputsOnTheRealStack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1,100 local processes")
+	}
+	s := newStack(t, stackOptions{concurrency: 100})
+	_, r := runWideExit(t, s)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
+	var total float64
+	for k := 0; k < 1100; k++ {
+		total += float64(k * k)
+	}
+	assert.Equal(t, map[string]any{"total": total, "count": 1100.0}, r.Status.Result)
+	report := stepByName(r, "report")
+	require.Equal(t, gen.StepStateSUCCEEDED, report.State, "%s", val(report.Error))
+	assert.Equal(t, map[string]any{"state": "SUCCEEDED", "last": float64(1099 * 1099)}, report.Outputs)
+	small := stepByName(r, "small")
+	require.Equal(t, gen.StepStateSUCCEEDED, small.State, "%s", val(small.Error))
+	assert.Equal(t, []any{map[string]any{"v": 0.0}, map[string]any{"v": 1.0}, map[string]any{"v": 4.0}, map[string]any{"v": 9.0}}, small.Outputs)
+}

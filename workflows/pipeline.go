@@ -44,8 +44,9 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, e
 	var outputs map[string]any
 	if len(d.p.Outputs) > 0 && !r.Cancelled() && !r.DeadlineExceeded() && d.failure == "" {
 		// Declared outputs (none in runs from before them) are evaluated
-		// in memory: no command, so no version marker.
-		if outputs, err = spec.EvalOutputs(d.p, d.env()); err != nil {
+		// in memory (no command, so no version marker) unless they read
+		// a wide step's (wideexit.go).
+		if outputs, err = d.evalOutputs(); err != nil {
 			d.failure = fmt.Sprintf("evaluating the pipeline's outputs: %v", err)
 		}
 	}
@@ -159,8 +160,9 @@ func (d *dag) run() {
 	d.outputs = make([]any, n)
 	d.started = make([]bool, n)
 	d.done = make([]bool, n)
-	d.refs = spec.References(d.p)
-	d.wideRefs = make([]*WideRef, n)
+	d.refs = d.references(spec.RefWhen | spec.RefItems | spec.RefTemplates)
+	d.wideRefs = make([]*WideRef, n+len(d.outerNames()))
+	d.inheritWide()
 	if d.steps == nil { // exit handlers come with theirs, shown since the start
 		d.steps = make([]*StepStatus, n)
 		for i, s := range d.p.Steps {

@@ -353,7 +353,7 @@ func (d *dag) wideEnv(i int, env spec.Env) (map[string]any, map[string]spec.Step
 	outputs := map[string]spec.StepEnv{}
 	var wide map[string]WideRef
 	for _, j := range d.refs[i] {
-		name := d.steps[j].Name
+		name := d.nameOf(j)
 		if ref := d.wideRefs[j]; ref != nil {
 			if !d.wideTemplates() {
 				return nil, nil, nil, fmt.Sprintf("the templates of a forEach over more than %d items cannot read the outputs of wide step %q yet", spec.WideThreshold, name)
@@ -412,7 +412,7 @@ func (d *dag) renderRemote(ctx workflow.Context, i int, env spec.Env, mode rende
 	req := RenderRequest{Step: d.p.Steps[i], Params: env.Params, Outputs: map[string]any{}, Wide: map[string]WideRef{}, Run: env.Run,
 		Items: mode == renderList, WhenOnly: mode == renderWhen}
 	for _, j := range d.refs[i] {
-		name := d.steps[j].Name
+		name := d.nameOf(j)
 		if ref := d.wideRefs[j]; ref != nil {
 			if mode != renderWhen || slices.Contains(d.whenReferences()[i], j) {
 				req.Wide[name] = *ref
@@ -434,6 +434,11 @@ const ErrTypeRender = "RenderFailed"
 // Render answers a RenderRequest (RenderStepName), with env holding the
 // wide steps' outputs. Exported for activities/foreach.
 func Render(req *RenderRequest, env spec.Env) (RenderResult, error) {
+	if req.PipelineOutputs != nil {
+		// The workflow says what failed (the pipeline's outputs).
+		out, err := spec.EvalOutputs(&spec.Pipeline{Outputs: req.PipelineOutputs}, env)
+		return RenderResult{PipelineOutputs: out}, err
+	}
 	if req.WhenOnly {
 		if req.Step.When == "" {
 			return RenderResult{}, nil
@@ -580,7 +585,7 @@ func (d *dag) startRemoteItems(i int, env spec.Env, opts []StepOption) {
 // forEach list) read a wide step's outputs.
 func (d *dag) templatesReadWide(i int) bool {
 	if d.tmplRefs == nil {
-		d.tmplRefs = spec.TemplateReferences(d.p)
+		d.tmplRefs = d.references(spec.RefWhen | spec.RefTemplates)
 	}
 	for _, j := range d.tmplRefs[i] {
 		if d.wideRefs[j] != nil {

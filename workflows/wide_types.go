@@ -198,6 +198,10 @@ type RenderRequest struct {
 	// forEach whose when reads a wide step's outputs but whose list does
 	// not, so the list keeps being evaluated in the workflow.
 	WhenOnly bool `json:"whenOnly,omitempty"`
+	// PipelineOutputs asks for the pipeline's outputs (spec.Pipeline's
+	// Outputs templates) instead of a step: outputs that read a wide
+	// step's (wideexit.go).
+	PipelineOutputs map[string]string `json:"pipelineOutputs,omitempty"`
 }
 
 // RenderResult is the rendered step: Skip when its when condition is false,
@@ -213,6 +217,9 @@ type RenderResult struct {
 	// Items is the forEach list as a JSON array (RenderRequest.Items), at
 	// most MaxRenderedItems bytes.
 	Items json.RawMessage `json:"items,omitempty"`
+	// PipelineOutputs are the evaluated outputs (RenderRequest's), at
+	// most spec.MaxOutputsBytes of JSON.
+	PipelineOutputs map[string]any `json:"pipelineOutputs,omitempty"`
 }
 
 // MaxRenderedItems bounds a forEach list computed from a wide step's

@@ -46,21 +46,21 @@ func (d *dag) wideTemplates() bool {
 
 func (d *dag) whenReferences() [][]int {
 	if d.whenRefs == nil {
-		d.whenRefs = spec.WhenReferences(d.p)
+		d.whenRefs = d.references(spec.RefWhen)
 	}
 	return d.whenRefs
 }
 
 func (d *dag) itemsReferences() [][]int {
 	if d.itemsRefs == nil {
-		d.itemsRefs = spec.ItemsReferences(d.p)
+		d.itemsRefs = d.references(spec.RefItems)
 	}
 	return d.itemsRefs
 }
 
 func (d *dag) workReferences() [][]int {
 	if d.workRefs == nil {
-		d.workRefs = spec.WorkReferences(d.p)
+		d.workRefs = d.references(spec.RefTemplates)
 	}
 	return d.workRefs
 }
@@ -153,7 +153,7 @@ func (d *dag) itemRendererFor(i int, env spec.Env, items []any) *itemRenderer {
 	s := d.p.Steps[i]
 	req := RenderItemsRequest{Params: env.Params, Outputs: map[string]spec.StepEnv{}, Wide: map[string]WideRef{}, Run: env.Run, End: len(items), Total: len(items)}
 	for _, j := range d.refs[i] {
-		name := d.steps[j].Name
+		name := d.nameOf(j)
 		if ref := d.wideRefs[j]; ref != nil {
 			if slices.Contains(d.workReferences()[i], j) {
 				req.Wide[name] = *ref

@@ -668,42 +668,97 @@ func validateItems(raw json.RawMessage, path string, sc *refScope, ps *problems)
 // this, so implicit references can never race their producers. Call it only
 // on a pipeline that passed Validate; unknown names are ignored.
 func Dependencies(p *Pipeline) [][]int {
-	return stepRefs(p, refDependsOn|refWhen|refItems|refTemplates)
+	return stepRefs(p, nil, RefDependsOn|RefWhen|RefItems|RefTemplates)
 }
 
 // References returns, for each step, the sorted indexes of the steps whose
 // outputs it reads in when, forEach.items or templates (Dependencies
 // without dependsOn). The workflow uses it to know which steps need the
 // outputs of a wide forEach, which stay out of its history.
-func References(p *Pipeline) [][]int { return stepRefs(p, refWhen|refItems|refTemplates) }
+func References(p *Pipeline) [][]int { return stepRefs(p, nil, RefWhen|RefItems|RefTemplates) }
 
 // TemplateReferences is References without forEach.items: the steps whose
 // outputs a step's when and templates read.
-func TemplateReferences(p *Pipeline) [][]int { return stepRefs(p, refWhen|refTemplates) }
+func TemplateReferences(p *Pipeline) [][]int { return stepRefs(p, nil, RefWhen|RefTemplates) }
 
 // WhenReferences, ItemsReferences and WorkReferences split References by
 // where a step reads outputs: its when, its forEach.items expression, and
 // its templates (the work it runs, rendered per item in a forEach). The
 // workflow renders each part where the outputs it reads are.
-func WhenReferences(p *Pipeline) [][]int  { return stepRefs(p, refWhen) }
-func ItemsReferences(p *Pipeline) [][]int { return stepRefs(p, refItems) }
-func WorkReferences(p *Pipeline) [][]int  { return stepRefs(p, refTemplates) }
+func WhenReferences(p *Pipeline) [][]int  { return stepRefs(p, nil, RefWhen) }
+func ItemsReferences(p *Pipeline) [][]int { return stepRefs(p, nil, RefItems) }
+func WorkReferences(p *Pipeline) [][]int  { return stepRefs(p, nil, RefTemplates) }
 
-// Parts of a step whose references stepRefs collects.
+// RefPart is a part of a step whose references ReferencesWithin collects.
+type RefPart int
+
 const (
-	refDependsOn = 1 << iota
-	refWhen
-	refItems
-	refTemplates
+	RefDependsOn RefPart = 1 << iota
+	RefWhen
+	RefItems
+	RefTemplates
 )
 
-func stepRefs(p *Pipeline, parts int) [][]int {
+// ReferencesWithin is References over parts for steps that may also read
+// outer steps (exit handlers: p is Pipeline.ExitPipeline(), outer the
+// pipeline's step names): outer[k] is index len(p.Steps)+k. Outer steps
+// have ended before any of p's start, so Dependencies never holds them;
+// the workflow needs them to know where an exit handler reads a wide
+// step's outputs.
+func ReferencesWithin(p *Pipeline, outer []string, parts RefPart) [][]int {
+	return stepRefs(p, outer, parts)
+}
+
+// OutputsReferences returns the sorted indexes of the steps the
+// pipeline's outputs read.
+func OutputsReferences(p *Pipeline) []int {
+	byName := stepIndexes(p, nil)
+	sc := &refScope{steps: byName, params: map[string]bool{}, itemOK: true}
+	set := map[int]bool{}
+	for _, k := range sortedStringKeys(p.Outputs) {
+		segs, err := splitTemplate(p.Outputs[k])
+		if err != nil {
+			continue
+		}
+		for _, sg := range segs {
+			if sg.isExpr {
+				for _, n := range analyzeExpr(sg.text, sc).steps {
+					set[byName[n]] = true
+				}
+			}
+		}
+	}
+	return sortedSet(set)
+}
+
+// stepIndexes maps the step names of p, then outer (see ReferencesWithin),
+// to their indexes; the first of duplicates wins.
+func stepIndexes(p *Pipeline, outer []string) map[string]int {
 	byName := map[string]int{}
 	for i, s := range p.Steps {
 		if _, dup := byName[s.Name]; !dup && s.Name != "" {
 			byName[s.Name] = i
 		}
 	}
+	for k, n := range outer {
+		if _, dup := byName[n]; !dup && n != "" {
+			byName[n] = len(p.Steps) + k
+		}
+	}
+	return byName
+}
+
+func sortedSet(set map[int]bool) []int {
+	out := make([]int, 0, len(set))
+	for j := range set {
+		out = append(out, j)
+	}
+	sort.Ints(out)
+	return out
+}
+
+func stepRefs(p *Pipeline, outer []string, parts RefPart) [][]int {
+	byName := stepIndexes(p, outer)
 	sc := &refScope{steps: byName, params: map[string]bool{}, itemOK: true}
 	out := make([][]int, len(p.Steps))
 	for i := range p.Steps {
@@ -714,7 +769,7 @@ func stepRefs(p *Pipeline, parts int) [][]int {
 				set[j] = true
 			}
 		}
-		if parts&refDependsOn != 0 {
+		if parts&RefDependsOn != 0 {
 			for _, d := range s.DependsOn {
 				addName(d)
 			}
@@ -724,16 +779,16 @@ func stepRefs(p *Pipeline, parts int) [][]int {
 				addName(n)
 			}
 		}
-		if strings.TrimSpace(s.When) != "" && parts&refWhen != 0 {
+		if strings.TrimSpace(s.When) != "" && parts&RefWhen != 0 {
 			refs(s.When)
 		}
-		if s.ForEach != nil && parts&refItems != 0 {
+		if s.ForEach != nil && parts&RefItems != 0 {
 			if form, _, src, err := parseItems(s.ForEach.Items); err == nil && form == itemsExpr {
 				refs(src)
 			}
 		}
 		tmpl := func(v string) {
-			if parts&refTemplates == 0 {
+			if parts&RefTemplates == 0 {
 				return
 			}
 			segs, err := splitTemplate(v)
@@ -773,12 +828,7 @@ func stepRefs(p *Pipeline, parts int) [][]int {
 		if s.Pipeline != nil {
 			pipelineTemplates(s.Pipeline, func(_, v string) { tmpl(v) })
 		}
-		deps := make([]int, 0, len(set))
-		for j := range set {
-			deps = append(deps, j)
-		}
-		sort.Ints(deps)
-		out[i] = deps
+		out[i] = sortedSet(set)
 	}
 	return out
 }

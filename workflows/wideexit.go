@@ -1,0 +1,106 @@
+package workflows
+
+import (
+	"fmt"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/atelier-ml/atelier/workflows/spec"
+)
+
+// Exit handlers and the pipeline's outputs over a wide step's outputs. The
+// steps of the pipeline read them through RenderStepName (wide.go,
+// widetemplates.go); exit handlers are a dag of their own whose steps read
+// the pipeline's as outer steps (spec.ReferencesWithin), and the outputs
+// are evaluated once every step has ended. Both used to render in the
+// workflow, over the reference object (WideOutputs) that stands for a wide
+// step's outputs in the workflow: a template read {"atelier.wideOutputs":
+// …} instead of the list. They now take the activity path like any step.
+
+// versionWideReaders guards that change (workflow.GetVersion change ID;
+// never reuse it): before it, exit handlers and outputs were rendered in
+// the workflow over the reference object. Asked only where an exit
+// handler or an output reads a wide step, so other runs record no marker.
+const versionWideReaders = "atelier.wide-exit-outputs"
+
+// outerNames are the steps d's steps may read without depending on them:
+// for exit handlers, the pipeline's steps (index len(d.p.Steps)+k in
+// d.refs and d.wideRefs is outer step k); none for the pipeline.
+func (d *dag) outerNames() []string {
+	if d.parent == nil {
+		return nil
+	}
+	names := make([]string, len(d.parent.steps))
+	for k, st := range d.parent.steps {
+		names[k] = st.Name
+	}
+	return names
+}
+
+// nameOf is the name of step j of d.refs (an outer step past d's own).
+func (d *dag) nameOf(j int) string {
+	if j < len(d.steps) {
+		return d.steps[j].Name
+	}
+	return d.parent.steps[j-len(d.steps)].Name
+}
+
+// references is spec.ReferencesWithin for d, by part.
+func (d *dag) references(parts spec.RefPart) [][]int {
+	return spec.ReferencesWithin(d.p, d.outerNames(), parts)
+}
+
+// inheritWide gives exit handlers the pipeline's wide steps (d.wideRefs
+// past d's own steps) when one of them reads one, in runs from after
+// versionWideReaders; earlier runs keep rendering the reference object.
+func (d *dag) inheritWide() {
+	if d.parent == nil {
+		return
+	}
+	n := len(d.p.Steps)
+	reads := false
+	for i := range d.refs {
+		for _, j := range d.refs[i] {
+			reads = reads || (j >= n && d.parent.wideRefs[j-n] != nil)
+		}
+	}
+	if !reads || !d.wideReaders() {
+		return
+	}
+	copy(d.wideRefs[n:], d.parent.wideRefs)
+}
+
+func (d *dag) wideReaders() bool {
+	return workflow.GetVersion(d.r.root, versionWideReaders, workflow.DefaultVersion, 1) >= 1
+}
+
+// evalOutputs evaluates the pipeline's declared outputs once its steps
+// have succeeded: in the workflow (no command), or by RenderStepName when
+// they read a wide step's outputs, which are not in the workflow.
+func (d *dag) evalOutputs() (map[string]any, error) {
+	env := d.env()
+	var wide map[string]WideRef
+	outputs := map[string]any{}
+	for _, j := range spec.OutputsReferences(d.p) {
+		name := d.steps[j].Name
+		if ref := d.wideRefs[j]; ref != nil {
+			if wide == nil {
+				wide = map[string]WideRef{}
+			}
+			wide[name] = *ref
+		} else if se, ok := env.Steps[name]; ok {
+			outputs[name] = se.Outputs
+		}
+	}
+	if len(wide) == 0 || !d.wideReaders() {
+		return spec.EvalOutputs(d.p, env)
+	}
+	req := RenderRequest{PipelineOutputs: d.p.Outputs, Params: env.Params, Outputs: outputs, Wide: wide, Run: env.Run}
+	actx := workflow.WithActivityOptions(d.ctx, renderActivityOptions(d.r.controlQueue("")))
+	var res RenderResult
+	if err := workflow.ExecuteActivity(actx, RenderStepName, req).Get(actx, &res); err != nil {
+		msg, _, _ := describeActivityError(err)
+		return nil, fmt.Errorf("%s", msg)
+	}
+	return res.PipelineOutputs, nil
+}
