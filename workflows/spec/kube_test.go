@@ -160,7 +160,7 @@ steps:
   - name: b
     kind: ray
     forEach: {items: [1, 2]}
-    ray: {entrypoint: "python t.py --n {{ item }} --lr {{ params.lr }}", image: ray, runtimeEnv: {env_vars: {N: "{{ item }}"}}}`, nil, []want{
+    ray: {entrypoint: "python t.py --n {{ item }} --lr {{ params.lr }}", image: ray, runtimeEnv: {env_vars: {"N": "{{ item }}"}}}`, nil, []want{
 			{"steps[1].ray.entrypoint", `in {{ params.lrr }}: unknown param "lrr" (did you mean "lr"?)`},
 			{"steps[1].ray.entrypoint", "in {{ item }}: item is only available in steps with forEach"},
 			{"steps[1].ray.runtimeEnv.config.nested.deep[0]", `unknown run field "user"`},
@@ -507,7 +507,7 @@ steps:
     ray: {entrypoint: "run {{ steps.a.outputs.x }}", image: r}
   - name: ray-env
     kind: ray
-    ray: {entrypoint: x, image: r, runtimeEnv: {env_vars: {X: "{{ steps.b.outputs.x }}"}, pip: ["{{ steps.c.outputs.pkg }}"], n: 1}}
+    ray: {entrypoint: x, image: r, runtimeEnv: {env_vars: {X: "{{ steps.b.outputs.x }}"}, pip: ["{{ steps.c.outputs.pkg }}"], "n": 1}}
   - name: spark-file
     kind: spark
     spark: {type: Python, image: s, mainApplicationFile: "{{ steps.d.outputs.file }}"}

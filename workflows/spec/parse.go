@@ -37,6 +37,9 @@ func Parse(data []byte) (*Pipeline, error) {
 	isYAML := trimmed[0] != '{'
 	jsonData := data
 	if isYAML {
+		if boolKeys(data, &ps); len(ps.list) > 0 {
+			return nil, ps.err()
+		}
 		j, err := yaml.YAMLToJSONStrict(data)
 		if err != nil {
 			ps.add("", "%s", yamlErrorMessage(err))

@@ -171,6 +171,18 @@ steps:
 `, []want{{"steps[0].container.command[2]", "must be a string, got number 3 (quote it in YAML)"}}},
 		{"YAML 1.1 booleans are not strings", "steps:\n  - name: no\n    container: {command: [x]}\n",
 			[]want{{"steps[0].name", "must be a string, got false (quote it in YAML)"}}},
+		{"YAML 1.1 boolean keys are not names", `
+steps:
+  - name: a
+    container: {command: [x], env: {on: "1", Y: x, "n": ok}}
+outputs:
+  n: "{{ steps.a.outputs.x }}"
+  "no": ok
+`, []want{
+			{"steps[0].container.env.on", `YAML reads the unquoted key on as the boolean true: quote it ("on") (line 4)`},
+			{"steps[0].container.env.Y", `YAML reads the unquoted key Y as the boolean true: quote it ("Y")`},
+			{"outputs.n", `YAML reads the unquoted key n as the boolean false: quote it ("n") (line 6)`},
+		}},
 		{"type errors (JSON)", `{"steps": [{"name": 1, "container": {"command": "x", "env": {"A": true}},
   "retries": {"limit": 1.5, "factor": "2"}, "forEach": [1], "timeout": 30}]}`, []want{
 			{"steps[0].name", "must be a string, got number 1"},
