@@ -529,7 +529,9 @@ func TestRecordWideTemplateHistories(t *testing.T) {
 
 // TestRecordWideExitHistories records a run whose outputs and exit
 // handlers read a wide step's outputs (atelier.wide-exit-outputs:
-// workflows/wideexit.go).
+// workflows/wideexit.go), and a wide forEach over a list computed from
+// wide outputs that stays out of the pipeline's history, with one of its
+// batches (workflows/wide.go, runWideByRef).
 //
 //	ATELIER_RECORD_HISTORIES=1 go test ./integration -run TestRecordWideExitHistories
 func TestRecordWideExitHistories(t *testing.T) {
@@ -541,4 +543,9 @@ func TestRecordWideExitHistories(t *testing.T) {
 	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
 	time.Sleep(500 * time.Millisecond) // the final mirror's completion
 	recordHistory(t, s, "v6-wide-exit-outputs", id)
+	id, r = runWideList(t, s)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
+	time.Sleep(500 * time.Millisecond)
+	recordHistory(t, s, "v6-wide-list-by-ref", id)
+	recordHistory(t, s, "v6-wide-list-by-ref-batch", id+".each.batch-0")
 }

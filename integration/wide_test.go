@@ -389,3 +389,47 @@ func TestWideExitAndOutputsOnTheRealStack(t *testing.T) {
 	require.Equal(t, gen.StepStateSUCCEEDED, small.State, "%s", val(small.Error))
 	assert.Equal(t, []any{map[string]any{"v": 0.0}, map[string]any{"v": 1.0}, map[string]any{"v": 4.0}, map[string]any{"v": 9.0}}, small.Outputs)
 }
+
+// wideListPipeline's second wide step iterates over a list computed from
+// the first one's outputs that is too large to enter a workflow (1,100
+// strings of 300 bytes: over 256 KiB): each batch fetches its own items.
+var wideListPipeline = fmt.Sprintf(`
+steps:
+  - name: prep
+    forEach: {items: "0..1099", parallelism: 100}
+    container: {command: ["sh", "-c", "echo '{\"s\": \"%s-{{ item }}\"}' > $ATELIER_OUTPUTS"]}
+  - name: each
+    forEach: {items: "map(steps.prep.outputs, .s)", parallelism: 100}
+    container: {command: ["sh", "-c", "echo '{\"n\": '$(printf %%s '{{ item }}' | wc -c)'}' > $ATELIER_OUTPUTS"]}
+`, strings.Repeat("x", 300))
+
+// runWideList runs wideListPipeline and returns the run's ID and end.
+func runWideList(t *testing.T, s *stack) (string, gen.Run) {
+	t.Helper()
+	s.createPipeline("wide-list", wideListPipeline)
+	id := s.start("wide-list", nil)
+	return id, s.waitTerminal(id, 5*time.Minute)
+}
+
+// A wide forEach over a list computed from a wide step's outputs, too
+// large for the pipeline's history, runs on the real stack: its batches
+// evaluate the list over Postgres, and every item sees its own value.
+func TestWideListOverWideOutputsOnTheRealStack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("2,200 local processes")
+	}
+	s := newStack(t, stackOptions{concurrency: 100})
+	id, r := runWideList(t, s)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
+	each := stepByName(r, "each")
+	require.NotNil(t, each.Wide)
+	assert.Equal(t, gen.ItemCounts{Succeeded: 1100}, each.Wide.Counts)
+	items, _ := s.listItems(s.client(), id, "each", gen.StepStateSUCCEEDED, 1000)
+	require.Len(t, items, 1100)
+	for _, it := range items {
+		k := it.Index
+		want := fmt.Sprintf("%s-%d", strings.Repeat("x", 300), k)
+		require.Equal(t, want, it.Item, "item %d", k)
+		require.Equal(t, map[string]any{"n": float64(len(want))}, it.Outputs, "item %d", k)
+	}
+}

@@ -347,7 +347,7 @@ func (d *dag) runForEach(ctx workflow.Context, i int, env spec.Env, opts []StepO
 			d.fail(i, fmt.Sprintf("evaluating forEach items: forEach.items: %d items; the limit is %d", len(items), spec.WideThreshold))
 			return
 		}
-		d.runWide(ctx, i, env, items)
+		d.runWide(ctx, i, env, items, len(items))
 		return
 	}
 	now := workflow.Now(ctx)

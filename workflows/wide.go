@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -116,8 +117,12 @@ type BatchInput struct {
 	Outputs map[string]spec.StepEnv `json:"outputs,omitempty"`
 	// Wide are the wide steps whose outputs the step's templates read:
 	// the batch has its items rendered by RenderItemsName.
-	Wide  map[string]WideRef `json:"wide,omitempty"`
-	Start int                `json:"start"`
+	Wide map[string]WideRef `json:"wide,omitempty"`
+	// ListWide are the wide steps the list expression reads when the
+	// list was too large to travel (MaxRenderedItems): the batch fetches
+	// its items by RenderItemsName (ValuesOnly).
+	ListWide map[string]WideRef `json:"listWide,omitempty"`
+	Start    int                `json:"start"`
 	End   int                `json:"end"`
 	// Total is the length of the whole list.
 	Total int   `json:"total"`
@@ -160,15 +165,24 @@ func wideUnsupported(s *spec.Step, p *spec.Pipeline) string {
 	return ""
 }
 
-// runWide runs forEach step i over items (more than spec.WideThreshold) in
-// batch workflows. It owns the step's final state like runForEach.
-func (d *dag) runWide(ctx workflow.Context, i int, env spec.Env, items []any) {
+// runWide runs forEach step i over its n items (more than
+// spec.WideThreshold) in batch workflows. It owns the step's final state
+// like runForEach. items is nil when the list, computed from wide
+// outputs, was too large to enter the workflow: the batches evaluate it
+// again (BatchInput.ListWide).
+func (d *dag) runWide(ctx workflow.Context, i int, env spec.Env, items []any, n int) {
 	s, st := &d.p.Steps[i], d.steps[i]
 	if why := wideUnsupported(s, d.p); why != "" {
 		d.fail(i, why)
 		return
 	}
 	params, outputs, wide, why := d.wideEnv(i, env)
+	var listWide map[string]WideRef
+	if items == nil {
+		// The list stays out of the workflow (startRemoteItems): the
+		// batches fetch their items over the wide outputs it reads.
+		listWide = d.wideOf(d.itemsReferences()[i])
+	}
 	if why != "" {
 		d.fail(i, why)
 		return
@@ -177,15 +191,15 @@ func (d *dag) runWide(ctx workflow.Context, i int, env spec.Env, items []any) {
 	if par <= 0 {
 		par = spec.DefaultParallelism
 	}
-	plan := planWide(len(items), par)
+	plan := planWide(n, par)
 	now := workflow.Now(ctx)
 	st.State, st.StartedAt = StepRunning, &now
-	w := &WideStatus{Items: len(items), Batches: len(plan.batches), Parallelism: min(par, plan.childPar*plan.window)}
+	w := &WideStatus{Items: n, Batches: len(plan.batches), Parallelism: min(par, plan.childPar*plan.window)}
 	st.Wide = w
 	d.r.touch()
 
 	policy := s.ForEach.FailurePolicy
-	tolerated, stopEarly := policy.Tolerated(len(items)), policy.StopsEarly()
+	tolerated, stopEarly := policy.Tolerated(n), policy.StopsEarly()
 	reuseFrom := ""
 	if re := d.in.Reuse.step(s.Name); re != nil {
 		reuseFrom = re.WideFrom
@@ -234,7 +248,7 @@ func (d *dag) runWide(ctx workflow.Context, i int, env spec.Env, items []any) {
 		}
 		in := BatchInput{
 			RunID: d.r.ID(), Project: d.r.Project(), Pipeline: d.in.Pipeline, Step: bare,
-			Params: params, Outputs: outputs, Wide: wide, Start: b[0], End: b[1], Next: b[0], Total: len(items),
+			Params: params, Outputs: outputs, Wide: wide, ListWide: listWide, Start: b[0], End: b[1], Next: b[0], Total: n,
 			Parallelism: plan.slots[slot], StopAfter: stopAfter, ReuseFrom: reuseFrom,
 		}
 		if literal {
@@ -289,30 +303,30 @@ func (d *dag) runWide(ctx workflow.Context, i int, env spec.Env, items []any) {
 	// Every batch has ended: items neither counted nor in a batch that
 	// started never ran.
 	counted := w.Counts.Succeeded + w.Counts.Failed + w.Counts.Cancelled + w.Counts.Cached + w.Counts.NotRun
-	w.Counts.NotRun += len(items) - counted
+	w.Counts.NotRun += n - counted
 	never := func(why string) string {
 		if w.Counts.NotRun == 0 {
 			return why
 		}
-		return fmt.Sprintf("%s; %d of %d items never ran", why, w.Counts.NotRun, len(items))
+		return fmt.Sprintf("%s; %d of %d items never ran", why, w.Counts.NotRun, n)
 	}
 	switch {
 	case failure != "":
 		d.fail(i, never(failure))
 	case w.Counts.Failed > tolerated:
-		d.fail(i, never(tooManyFailed(w.Counts.Failed, len(items), policy, w.Failures)))
+		d.fail(i, never(tooManyFailed(w.Counts.Failed, n, policy, w.Failures)))
 	case ctx.Err() != nil:
 		d.finishStep(i, StepCancelled, "", never("run cancelled"))
 	case w.Counts.NotRun > 0 || w.Counts.Cancelled > 0:
 		d.finishStep(i, StepCancelled, "", never("stopped: "+d.failure))
 	default:
-		ref := WideRef{Run: d.r.ID(), Step: st.Name, Items: len(items)}
+		ref := WideRef{Run: d.r.ID(), Step: st.Name, Items: n}
 		w.Outputs = &ref
 		d.outputs[i] = WideOutputs(ref)
 		d.wideRefs[i] = &ref
 		msg := ""
 		if w.Counts.Failed > 0 {
-			msg = fmt.Sprintf("%d of %d items failed (tolerated: at most %v%%); their outputs are null", w.Counts.Failed, len(items), policy.MaxFailedPercent)
+			msg = fmt.Sprintf("%d of %d items failed (tolerated: at most %v%%); their outputs are null", w.Counts.Failed, n, policy.MaxFailedPercent)
 		}
 		d.finishStep(i, StepSucceeded, "", msg)
 	}
@@ -410,7 +424,7 @@ const (
 // records only the rendered step (bounded by spec.MaxRenderedStep).
 func (d *dag) renderRemote(ctx workflow.Context, i int, env spec.Env, mode renderMode) (RenderResult, error) {
 	req := RenderRequest{Step: d.p.Steps[i], Params: env.Params, Outputs: map[string]any{}, Wide: map[string]WideRef{}, Run: env.Run,
-		Items: mode == renderList, WhenOnly: mode == renderWhen}
+		Items: mode == renderList, ItemsByRef: mode == renderList, WhenOnly: mode == renderWhen}
 	for _, j := range d.refs[i] {
 		name := d.nameOf(j)
 		if ref := d.wideRefs[j]; ref != nil {
@@ -449,7 +463,22 @@ func Render(req *RenderRequest, env spec.Env) (RenderResult, error) {
 		}
 		return RenderResult{Skip: !ok}, nil
 	}
-	return RenderStep(&req.Step, env, req.Items)
+	res, err := RenderStep(&req.Step, env, req.Items)
+	if err != nil && req.ItemsByRef {
+		var big *listTooLarge
+		if errors.As(err, &big) && big.n > spec.WideThreshold {
+			return RenderResult{Count: big.n}, nil
+		}
+	}
+	return res, err
+}
+
+// listTooLarge is the error of a forEach list computed from wide outputs
+// that is over MaxRenderedItems of JSON.
+type listTooLarge struct{ n, bytes int }
+
+func (e *listTooLarge) Error() string {
+	return fmt.Sprintf("forEach items computed from a wide step's outputs are %d KiB; the limit is %d KiB", e.bytes>>10, MaxRenderedItems>>10)
 }
 
 // RenderStep renders what an activity was asked to (RenderStepName), with
@@ -474,7 +503,7 @@ func RenderStep(s *spec.Step, env spec.Env, items bool) (RenderResult, error) {
 			return RenderResult{}, fmt.Errorf("forEach items are not JSON: %w", err)
 		}
 		if len(b) > MaxRenderedItems {
-			return RenderResult{}, fmt.Errorf("forEach items computed from a wide step's outputs are %d KiB; the limit is %d KiB", len(b)>>10, MaxRenderedItems>>10)
+			return RenderResult{}, &listTooLarge{n: len(list), bytes: len(b)}
 		}
 		return RenderResult{Items: b}, nil
 	}
@@ -573,12 +602,39 @@ func (d *dag) startRemoteItems(i int, env spec.Env, opts []StepOption) {
 		case res.Skip:
 			d.finishStep(i, StepSkipped, "", fmt.Sprintf("skipped: condition %q is false", s.When))
 			return
+		case res.Count > 0:
+			d.runWideByRef(gctx, i, env, res.Count)
+			return
 		}
 		fe := *s.ForEach
 		fe.Items = res.Items
 		s.ForEach = &fe
 		d.runForEach(gctx, i, env, opts)
 	})
+}
+
+// runWideByRef runs forEach step i whose list, computed from wide outputs,
+// has n items (more than spec.WideThreshold) and was too large to enter
+// the workflow (RenderRequest.ItemsByRef): the batches evaluate it again
+// over the outputs, each fetching its own items. No run from before this
+// path can reach it: their render activity failed instead of answering
+// Count, and replay follows the recorded result.
+func (d *dag) runWideByRef(ctx workflow.Context, i int, env spec.Env, n int) {
+	d.runWide(ctx, i, env, nil, n)
+}
+
+// wideOf returns the WideRefs, by step name, of the wide steps among refs.
+func (d *dag) wideOf(refs []int) map[string]WideRef {
+	var out map[string]WideRef
+	for _, j := range refs {
+		if ref := d.wideRefs[j]; ref != nil {
+			if out == nil {
+				out = map[string]WideRef{}
+			}
+			out[d.nameOf(j)] = *ref
+		}
+	}
+	return out
 }
 
 // templatesReadWide reports whether step i's when or templates (not its

@@ -194,6 +194,10 @@ type RenderRequest struct {
 	// Items asks for the step's forEach list (and when) instead of its
 	// templates: a forEach whose items read a wide step's outputs.
 	Items bool `json:"items,omitempty"`
+	// ItemsByRef lets a list of more than spec.WideThreshold items that
+	// is over MaxRenderedItems stay out of the workflow: the result then
+	// has its length (Count) instead of the list.
+	ItemsByRef bool `json:"itemsByRef,omitempty"`
 	// WhenOnly asks for the step's when alone (Skip or nothing): a
 	// forEach whose when reads a wide step's outputs but whose list does
 	// not, so the list keeps being evaluated in the workflow.
@@ -217,14 +221,18 @@ type RenderResult struct {
 	// Items is the forEach list as a JSON array (RenderRequest.Items), at
 	// most MaxRenderedItems bytes.
 	Items json.RawMessage `json:"items,omitempty"`
+	// Count is the list's length when it stays out of the workflow
+	// (RenderRequest.ItemsByRef).
+	Count int `json:"count,omitempty"`
 	// PipelineOutputs are the evaluated outputs (RenderRequest's), at
 	// most spec.MaxOutputsBytes of JSON.
 	PipelineOutputs map[string]any `json:"pipelineOutputs,omitempty"`
 }
 
 // MaxRenderedItems bounds a forEach list computed from a wide step's
-// outputs: it is recorded in the pipeline's history and, past
-// spec.WideThreshold items, carried in slices by the batches' inputs.
+// outputs that enters the workflow: it is recorded in the pipeline's
+// history. A longer list of more than spec.WideThreshold items stays out
+// (RenderRequest.ItemsByRef): each batch fetches its own slice.
 const MaxRenderedItems = 256 << 10
 
 // RenderItemsRequest renders items [From, End) of a forEach step whose
@@ -248,12 +256,17 @@ type RenderItemsRequest struct {
 	// activity's evaluation).
 	Total int   `json:"total"`
 	Items []any `json:"items,omitempty"`
+	// ValuesOnly asks for the items' values instead of their rendered
+	// work (a batch's items of a list that stayed out of the workflow).
+	ValuesOnly bool `json:"valuesOnly,omitempty"`
 }
 
 // RenderItemsResult holds the rendered items From, From+1, … of the
 // request, in order: at least one, at most End-From.
 type RenderItemsResult struct {
 	Items []RenderedItem `json:"items"`
+	// Values are the items' values (RenderItemsRequest.ValuesOnly).
+	Values []any `json:"values,omitempty"`
 }
 
 // RenderedItem is one item's rendered work, or why its templates could

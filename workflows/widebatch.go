@@ -76,7 +76,7 @@ type batch struct {
 func (b *batch) run(ctx workflow.Context) (BatchResult, error) {
 	in := b.in
 	end := in.End
-	if err := b.loadItems(); err != nil {
+	if err := b.loadItems(ctx); err != nil {
 		b.res.Error = err.Error()
 		return b.res, nil
 	}
@@ -191,10 +191,14 @@ func (b *batch) env() spec.Env {
 }
 
 // loadItems makes in.Items the batch's items [Start, End): an expression
-// list is evaluated again (see BatchInput) and must be as long as the
-// pipeline workflow found it.
-func (b *batch) loadItems() error {
+// list is evaluated again (see BatchInput), by RenderItemsName when it
+// reads wide outputs, and must be as long as the pipeline workflow found
+// it.
+func (b *batch) loadItems(ctx workflow.Context) error {
 	in := b.in
+	if len(in.ListWide) > 0 {
+		return b.fetchItems(ctx)
+	}
 	if in.Step.ForEach == nil {
 		if len(in.Items) != in.End-in.Start {
 			return fmt.Errorf("batch of items %d–%d got %d items", in.Start, in.End-1, len(in.Items))
@@ -212,13 +216,50 @@ func (b *batch) loadItems() error {
 	return nil
 }
 
+// fetchItems makes in.Items the batch's items of a list that reads wide
+// outputs (in.ListWide), a chunk of values per RenderItemsName call (the
+// activity evaluates the list over the outputs and returns up to
+// renderItemsBytes of it): the items enter the batch's history, as its
+// records carry them anyway, never the pipeline's.
+func (b *batch) fetchItems(ctx workflow.Context) error {
+	in := b.in
+	req := RenderItemsRequest{
+		Step:   spec.Step{Name: in.Step.Name, ForEach: &spec.ForEach{Items: in.Step.ForEach.Items}},
+		Params: in.Params, Outputs: in.Outputs, Wide: in.ListWide, Run: b.env().Run,
+		End: in.End, Total: in.Total, ValuesOnly: true,
+	}
+	actx := workflow.WithActivityOptions(ctx, renderActivityOptions(b.r.controlQueue("")))
+	items := make([]any, 0, in.End-in.Start)
+	for from := in.Start; from < in.End; {
+		req.From = from
+		var res RenderItemsResult
+		if err := workflow.ExecuteActivity(actx, RenderItemsName, req).Get(actx, &res); err != nil {
+			msg, _, _ := describeActivityError(err)
+			return fmt.Errorf("evaluating forEach items %d–%d over wide outputs: %s", from, in.End-1, msg)
+		}
+		if len(res.Values) == 0 || from+len(res.Values) > in.End {
+			return fmt.Errorf("evaluating forEach items from %d: got %d items", from, len(res.Values))
+		}
+		items = append(items, res.Values...)
+		from += len(res.Values)
+	}
+	in.Items = items
+	return nil
+}
+
 // renderer is the batch's itemRenderer (in.Wide set): the same step,
-// environment and list the batch has, its range [Start, End).
+// environment and list the batch has, its range [Start, End). A list
+// fetched by fetchItems travels as values, as a literal one does: the
+// renderer is not given the wide steps it reads.
 func (b *batch) renderer() *itemRenderer {
 	in := b.in
 	r := &itemRenderer{queue: b.r.controlQueue("")}
 	r.req = RenderItemsRequest{Params: in.Params, Outputs: in.Outputs, Wide: in.Wide, Run: b.env().Run, End: in.End, Total: in.Total}
-	r.setStep(in.Step, in.Items, in.Start)
+	step := in.Step
+	if len(in.ListWide) > 0 {
+		step.ForEach = nil
+	}
+	r.setStep(step, in.Items, in.Start)
 	return r
 }
 

@@ -107,6 +107,10 @@ func (d *dag) startRemoteTemplates(i int, env spec.Env, opts []StepOption) {
 			if !d.rendered(gctx, i, res, err) {
 				return
 			}
+			if res.Count > 0 {
+				d.runWideByRef(gctx, i, env, res.Count)
+				return
+			}
 			if listWide {
 				fe := *s.ForEach
 				fe.Items = res.Items
@@ -276,6 +280,20 @@ func RenderItems(req *RenderItemsRequest, env spec.Env, stop func() bool) (Rende
 	}
 	var res RenderItemsResult
 	size := 0
+	if req.ValuesOnly {
+		for k, item := range items {
+			b, err := json.Marshal(item)
+			if err != nil {
+				return RenderItemsResult{}, fmt.Errorf("item %d is not JSON: %w", req.From+k, err)
+			}
+			if k > 0 && (size+len(b) > renderItemsBytes || (stop != nil && stop())) {
+				break
+			}
+			size += len(b)
+			res.Values = append(res.Values, item)
+		}
+		return res, nil
+	}
 	for k, item := range items {
 		if k > 0 && stop != nil && stop() {
 			break

@@ -227,3 +227,54 @@ steps:
 		})
 	}
 }
+
+// A wide list computed from wide outputs that is over MaxRenderedItems
+// stays out of the pipeline's workflow: the batches fetch their items
+// from the render activity (again after a continue-as-new), whether their
+// templates are rendered in the batch or by the activity. A list of at
+// most 1,000 items must enter the workflow and still fails naming the
+// limit.
+func TestWideListOverWideOutputsStaysOutOfTheWorkflow(t *testing.T) {
+	defer workflows.SetBatchItemsPerRun(400)()
+	env, rt, _ := newWideEnv(t)
+	pad := strings.Repeat("x", 300)
+	env.ExecuteWorkflow(workflows.PipelineWorkflowName, input(t, fmt.Sprintf(`
+steps:
+  - name: prep
+    forEach: {items: "0..1199", parallelism: 200}
+    container: {command: ["ok s=%s-{{ item }}"]}
+  - name: each
+    forEach: {items: "map(steps.prep.outputs, .s)", parallelism: 200}
+    container: {command: ["ok got={{ item }}"]}
+  - name: both
+    forEach: {items: "map(steps.prep.outputs, .s)", parallelism: 200}
+    container: {command: ["ok n={{ len(steps.prep.outputs) }} both={{ item }}"]}
+  - name: small
+    forEach: {items: "map(steps.prep.outputs[0:900], .s + .s)"}
+    container: {command: ["ok"]}
+`, pad), nil))
+	require.True(t, env.IsWorkflowCompleted())
+	s := status(t, env)
+	require.Equal(t, workflows.RunFailed, s.State, "small fails")
+	small := wideStep(s, "small")
+	assert.Equal(t, workflows.StepFailed, small.State)
+	assert.Contains(t, small.Error, "the limit is 256 KiB")
+	for _, name := range []string{"each", "both"} {
+		st := wideStep(s, name)
+		require.Equal(t, workflows.StepSucceeded, st.State, "%s: %s", name, st.Error)
+		require.NotNil(t, st.Wide, name)
+		assert.Equal(t, workflows.ItemCounts{Succeeded: 1200}, st.Wide.Counts, name)
+	}
+	seen := map[string]bool{}
+	for _, c := range rt.commands() {
+		seen[c] = true
+	}
+	for k := 0; k < 1200; k++ {
+		if want := fmt.Sprintf("ok got=%s-%d", pad, k); !seen[want] {
+			t.Fatalf("no command for item %d of each", k)
+		}
+		if want := fmt.Sprintf("ok n=1200 both=%s-%d", pad, k); !seen[want] {
+			t.Fatalf("no command for item %d of both", k)
+		}
+	}
+}
