@@ -123,7 +123,7 @@ type BatchInput struct {
 	// its items by RenderItemsName (ValuesOnly).
 	ListWide map[string]WideRef `json:"listWide,omitempty"`
 	Start    int                `json:"start"`
-	End   int                `json:"end"`
+	End      int                `json:"end"`
 	// Total is the length of the whole list.
 	Total int   `json:"total"`
 	Items []any `json:"items,omitempty"` // literal lists: items [Start, End)
