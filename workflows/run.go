@@ -320,9 +320,15 @@ func (r *Run) ID() string { return r.status.RunID }
 // Status returns a snapshot of the observable state.
 func (r *Run) Status() RunStatus {
 	s := r.status
-	s.Steps = make([]StepStatus, len(r.steps))
-	for i, st := range r.steps {
-		s.Steps[i] = st.clone()
+	// Exit handlers are added first (shown PENDING from the start) but
+	// run last: they are listed last, as users read the table top down.
+	s.Steps = make([]StepStatus, 0, len(r.steps))
+	for _, exit := range []bool{false, true} {
+		for _, st := range r.steps {
+			if st.OnExit == exit {
+				s.Steps = append(s.Steps, st.clone())
+			}
+		}
 	}
 	s.Warnings = append([]string(nil), s.Warnings...)
 	boundStatus(&s)
