@@ -103,13 +103,15 @@ type dag struct {
 	// runIf: trigger rules apply (versionRunIf); false when replaying runs
 	// from before them.
 	runIf bool
-	// refs[i] are the steps whose outputs step i reads (spec.References);
+	// refs[i] are the steps whose outputs step i reads (d.references:
+	// when, forEach.items and templates; for exit handlers, past their own
+	// steps, the pipeline's);
 	// wideRefs[j] locates the outputs of step j when it ran wide (wide.go).
 	refs     [][]int
 	wideRefs []*WideRef
-	tmplRefs [][]int // spec.TemplateReferences, when first needed
-	// spec.WhenReferences, ItemsReferences and WorkReferences, when
-	// first needed (widetemplates.go).
+	tmplRefs [][]int // when and templates, when first needed
+	// when, forEach.items and templates alone, when first needed
+	// (widetemplates.go).
 	whenRefs, itemsRefs, workRefs [][]int
 	// remoteWork[i]: forEach step i's items are rendered by
 	// RenderItemsName, as its templates read wide outputs.

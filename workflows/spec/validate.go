@@ -671,25 +671,11 @@ func Dependencies(p *Pipeline) [][]int {
 	return stepRefs(p, nil, RefDependsOn|RefWhen|RefItems|RefTemplates)
 }
 
-// References returns, for each step, the sorted indexes of the steps whose
-// outputs it reads in when, forEach.items or templates (Dependencies
-// without dependsOn). The workflow uses it to know which steps need the
-// outputs of a wide forEach, which stay out of its history.
-func References(p *Pipeline) [][]int { return stepRefs(p, nil, RefWhen|RefItems|RefTemplates) }
-
-// TemplateReferences is References without forEach.items: the steps whose
-// outputs a step's when and templates read.
-func TemplateReferences(p *Pipeline) [][]int { return stepRefs(p, nil, RefWhen|RefTemplates) }
-
-// WhenReferences, ItemsReferences and WorkReferences split References by
-// where a step reads outputs: its when, its forEach.items expression, and
-// its templates (the work it runs, rendered per item in a forEach). The
-// workflow renders each part where the outputs it reads are.
-func WhenReferences(p *Pipeline) [][]int  { return stepRefs(p, nil, RefWhen) }
-func ItemsReferences(p *Pipeline) [][]int { return stepRefs(p, nil, RefItems) }
-func WorkReferences(p *Pipeline) [][]int  { return stepRefs(p, nil, RefTemplates) }
-
-// RefPart is a part of a step whose references ReferencesWithin collects.
+// RefPart is a part of a step whose references ReferencesWithin
+// collects: its dependsOn, when, forEach.items expression, and templates
+// (the work it runs, rendered per item in a forEach). The workflow renders
+// each part where the outputs it reads are: those of a wide forEach stay
+// out of its history.
 type RefPart int
 
 const (
@@ -699,12 +685,13 @@ const (
 	RefTemplates
 )
 
-// ReferencesWithin is References over parts for steps that may also read
-// outer steps (exit handlers: p is Pipeline.ExitPipeline(), outer the
-// pipeline's step names): outer[k] is index len(p.Steps)+k. Outer steps
-// have ended before any of p's start, so Dependencies never holds them;
-// the workflow needs them to know where an exit handler reads a wide
-// step's outputs.
+// ReferencesWithin returns, for each step of p, the sorted indexes of the
+// steps whose outputs it reads in parts (Dependencies is every part). The
+// steps may also read outer steps (exit handlers: p is
+// Pipeline.ExitPipeline(), outer the pipeline's step names; nil for a
+// pipeline): outer[k] is index len(p.Steps)+k. Outer steps have ended
+// before any of p's start, so Dependencies never holds them; the workflow
+// needs them to know where an exit handler reads a wide step's outputs.
 func ReferencesWithin(p *Pipeline, outer []string, parts RefPart) [][]int {
 	return stepRefs(p, outer, parts)
 }
