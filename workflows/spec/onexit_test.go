@@ -37,6 +37,30 @@ onExit:
 	if (&Pipeline{}).ExitTimeout() != DefaultOnExitTimeout {
 		t.Error("default exit timeout")
 	}
+	// The pipeline's steps an exit handler reads are numbered after the
+	// exit handlers' own (the workflow finds wide outputs through them).
+	refs := ReferencesWithin(p.ExitPipeline(), []string{"train"}, RefWhen|RefItems|RefTemplates)
+	if len(refs) != 2 || !slices.Equal(refs[0], []int{2}) || !slices.Equal(refs[1], []int{0}) {
+		t.Errorf("exit references = %v, want [[2] [0]]", refs)
+	}
+	if refs := ReferencesWithin(p.ExitPipeline(), []string{"train"}, RefDependsOn); !slices.Equal(refs[1], []int{0}) || len(refs[0]) != 0 {
+		t.Errorf("exit dependsOn references = %v, want [[] [0]]", refs)
+	}
+}
+
+func TestOutputsReferences(t *testing.T) {
+	p := mustParse(t, `
+steps:
+  - {name: a, container: {command: [x]}}
+  - {name: b, container: {command: [x]}}
+  - {name: c, container: {command: [x]}}
+outputs:
+  total: "{{ sum(map(steps.c.outputs, .v)) }}"
+  label: "{{ params.x ?? 'x' }} of {{ steps.a.outputs.n }}"
+`)
+	if got := OutputsReferences(p); !slices.Equal(got, []int{0, 2}) {
+		t.Errorf("OutputsReferences = %v, want [0 2]", got)
+	}
 }
 
 func TestOnExitProblems(t *testing.T) {
