@@ -3,9 +3,11 @@ package workflows_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/atelier-ml/atelier/workflows"
@@ -114,4 +116,38 @@ onExit:
 	ref := map[string]any{"run": s.RunID, "step": "square", "items": 1200.0}
 	assert.Equal(t, map[string]any{"ref": map[string]any{"atelier.wideOutputs": ref}}, s.Result)
 	assert.Contains(t, rt.commands(), "ok n=1", "the reference object has one key")
+}
+
+// A child pipeline fans out wide and reduces the outputs in its own
+// outputs: the parent (declarative here; a Go pipeline's Run.Pipeline
+// takes the same path) gets the reduction, never the 1,200 outputs.
+func TestChildPipelineReducesItsWideOutputs(t *testing.T) {
+	env, rt, cat, _ := newChildEnv(t)
+	st := &itemStore{}
+	env.RegisterActivityWithOptions(st.record, activity.RegisterOptions{Name: workflows.RecordItemsName})
+	env.RegisterActivityWithOptions(st.render, activity.RegisterOptions{Name: workflows.RenderStepName})
+	env.SetTestTimeout(5 * time.Minute)
+	cat.add(t, "p1", "fan", `
+steps:
+  - name: square
+    forEach: {items: "0..1199", parallelism: 200}
+    container: {command: ["ok v={{ item * item }}"]}
+outputs:
+  total: "{{ sum(map(steps.square.outputs, .v)) }}"
+`)
+	env.ExecuteWorkflow(workflows.PipelineWorkflowName, input(t, `
+steps:
+  - name: fan
+    kind: pipeline
+    pipeline: {name: fan}
+  - name: report
+    container: {command: ["ok got={{ steps.fan.outputs.total }}"]}
+`, nil))
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var want float64
+	for k := 0; k < 1200; k++ {
+		want += float64(k * k)
+	}
+	assert.Contains(t, rt.commands(), fmt.Sprintf("ok got=%.0f", want))
 }
