@@ -223,5 +223,5 @@ func provideGoPipelines(cfg config.Config) []workflows.GoPipeline {
 	if !cfg.Examples {
 		return nil
 	}
-	return []workflows.GoPipeline{gopipeline.Pipeline}
+	return []workflows.GoPipeline{gopipeline.Pipeline, gopipeline.FanOutPipeline}
 }

@@ -102,7 +102,12 @@ func PlanGoRetry(origID string, st RunStatus, resumeFrom []string) (*Reuse, []Re
 	reuse := &Reuse{RetryOf: origID}
 	for _, ss := range st.Steps[:from] {
 		if !ss.OnExit && (ss.State == StepSucceeded || ss.State == StepCached) {
-			reuse.Steps = append(reuse.Steps, ReusedStep{Name: ss.Name, Done: true, Outputs: ss.Outputs, Source: ReuseSource(origID, ss, nil)})
+			out := ss.Outputs
+			if ss.Wide != nil && ss.Wide.Outputs != nil {
+				// A wide Run.ForEach: its outputs stay where they are.
+				out = WideOutputs(*ss.Wide.Outputs)
+			}
+			reuse.Steps = append(reuse.Steps, ReusedStep{Name: ss.Name, Done: true, Outputs: out, Source: ReuseSource(origID, ss, nil)})
 		}
 	}
 	return reuse, problems

@@ -175,8 +175,10 @@ func (d *dag) run() {
 		d.runIf = workflow.GetVersion(d.r.root, versionRunIf, workflow.DefaultVersion, 1) >= 1
 	}
 	// Waiting must survive Temporal's cancel request: running steps are
-	// cancelled through d.ctx and we still wait for their cleanup.
-	wait, _ := workflow.NewDisconnectedContext(d.r.root)
+	// cancelled through d.ctx and we still wait for their cleanup. From
+	// d.ctx, not the root: a Go pipeline's ForEach runs a dag on a
+	// coroutine of its own, which must block on its own context.
+	wait, _ := workflow.NewDisconnectedContext(d.ctx)
 	for {
 		// Rescan until nothing new starts: a skipped step finishes at once
 		// and may unblock steps declared before it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -38,6 +39,13 @@ func (f *fakeRuntime) run(ctx context.Context, req activities.ContainerRequest) 
 	f.mu.Unlock()
 	defer func() { f.mu.Lock(); f.running--; f.mu.Unlock() }()
 	res := activities.ContainerResult{StartedAt: time.Now(), FinishedAt: time.Now()}
+	if m := shOutputs.FindStringSubmatch(strings.Join(req.Command, " ")); m != nil {
+		// The examples' shell steps: sh -c "echo '<json>' > $ATELIER_OUTPUTS".
+		if err := json.Unmarshal([]byte(m[1]), &res.Outputs); err != nil {
+			return res, err
+		}
+		return res, nil
+	}
 	args := strings.Fields(strings.Join(req.Command, " "))
 	switch args[0] {
 	case "ok":
@@ -77,6 +85,9 @@ func (f *fakeRuntime) run(ctx context.Context, req activities.ContainerRequest) 
 		return res, temporal.NewNonRetryableApplicationError("command exited with code 3", activities.ErrTypeStepFailed, nil, res)
 	}
 }
+
+// shOutputs matches a shell step that only writes its outputs.
+var shOutputs = regexp.MustCompile(`^sh -c echo '(.*)' > "?\$ATELIER_OUTPUTS"?$`)
 
 func (f *fakeRuntime) commands() []string {
 	f.mu.Lock()

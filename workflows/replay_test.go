@@ -98,7 +98,7 @@ func newReplayer(t *testing.T, traced bool) worker.WorkflowReplayer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	workflows.Register(r, gopipeline.Pipeline, gopipeline.CleanupPipeline, gopipeline.ChainPipeline)
+	workflows.Register(r, gopipeline.Pipeline, gopipeline.CleanupPipeline, gopipeline.ChainPipeline, gopipeline.FanOutPipeline)
 	return r
 }
 

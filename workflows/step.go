@@ -66,6 +66,9 @@ type StepError struct {
 }
 
 func (e *StepError) Error() string {
+	if e.Attempts == 0 { // a forEach as a whole, or a step that never ran
+		return fmt.Sprintf("step %q failed: %s", e.Step, e.Message)
+	}
 	return fmt.Sprintf("step %q failed after %d attempt(s): %s", e.Step, e.Attempts, e.Message)
 }
 

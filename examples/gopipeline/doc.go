@@ -11,6 +11,12 @@
 //
 // or with the Temporal Go SDK (see examples/sdkstart).
 //
+// example.FanOut (fanout.go) squares 0..items-1 in one step per item with
+// Run.ForEach, wide past 1,000 items, and sums them with Run.Reduce; it is
+// registered with the examples too:
+//
+//	curl … -d '{"workflow":"example.FanOut","input":{"items":5000,"parallelism":100}}'
+//
 // Two more examples are not registered by default: example.TrainWithCleanup
 // (cleanup.go, an exit handler with Run.OnExit) and example.Chain
 // (chain.go, five steps whose third fails until a marker file exists,
