@@ -87,7 +87,7 @@ steps:
   - name: doubling
     container:
       command: ["true"]
-      env: {Y: '{{ reduce(1..40, #acc + #acc, "x") }}'}
+      env: {"Y": '{{ reduce(1..40, #acc + #acc, "x") }}'}
 `)
 	fine := `
 steps:
