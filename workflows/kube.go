@@ -39,6 +39,15 @@ func WithPlacement(p *spec.Placement) StepOption {
 	return func(c *stepConfig) { c.placement = p }
 }
 
+// onCluster runs a container step with placement p on cluster t, chosen
+// by another workflow: the items of a wide step, whose pipeline workflow
+// selected the cluster once for all of them and sweeps it when the run
+// ends (a batch workflow must not: its sweep by run label would delete
+// the other batches' Jobs).
+func onCluster(p *spec.Placement, t kubeTarget) StepOption {
+	return func(c *stepConfig) { c.placement, c.target = p, &t }
+}
+
 // Ray starts a ray step (a KubeRay RayJob) on a registered cluster.
 func (r *Run) Ray(ctx workflow.Context, name string, ray spec.RayStep, opts ...StepOption) StepFuture {
 	return r.kubeStepFuture(ctx, name, spec.KindRay, stepWork{ray: &ray}, opts)
@@ -116,14 +125,17 @@ func (r *Run) runUncached(ctx workflow.Context, st *StepStatus, stepName string,
 	var target kubeTarget
 	var rayClusterName, rayClusterImage string
 	var err error
-	if w.ray != nil && w.ray.Cluster != "" {
+	switch {
+	case w.ray != nil && w.ray.Cluster != "":
 		var sr sharedRayResult
 		sr, err = r.ensureSharedRay(ctx, st, w.ray.Cluster)
 		target, rayClusterName, rayClusterImage = sr.Target, sr.Name, sr.Image
 		if err != nil && st.FinishedAt != nil {
 			return nil, err // the cluster's GPU admission has ended this step
 		}
-	} else {
+	case cfg.target != nil:
+		target = *cfg.target
+	default:
 		target, err = r.selectCluster(ctx, stepName, cfg.placement, w.gpus, w.gpuType)
 	}
 	if err != nil {
@@ -135,8 +147,10 @@ func (r *Run) runUncached(ctx workflow.Context, st *StepStatus, stepName string,
 		r.endStep(st, StepFailed, msg, "")
 		return nil, &StepError{Step: st.Name, Message: msg}
 	}
-	st.Message = target.reason
-	r.useCluster(target)
+	if cfg.target == nil {
+		st.Message = target.reason
+		r.useCluster(target)
+	} // else the step that chose it shows why, once, and sweeps it
 	kind, _ := activities.KubeKindFor(w.kind)
 	var pinned []string // the nodes GPU admission chose, if it ran
 	attemptFn := func(actx workflow.Context, attempt int) (attemptOutcome, error) {

@@ -23,6 +23,9 @@ type stepConfig struct {
 	retries   spec.Retries
 	timeout   time.Duration
 	placement *spec.Placement
+	// target, when set, is the cluster the work runs on, chosen already
+	// (onCluster): no selection, and no sweep by this workflow.
+	target *kubeTarget
 	// cache is the step's caching (WithCache); nil when off.
 	cache *spec.Cache
 	// firstAttempt numbers the first attempt of runAttempts (0 means 1);
