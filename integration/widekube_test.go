@@ -12,6 +12,7 @@ import (
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/kubetest"
+	"github.com/atelier-ml/atelier/workflows"
 )
 
 // wideKubeItems is the length of the wide steps below: past
@@ -39,6 +40,23 @@ func itemOutput(p kubetest.PodRef) kubetest.Exit {
 	return kubetest.Exit{After: 50 * time.Millisecond, Message: fmt.Sprintf(`{"v": %s}`, p.Labels["atelier.dev/item"])}
 }
 
+// mostJobs is the largest number of the run's Jobs seen at once on the
+// API server, polled until ctx ends.
+func (e *kubeEnv) mostJobs(ctx context.Context, runID string) int {
+	most := 0
+	for ctx.Err() == nil {
+		jobs, err := e.kube.BatchV1().Jobs(e.namespace).List(ctx, metav1.ListOptions{LabelSelector: "atelier.dev/run=" + runID})
+		if err == nil {
+			most = max(most, len(jobs.Items))
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return most
+}
+
 // runPods counts a run's pods still on the API server.
 func (e *kubeEnv) runPods(t *testing.T, runID string) int {
 	t.Helper()
@@ -57,18 +75,34 @@ func TestWideKubeForEachOnTheRealControlPlane(t *testing.T) {
 	if testing.Short() {
 		t.Skip("1,100 Jobs")
 	}
+	// Finished item Jobs delete themselves (ttlSecondsAfterFinished) this
+	// soon, so they never pile up to 1,100 here.
+	old := workflows.WideJobTTL
+	workflows.WideJobTTL = 5 * time.Second
+	t.Cleanup(func() { workflows.WideJobTTL = old })
 	e := newKubeEnv(t, outputsScript, true, stackOptions{concurrency: 200, podScript: itemOutput})
 	e.createPipeline("wide-kube", wideKubePipeline(e.cluster, 100))
 	start := time.Now()
 	id := e.start("wide-kube", nil)
+	most := make(chan int)
+	ctx, stop := context.WithCancel(context.Background())
+	go func() { most <- e.mostJobs(ctx, id) }()
 	r := e.waitTerminal(id, 15*time.Minute)
 	took := time.Since(start)
+	stop()
+	peak := <-most
+	t.Logf("at most %d Jobs of the run at once", peak)
 	t.Logf("%d items as Jobs in %s (%.1f items/s)", wideKubeItems, took.Round(time.Millisecond), float64(wideKubeItems)/took.Seconds())
 	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
 
 	fan := stepByName(r, "fan")
 	require.Equal(t, gen.StepStateSUCCEEDED, fan.State, val(fan.Error))
 	require.NotNil(t, fan.Wide, "a forEach over 1,100 items runs wide")
+	if total := stepByName(r, "total"); fan.StartedAt != nil && fan.FinishedAt != nil && total.FinishedAt != nil && r.Status.FinishedAt != nil {
+		t.Logf("items %s, reducer %s, end of run (the sweep of the cluster) %s",
+			fan.FinishedAt.Sub(*fan.StartedAt).Round(time.Millisecond), total.FinishedAt.Sub(*fan.FinishedAt).Round(time.Millisecond),
+			r.Status.FinishedAt.Sub(*total.FinishedAt).Round(time.Millisecond))
+	}
 	assert.Equal(t, gen.ItemCounts{Succeeded: wideKubeItems}, fan.Wide.Counts)
 	total := stepByName(r, "total")
 	require.Equal(t, gen.StepStateSUCCEEDED, total.State, val(total.Error))
@@ -92,6 +126,7 @@ func TestWideKubeForEachOnTheRealControlPlane(t *testing.T) {
 	// The run's end swept the cluster: no Job, no pod of the run is left.
 	assert.Empty(t, e.runObjects(t, id))
 	require.Eventually(t, func() bool { return e.runPods(t, id) == 0 }, time.Minute, 200*time.Millisecond)
+	assert.Less(t, peak, wideKubeItems/2, "finished item Jobs delete themselves rather than wait for the run's end")
 	perAttempt := e.workloads.ObjectsPerAttempt()
 	jobs := 0
 	for k, n := range perAttempt {

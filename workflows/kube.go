@@ -43,10 +43,20 @@ func WithPlacement(p *spec.Placement) StepOption {
 // by another workflow: the items of a wide step, whose pipeline workflow
 // selected the cluster once for all of them and sweeps it when the run
 // ends (a batch workflow must not: its sweep by run label would delete
-// the other batches' Jobs).
+// the other batches' Jobs). Their Jobs delete themselves WideJobTTL after
+// they finish.
 func onCluster(p *spec.Placement, t kubeTarget) StepOption {
-	return func(c *stepConfig) { c.placement, c.target = p, &t }
+	return func(c *stepConfig) { c.placement, c.target, c.deleteAfter = p, &t, WideJobTTL }
 }
+
+// WideJobTTL is how long the Job of a wide step's item stays after it
+// finished (activities.KubeStepRequest.DeleteAfter). Long enough for its
+// outputs to be read (milliseconds after it finishes) and for a restarted
+// worker to adopt a Job that finished while none watched (one that had
+// gone fails its item, saying so); short enough that at 100 items/s a
+// cluster holds about 6,000 finished Jobs rather than every item's, and
+// the run's end has only those to sweep. A var so tests can shorten it.
+var WideJobTTL = time.Minute
 
 // Ray starts a ray step (a KubeRay RayJob) on a registered cluster.
 func (r *Run) Ray(ctx workflow.Context, name string, ray spec.RayStep, opts ...StepOption) StepFuture {
@@ -156,7 +166,7 @@ func (r *Run) runUncached(ctx workflow.Context, st *StepStatus, stepName string,
 	attemptFn := func(actx workflow.Context, attempt int) (attemptOutcome, error) {
 		req := activities.KubeStepRequest{
 			Project: r.status.Project, RunID: r.status.RunID, Step: stepName, Item: item, Attempt: attempt,
-			Kind: kind, Timeout: cfg.timeout, Container: w.container, Ray: w.ray, Spark: w.spark,
+			Kind: kind, Timeout: cfg.timeout, DeleteAfter: cfg.deleteAfter, Container: w.container, Ray: w.ray, Spark: w.spark,
 			RayClusterName: rayClusterName, RayClusterImage: rayClusterImage, Nodes: pinned,
 		}
 		actx = withAttemptSummary(stepActivityOptions(actx, cfg.timeout, target.taskQueue), stepName, item, attempt)

@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,7 +37,12 @@ func (f *fakeClusters) callsLike(prefix string) (n int, others []string) {
 // cluster once (the batches never do).
 func TestWideKubeItemsRunAsJobsOnTheStepsCluster(t *testing.T) {
 	env, rt, st := newWideEnv(t)
+	var mu sync.Mutex
+	deleteAfter := map[time.Duration]int{}
 	fc := &fakeClusters{outputs: func(req activities.KubeStepRequest) map[string]any {
+		mu.Lock()
+		deleteAfter[req.DeleteAfter]++
+		mu.Unlock()
 		if req.Item == nil {
 			return map[string]any{"ok": true}
 		}
@@ -75,6 +81,7 @@ steps:
 	assert.Equal(t, "cleanup", strings.Fields(fc.calls[len(fc.calls)-1])[0], "the sweep comes after every item")
 
 	assert.Equal(t, []string{fmt.Sprintf("ok sum=%d n=1500", 1499*1500/2)}, rt.commands(), "only the reducer ran locally")
+	assert.Equal(t, map[time.Duration]int{workflows.WideJobTTL: 1500}, deleteAfter, "every item's Job deletes itself after it finished")
 	rows := st.rows[s.RunID+"/fan"]
 	require.Len(t, rows, 1500)
 	r := rows[42]
