@@ -3,6 +3,9 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -166,4 +169,52 @@ func TestWideKubeForEachCancel(t *testing.T) {
 	assert.Len(t, e.workloads.ObjectsPerAttempt(), 50, "no Job started after the cancel")
 	cancelled, _ := e.listItems(e.client(), id, "fan", gen.StepStateCANCELLED, 1000)
 	assert.Len(t, cancelled, 50)
+}
+
+// Kill -9 the cluster worker twice while a wide step's items run as Jobs,
+// starting another each time: the items' activities are retried on the
+// new worker and adopt their Jobs (also those that finished while no
+// worker watched: they delete themselves only a minute later), so the run
+// succeeds with every item's output, no item attempt ever had two Jobs,
+// and nothing is left on the cluster.
+func TestWideKubeForEachSurvivesClusterWorkerKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("wide fan-out")
+	}
+	slow := func(p kubetest.PodRef) kubetest.Exit {
+		ex := itemOutput(p)
+		ex.After = 500 * time.Millisecond
+		return ex
+	}
+	e := newKubeEnv(t, outputsScript, false, stackOptions{concurrency: 200, podScript: slow})
+	logf, err := os.Create(filepath.Join(t.TempDir(), "cluster-worker.log"))
+	require.NoError(t, err)
+	defer logf.Close()
+	cluster := e.startClusterWorkerProcess(t, logf)
+	defer func() { _ = cluster.Process.Kill(); _ = cluster.Wait() }()
+	e.waitRegistered(t)
+	e.createPipeline("wide-kube-kill", wideKubePipeline(e.cluster, 100))
+	id := e.start("wide-kube-kill", nil)
+
+	for kill, after := range []int{250, 700} {
+		require.Eventually(t, func() bool { return len(e.workloads.ObjectsPerAttempt()) >= after }, 5*time.Minute, 100*time.Millisecond)
+		require.NoError(t, cluster.Process.Signal(syscall.SIGKILL))
+		_ = cluster.Wait()
+		t.Logf("kill %d after %d Jobs", kill+1, len(e.workloads.ObjectsPerAttempt()))
+		cluster = e.startClusterWorkerProcess(t, logf)
+	}
+
+	r := e.waitTerminal(id, 10*time.Minute)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
+	assert.Equal(t, gen.ItemCounts{Succeeded: wideKubeItems}, stepByName(r, "fan").Wide.Counts)
+	assert.Equal(t, map[string]any{"sum": float64((wideKubeItems - 1) * wideKubeItems / 2), "n": float64(wideKubeItems)}, stepByName(r, "total").Outputs)
+	var dup []string
+	for k, n := range e.workloads.ObjectsPerAttempt() {
+		if n != 1 {
+			dup = append(dup, fmt.Sprintf("%s=%d", k, n))
+		}
+	}
+	assert.Empty(t, dup, "item attempts with more than one Job")
+	assert.Len(t, e.workloads.ObjectsPerAttempt(), wideKubeItems, "one attempt per item: none failed for the kills")
+	assert.Empty(t, e.runObjects(t, id))
 }
