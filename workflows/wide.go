@@ -181,7 +181,7 @@ func wideUnsupported(s *spec.Step, p *spec.Pipeline) string {
 // wideKubeRefused is the step error of a wide container step with a
 // placement in runs from before versionWideKube.
 func wideKubeRefused() string {
-	return fmt.Sprintf("a forEach over more than %d items runs container steps on the local runtime only (this is a %s step%s); use fewer items or split the list", spec.WideThreshold, spec.KindContainer, " with a placement")
+	return fmt.Sprintf("a forEach over more than %d items runs container steps on the local runtime only (this is a container step with a placement); use fewer items or split the list", spec.WideThreshold)
 }
 
 // wideCluster chooses the cluster of every item of wide step i (a
