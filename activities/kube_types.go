@@ -68,6 +68,13 @@ type KubeStepRequest struct {
 	// Timeout bounds the attempt (0 = none); on expiry the object is deleted
 	// and the step fails with ErrTypeStepTimeout.
 	Timeout time.Duration `json:"timeout"`
+	// DeleteAfter, when positive, has Kubernetes delete a Job this long
+	// after it finished (ttlSecondsAfterFinished): the items of a wide
+	// step, whose Jobs would otherwise pile up until the run's end (100,000
+	// Jobs and their pods, and a sweep far longer than its bound). Long
+	// enough for the outputs to be read and for a restarted worker to
+	// adopt a Job that finished while none watched. Other kinds ignore it.
+	DeleteAfter time.Duration `json:"deleteAfter,omitempty"`
 
 	Container *spec.Container `json:"container,omitempty"`
 	Ray       *spec.RayStep   `json:"ray,omitempty"`
@@ -119,8 +126,16 @@ type CleanupRunObjectsRequest struct {
 
 // CleanupRunObjectsResult counts what was deleted.
 type CleanupRunObjectsResult struct {
-	Deleted []string `json:"deleted,omitempty"` // "<kind>/<name>"
+	// Deleted names the objects deleted ("<kind>/<name>", sorted), at most
+	// MaxListedDeleted of them: a run's wide step may leave thousands, and
+	// the result is recorded in the run's history (2 MB per payload).
+	Deleted []string `json:"deleted,omitempty"`
+	// More counts the objects deleted beyond those listed.
+	More int `json:"more,omitempty"`
 }
+
+// MaxListedDeleted bounds CleanupRunObjectsResult.Deleted.
+const MaxListedDeleted = 100
 
 // SelectClusterRequest asks for a cluster for one step.
 type SelectClusterRequest struct {

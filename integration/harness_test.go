@@ -25,6 +25,7 @@ import (
 	"github.com/atelier-ml/atelier/internal/app"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/config"
+	"github.com/atelier-ml/atelier/internal/kubetest"
 	"github.com/atelier-ml/atelier/internal/store"
 	"github.com/atelier-ml/atelier/internal/store/storetest"
 	"github.com/atelier-ml/atelier/internal/telemetry"
@@ -59,6 +60,9 @@ type stackOptions struct {
 	dbURL func(string) string
 	// concurrency overrides the worker's step slots.
 	concurrency int
+	// podScript, for a kubeEnv, decides each step pod's exit from the pod
+	// (its labels: run, step, item) rather than from its kind alone.
+	podScript func(kubetest.PodRef) kubetest.Exit
 	// streamLimit overrides the gateway's open streams per token.
 	streamLimit int
 	// gpuMinRuntime overrides how long a GPU step runs before it may be

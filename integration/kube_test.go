@@ -83,6 +83,9 @@ func newKubeEnv(t *testing.T, sc script, inProcessClusterWorker bool, opts ...st
 	wl, err := kubetest.NewWorkloads(kc.RESTConfig())
 	require.NoError(t, err)
 	wl.Script = func(p kubetest.PodRef) kubetest.Exit { return sc(p.Kind) }
+	if len(opts) > 0 && opts[0].podScript != nil {
+		wl.Script = opts[0].podScript
+	}
 	wl.Run(ctx)
 	e.workloads = wl
 	spark, err := kubetest.NewSparkOperator(kc.RESTConfig())

@@ -549,3 +549,28 @@ func TestRecordWideExitHistories(t *testing.T) {
 	recordHistory(t, s, "v6-wide-list-by-ref", id)
 	recordHistory(t, s, "v6-wide-list-by-ref-batch", id+".each.batch-0")
 }
+
+// TestRecordWideKubeHistories records a run whose wide container step has
+// a placement (its items are Jobs on the test cluster: the
+// atelier.wide-kube path, workflows/wide.go) and the first batch of that
+// step.
+//
+//	ATELIER_RECORD_HISTORIES=1 go test ./integration -run TestRecordWideKubeHistories
+//
+// v6-wide-kube-refused.json, the same kind of run failing at the refusal
+// that atelier.wide-kube replaced, was recorded at commit 6216c27 (before
+// the change) with the pipeline of this test and a cluster registered in
+// the catalogue; it cannot be recorded again from later code.
+func TestRecordWideKubeHistories(t *testing.T) {
+	if os.Getenv("ATELIER_RECORD_HISTORIES") == "" {
+		t.Skip("set ATELIER_RECORD_HISTORIES=1 to re-record workflows/testdata histories")
+	}
+	e := newKubeEnv(t, outputsScript, true, stackOptions{concurrency: 200, podScript: itemOutput})
+	e.createPipeline("wide-kube", wideKubePipeline(e.cluster, 50))
+	id := e.start("wide-kube", nil)
+	r := e.waitTerminal(id, 15*time.Minute)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
+	time.Sleep(500 * time.Millisecond) // the final mirror's completion
+	recordHistory(t, e.stack, "v6-wide-kube", id)
+	recordHistory(t, e.stack, "v6-wide-kube-batch", id+".fan.batch-0")
+}

@@ -39,6 +39,25 @@ func WithPlacement(p *spec.Placement) StepOption {
 	return func(c *stepConfig) { c.placement = p }
 }
 
+// onCluster runs a container step with placement p on cluster t, chosen
+// by another workflow: the items of a wide step, whose pipeline workflow
+// selected the cluster once for all of them and sweeps it when the run
+// ends (a batch workflow must not: its sweep by run label would delete
+// the other batches' Jobs). Their Jobs delete themselves WideJobTTL after
+// they finish.
+func onCluster(p *spec.Placement, t kubeTarget) StepOption {
+	return func(c *stepConfig) { c.placement, c.target, c.deleteAfter = p, &t, WideJobTTL }
+}
+
+// WideJobTTL is how long the Job of a wide step's item stays after it
+// finished (activities.KubeStepRequest.DeleteAfter). Long enough for its
+// outputs to be read (milliseconds after it finishes) and for a restarted
+// worker to adopt a Job that finished while none watched (one that had
+// gone fails its item, saying so); short enough that at 100 items/s a
+// cluster holds about 6,000 finished Jobs rather than every item's, and
+// the run's end has only those to sweep. A var so tests can shorten it.
+var WideJobTTL = time.Minute
+
 // Ray starts a ray step (a KubeRay RayJob) on a registered cluster.
 func (r *Run) Ray(ctx workflow.Context, name string, ray spec.RayStep, opts ...StepOption) StepFuture {
 	return r.kubeStepFuture(ctx, name, spec.KindRay, stepWork{ray: &ray}, opts)
@@ -116,14 +135,17 @@ func (r *Run) runUncached(ctx workflow.Context, st *StepStatus, stepName string,
 	var target kubeTarget
 	var rayClusterName, rayClusterImage string
 	var err error
-	if w.ray != nil && w.ray.Cluster != "" {
+	switch {
+	case w.ray != nil && w.ray.Cluster != "":
 		var sr sharedRayResult
 		sr, err = r.ensureSharedRay(ctx, st, w.ray.Cluster)
 		target, rayClusterName, rayClusterImage = sr.Target, sr.Name, sr.Image
 		if err != nil && st.FinishedAt != nil {
 			return nil, err // the cluster's GPU admission has ended this step
 		}
-	} else {
+	case cfg.target != nil:
+		target = *cfg.target
+	default:
 		target, err = r.selectCluster(ctx, stepName, cfg.placement, w.gpus, w.gpuType)
 	}
 	if err != nil {
@@ -135,14 +157,16 @@ func (r *Run) runUncached(ctx workflow.Context, st *StepStatus, stepName string,
 		r.endStep(st, StepFailed, msg, "")
 		return nil, &StepError{Step: st.Name, Message: msg}
 	}
-	st.Message = target.reason
-	r.useCluster(target)
+	if cfg.target == nil {
+		st.Message = target.reason
+		r.useCluster(target)
+	} // else the step that chose it shows why, once, and sweeps it
 	kind, _ := activities.KubeKindFor(w.kind)
 	var pinned []string // the nodes GPU admission chose, if it ran
 	attemptFn := func(actx workflow.Context, attempt int) (attemptOutcome, error) {
 		req := activities.KubeStepRequest{
 			Project: r.status.Project, RunID: r.status.RunID, Step: stepName, Item: item, Attempt: attempt,
-			Kind: kind, Timeout: cfg.timeout, Container: w.container, Ray: w.ray, Spark: w.spark,
+			Kind: kind, Timeout: cfg.timeout, DeleteAfter: cfg.deleteAfter, Container: w.container, Ray: w.ray, Spark: w.spark,
 			RayClusterName: rayClusterName, RayClusterImage: rayClusterImage, Nodes: pinned,
 		}
 		actx = withAttemptSummary(stepActivityOptions(actx, cfg.timeout, target.taskQueue), stepName, item, attempt)

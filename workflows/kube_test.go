@@ -34,6 +34,10 @@ type fakeClusters struct {
 	cleanupGone bool
 	// admission answers GPU submissions (nil: admission off).
 	admission func(activities.SubmitWorkloadRequest) (activities.SubmitWorkloadResult, error)
+	// noCluster: no registered cluster matches any placement.
+	noCluster bool
+	// outputs, when set, are a step object's outputs (default {"ok": true}).
+	outputs func(activities.KubeStepRequest) map[string]any
 }
 
 func (f *fakeClusters) record(ctx context.Context, name, detail string) {
@@ -45,6 +49,9 @@ func (f *fakeClusters) record(ctx context.Context, name, detail string) {
 func (f *fakeClusters) register(env *testsuite.TestWorkflowEnvironment) {
 	env.RegisterActivityWithOptions(func(ctx context.Context, req activities.SelectClusterRequest) (activities.SelectClusterResult, error) {
 		f.record(ctx, "select", req.Step)
+		if f.noCluster {
+			return activities.SelectClusterResult{}, temporal.NewNonRetryableApplicationError("no registered cluster matches the placement", activities.ErrTypeNoCluster, nil)
+		}
 		c := "gpu-east"
 		if req.Placement != nil && req.Placement.Cluster != "" {
 			c = req.Placement.Cluster
@@ -59,6 +66,9 @@ func (f *fakeClusters) register(env *testsuite.TestWorkflowEnvironment) {
 		f.record(ctx, "step", string(req.Kind)+":"+req.Step+":"+req.RayClusterName)
 		res := activities.KubeStepResult{Namespace: "atelier-p1", Object: string(req.Kind) + "/" + req.Step}
 		res.Outputs = map[string]any{"ok": true}
+		if f.outputs != nil {
+			res.Outputs = f.outputs(req)
+		}
 		if req.Step == f.failStep {
 			return res, temporal.NewNonRetryableApplicationError("RayJob x failed: AppFailed: boom", activities.ErrTypeStepFailed, nil, res)
 		}

@@ -23,6 +23,12 @@ type stepConfig struct {
 	retries   spec.Retries
 	timeout   time.Duration
 	placement *spec.Placement
+	// target, when set, is the cluster the work runs on, chosen already
+	// (onCluster): no selection, and no sweep by this workflow.
+	target *kubeTarget
+	// deleteAfter: the Job deletes itself this long after it finished
+	// (0: the run's end deletes it).
+	deleteAfter time.Duration
 	// cache is the step's caching (WithCache); nil when off.
 	cache *spec.Cache
 	// firstAttempt numbers the first attempt of runAttempts (0 means 1);

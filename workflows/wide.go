@@ -38,6 +38,11 @@ const versionWide = "atelier.wide-foreach"
 // record no marker.
 const versionWideTemplates = "atelier.wide-templates"
 
+// versionWideKube guards wide container steps with a placement, whose
+// items run as Kubernetes Jobs on a cluster the pipeline workflow chose
+// once: before it, wideUnsupported failed such a step. Asked only there.
+const versionWideKube = "atelier.wide-kube"
+
 // Sizing of a wide step (see planWide).
 const (
 	// wideChildParallelism is the most items one batch runs at once: one
@@ -141,6 +146,9 @@ type BatchInput struct {
 	ReuseDone bool   `json:"reuseDone,omitempty"`
 	// Result so far (carried over continue-as-new).
 	Result BatchResult `json:"result"`
+	// Cluster is where the items run, for a container step with a
+	// placement; nil: the local runtime.
+	Cluster *WideCluster `json:"cluster,omitempty"`
 }
 
 // BatchResult is what a batch reports to the pipeline workflow.
@@ -157,12 +165,55 @@ func batchID(runID, step string, k int) string {
 	return fmt.Sprintf("%s.%s.batch-%d", runID, step, k)
 }
 
-// wideUnsupported says why step s cannot run wide (or "").
+// wideUnsupported says why step s cannot run wide (or ""). Its items run
+// as a small forEach's do, without anything per item beyond the item's own
+// activities: a container on the local runtime, or, with a placement, a
+// Kubernetes Job on the cluster chosen once for the step (wideCluster).
+// What needs more per item stays out: GPU admission (a workload per item,
+// queued and possibly preempted), and the kinds that run through their
+// own workflows or clusters (ray, spark, inference, pipeline).
 func wideUnsupported(s *spec.Step, p *spec.Pipeline) string {
-	if kindOf(*s) != spec.KindContainer || s.EffectivePlacement(p) != nil {
-		return fmt.Sprintf("a forEach over more than %d items runs container steps on the local runtime only (this is a %s step%s); use fewer items or split the list", spec.WideThreshold, kindOf(*s), map[bool]string{true: " with a placement", false: ""}[s.EffectivePlacement(p) != nil])
+	kind, placed := kindOf(*s), s.EffectivePlacement(p) != nil
+	switch {
+	case kind != spec.KindContainer:
+		return fmt.Sprintf("a forEach over more than %d items runs container steps only (this is a %s step, whose items would each need their own admission or cluster objects, which wide steps do not manage yet); use fewer items or split the list", spec.WideThreshold, kind)
+	case placed && s.Container != nil && s.Container.Resources != nil && s.Container.Resources.GPU > 0:
+		return fmt.Sprintf("a forEach over more than %d items cannot request GPUs on a cluster yet (container.resources.gpu: %d; each item would need its own GPU admission); use fewer items, split the list, or run the items without GPUs", spec.WideThreshold, s.Container.Resources.GPU)
 	}
 	return ""
+}
+
+// wideKubeRefused is the step error of a wide container step with a
+// placement in runs from before versionWideKube.
+func wideKubeRefused() string {
+	return fmt.Sprintf("a forEach over more than %d items runs container steps on the local runtime only (this is a container step with a placement); use fewer items or split the list", spec.WideThreshold)
+}
+
+// wideCluster chooses the cluster of every item of wide step i (a
+// container step with a placement): once, here, not per item as a small
+// forEach does, since at 100,000 items a selection per item would double
+// the item activities and the batches' histories. The run then sweeps the
+// cluster when it ends (useCluster), however its batches ended. The cost:
+// all items of the step go to one cluster, chosen when the step starts.
+// ok is false when the step has ended (no cluster, or cancelled).
+func (d *dag) wideCluster(ctx workflow.Context, i int, p *spec.Placement) (*WideCluster, bool) {
+	s, st := &d.p.Steps[i], d.steps[i]
+	st.Message = "choosing a cluster"
+	d.r.touch()
+	t, err := d.r.selectCluster(ctx, s.Name, p, 0, "")
+	st.Message = ""
+	switch {
+	case err != nil && ctx.Err() != nil:
+		d.finishStep(i, StepCancelled, "", "run cancelled")
+		return nil, false
+	case err != nil:
+		msg, _, _ := describeActivityError(err)
+		d.fail(i, msg)
+		return nil, false
+	}
+	d.r.useCluster(t)
+	st.Message = t.reason
+	return &WideCluster{Placement: p, Cluster: t.cluster, TaskQueue: t.taskQueue}, true
 }
 
 // runWide runs forEach step i over its n items (more than
@@ -176,6 +227,12 @@ func (d *dag) runWide(ctx workflow.Context, i int, env spec.Env, items []any, n 
 		d.fail(i, why)
 		return
 	}
+	placement := s.EffectivePlacement(d.p)
+	if placement != nil && workflow.GetVersion(ctx, versionWideKube, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		// Replaying a run from before wide steps on clusters: it failed here.
+		d.fail(i, wideKubeRefused())
+		return
+	}
 	params, outputs, wide, why := d.wideEnv(i, env)
 	var listWide map[string]WideRef
 	if items == nil {
@@ -186,6 +243,13 @@ func (d *dag) runWide(ctx workflow.Context, i int, env spec.Env, items []any, n 
 	if why != "" {
 		d.fail(i, why)
 		return
+	}
+	var cluster *WideCluster
+	if placement != nil {
+		var ok bool
+		if cluster, ok = d.wideCluster(ctx, i, placement); !ok {
+			return
+		}
 	}
 	par := s.ForEach.Parallelism
 	if par <= 0 {
@@ -249,7 +313,7 @@ func (d *dag) runWide(ctx workflow.Context, i int, env spec.Env, items []any, n 
 		in := BatchInput{
 			RunID: d.r.ID(), Project: d.r.Project(), Pipeline: d.in.Pipeline, Step: bare,
 			Params: params, Outputs: outputs, Wide: wide, ListWide: listWide, Start: b[0], End: b[1], Next: b[0], Total: n,
-			Parallelism: plan.slots[slot], StopAfter: stopAfter, ReuseFrom: reuseFrom,
+			Parallelism: plan.slots[slot], StopAfter: stopAfter, ReuseFrom: reuseFrom, Cluster: cluster,
 		}
 		if literal {
 			in.Items = items[b[0]:b[1]]

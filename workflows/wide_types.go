@@ -59,6 +59,18 @@ type WideStatus struct {
 	Outputs *WideRef `json:"outputsRef,omitempty"`
 }
 
+// WideCluster is the Kubernetes cluster the items of a wide container step
+// with a placement run on, chosen once by the pipeline workflow
+// (dag.wideCluster) and carried to its batches.
+type WideCluster struct {
+	// Placement is the step's effective placement (its own or the
+	// pipeline's).
+	Placement *spec.Placement `json:"placement"`
+	Cluster   string          `json:"cluster"`
+	// TaskQueue is the cluster worker's queue, where the items' activities go.
+	TaskQueue string `json:"taskQueue"`
+}
+
 // ItemCounts are items per state. NotRun are items that never started (the
 // step stopped, was cancelled, or the run failed).
 type ItemCounts struct {

@@ -97,7 +97,7 @@ func (b *batch) run(ctx workflow.Context) (BatchResult, error) {
 		}
 	}
 	reused := in.Reused
-	opts := batchStepOptions(&in.Step)
+	opts := batchStepOptions(in)
 	if len(in.Wide) > 0 {
 		b.rend = b.renderer()
 	}
@@ -166,15 +166,20 @@ func (b *batch) run(ctx workflow.Context) (BatchResult, error) {
 	return b.res, nil
 }
 
-// batchStepOptions are an item's retries and timeout (wide steps have no
-// placement).
-func batchStepOptions(s *spec.Step) []StepOption {
+// batchStepOptions are an item's retries and timeout, and the cluster the
+// pipeline workflow chose for its Job (none: the local runtime). Never a
+// selection per item, nor a sweep when the batch ends (onCluster).
+func batchStepOptions(in *BatchInput) []StepOption {
+	s := &in.Step
 	var opts []StepOption
 	if s.Timeout > 0 {
 		opts = append(opts, WithTimeout(s.Timeout.D()))
 	}
 	if s.Retries != nil {
 		opts = append(opts, WithRetries(*s.Retries))
+	}
+	if c := in.Cluster; c != nil {
+		opts = append(opts, onCluster(c.Placement, kubeTarget{cluster: c.Cluster, taskQueue: c.TaskQueue}))
 	}
 	return opts
 }

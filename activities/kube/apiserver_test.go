@@ -792,3 +792,38 @@ func TestSupersededExecutionLeavesTheObject(t *testing.T) {
 		})
 	}
 }
+
+// A run's wide step may leave thousands of objects: the result names the
+// first MaxListedDeleted and counts the rest, so it stays small in the
+// run's history; every one is deleted.
+func TestCleanupRunObjectsBoundsItsResult(t *testing.T) {
+	k := startCluster(t)
+	k.playGC()
+	b := k.backend()
+	ctx := ctxT(t)
+	run := "run-cleanup-wide"
+	n := activities.MaxListedDeleted + 30
+	for i := range n {
+		item := i
+		jq := jobRequest("fan")
+		id := framework.Identity{Project: "vision", Run: run, Step: "fan", Item: &item, Attempt: 1}
+		name := framework.ObjectName(run, "fan", &item, 1, 63)
+		jObj, err := b.Kind(activities.KubeJob).Build(framework.Step{Request: jq, Meta: metav1.ObjectMeta{Name: name, Namespace: k.ns, Labels: id.Labels()}})
+		must(t, err)
+		_, err = k.clients.Kube.BatchV1().Jobs(k.ns).Create(ctx, jObj.(*batchv1.Job), metav1.CreateOptions{})
+		must(t, err)
+	}
+	v, err := newRunner(t, b, nil).env.ExecuteActivity(activities.CleanupRunObjectsName,
+		activities.CleanupRunObjectsRequest{Project: "vision", RunID: run})
+	must(t, err)
+	var res activities.CleanupRunObjectsResult
+	must(t, v.Get(&res))
+	if len(res.Deleted) != activities.MaxListedDeleted || res.More != 30 {
+		t.Errorf("listed %d, more %d; want %d and 30", len(res.Deleted), res.More, activities.MaxListedDeleted)
+	}
+	left, err := k.clients.Kube.BatchV1().Jobs(k.ns).List(ctx, metav1.ListOptions{LabelSelector: framework.RunSelector(run)})
+	must(t, err)
+	if len(left.Items) != 0 {
+		t.Errorf("%d Jobs left", len(left.Items))
+	}
+}

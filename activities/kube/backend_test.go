@@ -58,6 +58,7 @@ func TestInvalidRequests(t *testing.T) {
 		{"attempt 0", func(r *activities.KubeStepRequest) { r.Attempt = 0 }, "attempt must be 1 or more"},
 		{"two sections", func(r *activities.KubeStepRequest) { r.Ray = &spec.RayStep{} }, "exactly one of container, ray, spark"},
 		{"negative item", func(r *activities.KubeStepRequest) { r.Item = intPtr(-1) }, "item index"},
+		{"negative deleteAfter", func(r *activities.KubeStepRequest) { r.DeleteAfter = -time.Second }, "deleteAfter must not be negative"},
 		{"no image", func(r *activities.KubeStepRequest) { r.Container.Image = "" }, "a container step on Kubernetes needs an image"},
 		{"bad namespace", func(r *activities.KubeStepRequest) { r.Project = "Bad_Project" }, "not a valid namespace name"},
 	} {

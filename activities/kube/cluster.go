@@ -179,6 +179,9 @@ func (b *Backend) CleanupRunObjects(ctx context.Context, req activities.CleanupR
 		out.Deleted = append(out.Deleted, objectRef(v.res, v.name))
 	}
 	slices.Sort(out.Deleted)
+	if n := len(out.Deleted); n > activities.MaxListedDeleted {
+		out.Deleted, out.More = out.Deleted[:activities.MaxListedDeleted], n-activities.MaxListedDeleted
+	}
 	if len(victims) == 0 {
 		return out, nil
 	}
@@ -195,7 +198,7 @@ func (b *Backend) CleanupRunObjects(ctx context.Context, req activities.CleanupR
 	if err := ctx.Err(); err != nil {
 		return out, err
 	}
-	logger.Info("run objects deleted", zap.Strings("deleted", out.Deleted))
+	logger.Info("run objects deleted", zap.Strings("deleted", out.Deleted), zap.Int("more", out.More))
 	return out, nil
 }
 

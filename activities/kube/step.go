@@ -99,6 +99,8 @@ func validateStep(req activities.KubeStepRequest) error {
 		return fmt.Errorf("item index must not be negative, got %d", *req.Item)
 	case req.Timeout < 0:
 		return fmt.Errorf("timeout must not be negative, got %s", req.Timeout)
+	case req.DeleteAfter < 0:
+		return fmt.Errorf("deleteAfter must not be negative, got %s", req.DeleteAfter)
 	}
 	n := 0
 	for _, set := range []bool{req.Container != nil, req.Ray != nil, req.Spark != nil} {

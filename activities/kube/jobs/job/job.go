@@ -95,6 +95,9 @@ func (k *Kind) Build(step framework.Step) (framework.Object, error) {
 	if t := step.Request.Timeout; t > 0 {
 		job.Spec.ActiveDeadlineSeconds = ptr.To(int64(math.Ceil(t.Seconds())))
 	}
+	if d := step.Request.DeleteAfter; d > 0 {
+		job.Spec.TTLSecondsAfterFinished = ptr.To(int32(min(math.Ceil(d.Seconds()), math.MaxInt32)))
+	}
 	framework.PinGPUPods(&job.Spec.Template.Spec, step.Request.Nodes)
 	return job, nil
 }

@@ -203,3 +203,18 @@ func TestBuildPinsToAdmittedNodes(t *testing.T) {
 		t.Errorf("affinity without admission: %+v", a)
 	}
 }
+
+// The Job of a wide step's item deletes itself DeleteAfter after it
+// finished, rounded up to a second.
+func TestBuildDeletesItselfAfterItFinished(t *testing.T) {
+	k := job.New(fake.NewClientset())
+	s := step(&spec.Container{Image: "x"}, 0)
+	s.Request.DeleteAfter = 90*time.Second + time.Millisecond
+	obj, err := k.Build(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ptr.Deref(obj.(*batchv1.Job).Spec.TTLSecondsAfterFinished, -1); got != 91 {
+		t.Errorf("ttlSecondsAfterFinished %d, want 91", got)
+	}
+}
