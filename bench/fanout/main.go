@@ -120,6 +120,7 @@ func run(ctx context.Context, n, par, reps, big int, verbose bool) error {
 		{"baseline", fmt.Sprintf("`%s`: hand-written sliding window of partition child workflows, each a sliding window of activities with continue-as-new; plain activity options (StartToCloseTimeout 1m)", baselineWorkflow), runBaseline(false)},
 		{"subject", fmt.Sprintf("`%s`: one forEach step, items `0..%d`, parallelism %d", workflows.PipelineWorkflowName, n-1, par), runPipeline},
 		{"baseline+step-options", fmt.Sprintf("`%s` with the activity options of an Atelier step (10 s heartbeat timeout, 24 h + 1 m start-to-close, wait for cancellation, retry policy)", baselineWorkflow), runBaseline(true)},
+		{"subject-go", fmt.Sprintf("`%s`: a native Go pipeline whose one step is `Run.ForEach` over `0..%d`, parallelism %d", goFanOutWorkflow, n-1, par), runGoForEach},
 	}
 	results := make([][]sample, len(modes))
 	for rep := 0; rep <= reps; rep++ { // rep 0 is the warm-up
@@ -167,7 +168,7 @@ func measure(ctx context.Context, st *benchstack.Stack, md mode, n, par, rep int
 	size, _, _ := workflows.WidePlan(n, par)
 	var children []string
 	for k := 0; k*size < n; k++ {
-		if md.name == "subject" {
+		if md.name == "subject" || md.name == "subject-go" {
 			children = append(children, fmt.Sprintf("%s.fan.batch-%d", id, k))
 		} else {
 			children = append(children, fmt.Sprintf("%s.p%d", id, k)) // both baselines
@@ -194,6 +195,7 @@ func startWorkers(st *benchstack.Stack) (func(), error) {
 	workflows.Register(w)
 	w.RegisterActivityWithOptions(noop, activity.RegisterOptions{Name: activities.RunContainerName})
 	w.RegisterWorkflowWithOptions(fanOut, workflow.RegisterOptions{Name: baselineWorkflow})
+	w.RegisterWorkflowWithOptions(goFanOut, workflow.RegisterOptions{Name: goFanOutWorkflow})
 	w.RegisterWorkflowWithOptions(fanOutPartition, workflow.RegisterOptions{Name: partitionWF})
 	control := worker.New(st.Client, activities.ControlTaskQueue(queue), worker.Options{
 		MaxConcurrentActivityExecutionSize: activities.ControlConcurrency, DisableWorkflowWorker: true,
@@ -246,6 +248,39 @@ func runPipeline(ctx context.Context, st *benchstack.Stack, id string, n, par in
 	}
 	if w := status.Steps[0].Wide; status.State != workflows.RunSucceeded || w == nil || w.Counts.Succeeded != n {
 		return fmt.Errorf("run %s ended %s (%s): %+v", id, status.State, status.Error, status.Steps[0].Wide)
+	}
+	return nil
+}
+
+// --- the Go API's subject: Run.ForEach in a native Go pipeline ---
+
+// goFanOutWorkflow is the benchmark's Go pipeline: Run.ForEach over
+// 0..n-1, which takes the declarative forEach's path (wide past 1,000).
+const goFanOutWorkflow = "bench.GoFanOut"
+
+type goFanInput struct{ N, Par int }
+
+func goFanOut(ctx workflow.Context, in goFanInput) (int, error) {
+	run, ctx, err := workflows.Begin(ctx, workflows.RunOptions{Project: project, Pipeline: goFanOutWorkflow})
+	if err != nil {
+		return 0, err
+	}
+	res, err := run.ForEach(ctx, "fan", workflows.ForEachItems{Items: fmt.Sprintf("0..%d", in.N-1), Parallelism: in.Par},
+		spec.Container{Command: []string{"true"}}).Get(ctx)
+	return res.Items, run.End(res.Items, err)
+}
+
+func runGoForEach(ctx context.Context, st *benchstack.Stack, id string, n, par int) error {
+	wr, err := st.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, goFanOutWorkflow, goFanInput{N: n, Par: par})
+	if err != nil {
+		return err
+	}
+	var got int
+	if err := wr.Get(ctx, &got); err != nil {
+		return err
+	}
+	if got != n {
+		return fmt.Errorf("run %s: %d items, want %d", id, got, n)
 	}
 	return nil
 }
@@ -434,6 +469,11 @@ func report(st *benchstack.Stack, modes []mode, results [][]sample, n, par, reps
 		targetRatio, benchstack.Verdict(float64(med[1]) <= targetRatio*float64(med[0])))
 	if len(med) > 2 {
 		fmt.Fprintf(out, "| subject / baseline+step-options (medians) | %s | | |\n", benchstack.Ratio(float64(med[1]), float64(med[2])))
+	}
+	if len(med) > 3 {
+		fmt.Fprintf(out, "| subject-go (Run.ForEach) / baseline (medians) | %s | ≤ %.1f× | %s |\n", benchstack.Ratio(float64(med[3]), float64(med[0])),
+			targetRatio, benchstack.Verdict(float64(med[3]) <= targetRatio*float64(med[0])))
+		fmt.Fprintf(out, "| subject-go / subject (medians) | %s | | |\n", benchstack.Ratio(float64(med[3]), float64(med[1])))
 	}
 	if bigRes != nil {
 		fmt.Fprintf(out, "\nOne run of %d items (subject only, same settings): **%.1f s** (%.0f items/s); Temporal server CPU %.1f s, this process (worker, Postgres writes' client side) %.1f s, over %.1f s of wall time on %d cores; %d history events in %d workflows.\n",
