@@ -242,7 +242,10 @@
 //     window of them, each running its range as a sliding window of the
 //     same activity with continue-as-new, with the very batch size,
 //     per-batch window and number of batches in flight that Atelier's plan
-//     uses (workflows.WidePlan), and nothing recorded anywhere.
+//     uses (workflows.WidePlan), and nothing recorded anywhere; and the
+//     same with an Atelier step's activity options (baseline+step-options).
+//   - subject-go: a native Go pipeline (bench.GoFanOut) whose one step is
+//     Run.ForEach over "0..N-1": the Go API's way into the same wide path.
 //
 // Reported: wall time from start to the workflow's result (median and
 // min–max over -r interleaved runs after a warm-up each), items/s, the
