@@ -90,14 +90,11 @@ func (r *Run) Reduce(ctx workflow.Context, res ForEachResult, expr string) (any,
 		}
 		return out["value"], nil
 	}
-	req := RenderRequest{PipelineOutputs: tmpl, Wide: map[string]WideRef{res.Step: *res.Wide}}
-	actx := workflow.WithActivityOptions(ctx, renderActivityOptions(r.controlQueue("")))
-	var rr RenderResult
-	if err := workflow.ExecuteActivity(actx, RenderStepName, req).Get(actx, &rr); err != nil {
-		msg, _, _ := describeActivityError(err)
-		return nil, fmt.Errorf("reducing the outputs of %s: %s", res.Step, msg)
+	out, err := r.renderOutputs(ctx, RenderRequest{PipelineOutputs: tmpl, Wide: map[string]WideRef{res.Step: *res.Wide}})
+	if err != nil {
+		return nil, fmt.Errorf("reducing the outputs of %s: %w", res.Step, err)
 	}
-	return rr.PipelineOutputs["value"], nil
+	return out["value"], nil
 }
 
 // ForEach starts a container step that runs c once per item: {{ item }}

@@ -1,7 +1,7 @@
 package workflows
 
 import (
-	"fmt"
+	"errors"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -79,28 +79,30 @@ func (d *dag) wideReaders() bool {
 // they read a wide step's outputs, which are not in the workflow.
 func (d *dag) evalOutputs() (map[string]any, error) {
 	env := d.env()
-	var wide map[string]WideRef
-	outputs := map[string]any{}
-	for _, j := range spec.OutputsReferences(d.p) {
-		name := d.steps[j].Name
-		if ref := d.wideRefs[j]; ref != nil {
-			if wide == nil {
-				wide = map[string]WideRef{}
-			}
-			wide[name] = *ref
-		} else if se, ok := env.Steps[name]; ok {
-			outputs[name] = se.Outputs
-		}
-	}
+	refs := spec.OutputsReferences(d.p)
+	wide := d.wideOf(refs)
 	if len(wide) == 0 || !d.wideReaders() {
 		return spec.EvalOutputs(d.p, env)
 	}
+	outputs := map[string]any{}
+	for _, j := range refs {
+		name := d.nameOf(j)
+		if se, ok := env.Steps[name]; ok && d.wideRefs[j] == nil {
+			outputs[name] = se.Outputs
+		}
+	}
 	req := RenderRequest{PipelineOutputs: d.p.Outputs, Params: env.Params, Outputs: outputs, Wide: wide, Run: env.Run}
-	actx := workflow.WithActivityOptions(d.ctx, renderActivityOptions(d.r.controlQueue("")))
+	return d.r.renderOutputs(d.ctx, req)
+}
+
+// renderOutputs evaluates req.PipelineOutputs by RenderStepName, where
+// the wide outputs they read are loaded (pipeline outputs, Run.Reduce).
+func (r *Run) renderOutputs(ctx workflow.Context, req RenderRequest) (map[string]any, error) {
+	actx := workflow.WithActivityOptions(ctx, renderActivityOptions(r.controlQueue("")))
 	var res RenderResult
 	if err := workflow.ExecuteActivity(actx, RenderStepName, req).Get(actx, &res); err != nil {
 		msg, _, _ := describeActivityError(err)
-		return nil, fmt.Errorf("%s", msg)
+		return nil, errors.New(msg)
 	}
 	return res.PipelineOutputs, nil
 }
