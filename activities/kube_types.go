@@ -3,7 +3,7 @@ package activities
 import (
 	"time"
 
-	"github.com/atelier-ml/atelier/workflows/spec"
+	"github.com/atelier-ml/atelier/pipeline"
 )
 
 // Activity names of the Kubernetes backends. A worker serving cluster C
@@ -44,13 +44,13 @@ const (
 // cluster (false for kinds that do not run as a Kubernetes object). The
 // workflows ask it; the backend's registry (kube.Integrations) implements
 // each kind.
-func KubeKindFor(k spec.StepKind) (KubeKind, bool) {
+func KubeKindFor(k pipeline.StepKind) (KubeKind, bool) {
 	switch k {
-	case spec.KindContainer:
+	case pipeline.KindContainer:
 		return KubeJob, true
-	case spec.KindRay:
+	case pipeline.KindRay:
 		return KubeRayJob, true
-	case spec.KindSpark:
+	case pipeline.KindSpark:
 		return KubeSparkApp, true
 	}
 	return "", false
@@ -76,9 +76,9 @@ type KubeStepRequest struct {
 	// adopt a Job that finished while none watched. Other kinds ignore it.
 	DeleteAfter time.Duration `json:"deleteAfter,omitempty"`
 
-	Container *spec.Container `json:"container,omitempty"`
-	Ray       *spec.RayStep   `json:"ray,omitempty"`
-	Spark     *spec.SparkStep `json:"spark,omitempty"`
+	Container *pipeline.Container `json:"container,omitempty"`
+	Ray       *pipeline.RayStep   `json:"ray,omitempty"`
+	Spark     *pipeline.SparkStep `json:"spark,omitempty"`
 	// RayClusterName is the Kubernetes name of the run's shared RayCluster
 	// when Ray.Cluster is set (from EnsureRayCluster).
 	RayClusterName string `json:"rayClusterName,omitempty"`
@@ -103,9 +103,9 @@ type KubeStepResult struct {
 // EnsureRayClusterRequest creates (or adopts) a run's shared RayCluster and
 // waits until it is ready.
 type EnsureRayClusterRequest struct {
-	Project string                `json:"project"`
-	RunID   string                `json:"runId"`
-	Cluster spec.SharedRayCluster `json:"cluster"`
+	Project string                    `json:"project"`
+	RunID   string                    `json:"runId"`
+	Cluster pipeline.SharedRayCluster `json:"cluster"`
 	// Nodes are the nodes GPU admission chose for the cluster's GPU pods.
 	Nodes []string `json:"nodes,omitempty"`
 }
@@ -139,9 +139,9 @@ const MaxListedDeleted = 100
 
 // SelectClusterRequest asks for a cluster for one step.
 type SelectClusterRequest struct {
-	Project   string          `json:"project"`
-	Step      string          `json:"step"`
-	Placement *spec.Placement `json:"placement,omitempty"`
+	Project   string              `json:"project"`
+	Step      string              `json:"step"`
+	Placement *pipeline.Placement `json:"placement,omitempty"`
 	// GPUs and GPUType are what the step needs, for capacity-based choice.
 	GPUs    int    `json:"gpus,omitempty"`
 	GPUType string `json:"gpuType,omitempty"`

@@ -1,6 +1,8 @@
 package activities
 
-import "github.com/atelier-ml/atelier/workflows/spec"
+import (
+	"github.com/atelier-ml/atelier/pipeline"
+)
 
 // ResolvePipelineName reads the stored pipeline a pipeline step runs as a
 // child run (package activities/pipelines, on the local workers' control
@@ -26,5 +28,5 @@ type ResolvePipelineRequest struct {
 // ResolvePipelineResult is the version found and its spec.
 type ResolvePipelineResult struct {
 	Version int           `json:"version"`
-	Spec    spec.Pipeline `json:"spec"`
+	Spec    pipeline.Spec `json:"spec"`
 }

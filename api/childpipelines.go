@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/workflows/spec"
+	"github.com/atelier-ml/atelier/pipeline"
 )
 
 // checkPipelineSteps checks what p's pipeline steps (kind pipeline) refer
@@ -19,19 +19,19 @@ import (
 // would nest child runs until spec.MaxPipelineDepth and fail. "The newest
 // version" is checked as it is now; the run decides it again when the step
 // starts, and enforces the depth limit whatever was stored since.
-func (s *server) checkPipelineSteps(ctx context.Context, project, self string, p *spec.Pipeline) ([]spec.Problem, error) {
-	var out []spec.Problem
-	w := &refWalker{s: s, project: project, self: self, specs: map[versionKey]*spec.Pipeline{}}
-	for _, ref := range spec.PipelineRefs(p) {
+func (s *server) checkPipelineSteps(ctx context.Context, project, self string, p *pipeline.Spec) ([]pipeline.Problem, error) {
+	var out []pipeline.Problem
+	w := &refWalker{s: s, project: project, self: self, specs: map[versionKey]*pipeline.Spec{}}
+	for _, ref := range pipeline.ChildRefs(p) {
 		child := p // the newest version of self is the one being stored
 		if ref.Name != self || ref.Version != 0 {
 			var err error
 			child, err = w.load(ctx, ref.Name, ref.Version)
 			if errors.Is(err, catalog.ErrNotFound) {
 				if ref.Version == 0 {
-					out = append(out, spec.Problem{Path: ref.Path + ".pipeline.name", Message: fmt.Sprintf("pipeline %q not found in project %q: store it first", ref.Name, project)})
+					out = append(out, pipeline.Problem{Path: ref.Path + ".pipeline.name", Message: fmt.Sprintf("pipeline %q not found in project %q: store it first", ref.Name, project)})
 				} else {
-					out = append(out, spec.Problem{Path: ref.Path + ".pipeline.version", Message: fmt.Sprintf("pipeline %q has no version %d in project %q", ref.Name, ref.Version, project)})
+					out = append(out, pipeline.Problem{Path: ref.Path + ".pipeline.version", Message: fmt.Sprintf("pipeline %q has no version %d in project %q", ref.Name, ref.Version, project)})
 				}
 				continue
 			}
@@ -39,15 +39,15 @@ func (s *server) checkPipelineSteps(ctx context.Context, project, self string, p
 				return nil, err
 			}
 		}
-		out = append(out, spec.CheckPipelineStep(ref, &p.Steps[ref.Step], child)...)
+		out = append(out, pipeline.CheckChildStep(ref, &p.Steps[ref.Step], child)...)
 		chain, err := w.cycle(ctx, child, []string{self, ref.Name}, ref.Name == self && ref.Version == 0)
 		if err != nil {
 			return nil, err
 		}
 		if chain != nil {
-			out = append(out, spec.Problem{Path: ref.Path + ".pipeline.name", Message: fmt.Sprintf(
+			out = append(out, pipeline.Problem{Path: ref.Path + ".pipeline.name", Message: fmt.Sprintf(
 				"pipelines run each other in a cycle (%s): every run would nest child runs until the limit of %d levels and fail",
-				strings.Join(chain, " → "), spec.MaxPipelineDepth)})
+				strings.Join(chain, " → "), pipeline.MaxPipelineDepth)})
 		}
 	}
 	return out, nil
@@ -58,10 +58,10 @@ type refWalker struct {
 	s       *server
 	project string
 	self    string
-	specs   map[versionKey]*spec.Pipeline // loaded versions (nil: not found)
+	specs   map[versionKey]*pipeline.Spec // loaded versions (nil: not found)
 }
 
-func (w *refWalker) load(ctx context.Context, name string, version int) (*spec.Pipeline, error) {
+func (w *refWalker) load(ctx context.Context, name string, version int) (*pipeline.Spec, error) {
 	k := versionKey{w.project, name, version}
 	if p, ok := w.specs[k]; ok {
 		if p == nil {
@@ -77,7 +77,7 @@ func (w *refWalker) load(ctx context.Context, name string, version int) (*spec.P
 	if err != nil {
 		return nil, err
 	}
-	var p spec.Pipeline
+	var p pipeline.Spec
 	if err := json.Unmarshal(v.Spec, &p); err != nil {
 		return nil, fmt.Errorf("stored pipeline %s/%s version %d: %w", w.project, name, v.Version, err)
 	}
@@ -89,14 +89,14 @@ func (w *refWalker) load(ctx context.Context, name string, version int) (*spec.P
 // chain), or nil. found reports that chain already ends at self. It looks
 // at most spec.MaxPipelineDepth levels deep; references it cannot load
 // are left to the run (they were checked when their pipeline was stored).
-func (w *refWalker) cycle(ctx context.Context, p *spec.Pipeline, chain []string, found bool) ([]string, error) {
+func (w *refWalker) cycle(ctx context.Context, p *pipeline.Spec, chain []string, found bool) ([]string, error) {
 	if found {
 		return chain, nil
 	}
-	if len(chain) > spec.MaxPipelineDepth {
+	if len(chain) > pipeline.MaxPipelineDepth {
 		return nil, nil
 	}
-	for _, ref := range spec.PipelineRefs(p) {
+	for _, ref := range pipeline.ChildRefs(p) {
 		next := append(append([]string(nil), chain...), ref.Name)
 		if ref.Name == w.self && ref.Version == 0 {
 			return next, nil

@@ -9,7 +9,7 @@ import (
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/workflows/spec"
+	"github.com/atelier-ml/atelier/pipeline"
 )
 
 // ClusterLister lists the registered Kubernetes clusters. Spec validation
@@ -112,13 +112,13 @@ func (s *server) DeleteCluster(ctx context.Context, req gen.DeleteClusterRequest
 // cluster needs no gateway restart. Inference steps are always allowed:
 // without a cluster their endpoint runs on the local runtime
 // (LocalEndpoints).
-func (s *server) validateOptions(ctx context.Context) (spec.ValidateOptions, error) {
+func (s *server) validateOptions(ctx context.Context) (pipeline.ValidateOptions, error) {
 	clusters, err := s.cat.ListClusters(ctx)
 	if err != nil {
-		return spec.ValidateOptions{}, err
+		return pipeline.ValidateOptions{}, err
 	}
 	if len(clusters) == 0 {
-		return spec.ValidateOptions{Kinds: []spec.StepKind{spec.KindContainer, spec.KindInference}, LocalEndpoints: true}, nil
+		return pipeline.ValidateOptions{Kinds: []pipeline.StepKind{pipeline.KindContainer, pipeline.KindInference}, LocalEndpoints: true}, nil
 	}
-	return spec.ValidateOptions{Kinds: []spec.StepKind{spec.KindContainer, spec.KindRay, spec.KindSpark, spec.KindInference}, Kubernetes: true, LocalEndpoints: true}, nil
+	return pipeline.ValidateOptions{Kinds: []pipeline.StepKind{pipeline.KindContainer, pipeline.KindRay, pipeline.KindSpark, pipeline.KindInference}, Kubernetes: true, LocalEndpoints: true}, nil
 }

@@ -2,8 +2,12 @@ package api
 
 import (
 	"encoding/json"
-	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/atelier-ml/atelier/pipeline"
+
 	"math"
+
+	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/api/gen"
@@ -12,7 +16,6 @@ import (
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/workflows"
 	"github.com/atelier-ml/atelier/workflows/runclient"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 // This file is the one place where internal types (catalogue rows,
@@ -54,16 +57,16 @@ func pipelineVersionView(v catalog.PipelineVersion) gen.PipelineVersion {
 // as the web UI draw the edges the engine honours without re-implementing
 // expression analysis. Stored specs always parse; nil if one did not.
 func pipelineGraph(raw json.RawMessage) *gen.PipelineGraph {
-	p, err := spec.Parse(raw)
+	p, err := pipeline.Parse(raw)
 	if err != nil {
 		return nil
 	}
-	deps := spec.Dependencies(p)
+	deps := pipeline.Dependencies(p)
 	g := &gen.PipelineGraph{Steps: make([]gen.PipelineGraphStep, len(p.Steps))}
 	for i, st := range p.Steps {
 		kind := st.Kind
 		if kind == "" {
-			kind = spec.KindContainer
+			kind = pipeline.KindContainer
 		}
 		names := make([]string, len(deps[i]))
 		for k, j := range deps[i] {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/workflows/spec"
+	"github.com/atelier-ml/atelier/pipeline"
 )
 
 // PipelineStore keeps declarative pipelines and their immutable versions.
@@ -49,10 +49,10 @@ func (s *server) CreatePipelineVersion(ctx context.Context, req gen.CreatePipeli
 	default: // the validator refused other content types
 		return nil, newProblem(ptUnsupportedMedia, "send the spec as application/json or application/yaml")
 	}
-	if len(data) > spec.MaxSpecBytes {
-		return nil, newProblem(ptTooLarge, "pipeline spec is %d bytes; the limit is %d", len(data), spec.MaxSpecBytes)
+	if len(data) > pipeline.MaxSpecBytes {
+		return nil, newProblem(ptTooLarge, "pipeline spec is %d bytes; the limit is %d", len(data), pipeline.MaxSpecBytes)
 	}
-	p, err := spec.Parse(data)
+	p, err := pipeline.Parse(data)
 	if err != nil {
 		return nil, specProblem(err)
 	}
@@ -60,9 +60,9 @@ func (s *server) CreatePipelineVersion(ctx context.Context, req gen.CreatePipeli
 	if err != nil {
 		return nil, internalError(err)
 	}
-	var found []spec.Problem
-	if err := spec.Validate(p, opts); err != nil {
-		var ve *spec.ValidationError
+	var found []pipeline.Problem
+	if err := pipeline.Validate(p, opts); err != nil {
+		var ve *pipeline.ValidationError
 		if !errors.As(err, &ve) {
 			return nil, specProblem(err)
 		}
@@ -73,8 +73,8 @@ func (s *server) CreatePipelineVersion(ctx context.Context, req gen.CreatePipeli
 		return nil, internalError(err)
 	}
 	if found = append(found, steps...); len(found) > 0 {
-		spec.SortProblems(found)
-		return nil, specProblem(&spec.ValidationError{Problems: found})
+		pipeline.SortProblems(found)
+		return nil, specProblem(&pipeline.ValidationError{Problems: found})
 	}
 	// Canonical form: struct field order and sorted map keys, so formatting,
 	// YAML vs JSON and key order do not make new versions.
@@ -102,15 +102,15 @@ func (s *server) CreatePipelineVersion(ctx context.Context, req gen.CreatePipeli
 
 // specProblem reports every spec problem with its path.
 func specProblem(err error) error {
-	var ve *spec.ValidationError
+	var ve *pipeline.ValidationError
 	if !errors.As(err, &ve) || len(ve.Problems) == 0 {
 		return newProblem(ptInvalidSpec, "%s", err.Error())
 	}
 	return newProblem(ptInvalidSpec, "%s", summarize(fieldErrors(ve.Problems))).withErrors(fieldErrors(ve.Problems))
 }
 
-func fieldErrors(ps []spec.Problem) []gen.FieldError {
-	return views(ps, func(p spec.Problem) gen.FieldError { return gen.FieldError{Path: p.Path, Message: p.Message} })
+func fieldErrors(ps []pipeline.Problem) []gen.FieldError {
+	return views(ps, func(p pipeline.Problem) gen.FieldError { return gen.FieldError{Path: p.Path, Message: p.Message} })
 }
 
 // ListPipelines lists a project's pipelines with their newest version.

@@ -12,9 +12,9 @@ import (
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/pipeline"
 	"github.com/atelier-ml/atelier/workflows"
 	"github.com/atelier-ml/atelier/workflows/runclient"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 var (
@@ -158,7 +158,7 @@ func (s *server) retryGoRun(ctx context.Context, orig catalog.Run, st workflows.
 // that succeeded (or was itself reused), unless it is in resumeFrom or
 // downstream of one; and, of a forEach step that did not succeed, the
 // items that did.
-func planReuse(origID string, p *spec.Pipeline, st workflows.RunStatus, resumeFrom []string) (*workflows.Reuse, []gen.FieldError) {
+func planReuse(origID string, p *pipeline.Spec, st workflows.RunStatus, resumeFrom []string) (*workflows.Reuse, []gen.FieldError) {
 	index := map[string]int{}
 	for i, step := range p.Steps {
 		index[step.Name] = i
@@ -175,7 +175,7 @@ func planReuse(origID string, p *spec.Pipeline, st workflows.RunStatus, resumeFr
 	}
 	// Downstream of a step that runs again runs again: its inputs may
 	// change. Dependencies point upstream; sweep until nothing changes.
-	deps := spec.Dependencies(p)
+	deps := pipeline.Dependencies(p)
 	for changed := true; changed; {
 		changed = false
 		for j := range p.Steps {

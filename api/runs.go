@@ -16,9 +16,9 @@ import (
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/pipeline"
 	"github.com/atelier-ml/atelier/workflows"
 	"github.com/atelier-ml/atelier/workflows/runclient"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 // RunStore is the Postgres index of runs.
@@ -299,7 +299,7 @@ func (s *server) planPipelineRun(ctx context.Context, project, id string, req ge
 
 // planPipelineRunFrom resolves the params of a run of version v.
 func (s *server) planPipelineRunFrom(ctx context.Context, project, id, name string, v catalog.PipelineVersion, req gen.CreateRunRequest) (catalog.Run, runclient.StartRequest, error) {
-	var p spec.Pipeline
+	var p pipeline.Spec
 	if err := json.Unmarshal(v.Spec, &p); err != nil {
 		return catalog.Run{}, runclient.StartRequest{}, internalError(err)
 	}
@@ -307,9 +307,9 @@ func (s *server) planPipelineRunFrom(ctx context.Context, project, id, name stri
 	if req.Params != nil {
 		given = *req.Params
 	}
-	params, err := spec.ResolveParams(&p, given)
+	params, err := pipeline.ResolveParams(&p, given)
 	if err != nil {
-		var ve *spec.ValidationError
+		var ve *pipeline.ValidationError
 		if errors.As(err, &ve) && len(ve.Problems) > 0 {
 			fe := fieldErrors(ve.Problems)
 			return catalog.Run{}, runclient.StartRequest{}, newProblem(ptInvalidParams, "%s", summarize(fe)).withErrors(fe)

@@ -19,11 +19,15 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/atelier-ml/atelier/pipeline"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	sparkclient "github.com/kubeflow/spark-operator/v2/pkg/client/clientset/versioned"
+
 	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
 
 	"github.com/atelier-ml/atelier/api/gen"
@@ -31,7 +35,6 @@ import (
 	"github.com/atelier-ml/atelier/internal/telemetry"
 	"github.com/atelier-ml/atelier/wire"
 	"github.com/atelier-ml/atelier/workflows"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 // kubeEnv is a stack plus a Kubernetes control plane (kubetest's: API
@@ -373,12 +376,12 @@ func invalidSpecsPipeline(ctx workflow.Context, _ struct{}) error {
 	if err != nil {
 		return err
 	}
-	retries := workflows.WithRetries(spec.Retries{Limit: 3})
-	ray := run.Ray(ctx, "bad-ray", spec.RayStep{
+	retries := workflows.WithRetries(pipeline.Retries{Limit: 3})
+	ray := run.Ray(ctx, "bad-ray", pipeline.RayStep{
 		Entrypoint:         "python x.py",
-		RayClusterTemplate: spec.RayClusterTemplate{Image: "rayproject/ray:2.9.0", Head: spec.Resources{CPU: "lots"}},
+		RayClusterTemplate: pipeline.RayClusterTemplate{Image: "rayproject/ray:2.9.0", Head: pipeline.Resources{CPU: "lots"}},
 	}, retries)
-	spark := run.Spark(ctx, "bad-spark", spec.SparkStep{Type: "Rust", Image: "spark:3.5.0", MainApplicationFile: "local:///x.rs"}, retries)
+	spark := run.Spark(ctx, "bad-spark", pipeline.SparkStep{Type: "Rust", Image: "spark:3.5.0", MainApplicationFile: "local:///x.rs"}, retries)
 	_, err1 := ray.Get(ctx)
 	_, err2 := spark.Get(ctx)
 	if err1 == nil {

@@ -9,7 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/atelier-ml/atelier/workflows/spec"
+	"github.com/atelier-ml/atelier/pipeline"
 )
 
 // Application error types of a refused UpdateApproval, which the gateway
@@ -25,8 +25,8 @@ const (
 // WAITING_FOR_APPROVAL for UpdateApproval (REST approve/reject), or for
 // timeout (0 = none) to decide a.OnTimeout. Approved, its outputs are
 // {approved, approver, comment}; rejected, Get returns a *StepError.
-func (r *Run) Approval(ctx workflow.Context, name string, a spec.ApprovalStep, timeout time.Duration) StepFuture {
-	st := r.addStep(name, string(spec.KindApproval))
+func (r *Run) Approval(ctx workflow.Context, name string, a pipeline.ApprovalStep, timeout time.Duration) StepFuture {
+	st := r.addStep(name, string(pipeline.KindApproval))
 	if f, ok := r.reusedStep(ctx, st); ok {
 		return f
 	}
@@ -47,9 +47,9 @@ func (r *Run) Approval(ctx workflow.Context, name string, a spec.ApprovalStep, t
 // gives a reason to stop waiting. The wait is a durable condition on the
 // step's status, which the update handler sets; it holds no activity or
 // worker slot.
-func (r *Run) runApproval(ctx workflow.Context, st *StepStatus, a *spec.ApprovalStep, timeout time.Duration, stop func() string) (Outputs, error) {
+func (r *Run) runApproval(ctx workflow.Context, st *StepStatus, a *pipeline.ApprovalStep, timeout time.Duration, stop func() string) (Outputs, error) {
 	if a == nil {
-		a = &spec.ApprovalStep{}
+		a = &pipeline.ApprovalStep{}
 	}
 	now := workflow.Now(ctx)
 	ap := &ApprovalStatus{Message: a.Message, Roles: a.DeciderRoles(), CommentRequired: a.CommentRequired}
@@ -102,18 +102,18 @@ func (r *Run) runApproval(ctx workflow.Context, st *StepStatus, a *spec.Approval
 	return nil, &StepError{Step: st.Name, Message: msg}
 }
 
-func onTimeout(a *spec.ApprovalStep) spec.ApprovalOutcome {
+func onTimeout(a *pipeline.ApprovalStep) pipeline.ApprovalOutcome {
 	if a.OnTimeout == "" {
-		return spec.ApprovalReject
+		return pipeline.ApprovalReject
 	}
 	return a.OnTimeout
 }
 
-func (r *Run) decideOnTimeout(st *StepStatus, a *spec.ApprovalStep) {
+func (r *Run) decideOnTimeout(st *StepStatus, a *pipeline.ApprovalStep) {
 	now := workflow.Now(r.root)
 	ap := st.Approval
 	ap.Decision, ap.DecidedAt, ap.TimedOut = ApprovalRejected, &now, true
-	if onTimeout(a) == spec.ApprovalApprove {
+	if onTimeout(a) == pipeline.ApprovalApprove {
 		ap.Decision = ApprovalApproved
 	}
 	r.touch()
@@ -164,7 +164,7 @@ func (r *Run) checkApproval(req ApprovalRequest) error {
 	}
 	ap := st.Approval
 	switch {
-	case st.Kind != string(spec.KindApproval):
+	case st.Kind != string(pipeline.KindApproval):
 		return notWaiting("step %q is a %s step, not an approval", st.Name, st.Kind)
 	case ap != nil && ap.Decision != "":
 		return notWaiting("step %q was already decided: %s", st.Name, decisionSummary(ap))

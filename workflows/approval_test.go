@@ -12,8 +12,8 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/atelier-ml/atelier/pipeline"
 	"github.com/atelier-ml/atelier/workflows"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 const approvalPipeline = `
@@ -185,7 +185,7 @@ func TestGoPipelineApproval(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		out, err := run.Approval(ctx, "gate", spec.ApprovalStep{MinRole: "admin"}, 0).Get(ctx)
+		out, err := run.Approval(ctx, "gate", pipeline.ApprovalStep{MinRole: "admin"}, 0).Get(ctx)
 		return run.End(out, err)
 	}
 	env.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: "go-approval"})

@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/atelier-ml/atelier/activities"
-	"github.com/atelier-ml/atelier/workflows/spec"
+	"github.com/atelier-ml/atelier/pipeline"
 )
 
 // Step caching across runs. A step (or forEach item) with caching on is
@@ -41,7 +41,7 @@ const cacheKeyVersion = 1
 // execution of the same rendered work in the same project, within c.TTL,
 // is reused instead of running. Container, ray and spark steps; ignored
 // for inference steps and when c is nil or disabled.
-func WithCache(c *spec.Cache) StepOption {
+func WithCache(c *pipeline.Cache) StepOption {
 	return func(cfg *stepConfig) {
 		if c != nil && (c.Enabled == nil || *c.Enabled) {
 			cfg.cache = c
@@ -50,8 +50,8 @@ func WithCache(c *spec.Cache) StepOption {
 }
 
 // cacheable reports whether work of this kind may be cached.
-func cacheable(k spec.StepKind) bool {
-	return k == spec.KindContainer || k == spec.KindRay || k == spec.KindSpark
+func cacheable(k pipeline.StepKind) bool {
+	return k == pipeline.KindContainer || k == pipeline.KindRay || k == pipeline.KindSpark
 }
 
 // stepCacheOn reports whether this run caches steps: false for runs
@@ -167,7 +167,7 @@ func (r *Run) warnOnce(msg string) {
 }
 
 // sharedRayTemplate is the shared RayCluster a ray step runs on, or nil.
-func (r *Run) sharedRayTemplate(w stepWork) *spec.RayClusterTemplate {
+func (r *Run) sharedRayTemplate(w stepWork) *pipeline.RayClusterTemplate {
 	if w.ray == nil || w.ray.Cluster == "" {
 		return nil
 	}
@@ -190,8 +190,8 @@ type cacheKeyDoc struct {
 	// entry, whatever their work (one may read files the other's
 	// dependencies wrote); a step of the same name and work in another
 	// pipeline of the project does (a shared "prepare").
-	Step string        `json:"step"`
-	Kind spec.StepKind `json:"kind"`
+	Step string            `json:"step"`
+	Kind pipeline.StepKind `json:"kind"`
 	// Runtime is "local" or "kubernetes": the local runtime runs the
 	// command on the worker's host and ignores the image, so the two may
 	// compute different results from the same spec.
@@ -265,11 +265,11 @@ type keyedSparkRole struct {
 // when the work runs on Kubernetes from an image named by a tag (a tag
 // can move to another image without the key changing). The project is
 // not hashed: entries are stored per project, so it scopes every lookup.
-func cacheKey(step string, w stepWork, cfg stepConfig, shared *spec.RayClusterTemplate) (string, string) {
+func cacheKey(step string, w stepWork, cfg stepConfig, shared *pipeline.RayClusterTemplate) (string, string) {
 	doc := cacheKeyDoc{KeyVersion: cacheKeyVersion, Step: step, Kind: w.kind, Runtime: "kubernetes", Version: cfg.cache.Version}
 	var images []string
 	switch w.kind {
-	case spec.KindRay:
+	case pipeline.KindRay:
 		r := w.ray
 		tmpl := r.RayClusterTemplate
 		if shared != nil {
@@ -277,7 +277,7 @@ func cacheKey(step string, w stepWork, cfg stepConfig, shared *spec.RayClusterTe
 		}
 		doc.Ray = &keyedRay{Entrypoint: r.Entrypoint, RuntimeEnv: r.RuntimeEnv, Cluster: keyedRayTemplate(tmpl)}
 		images = append(images, tmpl.Image)
-	case spec.KindSpark:
+	case pipeline.KindSpark:
 		s := w.spark
 		doc.Spark = &keyedSpark{
 			Type: s.Type, Image: imageKey(s.Image), SparkVersion: s.SparkVersion, MainClass: s.MainClass,
@@ -317,7 +317,7 @@ func cacheKey(step string, w stepWork, cfg stepConfig, shared *spec.RayClusterTe
 	return hex.EncodeToString(sum[:]), warning
 }
 
-func keyedRayTemplate(t spec.RayClusterTemplate) keyedRayCluster {
+func keyedRayTemplate(t pipeline.RayClusterTemplate) keyedRayCluster {
 	k := keyedRayCluster{Image: imageKey(t.Image), RayVersion: t.RayVersion, Head: keyedGPU{t.Head.GPU, t.Head.GPUType}}
 	for _, g := range t.Workers {
 		k.Workers = append(k.Workers, keyedWorkerGroup{Name: g.Name, Replicas: g.Replicas, MinReplicas: g.MinReplicas, MaxReplicas: g.MaxReplicas, GPU: keyedGPU{g.GPU, g.GPUType}})

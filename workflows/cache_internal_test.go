@@ -6,24 +6,24 @@ import (
 	"testing"
 	"time"
 
-	"github.com/atelier-ml/atelier/workflows/spec"
+	"github.com/atelier-ml/atelier/pipeline"
 )
 
-func containerWork(mod func(*spec.Container)) stepWork {
-	c := spec.Container{
+func containerWork(mod func(*pipeline.Container)) stepWork {
+	c := pipeline.Container{
 		Image: "busybox:1.36", Command: []string{"sh", "-c"}, Args: []string{"echo hi"},
 		Env: map[string]string{"A": "1", "B": "2"}, WorkingDir: "/w",
-		Resources: &spec.Resources{CPU: "1", Memory: "1Gi", GPU: 1, GPUType: "L4"},
+		Resources: &pipeline.Resources{CPU: "1", Memory: "1Gi", GPU: 1, GPUType: "L4"},
 	}
 	if mod != nil {
 		mod(&c)
 	}
-	return stepWork{kind: spec.KindContainer, container: &c}
+	return stepWork{kind: pipeline.KindContainer, container: &c}
 }
 
 func keyOf(w stepWork, cfg stepConfig) string {
 	if cfg.cache == nil {
-		cfg.cache = &spec.Cache{}
+		cfg.cache = &pipeline.Cache{}
 	}
 	k, _ := cacheKey("train", w, cfg, nil)
 	return k
@@ -33,7 +33,7 @@ func keyOf(w stepWork, cfg stepConfig) string {
 // (entries of earlier releases would stop matching, or worse, match
 // something else). Change cacheKeyVersion when it must change.
 func TestCacheKeyPinned(t *testing.T) {
-	got := keyOf(containerWork(nil), stepConfig{cache: &spec.Cache{Version: "1"}})
+	got := keyOf(containerWork(nil), stepConfig{cache: &pipeline.Cache{Version: "1"}})
 	const want = "85cb32daee9bf0c66daa290e3a6f8629bc78986c94057568b2cec6afbcb1e741"
 	if got != want {
 		t.Fatalf("key of the fixed step = %s, want %s", got, want)
@@ -43,34 +43,34 @@ func TestCacheKeyPinned(t *testing.T) {
 func TestCacheKeyCoversWhatDecidesTheResult(t *testing.T) {
 	base := keyOf(containerWork(nil), stepConfig{})
 	changes := map[string]stepWork{
-		"image":      containerWork(func(c *spec.Container) { c.Image = "busybox:1.37" }),
-		"command":    containerWork(func(c *spec.Container) { c.Command = []string{"bash", "-c"} }),
-		"args":       containerWork(func(c *spec.Container) { c.Args = []string{"echo bye"} }),
-		"env value":  containerWork(func(c *spec.Container) { c.Env = map[string]string{"A": "1", "B": "3"} }),
-		"env name":   containerWork(func(c *spec.Container) { c.Env = map[string]string{"A": "1", "C": "2"} }),
-		"workingDir": containerWork(func(c *spec.Container) { c.WorkingDir = "/x" }),
-		"gpu count":  containerWork(func(c *spec.Container) { c.Resources.GPU = 2 }),
-		"gpu type":   containerWork(func(c *spec.Container) { c.Resources.GPUType = "A100" }),
-		"kind":       {kind: spec.KindSpark, spark: &spec.SparkStep{}},
+		"image":      containerWork(func(c *pipeline.Container) { c.Image = "busybox:1.37" }),
+		"command":    containerWork(func(c *pipeline.Container) { c.Command = []string{"bash", "-c"} }),
+		"args":       containerWork(func(c *pipeline.Container) { c.Args = []string{"echo bye"} }),
+		"env value":  containerWork(func(c *pipeline.Container) { c.Env = map[string]string{"A": "1", "B": "3"} }),
+		"env name":   containerWork(func(c *pipeline.Container) { c.Env = map[string]string{"A": "1", "C": "2"} }),
+		"workingDir": containerWork(func(c *pipeline.Container) { c.WorkingDir = "/x" }),
+		"gpu count":  containerWork(func(c *pipeline.Container) { c.Resources.GPU = 2 }),
+		"gpu type":   containerWork(func(c *pipeline.Container) { c.Resources.GPUType = "A100" }),
+		"kind":       {kind: pipeline.KindSpark, spark: &pipeline.SparkStep{}},
 	}
 	for what, w := range changes {
 		if keyOf(w, stepConfig{}) == base {
 			t.Errorf("changing the %s keeps the key", what)
 		}
 	}
-	if k, _ := cacheKey("other", containerWork(nil), stepConfig{cache: &spec.Cache{}}, nil); k == base {
+	if k, _ := cacheKey("other", containerWork(nil), stepConfig{cache: &pipeline.Cache{}}, nil); k == base {
 		t.Error("two steps with the same work share a key")
 	}
-	if keyOf(containerWork(nil), stepConfig{cache: &spec.Cache{Version: "2"}}) == base {
+	if keyOf(containerWork(nil), stepConfig{cache: &pipeline.Cache{Version: "2"}}) == base {
 		t.Error("changing cache.version keeps the key")
 	}
-	if keyOf(containerWork(nil), stepConfig{placement: &spec.Placement{Cluster: "c"}}) == base {
+	if keyOf(containerWork(nil), stepConfig{placement: &pipeline.Placement{Cluster: "c"}}) == base {
 		t.Error("the local runtime and Kubernetes share keys, though the local runtime ignores the image")
 	}
 	same := map[string]stepConfig{
 		"timeout":   {timeout: time.Hour},
-		"retries":   {retries: spec.Retries{Limit: 3}},
-		"ttl":       {cache: &spec.Cache{TTL: spec.Duration(time.Hour)}},
+		"retries":   {retries: pipeline.Retries{Limit: 3}},
+		"ttl":       {cache: &pipeline.Cache{TTL: pipeline.Duration(time.Hour)}},
 		"preempted": {preempted: 2, firstAttempt: 3},
 	}
 	for what, cfg := range same {
@@ -78,22 +78,22 @@ func TestCacheKeyCoversWhatDecidesTheResult(t *testing.T) {
 			t.Errorf("changing the %s changes the key", what)
 		}
 	}
-	if keyOf(containerWork(func(c *spec.Container) { c.Resources.CPU, c.Resources.Memory = "8", "64Gi" }), stepConfig{}) != base {
+	if keyOf(containerWork(func(c *pipeline.Container) { c.Resources.CPU, c.Resources.Memory = "8", "64Gi" }), stepConfig{}) != base {
 		t.Error("CPU and memory requests change the key")
 	}
 	// A digest decides; the tag beside it does not.
-	a := keyOf(containerWork(func(c *spec.Container) { c.Image = "reg:5000/busybox:1.36@sha256:abc" }), stepConfig{})
-	b := keyOf(containerWork(func(c *spec.Container) { c.Image = "reg:5000/busybox:1.37@sha256:abc" }), stepConfig{})
+	a := keyOf(containerWork(func(c *pipeline.Container) { c.Image = "reg:5000/busybox:1.36@sha256:abc" }), stepConfig{})
+	b := keyOf(containerWork(func(c *pipeline.Container) { c.Image = "reg:5000/busybox:1.37@sha256:abc" }), stepConfig{})
 	if a != b {
 		t.Error("two tags of the same digest have different keys")
 	}
 }
 
 func TestCacheKeySharedRayClusterByContent(t *testing.T) {
-	w := stepWork{kind: spec.KindRay, ray: &spec.RayStep{Entrypoint: "python x.py", Cluster: "shared"}}
-	cfg := stepConfig{cache: &spec.Cache{}}
-	small := &spec.RayClusterTemplate{Image: "rayproject/ray@sha256:1", Workers: []spec.RayWorkerGroup{{Name: "w", Replicas: 2}}}
-	big := &spec.RayClusterTemplate{Image: "rayproject/ray@sha256:1", Workers: []spec.RayWorkerGroup{{Name: "w", Replicas: 4}}}
+	w := stepWork{kind: pipeline.KindRay, ray: &pipeline.RayStep{Entrypoint: "python x.py", Cluster: "shared"}}
+	cfg := stepConfig{cache: &pipeline.Cache{}}
+	small := &pipeline.RayClusterTemplate{Image: "rayproject/ray@sha256:1", Workers: []pipeline.RayWorkerGroup{{Name: "w", Replicas: 2}}}
+	big := &pipeline.RayClusterTemplate{Image: "rayproject/ray@sha256:1", Workers: []pipeline.RayWorkerGroup{{Name: "w", Replicas: 4}}}
 	k1, warn := cacheKey("eval", w, cfg, small)
 	k2, _ := cacheKey("eval", w, cfg, big)
 	if k1 == k2 {
@@ -105,15 +105,15 @@ func TestCacheKeySharedRayClusterByContent(t *testing.T) {
 }
 
 func TestCacheKeyWarnsAboutTagsOnKubernetes(t *testing.T) {
-	cfg := stepConfig{cache: &spec.Cache{}}
+	cfg := stepConfig{cache: &pipeline.Cache{}}
 	if _, w := cacheKey("s", containerWork(nil), cfg, nil); w != "" {
 		t.Errorf("the local runtime ignores images, yet warned: %s", w)
 	}
-	cfg.placement = &spec.Placement{Cluster: "c"}
+	cfg.placement = &pipeline.Placement{Cluster: "c"}
 	if _, w := cacheKey("s", containerWork(nil), cfg, nil); !strings.Contains(w, `"busybox:1.36" is named by a tag`) {
 		t.Errorf("warning = %q", w)
 	}
-	spark := stepWork{kind: spec.KindSpark, spark: &spec.SparkStep{Image: "spark:3.5"}}
+	spark := stepWork{kind: pipeline.KindSpark, spark: &pipeline.SparkStep{Image: "spark:3.5"}}
 	if _, w := cacheKey("s", spark, cfg, nil); w == "" {
 		t.Error("spark image tag: no warning")
 	}
@@ -157,7 +157,7 @@ func TestCacheKeyClassifiesEveryWorkField(t *testing.T) {
 		"SparkRole.Cores": "keyed", "SparkRole.Memory": "excluded: decides placement", "SparkRole.Instances": "keyed",
 		"SparkRole.GPU": "keyed", "SparkRole.GPUType": "keyed",
 	}
-	for _, v := range []any{spec.Container{}, spec.Resources{}, spec.RayStep{}, spec.RayClusterTemplate{}, spec.RayWorkerGroup{}, spec.SparkStep{}, spec.SparkRole{}} {
+	for _, v := range []any{pipeline.Container{}, pipeline.Resources{}, pipeline.RayStep{}, pipeline.RayClusterTemplate{}, pipeline.RayWorkerGroup{}, pipeline.SparkStep{}, pipeline.SparkRole{}} {
 		typ := reflect.TypeOf(v)
 		for i := range typ.NumField() {
 			name := typ.Name() + "." + typ.Field(i).Name

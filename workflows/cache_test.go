@@ -16,8 +16,8 @@ import (
 
 	"github.com/atelier-ml/atelier/activities/stepcache"
 	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/pipeline"
 	"github.com/atelier-ml/atelier/workflows"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 // memCache is an in-memory catalogue step cache (the Postgres one is
@@ -314,9 +314,9 @@ func goCachedPipeline(ctx workflow.Context, bypass bool) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out, err := run.Container(ctx, "prepare", spec.Container{Command: []string{"ok rows=7"}}, workflows.WithCache(&spec.Cache{Version: "1"})).Get(ctx)
+	out, err := run.Container(ctx, "prepare", pipeline.Container{Command: []string{"ok rows=7"}}, workflows.WithCache(&pipeline.Cache{Version: "1"})).Get(ctx)
 	if err == nil {
-		_, err = run.Container(ctx, "report", spec.Container{Command: []string{fmt.Sprintf("ok rows=%v", out["rows"])}}).Get(ctx)
+		_, err = run.Container(ctx, "report", pipeline.Container{Command: []string{fmt.Sprintf("ok rows=%v", out["rows"])}}).Get(ctx)
 	}
 	return "", run.End(nil, err)
 }

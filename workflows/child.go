@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/atelier-ml/atelier/pipeline"
+
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/atelier-ml/atelier/activities"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 // Application error types of a pipeline step's attempt (the step fails at
@@ -32,8 +33,8 @@ const (
 // params are taken as they are (no templates). WithTimeout bounds each
 // child run and WithRetries starts a new child run per failed attempt;
 // WithPlacement does not apply.
-func (r *Run) Pipeline(ctx workflow.Context, name string, c spec.PipelineStep, opts ...StepOption) StepFuture {
-	return r.kubeStepFuture(ctx, name, spec.KindPipeline, stepWork{pipeline: &c}, opts)
+func (r *Run) Pipeline(ctx workflow.Context, name string, c pipeline.ChildStep, opts ...StepOption) StepFuture {
+	return r.kubeStepFuture(ctx, name, pipeline.KindPipeline, stepWork{pipeline: &c}, opts)
 }
 
 // runChild runs every attempt of a pipeline step (or forEach item): each
@@ -41,7 +42,7 @@ func (r *Run) Pipeline(ctx workflow.Context, name string, c spec.PipelineStep, o
 // "the newest" is decided now and recorded in history), checks the params
 // against it, and runs it as a child workflow whose ID derives from this
 // run, the step, the item and the attempt.
-func (r *Run) runChild(ctx workflow.Context, st *StepStatus, stepName string, item *int, c spec.PipelineStep, cfg stepConfig) (Outputs, error) {
+func (r *Run) runChild(ctx workflow.Context, st *StepStatus, stepName string, item *int, c pipeline.ChildStep, cfg stepConfig) (Outputs, error) {
 	return r.runAttempts(ctx, st, cfg, func(actx workflow.Context, attempt int) (attemptOutcome, error) {
 		var out attemptOutcome
 		out.StartedAt = workflow.Now(actx)
@@ -54,10 +55,10 @@ func (r *Run) runChild(ctx workflow.Context, st *StepStatus, stepName string, it
 			depth = r.parent.Depth + 1
 			chain = append(append([]string(nil), r.parent.Pipelines...), chain...)
 		}
-		if depth > spec.MaxPipelineDepth {
+		if depth > pipeline.MaxPipelineDepth {
 			return out, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 				"pipeline %q would run %d levels below the run a user started; child runs nest at most %d levels (%s → %s): do these pipelines run each other in a cycle?",
-				c.Name, depth, spec.MaxPipelineDepth, strings.Join(chain, " → "), c.Name), ErrTypePipelineTooDeep, nil)
+				c.Name, depth, pipeline.MaxPipelineDepth, strings.Join(chain, " → "), c.Name), ErrTypePipelineTooDeep, nil)
 		}
 
 		var res activities.ResolvePipelineResult
@@ -67,7 +68,7 @@ func (r *Run) runChild(ctx workflow.Context, st *StepStatus, stepName string, it
 		}).Get(rctx, &res); err != nil {
 			return out, err
 		}
-		params, err := spec.ResolveParams(&res.Spec, c.Params)
+		params, err := pipeline.ResolveParams(&res.Spec, c.Params)
 		if err != nil {
 			return out, temporal.NewNonRetryableApplicationError(fmt.Sprintf("params of pipeline %q version %d: %v", c.Name, res.Version, err), activities.ErrTypeInvalidStep, nil)
 		}

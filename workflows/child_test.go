@@ -10,6 +10,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/atelier-ml/atelier/pipeline"
+
 	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
@@ -19,14 +22,13 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/workflows"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 // fakeCatalogue answers the resolve activity from pipelines parsed in the
 // test; versions are 1-based in declaration order.
 type fakeCatalogue struct {
 	mu       sync.Mutex
-	versions map[string][]spec.Pipeline // by "project/name"
+	versions map[string][]pipeline.Spec // by "project/name"
 	asked    []activities.ResolvePipelineRequest
 }
 
@@ -36,7 +38,7 @@ func (c *fakeCatalogue) add(t *testing.T, project, name, yaml string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.versions == nil {
-		c.versions = map[string][]spec.Pipeline{}
+		c.versions = map[string][]pipeline.Spec{}
 	}
 	c.versions[project+"/"+name] = append(c.versions[project+"/"+name], p)
 }
@@ -214,8 +216,8 @@ func TestPipelinesInACycleStopAtTheDepthLimit(t *testing.T) {
 	s := status(t, env)
 	assert.Equal(t, workflows.RunFailed, s.State)
 	runs := last()
-	assert.Len(t, runs, 1+spec.MaxPipelineDepth, "the top run and 5 nested children")
-	deepest := "run-1" + strings.Repeat(".call.a1", spec.MaxPipelineDepth)
+	assert.Len(t, runs, 1+pipeline.MaxPipelineDepth, "the top run and 5 nested children")
+	deepest := "run-1" + strings.Repeat(".call.a1", pipeline.MaxPipelineDepth)
 	require.Contains(t, runs, deepest)
 	msg := runs[deepest].Steps[0].Error
 	assert.Contains(t, msg, "child runs nest at most 5 levels")
@@ -332,7 +334,7 @@ func goChildPipeline(ctx workflow.Context, dataset string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out, err := run.Pipeline(ctx, "train", spec.PipelineStep{Name: "train", Params: map[string]any{"dataset": dataset}}).Get(ctx)
+	out, err := run.Pipeline(ctx, "train", pipeline.ChildStep{Name: "train", Params: map[string]any{"dataset": dataset}}).Get(ctx)
 	model, _ := out["model"].(string)
 	return model, run.End(model, err)
 }

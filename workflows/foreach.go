@@ -9,7 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/atelier-ml/atelier/workflows/spec"
+	"github.com/atelier-ml/atelier/pipeline"
 )
 
 // The Go API's forEach. A loop of Run.Container calls runs every item in
@@ -33,7 +33,7 @@ type ForEachItems struct {
 	Parallelism int
 	// FailurePolicy decides what failed items do to the step (nil: the
 	// first failure fails it).
-	FailurePolicy *spec.FailurePolicy
+	FailurePolicy *pipeline.FailurePolicy
 }
 
 // ForEachFuture is the pending result of Run.ForEach.
@@ -83,8 +83,8 @@ func (r *Run) Reduce(ctx workflow.Context, res ForEachResult, expr string) (any,
 				list[k] = map[string]any(o)
 			}
 		}
-		env := spec.Env{Steps: map[string]spec.StepEnv{res.Step: {Outputs: list}}}
-		out, err := spec.EvalOutputs(&spec.Pipeline{Outputs: tmpl}, env)
+		env := pipeline.Env{Steps: map[string]pipeline.StepEnv{res.Step: {Outputs: list}}}
+		out, err := pipeline.EvalOutputs(&pipeline.Spec{Outputs: tmpl}, env)
 		if err != nil {
 			return nil, fmt.Errorf("reducing the outputs of %s: %w", res.Step, err)
 		}
@@ -109,8 +109,8 @@ func (r *Run) Reduce(ctx workflow.Context, res ForEachResult, expr string) (any,
 //		spec.Container{Command: []string{"sh", "-c", `echo "{\"v\": $(({{ item }} * {{ item }}))}" > $ATELIER_OUTPUTS`}})
 //	res, err := f.Get(ctx)
 //	total, err := run.Reduce(ctx, res, "sum(map(steps.square.outputs, .v))")
-func (r *Run) ForEach(ctx workflow.Context, name string, items ForEachItems, c spec.Container, opts ...StepOption) ForEachFuture {
-	st := r.addStep(name, string(spec.KindContainer))
+func (r *Run) ForEach(ctx workflow.Context, name string, items ForEachItems, c pipeline.Container, opts ...StepOption) ForEachFuture {
+	st := r.addStep(name, string(pipeline.KindContainer))
 	fut, set := workflow.NewFuture(ctx)
 	step, err := forEachStep(st.Name, items, c, opts)
 	if err != nil {
@@ -122,7 +122,7 @@ func (r *Run) ForEach(ctx workflow.Context, name string, items ForEachItems, c s
 	}
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		in := &PipelineInput{Project: r.status.Project, Pipeline: r.status.Pipeline, Reuse: r.goReuse}
-		d := &dag{r: r, ctx: gctx, in: in, p: &spec.Pipeline{Steps: []spec.Step{step}}, steps: []*StepStatus{st}}
+		d := &dag{r: r, ctx: gctx, in: in, p: &pipeline.Spec{Steps: []pipeline.Step{step}}, steps: []*StepStatus{st}}
 		d.run()
 		switch st.State {
 		case StepSucceeded, StepCached:
@@ -141,32 +141,32 @@ func (r *Run) ForEach(ctx workflow.Context, name string, items ForEachItems, c s
 }
 
 // forEachStep is the declarative step Run.ForEach runs.
-func forEachStep(name string, items ForEachItems, c spec.Container, opts []StepOption) (spec.Step, error) {
+func forEachStep(name string, items ForEachItems, c pipeline.Container, opts []StepOption) (pipeline.Step, error) {
 	raw, err := forEachList(items.Items)
 	if err != nil {
-		return spec.Step{}, err
+		return pipeline.Step{}, err
 	}
 	var cfg stepConfig
 	for _, o := range opts {
 		o(&cfg)
 	}
-	s := spec.Step{
+	s := pipeline.Step{
 		Name:      name,
-		ForEach:   &spec.ForEach{Items: raw, Parallelism: items.Parallelism, FailurePolicy: items.FailurePolicy},
+		ForEach:   &pipeline.ForEach{Items: raw, Parallelism: items.Parallelism, FailurePolicy: items.FailurePolicy},
 		Container: &c,
-		Timeout:   spec.Duration(cfg.timeout),
+		Timeout:   pipeline.Duration(cfg.timeout),
 		Placement: cfg.placement,
 		Cache:     cfg.cache,
 	}
-	if cfg.retries != (spec.Retries{}) {
+	if cfg.retries != (pipeline.Retries{}) {
 		r := cfg.retries
 		s.Retries = &r
 	}
 	switch {
-	case items.Parallelism < 0 || items.Parallelism > spec.MaxParallelism:
-		return spec.Step{}, fmt.Errorf("parallelism %d: use 1 to %d (0 for the default)", items.Parallelism, spec.MaxParallelism)
+	case items.Parallelism < 0 || items.Parallelism > pipeline.MaxParallelism:
+		return pipeline.Step{}, fmt.Errorf("parallelism %d: use 1 to %d (0 for the default)", items.Parallelism, pipeline.MaxParallelism)
 	case items.FailurePolicy != nil && (items.FailurePolicy.MaxFailedPercent < 0 || items.FailurePolicy.MaxFailedPercent > 100):
-		return spec.Step{}, fmt.Errorf("failure policy: maxFailedPercent %v is not a percentage (0 to 100)", items.FailurePolicy.MaxFailedPercent)
+		return pipeline.Step{}, fmt.Errorf("failure policy: maxFailedPercent %v is not a percentage (0 to 100)", items.FailurePolicy.MaxFailedPercent)
 	}
 	return s, nil
 }

@@ -10,8 +10,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/atelier-ml/atelier/examples/gopipeline"
+	"github.com/atelier-ml/atelier/pipeline"
 	"github.com/atelier-ml/atelier/workflows"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 // runFanOut runs the example.FanOut Go pipeline over n items.
@@ -68,7 +68,7 @@ type shard struct {
 
 // goForEach runs a Go pipeline that calls Run.ForEach with items and c and
 // returns the step's error, its result and the run status.
-func goForEach(t *testing.T, items workflows.ForEachItems, c spec.Container) (workflows.ForEachResult, string, workflows.RunStatus) {
+func goForEach(t *testing.T, items workflows.ForEachItems, c pipeline.Container) (workflows.ForEachResult, string, workflows.RunStatus) {
 	t.Helper()
 	env, _, _ := newWideEnv(t)
 	env.RegisterWorkflowWithOptions(func(ctx workflow.Context) (string, error) {
@@ -98,7 +98,7 @@ func goForEach(t *testing.T, items workflows.ForEachItems, c spec.Container) (wo
 // Items may be any slice: templates see structs by their JSON names.
 func TestGoForEachStructItems(t *testing.T) {
 	res, errMsg, _ := goForEach(t, workflows.ForEachItems{Items: []shard{{"a.parquet", 3}, {"b.parquet", 5}}},
-		spec.Container{Command: []string{"ok file={{ item.path }} n={{ item.rows * 2 }}"}})
+		pipeline.Container{Command: []string{"ok file={{ item.path }} n={{ item.rows * 2 }}"}})
 	require.Empty(t, errMsg)
 	assert.Equal(t, "each", res.Step)
 	assert.Equal(t, 2, res.Items)
@@ -122,7 +122,7 @@ func TestGoForEachErrors(t *testing.T) {
 		{"item fails", workflows.ForEachItems{Items: []int{1, 2, 3}}, "fail", `step "each" failed: item `},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, errMsg, s := goForEach(t, tc.items, spec.Container{Command: []string{tc.cmd}})
+			_, errMsg, s := goForEach(t, tc.items, pipeline.Container{Command: []string{tc.cmd}})
 			assert.Contains(t, errMsg, "*workflows.StepError")
 			assert.Contains(t, errMsg, tc.want)
 			assert.Equal(t, workflows.StepFailed, stepNamed(t, s, "each").State)

@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/atelier-ml/atelier/pipeline"
 	"github.com/atelier-ml/atelier/workflows"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 // goChain is five steps in a row and an exit handler; the step named
@@ -20,14 +20,14 @@ func goChain(ctx workflow.Context, failAt string) (float64, error) {
 		return 0, err
 	}
 	run.OnExit(func(ctx workflow.Context, _ workflows.ExitInfo) error {
-		_, err := run.Container(ctx, "report", spec.Container{Command: []string{"ok exit=1"}}).Get(ctx)
+		_, err := run.Container(ctx, "report", pipeline.Container{Command: []string{"ok exit=1"}}).Get(ctx)
 		return err
 	})
-	cmd := func(name, c string) spec.Container {
+	cmd := func(name, c string) pipeline.Container {
 		if name == failAt {
 			c = "fail"
 		}
-		return spec.Container{Command: []string{c}}
+		return pipeline.Container{Command: []string{c}}
 	}
 	out, err := run.Container(sctx, "s1", cmd("s1", "ok n=7")).Get(sctx)
 	if err != nil {

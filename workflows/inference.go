@@ -4,7 +4,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/atelier-ml/atelier/activities"
-	"github.com/atelier-ml/atelier/workflows/spec"
+	"github.com/atelier-ml/atelier/pipeline"
 )
 
 // Inference starts an inference step: it creates the endpoint s names in
@@ -16,15 +16,15 @@ import (
 // wait, not the rollout. Cancelling the run stops the wait and leaves the
 // rollout going (see package activities/deploy). WithPlacement does not
 // apply: the endpoint runs where s.Cluster says.
-func (r *Run) Inference(ctx workflow.Context, name string, s spec.InferenceStep, opts ...StepOption) StepFuture {
-	return r.kubeStepFuture(ctx, name, spec.KindInference, stepWork{inference: &s}, opts)
+func (r *Run) Inference(ctx workflow.Context, name string, s pipeline.InferenceStep, opts ...StepOption) StepFuture {
+	return r.kubeStepFuture(ctx, name, pipeline.KindInference, stepWork{inference: &s}, opts)
 }
 
 // runInference runs every attempt of an inference step (or forEach item)
 // as the deploy activity, on the workflow's own queue: the local worker
 // that polls it holds the Temporal client the activity needs, and its step
 // slots, not its short control slots, are for waits that last a rollout.
-func (r *Run) runInference(ctx workflow.Context, st *StepStatus, stepName string, item *int, s spec.InferenceStep, cfg stepConfig) (Outputs, error) {
+func (r *Run) runInference(ctx workflow.Context, st *StepStatus, stepName string, item *int, s pipeline.InferenceStep, cfg stepConfig) (Outputs, error) {
 	actx := stepActivityOptions(ctx, cfg.timeout, "")
 	return r.runAttempts(ctx, st, cfg, func(_ workflow.Context, attempt int) (attemptOutcome, error) {
 		req := activities.DeployEndpointRequest{

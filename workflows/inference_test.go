@@ -15,8 +15,8 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/inference"
+	"github.com/atelier-ml/atelier/pipeline"
 	"github.com/atelier-ml/atelier/workflows"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 // fakeDeployer stands in for activities/deploy: it answers revision 3, or
@@ -56,9 +56,9 @@ func (f *fakeDeployer) deploy(ctx context.Context, req activities.DeployEndpoint
 
 func inferenceInput(t *testing.T, yaml string) workflows.PipelineInput {
 	t.Helper()
-	p, err := spec.Parse([]byte(yaml))
+	p, err := pipeline.Parse([]byte(yaml))
 	require.NoError(t, err)
-	require.NoError(t, spec.Validate(p, spec.ValidateOptions{Kinds: []spec.StepKind{spec.KindContainer, spec.KindInference}, Kubernetes: true}))
+	require.NoError(t, pipeline.Validate(p, pipeline.ValidateOptions{Kinds: []pipeline.StepKind{pipeline.KindContainer, pipeline.KindInference}, Kubernetes: true}))
 	return workflows.PipelineInput{RunID: "run-1", Project: "p1", Pipeline: "deploy", Version: 1, Spec: *p}
 }
 
@@ -159,7 +159,7 @@ func goDeployPipeline(ctx workflow.Context, _ struct{}) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	out, err := run.Inference(ctx, "deploy", spec.InferenceStep{Endpoint: "chat", Cluster: "gpu-a",
+	out, err := run.Inference(ctx, "deploy", pipeline.InferenceStep{Endpoint: "chat", Cluster: "gpu-a",
 		Spec: inference.EndpointSpec{Backend: inference.BackendVLLM, Model: inference.Model{Name: "tiny"}, Image: "vllm"}},
 		workflows.WithTimeout(time.Hour)).Get(ctx)
 	rev := 0

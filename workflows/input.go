@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/atelier-ml/atelier/workflows/spec"
+	"github.com/atelier-ml/atelier/pipeline"
 )
 
 // sameJSON compares two values by their JSON (maps encode with sorted
@@ -25,7 +25,7 @@ type PipelineInput struct {
 	Project  string         `json:"project"`
 	Pipeline string         `json:"pipeline"`
 	Version  int            `json:"version"`
-	Spec     spec.Pipeline  `json:"spec"`
+	Spec     pipeline.Spec  `json:"spec"`
 	Params   map[string]any `json:"params,omitempty"`
 	// GPUPriority is the priority of the run's GPU steps in GPU admission
 	// (nil: the project's default).

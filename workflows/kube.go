@@ -9,7 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/atelier-ml/atelier/activities"
-	"github.com/atelier-ml/atelier/workflows/spec"
+	"github.com/atelier-ml/atelier/pipeline"
 )
 
 // kubeTarget is where a step's Kubernetes object goes.
@@ -35,7 +35,7 @@ type sharedRayResult struct {
 
 // WithPlacement runs a container step on a Kubernetes cluster chosen by p
 // instead of the local runtime (ray and spark steps always run on one).
-func WithPlacement(p *spec.Placement) StepOption {
+func WithPlacement(p *pipeline.Placement) StepOption {
 	return func(c *stepConfig) { c.placement = p }
 }
 
@@ -45,7 +45,7 @@ func WithPlacement(p *spec.Placement) StepOption {
 // ends (a batch workflow must not: its sweep by run label would delete
 // the other batches' Jobs). Their Jobs delete themselves WideJobTTL after
 // they finish.
-func onCluster(p *spec.Placement, t kubeTarget) StepOption {
+func onCluster(p *pipeline.Placement, t kubeTarget) StepOption {
 	return func(c *stepConfig) { c.placement, c.target, c.deleteAfter = p, &t, WideJobTTL }
 }
 
@@ -59,23 +59,23 @@ func onCluster(p *spec.Placement, t kubeTarget) StepOption {
 var WideJobTTL = time.Minute
 
 // Ray starts a ray step (a KubeRay RayJob) on a registered cluster.
-func (r *Run) Ray(ctx workflow.Context, name string, ray spec.RayStep, opts ...StepOption) StepFuture {
-	return r.kubeStepFuture(ctx, name, spec.KindRay, stepWork{ray: &ray}, opts)
+func (r *Run) Ray(ctx workflow.Context, name string, ray pipeline.RayStep, opts ...StepOption) StepFuture {
+	return r.kubeStepFuture(ctx, name, pipeline.KindRay, stepWork{ray: &ray}, opts)
 }
 
 // Spark starts a spark step (a SparkApplication) on a registered cluster.
-func (r *Run) Spark(ctx workflow.Context, name string, s spec.SparkStep, opts ...StepOption) StepFuture {
-	return r.kubeStepFuture(ctx, name, spec.KindSpark, stepWork{spark: &s}, opts)
+func (r *Run) Spark(ctx workflow.Context, name string, s pipeline.SparkStep, opts ...StepOption) StepFuture {
+	return r.kubeStepFuture(ctx, name, pipeline.KindSpark, stepWork{spark: &s}, opts)
 }
 
 // RayCluster declares a RayCluster shared by this run's ray steps that name
 // it in RayStep.Cluster. It is created on first use and deleted when the run
 // ends, however it ends.
-func (r *Run) RayCluster(c spec.SharedRayCluster) {
+func (r *Run) RayCluster(c pipeline.SharedRayCluster) {
 	r.rayTemplates = append(r.rayTemplates, c)
 }
 
-func (r *Run) kubeStepFuture(ctx workflow.Context, name string, kind spec.StepKind, w stepWork, opts []StepOption) StepFuture {
+func (r *Run) kubeStepFuture(ctx workflow.Context, name string, kind pipeline.StepKind, w stepWork, opts []StepOption) StepFuture {
 	st := r.addStep(name, string(kind))
 	if f, ok := r.reusedStep(ctx, st); ok {
 		return f
@@ -94,12 +94,12 @@ func (r *Run) kubeStepFuture(ctx workflow.Context, name string, kind spec.StepKi
 
 // stepWork is one rendered step ready to run.
 type stepWork struct {
-	kind      spec.StepKind
-	container *spec.Container
-	ray       *spec.RayStep
-	spark     *spec.SparkStep
-	inference *spec.InferenceStep
-	pipeline  *spec.PipelineStep
+	kind      pipeline.StepKind
+	container *pipeline.Container
+	ray       *pipeline.RayStep
+	spark     *pipeline.SparkStep
+	inference *pipeline.InferenceStep
+	pipeline  *pipeline.ChildStep
 	gpus      int
 	gpuType   string
 	// noPreempt admits the work as a workload GPU admission never evicts
@@ -122,13 +122,13 @@ func (r *Run) runWork(ctx workflow.Context, st *StepStatus, stepName string, ite
 
 // runUncached runs work where it belongs (see runWork).
 func (r *Run) runUncached(ctx workflow.Context, st *StepStatus, stepName string, item *int, w stepWork, cfg stepConfig, opts []StepOption) (Outputs, error) {
-	if w.kind == spec.KindInference {
+	if w.kind == pipeline.KindInference {
 		return r.runInference(ctx, st, stepName, item, *w.inference, cfg)
 	}
-	if w.kind == spec.KindPipeline {
+	if w.kind == pipeline.KindPipeline {
 		return r.runChild(ctx, st, stepName, item, *w.pipeline, cfg)
 	}
-	if w.kind == spec.KindContainer && cfg.placement == nil {
+	if w.kind == pipeline.KindContainer && cfg.placement == nil {
 		return r.runContainer(ctx, st, stepName, item, *w.container, opts...)
 	}
 
@@ -230,7 +230,7 @@ func (r *Run) controlActivity(ctx workflow.Context, nonRetryable string) workflo
 
 // selectCluster asks the registry (an activity on the run's own task queue)
 // for a cluster; the answer is recorded in history, so replay is stable.
-func (r *Run) selectCluster(ctx workflow.Context, step string, p *spec.Placement, gpus int, gpuType string) (kubeTarget, error) {
+func (r *Run) selectCluster(ctx workflow.Context, step string, p *pipeline.Placement, gpus int, gpuType string) (kubeTarget, error) {
 	sctx := r.controlActivity(ctx, activities.ErrTypeNoCluster)
 	var res activities.SelectClusterResult
 	err := workflow.ExecuteActivity(sctx, activities.SelectClusterName, activities.SelectClusterRequest{
@@ -256,7 +256,7 @@ func (r *Run) ensureSharedRay(ctx workflow.Context, st *StepStatus, name string)
 		err := s.future.Get(ctx, &res)
 		return res, err
 	}
-	var tmpl *spec.SharedRayCluster
+	var tmpl *pipeline.SharedRayCluster
 	for i := range r.rayTemplates {
 		if r.rayTemplates[i].Name == name {
 			tmpl = &r.rayTemplates[i]
@@ -280,7 +280,7 @@ func (r *Run) ensureSharedRay(ctx workflow.Context, st *StepStatus, name string)
 	var nodes []string
 	if workflow.GetVersion(ctx, versionSharedRayAdmission, workflow.DefaultVersion, 1) == 1 {
 		st.Message = target.reason
-		w := stepWork{kind: spec.KindRay, ray: &spec.RayStep{RayClusterTemplate: tmpl.RayClusterTemplate}, noPreempt: true}
+		w := stepWork{kind: pipeline.KindRay, ray: &pipeline.RayStep{RayClusterTemplate: tmpl.RayClusterTemplate}, noPreempt: true}
 		grant, err := r.admitGPU(ctx, st, "raycluster-"+name, nil, w, target)
 		if err != nil {
 			set.SetError(err)

@@ -15,10 +15,9 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/atelier-ml/atelier/workflows/spec"
-
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/gpu"
+	"github.com/atelier-ml/atelier/pipeline"
 	"github.com/atelier-ml/atelier/workflows"
 )
 
@@ -199,17 +198,17 @@ func goKubePipeline(ctx workflow.Context, _ struct{}) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	run.RayCluster(spec.SharedRayCluster{Name: "shared", RayClusterTemplate: spec.RayClusterTemplate{Image: "rayproject/ray:2.9.0"}})
-	_, err = run.Spark(ctx, "etl", spec.SparkStep{Type: "Python", Image: "spark", MainApplicationFile: "local:///etl.py"}).Get(ctx)
+	run.RayCluster(pipeline.SharedRayCluster{Name: "shared", RayClusterTemplate: pipeline.RayClusterTemplate{Image: "rayproject/ray:2.9.0"}})
+	_, err = run.Spark(ctx, "etl", pipeline.SparkStep{Type: "Python", Image: "spark", MainApplicationFile: "local:///etl.py"}).Get(ctx)
 	if err == nil {
-		_, err = run.Ray(ctx, "train", spec.RayStep{Entrypoint: "python train.py", RayClusterTemplate: spec.RayClusterTemplate{Image: "ray"}}).Get(ctx)
+		_, err = run.Ray(ctx, "train", pipeline.RayStep{Entrypoint: "python train.py", RayClusterTemplate: pipeline.RayClusterTemplate{Image: "ray"}}).Get(ctx)
 	}
 	if err == nil {
-		_, err = run.Ray(ctx, "eval", spec.RayStep{Entrypoint: "python eval.py", Cluster: "shared"}).Get(ctx)
+		_, err = run.Ray(ctx, "eval", pipeline.RayStep{Entrypoint: "python eval.py", Cluster: "shared"}).Get(ctx)
 	}
 	if err == nil {
-		_, err = run.Container(ctx, "report", spec.Container{Image: "busybox", Command: []string{"true"}},
-			workflows.WithPlacement(&spec.Placement{Cluster: "cpu-west"})).Get(ctx)
+		_, err = run.Container(ctx, "report", pipeline.Container{Image: "busybox", Command: []string{"true"}},
+			workflows.WithPlacement(&pipeline.Placement{Cluster: "cpu-west"})).Get(ctx)
 	}
 	return "done", run.End("done", err)
 }

@@ -6,7 +6,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/atelier-ml/atelier/workflows/spec"
+	"github.com/atelier-ml/atelier/pipeline"
 )
 
 // versionOnExit guards exit handlers and what goes with them: the mirror
@@ -136,7 +136,7 @@ func (r *Run) exitInfo(state RunState, errMsg string) ExitInfo {
 // exit step is a warning on the run.
 func (r *Run) runExitPhase(timeout time.Duration, body func(ctx workflow.Context)) {
 	if timeout <= 0 {
-		timeout = spec.DefaultOnExitTimeout
+		timeout = pipeline.DefaultOnExitTimeout
 	}
 	ctx, _ := workflow.NewDisconnectedContext(r.root)
 	ctx, cancel := workflow.WithCancel(ctx)
@@ -186,7 +186,7 @@ func (r *Run) stopExit(why string) {
 // addExitSteps shows a declarative pipeline's exit handlers in the status
 // from the start (PENDING, marked OnExit), so a user sees what will run
 // at the end. It reports false for a run from before exit handlers.
-func (r *Run) addExitSteps(steps []spec.Step) ([]*StepStatus, bool) {
+func (r *Run) addExitSteps(steps []pipeline.Step) ([]*StepStatus, bool) {
 	if len(steps) == 0 || !r.onExitVersion() {
 		return nil, false
 	}
@@ -206,7 +206,7 @@ func (d *dag) runExit(steps []*StepStatus, state RunState, errMsg string) {
 	in.Reuse = nil // a retry runs every exit handler again
 	e := &dag{r: d.r, in: &in, p: d.p.ExitPipeline(), steps: steps, runIf: true, parent: d}
 	info := d.r.exitInfo(state, errMsg)
-	e.exitEnv = &spec.RunEnv{Exit: true, State: string(info.State), FailedSteps: info.FailedSteps, Error: info.Error}
+	e.exitEnv = &pipeline.RunEnv{Exit: true, State: string(info.State), FailedSteps: info.FailedSteps, Error: info.Error}
 	d.r.runExitPhase(d.p.ExitTimeout(), func(ctx workflow.Context) {
 		e.ctx = ctx
 		e.run()

@@ -10,8 +10,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/atelier-ml/atelier/pipeline"
 	"github.com/atelier-ml/atelier/workflows"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 // exitOutputs is what the exit handler "report" of exitYAML wrote.
@@ -263,7 +263,7 @@ func goExitPipeline(ctx workflow.Context, fail bool) (string, error) {
 		return "", err
 	}
 	run.OnExit(func(ctx workflow.Context, exit workflows.ExitInfo) error {
-		_, err := run.Container(ctx, "cleanup", spec.Container{Command: []string{"ok state=" + string(exit.State)}}).Get(ctx)
+		_, err := run.Container(ctx, "cleanup", pipeline.Container{Command: []string{"ok state=" + string(exit.State)}}).Get(ctx)
 		return err
 	})
 	run.OnExit(func(ctx workflow.Context, exit workflows.ExitInfo) error {
@@ -273,7 +273,7 @@ func goExitPipeline(ctx workflow.Context, fail bool) (string, error) {
 	if fail {
 		cmd = "fail"
 	}
-	_, err = run.Container(sctx, "train", spec.Container{Command: []string{cmd}}).Get(sctx)
+	_, err = run.Container(sctx, "train", pipeline.Container{Command: []string{cmd}}).Get(sctx)
 	return "done", run.End("done", err)
 }
 

@@ -7,7 +7,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/atelier-ml/atelier/workflows/spec"
+	"github.com/atelier-ml/atelier/pipeline"
 )
 
 // ErrTypePipelineFailed is the application error type of a failed run, as
@@ -92,7 +92,7 @@ type dag struct {
 	r   *Run
 	ctx workflow.Context // step context: cancelled on cancel/deadline
 	in  *PipelineInput
-	p   *spec.Pipeline
+	p   *pipeline.Spec
 
 	steps   []*StepStatus
 	outputs []any
@@ -122,7 +122,7 @@ type dag struct {
 	// they know of the run's end. A failure among them stops none of the
 	// others; only their own context (timeout, a cancel) stops them.
 	parent  *dag
-	exitEnv *spec.RunEnv
+	exitEnv *pipeline.RunEnv
 }
 
 // interrupted reports whether nothing new may start: the run was
@@ -158,11 +158,11 @@ func (d *dag) mayDecide() bool {
 
 func (d *dag) run() {
 	n := len(d.p.Steps)
-	deps := spec.Dependencies(d.p)
+	deps := pipeline.Dependencies(d.p)
 	d.outputs = make([]any, n)
 	d.started = make([]bool, n)
 	d.done = make([]bool, n)
-	d.refs = d.references(spec.RefWhen | spec.RefItems | spec.RefTemplates)
+	d.refs = d.references(pipeline.RefWhen | pipeline.RefItems | pipeline.RefTemplates)
 	d.wideRefs = make([]*WideRef, n+len(d.outerNames()))
 	d.inheritWide()
 	if d.steps == nil { // exit handlers come with theirs, shown since the start
@@ -247,7 +247,7 @@ func (d *dag) start(i int, deps []int) {
 		return
 	}
 	if s.When != "" {
-		ok, err := spec.EvalWhen(s.When, env)
+		ok, err := pipeline.EvalWhen(s.When, env)
 		if err != nil {
 			d.fail(i, fmt.Sprintf("evaluating when %q: %v", s.When, err))
 			return
@@ -273,7 +273,7 @@ func (d *dag) start(i int, deps []int) {
 			d.runForEach(gctx, i, env, opts)
 			return
 		}
-		if kindOf(*s) == spec.KindApproval {
+		if kindOf(*s) == pipeline.KindApproval {
 			a, err := renderApproval(s.Approval, env)
 			if err != nil {
 				d.fail(i, fmt.Sprintf("rendering templates: %v", err))
@@ -296,7 +296,7 @@ func (d *dag) start(i int, deps []int) {
 // stopWaiting ends the wait of an approval step once another step has
 // failed, unless its rule runs after failures: nothing downstream of it
 // would start, and a run that has failed must not wait for a person.
-func (d *dag) stopWaiting(s *spec.Step) func() string {
+func (d *dag) stopWaiting(s *pipeline.Step) func() string {
 	return func() string {
 		if d.failure != "" && !s.RunIf.RunsAfterFailure() {
 			return d.failure
@@ -338,17 +338,17 @@ func (d *dag) triggered(i int, deps []int) bool {
 
 // runForEach runs one container per item with bounded parallelism; the
 // first failed item stops new items from starting.
-func (d *dag) runForEach(ctx workflow.Context, i int, env spec.Env, opts []StepOption) {
+func (d *dag) runForEach(ctx workflow.Context, i int, env pipeline.Env, opts []StepOption) {
 	s, st := &d.p.Steps[i], d.steps[i]
-	items, err := spec.EvalItems(s.ForEach, env)
+	items, err := pipeline.EvalItems(s.ForEach, env)
 	if err != nil {
 		d.fail(i, fmt.Sprintf("evaluating forEach items: %v", err))
 		return
 	}
-	if len(items) > spec.WideThreshold {
+	if len(items) > pipeline.WideThreshold {
 		if workflow.GetVersion(ctx, versionWide, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 			// Replaying a run from before wide steps: it failed here.
-			d.fail(i, fmt.Sprintf("evaluating forEach items: forEach.items: %d items; the limit is %d", len(items), spec.WideThreshold))
+			d.fail(i, fmt.Sprintf("evaluating forEach items: forEach.items: %d items; the limit is %d", len(items), pipeline.WideThreshold))
 			return
 		}
 		d.runWide(ctx, i, env, items, len(items))
@@ -363,7 +363,7 @@ func (d *dag) runForEach(ctx workflow.Context, i int, env spec.Env, opts []StepO
 	d.r.touch()
 	par := s.ForEach.Parallelism
 	if par <= 0 {
-		par = spec.DefaultParallelism
+		par = pipeline.DefaultParallelism
 	}
 	outs := make([]any, len(items))
 	active, itemFailure := 0, ""
@@ -518,70 +518,70 @@ func (d *dag) finishStep(i int, state StepState, errMsg, msg string) {
 
 // env is the expression environment: params, outputs of finished steps, run.
 // Exit handlers also see the pipeline's steps and how the run ends.
-func (d *dag) env() spec.Env {
-	steps := make(map[string]spec.StepEnv, len(d.steps))
+func (d *dag) env() pipeline.Env {
+	steps := make(map[string]pipeline.StepEnv, len(d.steps))
 	for x := d; x != nil; x = x.parent {
 		for j, st := range x.steps {
 			if st.State == StepSucceeded || st.State == StepCached { // CACHED: reused by a retry
-				steps[st.Name] = spec.StepEnv{Outputs: x.outputs[j]}
+				steps[st.Name] = pipeline.StepEnv{Outputs: x.outputs[j]}
 			}
 		}
 	}
-	run := spec.RunEnv{ID: d.r.ID(), Project: d.r.Project(), Pipeline: d.in.Pipeline}
+	run := pipeline.RunEnv{ID: d.r.ID(), Project: d.r.Project(), Pipeline: d.in.Pipeline}
 	if d.exitEnv != nil {
 		run = *d.exitEnv
 		run.ID, run.Project, run.Pipeline = d.r.ID(), d.r.Project(), d.in.Pipeline
 	}
-	return spec.Env{Params: d.in.Params, Steps: steps, Run: run}
+	return pipeline.Env{Params: d.in.Params, Steps: steps, Run: run}
 }
 
 // renderApproval renders an approval step's message (nil: the defaults).
-func renderApproval(a *spec.ApprovalStep, env spec.Env) (*spec.ApprovalStep, error) {
+func renderApproval(a *pipeline.ApprovalStep, env pipeline.Env) (*pipeline.ApprovalStep, error) {
 	if a == nil {
 		return nil, nil
 	}
 	r := *a
 	var err error
-	r.Message, err = spec.RenderString(a.Message, env)
+	r.Message, err = pipeline.RenderString(a.Message, env)
 	return &r, err
 }
 
 // renderWork evaluates a step's templates for one execution (or item).
-func renderWork(s *spec.Step, env spec.Env) (stepWork, error) {
+func renderWork(s *pipeline.Step, env pipeline.Env) (stepWork, error) {
 	w := stepWork{kind: kindOf(*s)}
 	w.gpus, w.gpuType = s.GPURequest()
 	var err error
 	switch w.kind {
-	case spec.KindRay:
-		w.ray, err = spec.RenderRay(s.Ray, env)
-	case spec.KindSpark:
-		w.spark, err = spec.RenderSpark(s.Spark, env)
-	case spec.KindInference:
-		w.inference, err = spec.RenderInference(s.Inference, env)
-	case spec.KindPipeline:
-		w.pipeline, err = spec.RenderPipelineStep(s.Pipeline, env)
+	case pipeline.KindRay:
+		w.ray, err = pipeline.RenderRay(s.Ray, env)
+	case pipeline.KindSpark:
+		w.spark, err = pipeline.RenderSpark(s.Spark, env)
+	case pipeline.KindInference:
+		w.inference, err = pipeline.RenderInference(s.Inference, env)
+	case pipeline.KindPipeline:
+		w.pipeline, err = pipeline.RenderChildStep(s.Pipeline, env)
 	default:
-		w.container, err = spec.RenderContainer(s.Container, env)
+		w.container, err = pipeline.RenderContainer(s.Container, env)
 	}
 	if err != nil {
 		return w, err
 	}
 	switch {
 	case w.ray != nil:
-		err = spec.CheckRenderedSize(w.ray)
+		err = pipeline.CheckRenderedSize(w.ray)
 	case w.spark != nil:
-		err = spec.CheckRenderedSize(w.spark)
+		err = pipeline.CheckRenderedSize(w.spark)
 	case w.inference != nil:
-		err = spec.CheckRenderedSize(w.inference)
+		err = pipeline.CheckRenderedSize(w.inference)
 	case w.pipeline != nil:
-		err = spec.CheckRenderedSize(w.pipeline)
+		err = pipeline.CheckRenderedSize(w.pipeline)
 	case w.container != nil:
-		err = spec.CheckRenderedSize(w.container)
+		err = pipeline.CheckRenderedSize(w.container)
 	}
 	return w, err
 }
 
-func stepOptions(s *spec.Step, p *spec.Pipeline) []StepOption {
+func stepOptions(s *pipeline.Step, p *pipeline.Spec) []StepOption {
 	var opts []StepOption
 	if pl := s.EffectivePlacement(p); pl != nil {
 		opts = append(opts, WithPlacement(pl))
@@ -598,9 +598,9 @@ func stepOptions(s *spec.Step, p *spec.Pipeline) []StepOption {
 	return opts
 }
 
-func kindOf(s spec.Step) spec.StepKind {
+func kindOf(s pipeline.Step) pipeline.StepKind {
 	if s.Kind == "" {
-		return spec.KindContainer
+		return pipeline.KindContainer
 	}
 	return s.Kind
 }

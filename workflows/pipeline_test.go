@@ -17,8 +17,8 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/pipeline"
 	"github.com/atelier-ml/atelier/workflows"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 // fakeRuntime stands in for the local runtime in these fast unit tests (the
@@ -117,25 +117,25 @@ func newEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeRuntime, *[]
 	return env, rt, &mirrored
 }
 
-func parse(t *testing.T, yaml string) spec.Pipeline {
+func parse(t *testing.T, yaml string) pipeline.Spec {
 	t.Helper()
-	p, err := spec.Parse([]byte(yaml))
+	p, err := pipeline.Parse([]byte(yaml))
 	require.NoError(t, err)
-	require.NoError(t, spec.Validate(p, spec.ValidateOptions{Kinds: []spec.StepKind{spec.KindContainer}}))
+	require.NoError(t, pipeline.Validate(p, pipeline.ValidateOptions{Kinds: []pipeline.StepKind{pipeline.KindContainer}}))
 	return *p
 }
 
 func kubeInput(t *testing.T, yaml string) workflows.PipelineInput {
 	t.Helper()
-	p, err := spec.Parse([]byte(yaml))
+	p, err := pipeline.Parse([]byte(yaml))
 	require.NoError(t, err)
-	require.NoError(t, spec.Validate(p, spec.ValidateOptions{Kinds: []spec.StepKind{spec.KindContainer, spec.KindRay, spec.KindSpark}}))
+	require.NoError(t, pipeline.Validate(p, pipeline.ValidateOptions{Kinds: []pipeline.StepKind{pipeline.KindContainer, pipeline.KindRay, pipeline.KindSpark}}))
 	return workflows.PipelineInput{RunID: "run-1", Project: "p1", Pipeline: "kube", Version: 1, Spec: *p}
 }
 
 func input(t *testing.T, yaml string, params map[string]any) workflows.PipelineInput {
 	p := parse(t, yaml)
-	resolved, err := spec.ResolveParams(&p, params)
+	resolved, err := pipeline.ResolveParams(&p, params)
 	require.NoError(t, err)
 	return workflows.PipelineInput{RunID: "run-1", Project: "p1", Pipeline: "demo", Version: 1, Spec: p, Params: resolved}
 }

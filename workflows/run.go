@@ -10,7 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/atelier-ml/atelier/activities"
-	"github.com/atelier-ml/atelier/workflows/spec"
+	"github.com/atelier-ml/atelier/pipeline"
 )
 
 // DefaultProject is used for runs started without the AtelierProject search
@@ -58,7 +58,7 @@ type Run struct {
 
 	// Kubernetes bookkeeping (kube.go): clusters used, shared RayClusters.
 	kubeClusters []kubeTarget
-	rayTemplates []spec.SharedRayCluster
+	rayTemplates []pipeline.SharedRayCluster
 	sharedRay    map[string]*sharedRay
 	sharedOrder  []string // sharedRay's names in the order first used (maps have none)
 

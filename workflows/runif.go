@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/atelier-ml/atelier/workflows/spec"
+	"github.com/atelier-ml/atelier/pipeline"
 )
 
 // versionRunIf guards trigger rules (spec.RunIf) and the scheduling that
@@ -17,7 +17,7 @@ const versionRunIf = "atelier.run-if"
 // runIfMet decides rule over the final states of a step's direct
 // dependencies, in declaration order. When the rule is not met, why says
 // which rule and which dependency (the step's skip reason).
-func runIfMet(rule spec.RunIf, parents []*StepStatus) (ok bool, why string) {
+func runIfMet(rule pipeline.RunIf, parents []*StepStatus) (ok bool, why string) {
 	note := ""
 	if rule == "" {
 		note = " (the default)" // a user may not know a rule applies
@@ -27,13 +27,13 @@ func runIfMet(rule spec.RunIf, parents []*StepStatus) (ok bool, why string) {
 	succeeded := func(st *StepStatus) bool { return st.State == StepSucceeded || st.State == StepCached }
 	var blocker *StepStatus // the first dependency that breaks the rule
 	switch rule {
-	case spec.RunIfAllSucceeded:
+	case pipeline.RunIfAllSucceeded:
 		blocker = firstWhere(parents, func(st *StepStatus) bool { return !succeeded(st) })
-	case spec.RunIfNoneFailed:
+	case pipeline.RunIfNoneFailed:
 		blocker = firstWhere(parents, func(st *StepStatus) bool { return !succeeded(st) && st.State != StepSkipped })
-	case spec.RunIfAllDone:
+	case pipeline.RunIfAllDone:
 		blocker = firstWhere(parents, func(st *StepStatus) bool { return !st.State.Terminal() })
-	case spec.RunIfAnyFailed:
+	case pipeline.RunIfAnyFailed:
 		if firstWhere(parents, failed) != nil {
 			return true, ""
 		}

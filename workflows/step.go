@@ -10,7 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/atelier-ml/atelier/activities"
-	"github.com/atelier-ml/atelier/workflows/spec"
+	"github.com/atelier-ml/atelier/pipeline"
 )
 
 // Outputs are the JSON outputs a step wrote (a JSON object).
@@ -20,9 +20,9 @@ type Outputs map[string]any
 type StepOption func(*stepConfig)
 
 type stepConfig struct {
-	retries   spec.Retries
+	retries   pipeline.Retries
 	timeout   time.Duration
-	placement *spec.Placement
+	placement *pipeline.Placement
 	// target, when set, is the cluster the work runs on, chosen already
 	// (onCluster): no selection, and no sweep by this workflow.
 	target *kubeTarget
@@ -30,7 +30,7 @@ type stepConfig struct {
 	// (0: the run's end deletes it).
 	deleteAfter time.Duration
 	// cache is the step's caching (WithCache); nil when off.
-	cache *spec.Cache
+	cache *pipeline.Cache
 	// firstAttempt numbers the first attempt of runAttempts (0 means 1);
 	// preempted counts attempts lost to GPU preemption before it, which do
 	// not count against retries.
@@ -41,7 +41,7 @@ type stepConfig struct {
 }
 
 // WithRetries re-runs failed attempts with exponential backoff.
-func WithRetries(r spec.Retries) StepOption { return func(c *stepConfig) { c.retries = r } }
+func WithRetries(r pipeline.Retries) StepOption { return func(c *stepConfig) { c.retries = r } }
 
 // WithTimeout bounds each attempt.
 func WithTimeout(d time.Duration) StepOption { return func(c *stepConfig) { c.timeout = d } }
@@ -83,14 +83,14 @@ func (e *StepError) Error() string {
 // ctx must be the context returned by Begin (or derived from it) so that
 // cancelling the run cancels the step. The step's name must be a DNS label;
 // repeating a name gives the later step a numeric suffix.
-func (r *Run) Container(ctx workflow.Context, name string, c spec.Container, opts ...StepOption) StepFuture {
-	st := r.addStep(name, string(spec.KindContainer))
+func (r *Run) Container(ctx workflow.Context, name string, c pipeline.Container, opts ...StepOption) StepFuture {
+	st := r.addStep(name, string(pipeline.KindContainer))
 	if f, ok := r.reusedStep(ctx, st); ok {
 		return f
 	}
 	fut, set := workflow.NewFuture(ctx)
 	workflow.Go(ctx, func(gctx workflow.Context) {
-		w := stepWork{kind: spec.KindContainer, container: &c}
+		w := stepWork{kind: pipeline.KindContainer, container: &c}
 		if c.Resources != nil {
 			w.gpus, w.gpuType = c.Resources.GPU, c.Resources.GPUType
 		}
@@ -121,12 +121,12 @@ type attemptOutcome struct {
 type attemptFunc func(ctx workflow.Context, attempt int) (attemptOutcome, error)
 
 func newStepConfig(opts []StepOption) stepConfig {
-	cfg := stepConfig{timeout: spec.DefaultStepTimeout}
+	cfg := stepConfig{timeout: pipeline.DefaultStepTimeout}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	if cfg.timeout <= 0 {
-		cfg.timeout = spec.DefaultStepTimeout
+		cfg.timeout = pipeline.DefaultStepTimeout
 	}
 	return cfg
 }
@@ -161,7 +161,7 @@ func stepActivityOptions(ctx workflow.Context, timeout time.Duration, taskQueue 
 
 // runContainer runs every attempt of one container step (or forEach item)
 // on the local runtime and keeps st current.
-func (r *Run) runContainer(ctx workflow.Context, st *StepStatus, stepName string, item *int, c spec.Container, opts ...StepOption) (Outputs, error) {
+func (r *Run) runContainer(ctx workflow.Context, st *StepStatus, stepName string, item *int, c pipeline.Container, opts ...StepOption) (Outputs, error) {
 	cfg := newStepConfig(opts)
 	actx := stepActivityOptions(ctx, cfg.timeout, "")
 	return r.runAttempts(ctx, st, cfg, func(_ workflow.Context, attempt int) (attemptOutcome, error) {
@@ -311,7 +311,7 @@ func describeActivityError(err error) (msg, errType string, exitCode *int) {
 }
 
 // backoff is the wait before attempt+1: Backoff * Factor^(attempt-1), capped.
-func backoff(r spec.Retries, attempt int) time.Duration {
+func backoff(r pipeline.Retries, attempt int) time.Duration {
 	base, maxB, factor := r.Backoff.D(), r.MaxBackoff.D(), r.Factor
 	if base <= 0 {
 		base = time.Second

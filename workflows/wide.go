@@ -7,11 +7,11 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/atelier-ml/atelier/pipeline"
+
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
-
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 // A wide forEach is one over more than spec.WideThreshold items. One
@@ -77,7 +77,7 @@ func planWide(n, par int) widePlan {
 		childPar = min(childPar, (par+1)/2)
 	}
 	window := (par + childPar - 1) / childPar
-	size := min(spec.WideBatchMax, max(childPar*2, (n+window*4-1)/(window*4)))
+	size := min(pipeline.WideBatchMax, max(childPar*2, (n+window*4-1)/(window*4)))
 	p := widePlan{childPar: childPar, window: window}
 	for left := par; left > 0; left -= childPar {
 		p.slots = append(p.slots, min(childPar, left))
@@ -115,11 +115,11 @@ type BatchInput struct {
 	Pipeline string `json:"pipeline"`
 	// Step is the step's spec; Step.ForEach.Items is the expression, or
 	// absent for a literal list.
-	Step spec.Step `json:"step"`
+	Step pipeline.Step `json:"step"`
 	// Params and Outputs (of the steps it reads) make the expression
 	// environment besides item.
-	Params  map[string]any          `json:"params,omitempty"`
-	Outputs map[string]spec.StepEnv `json:"outputs,omitempty"`
+	Params  map[string]any              `json:"params,omitempty"`
+	Outputs map[string]pipeline.StepEnv `json:"outputs,omitempty"`
 	// Wide are the wide steps whose outputs the step's templates read:
 	// the batch has its items rendered by RenderItemsName.
 	Wide map[string]WideRef `json:"wide,omitempty"`
@@ -172,13 +172,13 @@ func batchID(runID, step string, k int) string {
 // What needs more per item stays out: GPU admission (a workload per item,
 // queued and possibly preempted), and the kinds that run through their
 // own workflows or clusters (ray, spark, inference, pipeline).
-func wideUnsupported(s *spec.Step, p *spec.Pipeline) string {
+func wideUnsupported(s *pipeline.Step, p *pipeline.Spec) string {
 	kind, placed := kindOf(*s), s.EffectivePlacement(p) != nil
 	switch {
-	case kind != spec.KindContainer:
-		return fmt.Sprintf("a forEach over more than %d items runs container steps only (this is a %s step, whose items would each need their own admission or cluster objects, which wide steps do not manage yet); use fewer items or split the list", spec.WideThreshold, kind)
+	case kind != pipeline.KindContainer:
+		return fmt.Sprintf("a forEach over more than %d items runs container steps only (this is a %s step, whose items would each need their own admission or cluster objects, which wide steps do not manage yet); use fewer items or split the list", pipeline.WideThreshold, kind)
 	case placed && s.Container != nil && s.Container.Resources != nil && s.Container.Resources.GPU > 0:
-		return fmt.Sprintf("a forEach over more than %d items cannot request GPUs on a cluster yet (container.resources.gpu: %d; each item would need its own GPU admission); use fewer items, split the list, or run the items without GPUs", spec.WideThreshold, s.Container.Resources.GPU)
+		return fmt.Sprintf("a forEach over more than %d items cannot request GPUs on a cluster yet (container.resources.gpu: %d; each item would need its own GPU admission); use fewer items, split the list, or run the items without GPUs", pipeline.WideThreshold, s.Container.Resources.GPU)
 	}
 	return ""
 }
@@ -186,7 +186,7 @@ func wideUnsupported(s *spec.Step, p *spec.Pipeline) string {
 // wideKubeRefused is the step error of a wide container step with a
 // placement in runs from before versionWideKube.
 func wideKubeRefused() string {
-	return fmt.Sprintf("a forEach over more than %d items runs container steps on the local runtime only (this is a container step with a placement); use fewer items or split the list", spec.WideThreshold)
+	return fmt.Sprintf("a forEach over more than %d items runs container steps on the local runtime only (this is a container step with a placement); use fewer items or split the list", pipeline.WideThreshold)
 }
 
 // wideCluster chooses the cluster of every item of wide step i (a
@@ -196,7 +196,7 @@ func wideKubeRefused() string {
 // cluster when it ends (useCluster), however its batches ended. The cost:
 // all items of the step go to one cluster, chosen when the step starts.
 // ok is false when the step has ended (no cluster, or cancelled).
-func (d *dag) wideCluster(ctx workflow.Context, i int, p *spec.Placement) (*WideCluster, bool) {
+func (d *dag) wideCluster(ctx workflow.Context, i int, p *pipeline.Placement) (*WideCluster, bool) {
 	s, st := &d.p.Steps[i], d.steps[i]
 	st.Message = "choosing a cluster"
 	d.r.touch()
@@ -221,7 +221,7 @@ func (d *dag) wideCluster(ctx workflow.Context, i int, p *spec.Placement) (*Wide
 // like runForEach. items is nil when the list, computed from wide
 // outputs, was too large to enter the workflow: the batches evaluate it
 // again (BatchInput.ListWide).
-func (d *dag) runWide(ctx workflow.Context, i int, env spec.Env, items []any, n int) {
+func (d *dag) runWide(ctx workflow.Context, i int, env pipeline.Env, items []any, n int) {
 	s, st := &d.p.Steps[i], d.steps[i]
 	if why := wideUnsupported(s, d.p); why != "" {
 		d.fail(i, why)
@@ -253,7 +253,7 @@ func (d *dag) runWide(ctx workflow.Context, i int, env spec.Env, items []any, n 
 	}
 	par := s.ForEach.Parallelism
 	if par <= 0 {
-		par = spec.DefaultParallelism
+		par = pipeline.DefaultParallelism
 	}
 	plan := planWide(n, par)
 	now := workflow.Now(ctx)
@@ -269,10 +269,10 @@ func (d *dag) runWide(ctx workflow.Context, i int, env spec.Env, items []any, n 
 		reuseFrom = re.WideFrom
 	}
 	bare := *s
-	literal := spec.IsLiteralItems(s.ForEach.Items)
+	literal := pipeline.IsLiteralItems(s.ForEach.Items)
 	bare.ForEach = nil
 	if !literal {
-		bare.ForEach = &spec.ForEach{Items: s.ForEach.Items}
+		bare.ForEach = &pipeline.ForEach{Items: s.ForEach.Items}
 	}
 	active, failure := 0, ""
 	busy := make([]bool, len(plan.slots)) // window slots in use
@@ -398,7 +398,7 @@ func (d *dag) runWide(ctx workflow.Context, i int, env spec.Env, items []any, n 
 
 // tooManyFailed is the error of a forEach whose failures exceed what its
 // policy tolerates.
-func tooManyFailed(failed, n int, p *spec.FailurePolicy, first []ItemFailure) string {
+func tooManyFailed(failed, n int, p *pipeline.FailurePolicy, first []ItemFailure) string {
 	msg := fmt.Sprintf("%d of %d items failed", failed, n)
 	if p.Tolerated(n) > 0 {
 		msg = fmt.Sprintf("%d of %d items failed, more than the %v%% tolerated", failed, n, p.MaxFailedPercent)
@@ -427,14 +427,14 @@ func mergeFailures(a, b []ItemFailure) []ItemFailure {
 // within wideEnvBytes (every batch's input carries them), and the wide
 // steps its templates read (by reference: the batches have their items
 // rendered by RenderItemsName).
-func (d *dag) wideEnv(i int, env spec.Env) (map[string]any, map[string]spec.StepEnv, map[string]WideRef, string) {
-	outputs := map[string]spec.StepEnv{}
+func (d *dag) wideEnv(i int, env pipeline.Env) (map[string]any, map[string]pipeline.StepEnv, map[string]WideRef, string) {
+	outputs := map[string]pipeline.StepEnv{}
 	var wide map[string]WideRef
 	for _, j := range d.refs[i] {
 		name := d.nameOf(j)
 		if ref := d.wideRefs[j]; ref != nil {
 			if !d.wideTemplates() {
-				return nil, nil, nil, fmt.Sprintf("the templates of a forEach over more than %d items cannot read the outputs of wide step %q yet", spec.WideThreshold, name)
+				return nil, nil, nil, fmt.Sprintf("the templates of a forEach over more than %d items cannot read the outputs of wide step %q yet", pipeline.WideThreshold, name)
 			}
 			// A list computed from wide outputs is literal by now
 			// (startRemoteItems): only the templates need the ref.
@@ -452,14 +452,14 @@ func (d *dag) wideEnv(i int, env spec.Env) (map[string]any, map[string]spec.Step
 	}
 	b, err := json.Marshal(struct {
 		P map[string]any
-		O map[string]spec.StepEnv
+		O map[string]pipeline.StepEnv
 		W map[string]WideRef
 	}{env.Params, outputs, wide})
 	if err != nil {
 		return nil, nil, nil, fmt.Sprintf("encoding the params and outputs the step reads: %v", err)
 	}
 	if len(b) > wideEnvBytes {
-		return nil, nil, nil, fmt.Sprintf("the params and outputs a forEach over more than %d items reads are %d KiB; the limit is %d KiB (every batch carries them)", spec.WideThreshold, len(b)>>10, wideEnvBytes>>10)
+		return nil, nil, nil, fmt.Sprintf("the params and outputs a forEach over more than %d items reads are %d KiB; the limit is %d KiB (every batch carries them)", pipeline.WideThreshold, len(b)>>10, wideEnvBytes>>10)
 	}
 	return env.Params, outputs, wide, ""
 }
@@ -486,7 +486,7 @@ const (
 // renderRemote renders step i, whose when or templates read the outputs of
 // wide steps, in an activity that loads them from Postgres; the workflow
 // records only the rendered step (bounded by spec.MaxRenderedStep).
-func (d *dag) renderRemote(ctx workflow.Context, i int, env spec.Env, mode renderMode) (RenderResult, error) {
+func (d *dag) renderRemote(ctx workflow.Context, i int, env pipeline.Env, mode renderMode) (RenderResult, error) {
 	req := RenderRequest{Step: d.p.Steps[i], Params: env.Params, Outputs: map[string]any{}, Wide: map[string]WideRef{}, Run: env.Run,
 		Items: mode == renderList, ItemsByRef: mode == renderList, WhenOnly: mode == renderWhen}
 	for _, j := range d.refs[i] {
@@ -511,17 +511,17 @@ const ErrTypeRender = "RenderFailed"
 
 // Render answers a RenderRequest (RenderStepName), with env holding the
 // wide steps' outputs. Exported for activities/foreach.
-func Render(req *RenderRequest, env spec.Env) (RenderResult, error) {
+func Render(req *RenderRequest, env pipeline.Env) (RenderResult, error) {
 	if req.PipelineOutputs != nil {
 		// The workflow says what failed (the pipeline's outputs).
-		out, err := spec.EvalOutputs(&spec.Pipeline{Outputs: req.PipelineOutputs}, env)
+		out, err := pipeline.EvalOutputs(&pipeline.Spec{Outputs: req.PipelineOutputs}, env)
 		return RenderResult{PipelineOutputs: out}, err
 	}
 	if req.WhenOnly {
 		if req.Step.When == "" {
 			return RenderResult{}, nil
 		}
-		ok, err := spec.EvalWhen(req.Step.When, env)
+		ok, err := pipeline.EvalWhen(req.Step.When, env)
 		if err != nil {
 			return RenderResult{}, fmt.Errorf("evaluating when %q: %w", req.Step.When, err)
 		}
@@ -530,7 +530,7 @@ func Render(req *RenderRequest, env spec.Env) (RenderResult, error) {
 	res, err := RenderStep(&req.Step, env, req.Items)
 	if err != nil && req.ItemsByRef {
 		var big *listTooLarge
-		if errors.As(err, &big) && big.n > spec.WideThreshold {
+		if errors.As(err, &big) && big.n > pipeline.WideThreshold {
 			return RenderResult{Count: big.n}, nil
 		}
 	}
@@ -547,9 +547,9 @@ func (e *listTooLarge) Error() string {
 
 // RenderStep renders what an activity was asked to (RenderStepName), with
 // env holding the wide steps' outputs.
-func RenderStep(s *spec.Step, env spec.Env, items bool) (RenderResult, error) {
+func RenderStep(s *pipeline.Step, env pipeline.Env, items bool) (RenderResult, error) {
 	if s.When != "" {
-		ok, err := spec.EvalWhen(s.When, env)
+		ok, err := pipeline.EvalWhen(s.When, env)
 		if err != nil {
 			return RenderResult{}, fmt.Errorf("evaluating when %q: %w", s.When, err)
 		}
@@ -558,7 +558,7 @@ func RenderStep(s *spec.Step, env spec.Env, items bool) (RenderResult, error) {
 		}
 	}
 	if items {
-		list, err := spec.EvalItems(s.ForEach, env)
+		list, err := pipeline.EvalItems(s.ForEach, env)
 		if err != nil {
 			return RenderResult{}, fmt.Errorf("evaluating forEach items: %w", err)
 		}
@@ -571,10 +571,10 @@ func RenderStep(s *spec.Step, env spec.Env, items bool) (RenderResult, error) {
 		}
 		return RenderResult{Items: b}, nil
 	}
-	if kindOf(*s) == spec.KindApproval {
+	if kindOf(*s) == pipeline.KindApproval {
 		a, err := renderApproval(s.Approval, env)
 		if err == nil && a != nil {
-			err = spec.CheckRenderedSize(a)
+			err = pipeline.CheckRenderedSize(a)
 		}
 		if err != nil {
 			return RenderResult{}, fmt.Errorf("rendering templates: %w", err)
@@ -590,10 +590,10 @@ func RenderStep(s *spec.Step, env spec.Env, items bool) (RenderResult, error) {
 
 // startRemote runs step i whose templates read wide outputs: render in an
 // activity, then run what it rendered like any step.
-func (d *dag) startRemote(i int, env spec.Env, opts []StepOption) {
+func (d *dag) startRemote(i int, env pipeline.Env, opts []StepOption) {
 	s, st := &d.p.Steps[i], d.steps[i]
-	if kindOf(*s) == spec.KindApproval && !d.wideTemplates() {
-		d.fail(i, fmt.Sprintf("an approval step cannot read the outputs of a forEach over more than %d items yet", spec.WideThreshold))
+	if kindOf(*s) == pipeline.KindApproval && !d.wideTemplates() {
+		d.fail(i, fmt.Sprintf("an approval step cannot read the outputs of a forEach over more than %d items yet", pipeline.WideThreshold))
 		return
 	}
 	if s.ForEach != nil {
@@ -620,7 +620,7 @@ func (d *dag) startRemote(i int, env spec.Env, opts []StepOption) {
 			d.finishStep(i, StepSkipped, "", fmt.Sprintf("skipped: condition %q is false", s.When))
 			return
 		}
-		if kindOf(*s) == spec.KindApproval {
+		if kindOf(*s) == pipeline.KindApproval {
 			out, err := d.r.runApproval(gctx, st, res.Approval, s.Timeout.D(), d.stopWaiting(s))
 			d.record(i, out, err)
 			return
@@ -638,11 +638,11 @@ func (d *dag) startRemote(i int, env spec.Env, opts []StepOption) {
 // list, and the step runs as any forEach (wide again past
 // spec.WideThreshold items). A forEach whose when or templates read wide
 // outputs goes through startRemoteTemplates instead.
-func (d *dag) startRemoteItems(i int, env spec.Env, opts []StepOption) {
+func (d *dag) startRemoteItems(i int, env pipeline.Env, opts []StepOption) {
 	s, st := &d.p.Steps[i], d.steps[i]
 	if d.templatesReadWide(i) {
 		if !d.wideTemplates() {
-			d.fail(i, fmt.Sprintf("the templates of a forEach step cannot read the outputs of a forEach over more than %d items yet (its items can)", spec.WideThreshold))
+			d.fail(i, fmt.Sprintf("the templates of a forEach step cannot read the outputs of a forEach over more than %d items yet (its items can)", pipeline.WideThreshold))
 			return
 		}
 		d.startRemoteTemplates(i, env, opts)
@@ -683,7 +683,7 @@ func (d *dag) startRemoteItems(i int, env spec.Env, opts []StepOption) {
 // over the outputs, each fetching its own items. No run from before this
 // path can reach it: their render activity failed instead of answering
 // Count, and replay follows the recorded result.
-func (d *dag) runWideByRef(ctx workflow.Context, i int, env spec.Env, n int) {
+func (d *dag) runWideByRef(ctx workflow.Context, i int, env pipeline.Env, n int) {
 	d.runWide(ctx, i, env, nil, n)
 }
 
@@ -705,7 +705,7 @@ func (d *dag) wideOf(refs []int) map[string]WideRef {
 // forEach list) read a wide step's outputs.
 func (d *dag) templatesReadWide(i int) bool {
 	if d.tmplRefs == nil {
-		d.tmplRefs = d.references(spec.RefWhen | spec.RefTemplates)
+		d.tmplRefs = d.references(pipeline.RefWhen | pipeline.RefTemplates)
 	}
 	for _, j := range d.tmplRefs[i] {
 		if d.wideRefs[j] != nil {

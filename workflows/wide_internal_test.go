@@ -3,7 +3,7 @@ package workflows
 import (
 	"testing"
 
-	"github.com/atelier-ml/atelier/workflows/spec"
+	"github.com/atelier-ml/atelier/pipeline"
 )
 
 // planWide covers the list with contiguous batches of at most
@@ -18,7 +18,7 @@ func TestPlanWide(t *testing.T) {
 		p := planWide(tc.n, tc.par)
 		next := 0
 		for _, b := range p.batches {
-			if b[0] != next || b[1] <= b[0] || b[1]-b[0] > spec.WideBatchMax {
+			if b[0] != next || b[1] <= b[0] || b[1]-b[0] > pipeline.WideBatchMax {
 				t.Fatalf("n=%d par=%d: batch %v after %d", tc.n, tc.par, b, next)
 			}
 			next = b[1]

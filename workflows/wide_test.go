@@ -15,8 +15,8 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/atelier-ml/atelier/pipeline"
 	"github.com/atelier-ml/atelier/workflows"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 // itemStore stands in for Postgres' step_items (activities/foreach holds
@@ -59,9 +59,9 @@ func (s *itemStore) states(key string) map[workflows.StepState]int {
 // render is RenderStepName over the stored outputs, as activities/foreach
 // does over Postgres.
 func (s *itemStore) render(_ context.Context, req workflows.RenderRequest) (workflows.RenderResult, error) {
-	env := spec.Env{Params: req.Params, Run: req.Run, Steps: map[string]spec.StepEnv{}, Limits: spec.ActivityLimits}
+	env := pipeline.Env{Params: req.Params, Run: req.Run, Steps: map[string]pipeline.StepEnv{}, Limits: pipeline.ActivityLimits}
 	for name, out := range req.Outputs {
-		env.Steps[name] = spec.StepEnv{Outputs: out}
+		env.Steps[name] = pipeline.StepEnv{Outputs: out}
 	}
 	s.loadWide(env.Steps, req.Wide)
 	return workflows.Render(&req, env)
@@ -69,7 +69,7 @@ func (s *itemStore) render(_ context.Context, req workflows.RenderRequest) (work
 
 // renderItems is RenderItemsName over the stored outputs.
 func (s *itemStore) renderItems(_ context.Context, req workflows.RenderItemsRequest) (workflows.RenderItemsResult, error) {
-	env := spec.Env{Params: req.Params, Run: req.Run, Steps: map[string]spec.StepEnv{}, Limits: spec.ActivityLimits}
+	env := pipeline.Env{Params: req.Params, Run: req.Run, Steps: map[string]pipeline.StepEnv{}, Limits: pipeline.ActivityLimits}
 	for name, se := range req.Outputs {
 		env.Steps[name] = se
 	}
@@ -80,7 +80,7 @@ func (s *itemStore) renderItems(_ context.Context, req workflows.RenderItemsRequ
 	return workflows.RenderItems(&req, env, nil)
 }
 
-func (s *itemStore) loadWide(steps map[string]spec.StepEnv, refs map[string]workflows.WideRef) {
+func (s *itemStore) loadWide(steps map[string]pipeline.StepEnv, refs map[string]workflows.WideRef) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for name, ref := range refs {
@@ -90,7 +90,7 @@ func (s *itemStore) loadWide(steps map[string]spec.StepEnv, refs map[string]work
 				list[k] = r.Outputs
 			}
 		}
-		steps[name] = spec.StepEnv{Outputs: list}
+		steps[name] = pipeline.StepEnv{Outputs: list}
 	}
 }
 
@@ -301,20 +301,20 @@ func TestThousandStepPipeline(t *testing.T) {
 	env.SetTestTimeout(5 * time.Minute)
 	var b strings.Builder
 	b.WriteString("steps:\n")
-	for i := 0; i < spec.MaxSteps; i++ {
+	for i := 0; i < pipeline.MaxSteps; i++ {
 		fmt.Fprintf(&b, "  - name: s%d\n    container: {command: [\"ok n=%d\"]}\n", i, i)
 		if i >= 100 {
 			fmt.Fprintf(&b, "    dependsOn: [s%d]\n", i-100)
 		}
 	}
 	p := parse(t, b.String())
-	assert.Less(t, spec.EstimateHistoryEvents(&p), spec.MaxEstimatedHistoryEvents)
+	assert.Less(t, pipeline.EstimateHistoryEvents(&p), pipeline.MaxEstimatedHistoryEvents)
 	env.ExecuteWorkflow(workflows.PipelineWorkflowName, workflows.PipelineInput{RunID: "run-1", Project: "p1", Pipeline: "big", Version: 1, Spec: p})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 	s := status(t, env)
 	assert.Equal(t, workflows.RunSucceeded, s.State)
-	assert.Len(t, rt.calls, spec.MaxSteps)
+	assert.Len(t, rt.calls, pipeline.MaxSteps)
 	js, err := json.Marshal(s)
 	require.NoError(t, err)
 	assert.Less(t, len(js), 1<<20, "the status of 1,000 steps fits the query and mirror bound")

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/atelier-ml/atelier/workflows/spec"
+	"github.com/atelier-ml/atelier/pipeline"
 )
 
 // Wide forEach (wide.go, widebatch.go): the types that travel between the
@@ -65,8 +65,8 @@ type WideStatus struct {
 type WideCluster struct {
 	// Placement is the step's effective placement (its own or the
 	// pipeline's).
-	Placement *spec.Placement `json:"placement"`
-	Cluster   string          `json:"cluster"`
+	Placement *pipeline.Placement `json:"placement"`
+	Cluster   string              `json:"cluster"`
 	// TaskQueue is the cluster worker's queue, where the items' activities go.
 	TaskQueue string `json:"taskQueue"`
 }
@@ -196,13 +196,13 @@ type ReuseItemsResult struct {
 // RenderRequest renders a step whose templates (or when) read the outputs
 // of wide steps, in an activity that loads those outputs from Postgres.
 type RenderRequest struct {
-	Step spec.Step `json:"step"`
+	Step pipeline.Step `json:"step"`
 	// Params, Outputs (of the other steps it reads) and Run make the
 	// expression environment; Wide are the wide steps it reads.
 	Params  map[string]any     `json:"params,omitempty"`
 	Outputs map[string]any     `json:"outputs,omitempty"`
 	Wide    map[string]WideRef `json:"wide"`
-	Run     spec.RunEnv        `json:"run"`
+	Run     pipeline.RunEnv    `json:"run"`
 	// Items asks for the step's forEach list (and when) instead of its
 	// templates: a forEach whose items read a wide step's outputs.
 	Items bool `json:"items,omitempty"`
@@ -223,13 +223,13 @@ type RenderRequest struct {
 // RenderResult is the rendered step: Skip when its when condition is false,
 // else what one of its kinds needs.
 type RenderResult struct {
-	Skip      bool                `json:"skip,omitempty"`
-	Container *spec.Container     `json:"container,omitempty"`
-	Ray       *spec.RayStep       `json:"ray,omitempty"`
-	Spark     *spec.SparkStep     `json:"spark,omitempty"`
-	Inference *spec.InferenceStep `json:"inference,omitempty"`
-	Approval  *spec.ApprovalStep  `json:"approval,omitempty"`
-	Pipeline  *spec.PipelineStep  `json:"pipeline,omitempty"`
+	Skip      bool                    `json:"skip,omitempty"`
+	Container *pipeline.Container     `json:"container,omitempty"`
+	Ray       *pipeline.RayStep       `json:"ray,omitempty"`
+	Spark     *pipeline.SparkStep     `json:"spark,omitempty"`
+	Inference *pipeline.InferenceStep `json:"inference,omitempty"`
+	Approval  *pipeline.ApprovalStep  `json:"approval,omitempty"`
+	Pipeline  *pipeline.ChildStep     `json:"pipeline,omitempty"`
 	// Items is the forEach list as a JSON array (RenderRequest.Items), at
 	// most MaxRenderedItems bytes.
 	Items json.RawMessage `json:"items,omitempty"`
@@ -257,13 +257,13 @@ type RenderItemsRequest struct {
 	// which the activity evaluates again over Params and Outputs (as a
 	// batch does, so items keep the types the workflow saw), or absent
 	// for a literal list, whose items [From, End) travel in Items.
-	Step    spec.Step               `json:"step"`
-	Params  map[string]any          `json:"params,omitempty"`
-	Outputs map[string]spec.StepEnv `json:"outputs,omitempty"`
-	Wide    map[string]WideRef      `json:"wide"`
-	Run     spec.RunEnv             `json:"run"`
-	From    int                     `json:"from"`
-	End     int                     `json:"end"`
+	Step    pipeline.Step               `json:"step"`
+	Params  map[string]any              `json:"params,omitempty"`
+	Outputs map[string]pipeline.StepEnv `json:"outputs,omitempty"`
+	Wide    map[string]WideRef          `json:"wide"`
+	Run     pipeline.RunEnv             `json:"run"`
+	From    int                         `json:"from"`
+	End     int                         `json:"end"`
 	// Total is the length of the whole list (checked against the
 	// activity's evaluation).
 	Total int   `json:"total"`
@@ -285,11 +285,11 @@ type RenderItemsResult struct {
 // not be rendered (the item then fails, as a template error fails an item
 // rendered in the workflow).
 type RenderedItem struct {
-	Container *spec.Container     `json:"container,omitempty"`
-	Ray       *spec.RayStep       `json:"ray,omitempty"`
-	Spark     *spec.SparkStep     `json:"spark,omitempty"`
-	Inference *spec.InferenceStep `json:"inference,omitempty"`
-	Pipeline  *spec.PipelineStep  `json:"pipeline,omitempty"`
+	Container *pipeline.Container     `json:"container,omitempty"`
+	Ray       *pipeline.RayStep       `json:"ray,omitempty"`
+	Spark     *pipeline.SparkStep     `json:"spark,omitempty"`
+	Inference *pipeline.InferenceStep `json:"inference,omitempty"`
+	Pipeline  *pipeline.ChildStep     `json:"pipeline,omitempty"`
 	// Error is the item's template error (the item fails with it).
 	Error string `json:"error,omitempty"`
 }

@@ -9,7 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/atelier-ml/atelier/workflows/spec"
+	"github.com/atelier-ml/atelier/pipeline"
 )
 
 // Bounds of one batch workflow run (see ForEachBatchWorkflow).
@@ -62,7 +62,7 @@ type batch struct {
 	stopped bool
 	failed  int // failures of this run of the batch (vs StopAfter)
 
-	base spec.Env // the items' environment, item aside (env)
+	base pipeline.Env // the items' environment, item aside (env)
 	// rend renders the items when the step's templates read wide outputs
 	// (in.Wide); nil: they are rendered here.
 	rend *itemRenderer
@@ -185,12 +185,12 @@ func batchStepOptions(in *BatchInput) []StepOption {
 }
 
 // env is the expression environment of the batch's items (item aside).
-func (b *batch) env() spec.Env {
+func (b *batch) env() pipeline.Env {
 	if b.base.Run.ID != "" {
 		return b.base
 	}
 	in := b.in
-	env := spec.Env{Params: in.Params, Steps: in.Outputs, Run: spec.RunEnv{ID: in.RunID, Project: in.Project, Pipeline: in.Pipeline}}
+	env := pipeline.Env{Params: in.Params, Steps: in.Outputs, Run: pipeline.RunEnv{ID: in.RunID, Project: in.Project, Pipeline: in.Pipeline}}
 	b.base = env
 	return env
 }
@@ -210,7 +210,7 @@ func (b *batch) loadItems(ctx workflow.Context) error {
 		}
 		return nil
 	}
-	all, err := spec.EvalItems(in.Step.ForEach, b.env())
+	all, err := pipeline.EvalItems(in.Step.ForEach, b.env())
 	if err != nil {
 		return fmt.Errorf("evaluating forEach items in the batch: %v", err)
 	}
@@ -229,7 +229,7 @@ func (b *batch) loadItems(ctx workflow.Context) error {
 func (b *batch) fetchItems(ctx workflow.Context) error {
 	in := b.in
 	req := RenderItemsRequest{
-		Step:   spec.Step{Name: in.Step.Name, ForEach: &spec.ForEach{Items: in.Step.ForEach.Items}},
+		Step:   pipeline.Step{Name: in.Step.Name, ForEach: &pipeline.ForEach{Items: in.Step.ForEach.Items}},
 		Params: in.Params, Outputs: in.Outputs, Wide: in.ListWide, Run: b.env().Run,
 		End: in.End, Total: in.Total, ValuesOnly: true,
 	}

@@ -5,7 +5,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/atelier-ml/atelier/workflows/spec"
+	"github.com/atelier-ml/atelier/pipeline"
 )
 
 // Exit handlers and the pipeline's outputs over a wide step's outputs. The
@@ -46,8 +46,8 @@ func (d *dag) nameOf(j int) string {
 }
 
 // references is spec.ReferencesWithin for d, by part.
-func (d *dag) references(parts spec.RefPart) [][]int {
-	return spec.ReferencesWithin(d.p, d.outerNames(), parts)
+func (d *dag) references(parts pipeline.RefPart) [][]int {
+	return pipeline.ReferencesWithin(d.p, d.outerNames(), parts)
 }
 
 // inheritWide gives exit handlers the pipeline's wide steps (d.wideRefs
@@ -79,10 +79,10 @@ func (d *dag) wideReaders() bool {
 // they read a wide step's outputs, which are not in the workflow.
 func (d *dag) evalOutputs() (map[string]any, error) {
 	env := d.env()
-	refs := spec.OutputsReferences(d.p)
+	refs := pipeline.OutputsReferences(d.p)
 	wide := d.wideOf(refs)
 	if len(wide) == 0 || !d.wideReaders() {
-		return spec.EvalOutputs(d.p, env)
+		return pipeline.EvalOutputs(d.p, env)
 	}
 	outputs := map[string]any{}
 	for _, j := range refs {

@@ -10,7 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/atelier-ml/atelier/workflows/spec"
+	"github.com/atelier-ml/atelier/pipeline"
 )
 
 // Templates of forEach items over a wide step's outputs. A wide step's
@@ -46,21 +46,21 @@ func (d *dag) wideTemplates() bool {
 
 func (d *dag) whenReferences() [][]int {
 	if d.whenRefs == nil {
-		d.whenRefs = d.references(spec.RefWhen)
+		d.whenRefs = d.references(pipeline.RefWhen)
 	}
 	return d.whenRefs
 }
 
 func (d *dag) itemsReferences() [][]int {
 	if d.itemsRefs == nil {
-		d.itemsRefs = d.references(spec.RefItems)
+		d.itemsRefs = d.references(pipeline.RefItems)
 	}
 	return d.itemsRefs
 }
 
 func (d *dag) workReferences() [][]int {
 	if d.workRefs == nil {
-		d.workRefs = d.references(spec.RefTemplates)
+		d.workRefs = d.references(pipeline.RefTemplates)
 	}
 	return d.workRefs
 }
@@ -81,7 +81,7 @@ func (d *dag) anyWide(steps []int) bool {
 // workflow otherwise, so a list such as 0..99999 keeps its integers and
 // no size limit of its own), then the step runs as any forEach with its
 // items rendered by RenderItemsName when its templates read wide outputs.
-func (d *dag) startRemoteTemplates(i int, env spec.Env, opts []StepOption) {
+func (d *dag) startRemoteTemplates(i int, env pipeline.Env, opts []StepOption) {
 	s, st := &d.p.Steps[i], d.steps[i]
 	listWide := d.anyWide(d.itemsReferences()[i])
 	whenWide := d.anyWide(d.whenReferences()[i])
@@ -117,7 +117,7 @@ func (d *dag) startRemoteTemplates(i int, env spec.Env, opts []StepOption) {
 				s.ForEach = &fe
 			}
 		case s.When != "":
-			ok, err := spec.EvalWhen(s.When, env)
+			ok, err := pipeline.EvalWhen(s.When, env)
 			if err != nil {
 				d.fail(i, fmt.Sprintf("evaluating when %q: %v", s.When, err))
 				return
@@ -150,12 +150,12 @@ func (d *dag) rendered(ctx workflow.Context, i int, res RenderResult, err error)
 
 // itemRendererFor returns the renderer of small forEach step i's items, or
 // nil when its templates are rendered in the workflow.
-func (d *dag) itemRendererFor(i int, env spec.Env, items []any) *itemRenderer {
+func (d *dag) itemRendererFor(i int, env pipeline.Env, items []any) *itemRenderer {
 	if !d.remoteWork[i] {
 		return nil
 	}
 	s := d.p.Steps[i]
-	req := RenderItemsRequest{Params: env.Params, Outputs: map[string]spec.StepEnv{}, Wide: map[string]WideRef{}, Run: env.Run, End: len(items), Total: len(items)}
+	req := RenderItemsRequest{Params: env.Params, Outputs: map[string]pipeline.StepEnv{}, Wide: map[string]WideRef{}, Run: env.Run, End: len(items), Total: len(items)}
 	for _, j := range d.refs[i] {
 		name := d.nameOf(j)
 		if ref := d.wideRefs[j]; ref != nil {
@@ -191,10 +191,10 @@ type itemRenderer struct {
 // setStep sets the step and items the renderer renders: an expression
 // list travels as the step's forEach.items, a literal one (items, the
 // first of which has index offset) as values.
-func (r *itemRenderer) setStep(s spec.Step, items []any, offset int) {
-	literal := s.ForEach == nil || spec.IsLiteralItems(s.ForEach.Items)
+func (r *itemRenderer) setStep(s pipeline.Step, items []any, offset int) {
+	literal := s.ForEach == nil || pipeline.IsLiteralItems(s.ForEach.Items)
 	if s.ForEach != nil {
-		s.ForEach = &spec.ForEach{Items: s.ForEach.Items}
+		s.ForEach = &pipeline.ForEach{Items: s.ForEach.Items}
 	}
 	if literal {
 		s.ForEach = nil
@@ -242,7 +242,7 @@ func renderActivityOptions(queue string) workflow.ActivityOptions {
 }
 
 // work is the item's stepWork for step s, or its template error.
-func (it RenderedItem) work(s *spec.Step) (stepWork, error) {
+func (it RenderedItem) work(s *pipeline.Step) (stepWork, error) {
 	if it.Error != "" {
 		return stepWork{}, errors.New(it.Error)
 	}
@@ -258,7 +258,7 @@ func (it RenderedItem) work(s *spec.Step) (stepWork, error) {
 // item. An item whose templates fail carries the error; an error is
 // returned only when the list itself cannot be had. Exported for
 // activities/foreach.
-func RenderItems(req *RenderItemsRequest, env spec.Env, stop func() bool) (RenderItemsResult, error) {
+func RenderItems(req *RenderItemsRequest, env pipeline.Env, stop func() bool) (RenderItemsResult, error) {
 	if req.From < 0 || req.From >= req.End || req.End > req.Total {
 		return RenderItemsResult{}, fmt.Errorf("items %d–%d of %d: not a range of the list", req.From, req.End-1, req.Total)
 	}
@@ -269,7 +269,7 @@ func RenderItems(req *RenderItemsRequest, env spec.Env, stop func() bool) (Rende
 		}
 		items = req.Items
 	} else {
-		all, err := spec.EvalItems(req.Step.ForEach, env)
+		all, err := pipeline.EvalItems(req.Step.ForEach, env)
 		if err != nil {
 			return RenderItemsResult{}, fmt.Errorf("evaluating forEach items: %w", err)
 		}

@@ -12,8 +12,8 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/pipeline"
 	"github.com/atelier-ml/atelier/workflows"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 // MaxOutputsBytes bounds the JSON of the outputs one render loads per
@@ -72,9 +72,9 @@ func (a *Activities) ReuseItems(ctx context.Context, req workflows.ReuseItemsReq
 // that cannot be rendered fails the step without retries; a store error
 // is retried.
 func (a *Activities) RenderStep(ctx context.Context, req workflows.RenderRequest) (workflows.RenderResult, error) {
-	env := spec.Env{Params: req.Params, Run: req.Run, Steps: map[string]spec.StepEnv{}, Limits: spec.ActivityLimits}
+	env := pipeline.Env{Params: req.Params, Run: req.Run, Steps: map[string]pipeline.StepEnv{}, Limits: pipeline.ActivityLimits}
 	for name, out := range req.Outputs {
-		env.Steps[name] = spec.StepEnv{Outputs: out}
+		env.Steps[name] = pipeline.StepEnv{Outputs: out}
 	}
 	if err := a.loadWide(ctx, env.Steps, req.Wide); err != nil {
 		return workflows.RenderResult{}, err
@@ -91,7 +91,7 @@ func (a *Activities) RenderStep(ctx context.Context, req workflows.RenderRequest
 // after workflows.RenderItemsTime so that a slow chunk still ends well
 // within the activity's timeout.
 func (a *Activities) RenderItems(ctx context.Context, req workflows.RenderItemsRequest) (workflows.RenderItemsResult, error) {
-	env := spec.Env{Params: req.Params, Run: req.Run, Steps: map[string]spec.StepEnv{}, Limits: spec.ActivityLimits}
+	env := pipeline.Env{Params: req.Params, Run: req.Run, Steps: map[string]pipeline.StepEnv{}, Limits: pipeline.ActivityLimits}
 	for name, se := range req.Outputs {
 		env.Steps[name] = se
 	}
@@ -107,7 +107,7 @@ func (a *Activities) RenderItems(ctx context.Context, req workflows.RenderItemsR
 }
 
 // loadWide puts the outputs of the wide steps refs into steps.
-func (a *Activities) loadWide(ctx context.Context, steps map[string]spec.StepEnv, refs map[string]workflows.WideRef) error {
+func (a *Activities) loadWide(ctx context.Context, steps map[string]pipeline.StepEnv, refs map[string]workflows.WideRef) error {
 	for name, ref := range refs {
 		outs, err := a.outputs.get(ref, func() ([]any, error) {
 			return a.store.StepOutputs(ctx, ref.Run, ref.Step, ref.Items, MaxOutputsBytes)
@@ -119,7 +119,7 @@ func (a *Activities) loadWide(ctx context.Context, steps map[string]spec.StepEnv
 			}
 			return fmt.Errorf("read the outputs of step %q: %w", name, err)
 		}
-		steps[name] = spec.StepEnv{Outputs: outs}
+		steps[name] = pipeline.StepEnv{Outputs: outs}
 	}
 	return nil
 }

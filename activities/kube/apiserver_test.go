@@ -8,12 +8,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/atelier-ml/atelier/pipeline"
+
 	sparkv1beta2 "github.com/kubeflow/spark-operator/v2/api/v1beta2"
+
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	"go.temporal.io/sdk/temporal"
+
 	batchv1 "k8s.io/api/batch/v1"
+
 	corev1 "k8s.io/api/core/v1"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,7 +28,6 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/kube/framework"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 // These tests run the activities against a real kube-apiserver with the
@@ -33,12 +39,12 @@ import (
 func rayRequest(step string) activities.KubeStepRequest {
 	return activities.KubeStepRequest{
 		Project: "vision", RunID: "0197a3b2-7c1d-7e4f-8a9b-0c1d2e3f4a5b", Step: step, Attempt: 1, Kind: activities.KubeRayJob,
-		Ray: &spec.RayStep{
+		Ray: &pipeline.RayStep{
 			Entrypoint: "python train.py",
-			RayClusterTemplate: spec.RayClusterTemplate{
+			RayClusterTemplate: pipeline.RayClusterTemplate{
 				Image: "rayproject/ray:2.46.0", RayVersion: "2.46.0",
-				Head:    spec.Resources{CPU: "1", Memory: "2Gi"},
-				Workers: []spec.RayWorkerGroup{{Name: "gpu", Replicas: 1, Resources: spec.Resources{GPU: 1, GPUType: "NVIDIA-L4"}}},
+				Head:    pipeline.Resources{CPU: "1", Memory: "2Gi"},
+				Workers: []pipeline.RayWorkerGroup{{Name: "gpu", Replicas: 1, Resources: pipeline.Resources{GPU: 1, GPUType: "NVIDIA-L4"}}},
 			},
 		},
 	}
@@ -202,11 +208,11 @@ func TestRayJobRejectedByCRD(t *testing.T) {
 func sparkRequest(step string) activities.KubeStepRequest {
 	return activities.KubeStepRequest{
 		Project: "vision", RunID: "run-spark-1", Step: step, Item: intPtr(4), Attempt: 2, Kind: activities.KubeSparkApp,
-		Spark: &spec.SparkStep{
+		Spark: &pipeline.SparkStep{
 			Type: "Python", Image: "spark:3.5.5", SparkVersion: "3.5.5",
 			MainApplicationFile: "local:///opt/app/etl.py", Arguments: []string{"--day", "1"},
-			Driver:   spec.SparkRole{Cores: 1, Memory: "1g"},
-			Executor: spec.SparkRole{Cores: 2, Memory: "4g", Instances: 2},
+			Driver:   pipeline.SparkRole{Cores: 1, Memory: "1g"},
+			Executor: pipeline.SparkRole{Cores: 2, Memory: "4g", Instances: 2},
 		},
 	}
 }
@@ -298,8 +304,8 @@ func TestSparkRejectedByCRD(t *testing.T) {
 func jobRequest(step string) activities.KubeStepRequest {
 	return activities.KubeStepRequest{
 		Project: "vision", RunID: "run-job-1", Step: step, Attempt: 1, Kind: activities.KubeJob,
-		Container: &spec.Container{Image: "python:3.12", Command: []string{"python", "fit.py"},
-			Resources: &spec.Resources{CPU: "1", Memory: "1Gi"}},
+		Container: &pipeline.Container{Image: "python:3.12", Command: []string{"python", "fit.py"},
+			Resources: &pipeline.Resources{CPU: "1", Memory: "1Gi"}},
 	}
 }
 
@@ -524,9 +530,9 @@ func TestEnsureRayClusterWaitsForReady(t *testing.T) {
 	k := startCluster(t)
 	b := k.backend()
 	r := newRunner(t, b, nil)
-	req := activities.EnsureRayClusterRequest{Project: "vision", RunID: "run-rc-1", Cluster: spec.SharedRayCluster{
-		Name: "pool", RayClusterTemplate: spec.RayClusterTemplate{Image: "rayproject/ray:2.46.0",
-			Workers: []spec.RayWorkerGroup{{Name: "cpu", Replicas: 2}}}}}
+	req := activities.EnsureRayClusterRequest{Project: "vision", RunID: "run-rc-1", Cluster: pipeline.SharedRayCluster{
+		Name: "pool", RayClusterTemplate: pipeline.RayClusterTemplate{Image: "rayproject/ray:2.46.0",
+			Workers: []pipeline.RayWorkerGroup{{Name: "cpu", Replicas: 2}}}}}
 	type outcome struct {
 		res activities.EnsureRayClusterResult
 		err error

@@ -7,20 +7,28 @@ import (
 	"testing"
 	"time"
 
+	"github.com/atelier-ml/atelier/pipeline"
+
 	sparkv1beta2 "github.com/kubeflow/spark-operator/v2/api/v1beta2"
+
 	sparkfake "github.com/kubeflow/spark-operator/v2/pkg/client/clientset/versioned/fake"
+
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+
 	rayfake "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned/fake"
 	"go.temporal.io/sdk/temporal"
+
 	batchv1 "k8s.io/api/batch/v1"
+
 	corev1 "k8s.io/api/core/v1"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/kube/framework"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 // Unit tests with fake clientsets: what needs no watch events. Everything
@@ -56,7 +64,7 @@ func TestInvalidRequests(t *testing.T) {
 	}{
 		{"unknown kind", func(r *activities.KubeStepRequest) { r.Kind = "flink" }, `unknown Kubernetes step kind "flink"`},
 		{"attempt 0", func(r *activities.KubeStepRequest) { r.Attempt = 0 }, "attempt must be 1 or more"},
-		{"two sections", func(r *activities.KubeStepRequest) { r.Ray = &spec.RayStep{} }, "exactly one of container, ray, spark"},
+		{"two sections", func(r *activities.KubeStepRequest) { r.Ray = &pipeline.RayStep{} }, "exactly one of container, ray, spark"},
 		{"negative item", func(r *activities.KubeStepRequest) { r.Item = intPtr(-1) }, "item index"},
 		{"negative deleteAfter", func(r *activities.KubeStepRequest) { r.DeleteAfter = -time.Second }, "deleteAfter must not be negative"},
 		{"no image", func(r *activities.KubeStepRequest) { r.Container.Image = "" }, "a container step on Kubernetes needs an image"},
@@ -75,7 +83,7 @@ func TestInvalidRequests(t *testing.T) {
 	noRay := fakeBackend(t, Clients{Kube: fake.NewClientset()})
 	_, err := noRay.RunKubeStep(ctx, rayRequest("train"))
 	invalidStep(t, err, "cannot run rayjob steps")
-	_, err = noRay.EnsureRayCluster(ctx, activities.EnsureRayClusterRequest{Project: "p", RunID: "r", Cluster: spec.SharedRayCluster{Name: "c"}})
+	_, err = noRay.EnsureRayCluster(ctx, activities.EnsureRayClusterRequest{Project: "p", RunID: "r", Cluster: pipeline.SharedRayCluster{Name: "c"}})
 	invalidStep(t, err, "no KubeRay client")
 	// Nothing was created for the invalid requests, not even a namespace.
 	if nss, _ := b.clients.Kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); len(nss.Items) != 0 {

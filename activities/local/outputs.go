@@ -9,7 +9,7 @@ import (
 	"os"
 
 	"github.com/atelier-ml/atelier/activities"
-	"github.com/atelier-ml/atelier/workflows/spec"
+	"github.com/atelier-ml/atelier/pipeline"
 )
 
 // readOutputs reads the file a step wrote to ATELIER_OUTPUTS. A missing file
@@ -29,13 +29,13 @@ func readOutputs(path string) (map[string]any, error) {
 	}
 	// Read one byte past the limit rather than trust Stat: the file may
 	// still be growing if the step left a writer behind.
-	b, err := io.ReadAll(io.LimitReader(f, spec.MaxOutputsBytes+1))
+	b, err := io.ReadAll(io.LimitReader(f, pipeline.MaxOutputsBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("cannot read outputs file (ATELIER_OUTPUTS): %v", err)
 	}
-	if len(b) > spec.MaxOutputsBytes {
+	if len(b) > pipeline.MaxOutputsBytes {
 		return nil, fmt.Errorf("outputs file (ATELIER_OUTPUTS) is larger than the %d KiB limit: write large results to files and output their paths",
-			spec.MaxOutputsBytes>>10)
+			pipeline.MaxOutputsBytes>>10)
 	}
 	t := bytes.TrimSpace(b)
 	if len(t) == 0 {

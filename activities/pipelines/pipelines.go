@@ -15,7 +15,7 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/workflows/spec"
+	"github.com/atelier-ml/atelier/pipeline"
 )
 
 // VersionReader reads pipeline versions; the Postgres store implements it.
@@ -52,7 +52,7 @@ func (r *Resolver) Resolve(ctx context.Context, req activities.ResolvePipelineRe
 	if err != nil {
 		return activities.ResolvePipelineResult{}, fmt.Errorf("read pipeline %s/%s version %d: %w", req.Project, req.Pipeline, req.Version, err)
 	}
-	var p spec.Pipeline
+	var p pipeline.Spec
 	if err := json.Unmarshal(v.Spec, &p); err != nil {
 		// Stored specs were validated; this is a catalogue defect.
 		return activities.ResolvePipelineResult{}, temporal.NewNonRetryableApplicationError(

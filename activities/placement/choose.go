@@ -8,7 +8,7 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/workflows/spec"
+	"github.com/atelier-ml/atelier/pipeline"
 )
 
 // NoClusterError is Choose's error when no cluster can take the step. The
@@ -28,7 +28,7 @@ const maxListed = 10
 // Choose picks the cluster for req among the registered clusters at now;
 // see the package documentation for the rules. It does not modify clusters.
 func Choose(clusters []catalog.Cluster, req activities.SelectClusterRequest, now time.Time) (activities.SelectClusterResult, error) {
-	var p spec.Placement
+	var p pipeline.Placement
 	if req.Placement != nil {
 		p = *req.Placement
 	}
@@ -53,11 +53,11 @@ func Choose(clusters []catalog.Cluster, req activities.SelectClusterRequest, now
 
 	strategy := p.Strategy
 	if strategy == "" {
-		strategy = spec.StrategyMostFreeGPUs
+		strategy = pipeline.StrategyMostFreeGPUs
 	}
-	if strategy != spec.StrategyMostFreeGPUs && strategy != spec.StrategyFirst {
+	if strategy != pipeline.StrategyMostFreeGPUs && strategy != pipeline.StrategyFirst {
 		return activities.SelectClusterResult{}, noCluster("unknown placement strategy %q for step %q; use %s or %s",
-			strategy, req.Step, spec.StrategyMostFreeGPUs, spec.StrategyFirst)
+			strategy, req.Step, pipeline.StrategyMostFreeGPUs, pipeline.StrategyFirst)
 	}
 
 	var cands []catalog.Cluster
@@ -100,7 +100,7 @@ func Choose(clusters []catalog.Cluster, req activities.SelectClusterRequest, now
 		scope += " with labels " + formatLabels(p.Selector)
 	}
 	switch strategy {
-	case spec.StrategyFirst:
+	case pipeline.StrategyFirst:
 		chosen = cands[0] // sorted by name
 		reason = fmt.Sprintf("first by name of %s", scope)
 	default:

@@ -10,7 +10,7 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/workflows/spec"
+	"github.com/atelier-ml/atelier/pipeline"
 )
 
 var now = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
@@ -58,19 +58,19 @@ func TestChoose(t *testing.T) {
 		req      activities.SelectClusterRequest
 		want     want
 	}{
-		{"explicit cluster", []catalog.Cluster{east, west}, req("train", &spec.Placement{Cluster: "east"}, 0, ""),
+		{"explicit cluster", []catalog.Cluster{east, west}, req("train", &pipeline.Placement{Cluster: "east"}, 0, ""),
 			want{cluster: "east", reason: []string{"named by the placement"}}},
-		{"explicit offline cluster is still chosen, with a warning", []catalog.Cluster{east, dead}, req("train", &spec.Placement{Cluster: "dead"}, 0, ""),
+		{"explicit offline cluster is still chosen, with a warning", []catalog.Cluster{east, dead}, req("train", &pipeline.Placement{Cluster: "dead"}, 0, ""),
 			want{cluster: "dead", reason: []string{"last reported 5m0s ago"}}},
-		{"explicit never-seen cluster", []catalog.Cluster{never}, req("train", &spec.Placement{Cluster: "never"}, 0, ""),
+		{"explicit never-seen cluster", []catalog.Cluster{never}, req("train", &pipeline.Placement{Cluster: "never"}, 0, ""),
 			want{cluster: "never", reason: []string{"never reported"}}},
-		{"explicit unknown cluster", []catalog.Cluster{east, west}, req("train", &spec.Placement{Cluster: "north"}, 0, ""),
+		{"explicit unknown cluster", []catalog.Cluster{east, west}, req("train", &pipeline.Placement{Cluster: "north"}, 0, ""),
 			want{err: []string{`"north"`, `step "train"`, "not registered", "registered: east {region=east, tier=gpu}, west"}}},
 		{"empty registry", nil, req("train", nil, 2, a100),
 			want{err: []string{"no Kubernetes cluster is registered", `"train"`, "needs 2 GPUs of type " + a100}}},
-		{"selector matches nothing", []catalog.Cluster{east, west, cpu}, req("etl", &spec.Placement{Selector: map[string]string{"tier": "tpu"}}, 0, ""),
+		{"selector matches nothing", []catalog.Cluster{east, west, cpu}, req("etl", &pipeline.Placement{Selector: map[string]string{"tier": "tpu"}}, 0, ""),
 			want{err: []string{"no registered cluster has labels {tier=tpu}", `"etl"`, "registered: cpu {tier=cpu}"}}},
-		{"selector needs all labels", []catalog.Cluster{east, west}, req("x", &spec.Placement{Selector: map[string]string{"tier": "gpu", "region": "west"}}, 0, ""),
+		{"selector needs all labels", []catalog.Cluster{east, west}, req("x", &pipeline.Placement{Selector: map[string]string{"tier": "gpu", "region": "west"}}, 0, ""),
 			want{cluster: "west", reason: []string{"with labels {region=west, tier=gpu}"}}},
 		{"default: most free GPUs of the type", []catalog.Cluster{east, west, cpu}, req("x", nil, 1, a100),
 			want{cluster: "west", reason: []string{"most free GPUs of type " + a100 + " (6)"}}},
@@ -84,21 +84,21 @@ func TestChoose(t *testing.T) {
 			want{cluster: "twin-c"}},
 		{"tie on GPUs and CPU: lowest name", []catalog.Cluster{twinB, twinA}, req("x", nil, 1, a100),
 			want{cluster: "twin-a"}},
-		{"strategy first: lowest name", []catalog.Cluster{west, east, cpu}, req("x", &spec.Placement{Strategy: spec.StrategyFirst}, 0, ""),
+		{"strategy first: lowest name", []catalog.Cluster{west, east, cpu}, req("x", &pipeline.Placement{Strategy: pipeline.StrategyFirst}, 0, ""),
 			want{cluster: "cpu", reason: []string{"first by name of 3 candidate(s)"}}},
-		{"strategy first with selector", []catalog.Cluster{west, east, cpu}, req("x", &spec.Placement{Strategy: spec.StrategyFirst, Selector: map[string]string{"tier": "gpu"}}, 0, ""),
+		{"strategy first with selector", []catalog.Cluster{west, east, cpu}, req("x", &pipeline.Placement{Strategy: pipeline.StrategyFirst, Selector: map[string]string{"tier": "gpu"}}, 0, ""),
 			want{cluster: "east"}},
 		{"offline skipped when others are online", []catalog.Cluster{dead, west}, req("x", nil, 1, a100),
 			want{cluster: "west", reason: []string{"skipped offline (not seen within 2m0s): dead"}}},
-		{"never-seen skipped too", []catalog.Cluster{never, cpu}, req("x", &spec.Placement{Strategy: spec.StrategyFirst}, 0, ""),
+		{"never-seen skipped too", []catalog.Cluster{never, cpu}, req("x", &pipeline.Placement{Strategy: pipeline.StrategyFirst}, 0, ""),
 			want{cluster: "cpu", reason: []string{"skipped offline", "never"}}},
 		{"all offline: choose among them anyway", []catalog.Cluster{dead, never}, req("x", nil, 0, ""),
 			want{cluster: "dead", reason: []string{"no candidate reported within 2m0s"}}},
 		{"nobody has enough GPUs: keep everyone (autoscaling)", []catalog.Cluster{east, west}, req("x", nil, 64, a100),
 			want{cluster: "west", reason: []string{"most free GPUs"}}},
-		{"unknown strategy", []catalog.Cluster{east}, req("x", &spec.Placement{Strategy: "random"}, 0, ""),
+		{"unknown strategy", []catalog.Cluster{east}, req("x", &pipeline.Placement{Strategy: "random"}, 0, ""),
 			want{err: []string{`unknown placement strategy "random"`}}},
-		{"missing task queue falls back to the convention", []catalog.Cluster{{Name: "bare"}}, req("x", &spec.Placement{Cluster: "bare"}, 0, ""),
+		{"missing task queue falls back to the convention", []catalog.Cluster{{Name: "bare"}}, req("x", &pipeline.Placement{Cluster: "bare"}, 0, ""),
 			want{cluster: "bare"}},
 	}
 	for _, c := range cases {
@@ -161,12 +161,12 @@ func TestChooseProperties(t *testing.T) {
 			}
 			cs = append(cs, mk(fmt.Sprintf("c%d", i), ago, int64(r.IntN(3))*1000, labels, gpus))
 		}
-		p := &spec.Placement{}
+		p := &pipeline.Placement{}
 		if r.IntN(2) == 0 {
 			p.Selector = map[string]string{"tier": "gpu"}
 		}
 		if r.IntN(3) == 0 {
-			p.Strategy = spec.StrategyFirst
+			p.Strategy = pipeline.StrategyFirst
 		}
 		rq := req("s", p, r.IntN(6), products[r.IntN(3)])
 
@@ -211,7 +211,7 @@ func TestChooseProperties(t *testing.T) {
 			}
 		}
 		for _, c := range eligible {
-			if p.Strategy == spec.StrategyFirst && c.Name < chosen.Name {
+			if p.Strategy == pipeline.StrategyFirst && c.Name < chosen.Name {
 				t.Fatalf("iter %d: first chose %s over %s", iter, chosen.Name, c.Name)
 			}
 			if p.Strategy == "" && compareFree(c, chosen, rq.GPUType) < 0 {
@@ -227,6 +227,6 @@ func TestChooseProperties(t *testing.T) {
 	}
 }
 
-func req(step string, p *spec.Placement, gpus int, gpuType string) activities.SelectClusterRequest {
+func req(step string, p *pipeline.Placement, gpus int, gpuType string) activities.SelectClusterRequest {
 	return activities.SelectClusterRequest{Project: "vision", Step: step, Placement: p, GPUs: gpus, GPUType: gpuType}
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/workflows/spec"
+	"github.com/atelier-ml/atelier/pipeline"
 )
 
 type fakeRegistry struct {
@@ -45,7 +45,7 @@ func TestSelectClusterActivity(t *testing.T) {
 		mk("east", time.Second, 0, map[string]string{"tier": "gpu"}, map[string]int64{a100: 1}),
 		mk("west", time.Second, 0, map[string]string{"tier": "gpu"}, map[string]int64{a100: 3}),
 	}}
-	res, err := selectCluster(t, reg, req("train", &spec.Placement{Selector: map[string]string{"tier": "gpu"}}, 1, a100))
+	res, err := selectCluster(t, reg, req("train", &pipeline.Placement{Selector: map[string]string{"tier": "gpu"}}, 1, a100))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestSelectClusterActivity(t *testing.T) {
 }
 
 func TestSelectClusterNoClusterIsNonRetryable(t *testing.T) {
-	_, err := selectCluster(t, fakeRegistry{}, req("train", &spec.Placement{Cluster: "east"}, 0, ""))
+	_, err := selectCluster(t, fakeRegistry{}, req("train", &pipeline.Placement{Cluster: "east"}, 0, ""))
 	var appErr *temporal.ApplicationError
 	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeNoCluster || !appErr.NonRetryable() {
 		t.Fatalf("want non-retryable %s, got %v", activities.ErrTypeNoCluster, err)

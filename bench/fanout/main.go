@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/atelier-ml/atelier/pipeline"
+
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
@@ -31,7 +33,6 @@ import (
 	"github.com/atelier-ml/atelier/bench/internal/benchstack"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/workflows"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 const (
@@ -69,10 +70,10 @@ func main() {
 			*r = 1
 		}
 	}
-	if *n <= spec.WideThreshold || *n > spec.MaxForEachItems || *par < 1 || *par > spec.MaxParallelism || *r < 1 ||
-		(*big != 0 && (*big <= spec.WideThreshold || *big > spec.MaxForEachItems)) {
+	if *n <= pipeline.WideThreshold || *n > pipeline.MaxForEachItems || *par < 1 || *par > pipeline.MaxParallelism || *r < 1 ||
+		(*big != 0 && (*big <= pipeline.WideThreshold || *big > pipeline.MaxForEachItems)) {
 		fmt.Fprintf(os.Stderr, "fanout: need %d < -n, -big <= %d (a wide forEach), 1 <= -p <= %d, -r >= 1\n",
-			spec.WideThreshold, spec.MaxForEachItems, spec.MaxParallelism)
+			pipeline.WideThreshold, pipeline.MaxForEachItems, pipeline.MaxParallelism)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -222,12 +223,12 @@ func noop(_ context.Context, req activities.ContainerRequest) (activities.Contai
 // --- the subject: Atelier's declarative pipeline workflow ---
 
 func runPipeline(ctx context.Context, st *benchstack.Stack, id string, n, par int) error {
-	p := spec.Pipeline{Name: pipelineName, Steps: []spec.Step{{
+	p := pipeline.Spec{Name: pipelineName, Steps: []pipeline.Step{{
 		Name:      "fan",
-		ForEach:   &spec.ForEach{Items: []byte(strconv.Quote(fmt.Sprintf("0..%d", n-1))), Parallelism: par},
-		Container: &spec.Container{Command: []string{"true"}},
+		ForEach:   &pipeline.ForEach{Items: []byte(strconv.Quote(fmt.Sprintf("0..%d", n-1))), Parallelism: par},
+		Container: &pipeline.Container{Command: []string{"true"}},
 	}}}
-	if err := spec.Validate(&p, spec.ValidateOptions{}); err != nil {
+	if err := pipeline.Validate(&p, pipeline.ValidateOptions{}); err != nil {
 		return fmt.Errorf("pipeline spec: %w", err)
 	}
 	in := workflows.PipelineInput{RunID: id, Project: project, Pipeline: pipelineName, Version: 1, Spec: p}
@@ -266,7 +267,7 @@ func goFanOut(ctx workflow.Context, in goFanInput) (int, error) {
 		return 0, err
 	}
 	res, err := run.ForEach(ctx, "fan", workflows.ForEachItems{Items: fmt.Sprintf("0..%d", in.N-1), Parallelism: in.Par},
-		spec.Container{Command: []string{"true"}}).Get(ctx)
+		pipeline.Container{Command: []string{"true"}}).Get(ctx)
 	return res.Items, run.End(res.Items, err)
 }
 
@@ -351,7 +352,7 @@ func fanOutPartition(ctx workflow.Context, in partitionInput) (int, error) {
 	if in.StepOptions {
 		// What workflows.stepActivityOptions sets for a step attempt.
 		opts = workflow.ActivityOptions{
-			StartToCloseTimeout: spec.DefaultStepTimeout + time.Minute,
+			StartToCloseTimeout: pipeline.DefaultStepTimeout + time.Minute,
 			HeartbeatTimeout:    10 * time.Second,
 			WaitForCancellation: true,
 			RetryPolicy: &temporal.RetryPolicy{
@@ -372,7 +373,7 @@ func fanOutPartition(ctx workflow.Context, in partitionInput) (int, error) {
 		}
 		k := next
 		req := activities.ContainerRequest{Project: project, RunID: id, Step: "fan", Item: &k, Attempt: 1,
-			Command: []string{"true"}, Timeout: spec.DefaultStepTimeout}
+			Command: []string{"true"}, Timeout: pipeline.DefaultStepTimeout}
 		f := workflow.ExecuteActivity(ctx, activities.RunContainerName, req)
 		active++
 		workflow.Go(ctx, func(g workflow.Context) {

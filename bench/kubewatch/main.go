@@ -52,10 +52,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/atelier-ml/atelier/pipeline"
+
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+
 	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
 	"go.uber.org/zap"
+
 	corev1 "k8s.io/api/core/v1"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -67,7 +72,6 @@ import (
 	"github.com/atelier-ml/atelier/activities/kube/framework"
 	"github.com/atelier-ml/atelier/bench/internal/benchstack"
 	"github.com/atelier-ml/atelier/internal/kubetest"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 const project = "bench"
@@ -276,12 +280,12 @@ type roundResult struct {
 func stepRequest(run, step string) activities.KubeStepRequest {
 	return activities.KubeStepRequest{
 		Project: project, RunID: run, Step: step, Attempt: 1, Kind: activities.KubeRayJob,
-		Ray: &spec.RayStep{
+		Ray: &pipeline.RayStep{
 			Entrypoint: "python train.py",
-			RayClusterTemplate: spec.RayClusterTemplate{
+			RayClusterTemplate: pipeline.RayClusterTemplate{
 				Image: "rayproject/ray:2.46.0", RayVersion: "2.46.0",
-				Head:    spec.Resources{CPU: "1", Memory: "2Gi"},
-				Workers: []spec.RayWorkerGroup{{Name: "gpu", Replicas: 1, Resources: spec.Resources{GPU: 1}}},
+				Head:    pipeline.Resources{CPU: "1", Memory: "2Gi"},
+				Workers: []pipeline.RayWorkerGroup{{Name: "gpu", Replicas: 1, Resources: pipeline.Resources{GPU: 1}}},
 			},
 		},
 	}

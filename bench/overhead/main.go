@@ -13,7 +13,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/atelier-ml/atelier/pipeline"
+
 	enumspb "go.temporal.io/api/enums/v1"
+
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
@@ -23,7 +26,6 @@ import (
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/bench/internal/benchstack"
 	"github.com/atelier-ml/atelier/workflows"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 const (
@@ -41,7 +43,7 @@ const (
 )
 
 func main() {
-	n := flag.Int("n", 200, "sequential steps per run (2.."+fmt.Sprint(spec.MaxSteps)+")")
+	n := flag.Int("n", 200, "sequential steps per run (2.."+fmt.Sprint(pipeline.MaxSteps)+")")
 	r := flag.Int("r", 5, "measured repetitions per mode, interleaved, after one warm-up each")
 	quick := flag.Bool("quick", false, "smoke run: -n 20 -r 2 unless given")
 	verbose := flag.Bool("v", false, "stack logs at info level")
@@ -56,8 +58,8 @@ func main() {
 			*r = 2
 		}
 	}
-	if *n < 2 || *n > spec.MaxSteps || *r < 1 {
-		fmt.Fprintf(os.Stderr, "overhead: need 2 <= -n <= %d (the gateway accepts no longer pipeline) and -r >= 1\n", spec.MaxSteps)
+	if *n < 2 || *n > pipeline.MaxSteps || *r < 1 {
+		fmt.Fprintf(os.Stderr, "overhead: need 2 <= -n <= %d (the gateway accepts no longer pipeline) and -r >= 1\n", pipeline.MaxSteps)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -151,10 +153,10 @@ func measure(ctx context.Context, st *benchstack.Stack, md mode, n, rep int) (re
 
 // --- the subject: Atelier's declarative pipeline workflow ---
 
-func pipelineSpec(n int) spec.Pipeline {
-	p := spec.Pipeline{Name: pipelineName}
+func pipelineSpec(n int) pipeline.Spec {
+	p := pipeline.Spec{Name: pipelineName}
 	for i := range n {
-		s := spec.Step{Name: stepName(i), Container: &spec.Container{Command: []string{"true"}}}
+		s := pipeline.Step{Name: stepName(i), Container: &pipeline.Container{Command: []string{"true"}}}
 		if i > 0 {
 			s.DependsOn = []string{stepName(i - 1)}
 		}
@@ -177,12 +179,12 @@ func runPipeline(ctx context.Context, st *benchstack.Stack, id string, n int) ([
 // each step pays a lookup before it runs and a store after.
 func runPipelineCached(ctx context.Context, st *benchstack.Stack, id string, n int) ([]span, error) {
 	p := pipelineSpec(n)
-	p.Cache = &spec.Cache{Version: id}
+	p.Cache = &pipeline.Cache{Version: id}
 	return runSpec(ctx, st, id, n, p)
 }
 
-func runSpec(ctx context.Context, st *benchstack.Stack, id string, n int, p spec.Pipeline) ([]span, error) {
-	if err := spec.Validate(&p, spec.ValidateOptions{}); err != nil {
+func runSpec(ctx context.Context, st *benchstack.Stack, id string, n int, p pipeline.Spec) ([]span, error) {
+	if err := pipeline.Validate(&p, pipeline.ValidateOptions{}); err != nil {
 		return nil, fmt.Errorf("pipeline spec: %w", err)
 	}
 	in := workflows.PipelineInput{RunID: id, Project: project, Pipeline: pipelineName, Version: 1, Spec: p}
@@ -237,7 +239,7 @@ type chainInput struct {
 func containerRequest(runID string, i int) activities.ContainerRequest {
 	return activities.ContainerRequest{
 		Project: project, RunID: runID, Step: stepName(i), Attempt: 1,
-		Command: []string{"true"}, Timeout: spec.DefaultStepTimeout,
+		Command: []string{"true"}, Timeout: pipeline.DefaultStepTimeout,
 	}
 }
 

@@ -22,15 +22,15 @@ import (
 	"time"
 
 	"github.com/atelier-ml/atelier/bench/internal/benchstack"
+	"github.com/atelier-ml/atelier/pipeline"
 	"github.com/atelier-ml/atelier/workflows"
 	"github.com/atelier-ml/atelier/workflows/runclient"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 const (
-	project  = "bench"
-	pipeline = "noop"
-	noopYAML = `steps:
+	project      = "bench"
+	pipelineName = "noop"
+	noopYAML     = `steps:
   - name: noop
     container: {command: ["true"]}
 `
@@ -131,25 +131,25 @@ func run(ctx context.Context, n, conc, rounds int, verbose, pin bool) error {
 		},
 	}
 	defer hc.CloseIdleConnections()
-	if code, body, err := do(ctx, hc, "POST", st.URL+"/v1/projects/"+project+"/pipelines/"+pipeline+"/versions",
+	if code, body, err := do(ctx, hc, "POST", st.URL+"/v1/projects/"+project+"/pipelines/"+pipelineName+"/versions",
 		token, "application/yaml", []byte(noopYAML)); err != nil || (code != 200 && code != 201) {
-		return fmt.Errorf("create pipeline %s: %d %s %v", pipeline, code, body, err)
+		return fmt.Errorf("create pipeline %s: %d %s %v", pipelineName, code, body, err)
 	}
 	// The raw start gets exactly the input the gateway would build.
-	pv, err := st.Store.GetPipelineVersion(ctx, project, pipeline, 0)
+	pv, err := st.Store.GetPipelineVersion(ctx, project, pipelineName, 0)
 	if err != nil {
 		return err
 	}
-	var p spec.Pipeline
+	var p pipeline.Spec
 	if err := json.Unmarshal(pv.Spec, &p); err != nil {
 		return err
 	}
-	params, err := spec.ResolveParams(&p, map[string]any{})
+	params, err := pipeline.ResolveParams(&p, map[string]any{})
 	if err != nil {
 		return err
 	}
 
-	restBody := []byte(`{"pipeline":"` + pipeline + `","params":{}}`)
+	restBody := []byte(`{"pipeline":"` + pipelineName + `","params":{}}`)
 	rest := func(ctx context.Context, _, _ int) (string, error) {
 		code, body, err := do(ctx, hc, "POST", st.URL+"/v1/projects/"+project+"/runs", token, "application/json", restBody)
 		if err != nil {
@@ -175,13 +175,13 @@ func run(ctx context.Context, n, conc, rounds int, verbose, pin bool) error {
 	prefix := fmt.Sprintf("raw-%x", time.Now().UnixNano())
 	raw := func(ctx context.Context, r, i int) (string, error) {
 		id := fmt.Sprintf("%s-%d-%d", prefix, r, i)
-		in, err := json.Marshal(workflows.PipelineInput{RunID: id, Project: project, Pipeline: pipeline, Version: pv.Version, Spec: p, Params: params})
+		in, err := json.Marshal(workflows.PipelineInput{RunID: id, Project: project, Pipeline: pipelineName, Version: pv.Version, Spec: p, Params: params})
 		if err != nil {
 			return "", err
 		}
 		return id, engine.StartRun(ctx, runclient.StartRequest{
 			RunID: id, Workflow: workflows.PipelineWorkflowName, TaskQueue: st.Cfg.TaskQueue,
-			Input: json.RawMessage(in), Project: project, Pipeline: pipeline, CreatedBy: benchstack.TokenName,
+			Input: json.RawMessage(in), Project: project, Pipeline: pipelineName, CreatedBy: benchstack.TokenName,
 		})
 	}
 	modes := []*mode{

@@ -5,8 +5,8 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/atelier-ml/atelier/pipeline"
 	"github.com/atelier-ml/atelier/workflows"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 // ChainName is the registered workflow type of Chain.
@@ -68,12 +68,12 @@ func chain(ctx workflow.Context, run *workflows.Run, dir string) (float64, error
 
 // chainStep appends name to dir/ran, then runs script with DIR and the
 // optional key/value pair in its environment.
-func chainStep(dir, name, script string, kv ...string) spec.Container {
+func chainStep(dir, name, script string, kv ...string) pipeline.Container {
 	env := map[string]string{"DIR": dir, "STEP": name}
 	for i := 0; i+1 < len(kv); i += 2 {
 		env[kv[i]] = kv[i+1]
 	}
-	return spec.Container{
+	return pipeline.Container{
 		Image:   "busybox:1.36",
 		Command: []string{"sh", "-c", `echo "$STEP" >> "$DIR/ran"; ` + script},
 		Env:     env,

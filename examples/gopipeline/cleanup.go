@@ -6,8 +6,8 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/atelier-ml/atelier/pipeline"
 	"github.com/atelier-ml/atelier/workflows"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 // CleanupName is the registered workflow type of TrainWithCleanup.
@@ -40,7 +40,7 @@ func TrainWithCleanup(ctx workflow.Context, in CleanupInput) (string, error) {
 	}
 	scratch := "/tmp/atelier-scratch-" + run.ID()
 	run.OnExit(func(ctx workflow.Context, exit workflows.ExitInfo) error {
-		_, err := run.Container(ctx, "remove-scratch", spec.Container{
+		_, err := run.Container(ctx, "remove-scratch", pipeline.Container{
 			Image:   "busybox:1.36",
 			Command: []string{"sh", "-c", `rm -rf "$DIR"; echo "removed $DIR; the run ended $STATE"`},
 			Env:     map[string]string{"DIR": scratch, "STATE": string(exit.State)},

@@ -6,8 +6,8 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/atelier-ml/atelier/pipeline"
 	"github.com/atelier-ml/atelier/workflows"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 // FanOutName is the registered workflow type of FanOut.
@@ -52,7 +52,7 @@ func fanOut(ctx workflow.Context, run *workflows.Run, in FanOutInput) (FanOutRes
 		return FanOutResult{}, errors.New("items: give at least 1")
 	}
 	items := workflows.ForEachItems{Items: fmt.Sprintf("0..%d", in.Items-1), Parallelism: in.Parallelism}
-	square := spec.Container{
+	square := pipeline.Container{
 		Image:   "busybox:1.36",
 		Command: []string{"sh", "-c", `echo '{"v": {{ item * item }}}' > "$ATELIER_OUTPUTS"`},
 	}

@@ -7,8 +7,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/atelier-ml/atelier/pipeline"
 	"github.com/atelier-ml/atelier/workflows"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 // Name is the registered workflow type.
@@ -65,7 +65,7 @@ func trainEvaluate(ctx workflow.Context, run *workflows.Run, in Input) (Result, 
 		lrs := strconv.FormatFloat(lr, 'g', -1, 64)
 		futures[i] = run.Container(ctx, fmt.Sprintf("train-%d", i),
 			sh(`echo "training with lr=$LR"; sleep 1; awk -v lr="$LR" 'BEGIN { printf "{\"accuracy\": %.4f}", 0.95 - (lr - 0.05) * (lr - 0.05) * 10 }' > "$ATELIER_OUTPUTS"`, "LR", lrs),
-			workflows.WithRetries(spec.Retries{Limit: 2}))
+			workflows.WithRetries(pipeline.Retries{Limit: 2}))
 	}
 	res.Accuracy = -1
 	for i, f := range futures {
@@ -94,8 +94,8 @@ func trainEvaluate(ctx workflow.Context, run *workflows.Run, in Input) (Result, 
 
 // sh runs script with /bin/sh; values reach it through the environment, never
 // by string interpolation into the script.
-func sh(script, key, value string) spec.Container {
-	return spec.Container{
+func sh(script, key, value string) pipeline.Container {
+	return pipeline.Container{
 		Image:   "busybox:1.36",
 		Command: []string{"sh", "-c", script},
 		Env:     map[string]string{key: value},

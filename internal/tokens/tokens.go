@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/workflows/spec"
+	"github.com/atelier-ml/atelier/pipeline"
 )
 
 // Prefix starts every secret so that leaked tokens are easy to recognise
@@ -47,7 +47,7 @@ func WellFormed(s string) bool {
 
 // rank orders roles; unknown roles rank below every real one. The order
 // is spec.RoleRank's, which approval steps check inside workflows.
-func rank(r catalog.Role) int { return spec.RoleRank(string(r)) }
+func rank(r catalog.Role) int { return pipeline.RoleRank(string(r)) }
 
 // Allows reports whether a token with role have may do what needs role need.
 // Admin implies editor implies viewer. Project scoping is checked separately:

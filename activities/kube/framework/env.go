@@ -6,11 +6,12 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/atelier-ml/atelier/pipeline"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/atelier-ml/atelier/activities"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 // OutputsPath is where a step writes its outputs on Kubernetes: the
@@ -83,7 +84,7 @@ func EnvMap(env []corev1.EnvVar) map[string]string {
 // limits (extended resources default their request to the limit). It also
 // returns the node selector a GPU type implies. field names the spec field
 // in error messages.
-func Requirements(r *spec.Resources, field string) (corev1.ResourceRequirements, map[string]string, error) {
+func Requirements(r *pipeline.Resources, field string) (corev1.ResourceRequirements, map[string]string, error) {
 	var req corev1.ResourceRequirements
 	if r == nil {
 		return req, nil, nil

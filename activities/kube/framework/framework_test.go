@@ -9,9 +9,15 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/atelier-ml/atelier/pipeline"
+
 	batchv1 "k8s.io/api/batch/v1"
+
 	corev1 "k8s.io/api/core/v1"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -21,7 +27,6 @@ import (
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/kube/framework"
 	"github.com/atelier-ml/atelier/activities/kube/jobs/job"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 func intp(i int) *int { return &i }
@@ -233,7 +238,7 @@ func TestPodTrouble(t *testing.T) {
 }
 
 func TestRequirements(t *testing.T) {
-	res, sel, err := framework.Requirements(&spec.Resources{CPU: "2", Memory: "4Gi", GPU: 1, GPUType: "NVIDIA-A100"}, "container.resources")
+	res, sel, err := framework.Requirements(&pipeline.Resources{CPU: "2", Memory: "4Gi", GPU: 1, GPUType: "NVIDIA-A100"}, "container.resources")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +255,7 @@ func TestRequirements(t *testing.T) {
 	if sel[framework.GPUProductKey] != "NVIDIA-A100" {
 		t.Errorf("node selector %v", sel)
 	}
-	for _, bad := range []spec.Resources{{CPU: "lots"}, {Memory: "-1Gi"}, {GPU: -1}} {
+	for _, bad := range []pipeline.Resources{{CPU: "lots"}, {Memory: "-1Gi"}, {GPU: -1}} {
 		if _, _, err := framework.Requirements(&bad, "container.resources"); err == nil || !strings.Contains(err.Error(), "container.resources.") {
 			t.Errorf("%+v: err = %v", bad, err)
 		}

@@ -13,20 +13,24 @@ import (
 	"strings"
 	"time"
 
+	"github.com/atelier-ml/atelier/pipeline"
+
 	appsv1 "k8s.io/api/apps/v1"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
+
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/atelier-ml/atelier/activities/kube/framework"
 	"github.com/atelier-ml/atelier/gpu"
 	"github.com/atelier-ml/atelier/inference"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 // ContainerName is the serving container's name in a revision's pods.
@@ -228,7 +232,7 @@ func containerPorts(info inference.BackendInfo) []corev1.ContainerPort {
 // ("nvidia.com/mig-1g.10gb") is its own extended resource, which only
 // nodes offering it have, so it needs no selector.
 func requirements(r inference.Resources) (corev1.ResourceRequirements, map[string]string, error) {
-	req, _, err := framework.Requirements(&spec.Resources{CPU: r.CPU, Memory: r.Memory}, "spec.resources")
+	req, _, err := framework.Requirements(&pipeline.Resources{CPU: r.CPU, Memory: r.Memory}, "spec.resources")
 	if err != nil {
 		return req, nil, err
 	}

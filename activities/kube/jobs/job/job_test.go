@@ -8,8 +8,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/atelier-ml/atelier/pipeline"
+
 	batchv1 "k8s.io/api/batch/v1"
+
 	corev1 "k8s.io/api/core/v1"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
@@ -17,10 +22,9 @@ import (
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/kube/framework"
 	"github.com/atelier-ml/atelier/activities/kube/jobs/job"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
-func step(c *spec.Container, timeout time.Duration) framework.Step {
+func step(c *pipeline.Container, timeout time.Duration) framework.Step {
 	req := activities.KubeStepRequest{Project: "p", RunID: "r", Step: "fit", Attempt: 1, Kind: activities.KubeJob, Container: c, Timeout: timeout}
 	id := framework.Identity{Project: "p", Run: "r", Step: "fit", Attempt: 1}
 	return framework.Step{
@@ -32,13 +36,13 @@ func step(c *spec.Container, timeout time.Duration) framework.Step {
 
 func TestBuild(t *testing.T) {
 	k := job.New(fake.NewClientset())
-	obj, err := k.Build(step(&spec.Container{
+	obj, err := k.Build(step(&pipeline.Container{
 		Image:      "python:3.12",
 		Command:    []string{"python", "fit.py"},
 		Args:       []string{"--lr", "0.1"},
 		Env:        map[string]string{"LR": "0.1"},
 		WorkingDir: "/work",
-		Resources:  &spec.Resources{CPU: "500m", Memory: "1Gi", GPU: 2, GPUType: "NVIDIA-H100"},
+		Resources:  &pipeline.Resources{CPU: "500m", Memory: "1Gi", GPU: 2, GPUType: "NVIDIA-H100"},
 	}, 90*time.Second+time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +86,7 @@ func TestBuild(t *testing.T) {
 		}
 	}
 	// No timeout: no deadline.
-	obj, _ = k.Build(step(&spec.Container{Image: "busybox"}, 0))
+	obj, _ = k.Build(step(&pipeline.Container{Image: "busybox"}, 0))
 	if obj.(*batchv1.Job).Spec.ActiveDeadlineSeconds != nil {
 		t.Error("deadline without a timeout")
 	}
@@ -91,11 +95,11 @@ func TestBuild(t *testing.T) {
 func TestBuildInvalid(t *testing.T) {
 	k := job.New(fake.NewClientset())
 	for _, tc := range []struct {
-		c    *spec.Container
+		c    *pipeline.Container
 		want string
 	}{
-		{&spec.Container{Command: []string{"true"}}, "a container step on Kubernetes needs an image"},
-		{&spec.Container{Image: "x", Resources: &spec.Resources{Memory: "lots"}}, "container.resources.memory"},
+		{&pipeline.Container{Command: []string{"true"}}, "a container step on Kubernetes needs an image"},
+		{&pipeline.Container{Image: "x", Resources: &pipeline.Resources{Memory: "lots"}}, "container.resources.memory"},
 	} {
 		_, err := k.Build(step(tc.c, 0))
 		var app *temporal.ApplicationError
@@ -185,7 +189,7 @@ func TestOutputPods(t *testing.T) {
 
 func TestBuildPinsToAdmittedNodes(t *testing.T) {
 	k := job.New(fake.NewClientset())
-	gpuStep := step(&spec.Container{Image: "x", Resources: &spec.Resources{GPU: 2}}, 0)
+	gpuStep := step(&pipeline.Container{Image: "x", Resources: &pipeline.Resources{GPU: 2}}, 0)
 	gpuStep.Request.Nodes = []string{"n1"}
 	obj, err := k.Build(gpuStep)
 	if err != nil {
@@ -198,7 +202,7 @@ func TestBuildPinsToAdmittedNodes(t *testing.T) {
 		t.Errorf("affinity (-want +got):\n%s", diff)
 	}
 	// Without admission (no nodes), nothing is pinned.
-	obj, _ = k.Build(step(&spec.Container{Image: "x", Resources: &spec.Resources{GPU: 2}}, 0))
+	obj, _ = k.Build(step(&pipeline.Container{Image: "x", Resources: &pipeline.Resources{GPU: 2}}, 0))
 	if a := obj.(*batchv1.Job).Spec.Template.Spec.Affinity; a != nil {
 		t.Errorf("affinity without admission: %+v", a)
 	}
@@ -208,7 +212,7 @@ func TestBuildPinsToAdmittedNodes(t *testing.T) {
 // finished, rounded up to a second.
 func TestBuildDeletesItselfAfterItFinished(t *testing.T) {
 	k := job.New(fake.NewClientset())
-	s := step(&spec.Container{Image: "x"}, 0)
+	s := step(&pipeline.Container{Image: "x"}, 0)
 	s.Request.DeleteAfter = 90*time.Second + time.Millisecond
 	obj, err := k.Build(s)
 	if err != nil {

@@ -4,15 +4,19 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/atelier-ml/atelier/pipeline"
+
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+
 	rayclientset "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
+
 	corev1 "k8s.io/api/core/v1"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
 	"github.com/atelier-ml/atelier/activities/kube/framework"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 // MaxNameLength is KubeRay's limit on RayCluster names (it derives Service
@@ -44,7 +48,7 @@ func New(ray rayclientset.Interface) *Resource {
 
 // Build returns a run's shared RayCluster. meta carries its name,
 // namespace and identity labels; env the run's ATELIER_* variables.
-func Build(meta metav1.ObjectMeta, c spec.SharedRayCluster, env []corev1.EnvVar) (*rayv1.RayCluster, error) {
+func Build(meta metav1.ObjectMeta, c pipeline.SharedRayCluster, env []corev1.EnvVar) (*rayv1.RayCluster, error) {
 	if c.Name == "" {
 		return nil, fmt.Errorf("a shared Ray cluster needs a name")
 	}
@@ -86,7 +90,7 @@ func ReadState(c *rayv1.RayCluster) State {
 // outside the pod), and one worker group per template group. Every
 // container gets env; every pod gets podLabels. field names the template
 // in error messages.
-func Spec(t spec.RayClusterTemplate, env []corev1.EnvVar, podLabels map[string]string, field string) (*rayv1.RayClusterSpec, error) {
+func Spec(t pipeline.RayClusterTemplate, env []corev1.EnvVar, podLabels map[string]string, field string) (*rayv1.RayClusterSpec, error) {
 	if t.Image == "" {
 		return nil, fmt.Errorf("%s.image: a Ray cluster on Kubernetes needs an image (e.g. rayproject/ray:2.46.0)", field)
 	}

@@ -5,10 +5,15 @@ import (
 	"maps"
 	"strings"
 
+	"github.com/atelier-ml/atelier/pipeline"
+
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+
 	rayclientset "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
@@ -16,7 +21,6 @@ import (
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/kube/framework"
 	"github.com/atelier-ml/atelier/activities/kube/jobs/raycluster"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 // MaxNameLength is KubeRay's limit on RayJob names: it names the job's
@@ -113,7 +117,7 @@ func (k *Kind) Build(step framework.Step) (framework.Object, error) {
 		if step.Request.RayClusterName == "" {
 			return nil, framework.Invalid("ray.cluster: the step uses shared cluster %q but the request names no RayCluster (EnsureRayCluster must run first)", r.Cluster)
 		}
-		if r.Image != "" || len(r.Workers) > 0 || r.Head != (spec.Resources{}) {
+		if r.Image != "" || len(r.Workers) > 0 || r.Head != (pipeline.Resources{}) {
 			return nil, framework.Invalid("ray: a step that uses shared cluster %q cannot also describe a cluster (image, head, workers)", r.Cluster)
 		}
 		// The cluster is the run's, not the job's: KubeRay must leave it

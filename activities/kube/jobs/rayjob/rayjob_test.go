@@ -7,9 +7,14 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/atelier-ml/atelier/pipeline"
+
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+
 	rayfake "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned/fake"
 	"go.temporal.io/sdk/temporal"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
@@ -18,10 +23,9 @@ import (
 	"github.com/atelier-ml/atelier/activities/kube/framework"
 	"github.com/atelier-ml/atelier/activities/kube/jobs/raycluster"
 	"github.com/atelier-ml/atelier/activities/kube/jobs/rayjob"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
-func step(r *spec.RayStep, clusterName string) framework.Step {
+func step(r *pipeline.RayStep, clusterName string) framework.Step {
 	req := activities.KubeStepRequest{Project: "p", RunID: "r", Step: "train", Attempt: 1, Kind: activities.KubeRayJob, Ray: r, RayClusterName: clusterName}
 	id := framework.Identity{Project: "p", Run: "r", Step: "train", Attempt: 1}
 	return framework.Step{
@@ -31,16 +35,16 @@ func step(r *spec.RayStep, clusterName string) framework.Step {
 	}
 }
 
-func ownCluster() *spec.RayStep {
-	return &spec.RayStep{
+func ownCluster() *pipeline.RayStep {
+	return &pipeline.RayStep{
 		Entrypoint: "python train.py --lr 0.1",
 		RuntimeEnv: map[string]any{"pip": []any{"torch"}, "env_vars": map[string]any{"MODE": "fast"}},
-		RayClusterTemplate: spec.RayClusterTemplate{
+		RayClusterTemplate: pipeline.RayClusterTemplate{
 			Image:      "rayproject/ray:2.46.0",
 			RayVersion: "2.46.0",
-			Head:       spec.Resources{CPU: "2", Memory: "8Gi"},
-			Workers: []spec.RayWorkerGroup{
-				{Name: "gpu", Replicas: 2, MinReplicas: 1, MaxReplicas: 4, Resources: spec.Resources{CPU: "8", Memory: "32Gi", GPU: 1, GPUType: "NVIDIA-A100-SXM4-80GB"}},
+			Head:       pipeline.Resources{CPU: "2", Memory: "8Gi"},
+			Workers: []pipeline.RayWorkerGroup{
+				{Name: "gpu", Replicas: 2, MinReplicas: 1, MaxReplicas: 4, Resources: pipeline.Resources{CPU: "8", Memory: "32Gi", GPU: 1, GPUType: "NVIDIA-A100-SXM4-80GB"}},
 				{Name: "cpu", Replicas: 3},
 			},
 		},
@@ -126,7 +130,7 @@ func TestBuildOwnCluster(t *testing.T) {
 
 func TestBuildSharedCluster(t *testing.T) {
 	k := rayjob.New(rayfake.NewClientset())
-	obj, err := k.Build(step(&spec.RayStep{Entrypoint: "python eval.py", Cluster: "pool"}, "pool-0a1b2c3d4e"))
+	obj, err := k.Build(step(&pipeline.RayStep{Entrypoint: "python eval.py", Cluster: "pool"}, "pool-0a1b2c3d4e"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,24 +145,24 @@ func TestBuildSharedCluster(t *testing.T) {
 
 func TestBuildInvalid(t *testing.T) {
 	k := rayjob.New(rayfake.NewClientset())
-	mod := func(f func(*spec.RayStep)) *spec.RayStep { r := ownCluster(); f(r); return r }
+	mod := func(f func(*pipeline.RayStep)) *pipeline.RayStep { r := ownCluster(); f(r); return r }
 	for _, tc := range []struct {
 		name    string
-		r       *spec.RayStep
+		r       *pipeline.RayStep
 		cluster string
 		want    string
 	}{
-		{"no entrypoint", mod(func(r *spec.RayStep) { r.Entrypoint = " " }), "", "ray.entrypoint"},
-		{"no image", mod(func(r *spec.RayStep) { r.Image = "" }), "", "needs an image"},
-		{"negative replicas", mod(func(r *spec.RayStep) { r.Workers[0].Replicas = -1 }), "", "must not be negative"},
-		{"min above max", mod(func(r *spec.RayStep) { r.Workers[0].MinReplicas = 5 }), "", "minReplicas (5) <= replicas (2) <= maxReplicas (4)"},
-		{"duplicate group", mod(func(r *spec.RayStep) { r.Workers[1].Name = "gpu" }), "", "appears twice"},
-		{"bad group name", mod(func(r *spec.RayStep) { r.Workers[1].Name = "CPU_pool" }), "", "ray.workers[1].name"},
-		{"bad quantity", mod(func(r *spec.RayStep) { r.Head.CPU = "two" }), "", "ray.head.cpu"},
-		{"negative ttl", mod(func(r *spec.RayStep) { r.TTLSecondsAfterFinished = -1 }), "", "ttlSecondsAfterFinished"},
-		{"env_vars not a map", mod(func(r *spec.RayStep) { r.RuntimeEnv = map[string]any{"env_vars": "x"} }), "", "env_vars"},
-		{"shared cluster not ensured", &spec.RayStep{Entrypoint: "x", Cluster: "pool"}, "", "EnsureRayCluster"},
-		{"shared cluster and own spec", mod(func(r *spec.RayStep) { r.Cluster = "pool" }), "pool-x", "cannot also describe a cluster"},
+		{"no entrypoint", mod(func(r *pipeline.RayStep) { r.Entrypoint = " " }), "", "ray.entrypoint"},
+		{"no image", mod(func(r *pipeline.RayStep) { r.Image = "" }), "", "needs an image"},
+		{"negative replicas", mod(func(r *pipeline.RayStep) { r.Workers[0].Replicas = -1 }), "", "must not be negative"},
+		{"min above max", mod(func(r *pipeline.RayStep) { r.Workers[0].MinReplicas = 5 }), "", "minReplicas (5) <= replicas (2) <= maxReplicas (4)"},
+		{"duplicate group", mod(func(r *pipeline.RayStep) { r.Workers[1].Name = "gpu" }), "", "appears twice"},
+		{"bad group name", mod(func(r *pipeline.RayStep) { r.Workers[1].Name = "CPU_pool" }), "", "ray.workers[1].name"},
+		{"bad quantity", mod(func(r *pipeline.RayStep) { r.Head.CPU = "two" }), "", "ray.head.cpu"},
+		{"negative ttl", mod(func(r *pipeline.RayStep) { r.TTLSecondsAfterFinished = -1 }), "", "ttlSecondsAfterFinished"},
+		{"env_vars not a map", mod(func(r *pipeline.RayStep) { r.RuntimeEnv = map[string]any{"env_vars": "x"} }), "", "env_vars"},
+		{"shared cluster not ensured", &pipeline.RayStep{Entrypoint: "x", Cluster: "pool"}, "", "EnsureRayCluster"},
+		{"shared cluster and own spec", mod(func(r *pipeline.RayStep) { r.Cluster = "pool" }), "pool-x", "cannot also describe a cluster"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := k.Build(step(tc.r, tc.cluster))
@@ -237,7 +241,7 @@ func TestOutputPods(t *testing.T) {
 func TestSharedClusterBuildAndState(t *testing.T) {
 	id := framework.Identity{Project: "p", Run: "r", RayCluster: "pool"}
 	rc, err := raycluster.Build(metav1.ObjectMeta{Name: "pool-x", Namespace: "ns", Labels: id.Labels()},
-		spec.SharedRayCluster{Name: "pool", RayClusterTemplate: ownCluster().RayClusterTemplate}, framework.RunEnv("p", "r"))
+		pipeline.SharedRayCluster{Name: "pool", RayClusterTemplate: ownCluster().RayClusterTemplate}, framework.RunEnv("p", "r"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,14 +4,17 @@ import (
 	"maps"
 	"strings"
 
+	"github.com/atelier-ml/atelier/pipeline"
+
 	sparkv1beta2 "github.com/kubeflow/spark-operator/v2/api/v1beta2"
+
 	sparkclientset "github.com/kubeflow/spark-operator/v2/pkg/client/clientset/versioned"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/kube/framework"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
 // Labels the spark-operator puts on an application's pods, and the name of
@@ -98,7 +101,7 @@ func (k *Kind) Build(step framework.Step) (framework.Object, error) {
 	return app, nil
 }
 
-func podSpec(r spec.SparkRole, step framework.Step, env map[string]string) sparkv1beta2.SparkPodSpec {
+func podSpec(r pipeline.SparkRole, step framework.Step, env map[string]string) sparkv1beta2.SparkPodSpec {
 	p := sparkv1beta2.SparkPodSpec{
 		Labels: step.PodLabels(),
 		// Deprecated in favour of env, which only the webhook applies;

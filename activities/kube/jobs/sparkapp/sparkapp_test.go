@@ -7,18 +7,22 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/atelier-ml/atelier/pipeline"
+
 	sparkv1beta2 "github.com/kubeflow/spark-operator/v2/api/v1beta2"
+
 	sparkfake "github.com/kubeflow/spark-operator/v2/pkg/client/clientset/versioned/fake"
 	"go.temporal.io/sdk/temporal"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/kube/framework"
 	"github.com/atelier-ml/atelier/activities/kube/jobs/sparkapp"
-	"github.com/atelier-ml/atelier/workflows/spec"
 )
 
-func step(s *spec.SparkStep) framework.Step {
+func step(s *pipeline.SparkStep) framework.Step {
 	req := activities.KubeStepRequest{Project: "p", RunID: "r", Step: "etl", Attempt: 3, Kind: activities.KubeSparkApp, Spark: s}
 	id := framework.Identity{Project: "p", Run: "r", Step: "etl", Attempt: 3}
 	return framework.Step{
@@ -28,8 +32,8 @@ func step(s *spec.SparkStep) framework.Step {
 	}
 }
 
-func app() *spec.SparkStep {
-	return &spec.SparkStep{
+func app() *pipeline.SparkStep {
+	return &pipeline.SparkStep{
 		Type:                "Scala",
 		Image:               "spark:3.5.5",
 		SparkVersion:        "3.5.5",
@@ -37,8 +41,8 @@ func app() *spec.SparkStep {
 		MainApplicationFile: "local:///opt/app/etl.jar",
 		Arguments:           []string{"--day", "2025-01-01"},
 		SparkConf:           map[string]string{"spark.sql.shuffle.partitions": "64"},
-		Driver:              spec.SparkRole{Cores: 1, Memory: "2g"},
-		Executor:            spec.SparkRole{Cores: 4, Memory: "8g", Instances: 3, GPU: 1, GPUType: "NVIDIA-L4"},
+		Driver:              pipeline.SparkRole{Cores: 1, Memory: "2g"},
+		Executor:            pipeline.SparkRole{Cores: 4, Memory: "8g", Instances: 3, GPU: 1, GPUType: "NVIDIA-L4"},
 	}
 }
 
@@ -71,7 +75,7 @@ func TestBuild(t *testing.T) {
 		}
 	}
 	// Unset sizes stay unset (the CRD's minimum is 1).
-	minimal := &spec.SparkStep{Type: "Python", Image: "spark", MainApplicationFile: "local:///a.py"}
+	minimal := &pipeline.SparkStep{Type: "Python", Image: "spark", MainApplicationFile: "local:///a.py"}
 	obj, _ = sparkapp.New(sparkfake.NewSimpleClientset()).Build(step(minimal))
 	a = obj.(*sparkv1beta2.SparkApplication)
 	if a.Spec.Driver.Cores != nil || a.Spec.Executor.Instances != nil || a.Spec.MainClass != nil {
@@ -81,11 +85,11 @@ func TestBuild(t *testing.T) {
 
 func TestBuildInvalid(t *testing.T) {
 	for _, tc := range []struct {
-		s    *spec.SparkStep
+		s    *pipeline.SparkStep
 		want string
 	}{
-		{&spec.SparkStep{Type: "Python", MainApplicationFile: "x"}, "spark.image"},
-		{&spec.SparkStep{Type: "Python", Image: "spark"}, "spark.mainApplicationFile"},
+		{&pipeline.SparkStep{Type: "Python", MainApplicationFile: "x"}, "spark.image"},
+		{&pipeline.SparkStep{Type: "Python", Image: "spark"}, "spark.mainApplicationFile"},
 	} {
 		_, err := sparkapp.New(sparkfake.NewSimpleClientset()).Build(step(tc.s))
 		var app *temporal.ApplicationError

@@ -1,4 +1,4 @@
-package spec
+package pipeline
 
 import (
 	"os"
@@ -90,16 +90,16 @@ func TestRenderPipelineStepKeepsTypes(t *testing.T) {
 		Item:   map[string]any{"k": "v"}, HasItem: true,
 		Run: RunEnv{ID: "r1"},
 	}
-	c := &PipelineStep{Name: "child", Version: 2, Params: map[string]any{
+	c := &ChildStep{Name: "child", Version: 2, Params: map[string]any{
 		"lr": "{{ params.lr }}", "n": " {{ steps.prep.outputs.n + 1 }} ", "tags": "{{ params.tags }}",
 		"item": "{{ item }}", "uri": "{{ steps.prep.outputs.uri }}/{{ run.id }}", "lit": float64(7),
 		"nested": map[string]any{"x": "{{ params.lr * 2 }}"}, "list": []any{"{{ run.id }}", true},
 	}}
-	got, err := RenderPipelineStep(c, env)
+	got, err := RenderChildStep(c, env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &PipelineStep{Name: "child", Version: 2, Params: map[string]any{
+	want := &ChildStep{Name: "child", Version: 2, Params: map[string]any{
 		"lr": 0.5, "n": float64(4), "tags": []any{"a"}, "item": map[string]any{"k": "v"},
 		"uri": "s3://x/r1", "lit": float64(7), "nested": map[string]any{"x": float64(1)}, "list": []any{"r1", true},
 	}}
@@ -109,14 +109,14 @@ func TestRenderPipelineStepKeepsTypes(t *testing.T) {
 	if c.Params["lr"] != "{{ params.lr }}" {
 		t.Fatal("the input was modified")
 	}
-	_, err = RenderPipelineStep(&PipelineStep{Name: "c", Params: map[string]any{"x": "{{ steps.prep.outputs.missing }}"}}, env)
+	_, err = RenderChildStep(&ChildStep{Name: "c", Params: map[string]any{"x": "{{ steps.prep.outputs.missing }}"}}, env)
 	if err == nil || !strings.Contains(err.Error(), "params.x") || !strings.Contains(err.Error(), "missing") {
 		t.Fatalf("err %v, want one naming params.x and the missing key", err)
 	}
 }
 
 func TestEvalOutputs(t *testing.T) {
-	p := &Pipeline{Outputs: map[string]string{"acc": "{{ steps.eval.outputs.acc }}", "msg": "acc={{ steps.eval.outputs.acc }}", "lit": "v1"}}
+	p := &Spec{Outputs: map[string]string{"acc": "{{ steps.eval.outputs.acc }}", "msg": "acc={{ steps.eval.outputs.acc }}", "lit": "v1"}}
 	env := Env{Steps: map[string]StepEnv{"eval": {Outputs: map[string]any{"acc": 0.93}}}}
 	got, err := EvalOutputs(p, env)
 	if err != nil {
@@ -125,10 +125,10 @@ func TestEvalOutputs(t *testing.T) {
 	if want := map[string]any{"acc": 0.93, "msg": "acc=0.93", "lit": "v1"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("outputs %v, want %v", got, want)
 	}
-	if got, err := EvalOutputs(&Pipeline{}, env); got != nil || err != nil {
+	if got, err := EvalOutputs(&Spec{}, env); got != nil || err != nil {
 		t.Fatalf("no outputs declared: %v, %v; want nil, nil", got, err)
 	}
-	_, err = EvalOutputs(&Pipeline{Outputs: map[string]string{"x": "{{ steps.eval.outputs.nope }}"}}, env)
+	_, err = EvalOutputs(&Spec{Outputs: map[string]string{"x": "{{ steps.eval.outputs.nope }}"}}, env)
 	if err == nil || !strings.Contains(err.Error(), "outputs.x") {
 		t.Fatalf("err %v, want one naming outputs.x", err)
 	}
@@ -151,17 +151,17 @@ steps:
       params: {lr: "x", epochs: "{{ params.n }} epochs", learningrate: 1, dataset: null}
   - {name: ok, kind: pipeline, pipeline: {name: child, version: 2, params: {dataset: "{{ run.id }}", lr: "{{ 1 }}", epochs: 4}}}
 `)
-	refs := PipelineRefs(parent)
-	if want := []PipelineRef{{0, "steps[0]", "child", 0}, {1, "steps[1]", "child", 2}}; !reflect.DeepEqual(refs, want) {
+	refs := ChildRefs(parent)
+	if want := []ChildRef{{0, "steps[0]", "child", 0}, {1, "steps[1]", "child", 2}}; !reflect.DeepEqual(refs, want) {
 		t.Fatalf("refs %+v, want %+v", refs, want)
 	}
-	checkProblems(t, CheckPipelineStep(refs[0], &parent.Steps[0], child), []want{
+	checkProblems(t, CheckChildStep(refs[0], &parent.Steps[0], child), []want{
 		{"steps[0].pipeline.params", `pipeline "child" requires param "dataset"`},
 		{"steps[0].pipeline.params.epochs", "renders as a string"},
 		{"steps[0].pipeline.params.learningrate", `pipeline "child" has no param "learningrate"`},
 		{"steps[0].pipeline.params.lr", "must be a number"},
 	})
-	checkProblems(t, CheckPipelineStep(refs[1], &parent.Steps[1], child), nil)
+	checkProblems(t, CheckChildStep(refs[1], &parent.Steps[1], child), nil)
 }
 
 func TestPipelineStepHistoryEstimate(t *testing.T) {
@@ -177,8 +177,8 @@ func TestPipelineStepHistoryEstimate(t *testing.T) {
 // outputs consistent, and the parent's templates working on outputs of the
 // child's shape.
 func TestChildPipelineExamples(t *testing.T) {
-	load := func(name string) *Pipeline {
-		data, err := os.ReadFile("../../examples/pipelines/" + name)
+	load := func(name string) *Spec {
+		data, err := os.ReadFile("../examples/pipelines/" + name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,11 +189,11 @@ func TestChildPipelineExamples(t *testing.T) {
 		return p
 	}
 	child, parent := load("train-model.yaml"), load("train-sweep.yaml")
-	refs := PipelineRefs(parent)
+	refs := ChildRefs(parent)
 	if len(refs) != 1 || refs[0].Name != "train-model" {
 		t.Fatalf("refs %+v", refs)
 	}
-	if ps := CheckPipelineStep(refs[0], &parent.Steps[refs[0].Step], child); len(ps) > 0 {
+	if ps := CheckChildStep(refs[0], &parent.Steps[refs[0].Step], child); len(ps) > 0 {
 		t.Fatalf("the sweep's params do not fit train-model: %+v", ps)
 	}
 	params, err := ResolveParams(parent, nil)
@@ -209,7 +209,7 @@ func TestChildPipelineExamples(t *testing.T) {
 	for _, it := range items {
 		e := env
 		e.Item, e.HasItem = it, true
-		c, err := RenderPipelineStep(parent.Steps[0].Pipeline, e)
+		c, err := RenderChildStep(parent.Steps[0].Pipeline, e)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package spec
+package pipeline
 
 import "time"
 
@@ -36,7 +36,7 @@ const (
 var exitRunFields = map[string]bool{"state": true, "failedSteps": true, "error": true}
 
 // ExitTimeout is how long the exit handlers of p may run.
-func (p *Pipeline) ExitTimeout() time.Duration {
+func (p *Spec) ExitTimeout() time.Duration {
 	if p.OnExitTimeout > 0 {
 		return p.OnExitTimeout.D()
 	}
@@ -46,8 +46,8 @@ func (p *Pipeline) ExitTimeout() time.Duration {
 // ExitPipeline is p's exit handlers as a pipeline of their own (the steps
 // are OnExit; params, placement and shared Ray clusters are p's), which
 // is how the workflow schedules them and Dependencies reads them.
-func (p *Pipeline) ExitPipeline() *Pipeline {
-	return &Pipeline{
+func (p *Spec) ExitPipeline() *Spec {
+	return &Spec{
 		Name: p.Name, Params: p.Params, Steps: p.OnExit,
 		Placement: p.Placement, RayClusters: p.RayClusters,
 	}
@@ -56,7 +56,7 @@ func (p *Pipeline) ExitPipeline() *Pipeline {
 // validateOnExit checks the exit handlers with the rules of steps, under
 // paths onExit[i], plus their own: names unique across the whole run, no
 // dependsOn on a pipeline step, no approval step, onExitTimeout's bounds.
-func validateOnExit(p *Pipeline, vc *vctx, psc *refScope, ps *problems) {
+func validateOnExit(p *Spec, vc *vctx, psc *refScope, ps *problems) {
 	switch {
 	case p.OnExitTimeout < 0:
 		ps.add("onExitTimeout", "must not be negative")

@@ -1,4 +1,4 @@
-package spec
+package pipeline
 
 import (
 	"errors"
@@ -13,7 +13,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(richJSON))
 	f.Add([]byte(fullKubeYAML))
 	for _, name := range []string{"train-evaluate.yaml", "ray-spark.yaml", "train-canary.yaml"} {
-		if b, err := os.ReadFile("../../examples/pipelines/" + name); err == nil {
+		if b, err := os.ReadFile("../examples/pipelines/" + name); err == nil {
 			f.Add(b)
 		}
 	}

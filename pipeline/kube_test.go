@@ -1,4 +1,4 @@
-package spec
+package pipeline
 
 import (
 	"encoding/json"
@@ -416,7 +416,7 @@ rayClusters: [{name: p, image: r, head: {gpu: "1"}}]
 }
 
 func TestExampleRaySparkPipeline(t *testing.T) {
-	data, err := os.ReadFile("../../examples/pipelines/ray-spark.yaml")
+	data, err := os.ReadFile("../examples/pipelines/ray-spark.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -704,13 +704,13 @@ func TestGPURequestAndPlacement(t *testing.T) {
 	sp := &Placement{Cluster: "east"}
 	for _, tc := range []struct {
 		step Step
-		p    *Pipeline
+		p    *Spec
 		want *Placement
 	}{
 		{Step{}, nil, nil},
-		{Step{}, &Pipeline{}, nil},
-		{Step{}, &Pipeline{Placement: pp}, pp},
-		{Step{Placement: sp}, &Pipeline{Placement: pp}, sp},
+		{Step{}, &Spec{}, nil},
+		{Step{}, &Spec{Placement: pp}, pp},
+		{Step{Placement: sp}, &Spec{Placement: pp}, sp},
 		{Step{Placement: sp}, nil, sp},
 	} {
 		if got := tc.step.EffectivePlacement(tc.p); got != tc.want {

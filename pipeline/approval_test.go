@@ -1,4 +1,4 @@
-package spec
+package pipeline
 
 import (
 	"os"
@@ -29,7 +29,7 @@ func TestDeciderRoles(t *testing.T) {
 // TestApproveDeployExample keeps examples/pipelines/approve-deploy.yaml
 // valid for the local runtime.
 func TestApproveDeployExample(t *testing.T) {
-	data, err := os.ReadFile("../../examples/pipelines/approve-deploy.yaml")
+	data, err := os.ReadFile("../examples/pipelines/approve-deploy.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

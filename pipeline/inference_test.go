@@ -1,4 +1,4 @@
-package spec
+package pipeline
 
 import (
 	"os"
@@ -233,7 +233,7 @@ func TestEstimateCountsInferenceProgress(t *testing.T) {
 // valid once a cluster is registered, and checks that its deploy step
 // renders into a valid endpoint spec.
 func TestExampleTrainCanaryPipeline(t *testing.T) {
-	data, err := os.ReadFile("../../examples/pipelines/train-canary.yaml")
+	data, err := os.ReadFile("../examples/pipelines/train-canary.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package spec
+package pipeline
 
 // Resources requests compute for a container, a Ray head/worker group, or a
 // Spark driver/executor. Quantities use Kubernetes syntax ("500m", "4Gi").

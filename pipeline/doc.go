@@ -1,4 +1,4 @@
-// Package spec defines the declarative pipeline format (a JSON/YAML DAG), its
+// Package pipeline is the pipeline language: the declarative pipeline format (a JSON/YAML DAG), its
 // strict parser, its validator (which reports every problem with its path) and
 // the template/condition evaluation the generic pipeline workflow relies on.
 //
@@ -111,4 +111,4 @@
 // inference.Validate when the pipeline is: its problems come back under
 // steps[i].inference.spec with the endpoint package's paths. A value that
 // holds a template is checked when the rendered step runs instead.
-package spec
+package pipeline

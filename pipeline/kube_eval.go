@@ -1,4 +1,4 @@
-package spec
+package pipeline
 
 import (
 	"errors"
@@ -127,7 +127,7 @@ func RenderSpark(s *SparkStep, env Env) (*SparkStep, error) {
 // own, else the pipeline's (p may be nil), else nil. The result points into
 // the spec; do not modify it. A ray step on a shared cluster runs where that
 // cluster runs (SharedRayCluster.Placement), whatever this returns.
-func (s *Step) EffectivePlacement(p *Pipeline) *Placement {
+func (s *Step) EffectivePlacement(p *Spec) *Placement {
 	if s.Placement != nil {
 		return s.Placement
 	}

@@ -1,4 +1,4 @@
-package spec
+package pipeline
 
 import (
 	"bytes"
@@ -103,7 +103,7 @@ var (
 // templates, of a step with forEach. when is evaluated
 // once per step (before fan-out) and forEach.items defines the items, so
 // item is rejected in both.
-func Validate(p *Pipeline, opts ValidateOptions) error {
+func Validate(p *Spec, opts ValidateOptions) error {
 	var ps problems
 	if p == nil {
 		ps.add("", "pipeline is missing")
@@ -172,7 +172,7 @@ func Validate(p *Pipeline, opts ValidateOptions) error {
 	return ps.err()
 }
 
-func validateParams(p *Pipeline, ps *problems, sc *refScope) {
+func validateParams(p *Spec, ps *problems, sc *refScope) {
 	seen := map[string]int{}
 	for i, prm := range p.Params {
 		path := index("params", i)
@@ -242,7 +242,7 @@ func hasKind(ks []StepKind, k StepKind) bool {
 	return false
 }
 
-func validateStep(p *Pipeline, i int, vc *vctx, psc *refScope, ps *problems) {
+func validateStep(p *Spec, i int, vc *vctx, psc *refScope, ps *problems) {
 	s := &p.Steps[i]
 	path := index(vc.stepsPath(), i)
 	sc := *psc
@@ -667,7 +667,7 @@ func validateItems(raw json.RawMessage, path string, sc *refScope, ps *problems)
 // when, forEach.items or templates (container, ray, spark, inference). The workflow schedules from
 // this, so implicit references can never race their producers. Call it only
 // on a pipeline that passed Validate; unknown names are ignored.
-func Dependencies(p *Pipeline) [][]int {
+func Dependencies(p *Spec) [][]int {
 	return stepRefs(p, nil, RefDependsOn|RefWhen|RefItems|RefTemplates)
 }
 
@@ -692,13 +692,13 @@ const (
 // pipeline): outer[k] is index len(p.Steps)+k. Outer steps have ended
 // before any of p's start, so Dependencies never holds them; the workflow
 // needs them to know where an exit handler reads a wide step's outputs.
-func ReferencesWithin(p *Pipeline, outer []string, parts RefPart) [][]int {
+func ReferencesWithin(p *Spec, outer []string, parts RefPart) [][]int {
 	return stepRefs(p, outer, parts)
 }
 
 // OutputsReferences returns the sorted indexes of the steps the
 // pipeline's outputs read.
-func OutputsReferences(p *Pipeline) []int {
+func OutputsReferences(p *Spec) []int {
 	byName := stepIndexes(p, nil)
 	sc := &refScope{steps: byName, params: map[string]bool{}, itemOK: true}
 	set := map[int]bool{}
@@ -720,7 +720,7 @@ func OutputsReferences(p *Pipeline) []int {
 
 // stepIndexes maps the step names of p, then outer (see ReferencesWithin),
 // to their indexes; the first of duplicates wins.
-func stepIndexes(p *Pipeline, outer []string) map[string]int {
+func stepIndexes(p *Spec, outer []string) map[string]int {
 	byName := map[string]int{}
 	for i, s := range p.Steps {
 		if _, dup := byName[s.Name]; !dup && s.Name != "" {
@@ -744,7 +744,7 @@ func sortedSet(set map[int]bool) []int {
 	return out
 }
 
-func stepRefs(p *Pipeline, outer []string, parts RefPart) [][]int {
+func stepRefs(p *Spec, outer []string, parts RefPart) [][]int {
 	byName := stepIndexes(p, outer)
 	sc := &refScope{steps: byName, params: map[string]bool{}, itemOK: true}
 	out := make([][]int, len(p.Steps))
@@ -823,7 +823,7 @@ func stepRefs(p *Pipeline, outer []string, parts RefPart) [][]int {
 // reportCycles adds one problem per strongly connected component of the
 // dependency graph, showing one cycle through its first step, since every
 // step in a component waits on every other and none could ever start.
-func reportCycles(p *Pipeline, section string, ps *problems) {
+func reportCycles(p *Spec, section string, ps *problems) {
 	deps := Dependencies(p)
 	n := len(deps)
 	idx := make([]int, n)
@@ -944,7 +944,7 @@ const (
 // every step succeeds at its first attempt. A forEach over a literal list
 // counts its items; one over an expression counts as one item, since its
 // length is known only at run time (the run-time guard covers it).
-func EstimateHistoryEvents(p *Pipeline) int {
+func EstimateHistoryEvents(p *Spec) int {
 	n := 20 // start, bookkeeping, mirror, end
 	if len(p.OnExit) > 0 {
 		n += 6 // the exit handlers' timer and a mirror write
@@ -952,7 +952,7 @@ func EstimateHistoryEvents(p *Pipeline) int {
 	return n + stepsHistoryEvents(p, p.Steps) + stepsHistoryEvents(p, p.OnExit)
 }
 
-func stepsHistoryEvents(p *Pipeline, steps []Step) int {
+func stepsHistoryEvents(p *Spec, steps []Step) int {
 	n := 0
 	for i := range steps {
 		s := &steps[i]

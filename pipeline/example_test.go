@@ -1,4 +1,4 @@
-package spec
+package pipeline
 
 import (
 	"os"
@@ -12,7 +12,7 @@ import (
 // the local runtime and checks that its templates render against plausible
 // outputs.
 func TestExamplePipeline(t *testing.T) {
-	data, err := os.ReadFile("../../examples/pipelines/train-evaluate.yaml")
+	data, err := os.ReadFile("../examples/pipelines/train-evaluate.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

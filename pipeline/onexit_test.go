@@ -1,4 +1,4 @@
-package spec
+package pipeline
 
 import (
 	"os"
@@ -34,7 +34,7 @@ onExit:
 	if len(deps) != 2 || len(deps[0]) != 0 || !slices.Equal(deps[1], []int{0}) {
 		t.Errorf("exit dependencies = %v, want [[] [0]]", deps)
 	}
-	if (&Pipeline{}).ExitTimeout() != DefaultOnExitTimeout {
+	if (&Spec{}).ExitTimeout() != DefaultOnExitTimeout {
 		t.Error("default exit timeout")
 	}
 	// The pipeline's steps an exit handler reads are numbered after the
@@ -103,7 +103,7 @@ func TestOnExitTimeoutWithoutHandlers(t *testing.T) {
 }
 
 func TestOnExitCountsTowardsMaxSteps(t *testing.T) {
-	p := &Pipeline{}
+	p := &Spec{}
 	for i := 0; i < MaxSteps; i++ {
 		p.Steps = append(p.Steps, Step{Name: "s" + strconv.Itoa(i), Container: &Container{Command: []string{"true"}}})
 	}
@@ -136,7 +136,7 @@ func TestOnExitRunEnv(t *testing.T) {
 // TestOnExitExample keeps examples/pipelines/on-exit.yaml valid for the
 // local runtime.
 func TestOnExitExample(t *testing.T) {
-	data, err := os.ReadFile("../../examples/pipelines/on-exit.yaml")
+	data, err := os.ReadFile("../examples/pipelines/on-exit.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package spec
+package pipeline
 
 import (
 	"os"
@@ -79,7 +79,7 @@ func TestEffectiveCache(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := Step{Name: "s", Kind: tc.kind, Cache: tc.step}
-			got := s.EffectiveCache(&Pipeline{Cache: tc.pipeline})
+			got := s.EffectiveCache(&Spec{Cache: tc.pipeline})
 			switch {
 			case got == nil && tc.want == nil:
 			case got == nil || tc.want == nil:
@@ -94,7 +94,7 @@ func TestEffectiveCache(t *testing.T) {
 // TestCachedExample keeps examples/pipelines/cached-train.yaml valid for
 // the local runtime.
 func TestCachedExample(t *testing.T) {
-	data, err := os.ReadFile("../../examples/pipelines/cached-train.yaml")
+	data, err := os.ReadFile("../examples/pipelines/cached-train.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package spec
+package pipeline
 
 import (
 	"encoding/json"
@@ -12,7 +12,7 @@ import (
 // Pipeline is a declarative DAG pipeline as posted over REST (JSON or YAML).
 // Stored versions are immutable; the generic pipeline workflow receives the
 // whole Pipeline in its input so replay never depends on the catalogue.
-type Pipeline struct {
+type Spec struct {
 	// Name is informational; the catalogue name comes from the URL.
 	Name        string  `json:"name,omitempty"`
 	Description string  `json:"description,omitempty"`
@@ -120,7 +120,7 @@ type Step struct {
 	Approval *ApprovalStep `json:"approval,omitempty"`
 	// Pipeline runs another stored pipeline of the run's project as a
 	// child run (kind pipeline). Its Timeout bounds each child run.
-	Pipeline *PipelineStep `json:"pipeline,omitempty"`
+	Pipeline *ChildStep `json:"pipeline,omitempty"`
 	// Placement chooses the cluster (overrides the pipeline's).
 	Placement *Placement `json:"placement,omitempty"`
 	// Cache reuses the outputs of an earlier identical execution of the
@@ -157,7 +157,7 @@ const MaxCacheVersionLen = 128
 // it is off: the step's block merged over the pipeline's (see Cache).
 // Kinds that cannot be cached (approval, inference, pipeline) get nil even
 // with a pipeline default. The result is a new value.
-func (s *Step) EffectiveCache(p *Pipeline) *Cache {
+func (s *Step) EffectiveCache(p *Spec) *Cache {
 	switch s.Kind {
 	case "", KindContainer, KindRay, KindSpark:
 	default:
@@ -341,7 +341,7 @@ type InferenceStep struct {
 // the parent's project, gpuPriority and deadline (the smaller of its own
 // deadline, what is left of the parent's and the step's timeout). Child
 // runs nest at most MaxPipelineDepth levels below the run a user started.
-type PipelineStep struct {
+type ChildStep struct {
 	// Name is the stored pipeline, in the run's project (never another
 	// project's). Not templatable: it is checked when the spec is stored.
 	Name string `json:"name"`

@@ -1,4 +1,4 @@
-package spec
+package pipeline
 
 import (
 	"fmt"
@@ -25,7 +25,7 @@ var (
 
 // validateRayClusters checks Pipeline.RayClusters and records their names in
 // vc for the ray steps that refer to them. A cluster no step uses is fine.
-func validateRayClusters(p *Pipeline, vc *vctx, ps *problems) {
+func validateRayClusters(p *Spec, vc *vctx, ps *problems) {
 	if len(p.RayClusters) > 0 && !vc.kube {
 		ps.add("rayClusters", "shared Ray clusters need a Kubernetes cluster; the local runtime runs only container steps")
 	}

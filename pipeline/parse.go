@@ -1,4 +1,4 @@
-package spec
+package pipeline
 
 import (
 	"bytes"
@@ -22,7 +22,7 @@ import (
 //
 // Input whose first non-space byte is '{' is JSON, anything else YAML. Parse
 // does not check semantics (names, references, cycles): call Validate.
-func Parse(data []byte) (*Pipeline, error) {
+func Parse(data []byte) (*Spec, error) {
 	var ps problems
 	if len(data) > MaxSpecBytes {
 		ps.add("", "spec is %d bytes; the limit is %d", len(data), MaxSpecBytes)
@@ -59,7 +59,7 @@ func Parse(data []byte) (*Pipeline, error) {
 		return nil, c.ps.err()
 	}
 
-	var p Pipeline
+	var p Spec
 	if err := json.Unmarshal(jsonData, &p); err != nil {
 		// The strict walk should have caught everything the decoder rejects;
 		// this keeps an unforeseen case from passing silently.
@@ -152,7 +152,7 @@ func (c *strictChecker) top() error {
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
 		return fmt.Errorf("a pipeline must be an object with a \"steps\" list, got %s", describeToken(tok))
 	}
-	if err := c.object(reflect.TypeOf(Pipeline{}), ""); err != nil {
+	if err := c.object(reflect.TypeOf(Spec{}), ""); err != nil {
 		return err
 	}
 	if _, err := c.dec.Token(); err != io.EOF {

@@ -1,4 +1,4 @@
-package spec
+package pipeline
 
 import (
 	"fmt"
@@ -287,7 +287,7 @@ func TestValidateProgrammatic(t *testing.T) {
 		s := step("a")
 		s.Timeout = Duration(-time.Second)
 		s.Retries = &Retries{Backoff: Duration(-1), MaxBackoff: Duration(-1)}
-		p := &Pipeline{Deadline: Duration(-time.Second), Steps: []Step{s}}
+		p := &Spec{Deadline: Duration(-time.Second), Steps: []Step{s}}
 		checkProblems(t, problemsOf(t, Validate(p, localOpts)), []want{
 			{"deadline", "must not be negative"},
 			{"steps[0].retries.backoff", "must not be negative"},
@@ -296,7 +296,7 @@ func TestValidateProgrammatic(t *testing.T) {
 		})
 	})
 	t.Run("too many steps and items", func(t *testing.T) {
-		p := &Pipeline{}
+		p := &Spec{}
 		for i := 0; i <= MaxSteps; i++ {
 			p.Steps = append(p.Steps, step(fmt.Sprintf("s%d", i)))
 		}
@@ -311,7 +311,7 @@ func TestValidateProgrammatic(t *testing.T) {
 		checkProblems(t, problemsOf(t, Validate(nil, localOpts)), []want{{"", "pipeline is missing"}})
 	})
 	t.Run("nil kinds means container only", func(t *testing.T) {
-		p := &Pipeline{Steps: []Step{step("a"), {Name: "b", Kind: KindRay, Ray: &RayStep{}}}}
+		p := &Spec{Steps: []Step{step("a"), {Name: "b", Kind: KindRay, Ray: &RayStep{}}}}
 		checkProblems(t, problemsOf(t, Validate(p, ValidateOptions{})), []want{
 			{"steps[1].kind", "needs a Kubernetes cluster"},
 		})
@@ -461,7 +461,7 @@ func TestValidateRandomGraphs(t *testing.T) {
 				}
 			}
 		}
-		p := &Pipeline{}
+		p := &Spec{}
 		for i := 0; i < n; i++ {
 			s := Step{Name: fmt.Sprintf("s%d", i), Container: &Container{Command: []string{"x"}}}
 			for j := 0; j < n; j++ {

@@ -1,4 +1,4 @@
-package spec
+package pipeline
 
 import (
 	"errors"
@@ -48,7 +48,7 @@ func checkProblems(t *testing.T, got []Problem, wants []want) {
 	}
 }
 
-func mustParse(t *testing.T, src string) *Pipeline {
+func mustParse(t *testing.T, src string) *Spec {
 	t.Helper()
 	p, err := Parse([]byte(src))
 	if err != nil {

@@ -1,4 +1,4 @@
-package spec
+package pipeline
 
 import (
 	"encoding/json"
@@ -20,7 +20,7 @@ import (
 // form before and after makes rendering identical on replay. Integer params
 // must be whole numbers. Objects and arrays are deep-copied, so the result
 // never aliases the pipeline's defaults or the caller's map.
-func ResolveParams(p *Pipeline, given map[string]any) (map[string]any, error) {
+func ResolveParams(p *Spec, given map[string]any) (map[string]any, error) {
 	var ps problems
 	declared := map[string]bool{}
 	var names []string

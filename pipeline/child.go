@@ -1,4 +1,4 @@
-package spec
+package pipeline
 
 import (
 	"encoding/json"
@@ -11,12 +11,12 @@ import (
 
 // PipelineNamePattern is what a stored pipeline's name must match (the
 // REST API's PipelineName).
-const PipelineNamePattern = `^[a-z][a-z0-9-]{1,62}$`
+const NamePattern = `^[a-z][a-z0-9-]{1,62}$`
 
-var pipelineNameRE = regexp.MustCompile(PipelineNamePattern)
+var pipelineNameRE = regexp.MustCompile(NamePattern)
 
 // MaxPipelineOutputs bounds a pipeline's outputs map.
-const MaxPipelineOutputs = 100
+const MaxOutputs = 100
 
 // validatePipelineStep checks a pipeline step's block and the step fields
 // that do not apply to it (its templates are checked with the others').
@@ -50,7 +50,7 @@ func validatePipelineStep(path string, s *Step, ps *problems) {
 // pipelineTemplates calls fn with the path (relative to the pipeline
 // block) and value of every string of a pipeline step's params, by sorted
 // key ("params.dataset", "params.cfg.lr").
-func pipelineTemplates(c *PipelineStep, fn func(path, v string)) {
+func pipelineTemplates(c *ChildStep, fn func(path, v string)) {
 	if c.Params != nil {
 		walkStrings("params", c.Params, fn)
 	}
@@ -58,9 +58,9 @@ func pipelineTemplates(c *PipelineStep, fn func(path, v string)) {
 
 // validateOutputs checks the pipeline's outputs: names, and templates over
 // params, steps and run (item belongs to forEach steps).
-func validateOutputs(p *Pipeline, sc *refScope, ps *problems) {
-	if len(p.Outputs) > MaxPipelineOutputs {
-		ps.add("outputs", "%d outputs; the limit is %d", len(p.Outputs), MaxPipelineOutputs)
+func validateOutputs(p *Spec, sc *refScope, ps *problems) {
+	if len(p.Outputs) > MaxOutputs {
+		ps.add("outputs", "%d outputs; the limit is %d", len(p.Outputs), MaxOutputs)
 	}
 	osc := *sc
 	osc.itemOK = false
@@ -81,11 +81,11 @@ func validateOutputs(p *Pipeline, sc *refScope, ps *problems) {
 // rendered: a string that is exactly one "{{ expr }}" becomes the value of
 // expr as JSON data (numbers as float64, as params are), any other string
 // is rendered as RenderString does. The input is not modified.
-func RenderPipelineStep(c *PipelineStep, env Env) (*PipelineStep, error) {
+func RenderChildStep(c *ChildStep, env Env) (*ChildStep, error) {
 	if c == nil {
 		return nil, errors.New("step has no pipeline")
 	}
-	out := &PipelineStep{Name: c.Name, Version: c.Version}
+	out := &ChildStep{Name: c.Name, Version: c.Version}
 	if c.Params == nil {
 		return out, nil
 	}
@@ -101,7 +101,7 @@ func RenderPipelineStep(c *PipelineStep, env Env) (*PipelineStep, error) {
 // when it declares none). A value that is exactly one "{{ expr }}" keeps
 // its type; the others are rendered strings. The first error, by sorted
 // name, is returned with its path.
-func EvalOutputs(p *Pipeline, env Env) (map[string]any, error) {
+func EvalOutputs(p *Spec, env Env) (map[string]any, error) {
 	if len(p.Outputs) == 0 {
 		return nil, nil
 	}
@@ -201,7 +201,7 @@ func jsonData(v any) (any, error) {
 }
 
 // PipelineRef is a pipeline step's reference to a stored pipeline.
-type PipelineRef struct {
+type ChildRef struct {
 	// Step is the index of the step in Pipeline.Steps; Path its path
 	// ("steps[2]").
 	Step int
@@ -213,14 +213,14 @@ type PipelineRef struct {
 
 // PipelineRefs lists the stored pipelines p's pipeline steps run, in step
 // order (steps whose block is missing or invalid are left out).
-func PipelineRefs(p *Pipeline) []PipelineRef {
-	var out []PipelineRef
+func ChildRefs(p *Spec) []ChildRef {
+	var out []ChildRef
 	for i := range p.Steps {
 		s := &p.Steps[i]
 		if s.Kind != KindPipeline || s.Pipeline == nil || !pipelineNameRE.MatchString(s.Pipeline.Name) || s.Pipeline.Version < 0 {
 			continue
 		}
-		out = append(out, PipelineRef{Step: i, Path: index("steps", i), Name: s.Pipeline.Name, Version: s.Pipeline.Version})
+		out = append(out, ChildRef{Step: i, Path: index("steps", i), Name: s.Pipeline.Name, Version: s.Pipeline.Version})
 	}
 	return out
 }
@@ -231,7 +231,7 @@ func PipelineRefs(p *Pipeline) []PipelineRef {
 // a string with templates, which renders as a string). A value that is
 // exactly one "{{ expr }}" is checked when the step starts. Problems carry
 // the step's path (ref.Path).
-func CheckPipelineStep(ref PipelineRef, s *Step, child *Pipeline) []Problem {
+func CheckChildStep(ref ChildRef, s *Step, child *Spec) []Problem {
 	var ps problems
 	pp := field(field(ref.Path, "pipeline"), "params")
 	declared := map[string]Param{}

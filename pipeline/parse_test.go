@@ -1,4 +1,4 @@
-package spec
+package pipeline
 
 import (
 	"bytes"
@@ -89,7 +89,7 @@ const richJSON = `{
   ]
 }`
 
-func canonical(t *testing.T, p *Pipeline) string {
+func canonical(t *testing.T, p *Spec) string {
 	t.Helper()
 	b, err := json.Marshal(p)
 	if err != nil {
@@ -104,7 +104,7 @@ func TestParseRichRoundTrip(t *testing.T) {
 	if a, b := canonical(t, fromYAML), canonical(t, fromJSON); a != b {
 		t.Fatalf("YAML and JSON forms differ:\n%s\n%s", a, b)
 	}
-	for name, p := range map[string]*Pipeline{"yaml": fromYAML, "json": fromJSON} {
+	for name, p := range map[string]*Spec{"yaml": fromYAML, "json": fromJSON} {
 		if err := Validate(p, localOpts); err != nil {
 			t.Errorf("%s: Validate: %v", name, err)
 		}
