@@ -1,6 +1,10 @@
 package activities
 
-import "time"
+import (
+	"time"
+
+	"github.com/atelier-ml/atelier/runstate"
+)
 
 // Step cache activities (package activities/stepcache). Pipelines run them
 // as local activities, on the worker that runs the workflow task: a lookup
@@ -11,17 +15,6 @@ const (
 	CacheLookupName = "atelier.cache.lookup"
 	CacheStoreName  = "atelier.cache.store"
 )
-
-// CacheSource says which execution produced a reused result: the run, the
-// step (and forEach item) and the attempt.
-type CacheSource struct {
-	Run     string `json:"run"`
-	Step    string `json:"step"`
-	Item    *int   `json:"item,omitempty"`
-	Attempt int    `json:"attempt,omitempty"`
-	// At is when the entry was stored (absent for a retry's reuse).
-	At *time.Time `json:"at,omitempty"`
-}
 
 // CacheLookupRequest asks for a project's entry under Key.
 type CacheLookupRequest struct {
@@ -34,9 +27,9 @@ type CacheLookupRequest struct {
 
 // CacheLookupResult is a hit (Hit true: Source and Outputs) or a miss.
 type CacheLookupResult struct {
-	Hit     bool           `json:"hit"`
-	Source  CacheSource    `json:"source"`
-	Outputs map[string]any `json:"outputs,omitempty"`
+	Hit     bool                 `json:"hit"`
+	Source  runstate.CacheSource `json:"source"`
+	Outputs map[string]any       `json:"outputs,omitempty"`
 }
 
 // CacheStoreRequest stores the result of a successful execution under
@@ -47,8 +40,8 @@ type CacheStoreRequest struct {
 	Pipeline string `json:"pipeline"` // pipeline (or Go workflow) that stored it
 	// Source names the run, step, item and attempt; its At is ignored
 	// (the store's clock stamps the entry).
-	Source  CacheSource    `json:"source"`
-	Outputs map[string]any `json:"outputs,omitempty"`
+	Source  runstate.CacheSource `json:"source"`
+	Outputs map[string]any       `json:"outputs,omitempty"`
 	// TTL makes the entry expire (0: never).
 	TTL time.Duration `json:"ttl,omitempty"`
 }

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/atelier-ml/atelier/api/gen"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
@@ -48,7 +48,7 @@ func (s *server) decideStep(ctx context.Context, project, runID, step string, ap
 	tok := principal(ctx)
 	ctx, cancel := context.WithTimeout(ctx, decideTimeout)
 	defer cancel()
-	st, err := s.eng.DecideApproval(ctx, run.ID, workflows.ApprovalRequest{
+	st, err := s.eng.DecideApproval(ctx, run.ID, runstate.ApprovalRequest{
 		Step: step, Approve: approve, Comment: deref(deref(body).Comment),
 		Approver: tok.Name, ApproverID: tok.ID, Role: string(tok.Role),
 	})

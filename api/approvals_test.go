@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
@@ -23,7 +23,7 @@ func TestDecideApprovalStep(t *testing.T) {
 		t.Fatalf("decisions %+v", h.eng.decisions)
 	}
 	d0, d1 := h.eng.decisions[0], h.eng.decisions[1]
-	if d0 != (workflows.ApprovalRequest{Step: "gate", Approve: true, Comment: "lgtm", Approver: "ci", ApproverID: h.editorTok.ID, Role: "editor"}) {
+	if d0 != (runstate.ApprovalRequest{Step: "gate", Approve: true, Comment: "lgtm", Approver: "ci", ApproverID: h.editorTok.ID, Role: "editor"}) {
 		t.Errorf("approve sent %+v", d0)
 	}
 	if d1.Approve || d1.Role != "viewer" || d1.Comment != "" {
@@ -51,7 +51,7 @@ func TestDecideApprovalStep(t *testing.T) {
 	wantProblem(t, h.do("POST", approve, h.editor, nil), http.StatusConflict, "run-finished")
 
 	h.eng.decideErr = nil
-	run.State = workflows.RunSucceeded
+	run.State = runstate.Succeeded
 	h.cat.setRun(run)
 	n := len(h.eng.decisions)
 	wantProblem(t, h.do("POST", approve, h.editor, nil), http.StatusConflict, "run-finished")

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/atelier-ml/atelier/api/gen"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // problemAt returns the message of the problem at path, or "".
@@ -103,8 +103,8 @@ func TestRetryOfAChildRunIsRefused(t *testing.T) {
 	r := h.do("POST", "/v1/projects/alpha/runs", h.editor, map[string]any{"pipeline": "train", "params": map[string]any{"epochs": 1}})
 	wantStatus(t, r, http.StatusCreated)
 	r.json(t, &run)
-	h.eng.setStatus(workflows.RunStatus{RunID: run.Id, Project: "alpha", Pipeline: "train", Version: 1, Workflow: workflows.PipelineWorkflowName,
-		State: workflows.RunFailed, Steps: []workflows.StepStatus{}, ParentRun: "parent-1", ParentStep: "sub"})
+	h.eng.setStatus(runstate.Status{RunID: run.Id, Project: "alpha", Pipeline: "train", Version: 1, Workflow: runstate.PipelineWorkflowName,
+		State: runstate.Failed, Steps: []runstate.StepStatus{}, ParentRun: "parent-1", ParentStep: "sub"})
 	p := wantProblem(t, h.do("POST", "/v1/projects/alpha/runs/"+run.Id+"/retry", h.editor, nil), http.StatusConflict, "not-retryable")
 	if !strings.Contains(*p.Detail, "retry the parent run") {
 		t.Errorf("%q", *p.Detail)

@@ -2,10 +2,10 @@ package api
 
 import (
 	"encoding/json"
+	"math"
 
 	"github.com/atelier-ml/atelier/pipeline"
-
-	"math"
+	"github.com/atelier-ml/atelier/runstate"
 
 	enumspb "go.temporal.io/api/enums/v1"
 
@@ -153,7 +153,7 @@ func amountView(a catalog.ResourceAmount) gen.ResourceAmount {
 
 // runView is the API form of a run. st is nil in listings and right after
 // start, where the row says all there is to say.
-func (s *server) runView(run catalog.Run, st *workflows.RunStatus) gen.Run {
+func (s *server) runView(run catalog.Run, st *runstate.Status) gen.Run {
 	self := s.runPath(run)
 	v := gen.Run{
 		Id: run.ID, Project: run.Project, Workflow: run.Workflow, State: gen.RunState(run.State),
@@ -174,7 +174,7 @@ func (s *server) runView(run catalog.Run, st *workflows.RunStatus) gen.Run {
 	return v
 }
 
-func runStatusView(st workflows.RunStatus) gen.RunStatus {
+func runStatusView(st runstate.Status) gen.RunStatus {
 	out := gen.RunStatus{
 		RunId: st.RunID, Project: st.Project, Pipeline: opt(st.Pipeline), Version: opt(st.Version),
 		Workflow: st.Workflow, State: gen.RunState(st.State), Seq: st.Seq,
@@ -190,9 +190,9 @@ func runStatusView(st workflows.RunStatus) gen.RunStatus {
 	return out
 }
 
-func stepViews(steps []workflows.StepStatus) []gen.StepStatus { return views(steps, stepView) }
+func stepViews(steps []runstate.StepStatus) []gen.StepStatus { return views(steps, stepView) }
 
-func stepView(st workflows.StepStatus) gen.StepStatus {
+func stepView(st runstate.StepStatus) gen.StepStatus {
 	out := gen.StepStatus{
 		Name: st.Name, Kind: st.Kind, State: gen.StepState(st.State),
 		StartedAt: st.StartedAt, FinishedAt: st.FinishedAt,
@@ -211,7 +211,7 @@ func stepView(st workflows.StepStatus) gen.StepStatus {
 	return out
 }
 
-func attemptView(a workflows.Attempt) gen.Attempt {
+func attemptView(a runstate.Attempt) gen.Attempt {
 	return gen.Attempt{
 		Number: a.Number, State: gen.StepState(a.State), StartedAt: a.StartedAt, FinishedAt: a.FinishedAt,
 		ExitCode: a.ExitCode, Error: opt(a.Error), LogUrl: opt(a.LogURL),
@@ -220,14 +220,14 @@ func attemptView(a workflows.Attempt) gen.Attempt {
 	}
 }
 
-func childRunView(c *workflows.ChildRun) *gen.ChildRun {
+func childRunView(c *runstate.ChildRun) *gen.ChildRun {
 	if c == nil {
 		return nil
 	}
 	return &gen.ChildRun{RunId: c.RunID, Pipeline: c.Pipeline, Version: c.Version}
 }
 
-func approvalView(a *workflows.ApprovalStatus) *gen.ApprovalStatus {
+func approvalView(a *runstate.ApprovalStatus) *gen.ApprovalStatus {
 	if a == nil {
 		return nil
 	}
@@ -240,7 +240,7 @@ func approvalView(a *workflows.ApprovalStatus) *gen.ApprovalStatus {
 	}
 }
 
-func cacheSourceView(c *workflows.CacheSource) *gen.CacheSource {
+func cacheSourceView(c *runstate.CacheSource) *gen.CacheSource {
 	if c == nil {
 		return nil
 	}
@@ -258,7 +258,7 @@ func cacheEntryView(e catalog.CacheEntry) gen.CacheEntry {
 	}
 }
 
-func cancelView(c *workflows.CancelRequest) *gen.CancelRequest {
+func cancelView(c *runstate.CancelRequest) *gen.CancelRequest {
 	if c == nil {
 		return nil
 	}
@@ -266,7 +266,7 @@ func cancelView(c *workflows.CancelRequest) *gen.CancelRequest {
 }
 
 // runEvent is the data of an SSE run event: the status without its steps.
-func runEvent(st workflows.RunStatus) gen.RunEvent {
+func runEvent(st runstate.Status) gen.RunEvent {
 	return gen.RunEvent{
 		RunId: st.RunID, Project: st.Project, Workflow: st.Workflow, State: gen.RunState(st.State), Seq: st.Seq,
 		StartedAt: st.StartedAt, FinishedAt: st.FinishedAt, Cancel: cancelView(st.Cancel),

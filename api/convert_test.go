@@ -19,7 +19,7 @@ import (
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // The JSON of every conversion equals, byte for byte, what the gateway
@@ -218,44 +218,44 @@ func TestConversions(t *testing.T) {
 		want any
 	}{{
 		name: "attempt: zero values stay absent, exit code 0 does not",
-		got:  attemptView(workflows.Attempt{Number: 1, State: workflows.StepSucceeded, ExitCode: &code, Links: map[string]string{}}),
+		got:  attemptView(runstate.Attempt{Number: 1, State: runstate.StepSucceeded, ExitCode: &code, Links: map[string]string{}}),
 		want: gen.Attempt{Number: 1, State: gen.StepStateSUCCEEDED, ExitCode: &code},
 	}, {
 		name: "step: empty attempts and items stay absent",
-		got:  stepView(workflows.StepStatus{Name: "a", Kind: "container", State: workflows.StepPending, Attempts: []workflows.Attempt{}, Items: []workflows.StepStatus{}}),
+		got:  stepView(runstate.StepStatus{Name: "a", Kind: "container", State: runstate.StepPending, Attempts: []runstate.Attempt{}, Items: []runstate.StepStatus{}}),
 		want: gen.StepStatus{Name: "a", Kind: "container", State: gen.StepStatePENDING},
 	}, {
 		name: "step: forEach items nest",
-		got: stepView(workflows.StepStatus{Name: "a", Kind: "container", State: workflows.StepRunning, Item: nil,
-			Items: []workflows.StepStatus{{Name: "a[0]", State: workflows.StepSucceeded, Item: "x", Outputs: map[string]any{"n": 1}}}}),
+		got: stepView(runstate.StepStatus{Name: "a", Kind: "container", State: runstate.StepRunning, Item: nil,
+			Items: []runstate.StepStatus{{Name: "a[0]", State: runstate.StepSucceeded, Item: "x", Outputs: map[string]any{"n": 1}}}}),
 		want: gen.StepStatus{Name: "a", Kind: "container", State: gen.StepStateRUNNING,
 			Items: &[]gen.StepStatus{{Name: "a[0]", State: gen.StepStateSUCCEEDED, Item: "x", Outputs: map[string]any{"n": 1}}}},
 	}, {
 		name: "run status: no steps yet stays null, empty params absent",
-		got:  runStatusView(workflows.RunStatus{RunID: "r", Project: "p", Workflow: "w", State: workflows.RunPending, Params: map[string]any{}}),
+		got:  runStatusView(runstate.Status{RunID: "r", Project: "p", Workflow: "w", State: runstate.Pending, Params: map[string]any{}}),
 		want: gen.RunStatus{RunId: "r", Project: "p", Workflow: "w", State: gen.RunStatePENDING},
 	}, {
 		name: "run status: cancel request",
-		got:  runStatusView(workflows.RunStatus{RunID: "r", State: workflows.RunCancelling, Steps: []workflows.StepStatus{}, Cancel: &workflows.CancelRequest{Reason: "x", Requester: "y", At: fxStart}}),
+		got:  runStatusView(runstate.Status{RunID: "r", State: runstate.Cancelling, Steps: []runstate.StepStatus{}, Cancel: &runstate.CancelRequest{Reason: "x", Requester: "y", At: fxStart}}),
 		want: gen.RunStatus{RunId: "r", State: gen.RunStateCANCELLING, Steps: []gen.StepStatus{}, Cancel: &gen.CancelRequest{Reason: "x", Requester: "y", At: fxStart}},
 	}, {
 		name: "run event of a Go workflow: no pipeline, no version",
-		got:  runEvent(workflows.RunStatus{RunID: "r", Project: "p", Workflow: "etl", State: workflows.RunRunning, Seq: 2}),
+		got:  runEvent(runstate.Status{RunID: "r", Project: "p", Workflow: "etl", State: runstate.Running, Seq: 2}),
 		want: gen.RunEvent{RunId: "r", Project: "p", Workflow: "etl", State: gen.RunStateRUNNING, Seq: 2},
 	}, {
 		name: "run event of a pipeline keeps its version, even 0",
-		got:  runEvent(workflows.RunStatus{RunID: "r", Pipeline: "train", State: workflows.RunRunning}),
+		got:  runEvent(runstate.Status{RunID: "r", Pipeline: "train", State: runstate.Running}),
 		want: gen.RunEvent{RunId: "r", Pipeline: ptr("train"), Version: ptr(0), State: gen.RunStateRUNNING},
 	}, {
 		name: "run row without status: links, no status",
-		got:  s.runView(catalog.Run{ID: "r1", Project: "alpha", Workflow: "etl", State: workflows.RunPending, CreatedAt: fxStart, UpdatedAt: fxStart}, nil),
+		got:  s.runView(catalog.Run{ID: "r1", Project: "alpha", Workflow: "etl", State: runstate.Pending, CreatedAt: fxStart, UpdatedAt: fxStart}, nil),
 		want: gen.Run{Id: "r1", Project: "alpha", Workflow: "etl", State: gen.RunStatePENDING, CreatedAt: fxStart, UpdatedAt: fxStart,
 			Links: gen.RunLinks{Self: "https://atelier.example/v1/projects/alpha/runs/r1", Events: "https://atelier.example/v1/projects/alpha/runs/r1/events",
 				TemporalUI: ptr("http://temporal-ui/namespaces/default/workflows/r1")}},
 	}, {
 		name: "run state comes from the status when there is one",
-		got: s.runView(catalog.Run{ID: "r1", Project: "alpha", Workflow: "etl", State: workflows.RunRunning},
-			&workflows.RunStatus{RunID: "r1", State: workflows.RunSucceeded}).State,
+		got: s.runView(catalog.Run{ID: "r1", Project: "alpha", Workflow: "etl", State: runstate.Running},
+			&runstate.Status{RunID: "r1", State: runstate.Succeeded}).State,
 		want: gen.RunStateSUCCEEDED,
 	}, {
 		name: "cluster: online, capacity converted",

@@ -12,7 +12,7 @@ import (
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // StreamRunEvents sends run and step changes as server-sent events. It
@@ -49,7 +49,7 @@ type eventStream struct {
 	s       *server
 	ctx     context.Context // the request's: done when the client leaves
 	run     catalog.Run
-	st      workflows.RunStatus
+	st      runstate.Status
 	lastSeq int64
 	release func() // the token's stream slot
 }
@@ -57,7 +57,7 @@ type eventStream struct {
 func (es eventStream) VisitStreamRunEventsResponse(rw http.ResponseWriter) error {
 	defer es.release()
 	s, ctx, st := es.s, es.ctx, es.st
-	var updates <-chan workflows.RunStatus
+	var updates <-chan runstate.Status
 	if !st.State.Terminal() {
 		var unsubscribe func()
 		updates, unsubscribe = s.hub.subscribe(es.run)
@@ -136,7 +136,7 @@ type differ struct {
 	steps map[string]string
 }
 
-func (d *differ) diff(st workflows.RunStatus) []event {
+func (d *differ) diff(st runstate.Status) []event {
 	var out []event
 	for _, step := range st.Steps {
 		b, err := json.Marshal(stepView(step))

@@ -3,14 +3,15 @@ package api
 import (
 	"bufio"
 	"encoding/json"
-	"github.com/google/go-cmp/cmp"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/atelier-ml/atelier/api/gen"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 type sse struct {
@@ -104,8 +105,8 @@ func TestRunEvents(t *testing.T) {
 	// A step changes: only that step is sent.
 	st := *run.Status
 	st.Seq = 4
-	st.Steps = []workflows.StepStatus{{Name: "prep", Kind: "container", State: workflows.StepSucceeded,
-		Attempts: []workflows.Attempt{{Number: 1, State: workflows.StepSucceeded}}}}
+	st.Steps = []runstate.StepStatus{{Name: "prep", Kind: "container", State: runstate.StepSucceeded,
+		Attempts: []runstate.Attempt{{Number: 1, State: runstate.StepSucceeded}}}}
 	h.eng.setStatus(st)
 	ev = next(t, ch)
 	if ev.name != "step" || ev.id != "4" || !strings.Contains(ev.data, `"SUCCEEDED"`) {
@@ -114,8 +115,8 @@ func TestRunEvents(t *testing.T) {
 
 	// A step cache hit reaches SSE with its source.
 	st.Seq = 5
-	st.Steps = append(st.Steps, workflows.StepStatus{Name: "fit", Kind: "container", State: workflows.StepCached,
-		CacheKey: "k1", CachedFrom: &workflows.CacheSource{Run: "r0", Step: "fit", Attempt: 2}, Message: "reused from run r0 (step fit, attempt 2)"})
+	st.Steps = append(st.Steps, runstate.StepStatus{Name: "fit", Kind: "container", State: runstate.StepCached,
+		CacheKey: "k1", CachedFrom: &runstate.CacheSource{Run: "r0", Step: "fit", Attempt: 2}, Message: "reused from run r0 (step fit, attempt 2)"})
 	h.eng.setStatus(st)
 	ev = next(t, ch)
 	if ev.name != "step" || ev.id != "5" || !strings.Contains(ev.data, `"state":"CACHED"`) ||
@@ -124,9 +125,9 @@ func TestRunEvents(t *testing.T) {
 	}
 
 	// The run finishes (seen via the mirror): final run event, then EOF.
-	st.Seq, st.State = 6, workflows.RunSucceeded
+	st.Seq, st.State = 6, runstate.Succeeded
 	h.eng.setStatus(st)
-	run.State, run.Status = workflows.RunSucceeded, &st
+	run.State, run.Status = runstate.Succeeded, &st
 	h.cat.setRun(run)
 	ev = next(t, ch)
 	if ev.name != "run" || ev.id != "6" || !strings.Contains(ev.data, `"state":"SUCCEEDED"`) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows"
 	"github.com/atelier-ml/atelier/workflows/runclient"
 )
@@ -353,16 +354,16 @@ func (f *fakeCatalog) appendLog(k activities.LogKey, s string) {
 // possibly starting before fromOffset, as a real store may.
 // Wide forEach items: the fake catalogue has none (integration tests cover
 // the real ones).
-func (f *fakeCatalog) ListStepItems(context.Context, string, string, workflows.StepState, string, int) (catalog.ItemPage, error) {
+func (f *fakeCatalog) ListStepItems(context.Context, string, string, runstate.StepState, string, int) (catalog.ItemPage, error) {
 	return catalog.ItemPage{}, nil
 }
 
-func (f *fakeCatalog) CountStepItems(context.Context, string, string) (map[workflows.StepState]int, error) {
+func (f *fakeCatalog) CountStepItems(context.Context, string, string) (map[runstate.StepState]int, error) {
 	return nil, nil
 }
 
-func (f *fakeCatalog) GetStepItem(context.Context, string, string, int) (workflows.ItemRecord, error) {
-	return workflows.ItemRecord{}, catalog.ErrNotFound
+func (f *fakeCatalog) GetStepItem(context.Context, string, string, int) (runstate.ItemRecord, error) {
+	return runstate.ItemRecord{}, catalog.ErrNotFound
 }
 
 func (f *fakeCatalog) ReadLog(_ context.Context, k activities.LogKey, from int64, maxBytes int) ([]catalog.LogChunk, error) {
@@ -525,12 +526,12 @@ type fakeEngine struct {
 	queue     workflows.AdmissionQueue
 	startErr  error
 	started   []runclient.StartRequest
-	statuses  map[string]workflows.RunStatus // live query answers
+	statuses  map[string]runstate.Status // live query answers
 	queries   int
-	signals   []workflows.CancelRequest
+	signals   []runstate.CancelRequest
 	signalErr error
 	// decisions are the approval decisions sent; decideErr refuses them.
-	decisions []workflows.ApprovalRequest
+	decisions []runstate.ApprovalRequest
 	decideErr error
 	healthErr error
 	// inputs are the start inputs Temporal recorded, by run (StartInput).
@@ -538,7 +539,7 @@ type fakeEngine struct {
 }
 
 func newFakeEngine() *fakeEngine {
-	return &fakeEngine{statuses: map[string]workflows.RunStatus{}}
+	return &fakeEngine{statuses: map[string]runstate.Status{}}
 }
 
 func (e *fakeEngine) StartRun(_ context.Context, r runclient.StartRequest) error {
@@ -551,7 +552,7 @@ func (e *fakeEngine) StartRun(_ context.Context, r runclient.StartRequest) error
 	return nil
 }
 
-func (e *fakeEngine) SignalCancel(_ context.Context, _ string, req workflows.CancelRequest) error {
+func (e *fakeEngine) SignalCancel(_ context.Context, _ string, req runstate.CancelRequest) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.signalErr != nil {
@@ -561,20 +562,20 @@ func (e *fakeEngine) SignalCancel(_ context.Context, _ string, req workflows.Can
 	return nil
 }
 
-func (e *fakeEngine) DecideApproval(_ context.Context, runID string, req workflows.ApprovalRequest) (workflows.RunStatus, error) {
+func (e *fakeEngine) DecideApproval(_ context.Context, runID string, req runstate.ApprovalRequest) (runstate.Status, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.decisions = append(e.decisions, req)
 	if e.decideErr != nil {
-		return workflows.RunStatus{}, e.decideErr
+		return runstate.Status{}, e.decideErr
 	}
 	if st, ok := e.statuses[runID]; ok {
 		return st, nil
 	}
-	return workflows.RunStatus{RunID: runID, Workflow: workflows.PipelineWorkflowName, State: workflows.RunRunning, Steps: []workflows.StepStatus{}}, nil
+	return runstate.Status{RunID: runID, Workflow: runstate.PipelineWorkflowName, State: runstate.Running, Steps: []runstate.StepStatus{}}, nil
 }
 
-func (e *fakeEngine) QueryStatus(_ context.Context, runID string) (workflows.RunStatus, error) {
+func (e *fakeEngine) QueryStatus(_ context.Context, runID string) (runstate.Status, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.queries++
@@ -603,7 +604,7 @@ func (e *fakeEngine) StartInput(_ context.Context, runID string) (json.RawMessag
 	return in, nil
 }
 
-func (e *fakeEngine) setStatus(st workflows.RunStatus) {
+func (e *fakeEngine) setStatus(st runstate.Status) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.statuses[st.RunID] = st

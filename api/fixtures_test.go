@@ -4,11 +4,12 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/atelier-ml/atelier/runstate"
+
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/atelier-ml/atelier/gpu"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/workflows"
 	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
@@ -24,9 +25,9 @@ var (
 	fxFinish = time.Date(2025, 6, 1, 12, 5, 0, 0, time.FixedZone("CEST", 2*3600))
 )
 
-func fullAttempt(n int, state workflows.StepState) workflows.Attempt {
+func fullAttempt(n int, state runstate.StepState) runstate.Attempt {
 	code := 3
-	return workflows.Attempt{
+	return runstate.Attempt{
 		Number: n, State: state, StartedAt: &fxStart, FinishedAt: &fxFinish, ExitCode: &code,
 		Error:   "exit status 3 <stderr & more>",
 		LogURL:  "/v1/projects/alpha/runs/r1/steps/train/logs?attempt=1",
@@ -36,53 +37,53 @@ func fullAttempt(n int, state workflows.StepState) workflows.Attempt {
 	}
 }
 
-func fullStepStatus() workflows.StepStatus {
-	return workflows.StepStatus{
-		Name: "shard", Kind: "container", State: workflows.StepFailed,
+func fullStepStatus() runstate.StepStatus {
+	return runstate.StepStatus{
+		Name: "shard", Kind: "container", State: runstate.StepFailed,
 		StartedAt: &fxStart, FinishedAt: &fxFinish,
-		Attempts: []workflows.Attempt{fullAttempt(1, workflows.StepFailed), fullAttempt(2, workflows.StepFailed)},
+		Attempts: []runstate.Attempt{fullAttempt(1, runstate.StepFailed), fullAttempt(2, runstate.StepFailed)},
 		Outputs:  map[string]any{"rows": json.Number("12"), "files": []any{"a", "b"}},
 		Error:    "1 of 2 items failed",
 		Message:  "skipped dependents: <none>",
 		Item:     map[string]any{"region": "eu"},
 		CacheKey: "084fb6a2ab4f1d43f1901b54c513fe45620a00ca1791f0922899be779630f016",
-		Items: []workflows.StepStatus{{
-			Name: "shard[0]", Kind: "container", State: workflows.StepSucceeded, StartedAt: &fxStart, FinishedAt: &fxFinish,
-			Attempts: []workflows.Attempt{fullAttempt(1, workflows.StepSucceeded)},
+		Items: []runstate.StepStatus{{
+			Name: "shard[0]", Kind: "container", State: runstate.StepSucceeded, StartedAt: &fxStart, FinishedAt: &fxFinish,
+			Attempts: []runstate.Attempt{fullAttempt(1, runstate.StepSucceeded)},
 			Outputs:  map[string]any{"rows": 5}, Error: "none", Message: "cached", Item: "eu-1",
-			Items: []workflows.StepStatus{{Name: "deep", Kind: "container", State: workflows.StepCached,
-				CachedFrom: &workflows.CacheSource{Run: "run-0", Step: "shard", Item: ptr(1), Attempt: 2, At: &fxStart}}},
+			Items: []runstate.StepStatus{{Name: "deep", Kind: "container", State: runstate.StepCached,
+				CachedFrom: &runstate.CacheSource{Run: "run-0", Step: "shard", Item: ptr(1), Attempt: 2, At: &fxStart}}},
 		}, {
-			Name: "shard[1]", Kind: "container", State: workflows.StepFailed,
-			Attempts: []workflows.Attempt{{Number: 1, State: workflows.StepRetrying}}, Item: 2.5,
+			Name: "shard[1]", Kind: "container", State: runstate.StepFailed,
+			Attempts: []runstate.Attempt{{Number: 1, State: runstate.StepRetrying}}, Item: 2.5,
 		}},
 	}
 }
 
-func fullRunStatus() workflows.RunStatus {
-	return workflows.RunStatus{
+func fullRunStatus() runstate.Status {
+	return runstate.Status{
 		RunID: "0197a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", Project: "alpha", Pipeline: "train", Version: 7,
-		Workflow: workflows.PipelineWorkflowName, State: workflows.RunCancelled, Seq: 42,
+		Workflow: runstate.PipelineWorkflowName, State: runstate.Cancelled, Seq: 42,
 		StartedAt: &fxStart, FinishedAt: &fxFinish, Error: "cancelled: <by ci>",
-		Cancel: &workflows.CancelRequest{Reason: "stop & go", Requester: "ci (tok-1)", At: fxFinish},
+		Cancel: &runstate.CancelRequest{Reason: "stop & go", Requester: "ci (tok-1)", At: fxFinish},
 		Params: map[string]any{"lr": 0.01, "epochs": json.Number("3"), "tags": []any{"x", true, nil}, "nested": map[string]any{"b": 1, "a": "z"}},
-		Steps: []workflows.StepStatus{
+		Steps: []runstate.StepStatus{
 			fullStepStatus(),
-			{Name: "report", Kind: "ray", State: workflows.StepSkipped, Message: "dependency shard failed", OnExit: true, Wide: &workflows.WideStatus{
+			{Name: "report", Kind: "ray", State: runstate.StepSkipped, Message: "dependency shard failed", OnExit: true, Wide: &runstate.WideStatus{
 				Items: 5000, Batches: 10, BatchesDone: 4, Parallelism: 200,
-				Counts:   workflows.ItemCounts{Succeeded: 1990, Failed: 3, Cancelled: 4, Cached: 5, NotRun: 2998},
-				Failures: []workflows.ItemFailure{{Index: 7, Item: map[string]any{"f": "a<b>"}, Error: "exit 1"}},
-				Outputs:  &workflows.WideRef{Run: "r0", Step: "report", Items: 5000},
+				Counts:   runstate.ItemCounts{Succeeded: 1990, Failed: 3, Cancelled: 4, Cached: 5, NotRun: 2998},
+				Failures: []runstate.ItemFailure{{Index: 7, Item: map[string]any{"f": "a<b>"}, Error: "exit 1"}},
+				Outputs:  &runstate.WideRef{Run: "r0", Step: "report", Items: 5000},
 			}},
-			{Name: "gate", Kind: "approval", State: workflows.StepFailed, Approval: &workflows.ApprovalStatus{
+			{Name: "gate", Kind: "approval", State: runstate.StepFailed, Approval: &runstate.ApprovalStatus{
 				Message: "ship <it>?", Roles: []string{"editor", "admin"}, CommentRequired: true,
-				Deadline: &fxFinish, OnTimeout: "reject", Decision: workflows.ApprovalRejected,
+				Deadline: &fxFinish, OnTimeout: "reject", Decision: runstate.ApprovalRejected,
 				Approver: "ci", ApproverID: "tok-1", ApproverRole: "editor", Comment: "not & now",
 				DecidedAt: &fxFinish, TimedOut: true,
 			}},
-			{Name: "sub", Kind: "pipeline", State: workflows.StepSucceeded, Outputs: map[string]any{"model": "m"},
-				Attempts: []workflows.Attempt{{Number: 1, State: workflows.StepSucceeded,
-					ChildRun: &workflows.ChildRun{RunID: "0197a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b.sub.a1", Pipeline: "train-model", Version: 3}}}},
+			{Name: "sub", Kind: "pipeline", State: runstate.StepSucceeded, Outputs: map[string]any{"model": "m"},
+				Attempts: []runstate.Attempt{{Number: 1, State: runstate.StepSucceeded,
+					ChildRun: &runstate.ChildRun{RunID: "0197a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b.sub.a1", Pipeline: "train-model", Version: 3}}}},
 		},
 		Result:      map[string]any{"model": "s3://bucket/model", "score": 0.93},
 		Warnings:    []string{"cleanup of RayJob r1 failed: <timeout>", "second"},
@@ -105,24 +106,24 @@ func fullCacheEntry() catalog.CacheEntry {
 
 // minimalRunStatus has only the required fields, and empty (not nil)
 // optional collections, which omitempty drops.
-func minimalRunStatus() workflows.RunStatus {
-	return workflows.RunStatus{
-		RunID: "r2", Project: "alpha", Workflow: "etl", State: workflows.RunPending,
+func minimalRunStatus() runstate.Status {
+	return runstate.Status{
+		RunID: "r2", Project: "alpha", Workflow: "etl", State: runstate.Pending,
 		Params:   map[string]any{},
 		Warnings: []string{},
-		Steps: []workflows.StepStatus{{
-			Name: "s", Kind: "container", State: workflows.StepPending,
-			Attempts: []workflows.Attempt{}, Items: []workflows.StepStatus{},
+		Steps: []runstate.StepStatus{{
+			Name: "s", Kind: "container", State: runstate.StepPending,
+			Attempts: []runstate.Attempt{}, Items: []runstate.StepStatus{},
 		}, {
-			Name: "t", Kind: "container", State: workflows.StepRunning,
-			Attempts: []workflows.Attempt{{Number: 1, State: workflows.StepRunning, Links: map[string]string{}}},
+			Name: "t", Kind: "container", State: runstate.StepRunning,
+			Attempts: []runstate.Attempt{{Number: 1, State: runstate.StepRunning, Links: map[string]string{}}},
 		}},
 	}
 }
 
 // nilStepsRunStatus: a run whose status has no steps yet ("steps": null).
-func nilStepsRunStatus() workflows.RunStatus {
-	return workflows.RunStatus{RunID: "r3", Project: "beta", Workflow: "etl", State: workflows.RunRunning, Seq: 1}
+func nilStepsRunStatus() runstate.Status {
+	return runstate.Status{RunID: "r3", Project: "beta", Workflow: "etl", State: runstate.Running, Seq: 1}
 }
 
 func fullProject() catalog.Project {
@@ -173,8 +174,8 @@ func fullClusterCapacity() catalog.ClusterCapacity {
 func fullRunRow() catalog.Run {
 	st := fullRunStatus()
 	return catalog.Run{
-		ID: st.RunID, Project: "alpha", Pipeline: "train", Version: 7, Workflow: workflows.PipelineWorkflowName,
-		State: workflows.RunRunning, CreatedAt: fxStart, UpdatedAt: fxFinish, CreatedBy: "ci",
+		ID: st.RunID, Project: "alpha", Pipeline: "train", Version: 7, Workflow: runstate.PipelineWorkflowName,
+		State: runstate.Running, CreatedAt: fxStart, UpdatedAt: fxFinish, CreatedBy: "ci",
 		IdempotencyKey: "k", RequestHash: "h", Input: json.RawMessage(`{}`), Status: &st,
 	}
 }

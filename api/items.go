@@ -8,14 +8,14 @@ import (
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // ItemStore reads the items of wide forEach steps (step_items).
 type ItemStore interface {
-	ListStepItems(ctx context.Context, runID, step string, state workflows.StepState, pageToken string, limit int) (catalog.ItemPage, error)
-	CountStepItems(ctx context.Context, runID, step string) (map[workflows.StepState]int, error)
-	GetStepItem(ctx context.Context, runID, step string, idx int) (workflows.ItemRecord, error)
+	ListStepItems(ctx context.Context, runID, step string, state runstate.StepState, pageToken string, limit int) (catalog.ItemPage, error)
+	CountStepItems(ctx context.Context, runID, step string) (map[runstate.StepState]int, error)
+	GetStepItem(ctx context.Context, runID, step string, idx int) (runstate.ItemRecord, error)
 }
 
 // wideItemOver reports whether a wide step's item is recorded (over).
@@ -27,7 +27,7 @@ func (s *server) wideItemOver(ctx context.Context, key activities.LogKey) bool {
 // wideLogAttempt picks the attempt of a wide step's item whose log is
 // asked for (as pickAttempt does from the status for other steps) and
 // whether it is over: an item is recorded once it has ended.
-func (s *server) wideLogAttempt(ctx context.Context, st workflows.RunStatus, entry workflows.StepStatus, item int, want *int) (int, bool, error) {
+func (s *server) wideLogAttempt(ctx context.Context, st runstate.Status, entry runstate.StepStatus, item int, want *int) (int, bool, error) {
 	if item >= entry.Wide.Items {
 		return 0, false, notFound("step %q of run %s has no item %d", entry.Name, st.RunID, item)
 	}
@@ -69,9 +69,9 @@ func (s *server) ListStepItems(ctx context.Context, req gen.ListStepItemsRequest
 	if !found {
 		return nil, notFound("run %s has no step %q", run.ID, req.Step)
 	}
-	var state workflows.StepState
+	var state runstate.StepState
 	if req.Params.State != nil {
-		state = workflows.StepState(*req.Params.State)
+		state = runstate.StepState(*req.Params.State)
 	}
 	size := derefOr(req.Params.PageSize, defaultItemsPage)
 	runPath := s.runPath(run)
@@ -101,8 +101,8 @@ func (s *server) ListStepItems(ctx context.Context, req gen.ListStepItemsRequest
 
 // statusItems pages a small forEach step's items out of its status (the
 // token is the index to start at).
-func (s *server) statusItems(runPath string, entry workflows.StepStatus, state workflows.StepState, token string, size int) (gen.ListStepItemsResponseObject, error) {
-	if entry.Items == nil && !entry.State.Terminal() && entry.State != workflows.StepRunning {
+func (s *server) statusItems(runPath string, entry runstate.StepStatus, state runstate.StepState, token string, size int) (gen.ListStepItemsResponseObject, error) {
+	if entry.Items == nil && !entry.State.Terminal() && entry.State != runstate.StepRunning {
 		return gen.ListStepItems200JSONResponse{Items: []gen.StepItem{}}, nil
 	}
 	start := 0
@@ -123,7 +123,7 @@ func (s *server) statusItems(runPath string, entry workflows.StepStatus, state w
 			out.NextPageToken = ptr(strconv.Itoa(k))
 			break
 		}
-		rec := workflows.ItemRecord{Index: k, State: it.State, Item: it.Item, Attempts: it.Attempts, Error: it.Error, Message: it.Message, Outputs: it.Outputs}
+		rec := runstate.ItemRecord{Index: k, State: it.State, Item: it.Item, Attempts: it.Attempts, Error: it.Error, Message: it.Message, Outputs: it.Outputs}
 		v := itemView(runPath, entry.Name, rec)
 		v.StartedAt, v.FinishedAt = it.StartedAt, it.FinishedAt
 		out.Items = append(out.Items, v)
@@ -133,10 +133,10 @@ func (s *server) statusItems(runPath string, entry workflows.StepStatus, state w
 
 // liveCounts are a wide step's counts: the workflow's (batches that ended)
 // or Postgres' (every recorded item), whichever has seen more.
-func liveCounts(w *workflows.WideStatus, stored map[workflows.StepState]int) workflows.ItemCounts {
-	c := workflows.ItemCounts{
-		Succeeded: stored[workflows.StepSucceeded], Failed: stored[workflows.StepFailed],
-		Cancelled: stored[workflows.StepCancelled] + stored[workflows.StepSkipped], Cached: stored[workflows.StepCached],
+func liveCounts(w *runstate.WideStatus, stored map[runstate.StepState]int) runstate.ItemCounts {
+	c := runstate.ItemCounts{
+		Succeeded: stored[runstate.StepSucceeded], Failed: stored[runstate.StepFailed],
+		Cancelled: stored[runstate.StepCancelled] + stored[runstate.StepSkipped], Cached: stored[runstate.StepCached],
 	}
 	if w.Counts.Succeeded+w.Counts.Failed+w.Counts.Cancelled+w.Counts.Cached >= c.Succeeded+c.Failed+c.Cancelled+c.Cached {
 		return w.Counts
@@ -147,7 +147,7 @@ func liveCounts(w *workflows.WideStatus, stored map[workflows.StepState]int) wor
 // withLiveCounts refreshes the counts of wide steps still running from
 // Postgres (the workflow counts a batch's items only when it ends). One
 // indexed count per running wide step; errors leave the workflow's.
-func (s *server) withLiveCounts(ctx context.Context, runID string, st *workflows.RunStatus) {
+func (s *server) withLiveCounts(ctx context.Context, runID string, st *runstate.Status) {
 	for i := range st.Steps {
 		w := st.Steps[i].Wide
 		if w == nil || st.Steps[i].State.Terminal() {
@@ -163,7 +163,7 @@ func (s *server) withLiveCounts(ctx context.Context, runID string, st *workflows
 	}
 }
 
-func itemView(runPath, step string, r workflows.ItemRecord) gen.StepItem {
+func itemView(runPath, step string, r runstate.ItemRecord) gen.StepItem {
 	v := gen.StepItem{
 		Index: r.Index, State: gen.StepState(r.State), Item: r.Item, Outputs: r.Outputs,
 		Error: opt(r.Error), Message: opt(r.Message),
@@ -185,11 +185,11 @@ func itemView(runPath, step string, r workflows.ItemRecord) gen.StepItem {
 	return v
 }
 
-func itemCountsView(c workflows.ItemCounts) gen.ItemCounts {
+func itemCountsView(c runstate.ItemCounts) gen.ItemCounts {
 	return gen.ItemCounts{Succeeded: c.Succeeded, Failed: c.Failed, Cancelled: c.Cancelled, Cached: c.Cached, NotRun: c.NotRun}
 }
 
-func wideView(w *workflows.WideStatus) *gen.WideStatus {
+func wideView(w *runstate.WideStatus) *gen.WideStatus {
 	if w == nil {
 		return nil
 	}

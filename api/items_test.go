@@ -6,7 +6,7 @@ import (
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // A small forEach's items are paged out of the run's status with the
@@ -14,20 +14,20 @@ import (
 // Postgres): in index order, optionally of one state, with log links.
 func TestListStepItemsOfASmallForEach(t *testing.T) {
 	h := newHarness(t)
-	var items []workflows.StepStatus
+	var items []runstate.StepStatus
 	for k := 0; k < 7; k++ {
-		state := workflows.StepSucceeded
+		state := runstate.StepSucceeded
 		if k%3 == 1 {
-			state = workflows.StepFailed
+			state = runstate.StepFailed
 		}
-		items = append(items, workflows.StepStatus{Name: "fan", Kind: "container", State: state, Item: float64(k),
-			Attempts: []workflows.Attempt{{Number: 1, State: state}}})
+		items = append(items, runstate.StepStatus{Name: "fan", Kind: "container", State: state, Item: float64(k),
+			Attempts: []runstate.Attempt{{Number: 1, State: state}}})
 	}
 	h.cat.setRun(catalog.Run{
-		ID: runID1, Project: "alpha", Pipeline: "train", Version: 1, Workflow: workflows.PipelineWorkflowName,
-		State: workflows.RunFailed, CreatedAt: t0, UpdatedAt: t0,
-		Status: &workflows.RunStatus{RunID: runID1, Project: "alpha", Workflow: workflows.PipelineWorkflowName, State: workflows.RunFailed, Seq: 3,
-			Steps: []workflows.StepStatus{{Name: "fan", Kind: "container", State: workflows.StepFailed, Items: items}, {Name: "one", Kind: "container", State: workflows.StepSkipped}}},
+		ID: runID1, Project: "alpha", Pipeline: "train", Version: 1, Workflow: runstate.PipelineWorkflowName,
+		State: runstate.Failed, CreatedAt: t0, UpdatedAt: t0,
+		Status: &runstate.Status{RunID: runID1, Project: "alpha", Workflow: runstate.PipelineWorkflowName, State: runstate.Failed, Seq: 3,
+			Steps: []runstate.StepStatus{{Name: "fan", Kind: "container", State: runstate.StepFailed, Items: items}, {Name: "one", Kind: "container", State: runstate.StepSkipped}}},
 	})
 	base := runsPath + "/" + runID1 + "/steps/fan/items"
 

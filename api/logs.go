@@ -12,7 +12,7 @@ import (
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // LogStore reads step attempt logs by byte offset.
@@ -91,7 +91,7 @@ func (p logPage) VisitGetStepLogsResponse(w http.ResponseWriter) error {
 // pickAttempt defaults to the newest attempt and rejects steps, items and
 // attempts that cannot exist. While the run is young its steps may not be
 // listed yet, so unknown names are only rejected once something is known.
-func pickAttempt(st workflows.RunStatus, step string, item int, want *int) (int, error) {
+func pickAttempt(st runstate.Status, step string, item int, want *int) (int, error) {
 	entry, stepFound, itemFound := findStep(st.Steps, step, item)
 	if !stepFound {
 		if len(st.Steps) > 0 || st.State.Terminal() {
@@ -119,7 +119,7 @@ func pickAttempt(st workflows.RunStatus, step string, item int, want *int) (int,
 }
 
 // findStep finds a step, or one forEach item of it when item >= 0.
-func findStep(steps []workflows.StepStatus, name string, item int) (entry workflows.StepStatus, stepFound, itemFound bool) {
+func findStep(steps []runstate.StepStatus, name string, item int) (entry runstate.StepStatus, stepFound, itemFound bool) {
 	for _, st := range steps {
 		if st.Name != name {
 			continue
@@ -136,7 +136,7 @@ func findStep(steps []workflows.StepStatus, name string, item int) (entry workfl
 }
 
 // attemptOver reports whether the attempt will write no more log.
-func attemptOver(st workflows.RunStatus, key activities.LogKey) bool {
+func attemptOver(st runstate.Status, key activities.LogKey) bool {
 	if st.State.Terminal() {
 		return true
 	}
@@ -176,7 +176,7 @@ func (f logFollow) VisitGetStepLogsResponse(rw http.ResponseWriter) error {
 	// The attempt's end comes from the run's shared status poller; only
 	// the log reads are per follower (each at its own offset).
 	st := s.liveStatus(ctx, run)
-	var updates <-chan workflows.RunStatus
+	var updates <-chan runstate.Status
 	if !st.State.Terminal() {
 		var unsubscribe func()
 		updates, unsubscribe = s.hub.subscribe(run)

@@ -2,16 +2,17 @@ package api
 
 import (
 	"bufio"
-	"github.com/google/go-cmp/cmp"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/api/gen"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 func TestLogPaging(t *testing.T) {
@@ -90,8 +91,8 @@ func TestLogFollow(t *testing.T) {
 	now := t0
 	// A new status value: the gateway's poller may be reading the old one.
 	st := *run.Status
-	st.Steps = []workflows.StepStatus{{Name: "prep", Kind: "container", State: workflows.StepSucceeded,
-		Attempts: []workflows.Attempt{{Number: 1, State: workflows.StepSucceeded, FinishedAt: &now}}}}
+	st.Steps = []runstate.StepStatus{{Name: "prep", Kind: "container", State: runstate.StepSucceeded,
+		Attempts: []runstate.Attempt{{Number: 1, State: runstate.StepSucceeded, FinishedAt: &now}}}}
 	run.Status = &st
 	h.cat.setRun(run)
 	done := make(chan string)
@@ -115,11 +116,11 @@ func TestLogFollow(t *testing.T) {
 func TestForEachItemLogs(t *testing.T) {
 	h := newHarness(t)
 	run := runningRun(h)
-	run.Status.Steps = []workflows.StepStatus{{Name: "shard", Kind: "container", State: workflows.StepRunning,
-		Items: []workflows.StepStatus{
-			{Name: "shard[0]", State: workflows.StepSucceeded, Attempts: []workflows.Attempt{{Number: 1, State: workflows.StepSucceeded}}},
-			{Name: "shard[1]", State: workflows.StepRunning, Attempts: []workflows.Attempt{
-				{Number: 1, State: workflows.StepFailed}, {Number: 2, State: workflows.StepRunning}}},
+	run.Status.Steps = []runstate.StepStatus{{Name: "shard", Kind: "container", State: runstate.StepRunning,
+		Items: []runstate.StepStatus{
+			{Name: "shard[0]", State: runstate.StepSucceeded, Attempts: []runstate.Attempt{{Number: 1, State: runstate.StepSucceeded}}},
+			{Name: "shard[1]", State: runstate.StepRunning, Attempts: []runstate.Attempt{
+				{Number: 1, State: runstate.StepFailed}, {Number: 2, State: runstate.StepRunning}}},
 		}}}
 	h.cat.setRun(run)
 	h.cat.appendLog(activities.LogKey{RunID: runID1, Step: "shard", Item: 1, Attempt: 2}, "item one, second try")

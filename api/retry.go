@@ -13,6 +13,7 @@ import (
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows"
 	"github.com/atelier-ml/atelier/workflows/runclient"
 )
@@ -52,7 +53,7 @@ func (s *server) RetryRun(ctx context.Context, req gen.RetryRunRequestObject) (g
 	id := s.newID()
 	var row catalog.Run
 	var start runclient.StartRequest
-	if orig.Workflow == workflows.PipelineWorkflowName {
+	if orig.Workflow == runstate.PipelineWorkflowName {
 		row, start, err = retryPipelineRun(orig, st, input, resumeFrom, id, s.taskQueue)
 	} else {
 		row, start, err = s.retryGoRun(ctx, orig, st, input, resumeFrom, id)
@@ -102,7 +103,7 @@ func (s *server) startInput(ctx context.Context, run catalog.Run) (json.RawMessa
 
 // retryPipelineRun plans the retry of a declarative run: the same spec,
 // version and params, with what it reuses in its input.
-func retryPipelineRun(orig catalog.Run, st workflows.RunStatus, input json.RawMessage, resumeFrom []string, id, taskQueue string) (catalog.Run, runclient.StartRequest, error) {
+func retryPipelineRun(orig catalog.Run, st runstate.Status, input json.RawMessage, resumeFrom []string, id, taskQueue string) (catalog.Run, runclient.StartRequest, error) {
 	var in workflows.PipelineInput
 	if err := json.Unmarshal(input, &in); err != nil {
 		return catalog.Run{}, runclient.StartRequest{}, internalError(fmt.Errorf("decode the input of run %s: %w", orig.ID, err))
@@ -118,10 +119,10 @@ func retryPipelineRun(orig catalog.Run, st workflows.RunStatus, input json.RawMe
 	}
 	row := catalog.Run{
 		ID: id, Project: orig.Project, Pipeline: orig.Pipeline, Version: orig.Version,
-		Workflow: workflows.PipelineWorkflowName, State: workflows.RunPending, Input: b,
+		Workflow: runstate.PipelineWorkflowName, State: runstate.Pending, Input: b,
 	}
 	start := runclient.StartRequest{
-		RunID: id, Workflow: workflows.PipelineWorkflowName, TaskQueue: taskQueue,
+		RunID: id, Workflow: runstate.PipelineWorkflowName, TaskQueue: taskQueue,
 		Input: json.RawMessage(b), Project: orig.Project, Pipeline: orig.Pipeline,
 	}
 	return row, start, nil
@@ -130,7 +131,7 @@ func retryPipelineRun(orig catalog.Run, st workflows.RunStatus, input json.RawMe
 // retryGoRun plans the retry of a native Go run: the same workflow and
 // input, on the queue of the workers that register it now, with what it
 // reuses (workflows.PlanGoRetry) in the start's memo.
-func (s *server) retryGoRun(ctx context.Context, orig catalog.Run, st workflows.RunStatus, input json.RawMessage, resumeFrom []string, id string) (catalog.Run, runclient.StartRequest, error) {
+func (s *server) retryGoRun(ctx context.Context, orig catalog.Run, st runstate.Status, input json.RawMessage, resumeFrom []string, id string) (catalog.Run, runclient.StartRequest, error) {
 	wf, err := s.cat.GetGoWorkflow(ctx, orig.Workflow)
 	if errors.Is(err, catalog.ErrNotFound) {
 		return catalog.Run{}, runclient.StartRequest{}, newProblem(ptNotRetryable, "no worker registers workflow %q any more, so run %s cannot run again", orig.Workflow, orig.ID)
@@ -146,7 +147,7 @@ func (s *server) retryGoRun(ctx context.Context, orig catalog.Run, st workflows.
 		}
 		return catalog.Run{}, runclient.StartRequest{}, newProblem(ptInvalid, "%s", summarize(fields)).withErrors(fields)
 	}
-	row := catalog.Run{ID: id, Project: orig.Project, Workflow: orig.Workflow, State: workflows.RunPending}
+	row := catalog.Run{ID: id, Project: orig.Project, Workflow: orig.Workflow, State: runstate.Pending}
 	start := runclient.StartRequest{RunID: id, Workflow: orig.Workflow, TaskQueue: wf.TaskQueue, Project: orig.Project, Reuse: reuse}
 	if len(input) > 0 && !bytes.Equal(input, []byte("null")) {
 		row.Input, start.Input = input, input
@@ -158,7 +159,7 @@ func (s *server) retryGoRun(ctx context.Context, orig catalog.Run, st workflows.
 // that succeeded (or was itself reused), unless it is in resumeFrom or
 // downstream of one; and, of a forEach step that did not succeed, the
 // items that did.
-func planReuse(origID string, p *pipeline.Spec, st workflows.RunStatus, resumeFrom []string) (*workflows.Reuse, []gen.FieldError) {
+func planReuse(origID string, p *pipeline.Spec, st runstate.Status, resumeFrom []string) (*workflows.Reuse, []gen.FieldError) {
 	index := map[string]int{}
 	for i, step := range p.Steps {
 		index[step.Name] = i
@@ -191,19 +192,19 @@ func planReuse(origID string, p *pipeline.Spec, st workflows.RunStatus, resumeFr
 			continue
 		}
 		switch {
-		case ss.Wide != nil && (ss.State == workflows.StepSucceeded || ss.State == workflows.StepCached) && ss.Wide.Outputs != nil:
+		case ss.Wide != nil && (ss.State == runstate.StepSucceeded || ss.State == runstate.StepCached) && ss.Wide.Outputs != nil:
 			// A wide step's outputs stay in Postgres, where its run
 			// stored them: the retry reads them there.
-			reuse.Steps = append(reuse.Steps, workflows.ReusedStep{Name: ss.Name, Done: true, Outputs: workflows.WideOutputs(*ss.Wide.Outputs)})
+			reuse.Steps = append(reuse.Steps, workflows.ReusedStep{Name: ss.Name, Done: true, Outputs: runstate.WideOutputs(*ss.Wide.Outputs)})
 		case ss.Wide != nil:
 			// Its batches take the items that succeeded from Postgres.
 			reuse.Steps = append(reuse.Steps, workflows.ReusedStep{Name: ss.Name, WideFrom: origID})
-		case ss.State == workflows.StepSucceeded || ss.State == workflows.StepCached:
+		case ss.State == runstate.StepSucceeded || ss.State == runstate.StepCached:
 			reuse.Steps = append(reuse.Steps, workflows.ReusedStep{Name: ss.Name, Done: true, Outputs: ss.Outputs, Source: workflows.ReuseSource(origID, ss, nil)})
 		case len(ss.Items) > 0:
 			r := workflows.ReusedStep{Name: ss.Name}
 			for k, it := range ss.Items {
-				if it.State == workflows.StepSucceeded || it.State == workflows.StepCached {
+				if it.State == runstate.StepSucceeded || it.State == runstate.StepCached {
 					r.Items = append(r.Items, workflows.ReusedItem{Index: k, Item: it.Item, Outputs: it.Outputs, Source: workflows.ReuseSource(origID, it, &k)})
 				}
 			}

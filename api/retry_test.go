@@ -8,11 +8,12 @@ import (
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows"
 )
 
-func attempted(name string, state workflows.StepState, outputs any) workflows.StepStatus {
-	return workflows.StepStatus{Name: name, State: state, Outputs: outputs, Attempts: []workflows.Attempt{{Number: 1, State: state}}}
+func attempted(name string, state runstate.StepState, outputs any) runstate.StepStatus {
+	return runstate.StepStatus{Name: name, State: state, Outputs: outputs, Attempts: []runstate.Attempt{{Number: 1, State: state}}}
 }
 
 // A Go pipeline run is retried as the same workflow with the same input,
@@ -25,11 +26,11 @@ func TestRetryOfAGoRun(t *testing.T) {
 	wantStatus(t, r, http.StatusCreated)
 	var run gen.Run
 	r.json(t, &run)
-	h.eng.setStatus(workflows.RunStatus{RunID: run.Id, Project: "alpha", Workflow: "etl", State: workflows.RunFailed, Steps: []workflows.StepStatus{
-		attempted("extract", workflows.StepSucceeded, map[string]any{"rows": 3.0}),
-		attempted("transform", workflows.StepSucceeded, nil),
-		attempted("load", workflows.StepFailed, nil),
-		{Name: "notify", State: workflows.StepSucceeded, OnExit: true},
+	h.eng.setStatus(runstate.Status{RunID: run.Id, Project: "alpha", Workflow: "etl", State: runstate.Failed, Steps: []runstate.StepStatus{
+		attempted("extract", runstate.StepSucceeded, map[string]any{"rows": 3.0}),
+		attempted("transform", runstate.StepSucceeded, nil),
+		attempted("load", runstate.StepFailed, nil),
+		{Name: "notify", State: runstate.StepSucceeded, OnExit: true},
 	}})
 
 	r = h.do("POST", "/v1/projects/alpha/runs/"+run.Id+"/retry", h.editor, nil)
@@ -45,8 +46,8 @@ func TestRetryOfAGoRun(t *testing.T) {
 		t.Errorf("start %+v (input %s)", start, in)
 	}
 	want := &workflows.Reuse{RetryOf: run.Id, Steps: []workflows.ReusedStep{
-		{Name: "extract", Done: true, Outputs: map[string]any{"rows": 3.0}, Source: &workflows.CacheSource{Run: run.Id, Step: "extract", Attempt: 1}},
-		{Name: "transform", Done: true, Source: &workflows.CacheSource{Run: run.Id, Step: "transform", Attempt: 1}},
+		{Name: "extract", Done: true, Outputs: map[string]any{"rows": 3.0}, Source: &runstate.CacheSource{Run: run.Id, Step: "extract", Attempt: 1}},
+		{Name: "transform", Done: true, Source: &runstate.CacheSource{Run: run.Id, Step: "transform", Attempt: 1}},
 	}}
 	if !sameJSONForTest(start.Reuse, want) {
 		t.Errorf("reuse %s, want %s", mustJSON(t, start.Reuse), mustJSON(t, want))
@@ -72,7 +73,7 @@ func TestRetryOfAGoRun(t *testing.T) {
 	wantStatus(t, r, http.StatusCreated)
 	var bare gen.Run
 	r.json(t, &bare)
-	h.eng.setStatus(workflows.RunStatus{RunID: bare.Id, Project: "alpha", Workflow: "etl", State: workflows.RunFailed, Steps: []workflows.StepStatus{}})
+	h.eng.setStatus(runstate.Status{RunID: bare.Id, Project: "alpha", Workflow: "etl", State: runstate.Failed, Steps: []runstate.StepStatus{}})
 	wantStatus(t, h.do("POST", "/v1/projects/alpha/runs/"+bare.Id+"/retry", h.editor, nil), http.StatusCreated)
 	if start := h.eng.started[len(h.eng.started)-1]; start.Input != nil || start.Workflow != "etl" {
 		t.Errorf("retry of a run without input: %+v", start)
@@ -101,12 +102,12 @@ func TestRetryOfAScheduledRunReadsItsInputFromTemporal(t *testing.T) {
 		t.Fatal(err)
 	}
 	const id = "sched.alpha.nightly-2025-06-01T02:00:00Z"
-	st := workflows.RunStatus{RunID: id, Project: "alpha", Pipeline: "train", Version: 1, Workflow: workflows.PipelineWorkflowName,
-		State: workflows.RunFailed, ScheduleID: "nightly", Steps: []workflows.StepStatus{
-			attempted("prep", workflows.StepSucceeded, nil), attempted("fit", workflows.StepFailed, nil),
+	st := runstate.Status{RunID: id, Project: "alpha", Pipeline: "train", Version: 1, Workflow: runstate.PipelineWorkflowName,
+		State: runstate.Failed, ScheduleID: "nightly", Steps: []runstate.StepStatus{
+			attempted("prep", runstate.StepSucceeded, nil), attempted("fit", runstate.StepFailed, nil),
 		}}
-	h.cat.setRun(catalog.Run{ID: id, Project: "alpha", Pipeline: "train", Version: 1, Workflow: workflows.PipelineWorkflowName,
-		State: workflows.RunFailed, Status: &st, CreatedAt: t0, UpdatedAt: t0})
+	h.cat.setRun(catalog.Run{ID: id, Project: "alpha", Pipeline: "train", Version: 1, Workflow: runstate.PipelineWorkflowName,
+		State: runstate.Failed, Status: &st, CreatedAt: t0, UpdatedAt: t0})
 
 	// Past retention: nothing holds the input any more.
 	p := wantProblem(t, h.do("POST", "/v1/projects/alpha/runs/"+id+"/retry", h.editor, nil), http.StatusConflict, "not-retryable")

@@ -17,6 +17,7 @@ import (
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows"
 	"github.com/atelier-ml/atelier/workflows/runclient"
 )
@@ -42,12 +43,12 @@ type Engine interface {
 	// StartRun must succeed without effect when the run was already started.
 	StartRun(ctx context.Context, r runclient.StartRequest) error
 	// SignalCancel returns runclient.ErrRunNotFound when no execution is open.
-	SignalCancel(ctx context.Context, runID string, req workflows.CancelRequest) error
-	QueryStatus(ctx context.Context, runID string) (workflows.RunStatus, error)
+	SignalCancel(ctx context.Context, runID string, req runstate.CancelRequest) error
+	QueryStatus(ctx context.Context, runID string) (runstate.Status, error)
 	// DecideApproval decides a waiting approval step; a refusal is a
 	// *runclient.RefusedError, a run with no open execution
 	// runclient.ErrRunNotFound.
-	DecideApproval(ctx context.Context, runID string, req workflows.ApprovalRequest) (workflows.RunStatus, error)
+	DecideApproval(ctx context.Context, runID string, req runstate.ApprovalRequest) (runstate.Status, error)
 	// QueryAdmissionQueue returns an empty queue for a cluster whose
 	// admission workflow never started.
 	QueryAdmissionQueue(ctx context.Context, cluster string) (workflows.AdmissionQueue, error)
@@ -172,7 +173,7 @@ func (s *server) replayRun(ctx context.Context, run catalog.Run, hash string) (g
 	}
 	// A PENDING row may belong to a request that crashed between insert and
 	// start; starting again is a no-op if it did start.
-	if run.State == workflows.RunPending {
+	if run.State == runstate.Pending {
 		if err := s.restart(ctx, run); err != nil {
 			return nil, err
 		}
@@ -186,7 +187,7 @@ func (s *server) restart(ctx context.Context, run catalog.Run) error {
 		RunID: run.ID, Workflow: run.Workflow, Project: run.Project, Pipeline: run.Pipeline,
 		TaskQueue: s.taskQueue, CreatedBy: run.CreatedBy,
 	}
-	if run.Workflow != workflows.PipelineWorkflowName {
+	if run.Workflow != runstate.PipelineWorkflowName {
 		wf, err := s.cat.GetGoWorkflow(ctx, run.Workflow)
 		if errors.Is(err, catalog.ErrNotFound) {
 			return notFound("no worker has registered workflow %q", run.Workflow)
@@ -332,10 +333,10 @@ func (s *server) planPipelineRunFrom(ctx context.Context, project, id, name stri
 	}
 	row := catalog.Run{
 		ID: id, Project: project, Pipeline: name, Version: v.Version,
-		Workflow: workflows.PipelineWorkflowName, State: workflows.RunPending, Input: input,
+		Workflow: runstate.PipelineWorkflowName, State: runstate.Pending, Input: input,
 	}
 	start := runclient.StartRequest{
-		RunID: id, Workflow: workflows.PipelineWorkflowName, TaskQueue: s.taskQueue,
+		RunID: id, Workflow: runstate.PipelineWorkflowName, TaskQueue: s.taskQueue,
 		Input: json.RawMessage(input), Project: project, Pipeline: name,
 	}
 	return row, start, nil
@@ -388,7 +389,7 @@ func (s *server) planWorkflowRun(ctx context.Context, project, id string, req ge
 	if err != nil {
 		return catalog.Run{}, runclient.StartRequest{}, internalError(err)
 	}
-	row := catalog.Run{ID: id, Project: project, Workflow: name, State: workflows.RunPending}
+	row := catalog.Run{ID: id, Project: project, Workflow: name, State: runstate.Pending}
 	start := runclient.StartRequest{RunID: id, Workflow: name, TaskQueue: wf.TaskQueue, Project: project}
 	if req.Input != nil {
 		var buf bytes.Buffer
@@ -443,7 +444,7 @@ func (s *server) ListRuns(ctx context.Context, req gen.ListRunsRequestObject) (g
 	f := catalog.RunFilter{
 		Project:       req.Project,
 		Pipeline:      deref(params.Pipeline),
-		State:         workflows.RunState(deref(params.State)),
+		State:         runstate.State(deref(params.State)),
 		CreatedBy:     deref(params.CreatedBy),
 		Schedule:      deref(params.Schedule),
 		CreatedAfter:  params.CreatedAfter,
@@ -497,7 +498,7 @@ func (s *server) CancelRun(ctx context.Context, req gen.CancelRunRequestObject) 
 	if reason == "" {
 		reason = defaultCancelReason
 	}
-	err = s.eng.SignalCancel(ctx, run.ID, workflows.CancelRequest{
+	err = s.eng.SignalCancel(ctx, run.ID, runstate.CancelRequest{
 		Reason: reason, Requester: requester(principal(ctx)), At: s.now().UTC(),
 	})
 	if errors.Is(err, runclient.ErrRunNotFound) {

@@ -4,14 +4,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/google/go-cmp/cmp"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows"
 	"github.com/atelier-ml/atelier/workflows/runclient"
 )
@@ -46,7 +48,7 @@ func TestStartPipelineRun(t *testing.T) {
 		t.Fatalf("started %d", len(h.eng.started))
 	}
 	st := h.eng.started[0]
-	if st.RunID != run.Id || st.Workflow != workflows.PipelineWorkflowName || st.TaskQueue != workflows.TaskQueueLocal || st.Pipeline != "train" || st.Project != "alpha" {
+	if st.RunID != run.Id || st.Workflow != runstate.PipelineWorkflowName || st.TaskQueue != runstate.TaskQueueLocal || st.Pipeline != "train" || st.Project != "alpha" {
 		t.Fatalf("%+v", st)
 	}
 	var in workflows.PipelineInput
@@ -139,7 +141,7 @@ func TestIdempotency(t *testing.T) {
 
 	// Once running, a replay does not touch Temporal.
 	row := h.cat.runs[first.Id]
-	row.State = workflows.RunRunning
+	row.State = runstate.Running
 	h.cat.setRun(row)
 	wantStatus(t, h.do("POST", runsPath, h.editor, body, key...), http.StatusOK)
 	if len(h.eng.started) != 2 {
@@ -284,12 +286,12 @@ func TestListRuns(t *testing.T) {
 func runningRun(h *harness) catalog.Run {
 	started := t0
 	run := catalog.Run{
-		ID: runID1, Project: "alpha", Pipeline: "train", Version: 1, Workflow: workflows.PipelineWorkflowName,
-		State: workflows.RunRunning, CreatedAt: t0, UpdatedAt: t0,
-		Status: &workflows.RunStatus{RunID: runID1, Project: "alpha", Pipeline: "train", Version: 1,
-			Workflow: workflows.PipelineWorkflowName, State: workflows.RunRunning, Seq: 3, StartedAt: &started,
-			Steps: []workflows.StepStatus{{Name: "prep", Kind: "container", State: workflows.StepRunning,
-				Attempts: []workflows.Attempt{{Number: 1, State: workflows.StepRunning}}}}},
+		ID: runID1, Project: "alpha", Pipeline: "train", Version: 1, Workflow: runstate.PipelineWorkflowName,
+		State: runstate.Running, CreatedAt: t0, UpdatedAt: t0,
+		Status: &runstate.Status{RunID: runID1, Project: "alpha", Pipeline: "train", Version: 1,
+			Workflow: runstate.PipelineWorkflowName, State: runstate.Running, Seq: 3, StartedAt: &started,
+			Steps: []runstate.StepStatus{{Name: "prep", Kind: "container", State: runstate.StepRunning,
+				Attempts: []runstate.Attempt{{Number: 1, State: runstate.StepRunning}}}}},
 	}
 	h.cat.setRun(run)
 	return run
@@ -316,7 +318,7 @@ func TestGetRun(t *testing.T) {
 
 	// A live answer newer than the mirror wins.
 	live := *run.Status
-	live.Seq, live.State = 5, workflows.RunCancelling
+	live.Seq, live.State = 5, runstate.Cancelling
 	h.eng.setStatus(live)
 	h.do("GET", path, h.viewer, nil).json(t, &got)
 	if got.Status.Seq != 5 || got.State != gen.RunStateCANCELLING {
@@ -324,8 +326,8 @@ func TestGetRun(t *testing.T) {
 	}
 
 	// Terminal rows are served without asking Temporal.
-	run.State = workflows.RunSucceeded
-	run.Status.State = workflows.RunSucceeded
+	run.State = runstate.Succeeded
+	run.Status.State = runstate.Succeeded
 	h.cat.setRun(run)
 	before := h.eng.queries
 	h.do("GET", path, h.viewer, nil).json(t, &got)
@@ -334,7 +336,7 @@ func TestGetRun(t *testing.T) {
 	}
 
 	// A run with no status yet still has an (empty) step list.
-	h.cat.setRun(catalog.Run{ID: runID2, Project: "alpha", Workflow: "etl", State: workflows.RunPending, CreatedAt: t0, UpdatedAt: t0})
+	h.cat.setRun(catalog.Run{ID: runID2, Project: "alpha", Workflow: "etl", State: runstate.Pending, CreatedAt: t0, UpdatedAt: t0})
 	h.do("GET", runsPath+"/"+runID2, h.viewer, nil).json(t, &got)
 	if got.Status == nil || got.Status.Steps == nil || got.Status.State != gen.RunStatePENDING {
 		t.Fatalf("%+v", got.Status)
@@ -372,7 +374,7 @@ func TestCancelRun(t *testing.T) {
 	wantProblem(t, h.do("POST", path, h.editor, nil), http.StatusConflict, "run-finished")
 
 	h.eng.signalErr = nil
-	run.State = workflows.RunFailed
+	run.State = runstate.Failed
 	h.cat.setRun(run)
 	p := wantProblem(t, h.do("POST", path, h.editor, nil), http.StatusConflict, "run-finished")
 	if !strings.Contains(*p.Detail, "FAILED") {
@@ -403,9 +405,9 @@ func TestLogURLsOnlyForLogsTheGatewayServes(t *testing.T) {
 	h := newHarness(t)
 	run := runningRun(h)
 	st := *run.Status
-	st.Steps = []workflows.StepStatus{
-		{Name: "local", Kind: "container", State: workflows.StepRunning, Attempts: []workflows.Attempt{{Number: 1, State: workflows.StepRunning}}},
-		{Name: "train", Kind: "ray", State: workflows.StepRunning, Attempts: []workflows.Attempt{{Number: 1, State: workflows.StepRunning, Cluster: "gpu-east", Links: map[string]string{"kubectl": "kubectl logs ..."}}}},
+	st.Steps = []runstate.StepStatus{
+		{Name: "local", Kind: "container", State: runstate.StepRunning, Attempts: []runstate.Attempt{{Number: 1, State: runstate.StepRunning}}},
+		{Name: "train", Kind: "ray", State: runstate.StepRunning, Attempts: []runstate.Attempt{{Number: 1, State: runstate.StepRunning, Cluster: "gpu-east", Links: map[string]string{"kubectl": "kubectl logs ..."}}}},
 	}
 	run.Status = &st
 	h.cat.setRun(run)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
@@ -41,7 +41,7 @@ func (f *fakeSchedules) DescribeSchedule(_ context.Context, project, name string
 	}
 	v := runclient.ScheduleView{Project: project, Name: name, Pipeline: r.Start.Pipeline, Version: r.Version, Params: r.Params,
 		CreatedBy: r.CreatedBy, Every: r.Every, Overlap: r.Overlap}
-	if r.Start.Workflow != workflows.PipelineWorkflowName {
+	if r.Start.Workflow != runstate.PipelineWorkflowName {
 		v.Workflow = r.Start.Workflow
 		v.Input, _ = r.Start.Input.(json.RawMessage)
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // Catalog is everything the gateway needs from the catalogue. Each embedded
@@ -136,7 +136,7 @@ func WithStreamLimit(n int) Option { return func(s *server) { s.streamLimit = n 
 // Converger records the final state of a run whose workflow ended outside
 // Atelier (internal/reconcile implements it).
 type Converger interface {
-	Converge(ctx context.Context, run catalog.Run) (workflows.RunStatus, bool, error)
+	Converge(ctx context.Context, run catalog.Run) (runstate.Status, bool, error)
 }
 
 // WithConverger lets reads converge a run whose workflow closed without
@@ -163,7 +163,7 @@ func New(cat Catalog, eng Engine, opts ...Option) (*echo.Echo, error) {
 		log:          zap.NewNop(),
 		now:          time.Now,
 		newID:        func() string { return uuid.Must(uuid.NewV7()).String() },
-		taskQueue:    workflows.TaskQueueLocal,
+		taskQueue:    runstate.TaskQueueLocal,
 		bodyLimit:    DefaultBodyLimit,
 		pollInterval: DefaultPollInterval,
 		keepAlive:    DefaultKeepAlive,

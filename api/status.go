@@ -10,14 +10,14 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
 // liveStatus prefers the workflow's own answer while the run is open (the
 // mirror lags by a write), and falls back to the mirrored status when the
 // query fails or times out, e.g. no worker is polling.
-func (s *server) liveStatus(ctx context.Context, run catalog.Run) workflows.RunStatus {
+func (s *server) liveStatus(ctx context.Context, run catalog.Run) runstate.Status {
 	best := run.Status
 	if !run.State.Terminal() {
 		qctx, cancel := context.WithTimeout(ctx, s.queryTimeout)
@@ -37,13 +37,13 @@ func (s *server) liveStatus(ctx context.Context, run catalog.Run) workflows.RunS
 			best = &st
 		}
 	}
-	var out workflows.RunStatus
+	var out runstate.Status
 	if best != nil {
 		out = *best
 	} else {
 		// Not started yet, or started but never mirrored: the row is all
 		// there is.
-		out = workflows.RunStatus{
+		out = runstate.Status{
 			RunID: run.ID, Project: run.Project, Pipeline: run.Pipeline, Version: run.Version,
 			Workflow: run.Workflow, State: run.State,
 		}
@@ -56,14 +56,14 @@ func (s *server) liveStatus(ctx context.Context, run catalog.Run) workflows.RunS
 // the gateway serves (local runtime attempts; a Kubernetes attempt, one
 // with a Cluster, has its logs in the cluster and links to them instead),
 // so clients need not build URLs themselves.
-func withLogURLs(runPath string, steps []workflows.StepStatus, parent string) []workflows.StepStatus {
-	out := make([]workflows.StepStatus, len(steps))
+func withLogURLs(runPath string, steps []runstate.StepStatus, parent string) []runstate.StepStatus {
+	out := make([]runstate.StepStatus, len(steps))
 	for i, st := range steps {
 		name, item := st.Name, -1
 		if parent != "" {
 			name, item = parent, i // forEach entries: the item index is their position
 		}
-		st.Attempts = append([]workflows.Attempt(nil), st.Attempts...)
+		st.Attempts = append([]runstate.Attempt(nil), st.Attempts...)
 		for j := range st.Attempts {
 			if st.Attempts[j].Cluster == "" {
 				st.Attempts[j].LogURL = logURL(runPath, name, item, st.Attempts[j].Number)

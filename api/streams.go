@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // DefaultStreamsPerToken bounds the event and log-follow streams one token
@@ -22,7 +22,7 @@ const DefaultStreamsPerToken = 32
 // last, or after delivering a terminal state.
 type statusHub struct {
 	interval time.Duration
-	fetch    func(ctx context.Context, run catalog.Run) (catalog.Run, workflows.RunStatus)
+	fetch    func(ctx context.Context, run catalog.Run) (catalog.Run, runstate.Status)
 	polls    prometheus.Counter
 
 	mu    sync.Mutex
@@ -30,7 +30,7 @@ type statusHub struct {
 }
 
 type runFeed struct {
-	subs   map[chan workflows.RunStatus]struct{}
+	subs   map[chan runstate.Status]struct{}
 	cancel context.CancelFunc
 }
 
@@ -38,14 +38,14 @@ type runFeed struct {
 // poll (older undelivered ones are dropped: streams send diffs of state) and
 // a function that ends the subscription. The channel is closed when the run
 // reaches a terminal state (after that state is delivered).
-func (h *statusHub) subscribe(run catalog.Run) (<-chan workflows.RunStatus, func()) {
-	ch := make(chan workflows.RunStatus, 1)
+func (h *statusHub) subscribe(run catalog.Run) (<-chan runstate.Status, func()) {
+	ch := make(chan runstate.Status, 1)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	f := h.feeds[run.ID]
 	if f == nil {
 		ctx, cancel := context.WithCancel(context.Background())
-		f = &runFeed{subs: map[chan workflows.RunStatus]struct{}{}, cancel: cancel}
+		f = &runFeed{subs: map[chan runstate.Status]struct{}{}, cancel: cancel}
 		h.feeds[run.ID] = f
 		go h.poll(ctx, run, f)
 	}
@@ -76,7 +76,7 @@ func (h *statusHub) poll(ctx context.Context, run catalog.Run, f *runFeed) {
 		case <-t.C:
 		}
 		h.polls.Inc()
-		var st workflows.RunStatus
+		var st runstate.Status
 		run, st = h.fetch(ctx, run)
 		if ctx.Err() != nil {
 			return
@@ -109,7 +109,7 @@ func (h *statusHub) poll(ctx context.Context, run catalog.Run, f *runFeed) {
 
 // refresh is the hub's fetch: the row (for the mirrored fallback) and the
 // live status.
-func (s *server) refresh(ctx context.Context, run catalog.Run) (catalog.Run, workflows.RunStatus) {
+func (s *server) refresh(ctx context.Context, run catalog.Run) (catalog.Run, runstate.Status) {
 	if fresh, err := s.cat.GetRun(ctx, run.Project, run.ID); err == nil {
 		run = fresh
 	}

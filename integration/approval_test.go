@@ -14,7 +14,7 @@ import (
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/tokens"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // Pipelines of the trigger-rule and approval tests (and of their recorded
@@ -158,11 +158,11 @@ func TestApprovalsOnRealStack(t *testing.T) {
 		assert.Equal(t, 409, code, "%s", body)
 
 		// The workflow's own status query (what the Temporal UI shows).
-		v, err := s.temporal.QueryWorkflow(context.Background(), approved, "", workflows.QueryStatus)
+		v, err := s.temporal.QueryWorkflow(context.Background(), approved, "", runstate.QueryStatus)
 		require.NoError(t, err)
-		var st workflows.RunStatus
+		var st runstate.Status
 		require.NoError(t, v.Get(&st))
-		var queried workflows.StepStatus
+		var queried runstate.StepStatus
 		for _, step := range st.Steps {
 			if step.Name == "gate" {
 				queried = step

@@ -8,16 +8,15 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"go.uber.org/zap"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/examples/gopipeline"
 	"github.com/atelier-ml/atelier/internal/devstack"
 	"github.com/atelier-ml/atelier/internal/reconcile"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
@@ -133,7 +132,7 @@ func TestReconcilerSweepsRunsNobodyReads(t *testing.T) {
 
 	// A RUNNING row with no workflow anywhere, last changed long ago.
 	old := time.Now().Add(-time.Hour)
-	ghost := workflows.RunStatus{RunID: "ghost-run", Project: s.project, Workflow: workflows.PipelineWorkflowName, State: workflows.RunRunning, Seq: 1, StartedAt: &old}
+	ghost := runstate.Status{RunID: "ghost-run", Project: s.project, Workflow: runstate.PipelineWorkflowName, State: runstate.Running, Seq: 1, StartedAt: &old}
 	require.NoError(t, s.store.MirrorRun(context.Background(), ghost))
 	conn, err := pgx.Connect(context.Background(), s.cfg.DatabaseURL)
 	require.NoError(t, err)

@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -397,7 +398,7 @@ func TestKubeInvalidSpecsFailOnceWithClearErrors(t *testing.T) {
 	id := "invalid-specs-" + e.cluster
 	_, err := e.temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
 		ID: id, TaskQueue: e.cfg.TaskQueue,
-		TypedSearchAttributes: temporal.NewSearchAttributes(temporal.NewSearchAttributeKeyKeyword(workflows.SAProject).ValueSet(e.project)),
+		TypedSearchAttributes: temporal.NewSearchAttributes(temporal.NewSearchAttributeKeyKeyword(runstate.SAProject).ValueSet(e.project)),
 	}, "test.InvalidSpecs", struct{}{})
 	require.NoError(t, err)
 	r := e.waitTerminal(id, 60*time.Second)

@@ -18,7 +18,7 @@ import (
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/examples/gopipeline"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // exitPipeline blocks in its step until cancelled; its exit handler
@@ -103,7 +103,7 @@ func (s *stack) startCleanupRun(id string, in gopipeline.CleanupInput) string {
 	s.t.Helper()
 	_, err := s.temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
 		ID: id, TaskQueue: s.cfg.TaskQueue,
-		TypedSearchAttributes: temporal.NewSearchAttributes(temporal.NewSearchAttributeKeyKeyword(workflows.SAProject).ValueSet(s.project)),
+		TypedSearchAttributes: temporal.NewSearchAttributes(temporal.NewSearchAttributeKeyKeyword(runstate.SAProject).ValueSet(s.project)),
 	}, gopipeline.CleanupName, in)
 	require.NoError(s.t, err)
 	return id

@@ -20,7 +20,7 @@ import (
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/telemetry"
 	"github.com/atelier-ml/atelier/internal/telemetry/telemetrytest"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // listed is the workflow IDs `temporal workflow list --query q` prints,
@@ -232,8 +232,8 @@ steps:
 		}
 		assert.True(t, v.Has(name), "Temporal SDK metric %s is exported", name)
 	}
-	assert.Equal(t, 1.0, v.Sum("temporal_workflow_completed_total", "workflow_type", workflows.PipelineWorkflowName), "the SDK counted the pipeline workflows' ends")
-	assert.Equal(t, 1.0, v.Sum("temporal_workflow_failed_total", "workflow_type", workflows.PipelineWorkflowName))
+	assert.Equal(t, 1.0, v.Sum("temporal_workflow_completed_total", "workflow_type", runstate.PipelineWorkflowName), "the SDK counted the pipeline workflows' ends")
+	assert.Equal(t, 1.0, v.Sum("temporal_workflow_failed_total", "workflow_type", runstate.PipelineWorkflowName))
 	if t.Failed() {
 		for k := range v {
 			if strings.HasPrefix(k, "temporal_workflow") {

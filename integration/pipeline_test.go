@@ -18,7 +18,7 @@ import (
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/examples/gopipeline"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 func readExample(t *testing.T) []byte {
@@ -54,7 +54,7 @@ func TestDeclarativePipelineEndToEnd(t *testing.T) {
 	// Findable in Temporal by search attributes (what the UI and CLI use).
 	require.Eventually(t, func() bool {
 		resp, err := s.temporal.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{Query: fmt.Sprintf(
-			"%s = '%s' AND %s = 'SUCCEEDED' AND WorkflowId = '%s'", workflows.SAProject, s.project, workflows.SAState, id)})
+			"%s = '%s' AND %s = 'SUCCEEDED' AND WorkflowId = '%s'", runstate.SAProject, s.project, runstate.SAState, id)})
 		return err == nil && len(resp.Executions) == 1
 	}, 20*time.Second, 200*time.Millisecond)
 }
@@ -71,7 +71,7 @@ func TestGoPipelineThroughRESTAndSDK(t *testing.T) {
 	// REST API, in the project named by its search attribute.
 	run, err := s.temporal.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
 		ID: "sdk-" + id, TaskQueue: s.cfg.TaskQueue,
-		TypedSearchAttributes: temporal.NewSearchAttributes(temporal.NewSearchAttributeKeyKeyword(workflows.SAProject).ValueSet(s.project)),
+		TypedSearchAttributes: temporal.NewSearchAttributes(temporal.NewSearchAttributeKeyKeyword(runstate.SAProject).ValueSet(s.project)),
 	}, gopipeline.Name, gopipeline.Input{Dataset: "iris", LearningRates: []float64{0.2}, Threshold: 0.99})
 	require.NoError(t, err)
 	var res gopipeline.Result

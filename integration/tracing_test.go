@@ -11,7 +11,7 @@ import (
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/telemetry"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // A declarative run started through REST is one trace: the gateway's
@@ -32,7 +32,7 @@ steps:
 
 	// The run's row says SUCCEEDED once the mirror activity ran; the
 	// RunWorkflow span ends when the workflow's last task completes.
-	runWorkflow := "RunWorkflow:" + workflows.PipelineWorkflowName
+	runWorkflow := "RunWorkflow:" + runstate.PipelineWorkflowName
 	var spans tracetest.SpanStubs
 	require.Eventually(t, func() bool {
 		spans = exp.GetSpans()
@@ -50,7 +50,7 @@ steps:
 	}
 	// The leaf: a RunActivity of the step's container activity, whose
 	// ancestors must be, nearest first, these.
-	chain := []string{"StartActivity:", runWorkflow, "StartWorkflow:" + workflows.PipelineWorkflowName, "POST /v1/projects/:project/runs"}
+	chain := []string{"StartActivity:", runWorkflow, "StartWorkflow:" + runstate.PipelineWorkflowName, "POST /v1/projects/:project/runs"}
 	var leaf *tracetest.SpanStub
 	for _, sp := range spans {
 		if !strings.HasPrefix(sp.Name, "RunActivity:") {

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // Application error types of a refused UpdateApproval, which the gateway
@@ -47,18 +48,18 @@ func (r *Run) Approval(ctx workflow.Context, name string, a pipeline.ApprovalSte
 // gives a reason to stop waiting. The wait is a durable condition on the
 // step's status, which the update handler sets; it holds no activity or
 // worker slot.
-func (r *Run) runApproval(ctx workflow.Context, st *StepStatus, a *pipeline.ApprovalStep, timeout time.Duration, stop func() string) (Outputs, error) {
+func (r *Run) runApproval(ctx workflow.Context, st *runstate.StepStatus, a *pipeline.ApprovalStep, timeout time.Duration, stop func() string) (Outputs, error) {
 	if a == nil {
 		a = &pipeline.ApprovalStep{}
 	}
 	now := workflow.Now(ctx)
-	ap := &ApprovalStatus{Message: a.Message, Roles: a.DeciderRoles(), CommentRequired: a.CommentRequired}
+	ap := &runstate.ApprovalStatus{Message: a.Message, Roles: a.DeciderRoles(), CommentRequired: a.CommentRequired}
 	if timeout > 0 {
 		deadline := now.Add(timeout)
 		ap.Deadline = &deadline
 		ap.OnTimeout = string(onTimeout(a))
 	}
-	st.StartedAt, st.State, st.Approval = &now, StepWaitingForApproval, ap
+	st.StartedAt, st.State, st.Approval = &now, runstate.StepWaitingForApproval, ap
 	r.countStepStarted(st)
 	st.Message = "waiting for approval by a token with role " + strings.Join(ap.Roles, " or ")
 	r.notice(st)
@@ -80,7 +81,7 @@ func (r *Run) runApproval(ctx workflow.Context, st *StepStatus, a *pipeline.Appr
 		_ = workflow.Await(ctx, done) // cancellation is read from ctx below
 	}
 	if why := stopped(); why != "" && ctx.Err() == nil && !decided() {
-		r.endStep(st, StepCancelled, "", "stopped waiting for approval: "+why)
+		r.endStep(st, runstate.StepCancelled, "", "stopped waiting for approval: "+why)
 		return nil, errCancelled
 	}
 	if ctx.Err() != nil || !decided() {
@@ -88,17 +89,17 @@ func (r *Run) runApproval(ctx workflow.Context, st *StepStatus, a *pipeline.Appr
 		if r.deadline {
 			why = "pipeline deadline exceeded while waiting for approval"
 		}
-		r.endStep(st, StepCancelled, "", why)
+		r.endStep(st, runstate.StepCancelled, "", why)
 		return nil, errCancelled
 	}
-	out := Outputs{"approved": ap.Decision == ApprovalApproved, "approver": ap.Approver, "comment": ap.Comment}
-	if ap.Decision == ApprovalApproved {
+	out := Outputs{"approved": ap.Decision == runstate.ApprovalApproved, "approver": ap.Approver, "comment": ap.Comment}
+	if ap.Decision == runstate.ApprovalApproved {
 		st.Outputs = map[string]any(out)
-		r.endStep(st, StepSucceeded, "", decisionSummary(ap))
+		r.endStep(st, runstate.StepSucceeded, "", decisionSummary(ap))
 		return out, nil
 	}
 	msg := decisionSummary(ap)
-	r.endStep(st, StepFailed, msg, msg)
+	r.endStep(st, runstate.StepFailed, msg, msg)
 	return nil, &StepError{Step: st.Name, Message: msg}
 }
 
@@ -109,18 +110,18 @@ func onTimeout(a *pipeline.ApprovalStep) pipeline.ApprovalOutcome {
 	return a.OnTimeout
 }
 
-func (r *Run) decideOnTimeout(st *StepStatus, a *pipeline.ApprovalStep) {
+func (r *Run) decideOnTimeout(st *runstate.StepStatus, a *pipeline.ApprovalStep) {
 	now := workflow.Now(r.root)
 	ap := st.Approval
-	ap.Decision, ap.DecidedAt, ap.TimedOut = ApprovalRejected, &now, true
+	ap.Decision, ap.DecidedAt, ap.TimedOut = runstate.ApprovalRejected, &now, true
 	if onTimeout(a) == pipeline.ApprovalApprove {
-		ap.Decision = ApprovalApproved
+		ap.Decision = runstate.ApprovalApproved
 	}
 	r.touch()
 }
 
 // decisionSummary is the step's message (and error, when rejected).
-func decisionSummary(ap *ApprovalStatus) string {
+func decisionSummary(ap *runstate.ApprovalStatus) string {
 	s := string(ap.Decision) + " by " + ap.Approver
 	if ap.TimedOut {
 		s = string(ap.Decision) + " on timeout"
@@ -135,16 +136,16 @@ func decisionSummary(ap *ApprovalStatus) string {
 // refuses a decision before it reaches history: unknown step, step not
 // waiting (or already decided), role not allowed, comment missing.
 func (r *Run) registerApprovals(ctx workflow.Context) error {
-	err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateApproval,
-		func(ctx workflow.Context, req ApprovalRequest) (RunStatus, error) {
+	err := workflow.SetUpdateHandlerWithOptions(ctx, runstate.UpdateApproval,
+		func(ctx workflow.Context, req runstate.ApprovalRequest) (runstate.Status, error) {
 			// Checked again: a timeout may have decided since validation.
 			if err := r.checkApproval(req); err != nil {
-				return RunStatus{}, err
+				return runstate.Status{}, err
 			}
 			r.decide(ctx, req)
 			return r.Status(), nil
 		},
-		workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, req ApprovalRequest) error {
+		workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, req runstate.ApprovalRequest) error {
 			return r.checkApproval(req)
 		}})
 	if err != nil {
@@ -154,7 +155,7 @@ func (r *Run) registerApprovals(ctx workflow.Context) error {
 }
 
 // checkApproval says why req may not decide its step, or nil.
-func (r *Run) checkApproval(req ApprovalRequest) error {
+func (r *Run) checkApproval(req runstate.ApprovalRequest) error {
 	st := r.stepByName(req.Step)
 	if st == nil {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("run has no step %q", req.Step), ErrTypeApprovalUnknownStep, nil)
@@ -168,7 +169,7 @@ func (r *Run) checkApproval(req ApprovalRequest) error {
 		return notWaiting("step %q is a %s step, not an approval", st.Name, st.Kind)
 	case ap != nil && ap.Decision != "":
 		return notWaiting("step %q was already decided: %s", st.Name, decisionSummary(ap))
-	case st.State != StepWaitingForApproval:
+	case st.State != runstate.StepWaitingForApproval:
 		return notWaiting("step %q is %s, not waiting for approval", st.Name, st.State)
 	case !slices.Contains(ap.Roles, req.Role):
 		return temporal.NewNonRetryableApplicationError(
@@ -181,12 +182,12 @@ func (r *Run) checkApproval(req ApprovalRequest) error {
 }
 
 // decide records a checked decision; the step's coroutine ends the step.
-func (r *Run) decide(ctx workflow.Context, req ApprovalRequest) {
+func (r *Run) decide(ctx workflow.Context, req runstate.ApprovalRequest) {
 	ap := r.stepByName(req.Step).Approval
 	now := workflow.Now(ctx)
-	ap.Decision = ApprovalRejected
+	ap.Decision = runstate.ApprovalRejected
 	if req.Approve {
-		ap.Decision = ApprovalApproved
+		ap.Decision = runstate.ApprovalApproved
 	}
 	ap.Approver, ap.ApproverID, ap.ApproverRole = req.Approver, req.ApproverID, req.Role
 	ap.Comment, ap.DecidedAt = req.Comment, &now

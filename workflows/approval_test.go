@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows"
 )
 
@@ -29,10 +30,10 @@ steps:
 
 // decide sends UpdateApproval at workflow time at and returns where its
 // outcome lands: the validator's refusal, or the handler's result.
-func decide(env *testsuite.TestWorkflowEnvironment, at time.Duration, req workflows.ApprovalRequest) *updateOutcome {
+func decide(env *testsuite.TestWorkflowEnvironment, at time.Duration, req runstate.ApprovalRequest) *updateOutcome {
 	out := &updateOutcome{}
 	env.RegisterDelayedCallback(func() {
-		env.UpdateWorkflow(workflows.UpdateApproval, fmt.Sprintf("%s-%v", req.Approver, at), &testsuite.TestUpdateCallback{
+		env.UpdateWorkflow(runstate.UpdateApproval, fmt.Sprintf("%s-%v", req.Approver, at), &testsuite.TestUpdateCallback{
 			OnReject:   func(err error) { out.rejected = err },
 			OnAccept:   func() {},
 			OnComplete: func(v any, err error) { out.result, out.err = v, err },
@@ -51,19 +52,19 @@ func errType(err error) string {
 
 func TestApprovalRefusalsThenApproval(t *testing.T) {
 	env, rt, _ := newEnv(t)
-	var waiting workflows.StepStatus
+	var waiting runstate.StepStatus
 	env.RegisterDelayedCallback(func() { waiting = stepNamed(t, status(t, env), "gate") }, time.Minute)
-	unknown := decide(env, 2*time.Minute, workflows.ApprovalRequest{Step: "nope", Approve: true, Role: "admin", Approver: "a"})
-	notApproval := decide(env, 3*time.Minute, workflows.ApprovalRequest{Step: "train", Approve: true, Role: "admin", Approver: "b"})
-	viewer := decide(env, 4*time.Minute, workflows.ApprovalRequest{Step: "gate", Approve: true, Comment: "lgtm", Role: "viewer", Approver: "c"})
-	noComment := decide(env, 5*time.Minute, workflows.ApprovalRequest{Step: "gate", Approve: true, Role: "editor", Approver: "d"})
-	editor := decide(env, 6*time.Minute, workflows.ApprovalRequest{Step: "gate", Approve: true, Comment: "lgtm", Role: "editor", Approver: "alice", ApproverID: "tok-1"})
-	again := decide(env, 6*time.Minute, workflows.ApprovalRequest{Step: "gate", Approve: false, Comment: "no", Role: "admin", Approver: "e"})
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, input(t, approvalPipeline, nil))
+	unknown := decide(env, 2*time.Minute, runstate.ApprovalRequest{Step: "nope", Approve: true, Role: "admin", Approver: "a"})
+	notApproval := decide(env, 3*time.Minute, runstate.ApprovalRequest{Step: "train", Approve: true, Role: "admin", Approver: "b"})
+	viewer := decide(env, 4*time.Minute, runstate.ApprovalRequest{Step: "gate", Approve: true, Comment: "lgtm", Role: "viewer", Approver: "c"})
+	noComment := decide(env, 5*time.Minute, runstate.ApprovalRequest{Step: "gate", Approve: true, Role: "editor", Approver: "d"})
+	editor := decide(env, 6*time.Minute, runstate.ApprovalRequest{Step: "gate", Approve: true, Comment: "lgtm", Role: "editor", Approver: "alice", ApproverID: "tok-1"})
+	again := decide(env, 6*time.Minute, runstate.ApprovalRequest{Step: "gate", Approve: false, Comment: "no", Role: "admin", Approver: "e"})
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, input(t, approvalPipeline, nil))
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 
-	assert.Equal(t, workflows.StepWaitingForApproval, waiting.State)
+	assert.Equal(t, runstate.StepWaitingForApproval, waiting.State)
 	require.NotNil(t, waiting.Approval)
 	assert.Equal(t, []string{"editor", "admin"}, waiting.Approval.Roles)
 	assert.Equal(t, "ship m1?", waiting.Approval.Message, "the message is rendered")
@@ -80,10 +81,10 @@ func TestApprovalRefusalsThenApproval(t *testing.T) {
 	assert.Contains(t, again.rejected.Error(), `step "gate" was already decided: approved by alice: lgtm`)
 
 	s := status(t, env)
-	assert.Equal(t, workflows.RunSucceeded, s.State)
+	assert.Equal(t, runstate.Succeeded, s.State)
 	gate := stepNamed(t, s, "gate")
-	assert.Equal(t, workflows.StepSucceeded, gate.State)
-	assert.Equal(t, workflows.ApprovalApproved, gate.Approval.Decision)
+	assert.Equal(t, runstate.StepSucceeded, gate.State)
+	assert.Equal(t, runstate.ApprovalApproved, gate.Approval.Decision)
 	assert.Equal(t, "alice", gate.Approval.Approver)
 	assert.Equal(t, "tok-1", gate.Approval.ApproverID)
 	assert.Equal(t, "editor", gate.Approval.ApproverRole)
@@ -91,41 +92,41 @@ func TestApprovalRefusalsThenApproval(t *testing.T) {
 	assert.NotNil(t, gate.Approval.DecidedAt)
 	assert.Equal(t, map[string]any{"approved": true, "approver": "alice", "comment": "lgtm"}, gate.Outputs)
 	assert.Equal(t, "approved by alice: lgtm", gate.Message)
-	assert.Equal(t, workflows.StepSucceeded, stepNamed(t, s, "deploy").State)
-	assert.Equal(t, workflows.StepSkipped, stepNamed(t, s, "on-reject").State)
+	assert.Equal(t, runstate.StepSucceeded, stepNamed(t, s, "deploy").State)
+	assert.Equal(t, runstate.StepSkipped, stepNamed(t, s, "on-reject").State)
 	assert.Contains(t, rt.commands(), "ok deploy")
 }
 
 func TestApprovalRejectedFailsTheRun(t *testing.T) {
 	env, rt, _ := newEnv(t)
-	decide(env, time.Minute, workflows.ApprovalRequest{Step: "gate", Approve: false, Comment: "metrics regressed", Role: "admin", Approver: "bob"})
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, input(t, approvalPipeline, nil))
+	decide(env, time.Minute, runstate.ApprovalRequest{Step: "gate", Approve: false, Comment: "metrics regressed", Role: "admin", Approver: "bob"})
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, input(t, approvalPipeline, nil))
 	require.True(t, env.IsWorkflowCompleted())
 	require.Error(t, env.GetWorkflowError())
 	s := status(t, env)
-	assert.Equal(t, workflows.RunFailed, s.State)
+	assert.Equal(t, runstate.Failed, s.State)
 	assert.Equal(t, `step "gate" failed: rejected by bob: metrics regressed`, s.Error)
 	gate := stepNamed(t, s, "gate")
-	assert.Equal(t, workflows.StepFailed, gate.State)
-	assert.Equal(t, workflows.ApprovalRejected, gate.Approval.Decision)
-	assert.Equal(t, workflows.StepSkipped, stepNamed(t, s, "deploy").State)
-	assert.Equal(t, workflows.StepSucceeded, stepNamed(t, s, "on-reject").State, "anyFailed reacts to the rejection")
+	assert.Equal(t, runstate.StepFailed, gate.State)
+	assert.Equal(t, runstate.ApprovalRejected, gate.Approval.Decision)
+	assert.Equal(t, runstate.StepSkipped, stepNamed(t, s, "deploy").State)
+	assert.Equal(t, runstate.StepSucceeded, stepNamed(t, s, "on-reject").State, "anyFailed reacts to the rejection")
 	assert.Contains(t, rt.commands(), "ok on-reject")
 }
 
 func TestApprovalTimeout(t *testing.T) {
 	for _, tc := range []struct {
 		onTimeout string
-		want      workflows.RunState
-		decision  workflows.ApprovalDecision
+		want      runstate.State
+		decision  runstate.ApprovalDecision
 	}{
-		{"approve", workflows.RunSucceeded, workflows.ApprovalApproved},
-		{"reject", workflows.RunFailed, workflows.ApprovalRejected},
-		{"", workflows.RunFailed, workflows.ApprovalRejected},
+		{"approve", runstate.Succeeded, runstate.ApprovalApproved},
+		{"reject", runstate.Failed, runstate.ApprovalRejected},
+		{"", runstate.Failed, runstate.ApprovalRejected},
 	} {
 		t.Run("onTimeout="+tc.onTimeout, func(t *testing.T) {
 			env, _, _ := newEnv(t)
-			env.ExecuteWorkflow(workflows.PipelineWorkflowName, input(t, fmt.Sprintf(`
+			env.ExecuteWorkflow(runstate.PipelineWorkflowName, input(t, fmt.Sprintf(`
 steps:
   - {name: gate, kind: approval, timeout: 1h, approval: {onTimeout: %q}}
 `, tc.onTimeout), nil))
@@ -145,15 +146,15 @@ steps:
 func TestApprovalCancelledWhileWaiting(t *testing.T) {
 	env, _, _ := newEnv(t)
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(workflows.SignalCancel, workflows.CancelRequest{Reason: "not today", Requester: "test"})
+		env.SignalWorkflow(runstate.SignalCancel, runstate.CancelRequest{Reason: "not today", Requester: "test"})
 	}, time.Minute)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, input(t, approvalPipeline, nil))
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, input(t, approvalPipeline, nil))
 	require.True(t, env.IsWorkflowCompleted())
 	require.True(t, temporal.IsCanceledError(env.GetWorkflowError()))
 	s := status(t, env)
-	assert.Equal(t, workflows.RunCancelled, s.State)
+	assert.Equal(t, runstate.Cancelled, s.State)
 	gate := stepNamed(t, s, "gate")
-	assert.Equal(t, workflows.StepCancelled, gate.State)
+	assert.Equal(t, runstate.StepCancelled, gate.State)
 	assert.Equal(t, "run cancelled while waiting for approval", gate.Message)
 	assert.Empty(t, gate.Approval.Decision)
 }
@@ -162,7 +163,7 @@ func TestApprovalCancelledWhileWaiting(t *testing.T) {
 // the approval stops, CANCELLED with the failure as the reason.
 func TestApprovalStopsWhenTheRunFails(t *testing.T) {
 	env, _, _ := newEnv(t)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, input(t, `
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, input(t, `
 steps:
   - {name: gate, kind: approval}
   - {name: train, container: {command: ["fail"]}}
@@ -170,11 +171,11 @@ steps:
 `, nil))
 	require.True(t, env.IsWorkflowCompleted())
 	s := status(t, env)
-	assert.Equal(t, workflows.RunFailed, s.State)
+	assert.Equal(t, runstate.Failed, s.State)
 	gate := stepNamed(t, s, "gate")
-	assert.Equal(t, workflows.StepCancelled, gate.State)
+	assert.Equal(t, runstate.StepCancelled, gate.State)
 	assert.Equal(t, `stopped waiting for approval: step "train" failed: command exited with code 3`, gate.Message)
-	assert.Equal(t, workflows.StepSucceeded, stepNamed(t, s, "cleanup").State)
+	assert.Equal(t, runstate.StepSucceeded, stepNamed(t, s, "cleanup").State)
 }
 
 // The native Go API: Run.Approval waits for the same update.
@@ -189,8 +190,8 @@ func TestGoPipelineApproval(t *testing.T) {
 		return run.End(out, err)
 	}
 	env.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: "go-approval"})
-	editor := decide(env, time.Minute, workflows.ApprovalRequest{Step: "gate", Approve: true, Role: "editor", Approver: "e"})
-	decide(env, 2*time.Minute, workflows.ApprovalRequest{Step: "gate", Approve: true, Role: "admin", Approver: "root"})
+	editor := decide(env, time.Minute, runstate.ApprovalRequest{Step: "gate", Approve: true, Role: "editor", Approver: "e"})
+	decide(env, 2*time.Minute, runstate.ApprovalRequest{Step: "gate", Approve: true, Role: "admin", Approver: "root"})
 	env.ExecuteWorkflow("go-approval")
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())

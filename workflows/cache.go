@@ -15,6 +15,7 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // Step caching across runs. A step (or forEach item) with caching on is
@@ -24,9 +25,6 @@ import (
 // source run, step and attempt, the same state a retry's reuse gives
 // (CachedFrom says where either came from). Steps without caching never
 // reach this file.
-
-// CacheSource says which execution produced a reused result.
-type CacheSource = activities.CacheSource
 
 // versionStepCache guards step caching (workflow.GetVersion change ID;
 // never reuse it). It is asked only when a cached step is about to run,
@@ -70,7 +68,7 @@ func (r *Run) stepCacheOn() bool {
 // CACHED with the stored outputs; a miss runs it (runUncached) and stores the
 // outputs once it succeeded. A lookup or store that fails never fails the
 // step: the step runs (or keeps its result) and the run gets a warning.
-func (r *Run) runCached(ctx workflow.Context, st *StepStatus, stepName string, item *int, w stepWork, cfg stepConfig, opts []StepOption) (Outputs, error) {
+func (r *Run) runCached(ctx workflow.Context, st *runstate.StepStatus, stepName string, item *int, w stepWork, cfg stepConfig, opts []StepOption) (Outputs, error) {
 	key, warning := cacheKey(stepName, w, cfg, r.sharedRayTemplate(w))
 	st.CacheKey = key
 	if warning != "" {
@@ -89,7 +87,7 @@ func (r *Run) runCached(ctx workflow.Context, st *StepStatus, stepName string, i
 		}).Get(lctx, &res)
 		switch {
 		case ctx.Err() != nil:
-			r.endStep(st, StepCancelled, "", "run cancelled")
+			r.endStep(st, runstate.StepCancelled, "", "run cancelled")
 			return nil, errCancelled
 		case err != nil:
 			r.warnOnce(fmt.Sprintf("step cache lookup failed (%s); steps ran instead", stepErrMessage(err)))
@@ -99,7 +97,7 @@ func (r *Run) runCached(ctx workflow.Context, st *StepStatus, stepName string, i
 			st.Outputs = res.Outputs
 			src := res.Source
 			st.CachedFrom = &src
-			r.endStep(st, StepCached, "", reusedMessage(&src))
+			r.endStep(st, runstate.StepCached, "", reusedMessage(&src))
 			return res.Outputs, nil
 		}
 	}
@@ -113,7 +111,7 @@ func (r *Run) runCached(ctx workflow.Context, st *StepStatus, stepName string, i
 	}
 	req := activities.CacheStoreRequest{
 		Project: r.status.Project, Key: key, Pipeline: pipeline,
-		Source:  CacheSource{Run: r.status.RunID, Step: stepName, Item: item, Attempt: st.Attempts[len(st.Attempts)-1].Number},
+		Source:  runstate.CacheSource{Run: r.status.RunID, Step: stepName, Item: item, Attempt: st.Attempts[len(st.Attempts)-1].Number},
 		Outputs: out, TTL: cfg.cache.TTL.D(),
 	}
 	// Stored beside what follows, not before it: the step's successors
@@ -142,7 +140,7 @@ func (r *Run) awaitCacheStores(ctx workflow.Context) {
 
 // reusedMessage is the message of a CACHED step: where its outputs come
 // from. A retry's reuse and a cache hit read alike.
-func reusedMessage(src *CacheSource) string {
+func reusedMessage(src *runstate.CacheSource) string {
 	msg := "reused from run " + src.Run
 	if src.Step == "" {
 		return msg

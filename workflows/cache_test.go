@@ -17,6 +17,7 @@ import (
 	"github.com/atelier-ml/atelier/activities/stepcache"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows"
 )
 
@@ -68,13 +69,13 @@ func (m *memCache) steps() map[string]int {
 
 // runCached runs in as run id against cache and returns its status and
 // the commands that ran.
-func runCached(t *testing.T, cache *memCache, id string, in workflows.PipelineInput) (workflows.RunStatus, []string, error) {
+func runCached(t *testing.T, cache *memCache, id string, in workflows.PipelineInput) (runstate.Status, []string, error) {
 	t.Helper()
 	env, rt, _ := newEnv(t)
 	stepcache.New(cache, time.Now).Register(env)
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: id})
 	in.RunID = id
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, in)
 	require.True(t, env.IsWorkflowCompleted())
 	return status(t, env), rt.commands(), env.GetWorkflowError()
 }
@@ -107,7 +108,7 @@ func TestStepCacheHitAfterAnIdenticalRunMissAfterAChangedEnv(t *testing.T) {
 	second, ran, err := runCached(t, cache, "run-2", input(t, cachedPipeline, nil))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"ok acc=0.9"}, ran, "only the uncached step runs")
-	assert.Equal(t, map[string]workflows.StepState{"prepare": workflows.StepCached, "train": workflows.StepCached, "report": workflows.StepSucceeded}, stepStates(second))
+	assert.Equal(t, map[string]runstate.StepState{"prepare": runstate.StepCached, "train": runstate.StepCached, "report": runstate.StepSucceeded}, stepStates(second))
 	train := second.Steps[1]
 	require.NotNil(t, train.CachedFrom)
 	assert.Equal(t, "run-1", train.CachedFrom.Run)
@@ -123,8 +124,8 @@ func TestStepCacheHitAfterAnIdenticalRunMissAfterAChangedEnv(t *testing.T) {
 	third, ran, err := runCached(t, cache, "run-3", input(t, cachedPipeline, map[string]any{"lr": 0.2}))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"ok acc=0.9", "ok acc=0.9"}, ran)
-	assert.Equal(t, workflows.StepCached, third.Steps[0].State)
-	assert.Equal(t, workflows.StepSucceeded, third.Steps[1].State)
+	assert.Equal(t, runstate.StepCached, third.Steps[0].State)
+	assert.Equal(t, runstate.StepSucceeded, third.Steps[1].State)
 	assert.NotEqual(t, first.Steps[1].CacheKey, third.Steps[1].CacheKey)
 
 	// Another project never sees these entries.
@@ -133,7 +134,7 @@ func TestStepCacheHitAfterAnIdenticalRunMissAfterAChangedEnv(t *testing.T) {
 	other, ran, err := runCached(t, cache, "run-4", in)
 	require.NoError(t, err)
 	assert.Len(t, ran, 3, "project p2 runs everything")
-	assert.Equal(t, workflows.StepSucceeded, other.Steps[0].State)
+	assert.Equal(t, runstate.StepSucceeded, other.Steps[0].State)
 }
 
 func TestStepCacheForEachIsPerItem(t *testing.T) {
@@ -155,8 +156,8 @@ steps:
 	require.NoError(t, err)
 	assert.Equal(t, []string{"ok v=3"}, ran, "only the new item runs")
 	fan := s.Steps[0]
-	assert.Equal(t, workflows.StepSucceeded, fan.State)
-	assert.Equal(t, workflows.StepCached, fan.Items[0].State)
+	assert.Equal(t, runstate.StepSucceeded, fan.State)
+	assert.Equal(t, runstate.StepCached, fan.Items[0].State)
 	require.NotNil(t, fan.Items[1].CachedFrom)
 	assert.Equal(t, 1, *fan.Items[1].CachedFrom.Item)
 	assert.Equal(t, []any{map[string]any{"v": 1.0}, map[string]any{"v": 2.0}, map[string]any{"v": 3.0}}, fan.Outputs)
@@ -165,7 +166,7 @@ steps:
 	s, ran, err = runCached(t, cache, "run-3", input(t, spec("[3, 1]"), nil))
 	require.NoError(t, err)
 	assert.Empty(t, ran)
-	assert.Equal(t, workflows.StepCached, s.Steps[0].State)
+	assert.Equal(t, runstate.StepCached, s.Steps[0].State)
 	assert.Equal(t, "run-2", s.Steps[0].Items[0].CachedFrom.Run, "item 3 came from run-2, whatever its index now")
 }
 
@@ -187,7 +188,7 @@ steps:
 	for _, e := range cache.entries {
 		assert.Equal(t, 2, e.Attempt, "the successful attempt is the source")
 	}
-	assert.Equal(t, workflows.StepFailed, s.Steps[1].State)
+	assert.Equal(t, runstate.StepFailed, s.Steps[1].State)
 
 	// The failed step runs again in the next run.
 	_, ran, _ := runCached(t, cache, "run-2", input(t, yaml, nil))
@@ -228,7 +229,7 @@ func TestStepCacheFailureRunsTheStep(t *testing.T) {
 	s, ran, err := runCached(t, cache, "run-1", input(t, cachedPipeline, nil))
 	require.NoError(t, err, "a cache that fails never fails the run")
 	assert.Len(t, ran, 3)
-	assert.Equal(t, workflows.RunSucceeded, s.State)
+	assert.Equal(t, runstate.Succeeded, s.State)
 	joined := strings.Join(s.Warnings, "\n")
 	assert.Contains(t, joined, "step cache lookup failed")
 	assert.Contains(t, joined, "storing a step's result in the cache failed")
@@ -254,7 +255,7 @@ steps:
 	s, ran, err := runCached(t, cache, "run-2", input(t, yaml, nil))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"ok"}, ran, "an expired entry is a miss")
-	assert.Equal(t, workflows.StepSucceeded, s.Steps[0].State)
+	assert.Equal(t, runstate.StepSucceeded, s.Steps[0].State)
 }
 
 // Ray and spark steps (and a ray step on a shared RayCluster) cache like
@@ -280,13 +281,13 @@ steps:
     dependsOn: [train]
     ray: {entrypoint: python eval.py, cluster: shared}
 `)
-	run := func(id string) (workflows.RunStatus, []string) {
+	run := func(id string) (runstate.Status, []string) {
 		env, _, _ := newEnv(t)
 		fc := &fakeClusters{}
 		fc.register(env)
 		stepcache.New(cache, time.Now).Register(env)
 		env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: id})
-		env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+		env.ExecuteWorkflow(runstate.PipelineWorkflowName, in)
 		require.True(t, env.IsWorkflowCompleted())
 		require.NoError(t, env.GetWorkflowError())
 		return status(t, env), fc.calls
@@ -301,7 +302,7 @@ steps:
 	second, calls := run("run-2")
 	assert.Empty(t, calls, "nothing reached a cluster")
 	for _, st := range second.Steps {
-		assert.Equal(t, workflows.StepCached, st.State, st.Name)
+		assert.Equal(t, runstate.StepCached, st.State, st.Name)
 		assert.Equal(t, "run-1", st.CachedFrom.Run)
 		assert.Equal(t, map[string]any{"ok": true}, st.Outputs)
 	}
@@ -324,7 +325,7 @@ func goCachedPipeline(ctx workflow.Context, bypass bool) (string, error) {
 // Go pipelines cache with WithCache and bypass with RunOptions.CacheBypass.
 func TestStepCacheGoPipeline(t *testing.T) {
 	cache := &memCache{}
-	run := func(id string, bypass bool) (workflows.RunStatus, []string) {
+	run := func(id string, bypass bool) (runstate.Status, []string) {
 		env, rt, _ := newEnv(t)
 		stepcache.New(cache, time.Now).Register(env)
 		env.RegisterWorkflowWithOptions(goCachedPipeline, workflow.RegisterOptions{Name: "test.GoCached"})
@@ -338,7 +339,7 @@ func TestStepCacheGoPipeline(t *testing.T) {
 	assert.Equal(t, []string{"ok rows=7", "ok rows=7"}, ran)
 	s, ran := run("go-2", false)
 	assert.Equal(t, []string{"ok rows=7"}, ran, "prepare hit; report is not cached")
-	assert.Equal(t, workflows.StepCached, s.Steps[0].State)
+	assert.Equal(t, runstate.StepCached, s.Steps[0].State)
 	assert.Equal(t, "go-1", s.Steps[0].CachedFrom.Run)
 	for _, e := range cache.entries {
 		assert.Equal(t, "test.GoCached", e.Pipeline, "a Go pipeline's entries carry its workflow type")

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
@@ -42,7 +43,7 @@ func (r *Run) Pipeline(ctx workflow.Context, name string, c pipeline.ChildStep, 
 // "the newest" is decided now and recorded in history), checks the params
 // against it, and runs it as a child workflow whose ID derives from this
 // run, the step, the item and the attempt.
-func (r *Run) runChild(ctx workflow.Context, st *StepStatus, stepName string, item *int, c pipeline.ChildStep, cfg stepConfig) (Outputs, error) {
+func (r *Run) runChild(ctx workflow.Context, st *runstate.StepStatus, stepName string, item *int, c pipeline.ChildStep, cfg stepConfig) (Outputs, error) {
 	return r.runAttempts(ctx, st, cfg, func(actx workflow.Context, attempt int) (attemptOutcome, error) {
 		var out attemptOutcome
 		out.StartedAt = workflow.Now(actx)
@@ -84,7 +85,7 @@ func (r *Run) runChild(ctx workflow.Context, st *StepStatus, stepName string, it
 			Parent: &ParentRun{RunID: r.status.RunID, Step: parentStep, Depth: depth, Pipelines: chain, NotAfter: &notAfter},
 		}
 		a := &st.Attempts[len(st.Attempts)-1]
-		a.ChildRun = &ChildRun{RunID: id, Pipeline: c.Name, Version: res.Version}
+		a.ChildRun = &runstate.ChildRun{RunID: id, Pipeline: c.Name, Version: res.Version}
 		r.touch()
 
 		result, err := r.awaitChild(actx, in)
@@ -119,14 +120,14 @@ func (r *Run) awaitChild(ctx workflow.Context, in PipelineInput) (PipelineResult
 		// What the gateway sets on the runs it starts (runclient), so the
 		// child is found and shown like any run.
 		TypedSearchAttributes: temporal.NewSearchAttributes(
-			temporal.NewSearchAttributeKeyKeyword(SAProject).ValueSet(in.Project),
-			temporal.NewSearchAttributeKeyKeyword(SAPipeline).ValueSet(in.Pipeline),
-			temporal.NewSearchAttributeKeyKeyword(SAState).ValueSet(string(RunPending)),
+			temporal.NewSearchAttributeKeyKeyword(runstate.SAProject).ValueSet(in.Project),
+			temporal.NewSearchAttributeKeyKeyword(runstate.SAPipeline).ValueSet(in.Pipeline),
+			temporal.NewSearchAttributeKeyKeyword(runstate.SAState).ValueSet(string(runstate.Pending)),
 		),
-		Memo:          map[string]any{"project": in.Project, "workflow": PipelineWorkflowName, "pipeline": in.Pipeline},
+		Memo:          map[string]any{"project": in.Project, "workflow": runstate.PipelineWorkflowName, "pipeline": in.Pipeline},
 		StaticSummary: fmt.Sprintf("%s v%d · child of %s, step %s", in.Pipeline, in.Version, in.Parent.RunID, in.Parent.Step),
 	})
-	fut := workflow.ExecuteChildWorkflow(cctx, PipelineWorkflowName, in)
+	fut := workflow.ExecuteChildWorkflow(cctx, runstate.PipelineWorkflowName, in)
 
 	var res PipelineResult
 	done, signalled := false, false
@@ -146,7 +147,7 @@ func (r *Run) awaitChild(ctx workflow.Context, in PipelineInput) (PipelineResult
 			break // it never started; fut holds why
 		}
 		req := r.childCancelRequest()
-		if err := workflow.SignalExternalWorkflow(dctx, in.RunID, "", SignalCancel, req).Get(dctx, nil); err != nil {
+		if err := workflow.SignalExternalWorkflow(dctx, in.RunID, "", runstate.SignalCancel, req).Get(dctx, nil); err != nil {
 			workflow.GetLogger(ctx).Warn("could not signal the child run to cancel; it ends with its parent", "child", in.RunID, "error", err)
 		}
 	}
@@ -159,16 +160,16 @@ func (r *Run) awaitChild(ctx workflow.Context, in PipelineInput) (PipelineResult
 
 // childCancelRequest is the cancel signal a child run gets when its
 // parent stops: the parent's reason and requester, or its deadline.
-func (r *Run) childCancelRequest() CancelRequest {
+func (r *Run) childCancelRequest() runstate.CancelRequest {
 	now := workflow.Now(r.root)
 	if c := r.status.Cancel; c != nil {
-		return CancelRequest{Reason: fmt.Sprintf("parent run %s cancelled: %s", r.status.RunID, c.Reason), Requester: c.Requester, At: now}
+		return runstate.CancelRequest{Reason: fmt.Sprintf("parent run %s cancelled: %s", r.status.RunID, c.Reason), Requester: c.Requester, At: now}
 	}
 	why := r.status.Error
 	if why == "" {
 		why = "stopped"
 	}
-	return CancelRequest{Reason: fmt.Sprintf("parent run %s: %s", r.status.RunID, why), Requester: "atelier", At: now}
+	return runstate.CancelRequest{Reason: fmt.Sprintf("parent run %s: %s", r.status.RunID, why), Requester: "atelier", At: now}
 }
 
 // childError turns a child run's end into an attempt error: cancelled

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 
 	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/activity"
@@ -59,14 +60,14 @@ func (c *fakeCatalogue) resolve(_ context.Context, req activities.ResolvePipelin
 	return activities.ResolvePipelineResult{Version: v, Spec: vs[v-1]}, nil
 }
 
-func newChildEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeRuntime, *fakeCatalogue, func() map[string]workflows.RunStatus) {
+func newChildEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeRuntime, *fakeCatalogue, func() map[string]runstate.Status) {
 	env, rt, mirrored := newEnv(t)
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "run-1"})
 	cat := &fakeCatalogue{}
 	env.RegisterActivityWithOptions(cat.resolve, activity.RegisterOptions{Name: activities.ResolvePipelineName})
 	// The last mirrored status of every run, children included.
-	last := func() map[string]workflows.RunStatus {
-		out := map[string]workflows.RunStatus{}
+	last := func() map[string]runstate.Status {
+		out := map[string]runstate.Status{}
 		for _, s := range *mirrored {
 			if s.Seq >= out[s.RunID].Seq {
 				out[s.RunID] = s
@@ -103,7 +104,7 @@ steps:
 outputs:
   deployed: "{{ steps.deploy.outputs.got }}"
 `, nil)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, in)
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 	var res workflows.PipelineResult
@@ -111,20 +112,20 @@ outputs:
 	assert.Equal(t, map[string]any{"deployed": "m-iris@0.5"}, res.Outputs)
 
 	s := status(t, env)
-	assert.Equal(t, workflows.RunSucceeded, s.State)
+	assert.Equal(t, runstate.Succeeded, s.State)
 	assert.Equal(t, map[string]any{"deployed": "m-iris@0.5"}, s.Result, "the run's outputs are its result")
 	train := s.Steps[0]
-	assert.Equal(t, workflows.StepSucceeded, train.State)
+	assert.Equal(t, runstate.StepSucceeded, train.State)
 	assert.Equal(t, "pipeline", train.Kind)
 	assert.Equal(t, map[string]any{"model": "m-iris", "lr": 0.5}, train.Outputs, "typed: lr stays a number")
 	require.Len(t, train.Attempts, 1)
-	want := &workflows.ChildRun{RunID: "run-1.train.a1", Pipeline: "train", Version: 1}
+	want := &runstate.ChildRun{RunID: "run-1.train.a1", Pipeline: "train", Version: 1}
 	assert.Equal(t, want, train.Attempts[0].ChildRun)
 	assert.Contains(t, rt.commands(), "ok model=m-iris lr=0.5")
 	assert.Equal(t, []activities.ResolvePipelineRequest{{Project: "p1", Pipeline: "train"}}, cat.asked, "the run's own project, newest version")
 
 	child := last()["run-1.train.a1"]
-	assert.Equal(t, workflows.RunSucceeded, child.State)
+	assert.Equal(t, runstate.Succeeded, child.State)
 	assert.Equal(t, "p1", child.Project, "the parent's project")
 	assert.Equal(t, "train", child.Pipeline)
 	assert.Equal(t, 1, child.Version)
@@ -155,23 +156,23 @@ steps:
     pipeline: {name: broken}
   - {name: after, dependsOn: [sub], container: {command: [ok]}}
 `, nil)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, in)
 	require.True(t, env.IsWorkflowCompleted())
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, env.GetWorkflowError(), &appErr)
 	assert.Equal(t, workflows.ErrTypePipelineFailed, appErr.Type())
 
 	s := status(t, env)
-	assert.Equal(t, workflows.RunFailed, s.State)
+	assert.Equal(t, runstate.Failed, s.State)
 	sub := s.Steps[0]
-	assert.Equal(t, workflows.StepFailed, sub.State)
+	assert.Equal(t, runstate.StepFailed, sub.State)
 	require.Len(t, sub.Attempts, 2, "a retry is a new child run")
 	assert.Equal(t, "run-1.sub.a1", sub.Attempts[0].ChildRun.RunID)
 	assert.Equal(t, "run-1.sub.a2", sub.Attempts[1].ChildRun.RunID)
 	assert.Contains(t, sub.Error, "child run run-1.sub.a2 failed")
 	assert.Contains(t, sub.Error, `step "boom" failed`)
-	assert.Equal(t, workflows.StepSkipped, s.Steps[1].State)
-	assert.Equal(t, workflows.RunFailed, last()["run-1.sub.a1"].State)
+	assert.Equal(t, runstate.StepSkipped, s.Steps[1].State)
+	assert.Equal(t, runstate.Failed, last()["run-1.sub.a1"].State)
 }
 
 func TestPipelineStepBadReferencesFailAtOnce(t *testing.T) {
@@ -188,10 +189,10 @@ steps:
   - {name: badparam, kind: pipeline, retries: {limit: 3}, pipeline: {name: needs, params: {count: "{{ 1.5 }}"}}}
   - {name: badversion, kind: pipeline, pipeline: {name: needs, version: 9}}
 `, nil)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, in)
 	require.True(t, env.IsWorkflowCompleted())
 	s := status(t, env)
-	assert.Equal(t, workflows.RunFailed, s.State)
+	assert.Equal(t, runstate.Failed, s.State)
 	for i, want := range []string{
 		`pipeline "nope" not found in project "p1"`,
 		`pipeline "secret" not found in project "p1"`,
@@ -199,7 +200,7 @@ steps:
 		`pipeline "needs" not found`,
 	} {
 		st := s.Steps[i]
-		assert.Equal(t, workflows.StepFailed, st.State, st.Name)
+		assert.Equal(t, runstate.StepFailed, st.State, st.Name)
 		assert.Len(t, st.Attempts, 1, "%s: not retried", st.Name)
 		assert.Contains(t, st.Error, want, st.Name)
 	}
@@ -211,10 +212,10 @@ func TestPipelinesInACycleStopAtTheDepthLimit(t *testing.T) {
 	cat.add(t, "p1", "pong", `steps: [{name: call, kind: pipeline, pipeline: {name: ping}}]`)
 	in := input(t, `steps: [{name: call, kind: pipeline, pipeline: {name: ping}}]`, nil)
 	env.SetTestTimeout(time.Minute)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, in)
 	require.True(t, env.IsWorkflowCompleted())
 	s := status(t, env)
-	assert.Equal(t, workflows.RunFailed, s.State)
+	assert.Equal(t, runstate.Failed, s.State)
 	runs := last()
 	assert.Len(t, runs, 1+pipeline.MaxPipelineDepth, "the top run and 5 nested children")
 	deepest := "run-1" + strings.Repeat(".call.a1", pipeline.MaxPipelineDepth)
@@ -237,20 +238,20 @@ steps:
 			in := input(t, `steps: [{name: sub, kind: pipeline, pipeline: {name: long}}]`, nil)
 			env.RegisterDelayedCallback(func() {
 				if how == "signal" {
-					env.SignalWorkflow(workflows.SignalCancel, workflows.CancelRequest{Reason: "wrong data", Requester: "alice"})
+					env.SignalWorkflow(runstate.SignalCancel, runstate.CancelRequest{Reason: "wrong data", Requester: "alice"})
 				} else {
 					env.CancelWorkflow()
 				}
 			}, 2*time.Second)
-			env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+			env.ExecuteWorkflow(runstate.PipelineWorkflowName, in)
 			require.True(t, env.IsWorkflowCompleted())
 			assert.True(t, temporal.IsCanceledError(env.GetWorkflowError()), "got %v", env.GetWorkflowError())
 			s := status(t, env)
-			assert.Equal(t, workflows.RunCancelled, s.State)
-			assert.Equal(t, workflows.StepCancelled, s.Steps[0].State)
+			assert.Equal(t, runstate.Cancelled, s.State)
+			assert.Equal(t, runstate.StepCancelled, s.Steps[0].State)
 
 			child := last()["run-1.sub.a1"]
-			assert.Equal(t, workflows.RunCancelled, child.State, "the child ran its cleanup and ended CANCELLED")
+			assert.Equal(t, runstate.Cancelled, child.State, "the child ran its cleanup and ended CANCELLED")
 			require.NotNil(t, child.Cancel)
 			assert.Contains(t, child.Cancel.Reason, "parent run run-1 cancelled")
 			if how == "signal" {
@@ -270,12 +271,12 @@ steps: [{name: work, container: {command: [block]}}]
 `)
 	in := input(t, `steps: [{name: sub, kind: pipeline, timeout: 3s, pipeline: {name: long}}]`, nil)
 	env.SetTestTimeout(time.Minute)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, in)
 	require.True(t, env.IsWorkflowCompleted())
 	s := status(t, env)
-	assert.Equal(t, workflows.RunFailed, s.State)
+	assert.Equal(t, runstate.Failed, s.State)
 	child := last()["run-1.sub.a1"]
-	assert.Equal(t, workflows.RunFailed, child.State)
+	assert.Equal(t, runstate.Failed, child.State)
 	assert.Contains(t, child.Error, `the parent run run-1's deadline or its step "sub"'s timeout passed`)
 	assert.Contains(t, s.Steps[0].Error, "deadline exceeded")
 }
@@ -293,14 +294,14 @@ steps:
 		{Name: "train", Done: true, Outputs: map[string]any{"model": "m-old"}},
 		{Name: "fan", Items: []workflows.ReusedItem{{Index: 0, Item: "a", Outputs: map[string]any{"model": "m-a"}}}},
 	}}
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, in)
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 	s := status(t, env)
-	assert.Equal(t, workflows.StepCached, s.Steps[0].State)
+	assert.Equal(t, runstate.StepCached, s.Steps[0].State)
 	assert.Empty(t, s.Steps[0].Attempts)
-	assert.Equal(t, workflows.StepCached, s.Steps[1].Items[0].State)
-	assert.Equal(t, workflows.StepSucceeded, s.Steps[1].Items[1].State)
+	assert.Equal(t, runstate.StepCached, s.Steps[1].Items[0].State)
+	assert.Equal(t, runstate.StepSucceeded, s.Steps[1].Items[1].State)
 	assert.Equal(t, "run-1.fan.i1.a1", s.Steps[1].Items[1].Attempts[0].ChildRun.RunID)
 	assert.Equal(t, map[string]any{"m": "m-old"}, s.Steps[2].Outputs)
 	runs := last()
@@ -316,16 +317,16 @@ func TestAChildCancelledOnItsOwnFailsTheStep(t *testing.T) {
 	cat.add(t, "p1", "long", `steps: [{name: work, container: {command: [block]}}]`)
 	in := input(t, `steps: [{name: sub, kind: pipeline, retries: {limit: 2}, pipeline: {name: long}}]`, nil)
 	env.RegisterDelayedCallback(func() {
-		require.NoError(t, env.SignalWorkflowByID("run-1.sub.a1", workflows.SignalCancel, workflows.CancelRequest{Reason: "not needed", Requester: "bob"}))
+		require.NoError(t, env.SignalWorkflowByID("run-1.sub.a1", runstate.SignalCancel, runstate.CancelRequest{Reason: "not needed", Requester: "bob"}))
 	}, 2*time.Second)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, in)
 	require.True(t, env.IsWorkflowCompleted())
 	s := status(t, env)
-	assert.Equal(t, workflows.RunFailed, s.State)
-	assert.Equal(t, workflows.StepFailed, s.Steps[0].State)
+	assert.Equal(t, runstate.Failed, s.State)
+	assert.Equal(t, runstate.StepFailed, s.Steps[0].State)
 	assert.Len(t, s.Steps[0].Attempts, 1, "not retried")
 	assert.Contains(t, s.Steps[0].Error, "child run run-1.sub.a1 was cancelled")
-	assert.Equal(t, workflows.RunCancelled, last()["run-1.sub.a1"].State)
+	assert.Equal(t, runstate.Cancelled, last()["run-1.sub.a1"].State)
 }
 
 // goChildPipeline runs a stored pipeline from a native Go pipeline.
@@ -343,7 +344,7 @@ func TestGoPipelineRunsAChildPipeline(t *testing.T) {
 	env, _, cat, last := newChildEnv(t)
 	cat.add(t, "p1", "train", trainChild)
 	env.RegisterWorkflowWithOptions(goChildPipeline, workflow.RegisterOptions{Name: "test.GoChild"})
-	require.NoError(t, env.SetTypedSearchAttributesOnStart(temporal.NewSearchAttributes(temporal.NewSearchAttributeKeyKeyword(workflows.SAProject).ValueSet("p1"))))
+	require.NoError(t, env.SetTypedSearchAttributesOnStart(temporal.NewSearchAttributes(temporal.NewSearchAttributeKeyKeyword(runstate.SAProject).ValueSet("p1"))))
 	env.ExecuteWorkflow("test.GoChild", "mnist")
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
@@ -351,7 +352,7 @@ func TestGoPipelineRunsAChildPipeline(t *testing.T) {
 	require.NoError(t, env.GetWorkflowResult(&model))
 	assert.Equal(t, "m-mnist", model)
 	child := last()["run-1.train.a1"]
-	assert.Equal(t, workflows.RunSucceeded, child.State)
+	assert.Equal(t, runstate.Succeeded, child.State)
 	assert.Equal(t, "p1", child.Project)
 	assert.Equal(t, "run-1", child.ParentRun)
 	assert.Equal(t, "train", child.ParentStep)

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // maxDetailRows bounds the step table shown in the Temporal UI: the
@@ -56,7 +58,7 @@ func (r *Run) details() string {
 		if n := len(st.Items); n > 0 {
 			done := 0
 			for j := range st.Items {
-				if st.Items[j].State == StepSucceeded || st.Items[j].State == StepCached {
+				if st.Items[j].State == runstate.StepSucceeded || st.Items[j].State == runstate.StepCached {
 					done++
 				}
 			}

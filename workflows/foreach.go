@@ -9,7 +9,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // The Go API's forEach. A loop of Run.Container calls runs every item in
@@ -65,13 +67,13 @@ type ForEachResult struct {
 	// outputs stay in Postgres: read them with Run.Reduce.
 	Outputs []Outputs `json:"outputs,omitempty"`
 	// Wide locates the outputs of items that ran wide (nil otherwise).
-	Wide *WideRef `json:"wide,omitempty"`
+	Wide *runstate.WideRef `json:"wide,omitempty"`
 }
 
 // Reduce evaluates expr, an expression of the declarative language, over
 // the outputs of res's items, which it names steps.<res.Step>.outputs (a
 // list): "sum(map(steps.square.outputs, .v))". Outputs that ran wide are
-// read by an activity (RenderStepName) with its larger expression budget;
+// read by an activity (activities.RenderStepName) with its larger expression budget;
 // the result is at most spec.MaxOutputsBytes of JSON, as a pipeline's
 // outputs.
 func (r *Run) Reduce(ctx workflow.Context, res ForEachResult, expr string) (any, error) {
@@ -90,7 +92,7 @@ func (r *Run) Reduce(ctx workflow.Context, res ForEachResult, expr string) (any,
 		}
 		return out["value"], nil
 	}
-	out, err := r.renderOutputs(ctx, RenderRequest{PipelineOutputs: tmpl, Wide: map[string]WideRef{res.Step: *res.Wide}})
+	out, err := r.renderOutputs(ctx, activities.RenderRequest{PipelineOutputs: tmpl, Wide: map[string]runstate.WideRef{res.Step: *res.Wide}})
 	if err != nil {
 		return nil, fmt.Errorf("reducing the outputs of %s: %w", res.Step, err)
 	}
@@ -116,18 +118,18 @@ func (r *Run) ForEach(ctx workflow.Context, name string, items ForEachItems, c p
 	if err != nil {
 		now := workflow.Now(ctx)
 		st.StartedAt = &now
-		r.endStep(st, StepFailed, err.Error(), "")
+		r.endStep(st, runstate.StepFailed, err.Error(), "")
 		set.Set(nil, &StepError{Step: st.Name, Message: err.Error()})
 		return ForEachFuture{f: fut, name: st.Name}
 	}
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		in := &PipelineInput{Project: r.status.Project, Pipeline: r.status.Pipeline, Reuse: r.goReuse}
-		d := &dag{r: r, ctx: gctx, in: in, p: &pipeline.Spec{Steps: []pipeline.Step{step}}, steps: []*StepStatus{st}}
+		d := &dag{r: r, ctx: gctx, in: in, p: &pipeline.Spec{Steps: []pipeline.Step{step}}, steps: []*runstate.StepStatus{st}}
 		d.run()
 		switch st.State {
-		case StepSucceeded, StepCached:
+		case runstate.StepSucceeded, runstate.StepCached:
 			set.Set(forEachResult(st.Name, d.outputs[0], d.wideRefs[0]), nil)
-		case StepCancelled:
+		case runstate.StepCancelled:
 			set.Set(nil, temporal.NewCanceledError(st.Name))
 		default:
 			msg := st.Error
@@ -196,9 +198,9 @@ func forEachList(items any) (json.RawMessage, error) {
 // forEachResult is the result of a forEach step that succeeded: its outputs
 // ([]any of objects or nil, as runForEach leaves them, or a retry's
 // reused list after a JSON round trip) or, wide, where they are.
-func forEachResult(name string, outputs any, wide *WideRef) ForEachResult {
+func forEachResult(name string, outputs any, wide *runstate.WideRef) ForEachResult {
 	if wide == nil {
-		if ref, ok := wideRefOf(outputs); ok {
+		if ref, ok := runstate.WideRefOf(outputs); ok {
 			wide = &ref // a wide step a retry reused
 		}
 	}

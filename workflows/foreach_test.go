@@ -11,11 +11,12 @@ import (
 
 	"github.com/atelier-ml/atelier/examples/gopipeline"
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows"
 )
 
 // runFanOut runs the example.FanOut Go pipeline over n items.
-func runFanOut(t *testing.T, n int) (gopipeline.FanOutResult, workflows.RunStatus, *fakeRuntime) {
+func runFanOut(t *testing.T, n int) (gopipeline.FanOutResult, runstate.Status, *fakeRuntime) {
 	t.Helper()
 	env, rt, _ := newWideEnv(t)
 	env.RegisterWorkflowWithOptions(gopipeline.FanOut, workflow.RegisterOptions{Name: gopipeline.FanOutName})
@@ -41,7 +42,7 @@ func TestGoForEachSmall(t *testing.T) {
 	res, s, rt := runFanOut(t, 50)
 	assert.Equal(t, gopipeline.FanOutResult{Items: 50, Sum: sumOfSquares(50)}, res)
 	sq := stepNamed(t, s, "square")
-	assert.Equal(t, workflows.StepSucceeded, sq.State)
+	assert.Equal(t, runstate.StepSucceeded, sq.State)
 	assert.Len(t, sq.Items, 50)
 	assert.Nil(t, sq.Wide)
 	assert.Len(t, rt.commands(), 50)
@@ -54,9 +55,9 @@ func TestGoForEachWide(t *testing.T) {
 	res, s, rt := runFanOut(t, 1500)
 	assert.Equal(t, gopipeline.FanOutResult{Items: 1500, Sum: sumOfSquares(1500), Wide: true}, res)
 	sq := stepNamed(t, s, "square")
-	assert.Equal(t, workflows.StepSucceeded, sq.State)
+	assert.Equal(t, runstate.StepSucceeded, sq.State)
 	require.NotNil(t, sq.Wide)
-	assert.Equal(t, workflows.ItemCounts{Succeeded: 1500}, sq.Wide.Counts)
+	assert.Equal(t, runstate.ItemCounts{Succeeded: 1500}, sq.Wide.Counts)
 	assert.Empty(t, sq.Items)
 	assert.Len(t, rt.commands(), 1500)
 }
@@ -68,7 +69,7 @@ type shard struct {
 
 // goForEach runs a Go pipeline that calls Run.ForEach with items and c and
 // returns the step's error, its result and the run status.
-func goForEach(t *testing.T, items workflows.ForEachItems, c pipeline.Container) (workflows.ForEachResult, string, workflows.RunStatus) {
+func goForEach(t *testing.T, items workflows.ForEachItems, c pipeline.Container) (workflows.ForEachResult, string, runstate.Status) {
 	t.Helper()
 	env, _, _ := newWideEnv(t)
 	env.RegisterWorkflowWithOptions(func(ctx workflow.Context) (string, error) {
@@ -125,7 +126,7 @@ func TestGoForEachErrors(t *testing.T) {
 			_, errMsg, s := goForEach(t, tc.items, pipeline.Container{Command: []string{tc.cmd}})
 			assert.Contains(t, errMsg, "*workflows.StepError")
 			assert.Contains(t, errMsg, tc.want)
-			assert.Equal(t, workflows.StepFailed, stepNamed(t, s, "each").State)
+			assert.Equal(t, runstate.StepFailed, stepNamed(t, s, "each").State)
 		})
 	}
 }

@@ -6,6 +6,8 @@ import (
 
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // Retry from failure for native Go pipelines.
@@ -43,7 +45,7 @@ func goReuseFromMemo(ctx workflow.Context) (*Reuse, string) {
 // reusedStep ends st CACHED when this run is a retry of a Go pipeline run
 // in which the step of that name succeeded: its future is set at once with
 // those outputs, and nothing runs. Exit handlers always run again.
-func (r *Run) reusedStep(ctx workflow.Context, st *StepStatus) (StepFuture, bool) {
+func (r *Run) reusedStep(ctx workflow.Context, st *runstate.StepStatus) (StepFuture, bool) {
 	if st.OnExit {
 		return StepFuture{}, false
 	}
@@ -54,7 +56,7 @@ func (r *Run) reusedStep(ctx workflow.Context, st *StepStatus) (StepFuture, bool
 	out, _ := re.Outputs.(map[string]any)
 	st.Outputs = re.Outputs
 	st.CachedFrom = r.goReuse.reuseSource(re.Source, st.Name, nil)
-	r.endStep(st, StepCached, "", reusedMessage(st.CachedFrom))
+	r.endStep(st, runstate.StepCached, "", reusedMessage(st.CachedFrom))
 	fut, set := workflow.NewFuture(ctx)
 	set.Set(Outputs(out), nil)
 	return StepFuture{f: fut, name: st.Name}, true
@@ -81,7 +83,7 @@ type RetryProblem struct {
 // of what depends on the named steps: steps created later that did not
 // use them run again too, which is safe, only slower. Exit handlers
 // (OnExit) always run again and cannot be named.
-func PlanGoRetry(origID string, st RunStatus, resumeFrom []string) (*Reuse, []RetryProblem) {
+func PlanGoRetry(origID string, st runstate.Status, resumeFrom []string) (*Reuse, []RetryProblem) {
 	index := make(map[string]int, len(st.Steps))
 	for i, ss := range st.Steps {
 		index[ss.Name] = i
@@ -101,11 +103,11 @@ func PlanGoRetry(origID string, st RunStatus, resumeFrom []string) (*Reuse, []Re
 	}
 	reuse := &Reuse{RetryOf: origID}
 	for _, ss := range st.Steps[:from] {
-		if !ss.OnExit && (ss.State == StepSucceeded || ss.State == StepCached) {
+		if !ss.OnExit && (ss.State == runstate.StepSucceeded || ss.State == runstate.StepCached) {
 			out := ss.Outputs
 			if ss.Wide != nil && ss.Wide.Outputs != nil {
 				// A wide Run.ForEach: its outputs stay where they are.
-				out = WideOutputs(*ss.Wide.Outputs)
+				out = runstate.WideOutputs(*ss.Wide.Outputs)
 			}
 			reuse.Steps = append(reuse.Steps, ReusedStep{Name: ss.Name, Done: true, Outputs: out, Source: ReuseSource(origID, ss, nil)})
 		}
@@ -117,12 +119,12 @@ func PlanGoRetry(origID string, st RunStatus, resumeFrom []string) (*Reuse, []Re
 // outputs: its own source when it was itself reused (or a cache hit),
 // else its last attempt in the retried run (none for a forEach step as a
 // whole).
-func ReuseSource(origID string, ss StepStatus, item *int) *CacheSource {
+func ReuseSource(origID string, ss runstate.StepStatus, item *int) *runstate.CacheSource {
 	if ss.CachedFrom != nil {
 		return ss.CachedFrom
 	}
 	step, _, _ := strings.Cut(ss.Name, "[") // an item is named "<step>[<i>]"
-	src := &CacheSource{Run: origID, Step: step, Item: item}
+	src := &runstate.CacheSource{Run: origID, Step: step, Item: item}
 	if n := len(ss.Attempts); n > 0 {
 		src.Attempt = ss.Attempts[n-1].Number
 	}

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows"
 )
 
@@ -45,7 +46,7 @@ func goChain(ctx workflow.Context, failAt string) (float64, error) {
 
 // runGoChain runs goChain, as a retry when reuse is not nil, and returns
 // its status and the commands that ran.
-func runGoChain(t *testing.T, failAt string, reuse *workflows.Reuse) (workflows.RunStatus, []string) {
+func runGoChain(t *testing.T, failAt string, reuse *workflows.Reuse) (runstate.Status, []string) {
 	t.Helper()
 	env, rt, _ := newEnv(t)
 	env.RegisterWorkflowWithOptions(goChain, workflow.RegisterOptions{Name: "test.chain"})
@@ -64,7 +65,7 @@ func runGoChain(t *testing.T, failAt string, reuse *workflows.Reuse) (workflows.
 // step and every step created after it.
 func TestGoPipelineRetryReusesWhatSucceeded(t *testing.T) {
 	orig, cmds := runGoChain(t, "s3", nil)
-	require.Equal(t, workflows.RunFailed, orig.State)
+	require.Equal(t, runstate.Failed, orig.State)
 	assert.Equal(t, []string{"ok n=7", "ok s=2", "fail", "ok exit=1"}, cmds)
 
 	plan, problems := workflows.PlanGoRetry("orig", orig, nil)
@@ -73,31 +74,31 @@ func TestGoPipelineRetryReusesWhatSucceeded(t *testing.T) {
 	// Even named in a plan, an exit handler runs again.
 	plan.Steps = append(plan.Steps, workflows.ReusedStep{Name: "report", Done: true})
 	retry, cmds := runGoChain(t, "", plan)
-	require.Equal(t, workflows.RunSucceeded, retry.State, "%+v", retry)
+	require.Equal(t, runstate.Succeeded, retry.State, "%+v", retry)
 	assert.Equal(t, 7.0, retry.Result)
 	assert.Equal(t, "orig", retry.RetryOf)
 	assert.Equal(t, []string{"ok s=3", "ok s=4", "ok s=5 n=7", "ok exit=1"}, cmds, "only s3 and what follows ran, and the exit handler")
 	for _, name := range []string{"s1", "s2"} {
 		st := stepNamed(t, retry, name)
-		assert.Equal(t, workflows.StepCached, st.State, name)
-		assert.Equal(t, &workflows.CacheSource{Run: "orig", Step: name, Attempt: 1}, st.CachedFrom, name)
+		assert.Equal(t, runstate.StepCached, st.State, name)
+		assert.Equal(t, &runstate.CacheSource{Run: "orig", Step: name, Attempt: 1}, st.CachedFrom, name)
 		assert.Equal(t, "reused from run orig (step "+name+", attempt 1)", st.Message)
 		assert.Empty(t, st.Attempts, "a reused step runs nothing")
 	}
 	assert.Equal(t, map[string]any{"n": 7.0}, stepNamed(t, retry, "s1").Outputs)
 	report := stepNamed(t, retry, "report")
 	assert.True(t, report.OnExit)
-	assert.Equal(t, workflows.StepSucceeded, report.State, "exit handlers are never reused")
+	assert.Equal(t, runstate.StepSucceeded, report.State, "exit handlers are never reused")
 
 	// resumeFrom s4 in the retry: s4 and s5 run again; s1–s3 are reused,
 	// s1 still naming the run that ran it.
 	plan, problems = workflows.PlanGoRetry("retry", retry, []string{"s4"})
 	require.Empty(t, problems)
 	again, cmds := runGoChain(t, "", plan)
-	require.Equal(t, workflows.RunSucceeded, again.State)
+	require.Equal(t, runstate.Succeeded, again.State)
 	assert.Equal(t, []string{"ok s=4", "ok s=5 n=7", "ok exit=1"}, cmds)
-	assert.Equal(t, &workflows.CacheSource{Run: "orig", Step: "s1", Attempt: 1}, stepNamed(t, again, "s1").CachedFrom)
-	assert.Equal(t, &workflows.CacheSource{Run: "retry", Step: "s3", Attempt: 1}, stepNamed(t, again, "s3").CachedFrom)
+	assert.Equal(t, &runstate.CacheSource{Run: "orig", Step: "s1", Attempt: 1}, stepNamed(t, again, "s1").CachedFrom)
+	assert.Equal(t, &runstate.CacheSource{Run: "retry", Step: "s3", Attempt: 1}, stepNamed(t, again, "s3").CachedFrom)
 
 	// Unknown steps and exit handlers cannot be named.
 	_, problems = workflows.PlanGoRetry("retry", retry, []string{"s2", "nope", "report"})
@@ -112,7 +113,7 @@ func TestGoPipelineRetryReusesWhatSucceeded(t *testing.T) {
 // with a warning.
 func TestGoPipelineRetryWithoutAPlanRunsEverything(t *testing.T) {
 	st, cmds := runGoChain(t, "", nil)
-	require.Equal(t, workflows.RunSucceeded, st.State)
+	require.Equal(t, runstate.Succeeded, st.State)
 	assert.Len(t, cmds, 6)
 	assert.Empty(t, st.RetryOf)
 
@@ -122,7 +123,7 @@ func TestGoPipelineRetryWithoutAPlanRunsEverything(t *testing.T) {
 	env.ExecuteWorkflow("test.chain", "")
 	require.True(t, env.IsWorkflowCompleted())
 	st = status(t, env)
-	assert.Equal(t, workflows.RunSucceeded, st.State)
+	assert.Equal(t, runstate.Succeeded, st.State)
 	assert.Len(t, rt.commands(), 6)
 	require.Len(t, st.Warnings, 1)
 	assert.Contains(t, st.Warnings[0], "reuse plan could not be read")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/gpu"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // versionGPUAdmission guards GPU admission of Kubernetes steps
@@ -23,7 +24,7 @@ const versionSharedRayAdmission = "atelier.gpu-admission-shared-raycluster"
 
 // gpuWaiter is a step waiting for its admission.
 type gpuWaiter struct {
-	st   *StepStatus
+	st   *runstate.StepStatus
 	set  workflow.Settable
 	done bool
 }
@@ -64,7 +65,7 @@ func releaseWorkload(ctx workflow.Context, cluster, id string) {
 // (nil grant). On cancellation while waiting, the workload is withdrawn and
 // errCancelled returned; on a submission the admission refuses (e.g. a
 // priority outside the project's range), the step fails.
-func (r *Run) admitGPU(ctx workflow.Context, st *StepStatus, stepName string, item *int, w stepWork, target kubeTarget) (*gpuGrant, error) {
+func (r *Run) admitGPU(ctx workflow.Context, st *runstate.StepStatus, stepName string, item *int, w stepWork, target kubeTarget) (*gpuGrant, error) {
 	gang := gangOf(w)
 	if len(gang) == 0 {
 		return nil, nil
@@ -80,7 +81,7 @@ func (r *Run) admitGPU(ctx workflow.Context, st *StepStatus, stepName string, it
 
 	now := workflow.Now(ctx)
 	placed := st.Message // why this cluster
-	st.State, st.Message = StepWaitingForGPU, "waiting for GPU admission on cluster "+target.cluster
+	st.State, st.Message = runstate.StepWaitingForGPU, "waiting for GPU admission on cluster "+target.cluster
 	r.touch()
 	sctx := r.controlActivity(ctx, activities.ErrTypeInvalidStep)
 	var res activities.SubmitWorkloadResult
@@ -91,15 +92,15 @@ func (r *Run) admitGPU(ctx workflow.Context, st *StepStatus, stepName string, it
 	}).Get(ctx, &res)
 	if err != nil {
 		if ctx.Err() != nil {
-			r.endStep(st, StepCancelled, "", "run cancelled while waiting for GPU admission")
+			r.endStep(st, runstate.StepCancelled, "", "run cancelled while waiting for GPU admission")
 			return nil, errCancelled
 		}
 		msg, _, _ := describeActivityError(err)
-		r.endStep(st, StepFailed, msg, "")
+		r.endStep(st, runstate.StepFailed, msg, "")
 		return nil, &StepError{Step: st.Name, Message: msg}
 	}
 	if !res.Queued {
-		st.State, st.Message = StepPending, placed
+		st.State, st.Message = runstate.StepPending, placed
 		if res.KueueQueue != "" {
 			st.Message = strings.TrimPrefix(placed+"; ", "; ") + "GPUs admitted by Kueue (LocalQueue " + res.KueueQueue + ")"
 		}
@@ -110,10 +111,10 @@ func (r *Run) admitGPU(ctx workflow.Context, st *StepStatus, stepName string, it
 	var adm GPUAdmitted
 	if err := fut.Get(ctx, &adm); err != nil || ctx.Err() != nil {
 		releaseWorkload(ctx, target.cluster, id)
-		r.endStep(st, StepCancelled, "", "run cancelled while waiting for GPU admission")
+		r.endStep(st, runstate.StepCancelled, "", "run cancelled while waiting for GPU admission")
 		return nil, errCancelled
 	}
-	st.State = StepPending
+	st.State = runstate.StepPending
 	st.Message = fmt.Sprintf("GPUs admitted on cluster %s (nodes %s)", target.cluster, strings.Join(adm.Nodes, ", "))
 	if adm.Borrowed {
 		st.Message += ", borrowing quota from the cohort"

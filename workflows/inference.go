@@ -5,6 +5,7 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // Inference starts an inference step: it creates the endpoint s names in
@@ -24,7 +25,7 @@ func (r *Run) Inference(ctx workflow.Context, name string, s pipeline.InferenceS
 // as the deploy activity, on the workflow's own queue: the local worker
 // that polls it holds the Temporal client the activity needs, and its step
 // slots, not its short control slots, are for waits that last a rollout.
-func (r *Run) runInference(ctx workflow.Context, st *StepStatus, stepName string, item *int, s pipeline.InferenceStep, cfg stepConfig) (Outputs, error) {
+func (r *Run) runInference(ctx workflow.Context, st *runstate.StepStatus, stepName string, item *int, s pipeline.InferenceStep, cfg stepConfig) (Outputs, error) {
 	actx := stepActivityOptions(ctx, cfg.timeout, "")
 	return r.runAttempts(ctx, st, cfg, func(_ workflow.Context, attempt int) (attemptOutcome, error) {
 		req := activities.DeployEndpointRequest{

@@ -16,6 +16,7 @@ import (
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/inference"
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows"
 )
 
@@ -87,12 +88,12 @@ func TestInferenceStepOutputsFlowToLaterSteps(t *testing.T) {
 	env, rt, _ := newEnv(t)
 	fd := &fakeDeployer{}
 	fd.register(env)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, inferenceInput(t, trainDeploySmoke))
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, inferenceInput(t, trainDeploySmoke))
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 
 	s := status(t, env)
-	assert.Equal(t, workflows.RunSucceeded, s.State)
+	assert.Equal(t, runstate.Succeeded, s.State)
 	require.Len(t, fd.reqs, 1)
 	req := fd.reqs[0]
 	assert.Equal(t, "s3://models/run-1", req.Spec.Model.URI, "templates rendered")
@@ -106,7 +107,7 @@ func TestInferenceStepOutputsFlowToLaterSteps(t *testing.T) {
 	assert.NotContains(t, fd.queues[0], "control", "a rollout's wait holds a step slot, not a control slot")
 
 	deploy := s.Steps[1]
-	assert.Equal(t, workflows.StepSucceeded, deploy.State)
+	assert.Equal(t, runstate.StepSucceeded, deploy.State)
 	assert.Equal(t, "inference", deploy.Kind)
 	assert.Equal(t, map[string]any{"endpoint": "chat", "revision": 3.0}, deploy.Outputs)
 	assert.Equal(t, "endpoint/chat", deploy.Attempts[0].Object)
@@ -120,21 +121,21 @@ func TestInferenceStepRollbackFailsWithTheGateMessage(t *testing.T) {
 	gate := `revision 2 of endpoint "chat" was rolled back: error rate 25.0% > 5.0% over 200 requests`
 	fd := &fakeDeployer{rollback: gate}
 	fd.register(env)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, inferenceInput(t, trainDeploySmoke))
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, inferenceInput(t, trainDeploySmoke))
 	require.True(t, env.IsWorkflowCompleted())
 	err := env.GetWorkflowError()
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), gate)
 
 	s := status(t, env)
-	assert.Equal(t, workflows.RunFailed, s.State)
+	assert.Equal(t, runstate.Failed, s.State)
 	assert.Len(t, fd.reqs, 1, "a rollback is not retried")
 	deploy := s.Steps[1]
-	assert.Equal(t, workflows.StepFailed, deploy.State)
+	assert.Equal(t, runstate.StepFailed, deploy.State)
 	assert.Equal(t, gate, deploy.Error)
 	require.Len(t, deploy.Attempts, 1)
 	assert.Equal(t, gate, deploy.Attempts[0].Error)
-	assert.Equal(t, workflows.StepSkipped, s.Steps[2].State)
+	assert.Equal(t, runstate.StepSkipped, s.Steps[2].State)
 	assert.NotContains(t, rt.commands(), "ok endpoint=chat revision=3")
 }
 
@@ -144,13 +145,13 @@ func TestInferenceStepCancelled(t *testing.T) {
 	fd := &fakeDeployer{block: true}
 	fd.register(env)
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(workflows.SignalCancel, workflows.CancelRequest{Reason: "test", Requester: "me"})
+		env.SignalWorkflow(runstate.SignalCancel, runstate.CancelRequest{Reason: "test", Requester: "me"})
 	}, 2*time.Second)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, inferenceInput(t, trainDeploySmoke))
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, inferenceInput(t, trainDeploySmoke))
 	require.True(t, env.IsWorkflowCompleted())
 	s := status(t, env)
-	assert.Equal(t, workflows.RunCancelled, s.State)
-	assert.Equal(t, workflows.StepCancelled, s.Steps[1].State)
+	assert.Equal(t, runstate.Cancelled, s.State)
+	assert.Equal(t, runstate.StepCancelled, s.Steps[1].State)
 }
 
 // A native Go pipeline deploys with Run.Inference.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // sameJSON compares two values by their JSON (maps encode with sorted
@@ -87,7 +88,7 @@ type ReusedStep struct {
 	Items   []ReusedItem `json:"items,omitempty"`
 	// Source is the execution that produced Outputs (nil in retries
 	// started before sources were recorded: the retried run).
-	Source *CacheSource `json:"source,omitempty"`
+	Source *runstate.CacheSource `json:"source,omitempty"`
 	// WideFrom, for a wide forEach step that did not succeed, is the run
 	// whose succeeded items its batches take (from Postgres, by index and
 	// item value: they are not listed here).
@@ -97,19 +98,19 @@ type ReusedStep struct {
 // ReusedItem is a forEach item that succeeded, with the item value it ran
 // for: reused only when the retry evaluates the same value at that index.
 type ReusedItem struct {
-	Index   int          `json:"index"`
-	Item    any          `json:"item"`
-	Outputs any          `json:"outputs,omitempty"`
-	Source  *CacheSource `json:"source,omitempty"`
+	Index   int                   `json:"index"`
+	Item    any                   `json:"item"`
+	Outputs any                   `json:"outputs,omitempty"`
+	Source  *runstate.CacheSource `json:"source,omitempty"`
 }
 
 // reuseSource is where reused outputs come from: src, or the retried run
 // when src is unknown.
-func (r *Reuse) reuseSource(src *CacheSource, step string, item *int) *CacheSource {
+func (r *Reuse) reuseSource(src *runstate.CacheSource, step string, item *int) *runstate.CacheSource {
 	if src != nil {
 		return src
 	}
-	return &CacheSource{Run: r.RetryOf, Step: step, Item: item}
+	return &runstate.CacheSource{Run: r.RetryOf, Step: step, Item: item}
 }
 
 // step finds a reused step by name (nil when it runs again).

@@ -10,6 +10,7 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // kubeTarget is where a step's Kubernetes object goes.
@@ -112,7 +113,7 @@ type stepWork struct {
 // workflow, pipeline steps as child runs, everything else on a Kubernetes
 // cluster. Work whose step caches (WithCache) is looked up in the step
 // cache first (runCached).
-func (r *Run) runWork(ctx workflow.Context, st *StepStatus, stepName string, item *int, w stepWork, opts ...StepOption) (Outputs, error) {
+func (r *Run) runWork(ctx workflow.Context, st *runstate.StepStatus, stepName string, item *int, w stepWork, opts ...StepOption) (Outputs, error) {
 	cfg := newStepConfig(opts)
 	if cfg.cache != nil && cacheable(w.kind) && r.stepCacheOn() {
 		return r.runCached(ctx, st, stepName, item, w, cfg, opts)
@@ -121,7 +122,7 @@ func (r *Run) runWork(ctx workflow.Context, st *StepStatus, stepName string, ite
 }
 
 // runUncached runs work where it belongs (see runWork).
-func (r *Run) runUncached(ctx workflow.Context, st *StepStatus, stepName string, item *int, w stepWork, cfg stepConfig, opts []StepOption) (Outputs, error) {
+func (r *Run) runUncached(ctx workflow.Context, st *runstate.StepStatus, stepName string, item *int, w stepWork, cfg stepConfig, opts []StepOption) (Outputs, error) {
 	if w.kind == pipeline.KindInference {
 		return r.runInference(ctx, st, stepName, item, *w.inference, cfg)
 	}
@@ -150,11 +151,11 @@ func (r *Run) runUncached(ctx workflow.Context, st *StepStatus, stepName string,
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			r.endStep(st, StepCancelled, "", "run cancelled")
+			r.endStep(st, runstate.StepCancelled, "", "run cancelled")
 			return nil, errCancelled
 		}
 		msg, _, _ := describeActivityError(err)
-		r.endStep(st, StepFailed, msg, "")
+		r.endStep(st, runstate.StepFailed, msg, "")
 		return nil, &StepError{Step: st.Name, Message: msg}
 	}
 	if cfg.target == nil {
@@ -247,7 +248,7 @@ func (r *Run) selectCluster(ctx workflow.Context, step string, p *pipeline.Place
 // need GPUs, it is first admitted as one workload (shown on st, the first
 // step that uses it), pinned to the admitted nodes and never preempted;
 // its GPUs are given back when the run ends.
-func (r *Run) ensureSharedRay(ctx workflow.Context, st *StepStatus, name string) (sharedRayResult, error) {
+func (r *Run) ensureSharedRay(ctx workflow.Context, st *runstate.StepStatus, name string) (sharedRayResult, error) {
 	if r.sharedRay == nil {
 		r.sharedRay = map[string]*sharedRay{}
 	}

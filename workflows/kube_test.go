@@ -18,6 +18,7 @@ import (
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/gpu"
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows"
 )
 
@@ -135,12 +136,12 @@ func TestKubeStepsRouteToClusterQueuesAndCleanUp(t *testing.T) {
 	fc := &fakeClusters{}
 	fc.register(env)
 	in := kubeInput(t, kubePipeline)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, in)
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 
 	s := status(t, env)
-	assert.Equal(t, workflows.RunSucceeded, s.State)
+	assert.Equal(t, runstate.Succeeded, s.State)
 	assert.Equal(t, []string{"ok"}, rt.commands(), "only the unplaced container step ran locally")
 	calls := fc.calls
 	assert.Contains(t, calls, "step atelier-k8s-gpu-east sparkapp:etl:")
@@ -167,10 +168,10 @@ func TestKubeStepFailureAndCancelStillCleanUp(t *testing.T) {
 		env, _, _ := newEnv(t)
 		fc := &fakeClusters{failStep: "train"}
 		fc.register(env)
-		env.ExecuteWorkflow(workflows.PipelineWorkflowName, kubeInput(t, kubePipeline))
+		env.ExecuteWorkflow(runstate.PipelineWorkflowName, kubeInput(t, kubePipeline))
 		require.True(t, env.IsWorkflowCompleted())
 		s := status(t, env)
-		assert.Equal(t, workflows.RunFailed, s.State)
+		assert.Equal(t, runstate.Failed, s.State)
 		assert.Contains(t, s.Steps[1].Error, "AppFailed: boom")
 		assert.Contains(t, fc.calls, "cleanup atelier-k8s-gpu-east-control default-test-workflow-id")
 	})
@@ -179,14 +180,14 @@ func TestKubeStepFailureAndCancelStillCleanUp(t *testing.T) {
 		fc := &fakeClusters{block: true}
 		fc.register(env)
 		env.RegisterDelayedCallback(func() {
-			env.SignalWorkflow(workflows.SignalCancel, workflows.CancelRequest{Reason: "stop", Requester: "bob"})
+			env.SignalWorkflow(runstate.SignalCancel, runstate.CancelRequest{Reason: "stop", Requester: "bob"})
 		}, 2*time.Second)
 		env.SetTestTimeout(30 * time.Second)
-		env.ExecuteWorkflow(workflows.PipelineWorkflowName, kubeInput(t, kubePipeline))
+		env.ExecuteWorkflow(runstate.PipelineWorkflowName, kubeInput(t, kubePipeline))
 		require.True(t, env.IsWorkflowCompleted())
 		s := status(t, env)
-		assert.Equal(t, workflows.RunCancelled, s.State)
-		assert.Equal(t, workflows.StepCancelled, s.Steps[0].State)
+		assert.Equal(t, runstate.Cancelled, s.State)
+		assert.Equal(t, runstate.StepCancelled, s.Steps[0].State)
 		assert.Contains(t, fc.calls, "cleanup atelier-k8s-gpu-east-control default-test-workflow-id")
 	})
 }
@@ -238,11 +239,11 @@ func TestRunEndsWhenACleanupCannotRun(t *testing.T) {
 	env.SetTestTimeout(30 * time.Second)
 	fc := &fakeClusters{cleanupGone: true}
 	fc.register(env)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, kubeInput(t, kubePipeline))
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, kubeInput(t, kubePipeline))
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 	s := status(t, env)
-	assert.Equal(t, workflows.RunSucceeded, s.State)
+	assert.Equal(t, runstate.Succeeded, s.State)
 	require.Len(t, s.Warnings, 2, "one per cluster used")
 	assert.Contains(t, s.Warnings[0], "may be left")
 	assert.Contains(t, s.Warnings[0], "atelier.dev/run=default-test-workflow-id")
@@ -268,7 +269,7 @@ func TestGPUStepWaitsForAdmission(t *testing.T) {
 		})
 	env.RegisterDelayedCallback(func() {
 		st := status(t, env).Steps[0]
-		assert.Equal(t, workflows.StepWaitingForGPU, st.State)
+		assert.Equal(t, runstate.StepWaitingForGPU, st.State)
 		for _, c := range fc.calls {
 			assert.False(t, strings.HasPrefix(c, "step "), "a step object was created while waiting: %s", c)
 		}
@@ -279,14 +280,14 @@ func TestGPUStepWaitsForAdmission(t *testing.T) {
 		assert.Equal(t, "waiting for GPUs: quota: full", st.Message)
 		env.SignalWorkflow(workflows.SignalGPUAdmitted, workflows.GPUAdmitted{Workload: submitted.Workload.ID, Nodes: []string{"n1"}})
 	}, 2*time.Minute)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, kubeInput(t, `
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, kubeInput(t, `
 steps:
   - name: train
     placement: {cluster: gpu-east}
     container: {image: busybox, command: ["true"], resources: {gpu: 2, gpuType: NVIDIA-L4}}
 `))
 	require.NoError(t, env.GetWorkflowError())
-	assert.Equal(t, workflows.RunSucceeded, status(t, env).State)
+	assert.Equal(t, runstate.Succeeded, status(t, env).State)
 	assert.Equal(t, []gpu.PodSet{{Name: "step", Count: 1, Per: 2, Resource: "NVIDIA-L4"}}, submitted.Workload.PodSets)
 	assert.Equal(t, submitted.Run+"/train", submitted.Workload.ID)
 	require.Len(t, released, 1)

@@ -6,6 +6,8 @@ import (
 	"sort"
 
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // Temporal's hard limits decide what one run may do: past them a workflow
@@ -49,7 +51,7 @@ func historyLimitError(ctx workflow.Context) string {
 // not repeat them; if it is still too big, outputs are dropped, largest
 // first, with a warning (the steps' outputs stay available to expressions:
 // they live in workflow memory, not in this snapshot).
-func boundStatus(s *RunStatus) {
+func boundStatus(s *runstate.Status) {
 	for i := range s.Steps {
 		if s.Steps[i].Outputs != nil {
 			for k := range s.Steps[i].Items {
@@ -62,12 +64,12 @@ func boundStatus(s *RunStatus) {
 		return
 	}
 	type sized struct {
-		o    *StepStatus
+		o    *runstate.StepStatus
 		size int
 	}
 	var all []sized
-	var collect func(st *StepStatus)
-	collect = func(st *StepStatus) {
+	var collect func(st *runstate.StepStatus)
+	collect = func(st *runstate.StepStatus) {
 		if st.Outputs != nil {
 			ob, _ := json.Marshal(st.Outputs)
 			all = append(all, sized{st, len(ob)})

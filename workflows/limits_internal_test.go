@@ -4,20 +4,22 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 func TestBoundStatusKeepsTheSnapshotUnderTheLimit(t *testing.T) {
 	big := strings.Repeat("x", 60<<10)
-	fan := StepStatus{Name: "fan", State: StepSucceeded}
+	fan := runstate.StepStatus{Name: "fan", State: runstate.StepSucceeded}
 	var list []any
 	for k := 0; k < 40; k++ {
 		out := map[string]any{"blob": big}
-		fan.Items = append(fan.Items, StepStatus{Name: "fan[k]", State: StepSucceeded, Outputs: out})
+		fan.Items = append(fan.Items, runstate.StepStatus{Name: "fan[k]", State: runstate.StepSucceeded, Outputs: out})
 		list = append(list, out)
 	}
 	fan.Outputs = list
-	small := StepStatus{Name: "small", State: StepSucceeded, Outputs: map[string]any{"acc": 0.9}}
-	s := RunStatus{RunID: "r", Steps: []StepStatus{fan, small}}
+	small := runstate.StepStatus{Name: "small", State: runstate.StepSucceeded, Outputs: map[string]any{"acc": 0.9}}
+	s := runstate.Status{RunID: "r", Steps: []runstate.StepStatus{fan, small}}
 
 	boundStatus(&s)
 	b, err := json.Marshal(s)
@@ -40,7 +42,7 @@ func TestBoundStatusKeepsTheSnapshotUnderTheLimit(t *testing.T) {
 	}
 
 	// A status under the limit only loses the repetition.
-	s = RunStatus{RunID: "r", Steps: []StepStatus{small}}
+	s = runstate.Status{RunID: "r", Steps: []runstate.StepStatus{small}}
 	boundStatus(&s)
 	if s.Steps[0].Outputs == nil || len(s.Warnings) != 0 {
 		t.Errorf("small status changed: %+v", s)

@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/atelier-ml/atelier/internal/telemetry"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // Run and step metrics (families in internal/telemetry). They go through
@@ -19,7 +20,7 @@ import (
 // runKind is the kind label of a run: "pipeline" for declarative runs,
 // "workflow" for native Go pipelines (as atelier_runs_started_total).
 func runKind(ctx workflow.Context) string {
-	if workflow.GetInfo(ctx).WorkflowType.Name == PipelineWorkflowName {
+	if workflow.GetInfo(ctx).WorkflowType.Name == runstate.PipelineWorkflowName {
 		return "pipeline"
 	}
 	return "workflow"
@@ -44,13 +45,13 @@ func (r *Run) countFinished() {
 
 // countStepStarted counts a step (or forEach item) the first time it
 // starts: a step requeued after a GPU preemption is not started again.
-func (r *Run) countStepStarted(st *StepStatus) {
+func (r *Run) countStepStarted(st *runstate.StepStatus) {
 	r.metrics(map[string]string{"kind": st.Kind}).Counter(telemetry.MetricStepsStarted).Inc(1)
 }
 
 // countStepEnded counts a step reaching a final state. A forEach step is
 // not counted itself (its items are).
-func (r *Run) countStepEnded(st *StepStatus) {
+func (r *Run) countStepEnded(st *runstate.StepStatus) {
 	if st.Items != nil {
 		return
 	}
@@ -61,7 +62,7 @@ func (r *Run) countStepEnded(st *StepStatus) {
 	}
 }
 
-func (r *Run) countAttemptStarted(st *StepStatus) {
+func (r *Run) countAttemptStarted(st *runstate.StepStatus) {
 	r.metrics(map[string]string{"kind": st.Kind}).Counter(telemetry.MetricStepAttemptsStarted).Inc(1)
 }
 
@@ -69,7 +70,7 @@ func (r *Run) countAttemptStarted(st *StepStatus) {
 // reported when it started on its worker, how long it waited since it was
 // due. Clocks of the worker and of the workflow may differ a little: a
 // negative wait is 0.
-func (r *Run) countAttemptEnded(st *StepStatus, a *Attempt, due, startedOnWorker time.Time) {
+func (r *Run) countAttemptEnded(st *runstate.StepStatus, a *runstate.Attempt, due, startedOnWorker time.Time) {
 	h := r.metrics(map[string]string{"kind": st.Kind, "state": string(a.State)})
 	h.Counter(telemetry.MetricStepAttemptsFinished).Inc(1)
 	if !startedOnWorker.IsZero() {

@@ -14,6 +14,7 @@ import (
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/internal/telemetry"
 	"github.com/atelier-ml/atelier/internal/telemetry/telemetrytest"
+	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows"
 )
 
@@ -26,7 +27,7 @@ func newMetricsEnv(t *testing.T, tenant bool) (*testsuite.TestWorkflowEnvironmen
 	rt := &fakeRuntime{}
 	var mu sync.Mutex
 	env.RegisterActivityWithOptions(rt.run, activity.RegisterOptions{Name: activities.RunContainerName})
-	env.RegisterActivityWithOptions(func(context.Context, workflows.RunStatus) error { mu.Lock(); defer mu.Unlock(); return nil },
+	env.RegisterActivityWithOptions(func(context.Context, runstate.Status) error { mu.Lock(); defer mu.Unlock(); return nil },
 		activity.RegisterOptions{Name: activities.MirrorRunName})
 	workflows.Register(env)
 	return env, reg
@@ -56,7 +57,7 @@ steps:
     dependsOn: [broken]
     container: {command: ["ok"]}
 `, nil)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, in)
 	require.True(t, env.IsWorkflowCompleted())
 	require.Error(t, env.GetWorkflowError())
 
@@ -86,7 +87,7 @@ steps:
 
 func TestRunMetricsTenantLabels(t *testing.T) {
 	env, reg := newMetricsEnv(t, true)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, input(t, `
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, input(t, `
 steps:
   - name: one
     container: {command: ["ok"]}

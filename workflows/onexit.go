@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // versionOnExit guards exit handlers and what goes with them: the mirror
@@ -51,14 +52,14 @@ func (r *Run) onExitVersion() bool {
 // notice records a notable event of step st (FAILED, or an approval now
 // requested) so that the mirror writes it at once. forEach items are not
 // steps of their own: their step fails as a whole.
-func (r *Run) notice(st *StepStatus) {
+func (r *Run) notice(st *runstate.StepStatus) {
 	if !r.isStep(st) || !r.onExitVersion() {
 		return
 	}
 	r.exit.notices++
 }
 
-func (r *Run) isStep(st *StepStatus) bool {
+func (r *Run) isStep(st *runstate.StepStatus) bool {
 	for _, s := range r.steps {
 		if s == st {
 			return true
@@ -71,7 +72,7 @@ func (r *Run) isStep(st *StepStatus) bool {
 type ExitInfo struct {
 	// State is SUCCEEDED, FAILED or CANCELLED: the state the run ends in,
 	// whatever the exit handlers do.
-	State RunState
+	State runstate.State
 	// FailedSteps are the FAILED steps, in the order they were added
 	// (exit handlers excluded).
 	FailedSteps []string
@@ -101,7 +102,7 @@ func (r *Run) OnExit(h ExitHandler) {
 }
 
 // runGoExitHandlers runs the handlers registered with OnExit.
-func (r *Run) runGoExitHandlers(state RunState, errMsg string) {
+func (r *Run) runGoExitHandlers(state runstate.State, errMsg string) {
 	if len(r.exit.handlers) == 0 || !r.onExitVersion() {
 		return
 	}
@@ -118,10 +119,10 @@ func (r *Run) runGoExitHandlers(state RunState, errMsg string) {
 	})
 }
 
-func (r *Run) exitInfo(state RunState, errMsg string) ExitInfo {
+func (r *Run) exitInfo(state runstate.State, errMsg string) ExitInfo {
 	info := ExitInfo{State: state, Error: errMsg, FailedSteps: []string{}}
 	for _, st := range r.steps {
-		if st.State == StepFailed && !st.OnExit {
+		if st.State == runstate.StepFailed && !st.OnExit {
 			info.FailedSteps = append(info.FailedSteps, st.Name)
 		}
 	}
@@ -156,14 +157,14 @@ func (r *Run) runExitPhase(timeout time.Duration, body func(ctx workflow.Context
 			continue
 		}
 		switch {
-		case st.State == StepCancelled && r.exit.stopped != "":
+		case st.State == runstate.StepCancelled && r.exit.stopped != "":
 			st.Message = r.exit.stopped
 		case !st.State.Terminal() && r.exit.stopped != "":
-			r.markStepUnfinished(st, StepCancelled, "not started: "+r.exit.stopped)
+			r.markStepUnfinished(st, runstate.StepCancelled, "not started: "+r.exit.stopped)
 		case !st.State.Terminal():
-			r.markStepUnfinished(st, StepSkipped, "not started")
+			r.markStepUnfinished(st, runstate.StepSkipped, "not started")
 		}
-		if st.State == StepFailed {
+		if st.State == runstate.StepFailed {
 			r.status.Warnings = append(r.status.Warnings, fmt.Sprintf("exit handler %q failed: %s", st.Name, st.Error))
 		}
 	}
@@ -186,11 +187,11 @@ func (r *Run) stopExit(why string) {
 // addExitSteps shows a declarative pipeline's exit handlers in the status
 // from the start (PENDING, marked OnExit), so a user sees what will run
 // at the end. It reports false for a run from before exit handlers.
-func (r *Run) addExitSteps(steps []pipeline.Step) ([]*StepStatus, bool) {
+func (r *Run) addExitSteps(steps []pipeline.Step) ([]*runstate.StepStatus, bool) {
 	if len(steps) == 0 || !r.onExitVersion() {
 		return nil, false
 	}
-	out := make([]*StepStatus, len(steps))
+	out := make([]*runstate.StepStatus, len(steps))
 	for i, s := range steps {
 		out[i] = r.addStep(s.Name, string(kindOf(s)))
 		out[i].OnExit = true
@@ -201,7 +202,7 @@ func (r *Run) addExitSteps(steps []pipeline.Step) ([]*StepStatus, bool) {
 // runExit runs a declarative pipeline's exit handlers (spec.Pipeline.OnExit)
 // as a DAG of their own once d, the pipeline's steps, has ended; state and
 // errMsg are how the run is about to end.
-func (d *dag) runExit(steps []*StepStatus, state RunState, errMsg string) {
+func (d *dag) runExit(steps []*runstate.StepStatus, state runstate.State, errMsg string) {
 	in := *d.in
 	in.Reuse = nil // a retry runs every exit handler again
 	e := &dag{r: d.r, in: &in, p: d.p.ExitPipeline(), steps: steps, runIf: true, parent: d}

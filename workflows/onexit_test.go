@@ -11,11 +11,12 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows"
 )
 
 // exitOutputs is what the exit handler "report" of exitYAML wrote.
-func exitOutputs(t *testing.T, s workflows.RunStatus) map[string]any {
+func exitOutputs(t *testing.T, s runstate.Status) map[string]any {
 	t.Helper()
 	st := stepNamed(t, s, "report")
 	require.True(t, st.OnExit, "report is marked as an exit handler")
@@ -32,14 +33,14 @@ onExit:
 
 func TestOnExitAfterSuccessSeesStateAndOutputs(t *testing.T) {
 	env, rt, _ := newEnv(t)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, input(t, `
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, input(t, `
 steps:
   - {name: train, container: {command: ["ok model=m1"]}}
 `+exitYAML, nil))
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 	s := status(t, env)
-	assert.Equal(t, workflows.RunSucceeded, s.State)
+	assert.Equal(t, runstate.Succeeded, s.State)
 	assert.Equal(t, map[string]any{"state": "SUCCEEDED", "failed": "", "model": "m1"}, exitOutputs(t, s))
 	assert.False(t, stepNamed(t, s, "train").OnExit)
 	assert.Equal(t, []string{"ok model=m1", "ok state=SUCCEEDED failed= model=m1"}, rt.commands(), "the exit handler runs last")
@@ -50,7 +51,7 @@ steps:
 // warning says it failed); runIf applies among exit handlers.
 func TestOnExitAfterFailure(t *testing.T) {
 	env, rt, _ := newEnv(t)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, input(t, `
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, input(t, `
 steps:
   - {name: train, container: {command: ["fail"]}}
   - {name: deploy, dependsOn: [train], container: {command: ["ok"]}}
@@ -65,13 +66,13 @@ onExit:
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(env.GetWorkflowError(), &appErr))
 	s := status(t, env)
-	assert.Equal(t, workflows.RunFailed, s.State)
+	assert.Equal(t, runstate.Failed, s.State)
 	assert.Contains(t, s.Error, `step "train" failed`)
 	assert.Equal(t, map[string]any{"state": "FAILED", "failed": "train", "error": true}, exitOutputs(t, s))
-	assert.Equal(t, map[string]workflows.StepState{
-		"train": workflows.StepFailed, "deploy": workflows.StepSkipped,
-		"report": workflows.StepSucceeded, "broken": workflows.StepFailed,
-		"after-broken": workflows.StepSkipped, "always": workflows.StepSucceeded,
+	assert.Equal(t, map[string]runstate.StepState{
+		"train": runstate.StepFailed, "deploy": runstate.StepSkipped,
+		"report": runstate.StepSucceeded, "broken": runstate.StepFailed,
+		"after-broken": runstate.StepSkipped, "always": runstate.StepSucceeded,
 	}, stepStates(s))
 	assert.Contains(t, s.Warnings, `exit handler "broken" failed: command exited with code 3`)
 	assert.Contains(t, rt.commands(), "slow", "an allDone exit handler runs after another's failure")
@@ -81,9 +82,9 @@ onExit:
 func TestOnExitAfterCancelSignal(t *testing.T) {
 	env, rt, _ := newEnv(t)
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(workflows.SignalCancel, workflows.CancelRequest{Reason: "wrong-data", Requester: "alice"})
+		env.SignalWorkflow(runstate.SignalCancel, runstate.CancelRequest{Reason: "wrong-data", Requester: "alice"})
 	}, 2*time.Second)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, input(t, `
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, input(t, `
 steps:
   - {name: train, container: {command: ["block"]}}
 onExit:
@@ -93,23 +94,23 @@ onExit:
 	require.True(t, env.IsWorkflowCompleted())
 	assert.True(t, temporal.IsCanceledError(env.GetWorkflowError()), "got %v", env.GetWorkflowError())
 	s := status(t, env)
-	assert.Equal(t, workflows.RunCancelled, s.State)
+	assert.Equal(t, runstate.Cancelled, s.State)
 	assert.Equal(t, map[string]any{"state": "CANCELLED", "why": "wrong-data"}, exitOutputs(t, s))
-	assert.Equal(t, workflows.StepCancelled, stepNamed(t, s, "train").State)
+	assert.Equal(t, runstate.StepCancelled, stepNamed(t, s, "train").State)
 	assert.Equal(t, []string{"block", "ok state=CANCELLED why=wrong-data"}, rt.commands())
 }
 
 func TestOnExitAfterTemporalCancel(t *testing.T) {
 	env, _, _ := newEnv(t)
 	env.RegisterDelayedCallback(env.CancelWorkflow, 2*time.Second)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, input(t, `
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, input(t, `
 steps:
   - {name: train, container: {command: ["block"]}}
 `+exitYAML, nil))
 	require.True(t, env.IsWorkflowCompleted())
 	assert.True(t, temporal.IsCanceledError(env.GetWorkflowError()))
 	s := status(t, env)
-	assert.Equal(t, workflows.RunCancelled, s.State)
+	assert.Equal(t, runstate.Cancelled, s.State)
 	assert.Equal(t, "CANCELLED", exitOutputs(t, s)["state"])
 }
 
@@ -118,7 +119,7 @@ steps:
 func TestOnExitAfterDeadline(t *testing.T) {
 	env, rt, _ := newEnv(t)
 	env.SetTestTimeout(30 * time.Second)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, input(t, `
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, input(t, `
 deadline: 2s
 steps:
   - {name: train, container: {command: ["block"]}}
@@ -129,10 +130,10 @@ onExit:
 `, nil))
 	require.True(t, env.IsWorkflowCompleted())
 	s := status(t, env)
-	assert.Equal(t, workflows.RunFailed, s.State)
+	assert.Equal(t, runstate.Failed, s.State)
 	assert.Contains(t, s.Error, "deadline")
 	assert.Equal(t, "FAILED", exitOutputs(t, s)["state"])
-	assert.Equal(t, workflows.StepSucceeded, stepNamed(t, s, "slow-cleanup").State)
+	assert.Equal(t, runstate.StepSucceeded, stepNamed(t, s, "slow-cleanup").State)
 	assert.Contains(t, rt.commands(), "slower")
 }
 
@@ -141,7 +142,7 @@ onExit:
 func TestOnExitTimeout(t *testing.T) {
 	env, _, _ := newEnv(t)
 	env.SetTestTimeout(30 * time.Second)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, input(t, `
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, input(t, `
 steps:
   - {name: train, container: {command: ["ok"]}}
 onExitTimeout: 2s
@@ -152,12 +153,12 @@ onExit:
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 	s := status(t, env)
-	assert.Equal(t, workflows.RunSucceeded, s.State)
+	assert.Equal(t, runstate.Succeeded, s.State)
 	hang := stepNamed(t, s, "hang")
-	assert.Equal(t, workflows.StepCancelled, hang.State)
+	assert.Equal(t, runstate.StepCancelled, hang.State)
 	assert.Equal(t, "exit handlers stopped: their timeout of 2s passed", hang.Message)
 	after := stepNamed(t, s, "after")
-	assert.Equal(t, workflows.StepCancelled, after.State)
+	assert.Equal(t, runstate.StepCancelled, after.State)
 	assert.Equal(t, "not started: exit handlers stopped: their timeout of 2s passed", after.Message)
 	assert.Contains(t, s.Warnings, "exit handlers stopped: their timeout of 2s passed")
 }
@@ -169,10 +170,10 @@ func TestOnExitSecondCancelStopsHandlers(t *testing.T) {
 	env.SetTestTimeout(30 * time.Second)
 	for i, at := range []time.Duration{time.Second, 4 * time.Second} {
 		env.RegisterDelayedCallback(func() {
-			env.SignalWorkflow(workflows.SignalCancel, workflows.CancelRequest{Reason: []string{"first", "second"}[i], Requester: "alice"})
+			env.SignalWorkflow(runstate.SignalCancel, runstate.CancelRequest{Reason: []string{"first", "second"}[i], Requester: "alice"})
 		}, at)
 	}
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, input(t, `
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, input(t, `
 steps:
   - {name: train, container: {command: ["block"]}}
 onExit:
@@ -180,9 +181,9 @@ onExit:
 `, nil))
 	require.True(t, env.IsWorkflowCompleted())
 	s := status(t, env)
-	assert.Equal(t, workflows.RunCancelled, s.State)
+	assert.Equal(t, runstate.Cancelled, s.State)
 	assert.Equal(t, "first", s.Cancel.Reason)
-	assert.Equal(t, workflows.StepCancelled, stepNamed(t, s, "hang").State)
+	assert.Equal(t, runstate.StepCancelled, stepNamed(t, s, "hang").State)
 	assert.Contains(t, s.Warnings, "exit handlers stopped: cancel requested by alice: second")
 	assert.Equal(t, []string{"block", "block"}, rt.commands())
 }
@@ -193,9 +194,9 @@ func TestOnExitCancelAfterSuccessStopsHandlersOnly(t *testing.T) {
 	env, _, _ := newEnv(t)
 	env.SetTestTimeout(30 * time.Second)
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(workflows.SignalCancel, workflows.CancelRequest{Reason: "enough", Requester: "bob"})
+		env.SignalWorkflow(runstate.SignalCancel, runstate.CancelRequest{Reason: "enough", Requester: "bob"})
 	}, 2*time.Second)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, input(t, `
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, input(t, `
 steps:
   - {name: train, container: {command: ["ok"]}}
 onExit:
@@ -204,9 +205,9 @@ onExit:
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 	s := status(t, env)
-	assert.Equal(t, workflows.RunSucceeded, s.State)
+	assert.Equal(t, runstate.Succeeded, s.State)
 	assert.Nil(t, s.Cancel)
-	assert.Equal(t, workflows.StepCancelled, stepNamed(t, s, "hang").State)
+	assert.Equal(t, runstate.StepCancelled, stepNamed(t, s, "hang").State)
 	assert.Contains(t, s.Warnings, "exit handlers stopped: cancel requested by bob: enough")
 }
 
@@ -217,10 +218,10 @@ func TestOnExitStepsShownFromTheStart(t *testing.T) {
 		s := status(t, env)
 		report := stepNamed(t, s, "report")
 		assert.True(t, report.OnExit)
-		assert.Equal(t, workflows.StepPending, report.State)
-		env.SignalWorkflow(workflows.SignalCancel, workflows.CancelRequest{Reason: "done looking", Requester: "alice"})
+		assert.Equal(t, runstate.StepPending, report.State)
+		env.SignalWorkflow(runstate.SignalCancel, runstate.CancelRequest{Reason: "done looking", Requester: "alice"})
 	}, time.Second)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, input(t, `
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, input(t, `
 steps:
   - {name: train, container: {command: ["block"]}}
 `+exitYAML, nil))
@@ -232,9 +233,9 @@ steps:
 func TestNoticesAreMirroredAtOnce(t *testing.T) {
 	env, _, mirrored := newEnv(t)
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(workflows.SignalCancel, workflows.CancelRequest{Reason: "stop", Requester: "alice"})
+		env.SignalWorkflow(runstate.SignalCancel, runstate.CancelRequest{Reason: "stop", Requester: "alice"})
 	}, time.Hour)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, input(t, `
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, input(t, `
 steps:
   - {name: broken, container: {command: ["fail"]}}
   - {name: gate, kind: approval}
@@ -243,11 +244,11 @@ steps:
 	require.True(t, env.IsWorkflowCompleted())
 	var sawFailed, sawWaiting bool
 	for _, m := range *mirrored {
-		if m.State != workflows.RunRunning {
+		if m.State != runstate.Running {
 			continue
 		}
 		for _, st := range m.Steps {
-			sawFailed = sawFailed || (st.Name == "broken" && st.State == workflows.StepFailed)
+			sawFailed = sawFailed || (st.Name == "broken" && st.State == runstate.StepFailed)
 			sawWaiting = sawWaiting || (st.Name == "gate" && st.Approval != nil)
 		}
 	}
@@ -284,14 +285,14 @@ func TestGoPipelineOnExit(t *testing.T) {
 		env.ExecuteWorkflow("test.exit", fail)
 		require.True(t, env.IsWorkflowCompleted())
 		s := status(t, env)
-		want, cmd := workflows.RunSucceeded, "ok state=SUCCEEDED"
+		want, cmd := runstate.Succeeded, "ok state=SUCCEEDED"
 		if fail {
-			want, cmd = workflows.RunFailed, "ok state=FAILED"
+			want, cmd = runstate.Failed, "ok state=FAILED"
 		}
 		assert.Equal(t, want, s.State)
 		cleanup := stepNamed(t, s, "cleanup")
 		assert.True(t, cleanup.OnExit)
-		assert.Equal(t, workflows.StepSucceeded, cleanup.State)
+		assert.Equal(t, runstate.StepSucceeded, cleanup.State)
 		assert.Contains(t, rt.commands(), cmd)
 		assert.Contains(t, s.Warnings, "exit handler 2 failed: second handler broke")
 	}

@@ -7,7 +7,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // ErrTypePipelineFailed is the application error type of a failed run, as
@@ -52,24 +54,24 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, e
 	}
 	// The steps' outcome is the run's, whatever the exit handlers do:
 	// they are told it (run.state) before they start.
-	var state RunState
+	var state runstate.State
 	var errMsg, why string // why: the run's error, or the cancel's reason, for exit handlers
 	var ret error
 	switch {
 	case r.Cancelled():
-		r.markUnfinished(StepCancelled, "not started: run cancelled")
-		state, why = RunCancelled, r.cancelReason()
+		r.markUnfinished(runstate.StepCancelled, "not started: run cancelled")
+		state, why = runstate.Cancelled, r.cancelReason()
 		ret = temporal.NewCanceledError(r.cancelReason())
 	case r.DeadlineExceeded():
-		r.markUnfinished(StepSkipped, "not started: pipeline deadline exceeded")
-		state, errMsg = RunFailed, r.status.Error
+		r.markUnfinished(runstate.StepSkipped, "not started: pipeline deadline exceeded")
+		state, errMsg = runstate.Failed, r.status.Error
 		ret = temporal.NewNonRetryableApplicationError(r.status.Error, ErrTypePipelineFailed, nil)
 	case d.failure != "":
-		r.markUnfinished(StepSkipped, "not started: "+d.failure)
-		state, errMsg = RunFailed, d.failure
+		r.markUnfinished(runstate.StepSkipped, "not started: "+d.failure)
+		state, errMsg = runstate.Failed, d.failure
 		ret = temporal.NewNonRetryableApplicationError(d.failure, ErrTypePipelineFailed, nil)
 	default:
-		state = RunSucceeded
+		state = runstate.Succeeded
 		if outputs != nil {
 			r.status.Result = outputs
 		}
@@ -94,7 +96,7 @@ type dag struct {
 	in  *PipelineInput
 	p   *pipeline.Spec
 
-	steps   []*StepStatus
+	steps   []*runstate.StepStatus
 	outputs []any
 	started []bool
 	done    []bool
@@ -108,13 +110,13 @@ type dag struct {
 	// steps, the pipeline's);
 	// wideRefs[j] locates the outputs of step j when it ran wide (wide.go).
 	refs     [][]int
-	wideRefs []*WideRef
+	wideRefs []*runstate.WideRef
 	tmplRefs [][]int // when and templates, when first needed
 	// when, forEach.items and templates alone, when first needed
 	// (widetemplates.go).
 	whenRefs, itemsRefs, workRefs [][]int
 	// remoteWork[i]: forEach step i's items are rendered by
-	// RenderItemsName, as its templates read wide outputs.
+	// activities.RenderItemsName, as its templates read wide outputs.
 	remoteWork map[int]bool
 
 	// Exit handlers (onexit.go) are a dag of their own: parent is the
@@ -163,10 +165,10 @@ func (d *dag) run() {
 	d.started = make([]bool, n)
 	d.done = make([]bool, n)
 	d.refs = d.references(pipeline.RefWhen | pipeline.RefItems | pipeline.RefTemplates)
-	d.wideRefs = make([]*WideRef, n+len(d.outerNames()))
+	d.wideRefs = make([]*runstate.WideRef, n+len(d.outerNames()))
 	d.inheritWide()
 	if d.steps == nil { // exit handlers come with theirs, shown since the start
-		d.steps = make([]*StepStatus, n)
+		d.steps = make([]*runstate.StepStatus, n)
 		for i, s := range d.p.Steps {
 			d.steps[i] = d.r.addStep(s.Name, string(kindOf(s)))
 		}
@@ -227,11 +229,11 @@ func (d *dag) start(i int, deps []int) {
 	}
 	env := d.env()
 	if re := d.in.Reuse.step(s.Name); re != nil && re.Done {
-		if ref, ok := wideRefOf(re.Outputs); ok {
+		if ref, ok := runstate.WideRefOf(re.Outputs); ok {
 			// A wide step reused by a retry: its outputs stay where the
 			// retried run stored them.
 			d.wideRefs[i] = &ref
-			st.Wide = &WideStatus{Items: ref.Items, Outputs: &ref}
+			st.Wide = &runstate.WideStatus{Items: ref.Items, Outputs: &ref}
 		}
 	}
 	if d.readsWide(i) {
@@ -240,7 +242,7 @@ func (d *dag) start(i int, deps []int) {
 		if re := d.in.Reuse.step(s.Name); re != nil && re.Done {
 			st.Outputs = re.Outputs
 			d.outputs[i] = re.Outputs
-			d.finishStep(i, StepCached, "", "reused from run "+d.in.Reuse.RetryOf)
+			d.finishStep(i, runstate.StepCached, "", "reused from run "+d.in.Reuse.RetryOf)
 			return
 		}
 		d.startRemote(i, env, stepOptions(s, d.p))
@@ -253,7 +255,7 @@ func (d *dag) start(i int, deps []int) {
 			return
 		}
 		if !ok {
-			d.finishStep(i, StepSkipped, "", fmt.Sprintf("skipped: condition %q is false", s.When))
+			d.finishStep(i, runstate.StepSkipped, "", fmt.Sprintf("skipped: condition %q is false", s.When))
 			return
 		}
 	}
@@ -262,7 +264,7 @@ func (d *dag) start(i int, deps []int) {
 		st.Outputs = re.Outputs
 		st.CachedFrom = d.in.Reuse.reuseSource(re.Source, s.Name, nil)
 		d.outputs[i] = re.Outputs
-		d.finishStep(i, StepCached, "", reusedMessage(st.CachedFrom))
+		d.finishStep(i, runstate.StepCached, "", reusedMessage(st.CachedFrom))
 		return
 	}
 	opts := stepOptions(s, d.p)
@@ -312,25 +314,25 @@ func (d *dag) triggered(i int, deps []int) bool {
 	if !d.runIf {
 		// Runs from before trigger rules: every dependency must succeed.
 		for _, j := range deps {
-			if d.steps[j].State != StepSucceeded {
-				d.finishStep(i, StepSkipped, "", fmt.Sprintf("skipped: dependency %q %s", d.steps[j].Name, strings.ToLower(string(d.steps[j].State))))
+			if d.steps[j].State != runstate.StepSucceeded {
+				d.finishStep(i, runstate.StepSkipped, "", fmt.Sprintf("skipped: dependency %q %s", d.steps[j].Name, strings.ToLower(string(d.steps[j].State))))
 				return false
 			}
 		}
 		return true
 	}
-	parents := make([]*StepStatus, len(deps))
+	parents := make([]*runstate.StepStatus, len(deps))
 	for k, j := range deps {
 		parents[k] = d.steps[j]
 	}
 	rule := d.p.Steps[i].RunIf
 	if ok, why := runIfMet(rule, parents); !ok {
-		d.finishStep(i, StepSkipped, "", "skipped: "+why)
+		d.finishStep(i, runstate.StepSkipped, "", "skipped: "+why)
 		return false
 	}
 	if d.failFast() && !rule.RunsAfterFailure() {
 		// The same reason runs from before trigger rules got at the end.
-		d.finishStep(i, StepSkipped, "", "not started: "+d.failure)
+		d.finishStep(i, runstate.StepSkipped, "", "not started: "+d.failure)
 		return false
 	}
 	return true
@@ -355,10 +357,10 @@ func (d *dag) runForEach(ctx workflow.Context, i int, env pipeline.Env, opts []S
 		return
 	}
 	now := workflow.Now(ctx)
-	st.State, st.StartedAt = StepRunning, &now
-	st.Items = make([]StepStatus, len(items))
+	st.State, st.StartedAt = runstate.StepRunning, &now
+	st.Items = make([]runstate.StepStatus, len(items))
 	for k := range items {
-		st.Items[k] = StepStatus{Name: fmt.Sprintf("%s[%d]", s.Name, k), Kind: st.Kind, State: StepPending, Item: items[k]}
+		st.Items[k] = runstate.StepStatus{Name: fmt.Sprintf("%s[%d]", s.Name, k), Kind: st.Kind, State: runstate.StepPending, Item: items[k]}
 	}
 	d.r.touch()
 	par := s.ForEach.Parallelism
@@ -389,10 +391,10 @@ func (d *dag) runForEach(ctx workflow.Context, i int, env pipeline.Env, opts []S
 			outs[k] = re.Outputs
 			st.Items[k].Outputs = re.Outputs
 			st.Items[k].CachedFrom = d.in.Reuse.reuseSource(re.Source, s.Name, &k)
-			d.r.endStep(&st.Items[k], StepCached, "", reusedMessage(st.Items[k].CachedFrom))
+			d.r.endStep(&st.Items[k], runstate.StepCached, "", reusedMessage(st.Items[k].CachedFrom))
 			continue
 		}
-		var pre *RenderedItem
+		var pre *activities.RenderedItem
 		if rend != nil {
 			it, err := rend.render(ctx, k)
 			if err != nil {
@@ -411,14 +413,14 @@ func (d *dag) runForEach(ctx workflow.Context, i int, env pipeline.Env, opts []S
 			var w stepWork
 			var err error
 			if pre != nil {
-				w, err = pre.work(s)
+				w, err = itemWork(*pre, s)
 			} else {
 				ienv := env
 				ienv.Item, ienv.HasItem = items[k], true
 				w, err = renderWork(s, ienv)
 			}
 			if err != nil {
-				d.r.endStep(&st.Items[k], StepFailed, fmt.Sprintf("rendering templates: %v", err), "")
+				d.r.endStep(&st.Items[k], runstate.StepFailed, fmt.Sprintf("rendering templates: %v", err), "")
 				failed++
 				if itemFailure == "" {
 					itemFailure = fmt.Sprintf("item %d: rendering templates: %v", k, err)
@@ -442,7 +444,7 @@ func (d *dag) runForEach(ctx workflow.Context, i int, env pipeline.Env, opts []S
 	// it: it must never read as SUCCEEDED with partial outputs.
 	notRun := 0
 	for k := range st.Items {
-		if st.Items[k].State == StepPending {
+		if st.Items[k].State == runstate.StepPending {
 			notRun++
 		}
 	}
@@ -451,25 +453,25 @@ func (d *dag) runForEach(ctx workflow.Context, i int, env pipeline.Env, opts []S
 	}
 	switch {
 	case renderFailure != "":
-		d.r.markStepUnfinished(st, StepSkipped, "not started: rendering templates failed")
+		d.r.markStepUnfinished(st, runstate.StepSkipped, "not started: rendering templates failed")
 		d.fail(i, never(renderFailure))
 	case failed > tolerated && tolerated > 0:
-		d.r.markStepUnfinished(st, StepSkipped, "not started: too many items failed")
+		d.r.markStepUnfinished(st, runstate.StepSkipped, "not started: too many items failed")
 		d.fail(i, never(fmt.Sprintf("%d of %d items failed, more than the %v%% tolerated; first: %s", failed, len(items), s.ForEach.FailurePolicy.MaxFailedPercent, itemFailure)))
 	case failed > tolerated:
-		d.r.markStepUnfinished(st, StepSkipped, "not started: another item failed")
+		d.r.markStepUnfinished(st, runstate.StepSkipped, "not started: another item failed")
 		d.fail(i, never(itemFailure))
 	case ctx.Err() != nil:
-		d.r.markStepUnfinished(st, StepCancelled, "not started: run cancelled")
-		d.finishStep(i, StepCancelled, "", never("run cancelled"))
+		d.r.markStepUnfinished(st, runstate.StepCancelled, "not started: run cancelled")
+		d.finishStep(i, runstate.StepCancelled, "", never("run cancelled"))
 	case notRun > 0:
-		d.r.markStepUnfinished(st, StepSkipped, "not started: "+d.failure)
-		d.finishStep(i, StepCancelled, "", never("stopped: "+d.failure))
+		d.r.markStepUnfinished(st, runstate.StepSkipped, "not started: "+d.failure)
+		d.finishStep(i, runstate.StepCancelled, "", never("stopped: "+d.failure))
 	case allCached(st.Items):
 		// Nothing ran: the step reads as its items do.
 		d.outputs[i] = outs
 		st.Outputs = outs
-		d.finishStep(i, StepCached, "", "every item reused (see each item)")
+		d.finishStep(i, runstate.StepCached, "", "every item reused (see each item)")
 	default:
 		d.outputs[i] = outs
 		st.Outputs = outs
@@ -477,14 +479,14 @@ func (d *dag) runForEach(ctx workflow.Context, i int, env pipeline.Env, opts []S
 		if failed > 0 {
 			msg = fmt.Sprintf("%d of %d items failed (tolerated: at most %v%%); their outputs are null", failed, len(items), s.ForEach.FailurePolicy.MaxFailedPercent)
 		}
-		d.finishStep(i, StepSucceeded, "", msg)
+		d.finishStep(i, runstate.StepSucceeded, "", msg)
 	}
 }
 
 // allCached reports whether every item (at least one) was CACHED.
-func allCached(items []StepStatus) bool {
+func allCached(items []runstate.StepStatus) bool {
 	for k := range items {
-		if items[k].State != StepCached {
+		if items[k].State != runstate.StepCached {
 			return false
 		}
 	}
@@ -505,13 +507,13 @@ func (d *dag) record(i int, out Outputs, err error) {
 }
 
 func (d *dag) fail(i int, msg string) {
-	d.finishStep(i, StepFailed, msg, "")
+	d.finishStep(i, runstate.StepFailed, msg, "")
 	if d.failure == "" {
 		d.failure = fmt.Sprintf("step %q failed: %s", d.steps[i].Name, msg)
 	}
 }
 
-func (d *dag) finishStep(i int, state StepState, errMsg, msg string) {
+func (d *dag) finishStep(i int, state runstate.StepState, errMsg, msg string) {
 	d.r.endStep(d.steps[i], state, errMsg, msg)
 	d.done[i] = true
 }
@@ -522,7 +524,7 @@ func (d *dag) env() pipeline.Env {
 	steps := make(map[string]pipeline.StepEnv, len(d.steps))
 	for x := d; x != nil; x = x.parent {
 		for j, st := range x.steps {
-			if st.State == StepSucceeded || st.State == StepCached { // CACHED: reused by a retry
+			if st.State == runstate.StepSucceeded || st.State == runstate.StepCached { // CACHED: reused by a retry
 				steps[st.Name] = pipeline.StepEnv{Outputs: x.outputs[j]}
 			}
 		}

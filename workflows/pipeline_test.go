@@ -18,6 +18,7 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows"
 )
 
@@ -99,15 +100,15 @@ func (f *fakeRuntime) commands() []string {
 	return out
 }
 
-func newEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeRuntime, *[]workflows.RunStatus) {
+func newEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeRuntime, *[]runstate.Status) {
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	rt := &fakeRuntime{}
-	var mirrored []workflows.RunStatus
+	var mirrored []runstate.Status
 	var mu sync.Mutex
 	env.RegisterActivityWithOptions(rt.run, activity.RegisterOptions{Name: activities.RunContainerName})
-	env.RegisterActivityWithOptions(func(ctx context.Context, s workflows.RunStatus) error {
+	env.RegisterActivityWithOptions(func(ctx context.Context, s runstate.Status) error {
 		mu.Lock()
 		mirrored = append(mirrored, s)
 		mu.Unlock()
@@ -140,17 +141,17 @@ func input(t *testing.T, yaml string, params map[string]any) workflows.PipelineI
 	return workflows.PipelineInput{RunID: "run-1", Project: "p1", Pipeline: "demo", Version: 1, Spec: p, Params: resolved}
 }
 
-func status(t *testing.T, env *testsuite.TestWorkflowEnvironment) workflows.RunStatus {
+func status(t *testing.T, env *testsuite.TestWorkflowEnvironment) runstate.Status {
 	t.Helper()
-	v, err := env.QueryWorkflow(workflows.QueryStatus)
+	v, err := env.QueryWorkflow(runstate.QueryStatus)
 	require.NoError(t, err)
-	var s workflows.RunStatus
+	var s runstate.Status
 	require.NoError(t, v.Get(&s))
 	return s
 }
 
-func stepStates(s workflows.RunStatus) map[string]workflows.StepState {
-	m := map[string]workflows.StepState{}
+func stepStates(s runstate.Status) map[string]runstate.StepState {
+	m := map[string]runstate.StepState{}
 	for _, st := range s.Steps {
 		m[st.Name] = st.State
 	}
@@ -179,15 +180,15 @@ steps:
     dependsOn: [never]
     container: {command: ["ok"]}
 `, nil)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, in)
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 
 	s := status(t, env)
-	assert.Equal(t, workflows.RunSucceeded, s.State)
-	assert.Equal(t, map[string]workflows.StepState{
-		"prepare": workflows.StepSucceeded, "train": workflows.StepSucceeded, "deploy": workflows.StepSucceeded,
-		"never": workflows.StepSkipped, "after-never": workflows.StepSkipped,
+	assert.Equal(t, runstate.Succeeded, s.State)
+	assert.Equal(t, map[string]runstate.StepState{
+		"prepare": runstate.StepSucceeded, "train": runstate.StepSucceeded, "deploy": runstate.StepSucceeded,
+		"never": runstate.StepSkipped, "after-never": runstate.StepSkipped,
 	}, stepStates(s))
 	assert.Contains(t, rt.commands(), "ok acc=3 rows=150")
 	assert.Len(t, s.Steps[1].Items, 3)
@@ -195,7 +196,7 @@ steps:
 	assert.Contains(t, s.Steps[4].Message, `dependency "never" skipped`)
 
 	last := (*mirrored)[len(*mirrored)-1]
-	assert.Equal(t, workflows.RunSucceeded, last.State, "final state reaches the mirror")
+	assert.Equal(t, runstate.Succeeded, last.State, "final state reaches the mirror")
 	assert.Equal(t, s.Seq, last.Seq)
 }
 
@@ -214,21 +215,21 @@ steps:
     dependsOn: [broken]
     container: {command: ["ok"]}
 `, nil)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, in)
 	require.True(t, env.IsWorkflowCompleted())
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, env.GetWorkflowError(), &appErr)
 	assert.Equal(t, workflows.ErrTypePipelineFailed, appErr.Type())
 
 	s := status(t, env)
-	assert.Equal(t, workflows.RunFailed, s.State)
+	assert.Equal(t, runstate.Failed, s.State)
 	assert.Contains(t, s.Error, `step "broken" failed`)
 	assert.Len(t, s.Steps[0].Attempts, 3, "two failed attempts then success")
-	assert.Equal(t, workflows.StepSucceeded, s.Steps[0].State)
+	assert.Equal(t, runstate.StepSucceeded, s.Steps[0].State)
 	require.Len(t, s.Steps[1].Attempts, 2)
 	assert.Equal(t, 3, *s.Steps[1].Attempts[1].ExitCode)
-	assert.Equal(t, workflows.StepFailed, s.Steps[1].State)
-	assert.Equal(t, workflows.StepSkipped, s.Steps[2].State)
+	assert.Equal(t, runstate.StepFailed, s.Steps[1].State)
+	assert.Equal(t, runstate.StepSkipped, s.Steps[2].State)
 	assert.NotContains(t, rt.commands(), "ok", "downstream of a failed step never runs")
 }
 
@@ -243,18 +244,18 @@ steps:
     container: {command: ["ok"]}
 `, nil)
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(workflows.SignalCancel, workflows.CancelRequest{Reason: "wrong data", Requester: "alice"})
+		env.SignalWorkflow(runstate.SignalCancel, runstate.CancelRequest{Reason: "wrong data", Requester: "alice"})
 	}, 2*time.Second)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, in)
 	require.True(t, env.IsWorkflowCompleted())
 	assert.True(t, temporal.IsCanceledError(env.GetWorkflowError()), "got %v", env.GetWorkflowError())
 
 	s := status(t, env)
-	assert.Equal(t, workflows.RunCancelled, s.State)
+	assert.Equal(t, runstate.Cancelled, s.State)
 	require.NotNil(t, s.Cancel)
 	assert.Equal(t, "alice", s.Cancel.Requester)
-	assert.Equal(t, workflows.StepCancelled, s.Steps[0].State)
-	assert.Equal(t, workflows.StepCancelled, s.Steps[1].State)
+	assert.Equal(t, runstate.StepCancelled, s.Steps[0].State)
+	assert.Equal(t, runstate.StepCancelled, s.Steps[1].State)
 	assert.Equal(t, []string{"block"}, rt.commands())
 }
 
@@ -269,13 +270,13 @@ steps:
     container: {command: ["ok"]}
 `, nil)
 	env.RegisterDelayedCallback(env.CancelWorkflow, 2*time.Second)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, in)
 	require.True(t, env.IsWorkflowCompleted())
 	assert.True(t, temporal.IsCanceledError(env.GetWorkflowError()))
 	s := status(t, env)
-	assert.Equal(t, workflows.RunCancelled, s.State)
+	assert.Equal(t, runstate.Cancelled, s.State)
 	assert.Equal(t, "temporal", s.Cancel.Requester)
-	assert.Equal(t, workflows.StepCancelled, s.Steps[1].State)
+	assert.Equal(t, runstate.StepCancelled, s.Steps[1].State)
 }
 
 func TestPipelineDeadline(t *testing.T) {
@@ -287,12 +288,12 @@ steps:
     container: {command: ["block"]}
 `, nil)
 	env.SetTestTimeout(30 * time.Second)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, in)
 	require.True(t, env.IsWorkflowCompleted())
 	s := status(t, env)
-	assert.Equal(t, workflows.RunFailed, s.State)
+	assert.Equal(t, runstate.Failed, s.State)
 	assert.Contains(t, s.Error, "deadline")
-	assert.Equal(t, workflows.StepCancelled, s.Steps[0].State)
+	assert.Equal(t, runstate.StepCancelled, s.Steps[0].State)
 }
 
 // Seen by a user: a forEach cut short by another step's failure was
@@ -310,19 +311,19 @@ steps:
 	require.True(t, env.IsWorkflowCompleted())
 	require.Error(t, env.GetWorkflowError())
 	s := status(t, env)
-	var fan workflows.StepStatus
+	var fan runstate.StepStatus
 	for _, st := range s.Steps {
 		if st.Name == "fan" {
 			fan = st
 		}
 	}
-	assert.Equal(t, workflows.StepCancelled, fan.State)
+	assert.Equal(t, runstate.StepCancelled, fan.State)
 	assert.Contains(t, fan.Message, "3 of 4 items never ran")
 	assert.Contains(t, fan.Message, `step "broken" failed`)
 	assert.Nil(t, fan.Outputs, "no partial outputs")
 	skipped := 0
 	for _, it := range fan.Items {
-		if it.State == workflows.StepSkipped {
+		if it.State == runstate.StepSkipped {
 			skipped++
 		}
 	}

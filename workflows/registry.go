@@ -2,6 +2,8 @@ package workflows
 
 import (
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // GoPipeline describes a native Go pipeline: a Temporal workflow function
@@ -26,7 +28,7 @@ type WorkflowRegistry interface {
 // own input (see decodingWorkflow). A Workflow of the wrong shape panics, as
 // the Temporal SDK's own registration does: it is a programming error.
 func Register(reg WorkflowRegistry, pipelines ...GoPipeline) {
-	reg.RegisterWorkflowWithOptions(PipelineWorkflow, workflow.RegisterOptions{Name: PipelineWorkflowName})
+	reg.RegisterWorkflowWithOptions(PipelineWorkflow, workflow.RegisterOptions{Name: runstate.PipelineWorkflowName})
 	reg.RegisterWorkflowWithOptions(ForEachBatchWorkflow, workflow.RegisterOptions{Name: ForEachBatchWorkflowName})
 	reg.RegisterWorkflowWithOptions(AdmissionWorkflow, workflow.RegisterOptions{Name: AdmissionWorkflowName})
 	reg.RegisterWorkflowWithOptions(EndpointWorkflow, workflow.RegisterOptions{Name: EndpointWorkflowName})

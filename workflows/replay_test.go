@@ -17,6 +17,7 @@ import (
 
 	"github.com/atelier-ml/atelier/examples/gopipeline"
 	"github.com/atelier-ml/atelier/internal/telemetry"
+	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows"
 )
 
@@ -114,7 +115,7 @@ func TestReplayCatchesAnUnguardedChange(t *testing.T) {
 		return err
 	}
 	r := worker.NewWorkflowReplayer()
-	r.RegisterWorkflowWithOptions(changed, workflow.RegisterOptions{Name: workflows.PipelineWorkflowName})
+	r.RegisterWorkflowWithOptions(changed, workflow.RegisterOptions{Name: runstate.PipelineWorkflowName})
 	// The replayer reports a mismatch as an error, or panics on some
 	// (an event with no matching command): either is a caught change.
 	err := func() (err error) {

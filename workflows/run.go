@@ -11,6 +11,7 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // DefaultProject is used for runs started without the AtelierProject search
@@ -24,8 +25,8 @@ const DefaultProject = "default"
 // A Run is confined to its workflow's coroutines; it is not goroutine-safe in
 // the Go sense and needs not be (workflow coroutines never run in parallel).
 type Run struct {
-	status RunStatus
-	steps  []*StepStatus
+	status runstate.Status
+	steps  []*runstate.StepStatus
 
 	// stepCtx is the context steps run under. It is cancelled by the cancel
 	// signal, the pipeline deadline or Temporal's own cancel request.
@@ -131,13 +132,13 @@ func Begin(ctx workflow.Context, opts RunOptions) (*Run, workflow.Context, error
 	now := workflow.Now(ctx)
 	r := &Run{root: ctx, taskQueue: info.TaskQueueName, gpuPrio: opts.GPUPriority, parent: opts.Parent}
 	r.exit.timeout = opts.ExitTimeout
-	r.status = RunStatus{
+	r.status = runstate.Status{
 		RunID:     info.WorkflowExecution.ID,
 		Project:   project,
 		Pipeline:  opts.Pipeline,
 		Version:   opts.Version,
 		Workflow:  info.WorkflowType.Name,
-		State:     RunRunning,
+		State:     runstate.Running,
 		StartedAt: &now,
 		Params:    opts.Params,
 		// Read from the attribute Temporal sets on a scheduled start: it
@@ -164,7 +165,7 @@ func Begin(ctx workflow.Context, opts RunOptions) (*Run, workflow.Context, error
 	r.stepCtx, r.cancelStep = workflow.WithCancel(ctx)
 	r.controlQueues = workflow.GetVersion(ctx, versionControlQueues, workflow.DefaultVersion, 1) >= 1
 
-	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (RunStatus, error) {
+	if err := workflow.SetQueryHandler(ctx, runstate.QueryStatus, func() (runstate.Status, error) {
 		return r.Status(), nil
 	}); err != nil {
 		return nil, nil, fmt.Errorf("register status query: %w", err)
@@ -184,7 +185,7 @@ func Begin(ctx workflow.Context, opts RunOptions) (*Run, workflow.Context, error
 	// Kubernetes step is not running yet). They only change the status
 	// the query serves, never a command, so histories recorded before
 	// they existed replay unchanged.
-	sig := workflow.GetSignalChannel(ctx, SignalCancel)
+	sig := workflow.GetSignalChannel(ctx, runstate.SignalCancel)
 	progress := workflow.GetSignalChannel(ctx, activities.SignalStepProgress)
 	//
 	// After Temporal's cancel request it keeps taking signals (a second
@@ -193,7 +194,7 @@ func Begin(ctx workflow.Context, opts RunOptions) (*Run, workflow.Context, error
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		temporalCancel := false
 		for {
-			var req CancelRequest
+			var req runstate.CancelRequest
 			received, gotProgress := false, false
 			var p activities.StepProgress
 			sel := workflow.NewSelector(gctx)
@@ -213,7 +214,7 @@ func Begin(ctx workflow.Context, opts RunOptions) (*Run, workflow.Context, error
 			}
 			if ctx.Err() != nil && !temporalCancel {
 				temporalCancel = true
-				r.requestCancel(&CancelRequest{Reason: "cancel requested through Temporal", Requester: "temporal", At: workflow.Now(ctx)})
+				r.requestCancel(&runstate.CancelRequest{Reason: "cancel requested through Temporal", Requester: "temporal", At: workflow.Now(ctx)})
 			}
 		}
 	})
@@ -259,13 +260,13 @@ func scheduleOf(ctx workflow.Context, project string) string {
 
 func projectFromSearchAttributes(ctx workflow.Context) string {
 	sa := workflow.GetTypedSearchAttributes(ctx)
-	if v, ok := sa.GetKeyword(temporal.NewSearchAttributeKeyKeyword(SAProject)); ok && v != "" {
+	if v, ok := sa.GetKeyword(temporal.NewSearchAttributeKeyKeyword(runstate.SAProject)); ok && v != "" {
 		return v
 	}
 	return DefaultProject
 }
 
-func (r *Run) requestCancel(req *CancelRequest) {
+func (r *Run) requestCancel(req *runstate.CancelRequest) {
 	if r.exit.running {
 		r.stopExit(fmt.Sprintf("exit handlers stopped: cancel requested by %s: %s", req.Requester, req.Reason))
 		return
@@ -278,7 +279,7 @@ func (r *Run) requestCancel(req *CancelRequest) {
 		req.At = workflow.Now(r.root)
 	}
 	r.status.Cancel = req
-	r.status.State = RunCancelling
+	r.status.State = runstate.Cancelling
 	r.cancelStep()
 	r.upsertState(r.root)
 	r.touch()
@@ -298,7 +299,7 @@ func (r *Run) stepProgress(p activities.StepProgress) {
 		return
 	}
 	a := &st.Attempts[p.Attempt-1]
-	if a.State != StepRunning || a.Message == p.Message {
+	if a.State != runstate.StepRunning || a.Message == p.Message {
 		return
 	}
 	a.Message = p.Message
@@ -318,15 +319,15 @@ func (r *Run) Project() string { return r.status.Project }
 func (r *Run) ID() string { return r.status.RunID }
 
 // Status returns a snapshot of the observable state.
-func (r *Run) Status() RunStatus {
+func (r *Run) Status() runstate.Status {
 	s := r.status
 	// Exit handlers are added first (shown PENDING from the start) but
 	// run last: they are listed last, as users read the table top down.
-	s.Steps = make([]StepStatus, 0, len(r.steps))
+	s.Steps = make([]runstate.StepStatus, 0, len(r.steps))
 	for _, exit := range []bool{false, true} {
 		for _, st := range r.steps {
 			if st.OnExit == exit {
-				s.Steps = append(s.Steps, st.clone())
+				s.Steps = append(s.Steps, st.Clone())
 			}
 		}
 	}
@@ -335,45 +336,24 @@ func (r *Run) Status() RunStatus {
 	return s
 }
 
-func (st *StepStatus) clone() StepStatus {
-	c := *st
-	c.Attempts = append([]Attempt(nil), st.Attempts...)
-	if st.Approval != nil {
-		a := *st.Approval
-		c.Approval = &a
-	}
-	if st.Wide != nil {
-		w := *st.Wide
-		w.Failures = append([]ItemFailure(nil), st.Wide.Failures...)
-		c.Wide = &w
-	}
-	if st.Items != nil {
-		c.Items = make([]StepStatus, len(st.Items))
-		for i := range st.Items {
-			c.Items[i] = st.Items[i].clone()
-		}
-	}
-	return c
-}
-
 // touch records that something observable changed.
 func (r *Run) touch() { r.status.Seq++ }
 
 // addStep registers a step so it shows in the status. Names are unique: a
 // repeated name gets a numeric suffix so logs stay addressable.
-func (r *Run) addStep(name, kind string) *StepStatus {
+func (r *Run) addStep(name, kind string) *runstate.StepStatus {
 	base, n := name, 1
 	for r.stepByName(name) != nil {
 		n++
 		name = fmt.Sprintf("%s-%d", base, n)
 	}
-	st := &StepStatus{Name: name, Kind: kind, State: StepPending, OnExit: r.exit.running}
+	st := &runstate.StepStatus{Name: name, Kind: kind, State: runstate.StepPending, OnExit: r.exit.running}
 	r.steps = append(r.steps, st)
 	r.touch()
 	return st
 }
 
-func (r *Run) stepByName(name string) *StepStatus {
+func (r *Run) stepByName(name string) *runstate.StepStatus {
 	for _, st := range r.steps {
 		if st.Name == name {
 			return st
@@ -384,7 +364,7 @@ func (r *Run) stepByName(name string) *StepStatus {
 
 func (r *Run) upsertState(ctx workflow.Context) {
 	_ = workflow.UpsertTypedSearchAttributes(ctx,
-		temporal.NewSearchAttributeKeyKeyword(SAState).ValueSet(string(r.status.State)))
+		temporal.NewSearchAttributeKeyKeyword(runstate.SAState).ValueSet(string(r.status.State)))
 }
 
 // mirrorTrigger is the part of the state whose change is mirrored to
@@ -438,7 +418,7 @@ func (r *Run) startMirror(ctx workflow.Context) {
 }
 
 // finish records the terminal state and waits (bounded) for the mirror.
-func (r *Run) finish(state RunState, errMsg string) {
+func (r *Run) finish(state runstate.State, errMsg string) {
 	dctx, _ := workflow.NewDisconnectedContext(r.root)
 	// Objects go before the run is reported finished, so a terminal state
 	// means nothing of the run is left on any cluster.
@@ -465,19 +445,19 @@ func (r *Run) finish(state RunState, errMsg string) {
 func (r *Run) End(result any, err error) error {
 	switch {
 	case r.cancelled:
-		r.markUnfinished(StepCancelled, "run cancelled")
-		r.runGoExitHandlers(RunCancelled, r.cancelReason())
-		r.finish(RunCancelled, "")
+		r.markUnfinished(runstate.StepCancelled, "run cancelled")
+		r.runGoExitHandlers(runstate.Cancelled, r.cancelReason())
+		r.finish(runstate.Cancelled, "")
 		return temporal.NewCanceledError(r.cancelReason())
 	case err != nil:
-		r.markUnfinished(StepSkipped, "not started: the run failed")
-		r.runGoExitHandlers(RunFailed, err.Error())
-		r.finish(RunFailed, err.Error())
+		r.markUnfinished(runstate.StepSkipped, "not started: the run failed")
+		r.runGoExitHandlers(runstate.Failed, err.Error())
+		r.finish(runstate.Failed, err.Error())
 		return err
 	default:
 		r.status.Result = result
-		r.runGoExitHandlers(RunSucceeded, "")
-		r.finish(RunSucceeded, "")
+		r.runGoExitHandlers(runstate.Succeeded, "")
+		r.finish(runstate.Succeeded, "")
 		return nil
 	}
 }
@@ -493,7 +473,7 @@ func (r *Run) cancelReason() string {
 // final one so the status never shows a PENDING step of a finished run.
 // Exit handlers are not: they have not had their turn yet, or end their
 // own way (markExitUnfinished).
-func (r *Run) markUnfinished(state StepState, msg string) {
+func (r *Run) markUnfinished(state runstate.StepState, msg string) {
 	for _, st := range r.steps {
 		if !st.OnExit {
 			r.markStepUnfinished(st, state, msg)
@@ -502,25 +482,13 @@ func (r *Run) markUnfinished(state StepState, msg string) {
 }
 
 // markStepUnfinished is markStepUnfinished, counting each step it ends.
-func (r *Run) markStepUnfinished(st *StepStatus, state StepState, msg string) {
+func (r *Run) markStepUnfinished(st *runstate.StepStatus, state runstate.StepState, msg string) {
 	for i := range st.Items {
 		r.markStepUnfinished(&st.Items[i], state, msg)
 	}
 	if !st.State.Terminal() {
-		markStepUnfinished(st, state, msg)
+		runstate.MarkUnfinished(st, state, msg)
 		r.countStepEnded(st)
-	}
-}
-
-func markStepUnfinished(st *StepStatus, state StepState, msg string) {
-	for i := range st.Items {
-		markStepUnfinished(&st.Items[i], state, msg)
-	}
-	if !st.State.Terminal() {
-		st.State = state
-		if st.Message == "" {
-			st.Message = msg
-		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // versionRunIf guards trigger rules (spec.RunIf) and the scheduling that
@@ -17,22 +18,24 @@ const versionRunIf = "atelier.run-if"
 // runIfMet decides rule over the final states of a step's direct
 // dependencies, in declaration order. When the rule is not met, why says
 // which rule and which dependency (the step's skip reason).
-func runIfMet(rule pipeline.RunIf, parents []*StepStatus) (ok bool, why string) {
+func runIfMet(rule pipeline.RunIf, parents []*runstate.StepStatus) (ok bool, why string) {
 	note := ""
 	if rule == "" {
 		note = " (the default)" // a user may not know a rule applies
 	}
 	rule = rule.OrDefault()
-	failed := func(st *StepStatus) bool { return st.State == StepFailed }
-	succeeded := func(st *StepStatus) bool { return st.State == StepSucceeded || st.State == StepCached }
-	var blocker *StepStatus // the first dependency that breaks the rule
+	failed := func(st *runstate.StepStatus) bool { return st.State == runstate.StepFailed }
+	succeeded := func(st *runstate.StepStatus) bool {
+		return st.State == runstate.StepSucceeded || st.State == runstate.StepCached
+	}
+	var blocker *runstate.StepStatus // the first dependency that breaks the rule
 	switch rule {
 	case pipeline.RunIfAllSucceeded:
-		blocker = firstWhere(parents, func(st *StepStatus) bool { return !succeeded(st) })
+		blocker = firstWhere(parents, func(st *runstate.StepStatus) bool { return !succeeded(st) })
 	case pipeline.RunIfNoneFailed:
-		blocker = firstWhere(parents, func(st *StepStatus) bool { return !succeeded(st) && st.State != StepSkipped })
+		blocker = firstWhere(parents, func(st *runstate.StepStatus) bool { return !succeeded(st) && st.State != runstate.StepSkipped })
 	case pipeline.RunIfAllDone:
-		blocker = firstWhere(parents, func(st *StepStatus) bool { return !st.State.Terminal() })
+		blocker = firstWhere(parents, func(st *runstate.StepStatus) bool { return !st.State.Terminal() })
 	case pipeline.RunIfAnyFailed:
 		if firstWhere(parents, failed) != nil {
 			return true, ""
@@ -45,7 +48,7 @@ func runIfMet(rule pipeline.RunIf, parents []*StepStatus) (ok bool, why string) 
 	return false, fmt.Sprintf("runIf %s%s not met: dependency %q %s", rule, note, blocker.Name, strings.ToLower(string(blocker.State)))
 }
 
-func firstWhere(sts []*StepStatus, pred func(*StepStatus) bool) *StepStatus {
+func firstWhere(sts []*runstate.StepStatus, pred func(*runstate.StepStatus) bool) *runstate.StepStatus {
 	for _, st := range sts {
 		if pred(st) {
 			return st

@@ -8,10 +8,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
-func stepNamed(t *testing.T, s workflows.RunStatus, name string) workflows.StepStatus {
+func stepNamed(t *testing.T, s runstate.Status, name string) runstate.StepStatus {
 	t.Helper()
 	for _, st := range s.Steps {
 		if st.Name == name {
@@ -19,7 +19,7 @@ func stepNamed(t *testing.T, s workflows.RunStatus, name string) workflows.StepS
 		}
 	}
 	t.Fatalf("no step %q", name)
-	return workflows.StepStatus{}
+	return runstate.StepStatus{}
 }
 
 // A diamond whose one branch is skipped by when: the default join is
@@ -27,7 +27,7 @@ func stepNamed(t *testing.T, s workflows.RunStatus, name string) workflows.StepS
 // runs, and an anyFailed step is skipped because nothing failed.
 func TestRunIfDiamondWithSkippedBranch(t *testing.T) {
 	env, rt, _ := newEnv(t)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, input(t, `
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, input(t, `
 steps:
   - {name: a, container: {command: ["ok"]}}
   - {name: b, dependsOn: [a], when: "false", container: {command: ["ok"]}}
@@ -40,11 +40,11 @@ steps:
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 	s := status(t, env)
-	assert.Equal(t, workflows.RunSucceeded, s.State)
-	assert.Equal(t, map[string]workflows.StepState{
-		"a": workflows.StepSucceeded, "b": workflows.StepSkipped, "c": workflows.StepSucceeded,
-		"join": workflows.StepSkipped, "join-none-failed": workflows.StepSucceeded,
-		"join-all-done": workflows.StepSucceeded, "on-failure": workflows.StepSkipped,
+	assert.Equal(t, runstate.Succeeded, s.State)
+	assert.Equal(t, map[string]runstate.StepState{
+		"a": runstate.StepSucceeded, "b": runstate.StepSkipped, "c": runstate.StepSucceeded,
+		"join": runstate.StepSkipped, "join-none-failed": runstate.StepSucceeded,
+		"join-all-done": runstate.StepSucceeded, "on-failure": runstate.StepSkipped,
 	}, stepStates(s))
 	assert.Equal(t, `skipped: runIf allSucceeded (the default) not met: dependency "b" skipped`, stepNamed(t, s, "join").Message)
 	assert.Equal(t, "skipped: runIf anyFailed not met: no dependency failed", stepNamed(t, s, "on-failure").Message)
@@ -57,7 +57,7 @@ steps:
 // FAILED naming the first failure even though its cleanup succeeded.
 func TestRunIfAfterFailure(t *testing.T) {
 	env, rt, _ := newEnv(t)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, input(t, `
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, input(t, `
 steps:
   - {name: train, container: {command: ["fail"]}}
   - {name: slow, container: {command: ["slower"]}}
@@ -71,12 +71,12 @@ steps:
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(env.GetWorkflowError(), &appErr))
 	s := status(t, env)
-	assert.Equal(t, workflows.RunFailed, s.State)
+	assert.Equal(t, runstate.Failed, s.State)
 	assert.Equal(t, `step "train" failed: command exited with code 3`, s.Error)
-	assert.Equal(t, map[string]workflows.StepState{
-		"train": workflows.StepFailed, "slow": workflows.StepSucceeded,
-		"evaluate": workflows.StepSkipped, "publish": workflows.StepSkipped,
-		"notify": workflows.StepSucceeded, "cleanup": workflows.StepSucceeded, "tidy": workflows.StepSkipped,
+	assert.Equal(t, map[string]runstate.StepState{
+		"train": runstate.StepFailed, "slow": runstate.StepSucceeded,
+		"evaluate": runstate.StepSkipped, "publish": runstate.StepSkipped,
+		"notify": runstate.StepSucceeded, "cleanup": runstate.StepSucceeded, "tidy": runstate.StepSkipped,
 	}, stepStates(s))
 	assert.Equal(t, `skipped: runIf allSucceeded (the default) not met: dependency "train" failed`, stepNamed(t, s, "evaluate").Message)
 	assert.Equal(t, `not started: step "train" failed: command exited with code 3`, stepNamed(t, s, "publish").Message)
@@ -88,7 +88,7 @@ steps:
 // A forEach step that runs because of a failure runs every item.
 func TestRunIfForEachAfterFailure(t *testing.T) {
 	env, rt, _ := newEnv(t)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, input(t, `
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, input(t, `
 steps:
   - {name: train, container: {command: ["fail"]}}
   - name: notify
@@ -99,7 +99,7 @@ steps:
 `, nil))
 	require.True(t, env.IsWorkflowCompleted())
 	s := status(t, env)
-	assert.Equal(t, workflows.RunFailed, s.State)
-	assert.Equal(t, workflows.StepSucceeded, stepNamed(t, s, "notify").State)
+	assert.Equal(t, runstate.Failed, s.State)
+	assert.Equal(t, runstate.StepSucceeded, stepNamed(t, s, "notify").State)
 	assert.Subset(t, rt.commands(), []string{"ok notified=1", "ok notified=2", "ok notified=3"})
 }

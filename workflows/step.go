@@ -11,6 +11,7 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // Outputs are the JSON outputs a step wrote (a JSON object).
@@ -161,7 +162,7 @@ func stepActivityOptions(ctx workflow.Context, timeout time.Duration, taskQueue 
 
 // runContainer runs every attempt of one container step (or forEach item)
 // on the local runtime and keeps st current.
-func (r *Run) runContainer(ctx workflow.Context, st *StepStatus, stepName string, item *int, c pipeline.Container, opts ...StepOption) (Outputs, error) {
+func (r *Run) runContainer(ctx workflow.Context, st *runstate.StepStatus, stepName string, item *int, c pipeline.Container, opts ...StepOption) (Outputs, error) {
 	cfg := newStepConfig(opts)
 	actx := stepActivityOptions(ctx, cfg.timeout, "")
 	return r.runAttempts(ctx, st, cfg, func(_ workflow.Context, attempt int) (attemptOutcome, error) {
@@ -186,14 +187,14 @@ func (r *Run) runContainer(ctx workflow.Context, st *StepStatus, stepName string
 // runAttempts is the attempt loop every step kind shares: it records each
 // attempt, retries step failures with backoff as configured, and returns
 // errCancelled when the run was cancelled.
-func (r *Run) runAttempts(ctx workflow.Context, st *StepStatus, cfg stepConfig, run attemptFunc) (Outputs, error) {
+func (r *Run) runAttempts(ctx workflow.Context, st *runstate.StepStatus, cfg stepConfig, run attemptFunc) (Outputs, error) {
 	now := workflow.Now(ctx)
 	if st.StartedAt == nil {
 		r.countStepStarted(st)
 	}
 	st.StartedAt = &now
 	cancelled := func(msg string) {
-		r.endStepAs(st, StepCancelled, "", msg, cfg.requeued == nil || !cfg.requeued())
+		r.endStepAs(st, runstate.StepCancelled, "", msg, cfg.requeued == nil || !cfg.requeued())
 	}
 	for attempt := max(cfg.firstAttempt, 1); ; attempt++ {
 		due := workflow.Now(ctx) // dependencies done, or the backoff over
@@ -208,12 +209,12 @@ func (r *Run) runAttempts(ctx workflow.Context, st *StepStatus, cfg stepConfig, 
 			return nil, errCancelled
 		}
 		if msg := historyLimitError(ctx); msg != "" {
-			r.endStep(st, StepFailed, msg, "")
+			r.endStep(st, runstate.StepFailed, msg, "")
 			return nil, &StepError{Step: st.Name, Attempts: attempt - 1, Message: msg}
 		}
 		started := workflow.Now(ctx)
-		st.State = StepRunning
-		st.Attempts = append(st.Attempts, Attempt{Number: attempt, State: StepRunning, StartedAt: &started})
+		st.State = runstate.StepRunning
+		st.Attempts = append(st.Attempts, runstate.Attempt{Number: attempt, State: runstate.StepRunning, StartedAt: &started})
 		r.touch()
 		r.publishDetails() // Go pipelines have no scheduling loop that would
 		r.countAttemptStarted(st)
@@ -234,28 +235,28 @@ func (r *Run) runAttempts(ctx workflow.Context, st *StepStatus, cfg stepConfig, 
 
 		if err == nil {
 			code := res.ExitCode
-			a.ExitCode, a.State, a.Message = &code, StepSucceeded, ""
+			a.ExitCode, a.State, a.Message = &code, runstate.StepSucceeded, ""
 			r.countAttemptEnded(st, a, due, res.StartedAt)
 			st.Outputs = res.Outputs
-			r.endStep(st, StepSucceeded, "", "")
+			r.endStep(st, runstate.StepSucceeded, "", "")
 			return res.Outputs, nil
 		}
 		if ctx.Err() != nil || temporal.IsCanceledError(err) {
-			a.State, a.Error = StepCancelled, "cancelled"
+			a.State, a.Error = runstate.StepCancelled, "cancelled"
 			r.countAttemptEnded(st, a, due, res.StartedAt)
 			cancelled("run cancelled")
 			return nil, errCancelled
 		}
 
 		msg, errType, code := describeActivityError(err)
-		a.State, a.Error, a.ExitCode = StepFailed, msg, code
+		a.State, a.Error, a.ExitCode = runstate.StepFailed, msg, code
 		r.countAttemptEnded(st, a, due, res.StartedAt)
 		retryable := errType == activities.ErrTypeStepFailed || errType == activities.ErrTypeStepTimeout || errType == ""
 		if !retryable || attempt-cfg.preempted > cfg.retries.Limit {
-			r.endStep(st, StepFailed, msg, "")
+			r.endStep(st, runstate.StepFailed, msg, "")
 			return nil, &StepError{Step: st.Name, Attempts: attempt, Message: msg}
 		}
-		st.State = StepRetrying
+		st.State = runstate.StepRetrying
 		st.Message = fmt.Sprintf("attempt %d failed; retrying", attempt)
 		r.touch()
 		if err := workflow.Sleep(ctx, backoff(cfg.retries, attempt)); err != nil {
@@ -266,13 +267,13 @@ func (r *Run) runAttempts(ctx workflow.Context, st *StepStatus, cfg stepConfig, 
 	}
 }
 
-func (r *Run) endStep(st *StepStatus, state StepState, errMsg, msg string) {
+func (r *Run) endStep(st *runstate.StepStatus, state runstate.StepState, errMsg, msg string) {
 	r.endStepAs(st, state, errMsg, msg, true)
 }
 
 // endStepAs is endStep; final says whether state is the step's last (it
 // is counted in the step metrics once, when it is).
-func (r *Run) endStepAs(st *StepStatus, state StepState, errMsg, msg string, final bool) {
+func (r *Run) endStepAs(st *runstate.StepStatus, state runstate.StepState, errMsg, msg string, final bool) {
 	now := workflow.Now(r.root)
 	counted := st.State.Terminal() // ended before (a second end changes no count)
 	st.State, st.FinishedAt = state, &now
@@ -282,7 +283,7 @@ func (r *Run) endStepAs(st *StepStatus, state StepState, errMsg, msg string, fin
 	if msg != "" {
 		st.Message = msg
 	}
-	if state == StepFailed {
+	if state == runstate.StepFailed {
 		r.notice(st)
 	}
 	if final && !counted {

@@ -7,7 +7,9 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
@@ -23,7 +25,7 @@ import (
 // before its history grows large. Item states and outputs go to Postgres
 // (step_items) in batches; the pipeline's status holds counts and the first
 // failures; steps that read the outputs are rendered by an activity that
-// loads them (RenderStepName). docs/architecture.md, "Wide forEach", has
+// loads them (activities.RenderStepName). docs/architecture.md, "Wide forEach", has
 // the whole design and its numbers.
 
 // versionWide guards the wide path: before it, a forEach list over 1,000
@@ -121,14 +123,14 @@ type BatchInput struct {
 	Params  map[string]any              `json:"params,omitempty"`
 	Outputs map[string]pipeline.StepEnv `json:"outputs,omitempty"`
 	// Wide are the wide steps whose outputs the step's templates read:
-	// the batch has its items rendered by RenderItemsName.
-	Wide map[string]WideRef `json:"wide,omitempty"`
+	// the batch has its items rendered by activities.RenderItemsName.
+	Wide map[string]runstate.WideRef `json:"wide,omitempty"`
 	// ListWide are the wide steps the list expression reads when the
 	// list was too large to travel (MaxRenderedItems): the batch fetches
-	// its items by RenderItemsName (ValuesOnly).
-	ListWide map[string]WideRef `json:"listWide,omitempty"`
-	Start    int                `json:"start"`
-	End      int                `json:"end"`
+	// its items by activities.RenderItemsName (ValuesOnly).
+	ListWide map[string]runstate.WideRef `json:"listWide,omitempty"`
+	Start    int                         `json:"start"`
+	End      int                         `json:"end"`
 	// Total is the length of the whole list.
 	Total int   `json:"total"`
 	Items []any `json:"items,omitempty"` // literal lists: items [Start, End)
@@ -148,13 +150,13 @@ type BatchInput struct {
 	Result BatchResult `json:"result"`
 	// Cluster is where the items run, for a container step with a
 	// placement; nil: the local runtime.
-	Cluster *WideCluster `json:"cluster,omitempty"`
+	Cluster *runstate.WideCluster `json:"cluster,omitempty"`
 }
 
 // BatchResult is what a batch reports to the pipeline workflow.
 type BatchResult struct {
-	Counts   ItemCounts    `json:"counts"`
-	Failures []ItemFailure `json:"failures,omitempty"`
+	Counts   runstate.ItemCounts    `json:"counts"`
+	Failures []runstate.ItemFailure `json:"failures,omitempty"`
 	// Error is set when items could not be recorded (the step fails).
 	Error string `json:"error,omitempty"`
 }
@@ -196,7 +198,7 @@ func wideKubeRefused() string {
 // cluster when it ends (useCluster), however its batches ended. The cost:
 // all items of the step go to one cluster, chosen when the step starts.
 // ok is false when the step has ended (no cluster, or cancelled).
-func (d *dag) wideCluster(ctx workflow.Context, i int, p *pipeline.Placement) (*WideCluster, bool) {
+func (d *dag) wideCluster(ctx workflow.Context, i int, p *pipeline.Placement) (*runstate.WideCluster, bool) {
 	s, st := &d.p.Steps[i], d.steps[i]
 	st.Message = "choosing a cluster"
 	d.r.touch()
@@ -204,7 +206,7 @@ func (d *dag) wideCluster(ctx workflow.Context, i int, p *pipeline.Placement) (*
 	st.Message = ""
 	switch {
 	case err != nil && ctx.Err() != nil:
-		d.finishStep(i, StepCancelled, "", "run cancelled")
+		d.finishStep(i, runstate.StepCancelled, "", "run cancelled")
 		return nil, false
 	case err != nil:
 		msg, _, _ := describeActivityError(err)
@@ -213,7 +215,7 @@ func (d *dag) wideCluster(ctx workflow.Context, i int, p *pipeline.Placement) (*
 	}
 	d.r.useCluster(t)
 	st.Message = t.reason
-	return &WideCluster{Placement: p, Cluster: t.cluster, TaskQueue: t.taskQueue}, true
+	return &runstate.WideCluster{Placement: p, Cluster: t.cluster, TaskQueue: t.taskQueue}, true
 }
 
 // runWide runs forEach step i over its n items (more than
@@ -234,7 +236,7 @@ func (d *dag) runWide(ctx workflow.Context, i int, env pipeline.Env, items []any
 		return
 	}
 	params, outputs, wide, why := d.wideEnv(i, env)
-	var listWide map[string]WideRef
+	var listWide map[string]runstate.WideRef
 	if items == nil {
 		// The list stays out of the workflow (startRemoteItems): the
 		// batches fetch their items over the wide outputs it reads.
@@ -244,7 +246,7 @@ func (d *dag) runWide(ctx workflow.Context, i int, env pipeline.Env, items []any
 		d.fail(i, why)
 		return
 	}
-	var cluster *WideCluster
+	var cluster *runstate.WideCluster
 	if placement != nil {
 		var ok bool
 		if cluster, ok = d.wideCluster(ctx, i, placement); !ok {
@@ -257,8 +259,8 @@ func (d *dag) runWide(ctx workflow.Context, i int, env pipeline.Env, items []any
 	}
 	plan := planWide(n, par)
 	now := workflow.Now(ctx)
-	st.State, st.StartedAt = StepRunning, &now
-	w := &WideStatus{Items: n, Batches: len(plan.batches), Parallelism: min(par, plan.childPar*plan.window)}
+	st.State, st.StartedAt = runstate.StepRunning, &now
+	w := &runstate.WideStatus{Items: n, Batches: len(plan.batches), Parallelism: min(par, plan.childPar*plan.window)}
 	st.Wide = w
 	d.r.touch()
 
@@ -337,7 +339,7 @@ func (d *dag) runWide(ctx workflow.Context, i int, env pipeline.Env, items []any
 			gwait, _ := workflow.NewDisconnectedContext(gctx)
 			err := f.Get(gwait, &res)
 			w.BatchesDone++
-			w.Counts.add(res.Counts)
+			w.Counts.Add(res.Counts)
 			w.Failures = mergeFailures(w.Failures, res.Failures)
 			switch {
 			case err != nil && ctx.Err() == nil && !temporal.IsCanceledError(err):
@@ -380,25 +382,25 @@ func (d *dag) runWide(ctx workflow.Context, i int, env pipeline.Env, items []any
 	case w.Counts.Failed > tolerated:
 		d.fail(i, never(tooManyFailed(w.Counts.Failed, n, policy, w.Failures)))
 	case ctx.Err() != nil:
-		d.finishStep(i, StepCancelled, "", never("run cancelled"))
+		d.finishStep(i, runstate.StepCancelled, "", never("run cancelled"))
 	case w.Counts.NotRun > 0 || w.Counts.Cancelled > 0:
-		d.finishStep(i, StepCancelled, "", never("stopped: "+d.failure))
+		d.finishStep(i, runstate.StepCancelled, "", never("stopped: "+d.failure))
 	default:
-		ref := WideRef{Run: d.r.ID(), Step: st.Name, Items: n}
+		ref := runstate.WideRef{Run: d.r.ID(), Step: st.Name, Items: n}
 		w.Outputs = &ref
-		d.outputs[i] = WideOutputs(ref)
+		d.outputs[i] = runstate.WideOutputs(ref)
 		d.wideRefs[i] = &ref
 		msg := ""
 		if w.Counts.Failed > 0 {
 			msg = fmt.Sprintf("%d of %d items failed (tolerated: at most %v%%); their outputs are null", w.Counts.Failed, n, policy.MaxFailedPercent)
 		}
-		d.finishStep(i, StepSucceeded, "", msg)
+		d.finishStep(i, runstate.StepSucceeded, "", msg)
 	}
 }
 
 // tooManyFailed is the error of a forEach whose failures exceed what its
 // policy tolerates.
-func tooManyFailed(failed, n int, p *pipeline.FailurePolicy, first []ItemFailure) string {
+func tooManyFailed(failed, n int, p *pipeline.FailurePolicy, first []runstate.ItemFailure) string {
 	msg := fmt.Sprintf("%d of %d items failed", failed, n)
 	if p.Tolerated(n) > 0 {
 		msg = fmt.Sprintf("%d of %d items failed, more than the %v%% tolerated", failed, n, p.MaxFailedPercent)
@@ -410,14 +412,14 @@ func tooManyFailed(failed, n int, p *pipeline.FailurePolicy, first []ItemFailure
 }
 
 // mergeFailures keeps the MaxWideFailures lowest-indexed failures of a and b.
-func mergeFailures(a, b []ItemFailure) []ItemFailure {
+func mergeFailures(a, b []runstate.ItemFailure) []runstate.ItemFailure {
 	if len(b) == 0 {
 		return a
 	}
-	out := append(append([]ItemFailure(nil), a...), b...)
+	out := append(append([]runstate.ItemFailure(nil), a...), b...)
 	sort.SliceStable(out, func(x, y int) bool { return out[x].Index < out[y].Index })
-	if len(out) > MaxWideFailures {
-		out = out[:MaxWideFailures]
+	if len(out) > runstate.MaxWideFailures {
+		out = out[:runstate.MaxWideFailures]
 	}
 	return out
 }
@@ -426,10 +428,10 @@ func mergeFailures(a, b []ItemFailure) []ItemFailure {
 // environment: the params and the outputs of the steps its templates read,
 // within wideEnvBytes (every batch's input carries them), and the wide
 // steps its templates read (by reference: the batches have their items
-// rendered by RenderItemsName).
-func (d *dag) wideEnv(i int, env pipeline.Env) (map[string]any, map[string]pipeline.StepEnv, map[string]WideRef, string) {
+// rendered by activities.RenderItemsName).
+func (d *dag) wideEnv(i int, env pipeline.Env) (map[string]any, map[string]pipeline.StepEnv, map[string]runstate.WideRef, string) {
 	outputs := map[string]pipeline.StepEnv{}
-	var wide map[string]WideRef
+	var wide map[string]runstate.WideRef
 	for _, j := range d.refs[i] {
 		name := d.nameOf(j)
 		if ref := d.wideRefs[j]; ref != nil {
@@ -440,7 +442,7 @@ func (d *dag) wideEnv(i int, env pipeline.Env) (map[string]any, map[string]pipel
 			// (startRemoteItems): only the templates need the ref.
 			if slices.Contains(d.workReferences()[i], j) {
 				if wide == nil {
-					wide = map[string]WideRef{}
+					wide = map[string]runstate.WideRef{}
 				}
 				wide[name] = *ref
 			}
@@ -453,7 +455,7 @@ func (d *dag) wideEnv(i int, env pipeline.Env) (map[string]any, map[string]pipel
 	b, err := json.Marshal(struct {
 		P map[string]any
 		O map[string]pipeline.StepEnv
-		W map[string]WideRef
+		W map[string]runstate.WideRef
 	}{env.Params, outputs, wide})
 	if err != nil {
 		return nil, nil, nil, fmt.Sprintf("encoding the params and outputs the step reads: %v", err)
@@ -486,8 +488,8 @@ const (
 // renderRemote renders step i, whose when or templates read the outputs of
 // wide steps, in an activity that loads them from Postgres; the workflow
 // records only the rendered step (bounded by spec.MaxRenderedStep).
-func (d *dag) renderRemote(ctx workflow.Context, i int, env pipeline.Env, mode renderMode) (RenderResult, error) {
-	req := RenderRequest{Step: d.p.Steps[i], Params: env.Params, Outputs: map[string]any{}, Wide: map[string]WideRef{}, Run: env.Run,
+func (d *dag) renderRemote(ctx workflow.Context, i int, env pipeline.Env, mode renderMode) (activities.RenderResult, error) {
+	req := activities.RenderRequest{Step: d.p.Steps[i], Params: env.Params, Outputs: map[string]any{}, Wide: map[string]runstate.WideRef{}, Run: env.Run,
 		Items: mode == renderList, ItemsByRef: mode == renderList, WhenOnly: mode == renderWhen}
 	for _, j := range d.refs[i] {
 		name := d.nameOf(j)
@@ -500,38 +502,34 @@ func (d *dag) renderRemote(ctx workflow.Context, i int, env pipeline.Env, mode r
 		}
 	}
 	actx := workflow.WithActivityOptions(ctx, renderActivityOptions(d.r.controlQueue("")))
-	var res RenderResult
-	err := workflow.ExecuteActivity(actx, RenderStepName, req).Get(actx, &res)
+	var res activities.RenderResult
+	err := workflow.ExecuteActivity(actx, activities.RenderStepName, req).Get(actx, &res)
 	return res, err
 }
 
-// ErrTypeRender is the application error type of a step whose templates
-// cannot be rendered (a bad expression, over budget): not retried.
-const ErrTypeRender = "RenderFailed"
-
-// Render answers a RenderRequest (RenderStepName), with env holding the
+// Render answers a RenderRequest (activities.RenderStepName), with env holding the
 // wide steps' outputs. Exported for activities/foreach.
-func Render(req *RenderRequest, env pipeline.Env) (RenderResult, error) {
+func Render(req *activities.RenderRequest, env pipeline.Env) (activities.RenderResult, error) {
 	if req.PipelineOutputs != nil {
 		// The workflow says what failed (the pipeline's outputs).
 		out, err := pipeline.EvalOutputs(&pipeline.Spec{Outputs: req.PipelineOutputs}, env)
-		return RenderResult{PipelineOutputs: out}, err
+		return activities.RenderResult{PipelineOutputs: out}, err
 	}
 	if req.WhenOnly {
 		if req.Step.When == "" {
-			return RenderResult{}, nil
+			return activities.RenderResult{}, nil
 		}
 		ok, err := pipeline.EvalWhen(req.Step.When, env)
 		if err != nil {
-			return RenderResult{}, fmt.Errorf("evaluating when %q: %w", req.Step.When, err)
+			return activities.RenderResult{}, fmt.Errorf("evaluating when %q: %w", req.Step.When, err)
 		}
-		return RenderResult{Skip: !ok}, nil
+		return activities.RenderResult{Skip: !ok}, nil
 	}
 	res, err := RenderStep(&req.Step, env, req.Items)
 	if err != nil && req.ItemsByRef {
 		var big *listTooLarge
 		if errors.As(err, &big) && big.n > pipeline.WideThreshold {
-			return RenderResult{Count: big.n}, nil
+			return activities.RenderResult{Count: big.n}, nil
 		}
 	}
 	return res, err
@@ -542,34 +540,34 @@ func Render(req *RenderRequest, env pipeline.Env) (RenderResult, error) {
 type listTooLarge struct{ n, bytes int }
 
 func (e *listTooLarge) Error() string {
-	return fmt.Sprintf("forEach items computed from a wide step's outputs are %d KiB; the limit is %d KiB", e.bytes>>10, MaxRenderedItems>>10)
+	return fmt.Sprintf("forEach items computed from a wide step's outputs are %d KiB; the limit is %d KiB", e.bytes>>10, activities.MaxRenderedItems>>10)
 }
 
-// RenderStep renders what an activity was asked to (RenderStepName), with
+// RenderStep renders what an activity was asked to (activities.RenderStepName), with
 // env holding the wide steps' outputs.
-func RenderStep(s *pipeline.Step, env pipeline.Env, items bool) (RenderResult, error) {
+func RenderStep(s *pipeline.Step, env pipeline.Env, items bool) (activities.RenderResult, error) {
 	if s.When != "" {
 		ok, err := pipeline.EvalWhen(s.When, env)
 		if err != nil {
-			return RenderResult{}, fmt.Errorf("evaluating when %q: %w", s.When, err)
+			return activities.RenderResult{}, fmt.Errorf("evaluating when %q: %w", s.When, err)
 		}
 		if !ok {
-			return RenderResult{Skip: true}, nil
+			return activities.RenderResult{Skip: true}, nil
 		}
 	}
 	if items {
 		list, err := pipeline.EvalItems(s.ForEach, env)
 		if err != nil {
-			return RenderResult{}, fmt.Errorf("evaluating forEach items: %w", err)
+			return activities.RenderResult{}, fmt.Errorf("evaluating forEach items: %w", err)
 		}
 		b, err := json.Marshal(list)
 		if err != nil {
-			return RenderResult{}, fmt.Errorf("forEach items are not JSON: %w", err)
+			return activities.RenderResult{}, fmt.Errorf("forEach items are not JSON: %w", err)
 		}
-		if len(b) > MaxRenderedItems {
-			return RenderResult{}, &listTooLarge{n: len(list), bytes: len(b)}
+		if len(b) > activities.MaxRenderedItems {
+			return activities.RenderResult{}, &listTooLarge{n: len(list), bytes: len(b)}
 		}
-		return RenderResult{Items: b}, nil
+		return activities.RenderResult{Items: b}, nil
 	}
 	if kindOf(*s) == pipeline.KindApproval {
 		a, err := renderApproval(s.Approval, env)
@@ -577,15 +575,15 @@ func RenderStep(s *pipeline.Step, env pipeline.Env, items bool) (RenderResult, e
 			err = pipeline.CheckRenderedSize(a)
 		}
 		if err != nil {
-			return RenderResult{}, fmt.Errorf("rendering templates: %w", err)
+			return activities.RenderResult{}, fmt.Errorf("rendering templates: %w", err)
 		}
-		return RenderResult{Approval: a}, nil
+		return activities.RenderResult{Approval: a}, nil
 	}
 	w, err := renderWork(s, env)
 	if err != nil {
-		return RenderResult{}, fmt.Errorf("rendering templates: %w", err)
+		return activities.RenderResult{}, fmt.Errorf("rendering templates: %w", err)
 	}
-	return RenderResult{Container: w.container, Ray: w.ray, Spark: w.spark, Inference: w.inference, Pipeline: w.pipeline}, nil
+	return activities.RenderResult{Container: w.container, Ray: w.ray, Spark: w.spark, Inference: w.inference, Pipeline: w.pipeline}, nil
 }
 
 // startRemote runs step i whose templates read wide outputs: render in an
@@ -604,20 +602,20 @@ func (d *dag) startRemote(i int, env pipeline.Env, opts []StepOption) {
 	workflow.Go(d.ctx, func(gctx workflow.Context) {
 		defer func() { d.running--; d.done[i] = true; d.r.touch() }()
 		now := workflow.Now(gctx)
-		st.State, st.StartedAt, st.Message = StepRunning, &now, "rendering templates over wide outputs"
+		st.State, st.StartedAt, st.Message = runstate.StepRunning, &now, "rendering templates over wide outputs"
 		d.r.touch()
 		res, err := d.renderRemote(gctx, i, env, renderTemplates)
 		st.Message = ""
 		switch {
 		case err != nil && gctx.Err() != nil:
-			d.finishStep(i, StepCancelled, "", "run cancelled")
+			d.finishStep(i, runstate.StepCancelled, "", "run cancelled")
 			return
 		case err != nil:
 			msg, _, _ := describeActivityError(err)
 			d.fail(i, msg)
 			return
 		case res.Skip:
-			d.finishStep(i, StepSkipped, "", fmt.Sprintf("skipped: condition %q is false", s.When))
+			d.finishStep(i, runstate.StepSkipped, "", fmt.Sprintf("skipped: condition %q is false", s.When))
 			return
 		}
 		if kindOf(*s) == pipeline.KindApproval {
@@ -657,14 +655,14 @@ func (d *dag) startRemoteItems(i int, env pipeline.Env, opts []StepOption) {
 		st.Message = ""
 		switch {
 		case err != nil && gctx.Err() != nil:
-			d.finishStep(i, StepCancelled, "", "run cancelled")
+			d.finishStep(i, runstate.StepCancelled, "", "run cancelled")
 			return
 		case err != nil:
 			msg, _, _ := describeActivityError(err)
 			d.fail(i, msg)
 			return
 		case res.Skip:
-			d.finishStep(i, StepSkipped, "", fmt.Sprintf("skipped: condition %q is false", s.When))
+			d.finishStep(i, runstate.StepSkipped, "", fmt.Sprintf("skipped: condition %q is false", s.When))
 			return
 		case res.Count > 0:
 			d.runWideByRef(gctx, i, env, res.Count)
@@ -688,12 +686,12 @@ func (d *dag) runWideByRef(ctx workflow.Context, i int, env pipeline.Env, n int)
 }
 
 // wideOf returns the WideRefs, by step name, of the wide steps among refs.
-func (d *dag) wideOf(refs []int) map[string]WideRef {
-	var out map[string]WideRef
+func (d *dag) wideOf(refs []int) map[string]runstate.WideRef {
+	var out map[string]runstate.WideRef
 	for _, j := range refs {
 		if ref := d.wideRefs[j]; ref != nil {
 			if out == nil {
-				out = map[string]WideRef{}
+				out = map[string]runstate.WideRef{}
 			}
 			out[d.nameOf(j)] = *ref
 		}

@@ -15,7 +15,9 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows"
 )
 
@@ -23,21 +25,21 @@ import (
 // the real activities, exercised by integration/wide_test.go).
 type itemStore struct {
 	mu     sync.Mutex
-	rows   map[string]map[int]workflows.ItemRecord // run/step -> index -> record
+	rows   map[string]map[int]runstate.ItemRecord // run/step -> index -> record
 	writes int
-	// itemRenders are the steps of RenderItemsName calls, one per call.
+	// itemRenders are the steps of activities.RenderItemsName calls, one per call.
 	itemRenders []string
 }
 
-func (s *itemStore) record(_ context.Context, req workflows.RecordItemsRequest) error {
+func (s *itemStore) record(_ context.Context, req activities.RecordItemsRequest) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.rows == nil {
-		s.rows = map[string]map[int]workflows.ItemRecord{}
+		s.rows = map[string]map[int]runstate.ItemRecord{}
 	}
 	key := req.RunID + "/" + req.Step
 	if s.rows[key] == nil {
-		s.rows[key] = map[int]workflows.ItemRecord{}
+		s.rows[key] = map[int]runstate.ItemRecord{}
 	}
 	for _, r := range req.Items {
 		s.rows[key][r.Index] = r
@@ -46,19 +48,19 @@ func (s *itemStore) record(_ context.Context, req workflows.RecordItemsRequest) 
 	return nil
 }
 
-func (s *itemStore) states(key string) map[workflows.StepState]int {
+func (s *itemStore) states(key string) map[runstate.StepState]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := map[workflows.StepState]int{}
+	out := map[runstate.StepState]int{}
 	for _, r := range s.rows[key] {
 		out[r.State]++
 	}
 	return out
 }
 
-// render is RenderStepName over the stored outputs, as activities/foreach
+// render is activities.RenderStepName over the stored outputs, as activities/foreach
 // does over Postgres.
-func (s *itemStore) render(_ context.Context, req workflows.RenderRequest) (workflows.RenderResult, error) {
+func (s *itemStore) render(_ context.Context, req activities.RenderRequest) (activities.RenderResult, error) {
 	env := pipeline.Env{Params: req.Params, Run: req.Run, Steps: map[string]pipeline.StepEnv{}, Limits: pipeline.ActivityLimits}
 	for name, out := range req.Outputs {
 		env.Steps[name] = pipeline.StepEnv{Outputs: out}
@@ -67,8 +69,8 @@ func (s *itemStore) render(_ context.Context, req workflows.RenderRequest) (work
 	return workflows.Render(&req, env)
 }
 
-// renderItems is RenderItemsName over the stored outputs.
-func (s *itemStore) renderItems(_ context.Context, req workflows.RenderItemsRequest) (workflows.RenderItemsResult, error) {
+// renderItems is activities.RenderItemsName over the stored outputs.
+func (s *itemStore) renderItems(_ context.Context, req activities.RenderItemsRequest) (activities.RenderItemsResult, error) {
 	env := pipeline.Env{Params: req.Params, Run: req.Run, Steps: map[string]pipeline.StepEnv{}, Limits: pipeline.ActivityLimits}
 	for name, se := range req.Outputs {
 		env.Steps[name] = se
@@ -80,13 +82,13 @@ func (s *itemStore) renderItems(_ context.Context, req workflows.RenderItemsRequ
 	return workflows.RenderItems(&req, env, nil)
 }
 
-func (s *itemStore) loadWide(steps map[string]pipeline.StepEnv, refs map[string]workflows.WideRef) {
+func (s *itemStore) loadWide(steps map[string]pipeline.StepEnv, refs map[string]runstate.WideRef) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for name, ref := range refs {
 		list := make([]any, ref.Items)
 		for k, r := range s.rows[ref.Run+"/"+ref.Step] {
-			if r.State == workflows.StepSucceeded || r.State == workflows.StepCached {
+			if r.State == runstate.StepSucceeded || r.State == runstate.StepCached {
 				list[k] = r.Outputs
 			}
 		}
@@ -97,20 +99,20 @@ func (s *itemStore) loadWide(steps map[string]pipeline.StepEnv, refs map[string]
 func newWideEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeRuntime, *itemStore) {
 	env, rt, _ := newEnv(t)
 	st := &itemStore{}
-	env.RegisterActivityWithOptions(st.record, activity.RegisterOptions{Name: workflows.RecordItemsName})
-	env.RegisterActivityWithOptions(st.render, activity.RegisterOptions{Name: workflows.RenderStepName})
-	env.RegisterActivityWithOptions(st.renderItems, activity.RegisterOptions{Name: workflows.RenderItemsName})
+	env.RegisterActivityWithOptions(st.record, activity.RegisterOptions{Name: activities.RecordItemsName})
+	env.RegisterActivityWithOptions(st.render, activity.RegisterOptions{Name: activities.RenderStepName})
+	env.RegisterActivityWithOptions(st.renderItems, activity.RegisterOptions{Name: activities.RenderItemsName})
 	env.SetTestTimeout(5 * time.Minute)
 	return env, rt, st
 }
 
-func wideStep(s workflows.RunStatus, name string) workflows.StepStatus {
+func wideStep(s runstate.Status, name string) runstate.StepStatus {
 	for _, st := range s.Steps {
 		if st.Name == name {
 			return st
 		}
 	}
-	return workflows.StepStatus{}
+	return runstate.StepStatus{}
 }
 
 // A forEach past spec.WideThreshold runs in batch workflows: every item
@@ -127,20 +129,20 @@ steps:
   - name: total
     container: {command: ["ok sum={{ sum(map(steps.square.outputs, .v)) }} n={{ len(steps.square.outputs) }}"]}
 `, nil)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, in)
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 
 	s := status(t, env)
-	require.Equal(t, workflows.RunSucceeded, s.State, s.Error)
+	require.Equal(t, runstate.Succeeded, s.State, s.Error)
 	sq := wideStep(s, "square")
 	require.NotNil(t, sq.Wide)
 	assert.Empty(t, sq.Items, "a wide step's items are not in the status")
 	assert.Equal(t, 2500, sq.Wide.Items)
-	assert.Equal(t, workflows.ItemCounts{Succeeded: 2500}, sq.Wide.Counts)
+	assert.Equal(t, runstate.ItemCounts{Succeeded: 2500}, sq.Wide.Counts)
 	assert.Equal(t, sq.Wide.Batches, sq.Wide.BatchesDone)
 	assert.Greater(t, sq.Wide.Batches, 2)
-	assert.Equal(t, map[workflows.StepState]int{workflows.StepSucceeded: 2500}, st.states(s.RunID+"/square"))
+	assert.Equal(t, map[runstate.StepState]int{runstate.StepSucceeded: 2500}, st.states(s.RunID+"/square"))
 	assert.Less(t, st.writes, 2500/10, "records are written in batches, not per item")
 	assert.LessOrEqual(t, rt.maxRan, 300)
 
@@ -149,7 +151,7 @@ steps:
 		want += float64(k * k)
 	}
 	assert.Contains(t, rt.commands(), fmt.Sprintf("ok sum=%.0f n=2500", want))
-	assert.Equal(t, workflows.StepSucceeded, wideStep(s, "total").State)
+	assert.Equal(t, runstate.StepSucceeded, wideStep(s, "total").State)
 	r := st.rows[s.RunID+"/square"][7]
 	assert.Equal(t, map[string]any{"v": 49.0}, r.Outputs)
 	assert.Equal(t, 7.0, r.Item)
@@ -162,12 +164,12 @@ func TestWideFailurePolicyToleratesAPercentage(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		every   int // items with k % every == 0 fail
-		state   workflows.RunState
+		state   runstate.State
 		failed  int
 		message string
 	}{
-		{"within", 100, workflows.RunSucceeded, 20, "20 of 2000 items failed (tolerated: at most 1%)"},
-		{"past", 90, workflows.RunFailed, 23, "23 of 2000 items failed, more than the 1% tolerated"},
+		{"within", 100, runstate.Succeeded, 20, "20 of 2000 items failed (tolerated: at most 1%)"},
+		{"past", 90, runstate.Failed, 23, "23 of 2000 items failed, more than the 1% tolerated"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env, rt, st := newWideEnv(t)
@@ -177,7 +179,7 @@ steps:
     forEach: {items: "0..1999", parallelism: 200, failurePolicy: {mode: continue, maxFailedPercent: 1}}
     container: {command: ["{{ item %% %d == 0 ? 'fail' : 'ok' }} v={{ item }}"]}
 `, tc.every), nil)
-			env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+			env.ExecuteWorkflow(runstate.PipelineWorkflowName, in)
 			require.True(t, env.IsWorkflowCompleted())
 			s := status(t, env)
 			assert.Equal(t, tc.state, s.State, s.Error)
@@ -185,7 +187,7 @@ steps:
 			assert.Equal(t, tc.failed, fan.Wide.Counts.Failed)
 			assert.Equal(t, 2000-tc.failed, fan.Wide.Counts.Succeeded, "continue runs every item")
 			assert.Len(t, rt.calls, 2000)
-			assert.Equal(t, tc.failed, st.states(s.RunID + "/fan")[workflows.StepFailed])
+			assert.Equal(t, tc.failed, st.states(s.RunID + "/fan")[runstate.StepFailed])
 			require.NotEmpty(t, fan.Wide.Failures)
 			assert.Equal(t, 0, fan.Wide.Failures[0].Index, "lowest index first")
 			if fan.Error != "" {
@@ -210,18 +212,18 @@ steps:
     dependsOn: [fan]
     container: {command: ["ok"]}
 `, nil)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, in)
 	require.True(t, env.IsWorkflowCompleted())
 	s := status(t, env)
-	assert.Equal(t, workflows.RunFailed, s.State)
+	assert.Equal(t, runstate.Failed, s.State)
 	fan := wideStep(s, "fan")
-	assert.Equal(t, workflows.StepFailed, fan.State)
+	assert.Equal(t, runstate.StepFailed, fan.State)
 	assert.Equal(t, 1, fan.Wide.Counts.Failed)
 	assert.Greater(t, fan.Wide.Counts.NotRun, 3000)
 	assert.Contains(t, fan.Error, "1 of 5000 items failed; first: item 150")
 	assert.Contains(t, fan.Error, "items never ran")
 	assert.Less(t, len(rt.calls), 2000)
-	assert.Equal(t, workflows.StepSkipped, wideStep(s, "after").State)
+	assert.Equal(t, runstate.StepSkipped, wideStep(s, "after").State)
 }
 
 // Cancelling the run cancels every batch and its running items; the run
@@ -235,21 +237,21 @@ steps:
     container: {command: ["block"]}
 `, nil)
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(workflows.SignalCancel, workflows.CancelRequest{Reason: "enough", Requester: "alice"})
+		env.SignalWorkflow(runstate.SignalCancel, runstate.CancelRequest{Reason: "enough", Requester: "alice"})
 	}, 5*time.Second)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, in)
 	require.True(t, env.IsWorkflowCompleted())
 	s := status(t, env)
-	assert.Equal(t, workflows.RunCancelled, s.State)
+	assert.Equal(t, runstate.Cancelled, s.State)
 	fan := wideStep(s, "fan")
-	assert.Equal(t, workflows.StepCancelled, fan.State)
+	assert.Equal(t, runstate.StepCancelled, fan.State)
 	assert.Equal(t, 400, fan.Wide.Counts.Cancelled, "every running item is cancelled")
 	assert.Equal(t, 2600, fan.Wide.Counts.NotRun)
 	// (That no process is left running is checked on the real stack,
 	// integration/wide_test.go: the test environment does not stop
 	// cancelled activities' goroutines.)
 	assert.Len(t, rt.calls, 400, "no item starts after the cancel")
-	assert.Equal(t, 400, st.states(s.RunID + "/fan")[workflows.StepCancelled])
+	assert.Equal(t, 400, st.states(s.RunID + "/fan")[runstate.StepCancelled])
 }
 
 // Step templates that read a wide step's outputs are rendered by the
@@ -259,13 +261,13 @@ func TestWideOutputsReachOnlyStepsThatReadThem(t *testing.T) {
 	var rendered []string
 	var mu sync.Mutex
 	st := &itemStore{}
-	env.RegisterActivityWithOptions(st.record, activity.RegisterOptions{Name: workflows.RecordItemsName})
-	env.RegisterActivityWithOptions(func(ctx context.Context, req workflows.RenderRequest) (workflows.RenderResult, error) {
+	env.RegisterActivityWithOptions(st.record, activity.RegisterOptions{Name: activities.RecordItemsName})
+	env.RegisterActivityWithOptions(func(ctx context.Context, req activities.RenderRequest) (activities.RenderResult, error) {
 		mu.Lock()
 		rendered = append(rendered, req.Step.Name)
 		mu.Unlock()
 		return st.render(ctx, req)
-	}, activity.RegisterOptions{Name: workflows.RenderStepName})
+	}, activity.RegisterOptions{Name: activities.RenderStepName})
 	in := input(t, `
 steps:
   - name: fan
@@ -281,14 +283,14 @@ steps:
     when: len(steps.fan.outputs) == 3
     container: {command: ["ok off=1"]}
 `, nil)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, in)
 	require.True(t, env.IsWorkflowCompleted())
 	s := status(t, env)
-	require.Equal(t, workflows.RunSucceeded, s.State, s.Error)
+	require.Equal(t, runstate.Succeeded, s.State, s.Error)
 	sort.Strings(rendered)
 	assert.Equal(t, []string{"gated", "gated-off"}, rendered)
-	assert.Equal(t, workflows.StepSucceeded, wideStep(s, "gated").State)
-	assert.Equal(t, workflows.StepSkipped, wideStep(s, "gated-off").State)
+	assert.Equal(t, runstate.StepSucceeded, wideStep(s, "gated").State)
+	assert.Equal(t, runstate.StepSkipped, wideStep(s, "gated-off").State)
 	assert.Contains(t, rt.commands(), "ok gated=1")
 	assert.NotContains(t, rt.commands(), "ok off=1")
 }
@@ -309,11 +311,11 @@ func TestThousandStepPipeline(t *testing.T) {
 	}
 	p := parse(t, b.String())
 	assert.Less(t, pipeline.EstimateHistoryEvents(&p), pipeline.MaxEstimatedHistoryEvents)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, workflows.PipelineInput{RunID: "run-1", Project: "p1", Pipeline: "big", Version: 1, Spec: p})
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, workflows.PipelineInput{RunID: "run-1", Project: "p1", Pipeline: "big", Version: 1, Spec: p})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 	s := status(t, env)
-	assert.Equal(t, workflows.RunSucceeded, s.State)
+	assert.Equal(t, runstate.Succeeded, s.State)
 	assert.Len(t, rt.calls, pipeline.MaxSteps)
 	js, err := json.Marshal(s)
 	require.NoError(t, err)
@@ -331,13 +333,13 @@ steps:
     forEach: {items: "0..1999", parallelism: 50}
     container: {command: ["block"]}
 `, nil)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, in)
 	require.True(t, env.IsWorkflowCompleted())
 	s := status(t, env)
-	assert.Equal(t, workflows.RunFailed, s.State)
+	assert.Equal(t, runstate.Failed, s.State)
 	assert.Contains(t, s.Error, "deadline")
 	fan := wideStep(s, "fan")
-	assert.Equal(t, workflows.StepCancelled, fan.State)
+	assert.Equal(t, runstate.StepCancelled, fan.State)
 	assert.Equal(t, 50, fan.Wide.Counts.Cancelled)
 	assert.Equal(t, 1950, fan.Wide.Counts.NotRun)
 	assert.Len(t, rt.calls, 50)
@@ -355,12 +357,12 @@ steps:
     forEach: {items: "0..1499", parallelism: 100, failurePolicy: {mode: continue, maxFailedPercent: 2}}
     container: {command: ["{{ item % 50 == 3 ? 'fail' : 'ok' }} v={{ item }}"]}
 `, nil)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, in)
 	require.True(t, env.IsWorkflowCompleted())
 	s := status(t, env)
-	require.Equal(t, workflows.RunSucceeded, s.State, s.Error)
+	require.Equal(t, runstate.Succeeded, s.State, s.Error)
 	fan := wideStep(s, "fan")
-	assert.Equal(t, workflows.ItemCounts{Succeeded: 1470, Failed: 30}, fan.Wide.Counts)
+	assert.Equal(t, runstate.ItemCounts{Succeeded: 1470, Failed: 30}, fan.Wide.Counts)
 	assert.Equal(t, 3, fan.Wide.Failures[0].Index)
 	seen := map[int]int{}
 	for _, c := range rt.calls {
@@ -372,7 +374,7 @@ steps:
 			t.Errorf("item %d ran %d times", k, n)
 		}
 	}
-	assert.Equal(t, map[workflows.StepState]int{workflows.StepSucceeded: 1470, workflows.StepFailed: 30}, st.states(s.RunID+"/fan"))
+	assert.Equal(t, map[runstate.StepState]int{runstate.StepSucceeded: 1470, runstate.StepFailed: 30}, st.states(s.RunID+"/fan"))
 }
 
 // Temporal's own cancel request (UI, CLI, SDK) reaches the batches the
@@ -386,13 +388,13 @@ steps:
     container: {command: ["block"]}
 `, nil)
 	env.RegisterDelayedCallback(env.CancelWorkflow, 5*time.Second)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, in)
 	require.True(t, env.IsWorkflowCompleted())
 	s := status(t, env)
-	assert.Equal(t, workflows.RunCancelled, s.State)
+	assert.Equal(t, runstate.Cancelled, s.State)
 	fan := wideStep(s, "fan")
-	assert.Equal(t, workflows.StepCancelled, fan.State)
-	assert.Equal(t, workflows.ItemCounts{Cancelled: 200, NotRun: 1800}, fan.Wide.Counts)
+	assert.Equal(t, runstate.StepCancelled, fan.State)
+	assert.Equal(t, runstate.ItemCounts{Cancelled: 200, NotRun: 1800}, fan.Wide.Counts)
 	assert.Len(t, rt.calls, 200)
 }
 
@@ -415,15 +417,15 @@ steps:
     forEach: {items: "[1, 2]"}
     container: {command: ["ok n={{ len(steps.square.outputs) }} v={{ steps.square.outputs[item].v }}"]}
 `, nil)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, in)
 	require.True(t, env.IsWorkflowCompleted())
 	s := status(t, env)
 	top := wideStep(s, "top")
-	require.Equal(t, workflows.StepSucceeded, top.State, top.Error)
+	require.Equal(t, runstate.StepSucceeded, top.State, top.Error)
 	require.Len(t, top.Items, 9)
 	assert.Equal(t, map[string]any{"v": 1191.0}, top.Items[0].Item)
 	assert.Contains(t, rt.commands(), "ok got=1199")
 	read := wideStep(s, "read")
-	require.Equal(t, workflows.StepSucceeded, read.State, read.Error)
+	require.Equal(t, runstate.StepSucceeded, read.State, read.Error)
 	assert.Contains(t, rt.commands(), "ok n=1200 v=2")
 }

@@ -9,7 +9,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // Bounds of one batch workflow run (see ForEachBatchWorkflow).
@@ -39,7 +41,7 @@ var batchItemsPerRun = 0
 // items [Start, Start+len(Items)) of the step, Parallelism at a time, each
 // with the step's retries and timeout exactly as an item of a small forEach
 // runs (Run.runWork), writing finished items to Postgres in batches
-// (RecordItemsName) and returning only counts. It stops starting items
+// (activities.RecordItemsName) and returning only counts. It stops starting items
 // when its failures pass StopAfter, on SignalBatchStop, or when cancelled
 // (its items are then cancelled too); it continues as new, once its items
 // in flight have finished, when its history reaches batchEventBudget.
@@ -47,7 +49,7 @@ var batchItemsPerRun = 0
 func ForEachBatchWorkflow(ctx workflow.Context, in BatchInput) (BatchResult, error) {
 	info := workflow.GetInfo(ctx)
 	r := &Run{root: ctx, stepCtx: ctx, taskQueue: info.TaskQueueName, controlQueues: true}
-	r.status = RunStatus{RunID: in.RunID, Project: in.Project, Pipeline: in.Pipeline, Workflow: info.WorkflowType.Name, State: RunRunning}
+	r.status = runstate.Status{RunID: in.RunID, Project: in.Project, Pipeline: in.Pipeline, Workflow: info.WorkflowType.Name, State: runstate.Running}
 	b := &batch{r: r, in: &in, res: in.Result}
 	return b.run(ctx)
 }
@@ -67,7 +69,7 @@ type batch struct {
 	// (in.Wide); nil: they are rendered here.
 	rend *itemRenderer
 
-	buf      []ItemRecord
+	buf      []runstate.ItemRecord
 	bufBytes int
 	flushing bool
 	done     bool // no more items will finish
@@ -121,7 +123,7 @@ func (b *batch) run(ctx workflow.Context) (BatchResult, error) {
 			continue // taken from the retried run (counted by reuse)
 		}
 		k := next
-		var pre *RenderedItem
+		var pre *activities.RenderedItem
 		if b.rend != nil {
 			it, err := b.rend.render(ctx, k)
 			if err != nil {
@@ -196,7 +198,7 @@ func (b *batch) env() pipeline.Env {
 }
 
 // loadItems makes in.Items the batch's items [Start, End): an expression
-// list is evaluated again (see BatchInput), by RenderItemsName when it
+// list is evaluated again (see BatchInput), by activities.RenderItemsName when it
 // reads wide outputs, and must be as long as the pipeline workflow found
 // it.
 func (b *batch) loadItems(ctx workflow.Context) error {
@@ -222,13 +224,13 @@ func (b *batch) loadItems(ctx workflow.Context) error {
 }
 
 // fetchItems makes in.Items the batch's items of a list that reads wide
-// outputs (in.ListWide), a chunk of values per RenderItemsName call (the
+// outputs (in.ListWide), a chunk of values per activities.RenderItemsName call (the
 // activity evaluates the list over the outputs and returns up to
 // renderItemsBytes of it): the items enter the batch's history, as its
 // records carry them anyway, never the pipeline's.
 func (b *batch) fetchItems(ctx workflow.Context) error {
 	in := b.in
-	req := RenderItemsRequest{
+	req := activities.RenderItemsRequest{
 		Step:   pipeline.Step{Name: in.Step.Name, ForEach: &pipeline.ForEach{Items: in.Step.ForEach.Items}},
 		Params: in.Params, Outputs: in.Outputs, Wide: in.ListWide, Run: b.env().Run,
 		End: in.End, Total: in.Total, ValuesOnly: true,
@@ -237,8 +239,8 @@ func (b *batch) fetchItems(ctx workflow.Context) error {
 	items := make([]any, 0, in.End-in.Start)
 	for from := in.Start; from < in.End; {
 		req.From = from
-		var res RenderItemsResult
-		if err := workflow.ExecuteActivity(actx, RenderItemsName, req).Get(actx, &res); err != nil {
+		var res activities.RenderItemsResult
+		if err := workflow.ExecuteActivity(actx, activities.RenderItemsName, req).Get(actx, &res); err != nil {
 			msg, _, _ := describeActivityError(err)
 			return fmt.Errorf("evaluating forEach items %d–%d over wide outputs: %s", from, in.End-1, msg)
 		}
@@ -259,7 +261,7 @@ func (b *batch) fetchItems(ctx workflow.Context) error {
 func (b *batch) renderer() *itemRenderer {
 	in := b.in
 	r := &itemRenderer{queue: b.r.controlQueue("")}
-	r.req = RenderItemsRequest{Params: in.Params, Outputs: in.Outputs, Wide: in.Wide, Run: b.env().Run, End: in.End, Total: in.Total}
+	r.req = activities.RenderItemsRequest{Params: in.Params, Outputs: in.Outputs, Wide: in.Wide, Run: b.env().Run, End: in.End, Total: in.Total}
 	step := in.Step
 	if len(in.ListWide) > 0 {
 		step.ForEach = nil
@@ -269,15 +271,15 @@ func (b *batch) renderer() *itemRenderer {
 }
 
 // runItem runs item k and queues its record; pre is its work rendered by
-// RenderItemsName (nil: render it here).
-func (b *batch) runItem(ctx workflow.Context, k int, pre *RenderedItem, opts []StepOption) {
+// activities.RenderItemsName (nil: render it here).
+func (b *batch) runItem(ctx workflow.Context, k int, pre *activities.RenderedItem, opts []StepOption) {
 	in := b.in
 	item := in.Items[k-in.Start]
-	st := &StepStatus{Name: fmt.Sprintf("%s[%d]", in.Step.Name, k), Kind: string(kindOf(in.Step)), State: StepPending}
+	st := &runstate.StepStatus{Name: fmt.Sprintf("%s[%d]", in.Step.Name, k), Kind: string(kindOf(in.Step)), State: runstate.StepPending}
 	var w stepWork
 	var err error
 	if pre != nil {
-		w, err = pre.work(&in.Step)
+		w, err = itemWork(*pre, &in.Step)
 	} else {
 		env := b.env()
 		env.Item, env.HasItem = item, true
@@ -286,7 +288,7 @@ func (b *batch) runItem(ctx workflow.Context, k int, pre *RenderedItem, opts []S
 	if err != nil {
 		now := workflow.Now(ctx)
 		st.StartedAt = &now
-		b.r.endStep(st, StepFailed, fmt.Sprintf("rendering templates: %v", err), "")
+		b.r.endStep(st, runstate.StepFailed, fmt.Sprintf("rendering templates: %v", err), "")
 	} else {
 		_, _ = b.r.runWork(ctx, st, in.Step.Name, &k, w, opts...)
 	}
@@ -294,21 +296,21 @@ func (b *batch) runItem(ctx workflow.Context, k int, pre *RenderedItem, opts []S
 }
 
 // finished counts item k and queues its record for the flusher.
-func (b *batch) finished(k int, item any, st *StepStatus) {
+func (b *batch) finished(k int, item any, st *runstate.StepStatus) {
 	if !st.State.Terminal() {
-		st.State = StepCancelled
+		st.State = runstate.StepCancelled
 	}
-	b.res.Counts.count(st.State)
-	if st.State == StepFailed {
+	b.res.Counts.Count(st.State)
+	if st.State == runstate.StepFailed {
 		b.failed++
-		f := ItemFailure{Index: k, Error: st.Error}
+		f := runstate.ItemFailure{Index: k, Error: st.Error}
 		if ib, err := json.Marshal(item); err == nil && len(ib) <= maxFailureItemBytes {
 			f.Item = item
 		}
-		b.res.Failures = mergeFailures(b.res.Failures, []ItemFailure{f})
+		b.res.Failures = mergeFailures(b.res.Failures, []runstate.ItemFailure{f})
 	}
-	rec := ItemRecord{Index: k, State: st.State, Item: item, Attempts: st.Attempts, Error: st.Error, Message: st.Message}
-	if st.State == StepSucceeded && st.Outputs != nil {
+	rec := runstate.ItemRecord{Index: k, State: st.State, Item: item, Attempts: st.Attempts, Error: st.Error, Message: st.Message}
+	if st.State == runstate.StepSucceeded && st.Outputs != nil {
 		rec.Outputs = st.Outputs
 	}
 	if st.StartedAt != nil {
@@ -360,8 +362,8 @@ func (b *batch) startFlusher(ctx workflow.Context) workflow.Future {
 			}
 			recs := b.buf
 			b.buf, b.bufBytes = nil, 0
-			req := RecordItemsRequest{RunID: b.in.RunID, Step: b.in.Step.Name, Items: recs}
-			if err := workflow.ExecuteActivity(actx, RecordItemsName, req).Get(gctx, nil); err != nil {
+			req := activities.RecordItemsRequest{RunID: b.in.RunID, Step: b.in.Step.Name, Items: recs}
+			if err := workflow.ExecuteActivity(actx, activities.RecordItemsName, req).Get(gctx, nil); err != nil {
 				set.Set(nil, err)
 				return
 			}
@@ -371,7 +373,7 @@ func (b *batch) startFlusher(ctx workflow.Context) workflow.Future {
 }
 
 // reuse takes, on a retry, the items of this batch that succeeded in the
-// retried run (ReuseItemsName), and counts them CACHED.
+// retried run (activities.ReuseItemsName), and counts them CACHED.
 func (b *batch) reuse(ctx workflow.Context) error {
 	in := b.in
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
@@ -381,9 +383,9 @@ func (b *batch) reuse(ctx workflow.Context) error {
 			InitialInterval: 500 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 20,
 		},
 	})
-	var res ReuseItemsResult
-	req := ReuseItemsRequest{RunID: in.RunID, OldRun: in.ReuseFrom, Step: in.Step.Name, Start: in.Start, Items: in.Items}
-	if err := workflow.ExecuteActivity(actx, ReuseItemsName, req).Get(ctx, &res); err != nil {
+	var res activities.ReuseItemsResult
+	req := activities.ReuseItemsRequest{RunID: in.RunID, OldRun: in.ReuseFrom, Step: in.Step.Name, Start: in.Start, Items: in.Items}
+	if err := workflow.ExecuteActivity(actx, activities.ReuseItemsName, req).Get(ctx, &res); err != nil {
 		return fmt.Errorf("reusing items of run %s: %w", in.ReuseFrom, err)
 	}
 	sort.Ints(res.Indexes)

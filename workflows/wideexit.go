@@ -5,11 +5,12 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/pipeline"
 )
 
 // Exit handlers and the pipeline's outputs over a wide step's outputs. The
-// steps of the pipeline read them through RenderStepName (wide.go,
+// steps of the pipeline read them through activities.RenderStepName (wide.go,
 // widetemplates.go); exit handlers are a dag of their own whose steps read
 // the pipeline's as outer steps (spec.ReferencesWithin), and the outputs
 // are evaluated once every step has ended. Both used to render in the
@@ -75,7 +76,7 @@ func (d *dag) wideReaders() bool {
 }
 
 // evalOutputs evaluates the pipeline's declared outputs once its steps
-// have succeeded: in the workflow (no command), or by RenderStepName when
+// have succeeded: in the workflow (no command), or by activities.RenderStepName when
 // they read a wide step's outputs, which are not in the workflow.
 func (d *dag) evalOutputs() (map[string]any, error) {
 	env := d.env()
@@ -91,16 +92,16 @@ func (d *dag) evalOutputs() (map[string]any, error) {
 			outputs[name] = se.Outputs
 		}
 	}
-	req := RenderRequest{PipelineOutputs: d.p.Outputs, Params: env.Params, Outputs: outputs, Wide: wide, Run: env.Run}
+	req := activities.RenderRequest{PipelineOutputs: d.p.Outputs, Params: env.Params, Outputs: outputs, Wide: wide, Run: env.Run}
 	return d.r.renderOutputs(d.ctx, req)
 }
 
-// renderOutputs evaluates req.PipelineOutputs by RenderStepName, where
+// renderOutputs evaluates req.PipelineOutputs by activities.RenderStepName, where
 // the wide outputs they read are loaded (pipeline outputs, Run.Reduce).
-func (r *Run) renderOutputs(ctx workflow.Context, req RenderRequest) (map[string]any, error) {
+func (r *Run) renderOutputs(ctx workflow.Context, req activities.RenderRequest) (map[string]any, error) {
 	actx := workflow.WithActivityOptions(ctx, renderActivityOptions(r.controlQueue("")))
-	var res RenderResult
-	if err := workflow.ExecuteActivity(actx, RenderStepName, req).Get(actx, &res); err != nil {
+	var res activities.RenderResult
+	if err := workflow.ExecuteActivity(actx, activities.RenderStepName, req).Get(actx, &res); err != nil {
 		msg, _, _ := describeActivityError(err)
 		return nil, errors.New(msg)
 	}

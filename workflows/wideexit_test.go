@@ -10,6 +10,8 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows"
 )
 
@@ -40,11 +42,11 @@ onExit:
 // through the render activity: they see the list, not its reference.
 func TestExitHandlersAndOutputsReadWideOutputs(t *testing.T) {
 	env, rt, _ := newWideEnv(t)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, input(t, wideExitYAML, nil))
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, input(t, wideExitYAML, nil))
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 	s := status(t, env)
-	require.Equal(t, workflows.RunSucceeded, s.State, s.Error)
+	require.Equal(t, runstate.Succeeded, s.State, s.Error)
 
 	var want float64
 	for k := 0; k < 1200; k++ {
@@ -57,7 +59,7 @@ func TestExitHandlersAndOutputsReadWideOutputs(t *testing.T) {
 	assert.Equal(t, wantOut, s.Result)
 
 	report := stepNamed(t, s, "report")
-	assert.Equal(t, workflows.StepSucceeded, report.State, report.Error)
+	assert.Equal(t, runstate.StepSucceeded, report.State, report.Error)
 	cmds := rt.commands()
 	assert.Contains(t, cmds, fmt.Sprintf("ok state=SUCCEEDED n=1200 last=%d", 1199*1199))
 	for _, k := range []int{0, 600, 1199} {
@@ -66,7 +68,7 @@ func TestExitHandlersAndOutputsReadWideOutputs(t *testing.T) {
 	for _, v := range []int{0, 1, 4, 9} {
 		assert.Contains(t, cmds, fmt.Sprintf("ok small=%d", v), "an exit forEach's list is computed from them")
 	}
-	assert.Equal(t, workflows.StepSucceeded, stepNamed(t, s, "some").State)
+	assert.Equal(t, runstate.StepSucceeded, stepNamed(t, s, "some").State)
 }
 
 // A pipeline output that copies a wide step's outputs whole is far over
@@ -74,7 +76,7 @@ func TestExitHandlersAndOutputsReadWideOutputs(t *testing.T) {
 // still run (they read the list itself).
 func TestWideOutputsOverTheLimitFailTheRun(t *testing.T) {
 	env, rt, _ := newWideEnv(t)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, input(t, `
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, input(t, `
 steps:
   - name: square
     forEach: {items: "0..1199", parallelism: 200}
@@ -87,7 +89,7 @@ onExit:
 `, nil))
 	require.True(t, env.IsWorkflowCompleted())
 	s := status(t, env)
-	require.Equal(t, workflows.RunFailed, s.State)
+	require.Equal(t, runstate.Failed, s.State)
 	assert.Contains(t, s.Error, "evaluating the pipeline's outputs: outputs.all: {{ steps.square.outputs }}:")
 	assert.Contains(t, s.Error, "64 KiB")
 	assert.Contains(t, rt.commands(), "ok state=FAILED n=1200")
@@ -99,7 +101,7 @@ onExit:
 func TestWideReadersKeepTheBehaviourOfEarlierRuns(t *testing.T) {
 	env, rt, _ := newWideEnv(t)
 	env.OnGetVersion("atelier.wide-exit-outputs", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, input(t, `
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, input(t, `
 steps:
   - name: square
     forEach: {items: "0..1199", parallelism: 200}
@@ -112,7 +114,7 @@ onExit:
 `, nil))
 	require.True(t, env.IsWorkflowCompleted())
 	s := status(t, env)
-	require.Equal(t, workflows.RunSucceeded, s.State, s.Error)
+	require.Equal(t, runstate.Succeeded, s.State, s.Error)
 	ref := map[string]any{"run": s.RunID, "step": "square", "items": 1200.0}
 	assert.Equal(t, map[string]any{"ref": map[string]any{"atelier.wideOutputs": ref}}, s.Result)
 	assert.Contains(t, rt.commands(), "ok n=1", "the reference object has one key")
@@ -124,8 +126,8 @@ onExit:
 func TestChildPipelineReducesItsWideOutputs(t *testing.T) {
 	env, rt, cat, _ := newChildEnv(t)
 	st := &itemStore{}
-	env.RegisterActivityWithOptions(st.record, activity.RegisterOptions{Name: workflows.RecordItemsName})
-	env.RegisterActivityWithOptions(st.render, activity.RegisterOptions{Name: workflows.RenderStepName})
+	env.RegisterActivityWithOptions(st.record, activity.RegisterOptions{Name: activities.RecordItemsName})
+	env.RegisterActivityWithOptions(st.render, activity.RegisterOptions{Name: activities.RenderStepName})
 	env.SetTestTimeout(5 * time.Minute)
 	cat.add(t, "p1", "fan", `
 steps:
@@ -135,7 +137,7 @@ steps:
 outputs:
   total: "{{ sum(map(steps.square.outputs, .v)) }}"
 `)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, input(t, `
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, input(t, `
 steps:
   - name: fan
     kind: pipeline

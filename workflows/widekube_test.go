@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows"
 )
 
@@ -49,7 +50,7 @@ func TestWideKubeItemsRunAsJobsOnTheStepsCluster(t *testing.T) {
 		return map[string]any{"v": *req.Item}
 	}}
 	fc.register(env)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, kubeInput(t, `
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, kubeInput(t, `
 steps:
   - name: fan
     placement: {cluster: cpu-west}
@@ -62,10 +63,10 @@ steps:
 	require.NoError(t, env.GetWorkflowError())
 
 	s := status(t, env)
-	require.Equal(t, workflows.RunSucceeded, s.State, s.Error)
+	require.Equal(t, runstate.Succeeded, s.State, s.Error)
 	fan := wideStep(s, "fan")
 	require.NotNil(t, fan.Wide)
-	assert.Equal(t, workflows.ItemCounts{Succeeded: 1500}, fan.Wide.Counts)
+	assert.Equal(t, runstate.ItemCounts{Succeeded: 1500}, fan.Wide.Counts)
 	assert.Greater(t, fan.Wide.Batches, 1)
 	assert.Equal(t, "test", fan.Message, "why the cluster was chosen, on the step")
 
@@ -85,7 +86,7 @@ steps:
 	rows := st.rows[s.RunID+"/fan"]
 	require.Len(t, rows, 1500)
 	r := rows[42]
-	assert.Equal(t, workflows.StepSucceeded, r.State)
+	assert.Equal(t, runstate.StepSucceeded, r.State)
 	assert.Equal(t, map[string]any{"v": 42.0}, r.Outputs)
 	require.Len(t, r.Attempts, 1)
 	assert.Equal(t, "cpu-west", r.Attempts[0].Cluster)
@@ -98,7 +99,7 @@ func TestWideKubePipelinePlacement(t *testing.T) {
 	env, rt, _ := newWideEnv(t)
 	fc := &fakeClusters{}
 	fc.register(env)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, kubeInput(t, `
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, kubeInput(t, `
 placement: {cluster: gpu-east}
 steps:
   - name: fan
@@ -107,7 +108,7 @@ steps:
 `))
 	require.NoError(t, env.GetWorkflowError())
 	s := status(t, env)
-	require.Equal(t, workflows.RunSucceeded, s.State, s.Error)
+	require.Equal(t, runstate.Succeeded, s.State, s.Error)
 	n, other := fc.callsLike("step atelier-k8s-gpu-east job:fan:")
 	assert.Equal(t, 1101, n)
 	assert.Empty(t, other)
@@ -121,9 +122,9 @@ func TestWideKubeCancel(t *testing.T) {
 	fc := &fakeClusters{block: true}
 	fc.register(env)
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(workflows.SignalCancel, workflows.CancelRequest{Reason: "enough", Requester: "alice"})
+		env.SignalWorkflow(runstate.SignalCancel, runstate.CancelRequest{Reason: "enough", Requester: "alice"})
 	}, 5*time.Second)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, kubeInput(t, `
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, kubeInput(t, `
 steps:
   - name: fan
     placement: {cluster: cpu-west}
@@ -132,14 +133,14 @@ steps:
 `))
 	require.True(t, env.IsWorkflowCompleted())
 	s := status(t, env)
-	assert.Equal(t, workflows.RunCancelled, s.State)
+	assert.Equal(t, runstate.Cancelled, s.State)
 	fan := wideStep(s, "fan")
-	assert.Equal(t, workflows.StepCancelled, fan.State)
+	assert.Equal(t, runstate.StepCancelled, fan.State)
 	assert.Equal(t, 300, fan.Wide.Counts.Cancelled, "every running item is cancelled")
 	assert.Equal(t, 2700, fan.Wide.Counts.NotRun)
 	n, _ := fc.callsLike("step atelier-k8s-cpu-west job:fan:")
 	assert.Equal(t, 300, n, "no item starts after the cancel")
-	assert.Equal(t, 300, st.states(s.RunID + "/fan")[workflows.StepCancelled])
+	assert.Equal(t, 300, st.states(s.RunID + "/fan")[runstate.StepCancelled])
 	assert.Contains(t, fc.calls, "cleanup atelier-k8s-cpu-west-control default-test-workflow-id")
 }
 
@@ -149,7 +150,7 @@ func TestWideKubeNoCluster(t *testing.T) {
 	env, _, st := newWideEnv(t)
 	fc := &fakeClusters{noCluster: true}
 	fc.register(env)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, kubeInput(t, `
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, kubeInput(t, `
 steps:
   - name: fan
     placement: {cluster: nowhere}
@@ -158,9 +159,9 @@ steps:
 `))
 	require.True(t, env.IsWorkflowCompleted())
 	s := status(t, env)
-	assert.Equal(t, workflows.RunFailed, s.State)
+	assert.Equal(t, runstate.Failed, s.State)
 	fan := wideStep(s, "fan")
-	assert.Equal(t, workflows.StepFailed, fan.State)
+	assert.Equal(t, runstate.StepFailed, fan.State)
 	assert.Contains(t, fan.Error, "no registered cluster matches the placement")
 	n, _ := fc.callsLike("step ")
 	assert.Zero(t, n)
@@ -185,7 +186,7 @@ func TestWideKubeRefusals(t *testing.T) {
 			env, _, _ := newWideEnv(t)
 			fc := &fakeClusters{}
 			fc.register(env)
-			env.ExecuteWorkflow(workflows.PipelineWorkflowName, kubeInput(t, `
+			env.ExecuteWorkflow(runstate.PipelineWorkflowName, kubeInput(t, `
 steps:
   - name: fan
     forEach: {items: "0..1100"}
@@ -193,7 +194,7 @@ steps:
 `))
 			require.True(t, env.IsWorkflowCompleted())
 			s := status(t, env)
-			assert.Equal(t, workflows.RunFailed, s.State)
+			assert.Equal(t, runstate.Failed, s.State)
 			assert.Contains(t, wideStep(s, "fan").Error, tc.want)
 			assert.Contains(t, wideStep(s, "fan").Error, "use fewer items")
 			n, _ := fc.callsLike("step ")
@@ -210,7 +211,7 @@ func TestWideKubeOldRunsStillRefuse(t *testing.T) {
 	fc := &fakeClusters{}
 	fc.register(env)
 	env.OnGetVersion("atelier.wide-kube", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, kubeInput(t, `
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, kubeInput(t, `
 steps:
   - name: fan
     placement: {cluster: cpu-west}
@@ -219,7 +220,7 @@ steps:
 `))
 	require.True(t, env.IsWorkflowCompleted())
 	s := status(t, env)
-	assert.Equal(t, workflows.RunFailed, s.State)
+	assert.Equal(t, runstate.Failed, s.State)
 	assert.Equal(t, "a forEach over more than 1000 items runs container steps on the local runtime only (this is a container step with a placement); use fewer items or split the list", wideStep(s, "fan").Error)
 	assert.Empty(t, fc.calls)
 }

@@ -10,7 +10,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // Templates of forEach items over a wide step's outputs. A wide step's
@@ -19,7 +21,7 @@ import (
 // items each render their own templates, and one activity per item would
 // load the outputs (up to 64 MiB) once per item. Instead the workflow that
 // runs the items (the pipeline's for a small forEach, each batch's for a
-// wide one) asks RenderItemsName for a chunk of consecutive items: the
+// wide one) asks activities.RenderItemsName for a chunk of consecutive items: the
 // activity loads the outputs once (and its worker keeps the last ones it
 // loaded, activities/foreach), renders items until about
 // renderItemsBytes of rendered work or renderItemsTime, and returns them.
@@ -27,16 +29,10 @@ import (
 // would carry anyway, so a batch of 1,000 items pays one or a few more
 // activities and its history stays inside its continue-as-new budget.
 
-// renderItemsBytes bounds the rendered work one RenderItemsName call
+// renderItemsBytes bounds the rendered work one activities.RenderItemsName call
 // returns (plus one item, at most spec.MaxRenderedStep): far under
 // Temporal's 2 MB payload limit.
 const renderItemsBytes = 512 << 10
-
-// RenderItemsTime bounds the time one RenderItemsName call spends
-// rendering (it returns what it has, at least one item): a per-item
-// reducer over 100,000 outputs is slow, and the activity must end well
-// within its timeout to make progress.
-const RenderItemsTime = 20 * time.Second
 
 // wideTemplates reports whether this run renders what runs from before
 // versionWideTemplates refused. Call it only where such a refusal was.
@@ -80,7 +76,7 @@ func (d *dag) anyWide(steps []int) bool {
 // read are (an activity for wide ones, as startRemoteItems does; the
 // workflow otherwise, so a list such as 0..99999 keeps its integers and
 // no size limit of its own), then the step runs as any forEach with its
-// items rendered by RenderItemsName when its templates read wide outputs.
+// items rendered by activities.RenderItemsName when its templates read wide outputs.
 func (d *dag) startRemoteTemplates(i int, env pipeline.Env, opts []StepOption) {
 	s, st := &d.p.Steps[i], d.steps[i]
 	listWide := d.anyWide(d.itemsReferences()[i])
@@ -123,7 +119,7 @@ func (d *dag) startRemoteTemplates(i int, env pipeline.Env, opts []StepOption) {
 				return
 			}
 			if !ok {
-				d.finishStep(i, StepSkipped, "", fmt.Sprintf("skipped: condition %q is false", s.When))
+				d.finishStep(i, runstate.StepSkipped, "", fmt.Sprintf("skipped: condition %q is false", s.When))
 				return
 			}
 		}
@@ -133,15 +129,15 @@ func (d *dag) startRemoteTemplates(i int, env pipeline.Env, opts []StepOption) {
 
 // rendered ends step i when renderRemote failed or its when is false, and
 // reports whether the step goes on.
-func (d *dag) rendered(ctx workflow.Context, i int, res RenderResult, err error) bool {
+func (d *dag) rendered(ctx workflow.Context, i int, res activities.RenderResult, err error) bool {
 	switch {
 	case err != nil && ctx.Err() != nil:
-		d.finishStep(i, StepCancelled, "", "run cancelled")
+		d.finishStep(i, runstate.StepCancelled, "", "run cancelled")
 	case err != nil:
 		msg, _, _ := describeActivityError(err)
 		d.fail(i, msg)
 	case res.Skip:
-		d.finishStep(i, StepSkipped, "", fmt.Sprintf("skipped: condition %q is false", d.p.Steps[i].When))
+		d.finishStep(i, runstate.StepSkipped, "", fmt.Sprintf("skipped: condition %q is false", d.p.Steps[i].When))
 	default:
 		return true
 	}
@@ -155,7 +151,7 @@ func (d *dag) itemRendererFor(i int, env pipeline.Env, items []any) *itemRendere
 		return nil
 	}
 	s := d.p.Steps[i]
-	req := RenderItemsRequest{Params: env.Params, Outputs: map[string]pipeline.StepEnv{}, Wide: map[string]WideRef{}, Run: env.Run, End: len(items), Total: len(items)}
+	req := activities.RenderItemsRequest{Params: env.Params, Outputs: map[string]pipeline.StepEnv{}, Wide: map[string]runstate.WideRef{}, Run: env.Run, End: len(items), Total: len(items)}
 	for _, j := range d.refs[i] {
 		name := d.nameOf(j)
 		if ref := d.wideRefs[j]; ref != nil {
@@ -173,11 +169,11 @@ func (d *dag) itemRendererFor(i int, env pipeline.Env, items []any) *itemRendere
 }
 
 // itemRenderer hands out the rendered work of a forEach's items in index
-// order, asking RenderItemsName for the next chunk when the index it is
+// order, asking activities.RenderItemsName for the next chunk when the index it is
 // asked for is not in the current one. Used from one coroutine at a time
 // (the loop that starts items).
 type itemRenderer struct {
-	req   RenderItemsRequest // From and Items are set per call
+	req   activities.RenderItemsRequest // From and Items are set per call
 	queue string
 	// literal holds a literal list's items from index offset on (they
 	// travel with each call); nil for an expression list, which the
@@ -185,7 +181,7 @@ type itemRenderer struct {
 	literal []any
 	offset  int
 	from    int
-	got     []RenderedItem // items from, from+1, ...
+	got     []activities.RenderedItem // items from, from+1, ...
 }
 
 // setStep sets the step and items the renderer renders: an expression
@@ -206,25 +202,25 @@ func (r *itemRenderer) setStep(s pipeline.Step, items []any, offset int) {
 // render returns item k's rendered work (an item whose templates failed
 // has Error set); an error means the activity failed for good or ctx was
 // cancelled.
-func (r *itemRenderer) render(ctx workflow.Context, k int) (RenderedItem, error) {
+func (r *itemRenderer) render(ctx workflow.Context, k int) (activities.RenderedItem, error) {
 	if k < r.from || k >= r.from+len(r.got) {
 		req := r.req
 		req.From = k
 		if r.literal != nil {
 			req.Items = r.literal[k-r.offset : req.End-r.offset]
 		}
-		var res RenderItemsResult
+		var res activities.RenderItemsResult
 		actx := workflow.WithActivityOptions(ctx, renderActivityOptions(r.queue))
-		if err := workflow.ExecuteActivity(actx, RenderItemsName, req).Get(actx, &res); err != nil {
-			return RenderedItem{}, err
+		if err := workflow.ExecuteActivity(actx, activities.RenderItemsName, req).Get(actx, &res); err != nil {
+			return activities.RenderedItem{}, err
 		}
 		if len(res.Items) == 0 || k+len(res.Items) > req.End {
-			return RenderedItem{}, fmt.Errorf("rendering items from %d: got %d items", k, len(res.Items))
+			return activities.RenderedItem{}, fmt.Errorf("rendering items from %d: got %d items", k, len(res.Items))
 		}
 		r.from, r.got = k, res.Items
 	}
 	it := r.got[k-r.from]
-	r.got[k-r.from] = RenderedItem{} // the item activity holds it now
+	r.got[k-r.from] = activities.RenderedItem{} // the item activity holds it now
 	return it, nil
 }
 
@@ -236,55 +232,45 @@ func renderActivityOptions(queue string) workflow.ActivityOptions {
 		StartToCloseTimeout: 5 * time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 10,
-			NonRetryableErrorTypes: []string{ErrTypeRender},
+			NonRetryableErrorTypes: []string{activities.ErrTypeRender},
 		},
 	}
 }
 
-// work is the item's stepWork for step s, or its template error.
-func (it RenderedItem) work(s *pipeline.Step) (stepWork, error) {
-	if it.Error != "" {
-		return stepWork{}, errors.New(it.Error)
-	}
-	w := stepWork{kind: kindOf(*s), container: it.Container, ray: it.Ray, spark: it.Spark, inference: it.Inference, pipeline: it.Pipeline}
-	w.gpus, w.gpuType = s.GPURequest()
-	return w, nil
-}
-
-// RenderItems answers a RenderItemsRequest (RenderItemsName) with env
+// RenderItems answers a RenderItemsRequest (activities.RenderItemsName) with env
 // holding params, outputs and the wide steps' outputs (the item aside).
 // It renders from req.From on and returns at req.End, once about
 // renderItemsBytes are rendered, or when stop says so, with at least one
 // item. An item whose templates fail carries the error; an error is
 // returned only when the list itself cannot be had. Exported for
 // activities/foreach.
-func RenderItems(req *RenderItemsRequest, env pipeline.Env, stop func() bool) (RenderItemsResult, error) {
+func RenderItems(req *activities.RenderItemsRequest, env pipeline.Env, stop func() bool) (activities.RenderItemsResult, error) {
 	if req.From < 0 || req.From >= req.End || req.End > req.Total {
-		return RenderItemsResult{}, fmt.Errorf("items %d–%d of %d: not a range of the list", req.From, req.End-1, req.Total)
+		return activities.RenderItemsResult{}, fmt.Errorf("items %d–%d of %d: not a range of the list", req.From, req.End-1, req.Total)
 	}
 	var items []any
 	if req.Step.ForEach == nil {
 		if len(req.Items) != req.End-req.From {
-			return RenderItemsResult{}, fmt.Errorf("items %d–%d: got %d items", req.From, req.End-1, len(req.Items))
+			return activities.RenderItemsResult{}, fmt.Errorf("items %d–%d: got %d items", req.From, req.End-1, len(req.Items))
 		}
 		items = req.Items
 	} else {
 		all, err := pipeline.EvalItems(req.Step.ForEach, env)
 		if err != nil {
-			return RenderItemsResult{}, fmt.Errorf("evaluating forEach items: %w", err)
+			return activities.RenderItemsResult{}, fmt.Errorf("evaluating forEach items: %w", err)
 		}
 		if len(all) != req.Total {
-			return RenderItemsResult{}, fmt.Errorf("evaluated %d forEach items, the workflow %d", len(all), req.Total)
+			return activities.RenderItemsResult{}, fmt.Errorf("evaluated %d forEach items, the workflow %d", len(all), req.Total)
 		}
 		items = all[req.From:req.End]
 	}
-	var res RenderItemsResult
+	var res activities.RenderItemsResult
 	size := 0
 	if req.ValuesOnly {
 		for k, item := range items {
 			b, err := json.Marshal(item)
 			if err != nil {
-				return RenderItemsResult{}, fmt.Errorf("item %d is not JSON: %w", req.From+k, err)
+				return activities.RenderItemsResult{}, fmt.Errorf("item %d is not JSON: %w", req.From+k, err)
 			}
 			if k > 0 && (size+len(b) > renderItemsBytes || (stop != nil && stop())) {
 				break
@@ -300,15 +286,15 @@ func RenderItems(req *RenderItemsRequest, env pipeline.Env, stop func() bool) (R
 		}
 		ienv := env
 		ienv.Item, ienv.HasItem = item, true
-		var it RenderedItem
+		var it activities.RenderedItem
 		if w, err := renderWork(&req.Step, ienv); err != nil {
 			it.Error = err.Error()
 		} else {
-			it = RenderedItem{Container: w.container, Ray: w.ray, Spark: w.spark, Inference: w.inference, Pipeline: w.pipeline}
+			it = activities.RenderedItem{Container: w.container, Ray: w.ray, Spark: w.spark, Inference: w.inference, Pipeline: w.pipeline}
 		}
 		b, err := json.Marshal(it)
 		if err != nil {
-			it = RenderedItem{Error: fmt.Sprintf("the rendered item is not JSON: %v", err)}
+			it = activities.RenderedItem{Error: fmt.Sprintf("the rendered item is not JSON: %v", err)}
 		}
 		if k > 0 && size+len(b) > renderItemsBytes {
 			break
@@ -317,4 +303,14 @@ func RenderItems(req *RenderItemsRequest, env pipeline.Env, stop func() bool) (R
 		res.Items = append(res.Items, it)
 	}
 	return res, nil
+}
+
+// itemWork is the item's stepWork for step s, or its template error.
+func itemWork(it activities.RenderedItem, s *pipeline.Step) (stepWork, error) {
+	if it.Error != "" {
+		return stepWork{}, errors.New(it.Error)
+	}
+	w := stepWork{kind: kindOf(*s), container: it.Container, ray: it.Ray, spark: it.Spark, inference: it.Inference, pipeline: it.Pipeline}
+	w.gpus, w.gpuType = s.GPURequest()
+	return w, nil
 }

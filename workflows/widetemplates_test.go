@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows"
 )
 
@@ -25,7 +26,7 @@ func count(list []string, v string) int {
 }
 
 // A wide step's own templates read another wide step's outputs by item:
-// its batches have their items rendered by RenderItemsName, and an
+// its batches have their items rendered by activities.RenderItemsName, and an
 // expression list keeps its integers (item % 7) because the activity
 // evaluates it again rather than receiving JSON. A batch that continues as
 // new renders the rest of its range. A literal list over 1,000 items
@@ -54,10 +55,10 @@ steps:
     forEach: {items: "map(steps.prep.outputs, .v)", parallelism: 200}
     container: {command: ["ok again={{ item }}"]}
 `, strings.Join(lit, ", ")), nil)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, in)
 	require.True(t, env.IsWorkflowCompleted())
 	s := status(t, env)
-	require.Equal(t, workflows.RunSucceeded, s.State, s.Error)
+	require.Equal(t, runstate.Succeeded, s.State, s.Error)
 	for _, name := range []string{"big", "lit", "again"} {
 		step := wideStep(s, name)
 		require.NotNil(t, step.Wide, name)
@@ -112,17 +113,17 @@ steps:
     dependsOn: [small]
     container: {command: ["ok after"]}
 `, pad), nil)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, in)
 	require.True(t, env.IsWorkflowCompleted())
 	s := status(t, env)
-	require.Equal(t, workflows.RunSucceeded, s.State, s.Error)
+	require.Equal(t, runstate.Succeeded, s.State, s.Error)
 	small := wideStep(s, "small")
-	require.Equal(t, workflows.StepSucceeded, small.State, small.Error)
+	require.Equal(t, runstate.StepSucceeded, small.State, small.Error)
 	require.Len(t, small.Items, 600)
-	assert.Equal(t, workflows.StepFailed, small.Items[599].State)
+	assert.Equal(t, runstate.StepFailed, small.Items[599].State)
 	assert.Contains(t, small.Items[599].Error, "rendering templates:")
 	assert.Contains(t, small.Items[599].Error, "nope")
-	assert.Equal(t, workflows.StepSucceeded, small.Items[598].State)
+	assert.Equal(t, runstate.StepSucceeded, small.Items[598].State)
 	assert.Contains(t, small.Message, "1 of 600 items failed")
 	cmds := rt.commands()
 	for k := 0; k < 599; k++ {
@@ -148,17 +149,17 @@ steps:
     approval: {message: "ship {{ len(filter(steps.prep.outputs, .v >= 1000)) }} of {{ len(steps.prep.outputs) }}?"}
   - {name: deploy, dependsOn: [gate], container: {command: ["ok deploy"]}}
 `, nil)
-	var waiting workflows.StepStatus
+	var waiting runstate.StepStatus
 	env.RegisterDelayedCallback(func() { waiting = wideStep(status(t, env), "gate") }, time.Hour)
-	decide(env, 2*time.Hour, workflows.ApprovalRequest{Step: "gate", Approve: true, Role: "admin", Approver: "alice"})
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+	decide(env, 2*time.Hour, runstate.ApprovalRequest{Step: "gate", Approve: true, Role: "admin", Approver: "alice"})
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, in)
 	require.True(t, env.IsWorkflowCompleted())
 	s := status(t, env)
-	require.Equal(t, workflows.RunSucceeded, s.State, s.Error)
-	assert.Equal(t, workflows.StepWaitingForApproval, waiting.State)
+	require.Equal(t, runstate.Succeeded, s.State, s.Error)
+	assert.Equal(t, runstate.StepWaitingForApproval, waiting.State)
 	require.NotNil(t, waiting.Approval)
 	assert.Equal(t, "ship 100 of 1100?", waiting.Approval.Message)
-	assert.Equal(t, workflows.StepSucceeded, wideStep(s, "gate").State)
+	assert.Equal(t, runstate.StepSucceeded, wideStep(s, "gate").State)
 	assert.Contains(t, rt.commands(), "ok deploy")
 }
 
@@ -181,12 +182,12 @@ steps:
     forEach: {items: "0..2"}
     container: {command: ["ok off={{ item }}"]}
 `, nil)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, in)
 	require.True(t, env.IsWorkflowCompleted())
 	s := status(t, env)
-	require.Equal(t, workflows.RunSucceeded, s.State, s.Error)
-	assert.Equal(t, workflows.StepSucceeded, wideStep(s, "gate-on").State)
-	assert.Equal(t, workflows.StepSkipped, wideStep(s, "gate-off").State)
+	require.Equal(t, runstate.Succeeded, s.State, s.Error)
+	assert.Equal(t, runstate.StepSucceeded, wideStep(s, "gate-on").State)
+	assert.Equal(t, runstate.StepSkipped, wideStep(s, "gate-off").State)
 	assert.Contains(t, rt.commands(), "ok on=2")
 	assert.NotContains(t, rt.commands(), "ok off=0")
 }
@@ -219,10 +220,10 @@ steps:
   - name: prep
     forEach: {items: "0..1099", parallelism: 200}
     container: {command: ["ok v={{ item }}"]}`+tc.step+"\n", nil)
-			env.ExecuteWorkflow(workflows.PipelineWorkflowName, in)
+			env.ExecuteWorkflow(runstate.PipelineWorkflowName, in)
 			require.True(t, env.IsWorkflowCompleted())
 			s := status(t, env)
-			assert.Equal(t, workflows.RunFailed, s.State)
+			assert.Equal(t, runstate.Failed, s.State)
 			assert.Contains(t, wideStep(s, "read").Error, tc.want)
 		})
 	}
@@ -238,7 +239,7 @@ func TestWideListOverWideOutputsStaysOutOfTheWorkflow(t *testing.T) {
 	defer workflows.SetBatchItemsPerRun(400)()
 	env, rt, _ := newWideEnv(t)
 	pad := strings.Repeat("x", 300)
-	env.ExecuteWorkflow(workflows.PipelineWorkflowName, input(t, fmt.Sprintf(`
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, input(t, fmt.Sprintf(`
 steps:
   - name: prep
     forEach: {items: "0..1199", parallelism: 200}
@@ -255,15 +256,15 @@ steps:
 `, pad), nil))
 	require.True(t, env.IsWorkflowCompleted())
 	s := status(t, env)
-	require.Equal(t, workflows.RunFailed, s.State, "small fails")
+	require.Equal(t, runstate.Failed, s.State, "small fails")
 	small := wideStep(s, "small")
-	assert.Equal(t, workflows.StepFailed, small.State)
+	assert.Equal(t, runstate.StepFailed, small.State)
 	assert.Contains(t, small.Error, "the limit is 256 KiB")
 	for _, name := range []string{"each", "both"} {
 		st := wideStep(s, name)
-		require.Equal(t, workflows.StepSucceeded, st.State, "%s: %s", name, st.Error)
+		require.Equal(t, runstate.StepSucceeded, st.State, "%s: %s", name, st.Error)
 		require.NotNil(t, st.Wide, name)
-		assert.Equal(t, workflows.ItemCounts{Succeeded: 1200}, st.Wide.Counts, name)
+		assert.Equal(t, runstate.ItemCounts{Succeeded: 1200}, st.Wide.Counts, name)
 	}
 	seen := map[string]bool{}
 	for _, c := range rt.commands() {

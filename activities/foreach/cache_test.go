@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // Concurrent renders of one wide step's outputs share one load; a failed
@@ -25,7 +25,7 @@ func TestOutputsCacheSharesLoadsAndStaysSmall(t *testing.T) {
 		<-release
 		return []any{1.0, 2.0}, nil
 	}
-	a := workflows.WideRef{Run: "r1", Step: "prep", Items: 2}
+	a := runstate.WideRef{Run: "r1", Step: "prep", Items: 2}
 	var wg sync.WaitGroup
 	for range 5 {
 		wg.Add(1)
@@ -41,7 +41,7 @@ func TestOutputsCacheSharesLoadsAndStaysSmall(t *testing.T) {
 	wg.Wait()
 	assert.Equal(t, int32(1), loads.Load(), "one load for concurrent chunks")
 
-	b := workflows.WideRef{Run: "r2", Step: "prep", Items: 2}
+	b := runstate.WideRef{Run: "r2", Step: "prep", Items: 2}
 	_, err := c.get(b, func() ([]any, error) { return nil, errors.New("down") })
 	require.Error(t, err)
 	outs, err := c.get(b, func() ([]any, error) { return []any{3.0}, nil })
@@ -49,7 +49,7 @@ func TestOutputsCacheSharesLoadsAndStaysSmall(t *testing.T) {
 	assert.Equal(t, []any{3.0}, outs)
 
 	_, _ = c.get(a, slow) // a used after b: b is now the oldest
-	d := workflows.WideRef{Run: "r3", Step: "prep", Items: 1}
+	d := runstate.WideRef{Run: "r3", Step: "prep", Items: 1}
 	_, _ = c.get(d, func() ([]any, error) { return []any{4.0}, nil })
 	assert.Len(t, c.entries, outputsCacheEntries)
 	assert.Contains(t, c.entries, a)

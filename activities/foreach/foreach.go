@@ -11,8 +11,10 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows"
 )
 
@@ -24,7 +26,7 @@ const MaxOutputsBytes = 64 << 20
 // ItemStore is what the activities need of the catalogue
 // (*store.Store implements it).
 type ItemStore interface {
-	RecordItems(ctx context.Context, runID, step string, items []workflows.ItemRecord) error
+	RecordItems(ctx context.Context, runID, step string, items []runstate.ItemRecord) error
 	ReuseStepItems(ctx context.Context, newRun, oldRun, step string, start int, items []any) ([]int, error)
 	StepOutputs(ctx context.Context, runID, step string, n, maxBytes int) ([]any, error)
 }
@@ -40,15 +42,15 @@ func New(store ItemStore) *Activities { return &Activities{store: store} }
 
 // Register registers the activities under their contract names.
 func (a *Activities) Register(reg worker.ActivityRegistry) {
-	reg.RegisterActivityWithOptions(a.RecordItems, activity.RegisterOptions{Name: workflows.RecordItemsName})
-	reg.RegisterActivityWithOptions(a.ReuseItems, activity.RegisterOptions{Name: workflows.ReuseItemsName})
-	reg.RegisterActivityWithOptions(a.RenderStep, activity.RegisterOptions{Name: workflows.RenderStepName})
-	reg.RegisterActivityWithOptions(a.RenderItems, activity.RegisterOptions{Name: workflows.RenderItemsName})
+	reg.RegisterActivityWithOptions(a.RecordItems, activity.RegisterOptions{Name: activities.RecordItemsName})
+	reg.RegisterActivityWithOptions(a.ReuseItems, activity.RegisterOptions{Name: activities.ReuseItemsName})
+	reg.RegisterActivityWithOptions(a.RenderStep, activity.RegisterOptions{Name: activities.RenderStepName})
+	reg.RegisterActivityWithOptions(a.RenderItems, activity.RegisterOptions{Name: activities.RenderItemsName})
 }
 
 // RecordItems stores a batch of finished items. Store errors are returned
 // as they are, so Temporal retries them; writes are idempotent.
-func (a *Activities) RecordItems(ctx context.Context, req workflows.RecordItemsRequest) error {
+func (a *Activities) RecordItems(ctx context.Context, req activities.RecordItemsRequest) error {
 	if err := a.store.RecordItems(ctx, req.RunID, req.Step, req.Items); err != nil {
 		if errors.Is(err, catalog.ErrInvalidArgument) {
 			return temporal.NewNonRetryableApplicationError(err.Error(), "InvalidItems", nil)
@@ -59,29 +61,29 @@ func (a *Activities) RecordItems(ctx context.Context, req workflows.RecordItemsR
 }
 
 // ReuseItems copies the batch's items that succeeded in the retried run.
-func (a *Activities) ReuseItems(ctx context.Context, req workflows.ReuseItemsRequest) (workflows.ReuseItemsResult, error) {
+func (a *Activities) ReuseItems(ctx context.Context, req activities.ReuseItemsRequest) (activities.ReuseItemsResult, error) {
 	idx, err := a.store.ReuseStepItems(ctx, req.RunID, req.OldRun, req.Step, req.Start, req.Items)
 	if err != nil {
-		return workflows.ReuseItemsResult{}, fmt.Errorf("reuse items of %s/%s: %w", req.OldRun, req.Step, err)
+		return activities.ReuseItemsResult{}, fmt.Errorf("reuse items of %s/%s: %w", req.OldRun, req.Step, err)
 	}
-	return workflows.ReuseItemsResult{Indexes: idx}, nil
+	return activities.ReuseItemsResult{Indexes: idx}, nil
 }
 
 // RenderStep renders a step over the outputs of the wide steps it reads,
 // with the activity's expression budget (spec.ActivityLimits). A template
 // that cannot be rendered fails the step without retries; a store error
 // is retried.
-func (a *Activities) RenderStep(ctx context.Context, req workflows.RenderRequest) (workflows.RenderResult, error) {
+func (a *Activities) RenderStep(ctx context.Context, req activities.RenderRequest) (activities.RenderResult, error) {
 	env := pipeline.Env{Params: req.Params, Run: req.Run, Steps: map[string]pipeline.StepEnv{}, Limits: pipeline.ActivityLimits}
 	for name, out := range req.Outputs {
 		env.Steps[name] = pipeline.StepEnv{Outputs: out}
 	}
 	if err := a.loadWide(ctx, env.Steps, req.Wide); err != nil {
-		return workflows.RenderResult{}, err
+		return activities.RenderResult{}, err
 	}
 	res, err := workflows.Render(&req, env)
 	if err != nil {
-		return workflows.RenderResult{}, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeRender, nil)
+		return activities.RenderResult{}, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrTypeRender, nil)
 	}
 	return res, nil
 }
@@ -90,24 +92,24 @@ func (a *Activities) RenderStep(ctx context.Context, req workflows.RenderRequest
 // the wide steps their templates read (workflows.RenderItems), stopping
 // after workflows.RenderItemsTime so that a slow chunk still ends well
 // within the activity's timeout.
-func (a *Activities) RenderItems(ctx context.Context, req workflows.RenderItemsRequest) (workflows.RenderItemsResult, error) {
+func (a *Activities) RenderItems(ctx context.Context, req activities.RenderItemsRequest) (activities.RenderItemsResult, error) {
 	env := pipeline.Env{Params: req.Params, Run: req.Run, Steps: map[string]pipeline.StepEnv{}, Limits: pipeline.ActivityLimits}
 	for name, se := range req.Outputs {
 		env.Steps[name] = se
 	}
 	if err := a.loadWide(ctx, env.Steps, req.Wide); err != nil {
-		return workflows.RenderItemsResult{}, err
+		return activities.RenderItemsResult{}, err
 	}
-	until := time.Now().Add(workflows.RenderItemsTime)
+	until := time.Now().Add(activities.RenderItemsTime)
 	res, err := workflows.RenderItems(&req, env, func() bool { return ctx.Err() != nil || time.Now().After(until) })
 	if err != nil {
-		return workflows.RenderItemsResult{}, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeRender, nil)
+		return activities.RenderItemsResult{}, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrTypeRender, nil)
 	}
 	return res, nil
 }
 
 // loadWide puts the outputs of the wide steps refs into steps.
-func (a *Activities) loadWide(ctx context.Context, steps map[string]pipeline.StepEnv, refs map[string]workflows.WideRef) error {
+func (a *Activities) loadWide(ctx context.Context, steps map[string]pipeline.StepEnv, refs map[string]runstate.WideRef) error {
 	for name, ref := range refs {
 		outs, err := a.outputs.get(ref, func() ([]any, error) {
 			return a.store.StepOutputs(ctx, ref.Run, ref.Step, ref.Items, MaxOutputsBytes)
@@ -115,7 +117,7 @@ func (a *Activities) loadWide(ctx context.Context, steps map[string]pipeline.Ste
 		if err != nil {
 			if errors.Is(err, catalog.ErrInvalidArgument) {
 				return temporal.NewNonRetryableApplicationError(
-					fmt.Sprintf("reading the outputs of step %q: %v", name, err), workflows.ErrTypeRender, nil)
+					fmt.Sprintf("reading the outputs of step %q: %v", name, err), activities.ErrTypeRender, nil)
 			}
 			return fmt.Errorf("read the outputs of step %q: %w", name, err)
 		}
@@ -135,7 +137,7 @@ func (a *Activities) loadWide(ctx context.Context, steps map[string]pipeline.Ste
 // lists (expressions do not mutate their inputs).
 type outputsCache struct {
 	mu      sync.Mutex
-	entries map[workflows.WideRef]*outputsEntry
+	entries map[runstate.WideRef]*outputsEntry
 }
 
 type outputsEntry struct {
@@ -153,11 +155,11 @@ const (
 // get returns ref's outputs, loading them with load unless they are
 // cached or being loaded (then it waits for that load). Failed loads are
 // not kept.
-func (c *outputsCache) get(ref workflows.WideRef, load func() ([]any, error)) ([]any, error) {
+func (c *outputsCache) get(ref runstate.WideRef, load func() ([]any, error)) ([]any, error) {
 	c.mu.Lock()
 	now := time.Now()
 	if c.entries == nil {
-		c.entries = map[workflows.WideRef]*outputsEntry{}
+		c.entries = map[runstate.WideRef]*outputsEntry{}
 	}
 	for k, e := range c.entries {
 		if isDone(e.ready) && now.Sub(e.used) > outputsCacheIdle {
@@ -192,7 +194,7 @@ func (c *outputsCache) get(ref workflows.WideRef, load func() ([]any, error)) ([
 // evictOldest drops the least recently used loaded entry (c.mu held);
 // false when every entry is still loading.
 func (c *outputsCache) evictOldest() bool {
-	var old workflows.WideRef
+	var old runstate.WideRef
 	var oldest *outputsEntry
 	for k, e := range c.entries {
 		if isDone(e.ready) && (oldest == nil || e.used.Before(oldest.used)) {

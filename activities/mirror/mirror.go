@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/atelier-ml/atelier/activities"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // ErrTypeInvalidRunStatus marks a status that can never be stored, so
@@ -22,7 +22,7 @@ const ErrTypeInvalidRunStatus = "InvalidRunStatus"
 // status whose Seq is not newer than the stored one, which is what makes
 // retried and out-of-order mirror activities harmless.
 type RunMirror interface {
-	MirrorRun(ctx context.Context, s workflows.RunStatus) error
+	MirrorRun(ctx context.Context, s runstate.Status) error
 }
 
 // Mirror is the activity that copies a run's status into the catalogue so
@@ -49,7 +49,7 @@ func (m *Mirror) Register(reg worker.ActivityRegistry) {
 // MirrorRun writes s to the catalogue. Store errors are returned as plain
 // errors so Temporal retries them: a database blip must not lose the
 // status, and the Seq check makes a late retry harmless.
-func (m *Mirror) MirrorRun(ctx context.Context, s workflows.RunStatus) error {
+func (m *Mirror) MirrorRun(ctx context.Context, s runstate.Status) error {
 	if s.RunID == "" || s.Project == "" {
 		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("run status has no run id or project (runId=%q, project=%q)", s.RunID, s.Project),

@@ -11,16 +11,16 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/atelier-ml/atelier/activities"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 type fakeStore struct {
 	mu   sync.Mutex
-	got  []workflows.RunStatus
+	got  []runstate.Status
 	fail error
 }
 
-func (f *fakeStore) MirrorRun(_ context.Context, s workflows.RunStatus) error {
+func (f *fakeStore) MirrorRun(_ context.Context, s runstate.Status) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fail != nil {
@@ -41,8 +41,8 @@ func newEnv(t *testing.T, store RunMirror) *testsuite.TestActivityEnvironment {
 func TestMirrorRunStores(t *testing.T) {
 	store := &fakeStore{}
 	env := newEnv(t, store)
-	st := workflows.RunStatus{RunID: "r1", Project: "p", Workflow: workflows.PipelineWorkflowName,
-		State: workflows.RunRunning, Seq: 7, Steps: []workflows.StepStatus{{Name: "a", State: workflows.StepRunning}}}
+	st := runstate.Status{RunID: "r1", Project: "p", Workflow: runstate.PipelineWorkflowName,
+		State: runstate.Running, Seq: 7, Steps: []runstate.StepStatus{{Name: "a", State: runstate.StepRunning}}}
 	if _, err := env.ExecuteActivity(activities.MirrorRunName, st); err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestMirrorRunStores(t *testing.T) {
 
 func TestMirrorRunStoreErrorIsRetryable(t *testing.T) {
 	env := newEnv(t, &fakeStore{fail: errors.New("connection refused")})
-	_, err := env.ExecuteActivity(activities.MirrorRunName, workflows.RunStatus{RunID: "r1", Project: "p", Seq: 1})
+	_, err := env.ExecuteActivity(activities.MirrorRunName, runstate.Status{RunID: "r1", Project: "p", Seq: 1})
 	var appErr *temporal.ApplicationError
 	if !errors.As(err, &appErr) {
 		t.Fatalf("want application error, got %v", err)
@@ -66,7 +66,7 @@ func TestMirrorRunStoreErrorIsRetryable(t *testing.T) {
 func TestMirrorRunRejectsStatusWithoutID(t *testing.T) {
 	store := &fakeStore{}
 	env := newEnv(t, store)
-	_, err := env.ExecuteActivity(activities.MirrorRunName, workflows.RunStatus{Project: "p"})
+	_, err := env.ExecuteActivity(activities.MirrorRunName, runstate.Status{Project: "p"})
 	var appErr *temporal.ApplicationError
 	if !errors.As(err, &appErr) || !appErr.NonRetryable() || appErr.Type() != ErrTypeInvalidRunStatus {
 		t.Fatalf("want non-retryable %s, got %v", ErrTypeInvalidRunStatus, err)

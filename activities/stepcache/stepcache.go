@@ -12,6 +12,7 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // ErrTypeBadRequest marks a request that can never succeed (no project or
@@ -63,7 +64,7 @@ func (a *Activities) Lookup(ctx context.Context, req activities.CacheLookupReque
 	at := e.CreatedAt
 	return activities.CacheLookupResult{
 		Hit:     true,
-		Source:  activities.CacheSource{Run: e.RunID, Step: e.Step, Item: e.Item, Attempt: e.Attempt, At: &at},
+		Source:  runstate.CacheSource{Run: e.RunID, Step: e.Step, Item: e.Item, Attempt: e.Attempt, At: &at},
 		Outputs: e.Outputs,
 	}, nil
 }

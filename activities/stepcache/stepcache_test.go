@@ -12,6 +12,7 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 type fakeStore struct {
@@ -63,7 +64,7 @@ func TestLookup(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := now.Add(-time.Minute)
-	want := activities.CacheLookupResult{Hit: true, Source: activities.CacheSource{Run: "r1", Step: "fit", Item: &item, Attempt: 2, At: &at}, Outputs: map[string]any{"acc": 0.9}}
+	want := activities.CacheLookupResult{Hit: true, Source: runstate.CacheSource{Run: "r1", Step: "fit", Item: &item, Attempt: 2, At: &at}, Outputs: map[string]any{"acc": 0.9}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("hit (-want +got):\n%s", diff)
 	}
@@ -85,7 +86,7 @@ func TestStore(t *testing.T) {
 	e := env(st)
 	item := 0
 	req := activities.CacheStoreRequest{Project: "p", Key: "k", Pipeline: "train",
-		Source: activities.CacheSource{Run: "r1", Step: "fit", Item: &item, Attempt: 1}, Outputs: map[string]any{"a": 1.0}, TTL: time.Hour}
+		Source: runstate.CacheSource{Run: "r1", Step: "fit", Item: &item, Attempt: 1}, Outputs: map[string]any{"a": 1.0}, TTL: time.Hour}
 	if _, err := e.ExecuteActivity(activities.CacheStoreName, req); err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
@@ -119,7 +120,7 @@ func run(ctx context.Context, n, par, reps, big int, verbose bool) error {
 
 	modes := []mode{
 		{"baseline", fmt.Sprintf("`%s`: hand-written sliding window of partition child workflows, each a sliding window of activities with continue-as-new; plain activity options (StartToCloseTimeout 1m)", baselineWorkflow), runBaseline(false)},
-		{"subject", fmt.Sprintf("`%s`: one forEach step, items `0..%d`, parallelism %d", workflows.PipelineWorkflowName, n-1, par), runPipeline},
+		{"subject", fmt.Sprintf("`%s`: one forEach step, items `0..%d`, parallelism %d", runstate.PipelineWorkflowName, n-1, par), runPipeline},
 		{"baseline+step-options", fmt.Sprintf("`%s` with the activity options of an Atelier step (10 s heartbeat timeout, 24 h + 1 m start-to-close, wait for cancellation, retry policy)", baselineWorkflow), runBaseline(true)},
 		{"subject-go", fmt.Sprintf("`%s`: a native Go pipeline whose one step is `Run.ForEach` over `0..%d`, parallelism %d", goFanOutWorkflow, n-1, par), runGoForEach},
 	}
@@ -144,7 +145,7 @@ func run(ctx context.Context, n, par, reps, big int, verbose bool) error {
 	}
 	var bigRes *sample
 	if big > 0 {
-		benchstack.Logf("one run of %d items through %s…", big, workflows.PipelineWorkflowName)
+		benchstack.Logf("one run of %d items through %s…", big, runstate.PipelineWorkflowName)
 		s, err := measure(ctx, st, modes[1], big, par, 1)
 		if err != nil {
 			return fmt.Errorf("%d items: %w", big, err)
@@ -232,22 +233,22 @@ func runPipeline(ctx context.Context, st *benchstack.Stack, id string, n, par in
 		return fmt.Errorf("pipeline spec: %w", err)
 	}
 	in := workflows.PipelineInput{RunID: id, Project: project, Pipeline: pipelineName, Version: 1, Spec: p}
-	wr, err := st.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, workflows.PipelineWorkflowName, in)
+	wr, err := st.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, runstate.PipelineWorkflowName, in)
 	if err != nil {
 		return err
 	}
 	if err := wr.Get(ctx, nil); err != nil {
 		return err
 	}
-	v, err := st.Client.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
+	v, err := st.Client.QueryWorkflow(ctx, id, "", runstate.QueryStatus)
 	if err != nil {
 		return fmt.Errorf("query status: %w", err)
 	}
-	var status workflows.RunStatus
+	var status runstate.Status
 	if err := v.Get(&status); err != nil {
 		return err
 	}
-	if w := status.Steps[0].Wide; status.State != workflows.RunSucceeded || w == nil || w.Counts.Succeeded != n {
+	if w := status.Steps[0].Wide; status.State != runstate.Succeeded || w == nil || w.Counts.Succeeded != n {
 		return fmt.Errorf("run %s ended %s (%s): %+v", id, status.State, status.Error, status.Steps[0].Wide)
 	}
 	return nil

@@ -26,6 +26,7 @@ import (
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/store/storetest"
 	"github.com/atelier-ml/atelier/internal/tokens"
+	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows"
 	"github.com/atelier-ml/atelier/workflows/runclient"
 )
@@ -148,8 +149,8 @@ func run(ctx context.Context, n, projects, samples, rounds, pageSize int) error 
 		return &from, &to
 	}
 	recent := func(days int) *time.Time { t := end.Add(-time.Duration(days) * 24 * time.Hour); return &t }
-	state := func(r *rand.Rand) workflows.RunState { // weighted like the data: mostly the common ones
-		return workflows.RunState(storetest.SyntheticStates[r.IntN(len(storetest.SyntheticStates))])
+	state := func(r *rand.Rand) runstate.State { // weighted like the data: mostly the common ones
+		return runstate.State(storetest.SyntheticStates[r.IntN(len(storetest.SyntheticStates))])
 	}
 	filters := []filter{
 		{name: "project p000 (100k runs)", make: func(*rand.Rand) catalog.RunFilter { return catalog.RunFilter{Project: "p000"} }},
@@ -160,7 +161,7 @@ func run(ctx context.Context, n, projects, samples, rounds, pageSize int) error 
 		}},
 		{name: "p000 + state (any of 7)", make: func(r *rand.Rand) catalog.RunFilter { return catalog.RunFilter{Project: "p000", State: state(r)} }},
 		{name: "p000 + state PENDING (1%)", make: func(*rand.Rand) catalog.RunFilter {
-			return catalog.RunFilter{Project: "p000", State: workflows.RunPending}
+			return catalog.RunFilter{Project: "p000", State: runstate.Pending}
 		}},
 		{name: "p000 + pipeline + state", make: func(r *rand.Rand) catalog.RunFilter {
 			return catalog.RunFilter{Project: "p000", Pipeline: pick(r, "pl-", 20), State: state(r)}
@@ -369,14 +370,14 @@ var _ api.Engine = stubEngine{}
 var errNoEngine = errors.New("listruns: no Temporal in this benchmark")
 
 func (stubEngine) StartRun(context.Context, runclient.StartRequest) error { return errNoEngine }
-func (stubEngine) SignalCancel(context.Context, string, workflows.CancelRequest) error {
+func (stubEngine) SignalCancel(context.Context, string, runstate.CancelRequest) error {
 	return errNoEngine
 }
-func (stubEngine) DecideApproval(context.Context, string, workflows.ApprovalRequest) (workflows.RunStatus, error) {
-	return workflows.RunStatus{}, errNoEngine
+func (stubEngine) DecideApproval(context.Context, string, runstate.ApprovalRequest) (runstate.Status, error) {
+	return runstate.Status{}, errNoEngine
 }
-func (stubEngine) QueryStatus(context.Context, string) (workflows.RunStatus, error) {
-	return workflows.RunStatus{}, errNoEngine
+func (stubEngine) QueryStatus(context.Context, string) (runstate.Status, error) {
+	return runstate.Status{}, errNoEngine
 }
 func (stubEngine) QueryAdmissionQueue(context.Context, string) (workflows.AdmissionQueue, error) {
 	return workflows.AdmissionQueue{}, errNoEngine

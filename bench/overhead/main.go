@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 
 	enumspb "go.temporal.io/api/enums/v1"
 
@@ -102,11 +103,11 @@ func run(ctx context.Context, n, reps int, verbose bool) error {
 	modes := []mode{
 		{"baseline", "base", fmt.Sprintf("`%s`: hand-written workflow, %s `true`", chainWorkflow, activities.RunContainerName),
 			activities.RunContainerName, runChain(activities.RunContainerName)},
-		{"subject", "subj", fmt.Sprintf("`%s`: declarative pipeline, container steps `true`", workflows.PipelineWorkflowName),
+		{"subject", "subj", fmt.Sprintf("`%s`: declarative pipeline, container steps `true`", runstate.PipelineWorkflowName),
 			activities.RunContainerName, runPipeline},
 		{"empty activity", "empty", fmt.Sprintf("`%s`: same workflow, empty activity (no process)", chainWorkflow),
 			emptyActivity, runChain(emptyActivity)},
-		{"cached (miss)", "miss", fmt.Sprintf("`%s`: every step cached, every lookup a miss (a cache version per run): lookup, run, store", workflows.PipelineWorkflowName),
+		{"cached (miss)", "miss", fmt.Sprintf("`%s`: every step cached, every lookup a miss (a cache version per run): lookup, run, store", runstate.PipelineWorkflowName),
 			activities.RunContainerName, runPipelineCached},
 	}
 	results := make([][]result, len(modes))
@@ -189,18 +190,18 @@ func runSpec(ctx context.Context, st *benchstack.Stack, id string, n int, p pipe
 	}
 	in := workflows.PipelineInput{RunID: id, Project: project, Pipeline: pipelineName, Version: 1, Spec: p}
 	wr, err := st.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: st.Cfg.TaskQueue},
-		workflows.PipelineWorkflowName, in)
+		runstate.PipelineWorkflowName, in)
 	if err != nil {
 		return nil, err
 	}
 	if err := wr.Get(ctx, nil); err != nil {
 		return nil, err
 	}
-	var status workflows.RunStatus
+	var status runstate.Status
 	if row, err := st.Store.GetRun(ctx, project, id); err == nil && row.Status != nil && row.Status.State.Terminal() {
 		status = *row.Status
 	} else {
-		v, err := st.Client.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
+		v, err := st.Client.QueryWorkflow(ctx, id, "", runstate.QueryStatus)
 		if err != nil {
 			return nil, fmt.Errorf("query status: %w", err)
 		}
@@ -208,7 +209,7 @@ func runSpec(ctx context.Context, st *benchstack.Stack, id string, n int, p pipe
 			return nil, err
 		}
 	}
-	if status.State != workflows.RunSucceeded {
+	if status.State != runstate.Succeeded {
 		return nil, fmt.Errorf("run %s ended %s: %s", id, status.State, status.Error)
 	}
 	spans := make([]span, 0, len(status.Steps))

@@ -23,6 +23,7 @@ import (
 
 	"github.com/atelier-ml/atelier/bench/internal/benchstack"
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows"
 	"github.com/atelier-ml/atelier/workflows/runclient"
 )
@@ -180,12 +181,12 @@ func run(ctx context.Context, n, conc, rounds int, verbose, pin bool) error {
 			return "", err
 		}
 		return id, engine.StartRun(ctx, runclient.StartRequest{
-			RunID: id, Workflow: workflows.PipelineWorkflowName, TaskQueue: st.Cfg.TaskQueue,
+			RunID: id, Workflow: runstate.PipelineWorkflowName, TaskQueue: st.Cfg.TaskQueue,
 			Input: json.RawMessage(in), Project: project, Pipeline: pipelineName, CreatedBy: benchstack.TokenName,
 		})
 	}
 	modes := []*mode{
-		{name: "baseline", what: "runclient.StartRun → client.ExecuteWorkflow(" + workflows.PipelineWorkflowName + ")", start: raw},
+		{name: "baseline", what: "runclient.StartRun → client.ExecuteWorkflow(" + runstate.PipelineWorkflowName + ")", start: raw},
 		{name: "subject", what: "POST /v1/projects/" + project + "/runs", start: rest},
 	}
 

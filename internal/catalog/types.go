@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/atelier-ml/atelier/gpu"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // Sentinel errors returned by every catalogue implementation. Callers use
@@ -93,26 +93,26 @@ type RunKey struct {
 // Run is the Postgres index entry of a run: the row the gateway writes at
 // start, kept current by the workflow's mirror activity.
 type Run struct {
-	ID             string               `json:"id"`
-	Project        string               `json:"project"`
-	Pipeline       string               `json:"pipeline,omitempty"`
-	Version        int                  `json:"version,omitempty"`
-	Workflow       string               `json:"workflow"`
-	State          workflows.RunState   `json:"state"`
-	CreatedAt      time.Time            `json:"createdAt"`
-	UpdatedAt      time.Time            `json:"updatedAt"`
-	CreatedBy      string               `json:"createdBy,omitempty"`
-	IdempotencyKey string               `json:"-"`
-	RequestHash    string               `json:"-"`                // sha256 of the start request, to detect key reuse
-	Input          json.RawMessage      `json:"-"`                // the workflow input, to (re)start idempotently
-	Status         *workflows.RunStatus `json:"status,omitempty"` // last mirrored status
+	ID             string           `json:"id"`
+	Project        string           `json:"project"`
+	Pipeline       string           `json:"pipeline,omitempty"`
+	Version        int              `json:"version,omitempty"`
+	Workflow       string           `json:"workflow"`
+	State          runstate.State   `json:"state"`
+	CreatedAt      time.Time        `json:"createdAt"`
+	UpdatedAt      time.Time        `json:"updatedAt"`
+	CreatedBy      string           `json:"createdBy,omitempty"`
+	IdempotencyKey string           `json:"-"`
+	RequestHash    string           `json:"-"`                // sha256 of the start request, to detect key reuse
+	Input          json.RawMessage  `json:"-"`                // the workflow input, to (re)start idempotently
+	Status         *runstate.Status `json:"status,omitempty"` // last mirrored status
 }
 
 // RunFilter selects runs of one project. Zero values mean "any".
 type RunFilter struct {
 	Project       string
 	Pipeline      string
-	State         workflows.RunState
+	State         runstate.State
 	CreatedBy     string // the name of the token that started the run through REST
 	Schedule      string // the name of the schedule that started the run
 	CreatedAfter  *time.Time
@@ -304,7 +304,7 @@ type CachePage struct {
 
 // ItemPage is one page of a wide forEach step's items (step_items).
 type ItemPage struct {
-	Items []workflows.ItemRecord
+	Items []runstate.ItemRecord
 	// NextPageToken continues the listing ("" on the last page).
 	NextPageToken string
 }

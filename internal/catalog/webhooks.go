@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // Webhook event types.
@@ -112,11 +112,11 @@ type RunEvent struct {
 // makes each one delivered once. Payloads carry the run's identity, state
 // and error and the step's, never params, outputs or anything of the
 // platform's own.
-func RunEvents(st workflows.RunStatus) []RunEvent {
+func RunEvents(st runstate.Status) []RunEvent {
 	var out []RunEvent
 	failed := []string{}
 	for _, s := range st.Steps {
-		if s.State == workflows.StepFailed && !s.OnExit {
+		if s.State == runstate.StepFailed && !s.OnExit {
 			failed = append(failed, s.Name)
 		}
 	}
@@ -125,7 +125,7 @@ func RunEvents(st workflows.RunStatus) []RunEvent {
 		State: st.State, Error: st.Error, StartedAt: st.StartedAt, FinishedAt: st.FinishedAt,
 		FailedSteps: failed, ScheduleID: st.ScheduleID, RetryOf: st.RetryOf,
 	}
-	add := func(typ string, step *workflows.StepStatus, at *time.Time) {
+	add := func(typ string, step *runstate.StepStatus, at *time.Time) {
 		key := typ
 		p := eventPayload{Type: typ, Project: st.Project, Run: run}
 		if at != nil {
@@ -149,7 +149,7 @@ func RunEvents(st workflows.RunStatus) []RunEvent {
 		if s.Approval != nil {
 			add(EventApprovalRequested, s, s.StartedAt)
 		}
-		if s.State == workflows.StepFailed {
+		if s.State == runstate.StepFailed {
 			add(EventStepFailed, s, s.FinishedAt)
 		}
 	}
@@ -159,7 +159,7 @@ func RunEvents(st workflows.RunStatus) []RunEvent {
 	return out
 }
 
-func stepName(s *workflows.StepStatus) string {
+func stepName(s *runstate.StepStatus) string {
 	if s == nil {
 		return ""
 	}
@@ -177,26 +177,26 @@ type eventPayload struct {
 }
 
 type eventRun struct {
-	ID          string             `json:"id"`
-	Pipeline    string             `json:"pipeline,omitempty"`
-	Version     int                `json:"version,omitempty"`
-	Workflow    string             `json:"workflow"`
-	State       workflows.RunState `json:"state"`
-	Error       string             `json:"error,omitempty"`
-	StartedAt   *time.Time         `json:"startedAt,omitempty"`
-	FinishedAt  *time.Time         `json:"finishedAt,omitempty"`
-	FailedSteps []string           `json:"failedSteps"`
-	ScheduleID  string             `json:"scheduleId,omitempty"`
-	RetryOf     string             `json:"retryOf,omitempty"`
+	ID          string         `json:"id"`
+	Pipeline    string         `json:"pipeline,omitempty"`
+	Version     int            `json:"version,omitempty"`
+	Workflow    string         `json:"workflow"`
+	State       runstate.State `json:"state"`
+	Error       string         `json:"error,omitempty"`
+	StartedAt   *time.Time     `json:"startedAt,omitempty"`
+	FinishedAt  *time.Time     `json:"finishedAt,omitempty"`
+	FailedSteps []string       `json:"failedSteps"`
+	ScheduleID  string         `json:"scheduleId,omitempty"`
+	RetryOf     string         `json:"retryOf,omitempty"`
 }
 
 type eventStep struct {
-	Name     string              `json:"name"`
-	Kind     string              `json:"kind"`
-	State    workflows.StepState `json:"state"`
-	Error    string              `json:"error,omitempty"`
-	OnExit   bool                `json:"onExit,omitempty"`
-	Approval *eventApproval      `json:"approval,omitempty"`
+	Name     string             `json:"name"`
+	Kind     string             `json:"kind"`
+	State    runstate.StepState `json:"state"`
+	Error    string             `json:"error,omitempty"`
+	OnExit   bool               `json:"onExit,omitempty"`
+	Approval *eventApproval     `json:"approval,omitempty"`
 }
 
 type eventApproval struct {

@@ -6,29 +6,29 @@ import (
 	"testing"
 	"time"
 
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // Events are derived from the whole status: the same event has the same
 // ID in every later status, and payloads carry no params or outputs.
 func TestRunEvents(t *testing.T) {
 	now := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
-	st := workflows.RunStatus{
-		RunID: "r1", Project: "p", Pipeline: "train", Workflow: workflows.PipelineWorkflowName, State: workflows.RunRunning,
+	st := runstate.Status{
+		RunID: "r1", Project: "p", Pipeline: "train", Workflow: runstate.PipelineWorkflowName, State: runstate.Running,
 		Params: map[string]any{"apiKey": "do-not-send"},
-		Steps: []workflows.StepStatus{
-			{Name: "gate", Kind: "approval", State: workflows.StepWaitingForApproval, StartedAt: &now,
-				Approval: &workflows.ApprovalStatus{Message: "ok?", Roles: []string{"admin"}}},
-			{Name: "train", Kind: "container", State: workflows.StepFailed, FinishedAt: &now, Error: "exit 3",
+		Steps: []runstate.StepStatus{
+			{Name: "gate", Kind: "approval", State: runstate.StepWaitingForApproval, StartedAt: &now,
+				Approval: &runstate.ApprovalStatus{Message: "ok?", Roles: []string{"admin"}}},
+			{Name: "train", Kind: "container", State: runstate.StepFailed, FinishedAt: &now, Error: "exit 3",
 				Outputs: map[string]any{"token": "do-not-send"}},
-			{Name: "report", Kind: "container", State: workflows.StepFailed, FinishedAt: &now, OnExit: true},
+			{Name: "report", Kind: "container", State: runstate.StepFailed, FinishedAt: &now, OnExit: true},
 		},
 	}
 	ev := RunEvents(st)
 	if len(ev) != 3 || ev[0].Type != EventApprovalRequested || ev[1].Type != EventStepFailed || ev[2].Step != "report" {
 		t.Fatalf("events %+v", ev)
 	}
-	st.State, st.FinishedAt = workflows.RunFailed, &now
+	st.State, st.FinishedAt = runstate.Failed, &now
 	later := RunEvents(st)
 	if len(later) != 4 || later[1].ID != ev[1].ID || later[3].Type != EventRunFinished {
 		t.Fatalf("later events %+v", later)

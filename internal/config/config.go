@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // Config is everything the atelier binary needs. Each field can be set by a
@@ -133,7 +133,7 @@ func Default() Config {
 		WebhookBackoff:     10 * time.Second,
 		WebhookMaxAttempts: 10,
 		TokenCacheTTL:      5 * time.Second,
-		TaskQueue:          workflows.TaskQueueLocal,
+		TaskQueue:          runstate.TaskQueueLocal,
 		LocalGPUs:          "auto",
 
 		KubeNamespaceTemplate: "atelier-{project}",

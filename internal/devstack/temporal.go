@@ -17,14 +17,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/atelier-ml/atelier/runstate"
+
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 
-	"github.com/atelier-ml/atelier/workflows"
+	sdklog "go.temporal.io/sdk/log"
 )
 
 // DefaultNamespace is the Temporal namespace Atelier uses when none is given.
@@ -94,11 +95,11 @@ var TunedDynamicConfig = []DynamicConfigValue{
 // token that started them and the schedule that did (docs/operations.md
 // has the commands for a production cluster).
 var TemporalSearchAttributes = map[string]enumspb.IndexedValueType{
-	workflows.SAProject:   enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-	workflows.SAPipeline:  enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-	workflows.SAState:     enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-	workflows.SACreatedBy: enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-	workflows.SASchedule:  enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	runstate.SAProject:   enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	runstate.SAPipeline:  enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	runstate.SAState:     enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	runstate.SACreatedBy: enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	runstate.SASchedule:  enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 }
 
 // TemporalOptions configures StartTemporal.

@@ -9,7 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
@@ -17,7 +17,7 @@ import (
 type Store interface {
 	GetRun(ctx context.Context, project, id string) (catalog.Run, error)
 	ListUnfinishedRuns(ctx context.Context, before time.Time, after catalog.RunKey, limit int) ([]catalog.Run, error)
-	MirrorRun(ctx context.Context, s workflows.RunStatus) error
+	MirrorRun(ctx context.Context, s runstate.Status) error
 }
 
 // Temporal is the part of the engine the reconciler needs.
@@ -69,40 +69,40 @@ func New(store Store, tmp Temporal, now func() time.Time, log *zap.Logger, opt O
 // Converge checks one unfinished run against Temporal and, if its workflow
 // has closed (or does not exist), records the final state. It returns the
 // status it wrote and true, or false when the run is still in flight.
-func (r *Reconciler) Converge(ctx context.Context, run catalog.Run) (workflows.RunStatus, bool, error) {
+func (r *Reconciler) Converge(ctx context.Context, run catalog.Run) (runstate.Status, bool, error) {
 	if run.State.Terminal() {
-		return workflows.RunStatus{}, false, nil
+		return runstate.Status{}, false, nil
 	}
 	c, err := r.tmp.Closure(ctx, run.ID)
 	switch {
 	case errors.Is(err, runclient.ErrRunNotFound):
-		if run.State == workflows.RunPending && r.now().Sub(run.CreatedAt) < r.opt.NeverStartedAfter {
-			return workflows.RunStatus{}, false, nil // its start may be in flight
+		if run.State == runstate.Pending && r.now().Sub(run.CreatedAt) < r.opt.NeverStartedAfter {
+			return runstate.Status{}, false, nil // its start may be in flight
 		}
-		c = runclient.Closure{State: workflows.RunFailed, ClosedAt: r.now(),
+		c = runclient.Closure{State: runstate.Failed, ClosedAt: r.now(),
 			Reason: fmt.Sprintf("the run has no workflow in Temporal (namespace %q): it never started, was deleted, or belongs to another Temporal server", r.opt.Namespace)}
 	case err != nil:
-		return workflows.RunStatus{}, false, err
+		return runstate.Status{}, false, err
 	case c.Open:
-		return workflows.RunStatus{}, false, nil
+		return runstate.Status{}, false, nil
 	}
 	st := baseStatus(run)
 	st.EndedOutside(c.State, c.Reason, c.ClosedAt)
 	if err := r.store.MirrorRun(ctx, st); err != nil {
-		return workflows.RunStatus{}, false, fmt.Errorf("reconcile run %s: %w", run.ID, err)
+		return runstate.Status{}, false, fmt.Errorf("reconcile run %s: %w", run.ID, err)
 	}
 	r.log.Info("run converged with Temporal", zap.String("run", run.ID), zap.String("project", run.Project),
 		zap.String("state", string(st.State)), zap.String("reason", c.Reason))
 	return st, true, nil
 }
 
-func baseStatus(run catalog.Run) workflows.RunStatus {
+func baseStatus(run catalog.Run) runstate.Status {
 	if run.Status != nil {
 		st := *run.Status
-		st.Steps = append([]workflows.StepStatus(nil), st.Steps...)
+		st.Steps = append([]runstate.StepStatus(nil), st.Steps...)
 		return st
 	}
-	return workflows.RunStatus{RunID: run.ID, Project: run.Project, Pipeline: run.Pipeline, Version: run.Version,
+	return runstate.Status{RunID: run.ID, Project: run.Project, Pipeline: run.Pipeline, Version: run.Version,
 		Workflow: run.Workflow, State: run.State, StartedAt: &run.CreatedAt}
 }
 

@@ -10,12 +10,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
 type fakeStore struct {
-	mirrored []workflows.RunStatus
+	mirrored []runstate.Status
 	// unfinished are the rows ListUnfinishedRuns pages through (sorted by
 	// UpdatedAt, ID); asked records the cursors it was called with.
 	unfinished []catalog.Run
@@ -38,7 +38,7 @@ func (f *fakeStore) ListUnfinishedRuns(_ context.Context, _ time.Time, after cat
 	}
 	return out, nil
 }
-func (f *fakeStore) MirrorRun(_ context.Context, s workflows.RunStatus) error {
+func (f *fakeStore) MirrorRun(_ context.Context, s runstate.Status) error {
 	f.mirrored = append(f.mirrored, s)
 	return nil
 }
@@ -61,22 +61,22 @@ func TestConverge(t *testing.T) {
 	closed := now.Add(-time.Minute)
 	tmp := fakeTemporal{
 		"open":       {Open: true},
-		"terminated": {State: workflows.RunTerminated, Reason: "terminated through Temporal by \"ops\": oops", ClosedAt: closed},
+		"terminated": {State: runstate.Terminated, Reason: "terminated through Temporal by \"ops\": oops", ClosedAt: closed},
 	}
-	running := &workflows.RunStatus{State: workflows.RunRunning, Seq: 7, Steps: []workflows.StepStatus{
-		{Name: "a", State: workflows.StepSucceeded}, {Name: "b", State: workflows.StepRunning},
+	running := &runstate.Status{State: runstate.Running, Seq: 7, Steps: []runstate.StepStatus{
+		{Name: "a", State: runstate.StepSucceeded}, {Name: "b", State: runstate.StepRunning},
 	}}
 	for _, tc := range []struct {
 		name    string
 		run     catalog.Run
-		want    workflows.RunState
+		want    runstate.State
 		wantErr string
 	}{
-		{"still open", catalog.Run{ID: "open", State: workflows.RunRunning}, "", ""},
-		{"terminated", catalog.Run{ID: "terminated", State: workflows.RunRunning, Status: running}, workflows.RunTerminated, "oops"},
-		{"young pending without workflow: its start may be in flight", catalog.Run{ID: "gone", State: workflows.RunPending, CreatedAt: now.Add(-time.Minute)}, "", ""},
-		{"old pending without workflow", catalog.Run{ID: "gone", State: workflows.RunPending, CreatedAt: now.Add(-time.Hour)}, workflows.RunFailed, "no workflow in Temporal"},
-		{"already terminal", catalog.Run{ID: "terminated", State: workflows.RunSucceeded}, "", ""},
+		{"still open", catalog.Run{ID: "open", State: runstate.Running}, "", ""},
+		{"terminated", catalog.Run{ID: "terminated", State: runstate.Running, Status: running}, runstate.Terminated, "oops"},
+		{"young pending without workflow: its start may be in flight", catalog.Run{ID: "gone", State: runstate.Pending, CreatedAt: now.Add(-time.Minute)}, "", ""},
+		{"old pending without workflow", catalog.Run{ID: "gone", State: runstate.Pending, CreatedAt: now.Add(-time.Hour)}, runstate.Failed, "no workflow in Temporal"},
+		{"already terminal", catalog.Run{ID: "terminated", State: runstate.Succeeded}, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := &fakeStore{}
@@ -98,10 +98,10 @@ func TestConverge(t *testing.T) {
 				if got.Seq != tc.run.Status.Seq+1 {
 					t.Errorf("seq %d, want %d: the workflow's own later writes must still win", got.Seq, tc.run.Status.Seq+1)
 				}
-				if got.Steps[0].State != workflows.StepSucceeded || got.Steps[1].State != workflows.StepCancelled {
+				if got.Steps[0].State != runstate.StepSucceeded || got.Steps[1].State != runstate.StepCancelled {
 					t.Errorf("steps: %+v", got.Steps)
 				}
-				if tc.run.Status.Steps[1].State != workflows.StepRunning {
+				if tc.run.Status.Steps[1].State != runstate.StepRunning {
 					t.Error("the stored status was modified in place")
 				}
 			}
@@ -118,13 +118,13 @@ func TestStaleSweepPagesThroughEveryRun(t *testing.T) {
 	tmp := fakeTemporal{}
 	for i := range staleBatch + 50 {
 		id := fmt.Sprintf("run-%04d", i)
-		st.unfinished = append(st.unfinished, catalog.Run{ID: id, State: workflows.RunRunning, UpdatedAt: now.Add(-time.Hour)})
+		st.unfinished = append(st.unfinished, catalog.Run{ID: id, State: runstate.Running, UpdatedAt: now.Add(-time.Hour)})
 		tmp[id] = runclient.Closure{Open: true}
 	}
 	// The last run closed outside Atelier; only a sweep that reaches it
 	// can converge it.
 	last := st.unfinished[len(st.unfinished)-1].ID
-	tmp[last] = runclient.Closure{State: workflows.RunTerminated, Reason: "terminated", ClosedAt: now}
+	tmp[last] = runclient.Closure{State: runstate.Terminated, Reason: "terminated", ClosedAt: now}
 	r := New(st, tmp, func() time.Time { return now }, zap.NewNop(), Options{})
 
 	for range 3 {
@@ -137,7 +137,7 @@ func TestStaleSweepPagesThroughEveryRun(t *testing.T) {
 	if len(st.asked) != 3 || st.asked[0] != want[0] || st.asked[1] != want[1] || st.asked[2] != want[2] {
 		t.Fatalf("cursors asked %v, want %v", st.asked, want)
 	}
-	if len(st.mirrored) == 0 || st.mirrored[0].RunID != last || st.mirrored[0].State != workflows.RunTerminated {
+	if len(st.mirrored) == 0 || st.mirrored[0].RunID != last || st.mirrored[0].State != runstate.Terminated {
 		t.Fatalf("the run past the first page was not converged: %+v", st.mirrored)
 	}
 }

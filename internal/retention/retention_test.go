@@ -16,7 +16,7 @@ import (
 	"github.com/atelier-ml/atelier/internal/retention"
 	"github.com/atelier-ml/atelier/internal/store"
 	"github.com/atelier-ml/atelier/internal/store/storetest"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // TestSweepDeletesOnlyExpiredFinishedRunsAndTheirLogs runs the sweeper on a
@@ -45,18 +45,18 @@ func TestSweepDeletesOnlyExpiredFinishedRunsAndTheirLogs(t *testing.T) {
 
 	now := time.Now().UTC()
 	// run creates a run in state, last written age ago, with two log chunks.
-	run := func(id string, state workflows.RunState, age time.Duration) {
+	run := func(id string, state runstate.State, age time.Duration) {
 		t.Helper()
-		if _, _, err := s.CreateRun(ctx, catalog.Run{ID: id, Project: "p", Workflow: workflows.PipelineWorkflowName}); err != nil {
+		if _, _, err := s.CreateRun(ctx, catalog.Run{ID: id, Project: "p", Workflow: runstate.PipelineWorkflowName}); err != nil {
 			t.Fatal(err)
 		}
-		if state != workflows.RunPending {
-			if err := s.MirrorRun(ctx, workflows.RunStatus{RunID: id, Project: "p", Workflow: workflows.PipelineWorkflowName, State: state, Seq: 1}); err != nil {
+		if state != runstate.Pending {
+			if err := s.MirrorRun(ctx, runstate.Status{RunID: id, Project: "p", Workflow: runstate.PipelineWorkflowName, State: state, Seq: 1}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		// and one item of a wide forEach
-		if err := s.RecordItems(ctx, id, "fan", []workflows.ItemRecord{{Index: 0, State: workflows.StepSucceeded, Item: 1.0, StartedAt: now, FinishedAt: now}}); err != nil {
+		if err := s.RecordItems(ctx, id, "fan", []runstate.ItemRecord{{Index: 0, State: runstate.StepSucceeded, Item: 1.0, StartedAt: now, FinishedAt: now}}); err != nil {
 			t.Fatal(err)
 		}
 		for i, chunk := range []string{"hello ", "world\n"} {
@@ -72,16 +72,16 @@ func TestSweepDeletesOnlyExpiredFinishedRunsAndTheirLogs(t *testing.T) {
 	var expired []string
 	for i := range 25 { // 25 expired: 3 batches of 10
 		id := fmt.Sprintf("old-%02d", i)
-		state := []workflows.RunState{workflows.RunSucceeded, workflows.RunFailed, workflows.RunCancelled, workflows.RunTerminated}[i%4]
+		state := []runstate.State{runstate.Succeeded, runstate.Failed, runstate.Cancelled, runstate.Terminated}[i%4]
 		run(id, state, maxAge+time.Duration(i+1)*time.Hour)
 		expired = append(expired, id)
 	}
 	kept := []string{"recent-ok", "old-running", "old-pending", "old-cancelling", "just-inside"}
-	run("recent-ok", workflows.RunSucceeded, time.Hour)
-	run("old-running", workflows.RunRunning, 2*maxAge)
-	run("old-pending", workflows.RunPending, 2*maxAge)
-	run("old-cancelling", workflows.RunCancelling, 2*maxAge)
-	run("just-inside", workflows.RunFailed, maxAge-time.Minute)
+	run("recent-ok", runstate.Succeeded, time.Hour)
+	run("old-running", runstate.Running, 2*maxAge)
+	run("old-pending", runstate.Pending, 2*maxAge)
+	run("old-cancelling", runstate.Cancelling, 2*maxAge)
+	run("just-inside", runstate.Failed, maxAge-time.Minute)
 
 	var batches []int
 	var mu sync.Mutex

@@ -10,7 +10,7 @@ import (
 
 	"github.com/atelier-ml/atelier/gpu"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 func TestGPUPolicies(t *testing.T) {
@@ -74,11 +74,11 @@ func TestEndedRuns(t *testing.T) {
 	if _, err := s.CreateProject(ctx, catalog.Project{Name: "p1"}); err != nil {
 		t.Fatal(err)
 	}
-	for id, state := range map[string]workflows.RunState{"running": workflows.RunRunning, "done": workflows.RunSucceeded, "killed": workflows.RunTerminated, "stopping": workflows.RunCancelling} {
+	for id, state := range map[string]runstate.State{"running": runstate.Running, "done": runstate.Succeeded, "killed": runstate.Terminated, "stopping": runstate.Cancelling} {
 		if _, _, err := s.CreateRun(ctx, catalog.Run{ID: id, Project: "p1", Workflow: "w"}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.MirrorRun(ctx, workflows.RunStatus{RunID: id, Project: "p1", State: state, Seq: 1}); err != nil {
+		if err := s.MirrorRun(ctx, runstate.Status{RunID: id, Project: "p1", State: state, Seq: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}

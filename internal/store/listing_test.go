@@ -16,7 +16,7 @@ import (
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/store"
 	"github.com/atelier-ml/atelier/internal/store/storetest"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // listingRows is how many runs TestListingPlans generates by default:
@@ -132,7 +132,7 @@ func TestListingPlans(t *testing.T) {
 		for _, project := range []string{"p000", "p017"} {
 			for _, state := range states {
 				for _, w := range windows {
-					f := catalog.RunFilter{Project: project, State: workflows.RunState(state), CreatedAfter: w.after, CreatedBefore: w.before, Limit: 50}
+					f := catalog.RunFilter{Project: project, State: runstate.State(state), CreatedAfter: w.after, CreatedBefore: w.before, Limit: 50}
 					if c.pipeline {
 						f.Pipeline = "pl-3"
 					}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/store/db"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // Page sizes of ListRuns.
@@ -75,7 +75,7 @@ func createRunParams(r *catalog.Run) (db.InsertRunsParams, error) {
 		Project:        r.Project,
 		Pipeline:       strPtr(r.Pipeline),
 		Workflow:       r.Workflow,
-		State:          string(workflows.RunPending),
+		State:          string(runstate.Pending),
 		CreatedBy:      r.CreatedBy,
 		IdempotencyKey: strPtr(r.IdempotencyKey),
 		RequestHash:    r.RequestHash,
@@ -164,7 +164,7 @@ func (s *Store) DeleteRun(ctx context.Context, id string) error {
 // Otherwise state, seq, status and updated_at are replaced only if s.Seq is
 // greater than the stored seq, so stale and replayed writes are ignored; a
 // status whose project differs from the stored row's is ignored too.
-func (s *Store) MirrorRun(ctx context.Context, st workflows.RunStatus) error {
+func (s *Store) MirrorRun(ctx context.Context, st runstate.Status) error {
 	if st.RunID == "" || st.Project == "" || st.State == "" {
 		return invalid("run status needs runId, project and state")
 	}
@@ -311,7 +311,7 @@ func summaryToRun(r db.RunSummary) catalog.Run {
 		Project:   r.Project,
 		Pipeline:  deref(r.Pipeline),
 		Workflow:  r.Workflow,
-		State:     workflows.RunState(r.State),
+		State:     runstate.State(r.State),
 		CreatedAt: utc(r.CreatedAt),
 		UpdatedAt: utc(r.UpdatedAt),
 		CreatedBy: r.CreatedBy,
@@ -383,7 +383,7 @@ func toRun(r db.Run) (catalog.Run, error) {
 		Project:        r.Project,
 		Pipeline:       deref(r.Pipeline),
 		Workflow:       r.Workflow,
-		State:          workflows.RunState(r.State),
+		State:          runstate.State(r.State),
 		CreatedAt:      utc(r.CreatedAt),
 		UpdatedAt:      utc(r.UpdatedAt),
 		CreatedBy:      r.CreatedBy,
@@ -395,7 +395,7 @@ func toRun(r db.Run) (catalog.Run, error) {
 		run.Version = int(*r.Version)
 	}
 	if len(r.Status) > 0 {
-		var st workflows.RunStatus
+		var st runstate.Status
 		if err := json.Unmarshal(r.Status, &st); err != nil {
 			return catalog.Run{}, fmt.Errorf("run %s/%s: decoding status: %v", r.Project, r.ID, err)
 		}

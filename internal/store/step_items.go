@@ -10,7 +10,7 @@ import (
 
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/store/db"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // Items of wide forEach steps (step_items; see workflows/wide.go).
@@ -20,7 +20,7 @@ const MaxItemsPage = 1000
 
 // RecordItems stores finished items of a wide step (idempotent: a record
 // written again replaces the row).
-func (s *Store) RecordItems(ctx context.Context, runID, step string, items []workflows.ItemRecord) error {
+func (s *Store) RecordItems(ctx context.Context, runID, step string, items []runstate.ItemRecord) error {
 	if runID == "" || step == "" {
 		return invalid("items need a run and a step")
 	}
@@ -35,7 +35,7 @@ func (s *Store) RecordItems(ctx context.Context, runID, step string, items []wor
 		}
 		attempts := it.Attempts
 		if attempts == nil {
-			attempts = []workflows.Attempt{}
+			attempts = []runstate.Attempt{}
 		}
 		att, err := json.Marshal(attempts)
 		if err != nil {
@@ -65,7 +65,7 @@ func stripNUL(s string) string { return strings.ReplaceAll(s, "\x00", "") }
 // ListStepItems returns a page of up to limit items of a run's step after
 // the page token, in index order, only those in state when it is not "".
 // A token issued for another state filter is ErrBadPageToken.
-func (s *Store) ListStepItems(ctx context.Context, runID, step string, state workflows.StepState, pageToken string, limit int) (catalog.ItemPage, error) {
+func (s *Store) ListStepItems(ctx context.Context, runID, step string, state runstate.StepState, pageToken string, limit int) (catalog.ItemPage, error) {
 	if limit <= 0 || limit > MaxItemsPage {
 		limit = MaxItemsPage
 	}
@@ -77,7 +77,7 @@ func (s *Store) ListStepItems(ctx context.Context, runID, step string, state wor
 		}
 		after = v
 	}
-	var recs []workflows.ItemRecord
+	var recs []runstate.ItemRecord
 	if state == "" {
 		rows, err := s.lq.ListStepItems(ctx, db.ListStepItemsParams{RunID: runID, Step: step, After: after, MaxRows: int32(limit)})
 		if err != nil {
@@ -114,13 +114,13 @@ func (s *Store) ListStepItems(ctx context.Context, runID, step string, state wor
 
 // GetStepItem returns item idx of a run's step (catalog.ErrNotFound when
 // it is not recorded, e.g. still running).
-func (s *Store) GetStepItem(ctx context.Context, runID, step string, idx int) (workflows.ItemRecord, error) {
+func (s *Store) GetStepItem(ctx context.Context, runID, step string, idx int) (runstate.ItemRecord, error) {
 	rows, err := s.q.ListStepItems(ctx, db.ListStepItemsParams{RunID: runID, Step: step, After: int32(idx - 1), MaxRows: 1})
 	if err != nil {
-		return workflows.ItemRecord{}, mapErr(err, "get item %d of %s/%s", idx, runID, step)
+		return runstate.ItemRecord{}, mapErr(err, "get item %d of %s/%s", idx, runID, step)
 	}
 	if len(rows) == 0 || int(rows[0].Idx) != idx {
-		return workflows.ItemRecord{}, fmt.Errorf("%w: item %d of %s/%s", catalog.ErrNotFound, idx, runID, step)
+		return runstate.ItemRecord{}, fmt.Errorf("%w: item %d of %s/%s", catalog.ErrNotFound, idx, runID, step)
 	}
 	r := rows[0]
 	rec, err := itemRecord(r.Idx, r.State, r.Item, r.Attempts, r.Error, r.Message, r.Outputs)
@@ -128,8 +128,8 @@ func (s *Store) GetStepItem(ctx context.Context, runID, step string, idx int) (w
 	return rec, err
 }
 
-func itemRecord(idx int32, state string, item, attempts json.RawMessage, errMsg, msg string, outputs json.RawMessage) (workflows.ItemRecord, error) {
-	rec := workflows.ItemRecord{Index: int(idx), State: workflows.StepState(state), Error: errMsg, Message: msg}
+func itemRecord(idx int32, state string, item, attempts json.RawMessage, errMsg, msg string, outputs json.RawMessage) (runstate.ItemRecord, error) {
+	rec := runstate.ItemRecord{Index: int(idx), State: runstate.StepState(state), Error: errMsg, Message: msg}
 	if err := json.Unmarshal(item, &rec.Item); err != nil {
 		return rec, fmt.Errorf("item %d: %w", idx, err)
 	}
@@ -143,14 +143,14 @@ func itemRecord(idx int32, state string, item, attempts json.RawMessage, errMsg,
 }
 
 // CountStepItems counts a step's stored items by state.
-func (s *Store) CountStepItems(ctx context.Context, runID, step string) (map[workflows.StepState]int, error) {
+func (s *Store) CountStepItems(ctx context.Context, runID, step string) (map[runstate.StepState]int, error) {
 	rows, err := s.q.CountStepItems(ctx, db.CountStepItemsParams{RunID: runID, Step: step})
 	if err != nil {
 		return nil, mapErr(err, "count items of %s/%s", runID, step)
 	}
-	out := make(map[workflows.StepState]int, len(rows))
+	out := make(map[runstate.StepState]int, len(rows))
 	for _, r := range rows {
-		out[workflows.StepState(r.State)] = int(r.N)
+		out[runstate.StepState(r.State)] = int(r.N)
 	}
 	return out, nil
 }
@@ -214,11 +214,11 @@ func (s *Store) ReuseStepItems(ctx context.Context, newRun, oldRun, step string,
 
 // Item page tokens: "<state>:<last index>", base64 (opaque to clients;
 // bound to the state filter so a token cannot be replayed on another).
-func encodeItemCursor(idx int, state workflows.StepState) string {
+func encodeItemCursor(idx int, state runstate.StepState) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(string(state) + ":" + strconv.Itoa(idx)))
 }
 
-func decodeItemCursor(tok string, state workflows.StepState) (int32, error) {
+func decodeItemCursor(tok string, state runstate.StepState) (int32, error) {
 	b, err := base64.RawURLEncoding.DecodeString(tok)
 	if err != nil {
 		return 0, ErrBadPageToken

@@ -10,19 +10,19 @@ import (
 
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/store"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
-func itemRecords(n int, state func(k int) workflows.StepState) []workflows.ItemRecord {
+func itemRecords(n int, state func(k int) runstate.StepState) []runstate.ItemRecord {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	out := make([]workflows.ItemRecord, n)
+	out := make([]runstate.ItemRecord, n)
 	for k := range out {
-		r := workflows.ItemRecord{
+		r := runstate.ItemRecord{
 			Index: k, State: state(k), Item: map[string]any{"k": float64(k)},
-			Attempts:  []workflows.Attempt{{Number: 1, State: state(k)}},
+			Attempts:  []runstate.Attempt{{Number: 1, State: state(k)}},
 			StartedAt: t0, FinishedAt: t0.Add(time.Second),
 		}
-		if r.State == workflows.StepSucceeded {
+		if r.State == runstate.StepSucceeded {
 			r.Outputs = map[string]any{"v": float64(k * k)}
 		} else {
 			r.Error = "exit 1\x00"
@@ -38,11 +38,11 @@ func itemRecords(n int, state func(k int) workflows.StepState) []workflows.ItemR
 func TestStepItems(t *testing.T) {
 	ctx := t.Context()
 	s := newStore(t)
-	recs := itemRecords(2500, func(k int) workflows.StepState {
+	recs := itemRecords(2500, func(k int) runstate.StepState {
 		if k%100 == 7 {
-			return workflows.StepFailed
+			return runstate.StepFailed
 		}
-		return workflows.StepSucceeded
+		return runstate.StepSucceeded
 	})
 	require.NoError(t, s.RecordItems(ctx, "run-1", "sq", recs[:1000]))
 	require.NoError(t, s.RecordItems(ctx, "run-1", "sq", recs[1000:]))
@@ -51,20 +51,20 @@ func TestStepItems(t *testing.T) {
 
 	counts, err := s.CountStepItems(ctx, "run-1", "sq")
 	require.NoError(t, err)
-	assert.Equal(t, map[workflows.StepState]int{workflows.StepSucceeded: 2475, workflows.StepFailed: 25}, counts)
+	assert.Equal(t, map[runstate.StepState]int{runstate.StepSucceeded: 2475, runstate.StepFailed: 25}, counts)
 
 	// Pages of failed items: each once, in order, the token bound to the filter.
-	var failed []workflows.ItemRecord
+	var failed []runstate.ItemRecord
 	tok := ""
 	for {
-		p, err := s.ListStepItems(ctx, "run-1", "sq", workflows.StepFailed, tok, 10)
+		p, err := s.ListStepItems(ctx, "run-1", "sq", runstate.StepFailed, tok, 10)
 		require.NoError(t, err)
 		failed = append(failed, p.Items...)
 		if p.NextPageToken == "" {
 			break
 		}
 		tok = p.NextPageToken
-		_, err = s.ListStepItems(ctx, "run-1", "sq", workflows.StepSucceeded, tok, 10)
+		_, err = s.ListStepItems(ctx, "run-1", "sq", runstate.StepSucceeded, tok, 10)
 		require.True(t, errors.Is(err, catalog.ErrInvalidArgument), "a token of another filter: %v", err)
 	}
 	require.Len(t, failed, 25)
@@ -106,7 +106,7 @@ func TestStepItems(t *testing.T) {
 	again, err := s.ReuseStepItems(ctx, "run-3", "run-1", "sq", 0, items)
 	require.NoError(t, err)
 	assert.ElementsMatch(t, idx, again, "a retried reuse returns the same indexes")
-	cached, err := s.ListStepItems(ctx, "run-3", "sq", workflows.StepCached, "", 0)
+	cached, err := s.ListStepItems(ctx, "run-3", "sq", runstate.StepCached, "", 0)
 	require.NoError(t, err)
 	require.Len(t, cached.Items, 2)
 	assert.Equal(t, "reused from run run-1", cached.Items[0].Message)

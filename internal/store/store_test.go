@@ -18,7 +18,7 @@ import (
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/store"
 	"github.com/atelier-ml/atelier/internal/store/storetest"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // newStore opens a migrated store on a fresh database.
@@ -335,10 +335,10 @@ func TestCreateRun(t *testing.T) {
 	s := newStore(t)
 	ctx := t.Context()
 
-	status := &workflows.RunStatus{RunID: "r1", Project: "p1", State: workflows.RunPending, Steps: []workflows.StepStatus{}}
+	status := &runstate.Status{RunID: "r1", Project: "p1", State: runstate.Pending, Steps: []runstate.StepStatus{}}
 	in := catalog.Run{
-		ID: "r1", Project: "p1", Pipeline: "train", Version: 2, Workflow: workflows.PipelineWorkflowName,
-		State:     workflows.RunRunning, // ignored: new runs are PENDING
+		ID: "r1", Project: "p1", Pipeline: "train", Version: 2, Workflow: runstate.PipelineWorkflowName,
+		State:     runstate.Running, // ignored: new runs are PENDING
 		CreatedBy: "alice", IdempotencyKey: "k1", RequestHash: "h1",
 		Input: json.RawMessage(`{"params":{"lr":0.1}}`), Status: status,
 	}
@@ -346,7 +346,7 @@ func TestCreateRun(t *testing.T) {
 	if err != nil || !created {
 		t.Fatalf("CreateRun = %v, %v", created, err)
 	}
-	if r.ID != "r1" || r.State != workflows.RunPending || r.Pipeline != "train" || r.Version != 2 ||
+	if r.ID != "r1" || r.State != runstate.Pending || r.Pipeline != "train" || r.Version != 2 ||
 		r.CreatedBy != "alice" || r.IdempotencyKey != "k1" || r.RequestHash != "h1" || r.CreatedAt.IsZero() ||
 		r.Status == nil || r.Status.RunID != "r1" {
 		t.Fatalf("created %+v", r)
@@ -428,12 +428,12 @@ func TestListRuns(t *testing.T) {
 	// 120 runs in p1, two share each timestamp so ties are broken by ID;
 	// plus noise in p2 that must never show up.
 	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	states := []workflows.RunState{workflows.RunPending, workflows.RunSucceeded, workflows.RunFailed}
+	states := []runstate.State{runstate.Pending, runstate.Succeeded, runstate.Failed}
 	type key struct {
 		at       time.Time
 		id       string
 		pipeline string
-		state    workflows.RunState
+		state    runstate.State
 		by       string
 		schedule string // a scheduled run's row is the mirror's: only mirrored ones have one
 	}
@@ -447,15 +447,15 @@ func TestListRuns(t *testing.T) {
 			by:       []string{"ci", "alice", "", "bob"}[i%4],
 			schedule: []string{"nightly", "", "hourly", "", ""}[i%5],
 		}
-		if k.state == workflows.RunPending {
+		if k.state == runstate.Pending {
 			k.schedule = ""
 		}
 		all = append(all, k)
 		if _, _, err := s.CreateRun(ctx, catalog.Run{ID: k.id, Project: "p1", Pipeline: k.pipeline, Workflow: "w", CreatedAt: k.at, CreatedBy: k.by}); err != nil {
 			t.Fatal(err)
 		}
-		if k.state != workflows.RunPending {
-			if err := s.MirrorRun(ctx, workflows.RunStatus{RunID: k.id, Project: "p1", Pipeline: k.pipeline, Workflow: "w", State: k.state, Seq: 1, ScheduleID: k.schedule}); err != nil {
+		if k.state != runstate.Pending {
+			if err := s.MirrorRun(ctx, runstate.Status{RunID: k.id, Project: "p1", Pipeline: k.pipeline, Workflow: "w", State: k.state, Seq: 1, ScheduleID: k.schedule}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -478,29 +478,29 @@ func TestListRuns(t *testing.T) {
 	}{
 		{"all", catalog.RunFilter{}, func(key) bool { return true }},
 		{"pipeline", catalog.RunFilter{Pipeline: "eval"}, func(k key) bool { return k.pipeline == "eval" }},
-		{"state", catalog.RunFilter{State: workflows.RunFailed}, func(k key) bool { return k.state == workflows.RunFailed }},
-		{"pipeline+state", catalog.RunFilter{Pipeline: "train", State: workflows.RunSucceeded},
-			func(k key) bool { return k.pipeline == "train" && k.state == workflows.RunSucceeded }},
+		{"state", catalog.RunFilter{State: runstate.Failed}, func(k key) bool { return k.state == runstate.Failed }},
+		{"pipeline+state", catalog.RunFilter{Pipeline: "train", State: runstate.Succeeded},
+			func(k key) bool { return k.pipeline == "train" && k.state == runstate.Succeeded }},
 		{"range", catalog.RunFilter{CreatedAfter: &after, CreatedBefore: &before},
 			func(k key) bool { return !k.at.Before(after) && k.at.Before(before) }},
-		{"range+state", catalog.RunFilter{State: workflows.RunPending, CreatedAfter: &after},
-			func(k key) bool { return k.state == workflows.RunPending && !k.at.Before(after) }},
+		{"range+state", catalog.RunFilter{State: runstate.Pending, CreatedAfter: &after},
+			func(k key) bool { return k.state == runstate.Pending && !k.at.Before(after) }},
 		{"range+pipeline", catalog.RunFilter{Pipeline: "train", CreatedBefore: &before},
 			func(k key) bool { return k.pipeline == "train" && k.at.Before(before) }},
 		{"creator", catalog.RunFilter{CreatedBy: "ci"}, func(k key) bool { return k.by == "ci" }},
-		{"creator+state", catalog.RunFilter{CreatedBy: "alice", State: workflows.RunSucceeded},
-			func(k key) bool { return k.by == "alice" && k.state == workflows.RunSucceeded }},
+		{"creator+state", catalog.RunFilter{CreatedBy: "alice", State: runstate.Succeeded},
+			func(k key) bool { return k.by == "alice" && k.state == runstate.Succeeded }},
 		{"creator+pipeline", catalog.RunFilter{CreatedBy: "bob", Pipeline: "eval"},
 			func(k key) bool { return k.by == "bob" && k.pipeline == "eval" }},
-		{"creator+pipeline+state+range", catalog.RunFilter{CreatedBy: "ci", Pipeline: "train", State: workflows.RunFailed, CreatedAfter: &after, CreatedBefore: &before},
+		{"creator+pipeline+state+range", catalog.RunFilter{CreatedBy: "ci", Pipeline: "train", State: runstate.Failed, CreatedAfter: &after, CreatedBefore: &before},
 			func(k key) bool {
-				return k.by == "ci" && k.pipeline == "train" && k.state == workflows.RunFailed && !k.at.Before(after) && k.at.Before(before)
+				return k.by == "ci" && k.pipeline == "train" && k.state == runstate.Failed && !k.at.Before(after) && k.at.Before(before)
 			}},
 		{"none", catalog.RunFilter{Pipeline: "nope"}, func(key) bool { return false }},
 		{"nobody", catalog.RunFilter{CreatedBy: "nobody"}, func(key) bool { return false }},
 		{"schedule", catalog.RunFilter{Schedule: "nightly"}, func(k key) bool { return k.schedule == "nightly" }},
-		{"schedule+state", catalog.RunFilter{Schedule: "hourly", State: workflows.RunFailed},
-			func(k key) bool { return k.schedule == "hourly" && k.state == workflows.RunFailed }},
+		{"schedule+state", catalog.RunFilter{Schedule: "hourly", State: runstate.Failed},
+			func(k key) bool { return k.schedule == "hourly" && k.state == runstate.Failed }},
 		{"schedule+pipeline+creator+range", catalog.RunFilter{Schedule: "nightly", Pipeline: "train", CreatedBy: "ci", CreatedAfter: &after},
 			func(k key) bool {
 				return k.schedule == "nightly" && k.pipeline == "train" && k.by == "ci" && !k.at.Before(after)
@@ -564,7 +564,7 @@ func TestListRuns(t *testing.T) {
 		if r.Status != nil || r.State != full.State || r.CreatedBy != full.CreatedBy || r.Pipeline != full.Pipeline || !r.CreatedAt.Equal(full.CreatedAt) {
 			t.Fatalf("listed run %+v, stored %+v", r, full)
 		}
-		if r.State != workflows.RunPending && (full.Status == nil || full.Status.State != r.State) {
+		if r.State != runstate.Pending && (full.Status == nil || full.Status.State != r.State) {
 			t.Fatalf("run %s: state %s, status %+v", r.ID, r.State, full.Status)
 		}
 	}
@@ -577,7 +577,7 @@ func TestListRuns(t *testing.T) {
 	for _, f := range []catalog.RunFilter{
 		{Project: "p2"},
 		{Project: "p1", Pipeline: "train"},
-		{Project: "p1", State: workflows.RunFailed},
+		{Project: "p1", State: runstate.Failed},
 		{Project: "p1", CreatedAfter: &after},
 		{Project: "p1", CreatedBy: "ci"},
 	} {
@@ -599,9 +599,9 @@ func TestMirrorRun(t *testing.T) {
 
 	// Absent: inserted, created_at = StartedAt.
 	started := time.Date(2026, 3, 4, 5, 6, 7, 123456000, time.UTC)
-	st := workflows.RunStatus{
-		RunID: "sdk1", Project: "p1", Workflow: "go.Train", State: workflows.RunRunning, Seq: 3,
-		StartedAt: &started, Steps: []workflows.StepStatus{{Name: "a", Kind: "container", State: workflows.StepRunning}},
+	st := runstate.Status{
+		RunID: "sdk1", Project: "p1", Workflow: "go.Train", State: runstate.Running, Seq: 3,
+		StartedAt: &started, Steps: []runstate.StepStatus{{Name: "a", Kind: "container", State: runstate.StepRunning}},
 	}
 	if err := s.MirrorRun(ctx, st); err != nil {
 		t.Fatal(err)
@@ -610,27 +610,27 @@ func TestMirrorRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !r.CreatedAt.Equal(started) || r.State != workflows.RunRunning || r.Workflow != "go.Train" ||
+	if !r.CreatedAt.Equal(started) || r.State != runstate.Running || r.Workflow != "go.Train" ||
 		r.Status == nil || r.Status.Seq != 3 || len(r.Status.Steps) != 1 || r.Status.Steps[0].Name != "a" {
 		t.Fatalf("inserted %+v", r)
 	}
 
 	// Newer applies; older and equal seq are ignored.
-	st.Seq, st.State = 5, workflows.RunSucceeded
+	st.Seq, st.State = 5, runstate.Succeeded
 	if err := s.MirrorRun(ctx, st); err != nil {
 		t.Fatal(err)
 	}
-	for _, stale := range []workflows.RunStatus{
-		{RunID: "sdk1", Project: "p1", Workflow: "go.Train", State: workflows.RunRunning, Seq: 4},
-		{RunID: "sdk1", Project: "p1", Workflow: "go.Train", State: workflows.RunFailed, Seq: 5},
-		{RunID: "sdk1", Project: "p2", Workflow: "go.Train", State: workflows.RunFailed, Seq: 9}, // wrong tenant
+	for _, stale := range []runstate.Status{
+		{RunID: "sdk1", Project: "p1", Workflow: "go.Train", State: runstate.Running, Seq: 4},
+		{RunID: "sdk1", Project: "p1", Workflow: "go.Train", State: runstate.Failed, Seq: 5},
+		{RunID: "sdk1", Project: "p2", Workflow: "go.Train", State: runstate.Failed, Seq: 9}, // wrong tenant
 	} {
 		if err := s.MirrorRun(ctx, stale); err != nil {
 			t.Fatal(err)
 		}
 	}
 	r, err = s.GetRun(ctx, "p1", "sdk1")
-	if err != nil || r.State != workflows.RunSucceeded || r.Status.Seq != 5 || !r.CreatedAt.Equal(started) {
+	if err != nil || r.State != runstate.Succeeded || r.Status.Seq != 5 || !r.CreatedAt.Equal(started) {
 		t.Fatalf("after stale writes: %+v, %v", r, err)
 	}
 	_, err = s.GetRun(ctx, "p2", "sdk1")
@@ -642,23 +642,23 @@ func TestMirrorRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.MirrorRun(ctx, workflows.RunStatus{RunID: "g1", Project: "p1", Workflow: "w", State: workflows.RunRunning, Seq: 1}); err != nil {
+	if err := s.MirrorRun(ctx, runstate.Status{RunID: "g1", Project: "p1", Workflow: "w", State: runstate.Running, Seq: 1}); err != nil {
 		t.Fatal(err)
 	}
 	r, err = s.GetRun(ctx, "p1", "g1")
-	if err != nil || r.State != workflows.RunRunning || r.Pipeline != "train" || r.Version != 1 || r.CreatedBy != "bob" ||
+	if err != nil || r.State != runstate.Running || r.Pipeline != "train" || r.Version != 1 || r.CreatedBy != "bob" ||
 		!r.CreatedAt.Equal(created.CreatedAt) || r.IdempotencyKey != "k" || r.UpdatedAt.Before(created.UpdatedAt) {
 		t.Fatalf("mirrored gateway run %+v, %v", r, err)
 	}
 
 	// No StartedAt: created now.
-	if err := s.MirrorRun(ctx, workflows.RunStatus{RunID: "sdk2", Project: "p1", Workflow: "w", State: workflows.RunPending, Seq: 1}); err != nil {
+	if err := s.MirrorRun(ctx, runstate.Status{RunID: "sdk2", Project: "p1", Workflow: "w", State: runstate.Pending, Seq: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := s.GetRun(ctx, "p1", "sdk2"); err != nil || time.Since(r.CreatedAt) > time.Minute {
 		t.Fatalf("sdk2 %+v, %v", r, err)
 	}
-	wantErr(t, s.MirrorRun(ctx, workflows.RunStatus{Project: "p1", State: workflows.RunPending}), catalog.ErrInvalidArgument)
+	wantErr(t, s.MirrorRun(ctx, runstate.Status{Project: "p1", State: runstate.Pending}), catalog.ErrInvalidArgument)
 }
 
 func TestLogs(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/store"
 	"github.com/atelier-ml/atelier/internal/store/storetest"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // BenchmarkMirrorRun measures what webhooks add to the mirror write: a
@@ -19,12 +19,12 @@ import (
 func BenchmarkMirrorRun(b *testing.B) {
 	for _, c := range []struct {
 		name    string
-		state   workflows.RunState
+		state   runstate.State
 		webhook bool
 	}{
-		{"running-no-event", workflows.RunRunning, false},
-		{"finished-no-webhooks", workflows.RunSucceeded, false},
-		{"finished-one-webhook", workflows.RunSucceeded, true},
+		{"running-no-event", runstate.Running, false},
+		{"finished-no-webhooks", runstate.Succeeded, false},
+		{"finished-one-webhook", runstate.Succeeded, true},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			s, err := store.Open(b.Context(), storetest.NewDatabase(b))
@@ -44,9 +44,9 @@ func BenchmarkMirrorRun(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			steps := make([]workflows.StepStatus, 10)
+			steps := make([]runstate.StepStatus, 10)
 			for i := range steps {
-				steps[i] = workflows.StepStatus{Name: fmt.Sprintf("s%d", i), Kind: "container", State: workflows.StepSucceeded}
+				steps[i] = runstate.StepStatus{Name: fmt.Sprintf("s%d", i), Kind: "container", State: runstate.StepSucceeded}
 			}
 			b.ResetTimer()
 			for i := range b.N {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/store"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 func mustWebhook(t *testing.T, s *store.Store, project, pipeline string, events ...string) catalog.Webhook {
@@ -22,9 +22,9 @@ func mustWebhook(t *testing.T, s *store.Store, project, pipeline string, events 
 	return w
 }
 
-func runStatus(id string, seq int64, state workflows.RunState, steps ...workflows.StepStatus) workflows.RunStatus {
+func runStatus(id string, seq int64, state runstate.State, steps ...runstate.StepStatus) runstate.Status {
 	now := time.Now()
-	st := workflows.RunStatus{RunID: id, Project: "p", Pipeline: "train", Workflow: workflows.PipelineWorkflowName,
+	st := runstate.Status{RunID: id, Project: "p", Pipeline: "train", Workflow: runstate.PipelineWorkflowName,
 		State: state, Seq: seq, StartedAt: &now, Steps: steps}
 	if state.Terminal() {
 		st.FinishedAt = &now
@@ -67,7 +67,7 @@ func TestMirrorRunQueuesWebhookEvents(t *testing.T) {
 	}
 
 	// No event: nothing queued.
-	if err := s.MirrorRun(ctx, runStatus("r1", 1, workflows.RunRunning)); err != nil {
+	if err := s.MirrorRun(ctx, runStatus("r1", 1, runstate.Running)); err != nil {
 		t.Fatal(err)
 	}
 	if got := claimAll(t, s, "gw"); len(got) != 0 {
@@ -75,17 +75,17 @@ func TestMirrorRunQueuesWebhookEvents(t *testing.T) {
 	}
 
 	now := time.Now()
-	failed := workflows.StepStatus{Name: "train", Kind: "container", State: workflows.StepFailed, Error: "exit 3", FinishedAt: &now}
-	gate := workflows.StepStatus{Name: "gate", Kind: "approval", State: workflows.StepWaitingForApproval, StartedAt: &now,
-		Approval: &workflows.ApprovalStatus{Message: "ok?", Roles: []string{"editor", "admin"}}}
-	if err := s.MirrorRun(ctx, runStatus("r1", 2, workflows.RunRunning, gate, failed)); err != nil {
+	failed := runstate.StepStatus{Name: "train", Kind: "container", State: runstate.StepFailed, Error: "exit 3", FinishedAt: &now}
+	gate := runstate.StepStatus{Name: "gate", Kind: "approval", State: runstate.StepWaitingForApproval, StartedAt: &now,
+		Approval: &runstate.ApprovalStatus{Message: "ok?", Roles: []string{"editor", "admin"}}}
+	if err := s.MirrorRun(ctx, runStatus("r1", 2, runstate.Running, gate, failed)); err != nil {
 		t.Fatal(err)
 	}
 	// The same events again (a newer status), and a stale write.
-	if err := s.MirrorRun(ctx, runStatus("r1", 3, workflows.RunRunning, gate, failed)); err != nil {
+	if err := s.MirrorRun(ctx, runStatus("r1", 3, runstate.Running, gate, failed)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.MirrorRun(ctx, runStatus("r1", 1, workflows.RunFailed, gate, failed)); err != nil {
+	if err := s.MirrorRun(ctx, runStatus("r1", 1, runstate.Failed, gate, failed)); err != nil {
 		t.Fatal(err)
 	}
 	got := claimAll(t, s, "gw")
@@ -97,7 +97,7 @@ func TestMirrorRunQueuesWebhookEvents(t *testing.T) {
 		t.Errorf("claimed %+v", c)
 	}
 
-	if err := s.MirrorRun(ctx, runStatus("r1", 4, workflows.RunFailed, gate, failed)); err != nil {
+	if err := s.MirrorRun(ctx, runStatus("r1", 4, runstate.Failed, gate, failed)); err != nil {
 		t.Fatal(err)
 	}
 	got = claimAll(t, s, "gw")
@@ -106,7 +106,7 @@ func TestMirrorRunQueuesWebhookEvents(t *testing.T) {
 	}
 
 	// Another project's run reaches q's webhook only.
-	other := runStatus("r2", 1, workflows.RunSucceeded)
+	other := runStatus("r2", 1, runstate.Succeeded)
 	other.Project = "q"
 	if err := s.MirrorRun(ctx, other); err != nil {
 		t.Fatal(err)
@@ -125,7 +125,7 @@ func TestWebhookDeliveryLeases(t *testing.T) {
 	ctx := t.Context()
 	mustProject(t, s, "p")
 	w := mustWebhook(t, s, "p", "", catalog.EventRunFinished)
-	if err := s.MirrorRun(ctx, runStatus("r1", 1, workflows.RunSucceeded)); err != nil {
+	if err := s.MirrorRun(ctx, runStatus("r1", 1, runstate.Succeeded)); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
@@ -188,7 +188,7 @@ func TestWebhookLimitAndPages(t *testing.T) {
 		t.Fatalf("past the limit: %v", err)
 	}
 	for i := range 5 {
-		if err := s.MirrorRun(ctx, runStatus("r"+string(rune('a'+i)), 1, workflows.RunSucceeded)); err != nil {
+		if err := s.MirrorRun(ctx, runStatus("r"+string(rune('a'+i)), 1, runstate.Succeeded)); err != nil {
 			t.Fatal(err)
 		}
 	}

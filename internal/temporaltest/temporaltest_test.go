@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/atelier-ml/atelier/runstate"
+
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/workflowservice/v1"
@@ -20,7 +22,6 @@ import (
 
 	"github.com/atelier-ml/atelier/internal/devstack"
 	"github.com/atelier-ml/atelier/internal/temporaltest"
-	"github.com/atelier-ml/atelier/workflows"
 )
 
 func TestMain(m *testing.M) { temporaltest.Main(m) }
@@ -60,7 +61,7 @@ func TestNamespaceAndSearchAttributes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{workflows.SAProject, workflows.SAPipeline, workflows.SAState, workflows.SACreatedBy, workflows.SASchedule} {
+	for _, name := range []string{runstate.SAProject, runstate.SAPipeline, runstate.SAState, runstate.SACreatedBy, runstate.SASchedule} {
 		if got := resp.GetCustomAttributes()[name]; got != enumspb.INDEXED_VALUE_TYPE_KEYWORD {
 			t.Errorf("search attribute %s: type %v, want Keyword", name, got)
 		}
@@ -120,9 +121,9 @@ func TestListBySearchAttribute(t *testing.T) {
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		TaskQueue: tq,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
-			temporal.NewSearchAttributeKeyKeyword(workflows.SAProject).ValueSet(project),
-			temporal.NewSearchAttributeKeyKeyword(workflows.SAPipeline).ValueSet("p"),
-			temporal.NewSearchAttributeKeyKeyword(workflows.SAState).ValueSet(string(workflows.RunRunning)),
+			temporal.NewSearchAttributeKeyKeyword(runstate.SAProject).ValueSet(project),
+			temporal.NewSearchAttributeKeyKeyword(runstate.SAPipeline).ValueSet("p"),
+			temporal.NewSearchAttributeKeyKeyword(runstate.SAState).ValueSet(string(runstate.Running)),
 		),
 	}, greetWorkflow, "list")
 	if err != nil {
@@ -131,7 +132,7 @@ func TestListBySearchAttribute(t *testing.T) {
 	if err := run.Get(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	query := fmt.Sprintf("%s = %q", workflows.SAProject, project)
+	query := fmt.Sprintf("%s = %q", runstate.SAProject, project)
 	// Visibility is eventually consistent; poll briefly.
 	var ids []string
 	for ctx.Err() == nil {

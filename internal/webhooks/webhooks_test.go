@@ -17,7 +17,7 @@ import (
 	"github.com/atelier-ml/atelier/internal/store"
 	"github.com/atelier-ml/atelier/internal/store/storetest"
 	"github.com/atelier-ml/atelier/internal/webhooks"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 func TestSignAndVerify(t *testing.T) {
@@ -105,7 +105,7 @@ func fixture(t *testing.T, url string) (*store.Store, catalog.Webhook) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	if err := s.MirrorRun(t.Context(), workflows.RunStatus{RunID: "r1", Project: "p", Workflow: "w", State: workflows.RunSucceeded,
+	if err := s.MirrorRun(t.Context(), runstate.Status{RunID: "r1", Project: "p", Workflow: "w", State: runstate.Succeeded,
 		Seq: 1, StartedAt: &now, FinishedAt: &now}); err != nil {
 		t.Fatal(err)
 	}

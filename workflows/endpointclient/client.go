@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/atelier-ml/atelier/runstate"
+
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
@@ -60,7 +62,7 @@ func New(c client.Client, namespace, uiBase string) *Client {
 	return &Client{c: c, namespace: namespace, uiBase: strings.TrimRight(uiBase, "/")}
 }
 
-var saProject = temporal.NewSearchAttributeKeyKeyword(workflows.SAProject)
+var saProject = temporal.NewSearchAttributeKeyKeyword(runstate.SAProject)
 
 // Create starts the endpoint's workflow on workflowQueue (a local worker's
 // queue, where workflows run) with its activities going to activityQueue
@@ -196,7 +198,7 @@ type Summary struct {
 // visibility (eventually consistent: an endpoint created a moment ago may
 // be missing for about a second).
 func (e *Client) List(ctx context.Context, project string) ([]Summary, error) {
-	q := fmt.Sprintf("WorkflowType = %q AND %s = %q AND ExecutionStatus = 'Running'", workflows.EndpointWorkflowName, workflows.SAProject, project)
+	q := fmt.Sprintf("WorkflowType = %q AND %s = %q AND ExecutionStatus = 'Running'", workflows.EndpointWorkflowName, runstate.SAProject, project)
 	var out []Summary
 	var token []byte
 	for {

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows"
 )
 
@@ -41,10 +42,10 @@ var refusals = map[string]error{
 // UpdateApproval update) and returns the run's status once it is
 // recorded. A refusal is a *RefusedError; a run whose workflow is not
 // open, ErrRunNotFound.
-func (e *Client) DecideApproval(ctx context.Context, runID string, req workflows.ApprovalRequest) (workflows.RunStatus, error) {
-	var st workflows.RunStatus
+func (e *Client) DecideApproval(ctx context.Context, runID string, req runstate.ApprovalRequest) (runstate.Status, error) {
+	var st runstate.Status
 	h, err := e.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: runID, UpdateName: workflows.UpdateApproval,
+		WorkflowID: runID, UpdateName: runstate.UpdateApproval,
 		Args: []any{req}, WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err == nil {

@@ -7,13 +7,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/atelier-ml/atelier/runstate"
+
 	enumspb "go.temporal.io/api/enums/v1"
+
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
-
-	"github.com/atelier-ml/atelier/workflows"
 )
 
 // ErrRunClosed means the run's workflow has closed: its status query was
@@ -28,7 +29,7 @@ type Closure struct {
 	Open bool
 	// State is the run state Temporal's close status maps to: SUCCEEDED,
 	// FAILED (failed, timed out), CANCELLED or TERMINATED.
-	State    workflows.RunState
+	State    runstate.State
 	Reason   string // e.g. the terminate reason and identity
 	ClosedAt time.Time
 }
@@ -53,15 +54,15 @@ func (e *Client) Closure(ctx context.Context, runID string) (Closure, error) {
 	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
 		return Closure{Open: true}, nil
 	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
-		c.State = workflows.RunSucceeded
+		c.State = runstate.Succeeded
 	case enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
-		c.State, c.Reason = workflows.RunCancelled, "cancelled through Temporal"
+		c.State, c.Reason = runstate.Cancelled, "cancelled through Temporal"
 	case enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
-		c.State, c.Reason = workflows.RunFailed, "the workflow timed out (Temporal execution or run timeout)"
+		c.State, c.Reason = runstate.Failed, "the workflow timed out (Temporal execution or run timeout)"
 	case enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED:
-		c.State, c.Reason = workflows.RunTerminated, "terminated through Temporal"
+		c.State, c.Reason = runstate.Terminated, "terminated through Temporal"
 	default:
-		c.State, c.Reason = workflows.RunFailed, "the workflow failed"
+		c.State, c.Reason = runstate.Failed, "the workflow failed"
 	}
 	if ev := e.closeEvent(ctx, runID); ev != nil {
 		if a := ev.GetWorkflowExecutionTerminatedEventAttributes(); a != nil {
@@ -94,8 +95,8 @@ func (e *Client) closeEvent(ctx context.Context, runID string) *historypb.Histor
 // mirrored a final state. Each comes with its project.
 func (e *Client) ClosedOutside(ctx context.Context, since time.Time) (map[string]string, error) {
 	q := fmt.Sprintf("ExecutionStatus != 'Running' AND CloseTime > '%s' AND %s IN ('%s', '%s', '%s')",
-		since.UTC().Format(time.RFC3339Nano), workflows.SAState,
-		workflows.RunPending, workflows.RunRunning, workflows.RunCancelling)
+		since.UTC().Format(time.RFC3339Nano), runstate.SAState,
+		runstate.Pending, runstate.Running, runstate.Cancelling)
 	out := map[string]string{}
 	var token []byte
 	for {
@@ -105,7 +106,7 @@ func (e *Client) ClosedOutside(ctx context.Context, since time.Time) (map[string
 		}
 		for _, ex := range resp.GetExecutions() {
 			project := ""
-			if p := ex.GetSearchAttributes().GetIndexedFields()[workflows.SAProject]; p != nil {
+			if p := ex.GetSearchAttributes().GetIndexedFields()[runstate.SAProject]; p != nil {
 				_ = json.Unmarshal(p.GetData(), &project)
 			}
 			out[ex.GetExecution().GetWorkflowId()] = project
@@ -120,7 +121,7 @@ func (e *Client) ClosedOutside(ctx context.Context, since time.Time) (map[string
 // workflow has closed.
 func (e *Client) queryOpen(ctx context.Context, runID string) (client.QueryWorkflowWithOptionsResponse, error) {
 	resp, err := e.c.QueryWorkflowWithOptions(ctx, &client.QueryWorkflowWithOptionsRequest{
-		WorkflowID: runID, QueryType: workflows.QueryStatus,
+		WorkflowID: runID, QueryType: runstate.QueryStatus,
 		QueryRejectCondition: enumspb.QUERY_REJECT_CONDITION_NOT_OPEN,
 	})
 	if err != nil {

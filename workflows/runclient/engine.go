@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/atelier-ml/atelier/runstate"
+
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -23,11 +25,11 @@ var ErrRunNotFound = errors.New("run not found in Temporal")
 // Search attributes registered on the namespace; typed keys so a type
 // mismatch fails at start rather than silently dropping the attribute.
 var (
-	saProject   = temporal.NewSearchAttributeKeyKeyword(workflows.SAProject)
-	saPipeline  = temporal.NewSearchAttributeKeyKeyword(workflows.SAPipeline)
-	saState     = temporal.NewSearchAttributeKeyKeyword(workflows.SAState)
-	saCreatedBy = temporal.NewSearchAttributeKeyKeyword(workflows.SACreatedBy)
-	saSchedule  = temporal.NewSearchAttributeKeyKeyword(workflows.SASchedule)
+	saProject   = temporal.NewSearchAttributeKeyKeyword(runstate.SAProject)
+	saPipeline  = temporal.NewSearchAttributeKeyKeyword(runstate.SAPipeline)
+	saState     = temporal.NewSearchAttributeKeyKeyword(runstate.SAState)
+	saCreatedBy = temporal.NewSearchAttributeKeyKeyword(runstate.SACreatedBy)
+	saSchedule  = temporal.NewSearchAttributeKeyKeyword(runstate.SASchedule)
 )
 
 // Config locates the namespace and, optionally, the Temporal web UI.
@@ -109,7 +111,7 @@ func (e *Client) StartRun(ctx context.Context, r StartRequest) error {
 func (e *Client) startOptions(r StartRequest) client.StartWorkflowOptions {
 	attrs := []temporal.SearchAttributeUpdate{
 		saProject.ValueSet(r.Project),
-		saState.ValueSet(string(workflows.RunPending)),
+		saState.ValueSet(string(runstate.Pending)),
 	}
 	memo := map[string]any{"project": r.Project, "workflow": r.Workflow}
 	if r.Pipeline != "" {
@@ -159,8 +161,8 @@ func definitelyNotStarted(err error) bool {
 
 // SignalCancel asks a run to cancel; the workflow decides how (it stops its
 // steps and records who asked and why).
-func (e *Client) SignalCancel(ctx context.Context, runID string, req workflows.CancelRequest) error {
-	err := e.c.SignalWorkflow(ctx, runID, "", workflows.SignalCancel, req)
+func (e *Client) SignalCancel(ctx context.Context, runID string, req runstate.CancelRequest) error {
+	err := e.c.SignalWorkflow(ctx, runID, "", runstate.SignalCancel, req)
 	if isNotFound(err) {
 		return ErrRunNotFound
 	}
@@ -174,8 +176,8 @@ func (e *Client) SignalCancel(ctx context.Context, runID string, req workflows.C
 // answer, so callers bound it with a short deadline and fall back to the
 // status mirrored in Postgres. A closed workflow is ErrRunClosed: its
 // replayed answer could be stale (see Closure).
-func (e *Client) QueryStatus(ctx context.Context, runID string) (workflows.RunStatus, error) {
-	var st workflows.RunStatus
+func (e *Client) QueryStatus(ctx context.Context, runID string) (runstate.Status, error) {
+	var st runstate.Status
 	resp, err := e.queryOpen(ctx, runID)
 	if isNotFound(err) {
 		return st, ErrRunNotFound

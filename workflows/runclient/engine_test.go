@@ -6,7 +6,10 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/atelier-ml/atelier/runstate"
+
 	enumspb "go.temporal.io/api/enums/v1"
+
 	querypb "go.temporal.io/api/query/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -23,7 +26,7 @@ type fakeClient struct {
 	signalErr error
 	queryErr  error
 	closed    bool // the workflow has closed (a replayed query would still answer)
-	status    workflows.RunStatus
+	status    runstate.Status
 
 	opts     client.StartWorkflowOptions
 	workflow any
@@ -62,13 +65,13 @@ func TestStartRun(t *testing.T) {
 	e := New(f, Config{})
 	in := json.RawMessage(`{"x":1}`)
 	err := e.StartRun(context.Background(), StartRequest{
-		RunID: "r1", Workflow: workflows.PipelineWorkflowName, TaskQueue: workflows.TaskQueueLocal,
+		RunID: "r1", Workflow: runstate.PipelineWorkflowName, TaskQueue: runstate.TaskQueueLocal,
 		Input: in, Project: "p", Pipeline: "train",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.opts.ID != "r1" || f.opts.TaskQueue != workflows.TaskQueueLocal || f.workflow != workflows.PipelineWorkflowName {
+	if f.opts.ID != "r1" || f.opts.TaskQueue != runstate.TaskQueueLocal || f.workflow != runstate.PipelineWorkflowName {
 		t.Fatalf("options %+v workflow %v", f.opts, f.workflow)
 	}
 	if f.opts.WorkflowIDReusePolicy != enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE || !f.opts.WorkflowExecutionErrorWhenAlreadyStarted {
@@ -129,7 +132,7 @@ func TestStartRunAlreadyStartedIsSuccess(t *testing.T) {
 func TestSignalAndQueryNotFound(t *testing.T) {
 	f := &fakeClient{signalErr: serviceerror.NewNotFound("gone"), queryErr: serviceerror.NewNotFound("gone")}
 	e := New(f, Config{})
-	if err := e.SignalCancel(context.Background(), "r", workflows.CancelRequest{Reason: "x"}); !errors.Is(err, ErrRunNotFound) {
+	if err := e.SignalCancel(context.Background(), "r", runstate.CancelRequest{Reason: "x"}); !errors.Is(err, ErrRunNotFound) {
 		t.Fatalf("signal: %v", err)
 	}
 	if _, err := e.QueryStatus(context.Background(), "r"); !errors.Is(err, ErrRunNotFound) {
@@ -138,9 +141,9 @@ func TestSignalAndQueryNotFound(t *testing.T) {
 }
 
 func TestQueryStatus(t *testing.T) {
-	f := &fakeClient{status: workflows.RunStatus{RunID: "r", State: workflows.RunRunning, Seq: 7}}
+	f := &fakeClient{status: runstate.Status{RunID: "r", State: runstate.Running, Seq: 7}}
 	st, err := New(f, Config{}).QueryStatus(context.Background(), "r")
-	if err != nil || st.Seq != 7 || st.State != workflows.RunRunning {
+	if err != nil || st.Seq != 7 || st.State != runstate.Running {
 		t.Fatalf("%+v %v", st, err)
 	}
 }
@@ -156,7 +159,7 @@ func TestUIURL(t *testing.T) {
 }
 
 func TestQueryOfAClosedWorkflowIsRefused(t *testing.T) {
-	e := New(&fakeClient{closed: true, status: workflows.RunStatus{State: workflows.RunRunning}}, Config{})
+	e := New(&fakeClient{closed: true, status: runstate.Status{State: runstate.Running}}, Config{})
 	if _, err := e.QueryStatus(context.Background(), "r1"); !errors.Is(err, ErrRunClosed) {
 		t.Fatalf("QueryStatus of a closed workflow = %v, want ErrRunClosed (its replayed answer says RUNNING)", err)
 	}

@@ -9,14 +9,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/atelier-ml/atelier/runstate"
+
 	commonpb "go.temporal.io/api/common/v1"
+
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
-
-	"github.com/atelier-ml/atelier/workflows"
 )
 
 // Schedule errors callers branch on.
@@ -118,7 +119,7 @@ func (e *Client) CreateSchedule(ctx context.Context, r ScheduleRequest) error {
 		Project: r.Project, Name: r.Name, Pipeline: r.Start.Pipeline, Version: r.Version,
 		Params: r.Params, CreatedBy: r.CreatedBy,
 	}
-	if r.Start.Workflow != workflows.PipelineWorkflowName {
+	if r.Start.Workflow != runstate.PipelineWorkflowName {
 		memo.Workflow = r.Start.Workflow
 		memo.Input, _ = r.Start.Input.(json.RawMessage)
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // Catalog is the part of the catalogue the contract covers.
@@ -36,7 +36,7 @@ func Contract(t *testing.T, newCatalog func(t *testing.T) Catalog) {
 		}
 	}
 	run := func(id, project, key string, at time.Time) catalog.Run {
-		return catalog.Run{ID: id, Project: project, Workflow: workflows.PipelineWorkflowName, State: workflows.RunPending,
+		return catalog.Run{ID: id, Project: project, Workflow: runstate.PipelineWorkflowName, State: runstate.Pending,
 			IdempotencyKey: key, RequestHash: "h-" + key, CreatedAt: at, UpdatedAt: at}
 	}
 
@@ -174,10 +174,10 @@ func Contract(t *testing.T, newCatalog func(t *testing.T) Catalog) {
 		}{
 			{catalog.RunFilter{CreatedBy: "ci"}, "[r09 r06 r03 r00]"},
 			{catalog.RunFilter{CreatedBy: "ci", Pipeline: "train"}, "[r06 r00]"},
-			{catalog.RunFilter{CreatedBy: "alice", State: workflows.RunPending}, "[r10 r07 r04 r01]"},
-			{catalog.RunFilter{CreatedBy: "alice", Pipeline: "eval", State: workflows.RunPending}, "[r07 r01]"},
-			{catalog.RunFilter{CreatedBy: "alice", State: workflows.RunRunning}, "[]"},
-			{catalog.RunFilter{Pipeline: "eval", State: workflows.RunPending, CreatedAfter: &after}, "[r11 r09 r07]"},
+			{catalog.RunFilter{CreatedBy: "alice", State: runstate.Pending}, "[r10 r07 r04 r01]"},
+			{catalog.RunFilter{CreatedBy: "alice", Pipeline: "eval", State: runstate.Pending}, "[r07 r01]"},
+			{catalog.RunFilter{CreatedBy: "alice", State: runstate.Running}, "[]"},
+			{catalog.RunFilter{Pipeline: "eval", State: runstate.Pending, CreatedAfter: &after}, "[r11 r09 r07]"},
 			{catalog.RunFilter{CreatedBy: "ci", CreatedAfter: &after}, "[r09 r06]"},
 			{catalog.RunFilter{CreatedBy: "nobody"}, "[]"},
 		} {

@@ -1,26 +1,28 @@
-package workflows
+package runstate
 
-import "time"
+import (
+	"time"
+)
 
 // RunState is the lifecycle state of a run (one Temporal workflow execution).
-type RunState string
+type State string
 
 // Run states.
 const (
-	RunPending    RunState = "PENDING"
-	RunRunning    RunState = "RUNNING"
-	RunSucceeded  RunState = "SUCCEEDED"
-	RunFailed     RunState = "FAILED"
-	RunCancelling RunState = "CANCELLING"
-	RunCancelled  RunState = "CANCELLED"
+	Pending    State = "PENDING"
+	Running    State = "RUNNING"
+	Succeeded  State = "SUCCEEDED"
+	Failed     State = "FAILED"
+	Cancelling State = "CANCELLING"
+	Cancelled  State = "CANCELLED"
 	// RunTerminated is a run whose workflow was terminated through
 	// Temporal (UI, CLI, tctl): it stopped without running its cleanup.
-	RunTerminated RunState = "TERMINATED"
+	Terminated State = "TERMINATED"
 )
 
 // Terminal reports whether no further change will happen.
-func (s RunState) Terminal() bool {
-	return s == RunSucceeded || s == RunFailed || s == RunCancelled || s == RunTerminated
+func (s State) Terminal() bool {
+	return s == Succeeded || s == Failed || s == Cancelled || s == Terminated
 }
 
 // StepState is the lifecycle state of one step (or one forEach item).
@@ -53,13 +55,13 @@ func (s StepState) Terminal() bool {
 // RunStatus is the whole observable state of a run. It is served by the
 // workflow's "status" query and mirrored to Postgres (runs.status) for
 // listing and for reads after the workflow is gone.
-type RunStatus struct {
-	RunID    string   `json:"runId"`
-	Project  string   `json:"project"`
-	Pipeline string   `json:"pipeline,omitempty"` // declarative pipeline name
-	Version  int      `json:"version,omitempty"`  // declarative pipeline version
-	Workflow string   `json:"workflow"`           // registered Temporal workflow type
-	State    RunState `json:"state"`
+type Status struct {
+	RunID    string `json:"runId"`
+	Project  string `json:"project"`
+	Pipeline string `json:"pipeline,omitempty"` // declarative pipeline name
+	Version  int    `json:"version,omitempty"`  // declarative pipeline version
+	Workflow string `json:"workflow"`           // registered Temporal workflow type
+	State    State  `json:"state"`
 	// Seq increases with every change; the mirror ignores writes whose Seq is
 	// not newer than what Postgres holds, so out-of-order writes are harmless.
 	Seq        int64          `json:"seq"`
@@ -235,16 +237,63 @@ const (
 // state with reason as its error and every step still in flight is
 // CANCELLED with that reason. The catalogue's reconciler uses it; the
 // workflow never does.
-func (s *RunStatus) EndedOutside(state RunState, reason string, at time.Time) {
+func (s *Status) EndedOutside(state State, reason string, at time.Time) {
 	s.State = state
-	if state != RunSucceeded && reason != "" {
+	if state != Succeeded && reason != "" {
 		s.Error = reason
 	}
 	if !at.IsZero() {
 		s.FinishedAt = &at
 	}
 	for i := range s.Steps {
-		markStepUnfinished(&s.Steps[i], StepCancelled, "run ended outside Atelier: "+reason)
+		MarkUnfinished(&s.Steps[i], StepCancelled, "run ended outside Atelier: "+reason)
 	}
 	s.Seq++
+}
+
+// CacheSource says which execution produced a reused result: the run, the
+// step (and forEach item) and the attempt.
+type CacheSource struct {
+	Run     string `json:"run"`
+	Step    string `json:"step"`
+	Item    *int   `json:"item,omitempty"`
+	Attempt int    `json:"attempt,omitempty"`
+	// At is when the entry was stored (absent for a retry's reuse).
+	At *time.Time `json:"at,omitempty"`
+}
+
+// Clone is a deep copy of st, safe to hand out while the run goes on.
+func (st *StepStatus) Clone() StepStatus {
+	c := *st
+	c.Attempts = append([]Attempt(nil), st.Attempts...)
+	if st.Approval != nil {
+		a := *st.Approval
+		c.Approval = &a
+	}
+	if st.Wide != nil {
+		w := *st.Wide
+		w.Failures = append([]ItemFailure(nil), st.Wide.Failures...)
+		c.Wide = &w
+	}
+	if st.Items != nil {
+		c.Items = make([]StepStatus, len(st.Items))
+		for i := range st.Items {
+			c.Items[i] = st.Items[i].Clone()
+		}
+	}
+	return c
+}
+
+// MarkUnfinished ends st, and each of its items, still in flight in state
+// with msg as its message unless it has one.
+func MarkUnfinished(st *StepStatus, state StepState, msg string) {
+	for i := range st.Items {
+		MarkUnfinished(&st.Items[i], state, msg)
+	}
+	if !st.State.Terminal() {
+		st.State = state
+		if st.Message == "" {
+			st.Message = msg
+		}
+	}
 }
