@@ -1,6 +1,10 @@
 package activities
 
-import "github.com/atelier-ml/atelier/gpu"
+import (
+	"time"
+
+	"github.com/atelier-ml/atelier/gpu"
+)
 
 // Activity names of GPU admission. Both run on the main worker's control
 // queue: they read the catalogue and talk to Temporal, never to a cluster.
@@ -55,4 +59,129 @@ type AdmissionSnapshot struct {
 	// ended (e.g. terminated through Temporal, which skips their release):
 	// their workloads are freed.
 	EndedRuns []string `json:"endedRuns,omitempty"`
+}
+
+// GPU admission: one long-running workflow per cluster owns the cluster's
+// GPU queue. Pipeline runs submit their GPU steps to it (an activity does a
+// signal-with-start), it decides with gpu.Schedule on every change and
+// answers each run by signal; the waiting run holds no pod meanwhile. Its
+// "queue" query says why each workload waits.
+const (
+	AdmissionWorkflowName = "atelier.Admission"
+	// SignalAdmissionRequest carries an AdmissionRequest to the admission
+	// workflow.
+	SignalAdmissionRequest = "atelier.admission.request"
+	// SignalGPUAdmitted carries a GPUAdmitted to the run that submitted it.
+	SignalGPUAdmitted = "atelier.gpu.admitted"
+	// SignalGPUWaiting carries a GPUWaiting to a run when the reason its
+	// workload waits changes.
+	SignalGPUWaiting = "atelier.gpu.waiting"
+	// SignalGPUPreempt carries a GPUPreempt to a run whose admitted
+	// workload must give its GPUs back.
+	SignalGPUPreempt = "atelier.gpu.preempt"
+	// QueryAdmissionQueue returns the AdmissionQueue.
+	QueryAdmissionQueue = "queue"
+)
+
+// AdmissionWorkflowID is the workflow ID of a cluster's admission workflow.
+func AdmissionWorkflowID(cluster string) string { return "atelier-admission-" + cluster }
+
+// Admission request operations.
+const (
+	AdmissionSubmit  = "submit"
+	AdmissionRelease = "release" // the step ended, or stopped waiting
+)
+
+// AdmissionRequest is what runs send their cluster's admission workflow.
+type AdmissionRequest struct {
+	Op string `json:"op"`
+	// Workload is the gang (submit); on release only its ID matters.
+	Workload gpu.Workload `json:"workload"`
+	Run      string       `json:"run,omitempty"` // workflow ID of the run
+	Step     string       `json:"step,omitempty"`
+}
+
+// GPUAdmitted tells a run that its workload may start.
+type GPUAdmitted struct {
+	Workload string   `json:"workload"`
+	Nodes    []string `json:"nodes"`
+	Borrowed bool     `json:"borrowed,omitempty"`
+}
+
+// GPUPreempt tells a run to stop an admitted workload: its step's attempt
+// is cancelled (objects deleted) and the step queued again, without
+// counting against its retries.
+type GPUPreempt struct {
+	Workload string `json:"workload"`
+	// Reason is a gpu.PreemptionReason: ReclaimQuota or Priority.
+	Reason string `json:"reason"`
+	For    string `json:"for"` // the workload it makes room for
+}
+
+// Describe says why the workload is preempted, for the step's attempt.
+func (p GPUPreempt) Describe() string {
+	switch gpu.PreemptionReason(p.Reason) {
+	case gpu.ReclaimQuota:
+		return "PREEMPTED: its project borrowed GPUs that their owner reclaims (for " + p.For + ")"
+	case gpu.Priority:
+		return "PREEMPTED: a higher-priority workload needs its GPUs (" + p.For + ")"
+	}
+	return "PREEMPTED: " + p.Reason + " (for " + p.For + ")"
+}
+
+// GPUWaiting tells a run why its workload waits.
+type GPUWaiting struct {
+	Workload string `json:"workload"`
+	Message  string `json:"message"`
+}
+
+// AdmissionInput is the admission workflow's input: its cluster, and the
+// queue it carries across continue-as-new.
+type AdmissionInput struct {
+	Cluster string           `json:"cluster"`
+	Pending []QueuedWorkload `json:"pending,omitempty"`
+	Running []QueuedWorkload `json:"running,omitempty"`
+}
+
+// QueuedWorkload is a workload the admission workflow holds, waiting or
+// admitted.
+type QueuedWorkload struct {
+	Workload gpu.Workload `json:"workload"`
+	Run      string       `json:"run"`
+	Step     string       `json:"step"`
+	// Admitted and Placement are set once admitted.
+	Admitted  *time.Time       `json:"admitted,omitempty"`
+	Placement []gpu.Assignment `json:"placement,omitempty"`
+	// WaitKey is the last wait reason told to the run.
+	WaitKey string `json:"waitKey,omitempty"`
+	// Preempting is set once the run was told to give its GPUs back.
+	Preempting bool `json:"preempting,omitempty"`
+}
+
+// AdmissionQueue is the query answer: the queue as last decided.
+type AdmissionQueue struct {
+	Cluster   string       `json:"cluster"`
+	DecidedAt *time.Time   `json:"decidedAt,omitempty"`
+	Pending   []QueueEntry `json:"pending"`
+	Running   []QueueEntry `json:"running"`
+}
+
+// QueueEntry is one workload of the queue.
+type QueueEntry struct {
+	Workload  string    `json:"workload"`
+	Project   string    `json:"project"`
+	Run       string    `json:"run"`
+	Step      string    `json:"step"`
+	Submitted time.Time `json:"submitted"`
+	// GPUs is what the gang asks for, per GPU type.
+	GPUs []gpu.Amount `json:"gpus"`
+	// Pending workloads: their position in the last decision and why they
+	// wait (Reason is a gpu.WaitReason; Message says it for people).
+	Position int    `json:"position,omitempty"`
+	Priority int    `json:"priority,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	Message  string `json:"message,omitempty"`
+	// Running workloads: when they were admitted and on which nodes.
+	Admitted *time.Time `json:"admitted,omitempty"`
+	Nodes    []string   `json:"nodes,omitempty"`
 }

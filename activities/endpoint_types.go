@@ -123,3 +123,123 @@ type DeleteEndpointRevisionsRequest struct {
 	EndpointRef
 	Revisions []int `json:"revisions"`
 }
+
+// Names of the endpoint entity workflow and its handlers. Stable: histories
+// and clients refer to them.
+const (
+	EndpointWorkflowName = "atelier.Endpoint"
+	// UpdateEndpointSpec submits a new spec (a Temporal Update; its
+	// validator rejects an invalid spec with every problem, or a change of
+	// what replicas run while a rollout is in progress). It answers the
+	// revision that results.
+	UpdateEndpointSpec = "atelier.endpoint.update"
+	// UpdateEndpointRollback makes a new revision with an earlier one's
+	// spec and rolls it out.
+	UpdateEndpointRollback = "atelier.endpoint.rollback"
+	// UpdateEndpointCommand promotes or aborts the rollout in progress.
+	UpdateEndpointCommand = "atelier.endpoint.command"
+	// UpdateEndpointDelete removes the endpoint; the workflow ends once
+	// everything is deleted.
+	UpdateEndpointDelete = "atelier.endpoint.delete"
+	// QueryEndpointStatus answers an EndpointStatus.
+	QueryEndpointStatus = "status"
+	// SignalEndpointTraffic carries an EndpointTraffic from a gateway's
+	// endpoint proxy (package inference/proxy).
+	SignalEndpointTraffic = "atelier.endpoint.traffic"
+)
+
+// EndpointTraffic is what a gateway's endpoint proxy reports: the
+// requests it holds now because no replica is ready (the 0→1 signal), and
+// each revision's requests since its previous report.
+type EndpointTraffic struct {
+	Held      int                         `json:"held"`
+	Revisions []inference.RevisionTraffic `json:"revisions,omitempty"`
+}
+
+// EndpointWorkflowID is the ID of the workflow that owns an endpoint: one
+// per project and name, so a second create is refused by Temporal itself.
+// The separator is '/', which neither a project nor an endpoint name may
+// contain: with '-', project "a" endpoint "b-c" and project "a-b" endpoint
+// "c" would share a workflow, and one tenant would read the other's.
+func EndpointWorkflowID(project, name string) string {
+	return "atelier-endpoint/" + project + "/" + name
+}
+
+// EndpointInput starts (or continues) an endpoint's workflow.
+type EndpointInput struct {
+	Project string `json:"project"`
+	Name    string `json:"name"`
+	// Spec is the first revision's spec (ignored when State is set).
+	Spec inference.EndpointSpec `json:"spec"`
+	// TaskQueue is where the endpoint's activities run: a cluster's queue
+	// (activities.TaskQueueForCluster) or a local worker's.
+	TaskQueue string `json:"taskQueue"`
+	// Tick overrides DefaultEndpointTick (tests).
+	Tick time.Duration `json:"tick,omitempty"`
+	// State carries the endpoint across continue-as-new.
+	State *EndpointState `json:"state,omitempty"`
+}
+
+// EndpointState is everything the workflow remembers.
+type EndpointState struct {
+	Revisions []inference.Revision `json:"revisions"`
+	// Current is the latest revision (what a GET shows as the spec);
+	// Stable the deployment revision that serves: a revision that changes
+	// only replicas, autoscaling or rollout settings keeps the replicas of
+	// the revision it updates.
+	Current int `json:"current"`
+	Stable  int `json:"stable"`
+	// Rollout is the rollout in progress (nil: none).
+	Rollout *inference.Rollout `json:"rollout,omitempty"`
+	// LastStep is the rollout's (or the steady state's) last instruction.
+	LastStep    *inference.RolloutStep       `json:"lastStep,omitempty"`
+	Scaler      inference.Autoscaler         `json:"scaler"`
+	LastScale   *inference.Decision          `json:"lastScale,omitempty"`
+	Replicas    []inference.RevisionReplicas `json:"replicas,omitempty"`
+	Traffic     []inference.RevisionWeight   `json:"traffic,omitempty"`
+	TrafficMode string                       `json:"trafficMode,omitempty"`
+	// Observed is the last observation of each serving revision.
+	Observed []RevisionObservation `json:"observed,omitempty"`
+	Events   []EndpointEvent       `json:"events,omitempty"`
+	Deleting bool                  `json:"deleting,omitempty"`
+	// Command is a promote or abort waiting for the next rollout step.
+	Command inference.Command `json:"command,omitempty"`
+	// Held is how many requests the gateway's proxy held at HeldAt,
+	// waiting for a ready replica.
+	Held   int       `json:"held,omitempty"`
+	HeldAt time.Time `json:"heldAt,omitzero"`
+	// Window is the rollout candidate's traffic through the gateway's
+	// proxy since the current step's MeasureFrom: what its error-rate
+	// and latency gates judge.
+	Window *inference.TrafficWindow `json:"window,omitempty"`
+	// QuotaChecked is the last rollout candidate checked against the
+	// project's GPU quota, Quota that check (nil: nothing to check).
+	QuotaChecked int                   `json:"quotaChecked,omitempty"`
+	Quota        *inference.QuotaCheck `json:"quota,omitempty"`
+}
+
+// EndpointEvent is one thing that happened to the endpoint, for its
+// status and the REST events: revision created, rollout started, stage
+// changed, promoted, rolled back, scaled, deleted.
+type EndpointEvent struct {
+	At       time.Time `json:"at"`
+	Kind     string    `json:"kind"`
+	Revision int       `json:"revision,omitempty"`
+	Message  string    `json:"message"`
+}
+
+// EndpointStatus is the answer of QueryEndpointStatus.
+type EndpointStatus struct {
+	Project string `json:"project"`
+	Name    string `json:"name"`
+	EndpointState
+}
+
+// EndpointCommand is the argument of UpdateEndpointCommand.
+type EndpointCommand struct {
+	Command inference.Command `json:"command"`
+}
+
+// ErrTypeInvalidEndpointSpec is the application error type of a refused
+// spec; its details are the []inference.Problem, every one of them.
+const ErrTypeInvalidEndpointSpec = "InvalidEndpointSpec"

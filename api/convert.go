@@ -4,17 +4,16 @@ import (
 	"encoding/json"
 	"math"
 
+	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/pipeline"
 	"github.com/atelier-ml/atelier/runstate"
 
 	enumspb "go.temporal.io/api/enums/v1"
 
-	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/gpu"
 	"github.com/atelier-ml/atelier/inference"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/workflows"
 	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
@@ -314,7 +313,7 @@ func optMap[K comparable, V any](m map[K]V) *map[K]V {
 }
 
 // endpointView is the REST form of an endpoint's workflow status.
-func endpointView(st workflows.EndpointStatus, ui string) gen.Endpoint {
+func endpointView(st activities.EndpointStatus, ui string) gen.Endpoint {
 	v := gen.Endpoint{
 		Project: st.Project, Name: st.Name, Current: st.Current, Stable: st.Stable, Deleting: st.Deleting,
 		Spec: json.RawMessage(`{}`),
@@ -331,7 +330,7 @@ func endpointView(st workflows.EndpointStatus, ui string) gen.Endpoint {
 			return gen.EndpointObserved{Revision: o.Revision, Replicas: o.Replicas, Ready: o.Status.Ready,
 				CrashLooping: opt(o.Status.CrashLooping), Waiting: opt(o.Waiting)}
 		}),
-		Events: views(st.Events, func(e workflows.EndpointEvent) gen.EndpointEvent {
+		Events: views(st.Events, func(e activities.EndpointEvent) gen.EndpointEvent {
 			return gen.EndpointEvent{At: e.At, Kind: e.Kind, Revision: opt(e.Revision), Message: e.Message}
 		}),
 		TrafficMode: opt(st.TrafficMode), TemporalUI: opt(ui),

@@ -13,7 +13,6 @@ import (
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/inference"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/workflows"
 	"github.com/atelier-ml/atelier/workflows/endpointclient"
 )
 
@@ -22,7 +21,7 @@ import (
 // ErrExists and *endpointclient.RejectedError.
 type Endpoints interface {
 	Create(ctx context.Context, project, name, workflowQueue, activityQueue string, spec inference.EndpointSpec) error
-	Status(ctx context.Context, project, name string) (workflows.EndpointStatus, error)
+	Status(ctx context.Context, project, name string) (activities.EndpointStatus, error)
 	Update(ctx context.Context, project, name string, spec inference.EndpointSpec) error
 	Rollback(ctx context.Context, project, name string, to int) error
 	Command(ctx context.Context, project, name string, c inference.Command) error

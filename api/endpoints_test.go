@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/inference"
-	"github.com/atelier-ml/atelier/workflows"
 	"github.com/atelier-ml/atelier/workflows/endpointclient"
 )
 
@@ -20,13 +20,13 @@ import (
 // rollout.
 type fakeEndpoints struct {
 	mu     sync.Mutex
-	eps    map[string]*workflows.EndpointStatus
+	eps    map[string]*activities.EndpointStatus
 	queues map[string][2]string
 	busy   bool
 }
 
 func newFakeEndpoints() *fakeEndpoints {
-	return &fakeEndpoints{eps: map[string]*workflows.EndpointStatus{}, queues: map[string][2]string{}}
+	return &fakeEndpoints{eps: map[string]*activities.EndpointStatus{}, queues: map[string][2]string{}}
 }
 
 func (f *fakeEndpoints) Create(_ context.Context, project, name, wq, aq string, spec inference.EndpointSpec) error {
@@ -40,18 +40,18 @@ func (f *fakeEndpoints) Create(_ context.Context, project, name, wq, aq string, 
 	if err != nil {
 		return err
 	}
-	f.eps[k] = &workflows.EndpointStatus{Project: project, Name: name,
-		EndpointState: workflows.EndpointState{Revisions: []inference.Revision{rev}, Current: 1}}
+	f.eps[k] = &activities.EndpointStatus{Project: project, Name: name,
+		EndpointState: activities.EndpointState{Revisions: []inference.Revision{rev}, Current: 1}}
 	f.queues[k] = [2]string{wq, aq}
 	return nil
 }
 
-func (f *fakeEndpoints) Status(_ context.Context, project, name string) (workflows.EndpointStatus, error) {
+func (f *fakeEndpoints) Status(_ context.Context, project, name string) (activities.EndpointStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	st, ok := f.eps[project+"/"+name]
 	if !ok {
-		return workflows.EndpointStatus{}, endpointclient.ErrNotFound
+		return activities.EndpointStatus{}, endpointclient.ErrNotFound
 	}
 	return *st, nil
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/runstate"
-	"github.com/atelier-ml/atelier/workflows"
 	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
@@ -523,7 +522,7 @@ func (f *fakeCatalog) EvictStepCacheKey(_ context.Context, project, key string) 
 
 type fakeEngine struct {
 	mu        sync.Mutex
-	queue     workflows.AdmissionQueue
+	queue     activities.AdmissionQueue
 	startErr  error
 	started   []runclient.StartRequest
 	statuses  map[string]runstate.Status // live query answers
@@ -586,7 +585,7 @@ func (e *fakeEngine) QueryStatus(_ context.Context, runID string) (runstate.Stat
 	return st, nil
 }
 
-func (e *fakeEngine) QueryAdmissionQueue(_ context.Context, cluster string) (workflows.AdmissionQueue, error) {
+func (e *fakeEngine) QueryAdmissionQueue(_ context.Context, cluster string) (activities.AdmissionQueue, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	q := e.queue

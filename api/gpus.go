@@ -7,10 +7,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/gpu"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/workflows"
 )
 
 // GPUPolicyStore holds the projects' GPU admission policies.
@@ -177,12 +177,12 @@ func (s *server) GetClusterQueue(ctx context.Context, req gen.GetClusterQueueReq
 	})), nil
 }
 
-func admissionQueueView(q workflows.AdmissionQueue, visible func(project string) bool) gen.AdmissionQueue {
-	entry := func(e workflows.QueueEntry) gen.QueueEntry { return queueEntryView(e, visible(e.Project)) }
+func admissionQueueView(q activities.AdmissionQueue, visible func(project string) bool) gen.AdmissionQueue {
+	entry := func(e activities.QueueEntry) gen.QueueEntry { return queueEntryView(e, visible(e.Project)) }
 	return gen.AdmissionQueue{Cluster: q.Cluster, DecidedAt: q.DecidedAt, Pending: views(q.Pending, entry), Running: views(q.Running, entry)}
 }
 
-func queueEntryView(e workflows.QueueEntry, visible bool) gen.QueueEntry {
+func queueEntryView(e activities.QueueEntry, visible bool) gen.QueueEntry {
 	v := gen.QueueEntry{Submitted: e.Submitted, Position: opt(e.Position), Priority: opt(e.Priority), Reason: opt(e.Reason), Admitted: e.Admitted,
 		Gpus: views(e.GPUs, func(a gpu.Amount) gen.GPUAmount { return gen.GPUAmount{Resource: string(a.Resource), Units: a.Units} })}
 	if visible {

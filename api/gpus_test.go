@@ -7,10 +7,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/gpu"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/workflows"
 )
 
 func gpuCluster(name string, nodes ...gpu.Node) catalog.Cluster {
@@ -107,14 +107,14 @@ func TestClusterQueueHidesOtherProjects(t *testing.T) {
 	h := newHarness(t)
 	h.cat.clusters["east"] = gpuCluster("east")
 	at := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
-	h.eng.queue = workflows.AdmissionQueue{DecidedAt: &at,
-		Pending: []workflows.QueueEntry{
+	h.eng.queue = activities.AdmissionQueue{DecidedAt: &at,
+		Pending: []activities.QueueEntry{
 			{Workload: "r1/train", Project: "alpha", Run: "r1", Step: "train", Submitted: at, Position: 1, Reason: "Quota", Message: "quota: ...",
 				GPUs: []gpu.Amount{{Resource: "NVIDIA-L4", Units: 1}}},
 			{Workload: "r2/fit", Project: "beta", Run: "r2", Step: "fit", Submitted: at, Position: 2, Reason: "Capacity", Message: "capacity: ...",
 				GPUs: []gpu.Amount{{Resource: "NVIDIA-L4", Units: 4}}},
 		},
-		Running: []workflows.QueueEntry{{Workload: "r0/x", Project: "beta", Run: "r0", Step: "x", Submitted: at, Admitted: &at, Nodes: []string{"n1"}}},
+		Running: []activities.QueueEntry{{Workload: "r0/x", Project: "beta", Run: "r0", Step: "x", Submitted: at, Admitted: &at, Nodes: []string{"n1"}}},
 	}
 	r := h.do("GET", "/v1/clusters/east/queue", h.viewer, nil)
 	wantStatus(t, r, http.StatusOK)

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/pipeline"
@@ -51,7 +52,7 @@ type Engine interface {
 	DecideApproval(ctx context.Context, runID string, req runstate.ApprovalRequest) (runstate.Status, error)
 	// QueryAdmissionQueue returns an empty queue for a cluster whose
 	// admission workflow never started.
-	QueryAdmissionQueue(ctx context.Context, cluster string) (workflows.AdmissionQueue, error)
+	QueryAdmissionQueue(ctx context.Context, cluster string) (activities.AdmissionQueue, error)
 	// StartInput is the input Temporal recorded when the run started (nil:
 	// none), for a run whose row has none; runclient.ErrRunNotFound when
 	// Temporal no longer has it.

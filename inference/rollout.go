@@ -83,7 +83,7 @@ type RevisionWeight struct {
 // up, then shift traffic, then scale down; with ScaleDownFirst, shift
 // traffic, scale down, wait for the removed replicas to be gone (their
 // GPUs released), then scale up.
-type Step struct {
+type RolloutStep struct {
 	Action Action `json:"action"`
 	Stage  Stage  `json:"stage"`
 	// CanaryStep is the index of the current canary step.
@@ -159,7 +159,7 @@ type RolloutState struct {
 	Paused           string `json:"paused,omitempty"`
 	PromoteRequested bool   `json:"promoteRequested,omitempty"`
 	// Final is the step that ended the rollout.
-	Final *Step `json:"final,omitempty"`
+	Final *RolloutStep `json:"final,omitempty"`
 }
 
 // NewRollout prepares the rollout of candidate over stable (nil for an
@@ -186,7 +186,7 @@ type call struct {
 // startup deadline) rolls back; while the candidate's traffic is measured,
 // a traffic gate that fails with enough samples rolls back; then the
 // strategy's stage decides. See the package documentation.
-func (r *Rollout) Next(in RolloutInput) Step {
+func (r *Rollout) Next(in RolloutInput) RolloutStep {
 	st := &r.State
 	if st.Final != nil {
 		f := cloneStep(*st.Final)
@@ -244,7 +244,7 @@ func (r *Rollout) start(c *call) {
 
 // advance runs the current stage; stages that end without starting a new
 // measurement window hand over to the next one in the same call.
-func (r *Rollout) advance(c *call) Step {
+func (r *Rollout) advance(c *call) RolloutStep {
 	st := &r.State
 	in := c.in
 	for {

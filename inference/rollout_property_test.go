@@ -52,10 +52,10 @@ type world struct {
 	measure   time.Time
 	requests  int64
 	errors    int64
-	step      Step
+	step      RolloutStep
 }
 
-func (w *world) apply(s Step, r *Rollout) {
+func (w *world) apply(s RolloutStep, r *Rollout) {
 	w.step = s
 	for _, rr := range s.Replicas {
 		i := 0
@@ -126,7 +126,7 @@ func (w *world) observe(t *rapid.T, r *Rollout, now time.Time, target int, tr wo
 }
 
 // checkStep asserts what every step must satisfy.
-func checkStep(t *rapid.T, i int, r *Rollout, in RolloutInput, s Step, T int, peak int) {
+func checkStep(t *rapid.T, i int, r *Rollout, in RolloutInput, s RolloutStep, T int, peak int) {
 	sum := 0
 	for _, tw := range s.Traffic {
 		if tw.Weight < 0 || tw.Weight > 100 {
@@ -188,7 +188,7 @@ func planPeak(r *Rollout, T int) int {
 	return peak
 }
 
-func runWorld(t *rapid.T, r *Rollout, T int, tr worldTraits, calls int, onStep func(i int, in RolloutInput, s Step)) {
+func runWorld(t *rapid.T, r *Rollout, T int, tr worldTraits, calls int, onStep func(i int, in RolloutInput, s RolloutStep)) {
 	w := &world{requested: [2]int{T, 0}, ready: [2]int{T, 0}}
 	if r.Stable == 0 {
 		w.requested[0], w.ready[0] = 0, 0
@@ -196,7 +196,7 @@ func runWorld(t *rapid.T, r *Rollout, T int, tr worldTraits, calls int, onStep f
 	peak := planPeak(r, T)
 	copyR := roundTrip(t, r)
 	now := t0
-	var final *Step
+	var final *RolloutStep
 	lastCanaryWeight := 0
 	for i := range calls {
 		in := w.observe(t, r, now, T, tr)
@@ -295,7 +295,7 @@ func TestRolloutHealthyCandidatePromotes(t *testing.T) {
 		tr := worldTraits{p99: 100, readyMin: 1, readyPace: 3, traffic: 200, maxSleep: time.Minute, promoteWhenPaused: true}
 		T := rapid.IntRange(1, 6).Draw(t, "target")
 		promoted := false
-		runWorld(t, r, T, tr, 300, func(i int, in RolloutInput, s Step) {
+		runWorld(t, r, T, tr, 300, func(i int, in RolloutInput, s RolloutStep) {
 			switch s.Action {
 			case ActionRollBack:
 				t.Fatalf("call %d: healthy candidate rolled back: %s", i, s.Reason)

@@ -24,7 +24,7 @@ func newRollout(first bool, mut func(*RolloutSettings)) *Rollout {
 }
 
 // layoutOf renders a step's layout as "rev:replicas/weight ...".
-func layoutOf(s Step) string {
+func layoutOf(s RolloutStep) string {
 	var parts []string
 	for _, rr := range s.Replicas {
 		w := -1

@@ -7,7 +7,7 @@ import (
 )
 
 // undecided turns a non-passing analysis into a step.
-func (r *Rollout) undecided(c *call, a analysis, prefix string) Step {
+func (r *Rollout) undecided(c *call, a analysis, prefix string) RolloutStep {
 	switch a.outcome {
 	case outFail:
 		return r.finish(c, ActionRollBack, prefix+a.reason, a.gate)
@@ -17,7 +17,7 @@ func (r *Rollout) undecided(c *call, a analysis, prefix string) Step {
 	return r.progress(c, prefix+a.reason, a.wake, a.probes)
 }
 
-func (r *Rollout) paused(c *call, reason string, probes int) Step {
+func (r *Rollout) paused(c *call, reason string, probes int) RolloutStep {
 	s := r.progress(c, reason, time.Time{}, probes)
 	s.Action = ActionPaused
 	return s
@@ -26,7 +26,7 @@ func (r *Rollout) paused(c *call, reason string, probes int) Step {
 // progress builds a Progress step. WaitUntil is the earliest of wake, the
 // next analysis while measuring, and the candidate's next startup
 // deadline while it is not ready.
-func (r *Rollout) progress(c *call, reason string, wake time.Time, probes int) Step {
+func (r *Rollout) progress(c *call, reason string, wake time.Time, probes int) RolloutStep {
 	st := &r.State
 	s := r.layout()
 	s.Action, s.Reason, s.Probes, s.Gates = ActionProgress, reason, probes, c.gates
@@ -50,7 +50,7 @@ func (r *Rollout) progress(c *call, reason string, wake time.Time, probes int) S
 // finish ends the rollout: Promote moves everything to the candidate,
 // RollBack everything to the stable revision (all traffic at once: a
 // failing candidate is worse than a short lack of capacity).
-func (r *Rollout) finish(c *call, a Action, reason string, gate Gate) Step {
+func (r *Rollout) finish(c *call, a Action, reason string, gate Gate) RolloutStep {
 	st := &r.State
 	if a == ActionPromote {
 		st.StableReplicas, st.CandidateReplicas, st.CandidateWeight = 0, c.T, 100
@@ -70,9 +70,9 @@ func (r *Rollout) finish(c *call, a Action, reason string, gate Gate) Step {
 
 // layout renders the requested replicas and weights. A revision without
 // replicas gets no traffic; the only revision with replicas gets it all.
-func (r *Rollout) layout() Step {
+func (r *Rollout) layout() RolloutStep {
 	st := &r.State
-	s := Step{Stage: st.Stage, CanaryStep: st.CanaryStep, ScaleDownFirst: r.Settings.SurgeFree}
+	s := RolloutStep{Stage: st.Stage, CanaryStep: st.CanaryStep, ScaleDownFirst: r.Settings.SurgeFree}
 	if r.Stable == 0 {
 		s.Replicas = []RevisionReplicas{{r.Candidate, st.CandidateReplicas}}
 		if st.CandidateReplicas > 0 {
@@ -97,7 +97,7 @@ func (r *Rollout) layout() Step {
 	return s
 }
 
-func cloneStep(s Step) Step {
+func cloneStep(s RolloutStep) RolloutStep {
 	s.Replicas = slices.Clone(s.Replicas)
 	s.Traffic = slices.Clone(s.Traffic)
 	s.Gates = slices.Clone(s.Gates)

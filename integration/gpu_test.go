@@ -9,14 +9,17 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/atelier-ml/atelier/activities"
+
 	corev1 "k8s.io/api/core/v1"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/gpu"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/kubetest"
-	"github.com/atelier-ml/atelier/workflows"
 )
 
 // GPU admission on the real control plane: the fleet has two L4 nodes of
@@ -133,11 +136,11 @@ steps:
 }
 
 // admissionQueue asks the cluster's admission workflow for its queue.
-func (e *kubeEnv) admissionQueue(t *testing.T) workflows.AdmissionQueue {
+func (e *kubeEnv) admissionQueue(t *testing.T) activities.AdmissionQueue {
 	t.Helper()
-	v, err := e.temporal.QueryWorkflow(context.Background(), workflows.AdmissionWorkflowID(e.cluster), "", workflows.QueryAdmissionQueue)
+	v, err := e.temporal.QueryWorkflow(context.Background(), activities.AdmissionWorkflowID(e.cluster), "", activities.QueryAdmissionQueue)
 	require.NoError(t, err)
-	var q workflows.AdmissionQueue
+	var q activities.AdmissionQueue
 	require.NoError(t, v.Get(&q))
 	return q
 }

@@ -11,14 +11,17 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/atelier-ml/atelier/activities"
+
 	enumspb "go.temporal.io/api/enums/v1"
+
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/temporalproto"
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/examples/gopipeline"
 	"github.com/atelier-ml/atelier/internal/kubetest"
-	"github.com/atelier-ml/atelier/workflows"
 )
 
 // TestRecordHistories refreshes the workflow histories that
@@ -174,7 +177,7 @@ func TestRecordGPUHistories(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	for name, id := range map[string]string{
 		"v3-gpu-admitted": high, "v3-gpu-waited": waited, "v3-gpu-preempted": victim, "v3-gpu-shared-raycluster": shared,
-		"v3-gpu-admission": workflows.AdmissionWorkflowID(e.cluster),
+		"v3-gpu-admission": activities.AdmissionWorkflowID(e.cluster),
 	} {
 		recordHistory(t, e.stack, name, id)
 	}

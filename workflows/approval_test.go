@@ -199,3 +199,9 @@ func TestGoPipelineApproval(t *testing.T) {
 	s := status(t, env)
 	assert.Equal(t, map[string]any{"approved": true, "approver": "root", "comment": ""}, s.Result)
 }
+
+// updateOutcome is what a test's Update call came to.
+type updateOutcome struct {
+	rejected, err error
+	result        any
+}

@@ -53,8 +53,8 @@ func (g *gpuGrant) release(ctx workflow.Context) {
 // admission workflow when it next signals this (ended) run.
 func releaseWorkload(ctx workflow.Context, cluster, id string) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	_ = workflow.SignalExternalWorkflow(dctx, AdmissionWorkflowID(cluster), "", SignalAdmissionRequest,
-		AdmissionRequest{Op: AdmissionRelease, Workload: gpu.Workload{ID: id}}).Get(dctx, nil)
+	_ = workflow.SignalExternalWorkflow(dctx, activities.AdmissionWorkflowID(cluster), "", activities.SignalAdmissionRequest,
+		activities.AdmissionRequest{Op: activities.AdmissionRelease, Workload: gpu.Workload{ID: id}}).Get(dctx, nil)
 }
 
 // admitGPU makes a step that needs GPUs wait for its cluster's admission
@@ -108,7 +108,7 @@ func (r *Run) admitGPU(ctx workflow.Context, st *runstate.StepStatus, stepName s
 		return nil, nil
 	}
 
-	var adm GPUAdmitted
+	var adm activities.GPUAdmitted
 	if err := fut.Get(ctx, &adm); err != nil || ctx.Err() != nil {
 		releaseWorkload(ctx, target.cluster, id)
 		r.endStep(st, runstate.StepCancelled, "", "run cancelled while waiting for GPU admission")
@@ -134,14 +134,14 @@ func (r *Run) startGPUSignals() {
 	}
 	r.gpuWaiters = map[string]*gpuWaiter{}
 	r.gpuGrants = map[string]*gpuGrant{}
-	admitted := workflow.GetSignalChannel(r.root, SignalGPUAdmitted)
-	waiting := workflow.GetSignalChannel(r.root, SignalGPUWaiting)
-	preempt := workflow.GetSignalChannel(r.root, SignalGPUPreempt)
+	admitted := workflow.GetSignalChannel(r.root, activities.SignalGPUAdmitted)
+	waiting := workflow.GetSignalChannel(r.root, activities.SignalGPUWaiting)
+	preempt := workflow.GetSignalChannel(r.root, activities.SignalGPUPreempt)
 	workflow.Go(r.root, func(gctx workflow.Context) {
 		for {
 			sel := workflow.NewSelector(gctx)
 			sel.AddReceive(admitted, func(c workflow.ReceiveChannel, _ bool) {
-				var a GPUAdmitted
+				var a activities.GPUAdmitted
 				c.Receive(gctx, &a)
 				if w := r.gpuWaiters[a.Workload]; w != nil && !w.done {
 					w.done = true
@@ -149,7 +149,7 @@ func (r *Run) startGPUSignals() {
 				}
 			})
 			sel.AddReceive(waiting, func(c workflow.ReceiveChannel, _ bool) {
-				var wt GPUWaiting
+				var wt activities.GPUWaiting
 				c.Receive(gctx, &wt)
 				if w := r.gpuWaiters[wt.Workload]; w != nil && !w.done {
 					w.st.Message = "waiting for GPUs: " + wt.Message
@@ -157,10 +157,10 @@ func (r *Run) startGPUSignals() {
 				}
 			})
 			sel.AddReceive(preempt, func(c workflow.ReceiveChannel, _ bool) {
-				var p GPUPreempt
+				var p activities.GPUPreempt
 				c.Receive(gctx, &p)
 				if g := r.gpuGrants[p.Workload]; g != nil && g.preempted == "" {
-					g.preempted = p.describe()
+					g.preempted = p.Describe()
 					g.cancel()
 				}
 			})

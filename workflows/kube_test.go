@@ -261,10 +261,10 @@ func TestGPUStepWaitsForAdmission(t *testing.T) {
 		return activities.SubmitWorkloadResult{Queued: true, Workload: req.Workload}, nil
 	}
 	fc.register(env)
-	var released []workflows.AdmissionRequest
-	env.OnSignalExternalWorkflow(mock.Anything, workflows.AdmissionWorkflowID("gpu-east"), "", workflows.SignalAdmissionRequest, mock.Anything).
+	var released []activities.AdmissionRequest
+	env.OnSignalExternalWorkflow(mock.Anything, activities.AdmissionWorkflowID("gpu-east"), "", activities.SignalAdmissionRequest, mock.Anything).
 		Return(func(_, _, _, _ string, arg any) error {
-			released = append(released, arg.(workflows.AdmissionRequest))
+			released = append(released, arg.(activities.AdmissionRequest))
 			return nil
 		})
 	env.RegisterDelayedCallback(func() {
@@ -273,12 +273,12 @@ func TestGPUStepWaitsForAdmission(t *testing.T) {
 		for _, c := range fc.calls {
 			assert.False(t, strings.HasPrefix(c, "step "), "a step object was created while waiting: %s", c)
 		}
-		env.SignalWorkflow(workflows.SignalGPUWaiting, workflows.GPUWaiting{Workload: submitted.Workload.ID, Message: "quota: full"})
+		env.SignalWorkflow(activities.SignalGPUWaiting, activities.GPUWaiting{Workload: submitted.Workload.ID, Message: "quota: full"})
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
 		st := status(t, env).Steps[0]
 		assert.Equal(t, "waiting for GPUs: quota: full", st.Message)
-		env.SignalWorkflow(workflows.SignalGPUAdmitted, workflows.GPUAdmitted{Workload: submitted.Workload.ID, Nodes: []string{"n1"}})
+		env.SignalWorkflow(activities.SignalGPUAdmitted, activities.GPUAdmitted{Workload: submitted.Workload.ID, Nodes: []string{"n1"}})
 	}, 2*time.Minute)
 	env.ExecuteWorkflow(runstate.PipelineWorkflowName, kubeInput(t, `
 steps:
@@ -291,7 +291,7 @@ steps:
 	assert.Equal(t, []gpu.PodSet{{Name: "step", Count: 1, Per: 2, Resource: "NVIDIA-L4"}}, submitted.Workload.PodSets)
 	assert.Equal(t, submitted.Run+"/train", submitted.Workload.ID)
 	require.Len(t, released, 1)
-	assert.Equal(t, workflows.AdmissionRelease, released[0].Op)
+	assert.Equal(t, activities.AdmissionRelease, released[0].Op)
 	assert.Equal(t, submitted.Workload.ID, released[0].Workload.ID)
 	assert.Contains(t, fc.calls, "step atelier-k8s-gpu-east job:train:")
 }

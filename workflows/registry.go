@@ -3,7 +3,10 @@ package workflows
 import (
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/runstate"
+	"github.com/atelier-ml/atelier/workflows/admission"
+	"github.com/atelier-ml/atelier/workflows/endpoint"
 )
 
 // GoPipeline describes a native Go pipeline: a Temporal workflow function
@@ -30,8 +33,8 @@ type WorkflowRegistry interface {
 func Register(reg WorkflowRegistry, pipelines ...GoPipeline) {
 	reg.RegisterWorkflowWithOptions(PipelineWorkflow, workflow.RegisterOptions{Name: runstate.PipelineWorkflowName})
 	reg.RegisterWorkflowWithOptions(ForEachBatchWorkflow, workflow.RegisterOptions{Name: ForEachBatchWorkflowName})
-	reg.RegisterWorkflowWithOptions(AdmissionWorkflow, workflow.RegisterOptions{Name: AdmissionWorkflowName})
-	reg.RegisterWorkflowWithOptions(EndpointWorkflow, workflow.RegisterOptions{Name: EndpointWorkflowName})
+	reg.RegisterWorkflowWithOptions(admission.Workflow, workflow.RegisterOptions{Name: activities.AdmissionWorkflowName})
+	reg.RegisterWorkflowWithOptions(endpoint.Workflow, workflow.RegisterOptions{Name: activities.EndpointWorkflowName})
 	for _, p := range pipelines {
 		fn, err := decodingWorkflow(p.Name, p.Workflow)
 		if err != nil {

@@ -17,7 +17,6 @@ import (
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/gpu"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/workflows"
 )
 
 // Catalog is what the activities read.
@@ -197,10 +196,10 @@ func (a *Activities) Submit(ctx context.Context, req activities.SubmitWorkloadRe
 		}
 		return activities.SubmitWorkloadResult{}, invalid("GPU admission refuses step %s: %v", req.Step, err)
 	}
-	_, err = a.temporal.SignalWithStartWorkflow(ctx, workflows.AdmissionWorkflowID(req.Cluster), workflows.SignalAdmissionRequest,
-		workflows.AdmissionRequest{Op: workflows.AdmissionSubmit, Workload: w, Run: req.Run, Step: req.Step},
-		client.StartWorkflowOptions{ID: workflows.AdmissionWorkflowID(req.Cluster), TaskQueue: a.taskQueue},
-		workflows.AdmissionWorkflowName, workflows.AdmissionInput{Cluster: req.Cluster})
+	_, err = a.temporal.SignalWithStartWorkflow(ctx, activities.AdmissionWorkflowID(req.Cluster), activities.SignalAdmissionRequest,
+		activities.AdmissionRequest{Op: activities.AdmissionSubmit, Workload: w, Run: req.Run, Step: req.Step},
+		client.StartWorkflowOptions{ID: activities.AdmissionWorkflowID(req.Cluster), TaskQueue: a.taskQueue},
+		activities.AdmissionWorkflowName, activities.AdmissionInput{Cluster: req.Cluster})
 	if err != nil {
 		return activities.SubmitWorkloadResult{}, fmt.Errorf("submit to the admission workflow of cluster %s: %w", req.Cluster, err)
 	}

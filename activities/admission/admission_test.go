@@ -14,7 +14,6 @@ import (
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/gpu"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/workflows"
 )
 
 type fakeCatalog struct {
@@ -93,11 +92,11 @@ func TestSubmit(t *testing.T) {
 	if err != nil || !res.Queued {
 		t.Fatalf("queued: %+v %v", res, err)
 	}
-	want := workflows.AdmissionRequest{Op: workflows.AdmissionSubmit, Run: "r1", Step: "train", Workload: request("L4").Workload}
-	if diff := cmp.Diff(want, st.signal); diff != "" || st.id != workflows.AdmissionWorkflowID("east") {
+	want := activities.AdmissionRequest{Op: activities.AdmissionSubmit, Run: "r1", Step: "train", Workload: request("L4").Workload}
+	if diff := cmp.Diff(want, st.signal); diff != "" || st.id != activities.AdmissionWorkflowID("east") {
 		t.Errorf("signal-with-start %s (-want +got):\n%s", st.id, diff)
 	}
-	if diff := cmp.Diff(workflows.AdmissionInput{Cluster: "east"}, st.input); diff != "" {
+	if diff := cmp.Diff(activities.AdmissionInput{Cluster: "east"}, st.input); diff != "" {
 		t.Errorf("workflow input (-want +got):\n%s", diff)
 	}
 

@@ -13,7 +13,6 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/inference"
-	"github.com/atelier-ml/atelier/workflows"
 	"github.com/atelier-ml/atelier/workflows/endpointclient"
 )
 
@@ -21,7 +20,7 @@ import (
 // last one repeats) and which records the calls that change something.
 type scripted struct {
 	mu       sync.Mutex
-	statuses []func() (workflows.EndpointStatus, error)
+	statuses []func() (activities.EndpointStatus, error)
 	calls    []string
 	update   func() (inference.Revision, error)
 }
@@ -33,7 +32,7 @@ func (s *scripted) Create(_ context.Context, _, name, _, _ string, _ inference.E
 	return nil
 }
 
-func (s *scripted) Status(context.Context, string, string) (workflows.EndpointStatus, error) {
+func (s *scripted) Status(context.Context, string, string) (activities.EndpointStatus, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	next := s.statuses[0]
@@ -50,23 +49,23 @@ func (s *scripted) UpdateSpec(_ context.Context, _, name string, _ inference.End
 	return s.update()
 }
 
-func found(st workflows.EndpointStatus) func() (workflows.EndpointStatus, error) {
-	return func() (workflows.EndpointStatus, error) { return st, nil }
+func found(st activities.EndpointStatus) func() (activities.EndpointStatus, error) {
+	return func() (activities.EndpointStatus, error) { return st, nil }
 }
 
-func notFound() (workflows.EndpointStatus, error) {
-	return workflows.EndpointStatus{}, endpointclient.ErrNotFound
+func notFound() (activities.EndpointStatus, error) {
+	return activities.EndpointStatus{}, endpointclient.ErrNotFound
 }
 
 // rollingOut is an endpoint whose revision 2 is a canary in progress.
-func rollingOut() workflows.EndpointStatus {
-	return workflows.EndpointStatus{Name: "chat", EndpointState: workflows.EndpointState{
+func rollingOut() activities.EndpointStatus {
+	return activities.EndpointStatus{Name: "chat", EndpointState: activities.EndpointState{
 		Revisions: []inference.Revision{rev(1, "a"), rev(2, "b")}, Current: 2, Stable: 1,
 		Rollout: canaryRollout(2, inference.StageCanaryPause, 0),
 	}}
 }
 
-func promoted() workflows.EndpointStatus {
+func promoted() activities.EndpointStatus {
 	st := rollingOut()
 	st.Rollout, st.Stable = nil, 2
 	return st
@@ -109,7 +108,7 @@ func appErr(t *testing.T, err error) *temporal.ApplicationError {
 // A retried execution resumes the revision of its heartbeat: it sends
 // nothing again, even when the endpoint has moved on since.
 func TestRetriedExecutionWaitsForItsRevision(t *testing.T) {
-	e := &scripted{statuses: []func() (workflows.EndpointStatus, error){found(rollingOut()), found(promoted())}}
+	e := &scripted{statuses: []func() (activities.EndpointStatus, error){found(rollingOut()), found(promoted())}}
 	started := time.Now().Add(-time.Minute)
 	res, err := run(t, e, request(), &activities.DeployProgress{Revision: 2, StartedAt: started})
 	if err != nil {
@@ -126,7 +125,7 @@ func TestRetriedExecutionWaitsForItsRevision(t *testing.T) {
 // Without a heartbeat (lost with the worker) the same spec is sent again:
 // the endpoint answers the revision already made.
 func TestUpdateThenWait(t *testing.T) {
-	e := &scripted{statuses: []func() (workflows.EndpointStatus, error){found(rollingOut()), found(rollingOut()), found(promoted())},
+	e := &scripted{statuses: []func() (activities.EndpointStatus, error){found(rollingOut()), found(rollingOut()), found(promoted())},
 		update: func() (inference.Revision, error) { return rev(2, "b"), nil }}
 	var reported []string
 	res, err := run(t, e, request(), nil, WithProgressReporter(func(_ context.Context, p activities.StepProgress) error {
@@ -147,7 +146,7 @@ func TestUpdateThenWait(t *testing.T) {
 func TestCreateWhenMissing(t *testing.T) {
 	first := promoted()
 	first.Revisions, first.Stable, first.Current = first.Revisions[:1], 1, 1
-	e := &scripted{statuses: []func() (workflows.EndpointStatus, error){notFound, found(first)}}
+	e := &scripted{statuses: []func() (activities.EndpointStatus, error){notFound, found(first)}}
 	res, err := run(t, e, request(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -173,14 +172,14 @@ func TestAttemptFailures(t *testing.T) {
 		errType  string
 		contains string
 	}{
-		{"another rollout in progress", &scripted{statuses: []func() (workflows.EndpointStatus, error){found(rollingOut())}, update: busy},
+		{"another rollout in progress", &scripted{statuses: []func() (activities.EndpointStatus, error){found(rollingOut())}, update: busy},
 			nil, activities.ErrTypeStepFailed, `endpoint "chat" refused the spec: revision 2 is still rolling out`},
-		{"refused spec", &scripted{statuses: []func() (workflows.EndpointStatus, error){found(rollingOut())}, update: invalid},
+		{"refused spec", &scripted{statuses: []func() (activities.EndpointStatus, error){found(rollingOut())}, update: invalid},
 			nil, activities.ErrTypeInvalidStep, "invalid endpoint spec: spec.image: must not contain whitespace"},
-		{"deleted while waiting", &scripted{statuses: []func() (workflows.EndpointStatus, error){found(rollingOut()), found(rollingOut()), notFound},
+		{"deleted while waiting", &scripted{statuses: []func() (activities.EndpointStatus, error){found(rollingOut()), found(rollingOut()), notFound},
 			update: func() (inference.Revision, error) { return rev(2, "b"), nil }},
 			nil, activities.ErrTypeRolloutFailed, `endpoint "chat" was deleted while revision 2 rolled out`},
-		{"timeout", &scripted{statuses: []func() (workflows.EndpointStatus, error){found(rollingOut())},
+		{"timeout", &scripted{statuses: []func() (activities.EndpointStatus, error){found(rollingOut())},
 			update: func() (inference.Revision, error) { return rev(2, "b"), nil }},
 			[]Option{WithClock(clock)}, activities.ErrTypeStepTimeout, `revision 2 of endpoint "chat" did not finish rolling out within 1h0m0s (revision 2: canary step 1 of 2: 20% of traffic); the rollout goes on`},
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/inference"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/workflows"
 	"github.com/atelier-ml/atelier/workflows/endpointclient"
 )
 
@@ -22,7 +21,7 @@ import (
 // endpointclient's (ErrNotFound, ErrExists, *RejectedError).
 type Endpoints interface {
 	Create(ctx context.Context, project, name, workflowQueue, activityQueue string, spec inference.EndpointSpec) error
-	Status(ctx context.Context, project, name string) (workflows.EndpointStatus, error)
+	Status(ctx context.Context, project, name string) (activities.EndpointStatus, error)
 	UpdateSpec(ctx context.Context, project, name string, spec inference.EndpointSpec) (inference.Revision, error)
 }
 

@@ -193,7 +193,7 @@ func (h *harness) deploy(endpoint, cluster string, spec inference.EndpointSpec) 
 	return res, err
 }
 
-func (h *harness) status(endpoint string) workflows.EndpointStatus {
+func (h *harness) status(endpoint string) activities.EndpointStatus {
 	h.t.Helper()
 	st, err := h.ec.Status(context.Background(), h.project, endpoint)
 	if err != nil {

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/inference"
-	"github.com/atelier-ml/atelier/workflows"
 )
 
 // verdict is what an endpoint's status says about the revision a step
@@ -34,7 +34,7 @@ const (
 // that run the same thing (equal template digests) share a fate: a
 // settings-only revision made during a rollout follows that rollout, and
 // one made on top of the stable revision serves at once.
-func judge(st workflows.EndpointStatus, n int) verdict {
+func judge(st activities.EndpointStatus, n int) verdict {
 	if st.Deleting {
 		return verdict{failed: fmt.Sprintf("endpoint %q is being deleted", st.Name)}
 	}
@@ -62,7 +62,7 @@ func judge(st workflows.EndpointStatus, n int) verdict {
 	return verdict{failed: fmt.Sprintf("revision %d of endpoint %q does not serve (revision %d does), and how its rollout ended is no longer in the endpoint's events", n, st.Name, st.Stable)}
 }
 
-func revision(st workflows.EndpointStatus, n int) *inference.Revision {
+func revision(st activities.EndpointStatus, n int) *inference.Revision {
 	for i := range st.Revisions {
 		if st.Revisions[i].Number == n {
 			return &st.Revisions[i]
@@ -72,7 +72,7 @@ func revision(st workflows.EndpointStatus, n int) *inference.Revision {
 }
 
 // sameTemplate reports whether revision n exists and runs what r runs.
-func sameTemplate(st workflows.EndpointStatus, n int, r *inference.Revision) bool {
+func sameTemplate(st activities.EndpointStatus, n int, r *inference.Revision) bool {
 	o := revision(st, n)
 	return o != nil && o.TemplateDigest == r.TemplateDigest
 }
@@ -81,7 +81,7 @@ func sameTemplate(st workflows.EndpointStatus, n int, r *inference.Revision) boo
 // after r was created: its promotion, or its rollback (a refusal by the
 // runtime comes before the rollback it causes, and says more). Events
 // older than r say nothing about it.
-func outcome(st workflows.EndpointStatus, r *inference.Revision) *workflows.EndpointEvent {
+func outcome(st activities.EndpointStatus, r *inference.Revision) *activities.EndpointEvent {
 	from := 0
 	for i, e := range st.Events {
 		if e.Kind == eventCreated && e.Revision == r.Number {
@@ -102,13 +102,13 @@ func outcome(st workflows.EndpointStatus, r *inference.Revision) *workflows.Endp
 
 // rollBackReason is a rollback event's message without the stage the
 // endpoint prefixes it with ("Finished: error rate …").
-func rollBackReason(e *workflows.EndpointEvent) string {
+func rollBackReason(e *activities.EndpointEvent) string {
 	return strings.TrimPrefix(e.Message, string(inference.StageFinished)+": ")
 }
 
 // current is the endpoint's last step when it belongs to the rollout's
 // current stage (right after an update it is still the previous one's).
-func current(st workflows.EndpointStatus) *inference.Step {
+func current(st activities.EndpointStatus) *inference.RolloutStep {
 	if l := st.LastStep; l != nil && st.Rollout != nil && l.Stage == st.Rollout.State.Stage {
 		return l
 	}
@@ -117,7 +117,7 @@ func current(st workflows.EndpointStatus) *inference.Step {
 
 // stageOf describes a rollout's stage, e.g. "revision 2: canary step 1 of
 // 2: 20% of traffic".
-func stageOf(ro *inference.Rollout, last *inference.Step) string {
+func stageOf(ro *inference.Rollout, last *inference.RolloutStep) string {
 	s := ro.State
 	prefix := fmt.Sprintf("revision %d: ", ro.Candidate)
 	if last != nil && last.Action == inference.ActionPaused {
@@ -152,7 +152,7 @@ func stageOf(ro *inference.Rollout, last *inference.Step) string {
 }
 
 // withReason adds the rollout's current reason to a stage.
-func withReason(stage string, last *inference.Step) string {
+func withReason(stage string, last *inference.RolloutStep) string {
 	if last == nil || last.Reason == "" || last.Action == inference.ActionPaused {
 		return stage
 	}

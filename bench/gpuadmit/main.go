@@ -30,7 +30,6 @@ import (
 	"github.com/atelier-ml/atelier/gpu"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/config"
-	"github.com/atelier-ml/atelier/workflows"
 )
 
 const (
@@ -83,7 +82,7 @@ type WaiterResult struct {
 	Submitted, Admitted, Preempted time.Time
 }
 
-const signalPreempt = workflows.SignalGPUPreempt
+const signalPreempt = activities.SignalGPUPreempt
 
 // waiter submits its workload with the real submit activity, waits for the
 // admission (or a preemption), holds, and releases: the protocol a
@@ -103,7 +102,7 @@ func waiter(ctx workflow.Context, in WaiterInput) (WaiterResult, error) {
 		if err := workflow.ExecuteActivity(actx, "bench.gpu.echo-submit", in.Workload.ID).Get(ctx, nil); err != nil {
 			return res, err
 		}
-		workflow.GetSignalChannel(ctx, workflows.SignalGPUAdmitted).Receive(ctx, nil)
+		workflow.GetSignalChannel(ctx, activities.SignalGPUAdmitted).Receive(ctx, nil)
 		res.Admitted = workflow.Now(ctx)
 		return res, workflow.SignalExternalWorkflow(ctx, granterID, "", "release", in.Workload.ID).Get(ctx, nil)
 	}
@@ -116,9 +115,9 @@ func waiter(ctx workflow.Context, in WaiterInput) (WaiterResult, error) {
 	if !sub.Queued {
 		return res, errors.New("admission is off: no GPU policy")
 	}
-	admitted := workflow.GetSignalChannel(ctx, workflows.SignalGPUAdmitted)
+	admitted := workflow.GetSignalChannel(ctx, activities.SignalGPUAdmitted)
 	preempt := workflow.GetSignalChannel(ctx, signalPreempt)
-	var a workflows.GPUAdmitted
+	var a activities.GPUAdmitted
 	admitted.Receive(ctx, &a)
 	res.Admitted = workflow.Now(ctx)
 	switch {
@@ -128,8 +127,8 @@ func waiter(ctx workflow.Context, in WaiterInput) (WaiterResult, error) {
 	case in.Hold > 0:
 		_ = workflow.Sleep(ctx, in.Hold)
 	}
-	err := workflow.SignalExternalWorkflow(ctx, workflows.AdmissionWorkflowID(cluster), "", workflows.SignalAdmissionRequest,
-		workflows.AdmissionRequest{Op: workflows.AdmissionRelease, Workload: gpu.Workload{ID: in.Workload.ID}}).Get(ctx, nil)
+	err := workflow.SignalExternalWorkflow(ctx, activities.AdmissionWorkflowID(cluster), "", activities.SignalAdmissionRequest,
+		activities.AdmissionRequest{Op: activities.AdmissionRelease, Workload: gpu.Workload{ID: in.Workload.ID}}).Get(ctx, nil)
 	return res, err
 }
 
@@ -179,7 +178,7 @@ func granter(ctx workflow.Context) error {
 			inflight++
 			workflow.Go(ctx, func(gctx workflow.Context) {
 				defer func() { inflight-- }()
-				_ = workflow.SignalExternalWorkflow(gctx, from, "", workflows.SignalGPUAdmitted, workflows.GPUAdmitted{Workload: from}).Get(gctx, nil)
+				_ = workflow.SignalExternalWorkflow(gctx, from, "", activities.SignalGPUAdmitted, activities.GPUAdmitted{Workload: from}).Get(gctx, nil)
 			})
 		})
 		sel.AddReceive(releases, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil) })
@@ -190,7 +189,7 @@ func granter(ctx workflow.Context) error {
 // sink stands in for many runs: it receives count admissions and returns
 // when each arrived.
 func sink(ctx workflow.Context, count int) ([]time.Time, error) {
-	ch := workflow.GetSignalChannel(ctx, workflows.SignalGPUAdmitted)
+	ch := workflow.GetSignalChannel(ctx, activities.SignalGPUAdmitted)
 	out := make([]time.Time, 0, count)
 	for len(out) < count {
 		ch.Receive(ctx, nil)
@@ -458,9 +457,9 @@ func runWaiters(ctx context.Context, st *benchstack.Stack, count int, in func(in
 	return out, nil
 }
 
-func queue(ctx context.Context, st *benchstack.Stack) (workflows.AdmissionQueue, error) {
-	var q workflows.AdmissionQueue
-	v, err := st.Client.QueryWorkflow(ctx, workflows.AdmissionWorkflowID(cluster), "", workflows.QueryAdmissionQueue)
+func queue(ctx context.Context, st *benchstack.Stack) (activities.AdmissionQueue, error) {
+	var q activities.AdmissionQueue
+	v, err := st.Client.QueryWorkflow(ctx, activities.AdmissionWorkflowID(cluster), "", activities.QueryAdmissionQueue)
 	if err != nil {
 		return q, err
 	}
@@ -530,10 +529,10 @@ func signalSubmissions(ctx context.Context, st *benchstack.Stack, sinkID string,
 			w := workload(fmt.Sprintf("p%02d", i%projects), 1, nil)
 			w.ID = fmt.Sprintf("%s/%d", sinkID, i)
 			w.Submitted = time.Now()
-			_, err := st.Client.SignalWithStartWorkflow(ctx, workflows.AdmissionWorkflowID(cluster), workflows.SignalAdmissionRequest,
-				workflows.AdmissionRequest{Op: workflows.AdmissionSubmit, Workload: w, Run: sinkID, Step: "step"},
-				client.StartWorkflowOptions{ID: workflows.AdmissionWorkflowID(cluster), TaskQueue: st.Cfg.TaskQueue},
-				workflows.AdmissionWorkflowName, workflows.AdmissionInput{Cluster: cluster})
+			_, err := st.Client.SignalWithStartWorkflow(ctx, activities.AdmissionWorkflowID(cluster), activities.SignalAdmissionRequest,
+				activities.AdmissionRequest{Op: activities.AdmissionSubmit, Workload: w, Run: sinkID, Step: "step"},
+				client.StartWorkflowOptions{ID: activities.AdmissionWorkflowID(cluster), TaskQueue: st.Cfg.TaskQueue},
+				activities.AdmissionWorkflowName, activities.AdmissionInput{Cluster: cluster})
 			if err != nil {
 				errs <- err
 			}
@@ -547,8 +546,8 @@ func signalSubmissions(ctx context.Context, st *benchstack.Stack, sinkID string,
 // releaseAll gives back what the sink's workloads hold.
 func releaseAll(ctx context.Context, st *benchstack.Stack, sinkID string, n int) error {
 	for i := range n {
-		err := st.Client.SignalWorkflow(ctx, workflows.AdmissionWorkflowID(cluster), "", workflows.SignalAdmissionRequest,
-			workflows.AdmissionRequest{Op: workflows.AdmissionRelease, Workload: gpu.Workload{ID: fmt.Sprintf("%s/%d", sinkID, i)}})
+		err := st.Client.SignalWorkflow(ctx, activities.AdmissionWorkflowID(cluster), "", activities.SignalAdmissionRequest,
+			activities.AdmissionRequest{Op: activities.AdmissionRelease, Workload: gpu.Workload{ID: fmt.Sprintf("%s/%d", sinkID, i)}})
 		if err != nil {
 			return err
 		}

@@ -21,13 +21,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/api"
 	"github.com/atelier-ml/atelier/bench/internal/benchstack"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/store/storetest"
 	"github.com/atelier-ml/atelier/internal/tokens"
 	"github.com/atelier-ml/atelier/runstate"
-	"github.com/atelier-ml/atelier/workflows"
 	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
@@ -379,8 +379,8 @@ func (stubEngine) DecideApproval(context.Context, string, runstate.ApprovalReque
 func (stubEngine) QueryStatus(context.Context, string) (runstate.Status, error) {
 	return runstate.Status{}, errNoEngine
 }
-func (stubEngine) QueryAdmissionQueue(context.Context, string) (workflows.AdmissionQueue, error) {
-	return workflows.AdmissionQueue{}, errNoEngine
+func (stubEngine) QueryAdmissionQueue(context.Context, string) (activities.AdmissionQueue, error) {
+	return activities.AdmissionQueue{}, errNoEngine
 }
 func (stubEngine) StartInput(context.Context, string) (json.RawMessage, error) {
 	return nil, errNoEngine

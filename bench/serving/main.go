@@ -33,7 +33,7 @@ import (
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/bench/internal/benchstack"
 	"github.com/atelier-ml/atelier/inference"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/workflows/endpoint"
 )
 
 // Targets of the issue, printed next to the figures (never asserted).
@@ -152,20 +152,20 @@ func run(ctx context.Context, rounds, rollbacks int) error {
 	}
 	defer st.Close()
 	st.Info.Print(os.Stdout)
-	id := workflows.EndpointWorkflowID("bench", "chat")
+	id := activities.EndpointWorkflowID("bench", "chat")
 	if _, err := st.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: st.Cfg.TaskQueue},
-		workflows.EndpointWorkflowName, workflows.EndpointInput{Project: "bench", Name: "chat", Spec: spec("img:1"), TaskQueue: st.Cfg.TaskQueue}); err != nil {
+		activities.EndpointWorkflowName, activities.EndpointInput{Project: "bench", Name: "chat", Spec: spec("img:1"), TaskQueue: st.Cfg.TaskQueue}); err != nil {
 		return err
 	}
-	status := func() (workflows.EndpointStatus, error) {
-		var s workflows.EndpointStatus
-		v, err := st.Client.QueryWorkflow(ctx, id, "", workflows.QueryEndpointStatus)
+	status := func() (activities.EndpointStatus, error) {
+		var s activities.EndpointStatus
+		v, err := st.Client.QueryWorkflow(ctx, id, "", activities.QueryEndpointStatus)
 		if err == nil {
 			err = v.Get(&s)
 		}
 		return s, err
 	}
-	waitFor := func(what string, cond func(workflows.EndpointStatus) bool) (workflows.EndpointStatus, error) {
+	waitFor := func(what string, cond func(activities.EndpointStatus) bool) (activities.EndpointStatus, error) {
 		deadline := time.Now().Add(3 * time.Minute)
 		for time.Now().Before(deadline) {
 			s, err := status()
@@ -174,9 +174,9 @@ func run(ctx context.Context, rounds, rollbacks int) error {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		return workflows.EndpointStatus{}, fmt.Errorf("timed out waiting for %s", what)
+		return activities.EndpointStatus{}, fmt.Errorf("timed out waiting for %s", what)
 	}
-	replicasOf := func(s workflows.EndpointStatus) int {
+	replicasOf := func(s activities.EndpointStatus) int {
 		for _, r := range s.Replicas {
 			if r.Revision == s.Stable {
 				return r.Replicas
@@ -184,10 +184,10 @@ func run(ctx context.Context, rounds, rollbacks int) error {
 		}
 		return 0
 	}
-	if _, err := waitFor("revision 1 serving", func(s workflows.EndpointStatus) bool { return s.Stable == 1 && s.Rollout == nil }); err != nil {
+	if _, err := waitFor("revision 1 serving", func(s activities.EndpointStatus) bool { return s.Stable == 1 && s.Rollout == nil }); err != nil {
 		return err
 	}
-	fmt.Printf("tick: %s (the workflow observes and decides every tick)\n\n", workflows.DefaultEndpointTick)
+	fmt.Printf("tick: %s (the workflow observes and decides every tick)\n\n", endpoint.DefaultTick)
 
 	// 1 and 2: a queue appears (load 35 at a target of 10 per replica:
 	// 4 replicas); then it goes away and the endpoint returns to 1.
@@ -198,7 +198,7 @@ func run(ctx context.Context, rounds, rollbacks int) error {
 		rt.load = 35
 		appeared := time.Now()
 		rt.mu.Unlock()
-		s, err := waitFor("scale-up", func(s workflows.EndpointStatus) bool { return replicasOf(s) >= 2 })
+		s, err := waitFor("scale-up", func(s activities.EndpointStatus) bool { return replicasOf(s) >= 2 })
 		if err != nil {
 			return err
 		}
@@ -215,7 +215,7 @@ func run(ctx context.Context, rounds, rollbacks int) error {
 		rt.mu.Unlock()
 		// The fake's replicas are ready when applied; the workflow sees
 		// them at its next observation, which is when "ready" counts.
-		readyAt, err := waitFor("replicas seen ready", func(x workflows.EndpointStatus) bool {
+		readyAt, err := waitFor("replicas seen ready", func(x activities.EndpointStatus) bool {
 			for _, o := range x.Observed {
 				if o.Revision == x.Stable && o.Status.Ready >= replicasOf(s) {
 					return true
@@ -232,12 +232,12 @@ func run(ctx context.Context, rounds, rollbacks int) error {
 		rt.load = 0
 		rt.appliedAt = map[[2]int]time.Time{}
 		rt.mu.Unlock()
-		if _, err := waitFor("scale-down", func(s workflows.EndpointStatus) bool { return replicasOf(s) == 1 }); err != nil {
+		if _, err := waitFor("scale-down", func(s activities.EndpointStatus) bool { return replicasOf(s) == 1 }); err != nil {
 			return err
 		}
 	}
 	rs, ds := benchstack.Summarize(reactions), benchstack.Summarize(readies)
-	tick := workflows.DefaultEndpointTick
+	tick := endpoint.DefaultTick
 	fmt.Printf("autoscaler reaction, queue appears → scale-up decided, %d rounds: p50 %s, p90 %s, max %s ms; %.2f× the tick at p50 (target ≤ %s: %s)\n",
 		rs.N, benchstack.Ms(rs.P50), benchstack.Ms(rs.P90), benchstack.Ms(rs.Max), float64(rs.P50)/float64(tick), targetReaction, benchstack.Verdict(rs.Max <= targetReaction))
 	fmt.Printf("decision → replicas applied (Atelier's part of decision → ready), %d rounds: p50 %s, p90 %s, max %s ms (target ≤ %s: %s)\n\n",
@@ -255,7 +255,7 @@ func run(ctx context.Context, rounds, rollbacks int) error {
 		rt.mu.Lock()
 		rt.crashing[next] = true
 		rt.mu.Unlock()
-		h, err := st.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: workflows.UpdateEndpointSpec,
+		h, err := st.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: activities.UpdateEndpointSpec,
 			Args: []any{spec(fmt.Sprintf("img:crash-%d", i))}, WaitForStage: client.WorkflowUpdateStageCompleted})
 		if err == nil {
 			err = h.Get(ctx, nil)
@@ -263,7 +263,7 @@ func run(ctx context.Context, rounds, rollbacks int) error {
 		if err != nil {
 			return fmt.Errorf("update: %w", err)
 		}
-		s, err := waitFor("rollback", func(s workflows.EndpointStatus) bool { return s.Current == next && s.Rollout == nil })
+		s, err := waitFor("rollback", func(s activities.EndpointStatus) bool { return s.Current == next && s.Rollout == nil })
 		if err != nil {
 			return err
 		}

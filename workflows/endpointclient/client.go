@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/runstate"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -18,7 +19,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/atelier-ml/atelier/inference"
-	"github.com/atelier-ml/atelier/workflows"
 )
 
 // Errors callers branch on.
@@ -69,7 +69,7 @@ var saProject = temporal.NewSearchAttributeKeyKeyword(runstate.SAProject)
 // (the cluster's).
 func (e *Client) Create(ctx context.Context, project, name, workflowQueue, activityQueue string, spec inference.EndpointSpec) error {
 	opts := client.StartWorkflowOptions{
-		ID:        workflows.EndpointWorkflowID(project, name),
+		ID:        activities.EndpointWorkflowID(project, name),
 		TaskQueue: workflowQueue,
 		// A deleted endpoint's name may be used again once its workflow
 		// closed; an open one is never started twice.
@@ -79,7 +79,7 @@ func (e *Client) Create(ctx context.Context, project, name, workflowQueue, activ
 		TypedSearchAttributes:                    temporal.NewSearchAttributes(saProject.ValueSet(project)),
 		Memo:                                     map[string]any{"project": project, "endpoint": name},
 	}
-	_, err := e.c.ExecuteWorkflow(ctx, opts, workflows.EndpointWorkflowName, workflows.EndpointInput{
+	_, err := e.c.ExecuteWorkflow(ctx, opts, activities.EndpointWorkflowName, activities.EndpointInput{
 		Project: project, Name: name, Spec: spec, TaskQueue: activityQueue,
 	})
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
@@ -94,12 +94,12 @@ func (e *Client) Create(ctx context.Context, project, name, workflowQueue, activ
 
 // Status queries the endpoint's workflow. A closed workflow (a deleted
 // endpoint) is ErrNotFound.
-func (e *Client) Status(ctx context.Context, project, name string) (workflows.EndpointStatus, error) {
-	var st workflows.EndpointStatus
+func (e *Client) Status(ctx context.Context, project, name string) (activities.EndpointStatus, error) {
+	var st activities.EndpointStatus
 	ctx, cancel := context.WithTimeout(ctx, AnswerTimeout)
 	defer cancel()
 	res, err := e.c.QueryWorkflowWithOptions(ctx, &client.QueryWorkflowWithOptionsRequest{
-		WorkflowID: workflows.EndpointWorkflowID(project, name), QueryType: workflows.QueryEndpointStatus,
+		WorkflowID: activities.EndpointWorkflowID(project, name), QueryType: activities.QueryEndpointStatus,
 		QueryRejectCondition: enumspb.QUERY_REJECT_CONDITION_NOT_OPEN,
 	})
 	if isNotFound(err) {
@@ -116,7 +116,7 @@ func (e *Client) Status(ctx context.Context, project, name string) (workflows.En
 	}
 	if st.Project != project || st.Name != name {
 		// Never another tenant's endpoint, whatever the workflow ID says.
-		return workflows.EndpointStatus{}, ErrNotFound
+		return activities.EndpointStatus{}, ErrNotFound
 	}
 	return st, nil
 }
@@ -131,23 +131,23 @@ func (e *Client) Update(ctx context.Context, project, name string, spec inferenc
 // one, or the latest when the spec equals the latest's (nothing changes).
 func (e *Client) UpdateSpec(ctx context.Context, project, name string, spec inference.EndpointSpec) (inference.Revision, error) {
 	var rev inference.Revision
-	err := e.update(ctx, project, name, workflows.UpdateEndpointSpec, &rev, spec)
+	err := e.update(ctx, project, name, activities.UpdateEndpointSpec, &rev, spec)
 	return rev, err
 }
 
 // Rollback makes a revision with revision to's spec.
 func (e *Client) Rollback(ctx context.Context, project, name string, to int) error {
-	return e.update(ctx, project, name, workflows.UpdateEndpointRollback, nil, to)
+	return e.update(ctx, project, name, activities.UpdateEndpointRollback, nil, to)
 }
 
 // Command promotes or aborts the rollout in progress.
 func (e *Client) Command(ctx context.Context, project, name string, c inference.Command) error {
-	return e.update(ctx, project, name, workflows.UpdateEndpointCommand, nil, workflows.EndpointCommand{Command: c})
+	return e.update(ctx, project, name, activities.UpdateEndpointCommand, nil, activities.EndpointCommand{Command: c})
 }
 
 // Delete asks the workflow to delete the endpoint; it ends once done.
 func (e *Client) Delete(ctx context.Context, project, name string) error {
-	return e.update(ctx, project, name, workflows.UpdateEndpointDelete, nil)
+	return e.update(ctx, project, name, activities.UpdateEndpointDelete, nil)
 }
 
 // update runs an update to completion, decoding its answer into result
@@ -156,7 +156,7 @@ func (e *Client) update(ctx context.Context, project, name, update string, resul
 	ctx, cancel := context.WithTimeout(ctx, AnswerTimeout)
 	defer cancel()
 	h, err := e.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: workflows.EndpointWorkflowID(project, name), UpdateName: update,
+		WorkflowID: activities.EndpointWorkflowID(project, name), UpdateName: update,
 		Args: args, WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err == nil {
@@ -170,7 +170,7 @@ func (e *Client) update(ctx context.Context, project, name, update string, resul
 		return ErrNotFound
 	case errors.As(err, &appErr):
 		rej := &RejectedError{Message: appErr.Message()}
-		if appErr.Type() == workflows.ErrTypeInvalidEndpointSpec && appErr.HasDetails() {
+		if appErr.Type() == activities.ErrTypeInvalidEndpointSpec && appErr.HasDetails() {
 			_ = appErr.Details(&rej.Problems)
 		}
 		return rej
@@ -198,7 +198,7 @@ type Summary struct {
 // visibility (eventually consistent: an endpoint created a moment ago may
 // be missing for about a second).
 func (e *Client) List(ctx context.Context, project string) ([]Summary, error) {
-	q := fmt.Sprintf("WorkflowType = %q AND %s = %q AND ExecutionStatus = 'Running'", workflows.EndpointWorkflowName, runstate.SAProject, project)
+	q := fmt.Sprintf("WorkflowType = %q AND %s = %q AND ExecutionStatus = 'Running'", activities.EndpointWorkflowName, runstate.SAProject, project)
 	var out []Summary
 	var token []byte
 	for {
@@ -212,7 +212,7 @@ func (e *Client) List(ctx context.Context, project string) ([]Summary, error) {
 				_ = converter.GetDefaultDataConverter().FromPayload(p, &n)
 			}
 			if n == "" {
-				n = strings.TrimPrefix(x.GetExecution().GetWorkflowId(), workflows.EndpointWorkflowID(project, ""))
+				n = strings.TrimPrefix(x.GetExecution().GetWorkflowId(), activities.EndpointWorkflowID(project, ""))
 			}
 			out = append(out, Summary{Name: n, CreatedAt: x.GetStartTime().AsTime()})
 		}
@@ -228,7 +228,7 @@ func (e *Client) UIURL(project, name string) string {
 	if e.uiBase == "" {
 		return ""
 	}
-	return fmt.Sprintf("%s/namespaces/%s/workflows/%s", e.uiBase, url.PathEscape(e.namespace), url.PathEscape(workflows.EndpointWorkflowID(project, name)))
+	return fmt.Sprintf("%s/namespaces/%s/workflows/%s", e.uiBase, url.PathEscape(e.namespace), url.PathEscape(activities.EndpointWorkflowID(project, name)))
 }
 
 func isNotFound(err error) bool {

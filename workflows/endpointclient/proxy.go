@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/inference/proxy"
-	"github.com/atelier-ml/atelier/workflows"
 )
 
 // Resolve answers the endpoint proxy's route from the endpoint's status:
@@ -36,8 +36,8 @@ func (e *Client) Resolve(ctx context.Context, project, name string) (proxy.Route
 // Report signals the proxy's figures to the endpoint's workflow. An
 // endpoint deleted meanwhile is not an error: nobody needs its figures.
 func (e *Client) Report(ctx context.Context, project, name string, r proxy.Report) error {
-	err := e.c.SignalWorkflow(ctx, workflows.EndpointWorkflowID(project, name), "", workflows.SignalEndpointTraffic,
-		workflows.EndpointTraffic{Held: r.Held, Revisions: r.Revisions})
+	err := e.c.SignalWorkflow(ctx, activities.EndpointWorkflowID(project, name), "", activities.SignalEndpointTraffic,
+		activities.EndpointTraffic{Held: r.Held, Revisions: r.Revisions})
 	if err != nil && !isNotFound(err) {
 		return fmt.Errorf("endpointclient: report traffic of %s/%s: %w", project, name, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/runstate"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -219,9 +220,9 @@ func isNotFound(err error) bool {
 // QueryAdmissionQueue asks a cluster's GPU admission workflow for its
 // queue. A cluster with no admission workflow yet (no GPU step was ever
 // submitted to it) has an empty queue.
-func (e *Client) QueryAdmissionQueue(ctx context.Context, cluster string) (workflows.AdmissionQueue, error) {
-	q := workflows.AdmissionQueue{Cluster: cluster, Pending: []workflows.QueueEntry{}, Running: []workflows.QueueEntry{}}
-	resp, err := e.c.QueryWorkflow(ctx, workflows.AdmissionWorkflowID(cluster), "", workflows.QueryAdmissionQueue)
+func (e *Client) QueryAdmissionQueue(ctx context.Context, cluster string) (activities.AdmissionQueue, error) {
+	q := activities.AdmissionQueue{Cluster: cluster, Pending: []activities.QueueEntry{}, Running: []activities.QueueEntry{}}
+	resp, err := e.c.QueryWorkflow(ctx, activities.AdmissionWorkflowID(cluster), "", activities.QueryAdmissionQueue)
 	if isNotFound(err) {
 		return q, nil
 	}

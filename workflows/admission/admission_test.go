@@ -1,4 +1,4 @@
-package workflows_test
+package admission_test
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 	"github.com/atelier-ml/atelier/gpu"
 	"github.com/atelier-ml/atelier/internal/telemetry"
 	"github.com/atelier-ml/atelier/internal/telemetry/telemetrytest"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/workflows/admission"
 )
 
 // The admission workflow admits what fits, tells runs why the rest waits
@@ -28,8 +28,8 @@ import (
 func TestAdmissionWorkflowAdmitsInOrderAndOnRelease(t *testing.T) {
 	for _, pending := range []int{500, 1} {
 		t.Run(fmt.Sprintf("at most %d signals in flight", pending), func(t *testing.T) {
-			defer func(old int) { workflows.MaxPendingSignals = old }(workflows.MaxPendingSignals)
-			workflows.MaxPendingSignals = pending
+			defer func(old int) { admission.MaxPendingSignals = old }(admission.MaxPendingSignals)
+			admission.MaxPendingSignals = pending
 			testAdmissionWorkflow(t)
 		})
 	}
@@ -40,7 +40,7 @@ func testAdmissionWorkflow(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	s.SetMetricsHandler(telemetry.NewSDKHandler(reg, telemetry.Options{}))
 	env := s.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(workflows.AdmissionWorkflow, workflow.RegisterOptions{Name: workflows.AdmissionWorkflowName})
+	env.RegisterWorkflowWithOptions(admission.Workflow, workflow.RegisterOptions{Name: activities.AdmissionWorkflowName})
 	loads := 0
 	env.RegisterActivityWithOptions(func(ctx context.Context, _ activities.AdmissionSnapshotRequest) (activities.AdmissionSnapshot, error) {
 		loads++
@@ -57,22 +57,22 @@ func testAdmissionWorkflow(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			switch a := arg.(type) {
-			case workflows.GPUAdmitted:
+			case activities.GPUAdmitted:
 				told[run] = append(told[run], name+" "+a.Workload)
-			case workflows.GPUWaiting:
+			case activities.GPUWaiting:
 				told[run] = append(told[run], name+" "+a.Workload+": "+a.Message)
 			}
 			return nil
 		})
 	submit := func(run string, gpus int) {
-		env.SignalWorkflow(workflows.SignalAdmissionRequest, workflows.AdmissionRequest{Op: workflows.AdmissionSubmit, Run: run, Step: "train",
+		env.SignalWorkflow(activities.SignalAdmissionRequest, activities.AdmissionRequest{Op: activities.AdmissionSubmit, Run: run, Step: "train",
 			Workload: gpu.Workload{ID: run + "/train", Project: "p", PodSets: []gpu.PodSet{{Name: "step", Count: 1, Per: gpus, Resource: "L4"}}}})
 	}
 	env.RegisterDelayedCallback(func() { submit("r1", 1); submit("r2", 1); submit("r3", 1) }, time.Second)
 	env.RegisterDelayedCallback(func() {
-		v, err := env.QueryWorkflow(workflows.QueryAdmissionQueue)
+		v, err := env.QueryWorkflow(activities.QueryAdmissionQueue)
 		require.NoError(t, err)
-		var q workflows.AdmissionQueue
+		var q activities.AdmissionQueue
 		require.NoError(t, v.Get(&q))
 		require.Len(t, q.Running, 2)
 		require.Len(t, q.Pending, 1)
@@ -80,26 +80,26 @@ func testAdmissionWorkflow(t *testing.T) {
 		assert.Equal(t, string(gpu.WaitQuota), q.Pending[0].Reason)
 		assert.Equal(t, []gpu.Amount{{Resource: "L4", Units: 1}}, q.Pending[0].GPUs)
 		// r1 ends: r3 gets its GPU.
-		env.SignalWorkflow(workflows.SignalAdmissionRequest, workflows.AdmissionRequest{Op: workflows.AdmissionRelease, Workload: gpu.Workload{ID: "r1/train"}})
+		env.SignalWorkflow(activities.SignalAdmissionRequest, activities.AdmissionRequest{Op: activities.AdmissionRelease, Workload: gpu.Workload{ID: "r1/train"}})
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
-		v, err := env.QueryWorkflow(workflows.QueryAdmissionQueue)
+		v, err := env.QueryWorkflow(activities.QueryAdmissionQueue)
 		require.NoError(t, err)
-		var q workflows.AdmissionQueue
+		var q activities.AdmissionQueue
 		require.NoError(t, v.Get(&q))
 		assert.Empty(t, q.Pending)
 		assert.Len(t, q.Running, 2)
 		env.CancelWorkflow()
 	}, 2*time.Minute)
-	env.ExecuteWorkflow(workflows.AdmissionWorkflowName, workflows.AdmissionInput{Cluster: "east"})
+	env.ExecuteWorkflow(activities.AdmissionWorkflowName, activities.AdmissionInput{Cluster: "east"})
 
 	mu.Lock()
 	defer mu.Unlock()
-	assert.Equal(t, []string{workflows.SignalGPUAdmitted + " r1/train"}, told["r1"])
-	assert.Equal(t, []string{workflows.SignalGPUAdmitted + " r2/train"}, told["r2"])
+	assert.Equal(t, []string{activities.SignalGPUAdmitted + " r1/train"}, told["r1"])
+	assert.Equal(t, []string{activities.SignalGPUAdmitted + " r2/train"}, told["r2"])
 	require.Len(t, told["r3"], 2, "r3: told why it waits once, then admitted: %v", told["r3"])
-	assert.Contains(t, told["r3"][0], workflows.SignalGPUWaiting+" r3/train: quota")
-	assert.Equal(t, workflows.SignalGPUAdmitted+" r3/train", told["r3"][1])
+	assert.Contains(t, told["r3"][0], activities.SignalGPUWaiting+" r3/train: quota")
+	assert.Equal(t, activities.SignalGPUAdmitted+" r3/train", told["r3"][1])
 	assert.Positive(t, loads)
 
 	v, err := telemetrytest.Gather(reg)
@@ -116,7 +116,7 @@ func testAdmissionWorkflow(t *testing.T) {
 func TestAdmissionWorkflowFreesWhatEndedRunsHeld(t *testing.T) {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(workflows.AdmissionWorkflow, workflow.RegisterOptions{Name: workflows.AdmissionWorkflowName})
+	env.RegisterWorkflowWithOptions(admission.Workflow, workflow.RegisterOptions{Name: activities.AdmissionWorkflowName})
 	var asked [][]string
 	env.RegisterActivityWithOptions(func(ctx context.Context, req activities.AdmissionSnapshotRequest) (activities.AdmissionSnapshot, error) {
 		asked = append(asked, req.Runs)
@@ -132,14 +132,14 @@ func TestAdmissionWorkflowFreesWhatEndedRunsHeld(t *testing.T) {
 	admitted := map[string]bool{}
 	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", mock.Anything, mock.Anything).
 		Return(func(_, run, _, name string, _ any) error {
-			if name == workflows.SignalGPUAdmitted {
+			if name == activities.SignalGPUAdmitted {
 				admitted[run] = true
 			}
 			return nil
 		})
 	env.RegisterDelayedCallback(func() {
 		for _, run := range []string{"r1", "r2"} {
-			env.SignalWorkflow(workflows.SignalAdmissionRequest, workflows.AdmissionRequest{Op: workflows.AdmissionSubmit, Run: run, Step: "s",
+			env.SignalWorkflow(activities.SignalAdmissionRequest, activities.AdmissionRequest{Op: activities.AdmissionSubmit, Run: run, Step: "s",
 				Workload: gpu.Workload{ID: run + "/s", Project: "p", PodSets: []gpu.PodSet{{Name: "s", Count: 1, Per: 1, Resource: "L4"}}}})
 		}
 	}, time.Second)
@@ -147,8 +147,8 @@ func TestAdmissionWorkflowFreesWhatEndedRunsHeld(t *testing.T) {
 		require.True(t, admitted["r1"])
 		require.True(t, admitted["r2"], "r2 still waits for the GPU the ended run r1 held")
 		env.CancelWorkflow()
-	}, 3*workflows.AdmissionRefresh)
-	env.ExecuteWorkflow(workflows.AdmissionWorkflowName, workflows.AdmissionInput{Cluster: "east"})
+	}, 3*admission.Refresh)
+	env.ExecuteWorkflow(activities.AdmissionWorkflowName, activities.AdmissionInput{Cluster: "east"})
 	require.GreaterOrEqual(t, len(asked), 2)
 	assert.Equal(t, []string{"r1"}, asked[1], "the refresh asks about the runs holding GPUs")
 }

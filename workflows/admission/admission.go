@@ -1,4 +1,4 @@
-package workflows
+package admission
 
 import (
 	"fmt"
@@ -15,145 +15,21 @@ import (
 	"github.com/atelier-ml/atelier/internal/telemetry"
 )
 
-// GPU admission: one long-running workflow per cluster owns the cluster's
-// GPU queue. Pipeline runs submit their GPU steps to it (an activity does a
-// signal-with-start), it decides with gpu.Schedule on every change and
-// answers each run by signal; the waiting run holds no pod meanwhile. Its
-// "queue" query says why each workload waits.
-const (
-	AdmissionWorkflowName = "atelier.Admission"
-	// SignalAdmissionRequest carries an AdmissionRequest to the admission
-	// workflow.
-	SignalAdmissionRequest = "atelier.admission.request"
-	// SignalGPUAdmitted carries a GPUAdmitted to the run that submitted it.
-	SignalGPUAdmitted = "atelier.gpu.admitted"
-	// SignalGPUWaiting carries a GPUWaiting to a run when the reason its
-	// workload waits changes.
-	SignalGPUWaiting = "atelier.gpu.waiting"
-	// SignalGPUPreempt carries a GPUPreempt to a run whose admitted
-	// workload must give its GPUs back.
-	SignalGPUPreempt = "atelier.gpu.preempt"
-	// QueryAdmissionQueue returns the AdmissionQueue.
-	QueryAdmissionQueue = "queue"
-)
-
 // Tunables of the admission workflow (variables so tests can shorten them).
 var (
 	// AdmissionRefresh is how often a cluster's inventory and the policies
 	// are re-read while workloads wait (also the aging tick).
-	AdmissionRefresh = 10 * time.Second
+	Refresh = 10 * time.Second
 	// AdmissionHistoryLimit is the history length after which the workflow
 	// continues as new, carrying its queue.
-	AdmissionHistoryLimit = 10_000
+	HistoryLimit = 10_000
 )
-
-// AdmissionWorkflowID is the workflow ID of a cluster's admission workflow.
-func AdmissionWorkflowID(cluster string) string { return "atelier-admission-" + cluster }
-
-// Admission request operations.
-const (
-	AdmissionSubmit  = "submit"
-	AdmissionRelease = "release" // the step ended, or stopped waiting
-)
-
-// AdmissionRequest is what runs send their cluster's admission workflow.
-type AdmissionRequest struct {
-	Op string `json:"op"`
-	// Workload is the gang (submit); on release only its ID matters.
-	Workload gpu.Workload `json:"workload"`
-	Run      string       `json:"run,omitempty"` // workflow ID of the run
-	Step     string       `json:"step,omitempty"`
-}
-
-// GPUAdmitted tells a run that its workload may start.
-type GPUAdmitted struct {
-	Workload string   `json:"workload"`
-	Nodes    []string `json:"nodes"`
-	Borrowed bool     `json:"borrowed,omitempty"`
-}
-
-// GPUPreempt tells a run to stop an admitted workload: its step's attempt
-// is cancelled (objects deleted) and the step queued again, without
-// counting against its retries.
-type GPUPreempt struct {
-	Workload string `json:"workload"`
-	// Reason is a gpu.PreemptionReason: ReclaimQuota or Priority.
-	Reason string `json:"reason"`
-	For    string `json:"for"` // the workload it makes room for
-}
-
-func (p GPUPreempt) describe() string {
-	switch gpu.PreemptionReason(p.Reason) {
-	case gpu.ReclaimQuota:
-		return "PREEMPTED: its project borrowed GPUs that their owner reclaims (for " + p.For + ")"
-	case gpu.Priority:
-		return "PREEMPTED: a higher-priority workload needs its GPUs (" + p.For + ")"
-	}
-	return "PREEMPTED: " + p.Reason + " (for " + p.For + ")"
-}
-
-// GPUWaiting tells a run why its workload waits.
-type GPUWaiting struct {
-	Workload string `json:"workload"`
-	Message  string `json:"message"`
-}
-
-// AdmissionInput is the admission workflow's input: its cluster, and the
-// queue it carries across continue-as-new.
-type AdmissionInput struct {
-	Cluster string           `json:"cluster"`
-	Pending []QueuedWorkload `json:"pending,omitempty"`
-	Running []QueuedWorkload `json:"running,omitempty"`
-}
-
-// QueuedWorkload is a workload the admission workflow holds, waiting or
-// admitted.
-type QueuedWorkload struct {
-	Workload gpu.Workload `json:"workload"`
-	Run      string       `json:"run"`
-	Step     string       `json:"step"`
-	// Admitted and Placement are set once admitted.
-	Admitted  *time.Time       `json:"admitted,omitempty"`
-	Placement []gpu.Assignment `json:"placement,omitempty"`
-	// WaitKey is the last wait reason told to the run.
-	WaitKey string `json:"waitKey,omitempty"`
-	// Preempting is set once the run was told to give its GPUs back.
-	Preempting bool `json:"preempting,omitempty"`
-}
-
-// AdmissionQueue is the query answer: the queue as last decided.
-type AdmissionQueue struct {
-	Cluster   string       `json:"cluster"`
-	DecidedAt *time.Time   `json:"decidedAt,omitempty"`
-	Pending   []QueueEntry `json:"pending"`
-	Running   []QueueEntry `json:"running"`
-}
-
-// QueueEntry is one workload of the queue.
-type QueueEntry struct {
-	Workload  string    `json:"workload"`
-	Project   string    `json:"project"`
-	Run       string    `json:"run"`
-	Step      string    `json:"step"`
-	Submitted time.Time `json:"submitted"`
-	// GPUs is what the gang asks for, per GPU type.
-	GPUs []gpu.Amount `json:"gpus"`
-	// Pending workloads: their position in the last decision and why they
-	// wait (Reason is a gpu.WaitReason; Message says it for people).
-	Position int    `json:"position,omitempty"`
-	Priority int    `json:"priority,omitempty"`
-	Reason   string `json:"reason,omitempty"`
-	Message  string `json:"message,omitempty"`
-	// Running workloads: when they were admitted and on which nodes.
-	Admitted *time.Time `json:"admitted,omitempty"`
-	Nodes    []string   `json:"nodes,omitempty"`
-}
 
 // admission is the workflow's state.
 type admission struct {
 	cluster   string
-	pending   []QueuedWorkload
-	running   []QueuedWorkload
+	pending   []activities.QueuedWorkload
+	running   []activities.QueuedWorkload
 	snap      activities.AdmissionSnapshot
 	loadedAt  time.Time
 	decidedAt *time.Time
@@ -192,16 +68,16 @@ var MaxPendingSignals = 500
 
 // AdmissionWorkflow owns one cluster's GPU queue. See package gpu for the
 // rules it decides by.
-func AdmissionWorkflow(ctx workflow.Context, in AdmissionInput) error {
+func Workflow(ctx workflow.Context, in activities.AdmissionInput) error {
 	a := &admission{cluster: in.Cluster, pending: in.Pending, running: in.Running, waits: map[string]gpu.Wait{},
 		wake:    workflow.NewBufferedChannel(ctx, 1),
 		metrics: workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"cluster": in.Cluster})}
-	if err := workflow.SetQueryHandler(ctx, QueryAdmissionQueue, func() (AdmissionQueue, error) {
+	if err := workflow.SetQueryHandler(ctx, activities.QueryAdmissionQueue, func() (activities.AdmissionQueue, error) {
 		return a.queue(), nil
 	}); err != nil {
 		return fmt.Errorf("register queue query: %w", err)
 	}
-	reqs := workflow.GetSignalChannel(ctx, SignalAdmissionRequest)
+	reqs := workflow.GetSignalChannel(ctx, activities.SignalAdmissionRequest)
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
@@ -209,7 +85,7 @@ func AdmissionWorkflow(ctx workflow.Context, in AdmissionInput) error {
 	logger := workflow.GetLogger(ctx)
 	for {
 		for {
-			var req AdmissionRequest
+			var req activities.AdmissionRequest
 			if !reqs.ReceiveAsync(&req) {
 				break
 			}
@@ -219,12 +95,12 @@ func AdmissionWorkflow(ctx workflow.Context, in AdmissionInput) error {
 		}
 		a.flush(ctx)
 		for _, id := range a.gone {
-			a.apply(workflow.Now(ctx), AdmissionRequest{Op: AdmissionRelease, Workload: gpu.Workload{ID: id}})
+			a.apply(workflow.Now(ctx), activities.AdmissionRequest{Op: activities.AdmissionRelease, Workload: gpu.Workload{ID: id}})
 		}
 		a.gone = a.gone[:0]
 		if len(a.pending) > 0 {
 			now := workflow.Now(ctx)
-			if a.loadedAt.IsZero() || now.Sub(a.loadedAt) >= AdmissionRefresh {
+			if a.loadedAt.IsZero() || now.Sub(a.loadedAt) >= Refresh {
 				var snap activities.AdmissionSnapshot
 				req := activities.AdmissionSnapshotRequest{Cluster: a.cluster, Runs: a.runningRuns()}
 				if err := workflow.ExecuteLocalActivity(lctx, activities.LoadAdmissionSnapshotName, req).Get(ctx, &snap); err != nil {
@@ -238,21 +114,21 @@ func AdmissionWorkflow(ctx workflow.Context, in AdmissionInput) error {
 			}
 			a.decide(ctx, workflow.Now(ctx))
 		}
-		if workflow.GetInfo(ctx).GetCurrentHistoryLength() > AdmissionHistoryLimit && reqs.Len() == 0 {
+		if workflow.GetInfo(ctx).GetCurrentHistoryLength() > HistoryLimit && reqs.Len() == 0 {
 			// Every signal must be sent and acknowledged first: a run
 			// found gone must not keep its GPUs in the next run's queue.
 			if err := workflow.Await(ctx, func() bool { return a.inflight == 0 || len(a.gone) > 0 }); err != nil {
 				return err
 			}
 			if a.inflight == 0 && len(a.outbox) == 0 && len(a.gone) == 0 && reqs.Len() == 0 {
-				return workflow.NewContinueAsNewError(ctx, AdmissionWorkflowName, AdmissionInput{Cluster: a.cluster, Pending: a.pending, Running: a.running})
+				return workflow.NewContinueAsNewError(ctx, activities.AdmissionWorkflowName, activities.AdmissionInput{Cluster: a.cluster, Pending: a.pending, Running: a.running})
 			}
 			continue
 		}
 		a.gauges()
 		sel := workflow.NewSelector(ctx)
 		sel.AddReceive(reqs, func(c workflow.ReceiveChannel, _ bool) {
-			var req AdmissionRequest
+			var req activities.AdmissionRequest
 			c.Receive(ctx, &req)
 			a.apply(workflow.Now(ctx), req)
 		})
@@ -260,7 +136,7 @@ func AdmissionWorkflow(ctx workflow.Context, in AdmissionInput) error {
 		if len(a.pending) > 0 {
 			// Aging and inventory changes need time to pass, not a signal.
 			tctx, cancel := workflow.WithCancel(ctx)
-			sel.AddFuture(workflow.NewTimer(tctx, AdmissionRefresh), func(workflow.Future) {})
+			sel.AddFuture(workflow.NewTimer(tctx, Refresh), func(workflow.Future) {})
 			sel.Select(ctx)
 			cancel()
 			continue
@@ -270,10 +146,10 @@ func AdmissionWorkflow(ctx workflow.Context, in AdmissionInput) error {
 }
 
 // apply records a submit or a release.
-func (a *admission) apply(now time.Time, req AdmissionRequest) {
+func (a *admission) apply(now time.Time, req activities.AdmissionRequest) {
 	id := req.Workload.ID
 	switch req.Op {
-	case AdmissionSubmit:
+	case activities.AdmissionSubmit:
 		if a.find(id) {
 			return // a retried submit: already queued or admitted
 		}
@@ -281,11 +157,11 @@ func (a *admission) apply(now time.Time, req AdmissionRequest) {
 		if w.Submitted.IsZero() {
 			w.Submitted = now
 		}
-		a.pending = append(a.pending, QueuedWorkload{Workload: w, Run: req.Run, Step: req.Step})
+		a.pending = append(a.pending, activities.QueuedWorkload{Workload: w, Run: req.Run, Step: req.Step})
 		a.metrics.Counter(telemetry.MetricGPUWorkloadsSubmitted).Inc(1)
-	case AdmissionRelease:
-		a.pending = slices.DeleteFunc(a.pending, func(q QueuedWorkload) bool { return q.Workload.ID == id })
-		a.running = slices.DeleteFunc(a.running, func(q QueuedWorkload) bool { return q.Workload.ID == id })
+	case activities.AdmissionRelease:
+		a.pending = slices.DeleteFunc(a.pending, func(q activities.QueuedWorkload) bool { return q.Workload.ID == id })
+		a.running = slices.DeleteFunc(a.running, func(q activities.QueuedWorkload) bool { return q.Workload.ID == id })
 		delete(a.waits, id)
 	}
 }
@@ -309,7 +185,7 @@ func (a *admission) releaseEnded(now time.Time, runs []string) {
 	for _, run := range runs {
 		for _, q := range slices.Clone(a.running) {
 			if q.Run == run {
-				a.apply(now, AdmissionRequest{Op: AdmissionRelease, Workload: gpu.Workload{ID: q.Workload.ID}})
+				a.apply(now, activities.AdmissionRequest{Op: activities.AdmissionRelease, Workload: gpu.Workload{ID: q.Workload.ID}})
 			}
 		}
 	}
@@ -358,8 +234,8 @@ func (a *admission) decide(ctx workflow.Context, now time.Time) {
 			}
 			q.Preempting = true
 			a.metrics.WithTags(map[string]string{"reason": string(p.Reason)}).Counter(telemetry.MetricGPUWorkloadsPreempted).Inc(1)
-			a.outbox = append(a.outbox, outgoing{run: q.Run, name: SignalGPUPreempt, release: p.Victim, // a run that is gone frees it
-				arg: GPUPreempt{Workload: p.Victim, Reason: string(p.Reason), For: p.For}})
+			a.outbox = append(a.outbox, outgoing{run: q.Run, name: activities.SignalGPUPreempt, release: p.Victim, // a run that is gone frees it
+				arg: activities.GPUPreempt{Workload: p.Victim, Reason: string(p.Reason), For: p.For}})
 
 		}
 	}
@@ -370,8 +246,8 @@ func (a *admission) decide(ctx workflow.Context, now time.Time) {
 			q.Admitted, q.Placement, q.WaitKey = &at, ad.Placement, ""
 			a.running = append(a.running, q)
 			a.metrics.Counter(telemetry.MetricGPUWorkloadsAdmitted).Inc(1)
-			a.outbox = append(a.outbox, outgoing{run: q.Run, name: SignalGPUAdmitted, release: q.Workload.ID,
-				arg: GPUAdmitted{Workload: q.Workload.ID, Nodes: nodesOf(ad.Placement), Borrowed: len(ad.Borrowed) > 0}})
+			a.outbox = append(a.outbox, outgoing{run: q.Run, name: activities.SignalGPUAdmitted, release: q.Workload.ID,
+				arg: activities.GPUAdmitted{Workload: q.Workload.ID, Nodes: nodesOf(ad.Placement), Borrowed: len(ad.Borrowed) > 0}})
 			continue
 		}
 		if w, ok := a.waits[q.Workload.ID]; ok {
@@ -379,8 +255,8 @@ func (a *admission) decide(ctx workflow.Context, now time.Time) {
 			// its position does: each signal is history on both sides.
 			if key := string(w.Reason) + "|" + string(w.Resource) + "|" + w.BlockedBy; key != q.WaitKey {
 				q.WaitKey = key
-				a.outbox = append(a.outbox, outgoing{run: q.Run, name: SignalGPUWaiting,
-					arg: GPUWaiting{Workload: q.Workload.ID, Message: w.Message()}})
+				a.outbox = append(a.outbox, outgoing{run: q.Run, name: activities.SignalGPUWaiting,
+					arg: activities.GPUWaiting{Workload: q.Workload.ID, Message: w.Message()}})
 			}
 		}
 		keep = append(keep, q)
@@ -426,8 +302,8 @@ func nodesOf(p []gpu.Assignment) []string {
 }
 
 // queue renders the query answer.
-func (a *admission) queue() AdmissionQueue {
-	out := AdmissionQueue{Cluster: a.cluster, DecidedAt: a.decidedAt, Pending: []QueueEntry{}, Running: []QueueEntry{}}
+func (a *admission) queue() activities.AdmissionQueue {
+	out := activities.AdmissionQueue{Cluster: a.cluster, DecidedAt: a.decidedAt, Pending: []activities.QueueEntry{}, Running: []activities.QueueEntry{}}
 	for _, q := range a.pending {
 		e := entryOf(q)
 		if w, ok := a.waits[q.Workload.ID]; ok {
@@ -435,7 +311,7 @@ func (a *admission) queue() AdmissionQueue {
 		}
 		out.Pending = append(out.Pending, e)
 	}
-	slices.SortStableFunc(out.Pending, func(x, y QueueEntry) int {
+	slices.SortStableFunc(out.Pending, func(x, y activities.QueueEntry) int {
 		switch {
 		case x.Position == 0 && y.Position != 0:
 			return 1 // not decided yet: last
@@ -452,8 +328,8 @@ func (a *admission) queue() AdmissionQueue {
 	return out
 }
 
-func entryOf(q QueuedWorkload) QueueEntry {
-	return QueueEntry{Workload: q.Workload.ID, Project: q.Workload.Project, Run: q.Run, Step: q.Step,
+func entryOf(q activities.QueuedWorkload) activities.QueueEntry {
+	return activities.QueueEntry{Workload: q.Workload.ID, Project: q.Workload.Project, Run: q.Run, Step: q.Step,
 		Submitted: q.Workload.Submitted, GPUs: gangAmounts(q.Workload)}
 }
 

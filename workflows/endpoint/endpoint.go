@@ -1,4 +1,4 @@
-package workflows
+package endpoint
 
 import (
 	"errors"
@@ -15,137 +15,17 @@ import (
 	"github.com/atelier-ml/atelier/internal/telemetry"
 )
 
-// Names of the endpoint entity workflow and its handlers. Stable: histories
-// and clients refer to them.
-const (
-	EndpointWorkflowName = "atelier.Endpoint"
-	// UpdateEndpointSpec submits a new spec (a Temporal Update; its
-	// validator rejects an invalid spec with every problem, or a change of
-	// what replicas run while a rollout is in progress). It answers the
-	// revision that results.
-	UpdateEndpointSpec = "atelier.endpoint.update"
-	// UpdateEndpointRollback makes a new revision with an earlier one's
-	// spec and rolls it out.
-	UpdateEndpointRollback = "atelier.endpoint.rollback"
-	// UpdateEndpointCommand promotes or aborts the rollout in progress.
-	UpdateEndpointCommand = "atelier.endpoint.command"
-	// UpdateEndpointDelete removes the endpoint; the workflow ends once
-	// everything is deleted.
-	UpdateEndpointDelete = "atelier.endpoint.delete"
-	// QueryEndpointStatus answers an EndpointStatus.
-	QueryEndpointStatus = "status"
-	// SignalEndpointTraffic carries an EndpointTraffic from a gateway's
-	// endpoint proxy (package inference/proxy).
-	SignalEndpointTraffic = "atelier.endpoint.traffic"
-)
-
-// EndpointTraffic is what a gateway's endpoint proxy reports: the
-// requests it holds now because no replica is ready (the 0→1 signal), and
-// each revision's requests since its previous report.
-type EndpointTraffic struct {
-	Held      int                         `json:"held"`
-	Revisions []inference.RevisionTraffic `json:"revisions,omitempty"`
-}
-
-// EndpointWorkflowID is the ID of the workflow that owns an endpoint: one
-// per project and name, so a second create is refused by Temporal itself.
-// The separator is '/', which neither a project nor an endpoint name may
-// contain: with '-', project "a" endpoint "b-c" and project "a-b" endpoint
-// "c" would share a workflow, and one tenant would read the other's.
-func EndpointWorkflowID(project, name string) string {
-	return "atelier-endpoint/" + project + "/" + name
-}
-
 // Defaults of the endpoint loop.
 const (
 	// DefaultEndpointTick is how often the endpoint observes its replicas
 	// and decides (Knative's autoscaler ticks every 2 s).
-	DefaultEndpointTick = 2 * time.Second
+	DefaultTick = 2 * time.Second
 	// endpointHistoryLimit: past this many history events the workflow
 	// continues as new with its state (a tick costs about 10 events).
 	endpointHistoryLimit = 10000
 	// maxEndpointEvents bounds the events kept in the state.
 	maxEndpointEvents = 200
 )
-
-// EndpointInput starts (or continues) an endpoint's workflow.
-type EndpointInput struct {
-	Project string `json:"project"`
-	Name    string `json:"name"`
-	// Spec is the first revision's spec (ignored when State is set).
-	Spec inference.EndpointSpec `json:"spec"`
-	// TaskQueue is where the endpoint's activities run: a cluster's queue
-	// (activities.TaskQueueForCluster) or a local worker's.
-	TaskQueue string `json:"taskQueue"`
-	// Tick overrides DefaultEndpointTick (tests).
-	Tick time.Duration `json:"tick,omitempty"`
-	// State carries the endpoint across continue-as-new.
-	State *EndpointState `json:"state,omitempty"`
-}
-
-// EndpointState is everything the workflow remembers.
-type EndpointState struct {
-	Revisions []inference.Revision `json:"revisions"`
-	// Current is the latest revision (what a GET shows as the spec);
-	// Stable the deployment revision that serves: a revision that changes
-	// only replicas, autoscaling or rollout settings keeps the replicas of
-	// the revision it updates.
-	Current int `json:"current"`
-	Stable  int `json:"stable"`
-	// Rollout is the rollout in progress (nil: none).
-	Rollout *inference.Rollout `json:"rollout,omitempty"`
-	// LastStep is the rollout's (or the steady state's) last instruction.
-	LastStep    *inference.Step              `json:"lastStep,omitempty"`
-	Scaler      inference.Autoscaler         `json:"scaler"`
-	LastScale   *inference.Decision          `json:"lastScale,omitempty"`
-	Replicas    []inference.RevisionReplicas `json:"replicas,omitempty"`
-	Traffic     []inference.RevisionWeight   `json:"traffic,omitempty"`
-	TrafficMode string                       `json:"trafficMode,omitempty"`
-	// Observed is the last observation of each serving revision.
-	Observed []activities.RevisionObservation `json:"observed,omitempty"`
-	Events   []EndpointEvent                  `json:"events,omitempty"`
-	Deleting bool                             `json:"deleting,omitempty"`
-	// Command is a promote or abort waiting for the next rollout step.
-	Command inference.Command `json:"command,omitempty"`
-	// Held is how many requests the gateway's proxy held at HeldAt,
-	// waiting for a ready replica.
-	Held   int       `json:"held,omitempty"`
-	HeldAt time.Time `json:"heldAt,omitzero"`
-	// Window is the rollout candidate's traffic through the gateway's
-	// proxy since the current step's MeasureFrom: what its error-rate
-	// and latency gates judge.
-	Window *inference.TrafficWindow `json:"window,omitempty"`
-	// QuotaChecked is the last rollout candidate checked against the
-	// project's GPU quota, Quota that check (nil: nothing to check).
-	QuotaChecked int                   `json:"quotaChecked,omitempty"`
-	Quota        *inference.QuotaCheck `json:"quota,omitempty"`
-}
-
-// EndpointEvent is one thing that happened to the endpoint, for its
-// status and the REST events: revision created, rollout started, stage
-// changed, promoted, rolled back, scaled, deleted.
-type EndpointEvent struct {
-	At       time.Time `json:"at"`
-	Kind     string    `json:"kind"`
-	Revision int       `json:"revision,omitempty"`
-	Message  string    `json:"message"`
-}
-
-// EndpointStatus is the answer of QueryEndpointStatus.
-type EndpointStatus struct {
-	Project string `json:"project"`
-	Name    string `json:"name"`
-	EndpointState
-}
-
-// EndpointCommand is the argument of UpdateEndpointCommand.
-type EndpointCommand struct {
-	Command inference.Command `json:"command"`
-}
-
-// ErrTypeInvalidEndpointSpec is the application error type of a refused
-// spec; its details are the []inference.Problem, every one of them.
-const ErrTypeInvalidEndpointSpec = "InvalidEndpointSpec"
 
 // invalidSpec turns a validation error into an application error whose
 // message lists every problem and whose details carry them, so a client
@@ -160,7 +40,7 @@ func invalidSpec(err error) error {
 		msgs[i] = p.Path + ": " + p.Message
 	}
 	return temporal.NewNonRetryableApplicationError("invalid endpoint spec: "+strings.Join(msgs, "; "),
-		ErrTypeInvalidEndpointSpec, nil, ve.Problems)
+		activities.ErrTypeInvalidEndpointSpec, nil, ve.Problems)
 }
 
 // errNoRollout answers a promote or abort when nothing rolls out.
@@ -168,8 +48,8 @@ var errNoRollout = errors.New("no rollout is in progress")
 
 // endpoint is the workflow's state and behaviour.
 type endpoint struct {
-	in    EndpointInput
-	st    *EndpointState
+	in    activities.EndpointInput
+	st    *activities.EndpointState
 	woken bool // an update changed something: decide now, not at the tick
 }
 
@@ -181,10 +61,10 @@ type endpoint struct {
 // revisions (inference.NextRevision) and start rollouts; the query serves
 // the state and its events. It continues as new before its history grows
 // large, carrying its state.
-func EndpointWorkflow(ctx workflow.Context, in EndpointInput) error {
+func Workflow(ctx workflow.Context, in activities.EndpointInput) error {
 	e := &endpoint{in: in, st: in.State}
 	if in.Tick <= 0 {
-		e.in.Tick = DefaultEndpointTick
+		e.in.Tick = DefaultTick
 	}
 	if e.st == nil {
 		st, err := firstState(workflow.Now(ctx), in.Spec)
@@ -198,10 +78,10 @@ func EndpointWorkflow(ctx workflow.Context, in EndpointInput) error {
 	if err := e.handlers(ctx); err != nil {
 		return err
 	}
-	traffic := workflow.GetSignalChannel(ctx, SignalEndpointTraffic)
+	traffic := workflow.GetSignalChannel(ctx, activities.SignalEndpointTraffic)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
-			var t EndpointTraffic
+			var t activities.EndpointTraffic
 			traffic.Receive(ctx, &t)
 			e.onTraffic(ctx, t)
 		}
@@ -221,25 +101,25 @@ func EndpointWorkflow(ctx workflow.Context, in EndpointInput) error {
 		if workflow.GetInfo(ctx).GetCurrentHistoryLength() > endpointHistoryLimit {
 			_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 			// Reports not yet received would be lost with this run.
-			for t := (EndpointTraffic{}); traffic.ReceiveAsync(&t); t = (EndpointTraffic{}) {
+			for t := (activities.EndpointTraffic{}); traffic.ReceiveAsync(&t); t = (activities.EndpointTraffic{}) {
 				e.onTraffic(ctx, t)
 			}
 			next := e.in
 			next.State = e.st
-			return workflow.NewContinueAsNewError(ctx, EndpointWorkflowName, next)
+			return workflow.NewContinueAsNewError(ctx, activities.EndpointWorkflowName, next)
 		}
 		e.woken = false
 		_, _ = workflow.AwaitWithTimeout(ctx, e.in.Tick, func() bool { return e.woken })
 	}
 }
 
-func firstState(now time.Time, spec inference.EndpointSpec) (*EndpointState, error) {
+func firstState(now time.Time, spec inference.EndpointSpec) (*activities.EndpointState, error) {
 	rev, _, err := inference.NextRevision(nil, spec, now)
 	if err != nil {
 		return nil, err
 	}
 	ro := inference.NewRollout(nil, rev)
-	return &EndpointState{
+	return &activities.EndpointState{
 		Revisions: []inference.Revision{rev}, Current: 1, Rollout: &ro,
 		Scaler: inference.Autoscaler{Config: inference.AutoscalerConfigFor(rev.Spec)},
 	}, nil
@@ -247,12 +127,12 @@ func firstState(now time.Time, spec inference.EndpointSpec) (*EndpointState, err
 
 // handlers registers the query and the updates.
 func (e *endpoint) handlers(ctx workflow.Context) error {
-	if err := workflow.SetQueryHandler(ctx, QueryEndpointStatus, func() (EndpointStatus, error) {
-		return EndpointStatus{Project: e.in.Project, Name: e.in.Name, EndpointState: *e.st}, nil
+	if err := workflow.SetQueryHandler(ctx, activities.QueryEndpointStatus, func() (activities.EndpointStatus, error) {
+		return activities.EndpointStatus{Project: e.in.Project, Name: e.in.Name, EndpointState: *e.st}, nil
 	}); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateEndpointSpec,
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, activities.UpdateEndpointSpec,
 		func(ctx workflow.Context, spec inference.EndpointSpec) (inference.Revision, error) {
 			rev, made, _ := inference.NextRevision(e.latest(), spec, workflow.Now(ctx))
 			if made {
@@ -272,7 +152,7 @@ func (e *endpoint) handlers(ctx workflow.Context) error {
 		}}); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateEndpointRollback,
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, activities.UpdateEndpointRollback,
 		func(ctx workflow.Context, to int) (inference.Revision, error) {
 			rev, made, _ := inference.Rollback(e.st.Revisions, to, workflow.Now(ctx))
 			if made {
@@ -292,14 +172,14 @@ func (e *endpoint) handlers(ctx workflow.Context) error {
 		}}); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateEndpointCommand,
-		func(ctx workflow.Context, c EndpointCommand) (EndpointStatus, error) {
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, activities.UpdateEndpointCommand,
+		func(ctx workflow.Context, c activities.EndpointCommand) (activities.EndpointStatus, error) {
 			e.st.Command = c.Command
 			e.event(ctx, "Command", e.st.Rollout.Candidate, string(c.Command)+" requested")
 			e.woken = true
-			return EndpointStatus{Project: e.in.Project, Name: e.in.Name, EndpointState: *e.st}, nil
+			return activities.EndpointStatus{Project: e.in.Project, Name: e.in.Name, EndpointState: *e.st}, nil
 		},
-		workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, c EndpointCommand) error {
+		workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, c activities.EndpointCommand) error {
 			if c.Command != inference.CommandPromote && c.Command != inference.CommandAbort {
 				return fmt.Errorf("unknown command %q: use %q or %q", c.Command, inference.CommandPromote, inference.CommandAbort)
 			}
@@ -310,7 +190,7 @@ func (e *endpoint) handlers(ctx workflow.Context) error {
 		}}); err != nil {
 		return err
 	}
-	return workflow.SetUpdateHandler(ctx, UpdateEndpointDelete, func(ctx workflow.Context) error {
+	return workflow.SetUpdateHandler(ctx, activities.UpdateEndpointDelete, func(ctx workflow.Context) error {
 		if !e.st.Deleting {
 			e.st.Deleting = true
 			e.event(ctx, "Deleting", 0, "deletion requested")
@@ -427,7 +307,7 @@ func (e *endpoint) tick(ctx, actx workflow.Context) error {
 	e.st.LastScale = &d
 	e.gauges(ctx, d.Desired, e.readyServing())
 
-	var step inference.Step
+	var step inference.RolloutStep
 	if ro := e.st.Rollout; ro != nil && ro.Candidate != e.st.QuotaChecked {
 		e.checkQuota(ctx, actx, ro, d.Desired)
 	}
@@ -447,7 +327,7 @@ func (e *endpoint) tick(ctx, actx workflow.Context) error {
 			e.event(ctx, "Rollout"+string(step.Action), ro.Candidate, fmt.Sprintf("%s: %s", step.Stage, step.Reason))
 		}
 	} else {
-		step = inference.Step{Action: inference.ActionProgress,
+		step = inference.RolloutStep{Action: inference.ActionProgress,
 			Replicas: []inference.RevisionReplicas{{Revision: e.st.Stable, Replicas: d.Desired}},
 			Traffic:  []inference.RevisionWeight{{Revision: e.st.Stable, Weight: 100}}}
 	}
@@ -467,7 +347,7 @@ const heldFresh = 3
 // onTraffic takes a gateway proxy's report: requests held while no replica
 // is ready wake the loop at once (the 0→1 path does not wait for a tick),
 // and the rollout candidate's requests add to the window its gates judge.
-func (e *endpoint) onTraffic(ctx workflow.Context, t EndpointTraffic) {
+func (e *endpoint) onTraffic(ctx workflow.Context, t activities.EndpointTraffic) {
 	e.st.Held, e.st.HeldAt = max(t.Held, 0), workflow.Now(ctx)
 	if t.Held > 0 && e.readyServing() == 0 {
 		e.woken = true
@@ -554,7 +434,7 @@ func (e *endpoint) serving() []int {
 }
 
 // apply writes the step's layout when it differs from the last applied.
-func (e *endpoint) apply(ctx, actx workflow.Context, step inference.Step) error {
+func (e *endpoint) apply(ctx, actx workflow.Context, step inference.RolloutStep) error {
 	if len(step.Replicas) == 0 || (slices.Equal(step.Replicas, e.st.Replicas) && slices.Equal(step.Traffic, e.st.Traffic)) {
 		return nil
 	}
@@ -585,7 +465,7 @@ func (e *endpoint) apply(ctx, actx workflow.Context, step inference.Step) error 
 
 // settle ends a finished rollout: the winner becomes the stable revision
 // and the loser's replicas are deleted.
-func (e *endpoint) settle(ctx, actx workflow.Context, step inference.Step) error {
+func (e *endpoint) settle(ctx, actx workflow.Context, step inference.RolloutStep) error {
 	ro := e.st.Rollout
 	if ro == nil || (step.Action != inference.ActionPromote && step.Action != inference.ActionRollBack && step.Action != inference.ActionDone) {
 		return nil
@@ -642,7 +522,7 @@ func (e *endpoint) replicasOf(rev int) int {
 }
 
 func (e *endpoint) event(ctx workflow.Context, kind string, rev int, msg string) {
-	e.st.Events = append(e.st.Events, EndpointEvent{At: workflow.Now(ctx), Kind: kind, Revision: rev, Message: msg})
+	e.st.Events = append(e.st.Events, activities.EndpointEvent{At: workflow.Now(ctx), Kind: kind, Revision: rev, Message: msg})
 	if n := len(e.st.Events); n > maxEndpointEvents {
 		e.st.Events = slices.Delete(e.st.Events, 0, n-maxEndpointEvents)
 	}

@@ -1,4 +1,4 @@
-package workflows_test
+package endpoint_test
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 	"github.com/atelier-ml/atelier/inference"
 	"github.com/atelier-ml/atelier/internal/telemetry"
 	"github.com/atelier-ml/atelier/internal/telemetry/telemetrytest"
-	"github.com/atelier-ml/atelier/workflows"
+	"github.com/atelier-ml/atelier/workflows/endpoint"
 )
 
 // fakeServing plays where an endpoint runs: replicas become ready at once
@@ -164,7 +164,7 @@ func newEndpointHarness(t *testing.T) *endpointHarness {
 	reg := prometheus.NewRegistry()
 	suite.SetMetricsHandler(telemetry.NewSDKHandler(reg, telemetry.Options{}))
 	env := suite.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(workflows.EndpointWorkflow, workflow.RegisterOptions{Name: workflows.EndpointWorkflowName})
+	env.RegisterWorkflowWithOptions(endpoint.Workflow, workflow.RegisterOptions{Name: activities.EndpointWorkflowName})
 	return &endpointHarness{t: t, env: env, rt: newFakeServing(env), reg: reg}
 }
 
@@ -176,17 +176,19 @@ func (h *endpointHarness) gauge(name string) float64 {
 	return v[telemetrytest.Series(name, "endpoint", "vision/chat")]
 }
 
-func (h *endpointHarness) status() workflows.EndpointStatus {
+func (h *endpointHarness) status() activities.EndpointStatus {
 	h.t.Helper()
-	v, err := h.env.QueryWorkflow(workflows.QueryEndpointStatus)
+	v, err := h.env.QueryWorkflow(activities.QueryEndpointStatus)
 	require.NoError(h.t, err)
-	var st workflows.EndpointStatus
+	var st activities.EndpointStatus
 	require.NoError(h.t, v.Get(&st))
 	return st
 }
 
 // at runs fn at workflow time d after the start.
-func (h *endpointHarness) at(d time.Duration, fn func()) { h.env.RegisterDelayedCallback(fn, d) }
+func (h *endpointHarness) at(d time.Duration, fn func()) {
+	h.env.RegisterDelayedCallback(fn, d)
+}
 
 // update sends an update and records its outcome.
 func (h *endpointHarness) update(name string, out *updateOutcome, args ...any) {
@@ -203,22 +205,24 @@ type updateOutcome struct {
 	result        any
 }
 
-func (h *endpointHarness) run(d time.Duration) { h.runSpec(d, endpointSpec("img:1")) }
+func (h *endpointHarness) run(d time.Duration) {
+	h.runSpec(d, endpointSpec("img:1"))
+}
 
 // runSpec runs the workflow from spec until it is deleted at d.
 func (h *endpointHarness) runSpec(d time.Duration, spec inference.EndpointSpec) {
 	h.at(d, func() {
 		var out updateOutcome
-		h.update(workflows.UpdateEndpointDelete, &out)
+		h.update(activities.UpdateEndpointDelete, &out)
 	})
-	h.env.ExecuteWorkflow(workflows.EndpointWorkflow, workflows.EndpointInput{
+	h.env.ExecuteWorkflow(endpoint.Workflow, activities.EndpointInput{
 		Project: "vision", Name: "chat", Spec: spec, TaskQueue: "q",
 	})
 	require.True(h.t, h.env.IsWorkflowCompleted())
 	require.NoError(h.t, h.env.GetWorkflowError())
 }
 
-func eventKinds(st workflows.EndpointStatus) string {
+func eventKinds(st activities.EndpointStatus) string {
 	var k []string
 	for _, e := range st.Events {
 		k = append(k, e.Kind)
@@ -230,7 +234,7 @@ func eventKinds(st workflows.EndpointStatus) string {
 // up (quickly) and down (after the delay), and deletion removes it.
 func TestEndpointRollsOutAndScales(t *testing.T) {
 	h := newEndpointHarness(t)
-	var mid, up, down workflows.EndpointStatus
+	var mid, up, down activities.EndpointStatus
 	var desiredUp, readyUp float64
 	h.at(30*time.Second, func() { mid = h.status() })
 	h.at(31*time.Second, func() { h.rt.set(func(f *fakeServing) { f.load = 45 }) })
@@ -263,24 +267,24 @@ func TestEndpointRollsOutAndScales(t *testing.T) {
 func TestEndpointUpdatesRollOut(t *testing.T) {
 	h := newEndpointHarness(t)
 	var bad, img, during, settings updateOutcome
-	var rolling, after workflows.EndpointStatus
+	var rolling, after activities.EndpointStatus
 	h.at(20*time.Second, func() {
 		s := endpointSpec("")
 		s.Replicas.Max = -1
-		h.update(workflows.UpdateEndpointSpec, &bad, s)
+		h.update(activities.UpdateEndpointSpec, &bad, s)
 	})
-	h.at(21*time.Second, func() { h.update(workflows.UpdateEndpointSpec, &img, endpointSpec("img:2")) })
+	h.at(21*time.Second, func() { h.update(activities.UpdateEndpointSpec, &img, endpointSpec("img:2")) })
 	h.at(22*time.Second, func() {
 		rolling = h.status()
-		h.update(workflows.UpdateEndpointSpec, &during, endpointSpec("img:3"))
+		h.update(activities.UpdateEndpointSpec, &during, endpointSpec("img:3"))
 	})
 	h.at(2*time.Minute, func() {
 		after = h.status()
 		s := endpointSpec("img:2")
 		s.Autoscaling.TargetQueuePerReplica = 5
-		h.update(workflows.UpdateEndpointSpec, &settings, s)
+		h.update(activities.UpdateEndpointSpec, &settings, s)
 	})
-	var final workflows.EndpointStatus
+	var final activities.EndpointStatus
 	h.at(150*time.Second, func() { final = h.status() })
 	h.run(3 * time.Minute)
 
@@ -307,14 +311,14 @@ func TestEndpointUpdatesRollOut(t *testing.T) {
 func TestEndpointCanaryRollsBackOnErrors(t *testing.T) {
 	h := newEndpointHarness(t)
 	var upd updateOutcome
-	var after workflows.EndpointStatus
+	var after activities.EndpointStatus
 	h.at(20*time.Second, func() {
 		h.rt.set(func(f *fakeServing) { f.errorRate[2] = 0.3 })
 		s := endpointSpec("img:broken")
 		s.Rollout.Strategy = inference.StrategyCanary
 		s.Rollout.Canary.Steps = []inference.CanaryStep{{Weight: 20, Pause: inference.Duration(30 * time.Second)}, {Weight: 60, Pause: inference.Duration(30 * time.Second)}}
 		s.Rollout.Gates.MaxErrorRate = 0.05
-		h.update(workflows.UpdateEndpointSpec, &upd, s)
+		h.update(activities.UpdateEndpointSpec, &upd, s)
 	})
 	h.at(2*time.Minute, func() { after = h.status() })
 	h.run(3 * time.Minute)
@@ -356,8 +360,8 @@ func TestEndpointCanaryJudgedOnProxyReports(t *testing.T) {
 			h := newEndpointHarness(t)
 			h.rt.set(func(f *fakeServing) { f.noMetrics = true })
 			var upd updateOutcome
-			var after workflows.EndpointStatus
-			h.at(20*time.Second, func() { h.update(workflows.UpdateEndpointSpec, &upd, canarySpec("img:2")) })
+			var after activities.EndpointStatus
+			h.at(20*time.Second, func() { h.update(activities.UpdateEndpointSpec, &upd, canarySpec("img:2")) })
 			// The proxy reports every few seconds: requests split 20/80
 			// (then 60/40) between the canary and revision 1.
 			for at := 21 * time.Second; at < 3*time.Minute; at += 3 * time.Second {
@@ -365,7 +369,7 @@ func TestEndpointCanaryJudgedOnProxyReports(t *testing.T) {
 					if tc.requests == 0 {
 						return
 					}
-					h.env.SignalWorkflow(workflows.SignalEndpointTraffic, workflows.EndpointTraffic{Revisions: []inference.RevisionTraffic{
+					h.env.SignalWorkflow(activities.SignalEndpointTraffic, activities.EndpointTraffic{Revisions: []inference.RevisionTraffic{
 						{Revision: 1, Requests: 3 * tc.requests},
 						{Revision: 2, Requests: tc.requests, Errors: int64(float64(tc.requests) * tc.errorRate)},
 					}})
@@ -399,18 +403,18 @@ func TestEndpointWakesFromZeroOnHeldRequests(t *testing.T) {
 	zero := 0
 	spec.Replicas.Min = &zero
 	spec.Autoscaling.IdleTimeout = inference.Duration(30 * time.Second)
-	var asleep, woken workflows.EndpointStatus
+	var asleep, woken activities.EndpointStatus
 	h.at(100*time.Second, func() { asleep = h.status() })
 	h.at(101*time.Second+300*time.Millisecond, func() {
-		h.env.SignalWorkflow(workflows.SignalEndpointTraffic, workflows.EndpointTraffic{Held: 25})
+		h.env.SignalWorkflow(activities.SignalEndpointTraffic, activities.EndpointTraffic{Held: 25})
 	})
 	h.at(101*time.Second+400*time.Millisecond, func() { woken = h.status() })
-	h.at(110*time.Second, func() { h.env.SignalWorkflow(workflows.SignalEndpointTraffic, workflows.EndpointTraffic{Held: 0}) })
+	h.at(110*time.Second, func() { h.env.SignalWorkflow(activities.SignalEndpointTraffic, activities.EndpointTraffic{Held: 0}) })
 	h.at(2*time.Minute, func() {
 		var out updateOutcome
-		h.update(workflows.UpdateEndpointDelete, &out)
+		h.update(activities.UpdateEndpointDelete, &out)
 	})
-	h.env.ExecuteWorkflow(workflows.EndpointWorkflow, workflows.EndpointInput{Project: "vision", Name: "chat", Spec: spec, TaskQueue: "q"})
+	h.env.ExecuteWorkflow(endpoint.Workflow, activities.EndpointInput{Project: "vision", Name: "chat", Spec: spec, TaskQueue: "q"})
 	require.True(t, h.env.IsWorkflowCompleted())
 	require.NoError(t, h.env.GetWorkflowError())
 
@@ -439,20 +443,20 @@ func TestEndpointRolloutChecksGPUQuota(t *testing.T) {
 		f.headroom = activities.EndpointHeadroom{Limited: true, Headroom: []inference.GPUAmount{{Type: "NVIDIA-L4", GPUs: 2}}}
 	})
 	var blue, rolling updateOutcome
-	var refused, after workflows.EndpointStatus
+	var refused, after activities.EndpointStatus
 	h.at(30*time.Second, func() {
 		// Revision 1 holds 2 L4s; the quota is 3: 1 left.
 		h.rt.set(func(f *fakeServing) { f.headroom.Headroom[0].GPUs = 1 })
 		s := gpuSpec("img:2")
 		s.Rollout.Strategy = inference.StrategyBlueGreen
-		h.update(workflows.UpdateEndpointSpec, &blue, s)
+		h.update(activities.UpdateEndpointSpec, &blue, s)
 	})
 	h.at(40*time.Second, func() {
 		refused = h.status()
 		s := gpuSpec("img:3")
 		one := 1
 		s.Rollout.MaxSurge = &one
-		h.update(workflows.UpdateEndpointSpec, &rolling, s)
+		h.update(activities.UpdateEndpointSpec, &rolling, s)
 	})
 	h.at(170*time.Second, func() { after = h.status() })
 	h.runSpec(3*time.Minute, gpuSpec("img:1"))
@@ -482,11 +486,11 @@ func TestEndpointCanaryJudgedOnSyntheticProbes(t *testing.T) {
 			h := newEndpointHarness(t)
 			h.rt.set(func(f *fakeServing) { f.noMetrics, f.errorRate[2] = true, tc.errorRate })
 			var upd updateOutcome
-			var after workflows.EndpointStatus
+			var after activities.EndpointStatus
 			h.at(20*time.Second, func() {
 				s := canarySpec("img:2")
 				s.Rollout.Gates.SyntheticProbes = true
-				h.update(workflows.UpdateEndpointSpec, &upd, s)
+				h.update(activities.UpdateEndpointSpec, &upd, s)
 			})
 			h.at(170*time.Second, func() { after = h.status() })
 			h.run(3 * time.Minute)
