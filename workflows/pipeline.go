@@ -276,7 +276,7 @@ func (d *dag) start(i int, deps []int) {
 			return
 		}
 		if kindOf(*s) == pipeline.KindApproval {
-			a, err := renderApproval(s.Approval, env)
+			a, err := pipeline.RenderApproval(s.Approval, env)
 			if err != nil {
 				d.fail(i, fmt.Sprintf("rendering templates: %v", err))
 				return
@@ -537,49 +537,11 @@ func (d *dag) env() pipeline.Env {
 	return pipeline.Env{Params: d.in.Params, Steps: steps, Run: run}
 }
 
-// renderApproval renders an approval step's message (nil: the defaults).
-func renderApproval(a *pipeline.ApprovalStep, env pipeline.Env) (*pipeline.ApprovalStep, error) {
-	if a == nil {
-		return nil, nil
-	}
-	r := *a
-	var err error
-	r.Message, err = pipeline.RenderString(a.Message, env)
-	return &r, err
-}
-
 // renderWork evaluates a step's templates for one execution (or item).
 func renderWork(s *pipeline.Step, env pipeline.Env) (stepWork, error) {
-	w := stepWork{kind: kindOf(*s)}
+	r, err := pipeline.RenderStep(s, env)
+	w := stepWork{kind: kindOf(*s), container: r.Container, ray: r.Ray, spark: r.Spark, inference: r.Inference, pipeline: r.Pipeline}
 	w.gpus, w.gpuType = s.GPURequest()
-	var err error
-	switch w.kind {
-	case pipeline.KindRay:
-		w.ray, err = pipeline.RenderRay(s.Ray, env)
-	case pipeline.KindSpark:
-		w.spark, err = pipeline.RenderSpark(s.Spark, env)
-	case pipeline.KindInference:
-		w.inference, err = pipeline.RenderInference(s.Inference, env)
-	case pipeline.KindPipeline:
-		w.pipeline, err = pipeline.RenderChildStep(s.Pipeline, env)
-	default:
-		w.container, err = pipeline.RenderContainer(s.Container, env)
-	}
-	if err != nil {
-		return w, err
-	}
-	switch {
-	case w.ray != nil:
-		err = pipeline.CheckRenderedSize(w.ray)
-	case w.spark != nil:
-		err = pipeline.CheckRenderedSize(w.spark)
-	case w.inference != nil:
-		err = pipeline.CheckRenderedSize(w.inference)
-	case w.pipeline != nil:
-		err = pipeline.CheckRenderedSize(w.pipeline)
-	case w.container != nil:
-		err = pipeline.CheckRenderedSize(w.container)
-	}
 	return w, err
 }
 

@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -505,85 +504,6 @@ func (d *dag) renderRemote(ctx workflow.Context, i int, env pipeline.Env, mode r
 	var res activities.RenderResult
 	err := workflow.ExecuteActivity(actx, activities.RenderStepName, req).Get(actx, &res)
 	return res, err
-}
-
-// Render answers a RenderRequest (activities.RenderStepName), with env holding the
-// wide steps' outputs. Exported for activities/foreach.
-func Render(req *activities.RenderRequest, env pipeline.Env) (activities.RenderResult, error) {
-	if req.PipelineOutputs != nil {
-		// The workflow says what failed (the pipeline's outputs).
-		out, err := pipeline.EvalOutputs(&pipeline.Spec{Outputs: req.PipelineOutputs}, env)
-		return activities.RenderResult{PipelineOutputs: out}, err
-	}
-	if req.WhenOnly {
-		if req.Step.When == "" {
-			return activities.RenderResult{}, nil
-		}
-		ok, err := pipeline.EvalWhen(req.Step.When, env)
-		if err != nil {
-			return activities.RenderResult{}, fmt.Errorf("evaluating when %q: %w", req.Step.When, err)
-		}
-		return activities.RenderResult{Skip: !ok}, nil
-	}
-	res, err := RenderStep(&req.Step, env, req.Items)
-	if err != nil && req.ItemsByRef {
-		var big *listTooLarge
-		if errors.As(err, &big) && big.n > pipeline.WideThreshold {
-			return activities.RenderResult{Count: big.n}, nil
-		}
-	}
-	return res, err
-}
-
-// listTooLarge is the error of a forEach list computed from wide outputs
-// that is over MaxRenderedItems of JSON.
-type listTooLarge struct{ n, bytes int }
-
-func (e *listTooLarge) Error() string {
-	return fmt.Sprintf("forEach items computed from a wide step's outputs are %d KiB; the limit is %d KiB", e.bytes>>10, activities.MaxRenderedItems>>10)
-}
-
-// RenderStep renders what an activity was asked to (activities.RenderStepName), with
-// env holding the wide steps' outputs.
-func RenderStep(s *pipeline.Step, env pipeline.Env, items bool) (activities.RenderResult, error) {
-	if s.When != "" {
-		ok, err := pipeline.EvalWhen(s.When, env)
-		if err != nil {
-			return activities.RenderResult{}, fmt.Errorf("evaluating when %q: %w", s.When, err)
-		}
-		if !ok {
-			return activities.RenderResult{Skip: true}, nil
-		}
-	}
-	if items {
-		list, err := pipeline.EvalItems(s.ForEach, env)
-		if err != nil {
-			return activities.RenderResult{}, fmt.Errorf("evaluating forEach items: %w", err)
-		}
-		b, err := json.Marshal(list)
-		if err != nil {
-			return activities.RenderResult{}, fmt.Errorf("forEach items are not JSON: %w", err)
-		}
-		if len(b) > activities.MaxRenderedItems {
-			return activities.RenderResult{}, &listTooLarge{n: len(list), bytes: len(b)}
-		}
-		return activities.RenderResult{Items: b}, nil
-	}
-	if kindOf(*s) == pipeline.KindApproval {
-		a, err := renderApproval(s.Approval, env)
-		if err == nil && a != nil {
-			err = pipeline.CheckRenderedSize(a)
-		}
-		if err != nil {
-			return activities.RenderResult{}, fmt.Errorf("rendering templates: %w", err)
-		}
-		return activities.RenderResult{Approval: a}, nil
-	}
-	w, err := renderWork(s, env)
-	if err != nil {
-		return activities.RenderResult{}, fmt.Errorf("rendering templates: %w", err)
-	}
-	return activities.RenderResult{Container: w.container, Ray: w.ray, Spark: w.spark, Inference: w.inference, Pipeline: w.pipeline}, nil
 }
 
 // startRemote runs step i whose templates read wide outputs: render in an

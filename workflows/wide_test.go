@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/activities/foreach"
 	"github.com/atelier-ml/atelier/pipeline"
 	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows"
@@ -66,7 +67,7 @@ func (s *itemStore) render(_ context.Context, req activities.RenderRequest) (act
 		env.Steps[name] = pipeline.StepEnv{Outputs: out}
 	}
 	s.loadWide(env.Steps, req.Wide)
-	return workflows.Render(&req, env)
+	return foreach.Render(&req, env)
 }
 
 // renderItems is activities.RenderItemsName over the stored outputs.
@@ -79,7 +80,7 @@ func (s *itemStore) renderItems(_ context.Context, req activities.RenderItemsReq
 	s.mu.Lock()
 	s.itemRenders = append(s.itemRenders, req.Step.Name)
 	s.mu.Unlock()
-	return workflows.RenderItems(&req, env, nil)
+	return foreach.RenderItems(&req, env, nil)
 }
 
 func (s *itemStore) loadWide(steps map[string]pipeline.StepEnv, refs map[string]runstate.WideRef) {

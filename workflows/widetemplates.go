@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -28,11 +27,6 @@ import (
 // The workflow records only the rendered chunk, which its item activities
 // would carry anyway, so a batch of 1,000 items pays one or a few more
 // activities and its history stays inside its continue-as-new budget.
-
-// renderItemsBytes bounds the rendered work one activities.RenderItemsName call
-// returns (plus one item, at most spec.MaxRenderedStep): far under
-// Temporal's 2 MB payload limit.
-const renderItemsBytes = 512 << 10
 
 // wideTemplates reports whether this run renders what runs from before
 // versionWideTemplates refused. Call it only where such a refusal was.
@@ -235,74 +229,6 @@ func renderActivityOptions(queue string) workflow.ActivityOptions {
 			NonRetryableErrorTypes: []string{activities.ErrTypeRender},
 		},
 	}
-}
-
-// RenderItems answers a RenderItemsRequest (activities.RenderItemsName) with env
-// holding params, outputs and the wide steps' outputs (the item aside).
-// It renders from req.From on and returns at req.End, once about
-// renderItemsBytes are rendered, or when stop says so, with at least one
-// item. An item whose templates fail carries the error; an error is
-// returned only when the list itself cannot be had. Exported for
-// activities/foreach.
-func RenderItems(req *activities.RenderItemsRequest, env pipeline.Env, stop func() bool) (activities.RenderItemsResult, error) {
-	if req.From < 0 || req.From >= req.End || req.End > req.Total {
-		return activities.RenderItemsResult{}, fmt.Errorf("items %d–%d of %d: not a range of the list", req.From, req.End-1, req.Total)
-	}
-	var items []any
-	if req.Step.ForEach == nil {
-		if len(req.Items) != req.End-req.From {
-			return activities.RenderItemsResult{}, fmt.Errorf("items %d–%d: got %d items", req.From, req.End-1, len(req.Items))
-		}
-		items = req.Items
-	} else {
-		all, err := pipeline.EvalItems(req.Step.ForEach, env)
-		if err != nil {
-			return activities.RenderItemsResult{}, fmt.Errorf("evaluating forEach items: %w", err)
-		}
-		if len(all) != req.Total {
-			return activities.RenderItemsResult{}, fmt.Errorf("evaluated %d forEach items, the workflow %d", len(all), req.Total)
-		}
-		items = all[req.From:req.End]
-	}
-	var res activities.RenderItemsResult
-	size := 0
-	if req.ValuesOnly {
-		for k, item := range items {
-			b, err := json.Marshal(item)
-			if err != nil {
-				return activities.RenderItemsResult{}, fmt.Errorf("item %d is not JSON: %w", req.From+k, err)
-			}
-			if k > 0 && (size+len(b) > renderItemsBytes || (stop != nil && stop())) {
-				break
-			}
-			size += len(b)
-			res.Values = append(res.Values, item)
-		}
-		return res, nil
-	}
-	for k, item := range items {
-		if k > 0 && stop != nil && stop() {
-			break
-		}
-		ienv := env
-		ienv.Item, ienv.HasItem = item, true
-		var it activities.RenderedItem
-		if w, err := renderWork(&req.Step, ienv); err != nil {
-			it.Error = err.Error()
-		} else {
-			it = activities.RenderedItem{Container: w.container, Ray: w.ray, Spark: w.spark, Inference: w.inference, Pipeline: w.pipeline}
-		}
-		b, err := json.Marshal(it)
-		if err != nil {
-			it = activities.RenderedItem{Error: fmt.Sprintf("the rendered item is not JSON: %v", err)}
-		}
-		if k > 0 && size+len(b) > renderItemsBytes {
-			break
-		}
-		size += len(b)
-		res.Items = append(res.Items, it)
-	}
-	return res, nil
 }
 
 // itemWork is the item's stepWork for step s, or its template error.

@@ -15,7 +15,6 @@ import (
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/pipeline"
 	"github.com/atelier-ml/atelier/runstate"
-	"github.com/atelier-ml/atelier/workflows"
 )
 
 // MaxOutputsBytes bounds the JSON of the outputs one render loads per
@@ -81,7 +80,7 @@ func (a *Activities) RenderStep(ctx context.Context, req activities.RenderReques
 	if err := a.loadWide(ctx, env.Steps, req.Wide); err != nil {
 		return activities.RenderResult{}, err
 	}
-	res, err := workflows.Render(&req, env)
+	res, err := Render(&req, env)
 	if err != nil {
 		return activities.RenderResult{}, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrTypeRender, nil)
 	}
@@ -90,7 +89,7 @@ func (a *Activities) RenderStep(ctx context.Context, req activities.RenderReques
 
 // RenderItems renders a chunk of a forEach's items over the outputs of
 // the wide steps their templates read (workflows.RenderItems), stopping
-// after workflows.RenderItemsTime so that a slow chunk still ends well
+// after activities.RenderItemsTime so that a slow chunk still ends well
 // within the activity's timeout.
 func (a *Activities) RenderItems(ctx context.Context, req activities.RenderItemsRequest) (activities.RenderItemsResult, error) {
 	env := pipeline.Env{Params: req.Params, Run: req.Run, Steps: map[string]pipeline.StepEnv{}, Limits: pipeline.ActivityLimits}
@@ -101,7 +100,7 @@ func (a *Activities) RenderItems(ctx context.Context, req activities.RenderItems
 		return activities.RenderItemsResult{}, err
 	}
 	until := time.Now().Add(activities.RenderItemsTime)
-	res, err := workflows.RenderItems(&req, env, func() bool { return ctx.Err() != nil || time.Now().After(until) })
+	res, err := RenderItems(&req, env, func() bool { return ctx.Err() != nil || time.Now().After(until) })
 	if err != nil {
 		return activities.RenderItemsResult{}, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrTypeRender, nil)
 	}
