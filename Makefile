@@ -28,11 +28,11 @@ dev: ## run Atelier locally: Temporal dev server + UI, Postgres, gateway, worker
 # progress. Run before `go test` because go test buffers each package's
 # output: the same build inside a test binary would look like a hang.
 ensure-temporal: ## build (once) / locate the pinned temporal CLI
-	@$(GO) run ./internal/devstack/cmd/ensure-temporal >/dev/null
+	@$(GO) run ./internal/stack/devstack/cmd/ensure-temporal >/dev/null
 
 # Builds the pinned Kubernetes control plane on first use (kube-apiserver,
 # controller-manager, scheduler, etcd, kwok, KubeRay operator: ~15-20 min on
-# 2 cores from empty caches) for the Kubernetes tests (internal/kubetest), for
+# 2 cores from empty caches) for the Kubernetes tests (internal/stack/kubetest), for
 # the same reason.
 ensure-kube: ## build (once) / locate the Kubernetes control plane for the tests
 	@tools/kube/build.sh >/dev/null
@@ -40,7 +40,7 @@ ensure-kube: ## build (once) / locate the Kubernetes control plane for the tests
 # Builds the pinned helm (devstack.HelmVersion) on first use for the chart
 # test (deploy/helm), for the same reason; helm is not in go.mod.
 ensure-helm: ## build (once) / locate the pinned helm for the chart test
-	@$(GO) run ./internal/devstack/cmd/ensure-helm >/dev/null
+	@$(GO) run ./internal/stack/devstack/cmd/ensure-helm >/dev/null
 
 # Installs Debian's chromium on first use for the web UI's browser test
 # (integration/webui_test.go), when it is missing and we may (root with

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/atelier-ml/atelier/api/gen"
+	"github.com/atelier-ml/atelier/client/runclient"
 	"github.com/atelier-ml/atelier/runstate"
-	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
 // decideTimeout bounds the wait for the run's workflow to take a decision:

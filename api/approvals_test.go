@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/atelier-ml/atelier/client/runclient"
 	"github.com/atelier-ml/atelier/runstate"
-	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
 // The gateway passes the token's identity and role to the workflow and

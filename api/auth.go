@@ -12,7 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/internal/tokens"
+	"github.com/atelier-ml/atelier/internal/platform/tokens"
 )
 
 // TokenLookup resolves a bearer secret. The store returns ErrNotFound for

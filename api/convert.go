@@ -11,10 +11,10 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/atelier-ml/atelier/api/gen"
+	"github.com/atelier-ml/atelier/client/runclient"
 	"github.com/atelier-ml/atelier/gpu"
 	"github.com/atelier-ml/atelier/inference"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
 // This file is the one place where internal types (catalogue rows,

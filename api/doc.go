@@ -11,7 +11,7 @@
 // REST types in one place, convert.go.
 //
 // The package depends on two consumer-side interfaces, Catalog (implemented
-// by the Postgres store) and Engine (implemented by workflows/runclient), so its
+// by the Postgres store) and Engine (implemented by client/runclient), so its
 // tests run against in-memory fakes.
 //
 // The step kinds a pipeline version may use are not configured: they follow

@@ -11,13 +11,13 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/api/gen"
+	"github.com/atelier-ml/atelier/client/endpointclient"
 	"github.com/atelier-ml/atelier/inference"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/workflows/endpointclient"
 )
 
 // Endpoints is the Temporal side of inference endpoints (implemented by
-// workflows/endpointclient). Errors: endpointclient.ErrNotFound,
+// client/endpointclient). Errors: endpointclient.ErrNotFound,
 // ErrExists and *endpointclient.RejectedError.
 type Endpoints interface {
 	Create(ctx context.Context, project, name, workflowQueue, activityQueue string, spec inference.EndpointSpec) error

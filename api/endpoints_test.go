@@ -11,8 +11,8 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/api/gen"
+	"github.com/atelier-ml/atelier/client/endpointclient"
 	"github.com/atelier-ml/atelier/inference"
-	"github.com/atelier-ml/atelier/workflows/endpointclient"
 )
 
 // fakeEndpoints keeps endpoints in memory with the workflow's revision

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/client/runclient"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/runstate"
-	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
 // fakeCatalog is an in-memory Catalog with the store's documented

@@ -8,9 +8,9 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
+	"github.com/atelier-ml/atelier/client/runclient"
 	"github.com/atelier-ml/atelier/gpu"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
 // Fixtures of internal types with every field set (fullX) or as empty as

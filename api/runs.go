@@ -16,11 +16,11 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/api/gen"
+	"github.com/atelier-ml/atelier/client/runclient"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/pipeline"
 	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows"
-	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
 // RunStore is the Postgres index of runs.
@@ -39,7 +39,7 @@ type RunStore interface {
 	DeleteRun(ctx context.Context, id string) error
 }
 
-// Engine runs workflows; workflows/runclient implements it over Temporal.
+// Engine runs workflows; client/runclient implements it over Temporal.
 type Engine interface {
 	// StartRun must succeed without effect when the run was already started.
 	StartRun(ctx context.Context, r runclient.StartRequest) error

@@ -11,10 +11,10 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/atelier-ml/atelier/api/gen"
-	"github.com/atelier-ml/atelier/workflows/runclient"
+	"github.com/atelier-ml/atelier/client/runclient"
 )
 
-// Schedules are Temporal Schedules of pipeline runs; workflows/runclient
+// Schedules are Temporal Schedules of pipeline runs; client/runclient
 // implements it. Errors: runclient.ErrScheduleNotFound, ErrScheduleExists,
 // *runclient.InvalidScheduleError.
 type Schedules interface {

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/atelier-ml/atelier/api/gen"
+	"github.com/atelier-ml/atelier/client/runclient"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/runstate"
-	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
 // fakeSchedules keeps the schedules created, described as runclient

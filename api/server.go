@@ -134,7 +134,7 @@ func WithTaskQueue(q string) Option { return func(s *server) { s.taskQueue = q }
 func WithStreamLimit(n int) Option { return func(s *server) { s.streamLimit = n } }
 
 // Converger records the final state of a run whose workflow ended outside
-// Atelier (internal/reconcile implements it).
+// Atelier (internal/services/reconcile implements it).
 type Converger interface {
 	Converge(ctx context.Context, run catalog.Run) (runstate.Status, bool, error)
 }

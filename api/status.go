@@ -9,9 +9,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/atelier-ml/atelier/client/runclient"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/runstate"
-	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
 // liveStatus prefers the workflow's own answer while the run is open (the

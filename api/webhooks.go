@@ -12,7 +12,7 @@ import (
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/internal/webhooks"
+	"github.com/atelier-ml/atelier/internal/services/webhooks"
 )
 
 // Webhooks is the catalogue of webhooks and their delivery logs (the

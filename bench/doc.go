@@ -88,7 +88,7 @@
 //     created through REST first: the gateway authenticates, reads the
 //     pipeline version, inserts the PENDING run row, then starts the
 //     workflow.
-//   - baseline: workflows/runclient.StartRun (the gateway's own start code,
+//   - baseline: client/runclient.StartRun (the gateway's own start code,
 //     a thin wrapper over client.ExecuteWorkflow) of
 //     workflows.PipelineWorkflowName with the PipelineInput the gateway
 //     would build, on the same task queue, unique IDs, and so the same
@@ -128,7 +128,7 @@
 //
 // # kubecp: the Kubernetes control plane of the tests
 //
-// internal/kubetest's StartControlPlane (kube-apiserver, etcd,
+// internal/stack/kubetest's StartControlPlane (kube-apiserver, etcd,
 // kube-controller-manager, kube-scheduler, kwok, the KubeRay operator) on
 // this machine, no Temporal or Postgres: the time to come up (the first
 // start, then -starts more: median and min–max, split into API server,
@@ -231,7 +231,7 @@
 // worker of the benchmark's own whose atelier.container.run activity does
 // nothing (no process: the figures are the orchestration's, not fork/exec)
 // and whose control worker runs the mirror and the wide forEach activities
-// against the benchmark's Postgres, as internal/app does. Both modes run
+// against the benchmark's Postgres, as internal/process/app does. Both modes run
 // on that worker, with the same worker options.
 //
 //   - subject: workflows.PipelineWorkflow with one forEach step over

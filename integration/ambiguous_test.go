@@ -18,8 +18,8 @@ import (
 
 	"github.com/atelier-ml/atelier/api"
 	"github.com/atelier-ml/atelier/api/gen"
-	"github.com/atelier-ml/atelier/internal/temporaltest"
-	"github.com/atelier-ml/atelier/workflows/runclient"
+	"github.com/atelier-ml/atelier/client/runclient"
+	"github.com/atelier-ml/atelier/internal/stack/temporaltest"
 )
 
 // Seen by a user: an ambiguous start error (an RPC timeout after Temporal

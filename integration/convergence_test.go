@@ -13,11 +13,11 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/atelier-ml/atelier/api/gen"
+	"github.com/atelier-ml/atelier/client/runclient"
 	"github.com/atelier-ml/atelier/examples/gopipeline"
-	"github.com/atelier-ml/atelier/internal/devstack"
-	"github.com/atelier-ml/atelier/internal/reconcile"
+	"github.com/atelier-ml/atelier/internal/services/reconcile"
+	"github.com/atelier-ml/atelier/internal/stack/devstack"
 	"github.com/atelier-ml/atelier/runstate"
-	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
 // listState is the state the run list (Postgres, not the workflow query)

@@ -22,15 +22,15 @@ import (
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/examples/gopipeline"
-	"github.com/atelier-ml/atelier/internal/app"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/internal/config"
-	"github.com/atelier-ml/atelier/internal/kubetest"
+	"github.com/atelier-ml/atelier/internal/platform/telemetry"
+	"github.com/atelier-ml/atelier/internal/platform/tokens"
+	"github.com/atelier-ml/atelier/internal/process/app"
+	"github.com/atelier-ml/atelier/internal/process/config"
+	"github.com/atelier-ml/atelier/internal/stack/kubetest"
+	"github.com/atelier-ml/atelier/internal/stack/temporaltest"
 	"github.com/atelier-ml/atelier/internal/store"
 	"github.com/atelier-ml/atelier/internal/store/storetest"
-	"github.com/atelier-ml/atelier/internal/telemetry"
-	"github.com/atelier-ml/atelier/internal/temporaltest"
-	"github.com/atelier-ml/atelier/internal/tokens"
 	"github.com/atelier-ml/atelier/wire"
 )
 

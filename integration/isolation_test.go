@@ -13,7 +13,7 @@ import (
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/internal/tokens"
+	"github.com/atelier-ml/atelier/internal/platform/tokens"
 )
 
 // asProject returns a view of the stack acting for another project, with

@@ -32,8 +32,8 @@ import (
 	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
 
 	"github.com/atelier-ml/atelier/api/gen"
-	"github.com/atelier-ml/atelier/internal/kubetest"
-	"github.com/atelier-ml/atelier/internal/telemetry"
+	"github.com/atelier-ml/atelier/internal/platform/telemetry"
+	"github.com/atelier-ml/atelier/internal/stack/kubetest"
 	"github.com/atelier-ml/atelier/wire"
 	"github.com/atelier-ml/atelier/workflows"
 )

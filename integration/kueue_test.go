@@ -16,7 +16,7 @@ import (
 
 	"github.com/atelier-ml/atelier/activities/kube/framework"
 	"github.com/atelier-ml/atelier/api/gen"
-	"github.com/atelier-ml/atelier/internal/kubetest"
+	"github.com/atelier-ml/atelier/internal/stack/kubetest"
 )
 
 // A cluster whose worker submits to Kueue (--kueue-queue): with GPU
@@ -24,7 +24,7 @@ import (
 // created suspended in the LocalQueue, the step shows Kueue's reason while
 // Kueue keeps it waiting, and once Kueue resumes the Job the real Job
 // controller, scheduler and kwok run it to success. Kueue's controller is
-// played by the test (see internal/kubetest's doc).
+// played by the test (see internal/stack/kubetest's doc).
 func TestKueueAdmitsInsteadOfAtelier(t *testing.T) {
 	e := newKubeEnv(t, func(string) kubetest.Exit {
 		return kubetest.Exit{After: time.Second, Message: `{"ok": 1}`}

@@ -18,8 +18,8 @@ import (
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/internal/telemetry"
-	"github.com/atelier-ml/atelier/internal/telemetry/telemetrytest"
+	"github.com/atelier-ml/atelier/internal/platform/telemetry"
+	"github.com/atelier-ml/atelier/internal/platform/telemetry/telemetrytest"
 	"github.com/atelier-ml/atelier/runstate"
 )
 

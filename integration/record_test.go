@@ -21,7 +21,7 @@ import (
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/examples/gopipeline"
-	"github.com/atelier-ml/atelier/internal/kubetest"
+	"github.com/atelier-ml/atelier/internal/stack/kubetest"
 )
 
 // TestRecordHistories refreshes the workflow histories that

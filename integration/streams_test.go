@@ -15,7 +15,7 @@ import (
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/internal/tokens"
+	"github.com/atelier-ml/atelier/internal/platform/tokens"
 )
 
 // openEvents opens run id's event stream with the token secret through

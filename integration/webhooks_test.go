@@ -15,8 +15,8 @@ import (
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/internal/tokens"
-	"github.com/atelier-ml/atelier/internal/webhooks"
+	"github.com/atelier-ml/atelier/internal/platform/tokens"
+	"github.com/atelier-ml/atelier/internal/services/webhooks"
 )
 
 // receiver is a webhook endpoint that answers 500 to the first delivery

@@ -276,7 +276,7 @@ type ApprovalStep struct {
 var Roles = []string{"viewer", "editor", "admin"}
 
 // RoleRank orders roles (viewer 1, editor 2, admin 3); 0 for an unknown
-// role. Token checks (internal/tokens) and approval rules share it.
+// role. Token checks (internal/platform/tokens) and approval rules share it.
 func RoleRank(role string) int {
 	for i, r := range Roles {
 		if r == role {

@@ -7,7 +7,7 @@
 # minutes on 2 cores, ~1.5 GB of database, dropped at the end).
 #
 # Not run here: the raw Temporal round trip on the tuned dev server,
-#   go test -run '^$' -bench ActivityRoundTrip ./internal/temporaltest
+#   go test -run '^$' -bench ActivityRoundTrip ./internal/stack/temporaltest
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for prog in bench/*/main.go; do

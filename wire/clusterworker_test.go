@@ -13,12 +13,12 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/placement"
-	"github.com/atelier-ml/atelier/internal/config"
-	"github.com/atelier-ml/atelier/internal/kubetest"
+	"github.com/atelier-ml/atelier/internal/platform/telemetry"
+	"github.com/atelier-ml/atelier/internal/process/config"
+	"github.com/atelier-ml/atelier/internal/stack/kubetest"
+	"github.com/atelier-ml/atelier/internal/stack/temporaltest"
 	"github.com/atelier-ml/atelier/internal/store"
 	"github.com/atelier-ml/atelier/internal/store/storetest"
-	"github.com/atelier-ml/atelier/internal/telemetry"
-	"github.com/atelier-ml/atelier/internal/temporaltest"
 )
 
 func TestMain(m *testing.M) { kubetest.Main(m) }

@@ -12,11 +12,11 @@ import (
 	"github.com/atelier-ml/atelier/activities/mirror"
 	"github.com/atelier-ml/atelier/activities/pipelines"
 	"github.com/atelier-ml/atelier/api"
-	"github.com/atelier-ml/atelier/internal/app"
-	"github.com/atelier-ml/atelier/internal/config"
+	"github.com/atelier-ml/atelier/client/runclient"
+	"github.com/atelier-ml/atelier/internal/platform/telemetry"
+	"github.com/atelier-ml/atelier/internal/process/app"
+	"github.com/atelier-ml/atelier/internal/process/config"
 	"github.com/atelier-ml/atelier/internal/store"
-	"github.com/atelier-ml/atelier/internal/telemetry"
-	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
 var common = wire.NewSet(app.NewLogger, provideStore, app.NewTemporalClient)

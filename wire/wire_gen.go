@@ -11,9 +11,9 @@ import (
 	"github.com/atelier-ml/atelier/activities/foreach"
 	"github.com/atelier-ml/atelier/activities/mirror"
 	"github.com/atelier-ml/atelier/activities/pipelines"
-	"github.com/atelier-ml/atelier/internal/app"
-	"github.com/atelier-ml/atelier/internal/config"
-	"github.com/atelier-ml/atelier/internal/telemetry"
+	"github.com/atelier-ml/atelier/internal/process/app"
+	"github.com/atelier-ml/atelier/internal/process/config"
+	"github.com/atelier-ml/atelier/internal/platform/telemetry"
 	"github.com/google/wire"
 )
 

@@ -51,7 +51,7 @@
 // steps have ended, whatever the outcome, in a context of their own with
 // their own timeout; the run's state stays the steps' outcome. A step
 // failure and an approval request are mirrored to Postgres when they
-// happen, for webhooks (internal/webhooks).
+// happen, for webhooks (internal/services/webhooks).
 
 // Steps with caching (cache.go; WithCache in Go, cache in a spec) are
 // keyed on their rendered work and looked up in the project's step cache

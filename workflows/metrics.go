@@ -6,11 +6,11 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/atelier-ml/atelier/internal/telemetry"
+	"github.com/atelier-ml/atelier/internal/platform/telemetry"
 	"github.com/atelier-ml/atelier/runstate"
 )
 
-// Run and step metrics (families in internal/telemetry). They go through
+// Run and step metrics (families in internal/platform/telemetry). They go through
 // workflow.GetMetricsHandler, which emits nothing while the workflow
 // replays, so each is counted once per event however often the history is
 // replayed; they add no command, so histories replay unchanged. The

@@ -12,8 +12,8 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/atelier-ml/atelier/activities"
-	"github.com/atelier-ml/atelier/internal/telemetry"
-	"github.com/atelier-ml/atelier/internal/telemetry/telemetrytest"
+	"github.com/atelier-ml/atelier/internal/platform/telemetry"
+	"github.com/atelier-ml/atelier/internal/platform/telemetry/telemetrytest"
 	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows"
 )

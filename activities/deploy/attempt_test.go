@@ -12,8 +12,8 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/client/endpointclient"
 	"github.com/atelier-ml/atelier/inference"
-	"github.com/atelier-ml/atelier/workflows/endpointclient"
 )
 
 // scripted is an Endpoints whose Status answers come from a script (the

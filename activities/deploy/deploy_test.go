@@ -19,11 +19,11 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/deploy"
+	"github.com/atelier-ml/atelier/client/endpointclient"
 	"github.com/atelier-ml/atelier/inference"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/internal/temporaltest"
+	"github.com/atelier-ml/atelier/internal/stack/temporaltest"
 	"github.com/atelier-ml/atelier/workflows"
-	"github.com/atelier-ml/atelier/workflows/endpointclient"
 )
 
 func TestMain(m *testing.M) { temporaltest.Main(m) }

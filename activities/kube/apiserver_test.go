@@ -31,7 +31,7 @@ import (
 )
 
 // These tests run the activities against a real kube-apiserver with the
-// KubeRay and spark-operator CRDs (internal/kubetest). No operator runs:
+// KubeRay and spark-operator CRDs (internal/stack/kubetest). No operator runs:
 // each test plays the operator, writing .status through the status
 // subresource and creating the pods an operator would, and plays the
 // garbage collector where objects are deleted.

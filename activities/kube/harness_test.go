@@ -28,7 +28,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/atelier-ml/atelier/activities"
-	"github.com/atelier-ml/atelier/internal/kubetest"
+	"github.com/atelier-ml/atelier/internal/stack/kubetest"
 )
 
 func TestMain(m *testing.M) { kubetest.Main(m) }

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/atelier-ml/atelier/internal/fsperm"
+	"github.com/atelier-ml/atelier/internal/platform/fsperm"
 )
 
 // DefaultStepUID is the uid (and gid) steps run as when the worker runs as

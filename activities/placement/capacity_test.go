@@ -15,7 +15,7 @@ import (
 
 	"github.com/atelier-ml/atelier/gpu"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/internal/kubetest"
+	"github.com/atelier-ml/atelier/internal/stack/kubetest"
 )
 
 // node is a fixture node, from kubetest's shared builder.

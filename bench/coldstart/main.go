@@ -33,7 +33,7 @@ import (
 	"time"
 
 	"github.com/atelier-ml/atelier/bench/internal/benchstack"
-	"github.com/atelier-ml/atelier/internal/config"
+	"github.com/atelier-ml/atelier/internal/process/config"
 )
 
 // targetOverhead is the bound on Atelier's part of a cold start.

@@ -184,7 +184,7 @@ func measure(ctx context.Context, st *benchstack.Stack, md mode, n, par, rep int
 
 // startWorkers runs this benchmark's worker on queue (workflows, the no-op
 // container activity, the baseline) and its control worker (the mirror and
-// the wide forEach activities, as internal/app does), with the same
+// the wide forEach activities, as internal/process/app does), with the same
 // options for both modes.
 func startWorkers(st *benchstack.Stack) (func(), error) {
 	opts := worker.Options{

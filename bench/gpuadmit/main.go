@@ -29,7 +29,7 @@ import (
 	"github.com/atelier-ml/atelier/bench/internal/benchstack"
 	"github.com/atelier-ml/atelier/gpu"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/internal/config"
+	"github.com/atelier-ml/atelier/internal/process/config"
 )
 
 const (

@@ -1,4 +1,4 @@
-// Command kubecp measures internal/kubetest's Kubernetes control plane
+// Command kubecp measures internal/stack/kubetest's Kubernetes control plane
 // (kube-apiserver + etcd + kube-controller-manager + kube-scheduler + kwok +
 // the KubeRay operator) on this machine:
 //
@@ -41,7 +41,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/atelier-ml/atelier/bench/internal/benchstack"
-	"github.com/atelier-ml/atelier/internal/kubetest"
+	"github.com/atelier-ml/atelier/internal/stack/kubetest"
 )
 
 func main() {

@@ -2,7 +2,7 @@
 // step's object finished: the latency from the operator's terminal status
 // write to the return of RunKubeStep, for one step at a time and for many
 // concurrent RayJob steps on one Backend, against a real kube-apiserver
-// (internal/kubetest, with the KubeRay CRDs; no operator runs: the program
+// (internal/stack/kubetest, with the KubeRay CRDs; no operator runs: the program
 // plays KubeRay and writes the status itself).
 //
 //	go run ./bench/kubewatch [-n 1000] [-single 30] [-rounds 2] [-writers 16]
@@ -71,7 +71,7 @@ import (
 	"github.com/atelier-ml/atelier/activities/kube"
 	"github.com/atelier-ml/atelier/activities/kube/framework"
 	"github.com/atelier-ml/atelier/bench/internal/benchstack"
-	"github.com/atelier-ml/atelier/internal/kubetest"
+	"github.com/atelier-ml/atelier/internal/stack/kubetest"
 )
 
 const project = "bench"
@@ -547,7 +547,7 @@ func report(e *env, modes []*mode, n, single, rounds int) {
 	fmt.Fprintf(out, "Command: `%s`\n\n", benchstack.CommandLine("kubewatch"))
 	fmt.Fprintf(out, "Machine: %s/%s, %s, NumCPU=%d, GOMAXPROCS=%d, loadavg at end %s\n\n",
 		runtime.GOOS, runtime.GOARCH, cpuModel(), runtime.NumCPU(), runtime.GOMAXPROCS(0), loadavg())
-	fmt.Fprintf(out, "Versions: %s, kube-apiserver %s (internal/kubetest, etcd, KubeRay CRDs, no operators), %s\n\n",
+	fmt.Fprintf(out, "Versions: %s, kube-apiserver %s (internal/stack/kubetest, etcd, KubeRay CRDs, no operators), %s\n\n",
 		runtime.Version(), kubetest.KubeVersion, time.Now().UTC().Format(time.RFC3339))
 	fmt.Fprintf(out, "Latency: from sending the terminal status write (merge patch of the RayJob's status subresource) to the waiter's return, after it listed the output pods; it includes the write itself (write round trip shown separately). \"From write ack\" measures from the write's response instead: a lower bound (the watch event can overtake the response, making single samples negative). All modes wait for the same RayJobs, in the same API server, interleaved. The backend's informers: %s.\n\n",
 		strings.Join(e.backend.Watches(), ", "))

@@ -22,10 +22,10 @@ import (
 	"time"
 
 	"github.com/atelier-ml/atelier/bench/internal/benchstack"
+	"github.com/atelier-ml/atelier/client/runclient"
 	"github.com/atelier-ml/atelier/pipeline"
 	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows"
-	"github.com/atelier-ml/atelier/workflows/runclient"
 )
 
 const (

@@ -6,9 +6,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/atelier-ml/atelier/internal/config"
+	"github.com/atelier-ml/atelier/internal/platform/tokens"
+	"github.com/atelier-ml/atelier/internal/process/config"
 	"github.com/atelier-ml/atelier/internal/store"
-	"github.com/atelier-ml/atelier/internal/tokens"
 )
 
 // adminTokenCmd mints the first admin token of an installation; every other

@@ -3,7 +3,7 @@
 // runs the steps sent to one Kubernetes cluster), `atelier dev` runs
 // everything on one machine. The other commands (login, pipelines, run,
 // runs, logs, cancel, endpoints) drive a running Atelier through its REST
-// API: package internal/cli.
+// API: package internal/process/cli.
 package main
 
 import (
@@ -17,10 +17,10 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/atelier-ml/atelier/internal/app"
-	"github.com/atelier-ml/atelier/internal/cli"
-	"github.com/atelier-ml/atelier/internal/config"
-	"github.com/atelier-ml/atelier/internal/telemetry"
+	"github.com/atelier-ml/atelier/internal/platform/telemetry"
+	"github.com/atelier-ml/atelier/internal/process/app"
+	"github.com/atelier-ml/atelier/internal/process/cli"
+	"github.com/atelier-ml/atelier/internal/process/config"
 	"github.com/atelier-ml/atelier/wire"
 )
 

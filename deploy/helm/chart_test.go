@@ -30,8 +30,8 @@ import (
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
 
-	"github.com/atelier-ml/atelier/internal/devstack"
-	"github.com/atelier-ml/atelier/internal/kubetest"
+	"github.com/atelier-ml/atelier/internal/stack/devstack"
+	"github.com/atelier-ml/atelier/internal/stack/kubetest"
 )
 
 const (

@@ -3,7 +3,7 @@
 // example, checks of what the rendered objects say (security contexts,
 // probes, secrets, one Deployment per cluster worker, RBAC rules equal to
 // deploy/kubernetes/rbac.yaml), and a server-side dry-run apply of every
-// rendered object on a real kube-apiserver (internal/kubetest).
+// rendered object on a real kube-apiserver (internal/stack/kubetest).
 //
 // The helm binary is built once from the Go module proxy
 // (devstack.EnsureHelm, `make ensure-helm`); helm is not a dependency of

@@ -20,7 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/atelier-ml/atelier/inference"
-	"github.com/atelier-ml/atelier/internal/telemetry"
+	"github.com/atelier-ml/atelier/internal/platform/telemetry"
 )
 
 // ErrNotFound is what a Resolver answers for an endpoint that does not

@@ -16,8 +16,8 @@ import (
 
 	"github.com/atelier-ml/atelier/inference"
 	"github.com/atelier-ml/atelier/inference/proxy"
-	"github.com/atelier-ml/atelier/internal/telemetry"
-	"github.com/atelier-ml/atelier/internal/telemetry/telemetrytest"
+	"github.com/atelier-ml/atelier/internal/platform/telemetry"
+	"github.com/atelier-ml/atelier/internal/platform/telemetry/telemetrytest"
 )
 
 // routes is a Resolver a test changes as the endpoint would.

@@ -194,7 +194,7 @@ func (s *Store) MirrorRun(ctx context.Context, st runstate.Status) error {
 	}
 	// A status that shows events (a failed step, an approval request,
 	// the run's end) also queues their webhook deliveries, in the same
-	// statement (see internal/webhooks).
+	// statement (see internal/services/webhooks).
 	n := db.MirrorRunNotifyParams{
 		ID: p.ID, Project: p.Project, Pipeline: p.Pipeline, Version: p.Version, Workflow: p.Workflow,
 		State: p.State, Seq: p.Seq, Status: p.Status, CreatedAt: p.CreatedAt, Schedule: p.Schedule, Subject: st.Pipeline,

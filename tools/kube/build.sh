@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the Kubernetes control plane that internal/kubetest runs, into
+# Builds the Kubernetes control plane that internal/stack/kubetest runs, into
 #
 #   ${ATELIER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/atelier}/
 #     kube-<version>/{kube-apiserver,kube-controller-manager,kube-scheduler,etcd}
@@ -23,7 +23,7 @@
 # A binary that is already present is not rebuilt. Each one is built to a
 # temporary name in its target directory and renamed into place, so an
 # interrupted build never leaves a half-written binary that later runs would
-# trust. Concurrent runs do not corrupt anything; internal/kubetest holds a
+# trust. Concurrent runs do not corrupt anything; internal/stack/kubetest holds a
 # lock around this script so parallel test binaries do not build twice.
 #
 # Cold build times on 2 cores (empty module and build caches; README has the

@@ -1,6 +1,6 @@
 //go:build tools
 
-// Package tools pins the Kubernetes binaries that internal/kubetest runs;
+// Package tools pins the Kubernetes binaries that internal/stack/kubetest runs;
 // build.sh builds them from this module. The three share most of their
 // packages, so after kube-apiserver the other two mostly hit the build cache.
 package tools

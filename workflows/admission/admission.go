@@ -12,7 +12,7 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/gpu"
-	"github.com/atelier-ml/atelier/internal/telemetry"
+	"github.com/atelier-ml/atelier/internal/platform/telemetry"
 )
 
 // Tunables of the admission workflow (variables so tests can shorten them).

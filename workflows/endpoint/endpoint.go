@@ -12,7 +12,7 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/inference"
-	"github.com/atelier-ml/atelier/internal/telemetry"
+	"github.com/atelier-ml/atelier/internal/platform/telemetry"
 )
 
 // Defaults of the endpoint loop.

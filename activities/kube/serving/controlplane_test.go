@@ -25,7 +25,7 @@ import (
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/kube/serving"
 	"github.com/atelier-ml/atelier/inference"
-	"github.com/atelier-ml/atelier/internal/kubetest"
+	"github.com/atelier-ml/atelier/internal/stack/kubetest"
 )
 
 // Tests on the real control plane (kubetest.StartControlPlane): the

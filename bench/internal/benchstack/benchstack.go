@@ -17,11 +17,11 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/internal/config"
-	"github.com/atelier-ml/atelier/internal/devstack"
+	"github.com/atelier-ml/atelier/internal/platform/telemetry"
+	"github.com/atelier-ml/atelier/internal/platform/tokens"
+	"github.com/atelier-ml/atelier/internal/process/config"
+	"github.com/atelier-ml/atelier/internal/stack/devstack"
 	"github.com/atelier-ml/atelier/internal/store"
-	"github.com/atelier-ml/atelier/internal/telemetry"
-	"github.com/atelier-ml/atelier/internal/tokens"
 	"github.com/atelier-ml/atelier/wire"
 )
 

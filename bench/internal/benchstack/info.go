@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/atelier-ml/atelier/internal/devstack"
+	"github.com/atelier-ml/atelier/internal/stack/devstack"
 )
 
 // Info is what a report says about where it was measured.

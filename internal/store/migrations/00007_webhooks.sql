@@ -3,7 +3,7 @@
 -- deliveries. Deliveries are written by the statement that mirrors a
 -- run's status (MirrorRunNotify), so an event is queued if and only if the
 -- status that shows it is stored; the gateways' dispatchers deliver them
--- (internal/webhooks), leasing each so that no two gateways send it at
+-- (internal/services/webhooks), leasing each so that no two gateways send it at
 -- once.
 
 -- +goose Up

@@ -1,6 +1,6 @@
 //go:build tools
 
-// Package tools pins the etcd server that internal/kubetest runs beside
+// Package tools pins the etcd server that internal/stack/kubetest runs beside
 // kube-apiserver; build.sh builds its main package (go.etcd.io/etcd/server/v3).
 //
 // etcd lives in its own module, not in ../go.mod, so that etcd v3.6.6 does not

@@ -1,6 +1,6 @@
 //go:build tools
 
-// Package tools pins the KubeRay operator that internal/kubetest runs;
+// Package tools pins the KubeRay operator that internal/stack/kubetest runs;
 // build.sh builds its main package (github.com/ray-project/kuberay/ray-operator).
 //
 // Its own module, so the operator builds with exactly the dependency versions

@@ -1,7 +1,7 @@
 //go:build tools
 
 // Package tools pins kwok, the controller that plays kubelet for the fake
-// nodes internal/kubetest creates; build.sh builds its main package
+// nodes internal/stack/kubetest creates; build.sh builds its main package
 // (sigs.k8s.io/kwok/cmd/kwok).
 //
 // kwok lives in its own module so that its Kubernetes libraries (v0.33) do not
