@@ -129,7 +129,7 @@ func newStack(t *testing.T, opts ...stackOptions) *stack {
 	var wkClean func()
 	if !o.noWorker {
 		var wk *app.Worker
-		wk, wkClean, err = wire.InitWorker(ctx, cfg, s.metrics)
+		wk, wkClean, err = wire.InitWorker(ctx, cfg, s.metrics, gopipeline.Examples())
 		require.NoError(t, err)
 		if o.register != nil {
 			o.register(wk.Registry())

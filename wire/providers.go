@@ -24,7 +24,6 @@ import (
 	"github.com/atelier-ml/atelier/api"
 	"github.com/atelier-ml/atelier/client/endpointclient"
 	"github.com/atelier-ml/atelier/client/runclient"
-	"github.com/atelier-ml/atelier/examples/gopipeline"
 	"github.com/atelier-ml/atelier/inference/proxy"
 	"github.com/atelier-ml/atelier/internal/platform/telemetry"
 	"github.com/atelier-ml/atelier/internal/process/app"
@@ -33,7 +32,6 @@ import (
 	"github.com/atelier-ml/atelier/internal/services/retention"
 	"github.com/atelier-ml/atelier/internal/services/webhooks"
 	"github.com/atelier-ml/atelier/internal/store"
-	"github.com/atelier-ml/atelier/workflows"
 )
 
 // provideStore opens the catalogue and brings its schema up to date. Both
@@ -214,14 +212,4 @@ func provideKubeBackend(clients kube.Clients, cfg config.Config, l *zap.Logger) 
 	b := kube.New(clients, cfg.Cluster, kube.WithNamespaceTemplate(cfg.KubeNamespaceTemplate), kube.WithLogger(l.Named("kube")),
 		kube.WithKueue(cfg.KueueQueue))
 	return b, b.Close
-}
-
-// provideGoPipelines lists the native Go pipelines the worker serves: the
-// example only where asked (`--examples`, on in `atelier dev`), never by
-// default in a production worker.
-func provideGoPipelines(cfg config.Config) []workflows.GoPipeline {
-	if !cfg.Examples {
-		return nil
-	}
-	return []workflows.GoPipeline{gopipeline.Pipeline, gopipeline.FanOutPipeline}
 }

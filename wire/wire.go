@@ -17,6 +17,7 @@ import (
 	"github.com/atelier-ml/atelier/internal/process/app"
 	"github.com/atelier-ml/atelier/internal/process/config"
 	"github.com/atelier-ml/atelier/internal/store"
+	"github.com/atelier-ml/atelier/workflows"
 )
 
 var common = wire.NewSet(app.NewLogger, provideStore, app.NewTemporalClient)
@@ -33,9 +34,11 @@ func InitGateway(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (
 	return nil, nil, nil
 }
 
-// InitWorker builds the worker process (local runtime).
-func InitWorker(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (*app.Worker, func(), error) {
-	wire.Build(common, provideWorkerTracing, provideRunner, provideLocalServing, mirror.New, pipelines.New, provideSelector, provideAdmission, provideDeploy, provideStepCache, foreach.New, provideGoPipelines, app.NewWorker,
+// InitWorker builds the worker process (local runtime) serving the native
+// Go pipelines gos (the binary decides which: the examples only where
+// asked, so the wiring never depends on examples/).
+func InitWorker(ctx context.Context, cfg config.Config, m *telemetry.Metrics, gos []workflows.GoPipeline) (*app.Worker, func(), error) {
+	wire.Build(common, provideWorkerTracing, provideRunner, provideLocalServing, mirror.New, pipelines.New, provideSelector, provideAdmission, provideDeploy, provideStepCache, foreach.New, app.NewWorker,
 		wire.Bind(new(local.LogSink), new(*store.Store)),
 		wire.Bind(new(mirror.RunMirror), new(*store.Store)),
 		wire.Bind(new(pipelines.VersionReader), new(*store.Store)),

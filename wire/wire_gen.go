@@ -11,9 +11,10 @@ import (
 	"github.com/atelier-ml/atelier/activities/foreach"
 	"github.com/atelier-ml/atelier/activities/mirror"
 	"github.com/atelier-ml/atelier/activities/pipelines"
+	"github.com/atelier-ml/atelier/internal/platform/telemetry"
 	"github.com/atelier-ml/atelier/internal/process/app"
 	"github.com/atelier-ml/atelier/internal/process/config"
-	"github.com/atelier-ml/atelier/internal/platform/telemetry"
+	"github.com/atelier-ml/atelier/workflows"
 	"github.com/google/wire"
 )
 
@@ -63,8 +64,10 @@ func InitGateway(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (
 	}, nil
 }
 
-// InitWorker builds the worker process (local runtime).
-func InitWorker(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (*app.Worker, func(), error) {
+// InitWorker builds the worker process (local runtime) serving the native
+// Go pipelines gos (the binary decides which: the examples only where
+// asked, so the wiring never depends on examples/).
+func InitWorker(ctx context.Context, cfg config.Config, m *telemetry.Metrics, gos []workflows.GoPipeline) (*app.Worker, func(), error) {
 	logger, cleanup, err := app.NewLogger(cfg)
 	if err != nil {
 		return nil, nil, err
@@ -110,8 +113,7 @@ func InitWorker(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (*
 	stepcacheActivities := provideStepCache(store)
 	resolver := pipelines.New(store)
 	foreachActivities := foreach.New(store)
-	v := provideGoPipelines(cfg)
-	worker := app.NewWorker(client, cfg, runner, serving, mirrorMirror, selector, activities, deployActivities, stepcacheActivities, resolver, foreachActivities, store, v, logger)
+	worker := app.NewWorker(client, cfg, runner, serving, mirrorMirror, selector, activities, deployActivities, stepcacheActivities, resolver, foreachActivities, store, gos, logger)
 	return worker, func() {
 		cleanup4()
 		cleanup3()

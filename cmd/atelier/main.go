@@ -17,11 +17,13 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/atelier-ml/atelier/examples/gopipeline"
 	"github.com/atelier-ml/atelier/internal/platform/telemetry"
 	"github.com/atelier-ml/atelier/internal/process/app"
 	"github.com/atelier-ml/atelier/internal/process/cli"
 	"github.com/atelier-ml/atelier/internal/process/config"
 	"github.com/atelier-ml/atelier/wire"
+	"github.com/atelier-ml/atelier/workflows"
 )
 
 func main() {
@@ -43,7 +45,7 @@ func main() {
 	dev := app.DevOptions{}
 	devCmd := &cobra.Command{Use: "dev", Short: "Run Temporal, Postgres, the gateway and a worker on this machine",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return app.RunDev(cmd.Context(), cfg, dev, app.DevBuilders{Gateway: wire.InitGateway, Worker: wire.InitWorker}, os.Stdout)
+			return app.RunDev(cmd.Context(), cfg, dev, app.DevBuilders{Gateway: wire.InitGateway, Worker: worker}, os.Stdout)
 		}}
 	devCmd.Flags().StringVar(&dev.StateDir, "state-dir", ".atelier", "dev stack state (Temporal db, Postgres, logs, admin token)")
 	devCmd.Flags().IntVar(&dev.TemporalPort, "temporal-port", 7233, "Temporal frontend port")
@@ -75,7 +77,7 @@ func workerCmd(cfg *config.Config) *cobra.Command {
 	cmd := &cobra.Command{Use: "worker", Short: "Run pipelines (local runtime task queue), or serve a Kubernetes cluster (--cluster)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cfg.Cluster == "" {
-				return run(cmd.Context(), *cfg, wire.InitWorker)
+				return run(cmd.Context(), *cfg, worker)
 			}
 			if err := cfg.ValidateCluster(); err != nil {
 				return err
@@ -97,4 +99,15 @@ func run[P app.Process](ctx context.Context, cfg config.Config, build func(conte
 	}
 	defer cleanup()
 	return app.WithMetricsServer(p, cfg.MetricsAddr, m).Run(ctx)
+}
+
+// worker builds the local-runtime worker. It serves the example Go
+// pipelines only where asked (--examples, on in atelier dev): the binary
+// knows the examples, the wiring does not.
+func worker(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (*app.Worker, func(), error) {
+	var gos []workflows.GoPipeline
+	if cfg.Examples {
+		gos = gopipeline.Examples()
+	}
+	return wire.InitWorker(ctx, cfg, m, gos)
 }

@@ -101,3 +101,10 @@ func sh(script, key, value string) pipeline.Container {
 		Env:     map[string]string{key: value},
 	}
 }
+
+// Examples are the native Go pipelines a worker serves with --examples (on
+// in atelier dev); the others here are registered by the tests that use
+// them.
+func Examples() []workflows.GoPipeline {
+	return []workflows.GoPipeline{Pipeline, FanOutPipeline}
+}

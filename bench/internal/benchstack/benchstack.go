@@ -187,7 +187,7 @@ func Start(ctx context.Context, o Options) (s *Stack, err error) {
 		s.URL = "http://" + addr
 	}
 	if o.Worker {
-		w, clean, err := wire.InitWorker(ctx, cfg, metrics)
+		w, clean, err := wire.InitWorker(ctx, cfg, metrics, nil)
 		if err != nil {
 			return s, err
 		}
