@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -161,14 +159,6 @@ type Heartbeat struct {
 	BootID    string    `json:"bootId,omitempty"`
 }
 
-type stopReason int
-
-const (
-	exited stopReason = iota
-	cancelled
-	timedOut
-)
-
 type waitResult struct {
 	state *os.ProcessState
 	err   error
@@ -185,254 +175,33 @@ func (r *Runner) RunContainer(ctx context.Context, req activities.ContainerReque
 	if err := validate(req); err != nil {
 		return activities.ContainerResult{}, invalid("%s", err)
 	}
-	key := activities.LogKey{RunID: req.RunID, Step: req.Step, Item: -1, Attempt: req.Attempt}
-	stepDir := req.Step
-	if req.Item != nil {
-		key.Item = *req.Item
-		stepDir += "-" + strconv.Itoa(*req.Item)
-	}
-	logger := r.logger.With(zap.String("run", req.RunID), zap.String("step", req.Step),
-		zap.Int("item", key.Item), zap.Int("attempt", req.Attempt))
-	attemptDir := filepath.Join(r.dataDir, "runs", req.RunID, stepDir, "attempt-"+strconv.Itoa(req.Attempt))
-	outDir := filepath.Join(attemptDir, "out")
-	outputsPath := filepath.Join(outDir, "outputs.json")
-	marker := markerEnv(req)
-
-	prev, restarted := previousHeartbeat(ctx, logger)
-	if restarted {
-		r.killPrevious(prev, marker, logger)
-	}
-
-	// Every directory above a step's own is traversable but not listable
-	// (0711): a step finds its work and outputs directories but cannot list
-	// other runs' directories. The log stays the worker's (0600).
-	if err := mkdirChain(r.dataDir, "runs", req.RunID, stepDir, "attempt-"+strconv.Itoa(req.Attempt)); err != nil {
+	a := r.newAttempt(req)
+	a.killLeftovers(ctx)
+	if err := a.prepareDirs(); err != nil {
 		return activities.ContainerResult{}, err
 	}
-	if err := os.MkdirAll(outDir, 0o700); err != nil {
-		return activities.ContainerResult{}, fmt.Errorf("create outputs dir: %w", err)
-	}
-	if err := r.giveTo(outDir); err != nil {
-		return activities.ContainerResult{}, err
-	}
-	workDir := req.WorkingDir
-	if workDir != "" {
-		if fi, err := os.Stat(workDir); err != nil || !fi.IsDir() {
-			return activities.ContainerResult{}, invalid(
-				"working directory %q does not exist on the worker's machine: the local runtime runs steps as local processes, so it must exist there (or leave workingDir unset for a fresh directory)",
-				workDir)
-		}
-	} else {
-		workDir = filepath.Join(attemptDir, "work")
-		// Fresh even when a restarted attempt reuses the directory: a
-		// half-done previous run must not leave files the step trips on.
-		if err := os.RemoveAll(workDir); err != nil {
-			return activities.ContainerResult{}, fmt.Errorf("clear work dir: %w", err)
-		}
-	}
-	if err := os.MkdirAll(workDir, 0o700); err != nil {
-		return activities.ContainerResult{}, fmt.Errorf("create work dir: %w", err)
-	}
-	if req.WorkingDir == "" {
-		if err := r.giveTo(workDir); err != nil {
-			return activities.ContainerResult{}, err
-		}
-	}
-	if err := os.Remove(outputsPath); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return activities.ContainerResult{}, fmt.Errorf("remove stale outputs: %w", err)
-	}
-
-	// The step's timeout covers its wait for GPUs too, as a Job's
-	// activeDeadlineSeconds covers its pending time: the activity's own
-	// backstop (timeout + 1 min) must not cut a step that waited.
-	waitStart := time.Now()
-	devices, releaseGPUs, err := r.acquireGPUs(ctx, req, logger)
+	release, err := a.waitForGPUs(ctx)
 	if err != nil {
 		return activities.ContainerResult{}, err
 	}
-	defer releaseGPUs()
-	runFor := req.Timeout
-	if waited := time.Since(waitStart); req.Timeout > 0 && req.GPU > 0 {
-		runFor -= waited
-		if runFor <= 0 {
-			return activities.ContainerResult{ExitCode: -1}, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("step timed out after %s waiting for local GPUs", req.Timeout),
-				activities.ErrTypeStepTimeout, nil)
-		}
+	defer release()
+	if err := a.setRunTime(); err != nil {
+		return activities.ContainerResult{ExitCode: -1}, err
 	}
-
-	env := buildEnv(req, outputsPath)
-	if r.gpus != nil && len(r.gpus.gpus) > 0 || req.GPU > 0 {
-		// Like a pod without a GPU request: CUDA sees only what was asked.
-		env = setEnv(env, "CUDA_VISIBLE_DEVICES", visibleDevices(devices))
-	}
-	if r.stepUser != nil {
-		// The worker's HOME belongs to the worker's user.
-		env = setEnv(env, "HOME", workDir)
-	}
-	prog, err := lookPath(req.Command[0], envValue(env, "PATH"), workDir)
-	if err != nil {
-		msg := fmt.Sprintf("%s: the local runtime runs steps as local processes, so %q must be installed on the worker's machine",
-			err, req.Command[0])
-		if req.Image != "" {
-			msg += fmt.Sprintf(" (image %q is not used locally)", req.Image)
-		}
-		return activities.ContainerResult{}, temporal.NewNonRetryableApplicationError(msg, activities.ErrTypeInvalidStep, nil)
-	}
-
-	if err := ctx.Err(); err != nil {
-		return activities.ContainerResult{}, err // cancelled while cleaning up
-	}
-	logs, err := openLogStream(ctx, r, key, filepath.Join(attemptDir, "log"), restarted, prev.LogOffset, logger)
-	if err != nil {
+	if err := a.prepareCommand(); err != nil {
 		return activities.ContainerResult{}, err
 	}
-	if restarted {
-		logs.note("worker restarted; re-running step")
+	if err := a.openLog(ctx); err != nil {
+		return activities.ContainerResult{}, err
 	}
-
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		logs.Close()
-		return activities.ContainerResult{}, fmt.Errorf("create output pipe: %w", err)
+	if err := a.start(); err != nil {
+		return activities.ContainerResult{}, err
 	}
-	cmd := &exec.Cmd{
-		Path:        prog,
-		Args:        append(slices.Clone(req.Command), req.Args...),
-		Env:         env,
-		Dir:         workDir,
-		Stdout:      pw, // an *os.File: no copying goroutine, so Wait
-		Stderr:      pw, // does not wait for grandchildren holding the pipe
-		SysProcAttr: sysProcAttr(),
-	}
-	if r.stepUser != nil {
-		setCredential(cmd.SysProcAttr, r.stepUser)
-	}
-
-	startedAt := r.now()
-	startErr := make(chan error, 1)
-	waited := make(chan waitResult, 1)
-	go func() {
-		// Pdeathsig fires when the forking thread exits. Pinning this
-		// goroutine to its thread until the child is reaped keeps the
-		// runtime from retiring that thread under a live child.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			startErr <- err
-			return
-		}
-		startErr <- nil
-		err := cmd.Wait()
-		waited <- waitResult{cmd.ProcessState, err}
-	}()
-	err = <-startErr
-	pw.Close() // the child has its copy; EOF comes when the group is gone
-	if err != nil {
-		pr.Close()
-		logs.note("cannot start %s: %v", req.Command[0], err)
-		logs.Close()
-		if isStartProblem(err) {
-			return activities.ContainerResult{}, invalid("cannot start %q: %v", req.Command[0], err)
-		}
-		return activities.ContainerResult{}, fmt.Errorf("start %q: %w", req.Command[0], err)
-	}
-	pid := cmd.Process.Pid
-	pgid := pid // Setpgid with Pgid 0: the child leads a new group
-	logger.Info("step started", zap.Int("pid", pid), zap.String("program", prog), zap.String("dir", workDir))
-
-	readDone := make(chan struct{})
-	go func() {
-		defer close(readDone)
-		_, _ = io.Copy(logs, pr)
-	}()
-
-	hbStop := make(chan struct{})
-	hbDone := make(chan struct{})
-	go func() {
-		defer close(hbDone)
-		host, _ := os.Hostname()
-		hb := Heartbeat{Pgid: pgid, Pid: pid, StartedAt: startedAt, Host: host, BootID: bootID()}
-		t := time.NewTicker(r.heartbeat)
-		defer t.Stop()
-		for {
-			hb.LogOffset = logs.Shipped()
-			activity.RecordHeartbeat(ctx, hb)
-			select {
-			case <-t.C:
-			case <-hbStop:
-				return
-			}
-		}
-	}()
-
-	var timeout <-chan time.Time
-	if req.Timeout > 0 {
-		t := time.NewTimer(runFor)
-		defer t.Stop()
-		timeout = t.C
-	}
-	reason := exited
-	var res waitResult
-	select {
-	case res = <-waited:
-	case <-ctx.Done():
-		reason = cancelled
-		logs.note("step cancelled; stopping it")
-		res = terminate(pgid, waited, r.grace, logs.note, logger)
-	case <-timeout:
-		reason = timedOut
-		logs.note("step timed out after %s; stopping it", req.Timeout)
-		res = terminate(pgid, waited, r.grace, logs.note, logger)
-	}
-	// Like a pod whose container exited: nothing the step started outlives it.
-	if err := signalGroup(pgid, syscall.SIGKILL); err != nil {
-		logger.Warn("cannot kill leftover processes", zap.Int("pgid", pgid), zap.Error(err))
-	}
-	// Processes that left the group (setsid daemons) may still hold the
-	// pipe; do not wait on them forever.
-	_ = pr.SetReadDeadline(time.Now().Add(r.drainTimeout))
-	<-readDone
-	pr.Close()
-	close(hbStop)
-	<-hbDone
-	finishedAt := r.now()
-
-	result := activities.ContainerResult{ExitCode: -1, StartedAt: startedAt, FinishedAt: finishedAt}
-	var signal string
-	if res.state != nil {
-		result.ExitCode, signal = exitStatus(res.state)
-	}
-	logger.Info("step finished", zap.Int("exitCode", result.ExitCode), zap.Duration("took", finishedAt.Sub(startedAt)))
-
-	switch {
-	case reason == cancelled:
-		logs.Close()
-		return result, ctx.Err()
-	case reason == timedOut:
-		logs.Close()
-		return result, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("step timed out after %s and was killed", req.Timeout),
-			activities.ErrTypeStepTimeout, nil, result)
-	case res.state == nil:
-		logs.Close()
-		return result, fmt.Errorf("wait for step process: %w", res.err)
-	case result.ExitCode != 0:
-		logs.Close()
-		return result, temporal.NewNonRetryableApplicationError(
-			failureMessage(result.ExitCode, signal, logs.LastLines(5)),
-			activities.ErrTypeStepFailed, nil, result)
-	}
-
-	outputs, err := readOutputs(outputsPath)
-	if err != nil {
-		logs.note("%v", err)
-		logs.Close()
-		return result, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrTypeBadOutputs, nil, result)
-	}
-	logs.Close()
-	result.Outputs = outputs
-	return result, nil
+	a.streamLogs()
+	a.startHeartbeat(ctx)
+	reason, res := a.wait(ctx)
+	a.reap()
+	return a.outcome(ctx, reason, res)
 }
 
 // acquireGPUs waits for the devices req asks for, heartbeating (with no

@@ -1,0 +1,406 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"syscall"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.uber.org/zap"
+
+	"github.com/atelier-ml/atelier/activities"
+)
+
+type stopReason int
+
+const (
+	exited stopReason = iota
+	cancelled
+	timedOut
+)
+
+// attempt is one execution of RunContainer: the request, where its files
+// live, and, once they exist, its log and process. RunContainer calls its
+// methods in order; each fills in the fields the next ones use.
+type attempt struct {
+	r      *Runner
+	req    activities.ContainerRequest
+	key    activities.LogKey
+	logger *zap.Logger
+
+	stepDir     string // the step's directory under the run's: step or step-item
+	attemptDir  string
+	outDir      string
+	outputsPath string
+	workDir     string // set by prepareDirs
+
+	prev      Heartbeat // what an earlier execution heartbeated
+	restarted bool      // there was an earlier execution: the worker died
+
+	gpuWaitStart time.Time
+	devices      []GPU
+	runFor       time.Duration // what is left of req.Timeout after the GPU wait
+
+	env  []string
+	prog string
+
+	logs      *logStream
+	pr        *os.File // read end of the step's stdout and stderr
+	waited    chan waitResult
+	pid, pgid int
+	startedAt time.Time
+	readDone  chan struct{} // closed when streamLogs has copied all it will
+	hbStop    chan struct{}
+	hbDone    chan struct{}
+}
+
+func (r *Runner) newAttempt(req activities.ContainerRequest) *attempt {
+	key := activities.LogKey{RunID: req.RunID, Step: req.Step, Item: -1, Attempt: req.Attempt}
+	stepDir := req.Step
+	if req.Item != nil {
+		key.Item = *req.Item
+		stepDir += "-" + strconv.Itoa(*req.Item)
+	}
+	attemptDir := filepath.Join(r.dataDir, "runs", req.RunID, stepDir, "attempt-"+strconv.Itoa(req.Attempt))
+	outDir := filepath.Join(attemptDir, "out")
+	return &attempt{
+		r:   r,
+		req: req,
+		key: key,
+		logger: r.logger.With(zap.String("run", req.RunID), zap.String("step", req.Step),
+			zap.Int("item", key.Item), zap.Int("attempt", req.Attempt)),
+		stepDir:     stepDir,
+		attemptDir:  attemptDir,
+		outDir:      outDir,
+		outputsPath: filepath.Join(outDir, "outputs.json"),
+	}
+}
+
+// killLeftovers notices an earlier execution of this activity (the worker
+// died mid-step) and kills the process group it left running.
+func (a *attempt) killLeftovers(ctx context.Context) {
+	a.prev, a.restarted = previousHeartbeat(ctx, a.logger)
+	if a.restarted {
+		a.r.killPrevious(a.prev, markerEnv(a.req), a.logger)
+	}
+}
+
+// prepareDirs creates the attempt's directories and clears what a previous
+// execution left in them.
+func (a *attempt) prepareDirs() error {
+	// Every directory above a step's own is traversable but not listable
+	// (0711): a step finds its work and outputs directories but cannot list
+	// other runs' directories. The log stays the worker's (0600).
+	if err := mkdirChain(a.r.dataDir, "runs", a.req.RunID, a.stepDir, "attempt-"+strconv.Itoa(a.req.Attempt)); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(a.outDir, 0o700); err != nil {
+		return fmt.Errorf("create outputs dir: %w", err)
+	}
+	if err := a.r.giveTo(a.outDir); err != nil {
+		return err
+	}
+	if err := a.prepareWorkDir(); err != nil {
+		return err
+	}
+	if err := os.Remove(a.outputsPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove stale outputs: %w", err)
+	}
+	return nil
+}
+
+// prepareWorkDir checks the request's working directory, or makes a fresh
+// one in the attempt directory when it has none.
+func (a *attempt) prepareWorkDir() error {
+	a.workDir = a.req.WorkingDir
+	if a.workDir != "" {
+		if fi, err := os.Stat(a.workDir); err != nil || !fi.IsDir() {
+			return invalid(
+				"working directory %q does not exist on the worker's machine: the local runtime runs steps as local processes, so it must exist there (or leave workingDir unset for a fresh directory)",
+				a.workDir)
+		}
+	} else {
+		a.workDir = filepath.Join(a.attemptDir, "work")
+		// Fresh even when a restarted attempt reuses the directory: a
+		// half-done previous run must not leave files the step trips on.
+		if err := os.RemoveAll(a.workDir); err != nil {
+			return fmt.Errorf("clear work dir: %w", err)
+		}
+	}
+	if err := os.MkdirAll(a.workDir, 0o700); err != nil {
+		return fmt.Errorf("create work dir: %w", err)
+	}
+	if a.req.WorkingDir == "" {
+		return a.r.giveTo(a.workDir)
+	}
+	return nil
+}
+
+// waitForGPUs waits for the GPUs the step asks for (see Runner.acquireGPUs).
+// The caller defers the release it returns.
+func (a *attempt) waitForGPUs(ctx context.Context) (release func(), err error) {
+	a.gpuWaitStart = time.Now()
+	a.devices, release, err = a.r.acquireGPUs(ctx, a.req, a.logger)
+	return release, err
+}
+
+// setRunTime sets how long the step may run once it has its GPUs.
+func (a *attempt) setRunTime() error {
+	// The step's timeout covers its wait for GPUs too, as a Job's
+	// activeDeadlineSeconds covers its pending time: the activity's own
+	// backstop (timeout + 1 min) must not cut a step that waited.
+	a.runFor = a.req.Timeout
+	if waited := time.Since(a.gpuWaitStart); a.req.Timeout > 0 && a.req.GPU > 0 {
+		a.runFor -= waited
+		if a.runFor <= 0 {
+			return temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("step timed out after %s waiting for local GPUs", a.req.Timeout),
+				activities.ErrTypeStepTimeout, nil)
+		}
+	}
+	return nil
+}
+
+// prepareCommand builds the step's environment and finds its program on the
+// step's PATH.
+func (a *attempt) prepareCommand() error {
+	a.env = buildEnv(a.req, a.outputsPath)
+	if a.r.gpus != nil && len(a.r.gpus.gpus) > 0 || a.req.GPU > 0 {
+		// Like a pod without a GPU request: CUDA sees only what was asked.
+		a.env = setEnv(a.env, "CUDA_VISIBLE_DEVICES", visibleDevices(a.devices))
+	}
+	if a.r.stepUser != nil {
+		// The worker's HOME belongs to the worker's user.
+		a.env = setEnv(a.env, "HOME", a.workDir)
+	}
+	prog, err := lookPath(a.req.Command[0], envValue(a.env, "PATH"), a.workDir)
+	if err != nil {
+		msg := fmt.Sprintf("%s: the local runtime runs steps as local processes, so %q must be installed on the worker's machine",
+			err, a.req.Command[0])
+		if a.req.Image != "" {
+			msg += fmt.Sprintf(" (image %q is not used locally)", a.req.Image)
+		}
+		return temporal.NewNonRetryableApplicationError(msg, activities.ErrTypeInvalidStep, nil)
+	}
+	a.prog = prog
+	return nil
+}
+
+// openLog opens the step's log stream, continuing the one an earlier
+// execution shipped when the worker restarted.
+func (a *attempt) openLog(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err // cancelled while cleaning up
+	}
+	logs, err := openLogStream(ctx, a.r, a.key, filepath.Join(a.attemptDir, "log"), a.restarted, a.prev.LogOffset, a.logger)
+	if err != nil {
+		return err
+	}
+	a.logs = logs
+	if a.restarted {
+		a.logs.note("worker restarted; re-running step")
+	}
+	return nil
+}
+
+// start starts the step's process, leading a process group of its own,
+// with its stdout and stderr on one pipe. On failure it closes the log.
+func (a *attempt) start() error {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		a.logs.Close()
+		return fmt.Errorf("create output pipe: %w", err)
+	}
+	cmd := a.command(pw)
+	a.startedAt = a.r.now()
+	err = a.fork(cmd)
+	pw.Close() // the child has its copy; EOF comes when the group is gone
+	if err != nil {
+		pr.Close()
+		a.logs.note("cannot start %s: %v", a.req.Command[0], err)
+		a.logs.Close()
+		if isStartProblem(err) {
+			return invalid("cannot start %q: %v", a.req.Command[0], err)
+		}
+		return fmt.Errorf("start %q: %w", a.req.Command[0], err)
+	}
+	a.pr = pr
+	a.pid = cmd.Process.Pid
+	a.pgid = a.pid // Setpgid with Pgid 0: the child leads a new group
+	a.logger.Info("step started", zap.Int("pid", a.pid), zap.String("program", a.prog), zap.String("dir", a.workDir))
+	return nil
+}
+
+// command is the step's process, writing to out.
+func (a *attempt) command(out *os.File) *exec.Cmd {
+	cmd := &exec.Cmd{
+		Path:        a.prog,
+		Args:        append(slices.Clone(a.req.Command), a.req.Args...),
+		Env:         a.env,
+		Dir:         a.workDir,
+		Stdout:      out, // an *os.File: no copying goroutine, so Wait
+		Stderr:      out, // does not wait for grandchildren holding the pipe
+		SysProcAttr: sysProcAttr(),
+	}
+	if a.r.stepUser != nil {
+		setCredential(cmd.SysProcAttr, a.r.stepUser)
+	}
+	return cmd
+}
+
+// fork starts cmd and returns the start error; once it runs, a.waited gets
+// its exit.
+func (a *attempt) fork(cmd *exec.Cmd) error {
+	startErr := make(chan error, 1)
+	waited := make(chan waitResult, 1)
+	a.waited = waited
+	go func() {
+		// Pdeathsig fires when the forking thread exits. Pinning this
+		// goroutine to its thread until the child is reaped keeps the
+		// runtime from retiring that thread under a live child.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			startErr <- err
+			return
+		}
+		startErr <- nil
+		err := cmd.Wait()
+		waited <- waitResult{cmd.ProcessState, err}
+	}()
+	return <-startErr
+}
+
+// streamLogs copies the step's output into its log until the pipe closes
+// (or reap's read deadline passes).
+func (a *attempt) streamLogs() {
+	done := make(chan struct{})
+	a.readDone = done
+	go func() {
+		defer close(done)
+		_, _ = io.Copy(a.logs, a.pr)
+	}()
+}
+
+// startHeartbeat heartbeats the process and log offset (Heartbeat) now and
+// every heartbeat interval until reap stops it.
+func (a *attempt) startHeartbeat(ctx context.Context) {
+	stop, done := make(chan struct{}), make(chan struct{})
+	a.hbStop, a.hbDone = stop, done
+	go func() {
+		defer close(done)
+		host, _ := os.Hostname()
+		hb := Heartbeat{Pgid: a.pgid, Pid: a.pid, StartedAt: a.startedAt, Host: host, BootID: bootID()}
+		t := time.NewTicker(a.r.heartbeat)
+		defer t.Stop()
+		for {
+			hb.LogOffset = a.logs.Shipped()
+			activity.RecordHeartbeat(ctx, hb)
+			select {
+			case <-t.C:
+			case <-stop:
+				return
+			}
+		}
+	}()
+}
+
+// wait waits for the process to exit, or stops its group when the activity
+// is cancelled or the step's time is up.
+func (a *attempt) wait(ctx context.Context) (stopReason, waitResult) {
+	var timeout <-chan time.Time
+	if a.req.Timeout > 0 {
+		t := time.NewTimer(a.runFor)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case res := <-a.waited:
+		return exited, res
+	case <-ctx.Done():
+		a.logs.note("step cancelled; stopping it")
+		return cancelled, terminate(a.pgid, a.waited, a.r.grace, a.logs.note, a.logger)
+	case <-timeout:
+		a.logs.note("step timed out after %s; stopping it", a.req.Timeout)
+		return timedOut, terminate(a.pgid, a.waited, a.r.grace, a.logs.note, a.logger)
+	}
+}
+
+// reap kills what is left of the step's group once its process exited,
+// drains its output and stops the heartbeat.
+func (a *attempt) reap() {
+	// Like a pod whose container exited: nothing the step started outlives it.
+	if err := signalGroup(a.pgid, syscall.SIGKILL); err != nil {
+		a.logger.Warn("cannot kill leftover processes", zap.Int("pgid", a.pgid), zap.Error(err))
+	}
+	// Processes that left the group (setsid daemons) may still hold the
+	// pipe; do not wait on them forever.
+	_ = a.pr.SetReadDeadline(time.Now().Add(a.r.drainTimeout))
+	<-a.readDone
+	a.pr.Close()
+	close(a.hbStop)
+	<-a.hbDone
+}
+
+// outcome turns how the step ended into the activity's result and error
+// (see RunContainer), reading its outputs when it succeeded. It closes the
+// log.
+func (a *attempt) outcome(ctx context.Context, reason stopReason, res waitResult) (activities.ContainerResult, error) {
+	result, signal := a.result(res)
+	switch {
+	case reason == cancelled:
+		a.logs.Close()
+		return result, ctx.Err()
+	case reason == timedOut:
+		a.logs.Close()
+		return result, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("step timed out after %s and was killed", a.req.Timeout),
+			activities.ErrTypeStepTimeout, nil, result)
+	case res.state == nil:
+		a.logs.Close()
+		return result, fmt.Errorf("wait for step process: %w", res.err)
+	case result.ExitCode != 0:
+		a.logs.Close()
+		return result, temporal.NewNonRetryableApplicationError(
+			failureMessage(result.ExitCode, signal, a.logs.LastLines(5)),
+			activities.ErrTypeStepFailed, nil, result)
+	}
+	return a.outputs(result)
+}
+
+// result is the step's result without outputs, and the signal that killed
+// it, if one did.
+func (a *attempt) result(res waitResult) (activities.ContainerResult, string) {
+	finishedAt := a.r.now()
+	result := activities.ContainerResult{ExitCode: -1, StartedAt: a.startedAt, FinishedAt: finishedAt}
+	var signal string
+	if res.state != nil {
+		result.ExitCode, signal = exitStatus(res.state)
+	}
+	a.logger.Info("step finished", zap.Int("exitCode", result.ExitCode), zap.Duration("took", finishedAt.Sub(a.startedAt)))
+	return result, signal
+}
+
+// outputs adds the outputs a succeeded step wrote to its result, and closes
+// the log.
+func (a *attempt) outputs(result activities.ContainerResult) (activities.ContainerResult, error) {
+	outputs, err := readOutputs(a.outputsPath)
+	if err != nil {
+		a.logs.note("%v", err)
+		a.logs.Close()
+		return result, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrTypeBadOutputs, nil, result)
+	}
+	a.logs.Close()
+	result.Outputs = outputs
+	return result, nil
+}
