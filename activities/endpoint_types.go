@@ -241,5 +241,5 @@ type EndpointCommand struct {
 }
 
 // ErrTypeInvalidEndpointSpec is the application error type of a refused
-// spec; its details are the []inference.Problem, every one of them.
+// spec; its details are the []schema.Problem, every one of them.
 const ErrTypeInvalidEndpointSpec = "InvalidEndpointSpec"

@@ -9,6 +9,7 @@ import (
 
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/schema"
 )
 
 // checkPipelineSteps checks what p's pipeline steps (kind pipeline) refer
@@ -19,8 +20,8 @@ import (
 // would nest child runs until spec.MaxPipelineDepth and fail. "The newest
 // version" is checked as it is now; the run decides it again when the step
 // starts, and enforces the depth limit whatever was stored since.
-func (s *server) checkPipelineSteps(ctx context.Context, project, self string, p *pipeline.Spec) ([]pipeline.Problem, error) {
-	var out []pipeline.Problem
+func (s *server) checkPipelineSteps(ctx context.Context, project, self string, p *pipeline.Spec) ([]schema.Problem, error) {
+	var out []schema.Problem
 	w := &refWalker{s: s, project: project, self: self, specs: map[versionKey]*pipeline.Spec{}}
 	for _, ref := range pipeline.ChildRefs(p) {
 		child := p // the newest version of self is the one being stored
@@ -29,9 +30,9 @@ func (s *server) checkPipelineSteps(ctx context.Context, project, self string, p
 			child, err = w.load(ctx, ref.Name, ref.Version)
 			if errors.Is(err, catalog.ErrNotFound) {
 				if ref.Version == 0 {
-					out = append(out, pipeline.Problem{Path: ref.Path + ".pipeline.name", Message: fmt.Sprintf("pipeline %q not found in project %q: store it first", ref.Name, project)})
+					out = append(out, schema.Problem{Path: ref.Path + ".pipeline.name", Message: fmt.Sprintf("pipeline %q not found in project %q: store it first", ref.Name, project)})
 				} else {
-					out = append(out, pipeline.Problem{Path: ref.Path + ".pipeline.version", Message: fmt.Sprintf("pipeline %q has no version %d in project %q", ref.Name, ref.Version, project)})
+					out = append(out, schema.Problem{Path: ref.Path + ".pipeline.version", Message: fmt.Sprintf("pipeline %q has no version %d in project %q", ref.Name, ref.Version, project)})
 				}
 				continue
 			}
@@ -45,7 +46,7 @@ func (s *server) checkPipelineSteps(ctx context.Context, project, self string, p
 			return nil, err
 		}
 		if chain != nil {
-			out = append(out, pipeline.Problem{Path: ref.Path + ".pipeline.name", Message: fmt.Sprintf(
+			out = append(out, schema.Problem{Path: ref.Path + ".pipeline.name", Message: fmt.Sprintf(
 				"pipelines run each other in a cycle (%s): every run would nest child runs until the limit of %d levels and fail",
 				strings.Join(chain, " → "), pipeline.MaxPipelineDepth)})
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/atelier-ml/atelier/client/endpointclient"
 	"github.com/atelier-ml/atelier/inference"
 	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/schema"
 )
 
 // Endpoints is the Temporal side of inference endpoints (implemented by
@@ -238,7 +239,7 @@ func decodeEndpointSpec(raw json.RawMessage, prefix string) (inference.EndpointS
 		}
 		return spec, newProblem(ptInvalidEndpoint, "%s", summarize(fields)).withErrors(fields)
 	}
-	var ve *inference.ValidationError
+	var ve *schema.ValidationError
 	if err := inference.Validate(spec); errors.As(err, &ve) {
 		problems := ve.Problems
 		if prefix != "" {
@@ -251,8 +252,8 @@ func decodeEndpointSpec(raw json.RawMessage, prefix string) (inference.EndpointS
 	return spec, nil
 }
 
-func invalidEndpoint(problems []inference.Problem) error {
-	fields := views(problems, func(p inference.Problem) gen.FieldError { return gen.FieldError{Path: p.Path, Message: p.Message} })
+func invalidEndpoint(problems []schema.Problem) error {
+	fields := views(problems, func(p schema.Problem) gen.FieldError { return gen.FieldError{Path: p.Path, Message: p.Message} })
 	return newProblem(ptInvalidEndpoint, "%s", summarize(fields)).withErrors(fields)
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/gpu"
 	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/schema"
 )
 
 // GPUPolicyStore holds the projects' GPU admission policies.
@@ -46,7 +47,7 @@ func (s *server) PutGPUPolicy(ctx context.Context, req gen.PutGPUPolicyRequestOb
 			BorrowingLimit: gpu.Limit(deref(q.BorrowingLimit)), LendingLimit: gpu.Limit(deref(q.LendingLimit))})
 	}
 	if problems := p.Problems(); len(problems) > 0 {
-		fields := views(problems, func(pr gpu.Problem) gen.FieldError { return gen.FieldError{Path: pr.Path, Message: pr.Message} })
+		fields := views(problems, func(pr schema.Problem) gen.FieldError { return gen.FieldError{Path: pr.Path, Message: pr.Message} })
 		return nil, newProblem(ptInvalidPolicy, "%s", summarize(fields)).withErrors(fields)
 	}
 	stored, err := s.cat.PutGPUPolicy(ctx, catalog.GPUPolicy{ProjectPolicy: p})

@@ -12,6 +12,7 @@ import (
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/schema"
 )
 
 // PipelineStore keeps declarative pipelines and their immutable versions.
@@ -60,9 +61,9 @@ func (s *server) CreatePipelineVersion(ctx context.Context, req gen.CreatePipeli
 	if err != nil {
 		return nil, internalError(err)
 	}
-	var found []pipeline.Problem
+	var found []schema.Problem
 	if err := pipeline.Validate(p, opts); err != nil {
-		var ve *pipeline.ValidationError
+		var ve *schema.ValidationError
 		if !errors.As(err, &ve) {
 			return nil, specProblem(err)
 		}
@@ -74,7 +75,7 @@ func (s *server) CreatePipelineVersion(ctx context.Context, req gen.CreatePipeli
 	}
 	if found = append(found, steps...); len(found) > 0 {
 		pipeline.SortProblems(found)
-		return nil, specProblem(&pipeline.ValidationError{Problems: found})
+		return nil, specProblem(&schema.ValidationError{Subject: "pipeline", Problems: found})
 	}
 	// Canonical form: struct field order and sorted map keys, so formatting,
 	// YAML vs JSON and key order do not make new versions.
@@ -102,15 +103,15 @@ func (s *server) CreatePipelineVersion(ctx context.Context, req gen.CreatePipeli
 
 // specProblem reports every spec problem with its path.
 func specProblem(err error) error {
-	var ve *pipeline.ValidationError
+	var ve *schema.ValidationError
 	if !errors.As(err, &ve) || len(ve.Problems) == 0 {
 		return newProblem(ptInvalidSpec, "%s", err.Error())
 	}
 	return newProblem(ptInvalidSpec, "%s", summarize(fieldErrors(ve.Problems))).withErrors(fieldErrors(ve.Problems))
 }
 
-func fieldErrors(ps []pipeline.Problem) []gen.FieldError {
-	return views(ps, func(p pipeline.Problem) gen.FieldError { return gen.FieldError{Path: p.Path, Message: p.Message} })
+func fieldErrors(ps []schema.Problem) []gen.FieldError {
+	return views(ps, func(p schema.Problem) gen.FieldError { return gen.FieldError{Path: p.Path, Message: p.Message} })
 }
 
 // ListPipelines lists a project's pipelines with their newest version.

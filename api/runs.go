@@ -20,6 +20,7 @@ import (
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/pipeline"
 	"github.com/atelier-ml/atelier/runstate"
+	"github.com/atelier-ml/atelier/schema"
 	"github.com/atelier-ml/atelier/workflows"
 )
 
@@ -311,7 +312,7 @@ func (s *server) planPipelineRunFrom(ctx context.Context, project, id, name stri
 	}
 	params, err := pipeline.ResolveParams(&p, given)
 	if err != nil {
-		var ve *pipeline.ValidationError
+		var ve *schema.ValidationError
 		if errors.As(err, &ve) && len(ve.Problems) > 0 {
 			fe := fieldErrors(ve.Problems)
 			return catalog.Run{}, runclient.StartRequest{}, newProblem(ptInvalidParams, "%s", summarize(fe)).withErrors(fe)

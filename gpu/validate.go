@@ -1,6 +1,10 @@
 package gpu
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/atelier-ml/atelier/schema"
+)
 
 // ValidateWorkload checks what Schedule would reject as WaitInvalid,
 // except duplicate IDs: the project exists in the policy, the priority
@@ -27,13 +31,6 @@ func ValidateWorkload(p Policy, w Workload) error {
 	return nil
 }
 
-// Problem is one thing wrong with a policy, located by a JSON path such as
-// "quotas[1].nominal", so an API can report every problem at once.
-type Problem struct {
-	Path    string `json:"path"`
-	Message string `json:"message"`
-}
-
 // Bounds on what a policy may say: generous, but small enough that the
 // scheduler's arithmetic cannot overflow and a typo is caught.
 const (
@@ -46,10 +43,10 @@ const (
 
 // Problems returns everything wrong with a project's policy (nil when it
 // is valid). The project name itself is the caller's to check.
-func (p ProjectPolicy) Problems() []Problem {
-	var out []Problem
+func (p ProjectPolicy) Problems() []schema.Problem {
+	var out []schema.Problem
 	add := func(path, format string, args ...any) {
-		out = append(out, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+		out = append(out, schema.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
 	}
 	if p.Cohort != "" && !validName(p.Cohort) {
 		add("cohort", "must be a lowercase name of at most %d characters (letters, digits, '-')", maxNameLength)

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/atelier-ml/atelier/schema"
 )
 
 func TestProjectPolicyProblems(t *testing.T) {
@@ -26,15 +28,15 @@ func TestProjectPolicyProblems(t *testing.T) {
 			{Resource: "NVIDIA-L4", Nominal: 2},
 		},
 	}
-	want := []Problem{
-		{"cohort", "must be a lowercase name of at most 63 characters (letters, digits, '-')"},
-		{"weight", "must be between 0 and 1000 (0 means 1)"},
-		{"defaultPriority", "must lie in [minPriority, maxPriority] = [0, 100]"},
-		{"quotas[0].resource", "required: a GPU product (as in the node label nvidia.com/gpu.product) or a MIG resource (nvidia.com/mig-<profile>)"},
-		{"quotas[0].nominal", "must be between 0 and 1048576"},
-		{"quotas[0].borrowingLimit", "must be -1 (unlimited) or between 0 and 1048576"},
-		{"quotas[1].lendingLimit", "cannot lend more than the nominal quota (2); -1 lends all of it"},
-		{"quotas[2].resource", `"NVIDIA-L4" already has a quota at quotas[1]`},
+	want := []schema.Problem{
+		{Path: "cohort", Message: "must be a lowercase name of at most 63 characters (letters, digits, '-')"},
+		{Path: "weight", Message: "must be between 0 and 1000 (0 means 1)"},
+		{Path: "defaultPriority", Message: "must lie in [minPriority, maxPriority] = [0, 100]"},
+		{Path: "quotas[0].resource", Message: "required: a GPU product (as in the node label nvidia.com/gpu.product) or a MIG resource (nvidia.com/mig-<profile>)"},
+		{Path: "quotas[0].nominal", Message: "must be between 0 and 1048576"},
+		{Path: "quotas[0].borrowingLimit", Message: "must be -1 (unlimited) or between 0 and 1048576"},
+		{Path: "quotas[1].lendingLimit", Message: "cannot lend more than the nominal quota (2); -1 lends all of it"},
+		{Path: "quotas[2].resource", Message: `"NVIDIA-L4" already has a quota at quotas[1]`},
 	}
 	if diff := cmp.Diff(want, bad.Problems()); diff != "" {
 		t.Errorf("problems (-want +got):\n%s", diff)

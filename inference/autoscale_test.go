@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/atelier-ml/atelier/schema"
 )
 
 func testScaler(mut ...func(*AutoscalerConfig)) *Autoscaler {
@@ -212,7 +214,7 @@ func TestAutoscalerDecisions(t *testing.T) {
 func TestAutoscalerConfigFor(t *testing.T) {
 	s := vllmSpec()
 	s.Replicas = ReplicaRange{Min: ptr(0), Max: 6}
-	s.Autoscaling.IdleTimeout = Duration(15 * time.Minute)
+	s.Autoscaling.IdleTimeout = schema.Duration(15 * time.Minute)
 	c := AutoscalerConfigFor(s)
 	want := AutoscalerConfig{MinReplicas: 0, MaxReplicas: 6, Target: 32, StableWindow: time.Minute, PanicWindow: 6 * time.Second,
 		PanicThreshold: 2, ScaleDownDelay: 5 * time.Minute, IdleTimeout: 15 * time.Minute, SampleMaxAge: DefaultSampleMaxAge}

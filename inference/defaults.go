@@ -3,6 +3,8 @@ package inference
 import (
 	"slices"
 	"time"
+
+	"github.com/atelier-ml/atelier/schema"
 )
 
 // Defaults for the zero values of EndpointSpec (applied by WithDefaults).
@@ -33,8 +35,8 @@ const (
 // for 5m, then 50% for 5m. A function, so that no caller can change them.
 func DefaultCanarySteps() []CanaryStep {
 	return []CanaryStep{
-		{Weight: 10, Pause: Duration(5 * time.Minute)},
-		{Weight: 50, Pause: Duration(5 * time.Minute)},
+		{Weight: 10, Pause: schema.Duration(5 * time.Minute)},
+		{Weight: 50, Pause: schema.Duration(5 * time.Minute)},
 	}
 }
 
@@ -62,15 +64,15 @@ func WithDefaults(s EndpointSpec) EndpointSpec {
 		a.TargetQueuePerReplica = backendTarget(s.Backend)
 	}
 	if a.StableWindow == 0 {
-		a.StableWindow = Duration(DefaultStableWindow)
+		a.StableWindow = schema.Duration(DefaultStableWindow)
 	}
 	if a.PanicWindow == 0 {
-		a.PanicWindow = Duration(max(minDefaultPanicWindow, a.StableWindow.D()/defaultPanicWindowDivisor))
+		a.PanicWindow = schema.Duration(max(minDefaultPanicWindow, a.StableWindow.D()/defaultPanicWindowDivisor))
 	}
 	if a.PanicThreshold == 0 {
 		a.PanicThreshold = DefaultPanicThreshold
 	}
-	delay := Duration(DefaultScaleDownDelay)
+	delay := schema.Duration(DefaultScaleDownDelay)
 	if a.ScaleDownDelay != nil {
 		delay = *a.ScaleDownDelay
 	}
@@ -109,23 +111,23 @@ func WithDefaults(s EndpointSpec) EndpointSpec {
 		g.MinSamples = DefaultMinSamples
 	}
 	if g.AnalysisInterval == 0 {
-		g.AnalysisInterval = Duration(DefaultAnalysisInterval)
+		g.AnalysisInterval = schema.Duration(DefaultAnalysisInterval)
 	}
 	if g.MaxInsufficient == 0 {
-		g.MaxInsufficient = Duration(DefaultMaxInsufficient)
+		g.MaxInsufficient = schema.Duration(DefaultMaxInsufficient)
 	}
 	if g.OnInsufficient == "" {
 		g.OnInsufficient = DefaultOnInsufficient
 	}
 	d := &r.Startup
 	if d.Scheduled == 0 {
-		d.Scheduled = Duration(DefaultScheduledDeadline)
+		d.Scheduled = schema.Duration(DefaultScheduledDeadline)
 	}
 	if d.ImagePulled == 0 {
-		d.ImagePulled = Duration(DefaultImagePulledDeadline)
+		d.ImagePulled = schema.Duration(DefaultImagePulledDeadline)
 	}
 	if d.EngineReady == 0 {
-		d.EngineReady = Duration(DefaultEngineReadyDeadline)
+		d.EngineReady = schema.Duration(DefaultEngineReadyDeadline)
 	}
 	return s
 }

@@ -1,11 +1,10 @@
 package inference
 
 import (
-	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/atelier-ml/atelier/gpu"
+	"github.com/atelier-ml/atelier/schema"
 )
 
 // Backend is the serving engine of an endpoint.
@@ -99,9 +98,9 @@ type Autoscaling struct {
 	// average.
 	TargetQueuePerReplica float64 `json:"targetQueuePerReplica,omitempty"`
 	// StableWindow is the averaging window of normal operation.
-	StableWindow Duration `json:"stableWindow,omitempty"`
+	StableWindow schema.Duration `json:"stableWindow,omitempty"`
 	// PanicWindow is the short window that detects bursts.
-	PanicWindow Duration `json:"panicWindow,omitempty"`
+	PanicWindow schema.Duration `json:"panicWindow,omitempty"`
 	// PanicThreshold is a ratio: panic starts when the panic window asks
 	// for at least PanicThreshold × the ready replicas (2 = 200%).
 	PanicThreshold float64 `json:"panicThreshold,omitempty"`
@@ -109,11 +108,11 @@ type Autoscaling struct {
 	// this long, so a short dip does not unload a model that takes minutes
 	// to load again. A pointer because "0s" (scale down at once, Knative's
 	// default) must differ from unset (DefaultScaleDownDelay).
-	ScaleDownDelay *Duration `json:"scaleDownDelay,omitempty"`
+	ScaleDownDelay *schema.Duration `json:"scaleDownDelay,omitempty"`
 	// IdleTimeout is how long demand must be known to be zero before the
 	// endpoint scales to zero; 0 disables scale to zero (and then
 	// Replicas.Min must be at least 1).
-	IdleTimeout Duration `json:"idleTimeout,omitempty"`
+	IdleTimeout schema.Duration `json:"idleTimeout,omitempty"`
 }
 
 // Strategy is how a new revision replaces the stable one.
@@ -162,15 +161,15 @@ type CanarySettings struct {
 // waits Pause before the gates decide whether to go on. Weights must
 // increase from step to step.
 type CanaryStep struct {
-	Weight int      `json:"weight"`
-	Pause  Duration `json:"pause,omitempty"`
+	Weight int             `json:"weight"`
+	Pause  schema.Duration `json:"pause,omitempty"`
 }
 
 // BlueGreen configures the preview. With AutoPromoteAfter 0 the preview
 // waits for a manual Promote; otherwise it is promoted once it has been
 // ready with passing gates for that long.
 type BlueGreen struct {
-	AutoPromoteAfter Duration `json:"autoPromoteAfter,omitempty"`
+	AutoPromoteAfter schema.Duration `json:"autoPromoteAfter,omitempty"`
 }
 
 // OnInsufficient is what a rollout does when its gates stayed short of
@@ -194,11 +193,11 @@ type GateSettings struct {
 	MinSamples int `json:"minSamples,omitempty"`
 	// AnalysisInterval is how often the gates are evaluated while a step
 	// waits.
-	AnalysisInterval Duration `json:"analysisInterval,omitempty"`
+	AnalysisInterval schema.Duration `json:"analysisInterval,omitempty"`
 	// MaxInsufficient is how long a gate may lack samples once a verdict
 	// is due before OnInsufficient applies.
-	MaxInsufficient Duration       `json:"maxInsufficient,omitempty"`
-	OnInsufficient  OnInsufficient `json:"onInsufficient,omitempty"`
+	MaxInsufficient schema.Duration `json:"maxInsufficient,omitempty"`
+	OnInsufficient  OnInsufficient  `json:"onInsufficient,omitempty"`
 	// SyntheticProbes: when samples are short, steps ask the caller for
 	// the missing number of probe requests to the new revision (Step.Probes).
 	SyntheticProbes bool `json:"syntheticProbes,omitempty"`
@@ -210,43 +209,13 @@ type GateSettings struct {
 // from the pull (loading weights). Separate budgets let the workflow set
 // one durable timer per phase and say which phase is stuck.
 type StartupDeadlines struct {
-	Scheduled   Duration `json:"scheduled,omitempty"`
-	ImagePulled Duration `json:"imagePulled,omitempty"`
-	EngineReady Duration `json:"engineReady,omitempty"`
+	Scheduled   schema.Duration `json:"scheduled,omitempty"`
+	ImagePulled schema.Duration `json:"imagePulled,omitempty"`
+	EngineReady schema.Duration `json:"engineReady,omitempty"`
 }
 
 // Total is the sum of the three budgets: the longest a replica may take
 // from creation to ready.
 func (d StartupDeadlines) Total() time.Duration {
 	return d.Scheduled.D() + d.ImagePulled.D() + d.EngineReady.D()
-}
-
-// Duration is a time.Duration that encodes as a Go duration string
-// ("90s"), the same format as pipeline specs.
-type Duration time.Duration
-
-// D returns the value as a time.Duration.
-func (d Duration) D() time.Duration { return time.Duration(d) }
-
-// DurationPtr returns a pointer to d, for optional fields where zero is a
-// meaningful value.
-func DurationPtr(d time.Duration) *Duration { v := Duration(d); return &v }
-
-// MarshalJSON implements json.Marshaler.
-func (d Duration) MarshalJSON() ([]byte, error) {
-	return json.Marshal(time.Duration(d).String())
-}
-
-// UnmarshalJSON accepts "1m30s" style strings.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("duration must be a string such as \"90s\" or \"2h\"")
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return fmt.Errorf("invalid duration %q: use a value such as \"90s\" or \"2h\"", s)
-	}
-	*d = Duration(v)
-	return nil
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"pgregory.net/rapid"
+
+	"github.com/atelier-ml/atelier/schema"
 )
 
 func TestTrafficGates(t *testing.T) {
@@ -42,7 +44,7 @@ func TestTrafficGates(t *testing.T) {
 }
 
 func TestHealthGates(t *testing.T) {
-	d := StartupDeadlines{Scheduled: Duration(time.Minute), ImagePulled: Duration(time.Minute), EngineReady: Duration(time.Minute)}
+	d := StartupDeadlines{Scheduled: schema.Duration(time.Minute), ImagePulled: schema.Duration(time.Minute), EngineReady: schema.Duration(time.Minute)}
 	tests := []struct {
 		name         string
 		want         int

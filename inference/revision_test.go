@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/atelier-ml/atelier/schema"
 )
 
 func TestRevisions(t *testing.T) {
@@ -15,7 +17,7 @@ func TestRevisions(t *testing.T) {
 	t.Run("a no-op update makes no revision", func(t *testing.T) {
 		// Writing a default out explicitly is the same spec.
 		s := vllmSpec()
-		s.Autoscaling.StableWindow = Duration(DefaultStableWindow)
+		s.Autoscaling.StableWindow = schema.Duration(DefaultStableWindow)
 		s.Rollout.Strategy = StrategyRolling
 		got, made, err := NextRevision(&r1, s, sec(10))
 		if err != nil || made || got.Number != 1 || !got.Created.Equal(sec(0)) {

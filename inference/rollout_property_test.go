@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"pgregory.net/rapid"
+
+	"github.com/atelier-ml/atelier/schema"
 )
 
 func genRolloutSettings(t *rapid.T) RolloutSettings {
@@ -25,23 +27,23 @@ func genRolloutSettings(t *rapid.T) RolloutSettings {
 				break
 			}
 			w = rapid.IntRange(w+1, min(w+60, 100)).Draw(t, "weight")
-			s.Canary.Steps = append(s.Canary.Steps, CanaryStep{Weight: w, Pause: Duration(time.Duration(rapid.IntRange(0, 120).Draw(t, "pause")) * time.Second)})
+			s.Canary.Steps = append(s.Canary.Steps, CanaryStep{Weight: w, Pause: schema.Duration(time.Duration(rapid.IntRange(0, 120).Draw(t, "pause")) * time.Second)})
 		}
 	}
 	if s.Strategy == StrategyBlueGreen && rapid.Bool().Draw(t, "auto") {
-		s.BlueGreen.AutoPromoteAfter = Duration(time.Duration(rapid.IntRange(1, 120).Draw(t, "autoAfter")) * time.Second)
+		s.BlueGreen.AutoPromoteAfter = schema.Duration(time.Duration(rapid.IntRange(1, 120).Draw(t, "autoAfter")) * time.Second)
 	}
 	interval := time.Duration(rapid.IntRange(5, 60).Draw(t, "interval")) * time.Second
 	s.Gates = GateSettings{
 		MaxErrorRate:     rapid.SampledFrom([]float64{0.01, 0.1, 1}).Draw(t, "maxErrorRate"),
 		MaxP99LatencyMs:  rapid.SampledFrom([]float64{0, 500}).Draw(t, "maxP99"),
 		MinSamples:       rapid.IntRange(1, 100).Draw(t, "minSamples"),
-		AnalysisInterval: Duration(interval),
-		MaxInsufficient:  Duration(interval * time.Duration(rapid.IntRange(1, 10).Draw(t, "insufficientIntervals"))),
+		AnalysisInterval: schema.Duration(interval),
+		MaxInsufficient:  schema.Duration(interval * time.Duration(rapid.IntRange(1, 10).Draw(t, "insufficientIntervals"))),
 		OnInsufficient:   rapid.SampledFrom([]OnInsufficient{InsufficientPause, InsufficientFail}).Draw(t, "onInsufficient"),
 		SyntheticProbes:  rapid.Bool().Draw(t, "probes"),
 	}
-	s.Startup = StartupDeadlines{Scheduled: Duration(2 * time.Minute), ImagePulled: Duration(2 * time.Minute), EngineReady: Duration(3 * time.Minute)}
+	s.Startup = StartupDeadlines{Scheduled: schema.Duration(2 * time.Minute), ImagePulled: schema.Duration(2 * time.Minute), EngineReady: schema.Duration(3 * time.Minute)}
 	return s
 }
 

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/atelier-ml/atelier/schema"
 )
 
 // newRollout rolls revision 2 (vllmSpec with the settings mut makes) over
@@ -135,7 +137,7 @@ func TestRolloutSurgeFreeRolling(t *testing.T) {
 
 func canary(s *RolloutSettings) {
 	s.Strategy = StrategyCanary
-	s.Canary.Steps = []CanaryStep{{Weight: 10, Pause: Duration(time.Minute)}, {Weight: 50, Pause: Duration(time.Minute)}}
+	s.Canary.Steps = []CanaryStep{{Weight: 10, Pause: schema.Duration(time.Minute)}, {Weight: 50, Pause: schema.Duration(time.Minute)}}
 }
 
 func TestRolloutCanary(t *testing.T) {
@@ -240,7 +242,7 @@ func TestRolloutInsufficientSamples(t *testing.T) {
 	probes := func(s *RolloutSettings) {
 		canary(s)
 		s.Gates.SyntheticProbes = true
-		s.Gates.MaxInsufficient = Duration(5 * time.Minute)
+		s.Gates.MaxInsufficient = schema.Duration(5 * time.Minute)
 	}
 	start := []expect{
 		{input: in(sec(0), 4, 4, RevisionStatus{}), action: ActionProgress, stage: StageCanaryScale, layout: "1:4/100 2:1/0"},
@@ -296,7 +298,7 @@ func TestRolloutBlueGreen(t *testing.T) {
 		))
 	})
 	t.Run("auto promote", func(t *testing.T) {
-		r := newRollout(false, func(s *RolloutSettings) { bg(s); s.BlueGreen.AutoPromoteAfter = Duration(2 * time.Minute) })
+		r := newRollout(false, func(s *RolloutSettings) { bg(s); s.BlueGreen.AutoPromoteAfter = schema.Duration(2 * time.Minute) })
 		runCalls(t, r, append(preview,
 			expect{input: in(sec(60), 2, 2, healthy(2, 60)), action: ActionProgress, stage: StagePreview, layout: "1:2/100 2:2/0",
 				contains: "pausing until", wait: sec(90)},

@@ -5,10 +5,12 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/atelier-ml/atelier/schema"
 )
 
 func TestCheckStartup(t *testing.T) {
-	d := StartupDeadlines{Scheduled: Duration(10 * time.Minute), ImagePulled: Duration(20 * time.Minute), EngineReady: Duration(30 * time.Minute)}
+	d := StartupDeadlines{Scheduled: schema.Duration(10 * time.Minute), ImagePulled: schema.Duration(20 * time.Minute), EngineReady: schema.Duration(30 * time.Minute)}
 	min := func(m float64) time.Time { return sec(m * 60) }
 	tests := []struct {
 		name     string
@@ -50,7 +52,7 @@ func TestCheckStartup(t *testing.T) {
 		})
 	}
 	t.Run("a zero budget disables its phase", func(t *testing.T) {
-		got := CheckStartup(min(500), StartupDeadlines{EngineReady: Duration(time.Minute)}, []ReplicaStartup{{Replica: "a", Created: min(0)}})
+		got := CheckStartup(min(500), StartupDeadlines{EngineReady: schema.Duration(time.Minute)}, []ReplicaStartup{{Replica: "a", Created: min(0)}})
 		if len(got.Overdue) != 0 || !got.NextDeadline.IsZero() {
 			t.Errorf("report = %+v", got)
 		}

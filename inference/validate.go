@@ -7,33 +7,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/atelier-ml/atelier/schema"
 )
 
 // ErrInvalidSpec is matched (errors.Is) by every *ValidationError.
 var ErrInvalidSpec = errors.New("inference: invalid endpoint spec")
-
-// Problem is one thing wrong with a spec, located by a JSON path such as
-// "rollout.canary.steps[1].weight" (the same shape as the pipeline spec's
-// and the GPU policy's problems), with a message saying what to change.
-type Problem struct {
-	Path    string `json:"path"`
-	Message string `json:"message"`
-}
-
-// ValidationError carries every problem found, in spec order.
-type ValidationError struct {
-	Problems []Problem
-}
-
-func (e *ValidationError) Error() string {
-	if len(e.Problems) == 1 {
-		return fmt.Sprintf("invalid endpoint: %s: %s", e.Problems[0].Path, e.Problems[0].Message)
-	}
-	return fmt.Sprintf("invalid endpoint: %d problems (first: %s: %s)", len(e.Problems), e.Problems[0].Path, e.Problems[0].Message)
-}
-
-// Is makes errors.Is(err, ErrInvalidSpec) true.
-func (e *ValidationError) Is(target error) bool { return target == ErrInvalidSpec }
 
 // Bounds on a spec: generous, but small enough that the arithmetic of the
 // autoscaler and the rollouts cannot overflow and a typo is caught.
@@ -50,10 +29,10 @@ var (
 	quantityRE = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$`)
 )
 
-type problems []Problem
+type problems []schema.Problem
 
 func (ps *problems) add(path, format string, args ...any) {
-	*ps = append(*ps, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	*ps = append(*ps, schema.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
 }
 
 func at(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
@@ -112,7 +91,7 @@ func Validate(spec EndpointSpec) error {
 	if len(ps) == 0 {
 		return nil
 	}
-	return &ValidationError{Problems: ps}
+	return &schema.ValidationError{Subject: "endpoint", Problems: ps, Kind: ErrInvalidSpec}
 }
 
 func validateModel(s EndpointSpec, ps *problems) {
@@ -274,7 +253,7 @@ func validateRollout(r RolloutSettings, ps *problems) {
 }
 
 // between reports whether d lies in [lo, hi], adding a problem if not.
-func between(ps *problems, path string, d Duration, lo, hi time.Duration) bool {
+func between(ps *problems, path string, d schema.Duration, lo, hi time.Duration) bool {
 	switch {
 	case d < 0:
 		ps.add(path, "must not be negative")

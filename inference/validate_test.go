@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/atelier-ml/atelier/schema"
 )
 
 func TestValidateAcceptsMinimalSpecs(t *testing.T) {
@@ -25,32 +27,32 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	tests := []struct {
 		name   string
 		mutate func(*EndpointSpec)
-		want   []Problem
+		want   []schema.Problem
 	}{{
 		name:   "backend and image",
 		mutate: func(s *EndpointSpec) { s.Backend = "tgi"; s.Image = "" },
-		want: []Problem{
+		want: []schema.Problem{
 			{"backend", `unknown backend "tgi"; use triton or vllm`},
 			{"image", "required: the serving image, e.g. nvcr.io/nvidia/tritonserver:25.04-py3 or vllm/vllm-openai:v0.9.1"},
 		},
 	}, {
 		name:   "triton needs repository and model name",
 		mutate: func(s *EndpointSpec) { *s = tritonSpec(); s.Model = Model{URI: "models"} },
-		want: []Problem{
+		want: []schema.Problem{
 			{"model.uri", `"models" is not a URI: use a form such as s3://bucket/models, gs://bucket/models, pvc://claim/path or an absolute path`},
 			{"model.name", "required for triton: the model to load from the repository"},
 		},
 	}, {
 		name:   "vllm needs a model",
 		mutate: func(s *EndpointSpec) { s.Model = Model{} },
-		want:   []Problem{{"model", "set model.name (a Hugging Face ID such as meta-llama/Llama-3.1-8B-Instruct) or model.uri (a path to the weights)"}},
+		want:   []schema.Problem{{"model", "set model.name (a Hugging Face ID such as meta-llama/Llama-3.1-8B-Instruct) or model.uri (a path to the weights)"}},
 	}, {
 		name: "reserved args and env names",
 		mutate: func(s *EndpointSpec) {
 			s.Args = []string{"--max-model-len=8192", "--port=9000", "--model", "x"}
 			s.Env = []EnvVar{{Name: "HF_TOKEN"}, {Name: "1BAD"}, {Name: "HF_TOKEN"}}
 		},
-		want: []Problem{
+		want: []schema.Problem{
 			{"args[1]", "--port is reserved: Atelier sets it (or relies on its default) for readiness probes, the Service and metrics; remove it"},
 			{"args[2]", "--model is reserved: set model.uri and model.name instead"},
 			{"env[1].name", `invalid name "1BAD": use letters, digits, '_', '-' and '.', not starting with a digit`},
@@ -61,7 +63,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		mutate: func(s *EndpointSpec) {
 			s.Resources = Resources{GPUs: 2, CPU: "two", Memory: "512m"}
 		},
-		want: []Problem{
+		want: []schema.Problem{
 			{"resources.gpuType", "required with gpus: the GPU product (node label nvidia.com/gpu.product, e.g. NVIDIA-A100-SXM4-80GB) or MIG profile; quotas count GPUs per type"},
 			{"resources.cpu", `invalid quantity "two": use Kubernetes syntax such as "500m" or "8"`},
 			{"resources.memory", `"512m" means thousandths of a byte; use Mi or Gi, e.g. "64Gi"`},
@@ -69,18 +71,18 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	}, {
 		name:   "scale to zero needs an idle timeout",
 		mutate: func(s *EndpointSpec) { s.Replicas = ReplicaRange{Min: ptr(0), Max: 2} },
-		want:   []Problem{{"replicas.min", `0 means scale to zero, which needs autoscaling.idleTimeout (e.g. "15m"); set it, or set min to at least 1`}},
+		want:   []schema.Problem{{"replicas.min", `0 means scale to zero, which needs autoscaling.idleTimeout (e.g. "15m"); set it, or set min to at least 1`}},
 	}, {
 		name:   "max below min",
 		mutate: func(s *EndpointSpec) { s.Replicas = ReplicaRange{Min: ptr(3), Max: 2} },
-		want:   []Problem{{"replicas.max", "must be at least replicas.min (3)"}},
+		want:   []schema.Problem{{"replicas.max", "must be at least replicas.min (3)"}},
 	}, {
 		name: "autoscaling ranges",
 		mutate: func(s *EndpointSpec) {
-			s.Autoscaling = Autoscaling{TargetQueuePerReplica: math.NaN(), StableWindow: Duration(10 * time.Second),
-				PanicWindow: Duration(20 * time.Second), PanicThreshold: 0.5, ScaleDownDelay: DurationPtr(-time.Second), IdleTimeout: Duration(time.Second)}
+			s.Autoscaling = Autoscaling{TargetQueuePerReplica: math.NaN(), StableWindow: schema.Duration(10 * time.Second),
+				PanicWindow: schema.Duration(20 * time.Second), PanicThreshold: 0.5, ScaleDownDelay: schema.DurationPtr(-time.Second), IdleTimeout: schema.Duration(time.Second)}
 		},
-		want: []Problem{
+		want: []schema.Problem{
 			{"autoscaling.targetQueuePerReplica", "must be a number of requests above 0 and at most 1000000"},
 			{"autoscaling.panicWindow", "must not exceed stableWindow (10s)"},
 			{"autoscaling.panicThreshold", "must be a ratio above 1 and at most 10 (2 = panic when the short window asks for twice the ready replicas)"},
@@ -91,10 +93,10 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		name: "canary steps",
 		mutate: func(s *EndpointSpec) {
 			s.Rollout = RolloutSettings{Strategy: StrategyCanary, Canary: CanarySettings{Steps: []CanaryStep{
-				{Weight: 20}, {Weight: 20, Pause: Duration(time.Minute)}, {Weight: 120}, {Weight: 50, Pause: Duration(-1)},
+				{Weight: 20}, {Weight: 20, Pause: schema.Duration(time.Minute)}, {Weight: 120}, {Weight: 50, Pause: schema.Duration(-1)},
 			}}}
 		},
-		want: []Problem{
+		want: []schema.Problem{
 			{"rollout.canary.steps[1].weight", "must be greater than the previous step's weight (20): traffic only moves forward"},
 			{"rollout.canary.steps[2].weight", "must be a percentage between 1 and 100"},
 			{"rollout.canary.steps[3].pause", "must not be negative"},
@@ -105,7 +107,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 			s.Rollout = RolloutSettings{Strategy: StrategyBlueGreen, SurgeFree: true, MaxSurge: ptr(2),
 				Canary: CanarySettings{Steps: []CanaryStep{{Weight: 10}}}}
 		},
-		want: []Problem{
+		want: []schema.Problem{
 			{"rollout.maxSurge", "surgeFree never adds replicas above the target: remove maxSurge or set it to 0"},
 			{"rollout.surgeFree", "blueGreen runs a full preview beside the stable revision, which needs headroom; use strategy rolling or canary with surgeFree"},
 			{"rollout.canary.steps", "only canary rollouts have steps: set strategy to canary or remove them"},
@@ -113,15 +115,15 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	}, {
 		name:   "no surge and no unavailability",
 		mutate: func(s *EndpointSpec) { s.Rollout = RolloutSettings{MaxSurge: ptr(0), MaxUnavailable: ptr(0)} },
-		want:   []Problem{{"rollout.maxSurge", "maxSurge and maxUnavailable cannot both be 0 (no replica could ever be replaced): set maxSurge to 1, or maxUnavailable to 1 if there is no GPU headroom"}},
+		want:   []schema.Problem{{"rollout.maxSurge", "maxSurge and maxUnavailable cannot both be 0 (no replica could ever be replaced): set maxSurge to 1, or maxUnavailable to 1 if there is no GPU headroom"}},
 	}, {
 		name: "gates and deadlines",
 		mutate: func(s *EndpointSpec) {
 			s.Rollout = RolloutSettings{Strategy: "shadow", Gates: GateSettings{MaxErrorRate: 2, MinSamples: -1,
-				AnalysisInterval: Duration(time.Minute), MaxInsufficient: Duration(time.Second), OnInsufficient: "ignore"},
-				Startup: StartupDeadlines{EngineReady: Duration(48 * time.Hour)}}
+				AnalysisInterval: schema.Duration(time.Minute), MaxInsufficient: schema.Duration(time.Second), OnInsufficient: "ignore"},
+				Startup: StartupDeadlines{EngineReady: schema.Duration(48 * time.Hour)}}
 		},
-		want: []Problem{
+		want: []schema.Problem{
 			{"rollout.strategy", `unknown strategy "shadow"; use rolling, canary or blueGreen`},
 			{"rollout.gates.maxErrorRate", "must be a fraction above 0 and at most 1 (0.01 = 1%; 1 disables the gate)"},
 			{"rollout.gates.minSamples", "must be between 1 and 1000000 requests"},
@@ -138,9 +140,9 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 			if !errors.Is(err, ErrInvalidSpec) {
 				t.Fatalf("Validate = %v, want an ErrInvalidSpec", err)
 			}
-			var ve *ValidationError
+			var ve *schema.ValidationError
 			if !errors.As(err, &ve) {
-				t.Fatalf("Validate = %T, want *ValidationError", err)
+				t.Fatalf("Validate = %T, want *schema.ValidationError", err)
 			}
 			if diff := cmp.Diff(tt.want, ve.Problems); diff != "" {
 				t.Errorf("problems (-want +got):\n%s", diff)
@@ -174,7 +176,7 @@ func TestWithDefaults(t *testing.T) {
 	}
 	// Set fields are kept.
 	in = vllmSpec()
-	in.Autoscaling.StableWindow = Duration(2 * time.Minute)
+	in.Autoscaling.StableWindow = schema.Duration(2 * time.Minute)
 	in.Rollout.MaxSurge = ptr(0)
 	in.Rollout.MaxUnavailable = ptr(2)
 	out := WithDefaults(in)

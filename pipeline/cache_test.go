@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/atelier-ml/atelier/schema"
 )
 
 func TestValidateCache(t *testing.T) {
@@ -59,7 +61,7 @@ func TestCacheParseIsStrict(t *testing.T) {
 
 func TestEffectiveCache(t *testing.T) {
 	yes, no := true, false
-	def := &Cache{Version: "p", TTL: Duration(time.Hour)}
+	def := &Cache{Version: "p", TTL: schema.Duration(time.Hour)}
 	for _, tc := range []struct {
 		name     string
 		kind     StepKind
@@ -69,11 +71,11 @@ func TestEffectiveCache(t *testing.T) {
 	}{
 		{"nothing", "", nil, nil, nil},
 		{"step block alone turns it on", "", nil, &Cache{}, &Cache{Enabled: &yes}},
-		{"pipeline default", KindRay, def, nil, &Cache{Enabled: &yes, Version: "p", TTL: Duration(time.Hour)}},
+		{"pipeline default", KindRay, def, nil, &Cache{Enabled: &yes, Version: "p", TTL: schema.Duration(time.Hour)}},
 		{"pipeline default off", KindSpark, &Cache{Enabled: &no, Version: "p"}, nil, nil},
-		{"step overrides field by field", "", def, &Cache{Version: "s"}, &Cache{Enabled: &yes, Version: "s", TTL: Duration(time.Hour)}},
+		{"step overrides field by field", "", def, &Cache{Version: "s"}, &Cache{Enabled: &yes, Version: "s", TTL: schema.Duration(time.Hour)}},
 		{"step turns it off", "", def, &Cache{Enabled: &no}, nil},
-		{"step block over a default that is off", "", &Cache{Enabled: &no}, &Cache{TTL: Duration(time.Minute)}, &Cache{Enabled: &yes, TTL: Duration(time.Minute)}},
+		{"step block over a default that is off", "", &Cache{Enabled: &no}, &Cache{TTL: schema.Duration(time.Minute)}, &Cache{Enabled: &yes, TTL: schema.Duration(time.Minute)}},
 		{"approval ignores the default", KindApproval, def, nil, nil},
 		{"inference ignores the default", KindInference, def, nil, nil},
 	} {

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/atelier-ml/atelier/schema"
 )
 
 // PipelineNamePattern is what a stored pipeline's name must match (the
@@ -231,7 +233,7 @@ func ChildRefs(p *Spec) []ChildRef {
 // a string with templates, which renders as a string). A value that is
 // exactly one "{{ expr }}" is checked when the step starts. Problems carry
 // the step's path (ref.Path).
-func CheckChildStep(ref ChildRef, s *Step, child *Spec) []Problem {
+func CheckChildStep(ref ChildRef, s *Step, child *Spec) []schema.Problem {
 	var ps problems
 	pp := field(field(ref.Path, "pipeline"), "params")
 	declared := map[string]Param{}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"testing"
+
+	"github.com/atelier-ml/atelier/schema"
 )
 
 // FuzzParse checks that no input makes Parse, Validate, Dependencies or the
@@ -25,7 +27,7 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := Parse(data)
 		if err != nil {
-			var ve *ValidationError
+			var ve *schema.ValidationError
 			if !errors.As(err, &ve) || len(ve.Problems) == 0 || p != nil {
 				t.Fatalf("Parse error %T %v", err, err)
 			}
@@ -33,7 +35,7 @@ func FuzzParse(f *testing.F) {
 		}
 		for _, opts := range []ValidateOptions{{}, kube, all} {
 			if err := Validate(p, opts); err != nil {
-				var ve *ValidationError
+				var ve *schema.ValidationError
 				if !errors.As(err, &ve) || len(ve.Problems) == 0 {
 					t.Fatalf("Validate error %T %v", err, err)
 				}

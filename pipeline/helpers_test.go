@@ -4,21 +4,23 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/atelier-ml/atelier/schema"
 )
 
 // problemsOf returns the problems of a *ValidationError, failing the test for
 // any other non-nil error.
-func problemsOf(t *testing.T, err error) []Problem {
+func problemsOf(t *testing.T, err error) []schema.Problem {
 	t.Helper()
 	if err == nil {
 		return nil
 	}
-	var ve *ValidationError
+	var ve *schema.ValidationError
 	if !errors.As(err, &ve) {
-		t.Fatalf("error is %T (%v), want *ValidationError", err, err)
+		t.Fatalf("error is %T (%v), want *schema.ValidationError", err, err)
 	}
 	if len(ve.Problems) == 0 {
-		t.Fatalf("ValidationError without problems")
+		t.Fatalf("schema.ValidationError without problems")
 	}
 	return ve.Problems
 }
@@ -29,7 +31,7 @@ type want struct {
 }
 
 // checkProblems asserts that got holds exactly the wanted problems, in order.
-func checkProblems(t *testing.T, got []Problem, wants []want) {
+func checkProblems(t *testing.T, got []schema.Problem, wants []want) {
 	t.Helper()
 	ok := len(got) == len(wants)
 	for i := 0; ok && i < len(wants); i++ {

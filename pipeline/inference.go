@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/atelier-ml/atelier/inference"
+	"github.com/atelier-ml/atelier/schema"
 )
 
 // validateInference checks an inference step's configuration: the endpoint
@@ -43,7 +44,7 @@ func validateInference(path string, s *InferenceStep, vc *vctx, ps *problems) {
 			templated[p] = true
 		}
 	})
-	var ve *inference.ValidationError
+	var ve *schema.ValidationError
 	if err := inference.Validate(s.Spec); errors.As(err, &ve) {
 		sp := field(path, "spec")
 		for _, pr := range ve.Problems {

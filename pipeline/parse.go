@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/atelier-ml/atelier/schema"
 )
 
 // Parse decodes a pipeline from JSON or YAML. It is strict because a
@@ -53,7 +55,7 @@ func Parse(data []byte) (*Spec, error) {
 	c.dec.UseNumber()
 	if err := c.top(); err != nil {
 		// A syntax error makes earlier findings moot; report it alone.
-		return nil, &ValidationError{Problems: []Problem{{Path: "", Message: err.Error()}}}
+		return nil, &schema.ValidationError{Subject: "pipeline", Problems: []schema.Problem{{Path: "", Message: err.Error()}}}
 	}
 	if len(c.ps.list) > 0 {
 		return nil, c.ps.err()
@@ -90,7 +92,7 @@ func unmarshalErrorPath(err error) string {
 }
 
 var (
-	durationType = reflect.TypeOf(Duration(0))
+	durationType = reflect.TypeOf(schema.Duration(0))
 	rawType      = reflect.TypeOf(json.RawMessage(nil))
 )
 
@@ -319,7 +321,7 @@ func (c *strictChecker) value(t reflect.Type, path string) error {
 			return c.skipRest(tok)
 		}
 		b, _ := json.Marshal(s)
-		var d Duration
+		var d schema.Duration
 		if err := d.UnmarshalJSON(b); err != nil {
 			c.ps.add(path, "%s", err.Error())
 		}
@@ -412,7 +414,7 @@ var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 
 // customDecoded reports whether values of t decode through their own
 // UnmarshalJSON (such as the endpoint spec's durations), which the
-// token walk cannot judge by kind: an inference.Duration is an int64 that
+// token walk cannot judge by kind: an schema.Duration is an int64 that
 // is written "90s".
 func customDecoded(t reflect.Type) bool {
 	for t.Kind() == reflect.Pointer {

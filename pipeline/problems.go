@@ -6,16 +6,18 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/atelier-ml/atelier/schema"
 )
 
 // problems accumulates findings so that callers see every mistake in one
 // round trip instead of fixing a spec one error at a time.
 type problems struct {
-	list []Problem
+	list []schema.Problem
 }
 
 func (ps *problems) add(path, format string, args ...any) {
-	ps.list = append(ps.list, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	ps.list = append(ps.list, schema.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
 }
 
 // err returns nil when nothing was found so callers can return it directly.
@@ -23,7 +25,7 @@ func (ps *problems) err() error {
 	if len(ps.list) == 0 {
 		return nil
 	}
-	return &ValidationError{Problems: ps.list}
+	return &schema.ValidationError{Subject: "pipeline", Problems: ps.list}
 }
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -52,7 +54,7 @@ func index(path string, i int) string {
 // sortProblems orders problems by document section and step/param index while
 // keeping discovery order inside one element, so output is stable and reads
 // top to bottom like the spec.
-func sortProblems(list []Problem) {
+func sortProblems(list []schema.Problem) {
 	type rank struct {
 		section int
 		idx     int
@@ -130,4 +132,4 @@ func suggest(name string, candidates []string) string {
 // SortProblems orders problems as Validate does, for callers that add
 // their own (the gateway's checks of pipeline steps against the
 // catalogue) to Validate's.
-func SortProblems(list []Problem) { sortProblems(list) }
+func SortProblems(list []schema.Problem) { sortProblems(list) }

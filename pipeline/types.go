@@ -2,11 +2,11 @@ package pipeline
 
 import (
 	"encoding/json"
-	"fmt"
 	"math"
 	"time"
 
 	"github.com/atelier-ml/atelier/inference"
+	"github.com/atelier-ml/atelier/schema"
 )
 
 // Pipeline is a declarative DAG pipeline as posted over REST (JSON or YAML).
@@ -20,7 +20,7 @@ type Spec struct {
 	Steps       []Step  `json:"steps"`
 	// Deadline bounds the whole run; when it passes, running steps are
 	// cancelled and the run fails.
-	Deadline Duration `json:"deadline,omitempty"`
+	Deadline schema.Duration `json:"deadline,omitempty"`
 	// Placement is the default cluster choice for the steps.
 	Placement *Placement `json:"placement,omitempty"`
 	// RayClusters are long-lived RayClusters shared by ray steps of a run.
@@ -34,7 +34,7 @@ type Spec struct {
 	OnExit []Step `json:"onExit,omitempty"`
 	// OnExitTimeout bounds the exit handlers as a whole (default
 	// DefaultOnExitTimeout); the pipeline deadline does not apply to them.
-	OnExitTimeout Duration `json:"onExitTimeout,omitempty"`
+	OnExitTimeout schema.Duration `json:"onExitTimeout,omitempty"`
 	// Cache is the default step caching of the pipeline's container, ray
 	// and spark steps (see Cache); a step's own cache block overrides it.
 	Cache *Cache `json:"cache,omitempty"`
@@ -109,10 +109,10 @@ type Step struct {
 	Retries *Retries `json:"retries,omitempty"`
 	// Timeout bounds one attempt; for an approval step, the wait for a
 	// decision (none when unset).
-	Timeout   Duration   `json:"timeout,omitempty"`
-	Container *Container `json:"container,omitempty"`
-	Ray       *RayStep   `json:"ray,omitempty"`
-	Spark     *SparkStep `json:"spark,omitempty"`
+	Timeout   schema.Duration `json:"timeout,omitempty"`
+	Container *Container      `json:"container,omitempty"`
+	Ray       *RayStep        `json:"ray,omitempty"`
+	Spark     *SparkStep      `json:"spark,omitempty"`
 	// Inference deploys or updates an inference endpoint.
 	Inference *InferenceStep `json:"inference,omitempty"`
 	// Approval configures an approval step (optional: every field has a
@@ -147,7 +147,7 @@ type Cache struct {
 	// a fixed path, a fixed bug).
 	Version string `json:"version,omitempty"`
 	// TTL bounds the age of an entry that may be reused (0: no bound).
-	TTL Duration `json:"ttl,omitempty"`
+	TTL schema.Duration `json:"ttl,omitempty"`
 }
 
 // MaxCacheVersionLen bounds Cache.Version.
@@ -439,10 +439,10 @@ const (
 
 // Retries re-runs a failed attempt. Backoff doubles (Factor) up to MaxBackoff.
 type Retries struct {
-	Limit      int      `json:"limit"`
-	Backoff    Duration `json:"backoff,omitempty"`    // default 1s
-	MaxBackoff Duration `json:"maxBackoff,omitempty"` // default 5m
-	Factor     float64  `json:"factor,omitempty"`     // default 2
+	Limit      int             `json:"limit"`
+	Backoff    schema.Duration `json:"backoff,omitempty"`    // default 1s
+	MaxBackoff schema.Duration `json:"maxBackoff,omitempty"` // default 5m
+	Factor     float64         `json:"factor,omitempty"`     // default 2
 }
 
 // Container describes a process: a Kubernetes Job on a cluster, a local
@@ -457,51 +457,4 @@ type Container struct {
 	// and gpuType (the step gets that many of the machine's GPUs through
 	// CUDA_VISIBLE_DEVICES, waiting while they are taken).
 	Resources *Resources `json:"resources,omitempty"`
-}
-
-// Duration is a time.Duration that marshals as a Go duration string ("90s").
-type Duration time.Duration
-
-// D returns the value as a time.Duration.
-func (d Duration) D() time.Duration { return time.Duration(d) }
-
-// MarshalJSON implements json.Marshaler.
-func (d Duration) MarshalJSON() ([]byte, error) {
-	return json.Marshal(time.Duration(d).String())
-}
-
-// UnmarshalJSON accepts "1m30s" style strings.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("duration must be a string such as \"90s\" or \"2h\"")
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return fmt.Errorf("invalid duration %q: use a value such as \"90s\" or \"2h\"", s)
-	}
-	if v < 0 {
-		return fmt.Errorf("duration %q must not be negative", s)
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// Problem is one validation finding, located by a JSON-path-like Path such as
-// "steps[2].dependsOn[0]".
-type Problem struct {
-	Path    string `json:"path"`
-	Message string `json:"message"`
-}
-
-// ValidationError carries every problem found in a spec or run input.
-type ValidationError struct {
-	Problems []Problem
-}
-
-func (e *ValidationError) Error() string {
-	if len(e.Problems) == 1 {
-		return fmt.Sprintf("invalid pipeline: %s: %s", e.Problems[0].Path, e.Problems[0].Message)
-	}
-	return fmt.Sprintf("invalid pipeline: %d problems (first: %s: %s)", len(e.Problems), e.Problems[0].Path, e.Problems[0].Message)
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/atelier-ml/atelier/schema"
 )
 
 func TestValidateProblems(t *testing.T) {
@@ -285,9 +287,9 @@ func TestValidateProgrammatic(t *testing.T) {
 	step := func(name string) Step { return Step{Name: name, Container: &Container{Command: []string{"x"}}} }
 	t.Run("negative durations", func(t *testing.T) {
 		s := step("a")
-		s.Timeout = Duration(-time.Second)
-		s.Retries = &Retries{Backoff: Duration(-1), MaxBackoff: Duration(-1)}
-		p := &Spec{Deadline: Duration(-time.Second), Steps: []Step{s}}
+		s.Timeout = schema.Duration(-time.Second)
+		s.Retries = &Retries{Backoff: schema.Duration(-1), MaxBackoff: schema.Duration(-1)}
+		p := &Spec{Deadline: schema.Duration(-time.Second), Steps: []Step{s}}
 		checkProblems(t, problemsOf(t, Validate(p, localOpts)), []want{
 			{"deadline", "must not be negative"},
 			{"steps[0].retries.backoff", "must not be negative"},

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/schema"
 )
 
 func containerWork(mod func(*pipeline.Container)) stepWork {
@@ -70,7 +71,7 @@ func TestCacheKeyCoversWhatDecidesTheResult(t *testing.T) {
 	same := map[string]stepConfig{
 		"timeout":   {timeout: time.Hour},
 		"retries":   {retries: pipeline.Retries{Limit: 3}},
-		"ttl":       {cache: &pipeline.Cache{TTL: pipeline.Duration(time.Hour)}},
+		"ttl":       {cache: &pipeline.Cache{TTL: schema.Duration(time.Hour)}},
 		"preempted": {preempted: 2, firstAttempt: 3},
 	}
 	for what, cfg := range same {

@@ -12,6 +12,7 @@ import (
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/pipeline"
 	"github.com/atelier-ml/atelier/runstate"
+	"github.com/atelier-ml/atelier/schema"
 )
 
 // The Go API's forEach. A loop of Run.Container calls runs every item in
@@ -156,7 +157,7 @@ func forEachStep(name string, items ForEachItems, c pipeline.Container, opts []S
 		Name:      name,
 		ForEach:   &pipeline.ForEach{Items: raw, Parallelism: items.Parallelism, FailurePolicy: items.FailurePolicy},
 		Container: &c,
-		Timeout:   pipeline.Duration(cfg.timeout),
+		Timeout:   schema.Duration(cfg.timeout),
 		Placement: cfg.placement,
 		Cache:     cfg.cache,
 	}

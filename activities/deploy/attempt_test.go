@@ -14,6 +14,7 @@ import (
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/client/endpointclient"
 	"github.com/atelier-ml/atelier/inference"
+	"github.com/atelier-ml/atelier/schema"
 )
 
 // scripted is an Endpoints whose Status answers come from a script (the
@@ -161,7 +162,7 @@ func TestAttemptFailures(t *testing.T) {
 		return inference.Revision{}, &endpointclient.RejectedError{Message: "revision 2 is still rolling out: promote or abort it before changing what replicas run"}
 	}
 	invalid := func() (inference.Revision, error) {
-		return inference.Revision{}, &endpointclient.RejectedError{Message: "invalid", Problems: []inference.Problem{{Path: "image", Message: "must not contain whitespace"}}}
+		return inference.Revision{}, &endpointclient.RejectedError{Message: "invalid", Problems: []schema.Problem{{Path: "image", Message: "must not contain whitespace"}}}
 	}
 	now := time.Now()
 	clock := func() time.Time { now = now.Add(time.Minute); return now }

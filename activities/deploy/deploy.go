@@ -15,6 +15,7 @@ import (
 	"github.com/atelier-ml/atelier/client/endpointclient"
 	"github.com/atelier-ml/atelier/inference"
 	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/schema"
 )
 
 // Endpoints is what an attempt needs of endpoint workflows; errors are
@@ -115,14 +116,14 @@ func checkRequest(req activities.DeployEndpointRequest) error {
 	if err := inference.CheckName(req.Endpoint); err != nil {
 		return temporal.NewNonRetryableApplicationError("endpoint: "+err.Error(), activities.ErrTypeInvalidStep, nil)
 	}
-	var ve *inference.ValidationError
+	var ve *schema.ValidationError
 	if err := inference.Validate(req.Spec); errors.As(err, &ve) {
 		return invalidSpec(ve.Problems)
 	}
 	return nil
 }
 
-func invalidSpec(problems []inference.Problem) error {
+func invalidSpec(problems []schema.Problem) error {
 	msgs := make([]string, len(problems))
 	for i, p := range problems {
 		msgs[i] = "spec." + p.Path + ": " + p.Message

@@ -23,6 +23,7 @@ import (
 	"github.com/atelier-ml/atelier/inference"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/stack/temporaltest"
+	"github.com/atelier-ml/atelier/schema"
 	"github.com/atelier-ml/atelier/workflows"
 )
 
@@ -209,7 +210,7 @@ func canary(image string) inference.EndpointSpec {
 		Backend: inference.BackendVLLM, Model: inference.Model{URI: "s3://models/tiny", Name: "tiny"}, Image: image,
 		Rollout: inference.RolloutSettings{Strategy: inference.StrategyCanary,
 			Canary: inference.CanarySettings{Steps: []inference.CanaryStep{{Weight: 50}}},
-			Gates:  inference.GateSettings{MaxErrorRate: 0.05, MinSamples: 10, AnalysisInterval: inference.Duration(time.Second)}},
+			Gates:  inference.GateSettings{MaxErrorRate: 0.05, MinSamples: 10, AnalysisInterval: schema.Duration(time.Second)}},
 	}
 }
 

@@ -33,6 +33,7 @@ import (
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/bench/internal/benchstack"
 	"github.com/atelier-ml/atelier/inference"
+	"github.com/atelier-ml/atelier/schema"
 	"github.com/atelier-ml/atelier/workflows/endpoint"
 )
 
@@ -133,9 +134,9 @@ func spec(image string) inference.EndpointSpec {
 	return inference.EndpointSpec{
 		Backend: inference.BackendVLLM, Model: inference.Model{Name: "tiny"}, Image: image,
 		Replicas: inference.ReplicaRange{Min: &minR, Max: 4},
-		Autoscaling: inference.Autoscaling{TargetQueuePerReplica: 10, StableWindow: inference.Duration(10 * time.Second),
-			ScaleDownDelay: inference.DurationPtr(2 * time.Second)},
-		Rollout: inference.RolloutSettings{Gates: inference.GateSettings{MaxErrorRate: 1, AnalysisInterval: inference.Duration(time.Second)}},
+		Autoscaling: inference.Autoscaling{TargetQueuePerReplica: 10, StableWindow: schema.Duration(10 * time.Second),
+			ScaleDownDelay: schema.DurationPtr(2 * time.Second)},
+		Rollout: inference.RolloutSettings{Gates: inference.GateSettings{MaxErrorRate: 1, AnalysisInterval: schema.Duration(time.Second)}},
 	}
 }
 

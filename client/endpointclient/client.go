@@ -10,6 +10,7 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/runstate"
+	"github.com/atelier-ml/atelier/schema"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -44,7 +45,7 @@ const AnswerTimeout = 15 * time.Second
 // Message says why (e.g. a rollout is in progress).
 type RejectedError struct {
 	Message  string
-	Problems []inference.Problem
+	Problems []schema.Problem
 }
 
 func (e *RejectedError) Error() string { return e.Message }

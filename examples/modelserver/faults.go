@@ -10,28 +10,9 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/atelier-ml/atelier/schema"
 )
-
-// Duration is a time.Duration written in JSON as a Go duration string
-// ("250ms", "2s").
-type Duration time.Duration
-
-// MarshalJSON implements json.Marshaler.
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
-
-// UnmarshalJSON implements json.Unmarshaler.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("a duration must be a string such as \"250ms\": %w", err)
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return err
-	}
-	*d = Duration(v)
-	return nil
-}
 
 // Faults is the body of POST /admin/faults: every field is optional and
 // only the fields present change. Unknown fields are rejected, so a typo
@@ -44,7 +25,7 @@ type Faults struct {
 	// 500, before the error rate applies again: a 5xx burst.
 	FailNext *int `json:"fail_next,omitempty"`
 	// ServiceTime applies to requests that start running from now on.
-	ServiceTime *Duration `json:"service_time,omitempty"`
+	ServiceTime *schema.Duration `json:"service_time,omitempty"`
 	// Concurrency resizes the running slots; raising it starts queued
 	// requests at once, lowering it lets running ones finish.
 	Concurrency *int `json:"concurrency,omitempty"`
@@ -56,32 +37,32 @@ type Faults struct {
 	Loaded *bool `json:"loaded,omitempty"`
 	// StartupDelay simulates a model reload: not ready for this long from
 	// now (clears Loaded).
-	StartupDelay *Duration `json:"startup_delay,omitempty"`
+	StartupDelay *schema.Duration `json:"startup_delay,omitempty"`
 	// FailAfter crashes the server after N more answered inference
 	// requests; 0 disarms.
 	FailAfter *int `json:"fail_after,omitempty"`
 	// CrashAfter crashes the server this long from now; 0 disarms.
-	CrashAfter *Duration `json:"crash_after,omitempty"`
+	CrashAfter *schema.Duration `json:"crash_after,omitempty"`
 }
 
 // FaultState answers GET and POST /admin/faults: the knobs in force.
 type FaultState struct {
-	Backend     Backend   `json:"backend"`
-	Model       string    `json:"model"`
-	Revision    string    `json:"revision,omitempty"`
-	Loaded      bool      `json:"loaded"`
-	ErrorRate   float64   `json:"error_rate"`
-	FailNext    int       `json:"fail_next"`
-	ServiceTime Duration  `json:"service_time"`
-	Concurrency int       `json:"concurrency"`
-	MaxQueue    int       `json:"max_queue"`
-	FailAfter   int       `json:"fail_after"`        // answers left before a crash, 0: disarmed
-	CrashAt     time.Time `json:"crash_at,omitzero"` // absent: no crash timer
-	Running     int       `json:"running"`
-	Waiting     int       `json:"waiting"`
-	Succeeded   uint64    `json:"succeeded"`
-	Failed      uint64    `json:"failed"`
-	Rejected    uint64    `json:"rejected"`
+	Backend     Backend         `json:"backend"`
+	Model       string          `json:"model"`
+	Revision    string          `json:"revision,omitempty"`
+	Loaded      bool            `json:"loaded"`
+	ErrorRate   float64         `json:"error_rate"`
+	FailNext    int             `json:"fail_next"`
+	ServiceTime schema.Duration `json:"service_time"`
+	Concurrency int             `json:"concurrency"`
+	MaxQueue    int             `json:"max_queue"`
+	FailAfter   int             `json:"fail_after"`        // answers left before a crash, 0: disarmed
+	CrashAt     time.Time       `json:"crash_at,omitzero"` // absent: no crash timer
+	Running     int             `json:"running"`
+	Waiting     int             `json:"waiting"`
+	Succeeded   uint64          `json:"succeeded"`
+	Failed      uint64          `json:"failed"`
+	Rejected    uint64          `json:"rejected"`
 }
 
 func (f Faults) validate() error {
@@ -105,7 +86,7 @@ func (f Faults) validate() error {
 			errs = append(errs, fmt.Errorf("%w: %s %d is negative", ErrInvalidConfig, name, *v))
 		}
 	}
-	negDur := func(name string, v *Duration) {
+	negDur := func(name string, v *schema.Duration) {
 		if v != nil && *v < 0 {
 			errs = append(errs, fmt.Errorf("%w: %s %s is negative", ErrInvalidConfig, name, time.Duration(*v)))
 		}
@@ -170,7 +151,7 @@ func (s *Server) faultStateLocked() FaultState {
 	return FaultState{
 		Backend: s.cfg.Backend, Model: s.cfg.Model, Revision: s.cfg.Revision,
 		Loaded: s.loadedLocked(), ErrorRate: s.errorRate, FailNext: s.failNext,
-		ServiceTime: Duration(s.serviceTime), Concurrency: s.concurrency, MaxQueue: s.maxQueue,
+		ServiceTime: schema.Duration(s.serviceTime), Concurrency: s.concurrency, MaxQueue: s.maxQueue,
 		FailAfter: s.failAfter, CrashAt: s.crashAt,
 		Running: s.running, Waiting: len(s.queue),
 		Succeeded: s.m.succeeded(), Failed: s.m.failed, Rejected: s.m.rejected,

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/atelier-ml/atelier/schema"
 )
 
 func TestFaultsEndpointChangesBehaviour(t *testing.T) {
@@ -74,7 +76,7 @@ func TestFaultsReadinessProbes(t *testing.T) {
 	if got := f.do(t, "GET", "/health", "").status; got != 200 {
 		t.Errorf("health while unloaded: %d", got)
 	}
-	st, err := PostFaults(context.Background(), nil, f.url, Faults{StartupDelay: new(Duration(time.Minute))})
+	st, err := PostFaults(context.Background(), nil, f.url, Faults{StartupDelay: new(schema.Duration(time.Minute))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +105,7 @@ func TestFaultsResizeTheQueue(t *testing.T) {
 		t.Errorf("past max_queue: %d", got)
 	}
 	// More slots start the queued requests at once.
-	st, err := f.SetFaults(Faults{Concurrency: new(3), ServiceTime: new(Duration(2 * time.Second))})
+	st, err := f.SetFaults(Faults{Concurrency: new(3), ServiceTime: new(schema.Duration(2 * time.Second))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +162,7 @@ func TestFaultStateRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := FaultState{Backend: BackendTriton, Model: "m", Revision: "r", Loaded: true, ErrorRate: 0.1, FailNext: 3,
-		ServiceTime: Duration(250 * time.Millisecond), Concurrency: 4, MaxQueue: 7, FailAfter: 9}
+		ServiceTime: schema.Duration(250 * time.Millisecond), Concurrency: 4, MaxQueue: 7, FailAfter: 9}
 	if st != want {
 		t.Errorf("state\n got %+v\nwant %+v", st, want)
 	}

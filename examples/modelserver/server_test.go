@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/atelier-ml/atelier/schema"
 )
 
 func TestReadinessFlipsAfterStartupDelay(t *testing.T) {
@@ -338,13 +340,13 @@ func TestCrash(t *testing.T) {
 	})
 	t.Run("crash_after armed and disarmed at run time", func(t *testing.T) {
 		f := start(t, Config{})
-		if _, err := f.SetFaults(Faults{CrashAfter: new(Duration(time.Minute))}); err != nil {
+		if _, err := f.SetFaults(Faults{CrashAfter: new(schema.Duration(time.Minute))}); err != nil {
 			t.Fatal(err)
 		}
 		if st := f.FaultState(); !st.CrashAt.Equal(f.clock.Now().Add(time.Minute)) {
 			t.Errorf("crash_at %v", st.CrashAt)
 		}
-		if _, err := f.SetFaults(Faults{CrashAfter: new(Duration(0))}); err != nil {
+		if _, err := f.SetFaults(Faults{CrashAfter: new(schema.Duration(0))}); err != nil {
 			t.Fatal(err)
 		}
 		f.clock.Advance(time.Hour)
@@ -354,7 +356,7 @@ func TestCrash(t *testing.T) {
 			t.Fatal("crashed after the timer was disarmed")
 		default:
 		}
-		if _, err := f.SetFaults(Faults{CrashAfter: new(Duration(time.Second))}); err != nil {
+		if _, err := f.SetFaults(Faults{CrashAfter: new(schema.Duration(time.Second))}); err != nil {
 			t.Fatal(err)
 		}
 		f.clock.Advance(time.Second)

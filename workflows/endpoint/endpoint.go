@@ -13,6 +13,7 @@ import (
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/inference"
 	"github.com/atelier-ml/atelier/internal/platform/telemetry"
+	"github.com/atelier-ml/atelier/schema"
 )
 
 // Defaults of the endpoint loop.
@@ -31,7 +32,7 @@ const (
 // message lists every problem and whose details carry them, so a client
 // (the REST gateway) can show each with its path.
 func invalidSpec(err error) error {
-	var ve *inference.ValidationError
+	var ve *schema.ValidationError
 	if !errors.As(err, &ve) {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/atelier-ml/atelier/inference"
 	"github.com/atelier-ml/atelier/internal/platform/telemetry"
 	"github.com/atelier-ml/atelier/internal/platform/telemetry/telemetrytest"
+	"github.com/atelier-ml/atelier/schema"
 	"github.com/atelier-ml/atelier/workflows/endpoint"
 )
 
@@ -143,9 +144,9 @@ func endpointSpec(image string) inference.EndpointSpec {
 	return inference.EndpointSpec{
 		Backend: inference.BackendVLLM, Model: inference.Model{Name: "tiny"}, Image: image,
 		Replicas: inference.ReplicaRange{Min: &minR, Max: 5},
-		Autoscaling: inference.Autoscaling{TargetQueuePerReplica: 10, StableWindow: inference.Duration(20 * time.Second),
-			ScaleDownDelay: inference.DurationPtr(20 * time.Second)},
-		Rollout: inference.RolloutSettings{Gates: inference.GateSettings{MinSamples: 10, AnalysisInterval: inference.Duration(10 * time.Second)}},
+		Autoscaling: inference.Autoscaling{TargetQueuePerReplica: 10, StableWindow: schema.Duration(20 * time.Second),
+			ScaleDownDelay: schema.DurationPtr(20 * time.Second)},
+		Rollout: inference.RolloutSettings{Gates: inference.GateSettings{MinSamples: 10, AnalysisInterval: schema.Duration(10 * time.Second)}},
 	}
 }
 
@@ -316,7 +317,7 @@ func TestEndpointCanaryRollsBackOnErrors(t *testing.T) {
 		h.rt.set(func(f *fakeServing) { f.errorRate[2] = 0.3 })
 		s := endpointSpec("img:broken")
 		s.Rollout.Strategy = inference.StrategyCanary
-		s.Rollout.Canary.Steps = []inference.CanaryStep{{Weight: 20, Pause: inference.Duration(30 * time.Second)}, {Weight: 60, Pause: inference.Duration(30 * time.Second)}}
+		s.Rollout.Canary.Steps = []inference.CanaryStep{{Weight: 20, Pause: schema.Duration(30 * time.Second)}, {Weight: 60, Pause: schema.Duration(30 * time.Second)}}
 		s.Rollout.Gates.MaxErrorRate = 0.05
 		h.update(activities.UpdateEndpointSpec, &upd, s)
 	})
@@ -335,7 +336,7 @@ func TestEndpointCanaryRollsBackOnErrors(t *testing.T) {
 func canarySpec(image string) inference.EndpointSpec {
 	s := endpointSpec(image)
 	s.Rollout.Strategy = inference.StrategyCanary
-	s.Rollout.Canary.Steps = []inference.CanaryStep{{Weight: 20, Pause: inference.Duration(30 * time.Second)}, {Weight: 60, Pause: inference.Duration(30 * time.Second)}}
+	s.Rollout.Canary.Steps = []inference.CanaryStep{{Weight: 20, Pause: schema.Duration(30 * time.Second)}, {Weight: 60, Pause: schema.Duration(30 * time.Second)}}
 	s.Rollout.Gates.MaxErrorRate = 0.05
 	return s
 }
@@ -402,7 +403,7 @@ func TestEndpointWakesFromZeroOnHeldRequests(t *testing.T) {
 	spec := endpointSpec("img:1")
 	zero := 0
 	spec.Replicas.Min = &zero
-	spec.Autoscaling.IdleTimeout = inference.Duration(30 * time.Second)
+	spec.Autoscaling.IdleTimeout = schema.Duration(30 * time.Second)
 	var asleep, woken activities.EndpointStatus
 	h.at(100*time.Second, func() { asleep = h.status() })
 	h.at(101*time.Second+300*time.Millisecond, func() {
