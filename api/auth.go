@@ -23,13 +23,13 @@ type TokenLookup interface {
 
 // route is what the spec says about one operation.
 type route struct {
-	public     bool         // security: [] — no token needed
-	role       catalog.Role // x-atelier-role: least role allowed
-	project    bool         // has a {project} path parameter
-	rawBody    bool         // x-atelier-raw-body: the handler parses the body, not the validator
-	mediaTypes []string     // the request body's content types (raw bodies: checked by the validator)
-	proxied    bool         // forwarded to an inference endpoint: the engine's API, not Atelier's (invoke.go)
-	static     bool         // the web UI's files (webui.go): not in the spec
+	public     bool        // security: [] — no token needed
+	role       tokens.Role // x-atelier-role: least role allowed
+	project    bool        // has a {project} path parameter
+	rawBody    bool        // x-atelier-raw-body: the handler parses the body, not the validator
+	mediaTypes []string    // the request body's content types (raw bodies: checked by the validator)
+	proxied    bool        // forwarded to an inference endpoint: the engine's API, not Atelier's (invoke.go)
+	static     bool        // the web UI's files (webui.go): not in the spec
 	// spec is the operation for the validator (validate.go), found once
 	// here rather than by matching every request's path again.
 	spec *routers.Route
@@ -57,7 +57,7 @@ func routesFromSpec(doc *openapi3.T) (map[string]route, error) {
 			}
 			if !r.public {
 				role, _ := op.Extensions["x-atelier-role"].(string)
-				r.role = catalog.Role(role)
+				r.role = tokens.Role(role)
 				if !tokens.Valid(r.role) {
 					return nil, fmt.Errorf("api: %s %s: secured operation needs a valid x-atelier-role, got %q", method, path, role)
 				}
@@ -139,7 +139,7 @@ func (s *server) bearer(c echo.Context) (catalog.Token, error) {
 // checkProject answers 404 for projects the token may not see, exactly as
 // for projects that do not exist.
 func (s *server) checkProject(ctx context.Context, tok catalog.Token, project string) error {
-	if tok.Role != catalog.RoleAdmin {
+	if tok.Role != tokens.RoleAdmin {
 		if tok.Project != project {
 			return projectNotFound(project)
 		}

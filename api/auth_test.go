@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/internal/platform/tokens"
 )
 
 func TestAuthFailures(t *testing.T) {
 	h := newHarness(t)
 	past := t0.Add(-time.Hour)
-	expired := h.token(catalog.Token{ID: "00000000-0000-7000-8000-0000000000ee", Name: "old", Project: "alpha", Role: catalog.RoleViewer, ExpiresAt: &past})
+	expired := h.token(catalog.Token{ID: "00000000-0000-7000-8000-0000000000ee", Name: "old", Project: "alpha", Role: tokens.RoleViewer, ExpiresAt: &past})
 	unknown := "atl_" + strings.Repeat("A", 43)
 
 	cases := []struct {

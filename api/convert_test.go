@@ -19,6 +19,7 @@ import (
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/internal/platform/tokens"
 	"github.com/atelier-ml/atelier/runstate"
 )
 
@@ -37,7 +38,7 @@ func TestConversionsKeepTheWireJSON(t *testing.T) {
 		"project-full":            projectView(fullProject()),
 		"project-minimal":         projectView(catalog.Project{Name: "beta", CreatedAt: fxStart}),
 		"token-full":              tokenView(fullToken()),
-		"token-minimal":           tokenView(catalog.Token{ID: "tok-2", Name: "root", Role: catalog.RoleAdmin, CreatedAt: fxStart}),
+		"token-minimal":           tokenView(catalog.Token{ID: "tok-2", Name: "root", Role: tokens.RoleAdmin, CreatedAt: fxStart}),
 		"createdtoken-full":       gen.CreatedToken{Token: tokenView(fullToken()), Secret: "atl_x"},
 		"pipelineversion-full":    pipelineVersionView(fullPipelineVersion()),
 		"pipelineversion-minimal": pipelineVersionView(catalog.PipelineVersion{Project: "alpha", Pipeline: "p", Version: 1, Spec: json.RawMessage(`{}`), Digest: "sha256:x", CreatedAt: fxStart}),
@@ -280,7 +281,7 @@ func TestConversions(t *testing.T) {
 		want: gen.Cluster{Name: "new", Labels: map[string]string{}, TaskQueue: "q", CreatedAt: fxStart, UpdatedAt: fxStart},
 	}, {
 		name: "token of an admin: no project",
-		got:  tokenView(catalog.Token{ID: "t", Name: "root", Role: catalog.RoleAdmin, CreatedAt: fxStart}),
+		got:  tokenView(catalog.Token{ID: "t", Name: "root", Role: tokens.RoleAdmin, CreatedAt: fxStart}),
 		want: gen.Token{Id: "t", Name: "root", Role: gen.RoleAdmin, CreatedAt: fxStart},
 	}, {
 		name: "lists are never null",

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/atelier-ml/atelier/internal/platform/tokens"
 	"github.com/atelier-ml/atelier/runstate"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -131,7 +132,7 @@ func fullProject() catalog.Project {
 }
 
 func fullToken() catalog.Token {
-	return catalog.Token{ID: "tok-1", Name: "ci", Project: "alpha", Role: catalog.RoleEditor, CreatedAt: fxStart, ExpiresAt: &fxFinish}
+	return catalog.Token{ID: "tok-1", Name: "ci", Project: "alpha", Role: tokens.RoleEditor, CreatedAt: fxStart, ExpiresAt: &fxFinish}
 }
 
 func fullPipelineVersion() catalog.PipelineVersion {

@@ -11,6 +11,7 @@ import (
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/gpu"
 	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/internal/platform/tokens"
 	"github.com/atelier-ml/atelier/schema"
 )
 
@@ -174,7 +175,7 @@ func (s *server) GetClusterQueue(ctx context.Context, req gen.GetClusterQueueReq
 	}
 	tok := principal(ctx)
 	return gen.GetClusterQueue200JSONResponse(admissionQueueView(q, func(project string) bool {
-		return tok.Role == catalog.RoleAdmin || tok.Project == project
+		return tok.Role == tokens.RoleAdmin || tok.Project == project
 	})), nil
 }
 

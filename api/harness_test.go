@@ -72,11 +72,11 @@ func newHarness(t *testing.T, opts ...Option) *harness {
 	for _, p := range []string{"alpha", "beta"} {
 		h.cat.projects[p] = catalog.Project{Name: p, CreatedAt: t0}
 	}
-	h.admin = h.token(catalog.Token{ID: "00000000-0000-7000-8000-000000000001", Name: "root", Role: catalog.RoleAdmin})
-	h.editorTok = catalog.Token{ID: "00000000-0000-7000-8000-000000000002", Name: "ci", Project: "alpha", Role: catalog.RoleEditor}
+	h.admin = h.token(catalog.Token{ID: "00000000-0000-7000-8000-000000000001", Name: "root", Role: tokens.RoleAdmin})
+	h.editorTok = catalog.Token{ID: "00000000-0000-7000-8000-000000000002", Name: "ci", Project: "alpha", Role: tokens.RoleEditor}
 	h.editor = h.token(h.editorTok)
-	h.viewer = h.token(catalog.Token{ID: "00000000-0000-7000-8000-000000000003", Name: "dash", Project: "alpha", Role: catalog.RoleViewer})
-	h.betaEditor = h.token(catalog.Token{ID: "00000000-0000-7000-8000-000000000004", Name: "ci", Project: "beta", Role: catalog.RoleEditor})
+	h.viewer = h.token(catalog.Token{ID: "00000000-0000-7000-8000-000000000003", Name: "dash", Project: "alpha", Role: tokens.RoleViewer})
+	h.betaEditor = h.token(catalog.Token{ID: "00000000-0000-7000-8000-000000000004", Name: "ci", Project: "beta", Role: tokens.RoleEditor})
 	return h
 }
 

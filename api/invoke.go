@@ -9,7 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/atelier-ml/atelier/inference/proxy"
-	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/internal/platform/tokens"
 )
 
 // EndpointProxy forwards a request to an endpoint's replicas (implemented
@@ -45,7 +45,7 @@ func (s *server) invokeRoutes(e *echo.Echo) {
 	for _, prefix := range invokePrefixes {
 		path := "/v1/projects/:project/endpoints/:endpoint/" + prefix + "/*"
 		for _, m := range methods {
-			s.routes[m+" "+path] = route{project: true, role: catalog.RoleViewer, proxied: true}
+			s.routes[m+" "+path] = route{project: true, role: tokens.RoleViewer, proxied: true}
 		}
 		e.Match(methods, path, s.invoke)
 	}

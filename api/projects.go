@@ -6,6 +6,7 @@ import (
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/internal/platform/tokens"
 )
 
 // ProjectStore manages projects, the tenant boundary.
@@ -39,7 +40,7 @@ func (s *server) CreateProject(ctx context.Context, req gen.CreateProjectRequest
 func (s *server) ListProjects(ctx context.Context, _ gen.ListProjectsRequestObject) (gen.ListProjectsResponseObject, error) {
 	tok := principal(ctx)
 	var list []catalog.Project
-	if tok.Role == catalog.RoleAdmin {
+	if tok.Role == tokens.RoleAdmin {
 		var err error
 		if list, err = s.cat.ListProjects(ctx); err != nil {
 			return nil, internalError(err)

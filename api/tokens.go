@@ -26,7 +26,7 @@ func (s *server) CreateToken(ctx context.Context, req gen.CreateTokenRequestObje
 		ID:        s.newID(),
 		Name:      body.Name,
 		Project:   req.Project,
-		Role:      catalog.Role(body.Role),
+		Role:      tokens.Role(body.Role),
 		CreatedAt: now,
 	}
 	if body.ExpiresInHours != nil {

@@ -52,7 +52,7 @@ steps:
 )
 
 // newToken adds a token of role to the stack's project and returns its secret.
-func (s *stack) newToken(name string, role catalog.Role) string {
+func (s *stack) newToken(name string, role tokens.Role) string {
 	s.t.Helper()
 	secret, hash := tokens.New()
 	_, err := s.store.CreateToken(context.Background(), catalog.Token{Name: name, Project: s.project, Role: role}, hash)
@@ -112,7 +112,7 @@ func TestTriggerRulesOnRealStack(t *testing.T) {
 
 func TestApprovalsOnRealStack(t *testing.T) {
 	s := newStack(t)
-	viewer := s.newToken("dash", catalog.RoleViewer)
+	viewer := s.newToken("dash", tokens.RoleViewer)
 	editor := s.token // "ci-editor"
 	s.createPipeline("gate", gatePipeline)
 	s.createPipeline("gate-timeout", gateTimeoutPipeline)

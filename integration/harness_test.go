@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
@@ -155,7 +156,7 @@ func newStack(t *testing.T, opts ...stackOptions) *stack {
 	_, err = st.CreateProject(ctx, catalog.Project{Name: s.project})
 	require.NoError(t, err)
 	secret, hash := tokens.New()
-	_, err = st.CreateToken(ctx, catalog.Token{Name: "ci-editor", Project: s.project, Role: catalog.RoleEditor}, hash)
+	_, err = st.CreateToken(ctx, catalog.Token{Name: "ci-editor", Project: s.project, Role: tokens.RoleEditor}, hash)
 	require.NoError(t, err)
 	s.token = secret
 	s.temporal = temporaltest.Client(t)

@@ -24,7 +24,7 @@ func (s *stack) asProject(name string) *stack {
 	_, err := s.store.CreateProject(ctx, catalog.Project{Name: name})
 	require.NoError(s.t, err)
 	secret, hash := tokens.New()
-	_, err = s.store.CreateToken(ctx, catalog.Token{Name: name + "-editor", Project: name, Role: catalog.RoleEditor}, hash)
+	_, err = s.store.CreateToken(ctx, catalog.Token{Name: name + "-editor", Project: name, Role: tokens.RoleEditor}, hash)
 	require.NoError(s.t, err)
 	o := *s
 	o.project, o.token = name, secret

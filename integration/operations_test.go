@@ -17,9 +17,9 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/atelier-ml/atelier/api/gen"
-	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/platform/telemetry"
 	"github.com/atelier-ml/atelier/internal/platform/telemetry/telemetrytest"
+	"github.com/atelier-ml/atelier/internal/platform/tokens"
 	"github.com/atelier-ml/atelier/runstate"
 )
 
@@ -94,7 +94,7 @@ steps:
   - name: hello
     container: {command: ["true"]}
 `)
-	ci, alice := s.client(), s.clientAs(s.newToken("alice", catalog.RoleEditor))
+	ci, alice := s.client(), s.clientAs(s.newToken("alice", tokens.RoleEditor))
 
 	failed := s.start("fails", nil)
 	require.Equal(t, gen.RunStateFAILED, s.waitTerminal(failed, 60*time.Second).State)

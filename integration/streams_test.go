@@ -90,7 +90,7 @@ func TestStreamsShareOnePollerAndAreLimitedPerToken(t *testing.T) {
 	assert.NotEmpty(t, resp.Header.Get("Retry-After"))
 
 	secret, hash := tokens.New()
-	_, err := s.store.CreateToken(context.Background(), catalog.Token{Name: "other-viewer", Project: s.project, Role: catalog.RoleViewer}, hash)
+	_, err := s.store.CreateToken(context.Background(), catalog.Token{Name: "other-viewer", Project: s.project, Role: tokens.RoleViewer}, hash)
 	require.NoError(t, err)
 	resp = s.openEvents(ctx, id, secret)
 	resp.Body.Close()

@@ -131,7 +131,7 @@ func TestWebhooksOnRealStack(t *testing.T) {
 	_, err = s.store.CreateProject(ctx, catalog.Project{Name: "team-b"})
 	require.NoError(t, err)
 	other, hash := tokens.New()
-	_, err = s.store.CreateToken(ctx, catalog.Token{Name: "b-editor", Project: "team-b", Role: catalog.RoleEditor}, hash)
+	_, err = s.store.CreateToken(ctx, catalog.Token{Name: "b-editor", Project: "team-b", Role: tokens.RoleEditor}, hash)
 	require.NoError(t, err)
 	oc := s.clientAs(other)
 	ol, err := oc.ListWebhooksWithResponse(ctx, s.project)
@@ -149,7 +149,7 @@ func TestWebhooksOnRealStack(t *testing.T) {
 	odel, err := oc.DeleteWebhookWithResponse(ctx, "team-b", hook.Id)
 	require.NoError(t, err)
 	assert.Equal(t, 404, odel.StatusCode())
-	vl, err := s.clientAs(s.newToken("viewer", catalog.RoleViewer)).ListWebhooksWithResponse(ctx, s.project)
+	vl, err := s.clientAs(s.newToken("viewer", tokens.RoleViewer)).ListWebhooksWithResponse(ctx, s.project)
 	require.NoError(t, err)
 	assert.Equal(t, 403, vl.StatusCode(), "webhook URLs may hold credentials: editors only")
 

@@ -4,6 +4,8 @@ import (
 	"os"
 	"slices"
 	"testing"
+
+	"github.com/atelier-ml/atelier/internal/platform/tokens"
 )
 
 func TestDeciderRoles(t *testing.T) {
@@ -21,7 +23,7 @@ func TestDeciderRoles(t *testing.T) {
 			t.Errorf("%+v: %v, want %v", tc.a, got, tc.want)
 		}
 	}
-	if RoleRank("admin") <= RoleRank("editor") || RoleRank("editor") <= RoleRank("viewer") || RoleRank("owner") != 0 {
+	if tokens.Rank("admin") <= tokens.Rank("editor") || tokens.Rank("editor") <= tokens.Rank("viewer") || tokens.Rank("owner") != 0 {
 		t.Error("roles are not ranked admin > editor > viewer > unknown")
 	}
 }

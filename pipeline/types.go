@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/atelier-ml/atelier/inference"
+	"github.com/atelier-ml/atelier/internal/platform/tokens"
 	"github.com/atelier-ml/atelier/schema"
 )
 
@@ -270,22 +271,6 @@ type ApprovalStep struct {
 	OnTimeout ApprovalOutcome `json:"onTimeout,omitempty"`
 }
 
-// Roles are the token roles, least privileged first. They are declared
-// here, not in the catalogue, because approval rules are checked inside
-// workflow code, which must not import the catalogue.
-var Roles = []string{"viewer", "editor", "admin"}
-
-// RoleRank orders roles (viewer 1, editor 2, admin 3); 0 for an unknown
-// role. Token checks (internal/platform/tokens) and approval rules share it.
-func RoleRank(role string) int {
-	for i, r := range Roles {
-		if r == role {
-			return i + 1
-		}
-	}
-	return 0
-}
-
 // DefaultApprovalRole is who may decide an approval without minRole or
 // approvers: editors and admins, the roles that may start and cancel runs.
 const DefaultApprovalRole = "editor"
@@ -301,8 +286,8 @@ func (a *ApprovalStep) DeciderRoles() []string {
 		least = a.MinRole
 	}
 	var out []string
-	for _, r := range Roles {
-		if RoleRank(r) >= RoleRank(least) {
+	for _, r := range tokens.Roles {
+		if tokens.Rank(r) >= tokens.Rank(least) {
 			out = append(out, r)
 		}
 	}

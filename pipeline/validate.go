@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/atelier-ml/atelier/internal/platform/tokens"
 )
 
 // ValidateOptions describes the runtime a pipeline is validated for, so a
@@ -570,15 +572,15 @@ func validateApproval(path string, s *Step, ps *problems) {
 		return
 	}
 	ap := field(path, "approval")
-	if a.MinRole != "" && RoleRank(a.MinRole) == 0 {
-		ps.add(field(ap, "minRole"), "unknown role %q; use one of %s", a.MinRole, strings.Join(Roles, ", "))
+	if a.MinRole != "" && tokens.Rank(a.MinRole) == 0 {
+		ps.add(field(ap, "minRole"), "unknown role %q; use one of %s", a.MinRole, strings.Join(tokens.Roles, ", "))
 	}
 	if a.MinRole != "" && len(a.Approvers) > 0 {
 		ps.add(field(ap, "approvers"), "set approvers or minRole, not both")
 	}
 	for j, r := range a.Approvers {
-		if RoleRank(r) == 0 {
-			ps.add(index(field(ap, "approvers"), j), "unknown role %q; use one of %s", r, strings.Join(Roles, ", "))
+		if tokens.Rank(r) == 0 {
+			ps.add(index(field(ap, "approvers"), j), "unknown role %q; use one of %s", r, strings.Join(tokens.Roles, ", "))
 		}
 	}
 	switch {

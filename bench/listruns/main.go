@@ -135,7 +135,7 @@ func run(ctx context.Context, n, projects, samples, rounds, pageSize int) error 
 			return err
 		}
 		secret, hash := tokens.New()
-		if _, err := st.Store.CreateToken(ctx, catalog.Token{Name: "bench-viewer", Project: p, Role: catalog.RoleViewer}, hash); err != nil {
+		if _, err := st.Store.CreateToken(ctx, catalog.Token{Name: "bench-viewer", Project: p, Role: tokens.RoleViewer}, hash); err != nil {
 			return err
 		}
 		secrets[p] = secret

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/atelier-ml/atelier/gpu"
+	"github.com/atelier-ml/atelier/internal/platform/tokens"
 	"github.com/atelier-ml/atelier/runstate"
 )
 
@@ -28,16 +29,6 @@ var (
 	ErrNotLatest = errors.New("not the newest pipeline version")
 )
 
-// Role grants what a token may do. Admin tokens are not bound to a project.
-type Role string
-
-// Roles, from most to least privileged.
-const (
-	RoleAdmin  Role = "admin"  // every project; manage projects and tokens
-	RoleEditor Role = "editor" // one project: create pipelines, start and cancel runs
-	RoleViewer Role = "viewer" // one project: read only
-)
-
 // Project is the tenant boundary.
 type Project struct {
 	Name        string    `json:"name"`
@@ -47,12 +38,12 @@ type Project struct {
 
 // Token is an API token. Only the SHA-256 of the secret is stored.
 type Token struct {
-	ID        string     `json:"id"`
-	Name      string     `json:"name"`
-	Project   string     `json:"project,omitempty"` // empty for admin tokens
-	Role      Role       `json:"role"`
-	CreatedAt time.Time  `json:"createdAt"`
-	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	ID        string      `json:"id"`
+	Name      string      `json:"name"`
+	Project   string      `json:"project,omitempty"` // empty for admin tokens
+	Role      tokens.Role `json:"role"`
+	CreatedAt time.Time   `json:"createdAt"`
+	ExpiresAt *time.Time  `json:"expiresAt,omitempty"`
 }
 
 // PipelineVersion is one immutable version of a declarative pipeline.

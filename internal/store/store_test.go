@@ -16,6 +16,7 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/internal/platform/tokens"
 	"github.com/atelier-ml/atelier/internal/store"
 	"github.com/atelier-ml/atelier/internal/store/storetest"
 	"github.com/atelier-ml/atelier/runstate"
@@ -147,11 +148,11 @@ func TestTokens(t *testing.T) {
 	ctx := t.Context()
 	mustProject(t, s, "p1")
 
-	tok, err := s.CreateToken(ctx, catalog.Token{Name: "ci", Project: "p1", Role: catalog.RoleEditor}, hash("s1"))
+	tok, err := s.CreateToken(ctx, catalog.Token{Name: "ci", Project: "p1", Role: tokens.RoleEditor}, hash("s1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tok.ID == "" || tok.Project != "p1" || tok.Role != catalog.RoleEditor || tok.CreatedAt.IsZero() || tok.ExpiresAt != nil {
+	if tok.ID == "" || tok.Project != "p1" || tok.Role != tokens.RoleEditor || tok.CreatedAt.IsZero() || tok.ExpiresAt != nil {
 		t.Fatalf("created %+v", tok)
 	}
 	got, err := s.TokenBySecretHash(ctx, hash("s1"))
@@ -162,27 +163,27 @@ func TestTokens(t *testing.T) {
 	wantErr(t, err, catalog.ErrNotFound)
 
 	// Validation, conflicts, unknown project.
-	_, err = s.CreateToken(ctx, catalog.Token{Name: "x", Project: "p1", Role: catalog.RoleAdmin}, hash("s2"))
+	_, err = s.CreateToken(ctx, catalog.Token{Name: "x", Project: "p1", Role: tokens.RoleAdmin}, hash("s2"))
 	wantErr(t, err, catalog.ErrInvalidArgument)
-	_, err = s.CreateToken(ctx, catalog.Token{Name: "x", Role: catalog.RoleViewer}, hash("s2"))
+	_, err = s.CreateToken(ctx, catalog.Token{Name: "x", Role: tokens.RoleViewer}, hash("s2"))
 	wantErr(t, err, catalog.ErrInvalidArgument)
 	_, err = s.CreateToken(ctx, catalog.Token{Name: "x", Project: "p1", Role: "owner"}, hash("s2"))
 	wantErr(t, err, catalog.ErrInvalidArgument)
-	_, err = s.CreateToken(ctx, catalog.Token{Name: "x", Project: "nope", Role: catalog.RoleViewer}, hash("s2"))
+	_, err = s.CreateToken(ctx, catalog.Token{Name: "x", Project: "nope", Role: tokens.RoleViewer}, hash("s2"))
 	wantErr(t, err, catalog.ErrNotFound)
-	_, err = s.CreateToken(ctx, catalog.Token{Name: "dup", Project: "p1", Role: catalog.RoleViewer}, hash("s1"))
+	_, err = s.CreateToken(ctx, catalog.Token{Name: "dup", Project: "p1", Role: tokens.RoleViewer}, hash("s1"))
 	wantErr(t, err, catalog.ErrConflict)
-	_, err = s.CreateToken(ctx, catalog.Token{ID: tok.ID, Name: "dup", Project: "p1", Role: catalog.RoleViewer}, hash("s3"))
+	_, err = s.CreateToken(ctx, catalog.Token{ID: tok.ID, Name: "dup", Project: "p1", Role: tokens.RoleViewer}, hash("s3"))
 	wantErr(t, err, catalog.ErrConflict)
 
 	// Expiry.
 	past, future := time.Now().Add(-time.Minute), time.Now().Add(time.Hour)
-	if _, err := s.CreateToken(ctx, catalog.Token{Name: "old", Project: "p1", Role: catalog.RoleViewer, ExpiresAt: &past}, hash("old")); err != nil {
+	if _, err := s.CreateToken(ctx, catalog.Token{Name: "old", Project: "p1", Role: tokens.RoleViewer, ExpiresAt: &past}, hash("old")); err != nil {
 		t.Fatal(err)
 	}
 	_, err = s.TokenBySecretHash(ctx, hash("old"))
 	wantErr(t, err, catalog.ErrNotFound)
-	fresh, err := s.CreateToken(ctx, catalog.Token{Name: "new", Project: "p1", Role: catalog.RoleViewer, ExpiresAt: &future}, hash("new"))
+	fresh, err := s.CreateToken(ctx, catalog.Token{Name: "new", Project: "p1", Role: tokens.RoleViewer, ExpiresAt: &future}, hash("new"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +214,7 @@ func TestTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if admin.Role != catalog.RoleAdmin || admin.Project != "" || admin.Name != "devstack" {
+	if admin.Role != tokens.RoleAdmin || admin.Project != "" || admin.Name != "devstack" {
 		t.Fatalf("admin token %+v", admin)
 	}
 	if err := s.RevokeToken(ctx, admin.ID); err != nil {

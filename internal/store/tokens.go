@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 
 	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/internal/platform/tokens"
 	"github.com/atelier-ml/atelier/internal/store/db"
 )
 
@@ -15,11 +16,11 @@ import (
 // an unknown project is ErrNotFound, a reused ID or secret ErrConflict.
 func (s *Store) CreateToken(ctx context.Context, t catalog.Token, secretHash []byte) (catalog.Token, error) {
 	switch t.Role {
-	case catalog.RoleAdmin:
+	case tokens.RoleAdmin:
 		if t.Project != "" {
 			return catalog.Token{}, invalid("admin tokens are not bound to a project")
 		}
-	case catalog.RoleEditor, catalog.RoleViewer:
+	case tokens.RoleEditor, tokens.RoleViewer:
 		if t.Project == "" {
 			return catalog.Token{}, invalid("%s tokens need a project", t.Role)
 		}
@@ -89,7 +90,7 @@ func toToken(r db.Token) catalog.Token {
 		ID:        r.ID,
 		Name:      r.Name,
 		Project:   deref(r.Project),
-		Role:      catalog.Role(r.Role),
+		Role:      tokens.Role(r.Role),
 		CreatedAt: utc(r.CreatedAt),
 		ExpiresAt: utcPtr(r.ExpiresAt),
 	}

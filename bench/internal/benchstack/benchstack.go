@@ -255,7 +255,7 @@ func (s *Stack) Bootstrap(ctx context.Context, project string) (string, error) {
 		return "", err
 	}
 	secret, hash := tokens.New()
-	if _, err := s.Store.CreateToken(ctx, catalog.Token{Name: TokenName, Project: project, Role: catalog.RoleEditor}, hash); err != nil {
+	if _, err := s.Store.CreateToken(ctx, catalog.Token{Name: TokenName, Project: project, Role: tokens.RoleEditor}, hash); err != nil {
 		return "", err
 	}
 	return secret, nil

@@ -5,9 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"strings"
-
-	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/pipeline"
 )
 
 // Prefix starts every secret so that leaked tokens are easy to recognise
@@ -44,17 +41,3 @@ func WellFormed(s string) bool {
 	_, err := base64.RawURLEncoding.DecodeString(s[len(Prefix):])
 	return err == nil
 }
-
-// rank orders roles; unknown roles rank below every real one. The order
-// is spec.RoleRank's, which approval steps check inside workflows.
-func rank(r catalog.Role) int { return pipeline.RoleRank(string(r)) }
-
-// Allows reports whether a token with role have may do what needs role need.
-// Admin implies editor implies viewer. Project scoping is checked separately:
-// admin tokens reach every project, others only their own.
-func Allows(have, need catalog.Role) bool {
-	return rank(have) > 0 && rank(have) >= rank(need)
-}
-
-// Valid reports whether r is one of the known roles.
-func Valid(r catalog.Role) bool { return rank(r) > 0 }

@@ -3,8 +3,6 @@ package tokens
 import (
 	"bytes"
 	"testing"
-
-	"github.com/atelier-ml/atelier/internal/catalog"
 )
 
 func TestNew(t *testing.T) {
@@ -28,16 +26,16 @@ func TestNew(t *testing.T) {
 
 func TestAllows(t *testing.T) {
 	cases := []struct {
-		have, need catalog.Role
+		have, need Role
 		want       bool
 	}{
-		{catalog.RoleAdmin, catalog.RoleAdmin, true},
-		{catalog.RoleAdmin, catalog.RoleViewer, true},
-		{catalog.RoleEditor, catalog.RoleAdmin, false},
-		{catalog.RoleEditor, catalog.RoleEditor, true},
-		{catalog.RoleViewer, catalog.RoleEditor, false},
-		{catalog.RoleViewer, catalog.RoleViewer, true},
-		{"", catalog.RoleViewer, false},
+		{RoleAdmin, RoleAdmin, true},
+		{RoleAdmin, RoleViewer, true},
+		{RoleEditor, RoleAdmin, false},
+		{RoleEditor, RoleEditor, true},
+		{RoleViewer, RoleEditor, false},
+		{RoleViewer, RoleViewer, true},
+		{"", RoleViewer, false},
 		{"root", "", false},
 	}
 	for _, c := range cases {
