@@ -7,7 +7,7 @@ import (
 )
 
 // Activity names of inference serving, called by the endpoint entity
-// workflow (workflows.EndpointWorkflow) on the task queue of the runtime
+// workflow (endpoint.Workflow) on the task queue of the runtime
 // that serves the endpoint. Each is idempotent: the workflow may repeat
 // any of them after a retry or a continue-as-new.
 const (

@@ -87,7 +87,7 @@ func TestConversionsKeepTheWireJSON(t *testing.T) {
 }
 
 // The full fixtures set every field of every internal struct they contain,
-// so a field added to workflows.RunStatus (or any catalogue type the API
+// so a field added to runstate.Status (or any catalogue type the API
 // shows) fails here until it is set in the fixture, converted (or
 // deliberately left out) and the golden files regenerated.
 func TestFixturesSetEveryInternalField(t *testing.T) {

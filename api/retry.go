@@ -25,9 +25,9 @@ var (
 
 // RetryRun starts a new run of a finished run's pipeline and input,
 // carrying the outputs of what succeeded so that only the rest runs: a
-// declarative run's version and params with workflows.Reuse in its input,
+// declarative run's version and params with runstate.Reuse in its input,
 // a native Go run's workflow and input with the plan in the start's memo
-// (workflows.MemoReuse), as its input is the pipeline author's own type.
+// (runstate.MemoReuse), as its input is the pipeline author's own type.
 func (s *server) RetryRun(ctx context.Context, req gen.RetryRunRequestObject) (gen.RetryRunResponseObject, error) {
 	orig, err := s.getRun(ctx, req.Project, req.Run)
 	if err != nil {
@@ -159,7 +159,7 @@ func (s *server) retryGoRun(ctx context.Context, orig catalog.Run, st runstate.S
 // that succeeded (or was itself reused), unless it is in resumeFrom or
 // downstream of one; and, of a forEach step that did not succeed, the
 // items that did.
-func planReuse(origID string, p *pipeline.Spec, st runstate.Status, resumeFrom []string) (*workflows.Reuse, []gen.FieldError) {
+func planReuse(origID string, p *pipeline.Spec, st runstate.Status, resumeFrom []string) (*runstate.Reuse, []gen.FieldError) {
 	index := map[string]int{}
 	for i, step := range p.Steps {
 		index[step.Name] = i
@@ -185,7 +185,7 @@ func planReuse(origID string, p *pipeline.Spec, st runstate.Status, resumeFrom [
 			}
 		}
 	}
-	reuse := &workflows.Reuse{RetryOf: origID}
+	reuse := &runstate.Reuse{RetryOf: origID}
 	for _, ss := range st.Steps {
 		i, ok := index[ss.Name]
 		if !ok || rerun[i] {
@@ -195,17 +195,17 @@ func planReuse(origID string, p *pipeline.Spec, st runstate.Status, resumeFrom [
 		case ss.Wide != nil && (ss.State == runstate.StepSucceeded || ss.State == runstate.StepCached) && ss.Wide.Outputs != nil:
 			// A wide step's outputs stay in Postgres, where its run
 			// stored them: the retry reads them there.
-			reuse.Steps = append(reuse.Steps, workflows.ReusedStep{Name: ss.Name, Done: true, Outputs: runstate.WideOutputs(*ss.Wide.Outputs)})
+			reuse.Steps = append(reuse.Steps, runstate.ReusedStep{Name: ss.Name, Done: true, Outputs: runstate.WideOutputs(*ss.Wide.Outputs)})
 		case ss.Wide != nil:
 			// Its batches take the items that succeeded from Postgres.
-			reuse.Steps = append(reuse.Steps, workflows.ReusedStep{Name: ss.Name, WideFrom: origID})
+			reuse.Steps = append(reuse.Steps, runstate.ReusedStep{Name: ss.Name, WideFrom: origID})
 		case ss.State == runstate.StepSucceeded || ss.State == runstate.StepCached:
-			reuse.Steps = append(reuse.Steps, workflows.ReusedStep{Name: ss.Name, Done: true, Outputs: ss.Outputs, Source: workflows.ReuseSource(origID, ss, nil)})
+			reuse.Steps = append(reuse.Steps, runstate.ReusedStep{Name: ss.Name, Done: true, Outputs: ss.Outputs, Source: workflows.ReuseSource(origID, ss, nil)})
 		case len(ss.Items) > 0:
-			r := workflows.ReusedStep{Name: ss.Name}
+			r := runstate.ReusedStep{Name: ss.Name}
 			for k, it := range ss.Items {
 				if it.State == runstate.StepSucceeded || it.State == runstate.StepCached {
-					r.Items = append(r.Items, workflows.ReusedItem{Index: k, Item: it.Item, Outputs: it.Outputs, Source: workflows.ReuseSource(origID, it, &k)})
+					r.Items = append(r.Items, runstate.ReusedItem{Index: k, Item: it.Item, Outputs: it.Outputs, Source: workflows.ReuseSource(origID, it, &k)})
 				}
 			}
 			if len(r.Items) > 0 {

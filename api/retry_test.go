@@ -45,7 +45,7 @@ func TestRetryOfAGoRun(t *testing.T) {
 	if start.RunID != retried.Id || start.Workflow != "etl" || start.TaskQueue != "go-q" || string(in) != `{"day":"monday"}` {
 		t.Errorf("start %+v (input %s)", start, in)
 	}
-	want := &workflows.Reuse{RetryOf: run.Id, Steps: []workflows.ReusedStep{
+	want := &runstate.Reuse{RetryOf: run.Id, Steps: []runstate.ReusedStep{
 		{Name: "extract", Done: true, Outputs: map[string]any{"rows": 3.0}, Source: &runstate.CacheSource{Run: run.Id, Step: "extract", Attempt: 1}},
 		{Name: "transform", Done: true, Source: &runstate.CacheSource{Run: run.Id, Step: "transform", Attempt: 1}},
 	}}

@@ -126,7 +126,7 @@ func WithKeepAlive(d time.Duration) Option { return func(s *server) { s.keepAliv
 func WithQueryTimeout(d time.Duration) Option { return func(s *server) { s.queryTimeout = d } }
 
 // WithTaskQueue sets the task queue declarative runs start on (default
-// workflows.TaskQueueLocal); it must be the one the local runtime's workers poll.
+// runstate.TaskQueueLocal); it must be the one the local runtime's workers poll.
 func WithTaskQueue(q string) Option { return func(s *server) { s.taskQueue = q } }
 
 // WithStreamLimit bounds the event and log-follow streams one token may

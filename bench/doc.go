@@ -90,7 +90,7 @@
 //     workflow.
 //   - baseline: client/runclient.StartRun (the gateway's own start code,
 //     a thin wrapper over client.ExecuteWorkflow) of
-//     workflows.PipelineWorkflowName with the PipelineInput the gateway
+//     runstate.PipelineWorkflowName with the PipelineInput the gateway
 //     would build, on the same task queue, unique IDs, and so the same
 //     start options (search attributes including created-by, memo, ID
 //     policies), so the ratio isolates what the gateway adds.

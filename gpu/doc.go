@@ -12,7 +12,7 @@
 // workflow code; workflowcheck accepts it. The same snapshot gives the
 // same plan whatever the order of its slices (property-tested by
 // shuffling). The durable owner that calls it is the per-cluster admission
-// workflow (workflows.AdmissionWorkflow); its activities are in
+// workflow (admission.Workflow); its activities are in
 // activities/admission, the REST endpoints in api/gpus.go.
 //
 // Subpackages: gpukube builds Nodes from Kubernetes Node objects (and

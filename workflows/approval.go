@@ -13,15 +13,6 @@ import (
 	"github.com/atelier-ml/atelier/runstate"
 )
 
-// Application error types of a refused UpdateApproval, which the gateway
-// maps to HTTP statuses (404, 409, 403, 422).
-const (
-	ErrTypeApprovalUnknownStep     = "ApprovalUnknownStep"
-	ErrTypeApprovalNotWaiting      = "ApprovalNotWaiting"
-	ErrTypeApprovalForbidden       = "ApprovalForbidden"
-	ErrTypeApprovalCommentRequired = "ApprovalCommentRequired"
-)
-
 // Approval starts an approval step in a native Go pipeline: it waits in
 // WAITING_FOR_APPROVAL for UpdateApproval (REST approve/reject), or for
 // timeout (0 = none) to decide a.OnTimeout. Approved, its outputs are
@@ -158,10 +149,10 @@ func (r *Run) registerApprovals(ctx workflow.Context) error {
 func (r *Run) checkApproval(req runstate.ApprovalRequest) error {
 	st := r.stepByName(req.Step)
 	if st == nil {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("run has no step %q", req.Step), ErrTypeApprovalUnknownStep, nil)
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("run has no step %q", req.Step), runstate.ErrTypeApprovalUnknownStep, nil)
 	}
 	notWaiting := func(format string, args ...any) error {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), ErrTypeApprovalNotWaiting, nil)
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), runstate.ErrTypeApprovalNotWaiting, nil)
 	}
 	ap := st.Approval
 	switch {
@@ -174,9 +165,9 @@ func (r *Run) checkApproval(req runstate.ApprovalRequest) error {
 	case !slices.Contains(ap.Roles, req.Role):
 		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("deciding step %q needs a token with role %s; this token's role is %s", st.Name, strings.Join(ap.Roles, " or "), req.Role),
-			ErrTypeApprovalForbidden, nil)
+			runstate.ErrTypeApprovalForbidden, nil)
 	case ap.CommentRequired && strings.TrimSpace(req.Comment) == "":
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("step %q requires a comment with the decision", st.Name), ErrTypeApprovalCommentRequired, nil)
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("step %q requires a comment with the decision", st.Name), runstate.ErrTypeApprovalCommentRequired, nil)
 	}
 	return nil
 }

@@ -69,15 +69,15 @@ func TestApprovalRefusalsThenApproval(t *testing.T) {
 	assert.Equal(t, []string{"editor", "admin"}, waiting.Approval.Roles)
 	assert.Equal(t, "ship m1?", waiting.Approval.Message, "the message is rendered")
 
-	assert.Equal(t, workflows.ErrTypeApprovalUnknownStep, errType(unknown.rejected))
-	assert.Equal(t, workflows.ErrTypeApprovalNotWaiting, errType(notApproval.rejected))
-	assert.Equal(t, workflows.ErrTypeApprovalForbidden, errType(viewer.rejected))
+	assert.Equal(t, runstate.ErrTypeApprovalUnknownStep, errType(unknown.rejected))
+	assert.Equal(t, runstate.ErrTypeApprovalNotWaiting, errType(notApproval.rejected))
+	assert.Equal(t, runstate.ErrTypeApprovalForbidden, errType(viewer.rejected))
 	assert.Contains(t, viewer.rejected.Error(), "needs a token with role editor or admin; this token's role is viewer")
-	assert.Equal(t, workflows.ErrTypeApprovalCommentRequired, errType(noComment.rejected))
+	assert.Equal(t, runstate.ErrTypeApprovalCommentRequired, errType(noComment.rejected))
 	require.NoError(t, editor.rejected)
 	require.NoError(t, editor.err)
 	// A second decision in the same moment finds the step decided.
-	assert.Equal(t, workflows.ErrTypeApprovalNotWaiting, errType(again.rejected))
+	assert.Equal(t, runstate.ErrTypeApprovalNotWaiting, errType(again.rejected))
 	assert.Contains(t, again.rejected.Error(), `step "gate" was already decided: approved by alice: lgtm`)
 
 	s := status(t, env)
@@ -195,7 +195,7 @@ func TestGoPipelineApproval(t *testing.T) {
 	env.ExecuteWorkflow("go-approval")
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
-	assert.Equal(t, workflows.ErrTypeApprovalForbidden, errType(editor.rejected))
+	assert.Equal(t, runstate.ErrTypeApprovalForbidden, errType(editor.rejected))
 	s := status(t, env)
 	assert.Equal(t, map[string]any{"approved": true, "approver": "root", "comment": ""}, s.Result)
 }

@@ -290,9 +290,9 @@ steps:
   - {name: fan, kind: pipeline, forEach: {items: [a, b]}, pipeline: {name: train, params: {dataset: "{{ item }}"}}}
   - {name: use, container: {command: ["ok m={{ steps.train.outputs.model }}"]}}
 `, nil)
-	in.Reuse = &workflows.Reuse{RetryOf: "run-0", Steps: []workflows.ReusedStep{
+	in.Reuse = &runstate.Reuse{RetryOf: "run-0", Steps: []runstate.ReusedStep{
 		{Name: "train", Done: true, Outputs: map[string]any{"model": "m-old"}},
-		{Name: "fan", Items: []workflows.ReusedItem{{Index: 0, Item: "a", Outputs: map[string]any{"model": "m-a"}}}},
+		{Name: "fan", Items: []runstate.ReusedItem{{Index: 0, Item: "a", Outputs: map[string]any{"model": "m-a"}}}},
 	}}
 	env.ExecuteWorkflow(runstate.PipelineWorkflowName, in)
 	require.True(t, env.IsWorkflowCompleted())

@@ -21,21 +21,16 @@ import (
 // this existed) takes none of the reuse paths: the commands of those
 // histories are unchanged, which is why no workflow.GetVersion guards it.
 
-// MemoReuse is the memo field of a retried Go pipeline run that holds its
-// Reuse: the steps of the retried run, by name, whose outputs the new run
-// takes instead of running them.
-const MemoReuse = "atelierReuse"
-
 // goReuseFromMemo reads the reuse plan of a Go retry from the start memo.
 // A plan that cannot be decoded reuses nothing (every step runs), with a
 // warning; the memo is in history, so a replay decides the same.
-func goReuseFromMemo(ctx workflow.Context) (*Reuse, string) {
+func goReuseFromMemo(ctx workflow.Context) (*runstate.Reuse, string) {
 	m := workflow.GetInfo(ctx).Memo
-	p, ok := m.GetFields()[MemoReuse]
+	p, ok := m.GetFields()[runstate.MemoReuse]
 	if !ok {
 		return nil, ""
 	}
-	var re Reuse
+	var re runstate.Reuse
 	if err := converter.GetDefaultDataConverter().FromPayload(p, &re); err != nil {
 		return nil, fmt.Sprintf("the retry's reuse plan could not be read (%v): every step ran again", err)
 	}
@@ -49,13 +44,13 @@ func (r *Run) reusedStep(ctx workflow.Context, st *runstate.StepStatus) (StepFut
 	if st.OnExit {
 		return StepFuture{}, false
 	}
-	re := r.goReuse.step(st.Name)
+	re := r.goReuse.Step(st.Name)
 	if re == nil || !re.Done {
 		return StepFuture{}, false
 	}
 	out, _ := re.Outputs.(map[string]any)
 	st.Outputs = re.Outputs
-	st.CachedFrom = r.goReuse.reuseSource(re.Source, st.Name, nil)
+	st.CachedFrom = r.goReuse.SourceFor(re.Source, st.Name, nil)
 	r.endStep(st, runstate.StepCached, "", reusedMessage(st.CachedFrom))
 	fut, set := workflow.NewFuture(ctx)
 	set.Set(Outputs(out), nil)
@@ -83,7 +78,7 @@ type RetryProblem struct {
 // of what depends on the named steps: steps created later that did not
 // use them run again too, which is safe, only slower. Exit handlers
 // (OnExit) always run again and cannot be named.
-func PlanGoRetry(origID string, st runstate.Status, resumeFrom []string) (*Reuse, []RetryProblem) {
+func PlanGoRetry(origID string, st runstate.Status, resumeFrom []string) (*runstate.Reuse, []RetryProblem) {
 	index := make(map[string]int, len(st.Steps))
 	for i, ss := range st.Steps {
 		index[ss.Name] = i
@@ -101,7 +96,7 @@ func PlanGoRetry(origID string, st runstate.Status, resumeFrom []string) (*Reuse
 			from = min(from, i)
 		}
 	}
-	reuse := &Reuse{RetryOf: origID}
+	reuse := &runstate.Reuse{RetryOf: origID}
 	for _, ss := range st.Steps[:from] {
 		if !ss.OnExit && (ss.State == runstate.StepSucceeded || ss.State == runstate.StepCached) {
 			out := ss.Outputs
@@ -109,7 +104,7 @@ func PlanGoRetry(origID string, st runstate.Status, resumeFrom []string) (*Reuse
 				// A wide Run.ForEach: its outputs stay where they are.
 				out = runstate.WideOutputs(*ss.Wide.Outputs)
 			}
-			reuse.Steps = append(reuse.Steps, ReusedStep{Name: ss.Name, Done: true, Outputs: out, Source: ReuseSource(origID, ss, nil)})
+			reuse.Steps = append(reuse.Steps, runstate.ReusedStep{Name: ss.Name, Done: true, Outputs: out, Source: ReuseSource(origID, ss, nil)})
 		}
 	}
 	return reuse, problems

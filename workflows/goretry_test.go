@@ -46,12 +46,12 @@ func goChain(ctx workflow.Context, failAt string) (float64, error) {
 
 // runGoChain runs goChain, as a retry when reuse is not nil, and returns
 // its status and the commands that ran.
-func runGoChain(t *testing.T, failAt string, reuse *workflows.Reuse) (runstate.Status, []string) {
+func runGoChain(t *testing.T, failAt string, reuse *runstate.Reuse) (runstate.Status, []string) {
 	t.Helper()
 	env, rt, _ := newEnv(t)
 	env.RegisterWorkflowWithOptions(goChain, workflow.RegisterOptions{Name: "test.chain"})
 	if reuse != nil {
-		require.NoError(t, env.SetMemoOnStart(map[string]any{workflows.MemoReuse: reuse}))
+		require.NoError(t, env.SetMemoOnStart(map[string]any{runstate.MemoReuse: reuse}))
 	}
 	env.ExecuteWorkflow("test.chain", failAt)
 	require.True(t, env.IsWorkflowCompleted())
@@ -72,7 +72,7 @@ func TestGoPipelineRetryReusesWhatSucceeded(t *testing.T) {
 	require.Empty(t, problems)
 	require.Len(t, plan.Steps, 2, "s1 and s2; the exit handler that succeeded is not planned")
 	// Even named in a plan, an exit handler runs again.
-	plan.Steps = append(plan.Steps, workflows.ReusedStep{Name: "report", Done: true})
+	plan.Steps = append(plan.Steps, runstate.ReusedStep{Name: "report", Done: true})
 	retry, cmds := runGoChain(t, "", plan)
 	require.Equal(t, runstate.Succeeded, retry.State, "%+v", retry)
 	assert.Equal(t, 7.0, retry.Result)
@@ -119,7 +119,7 @@ func TestGoPipelineRetryWithoutAPlanRunsEverything(t *testing.T) {
 
 	env, rt, _ := newEnv(t)
 	env.RegisterWorkflowWithOptions(goChain, workflow.RegisterOptions{Name: "test.chain"})
-	require.NoError(t, env.SetMemoOnStart(map[string]any{workflows.MemoReuse: "not a plan"}))
+	require.NoError(t, env.SetMemoOnStart(map[string]any{runstate.MemoReuse: "not a plan"}))
 	env.ExecuteWorkflow("test.chain", "")
 	require.True(t, env.IsWorkflowCompleted())
 	st = status(t, env)

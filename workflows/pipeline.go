@@ -228,7 +228,7 @@ func (d *dag) start(i int, deps []int) {
 		return
 	}
 	env := d.env()
-	if re := d.in.Reuse.step(s.Name); re != nil && re.Done {
+	if re := d.in.Reuse.Step(s.Name); re != nil && re.Done {
 		if ref, ok := runstate.WideRefOf(re.Outputs); ok {
 			// A wide step reused by a retry: its outputs stay where the
 			// retried run stored them.
@@ -239,7 +239,7 @@ func (d *dag) start(i int, deps []int) {
 	if d.readsWide(i) {
 		// when and templates read wide outputs, which are not in this
 		// workflow: an activity renders them (wide.go).
-		if re := d.in.Reuse.step(s.Name); re != nil && re.Done {
+		if re := d.in.Reuse.Step(s.Name); re != nil && re.Done {
 			st.Outputs = re.Outputs
 			d.outputs[i] = re.Outputs
 			d.finishStep(i, runstate.StepCached, "", "reused from run "+d.in.Reuse.RetryOf)
@@ -259,10 +259,10 @@ func (d *dag) start(i int, deps []int) {
 			return
 		}
 	}
-	if re := d.in.Reuse.step(s.Name); re != nil && re.Done {
+	if re := d.in.Reuse.Step(s.Name); re != nil && re.Done {
 		// A retry: the step succeeded in the retried run; nothing runs.
 		st.Outputs = re.Outputs
-		st.CachedFrom = d.in.Reuse.reuseSource(re.Source, s.Name, nil)
+		st.CachedFrom = d.in.Reuse.SourceFor(re.Source, s.Name, nil)
 		d.outputs[i] = re.Outputs
 		d.finishStep(i, runstate.StepCached, "", reusedMessage(st.CachedFrom))
 		return
@@ -377,7 +377,7 @@ func (d *dag) runForEach(ctx workflow.Context, i int, env pipeline.Env, opts []S
 	// Another step's failure stops new items, except in a step whose rule
 	// runs after failures (it may have started because of one).
 	runFailed := func() bool { return d.failFast() && !s.RunIf.RunsAfterFailure() }
-	reused := d.in.Reuse.step(s.Name)
+	reused := d.in.Reuse.Step(s.Name)
 	// Templates over wide outputs: rendered by an activity, a chunk of
 	// items at a time (widetemplates.go); renderFailure: it failed for good.
 	rend, renderFailure := d.itemRendererFor(i, env, items), ""
@@ -386,11 +386,11 @@ func (d *dag) runForEach(ctx workflow.Context, i int, env pipeline.Env, opts []S
 		if (stopEarly && failed > tolerated) || ctx.Err() != nil || runFailed() {
 			break
 		}
-		if re := reused.item(k, items[k]); re != nil {
+		if re := reused.Item(k, items[k]); re != nil {
 			// A retry: this item succeeded in the retried run.
 			outs[k] = re.Outputs
 			st.Items[k].Outputs = re.Outputs
-			st.Items[k].CachedFrom = d.in.Reuse.reuseSource(re.Source, s.Name, &k)
+			st.Items[k].CachedFrom = d.in.Reuse.SourceFor(re.Source, s.Name, &k)
 			d.r.endStep(&st.Items[k], runstate.StepCached, "", reusedMessage(st.Items[k].CachedFrom))
 			continue
 		}

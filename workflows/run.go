@@ -75,7 +75,7 @@ type Run struct {
 
 	// goReuse is a Go pipeline retry's plan (goretry.go): the steps,
 	// by name, that take the retried run's outputs instead of running.
-	goReuse *Reuse
+	goReuse *runstate.Reuse
 }
 
 // RunOptions describe a run when it begins.

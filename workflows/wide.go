@@ -266,7 +266,7 @@ func (d *dag) runWide(ctx workflow.Context, i int, env pipeline.Env, items []any
 	policy := s.ForEach.FailurePolicy
 	tolerated, stopEarly := policy.Tolerated(n), policy.StopsEarly()
 	reuseFrom := ""
-	if re := d.in.Reuse.step(s.Name); re != nil {
+	if re := d.in.Reuse.Step(s.Name); re != nil {
 		reuseFrom = re.WideFrom
 	}
 	bare := *s

@@ -4,5 +4,5 @@
 // decision reads from the catalogue (the cluster's GPU inventory, reported
 // by its worker, and every project's GPU policy). The decisions themselves
 // are package gpu's; the workflow that owns each cluster's queue is
-// workflows.AdmissionWorkflow.
+// admission.Workflow.
 package admission

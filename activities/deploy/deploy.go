@@ -38,7 +38,7 @@ type Clusters interface {
 type ProgressReporter func(ctx context.Context, p activities.StepProgress) error
 
 // DefaultPollInterval is how often an attempt reads its endpoint's status:
-// the endpoint's own tick (workflows.DefaultEndpointTick).
+// the endpoint's own tick (endpoint.DefaultTick).
 const DefaultPollInterval = 2 * time.Second
 
 // statusTimeout bounds one status query, well inside the step activity's

@@ -4,7 +4,7 @@
 // revision that results is promoted.
 //
 // It is a client of the endpoint's entity workflow
-// (workflows.EndpointWorkflow, through client/endpointclient), never of
+// (endpoint.Workflow, through client/endpointclient), never of
 // the runtime that serves it: the endpoint's workflow alone writes its
 // replicas and traffic, so the step only asks for a spec and reads the
 // status query every two seconds. The local worker registers it on its

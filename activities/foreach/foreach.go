@@ -88,7 +88,7 @@ func (a *Activities) RenderStep(ctx context.Context, req activities.RenderReques
 }
 
 // RenderItems renders a chunk of a forEach's items over the outputs of
-// the wide steps their templates read (workflows.RenderItems), stopping
+// the wide steps their templates read (foreach.RenderItems), stopping
 // after activities.RenderItemsTime so that a slow chunk still ends well
 // within the activity's timeout.
 func (a *Activities) RenderItems(ctx context.Context, req activities.RenderItemsRequest) (activities.RenderItemsResult, error) {

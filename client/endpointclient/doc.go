@@ -1,6 +1,6 @@
 // Package endpointclient is the Temporal client side of inference
 // endpoints: it starts an endpoint's entity workflow
-// (workflows.EndpointWorkflow), sends it updates (new spec, rollback,
+// (endpoint.Workflow), sends it updates (new spec, rollback,
 // promote, abort, delete) and reads its status query, translating
 // Temporal's errors into the ones the REST gateway answers with: not
 // found, already exists, and a rejected update with its reason (and, for

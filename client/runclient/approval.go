@@ -9,7 +9,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/atelier-ml/atelier/runstate"
-	"github.com/atelier-ml/atelier/workflows"
 )
 
 // Why the run's workflow refused a decision on an approval step.
@@ -32,10 +31,10 @@ func (e *RefusedError) Error() string { return e.Message }
 func (e *RefusedError) Unwrap() error { return e.Kind }
 
 var refusals = map[string]error{
-	workflows.ErrTypeApprovalUnknownStep:     ErrStepNotFound,
-	workflows.ErrTypeApprovalNotWaiting:      ErrStepNotWaiting,
-	workflows.ErrTypeApprovalForbidden:       ErrApprovalForbidden,
-	workflows.ErrTypeApprovalCommentRequired: ErrCommentRequired,
+	runstate.ErrTypeApprovalUnknownStep:     ErrStepNotFound,
+	runstate.ErrTypeApprovalNotWaiting:      ErrStepNotWaiting,
+	runstate.ErrTypeApprovalForbidden:       ErrApprovalForbidden,
+	runstate.ErrTypeApprovalCommentRequired: ErrCommentRequired,
 }
 
 // DecideApproval sends a decision on a waiting approval step (the

@@ -15,8 +15,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/grpc/codes"
-
-	"github.com/atelier-ml/atelier/workflows"
 )
 
 // ErrRunNotFound means Temporal has no open execution for the run (never
@@ -74,9 +72,9 @@ type StartRequest struct {
 	Schedule string
 	// Reuse, on a retry of a native Go pipeline run, is what the new run
 	// takes from the retried one. It travels in the start's memo
-	// (workflows.MemoReuse): the Go pipeline's input is its author's type
+	// (runstate.MemoReuse): the Go pipeline's input is its author's type
 	// and has no room for it.
-	Reuse *workflows.Reuse
+	Reuse *runstate.Reuse
 }
 
 // StartRun starts the run's workflow. Starting a run that was already
@@ -126,7 +124,7 @@ func (e *Client) startOptions(r StartRequest) client.StartWorkflowOptions {
 		attrs = append(attrs, saSchedule.ValueSet(r.Schedule))
 	}
 	if r.Reuse != nil {
-		memo[workflows.MemoReuse] = r.Reuse
+		memo[runstate.MemoReuse] = r.Reuse
 	}
 	opts := client.StartWorkflowOptions{
 		ID:        r.RunID,

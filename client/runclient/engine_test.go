@@ -14,8 +14,6 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
-
-	"github.com/atelier-ml/atelier/workflows"
 )
 
 // fakeClient implements only what Engine calls; any other method panics via
@@ -104,16 +102,16 @@ func TestStartRun(t *testing.T) {
 	if by != "alice" || sched != "nightly" {
 		t.Fatalf("created by %q, schedule %q", by, sched)
 	}
-	if _, ok := f.opts.Memo[workflows.MemoReuse]; ok {
+	if _, ok := f.opts.Memo[runstate.MemoReuse]; ok {
 		t.Fatal("a run that is no retry carries a reuse plan")
 	}
 
 	// A Go pipeline's retry carries its plan in the memo, beside the rest.
-	reuse := &workflows.Reuse{RetryOf: "r2", Steps: []workflows.ReusedStep{{Name: "prep", Done: true}}}
+	reuse := &runstate.Reuse{RetryOf: "r2", Steps: []runstate.ReusedStep{{Name: "prep", Done: true}}}
 	if err := e.StartRun(context.Background(), StartRequest{RunID: "r4", Workflow: "wf", TaskQueue: "q", Project: "p", Reuse: reuse}); err != nil {
 		t.Fatal(err)
 	}
-	if f.opts.Memo[workflows.MemoReuse] != reuse || f.opts.Memo["workflow"] != "wf" {
+	if f.opts.Memo[runstate.MemoReuse] != reuse || f.opts.Memo["workflow"] != "wf" {
 		t.Fatalf("memo %v", f.opts.Memo)
 	}
 }
