@@ -1,3 +1,7 @@
+// This file holds the gateway's read caches (tokens, pipeline versions),
+// which spare Postgres round trips on hot paths; the step cache's REST API
+// is stepcache.go.
+
 package api
 
 import (
