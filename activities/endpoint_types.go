@@ -55,7 +55,7 @@ type ObserveEndpointRequest struct {
 	Measured    int               `json:"measured,omitempty"`
 	MeasureFrom time.Time         `json:"measureFrom,omitzero"`
 	// Probes synthetic requests are sent to revision Measured first, when
-	// the gates lack samples (inference.Step.Probes), for model ProbeModel
+	// the gates lack samples (inference.RolloutStep.Probes), for model ProbeModel
 	// (its served name); their answers come back in its Probed.
 	Probes     int    `json:"probes,omitempty"`
 	ProbeModel string `json:"probeModel,omitempty"`
@@ -103,7 +103,7 @@ type RevisionLayout struct {
 
 // ApplyEndpointLayoutRequest sets replicas and traffic. Revisions not
 // listed are left alone (DeleteEndpointRevisions removes them).
-// ScaleDownFirst orders the writes surge-free (see inference.Step).
+// ScaleDownFirst orders the writes surge-free (see inference.RolloutStep).
 type ApplyEndpointLayoutRequest struct {
 	EndpointRef
 	Revisions      []RevisionLayout           `json:"revisions"`

@@ -69,7 +69,7 @@ type RenderRequest struct {
 	// forEach whose when reads a wide step's outputs but whose list does
 	// not, so the list keeps being evaluated in the workflow.
 	WhenOnly bool `json:"whenOnly,omitempty"`
-	// PipelineOutputs asks for the pipeline's outputs (spec.Pipeline's
+	// PipelineOutputs asks for the pipeline's outputs (pipeline.Spec's
 	// Outputs templates) instead of a step: outputs that read a wide
 	// step's (wideexit.go).
 	PipelineOutputs map[string]string `json:"pipelineOutputs,omitempty"`

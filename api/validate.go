@@ -29,7 +29,7 @@ func (s *server) validator(doc *openapi3.T) (echo.MiddlewareFunc, error) {
 		AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,
 	}
 	opts := &echomw.Options{Options: base, SilenceServersWarning: true}
-	// Pipeline specs are parsed by spec.Parse, which reports every problem
+	// Pipeline specs are parsed by pipeline.Parse, which reports every problem
 	// with its path (422); letting kin-openapi decode them first would turn
 	// the same mistakes into terser 400s.
 	rawBody := &echomw.Options{Options: base, SilenceServersWarning: true}

@@ -73,7 +73,7 @@ type Status struct {
 	Steps      []StepStatus   `json:"steps"`
 	// Result is the JSON result of a native Go pipeline, when it returned
 	// one, or the outputs of a declarative pipeline that declares them
-	// (spec.Pipeline.Outputs), once it succeeded.
+	// (pipeline.Spec.Outputs), once it succeeded.
 	Result any `json:"result,omitempty"`
 	// Warnings are problems that did not change the outcome, e.g. a failed
 	// cleanup of Kubernetes objects.
@@ -112,7 +112,7 @@ type StepStatus struct {
 	// Approval is an approval step's request and, once made, its decision.
 	Approval *ApprovalStatus `json:"approval,omitempty"`
 	// OnExit marks an exit handler: a step that runs once the others have
-	// ended, whatever the outcome (spec.Pipeline.OnExit, Run.OnExit).
+	// ended, whatever the outcome (pipeline.Spec.OnExit, Run.OnExit).
 	OnExit bool `json:"onExit,omitempty"`
 	// CacheKey is the step cache key of a step (or item) with caching on.
 	CacheKey string `json:"cacheKey,omitempty"`

@@ -35,7 +35,7 @@ const versionStepCache = "atelier.step-cache"
 // covers changes, so old entries stop matching rather than match wrongly.
 const cacheKeyVersion = 1
 
-// WithCache caches the step across runs (see spec.Cache): a successful
+// WithCache caches the step across runs (see pipeline.Cache): a successful
 // execution of the same rendered work in the same project, within c.TTL,
 // is reused instead of running. Container, ray and spark steps; ignored
 // for inference steps and when c is nil or disabled.

@@ -109,7 +109,7 @@ func (r *Run) Reduce(ctx workflow.Context, res ForEachResult, expr string) (any,
 // repeats gets a numeric suffix.
 //
 //	f := run.ForEach(ctx, "square", workflows.ForEachItems{Items: "0..9999", Parallelism: 200},
-//		spec.Container{Command: []string{"sh", "-c", `echo "{\"v\": $(({{ item }} * {{ item }}))}" > $ATELIER_OUTPUTS`}})
+//		pipeline.Container{Command: []string{"sh", "-c", `echo "{\"v\": $(({{ item }} * {{ item }}))}" > $ATELIER_OUTPUTS`}})
 //	res, err := f.Get(ctx)
 //	total, err := run.Reduce(ctx, res, "sum(map(steps.square.outputs, .v))")
 func (r *Run) ForEach(ctx workflow.Context, name string, items ForEachItems, c pipeline.Container, opts ...StepOption) ForEachFuture {

@@ -39,7 +39,7 @@ type RunCache struct {
 }
 
 // PipelineResult is what a declarative run returns: the pipeline's
-// outputs (spec.Pipeline.Outputs), which a parent's pipeline step takes
+// outputs (pipeline.Spec.Outputs), which a parent's pipeline step takes
 // as its own.
 type PipelineResult struct {
 	Outputs map[string]any `json:"outputs,omitempty"`

@@ -13,7 +13,7 @@ import (
 // Temporal's hard limits decide what one run may do: past them a workflow
 // is terminated by the server (history) or cannot schedule its next
 // command (payloads, pending activities), which looks like a run that
-// hangs. Static checks in spec.Validate refuse specs that cannot fit; these
+// hangs. Static checks in pipeline.Validate refuse specs that cannot fit; these
 // run-time guards keep every other run (retries, forEach lists computed at
 // run time, large outputs) inside them, failing a step with a message that
 // names the limit instead.

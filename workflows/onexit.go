@@ -94,7 +94,7 @@ type ExitHandler func(ctx workflow.Context, exit ExitInfo) error
 // warning on the run.
 //
 //	run.OnExit(func(ctx workflow.Context, exit workflows.ExitInfo) error {
-//		_, err := run.Container(ctx, "cleanup", spec.Container{Command: []string{"rm", "-rf", dir}}).Get(ctx)
+//		_, err := run.Container(ctx, "cleanup", pipeline.Container{Command: []string{"rm", "-rf", dir}}).Get(ctx)
 //		return err
 //	})
 func (r *Run) OnExit(h ExitHandler) {
@@ -199,7 +199,7 @@ func (r *Run) addExitSteps(steps []pipeline.Step) ([]*runstate.StepStatus, bool)
 	return out, true
 }
 
-// runExit runs a declarative pipeline's exit handlers (spec.Pipeline.OnExit)
+// runExit runs a declarative pipeline's exit handlers (pipeline.Spec.OnExit)
 // as a DAG of their own once d, the pipeline's steps, has ended; state and
 // errMsg are how the run is about to end.
 func (d *dag) runExit(steps []*runstate.StepStatus, state runstate.State, errMsg string) {

@@ -21,7 +21,7 @@ type verdict struct {
 	stage, detail string
 }
 
-// Kinds of the endpoint events that end a rollout (workflows/endpoint.go
+// Kinds of the endpoint events that end a rollout (workflows/endpoint
 // names them "Rollout" + the step's action).
 const (
 	eventPromoted   = "Rollout" + string(inference.ActionPromote)

@@ -51,7 +51,7 @@ type PipelineVersion struct {
 	Project   string          `json:"project"`
 	Pipeline  string          `json:"pipeline"`
 	Version   int             `json:"version"`
-	Spec      json.RawMessage `json:"spec"`   // canonical JSON of spec.Pipeline
+	Spec      json.RawMessage `json:"spec"`   // canonical JSON of pipeline.Spec
 	Digest    string          `json:"digest"` // sha256 of Spec
 	CreatedAt time.Time       `json:"createdAt"`
 	CreatedBy string          `json:"createdBy,omitempty"`

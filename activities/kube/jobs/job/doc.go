@@ -1,6 +1,6 @@
 // Package job runs container steps as batch/v1 Jobs.
 //
-// A Job runs one pod with one container, "step", built from spec.Container:
+// A Job runs one pod with one container, "step", built from pipeline.Container:
 // image (required), command, args, env, workingDir and resources. It never
 // retries by itself (backoffLimit 0, restartPolicy Never): retries belong
 // to the pipeline, which makes every attempt visible. The attempt's timeout
