@@ -174,7 +174,7 @@ type EndpointInput struct {
 	// TaskQueue is where the endpoint's activities run: a cluster's queue
 	// (activities.TaskQueueForCluster) or a local worker's.
 	TaskQueue string `json:"taskQueue"`
-	// Tick overrides DefaultEndpointTick (tests).
+	// Tick overrides endpoint.DefaultTick (tests).
 	Tick time.Duration `json:"tick,omitempty"`
 	// State carries the endpoint across continue-as-new.
 	State *EndpointState `json:"state,omitempty"`

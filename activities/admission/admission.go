@@ -34,7 +34,7 @@ type Starter interface {
 
 // PolicyCacheTTL bounds how stale the policies Submit validates against
 // may be: a policy change reaches submissions within this time (the
-// admission workflow itself re-reads them every AdmissionRefresh).
+// admission workflow itself re-reads them every admission.Refresh).
 const PolicyCacheTTL = 5 * time.Second
 
 // Activities are the GPU admission activities of a worker.
@@ -58,7 +58,7 @@ type Option func(*Activities)
 func WithMinRuntime(d time.Duration) Option { return func(a *Activities) { a.minRuntime = d } }
 
 // New returns the activities; admission workflows they start run on
-// taskQueue (the main worker's, which registers AdmissionWorkflow).
+// taskQueue (the main worker's, which registers admission.Workflow).
 func New(cat Catalog, temporal Starter, taskQueue string, opts ...Option) *Activities {
 	a := &Activities{cat: cat, temporal: temporal, taskQueue: taskQueue, now: time.Now}
 	for _, o := range opts {

@@ -17,10 +17,10 @@ import (
 
 // Tunables of the admission workflow (variables so tests can shorten them).
 var (
-	// AdmissionRefresh is how often a cluster's inventory and the policies
+	// Refresh is how often a cluster's inventory and the policies
 	// are re-read while workloads wait (also the aging tick).
 	Refresh = 10 * time.Second
-	// AdmissionHistoryLimit is the history length after which the workflow
+	// HistoryLimit is the history length after which the workflow
 	// continues as new, carrying its queue.
 	HistoryLimit = 10_000
 )
@@ -66,7 +66,7 @@ type outgoing struct {
 // would otherwise exceed it.
 var MaxPendingSignals = 500
 
-// AdmissionWorkflow owns one cluster's GPU queue. See package gpu for the
+// Workflow owns one cluster's GPU queue. See package gpu for the
 // rules it decides by.
 func Workflow(ctx workflow.Context, in activities.AdmissionInput) error {
 	a := &admission{cluster: in.Cluster, pending: in.Pending, running: in.Running, waits: map[string]gpu.Wait{},

@@ -18,7 +18,7 @@ import (
 
 // Defaults of the endpoint loop.
 const (
-	// DefaultEndpointTick is how often the endpoint observes its replicas
+	// DefaultTick is how often the endpoint observes its replicas
 	// and decides (Knative's autoscaler ticks every 2 s).
 	DefaultTick = 2 * time.Second
 	// endpointHistoryLimit: past this many history events the workflow
@@ -54,7 +54,7 @@ type endpoint struct {
 	woken bool // an update changed something: decide now, not at the tick
 }
 
-// EndpointWorkflow owns one inference endpoint: it is the only writer of
+// Workflow owns one inference endpoint: it is the only writer of
 // its replicas and traffic weights. Every tick it observes the revisions
 // (activities.ObserveEndpointName), asks the autoscaler for the replicas
 // the endpoint needs and, while a rollout runs, the rollout for its next
