@@ -21,7 +21,14 @@ import (
 // KEY=VALUE variables (later ones win).
 func (s *stack) startWorkerProcess(t *testing.T, logName string, env ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(atelierBinary(t), "worker")
+	return s.startWorkerProcessWith(t, atelierBinary(t), logName, env...)
+}
+
+// startWorkerProcessWith is startWorkerProcess with another binary (the
+// previous commit's, for an upgrade).
+func (s *stack) startWorkerProcessWith(t *testing.T, bin, logName string, env ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, "worker")
 	cmd.Env = append(os.Environ(),
 		"ATELIER_DATABASE_URL="+s.cfg.DatabaseURL,
 		"ATELIER_TEMPORAL="+s.cfg.TemporalHostPort,

@@ -526,16 +526,7 @@ func (d *dag) startRemote(i int, env pipeline.Env, opts []StepOption) {
 		d.r.touch()
 		res, err := d.renderRemote(gctx, i, env, renderTemplates)
 		st.Message = ""
-		switch {
-		case err != nil && gctx.Err() != nil:
-			d.finishStep(i, runstate.StepCancelled, "", "run cancelled")
-			return
-		case err != nil:
-			msg, _, _ := describeActivityError(err)
-			d.fail(i, msg)
-			return
-		case res.Skip:
-			d.finishStep(i, runstate.StepSkipped, "", fmt.Sprintf("skipped: condition %q is false", s.When))
+		if !d.rendered(gctx, i, res, err) {
 			return
 		}
 		if kindOf(*s) == pipeline.KindApproval {
@@ -573,18 +564,10 @@ func (d *dag) startRemoteItems(i int, env pipeline.Env, opts []StepOption) {
 		d.r.touch()
 		res, err := d.renderRemote(gctx, i, env, renderList)
 		st.Message = ""
-		switch {
-		case err != nil && gctx.Err() != nil:
-			d.finishStep(i, runstate.StepCancelled, "", "run cancelled")
+		if !d.rendered(gctx, i, res, err) {
 			return
-		case err != nil:
-			msg, _, _ := describeActivityError(err)
-			d.fail(i, msg)
-			return
-		case res.Skip:
-			d.finishStep(i, runstate.StepSkipped, "", fmt.Sprintf("skipped: condition %q is false", s.When))
-			return
-		case res.Count > 0:
+		}
+		if res.Count > 0 {
 			d.runWideByRef(gctx, i, env, res.Count)
 			return
 		}

@@ -23,7 +23,7 @@ import (
 // wide one) asks activities.RenderItemsName for a chunk of consecutive items: the
 // activity loads the outputs once (and its worker keeps the last ones it
 // loaded, activities/foreach), renders items until about
-// renderItemsBytes of rendered work or renderItemsTime, and returns them.
+// 512 KiB of rendered work or activities.RenderItemsTime, and returns them.
 // The workflow records only the rendered chunk, which its item activities
 // would carry anyway, so a batch of 1,000 items pays one or a few more
 // activities and its history stays inside its continue-as-new budget.

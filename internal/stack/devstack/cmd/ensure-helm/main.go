@@ -7,38 +7,8 @@
 // (stderr).
 package main
 
-import (
-	"context"
-	"flag"
-	"fmt"
-	"os"
-	"os/exec"
-	"os/signal"
-	"syscall"
-
-	"github.com/atelier-ml/atelier/internal/stack/devstack"
-)
+import "github.com/atelier-ml/atelier/internal/stack/devstack"
 
 func main() {
-	version := flag.Bool("version", false, "also print `helm version`")
-	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	logf := func(format string, args ...any) {
-		fmt.Fprintf(os.Stderr, "ensure-helm: "+format+"\n", args...)
-	}
-	path, err := devstack.EnsureHelm(ctx, logf)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "ensure-helm:", err)
-		os.Exit(1)
-	}
-	fmt.Println(path)
-	if *version {
-		out, err := exec.CommandContext(ctx, path, "version", "--short").CombinedOutput()
-		fmt.Print(string(out))
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "ensure-helm: helm version:", err)
-			os.Exit(1)
-		}
-	}
+	devstack.EnsureCommand("ensure-helm", devstack.EnsureHelm, "version", "--short")
 }
