@@ -922,7 +922,7 @@ func reportCycles(p *Spec, section string, ps *problems) {
 
 // MaxEstimatedHistoryEvents is what a run may plan to use of Temporal's
 // 51,200 history events when every step succeeds at once; the rest is for
-// retries, bookkeeping and cleanup (run-time guards in workflows/limits.go
+// retries, bookkeeping and cleanup (run-time guards in workflows/historylimits.go
 // stop a run that would go past the hard limit).
 const MaxEstimatedHistoryEvents = 40_000
 

@@ -50,10 +50,10 @@
 //     workflows/endpoint) and waits for the revision's rollout.
 //   - cache.go: step caching, looked up and stored by local activities; a
 //     hit ends the step CACHED with its source (CachedFrom).
-//   - goretry.go, input.go: retry from failure; a Go pipeline's plan
+//   - goretry.go, pipelineinput.go: retry from failure; a Go pipeline's plan
 //     travels in its start memo (runstate.MemoReuse), a declarative one in
 //     its input.
-//   - details.go: the Markdown table the Temporal UI shows; limits.go:
+//   - temporalui.go: the Markdown table the Temporal UI shows; historylimits.go:
 //     Temporal's history limits; metrics.go: replay-safe metrics.
 //
 // The other workflow families have packages of their own: the GPU
