@@ -213,7 +213,7 @@ steps:
         rollout: {canary: {steps: [{weight: 20, pause: 1h}, {weight: 50, pause: later}]}}
 `))
 	checkProblems(t, problemsOf(t, err), []want{
-		{"steps[0].inference.spec.autoscaling.panicWindow", "duration must be a string"},
+		{"steps[0].inference.spec.autoscaling.panicWindow", "must be a duration string"},
 		{"steps[0].inference.spec.autoscaling.stableWindow", `invalid duration "soon"`},
 		{"steps[0].inference.spec.modle", `unknown field "modle" (did you mean "model"?)`},
 		{"steps[0].inference.spec.replicas.max", `must be a whole number, got string "3"`},
