@@ -153,9 +153,9 @@ func TestEnumsMatchTheSpec(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ schema, dir, goType string }{
-		{"RunState", "../workflows", "RunState"},
-		{"StepState", "../workflows", "StepState"},
-		{"Role", "../internal/catalog", "Role"},
+		{"RunState", "../runstate", "State"},
+		{"StepState", "../runstate", "StepState"},
+		{"Role", "../internal/platform/tokens", "Role"},
 	} {
 		var inSpec []string
 		for _, v := range doc.Components.Schemas[c.schema].Value.Enum {
