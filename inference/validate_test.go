@@ -32,20 +32,20 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		name:   "backend and image",
 		mutate: func(s *EndpointSpec) { s.Backend = "tgi"; s.Image = "" },
 		want: []schema.Problem{
-			{"backend", `unknown backend "tgi"; use triton or vllm`},
-			{"image", "required: the serving image, e.g. nvcr.io/nvidia/tritonserver:25.04-py3 or vllm/vllm-openai:v0.9.1"},
+			{Path: "backend", Message: `unknown backend "tgi"; use triton or vllm`},
+			{Path: "image", Message: "required: the serving image, e.g. nvcr.io/nvidia/tritonserver:25.04-py3 or vllm/vllm-openai:v0.9.1"},
 		},
 	}, {
 		name:   "triton needs repository and model name",
 		mutate: func(s *EndpointSpec) { *s = tritonSpec(); s.Model = Model{URI: "models"} },
 		want: []schema.Problem{
-			{"model.uri", `"models" is not a URI: use a form such as s3://bucket/models, gs://bucket/models, pvc://claim/path or an absolute path`},
-			{"model.name", "required for triton: the model to load from the repository"},
+			{Path: "model.uri", Message: `"models" is not a URI: use a form such as s3://bucket/models, gs://bucket/models, pvc://claim/path or an absolute path`},
+			{Path: "model.name", Message: "required for triton: the model to load from the repository"},
 		},
 	}, {
 		name:   "vllm needs a model",
 		mutate: func(s *EndpointSpec) { s.Model = Model{} },
-		want:   []schema.Problem{{"model", "set model.name (a Hugging Face ID such as meta-llama/Llama-3.1-8B-Instruct) or model.uri (a path to the weights)"}},
+		want:   []schema.Problem{{Path: "model", Message: "set model.name (a Hugging Face ID such as meta-llama/Llama-3.1-8B-Instruct) or model.uri (a path to the weights)"}},
 	}, {
 		name: "reserved args and env names",
 		mutate: func(s *EndpointSpec) {
@@ -53,10 +53,10 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 			s.Env = []EnvVar{{Name: "HF_TOKEN"}, {Name: "1BAD"}, {Name: "HF_TOKEN"}}
 		},
 		want: []schema.Problem{
-			{"args[1]", "--port is reserved: Atelier sets it (or relies on its default) for readiness probes, the Service and metrics; remove it"},
-			{"args[2]", "--model is reserved: set model.uri and model.name instead"},
-			{"env[1].name", `invalid name "1BAD": use letters, digits, '_', '-' and '.', not starting with a digit`},
-			{"env[2].name", `duplicate name "HF_TOKEN" (also env[0])`},
+			{Path: "args[1]", Message: "--port is reserved: Atelier sets it (or relies on its default) for readiness probes, the Service and metrics; remove it"},
+			{Path: "args[2]", Message: "--model is reserved: set model.uri and model.name instead"},
+			{Path: "env[1].name", Message: `invalid name "1BAD": use letters, digits, '_', '-' and '.', not starting with a digit`},
+			{Path: "env[2].name", Message: `duplicate name "HF_TOKEN" (also env[0])`},
 		},
 	}, {
 		name: "resources",
@@ -64,18 +64,18 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 			s.Resources = Resources{GPUs: 2, CPU: "two", Memory: "512m"}
 		},
 		want: []schema.Problem{
-			{"resources.gpuType", "required with gpus: the GPU product (node label nvidia.com/gpu.product, e.g. NVIDIA-A100-SXM4-80GB) or MIG profile; quotas count GPUs per type"},
-			{"resources.cpu", `invalid quantity "two": use Kubernetes syntax such as "500m" or "8"`},
-			{"resources.memory", `"512m" means thousandths of a byte; use Mi or Gi, e.g. "64Gi"`},
+			{Path: "resources.gpuType", Message: "required with gpus: the GPU product (node label nvidia.com/gpu.product, e.g. NVIDIA-A100-SXM4-80GB) or MIG profile; quotas count GPUs per type"},
+			{Path: "resources.cpu", Message: `invalid quantity "two": use Kubernetes syntax such as "500m" or "8"`},
+			{Path: "resources.memory", Message: `"512m" means thousandths of a byte; use Mi or Gi, e.g. "64Gi"`},
 		},
 	}, {
 		name:   "scale to zero needs an idle timeout",
 		mutate: func(s *EndpointSpec) { s.Replicas = ReplicaRange{Min: ptr(0), Max: 2} },
-		want:   []schema.Problem{{"replicas.min", `0 means scale to zero, which needs autoscaling.idleTimeout (e.g. "15m"); set it, or set min to at least 1`}},
+		want:   []schema.Problem{{Path: "replicas.min", Message: `0 means scale to zero, which needs autoscaling.idleTimeout (e.g. "15m"); set it, or set min to at least 1`}},
 	}, {
 		name:   "max below min",
 		mutate: func(s *EndpointSpec) { s.Replicas = ReplicaRange{Min: ptr(3), Max: 2} },
-		want:   []schema.Problem{{"replicas.max", "must be at least replicas.min (3)"}},
+		want:   []schema.Problem{{Path: "replicas.max", Message: "must be at least replicas.min (3)"}},
 	}, {
 		name: "autoscaling ranges",
 		mutate: func(s *EndpointSpec) {
@@ -83,11 +83,11 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 				PanicWindow: schema.Duration(20 * time.Second), PanicThreshold: 0.5, ScaleDownDelay: schema.DurationPtr(-time.Second), IdleTimeout: schema.Duration(time.Second)}
 		},
 		want: []schema.Problem{
-			{"autoscaling.targetQueuePerReplica", "must be a number of requests above 0 and at most 1000000"},
-			{"autoscaling.panicWindow", "must not exceed stableWindow (10s)"},
-			{"autoscaling.panicThreshold", "must be a ratio above 1 and at most 10 (2 = panic when the short window asks for twice the ready replicas)"},
-			{"autoscaling.scaleDownDelay", "must not be negative"},
-			{"autoscaling.idleTimeout", "must be between 30s and 168h, got 1s"},
+			{Path: "autoscaling.targetQueuePerReplica", Message: "must be a number of requests above 0 and at most 1000000"},
+			{Path: "autoscaling.panicWindow", Message: "must not exceed stableWindow (10s)"},
+			{Path: "autoscaling.panicThreshold", Message: "must be a ratio above 1 and at most 10 (2 = panic when the short window asks for twice the ready replicas)"},
+			{Path: "autoscaling.scaleDownDelay", Message: "must not be negative"},
+			{Path: "autoscaling.idleTimeout", Message: "must be between 30s and 168h, got 1s"},
 		},
 	}, {
 		name: "canary steps",
@@ -97,9 +97,9 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 			}}}
 		},
 		want: []schema.Problem{
-			{"rollout.canary.steps[1].weight", "must be greater than the previous step's weight (20): traffic only moves forward"},
-			{"rollout.canary.steps[2].weight", "must be a percentage between 1 and 100"},
-			{"rollout.canary.steps[3].pause", "must not be negative"},
+			{Path: "rollout.canary.steps[1].weight", Message: "must be greater than the previous step's weight (20): traffic only moves forward"},
+			{Path: "rollout.canary.steps[2].weight", Message: "must be a percentage between 1 and 100"},
+			{Path: "rollout.canary.steps[3].pause", Message: "must not be negative"},
 		},
 	}, {
 		name: "surge settings",
@@ -108,14 +108,14 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 				Canary: CanarySettings{Steps: []CanaryStep{{Weight: 10}}}}
 		},
 		want: []schema.Problem{
-			{"rollout.maxSurge", "surgeFree never adds replicas above the target: remove maxSurge or set it to 0"},
-			{"rollout.surgeFree", "blueGreen runs a full preview beside the stable revision, which needs headroom; use strategy rolling or canary with surgeFree"},
-			{"rollout.canary.steps", "only canary rollouts have steps: set strategy to canary or remove them"},
+			{Path: "rollout.maxSurge", Message: "surgeFree never adds replicas above the target: remove maxSurge or set it to 0"},
+			{Path: "rollout.surgeFree", Message: "blueGreen runs a full preview beside the stable revision, which needs headroom; use strategy rolling or canary with surgeFree"},
+			{Path: "rollout.canary.steps", Message: "only canary rollouts have steps: set strategy to canary or remove them"},
 		},
 	}, {
 		name:   "no surge and no unavailability",
 		mutate: func(s *EndpointSpec) { s.Rollout = RolloutSettings{MaxSurge: ptr(0), MaxUnavailable: ptr(0)} },
-		want:   []schema.Problem{{"rollout.maxSurge", "maxSurge and maxUnavailable cannot both be 0 (no replica could ever be replaced): set maxSurge to 1, or maxUnavailable to 1 if there is no GPU headroom"}},
+		want:   []schema.Problem{{Path: "rollout.maxSurge", Message: "maxSurge and maxUnavailable cannot both be 0 (no replica could ever be replaced): set maxSurge to 1, or maxUnavailable to 1 if there is no GPU headroom"}},
 	}, {
 		name: "gates and deadlines",
 		mutate: func(s *EndpointSpec) {
@@ -124,12 +124,12 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 				Startup: StartupDeadlines{EngineReady: schema.Duration(48 * time.Hour)}}
 		},
 		want: []schema.Problem{
-			{"rollout.strategy", `unknown strategy "shadow"; use rolling, canary or blueGreen`},
-			{"rollout.gates.maxErrorRate", "must be a fraction above 0 and at most 1 (0.01 = 1%; 1 disables the gate)"},
-			{"rollout.gates.minSamples", "must be between 1 and 1000000 requests"},
-			{"rollout.gates.maxInsufficient", "must be at least analysisInterval (1m0s)"},
-			{"rollout.gates.onInsufficient", `unknown value "ignore"; use pause or fail`},
-			{"rollout.startupDeadlines.engineReady", "must be between 1s and 24h, got 48h0m0s"},
+			{Path: "rollout.strategy", Message: `unknown strategy "shadow"; use rolling, canary or blueGreen`},
+			{Path: "rollout.gates.maxErrorRate", Message: "must be a fraction above 0 and at most 1 (0.01 = 1%; 1 disables the gate)"},
+			{Path: "rollout.gates.minSamples", Message: "must be between 1 and 1000000 requests"},
+			{Path: "rollout.gates.maxInsufficient", Message: "must be at least analysisInterval (1m0s)"},
+			{Path: "rollout.gates.onInsufficient", Message: `unknown value "ignore"; use pause or fail`},
+			{Path: "rollout.startupDeadlines.engineReady", Message: "must be between 1s and 24h, got 48h0m0s"},
 		},
 	}}
 	for _, tt := range tests {
