@@ -1,6 +1,10 @@
 package activities
 
-import "time"
+import (
+	"time"
+
+	"github.com/atelier-ml/atelier/pipeline"
+)
 
 // Registered activity names. They are part of workflow histories: never
 // rename one without a workflow.GetVersion guard.
@@ -44,6 +48,10 @@ type ContainerRequest struct {
 	// no GPU on a machine that has some.
 	GPU     int    `json:"gpu,omitempty"`
 	GPUType string `json:"gpuType,omitempty"`
+	// Secrets name the project secrets the process gets as environment
+	// variables; the worker resolves their values when it starts the
+	// process (never carried here).
+	Secrets []pipeline.SecretEnv `json:"secrets,omitempty"`
 }
 
 // ContainerResult is what a finished attempt reports. On failure it is

@@ -428,3 +428,14 @@ func orEmpty[T any](v []T) []T {
 	}
 	return v
 }
+
+// secretView is what REST shows of a secret: never its value (the
+// catalogue does not even hold it in clear).
+func secretView(s catalog.Secret) gen.Secret {
+	return gen.Secret{Project: s.Project, Name: s.Name, Version: s.Version, CreatedAt: s.CreatedAt.UTC(),
+		UpdatedAt: s.UpdatedAt.UTC(), UpdatedBy: s.UpdatedBy}
+}
+
+func secretEventView(e catalog.SecretEvent) gen.SecretEvent {
+	return gen.SecretEvent{Name: e.Name, Action: gen.SecretEventAction(e.Action), Actor: e.Actor, At: e.At.UTC()}
+}

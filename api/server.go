@@ -57,6 +57,7 @@ type server struct {
 	proxy     EndpointProxy
 	// webhooks serves /webhooks (nil: those routes answer 503).
 	webhooks            Webhooks
+	secrets             Secrets
 	webhookAllowPrivate bool
 
 	bodyLimit    int64

@@ -24,6 +24,7 @@ import (
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/examples/gopipeline"
 	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/internal/platform/secretbox"
 	"github.com/atelier-ml/atelier/internal/platform/telemetry"
 	"github.com/atelier-ml/atelier/internal/platform/tokens"
 	"github.com/atelier-ml/atelier/internal/process/app"
@@ -103,6 +104,10 @@ func newStack(t *testing.T, opts ...stackOptions) *stack {
 	// stack); retries quick enough for a test.
 	cfg.WebhookAllowPrivate = true
 	cfg.WebhookBackoff = 200 * time.Millisecond
+	// A key per stack for project secrets, as `atelier dev` makes one.
+	key, err := secretbox.NewLocalKeyURL()
+	require.NoError(t, err)
+	cfg.SecretsKeyURL = key
 	if o.concurrency > 0 {
 		cfg.WorkerConcurrency = o.concurrency
 	}

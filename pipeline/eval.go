@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -270,7 +271,7 @@ func RenderContainer(c *Container, env Env) (*Container, error) {
 	if c == nil {
 		return nil, errors.New("step has no container")
 	}
-	out := &Container{Image: c.Image}
+	out := &Container{Image: c.Image, Secrets: slices.Clone(c.Secrets)}
 	if c.Resources != nil {
 		r := *c.Resources
 		out.Resources = &r

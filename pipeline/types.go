@@ -3,6 +3,7 @@ package pipeline
 import (
 	"encoding/json"
 	"math"
+	"regexp"
 	"time"
 
 	"github.com/atelier-ml/atelier/inference"
@@ -442,4 +443,26 @@ type Container struct {
 	// and gpuType (the step gets that many of the machine's GPUs through
 	// CUDA_VISIBLE_DEVICES, waiting while they are taken).
 	Resources *Resources `json:"resources,omitempty"`
+	// Secrets are project secrets the step gets as environment variables,
+	// named here and never valued: the worker resolves them just before the
+	// process starts, so a value is in neither the spec, Temporal history
+	// nor the catalogue, and it is redacted from the step's log. Local
+	// container steps only, for now.
+	Secrets []SecretEnv `json:"secrets,omitempty"`
 }
+
+// SecretEnv gives a step the project's secret Name as the environment
+// variable Env.
+type SecretEnv struct {
+	Name string `json:"name"`
+	Env  string `json:"env"`
+}
+
+// SecretNamePattern is what a secret's name looks like, in the pipeline
+// language and in REST.
+const SecretNamePattern = `^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$`
+
+var secretNameRE = regexp.MustCompile(SecretNamePattern)
+
+// ValidSecretName reports whether name may name a secret.
+func ValidSecretName(name string) bool { return secretNameRE.MatchString(name) }

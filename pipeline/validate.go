@@ -453,6 +453,7 @@ func validateStep(p *Spec, i int, vc *vctx, psc *refScope, ps *problems) {
 		if c.Resources != nil {
 			validateResources(field(cp, "resources"), c.Resources, ps)
 		}
+		validateSecrets(field(cp, "secrets"), c, s.Placement != nil, ps)
 	}
 
 	// Ray and spark: templates wherever the block is set (like container
@@ -991,4 +992,32 @@ func stepsHistoryEvents(p *Spec, steps []Step) int {
 		n += items * per
 	}
 	return n
+}
+
+// validateSecrets checks a container's secret references: valid and unique
+// names and variables, no variable also in env, no templates (a reference
+// is literal so that it can be checked here), and no placement: secrets
+// reach local steps only, for now.
+func validateSecrets(path string, c *Container, placed bool, ps *problems) {
+	if len(c.Secrets) > 0 && placed {
+		ps.add(path, "secrets reach steps on the local runtime only, for now: a step placed on a Kubernetes cluster cannot use them yet")
+	}
+	seen := map[string]bool{}
+	for j, r := range c.Secrets {
+		sp := index(path, j)
+		if !ValidSecretName(r.Name) {
+			ps.add(field(sp, "name"), "%q is not a secret name (lowercase letters, digits, '.', '_', '-'; at most 63)", r.Name)
+		}
+		switch {
+		case r.Env == "" || strings.ContainsAny(r.Env, "=\x00") || strings.Contains(r.Env, "{{"):
+			ps.add(field(sp, "env"), "invalid environment variable name %q", r.Env)
+		case seen[r.Env]:
+			ps.add(field(sp, "env"), "%s is given twice", r.Env)
+		default:
+			if _, clash := c.Env[r.Env]; clash {
+				ps.add(field(sp, "env"), "%s is also set in env: one value per variable", r.Env)
+			}
+		}
+		seen[r.Env] = true
+	}
 }

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"errors"
 	"fmt"
 	"math/rand"
 	"strings"
@@ -566,5 +567,46 @@ func checkCycleMessage(t *testing.T, seed int64, msg string, edges []map[int]boo
 		if !edges[a][b] {
 			t.Fatalf("seed %d: cycle %q uses a missing edge %s -> %s", seed, msg, names[k], names[k+1])
 		}
+	}
+}
+
+func TestValidateSecrets(t *testing.T) {
+	p, err := Parse([]byte(`
+steps:
+  - name: a
+    container:
+      command: ["true"]
+      env: {TAKEN: "1"}
+      secrets:
+        - {name: db-password, env: DB_PASSWORD}
+        - {name: "Bad Name", env: OTHER}
+        - {name: hf-token, env: DB_PASSWORD}
+        - {name: x1, env: TAKEN}
+        - {name: x2, env: "A=B"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Validate(p, ValidateOptions{})
+	var ve *schema.ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("Validate = %v", err)
+	}
+	got := map[string]bool{}
+	for _, pr := range ve.Problems {
+		got[pr.Path] = true
+	}
+	for _, want := range []string{"steps[0].container.secrets[1].name", "steps[0].container.secrets[2].env", "steps[0].container.secrets[3].env", "steps[0].container.secrets[4].env"} {
+		if !got[want] {
+			t.Errorf("no problem at %s (got %v)", want, ve.Problems)
+		}
+	}
+	if got["steps[0].container.secrets[0].name"] || got["steps[0].container.secrets[0].env"] {
+		t.Errorf("a valid reference has a problem: %v", ve.Problems)
+	}
+	// Rendering keeps the references (the worker resolves them).
+	c, err := RenderContainer(p.Steps[0].Container, Env{})
+	if err != nil || len(c.Secrets) != 5 || c.Secrets[0] != (SecretEnv{Name: "db-password", Env: "DB_PASSWORD"}) {
+		t.Fatalf("RenderContainer = %+v, %v", c, err)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/atelier-ml/atelier/client/endpointclient"
 	"github.com/atelier-ml/atelier/client/runclient"
 	"github.com/atelier-ml/atelier/inference/proxy"
+	"github.com/atelier-ml/atelier/internal/platform/secretbox"
 	"github.com/atelier-ml/atelier/internal/platform/telemetry"
 	"github.com/atelier-ml/atelier/internal/process/app"
 	"github.com/atelier-ml/atelier/internal/process/config"
@@ -32,6 +33,7 @@ import (
 	"github.com/atelier-ml/atelier/internal/services/retention"
 	"github.com/atelier-ml/atelier/internal/services/webhooks"
 	"github.com/atelier-ml/atelier/internal/store"
+	"github.com/atelier-ml/atelier/internal/vault"
 )
 
 // provideStore opens the catalogue and brings its schema up to date. Both
@@ -63,14 +65,18 @@ func provideEngine(c client.Client, cfg config.Config) *runclient.Client {
 	return runclient.New(c, runclient.Config{Namespace: cfg.Namespace, UIBase: cfg.TemporalUIURL})
 }
 
-func provideAPI(cat api.Catalog, eng api.Engine, sc api.Schedules, wh api.Webhooks, c client.Client, rec *reconcile.Reconciler, cfg config.Config, m *telemetry.Metrics, tr *telemetry.Tracing, l *zap.Logger) (http.Handler, error) {
+func provideAPI(cat api.Catalog, eng api.Engine, sc api.Schedules, wh api.Webhooks, v *vault.Vault, c client.Client, rec *reconcile.Reconciler, cfg config.Config, m *telemetry.Metrics, tr *telemetry.Tracing, l *zap.Logger) (http.Handler, error) {
 	endpoints := endpointclient.New(c, cfg.Namespace, cfg.TemporalUIURL)
 	px, err := proxy.New(endpoints, endpoints, proxy.Options{Log: l.Named("proxy"), Metrics: m})
 	if err != nil {
 		return nil, err
 	}
-	return api.New(cat, eng, api.WithLogger(l.Named("api")), api.WithTaskQueue(cfg.TaskQueue), api.WithConverger(rec), api.WithStreamLimit(cfg.StreamLimit), api.WithTokenCacheTTL(cfg.TokenCacheTTL),
-		api.WithSchedules(sc), api.WithWebhooks(wh, cfg.WebhookAllowPrivate), api.WithEndpoints(endpoints), api.WithRegistry(m.Registry), api.WithEndpointProxy(px), api.WithTracing(tr.TracerProvider()))
+	opts := []api.Option{api.WithLogger(l.Named("api")), api.WithTaskQueue(cfg.TaskQueue), api.WithConverger(rec), api.WithStreamLimit(cfg.StreamLimit), api.WithTokenCacheTTL(cfg.TokenCacheTTL),
+		api.WithSchedules(sc), api.WithWebhooks(wh, cfg.WebhookAllowPrivate), api.WithEndpoints(endpoints), api.WithRegistry(m.Registry), api.WithEndpointProxy(px), api.WithTracing(tr.TracerProvider())}
+	if v != nil {
+		opts = append(opts, api.WithSecrets(v))
+	}
+	return api.New(cat, eng, opts...)
 }
 
 // provideReconciler keeps the catalogue converged with Temporal (runs ended
@@ -94,7 +100,7 @@ func provideSweepers(rec *reconcile.Reconciler, s *store.Store, cfg config.Confi
 // non-dumpable, so steps cannot read its memory or environment through
 // /proc, and refuses to start when the step user could not reach its work
 // directories.
-func provideRunner(logs local.LogSink, cfg config.Config, l *zap.Logger) (*local.Runner, error) {
+func provideRunner(logs local.LogSink, v *vault.Vault, cfg config.Config, l *zap.Logger) (*local.Runner, error) {
 	u, err := local.ParseStepUser(cfg.StepUser, os.Geteuid())
 	if err != nil {
 		return nil, err
@@ -106,7 +112,11 @@ func provideRunner(logs local.LogSink, cfg config.Config, l *zap.Logger) (*local
 	if err != nil {
 		return nil, err
 	}
-	r := local.New(logs, local.WithDataDir(cfg.DataDir), local.WithLogger(l.Named("local")), local.WithStepUser(u), local.WithGPUs(gpus))
+	opts := []local.Option{local.WithDataDir(cfg.DataDir), local.WithLogger(l.Named("local")), local.WithStepUser(u), local.WithGPUs(gpus)}
+	if v != nil {
+		opts = append(opts, local.WithSecrets(v))
+	}
+	r := local.New(logs, opts...)
 	if err := r.CheckDataDir(); err != nil {
 		return nil, err
 	}
@@ -212,4 +222,27 @@ func provideKubeBackend(clients kube.Clients, cfg config.Config, l *zap.Logger) 
 	b := kube.New(clients, cfg.Cluster, kube.WithNamespaceTemplate(cfg.KubeNamespaceTemplate), kube.WithLogger(l.Named("kube")),
 		kube.WithKueue(cfg.KueueQueue))
 	return b, b.Close
+}
+
+// provideVault opens the project secrets vault when a key is configured
+// (nil otherwise: secrets are off). With keys being rotated out, it first
+// rewraps what they sealed, so they can be retired.
+func provideVault(ctx context.Context, s *store.Store, cfg config.Config, l *zap.Logger) (*vault.Vault, func(), error) {
+	if cfg.SecretsKeyURL == "" {
+		return nil, func() {}, nil
+	}
+	box, err := secretbox.Open(ctx, cfg.SecretsKeyURL, cfg.SecretsOldKeyURLs...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ATELIER_SECRETS_KEY_URL: %w", err)
+	}
+	v := vault.New(s, box)
+	if len(cfg.SecretsOldKeyURLs) > 0 {
+		n, err := v.Rotate(ctx)
+		if err != nil {
+			box.Close()
+			return nil, nil, fmt.Errorf("rotating project secrets to the current key: %w", err)
+		}
+		l.Info("project secrets rewrapped with the current key", zap.Int("secrets", n), zap.String("key", box.KeyID()))
+	}
+	return v, box.Close, nil
 }

@@ -24,7 +24,7 @@ var common = wire.NewSet(app.NewLogger, provideStore, app.NewTemporalClient)
 
 // InitGateway builds the REST gateway process.
 func InitGateway(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (*app.Gateway, func(), error) {
-	wire.Build(common, provideGatewayTracing, provideEngine, provideReconciler, provideSweepers, provideAPI, app.NewGateway,
+	wire.Build(common, provideVault, provideGatewayTracing, provideEngine, provideReconciler, provideSweepers, provideAPI, app.NewGateway,
 		wire.Bind(new(api.Catalog), new(*store.Store)),
 		wire.Bind(new(api.Engine), new(*runclient.Client)),
 		wire.Bind(new(api.Schedules), new(*runclient.Client)),
@@ -38,7 +38,7 @@ func InitGateway(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (
 // Go pipelines gos (the binary decides which: the examples only where
 // asked, so the wiring never depends on examples/).
 func InitWorker(ctx context.Context, cfg config.Config, m *telemetry.Metrics, gos []workflows.GoPipeline) (*app.Worker, func(), error) {
-	wire.Build(common, provideWorkerTracing, provideRunner, provideLocalServing, mirror.New, pipelines.New, provideSelector, provideAdmission, provideDeploy, provideStepCache, foreach.New, app.NewWorker,
+	wire.Build(common, provideVault, provideWorkerTracing, provideRunner, provideLocalServing, mirror.New, pipelines.New, provideSelector, provideAdmission, provideDeploy, provideStepCache, foreach.New, app.NewWorker,
 		wire.Bind(new(local.LogSink), new(*store.Store)),
 		wire.Bind(new(mirror.RunMirror), new(*store.Store)),
 		wire.Bind(new(pipelines.VersionReader), new(*store.Store)),

@@ -45,9 +45,18 @@ func InitGateway(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (
 		return nil, nil, err
 	}
 	runclientClient := provideEngine(client, cfg)
-	reconciler := provideReconciler(store, runclientClient, cfg, logger)
-	handler, err := provideAPI(store, runclientClient, runclientClient, store, client, reconciler, cfg, m, tracing, logger)
+	vault, cleanup5, err := provideVault(ctx, store, cfg, logger)
 	if err != nil {
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	reconciler := provideReconciler(store, runclientClient, cfg, logger)
+	handler, err := provideAPI(store, runclientClient, runclientClient, store, vault, client, reconciler, cfg, m, tracing, logger)
+	if err != nil {
+		cleanup5()
 		cleanup4()
 		cleanup3()
 		cleanup2()
@@ -57,6 +66,7 @@ func InitGateway(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (
 	sweepers := provideSweepers(reconciler, store, cfg, logger)
 	gateway := app.NewGateway(handler, sweepers, cfg, logger)
 	return gateway, func() {
+		cleanup5()
 		cleanup4()
 		cleanup3()
 		cleanup2()
@@ -90,8 +100,17 @@ func InitWorker(ctx context.Context, cfg config.Config, m *telemetry.Metrics, go
 		cleanup()
 		return nil, nil, err
 	}
-	runner, err := provideRunner(store, cfg, logger)
+	vault, cleanup5, err := provideVault(ctx, store, cfg, logger)
 	if err != nil {
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	runner, err := provideRunner(store, vault, cfg, logger)
+	if err != nil {
+		cleanup5()
 		cleanup4()
 		cleanup3()
 		cleanup2()
@@ -100,6 +119,7 @@ func InitWorker(ctx context.Context, cfg config.Config, m *telemetry.Metrics, go
 	}
 	serving, err := provideLocalServing(runner, cfg, logger)
 	if err != nil {
+		cleanup5()
 		cleanup4()
 		cleanup3()
 		cleanup2()
@@ -115,6 +135,7 @@ func InitWorker(ctx context.Context, cfg config.Config, m *telemetry.Metrics, go
 	foreachActivities := foreach.New(store)
 	worker := app.NewWorker(client, cfg, runner, serving, mirrorMirror, selector, activities, deployActivities, stepcacheActivities, resolver, foreachActivities, store, gos, logger)
 	return worker, func() {
+		cleanup5()
 		cleanup4()
 		cleanup3()
 		cleanup2()

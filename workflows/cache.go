@@ -207,6 +207,9 @@ type keyedContainer struct {
 	Env        map[string]string `json:"env,omitempty"`
 	WorkingDir string            `json:"workingDir,omitempty"`
 	GPU        keyedGPU          `json:"gpu"`
+	// Secrets by name and variable, never by value: a changed value is not
+	// a miss (bump cache.version to run again).
+	Secrets []pipeline.SecretEnv `json:"secrets,omitempty"`
 }
 
 // keyedGPU: the GPU count and model change numerics; CPU and memory
@@ -289,7 +292,7 @@ func cacheKey(step string, w stepWork, cfg stepConfig, shared *pipeline.RayClust
 		if cfg.placement == nil {
 			doc.Runtime = "local"
 		}
-		kc := &keyedContainer{Image: imageKey(c.Image), Command: c.Command, Args: c.Args, Env: c.Env, WorkingDir: c.WorkingDir}
+		kc := &keyedContainer{Image: imageKey(c.Image), Command: c.Command, Args: c.Args, Env: c.Env, WorkingDir: c.WorkingDir, Secrets: c.Secrets}
 		if c.Resources != nil {
 			kc.GPU = keyedGPU{c.Resources.GPU, c.Resources.GPUType}
 		}

@@ -169,6 +169,7 @@ func (r *Run) runContainer(ctx workflow.Context, st *runstate.StepStatus, stepNa
 		req := activities.ContainerRequest{
 			Project: r.status.Project, RunID: r.status.RunID, Step: stepName, Item: item, Attempt: attempt,
 			Image: c.Image, Command: c.Command, Args: c.Args, Env: c.Env, WorkingDir: c.WorkingDir, Timeout: cfg.timeout,
+			Secrets: c.Secrets,
 		}
 		if c.Resources != nil {
 			req.GPU, req.GPUType = c.Resources.GPU, c.Resources.GPUType

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -51,8 +52,10 @@ type attempt struct {
 	devices      []GPU
 	runFor       time.Duration // what is left of req.Timeout after the GPU wait
 
-	env  []string
-	prog string
+	env       []string
+	prog      string
+	secretEnv []string   // NAME=value of the secrets the step references
+	redact    *redaction // nil: no secrets to redact
 
 	logs      *logStream
 	pr        *os.File // read end of the step's stdout and stderr
@@ -175,6 +178,10 @@ func (a *attempt) setRunTime() error {
 // step's PATH.
 func (a *attempt) prepareCommand() error {
 	a.env = buildEnv(a.req, a.outputsPath)
+	for _, kv := range a.secretEnv {
+		k, v, _ := strings.Cut(kv, "=")
+		a.env = setEnv(a.env, k, v)
+	}
 	if a.r.gpus != nil && len(a.r.gpus.gpus) > 0 || a.req.GPU > 0 {
 		// Like a pod without a GPU request: CUDA sees only what was asked.
 		a.env = setEnv(a.env, "CUDA_VISIBLE_DEVICES", visibleDevices(a.devices))
@@ -288,7 +295,11 @@ func (a *attempt) streamLogs() {
 	a.readDone = done
 	go func() {
 		defer close(done)
-		_, _ = io.Copy(a.logs, a.pr)
+		w := a.redact.writer(a.logs)
+		_, _ = io.Copy(w, a.pr)
+		if rw, ok := w.(*redactingWriter); ok {
+			rw.Flush()
+		}
 	}()
 }
 
@@ -401,6 +412,9 @@ func (a *attempt) outputs(result activities.ContainerResult) (activities.Contain
 		return result, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrTypeBadOutputs, nil, result)
 	}
 	a.logs.Close()
+	if a.redact != nil {
+		outputs, _ = a.redact.value(outputs).(map[string]any)
+	}
 	result.Outputs = outputs
 	return result, nil
 }

@@ -45,8 +45,9 @@ type Runner struct {
 	heartbeat time.Duration
 	grace     time.Duration
 	logLimit  int64
-	stepUser  *StepUser // nil: steps run as the worker's user
-	gpus      *GPUSet   // nil: the machine's GPUs are unknown (none for steps)
+	stepUser  *StepUser      // nil: steps run as the worker's user
+	gpus      *GPUSet        // nil: the machine's GPUs are unknown (none for steps)
+	secrets   SecretResolver // nil: steps cannot reference secrets
 	progress  func(context.Context, activities.StepProgress) error
 
 	// Fixed in production; variables so tests need not wait on them.
@@ -187,6 +188,9 @@ func (r *Runner) RunContainer(ctx context.Context, req activities.ContainerReque
 	defer release()
 	if err := a.setRunTime(); err != nil {
 		return activities.ContainerResult{ExitCode: -1}, err
+	}
+	if err := a.resolveSecrets(ctx); err != nil {
+		return activities.ContainerResult{}, err
 	}
 	if err := a.prepareCommand(); err != nil {
 		return activities.ContainerResult{}, err

@@ -78,6 +78,14 @@ const (
 	TerminateOther ScheduleOverlap = "terminateOther"
 )
 
+// Defines values for SecretEventAction.
+const (
+	Created   SecretEventAction = "created"
+	Deleted   SecretEventAction = "deleted"
+	Replaced  SecretEventAction = "replaced"
+	Rewrapped SecretEventAction = "rewrapped"
+)
+
 // Defines values for StepState.
 const (
 	StepStateCACHED             StepState = "CACHED"
@@ -1073,6 +1081,50 @@ type ScheduledRun struct {
 	StartedAt   time.Time `json:"startedAt"`
 }
 
+// Secret defines model for Secret.
+type Secret struct {
+	Project string `json:"project"`
+	Name    string `json:"name"`
+
+	// Version 1 when created, +1 on every replacement.
+	Version   int       `json:"version"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
+
+	// UpdatedBy The token that last wrote it.
+	UpdatedBy string `json:"updatedBy"`
+}
+
+// SecretEvent defines model for SecretEvent.
+type SecretEvent struct {
+	Name   string            `json:"name"`
+	Action SecretEventAction `json:"action"`
+	Actor  string            `json:"actor"`
+	At     time.Time         `json:"at"`
+}
+
+// SecretEventAction defines model for SecretEvent.Action.
+type SecretEventAction string
+
+// SecretEventList defines model for SecretEventList.
+type SecretEventList struct {
+	Items []SecretEvent `json:"items"`
+}
+
+// SecretList defines model for SecretList.
+type SecretList struct {
+	Items []Secret `json:"items"`
+}
+
+// SecretName Lowercase letters, digits, '.', '_' and '-'; at most 63; starts and ends with a letter or digit.
+type SecretName = string
+
+// SecretValue defines model for SecretValue.
+type SecretValue struct {
+	// Value The value (at most 64 KiB, no NUL byte). Never returned.
+	Value *string `json:"value,omitempty"`
+}
+
 // StepItem One forEach item.
 type StepItem struct {
 	Index int       `json:"index"`
@@ -1342,6 +1394,9 @@ type RunPath = RunID
 // SchedulePath A DNS label naming the schedule within its project.
 type SchedulePath = ScheduleName
 
+// SecretPath Lowercase letters, digits, '.', '_' and '-'; at most 63; starts and ends with a letter or digit.
+type SecretPath = SecretName
+
 // StepPath defines model for StepPath.
 type StepPath = string
 
@@ -1454,6 +1509,11 @@ type GetStepLogsParams struct {
 	Follow *bool  `form:"follow,omitempty" json:"follow,omitempty"`
 }
 
+// ListSecretEventsParams defines parameters for ListSecretEvents.
+type ListSecretEventsParams struct {
+	PageSize *int `form:"pageSize,omitempty" json:"pageSize,omitempty"`
+}
+
 // ListWebhookDeliveriesParams defines parameters for ListWebhookDeliveries.
 type ListWebhookDeliveriesParams struct {
 	PageSize *int `form:"pageSize,omitempty" json:"pageSize,omitempty"`
@@ -1509,6 +1569,9 @@ type PauseScheduleJSONRequestBody = ScheduleNote
 
 // UnpauseScheduleJSONRequestBody defines body for UnpauseSchedule for application/json ContentType.
 type UnpauseScheduleJSONRequestBody = ScheduleNote
+
+// PutSecretJSONRequestBody defines body for PutSecret for application/json ContentType.
+type PutSecretJSONRequestBody = SecretValue
 
 // CreateTokenJSONRequestBody defines body for CreateToken for application/json ContentType.
 type CreateTokenJSONRequestBody = CreateTokenRequest
@@ -1668,6 +1731,21 @@ type ServerInterface interface {
 	// Unpause the schedule, with a note.
 	// (POST /v1/projects/{project}/schedules/{schedule}/unpause)
 	UnpauseSchedule(ctx echo.Context, project ProjectPath, schedule SchedulePath) error
+	// The project's secrets audit, newest first (who created, replaced, deleted what).
+	// (GET /v1/projects/{project}/secret-events)
+	ListSecretEvents(ctx echo.Context, project ProjectPath, params ListSecretEventsParams) error
+	// The project's secrets by name (never their values).
+	// (GET /v1/projects/{project}/secrets)
+	ListSecrets(ctx echo.Context, project ProjectPath) error
+	// Delete a secret; steps that reference it fail from then on.
+	// (DELETE /v1/projects/{project}/secrets/{secret})
+	DeleteSecret(ctx echo.Context, project ProjectPath, secret SecretPath) error
+	// A secret's name and history (never its value).
+	// (GET /v1/projects/{project}/secrets/{secret})
+	GetSecret(ctx echo.Context, project ProjectPath, secret SecretPath) error
+	// Create or replace a secret. Its value is write-only.
+	// (PUT /v1/projects/{project}/secrets/{secret})
+	PutSecret(ctx echo.Context, project ProjectPath, secret SecretPath) error
 	// Create a project token. The secret is returned once and never again.
 	// (POST /v1/projects/{project}/tokens)
 	CreateToken(ctx echo.Context, project ProjectPath) error
@@ -2942,6 +3020,129 @@ func (w *ServerInterfaceWrapper) UnpauseSchedule(ctx echo.Context) error {
 	return err
 }
 
+// ListSecretEvents converts echo context to params.
+func (w *ServerInterfaceWrapper) ListSecretEvents(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListSecretEventsParams
+	// ------------- Optional query parameter "pageSize" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "pageSize", ctx.QueryParams(), &params.PageSize)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter pageSize: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListSecretEvents(ctx, project, params)
+	return err
+}
+
+// ListSecrets converts echo context to params.
+func (w *ServerInterfaceWrapper) ListSecrets(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListSecrets(ctx, project)
+	return err
+}
+
+// DeleteSecret converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteSecret(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "secret" -------------
+	var secret SecretPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "secret", ctx.Param("secret"), &secret, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter secret: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteSecret(ctx, project, secret)
+	return err
+}
+
+// GetSecret converts echo context to params.
+func (w *ServerInterfaceWrapper) GetSecret(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "secret" -------------
+	var secret SecretPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "secret", ctx.Param("secret"), &secret, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter secret: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetSecret(ctx, project, secret)
+	return err
+}
+
+// PutSecret converts echo context to params.
+func (w *ServerInterfaceWrapper) PutSecret(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "secret" -------------
+	var secret SecretPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "secret", ctx.Param("secret"), &secret, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter secret: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PutSecret(ctx, project, secret)
+	return err
+}
+
 // CreateToken converts echo context to params.
 func (w *ServerInterfaceWrapper) CreateToken(ctx echo.Context) error {
 	var err error
@@ -3222,6 +3423,11 @@ func RegisterHandlersWithBaseURL(router EchoRouter, si ServerInterface, baseURL 
 	router.POST(baseURL+"/v1/projects/:project/schedules/:schedule/pause", wrapper.PauseSchedule)
 	router.POST(baseURL+"/v1/projects/:project/schedules/:schedule/trigger", wrapper.TriggerSchedule)
 	router.POST(baseURL+"/v1/projects/:project/schedules/:schedule/unpause", wrapper.UnpauseSchedule)
+	router.GET(baseURL+"/v1/projects/:project/secret-events", wrapper.ListSecretEvents)
+	router.GET(baseURL+"/v1/projects/:project/secrets", wrapper.ListSecrets)
+	router.DELETE(baseURL+"/v1/projects/:project/secrets/:secret", wrapper.DeleteSecret)
+	router.GET(baseURL+"/v1/projects/:project/secrets/:secret", wrapper.GetSecret)
+	router.PUT(baseURL+"/v1/projects/:project/secrets/:secret", wrapper.PutSecret)
 	router.POST(baseURL+"/v1/projects/:project/tokens", wrapper.CreateToken)
 	router.GET(baseURL+"/v1/projects/:project/webhooks", wrapper.ListWebhooks)
 	router.POST(baseURL+"/v1/projects/:project/webhooks", wrapper.CreateWebhook)
@@ -7506,6 +7712,450 @@ func (response UnpauseSchedule503ApplicationProblemPlusJSONResponse) VisitUnpaus
 	return json.NewEncoder(w).Encode(response)
 }
 
+type ListSecretEventsRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Params  ListSecretEventsParams
+}
+
+type ListSecretEventsResponseObject interface {
+	VisitListSecretEventsResponse(w http.ResponseWriter) error
+}
+
+type ListSecretEvents200JSONResponse SecretEventList
+
+func (response ListSecretEvents200JSONResponse) VisitListSecretEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSecretEvents400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListSecretEvents400ApplicationProblemPlusJSONResponse) VisitListSecretEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSecretEvents401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListSecretEvents401ApplicationProblemPlusJSONResponse) VisitListSecretEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListSecretEvents403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListSecretEvents403ApplicationProblemPlusJSONResponse) VisitListSecretEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSecretEvents404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListSecretEvents404ApplicationProblemPlusJSONResponse) VisitListSecretEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSecretEvents500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListSecretEvents500ApplicationProblemPlusJSONResponse) VisitListSecretEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSecretEvents503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListSecretEvents503ApplicationProblemPlusJSONResponse) VisitListSecretEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSecretsRequestObject struct {
+	Project ProjectPath `json:"project"`
+}
+
+type ListSecretsResponseObject interface {
+	VisitListSecretsResponse(w http.ResponseWriter) error
+}
+
+type ListSecrets200JSONResponse SecretList
+
+func (response ListSecrets200JSONResponse) VisitListSecretsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSecrets400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListSecrets400ApplicationProblemPlusJSONResponse) VisitListSecretsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSecrets401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListSecrets401ApplicationProblemPlusJSONResponse) VisitListSecretsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListSecrets403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListSecrets403ApplicationProblemPlusJSONResponse) VisitListSecretsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSecrets404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListSecrets404ApplicationProblemPlusJSONResponse) VisitListSecretsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSecrets500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListSecrets500ApplicationProblemPlusJSONResponse) VisitListSecretsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListSecrets503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListSecrets503ApplicationProblemPlusJSONResponse) VisitListSecretsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteSecretRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Secret  SecretPath  `json:"secret"`
+}
+
+type DeleteSecretResponseObject interface {
+	VisitDeleteSecretResponse(w http.ResponseWriter) error
+}
+
+type DeleteSecret204Response struct {
+}
+
+func (response DeleteSecret204Response) VisitDeleteSecretResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteSecret400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSecret400ApplicationProblemPlusJSONResponse) VisitDeleteSecretResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteSecret401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSecret401ApplicationProblemPlusJSONResponse) VisitDeleteSecretResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type DeleteSecret403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSecret403ApplicationProblemPlusJSONResponse) VisitDeleteSecretResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteSecret404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSecret404ApplicationProblemPlusJSONResponse) VisitDeleteSecretResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteSecret500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSecret500ApplicationProblemPlusJSONResponse) VisitDeleteSecretResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteSecret503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSecret503ApplicationProblemPlusJSONResponse) VisitDeleteSecretResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSecretRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Secret  SecretPath  `json:"secret"`
+}
+
+type GetSecretResponseObject interface {
+	VisitGetSecretResponse(w http.ResponseWriter) error
+}
+
+type GetSecret200JSONResponse Secret
+
+func (response GetSecret200JSONResponse) VisitGetSecretResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSecret400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetSecret400ApplicationProblemPlusJSONResponse) VisitGetSecretResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSecret401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetSecret401ApplicationProblemPlusJSONResponse) VisitGetSecretResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetSecret403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetSecret403ApplicationProblemPlusJSONResponse) VisitGetSecretResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSecret404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetSecret404ApplicationProblemPlusJSONResponse) VisitGetSecretResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSecret500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetSecret500ApplicationProblemPlusJSONResponse) VisitGetSecretResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetSecret503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetSecret503ApplicationProblemPlusJSONResponse) VisitGetSecretResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PutSecretRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Secret  SecretPath  `json:"secret"`
+	Body    *PutSecretJSONRequestBody
+}
+
+type PutSecretResponseObject interface {
+	VisitPutSecretResponse(w http.ResponseWriter) error
+}
+
+type PutSecret200JSONResponse Secret
+
+func (response PutSecret200JSONResponse) VisitPutSecretResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PutSecret201JSONResponse Secret
+
+func (response PutSecret201JSONResponse) VisitPutSecretResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PutSecret400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PutSecret400ApplicationProblemPlusJSONResponse) VisitPutSecretResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PutSecret401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response PutSecret401ApplicationProblemPlusJSONResponse) VisitPutSecretResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type PutSecret403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PutSecret403ApplicationProblemPlusJSONResponse) VisitPutSecretResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PutSecret404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response PutSecret404ApplicationProblemPlusJSONResponse) VisitPutSecretResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PutSecret422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response PutSecret422ApplicationProblemPlusJSONResponse) VisitPutSecretResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PutSecret500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response PutSecret500ApplicationProblemPlusJSONResponse) VisitPutSecretResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type PutSecret503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response PutSecret503ApplicationProblemPlusJSONResponse) VisitPutSecretResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
 type CreateTokenRequestObject struct {
 	Project ProjectPath `json:"project"`
 	Body    *CreateTokenJSONRequestBody
@@ -8456,6 +9106,21 @@ type StrictServerInterface interface {
 	// Unpause the schedule, with a note.
 	// (POST /v1/projects/{project}/schedules/{schedule}/unpause)
 	UnpauseSchedule(ctx context.Context, request UnpauseScheduleRequestObject) (UnpauseScheduleResponseObject, error)
+	// The project's secrets audit, newest first (who created, replaced, deleted what).
+	// (GET /v1/projects/{project}/secret-events)
+	ListSecretEvents(ctx context.Context, request ListSecretEventsRequestObject) (ListSecretEventsResponseObject, error)
+	// The project's secrets by name (never their values).
+	// (GET /v1/projects/{project}/secrets)
+	ListSecrets(ctx context.Context, request ListSecretsRequestObject) (ListSecretsResponseObject, error)
+	// Delete a secret; steps that reference it fail from then on.
+	// (DELETE /v1/projects/{project}/secrets/{secret})
+	DeleteSecret(ctx context.Context, request DeleteSecretRequestObject) (DeleteSecretResponseObject, error)
+	// A secret's name and history (never its value).
+	// (GET /v1/projects/{project}/secrets/{secret})
+	GetSecret(ctx context.Context, request GetSecretRequestObject) (GetSecretResponseObject, error)
+	// Create or replace a secret. Its value is write-only.
+	// (PUT /v1/projects/{project}/secrets/{secret})
+	PutSecret(ctx context.Context, request PutSecretRequestObject) (PutSecretResponseObject, error)
 	// Create a project token. The secret is returned once and never again.
 	// (POST /v1/projects/{project}/tokens)
 	CreateToken(ctx context.Context, request CreateTokenRequestObject) (CreateTokenResponseObject, error)
@@ -9843,6 +10508,141 @@ func (sh *strictHandler) UnpauseSchedule(ctx echo.Context, project ProjectPath, 
 	return nil
 }
 
+// ListSecretEvents operation middleware
+func (sh *strictHandler) ListSecretEvents(ctx echo.Context, project ProjectPath, params ListSecretEventsParams) error {
+	var request ListSecretEventsRequestObject
+
+	request.Project = project
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListSecretEvents(ctx.Request().Context(), request.(ListSecretEventsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListSecretEvents")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListSecretEventsResponseObject); ok {
+		return validResponse.VisitListSecretEventsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListSecrets operation middleware
+func (sh *strictHandler) ListSecrets(ctx echo.Context, project ProjectPath) error {
+	var request ListSecretsRequestObject
+
+	request.Project = project
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListSecrets(ctx.Request().Context(), request.(ListSecretsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListSecrets")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListSecretsResponseObject); ok {
+		return validResponse.VisitListSecretsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// DeleteSecret operation middleware
+func (sh *strictHandler) DeleteSecret(ctx echo.Context, project ProjectPath, secret SecretPath) error {
+	var request DeleteSecretRequestObject
+
+	request.Project = project
+	request.Secret = secret
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteSecret(ctx.Request().Context(), request.(DeleteSecretRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteSecret")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(DeleteSecretResponseObject); ok {
+		return validResponse.VisitDeleteSecretResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetSecret operation middleware
+func (sh *strictHandler) GetSecret(ctx echo.Context, project ProjectPath, secret SecretPath) error {
+	var request GetSecretRequestObject
+
+	request.Project = project
+	request.Secret = secret
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetSecret(ctx.Request().Context(), request.(GetSecretRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetSecret")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetSecretResponseObject); ok {
+		return validResponse.VisitGetSecretResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// PutSecret operation middleware
+func (sh *strictHandler) PutSecret(ctx echo.Context, project ProjectPath, secret SecretPath) error {
+	var request PutSecretRequestObject
+
+	request.Project = project
+	request.Secret = secret
+
+	var body PutSecretJSONRequestBody
+	if err := ctx.Bind(&body); err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.PutSecret(ctx.Request().Context(), request.(PutSecretRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PutSecret")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(PutSecretResponseObject); ok {
+		return validResponse.VisitPutSecretResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // CreateToken operation middleware
 func (sh *strictHandler) CreateToken(ctx echo.Context, project ProjectPath) error {
 	var request CreateTokenRequestObject
@@ -10092,312 +10892,323 @@ func (sh *strictHandler) ListWorkflows(ctx echo.Context) error {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+y9iXIjN9Ym+ioI3j+iyPmT1FKqsi3FhK9cJZf1uxa1lq47Y9Y1wUyQRCsJ0ABSEl2t",
-	"iHmaebB5kgmcA+RC5kZttrsVjnBRZGYCCRyc/XznayeU84UUTBjd2f/amTEaMQUf38uQGi6F/RwxHSq+",
-	"wD87F6fviZwQM2MkVIwaFhHFtExUyAadoKPDGZtTe5tZLlhnv6ON4mLaub29DToLquicGTfGGxrO2M9s",
-	"eULNbH2cQ6INW5DQXkQu2ZJ0KXzzQpNR6O4c9QIyYzfk7KfD/u6r13Z8bu9d2CcGHUHndgaXbNkJOor9",
-	"lnDFos6+UQnLT3RBjWHK3vf//7Ld/472J1++vt67/Y9OsPYOAU76hC9YzAX7W8LUcn3qR8IozjTRRioW",
-	"kfGSqERoXDWuycLdTbpSkXeSXEt1OYnldS+d/2/w3PQF/A2F5Z3Tm/dMTO3S7W5vB505F/7vncqJnxm2",
-	"aD1pmCxsQnci1RENZ4QbNteEizBOIhZVTtjedL/Jxok2THnKKNnUEK+o3dj/UGzS2e/8P1sZmW/hr3rL",
-	"jfDRPs2OeCSiheTC1AzJ3CV3HtOPkQ7q6ahm0Nze321QP0Y2qJL/YGHdiy7wirsPifenI54movyMnyaC",
-	"HL8l3f9Oztl8IRWN08NAjt/2BuTUnhttqLJsxsyUTKYzcnp0dk6mzBBKLi6O3159c4Dny1+njaJ8OjNk",
-	"ouQcGFX69LO3P5NLxhbwbW4o+/eSXDPFyJRfMVHBSVQi7rwop4k4fgvLcRbOWJTEdbuu3SV3Hs2Pke6B",
-	"Pfl1A+KJrR5s0xP8mY1nUl7WDHmNV7Qddad51Fv7KL2QQjMQMD/Q6JT9ljBt7F+hFIYJ+EgXi5ijgNta",
-	"KDmO2fw//6FR2rUmcXsXDlok6g80nkg1ZxGRinBxRWNuRSTM44CMmFJS6RGJuTaaMOCq7qIJZ3E06Fj+",
-	"J8Uk5uGTzvt8xvw0SejG1+SamxmcFi/kX8BBMwzm+aNUYx5FTDz1RI28ZOKFJkrGjESSaSKkITS2xxnk",
-	"llwwBePDPI+FlfA0fsppXgh2s2AhcCSmrpgisPWkGzFDeawJVYxIES9JLKdTkKa3QeejND/KRERPOdOP",
-	"kugknKVbDIoJN2TMYimmmhhJqJBmxhRxogHnekKXsaTRuZTvqZqyp6aBsYyWhGsS28EVMTMqkAIYHqIL",
-	"QRMzk4r/zp50OT9wrbmYBiQRl0Jei4AodiUvkSGwm4VldUjAVszklO7Pnz/3DxMzY8LYybHibNa4Hb7i",
-	"FeUxHcdPuvqHJGILJiImwiXpRtTQMdXMvp6XtD27MUk2uwOimFFLElPDlNudhZIh0/qpJ/+ZxXHfcehx",
-	"Yjz3XWfNV0wtiRse+SA3mlgh5l5AJ4uFtCrHBxZxeg778/RH4IUmb3DIvp2CXXjghWHIFpb5zJiyzPrW",
-	"y1UgtcNobqlUir8lLIFpL5RlmYaj6PTq9RrdBZ2bvlSR/WkHphTyiEWHZl25O+dz5i3FmGpD7LUaOHLQ",
-	"setPTWe/E1HD+obP2Zq1lRtp19qOTET2a6tMWCukaeXgxaxRs7Sb5R5NlaLL/JNfWp0hEeLhn7yH6ojX",
-	"bH7JWSz+VbKhv6TPkWNQvW+DzuFioeQVjd+6ZcupMjSKuF1lGp/kdm1CY82C1Y2U87mjxpwytbdttal1",
-	"ra1yEmeGmkSXWOmCUHeJt869DkFFFBApQkbmNGIBHJ48CRTniU9BiluRTjSjI+CaltMjNUUsIl061kwY",
-	"cj2DXxixxCQTQyKOBmolVX1zG6TDHkfrAx+/xWGpybh15cO+zT3sVCJHW3mcceoKzJSnb1D72O9ug/wW",
-	"Vp/F7ezC05To0hvGUsaMilXKjxiNwLhcm+xnO8eRFOe4mCM3WR0QPiFCguiNeETGbCIV2/xE763yjs1u",
-	"3/G8RzsfFRPJ3B4ytwURWBX/AO0rd7jWH/T6NujMrRCali6C3foZyzw2VF9q4rdZ1+6cnWG6fiVTTGdY",
-	"O79XlonImJUcvVQNBqrSSKhzunRbBSasZ2crJ72aa1lOaxc/+pSYiiH98Vqj3hIi29ld5YL4MqX8zhg2",
-	"X5SM+kkwYnUHOSHoAlznHuGMx9FpIhq9Pv46e1oyEbf+lj8nY6YEM0wTdx2h+S8pTpYoKogUpGuZWyyn",
-	"qNRbTZkFRDNGYi4uda+Rc4DmUXvALaGyG27eyIjlLuTCsCkIlQLJTLjgena3s2WPJky7WtKUEFRxCd/b",
-	"+wkdW0IpW7cADQ6q4XidWqKlejaWVIGSbL88W1B1SS6OAzJeEkHnLLeIjmhW+V8spxcqLt9QN/AL2CY/",
-	"8JQadk2XaJ9py5O7sQxpTFQi7DL5u3SzIKlhIktCiRP0Kd04Jc1/vWQmsJOyZOTpTTGrXNrvAsIG0wHM",
-	"2DuG1AtNhlYFxb+tDr1PFjIiN/tke2tnmwgZMaTGVAffJzvb5FjoZDLhIbcyU1zxiNNBKOdb00UyGHYO",
-	"SBgzau2TVJz6GeskDBmLGpie5XoimY8LqmMJkQJ3xF1sOn94mdcAUgIaDZPt7ZfhJRcRfGJb+IUlFb2g",
-	"IVv7Fr8YNcpb50e8y9l5ibej6VbrnzNscQYXrjJIt3r+OWWcElz5qICWLp5MzCIxEHCQguHOaT1JYufN",
-	"B+uezXuE3bAwsTdaWzViePAuGbBaS4rK2nhADVJdluhsGceu3mnLuFyg6C4rCtwRbGZdZmQcrih/8IIz",
-	"GhEhiTHx5oqJJQC7OOUrm4+DEC4idpOjppKXt7z0ki0bzSi3Y7nr1lmc5TJpNKB0dpWBJXI9k5pZbuPD",
-	"O9wMmgwulYjjqHbmr4Da2aL2operBI7huHxMy/meYbwgpapsVfIEVH8e3nM0kIp0yjC01drAy52vVVXJ",
-	"sjd2Y07olJ1b3auSIqXIDN8FnbJBaTQxvy5+ltVveMVDH5NdeUH7Cyr8KbVzYV7vrRPn2qju1spRz8Al",
-	"WGohWOFC3hy++enorTf+POsJ5ZxB/GUfnceJCBzzoSLyx2gokA3Zr7yYAS12oWSUhBDyYfMgDfykBxyD",
-	"wlIROhTgVwKzM9FsMBQlXKrCvIEQNjzJLv2SXNM0+umNyokdgxSG6G3OU+w5oVXabU45WRn2ematRc9y",
-	"7Iv3mrnNw/Eu5xpp5F2NHGDdBoAwGtxXTnYiZHHO3VG2n5vLZcWoc73Vvo5zXzT4vtbfCZ+ev99uet0L",
-	"Jnd06WQvUgyPtfPovMmZSutEAoYUCAqaiRN3tlNN0MVZu++Ozsn/+V//e0slQm99Bf592wvgONuzZU1k",
-	"LoXX3NLHcdB7NXIGwa6ZNiXqJg5iFZOYaZ2d/QUX2qo16+pIXjjeU7JZQnDTr9duXpbQNkixnHzzDyol",
-	"hcwIXbFo6YKG3Cxb5jG88ZffQdtatd5KrLuYjlm8mUG49qpWFJ4xJpp8xVZrAfsGZKdfB2cOHRDHIq2B",
-	"FsP1E660acmUb330uWTCUlRrVjgnNwerD3Mz4zkJv0vmXCTWWula6naWG0YQXm6Tgv3o3SR2jai+TB3w",
-	"Ja4Wqi/Jb/Z3lFW41S+0n85CxnGJPXYbdJJFtBkJrBohFC5y256faJ688uOk61dD5W9yNL3+tsXtLn1h",
-	"v/77EOcLqbFmrVUBMG6pM7uFRsuA5Ixjbw8La9lSsL8nijFCJ4apoTBZ7Fun/EpGmoxlYrmZBE2kTLsI",
-	"F8kHHse8Uak8dZM8nMtEwKpMF8lHO6vy5Xh3ckG4uGLCSLWE6YMjxP7bhfez+o+QphcQjUTp/CT7QwGv",
-	"aB9AfZjH+2+JFPgWrRThdycXdoZ1DsNX+CK1vGGzZSkuRdFFgWlpbjdfrPovUG00BMiWdEcu/jqC4yoT",
-	"q5SzXr0bydprls5rTuXPcCDfy5DGf6s+mzoZzy0p/pccA9kNxSldwh9Gku6IGhZzpvzV/T6M2ofDPurt",
-	"4yAB+IgO8dJgKOxuGu2UYlCayTXlhospikY9k9cabwVt1aoJA4IGyf5QuAdZLf1aFMkDaaLBSz6XavnD",
-	"0txlT0U5nZ8CHds3WT+qob234F8u1XhXGBeQYpA7lcWJ+5nUMKn3jaIup3W9fhnk00e73V8O+/+T9n/f",
-	"7n/35Zd++vnXwZf/1vs+91vv+/9oFMMdnAmZU2MXx5L+IqYhm1vxp1nMQiOVHpCf2RIZ2xWNE6bJRMax",
-	"vB6KnAsND4ReCkNv9gkFFw+3NxG5wDckbz+e9XUyjuScckEWik34zVDYx462RtYEY1YlFC4WRw2ZS23I",
-	"65ckZvb1dUAiPuVGB2TUHwVk9Kv932A0FF0aL2ZUJHOmeGhvHEszI0xEundAKE7aTsZqfcDT0DOMLl8g",
-	"yzm9yW/A672azSu1/93h3MAB4LSyNeu/PKRbS08fnb6RzzKm/d+//IKk0P/ydTt4vXtbSg9vQNS6dMq7",
-	"GQsrml2TxZDpR5skeK6pDqXrAS+zgdWzkp98Q0MTL8GjKSdk5BXsEdD+yPu6RiXBIWvjt0jPBHfHJxhP",
-	"O/l8orhUpRqL/yXN6laJeKGBq1perAlfYbFBTmkcCkXFNNV4XVKVu30hYx4uvS9gv3jFUERsQpPY9Abk",
-	"LQtjqqjhV5lxpSGjzB6sdzJnwDGjh8IvkR6cJsK95+DdyYV/lYIQSP1FQYeLRVkw8FAsyX+dffqIRzgg",
-	"C6o187pS3v3oAxvwnAGw76nsu3H+YWXUKb3+4OInvkqgRFr4TGaSlREcELccmkx4jPYAJKrpdTG/4j5t",
-	"nzNdMAUrpuSuOCDb4JZCG2XOqNA5K9fOac4Fnyfzzv522VL7JavOgrCMEXY8v8CKTbnlNSglqNMqBsg7",
-	"N0rbrTi14Ou8GwNyzvtj8ZNMVMmuvucTZm2SAyIkZsct0RuAi+heAtfs229eu5fAv3fK1tAzsI1yhzHK",
-	"XnbM4eBhoB3jaSziVvDafb7i7Bqo0J5ykb9oTiOIw2geoYJ4eHJMumMpjTaKoiPPJwTgAztBBx+3ng9Q",
-	"YZ3BjKs5bZQ6qIsbolmoWIUjcsyossorXDIgZzOrKUKOKjAuy+ZcgnWp2Wn8iHWHC6e1+k54a+BnV/Na",
-	"LrN8sxebMsEUFCv99OHwjVWADqyS41z18TJzQPn0pSm9sqqoYKhqt1yEFU/TdTbXuiXxr7S6KP72stXw",
-	"xSQl6k6ilMsXKrOyjX07xa7SRKx6F3DEYmZcelxNosfebdBhV76SrJWW5d/gyN5WZ2Pu2HnMWByVWRDO",
-	"aM+H82cytqY7C2mi7R4SxSAPk3DnGiBdjKXTmPUnSs77vzMlieZTQeMeBOLBGeHdDfWLtPO60qu0Qg1y",
-	"DIkG0cYr9MnfWLdIkCTpKneafJu/JdK0Llf6G1wMpAnL2H6HTx2Vnfoba+b/DQyA129OQ36kuhFeI5eP",
-	"XT5Wq8e6yyF5lsas7X1ncLG9a8HC1jfZazGBYBxXOB/8CvmIrltYzGAh3e19YFlkyUyLWJFxydoXx/UE",
-	"88peq+hkwsONt/4z49NZ7en+Nnv6B5fcVHxvd6z7dMED/8Z9KO6wMnih5M2yMafjmosI1ao2O3GO0/mM",
-	"N61y5aw8zgliz3DTrXP7nifo3OnJFjPHElLumeO4dWwfheGmycB1KW85JdKnIBmIjeKAroZVkC4lOdO2",
-	"NxiKT3NujCtvsFY82iyFTKqA8AHDFKY5DWdceONnKNz2QmZW6CoAmXK+1pxvpcxqLvOjrDDdNvZssTDz",
-	"Lqe2XEOD59TtIoq+BwlxguuSi6hRCuUy1WpzAD3tbhgAo/YcwESyoeqWoNxlk/KYjaTAWTKf07KsjZU5",
-	"4kPrZuW9Nqt1L28/nqE37YBwAz4qXTglL/R66hrYonXun73tcvfPmvhfV/UU1bP3Ui6KCloFvwfdp2k7",
-	"i2K++srd1iRiKdP5qYG4BeFzOmWY6hFSIaQhY0YWSRxDFdy+SOI4KEmjTKVdJMEzDjFir8tleZFpKL4m",
-	"IWMteu9epMCmcb3qyORvXo8qYaeoOrzQJJyx8JLQKeVCmxKHDyhjZMZopKScW0sEc4hXWO9aoYN7CplR",
-	"bZXcnO8IEpB7656wCS/kmJXp8S0ZxFr+Azy63Yk/zVHNKjnfOU8QTBU+df6JeonQMj/V7uCYhpefJk1H",
-	"qyqF002oKX8tr23aATfOB8nWs841UkXzTVNy+vKKiArLkwVWWM6E8phF75yqUhtgapGf82qF55Tkr1AR",
-	"8QjKk4OG7dWmicgxm1dRw6bLTbOBUn6SPsCPGPi1q1v3M29trHnzVyp7Kl6uzRl+CdcZxUN9gZHSet6w",
-	"126T1hbDTzrIkqTasIkzp4SV1ORQkfFGl7tPRURm8pp0uZgwxUTIBvkH7RN7sJiIhmJkFDdSjKy6OrqK",
-	"4/koIHMZsThAuRQQqqY6IExcBWlJtE4tDx0MBU2MtPYgVPk6Ro8OeRkhAAWHWIWLygFBRoRqn9R3gBkH",
-	"UO+vfb4UV5kzmypGuCCRDPUWXfDBPCo453OB61pP+qpe9NAMt9HrsdPSJ7FboUD7e+vopGis1cnijDtk",
-	"ZYq6kF2aFoRwEbrAPtp2LsDuMt/mjOrEvsOByyYxGov7rVnKYENjaqA62j5Rk38k0bQkYw0Ljtfn/Orm",
-	"hlChr5lC6kgVH6x85BFW+MIVhcyniqTfVaas5HzzDQf/0nffvccX+1Ay7YvFgimXMpMW/uIyjJPwkhnw",
-	"zHExhZ+++87MyIKpkAnDY5ZmdvlkDb9BxdQumaCB7aaZitoVGYG3tkmIXlN+26m01QwfVjc3h8BvcxkR",
-	"/2hZwJGv/ipSRyUPhxhZGZ7O51R19GXrXLvioRFEJX/Z/TLA0n39Sfyy/QWZIKA3DRZ0ys7472UFMmse",
-	"EARyqePi704uXPrH2nt5ntrIORJR1FdLrZC1jXAP97dXTO6jczUVpzZdJB8gXeQD/2F9efEnX1Zj9e0u",
-	"Zlas5CFhxklvw5P5EkPOHkZgdWdlzPqg4rskp/Kh3a+97DR5awEyx+RkYnmKkC65/N3JhW4MYvj0rhVb",
-	"OMvAyz2MdIsTauGFtI8/Fhe66q3xuTMWYwqMjLRPicqAX+S1q8G0H6zwdNlDEA71EfiGuVjGMeftYQA+",
-	"HL87i3nIdJPPuZWUXLXNS/QvcJRSvkmIxVL5ub2lyfOe5CsJ1zfijVSRFE3Vvt9VSHGXlJVttH/d1XEr",
-	"zuoJWLUl2oucSdVs7zmtKp/LUU+RkHDU5mLIi+Oi3cWvNo3PtN/mdycXaZCmdpc3TAteIb5rqgQX0xJm",
-	"cGRFDHWeDDqWVwwVI1PqV9bIh+5WoQ7efAwqZLetqwEvq732bnHzy1FLeMc+/2Uj2A1PmqX5BGltJl5H",
-	"YiYixAJDmKVEJJpFbj2946cPy+mo2d3Za8Qg2Ij6X25C/a82of69x6Hq1wVqKK71j5Srvp5ZcYCXpCsp",
-	"Fdl22Tk7+RVcJ6Pd0qSYdGabEcVYKiWvuZi+53NeMuGf5DWZUOUOkJBzLmhccPXN6ZLgUxDcEOrFkYS6",
-	"/Z19K9hj+2wv/vfJdq85xB8jHk3NrOaJJU1Mrne0mZ+em0JudjAbGsd4U/vp7EGyMDy5xL6wCh2ZJlRR",
-	"YViWa+ZWp/7J6K/WFdWMhySvW1FNeE5rqtO0Asj3Ih+O3+Xg03KXzvm0jyXoCyUnPHZV6E3ntlqr9atT",
-	"wbIqTX2vxbU9elYPbRtPgWdXTCj/nHUvYqZEVm03FNJK7dLCm1W40mTf1tLlJeQ7liqjOJ1GPbR+hlkm",
-	"fUsLwwMfLRdsQ3tityHv3gH0FrPuQTBbC52bNBDTFFSqOlP5EyVV4YjcmfrT3fXvFhRoyG9eKS3Kz7ns",
-	"ytos6VYB5VqpW6jsqvWh3UMn26vQt/PVWg06Trom5WHYNGW4PefIVrmJa2QPL5vaT4zG6ONYhfph4eU9",
-	"SxF1imbmczALSXYVXg93V9lkjw2bv7Empy7D/WJzTRZMkQkITMD1OLDs4jQRRLArprxjsSJ3PWpWrUIo",
-	"KY6bLn2ZhmSag7s4wWYV0AHDNEclVpczvS+dU/49Av/u6UyqFv5HyuNElXhzmlGVkN1H7KY5olJdWA8F",
-	"9VjH0o3ZxBCZOL+LtHu7Q37mP/QGtV4rnIPHgSp70czb0CRE63e1Qrj9cGeJ9hLNWqvalMizHM93jsgV",
-	"3WhnOtjZno43Ewh+vPbMP3OErFPJZNJkkr9sCeMCRLBZoAPRUNwcymZ+kqtZeLDgDWB8QSbw39tVubfM",
-	"cG3r37iH0HvVmI5XfLGqguW6tX6n6GJWftjfHr4rohmkRRg+BUUHJGKKX7EoA6DXCxaS7vWMGoz8XbMx",
-	"uTgmkaLXurfvCsUhxAQ4s7m/uYEaT00mUrkkOm70UIxSN/6ILOLEIYnjI0Bd9kgsEJu6WSgGPlBMgB6K",
-	"7sgyqFFARg4WZADSfRQQw+YLWMHegJxBJZMLRsI7wCaU1UFDeKG1llBYaDtKo7KAz2/ctDMHRrKq3rm1",
-	"Wt/Tt1xZwzrFM+ZMky67WcQ85IBhSvgc/+gFK6twJ/cVSGBc8nICgy2cUAFYOihBsOtGlxKPGpagPgHo",
-	"OfUu2b1cVmBxrFAKQ7lgChOofFlZQBRdBkQvqLq0L+yC6WDlOqDXQduUy3qHdyKOJyVLoPh0yhRRScwC",
-	"lKJWDOU9XzSOz7zuMGjC3bFPqF7oF5qEUqAamVXccZ9TJRrs9NcVCrhLf8zIro5uyzXvtKBv4zPVeJSy",
-	"R9dNq7ludaeybtU/ozyF45BEJZWLpKsZIwsaXtJp9m1vQN5Yhd93pEFWOhQLqjRT+QQLqYii4DwFIPi0",
-	"fw2sTkC0xOA5sNahyOKjGagHNQhXXID6Jt293d1eKfKDLytdYSiOSlOgKmtNywlJzxucMCx6B4hL4Gz7",
-	"5CsTVouJvg98MeH3ATEm/v520KmF6v1BJiLCLFSMwwHYFuhaw87ubNix/AxIWkQxU1YaIDJ4b7AO/ZI7",
-	"vStWjEAxDfbWgcPOMjSW04RhWThPnWYXp+8HiKhydFPmUTzKT2ff1cvC7qhE4B5khZxkRq8gFZJFAQQV",
-	"wGAyCHMYyjk7wOYtlnpUIgZgXgXwEa0KJ8QEwBoNQMPOzS4H0Fu5rMXly9J40lV+Nber7PnTzvYclzaH",
-	"6leWxJQHZoQXx8v3yVeA8UglMQoBrIoN3Gq517k9cHgnOolNhryUA4BcgXFKl1mDh6em2vZ8uWBRrtR2",
-	"n/wC8wrAFxV4bvy9/ZTe9/3tl0HHYYLpSgUqe5RllPAExyi/h407nnyPrP/7wKOW2R8Y4OPZU4F79n2A",
-	"8G3231SY/RNO1z/d2fpnToL9M0Mq/2e6KLdfBuRwZYm6bnLZMcQ1+v62hyuXNsPwtxXruJFCUiStQUlh",
-	"bWPmluegOfX8wZT/HCLnD/U2zTeFpNriXuoZ3X31eh992zN2g37ttDUcFVLwkMbEVcLUCump17db64yr",
-	"1dwPYpW0KfsoiLY7o4RlNksJTlhaPdQyfdj3iFh38/74hny39+qbNBvIdZ5ZdzPhD6WKbJaj1koLySU0",
-	"lWBncqENFWFlcRuW3mKLjRK9IvPbrZd9G25iVqOKr/cxPCY8YsLwydKnpPl1snegPpLLwOw150XBr34q",
-	"QZ3D8CQjyYdNgX9YR3a5ettIjvZjhVrr4t/ttVq3UI1KrX9wzZTaqLRVtTi5ph/rDrgIC+Du2Mdg08hc",
-	"BqtUFxVvkwEOqOlpjGhzYxZrjqXm5a1CT6m4JHmYPN+xgXRdCxQoq28ICQPucSUOyxF4zqwh0aVTFvWI",
-	"vxQ9J5ooKi4dYl/9ON+2zlXOp8GvVyl5j80+gRyBgHjYu4B8lB9lxH4EmKSPVo/Fj6dMM3VFEYj7RDE2",
-	"X+DnY2xN1Fjd2gTT+rINTOse+PLHdyXlVw6+JJa0xNuAaoJKRAGV3c4Jv/jFfWNpEL/5kqYwTqQihe5j",
-	"+gXxI+nNHMfZ+wXVQetTl7DkqlwfBHepHCPa1ctCS0oPcQr4w7nLV1BcKlCbMoDOFrhWDuKsZXHsaqfU",
-	"VmBPKxBwayxzohirzymdc5FosgrMiMnlCxnpO0TDjTRlaSW5UTd86M46iokdIcDXK18Xo5b3QP7VyZz9",
-	"6NL3i2+BZq6RCN47pdwhTqHHw4AbIpLXQhvF6Nzp6XPS5YLQocijRalEFFzSvs0zYGWiQUxVzK2m5p7S",
-	"W8GUXEUdWiPXOb05xovzv2eSvWTdVpAkSrLKH7pqtUWN6JeaqX5O09Kqy/UaimZX0xzbJcCn03T3l07S",
-	"oR2lTYmiObe3NGMRQTvf++ut9TaoNRWiciRi35mmAcwNOtDUW4l18r5tH4/TRLg2HnnrpMUdib4TTm+d",
-	"wVmLH7beYNmnFNWbNDzKlWHlBvDrU40HjDtVSnwrWHubAQGe5ToA4APQz5V3KqtEDPIIeJpoZioQ8GAq",
-	"PywXVHsHJlcklFFpM4ExXFfeyRpZJmYtuOCd0IZRKIZSLNHQAEhgt4GDnPcPEIyh7k8bHsdQ7kVDXwMO",
-	"Xi9wYEPzTHRBQSuCHCjxKrb0bfmyp3gTKz5raigsoiBnZ0dkpBIxIoBHQropvaaFWeDc65XlqoiQxc3N",
-	"NfLo/tW9r+7Sxeo+x70CFN6ea/Zbq84am3cOuguXaX3+6891ilNfd7Ttm1cc4OO3q5Z0Dvk2/Tj4dR8Q",
-	"LnZf7ZWb1SmnLulp4sHESjYknpTbqTWARmumgH1IirpT8ZblTowH6wADVLcBnFYiGv0g8MCKtznztOal",
-	"/snRx7fHH991gs7pxceP+Ons4s2bo6O3R287QefHw+P38OHN4cc3R+/f4xXuD/jh/Oj0w/HHw/Ojt1Wq",
-	"QlXn0PM0XoUYSKD0A+EhOwfPeWnM7YcKHnyOjWZcHxeaAvWTEdw2QN492ses+YxNg4+gjFc73tvQ4vDb",
-	"NP3uoVjfqofmPt38vqsL8bi27vEVizL1Pwv51EOl7+KTmTCV3URgNyAbpRhh8bvjgXNXIiakO7rkItpP",
-	"7xph7gUYyHRelvBfsnLfpfPzSSGrE6QuSuvDN3CxncABocV2OVT7fnM5l4XzWDh3RX1fud3t2u5dZVC+",
-	"q00Py9067T1WVsNYHxkQfPHHKnjZgEjlOvmuaVkkzeIMCpFHCJ/7F8F7mCbdkft9lG7ngoXF3MgdTCo3",
-	"avlpUk1V2OPfGqsYFSTdk09nrhuNvbcXpG12ufYtnOrp5ZvWnWF8pldZ0+DzHBgRBlvXiB0KVSFkjk33",
-	"ttLMMT9rmj0ianD/Afqk01BWI/ZWM9dM53PKwlkeeBotFkwAsoofqnyub/IGfpBv7tc18du7WVubJJxl",
-	"mVONQKOVYM+lh9Rd3VzVVF086eJ3K+gObqdyiQ4u3YASzGuAVp0iAfZVjjl2B4f+qwcxImuhttoqnkFN",
-	"zt+ZOx5lyUXp0VmzCtNNm1l+ngqXgIzcLo6wU8cIBebowIPN57li8SEp7Dyi0APE+ai0C12Y2rprlmOm",
-	"rmhJJlS1wJsNqQlnySIDPalmEC/v14ATJFe7dIHdHbgUz87mxPctQghjhO1uhcEVUPXns8LWvXBY9BBZ",
-	"QL7otM26rIwVfvcPbpqaxGE33DZ509aiOF01BdoZkJVH+Vus4WDN2K7yiqmYLhp5qDtYn9zlBc2y3IFj",
-	"VMJqdEgoiaeJbupVDzpBfbqH27e+vuSLvu9q0geAIPsEnMjGmhMiM4So424gbdxKRWUW26qOame8YNGn",
-	"bBNW/V1UGU3cZSmsNeYrsCsuE50ze8B/hF2lG9jIN67V+/+UokWUuD7PZbPV36sXMsXD6vuHOia5WT7u",
-	"Wm2AJ/WU7oKUM6/tRO5YFqigTiD9QMPLCY/jO/ZKENFGniN11/5ueG8AA9a9TkuU4badWrrl8tgFqlIp",
-	"7PoOOSncW2nwYp+yLo79M1ACVyTsrsjM9Tp3SLekDlh0zqGhyfWMx4xkqg/VJBFpU3UoesdjN6OLBRO5",
-	"PFCyZFQF6a0v9AGhhsSMakN2ttGFmguV7W3X6fm7Odm6As6ipCiUeHRH22SX/Df7n1Vu/t+I8ngJn1DY",
-	"7cy8Qe2O/+COwbud7Xq8kVSar1omhqkrGkMubZQAlDdM+7ttbaf5GuaXLZWumt/e3af3bfvGNqaV9uDz",
-	"1IfC6oWZNZoIPUIIWA1ICNczBrkM3JCJ6+aWf/Q7ORT4eEhC45oAMmOuSQW4xuw5goJtbux5mHM94Qa6",
-	"ag1FmkmN7js8GFhAYe9BpDp3QloqPK8LCs+qxq2oiOScRCymS5IsEJaBZ1tLaBQhWoMrUnJ8vDXtb7dM",
-	"VfBsy+N4e/WnIX9iVdN4bH2o1KWhX+Q8b0EeNjIHHOw45AtNYn7JkBRe1Pvp9trqWC9XdKyNCz82VwR2",
-	"V1SQFTZx+PEQWBT5XWZJ1uEat/P89uL8TW89W6bBN1pp7Rca6vtWxulxJ4lmWfepFOpQG8u2wFryqTvV",
-	"gLwr+uhmvZ/SqdGsOWqKs9QFAJOhWGFDvYPcC2hUK7kpCM60417rrlF1tn5lepA/Og8B/p76Au6O+l7g",
-	"G3Wo70TQuU8WTv0Mrq8buDwzx/Rd+v2l85Abt3ZoyepKA8OrjKyyXgXUIigNR6UovwwvdNEc4c4aGQpn",
-	"juyDCQMCKys2HCeTCVOoKipC4zggGEuxfxqm5lxQw1yDXnwOgZ5MeLW8tv9HovVBLTtKJ+jgkz9BZj1+",
-	"PozjFGHgk5XBdgv8EP4LeKi98kvN/kSlKTA1EWR/34aRYXWfHs7e0ZYfPP/U0oNg2OK4FOjgk2CFkMh6",
-	"bM51bm9/cA/xhjoDea9VkOz1A8TI7o0C4ReHxdChdbCOtN2cj/1NXdGYh5p4odMoS5eiooobWIyjvHoi",
-	"n7z3rK8nh3pQC3xMHbmduIVZxdDzgCo0jj9NOvu/1M8kB8Jy+yWoRGFxMWZfRYgxaCz8uuYRftQHJOZX",
-	"bBW1I9hUNPnjVOcDcu6/h0goWO3vVJ7vivIhiwFBGXTMtWkC+mgvT1OaaEg2OD06P/0fNXkHZz8fn5zk",
-	"MxDc5zc/wYfPh8fnxx/f/frjp9Nf351crHxzeHJy+unvh+/LWXkWECrldXZZBuQwPdaunFdBsNGKK8ji",
-	"SsvwrTU9QgiFoehavSdqjhj3sHrTmndIlBpw0rjGpjJzO74lyaEozKI7l4DyTAXZCba3txEfoJfObmTv",
-	"GfmEhgPEi0AMAaoY7DSWU787QuUQKH7rq/3ndgsuLI1guOrJRrbursvCbY8hGTAIEs7Yz2xZA6SAeYKX",
-	"bIn6M66fdNAJqPmmNdoCS7624J4GgL49P3zks7HrEz/CGTtDDLNWEu3be0q0V61EFRCu718M9DxYM7s3",
-	"Z3gtwqx36VVVAjh7PVumLAzd3+jAbayXaQVQUVW9figKBeEYPc95cPC+HsBIuJ5p+YJ2l3LUVNXekHT0",
-	"sklTcGy9jaZwz+j93h00haBjeVRjW1QeMU9NtUAb1RpGRQ/ce8RD7dFyPY0PTaWsTmHXoa+tQ3lztxUb",
-	"GrSt2ObNeSmbQjSVznxiLatcO+PGDCTfOLk2ccNeU5panu9l3FRZCptZk3j6K/qmKlJNLy7Wb93uf0f7",
-	"ky9fv73tp5/3WnzeqTDgK3sT34Pgvm0dfweG3bYC2NKUgxypdwx+s3lnX7cMjY1999rRdXXeXP60Za6t",
-	"FTgGrknErDqvWuAFtc2nuweCmZVAiYobKjbr6zDs/bmWoX4jNwE7c5vkda2SJpTpD/U2sXfzf9DNKHKp",
-	"6rNeN2u3zI3pM5wKLe+4yZINe437eA+BtpvW8rwp7UeLabMhsxT1QpOfzs9PXCZdsesGNJ7GRuEkLOZy",
-	"tuki59c//y6Fxa7Z1Dt1h13hHO2DJq+KrKQcD8mopEGpeX1/RjPnwsf+qrnObi1L+STipdPbnGacIVSV",
-	"h69fuGxOAALP5c1Ck6nUJy+gWW6TMK3rYe8715PuzmtiJNl99ZqEM6poaJjSvQF5lza5x0Ah0OKAfFbc",
-	"sL4U8bLRY+DY0prCOzNmYd/P/qvJxen7IK0GChUDFA0aa3vFRNHpHAqH5vSG7G7vfbsh1HmBs9WQ+Ftk",
-	"6ctKxlXWs8b9QuY0YmgHCismpopp3QKG4B5SHGwe5suvNqFpuKkq1Rh+fKHJ8Vtnh9BlLGn0Qvss3lpq",
-	"u4+JCQkJLYR3TLU5alfnYC89KzDe6u2wQjSW0/JV8RQQEBlHTBsy4UqbATkUqYTBsoS035uRkFw151Hf",
-	"/u1aqqY28SbMqIXzAsw3wW6Mu7bMkPiMsX4PlOE0mKXVZozilqGwG7O5KfFtqyz33bxNV5yXn1DXtfQF",
-	"gwEy2tmN8csL8RkuiBSsF+RrBLxgn1rzN1kAiXoHoXtyJyiDhv7SYB41wlu8KtWofJDEHzJ/RrNU5JSb",
-	"FHUrS3stuNNDBDhXGV4JrtKDVaS1dvEWuNTagCOA33PcZbTvclYUw6Ir6iN7DgyddBFaAKFquRkKD7bX",
-	"c43rHJQfPAm8PeA5cQkuAclud+UgQ7GCechFGCegOJJRimPqgCXwuSKDhwOPrUhLyHJ0TlMIm2LMMf+6",
-	"LnF9kGKar49X6pF2K/qAFHOPiLh7wgVYEH+QHvln1xQPiWDXmXY44bFh6oAMO8MOUWwur1x6VpVhendt",
-	"EEdu1Ac3V/zq1bR1KuERO2WTqkaUlKQBNauQgLfZ+SOp8lg3QeYfxdrAPLRvxSFoaOHZgIa000Zc7JaE",
-	"093JTvWBLxVLUhVXwmhOIaQEWROof1bEdQLMphBkTE04y2EY9Paxy6HOl66uR6YG5NhokoZ/huKu8R8Y",
-	"v6ybzA/2h9TqwYzGLNykFzE3hAsjm/szuSHeFjPSK7Y5Cw+3DQqjMpEoVuEzBy3RqygedNuQuYR83YDE",
-	"8toqkxDXxot7rZXDfKOKhrBW+ry6sG1zvHYnCxG4M9rka7eXuSTGOGYx1/OqbiZckEkMLdXc+gQYUKdx",
-	"TNwmbujtwJdOSaBTJIbipNK9Xz+AyDQTxc3yzL6ZI11GFVOHSVnP3EORNr04PDl2/vruiJr41//zv/73",
-	"CHYYFglkETwoezNrD3dubyF/ZCJLiruOzs5TI0NO/EiBVTc+vCdS2Tc0Lkt2EVNjlfmVkmlIp4Ks4rXy",
-	"O3tOh+II5YtMTFpRerVDBGORJiP70lLx32GIffIDvADBQDS8KwajRwOCjwEH3VBwbae4BiDatcpTzEN4",
-	"2pb79j//oaUY9Qbk04L5XO6QKrUkVAzF6KZP8a37SsZsRNiNYULDbICQIcfb/mT1QhctsVPvYhTC4coi",
-	"MJH7aygQnqg3IA7asa9DuYAc40sGIbcYEaERzUVeCy90raa3xEgcoIAjYK/rtb23vRcQ5soXoCbdX4Gl",
-	"mb4pCruxpw94ZMxDJrCjCoZfOocLq+X2dwfbOVjSTo7GclCv+52dwTZeKBdM0AXv7HdeDrYHLzGDcAbk",
-	"uzWDXki/Qxs31AekX2pryHXeMfOTuwQqvcHnCLfubm9jKo0wTlHPb+A/HIghMoEmFuE6MgG5ryKo8Ss2",
-	"KJy+zv4vX6wh5xq/dd7zKyaY1geExtd0qcnu9nYui3ChZGhloOvm/9P5+QkwEDrVkNO31IbNO1/sCFtz",
-	"q+OHum41PrhLGlfDsBuztYgpX1mHVbNo7ZVPlJwzM2OJJvYZhN14HEyCBnn9cuRud69T+bqOMAZ+s6re",
-	"+dOCCaSue1HAKkO9LctXd2ORSIYJZrvVvew5FAO4SwN7sP7r7NPHyheG3sC1xH6KV/whtI5sMu0XsnTM",
-	"w+qrt0Hn1fbLqkenc926yMqHatfNvibHQ+MKSKCKgxo6pppBWZQXCZWLebWzle+IOC0zJ974trygr82o",
-	"suqPmCiqjUpCkygG8FOWcUJZgmPTc7oENQRzlTrByj5ZQ/ZN1q7v0bbKg1pau7lkv/wUAqvxIqTGbdDZ",
-	"295ptU9OerIIN3e7+SYobhI0vjs15HimlYwl7ZN9RQ9X6MxJW1iEDmo2Tw7p9n+x+ldeFnf2PcwfwviW",
-	"Wpru9hfa1xlY3Qhlmfui33fXkI+HH45GvXTKQK9D4X/lRrN4kgXzoADhwEF5eNIhXJOZvAZ/jJX/Q5E9",
-	"zRo3dOYsHW7SGUlFNHOgIwiEGljRYq0lAFKDeIRmMQuNVJrMrWKJzmD0i3U9EGuPjHKv79AA3EUjfPII",
-	"wFrzWK1QJaYP/AX75OvtCLAZlM/isxzTUH1JfktYwgjXQ7HWIQoiSOnS9i+/1a5trP3B6Wg9O2nUVHa3",
-	"d9Ick9wKa3AMWMaA4hVX+tqqMjGw1Rw5of5SPLMr0Lcd1NGZNj9I7E7/ICe2AmD3tmgTGJWw28fnG+X6",
-	"zOpiHRAXTAfusYvc47GncZrtVSfoWMJ3XPy9xKGqnu0u3Uqvg4fvtWFfP9AoB1B1Jza514br/SjVmEcR",
-	"g/r4vZ0Wd5xgaOtcyvdUYZeMvZ1XbaankwXyxw8s4vTcKjh/ADf3u0loHq7FHV0ImCCJARvLEQIcZ+Qt",
-	"rdk6wrmuKgBbX92nW2T0MSsL8Hxk1y5HURu5IGPGxZQAH42I5c8m7QvnTgmwRyMtp7G8MS34gfRl5NBY",
-	"IG2Ve1895VlWxt25wVLHofB8SzGUEaB9wGQgYR8fiSG9Eh72Ft4rz8EKDGSvrB3yXF65o/0nPiQ49fo7",
-	"Pkrzo0xE9McQuF1GQtO9TYUbbrJabkq/QaUFULm9TyIfzjMCfmKi+ZOTwCfBMo6W9lHzWilwsqz+PdXf",
-	"AMot5ohDsKnamtZMV9YHZZf4PT2h1rb7Usket37zrbtL7aVDZ/H5lnSZimzpFsqSM4SsLs38dr8lTC0P",
-	"iJBDkRcBNI57A3KEaJPgxS90O3BmmbwWPukG6iG5wk5vEDWxK+t9VYmImda57GN05sGZeqHLWGZ2oHzb",
-	"8Ec7VYd+hXCkisOFijLVWduQ6Mn585/8qJ0XCO/dyUWO+GD5Anfcloi64DtmYHOS/EmbLpLHP2S+yU0p",
-	"Q7eG7ruTi0d1E7w7uThzi1dCdJ8KcTO7mtgDyi7hh+N3xHWc7v11nAf2Hbi4YsJItQROBW377AVWkfPl",
-	"JiXuhU1ow+1uvq1T5Q6f+IsecZfzzafKvbYwhb+qM8iv80GhRAMiHVA771pmplGP/FbmO2S18AMV9w8T",
-	"ik/S/PPHcAsUxtjIKbDz0PRT6kjE7K9/dVN8+7vmO95IMYk5Jjz8W9juuPe5eCAk2xomqDDYk4gq18es",
-	"zWkrmuf+0q2v7tNtXewjfwYfl4lWKWcpyMmzOrYpb91Ij3LbUNSj1ollK9eIutyjYzcNsnNdDhoVhF3x",
-	"0Pg2Ja4dMGo74NXWubbCQwFumd6AAFRtlvoBMfHMr5xoFqXtTdBLDtXtmIJSZnYc2UlAbbSzfTobq5r2",
-	"Zt+S9W8JZse2u+vMsIW748tjehHg9eyLpsx/HXZwTsXSdxsg1rT0+/Pskrof34aFz+dcvtB5XIC0uQ6N",
-	"47QjmrSKsdRspXs2FdGWxOrtgpsCDl/ZsXettDIn1kocGcBi4Kxwvdq1WwqW7w6ewhbkK/d7Q8FuWJhg",
-	"q0hM/DEZ2AEeYPsti8D4OyA06yDk3nYooJ+C/RkR+XmKYYUnGvlClpw5k9eaIP4GOCOGYpTBIIx6A3IE",
-	"Nc5RSs1UMUiZwazDMi4AceI/ngkEXzvc7gv4aHxh8n5nQafsjP/OfBYYxZ2EmrbO/qttAEtDhLdXDiqt",
-	"Cu/t1o5RzpnT3P0sRdhBafk8/aq5YcZ/fnKFfOvdvfUU/8dnd5aqq0ywT9BiBHsQpA1WnrncfV1BGX+L",
-	"+RUrZXKCXae1UM47e8mWmkExCBcpZGEza3sSjWbr6yVbrkSq6vSHZatYz9GzYH04wSrFGqUtSZf6zPaR",
-	"B+gZ9TYVmfegq5as/2e2bKRDJiKALq33ax2lVz0iY/WDVLFVKAb1E1l1bz2T+YNwVi4mTDER5laadCHI",
-	"mUZ4rrjmYx5zU/QGZIT0eOy0KoXr3LVZsmpmDlVYE4rYd77Xr8/xDuWcaTKm4SWhBopzhqK7t7vr2wlb",
-	"/XPCWRy9sNqJmfUGxMr0KFGAh77eI2bB1FD4FcjlOPmvXOtvt86FBuH55Ccir9FM9WFlQaAM7zO2eEPn",
-	"9ShwXTPdaA6ACW3VdV839GLCmhqmyDzRhoyhLvUgrW/nJkgLJ2VIobuC4XO27zRs7AQ8FFbRdVnMTHs1",
-	"zq4iE3almJhaK8I9yZUEWGltn5nOoDu6iuP5yNogI6O4sfSprphCNDcax9BHiikEQM2yIV7ooRj1+/Cw",
-	"Pg7lMfDL/LiemTySI9c/3qFQPLELN325ah/uAfFdksmOPRZKxjFAwCXmX969uyHH/Wv4g/d2d9vc7M4n",
-	"Mvo/zossSiSJ5QxZ5ow73AWGUyBaS7Ha02s7KeOVqxbqztZX/7FW/8ZMqwIzKZzp3TI0mJhBUpurrj4o",
-	"suuIa7pYQOosVIWCA3GcZUFMoVnFs05zHyrEXSuuOxURagEGoDAdcuHmtFWdsFVNJdtPwvnz+jGUoPj8",
-	"I1BRNENPl5DXz+R1P/I6FOk6AwASsiwdkJguZWICYF3wgSZG6pDGCG+CsAqeEoXRT6w/N5uNnrwyfbu0",
-	"ewwq2+y3hMbYCSVtDeEX44V23R2hmnAGqbKfBLYLHQr/E9Qwev2yuFpS+VUkmhnDxVSTOb1kmtChSKUE",
-	"HCQo5cH0XWxnCJqwH+Ma1WIcA+tMu05nDchcRiwOCJ/TKQsIVVMdECauAugZnKiQ6Z4fNRNNUDLhekvQ",
-	"dJZpCxq7NuCDV9Sw6XJAPkMJYHal5TvBUOgknEFLYGiCCS1c97a/27ca9lwaxNoaS2WwjU5FJjCiVzyR",
-	"snu2YOFTlzC0ZXgOIMVuAOaY/6sxuWct9eEY+FkynnNDKJQS2fN6kB1EOVlnGaU8wCmo3DyFjroFrACx",
-	"XZ+U/5emSh3ayfyZ1J3c6Q/lfE5F9G9//J+8NELGMaZbOjGXwx1EVxtono98TJzw/LMclBOczvNReT4q",
-	"efFzyRf5o2KV5UQpJgyBNnaQB+HVQErGccL6U8WYwJg5u+4dAISP1ZOnVu/2TXElYNOEl49+zOxIdqA/",
-	"yzk7dfN5IkXYD/cXUIb9ThG3Hs9q8bNaXMWXPlBouGmV4lTRBbOWCsKoAkCEnIEPTgCvCD+CHjxdJP2F",
-	"jHm4bPbQvju5OMFLn6thn7oatph7+O7kguCukS43GMR0WMP2p98SaWivTf1NY4FszZ4/aE2VG6QqVRx+",
-	"fSalh8xCKJb6eWoC0tEBCeVMKhOQa8anMxOQheJSccOZ7j1mzd9aKkKZa/SokGfAdYZb4xINSEOeweFQ",
-	"wHsSOrZnC1wRFUVsREJjUa4JDUO2MNBnCdj1UFxTBY1EuXB34xbsZzfP6ZJMlbyGMPu4MACk0A6G4pOd",
-	"LxXLNF92hoBxsB/Byi5BhTMgCKctB4fChfQpJvBaWWFvQugFOcnKf30mghQMNNuAaLq089eyzOt5kqwc",
-	"/odX9dLnH0MH9SdW9Bq5jgPm8VsB2+72XBM+sbv2L6fpPStulQYlM6SrGIRAeiXyeJWXbiB+q9WzFLyz",
-	"viI2veoxq7ncIJU1sSnOaBGeevAvW6yVrvofkducjr711X+sr/fz+ONPQCKValyuCMb1eoBUct8WXyTz",
-	"8TMUyhPTWLN/yG/rnWhyy22ufnQ31so06/JYxzJKy6VSokRTW7sGl4r8j8MP7zPg7t1Xr8nP/IfegBwb",
-	"gN5bUKWh8lFxxPkVUZYXe7CSDFumpGLdE7T7p2YGOmtvQD77jo8hFVLwkMa5RACccfHUvNDBUAiZHiKr",
-	"qkYR1FBGGKXP/aKYSZRgESozu9vb1cmdfjn/7jCGH0cF9KO4sHdQeNRNf0nn8QM97F6PelLFdHXlS7jp",
-	"MfTKCrPUkCJNONzK/I4/OOBgi1lifwlPftdUk/DfBPzgWe1+sDywKCI0pSGopS1rnke6jrTAQIYGDO6e",
-	"IpxChTyl1/0xsDV7tu/kSK2VfVtf3adWKlqe4/5xLMbKyYydZBhsean0rKr9qVW1YD2psKhqg19qhGmF",
-	"o7Q82KojWXXwVUH+ZxIwXyuc64Xc/WWn/92XX7b73335uh18e/tPfHqvpM9xnSqpElFv857aC9ZWs7S8",
-	"ObN8NjscH+39t1UV3b6xW0us4kS4nuXruwJ4GL5NmJkpmUxnBFp+pPmOJivq5q5NKFTTqwSyQH1bZw+u",
-	"4R8WccVAOfVPtfeklVVnb3/G/vFCisri8KxldEVx+K4rV0+LxUuawdW+sUM/zCErhDMWJTErf1/XIzd3",
-	"3XHUOyChnI/B+5CuGaIfYjstXfV6/hmtN/LM3ZARR8mreVlkVX2VBoqtwcHtm0AXOc2vsJFrzaofThCc",
-	"NJtaiy6NTZMaswk2iErnw25azucHuPVOE3oGRbg/3nki2qAhQK1i13v7EcMNUTfg4PSehfZ6c4RE3AHY",
-	"AGTU0xfiHrnGQlLAdo+8fIM+A2Tki1FGaR3qlF8xMSCfMctgKEbHkRUBholw2f+ZLUcBZN1iO1hn5OdS",
-	"7S3zBYcJmpKuG0OuDyGq23Y63d3t7d5BdtslW/rkBuTG3vECafjVvodTaJK3snir/Tg4E6YfzqRmAgYC",
-	"XwcmEbv2nUTTCSPdRQaCmzE4tCmz876yJhtIu5zy88tweLO70x8Ob75hX/6zVOV5TMzD00T8QU0Q7IZV",
-	"2BCWUBDiK5/gUkZkK1vgFYQH91xUTPbMD/fsm3hO/nqkGKIlMdfFuNqVIRX+KPD7dzItMGwlfZp9FfbW",
-	"ra8qqXdHIBP+g1jGs5JScIIBxaROGFTkSBcgmorAIdgKzxXe9p5OW2l2TZwmojGAlBHmVkhFyOJHDxpl",
-	"s6qELIaJ+MPwCKLbPz8num/La+Af89zhNDCLiKQdxg/IRMaxvCaZswH8Hs8Zzv8OcMWH+tIJKyMJHsgD",
-	"4rryuAQz14B7sUDF6UGF01bWm70U+nIEv+/bGY2gUywARZLTREB79oD4C+xUR4RCvyFsqn1ARjwaQRy3",
-	"SNmJJtqSqwiZ85GSrmaQruCwjDR5T7XpwxD947fEyKFQTCdz1sMWbdooRueEiUjnawQSe6xoOIM5Gqbm",
-	"XNDYnSZyOBShnEODOVABuMZ2SBhF3nlFtN0CAMNdKHljXxT4fhhLjUgLZcbUGczEr0eVu3TVEiq8XsEO",
-	"2tzZAX1RYRf6uCwbtkc9FFjF7xbVmQJ75VF9aHCuXQdpEa3sE2KOYp8VDo+k1yBNJ3YjoNjcsH1fSU+g",
-	"ifo1j2MAsiJdeM4Z1KsDwVsjM5RCsNBwMQWQpGeNJZ8tp66Y6nsiFohHa3cIwaHZwoMH/IV1FMWMWv4h",
-	"KkqZp/Malrc7QjY2gMl9mozAe+6QgRWfWmLveVDeHFzwUMiJYzd2d4IMy6WAFhygLQ+gwixCVAjwB/ln",
-	"QzfuJZw2yysR4zcgw45D9ga2ZSeKyGw8cq24OziiO37gX9I+09n1vlTMueoGZIQcF9CC3QuiPDISiQw7",
-	"wFnKI2bmQx/LbN4HeZyaSF4Lx7U9erMdxiGWEyPlgBzmzLHUUnMcx/vOCu4MBGMDWBhIdxOLxOwTBLXE",
-	"m2A9xkvMhEtDHO8kCWXEXuihCGkcwxpAE7vU+ZbuYwr17FKKerCGAEvzTlqJEjFnYQJESNZtGHBcC2uo",
-	"GCy4byGKR9SuQEoFeGZ9YCOVa+jS0cav3AFhN9yQGRVRzJR9AvbpTnfFhaiAjOxsIkAoKe8iatTy8RRv",
-	"//havXvnKexdd3afPU/3Vcr/Uk4gz7HB1zPhgusZi5wq6sP00I/NigLtoSeBb18XePDDK95w+Le+2n9u",
-	"t+hioeQVezo513ypVeQbZOJbaPaGHevgBajDv7+m3LiqndHnw+Pz44/vfv3x0+mvhycnp5/+fvh+NCCH",
-	"YjkUphgy9GD2qMFnRoNn8j7lLuuwblVKwC9WScxId7wkLrRJ7JYQ3BCHQHTFXNQE7hiKkZ/zYM7FqYwZ",
-	"Ynmm37o9UXrUK3RDpMSZEUMBIgb9/yg+PTZWkMso6ILcsU84ftsLEIpUxixw/aCdSYKZpAyjxdbis6qv",
-	"yqR/CtTs5zcqY+eHOGe7d4/E0Q/d8G/dm9Zy9kf3ZPpZpKt1kBqCq548BY1QUKjy5/Lx5whCtUsGDxGh",
-	"KR8rcLeNjKnNRYG1AKr9MZbJwBVOpDmzARVeQbiI2A2xJ0EFRMJNNIY4NiQoSc2I1dkRDJ4aFrjoe99F",
-	"3y0fOyTXPHJg8d05prFQQXaC7e1tHLsHTh3FqDM1TqQ2U8WglT9TCAU6pga4OB5MLBG1N6ed7pmI9P5Q",
-	"4Msg7ofVnD1mnvOAFXuSoP0yCmUijB7ZH4ci5lfMTlrPnSafWxA7PM117s/7oAbEXjgU1Bg2XxjLWmM5",
-	"vVDxyN5nXyGW06omKJbBHsNGNYTQP9mFx3f0TVtg4UmXDaYD8uPh8fujt5UpQZvlv3nXG7trNtDOdj4d",
-	"aGf7sfKBSNd9CyFpXA/MIev9hVKFPA3Yd23KFwIKeI63rVbKV3CygFBcOWp1eKsR/SkdWP6MFXN5daZ7",
-	"lSfybpbX+WVzCRLLabUAOc35OGI5Rd44kpOJZmY0IKP/r3/oVvUjuzH9T/hD2vcK/rSKO6H6Evwm9ri7",
-	"xKcRBrL+u33jUaFe3/mWNUmE4TFqvo7xendykKrA0P8OR0qd9FCwbxTlMVT0l7XFtufxvX31Bpa80x9T",
-	"6H/nxscQxEFqOeRKfdwlVUzJ/VxkSRvxy7zbD4V31Vj2ivKBtssHKnsILmo5898OsjxTLszrvU5wpzGQ",
-	"BsrHmNBYs/RRYyljRkX7IMciplxsGN14L6dkvDToA895fjI6fy+n/TdyvihvyGhpGXUWSxcrNJtz4Nox",
-	"oPwqKwYrCetkrxx0Sk/a+gTw+2IeIAxm1aK01rCbng6cLO4CRE3KU4n9Fq9t6+2zkMq1AcCM94hoE8nE",
-	"bGkTMaXStn/Qzj/jEc8SqqWEUgya1j57u569Xffxdp0CGT07u56dXc/Orrtj3wEbqvB15frJTiiPN8x2",
-	"rBYMviSsvv7wLL3qMc14N0hdtz4/3Wd0vIdEx0uJINcDMaOujESeovynrELmLKtbfAzh4h//x7ReS1/u",
-	"34zk/0UD3r5fWa7y2Ff4YjIRtnnBHouFZukp7IOriMjn3nRDhQHyLamINRHVFV0RAvXHtDkint6/9dV/",
-	"bNHIrHA0m1By3z53InvITmR+mw6QmrhJq8x9sMbIxF6zOZlUY+RWb/j2M0v8q7Udy9AHMrtlwcIghQF1",
-	"sUlwBAMwNwuZWG909wQqQgvPgZtEY1JrGafbGtPwcsLjxy/CWZlmlebzg5vPE+k+frg/qKT231YJ+gsl",
-	"8aF7HSucWY5zyCSOEFrFix8uyC/wOSBMRL0AXPQxXSzArI1jeX0XmbThgYbGJ3+W03xiJ/NER/mjRCPm",
-	"+bz+9SU00E3hvHlEdqvfMQ9qfj1bPvp5MopPp0z9WU7UOU7nWR391yH2PGCAkNfo8nSiw/dswP6sj2/5",
-	"biXiTyVALnA6zyLk+VRteKoc5VQLkYc8ShB6vC/6dYM32GcfPh60EIywkSW088AziPAly6AL8PcDbNiB",
-	"u8pCxYzvhplLrXlDwxnrv5HCKBmXlJQL2YenjPbzzwEkLUz1FVOmrDYfYmgcmwjecMzhqcn9eY5y/uvj",
-	"JaSObp9AAWffoQIgJeUx2CW2/omIYJCvBdWROc7jOMedGodcs/FMysvqXMsjTMjA/AeqHU7gxel77FoU",
-	"UqWWJFQMgMZpnHb1UCxk/IqpQWnu+Wc/7CNKSTdGXUzUv/2zoHzImKhf1YDIOEqREkkXydcBTQKZF5XR",
-	"lBbr3euPgZX4lsWWWAEYRDFy8uns3MWYoMuDw5bg07Qlwk8fDt/0z3463H31mnQ1Y0MRyVBv0QUfzKMe",
-	"5hLLxJARvugogGQ7rsmUCXsYXN+F9IxzMRRQWZFmG0sRLw8IRVTGHFvAVUwzNCuxER35P5K0d0//Y+K+",
-	"TpD7N6w/3KTru8hkS4+r2WuS+dViOihUXf/7iPO/hs81GVtaGFsJe3H63mM9OHiRrkrEwJdRB1gNN6E8",
-	"hsosn0mYAlttzqCaZe3WV/epRZA4f4qfY8RPFiOmKffwzCNCCbEksZweFNF/fH2HkZCnuLFAq4oXV+79",
-	"g+tIDSz0majuGyxOZRFKb4gWZzLo6RSgZqeao4hMX6ImnJU41RbRU+kYONRTh1X/PU/GXyRRDBDBMib9",
-	"Qls5HzgJH2S5X1iQG7izFpDcPhKpCBP24RGZxHT6qHJ+K0rti9pkYUd0mTXSsnNJ+/4Iu8/9EbaKq7xs",
-	"0ysh279nWXh/V0F2bPNaVWljBcBcKClP+/OJSscP0Bm39RX+rVXwT9mVvMy55JvUe7w+eibA+xaL2GUk",
-	"FJ2uB5j7KRdYswZZNgiSt5mHtaFeG/nm8VvShdzS1M/bq2imZXKBmvL6xjoGB6Mdv83VNfp6vAbxk171",
-	"mO3UpR+mivGeZt3v03nfvTv0U9PXxzX4R53v5z9ewku5VlObNYWDgViYKG6WQGRjRhVTh4mVo798sUJT",
-	"A54qkmCi4s5+ZwvUeDfQ17R+dqkNmwOX84LaKTL57xzd569KJ5r7Eoqocn+HcaLhIOS+my6S/J9MRAvJ",
-	"RXG4LISa+zLl9PkBaDhjluf+3wAAAP//qNQjv1OUAQA=",
+	"H4sIAAAAAAAC/+y9iXIjN9Ym+ioI3j9C5PxJailV2ZZiwle1uKzftailUtedKdY1oUyQRCsJ0ABSFF2t",
+	"iHmaebB5kgmcA+RC5kZttrsVjnBRZGYCCRyc/XznWyeUs7kUTBjdOfjWmTIaMQUf38mQGi6F/RwxHSo+",
+	"xz8756fviBwTM2UkVIwaFhHFtExUyAadoKPDKZtRe5tZzlnnoKON4mLSubm5CTpzquiMGTfGKxpO2S9s",
+	"eULNdH2cI6INm5PQXkQu2ZJ0KXyzpckodHeOegGZsmty9vNRf+/5Czs+t/fO7RODjqAzO4NLtuwEHcV+",
+	"S7hiUefAqITlJzqnxjBl7/v/v+z0f6D98ddvL/Zv/qMTrL1DgJM+4XMWc8H+ljC1XJ/6G2EUZ5poIxWL",
+	"yMWSqERoXDWuydzdTbpSkbeSLKS6HMdy0Uvn/xs8N30Bf0NheWf0+h0TE7t0ezs7QWfGhf97t3LiZ4bN",
+	"W08aJgub0B1L9YaGU8INm2nCRRgnEYsqJ2xvuttk40QbpjxllGxqiFfUbux/KDbuHHT+n+2MzLfxV73t",
+	"Rvhgn2ZHfCOiueTC1AzJ3CW3HtOPkQ7q6ahm0Nze325QP0Y2qJL/YGHdi87xitsPifenI54movyMnyaC",
+	"HL8m3f9OPrHZXCoap4eBHL/uDcipPTfaUGXZjJkqmUym5PTN2ScyYYZQcn5+/Prqu0M8X/46bRTlk6kh",
+	"YyVnwKjSp5+9/oVcMjaHb3ND2b+XZMEUIxN+xUQFJ1GJuPWinCbi+DUsx1k4ZVES1+26dpfcejQ/RroH",
+	"ZyxUrG7TNVxw+wHh9mw4w+Z1gyGDqB5qU4bxmV1MpbysGXKBV7Qddbd51Bv7KD2XQjOQZy9pdMp+S5g2",
+	"9q9QCsMEfKTzecxRnm7PlbyI2ew//6FRuLY+UfYuHLR4ht7TeCzVjEVEKsLFFY25lcgwj0MyYkpJpUck",
+	"5tpowoCJu4vGnMXRoGPZrRTjmIePOu9PU+anSUI3viYLbqZwOL1OsQXn2jCY509SXfAoYuKxJ2rkJRNb",
+	"migZMxJJpomQhtDYcg8Qk3LOFIwP8zwWVqGg8WNO81yw6zkLgQEydcUUga0n3YgZymNNqGJEinhJYjmZ",
+	"gPC+CTofpPlJJiJ6zJl+kEQn4TTdYtCDuCEXLJZioomRhApppkwRJ4lwrid0GUsafZLyHVUT9tg0cCGj",
+	"JeGaxHZwRcyUCqQAhofoXNDETKXiv7NHXc73XGsuJgFJxKWQCxEQxa7kJTIEdj23rA4J2Eq1nI7/+fPn",
+	"/lFipkwYOzlWnM0at8NXvKI8phfxo67+EYnYnImIiXBJuhE19IJqZl/PC/ae3Zgkm90hUcyoJYmpYcrt",
+	"zlzJkGn92JP/zOK47zj0RWI8911nzVdMLYkbHvkgN5pYIeZeQCfzubQaznsWcfoJ9ufxj8CWJq9wyL6d",
+	"gl144IVhyOaW+UyZssz6xstVILWjaGapVIq/JSyBac+VZZmGo+j02vwa3QWd675Ukf1pF6YU8ohFR2Zd",
+	"l/zEZ8wbpjHVhthrNXDkoGPXn5rOQSeihvUNn7E14y430p41VZmI7NdWmbBGT9PKwYtZG2ppN8s9mipF",
+	"l/knP7M6QyLE/T95H9URr9l8yRlI/lWyob+mz5EXoOnfBJ2j+VzJKxq/dsuWU2VoFHG7yjQ+ye3amMaa",
+	"BasbKWczR405ZWp/x2pT61pb5STODDWJLnEKCELdJd4Z4HUIKqKASBEyMqMRC+Dw5EmgOE98ClLcinSi",
+	"GR0B17ScHqkpYhHp0gvNhCGLKfzCiCUmmRgScbSHK6nqu5sgHfY4Wh/4+DUOS03GrSsf9n3uYacSOdrK",
+	"44xTV2CmPH2D2sf+cBPkt7D6LO5kF56mRJfecCFlzKhYpfyI0Qhs2bXJfrZzHEnxCRdz5CarA8LHREgQ",
+	"vRGPyAUbS8U2P9H7q7xjs9t3Pe/RziXGRDKzh8xtQQRWxT9A+8odrvUHvbgJOjMrhCali2C3fsoyBxHV",
+	"l5r4bda1O2dnmK5fyRTTGdbO77llIjJmJUcvVYOBqjQS6owu3VaBxezZ2cpJr+ZaltPaxY8+JqZiSH+8",
+	"1qi3hMh291a5IL5MKb8zhs3mJaN+FIxY3UGOCXoc17lHOOVxdJqIRieTv86elkzErb/lL8kFU4IZpom7",
+	"jtD8lxQnSxQVRArStcwtlhNU6q2mzAKiGSMxF5e618g5QPOoPeCWUNk1N69kxHIXcmHYBIRKgWTGXHA9",
+	"vd3ZskcTpl0taUoIqriE7+z9hF5YQilbtwANDqrheJ1aoqV6eiGpAiXZfnk2p+qSnB8H5GJJBJ2x3CI6",
+	"olnlf7GcnKu4fEPdwFuwTX7gCTVsQZdon2nLk7uxDGlMVCLsMvm7dLMgqWEiS0KJE/Qp3TglzX+9ZCaw",
+	"k7Jk5OlNMatc2u8CwgaTAczY+6HUliZDq4Li31aHPiBzGZHrA7KzvbtDhIwYUmOqgx+Q3R1yLHQyHvOQ",
+	"W5kprnjE6SCUs+3JPBkMO4ckjBm19kkqTv2MdRKGjEUNTM9yPZHMLgqqYwmRAnfEXWw6f3iZ1wBSAhoN",
+	"k52dZ+ElFxF8Ytv4hSUVPachW/sWvxg1ylvntrzN2XmGt6PpVuudM2x+BheuMki3ev45ZZwSIgeogJYu",
+	"nkzMPDEQ35CC4c5pPU5iFzwA657NeoRdszCxN1pbNWJ48C4ZsFpLisraeEANUl2W6GwZx67eacu4XFzq",
+	"NisK3BFsZl1mZBytKH/wglMaESGJMfHmioklALs45SubD7sQLiJ2naOmkpe3vPSSLRvNKLdjuevWWZzl",
+	"MmnwoXR2lXEssphKzSy38dEkbgZNBpdKxHFUO/PnQO1sXnvRs1UCx+hfPoTmfM8wXpBSVbYqeQKqPw/v",
+	"OBpIRTplGElrbeDlzteqqmTZG7s2J3TCPlndq5IipcgM3zmdsEFp8DK/Ln6W1W94xUMfAl55QfsLKvwp",
+	"tXNhXuyvE+faqO7WylHPwCVYaiFY4UJeHb36+c1rb/x51hPKGYNwzwE6jxMROOZDReSP0VAgG7JfeTED",
+	"WuxcySgJIcLEZkEaZ0oPOMagpSJ0KMCvBGZnotlgKEq4VIV5AxFzeJJd+iVZ0DTY6o3KsR2DFIbobc5T",
+	"7DmhVdptTjlZGXYxtdaiZzn2xXvN3Ob+eJdzjTTyrkYOsG4DQNQO7isnOxGyOOfuKNvPzeWyYtS53mpf",
+	"x7kvGnxf6++ET8/fbze97gWTW7p0shcphsfaeXRe5UyldSIBQwoEBc3EiTvbqSbowrrdt28+kf/zv/73",
+	"tkqE3v4G/PumF8BxtmfLmshcCq+5pY/joPdq5AyCLZg2JeomDmIVk5hpnZ39ORfaqjXr6kheON5RsllC",
+	"cNOv126eldA2SLGcfPMPKiWFzAhdsWjpnIbcLFumTbzyl99C21q13kqsu5hesHgzg3DtVa0oPGNMNPmK",
+	"rdYC9g3ITr8Ozhw6JI5FWgMthuvHXGnTkinf+OhzyYSlqNascE5uDlYf5mbKcxJ+j8y4SKy10rXU7Sw3",
+	"jCA82yEF+9G7SewaUX2ZOuBLXC1UX5Lf7O8oq3Crt7SfzlzGcYk9dhN0knm0GQmsGiEULnLbnp9onrzy",
+	"46TrV0Plr3I0vf62xe0ufWG//gcQ5wupsWatVQEwbqkzu4VGy4DkjGNvDwtr2VKwv8eKMULHhqmhMFns",
+	"W6f8SkaaXMjEcjMJmkiZdhHOk/c8jnmjUnnqJnk0k4mAVZnMkw92VuXL8fbknHBxxYSRagnTB0eI/bcL",
+	"72f1HyFNLyAaidL5SQ6GAl7RPoD6MI/33xIp8C1aKcJvT87tDOschs/xRWp5w2bLUlyKoosCs+Dcbm6t",
+	"+i9QbTQEyJZ0Ry7+OoLjKhOrlLNevRvJ2muWzmtO5S9wIN/JkMZ/qz6bOrmYWVL8L3kBZDcUp3QJfxhJ",
+	"uiNqWMyZ8lf3+zBqHw77qHeAgwTgIzrCS4OhsLtptFOKQWkmC8oNFxMUjXoqFxpvBW3VqgkDggbJwVC4",
+	"B1ktfSGK5IE00eAln0m1fLk0t9lTUU7np0DH9k3Wj2po7y34l0s13hXGBaQY5E5lceJ+JjVM6l2jqMtp",
+	"XS+eBfls1W73y1H/f9L+7zv9H75+6aeffx18/W+9H3O/9X78j0Yx3MGZkBk1dnEs6c9jGrKZFX+axSw0",
+	"UukB+YUtkbFd0ThhmoxlHMvFUORcaHgg9FIYen1AKLh4uL2JyDm+IXn94ayvk4tIzigXZK7YmF8PhX3s",
+	"aHtkTTBmVULhYnHUkJnUhrx4RmJmX18HJOITbnRARv1RQEa/2v8NRkPRpfF8SkUyY4qH9sYLaaaEiUj3",
+	"DgnFSdvJWK0PeBp6htHlC2Q5o9f5DXixX7N5pfa/O5wbOACcVrZm/ZeHdGvp6YPTN/JJzbT/+9cvSAr9",
+	"r992ghd7N6X08ApErcvevJ2xsKLZNVkMmX60ST7pmupQuh7wMhtYPSvp0Nc0NPESPJpyTEZewR4B7Y+8",
+	"r2tUEhyyNn6LbFBwd3yE8bSTzyeKS1Wqsfhf0iRylYgtDVzV8mJN+AqLDXJK41AoKiapxuuSqtztcxnz",
+	"cOl9AQfFK4YiYmOaxKY3IK9ZGFNFDb/KjCsNGWX2YL2VOQOOGT0Ufon04DQR7j0Hb0/O/asUhEDqLwo6",
+	"XMzLgoFHYkn+6+zjBzzCAZlTrZnXlfLuRx/YgOcMgH1PZN+N8w8ro07p4r2Ln/iihBJp4ROnSVa1cEjc",
+	"cmgy5jHaA5CoptfF/Ir7tH2KdsEUrJiSu+KQ7IBbCm2UGaNC56xcO6cZF3yWzDoHO2VL7ZesOgvCMkbY",
+	"8fwCKzbhlteglKBOqxgg79wobbfi1IKv83YMyDnvj8XPMlElu/qOj5m1SQ6JkJgdt0RvAC6iewlcs++/",
+	"e+FeAv/eLVtDz8A2yh3GKHvZMYeDh4F2jKexiFvBa/f5irMFUKE95SJ/0YxGEIfRPEIF8ejkmHQvpDTa",
+	"KIqOPJ8QgA/sBB183Ho+QIV1BjOu5rRR6qAubojLKy/VbS8YVVZ5hUsG5GxqNUXIUQXGZdmcS7AuNTuN",
+	"H7HucOG0Vt8Jbw387Gpey2WWb/ZiEyaYgtqon98fvbIK0KFVcpyrPl5mDiifvjShV1YVFQxV7ZaLsOJp",
+	"WmRzrVsS/0qri+JvL1sNX7tSou4kSrl8oTIr29i3U+wqTcSqdwFHLGbGpcfVJHrs3wQdduUL11ppWf4N",
+	"3tjb6mzMXTuPKYujMgvCGe35cP5UxtZ0ZyFNtN1DohjkYRLuXAOki7F0GrP+WMlZ/3emJNF8Imjcg0A8",
+	"OCO8u6F+kXZfVHqVVqhBXkCiQbTxCn30N9YtEiRJukKhJt/mb4k0rauj/gYXA2nCMrbf4VNHZaf+xpr5",
+	"fwcD4PWb05AfqW6EF8jlY5eP1eqx7nJInqUxa3vfGVxs75qzsPVN9lpMILiIK5wPfoV8RNctLGawkO7O",
+	"AbAssmSmRazIuGTt8+N6gnlur1V0PObhxlv/mfHJtPZ0f589/b1Lbiq+tzvWfTrngX/jPhR3WBk8V/J6",
+	"2ZjTseAiQrWqzU58wul8xptWuXJWjecEsWe46da5fc8TdO70ZIuZYwkp98xx3Dq2j8Jw02TgupS3nBLp",
+	"U5AMxEZxQFcyK0iXkpxp2xsMxccZN8aVN1grHm2WQiZVQPiAYQrTjIZTLrzxMxRueyEzK3QFh0w5X2vO",
+	"t1JmNZf5UVaYbht7tlgHeptTW66hwXPqdhFF372EOMF1yUXUKIVymWq1OYCedjcMgFF7DmAi2VB1S1Du",
+	"skl5zEZS4CyZzWhZ1sbKHPGhdbPyXpvVupfXH87Qm3ZIuAEflS6cki29nroGtmid+2d/p9z9syb+11U9",
+	"RfX0nZTzooJWwe9B92nazqKYr75yrzWJWMp0fmogbkH4jE4YpnqEVAhpyAUj8ySOoQruQCRxHJSkUabS",
+	"LpLgGYcYsdflsrzINBRfk5CxFr13L1Jg07hedWTyN69HlbBTVB22NAmnLLwkdEK50KbE4QPKGJkyGikp",
+	"Z9YSwRziFda7VujgnkKmVFslN+c7ggTk3ronbMwLOWZlenxLBrGW/wCPbnfiT3NUs0rOt84TBFOFT5x/",
+	"ol4itMxPtTt4QcPLj+Omo1WVwukm1JS/ltc27YAb54Nk61nnGqmi+aYpOX15RUSF5ckCKyxnTHnMordO",
+	"VakNMLXIz3m+wnNK8leoiHgE5clBw/Zq00TkmM2rqGGT5abZQCk/SR/gRwz82tWt+5m3Nta8+SuVPRUv",
+	"1+YMP4PrjOKhPsdIaT1v2G+3SWuL4ScdZElSbdjEmVPCSmpyqMh4o8vdpyIiU7kgXS7GTDERskH+QQfE",
+	"HiwmoqEYGcWNFCOrro6u4ng2CshMRiwOUC4FhKqJDggTV0FaEq1Ty0MHQ0ETI609CFW+jtGjQ15GiHfB",
+	"IVbhonJAkBGh2if1HWLGAdT7a58vxVXmzKaKES5IJEO9Ted8MIsKzvlc4LrWk76qF903w230euy29Ens",
+	"VSjQ/t46Oikaa3WyOOMOWZmiLmSXpgUhXIQusI+2nQuwu8y3GaM6se9w6LJJjMbifmuWMtjQmBqojrZP",
+	"1OQfSTQpyVjDguP1OT+/viZU6AVTSB2p4oOVjzzCCl+4opD5VJH0u8qUlZxtvuHgX/rhh3f4Yu9Lpn0+",
+	"nzPlUmbSwl9choskvGQGPHNcTOCnH34wUzJnKmTC8JilmV0+WcNvUDG1SyZoYLtppqJ2RUbgrW0SoteU",
+	"33YqbTXDh9XNzSHw21xGxD9ZFvDGV38VqaOSh0OMrAy+53OqOvqyda5d8dAIopJf9r4OsHRffxRfdr4i",
+	"EwSwqMGcTtgZ/72sQGbNA4JALnVc/O3JuUv/WHsvz1MbOUciivpqqRWythHu4f72isl9cK6m4tQm8+Q9",
+	"pIu85y/Xlxd/8mU1Vt/uYmbFSh4SZpz0NjyZzzDk7GEEVndWxqwPKr5Lciof2v3ay06TtxYgc0yOx5an",
+	"COmSy9+enOvGIIZP71qxhbMMvNzDSLc4oRZeSPv4Y3Guq94anztlMabAyEj7lKgM+EUuXA2m/WCFp8se",
+	"gnCoj8A3zMUyjhlvDwPw/vjtWcxDppt8zq2k5KptXqJ/gaOU8k1CLJbKP9lbmjzvSb6ScH0jXkkVSdFU",
+	"7ftDhRR3SVnZRvvXXR234qyegFVbor3IqVTN9p7TqvK5HPUUCQlHbS6GvDgu2l38fNP4TPttfntyngZp",
+	"and5w7TgFeJbUCW4mJQwgzdWxFDnyaAX8oqhYmRK/coa+dDtKtTBm49Bhey2dTXgWbXX3i1ufjlqCe/Y",
+	"579sBLvhSbM0nyCtzcTrSMxEhFhgCLOUiESzyK2nd/z0YTkdNbs7e40YBBtR/7NNqP/5JtS//zBU/aJA",
+	"DcW1/oly1ddTKw7wknQlpSI7LjtnN7+C62S0V5oUk85sM6K4kErJBReTd3zGSyb8s1yQMVXuAAk544LG",
+	"BVffjC4JPgWxFKFeHEmo2989sII9ts/24v+A7PSaQ/wx4tHUzGqWWNLE5HpHm/npuSnkZgezoXGMN7Wf",
+	"zj4kC8OTS+wLq9CRSUIVFYZluWZudeqfjP5qXVHNeETyuhXVhOe0pjpNK4B8L/L++G0OPi136YxP+liC",
+	"PldyzGNXhd50bqu1Wr86FSyr0tT3Wlzbo2f10LbxFHh2xYTyz1n3ImZKZNV2QyGt1C4tvFmFK032bS1d",
+	"nkG+Y6kyitNp1EPrZ5hl0re0MDzw0XLONrQn9hry7h0ecDHrHgSztdC5SQMxTUGlqjOVP1FSFY7Irak/",
+	"3V3/bkGBhvzmldKi/JzLrqzNkm4VUK6VuoXKrlof2h10sv0KfTtfrdWg46RrUh6GTVOG23OObJWbuEb2",
+	"8LKp/cxojD6OVagfFl7esRRRp2hmPgezkGRX4fVwd5VN9tiw2Strcuoy3C8202TOFBmDwARcj0PLLk4T",
+	"QQS7Yso7Fity16Nm1SqEkuK46dJnaUimObiLE2xWAR0wTHNUYnU50/vSOeXfI/Dvns6kauF/ojxOVIk3",
+	"pxlVCdl9xK6bIyrVhfVQUI91LN2YjQ2RifO7SLu3u+QX/rI3qPVa4Rw8DlTZi2behiYhWr+rFcLt5a0l",
+	"2jM0a61qUyLPcjzfOSJXdKPdyWB3Z3KxmUDw47Vn/pkjZJ1KxuMmk/xZSxgXIILNAh2IhuLmUDbzk1zN",
+	"wr0FbwDjCzKB/96uyr1lhmtb/8YdhN7zxnS84otVFSzXrfVbRefT8sP++uhtEc0gLcLwKSg6IBFT/IpF",
+	"Gd69nrOQdBdTajDyt2AX5PyYRIoudO/AFYpDiAlwZnN/cwM1npqMpXJJdNzooRilbvwRmceJQxLHR4C6",
+	"7JFYIDZ1PVcMfKCYAD0U3ZFlUKOAjBwsyACk+ygghs3msIK9ATmDSiYXjIR3gE0oq4OG8EJrLaGw0HaU",
+	"RmUBn9+4aWcOjGRVvXNrtb6nr7myhnWKZ8yZJl12PY95yAHDlPAZ/tELVlbhVu4rkMC45OUEBls4pgKw",
+	"dFCCYJOPLiUeNSxBfQLQc+pdsvu5rMDiWKEUhnLBFCZQ+bKygCi6DIieU3VpX9gF08HKdUCvg7Ypl/UO",
+	"70Qcj0uWQPHJhCmikpgFKEWtGMp7vmgcn3ndYdCEu2OfUL3QW5qEUqAamVXccZ9TJRrs9BcVCrhLf8zI",
+	"ro5uyzXvtKBv4zPVeJSyR9dNq7ludbeybtU/ozyF44hEJZWLpKsZI3MaXtJJ9m1vQF5Zhd83wEFWOhRz",
+	"qjRT+QQLqYii4DwFIPi0XQ6sTkC0xOA5sNahyOKjGagHNQhXXID6Jt39vb1eKfKDLytdYSiOSlOgKmtN",
+	"yzFJzxucMCx6B4hL4GwH5BsTVouJfgx8MeGPATEm/vFm0KmF6n0pExFhFirG4QBsC3StYWdvOuxYfgYk",
+	"LaKYKSsNEBm8N1iHfsmd3hUrRqCYBnvr0GFnGRrLScKwLJynTrPz03cDRFR5c13mUXyTn86Bq5eF3VGJ",
+	"wD3ICjnJlF5BKiSLAggqgMFkEOYwlDN2iL1iLPWoRAzAvArgI1oVTogJgDUagIadm10OoLdyWYvLl6Xx",
+	"pKv8fGZX2fOn3Z0ZLm0O1a8siSkPzAgvjpcfkG8A45FKYhQCWBUbuNVyr3Nz6PBOdBKbDHkpBwC5AuOU",
+	"LrMGD09Nte2n5ZxFuVLbA/IF5hWALyrw3PhH+ym978ebr4OOwwTTlQpU9ijLKOEJjlH+CBt3PP4RWf+P",
+	"gUctsz8wwMezpwL37McA4dvsv6kw+yecrn+6s/XPnAT7Z4ZU/s90UW6+DsjRyhJ13eSyY4hr9ONND1cu",
+	"bYbhbyvWcSOFpEhag5LC2sbMLc9Bc+r5vSn/OUTOl/U2zXeFpNriXuop3Xv+4gB921N2jX7ttBMdFVLw",
+	"kMbEVcLUCumJ17db64yr1dz3YpW0KfsoiLZbo4RlNksJTlhaPdQyfdj3iFh38/70ivyw//y7NBvIdZ5Z",
+	"dzPhD6WKbJaj1koLySU0lWBncqENFWFlcRuW3mKLjRK9IvPbrZd9G25iVqOKr7dNPCY8YsLw8dKnpPl1",
+	"snegPpLLwOw150XBr34qQZ3D8CQjyftNgb9fR3a5ettIjvZjhVrr4t/ttVq3UI1KrX9wzZTaqLRVtTi5",
+	"ph/rDrgIC+Bu2cdg08hcBqtUFxVvkwEOqOlpjGhzYxZrjqXm5Z1JT6m4JHmYPN+xgXRdCxQoq28ICQPu",
+	"cSUOyxvwnFlDoksnLOoRfyl6TjRRVFw6xL76cb5vnaucT4Nfr1LyHpsDAjkCAfGwdwH5ID/IiP0EMEkf",
+	"rB6LH0+ZZuqKIhD3iWJsNsfPx9iaqLG6tQmm9VkbmNZ98OVf3JaUnzv4kljSEm8DqgkqEQVUdjsn/OKL",
+	"+8bSIH7zNU1hHEtFCt3H9BbxI+nNHMfZ+wXVQetTl7DkqlzvBXepHCPa1ctCB0wPcQr4w7nLV1BcKlCb",
+	"MoDOFrhWDuKsZXHsamPWVmBPKxBwayxzrBirzymdcZFosgrMiMnlcxnpW0TDjTRlaSW5UTd86O46iokd",
+	"IcDXK18Xo5Z3QP7VyYz95NL3i2+BZq6RCN47odwhTqHHw4AbIpILoY1idOb09BnpckHoUOTRolQiCi5p",
+	"31UasDLRIKYq5lZTc0/prWBKrqIOrZHrjF4f48X53zPJXrJuK0gSJVnl91212qJG9GvNVD+naWnV5XoN",
+	"RbOraY7tEuDTabr7Syfp0I7SpkTRjNtbmrGIoHvw3fXWehvUmgpRORKx70zTAOYGHWjqrcQ6ed+2j8dp",
+	"Ilwbj7x10uKORN8Kp7fO4KzFD1vv5+xTiupNGh7lyrByA/j1qcYDxp0qJb4VrL3NgADPch0A8AHo58o7",
+	"lVUiBnkEPE00MxUIeDCVl8s51d6ByRUJZVTaTOACritvnI0sE7MWXPBOaMMoFEMplmhoACSw28BhzvsH",
+	"CMZQ96cNj2Mo96KhrwEHrxc4sKF5JrqgoBVBDpR4FVv6pnzZU7yJFZ81NRQWUZCzszdkpBIxIoBHQrop",
+	"vaaFWeDc65XlqoiQxc3NNfLo/tW9r27Txeoux70CFN6ea/Zbq84am3cOug2XaX3+6891ilNfd7Ttm1cc",
+	"4OPXq5Z0Dvk2/Tj49QAQLvae75eb1SmnLulp4sHESjYkHpfbqTWARmumgH1IirpT8ZblTox76wADVLcB",
+	"nFYiGv0g8MCKtznztOal/smbD6+PP7ztBJ3T8w8f8NPZ+atXb968fvO6E3R+Ojp+Bx9eHX149ebdO7zC",
+	"/QE/fHpz+v74w9GnN6+rVIWqzqGf0ngVYiCB0g+Eh+wcPOelMbeXFTz4EzaacX1caArUT0Zw2wB59+gA",
+	"s+YzNg0+gjJe7XhvQ4vD79P0u/tifasemrt08/uhLsTj2rrHVyzK1P8s5FMPlb6HT2bCVHYTgd2AbJRi",
+	"hMXvjgfOXYmYkO7okovoIL1rhLkXYCDTWVnCf8nK/ZDOzyeFrE6QuiitD9/AxXYCh4QW2+VQ7fvN5VwW",
+	"zmPh3BX1feX2dmq7d5VB+a42PSx367T3WFkNY31kQPDFH6vgZQMilevku6ZlkTSLMyhEHiF87l8E72Ga",
+	"dEfu91G6nXMWFnMjdzGp3Kjlx3E1VWGPf2usYlSQdE8+nrluNPbeXpC22eXat3Cqp5fvWneG8ZleZU2D",
+	"P+XAiDDYukbsUKgKIXNsuredZo75WdPsEVGD+w/QJ52Gshqxt5q5ZjqfUxZO88DTaLFgApBV/FDlc32T",
+	"N/CDfHe3ronf387a2iThLMucagQarQR7Lj2k7urmqqbq4kkXv1tBd3A7lUt0cOkGlGBeA7TqFAmwr3LM",
+	"sVs49J/fixFZC7XVVvEManL+ztzxKEsuSo/OmlWYbtrU8vNUuARk5HZxhJ06RigwR4cebD7PFYsPSWHn",
+	"EYUeIM5HpV3owtTWXbMcM3VFSzKmqgXebEhNOE3mGehJNYN4drcGnCC52qUL7O3CpXh2Nie+7xFCGCNs",
+	"tysMroCq/zQtbN2Ww6KHyALyRadt1mVlrPC7f3DT1CQOu+G2yZu2FsXpqinQzoCsPMrfYw0Ha8Z2lVdM",
+	"xXTeyEPdwfroLi9oluUOHKMSVqNDQkk8TXRTr3rQCerTPdy+9fUln/d9V5M+AATZJ+BENtacEJkhRB13",
+	"A2njVioqs9hWdVQ74zmLPmabsOrvospo4i5LYa0xX4FdcZnonNkD/iPsKt3ARr5zrd7/pxQtosT1eS6b",
+	"rf5+vZApHlbfP9Qxyc3ycddqAzypp3QXpJx5bSdyx7JABXUC6SUNL8c8jm/ZK0FEG3mO1G37u+G9AQxY",
+	"9zotUYbbdmrplstjF6hKpbDrO+SkcG+lwYt9yro49s9ACVyRsLsiM9fr3CHdkjpg0RmHhiaLKY8ZyVQf",
+	"qkki0qbqUPSOx25K53MmcnmgZMmoCtJbt/QhoYbEjGpDdnfQhZoLle3v1On5eznZugLOoqQolHh0Rztk",
+	"j/w3+59Vbv7fiPJ4CZ9Q2O1OvUHtjv/glsG73Z16vJFUmq9aJoapKxpDLm2UAJQ3TPuHHW2n+QLmly2V",
+	"rprf/u2n9337xjamlfbg89SHwuqFmTWaCD1CCFgNSAiLKYNcBm7I2HVzyz/6rRwKfDwkoXFNAJkx16QC",
+	"XGP2HEHBNjf2PMy4HnMDXbWGIs2kRvcdHgwsoLD3IFKdOyEtFZ4XBYVnVeNWVERyRiIW0yVJ5gjLwLOt",
+	"JTSKEK3BFSk5Pt6a9ndapip4tuVxvL3605A/sappPLQ+VOrS0Fs5z1uQh43MAQc7DrmlScwvGZLCVr2f",
+	"br+tjvVsRcfauPBjc0Vgb0UFWWETRx+OgEWR32WWZB2ucTvPb88/veqtZ8s0+EYrrf1CQ33fyjg97iTR",
+	"LOs+lUIdamPZFlhLPnWnGpB3RR/drPdTOjWaNUdNcZa6AGAyFCtsqHeYewGNaiU3BcGZdtxr3TWqztav",
+	"TA/yR+c+wN9TX8DtUd8LfKMO9Z0IOvPJwqmfwfV1A5dn5pi+Tb+/dB5y49YOLVldaWB4lZFV1quAWgSl",
+	"4agU5ZdhSxfNEe6skaFw5sgBmDAgsLJiw4tkPGYKVUVFaBwHBGMp9k/D1IwLaphr0IvPIdCTCa+WC/t/",
+	"JFof1LKjdIIOPvkjZNbj56M4ThEGPloZbLfAD+G/gIfaK7/W7E9UmgJTE0H2920YGVZ36eHsHW35wfNP",
+	"LT0IaQutey01//PUjqe3v6zoQg19yNATC5HbhZKGQa1UQ0VNpSDZRbXNLWFA/nOXZJKEpS1dm1AWmizb",
+	"q4Z69/ybV299VUOSFO3dnzI3iEuGoyGLfOca9+VCWXMoWj9HK9tOQ9MCpIM+FOVV1Ti4N/bzgxk0LNu9",
+	"CLPcLtxBnsFT7m8+d55KuWB9JxdMhVSz9SbCW4OtgGz9ugW2/1Z/6zDXcvjQ6y72N2vyoAZD3VOsaIDH",
+	"lEjhnf4PX7tffG4KyuLdmy/1XZnxFf7usT02EMopHsg6n3F4Melb7ZNf+MuACEk+nL8jF0vDegOsESCK",
+	"mUQ58NV87+nnz5+9aNLNFoob9lHES9S9V/cNJ1i6b4bNj0shbz4KVgiOr2dp2DWfzTco8jnCG+pcpfut",
+	"0iVe3EO2xJ3xgPzisDhl7Cs9F5orc76rKx/2oENbOo23dym6LHADixH1548UnfUx1vUyAQ9vhI+pI7cT",
+	"tzCraKoeWovG8cdx5+BL/UxycFw3X4NKPC6XbeTryTEbCUuAFzzCj/qQxPyKreI3BZvyUX+c6qIBLhB0",
+	"H6llq53+yisfkHFk2QAAiBFzvakyUsP+U5poSDs7ffPp9H/UZKCd/XJ8cpLPRXOfX/0MHz4fHX86/vD2",
+	"158+nv769uR85Zujk5PTj38/eleu1GepAaW8zi7LgBylx9oBOyhIO7GGC+TzpoAshAsyQjCdoehabSJq",
+	"zh3qYR2/XAhHlBoQM7nG9mIzO74lyaEozKI7k4D3TwXZDXZ2dhApppfObmTvGfnUtkNEDkI0GaoY7DQC",
+	"a7x9g24CoPjtb/afm224sDSW7eroG9m6uy5LvHgIyYDh8HDKfmHLGkgdzBi/ZEv0pOD6SQeigxpEitYh",
+	"sPh3G+5pgGrd98NHvi6nPgUwnLIzRLNsJdG+v6NEe95KVAHh+k72QM+DNQfs5gyvRcLNbboWlkCPL6bL",
+	"lIVhIBRDeY2Vk62giqpwTI5EARoE86hyvny8rweAQq57Zh7axCWfNuGbNKSfPmvSFBxbb6Mp3DGPa/8W",
+	"mkLQsTyqsUE2j5inplrIpWoNo6Ib+h08G/Zoue72R6ZSVqcNONCzgHif7rZia5u22B28OUNxU4dL6czH",
+	"UhUa2zfmovoW+rUpfPaa0iKjfFf7JowB2MyaEoRfMUpRUXRwfr5+607/B9off/32/U0//bzf4vNuhSu3",
+	"skv9HQju+9aZWMCw22JBWJpy4FP1IaLvNu/x7pahscX7fju6rs6gzp+2LMixAszDNYmYVedVC+S4tpnV",
+	"d/BHWgmUqLjB+1VfkWfvzzWP9hu5Ceyl2ySva5W0I05/qLeJfcD3vW7GE01Vn3UEBbtlbkyf61pofspN",
+	"lnbea9zHOwi0vbSq81VpZ3IsoAiZpagtTX7+9OnE5VQX+y8JSRTTcyk0I2Exq79NP1G//vl3KSx2zabe",
+	"qk/4CudoHz5/XmQl5ch4RiUNSs2LuzOaGRc+C6Sa6+zVspSPIl46vc1pxhlWYXki05bL64eWELkKCmg3",
+	"mEZnBbRNbxKmOg3FrNPcz++PXoEp0919QYwke89fkHBKFQ0NU7o3IG+ZYAqyBzBlBGhxQD4rblhfinjZ",
+	"6DFwbGlN4Z0aM7fvZ//V5Pz0XZDWhYaKAZ4SjbW9YqzoZAYlpDN6TfZ29r/fsOlFgbPVkPhrZOnLSsZV",
+	"1r3M/UJmNGJoBworJiaKad0CkOYOUhxsHubjLJvQNNxUVXQCP25pcvza2SF0GUsabWlfz1FLbXcxMSE1",
+	"rYXwjqk2b9pVvNlLzwqMt3o7rBCN5aR8VTwFBETGEdOGjLnSZkCORCphsEAt7fxpJKTZznjUt3+75tqp",
+	"TbwJM2rhvADzTbBr464tMyQ+Y9aXh0xyGszSajNGcctQ2LXZ3JT4vlW9017epivOy0+o65q7g8EAtU3s",
+	"2vjlhUg9F0QK1gvy1WJesE+s+ZvMgUS9g9A9uROUNQn42mAeNQIdPS/VqHy43B8yf0azopSUmxR1K0t7",
+	"LbjTfUTjVhleCcLevdUmt3bxFrjU2oAjAGJ13GV04LIXFcPyW+pzPFxbDNJFkBkELedmKDzsas+1MHWg",
+	"rvAk8PaA58SlOgYku90VBg7FCvotF2GcgOJIRimitYMYwueKDCgUPLYiLSbO0TlNwcyK2Sf513UlTIO0",
+	"u8X6eKUeabei90gxdwjguiecgwXxB+mRf3ZN8YgItsi0wzGPDVOHZNgZdohiM3nlEnWrDNPba4M4cqM+",
+	"uLniV6+mrVMJj9gpG1e1JKYkDahZhQS8zc4fSZVHPQsy/yhWiedB3isOQUMz5wZcvN024mKvJLHKnexU",
+	"H/hasSRVcSWM5hRCSpA/h/pnRVwnwLw6QS6oCac5NJveAfa71XkQg/XI1IAcG03S8M9Q3Db+A+OX9RV7",
+	"aX9IrR7Mbc/CTXoec0O4MLK5U58b4nWxNqlim7PwcNugMCoTiWIVPnPQEr2K4tsvuFSN3Z2AxHJhlUmI",
+	"a+PFvdbKYb5lUUNYK31eXdi2OV67m4UI3Blt8rXby1w6exyzmOtZVV8rLsg4huaabn0CDKjTOCZuEzf0",
+	"duBLpyTQKRJDcVLp3q8fQGSaieJmeWbfzJEuo4qpo6Sse/qRSNsfHZ0cO399d0RN/Ov/+V//ewQ7DIsE",
+	"sggelL2ZtYc7NzeQPzKWJWW+b84+pUaGHPuRAqtuvH9HpLJvaFy9xDymxirzK+AZkFgL9SVrhdj2nA7F",
+	"G5QvMjEptsDVLhGMRZqM7EtLxX+HIQ7IS3gBgoFoeFcMRo8GBB8DDrqh4NpOcQ1KumuVp5iH8LRt9+1/",
+	"/kNLMeoNyMc581U9IVVqSagYitF1n+Jb95WM2Yiwa8OEhtkAIUO1j/3J6oUuWmKn3sUohEMYR4g699dQ",
+	"IFBdb0AcyG9fh3IO1SaXDEJuMfYGQFwvuRBe6FpNb4mROOgHgdDtQi+slri/sx8Q5grZAJ3EX4FF+r49",
+	"Fru2pw94ZMxDJrC3FoZfOkdzq+X29wY7OYDqTo7GcmmbB53dwQ5eKOdM0DnvHHSeDXYGzzCLbQrkuz2F",
+	"rni/Q0NP1AekX2pryHXeMvOzuwQwP8DnCLfu7exgKo0wTlHPb+A/HJwtMoEmFuF68wG5r2Jp8is2KJy+",
+	"zsGXr9aQcy1AO+/4FRNM60NC4wVdarK3s5PLJ58rGVoZqJmyatPPnz6dAAOhEw3Z3Utt2Kzz1Y6wPbM6",
+	"fqjrVuO9u6RxNQy7NtvzmPKVdVg1i9Ze+UTJGTNTlmhin0HYtUdEJmiQ1y9H7nb3OpWv6whj4Der6p0/",
+	"zplA6roTBawy1JuyyiU3FolkmGC2W93LfoKyMHdpYA/Wf519/FD5wtAlvpbYT/GKP4TWkU2mnaOWjnlY",
+	"ffUm6DzfeVb16HSu2+dZIWntutnX5HhoXCkh1PNRQy+oZpAI60VC5WJe7W7ne+NOysyJV75BO+hrU6qs",
+	"+iPGimqjktAkigEQoWWcUKDm2PSMLkENwVylTrCyT9aQfZU1bn2wrfLwxtZuLtkvP4XAarwIrnQTdPZ3",
+	"dlvtk5OeLMLN3Wm+CcpcBY1vTw05nmklY0kjfV/byRU6c9JmRqEDHc+TQ7r9X63+lZfFnQMP+IqA7qWW",
+	"prt9S/uKM6sboSxzX/T77hry4ej9m1EvnTLQ61D4X7nRLB5nwTxI5z50oE6edAjXZCoX4I+x8n8osqdZ",
+	"44ZOnaXDTTojqYhmDn4KIbEDK1qstZQWWhDNYhYaqTSZWcUSncHoF+t6SO4eGeVe3+HCuItG+OQRwHbn",
+	"Ubshm1of+gsOyLebEaD0KJ/FBxUmVF+S3xKWMML1UKz1CoQIUrq0/cvvtWsgbn9wOlrPTho1lb2d3TTH",
+	"JLfCGhwDljGgeMWVXlhVJga2miMn1F+KZ3YFBL2DOjrT5qWMlvd2Yiug1m+KNgFkrj883yjXZ1YX65C4",
+	"YDpwjz3kHg89jdNsrzpBxxK+4+LvJA5V9Wx36XZ6HTx8vw37ekmjHFThrdjkfhuu95NUFzyKGCCl7O+2",
+	"uOMEQ1ufpHxHFfZL2t993mZ6Opkjf3zPIk4/WQXnD+DmfjcJzQN3uaMLARMkMWBjOUKA44y8pTVbR2Dv",
+	"VQVg+5v7dIOMPmZlAZ4PbOFyFLWRc3LBuJgQLPYilj+btEOoOyXAHo20nMbyxrT0E9KXkUMjVIZV7n0d",
+	"rWdZGXfnBoveh8LzLcVQRoD2AZOBhH18JIb0SnjYa3ivPAcrMJD9ssb4M3nljvaf+JDg1Ovv+CDNTzIR",
+	"0R9D4HYZCU33NhVuuMlquSn9BpUWQOX2Pop8+JQR8CMTzZ+cBD4KlnG0tKOm10qBk2VIKKn+BqCeMUdE",
+	"mk3V1hQ9o7I+KLvE7+kJtbbd10r2uA2KWqW9dOQsPt+cNFORLd0CQEWGldilmd/ut4Sp5SERcijyIoDG",
+	"cW9A3iDuMHjxC31vnFkmF8In3UBlPFfY8xOiJnZlva8qETHTOpd9jM48OFNbuoxlZgcKGl495Kk68iuE",
+	"I1UcLlSUqc4aSEWPzp//5EftU4Hw3p6c54gPli9wx22J+Du+dxK2qcqftMk8efhD5tudlTJ0a+i+PTl/",
+	"UDfB25PzM7d4JUT3sRA3s6uJ3QDtEr4/fmvP1pjHrPfXcR7Yd+Diigkj1RI4FTRwtRdYRc6Xm5S4Fzah",
+	"Dbe7+QZ/lTt84i96wF3OtyEs99rCFP6qziC/zoeFEg2IdACKimuenEY98luZ75XYwg9U3D9MKD5J888f",
+	"wi1QGGMjp8DufdNPqSMRs7/+1U3xnR+a73glxTjmmPDwb2G7497n4oGQbGuYoMJgdzqqXEfLNqetaJ77",
+	"S7e/uU83dbGP/Bl8WCZapZylcFdP6timvHUjPcptQ1GPWicWrFeu8+jYTYPsXJeDRgVhVzw0vmGVawyP",
+	"2g54tXWuwfxQgFumNyAAWp6lfkBMPPMrJ5pFaaMr9JJDdTumoJSZHW/sJKA22tk+nY1VTXuzb879twSz",
+	"Y9vddWbY3N3x9SG9CPB69kVT5r8OQDujYun7zhBrWvr9eXJJ3Y1vw8Lncy63dB4XIG2zRuM47Y0prWIs",
+	"tcNezBAXRbQtsXq74KaAw1d27F1TxcyJtRJHBrAYOCtcF7qouDS+rFNcBluQr9zvDQW7ZmGCTYMx8cdk",
+	"YAd4gO23LALj75DQrJece9uhgM469mfszcJTNEM80cgXsuTMqVxogvgb4IwYilEGgzDqDcgbqHGOUmqm",
+	"ikHKDGYdlnEBiBP/8Uwg+Nbhdl/AR+MLkw86czphZ/x35rPAKO4k1LR1Dp7vADgTYn0+d6CZVcifN3aM",
+	"cs6c5u5nKcIOVNHn6VfNDTP+85Mr5Fvv7a+n+D88u7NUXWWCfYRmU9iNJm219cTl7uoKyvhbzK9YKZMT",
+	"bJHWQjnv7CVbagbFIFyk4LXNrO1RNJrtb5dsuRKpqtMflq1iPW+eBOv9CVYp1ihtSbrUZ7aPPEDPqLep",
+	"yLwDXbVk/b+wZSMdMhEBiHW9X+tNetUDMlY/SBVbhWJQP5FV99YTmd8LZ+VizBQTYW6lSReCnGmE54pr",
+	"fsFjboregIyQHo6dVqVwfXIN96yamcOX14Qi9p3v+u5zvEM5Y5pc0PCSUAPFOUPR3d/b843lrf455iyO",
+	"tqx2Yqa9AbEyPUoUdMZY7xY2Z2oo/Arkcpz8V9uY6OTWGXOdtteTn4hcoJnqw8qCQBneZ2z2ic7rUeD6",
+	"J7vRHAAT2qrrvm7oyoc1NUyRWaINuYC61MO0vp2bIC2clCGFPjuGz9iB07CxJ/xQWEXXZTEz7dU4u4pM",
+	"2JViYmKtCPckVxJgpbV9ZjqD7ugqjmcja4OMjOLG0qe6YgrR3GgcQ0dBphAKO8uG2NJDMer34WF9HMp3",
+	"Qynz43pm8kCOXP94h0LxyC7c9OWqfbiHxPfLJ7v2WCgZxwABl5h/effuhhz3r+EP3t/ba3OzO5/I6P84",
+	"L7IokSSWM2SZM+5wFxhOgWgtxWpPr+2kjFeuWqg729/8x1r9GzOtCsykcKb3ytBgYgZJba66+rDIriOu",
+	"6XwOqbNQFQoOxIssC2ICbYuedJq7UCHuWnHdAVPbagEGoDAdcuHmtFWdsFVNJTuPwvnz+jGUoPj8I1BR",
+	"NENPl5CLJ/K6G3kdiXSdAQAJWZYOSEyXMjEBsC74QBMjdUhjhDdBWAVPicLoR9afm81GT16Zvl3aRwyV",
+	"bfZbQmPsiZU2CfKLsaVdn1+oJpxCquxHgY2jh8L/BDWMXr8srpZUfhWJZsZwMdFkRi+ZJnQoUikBBwlK",
+	"eTB9Fxvbgibsx1igWoxjYJ1p1+msAZnJiMUB4TM6YQGhaqIDwsRVAN3jExUy3fOjZqIJSiY8Un86y7QZ",
+	"mV0b8MErathkOSCfoQQwu9LynWAodBJOoTk8tEOGZt77Oz8cWA17Jg1ibV1IZbChWkUmMKJXPJKyezZn",
+	"4WOXMLRleA4gxW4A5pj/qzG5Jy31/hj4WXIx44ZQKCWy5/UwO4hyvM4ySnmAU1C5eQwddRtYAWK7Pir/",
+	"L02VOrKT+TOpO7nTH8rZjIro3/74P3pphIxjTLd0Yi6HO4iuNtA8H/iYOOH5ZzkoJzidp6PydFTy4ueS",
+	"z/NHxSrLiVJMGAINTSEPwquBlFzECetPFGMCY+Zs0TsECB+rJ0+s3u3bo0vApgkvH/yY2ZHsQH+Wc3bq",
+	"5vNIirAf7i+gDPudIm49ntTiJ7W4ii+9p9B62SrFqaKLHegEYVQBIELOwAcngFeEH0APnsyT/lzGPFw2",
+	"e2jfnpyf4KVP1bCPXQ1bzD18e3JOcNdIlxsMYjqsYfvTb4k0tNem/qaxQLZmz++1psoNUpUqDr8+kdJ9",
+	"ZiEUS/08NQHp6ICEciqVCciC8cnUBGSuuFTccKZ7D1nzt5aKUOYafVPIM+A6w61xiQakIc/gaCjgPQm9",
+	"sGcLXBEVRWxEQotprgkNQzaHHrzIrodiQRW0lObC3Y1bcJDdPKNLMlFyAWH2i8IAkEI7GIqPdr5ULNN8",
+	"2SkCxsF+BCu7BBXOgCCcthwcChfSp5jAa2WFvQmhF+Q4K//1mQhSMNBsA6Lp0s5fyzKv50mycvjvX9VL",
+	"n38s7EY/sqLXyHUcMI/fCth2t+ea8LHdtX85Te9Jcas0KJkhXdeuulcij1d56Qbit1o9S8E76yti06se",
+	"sprLDVJZE5vijBbhqQf/ssVa6ar/EbnN6ejb3/zH+no/jz/+CCRSqcblimBcrwdIJXcwpkQks4snKJRH",
+	"prFm/5Df1lvR5LbbXP3gbqyVadblsV7IKC2XSokSTW3tGlwq8j+O3r/LgLv3nr8gv/CXvQE5NgC9N6dK",
+	"Q+Wj4ojzK6IsL/ZwJRm2TEnFuid7DKxaCjprb0A++46PIRVS8JDGuUQAnHHx1GzpYCiETA+RVVWjCGoo",
+	"I4zS537x3eBRmdnb2alO7vTL+XeHMfwwKqAfxYW9g8KjrvtLOovv6WF3etSjKqarK1/CTY+hV1aYpYYU",
+	"acLhVuZ3/N4BB1vMEvtLePJbUE3CfxPwgye1+97ywKKI0JSGoJa2rHke6TrSAgMZGjC4e4pwChXylC76",
+	"F8DW7Nm+lSO1VvZtf3OfWqloeY77x7EYKyczdpJhsOWl0pOq9qdW1YL1pMKiqg1+qRGmFY7S8mCrjmTV",
+	"wVcF+Z9JwHytcK4XcvfLbv+Hr192+j98/bYTfH/zT3x6r6TPcZ0qqRJRb/Oe2gvWVrO0vDmzfDY7HB/s",
+	"/TdVFd2+sVtLrOJEuJ7l67sCeBi+TZiZKplMpgRafqT5jiYr6uauTShU06sEskB9W2cPruEfFnHFQDn1",
+	"T7X3pJVVZ69/wf7xQorK4vCsZXRFcfieK1dPi8VLmsHVvrFDP8whK4RTFiUxK39f1yM3d91x1DskoZxd",
+	"gPchXTNEP8R2Wrrq9fwzWm/kmbshI46SV/OyyKr6Kg0UW4OD2zeBLnKaX2Ej15pVPxojOGk2tRZdGpsm",
+	"dcHG2CAqnQ+7bjmfl3DrrSb0BIpwd7zzRLRBQ4Baxa739iOGG6JuwMHpPQnt9eYIibgFsAHIqMcvxH3j",
+	"GgtJAds98vIN+gyQkS9GGaV1qBN+xcSAfMYsg6EYHUdWBBgmwmX/F7YcBZB1i+1gnZGfS7W3zBccJmhK",
+	"um4MuT6EqG7b6XT3dnZ6h9ltl2zpkxuQG3vHC6ThV/seTqFJ3srirfbj4EyYfjiVmgkYCHwdmETs2ncS",
+	"TceMdOcZCG7G4NCmzM77yppsIO1yys+X4fB6b7c/HF5/x77+Z6nK85CYh6eJ+IOaINgNq7AhLKEgxFc+",
+	"waWMyFa2wCsI9+65qJjsmR/uyTfxlPz1QDFES2Kui3G1K0Mq/FHg929lWmDYSvo0+yrsrdvfVFLvjkAm",
+	"/AexjCclpeAEA4pJnTCoyJEuQDQVgUOwFZ4rvO09nrbS7Jo4TURjACkjzO2QipDFDx40ymZVCVkME/GH",
+	"4QFEt39+TnTflNfAP+S5w2lgFhFJO4wfkrGMY7kgmbMB/B5PGc7/DnDFR/rSCSsjCR7IQ+K68rgEM9eA",
+	"ez5HxelehdN21pu9FPpyBL8f2BmNoFMsAEWS00RAe/aA+AvsVEeEQr8hbKp9SEY8GkEct0jZiSbakqsI",
+	"mfORkq5mkK7gsIw0eUe16cMQ/ePXxMihUEwnM9bDFm3aKEZnhIlI52sEEnusaDiFORqmZlzQ2J0mcjQU",
+	"oZxBgzlQAbjGdkgYRd59TrTdAgDDnSt5bV8U+H4YS41IC2XG1BnMxK9Hlbt01RIqvF7BDtrc2QF9UWEX",
+	"+rgsG7ZHPRJYxe8W1ZkC++VRfWhwrl0HaRGt7BNijmKfFQ6PpAuQpmO7EVBsbtiBr6Qn0ER9weMYgKxI",
+	"F55zBvXqQPDWyAylECw0XEwAJOlJY8lny6krpvqeiAXi0dodQnBoNvfgAX9hHUUxo5Z/iIpS5ulcwPJ2",
+	"R8jGBjC5j+MReM8dMrDiE0vsPQ/Km4MLHgo5duzG7k6QYbkU0IIDtOUBVJhFiAoB/iD/bOjGvYTTZnkl",
+	"YvwGZNhxyN7AtuxEEZmNR64VdwdHdMcP/EvaZzq73peKOVfdgIyQ4wJasHtBlEdGIpFhBzhLecRMfehj",
+	"mc37MI9TE8mFcFzbozfbYRxiOTFSDshRzhxLLTXHcbzvrODOQDA2gIWBdDcxT8wBQVBLvAnW42KJmXBp",
+	"iOOtJKGM2JYeipDGMawBNLFLnW/pPqZQzy6lqAdrCLA0b6WVKBFzFiZAhGTdhgHHtbCGisGC+xaieETt",
+	"CqRUgGfWBzZSuYYuHW38yh0Sds0NmVIRxUzZJ2Cf7nRXXIgKyMjOJgKEkvIuokYtH07x9o+v1bt3H8Pe",
+	"dWf3yfN0V6X8L+UE8hwbfD1jLriessipoj5MD/3YrCjQHnoS+PaiwIPvX/GGw7/9zf5zs03ncyWv2OPJ",
+	"ueZLrSLfIBNfQ7M37FgHL0Ad/v2CcuOqdkafj44/HX94++tPH09/PTo5Of3496N3owE5EsuhMMWQoQez",
+	"Rw0+Mxo8k/cpd1mHdatSAn6xSmJGuhdL4kKbxG4JwQ1xCERXzEVN4I6hGPk5D2ZcnMqYIZZn+q3bE6VH",
+	"vUI3REqcGTEUIGLQ/4/i02NjBbmMgi7IHfuE49e9AKFIZcwC1w/amSSYScowWmwtPqv6qkz6p0DNfn6j",
+	"MnZ+hHO2e/dAHP3IDf/avWktZ39wT6afRbpah6khuOrJU9AIBYUqfyoff4ogVLtk8BARmvKxAnfbyJja",
+	"XBRYC6DaH2OZDFzhRJozG1DhFYSLiF0TexJUQCTcRGOIY0OCktSMWJ0dweCpYYGLvvdd9N3ysSOy4JED",
+	"i+/OMI2FCrIb7Ozs4Ng9cOooRp2pcSK1mSgGrfyZQijQC2qAi+PBxBJRe3Pa6Z6JSB8MBb4M4n5Yzdlj",
+	"5jkPWLEnCdovo1AmwuiR/XEoYn7F7KT1zGnyuQWxw9Nc5/68D2pA7IVDQY1hs7mxrDWWk3MVj+x99hVi",
+	"OalqgmIZ7DFsVEMI/aNdeHxH37QFFp502WAyID8dHb9787oyJWiz/DfvemO3zQba3cmnA+3uPFQ+EOm6",
+	"byEkjeuBOWS9v1CqkKcB+65N+UJAAU/xttVK+QpOFhCKK0etDm81oj+lA8ufsWIur850r/JE3s3yOr9u",
+	"LkFiOakWIKc5H0csJ8gbR3I81syMBmT0//WP3Kp+YNem/xF/SPtewZ9WcSdUX4LfxB53l/g0wkDWf7dv",
+	"PCrU6zvfsiaJMDxGzdcxXu9ODlIVGPrf4Uipkx4K9o2iPIaK/rK22PY8vrOv3sCSd/sXFPrfufExBHGY",
+	"Wg65Uh93SRVTcj8XWdJG/DLv9kPhXTWWvaJ8oJ3ygcoegotazvx3gizPlAvzYr8T3GoMpIHyMcY01ix9",
+	"1IWUMaOifZBjHlMuNoxuvJMTcrE06APPeX4yOn8nJ/1XcjYvb8hoaRl1FksXKzSbc+DaMaD8KisGKwnr",
+	"ZK8cdEpP2voE8PtiHiAMZtWitNawm54OnCzuAkRNylOJ/RavbevNk5DKtQHAjPeIaBPJxGxrEzGl0rZ/",
+	"0M4/4xFPEqqlhFIMmtY+ebuevF138XadAhk9ObuenF1Pzq7bY98BG6rwdeX6yY4pjzfMdqwWDL4krL7+",
+	"8Cy96iHNeDdIXbc+P90ndLz7RMdLiSDXAzGjroxEHqP8p6xC5iyrW3wI4eIf/8e0Xktf7t+M5P9FA96+",
+	"X1mu8thX+GIyEbZ5wR6LhWbpKeyDq4jI5950Q4UB8m2piDUR1RVdEQL1x7Q5Ip7ev/3Nf2zRyKxwNJtQ",
+	"cl8/dSK7z05kfpsOkZq4SavMfbDGyMReszmZVGPkVm/4zhNL/Ku1HcvQBzK7Zc7CIIUBdbFJcAQDMDcL",
+	"mVhvdPcIKkILz4GbRGNSaxmn276g4eWYxw9fhLMyzSrN56WbzyPpPn64P6ik9t9WCfoLJfGhex0rnFmO",
+	"c8gkjhBaxYsfLsgX+BwQJqJeAC76mM7nYNbGsVzcRiZteKCh8cmf5TSf2Mk80lH+INGIeTqvf30JDXRT",
+	"OG8ekd3qd8yDmi+mywc/T0bxyYSpP8uJ+oTTeVJH/3WIPQ8YIOQCXZ5OdPieDdif9eEt3+1E/KkEyDlO",
+	"50mEPJ2qDU+Vo5xqIXKvR4mFipn+Wi1zSUgBrqyt1b1DymQzgtqDJiRm71YXzPAtu5/o+x5DGbD0mtAk",
+	"4qaIcka6i6n0RX0Bcd0tooCghzOCQqOiYMGHNXjKHqblgR+7+Qw9bFAOhqgNyeEknsj4IcjYheNIV1jr",
+	"2+EbXtE4WVWBaij1oZtzuLG3v+GHNkEDuPApZPC4IQPqqOrQV49jjeWYKQAA4QYyC9IaDUGKAJDtmGFl",
+	"2KBiy++bU9VzqSdKunPAANZxy9XwUxGRKddGqqVnUdxoZFCPy59aGFowhfpmewADbyeP6e40ZhHpMnHF",
+	"YjlnhIlQLeHSnscV5pgYj73TqIggNw8XIs0IvlhCyzslE8MGAMujc8fOpMRJLpZDgdx+ZE8E5YKpgVu5",
+	"kUMaXUh1CQ/XMr5iEPRLc6LtsQZoF2X0gOzt7OJPqcazt7OD33jVp6ITXu6sPoCJCQ//u13kRw8yVHKI",
+	"U78g942+WT3kK98c5Cmg8YclaUjlj0IqHAfk2DMwe7IXihvWB8yODUVhtb4E6bl37RDVkDHlK/QeDn4X",
+	"RtgoWrh7zzOI8CWrz9YhMuY8ixUIK5orP3lFwynrv5LCKBmXwK4J2YenjA7yzwG0aSyHFRMr9QQJMX0c",
+	"G+1fc6xzqamPecoE/tfHFEyTwXyRAZx9h5yHlJTvUyaxPW7kNAhEEMrxHcc5btVcc8EuplJeVtcjvsGi",
+	"BawRoNrZmuen77Czb0iVWlpdAppx0TjtfKlYyPgVU4PS+uzPftgHlOtujDonhX/7JwPgPr0UflUDIuMo",
+	"52fLOyucrCxYAyktPpxjrbp2KLbECuCZipGTj2efXB4mdEJ0+It8krYN/Pn90av+2c9He89fkK5mbCgi",
+	"GeptOueDWdTDeluZGDLCFx0FUJDGNZkwYQ+D602YnnEuhgLQB9KKXKtdHBKKnQtybKFoRlT3D3Dk/0DS",
+	"3j39j8mNdoLcv2H94SZd32k1W3pczV6TzK8W00EBmezfR5z/NfKSkgtLCxdWwp6fvvN4iA6Cs6sSMfBQ",
+	"YwEixowpjwG9xFfbpeDPmzOoZlm7/c19auETzZ/iJ6foIzpFPffwzCNCCbEksZwcFhFyPQaCkVDLt7FA",
+	"q3KOVu79vetIDSz0iaju6h9NZVHmDc3JoMdTgJr9oY4iMn2JmnBakngyjx5Lx8ChHtsr+O95Mv4ifjpA",
+	"zc6Y9Ja2cj5wEj7I6qMQtCpwZy0guX0kUhEm7MMjMo7p5EHl/HaU2he1kXtHdJk1ch8pMIUegntPPQS3",
+	"i6u8bNNPMNu/J1l4d1dBdmzzWlVp80HAJSyBcPnziUrHD9AZt/0N/q1V8E/ZlbzMueSb1Hu8PnoiwLsC",
+	"KthlJBSdrodYHynniOsClSgIJL+Zh7UB0wz55vFr0oX6y9TP26toOG1ygZpyDKA6BgejHb/OYf94zJoG",
+	"8ZNe9YDc9630w1Qx3lM24dowxaIUa8ez3VuQ8GPT14e1FgmaqOyNLpYuWK/b9ORfweuwA7EwUdwsgcgu",
+	"GFVMHSVWjn75aoWmhp4jSIKJijsHnW1Q491A31KMqaU2bAZczgtqp8jkv3N0n78qnWjuSwAayf0dxomG",
+	"g5D7bjJP8n8yEc0lF8XhsjTj3Jcpp89f6CKt+TFpOGWWDf/fAAAA//8YGA6iA6oBAA==",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

@@ -7,7 +7,8 @@
 //	domain       schema, runstate, pipeline, gpu, inference,
 //	             internal/platform (telemetry, fsperm, tokens)
 //	contract     activities (the root package), internal/catalog
-//	adapters     activities/*, client/*, internal/store, inference/proxy
+//	adapters     activities/*, client/*, internal/store, internal/vault,
+//	             inference/proxy
 //	workflows    workflows, workflows/*
 //	edges        api, internal/services
 //	composition  cmd, wire, internal/process

@@ -49,6 +49,7 @@ var places = []place{
 	{"activities/", Adapters, -1},
 	{"client", Adapters, -1},
 	{"internal/store", Adapters, -1},
+	{"internal/vault", Adapters, -1},
 	{"inference/proxy", Adapters, -1},
 	{"workflows", Workflows, Contract},
 	{"api", Edges, -1},

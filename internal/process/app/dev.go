@@ -15,6 +15,7 @@ import (
 	"github.com/atelier-ml/atelier/activities/local"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/platform/fsperm"
+	"github.com/atelier-ml/atelier/internal/platform/secretbox"
 	"github.com/atelier-ml/atelier/internal/platform/telemetry"
 	"github.com/atelier-ml/atelier/internal/platform/tokens"
 	"github.com/atelier-ml/atelier/internal/process/config"
@@ -101,6 +102,11 @@ func RunDev(ctx context.Context, cfg config.Config, opts DevOptions, b DevBuilde
 	if err != nil {
 		return err
 	}
+	if cfg.SecretsKeyURL == "" {
+		if cfg.SecretsKeyURL, err = devSecretsKey(stateDir); err != nil {
+			return err
+		}
+	}
 
 	// One registry: the gateway's /metrics also shows the worker's run,
 	// step and Temporal SDK metrics.
@@ -174,6 +180,24 @@ func bootstrap(ctx context.Context, cfg config.Config, stateDir string) (string,
 		return "", fmt.Errorf("bootstrap admin token: %w", err)
 	}
 	return secret, nil
+}
+
+// devSecretsKey is the dev stack's key for project secrets, made once
+// into <state>/secrets-key (0600) as a base64key:// URL. Losing it loses
+// every secret of the dev stack (docs/operations.md).
+func devSecretsKey(stateDir string) (string, error) {
+	path := filepath.Join(stateDir, "secrets-key")
+	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return strings.TrimSpace(string(b)), nil
+	}
+	u, err := secretbox.NewLocalKeyURL()
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, []byte(u+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("save the secrets key: %w", err)
+	}
+	return u, nil
 }
 
 func printBanner(out io.Writer, api, ui, temporal, ns, token, stateDir string) {

@@ -57,6 +57,14 @@ type Config struct {
 	// link-local addresses (internal/services/webhooks); off by default, on in
 	// `atelier dev`.
 	WebhookAllowPrivate bool
+	// SecretsKeyURL names the key that seals project secrets
+	// (internal/platform/secretbox: base64key://<key> for a local key);
+	// empty: no secrets (their routes are 503, steps that reference one
+	// fail). SecretsOldKeyURLs are keys being rotated out: still opened,
+	// and the values they sealed are rewrapped with the current key at
+	// start.
+	SecretsKeyURL     string
+	SecretsOldKeyURLs []string
 	// WebhookBackoff is the wait before a failed delivery's second
 	// attempt (it doubles up to an hour); WebhookMaxAttempts is when a
 	// delivery gives up.
@@ -164,6 +172,11 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	fs.IntVar(&c.StreamLimit, "stream-limit", c.envInt("ATELIER_STREAM_LIMIT", d.StreamLimit), "event and log-follow streams one token may hold open per gateway; more get 429 (ATELIER_STREAM_LIMIT)")
 	fs.DurationVar(&c.TokenCacheTTL, "token-cache-ttl", c.envDuration("ATELIER_TOKEN_CACHE_TTL", d.TokenCacheTTL), "gateway: keep resolved API tokens this long; a token revoked through another gateway or in the database keeps working here up to this long; 0 looks them up on every request (ATELIER_TOKEN_CACHE_TTL)")
 	fs.DurationVar(&c.Retention, "retention", c.envDuration("ATELIER_RETENTION", d.Retention), "gateway: delete finished runs and their step logs this long after their last write, e.g. 720h; 0 keeps them forever (ATELIER_RETENTION)")
+	// Keys are read from the environment only: a flag would show them in ps.
+	c.SecretsKeyURL = env("ATELIER_SECRETS_KEY_URL", d.SecretsKeyURL)
+	if old := env("ATELIER_SECRETS_OLD_KEY_URLS", ""); old != "" {
+		c.SecretsOldKeyURLs = strings.Split(old, ",")
+	}
 	fs.BoolVar(&c.WebhookAllowPrivate, "webhook-allow-private", c.envBool("ATELIER_WEBHOOK_ALLOW_PRIVATE", d.WebhookAllowPrivate), "gateway: let webhooks reach loopback, private and link-local addresses (refused by default: a tenant could otherwise make the gateway call internal services); on in `atelier dev` (ATELIER_WEBHOOK_ALLOW_PRIVATE)")
 	fs.DurationVar(&c.WebhookBackoff, "webhook-backoff", c.envDuration("ATELIER_WEBHOOK_BACKOFF", d.WebhookBackoff), "gateway: wait before retrying a failed webhook delivery; doubles with each attempt up to 1h (ATELIER_WEBHOOK_BACKOFF)")
 	fs.IntVar(&c.WebhookMaxAttempts, "webhook-max-attempts", c.envInt("ATELIER_WEBHOOK_MAX_ATTEMPTS", d.WebhookMaxAttempts), "gateway: attempts of a webhook delivery before it is marked failed (ATELIER_WEBHOOK_MAX_ATTEMPTS)")

@@ -62,6 +62,19 @@ type Project struct {
 	CreatedAt   time.Time
 }
 
+type ProjectSecret struct {
+	Project    string
+	Name       string
+	KeyID      string
+	DataKey    []byte
+	Nonce      []byte
+	Ciphertext []byte
+	Version    int32
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	UpdatedBy  string
+}
+
 type Run struct {
 	ID             string
 	Project        string
@@ -91,6 +104,15 @@ type RunSummary struct {
 	UpdatedAt time.Time
 	CreatedBy string
 	Schedule  *string
+}
+
+type SecretEvent struct {
+	ID      int64
+	Project string
+	Name    string
+	Action  string
+	Actor   string
+	At      time.Time
 }
 
 type StepCache struct {

@@ -1,0 +1,102 @@
+//go:build unix
+
+package local
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/pipeline"
+)
+
+type fakeVault map[string]string // project/name → value
+
+func (f fakeVault) Resolve(_ context.Context, project string, names []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, n := range names {
+		v, ok := f[project+"/"+n]
+		if !ok {
+			return nil, fmt.Errorf("project %q has no secret %q: %w", project, n, catalog.ErrNotFound)
+		}
+		out[n] = v
+	}
+	return out, nil
+}
+
+const pw = "hunter2-correct-horse"
+
+// A referenced secret reaches the process as its variable, and nowhere
+// else: not in the shipped or local log, not in the outputs, not in the
+// failure message.
+func TestSecretsReachTheProcessOnly(t *testing.T) {
+	h := newHarness(t, WithSecrets(fakeVault{"proj/db": pw, "proj/short": "ab"}))
+	req := request("sh", "-c", `test "$DB_PASSWORD" = "`+pw+`" || exit 9
+printf 'pw=%s\n' "$DB_PASSWORD"; printf 'half=%s' "${DB_PASSWORD%%-*}"; printf '%s\n' "-${DB_PASSWORD#*-}"
+echo "short=$SHORT"
+printf '{"echo": "%s", "nested": ["x%sy"]}' "$DB_PASSWORD" "$DB_PASSWORD" > "$ATELIER_OUTPUTS"`)
+	req.Secrets = []pipeline.SecretEnv{{Name: "db", Env: "DB_PASSWORD"}, {Name: "short", Env: "SHORT"}}
+	res, err := h.run(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shipped := h.sink.log(t, key(req))
+	want := "pw=[secret db]\nhalf=[secret db]\nshort=ab\n"
+	if shipped != want {
+		t.Fatalf("shipped log %q, want %q", shipped, want)
+	}
+	local, _ := os.ReadFile(filepath.Join(h.data, "runs", "run-1", "train", "attempt-1", "log"))
+	if bytes.Contains(local, []byte(pw)) {
+		t.Fatalf("the local log holds the value: %q", local)
+	}
+	if fmt.Sprint(res.Outputs) != "map[echo:[secret db] nested:[x[secret db]y]]" {
+		t.Fatalf("outputs %v", res.Outputs)
+	}
+
+	// A failing step's message quotes its log's last lines: redacted too.
+	req.Attempt = 2
+	req.Command = []string{"sh", "-c", `echo "connecting with $DB_PASSWORD"; exit 3`}
+	_, err = h.run(req)
+	if err == nil || strings.Contains(err.Error(), pw) || !strings.Contains(err.Error(), "connecting with [secret db]") {
+		t.Fatalf("failure message: %v", err)
+	}
+}
+
+func TestMissingSecretOrKeyFailsForGood(t *testing.T) {
+	req := request("true")
+	req.Secrets = []pipeline.SecretEnv{{Name: "nope", Env: "X"}}
+	h := newHarness(t, WithSecrets(fakeVault{}))
+	_, err := h.run(req)
+	if ae := appError(t, err, activities.ErrTypeInvalidStep); ae.NonRetryable() != true || !strings.Contains(ae.Error(), `no secret "nope"`) {
+		t.Fatalf("missing secret: %v", err)
+	}
+	h = newHarness(t)
+	_, err = h.run(req)
+	if ae := appError(t, err, activities.ErrTypeInvalidStep); !strings.Contains(ae.Error(), "no secrets key") {
+		t.Fatalf("no key: %v", err)
+	}
+}
+
+func TestRedactingWriterAcrossWrites(t *testing.T) {
+	var out bytes.Buffer
+	w := newRedaction(map[string]string{"k": "s3cret-value", "multi": "line-one\nline-two"}).writer(&out)
+	for _, p := range []string{"a s3c", "ret-val", "ue b\nline-", "two and line-one\nend"} {
+		if _, err := w.Write([]byte(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.(*redactingWriter).Flush()
+	want := "a [secret k] b\n[secret multi] and [secret multi]\nend"
+	if out.String() != want {
+		t.Fatalf("got %q, want %q", out.String(), want)
+	}
+	if newRedaction(map[string]string{"x": "ab"}) != nil {
+		t.Fatal("a 2-byte value is redacted")
+	}
+}

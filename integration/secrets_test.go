@@ -1,0 +1,134 @@
+package integration
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atelier-ml/atelier/api/gen"
+	"github.com/atelier-ml/atelier/internal/platform/tokens"
+)
+
+// A project secret on the real stack: written through REST, used by a
+// step as an environment variable, and afterwards found nowhere but in
+// the step's process: not in a pg_dump of the catalogue (in clear or as
+// hex), not in `temporal workflow show`, not in any REST answer about the
+// run or the secret, not in the captured log (redacted) or the failed
+// step's error. Tenancy and roles as for every project resource.
+func TestSecretsReachOnlyTheStep(t *testing.T) {
+	s := newStack(t)
+	value := fmt.Sprintf("pw-%d-Zq8sL0", time.Now().UnixNano())
+	put := func(v string) (int, []byte) {
+		b, _ := json.Marshal(map[string]string{"value": v})
+		return s.raw("PUT", s.path("/secrets/db-password"), b)
+	}
+	code, body := put("first value, replaced")
+	require.Equal(t, 201, code, "%s", body)
+	code, body = put(value)
+	require.Equal(t, 200, code, "%s", body)
+	var sec gen.Secret
+	require.NoError(t, json.Unmarshal(body, &sec))
+	assert.Equal(t, 2, sec.Version)
+
+	// Bad input: every problem with its path; nothing stored.
+	code, body = s.raw("PUT", s.path("/secrets/Bad_Name"), []byte(`{"value": ""}`))
+	assert.Contains(t, []int{400, 422}, code, "%s", body)
+	code, body = s.raw("PUT", s.path("/secrets/ok"), []byte(`{"value": "x", "extra": 1}`))
+	assert.Equal(t, 400, code, "unknown field: %s", body)
+
+	// Another tenant cannot see, probe or overwrite it; a viewer cannot write.
+	other := s.asProject("other-team")
+	code, _ = other.raw("GET", fmt.Sprintf("/v1/projects/%s/secrets/db-password", s.project), nil)
+	assert.Equal(t, 404, code, "another project's secret")
+	code, _ = other.raw("GET", other.path("/secrets/db-password"), nil)
+	assert.Equal(t, 404, code)
+	viewer := *s
+	viewer.token = s.newToken("viewer", tokens.RoleViewer)
+	code, _ = viewer.raw("PUT", s.path("/secrets/db-password"), []byte(`{"value": "overwritten"}`))
+	assert.Equal(t, 403, code)
+	code, body = viewer.raw("GET", s.path("/secrets"), nil)
+	require.Equal(t, 200, code)
+	assert.Contains(t, string(body), `"db-password"`)
+
+	// A spec refers by name; a bad reference is a 422 with its path.
+	code, prob := s.push("bad-secret", `
+steps:
+  - name: a
+    container: {command: ["true"], env: {X: "1"}, secrets: [{name: "No!", env: X}]}
+`)
+	require.Equal(t, 422, code)
+	assert.Contains(t, prob, "steps[0].container.secrets[0].name")
+	assert.Contains(t, prob, "steps[0].container.secrets[0].env")
+
+	s.createPipeline("uses-secret", `
+steps:
+  - name: use
+    container:
+      command: ["sh", "-c", "echo \"pw=$DB_PASSWORD\"; printf '{\"sum\": \"%s\", \"echo\": \"%s\"}' \"$(printf %s \"$DB_PASSWORD\" | sha256sum | cut -c1-16)\" \"$DB_PASSWORD\" > $ATELIER_OUTPUTS"]
+      secrets: [{name: db-password, env: DB_PASSWORD}]
+  - name: fails
+    dependsOn: [use]
+    container:
+      command: ["sh", "-c", "echo \"login refused for $DB_PASSWORD\"; exit 2"]
+      secrets: [{name: db-password, env: DB_PASSWORD}]
+`)
+	id := s.start("uses-secret", nil)
+	r := s.waitTerminal(id, 90*time.Second)
+	require.Equal(t, gen.RunStateFAILED, r.State)
+	use := stepByName(r, "use")
+	require.Equal(t, gen.StepStateSUCCEEDED, use.State)
+	sum := sha256.Sum256([]byte(value))
+	outputs, _ := use.Outputs.(map[string]any)
+	assert.Equal(t, hex.EncodeToString(sum[:])[:16], outputs["sum"], "the process got the value")
+	assert.Equal(t, "[secret db-password]", outputs["echo"], "outputs are redacted")
+	assert.Equal(t, "pw=[secret db-password]\n", s.stepLog(id, "use", nil))
+	fails := stepByName(r, "fails")
+	assert.Contains(t, val(fails.Error), "login refused for [secret db-password]")
+
+	// Missing secret: the step fails at once, saying which.
+	s.createPipeline("missing-secret", `
+steps:
+  - name: a
+    container: {command: ["true"], secrets: [{name: nope, env: X}]}
+`)
+	r = s.waitTerminal(s.start("missing-secret", nil), 60*time.Second)
+	require.Equal(t, gen.RunStateFAILED, r.State)
+	assert.Contains(t, val(stepByName(r, "a").Error), `no secret "nope"`)
+
+	// Where the value must not be.
+	hexValue := hex.EncodeToString([]byte(value))
+	notIn := func(where, text string) {
+		t.Helper()
+		assert.NotContains(t, text, value, "the value is in %s", where)
+		assert.NotContains(t, strings.ToLower(text), hexValue, "the value is in %s (hex)", where)
+	}
+	dump, err := exec.Command("pg_dump", "--data-only", s.cfg.DatabaseURL).CombinedOutput()
+	require.NoError(t, err, "%s", dump)
+	require.Contains(t, string(dump), "db-password", "the dump has the secret's row")
+	notIn("a pg_dump of the catalogue", string(dump))
+	notIn("temporal workflow show", temporalCLI(t, s, "workflow", "show", "--workflow-id", id, "--output", "json"))
+	notIn("temporal workflow describe", temporalCLI(t, s, "workflow", "describe", "--workflow-id", id, "--output", "json"))
+	for _, p := range []string{"/runs/" + id, "/runs/" + id + "/steps/use/logs", "/runs/" + id + "/steps/fails/logs", "/secrets", "/secrets/db-password", "/secret-events"} {
+		code, body := s.raw("GET", s.path("%s", p), nil)
+		require.Equal(t, 200, code, "GET %s: %s", p, body)
+		notIn("GET "+p, string(body))
+	}
+	code, body = s.raw("GET", s.path("/secret-events"), nil)
+	require.Equal(t, 200, code)
+	assert.Contains(t, string(body), `"replaced"`)
+	assert.Contains(t, string(body), `"created"`)
+
+	// Deleted: gone, and audited.
+	code, _ = s.raw("DELETE", s.path("/secrets/db-password"), nil)
+	assert.Equal(t, 204, code)
+	code, _ = s.raw("GET", s.path("/secrets/db-password"), nil)
+	assert.Equal(t, 404, code)
+}
