@@ -5,7 +5,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -30,9 +32,16 @@ func TestSecretsReachOnlyTheStep(t *testing.T) {
 		b, _ := json.Marshal(map[string]string{"value": v})
 		return s.raw("PUT", s.path("/secrets/db-password"), b)
 	}
-	code, body := put("first value, replaced")
-	require.Equal(t, 201, code, "%s", body)
-	code, body = put(value)
+	// The CLI reads the value from standard input, never from argv.
+	config := filepath.Join(t.TempDir(), "config.yaml")
+	require.Equal(t, 0, atelierCLI(t, config, "login", s.url, "--token", s.token, "--project", s.project).code)
+	cli := exec.Command(atelierBinary(t), "secrets", "set", "db-password")
+	cli.Env = append(os.Environ(), "ATELIER_CONFIG="+config, "ATELIER_URL=", "ATELIER_TOKEN=", "ATELIER_PROJECT=")
+	cli.Stdin = strings.NewReader("first value, replaced\n")
+	out, err := cli.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Contains(t, string(out), "created secret db-password (version 1)")
+	code, body := put(value)
 	require.Equal(t, 200, code, "%s", body)
 	var sec gen.Secret
 	require.NoError(t, json.Unmarshal(body, &sec))
@@ -125,6 +134,11 @@ steps:
 	require.Equal(t, 200, code)
 	assert.Contains(t, string(body), `"replaced"`)
 	assert.Contains(t, string(body), `"created"`)
+
+	r2 := atelierCLI(t, config, "secrets", "list")
+	require.Equal(t, 0, r2.code, r2.stderr)
+	assert.Contains(t, r2.stdout, "db-password")
+	notIn("atelier secrets list", r2.stdout)
 
 	// Deleted: gone, and audited.
 	code, _ = s.raw("DELETE", s.path("/secrets/db-password"), nil)

@@ -52,6 +52,7 @@ func Commands() []*cobra.Command {
 		bind(schedulesCmd(o)),
 		bind(endpointsCmd(o)),
 		bind(cacheCmd(o)),
+		bind(secretsCmd(o)),
 	}
 }
 
