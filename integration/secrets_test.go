@@ -1,10 +1,12 @@
 package integration
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -89,6 +91,23 @@ steps:
       command: ["sh", "-c", "echo \"login refused for $DB_PASSWORD\"; exit 2"]
       secrets: [{name: db-password, env: DB_PASSWORD}]
 `)
+	// Where the value must not be.
+	hexValue := hex.EncodeToString([]byte(value))
+	notIn := func(where, text string) {
+		t.Helper()
+		assert.NotContains(t, text, value, "the value is in %s", where)
+		assert.NotContains(t, strings.ToLower(text), hexValue, "the value is in %s (hex)", where)
+	}
+	// A webhook receiver outside the platform: it gets the failure, never
+	// the value.
+	rc := &receiver{seen: map[string]int{}}
+	srv := httptest.NewServer(rc)
+	t.Cleanup(srv.Close)
+	hook, err := s.client().CreateWebhookWithResponse(context.Background(), s.project, gen.WebhookCreate{
+		Url: srv.URL + "/hook", Events: []gen.WebhookEvent{"run.finished", "step.failed"}})
+	require.NoError(t, err)
+	require.Equal(t, 201, hook.StatusCode(), "%s", hook.Body)
+
 	id := s.start("uses-secret", nil)
 	r := s.waitTerminal(id, 90*time.Second)
 	require.Equal(t, gen.RunStateFAILED, r.State)
@@ -102,6 +121,18 @@ steps:
 	fails := stepByName(r, "fails")
 	assert.Contains(t, val(fails.Error), "login refused for [secret db-password]")
 
+	require.Eventually(t, func() bool {
+		a := rc.accepted()
+		return len(a["run.finished"]) > 0 && len(a["step.failed"]) > 0
+	}, 30*time.Second, 100*time.Millisecond, "the webhook deliveries")
+	rc.mu.Lock()
+	for _, r := range rc.requests {
+		notIn("a webhook delivery", string(r.body))
+	}
+	rc.mu.Unlock()
+	failed, _ := json.Marshal(rc.accepted()["step.failed"])
+	assert.Contains(t, string(failed), "[secret db-password]", "the delivery carries the redacted error")
+
 	// Missing secret: the step fails at once, saying which.
 	s.createPipeline("missing-secret", `
 steps:
@@ -112,13 +143,6 @@ steps:
 	require.Equal(t, gen.RunStateFAILED, r.State)
 	assert.Contains(t, val(stepByName(r, "a").Error), `no secret "nope"`)
 
-	// Where the value must not be.
-	hexValue := hex.EncodeToString([]byte(value))
-	notIn := func(where, text string) {
-		t.Helper()
-		assert.NotContains(t, text, value, "the value is in %s", where)
-		assert.NotContains(t, strings.ToLower(text), hexValue, "the value is in %s (hex)", where)
-	}
 	dump, err := exec.Command("pg_dump", "--data-only", s.cfg.DatabaseURL).CombinedOutput()
 	require.NoError(t, err, "%s", dump)
 	require.Contains(t, string(dump), "db-password", "the dump has the secret's row")
