@@ -453,7 +453,7 @@ func validateStep(p *Spec, i int, vc *vctx, psc *refScope, ps *problems) {
 		if c.Resources != nil {
 			validateResources(field(cp, "resources"), c.Resources, ps)
 		}
-		validateSecrets(field(cp, "secrets"), c, s.Placement != nil, ps)
+		validateSecrets(field(cp, "secrets"), c, ps)
 	}
 
 	// Ray and spark: templates wherever the block is set (like container
@@ -995,13 +995,9 @@ func stepsHistoryEvents(p *Spec, steps []Step) int {
 }
 
 // validateSecrets checks a container's secret references: valid and unique
-// names and variables, no variable also in env, no templates (a reference
-// is literal so that it can be checked here), and no placement: secrets
-// reach local steps only, for now.
-func validateSecrets(path string, c *Container, placed bool, ps *problems) {
-	if len(c.Secrets) > 0 && placed {
-		ps.add(path, "secrets reach steps on the local runtime only, for now: a step placed on a Kubernetes cluster cannot use them yet")
-	}
+// names and variables, no variable also in env or reserved by Atelier, no
+// templates (a reference is literal so that it can be checked here).
+func validateSecrets(path string, c *Container, ps *problems) {
 	seen := map[string]bool{}
 	for j, r := range c.Secrets {
 		sp := index(path, j)
@@ -1011,6 +1007,8 @@ func validateSecrets(path string, c *Container, placed bool, ps *problems) {
 		switch {
 		case r.Env == "" || strings.ContainsAny(r.Env, "=\x00") || strings.Contains(r.Env, "{{"):
 			ps.add(field(sp, "env"), "invalid environment variable name %q", r.Env)
+		case strings.HasPrefix(r.Env, "ATELIER_"):
+			ps.add(field(sp, "env"), "%s: ATELIER_ variables are set by Atelier", r.Env)
 		case seen[r.Env]:
 			ps.add(field(sp, "env"), "%s is given twice", r.Env)
 		default:

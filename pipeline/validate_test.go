@@ -583,6 +583,7 @@ steps:
         - {name: hf-token, env: DB_PASSWORD}
         - {name: x1, env: TAKEN}
         - {name: x2, env: "A=B"}
+        - {name: x3, env: ATELIER_OUTPUTS}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -596,7 +597,7 @@ steps:
 	for _, pr := range ve.Problems {
 		got[pr.Path] = true
 	}
-	for _, want := range []string{"steps[0].container.secrets[1].name", "steps[0].container.secrets[2].env", "steps[0].container.secrets[3].env", "steps[0].container.secrets[4].env"} {
+	for _, want := range []string{"steps[0].container.secrets[1].name", "steps[0].container.secrets[2].env", "steps[0].container.secrets[3].env", "steps[0].container.secrets[4].env", "steps[0].container.secrets[5].env"} {
 		if !got[want] {
 			t.Errorf("no problem at %s (got %v)", want, ve.Problems)
 		}
@@ -606,7 +607,7 @@ steps:
 	}
 	// Rendering keeps the references (the worker resolves them).
 	c, err := RenderContainer(p.Steps[0].Container, Env{})
-	if err != nil || len(c.Secrets) != 5 || c.Secrets[0] != (SecretEnv{Name: "db-password", Env: "DB_PASSWORD"}) {
+	if err != nil || len(c.Secrets) != 6 || c.Secrets[0] != (SecretEnv{Name: "db-password", Env: "DB_PASSWORD"}) {
 		t.Fatalf("RenderContainer = %+v, %v", c, err)
 	}
 }

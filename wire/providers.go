@@ -218,9 +218,12 @@ func provideServing(clients kube.Clients, cfg config.Config, st *store.Store, l 
 
 // provideKubeBackend builds the Kubernetes backends of a cluster worker;
 // the cleanup stops their informers.
-func provideKubeBackend(clients kube.Clients, cfg config.Config, l *zap.Logger) (*kube.Backend, func()) {
-	b := kube.New(clients, cfg.Cluster, kube.WithNamespaceTemplate(cfg.KubeNamespaceTemplate), kube.WithLogger(l.Named("kube")),
-		kube.WithKueue(cfg.KueueQueue))
+func provideKubeBackend(clients kube.Clients, v *vault.Vault, cfg config.Config, l *zap.Logger) (*kube.Backend, func()) {
+	opts := []kube.Option{kube.WithNamespaceTemplate(cfg.KubeNamespaceTemplate), kube.WithLogger(l.Named("kube")), kube.WithKueue(cfg.KueueQueue)}
+	if v != nil {
+		opts = append(opts, kube.WithSecrets(v))
+	}
+	b := kube.New(clients, cfg.Cluster, opts...)
 	return b, b.Close
 }
 

@@ -176,8 +176,14 @@ func InitClusterWorker(ctx context.Context, cfg config.Config, m *telemetry.Metr
 		cleanup()
 		return nil, nil, err
 	}
-	backend, cleanup4 := provideKubeBackend(v, cfg, logger)
-	store, cleanup5, err := provideStore(ctx, cfg, logger)
+	store, cleanup4, err := provideStore(ctx, cfg, logger)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	vault, cleanup5, err := provideVault(ctx, store, cfg, logger)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -185,9 +191,11 @@ func InitClusterWorker(ctx context.Context, cfg config.Config, m *telemetry.Metr
 		cleanup()
 		return nil, nil, err
 	}
+	backend, cleanup6 := provideKubeBackend(v, vault, cfg, logger)
 	serving := provideServing(v, cfg, store, logger)
 	clusterWorker := app.NewClusterWorker(client, cfg, v, backend, serving, store, logger)
 	return clusterWorker, func() {
+		cleanup6()
 		cleanup5()
 		cleanup4()
 		cleanup3()

@@ -132,12 +132,6 @@ func (r *Run) runUncached(ctx workflow.Context, st *runstate.StepStatus, stepNam
 	if w.kind == pipeline.KindContainer && cfg.placement == nil {
 		return r.runContainer(ctx, st, stepName, item, *w.container, opts...)
 	}
-	if w.container != nil && len(w.container.Secrets) > 0 {
-		// Specs are refused at validation; a Go pipeline's step gets here.
-		msg := "secrets reach steps on the local runtime only, for now: a step placed on a Kubernetes cluster cannot use them yet"
-		r.endStep(st, runstate.StepFailed, msg, "")
-		return nil, &StepError{Step: st.Name, Message: msg}
-	}
 
 	var target kubeTarget
 	var rayClusterName, rayClusterImage string

@@ -54,8 +54,9 @@ type Backend struct {
 	pullGrace  time.Duration
 	mutate     func(framework.Object)
 	progress   ProgressReporter
-	kueueQueue string        // "" = Atelier's own GPU admission
-	kueuePoll  time.Duration // how often a suspended step re-reads its Kueue Workload
+	kueueQueue string         // "" = Atelier's own GPU admission
+	kueuePoll  time.Duration  // how often a suspended step re-reads its Kueue Workload
+	secrets    SecretResolver // nil: steps cannot reference secrets
 
 	// Fixed in production; variables so tests need not wait on them.
 	deleteWait  time.Duration // how long cancel/timeout waits for the object to vanish

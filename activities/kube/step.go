@@ -65,6 +65,13 @@ func (b *Backend) RunKubeStep(ctx context.Context, req activities.KubeStepReques
 		},
 		Env: framework.StepEnv(req),
 	}
+	secret, err := b.stepSecret(ctx, req, step.Meta)
+	if err != nil {
+		return activities.KubeStepResult{}, err
+	}
+	if secret != nil {
+		step.SecretName = secret.Name
+	}
 	desired, err := kind.Build(step)
 	if err != nil {
 		return activities.KubeStepResult{}, err
@@ -78,11 +85,13 @@ func (b *Backend) RunKubeStep(ctx context.Context, req activities.KubeStepReques
 		item = *req.Item
 	}
 	r := &stepRun{
-		b: b, kind: kind, req: req, inKueue: inKueue, ns: ns, name: step.Meta.Name, key: ns + "/" + step.Meta.Name,
+		b: b, kind: kind, req: req, inKueue: inKueue, ns: ns, name: step.Meta.Name, key: ns + "/" + step.Meta.Name, secret: secret,
 		logger: b.logger.With(zap.String("run", req.RunID), zap.String("step", req.Step), zap.Int("item", item),
 			zap.Int("attempt", req.Attempt), zap.String("object", kind.Kind()+" "+ns+"/"+step.Meta.Name)),
 	}
-	return r.run(ctx, desired)
+	defer r.dropSecret(ctx)
+	res, err := r.run(ctx, desired)
+	return r.redactOutputs(res), err
 }
 
 func validateStep(req activities.KubeStepRequest) error {
@@ -129,6 +138,7 @@ type stepRun struct {
 	inKueue        bool   // created suspended in a Kueue LocalQueue
 	kueueWhy       string // Kueue's reason, last read
 	kueueAt        time.Time
+	secret         *corev1.Secret // the attempt's secrets; nil when it has none
 }
 
 func (r *stepRun) result() activities.KubeStepResult {
@@ -146,6 +156,9 @@ func (r *stepRun) run(ctx context.Context, desired framework.Object) (activities
 		return r.result(), err
 	}
 	r.uid = obj.GetUID()
+	if err := r.ownSecret(ctx, obj); err != nil {
+		return r.result(), err
+	}
 	r.creation = obj.GetCreationTimestamp().Time
 	if r.creation.IsZero() {
 		r.creation = b.clock.Now()
@@ -339,6 +352,10 @@ func (r *stepRun) acquire(ctx context.Context, desired framework.Object) (framew
 		}
 		r.ns, r.name, r.key = hb.Namespace, hb.Name, hb.Namespace+"/"+hb.Name
 		return obj, true, nil
+	}
+	// The Secret first: the pod must not start without it.
+	if err := r.ensureSecret(ctx); err != nil {
+		return nil, false, err
 	}
 	obj, adopted, err := framework.CreateOrAdopt(ctx, r.kind, desired)
 	if errors.Is(err, framework.ErrMissingNamespace) {

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/internal/platform/redact"
 )
 
 type stopReason int
@@ -54,8 +55,8 @@ type attempt struct {
 
 	env       []string
 	prog      string
-	secretEnv []string   // NAME=value of the secrets the step references
-	redact    *redaction // nil: no secrets to redact
+	secretEnv []string         // NAME=value of the secrets the step references
+	redact    *redact.Redactor // nil: no secrets to redact
 
 	logs      *logStream
 	pr        *os.File // read end of the step's stdout and stderr
@@ -295,11 +296,9 @@ func (a *attempt) streamLogs() {
 	a.readDone = done
 	go func() {
 		defer close(done)
-		w := a.redact.writer(a.logs)
+		w := redact.NewWriter(a.logs, a.redact)
 		_, _ = io.Copy(w, a.pr)
-		if rw, ok := w.(*redactingWriter); ok {
-			rw.Flush()
-		}
+		w.Flush()
 	}()
 }
 
@@ -412,9 +411,6 @@ func (a *attempt) outputs(result activities.ContainerResult) (activities.Contain
 		return result, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrTypeBadOutputs, nil, result)
 	}
 	a.logs.Close()
-	if a.redact != nil {
-		outputs, _ = a.redact.value(outputs).(map[string]any)
-	}
-	result.Outputs = outputs
+	result.Outputs = a.redact.Outputs(outputs)
 	return result, nil
 }

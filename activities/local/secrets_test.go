@@ -82,21 +82,3 @@ func TestMissingSecretOrKeyFailsForGood(t *testing.T) {
 		t.Fatalf("no key: %v", err)
 	}
 }
-
-func TestRedactingWriterAcrossWrites(t *testing.T) {
-	var out bytes.Buffer
-	w := newRedaction(map[string]string{"k": "s3cret-value", "multi": "line-one\nline-two"}).writer(&out)
-	for _, p := range []string{"a s3c", "ret-val", "ue b\nline-", "two and line-one\nend"} {
-		if _, err := w.Write([]byte(p)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	w.(*redactingWriter).Flush()
-	want := "a [secret k] b\n[secret multi] and [secret multi]\nend"
-	if out.String() != want {
-		t.Fatalf("got %q, want %q", out.String(), want)
-	}
-	if newRedaction(map[string]string{"x": "ab"}) != nil {
-		t.Fatal("a 2-byte value is redacted")
-	}
-}

@@ -165,6 +165,7 @@ func TestRBACIsExactlyWhatTheWorkerUses(t *testing.T) {
 		"/nodes":                                 {"list", "watch"},
 		"/pods":                                  {"get", "list", "watch"},
 		"batch/jobs":                             crud,
+		"/secrets":                               {"create", "delete", "get", "update"},
 		"ray.io/rayjobs":                         crud,
 		"ray.io/rayclusters":                     crud,
 		"sparkoperator.k8s.io/sparkapplications": crud,

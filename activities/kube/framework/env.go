@@ -167,3 +167,18 @@ func PinGPUPods(spec *corev1.PodSpec, nodes []string) {
 		}
 	}
 }
+
+// SecretEnv is the environment of a container's secret references: each
+// variable read from the attempt's Secret (secretName), keyed by the
+// project secret's name.
+func SecretEnv(refs []pipeline.SecretEnv, secretName string) []corev1.EnvVar {
+	if len(refs) == 0 || secretName == "" {
+		return nil
+	}
+	out := make([]corev1.EnvVar, len(refs))
+	for i, r := range refs {
+		out[i] = corev1.EnvVar{Name: r.Env, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: secretName}, Key: r.Name}}}
+	}
+	return out
+}

@@ -85,6 +85,10 @@ type Step struct {
 	// Env holds the ATELIER_* variables (ATELIER_OUTPUTS included) that
 	// every container of the step must get, sorted by name.
 	Env []corev1.EnvVar
+	// SecretName is the attempt's Secret holding the project secrets its
+	// container references ("" when none): kinds read them from it with
+	// SecretEnv.
+	SecretName string
 }
 
 // ObjectMeta returns a copy of the metadata for a new object.

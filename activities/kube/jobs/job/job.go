@@ -80,7 +80,7 @@ func (k *Kind) Build(step framework.Step) (framework.Object, error) {
 						Command:    c.Command,
 						Args:       c.Args,
 						WorkingDir: c.WorkingDir,
-						Env:        framework.ContainerEnv(c.Env, step.Env),
+						Env:        append(framework.ContainerEnv(c.Env, step.Env), framework.SecretEnv(c.Secrets, step.SecretName)...),
 						Resources:  res,
 						// The default, spelled out: outputs are read from
 						// this file, and FallbackToLogsOnError would put log

@@ -73,6 +73,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
     secretKeyRef:
       name: {{ include "atelier.secretName" . }}
       key: {{ .Values.secretKeys.temporal }}
+- name: ATELIER_SECRETS_KEY_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "atelier.secretName" . }}
+      key: {{ .Values.secretKeys.secretsKeyURL }}
+      optional: true
 - name: ATELIER_NAMESPACE
   value: {{ .Values.config.namespace | quote }}
 {{- with .Values.config.temporalUIURL }}
