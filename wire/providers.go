@@ -39,8 +39,8 @@ import (
 // provideStore opens the catalogue and brings its schema up to date. Both
 // binaries migrate (goose holds an advisory lock), so whichever starts first
 // on a fresh database is ready to serve.
-func provideStore(ctx context.Context, cfg config.Config, l *zap.Logger) (*store.Store, func(), error) {
-	s, err := store.Open(ctx, cfg.DatabaseURL, store.WithApplicationName("atelier"))
+func provideStore(ctx context.Context, cfg config.Config, box *secretbox.Box, l *zap.Logger) (*store.Store, func(), error) {
+	s, err := store.Open(ctx, cfg.DatabaseURL, store.WithApplicationName("atelier"), store.WithSecretBox(box))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -227,10 +227,10 @@ func provideKubeBackend(clients kube.Clients, v *vault.Vault, cfg config.Config,
 	return b, b.Close
 }
 
-// provideVault opens the project secrets vault when a key is configured
-// (nil otherwise: secrets are off). With keys being rotated out, it first
-// rewraps what they sealed, so they can be retired.
-func provideVault(ctx context.Context, s *store.Store, cfg config.Config, l *zap.Logger) (*vault.Vault, func(), error) {
+// provideSecretBox opens the key that seals project secrets and webhook
+// signing secrets, when one is configured (nil otherwise: secrets are off
+// and webhook secrets stay as given).
+func provideSecretBox(ctx context.Context, cfg config.Config) (*secretbox.Box, func(), error) {
 	if cfg.SecretsKeyURL == "" {
 		return nil, func() {}, nil
 	}
@@ -238,14 +238,31 @@ func provideVault(ctx context.Context, s *store.Store, cfg config.Config, l *zap
 	if err != nil {
 		return nil, nil, fmt.Errorf("ATELIER_SECRETS_KEY_URL: %w", err)
 	}
+	return box, box.Close, nil
+}
+
+// provideVault is the project secrets vault when a key is configured (nil
+// otherwise). It first brings what is stored to the current key: webhook
+// secrets stored in clear are sealed, and with keys being rotated out the
+// values they sealed are rewrapped, so those keys can be retired.
+func provideVault(ctx context.Context, s *store.Store, box *secretbox.Box, cfg config.Config, l *zap.Logger) (*vault.Vault, error) {
+	if box == nil {
+		return nil, nil
+	}
 	v := vault.New(s, box)
 	if len(cfg.SecretsOldKeyURLs) > 0 {
 		n, err := v.Rotate(ctx)
 		if err != nil {
-			box.Close()
-			return nil, nil, fmt.Errorf("rotating project secrets to the current key: %w", err)
+			return nil, fmt.Errorf("rotating project secrets to the current key: %w", err)
 		}
 		l.Info("project secrets rewrapped with the current key", zap.Int("secrets", n), zap.String("key", box.KeyID()))
 	}
-	return v, box.Close, nil
+	n, err := s.SealWebhookSecrets(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sealing webhook secrets: %w", err)
+	}
+	if n > 0 {
+		l.Info("webhook secrets sealed with the current key", zap.Int("webhooks", n), zap.String("key", box.KeyID()))
+	}
+	return v, nil
 }

@@ -22,31 +22,40 @@ import (
 
 // InitGateway builds the REST gateway process.
 func InitGateway(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (*app.Gateway, func(), error) {
-	logger, cleanup, err := app.NewLogger(cfg)
+	box, cleanup, err := provideSecretBox(ctx, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	store, cleanup2, err := provideStore(ctx, cfg, logger)
+	logger, cleanup2, err := app.NewLogger(cfg)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
-	tracing, cleanup3, err := provideGatewayTracing(ctx, m, logger)
+	store, cleanup3, err := provideStore(ctx, cfg, box, logger)
 	if err != nil {
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	client, cleanup4, err := app.NewTemporalClient(ctx, cfg, logger, m, tracing)
+	tracing, cleanup4, err := provideGatewayTracing(ctx, m, logger)
 	if err != nil {
 		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	runclientClient := provideEngine(client, cfg)
-	vault, cleanup5, err := provideVault(ctx, store, cfg, logger)
+	client, cleanup5, err := app.NewTemporalClient(ctx, cfg, logger, m, tracing)
 	if err != nil {
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	runclientClient := provideEngine(client, cfg)
+	vault, err := provideVault(ctx, store, box, cfg, logger)
+	if err != nil {
+		cleanup5()
 		cleanup4()
 		cleanup3()
 		cleanup2()
@@ -93,15 +102,24 @@ func InitWorker(ctx context.Context, cfg config.Config, m *telemetry.Metrics, go
 		cleanup()
 		return nil, nil, err
 	}
-	store, cleanup4, err := provideStore(ctx, cfg, logger)
+	box, cleanup4, err := provideSecretBox(ctx, cfg)
 	if err != nil {
 		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	vault, cleanup5, err := provideVault(ctx, store, cfg, logger)
+	store, cleanup5, err := provideStore(ctx, cfg, box, logger)
 	if err != nil {
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	vault, err := provideVault(ctx, store, box, cfg, logger)
+	if err != nil {
+		cleanup5()
 		cleanup4()
 		cleanup3()
 		cleanup2()
@@ -176,15 +194,24 @@ func InitClusterWorker(ctx context.Context, cfg config.Config, m *telemetry.Metr
 		cleanup()
 		return nil, nil, err
 	}
-	store, cleanup4, err := provideStore(ctx, cfg, logger)
+	box, cleanup4, err := provideSecretBox(ctx, cfg)
 	if err != nil {
 		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	vault, cleanup5, err := provideVault(ctx, store, cfg, logger)
+	store, cleanup5, err := provideStore(ctx, cfg, box, logger)
 	if err != nil {
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	vault, err := provideVault(ctx, store, box, cfg, logger)
+	if err != nil {
+		cleanup5()
 		cleanup4()
 		cleanup3()
 		cleanup2()
@@ -206,4 +233,4 @@ func InitClusterWorker(ctx context.Context, cfg config.Config, m *telemetry.Metr
 
 // wire.go:
 
-var common = wire.NewSet(app.NewLogger, provideStore, app.NewTemporalClient)
+var common = wire.NewSet(app.NewLogger, provideSecretBox, provideStore, app.NewTemporalClient)

@@ -26,7 +26,9 @@ const (
 var WebhookEvents = []string{EventRunFinished, EventStepFailed, EventApprovalRequested}
 
 // Webhook is a project's subscription to run events. Secret is the
-// HMAC-SHA256 key of the deliveries' signature; it is never served back.
+// HMAC-SHA256 key of the deliveries' signature; it is never served back,
+// and read back from a store that seals it (store.WithSecretBox) it is
+// empty: only the dispatcher's claims open it.
 type Webhook struct {
 	ID          string
 	Project     string

@@ -22,6 +22,7 @@ import (
 	"github.com/pressly/goose/v3/lock"
 
 	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/internal/platform/secretbox"
 	"github.com/atelier-ml/atelier/internal/store/db"
 )
 
@@ -42,6 +43,9 @@ type Store struct {
 	lq *db.Queries
 	// inserts group-commits run inserts (runbatch.go).
 	inserts *runInserts
+	// box seals webhook signing secrets (webhooksecrets.go); nil keeps
+	// them as given.
+	box *secretbox.Box
 }
 
 // customPlans runs queries as unnamed prepared statements
@@ -79,7 +83,12 @@ type options struct {
 	minConns int32
 	appName  string
 	tracer   pgx.QueryTracer
+	box      *secretbox.Box
 }
+
+// WithSecretBox seals webhook signing secrets with box before they are
+// stored, and opens them for the dispatcher.
+func WithSecretBox(box *secretbox.Box) Option { return func(o *options) { o.box = box } }
 
 // WithMaxConns bounds the connection pool (default: pgxpool's, max(4, CPUs)).
 func WithMaxConns(n int32) Option { return func(o *options) { o.maxConns = n } }
@@ -128,7 +137,7 @@ func Open(ctx context.Context, databaseURL string, opts ...Option) (*Store, erro
 		return nil, mapErr(err, "store: connect")
 	}
 	q := db.New(pool)
-	return &Store{pool: pool, q: q, lq: db.New(customPlans{pool}), inserts: newRunInserts(q)}, nil
+	return &Store{pool: pool, q: q, lq: db.New(customPlans{pool}), inserts: newRunInserts(q), box: o.box}, nil
 }
 
 // Close closes every connection. The Store must not be used afterwards.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,9 +24,13 @@ func (s *Store) CreateWebhook(ctx context.Context, w catalog.Webhook, maxPerProj
 	if w.Project == "" || w.URL == "" || len(w.Events) == 0 || w.Secret == "" {
 		return catalog.Webhook{}, invalid("a webhook needs a project, a URL, events and a secret")
 	}
+	stored, err := s.sealWebhookSecret(ctx, w.ID, w.Secret)
+	if err != nil {
+		return catalog.Webhook{}, err
+	}
 	row, err := s.q.CreateWebhook(ctx, db.CreateWebhookParams{
 		ID: w.ID, Project: w.Project, Url: w.URL, Events: w.Events, Pipeline: strPtr(w.Pipeline),
-		Secret: w.Secret, Description: w.Description, Enabled: w.Enabled, CreatedBy: w.CreatedBy,
+		Secret: stored, Description: w.Description, Enabled: w.Enabled, CreatedBy: w.CreatedBy,
 		MaxPerProject: int32(maxPerProject),
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -34,7 +39,9 @@ func (s *Store) CreateWebhook(ctx context.Context, w catalog.Webhook, maxPerProj
 	if err != nil {
 		return catalog.Webhook{}, mapErr(err, "create webhook in %q", w.Project)
 	}
-	return toWebhook(row), nil
+	out := toWebhook(row)
+	out.Secret = w.Secret
+	return out, nil
 }
 
 // GetWebhook returns a webhook of project; another project's is ErrNotFound.
@@ -62,9 +69,17 @@ func (s *Store) ListWebhooks(ctx context.Context, project string) ([]catalog.Web
 // UpdateWebhook changes the fields u sets; another project's webhook is
 // ErrNotFound.
 func (s *Store) UpdateWebhook(ctx context.Context, project, id string, u catalog.WebhookUpdate) (catalog.Webhook, error) {
+	secret := u.Secret
+	if secret != nil {
+		stored, err := s.sealWebhookSecret(ctx, id, *secret)
+		if err != nil {
+			return catalog.Webhook{}, err
+		}
+		secret = &stored
+	}
 	row, err := s.q.UpdateWebhook(ctx, db.UpdateWebhookParams{
 		Url: u.URL, Events: u.Events, ClearPipeline: u.ClearPipeline, Pipeline: u.Pipeline,
-		Secret: u.Secret, Description: u.Description, Enabled: u.Enabled, Project: project, ID: id,
+		Secret: secret, Description: u.Description, Enabled: u.Enabled, Project: project, ID: id,
 	})
 	if err != nil {
 		return catalog.Webhook{}, mapErr(err, "update webhook %s/%s", project, id)
@@ -202,8 +217,12 @@ func (s *Store) ClaimWebhookDeliveries(ctx context.Context, owner string, now, l
 	}
 	out := make([]catalog.ClaimedDelivery, len(rows))
 	for i, r := range rows {
+		secret, err := s.openWebhookSecret(ctx, r.WebhookID, r.Secret)
+		if err != nil {
+			return nil, err
+		}
 		out[i] = catalog.ClaimedDelivery{ID: r.ID, Event: r.Event, EventID: r.EventID, Attempt: int(r.Attempts),
-			Payload: []byte(r.Payload), URL: r.Url, Secret: r.Secret}
+			Payload: []byte(r.Payload), URL: r.Url, Secret: secret}
 	}
 	return out, nil
 }
@@ -234,7 +253,16 @@ func (s *Store) DeleteFinishedWebhookDeliveries(ctx context.Context, before time
 func toWebhook(r db.Webhook) catalog.Webhook {
 	return catalog.Webhook{
 		ID: r.ID, Project: r.Project, URL: r.Url, Events: r.Events, Pipeline: deref(r.Pipeline),
-		Secret: r.Secret, Description: r.Description, Enabled: r.Enabled,
+		Secret: clearOnly(r.Secret), Description: r.Description, Enabled: r.Enabled,
 		CreatedAt: utc(r.CreatedAt), UpdatedAt: utc(r.UpdatedAt), CreatedBy: r.CreatedBy,
 	}
+}
+
+// clearOnly is a stored webhook secret as catalog.Webhook shows it: a
+// sealed one is not opened for reads that never serve it.
+func clearOnly(stored string) string {
+	if strings.HasPrefix(stored, sealedPrefix) {
+		return ""
+	}
+	return stored
 }

@@ -28,7 +28,7 @@ WHERE w.id = d.webhook_id
     LIMIT $4
     FOR UPDATE OF q SKIP LOCKED
   )
-RETURNING d.id, d.event, d.event_id, d.attempts, d.payload::text AS payload, w.url, w.secret
+RETURNING d.id, d.event, d.event_id, d.attempts, d.payload::text AS payload, w.url, w.secret, w.id AS webhook_id
 `
 
 type ClaimWebhookDeliveriesParams struct {
@@ -39,13 +39,14 @@ type ClaimWebhookDeliveriesParams struct {
 }
 
 type ClaimWebhookDeliveriesRow struct {
-	ID       string
-	Event    string
-	EventID  string
-	Attempts int32
-	Payload  string
-	Url      string
-	Secret   string
+	ID        string
+	Event     string
+	EventID   string
+	Attempts  int32
+	Payload   string
+	Url       string
+	Secret    string
+	WebhookID string
 }
 
 // Leases up to @max_rows due deliveries of enabled webhooks to @owner
@@ -74,6 +75,7 @@ func (q *Queries) ClaimWebhookDeliveries(ctx context.Context, arg ClaimWebhookDe
 			&i.Payload,
 			&i.Url,
 			&i.Secret,
+			&i.WebhookID,
 		); err != nil {
 			return nil, err
 		}
@@ -314,6 +316,37 @@ func (q *Queries) ListWebhookDeliveries(ctx context.Context, arg ListWebhookDeli
 	return items, nil
 }
 
+const listWebhookSecrets = `-- name: ListWebhookSecrets :many
+SELECT id, secret FROM webhooks ORDER BY id
+`
+
+type ListWebhookSecretsRow struct {
+	ID     string
+	Secret string
+}
+
+// Every webhook's stored secret (sealed or, from before sealing, clear),
+// to seal or rewrap them (key rotation).
+func (q *Queries) ListWebhookSecrets(ctx context.Context) ([]ListWebhookSecretsRow, error) {
+	rows, err := q.db.Query(ctx, listWebhookSecrets)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListWebhookSecretsRow
+	for rows.Next() {
+		var i ListWebhookSecretsRow
+		if err := rows.Scan(&i.ID, &i.Secret); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listWebhooks = `-- name: ListWebhooks :many
 SELECT id, project, url, events, pipeline, secret, description, enabled, created_at, updated_at, created_by FROM webhooks
 WHERE project = $1
@@ -477,6 +510,25 @@ func (q *Queries) RecordWebhookAttempt(ctx context.Context, arg RecordWebhookAtt
 		arg.DeliveryID,
 		arg.Owner,
 	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const replaceWebhookSecret = `-- name: ReplaceWebhookSecret :execrows
+UPDATE webhooks SET secret = $1 WHERE id = $2 AND secret = $3
+`
+
+type ReplaceWebhookSecretParams struct {
+	Sealed string
+	ID     string
+	Old    string
+}
+
+// Stores a webhook's secret sealed anew, unless it changed meanwhile.
+func (q *Queries) ReplaceWebhookSecret(ctx context.Context, arg ReplaceWebhookSecretParams) (int64, error) {
+	result, err := q.db.Exec(ctx, replaceWebhookSecret, arg.Sealed, arg.ID, arg.Old)
 	if err != nil {
 		return 0, err
 	}

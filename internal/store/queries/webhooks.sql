@@ -92,7 +92,7 @@ WHERE w.id = d.webhook_id
     LIMIT @max_rows
     FOR UPDATE OF q SKIP LOCKED
   )
-RETURNING d.id, d.event, d.event_id, d.attempts, d.payload::text AS payload, w.url, w.secret;
+RETURNING d.id, d.event, d.event_id, d.attempts, d.payload::text AS payload, w.url, w.secret, w.id AS webhook_id;
 
 -- name: RecordWebhookAttempt :execrows
 -- Logs attempt @attempt of a delivery and moves the delivery on (@state,
@@ -137,3 +137,12 @@ WHERE id IN (
     WHERE f.state <> 'pending' AND f.finished_at < @before::timestamptz
     LIMIT @max_rows
 );
+
+-- name: ListWebhookSecrets :many
+-- Every webhook's stored secret (sealed or, from before sealing, clear),
+-- to seal or rewrap them (key rotation).
+SELECT id, secret FROM webhooks ORDER BY id;
+
+-- name: ReplaceWebhookSecret :execrows
+-- Stores a webhook's secret sealed anew, unless it changed meanwhile.
+UPDATE webhooks SET secret = @sealed WHERE id = @id AND secret = @old;

@@ -1,0 +1,112 @@
+package store
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"strings"
+
+	"github.com/atelier-ml/atelier/internal/platform/secretbox"
+	"github.com/atelier-ml/atelier/internal/store/db"
+)
+
+// A webhook's signing secret is stored sealed (with a secret box) as one
+// text value: sealedPrefix, then the key's fingerprint, the wrapped data
+// key, the nonce and the ciphertext, each base64, separated by ':'. A
+// value without the prefix is one stored in clear (before sealing, or by
+// an installation without a key); SealWebhookSecrets seals those.
+const sealedPrefix = "sealed:v1:"
+
+func webhookOwner(id string) string { return "webhook/" + id }
+
+// sealWebhookSecret returns what to store for a webhook's secret.
+func (s *Store) sealWebhookSecret(ctx context.Context, id, secret string) (string, error) {
+	if s.box == nil {
+		return secret, nil
+	}
+	v, err := s.box.Seal(ctx, []byte(secret), webhookOwner(id))
+	if err != nil {
+		return "", err
+	}
+	return encodeSealed(v), nil
+}
+
+// openWebhookSecret returns a webhook's secret from what is stored.
+func (s *Store) openWebhookSecret(ctx context.Context, id, stored string) (string, error) {
+	if !strings.HasPrefix(stored, sealedPrefix) {
+		return stored, nil
+	}
+	if s.box == nil {
+		return "", fmt.Errorf("webhook %s: its secret is sealed and this process has no secrets key (ATELIER_SECRETS_KEY_URL)", id)
+	}
+	v, err := decodeSealed(stored)
+	if err != nil {
+		return "", fmt.Errorf("webhook %s: %w", id, err)
+	}
+	b, err := s.box.Open(ctx, v, webhookOwner(id))
+	if err != nil {
+		return "", fmt.Errorf("webhook %s: %w", id, err)
+	}
+	return string(b), nil
+}
+
+func encodeSealed(v secretbox.Sealed) string {
+	e := base64.RawStdEncoding.EncodeToString
+	return sealedPrefix + v.KeyID + ":" + e(v.DataKey) + ":" + e(v.Nonce) + ":" + e(v.Ciphertext)
+}
+
+func decodeSealed(s string) (secretbox.Sealed, error) {
+	parts := strings.Split(strings.TrimPrefix(s, sealedPrefix), ":")
+	if len(parts) != 4 {
+		return secretbox.Sealed{}, fmt.Errorf("a sealed secret has 4 parts, got %d", len(parts))
+	}
+	var out [3][]byte
+	for i, p := range parts[1:] {
+		b, err := base64.RawStdEncoding.DecodeString(p)
+		if err != nil {
+			return secretbox.Sealed{}, fmt.Errorf("a sealed secret's part %d is not base64", i+2)
+		}
+		out[i] = b
+	}
+	return secretbox.Sealed{KeyID: parts[0], DataKey: out[0], Nonce: out[1], Ciphertext: out[2]}, nil
+}
+
+// SealWebhookSecrets seals the webhook secrets stored in clear and rewraps
+// those sealed with an old key (rotation), and says how many it changed.
+// A secret replaced meanwhile is left as written. Without a box it does
+// nothing.
+func (s *Store) SealWebhookSecrets(ctx context.Context) (int, error) {
+	if s.box == nil {
+		return 0, nil
+	}
+	rows, err := s.q.ListWebhookSecrets(ctx)
+	if err != nil {
+		return 0, mapErr(err, "list webhook secrets")
+	}
+	n := 0
+	for _, r := range rows {
+		var next string
+		if strings.HasPrefix(r.Secret, sealedPrefix) {
+			v, err := decodeSealed(r.Secret)
+			if err != nil {
+				return n, fmt.Errorf("webhook %s: %w", r.ID, err)
+			}
+			w, changed, err := s.box.Rewrap(ctx, v)
+			if err != nil {
+				return n, fmt.Errorf("webhook %s: %w", r.ID, err)
+			}
+			if !changed {
+				continue
+			}
+			next = encodeSealed(w)
+		} else if next, err = s.sealWebhookSecret(ctx, r.ID, r.Secret); err != nil {
+			return n, err
+		}
+		done, err := s.q.ReplaceWebhookSecret(ctx, db.ReplaceWebhookSecretParams{ID: r.ID, Old: r.Secret, Sealed: next})
+		if err != nil {
+			return n, mapErr(err, "seal webhook %s's secret", r.ID)
+		}
+		n += int(done)
+	}
+	return n, nil
+}

@@ -1,0 +1,128 @@
+package store_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/internal/platform/secretbox"
+	"github.com/atelier-ml/atelier/internal/store"
+	"github.com/atelier-ml/atelier/internal/store/storetest"
+	"github.com/atelier-ml/atelier/runstate"
+)
+
+func storedSecret(t *testing.T, url, id string) string {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	var v string
+	if err := conn.QueryRow(t.Context(), "SELECT secret FROM webhooks WHERE id = $1", id).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func openStore(t *testing.T, url string, opts ...store.Option) *store.Store {
+	t.Helper()
+	s, err := store.Open(t.Context(), url, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func newKey(t *testing.T, old ...string) (*secretbox.Box, string) {
+	t.Helper()
+	u, err := secretbox.NewLocalKeyURL()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := secretbox.Open(t.Context(), u, old...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b, u
+}
+
+// Webhook signing secrets with a secret box: stored sealed (a dump of the
+// table does not hold them), opened for the dispatcher's claims; one
+// stored in clear before the key existed is sealed by SealWebhookSecrets,
+// and a key rotation rewraps them.
+func TestWebhookSecretsAreSealed(t *testing.T) {
+	ctx := t.Context()
+	url := storetest.NewDatabase(t)
+	clear := openStore(t, url)
+	mustProject(t, clear, "p")
+	legacy := mustWebhook(t, clear, "p", "", catalog.EventStepFailed)
+	if storedSecret(t, url, legacy.ID) != "0123456789abcdef" {
+		t.Fatal("without a box the secret is stored as given")
+	}
+
+	box, oldURL := newKey(t)
+	s := openStore(t, url, store.WithSecretBox(box))
+	w, err := s.CreateWebhook(ctx, catalog.Webhook{Project: "p", URL: "https://example.com/sealed", Events: []string{catalog.EventStepFailed},
+		Secret: "fedcba9876543210-sealed", Enabled: true}, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Secret != "fedcba9876543210-sealed" {
+		t.Fatalf("create returns the secret it was given, got %q", w.Secret)
+	}
+	stored := storedSecret(t, url, w.ID)
+	if !strings.HasPrefix(stored, "sealed:v1:") || strings.Contains(stored, "fedcba9876543210") {
+		t.Fatalf("stored %q", stored)
+	}
+	if got, _ := s.GetWebhook(ctx, "p", w.ID); got.Secret != "" {
+		t.Fatalf("a read that never serves it opened it: %q", got.Secret)
+	}
+	n, err := s.SealWebhookSecrets(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("SealWebhookSecrets = %d, %v (the legacy one)", n, err)
+	}
+	if strings.Contains(storedSecret(t, url, legacy.ID), "0123456789abcdef") {
+		t.Fatal("the legacy secret is still in clear")
+	}
+
+	// The dispatcher's claims open both.
+	now := runstate.StepStatus{Name: "train", Kind: "container", State: runstate.StepFailed, Error: "exit 3"}
+	if err := s.MirrorRun(ctx, runStatus("r1", 1, runstate.Running, now)); err != nil {
+		t.Fatal(err)
+	}
+	secrets := map[string]bool{}
+	for _, c := range claimAll(t, s, "gw")[catalog.EventStepFailed] {
+		secrets[c.Secret] = true
+	}
+	if !secrets["0123456789abcdef"] || !secrets["fedcba9876543210-sealed"] {
+		t.Fatalf("claimed secrets %v", secrets)
+	}
+
+	// Rotation: a new key with the old one rewraps both; then the new key
+	// alone opens them.
+	both, newURL := newKey(t, oldURL)
+	rot := openStore(t, url, store.WithSecretBox(both))
+	if n, err := rot.SealWebhookSecrets(ctx); err != nil || n != 2 {
+		t.Fatalf("rotation rewrapped %d, %v", n, err)
+	}
+	alone, err := secretbox.Open(ctx, newURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alone.Close()
+	fresh := openStore(t, url, store.WithSecretBox(alone))
+	if err := fresh.MirrorRun(ctx, runStatus("r2", 1, runstate.Running, now)); err != nil {
+		t.Fatal(err)
+	}
+	if got := claimAll(t, fresh, "gw2")[catalog.EventStepFailed]; len(got) != 2 {
+		t.Fatalf("after rotation the new key alone claims %d deliveries", len(got))
+	}
+}
