@@ -48,6 +48,11 @@ func (s *stack) startWorkerProcessWith(t *testing.T, bin, logName string, env ..
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		logf.Close()
+		if t.Failed() {
+			if b, err := os.ReadFile(logf.Name()); err == nil {
+				t.Logf("%s:\n%s", logName, tail(string(b), 4000))
+			}
+		}
 	})
 	return cmd
 }
@@ -109,4 +114,12 @@ steps:
 
 	// The re-run is visible in the step's log.
 	assert.Contains(t, s.stepLog(ids[0], "slow", &gen.GetStepLogsParams{Attempt: ptrTo(1)}), "worker restarted")
+}
+
+// tail is the end of s, at most n bytes.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
 }

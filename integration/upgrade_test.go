@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -37,8 +38,13 @@ func previousBinary(t *testing.T, commit string) string {
 	if out, err := exec.Command("git", "cat-file", "-e", commit+"^{commit}").CombinedOutput(); err != nil {
 		t.Skipf("this clone lacks commit %s (shallow?): %v %s", commit, err, out)
 	}
+	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	require.NoError(t, err)
 	src := t.TempDir()
+	// From the top of the clone: run in a subfolder, git archive takes
+	// only that subfolder.
 	archive := exec.Command("sh", "-c", fmt.Sprintf("git archive %s | tar -x -C %s", commit, src))
+	archive.Dir = strings.TrimSpace(string(top))
 	out, err := archive.CombinedOutput()
 	require.NoError(t, err, "git archive: %s", out)
 	t.Logf("building cmd/atelier at %s (once per machine)…", commit[:12])
@@ -72,7 +78,7 @@ steps:
     container: {command: ["sh", "-c", "echo fan-{{ item }} >> %[1]s/ran; echo '{\"v\": {{ item }}}' > $ATELIER_OUTPUTS"]}
   - name: slow
     dependsOn: [fan]
-    container: {command: ["sh", "-c", "echo slow >> %[1]s/ran; touch %[1]s/slow-started; while [ ! -f %[1]s/go-on ]; do sleep 0.1; done; echo slow-done >> %[1]s/ran"]}
+    container: {command: ["sh", "-c", "echo slow >> %[1]s/ran; echo started > %[1]s/slow-started; while [ ! -f %[1]s/go-on ]; do sleep 0.1; done; echo slow-done >> %[1]s/ran"]}
   - name: gate
     kind: approval
     dependsOn: [slow]
@@ -93,7 +99,7 @@ steps:
 	r := s.waitStepState(id, "gate", gen.StepStateWAITINGFORAPPROVAL)
 	gate := stepByName(r, "gate")
 	require.NotNil(t, gate.Approval)
-	assert.Equal(t, "sum 6", gate.Approval.Message, "the approval rendered from outputs the old worker recorded")
+	assert.Equal(t, "sum 6", val(gate.Approval.Message), "the approval rendered from outputs the old worker recorded")
 	code, _, body := s.decide(id, "gate", "approve", s.token, nil)
 	require.Equal(t, 200, code, body)
 
