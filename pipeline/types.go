@@ -25,6 +25,10 @@ type Spec struct {
 	Deadline schema.Duration `json:"deadline,omitempty"`
 	// Placement is the default cluster choice for the steps.
 	Placement *Placement `json:"placement,omitempty"`
+	// Pod is the default Kubernetes pod settings of the container steps
+	// placed on a cluster; a step's own container.pod overrides it field
+	// by field (MergePod).
+	Pod *Pod `json:"pod,omitempty"`
 	// RayClusters are long-lived RayClusters shared by ray steps of a run.
 	RayClusters []SharedRayCluster `json:"rayClusters,omitempty"`
 	// OnExit are exit handlers: steps that run once every step of Steps
@@ -449,6 +453,9 @@ type Container struct {
 	// nor the catalogue, and it is redacted from the step's log. Local
 	// container steps only, for now.
 	Secrets []SecretEnv `json:"secrets,omitempty"`
+	// Pod holds Kubernetes pod settings (pod.go); a step placed on a
+	// cluster only.
+	Pod *Pod `json:"pod,omitempty"`
 }
 
 // SecretEnv gives a step the project's secret Name as the environment

@@ -116,6 +116,10 @@ func Validate(p *Spec, opts ValidateOptions) error {
 		vc.kinds = []StepKind{KindContainer}
 	}
 
+	validatePod("pod", p.Pod, &ps)
+	if podHasTemplates(p.Pod) {
+		ps.add("pod", "templates are not supported in pod settings")
+	}
 	if p.Deadline < 0 {
 		ps.add("deadline", "must not be negative")
 	}
@@ -454,6 +458,16 @@ func validateStep(p *Spec, i int, vc *vctx, psc *refScope, ps *problems) {
 			validateResources(field(cp, "resources"), c.Resources, ps)
 		}
 		validateSecrets(field(cp, "secrets"), c, ps)
+		if c.Pod != nil {
+			pp := field(cp, "pod")
+			validatePod(pp, c.Pod, ps)
+			if podHasTemplates(c.Pod) {
+				ps.add(pp, "templates are not supported in pod settings")
+			}
+			if s.EffectivePlacement(p) == nil {
+				ps.add(pp, "pod settings apply to steps placed on a Kubernetes cluster (placement); this step runs on the local runtime")
+			}
+		}
 	}
 
 	// Ray and spark: templates wherever the block is set (like container

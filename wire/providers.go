@@ -17,6 +17,7 @@ import (
 	"github.com/atelier-ml/atelier/activities/admission"
 	"github.com/atelier-ml/atelier/activities/deploy"
 	"github.com/atelier-ml/atelier/activities/kube"
+	"github.com/atelier-ml/atelier/activities/kube/framework"
 	"github.com/atelier-ml/atelier/activities/kube/serving"
 	"github.com/atelier-ml/atelier/activities/local"
 	"github.com/atelier-ml/atelier/activities/placement"
@@ -219,7 +220,8 @@ func provideServing(clients kube.Clients, cfg config.Config, st *store.Store, l 
 // provideKubeBackend builds the Kubernetes backends of a cluster worker;
 // the cleanup stops their informers.
 func provideKubeBackend(clients kube.Clients, v *vault.Vault, cfg config.Config, l *zap.Logger) (*kube.Backend, func()) {
-	opts := []kube.Option{kube.WithNamespaceTemplate(cfg.KubeNamespaceTemplate), kube.WithLogger(l.Named("kube")), kube.WithKueue(cfg.KueueQueue)}
+	opts := []kube.Option{kube.WithNamespaceTemplate(cfg.KubeNamespaceTemplate), kube.WithLogger(l.Named("kube")), kube.WithKueue(cfg.KueueQueue),
+		kube.WithPodPolicy(framework.PodPolicy{ServiceAccounts: cfg.PodServiceAccounts})}
 	if v != nil {
 		opts = append(opts, kube.WithSecrets(v))
 	}

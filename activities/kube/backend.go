@@ -57,6 +57,7 @@ type Backend struct {
 	kueueQueue string         // "" = Atelier's own GPU admission
 	kueuePoll  time.Duration  // how often a suspended step re-reads its Kueue Workload
 	secrets    SecretResolver // nil: steps cannot reference secrets
+	podPolicy  framework.PodPolicy
 
 	// Fixed in production; variables so tests need not wait on them.
 	deleteWait  time.Duration // how long cancel/timeout waits for the object to vanish
@@ -118,6 +119,11 @@ func WithImagePullGrace(d time.Duration) Option { return func(b *Backend) { b.pu
 // *sparkv1beta2.SparkApplication. It must be deterministic, and must not
 // change names or atelier.dev/* labels.
 func WithMutator(f func(obj framework.Object)) Option { return func(b *Backend) { b.mutate = f } }
+
+// WithPodPolicy sets what projects' pods may do on this cluster (the
+// default policy allows no host paths, host namespaces, privileged
+// containers, and no service account but the namespace's default).
+func WithPodPolicy(p framework.PodPolicy) Option { return func(b *Backend) { b.podPolicy = p } }
 
 // WithKueue makes the backend submit Jobs and RayJobs (those that bring
 // their own RayCluster) to Kueue: created suspended in the LocalQueue

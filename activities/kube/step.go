@@ -8,6 +8,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -78,6 +79,11 @@ func (b *Backend) RunKubeStep(ctx context.Context, req activities.KubeStepReques
 	}
 	if b.mutate != nil {
 		b.mutate(desired)
+	}
+	if job, ok := desired.(*batchv1.Job); ok {
+		if err := b.podPolicy.CheckPod(&job.Spec.Template.Spec); err != nil {
+			return activities.KubeStepResult{}, err
+		}
 	}
 	inKueue := framework.QueueInKueue(kind, desired, b.kueueQueue)
 	item := -1

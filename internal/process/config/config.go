@@ -117,6 +117,11 @@ type Config struct {
 	// RayJobs to Kueue's LocalQueue of that name (created suspended)
 	// instead of using Atelier's own GPU admission.
 	KueueQueue string
+	// PodServiceAccounts are the service accounts projects' steps may run
+	// as on this cluster (pod.serviceAccountName), besides the namespace's
+	// default; the cluster's pod policy (framework.PodPolicy) refuses the
+	// rest, and host paths, host namespaces and privileged containers.
+	PodServiceAccounts []string
 
 	// envErrs are ATELIER_* variables that are set but malformed. A bad
 	// value must stop the process with its name, never fall back to the
@@ -198,6 +203,7 @@ func (c *Config) BindWorker(fs *pflag.FlagSet) {
 	fs.StringVar(&c.KubeNamespaceTemplate, "kube-namespace-template", env("ATELIER_KUBE_NAMESPACE_TEMPLATE", d.KubeNamespaceTemplate), "namespace of a project's objects; {project} is replaced (ATELIER_KUBE_NAMESPACE_TEMPLATE)")
 	fs.Float32Var(&c.KubeQPS, "kube-qps", c.envFloat32("ATELIER_KUBE_QPS", d.KubeQPS), "API server requests per second (ATELIER_KUBE_QPS)")
 	fs.StringVar(&c.KubeGateway, "gateway", env("ATELIER_GATEWAY", d.KubeGateway), "with --cluster: the Gateway API Gateway (namespace/name) inference endpoints' HTTPRoutes attach to, for weighted traffic; without it traffic follows the replica ratio (ATELIER_GATEWAY)")
+	fs.StringSliceVar(&c.PodServiceAccounts, "pod-service-accounts", envList("ATELIER_POD_SERVICE_ACCOUNTS"), "with --cluster: service accounts projects' steps may run as (pod.serviceAccountName), besides default (ATELIER_POD_SERVICE_ACCOUNTS, comma-separated)")
 	fs.StringVar(&c.KueueQueue, "kueue-queue", env("ATELIER_KUEUE_QUEUE", d.KueueQueue), "with --cluster: the cluster runs Kueue; submit Jobs and RayJobs to this LocalQueue (in every project namespace) and let Kueue admit them instead of Atelier (ATELIER_KUEUE_QUEUE)")
 	fs.IntVar(&c.KubeBurst, "kube-burst", c.envInt("ATELIER_KUBE_BURST", d.KubeBurst), "API server request burst (ATELIER_KUBE_BURST)")
 }
@@ -363,4 +369,13 @@ func (c *Config) EnvError() error {
 		return nil
 	}
 	return fmt.Errorf("bad environment: %w", errors.Join(c.envErrs...))
+}
+
+// envList reads a comma-separated list from the environment.
+func envList(key string) []string {
+	v := env(key, "")
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
 }

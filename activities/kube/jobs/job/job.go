@@ -98,6 +98,9 @@ func (k *Kind) Build(step framework.Step) (framework.Object, error) {
 	if d := step.Request.DeleteAfter; d > 0 {
 		job.Spec.TTLSecondsAfterFinished = ptr.To(int32(min(math.Ceil(d.Seconds()), math.MaxInt32)))
 	}
+	if err := framework.ApplyPod(&job.Spec.Template, ContainerName, c.Pod); err != nil {
+		return nil, err
+	}
 	framework.PinGPUPods(&job.Spec.Template.Spec, step.Request.Nodes)
 	return job, nil
 }

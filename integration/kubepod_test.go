@@ -1,0 +1,125 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/atelier-ml/atelier/api/gen"
+	"github.com/atelier-ml/atelier/internal/stack/kubetest"
+)
+
+// Pod settings on the real control plane: a node pool that is tainted and
+// labelled takes a step only with the matching toleration and node
+// selector (the real scheduler decides, and says why it refuses), the Job's
+// pod carries the volumes, labels and patch the spec asked for (checked
+// by the real API server), and the cluster's policy refuses a service
+// account it does not allow and a host path slipped in through a patch.
+func TestPodSettingsOnKubernetes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the Kubernetes control plane")
+	}
+	e := newKubeEnv(t, func(string) kubetest.Exit { return kubetest.Exit{After: 3 * time.Second, Message: `{"ok": true}`} }, true)
+	ctx := context.Background()
+	pool := fmt.Sprintf("pool-%d", os.Getpid()%100000)
+	require.NoError(t, kubetest.CreateNodes(ctx, e.kube, []*corev1.Node{
+		kubetest.MakeNode(pool + "-1").Label("pool", pool).Taint("dedicated", pool, corev1.TaintEffectNoSchedule).Ready(true).Obj(),
+	}))
+
+	step := func(pod string) string {
+		return fmt.Sprintf(`
+steps:
+  - name: train
+    placement: {cluster: %s}
+    container:
+      image: busybox
+      command: ["true"]
+      pod:
+%s
+`, e.cluster, pod)
+	}
+	// Without the toleration the scheduler refuses the pool's node.
+	e.createPipeline("untolerated", step(fmt.Sprintf(`        nodeSelector: {pool: %s}`, pool)))
+	id := e.start("untolerated", nil)
+	var msg string
+	e.waitRun(id, 60*time.Second, "the scheduler's reason", func(r gen.Run) bool {
+		if r.Status == nil || len(r.Status.Steps) == 0 || len(val(r.Status.Steps[0].Attempts)) == 0 {
+			return false
+		}
+		msg = val((*r.Status.Steps[0].Attempts)[0].Message)
+		return strings.Contains(msg, "Unschedulable")
+	})
+	assert.Contains(t, msg, "untolerated taint")
+	e.cancel(id, "no toleration")
+	e.waitTerminal(id, 30*time.Second)
+
+	// With it the step runs there, and its pod has what was asked.
+	e.createPipeline("tolerated", step(fmt.Sprintf(`        nodeSelector: {pool: %[1]s}
+        tolerations: [{key: dedicated, value: %[1]s, effect: NoSchedule}]
+        labels: {team: vision}
+        volumes:
+          - {name: scratch, mountPath: /scratch, emptyDir: {sizeLimit: 1Gi}}
+          - {name: settings, mountPath: /etc/settings, readOnly: true, configMap: trainer-settings}
+        patch: {spec: {terminationGracePeriodSeconds: 7}}`, pool)))
+	id = e.start("tolerated", nil)
+	var pod corev1.Pod
+	e.waitRun(id, 60*time.Second, "the step's pod on the pool's node", func(r gen.Run) bool {
+		pods, err := e.kube.CoreV1().Pods(e.namespace).List(ctx, metav1.ListOptions{LabelSelector: "atelier.dev/run=" + id})
+		require.NoError(t, err)
+		for _, p := range pods.Items {
+			if p.Spec.NodeName != "" {
+				pod = p
+				return true
+			}
+		}
+		return false
+	})
+	assert.Equal(t, pool+"-1", pod.Spec.NodeName)
+	assert.Equal(t, "vision", pod.Labels["team"])
+	assert.Equal(t, int64(7), *pod.Spec.TerminationGracePeriodSeconds)
+	var mounts []string
+	for _, m := range pod.Spec.Containers[0].VolumeMounts {
+		mounts = append(mounts, m.Name+":"+m.MountPath)
+	}
+	assert.Subset(t, mounts, []string{"scratch:/scratch", "settings:/etc/settings"})
+	r := e.waitTerminal(id, 60*time.Second)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
+
+	// Policy: a service account the cluster does not allow, and a host path
+	// slipped in through a patch, fail the step for good, saying why.
+	for name, pod := range map[string]string{
+		"bad-sa":    `        serviceAccountName: cluster-admin`,
+		"host-path": `        patch: {spec: {volumes: [{name: root, hostPath: {path: /}}]}}`,
+	} {
+		e.createPipeline(name, step(pod))
+		r := e.waitTerminal(e.start(name, nil), 60*time.Second)
+		require.Equal(t, gen.RunStateFAILED, r.State, name)
+		errText := val(stepByName(r, "train").Error)
+		assert.Contains(t, errText, "breaks the cluster's policy", name)
+	}
+
+	// Validation: pod settings on a local step, bad tolerations and
+	// volumes are 422s naming each field.
+	code, problems := e.push("bad-pod", `
+steps:
+  - name: local
+    container:
+      command: ["true"]
+      pod:
+        tolerations: [{key: a, operator: Sometimes}]
+        volumes: [{name: Bad_Name, mountPath: relative}]
+`)
+	require.Equal(t, 422, code)
+	for _, p := range []string{"steps[0].container.pod", "steps[0].container.pod.tolerations[0].operator",
+		"steps[0].container.pod.volumes[0].name", "steps[0].container.pod.volumes[0].mountPath", "steps[0].container.pod.volumes[0]"} {
+		assert.Contains(t, problems, p)
+	}
+}

@@ -1,0 +1,99 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/atelier-ml/atelier/schema"
+)
+
+func TestMergePodAndDefaults(t *testing.T) {
+	p, err := Parse([]byte(`
+pod:
+  nodeSelector: {pool: gpu}
+  tolerations: [{key: gpu, operator: Exists}]
+  serviceAccountName: trainer
+  volumes: [{name: data, mountPath: /data, persistentVolumeClaim: shared}]
+  patch: {spec: {dnsPolicy: Default}}
+placement: {cluster: c1}
+steps:
+  - name: a
+    container:
+      command: ["true"]
+      pod:
+        nodeSelector: {zone: z1}
+        serviceAccountName: other
+        volumes: [{name: data, mountPath: /mine, emptyDir: {}}]
+        patch: {spec: {terminationGracePeriodSeconds: 3}}
+  - name: b
+    container: {command: ["true"]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Validate(p, ValidateOptions{Kubernetes: true}); err != nil {
+		t.Fatal(err)
+	}
+	orig := p.Steps[0].Container
+	p.ApplyPodDefaults()
+	if p.Steps[0].Container == orig {
+		t.Fatal("ApplyPodDefaults modified the spec's container in place")
+	}
+	a := p.Steps[0].Container.Pod
+	if a.NodeSelector["pool"] != "gpu" || a.NodeSelector["zone"] != "z1" || a.ServiceAccountName != "other" || len(a.Tolerations) != 1 {
+		t.Fatalf("merged pod %+v", a)
+	}
+	if len(a.Volumes) != 1 || a.Volumes[0].MountPath != "/mine" {
+		t.Fatalf("a step's volume replaces the pipeline's of the same name: %+v", a.Volumes)
+	}
+	patches, err := a.Patches()
+	if err != nil || len(patches) != 2 {
+		t.Fatalf("patches %v, %v", patches, err)
+	}
+	if b := p.Steps[1].Container.Pod; b == nil || b.ServiceAccountName != "trainer" {
+		t.Fatalf("a step without its own pod settings gets the pipeline's: %+v", b)
+	}
+}
+
+func TestValidatePodProblems(t *testing.T) {
+	p, err := Parse([]byte(`
+pod:
+  labels: {"atelier.dev/run": x}
+steps:
+  - name: a
+    placement: {cluster: c1}
+    container:
+      command: ["true"]
+      pod:
+        tolerations: [{operator: Equal}, {key: k, operator: Exists, value: v}, {key: k, effect: Sometimes, tolerationSeconds: 5}]
+        serviceAccountName: "Not A Name"
+        volumes:
+          - {name: v1, mountPath: /x}
+          - {name: v1, mountPath: /x, emptyDir: {medium: Disk}, configMap: c}
+        patch: [1, 2]
+  - name: local
+    container: {command: ["true"], pod: {labels: {team: x}}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Validate(p, ValidateOptions{Kubernetes: true})
+	var ve *schema.ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("Validate = %v", err)
+	}
+	got := map[string]bool{}
+	for _, pr := range ve.Problems {
+		got[pr.Path] = true
+	}
+	c := "steps[0].container.pod."
+	for _, want := range []string{`pod.labels["atelier.dev/run"]`, c + "tolerations[0].key", c + "tolerations[1].value", c + "tolerations[2].effect",
+		c + "tolerations[2].tolerationSeconds", c + "serviceAccountName", c + "volumes[0]", c + "volumes[1].name", c + "volumes[1].mountPath",
+		c + "volumes[1]", c + "volumes[1].emptyDir.medium", c + "patch", "steps[1].container.pod"} {
+		if !got[want] {
+			b, _ := json.MarshalIndent(ve.Problems, "", " ")
+			t.Errorf("no problem at %s; got %s", want, b)
+		}
+	}
+}
