@@ -144,6 +144,7 @@ func TestCacheKeyClassifiesEveryWorkField(t *testing.T) {
 		"Container.Image": "keyed", "Container.Command": "keyed", "Container.Args": "keyed", "Container.Env": "keyed",
 		"Container.WorkingDir": "keyed", "Container.Resources": "keyed (GPU and type)",
 		"Container.Secrets": "keyed by name and variable, never by value",
+		"Container.Pod":     "excluded: decides where and as whom it runs, not what it computes",
 		"Resources.CPU":     "excluded: decides placement", "Resources.Memory": "excluded: decides placement",
 		"Resources.GPU": "keyed", "Resources.GPUType": "keyed",
 		"RayStep.Entrypoint": "keyed", "RayStep.RuntimeEnv": "keyed", "RayStep.Cluster": "keyed by content",
