@@ -31,7 +31,7 @@ func TestPodSettingsOnKubernetes(t *testing.T) {
 	ctx := context.Background()
 	pool := fmt.Sprintf("pool-%d", os.Getpid()%100000)
 	require.NoError(t, kubetest.CreateNodes(ctx, e.kube, []*corev1.Node{
-		kubetest.MakeNode(pool + "-1").Label("pool", pool).Taint("dedicated", pool, corev1.TaintEffectNoSchedule).Ready(true).Obj(),
+		kubetest.MakeNode(pool+"-1").Label("pool", pool).Taint("dedicated", pool, corev1.TaintEffectNoSchedule).Ready(true).Obj(),
 	}))
 
 	step := func(pod string) string {
