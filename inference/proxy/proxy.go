@@ -286,14 +286,15 @@ type retrying struct {
 
 // unsent reports whether err says the replica went away before it
 // answered anything: the connection was refused, or a kept-alive
-// connection was closed or reset by a replica that is shutting down
+// connection was closed or reset (or broke while the request was being
+// written: EPIPE) by a replica that is shutting down
 // (net/http retries those by itself only for idempotent methods). A
 // reset may also come from an engine that crashed while working on the
 // request, so a request may, rarely, run twice; for inference that is a
 // cost, not a wrong answer, and it is what Envoy's "reset" retry policy
 // does too.
 func unsent(err error) bool {
-	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) ||
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF) ||
 		strings.Contains(err.Error(), "server closed idle connection")
 }
 
