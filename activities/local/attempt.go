@@ -48,6 +48,7 @@ type attempt struct {
 
 	prev      Heartbeat // what an earlier execution heartbeated
 	restarted bool      // there was an earlier execution: the worker died
+	execution int       // 1, or more after a lost worker (ATELIER_EXECUTION)
 
 	gpuWaitStart time.Time
 	devices      []GPU
@@ -94,7 +95,9 @@ func (r *Runner) newAttempt(req activities.ContainerRequest) *attempt {
 // died mid-step) and kills the process group it left running.
 func (a *attempt) killLeftovers(ctx context.Context) {
 	a.prev, a.restarted = previousHeartbeat(ctx, a.logger)
+	a.execution = 1
 	if a.restarted {
+		a.execution = max(a.prev.Execution, 1) + 1
 		a.r.killPrevious(a.prev, markerEnv(a.req), a.logger)
 	}
 }
@@ -179,6 +182,8 @@ func (a *attempt) setRunTime() error {
 // step's PATH.
 func (a *attempt) prepareCommand() error {
 	a.env = buildEnv(a.req, a.outputsPath)
+	// A step can tell a re-run after a lost worker from its first run.
+	a.env = setEnv(a.env, "ATELIER_EXECUTION", strconv.Itoa(a.execution))
 	for _, kv := range a.secretEnv {
 		k, v, _ := strings.Cut(kv, "=")
 		a.env = setEnv(a.env, k, v)
@@ -216,7 +221,7 @@ func (a *attempt) openLog(ctx context.Context) error {
 	}
 	a.logs = logs
 	if a.restarted {
-		a.logs.note("worker restarted; re-running step")
+		a.logs.note("worker restarted; re-running step (execution %d: the worker running it was lost)", a.execution)
 	}
 	return nil
 }
@@ -310,7 +315,7 @@ func (a *attempt) startHeartbeat(ctx context.Context) {
 	go func() {
 		defer close(done)
 		host, _ := os.Hostname()
-		hb := Heartbeat{Pgid: a.pgid, Pid: a.pid, StartedAt: a.startedAt, Host: host, BootID: bootID()}
+		hb := Heartbeat{Pgid: a.pgid, Pid: a.pid, StartedAt: a.startedAt, Host: host, BootID: bootID(), Execution: a.execution}
 		t := time.NewTicker(a.r.heartbeat)
 		defer t.Stop()
 		for {

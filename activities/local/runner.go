@@ -158,6 +158,9 @@ type Heartbeat struct {
 	LogOffset int64     `json:"logOffset"` // bytes the LogSink has confirmed
 	Host      string    `json:"host,omitempty"`
 	BootID    string    `json:"bootId,omitempty"`
+	// Execution counts the executions of this attempt: 1, then one more
+	// each time the worker running it was lost (ATELIER_EXECUTION).
+	Execution int `json:"execution,omitempty"`
 }
 
 type waitResult struct {
@@ -177,6 +180,10 @@ func (r *Runner) RunContainer(ctx context.Context, req activities.ContainerReque
 		return activities.ContainerResult{}, invalid("%s", err)
 	}
 	a := r.newAttempt(req)
+	if res, err, ok := a.recordedOutcome(); ok {
+		a.logger.Info("the step ended before its result was reported; returning the recorded result, not running it again")
+		return res, err
+	}
 	a.killLeftovers(ctx)
 	if err := a.prepareDirs(); err != nil {
 		return activities.ContainerResult{}, err
@@ -205,7 +212,9 @@ func (r *Runner) RunContainer(ctx context.Context, req activities.ContainerReque
 	a.startHeartbeat(ctx)
 	reason, res := a.wait(ctx)
 	a.reap()
-	return a.outcome(ctx, reason, res)
+	result, err := a.outcome(ctx, reason, res)
+	a.record(result, err)
+	return result, err
 }
 
 // acquireGPUs waits for the devices req asks for, heartbeating (with no

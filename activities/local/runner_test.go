@@ -423,7 +423,7 @@ func TestRestartKillsPreviousGroupAndContinuesLog(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("previous attempt's process still running")
 	}
-	want := "first run\nand more\n[atelier] worker restarted; re-running step\nsecond run\n"
+	want := "first run\nand more\n[atelier] worker restarted; re-running step (execution 2: the worker running it was lost)\nsecond run\n"
 	if got := h.sink.log(t, key(req)); got != want {
 		t.Fatalf("shipped log %q, want %q", got, want)
 	}
@@ -549,5 +549,45 @@ func TestFailureMessageBounded(t *testing.T) {
 	msg := failureMessage(1, "", []string{"a", long})
 	if len(msg) > 1024 || !strings.HasPrefix(msg, "command exited with code 1") || !strings.HasSuffix(msg, "é") {
 		t.Fatalf("len %d: %q", len(msg), msg[:80])
+	}
+}
+
+// A step whose process ended before its result was reported (the worker
+// or the Temporal server died in between) is not run again: the activity
+// delivered again for the same attempt returns the recorded result, a
+// failure as the same error.
+func TestRecordedResultIsReturnedNotRunAgain(t *testing.T) {
+	h := newHarness(t)
+	dir := t.TempDir()
+	count := filepath.Join(dir, "count")
+	req := request("sh", "-c", `echo ran >> "$1"; echo "exec $ATELIER_EXECUTION"; printf '{"n": 7}' > "$ATELIER_OUTPUTS"`, "sh", count)
+	first, err := h.run(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := h.run(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(count); string(b) != "ran\n" {
+		t.Fatalf("the command ran %q", b)
+	}
+	if again.ExitCode != 0 || again.Outputs["n"] != 7.0 || !again.FinishedAt.Equal(first.FinishedAt) {
+		t.Fatalf("recorded %+v, first %+v", again, first)
+	}
+	if got := h.sink.log(t, key(req)); got != "exec 1\n" {
+		t.Fatalf("log %q", got)
+	}
+
+	failing := request("sh", "-c", `echo ran >> "$1"; echo broken; exit 3`, "sh", count)
+	failing.Step = "fails"
+	_, err1 := h.run(failing)
+	_, err2 := h.run(failing)
+	a1, a2 := appError(t, err1, activities.ErrTypeStepFailed), appError(t, err2, activities.ErrTypeStepFailed)
+	if a1.Error() != a2.Error() || !a2.NonRetryable() {
+		t.Fatalf("replayed failure %v, first %v", a2, a1)
+	}
+	if b, _ := os.ReadFile(count); string(b) != "ran\nran\n" {
+		t.Fatalf("the failing command ran again: %q", b)
 	}
 }
