@@ -262,8 +262,8 @@ func validatePod(pp string, p *Pod, ps *problems) {
 	}
 }
 
-// podTemplates are where templates may not appear in pod settings: none
-// are rendered (the settings are literal, checked before the run).
+// podHasTemplates reports whether pod settings hold a template: none is
+// rendered (the settings are literal, checked before the run).
 func podHasTemplates(p *Pod) bool {
 	if p == nil {
 		return false

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/platform/secretbox"
@@ -21,8 +22,7 @@ func (s *Store) PutSecret(ctx context.Context, project, name string, v secretbox
 		if err != nil {
 			return err
 		}
-		out = catalog.Secret{Project: row.Project, Name: row.Name, Version: int(row.Version), CreatedAt: row.CreatedAt,
-			UpdatedAt: row.UpdatedAt, UpdatedBy: row.UpdatedBy}
+		out = secretOf(row.Project, row.Name, row.Version, row.CreatedAt, row.UpdatedAt, row.UpdatedBy)
 		created = row.Created
 		action := catalog.SecretReplaced
 		if created {
@@ -58,7 +58,7 @@ func (s *Store) GetSecret(ctx context.Context, project, name string) (catalog.Se
 	if err != nil {
 		return catalog.Secret{}, mapErr(err, "secret %s/%s", project, name)
 	}
-	return catalog.Secret{Project: r.Project, Name: r.Name, Version: int(r.Version), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, UpdatedBy: r.UpdatedBy}, nil
+	return secretOf(r.Project, r.Name, r.Version, r.CreatedAt, r.UpdatedAt, r.UpdatedBy), nil
 }
 
 // ListSecrets returns a project's secrets by name.
@@ -69,7 +69,7 @@ func (s *Store) ListSecrets(ctx context.Context, project string) ([]catalog.Secr
 	}
 	out := make([]catalog.Secret, len(rows))
 	for i, r := range rows {
-		out[i] = catalog.Secret{Project: r.Project, Name: r.Name, Version: int(r.Version), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, UpdatedBy: r.UpdatedBy}
+		out[i] = secretOf(r.Project, r.Name, r.Version, r.CreatedAt, r.UpdatedAt, r.UpdatedBy)
 	}
 	return out, nil
 }
@@ -133,4 +133,10 @@ func (s *Store) ListSecretEvents(ctx context.Context, project string, max int) (
 		out[i] = catalog.SecretEvent{Name: r.Name, Action: r.Action, Actor: r.Actor, At: r.At}
 	}
 	return out, nil
+}
+
+// secretOf is a secret's row as the catalogue shows it (sqlc gives each
+// query its own row type with these columns).
+func secretOf(project, name string, version int32, created, updated time.Time, by string) catalog.Secret {
+	return catalog.Secret{Project: project, Name: name, Version: int(version), CreatedAt: created, UpdatedAt: updated, UpdatedBy: by}
 }
