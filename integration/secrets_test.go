@@ -54,6 +54,13 @@ func TestSecretsReachOnlyTheStep(t *testing.T) {
 	assert.Contains(t, []int{400, 422}, code, "%s", body)
 	code, body = s.raw("PUT", s.path("/secrets/ok"), []byte(`{"value": "x", "extra": 1}`))
 	assert.Equal(t, 400, code, "unknown field: %s", body)
+	huge, _ := json.Marshal(map[string]string{"value": strings.Repeat("x", 70<<10)})
+	code, body = s.raw("PUT", s.path("/secrets/ok"), huge)
+	assert.Contains(t, []int{400, 413, 422}, code, "a 70 KiB value: %s", body)
+	code, body = s.raw("PUT", s.path("/secrets/ok"), []byte(`{"value": "a\u0000b"}`))
+	assert.Contains(t, []int{400, 422}, code, "a NUL byte: %s", body)
+	code, _ = s.raw("GET", s.path("/secrets/ok"), nil)
+	assert.Equal(t, 404, code, "nothing stored by refused writes")
 
 	// Another tenant cannot see, probe or overwrite it; a viewer cannot write.
 	other := s.asProject("other-team")
