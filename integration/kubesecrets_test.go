@@ -52,6 +52,15 @@ func TestSecretsOnKubernetes(t *testing.T) {
 			if err != nil {
 				return kubetest.Exit{Code: 8, Message: err.Error()}
 			}
+			// The runner creates the Secret, then the Job, then makes the
+			// Job the Secret's owner (it needs the Job's UID), so a fast
+			// pod may start before the owner is written: wait for it.
+			for deadline := time.Now().Add(10 * time.Second); len(sec.OwnerReferences) == 0 && time.Now().Before(deadline); {
+				time.Sleep(100 * time.Millisecond)
+				if sec, err = e.kube.CoreV1().Secrets(p.Namespace).Get(ctx, ref.SecretKeyRef.Name, metav1.GetOptions{}); err != nil {
+					return kubetest.Exit{Code: 8, Message: err.Error()}
+				}
+			}
 			got[env.Name] = string(sec.Data[ref.SecretKeyRef.Key])
 			owners, secret = sec.OwnerReferences, sec.Name
 			out["echo"] = got[env.Name]
