@@ -30,6 +30,8 @@ type CacheLookupResult struct {
 	Hit     bool                 `json:"hit"`
 	Source  runstate.CacheSource `json:"source"`
 	Outputs map[string]any       `json:"outputs,omitempty"`
+	// Artifacts are the source's output artifacts (references).
+	Artifacts []runstate.Artifact `json:"artifacts,omitempty"`
 }
 
 // CacheStoreRequest stores the result of a successful execution under
@@ -42,6 +44,9 @@ type CacheStoreRequest struct {
 	// (the store's clock stamps the entry).
 	Source  runstate.CacheSource `json:"source"`
 	Outputs map[string]any       `json:"outputs,omitempty"`
+	// Artifacts are the step's output artifacts (references: the bytes
+	// stay in the artifact store, shared by every run that reuses them).
+	Artifacts []runstate.Artifact `json:"artifacts,omitempty"`
 	// TTL makes the entry expire (0: never).
 	TTL time.Duration `json:"ttl,omitempty"`
 }

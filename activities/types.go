@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // Registered activity names. They are part of workflow histories: never
@@ -52,15 +53,23 @@ type ContainerRequest struct {
 	// variables; the worker resolves their values when it starts the
 	// process (never carried here).
 	Secrets []pipeline.SecretEnv `json:"secrets,omitempty"`
+	// Inputs are the artifacts placed at $ATELIER_INPUTS/<Name> before
+	// the process starts; Outputs those stored from $ATELIER_ARTIFACTS
+	// once it succeeded (references only: the bytes are in the project's
+	// artifact store).
+	Inputs  []runstate.Artifact       `json:"inputs,omitempty"`
+	Outputs []pipeline.ArtifactOutput `json:"outputs,omitempty"`
 }
 
 // ContainerResult is what a finished attempt reports. On failure it is
 // attached as the application error's details.
 type ContainerResult struct {
-	ExitCode   int            `json:"exitCode"`
-	Outputs    map[string]any `json:"outputs,omitempty"`
-	StartedAt  time.Time      `json:"startedAt"`
-	FinishedAt time.Time      `json:"finishedAt"`
+	ExitCode int            `json:"exitCode"`
+	Outputs  map[string]any `json:"outputs,omitempty"`
+	// Artifacts are the stored output artifacts, in the request's order.
+	Artifacts  []runstate.Artifact `json:"artifacts,omitempty"`
+	StartedAt  time.Time           `json:"startedAt"`
+	FinishedAt time.Time           `json:"finishedAt"`
 }
 
 // LogKey addresses the log of one step attempt.

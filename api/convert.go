@@ -203,6 +203,8 @@ func stepView(st runstate.StepStatus) gen.StepStatus {
 	out.CacheKey = opt(st.CacheKey)
 	out.CachedFrom = cacheSourceView(st.CachedFrom)
 	out.Wide = wideView(st.Wide)
+	out.Artifacts = optSlice(views(st.Artifacts, artifactView))
+	out.Inputs = optSlice(views(st.Inputs, artifactView))
 	if len(st.Items) > 0 {
 		items := stepViews(st.Items)
 		out.Items = &items
@@ -239,6 +241,28 @@ func approvalView(a *runstate.ApprovalStatus) *gen.ApprovalStatus {
 	}
 }
 
+func artifactView(a runstate.Artifact) gen.Artifact {
+	p := a.Producer
+	return gen.Artifact{
+		Id: a.ID, Name: a.Name, From: opt(a.From), Type: a.Type, Digest: a.Digest, Size: a.Size, Files: opt(a.Files),
+		Producer: gen.ArtifactProducer{Run: p.Run, Step: p.Step, Item: p.Item, Attempt: p.Attempt},
+	}
+}
+
+func storedArtifactView(a catalog.StoredArtifact) gen.Artifact {
+	v := artifactView(a.Artifact)
+	v.CreatedAt = &a.CreatedAt
+	return v
+}
+
+func artifactUseView(u catalog.ArtifactUse) gen.ArtifactUse {
+	return gen.ArtifactUse{Run: u.Run, Step: u.Step, Item: u.Item, Input: u.Input, At: u.At}
+}
+
+func consumedArtifactView(c catalog.ConsumedArtifact) gen.ConsumedArtifact {
+	return gen.ConsumedArtifact{Use: artifactUseView(c.Use), Artifact: storedArtifactView(c.Artifact)}
+}
+
 func cacheSourceView(c *runstate.CacheSource) *gen.CacheSource {
 	if c == nil {
 		return nil
@@ -254,6 +278,7 @@ func cacheEntryView(e catalog.CacheEntry) gen.CacheEntry {
 	return gen.CacheEntry{
 		Key: e.Key, Pipeline: e.Pipeline, Step: e.Step, Item: e.Item, RunId: e.RunID, Attempt: e.Attempt,
 		Outputs: outputs, CreatedAt: e.CreatedAt, ExpiresAt: e.ExpiresAt,
+		Artifacts: optSlice(views(e.Artifacts, artifactView)),
 	}
 }
 

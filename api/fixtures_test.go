@@ -42,12 +42,14 @@ func fullStepStatus() runstate.StepStatus {
 	return runstate.StepStatus{
 		Name: "shard", Kind: "container", State: runstate.StepFailed,
 		StartedAt: &fxStart, FinishedAt: &fxFinish,
-		Attempts: []runstate.Attempt{fullAttempt(1, runstate.StepFailed), fullAttempt(2, runstate.StepFailed)},
-		Outputs:  map[string]any{"rows": json.Number("12"), "files": []any{"a", "b"}},
-		Error:    "1 of 2 items failed",
-		Message:  "skipped dependents: <none>",
-		Item:     map[string]any{"region": "eu"},
-		CacheKey: "084fb6a2ab4f1d43f1901b54c513fe45620a00ca1791f0922899be779630f016",
+		Attempts:  []runstate.Attempt{fullAttempt(1, runstate.StepFailed), fullAttempt(2, runstate.StepFailed)},
+		Outputs:   map[string]any{"rows": json.Number("12"), "files": []any{"a", "b"}},
+		Error:     "1 of 2 items failed",
+		Message:   "skipped dependents: <none>",
+		Item:      map[string]any{"region": "eu"},
+		CacheKey:  "084fb6a2ab4f1d43f1901b54c513fe45620a00ca1791f0922899be779630f016",
+		Artifacts: []runstate.Artifact{fullArtifact("model", "")},
+		Inputs:    []runstate.Artifact{fullArtifact("dataset", "prepare.data")},
 		Items: []runstate.StepStatus{{
 			Name: "shard[0]", Kind: "container", State: runstate.StepSucceeded, StartedAt: &fxStart, FinishedAt: &fxFinish,
 			Attempts: []runstate.Attempt{fullAttempt(1, runstate.StepSucceeded)},
@@ -58,6 +60,14 @@ func fullStepStatus() runstate.StepStatus {
 			Name: "shard[1]", Kind: "container", State: runstate.StepFailed,
 			Attempts: []runstate.Attempt{{Number: 1, State: runstate.StepRetrying}}, Item: 2.5,
 		}},
+	}
+}
+
+func fullArtifact(name, from string) runstate.Artifact {
+	return runstate.Artifact{
+		ID: "5f1c0e9d2b7a4c3e8f6a1b2c3d4e5f60", Name: name, From: from, Type: "model",
+		Digest: "sha256:084fb6a2ab4f1d43f1901b54c513fe45620a00ca1791f0922899be779630f016", Size: 1 << 33, Files: 3,
+		Producer: runstate.ArtifactProducer{Run: "run-0", Step: "prepare", Item: ptr(2), Attempt: 1},
 	}
 }
 
@@ -101,6 +111,7 @@ func fullCacheEntry() catalog.CacheEntry {
 	return catalog.CacheEntry{
 		Project: "alpha", Key: "084fb6a2ab4f1d43f1901b54c513fe45620a00ca1791f0922899be779630f016", Pipeline: "train",
 		Step: "shard", Item: &item, RunID: "run-0", Attempt: 2, Outputs: map[string]any{"rows": json.Number("12"), "uri": "s3://b/<x>"},
+		Artifacts: []runstate.Artifact{fullArtifact("model", "")},
 		CreatedAt: fxStart, ExpiresAt: &fxFinish,
 	}
 }

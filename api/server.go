@@ -58,6 +58,8 @@ type server struct {
 	// webhooks serves /webhooks (nil: those routes answer 503).
 	webhooks            Webhooks
 	secrets             Secrets
+	lineage             ArtifactLineage // nil: artifact routes answer 503
+	artifactBytes       ArtifactBytes   // nil: downloads answer 503
 	webhookAllowPrivate bool
 
 	bodyLimit    int64

@@ -38,6 +38,7 @@ func (s *stack) startWorkerProcessWith(t *testing.T, bin, logName string, env ..
 		"ATELIER_DATA_DIR="+s.cfg.DataDir,
 		"ATELIER_LOG_LEVEL=warn",
 		"ATELIER_SECRETS_KEY_URL="+s.cfg.SecretsKeyURL,
+		"ATELIER_ARTIFACTS_URL="+s.cfg.ArtifactsURL,
 	)
 	cmd.Env = append(cmd.Env, env...)
 	logf, err := os.Create(filepath.Join(t.TempDir(), logName))

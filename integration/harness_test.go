@@ -77,6 +77,9 @@ type stackOptions struct {
 	// spanExporter turns tracing on in the gateway and the worker and
 	// receives their spans.
 	spanExporter sdktrace.SpanExporter
+	// artifactsURL is the artifact store of gateway and workers (default:
+	// a directory store of the test's own, as `atelier dev` has).
+	artifactsURL string
 }
 
 func newStack(t *testing.T, opts ...stackOptions) *stack {
@@ -118,6 +121,10 @@ func newStack(t *testing.T, opts ...stackOptions) *stack {
 		cfg.GPUMinRuntime = o.gpuMinRuntime
 	}
 	cfg.LocalEngines = o.localEngines
+	cfg.ArtifactsURL = o.artifactsURL
+	if cfg.ArtifactsURL == "" {
+		cfg.ArtifactsURL = "file://" + t.TempDir()
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	// One registry for both, as in `atelier dev`: the gateway's /metrics

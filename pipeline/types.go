@@ -456,6 +456,9 @@ type Container struct {
 	// Pod holds Kubernetes pod settings (pod.go); a step placed on a
 	// cluster only.
 	Pod *Pod `json:"pod,omitempty"`
+	// Artifacts are files and directories the step reads and writes
+	// through the project's object store (artifacts.go).
+	Artifacts *Artifacts `json:"artifacts,omitempty"`
 }
 
 // SecretEnv gives a step the project's secret Name as the environment

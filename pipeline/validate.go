@@ -458,6 +458,9 @@ func validateStep(p *Spec, i int, vc *vctx, psc *refScope, ps *problems) {
 			validateResources(field(cp, "resources"), c.Resources, ps)
 		}
 		validateSecrets(field(cp, "secrets"), c, ps)
+		if c.Artifacts != nil {
+			validateArtifacts(cp, p, i, c.Artifacts, s.EffectivePlacement(p) != nil, ps)
+		}
 		if c.Pod != nil {
 			pp := field(cp, "pod")
 			validatePod(pp, c.Pod, ps)
@@ -776,6 +779,14 @@ func stepRefs(p *Spec, outer []string, parts RefPart) [][]int {
 		if parts&RefDependsOn != 0 {
 			for _, d := range s.DependsOn {
 				addName(d)
+			}
+			// An input artifact is read from its producer: an order too.
+			if s.Container != nil && s.Container.Artifacts != nil {
+				for _, in := range s.Container.Artifacts.Inputs {
+					if n, _, ok := SplitArtifactRef(in.From); ok {
+						addName(n)
+					}
+				}
 			}
 		}
 		refs := func(src string) {

@@ -27,6 +27,8 @@ type ReusedStep struct {
 	// whose succeeded items its batches take (from Postgres, by index and
 	// item value: they are not listed here).
 	WideFrom string `json:"wideFrom,omitempty"`
+	// Artifacts are the step's output artifacts, reused with its outputs.
+	Artifacts []Artifact `json:"artifacts,omitempty"`
 }
 
 // ReusedItem is a forEach item that succeeded, with the item value it ran

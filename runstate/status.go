@@ -119,6 +119,11 @@ type StepStatus struct {
 	// CachedFrom names the run, step (item) and attempt whose outputs a
 	// CACHED step reuses: a step cache hit or a retry's reuse.
 	CachedFrom *CacheSource `json:"cachedFrom,omitempty"`
+	// Artifacts are the artifacts the step (item) wrote, in the order it
+	// declared them; a CACHED step's are those of its source.
+	Artifacts []Artifact `json:"artifacts,omitempty"`
+	// Inputs are the artifacts it read, each with the input name it had.
+	Inputs []Artifact `json:"inputs,omitempty"`
 }
 
 // ApprovalStatus is what an approval step asks and what was decided.

@@ -26,6 +26,7 @@ import (
 	"github.com/atelier-ml/atelier/client/endpointclient"
 	"github.com/atelier-ml/atelier/client/runclient"
 	"github.com/atelier-ml/atelier/inference/proxy"
+	"github.com/atelier-ml/atelier/internal/platform/artifactstore"
 	"github.com/atelier-ml/atelier/internal/platform/secretbox"
 	"github.com/atelier-ml/atelier/internal/platform/telemetry"
 	"github.com/atelier-ml/atelier/internal/process/app"
@@ -66,7 +67,7 @@ func provideEngine(c client.Client, cfg config.Config) *runclient.Client {
 	return runclient.New(c, runclient.Config{Namespace: cfg.Namespace, UIBase: cfg.TemporalUIURL})
 }
 
-func provideAPI(cat api.Catalog, eng api.Engine, sc api.Schedules, wh api.Webhooks, v *vault.Vault, c client.Client, rec *reconcile.Reconciler, cfg config.Config, m *telemetry.Metrics, tr *telemetry.Tracing, l *zap.Logger) (http.Handler, error) {
+func provideAPI(cat api.Catalog, eng api.Engine, sc api.Schedules, wh api.Webhooks, v *vault.Vault, arts *artifactstore.Store, s *store.Store, c client.Client, rec *reconcile.Reconciler, cfg config.Config, m *telemetry.Metrics, tr *telemetry.Tracing, l *zap.Logger) (http.Handler, error) {
 	endpoints := endpointclient.New(c, cfg.Namespace, cfg.TemporalUIURL)
 	px, err := proxy.New(endpoints, endpoints, proxy.Options{Log: l.Named("proxy"), Metrics: m})
 	if err != nil {
@@ -77,6 +78,11 @@ func provideAPI(cat api.Catalog, eng api.Engine, sc api.Schedules, wh api.Webhoo
 	if v != nil {
 		opts = append(opts, api.WithSecrets(v))
 	}
+	var bytes api.ArtifactBytes // lineage is served without a store; downloads are 503
+	if arts != nil {
+		bytes = arts
+	}
+	opts = append(opts, api.WithArtifacts(s, bytes))
 	return api.New(cat, eng, opts...)
 }
 
@@ -101,7 +107,7 @@ func provideSweepers(rec *reconcile.Reconciler, s *store.Store, cfg config.Confi
 // non-dumpable, so steps cannot read its memory or environment through
 // /proc, and refuses to start when the step user could not reach its work
 // directories.
-func provideRunner(logs local.LogSink, v *vault.Vault, cfg config.Config, l *zap.Logger) (*local.Runner, error) {
+func provideRunner(logs local.LogSink, v *vault.Vault, arts *artifactstore.Store, cfg config.Config, l *zap.Logger) (*local.Runner, error) {
 	u, err := local.ParseStepUser(cfg.StepUser, os.Geteuid())
 	if err != nil {
 		return nil, err
@@ -116,6 +122,9 @@ func provideRunner(logs local.LogSink, v *vault.Vault, cfg config.Config, l *zap
 	opts := []local.Option{local.WithDataDir(cfg.DataDir), local.WithLogger(l.Named("local")), local.WithStepUser(u), local.WithGPUs(gpus)}
 	if v != nil {
 		opts = append(opts, local.WithSecrets(v))
+	}
+	if arts != nil {
+		opts = append(opts, local.WithArtifacts(arts))
 	}
 	r := local.New(logs, opts...)
 	if err := r.CheckDataDir(); err != nil {
@@ -227,6 +236,20 @@ func provideKubeBackend(clients kube.Clients, v *vault.Vault, cfg config.Config,
 	}
 	b := kube.New(clients, cfg.Cluster, opts...)
 	return b, b.Close
+}
+
+// provideArtifactStore opens the object store of step artifacts when one
+// is configured (nil otherwise: steps that declare artifacts fail saying
+// so, and downloads are 503).
+func provideArtifactStore(ctx context.Context, cfg config.Config) (*artifactstore.Store, func(), error) {
+	if cfg.ArtifactsURL == "" {
+		return nil, func() {}, nil
+	}
+	s, err := artifactstore.Open(ctx, cfg.ArtifactsURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ATELIER_ARTIFACTS_URL: %w", err)
+	}
+	return s, func() { _ = s.Close() }, nil
 }
 
 // provideSecretBox opens the key that seals project secrets and webhook

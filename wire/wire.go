@@ -20,7 +20,7 @@ import (
 	"github.com/atelier-ml/atelier/workflows"
 )
 
-var common = wire.NewSet(app.NewLogger, provideSecretBox, provideStore, app.NewTemporalClient)
+var common = wire.NewSet(app.NewLogger, provideSecretBox, provideArtifactStore, provideStore, app.NewTemporalClient)
 
 // InitGateway builds the REST gateway process.
 func InitGateway(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (*app.Gateway, func(), error) {

@@ -62,9 +62,19 @@ func InitGateway(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (
 		cleanup()
 		return nil, nil, err
 	}
-	reconciler := provideReconciler(store, runclientClient, cfg, logger)
-	handler, err := provideAPI(store, runclientClient, runclientClient, store, vault, client, reconciler, cfg, m, tracing, logger)
+	artifactstoreStore, cleanup6, err := provideArtifactStore(ctx, cfg)
 	if err != nil {
+		cleanup5()
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	reconciler := provideReconciler(store, runclientClient, cfg, logger)
+	handler, err := provideAPI(store, runclientClient, runclientClient, store, vault, artifactstoreStore, store, client, reconciler, cfg, m, tracing, logger)
+	if err != nil {
+		cleanup6()
 		cleanup5()
 		cleanup4()
 		cleanup3()
@@ -75,6 +85,7 @@ func InitGateway(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (
 	sweepers := provideSweepers(reconciler, store, cfg, logger)
 	gateway := app.NewGateway(handler, sweepers, cfg, logger)
 	return gateway, func() {
+		cleanup6()
 		cleanup5()
 		cleanup4()
 		cleanup3()
@@ -126,8 +137,18 @@ func InitWorker(ctx context.Context, cfg config.Config, m *telemetry.Metrics, go
 		cleanup()
 		return nil, nil, err
 	}
-	runner, err := provideRunner(store, vault, cfg, logger)
+	artifactstoreStore, cleanup6, err := provideArtifactStore(ctx, cfg)
 	if err != nil {
+		cleanup5()
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	runner, err := provideRunner(store, vault, artifactstoreStore, cfg, logger)
+	if err != nil {
+		cleanup6()
 		cleanup5()
 		cleanup4()
 		cleanup3()
@@ -137,6 +158,7 @@ func InitWorker(ctx context.Context, cfg config.Config, m *telemetry.Metrics, go
 	}
 	serving, err := provideLocalServing(runner, cfg, logger)
 	if err != nil {
+		cleanup6()
 		cleanup5()
 		cleanup4()
 		cleanup3()
@@ -153,6 +175,7 @@ func InitWorker(ctx context.Context, cfg config.Config, m *telemetry.Metrics, go
 	foreachActivities := foreach.New(store)
 	worker := app.NewWorker(client, cfg, runner, serving, mirrorMirror, selector, activities, deployActivities, stepcacheActivities, resolver, foreachActivities, store, gos, logger)
 	return worker, func() {
+		cleanup6()
 		cleanup5()
 		cleanup4()
 		cleanup3()
@@ -233,4 +256,4 @@ func InitClusterWorker(ctx context.Context, cfg config.Config, m *telemetry.Metr
 
 // wire.go:
 
-var common = wire.NewSet(app.NewLogger, provideSecretBox, provideStore, app.NewTemporalClient)
+var common = wire.NewSet(app.NewLogger, provideSecretBox, provideArtifactStore, provideStore, app.NewTemporalClient)

@@ -69,7 +69,11 @@ func (r *Run) stepCacheOn() bool {
 // outputs once it succeeded. A lookup or store that fails never fails the
 // step: the step runs (or keeps its result) and the run gets a warning.
 func (r *Run) runCached(ctx workflow.Context, st *runstate.StepStatus, stepName string, item *int, w stepWork, cfg stepConfig, opts []StepOption) (Outputs, error) {
-	key, warning := cacheKey(stepName, w, cfg, r.sharedRayTemplate(w))
+	var inputs []runstate.Artifact
+	if w.container != nil {
+		inputs, _ = r.artifactInputs(w.container.Artifacts) // unresolvable: the step fails when it runs
+	}
+	key, warning := cacheKey(stepName, w, cfg, r.sharedRayTemplate(w), inputs)
 	st.CacheKey = key
 	if warning != "" {
 		r.warnOnce(warning)
@@ -94,7 +98,7 @@ func (r *Run) runCached(ctx workflow.Context, st *runstate.StepStatus, stepName 
 		case res.Hit:
 			now := workflow.Now(ctx)
 			st.StartedAt = &now
-			st.Outputs = res.Outputs
+			st.Outputs, st.Artifacts, st.Inputs = res.Outputs, res.Artifacts, inputs
 			src := res.Source
 			st.CachedFrom = &src
 			r.endStep(st, runstate.StepCached, "", reusedMessage(&src))
@@ -112,7 +116,7 @@ func (r *Run) runCached(ctx workflow.Context, st *runstate.StepStatus, stepName 
 	req := activities.CacheStoreRequest{
 		Project: r.status.Project, Key: key, Pipeline: pipeline,
 		Source:  runstate.CacheSource{Run: r.status.RunID, Step: stepName, Item: item, Attempt: st.Attempts[len(st.Attempts)-1].Number},
-		Outputs: out, TTL: cfg.cache.TTL.D(),
+		Outputs: out, Artifacts: st.Artifacts, TTL: cfg.cache.TTL.D(),
 	}
 	// Stored beside what follows, not before it: the step's successors
 	// start at once, and the run waits for its stores before it ends
@@ -210,6 +214,17 @@ type keyedContainer struct {
 	// Secrets by name and variable, never by value: a changed value is not
 	// a miss (bump cache.version to run again).
 	Secrets []pipeline.SecretEnv `json:"secrets,omitempty"`
+	// Inputs are the input artifacts by content (a changed dataset is a
+	// miss, the same bytes from another run a hit); Outputs what it
+	// stores, as declared.
+	Inputs  []keyedInput              `json:"inputs,omitempty"`
+	Outputs []pipeline.ArtifactOutput `json:"outputs,omitempty"`
+}
+
+// keyedInput is an input artifact in a key: its name and digest.
+type keyedInput struct {
+	Name   string `json:"name"`
+	Digest string `json:"digest"`
 }
 
 // keyedGPU: the GPU count and model change numerics; CPU and memory
@@ -266,7 +281,7 @@ type keyedSparkRole struct {
 // when the work runs on Kubernetes from an image named by a tag (a tag
 // can move to another image without the key changing). The project is
 // not hashed: entries are stored per project, so it scopes every lookup.
-func cacheKey(step string, w stepWork, cfg stepConfig, shared *pipeline.RayClusterTemplate) (string, string) {
+func cacheKey(step string, w stepWork, cfg stepConfig, shared *pipeline.RayClusterTemplate, inputs []runstate.Artifact) (string, string) {
 	doc := cacheKeyDoc{KeyVersion: cacheKeyVersion, Step: step, Kind: w.kind, Runtime: "kubernetes", Version: cfg.cache.Version}
 	var images []string
 	switch w.kind {
@@ -295,6 +310,12 @@ func cacheKey(step string, w stepWork, cfg stepConfig, shared *pipeline.RayClust
 		kc := &keyedContainer{Image: imageKey(c.Image), Command: c.Command, Args: c.Args, Env: c.Env, WorkingDir: c.WorkingDir, Secrets: c.Secrets}
 		if c.Resources != nil {
 			kc.GPU = keyedGPU{c.Resources.GPU, c.Resources.GPUType}
+		}
+		if c.Artifacts != nil {
+			kc.Outputs = c.Artifacts.Outputs
+		}
+		for _, in := range inputs {
+			kc.Inputs = append(kc.Inputs, keyedInput{Name: in.Name, Digest: in.Digest})
 		}
 		doc.Container = kc
 		if doc.Runtime == "kubernetes" {

@@ -26,7 +26,7 @@ func keyOf(w stepWork, cfg stepConfig) string {
 	if cfg.cache == nil {
 		cfg.cache = &pipeline.Cache{}
 	}
-	k, _ := cacheKey("train", w, cfg, nil)
+	k, _ := cacheKey("train", w, cfg, nil, nil)
 	return k
 }
 
@@ -59,7 +59,7 @@ func TestCacheKeyCoversWhatDecidesTheResult(t *testing.T) {
 			t.Errorf("changing the %s keeps the key", what)
 		}
 	}
-	if k, _ := cacheKey("other", containerWork(nil), stepConfig{cache: &pipeline.Cache{}}, nil); k == base {
+	if k, _ := cacheKey("other", containerWork(nil), stepConfig{cache: &pipeline.Cache{}}, nil, nil); k == base {
 		t.Error("two steps with the same work share a key")
 	}
 	if keyOf(containerWork(nil), stepConfig{cache: &pipeline.Cache{Version: "2"}}) == base {
@@ -95,8 +95,8 @@ func TestCacheKeySharedRayClusterByContent(t *testing.T) {
 	cfg := stepConfig{cache: &pipeline.Cache{}}
 	small := &pipeline.RayClusterTemplate{Image: "rayproject/ray@sha256:1", Workers: []pipeline.RayWorkerGroup{{Name: "w", Replicas: 2}}}
 	big := &pipeline.RayClusterTemplate{Image: "rayproject/ray@sha256:1", Workers: []pipeline.RayWorkerGroup{{Name: "w", Replicas: 4}}}
-	k1, warn := cacheKey("eval", w, cfg, small)
-	k2, _ := cacheKey("eval", w, cfg, big)
+	k1, warn := cacheKey("eval", w, cfg, small, nil)
+	k2, _ := cacheKey("eval", w, cfg, big, nil)
 	if k1 == k2 {
 		t.Error("a shared cluster with more workers keeps the key")
 	}
@@ -107,15 +107,15 @@ func TestCacheKeySharedRayClusterByContent(t *testing.T) {
 
 func TestCacheKeyWarnsAboutTagsOnKubernetes(t *testing.T) {
 	cfg := stepConfig{cache: &pipeline.Cache{}}
-	if _, w := cacheKey("s", containerWork(nil), cfg, nil); w != "" {
+	if _, w := cacheKey("s", containerWork(nil), cfg, nil, nil); w != "" {
 		t.Errorf("the local runtime ignores images, yet warned: %s", w)
 	}
 	cfg.placement = &pipeline.Placement{Cluster: "c"}
-	if _, w := cacheKey("s", containerWork(nil), cfg, nil); !strings.Contains(w, `"busybox:1.36" is named by a tag`) {
+	if _, w := cacheKey("s", containerWork(nil), cfg, nil, nil); !strings.Contains(w, `"busybox:1.36" is named by a tag`) {
 		t.Errorf("warning = %q", w)
 	}
 	spark := stepWork{kind: pipeline.KindSpark, spark: &pipeline.SparkStep{Image: "spark:3.5"}}
-	if _, w := cacheKey("s", spark, cfg, nil); w == "" {
+	if _, w := cacheKey("s", spark, cfg, nil, nil); w == "" {
 		t.Error("spark image tag: no warning")
 	}
 }
@@ -143,9 +143,10 @@ func TestCacheKeyClassifiesEveryWorkField(t *testing.T) {
 	classified := map[string]string{
 		"Container.Image": "keyed", "Container.Command": "keyed", "Container.Args": "keyed", "Container.Env": "keyed",
 		"Container.WorkingDir": "keyed", "Container.Resources": "keyed (GPU and type)",
-		"Container.Secrets": "keyed by name and variable, never by value",
-		"Container.Pod":     "excluded: decides where and as whom it runs, not what it computes",
-		"Resources.CPU":     "excluded: decides placement", "Resources.Memory": "excluded: decides placement",
+		"Container.Secrets":   "keyed by name and variable, never by value",
+		"Container.Pod":       "excluded: decides where and as whom it runs, not what it computes",
+		"Container.Artifacts": "outputs as declared; inputs by digest (the runtime resolves them)",
+		"Resources.CPU":       "excluded: decides placement", "Resources.Memory": "excluded: decides placement",
 		"Resources.GPU": "keyed", "Resources.GPUType": "keyed",
 		"RayStep.Entrypoint": "keyed", "RayStep.RuntimeEnv": "keyed", "RayStep.Cluster": "keyed by content",
 		"RayStep.RayClusterTemplate": "keyed", "RayStep.ShutdownAfterJobFinishes": "excluded: lifecycle",

@@ -165,11 +165,21 @@ func stepActivityOptions(ctx workflow.Context, timeout time.Duration, taskQueue 
 func (r *Run) runContainer(ctx workflow.Context, st *runstate.StepStatus, stepName string, item *int, c pipeline.Container, opts ...StepOption) (Outputs, error) {
 	cfg := newStepConfig(opts)
 	actx := stepActivityOptions(ctx, cfg.timeout, "")
+	inputs, msg := r.artifactInputs(c.Artifacts)
+	if msg != "" {
+		r.endStep(st, runstate.StepFailed, msg, "")
+		return nil, &StepError{Step: st.Name, Message: msg}
+	}
+	st.Inputs = inputs
+	var outputs []pipeline.ArtifactOutput
+	if c.Artifacts != nil {
+		outputs = c.Artifacts.Outputs
+	}
 	return r.runAttempts(ctx, st, cfg, func(_ workflow.Context, attempt int) (attemptOutcome, error) {
 		req := activities.ContainerRequest{
 			Project: r.status.Project, RunID: r.status.RunID, Step: stepName, Item: item, Attempt: attempt,
 			Image: c.Image, Command: c.Command, Args: c.Args, Env: c.Env, WorkingDir: c.WorkingDir, Timeout: cfg.timeout,
-			Secrets: c.Secrets,
+			Secrets: c.Secrets, Inputs: inputs, Outputs: outputs,
 		}
 		if c.Resources != nil {
 			req.GPU, req.GPUType = c.Resources.GPU, c.Resources.GPUType
@@ -238,7 +248,7 @@ func (r *Run) runAttempts(ctx workflow.Context, st *runstate.StepStatus, cfg ste
 			code := res.ExitCode
 			a.ExitCode, a.State, a.Message = &code, runstate.StepSucceeded, ""
 			r.countAttemptEnded(st, a, due, res.StartedAt)
-			st.Outputs = res.Outputs
+			st.Outputs, st.Artifacts = res.Outputs, res.Artifacts
 			r.endStep(st, runstate.StepSucceeded, "", "")
 			return res.Outputs, nil
 		}

@@ -314,8 +314,7 @@ func (a *attempt) startHeartbeat(ctx context.Context) {
 	a.hbStop, a.hbDone = stop, done
 	go func() {
 		defer close(done)
-		host, _ := os.Hostname()
-		hb := Heartbeat{Pgid: a.pgid, Pid: a.pid, StartedAt: a.startedAt, Host: host, BootID: bootID(), Execution: a.execution}
+		hb := a.processHeartbeat()
 		t := time.NewTicker(a.r.heartbeat)
 		defer t.Stop()
 		for {
@@ -328,6 +327,13 @@ func (a *attempt) startHeartbeat(ctx context.Context) {
 			}
 		}
 	}()
+}
+
+// processHeartbeat is the heartbeat of the attempt's process.
+func (a *attempt) processHeartbeat() Heartbeat {
+	host, _ := os.Hostname()
+	return Heartbeat{Pgid: a.pgid, Pid: a.pid, StartedAt: a.startedAt, Host: host, BootID: bootID(), Execution: a.execution,
+		LogOffset: a.logs.Shipped()}
 }
 
 // wait waits for the process to exit, or stops its group when the activity
@@ -390,7 +396,7 @@ func (a *attempt) outcome(ctx context.Context, reason stopReason, res waitResult
 			failureMessage(result.ExitCode, signal, a.logs.LastLines(5)),
 			activities.ErrTypeStepFailed, nil, result)
 	}
-	return a.outputs(result)
+	return a.outputs(ctx, result)
 }
 
 // result is the step's result without outputs, and the signal that killed
@@ -408,12 +414,17 @@ func (a *attempt) result(res waitResult) (activities.ContainerResult, string) {
 
 // outputs adds the outputs a succeeded step wrote to its result, and closes
 // the log.
-func (a *attempt) outputs(result activities.ContainerResult) (activities.ContainerResult, error) {
+func (a *attempt) outputs(ctx context.Context, result activities.ContainerResult) (activities.ContainerResult, error) {
 	outputs, err := readOutputs(a.outputsPath)
 	if err != nil {
 		a.logs.note("%v", err)
 		a.logs.Close()
 		return result, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrTypeBadOutputs, nil, result)
+	}
+	if err := a.storeOutputs(ctx, &result); err != nil {
+		a.logs.note("%v", err)
+		a.logs.Close()
+		return result, err
 	}
 	a.logs.Close()
 	result.Outputs = a.redact.Outputs(outputs)

@@ -48,6 +48,7 @@ type Runner struct {
 	stepUser  *StepUser      // nil: steps run as the worker's user
 	gpus      *GPUSet        // nil: the machine's GPUs are unknown (none for steps)
 	secrets   SecretResolver // nil: steps cannot reference secrets
+	artifacts ArtifactStore  // nil: steps cannot declare artifacts
 	progress  func(context.Context, activities.StepProgress) error
 
 	// Fixed in production; variables so tests need not wait on them.
@@ -197,6 +198,9 @@ func (r *Runner) RunContainer(ctx context.Context, req activities.ContainerReque
 		return activities.ContainerResult{ExitCode: -1}, err
 	}
 	if err := a.resolveSecrets(ctx); err != nil {
+		return activities.ContainerResult{}, err
+	}
+	if err := a.placeInputs(ctx); err != nil {
 		return activities.ContainerResult{}, err
 	}
 	if err := a.prepareCommand(); err != nil {
@@ -429,6 +433,11 @@ func buildEnv(req activities.ContainerRequest, outputsPath string) []string {
 	}
 	m["ATELIER_PROJECT"] = req.Project
 	m["ATELIER_OUTPUTS"] = outputsPath
+	if len(req.Inputs) > 0 || len(req.Outputs) > 0 {
+		attemptDir := filepath.Dir(filepath.Dir(outputsPath))
+		m["ATELIER_INPUTS"] = filepath.Join(attemptDir, "inputs")
+		m["ATELIER_ARTIFACTS"] = filepath.Join(attemptDir, "artifacts")
+	}
 	env := make([]string, 0, len(m))
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		env = append(env, k+"="+m[k])

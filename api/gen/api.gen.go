@@ -164,6 +164,80 @@ type ApprovalStatusOnTimeout string
 // ApprovalStatusDecision defines model for ApprovalStatus.Decision.
 type ApprovalStatusDecision string
 
+// Artifact A file or directory a step wrote, stored by content in the
+// project's artifact store: histories and statuses carry this
+// reference, never the bytes. On a step's `inputs`, `name` is the
+// input's name and `from` the producer's `<step>.<artifact>`.
+type Artifact struct {
+	Id   string  `json:"id"`
+	Name string  `json:"name"`
+	From *string `json:"from,omitempty"`
+
+	// Type file, dataset, model or metrics.
+	Type string `json:"type"`
+
+	// Digest sha256:<hex> of the file, or of a directory's manifest.
+	Digest string `json:"digest"`
+
+	// Size Bytes (a directory's files together).
+	Size int64 `json:"size"`
+
+	// Files How many files a directory holds; absent for a file.
+	Files    *int             `json:"files,omitempty"`
+	Producer ArtifactProducer `json:"producer"`
+
+	// CreatedAt When the catalogue recorded it (lineage answers).
+	CreatedAt *time.Time `json:"createdAt,omitempty"`
+}
+
+// ArtifactFile defines model for ArtifactFile.
+type ArtifactFile struct {
+	// Path Slash-separated, relative to the directory; empty for a file artifact.
+	Path       string `json:"path"`
+	Digest     string `json:"digest"`
+	Size       int64  `json:"size"`
+	Executable *bool  `json:"executable,omitempty"`
+}
+
+// ArtifactFileList defines model for ArtifactFileList.
+type ArtifactFileList struct {
+	Files []ArtifactFile `json:"files"`
+}
+
+// ArtifactLineage defines model for ArtifactLineage.
+type ArtifactLineage struct {
+	// Artifact A file or directory a step wrote, stored by content in the
+	// project's artifact store: histories and statuses carry this
+	// reference, never the bytes. On a step's `inputs`, `name` is the
+	// input's name and `from` the producer's `<step>.<artifact>`.
+	Artifact Artifact `json:"artifact"`
+
+	// MadeFrom The artifacts the producing step read.
+	MadeFrom []ConsumedArtifact `json:"madeFrom"`
+
+	// Consumers The steps that read it, oldest first (at most 1,000).
+	Consumers []ArtifactUse `json:"consumers"`
+}
+
+// ArtifactProducer defines model for ArtifactProducer.
+type ArtifactProducer struct {
+	Run  string `json:"run"`
+	Step string `json:"step"`
+
+	// Item The forEach item index.
+	Item    *int `json:"item,omitempty"`
+	Attempt int  `json:"attempt"`
+}
+
+// ArtifactUse A step (or forEach item) of a run that read an artifact, under its input name.
+type ArtifactUse struct {
+	Run   string    `json:"run"`
+	Step  string    `json:"step"`
+	Item  *int      `json:"item,omitempty"`
+	Input string    `json:"input"`
+	At    time.Time `json:"at"`
+}
+
 // Attempt One try of a step.
 type Attempt struct {
 	Number     int        `json:"number"`
@@ -209,6 +283,9 @@ type CacheEntry struct {
 
 	// ExpiresAt Absent when the step had no ttl.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+
+	// Artifacts The step's output artifacts, handed on by a hit.
+	Artifacts *[]Artifact `json:"artifacts,omitempty"`
 }
 
 // CacheEntryList defines model for CacheEntryList.
@@ -318,6 +395,18 @@ type ClusterList struct {
 
 // ClusterName defines model for ClusterName.
 type ClusterName = string
+
+// ConsumedArtifact defines model for ConsumedArtifact.
+type ConsumedArtifact struct {
+	// Use A step (or forEach item) of a run that read an artifact, under its input name.
+	Use ArtifactUse `json:"use"`
+
+	// Artifact A file or directory a step wrote, stored by content in the
+	// project's artifact store: histories and statuses carry this
+	// reference, never the bytes. On a step's `inputs`, `name` is the
+	// input's name and `from` the producer's `<step>.<artifact>`.
+	Artifact Artifact `json:"artifact"`
+}
 
 // CreateProjectRequest defines model for CreateProjectRequest.
 type CreateProjectRequest struct {
@@ -875,6 +964,12 @@ type Run struct {
 	Workflow string `json:"workflow"`
 }
 
+// RunArtifacts defines model for RunArtifacts.
+type RunArtifacts struct {
+	Produced []Artifact         `json:"produced"`
+	Consumed []ConsumedArtifact `json:"consumed"`
+}
+
 // RunCacheOptions Step cache options of a declarative run. Go pipelines set
 // workflows.RunOptions.CacheBypass in their code.
 type RunCacheOptions struct {
@@ -1200,6 +1295,12 @@ type StepStatus struct {
 	// workflows): counts instead of one entry per item. Its items are
 	// listed by GET …/steps/{step}/items.
 	Wide *WideStatus `json:"wide,omitempty"`
+
+	// Artifacts The artifacts the step wrote (a CACHED step's are its source's).
+	Artifacts *[]Artifact `json:"artifacts,omitempty"`
+
+	// Inputs The artifacts the step read, by input name.
+	Inputs *[]Artifact `json:"inputs,omitempty"`
 }
 
 // Token defines model for Token.
@@ -1367,6 +1468,9 @@ type WideStatus struct {
 	OutputsRef *WideRef `json:"outputsRef,omitempty"`
 }
 
+// ArtifactPath defines model for ArtifactPath.
+type ArtifactPath = string
+
 // CacheKeyPath defines model for CacheKeyPath.
 type CacheKeyPath = string
 
@@ -1432,6 +1536,18 @@ type Unprocessable = Problem
 
 // UnsupportedMediaType RFC 9457 problem details.
 type UnsupportedMediaType = Problem
+
+// GetArtifactContentParams defines parameters for GetArtifactContent.
+type GetArtifactContentParams struct {
+	// Path A file of a directory artifact (as listed by …/files).
+	Path *string `form:"path,omitempty" json:"path,omitempty"`
+
+	// Redirect false streams through the gateway even where the store signs URLs.
+	Redirect *bool `form:"redirect,omitempty" json:"redirect,omitempty"`
+
+	// ExpiresIn Seconds the signed URL stays valid.
+	ExpiresIn *int `form:"expiresIn,omitempty" json:"expiresIn,omitempty"`
+}
 
 // EvictCacheEntriesParams defines parameters for EvictCacheEntries.
 type EvictCacheEntriesParams struct {
@@ -1623,6 +1739,15 @@ type ServerInterface interface {
 
 	// (GET /v1/projects/{project})
 	GetProject(ctx echo.Context, project ProjectPath) error
+	// One artifact with its producer, what it was made from, and who read it.
+	// (GET /v1/projects/{project}/artifacts/{artifact})
+	GetArtifact(ctx echo.Context, project ProjectPath, artifact ArtifactPath) error
+	// Download a file artifact, or one file of a directory artifact.
+	// (GET /v1/projects/{project}/artifacts/{artifact}/content)
+	GetArtifactContent(ctx echo.Context, project ProjectPath, artifact ArtifactPath, params GetArtifactContentParams) error
+	// The files of a directory artifact (its manifest); a file artifact is one entry.
+	// (GET /v1/projects/{project}/artifacts/{artifact}/files)
+	ListArtifactFiles(ctx echo.Context, project ProjectPath, artifact ArtifactPath) error
 	// Evict the project's step cache entries, all of them or those of a pipeline and/or step.
 	// (DELETE /v1/projects/{project}/cache)
 	EvictCacheEntries(ctx echo.Context, project ProjectPath, params EvictCacheEntriesParams) error
@@ -1686,6 +1811,9 @@ type ServerInterface interface {
 	// A run with its status (live from Temporal while it runs).
 	// (GET /v1/projects/{project}/runs/{run})
 	GetRun(ctx echo.Context, project ProjectPath, run RunPath) error
+	// What a run wrote and read (artifact lineage).
+	// (GET /v1/projects/{project}/runs/{run}/artifacts)
+	ListRunArtifacts(ctx echo.Context, project ProjectPath, run RunPath) error
 	// Ask a run to cancel; running steps are stopped.
 	// (POST /v1/projects/{project}/runs/{run}/cancel)
 	CancelRun(ctx echo.Context, project ProjectPath, run RunPath) error
@@ -1940,6 +2068,107 @@ func (w *ServerInterfaceWrapper) GetProject(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.GetProject(ctx, project)
+	return err
+}
+
+// GetArtifact converts echo context to params.
+func (w *ServerInterfaceWrapper) GetArtifact(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "artifact" -------------
+	var artifact ArtifactPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "artifact", ctx.Param("artifact"), &artifact, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter artifact: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetArtifact(ctx, project, artifact)
+	return err
+}
+
+// GetArtifactContent converts echo context to params.
+func (w *ServerInterfaceWrapper) GetArtifactContent(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "artifact" -------------
+	var artifact ArtifactPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "artifact", ctx.Param("artifact"), &artifact, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter artifact: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetArtifactContentParams
+	// ------------- Optional query parameter "path" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "path", ctx.QueryParams(), &params.Path)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter path: %s", err))
+	}
+
+	// ------------- Optional query parameter "redirect" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "redirect", ctx.QueryParams(), &params.Redirect)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter redirect: %s", err))
+	}
+
+	// ------------- Optional query parameter "expiresIn" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "expiresIn", ctx.QueryParams(), &params.ExpiresIn)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter expiresIn: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetArtifactContent(ctx, project, artifact, params)
+	return err
+}
+
+// ListArtifactFiles converts echo context to params.
+func (w *ServerInterfaceWrapper) ListArtifactFiles(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "artifact" -------------
+	var artifact ArtifactPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "artifact", ctx.Param("artifact"), &artifact, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter artifact: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListArtifactFiles(ctx, project, artifact)
 	return err
 }
 
@@ -2538,6 +2767,32 @@ func (w *ServerInterfaceWrapper) GetRun(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.GetRun(ctx, project, run)
+	return err
+}
+
+// ListRunArtifacts converts echo context to params.
+func (w *ServerInterfaceWrapper) ListRunArtifacts(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "run" -------------
+	var run RunPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "run", ctx.Param("run"), &run, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter run: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListRunArtifacts(ctx, project, run)
 	return err
 }
 
@@ -3387,6 +3642,9 @@ func RegisterHandlersWithBaseURL(router EchoRouter, si ServerInterface, baseURL 
 	router.GET(baseURL+"/v1/projects", wrapper.ListProjects)
 	router.POST(baseURL+"/v1/projects", wrapper.CreateProject)
 	router.GET(baseURL+"/v1/projects/:project", wrapper.GetProject)
+	router.GET(baseURL+"/v1/projects/:project/artifacts/:artifact", wrapper.GetArtifact)
+	router.GET(baseURL+"/v1/projects/:project/artifacts/:artifact/content", wrapper.GetArtifactContent)
+	router.GET(baseURL+"/v1/projects/:project/artifacts/:artifact/files", wrapper.ListArtifactFiles)
 	router.DELETE(baseURL+"/v1/projects/:project/cache", wrapper.EvictCacheEntries)
 	router.GET(baseURL+"/v1/projects/:project/cache", wrapper.ListCacheEntries)
 	router.DELETE(baseURL+"/v1/projects/:project/cache/:key", wrapper.EvictCacheEntry)
@@ -3408,6 +3666,7 @@ func RegisterHandlersWithBaseURL(router EchoRouter, si ServerInterface, baseURL 
 	router.GET(baseURL+"/v1/projects/:project/runs", wrapper.ListRuns)
 	router.POST(baseURL+"/v1/projects/:project/runs", wrapper.CreateRun)
 	router.GET(baseURL+"/v1/projects/:project/runs/:run", wrapper.GetRun)
+	router.GET(baseURL+"/v1/projects/:project/runs/:run/artifacts", wrapper.ListRunArtifacts)
 	router.POST(baseURL+"/v1/projects/:project/runs/:run/cancel", wrapper.CancelRun)
 	router.GET(baseURL+"/v1/projects/:project/runs/:run/events", wrapper.StreamRunEvents)
 	router.POST(baseURL+"/v1/projects/:project/runs/:run/retry", wrapper.RetryRun)
@@ -4215,6 +4474,305 @@ type GetProject503ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response GetProject503ApplicationProblemPlusJSONResponse) VisitGetProjectResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetArtifactRequestObject struct {
+	Project  ProjectPath  `json:"project"`
+	Artifact ArtifactPath `json:"artifact"`
+}
+
+type GetArtifactResponseObject interface {
+	VisitGetArtifactResponse(w http.ResponseWriter) error
+}
+
+type GetArtifact200JSONResponse ArtifactLineage
+
+func (response GetArtifact200JSONResponse) VisitGetArtifactResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetArtifact400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetArtifact400ApplicationProblemPlusJSONResponse) VisitGetArtifactResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetArtifact401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetArtifact401ApplicationProblemPlusJSONResponse) VisitGetArtifactResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetArtifact403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetArtifact403ApplicationProblemPlusJSONResponse) VisitGetArtifactResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetArtifact404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetArtifact404ApplicationProblemPlusJSONResponse) VisitGetArtifactResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetArtifact500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetArtifact500ApplicationProblemPlusJSONResponse) VisitGetArtifactResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetArtifact503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetArtifact503ApplicationProblemPlusJSONResponse) VisitGetArtifactResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetArtifactContentRequestObject struct {
+	Project  ProjectPath  `json:"project"`
+	Artifact ArtifactPath `json:"artifact"`
+	Params   GetArtifactContentParams
+}
+
+type GetArtifactContentResponseObject interface {
+	VisitGetArtifactContentResponse(w http.ResponseWriter) error
+}
+
+type GetArtifactContent200ApplicationoctetStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response GetArtifactContent200ApplicationoctetStreamResponse) VisitGetArtifactContentResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/octet-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type GetArtifactContent206ApplicationoctetStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response GetArtifactContent206ApplicationoctetStreamResponse) VisitGetArtifactContentResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/octet-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(206)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type GetArtifactContent307ResponseHeaders struct {
+	Location string
+}
+
+type GetArtifactContent307Response struct {
+	Headers GetArtifactContent307ResponseHeaders
+}
+
+func (response GetArtifactContent307Response) VisitGetArtifactContentResponse(w http.ResponseWriter) error {
+	w.Header().Set("Location", fmt.Sprint(response.Headers.Location))
+	w.WriteHeader(307)
+	return nil
+}
+
+type GetArtifactContent400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetArtifactContent400ApplicationProblemPlusJSONResponse) VisitGetArtifactContentResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetArtifactContent401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetArtifactContent401ApplicationProblemPlusJSONResponse) VisitGetArtifactContentResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetArtifactContent403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetArtifactContent403ApplicationProblemPlusJSONResponse) VisitGetArtifactContentResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetArtifactContent404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetArtifactContent404ApplicationProblemPlusJSONResponse) VisitGetArtifactContentResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetArtifactContent500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetArtifactContent500ApplicationProblemPlusJSONResponse) VisitGetArtifactContentResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetArtifactContent503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetArtifactContent503ApplicationProblemPlusJSONResponse) VisitGetArtifactContentResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListArtifactFilesRequestObject struct {
+	Project  ProjectPath  `json:"project"`
+	Artifact ArtifactPath `json:"artifact"`
+}
+
+type ListArtifactFilesResponseObject interface {
+	VisitListArtifactFilesResponse(w http.ResponseWriter) error
+}
+
+type ListArtifactFiles200JSONResponse ArtifactFileList
+
+func (response ListArtifactFiles200JSONResponse) VisitListArtifactFilesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListArtifactFiles400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListArtifactFiles400ApplicationProblemPlusJSONResponse) VisitListArtifactFilesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListArtifactFiles401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListArtifactFiles401ApplicationProblemPlusJSONResponse) VisitListArtifactFilesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListArtifactFiles403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListArtifactFiles403ApplicationProblemPlusJSONResponse) VisitListArtifactFilesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListArtifactFiles404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListArtifactFiles404ApplicationProblemPlusJSONResponse) VisitListArtifactFilesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListArtifactFiles500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListArtifactFiles500ApplicationProblemPlusJSONResponse) VisitListArtifactFilesResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListArtifactFiles503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListArtifactFiles503ApplicationProblemPlusJSONResponse) VisitListArtifactFilesResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(503)
 
@@ -6239,6 +6797,91 @@ type GetRun503ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response GetRun503ApplicationProblemPlusJSONResponse) VisitGetRunResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListRunArtifactsRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Run     RunPath     `json:"run"`
+}
+
+type ListRunArtifactsResponseObject interface {
+	VisitListRunArtifactsResponse(w http.ResponseWriter) error
+}
+
+type ListRunArtifacts200JSONResponse RunArtifacts
+
+func (response ListRunArtifacts200JSONResponse) VisitListRunArtifactsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListRunArtifacts400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListRunArtifacts400ApplicationProblemPlusJSONResponse) VisitListRunArtifactsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListRunArtifacts401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListRunArtifacts401ApplicationProblemPlusJSONResponse) VisitListRunArtifactsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListRunArtifacts403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListRunArtifacts403ApplicationProblemPlusJSONResponse) VisitListRunArtifactsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListRunArtifacts404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListRunArtifacts404ApplicationProblemPlusJSONResponse) VisitListRunArtifactsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListRunArtifacts500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListRunArtifacts500ApplicationProblemPlusJSONResponse) VisitListRunArtifactsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListRunArtifacts503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListRunArtifacts503ApplicationProblemPlusJSONResponse) VisitListRunArtifactsResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(503)
 
@@ -8998,6 +9641,15 @@ type StrictServerInterface interface {
 
 	// (GET /v1/projects/{project})
 	GetProject(ctx context.Context, request GetProjectRequestObject) (GetProjectResponseObject, error)
+	// One artifact with its producer, what it was made from, and who read it.
+	// (GET /v1/projects/{project}/artifacts/{artifact})
+	GetArtifact(ctx context.Context, request GetArtifactRequestObject) (GetArtifactResponseObject, error)
+	// Download a file artifact, or one file of a directory artifact.
+	// (GET /v1/projects/{project}/artifacts/{artifact}/content)
+	GetArtifactContent(ctx context.Context, request GetArtifactContentRequestObject) (GetArtifactContentResponseObject, error)
+	// The files of a directory artifact (its manifest); a file artifact is one entry.
+	// (GET /v1/projects/{project}/artifacts/{artifact}/files)
+	ListArtifactFiles(ctx context.Context, request ListArtifactFilesRequestObject) (ListArtifactFilesResponseObject, error)
 	// Evict the project's step cache entries, all of them or those of a pipeline and/or step.
 	// (DELETE /v1/projects/{project}/cache)
 	EvictCacheEntries(ctx context.Context, request EvictCacheEntriesRequestObject) (EvictCacheEntriesResponseObject, error)
@@ -9061,6 +9713,9 @@ type StrictServerInterface interface {
 	// A run with its status (live from Temporal while it runs).
 	// (GET /v1/projects/{project}/runs/{run})
 	GetRun(ctx context.Context, request GetRunRequestObject) (GetRunResponseObject, error)
+	// What a run wrote and read (artifact lineage).
+	// (GET /v1/projects/{project}/runs/{run}/artifacts)
+	ListRunArtifacts(ctx context.Context, request ListRunArtifactsRequestObject) (ListRunArtifactsResponseObject, error)
 	// Ask a run to cancel; running steps are stopped.
 	// (POST /v1/projects/{project}/runs/{run}/cancel)
 	CancelRun(ctx context.Context, request CancelRunRequestObject) (CancelRunResponseObject, error)
@@ -9475,6 +10130,85 @@ func (sh *strictHandler) GetProject(ctx echo.Context, project ProjectPath) error
 		return err
 	} else if validResponse, ok := response.(GetProjectResponseObject); ok {
 		return validResponse.VisitGetProjectResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetArtifact operation middleware
+func (sh *strictHandler) GetArtifact(ctx echo.Context, project ProjectPath, artifact ArtifactPath) error {
+	var request GetArtifactRequestObject
+
+	request.Project = project
+	request.Artifact = artifact
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetArtifact(ctx.Request().Context(), request.(GetArtifactRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetArtifact")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetArtifactResponseObject); ok {
+		return validResponse.VisitGetArtifactResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetArtifactContent operation middleware
+func (sh *strictHandler) GetArtifactContent(ctx echo.Context, project ProjectPath, artifact ArtifactPath, params GetArtifactContentParams) error {
+	var request GetArtifactContentRequestObject
+
+	request.Project = project
+	request.Artifact = artifact
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetArtifactContent(ctx.Request().Context(), request.(GetArtifactContentRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetArtifactContent")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetArtifactContentResponseObject); ok {
+		return validResponse.VisitGetArtifactContentResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListArtifactFiles operation middleware
+func (sh *strictHandler) ListArtifactFiles(ctx echo.Context, project ProjectPath, artifact ArtifactPath) error {
+	var request ListArtifactFilesRequestObject
+
+	request.Project = project
+	request.Artifact = artifact
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListArtifactFiles(ctx.Request().Context(), request.(ListArtifactFilesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListArtifactFiles")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListArtifactFilesResponseObject); ok {
+		return validResponse.VisitListArtifactFilesResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}
@@ -10059,6 +10793,32 @@ func (sh *strictHandler) GetRun(ctx echo.Context, project ProjectPath, run RunPa
 		return err
 	} else if validResponse, ok := response.(GetRunResponseObject); ok {
 		return validResponse.VisitGetRunResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListRunArtifacts operation middleware
+func (sh *strictHandler) ListRunArtifacts(ctx echo.Context, project ProjectPath, run RunPath) error {
+	var request ListRunArtifactsRequestObject
+
+	request.Project = project
+	request.Run = run
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListRunArtifacts(ctx.Request().Context(), request.(ListRunArtifactsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListRunArtifacts")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListRunArtifactsResponseObject); ok {
+		return validResponse.VisitListRunArtifactsResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}
@@ -10892,323 +11652,347 @@ func (sh *strictHandler) ListWorkflows(ctx echo.Context) error {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+y9iXIjN9Ym+ioI3j9C5PxJailV2ZZiwle1uKzftailUtedKdY1oUyQRCsJ0ABSFF2t",
-	"iHmaebB5kgmcA+RC5kZttrsVjnBRZGYCCRyc/XznWyeUs7kUTBjdOfjWmTIaMQUf38mQGi6F/RwxHSo+",
-	"xz8756fviBwTM2UkVIwaFhHFtExUyAadoKPDKZtRe5tZzlnnoKON4mLSubm5CTpzquiMGTfGKxpO2S9s",
-	"eULNdH2cI6INm5PQXkQu2ZJ0KXyzpckodHeOegGZsmty9vNRf+/5Czs+t/fO7RODjqAzO4NLtuwEHcV+",
-	"S7hiUefAqITlJzqnxjBl7/v/v+z0f6D98ddvL/Zv/qMTrL1DgJM+4XMWc8H+ljC1XJ/6G2EUZ5poIxWL",
-	"yMWSqERoXDWuydzdTbpSkbeSLKS6HMdy0Uvn/xs8N30Bf0NheWf0+h0TE7t0ezs7QWfGhf97t3LiZ4bN",
-	"W08aJgub0B1L9YaGU8INm2nCRRgnEYsqJ2xvuttk40QbpjxllGxqiFfUbux/KDbuHHT+n+2MzLfxV73t",
-	"Rvhgn2ZHfCOiueTC1AzJ3CW3HtOPkQ7q6ahm0Nze325QP0Y2qJL/YGHdi87xitsPifenI54movyMnyaC",
-	"HL8m3f9OPrHZXCoap4eBHL/uDcipPTfaUGXZjJkqmUym5PTN2ScyYYZQcn5+/Prqu0M8X/46bRTlk6kh",
-	"YyVnwKjSp5+9/oVcMjaHb3ND2b+XZMEUIxN+xUQFJ1GJuPWinCbi+DUsx1k4ZVES1+26dpfcejQ/RroH",
-	"ZyxUrG7TNVxw+wHh9mw4w+Z1gyGDqB5qU4bxmV1MpbysGXKBV7Qddbd51Bv7KD2XQjOQZy9pdMp+S5g2",
-	"9q9QCsMEfKTzecxRnm7PlbyI2ew//6FRuLY+UfYuHLR4ht7TeCzVjEVEKsLFFY25lcgwj0MyYkpJpUck",
-	"5tpowoCJu4vGnMXRoGPZrRTjmIePOu9PU+anSUI3viYLbqZwOL1OsQXn2jCY509SXfAoYuKxJ2rkJRNb",
-	"migZMxJJpomQhtDYcg8Qk3LOFIwP8zwWVqGg8WNO81yw6zkLgQEydcUUga0n3YgZymNNqGJEinhJYjmZ",
-	"gPC+CTofpPlJJiJ6zJl+kEQn4TTdYtCDuCEXLJZioomRhApppkwRJ4lwrid0GUsafZLyHVUT9tg0cCGj",
-	"JeGaxHZwRcyUCqQAhofoXNDETKXiv7NHXc73XGsuJgFJxKWQCxEQxa7kJTIEdj23rA4J2Eq1nI7/+fPn",
-	"/lFipkwYOzlWnM0at8NXvKI8phfxo67+EYnYnImIiXBJuhE19IJqZl/PC/ae3Zgkm90hUcyoJYmpYcrt",
-	"zlzJkGn92JP/zOK47zj0RWI8911nzVdMLYkbHvkgN5pYIeZeQCfzubQaznsWcfoJ9ufxj8CWJq9wyL6d",
-	"gl144IVhyOaW+UyZssz6xstVILWjaGapVIq/JSyBac+VZZmGo+j02vwa3QWd675Ukf1pF6YU8ohFR2Zd",
-	"l/zEZ8wbpjHVhthrNXDkoGPXn5rOQSeihvUNn7E14y430p41VZmI7NdWmbBGT9PKwYtZG2ppN8s9mipF",
-	"l/knP7M6QyLE/T95H9URr9l8yRlI/lWyob+mz5EXoOnfBJ2j+VzJKxq/dsuWU2VoFHG7yjQ+ye3amMaa",
-	"BasbKWczR405ZWp/x2pT61pb5STODDWJLnEKCELdJd4Z4HUIKqKASBEyMqMRC+Dw5EmgOE98ClLcinSi",
-	"GR0B17ScHqkpYhHp0gvNhCGLKfzCiCUmmRgScbSHK6nqu5sgHfY4Wh/4+DUOS03GrSsf9n3uYacSOdrK",
-	"44xTV2CmPH2D2sf+cBPkt7D6LO5kF56mRJfecCFlzKhYpfyI0Qhs2bXJfrZzHEnxCRdz5CarA8LHREgQ",
-	"vRGPyAUbS8U2P9H7q7xjs9t3Pe/RziXGRDKzh8xtQQRWxT9A+8odrvUHvbgJOjMrhCali2C3fsoyBxHV",
-	"l5r4bda1O2dnmK5fyRTTGdbO77llIjJmJUcvVYOBqjQS6owu3VaBxezZ2cpJr+ZaltPaxY8+JqZiSH+8",
-	"1qi3hMh291a5IL5MKb8zhs3mJaN+FIxY3UGOCXoc17lHOOVxdJqIRieTv86elkzErb/lL8kFU4IZpom7",
-	"jtD8lxQnSxQVRArStcwtlhNU6q2mzAKiGSMxF5e618g5QPOoPeCWUNk1N69kxHIXcmHYBIRKgWTGXHA9",
-	"vd3ZskcTpl0taUoIqriE7+z9hF5YQilbtwANDqrheJ1aoqV6eiGpAiXZfnk2p+qSnB8H5GJJBJ2x3CI6",
-	"olnlf7GcnKu4fEPdwFuwTX7gCTVsQZdon2nLk7uxDGlMVCLsMvm7dLMgqWEiS0KJE/Qp3TglzX+9ZCaw",
-	"k7Jk5OlNMatc2u8CwgaTAczY+6HUliZDq4Li31aHPiBzGZHrA7KzvbtDhIwYUmOqgx+Q3R1yLHQyHvOQ",
-	"W5kprnjE6SCUs+3JPBkMO4ckjBm19kkqTv2MdRKGjEUNTM9yPZHMLgqqYwmRAnfEXWw6f3iZ1wBSAhoN",
-	"k52dZ+ElFxF8Ytv4hSUVPachW/sWvxg1ylvntrzN2XmGt6PpVuudM2x+BheuMki3ev45ZZwSIgeogJYu",
-	"nkzMPDEQ35CC4c5pPU5iFzwA657NeoRdszCxN1pbNWJ48C4ZsFpLisraeEANUl2W6GwZx67eacu4XFzq",
-	"NisK3BFsZl1mZBytKH/wglMaESGJMfHmioklALs45SubD7sQLiJ2naOmkpe3vPSSLRvNKLdjuevWWZzl",
-	"MmnwoXR2lXEssphKzSy38dEkbgZNBpdKxHFUO/PnQO1sXnvRs1UCx+hfPoTmfM8wXpBSVbYqeQKqPw/v",
-	"OBpIRTplGElrbeDlzteqqmTZG7s2J3TCPlndq5IipcgM3zmdsEFp8DK/Ln6W1W94xUMfAl55QfsLKvwp",
-	"tXNhXuyvE+faqO7WylHPwCVYaiFY4UJeHb36+c1rb/x51hPKGYNwzwE6jxMROOZDReSP0VAgG7JfeTED",
-	"WuxcySgJIcLEZkEaZ0oPOMagpSJ0KMCvBGZnotlgKEq4VIV5AxFzeJJd+iVZ0DTY6o3KsR2DFIbobc5T",
-	"7DmhVdptTjlZGXYxtdaiZzn2xXvN3Ob+eJdzjTTyrkYOsG4DQNQO7isnOxGyOOfuKNvPzeWyYtS53mpf",
-	"x7kvGnxf6++ET8/fbze97gWTW7p0shcphsfaeXRe5UyldSIBQwoEBc3EiTvbqSbowrrdt28+kf/zv/73",
-	"tkqE3v4G/PumF8BxtmfLmshcCq+5pY/joPdq5AyCLZg2JeomDmIVk5hpnZ39ORfaqjXr6kheON5RsllC",
-	"cNOv126eldA2SLGcfPMPKiWFzAhdsWjpnIbcLFumTbzyl99C21q13kqsu5hesHgzg3DtVa0oPGNMNPmK",
-	"rdYC9g3ITr8Ozhw6JI5FWgMthuvHXGnTkinf+OhzyYSlqNascE5uDlYf5mbKcxJ+j8y4SKy10rXU7Sw3",
-	"jCA82yEF+9G7SewaUX2ZOuBLXC1UX5Lf7O8oq3Crt7SfzlzGcYk9dhN0knm0GQmsGiEULnLbnp9onrzy",
-	"46TrV0Plr3I0vf62xe0ufWG//gcQ5wupsWatVQEwbqkzu4VGy4DkjGNvDwtr2VKwv8eKMULHhqmhMFns",
-	"W6f8SkaaXMjEcjMJmkiZdhHOk/c8jnmjUnnqJnk0k4mAVZnMkw92VuXL8fbknHBxxYSRagnTB0eI/bcL",
-	"72f1HyFNLyAaidL5SQ6GAl7RPoD6MI/33xIp8C1aKcJvT87tDOschs/xRWp5w2bLUlyKoosCs+Dcbm6t",
-	"+i9QbTQEyJZ0Ry7+OoLjKhOrlLNevRvJ2muWzmtO5S9wIN/JkMZ/qz6bOrmYWVL8L3kBZDcUp3QJfxhJ",
-	"uiNqWMyZ8lf3+zBqHw77qHeAgwTgIzrCS4OhsLtptFOKQWkmC8oNFxMUjXoqFxpvBW3VqgkDggbJwVC4",
-	"B1ktfSGK5IE00eAln0m1fLk0t9lTUU7np0DH9k3Wj2po7y34l0s13hXGBaQY5E5lceJ+JjVM6l2jqMtp",
-	"XS+eBfls1W73y1H/f9L+7zv9H75+6aeffx18/W+9H3O/9X78j0Yx3MGZkBk1dnEs6c9jGrKZFX+axSw0",
-	"UukB+YUtkbFd0ThhmoxlHMvFUORcaHgg9FIYen1AKLh4uL2JyDm+IXn94ayvk4tIzigXZK7YmF8PhX3s",
-	"aHtkTTBmVULhYnHUkJnUhrx4RmJmX18HJOITbnRARv1RQEa/2v8NRkPRpfF8SkUyY4qH9sYLaaaEiUj3",
-	"DgnFSdvJWK0PeBp6htHlC2Q5o9f5DXixX7N5pfa/O5wbOACcVrZm/ZeHdGvp6YPTN/JJzbT/+9cvSAr9",
-	"r992ghd7N6X08ApErcvevJ2xsKLZNVkMmX60ST7pmupQuh7wMhtYPSvp0Nc0NPESPJpyTEZewR4B7Y+8",
-	"r2tUEhyyNn6LbFBwd3yE8bSTzyeKS1Wqsfhf0iRylYgtDVzV8mJN+AqLDXJK41AoKiapxuuSqtztcxnz",
-	"cOl9AQfFK4YiYmOaxKY3IK9ZGFNFDb/KjCsNGWX2YL2VOQOOGT0Ufon04DQR7j0Hb0/O/asUhEDqLwo6",
-	"XMzLgoFHYkn+6+zjBzzCAZlTrZnXlfLuRx/YgOcMgH1PZN+N8w8ro07p4r2Ln/iihBJp4ROnSVa1cEjc",
-	"cmgy5jHaA5CoptfF/Ir7tH2KdsEUrJiSu+KQ7IBbCm2UGaNC56xcO6cZF3yWzDoHO2VL7ZesOgvCMkbY",
-	"8fwCKzbhlteglKBOqxgg79wobbfi1IKv83YMyDnvj8XPMlElu/qOj5m1SQ6JkJgdt0RvAC6iewlcs++/",
-	"e+FeAv/eLVtDz8A2yh3GKHvZMYeDh4F2jKexiFvBa/f5irMFUKE95SJ/0YxGEIfRPEIF8ejkmHQvpDTa",
-	"KIqOPJ8QgA/sBB183Ho+QIV1BjOu5rRR6qAubojLKy/VbS8YVVZ5hUsG5GxqNUXIUQXGZdmcS7AuNTuN",
-	"H7HucOG0Vt8Jbw387Gpey2WWb/ZiEyaYgtqon98fvbIK0KFVcpyrPl5mDiifvjShV1YVFQxV7ZaLsOJp",
-	"WmRzrVsS/0qri+JvL1sNX7tSou4kSrl8oTIr29i3U+wqTcSqdwFHLGbGpcfVJHrs3wQdduUL11ppWf4N",
-	"3tjb6mzMXTuPKYujMgvCGe35cP5UxtZ0ZyFNtN1DohjkYRLuXAOki7F0GrP+WMlZ/3emJNF8Imjcg0A8",
-	"OCO8u6F+kXZfVHqVVqhBXkCiQbTxCn30N9YtEiRJukKhJt/mb4k0rauj/gYXA2nCMrbf4VNHZaf+xpr5",
-	"fwcD4PWb05AfqW6EF8jlY5eP1eqx7nJInqUxa3vfGVxs75qzsPVN9lpMILiIK5wPfoV8RNctLGawkO7O",
-	"AbAssmSmRazIuGTt8+N6gnlur1V0PObhxlv/mfHJtPZ0f589/b1Lbiq+tzvWfTrngX/jPhR3WBk8V/J6",
-	"2ZjTseAiQrWqzU58wul8xptWuXJWjecEsWe46da5fc8TdO70ZIuZYwkp98xx3Dq2j8Jw02TgupS3nBLp",
-	"U5AMxEZxQFcyK0iXkpxp2xsMxccZN8aVN1grHm2WQiZVQPiAYQrTjIZTLrzxMxRueyEzK3QFh0w5X2vO",
-	"t1JmNZf5UVaYbht7tlgHeptTW66hwXPqdhFF372EOMF1yUXUKIVymWq1OYCedjcMgFF7DmAi2VB1S1Du",
-	"skl5zEZS4CyZzWhZ1sbKHPGhdbPyXpvVupfXH87Qm3ZIuAEflS6cki29nroGtmid+2d/p9z9syb+11U9",
-	"RfX0nZTzooJWwe9B92nazqKYr75yrzWJWMp0fmogbkH4jE4YpnqEVAhpyAUj8ySOoQruQCRxHJSkUabS",
-	"LpLgGYcYsdflsrzINBRfk5CxFr13L1Jg07hedWTyN69HlbBTVB22NAmnLLwkdEK50KbE4QPKGJkyGikp",
-	"Z9YSwRziFda7VujgnkKmVFslN+c7ggTk3ronbMwLOWZlenxLBrGW/wCPbnfiT3NUs0rOt84TBFOFT5x/",
-	"ol4itMxPtTt4QcPLj+Omo1WVwukm1JS/ltc27YAb54Nk61nnGqmi+aYpOX15RUSF5ckCKyxnTHnMordO",
-	"VakNMLXIz3m+wnNK8leoiHgE5clBw/Zq00TkmM2rqGGT5abZQCk/SR/gRwz82tWt+5m3Nta8+SuVPRUv",
-	"1+YMP4PrjOKhPsdIaT1v2G+3SWuL4ScdZElSbdjEmVPCSmpyqMh4o8vdpyIiU7kgXS7GTDERskH+QQfE",
-	"HiwmoqEYGcWNFCOrro6u4ng2CshMRiwOUC4FhKqJDggTV0FaEq1Ty0MHQ0ETI609CFW+jtGjQ15GiHfB",
-	"IVbhonJAkBGh2if1HWLGAdT7a58vxVXmzKaKES5IJEO9Ted8MIsKzvlc4LrWk76qF903w230euy29Ens",
-	"VSjQ/t46Oikaa3WyOOMOWZmiLmSXpgUhXIQusI+2nQuwu8y3GaM6se9w6LJJjMbifmuWMtjQmBqojrZP",
-	"1OQfSTQpyVjDguP1OT+/viZU6AVTSB2p4oOVjzzCCl+4opD5VJH0u8qUlZxtvuHgX/rhh3f4Yu9Lpn0+",
-	"nzPlUmbSwl9choskvGQGPHNcTOCnH34wUzJnKmTC8JilmV0+WcNvUDG1SyZoYLtppqJ2RUbgrW0SoteU",
-	"33YqbTXDh9XNzSHw21xGxD9ZFvDGV38VqaOSh0OMrAy+53OqOvqyda5d8dAIopJf9r4OsHRffxRfdr4i",
-	"EwSwqMGcTtgZ/72sQGbNA4JALnVc/O3JuUv/WHsvz1MbOUciivpqqRWythHu4f72isl9cK6m4tQm8+Q9",
-	"pIu85y/Xlxd/8mU1Vt/uYmbFSh4SZpz0NjyZzzDk7GEEVndWxqwPKr5Lciof2v3ay06TtxYgc0yOx5an",
-	"COmSy9+enOvGIIZP71qxhbMMvNzDSLc4oRZeSPv4Y3Guq94anztlMabAyEj7lKgM+EUuXA2m/WCFp8se",
-	"gnCoj8A3zMUyjhlvDwPw/vjtWcxDppt8zq2k5KptXqJ/gaOU8k1CLJbKP9lbmjzvSb6ScH0jXkkVSdFU",
-	"7ftDhRR3SVnZRvvXXR234qyegFVbor3IqVTN9p7TqvK5HPUUCQlHbS6GvDgu2l38fNP4TPttfntyngZp",
-	"and5w7TgFeJbUCW4mJQwgzdWxFDnyaAX8oqhYmRK/coa+dDtKtTBm49Bhey2dTXgWbXX3i1ufjlqCe/Y",
-	"579sBLvhSbM0nyCtzcTrSMxEhFhgCLOUiESzyK2nd/z0YTkdNbs7e40YBBtR/7NNqP/5JtS//zBU/aJA",
-	"DcW1/oly1ddTKw7wknQlpSI7LjtnN7+C62S0V5oUk85sM6K4kErJBReTd3zGSyb8s1yQMVXuAAk544LG",
-	"BVffjC4JPgWxFKFeHEmo2989sII9ts/24v+A7PSaQ/wx4tHUzGqWWNLE5HpHm/npuSnkZgezoXGMN7Wf",
-	"zj4kC8OTS+wLq9CRSUIVFYZluWZudeqfjP5qXVHNeETyuhXVhOe0pjpNK4B8L/L++G0OPi136YxP+liC",
-	"PldyzGNXhd50bqu1Wr86FSyr0tT3Wlzbo2f10LbxFHh2xYTyz1n3ImZKZNV2QyGt1C4tvFmFK032bS1d",
-	"nkG+Y6kyitNp1EPrZ5hl0re0MDzw0XLONrQn9hry7h0ecDHrHgSztdC5SQMxTUGlqjOVP1FSFY7Irak/",
-	"3V3/bkGBhvzmldKi/JzLrqzNkm4VUK6VuoXKrlof2h10sv0KfTtfrdWg46RrUh6GTVOG23OObJWbuEb2",
-	"8LKp/cxojD6OVagfFl7esRRRp2hmPgezkGRX4fVwd5VN9tiw2Strcuoy3C8202TOFBmDwARcj0PLLk4T",
-	"QQS7Yso7Fity16Nm1SqEkuK46dJnaUimObiLE2xWAR0wTHNUYnU50/vSOeXfI/Dvns6kauF/ojxOVIk3",
-	"pxlVCdl9xK6bIyrVhfVQUI91LN2YjQ2RifO7SLu3u+QX/rI3qPVa4Rw8DlTZi2behiYhWr+rFcLt5a0l",
-	"2jM0a61qUyLPcjzfOSJXdKPdyWB3Z3KxmUDw47Vn/pkjZJ1KxuMmk/xZSxgXIILNAh2IhuLmUDbzk1zN",
-	"wr0FbwDjCzKB/96uyr1lhmtb/8YdhN7zxnS84otVFSzXrfVbRefT8sP++uhtEc0gLcLwKSg6IBFT/IpF",
-	"Gd69nrOQdBdTajDyt2AX5PyYRIoudO/AFYpDiAlwZnN/cwM1npqMpXJJdNzooRilbvwRmceJQxLHR4C6",
-	"7JFYIDZ1PVcMfKCYAD0U3ZFlUKOAjBwsyACk+ygghs3msIK9ATmDSiYXjIR3gE0oq4OG8EJrLaGw0HaU",
-	"RmUBn9+4aWcOjGRVvXNrtb6nr7myhnWKZ8yZJl12PY95yAHDlPAZ/tELVlbhVu4rkMC45OUEBls4pgKw",
-	"dFCCYJOPLiUeNSxBfQLQc+pdsvu5rMDiWKEUhnLBFCZQ+bKygCi6DIieU3VpX9gF08HKdUCvg7Ypl/UO",
-	"70Qcj0uWQPHJhCmikpgFKEWtGMp7vmgcn3ndYdCEu2OfUL3QW5qEUqAamVXccZ9TJRrs9BcVCrhLf8zI",
-	"ro5uyzXvtKBv4zPVeJSyR9dNq7ludbeybtU/ozyF44hEJZWLpKsZI3MaXtJJ9m1vQF5Zhd83wEFWOhRz",
-	"qjRT+QQLqYii4DwFIPi0XQ6sTkC0xOA5sNahyOKjGagHNQhXXID6Jt39vb1eKfKDLytdYSiOSlOgKmtN",
-	"yzFJzxucMCx6B4hL4GwH5BsTVouJfgx8MeGPATEm/vFm0KmF6n0pExFhFirG4QBsC3StYWdvOuxYfgYk",
-	"LaKYKSsNEBm8N1iHfsmd3hUrRqCYBnvr0GFnGRrLScKwLJynTrPz03cDRFR5c13mUXyTn86Bq5eF3VGJ",
-	"wD3ICjnJlF5BKiSLAggqgMFkEOYwlDN2iL1iLPWoRAzAvArgI1oVTogJgDUagIadm10OoLdyWYvLl6Xx",
-	"pKv8fGZX2fOn3Z0ZLm0O1a8siSkPzAgvjpcfkG8A45FKYhQCWBUbuNVyr3Nz6PBOdBKbDHkpBwC5AuOU",
-	"LrMGD09Nte2n5ZxFuVLbA/IF5hWALyrw3PhH+ym978ebr4OOwwTTlQpU9ijLKOEJjlH+CBt3PP4RWf+P",
-	"gUctsz8wwMezpwL37McA4dvsv6kw+yecrn+6s/XPnAT7Z4ZU/s90UW6+DsjRyhJ13eSyY4hr9ONND1cu",
-	"bYbhbyvWcSOFpEhag5LC2sbMLc9Bc+r5vSn/OUTOl/U2zXeFpNriXuop3Xv+4gB921N2jX7ttBMdFVLw",
-	"kMbEVcLUCumJ17db64yr1dz3YpW0KfsoiLZbo4RlNksJTlhaPdQyfdj3iFh38/70ivyw//y7NBvIdZ5Z",
-	"dzPhD6WKbJaj1koLySU0lWBncqENFWFlcRuW3mKLjRK9IvPbrZd9G25iVqOKr7dNPCY8YsLw8dKnpPl1",
-	"snegPpLLwOw150XBr34qQZ3D8CQjyftNgb9fR3a5ettIjvZjhVrr4t/ttVq3UI1KrX9wzZTaqLRVtTi5",
-	"ph/rDrgIC+Bu2cdg08hcBqtUFxVvkwEOqOlpjGhzYxZrjqXm5Z1JT6m4JHmYPN+xgXRdCxQoq28ICQPu",
-	"cSUOyxvwnFlDoksnLOoRfyl6TjRRVFw6xL76cb5vnaucT4Nfr1LyHpsDAjkCAfGwdwH5ID/IiP0EMEkf",
-	"rB6LH0+ZZuqKIhD3iWJsNsfPx9iaqLG6tQmm9VkbmNZ98OVf3JaUnzv4kljSEm8DqgkqEQVUdjsn/OKL",
-	"+8bSIH7zNU1hHEtFCt3H9BbxI+nNHMfZ+wXVQetTl7DkqlzvBXepHCPa1ctCB0wPcQr4w7nLV1BcKlCb",
-	"MoDOFrhWDuKsZXHsamPWVmBPKxBwayxzrBirzymdcZFosgrMiMnlcxnpW0TDjTRlaSW5UTd86O46iokd",
-	"IcDXK18Xo5Z3QP7VyYz95NL3i2+BZq6RCN47odwhTqHHw4AbIpILoY1idOb09BnpckHoUOTRolQiCi5p",
-	"31UasDLRIKYq5lZTc0/prWBKrqIOrZHrjF4f48X53zPJXrJuK0gSJVnl91212qJG9GvNVD+naWnV5XoN",
-	"RbOraY7tEuDTabr7Syfp0I7SpkTRjNtbmrGIoHvw3fXWehvUmgpRORKx70zTAOYGHWjqrcQ6ed+2j8dp",
-	"Ilwbj7x10uKORN8Kp7fO4KzFD1vv5+xTiupNGh7lyrByA/j1qcYDxp0qJb4VrL3NgADPch0A8AHo58o7",
-	"lVUiBnkEPE00MxUIeDCVl8s51d6ByRUJZVTaTOACritvnI0sE7MWXPBOaMMoFEMplmhoACSw28BhzvsH",
-	"CMZQ96cNj2Mo96KhrwEHrxc4sKF5JrqgoBVBDpR4FVv6pnzZU7yJFZ81NRQWUZCzszdkpBIxIoBHQrop",
-	"vaaFWeDc65XlqoiQxc3NNfLo/tW9r27Txeoux70CFN6ea/Zbq84am3cOug2XaX3+6891ilNfd7Ttm1cc",
-	"4OPXq5Z0Dvk2/Tj49QAQLvae75eb1SmnLulp4sHESjYkHpfbqTWARmumgH1IirpT8ZblTox76wADVLcB",
-	"nFYiGv0g8MCKtznztOal/smbD6+PP7ztBJ3T8w8f8NPZ+atXb968fvO6E3R+Ojp+Bx9eHX149ebdO7zC",
-	"/QE/fHpz+v74w9GnN6+rVIWqzqGf0ngVYiCB0g+Eh+wcPOelMbeXFTz4EzaacX1caArUT0Zw2wB59+gA",
-	"s+YzNg0+gjJe7XhvQ4vD79P0u/tifasemrt08/uhLsTj2rrHVyzK1P8s5FMPlb6HT2bCVHYTgd2AbJRi",
-	"hMXvjgfOXYmYkO7okovoIL1rhLkXYCDTWVnCf8nK/ZDOzyeFrE6QuiitD9/AxXYCh4QW2+VQ7fvN5VwW",
-	"zmPh3BX1feX2dmq7d5VB+a42PSx367T3WFkNY31kQPDFH6vgZQMilevku6ZlkTSLMyhEHiF87l8E72Ga",
-	"dEfu91G6nXMWFnMjdzGp3Kjlx3E1VWGPf2usYlSQdE8+nrluNPbeXpC22eXat3Cqp5fvWneG8ZleZU2D",
-	"P+XAiDDYukbsUKgKIXNsuredZo75WdPsEVGD+w/QJ52Gshqxt5q5ZjqfUxZO88DTaLFgApBV/FDlc32T",
-	"N/CDfHe3ronf387a2iThLMucagQarQR7Lj2k7urmqqbq4kkXv1tBd3A7lUt0cOkGlGBeA7TqFAmwr3LM",
-	"sVs49J/fixFZC7XVVvEManL+ztzxKEsuSo/OmlWYbtrU8vNUuARk5HZxhJ06RigwR4cebD7PFYsPSWHn",
-	"EYUeIM5HpV3owtTWXbMcM3VFSzKmqgXebEhNOE3mGehJNYN4drcGnCC52qUL7O3CpXh2Nie+7xFCGCNs",
-	"tysMroCq/zQtbN2Ww6KHyALyRadt1mVlrPC7f3DT1CQOu+G2yZu2FsXpqinQzoCsPMrfYw0Ha8Z2lVdM",
-	"xXTeyEPdwfroLi9oluUOHKMSVqNDQkk8TXRTr3rQCerTPdy+9fUln/d9V5M+AATZJ+BENtacEJkhRB13",
-	"A2njVioqs9hWdVQ74zmLPmabsOrvospo4i5LYa0xX4FdcZnonNkD/iPsKt3ARr5zrd7/pxQtosT1eS6b",
-	"rf5+vZApHlbfP9Qxyc3ycddqAzypp3QXpJx5bSdyx7JABXUC6SUNL8c8jm/ZK0FEG3mO1G37u+G9AQxY",
-	"9zotUYbbdmrplstjF6hKpbDrO+SkcG+lwYt9yro49s9ACVyRsLsiM9fr3CHdkjpg0RmHhiaLKY8ZyVQf",
-	"qkki0qbqUPSOx25K53MmcnmgZMmoCtJbt/QhoYbEjGpDdnfQhZoLle3v1On5eznZugLOoqQolHh0Rztk",
-	"j/w3+59Vbv7fiPJ4CZ9Q2O1OvUHtjv/glsG73Z16vJFUmq9aJoapKxpDLm2UAJQ3TPuHHW2n+QLmly2V",
-	"rprf/u2n9337xjamlfbg89SHwuqFmTWaCD1CCFgNSAiLKYNcBm7I2HVzyz/6rRwKfDwkoXFNAJkx16QC",
-	"XGP2HEHBNjf2PMy4HnMDXbWGIs2kRvcdHgwsoLD3IFKdOyEtFZ4XBYVnVeNWVERyRiIW0yVJ5gjLwLOt",
-	"JTSKEK3BFSk5Pt6a9ndapip4tuVxvL3605A/sappPLQ+VOrS0Fs5z1uQh43MAQc7DrmlScwvGZLCVr2f",
-	"br+tjvVsRcfauPBjc0Vgb0UFWWETRx+OgEWR32WWZB2ucTvPb88/veqtZ8s0+EYrrf1CQ33fyjg97iTR",
-	"LOs+lUIdamPZFlhLPnWnGpB3RR/drPdTOjWaNUdNcZa6AGAyFCtsqHeYewGNaiU3BcGZdtxr3TWqztav",
-	"TA/yR+c+wN9TX8DtUd8LfKMO9Z0IOvPJwqmfwfV1A5dn5pi+Tb+/dB5y49YOLVldaWB4lZFV1quAWgSl",
-	"4agU5ZdhSxfNEe6skaFw5sgBmDAgsLJiw4tkPGYKVUVFaBwHBGMp9k/D1IwLaphr0IvPIdCTCa+WC/t/",
-	"JFof1LKjdIIOPvkjZNbj56M4ThEGPloZbLfAD+G/gIfaK7/W7E9UmgJTE0H2920YGVZ36eHsHW35wfNP",
-	"LT0IaQutey01//PUjqe3v6zoQg19yNATC5HbhZKGQa1UQ0VNpSDZRbXNLWFA/nOXZJKEpS1dm1AWmizb",
-	"q4Z69/ybV299VUOSFO3dnzI3iEuGoyGLfOca9+VCWXMoWj9HK9tOQ9MCpIM+FOVV1Ti4N/bzgxk0LNu9",
-	"CLPcLtxBnsFT7m8+d55KuWB9JxdMhVSz9SbCW4OtgGz9ugW2/1Z/6zDXcvjQ6y72N2vyoAZD3VOsaIDH",
-	"lEjhnf4PX7tffG4KyuLdmy/1XZnxFf7usT02EMopHsg6n3F4Melb7ZNf+MuACEk+nL8jF0vDegOsESCK",
-	"mUQ58NV87+nnz5+9aNLNFoob9lHES9S9V/cNJ1i6b4bNj0shbz4KVgiOr2dp2DWfzTco8jnCG+pcpfut",
-	"0iVe3EO2xJ3xgPzisDhl7Cs9F5orc76rKx/2oENbOo23dym6LHADixH1548UnfUx1vUyAQ9vhI+pI7cT",
-	"tzCraKoeWovG8cdx5+BL/UxycFw3X4NKPC6XbeTryTEbCUuAFzzCj/qQxPyKreI3BZvyUX+c6qIBLhB0",
-	"H6llq53+yisfkHFk2QAAiBFzvakyUsP+U5poSDs7ffPp9H/UZKCd/XJ8cpLPRXOfX/0MHz4fHX86/vD2",
-	"158+nv769uR85Zujk5PTj38/eleu1GepAaW8zi7LgBylx9oBOyhIO7GGC+TzpoAshAsyQjCdoehabSJq",
-	"zh3qYR2/XAhHlBoQM7nG9mIzO74lyaEozKI7k4D3TwXZDXZ2dhApppfObmTvGfnUtkNEDkI0GaoY7DQC",
-	"a7x9g24CoPjtb/afm224sDSW7eroG9m6uy5LvHgIyYDh8HDKfmHLGkgdzBi/ZEv0pOD6SQeigxpEitYh",
-	"sPh3G+5pgGrd98NHvi6nPgUwnLIzRLNsJdG+v6NEe95KVAHh+k72QM+DNQfs5gyvRcLNbboWlkCPL6bL",
-	"lIVhIBRDeY2Vk62giqpwTI5EARoE86hyvny8rweAQq57Zh7axCWfNuGbNKSfPmvSFBxbb6Mp3DGPa/8W",
-	"mkLQsTyqsUE2j5inplrIpWoNo6Ib+h08G/Zoue72R6ZSVqcNONCzgHif7rZia5u22B28OUNxU4dL6czH",
-	"UhUa2zfmovoW+rUpfPaa0iKjfFf7JowB2MyaEoRfMUpRUXRwfr5+607/B9off/32/U0//bzf4vNuhSu3",
-	"skv9HQju+9aZWMCw22JBWJpy4FP1IaLvNu/x7pahscX7fju6rs6gzp+2LMixAszDNYmYVedVC+S4tpnV",
-	"d/BHWgmUqLjB+1VfkWfvzzWP9hu5Ceyl2ySva5W0I05/qLeJfcD3vW7GE01Vn3UEBbtlbkyf61pofspN",
-	"lnbea9zHOwi0vbSq81VpZ3IsoAiZpagtTX7+9OnE5VQX+y8JSRTTcyk0I2Exq79NP1G//vl3KSx2zabe",
-	"qk/4CudoHz5/XmQl5ch4RiUNSs2LuzOaGRc+C6Sa6+zVspSPIl46vc1pxhlWYXki05bL64eWELkKCmg3",
-	"mEZnBbRNbxKmOg3FrNPcz++PXoEp0919QYwke89fkHBKFQ0NU7o3IG+ZYAqyBzBlBGhxQD4rblhfinjZ",
-	"6DFwbGlN4Z0aM7fvZ//V5Pz0XZDWhYaKAZ4SjbW9YqzoZAYlpDN6TfZ29r/fsOlFgbPVkPhrZOnLSsZV",
-	"1r3M/UJmNGJoBworJiaKad0CkOYOUhxsHubjLJvQNNxUVXQCP25pcvza2SF0GUsabWlfz1FLbXcxMSE1",
-	"rYXwjqk2b9pVvNlLzwqMt3o7rBCN5aR8VTwFBETGEdOGjLnSZkCORCphsEAt7fxpJKTZznjUt3+75tqp",
-	"TbwJM2rhvADzTbBr464tMyQ+Y9aXh0xyGszSajNGcctQ2LXZ3JT4vlW9017epivOy0+o65q7g8EAtU3s",
-	"2vjlhUg9F0QK1gvy1WJesE+s+ZvMgUS9g9A9uROUNQn42mAeNQIdPS/VqHy43B8yf0azopSUmxR1K0t7",
-	"LbjTfUTjVhleCcLevdUmt3bxFrjU2oAjAGJ13GV04LIXFcPyW+pzPFxbDNJFkBkELedmKDzsas+1MHWg",
-	"rvAk8PaA58SlOgYku90VBg7FCvotF2GcgOJIRimitYMYwueKDCgUPLYiLSbO0TlNwcyK2Sf513UlTIO0",
-	"u8X6eKUeabei90gxdwjguiecgwXxB+mRf3ZN8YgItsi0wzGPDVOHZNgZdohiM3nlEnWrDNPba4M4cqM+",
-	"uLniV6+mrVMJj9gpG1e1JKYkDahZhQS8zc4fSZVHPQsy/yhWiedB3isOQUMz5wZcvN024mKvJLHKnexU",
-	"H/hasSRVcSWM5hRCSpA/h/pnRVwnwLw6QS6oCac5NJveAfa71XkQg/XI1IAcG03S8M9Q3Db+A+OX9RV7",
-	"aX9IrR7Mbc/CTXoec0O4MLK5U58b4nWxNqlim7PwcNugMCoTiWIVPnPQEr2K4tsvuFSN3Z2AxHJhlUmI",
-	"a+PFvdbKYb5lUUNYK31eXdi2OV67m4UI3Blt8rXby1w6exyzmOtZVV8rLsg4huaabn0CDKjTOCZuEzf0",
-	"duBLpyTQKRJDcVLp3q8fQGSaieJmeWbfzJEuo4qpo6Sse/qRSNsfHZ0cO399d0RN/Ov/+V//ewQ7DIsE",
-	"sggelL2ZtYc7NzeQPzKWJWW+b84+pUaGHPuRAqtuvH9HpLJvaFy9xDymxirzK+AZkFgL9SVrhdj2nA7F",
-	"G5QvMjEptsDVLhGMRZqM7EtLxX+HIQ7IS3gBgoFoeFcMRo8GBB8DDrqh4NpOcQ1KumuVp5iH8LRt9+1/",
-	"/kNLMeoNyMc581U9IVVqSagYitF1n+Jb95WM2Yiwa8OEhtkAIUO1j/3J6oUuWmKn3sUohEMYR4g699dQ",
-	"IFBdb0AcyG9fh3IO1SaXDEJuMfYGQFwvuRBe6FpNb4mROOgHgdDtQi+slri/sx8Q5grZAJ3EX4FF+r49",
-	"Fru2pw94ZMxDJrC3FoZfOkdzq+X29wY7OYDqTo7GcmmbB53dwQ5eKOdM0DnvHHSeDXYGzzCLbQrkuz2F",
-	"rni/Q0NP1AekX2pryHXeMvOzuwQwP8DnCLfu7exgKo0wTlHPb+A/HJwtMoEmFuF68wG5r2Jp8is2KJy+",
-	"zsGXr9aQcy1AO+/4FRNM60NC4wVdarK3s5PLJ58rGVoZqJmyatPPnz6dAAOhEw3Z3Utt2Kzz1Y6wPbM6",
-	"fqjrVuO9u6RxNQy7NtvzmPKVdVg1i9Ze+UTJGTNTlmhin0HYtUdEJmiQ1y9H7nb3OpWv6whj4Der6p0/",
-	"zplA6roTBawy1JuyyiU3FolkmGC2W93LfoKyMHdpYA/Wf519/FD5wtAlvpbYT/GKP4TWkU2mnaOWjnlY",
-	"ffUm6DzfeVb16HSu2+dZIWntutnX5HhoXCkh1PNRQy+oZpAI60VC5WJe7W7ne+NOysyJV75BO+hrU6qs",
-	"+iPGimqjktAkigEQoWWcUKDm2PSMLkENwVylTrCyT9aQfZU1bn2wrfLwxtZuLtkvP4XAarwIrnQTdPZ3",
-	"dlvtk5OeLMLN3Wm+CcpcBY1vTw05nmklY0kjfV/byRU6c9JmRqEDHc+TQ7r9X63+lZfFnQMP+IqA7qWW",
-	"prt9S/uKM6sboSxzX/T77hry4ej9m1EvnTLQ61D4X7nRLB5nwTxI5z50oE6edAjXZCoX4I+x8n8osqdZ",
-	"44ZOnaXDTTojqYhmDn4KIbEDK1qstZQWWhDNYhYaqTSZWcUSncHoF+t6SO4eGeVe3+HCuItG+OQRwHbn",
-	"Ubshm1of+gsOyLebEaD0KJ/FBxUmVF+S3xKWMML1UKz1CoQIUrq0/cvvtWsgbn9wOlrPTho1lb2d3TTH",
-	"JLfCGhwDljGgeMWVXlhVJga2miMn1F+KZ3YFBL2DOjrT5qWMlvd2Yiug1m+KNgFkrj883yjXZ1YX65C4",
-	"YDpwjz3kHg89jdNsrzpBxxK+4+LvJA5V9Wx36XZ6HTx8vw37ekmjHFThrdjkfhuu95NUFzyKGCCl7O+2",
-	"uOMEQ1ufpHxHFfZL2t993mZ6Opkjf3zPIk4/WQXnD+DmfjcJzQN3uaMLARMkMWBjOUKA44y8pTVbR2Dv",
-	"VQVg+5v7dIOMPmZlAZ4PbOFyFLWRc3LBuJgQLPYilj+btEOoOyXAHo20nMbyxrT0E9KXkUMjVIZV7n0d",
-	"rWdZGXfnBoveh8LzLcVQRoD2AZOBhH18JIb0SnjYa3ivPAcrMJD9ssb4M3nljvaf+JDg1Ovv+CDNTzIR",
-	"0R9D4HYZCU33NhVuuMlquSn9BpUWQOX2Pop8+JQR8CMTzZ+cBD4KlnG0tKOm10qBk2VIKKn+BqCeMUdE",
-	"mk3V1hQ9o7I+KLvE7+kJtbbd10r2uA2KWqW9dOQsPt+cNFORLd0CQEWGldilmd/ut4Sp5SERcijyIoDG",
-	"cW9A3iDuMHjxC31vnFkmF8In3UBlPFfY8xOiJnZlva8qETHTOpd9jM48OFNbuoxlZgcKGl495Kk68iuE",
-	"I1UcLlSUqc4aSEWPzp//5EftU4Hw3p6c54gPli9wx22J+Du+dxK2qcqftMk8efhD5tudlTJ0a+i+PTl/",
-	"UDfB25PzM7d4JUT3sRA3s6uJ3QDtEr4/fmvP1pjHrPfXcR7Yd+Diigkj1RI4FTRwtRdYRc6Xm5S4Fzah",
-	"Dbe7+QZ/lTt84i96wF3OtyEs99rCFP6qziC/zoeFEg2IdACKimuenEY98luZ75XYwg9U3D9MKD5J888f",
-	"wi1QGGMjp8DufdNPqSMRs7/+1U3xnR+a73glxTjmmPDwb2G7497n4oGQbGuYoMJgdzqqXEfLNqetaJ77",
-	"S7e/uU83dbGP/Bl8WCZapZylcFdP6timvHUjPcptQ1GPWicWrFeu8+jYTYPsXJeDRgVhVzw0vmGVawyP",
-	"2g54tXWuwfxQgFumNyAAWp6lfkBMPPMrJ5pFaaMr9JJDdTumoJSZHW/sJKA22tk+nY1VTXuzb879twSz",
-	"Y9vddWbY3N3x9SG9CPB69kVT5r8OQDujYun7zhBrWvr9eXJJ3Y1vw8Lncy63dB4XIG2zRuM47Y0prWIs",
-	"tcNezBAXRbQtsXq74KaAw1d27F1TxcyJtRJHBrAYOCtcF7qouDS+rFNcBluQr9zvDQW7ZmGCTYMx8cdk",
-	"YAd4gO23LALj75DQrJece9uhgM469mfszcJTNEM80cgXsuTMqVxogvgb4IwYilEGgzDqDcgbqHGOUmqm",
-	"ikHKDGYdlnEBiBP/8Uwg+Nbhdl/AR+MLkw86czphZ/x35rPAKO4k1LR1Dp7vADgTYn0+d6CZVcifN3aM",
-	"cs6c5u5nKcIOVNHn6VfNDTP+85Mr5Fvv7a+n+D88u7NUXWWCfYRmU9iNJm219cTl7uoKyvhbzK9YKZMT",
-	"bJHWQjnv7CVbagbFIFyk4LXNrO1RNJrtb5dsuRKpqtMflq1iPW+eBOv9CVYp1ihtSbrUZ7aPPEDPqLep",
-	"yLwDXbVk/b+wZSMdMhEBiHW9X+tNetUDMlY/SBVbhWJQP5FV99YTmd8LZ+VizBQTYW6lSReCnGmE54pr",
-	"fsFjboregIyQHo6dVqVwfXIN96yamcOX14Qi9p3v+u5zvEM5Y5pc0PCSUAPFOUPR3d/b843lrf455iyO",
-	"tqx2Yqa9AbEyPUoUdMZY7xY2Z2oo/Arkcpz8V9uY6OTWGXOdtteTn4hcoJnqw8qCQBneZ2z2ic7rUeD6",
-	"J7vRHAAT2qrrvm7oyoc1NUyRWaINuYC61MO0vp2bIC2clCGFPjuGz9iB07CxJ/xQWEXXZTEz7dU4u4pM",
-	"2JViYmKtCPckVxJgpbV9ZjqD7ugqjmcja4OMjOLG0qe6YgrR3GgcQ0dBphAKO8uG2NJDMer34WF9HMp3",
-	"Qynz43pm8kCOXP94h0LxyC7c9OWqfbiHxPfLJ7v2WCgZxwABl5h/effuhhz3r+EP3t/ba3OzO5/I6P84",
-	"L7IokSSWM2SZM+5wFxhOgWgtxWpPr+2kjFeuWqg729/8x1r9GzOtCsykcKb3ytBgYgZJba66+rDIriOu",
-	"6XwOqbNQFQoOxIssC2ICbYuedJq7UCHuWnHdAVPbagEGoDAdcuHmtFWdsFVNJTuPwvnz+jGUoPj8I1BR",
-	"NENPl5CLJ/K6G3kdiXSdAQAJWZYOSEyXMjEBsC74QBMjdUhjhDdBWAVPicLoR9afm81GT16Zvl3aRwyV",
-	"bfZbQmPsiZU2CfKLsaVdn1+oJpxCquxHgY2jh8L/BDWMXr8srpZUfhWJZsZwMdFkRi+ZJnQoUikBBwlK",
-	"eTB9Fxvbgibsx1igWoxjYJ1p1+msAZnJiMUB4TM6YQGhaqIDwsRVAN3jExUy3fOjZqIJSiY8Un86y7QZ",
-	"mV0b8MErathkOSCfoQQwu9LynWAodBJOoTk8tEOGZt77Oz8cWA17Jg1ibV1IZbChWkUmMKJXPJKyezZn",
-	"4WOXMLRleA4gxW4A5pj/qzG5Jy31/hj4WXIx44ZQKCWy5/UwO4hyvM4ySnmAU1C5eQwddRtYAWK7Pir/",
-	"L02VOrKT+TOpO7nTH8rZjIro3/74P3pphIxjTLd0Yi6HO4iuNtA8H/iYOOH5ZzkoJzidp6PydFTy4ueS",
-	"z/NHxSrLiVJMGAINTSEPwquBlFzECetPFGMCY+Zs0TsECB+rJ0+s3u3bo0vApgkvH/yY2ZHsQH+Wc3bq",
-	"5vNIirAf7i+gDPudIm49ntTiJ7W4ii+9p9B62SrFqaKLHegEYVQBIELOwAcngFeEH0APnsyT/lzGPFw2",
-	"e2jfnpyf4KVP1bCPXQ1bzD18e3JOcNdIlxsMYjqsYfvTb4k0tNem/qaxQLZmz++1psoNUpUqDr8+kdJ9",
-	"ZiEUS/08NQHp6ICEciqVCciC8cnUBGSuuFTccKZ7D1nzt5aKUOYafVPIM+A6w61xiQakIc/gaCjgPQm9",
-	"sGcLXBEVRWxEQotprgkNQzaHHrzIrodiQRW0lObC3Y1bcJDdPKNLMlFyAWH2i8IAkEI7GIqPdr5ULNN8",
-	"2SkCxsF+BCu7BBXOgCCcthwcChfSp5jAa2WFvQmhF+Q4K//1mQhSMNBsA6Lp0s5fyzKv50mycvjvX9VL",
-	"n38s7EY/sqLXyHUcMI/fCth2t+ea8LHdtX85Te9Jcas0KJkhXdeuulcij1d56Qbit1o9S8E76yti06se",
-	"sprLDVJZE5vijBbhqQf/ssVa6ar/EbnN6ejb3/zH+no/jz/+CCRSqcblimBcrwdIJXcwpkQks4snKJRH",
-	"prFm/5Df1lvR5LbbXP3gbqyVadblsV7IKC2XSokSTW3tGlwq8j+O3r/LgLv3nr8gv/CXvQE5NgC9N6dK",
-	"Q+Wj4ojzK6IsL/ZwJRm2TEnFuid7DKxaCjprb0A++46PIRVS8JDGuUQAnHHx1GzpYCiETA+RVVWjCGoo",
-	"I4zS537x3eBRmdnb2alO7vTL+XeHMfwwKqAfxYW9g8KjrvtLOovv6WF3etSjKqarK1/CTY+hV1aYpYYU",
-	"acLhVuZ3/N4BB1vMEvtLePJbUE3CfxPwgye1+97ywKKI0JSGoJa2rHke6TrSAgMZGjC4e4pwChXylC76",
-	"F8DW7Nm+lSO1VvZtf3OfWqloeY77x7EYKyczdpJhsOWl0pOq9qdW1YL1pMKiqg1+qRGmFY7S8mCrjmTV",
-	"wVcF+Z9JwHytcK4XcvfLbv+Hr192+j98/bYTfH/zT3x6r6TPcZ0qqRJRb/Oe2gvWVrO0vDmzfDY7HB/s",
-	"/TdVFd2+sVtLrOJEuJ7l67sCeBi+TZiZKplMpgRafqT5jiYr6uauTShU06sEskB9W2cPruEfFnHFQDn1",
-	"T7X3pJVVZ69/wf7xQorK4vCsZXRFcfieK1dPi8VLmsHVvrFDP8whK4RTFiUxK39f1yM3d91x1DskoZxd",
-	"gPchXTNEP8R2Wrrq9fwzWm/kmbshI46SV/OyyKr6Kg0UW4OD2zeBLnKaX2Ej15pVPxojOGk2tRZdGpsm",
-	"dcHG2CAqnQ+7bjmfl3DrrSb0BIpwd7zzRLRBQ4Baxa739iOGG6JuwMHpPQnt9eYIibgFsAHIqMcvxH3j",
-	"GgtJAds98vIN+gyQkS9GGaV1qBN+xcSAfMYsg6EYHUdWBBgmwmX/F7YcBZB1i+1gnZGfS7W3zBccJmhK",
-	"um4MuT6EqG7b6XT3dnZ6h9ltl2zpkxuQG3vHC6ThV/seTqFJ3srirfbj4EyYfjiVmgkYCHwdmETs2ncS",
-	"TceMdOcZCG7G4NCmzM77yppsIO1yys+X4fB6b7c/HF5/x77+Z6nK85CYh6eJ+IOaINgNq7AhLKEgxFc+",
-	"waWMyFa2wCsI9+65qJjsmR/uyTfxlPz1QDFES2Kui3G1K0Mq/FHg929lWmDYSvo0+yrsrdvfVFLvjkAm",
-	"/AexjCclpeAEA4pJnTCoyJEuQDQVgUOwFZ4rvO09nrbS7Jo4TURjACkjzO2QipDFDx40ymZVCVkME/GH",
-	"4QFEt39+TnTflNfAP+S5w2lgFhFJO4wfkrGMY7kgmbMB/B5PGc7/DnDFR/rSCSsjCR7IQ+K68rgEM9eA",
-	"ez5HxelehdN21pu9FPpyBL8f2BmNoFMsAEWS00RAe/aA+AvsVEeEQr8hbKp9SEY8GkEct0jZiSbakqsI",
-	"mfORkq5mkK7gsIw0eUe16cMQ/ePXxMihUEwnM9bDFm3aKEZnhIlI52sEEnusaDiFORqmZlzQ2J0mcjQU",
-	"oZxBgzlQAbjGdkgYRd59TrTdAgDDnSt5bV8U+H4YS41IC2XG1BnMxK9Hlbt01RIqvF7BDtrc2QF9UWEX",
-	"+rgsG7ZHPRJYxe8W1ZkC++VRfWhwrl0HaRGt7BNijmKfFQ6PpAuQpmO7EVBsbtiBr6Qn0ER9weMYgKxI",
-	"F55zBvXqQPDWyAylECw0XEwAJOlJY8lny6krpvqeiAXi0dodQnBoNvfgAX9hHUUxo5Z/iIpS5ulcwPJ2",
-	"R8jGBjC5j+MReM8dMrDiE0vsPQ/Km4MLHgo5duzG7k6QYbkU0IIDtOUBVJhFiAoB/iD/bOjGvYTTZnkl",
-	"YvwGZNhxyN7AtuxEEZmNR64VdwdHdMcP/EvaZzq73peKOVfdgIyQ4wJasHtBlEdGIpFhBzhLecRMfehj",
-	"mc37MI9TE8mFcFzbozfbYRxiOTFSDshRzhxLLTXHcbzvrODOQDA2gIWBdDcxT8wBQVBLvAnW42KJmXBp",
-	"iOOtJKGM2JYeipDGMawBNLFLnW/pPqZQzy6lqAdrCLA0b6WVKBFzFiZAhGTdhgHHtbCGisGC+xaieETt",
-	"CqRUgGfWBzZSuYYuHW38yh0Sds0NmVIRxUzZJ2Cf7nRXXIgKyMjOJgKEkvIuokYtH07x9o+v1bt3H8Pe",
-	"dWf3yfN0V6X8L+UE8hwbfD1jLriessipoj5MD/3YrCjQHnoS+PaiwIPvX/GGw7/9zf5zs03ncyWv2OPJ",
-	"ueZLrSLfIBNfQ7M37FgHL0Ad/v2CcuOqdkafj44/HX94++tPH09/PTo5Of3496N3owE5EsuhMMWQoQez",
-	"Rw0+Mxo8k/cpd1mHdatSAn6xSmJGuhdL4kKbxG4JwQ1xCERXzEVN4I6hGPk5D2ZcnMqYIZZn+q3bE6VH",
-	"vUI3REqcGTEUIGLQ/4/i02NjBbmMgi7IHfuE49e9AKFIZcwC1w/amSSYScowWmwtPqv6qkz6p0DNfn6j",
-	"MnZ+hHO2e/dAHP3IDf/avWktZ39wT6afRbpah6khuOrJU9AIBYUqfyoff4ogVLtk8BARmvKxAnfbyJja",
-	"XBRYC6DaH2OZDFzhRJozG1DhFYSLiF0TexJUQCTcRGOIY0OCktSMWJ0dweCpYYGLvvdd9N3ysSOy4JED",
-	"i+/OMI2FCrIb7Ozs4Ng9cOooRp2pcSK1mSgGrfyZQijQC2qAi+PBxBJRe3Pa6Z6JSB8MBb4M4n5Yzdlj",
-	"5jkPWLEnCdovo1AmwuiR/XEoYn7F7KT1zGnyuQWxw9Nc5/68D2pA7IVDQY1hs7mxrDWWk3MVj+x99hVi",
-	"OalqgmIZ7DFsVEMI/aNdeHxH37QFFp502WAyID8dHb9787oyJWiz/DfvemO3zQba3cmnA+3uPFQ+EOm6",
-	"byEkjeuBOWS9v1CqkKcB+65N+UJAAU/xttVK+QpOFhCKK0etDm81oj+lA8ufsWIur850r/JE3s3yOr9u",
-	"LkFiOakWIKc5H0csJ8gbR3I81syMBmT0//WP3Kp+YNem/xF/SPtewZ9WcSdUX4LfxB53l/g0wkDWf7dv",
-	"PCrU6zvfsiaJMDxGzdcxXu9ODlIVGPrf4Uipkx4K9o2iPIaK/rK22PY8vrOv3sCSd/sXFPrfufExBHGY",
-	"Wg65Uh93SRVTcj8XWdJG/DLv9kPhXTWWvaJ8oJ3ygcoegotazvx3gizPlAvzYr8T3GoMpIHyMcY01ix9",
-	"1IWUMaOifZBjHlMuNoxuvJMTcrE06APPeX4yOn8nJ/1XcjYvb8hoaRl1FksXKzSbc+DaMaD8KisGKwnr",
-	"ZK8cdEpP2voE8PtiHiAMZtWitNawm54OnCzuAkRNylOJ/RavbevNk5DKtQHAjPeIaBPJxGxrEzGl0rZ/",
-	"0M4/4xFPEqqlhFIMmtY+ebuevF138XadAhk9ObuenF1Pzq7bY98BG6rwdeX6yY4pjzfMdqwWDL4krL7+",
-	"8Cy96iHNeDdIXbc+P90ndLz7RMdLiSDXAzGjroxEHqP8p6xC5iyrW3wI4eIf/8e0Xktf7t+M5P9FA96+",
-	"X1mu8thX+GIyEbZ5wR6LhWbpKeyDq4jI5950Q4UB8m2piDUR1RVdEQL1x7Q5Ip7ev/3Nf2zRyKxwNJtQ",
-	"cl8/dSK7z05kfpsOkZq4SavMfbDGyMReszmZVGPkVm/4zhNL/Ku1HcvQBzK7Zc7CIIUBdbFJcAQDMDcL",
-	"mVhvdPcIKkILz4GbRGNSaxmn276g4eWYxw9fhLMyzSrN56WbzyPpPn64P6ik9t9WCfoLJfGhex0rnFmO",
-	"c8gkjhBaxYsfLsgX+BwQJqJeAC76mM7nYNbGsVzcRiZteKCh8cmf5TSf2Mk80lH+INGIeTqvf30JDXRT",
-	"OG8ekd3qd8yDmi+mywc/T0bxyYSpP8uJ+oTTeVJH/3WIPQ8YIOQCXZ5OdPieDdif9eEt3+1E/KkEyDlO",
-	"50mEPJ2qDU+Vo5xqIXKvR4mFipn+Wi1zSUgBrqyt1b1DymQzgtqDJiRm71YXzPAtu5/o+x5DGbD0mtAk",
-	"4qaIcka6i6n0RX0Bcd0tooCghzOCQqOiYMGHNXjKHqblgR+7+Qw9bFAOhqgNyeEknsj4IcjYheNIV1jr",
-	"2+EbXtE4WVWBaij1oZtzuLG3v+GHNkEDuPApZPC4IQPqqOrQV49jjeWYKQAA4QYyC9IaDUGKAJDtmGFl",
-	"2KBiy++bU9VzqSdKunPAANZxy9XwUxGRKddGqqVnUdxoZFCPy59aGFowhfpmewADbyeP6e40ZhHpMnHF",
-	"YjlnhIlQLeHSnscV5pgYj73TqIggNw8XIs0IvlhCyzslE8MGAMujc8fOpMRJLpZDgdx+ZE8E5YKpgVu5",
-	"kUMaXUh1CQ/XMr5iEPRLc6LtsQZoF2X0gOzt7OJPqcazt7OD33jVp6ITXu6sPoCJCQ//u13kRw8yVHKI",
-	"U78g942+WT3kK98c5Cmg8YclaUjlj0IqHAfk2DMwe7IXihvWB8yODUVhtb4E6bl37RDVkDHlK/QeDn4X",
-	"RtgoWrh7zzOI8CWrz9YhMuY8ixUIK5orP3lFwynrv5LCKBmXwK4J2YenjA7yzwG0aSyHFRMr9QQJMX0c",
-	"G+1fc6xzqamPecoE/tfHFEyTwXyRAZx9h5yHlJTvUyaxPW7kNAhEEMrxHcc5btVcc8EuplJeVtcjvsGi",
-	"BawRoNrZmuen77Czb0iVWlpdAppx0TjtfKlYyPgVU4PS+uzPftgHlOtujDonhX/7JwPgPr0UflUDIuMo",
-	"52fLOyucrCxYAyktPpxjrbp2KLbECuCZipGTj2efXB4mdEJ0+It8krYN/Pn90av+2c9He89fkK5mbCgi",
-	"GeptOueDWdTDeluZGDLCFx0FUJDGNZkwYQ+D602YnnEuhgLQB9KKXKtdHBKKnQtybKFoRlT3D3Dk/0DS",
-	"3j39j8mNdoLcv2H94SZd32k1W3pczV6TzK8W00EBmezfR5z/NfKSkgtLCxdWwp6fvvN4iA6Cs6sSMfBQ",
-	"YwEixowpjwG9xFfbpeDPmzOoZlm7/c19auETzZ/iJ6foIzpFPffwzCNCCbEksZwcFhFyPQaCkVDLt7FA",
-	"q3KOVu79vetIDSz0iaju6h9NZVHmDc3JoMdTgJr9oY4iMn2JmnBakngyjx5Lx8ChHtsr+O95Mv4ifjpA",
-	"zc6Y9Ja2cj5wEj7I6qMQtCpwZy0guX0kUhEm7MMjMo7p5EHl/HaU2he1kXtHdJk1ch8pMIUegntPPQS3",
-	"i6u8bNNPMNu/J1l4d1dBdmzzWlVp80HAJSyBcPnziUrHD9AZt/0N/q1V8E/ZlbzMueSb1Hu8PnoiwLsC",
-	"KthlJBSdrodYHynniOsClSgIJL+Zh7UB0wz55vFr0oX6y9TP26toOG1ygZpyDKA6BgejHb/OYf94zJoG",
-	"8ZNe9YDc9630w1Qx3lM24dowxaIUa8ez3VuQ8GPT14e1FgmaqOyNLpYuWK/b9ORfweuwA7EwUdwsgcgu",
-	"GFVMHSVWjn75aoWmhp4jSIKJijsHnW1Q491A31KMqaU2bAZczgtqp8jkv3N0n78qnWjuSwAayf0dxomG",
-	"g5D7bjJP8n8yEc0lF8XhsjTj3Jcpp89f6CKt+TFpOGWWDf/fAAAA//8YGA6iA6oBAA==",
+	"H4sIAAAAAAAC/+y9i3Ibt5Y2+ioonqkS+U+Lulh2EqmmchTbcTTxRVuyt8//h/43oW6QxFYTYAC0KMZb",
+	"VfM082DzJKewFoDuJvtC6pZkb1WqYorsbqCBhXVf3/raieV0JgUTRncOv3YmjCZMwce3MqaGS2E/J0zH",
+	"is/wz86ns7dEjoiZMBIrRg1LiGJaZipm/U7U0fGETam9zSxmrHPY0UZxMe7c3NxEnRlVdMqMG+NYGT6i",
+	"sTmlZrI6zrEg1F2wpcnJK9JVmdCGGtb3N568sjPhRpOZkkkWM9WzU+D29pl9aNQRdGon4Z/UiTqK/Zpx",
+	"xZLOoVEZK054Ro1hyt78f3/Z3f6Obo++fH22f/NvnWjlXaLOSxpP2M9sUTN5og2bkdheRC7ZgnQpfLOl",
+	"yTB2dw57EZmwa3L+0/H2/vMXNTO/ZIuNJ/3ioGnSp3zGUi7YXzKmFqtTfy2M4kwTbaRiCblYELvuuOVc",
+	"k5m7m3SlIm8kmUt1OUrlPF/5X+G54QX8DSXamNLrt0yM7dLt7+5GnSkX/u+92omfGzZbe9IwWdiE7kiq",
+	"1zSeEG7YVBMu4jRLWFI7YXvT3SabZtow5SmjYlNjvKJxY/9NsVHnsPP/7ORndAd/1TtuhPf2aXbE1yKZ",
+	"SS5Mw5DMXXLrMf0YYVBPRw2DFvb+doP6MfJBlfw7i5tedIZX3H5IvD+MeJaJ6jN+lglgS/9BPrLpTCqa",
+	"hsNATl71+uTMnhttqLI80kyUzMYTcvb6/CMZM0Mo+fTp5NXVN0d4vvx12ijKxxNDRkpOgcuGp5+/+plc",
+	"MjaDbwtD2b8XZM4UI2N+xUQNJ1GZuPWinGXi5BUsx3k8YUmWNu26dpfcejQ/RtiDcxYr1rTpGi64/YBw",
+	"ez6cYbOmwZBB1A+1KcP4zC4mUl42DDnHK9Ydda991Bv7KD2TQjMQxj/Q5Iz9mjFt7F+xFIYJ+Ehns5Sj",
+	"MrAzU/IiZdN//7tGzWDtE2XvwkHLZ+gdTUdSTVlCpCJcXNGUW3UC5nFEhkwpqfSQpFwbTRgwcXfRiLM0",
+	"6Xcsu5VilPL4Uef9ccL8NEnsxtdkzs0EDqdXiLbgXBsG8/xRqgueJEw89kSNvGRiSxMlU0YSyTQR0hCa",
+	"Wu4BYlLOmILxYZ4nwioUNH3MaX4S7HrGYmCATF0xRWDrSTdhhvJUE6oYkSJdkFSOxyC8b6LOe2l+lJlI",
+	"HnOm7yXRWTwJWwx6EDfkgqVSjDUxklAhzYQp4iQRzvWULlJJk49SvqVqzB6bBi5ksiBck9QOroiZUIEU",
+	"wPAQfRI0MxOp+G/sUZfzHdeai3FEMnEp5FxERLEreYkMgV3PLKtDArZSrWCgfP78efs4MxMmjJ0cK89m",
+	"hdvhK15RntKL9FFX/5gkbMZEwkS8IN2EGnpBNbOv5wV7z25Mls/uiChm1IKk1DDldmemZMy0fuzJf2Zp",
+	"uu049EVmPPddZc1XTC2IGx75IJhl1EzcC+hsNpNWw3nHEk4/wv48/hHY0uQlDrltp2AXHnhhHLOZZT4T",
+	"piyzvvFyFe3UZGqpVIq/ZCyDac+UZZmGo+j02vwK3UWd622pEvvTHkwp5glLjs2qLvmRT5m3qlOqDbHX",
+	"auDIUceuPzWdw05CDds2fMpWjLvCSPvWzmYisV9bZcIaPW0rBy9mbaiF3Sz3aKoUXRSf/MzqDJkQ9//k",
+	"A1RHvGbzS8FA8q+SD/0lPEdegKZ/E3WOZzMlr2j6yi1bQZWhScLtKtP0tLBrI5pqFi1vpJxOHTUWlKmD",
+	"XatNrWpttZM4N9Rkutqj4S7xzgCvQ1CRRESKmJEpTVgEh6dIAuV54lOQ4pakE83pCLim5fRITQlLSJde",
+	"aCYMmU/gF0YsMcnMkISjPVxLVd/cRGHYk2R1YHTFwGCBW9c+7NvCw84kcrSlxxmnrsBMeXiDxsd+dxMV",
+	"t7D+LO7mF54Fogs3XEiZMiqWKT9hNAFbdmWyn+0ch1J8xMUcusnqiPARERJEb8ITcsFGUrHNT/TBMu/Y",
+	"7PY9z3u08+cxkU3tIXNbkIBV8XfQvgqHa/VBL26iztQKoXHlItitn7DcQUT1pSZ+m3XjztkZhvWrmGKY",
+	"YeP8nlsmIlNWcfSCGgxUpZFQp3ThtgosZs/Olk56PdeynNYufvIhMzVD+uO1Qr0VRLa3v8wF8WUq+Z33",
+	"Z1Z4Hkc8BfUi4YrFRqoFQd8jmStpWFTwkTnpSzgwg4FwCuuWDp5XvPiQTLj9wJm2nApsmkwzTWKqFLra",
+	"BkKxEVNMxCwiwqoDQAwXC8N0n3wQJPd/cjHLjB5GZGiN26GVwTA6fL+lif0WhhmOlJwOkaicf9feP8h2",
+	"d5/F9mnwifXxCz9l/HLYH4gVvun81VUC+LPniDE1NJXjzBpxsd2ZxLKfrqVoOrbz0nOmdG/zU2y5U8LH",
+	"TiqVR9cTuv/8xSG+yIRd4zt4Rm43NLI7KkeE5tu6pcmUCj5i2jQeLnss7CMqjsVPcm6fsYAhdPHhZCLT",
+	"RB8RJzBGUhEKVxWG4sKwMQjpkpiwu9bIfy035UmruoSuj68tmo4jjDY9JMQa/PVWxeO/VTCyHyzJkm55",
+	"oXF9jBwza9mVd58L8+KgcVVeBCayPBhurTUKNDMRmcqEpXanp8woHjczzRWliSfeYeTuCgTn3rWwXE1M",
+	"5UeeVmi5Oe02bgi7ZnFmvJ1Sz+0OIBxU5Vc9T6mebGs2o8qeVmsRptTwK8vB4TyEjTkibDoziwJ1BsbV",
+	"Km785m+wjc+WF9z56MqL3LaybzmuYnl1wwFdS6su7dSyhFqeJT66aVpvkbmtzooWxMw68+mAYiV0NnVW",
+	"+qpItHzbyV/FqGWuEZFpYpXgEVfakK6VzFIbshft7u72SqJ5nTl80qzNiLE69o+OS63O0L+0LkgeLsYo",
+	"Q+2c157SS1yKpLg89crE0rYVQpZhvsXVbdrQ0wJXXNpRY+yZKZzNCkK3Z9O+YPX6FMNphIuEXfdbjg3Y",
+	"bq38HtzqzexlWT+CiIZzx/s3a1oXSxt1sdquVKVX66G4VZkoUCvNg9IRyUTCFJhqoLqA4lJhrN1CZbci",
+	"G57ZuB7Fbfrdlx+na7ehegdyuiuv/gfBiFELXGz7rNUVjCc8Tc7wFRqPm7/OcqHcJ7NKwT9nF0wJZuW8",
+	"u47Q4peOlIiigkhBunaLUzlGL7RVAKwWzRhJubjUvVZTF1xljUv7AgQnNy9lwpp3E5U5wfXkdsagpRmY",
+	"dr1rpMICKi/hW3s/oRfWsqlatwg95BQZ6Jm1sqieXEiqwKtrvzyfUXVJPp1E1gzx56ZMNMsGeyrHn1Ra",
+	"w7Jx4C3YJj/wmBo2pwsMKGjU4mVMU3uk7TL5u3S756PB6l0gjxBWQni6cV5F//XCqnZUA6fw9KbYTCrL",
+	"OUxEWH/chxn7wKk1cwadT8L9bZWpQzKTCbk+JLs7e7tEyIQhNQan8SHZ2yUnQmejEY+51dnFFU847cdy",
+	"ujOeZf1B54jEKaPW9gv+Hz9jncUxY0mLlQ5aeTa9KPk6K4gUzHncxbbzh5d5SycQkDPyLrlI0BbawS8s",
+	"qegZjdnKt97sazPBXJz9NmfnGd6OsYbGcLJhs3O4cJllutXzz6nilJDqgh7TysWTmbH2s10yKRjunNaj",
+	"LM3FGIov1MS5FF5SGZeL5HKmFLPfWmqQ6rJCbnk1qF6P29JuNrnOFJEJFdZolsIebUom3GyswjXpScAL",
+	"1tJiLFMtWfyb7TZwbghA6SqHwfGSJxUWf0ITIiQxJr2df+D+lC7L5y/ZolXqO2oqXLfKfi0HDJk8lbOr",
+	"TQoj84nUDJQo53bizabZPmorJ83ugefr6Csr5hqm0hXz0VwiB4yXU1W+KkUCaj6r1VYdw7S0te26wtlf",
+	"seqijmDX5pSO2Ud5yUQtRUqRR5FmdMz6lZmAxXXxs6x/wyse+2TQpRe0v6D3vM2QXhnV3Vo76jnE1ytd",
+	"dVbwkZfHL396/arMiDSJ5ZRB7tQhZmJkInKMkYrEH6OBQBZpv/IiEJR85x9J7L3TKCRthQOOCZ1SEToQ",
+	"EKSFGE6mWZW7kTb7Ge2T7NIvyJyGzMVuyeFWGuIWPsfnZV5ZqzgtDTufyDRnOfbFe+3c5k9mMFaTnYhZ",
+	"Wogd3t2Sg3dh1MWxG1/HxQJbAsmr74RPL95fa4W5F8xuGR/NX6Sca7ZeePRlwYxbJRIw8kBQ0FycuLMd",
+	"tFSXI9l98/oj+Z//+u8dlQm98xX4900vguNsz9YVU5pL4bXK8DgOOrlGziDYnGlToQrjIFZpSpnW+dmf",
+	"caGtyrWqKhWF4x0lmyUEN/02s36VtkGKFeSbf1AlKeQG8pK1TWc05maxZg7yS3/5LbStZcuywvJM6QVL",
+	"NzNWV17VisJzxkRb4oXVWsD2Atnp18GZaiEUYo3H1MVlFIZe1nvV6ngGRD7rNSuck5uD1dW5mfCChN8n",
+	"Uy4yiFhY6nZWJabjPNslJdvWe+HtGlF9GbJZKuKWVF+SX+3vKKtwq7e0n85MpmmFrXgTdbJZshkJLBtI",
+	"GL5w216caJG8iuOE9Wug8pcFml592/J2V76wX/9DSJqLKQQ4rAqASYA6t6losohIwXD3trqwVjcF38BI",
+	"MUboyDA1ECZPJNWBX8lEkwuZWW4GEY9pZTBzlr3jacpblcozN8njqcwErMp4lr23s6pejjennwgXV0xA",
+	"HNBOH5w09t8uvJ/Vf4Q0vYhoJErnwzkcCHhF+wDqc6Z8MgSRAt9iLUX4zeknO8MmQ/A5vkgjb9hsWcpL",
+	"UXafYEmJ282tZd8Kqo2GANmS7tAlMw7huMrMKuWs1+zisvaapfOGU/kzHMi3MqbpX+rPps4uppYU/1Ne",
+	"ANkNxBldwB9Gku6QGpZypvzV29sw6jYc9mHvEAeJwH91jJdGA2F3E+MhU5SylMwpNyEqoidyrvFW0Fat",
+	"mtAnaJAcDoR7kNXS56JMHkgTLSknU6kWEJbdfE9FNZ2fAR1DLsPKUY3tvaVkjUqNd4lxASlGhVNZnrif",
+	"SQOTetsq6gpa14tnUbH0q9v95Xj7/9Dt33a3v/vyy3b4/Lf+l//V+77wW+/7f2sVwx2cCZlSYxfHkv4s",
+	"pTGbWvGnWQrBV90nP7MFMrYrmmZMk5FMUzkfiIJ7Dw+EXghDrw8JBfcTtzcROcM3JK/en2/r7CKRU8oF",
+	"mSk24tcDAfkfO0NrgjGrEgqX2OaDgy+ekZTZ19cRSfiYGx2R4fYwIsO/2f/1hwPRpelsQkU2ZYrH9sYL",
+	"aSaEiUT3jgjFSdvJYAxZKue1Rnc0kOWUXhc34MVBw+ZV2v/ucG7gAHBaWVtMNzy4gZ7eO32jWCFIt3/7",
+	"8guSwvaXr7vRi8ryRqipKEcu7yU0nGm2URR36aXt7VE+cOWrg4rgSrhuZ+QsaaRtlk6u121SVLai8tS/",
+	"zAbW2lJN5DWNTboAL7EckaE3DIaYXOV9dMOKgBuNJ2yNkjBw03yA8bTTK04Vl6pS0/K/hEpSlYktDdIA",
+	"cwL4kmiICsruQCgqxkFTzxPV7B0zmfJ44X0Yh+UrBiJhI5qlptcnr1icUoW5JH41NJSVWIbwRhYMT2b0",
+	"QPgl0v2zTLj37L85/eRfpSS8gp+rELpdzv9dkP88//AeWU9EZlRr5nW8otvUB4vgOX0QO2O57cb5u5Wt",
+	"Z3T+zsWkfFl1hZTz1ZMkr7s+Im45IKcJ7RioVtGr6smS23f9Os2SCVszJXfFEdkFdxraVlNGhS5Y53ZO",
+	"Uy74NJt2DnerltovWX0qtGXosOPFBVZszC2PROlGnTbUR56/Ue1ezakFH+3tGJALOpyIn2RWlUXzlo+Y",
+	"taWOiJBYIrNALwYuonsJXLNvv3nhXgL/3qtaQ8/ANiogxFTbqmMOBw+zbTFGyRJuFQa7z1eczYEK7SkX",
+	"xYumNIHYluYJKrbHpyekeyGl0UZRdED6rGB8YCfq4ONWk4JrrEqYcT2nTYJjvbwhrri0Uie/YFRZpRsu",
+	"6ZPzidVwoVANGJdlc67KstJcNn7EpsOF01p+J7w18rNreC1XXrrZi42ZYJB/R356d/zSKm5HVjlzIYZ0",
+	"kTvOfA3DmF5ZFVowNBHWXIQlD9k8n2vTkvhXWl4Uf3vVavgC9go1LVPKFQ1UeQeMfTvFrkI1RrPrOmEp",
+	"M65GpiHb++Am6rArD72xlnbo3+C1va0xSGrnMWFpUmX5OGdDMUUCkn3JBYtppu0eEsWgGItw59IgXcxP",
+	"oCnbHik53f6NKUk0Hwua9iC5AZwo3k3SvEh7L9bN7pUXkLyRbLxCH/yNTYvk8od9nkKjT/bXTJq1IRL+",
+	"AhcDacIyrr/DZ47KzvyNDfP/BgbA6zenIT9S0wgvkMunrihjrce6y6GCjqZs3fvO4WJ714zFa99kr8Wk",
+	"jIu0xmniV8hHot3CYlYQ6e4eAssiC2bWiHEZV7H56aSZYJ7baxUdjXi88dZ/Znw8aTzd3+ZPf+cSxsrv",
+	"7Y71Np3xyL/xNlR4Wxk8U/J60ZonM+ciQbVqnZ34iNP5jDet5EkHSA4niD3DDVvn9r1I0IXTky9mgSUE",
+	"7lnguE1sH4XhphWBTWmEBSXSp3UZiOnigA43R5AuJQWTvNcfiA9TboyrcZ7OzAJtllJ2WkR4n2Fa2JTG",
+	"Ey688TMQbnsh2y12qCNMOR9xwSdUZe1X+X+WmO469mwZDOY2p7ZaQ4PnNO0iir57Cc2Cy5WLpFUKFbL/",
+	"GvMqPe1uGLij9hzARPKhmpag2tUUeMxGUuA8m05pVbbJcmkJPLRpVt7btJxb/er9OXoBjwjHFGldOiVb",
+	"ejUdEGzRJrfVwW6122pF/K+qeorqyVspZ2UFrYbfg+6zRnp1QczXX7m/NolYynT+dSBuQfiUjhmmqMRU",
+	"CGnIBSOzLE0BCuNQZGkaVaSmBmmXSPDoQ2zb63J5rmlIIWhIJFnJOnAvUmLTuF5NZPIXr0dVsFNUHbY0",
+	"iScsviR0TLnQpsLhA8oYmTCaKCmn1hLBvOwl1rtS7eyeQiZUWyW34DuCpO7eqidsxEu5cVV6/JoMYn+1",
+	"LMfoNU/8WYFqGioaN89MWbOma92cX7uDFzS+/DBqO1p1abGhlKo5766obdoBN85jydezyTVSR/NtU3L6",
+	"8pKIiquTHJZYzojylCVvnKrSGBhbI6/o+RLPqci7oSLhCWAURS3bq00bkWOGtKKGjRebZjEFfhIe4EeM",
+	"/No1rfu5tzZWvPlL5f01L7fOGYbaMazM/IQR3vYaxzU2aWUx/KSjPLlrHTZx7pSwisJ8KnLe6OohqEjI",
+	"RM5JlwtXuN0vPuiQ2IPFRDIQQ6O4kWJo1dXhVZpOh65SNUK5FBGqxjoiTFxFARdJB8tDRwNBMyOtPQhQ",
+	"P47Ro0NeJgh6xyFW4aKJQJAJodonIx5hpgSAfmmf58VV7symihEuSCJjvUNnvD9NSs75QsC90ZO+rBfd",
+	"N8Nt9XrsremT2K9RoP29TXRSNtaaZHHOHXKsEl3Kig1FNlzELiEBbTuXGOAy9qaM6sy+w5HLgjEaEb6s",
+	"WYrV/ik1AJFkn6jJ37NkXJFph6hDq3N+fn3tS/PhYUHxQfgTniDMD1yxYfH2QaGk/RZIPN999xZf7F3F",
+	"tD/NZky5VJ+A/oPLcJHFl8yAZ46LMfz03XdmQmZMxUwYnrKQkeaTTPwGlVPSZIYGtptmELVLMgJv3bgi",
+	"en2Vtp7hj7C0Ncwh8ttcRcQ/Whbw2lfUlamjlofX1pp/Dqqjx67i2hVkDSEq+cv+lz7id+kP4pfdL8gE",
+	"ATG2P6Njds5/qyo6qqkUb+Lib04/ubSVlffyPLWVc2SirK9WWiErG+Ee7m+vmdx752oqT208y95Bmss7",
+	"/sPq8uJPvlTJ6ttdzAhZyp/CTJlNYRWeYcj5YyWywmcrNrZBxXfJWdVDu197+Wny1gJkvMnRyPIUIV1S",
+	"/JvTT7o1iOHT0pZs4TxzsPAw0i1PaA0vpH38iaisZf6cP3fCUkzdkYn2qVw5+qOcu7pW+8EKT5f1BOFQ",
+	"H4FvmYtlHFO+PhbYu5M35ymPmW7zOa8lJZdt8wr9CxyllG8SYrFU/tHe0uZ5z4rVmasb8VKqRIo2yJ/v",
+	"aqS4SybLN9q/7vK4NWf1FKzaCu1FTqRqt/ecVlXM5WimSEiUWudiyOfjYr2Ln28an1l/m9+cfgpBmsZd",
+	"3jCdeYn45lQJLsYVzOC1FTHUeTLohbxiqBiZSr+yRj50O5gq8OZjUCG/bVUNeFbvtXeLW1yORsI78fkv",
+	"G2HvedKszCcI9a54HUmZSBAQGLFWM5Fplrj19I6fbYSLQWp2d/ZakWE2ov5nm1D/802o/+BhqPpFiRrK",
+	"a/0j5WpbT6w4wEvCSkpFdl12zl5xBVfJaL8yKSbMbDOiuJBKyTkX47d8yk01ftWIKneAhJxyQdOSq29K",
+	"FwSfgoDqUIOPJNTd3ju0gj21z/bi/5Ds9tpD/CmCUjbMappZ0sSiAEebxem5KRRmB7OhaYo3rT+dA0hy",
+	"hidX2BdWoSPjjCoqDMtzzdzqND8Z/dW6pgrzmBR1K6odiBxqTU2aFiCZUfLu5E0BQ7lw6ZSPt7Gsf6bk",
+	"iKeusr/t3NZrtX51alhWranvtbh1j57VQ9eNp8CzayZUfM6qFzFXIuu2GwqApXbp7O0qXGWS8trSBcDc",
+	"qpVRnE6rHtpvxU6bbmJhePTTxYxtaE/st9QLuKYg5WoBEMzWQucmBGLagkp1Z6p4oqQqHZFbU3/YXf9u",
+	"UYmG/OZV0qL8XMiubMySXiug3Ch1SxVpjT60O+hkBzX6drHKrEXHCWtSHYYNKcPrc458ldu4Rv7wqqn9",
+	"xGiKPo5l+CQWX96xhFIHSGOfg1lKsqvxeri7qiZ7Ytj0pTU5dRX4L5tqMmOKjEBgAlbKkWUXZ5lw4KLO",
+	"sViTu560q1YxlEKnbZc+CyGZ9uAuTrBdBXRgO+1RieXlDPeFORXfI/LvHmZSt/A/Up5mqsKb045Uhew+",
+	"YdftEZV6QAAAAsD6m27KRobIzPldpN3bPfIz/6HXb/Ra4Rw8tlbVi+behjYh2ryrNcLth1tLtGdo1o54",
+	"lQgv8nzniFzSjfbG/b3d8cVmAsGPtz7zzx0hq1QyGrWZ5M/WhJ8BItgs0IEoLm4OVTM/LdQs3FvwBnDT",
+	"IBP4r+tV56+PX7uWf+MOQu95azpe+cXqCq2b1vqNorNJ9WF/dfymjMIQijB8CoqOSMIUv2JJ3vRKz1hM",
+	"uvMJNRj5m7ML8umEJIrOde/QFbgjqjU3k+Lf3EBtqiYjqVwSHTd6IIbBjT8kszRz7YTwEaAuewQZiE1d",
+	"zxQDHygmQA9Ed2gZ1DAiQwdn0gfpPoyIYdMZrGCvT86hkskFI+EdYBOq6rchvLC2llBaaDtKq7KAz2/d",
+	"tHMHorKs3rm1Wt3TV4C+mzc14UyTLruepTzm0MiA8Cn+0YuWVuFW7iuQwLjk9UhkZEQFYAChBMFOf11K",
+	"PBJbhvoEoP40u2QPClmB5bFiKQzlgilMoPJlZRFRdBERPaPq0r6wC6aDleu6PfTXTblsdnhn4mRUsQSK",
+	"j8dMEZWlLEIpasVQ0fNF0/Tc6w6tUOH2CY2Qb7EUqEbmFXfc51SJFjv9RY0C7tIfc7JrottqzTsU9G18",
+	"plqPUv7opmm119vu1dbb+mdUp3Ack6SicpF0NWNkRuNLOs6/7fXJS6vw+y6YyEoHYkaVZqqYYCEVURSc",
+	"p9ANKvTMhNWJiJYYPAfWCr0BXHw0ByOhBnuWlPr9kO7B/n6vErHCl5UuMRRHpQFgy1rTckTCeYMThsX6",
+	"ABsKnO2QfGXCajHJ95EvJvw+Isak39/0O439On6QmUgwCxXjcAASBrrWoLM/GXQsPwOSFknKlJUG2B6o",
+	"11+FrCmc3iUrRqCYBnvraKm3AJSz8+A0+3T2to9IMK+vqzyKr4vTOSxhaGcC9yAv5CQTegWpkCyJIKgQ",
+	"ujHIzMRyyo6wYaSlHpWJPphXEXxEq8IJMQFwTH3QsAuzK3TpqF3W8vLlaTxhlZ9P7Sp7/rS3O8WlLaAR",
+	"ViUxFcEu4cXx8kPyFeBHgiRGIYBVsZFbLfc6N0cOp0VnqckRowqgmkvwU2GZNXh4GqptPy5mLCmU2h6S",
+	"X2BeEfiiIs+Nv7efwn3f33zpdxyWma5VoPJHWUYJT3CM8nvYuJPR98j6v4882pr9gQGunz0VuGffRwg7",
+	"Z/8NwuwfcLr+4c7WPwoS7B95u6J/hEW5+dInx0tL1HWTy48hrtH3Nz1cudARz99WruNGCgkIYP2KwtrW",
+	"zC3PQQvq+b0p/wUk0R+abZpvbt3kI6ZCCh7TlLhKmEYhPfb69to643I1971YJeuUfZRE263RzXKbpQLf",
+	"LFQPrZk+7BvFrbp5f3xJvjt4/k3IBnLtJ1fdTPhDpSKb56itpYUUEpoqMD+50IaKuLa4DUtvsc9ehV6R",
+	"++1Wy74NNylrUMVXG7+fEJ4wYfho4VPS/DrZO1AfKWRg9trzolybEpxK1OQwPM1J8n5T4O/XkV2t3raS",
+	"o/1Yo9a6+Pf6Wq1bqFal1j+4YUrrqLR1tTiFzn+rDrgEC+Bu2cxs08hcDgfVFBVfJwMc0KdDjGhzYxZr",
+	"jqXmpjIh/4yKS1KE9/Nt20jX9UGEsvpeexOmWS0Oy2vwnFlDokvHLOkRfyl6TjRRVFw6pMHmcb5dO1e5",
+	"mAa/WqXkPTaHBHIEIuLh+iLyXr6XCfsR4J3eWz0WP54xzdQVRXDzU8XYdIafT7A/aWt1axu87LN14GUP",
+	"wJd/cVtSfu7gS1JJK7wNqCaoTJSQ7vOuZ7+4bywN4jdfSt26Si2I9RbxI+nNHMf5+0X1Qeszl7Dkqlzv",
+	"BXepGtva1ctCG3wPzQq4yYXLl1BcalCbcmDRNfC4HDTbmsWxRfyttcGelqDrVhtEKcaac0qnXGSaLANK",
+	"YnL5TCb6FtFwI01VWklh1A0fureKYmJHiPD1qtfFqMUdEIt1Nq3p9YRmrpEIOjym3CFOocfDgBsikXOh",
+	"jWJ06vT0KelyQehAFNGiVCZKLmkn7hHjEw1iqlJuNTX3lN4SFuYy6tAKuU7p9QleXPw9l+wV67aEJFGR",
+	"VX7fVatr1Ih+aZjq55CWVl+u11I0u5zmuF4CfJimu79ykg7tKHQmTabc3tKORRR1XFT4bnprsw1a01Kx",
+	"2O2nBcwNuvo0W4lN8n7d3ihnmXCtUYrWyRp3ZPpW+MJNBmcjfpjvzp7Hq3xKUbNJA10Yc3M1DODXpx7H",
+	"GHeqkvgycVxsx7KcOotgjeujTG7Uly50jUw27k/YqApXGCQ4SpS/Uc1ilIAHN0NFPC+0ccAHuLaqBQ+7",
+	"ykS/CAeoiWamBg4QpvLDYka19+ZyRWKZVHaEuIDrKvT+TDj5gSkcLpIptGEUKsMUyzR0mBLYMuKo4AoF",
+	"GGoogtSGpynUvtHYF8SDCxC8+SmFxlOZcP0kCsjSywDhN9XLHsA3lhz41FBYREHOz1+TocrEkAA4C+mG",
+	"wxuq1MDT2atK3BExS9s7pBRbNNQ3V7tNm7S78L4aZH/L5Niva7VH2bw11W1Y7trMsJnJhWYDTXzOvnnN",
+	"AT55texWKMAXh4/9vx0C3Mf+84NqH0MQWxWNaTyyWsWGpKNqo70B3WnFLrIPCRBENW9Z7dG5tzY+QHUb",
+	"YItlotUpBA+seZtzT2teBTp9/f7Vyfs3nahz9un9e/x0/unly9evX71+1Yk6Px6fvIUPL4/fv3z99i1e",
+	"4f6AHz6+Pnt38v744+tXdXrTeVARKnojQPAOAaHAAgLCC207a3IDf6jhwR+xW5BrxkNDtwUyhNv6yLuH",
+	"h1hCkLNpcJhU8WrHe1uavn8bchHvi/Utu6vu0i7yu6Z4F1iaWqZXLMltoTz+1Yx3v49PZsLUtoSB3YDU",
+	"nHK4ye+ORxFeCh+R7vCSi+Qw3DXERBTwFtBpVfVDxcp9F+bnM2SWJ0hdyNrHsuBiO4EjQss9j2hF1/pf",
+	"nPvG+W6aGxfu7za2YKvCNV7uqlnt41rffWc1jNWRAc4Yf6zD2o2IVBHGqFe0LBJSWqNSGBZyCfyL4D1M",
+	"k+7Q/T4M2zljcTlRdA8z7I1afBjVUxVQjrSWO4ZISff0w7lrKWTv7blEGg79OlwfrmZ6+Wbt9j4+7e0k",
+	"qUmzcb9j5HmF2KFqF/IHsKvjTkij87Om+SOSFl8oQHE6DWU5fcGaKZrpYoJdPCmicKP5htlQVvFDlY8n",
+	"m9Zxf3O3tpzf3s703CT7Lk8ja0VdrUW+rjyk7ur2Eq/6SlIXzFyCunA7Vcj6cLkXlGCSB/SCFRmwr2oA",
+	"tltEN57fi0XdiDu2ruIZNSRAnrvjUdkL3B+dFaswbNrE8vMgXCIydLs4xHYrQxSYwyOPvF/kiuWHBAx+",
+	"hOQHvPdhZSvBONi6K5Zjrq5oSUZUrQG+G1MTT7JZjgBTzyCe3a2LKkiu9XIn9vfgUjw7mxPft4injOHG",
+	"21VJ1+D2f5yUtm7L93sfSeX4otM2m1JUlvjd37lp6/SH7ZbXSSK3FsXZsimwngFZe5S/xYIW1g50K6+Y",
+	"SumslYe6g/XBXV7SLKsdOEZlrEGHBHwAmulSIU0d1HZz7ovbt219yWfbvjXNNqAl2SfgRDbWnBCmIkYd",
+	"dwNp41YqqbLYlnVUO+MZSz7km7Ds76LKaOIuCxjfmLzBrrjMdMHsAf8Rti1vYSPfQAbJlP0fKdYImTcn",
+	"/Wy2+gfNQqZ8WH0TWMckN0tOXimU8KQe6C4KnHllJwrHskQFTQLpBxpfjnia3rJxhEg28hyp2zbpw3sj",
+	"GLDpddaEXF63bU23Wh67qF2Qwq55lJPCvaVuN/Ypq+LYPwMlcE328pLMXC36h9xT6lBWpxy6u8wnPGUk",
+	"V32oJpkIXfsBAQCP3YTOZkwUkmLJglEVhVu39BGhhqSMakP2dtGFWogbHuw26fn7Bdm6hFSjpCjVu3SH",
+	"u2Sf/C/7n1Vu/t+E8nQBn1DY7U28Qe2Of/+Wkcy93WbwlSDNly0Tw9QVTSGxOMkA1xym/d2uttN8AfPL",
+	"l0rXze/g9tP7dv0uP2Yt7cEn7Q+E1QtzazQTeoh4uBpgIeYTBokd3JCRa8lXfPQbORD4eMjI45oATGWh",
+	"Ywe4xuw5gup1bux5mHI94gZaow1ESCtH9x0eDKwmsfcgbJ87IWsqPC9KCs+yxq2oSOSUJCylC5LNEKOC",
+	"51tLaJIgdIWr2HJ8fG3a310zb8OzLQ9q7tWflmSSZU3jofWhSpeG3ip43qIihmYBRdlxyC1NUn7JkBS2",
+	"mv10B+vqWM+WdKyNq2A2VwT2l1SQJTZx/P4YWBT5TeYZ5/EKt/P89tPHl73V1KEW32ittf9xsmrl58ed",
+	"ZJrlrbgC7qM2lm2BteTzmOrRiZf00c0aYYWp0bzDbQCd6gKay0AssaHeUeEFNKqV3JQEZ2ibuHYLrSZb",
+	"vzZXyh+d+0DCD76A20Pgl/hGEwQ+EXTqM6eDn8E1uQOXZ+6Yvk3TxjAPuXGfizVZXWVgeJmR1RbvgFoE",
+	"dfKoFBWXYUuXzRHurJGBcObIIZgwILDyysuLbDRiClVFRWiaRgRjKfZPw9SUC2qY67KMzyHQoAqvlnP7",
+	"fyRaH9Syo3SiDj75A5QZ4OfjNA1wCx+sDLZb4IfwX8BD7ZVfGvYnqcwHaogg+/s2jAyruzTi9o624uDF",
+	"p1YehNBP7F7r7v84hfTh9h9qWolDUzb0xELkdq6kYVA41lJeVCtI9lBtc0sYkX/fI7kkYaEvbxvkRJtl",
+	"e9VS/F988/qtr+vOEqDv/Slzg7jMQIpZP9DGx305V9YcSlbP0dK209isgVhCH4ry6go+3Bv7+cEMWpbt",
+	"XoRZYRfuIM/gKfc3nztPpVqwvpVzpmKq2Won6K3+VkS2/rYFtv/W9tZRoW/0kddd7G/W5EENhrqnWNEA",
+	"j6mQwrvb333p/uJzU1AW79380txaG1/hrx7oZAOhHMBRVvmMA88Jb3VAfuY/RERI8v7TW3KxMKzXx4IJ",
+	"opjJlEOiLTYQf/782Ys23WyuuGEfRLpA3Xt533CClftm2OykEv/ng2Cl4PhqloZd8+lsg4qnY7yhyVV6",
+	"sFa6xIt7yJa4MziSXxyWBsa+1ICivUzpm6Zaao/AtKVDvL1L0WWBG1iOqD9/pOisj7Gu1kx4rCd8TBO5",
+	"nbqFWc6P9ThjNE0/jDqHvzTPpIBNdvMlqgUnc9lGvrges5GwHnrOE/yoj0jKr9gymFW0KR/1x6kxnza6",
+	"t9Sy5baH1WUgyDjybABAB0m53lQZaWD/gSZa0s7OXn88+98NGWjnP5+cnhZz0dznlz/Bh8/HJx9P3r/5",
+	"248fzv725vTT0jfHp6dnH/56/LZaqc9TAyp5nV2WPjkOx9qhXChIO7GGC+TzBnQawgUZIrLQQHStNpG0",
+	"5w71ENRAzoUjSg3woVxjr7WpHd+S5ECUZtGdSmh+QAXZi3Z3dxE2pxdmN7T3DH1q2xHCKCG0DlUMdhpR",
+	"Rt68RjcBUPzOV/vPzQ5cWBnLdqACrWzdXZcnXtBiDvwqUws/B3p0+neXEtxqT6QA0GQ0wZKrLfSl319m",
+	"+zegct6/FMPQfTxhP7NFAxYSZrdfsgV6fXCvpUM/Qm0nwKwIrNregXtaMHYP/PCJL6hqTleMJ+wcYUjX",
+	"kr7f3lH6Pvc++fXJQzGaRJaC0WfuU+bujxK+XUvUw8EHNso18oP+igN7c4GxRsLSbVpgVuDYzyeLwpGj",
+	"IdrcWoa7Fu5VHSjOsSjhzGAeWiEWgvf1AJ3KtWIt4uS45N02sJyW9N1nbZqW4zjraFp3zIM7uIWmFXUs",
+	"j2/tts4T5qmpEb+rXkOraa1/B8+QPe7sesYV08emVtcJ3VzQM4Pgse62cp+kdYFgeHuG56YOq8qZj6SC",
+	"TiwCp65bc3mVbG+3DVWMlRVrbiPhIW2AFbCZDSUcf8MoT03RxqdPq7fubn9Ht0dfvn57sx0+H6zxea/G",
+	"Ff6ZXUykvLxXgvt27Uw2YNjrAotYmnJIZs0hNhcS36SbjVuGaofQEutYg67rM9CLpy0PEi2hPHFNEmbN",
+	"IbUGDOG6mel38OdaCZSptMV72Fzeae8vdCL3G7kJhqrbJK//VfS2Dj80+xR8wPydbgenDerYKhyH3TI3",
+	"ps8VLnXS5SZP2++17uMdBNp+KBF+WdnmHgtQYmYpakuTnz5+PHU56eVmXkISxfRMCs1IXK6KWKc5rV//",
+	"4ruUFrthU2/VdH6Jc6yffvC8zEqqYRaNylqUmhd3ZzRTLnwWTUtpcS1L+SDShdPbnGacA19WJ4JtuboI",
+	"6C9SqECB3pUhui2gB3+bMNUhlLVKcz+9O34J5lV37wUxkuw/f0HiCVU0NkzpXp+8YYIpyL7AlBugxT75",
+	"rLhh21Kki1aPi2NLKwrvxJiZfT/7ryafzt5Goa42VgzAuWiq7RUjRcdTKMGd0muyv3vw7YYdVEqcrYHE",
+	"XyFLX9QyrqpWeO4XMqUJQ9tUWDExVkzrNdCN7iDFweZhPk61CU3DTXVFO/DjliYnr5wdQheppMmW9vUw",
+	"jdR2F7MXUvvWEN4p1eb1ehWD9tLzEuOt3w4rRFM5rjG53T5HRKYJ04aMuNKmT45FkDBY4BfayBoJacpT",
+	"nmzbv12n9mATb8KM1nCogPkm2LVx11YZEp8xa87jbzkNZmG1GaO4ZSjs2mxuSny7Vr3YftGmK8/LT6g7",
+	"p9zYDyNw8WiYj19eyHTggkjBelGx2s4L9rE1f7MZkKh3sLond6KqjhNfWsyjVtSs55UalU838IfMn9G8",
+	"qCdwk7JuZWlvDe50H9HMZYZXAdd4b7Xda7vIS1xqZcAhoPo67jI8dNmfimH5MvU5Mq7HCukiYhEi4HMz",
+	"EB7Dt+f64TqEYHgSeHvAc+JSRSOS3+4KKwdiCUqZizjNQHEkwwCP7vCq8LkiR50Fj7cIxdgFOqcBGa+c",
+	"vVN8XVcC1g+tUlbHq/TouxW9R4q5QwDcPeETWBC/kx75R9cUj4lg81w7HPHUMHVEBp1Bhyg2lVcu0bnO",
+	"ML29Nogjt+qDmyt+zWraKpXwhJ2xUV1/a0pCQNIqJOBtdv5IqjyEXpT7R7HKvtgxoOYQtHQGbwFZ3FtH",
+	"XOxXJKa5kx30gS81S1IXl8NoWCkkB/mHqH/WxMUizEsU5IKaeFJAA+odYvNkXQSBWI3s9cmJ0SSEzwbi",
+	"tvEzGL+qSd0P9odg9WCYIw/X6VnKDeHCyPa2j26IV+XarpptzsPr6wbVUZnIFKvxmYOW6FUU38vDpbrs",
+	"7UYklXOrTEJeAF68fgCv2P+qJdQWntcU9m6Pd+/lIQJ3Rtt87fYyVw6QpizlelrXJI0LMkqhU6tbnwgT",
+	"EmiaEreJG3o78KUDCXTKxFCeVNj71QOITDNT3CzO7Zs50mVUMXWcVbXiPxahl9bx6Ynz13eH1KR/+5//",
+	"+u8h7DAsEsgieFD+ZtYe7tzcQARwJCvKpF+ffwxGhhz5kSKrbrx7S6Syb2hcvckspcYq80vgI5CYDPU5",
+	"K4Xs9pwOxGuULzIzAZvhao8IxhJNhvalpeK/wRCH5Ad4AYKBfHhXDOYP+wQfAw66geDaTnEFl7xrlaeU",
+	"x/C0Hfftv/9dSzHs9cmHGfNVUTFVakGoGIjh9TbFt95WMmVDwq4NExpmA4QM1VL2J6sXumiJnXoXoxAO",
+	"rh7xDt1fA4Goh70+cYjR2zqWM6jWuWQQckux0QTiosm58ELXanoLjMRBcxHsAyD03GqJB7sHEWGuEBDQ",
+	"XfwVCHLge62xa3v6gEemPGYCG7Vh+KVzPLNa7vZ+f7eAdt4p0Fgh7fWws9ffxQvljAk6453DzrP+bv8Z",
+	"ZgFOgHx3JtBi8TfoDov6gPRLbQ25zhtmfnKXAGYK+Bzh1v3dXQfVZ5yiXtzAvztsZGQCbSzCNXoEcl8G",
+	"ZuVXrF86fZ3DX75YQ871k+285VdMMK2PCE3ndKHJ/u5uIR9/pmRsZaBmyqpNP338eAoMhI41ZMcvtGHT",
+	"zhc7ws7U6vixblqNd+6S1tUw7NrszFLKl9Zh2SxaeeVTJafMTFimiX0GYdceXpugQd68HIXb3evUvq4j",
+	"jL7frLp3/jBjAqnrThSwzFBvqiq/3FgkkXGG2YJNL/sRyurcpZE9WP95/uF97QsrRpNFI7Gf4RW/C60j",
+	"mwxtyBaOeVh99SbqPN99VvfoMNedT3khbuO62dfkeGhcKSbUQ1JDL6hmkEjsRULtYl7t7RQbLY+rzImX",
+	"vts/6GsTqqz6I0aKaqOy2GSKAZCjZZxQ4OfY9JQuQA3BXK9OtLRP1pB9mXcBfrCt8ljZ1m6u2C8/Bci3",
+	"wUybm6hzsLu31j456ckS3Nzd9pugTFjQ9PbUUOCZVjLmIQS/kaE2lit05oTOWLFDsC+SQ9j+L1b/Ksri",
+	"zqFHD8buAJWWprt9S/uKPasboSxzX2xvu2vI++N3r4e9MGWg14Hwv3KjWTrKg3mQDn/kQLE86RCuyUTO",
+	"wR9j5f9A5E+zxg2dOEuHmzAjqYhmDr4L8dUjK1qstRQKVYhmKYuNVJpMrWKJzmD0i3U9vnuPDAuv73B1",
+	"3EVDfPIQMOCLEPCQja6P/AWH5OvNEFCOlM+ChAodqi/JrxnLGOF6IFYaT0IEKSzt9uW32nWjtz84Ha1n",
+	"J42ayv7uXsgxKaywBseAZQwoXnGl51aVSYGtFsgJ9ZfymV1C1O+gjs60+UEmi3s7sTW4/TdlmwAy/x+e",
+	"b1TrM8uLdURcMB24xz5yj4eexlm+V52oYwnfcfG3Eoeqe7a7dCdcBw8/WId9/UCTAtTjrdjkwTpc70ep",
+	"LniSMECaOdhb445TDG19lPItVdh862Dv+TrT09kM+eM7lnD60So4vwM397tJaBH4zB1dCJggiQEbKxAC",
+	"HGfkLWuzdUSJX1YAdr66TzfI6FNWFeB5z+YuR1EbOSMXjIsxwWI5YvmzCe1m3SkB9mik5TSWN4bSWUj/",
+	"Rg6NUCNWufd1yJ5l5dydGwQNGAjPtxRDGQHaB0wGCh7wkRjSq+Bhr+C9ihysxEAOKqx0cNYmTjH4wx4S",
+	"nHrzHe+l+VFmIvl9CNwuI6Fhb4Nww01Wi03pN6q1AGq391Hkw8ecgB+ZaP7gJPBBsJyjhfasXisFTpYj",
+	"yQT9DUBRU46IPpuqrQF9pLa+Kr/E7+kptbbdl1r2uAOKWq29dOwsPt/pNleRLd0CwEeONdmlud/u14yp",
+	"xRERciCKIoCmaa9PXiNuM3jxS02UnFkm58In3QCyAFfYQBaiJnZlva8qEynTupB9jM48OFNbuopl5gcK",
+	"uqc95Kk69iuEI9UcLlSUqc67kSWPzp//4EftY4nw3px+KhAfLF/kjtsC8Yt8Iy7seVY8aeNZ9vCHzPfO",
+	"q2To1tB9c/rpQd0Eb04/nbvFqyC6D6W4mV1NbC1pl/DdyRt7tkY8Zb0/j/PAvgMXV0wYqRbAqaAbsL3A",
+	"KnK+3KTCvbAJbbjdLXaLrN3hU3/RA+5ysadltdcWpvBndQb5dT4qlWhApANQaFwn7hD1KG5lsfHmGn6g",
+	"8v5hQvFpyD9/CLdAaYyNnAJ7900/lY5EzP76ZzfFd79rv+OlFKOUY8LDv4TtjntfiAdCsq1hggqDrQ6p",
+	"cu1R1zltZfPcX7rz1X26aYp9FM/gwzLROuUswIU9qWOb8taN9Ci3DWU9apVYdkKB8c5X/7GRgkIF8UOq",
+	"+W6Mt1ww6JRfTUp+vqCqgvser39yxdzdDg9rG+xw1+lOYcWxjwxALcRIyak3GCTUp3v0MEfhOQbCg5F4",
+	"1Hq5p6pbHYmdAmFXmvWYtGiKZAkhHqL5WEDViybd82cRefPyPCLHv2WK9fBy8AeAmT0Qz3a/IUYSaq93",
+	"4dKRVGToin9PxJBoFkuRuM4Zdq3dRynYQGDgHXNjfOYQlg97fAz7y8XCMN0ngP835xprk7iCCNdiIGDe",
+	"4FMeKobf/wfk6g57pQdjj1mMU0XuPbgYD8QZtPEIDX27+7svejWeA78pL93yrtDAckTRGlKuzYWfcb7i",
+	"XaoLCB//81//vWMvd0gZ9n7wofjC4UNIkvEZWnQFaPm7FqipG0t05fnBMhUWRslsPCktGrtigswDsSzT",
+	"SN1M/UaUZuswJZd6DhQaIq7g6gfawTFZAoSmDV1oEpqQV40fCLB6As8AMpVeI+7rsxcOQbUOBvbm5stG",
+	"4kPGhpltXNayGAn1KxdcUJhwa/LNx3ACMBr34jEHDln8RBW7EuXzebb7TWWHl3y3ireQrjcNeg2mRUNm",
+	"0pOkvIukfCXnAtxiFPmSZ0TAPCWm9ddyq38yAQmcttGF45//I1z5CPqjHajOmYMp2ynToc0eJBdjklTY",
+	"K6vizGl6+RTfuw+PM6x3vfDmUFsr+Ihp0ztaPlOEF6DH/rxnB7ComiLodqGgGtLV/FBB2BWPjW+wDNXl",
+	"0AJBJKg+aFe8prPUDASEwXt9Ak228lR70BHzPJ5MsyQ0ZsasJEBjw5T/KmXttZ0E4GO5WFNnY9e+vfnU",
+	"Jab/JcNqxPXuOjds5u748pBRW3g9+6LB2bbaMGVKxcL3SSVzq8i5/XliEXdjEbDwxRq3LV3EhgttwWma",
+	"OiVoCpDpUPAAXCXvECCSHYloWaWwMBy+KjaBFQKFpIGlvF0AN4WzwnWp66crm8o7m+fQdUWktN5AsGsW",
+	"Z/Z5kSu0MDngHR5g+y1LINhm2V/ofe7ediCgE6z9GWUWD+j7eKKRL+TFcBM51x5E0NrxAzHMofCGvT55",
+	"DVp9EqiZKgYlCmhDVXEByMv9/ZlA9LXGnhuzc/4bqzZSnhdtlOetJkpUx5lDrXRekumaAPi66Lq5YYV1",
+	"jcG5t7t/sGpFPDy7s1RdpyV9gObIaKeE1tBPXO6uilDO31J+xSqZnGDzgD3hsmEu2UIzKL7nIjRbaWdt",
+	"D+1BhpF3vl6yxVJmYJP+sFgrt+71k2C9P8EqxQqlLUiX+krioQdpHfY2FZkPqlm/dNNqpUMmEmi61GyE",
+	"vg5XPSBj9YM0GZ9husvpBE9kfi+clYsRU0zEhZUmXUgqDRl1V1zzC55yU46+5oT0cOy0rmTmo2sQb9XM",
+	"Qj80TShitR86pEJfUxvLKdPkgsaXBGIAMRuI7sH+vhMZkLw14ixNtqx2Yia9PrEyPckUdHJc7W49Y2og",
+	"/AoUakr8VztYWOLWGWtLdlaLTYico5nq03gFAdiTz9B4yyULDbHRYBjNAd760MZybhF4CBDDgCkyzbQh",
+	"F4ADdBTwxLiJAlCNjCn0hTV8yg6dhg0HWg+EVXRd1SjTwaNK40sm7EoxMbZWhHuSc91baW2fGWbQHV6l",
+	"6XQIgRKjuLH0qa6YQvRxmqbQAZ+5WEqefb6lB2K4vQ0P28ahhpXxEUwc8MzkgRJn/OMd6t8jp8yEl6vP",
+	"mTkiVr2G1MQ9eyyUTFOAAc/MP306zYYc98+Rf3Owv7/Oze58IqP//bJ2RIUksZwhr1Rwh7vEcEpEaylW",
+	"e3pdT8p45WoNdWfnq//YqH9jZUuJmZTO9H4V+mbKoIjIoVkdldl1wjWdzaBUEVB4wIF4kWedj6HN7pNO",
+	"c6cIE+xaed2hB5TVAgy0Q3BI8ZvTVn2BTD2V7D4K5y/qx1Dy7+s9QEXRDD1dQs6fyOtu5HUswjoD4Cyy",
+	"LB2RlC5kZiJgXfCBZkbqmKYIJ4kwdp4ShdGPrD+3m42evHJ9u7LvNSrb7NeMptjDOTS19YuxpUk8oWKM",
+	"6C0TKE38AD36qRkI/xNgxnj9srxaUvlVJJoZw8VYkym9ZJDwE6QEHCSATsByySOw10ET9mPMUS3GMRDX",
+	"p+t01ohMZcLSiPApHbOIUDXWEWHiKiKKYcMY3fOj5qIJStR9Z7kwy9A8264N+OAVNWy86JPPALmSX2n5",
+	"TjQQOosnVh7CPCGTiRzsfndoNeypNIhtfCGVwQbgNZWXiBb4SMru+YzFj10yvi7Dc4CUdgOwpvefjck9",
+	"aan3x8DPs4spN4QCdIM9r0f5QZSjVZZRyQOcgsrNY+ioO8AKsJfGo/L/ytKUYzuZP5K6Uzj9sZxOqUj+",
+	"5Y//o5eiyzTF8jYn5go47+hqA83zgY+JE55/lINyitN5OipPR6Uofi75rHhUrLKcKcWEITOaaWyT4NVA",
+	"Si7SjG2PFWMCY+Zs3jsCyFSrJ4+t3u3APuzj4Kg9+DGzI9mB/ijn7MzN55EUYT/cn0AZ9jvlc6if1OIn",
+	"tbiOL72jl8wpxUHRxY7pgjCqAICuYOCDE8Arwg+gB49n2fZMpjxetHto35x+OsVLn9CHHht9qJx7+Ob0",
+	"E8FdI11uMIjpervYn37NpKG9dfAOWgGJGvb8XjEs3CB1pbnw6xMp3WcWQhlaxVMTkI6OSCwnUpmIzBkf",
+	"T0xEZopLxQ13JWsPhbGykopQ5Rp9Xcoz4DrHCXWJBqQlz+B4IOA9Cb2wZwtcETWgIUSORq4GMo7ZzEBf",
+	"W2DXAzGnSkCYQ7i7cQsO85undEHGSs4hzH5RGgBSaPsD8cHOl4pFyJedIEA37Ee0tEtQaAB1l6FF/kC4",
+	"kD7FBF4rK+xNCHUnRzncks9EgOofytOIaLqw89eyyut5mi0d/vtX9cLzT4Td6EdW9Fq5jgNC9VsB2+72",
+	"XBM+srv2T6fpPSlutQYlM6SrGIRAehXyeJmXbiB+69Wz0CyhGYEoXPWQ6BlukFoMotDXodwOqP9PC44R",
+	"Vv33yG0Oo+989R+b8VV8v6dHIJFaNa5QBON660EquWsbQUQ2vXiCnnxkGmv3D/ltvRVN7rjN1Q/uxlqa",
+	"ZlMe64VMQrlUIEo0tbGJg9XX/vfxu7d5o6T95y/Iz/yHXp+cGIA6n1GlofJRceyrIpI8L/ZoKRm2SknF",
+	"uicAMKFmAjprr08++w77MRVS8JimhUQAnHH51GzpaCCEDIfIqqpJAjWUCUbpC78oZjIlWILKzP7ubn1y",
+	"p1/Ov7qeLg+jAvpRXNg7Kj3qentBp+k9PexOj3pUxXR55Su46Qn0Jo7z1JAyTbg+AcUdv3eA9zVmif38",
+	"PPnNqSbxvwjY3JPafW95YElCaKAhrNCvaFZOuo60wECGhnfunjJ8XY08pfPtC2BriFdzC0dqo+zb+eo+",
+	"raWiFTnu78dirJzM2UmOeV2USk+q2h9aVYtWkwrLqjZCaWFa4TCUBzvsKVcdfFWS/7kELNYKz6ixq9g5",
+	"7Pzf7i972999+WV3+7svX3ejb2/+gU/v/VsFDlGDKqky0WzzntkLVlazsrw5t3w2Oxzv7f03dRXdvpH2",
+	"mr1hMnFusIplZVcAD8O3ZfbIXNBiMeQ7mryom2vXVAd8jhlkgSLr+2HhwTX8wxDLJF2U8L5CZdX5q5/J",
+	"hF4xIqSoLQ4Pz64rDt935eqbgJGVJunQ5gvICvGEJVnKqt8XemtnunDdSdI7IrGcXoD3IawZos1j++Ja",
+	"9DL/jLU38tzdkBNHxat5WWRVfRUCxdbg4PZNoGu35les17LqxyNsBlEB7lXfFb9tUhdshA15w3zY9Zrz",
+	"+QFuvdWEnkAR7t5fKhProCFArWLXe/sRMxtRN+Dg9J6E9mozukzcAtgAZNTjF+K+do1cpYDtHnr5Bn3d",
+	"yNAXowxDHeqYXzHRJ58xy2AghieJFQGGiXix/TNbDCPIujWKs8SnsBRS7S3zBYcJmpKu+12h7zuq23Y6",
+	"3f3d3d5RftslW/jkBuTG3vECafj1voczaEreiLf5MuVMmO14IjUTMBD4OjCJGF9GE01HjHRnedORnMGh",
+	"TZmf96U12UDaFZSfXwaD6/297cHg+hv25d8rVZ6HxJg/y8Tv1HTOblgdrmTmyqZLCS5VRLa0BV5BuHfP",
+	"Rc1kz/1wT76Jp+SvB4ohWhKzzDZrcmVIhT8K/P6NDAWGa0mfdl+FvXXnq8qa3RHIhH8nlvGkpJScYEAx",
+	"wQmDihzpAkRTGTgEW4+7wtve42kr7a6Js0y0BpBywsyRXGtxzYtA+xgYQWsYM1/mShpGukMHDp8Mey4g",
+	"UrgJ+o0tEBa+O4yl0NmUJcPIdZYKwsl3IuNilhmwRq2hzWKpEpYMBC2PDnvDNZlypaRiySFBJCOUgn+3",
+	"ShkTCUsgO8hAOuhATOXUtZvEwvU+Ofb4eHAvvo4r80TMkPzdqYIS94HAekqcSR1G3lkmjsPaPuz5zsep",
+	"P+hbhRd5SvC7G5v4DGoW8gqgF0gcBuoOWLWuE0XvD4dTuyF/iKmIWfrgQeV8VrUtpGAiXlg+gGrvn19Q",
+	"7W+qMTIeUi7jNDDLMMeKPyIjmaZyvsQAnwqD/yXaRx3rS8dujCR4II+I65LsxDD0+DRyNkPD6l6V1x0E",
+	"eKhVEIbw+6Gd0TB0GaHkLBOv7Q8R8RfYqQ4Jhf7P5yC/j8iQJ0PI81gR7dqSq4iZi6GQrmaQzuSwzjR5",
+	"S7XZhiG2T14RIwdCMatZ9LBlPvZssDqALtYQZfZY0XgCczRMTbmgqTtN5HggYjkFFQFMBK6xPTVmmew9",
+	"J9puAYBlz5S8ti8KemGcSo1ILFXqwDnMxK9HXThl2VNSer2Sn2RzZ6hh1wa3sbKVRWvjimOBKB9uUZ2r",
+	"4KBaWbRLzDX2iLSSsbxPiEmMfW85PJLOQc8a2Y0AMArDDr0KRqZSMTLnaQpAd6QLzzlH/csSvCaKxVII",
+	"FhsuxgCi9mTRFLNp1RVT256IBeJV2x1C8Hg28+Aif2IbRjGjFr+LilIVCZnD8naHyMb6MLkPoyHYMw45",
+	"XPGxJfaeB+0uwIkPhBw5dmN3J8qxnkpo4hFaOQA6zhJEjQF/sX82dIBawGmzvBJtnIgMOg75H9iWnSgi",
+	"N/IEcRsHHRzRHT/wP2tfCTFFxqqYc+X3yRA5LqCJuxdEeWQkEhl25IeWR2biQ6OLfN5HRRyrRM6F49oe",
+	"3d0O4zoaECOlNddyd03w5DiO433rJXcngjUCbFSwLYOpCDfBelwsMFM2hEDfSBLLhG3pgYhpmsIaWHs/",
+	"d86HfQxQ8C7lsAdrCLBVb6SVKAlzHiiAECIJm1nLVMSA81xaQ8VgwSHVjE5dxwe7AoEK8Mz6wGeQa+jy",
+	"1cav3BFh19yQCRVJypR9QjqnC53vigthAxmhnSxFuqgSX2eWgh9O8faPb9S79x7DH+bO7pNn+q5K+Z/K",
+	"Sew5NviCR1xwPWGJU0V9Gg/0x7eiIHTdA749L/Hg+1e84fDvfLX/3OzQ2UzJK/Z4cq79UqvIt8jEV9B8",
+	"XxMKAGdKXlHXH2NOuXFVfcPPxycfT96/+duPH87+dnx6evbhr8dvh31yLBYDYcopBb7ZBWrwudHgmbxP",
+	"yY0nLL50MVSHb66ylJHuxYK41Adit4TghjiEsit2FFyRANLr59yfcnEmU4ZYv+FbtydKO7fnfMIg/kqJ",
+	"MyMGAkQMxgdRfHrsvKiQcdQFuWOfcPKqFyFUsUxZhPP3Jol3rEI2ibX4lPON+tJID+Tu5zesYufHOGe7",
+	"dw/E0Y/d8K/cmzZy9gePdPhZhNU6CobgsqdfQaMkFKr8CV7iKcJY75LBQ0Ro4GMl7raRMbW5KLAWQHPA",
+	"Bq5wIs2ZDajwCsJFwq6x111EJNxEU8hzgQRGqRmxOjs2i6CGRS47Z9tl51g+dkzmPHERm+4U09yoIHvR",
+	"7u4ujt0Dpw44xcHUOJXajJXVd7H1qT11F9QAF8eDidEge7O9RFhlm4lEHw4EvgziAlnN2WNqOg9YuWcR",
+	"2i/DWGbC6KH9cSBSfsXspPXUafKFBdEkn+SyD6pP7IUDQY1h05mxrDWV408qHdr7oOG0HNcFgCyDPYGN",
+	"akmx+WAXHt/RN3WChSdd1h/3yY/HJ29fv6pNGdwsP9a73thtswX3Sn1e93YfKl+QdN23kLKC64E5pr0/",
+	"USqhp4HTmibmxXxCoICnePwykkYNJ4sIxZWDUJzViP6QDix/xsq5/jrXvaoT/TfL+/6yuQRJ5bhegJwV",
+	"fBypHCNvHMrRSDMz7JPh/7d97Fb1Pbs22x/wh9AXD/60ijuh+hL8Jva4u8TIIQay/sO+8bCE5xGaZmfC",
+	"8BQ1X8d4vTs5Ciow9MfEkYKTHgA9jKI8BcSPqmbj9jy+ta/ewpL3ti8o9Md042MI4ihYDoVSQHdJHVNy",
+	"P5dZ0kb8suj2Q+FdN5a9onqg3eqBqh6Ci1rN/HejPA+dC/PioBPdagykgeoxoIF6RSvzNYMcs5RysWF0",
+	"460c+/7bJc9PTudv5Xj7pZzOqhu2WlpGnQXSXso0W3Dg2jGgPDMvFq0I6xS6t3cqT9rqBPD7cp4wDGbV",
+	"olCL3A2nAyeLuwBRk+pSA7/FK9t68ySkCm1CsCImIdokMjM72iRMqdAWFJKach7xJKHWlFCK2d+fvF1P",
+	"3q47ebvOgIyenF1Pzq4nZ9ftsTGBDdX4ugr9pkeUpxtmQ9cLBl8y2lyffB6uekgz3g3S1M3TT/cpufY+",
+	"0TMDERR6pObUlZPIY5QHVlXQned1zQ8hXPzjf5/WjOHl/sVI/p804O37GRaQCTwCACYTYRso7ME6IjTP",
+	"rwmwMK5iqph7040VBsh3pCLWRFRXdEkINB/T9oh4uH/nq/+4RqPD0tFsQ9F+9dSp8D47FfptOkJq4iag",
+	"UPhgjZGZvWZzMqnH0K7f8N0nlvhna0uYo5PkdsuMxVGACXaxSXAEY/1NzMRqI8xHUBHW8By4SbQmtVZx",
+	"up0LGl+OePrwRThL06zTfH5w83kk3ccP9zuV3P/LKkF/oiQ+dK8jAgIrcA6ZpQlCL3nxwwX5BT5HhImk",
+	"F4GLPqWzGZi1aSrnt5FJGx5oaIz0RznNp3Yyj3SU30s0Yp7O659fQgPdlM6b79hg9Tvmmx7MJ4sHP09G",
+	"8fGYqT/KifqI03lSR/95iL0IKCLkHF2eTnT4ni7Yv/nhLd+dTPyhBMgnnM6TCHk6VRueKkc59ULkXo8S",
+	"ixUz2yu1zBUhBbiysVb3DimT7QiLD5qQmL9bUzDDt/R/ou97DGXA0mtCs4SbMgoi6c4n0hf1RcR1v0ki",
+	"gh7OBAqNyoIFH9biKXuYlih+7PYz9LBBORiiMSSHk3gi44cgYxeOI11hrW+Hf3pF02xZBWqg1Idu3uPG",
+	"3vmKH9YJGsCFTyGDxw0ZUEdVR756HGssR0wBAAg3kFkQajQEKQPErscMa8MGNVt+35yqmUs9UdKdAwaw",
+	"jluuhp+KhEy4NlItPIviRiODelz+tIahBVNobsYJbSLs5DHdnaYsIV0mrlgqZ4wwEasFXNrzuOMcE+Ox",
+	"tyIVCeTm4UKEjOCLBbTEVDIzrA+wPLpw7EwgTnKxGAjk9kN7IigXTPXdyg0dEvFcqkt4uJbpFYOgX8iJ",
+	"tscaoF2U0X2yv7uHPwWNZ393F7/xqk9Np8zCWX0AExMe/le7yI8eZKjlEGd+Qe4bnbd+yJe+edBTQON3",
+	"S9KQyh+FIBz75MQzMHuy54obtg2YHRuKwnp9CdJz79pBriVjylfoPRw8N4ywUbRw755nkOBL1p+tI2TM",
+	"RRYrEHa4UH7yksYTtv1SCqNkWgG7JuQ2PGV4WHwOoNFjOawYW6knSIzp41J50LJ+I5zYE7D2vwCmYEgG",
+	"80UGcPYdch5SUrGPocT22YnTIBBBqMB3HOe4VfPdObuYSHlZX4/4GosWsEYAUYC5Ip/O3mLn75gqtbC6",
+	"BDTro2nojKtYzPgVU/3K+uzPftgHlOtujCYnhX/7JwPgPr0UflUjItOk4GcrOiucrCxZA4EWH86xVl87",
+	"lFpiBfBMxcjph/OPLg8TOqU6/EU+Dm1Ff3p3/HL7/Kfj/ecvSFczNhCJjPUOnfH+NOlhva3MDBniiw4j",
+	"KEjjmoyZsIfB9S4NZ5yLgQD0gVCRa7WLI0Kxs0mBLZTNiPr+Io78H0jau6f/PrnRTpD7N2w+3KTrOzHn",
+	"S4+r2WuT+fViOiohk/3riPM/R15SdmFp4cJK2E9nbz0eooPg7KpM9D3UWISIMSPKU0Av8dV2Afx5cwbV",
+	"Lmt3vrpPa/hEi6f4ySn6iE5Rzz0880hQQixIKsdHZYRcj4FgJNTybSzQ6pyjtXt/7zpSCwt9Iqq7+keD",
+	"LMq9oQUZ9HgKULs/1FFEri9RE08qEk9myWPpGDjUY3sF/zVPxp/ETweo2TmT3tJWzkdOwkd5fRSCVkXu",
+	"rEWksI9EKsKEfXhCRikdP6ic30mCfdEYuXdEl1sj95ECU+oxuv/UY3SnvMqLdfqN5vv3JAvv7irIj21R",
+	"q6psTgq4hBUQLn88Uen4ATrjdr7Cv40K/hm7kpcFl3ybeo/XJ08EeFdABbuMhKLT9QjrI+UMcV2gEgWB",
+	"5DfzsLZgmiHfPHlFulB/Gfy8vZqG9KYQqKnGAGpicDDayasC9o/HrGkRP+GqB+S+b6Qfpo7xnrEx14Yp",
+	"lgSsHc92b0HCj01f71daJGii8je6WLhgfalSMlzajNdhB2JxprhZAJFdMKqYOs6sHP3lixWaGnqOIAlm",
+	"Ku0cdnZAjXcDfQ0YUwtt2BS4nBfUTpEpfufovnhVmGjhSwAaKfwdp5mGg1D4bjzLin8ykcwkF+Xh8jTj",
+	"wpeB0xcvdJHWwld5f7fiRGg8YZY3//8BAAD//+7DyjS3ygEA",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

@@ -264,16 +264,18 @@ type ResourceAmount struct {
 // project (see workflows/cache.go). Item is nil when the step was not a
 // forEach item.
 type CacheEntry struct {
-	Project   string         `json:"project"`
-	Key       string         `json:"key"`
-	Pipeline  string         `json:"pipeline"`
-	Step      string         `json:"step"`
-	Item      *int           `json:"item,omitempty"`
-	RunID     string         `json:"runId"`
-	Attempt   int            `json:"attempt"`
-	Outputs   map[string]any `json:"outputs"`
-	CreatedAt time.Time      `json:"createdAt"`
-	ExpiresAt *time.Time     `json:"expiresAt,omitempty"`
+	Project  string         `json:"project"`
+	Key      string         `json:"key"`
+	Pipeline string         `json:"pipeline"`
+	Step     string         `json:"step"`
+	Item     *int           `json:"item,omitempty"`
+	RunID    string         `json:"runId"`
+	Attempt  int            `json:"attempt"`
+	Outputs  map[string]any `json:"outputs"`
+	// Artifacts are the step's output artifacts (references).
+	Artifacts []runstate.Artifact `json:"artifacts,omitempty"`
+	CreatedAt time.Time           `json:"createdAt"`
+	ExpiresAt *time.Time          `json:"expiresAt,omitempty"`
 }
 
 // CacheFilter selects a project's live step cache entries (at Now);
@@ -299,3 +301,41 @@ type ItemPage struct {
 	// NextPageToken continues the listing ("" on the last page).
 	NextPageToken string
 }
+
+// StoredArtifact is an artifact as the catalogue records it: who wrote it
+// (Producer), what it is, and when it was recorded.
+type StoredArtifact struct {
+	runstate.Artifact
+	Project   string    `json:"project"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// ArtifactUse is a step (or forEach item) of a run that read an artifact,
+// under its input name.
+type ArtifactUse struct {
+	Run   string    `json:"run"`
+	Step  string    `json:"step"`
+	Item  *int      `json:"item,omitempty"`
+	Input string    `json:"input"`
+	At    time.Time `json:"at"`
+}
+
+// ConsumedArtifact is an artifact a run read, with how it read it.
+type ConsumedArtifact struct {
+	Use      ArtifactUse    `json:"use"`
+	Artifact StoredArtifact `json:"artifact"`
+}
+
+// ArtifactLineage is one artifact with what it was made from (the inputs
+// of the step that wrote it) and who read it.
+type ArtifactLineage struct {
+	Artifact StoredArtifact `json:"artifact"`
+	// MadeFrom are the artifacts the producing step read, by input name.
+	MadeFrom []ConsumedArtifact `json:"madeFrom"`
+	// Consumers are the steps that read it, oldest first (at most
+	// MaxArtifactConsumers).
+	Consumers []ArtifactUse `json:"consumers"`
+}
+
+// MaxArtifactConsumers bounds the consumers one lineage answer lists.
+const MaxArtifactConsumers = 1000

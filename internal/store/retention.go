@@ -12,6 +12,7 @@ type Deleted struct {
 	Runs      int64 // run rows
 	LogChunks int64 // step_logs rows of those runs
 	Items     int64 // step_items rows (wide forEach items) of those runs
+	Artifacts int64 // artifacts rows (lineage; the bytes stay) of those runs
 }
 
 // DeleteFinishedRuns deletes up to limit finished runs (SUCCEEDED, FAILED,
@@ -35,6 +36,12 @@ func (s *Store) DeleteFinishedRuns(ctx context.Context, before time.Time, limit 
 			return err
 		}
 		if d.Items, err = q.DeleteRunItems(ctx, ids); err != nil {
+			return err
+		}
+		if _, err = q.DeleteRunArtifactUses(ctx, ids); err != nil {
+			return err
+		}
+		if d.Artifacts, err = q.DeleteRunArtifacts(ctx, ids); err != nil {
 			return err
 		}
 		d.Runs, err = q.DeleteRuns(ctx, ids)

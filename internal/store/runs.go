@@ -187,6 +187,11 @@ func (s *Store) MirrorRun(ctx context.Context, st runstate.Status) error {
 		v := int32(st.Version)
 		p.Version = &v
 	}
+	// Lineage first: a status that is never written again (the run's
+	// last) must not be stored without the artifacts it lists.
+	if err := s.recordArtifacts(ctx, st); err != nil {
+		return err
+	}
 	events := catalog.RunEvents(st)
 	if len(events) == 0 {
 		_, err = s.q.MirrorRun(ctx, p)

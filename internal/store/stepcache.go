@@ -38,13 +38,19 @@ func (s *Store) PutStepCache(ctx context.Context, e catalog.CacheEntry) error {
 	if err != nil {
 		return invalid("step cache outputs: %v", err)
 	}
+	var arts json.RawMessage
+	if len(e.Artifacts) > 0 {
+		if arts, err = json.Marshal(e.Artifacts); err != nil {
+			return invalid("step cache artifacts: %v", err)
+		}
+	}
 	item := int32(-1)
 	if e.Item != nil {
 		item = int32(*e.Item)
 	}
 	params := db.PutStepCacheParams{
 		Project: e.Project, Key: e.Key, Pipeline: e.Pipeline, Step: e.Step, Item: item,
-		RunID: e.RunID, Attempt: int32(e.Attempt), Outputs: data,
+		RunID: e.RunID, Attempt: int32(e.Attempt), Outputs: data, Artifacts: arts,
 		CreatedAt: e.CreatedAt, ExpiresAt: e.ExpiresAt,
 	}
 	// Committed without waiting for the WAL flush: the store sits on the
@@ -144,6 +150,11 @@ func toCacheEntry(r db.StepCache) (catalog.CacheEntry, error) {
 	}
 	if err := json.Unmarshal(r.Outputs, &e.Outputs); err != nil {
 		return catalog.CacheEntry{}, fmt.Errorf("step cache entry %s of %q: stored outputs: %v", r.Key, r.Project, err)
+	}
+	if len(r.Artifacts) > 0 {
+		if err := json.Unmarshal(r.Artifacts, &e.Artifacts); err != nil {
+			return catalog.CacheEntry{}, fmt.Errorf("step cache entry %s of %q: stored artifacts: %v", r.Key, r.Project, err)
+		}
 	}
 	return e, nil
 }

@@ -107,6 +107,14 @@ func RunDev(ctx context.Context, cfg config.Config, opts DevOptions, b DevBuilde
 			return err
 		}
 	}
+	if cfg.ArtifactsURL == "" {
+		// Gateway and worker run here and share the directory.
+		abs, err := filepath.Abs(filepath.Join(stateDir, "artifacts"))
+		if err != nil {
+			return err
+		}
+		cfg.ArtifactsURL = "file://" + abs
+	}
 
 	// One registry: the gateway's /metrics also shows the worker's run,
 	// step and Temporal SDK metrics.

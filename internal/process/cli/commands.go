@@ -53,6 +53,7 @@ func Commands() []*cobra.Command {
 		bind(endpointsCmd(o)),
 		bind(cacheCmd(o)),
 		bind(secretsCmd(o)),
+		bind(artifactsCmd(o)),
 	}
 }
 

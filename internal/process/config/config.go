@@ -65,6 +65,13 @@ type Config struct {
 	// start.
 	SecretsKeyURL     string
 	SecretsOldKeyURLs []string
+	// ArtifactsURL is the object store of step artifacts, a
+	// gocloud.dev/blob URL (s3://bucket?region=..., gs://, azblob://,
+	// file:///dir), shared by the workers (which move the bytes) and the
+	// gateway (which serves them); empty: steps cannot declare artifacts
+	// and downloads are 503. `atelier dev` uses a directory under .atelier.
+	// Credentials come from the environment (AWS_* for S3).
+	ArtifactsURL string
 	// WebhookBackoff is the wait before a failed delivery's second
 	// attempt (it doubles up to an hour); WebhookMaxAttempts is when a
 	// delivery gives up.
@@ -177,6 +184,7 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	fs.IntVar(&c.StreamLimit, "stream-limit", c.envInt("ATELIER_STREAM_LIMIT", d.StreamLimit), "event and log-follow streams one token may hold open per gateway; more get 429 (ATELIER_STREAM_LIMIT)")
 	fs.DurationVar(&c.TokenCacheTTL, "token-cache-ttl", c.envDuration("ATELIER_TOKEN_CACHE_TTL", d.TokenCacheTTL), "gateway: keep resolved API tokens this long; a token revoked through another gateway or in the database keeps working here up to this long; 0 looks them up on every request (ATELIER_TOKEN_CACHE_TTL)")
 	fs.DurationVar(&c.Retention, "retention", c.envDuration("ATELIER_RETENTION", d.Retention), "gateway: delete finished runs and their step logs this long after their last write, e.g. 720h; 0 keeps them forever (ATELIER_RETENTION)")
+	fs.StringVar(&c.ArtifactsURL, "artifacts-url", env("ATELIER_ARTIFACTS_URL", d.ArtifactsURL), "object store of step artifacts for gateway and workers: s3://bucket?region=…, gs://…, azblob://…, file:///dir; empty: no artifacts; `atelier dev`: .atelier/artifacts (ATELIER_ARTIFACTS_URL)")
 	// Keys are read from the environment only: a flag would show them in ps.
 	c.SecretsKeyURL = env("ATELIER_SECRETS_KEY_URL", d.SecretsKeyURL)
 	if old := env("ATELIER_SECRETS_OLD_KEY_URLS", ""); old != "" {

@@ -9,6 +9,31 @@ import (
 	"time"
 )
 
+type Artifact struct {
+	Project   string
+	ID        string
+	RunID     string
+	Step      string
+	Item      int32
+	Attempt   int32
+	Name      string
+	Type      string
+	Digest    string
+	Size      int64
+	Files     int32
+	CreatedAt time.Time
+}
+
+type ArtifactUse struct {
+	Project    string
+	ArtifactID string
+	RunID      string
+	Step       string
+	Item       int32
+	Input      string
+	CreatedAt  time.Time
+}
+
 type Cluster struct {
 	Name        string
 	Description string
@@ -126,6 +151,7 @@ type StepCache struct {
 	Outputs   json.RawMessage
 	CreatedAt time.Time
 	ExpiresAt *time.Time
+	Artifacts json.RawMessage
 }
 
 type StepItem struct {

@@ -10,6 +10,34 @@ import (
 	"time"
 )
 
+const deleteRunArtifactUses = `-- name: DeleteRunArtifactUses :execrows
+DELETE FROM artifact_uses
+WHERE run_id = ANY($1::text[])
+`
+
+func (q *Queries) DeleteRunArtifactUses(ctx context.Context, ids []string) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteRunArtifactUses, ids)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const deleteRunArtifacts = `-- name: DeleteRunArtifacts :execrows
+DELETE FROM artifacts
+WHERE run_id = ANY($1::text[])
+`
+
+// The rows only: the bytes stay in the object store (collecting them is
+// not done yet; see the README).
+func (q *Queries) DeleteRunArtifacts(ctx context.Context, ids []string) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteRunArtifacts, ids)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const deleteRunItems = `-- name: DeleteRunItems :execrows
 DELETE FROM step_items
 WHERE run_id = ANY($1::text[])

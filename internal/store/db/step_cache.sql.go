@@ -74,7 +74,7 @@ func (q *Queries) DeleteStepCacheKey(ctx context.Context, arg DeleteStepCacheKey
 }
 
 const listStepCache = `-- name: ListStepCache :many
-SELECT project, key, pipeline, step, item, run_id, attempt, outputs, created_at, expires_at FROM step_cache
+SELECT project, key, pipeline, step, item, run_id, attempt, outputs, created_at, expires_at, artifacts FROM step_cache
 WHERE project = $1
   AND (expires_at IS NULL OR expires_at > $2::timestamptz)
   AND ($3::text = '' OR pipeline = $3)
@@ -125,6 +125,7 @@ func (q *Queries) ListStepCache(ctx context.Context, arg ListStepCacheParams) ([
 			&i.Outputs,
 			&i.CreatedAt,
 			&i.ExpiresAt,
+			&i.Artifacts,
 		); err != nil {
 			return nil, err
 		}
@@ -137,7 +138,7 @@ func (q *Queries) ListStepCache(ctx context.Context, arg ListStepCacheParams) ([
 }
 
 const lookupStepCache = `-- name: LookupStepCache :one
-SELECT project, key, pipeline, step, item, run_id, attempt, outputs, created_at, expires_at FROM step_cache
+SELECT project, key, pipeline, step, item, run_id, attempt, outputs, created_at, expires_at, artifacts FROM step_cache
 WHERE project = $1 AND key = $2
   AND (expires_at IS NULL OR expires_at > $3::timestamptz)
   AND created_at >= $4
@@ -170,13 +171,14 @@ func (q *Queries) LookupStepCache(ctx context.Context, arg LookupStepCacheParams
 		&i.Outputs,
 		&i.CreatedAt,
 		&i.ExpiresAt,
+		&i.Artifacts,
 	)
 	return i, err
 }
 
 const putStepCache = `-- name: PutStepCache :exec
-INSERT INTO step_cache (project, key, pipeline, step, item, run_id, attempt, outputs, created_at, expires_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+INSERT INTO step_cache (project, key, pipeline, step, item, run_id, attempt, outputs, artifacts, created_at, expires_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 ON CONFLICT (project, key) DO UPDATE
 SET pipeline = excluded.pipeline,
     step = excluded.step,
@@ -184,6 +186,7 @@ SET pipeline = excluded.pipeline,
     run_id = excluded.run_id,
     attempt = excluded.attempt,
     outputs = excluded.outputs,
+    artifacts = excluded.artifacts,
     created_at = excluded.created_at,
     expires_at = excluded.expires_at
 `
@@ -197,6 +200,7 @@ type PutStepCacheParams struct {
 	RunID     string
 	Attempt   int32
 	Outputs   json.RawMessage
+	Artifacts json.RawMessage
 	CreatedAt time.Time
 	ExpiresAt *time.Time
 }
@@ -212,6 +216,7 @@ func (q *Queries) PutStepCache(ctx context.Context, arg PutStepCacheParams) erro
 		arg.RunID,
 		arg.Attempt,
 		arg.Outputs,
+		arg.Artifacts,
 		arg.CreatedAt,
 		arg.ExpiresAt,
 	)

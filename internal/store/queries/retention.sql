@@ -19,6 +19,16 @@ WHERE run_id = ANY(@ids::text[]);
 DELETE FROM step_items
 WHERE run_id = ANY(@ids::text[]);
 
+-- name: DeleteRunArtifactUses :execrows
+DELETE FROM artifact_uses
+WHERE run_id = ANY(@ids::text[]);
+
+-- name: DeleteRunArtifacts :execrows
+-- The rows only: the bytes stay in the object store (collecting them is
+-- not done yet; see the README).
+DELETE FROM artifacts
+WHERE run_id = ANY(@ids::text[]);
+
 -- name: DeleteRuns :execrows
 DELETE FROM runs
 WHERE id = ANY(@ids::text[]);

@@ -1,0 +1,18 @@
+// Package artifactstore keeps step artifacts in an object store
+// (gocloud.dev/blob: S3, GCS, Azure, or a directory) by content: a file is
+// stored once under the sha256 of its bytes, a directory as a manifest
+// (its files' paths, digests, sizes and modes) stored under the sha256 of
+// the manifest, each file under its own digest. The same bytes are stored
+// once per project, whichever step or run wrote them.
+//
+// Keys are "<project>/sha256/<hex>": a project's artifacts share nothing
+// with another's, so no project can learn whether another holds some bytes.
+//
+// Nothing half-written ever sits under a final key: an object store makes
+// an upload visible only when it completes (fileblob renames a temporary
+// file), and an upload whose bytes do not hash to the digest computed
+// before it is aborted. Downloads land in a temporary file or directory
+// beside the destination, are checked against the digest, then renamed.
+// Transfers stream (bounded memory whatever the size) and run in parallel
+// for the files of a directory.
+package artifactstore

@@ -1,0 +1,46 @@
+-- name: InsertArtifacts :exec
+-- Records artifacts a run wrote; one already recorded is kept as it is.
+INSERT INTO artifacts (project, id, run_id, step, item, attempt, name, type, digest, size, files)
+SELECT @project, unnest(@ids::text[]), @run_id, unnest(@steps::text[]), unnest(@items::int[]),
+       unnest(@attempts::int[]), unnest(@names::text[]), unnest(@types::text[]), unnest(@digests::text[]),
+       unnest(@sizes::bigint[]), unnest(@files::int[])
+ON CONFLICT (project, id) DO NOTHING;
+
+-- name: InsertArtifactUses :exec
+-- Records the artifacts a run's steps read; a use already recorded is kept.
+INSERT INTO artifact_uses (project, artifact_id, run_id, step, item, input)
+SELECT @project, unnest(@artifact_ids::text[]), @run_id, unnest(@steps::text[]), unnest(@items::int[]),
+       unnest(@inputs::text[])
+ON CONFLICT (project, run_id, step, item, input) DO NOTHING;
+
+-- name: GetArtifact :one
+SELECT * FROM artifacts WHERE project = @project AND id = @id;
+
+-- name: ListRunArtifacts :many
+-- What a run wrote, in the order its steps wrote it.
+SELECT * FROM artifacts WHERE project = @project AND run_id = @run_id
+ORDER BY created_at, step, item, name;
+
+-- name: ListRunArtifactUses :many
+-- What a run read: each use with the artifact it read (absent when the
+-- producer's rows were deleted with its run).
+SELECT u.step AS use_step, u.item AS use_item, u.input, u.created_at AS used_at, sqlc.embed(a)
+FROM artifact_uses AS u
+JOIN artifacts AS a ON a.project = u.project AND a.id = u.artifact_id
+WHERE u.project = @project AND u.run_id = @run_id
+ORDER BY u.created_at, u.step, u.item, u.input;
+
+-- name: ListArtifactConsumers :many
+-- Who read an artifact, oldest first, at most @max_rows.
+SELECT run_id, step, item, input, created_at FROM artifact_uses
+WHERE project = @project AND artifact_id = @artifact_id
+ORDER BY created_at, run_id, step, item, input
+LIMIT @max_rows;
+
+-- name: ListStepInputs :many
+-- What a step (item) of a run read: the inputs an artifact was made from.
+SELECT u.input, sqlc.embed(a)
+FROM artifact_uses AS u
+JOIN artifacts AS a ON a.project = u.project AND a.id = u.artifact_id
+WHERE u.project = @project AND u.run_id = @run_id AND u.step = @step AND u.item = @item
+ORDER BY u.input;

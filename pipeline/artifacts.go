@@ -1,0 +1,178 @@
+package pipeline
+
+import (
+	"path"
+	"regexp"
+	"strings"
+)
+
+// Artifacts are the files and directories a container step reads and
+// writes through the project's object store: inputs are in place before
+// its command starts ($ATELIER_INPUTS/<name>), outputs are stored after it
+// succeeded (what it wrote at $ATELIER_ARTIFACTS/<path>). Histories and the
+// run status carry references (digest, size), never content.
+type Artifacts struct {
+	Inputs  []ArtifactInput  `json:"inputs,omitempty"`
+	Outputs []ArtifactOutput `json:"outputs,omitempty"`
+}
+
+// ArtifactInput is an artifact the step reads: From names another step's
+// output artifact as "<step>.<artifact>" (which makes the step depend on
+// that one). The step finds it at $ATELIER_INPUTS/<Name>, a file or a
+// directory as it was stored.
+type ArtifactInput struct {
+	Name string `json:"name"`
+	From string `json:"from"`
+}
+
+// ArtifactOutput is an artifact the step writes: the file or directory at
+// $ATELIER_ARTIFACTS/<Path> (Path defaults to Name) once the step
+// succeeded. A declared output the step did not write fails the step.
+type ArtifactOutput struct {
+	Name string       `json:"name"`
+	Path string       `json:"path,omitempty"`
+	Type ArtifactType `json:"type,omitempty"`
+}
+
+// ArtifactType says what an artifact holds, for people and the UI; the
+// bytes are stored alike.
+type ArtifactType string
+
+// The artifact types.
+const (
+	ArtifactFile    ArtifactType = "file" // the default
+	ArtifactDataset ArtifactType = "dataset"
+	ArtifactModel   ArtifactType = "model"
+	ArtifactMetrics ArtifactType = "metrics" // small JSON the UI shows
+)
+
+// ArtifactTypes are the valid types, in the order docs list them.
+var ArtifactTypes = []ArtifactType{ArtifactFile, ArtifactDataset, ArtifactModel, ArtifactMetrics}
+
+// StoredPath is where the step writes the output, relative to
+// $ATELIER_ARTIFACTS.
+func (o ArtifactOutput) StoredPath() string {
+	if o.Path != "" {
+		return o.Path
+	}
+	return o.Name
+}
+
+// ArtifactType is the output's type, ArtifactFile when unset.
+func (o ArtifactOutput) ArtifactType() ArtifactType {
+	if o.Type == "" {
+		return ArtifactFile
+	}
+	return o.Type
+}
+
+// ArtifactNamePattern is what an artifact's name looks like: it names a
+// file under $ATELIER_INPUTS and appears in references ("step.name").
+const ArtifactNamePattern = `^[a-z0-9]([a-z0-9_-]{0,61}[a-z0-9])?$`
+
+var artifactNameRE = regexp.MustCompile(ArtifactNamePattern)
+
+// SplitArtifactRef splits an input's From ("<step>.<artifact>") at its
+// last dot. ok is false when either part is empty.
+func SplitArtifactRef(from string) (step, artifact string, ok bool) {
+	i := strings.LastIndexByte(from, '.')
+	if i <= 0 || i == len(from)-1 {
+		return "", "", false
+	}
+	return from[:i], from[i+1:], true
+}
+
+// validateArtifacts checks a container's artifacts: names valid and unique
+// per direction, output paths inside $ATELIER_ARTIFACTS, inputs naming an
+// output of another step of the pipeline that is not a forEach.
+func validateArtifacts(cp string, p *Spec, self int, a *Artifacts, placed bool, ps *problems) {
+	ap := field(cp, "artifacts")
+	if placed && (len(a.Inputs) > 0 || len(a.Outputs) > 0) {
+		ps.add(ap, "artifacts are not supported yet on steps placed on a Kubernetes cluster (local runtime only; see the README)")
+	}
+	seen := map[string]bool{}
+	for j, o := range a.Outputs {
+		op := index(field(ap, "outputs"), j)
+		checkArtifactName(field(op, "name"), o.Name, seen, ps)
+		if o.Path != "" {
+			if msg := badArtifactPath(o.Path); msg != "" {
+				ps.add(field(op, "path"), "%s", msg)
+			}
+		}
+		if o.Type != "" && !validArtifactType(o.Type) {
+			ps.add(field(op, "type"), "%q is not an artifact type (file, dataset, model, metrics)", o.Type)
+		}
+	}
+	seen = map[string]bool{}
+	for j, in := range a.Inputs {
+		ip := index(field(ap, "inputs"), j)
+		checkArtifactName(field(ip, "name"), in.Name, seen, ps)
+		step, name, ok := SplitArtifactRef(in.From)
+		if !ok {
+			ps.add(field(ip, "from"), "%q is not a reference to another step's artifact (<step>.<artifact>)", in.From)
+			continue
+		}
+		k := -1
+		for i := range p.Steps {
+			if p.Steps[i].Name == step {
+				k = i
+				break
+			}
+		}
+		switch {
+		case k < 0:
+			ps.add(field(ip, "from"), "no step named %q in this pipeline", step)
+		case k == self:
+			ps.add(field(ip, "from"), "a step cannot read its own artifact")
+		case p.Steps[k].ForEach != nil:
+			ps.add(field(ip, "from"), "step %q is a forEach: reading its items' artifacts is not supported yet", step)
+		case p.Steps[k].Container == nil || p.Steps[k].Container.Artifacts == nil || !declaresOutput(p.Steps[k].Container.Artifacts, name):
+			ps.add(field(ip, "from"), "step %q declares no output artifact named %q", step, name)
+		}
+	}
+}
+
+func declaresOutput(a *Artifacts, name string) bool {
+	for _, o := range a.Outputs {
+		if o.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func checkArtifactName(p, name string, seen map[string]bool, ps *problems) {
+	switch {
+	case !artifactNameRE.MatchString(name):
+		ps.add(p, "%q is not an artifact name (lowercase letters, digits, '_', '-'; at most 63)", name)
+	case seen[name]:
+		ps.add(p, "%q is declared twice", name)
+	}
+	seen[name] = true
+}
+
+func validArtifactType(t ArtifactType) bool {
+	for _, v := range ArtifactTypes {
+		if v == t {
+			return true
+		}
+	}
+	return false
+}
+
+// badArtifactPath says why p cannot name an output under
+// $ATELIER_ARTIFACTS ("" when it can): relative, clean, no "..", no
+// templates. The runtime also refuses symlinks that leave the directory.
+func badArtifactPath(p string) string {
+	switch {
+	case strings.Contains(p, "{{"):
+		return "templates are not supported in artifact paths"
+	case strings.ContainsRune(p, 0) || strings.Contains(p, `\`):
+		return "must not contain NUL or backslash"
+	case path.IsAbs(p):
+		return "must be relative to $ATELIER_ARTIFACTS"
+	case path.Clean(p) != p || p == "." || p == ".." || strings.HasPrefix(p, "../"):
+		return "must be a clean path inside $ATELIER_ARTIFACTS (no '.', '..' or trailing '/')"
+	}
+	return ""
+}

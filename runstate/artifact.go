@@ -1,0 +1,48 @@
+package runstate
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+)
+
+// Artifact is a reference to stored bytes a step wrote or read: what the
+// run status and workflow histories carry instead of content. The bytes
+// are in the project's object store under their Digest; the Postgres
+// catalogue holds the same facts for lineage queries.
+type Artifact struct {
+	// ID names the artifact in REST (ArtifactID of its producer).
+	ID string `json:"id"`
+	// Name is the producer's output name; on an input (StepStatus.Inputs)
+	// it is the consumer's input name and From names the producer's.
+	Name string `json:"name"`
+	From string `json:"from,omitempty"`
+	Type string `json:"type"`
+	// Digest is "sha256:<hex>" of the file, or of a directory's manifest.
+	Digest string `json:"digest"`
+	Size   int64  `json:"size"`
+	// Files is how many files a directory holds; 0 for a file.
+	Files int `json:"files,omitempty"`
+	// Producer is the run, step, item and attempt that wrote it.
+	Producer ArtifactProducer `json:"producer"`
+}
+
+// ArtifactProducer is where an artifact was written.
+type ArtifactProducer struct {
+	Run     string `json:"run"`
+	Step    string `json:"step"`
+	Item    *int   `json:"item,omitempty"`
+	Attempt int    `json:"attempt"`
+}
+
+// ArtifactID is the stable ID of the artifact a run's step (item) writes
+// under name: the same in the workflow, the catalogue and REST, and
+// computed, so that recording it twice records it once.
+func ArtifactID(project, run, step string, item *int, name string) string {
+	it := "-"
+	if item != nil {
+		it = strconv.Itoa(*item)
+	}
+	sum := sha256.Sum256([]byte(project + "\x00" + run + "\x00" + step + "\x00" + it + "\x00" + name))
+	return hex.EncodeToString(sum[:16])
+}
