@@ -13,10 +13,10 @@ GO ?= go
 TEST_TIMEOUT ?= 30m
 
 .DEFAULT_GOAL := help
-.PHONY: help build dev ensure-temporal ensure-kube ensure-helm ensure-chromium test test-short lint vet bench generate ui clean
+.PHONY: help build dev ensure-temporal ensure-kube ensure-helm ensure-s3 ensure-chromium test test-short lint vet bench generate ui clean
 
 help: ## list targets
-	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 build: ## build bin/atelier
 	$(GO) build -o bin/atelier ./cmd/atelier
@@ -42,6 +42,12 @@ ensure-kube: ## build (once) / locate the Kubernetes control plane for the tests
 ensure-helm: ## build (once) / locate the pinned helm for the chart test
 	@$(GO) run ./internal/stack/devstack/cmd/ensure-helm >/dev/null
 
+# Builds the pinned versitygw (devstack.VersityGWVersion), the S3 server of
+# the tests (internal/stack/s3test), on first use (1-3 min on 2 cores), for
+# the same reason; versitygw is not in go.mod.
+ensure-s3: ## build (once) / locate the pinned versitygw S3 server for the tests
+	@$(GO) run ./internal/stack/devstack/cmd/ensure-versitygw >/dev/null
+
 # Installs Debian's chromium on first use for the web UI's browser test
 # (integration/webui_test.go), when it is missing and we may (root with
 # apt-get); otherwise says how. `make test` then requires the browser: the
@@ -58,7 +64,7 @@ ensure-chromium: ## install (once) Chromium for the web UI's browser test
 	  exit 1; \
 	fi
 
-test: ensure-temporal ensure-kube ensure-helm ensure-chromium vet ## go vet, unit and integration tests (real Temporal, Postgres, kube-apiserver, Chromium)
+test: ensure-temporal ensure-kube ensure-helm ensure-s3 ensure-chromium vet ## go vet, unit and integration tests (real Temporal, Postgres, kube-apiserver, S3, Chromium)
 	ATELIER_REQUIRE_BROWSER=1 $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 
 test-short: ## unit tests only (-short skips what needs a Temporal dev server)
@@ -70,7 +76,7 @@ lint: ## gofmt check, go vet, workflowcheck (scripts/lint.sh)
 vet: ## go vet
 	$(GO) vet ./...
 
-bench: ensure-temporal ensure-kube ## benchmark programs under bench/ (scripts/bench.sh, docs/benchmarks.md)
+bench: ensure-temporal ensure-kube ensure-s3 ## benchmark programs under bench/ (scripts/bench.sh, docs/benchmarks.md)
 	@scripts/bench.sh
 
 generate: ## regenerate code: oapi-codegen, wire (go:generate), sqlc (scripts/generate.sh)

@@ -18,8 +18,10 @@
 //     pipeline step in a test pays a tenth of a second of pure polling delay.
 //
 // EnsureHelm builds the pinned helm (HelmVersion) the same way, for the
-// chart test in deploy/helm; both go through goTool, the one place that
-// knows how to build a tool once from the module proxy with progress.
+// chart test in deploy/helm, and EnsureVersityGW the pinned versitygw
+// (VersityGWVersion), the S3 server of internal/stack/s3test; all go
+// through goTool, the one place that knows how to build a tool once from
+// the module proxy with progress.
 //
 // Tests should not call StartTemporal directly; package
 // internal/stack/temporaltest shares one server per test binary.

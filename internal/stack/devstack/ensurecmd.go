@@ -11,7 +11,7 @@ import (
 )
 
 // EnsureCommand is the body of the ensure-* commands (cmd/ensure-temporal,
-// cmd/ensure-helm): it builds a pinned tool once with ensure, printing
+// cmd/ensure-helm, cmd/ensure-versitygw): it builds a pinned tool once with ensure, printing
 // progress live on stderr, prints its path, and with -version also what
 // the tool says when run with versionArgs. name prefixes every message.
 func EnsureCommand(name string, ensure func(context.Context, func(string, ...any)) (string, error), versionArgs ...string) {

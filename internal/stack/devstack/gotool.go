@@ -13,7 +13,8 @@ import (
 
 // goTool is a command built from the Go module proxy with `go install
 // pkg@version` into <CacheDir>/<dir>/<exe>, once per machine: the temporal
-// CLI of the dev stack, helm for the chart tests.
+// CLI of the dev stack, helm for the chart tests, versitygw for the S3
+// tests.
 type goTool struct {
 	// name is the tool's name in progress and error messages ("temporal CLI").
 	name string
