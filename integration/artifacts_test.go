@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atelier-ml/atelier/api/gen"
+	"github.com/atelier-ml/atelier/internal/stack/s3test"
 )
 
 // artifactsPipeline prepares a dataset directory, trains a "model" file
@@ -54,6 +55,17 @@ steps:
 func TestArtifactsTrainEvaluate(t *testing.T) {
 	s := newStack(t)
 	checkArtifactsFlow(t, s, false)
+}
+
+// The same on a real S3 server (versitygw): the workers upload and
+// download through the S3 API, and the gateway answers downloads with a
+// 307 to a signed URL of the one object, which the client follows without
+// its Atelier token.
+func TestArtifactsOnS3(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.Setenv(t) // gateway and worker run in this process
+	s := newStack(t, stackOptions{artifactsURL: srv.URL("atelier/")})
+	checkArtifactsFlow(t, s, true)
 }
 
 func checkArtifactsFlow(t *testing.T, s *stack, signed bool) {
@@ -203,7 +215,7 @@ steps:
     container:
       command: [sh, -c, "true"]
       artifacts:
-        inputs: [{name: m, from: a.missing}, {name: n, from: nowhere}]
+        inputs: [{name: m, from: a.missing}, {name: other, from: nowhere}]
 `)
 	require.Equal(t, 422, code)
 	for _, p := range []string{

@@ -271,7 +271,7 @@ func RenderContainer(c *Container, env Env) (*Container, error) {
 	if c == nil {
 		return nil, errors.New("step has no container")
 	}
-	out := &Container{Image: c.Image, Secrets: slices.Clone(c.Secrets), Pod: c.Pod}
+	out := &Container{Image: c.Image, Secrets: slices.Clone(c.Secrets), Pod: c.Pod, Artifacts: c.Artifacts}
 	if c.Resources != nil {
 		r := *c.Resources
 		out.Resources = &r

@@ -27,7 +27,7 @@ func (r *Run) artifactInputs(a *pipeline.Artifacts) ([]runstate.Artifact, string
 		if !ok {
 			return nil, fmt.Sprintf("input artifact %q: %q is not <step>.<artifact>", in.Name, in.From)
 		}
-		src := r.stepNamed(step)
+		src := r.stepByName(step)
 		if src == nil {
 			return nil, fmt.Sprintf("input artifact %q: the run has no step %q", in.Name, step)
 		}
@@ -45,14 +45,4 @@ func (r *Run) artifactInputs(a *pipeline.Artifacts) ([]runstate.Artifact, string
 		}
 	}
 	return out, ""
-}
-
-// stepNamed is the status of the run's top-level step called name.
-func (r *Run) stepNamed(name string) *runstate.StepStatus {
-	for i := range r.status.Steps {
-		if r.status.Steps[i].Name == name {
-			return &r.status.Steps[i]
-		}
-	}
-	return nil
 }

@@ -1,0 +1,89 @@
+package artifactstore
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atelier-ml/atelier/internal/stack/s3test"
+)
+
+// The store on a real S3 server (versitygw): a directory round trip,
+// content dedup, a signed URL scoped to one object and expiring, and an
+// aborted upload that leaves nothing behind.
+func TestOnS3(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.Setenv(t)
+	ctx := context.Background()
+	s, err := Open(ctx, srv.URL("artifacts/"))
+	require.NoError(t, err)
+	defer s.Close()
+
+	src := t.TempDir()
+	write(t, filepath.Join(src, "d", "a.txt"), "alpha", 0o644)
+	write(t, filepath.Join(src, "d", "sub", "b.txt"), "alpha", 0o644) // same bytes
+	root, err := os.OpenRoot(src)
+	require.NoError(t, err)
+	defer root.Close()
+	o, err := s.PutPath(ctx, "team-a", root, "d")
+	require.NoError(t, err)
+	assert.Equal(t, 2, o.Files)
+	// Two files with the same bytes and the manifest: two objects.
+	var objects []string
+	require.NoError(t, filepath.WalkDir(filepath.Join(srv.Dir, srv.Bucket), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			objects = append(objects, p)
+		}
+		return err
+	}))
+	assert.Len(t, objects, 2, "%v", objects)
+	for _, p := range objects {
+		assert.Contains(t, p, filepath.Join("artifacts", "team-a", "sha256"), "keys are under the prefix and the project")
+	}
+
+	dest := filepath.Join(t.TempDir(), "d")
+	require.NoError(t, s.Get(ctx, "team-a", o, dest))
+	b, err := os.ReadFile(filepath.Join(dest, "sub", "b.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "alpha", string(b))
+
+	m, err := s.ReadManifest(ctx, "team-a", o.Digest)
+	require.NoError(t, err)
+	u, err := s.SignedURL(ctx, "team-a", m.Files[0].Digest, time.Minute)
+	require.NoError(t, err)
+	res, err := http.Get(u)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	assert.Equal(t, 200, res.StatusCode)
+	assert.Equal(t, "alpha", string(body))
+	// The URL reads that object only.
+	other := strings.Replace(u, strings.TrimPrefix(m.Files[0].Digest, "sha256:"), strings.TrimPrefix(o.Digest, "sha256:"), 1)
+	res, err = http.Get(other)
+	require.NoError(t, err)
+	res.Body.Close()
+	assert.Equal(t, 403, res.StatusCode, "a signed URL edited to another key is refused")
+	// And expires.
+	short, err := s.SignedURL(ctx, "team-a", m.Files[0].Digest, time.Second)
+	require.NoError(t, err)
+	time.Sleep(2100 * time.Millisecond)
+	res, err = http.Get(short)
+	require.NoError(t, err)
+	res.Body.Close()
+	assert.Equal(t, 403, res.StatusCode, "an expired signed URL is refused")
+
+	// Bytes that do not match their digest are not stored.
+	bad := digestOf(make([]byte, 32))
+	require.Error(t, s.put(ctx, "team-a", bad, 5, strings.NewReader("hello"), "application/octet-stream"))
+	ok, err := s.Exists(ctx, "team-a", bad)
+	require.NoError(t, err)
+	assert.False(t, ok, "an aborted upload leaves nothing under its key")
+}
