@@ -1,11 +1,15 @@
 package integration
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -249,4 +253,71 @@ steps:
 	code, body := s.raw("GET", s.path("/runs/%s/artifacts", r.Id), nil)
 	require.Equal(t, 200, code)
 	assert.Contains(t, string(body), `"produced":[]`)
+}
+
+// Kill -9 the worker right after the step's process wrote a 400 MB output
+// (while the worker hashes or uploads it to S3), then start another: the
+// step completes (re-run by the next execution, not a failed attempt), the
+// run's artifact has every byte, and every object the store holds hashes
+// to its key: no partial upload sits under a final name.
+func TestArtifactsWorkerKilledMidUpload(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.Setenv(t)
+	s := newStack(t, stackOptions{noWorker: true, artifactsURL: srv.URL("atelier/")})
+	dir := stepScratchDir(t)
+	const size = 400_000_000
+	s.createPipeline("big-output", fmt.Sprintf(`
+steps:
+  - name: write
+    container:
+      command: [sh, -c, 'head -c %d /dev/urandom > "$ATELIER_ARTIFACTS/big.bin" && echo "$ATELIER_EXECUTION" >> %s/written']
+      artifacts:
+        outputs: [{name: big, path: big.bin, type: model}]
+`, size, dir))
+	id := s.start("big-output", nil)
+	w := s.startWorkerProcess(t, "worker-1.log", srv.Env()...)
+	waitFile(t, filepath.Join(dir, "written"), 2*time.Minute)
+	time.Sleep(300 * time.Millisecond) // hashing or uploading now
+	require.NoError(t, w.Process.Signal(syscall.SIGKILL))
+	_ = w.Wait()
+	t.Logf("worker killed; objects stored at the kill: %d", len(storedObjects(t, srv)))
+
+	s.startWorkerProcess(t, "worker-2.log", srv.Env()...)
+	r := s.waitTerminal(id, 3*time.Minute)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
+	st := stepByName(r, "write")
+	assert.Len(t, val(st.Attempts), 1, "a lost worker is not a failed attempt")
+	require.Len(t, val(st.Artifacts), 1)
+	art := val(st.Artifacts)[0]
+	assert.Equal(t, int64(size), art.Size)
+	objects := storedObjects(t, srv)
+	require.NotEmpty(t, objects)
+	found := false
+	for key, p := range objects {
+		f, err := os.Open(p)
+		require.NoError(t, err)
+		h := sha256.New()
+		_, err = io.Copy(h, f)
+		f.Close()
+		require.NoError(t, err)
+		assert.Equal(t, key, hex.EncodeToString(h.Sum(nil)), "object %s holds other bytes than its name says", p)
+		found = found || "sha256:"+key == art.Digest
+	}
+	assert.True(t, found, "the artifact %s is stored", art.Digest)
+}
+
+// storedObjects maps the hex digest each object of the S3 server's posix
+// directory is stored under to its file.
+func storedObjects(t *testing.T, srv *s3test.Server) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	root := filepath.Join(srv.Dir, srv.Bucket)
+	_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Base(filepath.Dir(p)) != "sha256" {
+			return nil
+		}
+		out[filepath.Base(p)] = p
+		return nil
+	})
+	return out
 }
