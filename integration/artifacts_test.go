@@ -321,3 +321,22 @@ func storedObjects(t *testing.T, srv *s3test.Server) map[string]string {
 	})
 	return out
 }
+
+// The example a new user runs with `make dev` works as its comments say.
+func TestArtifactsExamplePipeline(t *testing.T) {
+	s := newStack(t)
+	b, err := os.ReadFile("../examples/pipelines/train-with-artifacts.yaml")
+	require.NoError(t, err)
+	s.createPipeline("train-with-artifacts", string(b))
+	r := s.waitTerminal(s.start("train-with-artifacts", map[string]any{"rows": 10}), 2*time.Minute)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
+	arts := val(stepByName(r, "train").Artifacts)
+	require.Len(t, arts, 2)
+	assert.Equal(t, "metrics", arts[1].Type)
+	var metrics map[string]any
+	require.NoError(t, json.Unmarshal([]byte(s.download(arts[1].Id, "", false)), &metrics))
+	assert.InDelta(t, 3.0, metrics["loss"], 0.0001) // mean of i*3%7 for i < 10: 30/10
+	assert.Equal(t, 10.0, metrics["rows"])
+	out, _ := stepByName(r, "evaluate").Outputs.(map[string]any)
+	assert.InDelta(t, 2.0, out["error"], 0.0001) // |3 - 1|
+}
