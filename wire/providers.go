@@ -94,13 +94,18 @@ func provideReconciler(s *store.Store, e *runclient.Client, cfg config.Config, l
 
 // provideSweepers is the gateway's background upkeep: the reconciler, the
 // retention sweep (which does nothing unless --retention is set) and the
-// webhook dispatcher and the sweep of expired step cache entries.
-func provideSweepers(rec *reconcile.Reconciler, s *store.Store, cfg config.Config, l *zap.Logger) app.Sweepers {
-	return app.Sweepers{rec, retention.New(s, time.Now, l.Named("retention"), retention.Options{MaxAge: cfg.Retention}),
+// webhook dispatcher, the sweep of expired step cache entries and, with
+// an artifact store, the collector of unreferenced artifact bytes.
+func provideSweepers(rec *reconcile.Reconciler, s *store.Store, arts *artifactstore.Store, cfg config.Config, l *zap.Logger) app.Sweepers {
+	sw := app.Sweepers{rec, retention.New(s, time.Now, l.Named("retention"), retention.Options{MaxAge: cfg.Retention}),
 		webhooks.New(s, time.Now, l.Named("webhooks"), webhooks.Options{
 			AllowPrivate: cfg.WebhookAllowPrivate, Backoff: cfg.WebhookBackoff, MaxAttempts: cfg.WebhookMaxAttempts,
 		}),
 		retention.NewCacheSweeper(s, time.Now, l.Named("stepcache"), 0)}
+	if arts != nil {
+		sw = append(sw, retention.NewArtifactCollector(s, arts, time.Now, l.Named("artifacts"), 0, 0))
+	}
+	return sw
 }
 
 // provideRunner builds the local runtime. It also makes the worker process

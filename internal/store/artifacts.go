@@ -164,3 +164,18 @@ func (s *Store) RunArtifacts(ctx context.Context, project, run string) ([]catalo
 	}
 	return produced, consumed, nil
 }
+
+// LiveArtifactDigests returns every digest the project's catalogue still
+// references (its runs' artifacts and its step cache entries'), and which
+// of them are directories (whose manifests reference more).
+func (s *Store) LiveArtifactDigests(ctx context.Context, project string) (map[string]bool, error) {
+	rows, err := s.q.ListLiveArtifactDigests(ctx, project)
+	if err != nil {
+		return nil, mapErr(err, "live artifact digests of %q", project)
+	}
+	out := make(map[string]bool, len(rows))
+	for _, r := range rows {
+		out[r.Digest] = out[r.Digest] || r.Files > 0
+	}
+	return out, nil
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -28,11 +29,21 @@ var ErrCannotSign = errors.New("this artifact store cannot sign URLs")
 // DefaultParallel is how many files of a directory move at once.
 const DefaultParallel = 16
 
+// RefreshAfter is how old stored bytes may be for an upload of the same
+// bytes to skip them. Older ones are written again, which renews their
+// modification time: the collector of unreferenced bytes
+// (internal/services/retention) spares anything younger than its grace
+// period, so bytes a new artifact reuses cannot be collected between the
+// upload's check and the artifact's record. The grace period must exceed
+// RefreshAfter plus the time from an upload to its lineage row.
+const RefreshAfter = time.Hour
+
 // Store is a project-partitioned, content-addressed artifact store. It is
 // safe for concurrent use.
 type Store struct {
 	b        *blob.Bucket
 	parallel int
+	now      func() time.Time
 }
 
 // Open opens the store at a gocloud.dev/blob URL: s3://bucket?region=..
@@ -58,7 +69,7 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open artifact store %s: %w", redactURL(u), err)
 	}
-	return &Store{b: b, parallel: DefaultParallel}, nil
+	return &Store{b: b, parallel: DefaultParallel, now: time.Now}, nil
 }
 
 // Close releases the store's bucket.
@@ -144,6 +155,71 @@ func (s *Store) Delete(ctx context.Context, project, digest string) error {
 	return nil
 }
 
+// Projects lists the projects that have bytes in the store.
+func (s *Store) Projects(ctx context.Context) ([]string, error) {
+	var out []string
+	it := s.b.List(&blob.ListOptions{Delimiter: "/"})
+	for {
+		o, err := it.Next(ctx)
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if o.IsDir {
+			out = append(out, strings.TrimSuffix(o.Key, "/"))
+		}
+	}
+}
+
+// Stat describes digest's object; ErrNotFound when there is none.
+func (s *Store) Stat(ctx context.Context, project, digest string) (Stored, error) {
+	k, err := key(project, digest)
+	if err != nil {
+		return Stored{}, err
+	}
+	a, err := s.b.Attributes(ctx, k)
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return Stored{}, fmt.Errorf("%s: %w", digest, ErrNotFound)
+	}
+	if err != nil {
+		return Stored{}, err
+	}
+	return Stored{Digest: digest, Size: a.Size, ModTime: a.ModTime}, nil
+}
+
+// Stored is one object of a project's part of the store.
+type Stored struct {
+	Digest  string
+	Size    int64
+	ModTime time.Time
+}
+
+// Walk calls fn for every object of the project's part of the store.
+func (s *Store) Walk(ctx context.Context, project string, fn func(Stored) error) error {
+	if project == "" || strings.ContainsAny(project, "/\x00") {
+		return fmt.Errorf("%q cannot name a project's part of the store", project)
+	}
+	it := s.b.List(&blob.ListOptions{Prefix: project + "/sha256/"})
+	for {
+		o, err := it.Next(ctx)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		hexd := path.Base(o.Key)
+		if len(hexd) != 64 || o.IsDir {
+			continue // not an object of ours (a temporary file of fileblob)
+		}
+		if err := fn(Stored{Digest: "sha256:" + hexd, Size: o.Size, ModTime: o.ModTime}); err != nil {
+			return err
+		}
+	}
+}
+
 // put stores the bytes r yields under digest unless they are there
 // already. The upload is aborted (nothing stored) when the bytes do not
 // hash to digest: the file changed after it was hashed.
@@ -152,10 +228,12 @@ func (s *Store) put(ctx context.Context, project, digest string, size int64, r i
 	if err != nil {
 		return err
 	}
-	if ok, err := s.b.Exists(ctx, k); err != nil {
+	attrs, err := s.b.Attributes(ctx, k)
+	switch {
+	case err == nil && s.now().Sub(attrs.ModTime) < RefreshAfter:
+		return nil // stored, recently enough to be safe from collection
+	case err != nil && gcerrors.Code(err) != gcerrors.NotFound:
 		return fmt.Errorf("check the store for %s: %w", digest, err)
-	} else if ok {
-		return nil
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -165,4 +166,28 @@ func TestBadDigestsAndProjects(t *testing.T) {
 	assert.Error(t, err)
 	_, err = s.SignedURL(ctx, "p", "sha256:"+strings.Repeat("0", 64), 0)
 	assert.True(t, errors.Is(err, ErrCannotSign), "a file store cannot sign: %v", err)
+}
+
+// Bytes stored long ago are written again when a new artifact has them,
+// which renews their time: the collector's grace period then covers the
+// new artifact until its lineage row exists.
+func TestOldBytesAreRefreshedOnReuse(t *testing.T) {
+	ctx := context.Background()
+	s, storeDir := openFileStore(t)
+	src := t.TempDir()
+	write(t, filepath.Join(src, "m"), "weights", 0o644)
+	root, err := os.OpenRoot(src)
+	require.NoError(t, err)
+	defer root.Close()
+	o, err := s.PutPath(ctx, "p", root, "m")
+	require.NoError(t, err)
+	keys := storedKeys(t, storeDir)
+	require.Len(t, keys, 1)
+	old := time.Now().Add(-2 * RefreshAfter)
+	require.NoError(t, os.Chtimes(filepath.Join(storeDir, keys[0]), old, old))
+	_, err = s.PutPath(ctx, "p", root, "m")
+	require.NoError(t, err)
+	st, err := s.Stat(ctx, "p", o.Digest)
+	require.NoError(t, err)
+	assert.WithinDuration(t, time.Now(), st.ModTime, time.Minute, "reused old bytes are renewed")
 }

@@ -156,6 +156,42 @@ func (q *Queries) ListArtifactConsumers(ctx context.Context, arg ListArtifactCon
 	return items, nil
 }
 
+const listLiveArtifactDigests = `-- name: ListLiveArtifactDigests :many
+SELECT DISTINCT r.digest, r.files FROM artifacts AS r WHERE r.project = $1
+UNION
+SELECT DISTINCT e.value->>'digest' AS digest, COALESCE((e.value->>'files')::int, 0) AS files
+FROM step_cache AS c, jsonb_array_elements(c.artifacts) AS e
+WHERE c.project = $1 AND c.artifacts IS NOT NULL
+`
+
+type ListLiveArtifactDigestsRow struct {
+	Digest string
+	Files  int32
+}
+
+// Every digest the project's catalogue still references: artifacts of its
+// runs and those handed on by its step cache entries. files > 0 marks a
+// directory (its manifest references its files' digests).
+func (q *Queries) ListLiveArtifactDigests(ctx context.Context, project string) ([]ListLiveArtifactDigestsRow, error) {
+	rows, err := q.db.Query(ctx, listLiveArtifactDigests, project)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListLiveArtifactDigestsRow
+	for rows.Next() {
+		var i ListLiveArtifactDigestsRow
+		if err := rows.Scan(&i.Digest, &i.Files); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listRunArtifactUses = `-- name: ListRunArtifactUses :many
 SELECT u.step AS use_step, u.item AS use_item, u.input, u.created_at AS used_at, a.project, a.id, a.run_id, a.step, a.item, a.attempt, a.name, a.type, a.digest, a.size, a.files, a.created_at
 FROM artifact_uses AS u

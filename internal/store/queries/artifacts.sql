@@ -44,3 +44,13 @@ FROM artifact_uses AS u
 JOIN artifacts AS a ON a.project = u.project AND a.id = u.artifact_id
 WHERE u.project = @project AND u.run_id = @run_id AND u.step = @step AND u.item = @item
 ORDER BY u.input;
+
+-- name: ListLiveArtifactDigests :many
+-- Every digest the project's catalogue still references: artifacts of its
+-- runs and those handed on by its step cache entries. files > 0 marks a
+-- directory (its manifest references its files' digests).
+SELECT DISTINCT r.digest, r.files FROM artifacts AS r WHERE r.project = @project
+UNION
+SELECT DISTINCT e.value->>'digest' AS digest, COALESCE((e.value->>'files')::int, 0) AS files
+FROM step_cache AS c, jsonb_array_elements(c.artifacts) AS e
+WHERE c.project = @project AND c.artifacts IS NOT NULL;
