@@ -340,3 +340,29 @@ func TestArtifactsExamplePipeline(t *testing.T) {
 	out, _ := stepByName(r, "evaluate").Outputs.(map[string]any)
 	assert.InDelta(t, 2.0, out["error"], 0.0001) // |3 - 1|
 }
+
+// The operator's per-project limit: outputs that would take the project
+// past it fail the step naming the limit, and nothing of them is
+// recorded; outputs within it are stored.
+func TestArtifactsProjectLimit(t *testing.T) {
+	s := newStack(t, stackOptions{artifactLimit: 3000})
+	s.createPipeline("limited", `
+params:
+  - {name: bytes, type: integer}
+steps:
+  - name: write
+    container:
+      command: [sh, -c, 'head -c "$SIZE" /dev/urandom > "$ATELIER_ARTIFACTS/out.bin"']
+      env: {SIZE: "{{ params.bytes }}"}
+      artifacts:
+        outputs: [{name: out, path: out.bin}]
+`)
+	r := s.waitTerminal(s.start("limited", map[string]any{"bytes": 2000}), time.Minute)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
+	r = s.waitTerminal(s.start("limited", map[string]any{"bytes": 2000}), time.Minute)
+	require.Equal(t, gen.RunStateFAILED, r.State)
+	msg := val(stepByName(r, "write").Error)
+	assert.Contains(t, msg, "over the limit of 2.9 KiB per project")
+	assert.Contains(t, msg, "ATELIER_ARTIFACTS_PROJECT_LIMIT")
+	assert.Empty(t, val(stepByName(r, "write").Artifacts))
+}

@@ -80,6 +80,8 @@ type stackOptions struct {
 	// artifactsURL is the artifact store of gateway and workers (default:
 	// a directory store of the test's own, as `atelier dev` has).
 	artifactsURL string
+	// artifactLimit caps each project's artifact bytes.
+	artifactLimit int64
 }
 
 func newStack(t *testing.T, opts ...stackOptions) *stack {
@@ -122,6 +124,7 @@ func newStack(t *testing.T, opts ...stackOptions) *stack {
 	}
 	cfg.LocalEngines = o.localEngines
 	cfg.ArtifactsURL = o.artifactsURL
+	cfg.ArtifactsProjectLimit = o.artifactLimit
 	if cfg.ArtifactsURL == "" {
 		cfg.ArtifactsURL = "file://" + t.TempDir()
 	}

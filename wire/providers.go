@@ -112,7 +112,7 @@ func provideSweepers(rec *reconcile.Reconciler, s *store.Store, arts *artifactst
 // non-dumpable, so steps cannot read its memory or environment through
 // /proc, and refuses to start when the step user could not reach its work
 // directories.
-func provideRunner(logs local.LogSink, v *vault.Vault, arts *artifactstore.Store, cfg config.Config, l *zap.Logger) (*local.Runner, error) {
+func provideRunner(logs local.LogSink, s *store.Store, v *vault.Vault, arts *artifactstore.Store, cfg config.Config, l *zap.Logger) (*local.Runner, error) {
 	u, err := local.ParseStepUser(cfg.StepUser, os.Geteuid())
 	if err != nil {
 		return nil, err
@@ -129,7 +129,7 @@ func provideRunner(logs local.LogSink, v *vault.Vault, arts *artifactstore.Store
 		opts = append(opts, local.WithSecrets(v))
 	}
 	if arts != nil {
-		opts = append(opts, local.WithArtifacts(arts))
+		opts = append(opts, local.WithArtifacts(arts), local.WithArtifactLimit(cfg.ArtifactsProjectLimit, s))
 	}
 	r := local.New(logs, opts...)
 	if err := r.CheckDataDir(); err != nil {

@@ -146,7 +146,7 @@ func InitWorker(ctx context.Context, cfg config.Config, m *telemetry.Metrics, go
 		cleanup()
 		return nil, nil, err
 	}
-	runner, err := provideRunner(store, vault, artifactstoreStore, cfg, logger)
+	runner, err := provideRunner(store, store, vault, artifactstoreStore, cfg, logger)
 	if err != nil {
 		cleanup6()
 		cleanup5()

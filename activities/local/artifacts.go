@@ -31,6 +31,19 @@ var _ ArtifactStore = (*artifactstore.Store)(nil)
 // a step that declares some fails saying the worker has no store.
 func WithArtifacts(s ArtifactStore) Option { return func(r *Runner) { r.artifacts = s } }
 
+// ArtifactUsage says how many bytes a project's artifacts take (the
+// catalogue).
+type ArtifactUsage interface {
+	ArtifactBytesUsed(ctx context.Context, project string) (int64, error)
+}
+
+// WithArtifactLimit caps every project's artifacts at limit bytes: a step
+// whose outputs would take its project past it fails naming the limit.
+// limit <= 0 means no cap.
+func WithArtifactLimit(limit int64, usage ArtifactUsage) Option {
+	return func(r *Runner) { r.artifactLimit, r.artifactUsage = limit, usage }
+}
+
 func (a *attempt) inputsDir() string    { return filepath.Join(a.attemptDir, "inputs") }
 func (a *attempt) artifactsDir() string { return filepath.Join(a.attemptDir, "artifacts") }
 
@@ -101,6 +114,9 @@ func (a *attempt) storeOutputs(ctx context.Context, result *activities.Container
 		return fmt.Errorf("open artifacts dir: %w", err)
 	}
 	defer root.Close()
+	if err := a.checkArtifactLimit(ctx, root, bad); err != nil {
+		return err
+	}
 	// The process's heartbeat, so that a worker lost while storing still
 	// leaves what the next execution needs (its log offset, its group).
 	stop := a.heartbeatWhile(ctx, a.processHeartbeat())
@@ -129,6 +145,50 @@ func (a *attempt) storeOutputs(ctx context.Context, result *activities.Container
 	a.logger.Info("output artifacts stored", zap.Int("artifacts", len(a.req.Outputs)), zap.Int64("bytes", bytes),
 		zap.Duration("took", time.Since(start)))
 	return nil
+}
+
+// checkArtifactLimit fails the step (through bad) when storing its
+// outputs would take the project past the operator's limit. The check
+// counts the outputs' full size (some bytes may already be stored: the
+// limit errs on the side of refusing) and is not a reservation: steps
+// storing at once may together exceed it by what they store.
+func (a *attempt) checkArtifactLimit(ctx context.Context, root *os.Root, bad func(string, ...any) error) error {
+	if a.r.artifactLimit <= 0 || a.r.artifactUsage == nil {
+		return nil
+	}
+	var adding int64
+	for _, out := range a.req.Outputs {
+		_ = fs.WalkDir(root.FS(), out.StoredPath(), func(_ string, d fs.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				if fi, err := d.Info(); err == nil {
+					adding += fi.Size()
+				}
+			}
+			return nil
+		})
+	}
+	used, err := a.r.artifactUsage.ArtifactBytesUsed(ctx, a.req.Project)
+	if err != nil {
+		return fmt.Errorf("read project %s's artifact usage: %w", a.req.Project, err)
+	}
+	if used+adding > a.r.artifactLimit {
+		return bad("storing the step's output artifacts (%s) would take project %s's artifacts to %s, over the limit of %s per project set by the operator (ATELIER_ARTIFACTS_PROJECT_LIMIT); delete old runs or ask for more",
+			humanBytes(adding), a.req.Project, humanBytes(used+adding), humanBytes(a.r.artifactLimit))
+	}
+	return nil
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // isEscape reports whether err is os.Root refusing a path that leaves

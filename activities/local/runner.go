@@ -49,6 +49,9 @@ type Runner struct {
 	gpus      *GPUSet        // nil: the machine's GPUs are unknown (none for steps)
 	secrets   SecretResolver // nil: steps cannot reference secrets
 	artifacts ArtifactStore  // nil: steps cannot declare artifacts
+	// artifactLimit caps each project's artifact bytes (0: no cap).
+	artifactLimit int64
+	artifactUsage ArtifactUsage
 	progress  func(context.Context, activities.StepProgress) error
 
 	// Fixed in production; variables so tests need not wait on them.

@@ -179,3 +179,10 @@ func (s *Store) LiveArtifactDigests(ctx context.Context, project string) (map[st
 	}
 	return out, nil
 }
+
+// ArtifactBytesUsed is how many bytes the project's artifacts take, each
+// content counted once.
+func (s *Store) ArtifactBytesUsed(ctx context.Context, project string) (int64, error) {
+	n, err := s.q.ArtifactBytesUsed(ctx, project)
+	return n, mapErr(err, "artifact bytes of %q", project)
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/atelier-ml/atelier/internal/catalog"
@@ -72,6 +73,9 @@ type Config struct {
 	// and downloads are 503. `atelier dev` uses a directory under .atelier.
 	// Credentials come from the environment (AWS_* for S3).
 	ArtifactsURL string
+	// ArtifactsProjectLimit caps the bytes of each project's artifacts
+	// (workers refuse outputs past it); 0: no cap.
+	ArtifactsProjectLimit int64
 	// WebhookBackoff is the wait before a failed delivery's second
 	// attempt (it doubles up to an hour); WebhookMaxAttempts is when a
 	// delivery gives up.
@@ -185,6 +189,8 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.TokenCacheTTL, "token-cache-ttl", c.envDuration("ATELIER_TOKEN_CACHE_TTL", d.TokenCacheTTL), "gateway: keep resolved API tokens this long; a token revoked through another gateway or in the database keeps working here up to this long; 0 looks them up on every request (ATELIER_TOKEN_CACHE_TTL)")
 	fs.DurationVar(&c.Retention, "retention", c.envDuration("ATELIER_RETENTION", d.Retention), "gateway: delete finished runs and their step logs this long after their last write, e.g. 720h; 0 keeps them forever (ATELIER_RETENTION)")
 	fs.StringVar(&c.ArtifactsURL, "artifacts-url", env("ATELIER_ARTIFACTS_URL", d.ArtifactsURL), "object store of step artifacts for gateway and workers: s3://bucket?region=…, gs://…, azblob://…, file:///dir; empty: no artifacts; `atelier dev`: .atelier/artifacts (ATELIER_ARTIFACTS_URL)")
+	c.ArtifactsProjectLimit = c.envBytes("ATELIER_ARTIFACTS_PROJECT_LIMIT", d.ArtifactsProjectLimit)
+	fs.Var((*byteSize)(&c.ArtifactsProjectLimit), "artifacts-project-limit", "worker: cap on each project's artifact bytes, e.g. 500Gi; a step whose outputs would pass it fails naming it; 0: no cap (ATELIER_ARTIFACTS_PROJECT_LIMIT)")
 	// Keys are read from the environment only: a flag would show them in ps.
 	c.SecretsKeyURL = env("ATELIER_SECRETS_KEY_URL", d.SecretsKeyURL)
 	if old := env("ATELIER_SECRETS_OLD_KEY_URLS", ""); old != "" {
@@ -311,6 +317,34 @@ func (c *Config) envInt(key string, def int) int {
 		return def
 	}
 	return n
+}
+
+func (c *Config) envBytes(key string, def int64) int64 {
+	v, ok := os.LookupEnv(key)
+	if !ok || v == "" {
+		return def
+	}
+	var n byteSize
+	if err := n.Set(v); err != nil {
+		c.envErrs = append(c.envErrs, fmt.Errorf("%s=%q: %v", key, v, err))
+		return def
+	}
+	return int64(n)
+}
+
+// byteSize is a flag of bytes written as a Kubernetes quantity: 500Gi,
+// 10G, 1048576.
+type byteSize int64
+
+func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+func (b *byteSize) Type() string   { return "bytes" }
+func (b *byteSize) Set(v string) error {
+	q, err := resource.ParseQuantity(strings.TrimSpace(v))
+	if err != nil || q.Sign() < 0 {
+		return fmt.Errorf("not a size in bytes (like 500Gi, 10G or 1048576)")
+	}
+	*b = byteSize(q.Value())
+	return nil
 }
 
 func (c *Config) envBool(key string, def bool) bool {

@@ -10,6 +10,21 @@ import (
 	"time"
 )
 
+const artifactBytesUsed = `-- name: ArtifactBytesUsed :one
+SELECT COALESCE(SUM(t.size), 0)::bigint FROM (
+    SELECT DISTINCT ON (r.digest) r.size FROM artifacts AS r WHERE r.project = $1
+) AS t
+`
+
+// The bytes a project's artifacts take, each content once (a directory
+// counts its files' bytes).
+func (q *Queries) ArtifactBytesUsed(ctx context.Context, project string) (int64, error) {
+	row := q.db.QueryRow(ctx, artifactBytesUsed, project)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const getArtifact = `-- name: GetArtifact :one
 SELECT project, id, run_id, step, item, attempt, name, type, digest, size, files, created_at FROM artifacts WHERE project = $1 AND id = $2
 `

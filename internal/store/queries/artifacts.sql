@@ -54,3 +54,10 @@ UNION
 SELECT DISTINCT e.value->>'digest' AS digest, COALESCE((e.value->>'files')::int, 0) AS files
 FROM step_cache AS c, jsonb_array_elements(c.artifacts) AS e
 WHERE c.project = @project AND c.artifacts IS NOT NULL;
+
+-- name: ArtifactBytesUsed :one
+-- The bytes a project's artifacts take, each content once (a directory
+-- counts its files' bytes).
+SELECT COALESCE(SUM(t.size), 0)::bigint FROM (
+    SELECT DISTINCT ON (r.digest) r.size FROM artifacts AS r WHERE r.project = @project
+) AS t;
