@@ -52,7 +52,7 @@ type Runner struct {
 	// artifactLimit caps each project's artifact bytes (0: no cap).
 	artifactLimit int64
 	artifactUsage ArtifactUsage
-	progress  func(context.Context, activities.StepProgress) error
+	progress      func(context.Context, activities.StepProgress) error
 
 	// Fixed in production; variables so tests need not wait on them.
 	flushInterval time.Duration
