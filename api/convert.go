@@ -246,6 +246,29 @@ func artifactView(a runstate.Artifact) gen.Artifact {
 	return gen.Artifact{
 		Id: a.ID, Name: a.Name, From: opt(a.From), Type: a.Type, Digest: a.Digest, Size: a.Size, Files: opt(a.Files),
 		Producer: gen.ArtifactProducer{Run: p.Run, Step: p.Step, Item: p.Item, Attempt: p.Attempt},
+		Register: opt(a.Register),
+	}
+}
+
+func modelView(m catalog.Model) gen.Model {
+	aliases := m.Aliases
+	if aliases == nil {
+		aliases = map[string]int{}
+	}
+	return gen.Model{Name: m.Name, Description: m.Description, Latest: m.Latest, CreatedAt: m.CreatedAt, CreatedBy: m.CreatedBy, Aliases: aliases}
+}
+
+func modelVersionView(v catalog.ModelVersion) gen.ModelVersion {
+	meta, aliases := v.Metadata, v.Aliases
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	if aliases == nil {
+		aliases = []string{}
+	}
+	return gen.ModelVersion{
+		Model: v.Model, Version: v.Version, Artifact: artifactView(v.Artifact), Format: v.Format,
+		Metadata: meta, CreatedAt: v.CreatedAt, CreatedBy: v.CreatedBy, Aliases: aliases,
 	}
 }
 

@@ -68,6 +68,7 @@ func fullArtifact(name, from string) runstate.Artifact {
 		ID: "5f1c0e9d2b7a4c3e8f6a1b2c3d4e5f60", Name: name, From: from, Type: "model",
 		Digest: "sha256:084fb6a2ab4f1d43f1901b54c513fe45620a00ca1791f0922899be779630f016", Size: 1 << 33, Files: 3,
 		Producer: runstate.ArtifactProducer{Run: "run-0", Step: "prepare", Item: ptr(2), Attempt: 1},
+		Register: "fraud-detector",
 	}
 }
 

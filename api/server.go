@@ -60,6 +60,7 @@ type server struct {
 	secrets             Secrets
 	lineage             ArtifactLineage // nil: artifact routes answer 503
 	artifactBytes       ArtifactBytes   // nil: downloads answer 503
+	models              ModelRegistry   // nil: model routes answer 503
 	webhookAllowPrivate bool
 
 	bodyLimit    int64

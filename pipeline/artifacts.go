@@ -32,6 +32,10 @@ type ArtifactOutput struct {
 	Name string       `json:"name"`
 	Path string       `json:"path,omitempty"`
 	Type ArtifactType `json:"type,omitempty"`
+	// Register makes the stored output a new version of the project's
+	// registered model of that name (created on first use). Its type is
+	// model.
+	Register string `json:"register,omitempty"`
 }
 
 // ArtifactType says what an artifact holds, for people and the UI; the
@@ -58,13 +62,26 @@ func (o ArtifactOutput) StoredPath() string {
 	return o.Name
 }
 
-// ArtifactType is the output's type, ArtifactFile when unset.
+// ArtifactType is the output's type: ArtifactFile when unset, or
+// ArtifactModel when it registers a model.
 func (o ArtifactOutput) ArtifactType() ArtifactType {
-	if o.Type == "" {
-		return ArtifactFile
+	switch {
+	case o.Type != "":
+		return o.Type
+	case o.Register != "":
+		return ArtifactModel
 	}
-	return o.Type
+	return ArtifactFile
 }
+
+// ModelNamePattern is what a registered model's name looks like.
+const ModelNamePattern = `^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$`
+
+var modelNameRE = regexp.MustCompile(ModelNamePattern)
+
+// ValidModelName reports whether name may name a registered model (or
+// an alias of one).
+func ValidModelName(name string) bool { return modelNameRE.MatchString(name) }
 
 // ArtifactNamePattern is what an artifact's name looks like: it names a
 // file under $ATELIER_INPUTS and appears in references ("step.name").
@@ -101,6 +118,14 @@ func validateArtifacts(cp string, p *Spec, self int, a *Artifacts, placed bool, 
 		}
 		if o.Type != "" && !validArtifactType(o.Type) {
 			ps.add(field(op, "type"), "%q is not an artifact type (file, dataset, model, metrics)", o.Type)
+		}
+		if o.Register != "" {
+			switch {
+			case !ValidModelName(o.Register):
+				ps.add(field(op, "register"), "%q is not a model name (lowercase letters, digits, '.', '_', '-'; at most 63)", o.Register)
+			case o.ArtifactType() != ArtifactModel:
+				ps.add(field(op, "register"), "only a model artifact registers as a model version (this one is a %s)", o.ArtifactType())
+			}
 		}
 	}
 	seen = map[string]bool{}

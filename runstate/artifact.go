@@ -25,6 +25,9 @@ type Artifact struct {
 	Files int `json:"files,omitempty"`
 	// Producer is the run, step, item and attempt that wrote it.
 	Producer ArtifactProducer `json:"producer"`
+	// Register names the registered model this artifact becomes a
+	// version of once recorded (pipeline.ArtifactOutput.Register).
+	Register string `json:"register,omitempty"`
 }
 
 // ArtifactProducer is where an artifact was written.

@@ -82,7 +82,7 @@ func provideAPI(cat api.Catalog, eng api.Engine, sc api.Schedules, wh api.Webhoo
 	if arts != nil {
 		bytes = arts
 	}
-	opts = append(opts, api.WithArtifacts(s, bytes))
+	opts = append(opts, api.WithArtifacts(s, bytes), api.WithModels(s))
 	return api.New(cat, eng, opts...)
 }
 

@@ -140,6 +140,7 @@ func (a *attempt) storeOutputs(ctx context.Context, result *activities.Container
 			Name: out.Name, Type: string(out.ArtifactType()),
 			Digest: o.Digest, Size: o.Size, Files: o.Files,
 			Producer: runstate.ArtifactProducer{Run: a.req.RunID, Step: a.req.Step, Item: a.req.Item, Attempt: a.req.Attempt},
+			Register: out.Register,
 		})
 	}
 	a.logger.Info("output artifacts stored", zap.Int("artifacts", len(a.req.Outputs)), zap.Int64("bytes", bytes),

@@ -188,6 +188,9 @@ type Artifact struct {
 
 	// CreatedAt When the catalogue recorded it (lineage answers).
 	CreatedAt *time.Time `json:"createdAt,omitempty"`
+
+	// Register The registered model this artifact becomes a version of.
+	Register *string `json:"register,omitempty"`
 }
 
 // ArtifactFile defines model for ArtifactFile.
@@ -767,6 +770,88 @@ type MIGSlices struct {
 
 	// InUse By pods Atelier does not own.
 	InUse int `json:"inUse"`
+}
+
+// Model defines model for Model.
+type Model struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+
+	// Latest The newest version (0 before the first).
+	Latest    int       `json:"latest"`
+	CreatedAt time.Time `json:"createdAt"`
+	CreatedBy string    `json:"createdBy"`
+
+	// Aliases Alias to version (on a single model; empty in lists).
+	Aliases map[string]int `json:"aliases"`
+}
+
+// ModelAliasEvent defines model for ModelAliasEvent.
+type ModelAliasEvent struct {
+	Alias string `json:"alias"`
+
+	// From The version it named before (absent when new).
+	From *int `json:"from,omitempty"`
+
+	// To The version it names after (absent when removed).
+	To    *int      `json:"to,omitempty"`
+	Actor string    `json:"actor"`
+	At    time.Time `json:"at"`
+}
+
+// ModelAliasEventList defines model for ModelAliasEventList.
+type ModelAliasEventList struct {
+	Items []ModelAliasEvent `json:"items"`
+}
+
+// ModelAliasUpdate defines model for ModelAliasUpdate.
+type ModelAliasUpdate struct {
+	Version int `json:"version"`
+}
+
+// ModelCreate defines model for ModelCreate.
+type ModelCreate struct {
+	Name        string  `json:"name"`
+	Description *string `json:"description,omitempty"`
+}
+
+// ModelList defines model for ModelList.
+type ModelList struct {
+	Items []Model `json:"items"`
+}
+
+// ModelVersion defines model for ModelVersion.
+type ModelVersion struct {
+	Model   string `json:"model"`
+	Version int    `json:"version"`
+
+	// Artifact A file or directory a step wrote, stored by content in the
+	// project's artifact store: histories and statuses carry this
+	// reference, never the bytes. On a step's `inputs`, `name` is the
+	// input's name and `from` the producer's `<step>.<artifact>`.
+	Artifact Artifact `json:"artifact"`
+
+	// Format A serving hint (vllm, triton, ...).
+	Format    string                 `json:"format"`
+	Metadata  map[string]interface{} `json:"metadata"`
+	CreatedAt time.Time              `json:"createdAt"`
+
+	// CreatedBy The token's name, or run <id> for a pipeline's registration.
+	CreatedBy string   `json:"createdBy"`
+	Aliases   []string `json:"aliases"`
+}
+
+// ModelVersionCreate defines model for ModelVersionCreate.
+type ModelVersionCreate struct {
+	// Artifact An artifact ID of this project.
+	Artifact string                  `json:"artifact"`
+	Format   *string                 `json:"format,omitempty"`
+	Metadata *map[string]interface{} `json:"metadata,omitempty"`
+}
+
+// ModelVersionList defines model for ModelVersionList.
+type ModelVersionList struct {
+	Items []ModelVersion `json:"items"`
 }
 
 // NodeTaint defines model for NodeTaint.
@@ -1486,6 +1571,9 @@ type ClusterPath = ClusterName
 // EndpointPath A DNS label; it names the endpoint's Kubernetes objects.
 type EndpointPath = EndpointName
 
+// ModelPath defines model for ModelPath.
+type ModelPath = string
+
 // PipelinePath defines model for PipelinePath.
 type PipelinePath = PipelineName
 
@@ -1656,6 +1744,15 @@ type RollbackEndpointJSONRequestBody = EndpointRollback
 // PutGPUPolicyJSONRequestBody defines body for PutGPUPolicy for application/json ContentType.
 type PutGPUPolicyJSONRequestBody = GPUPolicyInput
 
+// CreateModelJSONRequestBody defines body for CreateModel for application/json ContentType.
+type CreateModelJSONRequestBody = ModelCreate
+
+// SetModelAliasJSONRequestBody defines body for SetModelAlias for application/json ContentType.
+type SetModelAliasJSONRequestBody = ModelAliasUpdate
+
+// CreateModelVersionJSONRequestBody defines body for CreateModelVersion for application/json ContentType.
+type CreateModelVersionJSONRequestBody = ModelVersionCreate
+
 // CreatePipelineVersionJSONRequestBody defines body for CreatePipelineVersion for application/json ContentType.
 type CreatePipelineVersionJSONRequestBody = PipelineSpec
 
@@ -1790,6 +1887,33 @@ type ServerInterface interface {
 	// Set (replace) the project's GPU admission policy.
 	// (PUT /v1/projects/{project}/gpu-policy)
 	PutGPUPolicy(ctx echo.Context, project ProjectPath) error
+	// The project's registered models.
+	// (GET /v1/projects/{project}/models)
+	ListModels(ctx echo.Context, project ProjectPath) error
+	// Register a model (versions are added later, or by pipelines).
+	// (POST /v1/projects/{project}/models)
+	CreateModel(ctx echo.Context, project ProjectPath) error
+	// A model with its latest version and aliases.
+	// (GET /v1/projects/{project}/models/{model})
+	GetModel(ctx echo.Context, project ProjectPath, model ModelPath) error
+	// Who moved which alias of the model, and when, newest first.
+	// (GET /v1/projects/{project}/models/{model}/alias-events)
+	ListModelAliasEvents(ctx echo.Context, project ProjectPath, model ModelPath) error
+	// Remove an alias; the removal is recorded.
+	// (DELETE /v1/projects/{project}/models/{model}/aliases/{alias})
+	DeleteModelAlias(ctx echo.Context, project ProjectPath, model ModelPath, alias string) error
+	// Point an alias (champion, candidate, ...) at a version; the move is recorded.
+	// (PUT /v1/projects/{project}/models/{model}/aliases/{alias})
+	SetModelAlias(ctx echo.Context, project ProjectPath, model ModelPath, alias string) error
+	// A model's versions, newest first.
+	// (GET /v1/projects/{project}/models/{model}/versions)
+	ListModelVersions(ctx echo.Context, project ProjectPath, model ModelPath) error
+	// Register an artifact as the model's next version.
+	// (POST /v1/projects/{project}/models/{model}/versions)
+	CreateModelVersion(ctx echo.Context, project ProjectPath, model ModelPath) error
+	// A version, by number or alias, with the artifact and the run that made it.
+	// (GET /v1/projects/{project}/models/{model}/versions/{ref})
+	GetModelVersion(ctx echo.Context, project ProjectPath, model ModelPath, ref string) error
 
 	// (GET /v1/projects/{project}/pipelines)
 	ListPipelines(ctx echo.Context, project ProjectPath) error
@@ -2523,6 +2647,248 @@ func (w *ServerInterfaceWrapper) PutGPUPolicy(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.PutGPUPolicy(ctx, project)
+	return err
+}
+
+// ListModels converts echo context to params.
+func (w *ServerInterfaceWrapper) ListModels(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListModels(ctx, project)
+	return err
+}
+
+// CreateModel converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateModel(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateModel(ctx, project)
+	return err
+}
+
+// GetModel converts echo context to params.
+func (w *ServerInterfaceWrapper) GetModel(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "model" -------------
+	var model ModelPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "model", ctx.Param("model"), &model, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter model: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetModel(ctx, project, model)
+	return err
+}
+
+// ListModelAliasEvents converts echo context to params.
+func (w *ServerInterfaceWrapper) ListModelAliasEvents(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "model" -------------
+	var model ModelPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "model", ctx.Param("model"), &model, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter model: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListModelAliasEvents(ctx, project, model)
+	return err
+}
+
+// DeleteModelAlias converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteModelAlias(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "model" -------------
+	var model ModelPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "model", ctx.Param("model"), &model, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter model: %s", err))
+	}
+
+	// ------------- Path parameter "alias" -------------
+	var alias string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "alias", ctx.Param("alias"), &alias, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter alias: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteModelAlias(ctx, project, model, alias)
+	return err
+}
+
+// SetModelAlias converts echo context to params.
+func (w *ServerInterfaceWrapper) SetModelAlias(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "model" -------------
+	var model ModelPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "model", ctx.Param("model"), &model, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter model: %s", err))
+	}
+
+	// ------------- Path parameter "alias" -------------
+	var alias string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "alias", ctx.Param("alias"), &alias, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter alias: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.SetModelAlias(ctx, project, model, alias)
+	return err
+}
+
+// ListModelVersions converts echo context to params.
+func (w *ServerInterfaceWrapper) ListModelVersions(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "model" -------------
+	var model ModelPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "model", ctx.Param("model"), &model, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter model: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListModelVersions(ctx, project, model)
+	return err
+}
+
+// CreateModelVersion converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateModelVersion(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "model" -------------
+	var model ModelPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "model", ctx.Param("model"), &model, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter model: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateModelVersion(ctx, project, model)
+	return err
+}
+
+// GetModelVersion converts echo context to params.
+func (w *ServerInterfaceWrapper) GetModelVersion(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "model" -------------
+	var model ModelPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "model", ctx.Param("model"), &model, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter model: %s", err))
+	}
+
+	// ------------- Path parameter "ref" -------------
+	var ref string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "ref", ctx.Param("ref"), &ref, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter ref: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetModelVersion(ctx, project, model, ref)
 	return err
 }
 
@@ -3659,6 +4025,15 @@ func RegisterHandlersWithBaseURL(router EchoRouter, si ServerInterface, baseURL 
 	router.DELETE(baseURL+"/v1/projects/:project/gpu-policy", wrapper.DeleteGPUPolicy)
 	router.GET(baseURL+"/v1/projects/:project/gpu-policy", wrapper.GetGPUPolicy)
 	router.PUT(baseURL+"/v1/projects/:project/gpu-policy", wrapper.PutGPUPolicy)
+	router.GET(baseURL+"/v1/projects/:project/models", wrapper.ListModels)
+	router.POST(baseURL+"/v1/projects/:project/models", wrapper.CreateModel)
+	router.GET(baseURL+"/v1/projects/:project/models/:model", wrapper.GetModel)
+	router.GET(baseURL+"/v1/projects/:project/models/:model/alias-events", wrapper.ListModelAliasEvents)
+	router.DELETE(baseURL+"/v1/projects/:project/models/:model/aliases/:alias", wrapper.DeleteModelAlias)
+	router.PUT(baseURL+"/v1/projects/:project/models/:model/aliases/:alias", wrapper.SetModelAlias)
+	router.GET(baseURL+"/v1/projects/:project/models/:model/versions", wrapper.ListModelVersions)
+	router.POST(baseURL+"/v1/projects/:project/models/:model/versions", wrapper.CreateModelVersion)
+	router.GET(baseURL+"/v1/projects/:project/models/:model/versions/:ref", wrapper.GetModelVersion)
 	router.GET(baseURL+"/v1/projects/:project/pipelines", wrapper.ListPipelines)
 	router.GET(baseURL+"/v1/projects/:project/pipelines/:pipeline", wrapper.GetPipeline)
 	router.POST(baseURL+"/v1/projects/:project/pipelines/:pipeline/versions", wrapper.CreatePipelineVersion)
@@ -6154,6 +6529,827 @@ type PutGPUPolicy503ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response PutGPUPolicy503ApplicationProblemPlusJSONResponse) VisitPutGPUPolicyResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListModelsRequestObject struct {
+	Project ProjectPath `json:"project"`
+}
+
+type ListModelsResponseObject interface {
+	VisitListModelsResponse(w http.ResponseWriter) error
+}
+
+type ListModels200JSONResponse ModelList
+
+func (response ListModels200JSONResponse) VisitListModelsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListModels400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListModels400ApplicationProblemPlusJSONResponse) VisitListModelsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListModels401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListModels401ApplicationProblemPlusJSONResponse) VisitListModelsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListModels403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListModels403ApplicationProblemPlusJSONResponse) VisitListModelsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListModels404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListModels404ApplicationProblemPlusJSONResponse) VisitListModelsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListModels500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListModels500ApplicationProblemPlusJSONResponse) VisitListModelsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListModels503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListModels503ApplicationProblemPlusJSONResponse) VisitListModelsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateModelRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Body    *CreateModelJSONRequestBody
+}
+
+type CreateModelResponseObject interface {
+	VisitCreateModelResponse(w http.ResponseWriter) error
+}
+
+type CreateModel201JSONResponse Model
+
+func (response CreateModel201JSONResponse) VisitCreateModelResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateModel400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateModel400ApplicationProblemPlusJSONResponse) VisitCreateModelResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateModel401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateModel401ApplicationProblemPlusJSONResponse) VisitCreateModelResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type CreateModel403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateModel403ApplicationProblemPlusJSONResponse) VisitCreateModelResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateModel404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateModel404ApplicationProblemPlusJSONResponse) VisitCreateModelResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateModel409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CreateModel409ApplicationProblemPlusJSONResponse) VisitCreateModelResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateModel422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateModel422ApplicationProblemPlusJSONResponse) VisitCreateModelResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateModel500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response CreateModel500ApplicationProblemPlusJSONResponse) VisitCreateModelResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateModel503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateModel503ApplicationProblemPlusJSONResponse) VisitCreateModelResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetModelRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Model   ModelPath   `json:"model"`
+}
+
+type GetModelResponseObject interface {
+	VisitGetModelResponse(w http.ResponseWriter) error
+}
+
+type GetModel200JSONResponse Model
+
+func (response GetModel200JSONResponse) VisitGetModelResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetModel400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetModel400ApplicationProblemPlusJSONResponse) VisitGetModelResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetModel401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetModel401ApplicationProblemPlusJSONResponse) VisitGetModelResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetModel403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetModel403ApplicationProblemPlusJSONResponse) VisitGetModelResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetModel404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetModel404ApplicationProblemPlusJSONResponse) VisitGetModelResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetModel500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetModel500ApplicationProblemPlusJSONResponse) VisitGetModelResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetModel503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetModel503ApplicationProblemPlusJSONResponse) VisitGetModelResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListModelAliasEventsRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Model   ModelPath   `json:"model"`
+}
+
+type ListModelAliasEventsResponseObject interface {
+	VisitListModelAliasEventsResponse(w http.ResponseWriter) error
+}
+
+type ListModelAliasEvents200JSONResponse ModelAliasEventList
+
+func (response ListModelAliasEvents200JSONResponse) VisitListModelAliasEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListModelAliasEvents400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListModelAliasEvents400ApplicationProblemPlusJSONResponse) VisitListModelAliasEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListModelAliasEvents401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListModelAliasEvents401ApplicationProblemPlusJSONResponse) VisitListModelAliasEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListModelAliasEvents403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListModelAliasEvents403ApplicationProblemPlusJSONResponse) VisitListModelAliasEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListModelAliasEvents404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListModelAliasEvents404ApplicationProblemPlusJSONResponse) VisitListModelAliasEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListModelAliasEvents500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListModelAliasEvents500ApplicationProblemPlusJSONResponse) VisitListModelAliasEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListModelAliasEvents503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListModelAliasEvents503ApplicationProblemPlusJSONResponse) VisitListModelAliasEventsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteModelAliasRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Model   ModelPath   `json:"model"`
+	Alias   string      `json:"alias"`
+}
+
+type DeleteModelAliasResponseObject interface {
+	VisitDeleteModelAliasResponse(w http.ResponseWriter) error
+}
+
+type DeleteModelAlias204Response struct {
+}
+
+func (response DeleteModelAlias204Response) VisitDeleteModelAliasResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteModelAlias400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteModelAlias400ApplicationProblemPlusJSONResponse) VisitDeleteModelAliasResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteModelAlias401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteModelAlias401ApplicationProblemPlusJSONResponse) VisitDeleteModelAliasResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type DeleteModelAlias403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteModelAlias403ApplicationProblemPlusJSONResponse) VisitDeleteModelAliasResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteModelAlias404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteModelAlias404ApplicationProblemPlusJSONResponse) VisitDeleteModelAliasResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteModelAlias500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteModelAlias500ApplicationProblemPlusJSONResponse) VisitDeleteModelAliasResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteModelAlias503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteModelAlias503ApplicationProblemPlusJSONResponse) VisitDeleteModelAliasResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetModelAliasRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Model   ModelPath   `json:"model"`
+	Alias   string      `json:"alias"`
+	Body    *SetModelAliasJSONRequestBody
+}
+
+type SetModelAliasResponseObject interface {
+	VisitSetModelAliasResponse(w http.ResponseWriter) error
+}
+
+type SetModelAlias200JSONResponse Model
+
+func (response SetModelAlias200JSONResponse) VisitSetModelAliasResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetModelAlias400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SetModelAlias400ApplicationProblemPlusJSONResponse) VisitSetModelAliasResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetModelAlias401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response SetModelAlias401ApplicationProblemPlusJSONResponse) VisitSetModelAliasResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type SetModelAlias403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SetModelAlias403ApplicationProblemPlusJSONResponse) VisitSetModelAliasResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetModelAlias404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response SetModelAlias404ApplicationProblemPlusJSONResponse) VisitSetModelAliasResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetModelAlias422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response SetModelAlias422ApplicationProblemPlusJSONResponse) VisitSetModelAliasResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetModelAlias500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response SetModelAlias500ApplicationProblemPlusJSONResponse) VisitSetModelAliasResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type SetModelAlias503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response SetModelAlias503ApplicationProblemPlusJSONResponse) VisitSetModelAliasResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListModelVersionsRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Model   ModelPath   `json:"model"`
+}
+
+type ListModelVersionsResponseObject interface {
+	VisitListModelVersionsResponse(w http.ResponseWriter) error
+}
+
+type ListModelVersions200JSONResponse ModelVersionList
+
+func (response ListModelVersions200JSONResponse) VisitListModelVersionsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListModelVersions400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListModelVersions400ApplicationProblemPlusJSONResponse) VisitListModelVersionsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListModelVersions401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListModelVersions401ApplicationProblemPlusJSONResponse) VisitListModelVersionsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListModelVersions403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListModelVersions403ApplicationProblemPlusJSONResponse) VisitListModelVersionsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListModelVersions404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListModelVersions404ApplicationProblemPlusJSONResponse) VisitListModelVersionsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListModelVersions500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListModelVersions500ApplicationProblemPlusJSONResponse) VisitListModelVersionsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListModelVersions503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListModelVersions503ApplicationProblemPlusJSONResponse) VisitListModelVersionsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateModelVersionRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Model   ModelPath   `json:"model"`
+	Body    *CreateModelVersionJSONRequestBody
+}
+
+type CreateModelVersionResponseObject interface {
+	VisitCreateModelVersionResponse(w http.ResponseWriter) error
+}
+
+type CreateModelVersion200JSONResponse ModelVersion
+
+func (response CreateModelVersion200JSONResponse) VisitCreateModelVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateModelVersion201JSONResponse ModelVersion
+
+func (response CreateModelVersion201JSONResponse) VisitCreateModelVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateModelVersion400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateModelVersion400ApplicationProblemPlusJSONResponse) VisitCreateModelVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateModelVersion401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateModelVersion401ApplicationProblemPlusJSONResponse) VisitCreateModelVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type CreateModelVersion403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateModelVersion403ApplicationProblemPlusJSONResponse) VisitCreateModelVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateModelVersion404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateModelVersion404ApplicationProblemPlusJSONResponse) VisitCreateModelVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateModelVersion422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateModelVersion422ApplicationProblemPlusJSONResponse) VisitCreateModelVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateModelVersion500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response CreateModelVersion500ApplicationProblemPlusJSONResponse) VisitCreateModelVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateModelVersion503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateModelVersion503ApplicationProblemPlusJSONResponse) VisitCreateModelVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetModelVersionRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Model   ModelPath   `json:"model"`
+	Ref     string      `json:"ref"`
+}
+
+type GetModelVersionResponseObject interface {
+	VisitGetModelVersionResponse(w http.ResponseWriter) error
+}
+
+type GetModelVersion200JSONResponse ModelVersion
+
+func (response GetModelVersion200JSONResponse) VisitGetModelVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetModelVersion400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetModelVersion400ApplicationProblemPlusJSONResponse) VisitGetModelVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetModelVersion401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetModelVersion401ApplicationProblemPlusJSONResponse) VisitGetModelVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetModelVersion403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetModelVersion403ApplicationProblemPlusJSONResponse) VisitGetModelVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetModelVersion404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetModelVersion404ApplicationProblemPlusJSONResponse) VisitGetModelVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetModelVersion500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetModelVersion500ApplicationProblemPlusJSONResponse) VisitGetModelVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetModelVersion503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetModelVersion503ApplicationProblemPlusJSONResponse) VisitGetModelVersionResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(503)
 
@@ -9692,6 +10888,33 @@ type StrictServerInterface interface {
 	// Set (replace) the project's GPU admission policy.
 	// (PUT /v1/projects/{project}/gpu-policy)
 	PutGPUPolicy(ctx context.Context, request PutGPUPolicyRequestObject) (PutGPUPolicyResponseObject, error)
+	// The project's registered models.
+	// (GET /v1/projects/{project}/models)
+	ListModels(ctx context.Context, request ListModelsRequestObject) (ListModelsResponseObject, error)
+	// Register a model (versions are added later, or by pipelines).
+	// (POST /v1/projects/{project}/models)
+	CreateModel(ctx context.Context, request CreateModelRequestObject) (CreateModelResponseObject, error)
+	// A model with its latest version and aliases.
+	// (GET /v1/projects/{project}/models/{model})
+	GetModel(ctx context.Context, request GetModelRequestObject) (GetModelResponseObject, error)
+	// Who moved which alias of the model, and when, newest first.
+	// (GET /v1/projects/{project}/models/{model}/alias-events)
+	ListModelAliasEvents(ctx context.Context, request ListModelAliasEventsRequestObject) (ListModelAliasEventsResponseObject, error)
+	// Remove an alias; the removal is recorded.
+	// (DELETE /v1/projects/{project}/models/{model}/aliases/{alias})
+	DeleteModelAlias(ctx context.Context, request DeleteModelAliasRequestObject) (DeleteModelAliasResponseObject, error)
+	// Point an alias (champion, candidate, ...) at a version; the move is recorded.
+	// (PUT /v1/projects/{project}/models/{model}/aliases/{alias})
+	SetModelAlias(ctx context.Context, request SetModelAliasRequestObject) (SetModelAliasResponseObject, error)
+	// A model's versions, newest first.
+	// (GET /v1/projects/{project}/models/{model}/versions)
+	ListModelVersions(ctx context.Context, request ListModelVersionsRequestObject) (ListModelVersionsResponseObject, error)
+	// Register an artifact as the model's next version.
+	// (POST /v1/projects/{project}/models/{model}/versions)
+	CreateModelVersion(ctx context.Context, request CreateModelVersionRequestObject) (CreateModelVersionResponseObject, error)
+	// A version, by number or alias, with the artifact and the run that made it.
+	// (GET /v1/projects/{project}/models/{model}/versions/{ref})
+	GetModelVersion(ctx context.Context, request GetModelVersionRequestObject) (GetModelVersionResponseObject, error)
 
 	// (GET /v1/projects/{project}/pipelines)
 	ListPipelines(ctx context.Context, request ListPipelinesRequestObject) (ListPipelinesResponseObject, error)
@@ -10592,6 +11815,259 @@ func (sh *strictHandler) PutGPUPolicy(ctx echo.Context, project ProjectPath) err
 		return err
 	} else if validResponse, ok := response.(PutGPUPolicyResponseObject); ok {
 		return validResponse.VisitPutGPUPolicyResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListModels operation middleware
+func (sh *strictHandler) ListModels(ctx echo.Context, project ProjectPath) error {
+	var request ListModelsRequestObject
+
+	request.Project = project
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListModels(ctx.Request().Context(), request.(ListModelsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListModels")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListModelsResponseObject); ok {
+		return validResponse.VisitListModelsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CreateModel operation middleware
+func (sh *strictHandler) CreateModel(ctx echo.Context, project ProjectPath) error {
+	var request CreateModelRequestObject
+
+	request.Project = project
+
+	var body CreateModelJSONRequestBody
+	if err := ctx.Bind(&body); err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateModel(ctx.Request().Context(), request.(CreateModelRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateModel")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CreateModelResponseObject); ok {
+		return validResponse.VisitCreateModelResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetModel operation middleware
+func (sh *strictHandler) GetModel(ctx echo.Context, project ProjectPath, model ModelPath) error {
+	var request GetModelRequestObject
+
+	request.Project = project
+	request.Model = model
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetModel(ctx.Request().Context(), request.(GetModelRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetModel")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetModelResponseObject); ok {
+		return validResponse.VisitGetModelResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListModelAliasEvents operation middleware
+func (sh *strictHandler) ListModelAliasEvents(ctx echo.Context, project ProjectPath, model ModelPath) error {
+	var request ListModelAliasEventsRequestObject
+
+	request.Project = project
+	request.Model = model
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListModelAliasEvents(ctx.Request().Context(), request.(ListModelAliasEventsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListModelAliasEvents")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListModelAliasEventsResponseObject); ok {
+		return validResponse.VisitListModelAliasEventsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// DeleteModelAlias operation middleware
+func (sh *strictHandler) DeleteModelAlias(ctx echo.Context, project ProjectPath, model ModelPath, alias string) error {
+	var request DeleteModelAliasRequestObject
+
+	request.Project = project
+	request.Model = model
+	request.Alias = alias
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteModelAlias(ctx.Request().Context(), request.(DeleteModelAliasRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteModelAlias")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(DeleteModelAliasResponseObject); ok {
+		return validResponse.VisitDeleteModelAliasResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// SetModelAlias operation middleware
+func (sh *strictHandler) SetModelAlias(ctx echo.Context, project ProjectPath, model ModelPath, alias string) error {
+	var request SetModelAliasRequestObject
+
+	request.Project = project
+	request.Model = model
+	request.Alias = alias
+
+	var body SetModelAliasJSONRequestBody
+	if err := ctx.Bind(&body); err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.SetModelAlias(ctx.Request().Context(), request.(SetModelAliasRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SetModelAlias")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(SetModelAliasResponseObject); ok {
+		return validResponse.VisitSetModelAliasResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListModelVersions operation middleware
+func (sh *strictHandler) ListModelVersions(ctx echo.Context, project ProjectPath, model ModelPath) error {
+	var request ListModelVersionsRequestObject
+
+	request.Project = project
+	request.Model = model
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListModelVersions(ctx.Request().Context(), request.(ListModelVersionsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListModelVersions")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListModelVersionsResponseObject); ok {
+		return validResponse.VisitListModelVersionsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CreateModelVersion operation middleware
+func (sh *strictHandler) CreateModelVersion(ctx echo.Context, project ProjectPath, model ModelPath) error {
+	var request CreateModelVersionRequestObject
+
+	request.Project = project
+	request.Model = model
+
+	var body CreateModelVersionJSONRequestBody
+	if err := ctx.Bind(&body); err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateModelVersion(ctx.Request().Context(), request.(CreateModelVersionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateModelVersion")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CreateModelVersionResponseObject); ok {
+		return validResponse.VisitCreateModelVersionResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetModelVersion operation middleware
+func (sh *strictHandler) GetModelVersion(ctx echo.Context, project ProjectPath, model ModelPath, ref string) error {
+	var request GetModelVersionRequestObject
+
+	request.Project = project
+	request.Model = model
+	request.Ref = ref
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetModelVersion(ctx.Request().Context(), request.(GetModelVersionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetModelVersion")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetModelVersionResponseObject); ok {
+		return validResponse.VisitGetModelVersionResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}
@@ -11652,347 +13128,365 @@ func (sh *strictHandler) ListWorkflows(ctx echo.Context) error {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+y9i3Ibt5Y2+ioonqkS+U+Lulh2EqmmchTbcTTxRVuyt8//h/43oW6QxFYTYAC0KMZb",
-	"VfM082DzJKewFoDuJvtC6pZkb1WqYorsbqCBhXVf3/raieV0JgUTRncOv3YmjCZMwce3MqaGS2E/J0zH",
-	"is/wz86ns7dEjoiZMBIrRg1LiGJaZipm/U7U0fGETam9zSxmrHPY0UZxMe7c3NxEnRlVdMqMG+NYGT6i",
-	"sTmlZrI6zrEg1F2wpcnJK9JVmdCGGtb3N568sjPhRpOZkkkWM9WzU+D29pl9aNQRdGon4Z/UiTqK/Zpx",
-	"xZLOoVEZK054Ro1hyt78f3/Z3f6Obo++fH22f/NvnWjlXaLOSxpP2M9sUTN5og2bkdheRC7ZgnQpfLOl",
-	"yTB2dw57EZmwa3L+0/H2/vMXNTO/ZIuNJ/3ioGnSp3zGUi7YXzKmFqtTfy2M4kwTbaRiCblYELvuuOVc",
-	"k5m7m3SlIm8kmUt1OUrlPF/5X+G54QX8DSXamNLrt0yM7dLt7+5GnSkX/u+92omfGzZbe9IwWdiE7kiq",
-	"1zSeEG7YVBMu4jRLWFI7YXvT3SabZtow5SmjYlNjvKJxY/9NsVHnsPP/7ORndAd/1TtuhPf2aXbE1yKZ",
-	"SS5Mw5DMXXLrMf0YYVBPRw2DFvb+doP6MfJBlfw7i5tedIZX3H5IvD+MeJaJ6jN+lglgS/9BPrLpTCqa",
-	"hsNATl71+uTMnhttqLI80kyUzMYTcvb6/CMZM0Mo+fTp5NXVN0d4vvx12ijKxxNDRkpOgcuGp5+/+plc",
-	"MjaDbwtD2b8XZM4UI2N+xUQNJ1GZuPWinGXi5BUsx3k8YUmWNu26dpfcejQ/RtiDcxYr1rTpGi64/YBw",
-	"ez6cYbOmwZBB1A+1KcP4zC4mUl42DDnHK9Ydda991Bv7KD2TQjMQxj/Q5Iz9mjFt7F+xFIYJ+Ehns5Sj",
-	"MrAzU/IiZdN//7tGzWDtE2XvwkHLZ+gdTUdSTVlCpCJcXNGUW3UC5nFEhkwpqfSQpFwbTRgwcXfRiLM0",
-	"6Xcsu5VilPL4Uef9ccL8NEnsxtdkzs0EDqdXiLbgXBsG8/xRqgueJEw89kSNvGRiSxMlU0YSyTQR0hCa",
-	"Wu4BYlLOmILxYZ4nwioUNH3MaX4S7HrGYmCATF0xRWDrSTdhhvJUE6oYkSJdkFSOxyC8b6LOe2l+lJlI",
-	"HnOm7yXRWTwJWwx6EDfkgqVSjDUxklAhzYQp4iQRzvWULlJJk49SvqVqzB6bBi5ksiBck9QOroiZUIEU",
-	"wPAQfRI0MxOp+G/sUZfzHdeai3FEMnEp5FxERLEreYkMgV3PLKtDArZSrWCgfP78efs4MxMmjJ0cK89m",
-	"hdvhK15RntKL9FFX/5gkbMZEwkS8IN2EGnpBNbOv5wV7z25Mls/uiChm1IKk1DDldmemZMy0fuzJf2Zp",
-	"uu049EVmPPddZc1XTC2IGx75IJhl1EzcC+hsNpNWw3nHEk4/wv48/hHY0uQlDrltp2AXHnhhHLOZZT4T",
-	"piyzvvFyFe3UZGqpVIq/ZCyDac+UZZmGo+j02vwK3UWd622pEvvTHkwp5glLjs2qLvmRT5m3qlOqDbHX",
-	"auDIUceuPzWdw05CDds2fMpWjLvCSPvWzmYisV9bZcIaPW0rBy9mbaiF3Sz3aKoUXRSf/MzqDJkQ9//k",
-	"A1RHvGbzS8FA8q+SD/0lPEdegKZ/E3WOZzMlr2j6yi1bQZWhScLtKtP0tLBrI5pqFi1vpJxOHTUWlKmD",
-	"XatNrWpttZM4N9Rkutqj4S7xzgCvQ1CRRESKmJEpTVgEh6dIAuV54lOQ4pakE83pCLim5fRITQlLSJde",
-	"aCYMmU/gF0YsMcnMkISjPVxLVd/cRGHYk2R1YHTFwGCBW9c+7NvCw84kcrSlxxmnrsBMeXiDxsd+dxMV",
-	"t7D+LO7mF54Fogs3XEiZMiqWKT9hNAFbdmWyn+0ch1J8xMUcusnqiPARERJEb8ITcsFGUrHNT/TBMu/Y",
-	"7PY9z3u08+cxkU3tIXNbkIBV8XfQvgqHa/VBL26iztQKoXHlItitn7DcQUT1pSZ+m3XjztkZhvWrmGKY",
-	"YeP8nlsmIlNWcfSCGgxUpZFQp3ThtgosZs/Olk56PdeynNYufvIhMzVD+uO1Qr0VRLa3v8wF8WUq+Z33",
-	"Z1Z4Hkc8BfUi4YrFRqoFQd8jmStpWFTwkTnpSzgwg4FwCuuWDp5XvPiQTLj9wJm2nApsmkwzTWKqFLra",
-	"BkKxEVNMxCwiwqoDQAwXC8N0n3wQJPd/cjHLjB5GZGiN26GVwTA6fL+lif0WhhmOlJwOkaicf9feP8h2",
-	"d5/F9mnwifXxCz9l/HLYH4gVvun81VUC+LPniDE1NJXjzBpxsd2ZxLKfrqVoOrbz0nOmdG/zU2y5U8LH",
-	"TiqVR9cTuv/8xSG+yIRd4zt4Rm43NLI7KkeE5tu6pcmUCj5i2jQeLnss7CMqjsVPcm6fsYAhdPHhZCLT",
-	"RB8RJzBGUhEKVxWG4sKwMQjpkpiwu9bIfy035UmruoSuj68tmo4jjDY9JMQa/PVWxeO/VTCyHyzJkm55",
-	"oXF9jBwza9mVd58L8+KgcVVeBCayPBhurTUKNDMRmcqEpXanp8woHjczzRWliSfeYeTuCgTn3rWwXE1M",
-	"5UeeVmi5Oe02bgi7ZnFmvJ1Sz+0OIBxU5Vc9T6mebGs2o8qeVmsRptTwK8vB4TyEjTkibDoziwJ1BsbV",
-	"Km785m+wjc+WF9z56MqL3LaybzmuYnl1wwFdS6su7dSyhFqeJT66aVpvkbmtzooWxMw68+mAYiV0NnVW",
-	"+qpItHzbyV/FqGWuEZFpYpXgEVfakK6VzFIbshft7u72SqJ5nTl80qzNiLE69o+OS63O0L+0LkgeLsYo",
-	"Q+2c157SS1yKpLg89crE0rYVQpZhvsXVbdrQ0wJXXNpRY+yZKZzNCkK3Z9O+YPX6FMNphIuEXfdbjg3Y",
-	"bq38HtzqzexlWT+CiIZzx/s3a1oXSxt1sdquVKVX66G4VZkoUCvNg9IRyUTCFJhqoLqA4lJhrN1CZbci",
-	"G57ZuB7Fbfrdlx+na7ehegdyuiuv/gfBiFELXGz7rNUVjCc8Tc7wFRqPm7/OcqHcJ7NKwT9nF0wJZuW8",
-	"u47Q4peOlIiigkhBunaLUzlGL7RVAKwWzRhJubjUvVZTF1xljUv7AgQnNy9lwpp3E5U5wfXkdsagpRmY",
-	"dr1rpMICKi/hW3s/oRfWsqlatwg95BQZ6Jm1sqieXEiqwKtrvzyfUXVJPp1E1gzx56ZMNMsGeyrHn1Ra",
-	"w7Jx4C3YJj/wmBo2pwsMKGjU4mVMU3uk7TL5u3S756PB6l0gjxBWQni6cV5F//XCqnZUA6fw9KbYTCrL",
-	"OUxEWH/chxn7wKk1cwadT8L9bZWpQzKTCbk+JLs7e7tEyIQhNQan8SHZ2yUnQmejEY+51dnFFU847cdy",
-	"ujOeZf1B54jEKaPW9gv+Hz9jncUxY0mLlQ5aeTa9KPk6K4gUzHncxbbzh5d5SycQkDPyLrlI0BbawS8s",
-	"qegZjdnKt97sazPBXJz9NmfnGd6OsYbGcLJhs3O4cJllutXzz6nilJDqgh7TysWTmbH2s10yKRjunNaj",
-	"LM3FGIov1MS5FF5SGZeL5HKmFLPfWmqQ6rJCbnk1qF6P29JuNrnOFJEJFdZolsIebUom3GyswjXpScAL",
-	"1tJiLFMtWfyb7TZwbghA6SqHwfGSJxUWf0ITIiQxJr2df+D+lC7L5y/ZolXqO2oqXLfKfi0HDJk8lbOr",
-	"TQoj84nUDJQo53bizabZPmorJ83ugefr6Csr5hqm0hXz0VwiB4yXU1W+KkUCaj6r1VYdw7S0te26wtlf",
-	"seqijmDX5pSO2Ud5yUQtRUqRR5FmdMz6lZmAxXXxs6x/wyse+2TQpRe0v6D3vM2QXhnV3Vo76jnE1ytd",
-	"dVbwkZfHL396/arMiDSJ5ZRB7tQhZmJkInKMkYrEH6OBQBZpv/IiEJR85x9J7L3TKCRthQOOCZ1SEToQ",
-	"EKSFGE6mWZW7kTb7Ge2T7NIvyJyGzMVuyeFWGuIWPsfnZV5ZqzgtDTufyDRnOfbFe+3c5k9mMFaTnYhZ",
-	"Wogd3t2Sg3dh1MWxG1/HxQJbAsmr74RPL95fa4W5F8xuGR/NX6Sca7ZeePRlwYxbJRIw8kBQ0FycuLMd",
-	"tFSXI9l98/oj+Z//+u8dlQm98xX4900vguNsz9YVU5pL4bXK8DgOOrlGziDYnGlToQrjIFZpSpnW+dmf",
-	"caGtyrWqKhWF4x0lmyUEN/02s36VtkGKFeSbf1AlKeQG8pK1TWc05maxZg7yS3/5LbStZcuywvJM6QVL",
-	"NzNWV17VisJzxkRb4oXVWsD2Atnp18GZaiEUYo3H1MVlFIZe1nvV6ngGRD7rNSuck5uD1dW5mfCChN8n",
-	"Uy4yiFhY6nZWJabjPNslJdvWe+HtGlF9GbJZKuKWVF+SX+3vKKtwq7e0n85MpmmFrXgTdbJZshkJLBtI",
-	"GL5w216caJG8iuOE9Wug8pcFml592/J2V76wX/9DSJqLKQQ4rAqASYA6t6losohIwXD3trqwVjcF38BI",
-	"MUboyDA1ECZPJNWBX8lEkwuZWW4GEY9pZTBzlr3jacpblcozN8njqcwErMp4lr23s6pejjennwgXV0xA",
-	"HNBOH5w09t8uvJ/Vf4Q0vYhoJErnwzkcCHhF+wDqc6Z8MgSRAt9iLUX4zeknO8MmQ/A5vkgjb9hsWcpL",
-	"UXafYEmJ282tZd8Kqo2GANmS7tAlMw7huMrMKuWs1+zisvaapfOGU/kzHMi3MqbpX+rPps4uppYU/1Ne",
-	"ANkNxBldwB9Gku6QGpZypvzV29sw6jYc9mHvEAeJwH91jJdGA2F3E+MhU5SylMwpNyEqoidyrvFW0Fat",
-	"mtAnaJAcDoR7kNXS56JMHkgTLSknU6kWEJbdfE9FNZ2fAR1DLsPKUY3tvaVkjUqNd4lxASlGhVNZnrif",
-	"SQOTetsq6gpa14tnUbH0q9v95Xj7/9Dt33a3v/vyy3b4/Lf+l//V+77wW+/7f2sVwx2cCZlSYxfHkv4s",
-	"pTGbWvGnWQrBV90nP7MFMrYrmmZMk5FMUzkfiIJ7Dw+EXghDrw8JBfcTtzcROcM3JK/en2/r7CKRU8oF",
-	"mSk24tcDAfkfO0NrgjGrEgqX2OaDgy+ekZTZ19cRSfiYGx2R4fYwIsO/2f/1hwPRpelsQkU2ZYrH9sYL",
-	"aSaEiUT3jgjFSdvJYAxZKue1Rnc0kOWUXhc34MVBw+ZV2v/ucG7gAHBaWVtMNzy4gZ7eO32jWCFIt3/7",
-	"8guSwvaXr7vRi8ryRqipKEcu7yU0nGm2URR36aXt7VE+cOWrg4rgSrhuZ+QsaaRtlk6u121SVLai8tS/",
-	"zAbW2lJN5DWNTboAL7EckaE3DIaYXOV9dMOKgBuNJ2yNkjBw03yA8bTTK04Vl6pS0/K/hEpSlYktDdIA",
-	"cwL4kmiICsruQCgqxkFTzxPV7B0zmfJ44X0Yh+UrBiJhI5qlptcnr1icUoW5JH41NJSVWIbwRhYMT2b0",
-	"QPgl0v2zTLj37L85/eRfpSS8gp+rELpdzv9dkP88//AeWU9EZlRr5nW8otvUB4vgOX0QO2O57cb5u5Wt",
-	"Z3T+zsWkfFl1hZTz1ZMkr7s+Im45IKcJ7RioVtGr6smS23f9Os2SCVszJXfFEdkFdxraVlNGhS5Y53ZO",
-	"Uy74NJt2DnerltovWX0qtGXosOPFBVZszC2PROlGnTbUR56/Ue1ezakFH+3tGJALOpyIn2RWlUXzlo+Y",
-	"taWOiJBYIrNALwYuonsJXLNvv3nhXgL/3qtaQ8/ANiogxFTbqmMOBw+zbTFGyRJuFQa7z1eczYEK7SkX",
-	"xYumNIHYluYJKrbHpyekeyGl0UZRdED6rGB8YCfq4ONWk4JrrEqYcT2nTYJjvbwhrri0Uie/YFRZpRsu",
-	"6ZPzidVwoVANGJdlc67KstJcNn7EpsOF01p+J7w18rNreC1XXrrZi42ZYJB/R356d/zSKm5HVjlzIYZ0",
-	"kTvOfA3DmF5ZFVowNBHWXIQlD9k8n2vTkvhXWl4Uf3vVavgC9go1LVPKFQ1UeQeMfTvFrkI1RrPrOmEp",
-	"M65GpiHb++Am6rArD72xlnbo3+C1va0xSGrnMWFpUmX5OGdDMUUCkn3JBYtppu0eEsWgGItw59IgXcxP",
-	"oCnbHik53f6NKUk0Hwua9iC5AZwo3k3SvEh7L9bN7pUXkLyRbLxCH/yNTYvk8od9nkKjT/bXTJq1IRL+",
-	"AhcDacIyrr/DZ47KzvyNDfP/BgbA6zenIT9S0wgvkMunrihjrce6y6GCjqZs3fvO4WJ714zFa99kr8Wk",
-	"jIu0xmniV8hHot3CYlYQ6e4eAssiC2bWiHEZV7H56aSZYJ7baxUdjXi88dZ/Znw8aTzd3+ZPf+cSxsrv",
-	"7Y71Np3xyL/xNlR4Wxk8U/J60ZonM+ciQbVqnZ34iNP5jDet5EkHSA4niD3DDVvn9r1I0IXTky9mgSUE",
-	"7lnguE1sH4XhphWBTWmEBSXSp3UZiOnigA43R5AuJQWTvNcfiA9TboyrcZ7OzAJtllJ2WkR4n2Fa2JTG",
-	"Ey688TMQbnsh2y12qCNMOR9xwSdUZe1X+X+WmO469mwZDOY2p7ZaQ4PnNO0iir57Cc2Cy5WLpFUKFbL/",
-	"GvMqPe1uGLij9hzARPKhmpag2tUUeMxGUuA8m05pVbbJcmkJPLRpVt7btJxb/er9OXoBjwjHFGldOiVb",
-	"ejUdEGzRJrfVwW6122pF/K+qeorqyVspZ2UFrYbfg+6zRnp1QczXX7m/NolYynT+dSBuQfiUjhmmqMRU",
-	"CGnIBSOzLE0BCuNQZGkaVaSmBmmXSPDoQ2zb63J5rmlIIWhIJFnJOnAvUmLTuF5NZPIXr0dVsFNUHbY0",
-	"iScsviR0TLnQpsLhA8oYmTCaKCmn1hLBvOwl1rtS7eyeQiZUWyW34DuCpO7eqidsxEu5cVV6/JoMYn+1",
-	"LMfoNU/8WYFqGioaN89MWbOma92cX7uDFzS+/DBqO1p1abGhlKo5766obdoBN85jydezyTVSR/NtU3L6",
-	"8pKIiquTHJZYzojylCVvnKrSGBhbI6/o+RLPqci7oSLhCWAURS3bq00bkWOGtKKGjRebZjEFfhIe4EeM",
-	"/No1rfu5tzZWvPlL5f01L7fOGYbaMazM/IQR3vYaxzU2aWUx/KSjPLlrHTZx7pSwisJ8KnLe6OohqEjI",
-	"RM5JlwtXuN0vPuiQ2IPFRDIQQ6O4kWJo1dXhVZpOh65SNUK5FBGqxjoiTFxFARdJB8tDRwNBMyOtPQhQ",
-	"P47Ro0NeJgh6xyFW4aKJQJAJodonIx5hpgSAfmmf58VV7symihEuSCJjvUNnvD9NSs75QsC90ZO+rBfd",
-	"N8Nt9XrsremT2K9RoP29TXRSNtaaZHHOHXKsEl3Kig1FNlzELiEBbTuXGOAy9qaM6sy+w5HLgjEaEb6s",
-	"WYrV/ik1AJFkn6jJ37NkXJFph6hDq3N+fn3tS/PhYUHxQfgTniDMD1yxYfH2QaGk/RZIPN999xZf7F3F",
-	"tD/NZky5VJ+A/oPLcJHFl8yAZ46LMfz03XdmQmZMxUwYnrKQkeaTTPwGlVPSZIYGtptmELVLMgJv3bgi",
-	"en2Vtp7hj7C0Ncwh8ttcRcQ/Whbw2lfUlamjlofX1pp/Dqqjx67i2hVkDSEq+cv+lz7id+kP4pfdL8gE",
-	"ATG2P6Njds5/qyo6qqkUb+Lib04/ubSVlffyPLWVc2SirK9WWiErG+Ee7m+vmdx752oqT208y95Bmss7",
-	"/sPq8uJPvlTJ6ttdzAhZyp/CTJlNYRWeYcj5YyWywmcrNrZBxXfJWdVDu197+Wny1gJkvMnRyPIUIV1S",
-	"/JvTT7o1iOHT0pZs4TxzsPAw0i1PaA0vpH38iaisZf6cP3fCUkzdkYn2qVw5+qOcu7pW+8EKT5f1BOFQ",
-	"H4FvmYtlHFO+PhbYu5M35ymPmW7zOa8lJZdt8wr9CxyllG8SYrFU/tHe0uZ5z4rVmasb8VKqRIo2yJ/v",
-	"aqS4SybLN9q/7vK4NWf1FKzaCu1FTqRqt/ecVlXM5WimSEiUWudiyOfjYr2Ln28an1l/m9+cfgpBmsZd",
-	"3jCdeYn45lQJLsYVzOC1FTHUeTLohbxiqBiZSr+yRj50O5gq8OZjUCG/bVUNeFbvtXeLW1yORsI78fkv",
-	"G2HvedKszCcI9a54HUmZSBAQGLFWM5Fplrj19I6fbYSLQWp2d/ZakWE2ov5nm1D/802o/+BhqPpFiRrK",
-	"a/0j5WpbT6w4wEvCSkpFdl12zl5xBVfJaL8yKSbMbDOiuJBKyTkX47d8yk01ftWIKneAhJxyQdOSq29K",
-	"FwSfgoDqUIOPJNTd3ju0gj21z/bi/5Ds9tpD/CmCUjbMappZ0sSiAEebxem5KRRmB7OhaYo3rT+dA0hy",
-	"hidX2BdWoSPjjCoqDMtzzdzqND8Z/dW6pgrzmBR1K6odiBxqTU2aFiCZUfLu5E0BQ7lw6ZSPt7Gsf6bk",
-	"iKeusr/t3NZrtX51alhWranvtbh1j57VQ9eNp8CzayZUfM6qFzFXIuu2GwqApXbp7O0qXGWS8trSBcDc",
-	"qpVRnE6rHtpvxU6bbmJhePTTxYxtaE/st9QLuKYg5WoBEMzWQucmBGLagkp1Z6p4oqQqHZFbU3/YXf9u",
-	"UYmG/OZV0qL8XMiubMySXiug3Ch1SxVpjT60O+hkBzX6drHKrEXHCWtSHYYNKcPrc458ldu4Rv7wqqn9",
-	"xGiKPo5l+CQWX96xhFIHSGOfg1lKsqvxeri7qiZ7Ytj0pTU5dRX4L5tqMmOKjEBgAlbKkWUXZ5lw4KLO",
-	"sViTu560q1YxlEKnbZc+CyGZ9uAuTrBdBXRgO+1RieXlDPeFORXfI/LvHmZSt/A/Up5mqsKb045Uhew+",
-	"YdftEZV6QAAAAsD6m27KRobIzPldpN3bPfIz/6HXb/Ra4Rw8tlbVi+behjYh2ryrNcLth1tLtGdo1o54",
-	"lQgv8nzniFzSjfbG/b3d8cVmAsGPtz7zzx0hq1QyGrWZ5M/WhJ8BItgs0IEoLm4OVTM/LdQs3FvwBnDT",
-	"IBP4r+tV56+PX7uWf+MOQu95azpe+cXqCq2b1vqNorNJ9WF/dfymjMIQijB8CoqOSMIUv2JJ3vRKz1hM",
-	"uvMJNRj5m7ML8umEJIrOde/QFbgjqjU3k+Lf3EBtqiYjqVwSHTd6IIbBjT8kszRz7YTwEaAuewQZiE1d",
-	"zxQDHygmQA9Ed2gZ1DAiQwdn0gfpPoyIYdMZrGCvT86hkskFI+EdYBOq6rchvLC2llBaaDtKq7KAz2/d",
-	"tHMHorKs3rm1Wt3TV4C+mzc14UyTLruepTzm0MiA8Cn+0YuWVuFW7iuQwLjk9UhkZEQFYAChBMFOf11K",
-	"PBJbhvoEoP40u2QPClmB5bFiKQzlgilMoPJlZRFRdBERPaPq0r6wC6aDleu6PfTXTblsdnhn4mRUsQSK",
-	"j8dMEZWlLEIpasVQ0fNF0/Tc6w6tUOH2CY2Qb7EUqEbmFXfc51SJFjv9RY0C7tIfc7JrottqzTsU9G18",
-	"plqPUv7opmm119vu1dbb+mdUp3Ack6SicpF0NWNkRuNLOs6/7fXJS6vw+y6YyEoHYkaVZqqYYCEVURSc",
-	"p9ANKvTMhNWJiJYYPAfWCr0BXHw0ByOhBnuWlPr9kO7B/n6vErHCl5UuMRRHpQFgy1rTckTCeYMThsX6",
-	"ABsKnO2QfGXCajHJ95EvJvw+Isak39/0O439On6QmUgwCxXjcAASBrrWoLM/GXQsPwOSFknKlJUG2B6o",
-	"11+FrCmc3iUrRqCYBnvraKm3AJSz8+A0+3T2to9IMK+vqzyKr4vTOSxhaGcC9yAv5CQTegWpkCyJIKgQ",
-	"ujHIzMRyyo6wYaSlHpWJPphXEXxEq8IJMQFwTH3QsAuzK3TpqF3W8vLlaTxhlZ9P7Sp7/rS3O8WlLaAR",
-	"ViUxFcEu4cXx8kPyFeBHgiRGIYBVsZFbLfc6N0cOp0VnqckRowqgmkvwU2GZNXh4GqptPy5mLCmU2h6S",
-	"X2BeEfiiIs+Nv7efwn3f33zpdxyWma5VoPJHWUYJT3CM8nvYuJPR98j6v4882pr9gQGunz0VuGffRwg7",
-	"Z/8NwuwfcLr+4c7WPwoS7B95u6J/hEW5+dInx0tL1HWTy48hrtH3Nz1cudARz99WruNGCgkIYP2KwtrW",
-	"zC3PQQvq+b0p/wUk0R+abZpvbt3kI6ZCCh7TlLhKmEYhPfb69to643I1971YJeuUfZRE263RzXKbpQLf",
-	"LFQPrZk+7BvFrbp5f3xJvjt4/k3IBnLtJ1fdTPhDpSKb56itpYUUEpoqMD+50IaKuLa4DUtvsc9ehV6R",
-	"++1Wy74NNylrUMVXG7+fEJ4wYfho4VPS/DrZO1AfKWRg9trzolybEpxK1OQwPM1J8n5T4O/XkV2t3raS",
-	"o/1Yo9a6+Pf6Wq1bqFal1j+4YUrrqLR1tTiFzn+rDrgEC+Bu2cxs08hcDgfVFBVfJwMc0KdDjGhzYxZr",
-	"jqXmpjIh/4yKS1KE9/Nt20jX9UGEsvpeexOmWS0Oy2vwnFlDokvHLOkRfyl6TjRRVFw6pMHmcb5dO1e5",
-	"mAa/WqXkPTaHBHIEIuLh+iLyXr6XCfsR4J3eWz0WP54xzdQVRXDzU8XYdIafT7A/aWt1axu87LN14GUP",
-	"wJd/cVtSfu7gS1JJK7wNqCaoTJSQ7vOuZ7+4bywN4jdfSt26Si2I9RbxI+nNHMf5+0X1Qeszl7Dkqlzv",
-	"BXepGtva1ctCG3wPzQq4yYXLl1BcalCbcmDRNfC4HDTbmsWxRfyttcGelqDrVhtEKcaac0qnXGSaLANK",
-	"YnL5TCb6FtFwI01VWklh1A0fureKYmJHiPD1qtfFqMUdEIt1Nq3p9YRmrpEIOjym3CFOocfDgBsikXOh",
-	"jWJ06vT0KelyQehAFNGiVCZKLmkn7hHjEw1iqlJuNTX3lN4SFuYy6tAKuU7p9QleXPw9l+wV67aEJFGR",
-	"VX7fVatr1Ih+aZjq55CWVl+u11I0u5zmuF4CfJimu79ykg7tKHQmTabc3tKORRR1XFT4bnprsw1a01Kx",
-	"2O2nBcwNuvo0W4lN8n7d3ihnmXCtUYrWyRp3ZPpW+MJNBmcjfpjvzp7Hq3xKUbNJA10Yc3M1DODXpx7H",
-	"GHeqkvgycVxsx7KcOotgjeujTG7Uly50jUw27k/YqApXGCQ4SpS/Uc1ilIAHN0NFPC+0ccAHuLaqBQ+7",
-	"ykS/CAeoiWamBg4QpvLDYka19+ZyRWKZVHaEuIDrKvT+TDj5gSkcLpIptGEUKsMUyzR0mBLYMuKo4AoF",
-	"GGoogtSGpynUvtHYF8SDCxC8+SmFxlOZcP0kCsjSywDhN9XLHsA3lhz41FBYREHOz1+TocrEkAA4C+mG",
-	"wxuq1MDT2atK3BExS9s7pBRbNNQ3V7tNm7S78L4aZH/L5Niva7VH2bw11W1Y7trMsJnJhWYDTXzOvnnN",
-	"AT55texWKMAXh4/9vx0C3Mf+84NqH0MQWxWNaTyyWsWGpKNqo70B3WnFLrIPCRBENW9Z7dG5tzY+QHUb",
-	"YItlotUpBA+seZtzT2teBTp9/f7Vyfs3nahz9un9e/x0/unly9evX71+1Yk6Px6fvIUPL4/fv3z99i1e",
-	"4f6AHz6+Pnt38v744+tXdXrTeVARKnojQPAOAaHAAgLCC207a3IDf6jhwR+xW5BrxkNDtwUyhNv6yLuH",
-	"h1hCkLNpcJhU8WrHe1uavn8bchHvi/Utu6vu0i7yu6Z4F1iaWqZXLMltoTz+1Yx3v49PZsLUtoSB3YDU",
-	"nHK4ye+ORxFeCh+R7vCSi+Qw3DXERBTwFtBpVfVDxcp9F+bnM2SWJ0hdyNrHsuBiO4EjQss9j2hF1/pf",
-	"nPvG+W6aGxfu7za2YKvCNV7uqlnt41rffWc1jNWRAc4Yf6zD2o2IVBHGqFe0LBJSWqNSGBZyCfyL4D1M",
-	"k+7Q/T4M2zljcTlRdA8z7I1afBjVUxVQjrSWO4ZISff0w7lrKWTv7blEGg79OlwfrmZ6+Wbt9j4+7e0k",
-	"qUmzcb9j5HmF2KFqF/IHsKvjTkij87Om+SOSFl8oQHE6DWU5fcGaKZrpYoJdPCmicKP5htlQVvFDlY8n",
-	"m9Zxf3O3tpzf3s703CT7Lk8ja0VdrUW+rjyk7ur2Eq/6SlIXzFyCunA7Vcj6cLkXlGCSB/SCFRmwr2oA",
-	"tltEN57fi0XdiDu2ruIZNSRAnrvjUdkL3B+dFaswbNrE8vMgXCIydLs4xHYrQxSYwyOPvF/kiuWHBAx+",
-	"hOQHvPdhZSvBONi6K5Zjrq5oSUZUrQG+G1MTT7JZjgBTzyCe3a2LKkiu9XIn9vfgUjw7mxPft4injOHG",
-	"21VJ1+D2f5yUtm7L93sfSeX4otM2m1JUlvjd37lp6/SH7ZbXSSK3FsXZsimwngFZe5S/xYIW1g50K6+Y",
-	"SumslYe6g/XBXV7SLKsdOEZlrEGHBHwAmulSIU0d1HZz7ovbt219yWfbvjXNNqAl2SfgRDbWnBCmIkYd",
-	"dwNp41YqqbLYlnVUO+MZSz7km7Ds76LKaOIuCxjfmLzBrrjMdMHsAf8Rti1vYSPfQAbJlP0fKdYImTcn",
-	"/Wy2+gfNQqZ8WH0TWMckN0tOXimU8KQe6C4KnHllJwrHskQFTQLpBxpfjnia3rJxhEg28hyp2zbpw3sj",
-	"GLDpddaEXF63bU23Wh67qF2Qwq55lJPCvaVuN/Ypq+LYPwMlcE328pLMXC36h9xT6lBWpxy6u8wnPGUk",
-	"V32oJpkIXfsBAQCP3YTOZkwUkmLJglEVhVu39BGhhqSMakP2dtGFWogbHuw26fn7Bdm6hFSjpCjVu3SH",
-	"u2Sf/C/7n1Vu/t+E8nQBn1DY7U28Qe2Of/+Wkcy93WbwlSDNly0Tw9QVTSGxOMkA1xym/d2uttN8AfPL",
-	"l0rXze/g9tP7dv0uP2Yt7cEn7Q+E1QtzazQTeoh4uBpgIeYTBokd3JCRa8lXfPQbORD4eMjI45oATGWh",
-	"Ywe4xuw5gup1bux5mHI94gZaow1ESCtH9x0eDKwmsfcgbJ87IWsqPC9KCs+yxq2oSOSUJCylC5LNEKOC",
-	"51tLaJIgdIWr2HJ8fG3a310zb8OzLQ9q7tWflmSSZU3jofWhSpeG3ip43qIihmYBRdlxyC1NUn7JkBS2",
-	"mv10B+vqWM+WdKyNq2A2VwT2l1SQJTZx/P4YWBT5TeYZ5/EKt/P89tPHl73V1KEW32ittf9xsmrl58ed",
-	"ZJrlrbgC7qM2lm2BteTzmOrRiZf00c0aYYWp0bzDbQCd6gKay0AssaHeUeEFNKqV3JQEZ2ibuHYLrSZb",
-	"vzZXyh+d+0DCD76A20Pgl/hGEwQ+EXTqM6eDn8E1uQOXZ+6Yvk3TxjAPuXGfizVZXWVgeJmR1RbvgFoE",
-	"dfKoFBWXYUuXzRHurJGBcObIIZgwILDyysuLbDRiClVFRWiaRgRjKfZPw9SUC2qY67KMzyHQoAqvlnP7",
-	"fyRaH9Syo3SiDj75A5QZ4OfjNA1wCx+sDLZb4IfwX8BD7ZVfGvYnqcwHaogg+/s2jAyruzTi9o624uDF",
-	"p1YehNBP7F7r7v84hfTh9h9qWolDUzb0xELkdq6kYVA41lJeVCtI9lBtc0sYkX/fI7kkYaEvbxvkRJtl",
-	"e9VS/F988/qtr+vOEqDv/Slzg7jMQIpZP9DGx305V9YcSlbP0dK209isgVhCH4ry6go+3Bv7+cEMWpbt",
-	"XoRZYRfuIM/gKfc3nztPpVqwvpVzpmKq2Won6K3+VkS2/rYFtv/W9tZRoW/0kddd7G/W5EENhrqnWNEA",
-	"j6mQwrvb333p/uJzU1AW79380txaG1/hrx7oZAOhHMBRVvmMA88Jb3VAfuY/RERI8v7TW3KxMKzXx4IJ",
-	"opjJlEOiLTYQf/782Ys23WyuuGEfRLpA3Xt533CClftm2OykEv/ng2Cl4PhqloZd8+lsg4qnY7yhyVV6",
-	"sFa6xIt7yJa4MziSXxyWBsa+1ICivUzpm6Zaao/AtKVDvL1L0WWBG1iOqD9/pOisj7Gu1kx4rCd8TBO5",
-	"nbqFWc6P9ThjNE0/jDqHvzTPpIBNdvMlqgUnc9lGvrges5GwHnrOE/yoj0jKr9gymFW0KR/1x6kxnza6",
-	"t9Sy5baH1WUgyDjybABAB0m53lQZaWD/gSZa0s7OXn88+98NGWjnP5+cnhZz0dznlz/Bh8/HJx9P3r/5",
-	"248fzv725vTT0jfHp6dnH/56/LZaqc9TAyp5nV2WPjkOx9qhXChIO7GGC+TzBnQawgUZIrLQQHStNpG0",
-	"5w71ENRAzoUjSg3woVxjr7WpHd+S5ECUZtGdSmh+QAXZi3Z3dxE2pxdmN7T3DH1q2xHCKCG0DlUMdhpR",
-	"Rt68RjcBUPzOV/vPzQ5cWBnLdqACrWzdXZcnXtBiDvwqUws/B3p0+neXEtxqT6QA0GQ0wZKrLfSl319m",
-	"+zegct6/FMPQfTxhP7NFAxYSZrdfsgV6fXCvpUM/Qm0nwKwIrNregXtaMHYP/PCJL6hqTleMJ+wcYUjX",
-	"kr7f3lH6Pvc++fXJQzGaRJaC0WfuU+bujxK+XUvUw8EHNso18oP+igN7c4GxRsLSbVpgVuDYzyeLwpGj",
-	"IdrcWoa7Fu5VHSjOsSjhzGAeWiEWgvf1AJ3KtWIt4uS45N02sJyW9N1nbZqW4zjraFp3zIM7uIWmFXUs",
-	"j2/tts4T5qmpEb+rXkOraa1/B8+QPe7sesYV08emVtcJ3VzQM4Pgse62cp+kdYFgeHuG56YOq8qZj6SC",
-	"TiwCp65bc3mVbG+3DVWMlRVrbiPhIW2AFbCZDSUcf8MoT03RxqdPq7fubn9Ht0dfvn57sx0+H6zxea/G",
-	"Ff6ZXUykvLxXgvt27Uw2YNjrAotYmnJIZs0hNhcS36SbjVuGaofQEutYg67rM9CLpy0PEi2hPHFNEmbN",
-	"IbUGDOG6mel38OdaCZSptMV72Fzeae8vdCL3G7kJhqrbJK//VfS2Dj80+xR8wPydbgenDerYKhyH3TI3",
-	"ps8VLnXS5SZP2++17uMdBNp+KBF+WdnmHgtQYmYpakuTnz5+PHU56eVmXkISxfRMCs1IXK6KWKc5rV//",
-	"4ruUFrthU2/VdH6Jc6yffvC8zEqqYRaNylqUmhd3ZzRTLnwWTUtpcS1L+SDShdPbnGacA19WJ4JtuboI",
-	"6C9SqECB3pUhui2gB3+bMNUhlLVKcz+9O34J5lV37wUxkuw/f0HiCVU0NkzpXp+8YYIpyL7AlBugxT75",
-	"rLhh21Kki1aPi2NLKwrvxJiZfT/7ryafzt5Goa42VgzAuWiq7RUjRcdTKMGd0muyv3vw7YYdVEqcrYHE",
-	"XyFLX9QyrqpWeO4XMqUJQ9tUWDExVkzrNdCN7iDFweZhPk61CU3DTXVFO/DjliYnr5wdQheppMmW9vUw",
-	"jdR2F7MXUvvWEN4p1eb1ehWD9tLzEuOt3w4rRFM5rjG53T5HRKYJ04aMuNKmT45FkDBY4BfayBoJacpT",
-	"nmzbv12n9mATb8KM1nCogPkm2LVx11YZEp8xa87jbzkNZmG1GaO4ZSjs2mxuSny7Vr3YftGmK8/LT6g7",
-	"p9zYDyNw8WiYj19eyHTggkjBelGx2s4L9rE1f7MZkKh3sLond6KqjhNfWsyjVtSs55UalU838IfMn9G8",
-	"qCdwk7JuZWlvDe50H9HMZYZXAdd4b7Xda7vIS1xqZcAhoPo67jI8dNmfimH5MvU5Mq7HCukiYhEi4HMz",
-	"EB7Dt+f64TqEYHgSeHvAc+JSRSOS3+4KKwdiCUqZizjNQHEkwwCP7vCq8LkiR50Fj7cIxdgFOqcBGa+c",
-	"vVN8XVcC1g+tUlbHq/TouxW9R4q5QwDcPeETWBC/kx75R9cUj4lg81w7HPHUMHVEBp1Bhyg2lVcu0bnO",
-	"ML29Nogjt+qDmyt+zWraKpXwhJ2xUV1/a0pCQNIqJOBtdv5IqjyEXpT7R7HKvtgxoOYQtHQGbwFZ3FtH",
-	"XOxXJKa5kx30gS81S1IXl8NoWCkkB/mHqH/WxMUizEsU5IKaeFJAA+odYvNkXQSBWI3s9cmJ0SSEzwbi",
-	"tvEzGL+qSd0P9odg9WCYIw/X6VnKDeHCyPa2j26IV+XarpptzsPr6wbVUZnIFKvxmYOW6FUU38vDpbrs",
-	"7UYklXOrTEJeAF68fgCv2P+qJdQWntcU9m6Pd+/lIQJ3Rtt87fYyVw6QpizlelrXJI0LMkqhU6tbnwgT",
-	"EmiaEreJG3o78KUDCXTKxFCeVNj71QOITDNT3CzO7Zs50mVUMXWcVbXiPxahl9bx6Ynz13eH1KR/+5//",
-	"+u8h7DAsEsgieFD+ZtYe7tzcQARwJCvKpF+ffwxGhhz5kSKrbrx7S6Syb2hcvckspcYq80vgI5CYDPU5",
-	"K4Xs9pwOxGuULzIzAZvhao8IxhJNhvalpeK/wRCH5Ad4AYKBfHhXDOYP+wQfAw66geDaTnEFl7xrlaeU",
-	"x/C0Hfftv/9dSzHs9cmHGfNVUTFVakGoGIjh9TbFt95WMmVDwq4NExpmA4QM1VL2J6sXumiJnXoXoxAO",
-	"rh7xDt1fA4Goh70+cYjR2zqWM6jWuWQQckux0QTiosm58ELXanoLjMRBcxHsAyD03GqJB7sHEWGuEBDQ",
-	"XfwVCHLge62xa3v6gEemPGYCG7Vh+KVzPLNa7vZ+f7eAdt4p0Fgh7fWws9ffxQvljAk6453DzrP+bv8Z",
-	"ZgFOgHx3JtBi8TfoDov6gPRLbQ25zhtmfnKXAGYK+Bzh1v3dXQfVZ5yiXtzAvztsZGQCbSzCNXoEcl8G",
-	"ZuVXrF86fZ3DX75YQ871k+285VdMMK2PCE3ndKHJ/u5uIR9/pmRsZaBmyqpNP338eAoMhI41ZMcvtGHT",
-	"zhc7ws7U6vixblqNd+6S1tUw7NrszFLKl9Zh2SxaeeVTJafMTFimiX0GYdceXpugQd68HIXb3evUvq4j",
-	"jL7frLp3/jBjAqnrThSwzFBvqiq/3FgkkXGG2YJNL/sRyurcpZE9WP95/uF97QsrRpNFI7Gf4RW/C60j",
-	"mwxtyBaOeVh99SbqPN99VvfoMNedT3khbuO62dfkeGhcKSbUQ1JDL6hmkEjsRULtYl7t7RQbLY+rzImX",
-	"vts/6GsTqqz6I0aKaqOy2GSKAZCjZZxQ4OfY9JQuQA3BXK9OtLRP1pB9mXcBfrCt8ljZ1m6u2C8/Bci3",
-	"wUybm6hzsLu31j456ckS3Nzd9pugTFjQ9PbUUOCZVjLmIQS/kaE2lit05oTOWLFDsC+SQ9j+L1b/Ksri",
-	"zqFHD8buAJWWprt9S/uKPasboSxzX2xvu2vI++N3r4e9MGWg14Hwv3KjWTrKg3mQDn/kQLE86RCuyUTO",
-	"wR9j5f9A5E+zxg2dOEuHmzAjqYhmDr4L8dUjK1qstRQKVYhmKYuNVJpMrWKJzmD0i3U9vnuPDAuv73B1",
-	"3EVDfPIQMOCLEPCQja6P/AWH5OvNEFCOlM+ChAodqi/JrxnLGOF6IFYaT0IEKSzt9uW32nWjtz84Ha1n",
-	"J42ayv7uXsgxKaywBseAZQwoXnGl51aVSYGtFsgJ9ZfymV1C1O+gjs60+UEmi3s7sTW4/TdlmwAy/x+e",
-	"b1TrM8uLdURcMB24xz5yj4eexlm+V52oYwnfcfG3Eoeqe7a7dCdcBw8/WId9/UCTAtTjrdjkwTpc70ep",
-	"LniSMECaOdhb445TDG19lPItVdh862Dv+TrT09kM+eM7lnD60So4vwM397tJaBH4zB1dCJggiQEbKxAC",
-	"HGfkLWuzdUSJX1YAdr66TzfI6FNWFeB5z+YuR1EbOSMXjIsxwWI5YvmzCe1m3SkB9mik5TSWN4bSWUj/",
-	"Rg6NUCNWufd1yJ5l5dydGwQNGAjPtxRDGQHaB0wGCh7wkRjSq+Bhr+C9ihysxEAOKqx0cNYmTjH4wx4S",
-	"nHrzHe+l+VFmIvl9CNwuI6Fhb4Nww01Wi03pN6q1AGq391Hkw8ecgB+ZaP7gJPBBsJyjhfasXisFTpYj",
-	"yQT9DUBRU46IPpuqrQF9pLa+Kr/E7+kptbbdl1r2uAOKWq29dOwsPt/pNleRLd0CwEeONdmlud/u14yp",
-	"xRERciCKIoCmaa9PXiNuM3jxS02UnFkm58In3QCyAFfYQBaiJnZlva8qEynTupB9jM48OFNbuopl5gcK",
-	"uqc95Kk69iuEI9UcLlSUqc67kSWPzp//4EftY4nw3px+KhAfLF/kjtsC8Yt8Iy7seVY8aeNZ9vCHzPfO",
-	"q2To1tB9c/rpQd0Eb04/nbvFqyC6D6W4mV1NbC1pl/DdyRt7tkY8Zb0/j/PAvgMXV0wYqRbAqaAbsL3A",
-	"KnK+3KTCvbAJbbjdLXaLrN3hU3/RA+5ysadltdcWpvBndQb5dT4qlWhApANQaFwn7hD1KG5lsfHmGn6g",
-	"8v5hQvFpyD9/CLdAaYyNnAJ7900/lY5EzP76ZzfFd79rv+OlFKOUY8LDv4TtjntfiAdCsq1hggqDrQ6p",
-	"cu1R1zltZfPcX7rz1X26aYp9FM/gwzLROuUswIU9qWOb8taN9Ci3DWU9apVYdkKB8c5X/7GRgkIF8UOq",
-	"+W6Mt1ww6JRfTUp+vqCqgvser39yxdzdDg9rG+xw1+lOYcWxjwxALcRIyak3GCTUp3v0MEfhOQbCg5F4",
-	"1Hq5p6pbHYmdAmFXmvWYtGiKZAkhHqL5WEDViybd82cRefPyPCLHv2WK9fBy8AeAmT0Qz3a/IUYSaq93",
-	"4dKRVGToin9PxJBoFkuRuM4Zdq3dRynYQGDgHXNjfOYQlg97fAz7y8XCMN0ngP835xprk7iCCNdiIGDe",
-	"4FMeKobf/wfk6g57pQdjj1mMU0XuPbgYD8QZtPEIDX27+7svejWeA78pL93yrtDAckTRGlKuzYWfcb7i",
-	"XaoLCB//81//vWMvd0gZ9n7wofjC4UNIkvEZWnQFaPm7FqipG0t05fnBMhUWRslsPCktGrtigswDsSzT",
-	"SN1M/UaUZuswJZd6DhQaIq7g6gfawTFZAoSmDV1oEpqQV40fCLB6As8AMpVeI+7rsxcOQbUOBvbm5stG",
-	"4kPGhpltXNayGAn1KxdcUJhwa/LNx3ACMBr34jEHDln8RBW7EuXzebb7TWWHl3y3ireQrjcNeg2mRUNm",
-	"0pOkvIukfCXnAtxiFPmSZ0TAPCWm9ddyq38yAQmcttGF45//I1z5CPqjHajOmYMp2ynToc0eJBdjklTY",
-	"K6vizGl6+RTfuw+PM6x3vfDmUFsr+Ihp0ztaPlOEF6DH/rxnB7ComiLodqGgGtLV/FBB2BWPjW+wDNXl",
-	"0AJBJKg+aFe8prPUDASEwXt9Ak228lR70BHzPJ5MsyQ0ZsasJEBjw5T/KmXttZ0E4GO5WFNnY9e+vfnU",
-	"Jab/JcNqxPXuOjds5u748pBRW3g9+6LB2bbaMGVKxcL3SSVzq8i5/XliEXdjEbDwxRq3LV3EhgttwWma",
-	"OiVoCpDpUPAAXCXvECCSHYloWaWwMBy+KjaBFQKFpIGlvF0AN4WzwnWp66crm8o7m+fQdUWktN5AsGsW",
-	"Z/Z5kSu0MDngHR5g+y1LINhm2V/ofe7ediCgE6z9GWUWD+j7eKKRL+TFcBM51x5E0NrxAzHMofCGvT55",
-	"DVp9EqiZKgYlCmhDVXEByMv9/ZlA9LXGnhuzc/4bqzZSnhdtlOetJkpUx5lDrXRekumaAPi66Lq5YYV1",
-	"jcG5t7t/sGpFPDy7s1RdpyV9gObIaKeE1tBPXO6uilDO31J+xSqZnGDzgD3hsmEu2UIzKL7nIjRbaWdt",
-	"D+1BhpF3vl6yxVJmYJP+sFgrt+71k2C9P8EqxQqlLUiX+krioQdpHfY2FZkPqlm/dNNqpUMmEmi61GyE",
-	"vg5XPSBj9YM0GZ9husvpBE9kfi+clYsRU0zEhZUmXUgqDRl1V1zzC55yU46+5oT0cOy0rmTmo2sQb9XM",
-	"Qj80TShitR86pEJfUxvLKdPkgsaXBGIAMRuI7sH+vhMZkLw14ixNtqx2Yia9PrEyPckUdHJc7W49Y2og",
-	"/AoUakr8VztYWOLWGWtLdlaLTYico5nq03gFAdiTz9B4yyULDbHRYBjNAd760MZybhF4CBDDgCkyzbQh",
-	"F4ADdBTwxLiJAlCNjCn0hTV8yg6dhg0HWg+EVXRd1SjTwaNK40sm7EoxMbZWhHuSc91baW2fGWbQHV6l",
-	"6XQIgRKjuLH0qa6YQvRxmqbQAZ+5WEqefb6lB2K4vQ0P28ahhpXxEUwc8MzkgRJn/OMd6t8jp8yEl6vP",
-	"mTkiVr2G1MQ9eyyUTFOAAc/MP306zYYc98+Rf3Owv7/Oze58IqP//bJ2RIUksZwhr1Rwh7vEcEpEaylW",
-	"e3pdT8p45WoNdWfnq//YqH9jZUuJmZTO9H4V+mbKoIjIoVkdldl1wjWdzaBUEVB4wIF4kWedj6HN7pNO",
-	"c6cIE+xaed2hB5TVAgy0Q3BI8ZvTVn2BTD2V7D4K5y/qx1Dy7+s9QEXRDD1dQs6fyOtu5HUswjoD4Cyy",
-	"LB2RlC5kZiJgXfCBZkbqmKYIJ4kwdp4ShdGPrD+3m42evHJ9u7LvNSrb7NeMptjDOTS19YuxpUk8oWKM",
-	"6C0TKE38AD36qRkI/xNgxnj9srxaUvlVJJoZw8VYkym9ZJDwE6QEHCSATsByySOw10ET9mPMUS3GMRDX",
-	"p+t01ohMZcLSiPApHbOIUDXWEWHiKiKKYcMY3fOj5qIJStR9Z7kwy9A8264N+OAVNWy86JPPALmSX2n5",
-	"TjQQOosnVh7CPCGTiRzsfndoNeypNIhtfCGVwQbgNZWXiBb4SMru+YzFj10yvi7Dc4CUdgOwpvefjck9",
-	"aan3x8DPs4spN4QCdIM9r0f5QZSjVZZRyQOcgsrNY+ioO8AKsJfGo/L/ytKUYzuZP5K6Uzj9sZxOqUj+",
-	"5Y//o5eiyzTF8jYn5go47+hqA83zgY+JE55/lINyitN5OipPR6Uofi75rHhUrLKcKcWEITOaaWyT4NVA",
-	"Si7SjG2PFWMCY+Zs3jsCyFSrJ4+t3u3APuzj4Kg9+DGzI9mB/ijn7MzN55EUYT/cn0AZ9jvlc6if1OIn",
-	"tbiOL72jl8wpxUHRxY7pgjCqAICuYOCDE8Arwg+gB49n2fZMpjxetHto35x+OsVLn9CHHht9qJx7+Ob0",
-	"E8FdI11uMIjpervYn37NpKG9dfAOWgGJGvb8XjEs3CB1pbnw6xMp3WcWQhlaxVMTkI6OSCwnUpmIzBkf",
-	"T0xEZopLxQ13JWsPhbGykopQ5Rp9Xcoz4DrHCXWJBqQlz+B4IOA9Cb2wZwtcETWgIUSORq4GMo7ZzEBf",
-	"W2DXAzGnSkCYQ7i7cQsO85undEHGSs4hzH5RGgBSaPsD8cHOl4pFyJedIEA37Ee0tEtQaAB1l6FF/kC4",
-	"kD7FBF4rK+xNCHUnRzncks9EgOofytOIaLqw89eyyut5mi0d/vtX9cLzT4Td6EdW9Fq5jgNC9VsB2+72",
-	"XBM+srv2T6fpPSlutQYlM6SrGIRAehXyeJmXbiB+69Wz0CyhGYEoXPWQ6BlukFoMotDXodwOqP9PC44R",
-	"Vv33yG0Oo+989R+b8VV8v6dHIJFaNa5QBON660EquWsbQUQ2vXiCnnxkGmv3D/ltvRVN7rjN1Q/uxlqa",
-	"ZlMe64VMQrlUIEo0tbGJg9XX/vfxu7d5o6T95y/Iz/yHXp+cGIA6n1GlofJRceyrIpI8L/ZoKRm2SknF",
-	"uicAMKFmAjprr08++w77MRVS8JimhUQAnHH51GzpaCCEDIfIqqpJAjWUCUbpC78oZjIlWILKzP7ubn1y",
-	"p1/Ov7qeLg+jAvpRXNg7Kj3qentBp+k9PexOj3pUxXR55Su46Qn0Jo7z1JAyTbg+AcUdv3eA9zVmif38",
-	"PPnNqSbxvwjY3JPafW95YElCaKAhrNCvaFZOuo60wECGhnfunjJ8XY08pfPtC2BriFdzC0dqo+zb+eo+",
-	"raWiFTnu78dirJzM2UmOeV2USk+q2h9aVYtWkwrLqjZCaWFa4TCUBzvsKVcdfFWS/7kELNYKz6ixq9g5",
-	"7Pzf7i972999+WV3+7svX3ejb2/+gU/v/VsFDlGDKqky0WzzntkLVlazsrw5t3w2Oxzv7f03dRXdvpH2",
-	"mr1hMnFusIplZVcAD8O3ZfbIXNBiMeQ7mryom2vXVAd8jhlkgSLr+2HhwTX8wxDLJF2U8L5CZdX5q5/J",
-	"hF4xIqSoLQ4Pz64rDt935eqbgJGVJunQ5gvICvGEJVnKqt8XemtnunDdSdI7IrGcXoD3IawZos1j++Ja",
-	"9DL/jLU38tzdkBNHxat5WWRVfRUCxdbg4PZNoGu35les17LqxyNsBlEB7lXfFb9tUhdshA15w3zY9Zrz",
-	"+QFuvdWEnkAR7t5fKhProCFArWLXe/sRMxtRN+Dg9J6E9mozukzcAtgAZNTjF+K+do1cpYDtHnr5Bn3d",
-	"yNAXowxDHeqYXzHRJ58xy2AghieJFQGGiXix/TNbDCPIujWKs8SnsBRS7S3zBYcJmpKu+12h7zuq23Y6",
-	"3f3d3d5RftslW/jkBuTG3vECafj1voczaEreiLf5MuVMmO14IjUTMBD4OjCJGF9GE01HjHRnedORnMGh",
-	"TZmf96U12UDaFZSfXwaD6/297cHg+hv25d8rVZ6HxJg/y8Tv1HTOblgdrmTmyqZLCS5VRLa0BV5BuHfP",
-	"Rc1kz/1wT76Jp+SvB4ohWhKzzDZrcmVIhT8K/P6NDAWGa0mfdl+FvXXnq8qa3RHIhH8nlvGkpJScYEAx",
-	"wQmDihzpAkRTGTgEW4+7wtve42kr7a6Js0y0BpBywsyRXGtxzYtA+xgYQWsYM1/mShpGukMHDp8Mey4g",
-	"UrgJ+o0tEBa+O4yl0NmUJcPIdZYKwsl3IuNilhmwRq2hzWKpEpYMBC2PDnvDNZlypaRiySFBJCOUgn+3",
-	"ShkTCUsgO8hAOuhATOXUtZvEwvU+Ofb4eHAvvo4r80TMkPzdqYIS94HAekqcSR1G3lkmjsPaPuz5zsep",
-	"P+hbhRd5SvC7G5v4DGoW8gqgF0gcBuoOWLWuE0XvD4dTuyF/iKmIWfrgQeV8VrUtpGAiXlg+gGrvn19Q",
-	"7W+qMTIeUi7jNDDLMMeKPyIjmaZyvsQAnwqD/yXaRx3rS8dujCR4II+I65LsxDD0+DRyNkPD6l6V1x0E",
-	"eKhVEIbw+6Gd0TB0GaHkLBOv7Q8R8RfYqQ4Jhf7P5yC/j8iQJ0PI81gR7dqSq4iZi6GQrmaQzuSwzjR5",
-	"S7XZhiG2T14RIwdCMatZ9LBlPvZssDqALtYQZfZY0XgCczRMTbmgqTtN5HggYjkFFQFMBK6xPTVmmew9",
-	"J9puAYBlz5S8ti8KemGcSo1ILFXqwDnMxK9HXThl2VNSer2Sn2RzZ6hh1wa3sbKVRWvjimOBKB9uUZ2r",
-	"4KBaWbRLzDX2iLSSsbxPiEmMfW85PJLOQc8a2Y0AMArDDr0KRqZSMTLnaQpAd6QLzzlH/csSvCaKxVII",
-	"FhsuxgCi9mTRFLNp1RVT256IBeJV2x1C8Hg28+Aif2IbRjGjFr+LilIVCZnD8naHyMb6MLkPoyHYMw45",
-	"XPGxJfaeB+0uwIkPhBw5dmN3J8qxnkpo4hFaOQA6zhJEjQF/sX82dIBawGmzvBJtnIgMOg75H9iWnSgi",
-	"N/IEcRsHHRzRHT/wP2tfCTFFxqqYc+X3yRA5LqCJuxdEeWQkEhl25IeWR2biQ6OLfN5HRRyrRM6F49oe",
-	"3d0O4zoaECOlNddyd03w5DiO433rJXcngjUCbFSwLYOpCDfBelwsMFM2hEDfSBLLhG3pgYhpmsIaWHs/",
-	"d86HfQxQ8C7lsAdrCLBVb6SVKAlzHiiAECIJm1nLVMSA81xaQ8VgwSHVjE5dxwe7AoEK8Mz6wGeQa+jy",
-	"1cav3BFh19yQCRVJypR9QjqnC53vigthAxmhnSxFuqgSX2eWgh9O8faPb9S79x7DH+bO7pNn+q5K+Z/K",
-	"Sew5NviCR1xwPWGJU0V9Gg/0x7eiIHTdA749L/Hg+1e84fDvfLX/3OzQ2UzJK/Z4cq79UqvIt8jEV9B8",
-	"XxMKAGdKXlHXH2NOuXFVfcPPxycfT96/+duPH87+dnx6evbhr8dvh31yLBYDYcopBb7ZBWrwudHgmbxP",
-	"yY0nLL50MVSHb66ylJHuxYK41Adit4TghjiEsit2FFyRANLr59yfcnEmU4ZYv+FbtydKO7fnfMIg/kqJ",
-	"MyMGAkQMxgdRfHrsvKiQcdQFuWOfcPKqFyFUsUxZhPP3Jol3rEI2ibX4lPON+tJID+Tu5zesYufHOGe7",
-	"dw/E0Y/d8K/cmzZy9gePdPhZhNU6CobgsqdfQaMkFKr8CV7iKcJY75LBQ0Ro4GMl7raRMbW5KLAWQHPA",
-	"Bq5wIs2ZDajwCsJFwq6x111EJNxEU8hzgQRGqRmxOjs2i6CGRS47Z9tl51g+dkzmPHERm+4U09yoIHvR",
-	"7u4ujt0Dpw44xcHUOJXajJXVd7H1qT11F9QAF8eDidEge7O9RFhlm4lEHw4EvgziAlnN2WNqOg9YuWcR",
-	"2i/DWGbC6KH9cSBSfsXspPXUafKFBdEkn+SyD6pP7IUDQY1h05mxrDWV408qHdr7oOG0HNcFgCyDPYGN",
-	"akmx+WAXHt/RN3WChSdd1h/3yY/HJ29fv6pNGdwsP9a73thtswX3Sn1e93YfKl+QdN23kLKC64E5pr0/",
-	"USqhp4HTmibmxXxCoICnePwykkYNJ4sIxZWDUJzViP6QDix/xsq5/jrXvaoT/TfL+/6yuQRJ5bhegJwV",
-	"fBypHCNvHMrRSDMz7JPh/7d97Fb1Pbs22x/wh9AXD/60ijuh+hL8Jva4u8TIIQay/sO+8bCE5xGaZmfC",
-	"8BQ1X8d4vTs5Ciow9MfEkYKTHgA9jKI8BcSPqmbj9jy+ta/ewpL3ti8o9Md042MI4ihYDoVSQHdJHVNy",
-	"P5dZ0kb8suj2Q+FdN5a9onqg3eqBqh6Ci1rN/HejPA+dC/PioBPdagykgeoxoIF6RSvzNYMcs5RysWF0",
-	"460c+/7bJc9PTudv5Xj7pZzOqhu2WlpGnQXSXso0W3Dg2jGgPDMvFq0I6xS6t3cqT9rqBPD7cp4wDGbV",
-	"olCL3A2nAyeLuwBRk+pSA7/FK9t68ySkCm1CsCImIdokMjM72iRMqdAWFJKach7xJKHWlFCK2d+fvF1P",
-	"3q47ebvOgIyenF1Pzq4nZ9ftsTGBDdX4ugr9pkeUpxtmQ9cLBl8y2lyffB6uekgz3g3S1M3TT/cpufY+",
-	"0TMDERR6pObUlZPIY5QHVlXQned1zQ8hXPzjf5/WjOHl/sVI/p804O37GRaQCTwCACYTYRso7ME6IjTP",
-	"rwmwMK5iqph7040VBsh3pCLWRFRXdEkINB/T9oh4uH/nq/+4RqPD0tFsQ9F+9dSp8D47FfptOkJq4iag",
-	"UPhgjZGZvWZzMqnH0K7f8N0nlvhna0uYo5PkdsuMxVGACXaxSXAEY/1NzMRqI8xHUBHW8By4SbQmtVZx",
-	"up0LGl+OePrwRThL06zTfH5w83kk3ccP9zuV3P/LKkF/oiQ+dK8jAgIrcA6ZpQlCL3nxwwX5BT5HhImk",
-	"F4GLPqWzGZi1aSrnt5FJGx5oaIz0RznNp3Yyj3SU30s0Yp7O659fQgPdlM6b79hg9Tvmmx7MJ4sHP09G",
-	"8fGYqT/KifqI03lSR/95iL0IKCLkHF2eTnT4ni7Yv/nhLd+dTPyhBMgnnM6TCHk6VRueKkc59ULkXo8S",
-	"ixUz2yu1zBUhBbiysVb3DimT7QiLD5qQmL9bUzDDt/R/ou97DGXA0mtCs4SbMgoi6c4n0hf1RcR1v0ki",
-	"gh7OBAqNyoIFH9biKXuYlih+7PYz9LBBORiiMSSHk3gi44cgYxeOI11hrW+Hf3pF02xZBWqg1Idu3uPG",
-	"3vmKH9YJGsCFTyGDxw0ZUEdVR756HGssR0wBAAg3kFkQajQEKQPErscMa8MGNVt+35yqmUs9UdKdAwaw",
-	"jluuhp+KhEy4NlItPIviRiODelz+tIahBVNobsYJbSLs5DHdnaYsIV0mrlgqZ4wwEasFXNrzuOMcE+Ox",
-	"tyIVCeTm4UKEjOCLBbTEVDIzrA+wPLpw7EwgTnKxGAjk9kN7IigXTPXdyg0dEvFcqkt4uJbpFYOgX8iJ",
-	"tscaoF2U0X2yv7uHPwWNZ393F7/xqk9Np8zCWX0AExMe/le7yI8eZKjlEGd+Qe4bnbd+yJe+edBTQON3",
-	"S9KQyh+FIBz75MQzMHuy54obtg2YHRuKwnp9CdJz79pBriVjylfoPRw8N4ywUbRw755nkOBL1p+tI2TM",
-	"RRYrEHa4UH7yksYTtv1SCqNkWgG7JuQ2PGV4WHwOoNFjOawYW6knSIzp41J50LJ+I5zYE7D2vwCmYEgG",
-	"80UGcPYdch5SUrGPocT22YnTIBBBqMB3HOe4VfPdObuYSHlZX4/4GosWsEYAUYC5Ip/O3mLn75gqtbC6",
-	"BDTro2nojKtYzPgVU/3K+uzPftgHlOtujCYnhX/7JwPgPr0UflUjItOk4GcrOiucrCxZA4EWH86xVl87",
-	"lFpiBfBMxcjph/OPLg8TOqU6/EU+Dm1Ff3p3/HL7/Kfj/ecvSFczNhCJjPUOnfH+NOlhva3MDBniiw4j",
-	"KEjjmoyZsIfB9S4NZ5yLgQD0gVCRa7WLI0Kxs0mBLZTNiPr+Io78H0jau6f/PrnRTpD7N2w+3KTrOzHn",
-	"S4+r2WuT+fViOiohk/3riPM/R15SdmFp4cJK2E9nbz0eooPg7KpM9D3UWISIMSPKU0Av8dV2Afx5cwbV",
-	"Lmt3vrpPa/hEi6f4ySn6iE5Rzz0880hQQixIKsdHZYRcj4FgJNTybSzQ6pyjtXt/7zpSCwt9Iqq7+keD",
-	"LMq9oQUZ9HgKULs/1FFEri9RE08qEk9myWPpGDjUY3sF/zVPxp/ETweo2TmT3tJWzkdOwkd5fRSCVkXu",
-	"rEWksI9EKsKEfXhCRikdP6ic30mCfdEYuXdEl1sj95ECU+oxuv/UY3SnvMqLdfqN5vv3JAvv7irIj21R",
-	"q6psTgq4hBUQLn88Uen4ATrjdr7Cv40K/hm7kpcFl3ybeo/XJ08EeFdABbuMhKLT9QjrI+UMcV2gEgWB",
-	"5DfzsLZgmiHfPHlFulB/Gfy8vZqG9KYQqKnGAGpicDDayasC9o/HrGkRP+GqB+S+b6Qfpo7xnrEx14Yp",
-	"lgSsHc92b0HCj01f71daJGii8je6WLhgfalSMlzajNdhB2JxprhZAJFdMKqYOs6sHP3lixWaGnqOIAlm",
-	"Ku0cdnZAjXcDfQ0YUwtt2BS4nBfUTpEpfufovnhVmGjhSwAaKfwdp5mGg1D4bjzLin8ykcwkF+Xh8jTj",
-	"wpeB0xcvdJHWwld5f7fiRGg8YZY3//8BAAD//+7DyjS3ygEA",
+	"H4sIAAAAAAAC/+y9iXIbt7Y2+ioo3lMl8j8tarDsxFKdylVsx9GJB23J2r7/H/oPwW6QxFYT4AbQohhv",
+	"VZ2nOQ92nuQW1gJ6IHuipkyqVMUU2d1AAwtrXt/62gnlbC4FE0Z3Dr92poxGTMHHdzKkhkthP0dMh4rP",
+	"8c/Oxdk7IsfETBkJFaOGRUQxLRMVsn4n6OhwymbU3maWc9Y57GijuJh0bm5ugs6cKjpjxo1xrAwf09Cc",
+	"UjNdH+dYEOou2NLk5DXpqkRoQw3r+xtPXtuZcKPJXMkoCZnq2Slwe/vcPjToCDqzk/BP6gQdxf6ZcMWi",
+	"zqFRCctPeE6NYcre/H9/3t1+SbfHX74+27/5t06w9i5B5xUNp+wntqyYPNGGzUloLyKXbEm6FL7Z0mQY",
+	"ujuHvYBM2TU5//F4e//5i4qZX7LlxpN+cVA36VM+ZzEX7G8JU8v1qb8RRnGmiTZSsYiMlsSuO24512Tu",
+	"7iZdqchbSRZSXY5juchW/p/w3PQF/A0F2pjR63dMTOzS7e/uBp0ZF/7vvcqJnxs2bz1pmCxsQncs1Rsa",
+	"Tgk3bKYJF2GcRCyqnLC96W6TjRNtmPKUUbKpIV5Ru7H/pti4c9j5f3ayM7qDv+odN8IH+zQ74hsRzSUX",
+	"pmZI5i659Zh+jHTQ9zJicc2IM/t7a9ql27/ubr/80nUf+r9sf/m6G7zYu/G/9L4rp2lPzjUzyZHg7d7d",
+	"j5G++6mS/2Bh3XrP8YrbD4n3pyOeJaKc1ZwlArjjf5BPbDaXisbpmSQnr3t9cmaPrzZUWVZtpkomkyk5",
+	"e3P+iUyYIZRcXJy8vvrmCI+5v04bRflkashYyRkw+/Tp569/IpeMzeHb3FD27yVZMMXIhF8xUcHQVCJu",
+	"vShniTh5DctxHk5ZlMR1u67dJbcezY+R7sE5CxWr23QNF9x+QLg9G86wed1gyKeqh9qUb31mo6mUlzVD",
+	"LvCKtqPuNY96Yx+l51JoBjrB9zQ6Y/9MmDb2r1AKwwR8pPN5zFEn2ZkrOYrZ7N//oVFBaX2i7F04aPEM",
+	"vafxWKoZi4hUhIsrGnOr1cA8jsiQKSWVHpKYa6MJA1niLhpzFkf9juX6UoxjHj7qvD9NmZ8mCd34miy4",
+	"mcLh9HrZFpxrw2CeP0g14lHExGNP1MhLJrY0UTJmJJJMEyENobHlHiCt5ZwpGB/meSKsbKDxY07zQrDr",
+	"OQuBATJ1xRSBrSfdiBnKY02oYkSKeEliOZmADnETdD5I84NMRPSYM/0giU7CabrFoI5xQ0YslmKiiZGE",
+	"CmmmTBEniXCup3QZSxp9kvIdVRP22DQwktGScE1iO7giZkoFUgDDQ3QhaGKmUvFf2aMu53uuNReTgCTi",
+	"UsiFCIhiV/ISGQK7nltWhwRspVrOTvr8+fP2cWKmTBg7OVaczRq3w1e8ojymo/hRV/+YRGzORMREuCTd",
+	"iBo6oprZ1/OCvWc3Jslmd0QUM2pJYmqYcrszVzJkWj/25D+zON52HHqUGM9911nzFVNL4oZHPgjWITVT",
+	"9wI6mc+l1XDes4jTT7A/j38EtjR5hUNu2ynYhQdeGIZsbpnPlCnLrG+8XEVzOZpZKpXibwlLYNpzZVmm",
+	"4Sg6vVGxRndB53pbqsj+tAdTCnnEomOzrkt+4jPmjfuYakPstRo4ctCx609N57ATUcO2DZ+xNX08N9K+",
+	"NfeZiOzXVpmwtlfTysGLWVNuaTfLPZoqRZf5Jz+zOkMixP0/+QDVEa/Z/Jyz0/yrZEN/SZ8jR6Dp3wSd",
+	"4/lcySsav3bLllNlaBRxu8o0Ps3t2pjGmgWrGylnM0eNOWXqYNdqU+taW+Ukzg01iS53rLhLvE/C6xBU",
+	"RAGRImRkRiMWwOHJk0BxnvgUpLgV6UQzOgKuaTk9UlPEItKlI82EIYsp/MKIJSaZGBJxNMsrqeqbmyAd",
+	"9iRaHxg9QjBYyq0rH/Zt7mFnEjnayuOMU1dgpjx9g9rHvrwJ8ltYfRZ3swvPUqJLbxhJGTMqVik/YjQC",
+	"W3Ztsp/tHIdSfMLFHLrJ6oDwMRESRG/EIzJiY6nY5if6YJV3bHb7nuc92rkVmUhm9pC5LYjAqvgHaF+5",
+	"w7X+oBc3QWdmhdCkdBHs1k9Z5qei+lITv826dufsDNP1K5liOsPa+T23TETGrOTopWowUJVGQp3Rpdsq",
+	"sJg9O1s56dVcy3Jau/jRx8RUDOmP1xr1lhDZ3v4qF8SXKeV33q1a4gAd8xjUi4grFhqplgRdoGShpGFB",
+	"zlXnpC/hwAwGwimsWzp1AOPFh2TK7QfOtOVUYNMkmmkSUqXQ4zcQio2ZYiJkARFWHQBiGC0N033yUZDM",
+	"DcvFPDF6GJChNW6HVgbD6PD9lib2WxhmOFZyNkSicm5me/8g2d19FtqnwSfWxy/8lPHLYX8g1vimc5uX",
+	"CeDPniOG1NBYThJrxIV2ZyLLfrqWounEzksvmNK9zU+x5U4RnzipVBxdT+n+8xeH+CJTdo3v4Bm53dDA",
+	"7qgcE5pt65YmMyr4mGlTe7jssbCPKDkWP8qFfcYShtD5h5OpjCN9RJzAGEtFKFyVG4oLwyYgpAtiwu5a",
+	"Lf+13JRHjeoSuj6+Nmg6jjCa9JA05OGvh6M24V5xKzPv8VcWEXCooqmcHowRC+UM1sxyNy4FkeN6Hmel",
+	"jua/lvDO7+0pId3i3uKWGDlh1pgsEhwX5sVB7Ua8SPnW6mBITdYO0cwE7t2kIjNmFA/r+fSansYj76Ny",
+	"d6U07t41t0N1fOwHHpco1tlxqaUBds3CxHjTqJrBHkAgrMyVex5TPd3WbE6VZRDWCI2p4VdWaMARTDfm",
+	"iLDZ3CxzByIliUYJ5zd/g218trrgzi1YXOSmlX3HcRWLq5vyhFaKfGGnVoXi6izx0XXTeof8dH1WNCfZ",
+	"2synA7qc0MnMOQbWT7IVFU7kK0YtPw+IjCOrd4+50oZ0rTIgtSF7we7ubq+gDbSZw4VmTXaTVet/cIxx",
+	"fYb+pXVO2HExQbFt59x6Sq9wKaL88lTrLyvblgvWpvPNr27dhp7mGPHKjhpjz0zubJYQuj2b9gXL1ycf",
+	"SCRcROy633BswFxsFDHgya9nL6sqGQRRXATAv1nduljaqIpSd6UqvFoPJbxKRI5aaRaOD0giIqbAOgRt",
+	"CXSlEvvwFlaC1RLgmbXrkd+m33z5cbp2G8p3IKO74up/FIwYtcTFts9aX8FwyuPoDF+h9rj56ywXytxA",
+	"6xT8UzJiSjAr5911hOa/dKREFBVECtK1WxzLCTq+rQJgFXfGSMzFpe41Wtfgnatd2hcgOLl5JSNWv5uo",
+	"Pwqup7ezPy3NwLSrvTElRldxCd/Z+wkdWWOqbN0CdMpTZKBn1rCjejqSVIEj2X55PqfqklycBNby8eem",
+	"SDSr2losJxcqrmDZOPAWbJMfeEINW9AlxjA0Gg4ypLE90naZ/F262dlSY2gvkUcIKyE83ThHpv96aVU7",
+	"qoFTeHpTbC6V5RwmIKw/6cOMfazWWlaDzoVwf1tl6pDMZUSuD8nuzt4uETJiSI2pn/qQ7O2SE6GT8ZiH",
+	"3JoJ4opHnPZDOduZzJP+oHNEwphRq0OnLic/Y52EIWNRg2MADIFkNiq4V0uIFDwIuItN5w8v88ZVSkDO",
+	"rrzkIkLzawe/sKSi5zRka996S7PJ6nOh/ducnWd4O4Y3aiPYhs3P4cJVlulWzz+njFNCkg86aUsXTybG",
+	"mux2yaRguHNaj5M4E2MovlAT51J4SWVcFpbLFlPMfmupQarLErnl1aBqPW5Lu9lkOlNAplRYO10Ke7Qp",
+	"mXKzsQpXpycBL2ilxVimWnAybLbbwLkh5qXLfBTHK85bWPwpjYiQxJj4di6J+1O6LJ+/ZMtGqe+oKXfd",
+	"Ovu1HDBNHiqdXWU6HFlMpWagRDlPF683zfZRWzmp90g8b6OvrJlrmESYz8RzuSMwXkZV2arkCaj+rJZb",
+	"dQwT8lrbdbmzv2bVBR3Brs0pnbBP8pKJSoqUIgtczemE9UvzxfLr4mdZ/YZXPPRpsCsvaH9Bh32TIb02",
+	"qru1ctRzCOmXeget4COvjl/9+OZ1kRFpEsoZg3StQ0z+SETgGCMVkT9GA4Es0n7lRSAo+c4/Etl7Z0Ga",
+	"J5YecExllYrQgYC4MISNEs3KPJy03rVpn2SXfkkWNM3Z7BZ8fIUhbuHmfF7klZWK08qwi6mMM5ZjX7zX",
+	"zG3+YAZjOdmJkMW5cOXdLTl4F0Zd6Lz2dVz4sSF2vf5O+PT8/ZVWmHvB5JYh2exFiult7SKyr3Jm3DqR",
+	"gJEHgoJm4sSd7VRLdWmZ3bdvPpH/+a//3lGJ0DtfgX/f9AI4zvZsZU7gYhCMg06ukTMItmDalKjCOIhV",
+	"mmKmdXb251xoq3Ktq0p54XhHyWYJwU2/yaxfp22QYjn55h9USgqZgbxibdM5DblZtsy+fuUvv4W2tWpZ",
+	"llieMR2xeDNjde1VrSg8Z0w05XpYrQVsL5Cdfh2cqZZGX6zxGLtQkMJoT7tXLQ+hQLC1WrPCObk5WF2d",
+	"mynPSfh9MuMigYiFpW5nVWIG0LNdUrBtvRferhHVl2kCTUmolOpL8k/7O8oq3Oot7aczl3FcYiveBJ1k",
+	"Hm1GAqsGEoYv3LbnJ5onr/w46frVUPmrHE2vv21xu0tf2K//IeTphRQCHFYFwLxDndlUNFoGJGe4e1td",
+	"WKubgm9grBgjdGyYGgiT5a7qlF/JSJORTCw3g4jHrDR+Ok/e8zjmjUrlmZvk8UwmAlZlMk8+2FmVL8fb",
+	"0wvCxRUTEHq00wcnjf23C+9n9R8hTS8gGonS+XAOBwJe0T6A+jQtn39BpMC3aKUIvz29sDOsMwSf44vU",
+	"8obNlqW4FEX3CRbTuN3cWvWtoNpoCJAt6Q5d/uQQjqtMrFLOevUuLmuvWTqvOZU/wYF8J0Ma/636bOpk",
+	"NLOk+J9yBGQ3EGd0CX8YSbpDaljMmfJXb2/DqNtw2Ie9QxwkAP/VMV4aDITdTYyHzFDKUrKg3KRRET2V",
+	"C423grZq1YQ+QYPkcCDcg6yWvhBF8kCaaMhymUm1hLDs5nsqyun8DOgY0ifWjmpo7y3kh5RqvCuMC0gx",
+	"yJ3K4sT9TGqY1LtGUZfTul48C/KFQ93uz8fb/8fVCP28nX7+pf/lf/W+y/1WWj+05uCFmZAZNXZxLOnP",
+	"YxqymRV/msUQfNV98hNbImO7onHCNBnLOJaLgci59/BA6KUw9PqQUHA/cXsTkXN8Q/L6w/m2TkaRnFEu",
+	"yFyxMb8eCEg52RlaE4xZlVC4XDofHHzxjMTMvr4OSMQn3OiADLeHARn+Yv/XHw5El8bzKRXJjCke2htH",
+	"0kwJE5HuHRGKk7aTwRiyVM5rje5oIMsZvc5vwIuDms0rtf/d4dzAAeC0sqaYbvrgGnr64PSNlfqyL66U",
+	"DCvLSgs7oYyjGLm8l9BwotlGUdyVl7a3B9nApa8OKoKrGrudkbOikTZZOplet0kd25rKU/0yG1hrK9Wg",
+	"1zQ08RK8xHJMht4wGGI+l/fRDUsCbjScshZVaOCm+QjjaadXnCouVamm5X9Ja2hVIrY0SAPMCeAroiHI",
+	"KbsDoaiYpJp6lhtn75jLmIdL78M4LF4xEBEb0yQ2vT55zcKYKswl8auhoZLFMoS3Mmd4MqMHwi+R7p8l",
+	"wr1n/+3phX+VgvBK/Vy50O1qyvGS/Of5xw/IegIyp1ozr+Pl3aY+WATP6YPYmchtN84/rGw9o4v3Libl",
+	"C8pLpJwv2CRZxfkRccsBOU1ox0CBjF5XT1bcvu1LQwsmbMWU3BVHZBfcaWhbzRgVOmed2znNuOCzZNY5",
+	"3C1bar9k1dnXlqHDjucXOJdPBlEK1Ib6yPM3KhesOLXgo70dA3JBhxPxo0zKsmje8TGzttQRERKrcpbo",
+	"xcBFdC+Ba/btNy/cS+Dfe2Vr6BnYRjWLmN1bdszh4GGCL8YoWcStwmD3+YqzBVChPeUif9GMRhDb0jxC",
+	"xfb49IR0R1IabRRFB6RPRMYHdoIOPm49D7nCqoQZV3PaKHWsFzfE1bOW6uQjRpVVuuGSPjmfWg0XauOA",
+	"cVk25wo7S81l40esO1w4rdV3wlsDP7ua13IVrZu92IQJBvl35Mf3x6+s4nZklTMXYoiXmePMl01M6JVV",
+	"oQVDE6HlIqx4yBbZXOuWxL/S6qL428tWw5ful6hpiVKuTqHMO2Ds2yl2lRaA1LuuIxYz48pyahLMD26C",
+	"DrvyoCOttEP/Bm/sbbVBUjuPKYujMsvHORvyKRKQX0xGLKSJtntIFIP6L8KdS4N0MT+Bxmx7rORs+1em",
+	"JNF8Imjcg+QGcKJ4N0n9Iu29aJtQLEeQvBFtvEIf/Y11i+RSln2eQq1P9p+JNK3BIf4GFwNpwjK23+Ez",
+	"R2Vn/saa+X8DA+D1m9OQH6luhBfI5WNXB9Lqse5yKNqjMWt73zlcbO+as7D1TfZaTMoYxawqcxzf00ei",
+	"3cJiVhDp7h4CyyJLZlrEuIwrEr04qSeY5/ZaRcdjHm689Z8Zn0xrT/e32dPfu4Sx4nu7Y71N5zzwb7wN",
+	"ReVWBs+VvF425sksuIhQrWqzE59wOp/xprU86RQFxAliz3DTrXP7nifo3OnJFjPHElLumeO4dWwfheGm",
+	"RYh1aYQ5JdKndRmI6eKADjFIkC4lOZO81x+IjzNujCurns3NEm2WQnZaQHifYVrYjIZTLrzxMxBueyHb",
+	"LXRAJ0w5H3HOJ1Rm7Zf5f1aYbht7tgiDc5tTW66hwXPqdhFF372EZsHlykXUKIVy2X+1eZWedjcM3FF7",
+	"DmAi2VB1S1Duakp5zEZS4DyZzWhZtslqaQk8tG5W3tu0mlv9+sM5egGPCMcUaV04JVt6PR0QbNE6t9XB",
+	"brnbak38r6t6iurpOynnRQWtgt+D7tMivTon5quv3G9NIpYynX8diFsQPqMThikqIRVCGjJiZJ7EMaBv",
+	"HIokjoOS1NRU2kUSPPoQ2/a6XJZrmqYQ1CSSrGUduBcpsGlcrzoy+ZvXo0rYKaoOW5qEUxZeEjqhXGhT",
+	"4vABZYxMGY2UlDNriWBe9grrXSuwdk8hU6qtkpvzHUFSd2/dEzbmhdy4Mj2+JYPYXy/LMbrliT/LUU1N",
+	"EeXmmSkta7ra5vzaHRzR8PLjuOloVaXFpqVU9Xl3eW3TDrhxHku2nnWukSqab5qS05dXRFRYnuSwwnLG",
+	"lMcseutUldrAWIu8oucrPKck74aKiEcAixQ0bK82TUSOGdKKGjZZbprFlPKT9AF+xMCvXd26n3trY82b",
+	"v4IoUPFybc4w1I5hZeYFRnibaxxbbNLaYvhJB1lyVxs2ce6UsBIsACoy3ujqIaiIyFQuSJcLVyvezz/o",
+	"kNiDxUQ0EEOjuJFiaNXV4VUcz4auUjVAuRQQqiY6IExcBSkUk04tDx0MBE2MtPYgoAs5Ro8OeRkhzh6H",
+	"WIWLJgJBRoRqn4x4hJkSgDOmfZ4XV5kzmypGuCCRDPUOnfP+LCo453MB91pP+qpedN8Mt9HrsdfSJ7Ff",
+	"oUD7e+vopGis1cnijDtk8Ci6kBWbFtlwEbqEBLTtXGKAy9ibMaoT+w5HLgvGaAQVs2YpAgzE1AAqk32i",
+	"Jv9IoklJph0CHa3P+fn1tUcDgIelig8irvAIkYXgig2Ltw9yVfS3AP95+fIdvtj7kmlfzOdMuVSfFHAI",
+	"l2GUhJfMgGeOiwn89PKlmZI5UyEThscszUjzSSZ+g4opaTJBA9tNMxW1KzICb924Irq9SlvN8MdY2prO",
+	"IfDbXEbEP1gW8MZX1BWpo5KHV9aaf05VRw+XxbUryBpCVPLn/S99hAzTH8XPu1+QCQJWbn9OJ+yc/1pW",
+	"dFRRKV7Hxd+eXri0lbX38jy1kXMkoqivllohaxvhHu5vr5jcB+dqKk5tMk/eQ5rLe/79+vLiT75Uyerb",
+	"XcwIWcmfwkyZTWEVnmHI+VMpssJnKza2QcV3yVnlQ7tfe9lp8tYCZLzJ8djyFCFdUvzb0wvdGMTwaWkr",
+	"tnCWOZh7GOkWJ9TCC2kffyJKa5k/Z8+dshhTd2SkfSpXBjgpF66u1X6wwtNlPUE41EfgG+ZiGceMt4cf",
+	"e3/y9jzmIdNNPudWUnLVNi/Rv8BRSvkmIRZL5Z/sLU2e9yRfnbm+Ea+kiqRoQhl6WSHFXTJZttH+dVfH",
+	"rTirp2DVlmgvcipVs73ntKp8Lkc9RUKiVJuLIZ+Pi3YXP980PtN+m9+eXqRBmtpd3jCdeYX4FlQJLiYl",
+	"zOCNFTHUeTLoSF4xVIxMqV9ZIx+6HTIWePMxqJDdtq4GPKv22rvFzS9HLeGd+PyXjeD+PGmW5hOk9a54",
+	"HYmZiBCDGOFdE5FoFrn19I6fbYSLQWp2d/YakWE2ov5nm1D/802o/+BhqPpFgRqKa/0D5WpbT604wEvS",
+	"lZSK7LrsnL38Cq6T0X5pUkw6s82IYiSVkgsuJu/4jJtyyKwxVe4ACTnjgsYFV9+MLgk+BTHcoQYfSai7",
+	"vXdoBXtsn+3F/yHZ7TWH+GPEwayZ1SyxpIlFAY4289NzU8jNDmZD4xhvaj+dA0hyhieX2BdWoSOThCoq",
+	"DMtyzdzq1D8Z/dW6ogrzmOR1K6odbh1qTXWaFoCnUfL+5G0Otjl36YxPtrGsf67kmMeusr/p3FZrtX51",
+	"KlhWpanvtbi2R8/qoW3jKfDsignln7PuRcyUyKrthgJgqV06e7MKV5qk3Fq6AH5cuTKK02nUQ/uN2Gmz",
+	"TSwMD7i6nLMN7Yn9hnoB1w6lWC0Agtla6NykgZimoFLVmcqfKKkKR+TW1J/urn+3oEBDfvNKaVF+zmVX",
+	"1mZJtwoo10rdQkVarQ/tDjrZQYW+na8ya9Bx0jUpD8OmKcPtOUe2yk1cI3t42dR+ZDRGH8cqfBILL+9Y",
+	"QqlTFGWfg1lIsqvweri7yiZ7YtjslTU5dRneMJtpMmeKjEFgAlbKkWUXZ4lweKbOsViRux41q1YhlELH",
+	"TZc+S0MyzcFdnGCzCujAdpqjEqvLmd6Xzin/HoF/93QmVQv/A+Vxokq8Oc1IVcjuI3bdHFGpBgQAIACs",
+	"v+nGbGyITJzfRdq93SM/8e97/VqvFc7BY2uVvWjmbWgSovW7WiHcvr+1RHuGZu2Yl4nwPM93jsgV3Whv",
+	"0t/bnYw2Ewh+vPbMH/palS0dp65JTQM3ySWYr/rBOIViRF+m35WASMzFJGYYWPLAnlxgS4P62sk7Av0c",
+	"ZLd/v2yMpm4i+DB1uPwMOPiBdA12HSJ5Vlnewg5pIVnLBV5+Puk8ixXW2ZIE6a5XEgrsaVVuVmgamIrd",
+	"ARiiUUu4LZjiuBLt02+AS07ywPDF5BHBFr1mY8nIVkNorP0ujqDYTF6xqHHPV3PHYNUCt8aVuB8re3Qf",
+	"GWSr2377DLLsSRegem3oI8iVGm2Qy1EHjQETulW66Ga1g5uryW0rB+EN7m2X77q3f892qFKYbG54Qt+K",
+	"2+AT315SvFiVFNXtvezWgKdDJYKgO4M7KEMHsuRL6yCyPuGQ9VKsLynHovRTLoGxZerKWqJTLgzpXsXx",
+	"LCCYuhGQfr/f6zdJwRkzNKKG1qLBgRPTKwd3x7FZ0+x8w0x/d5BHQnYvn5vqHYSWo8tbnXRa3fMhgwgm",
+	"vhEL1yUut/JFy7Z3tRyvIUe5xdY9q8SYblqje+MlnhfcnqVkEbp182U8booVPWuJiwjWyWYZOAgv6OZQ",
+	"NvPTXDHtvWUVHaR65t/bwUa17+XQKvB2B2/M88Y6keKLVSEA1a31W0Xn03JW/fr4bREeLK0O9rnROiAR",
+	"U/yKRVkDWD1nIekuptRgStqCjcjFCYkUXejeoUNewg4v3Ezzf3MDoCna8n9X3cGNHohhml8yJPM4ca01",
+	"8RHgx/XQhpA0dT1XDILzWJk3EN2hVSCHARk6nL0+nJ1hQAybzWEFe31yDiX2LksO3gE2oQxYCPJeWp/q",
+	"wkLbURqPNj6/cdPOHbrfqobl1mp9T19DW4iswR9nmnTZ9TzmIYemXoTP8I9esLIKt4qrPkNubZe8GiKX",
+	"jKkAcEp0bWDz7S4lHiI4QUcXwFHW5woc5MpVimOFUhjKhTUpcvHOXkAUXQZEz6m6tC/ssjwh/OI6n/U7",
+	"wT24blUiTsYlS6D4ZMKsBhSzwNlR0hRCsjSOz71Tq7Ftjn1CLRZxKAXK7wwKgvtkf9EQQHpRYSi7upyM",
+	"7OrotlxKpkgTG5+pxqOUPbpuWs1AMHuVQDD+GeW5xcckKoHUIF3NGJnT8JJOsm97ffJqysJL35geWelA",
+	"zKnSTOUzf63WTCGqD51R0zb2sDoB0RKzOoG1Qp8sl7iXoeRRg/37Cr0vSfdgf79XCqXm8U5WGIqj0hT5",
+	"1SrXckzS8wYnDFGkAM8eONsh+coEHcUs+i7wpv93ATEm/u6m36ntXfe9TESE5VGYIAboteAEHHT2p4OO",
+	"5WdA0iKKmbLSAFtl9vrrWIq507viXhcopkHRPVrpswU4SzyN5l6cvesjROGb67JQ95v8dA4LzV0SgXuQ",
+	"IYyQKb2CGh0WBZDtknYmk4kJ5YwdYfN0Sz0qEX3w+wfwEd3dTogJwAntg+s3N7tcx7rKZS0uX5Zfnq7y",
+	"85ldZc+f9nZnuLQ5mOyy7Po8Cju8OF5+SL4CLl4qiVEIIFxL4FbLvc7NkQMQ1ElsMijTHNr7Ci5quswa",
+	"Qo81MDCflnMW5TBgDsnPX9E+tcc98Nz4O/spve+7my/9jgPZ1ZUKVPYoyyjhCY5RfgcbdzL+Dln/d4GH",
+	"AbY/MACctqcC9+y7APGQ7b+pMPsXnK5/ubP1r5wE+1fWuvNf6aLcfOmT45Ul6rrJZccQ1+i7mx6uXNod",
+	"2t9WBBhCCkmhafsliC+NJQWeg1Z6Qe7TIVHrObhdw7uQCil4SGPiSrRrhfTE69utdcZVmKF7sUra1CMX",
+	"RNutYXczm6UEeDcta29Z1+abJq/nH/zwirw8eP5NmqbuWrGvxz/xh1JFNiueaKWF5DLtS8DoudCGirAS",
+	"dQExYbDndIlekQWU18NFhpuY1ajia3kmZyeER0wYPl76Wgm/TvYO1EdypUG95oR91z8PpxLURbJPM5K8",
+	"39rM+82wKFdvG8nRfqxQa11iZnut1i1Uo1LrH1wzpTYqbVWReK4L9rpHOkJkhls29t00ZSzDKa1L12xT",
+	"mghtUdLkpc2NWQTDkZqb0krRMyouSR532rcwJl3XExzwnnrNDUnnlQCBb8BzZg2JLp2wqEf8peg50URR",
+	"cekgsOvH+bZ1EV2+PnO9fN57bA4JJK8GxONIB+SD/CAj9gPgjn6weix+PGOaqSuKXXdOFWOzOX4+wV79",
+	"jbArTX0PnrXpe3AASSaj25Lyc4erF0ta4m1ANUElotCCKesA/LP7xtIgfvOl0LnWKVzukG8RP5LeLKMh",
+	"e7+gOpvyzGXSO/iVewEELW+64oBcyCVDC4j5hh65y1fgBSvgRDPE+xZAsQ4zuCVqSx4YtnUscQVTeb1z",
+	"qWKsvthpxkWiySrSOVY9zmWkb5GmaaQpy3fOjbrhQ/fW4fXsCAG+Xvm6GLW8QysNncwqmpCimWskdsOY",
+	"UO6gUNHjYcANEcmF0EYxOnN6+ox0uSB0IPIwpioRBZe0E/cuAQEMYqpibjU195TeCkj7KhzmGrnO6PUJ",
+	"Xpz/PZPsJeu2AnFWUu5433AqLcBLvtRM9XNaL1GNI9GA5rJaf9OuMjOdpru/dJIOhjPt0h/NuL2lGSQz",
+	"6Lh0xbvprfU2aEV78XwbygaUYWg3WW8l1sn7tk37zhLhevblrZMWdyT6Vo0v6gzOWmDbTw6ELotX+Vz3",
+	"epMG2oNn5mo6gF+f6gYbuFOlxJeI43yfwNWaLkQRbw9/vlHD5LSdebRx4+xaVbjEIMFRguyNKhajgIi9",
+	"GVz3ea6/GD4AnX55D7tKRD+PU62JZqYCpxqm8v1yTrX35nJFQhmVtiobwXUlen8inPzA3GIXyRTaMAqQ",
+	"BYolGlqfCuxldpRzhUJ/FEDn0IbHMYAy0NAjNYELELz5MYWOqIlwjc5yLU9WO9fclC97mnm44sCnhsIi",
+	"CnJ+/oYMVSKGBFADSTc9vCl8Ang6e2UZ5SLEbJf61n353mHVXX9v07/3LryvouWUZXLsn6369m3eM/U2",
+	"LLc1M6xncmkXrDo+Z9+84gCfvF51K+T6aqQf+78cAg7d/vODch9DKrZKOiZ6yN+SDYnH5UZ7Dezoml1k",
+	"H5JiY1a8ZblH5976SwLVbQB6mzTnA8EDK97m3NOaV4FO33x4ffLhbSfonF18+ICfzi9evXrz5vWb152g",
+	"88PxyTv48Or4w6s3797hFe4P+OHTm7P3Jx+OP715XaU3nacqQknTLgjeIVIpWEBAeGk/+Yqile8rePAn",
+	"bGPpukTStA0YGcJtfeTdw0Osbc3YNDhMyni147316QZ736ZFMvfF+lbdVXfpY/6yLt4FlqaW8RWLMlso",
+	"i3/VN2LaxyczYSp7FcJuQGpOMdzkd8e3t1gJH5Hu8JKL6DC9a4iJKOAtoDPWLkfwZTo/nyGzOkHqQtY+",
+	"lgUX2wkcEVpsxkm177Sd8984943z3dR31N7fre0NXNZwY7Xde7mPq737zmoY6yNDnw38saoJRECkCjBG",
+	"vaZlkbTWKiiEYSGXwL8I3sM06Q7d78N0O+csLFYw7WHpp1HLj+NqqgLKkdZyxxAp6Z5+PHe9Lu29PZdI",
+	"w6GRnGsQW08v37TuO+nT3k6iijQb9ztGnteIHeBkIH8A243vpGl0ftY0e0TU4AsFjHinoaymL1gzRTOd",
+	"T7ALp/n2MGi+YTaUVfxQ5ePRpgBD39ytX/y3tzM9N8m+y9LIGtsBVLZkKT2k7upm7IFqiBMXzFzBYHM7",
+	"lcv6cLkXlGCSBwmtKEqAfZUjA98iuvH8XizqWkDctopnUJMAee6OR2l2vz86a1ZhumlTy89T4RKQodvF",
+	"IfYBHKLAHB75llB5rlh8SNocCntFQSOiYWmP6zC1ddcsx0xd0ZKMqWrRFSKkJpwm8wyasJpBPLtbLQdI",
+	"rna5E/t7cCmendsVqgCXut3tL6sbSn2aFrZuy3WMgjAL8kWnbdalqKzwu39w09SCGkKdrZLIrUVxtmoK",
+	"tDMgK4/yt1hpzZo7MMgrpmI6b+Sh7mB9dJcXNMtyB45RCQvqS2TmNNGFCu+qHjD1uS9u37b1JZ9v+56J",
+	"2wDjaZ+AE9lYc0L8tBB13A2kjVupqMxiW9VR7YznLPqYbcKqv4sqo4m7LG0+g8kb7IrLROfMHvAfJcKK",
+	"mgY28g1kkMzY/5GiRci8Pulns9U/qBcyxcOK8bCUSW6WnLxWKOFJPaW7IOXMazuRO5YFKqgTSN/T8HLM",
+	"4/iWHc1EtJHnSN22ezTeG8CAda/TsuSrbT/Fbrk8dlG7VAq7rqZOCvdW2jDap6yLY/8MlMAV2csrMnMd",
+	"jQpyT6mD/59xaDu4mPKYkUz1oZokgl5Rjug2M7p0x25K53MmckmxZMmoCtJbt/QRoYbEjGpD9nbRhZqL",
+	"Gx7U1a6Bue1l6wqEopKiUO/SHe6SffK/7H9Wufl/I8rjJXxCYbc39Qa1O/79W0Yy93brUQFTab5qmRim",
+	"rmgMicVRgvWcdtovd7Wd5guYX7ZUump+B7ef3rft20+aVtqDT9ofCKsXZtZoIvQQGzVowCtbTBkkdnBD",
+	"xq5XdP7Rb+VA4OMhI49rAvjpuVZy4Bqz5whglbix52HG9Zgb6Nk7EGlaObrv8GBgNYm9B/Gk3QlpqfC8",
+	"KCg8qxq3oiKSMxKxmC5JMkfwNJ5tLaFRhJhqrmLL8fHWtL/bMm/Dsy3fbcerP+3ry0HTeGh9qNSlobdy",
+	"nrcgD+6ea+/hOOSWJjG/ZEgKW/V+uoO2OtazFR1r4yqYzRWB/RUVZIVNHH84BhZFfpVZxnm4xu08v734",
+	"9Kq3njrU4ButtPY/Tdet/Oy4k0SzrEdsCkiujWVbYC35PKZqqIUVfXSzDq3p1HxP1jwaahdgBgdihQ31",
+	"jnIvoFGt5KYgONN+3q17u9bZ+pW5Uv7o3Ee5dOoLuH2pdIFv1PVmIoLOfOZ06mdw3ZfB5Zk5pm/TTTyd",
+	"h9y4zr4lqysNDK8yssriHVCLAMAJlaL8MmzpojnCnTUyEM4cOQQTBgRWVnk5SsZjplBVVITGcUAwlmL/",
+	"NEzNuKCGYQWxew6Bzql4tVzY/yPR+qCWHaUTdPDJH6HMAD8fx3GKA/bRymC7BX4I/wU81F75pWZ/otJ8",
+	"oJoIsr9vw8jwZsHkCkdbfvD8U0sPQtro9l7r7n8/hfTp7bW4JOiJhcjtQknDoHCsobyoUpDsodrmljAg",
+	"/75HMkmCmR4z1476VuU0zrK9aij+z7959dZXQ1O5d/OnzA3iMgMpZv1Af0n35UJZcyhaP0cr296MevXs",
+	"lnhWB3cp+HBv3IgYlVu2exFmuV24gzyDp9zffO48lXLB+k4umAqpZiRmBtXeiE+gPmCrvxWQrV+2wPbf",
+	"2t4Cy3kmtSEvnh153cX+Zk0e1GCoe4oVDfCYEim8u/3yS/dnn5uCsnjvxv9S1vMzfYW/e6CTTSC3/D0l",
+	"WGeI6pi+1QH5iX8fECHJh4t3ZLQ0rNfHggmimEmUa5GQE+8vnj9/9qJJN1sobthHES9R915D94IJlu6b",
+	"YfOTUmDKj4IVguPrWRp2zWfzDSqejvGGOlfpQat0iRf3kC1xZ9ROvzgsThn7Sme05jKlb+pqqT006JZO",
+	"4+1dii4L3MBiRP35I0VnfYx1vWbCg5DiY+rI7dQtzGp+rAfApXH8cdw5/Ll+JjnQ3JsvQSVqrss28sX1",
+	"mI2E9dALHuFHfURifsVWUVaDTfmoP061+bTBvaWWrfbjLi8DQcaRZQMAOkjM9abKSA37T2miIe3s7M2n",
+	"s/9dk4F2/tPJ6Wk+F819fvUjfPh8fPLp5MPbX374ePbL29OLlW+OT0/PPv79+F25Up+lBpTyOrssfXKc",
+	"HmuHcqEg7cQaLpDPm6LTEC7IEJGFBqKLUJmNuUM9BDWQC+GIUgOuPdfYBHhmx7ckORCFWXRnCIRKBdkL",
+	"dnd3ETanl85uaO8Z+tS2I4RRQmgdqhjsNKKMvH2DbgKg+J2v9p+bHbiwNJbtQAUa2bq7Lku8oPkc+HWm",
+	"lv6c0qPTv7uU4FZ7IgWAJqMJllxtoS/9/jLbvwGV8/6lGIbuwyn7iS1rsJAwu/2SLdHrg3stHfoRajsp",
+	"zIrAqu0duKeh+cOBHz7yBVX16YrhlJ0jPn4r6fvtHaXvc++Tb08eitEosBSMPnOfMnd/lPBtK1EPB98j",
+	"GAI/6K85sDcXGC0Slm7Tm72kwdJiuswdOZpGmxvLcFvhXlWB4hyLAs4M5qHlYiF4Xw/QqSACXMTJccm7",
+	"TWA5Dem7z5o0Lcdx2mhad8yDO7iFphV0LI9vuuEzj5inplr8rmoNLdVI7s0zZI87u55zxfSxqdR10jaD",
+	"6JnBrgbutmIDz7ZAMLw5w3NTh1XpzAG+NppxgVPXjbm8ylUo1qZA2mtKK9bcRsJDmgArYDNrSjh+wShP",
+	"RdHGxcX6rbvbL+n2+MvXb2+2088HLT7vVbjCP7PRVMrLeyW4b1tnsgHDbgssYmnKIZnVh9hcSHyTNotu",
+	"GcodQiusowVdV2eg509bFiRaQXnimkTMmkOqBQxh28z0O/hzrQRKVNzgPawv77T3p9uSbeQmGKpuk7z+",
+	"t+49zX6o9yn4gPl73QxOm6pj63AcdsvcmD5XuIChz02Wtt9r3Mc7CLT9tET4lWuKW1aAEjJLUVua/Pjp",
+	"06nLSS92mRWSKKbnUmhGwmJVRGm29Sp6s1v//LsUFrtmUx8X3v55kZWUwywalTQoNS/uzmhmXPgsmobS",
+	"4kqW8lHES6e3eWzvFPiyPBHM4cFj47tcBUoK/Q7RbXtJr1GY6jSUtU5zP74/fgXmVXfvBTGS7D9/QcIp",
+	"VTQ0TOlen7xlginIvsCUG6DFPvmsuGHbUsTLRo+LY0trCu/UmLl9P/uvJhdn74K0rjZUDMC5aKztFWNF",
+	"JzMowZ3Ra7K/e/Dthq39CpythsRfI0tfVjKush7N7hcyoxFD21RYMTFRTOsW6EZ3kOJg8zAfp9qEpuGm",
+	"qqId+HFLk5PXzg6hy1jSaEv7ephaaruL2QupfS2Ed0y1edOuYtBeel5gvNXbYYVoLCcVJrfb54DIOGLa",
+	"YMedPjkWqYTBAr8JNWwBqZAS0pRnPNq2fyOqcGYTb8KMWjhUwHwT7Nq4a8sMic+YNefxt5wGs7TajFHc",
+	"MhR2bTY3Jb5tVS+2n7fpivPyE+ouKDf2wxhcPBrm45cXMh24IFKwXpCvtvOCfWLN32QOJOodrO7JnaCs",
+	"FdqXBvOoETXrealG5dMN/CHzZzQr6km5SVG3srTXgjvdRzRzleGVwDXeW213axd5gUutDTgEVF/HXYaH",
+	"LvtTMSxfpj5HxjX/I11ELEIEfG4GwmP49vpkCJ5spAJ4Enh7wHPiUkUDkt3uCisHYgVKmYswTkBxJMMU",
+	"Ht3hVeFzRYY6Cx5vkRZj5+icpsh4xeyd/Ou6ErB+2sNvfbxSj75b0XukmDsEwN0TbtWy6b70yN+7pnhM",
+	"BFtk2uGYx4apIzLoDDqu4RcmOlcZprfXBnHkRn1wc8WvXk1bpxIesTM2LhVeCpI8fUDSKiTgbXb+SKo8",
+	"hF6Q+Uexyj7fMaDiENTbmE0gi3ttxMV+SWKaO9mpPvClYkmq4nIYDSuE5CD/EPXPirhYgHmJgoyoCac5",
+	"NKDeIcEIcx4EYj2y1ycnRpM0fDYQt42fwfhl3ZO/tz+kVg+GObJwnZ7H3BAujGxuseeGeF2s7arY5iy8",
+	"3jaojspEoliFzxy0RK+i+F4eLtVlbzcgsYSmjpAXkGvi2Ir/5BuzNoTa0ufVhb2b4917WYjAndEmX7u9",
+	"zJUDxDGLuZ5Vde/lgoxjPpkan+AUYEICjWPiNnFDbwe+dEoCnSIxFCeV7v36AUSmmShuluf2zRzpMqqY",
+	"Ok7MtNS69U1ej09PnL++O6Qm/uV//uu/h7DDsEggi+BB2ZtZe7hzcwMRwHFJf8izN+efUiNDjv1IgVU3",
+	"3r8jUtk3dK3hyDymxirzK+AjkJgM9Tlrhez2nA7EG5QvMjEpNsPVHhGMRZoM7UtLxX+FIQ7J9/ACrmUd",
+	"vCsG84d9go8BB91AcG2nuIZL3rXKU8xDeNqO+/bf/6GlGPb65OOc+aqokCq1JFQMxPB6m+JbbysZsyFh",
+	"14YJDbMBQoZqKfuT1QtdtMROvYtRCAdXj3iH7q+BQNTDXp84xOhtHco5VOtcMgi5xdhoAnHR5EJ4oWs1",
+	"vSVG4qC5CPYBEHphtcSD3YOAMFcICOgu/goEOfBNgNm1PX3AI2MeMoEdhDH80jmeWy13e7+/m0M77+Ro",
+	"LJf2etjZ6+/ihXLOBJ3zzmHnWX+3/wyzAKdAvjtT6P39q/08QX1A+qW2hlznLTM/uksAMwV8jnDr/u6u",
+	"g+ozTlHPb+A/HDYyMoEmFuE6kAO5r/X8vWL9wunrHP78xRpysxlVS8u9+BUTTOsjQuMFXWqyv7uby8ef",
+	"KxlaGaiZsmrTj58+nQIDoRMN2fFLbdis88WOsDOzOn6o61bjvbukcTUMuzY785jylXVYNYvWXvlUyRkz",
+	"U5ZoYp9B2LWH1yZokNcvR+529zqVr+sIo+83q+qdP86ZQOq6EwWsMtSbssovNxaJZJhgtmDdy36Csjp3",
+	"aWAP1n+ef/xQ+cKK0WhZS+xneMVvQuvIJtM2ZEvHPKy+ehN0nu8+q3p0Otedi6wQt3bd7GtyPDSuFBPq",
+	"IamhI6oZJBJ7kVC5mFd7OyHiQucPzEoprrsA9bUpVVb9EWNFtVFJaBLFAMjRMk4o8HNsekaXoIZgrlcn",
+	"WNkna8j6Jz/kVnmsbGs3l+yXnwLk22CmzU3QOdjda7VPTnqyCDd3t/kmKBMWNL49NeR4ppWMWQjBb2Ra",
+	"G8sVOnPSzlihQ7DPk0O6/V+s/pWXxZ1Djx6M3QFKLU13+5b2FXtWN0JZ5r7Y3nbXkA/H798Me+mUgV4H",
+	"wv/KjWbxOAvmQTr8kQPF8qRDuCZTuQB/jJX/A5E9zRo3dOosHW7SGUlFNHPwXYivHljRYq2ltFCFaBaz",
+	"0EilycwqlugMRr9Y1+O798gw9/oOV8ddNMQnDwEDPg8BD9no+shfcEi+3gwB5Uj5LEio0KH6kvwzYQkj",
+	"XA/EWuNJiCClS7t9+a3eRiXN/uB0tJ6dNGoq+7t7aY5JboU1OAYsY0Dxiiu9sKpMDGw1R06ovxTP7Aqi",
+	"fgd1dKbN9zJa3tuJrcDtvynaBJD5//B8o1yfWV2sI+KC6cA99pF7PPQ0zrK96gQdS/iOi7+TOFTVs92l",
+	"O+l18PCDNuzrexrloB5vxSYP2nC9H6Qa8ShigDRzsNfijlMMbX2S8h1V2HzrYO95m+npZI788T2LOP1k",
+	"FZzfgJv73SQ0D3zmji4ETJDEgI3lCAGOM/KW1mwdUeJXFYCdr+7TDTL6mJUFeD6whctR1EbOyYhxMSFY",
+	"LEcsfzZpu1l3SoA9Gmk5jeWNaekspH8jh0aoEd/BHAriHcvKuDs3CBowEJ5vKYYyArQPmAwUPOAjMaRX",
+	"wsNew3vlOViBgRyUWOngrI2cYvC7PSQ49fo7Pkjzg0xE9NsQuF1GQtO9TYWb64C/3JR+g0oLoHJ7H0U+",
+	"fMoI+JGJ5ndOAh8Fyzha2p7Va6XAyTIkmVR/A1DUmCOiz6Zqa4o+UllflV3i9/SUWtvuSyV73AFFrdJe",
+	"OnYWn+90m6nIlm4B4CPDmuzSzG/3z4Sp5RERciDyIoDGca9P3iBuM3jxC02UnFkmF8In3QCyAFfYQBai",
+	"JnZlva8qETHTOpd9jM48OFNbuoxlZgcKuqc95Kk69iuEI1UcLlSUqc66kUWPzp9/50ftU4Hw3p5e5IgP",
+	"li9wx22J+EW+ERf2PMuftMk8efhD5nvnlTJ0a+i+Pb14UDfB29OLc7d4JUT3sRA3s6uJrSXtEr4/eWvP",
+	"1pjHrPfHcR7Yd+Diigkj1RI4FXQDthdYRc6Xm5S4FzahDbe7+W6RlTt86i96wF3O97Qs99rCFP6oziC/",
+	"zkeFEg2IdAAKjevEnUY98luZb7zZwg9U3D9MKD5N888fwi1QGGMjp8DefdNPqSMRs7/+7Kb47svmO15J",
+	"MY45Jjz8JWx33PtcPBCSbQ0TVBhsdUiVa4/a5rQVzXN/6c5X9+mmLvaRP4MPy0SrlLMULuxJHduUt26k",
+	"R7ltKOpR68SykxYY73z1H2spKK0gfkg1343xjgsGnfLLScnPF1RVcN/j9U+umLvb4enapna463SnsOLY",
+	"RwagFmKs5MwbDBLq0z16mKPwDAPhwUg8aLzcU9WtjsROjrBLzXpMWjR5soQQD9F8IqDqRZPu+bOAvH11",
+	"HpDjXxPFeng5+APAzB6IZ7vfECMJtde7cOlYKjJ0xb8nYkg0C6WIXOcMu9buoxRsIDDwjrkxPnMIy4c9",
+	"Pob9ZbQ0TPcJ4P8tuMbaJK4gwrUcCJg3+JSHiuH3/wG5usNe4cHYYxbjVIF7Dy4mA3EGbTzShr7d/d0X",
+	"vQrPgd+UV25512hgNaJoDSnX5sLPOFvxLtU5hI//+a//3rGXO6QMez/4UHzh8CEkyfgMLboGtPyyAWrq",
+	"xhJdcX6wTLmFUTKZTAuLxq6YIIuUWFZppGqmfiMKs3WYkis9B3INEddw9VPawTFZBISmDV1qkjYhLxs/",
+	"JcDyCTwDyFR6jbivz144BNUqGNibmy8biQ8ZGma2cVmLYiStXxlxQWHCjck3n9ITgNG4F485cJrFT1S+",
+	"K1E2n2e735R2eMl2K38L6XrToFdjWtRkJj1JyrtIytdyIcAtRpEveUYEzFNiWn8lt/qTCUjgtLUuHP/8",
+	"H+DKR9Af7UBVzhxM2Y6ZTtvsQXIxJkmle2VVnAWNL5/ie/fhcYb1rhbeHGprBR8zbXpHq2eK8Bz02B/3",
+	"7AAWVV0E3S4UVEO6mh8qCLviofENlqG6HFogiAjVB+2K13QSm4GAMHivT6DJVpZqDzpilseTaBaljZkx",
+	"KwnQ2DDlv0xZe2MnAfhYLtbU2di1b28+dYnpf0uwGrHdXeeGzd0dXx4yaguvZ180dbatN0yZUbH0fVLJ",
+	"wipybn+eWMTdWAQsfL7GbUvnseHStuA0jp0SNAPIdCh4AK6SdQgQ0Y5EtKxCWBgOXxmbwAqBXNLASt4u",
+	"gJvCWeG60PXTlU1lnc0z6Lo8UlpvINg1CxP7vMAVWpgM8A4PsP2WRRBss+wv7X3u3nYgoBOs/RllFk/R",
+	"9/FEI1/IiuGmcqE9iKC14wdimEHhDXt98ga0+iilZqoYlCigDVXGBSAv97dnAsHXCntuws75r6zcSHme",
+	"t1GeN5ooQRVnTmuls5JM1wTA10VXzQ0rrCsMzr3d/YN1K+Lh2Z2l6iot6SM0R0Y7JW0N/cTl7qoIZfwt",
+	"5leslMkJtkixJ1w2zCVbagbF91ykzVaaWdtDe5Bh5J2vl2y5khlYpz8sW+XWvXkSrPcnWKVYo7Ql6VJf",
+	"STz0IK3D3qYi80E161duWo10yEQETZfqjdA36VUPyFj9IHXGZzrd1XSCJzK/F87KxZgpJsLcSpMuJJWm",
+	"GXVXXPMRj7kpRl8zQno4dlpVMvPJNYi3amauH5omFLHaDx1Soa+pDeWMaTKi4SWBGEDIBqJ7sL/vRAYk",
+	"b405i6Mtq52Yaa9PrEyPEgWdHNe7W8+ZGgi/ArmaEv/VDhaWuHXG2pKd9WITIhdopvo0XkEA9uQzNN5y",
+	"yUJDbDSYjuYAb31oYzW3CDwEiGHAFJkl2pAR4AAdpXhi3AQpUI0MKfSFNXzGDp2GDQdaD4RVdF3VKNOp",
+	"R5WGl0zYlWJiYq0I9yTnurfS2j4znUF3eBXHsyEESozixtKnumIK0cdpHEMHfOZiKVn2+ZYeiOH2Njxs",
+	"G4calsZHMHHAM5MHSpzxj3eof4+cMpO+XHXOzBGx6jWkJu7ZY6FkHAMMeGL+9Ok0G3LcP0b+zcH+fpub",
+	"3flERv/bZe2IEkliOUNWqeAOd4HhFIjWUqz29NpOynjlqoW6s/PVf6zVv7GypcBMCmd6vwx9M2ZQROTQ",
+	"rI6K7Drims7nUKoIKDzgQBxlWecTaLP7pNPcKcIEu1Zcd+gBZbUAA+0QHFL85rRVXSBTTSW7j8L58/ox",
+	"lPz7eg9QUTRDT5eQiyfyuht5HYt0nQFwFlmWDkhMlzIxAbAu+EATI3VIY4STRBg7T4nC6EfWn5vNRk9e",
+	"mb5d2vcalW32z4TG2MM5bWrrF2NLk3BKxQTRW6ZQmvgRevRTMxD+J8CM8fplcbWk8qtINDOGi4kmM3rJ",
+	"IOEnlRJwkAA6Acslj8BeB03Yj7FAtRjHQFyfrtNZAzKTEYsDwmd0wgJC1UQHhImrgCiGDWN0z4+aiSYo",
+	"Ufed5dJZps2z7dqAD15RwybLPvkMkCvZlZbvBAOhk3Bq5SHMEzKZyMHuy0OrYc+kQWzjkVQGG4BXVF4i",
+	"WuAjKbvncxY+dsl4W4bnACntBmBN75+NyT1pqffHwM+T0YwbQgG6wZ7Xo+wgyvE6yyjlAU5B5eYxdNQd",
+	"YAXYS+NR+X9pacqxnczvSd3Jnf5QzmZURH/54//opegyjrG8zYm5HM47utpA83zgY+KE5+/loJzidJ6O",
+	"ytNRyYufSz7PHxWrLCdKMWHInCYa2yR4NZCSUZyw7YliTGDMnC16RwCZavXkidW7HdiHfRwctQc/ZnYk",
+	"O9Dv5Zydufk8kiLsh/sDKMN+p3wO9ZNa/KQWV/Gl9/SSOaU4VXSxY7ogjCoAoMsZ+OAE8IrwA+jBk3my",
+	"PZcxD5fNHtq3pxeneOkT+tBjow8Vcw/fnl4Q3DXS5QaDmK63i/3pn4k0tNcG76ARkKhmz+8Vw8INUlWa",
+	"C78+kdJ9ZiEUoVU8NQHp6ICEciqVCciC8cnUBGSuuFTccFey9lAYK2upCGWu0TeFPAOuM5xQl2hAGvIM",
+	"jgcC3pPQkT1b4IqoAA0hcjx2NZBhyOYG+toCux6IBVUCwhzC3Y1bcJjdPKNLMlFyAWH2UWEASKHtD8RH",
+	"O18qlmm+7BQBumE/gpVdgkIDqLtMW+QPhAvpU0zgtbLC3oRQd3KcwS35TASo/qE8DoimSzt/Lcu8nqfJ",
+	"yuG/f1Uvff6JsBv9yIpeI9dxQKh+K2Db3Z5rwsd21/50mt6T4lZpUDJDuopBCKRXIo9XeekG4rdaPYPY",
+	"SX3a4Hu85AEPCoxQmYf905NYvk+xnBMRuPl5OnLk8BjJf2X5XkAIDyQL4Nm/TaYXvlYdNNJf3Zz/QzDo",
+	"HBAxnBPSde1IMOeHRpFXu1AdW2ataHotD1mzPY0373yFf2vharLD9JBs+4llP0hyiqOwFILGZWY4ggMl",
+	"nMacavao7LvZ1Qs00VivUCTiHXiT7awxYb0qcmyvfuM7uD8sdWdjPaknD0Xrn6eSgCcPe08gXfvEdJfb",
+	"4wCQRbE47M9C+kzvfIUPLbJYM7Js5SR9/ZSIem/47AJJ88g5Y2bQ8xa8Q6FUrvHmBjL+8cjRlww7zCdX",
+	"lUtTIsrrwfkK3Tk1dhE7h53/+zPd/nV3++WXrvvQ/2X7y9fd4MXejf+l992/dUpreJ2LrUjM58ysUPID",
+	"afwwgGvH+8j+n7+QfvTHUOBPXQ65EzHdcEpnc3BqhlREUHAWkH6/3yPUEOqVrSMniK7YHQ57a4HgTYpm",
+	"Pejv/sqHJmE30JMG9MDa/pb2JKf/KHpOXS1nhm40WpKT1wHWQ9IM1SPD8OiREcNyTuOAJgZi5fRZa4hr",
+	"EqLHhPAx4WuNRckxVnkjQInH/fAOr0PXvRWe5Yo18QmQ8A34Iq4zWKGjtq6uT8wfj4cUYm6ITbxXD8MD",
+	"GvFo8y3TUg6abjcs/b13Amua4J/Vy/YHc5qJHGqxzk71lkbML0crDy1Xd74qNm72m+UP9W90rp7k6t3l",
+	"qtt1xJlIZiMsWQX1L8iKfQpo2mDcJa4SHzCe+e9XAAfrVV2e5+Ze1ym8KTxT0Q60g9VZgTmcphfPmmCB",
+	"azwfqTO8vtlJetVDAvW7QSrbnaQt5FOYqzx0/58Qhz9d9d8CRikdfeer/1jfysFd9BgkUpkxlsPbAw+9",
+	"U9iLx++p18Oj0lgz7/TbeiuaLBjnjznNOjNrJKMUmTElSszqxX7xVgT87+P370jXCjSpDdl//oL8xL/v",
+	"9cmJga7Kc6o0gKwqHpoY+w2mEDxHK7g7ZflwaGpBrwRqppAe1+uTz96cCqmQgoc0ztUce1svf2q2dDAQ",
+	"QqaHiGsXVUXBTE3+F8VMogSLUI7v7+5W22l+OR/WVPOjuArboPCo6+0lncX39LA7PepRjcfVlS/hpicR",
+	"EwaIw1WhF2nCtSTP7/i9W5AtZnkMGfWe/KyZG/5F+lo9Zfjdmz0SRUWnCCURC2Nq+dVVjnt3vZdLCnQA",
+	"+nuKnbIq5CldbI+AraEifwvTuVb27Xx1n1qpaI9gR7c4vFZOZuwka6+bl0pPqtrvWlVrtHSxaw/myQwr",
+	"TN2rgvxvDHp2f97bfvnl593tl1++7gbf3vwLn94rDXRWHyeVNIRzzhJRgiZdiqScWT6bHY4P9v6bKvBo",
+	"bahp/8yzRJwbdESv7QpA7zvMrLQJ0Nmb80+Zt8Vk+NFcA/onAnerBABnkPV9v/Q4/v5h2DYhXhZaC6Ug",
+	"juevfyJTesWIkKIShzp9dhUO9b5Dxt6k71Fhkq6xdQ7EPZyyKIlZ+fva+0yic9edRL0jEsrZCLwP6Zph",
+	"Y+sxj32f2dJddM9ovZHn7oaMOEpezcsiq+qrtCbVGhzcvgkXYZxofsV6Dat+PMa+8yV9hKyZsW0f12m7",
+	"3n5SIzaW0E4qnQ+7bjmf7+HWW03oCX/9zkL7LBFtgNcBFrXrC4uwPS/G5uDg9J6E9lqrYwCm2hhDHWTU",
+	"42P+vrmmwNOlgO0eevk2BIt/6HHvhink7YRfMdEnn7GgeSCGJ5EVAYaJcLn9E1sOAwD4MYqzyFfL51C9",
+	"LPMFhwmakhp7S2R9Jpy6bafT3d/d7R1lt12ypa+jRm7sHS+A+FXtezhLRFNrv1cxZ8Jsh1OpmYCBXPDh",
+	"kmn3MppoOmakO2cqDZqnxx1tyuy8r6zJBtIun/E1GFzv720PBtffsC//XpHb9XDtrM8SsVEr63tlTZUt",
+	"7HxcqFBLX0ZkK1vgFYR791xUTPbcD/fkm3jCmXigckVLYlk6T4UrQyr8UeD3b2WKZdpK+jT7KuytO19V",
+	"Uu+OQCb8G7GMJyWlGJS3FJM6YVCRI13oBlPsUbAAyE2H8dt7PG2l2TVxlojGAFJGmFnTyMoWyvkcKk0y",
+	"axiL7BdKGka6Q9eHOhr20kyF9KaBMFO2xA7U3WEohU5mLBoGiE+QCSerPEPIUswTA9aoNbRdUutA0OLo",
+	"sDdckxlXSioWHRJsmoJS8B9WKWMiYhEAERhAnhmImZwxYaCZM2Bk98mxb8UF9+LrOERZbE+QvTtVgKY9",
+	"EAjdijOpasd1lojjdG0f9nxn41Qf9K3cizzl7ty1Koh66YL0AhhFQN1puo5ret/73bXE3JA/hFSELH7w",
+	"oHI2q8oqbJiIF5YPoNr75+dU+5tyOP6HlMs4DQQ0ydpSH5GxjGO5WGGATxjEv4kS/Ohqib507MZIggfy",
+	"yP4JADwohq1o0kbO58Xqj3tRXnfWql+LJDuE3w/tjIYkpAp7VpKzREB1akD8BXaqQ0LJuWHzc5DfR2TI",
+	"oyHkeayJdm3JVYTMZwt2NYN0JtdWSZN3VJttGGL75DUxciAUs5pFr08QwUYxOrM6gM7DFSb2WNFwCnM0",
+	"TM24oLE7TeR4IEI5AxUBTARupyGMyzLZe0603QLoyztX8tq+KOiFYSw1Nn0oUwfOYSZ+ParCKaueksLr",
+	"FfwkmztDDbs2uI2lXfMbe+QfC2wo4BbVuQoOypVFu8RcE3kFmdXRyj5h+1PIvAHXEtF0AXrW2G4E4N4b",
+	"duhVMDKTipEFj2PoqUW68Jxz1L8swWPVkxAsNFxMoF/Tk0WTB+5RV0xteyIW2BrX7hD2qWZz38fgD2zD",
+	"KGbU8jdRUcoiIQtY3u4Q2VgfJvdxPAR7xjUpVnxiib3n+wPnOhcPhBw7dmN3J8jayhQaFwdo5bgyIGxQ",
+	"Af5i/+xDAjaXPW2WV6KNE5BBxzUZB7ZlJ4qFRzzCqqNBB0d0xw/8z9qDrs2QsSrmXPl9MkSOC42L3Qui",
+	"PDISiWxCuRgIS3nETH1odJnN+yjfMieSC+G4tm8kbYdxzdOJkdKaa5m7JvXkOI7jfesFdyf2hYMONalt",
+	"mZqKcBOsx2iJmbJpCPStJKGM2JYeiJDGMayBtfcz53y6j2nXaZdy2IM1hA45b6WVKBFzHigoCSMRm1vL",
+	"VITQUrawhorBgkOqGZ255vJ2BVIqwDPrA5+pXEOXrzZ+5Y4Iu+aGTKmIYqbsE+IFXepsV1wIG8gI7WQp",
+	"4mWZ+DqzFPxwird/fK3evfcY/jB3dp88038JyCTvJPYcG3zBYy64nrLIqaJ5TBsQBdp3wQS+vSjw4PtX",
+	"vOHw73y1/9zs0PlcySv2eHKu+VKryDfIxNcs5JHVtaGXkgJcCvS0UW4cgOjw8/HJp5MPb3/54ePZL8en",
+	"p2cf/378btgnx2I5EKaYUuD76qMGnxkNnsn7lNxwysJLF0N1rZRVEjMo+HWpD8RuCcENcc2QrthR6oqE",
+	"fqB+zv0ZF2cyZthWNP3W7YnSzu25mDKIv1LizIiBABGD8UEUn75NV5DLOOqC3LFPOHndC7ArqoxZgPP3",
+	"Jol3rEI2ibX4fMG/R2H1PaP9/IZl7PwY52z37oE4+rEb/rV701rO/uCRDj+LdLWOUkNw1dOv+GTqse35",
+	"E5L9U4Sx2iWDh4jQlI8VuNtGxtTmosBaAPUBG7jCiTRnNqDCKwgXEbsm9iSogEi4icaQ5wIJjFIzYnV2",
+	"7EsPsCOYnbPtsnMsHzsmCx65iE13hmluVJC9YHd3F8fugVMHnOJgapxKbSbK6ruLKcM4ChlRA1wcDyZG",
+	"g+zNiHXAQS/VhwOBL4MtSKzm7Nv3OQ+Y5YRCGhJzDRDVkJ4TykQYPbQ/DkTMrxggMMycJp9bEE2ySa76",
+	"oPrEXjgQ1Bg2mxvLWmM5uVDx0N4H2HdyUhUAsgz2BDaqIcXmo114fEfg49w5d0mX9Sd98sPxybs3rytT",
+	"BjfLj/WuN3bbbMG93Xy64N7uQ+ULkq77FlJWcD0wx7T3B0ol9DRg37UpnxAo4Ckev4oOXMHJAkJx5SAU",
+	"ZzWi36UDqxzeTGe6V2Nde4u87y+bS5BYTqoFyFnOxxHLCfLGoRyPNTPDPhn+f9vHblU/sGuz/RF/8IWe",
+	"eJ1V3AnVl+A3scfdJUYOMZD1H/aNh4XWAc63rEkiDI9R83WM17uTg1QFBlgOHCl10kPvAKMoj6G5wBpT",
+	"fsuAJ7+zr97Akve2R1RDYjmOjyGIo9RyyJUCukuqmJL7uciSNuKXebcfCu+qsewV5QPtlg9U9hBc1HLm",
+	"vxtkeehcmBcHneBWYyANlI8xprFm6aNGUsaMivZBjnlMudgwuvFOTshoadAHnvP8ZHT+Tk62X8nZ3KNf",
+	"Fu+3tJzhM63QbM6Ba8eA8sysWLQkrJO9ctApPWnrE8Dvi3nCMJhVi9Ja5G56OnCyuAsQNSkvNfBbvLat",
+	"N09CKhNSr7AiJiLaRDIxO9pETEFqIarQbJ7nEU8SqqWEUsz+/uTtevJ23cnbdQZk9OTsenJ2PTm7bo+T",
+	"B2yowteF4VL4NKY83jAbulow+JLR+vrk8/SqhzTj3SBVZYGQbuSueUquvc+OQCkRIEweLZr5GYn8Vl2B",
+	"zrO65ocQLv7xv01voPTl/mIk/ycNeCMREZpDJvAIAJhMZKgyGuuawd+W5teksDCuYiqfe9MNFQbId6Qi",
+	"1kRUV3RFCNQf0+aIeHr/zlf/sUU3isLRfOpF8fD0hcuOqrlb+yOkJm5SFAofrDEysddsTibV7XqrN3z3",
+	"iSX+4eBxU3SSzG6ZszBIO5K62CQ4grH+JrRWI+QlPq6K0MJz4CbRmNRaxul2RjS8HPP44YtwVqZZpfl8",
+	"7+bzSLqPH+43Krn/yypBf6AkPnSvIwICy3EOmcQRQi958cMF+Rk+B4SJqBeAiz6m8zmYtXEsF7eRSRse",
+	"6DlNNPu9nOZTO5lHOsofJBoxT+f1jy+hgW4K5803h7f6HfP91RfT5YOfJ6P4ZMLU7+VEfcLpPKmjfx5i",
+	"zwOKCLlAl6cTHU4jJbCL7OEt351E/K4EyAVO50mEPJ2qDU+Vo5xqIXKvR4mFipk2nXzP4craWt07pEw2",
+	"Iyw+aEJi9m51wQxcpSf6vtdQBiy9JjSJuCmiIJLuYip9UV9AFJvHNLSf0MMZQaFRUbDgwx6uieuXppPU",
+	"5gw9bFAOhqgNyeEknsj4IcjYheNIV1jr2+GfXtE4WVWBaij1oZv3uLF3vuKHNkEDuPApZPC4IQPqqOrI",
+	"V49jjeWYKQAA4QYyC9IaDUGKALHtmGFl2KBiy++bU9VzqSdKunPAANZxy9XwUxGRKddGqqVnUdxoZFCP",
+	"y59aGFowhczMSiqKumDymO5OYxaRLhNXLJZzRpgI1RIu7XnccY6J8UYq7FEEuXm4EGlG8GhJqFgSJRPD",
+	"+gDLo3PHzqTESUbLgUBuP7QngnLBVN+t3NAhES+kuoSHaxlfMQj6FXrWArSLMrpP9nf38KdU49nf3cVv",
+	"vOpTlsp3muTP6gOYmPDwv9tFfvQgQyWHOPMLct/ovNVDPvWk/e2TNKTyRyEVjn1y4hmYPdkLxQ3bBsyO",
+	"DUVhtb4E6bl37SDXkDHlK/QeDp4bRtgoWrh3zzOI8CWrz9YRMuY8ixUIO5wrP3lFwynbfiWFUTIugV0T",
+	"chueMjzMPwfQ6LEcVkys1BMkxPRxqTxoWb8WTuwJWPsvgCmYJoP5IgM4+w45Dykp38cQOikCMBRoEIgg",
+	"lOM7jnOUsR0azbio4zoLNppKeVldj/gGixawRgBRgLkiF2fvNGD7hlSppdUloFkfjdPOuIqFjF8x1S+t",
+	"z/7sh31Aue7GqHNS+Ld/MgDu00vhVzUgMo5yfra8s8LJyoI1kNLiwznWqmuHYkusAJ6pGDn9eP7J5WFC",
+	"p1SHv8gnaVvRH98fv9o+//F4//kL0tWMDUQkQ71D57w/i3pYbysTQ4b4osMACtK4JhMm7GFwvUvTM87F",
+	"QAD6QFqRa7WLI0Kxs0mOLRTNiOr+Io78H0jau6f/NrnRTpD7N6w/3KTrOzFnS4+r2WuS+dViOiggk/11",
+	"xPkfIy8pGVlaGFkJe3H2zuMhOgjOrkpE30ONBYgYM6Y8BvQSX22Xgj9vzqCaZe3OV/ephU80f4qfnKKP",
+	"6BT13MMzjwglxJLEcnJURMj1GAhGQi3fxgKtyjlauff3riM1sNAnorqrfzSVRZk3NCeDHk8BavaHOorI",
+	"9CVqwmlJ4sk8eiwdA4d6bK/gX/Nk/EH8dICanTHpLW3lfOAkfJDVRyFoVeDOWkBy+0ikIkzYh0dkHNPJ",
+	"g8r5nSi1L2oj947oMmvkPlJgCj1G9596jO4UV3nZpt9otn9PsvDuroLs2Oa1qtLmpIBLWALh8vsTlY4f",
+	"oDNu5yv8W6vgn7EreZlzyTep93h99ESAdwVUsMtIKDpdj7A+Us4R1wUqURBIfjMPawOmGfLNk9ekC/WX",
+	"qZ+3V9GQ3uQCNeUYQHUMDkY7eZ3D/vGYNQ3iJ73qAbnvW+mHqWK8Z2zCtWGKRSnWjme7tyDhx6avD2st",
+	"EjRR2RuNli5YX6iUTC+tx+uwA7EwUdwsgchGjCqmjhMrR3/+YoWmhp4jSIKJijuHnR1Q491AX1OMqaU2",
+	"bAZczgtqp8jkv3N0n78qnWjuSwAayf0dxomGg5D7bjJP8n8yEc0lF8XhsjTj3Jcpp89f6CKtua+y/m65",
+	"L2cyYnFxajScMsut//8AAAD//zhZfajH8gEA",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

@@ -339,3 +339,53 @@ type ArtifactLineage struct {
 
 // MaxArtifactConsumers bounds the consumers one lineage answer lists.
 const MaxArtifactConsumers = 1000
+
+// Model is a project's registered model: a name whose versions are
+// artifacts, with aliases naming some of them.
+type Model struct {
+	Project     string    `json:"project"`
+	Name        string    `json:"name"`
+	Description string    `json:"description"`
+	Latest      int       `json:"latest"` // 0: no version yet
+	CreatedAt   time.Time `json:"createdAt"`
+	CreatedBy   string    `json:"createdBy"`
+	// Aliases map an alias to the version it names.
+	Aliases map[string]int `json:"aliases"`
+}
+
+// ModelVersion is an immutable version of a registered model: the
+// artifact (digest, size, producer) it is.
+type ModelVersion struct {
+	Project  string            `json:"project"`
+	Model    string            `json:"model"`
+	Version  int               `json:"version"`
+	Artifact runstate.Artifact `json:"artifact"`
+	// Format is a serving hint (vllm, triton, ...).
+	Format    string         `json:"format"`
+	Metadata  map[string]any `json:"metadata"`
+	CreatedAt time.Time      `json:"createdAt"`
+	CreatedBy string         `json:"createdBy"`
+	// Aliases are the aliases naming this version.
+	Aliases []string `json:"aliases"`
+}
+
+// NewModelVersion registers an artifact as a version of a model (created
+// with the version when it does not exist).
+type NewModelVersion struct {
+	Project  string
+	Model    string
+	Artifact runstate.Artifact
+	Format   string
+	Metadata map[string]any
+	Actor    string
+}
+
+// ModelAliasEvent is one move of an alias: From is the version it named
+// before (nil: it was new), To after (nil: it was removed).
+type ModelAliasEvent struct {
+	Alias string    `json:"alias"`
+	From  *int      `json:"from,omitempty"`
+	To    *int      `json:"to,omitempty"`
+	Actor string    `json:"actor"`
+	At    time.Time `json:"at"`
+}

@@ -20,6 +20,8 @@ import (
 type artifactRows struct {
 	produced db.InsertArtifactsParams
 	used     db.InsertArtifactUsesParams
+	// register are produced artifacts that become model versions.
+	register []runstate.Artifact
 }
 
 func itemIndex(item *int) int32 {
@@ -49,6 +51,9 @@ func collectArtifacts(st runstate.Status) (artifactRows, bool) {
 			p.Digests = append(p.Digests, a.Digest)
 			p.Sizes = append(p.Sizes, a.Size)
 			p.Files = append(p.Files, int32(a.Files))
+			if a.Register != "" {
+				r.register = append(r.register, a)
+			}
 		}
 		if len(ss.Attempts) > 0 { // it ran: a reused or cached step read nothing
 			for _, in := range ss.Inputs {
@@ -83,7 +88,17 @@ func (s *Store) recordArtifacts(ctx context.Context, st runstate.Status) error {
 			}
 		}
 		if len(rows.used.ArtifactIds) > 0 {
-			return q.InsertArtifactUses(ctx, rows.used)
+			if err := q.InsertArtifactUses(ctx, rows.used); err != nil {
+				return err
+			}
+		}
+		for _, a := range rows.register {
+			_, _, err := registerModelVersion(ctx, q, catalog.NewModelVersion{
+				Project: st.Project, Model: a.Register, Artifact: a, Actor: "run " + st.RunID,
+			})
+			if err != nil {
+				return err
+			}
 		}
 		return nil
 	})

@@ -54,6 +54,7 @@ func Commands() []*cobra.Command {
 		bind(cacheCmd(o)),
 		bind(secretsCmd(o)),
 		bind(artifactsCmd(o)),
+		bind(modelsCmd(o)),
 	}
 }
 

@@ -63,6 +63,52 @@ type GpuPolicy struct {
 	UpdatedAt       time.Time
 }
 
+type Model struct {
+	Project     string
+	Name        string
+	Description string
+	CreatedAt   time.Time
+	CreatedBy   string
+}
+
+type ModelAlias struct {
+	Project   string
+	Model     string
+	Alias     string
+	Version   int32
+	UpdatedAt time.Time
+	UpdatedBy string
+}
+
+type ModelAliasEvent struct {
+	ID          int64
+	Project     string
+	Model       string
+	Alias       string
+	FromVersion *int32
+	ToVersion   *int32
+	Actor       string
+	At          time.Time
+}
+
+type ModelVersion struct {
+	Project    string
+	Model      string
+	Version    int32
+	ArtifactID string
+	Digest     string
+	Size       int64
+	Files      int32
+	RunID      string
+	Step       string
+	Item       int32
+	Attempt    int32
+	Format     string
+	Metadata   json.RawMessage
+	CreatedAt  time.Time
+	CreatedBy  string
+}
+
 type Pipeline struct {
 	Project       string
 	Name          string

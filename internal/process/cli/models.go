@@ -1,0 +1,137 @@
+package cli
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/atelier-ml/atelier/api/gen"
+)
+
+func modelsCmd(o *options) *cobra.Command {
+	cmd := &cobra.Command{Use: "models", Short: "The model registry: models, their versions and aliases", GroupID: GroupID}
+	ls := &cobra.Command{
+		Use:   "ls [MODEL]",
+		Short: "List the project's models, or a model's versions",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := o.session()
+			if err != nil {
+				return err
+			}
+			if len(args) == 0 {
+				res, err := s.c.ListModelsWithResponse(cmd.Context(), s.Project)
+				if err != nil {
+					return unreachable(err)
+				}
+				if err := expect(res.HTTPResponse, res.Body, http.StatusOK); err != nil {
+					return err
+				}
+				return o.print(o.stdout, res.JSON200, func() table {
+					t := table{{"MODEL", "LATEST", "CREATED", "BY", "DESCRIPTION"}}
+					for _, m := range res.JSON200.Items {
+						t = append(t, []string{m.Name, strconv.Itoa(m.Latest), ago(m.CreatedAt, o.now()), m.CreatedBy, m.Description})
+					}
+					return t
+				})
+			}
+			res, err := s.c.ListModelVersionsWithResponse(cmd.Context(), s.Project, args[0])
+			if err != nil {
+				return unreachable(err)
+			}
+			if err := expect(res.HTTPResponse, res.Body, http.StatusOK); err != nil {
+				return err
+			}
+			return o.print(o.stdout, res.JSON200, func() table {
+				t := table{{"VERSION", "ALIASES", "ARTIFACT", "SIZE", "RUN", "STEP", "CREATED", "BY"}}
+				for _, v := range res.JSON200.Items {
+					t = append(t, []string{strconv.Itoa(v.Version), strings.Join(v.Aliases, ","), v.Artifact.Id, artifactSize(v.Artifact),
+						v.Artifact.Producer.Run, stepLabel(v.Artifact.Producer.Step, v.Artifact.Producer.Item), ago(v.CreatedAt, o.now()), v.CreatedBy})
+				}
+				return t
+			})
+		},
+	}
+	show := &cobra.Command{
+		Use:   "show MODEL[@VERSION|@ALIAS]",
+		Short: "A model's aliases, or one version with the run that made it",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := o.session()
+			if err != nil {
+				return err
+			}
+			name, ref, hasRef := strings.Cut(args[0], "@")
+			if !hasRef {
+				res, err := s.c.GetModelWithResponse(cmd.Context(), s.Project, name)
+				if err != nil {
+					return unreachable(err)
+				}
+				if err := expect(res.HTTPResponse, res.Body, http.StatusOK); err != nil {
+					return err
+				}
+				m := res.JSON200
+				return o.print(o.stdout, m, func() table {
+					t := table{{"MODEL", m.Name}, {"LATEST", strconv.Itoa(m.Latest)}}
+					aliases := make([]string, 0, len(m.Aliases))
+					for a := range m.Aliases {
+						aliases = append(aliases, a)
+					}
+					sort.Strings(aliases)
+					for _, a := range aliases {
+						t = append(t, []string{"ALIAS " + a, "version " + strconv.Itoa(m.Aliases[a])})
+					}
+					return t
+				})
+			}
+			res, err := s.c.GetModelVersionWithResponse(cmd.Context(), s.Project, name, ref)
+			if err != nil {
+				return unreachable(err)
+			}
+			if err := expect(res.HTTPResponse, res.Body, http.StatusOK); err != nil {
+				return err
+			}
+			v := res.JSON200
+			return o.print(o.stdout, v, func() table {
+				a := v.Artifact
+				return table{
+					{"MODEL", fmt.Sprintf("%s version %d", v.Model, v.Version)},
+					{"ALIASES", strings.Join(v.Aliases, ", ")},
+					{"ARTIFACT", a.Id + " (" + artifactSize(a) + ", " + a.Digest + ")"},
+					{"MADE BY", fmt.Sprintf("run %s, step %s, attempt %d", a.Producer.Run, stepLabel(a.Producer.Step, a.Producer.Item), a.Producer.Attempt)},
+					{"FORMAT", v.Format},
+				}
+			})
+		},
+	}
+	alias := &cobra.Command{
+		Use:   "alias MODEL ALIAS VERSION",
+		Short: "Point an alias (champion, candidate, ...) at a version; recorded with who moved it",
+		Args:  cobra.ExactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			version, err := strconv.Atoi(args[2])
+			if err != nil || version < 1 {
+				return fmt.Errorf("VERSION must be a version number, got %q", args[2])
+			}
+			s, err := o.session()
+			if err != nil {
+				return err
+			}
+			res, err := s.c.SetModelAliasWithResponse(cmd.Context(), s.Project, args[0], args[1], gen.ModelAliasUpdate{Version: version})
+			if err != nil {
+				return unreachable(err)
+			}
+			if err := expect(res.HTTPResponse, res.Body, http.StatusOK); err != nil {
+				return err
+			}
+			fmt.Fprintf(o.stderr, "%s@%s is version %d\n", args[0], args[1], version)
+			return nil
+		},
+	}
+	cmd.AddCommand(ls, show, alias)
+	return cmd
+}

@@ -1,0 +1,264 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/internal/store/db"
+	"github.com/atelier-ml/atelier/runstate"
+)
+
+// The model registry: a project's models, their versions (artifacts) and
+// aliases. Version numbers of a model are consecutive: registering locks
+// the model's row.
+
+// CreateModel creates a model without versions; an existing one is
+// ErrConflict.
+func (s *Store) CreateModel(ctx context.Context, project, name, description, actor string) (catalog.Model, error) {
+	err := s.withTx(ctx, func(q *db.Queries) error {
+		if _, err := q.GetModel(ctx, db.GetModelParams{Project: project, Name: name}); err == nil {
+			return fmt.Errorf("model %s/%s exists: %w", project, name, catalog.ErrConflict)
+		}
+		return q.EnsureModel(ctx, db.EnsureModelParams{Project: project, Name: name, Description: description, CreatedBy: actor})
+	})
+	if err != nil {
+		return catalog.Model{}, mapErr(err, "create model %s/%s", project, name)
+	}
+	return s.GetModel(ctx, project, name)
+}
+
+// RegisterModelVersion makes v.Artifact a version of v.Model (creating the
+// model if needed). The same artifact registers once per model: a second
+// call returns the version it got, with created false.
+func (s *Store) RegisterModelVersion(ctx context.Context, v catalog.NewModelVersion) (catalog.ModelVersion, bool, error) {
+	var row db.ModelVersion
+	var created bool
+	err := s.withTx(ctx, func(q *db.Queries) error {
+		var err error
+		row, created, err = registerModelVersion(ctx, q, v)
+		return err
+	})
+	if err != nil {
+		return catalog.ModelVersion{}, false, mapErr(err, "register a version of model %s/%s", v.Project, v.Model)
+	}
+	out, err := toModelVersion(row)
+	return out, created, err
+}
+
+func registerModelVersion(ctx context.Context, q *db.Queries, v catalog.NewModelVersion) (db.ModelVersion, bool, error) {
+	if err := q.EnsureModel(ctx, db.EnsureModelParams{Project: v.Project, Name: v.Model, CreatedBy: v.Actor}); err != nil {
+		return db.ModelVersion{}, false, err
+	}
+	if _, err := q.LockModel(ctx, db.LockModelParams{Project: v.Project, Name: v.Model}); err != nil {
+		return db.ModelVersion{}, false, err
+	}
+	if row, err := q.GetModelVersionByArtifact(ctx, db.GetModelVersionByArtifactParams{Project: v.Project, Model: v.Model, ArtifactID: v.Artifact.ID}); err == nil {
+		return row, false, nil
+	}
+	meta := v.Metadata
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	b, err := json.Marshal(meta)
+	if err != nil {
+		return db.ModelVersion{}, false, invalid("model version metadata: %v", err)
+	}
+	a := v.Artifact
+	row, err := q.InsertModelVersion(ctx, db.InsertModelVersionParams{
+		Project: v.Project, Model: v.Model, ArtifactID: a.ID, Digest: a.Digest, Size: a.Size, Files: int32(a.Files),
+		RunID: a.Producer.Run, Step: a.Producer.Step, Item: itemIndex(a.Producer.Item), Attempt: int32(a.Producer.Attempt),
+		Format: v.Format, Metadata: b, CreatedBy: v.Actor,
+	})
+	return row, err == nil, err
+}
+
+func toModelVersion(r db.ModelVersion) (catalog.ModelVersion, error) {
+	v := catalog.ModelVersion{
+		Project: r.Project, Model: r.Model, Version: int(r.Version), Format: r.Format,
+		CreatedAt: utc(r.CreatedAt), CreatedBy: r.CreatedBy, Aliases: []string{},
+		Artifact: runstate.Artifact{
+			ID: r.ArtifactID, Name: r.Model, Type: "model", Digest: r.Digest, Size: r.Size, Files: int(r.Files),
+			Producer: runstate.ArtifactProducer{Run: r.RunID, Step: r.Step, Item: itemPtr(r.Item), Attempt: int(r.Attempt)},
+		},
+	}
+	if err := json.Unmarshal(r.Metadata, &v.Metadata); err != nil {
+		return v, fmt.Errorf("model version %s/%s v%d: stored metadata: %v", r.Project, r.Model, r.Version, err)
+	}
+	return v, nil
+}
+
+func toModel(project, name, desc, by string, latest int32, at db.Model) catalog.Model {
+	return catalog.Model{Project: project, Name: name, Description: desc, Latest: int(latest), CreatedAt: utc(at.CreatedAt), CreatedBy: by, Aliases: map[string]int{}}
+}
+
+// GetModel returns a model with its aliases.
+func (s *Store) GetModel(ctx context.Context, project, name string) (catalog.Model, error) {
+	r, err := s.q.GetModel(ctx, db.GetModelParams{Project: project, Name: name})
+	if err != nil {
+		return catalog.Model{}, mapErr(err, "model %s/%s", project, name)
+	}
+	m := toModel(r.Project, r.Name, r.Description, r.CreatedBy, r.Latest, db.Model{CreatedAt: r.CreatedAt})
+	aliases, err := s.q.ListModelAliases(ctx, db.ListModelAliasesParams{Project: project, Model: name})
+	if err != nil {
+		return catalog.Model{}, mapErr(err, "aliases of model %s/%s", project, name)
+	}
+	for _, a := range aliases {
+		m.Aliases[a.Alias] = int(a.Version)
+	}
+	return m, nil
+}
+
+// ListModels lists a project's models (without their aliases).
+func (s *Store) ListModels(ctx context.Context, project string) ([]catalog.Model, error) {
+	rows, err := s.q.ListModels(ctx, project)
+	if err != nil {
+		return nil, mapErr(err, "models of %q", project)
+	}
+	out := make([]catalog.Model, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, toModel(r.Project, r.Name, r.Description, r.CreatedBy, r.Latest, db.Model{CreatedAt: r.CreatedAt}))
+	}
+	return out, nil
+}
+
+// ListModelVersions lists a model's versions, newest first, each with its
+// aliases; an unknown model is ErrNotFound.
+func (s *Store) ListModelVersions(ctx context.Context, project, model string) ([]catalog.ModelVersion, error) {
+	m, err := s.GetModel(ctx, project, model)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.q.ListModelVersions(ctx, db.ListModelVersionsParams{Project: project, Model: model})
+	if err != nil {
+		return nil, mapErr(err, "versions of model %s/%s", project, model)
+	}
+	out := make([]catalog.ModelVersion, 0, len(rows))
+	for _, r := range rows {
+		v, err := toModelVersion(r)
+		if err != nil {
+			return nil, err
+		}
+		v.Aliases = aliasesOf(m, v.Version)
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func aliasesOf(m catalog.Model, version int) []string {
+	out := []string{}
+	for a, v := range m.Aliases {
+		if v == version {
+			out = append(out, a)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// GetModelVersion resolves ref, a version number or an alias, to a
+// version of the model.
+func (s *Store) GetModelVersion(ctx context.Context, project, model, ref string) (catalog.ModelVersion, error) {
+	m, err := s.GetModel(ctx, project, model)
+	if err != nil {
+		return catalog.ModelVersion{}, err
+	}
+	n, err := strconv.Atoi(ref)
+	if err != nil {
+		v, ok := m.Aliases[ref]
+		if !ok {
+			return catalog.ModelVersion{}, fmt.Errorf("model %s/%s has no alias %q: %w", project, model, ref, catalog.ErrNotFound)
+		}
+		n = v
+	}
+	r, err := s.q.GetModelVersion(ctx, db.GetModelVersionParams{Project: project, Model: model, Version: int32(n)})
+	if err != nil {
+		return catalog.ModelVersion{}, mapErr(err, "model %s/%s version %d", project, model, n)
+	}
+	v, err := toModelVersion(r)
+	v.Aliases = aliasesOf(m, v.Version)
+	return v, err
+}
+
+// SetModelAlias points alias at version (which must exist) and records
+// the move; it returns the version it named before (nil: none).
+func (s *Store) SetModelAlias(ctx context.Context, project, model, alias string, version int, actor string) (*int, error) {
+	var before *int
+	err := s.withTx(ctx, func(q *db.Queries) error {
+		if _, err := q.LockModel(ctx, db.LockModelParams{Project: project, Name: model}); err != nil {
+			return err
+		}
+		if _, err := q.GetModelVersion(ctx, db.GetModelVersionParams{Project: project, Model: model, Version: int32(version)}); err != nil {
+			return fmt.Errorf("model %s/%s has no version %d: %w", project, model, version, catalog.ErrNotFound)
+		}
+		var from *int32
+		if cur, err := q.GetModelAliasForUpdate(ctx, db.GetModelAliasForUpdateParams{Project: project, Model: model, Alias: alias}); err == nil {
+			from = &cur.Version
+			b := int(cur.Version)
+			before = &b
+		}
+		if err := q.PutModelAlias(ctx, db.PutModelAliasParams{Project: project, Model: model, Alias: alias, Version: int32(version), UpdatedBy: actor}); err != nil {
+			return err
+		}
+		to := int32(version)
+		return q.InsertModelAliasEvent(ctx, db.InsertModelAliasEventParams{Project: project, Model: model, Alias: alias, FromVersion: from, ToVersion: &to, Actor: actor})
+	})
+	return before, mapErr(err, "move alias %s of model %s/%s", alias, project, model)
+}
+
+// DeleteModelAlias removes an alias (ErrNotFound when absent) and records it.
+func (s *Store) DeleteModelAlias(ctx context.Context, project, model, alias, actor string) error {
+	err := s.withTx(ctx, func(q *db.Queries) error {
+		cur, err := q.GetModelAliasForUpdate(ctx, db.GetModelAliasForUpdateParams{Project: project, Model: model, Alias: alias})
+		if err != nil {
+			return err
+		}
+		if _, err := q.DeleteModelAlias(ctx, db.DeleteModelAliasParams{Project: project, Model: model, Alias: alias}); err != nil {
+			return err
+		}
+		return q.InsertModelAliasEvent(ctx, db.InsertModelAliasEventParams{Project: project, Model: model, Alias: alias, FromVersion: &cur.Version, Actor: actor})
+	})
+	return mapErr(err, "remove alias %s of model %s/%s", alias, project, model)
+}
+
+// ModelAliasEvents returns a model's alias moves, newest first.
+func (s *Store) ModelAliasEvents(ctx context.Context, project, model string, max int) ([]catalog.ModelAliasEvent, error) {
+	rows, err := s.q.ListModelAliasEvents(ctx, db.ListModelAliasEventsParams{Project: project, Model: model, MaxRows: int32(max)})
+	if err != nil {
+		return nil, mapErr(err, "alias history of model %s/%s", project, model)
+	}
+	out := make([]catalog.ModelAliasEvent, 0, len(rows))
+	for _, r := range rows {
+		e := catalog.ModelAliasEvent{Alias: r.Alias, Actor: r.Actor, At: utc(r.At)}
+		if r.FromVersion != nil {
+			v := int(*r.FromVersion)
+			e.From = &v
+		}
+		if r.ToVersion != nil {
+			v := int(*r.ToVersion)
+			e.To = &v
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// ModelVersionsOfArtifact lists the model versions an artifact is.
+func (s *Store) ModelVersionsOfArtifact(ctx context.Context, project, artifactID string) ([]catalog.ModelVersion, error) {
+	rows, err := s.q.ListModelVersionsOfArtifact(ctx, db.ListModelVersionsOfArtifactParams{Project: project, ArtifactID: artifactID})
+	if err != nil {
+		return nil, mapErr(err, "model versions of artifact %s/%s", project, artifactID)
+	}
+	out := make([]catalog.ModelVersion, 0, len(rows))
+	for _, r := range rows {
+		v, err := toModelVersion(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}

@@ -1,0 +1,60 @@
+-- name: EnsureModel :exec
+INSERT INTO models (project, name, description, created_by)
+VALUES (@project, @name, @description, @created_by)
+ON CONFLICT (project, name) DO NOTHING;
+
+-- name: LockModel :one
+-- Serializes version numbering of one model.
+SELECT name FROM models WHERE project = @project AND name = @name FOR UPDATE;
+
+-- name: GetModel :one
+SELECT m.*, (SELECT COALESCE(MAX(v.version), 0) FROM model_versions AS v WHERE v.project = m.project AND v.model = m.name)::int AS latest
+FROM models AS m WHERE m.project = @project AND m.name = @name;
+
+-- name: ListModels :many
+SELECT m.*, (SELECT COALESCE(MAX(v.version), 0) FROM model_versions AS v WHERE v.project = m.project AND v.model = m.name)::int AS latest
+FROM models AS m WHERE m.project = @project ORDER BY m.name;
+
+-- name: GetModelVersionByArtifact :one
+SELECT * FROM model_versions WHERE project = @project AND model = @model AND artifact_id = @artifact_id;
+
+-- name: InsertModelVersion :one
+INSERT INTO model_versions (project, model, version, artifact_id, digest, size, files, run_id, step, item, attempt, format, metadata, created_by)
+SELECT @project, @model, COALESCE(MAX(version), 0) + 1, @artifact_id, @digest, @size, @files, @run_id, @step, @item, @attempt, @format, @metadata, @created_by
+FROM model_versions WHERE project = @project AND model = @model
+RETURNING *;
+
+-- name: GetModelVersion :one
+SELECT * FROM model_versions WHERE project = @project AND model = @model AND version = @version;
+
+-- name: ListModelVersions :many
+SELECT * FROM model_versions WHERE project = @project AND model = @model ORDER BY version DESC;
+
+-- name: ListModelVersionsOfArtifact :many
+SELECT * FROM model_versions WHERE project = @project AND artifact_id = @artifact_id ORDER BY model, version;
+
+-- name: ListModelAliases :many
+SELECT * FROM model_aliases WHERE project = @project AND model = @model ORDER BY alias;
+
+-- name: GetModelAlias :one
+SELECT * FROM model_aliases WHERE project = @project AND model = @model AND alias = @alias;
+
+-- name: GetModelAliasForUpdate :one
+SELECT * FROM model_aliases WHERE project = @project AND model = @model AND alias = @alias FOR UPDATE;
+
+-- name: PutModelAlias :exec
+INSERT INTO model_aliases (project, model, alias, version, updated_by)
+VALUES (@project, @model, @alias, @version, @updated_by)
+ON CONFLICT (project, model, alias) DO UPDATE
+SET version = EXCLUDED.version, updated_by = EXCLUDED.updated_by, updated_at = now();
+
+-- name: DeleteModelAlias :execrows
+DELETE FROM model_aliases WHERE project = @project AND model = @model AND alias = @alias;
+
+-- name: InsertModelAliasEvent :exec
+INSERT INTO model_alias_events (project, model, alias, from_version, to_version, actor)
+VALUES (@project, @model, @alias, sqlc.narg(from_version), sqlc.narg(to_version), @actor);
+
+-- name: ListModelAliasEvents :many
+SELECT * FROM model_alias_events WHERE project = @project AND model = @model
+ORDER BY id DESC LIMIT @max_rows;
