@@ -23,8 +23,11 @@ import (
 // uiCSP allows the page nothing but its own script, style and API: no
 // inline script or style, no other origin, no framing, no form posts
 // (the login form is handled by script; were script off, the browser
-// could not send the token anywhere in a URL).
-const uiCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
+// could not send the token anywhere in a URL). Images may also come from
+// blob: URLs, which only the page's own script can make: the previews of
+// artifacts it read with the token (an SVG shown as an <img> runs no script
+// and loads nothing).
+const uiCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; connect-src 'self'; " +
 	"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 var uiTypes = map[string]string{

@@ -17,7 +17,7 @@ func TestWebUIServedWithoutTokenUnderStrictCSP(t *testing.T) {
 		t.Fatalf("not the UI's index.html: %.300s", r.body)
 	}
 	csp := r.Header.Get("Content-Security-Policy")
-	for _, want := range []string{"default-src 'none'", "script-src 'self'", "style-src 'self'", "connect-src 'self'", "frame-ancestors 'none'", "form-action 'none'"} {
+	for _, want := range []string{"default-src 'none'", "script-src 'self'", "style-src 'self'", "connect-src 'self'", "img-src 'self' blob:;", "frame-ancestors 'none'", "form-action 'none'"} {
 		if !strings.Contains(csp, want) {
 			t.Errorf("CSP %q lacks %q", csp, want)
 		}

@@ -13,7 +13,9 @@
 // The page talks only to the REST API, with the bearer token the user
 // pastes (kept in sessionStorage, see src/api.ts); run events come from
 // GET …/runs/{id}/events read with fetch(), since EventSource cannot send
-// an Authorization header.
+// an Authorization header. Artifact bytes are read the same way (with
+// redirect=false, so they never come from another origin) and offered as
+// Blobs to save or preview (src/views/artifacts.ts).
 package ui
 
 import (

@@ -85,6 +85,16 @@ export function get<T>(path: string, signal?: AbortSignal): Promise<T> {
   return call<T>("GET", path, undefined, signal);
 }
 
+/**
+ * fetchBlob reads a route's bytes (an artifact's content) with the token,
+ * which a plain link could not send, as a Blob to preview or save.
+ */
+export async function fetchBlob(path: string, signal?: AbortSignal): Promise<Blob> {
+  const r = await fetch(path, { ...base, signal, headers: headers() });
+  if (!r.ok) return fail(r);
+  return r.blob();
+}
+
 /** enc escapes one path segment. */
 export const enc = encodeURIComponent;
 

@@ -93,6 +93,20 @@ export function fmtDuration(start?: string, end?: string): string {
   return `${sec}s`;
 }
 
+/** fmtBytes renders a size in bytes: 812 B, 4.2 KiB, 37 MiB. */
+export function fmtBytes(n: number): string {
+  if (!(n >= 0)) return "";
+  if (n < 1024) return `${n} B`;
+  const units = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+  let v = n / 1024;
+  let i = 0;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  return `${v < 10 ? v.toFixed(1) : Math.round(v)} ${units[i]}`;
+}
+
 /** json pretty-prints a value for a <pre>. */
 export function json(v: unknown): string {
   return JSON.stringify(v, null, 2) ?? "";

@@ -67,6 +67,69 @@ export interface StepStatus {
   item?: unknown;
   items?: StepStatus[];
   approval?: ApprovalStatus;
+  /** What the step (or item) wrote; a CACHED step's are its source's. */
+  artifacts?: Artifact[];
+  /** What it read, by input name (`from` is the producer's `<step>.<artifact>`). */
+  inputs?: Artifact[];
+}
+
+export type ArtifactType = "file" | "dataset" | "model" | "metrics";
+
+export interface ArtifactProducer {
+  run: string;
+  step: string;
+  item?: number;
+  attempt: number;
+}
+
+/** Artifact is a stored file or directory: a reference, never the bytes. */
+export interface Artifact {
+  id: string;
+  name: string;
+  from?: string;
+  type: ArtifactType | string;
+  digest: string;
+  size: number;
+  /** A directory's file count; absent for a file. */
+  files?: number;
+  producer: ArtifactProducer;
+  createdAt?: string;
+}
+
+export interface ArtifactUse {
+  run: string;
+  step: string;
+  item?: number;
+  input: string;
+  at: string;
+}
+
+export interface ConsumedArtifact {
+  use: ArtifactUse;
+  artifact: Artifact;
+}
+
+export interface RunArtifacts {
+  produced: Artifact[];
+  consumed: ConsumedArtifact[];
+}
+
+export interface ArtifactLineage {
+  artifact: Artifact;
+  madeFrom: ConsumedArtifact[];
+  consumers: ArtifactUse[];
+}
+
+export interface ArtifactFile {
+  /** Slash-separated, relative to the directory; empty for a file artifact. */
+  path: string;
+  digest: string;
+  size: number;
+  executable?: boolean;
+}
+
+export interface ArtifactFileList {
+  files: ArtifactFile[];
 }
 
 export interface CancelRequest {

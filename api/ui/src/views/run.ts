@@ -2,17 +2,18 @@
 // retry, the Temporal UI link), its DAG (planned steps from the pipeline
 // version's graph, states live from the run's event stream) and a drawer
 // for the selected step (forEach items, attempts, outputs, errors,
-// approval, and the log of an attempt, followed while it runs).
+// approval, artifacts, and the log of an attempt, followed while it runs).
 //
-// Parts that hold user input or a stream (the cancel form, the approval
-// form, the log) are built once and kept across updates; the rest is
-// re-rendered only when what it shows changed.
+// Parts that hold user input, a stream or fetched data (the cancel form,
+// the approval form, the log, the artifacts) are built once and kept
+// across updates; the rest is re-rendered only when what it shows changed.
 
 import { call, enc, followLog, get, streamEvents } from "../api";
 import { DagView, model } from "../dag";
 import { badge, fmtDuration, fmtTime, h, json, replace } from "../dom";
 import { href, type Route } from "../route";
 import { runTerminal, type Attempt, type PipelineGraphStep, type PipelineVersion, type Run, type RunEvent, type RunStatus, type StepStatus } from "../types";
+import { ArtifactsSection } from "./artifacts";
 import { errorBox, message, type View } from "./view";
 
 type RunRoute = Extract<Route, { page: "run" }>;
@@ -61,6 +62,7 @@ export class RunPage implements View {
   private log?: LogPane;
   private readonly cancelForm: HTMLFormElement;
   private approval?: { key: string; el: HTMLElement };
+  private artifacts?: { key: string; section: ArtifactsSection };
   private headKey = "";
   private drawerKey = "";
   private renderQueued = false;
@@ -94,6 +96,7 @@ export class RunPage implements View {
     this.abort.abort();
     clearInterval(this.ticker);
     this.log?.dispose();
+    this.artifacts?.section.dispose();
   }
 
   update(r: Route): boolean {
@@ -333,6 +336,7 @@ export class RunPage implements View {
       this.drawer.hidden = true;
       this.drawerKey = "";
       this.setLog(undefined);
+      this.setArtifacts(undefined);
       return;
     }
     this.drawer.hidden = false;
@@ -342,7 +346,10 @@ export class RunPage implements View {
     if (key !== this.drawerKey) {
       this.drawerKey = key;
       replace(this.drawerInfo, this.drawerContent(sel, step, planned, entry, attempt));
+      // An artifacts section no longer shown stops its reads.
+      if (this.artifacts && !this.drawerInfo.contains(this.artifacts.section.el)) this.setArtifacts(undefined);
     }
+    this.artifacts?.section.observe(this.status);
     // The log of the chosen attempt (the newest unless one was picked);
     // approval steps run nothing, so they have none.
     if (!entry || (step?.items && sel.item === undefined) || (step?.kind || planned?.kind) === "approval") {
@@ -369,6 +376,21 @@ export class RunPage implements View {
       this.setLog(new LogPane(url, `attempt ${attempt.number}`));
       replace(this.logSection, this.log!.el);
     }
+  }
+
+  private setArtifacts(a: { key: string; section: ArtifactsSection } | undefined): void {
+    if (this.artifacts && this.artifacts !== a) this.artifacts.section.dispose();
+    this.artifacts = a;
+  }
+
+  /** artifactsBlock is the section of what a step or item wrote and read, kept while those stay the same. */
+  private artifactsBlock(sel: { step: string; item?: number }, entry: StepStatus): HTMLElement | null {
+    const outs = entry.artifacts ?? [];
+    const ins = entry.inputs ?? [];
+    if (!outs.length && !ins.length) return null;
+    const key = JSON.stringify([sel.step, sel.item, outs, ins]);
+    if (this.artifacts?.key !== key) this.setArtifacts({ key, section: new ArtifactsSection(this.project, this.runId, outs, ins) });
+    return this.artifacts!.section.el;
   }
 
   private setLog(p: LogPane | undefined): void {
@@ -438,8 +460,10 @@ export class RunPage implements View {
         ),
       );
       if (sel.item === undefined) {
-        out.push(h("p", { class: "muted" }, "Pick an item for its attempts, outputs and log."));
+        out.push(h("p", { class: "muted" }, "Pick an item for its attempts, outputs, artifacts and log."));
         if (step.outputs !== undefined && step.outputs !== null) out.push(h("h3", {}, "Outputs (one per item)"), h("pre", { class: "json", id: "outputs" }, json(step.outputs)));
+        const arts = this.artifactsBlock(sel, step);
+        if (arts) out.push(arts);
         return out;
       }
       if (!entry) {
@@ -455,6 +479,8 @@ export class RunPage implements View {
     // A forEach item's outputs are in the step's list once the step ended.
     const outputs = entry?.outputs ?? (step.items && sel.item !== undefined && Array.isArray(step.outputs) ? step.outputs[sel.item] : undefined);
     if (outputs !== undefined && outputs !== null) out.push(h("h3", {}, "Outputs"), h("pre", { class: "json", id: "outputs" }, json(outputs)));
+    const arts = entry && this.artifactsBlock(sel, entry);
+    if (arts) out.push(arts);
     return out;
   }
 
