@@ -79,3 +79,23 @@ type LogKey struct {
 	Item    int // -1 when not a forEach item
 	Attempt int
 }
+
+// ResolveArtifactsName resolves a step's catalogue inputs (an artifact ID,
+// a registered model's version) to references, as a local activity run
+// before the step (package activities/lineage). Steps without such inputs
+// never run it.
+const ResolveArtifactsName = "atelier.artifacts.resolve"
+
+// ResolveArtifactsRequest names a step's catalogue inputs, in order.
+type ResolveArtifactsRequest struct {
+	Project string                   `json:"project"`
+	Inputs  []pipeline.ArtifactInput `json:"inputs"`
+}
+
+// ResolveArtifactsResult is each input's artifact (Name is the input's,
+// From says what named it), or Problem: why one cannot be read (unknown
+// artifact, model, alias or version), which fails the step.
+type ResolveArtifactsResult struct {
+	Artifacts []runstate.Artifact `json:"artifacts,omitempty"`
+	Problem   string              `json:"problem,omitempty"`
+}

@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -122,4 +123,92 @@ steps:
 	assert.Equal(t, 422, code, "another project's artifact is unknown here")
 	code, _ = other.raw("GET", fmt.Sprintf("/v1/projects/%s/models", s.project), nil)
 	assert.Contains(t, []int{403, 404}, code)
+}
+
+// Inputs named through the catalogue: a registered model's version by
+// alias and an earlier run's artifact by ID (through a param), resolved
+// before the step runs and recorded in lineage; an unknown alias or
+// another project's artifact fails the step naming it. With
+// ATELIER_RECORD_HISTORIES=1 it records v7-artifact-refs.
+func TestInputsByModelAndArtifactID(t *testing.T) {
+	s := newStack(t)
+	s.createPipeline("make", `
+steps:
+  - name: train
+    container:
+      command: [sh, -c, 'printf weights > "$ATELIER_ARTIFACTS/model.bin" && printf rows > "$ATELIER_ARTIFACTS/data.csv"']
+      artifacts:
+        outputs:
+          - {name: model, path: model.bin, register: ranker}
+          - {name: data, path: data.csv, type: dataset}
+`)
+	made := s.waitTerminal(s.start("make", nil), time.Minute)
+	require.Equal(t, gen.RunStateSUCCEEDED, made.State, "%s", val(made.Status.Error))
+	data := val(stepByName(made, "train").Artifacts)[1]
+	require.Eventually(t, func() bool {
+		code, _ := s.raw("PUT", s.path("/models/ranker/aliases/champion"), []byte(`{"version": 1}`))
+		return code == 200
+	}, 10*time.Second, 100*time.Millisecond, "the run registered ranker version 1")
+
+	s.createPipeline("use", `
+params:
+  - {name: data, type: string}
+  - {name: model, type: string, default: "ranker@champion"}
+steps:
+  - name: score
+    container:
+      command: [sh, -c, 'printf "{\"m\": \"%s\", \"d\": \"%s\"}" "$(cat "$ATELIER_INPUTS/model")" "$(cat "$ATELIER_INPUTS/data")" > "$ATELIER_OUTPUTS"']
+      artifacts:
+        inputs:
+          - {name: model, model: "{{ params.model }}"}
+          - {name: data, artifact: "{{ params.data }}"}
+`)
+	id := s.start("use", map[string]any{"data": data.Id})
+	r := s.waitTerminal(id, time.Minute)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
+	score := stepByName(r, "score")
+	assert.Equal(t, map[string]any{"m": "weights", "d": "rows"}, score.Outputs)
+	ins := val(score.Inputs)
+	require.Len(t, ins, 2)
+	assert.Equal(t, "model:ranker@champion", val(ins[0].From))
+	assert.Equal(t, made.Id, ins[0].Producer.Run)
+	assert.Equal(t, "artifact:"+data.Id, val(ins[1].From))
+	var ra gen.RunArtifacts
+	require.Eventually(t, func() bool {
+		code, body := s.raw("GET", s.path("/runs/%s/artifacts", id), nil)
+		return code == 200 && json.Unmarshal(body, &ra) == nil && len(ra.Consumed) == 2
+	}, 10*time.Second, 100*time.Millisecond)
+	assert.Equal(t, made.Id, ra.Consumed[0].Artifact.Producer.Run, "lineage leads to the run that made it")
+	if os.Getenv("ATELIER_RECORD_HISTORIES") != "" {
+		time.Sleep(500 * time.Millisecond)
+		recordHistory(t, s, "v7-artifact-refs", id)
+	}
+
+	bad := s.waitTerminal(s.start("use", map[string]any{"data": data.Id, "model": "ranker@nope"}), time.Minute)
+	require.Equal(t, gen.RunStateFAILED, bad.State)
+	assert.Contains(t, val(stepByName(bad, "score").Error), `model ranker has no version or alias "nope"`)
+	other := s.asProject("other-refs")
+	other.createPipeline("steal", fmt.Sprintf(`
+steps:
+  - name: s
+    container:
+      command: [sh, -c, 'cat "$ATELIER_INPUTS/d"']
+      artifacts:
+        inputs: [{name: d, artifact: %s}]
+`, data.Id))
+	stolen := other.waitTerminal(other.start("steal", nil), time.Minute)
+	require.Equal(t, gen.RunStateFAILED, stolen.State)
+	assert.Contains(t, val(stepByName(stolen, "s").Error), "no artifact "+data.Id+" in project other-refs")
+	code, problems := s.push("bad-refs", `
+steps:
+  - name: s
+    container:
+      command: [sh, -c, "true"]
+      artifacts:
+        inputs: [{name: a, artifact: xyz}, {name: b, model: "Bad@x"}, {name: c, from: x.y, model: m}]
+`)
+	require.Equal(t, 422, code)
+	for _, p := range []string{"steps[0].container.artifacts.inputs[0].artifact", "steps[0].container.artifacts.inputs[1].model", "steps[0].container.artifacts.inputs[2]"} {
+		assert.Contains(t, problems, p)
+	}
 }

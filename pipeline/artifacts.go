@@ -16,13 +16,39 @@ type Artifacts struct {
 	Outputs []ArtifactOutput `json:"outputs,omitempty"`
 }
 
-// ArtifactInput is an artifact the step reads: From names another step's
-// output artifact as "<step>.<artifact>" (which makes the step depend on
-// that one). The step finds it at $ATELIER_INPUTS/<Name>, a file or a
-// directory as it was stored.
+// ArtifactInput is an artifact the step reads, named by exactly one of:
+// From, another step's output artifact as "<step>.<artifact>" (which
+// makes the step depend on that one); Artifact, an artifact's ID (of any
+// earlier run of the project); Model, a registered model's version as
+// "<model>@<alias|version>" (or "<model>" for its latest). Artifact and
+// Model may be templates ("{{ params.dataset }}"). The step finds it at
+// $ATELIER_INPUTS/<Name>, a file or a directory as it was stored.
 type ArtifactInput struct {
-	Name string `json:"name"`
-	From string `json:"from"`
+	Name     string `json:"name"`
+	From     string `json:"from,omitempty"`
+	Artifact string `json:"artifact,omitempty"`
+	Model    string `json:"model,omitempty"`
+}
+
+// IsRef reports whether the input names an artifact of the catalogue
+// (Artifact or Model) rather than another step's output.
+func (in ArtifactInput) IsRef() bool { return in.Artifact != "" || in.Model != "" }
+
+// Ref is how the run status shows where a catalogue input came from:
+// "artifact:<id>" or "model:<model>@<ref>".
+func (in ArtifactInput) Ref() string {
+	if in.Artifact != "" {
+		return "artifact:" + in.Artifact
+	}
+	return "model:" + in.Model
+}
+
+var artifactIDRE = regexp.MustCompile(`^[0-9a-f]{32}$`)
+
+// SplitModelRef splits "<model>@<ref>"; ref is "" for the latest version.
+func SplitModelRef(s string) (model, ref string) {
+	model, ref, _ = strings.Cut(s, "@")
+	return model, ref
 }
 
 // ArtifactOutput is an artifact the step writes: the file or directory at
@@ -132,6 +158,28 @@ func validateArtifacts(cp string, p *Spec, self int, a *Artifacts, placed bool, 
 	for j, in := range a.Inputs {
 		ip := index(field(ap, "inputs"), j)
 		checkArtifactName(field(ip, "name"), in.Name, seen, ps)
+		n := 0
+		for _, v := range []string{in.From, in.Artifact, in.Model} {
+			if v != "" {
+				n++
+			}
+		}
+		if n != 1 {
+			ps.add(ip, "name the input with exactly one of from (<step>.<artifact>), artifact (an artifact ID) or model (<model>@<alias|version>)")
+			continue
+		}
+		switch {
+		case in.Artifact != "" && !strings.Contains(in.Artifact, "{{") && !artifactIDRE.MatchString(in.Artifact):
+			ps.add(field(ip, "artifact"), "%q is not an artifact ID (32 hexadecimal digits)", in.Artifact)
+			continue
+		case in.Model != "" && !strings.Contains(in.Model, "{{"):
+			if m, ref := SplitModelRef(in.Model); !ValidModelName(m) || strings.Contains(in.Model, "@") && !ValidModelName(ref) {
+				ps.add(field(ip, "model"), "%q is not <model>, <model>@<alias> or <model>@<version>", in.Model)
+			}
+			continue
+		case in.IsRef():
+			continue
+		}
 		step, name, ok := SplitArtifactRef(in.From)
 		if !ok {
 			ps.add(field(ip, "from"), "%q is not a reference to another step's artifact (<step>.<artifact>)", in.From)
@@ -200,4 +248,13 @@ func badArtifactPath(p string) string {
 		return "must be a clean path inside $ATELIER_ARTIFACTS (no '.', '..' or trailing '/')"
 	}
 	return ""
+}
+
+func hasRefTemplates(a *Artifacts) bool {
+	for _, in := range a.Inputs {
+		if strings.Contains(in.Artifact, "{{") || strings.Contains(in.Model, "{{") {
+			return true
+		}
+	}
+	return false
 }

@@ -272,6 +272,23 @@ func RenderContainer(c *Container, env Env) (*Container, error) {
 		return nil, errors.New("step has no container")
 	}
 	out := &Container{Image: c.Image, Secrets: slices.Clone(c.Secrets), Pod: c.Pod, Artifacts: c.Artifacts}
+	if a := c.Artifacts; a != nil && hasRefTemplates(a) {
+		ra := *a
+		ra.Inputs = slices.Clone(a.Inputs)
+		for i := range ra.Inputs {
+			in := &ra.Inputs[i]
+			for _, f := range []*string{&in.Artifact, &in.Model} {
+				if strings.Contains(*f, "{{") {
+					v, err := RenderString(*f, env)
+					if err != nil {
+						return nil, fmt.Errorf("artifacts.inputs[%d]: %w", i, err)
+					}
+					*f = v
+				}
+			}
+		}
+		out.Artifacts = &ra
+	}
 	if c.Resources != nil {
 		r := *c.Resources
 		out.Resources = &r

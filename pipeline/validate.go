@@ -460,6 +460,15 @@ func validateStep(p *Spec, i int, vc *vctx, psc *refScope, ps *problems) {
 		validateSecrets(field(cp, "secrets"), c, ps)
 		if c.Artifacts != nil {
 			validateArtifacts(cp, p, i, c.Artifacts, s.EffectivePlacement(p) != nil, ps)
+			for j, in := range c.Artifacts.Inputs {
+				ip := index(field(field(cp, "artifacts"), "inputs"), j)
+				if strings.Contains(in.Artifact, "{{") {
+					check(field(ip, "artifact"), in.Artifact)
+				}
+				if strings.Contains(in.Model, "{{") {
+					check(field(ip, "model"), in.Model)
+				}
+			}
 		}
 		if c.Pod != nil {
 			pp := field(cp, "pod")
@@ -783,7 +792,7 @@ func stepRefs(p *Spec, outer []string, parts RefPart) [][]int {
 			// An input artifact is read from its producer: an order too.
 			if s.Container != nil && s.Container.Artifacts != nil {
 				for _, in := range s.Container.Artifacts.Inputs {
-					if n, _, ok := SplitArtifactRef(in.From); ok {
+					if n, _, ok := SplitArtifactRef(in.From); ok && !in.IsRef() {
 						addName(n)
 					}
 				}
@@ -827,6 +836,12 @@ func stepRefs(p *Spec, outer []string, parts RefPart) [][]int {
 				tmpl(v) // order irrelevant: results go into a set
 			}
 			tmpl(c.WorkingDir)
+			if c.Artifacts != nil {
+				for _, in := range c.Artifacts.Inputs {
+					tmpl(in.Artifact)
+					tmpl(in.Model)
+				}
+			}
 		}
 		if s.Ray != nil {
 			rayTemplates(s.Ray, func(_, v string) { tmpl(v) })

@@ -21,6 +21,7 @@ import (
 	"github.com/atelier-ml/atelier/activities/kube/serving"
 	"github.com/atelier-ml/atelier/activities/local"
 	"github.com/atelier-ml/atelier/activities/placement"
+	"github.com/atelier-ml/atelier/activities/lineage"
 	"github.com/atelier-ml/atelier/activities/stepcache"
 	"github.com/atelier-ml/atelier/api"
 	"github.com/atelier-ml/atelier/client/endpointclient"
@@ -201,6 +202,8 @@ func provideAdmission(s *store.Store, c client.Client, cfg config.Config) *admis
 
 // provideStepCache builds the step cache activities of the local worker,
 // over the catalogue.
+func provideLineage(s *store.Store) *lineage.Activities { return lineage.New(s) }
+
 func provideStepCache(s *store.Store) *stepcache.Activities {
 	return stepcache.New(s, time.Now)
 }

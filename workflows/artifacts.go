@@ -2,7 +2,13 @@ package workflows
 
 import (
 	"fmt"
+	"strconv"
+	"time"
 
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/pipeline"
 	"github.com/atelier-ml/atelier/runstate"
 )
@@ -17,12 +23,20 @@ import (
 // steps that ended, each "<step>.<artifact>" to the producer's reference
 // under the input's name. msg says why one cannot be resolved (the
 // producer was skipped, or did not write it): the step fails with it.
-func (r *Run) artifactInputs(a *pipeline.Artifacts) ([]runstate.Artifact, string) {
+func (r *Run) artifactInputs(stepName string, item *int, a *pipeline.Artifacts) ([]runstate.Artifact, string) {
 	if a == nil || len(a.Inputs) == 0 {
 		return nil, ""
 	}
 	out := make([]runstate.Artifact, 0, len(a.Inputs))
+	refs := r.resolvedRefs[refKey(stepName, item)]
 	for _, in := range a.Inputs {
+		if in.IsRef() {
+			if len(refs) == 0 {
+				return nil, fmt.Sprintf("input artifact %q: %s was not resolved", in.Name, in.Ref())
+			}
+			out, refs = append(out, refs[0]), refs[1:]
+			continue
+		}
 		step, name, ok := pipeline.SplitArtifactRef(in.From)
 		if !ok {
 			return nil, fmt.Sprintf("input artifact %q: %q is not <step>.<artifact>", in.Name, in.From)
@@ -45,4 +59,58 @@ func (r *Run) artifactInputs(a *pipeline.Artifacts) ([]runstate.Artifact, string
 		}
 	}
 	return out, ""
+}
+
+// versionArtifactRefs guards the local activity that resolves catalogue
+// inputs (workflow.GetVersion change ID; never reuse it). It is asked only
+// when a step has such inputs, so other runs carry no marker.
+const versionArtifactRefs = "atelier.artifact-refs"
+
+func refKey(stepName string, item *int) string {
+	if item == nil {
+		return stepName
+	}
+	return stepName + "[" + strconv.Itoa(*item) + "]"
+}
+
+// resolveArtifactRefs resolves the step's catalogue inputs (artifact IDs,
+// model versions) with one local activity, before anything else about the
+// step, so that the cache key and the request see their digests. msg says
+// why the step cannot run (an unknown artifact or model).
+func (r *Run) resolveArtifactRefs(ctx workflow.Context, stepName string, item *int, a *pipeline.Artifacts) string {
+	var refs []pipeline.ArtifactInput
+	if a != nil {
+		for _, in := range a.Inputs {
+			if in.IsRef() {
+				refs = append(refs, in)
+			}
+		}
+	}
+	if len(refs) == 0 {
+		return ""
+	}
+	if workflow.GetVersion(r.root, versionArtifactRefs, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return "this run was recorded before steps could read artifacts by ID or model"
+	}
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		ScheduleToCloseTimeout: time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 5 * time.Second, MaximumAttempts: 10,
+		},
+	})
+	var res activities.ResolveArtifactsResult
+	err := workflow.ExecuteLocalActivity(lctx, activities.ResolveArtifactsName, activities.ResolveArtifactsRequest{
+		Project: r.status.Project, Inputs: refs,
+	}).Get(lctx, &res)
+	switch {
+	case err != nil:
+		return "resolving the step's input artifacts failed: " + stepErrMessage(err)
+	case res.Problem != "":
+		return res.Problem
+	}
+	if r.resolvedRefs == nil {
+		r.resolvedRefs = map[string][]runstate.Artifact{}
+	}
+	r.resolvedRefs[refKey(stepName, item)] = res.Artifacts
+	return ""
 }

@@ -71,7 +71,7 @@ func (r *Run) stepCacheOn() bool {
 func (r *Run) runCached(ctx workflow.Context, st *runstate.StepStatus, stepName string, item *int, w stepWork, cfg stepConfig, opts []StepOption) (Outputs, error) {
 	var inputs []runstate.Artifact
 	if w.container != nil {
-		inputs, _ = r.artifactInputs(w.container.Artifacts) // unresolvable: the step fails when it runs
+		inputs, _ = r.artifactInputs(stepName, item, w.container.Artifacts) // unresolvable: the step fails when it runs
 	}
 	key, warning := cacheKey(stepName, w, cfg, r.sharedRayTemplate(w), inputs)
 	st.CacheKey = key

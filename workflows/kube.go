@@ -115,6 +115,16 @@ type stepWork struct {
 // cache first (runCached).
 func (r *Run) runWork(ctx workflow.Context, st *runstate.StepStatus, stepName string, item *int, w stepWork, opts ...StepOption) (Outputs, error) {
 	cfg := newStepConfig(opts)
+	if w.container != nil {
+		if msg := r.resolveArtifactRefs(ctx, stepName, item, w.container.Artifacts); msg != "" {
+			if ctx.Err() != nil {
+				r.endStep(st, runstate.StepCancelled, "", "run cancelled")
+				return nil, errCancelled
+			}
+			r.endStep(st, runstate.StepFailed, msg, "")
+			return nil, &StepError{Step: st.Name, Message: msg}
+		}
+	}
 	if cfg.cache != nil && cacheable(w.kind) && r.stepCacheOn() {
 		return r.runCached(ctx, st, stepName, item, w, cfg, opts)
 	}

@@ -48,6 +48,9 @@ type Run struct {
 	exit exitState
 	// cacheGuard memoises stepCacheOn: 0 not asked, 1 off, 2 on.
 	cacheGuard int
+	// resolvedRefs are the catalogue inputs resolved for each step (item)
+	// about to run (resolveArtifactRefs), by refKey.
+	resolvedRefs map[string][]runstate.Artifact
 	// cacheStores counts step cache stores in flight (awaitCacheStores).
 	cacheStores int
 

@@ -165,7 +165,7 @@ func stepActivityOptions(ctx workflow.Context, timeout time.Duration, taskQueue 
 func (r *Run) runContainer(ctx workflow.Context, st *runstate.StepStatus, stepName string, item *int, c pipeline.Container, opts ...StepOption) (Outputs, error) {
 	cfg := newStepConfig(opts)
 	actx := stepActivityOptions(ctx, cfg.timeout, "")
-	inputs, msg := r.artifactInputs(c.Artifacts)
+	inputs, msg := r.artifactInputs(stepName, item, c.Artifacts)
 	if msg != "" {
 		r.endStep(st, runstate.StepFailed, msg, "")
 		return nil, &StepError{Step: st.Name, Message: msg}

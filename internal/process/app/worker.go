@@ -13,6 +13,7 @@ import (
 	"github.com/atelier-ml/atelier/activities/admission"
 	"github.com/atelier-ml/atelier/activities/deploy"
 	"github.com/atelier-ml/atelier/activities/foreach"
+	"github.com/atelier-ml/atelier/activities/lineage"
 	"github.com/atelier-ml/atelier/activities/local"
 	"github.com/atelier-ml/atelier/activities/mirror"
 	"github.com/atelier-ml/atelier/activities/pipelines"
@@ -48,7 +49,7 @@ type Worker struct {
 }
 
 // NewWorker registers every workflow and activity on a Temporal worker.
-func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, serving *local.Serving, mirror *mirror.Mirror, selector *placement.Selector, admit *admission.Activities, deployer *deploy.Activities, cache *stepcache.Activities, resolver *pipelines.Resolver, items *foreach.Activities, pub GoWorkflowPublisher, goPipelines []workflows.GoPipeline, l *zap.Logger) *Worker {
+func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, serving *local.Serving, mirror *mirror.Mirror, selector *placement.Selector, admit *admission.Activities, deployer *deploy.Activities, cache *stepcache.Activities, refs *lineage.Activities, resolver *pipelines.Resolver, items *foreach.Activities, pub GoWorkflowPublisher, goPipelines []workflows.GoPipeline, l *zap.Logger) *Worker {
 	w := worker.New(c, cfg.TaskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize: cfg.WorkerConcurrency,
 		// Heartbeats carry cancellation to running processes; sending them
@@ -91,6 +92,9 @@ func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, serving
 	// The step cache's lookup and store are local activities of the
 	// pipeline workflows: registered where the workflows run.
 	cache.Register(w)
+	// So is the resolution of a step's catalogue inputs (artifact IDs,
+	// model versions), run before such a step.
+	refs.Register(w)
 	return &Worker{w: w, control: control, serving: serving, pub: pub, pipelines: goPipelines, taskQueue: cfg.TaskQueue, log: l.Named("worker")}
 }
 
