@@ -109,7 +109,10 @@ func artifactsCmd(o *options) *cobra.Command {
 			if _, err := os.Lstat(dest); err == nil {
 				return fmt.Errorf("%s exists: choose another path with --to", dest)
 			}
-			d := &downloader{s: s, ctx: cmd.Context(), id: a.Id, progress: o.stderr, total: a.Size, start: time.Now()}
+			d := &downloader{s: s, ctx: cmd.Context(), id: a.Id, total: a.Size, start: time.Now()}
+			if isTerminal(o.stderr) {
+				d.progress = o.stderr // a progress line only where it can be redrawn
+			}
 			if a.Files == nil || *a.Files == 0 {
 				err = d.file("", dest)
 			} else {
@@ -118,7 +121,10 @@ func artifactsCmd(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(o.stderr, "\rdownloaded %s (%s) to %s in %s\n", a.Name, humanSize(d.done), dest, time.Since(d.start).Round(time.Millisecond))
+			if d.progress != nil {
+				fmt.Fprint(o.stderr, "\r\033[K")
+			}
+			fmt.Fprintf(o.stderr, "downloaded %s (%s) to %s in %s\n", a.Name, humanSize(d.done), dest, time.Since(d.start).Round(time.Millisecond))
 			return nil
 		},
 	}
@@ -134,7 +140,7 @@ type downloader struct {
 	s        *session
 	ctx      context.Context
 	id       string
-	progress io.Writer
+	progress io.Writer // nil: no progress line (not a terminal)
 	total    int64
 	done     int64
 	start    time.Time
@@ -237,7 +243,7 @@ func (p *progressReader) Read(b []byte) (int, error) {
 	n, err := p.r.Read(b)
 	d := p.d
 	d.done += int64(n)
-	if now := time.Now(); now.Sub(d.last) > 500*time.Millisecond {
+	if now := time.Now(); d.progress != nil && now.Sub(d.last) > 500*time.Millisecond {
 		d.last = now
 		fmt.Fprintf(d.progress, "\r%s of %s", humanSize(d.done), humanSize(d.total))
 	}
