@@ -366,3 +366,44 @@ steps:
 	assert.Contains(t, msg, "ATELIER_ARTIFACTS_PROJECT_LIMIT")
 	assert.Empty(t, val(stepByName(r, "write").Artifacts))
 }
+
+// Fan-in: a step reads the artifact of every item of a forEach step, each
+// under its index ($ATELIER_INPUTS/<name>/<i>), and each item is a use in
+// lineage; a forEach item also reads a plain step's artifact.
+func TestArtifactsFanIn(t *testing.T) {
+	s := newStack(t)
+	s.createPipeline("fan-in", `
+steps:
+  - name: base
+    container:
+      command: [sh, -c, 'printf 10 > "$ATELIER_ARTIFACTS/base"']
+      artifacts:
+        outputs: [{name: base}]
+  - name: shard
+    forEach: {items: [1, 2, 3]}
+    container:
+      command: [sh, -c, 'echo $(( $(cat "$ATELIER_INPUTS/base") * {{ item }} )) > "$ATELIER_ARTIFACTS/part"']
+      artifacts:
+        inputs: [{name: base, from: base.base}]
+        outputs: [{name: part}]
+  - name: merge
+    container:
+      command: [sh, -c, 'printf "{\"sum\": %s, \"files\": \"%s\"}" $(( $(cat "$ATELIER_INPUTS/parts/0") + $(cat "$ATELIER_INPUTS/parts/1") + $(cat "$ATELIER_INPUTS/parts/2") )) "$(ls "$ATELIER_INPUTS/parts" | tr "\n" " ")" > "$ATELIER_OUTPUTS"']
+      artifacts:
+        inputs: [{name: parts, from: shard.part}]
+`)
+	id := s.start("fan-in", nil)
+	r := s.waitTerminal(id, 2*time.Minute)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
+	assert.Equal(t, map[string]any{"sum": 60.0, "files": "0 1 2 "}, stepByName(r, "merge").Outputs)
+	ins := val(stepByName(r, "merge").Inputs)
+	require.Len(t, ins, 3)
+	assert.Equal(t, "parts/2", ins[2].Name)
+	assert.Equal(t, "shard[2].part", val(ins[2].From))
+	assert.Equal(t, 2, val(ins[2].Producer.Item))
+	var ra gen.RunArtifacts
+	require.Eventually(t, func() bool {
+		code, body := s.raw("GET", s.path("/runs/%s/artifacts", id), nil)
+		return code == 200 && json.Unmarshal(body, &ra) == nil && len(ra.Produced) == 4 && len(ra.Consumed) == 6
+	}, 10*time.Second, 100*time.Millisecond, "1 base + 3 parts written; 3 items read base, merge read 3 parts: %+v", ra)
+}

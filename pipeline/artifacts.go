@@ -18,7 +18,8 @@ type Artifacts struct {
 
 // ArtifactInput is an artifact the step reads, named by exactly one of:
 // From, another step's output artifact as "<step>.<artifact>" (which
-// makes the step depend on that one); Artifact, an artifact's ID (of any
+// makes the step depend on that one; from a forEach step, the input is a
+// directory holding each item's artifact under its index: <Name>/0, ...); Artifact, an artifact's ID (of any
 // earlier run of the project); Model, a registered model's version as
 // "<model>@<alias|version>" (or "<model>" for its latest). Artifact and
 // Model may be templates ("{{ params.dataset }}"). The step finds it at
@@ -197,8 +198,6 @@ func validateArtifacts(cp string, p *Spec, self int, a *Artifacts, placed bool, 
 			ps.add(field(ip, "from"), "no step named %q in this pipeline", step)
 		case k == self:
 			ps.add(field(ip, "from"), "a step cannot read its own artifact")
-		case p.Steps[k].ForEach != nil:
-			ps.add(field(ip, "from"), "step %q is a forEach: reading its items' artifacts is not supported yet", step)
 		case p.Steps[k].Container == nil || p.Steps[k].Container.Artifacts == nil || !declaresOutput(p.Steps[k].Container.Artifacts, name):
 			ps.add(field(ip, "from"), "step %q declares no output artifact named %q", step, name)
 		}

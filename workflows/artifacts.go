@@ -45,6 +45,21 @@ func (r *Run) artifactInputs(stepName string, item *int, a *pipeline.Artifacts) 
 		if src == nil {
 			return nil, fmt.Sprintf("input artifact %q: the run has no step %q", in.Name, step)
 		}
+		if src.Wide != nil {
+			return nil, fmt.Sprintf("input artifact %q: step %q is a wide forEach (over %d items): reading its items' artifacts is not supported yet", in.Name, step, pipeline.WideThreshold)
+		}
+		if len(src.Items) > 0 {
+			// A forEach: every item's artifact, under its index.
+			for k := range src.Items {
+				for _, art := range src.Items[k].Artifacts {
+					if art.Name == name {
+						art.From, art.Name = fmt.Sprintf("%s[%d].%s", step, k, name), in.Name+"/"+strconv.Itoa(k)
+						out = append(out, art)
+					}
+				}
+			}
+			continue
+		}
 		found := false
 		for _, art := range src.Artifacts {
 			if art.Name == name {

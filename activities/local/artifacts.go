@@ -83,8 +83,15 @@ func (a *attempt) placeInputs(ctx context.Context) error {
 	start := time.Now()
 	var bytes int64
 	for _, in := range a.req.Inputs {
+		if !filepath.IsLocal(in.Name) {
+			return invalid("input artifact name %q cannot name a path under $ATELIER_INPUTS", in.Name)
+		}
 		o := artifactstore.Object{Digest: in.Digest, Size: in.Size, Files: in.Files}
-		if err := a.r.artifacts.Get(ctx, a.req.Project, o, filepath.Join(a.inputsDir(), in.Name)); err != nil {
+		dest := filepath.Join(a.inputsDir(), filepath.FromSlash(in.Name)) // <input>/<item> from a forEach
+		if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
+			return fmt.Errorf("create inputs dir: %w", err)
+		}
+		if err := a.r.artifacts.Get(ctx, a.req.Project, o, dest); err != nil {
 			if errors.Is(err, artifactstore.ErrNotFound) {
 				return invalid("input artifact %q (%s from %s) is no longer in the artifact store", in.Name, in.Digest, in.From)
 			}
