@@ -179,3 +179,43 @@ steps:
 	code, _ = s.raw("GET", s.path("/secrets/db-password"), nil)
 	assert.Equal(t, 404, code)
 }
+
+// A secret given as a file on the local runtime: the step reads it at
+// $ATELIER_SECRETS/<file>, readable by the step's user only (0400); what
+// it echoes is redacted; the file is gone from the worker's disk once
+// the process has ended; a reference with both env and file is a 422.
+func TestSecretFilesOnTheLocalRuntime(t *testing.T) {
+	s := newStack(t)
+	value := fmt.Sprintf(`{"key": "sa-%d"}`, time.Now().UnixNano())
+	b, _ := json.Marshal(map[string]string{"value": value})
+	code, body := s.raw("PUT", s.path("/secrets/gcp-sa"), b)
+	require.Equal(t, 201, code, "%s", body)
+	s.createPipeline("secret-file", `
+steps:
+  - name: use
+    container:
+      command: [sh, -c, 'f="$ATELIER_SECRETS/credentials.json"; printf "{\"mode\": \"%s\", \"dir\": \"%s\"}" "$(stat -c %a "$f")" "$ATELIER_SECRETS" > "$ATELIER_OUTPUTS"; cat "$f"']
+      secrets: [{name: gcp-sa, file: credentials.json}]
+`)
+	id := s.start("secret-file", nil)
+	r := s.waitTerminal(id, time.Minute)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
+	out, _ := stepByName(r, "use").Outputs.(map[string]any)
+	assert.Equal(t, "400", out["mode"], "only the step's user reads it")
+	dir, _ := out["dir"].(string)
+	require.NotEmpty(t, dir)
+	_, err := os.Stat(dir)
+	assert.True(t, os.IsNotExist(err), "the secret files outlived the process: %v", err)
+	assert.NotContains(t, s.stepLog(id, "use", nil), value, "the log is redacted")
+
+	code, problems := s.push("bad-secret-file", `
+steps:
+  - name: use
+    container:
+      command: [sh, -c, "true"]
+      secrets: [{name: gcp-sa, env: A, file: b}, {name: gcp-sa, file: ../x}]
+`)
+	require.Equal(t, 422, code)
+	assert.Contains(t, problems, "steps[0].container.secrets[0]")
+	assert.Contains(t, problems, "steps[0].container.secrets[1].file")
+}

@@ -462,11 +462,20 @@ type Container struct {
 }
 
 // SecretEnv gives a step the project's secret Name as the environment
-// variable Env.
+// variable Env, or as the file $ATELIER_SECRETS/<File> (readable by the
+// step only; for tools that read credentials from a file): exactly one.
 type SecretEnv struct {
 	Name string `json:"name"`
-	Env  string `json:"env"`
+	Env  string `json:"env,omitempty"`
+	File string `json:"file,omitempty"`
 }
+
+// SecretsDir is where a step placed on Kubernetes finds its secret files
+// ($ATELIER_SECRETS); on the local runtime it is a directory of the
+// attempt's.
+const SecretsDir = "/var/run/atelier/secrets"
+
+var secretFileRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`)
 
 // SecretNamePattern is what a secret's name looks like, in the pipeline
 // language and in REST.

@@ -1038,11 +1038,25 @@ func stepsHistoryEvents(p *Spec, steps []Step) int {
 // names and variables, no variable also in env or reserved by Atelier, no
 // templates (a reference is literal so that it can be checked here).
 func validateSecrets(path string, c *Container, ps *problems) {
-	seen := map[string]bool{}
+	seen, files := map[string]bool{}, map[string]bool{}
 	for j, r := range c.Secrets {
 		sp := index(path, j)
 		if !ValidSecretName(r.Name) {
 			ps.add(field(sp, "name"), "%q is not a secret name (lowercase letters, digits, '.', '_', '-'; at most 63)", r.Name)
+		}
+		if (r.Env == "") == (r.File == "") {
+			ps.add(sp, "give the secret to the step as exactly one of env (a variable) or file (a file name under $ATELIER_SECRETS)")
+			continue
+		}
+		if r.File != "" {
+			switch {
+			case !secretFileRE.MatchString(r.File):
+				ps.add(field(sp, "file"), "%q is not a file name (letters, digits, '.', '_', '-'; no '/'; at most 128)", r.File)
+			case files[r.File]:
+				ps.add(field(sp, "file"), "%s is given twice", r.File)
+			}
+			files[r.File] = true
+			continue
 		}
 		switch {
 		case r.Env == "" || strings.ContainsAny(r.Env, "=\x00") || strings.Contains(r.Env, "{{"):

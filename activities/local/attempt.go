@@ -54,10 +54,11 @@ type attempt struct {
 	devices      []GPU
 	runFor       time.Duration // what is left of req.Timeout after the GPU wait
 
-	env       []string
-	prog      string
-	secretEnv []string         // NAME=value of the secrets the step references
-	redact    *redact.Redactor // nil: no secrets to redact
+	env         []string
+	prog        string
+	secretEnv   []string          // NAME=value of the secrets the step references
+	secretFiles map[string]string // file name -> value of its secret files
+	redact      *redact.Redactor  // nil: no secrets to redact
 
 	logs      *logStream
 	pr        *os.File // read end of the step's stdout and stderr
@@ -187,6 +188,12 @@ func (a *attempt) prepareCommand() error {
 	for _, kv := range a.secretEnv {
 		k, v, _ := strings.Cut(kv, "=")
 		a.env = setEnv(a.env, k, v)
+	}
+	if len(a.secretFiles) > 0 {
+		if err := a.writeSecretFiles(); err != nil {
+			return err
+		}
+		a.env = setEnv(a.env, "ATELIER_SECRETS", a.secretsDir())
 	}
 	if a.r.gpus != nil && len(a.r.gpus.gpus) > 0 || a.req.GPU > 0 {
 		// Like a pod without a GPU request: CUDA sees only what was asked.

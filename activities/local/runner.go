@@ -206,6 +206,7 @@ func (r *Runner) RunContainer(ctx context.Context, req activities.ContainerReque
 	if err := a.placeInputs(ctx); err != nil {
 		return activities.ContainerResult{}, err
 	}
+	defer a.dropSecretFiles() // written by prepareCommand, gone once the process is
 	if err := a.prepareCommand(); err != nil {
 		return activities.ContainerResult{}, err
 	}

@@ -175,10 +175,46 @@ func SecretEnv(refs []pipeline.SecretEnv, secretName string) []corev1.EnvVar {
 	if len(refs) == 0 || secretName == "" {
 		return nil
 	}
-	out := make([]corev1.EnvVar, len(refs))
-	for i, r := range refs {
-		out[i] = corev1.EnvVar{Name: r.Env, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-			LocalObjectReference: corev1.LocalObjectReference{Name: secretName}, Key: r.Name}}}
+	var out []corev1.EnvVar
+	for _, r := range refs {
+		if r.Env == "" {
+			continue // a file (SecretFiles)
+		}
+		out = append(out, corev1.EnvVar{Name: r.Env, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: secretName}, Key: r.Name}}})
+	}
+	if hasSecretFiles(refs) {
+		out = append(out, corev1.EnvVar{Name: "ATELIER_SECRETS", Value: pipeline.SecretsDir})
 	}
 	return out
 }
+
+func hasSecretFiles(refs []pipeline.SecretEnv) bool {
+	for _, r := range refs {
+		if r.File != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// SecretFilesVolume is the volume and mount that put the step's secret
+// files ({file: ...} references) at pipeline.SecretsDir, from the
+// attempt's Secret, readable by the pod's user only (0400); ok is false
+// when the step has none.
+func SecretFilesVolume(refs []pipeline.SecretEnv, secretName string) (corev1.Volume, corev1.VolumeMount, bool) {
+	if secretName == "" || !hasSecretFiles(refs) {
+		return corev1.Volume{}, corev1.VolumeMount{}, false
+	}
+	src := &corev1.SecretVolumeSource{SecretName: secretName, DefaultMode: ptrInt32(0o400)}
+	for _, r := range refs {
+		if r.File != "" {
+			src.Items = append(src.Items, corev1.KeyToPath{Key: r.Name, Path: r.File})
+		}
+	}
+	const name = "atelier-secrets"
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Secret: src}},
+		corev1.VolumeMount{Name: name, MountPath: pipeline.SecretsDir, ReadOnly: true}, true
+}
+
+func ptrInt32(v int32) *int32 { return &v }

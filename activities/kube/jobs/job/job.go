@@ -98,6 +98,11 @@ func (k *Kind) Build(step framework.Step) (framework.Object, error) {
 	if d := step.Request.DeleteAfter; d > 0 {
 		job.Spec.TTLSecondsAfterFinished = ptr.To(int32(min(math.Ceil(d.Seconds()), math.MaxInt32)))
 	}
+	if vol, mount, ok := framework.SecretFilesVolume(c.Secrets, step.SecretName); ok {
+		ps := &job.Spec.Template.Spec
+		ps.Volumes = append(ps.Volumes, vol)
+		ps.Containers[0].VolumeMounts = append(ps.Containers[0].VolumeMounts, mount)
+	}
 	if err := framework.ApplyPod(&job.Spec.Template, ContainerName, c.Pod); err != nil {
 		return nil, err
 	}

@@ -222,3 +222,44 @@ func TestBuildDeletesItselfAfterItFinished(t *testing.T) {
 		t.Errorf("ttlSecondsAfterFinished %d, want 91", got)
 	}
 }
+
+// Secrets given as files are a read-only volume of the attempt's Secret
+// (one item per file, 0400) at pipeline.SecretsDir, and ATELIER_SECRETS
+// says where; secrets given as variables stay secretKeyRefs.
+func TestBuildSecretFiles(t *testing.T) {
+	k := job.New(fake.NewClientset())
+	s := step(&pipeline.Container{Image: "x", Secrets: []pipeline.SecretEnv{
+		{Name: "db", Env: "DB_PASSWORD"}, {Name: "gcp", File: "credentials.json"},
+	}}, 0)
+	s.SecretName = "fit-a1-0123456789-secrets"
+	obj, err := k.Build(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := obj.(*batchv1.Job).Spec.Template.Spec
+	if len(ps.Volumes) != 1 || ps.Volumes[0].Secret == nil {
+		t.Fatalf("volumes %+v", ps.Volumes)
+	}
+	src := ps.Volumes[0].Secret
+	if src.SecretName != s.SecretName || ptr.Deref(src.DefaultMode, 0) != 0o400 ||
+		!cmp.Equal(src.Items, []corev1.KeyToPath{{Key: "gcp", Path: "credentials.json"}}) {
+		t.Errorf("secret volume %+v", src)
+	}
+	c := ps.Containers[0]
+	if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != pipeline.SecretsDir || !c.VolumeMounts[0].ReadOnly {
+		t.Errorf("mounts %+v", c.VolumeMounts)
+	}
+	env := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		env[e.Name] = e
+	}
+	if env["ATELIER_SECRETS"].Value != pipeline.SecretsDir {
+		t.Errorf("ATELIER_SECRETS = %q", env["ATELIER_SECRETS"].Value)
+	}
+	if ref := env["DB_PASSWORD"].ValueFrom; ref == nil || ref.SecretKeyRef.Key != "db" {
+		t.Errorf("DB_PASSWORD %+v", env["DB_PASSWORD"])
+	}
+	if _, ok := env[""]; ok {
+		t.Error("a file reference made an env var without a name")
+	}
+}
