@@ -326,6 +326,26 @@ type browser struct {
 
 func newBrowser(t *testing.T, path string) *browser {
 	t.Helper()
+	// The profile goes once Chromium is gone (this cleanup runs after the
+	// one below that stops it). Its helper processes may still write
+	// there a moment after the browser exits, which t.TempDir's removal
+	// would report as a test failure ("directory not empty"): retry.
+	profile, err := os.MkdirTemp("", "atelier-chromium-")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			err := os.RemoveAll(profile)
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Logf("leaving the Chromium profile %s: %v", profile, err)
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
 		chromedp.Headless,
@@ -333,7 +353,7 @@ func newBrowser(t *testing.T, path string) *browser {
 		chromedp.DisableGPU,
 		chromedp.NoFirstRun,
 		chromedp.NoDefaultBrowserCheck,
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(profile),
 		chromedp.WindowSize(1440, 900),
 		// No traffic but the test's: no QUIC probes, updates, sync.
 		chromedp.Flag("disable-quic", true),

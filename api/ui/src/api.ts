@@ -68,9 +68,9 @@ async function fail(r: Response): Promise<never> {
 
 const base: RequestInit = { cache: "no-store", credentials: "omit", redirect: "error" };
 
-/** call sends one JSON request and decodes the JSON answer. */
-export async function call<T>(method: string, path: string, body?: unknown, signal?: AbortSignal, token?: string): Promise<T> {
-  const init: RequestInit = { ...base, method, signal, headers: headers({ Accept: "application/json" }, token ?? getToken()) };
+/** call sends one JSON request (with any extra headers) and decodes the JSON answer. */
+export async function call<T>(method: string, path: string, body?: unknown, signal?: AbortSignal, token?: string, extra?: Record<string, string>): Promise<T> {
+  const init: RequestInit = { ...base, method, signal, headers: headers({ Accept: "application/json", ...extra }, token ?? getToken()) };
   if (body !== undefined) {
     init.body = JSON.stringify(body);
     (init.headers as Record<string, string>)["Content-Type"] = "application/json";
@@ -93,6 +93,17 @@ export async function fetchBlob(path: string, signal?: AbortSignal): Promise<Blo
   const r = await fetch(path, { ...base, signal, headers: headers() });
   if (!r.ok) return fail(r);
   return r.blob();
+}
+
+/**
+ * idempotencyKey is a fresh random Idempotency-Key (128 bits, hex), so a
+ * start sent again with the same body (a double click, a retry after a
+ * lost answer) returns the run the first one created. getRandomValues,
+ * unlike randomUUID, works on a gateway served over plain HTTP too.
+ */
+export function idempotencyKey(): string {
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  return `ui-${Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("")}`;
 }
 
 /** enc escapes one path segment. */

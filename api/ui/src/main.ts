@@ -4,6 +4,7 @@ import { ApiError, call, getToken, lastProject, logout, rememberProject, setOnUn
 import { h, replace } from "./dom";
 import { href, parse, type Route } from "./route";
 import type { Project } from "./types";
+import { LaunchPage } from "./views/launch";
 import { PipelinePage, PipelinesPage } from "./views/pipelines";
 import { RunPage } from "./views/run";
 import { RunsPage } from "./views/runs";
@@ -65,6 +66,8 @@ function page(r: Exclude<Route, { page: "login" | "home" }>): View {
       return new PipelinesPage(r.project);
     case "pipeline":
       return new PipelinePage(r.project, r.pipeline, r.version);
+    case "launch":
+      return new LaunchPage(r);
   }
 }
 
@@ -76,7 +79,7 @@ function show(v: View): void {
 
 /** shell wraps a page in the top bar (project, sections, log out). */
 function shell(r: Exclude<Route, { page: "login" | "home" }>, inner: View): View {
-  const section = r.page === "pipelines" || r.page === "pipeline" ? "pipelines" : "runs";
+  const section = r.page === "pipelines" || r.page === "pipeline" || r.page === "launch" ? "pipelines" : "runs";
   const projectPicker =
     projects.length > 1
       ? h(

@@ -8,6 +8,8 @@ export type Route =
   | { page: "run"; project: string; run: string; step?: string; item?: number }
   | { page: "pipelines"; project: string }
   | { page: "pipeline"; project: string; pipeline: string; version?: number }
+  /** The form that starts a run of a version; from: prefill from that run's params. */
+  | { page: "launch"; project: string; pipeline: string; version: number; from?: string }
   | { page: "home" };
 
 export function parse(hash: string): Route {
@@ -24,6 +26,7 @@ export function parse(hash: string): Route {
     if (seg[2] === "runs") return { page: "runs", project, filters: params };
     if (seg[2] === "pipelines" && seg[3]) {
       const v = seg[4] === "versions" && /^\d+$/.test(seg[5] ?? "") ? Number(seg[5]) : undefined;
+      if (v && seg[6] === "run") return { page: "launch", project, pipeline: seg[3], version: v, from: params.get("from") || undefined };
       return { page: "pipeline", project, pipeline: seg[3], version: v };
     }
     if (seg[2] === "pipelines") return { page: "pipelines", project };
@@ -43,4 +46,6 @@ export const href = {
     `#/p/${e(project)}/runs/${e(run)}${step ? `/steps/${e(step)}` : ""}${step && item !== undefined ? `?item=${item}` : ""}`,
   pipelines: (project: string) => `#/p/${e(project)}/pipelines`,
   pipeline: (project: string, pipeline: string, version?: number) => `#/p/${e(project)}/pipelines/${e(pipeline)}${version ? `/versions/${version}` : ""}`,
+  launch: (project: string, pipeline: string, version: number, from?: string) =>
+    `#/p/${e(project)}/pipelines/${e(pipeline)}/versions/${version}/run${from ? `?from=${e(from)}` : ""}`,
 };

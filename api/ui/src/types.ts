@@ -156,6 +156,7 @@ export interface RunStatus {
   warnings?: string[];
   scheduleId?: string;
   retryOf?: string;
+  cacheBypass?: boolean;
 }
 
 /** RunEvent is the data of an SSE `run` event: RunStatus without steps. */
@@ -202,15 +203,50 @@ export interface PipelineGraphStep {
   when?: string;
 }
 
+/** The declared type of a pipeline param (pipeline.ParamType). */
+export type ParamType = "string" | "integer" | "number" | "boolean" | "object" | "array";
+
+/** PipelineParam is one of a spec's `params`: a param without a default is required. */
+export interface PipelineParam {
+  name: string;
+  type: ParamType;
+  default?: unknown;
+  description?: string;
+}
+
+/** PipelineSpec is the part of a version's spec the UI reads (the rest is shown as JSON). */
+export interface PipelineSpec {
+  name?: string;
+  description?: string;
+  params?: PipelineParam[];
+  [field: string]: unknown;
+}
+
 export interface PipelineVersion {
   project: string;
   pipeline: string;
   version: number;
-  spec: unknown;
+  spec: PipelineSpec;
   digest: string;
   createdAt: string;
   createdBy?: string;
   graph?: { steps: PipelineGraphStep[] };
+}
+
+/** CreateRunRequest starts a run of a declarative pipeline (the UI starts no Go workflow). */
+export interface CreateRunRequest {
+  pipeline: string;
+  /** 0 or absent: the newest. */
+  version?: number;
+  /** Checked against the version's params; defaults fill the others. */
+  params?: Record<string, unknown>;
+  cache?: { bypass?: boolean };
+}
+
+export interface FieldError {
+  /** e.g. `params.lr`, `body`. */
+  path: string;
+  message: string;
 }
 
 export interface Problem {
@@ -218,5 +254,6 @@ export interface Problem {
   title?: string;
   status?: number;
   detail?: string;
-  errors?: { path: string; message: string }[];
+  instance?: string;
+  errors?: FieldError[];
 }

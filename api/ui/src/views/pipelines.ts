@@ -1,5 +1,6 @@
 // Pipelines of a project, and one pipeline version: its planned DAG and
-// its canonical spec, with links to the other versions and to its runs.
+// its canonical spec, with links to the other versions, to its runs and
+// to the form that starts a run of it (launch.ts).
 
 import { enc, get } from "../api";
 import { DagView, model } from "../dag";
@@ -40,7 +41,7 @@ export class PipelinesPage implements View {
           ? h(
               "table",
               { class: "list", id: "pipelines" },
-              h("thead", {}, h("tr", {}, ["Pipeline", "Latest version", "Updated", ""].map((c) => h("th", {}, c)))),
+              h("thead", {}, h("tr", {}, ["Pipeline", "Latest version", "Updated", "", ""].map((c) => h("th", {}, c)))),
               h(
                 "tbody",
                 {},
@@ -52,6 +53,7 @@ export class PipelinesPage implements View {
                     h("td", {}, h("a", { href: href.pipeline(p, x.name, x.latestVersion) }, `v${x.latestVersion}`)),
                     h("td", { class: "nowrap" }, fmtTime(x.updatedAt)),
                     h("td", {}, h("a", { href: href.runs(p, { pipeline: x.name }) }, "runs")),
+                    h("td", { class: "nowrap" }, h("a", { class: "button small", href: href.launch(p, x.name, x.latestVersion), "data-launch": x.name }, `Run v${x.latestVersion}`)),
                   ),
                 ),
               ),
@@ -103,7 +105,18 @@ export class PipelinePage implements View {
       h(
         "div",
         { class: "card run-head" },
-        h("div", { class: "run-title" }, h("h1", {}, h("span", { class: "muted" }, "Pipeline "), this.name, h("span", { class: "muted" }, ` v${v.version}`)), h("span", { class: "spacer" }), h("a", { class: "button", href: href.runs(p, { pipeline: this.name }) }, "Runs of this pipeline")),
+        h(
+          "div",
+          { class: "run-title" },
+          h("h1", {}, h("span", { class: "muted" }, "Pipeline "), this.name, h("span", { class: "muted" }, ` v${v.version}`)),
+          h("span", { class: "spacer" }),
+          h(
+            "div",
+            { class: "actions" },
+            h("a", { class: "button primary", id: "launch", href: href.launch(p, this.name, v.version) }, `Run v${v.version}`),
+            h("a", { class: "button", href: href.runs(p, { pipeline: this.name }) }, "Runs of this pipeline"),
+          ),
+        ),
         h(
           "dl",
           { class: "meta" },

@@ -1,6 +1,7 @@
 // The run page: the run's header (state, pipeline version, times, cancel,
-// retry, the Temporal UI link), its DAG (planned steps from the pipeline
-// version's graph, states live from the run's event stream) and a drawer
+// retry, run again with edited params, the Temporal UI link), its DAG
+// (planned steps from the pipeline version's graph, states live from the
+// run's event stream) and a drawer
 // for the selected step (forEach items, attempts, outputs, errors,
 // approval, artifacts, and the log of an attempt, followed while it runs).
 //
@@ -51,6 +52,8 @@ export class RunPage implements View {
     "Cancel run",
   );
   private readonly retryBtn = h("button", { id: "retry-run", hidden: true, onclick: () => void this.retry() }, "Retry");
+  /** A declarative run's "Run again with these params": the launch form, prefilled from this run. */
+  private runAgain?: HTMLAnchorElement;
   private readonly flash = h("div", { class: "flash" });
   private readonly dagHost = h("div", { class: "dag-host", id: "dag" });
   private readonly dagNote = h("p", { class: "note" });
@@ -214,6 +217,7 @@ export class RunPage implements View {
     this.cancelBtn.hidden = terminal || run.state === "CANCELLING";
     if (this.cancelBtn.hidden) this.cancelForm.hidden = true;
     this.retryBtn.hidden = !(terminal && run.state !== "SUCCEEDED"); // declarative and Go runs alike
+    if (this.runAgain) this.runAgain.hidden = !terminal;
 
     const key = JSON.stringify([terminal, st?.startedAt, st?.finishedAt, st?.error, st?.cancel, st?.warnings, st?.params, st?.result, st?.retryOf, st?.scheduleId]);
     if (key === this.headKey) return;
@@ -256,6 +260,11 @@ export class RunPage implements View {
   }
 
   private buildTitle(run: Run): HTMLElement {
+    // Retry takes no params; a run with edited ones is a new run of the
+    // version, started from the launch form (a Go run's input has no form).
+    if (run.pipeline && run.version) {
+      this.runAgain = h("a", { id: "run-again", class: "button", hidden: true, href: href.launch(this.project, run.pipeline, run.version, run.id) }, "Run again with these params");
+    }
     const title = h(
       "div",
       { class: "run-title" },
@@ -267,6 +276,7 @@ export class RunPage implements View {
         { class: "actions" },
         this.cancelBtn,
         this.retryBtn,
+        this.runAgain,
         run.links.temporalUI ? h("a", { href: run.links.temporalUI, id: "temporal-link", class: "button", target: "_blank", rel: "noopener noreferrer" }, "Temporal UI ↗") : null,
       ),
     );
