@@ -235,15 +235,32 @@ func StartTemporal(ctx context.Context, opts TemporalOptions, log func(string, .
 	temporalProcAttrs(s.cmd)
 	start := time.Now()
 	log("starting temporal dev server on %s (namespace %s)…", s.hostPort, ns)
-	if err := s.cmd.Start(); err != nil {
-		s.closeLog()
-		return nil, fmt.Errorf("devstack: start temporal: %w", err)
-	}
+	// Linux delivers the parent-death signal (temporalParentDeathSignal)
+	// when the OS thread that forked the server exits, and the Go runtime
+	// retires a thread when a goroutine locked to it exits: any harness
+	// that starts its own children that way (s3test, kubetest) could run
+	// on the thread that forked this server and take the server down with
+	// it (seen in CI: "temporal dev server had exited: signal: killed").
+	// So the server is forked by a goroutine that stays locked to its
+	// thread until the server has exited: no other goroutine runs there.
+	started := make(chan error, 1)
 	go func() {
+		runtime.LockOSThread()
+		if err := s.cmd.Start(); err != nil {
+			started <- err
+			runtime.UnlockOSThread()
+			return
+		}
+		started <- nil
 		s.waitErr = s.cmd.Wait()
+		runtime.UnlockOSThread()
 		s.closeLog()
 		close(s.exited)
 	}()
+	if err := <-started; err != nil {
+		s.closeLog()
+		return nil, fmt.Errorf("devstack: start temporal: %w", err)
+	}
 
 	timeout := opts.StartTimeout
 	if timeout <= 0 {
