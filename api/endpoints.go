@@ -49,13 +49,16 @@ func (s *server) CreateEndpoint(ctx context.Context, req gen.CreateEndpointReque
 		return nil, err
 	}
 	body := deref(req.Body)
-	spec, err := decodeEndpointSpec(body.Spec, "spec")
+	spec, fields := decodeEndpointSpec(body.Spec, "spec")
+	activityQueue, clusterProblem, err := s.endpointQueue(ctx, deref(body.Cluster))
 	if err != nil {
 		return nil, err
 	}
-	activityQueue, err := s.endpointQueue(ctx, deref(body.Cluster))
-	if err != nil {
-		return nil, err
+	if clusterProblem != nil {
+		fields = append(fields, *clusterProblem)
+	}
+	if len(fields) > 0 {
+		return nil, invalidEndpointFields(fields)
 	}
 	err = s.endpoints.Create(ctx, req.Project, body.Name, s.taskQueue, activityQueue, spec)
 	if errors.Is(err, endpointclient.ErrExists) {
@@ -73,18 +76,18 @@ func (s *server) CreateEndpoint(ctx context.Context, req gen.CreateEndpointReque
 }
 
 // endpointQueue is the task queue of an endpoint's activities: the
-// cluster's, which must be registered, or the local worker's for "".
-func (s *server) endpointQueue(ctx context.Context, cluster string) (string, error) {
+// cluster's, which must be registered (else a problem at "cluster", to
+// report with the spec's), or the local worker's for "".
+func (s *server) endpointQueue(ctx context.Context, cluster string) (string, *gen.FieldError, error) {
 	if cluster == "" {
-		return s.taskQueue, nil
+		return s.taskQueue, nil, nil
 	}
 	if _, err := s.cat.GetCluster(ctx, cluster); errors.Is(err, catalog.ErrNotFound) {
-		return "", newProblem(ptInvalidEndpoint, "cluster %q is not registered: an endpoint runs on a cluster whose worker is up (GET /v1/clusters), or on the local runtime without a cluster", cluster).
-			withErrors([]gen.FieldError{{Path: "cluster", Message: fmt.Sprintf("cluster %q is not registered", cluster)}})
+		return "", &gen.FieldError{Path: "cluster", Message: fmt.Sprintf("cluster %q is not registered: an endpoint runs on a cluster whose worker is up (GET /v1/clusters), or on the local runtime without a cluster", cluster)}, nil
 	} else if err != nil {
-		return "", internalError(err)
+		return "", nil, internalError(err)
 	}
-	return activities.TaskQueueForCluster(cluster), nil
+	return activities.TaskQueueForCluster(cluster), nil, nil
 }
 
 // ListEndpoints lists the project's endpoints.
@@ -122,9 +125,9 @@ func (s *server) UpdateEndpoint(ctx context.Context, req gen.UpdateEndpointReque
 	if err := s.endpointsOn(); err != nil {
 		return nil, err
 	}
-	spec, err := decodeEndpointSpec(deref(req.Body), "")
-	if err != nil {
-		return nil, err
+	spec, fields := decodeEndpointSpec(deref(req.Body), "")
+	if len(fields) > 0 {
+		return nil, invalidEndpointFields(fields)
 	}
 	if err := s.endpointErr(req.Project, req.Endpoint, s.endpoints.Update(ctx, req.Project, req.Endpoint, spec)); err != nil {
 		return nil, err
@@ -225,35 +228,61 @@ func (s *server) endpointView(ctx context.Context, project, name string) (gen.En
 	return endpointView(st, s.endpoints.UIURL(project, name)), nil
 }
 
-// decodeEndpointSpec decodes a spec strictly (unknown fields, wrong types)
-// and validates it, reporting every problem with its path under prefix.
-func decodeEndpointSpec(raw json.RawMessage, prefix string) (inference.EndpointSpec, error) {
+// decodeEndpointSpec decodes a spec strictly and validates it, returning
+// every problem at once with its path under prefix. Fields the spec does
+// not have (a typo such as "replica") and values that do not decode are
+// problems among the others: the rest of the spec is validated without
+// them. A value that does not decode is validated as
+// absent (its default), and what validation says at its path or inside it
+// is left out, since it would be about the default, not about what was
+// written. Problems that decoding finds come first, in path order; then
+// validation's, in its order.
+func decodeEndpointSpec(raw json.RawMessage, prefix string) (inference.EndpointSpec, []gen.FieldError) {
 	var spec inference.EndpointSpec
+	var fields []gen.FieldError
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&spec); err != nil {
 		// Say where, for every bad value, not only the first.
-		fields := decodeProblems(raw, reflect.TypeFor[inference.EndpointSpec](), prefix)
+		var rest json.RawMessage
+		fields, rest = decodeProblems(raw, reflect.TypeFor[inference.EndpointSpec](), prefix)
 		if len(fields) == 0 {
-			fields = []gen.FieldError{{Path: orBody(prefix), Message: specDecodeMessage(err)}}
+			return spec, []gen.FieldError{{Path: orBody(prefix), Message: specDecodeMessage(err)}}
 		}
-		return spec, newProblem(ptInvalidEndpoint, "%s", summarize(fields)).withErrors(fields)
+		spec = inference.EndpointSpec{}
+		for _, f := range fields {
+			if f.Path == orBody(prefix) {
+				return spec, fields // not an object: nothing else to check
+			}
+		}
+		if err := json.Unmarshal(rest, &spec); err != nil {
+			return spec, fields // cannot happen: rest is what decodes
+		}
 	}
 	var ve *schema.ValidationError
 	if err := inference.Validate(spec); errors.As(err, &ve) {
-		problems := ve.Problems
-		if prefix != "" {
-			for i := range problems {
-				problems[i].Path = prefix + "." + problems[i].Path
+	problems:
+		for _, p := range ve.Problems {
+			path := p.Path
+			if prefix != "" {
+				path = prefix + "." + path
 			}
+			for _, f := range fields {
+				if covers(f.Path, path) {
+					continue problems
+				}
+			}
+			fields = append(fields, gen.FieldError{Path: path, Message: p.Message})
 		}
-		return spec, invalidEndpoint(problems)
 	}
-	return spec, nil
+	return spec, fields
 }
 
 func invalidEndpoint(problems []schema.Problem) error {
-	fields := views(problems, func(p schema.Problem) gen.FieldError { return gen.FieldError{Path: p.Path, Message: p.Message} })
+	return invalidEndpointFields(views(problems, func(p schema.Problem) gen.FieldError { return gen.FieldError{Path: p.Path, Message: p.Message} }))
+}
+
+func invalidEndpointFields(fields []gen.FieldError) error {
 	return newProblem(ptInvalidEndpoint, "%s", summarize(fields)).withErrors(fields)
 }
 
@@ -261,6 +290,9 @@ func invalidEndpoint(problems []schema.Problem) error {
 // (a typo) or a field of the wrong type, named by its path.
 func specDecodeMessage(err error) string {
 	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field == "" { // a leaf, already named by its path
+		return fmt.Sprintf("expected %s, got a JSON %s", te.Type, te.Value)
+	}
 	if errors.As(err, &te) {
 		return fmt.Sprintf("field %q: expected %s, got a JSON %s", te.Field, te.Type, te.Value)
 	}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -141,7 +142,7 @@ func TestEndpointLifecycle(t *testing.T) {
 	// Values that do not decode are each named by their path, all at once.
 	undecodable := vllmSpec("vllm/vllm-openai:v0.9.1")
 	undecodable["autoscaling"] = map[string]any{"stableWindow": "soon"}
-	undecodable["rollout"] = map[string]any{"canary": map[string]any{"steps": []any{map[string]any{"weight": 10, "pause": "1m"}, map[string]any{"weight": "half", "pause": "later"}}}}
+	undecodable["rollout"] = map[string]any{"strategy": "canary", "canary": map[string]any{"steps": []any{map[string]any{"weight": 10, "pause": "1m"}, map[string]any{"weight": "half", "pause": "later"}}}}
 	undecodable["replica"] = 3
 	p = wantProblem(t, h.do("POST", path, h.editor, endpointBody("chat", "east", undecodable)), http.StatusUnprocessableEntity, "invalid-endpoint-spec")
 	want := []string{"spec.autoscaling.stableWindow", "spec.replica", "spec.rollout.canary.steps[1].pause", "spec.rollout.canary.steps[1].weight"}
@@ -212,5 +213,50 @@ func TestEndpointOnTheLocalRuntime(t *testing.T) {
 	}
 	if _, ok := eps.queues["alpha/chat3"]; ok {
 		t.Fatal("an endpoint on an unknown cluster was created")
+	}
+}
+
+// An unknown field (a typo) or a value that does not decode is one problem
+// among the others of the spec, all reported at once with their paths, on
+// create and on update; so is an unregistered cluster. A value that does
+// not decode is validated as absent, and a problem that only says so (at
+// its path or under it) is not reported twice.
+func TestEndpointSpecProblemsAllAtOnce(t *testing.T) {
+	eps := newFakeEndpoints()
+	h := newHarness(t, WithEndpoints(eps), WithTaskQueue("atelier-local"))
+	h.cat.clusters["east"] = gpuCluster("east")
+	const path = "/v1/projects/alpha/endpoints"
+
+	typoAndMore := vllmSpec("")
+	typoAndMore["replica"] = 3
+	typoAndMore["replicas"] = map[string]any{"min": 4, "max": 2}
+	undecodable := vllmSpec("")
+	undecodable["resources"] = map[string]any{"gpuType": "NVIDIA-L4", "gpus": "one"}
+	for _, tc := range []struct {
+		name, method, path string
+		body               any
+		want               []string
+	}{
+		{"create: unknown field and invalid values", "POST", path, endpointBody("chat", "east", typoAndMore),
+			[]string{"spec.replica", "spec.image", "spec.replicas.max"}},
+		{"create: and an unregistered cluster", "POST", path, endpointBody("chat", "west", typoAndMore),
+			[]string{"spec.replica", "spec.image", "spec.replicas.max", "cluster"}},
+		{"update: unknown field and invalid values", "PUT", path + "/chat", typoAndMore,
+			[]string{"replica", "image", "replicas.max"}},
+		{"create: a value that does not decode and an invalid one", "POST", path, endpointBody("chat", "east", undecodable),
+			[]string{"spec.resources.gpus", "spec.image"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := wantProblem(t, h.do(tc.method, tc.path, h.editor, tc.body), http.StatusUnprocessableEntity, "invalid-endpoint-spec")
+			if got := errorPaths(p); !slices.Equal(got, tc.want) {
+				t.Fatalf("problems at %v, want %v (%+v)", got, tc.want, *p.Errors)
+			}
+			if want := fmt.Sprintf("%d problems; first: %s: ", len(tc.want), tc.want[0]); p.Detail == nil || !strings.HasPrefix(*p.Detail, want) {
+				t.Errorf("detail %v, want it to start with %q", p.Detail, want)
+			}
+		})
+	}
+	if len(eps.queues) != 0 {
+		t.Fatalf("an invalid endpoint was created: %v", eps.queues)
 	}
 }

@@ -29,7 +29,10 @@
 // and a message saying what to change, as a *ValidationError (errors.Is
 // ErrInvalidSpec); it checks the spec with defaults applied so that a
 // default cannot hide a conflict it creates, e.g. a stable window shorter
-// than the default panic window. Rules worth knowing: triton needs
+// than the default panic window. The gateway decodes a spec strictly and
+// reports unknown fields and values that do not decode together with
+// Validate's problems (validating the rest as if they were absent), so a
+// typo is one problem among the others. Rules worth knowing: triton needs
 // model.uri (the repository) and model.name; vllm needs one of them;
 // replicas.min 0 means scale to zero and needs autoscaling.idleTimeout;
 // args may not set flags Atelier relies on (BackendInfo.Reserved: ports,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -162,4 +163,61 @@ func deref2(p *string) string {
 		return ""
 	}
 	return *p
+}
+
+// A backfill covers [start, end): over five one-minute intervals whose
+// bounds both fall on the schedule's times, it starts exactly the five runs
+// scheduled at start, start+1m, ... start+4m, not one at end (Temporal's
+// own backfill range includes its end; the gateway passes it a range that
+// stops just before).
+func TestScheduleBackfillIsHalfOpen(t *testing.T) {
+	s := newStack(t)
+	s.createPipeline("quick", `
+steps:
+  - name: hello
+    container: {command: ["true"]}
+`)
+	ctx, c := context.Background(), s.client()
+	created, err := c.CreateScheduleWithResponse(ctx, s.project, gen.ScheduleCreate{
+		Name: "minutely", Pipeline: "quick", Every: &[]string{"1m"}, Paused: ptrTo(true)})
+	require.NoError(t, err)
+	require.Equal(t, 201, created.StatusCode(), "%s", created.Body)
+	start := time.Now().UTC().Truncate(time.Minute).Add(-10 * time.Minute)
+	end := start.Add(5 * time.Minute)
+	backfill, err := c.BackfillScheduleWithResponse(ctx, s.project, "minutely", gen.ScheduleBackfillRequest{Start: start, End: end})
+	require.NoError(t, err)
+	require.Equal(t, 200, backfill.StatusCode(), "%s", backfill.Body)
+
+	var runs []gen.Run
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
+		runs = s.listRuns(gen.ListRunsParams{Schedule: ptrTo("minutely"), PageSize: ptrTo(100)})
+		done := 0
+		for _, r := range runs {
+			if terminal(r.State) {
+				done++
+			}
+		}
+		if done >= 5 && done == len(runs) {
+			break
+		}
+	}
+	// Give a sixth start the time to show if there were one: the schedule
+	// buffers every start of a backfill at once.
+	time.Sleep(3 * time.Second)
+	get, err := c.GetScheduleWithResponse(ctx, s.project, "minutely")
+	require.NoError(t, err)
+	require.Equal(t, 200, get.StatusCode(), "%s", get.Body)
+	var scheduled []time.Time
+	for _, r := range get.JSON200.RecentRuns {
+		scheduled = append(scheduled, r.ScheduledAt.UTC())
+	}
+	slices.SortFunc(scheduled, time.Time.Compare)
+	want := []time.Time{start, start.Add(time.Minute), start.Add(2 * time.Minute), start.Add(3 * time.Minute), start.Add(4 * time.Minute)}
+	assert.Equal(t, want, scheduled, "the runs of [start, end)")
+	assert.Equal(t, 5, get.JSON200.Actions, "runs started")
+	var ids []string
+	for _, r := range s.listRuns(gen.ListRunsParams{Schedule: ptrTo("minutely"), PageSize: ptrTo(100)}) {
+		ids = append(ids, r.Id)
+	}
+	assert.Len(t, ids, 5, "runs listed: %v", ids)
 }

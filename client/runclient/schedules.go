@@ -257,9 +257,21 @@ func (e *Client) BackfillSchedule(ctx context.Context, project, name string, sta
 		return err
 	}
 	err := e.c.ScheduleClient().GetHandle(ctx, ScheduleID(project, name)).Backfill(ctx, client.ScheduleBackfillOptions{
-		Backfill: []client.ScheduleBackfill{{Start: start, End: end, Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_ALLOW_ALL}},
+		Backfill: []client.ScheduleBackfill{backfillRange(start, end)},
 	})
 	return scheduleErr(err, project, name, "backfill")
+}
+
+// backfillRange is Temporal's backfill of Atelier's [start, end).
+// Temporal's range includes both ends (its scheduler includes the start
+// since its InclusiveBackfillStartTime version, in server 1.29 and the
+// dev server Atelier tests with, and has always included the end, as
+// BackfillRequest's own comment says), so over five one-minute intervals
+// it would start six runs, and two adjacent backfills [a, b) and [b, c)
+// would both start b's. Temporal compares each time (plus any jitter) with
+// the end at nanosecond precision: t <= end-1ns is exactly t < end.
+func backfillRange(start, end time.Time) client.ScheduleBackfill {
+	return client.ScheduleBackfill{Start: start, End: end.Add(-time.Nanosecond), Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_ALLOW_ALL}
 }
 
 // DeleteSchedule deletes the schedule; runs it started are not touched.
