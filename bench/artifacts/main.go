@@ -424,6 +424,7 @@ type bench struct {
 	self    string
 	work    string // the files: sources and downloads
 	results [len(modesOrder)][nCases][]sample
+	loads   []float64 // 1-minute load average before each measured transfer
 }
 
 // modesOrder indexes results: 0 baseline, 1 subject.
@@ -642,6 +643,9 @@ func (b *bench) measure(ctx context.Context, rep, c, m int, j job) (outcome, err
 	cmd.Stdin = bytes.NewReader(in)
 	var stdout bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, os.Stderr
+	if rep > 0 {
+		b.loads = append(b.loads, load1())
+	}
 	srv0 := procCPU(b.srv.PID)
 	runErr := cmd.Run()
 	s := sample{serverCPU: (procCPU(b.srv.PID) - srv0).Seconds()}
@@ -768,14 +772,16 @@ func collect(ss []sample, f func(sample) float64) stats {
 	return summarize(v)
 }
 
-func (b *bench) report(load0, loadWarm, load1 string) {
+func (b *bench) report(load0, loadWarm, loadEnd string) {
 	out := os.Stdout
 	cfg := b.cfg
 	fmt.Fprintf(out, "## bench/artifacts: step artifacts through the content-addressed store vs direct blob transfers\n\n")
 	fmt.Fprintf(out, "Command: `%s`\n\n", commandLine())
-	fmt.Fprintf(out, "Machine: %s/%s, %s, NumCPU=%d, GOMAXPROCS=%d, loadavg at start %s, after the warm-up %s, at end %s; %s; %s\n\n",
-		runtime.GOOS, runtime.GOARCH, cpuModel(), runtime.NumCPU(), runtime.GOMAXPROCS(0), load0, loadWarm, load1,
-		runtime.Version(), time.Now().UTC().Format(time.RFC3339))
+	l := summarize(b.loads)
+	fmt.Fprintf(out, "Machine: %s/%s, %s, NumCPU=%d, GOMAXPROCS=%d, loadavg at start %s, after the warm-up %s, at end %s; "+
+		"1-minute load before the measured transfers: median %.2f, min–max %.2f–%.2f (the benchmark's own server and client count in it); %s; %s\n\n",
+		runtime.GOOS, runtime.GOARCH, cpuModel(), runtime.NumCPU(), runtime.GOMAXPROCS(0), load0, loadWarm, loadEnd,
+		l.med, l.lo, l.hi, runtime.Version(), time.Now().UTC().Format(time.RFC3339))
 	fmt.Fprintf(out, "Server: versitygw %s, posix backend, on loopback (its data on the same disk as the files). Client: %s.\n\n",
 		devstack.VersityGWVersion, modVersions("gocloud.dev", "github.com/aws/aws-sdk-go-v2/service/s3", "github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"))
 	fmt.Fprintf(out, "Large file: %s MiB; directory: %d files of %d bytes (100 per subdirectory); directory of large files: %d files of %s MiB. R=%d measured repetitions per transfer and mode, "+
@@ -901,6 +907,20 @@ func modVersions(paths ...string) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// load1 is the 1-minute load average.
+func load1() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }
 
 func loadAvg() string {

@@ -69,7 +69,7 @@ func TestCopyHashingErrors(t *testing.T) {
 }
 
 // S3 uploads: 5 MiB parts (S3's minimum) until 10,000 of them no longer
-// hold the object, and as many in flight as 25 MiB of buffers allow.
+// hold the object, and as many in flight as 20 MiB of buffers allow (and a spare).
 func TestWriterOptions(t *testing.T) {
 	s := &Store{s3c: &s3.Client{}}
 	for _, c := range []struct {
@@ -77,10 +77,10 @@ func TestWriterOptions(t *testing.T) {
 		part        int
 		concurrency int
 	}{
-		{0, 5 << 20, 4},
-		{1 << 30, 5 << 20, 4},
-		{48 << 30, 5 << 20, 4},
-		{49 << 30, 6 << 20, 3},
+		{0, 5 << 20, 3},
+		{1 << 30, 5 << 20, 3},
+		{48 << 30, 5 << 20, 3},
+		{49 << 30, 6 << 20, 2},
 		{100 << 30, 11 << 20, 1},
 		{5 << 40, 525 << 20, 1},
 	} {
@@ -99,7 +99,7 @@ func TestUploadBuffers(t *testing.T) {
 	own := int64(chunksInFlight * chunkSize)
 	assert.Equal(t, own+4096, s3s.uploadBuffers(4096))
 	assert.Equal(t, own+(5<<20)-1, s3s.uploadBuffers((5<<20)-1))
-	assert.Equal(t, own+6*(5<<20), s3s.uploadBuffers(1<<30))
+	assert.Equal(t, own+5*(5<<20), s3s.uploadBuffers(1<<30))
 	assert.Greater(t, 2*s3s.uploadBuffers(1<<30), int64(uploadBudget), "two large uploads do not run at once")
 	assert.Equal(t, int64(uploadBudget), s3s.uploadBuffers(1<<40))
 	assert.Equal(t, own+(16<<20), (&Store{}).uploadBuffers(1<<30))
