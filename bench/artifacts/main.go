@@ -840,6 +840,14 @@ func (b *bench) report(load0, loadWarm, loadEnd string) {
 		fmt.Fprintf(out, "| %s: subject/baseline MB/s (medians) | %.2f× | %.2f–%.2f× | %s | %s |\n",
 			k.name, ratio, p.lo, p.hi, target, v)
 	}
+	for c, k := range cases {
+		if len(b.results[0][c]) == 0 {
+			continue
+		}
+		cpu := func(s sample) float64 { return s.CPUSeconds + s.serverCPU }
+		fmt.Fprintf(out, "| %s: baseline/subject CPU (client + server, medians): the ratio a CPU-bound machine tends to | %.2f× | | — | |\n",
+			k.name, collect(b.results[0][c], cpu).med/collect(b.results[1][c], cpu).med)
+	}
 	for m, name := range modesOrder {
 		for _, f := range []struct {
 			what string
