@@ -65,8 +65,12 @@ func Start(t testing.TB, opts ...Option) *Server {
 	// minutes on 2 cores); `make test` builds it first anyway.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	s, stop, err := Run(ctx, t.TempDir(), opts...)
+	dir := t.TempDir()
+	s, stop, err := Run(ctx, dir, opts...)
 	if err != nil {
+		if log := filepath.Join(dir, logName); fileExists(log) {
+			logTail(t, log) // it started, then failed
+		}
 		t.Fatalf("s3test: %v", err)
 	}
 	// Registered after t.TempDir's cleanup, so run before it: the server
@@ -82,8 +86,8 @@ func Start(t testing.TB, opts ...Option) *Server {
 
 // Run starts a versitygw outside a test (a benchmark, a tool): its bucket
 // is created, its data is kept under dir/s3 (Server.Dir) and its output
-// goes to dir/versitygw.log (Server.Log); dir must exist and should be
-// empty. ctx bounds the build of versitygw (on first use) and the start,
+// goes to dir/versitygw.log (Server.Log); dir is created if missing and
+// should be empty. ctx bounds the build of versitygw (on first use) and the start,
 // not the server's life: stop kills it and waits for its exit (it is
 // idempotent); dir is left to the caller. On Linux the server is also
 // killed when this process dies. On error nothing is left running.
@@ -104,7 +108,7 @@ func Run(ctx context.Context, dir string, opts ...Option) (s *Server, stop func(
 		Bucket:    "atelier-test",
 		Dir:       filepath.Join(dir, "s3"),
 		// The log lives outside Dir, which belongs to the backend.
-		Log: filepath.Join(dir, "versitygw.log"),
+		Log: filepath.Join(dir, logName),
 	}
 	for _, o := range opts {
 		o(s)
@@ -259,6 +263,14 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// logName is the server's output file in Run's directory.
+const logName = "versitygw.log"
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // logTail writes the end of the server's output to the test log.
