@@ -11,9 +11,11 @@
 //	go run ./bench/coldstart [-rounds 5] [-burst 5] [-load 2s] [-quick]
 //	go run ./bench/listruns [-n 1000000] [-projects 100] [-samples 200] [-rounds 3] [-page 50] [-quick]
 //	go run ./bench/fanout   [-n 10000] [-p 1000] [-r 3] [-big 100000] [-quick] [-v]
+//	go run ./bench/artifacts [-size 1GiB] [-files 10000] [-file-size 4KiB] [-shards 4] [-shard-size 128MiB] [-reps 5] [-quick]
 //
-// Each program except gpusched (pure code, no server) and listruns
-// (Postgres only: benchstack.StartDatabase) starts its own
+// Each program except gpusched (pure code, no server), listruns
+// (Postgres only: benchstack.StartDatabase) and artifacts (an S3 server
+// only: s3test.Run) starts its own
 // Temporal dev server (devstack.StartTemporal: in-memory, headless,
 // TunedDynamicConfig, so the numbers are those of the dev stack and of the
 // integration tests), creates a fresh Postgres
@@ -254,6 +256,50 @@
 // batches; the targets (subject < 60 s, subject ≤ 1.3× baseline). -big
 // then runs one forEach of that many items through Atelier alone and
 // reports the same for it.
+//
+// # artifacts: step artifacts through the content-addressed store
+//
+// A versitygw S3 server (internal/stack/s3test.Run: posix backend in a
+// temporary directory, loopback), one bucket; the subject is
+// internal/platform/artifactstore opened on it (prefix artifacts/), the
+// baseline gocloud.dev/blob's s3blob on the same server and bucket (prefix
+// direct/), opened from the same kind of URL:
+//
+//   - file up: a file of -size (1 GiB) of fresh random bytes. Subject
+//     Store.PutPath (hash, look the digest up, upload while hashing again);
+//     baseline io.Copy of the file into bucket.NewWriter with default
+//     WriterOptions.
+//   - file down: the object just stored. Subject Store.Get (temporary file
+//     beside the destination, digest check, rename); baseline
+//     bucket.NewReader copied into a new file.
+//   - directory up/down: -files (10,000) files of -file-size (4 KiB), 100
+//     to a subdirectory. Subject PutPath/Get (DefaultParallel files at a
+//     time, plus the manifest); baseline a walk of the directory (up) or
+//     the known list of files (down), each file copied as above by
+//     -parallel (16) goroutines.
+//   - large files up/down: -shards (4) files of -shard-size (128 MiB), a
+//     model's shards: the same two modes. No ratio target of its own; it
+//     shows the memory of parallel large uploads.
+//
+// Each transfer runs in a fresh child process of the same binary (a hidden
+// first argument; the job on stdin, the outcome on stdout as JSON): it
+// opens the bucket, reads its VmRSS, times the transfer alone, and reports
+// its VmHWM (peak RSS) and CPU time; the parent adds versitygw's CPU time
+// over the child's life (/proc/<pid>/stat). The program does not import
+// benchstack (its package initialization alone adds ~20 MiB to every
+// child's RSS). Per repetition, fresh random bytes (so the
+// content-addressed store never finds them stored), sync(2) before every
+// transfer, baseline and subject in alternating order, and the bucket's
+// objects removed afterwards (from the backend's directory). A warm-up
+// round at small sizes comes first.
+//
+// Reported per transfer and mode: MB/s (10⁶ bytes) median and min–max,
+// files/s, seconds, client and server CPU, peak RSS, the RSS once the
+// bucket was opened, and their difference (the transfer's own memory);
+// then the ratios of the median MB/s with the per-repetition paired
+// ratios' min–max, against the targets (file ≥ 0.9×, directory ≥ 0.8×,
+// a transfer's memory < 64 MiB). -cpuprofile and -memprofile write a
+// profile of every measured transfer.
 //
 // # gpusched: one GPU admission cycle
 //

@@ -5,6 +5,9 @@
 # BENCH_ARGS is passed to every program, e.g. `make bench BENCH_ARGS=-quick`.
 # bench/listruns needs only Postgres (it loads 1,000,000 runs: a few
 # minutes on 2 cores, ~1.5 GB of database, dropped at the end).
+# bench/artifacts needs only versitygw (make ensure-s3) and ~5 GiB free
+# under $TMPDIR (1 GiB file, its two stored copies and two downloads),
+# removed at the end; ~10 minutes at its defaults.
 #
 # Not run here: the raw Temporal round trip on the tuned dev server,
 #   go test -run '^$' -bench ActivityRoundTrip ./internal/stack/temporaltest

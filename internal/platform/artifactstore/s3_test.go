@@ -1,7 +1,9 @@
 package artifactstore
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"io"
 	"net/http"
 	"os"
@@ -10,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -82,8 +86,44 @@ func TestOnS3(t *testing.T) {
 
 	// Bytes that do not match their digest are not stored.
 	bad := digestOf(make([]byte, 32))
-	require.Error(t, s.put(ctx, "team-a", bad, 5, strings.NewReader("hello"), "application/octet-stream"))
+	require.Error(t, s.put(ctx, "team-a", bad, 5, strings.NewReader("hello"), "application/octet-stream", nil))
 	ok, err := s.Exists(ctx, "team-a", bad)
 	require.NoError(t, err)
 	assert.False(t, ok, "an aborted upload leaves nothing under its key")
+}
+
+// A file over one part goes up as a multipart upload of 5 MiB parts (the
+// store's transfer manager, not gocloud's default one, which would send
+// anything under 16 MiB in one PUT) and comes back whole.
+func TestLargeFileOnS3(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.Setenv(t)
+	ctx := context.Background()
+	s, err := Open(ctx, srv.URL("artifacts/"))
+	require.NoError(t, err)
+	defer s.Close()
+	require.NotNil(t, s.s3c, "an s3:// store knows its S3 client")
+
+	src := t.TempDir()
+	want := make([]byte, 12<<20+1)
+	_, _ = rand.Read(want)
+	require.NoError(t, os.WriteFile(filepath.Join(src, "model.bin"), want, 0o644))
+	root, err := os.OpenRoot(src)
+	require.NoError(t, err)
+	defer root.Close()
+	o, err := s.PutPath(ctx, "team-a", root, "model.bin")
+	require.NoError(t, err)
+	assert.Equal(t, int64(len(want)), o.Size)
+
+	k, err := key("team-a", o.Digest)
+	require.NoError(t, err)
+	head, err := s.s3c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(srv.Bucket), Key: aws.String("artifacts/" + k)})
+	require.NoError(t, err)
+	assert.True(t, strings.HasSuffix(aws.ToString(head.ETag), `-3"`), "three parts of 5 MiB: ETag %s", aws.ToString(head.ETag))
+
+	dest := filepath.Join(t.TempDir(), "model.bin")
+	require.NoError(t, s.Get(ctx, "team-a", o, dest))
+	got, err := os.ReadFile(dest)
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(want, got), "the bytes come back")
 }

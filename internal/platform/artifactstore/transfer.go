@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
 )
 
 // Manifest lists a stored directory's files in the order a walk of it
@@ -50,7 +51,7 @@ func (s *Store) PutPath(ctx context.Context, project string, root *os.Root, name
 	}
 	switch {
 	case fi.Mode().IsRegular():
-		return s.putFile(ctx, project, root, name)
+		return s.putFile(ctx, project, root, name, nil)
 	case fi.IsDir():
 		return s.putDir(ctx, project, root, name)
 	}
@@ -73,22 +74,21 @@ func kindOf(m fs.FileMode) string {
 
 // putFile hashes the file, then uploads it (unless the store holds those
 // bytes already) checking they still hash the same.
-func (s *Store) putFile(ctx context.Context, project string, root *os.Root, name string) (Object, error) {
+func (s *Store) putFile(ctx context.Context, project string, root *os.Root, name string, mem *semaphore.Weighted) (Object, error) {
 	f, err := root.Open(name)
 	if err != nil {
 		return Object{}, err
 	}
 	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
+	n, sum, err := hashFile(f)
 	if err != nil {
 		return Object{}, fmt.Errorf("read %s: %w", name, err)
 	}
-	digest := digestOf(h.Sum(nil))
+	digest := digestOf(sum)
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return Object{}, err
 	}
-	if err := s.put(ctx, project, digest, n, f, "application/octet-stream"); err != nil {
+	if err := s.put(ctx, project, digest, n, f, "application/octet-stream", mem); err != nil {
 		return Object{}, fmt.Errorf("store %s: %w", name, err)
 	}
 	return Object{Digest: digest, Size: n}, nil
@@ -122,9 +122,11 @@ func (s *Store) putDir(ctx context.Context, project string, root *os.Root, dir s
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(s.parallel)
+	// The uploads share a budget of buffers; hashing runs outside it.
+	mem := semaphore.NewWeighted(uploadBudget)
 	for i := range files {
 		g.Go(func() error {
-			o, err := s.putFile(gctx, project, root, path.Join(dir, files[i].Path))
+			o, err := s.putFile(gctx, project, root, path.Join(dir, files[i].Path), mem)
 			files[i].Digest, files[i].Size = o.Digest, o.Size
 			return err
 		})
@@ -142,7 +144,7 @@ func (s *Store) putDir(ctx context.Context, project string, root *os.Root, dir s
 	}
 	sum := sha256.Sum256(b)
 	digest := digestOf(sum[:])
-	if err := s.put(ctx, project, digest, int64(len(b)), bytes.NewReader(b), ManifestContentType); err != nil {
+	if err := s.put(ctx, project, digest, int64(len(b)), bytes.NewReader(b), ManifestContentType, nil); err != nil {
 		return Object{}, fmt.Errorf("store the manifest of %s: %w", dir, err)
 	}
 	var size int64
@@ -231,15 +233,14 @@ func (s *Store) getFile(ctx context.Context, project, digest, dest string, execu
 		return err
 	}
 	defer os.Remove(f.Name()) // a no-op once renamed
-	h := sha256.New()
-	_, err = io.Copy(io.MultiWriter(f, h), r)
+	_, sum, err := copyHashing(f, r)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return fmt.Errorf("download %s: %w", digest, err)
 	}
-	if got := digestOf(h.Sum(nil)); got != digest {
+	if got := digestOf(sum); got != digest {
 		return fmt.Errorf("downloaded bytes hash to %s, not %s", got, digest)
 	}
 	mode := os.FileMode(0o644)

@@ -16,6 +16,9 @@
 // server on a free port: it starts in well under a second, and tests then
 // share neither objects nor state.
 //
+// Run is the same server outside a test (bench/artifacts): it returns a
+// stop function instead of registering a cleanup.
+//
 // With -short, Start skips the calling test, so `go test -short ./...`
 // never builds versitygw. `make test` builds it first (make ensure-s3), so
 // the first-time build (a few minutes) is not hidden in a test's output.

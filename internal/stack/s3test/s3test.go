@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,14 +29,18 @@ type Server struct {
 	// AccessKey and SecretKey are the credentials of the server's root
 	// account, the only one.
 	AccessKey, SecretKey string
-	// Bucket is the bucket Start created.
+	// Bucket is the bucket Start (or Run) created.
 	Bucket string
 	// Dir is the posix backend's root: each directory in it is a bucket,
 	// and the object a/b of bucket B is the file Dir/B/a/b.
 	Dir string
+	// Log is the file the server's output goes to (outside Dir).
+	Log string
+	// PID is the server's process ID (a benchmark reads its CPU time).
+	PID int
 }
 
-// Option changes what Start sets up.
+// Option changes what Start and Run set up.
 type Option func(*Server)
 
 // WithBucket names the bucket Start creates (default "atelier-test"). It
@@ -60,21 +65,50 @@ func Start(t testing.TB, opts ...Option) *Server {
 	// minutes on 2 cores); `make test` builds it first anyway.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
+	dir := t.TempDir()
+	s, stop, err := Run(ctx, dir, opts...)
+	if err != nil {
+		if log := filepath.Join(dir, logName); fileExists(log) {
+			logTail(t, log) // it started, then failed
+		}
+		t.Fatalf("s3test: %v", err)
+	}
+	// Registered after t.TempDir's cleanup, so run before it: the server
+	// has exited when its directory is removed.
+	t.Cleanup(func() {
+		stop()
+		if t.Failed() {
+			logTail(t, s.Log)
+		}
+	})
+	return s
+}
+
+// Run starts a versitygw outside a test (a benchmark, a tool): its bucket
+// is created, its data is kept under dir/s3 (Server.Dir) and its output
+// goes to dir/versitygw.log (Server.Log); dir is created if missing and
+// should be empty. ctx bounds the build of versitygw (on first use) and the start,
+// not the server's life: stop kills it and waits for its exit (it is
+// idempotent); dir is left to the caller. On Linux the server is also
+// killed when this process dies. On error nothing is left running.
+func Run(ctx context.Context, dir string, opts ...Option) (s *Server, stop func(), err error) {
 	bin, err := devstack.EnsureVersityGW(ctx, func(format string, args ...any) {
 		// Progress goes to stderr directly: t.Logf output is held back
 		// until the test ends, and a silent build looks like a hang.
 		fmt.Fprintf(os.Stderr, "s3test: "+format+"\n", args...)
 	})
 	if err != nil {
-		t.Fatalf("s3test: %v", err)
+		return nil, nil, err
 	}
 
-	s := &Server{
+	s = &Server{
 		Region:    "us-east-1",
 		AccessKey: "atelier-test-access",
 		SecretKey: "atelier-test-secret",
 		Bucket:    "atelier-test",
-		Dir:       t.TempDir(),
+		Dir:       filepath.Join(dir, "s3"),
+		// The log lives outside Dir, which belongs to the backend.
+		Log: filepath.Join(dir, logName),
 	}
 	for _, o := range opts {
 		o(s)
@@ -83,21 +117,19 @@ func Start(t testing.TB, opts ...Option) *Server {
 	// here is what CreateBucket does, minus the ACL and ownership
 	// attributes, which the root account (the only one here) does not
 	// need. Tested: objects, listing and presigned URLs all work.
-	if err := os.Mkdir(filepath.Join(s.Dir, s.Bucket), 0o755); err != nil {
-		t.Fatalf("s3test: create bucket: %v", err)
+	if err := os.MkdirAll(filepath.Join(s.Dir, s.Bucket), 0o755); err != nil {
+		return nil, nil, fmt.Errorf("create bucket: %w", err)
 	}
 
 	port, err := freePort()
 	if err != nil {
-		t.Fatalf("s3test: %v", err)
+		return nil, nil, err
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	s.Endpoint = "http://" + addr
-	// The log lives outside Dir, which belongs to the backend.
-	logPath := filepath.Join(t.TempDir(), "versitygw.log")
-	logF, err := os.Create(logPath)
+	logF, err := os.Create(s.Log)
 	if err != nil {
-		t.Fatalf("s3test: %v", err)
+		return nil, nil, err
 	}
 	cmd := exec.Command(bin,
 		"--access", s.AccessKey, "--secret", s.SecretKey,
@@ -116,24 +148,24 @@ func Start(t testing.TB, opts ...Option) *Server {
 	done, err := start(cmd)
 	logF.Close() // the child has its own copy
 	if err != nil {
-		t.Fatalf("s3test: start versitygw: %v", err)
+		return nil, nil, fmt.Errorf("start versitygw: %w", err)
 	}
-	t.Cleanup(func() {
-		// Killed, not asked: the data is thrown away with Dir anyway. Wait
-		// for the exit before t.TempDir's cleanup (registered earlier, so
-		// run later) removes Dir.
-		_ = cmd.Process.Kill()
-		<-done
-		if t.Failed() {
-			logTail(t, logPath)
-		}
-	})
+	s.PID = cmd.Process.Pid
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			// Killed, not asked: the data is thrown away with the
+			// directory anyway.
+			_ = cmd.Process.Kill()
+			<-done
+		})
+	}
 
 	if err := waitHealthy(ctx, s.Endpoint+"/health", done); err != nil {
-		// The cleanup above writes the server's output.
-		t.Fatalf("s3test: versitygw on %s: %v", addr, err)
+		stop()
+		return nil, nil, fmt.Errorf("versitygw on %s: %w (its output: %s)", addr, err, s.Log)
 	}
-	return s
+	return s, stop, nil
 }
 
 // URL is a gocloud.dev/blob URL for the bucket through the s3blob driver
@@ -231,6 +263,14 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// logName is the server's output file in Run's directory.
+const logName = "versitygw.log"
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // logTail writes the end of the server's output to the test log.
