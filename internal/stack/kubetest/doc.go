@@ -43,7 +43,7 @@
 // (where Atelier reads outputs), exit code and log (read through the API
 // server), image errors with the kubelet's reasons (ErrImageNeverPull),
 // Services reached through kube-proxy's rules. It is registered with the
-// label and NoSchedule taint atelier.dev/real-node, so only pods that ask
+// label and NoSchedule taint kubetest.atelier/real-node, so only pods that ask
 // for it (RealNodePod: node selector and toleration) run there; everything
 // else stays on kwok, which keeps serving the many-node and GPU cases.
 //
@@ -55,7 +55,7 @@
 // One real node per machine, not per test binary: two kube-proxies would
 // fight over the same iptables chains and two kubelets over host paths
 // that no setting moves. A test binary that asks for it takes a
-// machine-wide lock (realnode.lock in the cache directory; other binaries
+// machine-wide lock (/run/atelier-node.lock; other binaries
 // wait, up to 15 min, told who holds it) and joins the node to its own API
 // server; it is reference-counted within the binary and stopped when the
 // last test using it ends, which also restores the host: its processes,

@@ -40,8 +40,9 @@ const (
 	// RealNodeLabel is the node's label (value "true") and the key of its
 	// NoSchedule taint: only pods that select and tolerate it run there,
 	// so the other tests' pods stay on kwok's nodes. RealNodePod spells
-	// out both.
-	RealNodeLabel = "atelier.dev/real-node"
+	// out both. (Not under atelier.dev/: pipelines may not use Atelier's
+	// own keys in their pod settings.)
+	RealNodeLabel = "kubetest.atelier/real-node"
 
 	// StepImage is a busybox image (sh, echo, cat, env, sleep, ...) built
 	// from the host's static busybox, PauseImage the pod sandbox image.
@@ -64,6 +65,7 @@ const (
 // finds a crashed run's state.
 const (
 	realNodeBase   = "/run/atelier-node"
+	realNodeLock   = "/run/atelier-node.lock"
 	realNodeBridge = "atelier0"
 	// realNodeGateway is the bridge's address, the pods' default gateway.
 	realNodeGateway = "10.245.0.1"
@@ -116,7 +118,7 @@ var (
 //
 // There is one real node per machine: two kube-proxies would fight over
 // the same iptables chains, and two kubelets over hard-coded host paths. A
-// machine-wide lock (realnode.lock in the cache directory) makes another
+// machine-wide lock (/run/atelier-node.lock) makes another
 // test binary that wants one wait until this one's is stopped (at most 15
 // minutes, reporting who holds it); a real node is joined to one API
 // server, its owner's, so it is not shared across binaries.

@@ -17,8 +17,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/atelier-ml/atelier/internal/stack/devstack"
 )
 
 // This file is everything the real node does to the host, and undoes.
@@ -152,30 +150,38 @@ func isStatic(path string) bool {
 	return true
 }
 
-// lockNode takes the machine-wide real-node lock (a flock, which the kernel
-// releases if the holder dies), reporting who holds it while waiting.
+// lockNode takes the machine-wide real-node lock (a flock on realNodeLock,
+// which the kernel releases if the holder dies), reporting who holds it
+// while waiting. The lock is at a fixed path, not in the cache directory,
+// so that processes with different ATELIER_CACHE_DIRs still exclude each
+// other. The holder removes the file when it unlocks, leaving nothing
+// behind; a waiter that then finds its locked file unlinked (or replaced)
+// starts over with the path's current file.
 func lockNode(ctx context.Context, log func(string, ...any)) (func(), error) {
-	cache, err := devstack.CacheDir()
-	if err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(cache, 0o755); err != nil {
-		return nil, err
-	}
-	path := filepath.Join(cache, "realnode.lock")
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, err
-	}
+	path := realNodeLock
 	start := time.Now()
 	var reported time.Time
 	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			break
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			return nil, err
 		}
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			if sameFile(f, path) {
+				_ = f.Truncate(0)
+				_, _ = f.WriteAt([]byte(fmt.Sprintf("pid %d (%s)\n", os.Getpid(), strings.Join(os.Args, " "))), 0)
+				return func() {
+					_ = os.Remove(path) // still holding the lock: see above
+					_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+					_ = f.Close()
+				}, nil
+			}
+			f.Close() // unlinked by its last holder: take the new one
+			continue
+		}
+		f.Close()
 		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			f.Close()
 			return nil, fmt.Errorf("lock %s: %w", path, err)
 		}
 		if time.Since(reported) >= 30*time.Second {
@@ -187,19 +193,21 @@ func lockNode(ctx context.Context, log func(string, ...any)) (func(), error) {
 		select {
 		case <-ctx.Done():
 			holder, _ := os.ReadFile(path)
-			f.Close()
 			return nil, fmt.Errorf("the machine's real node is still in use by %s after %s (lock %s): %w",
 				strings.TrimSpace(string(holder)), time.Since(start).Round(time.Second), path, ctx.Err())
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
-	_ = f.Truncate(0)
-	_, _ = f.WriteAt([]byte(fmt.Sprintf("pid %d (%s)\n", os.Getpid(), strings.Join(os.Args, " "))), 0)
-	return func() {
-		_ = f.Truncate(0)
-		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		_ = f.Close()
-	}, nil
+}
+
+// sameFile reports whether the open file f is still the file at path.
+func sameFile(f *os.File, path string) bool {
+	a, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	b, err := os.Stat(path)
+	return err == nil && os.SameFile(a, b)
 }
 
 // saveHostState records what the start is about to change, before it
@@ -672,7 +680,7 @@ func jumpsToOurs(f []string, ours func(string) bool) bool {
 
 // RealNodeTraces lists what a real node has left on the host: its
 // processes, pod processes in its cgroups, mounts, iptables chains, the
-// bridge, the node IP on lo, cgroups and its directory. Empty after Stop or
+// bridge, the node IP on lo, cgroups, its directory and its lock file. Empty after Stop or
 // a sweep. (Sysctls are compared by the tests themselves:
 // WatchedSysctls.)
 func RealNodeTraces() []string {
@@ -717,6 +725,9 @@ func RealNodeTraces() []string {
 	}
 	if _, err := os.Stat(realNodeBase); err == nil {
 		out = append(out, "directory "+realNodeBase)
+	}
+	if _, err := os.Stat(realNodeLock); err == nil {
+		out = append(out, "lock file "+realNodeLock)
 	}
 	return out
 }
