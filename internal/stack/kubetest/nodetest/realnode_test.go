@@ -236,7 +236,7 @@ func TestCrashedNodeIsSweptAtTheNextStart(t *testing.T) {
 			_ = cmd.Wait()
 			t.Fatalf("the child did not get a pod running on its real node: %q", l)
 		}
-	case <-time.After(4 * time.Minute):
+	case <-time.After(20 * time.Minute): // another test binary may hold the machine's node for a while
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		t.Fatal("the child's real node did not come up")
