@@ -13,7 +13,7 @@ GO ?= go
 TEST_TIMEOUT ?= 30m
 
 .DEFAULT_GOAL := help
-.PHONY: help build dev ensure-temporal ensure-kube ensure-helm ensure-s3 ensure-chromium test test-short lint vet bench generate ui clean
+.PHONY: help build dev ensure-temporal ensure-kube ensure-node clean-node ensure-helm ensure-s3 ensure-chromium test test-short lint vet bench generate ui clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -36,6 +36,38 @@ ensure-temporal: ## build (once) / locate the pinned temporal CLI
 # the same reason.
 ensure-kube: ## build (once) / locate the Kubernetes control plane for the tests
 	@tools/kube/build.sh >/dev/null
+
+# The real node of the Kubernetes tests (kubetest.RealNode: kubelet,
+# containerd, runc, CNI bridge, kube-proxy; one per machine, root only).
+# As root on Debian/Ubuntu, installs the packages it needs when missing
+# (runc, containernetworking-plugins, iptables, conntrack, busybox-static;
+# ~15 s) and builds kubelet, kube-proxy and containerd on first use
+# (tools/kube/build.sh node: a few minutes after the control plane, progress
+# shown). Elsewhere it says what is missing: the real node's tests then skip
+# (or fail, with ATELIER_REQUIRE_NODE=1 as in CI).
+NODE_PACKAGES := runc containernetworking-plugins iptables conntrack busybox-static
+ensure-node: ## install (once) the real node's packages and build kubelet, kube-proxy, containerd
+	@if [ "$$(id -u)" != 0 ] || [ "$$(uname -s)" != Linux ]; then \
+	  echo "ensure-node: the real node needs root on Linux: its tests will skip (ATELIER_REQUIRE_NODE=1 makes them fail)" >&2; exit 0; \
+	fi; \
+	if command -v dpkg >/dev/null 2>&1; then \
+	  missing="$$(for p in $(NODE_PACKAGES); do dpkg -s "$$p" >/dev/null 2>&1 || printf '%s ' "$$p"; done)"; \
+	  if [ -n "$$missing" ]; then \
+	    echo "ensure-node: installing $$missing with apt-get (first time, ~15 s)…"; \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    apt-get install -y --no-install-recommends $$missing >/dev/null || { apt-get update >/dev/null && apt-get install -y --no-install-recommends $$missing >/dev/null; }; \
+	  fi; \
+	else \
+	  echo "ensure-node: no dpkg: install runc, the CNI plugins (bridge, host-local, loopback, portmap), iptables, conntrack and a static busybox yourself" >&2; \
+	fi; \
+	tools/kube/build.sh node >/dev/null
+
+# Restores the host after a real node whose test binary was killed (go
+# test -timeout, SIGKILL): kills its pods' processes, unmounts, deletes its
+# iptables chains, bridge and node IP, restores sysctls. The next real node
+# start does the same; this is for a machine left in that state.
+clean-node: ## undo what a killed test's real node left on the host (root)
+	@$(GO) run ./internal/stack/kubetest/cmd/sweep-node
 
 # Builds the pinned helm (devstack.HelmVersion) on first use for the chart
 # test (deploy/helm), for the same reason; helm is not in go.mod.
@@ -64,7 +96,7 @@ ensure-chromium: ## install (once) Chromium for the web UI's browser test
 	  exit 1; \
 	fi
 
-test: ensure-temporal ensure-kube ensure-helm ensure-s3 ensure-chromium vet ## go vet, unit and integration tests (real Temporal, Postgres, kube-apiserver, S3, Chromium)
+test: ensure-temporal ensure-kube ensure-node ensure-helm ensure-s3 ensure-chromium vet ## go vet, unit and integration tests (real Temporal, Postgres, kube-apiserver and a real node, S3, Chromium)
 	ATELIER_REQUIRE_BROWSER=1 $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 
 test-short: ## unit tests only (-short skips what needs a Temporal dev server)

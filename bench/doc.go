@@ -5,6 +5,7 @@
 //	go run ./bench/overhead [-n 200] [-r 5] [-quick] [-v]
 //	go run ./bench/starts   [-n 2000] [-c 32] [-rounds 2] [-quick] [-v] [-cpuprofile f]
 //	go run ./bench/kubecp   [-starts 3] [-nodes 1000] [-pods 10000] [-quick]
+//	go run ./bench/realnode [-starts 3] [-pods 20] [-hold 5] [-quick]
 //	go run ./bench/gpusched [-r 300] [-naive 3] [-pending 10000] [-nodes 1000] [-quick]
 //	go run ./bench/gpuadmit [-n 3000] [-depth 1000] [-probes 50] [-preempts 20] [-nodes 1000] [-quick]
 //	go run ./bench/serving  [-rounds 10] [-rollbacks 5] [-quick]
@@ -13,9 +14,10 @@
 //	go run ./bench/fanout   [-n 10000] [-p 1000] [-r 3] [-big 100000] [-quick] [-v]
 //	go run ./bench/artifacts [-size 1GiB] [-files 10000] [-file-size 4KiB] [-shards 4] [-shard-size 128MiB] [-reps 5] [-quick]
 //
-// Each program except gpusched (pure code, no server), listruns
-// (Postgres only: benchstack.StartDatabase) and artifacts (an S3 server
-// only: s3test.Run) starts its own
+// Each program except gpusched (pure code, no server), kubecp and realnode
+// (a Kubernetes control plane), listruns (Postgres only:
+// benchstack.StartDatabase) and artifacts (an S3 server only: s3test.Run)
+// starts its own
 // Temporal dev server (devstack.StartTemporal: in-memory, headless,
 // TunedDynamicConfig, so the numbers are those of the dev stack and of the
 // integration tests), creates a fresh Postgres
@@ -141,6 +143,18 @@
 // reports them Running, and every component's RSS at that fleet, before
 // and after the pods. There is no baseline: these are capacity figures
 // for the tests and benchmarks built on the control plane.
+//
+// # realnode: the tests' real Kubernetes node
+//
+// internal/stack/kubetest's real node (kubelet, containerd, runc, CNI
+// bridge, kube-proxy), as root, on a control plane of its own, no Temporal
+// or Postgres: -starts node starts and stops (containerd and images, lock
+// → Ready, and the stop that restores the host), then -pods pods run one
+// at a time, from the create call to Succeeded, against the same pod on a
+// kwok fake node as baseline (interleaved): the difference is what a real
+// container start costs. Then the RSS of kubelet, containerd, kube-proxy
+// and the shims with -hold sleeping pods. Without root it says what is
+// missing and exits 0.
 //
 // # gpuadmit: GPU admission end to end
 //

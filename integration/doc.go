@@ -10,5 +10,8 @@
 // endpoints' own API behind the gateway's proxy.
 // webui_test.go drives the web UI in headless Chromium (chromedp); it
 // skips when no browser is installed, except under `make test`, which
-// installs one and requires it.
+// installs one and requires it. realnode_test.go runs container steps on
+// kubetest's real node (kubelet, containerd, runc); it skips where the
+// node cannot start (not root, packages missing), saying what is missing,
+// except with ATELIER_REQUIRE_NODE=1 (.ci/run), which makes it fail.
 package integration

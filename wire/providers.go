@@ -235,10 +235,11 @@ func provideServing(clients kube.Clients, cfg config.Config, st *store.Store, l 
 }
 
 // provideKubeBackend builds the Kubernetes backends of a cluster worker;
-// the cleanup stops their informers.
-func provideKubeBackend(clients kube.Clients, v *vault.Vault, cfg config.Config, l *zap.Logger) (*kube.Backend, func()) {
+// the cleanup stops their informers. Attempt logs go to the catalogue, as
+// the local runtime's do.
+func provideKubeBackend(clients kube.Clients, v *vault.Vault, st *store.Store, cfg config.Config, l *zap.Logger) (*kube.Backend, func()) {
 	opts := []kube.Option{kube.WithNamespaceTemplate(cfg.KubeNamespaceTemplate), kube.WithLogger(l.Named("kube")), kube.WithKueue(cfg.KueueQueue),
-		kube.WithPodPolicy(framework.PodPolicy{ServiceAccounts: cfg.PodServiceAccounts})}
+		kube.WithPodPolicy(framework.PodPolicy{ServiceAccounts: cfg.PodServiceAccounts}), kube.WithLogSink(st, 0)}
 	if v != nil {
 		opts = append(opts, kube.WithSecrets(v))
 	}

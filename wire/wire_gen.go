@@ -242,7 +242,7 @@ func InitClusterWorker(ctx context.Context, cfg config.Config, m *telemetry.Metr
 		cleanup()
 		return nil, nil, err
 	}
-	backend, cleanup6 := provideKubeBackend(v, vault, cfg, logger)
+	backend, cleanup6 := provideKubeBackend(v, vault, store, cfg, logger)
 	serving := provideServing(v, cfg, store, logger)
 	clusterWorker := app.NewClusterWorker(client, cfg, v, backend, serving, store, logger)
 	return clusterWorker, func() {

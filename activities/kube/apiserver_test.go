@@ -175,7 +175,7 @@ func TestRayJobFailureReason(t *testing.T) {
 	})
 	o := wait(t, out)
 	app := appErr(t, o.err, activities.ErrTypeStepFailed)
-	want := "RayJob " + name + " failed: AppFailed: Job entrypoint command failed with exit code 1"
+	want := "RayJob " + name + " failed: AppFailed: Job entrypoint command failed with exit code 1; container ray-job-submitter exited with code 1"
 	if app.Message() != want {
 		t.Errorf("message %q, want %q", app.Message(), want)
 	}
@@ -425,7 +425,7 @@ func TestJobFailureAndBadOutputs(t *testing.T) {
 	})
 	o := wait(t, out)
 	app := appErr(t, o.err, activities.ErrTypeStepFailed)
-	if want := "Job " + name + " failed: BackoffLimitExceeded: Job has reached the specified backoff limit"; app.Message() != want {
+	if want := "Job " + name + " failed: BackoffLimitExceeded: Job has reached the specified backoff limit; container step exited with code 3"; app.Message() != want {
 		t.Errorf("message %q, want %q", app.Message(), want)
 	}
 	if o.res.ExitCode != 3 {

@@ -57,6 +57,9 @@ type Backend struct {
 	kueueQueue string         // "" = Atelier's own GPU admission
 	kueuePoll  time.Duration  // how often a suspended step re-reads its Kueue Workload
 	secrets    SecretResolver // nil: steps cannot reference secrets
+	logSink    LogSink        // nil: attempt logs are not copied
+	logLimit   int64
+	logNodes   sync.Map // node name → bool: its kubelet serves logs
 	podPolicy  framework.PodPolicy
 
 	// Fixed in production; variables so tests need not wait on them.
@@ -105,10 +108,11 @@ func WithLogger(l *zap.Logger) Option { return func(b *Backend) { b.logger = l }
 func WithHeartbeatInterval(d time.Duration) Option { return func(b *Backend) { b.heartbeat = d } }
 
 // WithImagePullGrace sets how long a step's pod may stay in ErrImagePull,
-// ImagePullBackOff, InvalidImageName or CreateContainerConfigError before
-// the step fails with that reason (default 5m): long enough for a slow
-// registry or a Secret created a moment late, short enough that a typo in
-// an image name does not hold a GPU node's slot until the step's timeout.
+// ImagePullBackOff or CreateContainerConfigError before the step fails
+// with that reason (default 5m): long enough for a slow registry or a
+// Secret created a moment late, short enough that a typo in an image name
+// does not hold a GPU node's slot until the step's timeout. ErrImageNeverPull
+// and InvalidImageName fail the step at once (framework.PermanentReasons).
 func WithImagePullGrace(d time.Duration) Option { return func(b *Backend) { b.pullGrace = d } }
 
 // WithMutator sets a function called on every object the backend builds,

@@ -80,6 +80,49 @@ func TestTimeoutOnInjectedClock(t *testing.T) {
 	}
 }
 
+// An image that is not on the node, with pull policy Never, can never
+// come: the step fails at once, without waiting out the grace (the fake
+// clock never moves here).
+func TestImageNeverPullFailsAtOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	fc := clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	clients := fakeClients()
+	b := fakeBackend(t, clients, WithClock(fc), WithImagePullGrace(10*time.Minute))
+	req := jobRequest("fit")
+	name := framework.ObjectName(req.RunID, req.Step, nil, 1, 63)
+	ns := "atelier-vision"
+
+	done := runInBackground(ctx, b, req)
+	var labels map[string]string
+	for labels == nil {
+		if j, err := clients.Kube.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+			labels = j.Spec.Template.Labels
+			labels[framework.JobNameLabel] = name
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	_, err := clients.Kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-abcde", Namespace: ns, Labels: labels},
+		Status: corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{
+			Name: "step",
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImageNeverPull",
+				Message: `Container image "localhost/x:1" is not present with pull policy of Never`}},
+		}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = <-done
+	if appErrorType(err) != activities.ErrTypeStepFailed || !strings.Contains(err.Error(), "ErrImageNeverPull") || !strings.Contains(err.Error(), "localhost/x:1") {
+		t.Fatalf("err = %v, want StepFailed naming ErrImageNeverPull and the image", err)
+	}
+	if _, err := clients.Kube.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the Job is left: %v", err)
+	}
+}
+
 func TestImagePullGraceOnInjectedClock(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

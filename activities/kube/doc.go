@@ -102,19 +102,36 @@
 // the tests (with a fake ray CLI); they have not run against a live KubeRay
 // here.
 //
+// # Logs
+//
+// With WithLogSink (the cluster worker passes the catalogue), the log of
+// a step's output container — the Job's step container, the Spark driver,
+// the RayJob's submitter — is read from the API server (pods/log) when the
+// step ends, successfully or not, and stored like a local attempt's (up to
+// 8 MiB, the attempt's secrets redacted), before the activity returns: by
+// the time the run shows the attempt over, the gateway serves its whole
+// log. It is not live, and a cancelled or timed-out attempt's pod is
+// deleted without it. A node that serves no logs (kwok's) only costs a
+// quick 404.
+//
 // # Failures, timeouts and cancellation
 //
 // Step outcomes are non-retryable application errors with the
 // KubeStepResult as details: StepFailed "<Kind> <name> failed: <reason>:
 // <message>" with the operator's reason (BackoffLimitExceeded, AppFailed,
-// SUBMISSION_FAILED, ...); StepTimeout; BadOutputs; InvalidStep for a
+// SUBMISSION_FAILED, ...), followed by how the output container ended when
+// it failed ("; container step exited with code 3", or with the runtime's
+// reason and message: "(StartError: ... executable file not found in
+// $PATH)", "(OOMKilled)"); StepTimeout; BadOutputs; InvalidStep for a
 // request that cannot run, or whose object the API server rejects (422
 // Invalid, 400, 403 from admission): the message is the server's, and names
 // the field. Network errors, 5xx and 429 are plain, retryable errors.
 //
-// A pod stuck in ErrImagePull, ImagePullBackOff, InvalidImageName or
+// A pod stuck in ErrImagePull, ImagePullBackOff or
 // CreateContainerConfigError for longer than the image-pull grace (default
-// 5m) fails the step with that reason.
+// 5m) fails the step with that reason; ErrImageNeverPull (the image is not
+// on the node and imagePullPolicy is Never) and InvalidImageName fail it at
+// once, since nothing can change them.
 //
 // On cancellation, and when the attempt's timeout elapses (counted from the
 // object's creation), the object is deleted with foreground propagation;
@@ -139,5 +156,6 @@
 //
 // The worker's identity needs: namespaces get, create; jobs.batch, rayjobs
 // and rayclusters.ray.io, sparkapplications.sparkoperator.k8s.io create,
-// get, list, watch, delete; pods get, list, watch.
+// get, list, watch, delete; pods get, list, watch; with a log sink, pods/log
+// get and nodes get.
 package kube

@@ -273,7 +273,7 @@ func (r *stepRun) run(ctx context.Context, desired framework.Object) (activities
 				r.logger.Warn("pod cannot start", zap.String("reason", p.Stuck.Reason), zap.String("message", p.Stuck.Message))
 			}
 			left := b.pullGrace - b.clock.Since(stuckSince)
-			if left <= 0 {
+			if left <= 0 || p.Stuck.Permanent {
 				return r.stuck(p)
 			}
 			if stuckTimer != nil {
@@ -414,6 +414,7 @@ func (r *stepRun) succeeded(ctx context.Context, obj framework.Object, p framewo
 	}
 	if ok {
 		res.ExitCode = int(term.ExitCode)
+		r.copyLog(ctx, term, r.kind.OutputPods(obj).Container)
 		outputs, err := framework.ParseOutputs(term.Message)
 		if err != nil {
 			return res, temporal.NewNonRetryableApplicationError(
@@ -431,10 +432,14 @@ func (r *stepRun) failed(ctx context.Context, obj framework.Object, p framework.
 	res.Links = p.Links
 	// Best effort, no waiting: the exit code helps, but the failure
 	// stands without it.
+	msg := failureMessage(r.kind.Kind(), r.name, p.Reason, p.Message)
 	if term, ok, err := r.b.outputTermination(ctx, r.ns, obj, r.kind.OutputPods(obj), 0); err == nil && ok {
 		res.ExitCode = int(term.ExitCode)
+		if term.ExitCode != 0 {
+			msg += "; " + term.Describe()
+		}
+		r.copyLog(ctx, term, r.kind.OutputPods(obj).Container)
 	}
-	msg := failureMessage(r.kind.Kind(), r.name, p.Reason, p.Message)
 	r.logger.Info("step failed", zap.String("reason", p.Reason), zap.String("message", p.Message))
 	if p.TimedOut && r.req.Timeout > 0 {
 		return res, temporal.NewNonRetryableApplicationError(
@@ -454,15 +459,19 @@ func failureMessage(kind, name, reason, message string) string {
 	return msg
 }
 
-// stuck fails a step whose pod could not start within the grace, deleting
-// the object so the pod stops retrying (and holding its node's resources).
+// stuck fails a step whose pod could not start within the grace (or can
+// never start: Trouble.Permanent), deleting the object so the pod stops
+// retrying (and holding its node's resources).
 func (r *stepRun) stuck(p framework.Progress) (activities.KubeStepResult, error) {
 	r.deleteAndWait()
 	res := r.result()
 	res.FinishedAt = r.b.clock.Now()
 	res.Links = p.Links
-	msg := failureMessage(r.kind.Kind(), r.name, p.Stuck.Reason,
-		fmt.Sprintf("%s (pod could not start for %s)", p.Stuck.Message, r.b.pullGrace))
+	why := fmt.Sprintf("%s (pod could not start for %s)", p.Stuck.Message, r.b.pullGrace)
+	if p.Stuck.Permanent {
+		why = p.Stuck.Message + " (this cannot resolve: the pod's image and pull policy do not change)"
+	}
+	msg := failureMessage(r.kind.Kind(), r.name, p.Stuck.Reason, why)
 	return res, framework.StepFailed(msg, res)
 }
 

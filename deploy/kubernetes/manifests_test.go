@@ -162,8 +162,9 @@ func TestRBACIsExactlyWhatTheWorkerUses(t *testing.T) {
 	longLived := []string{"create", "delete", "get", "list", "update"}
 	want := map[string][]string{
 		"/namespaces":                            {"create", "get"},
-		"/nodes":                                 {"list", "watch"},
+		"/nodes":                                 {"get", "list", "watch"},
 		"/pods":                                  {"get", "list", "watch"},
+		"/pods/log":                              {"get"},
 		"batch/jobs":                             crud,
 		"/secrets":                               {"create", "delete", "get", "update"},
 		"ray.io/rayjobs":                         crud,

@@ -221,10 +221,13 @@ func TestPodTrouble(t *testing.T) {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{
 			Name: "step", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: "details"}}}}}}
 	}
-	for _, r := range []string{"ErrImagePull", "ImagePullBackOff", "CreateContainerConfigError", "InvalidImageName"} {
+	for _, r := range []string{"ErrImagePull", "ImagePullBackOff", "CreateContainerConfigError", "InvalidImageName", "ErrImageNeverPull"} {
 		tr := framework.PodTrouble([]*corev1.Pod{waiting(r)})
 		if tr == nil || tr.Reason != r || !strings.Contains(tr.Message, "details") {
 			t.Errorf("%s: %+v", r, tr)
+		}
+		if permanent := r == "ErrImageNeverPull" || r == "InvalidImageName"; tr != nil && tr.Permanent != permanent {
+			t.Errorf("%s: Permanent = %v", r, tr.Permanent)
 		}
 	}
 	if tr := framework.PodTrouble([]*corev1.Pod{waiting("ContainerCreating")}); tr != nil {
@@ -360,6 +363,22 @@ func TestCreateOrAdopt(t *testing.T) {
 		}
 		if err := kube.BatchV1().Jobs("ns").Delete(ctx, "taken", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+func TestTerminationDescribe(t *testing.T) {
+	for _, tc := range []struct {
+		term framework.Termination
+		want string
+	}{
+		{framework.Termination{Container: "step", ExitCode: 3, Reason: "Error", Message: `{"partial": 1}`}, "container step exited with code 3"},
+		{framework.Termination{Container: "step", ExitCode: 137, Reason: "OOMKilled", Message: `{"epoch": 3}`}, "container step exited with code 137 (OOMKilled)"},
+		{framework.Termination{Container: "step", ExitCode: 128, Reason: "StartError", Message: "exec: \"x\": executable file not found in $PATH\n"},
+			"container step exited with code 128 (StartError: exec: \"x\": executable file not found in $PATH)"},
+	} {
+		if got := tc.term.Describe(); got != tc.want {
+			t.Errorf("Describe() = %q, want %q", got, tc.want)
 		}
 	}
 }

@@ -151,7 +151,8 @@ type Progress struct {
 	TimedOut bool
 	// Stuck is set while a pod cannot start for a reason that rarely fixes
 	// itself (image pull, missing config); the step fails if it stays
-	// stuck longer than the backend's image-pull grace.
+	// stuck longer than the backend's image-pull grace, or at once if the
+	// reason cannot fix itself (Trouble.Permanent).
 	Stuck *Trouble
 	// Waiting is set while a pod waits for something that may come by
 	// itself — the scheduler finds no node that fits (reason
@@ -165,6 +166,9 @@ type Trouble struct {
 	Reason  string // ErrImagePull, ImagePullBackOff, CreateContainerConfigError, ...
 	Message string
 	Pod     string // the pod's name
+	// Permanent: the reason is one of PermanentReasons, which nothing but
+	// a new pod resolves.
+	Permanent bool
 }
 
 // OutputPods locates the pod whose termination message holds a step's

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -16,7 +17,13 @@ import (
 // themselves: the image cannot be pulled, or the container cannot be
 // configured (a missing Secret or ConfigMap). The kubelet retries them
 // forever, so without a limit a step would hang until its timeout.
-var StuckReasons = []string{"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError"}
+var StuckReasons = []string{"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "ErrImageNeverPull"}
+
+// PermanentReasons are the StuckReasons no wait can resolve, since a pod's
+// image and pull policy never change: the image is not on the node and the
+// pod may not pull it (imagePullPolicy: Never), or its reference does not
+// parse. A step fails with them at once.
+var PermanentReasons = []string{"ErrImageNeverPull", "InvalidImageName"}
 
 // PodTrouble returns why the first of pods that cannot start is stuck, or
 // nil. Pods being deleted are ignored.
@@ -31,7 +38,7 @@ func PodTrouble(pods []*corev1.Pod) *Trouble {
 				if w.Message != "" {
 					msg += ": " + w.Message
 				}
-				return &Trouble{Reason: w.Reason, Message: msg, Pod: p.Name}
+				return &Trouble{Reason: w.Reason, Message: msg, Pod: p.Name, Permanent: slices.Contains(PermanentReasons, w.Reason)}
 			}
 		}
 	}
@@ -58,9 +65,33 @@ func PodWaiting(pods []*corev1.Pod) *Trouble {
 
 // Termination is a container's terminated state, as read from its pod.
 type Termination struct {
-	Pod      string
-	ExitCode int32
-	Message  string
+	Pod, Container string
+	Node           string // the node the pod ran on
+	ExitCode       int32
+	// Reason is the kubelet's: Completed, Error, OOMKilled, StartError
+	// (the runtime could not start the command), ...
+	Reason  string
+	Message string
+}
+
+// Describe says how the container ended, for a failed step's message:
+// its exit code and, when the runtime rather than the program ended it
+// (OOMKilled, StartError, ...), the reason, with the runtime's message
+// when it could not start the command at all. Otherwise the message is
+// the program's outputs file, left out.
+func (t Termination) Describe() string {
+	s := fmt.Sprintf("container %s exited with code %d", t.Container, t.ExitCode)
+	if t.Reason == "" || t.Reason == "Error" || t.Reason == "Completed" {
+		return s
+	}
+	s += " (" + t.Reason
+	if m := strings.TrimSpace(t.Message); m != "" && slices.Contains(startFailures, t.Reason) {
+		if len(m) > 1024 {
+			m = m[:1024] + "…"
+		}
+		s += ": " + m
+	}
+	return s + ")"
 }
 
 // OutputTermination picks, among pods, the termination of container ("" =
@@ -89,7 +120,7 @@ func OutputTermination(pods []corev1.Pod, container string) (t Termination, ok, 
 			}
 			if best == nil || better(term, best) {
 				best = term
-				t = Termination{Pod: p.Name, ExitCode: term.ExitCode, Message: term.Message}
+				t = Termination{Pod: p.Name, Container: cs.Name, Node: p.Spec.NodeName, ExitCode: term.ExitCode, Reason: term.Reason, Message: term.Message}
 			}
 		}
 	}
@@ -103,6 +134,10 @@ func better(a, b *corev1.ContainerStateTerminated) bool {
 	}
 	return a.FinishedAt.After(b.FinishedAt.Time)
 }
+
+// startFailures are the reasons of a container whose command the runtime
+// could not start; its message is then the runtime's error.
+var startFailures = []string{"StartError", "ContainerCannotRun", "RunContainerError"}
 
 // MaxTerminationMessage is the kubelet's limit on a termination message;
 // longer files are truncated.

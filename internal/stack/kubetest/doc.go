@@ -33,6 +33,58 @@
 // Workloads, which plays the programs in the containers: that is the only
 // thing a test decides.
 //
+// # The real node
+//
+// A control-plane cluster can also get one real node beside kwok's
+// (Cluster.RealNode): kubelet v1.35.4, containerd v2.2.9 with runc, CNI
+// bridge networking (pods on 10.245.0.0/24, node IP 10.241.0.1 on lo) and
+// kube-proxy in iptables mode. Its containers really run: a pod's command,
+// arguments, environment and working directory, its termination message
+// (where Atelier reads outputs), exit code and log (read through the API
+// server), image errors with the kubelet's reasons (ErrImageNeverPull),
+// Services reached through kube-proxy's rules. It is registered with the
+// label and NoSchedule taint kubetest.atelier/real-node, so only pods that ask
+// for it (RealNodePod: node selector and toleration) run there; everything
+// else stays on kwok, which keeps serving the many-node and GPU cases.
+//
+// There is no registry: the node's containerd gets two images at start,
+// built in Go by package ociimage (reproducible OCI archives imported with
+// ctr): StepImage (busybox: sh and the usual tools) and PauseImage (the pod
+// sandbox, a static Go pause). Pods use them with imagePullPolicy: Never.
+//
+// One real node per machine, not per test binary: two kube-proxies would
+// fight over the same iptables chains and two kubelets over host paths
+// that no setting moves. A test binary that asks for it takes a
+// machine-wide lock (/run/atelier-node.lock; other binaries
+// wait, up to 15 min, told who holds it) and joins the node to its own API
+// server; it is reference-counted within the binary and stopped when the
+// last test using it ends, which also restores the host: its processes,
+// pods and shims, mounts, KUBE-* and CNI-* iptables chains, the bridge, the
+// node IP, cgroups, host paths (/var/lib/kubelet, /var/log/containers,
+// /var/lib/cni, /run/containerd, when it created them) and the sysctls
+// kubelet and the bridge change (vm.overcommit_memory, kernel.panic,
+// kernel.panic_on_oops, net.ipv4.ip_forward; saved before the start).
+// If the test binary dies (SIGKILL, go test -timeout), kubelet, containerd
+// and kube-proxy die with it (parent-death signal) but the pods and their
+// shims do not: the next start sweeps them, and all the rest, first (`make
+// clean-node` does the same by hand). The only trace it leaves is the
+// nf_tables tables iptables creates (filter, nat, mangle), emptied.
+//
+// The node needs root on Linux, runc, the CNI plugins, iptables, conntrack
+// and a static busybox (Debian packages, which `make ensure-node`
+// installs), and kubelet, kube-proxy and containerd built by
+// tools/kube/build.sh node. Where any is missing, RealNode skips the test
+// saying what is missing, or fails it when ATELIER_REQUIRE_NODE=1 (CI).
+// The node is started in about 2-3 s (containerd and the images 0.5-1 s,
+// kubelet to Ready ~1.5 s); a pod runs 1-3 s after its creation.
+//
+// Known limits of the node on this kind of machine: the host is on cgroup
+// v1 (kubelet runs with failCgroupV1: false; cgroup v2 hosts are untested)
+// and root lacks CAP_SYS_RESOURCE, so containerd clamps every
+// oom_score_adj to its own (restrict_oom_score_adj) and Guaranteed pods get
+// 0 rather than -997. There is no cluster DNS (CoreDNS), and pods cannot
+// reach the API server (it listens on the host's loopback).
+//
 // # What is still simulated, and why
 //
 //   - The Ray head's dashboard: Ray does not run in kwok's pods, so Dashboard
@@ -53,9 +105,12 @@
 //   - Gateway API: only its HTTPRoute CRD (InstallGatewayAPICRDs, at the
 //     go.mod's sigs.k8s.io/gateway-api version) and no Gateway controller:
 //     routes are stored and validated, and nothing routes by them.
-//   - The kubelet: kwok, by design. Container images are never pulled (no
-//     ErrImagePull), probes never run, resource usage is not metered (HPA
-//     has no metrics server to read).
+//   - The kubelet, on kwok's nodes: kwok, by design. Container images are
+//     never pulled (no ErrImagePull), probes never run, resource usage is
+//     not metered (HPA has no metrics server to read). The real node runs
+//     containers, but only from the images imported at its start; Ray
+//     cannot run on it (no Ray image: no registry, no PyPI), so KubeRay's
+//     head and worker pods stay on kwok.
 //   - Admission: the ServiceAccount plugin is off (nothing mounts tokens,
 //     and it would reject pods created before a namespace's default
 //     ServiceAccount exists); authorization is AlwaysAllow and every
@@ -86,8 +141,10 @@
 //
 // The binaries come from, in order: $ATELIER_KUBE_BIN_DIR (one directory
 // with kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kwok
-// and ray-operator); the cache ~/.cache/atelier/{kube-v1.35.4,kwok-v0.7.0,
-// kuberay-v1.6.0}/ (honouring ATELIER_CACHE_DIR and XDG_CACHE_HOME); else
+// and ray-operator; for the real node also kubelet, kube-proxy, containerd,
+// containerd-shim-runc-v2 and ctr); the cache ~/.cache/atelier/{kube-v1.35.4,
+// kwok-v0.7.0,kuberay-v1.6.0,containerd-v2.2.9}/ (honouring
+// ATELIER_CACHE_DIR and XDG_CACHE_HOME); else
 // tools/kube/build.sh builds them from pinned modules into that cache —
 // with progress on stderr, under a lock so parallel test binaries build
 // once (README has the build times). The CRD manifests are read from the

@@ -29,7 +29,8 @@ func TestKubeVersionMatchesToolsModule(t *testing.T) {
 	}
 }
 
-// Likewise for kwok and the KubeRay operator, each in its own tools module.
+// Likewise for kwok, the KubeRay operator and containerd, each in its own
+// tools module.
 func TestToolVersionsMatchToolsModules(t *testing.T) {
 	root, err := repoRoot()
 	if err != nil {
@@ -38,6 +39,7 @@ func TestToolVersionsMatchToolsModules(t *testing.T) {
 	for _, tc := range []struct{ file, module, want string }{
 		{"tools/kube/kwok/go.mod", `sigs\.k8s\.io/kwok`, KwokVersion},
 		{"tools/kube/kuberay/go.mod", `github\.com/ray-project/kuberay/ray-operator`, KubeRayOperatorVersion},
+		{"tools/kube/containerd/go.mod", `github\.com/containerd/containerd/v2`, ContainerdVersion},
 	} {
 		b, err := os.ReadFile(root + "/" + tc.file)
 		if err != nil {

@@ -461,6 +461,9 @@ func (c *Cluster) startAPIServer(ctx context.Context, apiserverBin string) error
 		// the reconciler rejects a loopback address with log spam.
 		"--endpoint-reconciler-type=none",
 		"--allow-privileged=true",
+		// Logs, exec and port-forward go to a node's InternalIP: the real
+		// node's name (RealNodeName) resolves nowhere.
+		"--kubelet-preferred-address-types=InternalIP",
 	)
 	if err != nil {
 		return err

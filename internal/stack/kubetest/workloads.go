@@ -44,7 +44,8 @@ type PodRef struct {
 // delete them. For each new pod it asks Script what the program does and
 // writes that as the kwok contract's annotations (see AnnotationExitCode).
 // Ray head and worker pods are not touched: they run until deleted, like
-// servers.
+// servers; nor are pods that select the real node (RealNodePod), whose
+// containers really run.
 //
 // It also counts, per step attempt, the distinct objects (Jobs, RayJobs)
 // ever created for it (ObjectsPerAttempt).
@@ -148,6 +149,9 @@ func (w *Workloads) ObjectsPerAttempt() map[string]int {
 func (w *Workloads) pod(ctx context.Context, p *corev1.Pod) {
 	if p.DeletionTimestamp != nil {
 		return
+	}
+	if p.Spec.NodeSelector[RealNodeLabel] == "true" {
+		return // for the real node: its program really runs
 	}
 	if _, ok := p.Annotations[AnnotationExitCode]; ok {
 		return

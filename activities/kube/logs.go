@@ -1,0 +1,133 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/activities/kube/framework"
+	"github.com/atelier-ml/atelier/internal/platform/redact"
+)
+
+// LogSink stores step attempt logs, which the gateway serves (GET
+// .../steps/{step}/logs). The Postgres store implements it. AppendLog must
+// be idempotent on (key, offset): a retried activity stores the same bytes
+// at the same offsets again.
+type LogSink interface {
+	AppendLog(ctx context.Context, key activities.LogKey, offset int64, data []byte) error
+}
+
+// WithLogSink makes the backend copy the log of a step's output container
+// (a Job's step container, a Spark driver, a RayJob's submitter, which
+// follows the Ray job's log) into sink when the step ends, successfully or
+// not, so that the log is read the same way as a local step's: through
+// REST and the CLI, after the pod is gone. Up to limit bytes (<= 0:
+// DefaultLogLimit) are copied, the rest cut with a marker line; the
+// attempt's secrets are redacted. A log that cannot be read (the pod's
+// node does not serve logs) is skipped, and the step's outcome stands.
+func WithLogSink(sink LogSink, limit int64) Option {
+	return func(b *Backend) {
+		b.logSink = sink
+		b.logLimit = limit
+		if b.logLimit <= 0 {
+			b.logLimit = DefaultLogLimit
+		}
+	}
+}
+
+// DefaultLogLimit is what one attempt's log may hold, as on the local
+// runtime.
+const DefaultLogLimit = 8 << 20
+
+// logChunk is the size of the chunks stored: fixed, so a retried copy
+// stores the very same chunks.
+const logChunk = 256 << 10
+
+// truncatedLine ends a log cut at the limit.
+const truncatedLine = "\n[atelier] log truncated\n"
+
+// copyLog stores the log of container ("" = the first) of the pod that
+// ended as term, once the attempt is over. Best effort: failures are
+// logged, not returned.
+func (r *stepRun) copyLog(ctx context.Context, term framework.Termination, container string) {
+	b := r.b
+	pod := term.Pod
+	if b.logSink == nil || pod == "" {
+		return
+	}
+	// Not the activity's context: a step that just ended still has its
+	// log read when its activity is being cancelled.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
+	defer cancel()
+	if !b.nodeServesLogs(ctx, term.Node) {
+		return
+	}
+	opts := &corev1.PodLogOptions{Container: container, LimitBytes: ptrTo(b.logLimit + 1)}
+	stream, err := b.clients.Kube.CoreV1().Pods(r.ns).GetLogs(pod, opts).Stream(ctx)
+	if err != nil {
+		level := r.logger.Warn
+		if apierrors.IsNotFound(err) || apierrors.IsBadRequest(err) {
+			level = r.logger.Debug // e.g. kwok's fake nodes serve no logs
+		}
+		level("cannot read the step's log", zap.String("pod", pod), zap.Error(err))
+		return
+	}
+	data, err := io.ReadAll(io.LimitReader(stream, b.logLimit+1))
+	_ = stream.Close()
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		r.logger.Warn("reading the step's log", zap.String("pod", pod), zap.Error(err))
+		return
+	}
+	if int64(len(data)) > b.logLimit {
+		data = append(data[:b.logLimit], truncatedLine...)
+	}
+	if r.secret != nil {
+		values := make(map[string]string, len(r.secret.Data))
+		for n, v := range r.secret.Data {
+			values[n] = string(v)
+		}
+		data = []byte(redact.New(values).String(string(data)))
+	}
+	item := -1
+	if r.req.Item != nil {
+		item = *r.req.Item
+	}
+	key := activities.LogKey{RunID: r.req.RunID, Step: r.req.Step, Item: item, Attempt: r.req.Attempt}
+	for off := 0; off < len(data); off += logChunk {
+		end := min(off+logChunk, len(data))
+		if err := b.logSink.AppendLog(ctx, key, int64(off), data[off:end]); err != nil {
+			r.logger.Warn("storing the step's log", zap.Error(err))
+			return
+		}
+	}
+	r.logger.Debug("step log stored", zap.String("pod", pod), zap.Int("bytes", len(data)))
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// nodeServesLogs reports whether the node runs a kubelet API that the API
+// server can read logs from: a node whose kubelet endpoint port is 0
+// (kwok's fake nodes, some virtual kubelets) has none, and asking would
+// cost a request per step for a 404. The answer is cached per node name.
+func (b *Backend) nodeServesLogs(ctx context.Context, node string) bool {
+	if node == "" {
+		return false
+	}
+	if v, ok := b.logNodes.Load(node); ok {
+		return v.(bool)
+	}
+	n, err := b.clients.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return true // cannot tell (no permission to read nodes?): try the log
+	}
+	serves := n.Status.DaemonEndpoints.KubeletEndpoint.Port != 0
+	b.logNodes.Store(node, serves)
+	return serves
+}
