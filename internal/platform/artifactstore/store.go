@@ -350,6 +350,17 @@ func (s *Store) put(ctx context.Context, project, digest string, size int64, r i
 		}
 		defer mem.Release(w)
 	}
+	err = s.write(ctx, k, digest, size, r, contentType, conditional)
+	if conditional && gcerrors.Code(err) == gcerrors.FailedPrecondition {
+		return s.refreshIfOld(ctx, k, digest, size, r, contentType)
+	}
+	return err
+}
+
+// write uploads r under k, checking that its bytes hash to digest; the
+// upload is aborted (nothing appears under k) when they do not. With
+// conditional, an object already under k is a FailedPrecondition.
+func (s *Store) write(ctx context.Context, k, digest string, size int64, r io.Reader, contentType string, conditional bool) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	opts := s.writerOptions(size)
@@ -368,22 +379,14 @@ func (s *Store) put(ctx context.Context, project, digest string, size int64, r i
 		_ = w.Close()
 		return err
 	}
-	err = w.Close()
-	if conditional && gcerrors.Code(err) == gcerrors.FailedPrecondition {
-		return s.refreshIfOld(ctx, project, digest, size, r, contentType)
-	}
-	return err
+	return w.Close()
 }
 
 // refreshIfOld writes stored bytes again when they are older than
 // RefreshAfter (see there): a conditional write found them stored
 // without looking at their age. r must seek (a file, a manifest's bytes);
 // one that does not is left as it is.
-func (s *Store) refreshIfOld(ctx context.Context, project, digest string, size int64, r io.Reader, contentType string) error {
-	k, err := key(project, digest)
-	if err != nil {
-		return err
-	}
+func (s *Store) refreshIfOld(ctx context.Context, k, digest string, size int64, r io.Reader, contentType string) error {
 	attrs, err := s.b.Attributes(ctx, k)
 	if err != nil || s.now().Sub(attrs.ModTime) < RefreshAfter {
 		return err
@@ -395,22 +398,5 @@ func (s *Store) refreshIfOld(ctx context.Context, project, digest string, size i
 	if _, err := seeker.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	opts := s.writerOptions(size)
-	opts.ContentType = contentType
-	w, err := s.b.NewWriter(wctx, k, opts)
-	if err != nil {
-		return err
-	}
-	n, sum, err := copyHashing(w, r)
-	if err == nil && (n != size || digestOf(sum) != digest) {
-		err = fmt.Errorf("the bytes changed while they were stored (%d bytes, expected %d with %s)", n, size, digest)
-	}
-	if err != nil {
-		cancel()
-		_ = w.Close()
-		return err
-	}
-	return w.Close()
+	return s.write(ctx, k, digest, size, r, contentType, false)
 }
