@@ -125,7 +125,8 @@ func provideRunner(logs local.LogSink, s *store.Store, v *vault.Vault, arts *art
 	if err != nil {
 		return nil, err
 	}
-	opts := []local.Option{local.WithDataDir(cfg.DataDir), local.WithLogger(l.Named("local")), local.WithStepUser(u), local.WithGPUs(gpus)}
+	opts := []local.Option{local.WithDataDir(cfg.DataDir), local.WithLogger(l.Named("local")), local.WithStepUser(u), local.WithGPUs(gpus),
+		local.WithOrphanTimeout(cfg.LocalOrphanTimeout)}
 	if v != nil {
 		opts = append(opts, local.WithSecrets(v))
 	}

@@ -4,22 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
 	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/activities/local/supervisor"
 	"github.com/atelier-ml/atelier/internal/platform/redact"
 )
 
@@ -29,6 +28,10 @@ const (
 	exited stopReason = iota
 	cancelled
 	timedOut
+	// detached: Temporal gave this execution up (a later one owns the
+	// attempt) while the step's supervisor keeps it running for whoever
+	// adopts it.
+	detached
 )
 
 // attempt is one execution of RunContainer: the request, where its files
@@ -46,9 +49,11 @@ type attempt struct {
 	outputsPath string
 	workDir     string // set by prepareDirs
 
-	prev      Heartbeat // what an earlier execution heartbeated
-	restarted bool      // there was an earlier execution: the worker died
-	execution int       // 1, or more after a lost worker (ATELIER_EXECUTION)
+	prev      Heartbeat           // what an earlier execution heartbeated
+	started   *supervisor.Started // what an earlier execution started, if anything
+	restarted bool                // there was an earlier execution: the worker died
+	rerunWhy  string              // why its step could not be adopted, if known
+	execution int                 // 1, or more after a lost worker (ATELIER_EXECUTION)
 
 	gpuWaitStart time.Time
 	devices      []GPU
@@ -61,10 +66,14 @@ type attempt struct {
 	redact      *redact.Redactor  // nil: no secrets to redact
 
 	logs      *logStream
-	pr        *os.File // read end of the step's stdout and stderr
+	proc      *supervisor.Process
+	adopted   bool     // proc was started by an earlier execution
+	left      bool     // this execution detached from proc, which runs on
+	output    *os.File // the step's output file, read by streamLogs
 	waited    chan waitResult
 	pid, pgid int
 	startedAt time.Time
+	readStop  chan struct{} // closed by reap: read the rest and stop
 	readDone  chan struct{} // closed when streamLogs has copied all it will
 	hbStop    chan struct{}
 	hbDone    chan struct{}
@@ -92,15 +101,24 @@ func (r *Runner) newAttempt(req activities.ContainerRequest) *attempt {
 	}
 }
 
-// killLeftovers notices an earlier execution of this activity (the worker
-// died mid-step) and kills the process group it left running.
-func (a *attempt) killLeftovers(ctx context.Context) {
-	a.prev, a.restarted = previousHeartbeat(ctx, a.logger)
-	a.execution = 1
-	if a.restarted {
-		a.execution = max(a.prev.Execution, 1) + 1
-		a.r.killPrevious(a.prev, markerEnv(a.req), a.logger)
+// killLeftovers kills the process group an earlier execution of this
+// activity left running when it cannot be adopted (see findPrevious), and
+// numbers this execution after it.
+func (a *attempt) killLeftovers() {
+	if !a.restarted {
+		return
 	}
+	prev := a.prev
+	if st := a.started; st != nil {
+		prev.Execution = max(prev.Execution, st.Execution)
+		if prev.Pgid <= 1 || prev.BootID != st.BootID {
+			// Lost before its first heartbeat: started.json names it.
+			host, _ := os.Hostname()
+			prev.Pgid, prev.Pid, prev.Host, prev.BootID = st.Pid, st.Pid, host, st.BootID
+		}
+	}
+	a.execution = max(prev.Execution, 1) + 1
+	a.r.killPrevious(prev, markerEnv(a.req), a.logger)
 }
 
 // prepareDirs creates the attempt's directories and clears what a previous
@@ -123,6 +141,12 @@ func (a *attempt) prepareDirs() error {
 	}
 	if err := os.Remove(a.outputsPath); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove stale outputs: %w", err)
+	}
+	if err := supervisor.Clear(a.attemptDir); err != nil {
+		return fmt.Errorf("clear the records of an earlier execution: %w", err)
+	}
+	if err := os.Remove(a.checkpointPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("clear the records of an earlier execution: %w", err)
 	}
 	return nil
 }
@@ -227,26 +251,58 @@ func (a *attempt) openLog(ctx context.Context) error {
 		return err
 	}
 	a.logs = logs
-	if a.restarted {
+	switch {
+	case a.adopted:
+		a.logs.primeTail()
+	case a.restarted && a.rerunWhy != "":
+		a.logs.note("worker restarted; re-running step (execution %d: %s)", a.execution, a.rerunWhy)
+	case a.restarted:
 		a.logs.note("worker restarted; re-running step (execution %d: the worker running it was lost)", a.execution)
 	}
 	return nil
 }
 
-// start starts the step's process, leading a process group of its own,
-// with its stdout and stderr on one pipe. On failure it closes the log.
+// start starts the step's process under a supervisor (package
+// supervisor), leading a process group of its own, with its stdout and
+// stderr on the attempt's output file. On failure it closes the log.
 func (a *attempt) start() error {
-	pr, pw, err := os.Pipe()
+	outPath := supervisor.OutputPath(a.attemptDir)
+	out, err := os.OpenFile(outPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
 	if err != nil {
 		a.logs.Close()
-		return fmt.Errorf("create output pipe: %w", err)
+		return fmt.Errorf("create the step's output file: %w", err)
 	}
-	cmd := a.command(pw)
-	a.startedAt = a.r.now()
-	err = a.fork(cmd)
-	pw.Close() // the child has its copy; EOF comes when the group is gone
+	defer out.Close() // the supervisor has its own copy
+	follow, err := os.Open(outPath)
 	if err != nil {
-		pr.Close()
+		a.logs.Close()
+		return fmt.Errorf("open the step's output file: %w", err)
+	}
+	spec := supervisor.Spec{
+		Path:    a.prog,
+		Args:    append(slices.Clone(a.req.Command), a.req.Args...),
+		Env:     a.env,
+		Dir:     a.workDir,
+		Request: requestDigest(a.req), Execution: a.execution,
+		OrphanAfter: a.r.orphanAfter, Grace: a.r.grace,
+	}
+	if a.req.GPU > 0 {
+		// Its devices are this worker's bookkeeping: a step that outlived
+		// the worker would hold GPUs the next worker thinks free.
+		spec.OrphanAfter = 0
+	}
+	if u := a.r.stepUser; u != nil {
+		spec.Credential = &supervisor.Credential{UID: u.UID, GID: u.GID}
+	}
+	if spec.OrphanAfter > 0 {
+		if err := supervisor.Renew(a.attemptDir); err != nil {
+			a.logger.Warn("cannot create the step's lease", zap.Error(err))
+		}
+	}
+	a.startedAt = a.r.now()
+	proc, err := supervisor.Start(a.attemptDir, spec, out)
+	if err != nil {
+		follow.Close()
 		a.logs.note("cannot start %s: %v", a.req.Command[0], err)
 		a.logs.Close()
 		if isStartProblem(err) {
@@ -254,68 +310,41 @@ func (a *attempt) start() error {
 		}
 		return fmt.Errorf("start %q: %w", a.req.Command[0], err)
 	}
-	a.pr = pr
-	a.pid = cmd.Process.Pid
-	a.pgid = a.pid // Setpgid with Pgid 0: the child leads a new group
+	a.watch(proc, follow)
 	a.logger.Info("step started", zap.Int("pid", a.pid), zap.String("program", a.prog), zap.String("dir", a.workDir))
 	return nil
 }
 
-// command is the step's process, writing to out.
-func (a *attempt) command(out *os.File) *exec.Cmd {
-	cmd := &exec.Cmd{
-		Path:        a.prog,
-		Args:        append(slices.Clone(a.req.Command), a.req.Args...),
-		Env:         a.env,
-		Dir:         a.workDir,
-		Stdout:      out, // an *os.File: no copying goroutine, so Wait
-		Stderr:      out, // does not wait for grandchildren holding the pipe
-		SysProcAttr: sysProcAttr(),
-	}
-	if a.r.stepUser != nil {
-		setCredential(cmd.SysProcAttr, a.r.stepUser)
-	}
-	return cmd
-}
-
-// fork starts cmd and returns the start error; once it runs, a.waited gets
-// its exit.
-func (a *attempt) fork(cmd *exec.Cmd) error {
-	startErr := make(chan error, 1)
+// watch makes proc the attempt's process: a.waited gets its end, and
+// streamLogs follows output.
+func (a *attempt) watch(proc *supervisor.Process, output *os.File) {
+	a.proc, a.output = proc, output
+	a.pid = proc.Pid
+	a.pgid = proc.Pid // it leads its own group
 	waited := make(chan waitResult, 1)
 	a.waited = waited
 	go func() {
-		// Pdeathsig fires when the forking thread exits. Pinning this
-		// goroutine to its thread until the child is reaped keeps the
-		// runtime from retiring that thread under a live child.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			startErr <- err
-			return
-		}
-		startErr <- nil
-		err := cmd.Wait()
-		waited <- waitResult{cmd.ProcessState, err}
+		<-proc.Done()
+		ex, err := proc.Result()
+		waited <- waitResult{exit: ex, err: err}
 	}()
-	return <-startErr
 }
 
-// streamLogs copies the step's output into its log until the pipe closes
-// (or reap's read deadline passes).
-func (a *attempt) streamLogs() {
-	done := make(chan struct{})
-	a.readDone = done
+// streamLogs follows the step's output file into its log from offset from
+// until reap has seen the process end and read what is left.
+func (a *attempt) streamLogs(from int64) {
+	done, stop := make(chan struct{}), make(chan struct{})
+	a.readDone, a.readStop = done, stop
 	go func() {
 		defer close(done)
-		w := redact.NewWriter(a.logs, a.redact)
-		_, _ = io.Copy(w, a.pr)
-		w.Flush()
+		defer a.output.Close()
+		a.follow(from, stop)
 	}()
 }
 
-// startHeartbeat heartbeats the process and log offset (Heartbeat) now and
-// every heartbeat interval until reap stops it.
+// startHeartbeat heartbeats the process and log offset (Heartbeat), and
+// renews the supervisor's lease, now and every heartbeat interval until
+// reap stops it.
 func (a *attempt) startHeartbeat(ctx context.Context) {
 	stop, done := make(chan struct{}), make(chan struct{})
 	a.hbStop, a.hbDone = stop, done
@@ -327,6 +356,11 @@ func (a *attempt) startHeartbeat(ctx context.Context) {
 		for {
 			hb.LogOffset = a.logs.Shipped()
 			activity.RecordHeartbeat(ctx, hb)
+			if !a.proc.Attached {
+				if err := supervisor.Renew(a.attemptDir); err != nil {
+					a.logger.Warn("cannot renew the step's lease", zap.Error(err))
+				}
+			}
 			select {
 			case <-t.C:
 			case <-stop:
@@ -339,13 +373,18 @@ func (a *attempt) startHeartbeat(ctx context.Context) {
 // processHeartbeat is the heartbeat of the attempt's process.
 func (a *attempt) processHeartbeat() Heartbeat {
 	host, _ := os.Hostname()
-	return Heartbeat{Pgid: a.pgid, Pid: a.pid, StartedAt: a.startedAt, Host: host, BootID: bootID(), Execution: a.execution,
-		LogOffset: a.logs.Shipped()}
+	return Heartbeat{Pgid: a.pgid, Pid: a.pid, Supervisor: a.proc.Supervisor, StartedAt: a.startedAt, Host: host, BootID: bootID(),
+		Execution: a.execution, LogOffset: a.logs.Shipped()}
 }
 
 // wait waits for the process to exit, or stops its group when the activity
 // is cancelled or the step's time is up.
 func (a *attempt) wait(ctx context.Context) (stopReason, waitResult) {
+	select {
+	case res := <-a.waited: // an adopted step may have ended long ago
+		return exited, res
+	default:
+	}
 	var timeout <-chan time.Time
 	if a.req.Timeout > 0 {
 		t := time.NewTimer(a.runFor)
@@ -356,6 +395,10 @@ func (a *attempt) wait(ctx context.Context) (stopReason, waitResult) {
 	case res := <-a.waited:
 		return exited, res
 	case <-ctx.Done():
+		if a.stale(ctx) {
+			a.logger.Info("Temporal gave this execution up; leaving the step to the execution that adopts it")
+			return detached, waitResult{}
+		}
 		a.logs.note("step cancelled; stopping it")
 		return cancelled, terminate(a.pgid, a.waited, a.r.grace, a.logs.note, a.logger)
 	case <-timeout:
@@ -364,18 +407,29 @@ func (a *attempt) wait(ctx context.Context) (stopReason, waitResult) {
 	}
 }
 
+// stale tells a context cancelled because Temporal no longer knows this
+// execution (its heartbeat timed out, say while the server was down, and
+// the activity was delivered again) from a cancellation the run asked for
+// or a stopping worker: the step then belongs to the later execution, if
+// its supervisor keeps it running.
+func (a *attempt) stale(ctx context.Context) bool {
+	var nf *serviceerror.NotFound
+	return !a.proc.Attached && errors.As(context.Cause(ctx), &nf)
+}
+
 // reap kills what is left of the step's group once its process exited,
-// drains its output and stops the heartbeat.
-func (a *attempt) reap() {
-	// Like a pod whose container exited: nothing the step started outlives it.
-	if err := signalGroup(a.pgid, syscall.SIGKILL); err != nil {
-		a.logger.Warn("cannot kill leftover processes", zap.Int("pgid", a.pgid), zap.Error(err))
+// reads the rest of its output and stops the heartbeat. A detached
+// execution leaves the group alone.
+func (a *attempt) reap(reason stopReason) {
+	// Like a pod whose container exited: nothing the step started outlives
+	// it. (The supervisor did so too; this covers a lost supervisor.)
+	if reason != detached {
+		if err := signalGroup(a.pgid, syscall.SIGKILL); err != nil {
+			a.logger.Warn("cannot kill leftover processes", zap.Int("pgid", a.pgid), zap.Error(err))
+		}
 	}
-	// Processes that left the group (setsid daemons) may still hold the
-	// pipe; do not wait on them forever.
-	_ = a.pr.SetReadDeadline(time.Now().Add(a.r.drainTimeout))
+	close(a.readStop)
 	<-a.readDone
-	a.pr.Close()
 	close(a.hbStop)
 	<-a.hbDone
 }
@@ -384,6 +438,11 @@ func (a *attempt) reap() {
 // (see RunContainer), reading its outputs when it succeeded. It closes the
 // log.
 func (a *attempt) outcome(ctx context.Context, reason stopReason, res waitResult) (activities.ContainerResult, error) {
+	if reason == detached {
+		a.left = true
+		a.logs.Close()
+		return activities.ContainerResult{}, ctx.Err()
+	}
 	result, signal := a.result(res)
 	switch {
 	case reason == cancelled:
@@ -394,9 +453,11 @@ func (a *attempt) outcome(ctx context.Context, reason stopReason, res waitResult
 		return result, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("step timed out after %s and was killed", a.req.Timeout),
 			activities.ErrTypeStepTimeout, nil, result)
-	case res.state == nil:
+	case res.err != nil:
+		a.logs.note("%v", res.err)
 		a.logs.Close()
-		return result, fmt.Errorf("wait for step process: %w", res.err)
+		// Retryable: the next execution re-runs the step, visibly.
+		return result, fmt.Errorf("wait for the step's process: %w", res.err)
 	case result.ExitCode != 0:
 		a.logs.Close()
 		return result, temporal.NewNonRetryableApplicationError(
@@ -410,10 +471,13 @@ func (a *attempt) outcome(ctx context.Context, reason stopReason, res waitResult
 // it, if one did.
 func (a *attempt) result(res waitResult) (activities.ContainerResult, string) {
 	finishedAt := a.r.now()
+	if a.adopted && res.err == nil && res.exit.FinishedAt.Before(finishedAt) {
+		finishedAt = res.exit.FinishedAt // it ended while no worker watched
+	}
 	result := activities.ContainerResult{ExitCode: -1, StartedAt: a.startedAt, FinishedAt: finishedAt}
 	var signal string
-	if res.state != nil {
-		result.ExitCode, signal = exitStatus(res.state)
+	if res.err == nil {
+		result.ExitCode, signal = res.exit.ExitCode, res.exit.Signal
 	}
 	a.logger.Info("step finished", zap.Int("exitCode", result.ExitCode), zap.Duration("took", finishedAt.Sub(a.startedAt)))
 	return result, signal

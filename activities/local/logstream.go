@@ -215,6 +215,23 @@ func (s *logStream) appendLocked(p []byte) {
 	}
 }
 
+// primeTail fills the tail that failure messages quote from the end of
+// the local log, for a worker that adopted a running step: what it printed
+// before the adoption counts too.
+func (s *logStream) primeTail() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fi, err := s.file.Stat()
+	if err != nil {
+		return
+	}
+	start := max(fi.Size()-tailBytes, 0)
+	b := make([]byte, fi.Size()-start)
+	if n, err := s.file.ReadAt(b, start); err == nil || err == io.EOF {
+		s.tail = b[:n]
+	}
+}
+
 // Shipped is the offset up to which the sink holds the log. Heartbeats carry
 // it so that a restarted attempt continues the same stream.
 func (s *logStream) Shipped() int64 {

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/activities/local/supervisor"
 )
 
 // A step's result is recorded in its attempt directory (result.json) the
@@ -71,9 +71,8 @@ func (a *attempt) recordedOutcome() (activities.ContainerResult, error, bool) {
 	return rec.Result, nil, true
 }
 
-// record writes the outcome of the ended process atomically (a temporary
-// file synced, renamed, the directory synced): a crash leaves either no
-// record or a whole one.
+// record writes the outcome of the ended process atomically and durably:
+// a crash leaves either no record or a whole one.
 func (a *attempt) record(res activities.ContainerResult, outcome error) {
 	rec := recorded{Request: requestDigest(a.req), Result: res}
 	if outcome != nil {
@@ -83,42 +82,9 @@ func (a *attempt) record(res activities.ContainerResult, outcome error) {
 		}
 		rec.Error = &recordedError{Type: app.Type(), Message: app.Message()}
 	}
-	if err := writeAtomic(a.resultPath(), rec); err != nil {
+	if err := supervisor.WriteJSON(a.resultPath(), rec, true); err != nil {
 		// Not fatal: without the record a lost report re-runs the step, as
 		// before records existed.
 		a.logger.Warn("could not record the step's result", zap.Error(err))
 	}
-}
-
-func writeAtomic(path string, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, ".result-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name()) // a no-op once renamed
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -252,7 +252,7 @@ func (s *Serving) runProcess(ctx context.Context, rp *replica, env []string, log
 	waited := make(chan waitResult, 1)
 	go func() {
 		err := cmd.Wait()
-		waited <- waitResult{cmd.ProcessState, err}
+		waited <- waitResultOf(cmd.ProcessState, err)
 	}()
 	var res waitResult
 	select {
@@ -272,8 +272,8 @@ func (s *Serving) runProcess(ctx context.Context, rp *replica, env []string, log
 		return
 	}
 	code, signal := -1, ""
-	if res.state != nil {
-		code, signal = exitStatus(res.state)
+	if res.err == nil {
+		code, signal = res.exit.ExitCode, res.exit.Signal
 	}
 	why := failureMessage(code, signal, lastLines(rp.logPath, from, 5))
 	note("the engine ended: exit code %d %s", code, signal)

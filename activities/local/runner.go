@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/activities/local/supervisor"
 )
 
 // Defaults of the options.
@@ -53,6 +54,7 @@ type Runner struct {
 	artifactLimit int64
 	artifactUsage ArtifactUsage
 	progress      func(context.Context, activities.StepProgress) error
+	orphanAfter   time.Duration // see WithOrphanTimeout
 
 	// Fixed in production; variables so tests need not wait on them.
 	flushInterval time.Duration
@@ -114,6 +116,7 @@ func New(logs LogSink, opts ...Option) *Runner {
 		grace:         DefaultGracePeriod,
 		logLimit:      DefaultLogLimit,
 		progress:      activities.SignalRun,
+		orphanAfter:   DefaultOrphanTimeout,
 		flushInterval: 500 * time.Millisecond,
 		chunkSize:     64 << 10,
 		drainTimeout:  2 * time.Second,
@@ -153,23 +156,36 @@ func (r *Runner) Register(reg worker.ActivityRegistry) {
 }
 
 // Heartbeat is the activity heartbeat detail of a running step. A Temporal
-// retry of the same activity (the worker died) reads it to kill what the
-// previous execution left running and to continue its log.
+// retry of the same activity (the worker died) reads it to continue the
+// step's log, and to kill what the previous execution left running when
+// it cannot adopt it.
 type Heartbeat struct {
-	Pgid      int       `json:"pgid"`
-	Pid       int       `json:"pid"`
-	StartedAt time.Time `json:"startedAt"`
-	LogOffset int64     `json:"logOffset"` // bytes the LogSink has confirmed
-	Host      string    `json:"host,omitempty"`
-	BootID    string    `json:"bootId,omitempty"`
+	Pgid int `json:"pgid"`
+	Pid  int `json:"pid"`
+	// Supervisor is the process that supervises the step (0 before them).
+	Supervisor int       `json:"supervisor,omitempty"`
+	StartedAt  time.Time `json:"startedAt"`
+	LogOffset  int64     `json:"logOffset"` // bytes the LogSink has confirmed
+	Host       string    `json:"host,omitempty"`
+	BootID     string    `json:"bootId,omitempty"`
 	// Execution counts the executions of this attempt: 1, then one more
 	// each time the worker running it was lost (ATELIER_EXECUTION).
 	Execution int `json:"execution,omitempty"`
 }
 
+// waitResult is how the step's process ended, or why that is unknown.
 type waitResult struct {
-	state *os.ProcessState
-	err   error
+	exit supervisor.Exited
+	err  error
+}
+
+// waitResultOf is the end of a process the worker waited for itself.
+func waitResultOf(ps *os.ProcessState, err error) waitResult {
+	if ps == nil {
+		return waitResult{err: err}
+	}
+	code, signal := exitStatus(ps)
+	return waitResult{exit: supervisor.Exited{ExitCode: code, Signal: signal, FinishedAt: time.Now()}}
 }
 
 // RunContainer runs one attempt of a container step and waits for it.
@@ -188,7 +204,10 @@ func (r *Runner) RunContainer(ctx context.Context, req activities.ContainerReque
 		a.logger.Info("the step ended before its result was reported; returning the recorded result, not running it again")
 		return res, err
 	}
-	a.killLeftovers(ctx)
+	if a.findPrevious(ctx) {
+		return a.adopt(ctx)
+	}
+	a.killLeftovers()
 	if err := a.prepareDirs(); err != nil {
 		return activities.ContainerResult{}, err
 	}
@@ -216,10 +235,10 @@ func (r *Runner) RunContainer(ctx context.Context, req activities.ContainerReque
 	if err := a.start(); err != nil {
 		return activities.ContainerResult{}, err
 	}
-	a.streamLogs()
+	a.streamLogs(0)
 	a.startHeartbeat(ctx)
 	reason, res := a.wait(ctx)
-	a.reap()
+	a.reap(reason)
 	result, err := a.outcome(ctx, reason, res)
 	a.record(result, err)
 	return result, err

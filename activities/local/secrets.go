@@ -98,7 +98,7 @@ func (a *attempt) writeSecretFiles() error {
 // dropSecretFiles removes the step's secret files: a value stays on the
 // worker's disk no longer than the process that needed it.
 func (a *attempt) dropSecretFiles() {
-	if len(a.secretFiles) == 0 {
+	if len(a.secretFiles) == 0 || a.left {
 		return
 	}
 	if err := os.RemoveAll(a.secretsDir()); err != nil {

@@ -87,6 +87,10 @@ type Config struct {
 	// StepUser is who local steps run as (see local.ParseStepUser): empty
 	// means an unprivileged uid when the worker is root.
 	StepUser string
+	// LocalOrphanTimeout is how long a local step keeps running after its
+	// worker was lost, for the next worker on the machine to adopt it
+	// (local.WithOrphanTimeout); 0 ties steps to their worker.
+	LocalOrphanTimeout time.Duration
 	// LocalEngines overrides the executables of serving engines for
 	// inference endpoints on the local runtime: backend (vllm, triton) →
 	// path (see local.ParseEngines). Unset: vllm and tritonserver on PATH.
@@ -159,6 +163,7 @@ func Default() Config {
 		TokenCacheTTL:      5 * time.Second,
 		TaskQueue:          runstate.TaskQueueLocal,
 		LocalGPUs:          "auto",
+		LocalOrphanTimeout: time.Minute, // local.DefaultOrphanTimeout
 
 		KubeNamespaceTemplate: "atelier-{project}",
 		KubeQPS:               100,
@@ -181,6 +186,7 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.envDuration("ATELIER_SHUTDOWN_TIMEOUT", d.ShutdownTimeout), "graceful stop bound (ATELIER_SHUTDOWN_TIMEOUT)")
 	fs.StringVar(&c.TaskQueue, "task-queue", env("ATELIER_TASK_QUEUE", d.TaskQueue), "local runtime task queue (ATELIER_TASK_QUEUE)")
 	fs.StringVar(&c.StepUser, "step-user", env("ATELIER_STEP_USER", d.StepUser), "user local steps run as: a name, uid or uid:gid; default: uid 65532 when the worker is root, else the worker's user; \"worker\" = the worker's user (ATELIER_STEP_USER)")
+	fs.DurationVar(&c.LocalOrphanTimeout, "local-orphan-timeout", c.envDuration("ATELIER_LOCAL_ORPHAN_TIMEOUT", d.LocalOrphanTimeout), "worker: how long a local step keeps running after its worker was lost, for the next worker on this machine to adopt it; then it is stopped and run again; 0 = steps die with their worker (ATELIER_LOCAL_ORPHAN_TIMEOUT)")
 	fs.StringVar(&c.LocalGPUs, "local-gpus", env("ATELIER_LOCAL_GPUS", d.LocalGPUs), "worker: GPUs local steps may use: auto (all that nvidia-smi lists), none, or device indices like 0,2 (ATELIER_LOCAL_GPUS)")
 	c.LocalEngines = c.envMap("ATELIER_LOCAL_ENGINES")
 	fs.StringToStringVar(&c.LocalEngines, "local-engine", c.LocalEngines, "worker: run local inference endpoints' engine from this executable instead of vllm / tritonserver on PATH: backend=path, repeatable, e.g. vllm=.atelier/bin/modelserver (ATELIER_LOCAL_ENGINES=vllm=/a,triton=/b)")

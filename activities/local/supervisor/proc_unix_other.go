@@ -1,0 +1,22 @@
+//go:build unix && !linux
+
+package supervisor
+
+import (
+	"os"
+	"syscall"
+)
+
+func executable() (string, error) { return os.Executable() }
+
+// No PR_SET_PDEATHSIG here: an attached supervisor outlives a killed
+// worker, and the next worker kills the step as before adoption existed.
+func setPdeathsig(*syscall.SysProcAttr) {}
+
+func hardenSupervisor() {}
+
+func bootID() string { return "" }
+
+// isSupervisorOf can only tell that pid is alive: without /proc it cannot
+// see the command line.
+func isSupervisorOf(pid int, _ string) bool { return syscall.Kill(pid, 0) == nil }
