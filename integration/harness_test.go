@@ -29,6 +29,7 @@ import (
 	"github.com/atelier-ml/atelier/internal/platform/tokens"
 	"github.com/atelier-ml/atelier/internal/process/app"
 	"github.com/atelier-ml/atelier/internal/process/config"
+	"github.com/atelier-ml/atelier/internal/stack/devstack"
 	"github.com/atelier-ml/atelier/internal/stack/kubetest"
 	"github.com/atelier-ml/atelier/internal/stack/temporaltest"
 	"github.com/atelier-ml/atelier/internal/store"
@@ -82,6 +83,9 @@ type stackOptions struct {
 	artifactsURL string
 	// artifactLimit caps each project's artifact bytes.
 	artifactLimit int64
+	// temporal replaces the test binary's shared Temporal server (a test
+	// that kills it needs its own).
+	temporal *devstack.TemporalServer
 }
 
 func newStack(t *testing.T, opts ...stackOptions) *stack {
@@ -90,7 +94,10 @@ func newStack(t *testing.T, opts ...stackOptions) *stack {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	ts := temporaltest.Server(t)
+	ts := o.temporal
+	if ts == nil {
+		ts = temporaltest.Server(t)
+	}
 	cfg := config.Default()
 	cfg.DatabaseURL = storetest.NewDatabase(t)
 	direct := cfg.DatabaseURL
@@ -174,7 +181,13 @@ func newStack(t *testing.T, opts ...stackOptions) *stack {
 	_, err = st.CreateToken(ctx, catalog.Token{Name: "ci-editor", Project: s.project, Role: tokens.RoleEditor}, hash)
 	require.NoError(t, err)
 	s.token = secret
-	s.temporal = temporaltest.Client(t)
+	if o.temporal != nil {
+		s.temporal, err = client.DialContext(ctx, o.temporal.ClientOptions())
+		require.NoError(t, err)
+		t.Cleanup(s.temporal.Close)
+	} else {
+		s.temporal = temporaltest.Client(t)
+	}
 	if !o.noWorker {
 		// The worker publishes its Go pipelines when it starts polling;
 		// a run started by name before that is a 404.

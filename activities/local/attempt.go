@@ -12,7 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
@@ -396,7 +395,8 @@ func (a *attempt) wait(ctx context.Context) (stopReason, waitResult) {
 		return exited, res
 	case <-ctx.Done():
 		if a.stale(ctx) {
-			a.logger.Info("Temporal gave this execution up; leaving the step to the execution that adopts it")
+			a.logger.Info("this execution lost Temporal; leaving the step to the execution that adopts it",
+				zap.NamedError("cause", context.Cause(ctx)))
 			return detached, waitResult{}
 		}
 		a.logs.note("step cancelled; stopping it")
@@ -407,14 +407,17 @@ func (a *attempt) wait(ctx context.Context) (stopReason, waitResult) {
 	}
 }
 
-// stale tells a context cancelled because Temporal no longer knows this
-// execution (its heartbeat timed out, say while the server was down, and
-// the activity was delivered again) from a cancellation the run asked for
-// or a stopping worker: the step then belongs to the later execution, if
-// its supervisor keeps it running.
+// stale tells a context cancelled because this execution lost Temporal
+// (its heartbeats failed for the heartbeat timeout, say while the server
+// was down, or Temporal answered that it gave the execution up and
+// delivered the activity again) from a cancellation the run asked for
+// (a *temporal.CanceledError) or a stopping worker (context.Canceled).
+// In the first case the step belongs to whichever execution adopts it, and
+// its supervisor keeps it running meanwhile.
 func (a *attempt) stale(ctx context.Context) bool {
-	var nf *serviceerror.NotFound
-	return !a.proc.Attached && errors.As(context.Cause(ctx), &nf)
+	cause := context.Cause(ctx)
+	var asked *temporal.CanceledError
+	return !a.proc.Attached && !errors.As(cause, &asked) && !errors.Is(cause, context.Canceled)
 }
 
 // reap kills what is left of the step's group once its process exited,

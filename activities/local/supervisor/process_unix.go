@@ -48,7 +48,7 @@ func Start(dir string, spec Spec, output *os.File) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	fromSup, stdout, err := os.Pipe()
+	fromSup, replyW, err := os.Pipe()
 	if err != nil {
 		stdin.Close()
 		toSup.Close()
@@ -58,9 +58,11 @@ func Start(dir string, spec Spec, output *os.File) (*Process, error) {
 		Path:       exe,
 		Args:       []string{argv0, dir},
 		Env:        []string{envVar + "=1"},
-		Stdin:      stdin,
-		Stdout:     stdout,
-		ExtraFiles: []*os.File{output},
+		Stdin: stdin,
+		// fd 3 the step's output, fd 4 the reply: not stdout, since a
+		// write to a broken pipe on fd 1 or 2 kills a Go program, and the
+		// worker may be gone by the time the supervisor answers.
+		ExtraFiles: []*os.File{output, replyW},
 		// A session of its own: signals for the worker's terminal or
 		// process group do not reach it.
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
@@ -86,7 +88,7 @@ func Start(dir string, spec Spec, output *os.File) (*Process, error) {
 	}()
 	err = <-started
 	stdin.Close()
-	stdout.Close()
+	replyW.Close()
 	defer fromSup.Close()
 	if err != nil {
 		toSup.Close()
@@ -163,10 +165,11 @@ func Alive(dir string, st Started) bool {
 // serve is the supervisor process: see the package doc.
 func serve(dir string) int {
 	hardenSupervisor()
+	replyTo := os.NewFile(4, "reply")
 	answer := func(r reply) {
 		b, _ := json.Marshal(r)
-		_, _ = os.Stdout.Write(append(b, '\n'))
-		os.Stdout.Close()
+		_, _ = replyTo.Write(append(b, '\n')) // EPIPE if the worker is gone
+		replyTo.Close()
 	}
 	var spec Spec
 	if err := json.NewDecoder(os.Stdin).Decode(&spec); err != nil {
