@@ -63,7 +63,7 @@ func (a *attempt) findPrevious(ctx context.Context) bool {
 	case st.Attached:
 		a.rerunWhy = "the worker running it was lost, and the step's process with it"
 		return false
-	case !supervisor.Alive(a.attemptDir, st):
+	case !supervisor.Alive(st):
 		a.rerunWhy = "the worker running it was lost, and the step's supervisor with it"
 		return false
 	}
@@ -84,7 +84,9 @@ func (a *attempt) adopt(ctx context.Context) (activities.ContainerResult, error)
 		return activities.ContainerResult{}, err
 	}
 	defer a.dropSecretFiles()
-	output, err := os.Open(supervisor.OutputPath(a.attemptDir))
+	// Missing when an earlier execution already had it in the log (it
+	// finished the step but could not store its outputs).
+	output, err := os.OpenFile(supervisor.OutputPath(a.attemptDir), os.O_RDONLY|os.O_CREATE, 0o600)
 	if err != nil {
 		return activities.ContainerResult{}, fmt.Errorf("open the adopted step's output: %w", err)
 	}
@@ -106,7 +108,22 @@ func (a *attempt) adopt(ctx context.Context) (activities.ContainerResult, error)
 	a.reap(reason)
 	result, err := a.outcome(ctx, reason, res)
 	a.record(result, err)
+	a.dropOutput()
 	return result, err
+}
+
+// dropOutput removes the output file once the step's log holds it
+// (redacted) and its outcome is recorded: unlike the log it holds secret
+// values as the step printed them.
+func (a *attempt) dropOutput() {
+	if a.left {
+		return
+	}
+	for _, p := range []string{supervisor.OutputPath(a.attemptDir), a.checkpointPath()} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			a.logger.Warn("cannot remove the step's output file", zap.Error(err))
+		}
+	}
 }
 
 func (a *attempt) checkpointPath() string { return filepath.Join(a.attemptDir, "output.read") }

@@ -265,13 +265,12 @@ func (a *attempt) openLog(ctx context.Context) error {
 // supervisor), leading a process group of its own, with its stdout and
 // stderr on the attempt's output file. On failure it closes the log.
 func (a *attempt) start() error {
+	// The supervisor writes the file; the worker reads it (streamLogs).
 	outPath := supervisor.OutputPath(a.attemptDir)
-	out, err := os.OpenFile(outPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
-	if err != nil {
+	if err := os.WriteFile(outPath, nil, 0o600); err != nil {
 		a.logs.Close()
 		return fmt.Errorf("create the step's output file: %w", err)
 	}
-	defer out.Close() // the supervisor has its own copy
 	follow, err := os.Open(outPath)
 	if err != nil {
 		a.logs.Close()
@@ -299,7 +298,7 @@ func (a *attempt) start() error {
 		}
 	}
 	a.startedAt = a.r.now()
-	proc, err := supervisor.Start(a.attemptDir, spec, out)
+	proc, err := a.r.supervisors.Start(a.attemptDir, spec)
 	if err != nil {
 		follow.Close()
 		a.logs.note("cannot start %s: %v", a.req.Command[0], err)
@@ -308,6 +307,9 @@ func (a *attempt) start() error {
 			return invalid("cannot start %q: %v", a.req.Command[0], err)
 		}
 		return fmt.Errorf("start %q: %w", a.req.Command[0], err)
+	}
+	if a.r.realClock {
+		a.startedAt = proc.StartedAt // when the process really started
 	}
 	a.watch(proc, follow)
 	a.logger.Info("step started", zap.Int("pid", a.pid), zap.String("program", a.prog), zap.String("dir", a.workDir))

@@ -13,7 +13,10 @@
 //	<data>/runs/<run>/<step>[-<item>]/attempt-<n>/    (0711 down from <data>)
 //	    work/              working directory, unless the step sets workingDir (step's, 0700)
 //	    out/outputs.json   ATELIER_OUTPUTS: the step may write a JSON object here (step's, 0700)
-//	    log, log.index     combined stdout+stderr, the same bytes as shipped (worker's, 0600)
+//	    output             the step's stdout+stderr as written, until its outcome is recorded (worker's, 0600)
+//	    log, log.index     the same, redacted, as shipped; output.read: how much of output the log holds
+//	    started.json, exit.json, lease   the supervisor's records (see package supervisor)
+//	    result.json        the outcome, recorded before it is reported
 //
 // Combined output is shipped to a LogSink in ordered chunks addressed by byte
 // offset, so the gateway can serve and follow logs from Postgres while the
@@ -21,24 +24,47 @@
 //
 // # Process lifecycle
 //
-// The process runs in its own process group so that everything it spawns can
-// be signalled as one unit, like a pod's containers. When the main process
-// exits, any processes it left behind in its group are killed, as a pod's
-// would be when its container exits. Cancellation and timeouts send SIGTERM
+// The process runs under a supervisor (package supervisor: the worker's
+// own binary, re-executed) in a process group of its own, so that
+// everything it spawns can be signalled as one unit, like a pod's
+// containers. When the main process exits, the supervisor kills what it
+// left behind in its group, as a pod's would be when its container exits,
+// and records the exit (exit.json). Cancellation and timeouts send SIGTERM
 // to the group, then SIGKILL after a grace period.
 //
-// On Linux the main process also gets PR_SET_PDEATHSIG=SIGKILL, so it dies
-// with the worker. Linux delivers that signal when the OS thread that forked
-// the child exits, not when the worker process exits, and the Go runtime may
-// retire threads; the runner therefore keeps the forking goroutine locked to
-// its thread until the child has been reaped. Pdeathsig only reaches the
-// direct child: grandchildren survive a worker crash. To cover that, the
-// runner heartbeats the process group id, and a Temporal retry of the
-// activity (the worker was killed -9 and the heartbeat timed out) kills the
-// previous attempt's group before re-running the step, after checking that
-// the group is still ours (same host and boot, and on Linux a member whose
-// environment carries this attempt's ATELIER_* variables), because process
-// group ids are recycled.
+// The supervisor runs in a session of its own and survives its worker:
+// a worker killed -9 leaves the step running (issue 29). Temporal then
+// delivers the activity again (after the heartbeat timeout) and the next
+// execution on this machine adopts the step (adopt.go): it finds the
+// supervisor's started.json, checks that the supervisor is alive and is
+// the same process (same boot, same pid and
+// start time), follows the output file from where the log stood
+// (output.read) and waits for exit.json; a step that ended meanwhile is
+// finished from its exit record. Either way the command runs once. While
+// a worker watches a step it renews the attempt's lease every heartbeat;
+// a supervisor whose lease is older than the orphan timeout
+// (WithOrphanTimeout, default a minute: the activity went to a worker on
+// another machine, or the run was cancelled while no worker was there)
+// stops the step and records it as orphaned, and the next execution runs
+// it again, visibly (ATELIER_EXECUTION, a fresh work directory, a log
+// line). An execution whose context Temporal cancels because it lost the
+// server (heartbeats failing for the heartbeat timeout, or "not found")
+// leaves the step to the execution that will adopt it; only a cancel the
+// run asked for, or a stopping worker, stops it.
+//
+// GPU steps are attached instead: their supervisor has
+// PR_SET_PDEATHSIG=SIGKILL, so supervisor and step die with the worker,
+// because the devices they hold are the worker's own bookkeeping. Linux
+// delivers that signal when the OS thread that forked the child exits,
+// not when the worker process exits, and the Go runtime may retire
+// threads; the runner therefore keeps the forking goroutine locked to its
+// thread until the supervisor has been reaped. Pdeathsig only reaches the
+// direct child: grandchildren survive a worker crash. To cover that, and
+// steps that cannot be adopted, the runner heartbeats the process group
+// id, and a later execution kills the previous execution's group before
+// re-running the step, after checking that the group is still ours (same
+// host and boot, and on Linux a member whose environment carries this
+// attempt's ATELIER_* variables), because process group ids are recycled.
 //
 // # Environment
 //

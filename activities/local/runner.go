@@ -55,6 +55,8 @@ type Runner struct {
 	artifactUsage ArtifactUsage
 	progress      func(context.Context, activities.StepProgress) error
 	orphanAfter   time.Duration // see WithOrphanTimeout
+	supervisors   supervisor.Pool
+	realClock     bool // now is time.Now, the supervisors' clock
 
 	// Fixed in production; variables so tests need not wait on them.
 	flushInterval time.Duration
@@ -74,7 +76,9 @@ func WithDataDir(dir string) Option { return func(r *Runner) { r.dataDir = dir }
 // WithClock sets the clock for the StartedAt/FinishedAt timestamps that end
 // up in run status. Timeouts and heartbeats use real time regardless: a fake
 // clock must not be able to stall a process kill.
-func WithClock(now func() time.Time) Option { return func(r *Runner) { r.now = now } }
+func WithClock(now func() time.Time) Option {
+	return func(r *Runner) { r.now, r.realClock = now, false }
+}
 
 // WithLogger sets the worker-side logger (not the step log).
 func WithLogger(l *zap.Logger) Option { return func(r *Runner) { r.logger = l } }
@@ -117,6 +121,7 @@ func New(logs LogSink, opts ...Option) *Runner {
 		logLimit:      DefaultLogLimit,
 		progress:      activities.SignalRun,
 		orphanAfter:   DefaultOrphanTimeout,
+		realClock:     true,
 		flushInterval: 500 * time.Millisecond,
 		chunkSize:     64 << 10,
 		drainTimeout:  2 * time.Second,
@@ -241,6 +246,7 @@ func (r *Runner) RunContainer(ctx context.Context, req activities.ContainerReque
 	a.reap(reason)
 	result, err := a.outcome(ctx, reason, res)
 	a.record(result, err)
+	a.dropOutput()
 	return result, err
 }
 

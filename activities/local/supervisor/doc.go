@@ -5,7 +5,7 @@
 // A step's process cannot simply be left running when its worker dies: no
 // other process could learn how it ended (only a parent can wait for a
 // child), and its output went to a pipe the dead worker held. So the worker
-// starts a supervisor (its own binary, re-executed: Start), which
+// starts a supervisor (its own binary, re-executed: Pool.Start), which
 //
 //   - reads what to run (Spec) from its stdin, so the step's environment,
 //     secrets included, never lands on disk or in a command line;
@@ -21,10 +21,10 @@
 //     it dies with the worker's forking thread, as steps always did.
 //
 // A worker that is delivered the same attempt again finds started.json,
-// checks that the supervisor named there is alive and supervises this
-// attempt (Alive: same boot, its command line names the attempt
-// directory), and adopts it: it follows the output file from where the
-// previous worker stopped and waits for exit.json (WaitFor). While a
+// checks that the supervisor named there is alive (Alive: same boot, a
+// process with its pid that started when it did), and adopts it (Adopt):
+// it follows the output file from where the previous worker stopped and
+// waits for exit.json. While a
 // worker watches a step it renews the attempt's lease file (Renew) every
 // heartbeat; a supervisor whose lease is older than Spec.OrphanAfter
 // concludes that no worker will come back (the activity went to a worker
@@ -32,10 +32,10 @@
 // as a cancelled pod would be stopped (SIGTERM, grace, SIGKILL) and
 // records it as orphaned.
 //
-// The re-execution costs little because this package's init runs before
-// the heavy packages of the binary are initialized: it imports only the
-// standard library, and Go initializes packages in import-path order as
-// soon as their imports are initialized. Every binary that imports the
-// local runtime (the atelier command, tests, benchmarks) can therefore
-// act as the supervisor.
+// Every binary that imports the local runtime (the atelier command, tests,
+// benchmarks) can act as the supervisor: this package's init takes over
+// the process when its environment and argv[0] say so, before main runs.
+// Starting the atelier binary costs tens of milliseconds on a busy
+// machine (the package inits before this one's), so a Pool keeps one
+// supervisor started ahead, idle on its stdin, for the next step.
 package supervisor

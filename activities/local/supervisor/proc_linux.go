@@ -30,19 +30,28 @@ func bootID() string {
 	return strings.TrimSpace(string(b))
 }
 
-// isSupervisorOf tells whether pid is a live supervisor of dir, by its
-// command line (readable whoever owns the process, unlike its environment).
-func isSupervisorOf(pid int, dir string) bool {
+// processStart is when pid started, in clock ticks since boot (field 22
+// of /proc/<pid>/stat), 0 if unknown.
+func processStart(pid int) uint64 {
 	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return false
+		return 0
 	}
-	if i := bytes.LastIndexByte(stat, ')'); i < 0 || bytes.HasPrefix(bytes.TrimSpace(stat[i+1:]), []byte("Z")) {
-		return false // a zombie has ended
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0
 	}
-	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if err != nil {
-		return false
+	// After the command: state is field 3, starttime field 22.
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 20 || f[0] == "Z" {
+		return 0
 	}
-	return string(cmdline) == argv0+"\x00"+dir+"\x00"
+	n, _ := strconv.ParseUint(f[19], 10, 64)
+	return n
+}
+
+// isSupervisor tells whether pid is a live (not zombie) process that
+// started at start.
+func isSupervisor(pid int, start uint64) bool {
+	return start != 0 && processStart(pid) == start
 }

@@ -17,6 +17,8 @@ func hardenSupervisor() {}
 
 func bootID() string { return "" }
 
-// isSupervisorOf can only tell that pid is alive: without /proc it cannot
-// see the command line.
-func isSupervisorOf(pid int, _ string) bool { return syscall.Kill(pid, 0) == nil }
+func processStart(int) uint64 { return 0 }
+
+// isSupervisor can only tell that pid is alive: without /proc it cannot
+// see when the process started.
+func isSupervisor(pid int, _ uint64) bool { return syscall.Kill(pid, 0) == nil }

@@ -4,14 +4,16 @@ package supervisor
 
 import (
 	"errors"
-	"os"
 	"time"
 )
 
 var errUnsupported = errors.New("step supervisors need a Unix system")
 
+// Pool cannot start anything here.
+type Pool struct{}
+
 // Start fails: the local runtime runs steps only on Unix systems.
-func Start(string, Spec, *os.File) (*Process, error) { return nil, errUnsupported }
+func (*Pool) Start(string, Spec) (*Process, error) { return nil, errUnsupported }
 
 // Adopt returns a process that is already lost.
 func Adopt(dir string, st Started, _ time.Duration) *Process {
@@ -21,4 +23,4 @@ func Adopt(dir string, st Started, _ time.Duration) *Process {
 }
 
 // Alive is false: nothing is supervised here.
-func Alive(string, Started) bool { return false }
+func Alive(Started) bool { return false }

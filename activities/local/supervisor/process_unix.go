@@ -7,22 +7,23 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"syscall"
 	"time"
 )
 
 func init() {
-	if os.Getenv(envVar) != "1" || len(os.Args) != 2 || os.Args[0] != argv0 {
+	if os.Getenv(envVar) != "1" || len(os.Args) != 1 || os.Args[0] != argv0 {
 		return
 	}
 	// The step's PR_SET_PDEATHSIG fires when the thread that forked it
 	// exits: the main goroutine forks and waits on the main thread.
 	runtime.LockOSThread()
-	os.Exit(serve(os.Args[1]))
+	os.Exit(serve())
 }
 
 // reply is the supervisor's one line to the worker that started it.
@@ -32,78 +33,151 @@ type reply struct {
 	Errno int    `json:"errno,omitempty"`
 }
 
-// Start starts a supervisor for spec in the attempt directory dir, the
-// step's output going to output (OutputPath), and returns once the step's
-// process runs (or could not be started: a *StartError).
-func Start(dir string, spec Spec, output *os.File) (*Process, error) {
+// request is what a worker sends a supervisor on its stdin.
+type request struct {
+	Dir  string `json:"dir"` // the attempt directory
+	Spec Spec   `json:"spec"`
+}
+
+// Pool starts steps under supervisors. It keeps one supervisor started
+// ahead, idle, waiting for its step on its stdin, so that a step does not
+// wait for the worker's binary to start (tens of milliseconds for a large
+// binary on a busy machine). An idle supervisor whose worker dies reads
+// EOF and exits. The zero Pool is ready to use; it is safe for concurrent
+// use.
+type Pool struct {
+	mu   sync.Mutex
+	idle *spawned // started ahead, nil while none is ready
+	busy bool     // one is being started ahead
+}
+
+// spawned is a supervisor process with its two pipes.
+type spawned struct {
+	toSup, fromSup *os.File
+	exited         chan struct{} // closed when the process has been waited for
+	err            error         // why it could not be started
+}
+
+// spawn starts a supervisor. An attached one (PR_SET_PDEATHSIG) is started
+// from a goroutine locked to its thread until the supervisor ends, since
+// the signal fires when the forking thread exits.
+func spawn(attached bool) *spawned {
+	sp := &spawned{exited: make(chan struct{})}
 	exe, err := executable()
 	if err != nil {
-		return nil, fmt.Errorf("find the worker's binary to start the step's supervisor: %w", err)
-	}
-	specJSON, err := json.Marshal(spec)
-	if err != nil {
-		return nil, err
+		sp.err = fmt.Errorf("find the worker's binary to start the step's supervisor: %w", err)
+		close(sp.exited)
+		return sp
 	}
 	stdin, toSup, err := os.Pipe()
 	if err != nil {
-		return nil, err
+		sp.err = err
+		close(sp.exited)
+		return sp
 	}
 	fromSup, replyW, err := os.Pipe()
 	if err != nil {
 		stdin.Close()
 		toSup.Close()
-		return nil, err
+		sp.err = err
+		close(sp.exited)
+		return sp
 	}
-	cmd := &exec.Cmd{
-		Path:       exe,
-		Args:       []string{argv0, dir},
-		Env:        []string{envVar + "=1"},
-		Stdin: stdin,
-		// fd 3 the step's output, fd 4 the reply: not stdout, since a
-		// write to a broken pipe on fd 1 or 2 kills a Go program, and the
-		// worker may be gone by the time the supervisor answers.
-		ExtraFiles: []*os.File{output, replyW},
-		// A session of its own: signals for the worker's terminal or
-		// process group do not reach it.
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+	sp.toSup, sp.fromSup = toSup, fromSup
+	attr := &syscall.SysProcAttr{Setsid: true} // signals for the worker's group do not reach it
+	if attached {
+		setPdeathsig(attr)
 	}
-	if spec.OrphanAfter <= 0 {
-		setPdeathsig(cmd.SysProcAttr)
-	}
-	p := &Process{dir: dir, request: spec.Request, execution: spec.Execution, done: make(chan struct{})}
 	started := make(chan error, 1)
 	go func() {
-		// An attached supervisor's Pdeathsig fires when the forking
-		// thread exits: keep this goroutine on it until the end.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		defer close(p.done)
-		if err := cmd.Start(); err != nil {
-			started <- err
+		if attached {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+		}
+		defer close(sp.exited)
+		// fd 3 the reply: not stdout, since a write to a broken pipe on
+		// fd 1 or 2 kills a Go program, and the worker may be gone by
+		// the time the supervisor answers.
+		proc, err := os.StartProcess(exe, []string{argv0}, &os.ProcAttr{
+			Env:   []string{envVar + "=1"},
+			Files: []*os.File{stdin, nil, nil, replyW},
+			Sys:   attr,
+		})
+		started <- err
+		if err != nil {
 			return
 		}
-		started <- nil
-		_ = cmd.Wait()
-		p.exit, p.err = p.readExit()
+		_, _ = proc.Wait()
 	}()
-	err = <-started
+	sp.err = <-started
 	stdin.Close()
 	replyW.Close()
-	defer fromSup.Close()
-	if err != nil {
+	if sp.err != nil {
 		toSup.Close()
-		return nil, fmt.Errorf("start the step's supervisor: %w", err)
+		fromSup.Close()
+		sp.err = fmt.Errorf("start the step's supervisor: %w", sp.err)
 	}
-	_, werr := toSup.Write(specJSON)
-	toSup.Close()
-	line, rerr := bufio.NewReader(fromSup).ReadBytes('\n')
+	return sp
+}
+
+// take returns the idle supervisor, or starts one, and starts the next
+// one ahead in the background.
+func (pl *Pool) take() *spawned {
+	pl.mu.Lock()
+	sp := pl.idle
+	pl.idle = nil
+	warm := !pl.busy
+	pl.busy = true
+	pl.mu.Unlock()
+	if warm {
+		go func() {
+			next := spawn(false)
+			pl.mu.Lock()
+			defer pl.mu.Unlock()
+			pl.busy = false
+			if next.err == nil && pl.idle == nil {
+				pl.idle = next
+			} else if next.err == nil {
+				next.toSup.Close() // a spare: EOF makes it exit
+				next.fromSup.Close()
+			}
+		}()
+	}
+	if sp == nil {
+		sp = spawn(false)
+	}
+	return sp
+}
+
+// Start starts spec's step in the attempt directory dir under a
+// supervisor, its output going to OutputPath(dir), and returns once the
+// step's process runs (or could not be started: a *StartError).
+func (pl *Pool) Start(dir string, spec Spec) (*Process, error) {
+	var sp *spawned
+	if spec.OrphanAfter <= 0 {
+		sp = spawn(true)
+	} else {
+		sp = pl.take()
+	}
+	if sp.err != nil {
+		return nil, sp.err
+	}
+	defer sp.fromSup.Close()
+	body, err := json.Marshal(request{Dir: dir, Spec: spec})
+	if err != nil {
+		sp.toSup.Close()
+		return nil, err
+	}
+	_, werr := sp.toSup.Write(body)
+	sp.toSup.Close()
+	line, rerr := bufio.NewReader(sp.fromSup).ReadBytes('\n')
 	var r reply
 	if jerr := json.Unmarshal(line, &r); jerr != nil || werr != nil {
-		<-p.done
+		<-sp.exited
 		return nil, fmt.Errorf("the step's supervisor did not start the step (write %v, read %v, reply %q)", werr, rerr, line)
 	}
 	if r.Error != "" {
-		<-p.done
+		<-sp.exited
 		if r.Errno != 0 {
 			return nil, &StartError{Msg: r.Error, Errno: syscall.Errno(r.Errno)}
 		}
@@ -113,7 +187,12 @@ func Start(dir string, spec Spec, output *os.File) (*Process, error) {
 	if err != nil || st.Pid != r.Pid {
 		return nil, fmt.Errorf("the step's supervisor recorded no start: %v", err)
 	}
-	p.Started = st
+	p := &Process{Started: st, dir: dir, request: spec.Request, execution: spec.Execution, done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		<-sp.exited
+		p.exit, p.err = p.readExit()
+	}()
 	return p, nil
 }
 
@@ -141,7 +220,7 @@ func Adopt(dir string, st Started, poll time.Duration) *Process {
 				p.exit = ex
 				return
 			}
-			if !Alive(dir, st) {
+			if !Alive(st) {
 				// It may have written exit.json just before it exited.
 				p.exit, p.err = p.readExit()
 				return
@@ -152,39 +231,55 @@ func Adopt(dir string, st Started, poll time.Duration) *Process {
 	return p
 }
 
-// Alive reports whether the supervisor st names is still running and is
-// the one of dir (process ids are recycled, and a reboot makes them
-// meaningless).
-func Alive(dir string, st Started) bool {
+// Alive reports whether the supervisor st names is still running: the
+// same boot, and a process with its pid that started when it did (process
+// ids are recycled, and a reboot makes them meaningless).
+func Alive(st Started) bool {
 	if st.Supervisor <= 1 || st.BootID != bootID() {
 		return false
 	}
-	return isSupervisorOf(st.Supervisor, dir)
+	return isSupervisor(st.Supervisor, st.SupervisorStart)
 }
 
 // serve is the supervisor process: see the package doc.
-func serve(dir string) int {
+func serve() int {
 	hardenSupervisor()
-	replyTo := os.NewFile(4, "reply")
+	replyTo := os.NewFile(3, "reply")
 	answer := func(r reply) {
 		b, _ := json.Marshal(r)
 		_, _ = replyTo.Write(append(b, '\n')) // EPIPE if the worker is gone
 		replyTo.Close()
 	}
-	var spec Spec
-	if err := json.NewDecoder(os.Stdin).Decode(&spec); err != nil {
+	var req request
+	if err := json.NewDecoder(os.Stdin).Decode(&req); err != nil {
+		if errors.Is(err, io.EOF) {
+			return 0 // started ahead, and the worker went away
+		}
 		answer(reply{Error: "read the step's spec: " + err.Error()})
 		return 2
 	}
 	os.Stdin.Close()
-	out := os.NewFile(3, "output")
+	dir, spec := req.Dir, req.Spec
+	out, err := os.OpenFile(OutputPath(dir), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
+	if err != nil {
+		answer(reply{Error: "create the step's output file: " + err.Error()})
+		return 1
+	}
 	attr := &syscall.SysProcAttr{Setpgid: true}
 	setPdeathsig(attr)
 	if c := spec.Credential; c != nil {
 		attr.Credential = &syscall.Credential{Uid: c.UID, Gid: c.GID, Groups: []uint32{}}
 	}
-	cmd := &exec.Cmd{Path: spec.Path, Args: spec.Args, Env: spec.Env, Dir: spec.Dir, Stdout: out, Stderr: out, SysProcAttr: attr}
-	if err := cmd.Start(); err != nil {
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		answer(reply{Error: err.Error()})
+		return 1
+	}
+	proc, err := os.StartProcess(spec.Path, spec.Args, &os.ProcAttr{Dir: spec.Dir, Env: spec.Env,
+		Files: []*os.File{devNull, out, out}, Sys: attr})
+	devNull.Close()
+	out.Close()
+	if err != nil {
 		r := reply{Error: err.Error()}
 		var errno syscall.Errno
 		if errors.As(err, &errno) {
@@ -193,13 +288,12 @@ func serve(dir string) int {
 		answer(r)
 		return 1
 	}
-	out.Close()
-	pid := cmd.Process.Pid
-	st := Started{Request: spec.Request, Execution: spec.Execution, Supervisor: os.Getpid(), Pid: pid,
-		StartedAt: time.Now(), BootID: bootID(), Attached: spec.OrphanAfter <= 0}
+	pid := proc.Pid
+	st := Started{Request: spec.Request, Execution: spec.Execution, Supervisor: os.Getpid(), SupervisorStart: processStart(os.Getpid()),
+		Pid: pid, StartedAt: time.Now(), BootID: bootID(), Attached: spec.OrphanAfter <= 0}
 	if err := WriteJSON(filepath.Join(dir, startedFile), st, false); err != nil {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
-		_ = cmd.Wait()
+		_, _ = proc.Wait()
 		answer(reply{Error: "record the step's start: " + err.Error()})
 		return 1
 	}
@@ -209,11 +303,11 @@ func serve(dir string) int {
 	if spec.OrphanAfter > 0 {
 		go watchLease(dir, pid, spec, orphaned)
 	}
-	_ = cmd.Wait()
+	ps, _ := proc.Wait()
 	// Like a pod whose container exited: nothing the step started outlives it.
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
 	ex := Exited{Request: spec.Request, Execution: spec.Execution, ExitCode: -1, FinishedAt: time.Now()}
-	if ps := cmd.ProcessState; ps != nil {
+	if ps != nil {
 		ex.ExitCode = ps.ExitCode()
 		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			ex.ExitCode, ex.Signal = 128+int(ws.Signal()), ws.Signal().String()

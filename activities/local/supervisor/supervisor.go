@@ -11,9 +11,7 @@ import (
 )
 
 const (
-	// envVar and argv0 make a process of this binary a supervisor. The
-	// attempt directory is its only argument, so that a worker can tell
-	// its supervisors from other processes by their command line (Alive).
+	// envVar and argv0 make a process of this binary a supervisor.
 	envVar = "ATELIER_STEP_SUPERVISOR"
 	argv0  = "atelier-step-supervisor"
 
@@ -56,6 +54,9 @@ type Started struct {
 	Request    string `json:"request"`
 	Execution  int    `json:"execution"`
 	Supervisor int    `json:"supervisor"` // the supervisor's pid
+	// SupervisorStart is when the supervisor started, in the kernel's
+	// clock ticks since boot: with the pid, it names the process.
+	SupervisorStart uint64 `json:"supervisorStart,omitempty"`
 	// Pid is the step's process; it leads its own process group.
 	Pid       int       `json:"pid"`
 	StartedAt time.Time `json:"startedAt"`

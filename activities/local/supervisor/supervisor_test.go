@@ -14,13 +14,11 @@ import (
 	"time"
 )
 
+var pool Pool
+
 func start(t testing.TB, dir string, spec Spec) *Process {
 	t.Helper()
-	out, err := os.OpenFile(OutputPath(dir), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
+	var err error
 	if spec.Path == "" {
 		spec.Path, err = exec.LookPath(spec.Args[0])
 		if err != nil {
@@ -28,7 +26,7 @@ func start(t testing.TB, dir string, spec Spec) *Process {
 		}
 	}
 	spec.Dir, spec.Env = dir, []string{"PATH=" + os.Getenv("PATH")}
-	p, err := Start(dir, spec, out)
+	p, err := pool.Start(dir, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,9 +87,7 @@ func TestSignalledStep(t *testing.T) {
 
 func TestProgramThatCannotStart(t *testing.T) {
 	dir := t.TempDir()
-	out, _ := os.Create(OutputPath(dir))
-	defer out.Close()
-	_, err := Start(dir, Spec{Path: filepath.Join(dir, "missing"), Args: []string{"missing"}}, out)
+	_, err := pool.Start(dir, Spec{Path: filepath.Join(dir, "missing"), Args: []string{"missing"}, OrphanAfter: time.Minute})
 	var se *StartError
 	if !errors.As(err, &se) || !errors.Is(err, syscall.ENOENT) {
 		t.Fatalf("err %v", err)
@@ -114,11 +110,13 @@ func TestOrphanIsStoppedRenewedStepIsNot(t *testing.T) {
 		t.Fatal(err)
 	}
 	p = start(t, dir, Spec{Args: []string{"sh", "-c", "sleep 1; exit 4"}, OrphanAfter: 300 * time.Millisecond, Request: "r", Execution: 2})
-	if !Alive(dir, p.Started) {
+	if !Alive(p.Started) {
 		t.Fatal("a running supervisor is not alive")
 	}
-	if Alive(t.TempDir(), p.Started) {
-		t.Fatal("a supervisor of another directory passes for this one's")
+	other := p.Started
+	other.SupervisorStart++
+	if Alive(other) {
+		t.Fatal("a process that started at another time passes for the supervisor")
 	}
 	st, err := ReadStarted(dir)
 	if err != nil || st.Attached {
@@ -142,7 +140,7 @@ func TestOrphanIsStoppedRenewedStepIsNot(t *testing.T) {
 		t.Fatalf("exit %+v", ex)
 	}
 	wait(t, p) // the supervisor exits just after it records the exit
-	if Alive(dir, st) {
+	if Alive(st) {
 		t.Fatal("an ended supervisor is alive")
 	}
 }
@@ -151,10 +149,17 @@ func TestOrphanIsStoppedRenewedStepIsNot(t *testing.T) {
 // recorded exit of `true`, against starting `true` directly.
 func BenchmarkTrue(b *testing.B) {
 	path, _ := exec.LookPath("true")
-	b.Run("supervised", func(b *testing.B) {
+	b.Run("attached", func(b *testing.B) {
 		dir := b.TempDir()
 		for b.Loop() {
 			p := start(b, dir, Spec{Path: path, Args: []string{"true"}})
+			<-p.Done()
+		}
+	})
+	b.Run("supervised", func(b *testing.B) {
+		dir := b.TempDir()
+		for b.Loop() {
+			p := start(b, dir, Spec{Path: path, Args: []string{"true"}, OrphanAfter: time.Minute})
 			<-p.Done()
 			if _, err := p.Result(); err != nil {
 				b.Fatal(err)
