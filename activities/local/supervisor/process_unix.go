@@ -51,8 +51,17 @@ type Pool struct {
 	busy bool     // one is being started ahead
 }
 
+// Supervisors started ahead exit when no step comes for idleFor; the pool
+// hands out none older than staleAfter, so none is given a step as it
+// exits.
+const (
+	idleFor    = 30 * time.Second
+	staleAfter = 20 * time.Second
+)
+
 // spawned is a supervisor process with its two pipes.
 type spawned struct {
+	at             time.Time // when it was started
 	toSup, fromSup *os.File
 	exited         chan struct{} // closed when the process has been waited for
 	err            error         // why it could not be started
@@ -62,7 +71,7 @@ type spawned struct {
 // from a goroutine locked to its thread until the supervisor ends, since
 // the signal fires when the forking thread exits.
 func spawn(attached bool) *spawned {
-	sp := &spawned{exited: make(chan struct{})}
+	sp := &spawned{at: time.Now(), exited: make(chan struct{})}
 	exe, err := executable()
 	if err != nil {
 		sp.err = fmt.Errorf("find the worker's binary to start the step's supervisor: %w", err)
@@ -143,10 +152,24 @@ func (pl *Pool) take() *spawned {
 			}
 		}()
 	}
+	if sp != nil && (time.Since(sp.at) > staleAfter || isClosed(sp.exited)) {
+		sp.toSup.Close() // it exits, if it has not
+		sp.fromSup.Close()
+		sp = nil
+	}
 	if sp == nil {
 		sp = spawn(false)
 	}
 	return sp
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // Start starts spec's step in the attempt directory dir under a
@@ -251,14 +274,19 @@ func serve() int {
 		replyTo.Close()
 	}
 	var req request
-	if err := json.NewDecoder(os.Stdin).Decode(&req); err != nil {
-		if errors.Is(err, io.EOF) {
-			return 0 // started ahead, and the worker went away
+	// Non-blocking, so the read can time out: os.StartProcess handed the
+	// pipe over in blocking mode.
+	_ = syscall.SetNonblock(0, true)
+	stdin := os.NewFile(0, "stdin")
+	_ = stdin.SetReadDeadline(time.Now().Add(idleFor))
+	if err := json.NewDecoder(stdin).Decode(&req); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, os.ErrDeadlineExceeded) {
+			return 0 // started ahead, and no step came or the worker went away
 		}
 		answer(reply{Error: "read the step's spec: " + err.Error()})
 		return 2
 	}
-	os.Stdin.Close()
+	stdin.Close()
 	dir, spec := req.Dir, req.Spec
 	out, err := os.OpenFile(OutputPath(dir), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
 	if err != nil {
