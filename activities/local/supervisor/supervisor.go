@@ -8,46 +8,23 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/atelier-ml/atelier/activities/local/supervisor/entry"
 )
 
+// The files of the attempt directory (see the package doc).
 const (
-	// envVar and argv0 make a process of this binary a supervisor.
-	envVar = "ATELIER_STEP_SUPERVISOR"
-	argv0  = "atelier-step-supervisor"
-
-	startedFile = "started.json"
-	exitFile    = "exit.json"
-	leaseFile   = "lease"
-	outputFile  = "output"
+	startedFile = entry.StartedFile
+	exitFile    = entry.ExitFile
+	leaseFile   = entry.LeaseFile
+	outputFile  = entry.OutputFile
 )
 
 // Spec is what a supervisor runs.
-type Spec struct {
-	Path string   `json:"path"` // the program, already resolved
-	Args []string `json:"args"` // argv, argv[0] included
-	Env  []string `json:"env"`
-	Dir  string   `json:"dir"` // the working directory
-	// Credential runs the process as another user (nil: the supervisor's).
-	Credential *Credential `json:"credential,omitempty"`
-	// Request and Execution identify what runs; they are copied into the
-	// records so a worker adopts only the attempt it was delivered.
-	Request   string `json:"request"`
-	Execution int    `json:"execution"`
-	// OrphanAfter is how long the supervisor keeps the step running with
-	// no worker renewing the lease. 0 attaches it to the worker instead:
-	// supervisor and step die with the worker's forking thread.
-	OrphanAfter time.Duration `json:"orphanAfter"`
-	// Grace is the time between SIGTERM and SIGKILL when the supervisor
-	// stops an orphan.
-	Grace time.Duration `json:"grace"`
-}
+type Spec = entry.Spec
 
-// Credential is a user and group to run the step as, with no
-// supplementary groups.
-type Credential struct {
-	UID uint32 `json:"uid"`
-	GID uint32 `json:"gid"`
-}
+// Credential is a user and group to run the step as.
+type Credential = entry.Credential
 
 // Started is started.json: the step's process is running.
 type Started struct {

@@ -139,10 +139,13 @@ func TestOrphanIsStoppedRenewedStepIsNot(t *testing.T) {
 	if ex.ExitCode != 4 || ex.Orphaned != "" || ex.Execution != 2 {
 		t.Fatalf("exit %+v", ex)
 	}
-	wait(t, p) // the supervisor exits just after it records the exit
-	if Alive(st) {
-		t.Fatal("an ended supervisor is alive")
+	wait(t, p)
+	// The supervisor went back to the pool and runs the next step.
+	next := start(t, t.TempDir(), Spec{Args: []string{"true"}, OrphanAfter: time.Minute})
+	if next.Supervisor != st.Supervisor {
+		t.Fatalf("the next step got supervisor %d, not the idle %d", next.Supervisor, st.Supervisor)
 	}
+	wait(t, next)
 }
 
 // BenchmarkTrue is the supervisor's cost per step: from Start to the
