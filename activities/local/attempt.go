@@ -276,10 +276,15 @@ func (a *attempt) start() error {
 		a.logs.Close()
 		return fmt.Errorf("open the step's output file: %w", err)
 	}
+	env := a.env
+	if envValue(env, "PWD") == "" {
+		// As os/exec sets it, and steps ran under os/exec before.
+		env = append(slices.Clone(env), "PWD="+a.workDir)
+	}
 	spec := supervisor.Spec{
 		Path:    a.prog,
 		Args:    append(slices.Clone(a.req.Command), a.req.Args...),
-		Env:     a.env,
+		Env:     env,
 		Dir:     a.workDir,
 		Request: requestDigest(a.req), Execution: a.execution,
 		OrphanAfter: a.r.orphanAfter, Grace: a.r.grace,
