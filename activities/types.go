@@ -70,6 +70,10 @@ type ContainerResult struct {
 	Artifacts  []runstate.Artifact `json:"artifacts,omitempty"`
 	StartedAt  time.Time           `json:"startedAt"`
 	FinishedAt time.Time           `json:"finishedAt"`
+	// Execution is which execution of the attempt's command this result
+	// is from (ATELIER_EXECUTION on the local runtime): 2 or more when the
+	// runtime lost the process and ran the command again. 0: unknown.
+	Execution int `json:"execution,omitempty"`
 }
 
 // LogKey addresses the log of one step attempt.

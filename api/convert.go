@@ -217,7 +217,8 @@ func attemptView(a runstate.Attempt) gen.Attempt {
 		Number: a.Number, State: gen.StepState(a.State), StartedAt: a.StartedAt, FinishedAt: a.FinishedAt,
 		ExitCode: a.ExitCode, Error: opt(a.Error), LogUrl: opt(a.LogURL),
 		Cluster: opt(a.Cluster), Object: opt(a.Object), Links: optMap(a.Links), Message: opt(a.Message),
-		ChildRun: childRunView(a.ChildRun),
+		ChildRun:  childRunView(a.ChildRun),
+		Execution: opt(a.Execution),
 	}
 }
 

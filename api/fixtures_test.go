@@ -95,7 +95,7 @@ func fullRunStatus() runstate.Status {
 			}},
 			{Name: "sub", Kind: "pipeline", State: runstate.StepSucceeded, Outputs: map[string]any{"model": "m"},
 				Attempts: []runstate.Attempt{{Number: 1, State: runstate.StepSucceeded,
-					ChildRun: &runstate.ChildRun{RunID: "0197a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b.sub.a1", Pipeline: "train-model", Version: 3}}}},
+					ChildRun: &runstate.ChildRun{RunID: "0197a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b.sub.a1", Pipeline: "train-model", Version: 3}, Execution: 2}}},
 		},
 		Result:      map[string]any{"model": "s3://bucket/model", "score": 0.93},
 		Warnings:    []string{"cleanup of RayJob r1 failed: <timeout>", "second"},

@@ -196,6 +196,11 @@ type Attempt struct {
 	// the pipeline version it runs (the newest when the attempt started,
 	// unless the step pins one).
 	ChildRun *ChildRun `json:"childRun,omitempty"`
+	// Execution is set when the runtime ran the attempt's command more
+	// than once (a local step whose process was lost with its worker and
+	// could not be adopted): the execution the result is from, 2 or more,
+	// as the step saw it in ATELIER_EXECUTION.
+	Execution int `json:"execution,omitempty"`
 }
 
 // ChildRun is the child run of a pipeline step's attempt.

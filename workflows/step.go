@@ -243,6 +243,9 @@ func (r *Run) runAttempts(ctx workflow.Context, st *runstate.StepStatus, cfg ste
 		}
 		a.FinishedAt = &finished
 		a.Cluster, a.Object, a.Links = res.Cluster, res.Object, res.Links
+		if res.Execution > 1 {
+			a.Execution = res.Execution
+		}
 
 		if err == nil {
 			code := res.ExitCode

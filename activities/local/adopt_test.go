@@ -101,8 +101,12 @@ func TestOrphanedStepIsRunAgainVisibly(t *testing.T) {
 		t.Fatal(err)
 	}
 	second := newHarness(t, WithDataDir(h.data))
-	if _, err := second.run(req); err != nil {
+	res, err := second.run(req)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if res.Execution != 2 {
+		t.Fatalf("result of execution %d, want 2", res.Execution)
 	}
 	if b, _ := os.ReadFile(count); string(b) != "ran 1\nran 2\n" {
 		t.Fatalf("runs %q", b)

@@ -481,10 +481,11 @@ func (a *attempt) outcome(ctx context.Context, reason stopReason, res waitResult
 // it, if one did.
 func (a *attempt) result(res waitResult) (activities.ContainerResult, string) {
 	finishedAt := a.r.now()
-	if a.adopted && res.err == nil && res.exit.FinishedAt.Before(finishedAt) {
-		finishedAt = res.exit.FinishedAt // it ended while no worker watched
+	if res.err == nil && (a.adopted || a.r.realClock) && !res.exit.FinishedAt.IsZero() && res.exit.FinishedAt.Before(finishedAt) {
+		// When the supervisor reaped it (maybe while no worker watched).
+		finishedAt = res.exit.FinishedAt
 	}
-	result := activities.ContainerResult{ExitCode: -1, StartedAt: a.startedAt, FinishedAt: finishedAt}
+	result := activities.ContainerResult{ExitCode: -1, StartedAt: a.startedAt, FinishedAt: finishedAt, Execution: a.execution}
 	var signal string
 	if res.err == nil {
 		result.ExitCode, signal = res.exit.ExitCode, res.exit.Signal

@@ -38,6 +38,7 @@ export interface Attempt {
   object?: string;
   links?: Record<string, string>;
   message?: string;
+  execution?: number;
 }
 
 export interface ApprovalStatus {

@@ -508,7 +508,7 @@ export class RunPage implements View {
         const links = Object.entries(a.links ?? {});
         // Details get a full-width row of their own: errors are long.
         const details =
-          a.error || a.message || a.cluster || links.length
+          a.error || a.message || a.cluster || links.length || a.execution
             ? h(
                 "tr",
                 { class: `${cls} details`, onclick: pick(a.number) },
@@ -517,6 +517,9 @@ export class RunPage implements View {
                   { colspan: 5 },
                   a.error ? h("div", { class: "err" }, a.error) : null,
                   a.message ? h("div", {}, a.message) : null,
+                  a.execution
+                    ? h("div", { class: "muted" }, `command ran ${a.execution} times: its process was lost with its worker (ATELIER_EXECUTION=${a.execution})`)
+                    : null,
                   a.cluster ? h("div", { class: "muted" }, `cluster ${a.cluster}${a.object ? `: ${a.object}` : ""}`) : null,
                   links.map(([name, url]) => h("a", { href: url, target: "_blank", rel: "noopener noreferrer", class: "ext" }, `${name} ↗`)),
                 ),
