@@ -151,12 +151,18 @@ func (pl *Pool) take() *spawned {
 	return sp
 }
 
-// put makes sp idle again.
+// put makes sp idle again, and lets go of the supervisors idle too long
+// (they exit by themselves; their pipes are closed here).
 func (pl *Pool) put(sp *spawned) {
 	sp.idleSince = time.Now()
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	pl.idle = append(pl.idle, sp)
+	n := 0
+	for n < len(pl.idle) && time.Since(pl.idle[n].idleSince) > staleAfter {
+		pl.idle[n].close()
+		n++
+	}
+	pl.idle = append(pl.idle[n:], sp)
 }
 
 func isClosed(c <-chan struct{}) bool {
