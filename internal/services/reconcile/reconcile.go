@@ -86,6 +86,15 @@ func (r *Reconciler) Converge(ctx context.Context, run catalog.Run) (runstate.St
 	case c.Open:
 		return runstate.Status{}, false, nil
 	}
+	// A workflow closes only after its last mirror write, so a row read
+	// before that write landed (a GET racing the run's end) is stale now:
+	// read it again rather than end the run from a status without its
+	// last steps and result.
+	if fresh, err := r.store.GetRun(ctx, run.Project, run.ID); err == nil && fresh.State.Terminal() && fresh.Status != nil {
+		return *fresh.Status, true, nil
+	} else if err == nil {
+		run = fresh
+	}
 	st := baseStatus(run)
 	st.EndedOutside(c.State, c.Reason, c.ClosedAt)
 	if err := r.store.MirrorRun(ctx, st); err != nil {

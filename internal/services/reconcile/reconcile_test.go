@@ -16,13 +16,18 @@ import (
 
 type fakeStore struct {
 	mirrored []runstate.Status
+	// rows are what GetRun finds (by ID), if anything.
+	rows map[string]catalog.Run
 	// unfinished are the rows ListUnfinishedRuns pages through (sorted by
 	// UpdatedAt, ID); asked records the cursors it was called with.
 	unfinished []catalog.Run
 	asked      []catalog.RunKey
 }
 
-func (f *fakeStore) GetRun(context.Context, string, string) (catalog.Run, error) {
+func (f *fakeStore) GetRun(_ context.Context, _, id string) (catalog.Run, error) {
+	if r, ok := f.rows[id]; ok {
+		return r, nil
+	}
 	return catalog.Run{}, catalog.ErrNotFound
 }
 func (f *fakeStore) ListUnfinishedRuns(_ context.Context, _ time.Time, after catalog.RunKey, limit int) ([]catalog.Run, error) {
@@ -106,6 +111,22 @@ func TestConverge(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A caller's row may be older than the workflow's last mirror write (a GET
+// that raced the run's end): Converge reads the row again and returns the
+// final status the workflow mirrored, result and all, writing nothing.
+func TestConvergeReadsTheRowAgain(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	final := &runstate.Status{State: runstate.Succeeded, Seq: 9, Result: map[string]any{"deployed": true}}
+	st := &fakeStore{rows: map[string]catalog.Run{"done": {ID: "done", State: runstate.Succeeded, Status: final}}}
+	tmp := fakeTemporal{"done": {State: runstate.Succeeded, ClosedAt: now}}
+	r := New(st, tmp, func() time.Time { return now }, zap.NewNop(), Options{Namespace: "ns"})
+	stale := catalog.Run{ID: "done", State: runstate.Running, Status: &runstate.Status{State: runstate.Running, Seq: 8}}
+	got, changed, err := r.Converge(context.Background(), stale)
+	if err != nil || !changed || got.Seq != 9 || got.Result == nil || len(st.mirrored) != 0 {
+		t.Fatalf("got %+v, changed %v, err %v, %d writes", got, changed, err, len(st.mirrored))
 	}
 }
 
