@@ -99,17 +99,10 @@ func (a *attempt) adopt(ctx context.Context) (activities.ContainerResult, error)
 	a.logs.note("worker restarted; adopted the step's process (pid %d, execution %d), which outlived the worker", st.Pid, st.Execution)
 	a.logger.Info("adopted a step an earlier execution started", zap.Int("pid", st.Pid), zap.Int("supervisor", st.Supervisor),
 		zap.Int64("outputFrom", from))
-	a.streamLogs(from)
-	a.startHeartbeat(ctx)
 	if a.req.Timeout > 0 {
 		a.runFor = max(a.req.Timeout-time.Since(st.StartedAt), time.Nanosecond)
 	}
-	reason, res := a.wait(ctx)
-	a.reap(reason)
-	result, err := a.outcome(ctx, reason, res)
-	a.record(result, err)
-	a.dropOutput()
-	return result, err
+	return a.runToEnd(ctx, from)
 }
 
 // dropOutput removes the output file once the step's log holds it

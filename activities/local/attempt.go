@@ -336,6 +336,20 @@ func (a *attempt) watch(proc *supervisor.Process, output *os.File) {
 	}()
 }
 
+// runToEnd watches the running step (its log from offset from of its
+// output, heartbeats) until it ends or is stopped, and returns its outcome,
+// recorded (see RunContainer).
+func (a *attempt) runToEnd(ctx context.Context, from int64) (activities.ContainerResult, error) {
+	a.streamLogs(from)
+	a.startHeartbeat(ctx)
+	reason, res := a.wait(ctx)
+	a.reap(reason)
+	result, err := a.outcome(ctx, reason, res)
+	a.record(result, err)
+	a.dropOutput()
+	return result, err
+}
+
 // streamLogs follows the step's output file into its log from offset from
 // until reap has seen the process end and read what is left.
 func (a *attempt) streamLogs(from int64) {

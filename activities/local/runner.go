@@ -240,14 +240,7 @@ func (r *Runner) RunContainer(ctx context.Context, req activities.ContainerReque
 	if err := a.start(); err != nil {
 		return activities.ContainerResult{}, err
 	}
-	a.streamLogs(0)
-	a.startHeartbeat(ctx)
-	reason, res := a.wait(ctx)
-	a.reap(reason)
-	result, err := a.outcome(ctx, reason, res)
-	a.record(result, err)
-	a.dropOutput()
-	return result, err
+	return a.runToEnd(ctx, 0)
 }
 
 // acquireGPUs waits for the devices req asks for, heartbeating (with no
