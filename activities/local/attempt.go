@@ -393,7 +393,7 @@ func (a *attempt) startHeartbeat(ctx context.Context) {
 // processHeartbeat is the heartbeat of the attempt's process.
 func (a *attempt) processHeartbeat() Heartbeat {
 	host, _ := os.Hostname()
-	return Heartbeat{Pgid: a.pgid, Pid: a.pid, Supervisor: a.proc.Supervisor, StartedAt: a.startedAt, Host: host, BootID: bootID(),
+	return Heartbeat{Pgid: a.pgid, Pid: a.pid, Supervisor: a.proc.Supervisor, StartedAt: a.startedAt, Host: host, BootID: supervisor.BootID(),
 		Execution: a.execution, LogOffset: a.logs.Shipped()}
 }
 

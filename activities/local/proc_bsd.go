@@ -14,9 +14,6 @@ func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }
 
-// bootID is unknown without /proc; the host name check still applies.
-func bootID() string { return "" }
-
 // groupState cannot inspect environments without /proc, so any live group on
 // the same host is taken as ours: less safe than on Linux, where the
 // environment is checked.

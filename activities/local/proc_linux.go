@@ -18,16 +18,6 @@ func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
 
-// bootID identifies this boot of the machine: after a reboot, process ids
-// from heartbeats mean nothing.
-func bootID() string {
-	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
-}
-
 // groupState reports whether a process group has live (non-zombie) members
 // and whether one of them carries all of marker in its environment. The
 // marker check is what makes killing a group id read from an old heartbeat

@@ -15,7 +15,6 @@ const platformSupported = false
 var errUnsupported = errors.New("the local runtime needs a Unix system")
 
 func sysProcAttr() *syscall.SysProcAttr             { return nil }
-func bootID() string                                { return "" }
 func groupState(int, []string) (alive, owned bool)  { return false, false }
 func signalGroup(int, syscall.Signal) error         { return errUnsupported }
 func exitStatus(ps *os.ProcessState) (int, string)  { return ps.ExitCode(), "" }

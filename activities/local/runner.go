@@ -351,7 +351,7 @@ func (r *Runner) killPrevious(hb Heartbeat, marker []string, logger *zap.Logger)
 		return
 	}
 	host, _ := os.Hostname()
-	if hb.Host != host || hb.BootID != bootID() {
+	if hb.Host != host || hb.BootID != supervisor.BootID() {
 		logger.Info("previous attempt ran on another machine or boot; nothing to clean up",
 			zap.String("host", hb.Host), zap.Int("pgid", hb.Pgid))
 		return

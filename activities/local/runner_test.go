@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/activities/local/supervisor"
 )
 
 // memSink is an in-memory LogSink with the Postgres store's semantics: the
@@ -409,7 +410,7 @@ func TestRestartKillsPreviousGroupAndContinuesLog(t *testing.T) {
 	}
 	host, _ := os.Hostname()
 	h.env.SetHeartbeatDetails(Heartbeat{Pgid: old.Process.Pid, Pid: old.Process.Pid,
-		StartedAt: time.Now(), LogOffset: 5, Host: host, BootID: bootID()})
+		StartedAt: time.Now(), LogOffset: 5, Host: host, BootID: supervisor.BootID()})
 
 	if _, err := h.run(req); err != nil {
 		t.Fatal(err)
@@ -446,7 +447,7 @@ func TestRestartSparesForeignGroup(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = syscall.Kill(-other.Process.Pid, syscall.SIGKILL); _ = other.Wait() })
 	host, _ := os.Hostname()
-	h.env.SetHeartbeatDetails(Heartbeat{Pgid: other.Process.Pid, Pid: other.Process.Pid, Host: host, BootID: bootID()})
+	h.env.SetHeartbeatDetails(Heartbeat{Pgid: other.Process.Pid, Pid: other.Process.Pid, Host: host, BootID: supervisor.BootID()})
 	if _, err := h.run(req); err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,10 @@ const (
 	outputFile  = entry.OutputFile
 )
 
+// BootID identifies this boot of the machine ("" where unknown): after a
+// reboot, process ids from records and heartbeats mean nothing.
+func BootID() string { return entry.BootID() }
+
 // Spec is what a supervisor runs.
 type Spec = entry.Spec
 
