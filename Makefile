@@ -10,7 +10,7 @@ SHELL := bash
 GO ?= go
 # Integration tests run real Temporal dev servers, Postgres and worker
 # processes; on 2 shared cores a full run takes minutes, not seconds.
-TEST_TIMEOUT ?= 30m
+TEST_TIMEOUT ?= 45m
 
 .DEFAULT_GOAL := help
 .PHONY: help build dev ensure-temporal ensure-kube ensure-node clean-node ensure-helm ensure-s3 ensure-chromium test test-short lint vet bench generate ui clean

@@ -328,8 +328,11 @@ func TestArtifactsExamplePipeline(t *testing.T) {
 	b, err := os.ReadFile("../examples/pipelines/train-with-artifacts.yaml")
 	require.NoError(t, err)
 	s.createPipeline("train-with-artifacts", string(b))
-	r := s.waitTerminal(s.start("train-with-artifacts", map[string]any{"rows": 10}), 2*time.Minute)
+	id := s.start("train-with-artifacts", map[string]any{"rows": 10})
+	r := s.waitTerminal(id, 2*time.Minute)
 	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
+	// The artifact records are the mirror's: GET may report the end first.
+	s.waitListed(id, gen.RunStateSUCCEEDED, 10*time.Second)
 	arts := val(stepByName(r, "train").Artifacts)
 	require.Len(t, arts, 2)
 	assert.Equal(t, "metrics", arts[1].Type)

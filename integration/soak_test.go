@@ -27,9 +27,9 @@ import (
 // have been re-run visibly (a later ATELIER_EXECUTION). With supervisors,
 // no step should start twice at all: the test reports how many did.
 //
-// ATELIER_SOAK=10m makes it a long soak (default 40s of faults).
+// ATELIER_SOAK=10m makes it a long soak (default 25s of faults).
 func TestLocalStepsSoakWorkerAndTemporalKill9(t *testing.T) {
-	faultsFor := 40 * time.Second
+	faultsFor := 25 * time.Second
 	if v := os.Getenv("ATELIER_SOAK"); v != "" {
 		d, err := time.ParseDuration(v)
 		require.NoError(t, err, "ATELIER_SOAK")
