@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/atelier-ml/atelier/activities/local/supervisor"
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/examples/gopipeline"
 	"github.com/atelier-ml/atelier/internal/catalog"
@@ -88,12 +89,17 @@ type stackOptions struct {
 	temporal *devstack.TemporalServer
 }
 
+var supervisorOnce sync.Once
+
 func newStack(t *testing.T, opts ...stackOptions) *stack {
 	t.Helper()
 	var o stackOptions
 	if len(opts) > 0 {
 		o = opts[0]
 	}
+	// Supervisors of local steps from a plain build of the atelier command:
+	// this race-instrumented test binary takes over a second to start as one.
+	supervisorOnce.Do(func() { _ = os.Setenv(supervisor.BinaryEnv, atelierBinary(t)) })
 	ts := o.temporal
 	if ts == nil {
 		ts = temporaltest.Server(t)

@@ -2,10 +2,20 @@
 
 package supervisor
 
-import "github.com/atelier-ml/atelier/activities/local/supervisor/entry"
+import (
+	"os"
 
-// executable is the running binary, even if it was replaced on disk since.
-func executable() (string, error) { return "/proc/self/exe", nil }
+	"github.com/atelier-ml/atelier/activities/local/supervisor/entry"
+)
+
+// executable is the running binary, even if it was replaced on disk since
+// (or the binary BinaryEnv names).
+func executable() (string, error) {
+	if p := os.Getenv(BinaryEnv); p != "" {
+		return p, nil
+	}
+	return "/proc/self/exe", nil
+}
 
 // isSupervisor tells whether pid is a live (not zombie) process that
 // started at start.

@@ -7,7 +7,12 @@ import (
 	"syscall"
 )
 
-func executable() (string, error) { return os.Executable() }
+func executable() (string, error) {
+	if p := os.Getenv(BinaryEnv); p != "" {
+		return p, nil
+	}
+	return os.Executable()
+}
 
 // isSupervisor can only tell that pid is alive: without /proc it cannot
 // see when the process started.

@@ -20,6 +20,13 @@ const (
 	outputFile  = entry.OutputFile
 )
 
+// BinaryEnv names another binary to run supervisors from, instead of the
+// worker's own (any binary that imports package local will do, built from
+// the same code). Tests set it: a race-instrumented test binary takes a
+// second or more to start, a plain build of the atelier command a few
+// milliseconds.
+const BinaryEnv = "ATELIER_STEP_SUPERVISOR_BINARY"
+
 // BootID identifies this boot of the machine ("" where unknown): after a
 // reboot, process ids from records and heartbeats mean nothing.
 func BootID() string { return entry.BootID() }
