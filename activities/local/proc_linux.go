@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"syscall"
+
+	"github.com/atelier-ml/atelier/activities/local/supervisor"
 )
 
 // sysProcAttr puts the step in its own process group and ties the group
@@ -32,19 +33,9 @@ func groupState(pgid int, marker []string) (alive, owned bool) {
 		if err != nil {
 			continue
 		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue // exited meanwhile
-		}
-		// The command name is in parentheses and may hold anything,
-		// including spaces and ')': fields start after the last ')'.
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(stat[i+1:]))
+		f := supervisor.StatFields(pid)
 		if len(f) < 3 {
-			continue
+			continue // exited meanwhile
 		}
 		state, pgrp := f[0], f[2]
 		if pgrp != strconv.Itoa(pgid) || state == "Z" || state == "X" {

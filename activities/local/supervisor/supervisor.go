@@ -31,6 +31,10 @@ const BinaryEnv = "ATELIER_STEP_SUPERVISOR_BINARY"
 // reboot, process ids from records and heartbeats mean nothing.
 func BootID() string { return entry.BootID() }
 
+// StatFields are the fields of /proc/<pid>/stat after the command, nil if
+// the process is gone or the system has no /proc (see entry.StatFields).
+func StatFields(pid int) []string { return entry.StatFields(pid) }
+
 // Spec is what a supervisor runs.
 type Spec = entry.Spec
 

@@ -29,21 +29,21 @@ func BootID() string {
 	return string(b)
 }
 
-// ProcessStart is when pid started, in clock ticks since boot (field 22 of
-// /proc/<pid>/stat); 0 if unknown or the process is a zombie.
-func ProcessStart(pid int) uint64 {
+// StatFields are the fields of /proc/<pid>/stat after the command (the
+// state is [0], the process group [2], the start time [19]); nil if the
+// process is gone. The command is in parentheses and may hold anything,
+// spaces and ')' included, so fields start after the last ')'.
+func StatFields(pid int) []string {
 	stat, err := os.ReadFile("/proc/" + itoa(int64(pid)) + "/stat")
 	if err != nil {
-		return 0
+		return nil
 	}
-	// The command is in parentheses and may hold anything: fields start
-	// after the last ')'. State is field 3, starttime field 22.
 	i := len(stat) - 1
 	for i >= 0 && stat[i] != ')' {
 		i--
 	}
 	if i < 0 {
-		return 0
+		return nil
 	}
 	var fields []string
 	start := -1
@@ -59,10 +59,17 @@ func ProcessStart(pid int) uint64 {
 			start = j
 		}
 	}
-	if len(fields) < 20 || fields[0] == "Z" {
+	return fields
+}
+
+// ProcessStart is when pid started, in clock ticks since boot (field 22 of
+// /proc/<pid>/stat); 0 if unknown or the process is a zombie.
+func ProcessStart(pid int) uint64 {
+	f := StatFields(pid)
+	if len(f) < 20 || f[0] == "Z" {
 		return 0
 	}
-	n, ok := atoi(fields[19])
+	n, ok := atoi(f[19])
 	if !ok || n < 0 {
 		return 0
 	}

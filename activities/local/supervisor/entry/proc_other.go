@@ -16,3 +16,6 @@ func BootID() string { return "" }
 
 // ProcessStart is unknown here.
 func ProcessStart(int) uint64 { return 0 }
+
+// StatFields is nil here: there is no /proc.
+func StatFields(int) []string { return nil }
