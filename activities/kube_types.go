@@ -69,11 +69,13 @@ type KubeStepRequest struct {
 	// and the step fails with ErrTypeStepTimeout.
 	Timeout time.Duration `json:"timeout"`
 	// DeleteAfter, when positive, has Kubernetes delete a Job this long
-	// after it finished (ttlSecondsAfterFinished): the items of a wide
-	// step, whose Jobs would otherwise pile up until the run's end (100,000
-	// Jobs and their pods, and a sweep far longer than its bound). Long
-	// enough for the outputs to be read and for a restarted worker to
-	// adopt a Job that finished while none watched. Other kinds ignore it.
+	// after it finished (ttlSecondsAfterFinished), set once a worker has
+	// read its outcome: the items of a wide step, whose Jobs would
+	// otherwise pile up until the run's end (100,000 Jobs and their pods,
+	// and a sweep far longer than its bound). A Job that finished while no
+	// worker watched stays until the retry adopts it; the grace is for a
+	// retry after the outcome was read but not recorded. Other kinds
+	// ignore it.
 	DeleteAfter time.Duration `json:"deleteAfter,omitempty"`
 
 	Container *pipeline.Container `json:"container,omitempty"`

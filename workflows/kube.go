@@ -45,16 +45,16 @@ func WithPlacement(p *pipeline.Placement) StepOption {
 // selected the cluster once for all of them and sweeps it when the run
 // ends (a batch workflow must not: its sweep by run label would delete
 // the other batches' Jobs). Their Jobs delete themselves WideJobTTL after
-// they finish.
+// they finish, counted once a worker has read their outcome.
 func onCluster(p *pipeline.Placement, t kubeTarget) StepOption {
 	return func(c *stepConfig) { c.placement, c.target, c.deleteAfter = p, &t, WideJobTTL }
 }
 
 // WideJobTTL is how long the Job of a wide step's item stays after it
-// finished (activities.KubeStepRequest.DeleteAfter). Long enough for its
-// outputs to be read (milliseconds after it finishes) and for a restarted
-// worker to adopt a Job that finished while none watched (one that had
-// gone fails its item, saying so); short enough that at 100 items/s a
+// finished (activities.KubeStepRequest.DeleteAfter), set on the Job once a
+// worker has read its outcome (a Job that finished while none watched
+// waits for the retry). Long enough for a retry whose earlier execution
+// read the outcome but could not report it; short enough that at 100 items/s a
 // cluster holds about 6,000 finished Jobs rather than every item's, and
 // the run's end has only those to sweep. A var so tests can shorten it.
 var WideJobTTL = time.Minute

@@ -833,3 +833,53 @@ func TestCleanupRunObjectsBoundsItsResult(t *testing.T) {
 		t.Errorf("%d Jobs left", len(left.Items))
 	}
 }
+
+// Seen in CI: a wide step's item Job deleted itself (ttlSecondsAfterFinished,
+// set at creation) after finishing while its execution had been superseded
+// during a stall and the retry had not started yet; the retry found it gone
+// and failed the item. The TTL is now set only once a worker has read the
+// outcome, so a Job that finished while none watched waits for the retry.
+func TestWideItemJobExpiresOnlyAfterItsOutcomeIsRead(t *testing.T) {
+	k := startCluster(t)
+	k.playGC()
+	req := jobRequest("fan")
+	req.Item, req.DeleteAfter = intPtr(3), 30*time.Second
+	name := framework.ObjectName(req.RunID, req.Step, req.Item, 1, 63)
+	first := newRunner(t, k.backend(), nil)
+	out := first.runStep(req)
+	j := k.waitJob(name)
+	if j.Spec.TTLSecondsAfterFinished != nil {
+		t.Fatalf("created with ttlSecondsAfterFinished %d: it could go before anyone reads it", *j.Spec.TTLSecondsAfterFinished)
+	}
+	eventually(t, "a heartbeat", func() bool { _, ok := first.lastBeat(); return ok })
+	first.supersede()
+	if o := wait(t, out); o.err == nil || !strings.Contains(o.err.Error(), "superseded") {
+		t.Fatalf("want a superseded error, got %v", o.err)
+	}
+
+	// The item finishes while no execution watches it.
+	k.setPodStatus(k.jobPod(j), terminated(0, `{"v": 3}`))
+	end := metav1.NewTime(time.Now().Truncate(time.Second))
+	k.setJobStatus(name, func(s *batchv1.JobStatus) {
+		s.StartTime, s.Succeeded, s.CompletionTime = &end, 1, &end
+		s.Conditions = []batchv1.JobCondition{
+			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, Reason: "CompletionsReached", LastTransitionTime: end},
+			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, Reason: "CompletionsReached", LastTransitionTime: end},
+		}
+	})
+	if j := k.waitJob(name); j.Spec.TTLSecondsAfterFinished != nil {
+		t.Fatal("the finished Job was set to expire before any worker read it")
+	}
+
+	hb, _ := first.lastBeat()
+	o := wait(t, newRunner(t, k.backend(), &hb).runStep(req))
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	if o.res.Outputs["v"] != float64(3) {
+		t.Errorf("outputs %v", o.res.Outputs)
+	}
+	if ttl := k.waitJob(name).Spec.TTLSecondsAfterFinished; ptr.Deref(ttl, -1) != 30 {
+		t.Errorf("after the outcome was read: ttlSecondsAfterFinished %v, want 30", ttl)
+	}
+}

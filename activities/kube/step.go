@@ -243,9 +243,13 @@ func (r *stepRun) run(ctx context.Context, desired framework.Object) (activities
 		}
 		switch {
 		case p.Phase == framework.Succeeded:
-			return r.succeeded(ctx, cur, p)
+			res, err := r.succeeded(ctx, cur, p)
+			r.expire(ctx, cur, err)
+			return res, err
 		case p.Phase == framework.Failed:
-			return r.failed(ctx, cur, p)
+			res, err := r.failed(ctx, cur, p)
+			r.expire(ctx, cur, err)
+			return res, err
 		case cur.GetDeletionTimestamp() != nil:
 			res := r.result()
 			res.FinishedAt = b.clock.Now()
@@ -446,6 +450,26 @@ func (r *stepRun) failed(ctx context.Context, obj framework.Object, p framework.
 			fmt.Sprintf("step timed out after %s: %s", r.req.Timeout, msg), activities.ErrTypeStepTimeout, nil, res)
 	}
 	return res, framework.StepFailed(msg, res)
+}
+
+// expire lets a finished object of a wide step's item delete itself
+// (KubeStepRequest.DeleteAfter) once its outcome has been read: err is
+// what the step returns, and a retryable one (the outputs could not be
+// read yet) keeps the object for the retry. A failed request is only
+// logged: the run's end sweeps what is left.
+func (r *stepRun) expire(ctx context.Context, obj framework.Object, err error) {
+	e, ok := r.kind.(framework.Expiring)
+	if !ok || r.req.DeleteAfter <= 0 {
+		return
+	}
+	var app *temporal.ApplicationError
+	if err != nil && !(errors.As(err, &app) && app.NonRetryable()) {
+		return
+	}
+	if err := e.ExpireAfter(ctx, obj, r.req.DeleteAfter); err != nil && !apierrors.IsNotFound(err) {
+		r.logger.Warn("cannot set the finished object to delete itself; the run's end deletes it",
+			zap.Duration("after", r.req.DeleteAfter), zap.Error(err))
+	}
 }
 
 func failureMessage(kind, name, reason, message string) string {

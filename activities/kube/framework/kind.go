@@ -76,6 +76,16 @@ type Kind interface {
 	WatchPods() bool
 }
 
+// Expiring is a Kind whose finished objects can delete themselves a while
+// later (a Job's ttlSecondsAfterFinished). The items of a wide step use it
+// so their objects do not pile up until the run's end; it is set only
+// once a worker has read the outcome, never at creation: an object that
+// finished while no worker watched must wait for the retry that adopts
+// it, or the attempt's outcome would be lost with it.
+type Expiring interface {
+	ExpireAfter(ctx context.Context, obj Object, after time.Duration) error
+}
+
 // Step is what a Kind builds an object from: the request, and what the
 // framework decided about it (name, namespace, labels, environment).
 type Step struct {

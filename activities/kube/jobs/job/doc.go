@@ -7,7 +7,10 @@
 // is also set as activeDeadlineSeconds, so Kubernetes stops the pod even if
 // no worker is watching. ttlSecondsAfterFinished is left unset, as the
 // pipeline deletes its objects when the run ends, except for the items of
-// a wide step (KubeStepRequest.DeleteAfter): their Jobs delete themselves
-// a while after they finish, so 100,000 of them do not wait for the run's
-// end.
+// a wide step (KubeStepRequest.DeleteAfter): once a worker has read a
+// finished item's outcome it sets the Job's ttlSecondsAfterFinished
+// (framework.Expiring), so 100,000 Jobs do not wait for the run's end. It
+// is never set at creation: a Job that finished while no worker watched
+// (the worker was killed, or its execution was superseded during a stall)
+// stays until the retry adopts it and reads its outputs.
 package job

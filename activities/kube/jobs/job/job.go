@@ -1,11 +1,15 @@
 package job
 
 import (
+	"context"
+	"fmt"
 	"math"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -19,11 +23,13 @@ const ContainerName = "step"
 // Kind is the batch/v1 Job integration.
 type Kind struct {
 	framework.Typed[*batchv1.Job, *batchv1.JobList]
+	kube kubernetes.Interface
 }
 
 var (
 	_ framework.Kind        = (*Kind)(nil)
 	_ framework.Suspendable = (*Kind)(nil)
+	_ framework.Expiring    = (*Kind)(nil)
 )
 
 // Integration registers container steps (activities.KubeJob); every
@@ -40,7 +46,17 @@ var Integration = framework.Integration{
 func New(kube kubernetes.Interface) *Kind {
 	return &Kind{framework.NewTyped("Job", "job", func(ns string) framework.Client[*batchv1.Job, *batchv1.JobList] {
 		return kube.BatchV1().Jobs(ns)
-	})}
+	}), kube}
+}
+
+// ExpireAfter implements framework.Expiring: it sets the finished Job's
+// ttlSecondsAfterFinished (mutable after creation), so the TTL controller
+// deletes it, and its pod, that long after it finished.
+func (k *Kind) ExpireAfter(ctx context.Context, obj framework.Object, after time.Duration) error {
+	ttl := int32(min(math.Ceil(after.Seconds()), math.MaxInt32))
+	patch := fmt.Sprintf(`{"spec":{"ttlSecondsAfterFinished":%d}}`, ttl)
+	_, err := k.kube.BatchV1().Jobs(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
 }
 
 // MaxNameLength implements framework.Kind. The Job controller puts the
@@ -94,9 +110,6 @@ func (k *Kind) Build(step framework.Step) (framework.Object, error) {
 	}
 	if t := step.Request.Timeout; t > 0 {
 		job.Spec.ActiveDeadlineSeconds = ptr.To(int64(math.Ceil(t.Seconds())))
-	}
-	if d := step.Request.DeleteAfter; d > 0 {
-		job.Spec.TTLSecondsAfterFinished = ptr.To(int32(min(math.Ceil(d.Seconds()), math.MaxInt32)))
 	}
 	if vol, mount, ok := framework.SecretFilesVolume(c.Secrets, step.SecretName); ok {
 		ps := &job.Spec.Template.Spec
