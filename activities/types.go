@@ -74,6 +74,9 @@ type ContainerResult struct {
 	// is from (ATELIER_EXECUTION on the local runtime): 2 or more when the
 	// runtime lost the process and ran the command again. 0: unknown.
 	Execution int `json:"execution,omitempty"`
+	// Metrics are what the step reported in its metrics file
+	// (ATELIER_METRICS; the local runtime reads it).
+	Metrics *runstate.Metrics `json:"metrics,omitempty"`
 }
 
 // LogKey addresses the log of one step attempt.

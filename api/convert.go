@@ -205,6 +205,9 @@ func stepView(st runstate.StepStatus) gen.StepStatus {
 	out.Wide = wideView(st.Wide)
 	out.Artifacts = optSlice(views(st.Artifacts, artifactView))
 	out.Inputs = optSlice(views(st.Inputs, artifactView))
+	if m := st.Metrics; m != nil {
+		out.Metrics = &gen.StepMetrics{Scalars: optMap(m.Scalars), Series: optMap(m.Series)}
+	}
 	if len(st.Items) > 0 {
 		items := stepViews(st.Items)
 		out.Items = &items

@@ -50,6 +50,7 @@ func fullStepStatus() runstate.StepStatus {
 		CacheKey:  "084fb6a2ab4f1d43f1901b54c513fe45620a00ca1791f0922899be779630f016",
 		Artifacts: []runstate.Artifact{fullArtifact("model", "")},
 		Inputs:    []runstate.Artifact{fullArtifact("dataset", "prepare.data")},
+		Metrics:   &runstate.Metrics{Scalars: map[string]float64{"accuracy": 0.93}, Series: map[string][]float64{"loss": {0.9, 0.5}}},
 		Items: []runstate.StepStatus{{
 			Name: "shard[0]", Kind: "container", State: runstate.StepSucceeded, StartedAt: &fxStart, FinishedAt: &fxFinish,
 			Attempts: []runstate.Attempt{fullAttempt(1, runstate.StepSucceeded)},

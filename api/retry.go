@@ -200,7 +200,7 @@ func planReuse(origID string, p *pipeline.Spec, st runstate.Status, resumeFrom [
 			// Its batches take the items that succeeded from Postgres.
 			reuse.Steps = append(reuse.Steps, runstate.ReusedStep{Name: ss.Name, WideFrom: origID})
 		case ss.State == runstate.StepSucceeded || ss.State == runstate.StepCached:
-			reuse.Steps = append(reuse.Steps, runstate.ReusedStep{Name: ss.Name, Done: true, Outputs: ss.Outputs, Source: workflows.ReuseSource(origID, ss, nil), Artifacts: ss.Artifacts})
+			reuse.Steps = append(reuse.Steps, runstate.ReusedStep{Name: ss.Name, Done: true, Outputs: ss.Outputs, Source: workflows.ReuseSource(origID, ss, nil), Artifacts: ss.Artifacts, Metrics: ss.Metrics})
 		case len(ss.Items) > 0:
 			r := runstate.ReusedStep{Name: ss.Name}
 			for k, it := range ss.Items {

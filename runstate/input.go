@@ -29,6 +29,8 @@ type ReusedStep struct {
 	WideFrom string `json:"wideFrom,omitempty"`
 	// Artifacts are the step's output artifacts, reused with its outputs.
 	Artifacts []Artifact `json:"artifacts,omitempty"`
+	// Metrics are what the step reported, reused with its outputs.
+	Metrics *Metrics `json:"metrics,omitempty"`
 }
 
 // ReusedItem is a forEach item that succeeded, with the item value it ran

@@ -124,6 +124,8 @@ type StepStatus struct {
 	Artifacts []Artifact `json:"artifacts,omitempty"`
 	// Inputs are the artifacts it read, each with the input name it had.
 	Inputs []Artifact `json:"inputs,omitempty"`
+	// Metrics are what its succeeded attempt reported (ATELIER_METRICS).
+	Metrics *Metrics `json:"metrics,omitempty"`
 }
 
 // ApprovalStatus is what an approval step asks and what was decided.

@@ -49,7 +49,7 @@ func (r *Run) reusedStep(ctx workflow.Context, st *runstate.StepStatus) (StepFut
 		return StepFuture{}, false
 	}
 	out, _ := re.Outputs.(map[string]any)
-	st.Outputs, st.Artifacts = re.Outputs, re.Artifacts
+	st.Outputs, st.Artifacts, st.Metrics = re.Outputs, re.Artifacts, re.Metrics
 	st.CachedFrom = r.goReuse.SourceFor(re.Source, st.Name, nil)
 	r.endStep(st, runstate.StepCached, "", reusedMessage(st.CachedFrom))
 	fut, set := workflow.NewFuture(ctx)
@@ -104,7 +104,7 @@ func PlanGoRetry(origID string, st runstate.Status, resumeFrom []string) (*runst
 				// A wide Run.ForEach: its outputs stay where they are.
 				out = runstate.WideOutputs(*ss.Wide.Outputs)
 			}
-			reuse.Steps = append(reuse.Steps, runstate.ReusedStep{Name: ss.Name, Done: true, Outputs: out, Source: ReuseSource(origID, ss, nil), Artifacts: ss.Artifacts})
+			reuse.Steps = append(reuse.Steps, runstate.ReusedStep{Name: ss.Name, Done: true, Outputs: out, Source: ReuseSource(origID, ss, nil), Artifacts: ss.Artifacts, Metrics: ss.Metrics})
 		}
 	}
 	return reuse, problems

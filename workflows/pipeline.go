@@ -265,7 +265,7 @@ func (d *dag) start(i int, deps []int) {
 	}
 	if re := d.in.Reuse.Step(s.Name); re != nil && re.Done {
 		// A retry: the step succeeded in the retried run; nothing runs.
-		st.Outputs, st.Artifacts = re.Outputs, re.Artifacts
+		st.Outputs, st.Artifacts, st.Metrics = re.Outputs, re.Artifacts, re.Metrics
 		st.CachedFrom = d.in.Reuse.SourceFor(re.Source, s.Name, nil)
 		d.outputs[i] = re.Outputs
 		d.finishStep(i, runstate.StepCached, "", reusedMessage(st.CachedFrom))

@@ -251,7 +251,7 @@ func (r *Run) runAttempts(ctx workflow.Context, st *runstate.StepStatus, cfg ste
 			code := res.ExitCode
 			a.ExitCode, a.State, a.Message = &code, runstate.StepSucceeded, ""
 			r.countAttemptEnded(st, a, due, res.StartedAt)
-			st.Outputs, st.Artifacts = res.Outputs, res.Artifacts
+			st.Outputs, st.Artifacts, st.Metrics = res.Outputs, res.Artifacts, res.Metrics
 			r.endStep(st, runstate.StepSucceeded, "", "")
 			return res.Outputs, nil
 		}

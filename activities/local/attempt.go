@@ -138,8 +138,10 @@ func (a *attempt) prepareDirs() error {
 	if err := a.prepareWorkDir(); err != nil {
 		return err
 	}
-	if err := os.Remove(a.outputsPath); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("remove stale outputs: %w", err)
+	for _, p := range []string{a.outputsPath, metricsPath(a.outputsPath)} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove stale outputs: %w", err)
+		}
 	}
 	if err := supervisor.Clear(a.attemptDir); err != nil {
 		return fmt.Errorf("clear the records of an earlier execution: %w", err)
@@ -512,6 +514,9 @@ func (a *attempt) result(res waitResult) (activities.ContainerResult, string) {
 // the log.
 func (a *attempt) outputs(ctx context.Context, result activities.ContainerResult) (activities.ContainerResult, error) {
 	outputs, err := readOutputs(a.outputsPath)
+	if err == nil {
+		result.Metrics, err = readMetrics(metricsPath(a.outputsPath))
+	}
 	if err != nil {
 		a.logs.note("%v", err)
 		a.logs.Close()

@@ -21,6 +21,7 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/local/supervisor"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // Defaults of the options.
@@ -455,6 +456,7 @@ func buildEnv(req activities.ContainerRequest, outputsPath string) []string {
 	}
 	m["ATELIER_PROJECT"] = req.Project
 	m["ATELIER_OUTPUTS"] = outputsPath
+	m[runstate.MetricsEnv] = metricsPath(outputsPath)
 	if len(req.Inputs) > 0 || len(req.Outputs) > 0 {
 		attemptDir := filepath.Dir(filepath.Dir(outputsPath))
 		m["ATELIER_INPUTS"] = filepath.Join(attemptDir, "inputs")
@@ -465,6 +467,11 @@ func buildEnv(req activities.ContainerRequest, outputsPath string) []string {
 		env = append(env, k+"="+m[k])
 	}
 	return env
+}
+
+// metricsPath is where a step writes its metrics: next to its outputs.
+func metricsPath(outputsPath string) string {
+	return filepath.Join(filepath.Dir(outputsPath), "metrics.json")
 }
 
 // setEnv replaces (or adds) key in a sorted-or-not KEY=VALUE list.

@@ -315,6 +315,34 @@ func TestBadOutputs(t *testing.T) {
 	}
 }
 
+// A step's metrics file (ATELIER_METRICS, next to its outputs) comes back
+// in its result; a bad one fails the step like bad outputs, naming every
+// problem and its log saying so.
+func TestMetricsFile(t *testing.T) {
+	h := newHarness(t)
+	res, err := h.run(request("sh", "-c", `echo '{"accuracy": 0.93, "loss": [0.9, 0.5]}' > "$ATELIER_METRICS"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Metrics == nil || res.Metrics.Scalars["accuracy"] != 0.93 || len(res.Metrics.Series["loss"]) != 2 {
+		t.Fatalf("metrics %+v", res.Metrics)
+	}
+	if res, err := h.run(request("true")); err != nil || res.Metrics != nil {
+		t.Fatalf("a step without metrics: %+v, %v", res.Metrics, err)
+	}
+	req := request("sh", "-c", `echo '{"acc": "high", "loss": [1, null]}' > "$ATELIER_METRICS"`)
+	_, err = h.run(req)
+	msg := appError(t, err, activities.ErrTypeBadOutputs).Error()
+	for _, want := range []string{"metrics file (ATELIER_METRICS) is invalid", "acc: must be a number, not a string", "loss[1]: must be a number, not null"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message %q lacks %q", msg, want)
+		}
+	}
+	if log := h.sink.log(t, key(req)); !strings.Contains(log, "loss[1]") {
+		t.Errorf("log %q", log)
+	}
+}
+
 func TestTimeoutKillsWholeGroup(t *testing.T) {
 	h := newHarness(t, WithGracePeriod(200*time.Millisecond))
 	req := request("sh", "-c", "sleep 30 & sleep 30")

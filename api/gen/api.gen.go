@@ -402,6 +402,49 @@ type ClusterList struct {
 // ClusterName defines model for ClusterName.
 type ClusterName = string
 
+// ComparedMetric defines model for ComparedMetric.
+type ComparedMetric struct {
+	Step    string     `json:"step"`
+	Name    string     `json:"name"`
+	Values  []*float64 `json:"values"`
+	Differs bool       `json:"differs"`
+
+	// Best Index of the run with the highest value (the caller knows whether higher is better); absent when fewer than two runs have the metric.
+	Best *int `json:"best,omitempty"`
+
+	// Worst Index of the run with the lowest value.
+	Worst *int `json:"worst,omitempty"`
+}
+
+// ComparedRun defines model for ComparedRun.
+type ComparedRun struct {
+	Id        string    `json:"id"`
+	Pipeline  *string   `json:"pipeline,omitempty"`
+	Version   *int      `json:"version,omitempty"`
+	Workflow  string    `json:"workflow"`
+	State     RunState  `json:"state"`
+	CreatedAt time.Time `json:"createdAt"`
+	CreatedBy *string   `json:"createdBy,omitempty"`
+}
+
+// ComparedSeries defines model for ComparedSeries.
+type ComparedSeries struct {
+	Step   string      `json:"step"`
+	Name   string      `json:"name"`
+	Values [][]float64 `json:"values"`
+}
+
+// ComparedValue defines model for ComparedValue.
+type ComparedValue struct {
+	// Step The step (outputs only).
+	Step *string `json:"step,omitempty"`
+	Name string  `json:"name"`
+
+	// Values A JSON value per run; null where the run has none.
+	Values  []interface{} `json:"values"`
+	Differs bool          `json:"differs"`
+}
+
 // ConsumedArtifact defines model for ConsumedArtifact.
 type ConsumedArtifact struct {
 	// Use A step (or forEach item) of a run that read an artifact, under its input name.
@@ -1066,6 +1109,24 @@ type RunCacheOptions struct {
 	Bypass *bool `json:"bypass,omitempty"`
 }
 
+// RunComparison Runs side by side. Every `values` array has one entry per run, in
+// the order of `runs`.
+type RunComparison struct {
+	Runs []ComparedRun `json:"runs"`
+
+	// Params The runs' parameters, by name.
+	Params []ComparedValue `json:"params"`
+
+	// Outputs Top-level step outputs, by step and name.
+	Outputs []ComparedValue `json:"outputs"`
+
+	// Metrics Scalar metrics, by step and name.
+	Metrics []ComparedMetric `json:"metrics"`
+
+	// Series Series metrics (curves), by step and name.
+	Series []ComparedSeries `json:"series"`
+}
+
 // RunEvent Data of an SSE `run` event (RunStatus without steps).
 type RunEvent struct {
 	Cancel     *CancelRequest `json:"cancel,omitempty"`
@@ -1342,6 +1403,12 @@ type StepItemPage struct {
 	NextPageToken *string `json:"nextPageToken,omitempty"`
 }
 
+// StepMetrics What a step reported in `$ATELIER_METRICS`.
+type StepMetrics struct {
+	Scalars *map[string]float64   `json:"scalars,omitempty"`
+	Series  *map[string][]float64 `json:"series,omitempty"`
+}
+
 // StepState defines model for StepState.
 type StepState string
 
@@ -1392,6 +1459,9 @@ type StepStatus struct {
 
 	// Inputs The artifacts the step read, by input name.
 	Inputs *[]Artifact `json:"inputs,omitempty"`
+
+	// Metrics What a step reported in `$ATELIER_METRICS`.
+	Metrics *StepMetrics `json:"metrics,omitempty"`
 }
 
 // Token defines model for Token.
@@ -1665,6 +1735,12 @@ type ListCacheEntriesParams struct {
 	PageToken *string `form:"pageToken,omitempty" json:"pageToken,omitempty"`
 }
 
+// CompareRunsParams defines parameters for CompareRuns.
+type CompareRunsParams struct {
+	// Runs The runs' IDs: `?runs=<id>&runs=<id>`.
+	Runs []string `form:"runs" json:"runs"`
+}
+
 // ListRunsParams defines parameters for ListRuns.
 type ListRunsParams struct {
 	Pipeline *PipelineName `form:"pipeline,omitempty" json:"pipeline,omitempty"`
@@ -1860,6 +1936,9 @@ type ServerInterface interface {
 	// Evict one step cache entry (a step's `cacheKey`).
 	// (DELETE /v1/projects/{project}/cache/{key})
 	EvictCacheEntry(ctx echo.Context, project ProjectPath, key CacheKeyPath) error
+	// Runs side by side - parameters, step outputs and metrics.
+	// (GET /v1/projects/{project}/compare)
+	CompareRuns(ctx echo.Context, project ProjectPath, params CompareRunsParams) error
 	// The project's inference endpoints (from Temporal visibility).
 	// (GET /v1/projects/{project}/endpoints)
 	ListEndpoints(ctx echo.Context, project ProjectPath) error
@@ -2407,6 +2486,33 @@ func (w *ServerInterfaceWrapper) EvictCacheEntry(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.EvictCacheEntry(ctx, project, key)
+	return err
+}
+
+// CompareRuns converts echo context to params.
+func (w *ServerInterfaceWrapper) CompareRuns(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CompareRunsParams
+	// ------------- Required query parameter "runs" -------------
+
+	err = runtime.BindQueryParameter("form", true, true, "runs", ctx.QueryParams(), &params.Runs)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter runs: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CompareRuns(ctx, project, params)
 	return err
 }
 
@@ -4020,6 +4126,7 @@ func RegisterHandlersWithBaseURL(router EchoRouter, si ServerInterface, baseURL 
 	router.DELETE(baseURL+"/v1/projects/:project/cache", wrapper.EvictCacheEntries)
 	router.GET(baseURL+"/v1/projects/:project/cache", wrapper.ListCacheEntries)
 	router.DELETE(baseURL+"/v1/projects/:project/cache/:key", wrapper.EvictCacheEntry)
+	router.GET(baseURL+"/v1/projects/:project/compare", wrapper.CompareRuns)
 	router.GET(baseURL+"/v1/projects/:project/endpoints", wrapper.ListEndpoints)
 	router.POST(baseURL+"/v1/projects/:project/endpoints", wrapper.CreateEndpoint)
 	router.DELETE(baseURL+"/v1/projects/:project/endpoints/:endpoint", wrapper.DeleteEndpoint)
@@ -5408,6 +5515,91 @@ type EvictCacheEntry503ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response EvictCacheEntry503ApplicationProblemPlusJSONResponse) VisitEvictCacheEntryResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CompareRunsRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Params  CompareRunsParams
+}
+
+type CompareRunsResponseObject interface {
+	VisitCompareRunsResponse(w http.ResponseWriter) error
+}
+
+type CompareRuns200JSONResponse RunComparison
+
+func (response CompareRuns200JSONResponse) VisitCompareRunsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CompareRuns400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CompareRuns400ApplicationProblemPlusJSONResponse) VisitCompareRunsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CompareRuns401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CompareRuns401ApplicationProblemPlusJSONResponse) VisitCompareRunsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type CompareRuns403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CompareRuns403ApplicationProblemPlusJSONResponse) VisitCompareRunsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CompareRuns404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CompareRuns404ApplicationProblemPlusJSONResponse) VisitCompareRunsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CompareRuns500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response CompareRuns500ApplicationProblemPlusJSONResponse) VisitCompareRunsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CompareRuns503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CompareRuns503ApplicationProblemPlusJSONResponse) VisitCompareRunsResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(503)
 
@@ -10861,6 +11053,9 @@ type StrictServerInterface interface {
 	// Evict one step cache entry (a step's `cacheKey`).
 	// (DELETE /v1/projects/{project}/cache/{key})
 	EvictCacheEntry(ctx context.Context, request EvictCacheEntryRequestObject) (EvictCacheEntryResponseObject, error)
+	// Runs side by side - parameters, step outputs and metrics.
+	// (GET /v1/projects/{project}/compare)
+	CompareRuns(ctx context.Context, request CompareRunsRequestObject) (CompareRunsResponseObject, error)
 	// The project's inference endpoints (from Temporal visibility).
 	// (GET /v1/projects/{project}/endpoints)
 	ListEndpoints(ctx context.Context, request ListEndpointsRequestObject) (ListEndpointsResponseObject, error)
@@ -11516,6 +11711,32 @@ func (sh *strictHandler) EvictCacheEntry(ctx echo.Context, project ProjectPath, 
 		return err
 	} else if validResponse, ok := response.(EvictCacheEntryResponseObject); ok {
 		return validResponse.VisitEvictCacheEntryResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CompareRuns operation middleware
+func (sh *strictHandler) CompareRuns(ctx echo.Context, project ProjectPath, params CompareRunsParams) error {
+	var request CompareRunsRequestObject
+
+	request.Project = project
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CompareRuns(ctx.Request().Context(), request.(CompareRunsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CompareRuns")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CompareRunsResponseObject); ok {
+		return validResponse.VisitCompareRunsResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}
@@ -13134,371 +13355,385 @@ func (sh *strictHandler) ListWorkflows(ctx echo.Context) error {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+z9iXIjt5IvDr8Kgt9EiLxTopZWt91STPiTu+W2xr3oaDl97zX7mlAVSOKoCPAAKFF0",
-	"H0XM08yDzZP8A5lALWRt1OZN4Qg3RVZhTeSGzF9+7YRyOpOCCaM7+187E0YjpuDjexlSw6WwnyOmQ8Vn",
-	"+Gfn4vQ9kSNiJoyEilHDIqKYlokKWb8TdHQ4YVNqXzOLGevsd7RRXIw7t7e3QWdGFZ0y4/o4VIaPaGhO",
-	"qJms9nMoCHUPbGhy/JZ0VSK0oYb1/YvHb+1IuNFkpmSUhEz17BC4fX1mGw06gk7tIHxLnaCj2D8TrljU",
-	"2TcqYfkBz6gxTNmX/9/P25uv6eboy9cXu7f/1glW5hJ03tBwwn5ii4rBE23YjIT2IXLFFqRL4ZsNTYah",
-	"e3PYC8iE3ZCzHw83d1++qhj5FVusPehXe3WDPuEzFnPB/pYwtVgd+pEwijNNtJGKReRyQey645ZzTWbu",
-	"bdKViryTZC7V1SiW82zl/wntphPwLxRoY0pv3jMxtku3u70ddKZc+L93Kgd+Ztis9aBhsLAJ3ZFURzSc",
-	"EG7YVBMuwjiJWFQ5YPvS/QYbJ9ow5SmjZFNDfKJ2Y/9NsVFnv/P/28rO6Bb+qrdcDx9ta7bHIxHNJBem",
-	"pkvmHrlzn76PtNMPMmJxTY9T+3tr2qWbv25vvv7SdR/6v2x++bodvNq59b/0viunaU/ONSPJkeDd5u77",
-	"SOd+ouQ/WFi33jN84u5d4vtpj6eJKGc1p4kA7vgf5JxNZ1LROD2T5Phtr09O7fHVhirLqs1EyWQ8IadH",
-	"Z+dkzAyh5OLi+O31Nwd4zP1z2ijKxxNDRkpOgdmnrZ+9/YlcMTaDb3Nd2b8XZM4UI2N+zUQFQ1OJuPOi",
-	"nCbi+C0sx1k4YVES1+26do/cuTffR7oHZyxUrG7TNTxw9w7h9aw7w2Z1nSGfqu5qXb71mV1OpLyq6XKO",
-	"T7Ttdae511vblJ5JoRnoBN/T6JT9M2Ha2L9CKQwT8JHOZjFHnWRrpuRlzKb//g+NCkrrE2Xfwk6LZ+gD",
-	"jUdSTVlEpCJcXNOYW60GxnFAhkwpqfSQxFwbTRjIEvfQiLM46ncs15diFPPwScd9PmF+mCR0/Wsy52YC",
-	"h9PrZRtwrg2Dcf4g1SWPIiaeeqBGXjGxoYmSMSORZJoIaQiNLfcAaS1nTEH/MM5jYWUDjZ9ymBeC3cxY",
-	"CAyQqWumCGw96UbMUB5rQhUjUsQLEsvxGHSI26DzUZofZCKipxzpR0l0Ek7SLQZ1jBtyyWIpxpoYSaiQ",
-	"ZsIUcZIIx3pCF7Gk0bmU76kas6emgUsZLQjXJLadK2ImVCAFMDxEF4ImZiIV/5U96XJ+4FpzMQ5IIq6E",
-	"nIuAKHYtr5AhsJuZZXVIwFaq5eykz58/bx4mZsKEsYNjxdGscDuc4jXlMb2Mn3T1D0nEZkxETIQL0o2o",
-	"oZdUMzs9L9h7dmOSbHQHRDGjFiSmhim3OzMlQ6b1Uw/+M4vjTcehLxPjue8qa75makFc98gHwTqkZuIm",
-	"oJPZTFoN5wOLOD2H/Xn6I7ChyRvsctMOwS488MIwZDPLfCZMWWZ96+UqmsvR1FKpFH9LWALDninLMg1H",
-	"0emNihW6Czo3m1JF9qcdGFLIIxYdmlVd8pxPmTfuY6oNsc9q4MhBx64/NZ39TkQN2zR8ylb08VxPu9bc",
-	"ZyKyX1tlwtpeTSsHE7Om3MJulmuaKkUX+ZZfWJ0hEeLhW95DdcRrNj/n7DQ/lazrL2k78hI0/dugczib",
-	"KXlN47du2XKqDI0ibleZxie5XRvRWLNgeSPldOqoMadM7W1bbWpVa6scxJmhJtHljhX3iPdJeB2Ciigg",
-	"UoSMTGnEAjg8eRIojhNbQYpbkk40oyPgmpbTIzVFLCJdeqmZMGQ+gV8YscQkE0MijmZ5JVV9cxuk3R5H",
-	"qx2jRwg6S7l1ZWPf5ho7lcjRlpozTl2BkfJ0BrXNvr4N8ltYfRa3swdPU6JLX7iUMmZULFN+xGgEtuzK",
-	"YD/bMQ6lOMfFHLrB6oDwERESRG/EI3LJRlKx9U/03jLvWO/1Hc97tHMrMpFM7SFzWxCBVfEP0L5yh2u1",
-	"oVe3QWdqhdC4dBHs1k9Y5qei+koTv826dufsCNP1KxliOsLa8b20TETGrOTopWowUJVGQp3ShdsqsJg9",
-	"O1s66dVcy3Jau/jRp8RUdOmP1wr1lhDZzu4yF8TJlPI771YtcYCOeAzqRcQVC41UC4IuUDJX0rAg56pz",
-	"0pdwYAYD4RTWDZ06gPHhfTLh9gNn2nIqsGkSzTQJqVLo8RsIxUZMMRGygAirDgAxXC4M033ySZDMDcvF",
-	"LDF6GJChNW6HVgZD7/D9hib2W+hmOFJyOkSicm5m+/4g2d5+EdrW4BPr4xd+yPjlsD8QK3zTuc3LBPBn",
-	"zxFDamgsx4k14kK7M5FlP11L0XRsx6XnTOne+qfYcqeIj51UKvauJ3T35at9nMiE3eAcPCO3GxrYHZUj",
-	"QrNt3dBkSgUfMW1qD5c9FraJkmPxo5zbNhbQhc43TiYyjvQBcQJjJBWh8FSuKy4MG4OQLogJu2u1/Ndy",
-	"Ux41qkvo+vjaoOk4wmjSQ9IrD/88HLUx94pbmXmPv7KIgEMVTeX0YFyyUE5hzSx341IQOarncVbqaP5r",
-	"Ce/83p4S0i3uLW6JkWNmjckiwXFhXu3VbsSrlG8td4bUZO0QzUzg5iYVmTKjeFjPp1f0NB55H5V7K6Vx",
-	"N9fcDtXxsR94XKJYZ8ellgbYDQsT402jaga7BxdhZa7cs5jqyaZmM6osg7BGaEwNv7ZCA45gujEHhE1n",
-	"ZpE7EClJNEo4v/lrbOOL5QV3bsHiIjet7HuOq1hc3ZQntFLkCzu1LBSXR4lN1w3rPfLT1VHRnGRrM54O",
-	"6HJCJ1PnGFg9yVZUOJGvGLX8PCAyjqzePeJKG9K1yoDUhuwE29vbvYI20GYMF5o12U1Wrf/BMcbVEfpJ",
-	"65yw42KMYtuOufWQ3uBSRPnlqdZflrYtd1mbjje/unUbepJjxEs7aow9M7mzWULo9mzaCZavT/4ikXAR",
-	"sZt+w7EBc7FRxIAnv569LKtkcInibgD8zOrWxdJG1S11V6rC1Hoo4VUictRKs+v4gCQiYgqsQ9CWQFcq",
-	"sQ/vYCVYLQHarF2P/Db95suPw7XbUL4DGd0VV/+TYMSoBS62bWt1BcMJj6NTnELtcfPPWS6UuYFWKfin",
-	"5JIpwaycd88Rmv/SkRJRVBApSNduMU4Ffd9WB7C6O2Mk5uJKHwARWAWecgF6cSzHVpUG9zlo92Nmzgyb",
-	"vZdjja4Fy1t8PxOqCRP+Nr7WUgdPX+02vUqFcGngyhnLeRxUIiwpwkRzA9qwk5lOrdo/lTBfWIiQWbUo",
-	"lqFzmZD5RGrgkCHTmsypnbc2mcdxLtWVXVsRkVAmcQTuvUtGaCRnINkjGeqt9MJD96cRGXTeKKonRNMR",
-	"M4tBp7cPI0tnhJqfYjqJjV1iq+AGZBeUJml3hSLfhgFqOrcGAxfk8Pzo/fHR6S9H//vozcX58aeP9Txr",
-	"5wWsIjdvZMTqzxdq9ILryd08AvYUAxVV+8dKzODipr637xN6ac3bMkoO8JrELc2pNbWpnlxKqsC1b788",
-	"m1F1RS6OA0utnpMVj/Gy/hzL8YWKK4RoSkn2KLiOx9SwOV3gsdBoygE1eTp0b+lm91eN62OBXFtYme1P",
-	"mHMt+68XVtmmGo+t4wCKzaSyvNwEhPXHfaQid/ltz/SgcyHc31a93SczGZGbfbK9tbNNhIwYMof05mCf",
-	"7GyTY6GT0YiH3Bpu4ppHnPZDOd0az5L+oHNAwphRa9WkR9KPWCdhyFjU4KoB0yyZXhYc3mX0fBv4XWzi",
-	"iPiYN3dTAnKW/hUXERrEW/iFJRU9oyFb+dbb/k12uAu2uMvZeYGv44VTbUyBYbMzeHBZiLnV8+2UyS4I",
-	"u0K3eeniycTMEgPBYVIw3DmtR0mcKRaoUKRMzOsOxsXFufg9ZYUAUINUVyWahFdMqzXrDe1Gk2mxAZlQ",
-	"K1usJLu0Z2PCzdpKdZ3mCryglV5pRVPB7bPeboP8g1tIXeY1Olxyp8PiT6iVOsSY+G5OoodTgy2fv2KL",
-	"Rj3MUVPuuVX2azlgGs5VOrrKAEUntK1a63yPvN5Y3kX98bjeR/SyjQa5YkBjWGc+NtJF80B/GVVlq5In",
-	"oPqzWm5nMwyRbG1p587+ip0ddAS7MSd0zM7lFROVFClFdpU4o2PWL43gy6+LH2X1DK956PW7pQnaX/AK",
-	"pcm1sdKre7Wy1zMIsij111rBR94cvvnx6G2REYEqyUBN2/c6Z+AYo1UM3TEaCGSR9isvAsHsch6ryL47",
-	"DdLIvfSAY3CxVIQOBNzUw0VeolmZz5nWO5ttS3bpF6DLuuPRLXhdC13cwfH8ssgrKxWnpW7nExlnLMdO",
-	"vNfMbf5gJnw52YmQxbkL5Pvb1jAXRl0wQ+103IVwQzTB6pyw9fz7lXaxm2Byx0vybCLFgMN2d+Rvcob1",
-	"KpGA2Q2CgmbixJ3tVEt1gbLdd0fn5H/+67+3VCL01lfg37e9AI6zPVuZW754LclBJ9fIGQSbM21KVGHs",
-	"xCpNsTU007M/48Ja0yVOl7xwvKdks4Tght/kaFmlbZBiOfnmGyolhcxlseT/oDMacrNoGQ//xj9+B21r",
-	"2bIssTxjesni9YzVlalaUXjGmGiKvkEHgjUirez06+BMtfQ+zBqPsbucU3j/1m6q5ZdacP1drVk5pwaO",
-	"werq3Ex4TsLvkikXCdwhWep2ViXGZL3YJgXb1t+L2DWi+ioNaSq5vKb6ivzT/o6yCrd6I/WxzGQcl9iK",
-	"t0EnmUXrkcCygYQXSm7b8wPNk1e+n3T9aqj8TY6mV2db3O7SCfv134fIyZDClZNVATASVGc2FY0WAckZ",
-	"7t5WF9bqps6JxBihI8PUQJgsmlin/EpGmlzKxHIzuIOalt5oz5IPPI55o1J56gZ5OJWJgFUZz5KPdlTl",
-	"y/Hu5IJwcc0EXAbb4YOTxv7bhflZ/UdI0wuIRqJ0Ppz9gYAp2gaoD5zzETFECpxFK0X43cmFHWGdIfgS",
-	"J1LLG9ZbluJSFN0nmN7kdnNj2beCaqMhQLakO3QRrUM4rjKxSjnr1bu4rL1m6bzmVP4EB/K9DGn8t+qz",
-	"qZPLqSXF/5SXQHYDcUoX8IeRpDukhsWcKf/05ib0ugmHfdjbx04C8F8d4qPBQNjdxBuqKUpZSuaUm/Se",
-	"Sk/kXOOroK1aNaFP0CDZHwjXkNXS56JIHkgTDXFHU6kWcFG+/p6Kcjo/BTqGgJaVoxradwsRO6Ua7xLj",
-	"AlIMcqeyOHA/khom9b5R1OW0rlcvgnwqV7f78+Hm/3VZWz9vpp9/6X/5X73vcr+VZnStOHhhJGRKjV0c",
-	"S/qzmIZsasWfZjFch+s++YktkLFd0zhhmoxkHMv5QOTce3gg9EIYerNPKLifuH2JyBnOkLz9eLapk8tI",
-	"TikXZKbYiN8MBAQBbQ2tCcasSihcdKO/rn31gsTMTl8HJOJjbnRAhpvDgAx/sf/rDweiS+PZhIpkyhQP",
-	"7YuX0kwIE5HuHRCKg7aDwVt9qZzXGt3RQJZTepPfgFd7NZtXav+7w7mGA8BpZU237GnDNfT00ekbSxl/",
-	"X1xyH+b6labaQmJN8S75QS7rE83WuldfmrR9Pcg6Lp06qAguj+9uRs6SRtpk6WR63TqZhSsqT/Vk1rDW",
-	"lvJzb2ho4gV4ieWIDL1hMMQIO++jG5ZcgdJwwlrkBYKb5hP0p51ecaK4VKWalv8lzWpWidjQIA0wSoMv",
-	"iYYgp+wOhKJinGrqWbSifWMmYx4uvA9jv/jEQERsRJPY9PrkLQtjqjC6x6+GhtwiyxDeyZzhyYweCL9E",
-	"un+aCDfP/ruTCz+VgvBK/Vy5y/TlIPAF+c+zTx+R9QRkRrVmXsfLu039ZRG00wexM5abrp9/WNl6Sucf",
-	"3J2UT/EvkXI+hZZkGAAHxC0HRJmhHQMpS3pVPVly+7ZP1i2YsBVDck8ckG1wp6FtNWVU6Jx1bsc05YJP",
-	"k2lnf7tsqf2SVcfDW4YOO55f4FyEH9xSoDbUR56/VgJnxakFH+3dGJC7dDgWP8qkLK7pPR8xa0sdECEx",
-	"T2qBXgxcRDcJXLNvv3nlJoF/75StoWdga2WRYrx12TGHg4ch13hHySJuFQa7z9eczYEK7SkX+YemNIK7",
-	"Lc0jVGwPT45J91JKo42i6ID0oeHYYCfoYHOrkeEVViWMuJrTRqljvbghLsO4VCe/ZFRZpRse6ZOzidVw",
-	"IVuRZ8EDkGpbai4b32Pd4cJhLc8JXw386Gqm5XKM15vYmAkGEZHkxw+Hb6zidmCVM3fFEC9yYR0ukWVM",
-	"r60KLRiaCC0XYclDNs/GWrckfkrLi+JfL1sND6ZQoqYlSrnMkTLvgLGzU+w6Tcmpd11HLGbGJUrVhPzv",
-	"3QYddu1hYFpph34GR/a12ktSO44Ji6Myy8c5G/IhEhDxTS5ZSBNt95AoBhl5hDuXBulifAKN2eZIyenm",
-	"r0xJovlY0LgHwQ3gRPFukoZwl1dtQ7zlJcY0rb1Cn/yLdYvkgsh9nEKtT/afiTSt4Tr+Bg8DacIytt/h",
-	"U0dlp/7FmvF/Ax3g8+vTkO+prodXyOVjl5nTqln3OKRR0pi1fe8MHrZvzVjY+iX7LAZlXMasKpYf5+lv",
-	"ot3CYlQQ6W7vA8siC2Za3HEZl7Z7cVxPMC/ts4qORjxce+s/Mz6e1J7ub7PWP7iAseK83bHepDMe+Blv",
-	"QtSblcEzJW8WjXEycy4iVKva7MQ5DuczvrQSuZ7isjhB7BluunVu3/MEnTs92WLmWELKPXMct47tozBc",
-	"Ny20LrAzp0T6sC4IHnQdOgwnQbqU5EzyXn8gPk25MS7RfTozC7RZCtFpAeF9hmFhUxpOuPDGz0C47YVo",
-	"t9BBzzDlfMQ5n1CZtV/m/1lium3s2SIw0V1ObbmGBu3U7SKKvge5mgWXKxdRoxTKRf/VxlV62l3z4o7a",
-	"cwADybqqW4JyV1PKY9aSAmfJdErLok2Wk32g0bpReW/TcrT7249n6AU8IByD1nXhlGzo1XBAsEXr3FZ7",
-	"2+VuqxXxv6rqKaon76WcFRW0Cn4Puk+LgPecmK9+crc1iVjKdP51IG5B+JSOGYaohFS4wOZZEscQxb0v",
-	"kjgOSkJTU2kXSfDow9221+WyWNM0hKAmkGQl6sBNpMCmcb3qyORvXo8qYaeoOmxoEk5YeEXomHKhTYnD",
-	"B5QxMmE0UlJOrSWCYfJLrHcl5d21AhHwQuZ9RxBj31v1hI14ITauTI9vySB2VxOljG554k9zVFOT1rp+",
-	"ZErLLLu2Mb92By9pePVp1HS0qsJi0+S2+ri7vLZpO1w7jiVbzzrXSBXNNw3J6ctLIiosD3JYYjkjymMW",
-	"vXOqSu3FWIu4opdLPKck7oaKiEcAVBU0bK82TUSOEdKKGjZerBvFlPKTtAHfY+DXrm7dz7y1seLNX8J4",
-	"qJhcmzMM2XyYK3uBN7zNWactNmllMfyggyy4qw2bOHNKWAk6AxUZb3T5EFREZCLnpMuFy97v5xvaJ/Zg",
-	"MRENxNAobqQYWnV1eB3H06HLHQ5QLgWEqrEOCBPXQQqOpVPLQwcDQRMjrT0IeE+O0aNDXkaIfMjhrsLd",
-	"JgJBRoRqH4x4gJESgPymfZwXV5kzmypGuMAUHzrj/WlUcM7nLtxrPenLetFDM9xGr8dOS5/EboUC7d+t",
-	"o5OisVYnizPukAHW6EJUbJpkw32ambPtXGCAi9ibMqoTO4cDFwVjNMK8WbMUIR9iagAny7aoyT+SaFwS",
-	"aYfQU6tjfnlz4/EZoLFU8UEMHI7JYPjEmun0ezlcgzvAMb1+/R4n9qFk2BezGVMu1CeFgMJluEzCK2bA",
-	"M8fFGH56/dpMyIypkAnDY5ZGpPkgE79BxZA0maCB7YaZitolGYGvrp2j3l6lrWb4I0w2TscQ+G0uI+If",
-	"LAs48nmJReqo5OGV2f+fU9XRA5hx7RKyhnAr+fPulz6CuOlP4uftL8gEAb24P6NjdsZ/LUs6qsjdr+Pi",
-	"704uXNjKyrw8T23kHIko6qulVsjKRrjG/esVg/voXE3FoY1nyQcIc/nAv19dXvzJpypZfbuLESFL8VMY",
-	"KbMu0MULvHI+L8W6+GzFxiao+C44q7xr92svO03eWoCINzkaWZ4ipAuKf3dyoRsvMXxY2pItnEUO5hoj",
-	"3eKAWnghbfPHojS7/HPW7oTFGLojI+1DuTIIUDn3mcZzAcLTRT3Bdai/gW8Yi2UcU94eEO7D8buzmIdM",
-	"N/mcW0nJZdu8RP8CRynl61yxWCo/t680ed6TfHbm6ka8kSqSogn36XWFFHfBZNlG++ku91txVk/Aqi3R",
-	"XuREqmZ7z2lV+ViOeoqEQKk2D0M8HxftHn657v1M+21+d3KRXtLU7vKa4cxLxDenSnAxLmEGR1bEUOfJ",
-	"oJfymqFiZEr9yhr50N2wysCbj5cK2WurasCLaq+9W9z8ctQS3rGPf1kLgNGTZmk8QZrvis+RmIkIUaER",
-	"cDcRiWaRW0/v+NlEAB+kZvdmrxGrZy3qf7EO9b9ch/r3HoeqXxWoobjWP1CuNvXEigN8JF1Jqci2i87Z",
-	"ya/gKhntlgbFpCNbjygupVJyzsX4PZ9yUw5iNqLKHSAhp1zQuODqm9IFwVYQVR+hM4CEups7+1awx7Zt",
-	"L/73yXav+Yo/RmTSmlFNE0uamBTgaDM/PDeE3OhgNDSO8aX2w9mDIGdoucS+sAodGSdUUWFYFmvmVqe+",
-	"ZfRX64oszEOS162odkiCqDXVaVoAZ0fJh+N3OSDt3KNTPt7EtP6ZkiMeu8z+pnNbrdX61algWZWmvtfi",
-	"2h49q4e2vU+BtisGlG9n1YuYKZFV2w0JwFK7cPZmFa40SLm1dAFEv3JlFIfTqIf2G9HsputYGB4CdzFj",
-	"a9oTuw35Aq5ATTFbAASztdC5SS9imi6Vqs5U/kRJVTgid6b+dHf93IICDfnNK6VF+TkXXVkbJd3qQrlW",
-	"6hYy0mp9aPfQyfYq9O18llmDjpOuSfk1bBoy3J5zZKvcxDWyxsuG9iOjMfo4lgGtWHh1zxRKneJa+xjM",
-	"QpBdhdfDvVU22GPDpm+syanLEKDZVJMZU2QEAhOwUg4suzhNhEOYdY7Fitj1qFm1CiEVOm569EV6JdN8",
-	"uYsDbFYBHdhO863E8nKm76Vjys8j8HNPR1K18D9QHieqxJvTjPeF7D5iN803KtWAAAAEgPk33ZiNDJGJ",
-	"87tIu7c75Cf+fa9f67XCMXiEsrKJZt6GJiFav6sVwu37O0u0F2jWjniZCM/zfOeIXNKNdsb9ne3x5XoC",
-	"wffXnvlDpbGypePUlQ1q4Ca5APNlPxinkIzo0/S7EjCiuRjHDC+WPNQqF1hkoj538p5AP3vZ698vGm9T",
-	"1xF8GDpcfgYc/EC6BtsOIz7LLG9hh7SQrOUCLz+edJzFDOtsSYJ01ysJBfa0KjYrNA1Mxe4AdNGoJdwV",
-	"3nJUib/qN8AFJ3mo/mLwiGDzXrOxZGSrLjTmfhd7UGwqr4uQjK1ix2DVArfGlbgfS3v0EBFky9t+9wiy",
-	"rKULUL3W9BHkUo3WiOWog8aAAd0pXHS93MH11eS2mYMwgwfb5fvu7d+zHaoUJusbnlBJ5C6I0XeXFK+W",
-	"JUV1wTW7NeDpUIkg6M7gDsrQgSz51Dq4WR9ziHop5peUY1H6IZcACzN1bS3RCReGdK/jeBoQDN0ISL/f",
-	"7/WbpOCUGRpRQ2vR4MCJ6ZWD++PYrGh2voSpfzvIY1O7yeeGeg+h5ejyTiedVlfhyECbiS+Nw3WJy618",
-	"0bLtXU7Ha4hRbrF1LypRv5vW6MF4iecFd2cp2Q3dqvkyGjXdFb1oiYsI1sl6ETgIL+jGUDbyk1wy7YNF",
-	"Fe2leubf28FGta+u0eri7R7emJeNeSLFiVUhANWt9TtFZ5NyVv328F0RHizNDvax0TogEVP8mkVZSV49",
-	"YyHpzifUYEjanF2Si2MSKTrXvX2HvIR41dxM8n9zA6Ap2vJ/l93BjR6IYRpfMiSzOHHFTnOQ1x7aEIKm",
-	"bmaKweU8ZuYNRHdoFchhQIYOZ68PZ2cYEMOmM1jBXp+cQYq9i5KDOcAmlAELQdxL61NdWGjbS+PRxvYb",
-	"N+3Mofsta1hurVb39C0U6shKLnKmSZfdzGIeciizRvgU/+gFS6twp3vVF8it7ZJXQ+SSERUATomuDSyH",
-	"3qXEQwQn6OgCOMr6WIG9XLpKsa8UCh4j+z3eQUAUXQREz6i6shN2UZ5w/eJq0fU7wQO4blUijkclS6D4",
-	"eMysBhSzwNlR0hSuZGkcn3mnVmMhI9tCLRZxKAXK7wwKgvtgf9FwgfSqwlB2eTkZ2dXRbbmUTJEm1j5T",
-	"jUcpa7puWM1AMDuVQDC+jfLY4kMSlUBqkK5mjMxoeEXH2be9PnkzYeEVxhh5VjoQM6q0g+13kb9Wa6Zw",
-	"qw+lAC6xzBjB1QmIlhjVCawVKpe5wL0MJY8aLCBQqEZKunu7u71SKDWPd7LEUByVpsivVrmWo6z0Apww",
-	"RJECPHvgbPvkKxP0MmbRd4E3/b8LiDHxd7f9Tm01we9lIiJMj8IAMUCvBSfgoLM7GXQsPwOSFlHMlJUG",
-	"WLy011/FUsyd3iX3ukAxDYruwVLlM8BZ4ult7sXp+z5CFB7dlF11H+WHs18ot5OIrPQEIoyQCb1mWHoi",
-	"gGiXtFacTEwop+wAy9lb6lGJ6IPfP4CP6O52QkwATmgfXL+50eVqCFYua3H5svjydJVfTu0qe/60sz3F",
-	"pc3BZJdF1+dR2GHi+Pg++Qq4eKkkRiGAcC2BWy03ndsDByCok9hkUKY5tPclXNR0mTVcPdbAwJwvZizK",
-	"YcDsk5+/on1qj3vgufF39lP63ne3X/odB7KrKxWorCnLKKEFxyi/g407Hn2HrP+7wMMA2x8YAE7bU4F7",
-	"9l2AeMj231SY/QtO17/c2fpXToL9Kyum+q90UW6/9Mnh0hJ13eCyY4hr9N1tD1curdftXysCDCGFpNC0",
-	"/RLEl8aUAs9BK70gD+mQqPUc3K0EYUiFFByqsGCKdq2QHnt9u7XOuAwz9CBWSZt85IJouzPsbmazlADv",
-	"pmntLfPafBnr1fiDH96Q13svv0nD1F1x/NX7T/yhVJHNkidaaSG5SPsSMHoutKEirERdQEwYrAJeoldk",
-	"F8qr10WGm5jVqOIrcSanx4RHTBg+WvhcCb9O9g3UR3KpQb3mgH1X0RCHEtTdZJ9kJPmwuZkPG2FRrt42",
-	"kqP9WKHWusDM9lqtW6hGpdY3XDOkNiptVZJ4ri75qkc6QmSGO5ZaXjdkLMMprQvXbJOaCGVR0uCl9Y1Z",
-	"BMORmpfX8Tql4orkcad9UWnSdVXaAe+p11widlYJEHgEnjNrSHTpmEU94h9Fz4kmioorB4Fd38+3rZPo",
-	"8vmZq+nz3mOzTyB4NSAeRzogH+VHGbEfAHf0o9Vj8eMp00xdU6y6c6IYm87w87EA46YRdqWp7sGLNnUP",
-	"9iDI5PKupPzS4erFkpZ4G1BNUIkolGDKajL/7L6xNIjffCnUEnYKlzvkG8T3pNeLaMjmF1RHU566SHoH",
-	"v/IggKDlRVcckAu5YmgBMV/QI/f4ErxgBZxohnjfAijWYQa3RG3JA8O2vktcwlRerSWrGKtPdppykWiy",
-	"jHSOWY8zGek7hGkaacrinXO9rtnoziq8nu0hwOmVr4tRi3uU0tDJtKIsLJq5RmI1jDHlDgoVPR4G3BCR",
-	"nAttFKNTp6dPSZcLQgciD2OqElFwSTtx7wIQwCCmKuZWU3Ot9JZA2pfhMFfIdUpvjvHh/O+ZZC9ZtyWI",
-	"s5J0x4eGU2kBXvKlZqif03yJahyJBjSX5fybdpmZ6TDd+6WDdDCcPjATkDU7QQuQzKDjwhXvp7fW26AV",
-	"Bd/zZSgbUIah3GS9lVgn79sW7TtNhKvZl7dOWryR6DsVvqgzOGuBbc8dCF12X+Vj3etNGijYnpmraQd+",
-	"faoLbOBOlRJfIg7zdQKXc7oQRbw9/PlaJazTAvPR2qXMa1XhEoMEewmyGVUsRgERez247rNcfTFsAJ1+",
-	"eQ+7SkQ/j1OtiWamAqcahvL9Yka19+ZyRUIZlZYqu4TnSvT+RDj5gbHF7iZTaMMoQBYolmgofSqwltlB",
-	"zhUK9VEAnUMbHscAykBDj9QELkDw5scUKqImwhU6y5U8Wa5cc1u+7Gnk4ZIDnxoKiyjI2dkRGapEDAmg",
-	"BpJuenhT+ATwdPbKIspFiNEu9aX78rXDqmsn36V+7314X0XJKcvk2D9b1e1bv2bqXVhua2ZYz+TSKlh1",
-	"fM7OvOIAH79ddivk6mqkH/u/7AMO3e7LvXIfQyq2Siomesjfkg2JR+VGew3s6IpdZBtJsTErZlnu0Xmw",
-	"+pJAdWuA3ibN8UDQYMVszjyteRXo5Ojj2+OP7zpB5/Ti40f8dHbx5s3R0dujt52g88Ph8Xv48Obw45uj",
-	"9+/xCfcH/HB+dPrh+OPh+dHbKr3pLFURSop2weUdIpWCBQSEl1b4r0ha+b6CB59jGUtXJZKmZcDIEF7r",
-	"I+8e7mNua8amwWFSxqsd760PN9j5Nk2SeSjWt+yuuk8d89d1911gaWoZX7Mos4Wy+6/6Qky72DITprJW",
-	"IewGVqMvXDf53fHlLZauj0h3eMVFtJ++NcRAFPAW0ClrFyP4Oh2fj5BZHiB1V9b+LgsetgM4ILRYjJNq",
-	"X2k7579x7hvnu6mvqL27XVsbuKzgxnK593IfV3v3ndUwVnuGOhuubn9FEYiASBXgHfWKlkXSXKugcA0L",
-	"sQR+IvgO06Q7dL8P0+2csbCYwbSDqZ9GLT6NqqkKKEdayx2vSEn35NOZq3Vp3+25QBoOheRcgdh6evmm",
-	"dd1JH/Z2HFWE2bjf8eZ5hdgBTgbiB7Dc+FYaRudHTbMmogZfKGDEOw1lOXzBmima6XyAXTjJl4dB8w2j",
-	"oazihyofj9YFGPrmfvXiv72b6blO9F0WRtZYDqCyJEvpIXVPN2MPVEOcuMvMJQw2t1O5qA8Xe0EJBnmQ",
-	"0IqiBNhXOTLwHW43Xj6IRV0LiNtW8QxqAiDP3PEoje73R2fFKkw3bWL5eSpcAjJ0uzjEOoBDFJjDA18S",
-	"Ks8Vi42kxaGwVhQUIhqW1rgOU1t3xXLM1BUtyYiqFlUhQmrCSTLLoAmrGcSL++VygORqFzuxuwOP4tm5",
-	"W6IKcKm7vf66uqDU+aSwdRuuYhRcsyBfdNpmXYjKEr/7BzdNJajhqrNVELm1KE6XTYF2BmTlUf4WM61Z",
-	"cwUGec1UTGeNPNQdrE/u8YJmWe7AMSphQX2KzIwmupDhXVUDpj72xe3bpr7is01fM3ETYDxtCziQtTUn",
-	"xE8LUcddQ9q4lYrKLLZlHdWOeMaiT9kmLPu7qDKauMfS4jMYvMGuuUx0zuwB/1EirKhpYCPfQATJlP1f",
-	"KVpcmdcH/ay3+nv1QqZ4WPE+LGWS6wUnryRKeFJP6S5IOfPKTuSOZYEK6gTS9zS8GvE4vlslQjv1CY1H",
-	"m3LGBMFKfj/DtAPCRNTbR7s4FXEQwMtc+ULErOc6K8xupVfuASYi+7NVLrpekrtSs5du2ISLME4i5nIo",
-	"RHRQAK+l+sr+AnwTtgVG6OIa/pFo45OC7WBLQGnLgvKPbqDH6MBdtrnp+vqlL169IhFdaHR+ti8iDs2U",
-	"KsXQW9uGVoE6lIECa1EtGbRMlWtbh7Jbrse4285Ue3HVYJ320lsqX2lbWVVjfBuouVREfS/pGqsoXhCz",
-	"Sx0JTjmUa5xPeMxIpjJSTRJBrylHVKApXTh2NaEzS+5ZMDFZMKoCktHogSWHmFFtyM42up5z9617dTl/",
-	"4KbwOskS9KSSopAn1B1uk13yv+x/Vin8/0eUxwv4hErCzsQ7Ihzb7N/xBnhnux5NMdWClonXMHVNYwjI",
-	"jhLMg7XDfr2t7TBfwfiypdJV49u7+/C+bV+207TSunyyw0BYfTqz4hOhh1jgQgPO23zCICDGsh9XYzvf",
-	"9Ds5ENg8RDJyTQB3PleCD1lnBEjqwMW61JLqiBuodTwQaTg+uj3xYGAWjn0HcbjdCWmpKL4qKIrLloqi",
-	"IpJTErGYLkgyQ9A5nm0toVGEWHQu083Jv9a0v90y3sWzLV+lyKuN7fPyQUN7bD2y1BWkN3IeyyAPip8r",
-	"i+I45IYmMb9iSAob9f7Nvba66Ysl3XTt7KH1FajdJdVtiU0cfjwEFkV+lVmkfrjC7Ty/vTh/01sNuWrw",
-	"KVd6Sc4nq96R7LiTRLOstm4K5K6NZVtgZfr4r2qIiiU9fr3KtunQfC3bPIpsF+AZB2KJDfUOchPQqI5z",
-	"UxCcaR301jVx63wklTFm/ug8RJp56kO5e4p5gW/U1bQigk59xHnqn3FVq8FVnDn071KFPR2HXBufoCWr",
-	"K71QX2ZklUlPoBYB8BUqRfll2NBFM447K24gnBm3D6YfCKwsY/UyGY2YQlVRERrHAcE7KPunYWrKBTUM",
-	"M69dOwQqzuLTcm7/j0TrLwNtL52ggy1/gvQM/HwYxyl+2icrg+0W+C78F9CoffJLzf5EpXFUNTfv/r01",
-	"b9TXu4SvcFDmO8+3WnoQ0gLBD4pX8PsBIEhfr8VzQQ823HjPlTQMEu4a0rIqBckOqm1uCQPy7zskkyQY",
-	"ITN1ZbzvlIbkPALXDaAJ+ZlXb301pJebmz9lrhMXUUkxWgrqcrov58qaQ9HqOVra9ma0sBd3xAHbu0+i",
-	"jJtxI9JWbtkeRJjlduEe8gxaebjx3Hso5YL1vZwzFVLNSMwMqr0RH0NexUZ/IyAbv2yA7b+xuXGQOlJe",
-	"vTjwuov9zZo8qMFQ14oVDdBMiRTe3nz9pfuzj+lBWbxz638pq5WaTuHvHiBmHagy/04JRhyiYaaz2iM/",
-	"8e8DIiT5ePGeXC4M6/Ux0YQoZhLlSkvkxPurly9fvGrSzeaKG/ZJxAvUvVdQ0WCApftm2Oy4FNDzk2CF",
-	"oIJV/5hd8+lsjUyxQ3yhzsW81yrM5NUDRJncG+3ULw6LU8a+VFGuOb3rm7ocdA+puqHTOIUuRZcFbmAx",
-	"EuHlE91q+7vp1VwTD96KzdSR24lbmOW4Yg8cTOP406iz/3P9SHJgw7dfgkq0YRel5UEJMIoL88jnPMKP",
-	"+oDE/Joto9MG6/JRf5xq45CDBwvJW65jXp4+g4wji6IAVJWY63WVkRr2n9JEQ7je6dH56f+pidw7++n4",
-	"5CQfw+c+v/kRPnw+PD4//vjulx8+nf7y7uRi6ZvDk5PTT38/fF+u1GchFaW8zi5Lnxymx9qhgygI17GG",
-	"C8RBp6g+hAsyRESmgegixGhjzFUPwSDkXDii1FAPgGssnjy1/VuSHIjCKLpTBJClguwE29vbCDfUS0c3",
-	"tO8MfUjgAcJPISQRVQx2GtFZ3h2hmwAofuur/ed2Cx4sjQFwYAyNbN09lwWs0HzuwCpTS39O6dHp311K",
-	"cKs9kQKwldEEU9U20Jf+cBkB34DK+fBSDEMewgn7iS1qMKQwK+CKLdDrg3stHWoUajspPI3AbPcteKeh",
-	"aMae7z7yiWj1YZ7hhJ1hXYFW0vfbe0rfl94n3548FKNRYCkYfeY+1PDhKOHbVqIeDr5HfgR+0F9xYK8v",
-	"MFoEet2lpn1JYar5ZJE7cjS9pW9MX26FF1YFJnQoCvg8GL+XuwvB93qA6gU350V8IRf03AQy1BD2/KJJ",
-	"03Icp42mdc/4wb07aFpBx/L4phc+84h5aqrFPavW0FKN5ME8Q/a4s5sZV0wfmkpdJy3PiJ4ZrAbhXmt5",
-	"+73EgHlzZOy6DqvSkQPsbzTlAoeuG2OglcvsrA0dtc+UZvq5jYRGmoA+YDNrUl9+wVueimSXi4vVV7c3",
-	"X9PN0Zev395upp/3WnzeqXCFf2aXEymvHpTgvm0dAQgMuy0gi6UphwBXf8XmrsTXKU/plqHcIbTEOlrQ",
-	"dXXkfv60ZZdES+hYXJOIWXNItYBvbBvRfw9/rpVAiYobvIf1abH2/XRbso1cB3vWbZLX/1a9p9kP9T4F",
-	"f2H+QTeD+qbq2CqMid0y16ePsS7UHuAmS3foNe7jPQTabppa/cYVEy5L3AmZpagNTX48Pz9xsfzF6rxC",
-	"EsX0TArNSFjMJimNUl9GvXbrn59LYbFrNvVpywK8LLKScnhKo5IGpebV/RnNlAsfRdOQkl3JUj6JeOH0",
-	"No+JngKGlgeCORx9LBiYy9xJIfPhdts+0msUpjq9ylqluR8/HL4B86q784oYSXZfviLhhCoaGqZ0r0/e",
-	"McEURF9gyA3QYp98VtywTSniRaPHxbGlFYV3YszMzs/+q8nF6fsgzUcOFQNQMxpr+8RI0fEUUpen9Ibs",
-	"bu99u2ZJxAJnqyHxt8jSF5WMq6y2tfuFTGnE0DYVVkyMFdO6BSrUPaQ42DzM31OtQ9PwUlWyE/y4ocnx",
-	"W2eH0EUsabShfR5RLbXdx+yF0L4Wwjum2hy1y7S0j54VGG/1dlghGstxhcnt9jkgMo6YNlipqE8ORSph",
-	"MDHSh9ZqIyG8e8qjTfs3ojFnNvE6zKiFQwXMN8FujHu2zJD4jFFzHrfMaTALq80YxS1DYTdmfVPi21Z5",
-	"drt5m644Lj+g7pxyYz+MwMWjYTx+eSHSgQsiBesF+SxFL9jH1vxNZkCi3sHqWu4EZSXkvjSYR41oYy9L",
-	"NSofbuAPmT+jWTJUyk2KupWlvRbc6SFuM5cZXgnM5YPlxLd2kRe41EqHQ0BDdtxl6APnFcO0b+pjZFzR",
-	"RNLF4HOsHMDNQHjs416fDMGTjVQALYG3BzwnLlQ0INnrLiF1IJYgqF1kfWQbTGHlHc4XtisytF7weIs0",
-	"iT1H5zRFFCxG7+Sn61Ln+mntw9X+Sj36bkUfkGLucQHuWrhTqauH0iN/75riIRFsnmmHIx4bpg7IoDPo",
-	"uEJpGOhcZZjeXRvEnhv1wfUVv3o1bZVKeMRO2ahUeCkI8vQXklYhAW+z80dS5aEHg8w/iugE+UoLFYeg",
-	"3sZsAqfcaSMudksC09zJTvWBLxVLUnUvh7dhhSs5iD9E/bPiXizAuERBLqkJJzkUpd4+wRvmPHjG6s1e",
-	"nxwbTdLrs4G46/0Z9F9Wdfp7+0Nq9eA1R3Zdp2cxN4QLI5tLE7ou3hZz4iq2Obteb3upjspEoliFzxy0",
-	"RK+i+BooLtRlZzsgsYRimBAXkCt+2Yr/5AvaNly1pe3VXXs333fvZFcE7ow2+drtYy4dII5ZzPW0quox",
-	"F2QU8/HE+ACnAAMSaBwTt4lrejtw0ikJdIrEUBxUuverBxCZZqK4WZzZmTnSZVQxdZiYSal164vjHp4c",
-	"O399d0hN/Mv//Nd/D2GHYZFAFkFD2cysPdy5vYUbwFFJXc3To7Pz1MiQI99TYNWND++JVHaGrqQemcXU",
-	"WGV+CbQFApMhP2cFAMCe04E4QvkiE5NiWlzvEMFYpMnQTloq/it0sU++hwm4Un8wV7zMH/YJNgMOuoHg",
-	"2g5xBc+9a5WnmIfQ2pb79t//oaUY9vrk04z5rKiQKrUgVAzE8GaT4qw3lYzZkLAbw4SG0QAhQ7aU/cnq",
-	"he62xA69i7cQDuYfcSLdXwOBaJG9PnFI25s6lDPI1rlicOUWY4EOxJOTc+GFrtX0FngTB0VZsH6C0HOr",
-	"Je5t7wVpwiag4vgnEBzCF09mN/b0AY+MecgEVl7G65fO4cxquZu7/e0cSnwnR2O5sNf9zk5/Gx+UMybo",
-	"jHf2Oy/62/0XGAU4AfLdmkDN9F/t5zHqA9IvtTXkOu+Y+dE9Algz4HOEV3e3tx3EoXGKen4D/+EwpZEJ",
-	"NLEIV7kdyH2lVvI16xdOX2f/5y/WkJtOqVpY7sWvmWBaHxAaz+lCk93t7Vw8/kzJ0MpAzZRVm348Pz8B",
-	"BkLHGqLjF9qwaeeL7WFranX8UNetxgf3SONqGHZjtmYx5UvrsGwWrUz5RMkpMxOWaGLbIOzGw5ITNMjr",
-	"lyP3uptO5XQdYfT9ZlXN+dOMCaSue1HAMkO9Lcv8cn2RSIYJRgvWTfYc0urco4E9WP959ulj5YQVo9Gi",
-	"lthP8YnfhNaRTabl2xaOeVh99TbovNx+UdV0OtatiywRt3bd7DQ5HhqXign5kNTQS6oZBBJ7kVC5mNc7",
-	"WyHiaecPzFIqrnsA9bUJVVb9ESNFtVFJaBLFAADTMk5I8HNsekoXoIZgrFcnWNona8j6lh9zqzzGuLWb",
-	"S/bLDwHibTDS5jbo7G3vtNonJz1ZhJu73fwSpAkLGt+dGnI800rG7ArBb2SaG8sVOnPSimKhQ/7Pk0O6",
-	"/V+s/pWXxZ19j7qMVRVKLU33+ob2GXtWN0JZ5r7Y3HTPkI+HH46GvXTIQK8D4X/lRrN4lF3mQTj8gQMT",
-	"86RDuCYTOQd/jJX/A5G1BogKE2fpcJOOSCqimYM9Q1z6wIoWay2liSpEs5iFRipNplaxRGcw+sW6Hhe/",
-	"R4a56Ts8IvfQEFseAnZ+HjofotH1gX9gn3y9HQI6lPJRkJChQ/UV+WfCEka4HoiVgp1wg5Qu7ebVt3oT",
-	"lTT7g9PRenbQqKnsbu+kMSa5FdbgGLCMAcUrrvTcqjIxsNUcOaH+UjyzS5UIOqijM22+l9HiwU5sRb2D",
-	"26JNAJH/j883yvWZ5cU6IO4yHbjHLnKPxx7GabZXnaBjCd9x8fcSu6pq2z26lT4Hje+1YV/f0ygHkXkn",
-	"NrnXhuv9INUljyIGCD17Oy3eOMGrrXMp31OFRcv2dl62GZ5OZsgfP7CI03Or4PwG3NzvJqF5wDh3dOHC",
-	"BEkM2FiOEOA4I29pzdYRXX9ZAdj66j7dIqOPWdkFz0c2dzGK2sgZuWRcjAkmyxHLn01aptedEmCPRlpO",
-	"Y3ljmjoL4d/IoRFqxFd+h4R4x7Iy7s4NggYMhOdbiqGMAO0DBgMJD9gkXumV8LC3MK88ByswkL0SKx2c",
-	"tZFTDH63hwSHXv/GR2l+kImIfhsCt8tIaLq3qXDDTVaLdek3qLQAKrf3SeTDeUbAT0w0v3MS+CRYxtHS",
-	"srZeKwVOliHJpPobgMnGHBF91lVbU/SRyvyq7BG/pyfU2nZfKtnjFihqlfbSobP4fIXgTEW2dAsAHxlG",
-	"Z5dmfrt/JkwtDoiQA5EXATSOe31yhHjX4MUvFJ9yZpmcCx90A8gCXGHhXbg1sSvrfVWJiJnWuehjdObB",
-	"mdrQZSwzO1BQde4xT9WhXyHsqeJwoaJMdVbFLXpy/vw7P2rnBcJ7d3KRIz5YvsAdtwXiF/kCZlgrLn/S",
-	"xrPk8Q+ZrzlYytCtofvu5OJR3QTvTi7O3OKVEN2nwr2ZXU0syWmX8MPxO3u2RjxmvT+O88DOgYtrJoxU",
-	"C+BUUEXZPmAVOZ9uUuJeWIc23O7mq2xW7vCJf+gRdzlfC7TcawtD+KM6g/w6HxRSNOCmA1BoXAXz9NYj",
-	"v5X5gqUt/EDF/cOA4pM0/vwx3AKFPtZyCuw8NP2UOhIx+uvPbopvv25+440Uo5hjwMNfwnbHvc/dB0Kw",
-	"rWGCCoMlIqlyZWXbnLaiee4f3frqPt3W3X3kz+DjMtEq5SyFC3tWx9blrWvpUW4binrUKrFspQnGW1/9",
-	"x1oKSjOIH1PNd32854LRcaWe78cLqiq47/H5Z1fM/e3wdG1TO9xVCFSYcexvBiAXYqTk1BsMEvLTPXqY",
-	"o/AMA+HRSDxofNxT1Z2OxFaOsEvNegxaNHmyhCseovlYQNaLJt2zFwF59+YsIIe/Jor18HHwB4CZPRAv",
-	"tr8hRhJqn3fXpSOpyNAl/x6LIdEslCJyFUfsWruPUrCBwIv3/QLyN6YPe3wM+8vlwjDdJ4D/N+cac5O4",
-	"ghuuxUDAuMGnPFQMv/8PiNUd9goNY21evKcK3Dy4GA/EKWCLp4WQu7vbr3oVngO/KW/c8q7QwPKNojWk",
-	"XHkQP+JsxbtU5xA+/ue//nvLPu6QMuz74EPxicP7ECTjI7ToCtDy6waoqVtLdMXxwTLlFkbJZDwpLBq7",
-	"ZoLMU2JZppGqkfqNKIzWYUou1WrIFZJcqUeQ0g72ySIgNG3oQpO0eHtZ/ykBlg/gBUCm0hvEfX3xyiGo",
-	"VsHA3t5+WUt8yNAws4nLWhQjaf7KJRcUBtwYfHOengC8jXv1lB2nUfwOgN8FZGbjebH9TWllnGy38q+Q",
-	"rjcNejWmRU1k0rOkvI+kfCvnAtxiFPmSZ0TAPCWG9Vdyqz+ZgAROW+vC8e3/AE8+gf5oO6py5mDIdsx0",
-	"Wp4QgosxSCrdK6vizGl89Xy/9xAeZ1jvauHNIbdW8BHTpnewfKYIz0GP/XHPDmBR1d2g24WCbEiX80MF",
-	"Ydc8NL4wNWSXQwkEEaH6oF3ymk5iMxBwDd7rEyhOloXag46YxfEkmkVpQWuMSgI0Ngz5L1PWjuwgAB/L",
-	"3TV11nbt25dPXGD63xLMRmz31plhM/fGl8e8tYXp2YmmzrbVgilTKha+viyZW0XO7c8zi7gfi4CFz+e4",
-	"beg8NlxaTp3GsVOCpgCZDgkPwFWyCgEi2pKIllW4FobDV8YmMEMgFzSwFLcL4KZwVrguVEt1aVNZRfgM",
-	"ui6PlNYbCHbDwsS2F7hEC5MB3uEBtt+yCC7bLPtLa8a72Q4EVNC1P6PM4in6Pp5o5AtZMtxEzrUHEbR2",
-	"/EAMMyi8Ya9PjkCrj1JqpopBigLaUGVcAOJyf3smEHytsOfG7Iz/ysqNlJd5G+Vlo4kSVHHmNFc6S8l0",
-	"RQB8XnTV2DDDusLg3Nne3Vu1Ih6f3VmqrtKSPkFRabRT0pLaz1zuvopQxt9ifs1KmZxg8xR7wkXDXLGF",
-	"ZpB8z0VabKWZtT22Bxl63vp6xRZLkYF1+sOiVWzd0bNgfTjBKsUKpS1Il/pM4qEHaR321hWZj6pZv3HD",
-	"aqRDJiIoulRvhB6lTz0iY/Wd1Bmf6XCXwwmeyfxBOCsXI6aYCHMrTboQVJpG1F1zzS95zE3x9jUjpMdj",
-	"p1UpM+eusL5VM3P10DShiNW+75AKfU5tKKdMQw1QAncAIRuI7t7urhMZELw14iyONqx2YiY9yB5OBFbY",
-	"g18QegyLM6SZqgNh9UBXPY9OpQu8diEiXQz+0WZlmHwEN0NMMZ/70sObIeg1Fy80dAFDwzQfadonVt2I",
-	"EgVFJlcLls+YGgi/Obl0F//VFua8OBLAtJet1TwYIudoQfsIY0EAkeUz1ATzw8IaiGlvDovX37oshz2B",
-	"8wLhFZgiUyynSpJZ7yCFOuMmSDF0ZEih1K/hU7bvlH/gNXogrA7uElqZTp29NLxiwm4iE2Nr4LiW3K2C",
-	"VSRsm+kIusPrOJ4O4Q7HKG7s0VHXdrW50IbGMYvs++6aJwuM39ADMdzchMY2sath6dUNxjR4PvdIMT2+",
-	"eQdI+MTRPOnkqsN5DojV/CFqcsceBSXjGBDKE/Onj/RZUxj8MUKD9nZ327zszifKoN8uoEiUCDnLGbIk",
-	"Cne4CwynQLSWYrWn13YC0Ot9LTSxra/+Y61pgEk3BWZSONO7ZcCgMYP8Jge0dVBk1xHXdDaDLEoACALf",
-	"5mUWED+GCsDP6ta9Lr9g14rrDuWprIJioFKDA7Ffn7aqc3eqqWT7STh/XnUHNAKfigIqimbohBNy/kxe",
-	"9yOvQ5GuM2DhIsvSAYnpQiYmANYFH2hipA5pjEiXiLDnKVEY/cSqfbNF68krMwVKS3KjHcD+mdAYy0un",
-	"9Xb9YmxoEk6oGCOwzASyJq0KbZXUgfA/AZyN1y+LqyWVX0WimTFcjDWZ0isGsUiplICDBKgOmMl5AK4E",
-	"0IR9H3NUi7EPhBzqOp01IFMZsTggfErHLCBUjXVAmLgOrAUBpVZ0z/eaiSbInvdF79JRpnW97drA9YCi",
-	"ho0XffIZ0GCyJy3fCQZCJ+HEykMYJwRZkb3t1/tWw55Kg7DLl1IZrE3ucV65wNgr2wvCGZG93V1wi9tl",
-	"K5hgwAQQ3hEhPsvUZYRCfCJ1+WzGwqfOh2/LMh3apt1CTFj+s7HJZz334UTAWXI55YZQwKWwZ/EgO8py",
-	"tMp0SrmIU3G5eQotdwuYCRYKeVIJUpp3c2gH83tSmHKnP5TTKRXRX/74P3mevYxjzN1zgjIHYo9+RNBd",
-	"H/mYOPH7ezkoJzic56PyfFTy4ueKz/JHxarbiVJMGDKjicYaEF6RpOQyTtjmWDEmMCCAzXsHgAdrVcax",
-	"1dwdkoltDo7aox8z25Pt6Pdyzk7deJ5IEfbd/QGUYb9TPkD8WS1+Vour+NIHesWcUpwqulgOXhBGFaDr",
-	"5VwE4EbwivAj6MHjWbI5kzEPF80+3ncnFyf46DO00lNDKxUDK9+dXBDcNdLlBq9BXeEa+9M/E2lorw2Y",
-	"QyPaUs2ePyhAh+ukKu8Yfn0mpYcMsSjixnhqAtLRAQnlRCoTkDnj44kJyExxqbjhLh/vsQBkVuIsypyr",
-	"R4UgCq4zEFQXRUFqgyj65HAgYJ6EXtqzBa6ICkQUIkcjl+AZhmxmoGgvsOuBmFMl4KJEuLdxC/azl6d0",
-	"QcZKzuGi/rLQAcQH9wfikx0vFYs0GHiC6OOwH8HSLkEWBfgr0/r/A+GCAihGJ1tZYV9CHD85yrCkfCwD",
-	"pDZRHgdE04Udv5ZlXs+TZOnwP7yql7Z/LOxGP7Gi18h1HMqr3wrYdrfnECtDxZ+OJT0rbtUGJTOkqxhc",
-	"ovRK5PEyL11D/FarZ3D7Uh8T+QEfecSDAj1UBpn/9CyWH1Is50QEbn6ejhw5PEVkY1nEGBDCI8kCaPu3",
-	"iRXDadXhPv3Vzfk/BIPOoSzDOSFdV2sFo4ZoFHm1C9WxRVZnp9fykDXb0/jy1lf4txaLJztMj8m2n1n2",
-	"o4S3OApL8XVcbIcjOIyZjjnV7EnZd7OrF2iiMRmjSMRbMJPNrOpivSpyaJ8+8uXpH5e6s76e1ZPHovXP",
-	"E0nAk4eFNZCufWi7iw5y6M6imPn2ZyF9pre+wocWcbAZWbZykr59DmV9MPB5gaR54JwxUyjoC96hUCpX",
-	"VXQNGf905OjzoR2glUs5pikR5fXgfPrxjBq7iJ39zv/7mW7+ur35+kvXfej/svnl63bwaufW/9L77t86",
-	"pQnKzsVWJOYzZpYo+ZE0fujA1Rp+Yv/PX0g/+mMo8CcuCt2JmG44odMZODVDKiJIUwtIv9/vEWoI9crW",
-	"gRNE1+weh721QPAmRbMe9Hf/5GOTsOvoWQN6ZG1/Q3uS038UPacuUTWDbrpckOO3AWZU0gyyJAMo6ZFL",
-	"hrmqxqFoDMTS6bPWENcuiDpymaRLVVPJIaawI/qKBzXxDq99V5oW2nLpntgChIwDeIore1YoF66rMxzz",
-	"x+MxhZjrYh3v1ePwgEaw3Xw9uJSDptsNS//gZc6aBvhn9bL9wZxmIgfJrLNTvaER0MzRymPL1a2vio2a",
-	"/Wb5Q/0bnatnuXp/uep2HUE0kuklJr2C+hdk6UIFqHAw7hKXyw8A1vz3K4CD1bwwz3Nz03UKb4o9VbQD",
-	"bWd1VmAOhOrViybM4xrPR+oMr6/kkj71mFUIXCeVtVzS+vgphle+LsGfsMhAuuq/BUZU2vvWV/+xvk6F",
-	"e+gpSKQyYiwHJggeeqewF4/fcyGLJ6WxZt7pt/VONFkwzp9ymHVm1qWMUtjJlCgxqheL4VsR8H8OP7wn",
-	"XSvQpDZk9+Ur8hP/vtcnxwZKRs+o0oAgq3hoYiymmAL3HCyBCpXFw6GpBYUgqJlAeFyvTz57cyqkQgoe",
-	"0jiXtextvfyp2dDBQAiZHiKu3a0qCmZq8r8oZhIlWIRyfHd7u9pO88v5uKaa78Vl2AaFpm42F3QaP1Bj",
-	"92rqSY3H5ZUv4abHERMGiMPlsRdpwtVbz+/4g1uQLUZ5CBH1nvysmRv+RYp2PUf4PZg9EkVFpwglEQtj",
-	"avnVdY57d72XSwp0APp3imXAKuQpnW9eAltDRf4OpnOt7Nv66j61UtGewI5ucXitnMzYSVY7OC+VnlW1",
-	"37Wq1mjpYkkijJMZVpi61wX533jp2f15Z/P1l5+3N19/+bodfHv7L2y9V3rRWX2cVNJwnXOaiBKo7FKY",
-	"6MzyWe9wfLTv31YhY2tDTfs2TxNxZtARvbIrUFfAoW6lFY5Oj87OM2+LycCxuQZoU4cYmQBkDbK+7xe+",
-	"SIFvDGtCxItC3aQUBvLs7U9kQq8ZEVJUgmynbVeBbO862O91ijoVBumqducQ6sMJi5KYlc/XvmcSnXvu",
-	"OOodkFBOL8H7kK4ZVu0e8dgX0S3dRddG6408cy9kxFEyNS+LrKqv0pxUa3BwOxMuwjjR/Jr1Glb9cIRF",
-	"9UuKJFkzY9M212m73n5Ql2wkoVZWOh5203I838OrdxrQM7j8vYX2aSLaoMoDsGrXJxZh7WG8m4OD03sW",
-	"2it1nAHaam2AeJBRTw9ofHRDgadLAds99PJtCBb/0CPnDVPQ3DG/ZqJPPmNC80AMjyMrAgwT4WLzJ7YY",
-	"BgDwYxRnkc+Wz+GCWeYLDhM0JTUWzsiKaDh12w6nu7u93TvIXrtiC59HjdzYO14AM6za93CaiKa6hW9i",
-	"zoTZDCdSMwEducuHK6bdZDTRdMRId8ZUemmeHne0KbPzvrQma0i7fMTXYHCzu7M5GNx8w778e0Vs1+PV",
-	"6j5NxFp1uh+UNVXW5/P3QoVc+jIiW9oCryA8uOeiYrBnvrtn38QzzsQjpStaEsvCeSpcGVLhjwK/fydT",
-	"NNRW0qfZV2Ff3fqqknp3BDLh34hlPCspxUt5SzGpEwYVOdKFUjfFAgxzAO10KMG9p9NWml0Tp4lovEDK",
-	"CDOriFlZHzofQ6VJZg1jkv1cScNId+iKbEfDXhqpkL40EGbCFlheuzsMpdDJlEXDAPEJMuFklWe4shSz",
-	"xIA1ag1tF9Q6ELTYO+wN12TKlZKKRfsEK8KgFPyHVcqYiFgEQAQGkGcGYiqnTBioVA0o231y6OuMwbs4",
-	"HYdJiwUOsrlTBXjcA4HgrziSqlpjp4k4TNf2cc931k/1Qd/ITeQ5due+WUHUSxekF8AoAupOw3VcRf/e",
-	"767e55r8IaQiZPGjXypno6rMwoaBeGH5CKq9bz+n2t+WA/o/plzGYSCgSVZz+4CMZBzL+RIDfMYg/k2U",
-	"4CdXS/SVYzdGEjyQB/ZPAOBBMWxFkzZyNitmfzyI8rq1kv1aJNkh/L5vRzQkIVVYkJOcJgKyUwPiH7BD",
-	"HRJKzgybnYH8PiBDHg0hzmNFtGtLriJkPlqwqxmEM7maUZq8p9psQhebx2+JkQOhmNUsen2CCDaK0anV",
-	"AXQerjCxx4qGExijYWrKBY3daSKHAxHKKagIYCJwOwxhXJTJzkui7RZA0eGZkjd2oqAXhrHUWDaiTB04",
-	"g5H49ai6Tln2lBSmV/CTrO8MNezG4DZu4rI0FNdfiTAQWJLALapzFeyVK4t2ibkm8hoiq6OlfcLarhB5",
-	"A64loukc9KyR3QhAzjds36tgZCoVI3Mex1AwjHShnTPUvyzBY9aTECw0XIyh4tOzRZMH7lHXTG16IhZY",
-	"99fuEBbhZjNfCeEPbMMoZtTiN1FRym5C5rC83SGysT4M7tNoCPaMq8Cs+NgSe88XP86VZR4IOXLsxu5O",
-	"kBWmKVRlDtDKcWlAWOIC/MW+7X0CNpc9bZZXoo0TkEHHVVAHtmUHiolHPMKso0EHe3THD/zP2oOuTZGx",
-	"Qvk8qI5DhshxoSqzmyDKIyORyMaUi4GwlEfMxF+NLrJxH+SL7kRyLhzX9lWybTeuMjwxUlpzLXPXpJ4c",
-	"x3G8b73g7sTKclDjJrUtU1MRXoL1uFxgpGx6BfpOklBGbEMPREjjGNbA2vuZcz7dx7Sktgs5xMKBUF7j",
-	"nbQSJWLOAwUpYSRiM2uZihDq5RbWUDFYcAg1o1NXOd+uQEoFeGb9xWcq19Dlq41fuQPCbrghEyqimCnb",
-	"QjynC53tirvCBjJCO1mKeFEmvk4tBT+e4u2br9W7d57CH+bO7rNn+i8BmeSdxJ5jgy94xAXXExY5VTSP",
-	"aQOiQPs6msC35wUe/PCKNxz+ra/2n9stOpspec2eTs41P2oV+QaZ+JaFPLK6NlRjUoBLgZ42yo0DEB1+",
-	"Pjw+P/747pcfPp3+cnhycvrp74fvh31yKBYDYYohBYgT6jX4zGjwTN6H5IYTFl65O1RXJ1olMYOEXxf6",
-	"QOyWENwQV07pmh2krkioKOrH3J9ycSpjhoVJ02/dnijt3J7zCYP7V0qcGQE1mPz9IIpPX+gryEUcdUHu",
-	"2BaO3/YCrKsqYxbg+L1J4h2rEE1iLT6f8O9RWH1BbD++YRk7P8Qx2717JI5+6Lp/62Zay9kf/abDjyJd",
-	"rYPUEFz29Cs+nnhse/6MZP98w1jtksFDRGjKxwrcbS1jan1RYC2A+gsbeMKJNGc2oMIrCBcRuyH2JKiA",
-	"SHiJxhDnAgGMUjNidXYsug+wIxids+micywfOyRzHrkbm+4Uw9yoIDvB9vY29t0Dpw44xcHUOJHajJXV",
-	"d+cThvco5JIa4OJ4MPE2yL6MWAcc9FK9PxA4GSxBYjVnXwDQecAsJxTSQJE7FqH9MgxlIowe2h8HIubX",
-	"DBAYpk6Tzy2IJtkgl31QfWIfHAhqDJvOjGWtsRxfqHho3wPsOzmuugCyDPYYNqohxOaTXXicI/Bx7py7",
-	"pMv64z754fD4/dHbypDB9eJjveuN3TVacGc7Hy64s/1Y8YKk676FkBVcD4wx7f2BQgk9Ddi5NsUTAgU8",
-	"38cvowNXcLKAUFw5uIqzGtHv0oFVDm+mM92rMa+9Rdz3l/UlSCzH1QLkNOfjiOUYeeNQjkaamWGfDP/3",
-	"5qFb1Y/sxmx+wh98oic+ZxV3QvUV+E3scXeBkUO8yPoPO+NhoXSA8y1rkgjDY9R8HeP17uQgVYEBlgN7",
-	"Sp30UDvAKMpjKC6wwpTfMeDJ7+3UG1jyzuYl1RBYjv3jFcRBajnkUgHdI1VMyf1cZElr8cu82w+Fd1Vf",
-	"9onyjrbLOyprBBe1nPlvB1kcOhfm1V4nuFMfSAPlfYxorFna1KWUMaOi/SXHLKZcrHm78V6OyeXCoA88",
-	"5/nJ6Py9HG++kdOZR78svm9pOcNnWqLZnAPX9gHpmVmyaMm1TjbloFN60lYHgN8X44ShM6sWpbnI3fR0",
-	"4GBxF+DWpDzVwG/xyrbePgupTEi9wYyYiGgTycRsaRMxBaGFqEKzWZ5HPEuolhJKMfv7s7fr2dt1L2/X",
-	"KZDRs7Pr2dn17Oy6O04esKEKXxdel8KnEeXxmtHQ1YLBp4zW5yefpU89phnvOqlKC4RwI/fMc3DtQ1YE",
-	"SokAYfJo0czPSOS3qgp0luU1P4Zw8c3/NrWB0sn9xUj+T3rhjUREaA6ZwCMAYDCRocpozGsGf1saX5PC",
-	"wriMqXzsTTdUeEG+JRWxJqK6pktCoP6YNt+Ip+9vffUfW1SjKBzN51oUj09fuOyomru1P0Bq4iZFofCX",
-	"NUYm9pn1yaS6XG/1hm8/s8Q/HDxuik6S2S0zFgZpRVJ3NwmOYMy/Ca3VCHGJT6sitPAcuEE0BrWWcbqt",
-	"SxpejXj8+Ek4S8Os0ny+d+N5It3Hd/cbpdz/ZZWgP1AQH7rXEQGB5TiHTOIIoZe8+OGC/AyfA8JE1AvA",
-	"RR/T2QzM2jiW87vIpDUP9Iwmmv1eTvOJHcwTHeWPEo2Y5/P6x5fQQDeF8+aLw1v9jvn66vPJ4tHPk1F8",
-	"PGbq93KiznE4z+ron4fY84AiQs7R5elEh9NICewie3zLdysRvysBcoHDeRYhz6dqzVPlKKdaiDzoUWKh",
-	"YqZNJd8zeLI2V/ceIZPNCIuPGpCYza3uMgNX6Zm+H/QqA5ZeE5pE3BRREEl3PpE+qS8gis1iGtpP6OGM",
-	"INGoKFiwsccr4vql6SS1OUOPeykHXdReyeEgnsn4McjYXceRrrDWt8M/vaZxsqwC1VDqYxfvcX1vfcUP",
-	"bS4N4MHnK4OnvTKgjqoOfPY45liOmAIAEG4gsiDN0RCkCBDbjhlWXhtUbPlDc6p6LvVMSfe+MIB13HA5",
-	"/FREZMK1kWrhWRQ3GhnU0/KnFoYWDCEzs5KKpC4YPIa705hFpMvENYvljBEmQrWAR3sed5xjYLyRCmsU",
-	"QWweLkQaEXy5IFQsiJKJYX2A5dG5Y2dS4iSXi4FAbj+0J4JywVTfrdzQIRHPpbqCxrWMrxlc+hVq1gK0",
-	"izK6T3a3d/CnVOPZ3d7Gb7zqUxbKd5Lkz+ojmJjQ+N/tIj/5JUMlhzj1C/LQ6LzVXT7XpP3tgzSk8kch",
-	"FY59cuwZmD3Zc8UN2wTMjjVFYbW+BOG5960g1xAx5TP0Hg+eG3pY67Zw54FHEOEkq8/WATLmPIsVCDuc",
-	"Sz95Q8MJ23wjhVEyLoFdE3ITWhnu59sBNHpMhxVjK/UECTF8XCoPWtavhRN7Btb+C2AKpsFgPskAzr5D",
-	"zkNKytcxhEqKAAwFGgQiCOX4juMcZWyHRlMu6rjOnF1OpLyqzkc8wqQFzBFAFGCuyMXpew3YviFVamF1",
-	"CSjWR+O0Mq5iIePXTPVL87M/+24fUa67PuqcFH72zwbAQ3op/KoGRMZRzs+Wd1Y4WVmwBlJafDzHWnXu",
-	"UGyJFcAzFSMnn87OXRwmVEp1+It8nJYV/fHD4ZvNsx8Pd1++Il3N2EBEMtRbdMb706iH+bYyMWSIEx0G",
-	"kJDGNRkzYQ+Dq12annEuBgLQB9KMXKtdHBCKlU1ybKFoRlTXF3Hk/0jS3rX+28RGO0HuZ1h/uEnXV2LO",
-	"lh5Xs9ck86vFdFBAJvvriPM/RlxScmlp4dJK2IvT9x4P0UFwdlUi+h5qLEDEmBHlMaCX+Gy7FPx5fQbV",
-	"LGu3vrpPLXyi+VP87BR9Qqeo5x6eeUQoIRYkluODIkKux0AwEnL51hZoVc7Ryr1/cB2pgYU+E9V9/aOp",
-	"LMq8oTkZ9HQKULM/1FFEpi9RE05KAk9m0VPpGNjVU3sF/5on4w/ipwPU7IxJb2gr5wMn4YMsPwpBqwJ3",
-	"1gKS20ciFWHCNh6RUUzHjyrnt6LUvqi9uXdEl1kjDxECU6gxuvtcY3SruMqLNvVGs/17loX3dxVkxzav",
-	"VZUWJwVcwhIIl9+fqHT8AJ1xW1/h31oF/5Rdy6ucS75Jvcfno2cCvC+ggl1GQtHpeoD5kXKGuC6QiYJA",
-	"8ut5WBswzZBvHr8lXci/TP28vYqC9CZ3UVOOAVTH4KC347c57B+PWdMgftKnHpH7vpO+myrGe8rGXBum",
-	"WJRi7Xi2ewcSfmr6+rhSIkETlc3ocuEu6wuZkumj9XgdtiMWJoqbBRDZJaOKqcPEytGfv1ihqaHmCJJg",
-	"ouLOfmcL1HjX0dcUY2qhDZsCl/OC2iky+e8c3eefSgea+xKARnJ/h3Gi4SDkvhvPkvyfTEQzyUWxuyzM",
-	"OPdlyunzD7qb1txXWX233JdTGbG4ODQaTpjl1v9fAAAA//9bUx0AbvYBAA==",
+	"H4sIAAAAAAAC/+z9iXIjN5YvDr8Kgt9EiLyTopZSlW0pJvzJVXJZ41rUkqrr3mvWNcFMkEQrCbABpCh2",
+	"tSLmaebB5kn+gXOAXMjcqM12W+EIF0VmYj04G875na+dUM7mUjBhdOfwa2fKaMQUfHwnQ2q4FPZzxHSo",
+	"+Bz/7Hw6f0fkmJgpI6Fi1LCIKKZlokLW7wQdHU7ZjNrXzHLOOocdbRQXk87t7W3QmVNFZ8y4Po6V4WMa",
+	"mjNqpuv9HAtC3QNbmpy+IV2VCG2oYX3/4ukbOxJuNJkrGSUhUz07BG5fn9tGg46gMzsI31In6Cj294Qr",
+	"FnUOjUpYfsBzagxT9uX/98vu9nd0e/zl64v923/rBGtzCTqvaThlP7NlxeCJNmxOQvsQuWJL0qXwzZYm",
+	"w9C9OewFZMpuyMVPx9v7L19VjPyKLTce9KuDukGf8TmLuWB/SZharg/9RBjFmSbaSMUiMloSu+645VyT",
+	"uXubdKUibyVZSHU1juUiW/m/Q7vpBPwLBdqY0Zt3TEzs0u3v7gadGRf+773KgV8YNm89aBgsbEJ3LNUJ",
+	"DaeEGzbThIswTiIWVQ7YvnS/wcaJNkx5yijZ1BCfqN3Yf1Ns3Dns/P92sjO6g7/qHdfDB9ua7fFERHPJ",
+	"hanpkrlH7tyn7yPt9L2MWFzT48z+3pp26fY/dre/+9J1H/q/bn/5uhu82rv1v/S+L6dpT841I8mR4N3m",
+	"7vtI536m5N9YWLfec3zi7l3i+2mP54koZzXniQDu+B/kks3mUtE4PZPk9E2vT87t8dWGKsuqzVTJZDIl",
+	"5ycXl2TCDKHk06fTN9ffHOEx989poyifTA0ZKzkDZp+2fvHmZ3LF2By+zXVl/16SBVOMTPg1ExUMTSXi",
+	"zotynojTN7AcF+GURUlct+vaPXLn3nwf6R5csFCxuk3X8MDdO4TXs+4Mm9d1hnyquqtN+dZnNppKeVXT",
+	"5QKfaNvrXnOvt7YpPZdCM9AJfqDROft7wrSxf4VSGCbgI53PY446yc5cyVHMZv/+N40KSusTZd/CTotn",
+	"6D2Nx1LNWESkIlxc05hbrQbGcUSGTCmp9JDEXBtNGMgS99CYszjqdyzXl2Ic8/BJx305ZX6YJHT9a7Lg",
+	"ZgqH0+tlW3CuDYNx/ijViEcRE089UCOvmNjSRMmYkUgyTYQ0hMaWe4C0lnOmoH8Y56mwsoHGTznMT4Ld",
+	"zFkIDJCpa6YIbD3pRsxQHmtCFSNSxEsSy8kEdIjboPNBmh9lIqKnHOkHSXQSTtMtBnWMGzJisRQTTYwk",
+	"VEgzZYo4SYRjPaPLWNLoUsp3VE3YU9PASEZLwjWJbeeKmCkVSAEMD9EnQRMzlYr/gz3pcr7nWnMxCUgi",
+	"roRciIAodi2vkCGwm7lldUjAVqrl7KTPnz9vHydmyoSxg2PF0axxO5ziNeUxHcVPuvrHJGJzJiImwiXp",
+	"RtTQEdXMTs8L9p7dmCQb3RFRzKglialhyu3OXMmQaf3Ug//M4njbcehRYjz3XWfN10wtiese+SBYh9RM",
+	"3QR0Mp9Lq+G8ZxGnl7A/T38EtjR5jV1u2yHYhQdeGIZsbpnPlCnLrG+9XEVzOZpZKpXiLwlLYNhzZVmm",
+	"4Sg6vVGxRndB52Zbqsj+tAdDCnnEomOzrkte8hnzxn1MtSH2WQ0cOejY9aemc9iJqGHbhs/Ymj6e62nf",
+	"mvtMRPZrq0xY26tp5WBi1pRb2s1yTVOl6DLf8gurMyRCPHzLB6iOeM3ml5yd5qeSdf0lbUeOQNO/DTrH",
+	"87mS1zR+45Ytp8rQKOJ2lWl8ltu1MY01C1Y3Us5mjhpzytTBrtWm1rW2ykFcGGoSXe5YcY94n4TXIaiI",
+	"AiJFyMiMRiyAw5MngeI4sRWkuBXpRDM6Aq5pOT1SU8Qi0qUjzYQhiyn8woglJpkYEnE0yyup6pvbIO32",
+	"NFrvGD1C0FnKrSsb+zbX2LlEjrbSnHHqCoyUpzOobfa72yC/hdVncTd78DwluvSFkZQxo2KV8iNGI7Bl",
+	"1wb72Y5xKMUlLubQDVYHhI+JkCB6Ix6RERtLxTY/0QervGOz1/c879HOrchEMrOHzG1BBFbF30D7yh2u",
+	"9YZe3QadmRVCk9JFsFs/ZZmfiuorTfw269qdsyNM169kiOkIa8f30jIRGbOSo5eqwUBVGgl1Rpduq8Bi",
+	"9uxs5aRXcy3Lae3iRx8TU9GlP15r1FtCZHv7q1wQJ1PK77xbtcQBOuYxqBcRVyw0Ui0JukDJQknDgpyr",
+	"zklfwoEZDIRTWLd06gDGhw/JlNsPnGnLqcCmSTTTJKRKocdvIBQbM8VEyAIirDoAxDBaGqb75KMgmRuW",
+	"i3li9DAgQ2vcDq0Mht7h+y1N7LfQzXCs5GyIROXczPb9QbK7+yK0rcEn1scv/JDxy2F/INb4pnOblwng",
+	"z54jhtTQWE4Sa8SFdmciy366lqLpxI5LL5jSvc1PseVOEZ84qVTsXU/p/stXhziRKbvBOXhGbjc0sDsq",
+	"x4Rm27qlyYwKPmba1B4ueyxsEyXH4ie5sG0soQudb5xMZRzpI+IExlgqQuGpXFdcGDYBIV0QE3bXavmv",
+	"5aY8alSX0PXxtUHTcYTRpIekVx7+eThqE+4VtzLzHn9lEQGHKprK6cEYsVDOYM0sd+NSEDmu53FW6mj+",
+	"jxLe+YM9JaRb3FvcEiMnzBqTRYLjwrw6qN2IVynfWu0MqcnaIZqZwM1NKjJjRvGwnk+v6Wk88j4q91ZK",
+	"426uuR2q42M/8rhEsc6OSy0NsBsWJsabRtUM9gAuwspcuRcx1dNtzeZUWQZhjdCYGn5thQYcwXRjjgib",
+	"zc0ydyBSkmiUcH7zN9jGF6sL7tyCxUVuWtl3HFexuLopT2ilyBd2alUoro4Sm64b1jvkp+ujojnJ1mY8",
+	"HdDlhE5mzjGwfpKtqHAiXzFq+XlAZBxZvXvMlTaka5UBqQ3ZC3Z3d3sFbaDNGD5p1mQ3WbX+R8cY10fo",
+	"J61zwo6LCYptO+bWQ3qNSxHll6daf1nZttxlbTre/OrWbehZjhGv7Kgx9szkzmYJoduzaSdYvj75i0TC",
+	"RcRu+g3HBszFRhEDnvx69rKqksElirsB8DOrWxdLG1W31F2pClProYRXichRK82u4wOSiIgpsA5BWwJd",
+	"qcQ+vIOVYLUEaLN2PfLb9JsvPw7XbkP5DmR0V1z9j4IRo5a42Lat9RUMpzyOznEKtcfNP2e5UOYGWqfg",
+	"n5MRU4JZOe+eIzT/pSMloqggUpCu3WKcCvq+rQ5gdXfGSMzFlT4CIrAKPOUC9OJYTqwqDe5z0O4nzFwY",
+	"Nn8nJxpdC5a3+H6mVBMm/G18raUOnr7abXqVCuHSwJULlvM4qERYUoSJ5ga0ZSczm1m1fyZhvrAQIbNq",
+	"USxD5zIhi6nUwCFDpjVZUDtvbTKP40KqK7u2IiKhTOII3HsjRmgk5yDZIxnqnfTCQ/dnERl0Xiuqp0TT",
+	"MTPLQad3CCNLZ4San2I6iY1dYqvgBmQflCZpd4Ui34YBarqwBgMX5Pjy5N3pyfmvJ//75PWny9OPH+p5",
+	"1t4LWEVuXsuI1Z8v1OgF19O7eQTsKQYqqvaPlZjBxU19Z98ndGTN2zJKDvCaxC3NuTW1qZ6OJFXg2rdf",
+	"XsypuiKfTgNLrZ6TFY/xqv4cy8knFVcI0ZSS7FFwHU+oYQu6xGOh0ZQDavJ06N7Sze6vGtfHErm2sDLb",
+	"nzDnWvZfL62yTTUeW8cBFJtLZXm5CQjrT/pIRe7y257pQeeTcH9b9faQzGVEbg7J7s7eLhEyYsgc0puD",
+	"Q7K3S06FTsZjHnJruIlrHnHaD+VsZzJP+oPOEQljRq1Vkx5JP2KdhCFjUYOrBkyzZDYqOLzL6Pk28LvY",
+	"xBHxMW/upgTkLP0rLiI0iHfwC0sqek5Dtvatt/2b7HAXbHGXs/MCX8cLp9qYAsPmF/DgqhBzq+fbKZNd",
+	"EHaFbvPSxZOJmScGgsOkYLhzWo+TOFMsUKFImZjXHYyLi3Pxe8oKAaAGqa5KNAmvmFZr1lvajSbTYgMy",
+	"pVa2WEk2smdjys3GSnWd5gq8oJVeaUVTwe2z2W6D/INbSF3mNTpecafD4k+plTrEmPhuTqKHU4Mtn79i",
+	"y0Y9zFFT7rl19ms5YBrOVTq6ygBFJ7StWut8j7zeWN5H/fG03kf0so0GuWZAY1hnPjbSRfNAfxlVZauS",
+	"J6D6s1puZzMMkWxtaefO/pqdHXQEuzFndMIu5RUTlRQpRXaVOKcT1i+N4Muvix9l9Qyveej1u5UJ2l/w",
+	"CqXJtbHWq3u1stcLCLIo9ddawUdeH7/+6eRNkRGBKslATTv0OmfgGKNVDN0xGghkkfYrLwLB7HIeq8i+",
+	"OwvSyL30gGNwsVSEDgTc1MNFXqJZmc+Z1jubbUt26Zegy7rj0S14XQtd3MHx/LLIKysVp5VuF1MZZyzH",
+	"TrzXzG3+YCZ8OdmJkMW5C+T729YwF0ZdMEPtdNyFcEM0wfqcsPX8+5V2sZtgcsdL8mwixYDDdnfkr3OG",
+	"9TqRgNkNgoJm4sSd7VRLdYGy3bcnl+R//uu/d1Qi9M5X4N+3vQCOsz1bmVu+eC3JQSfXyBkEWzBtSlRh",
+	"7MQqTbE1NNOzP+fCWtMlTpe8cLynZLOE4Ibf5GhZp22QYjn55hsqJYXMZbHi/6BzGnKzbBkP/9o/fgdt",
+	"a9WyLLE8Yzpi8WbG6tpUrSi8YEw0Rd+gA8EakVZ2+nVwplp6H2aNx9hdzim8f2s31fJLLbj+rtasnFMD",
+	"x2B1dW6mPCfh98mMiwTukCx1O6sSY7Je7JKCbevvRewaUX2VhjSVXF5TfUX+bn9HWYVbvZX6WOYyjkts",
+	"xdugk8yjzUhg1UDCCyW37fmB5skr30+6fjVU/jpH0+uzLW536YT9+h9C5GRI4crJqgAYCaozm4pGy4Dk",
+	"DHdvqwtrdVPnRGKM0LFhaiBMFk2sU34lI01GMrHcDO6gZqU32vPkPY9j3qhUnrtBHs9kImBVJvPkgx1V",
+	"+XK8PftEuLhmAi6D7fDBSWP/7cL8rP4jpOkFRCNROh/O4UDAFG0D1AfO+YgYIgXOopUi/Pbskx1hnSH4",
+	"EidSyxs2W5biUhTdJ5je5HZza9W3gmqjIUC2pDt0Ea1DOK4ysUo569W7uKy9Zum85lT+DAfynQxp/Jfq",
+	"s6mT0cyS4n/KEZDdQJzTJfxhJOkOqWExZ8o/vb0NvW7DYR/2DrGTAPxXx/hoMBB2N/GGaoZSlpIF5Sa9",
+	"p9JTudD4KmirVk3oEzRIDgfCNWS19IUokgfSREPc0UyqJVyUb76nopzOz4GOIaBl7aiG9t1CxE6pxrvC",
+	"uIAUg9ypLA7cj6SGSb1rFHU5revViyCfytXt/nK8/X9d1tYv2+nnX/tf/lfv+9xvpRldaw5eGAmZUWMX",
+	"x5L+PKYhm1nxp1kM1+G6T35mS2Rs1zROmCZjGcdyMRA59x4eCL0Uht4cEgruJ25fInKOMyRvPlxs62QU",
+	"yRnlgswVG/ObgYAgoJ2hNcGYVQmFi27017WvXpCY2enrgER8wo0OyHB7GJDhr/Z//eFAdGk8n1KRzJji",
+	"oX1xJM2UMBHp3hGhOGg7GLzVl8p5rdEdDWQ5ozf5DXh1ULN5pfa/O5wbOACcVtZ0y542XENPH5y+sZLx",
+	"98Ul92GuX2mqbdB5LWdzqlj0HiJD1ic2Ko1lOrW2nZdiVpVPs2KmfDK12jYuehcN4DhmilhGqa0WDnkT",
+	"8JyyuzKC3e2lahfo6WO28BkMZiExe25Kr5ETYhRL/bF9CZFY47Hbk/qAkVZRSI1GKGj0cEAKVJDpRjIZ",
+	"QcKcSGKXoYDpXa7F1GV8sz2R2+7L/zWOJTWvDppiDxZSbbZRsVyk+9RvCDNaoUnnTXManJtyttyllOrI",
+	"zFmFNSF7m1ndOdfvD/U+0G/aBaS1tvBa3Q+cJ8JdD7Q29mArwafacElfFqWVvurH1+jXdPtywbz7srg1",
+	"j3oyao5I8UjcVp6Z1GVafTbaEG/d0vzVPlIWt/YYzKX8+oV007sgES97jUFo2VqvhqT858XHD443z621",
+	"k4gjYpfWcl2MQAAuMaWaCOcBSXepuAWbrPlmnGIluOlBoscSzTYK9FqZgH09yDouHTecM5dYfjev24qL",
+	"pMn1lpHWJqnua/tSPZkN3IcrgBE3NDTxEq4t5ZgMPVMdYsi351LDkpgcGk7bcFW4N/gI/Wln6J4pLlWp",
+	"6e9/SWE2VCK2NJgnGDbIV2yVIOd9GQhFxSR1HWXh8/aNuYx5uPRO9cPiEwMRsTFNYtPrkzcsjKnCcFO/",
+	"GniarYb6VuY8oczogfBLpPvniXDz7L89++SnUrCm0ouXXHTXalbSMnf0AzKnWjPvdMjf4/noBWinv6KL",
+	"/M0ae+d08d4FSXjMmRJO4zEdSAZKc0TcckDYMzrWIIdWr9vLK4K4PXpEQcxWDMk9cUR24X4Htc4Zo0Ln",
+	"3MV2TDMu+CyZdQ53y5Y6L6bLE7SshQE7nl/gXMg5XJujed5HI2QjRIGKUwuXhndjQO4W/FT8JJOyQNt3",
+	"fMysRnZEhMTE3SWq67iIbhK4Zt9+88pNAv/eK1tDz8A2gjXABKCyYw4HD3OAMGiGRdxasHafr7k1KfQR",
+	"nHKRf2hGIwi20DxCCXh8dkq6IymNNorijZjPVcIGrSyD5tZTlSpEH4y4mtNG6U1vcUMc5EWpYjBiVDFF",
+	"8JE+uZjKhcD0eZ5FswH2Q6n/1vge6w4XDmt1Tvhq4EdXMy0HerHZxCZMMAjRJz+9P35NrtjyiMwVc3fe",
+	"8TIXZ+gyKyfWMrT6CvqsWi7Cigq2yMZatyR+SquL4l8vWw2P7lNi+iRKuVTGMne1sbNT7DrNEa23HCIW",
+	"M+Myd2ty0KxWyq49Llkrd4WfwYl9rTZqx45jyuKozBXnvN/5mD1IQSIjFtJE2z0kikGKOOHOx44+BB3S",
+	"mG2PlZxt/4MpSTSfCBr3INoOvPreb98Qf/mqrUIuRxhku/EKffQv1i2Sy2rygXO1yvzfE2la40f9BR4G",
+	"0oRlbL/D547Kzv2LNeP/BjrA5zenId9TXQ+vkMvHLlW0VbPuccjrpzFr+94FPGzfmrOw9Uv2WfQCjGJW",
+	"lVyG8/ShUW5hMUyVdHcPgWWRJTMtgi6Mw5H4dFpPMC/ts4qOx+jM22jrPzM+mdae7m+z1t+7CObivN2x",
+	"3qZzHvgZb0MYtpXBcyVvlo2BmwsuIlSr2uzEJQ7nM760lkqVAoU5QewZbrp1bt/zBJ07Pdli5lhCyj1z",
+	"HLeO7aMw3BSnoC7TIKdE+jhjiGZ3HTpQQUG6lOR8xL3+QHyccWMc8spsbpaHzhmYC5cOCO8zjFOe0XDK",
+	"hTd+BsJtL4Rfhw4LjSl3aZm7pChzP5ddSKww3Tb2bBEp7y6ntlxDg3bqdhFF34PECsEdIBdRoxTKhaPX",
+	"Bvp72t0wkoTacwADybqqW4Lyu491f16rvUhmM1oW/rjq14RG60blrz9WfV1vPlzgtdQR4ZhFpQunZEuv",
+	"x6eDLVp3j3KwW36Psib+S7zcVE/fSTkvKmgV/B50nxYZWDkxX/3kfmsSsZTpLnyBuAXhMzphGDMZUuEy",
+	"beZJHENa0aFI4jgoyZVIpV0k4YoZgq28LpclP6QxbTWRjWthcG4iBTaN61VHJn/xelQJO0XVYUuTcMrC",
+	"K0InlAttShw+oIyRKaORknKW85oWWe8aBotrxTlW874jSPrqrXvCxtw0OJf3WjKI/fXMXaNbnvjzHNU8",
+	"2KXNiwJKQr1EaJmEYndwRMOrj+Omo1WVp5FmW9dfmOS1TdvhxoGV2XrWuUaqaL5pSE5fXhFRYXnU3QrL",
+	"GVMes+itU1Vqr9xaBLq+XOE5JYGgVEQ8AuTEoGF7tWkickzZUdSwyXLTsNqUn6QN+B4Dv3Z1637hrY01",
+	"b/4K6FDF5NqcYUgvR/CGTxhy1Hzx1GKT1hbDDzrIoo3bsIkLp4SVwAVRkfFGl6BHRUSmckG6XDg4mX6+",
+	"oUNiDxYT0UAMjeJGiqFVV4fXcTwbOjCLAOVSQKia6IAwcR2kaI06tTx0MBA0MdLagwBA6Bg9OuRlhFC8",
+	"HO4qXHgLEGREqPbR8UcYugdQpNoHHnOVObOpYoQLzDmlc96fRQXnfC4CrNaTvqoXPTTDbfR67LX0SexX",
+	"KND+3To6KRprdbI44w4ZgpoupGmkWZ/c5z07285FqrkQ8hmjOrFzOHJhmUYj7qg1SxGDKKYGgBtti5r8",
+	"LYkmJaHfiIW4PuaXNzceMAgaSxUfBGXjmJ2MT2yI73KQA9q5Az7gd9+9w4m9Lxn2p/mcKRd7mmIS4jKM",
+	"kvCKGfDMcTGBn777zkzJnKmQCcNjlsXquKhHv0HFGOnyy/w1GYGvbgya0l6lrWb4Y0S/SMcQ+G0uI+If",
+	"LQs48YnyReqo5OGVcDSfU9XRI2py7TKEh3Ar+cv+lz6iiuqP4pfdL8gEAU6/P6cTdsH/UZYFWwEmU8fF",
+	"3559cnGUa/PyPLWRcySiqK+WWiFrG+Ea969XDO6DczUVhzaZJ+8h7vI9/2F9efEnnztr9e0uhiiuBPRi",
+	"6OamyEsv8Mr5shR86bMVG9ug4rto4fKu3a8rkW8+9phIiJGw1gJmab09+6QbLzF8nPSKLZyFsucaI93i",
+	"gFp4IW3zp6IU7uRz1u6UxRhLKiPtY4szTGq58NAXCwHC04XhwnWov4HvNUf3zXh7hNL3p28vYh4y3eRz",
+	"biUlV23zEv0LHKWUb3LFYqn80r7S5HlP8nAB6xvxWqpIiiYgwu8qpLiLbs422k93td+Ks3oGVm2J9iKn",
+	"UjXbe06rysdy1FMkRO62eRgCzLlo9/DLTe9n2m/z27NP6SVN7S5vmF+zQnwLqgQXkxJmcGJFDHWeDDqS",
+	"1wwVI1PqV9bIh+4GngnefLxUyF5bVwNeVHvt3eLml6OW8E59/MtGiMCeNEvjCVIABnyOxExEWKYAEeAT",
+	"kWgWufX0jp9tRJRDanZvNsftbUT9Lzah/pebUP/B41D1qwI1FNf6R8rVtp5acYCPpCspFdl10Tl7+RVc",
+	"J6P90qCYdGSbEcVIKiUXXEze8Rk35aiaY6rcARJyxgWNC66+GV0SbAXLvCCWE5BQd3vv0Ar22Lbtxf8h",
+	"2e01X/HHCJVdM6pZYkkTs9QcbeaH54aQGx2MhsYxvtR+OBDcii2X2BdWoSOThCoqDMtizdzq1LeM/mpd",
+	"AQtwTPK6FdUO2ha1pjpNC/BVKXl/+jZX2SH36IxPthFnZq7kmMcOaqbp3FZrtX51KlhWpanvtbi2R8/q",
+	"oW3vU6DtigHl21n3ImZKZNV2AyKF1C6/qlmFK82aaS1dAGK2XBnF4TTqof1GeNXZJhaGx2RfztmG9sR+",
+	"QwKbq5hWTF8DwWwtdG7Si5imS6WqM5U/UVIVjsidqT/dXT+3oEBDfvNKaVF+zkVX1kZJt7pQrpW6hRTp",
+	"Wh/aPXSygwp9O5/23KDjpGtSfg2bhgy35xzZKjdxjazxsqH9xGiMPo5VhEUWXt0zp1+nhRZ8DGYhyK7C",
+	"6+HeKhvsqWGz19bk1GUlCdhMQ2bEGAQmJNEcWXZxnggHee4cixWx61GzahUCNkfc9OiL9Eqm+XIXB9is",
+	"Ajr0t+ZbidXlTN9Lx5SfR+Dnno6kauF/pDxOVIk3pxmAEtl9xG6ab1SqEWoAmcblJsZsbIhMnN9F2r3d",
+	"Iz/zH3r9Wq8VjsFDZpZNNPM2NAnR+l2tEG4/3FmivUCzdszLRHie5ztH5IputDfp7+1ORpsJBN9fe+YP",
+	"pS/Llo5TV8eugZvkAsxX/WCcQna8x43pSihawMUkZnix5LG/ucCqR/XJ/PdEnjtonb34sglBZYV0MHS4",
+	"/Aw4PJx0DXZd0ZIM6qSFHdJCspYLvPx40nEWIT+yJQnSXa8kFNjTqtis0DQwFbsD0EWjlnBXvOVxJSC4",
+	"3wAXnORrxxSDRwRb9JqNJSNbdaERjKTYg2IzeV3ECG4VOwarFrg1rgSiWtmjh4ggW932u0eQZS19AtVr",
+	"Qx9BLtVog1iOOqwmGNCdwkU3yx3cXE1umzkIM3iwXb7v3v4126FKYbK54Qmlre5SwuAB89yrK4DarQFP",
+	"h0oEQXcGd9i6DvXPp9bBzfqEQ9RLMb+kPH3eD7kE6Z6pa2uJTrkwpHsdx7OAYOhGQPr9fq/fJAVnzNCI",
+	"GloLTwpOTK8c3B9YbU2z8zW1/dtBvliCm3xuqPcQWo4u73TSaXVZqKyKAPG12rgucbmVL1q2vavpeA0x",
+	"yi227kVlGYqmNXowXuJ5wd1ZSnZDt26+jMdNd0UvWgL1Xnu8gfYROIh368ZQNvKzXDLtg0UVHaR65l/b",
+	"Qlu0LffU6uLtHt6Yl415IsWJVUHS1a31W0Xn03JW/eb4bRGvMs0O9rHROiARU/yaRVmNeD1nIekuptRg",
+	"SNqCjcinUxIputC9QwcFiAUUuJnm/+YGULy05f8uu4MbPRDDNL5kSOZx4qpv52oweNgJCJq6mSsGl/OY",
+	"mTcQ3aFVIIcBGTrg1z6cnWFADJvNYQV7fXIBKfYuSg7mAJtQhnQHcS+tT3VhoW0vjUcb22/ctAsHxrGq",
+	"Ybm1Wt/TN1A5KqsBzJkmXXYzj3nIoe4n4TP8oxesrMKd7lVfILe2S14DGjKmAtCS0bUBvZAuJR6zPkFH",
+	"F+Aj18cKHOTSVYp9pbVJMLLf4x0ERNFlQPScqis7YRflCdcvrjhqvxM8gOtWJeJ0XLIEik8mAG8Ss8DZ",
+	"UdIUrmRpHF94p1ZjZT3bQi04figFyu8MCoKbFEWlXv15VWEou7ycjOzq6LZcSqZIExufqcajlDVdN6xm",
+	"ZLK9SmQy30Z5bPExiUogNUhXM0bmNLyik+zbXp+8nrLwCmOMPCsdiDlV2tWRcZG/VmumcKsP0GMjrHtJ",
+	"cHUCoiVGdQJrhVKaLnAvg22lBivaFMpjk+7B/n6vFNvT452sMBRHpSkUuVWu5TirBQQnDGENocAKcLZD",
+	"8pUJOopZ9H3gTf/vA2JM/P1tv1Nb3vYHmYgI06MwQAzg1MEJOOjsTwcdy8+ApEUUM2WlAVbT7vXXwX1z",
+	"p3cVjQzFNCi6RyulOAH4j6e3uZ/O3/URM/fkpuyq+yQ/nMNC/bdEZLWQEGEEseOgFlIA0S5p8VKZmFDO",
+	"GAxmCaWXVCL64PcP4CO6u50QEwBc3QfXb250uaK2lctaXL4svjxd5Zczu8qeP+3tznBpc3UbyqLr82VB",
+	"YOL4+CH5CkCtqSRGIYBwLYFbLTed2yOHaKuT2GTY2rnyIytA3ekya7h6rIGBuVzOWZTDgDkkv3xF+9Qe",
+	"98Bz4+/tp/S972+/9DsOE0tXKlBZU5ZRQguOUX4PG3c6/h5Z//eBx6W3PzCogGBPBe7Z9wEC9Nt/U2H2",
+	"Tzhd/3Rn6585CfbPrLr3P9NFuf3SJ8crS9R1g8uOIa7R97c9XDkqMHwofa0IMIQUkmKl90sQXxpTCjwH",
+	"rfSCPBnw3t1q4oZUSMGhLBimaNcK6YnXt1vrjJ1N8P7aWiVt8pELou3OOPCZzVKCBJ+mtbfMaztDWVYS",
+	"f/Dja/Ldwctv0jD1iBnKERR8VUG2P5QqslnyRCstJBdpX1IdhQttqAgrURcQE8bK3VLgm+xCef26yHAT",
+	"sxpVfC3O5PyU8IgJw8dLnyvh18m+gfpILjWo1xyw70rs4lCCupvss4wkHzY382EjLMrV20ZytB8r1FoX",
+	"mNleq3UL1ajU+oZrhtRGpa1KEodAj7Ti14pbL0JkhjvW/t80ZCwDzq4L12yTmgh1utLgpc2NWQTDkZqX",
+	"F5Y8p+KK5AshRCxEWJXuHGMh10AxK2qWzysBAk/Ac2YNiS6dsKhH/KPoOdFEUXHlajLU9/Nt6yS6fH7m",
+	"evq899gcEgheDYgvbBCQD/KDjNiPAIT9weqx+PGcaaauKZaBO1OMzeb4+VSAcdMIu9JUiOdFG6TXAwgy",
+	"Gd2VlF86XL1Y0hJvA6oJKhGFmoB2TPjFL+4bS4P4zZdCcXuncLlDvkV8T3qziIZsfkF1NOW5i6R38CsP",
+	"AghaXgXMAbmQK4YWEPMVpnKPr8ALVsCJZiVYWiCXOxD7lqgteaTy1neJKyD/68XNFWP1yU4zLhJNVktv",
+	"YNbjXEb6DmGaRpqyeOdcrxs2urcOr2d7CHB65eti1PIetZ10MquoU45mrpFYnmlCuYNCRY+HATdEJBdC",
+	"G8XozOnpM9LlgtCByMOYqkQUXNJO3LsABDCIqYq51dRcK72VqiGrcJhr5DqjN6f4cP73TLKXrNsKxFlJ",
+	"uuNDw6m0AC/5UjPUz2m+RDWORAOay2r+TbvMzHSY7v3SQToYTh+YCcianaAFSGbQeRAg+HobtALwPV8X",
+	"uQFlGOof11uJdfL+LijxmXXS4o1E36kSU53BWQtse+lA6LL7Kh/rXm/SADZ9Zq7WotQXKz7hTpUSXyKO",
+	"84VrV3O6EEW8fT2OVdjxGo3VuQOgfmTrDlqVvC0xSLCXIJtRxWIUELE3g+u+yBW8xAbQ6Zf3sKtE9PM4",
+	"1ZpoZipwqmEoPyznVHtvLlcklFFp7cwRPFei9yfCyQ+MLXY3mUIbRgGyQLFEQy1ugcU1j3KuUCjYBegc",
+	"2vA4BlAGGnqkJnABgjc/pgZR8F3lzVwNrtVSarcVyw5VAnipIn9u2wVU4dES/u2TE5jREJHwhwQoAO6J",
+	"pPA1Qh0uf0C4wHteIA7AUbcDHZYtooOGKRHoIY2pchVTNBRhh3WkIkqrsbc8H4U6MTVEfFDntL6U8+2Y",
+	"XTNXw9o99wDjwioNDXemlW5qLHugt3Ku6kLB+ocdiisQuUGxoFz1lFr2EXR0WshjhRDge08IpBsm6prp",
+	"3gOsvCsdUlvAbb2Cpe6k25GvwuwJOZ1IBbdLA35X7s2oocC7BLm4OIEDMyQA1km6qcxMUUvggqFXlsgh",
+	"Qgwyqy/hnK8h652cpVrAmAuup5uJ6DurHBWlR4E2/t6qfvPmtfMfth5ObQ2cymqodeqFnXkFJZ2+WfXm",
+	"5eqrpR/7vx4C/OP+y4Ny116qLZZUzvZI2yUbEo/LfWU1aL9r7gjbSApJWzHLckfqg9UZ35CflfGxUh5R",
+	"MZsLT2ve8jg7+fDm9MPbTtA5//ThA366+PT69cnJm5M3naDz4/HpO/jw+vjD65N37/AJ9wf8cHly/v70",
+	"w/HlyZsqc+Ui1cxLirfCnTkCBIPjAQgPtSi4vSu99/+hQvW59LW6oFo4TcvBkiG81keVaXiIKeWZdgR+",
+	"yjIVyak89VE+e9+muWkPxfpWvcQb88EVF2Wt/GZaxtcsylwQmSyvL8i5jy0zYSprVsNuQERc8ZbX746v",
+	"KrNya0u6wysuosP0rSHGf4GTjs5Yu9Dc79LxXVRUiaIuUsRfIcPDWNyJFouyU02Ga25T5zV1LtNhfWjW",
+	"7opsWg1cKQnK8WpFrWu5vdfcKvbrPUN5G/yxqvZKQKQKMDRkzbghaYpjUIh+gBAePxF8h2nSHbrfh+l2",
+	"zllYTBzcw4xro5Yfx9VUBZRjlX8XmUC6Zx8vXM1z+27Pxa9xKChM4bF6CPW9b1rXH/fRpqdRRXSb+x0D",
+	"PtaIHVCcIGwnEdZE2UmjV/2oadZE1HAFAaUZnIayGjUUKkY10/m41nCar8qEXhMMQrSKH6p8PNoU1+ub",
+	"O+g+K7c/d/D4bBL0mkVvNlbhqKyEVHpI3dPNkB/VyEIuhmAF+tDtVC7YyoU8UYKxVSS0oigB9lUOyH2H",
+	"S8WXD+LIajBi2imeQU3c8YU7HqVJNf7orDlj0k2bWn6eCpeADN0uDrEe9BAF5vDIV2LLc8ViI2lNNizR",
+	"BvW/Sl0NCIirq7wdjkdoScZUtSjGElITTpN5hghazSBe3C+FCiRXu5Cl/T14FM/O3fLDgEvd7fXvquu4",
+	"XU4LW7flCrXB7SbyRadt1kWGrfC7v3FjWIPyttc2d8NaFOerpkA7A7LyKH+LAAesufCJvGYqpvNGHuoO",
+	"1kf3eEGzLPebFoqOlmemzWmiC8AKVaWX6kPO3L5t6ys+3/a1s7cBPde2gAPZWHNC2MIQddwNpI1bqUbP",
+	"k6VZO+I5iz5mm7DqZqbKaOIeS2s+YcwUu+Yy0TmzB9y2ibCipoGNfAOBWzP2f6VoEalSH2u32eof1AuZ",
+	"4mH1xVUdk9wsJ2AtP8mTekp3QcqZ13YidywLVFAnkH6g4dWYx/HdCoDaqU9pPN6WcyYIFtD8BaYdECai",
+	"3iHaxamIg7h55qqGYqkIngqTAKRX7gEmIvuzVS66XpJvIZ7oyA2bcBHGScRc6pKIjgqY0VRf2V+Ab8K2",
+	"wAhdONHfEm18Lr4dbAkWdFkuzMkN9BgduTtuN11fx/7Fq1ckokuNdw5FoOQGv5oqLeyNvbVtaB0fRxmo",
+	"axjVkkHLDNW25V+75XqMCzJItZeBACXEaS+9laqxtpV1Nca3gZpLRbLFiq6xDp4HofLUkeCMQ5XUxZTH",
+	"jGQqI9UkEfSacgTjmtGlY1dTOrfknsXwkyWjKiAZjR5ZcogZ1Ybs7aLrORfmcFCXagtuCq+TrCC+KikK",
+	"6Xnd4S7ZJ//L/meVwv9/RHm8hE+oJOxNvSPCsc3+HQMv9nbrQUxTLWiVeA1T1zSGPIgowfRzO+zvdrUd",
+	"5isYX7ZUump8B3cf3rftq+WaVlqXzzEaCKtPZ1Z8IvQQ68pogFdcTBnEoVn2w101xFzTb+VAYPMQQMw1",
+	"gXIPucqXyDojKGAAXKxLLamOubHsSg9EmgWDbs+s5j++g/D37oS0VBRfFRTFVUtFURHJGYlYTJckmSPW",
+	"I8+2ltAoQghIl2Dq5F9r2t9tGWbm2ZYvDubVxvZwGKChPbYe2eb2MVeLIleNyHHILU1ifsWQFLbq/ZsH",
+	"bXXTFyu66cZJe5srUPsrqtsKmzj+cAwsivxDZgky4Rq38/z20+Xr3nqkY4NPudJLcjld945kx50kmmUl",
+	"rdP6CdpYtgVWpg+7rEaGWdHjNysonQ7Nl5DOgzd3ARV1IFbYUO8oNwGN6jg3BcGJXGGTUtR1PpLK0E5/",
+	"dB4C3SH1odwd2aHAN+pKyRFBZz7RI/XPuGLx4CrOHPp1VeSqcl7TcciNYUFasrrSOJZVRlaZawhqEeDN",
+	"oVKUX4YtXTTjuLPiBsKZcYdg+oHAyhLFR8l4zBSqiorQOA4I3kHZPw1TMy6oYRgI49ohUOgZn5YL+38k",
+	"Wn8ZaHvpBB1s+SNkReHn4zhOYQs/Whlst8B34b+ARu2TX2r2JyoNX6y5effvbXijvtklfIWDMt95vtXS",
+	"g5DW5X5QmJDfD+5H+notjBJ6sOHGe6GkYZDn2pANWSlI9lBtc0sYkH/fI5kkwcC0mauef6fsP+cRuG7A",
+	"KsnPvHrrq5H03Nz8KXOduEBmikGKUA7XfblQ1hyK1s/RyrY3g/S9uCP83sF98tPcjBsB7nLL9iDCLLcL",
+	"95Bn0MrDjefeQykXrO/kgqmQakZiZlDtjfgE0pm2+lsB2fp1C2z/re2to9SR8urFkddd7G/W5EENhrpW",
+	"rGiAZkqk8O72d1+6v/iYHpTFe7f+l7ISxekU/upxmTZBCPTvlEAzIghtOqsD8jP/ISBCkg+f3pHR0rBe",
+	"H/O7iGImUa6iS068v3r58sWrJt1sobhhH0W8RN17DYwQBli6b4bNT0txdD8KVggqWPeP2TWfzTdI0DzG",
+	"F5rCSpvDTF49QJTJvUGG/eKwOGXsK4Ucm7Mqv6mNonVIxls6jVPoUnRZ4AYWIxFePtGttr+bXk/x8pjJ",
+	"2EwduZ25hVkN5/d43TSOP447h7/UjySH8X37JagE+XZRWh4LBKO4EL5hwSP8qI9IzK/ZKih0sCkf9cep",
+	"IX73oULyVk5ORdYaMo4sigLAjGKuN1VGati/YfP3VdHpqVnB5hmCDhdk+G/HlyfvTk/Of31/cnl++vpi",
+	"uM5jNES218JBN1UivK2LCivEUlf1UHLF2dRVCmNQ2XV5HZvscDXEPZ6fXJ7/n5oQyIufT8/O8sGQ7vPr",
+	"n+DD5+PTy9MPb3/98eP5r2/PPq18c3x2dv7xr8fvyq2jLDalVGjYfe6T45Q/OnQjBXFPxQQICFazlICI",
+	"cgPRRYjkxuC1HoLZyIVwp1tDPROusfj7zPZvz/ZAFEbRnSEANhVkL9jd3UW4tF46uqF9Z+hjK48QPg8h",
+	"1ahicGQQXertCfpbgHXsfLX/3O7Ag6XBFA5MplE+uueyyB+az31alw7pz+nBdoZMlxLcan/aAZjPaIKp",
+	"tlt4KfFwGU3fgO7+8OoAxo6EU/YzW9Zg4GFW0xVbovsM91o61DtUG1N4LYFoHTvwTkPRnwPffeQTaevj",
+	"ZcMpu8C6KK3UmG/vqca89Jcb7clDMRpBNghePmyUCtKKEr5tpTPBwffItcAP+ms3AZtL3hYRc3s5kMMG",
+	"vNtUeysprLeYLnNHjqbhDo3wC7kUrqbZeHnaFiWxCkLtWBRQyTB8MncVhe/1AMsQAheKqGou5rwJWq0h",
+	"6vxFk6Lr+FQbRfee4ZsHd1B0g46VDE0vfOYR8zRYi/ZYrSCnCuGDOeYsk2A3c66YPjaVqmZalBYdY1gD",
+	"x73WMvhghW3z5sDkTf2FpSMHsPNoxgUOXTeGoCuXz14buWufKc1vdhsJjTTBG8Fm1mQe/YqXbBW5Rp8+",
+	"rb+6u/0d3R5/+frt7Xb6+aDF572Km4jPbDSV8upBCe7b1gGYwObbwlBZmnK4l/U3nC4iYZOivG4Zyv1x",
+	"K6yjBV1XJ07kT1t2R7eCCcg1iZi1RlUL0Nq2CRX3cKdbuZWouMF5Ww8GYN9PtyXbyE0Qt90mea1x3Xmd",
+	"/VDv0vHxCu91M5R5qsStgzfZLXN9+hD3QsUVbrJsk17jPt5DoO2ngBKvXQn1srypkFmK2tLkp8vLM5dK",
+	"UaxJLiRRTM+l0IyExWSe0iSBVax/t/75uRQWu2ZTn7YYyssiKykH5TUqaVBqXt2f0cy48EFMDUAUlSzl",
+	"o4iXTm/zlSBSmOTyODxXPQTLpOYSp9JCIRBcYB/pNQpTnd4krtPcT++PX4NR1t17RYwk+y9fkXBKFQ0N",
+	"U7rXJ2+ZYAqCXzDiCWixTz4rbti2FPGy0eHl2NKawjs1Zm7nZ//V5NP5uyBNBw8VAyhHGmv7xFjRyQwy",
+	"x2f0huzvHny7YSHYAmerIfE3yNKXlYyrrKK/+4XMaMTQohVWTEwU07oFFt49pDhYSsxfE25C0/BSVa4Z",
+	"/LilyekbZ4fQZSxptKV9Glcttd3HWIbIyhbCO6banLRLdLWPXhQYb/V2WCEay0mFoe72OSAyjpg2WJ+t",
+	"T45FKmEwL9VHNmsjIbp+xqPthcMWETKzpDdhRi3cMGC+CXZj3LNlhsRnDFr0aI1Og1labcYobhkKuzGb",
+	"mxLftkpz3M/bdMVx+QF1F5Qb+2EMjiEN4/HLC4EmXBApWC/IJ4l6wT6x5m8yBxL1blnXcicoK5z5pcE8",
+	"asRYfFmqUfloD3/I/BnNctFSblLUrSztteBOD3GZvMrwSrziDwZJ0PqGosCl1jocAga84y5Dn7egGGbd",
+	"Ux+i5ErFki7G/mO9FG4GwiO+9/pkCP5vpAJoCXxE4DlxkboByV53+cADsQK87xIbIttgWkzDoRtiuyLD",
+	"KAc/uUgxBHJ0TlMc1WLwVH66LnOxn1Z8Xe+v9B7AregDUsw94g9cC3cq8PdQeuTvXVM8JoItMu1wzGPD",
+	"1BEZdAYdVx4S48yrDNO7a4PYc6M+uLniV6+mrVMJj9g5G5cKLwUxtv4+2Cok4KN2/kiqPOBqkPlHERwi",
+	"X1+m4hDU25hNkLx7bcTFfklcoDvZqT7wpWJJqm7z8A6tcJEH4Z+of1bcpgUYFirIiJpwmsOO6x0SvODP",
+	"Y5es3wf2yanRJL10G4i73rpB/2UgWT/YH1KrBy9Hsks+PY+5IVwY2VyQ1XXxppiSWLHNWXRD25gGVCYS",
+	"xSp85qAlehXFV35ykUZ7uwGJJZQAhrCMXMnfVvwnX8a74YIuba8u6qA53GAvuyJwZ7TJ124fc9kYccxi",
+	"rmdVtd65IOOYT6bGx5cFGA9C45i4TdzQ24GTTkmgUySG4qDSvV8/gMg0E8XN8sLOzJEuo4qp48RMS61b",
+	"XxL8+OzU+eu7Q2riX//nv/57CDsMiwSyCBrKZmbt4c7tLdwbjkuqCZ+fXFymRoYc+54Cq268f0eksjN0",
+	"hUTJPKbGKvMrmDkQFw7pUWv4C/acDgSiIyqZmBRS5HqPCMYiTYZ20lLxf0AXh+QHmIArcApzxRCAoQdZ",
+	"BAfdQHBth7hWxaJrlaeYh9Dajvv23/+mpRj2+uTjnPmktJAqtSRUDMTwZpvirLeVjNmQsBvDhIbRACFD",
+	"spr9yeqF7rbEDr2LtxCuuAmi47q/BgIxcnt94uoLbOtQziFZ6orBlVuMZYkQRVMuhBe6VtNb4k0clKLC",
+	"qjFCL6yWeLB7EKT5sgBK5J9AbA5fMp7d2NMHPDLmIRNYbx6vXzrHc6vlbu/3d3O1MTo5GstFHR929vq7",
+	"+KCcM0HnvHPYedHf7b/AIMwpkO/OlNHYTP9hP09QH5B+qa0h13nLzE/uEYD6AZ8jvLq/u+uAXY1T1PMb",
+	"+DcHwIlMoIlFYBdI7msV4q9Zv3D6Ooe/fLGG3GxG1dJyL37NBNP6iNB4QZea7O/u5tIh5kqGVgZqpqza",
+	"9NPl5RkwEDrRkJyw1IbNOl9sDzu5O9+q1XifAiI2rIZhN2ZnHlO+sg6rZtHalM+UnDEzZYkmtg3Cbnwx",
+	"BoIGef1y5F5306mcriOMvt+sqjl/nDOB1HUvClhlqLdliXeuLxLJMMFgzbrJXkJWo3s0sAfrPy8+fqic",
+	"sGI0WtYS+zk+8ZvQOrLJtGjl0jEPq6/eBp2Xuy+qmk7HuvMpy4OuXTc7TY6HxmXCQjoqNXRENYM4bi8S",
+	"Khfzem8nxCoC+QOzkgntHkB9bUoVxBOOFdVGJaFJFAPYX8s4Ib/SsekZXYIaghFinWBln6wh61t+zK3y",
+	"lRWs3VyyX34IOWTa26BzsLvXap+c9GQRbu5u80uQpS1ofHdqyPFMKxmzKwS/kWlqMlfozEmjQENX7yRP",
+	"Dun2f7H6V14Wdw491jzWkim1NN3rW9onTFrdCGWZ+2J72z1DPhy/Pxn20iEDvQ6E/5UbzeJxdpkH2QhH",
+	"DsvNkw7hmkzlAvwxVv4PRNYaAFpMnaXDTToiqYhmDnUOq3EEVrRYaynNEyKaxSw0Umkys4olOoPRL9b1",
+	"1UB6ZJibvoODcg8NseUhVAzJFwxBVOoj/8Ah+Xo7BHAu5WMnIUGK6ivy94QljHA9EGtliuEGKV3a7atv",
+	"9TYqafYHp6P17KBRU9nf3UtjTHIrrMExYBkDildc6YVVZWJgqzlyQv2leGZX6q90UEdn2vwgo+WDndiK",
+	"Ki+3RZsAEi8en2+U6zOri3VE3GU6cI995B6PPYzzbK86QccSvuPi7yR2VdW2e3QnfQ4aP2jDvn6gUQ6h",
+	"9E5s8qAN1/tRqhGPIgYASQd7Ld44w6utSynfUYWlGg/2XrYZnk7myB/fs4jTS6vg/Abc3O8moXm8Pnd0",
+	"4cIESQzYWI4Q4Dgjb2nN1rGmyKoCsPPVfbpFRh+zsgueD2zhYhS1kXMyYlxMCOYqEsufTVqc3J0SYI9G",
+	"Wk5jeWOauQxB48ihEenFKvc+DdyzrIy7c4OYDQPh+ZZiKCNA+4DBQL4JNolXeiU87A3MK8/BCgzkoMRK",
+	"B2dt5BSD3+0hwaHXv/FBmh9lIqLfhsDtMhKa7m0q3HCT1XJT+g0qLYDK7X0S+XCZEfATE83vnAQ+CpZx",
+	"tLSYt9dKgZNlQD6p/gZYvjFHQKVN1dYU/KUyvS17xO/pGbW23ZdK9rgDilqlvXTsLD5fFz1TkS3dAr5K",
+	"BpHapZnf7u8JU8sjIuRA5EUAjeNen5wg3Dh48Qsl95xZJhfCB90AsAN3BU/SOhTeV5WImGmdiz5GZx6c",
+	"qS1dxjKzAwW1Nh/zVB37FcKeKg4XKspUZ7Uroyfnz7/zo3ZZILy3Z59yxAfLF7jjtkT4KF+2EStk5k/a",
+	"ZJ48/iHzlVZLGbo1dN+efXpUN8Hbs08XbvFKiO5j4d7MriYWIrZL+P70rT1bYx6z3h/HeWDnwMU1E0aq",
+	"JXAqqB1vH7CKnE83KXEvbEIbbnfztYUrd/jMP/SIu5yvgFzutYUh/FGdQX6djwopGnDTASBAIDh0duuR",
+	"38p8meYWfqDi/mFA8Vkaf/4YboFCHxs5BfYemn5KHYkY/fWvborvftf8xmspxjHHgIc/he2Oe5+7D4Rg",
+	"W8MEFQYL41Llimm3OW1F89w/uvPVfbqtu/vIn8HHZaJVylmK1vasjm3KWzfSo9w2FPWodWLZSdOSd776",
+	"j7UUlOYdP6aa7/p4xwWjk0o9348XVFVw3+Pzz66Y+9vh6dqmdriri6ow49jfDEAuxFjJmTcYJGS1e/A2",
+	"R+EZcsKjkXjQ+LinqjsdiZ0cYZea9Ri0aPJkCVc8RPOJgKwXTboXLwLy9vVFQI7/kSjWw8fBHwBm9kC8",
+	"2P2GGEmofd5dl46lIkOX/HsqhkSzUIrIFXyxa+0+SsEGAi/eDwvA65g+7FE17C+jpWG6TwB+ccE15iZx",
+	"BTdcy4GAcYNPeagYfv8fEKs77BUaxorkeE8VuHlwMRmIc4B2T8u/d/d3X/UqPAd+U1675V2jgdUbRWtI",
+	"ueosfsTZinepzuGC/M9//feOfdzha9j3wYfiE4cPIUjGR2jRNZzr7xqQvm4t0RXHB8uUWxglk8m0sGjs",
+	"mgmySIlllUaqRuo3ojBaB+m5UiojVz53vSKppx3sk0VAaNrQpUZyq+o/JcDyAbwAxFp6g7C7L145ANsq",
+	"FN7b2y8biQ8ZGma2cVmLYiTNXxlxQWHAjcE3l+kJwNu4V0/ZcRrF7+ofuIDMbDwvdr8pLUyU7Vb+FdL1",
+	"pkGvxrSoiUx6lpT3kZRv5EKAW4wiX/KMCJinxLD+Sm71LyYggdPWunB8+z/Ck0+gP9qOqpw5GLIdM51W",
+	"h8Sa3xAkle6VVXEWNL56vt97CI8zrHe18OaQWyv4mGnTO1o9U4TnAMv+uGcHEKzqbtDtQkE2pMv5oYKw",
+	"ax4aX44fssuhAoWIUH3QLnlNJ7EZCLgG7/UJ1IbLQu1BR8zieBLNorSMP0YlAYYbhvyXKWsndhCAquXu",
+	"mjobu/bty2cuMP0vCWYjtnvrwrC5e+PLY97awvTsRFNn23q9mhkVS1/elyysIuf255lF3I9FwMLnc9y2",
+	"dB5Rzi15AHkiqATNALEeEh6Aq2QFGkS0IxEtq3AtDIevjE1ghkAuaGAlbhewZeGscF0oVuvSpiDxTOtx",
+	"EmeAd3l8td5AsBsWJra9wCVamAwmDw+w/ZZFcNlm2R9Urcql/g0EFDC2P6PM4mnxAzzRyBeyZLipXGgP",
+	"PWjt+IEYZgB6w16fnIBWH6XUTBWDFAW0ocq4AMTl/vZMIPhaYc9N2AX/Bys3Ul7mbZSXjSZKUMWZ01zp",
+	"LCXT1WDwedFVY8MM6wqDc293/2Ddinh8dmepukpL+gg1vdFOSSuaP3O5+ypCGX+L+TUrZXKCLVLsCRcN",
+	"c8WWmkHyPRdprZtm1vbYHmToeefrFVuuRAbW6Q/LVrF1J8+C9eEEqxRrlLYkXeoziYce2nXY21RkPqpm",
+	"/doNq5kO5WxOVXXg1Wv8XZN9yHffzeE0pSdyxRic8GuGmYZcDUS+VBhekkOk61aWly6i4g8uO4t0wWVO",
+	"ByKHCmxkCeZ2DwtvKrmAUBKI63eFFrB4wZwpCJEl3aFI4njoXIkIkYHAM4K56o0RH4+Z0sMMTxJKng0E",
+	"Jh2k0t7qU+zvCY2d0SDHBF9lwuQSSWd0SUZsINw6R0ceToO7rAj0ukJgBDnOzJdCPFpApBoIAeWEoLj+",
+	"we6BL/DESyNy3ba5Uqq13uGsqtvpG31Iht/bP/7DoVVHLvsz2d3df1XyA+Cds5t5DOhB6FEt9cT6mq75",
+	"qIK8SG9ZfRpwBJZwksZSzR7XsDlPBK4j1+WGDQSEpU88M9x7BjNDyWEeMXsg4N/tQqFBODZ5rlGSxqlc",
+	"ueAnl+dMRFA7sN6Zd5I+9Yhk6zupc+Klw10Ny3qm3gfRULkASRDmVpp0ITg/jUy+5pqPeMxNMYolI6TH",
+	"I+Oq1ENAsZ6z0AqZXFlPK3Gg5MihQ3z12AShnDENpawJ3KWGbCC6B/v7TvWGINgxZ3G0Za08M+0BCkMi",
+	"sFAs/IIQjiim04x/K+uMLwJLZ9IlsLhQuy4GUWqzNkw+hht2ppjPIezhDTv0mou7HLrAy2Ga1znrE2u2",
+	"RYmCWslruA+oQ/jNyaUN+q92UDA6EkDpuLOeT0jkAj2RPlNDEEC2+gylLf2wsJRv2pvDNPe316vho+AE",
+	"RpgapsgMq4KTZN47SiEjudUhHBaZDClUrDd8xg6dEwV4jR4Iq904YACWqnl2g5mwm8jEhAvmW3K3s9Yg",
+	"s22mI+gOr+N4NoS7cKO4sUdHXdvV5kIbGscMND53XZ4lGG3pgRhub0Nj29jVsPQKHGPDPJ97pNhI37wD",
+	"dn3iqMh0ctVhkUdEsWtARiN79igoGcdQHyIx//IRkxsKgz9GiOXB/n6bl935RBn02wVmihIhZzlDlozm",
+	"DneB4RSI1lKs9vTaTgB6+7mFJrbz1X+sdbFg8mKBmRTO9H4ZwHLMIE/UARYeFdl1xDWdzyEbHYDW4I5o",
+	"lCUWTaCQ/bO6da8gAti14rpDlUWroJgpWsYgODenreocyGoq2X0Szp9X3QHVxaf0gYqiGV5mCLl4Jq/7",
+	"kdexSNcZMMWRZemAxHQpExMA64IPNDFShzRGxGBEKvWUKIx+YtW+2TPoySszBZJSEBKwA8DBRYzMl433",
+	"i7GlSTilYoIAXVPIPrcqtFVSB8L/BLBgXr8srpZUfhWJZsZwMdFkRq8YxHSmUgIOElbbg4z4I/D1gSbs",
+	"+1igWox9IHRb1+msAZnJiMUB4TM6YQGhaqIDwsR1YC0IKHSle77XTDQBComv3ZqO0tsKsDZwzaqoYZNl",
+	"n3wGVK3sSct3goHQSTi18hDG6T133x1aDXsmDcLXj6SCuOAML5sLjGG1vSAsHDnY34frRbtsBRMMmADC",
+	"5CJUcpm6jJCyT6QuX8xZ+NS4Im1ZpkMttluIwA//amzyWc99OBFwkYxm3BAK+D72LB5lR1mO15lOKRdx",
+	"Ki43T6Hl7gAzwYJLTypBSvMXj+1gfk8KU+70h3I2oyL60x//J3fxyzjGOzUnKHPFQNCPCLrrIx8TJ35/",
+	"LwflDIfzfFSej0pe/Fzxef6oWHU7UXi7TBONtXS8IknJKE7Y9kQxJjCwii16R4CrbVXGidXcHSKUbQ6O",
+	"2qMfM9uT7ej3cs7O3XieSBH23f0BlGG/Uz7R5lktflaLq/jSe3rFnFKcKroYbCMIowpQSnMuAnAjeEX4",
+	"EfTgyTzZnsuYh8tmH+/bs09n+OgzRN1TQ9QVA9Tfnn0iuGukyw1eg7oCYPanvyfS0F4bUJxG1LqaPX9Q",
+	"oCPXSRV+A/z6TEoPGWJRxN/y1ASkowMSyqlUJiALxidTE5C54lJxw11e82MBca3FWZQ5V08KQRRcZ2DS",
+	"LoqC1AZR9MnxQMA8CR3ZswWuiApkKSLHY5coH4ZsbqD4ObDrgVhQJeCixMU5ui04zF6e0SWZKLmAi/pR",
+	"oQPIs+gPxEc7XiqWaVLFFKs4wH4EK7sE2Wjgr4Rb/6mM2UC4oACKWR5WVtiXEA9VjjNMPh/LACmilMcB",
+	"0XRpx69lmdfzLFk5/A+v6qXtnwq70U+s6DVyHYeW7bcCtt3tOcTKUPEvx5KeFbdqg5IZ0lUMLlF6JfJ4",
+	"lZduIH6r1TO4famPiXyPjzziQYEeKpN1fn4Wyw8plnMiAjc/T0eOHJ4isrEsYgwI4ZFkAbT928SK4bTq",
+	"8PP+7Ob8H4JB59Dq4ZyQrqtZhVFDNIq82oXq2DJLM+m1PGTN9jS+vPMV/q3FNMsO02Oy7WeW/SjhLY7C",
+	"UpwyF9vhCA5jpmNONXtS9t3s6gWaaEzGKBLxDsxkO6teW6+KHNunT/Dhx6burK9n9eSxaP3zVBLw5GGB",
+	"IqRrH9ruooMcSr4oZhD/q5A+0ztf4UOLONiMLFs5Sd88h7I+WBEPgaR55JwxMyiMDt6hUCpXnXkDGf90",
+	"5OhxJRwwoEv5pCkRVeV8zqmxi9g57Py/X+j2P3a3v/vSdR/6v25/+bobvNq79b/0vv+3TinQg3OxFYn5",
+	"gpkVSn4kjR86cDXbn9j/8yfSj/4YCvyZi0J3IqYbTulsDk7NkIoI0tQC0u/3e4QaQr2ydeQE0TW7x2Fv",
+	"LRC8SdGsB/3VP/nYJOw6etaAHlnb39Ke5PQfRc+pS1TNIPBGS3L6JsCMSppBP2VATz0yYpirahwa0UCs",
+	"nD5rDXHtgqgjl0m6Un2aHOdz0D04lHd4HboS39CWS/fEFiBkHEApPKQEIk0lYchYpKszHPPH4zGFmOti",
+	"E+/V4/CARtDyfF3NlIOm2w1L/+DlIpsG+K/qZfuDOc1EDtpeZ6d6SyMwpKOVx5arO18VGzf7zfKH+jc6",
+	"V89y9f5y1e06gmgksxEmvYL6F2TpQoWSCw5RCDOYoBAA//0K4GA9L8zz3Nx0ncKbYvgV7UDbWZ0VmAPz",
+	"e/WiCTu+xvOROsPrK2KlTz1mNRfXSWVNrBQeqgik1f+XLdaSrvpvgc2T9r7z1X+sr/fjHnoKEqmMGMuB",
+	"soKH3insxeP3XBDoSWmsmXf6bb0TTRaM86ccZp2ZNZJRCt+bEiVG9WrynxcfP1gR8H+O378jXSvQpDZk",
+	"/+Ur8jP/odcnpwZK78+p0oDErXhoYixKmwL3HK2ACpXFw6GpBQV1qJlCeFyvTz57cyqkQgoe0jiXtext",
+	"vfyp2dLBQAiZHiKu3a0qCmZq8r8oZhIlWIRyfH93t9pO88v5uKaa78Vl2AaFpm62l3QWP1Bj92rqSY3H",
+	"1ZUv4aanERMGiMPlsRdpInDXQrkdf3ALssUojyGi3pOfNXPDP0nxw+cIvwezR6Ko6BShJGJhTC2/us5x",
+	"7673ckmBDkD/TrGcYoU8pYvtEbA1VOTvYDrXyr6dr+5TKxXtCezoFofXysmMnWQ12PNS6VlV+12rao2W",
+	"LpZ2wziZYYWpe12Q/42Xnt1f9ra/+/LL7vZ3X77uBt/e/hNb75VedFYfJ8A8rbN5y1GAS+H2M8tns8Px",
+	"wb5/W1VhQBtq2rd5nogLg47otV1BjFhE3UorxZ2fXFxm3haTFRngGsGgu87pspVK1R+WvtiLbwxr68TL",
+	"Qv25FAby4s3PZEqvGSBFVxUrSNuuKlaw78onbFIcrzDI0XK10kc4ZVESs/L52vdMonPPnUa9IxLK2Qi8",
+	"D+maIdr0mMe+GHnpLro2Wm/khXshI46SqXlZZFV9leakWoOD25lwEcaJ5tes17Dqx/bNwtDSYnPWzNi2",
+	"zXXarrcf1IiNJdQcTMfDblqO5wd49U4Dei7S8RDQ3W2qcwCwatcnFmUo9O7g9J6F9lo9fIC22rjQxiPj",
+	"clc5ME5uKPB0KWC7h16+DRHr3yPnDVPQXKhd0CefMaF5IIankRUBholwuf0zWw4DAPgxirPIZ8vncMEs",
+	"8wWHCZqSGgsQZcWInLpth9Pd393tHWWvXbGlz6NGbuwdL4AZVu17OE9EE8L/65gzYbbDqdRMQEfu8uGK",
+	"aTcZTTQdM9KdZ0UHMgaHNmV23lfWZANpl4/4Ggxu9ve2B4Obb9iXf6+I7XoMN0q6bOl5fVqXhd2wqjqn",
+	"/l6okEtfRmQrW+AVhAf3XFQM9sJ39+ybeMaZeKR0RUtiWThPhStDKvxR4PdvZYqG2kr6NPsq7Ks7X1VS",
+	"745AJvwbsYxnJaV4KW8pJnXCoCJHulAyrFiAYQGgnQ4luPd02kqza+I8EY0XSBlhZpWFK6s45WOoNMms",
+	"YUyyx9JK3eFcySgJWTTspZEK6UsDYaZsCaXzSXcYSqGTGYuGAeITZMLJKs9wZSnmiQFr1BraLqh1IGix",
+	"d9gbrsmMKyUViw59dSSQgn+zShkTEYsAiMAA8sxAzOSMCQMV/wFlu0+Ofb3GXKUoh0mLBQ6yuVMFeNwD",
+	"geCvOJKqmo3niThO1/Zxz3fWT/VB38pN5Dl2575ZQdRLF6QXwCgC6k7DdayEoRPW+93VTd6QP4RUhCx+",
+	"9EvlbFSVWdgwEC8sH0G19+3nVPvbckD/x5TLOAwENPH6O4uOyFjGsVysMMBnDOLfRAl+crVEXzl2YyTB",
+	"A3lk/wQAHhTDVjRpI+fzYvbHgyivO2vZr0WSHcLvh3ZEQxJShYWNyXkiIDs1IP4BO9QhoeTCsPkFyO8j",
+	"MuTREOI81kS7tuQqQuajBbuaQTiTqxmlyTuqzTZ0sX36hhg5EIpZzaLXJ4hgoxidWR1A5+EKE3usaDiF",
+	"MRqmZlzQ2J0mcgzFFkFFABOB22EI46JM9l4SbbcAirfPlbyxEwW9MIylri6oeAEj8etRdZ2y6ikpTK/g",
+	"J9ncGWrYjcFt3MZlKfKp1QbXIwwEliRwi+pcBQflyqJdYq6JvIbI6mhln7BGNkTegGuJaLoAPWtsNwKQ",
+	"8w079CoYmUnFyILHMRQMI11o5wL1L0vwmPUkBAsNFxOo+PRs0eSBe9Q1U9ueiAXWT7c7ZHcGi9NiJYQ/",
+	"sA2jmFHL30RFKbsJWRCsFotsrA+D+zgegj3jKtkrPrHE3vNF5HPl7QdCjh27sbsTZIVpCtXtA7RyXBoQ",
+	"lrgAf7FvG2roLuG0WV6JNk5ABh3oMkK2ZQe6Uqy1gz264wf+Z+1B12bIWKF8HlTHIUPkuFDd3k0Q5ZGR",
+	"SGQTysVAWMojZuqvRpfZuI/yRXciuRCOa6PLG0aoBwKaIUZKa65l7prUk+M4jvetF9ydWFkOatyktuVh",
+	"rpCuW4/REiNl0yvQt5KEMmJbeiBCGsewBtbez5zz6T5mhUUx5BALB0J5jbfSSpSIOQ8UpISRiM2tZSpC",
+	"qDteWEPFYMEh1IzOGB5RuwIpFeCZ9RefqVxDl682fuWOCLvhhkypiGKmbAvxgi51tivuChvICO1kKeJl",
+	"mfg6txT8eIq3b75W7957Cn+YO7vPnuk/BWSSdxJ7jg2+4DEXXE9Z5FTRPKYNiALt62gC314UePDDK95w",
+	"+He+2n9ud+h8ruQ1ezo51/yoVeQbZOIbFvLI6tpQjUkBLgV62ig3DkB0+Pn49PL0w9tff/x4/uvx2dn5",
+	"x78evxv2ybFYDoQphhQgTqjX4DOjwTN5H5IbTll45e5QXb19lcQMEn5d6AOxW0JwQ1w5pWt2lLoioaKo",
+	"H3N/xsW5jBkWJk2/dXuitHN7LqYM7l8pcWYE1GDy94MoPn2hryAXcdQFuWNbOH3TC7CuqoxZgOP3Jol3",
+	"rEI0ibX4fMK/R2F1E03HNyxj58c4Zrt3j8TRj133b9xMazn7o990+FGkq3WUGoKrnn7FJ1OPbc+fkeyf",
+	"bxirXTJ4iAhN+ViBu21kTG0uCqwFUH9hA084kebMBlR4BeEiYjfEngQVEAkv0RjiXCCAUWpGrM4uBUOv",
+	"SOCic7ZddI7lY8dkwSN3Y9OdYZgbFWQv2N3dxb574NQBpziYGmdSm4my+u5iyvAehYyoAS6OBxNvg+zL",
+	"iHXAQS/VhwOBk8ESJFZz9gUAnQfMckIhDRS5YxHaL8NQJsLoof1xIGJ+zQCBYeY0+dyCaJINctUH1Sf2",
+	"wYGgxrDZ3FjWGsvJJxUP7XuAfScnVRdAlsGewkY1hNh8tAuPcwQ+zp1zl3RZf9InPx6fvjt5UxkyuFl8",
+	"rHe9sbtGC+7t5sMF93YfK16QdN23ELKC64Expr0/UCihpwE716Z4QqCA5/v4VXTgCk4WEIorB1dxViP6",
+	"XTqwyuHNdKZ7Nea1t4j7/rK5BInlpFqAnOd8HLGcIG8cyvFYMzPsk+H/3j52q/qB3Zjtj/iDT/TE56zi",
+	"Tqi+Ar+JPe4uMHKIF1n/YWc8LJQOcL5lTRJheIyar2O83p0cpCowwHJgT6mTHmoHGEV5DMUF1pjyWwY8",
+	"+Z2degNL3tseUQ2B5dg/XkEcpZZDLhXQPVLFlNzPRZa0Eb/Mu/1QeFf1ZZ8o72i3vKOyRnBRy5n/bpDF",
+	"oXNhXh10gjv1gTRQ3seYxpqlTY2kjBkV7S855jHlYsPbjXdyQkZLgz7wnOcno/N3crL9Ws7mHv2y+L6l",
+	"5QyfaYVmcw5c2wekZ2bJoiXXOtmUg07pSVsfAH5fjBOGzqxalOYid9PTgYPFXYBbk/JUA7/Fa9t6+yyk",
+	"MiH1GjNiIqJNJBOzo03EFIQWogrN5nke8SyhWkooxezvz96uZ2/Xvbxd50BGz86uZ2fXs7Pr7jh5wIYq",
+	"fF14XQqfxpTHG0ZDVwsGnzJan598kT71mGa866QqLRDCjdwzz8G1D1kRKCUChMmjRTM/I5HfqirQRZbX",
+	"/BjCxTf/29QGSif3JyP5f9ELbyQiQnPIBB4BAIOJDFVGY14z+NvS+JoUFsZlTOVjb7qhwgvyHamINRHV",
+	"NV0RAvXHtPlGPH1/56v/2KIaReFoPteieHz6wmVH1dyt/RFSEzcpCoW/rDEysc9sTibV5XqrN3z3mSX+",
+	"4eBxU3SSzG6ZszBIK5K6u0lwBGP+TWitRohLfFoVoYXnwA2iMai1jNPtjGh4Nebx4yfhrAyzSvP5wY3n",
+	"iXQf391vlHL/p1WC/kBBfOheRwQEluMcMokjhF7y4ocL8gt8DggTUS8AF31M53Mwa+NYLu4ikzY80HOa",
+	"aPZ7Oc1ndjBPdJQ/SDRins/rH19CA90UzpsvDm/1O+brqy+my0c/T0bxyYSp38uJusThPKuj/zrEngcU",
+	"EXKBLk8nOpxGSmAX2eNbvjuJ+F0JkE84nGcR8nyqNjxVjnKqhciDHiUWKmbaVPK9gCdrc3XvETLZjLD4",
+	"qAGJ2dzqLjNwlZ7p+0GvMmDpNaFJxE0RBZF0F1Ppk/oCotg8pqH9hB7OCBKNioIFG3u8Iq5fmk5SmzP0",
+	"uJdy0EXtlRwO4pmMH4OM3XUc6QprfTv802saJ6sqUA2lPnbxHtf3zlf80ObSAB58vjJ42isD6qjqyGeP",
+	"Y47lmCkAAOEGIgvSHA1BigCx7Zhh5bVBxZY/NKeq51LPlHTvCwNYxy2Xw09FRKZcG6mWnkVxo5FBPS1/",
+	"amFowRAyMyupSOqCwWO4O41ZRLpMXLNYzhlhIlRLeLTnccc5BsYbqbBGEcTm4UKkEcGjJaFiSZRMDOsD",
+	"LI/OHTuTEicZLQcCuf3QngjKBVN9t3JDh0S8kOoKGtcyvmZw6VeoWQvQLsroPtnf3cOfUo1nf3cXv/Gq",
+	"T1ko31mSP6uPYGJC43+1i/zklwyVHOLcL8hDo/NWd/lck/a3D9KQyh+FVDj2yalnYPZkLxQ3bBswOzYU",
+	"hdX6EoTn3reCXEPElM/Qezx4buhho9vCvQceQYSTrD5bR8iY8yxWIOxwLv3kNQ2nbPu1FEbJuAR2Tcht",
+	"aGV4mG8H0OgxHVZMrNQTJMTwcak8aFm/Fk7sGVj7T4ApmAaD+SQDOPsOOQ8pKV/HECopAjAUaBCIIJTj",
+	"O45zlLEdGs24qOM6CzaaSnlVnY94gkkLmCOAKMBckU/n7zRg+4ZUqaXVJaBYH43TyriKhYxfM9Uvzc/+",
+	"7Lt9RLnu+qhzUvjZPxsAD+ml8KsaEBlHOT9b3lnhZGXBGkhp8fEca9W5Q7ElVgDPVIycfby4dHGYUCnV",
+	"4S/ySVpW9Kf3x6+3L3463n/5inQ1YwMRyVDv0Dnvz6Ie5tvKxJAhTnQYQEIa12TChD0MrnZpesa5GAhA",
+	"H0gzcq12cUQoVjbJsYWiGVFdX8SR/yNJe9f6bxMb7QS5n2H94SZdX4k5W3pczV6TzK8W00EBmezPI87/",
+	"GHFJycjSwshK2E/n7zweooPg7KpE9D3UWICIMWPKY0Av8dl2Kfjz5gyqWdbufHWfWvhE86f42Sn6hE5R",
+	"zz0884hQQixJLCdHRYRcj4FgJOTybSzQqpyjlXv/4DpSAwt9Jqr7+kdTWZR5Q3My6OkUoGZ/qKOITF+i",
+	"JpyWBJ7Mo6fSMbCrp/YK/jlPxh/ETweo2RmT3tJWzgdOwgdZfhSCVgXurAUkt49EKsKEbTwi45hOHlXO",
+	"70SpfVF7c++ILrNGHiIEplBjdP+5xuhOcZWXbeqNZvv3LAvv7yrIjm1eqyotTgq4hCUQLr8/Uen4ATrj",
+	"dr7Cv7UK/jm7llc5l3yTeo/PR88EeF9ABbuMhKLT9QjzI+UccV0gEwWB5DfzsDZgmiHfPH1DupB/mfp5",
+	"exUF6U3uoqYcA6iOwUFvp29y2D8es6ZB/KRPPSL3fSt9N1WM95xNuDZMsSjF2vFs9w4k/NT09WGtRIIm",
+	"KpvRaOku6wuZkumj9XgdtiMWJoqbJRDZiFHF1HFi5egvX6zQ1FBzBEkwUXHnsLMDarzr6GuKMbXUhs2A",
+	"y3lB7RSZ/HeO7vNPpQPNfQlAI7m/wzjRcBBy303mSf5PJqK55KLYXRZmnPsy5fT5B91Na+6rrL5b7suZ",
+	"jFhcHBoNp8xy6/8vAAD//+1U5HY9BwIA",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

@@ -150,6 +150,9 @@ type ClientInterface interface {
 	// EvictCacheEntry request
 	EvictCacheEntry(ctx context.Context, project ProjectPath, key CacheKeyPath, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// CompareRuns request
+	CompareRuns(ctx context.Context, project ProjectPath, params *CompareRunsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListEndpoints request
 	ListEndpoints(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -606,6 +609,18 @@ func (c *Client) ListCacheEntries(ctx context.Context, project ProjectPath, para
 
 func (c *Client) EvictCacheEntry(ctx context.Context, project ProjectPath, key CacheKeyPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewEvictCacheEntryRequest(c.Server, project, key)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+func (c *Client) CompareRuns(ctx context.Context, project ProjectPath, params *CompareRunsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCompareRunsRequest(c.Server, project, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2344,6 +2359,58 @@ func NewEvictCacheEntryRequest(server string, project ProjectPath, key CacheKeyP
 	}
 
 	req, err := http.NewRequest("DELETE", queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCompareRunsRequest generates requests for CompareRuns
+func NewCompareRunsRequest(server string, project ProjectPath, params *CompareRunsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "project", runtime.ParamLocationPath, project)
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/compare", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		queryValues := queryURL.Query()
+
+		if queryFrag, err := runtime.StyleParamWithLocation("form", true, "runs", runtime.ParamLocationQuery, params.Runs); err != nil {
+			return nil, err
+		} else if parsed, err := url.ParseQuery(queryFrag); err != nil {
+			return nil, err
+		} else {
+			for k, v := range parsed {
+				for _, v2 := range v {
+					queryValues.Add(k, v2)
+				}
+			}
+		}
+
+		queryURL.RawQuery = queryValues.Encode()
+	}
+
+	req, err := http.NewRequest("GET", queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -5329,6 +5396,9 @@ type ClientWithResponsesInterface interface {
 	// EvictCacheEntryWithResponse request
 	EvictCacheEntryWithResponse(ctx context.Context, project ProjectPath, key CacheKeyPath, reqEditors ...RequestEditorFn) (*EvictCacheEntryResponse, error)
 
+	// CompareRunsWithResponse request
+	CompareRunsWithResponse(ctx context.Context, project ProjectPath, params *CompareRunsParams, reqEditors ...RequestEditorFn) (*CompareRunsResponse, error)
+
 	// ListEndpointsWithResponse request
 	ListEndpointsWithResponse(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*ListEndpointsResponse, error)
 
@@ -6034,6 +6104,34 @@ func (r EvictCacheEntryResponse) Status() string {
 
 // StatusCode returns HTTPResponse.StatusCode
 func (r EvictCacheEntryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+type CompareRunsResponse struct {
+	Body                      []byte
+	HTTPResponse              *http.Response
+	JSON200                   *RunComparison
+	ApplicationproblemJSON400 *BadRequest
+	ApplicationproblemJSON401 *Unauthorized
+	ApplicationproblemJSON403 *Forbidden
+	ApplicationproblemJSON404 *NotFound
+	ApplicationproblemJSON500 *Internal
+	ApplicationproblemJSON503 *Unavailable
+}
+
+// Status returns HTTPResponse.Status
+func (r CompareRunsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CompareRunsResponse) StatusCode() int {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.StatusCode
 	}
@@ -7856,6 +7954,15 @@ func (c *ClientWithResponses) EvictCacheEntryWithResponse(ctx context.Context, p
 	return ParseEvictCacheEntryResponse(rsp)
 }
 
+// CompareRunsWithResponse request returning *CompareRunsResponse
+func (c *ClientWithResponses) CompareRunsWithResponse(ctx context.Context, project ProjectPath, params *CompareRunsParams, reqEditors ...RequestEditorFn) (*CompareRunsResponse, error) {
+	rsp, err := c.CompareRuns(ctx, project, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCompareRunsResponse(rsp)
+}
+
 // ListEndpointsWithResponse request returning *ListEndpointsResponse
 func (c *ClientWithResponses) ListEndpointsWithResponse(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*ListEndpointsResponse, error) {
 	rsp, err := c.ListEndpoints(ctx, project, reqEditors...)
@@ -9534,6 +9641,74 @@ func ParseEvictCacheEntryResponse(rsp *http.Response) (*EvictCacheEntryResponse,
 	}
 
 	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCompareRunsResponse parses an HTTP response from a CompareRunsWithResponse call
+func ParseCompareRunsResponse(rsp *http.Response) (*CompareRunsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CompareRunsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RunComparison
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
 		var dest BadRequest
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {

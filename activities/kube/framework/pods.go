@@ -10,7 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // StuckReasons are container waiting reasons that rarely resolve by
@@ -168,5 +168,5 @@ func ParseOutputs(msg string) (map[string]any, error) {
 		}
 		return nil, fmt.Errorf("outputs (ATELIER_OUTPUTS) are not valid JSON: %v", verr)
 	}
-	return nil, fmt.Errorf("outputs (ATELIER_OUTPUTS) must be a JSON object, not %s", activities.JSONKind(t[0]))
+	return nil, fmt.Errorf("outputs (ATELIER_OUTPUTS) must be a JSON object, not %s", runstate.JSONKind(t[0]))
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -193,8 +194,121 @@ func runsCmd(o *options) *cobra.Command {
 			return o.watch(cmd, s, args[0])
 		},
 	}
-	cmd.AddCommand(list, get, watch)
+	var all bool
+	compare := &cobra.Command{
+		Use:   "compare RUN RUN...",
+		Short: "Show 2 to 20 runs side by side: parameters, step outputs and metrics",
+		Long: `Show runs side by side: their parameters, their steps' outputs and the
+metrics their steps wrote to $ATELIER_METRICS. A '*' marks rows whose values
+differ between the runs; for a metric, '^' marks the highest value and 'v'
+the lowest. Only rows that differ are shown unless --all; -o json prints
+every row.`,
+		Args: cobra.RangeArgs(2, 20),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := o.session()
+			if err != nil {
+				return err
+			}
+			res, err := s.c.CompareRunsWithResponse(cmd.Context(), s.Project, &gen.CompareRunsParams{Runs: args})
+			if err != nil {
+				return unreachable(err)
+			}
+			if err := expect(res.HTTPResponse, res.Body, 200); err != nil {
+				return err
+			}
+			return o.print(o.stdout, res.JSON200, func() table { return compareTable(res.JSON200, all) })
+		},
+	}
+	compare.Flags().BoolVar(&all, "all", false, "also show rows whose values are equal in every run")
+	cmd.AddCommand(list, get, watch, compare)
 	return cmd
+}
+
+// compareTable is a comparison as rows: a header with each run's short ID
+// and pipeline version, then parameters, outputs, metrics and series.
+func compareTable(c *gen.RunComparison, all bool) table {
+	head := []string{"", "NAME"}
+	for _, r := range c.Runs {
+		col := r.Id
+		if r.Pipeline != nil && r.Version != nil {
+			col += fmt.Sprintf(" (v%d)", *r.Version)
+		}
+		head = append(head, col)
+	}
+	t := table{append(head, "")}
+	states := []string{"", "state"}
+	for _, r := range c.Runs {
+		states = append(states, string(r.State))
+	}
+	t = append(t, append(states, ""))
+	mark := func(differs bool) string {
+		if differs {
+			return "*"
+		}
+		return ""
+	}
+	for _, p := range c.Params {
+		if !all && !p.Differs {
+			continue
+		}
+		t = append(t, append(append([]string{"param", p.Name}, jsonCells(p.Values)...), mark(p.Differs)))
+	}
+	for _, v := range c.Outputs {
+		if !all && !v.Differs {
+			continue
+		}
+		t = append(t, append(append([]string{"output", str(v.Step) + "." + v.Name}, jsonCells(v.Values)...), mark(v.Differs)))
+	}
+	for _, m := range c.Metrics {
+		if !all && !m.Differs {
+			continue
+		}
+		row := []string{"metric", m.Step + "." + m.Name}
+		for i, v := range m.Values {
+			cell := "-"
+			if v != nil {
+				cell = strconv.FormatFloat(*v, 'g', 6, 64)
+			}
+			switch {
+			case m.Best != nil && *m.Best == i:
+				cell += " ^"
+			case m.Worst != nil && *m.Worst == i:
+				cell += " v"
+			}
+			row = append(row, cell)
+		}
+		t = append(t, append(row, mark(m.Differs)))
+	}
+	for _, sr := range c.Series {
+		row := []string{"series", sr.Step + "." + sr.Name}
+		for _, v := range sr.Values {
+			cell := "-"
+			if len(v) > 0 {
+				cell = fmt.Sprintf("%d points, last %s", len(v), strconv.FormatFloat(v[len(v)-1], 'g', 6, 64))
+			}
+			row = append(row, cell)
+		}
+		t = append(t, append(row, ""))
+	}
+	return t
+}
+
+// jsonCells prints JSON values for a table ("-": none).
+func jsonCells(vals []any) []string {
+	out := make([]string, len(vals))
+	for i, v := range vals {
+		if v == nil {
+			out[i] = "-"
+			continue
+		}
+		if s, ok := v.(string); ok {
+			out[i] = s
+			continue
+		}
+		b, _ := json.Marshal(v)
+		out[i] = string(b)
+	}
+	return out
 }
 
 func getRun(cmd *cobra.Command, s *session, id string) (*gen.Run, error) {
