@@ -4,6 +4,7 @@ import { ApiError, call, getToken, lastProject, logout, rememberProject, setOnUn
 import { h, replace } from "./dom";
 import { href, parse, type Route } from "./route";
 import type { Project } from "./types";
+import { ComparePage } from "./views/compare";
 import { LaunchPage } from "./views/launch";
 import { PipelinePage, PipelinesPage } from "./views/pipelines";
 import { RunPage } from "./views/run";
@@ -68,6 +69,8 @@ function page(r: Exclude<Route, { page: "login" | "home" }>): View {
       return new PipelinePage(r.project, r.pipeline, r.version);
     case "launch":
       return new LaunchPage(r);
+    case "compare":
+      return new ComparePage(r.project, r.runs);
   }
 }
 

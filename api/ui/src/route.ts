@@ -10,6 +10,8 @@ export type Route =
   | { page: "pipeline"; project: string; pipeline: string; version?: number }
   /** The form that starts a run of a version; from: prefill from that run's params. */
   | { page: "launch"; project: string; pipeline: string; version: number; from?: string }
+  /** Runs side by side (2 to 20, in this order). */
+  | { page: "compare"; project: string; runs: string[] }
   | { page: "home" };
 
 export function parse(hash: string): Route {
@@ -30,6 +32,7 @@ export function parse(hash: string): Route {
       return { page: "pipeline", project, pipeline: seg[3], version: v };
     }
     if (seg[2] === "pipelines") return { page: "pipelines", project };
+    if (seg[2] === "compare") return { page: "compare", project, runs: params.getAll("runs").filter(Boolean) };
     return { page: "runs", project, filters: params };
   }
   return { page: "home" };
@@ -48,4 +51,5 @@ export const href = {
   pipeline: (project: string, pipeline: string, version?: number) => `#/p/${e(project)}/pipelines/${e(pipeline)}${version ? `/versions/${version}` : ""}`,
   launch: (project: string, pipeline: string, version: number, from?: string) =>
     `#/p/${e(project)}/pipelines/${e(pipeline)}/versions/${version}/run${from ? `?from=${e(from)}` : ""}`,
+  compare: (project: string, runs: string[]) => `#/p/${e(project)}/compare${runs.length ? `?${runs.map((r) => `runs=${e(r)}`).join("&")}` : ""}`,
 };

@@ -72,6 +72,14 @@ export interface StepStatus {
   artifacts?: Artifact[];
   /** What it read, by input name (`from` is the producer's `<step>.<artifact>`). */
   inputs?: Artifact[];
+  /** What it reported in `$ATELIER_METRICS`. */
+  metrics?: StepMetrics;
+}
+
+/** StepMetrics is what a step reported: numbers, and short curves (a loss per epoch). */
+export interface StepMetrics {
+  scalars?: Record<string, number>;
+  series?: Record<string, number[]>;
 }
 
 export type ArtifactType = "file" | "dataset" | "model" | "metrics";
@@ -180,6 +188,51 @@ export interface Run {
 export interface RunList {
   runs: Run[];
   nextPageToken?: string;
+}
+
+/** ComparedRun is a run of a comparison (GET …/compare), a column of its table. */
+export interface ComparedRun {
+  id: string;
+  pipeline?: string;
+  version?: number;
+  workflow: string;
+  state: RunState;
+  createdAt: string;
+  createdBy?: string;
+}
+
+/** ComparedValue is a param (or a step's output): a JSON value per run, null where a run has none. */
+export interface ComparedValue {
+  /** The step (outputs only). */
+  step?: string;
+  name: string;
+  values: unknown[];
+  differs: boolean;
+}
+
+/** ComparedMetric is a step's scalar metric; best is the index of the highest value, worst of the lowest. */
+export interface ComparedMetric {
+  step: string;
+  name: string;
+  values: (number | null)[];
+  differs: boolean;
+  best?: number;
+  worst?: number;
+}
+
+export interface ComparedSeries {
+  step: string;
+  name: string;
+  values: (number[] | null)[];
+}
+
+/** RunComparison puts runs side by side: every `values` has one entry per run, in the order of `runs`. */
+export interface RunComparison {
+  runs: ComparedRun[];
+  params: ComparedValue[];
+  outputs: ComparedValue[];
+  metrics: ComparedMetric[];
+  series: ComparedSeries[];
 }
 
 export interface Project {

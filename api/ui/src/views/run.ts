@@ -3,17 +3,19 @@
 // (planned steps from the pipeline version's graph, states live from the
 // run's event stream) and a drawer
 // for the selected step (forEach items, attempts, outputs, errors,
-// approval, artifacts, and the log of an attempt, followed while it runs).
+// approval, metrics (a table and sparklines), artifacts, and the log of an
+// attempt, followed while it runs).
 //
 // Parts that hold user input, a stream or fetched data (the cancel form,
 // the approval form, the log, the artifacts) are built once and kept
 // across updates; the rest is re-rendered only when what it shows changed.
 
 import { call, enc, followLog, get, streamEvents } from "../api";
+import { fmtValue, sparkline } from "../chart";
 import { DagView, model } from "../dag";
 import { badge, fmtDuration, fmtTime, h, json, replace } from "../dom";
 import { href, type Route } from "../route";
-import { runTerminal, type Attempt, type PipelineGraphStep, type PipelineVersion, type Run, type RunEvent, type RunStatus, type StepStatus } from "../types";
+import { runTerminal, type Attempt, type PipelineGraphStep, type PipelineVersion, type Run, type RunEvent, type RunStatus, type StepMetrics, type StepStatus } from "../types";
 import { ArtifactsSection } from "./artifacts";
 import { errorBox, message, type View } from "./view";
 
@@ -489,6 +491,8 @@ export class RunPage implements View {
     // A forEach item's outputs are in the step's list once the step ended.
     const outputs = entry?.outputs ?? (step.items && sel.item !== undefined && Array.isArray(step.outputs) ? step.outputs[sel.item] : undefined);
     if (outputs !== undefined && outputs !== null) out.push(h("h3", {}, "Outputs"), h("pre", { class: "json", id: "outputs" }, json(outputs)));
+    const metrics = entry?.metrics && metricsBlock(entry.metrics);
+    if (metrics) out.push(metrics);
     const arts = entry && this.artifactsBlock(sel, entry);
     if (arts) out.push(arts);
     return out;
@@ -641,6 +645,33 @@ class LogPane {
   dispose(): void {
     this.abort.abort();
   }
+}
+
+/** metricsBlock shows what a step (or item) reported in $ATELIER_METRICS: its numbers as a table, each series as a sparkline. */
+function metricsBlock(m: StepMetrics): HTMLElement | null {
+  const scalars = Object.entries(m.scalars ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  const series = Object.entries(m.series ?? {})
+    .filter(([, v]) => v.length)
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  if (!scalars.length && !series.length) return null;
+  return h(
+    "div",
+    { class: "metrics", id: "step-metrics" },
+    h("h3", {}, "Metrics"),
+    scalars.length
+      ? h(
+          "table",
+          { class: "list compact scalars" },
+          h("thead", {}, h("tr", {}, h("th", {}, "Metric"), h("th", {}, "Value"))),
+          h(
+            "tbody",
+            {},
+            scalars.map(([k, v]) => h("tr", { "data-metric": k }, h("td", { class: "mono" }, k), h("td", { class: "mono value", title: String(v) }, fmtValue(v)))),
+          ),
+        )
+      : null,
+    series.map(([k, v]) => sparkline(k, v)),
+  );
 }
 
 const LEGEND_ORDER = ["PLANNED", "PENDING", "RUNNING", "RETRYING", "WAITING_FOR_GPU", "WAITING_FOR_APPROVAL", "SUCCEEDED", "CACHED", "FAILED", "SKIPPED", "CANCELLED"];

@@ -1,6 +1,8 @@
 // The runs list: newest first, filtered by pipeline, state and creator
 // (the filters live in the URL), paged by the API's page tokens, and
-// refreshed every few seconds while it shows the first page.
+// refreshed every few seconds while it shows the first page. Runs ticked
+// (on any page, kept across refreshes) are compared side by side on the
+// compare page (compare.ts).
 
 import { enc, get, query } from "../api";
 import { badge, fmtDuration, fmtTime, h, replace } from "../dom";
@@ -10,6 +12,9 @@ import { errorBox, type View } from "./view";
 
 const REFRESH_MS = 5000;
 const PAGE_SIZE = 50;
+/** The bounds of a comparison (GET …/compare). */
+export const COMPARE_MIN = 2;
+export const COMPARE_MAX = 20;
 
 export class RunsPage implements View {
   readonly el = h("section", { class: "page runs" });
@@ -20,6 +25,11 @@ export class RunsPage implements View {
   /** page tokens of the pages before the current one ("" = first). */
   private tokens: string[] = [];
   private token = "";
+  /** The runs ticked for a comparison, with when each was created (they are compared oldest first). */
+  private readonly picked = new Map<string, string>();
+  private readonly compareBtn = h("button", { id: "compare", class: "primary", type: "button", disabled: true, onclick: () => this.compare() }, "Compare");
+  private readonly pickedNote = h("span", { class: "muted small", id: "compare-count" });
+  private readonly clearPicked = h("button", { class: "link-button small", type: "button", hidden: true, onclick: () => this.unpickAll() }, "clear");
 
   constructor(
     private readonly project: string,
@@ -55,7 +65,13 @@ export class RunsPage implements View {
       h("button", { type: "submit" }, "Filter"),
       filters.toString() ? h("a", { href: href.runs(project), class: "clear" }, "clear filters") : null,
     );
-    replace(this.el, h("div", { class: "page-head" }, h("h1", {}, "Runs"), form), this.table, this.pager);
+    this.updateCompare();
+    replace(
+      this.el,
+      h("div", { class: "page-head" }, h("h1", {}, "Runs"), form, h("span", { class: "spacer" }), h("div", { class: "compare-bar" }, this.pickedNote, this.clearPicked, this.compareBtn)),
+      this.table,
+      this.pager,
+    );
 
     get<{ pipelines: Pipeline[] }>(`/v1/projects/${enc(project)}/pipelines`, this.abort.signal)
       .then((res) => {
@@ -98,14 +114,15 @@ export class RunsPage implements View {
         h(
           "table",
           { class: "list", id: "runs" },
-          h("thead", {}, h("tr", {}, ["Run", "Pipeline", "State", "Created", "Duration", "Created by"].map((c) => h("th", {}, c)))),
+          h("thead", {}, h("tr", {}, h("th", { class: "pick", title: `tick ${COMPARE_MIN} to ${COMPARE_MAX} runs to compare` }), ["Run", "Pipeline", "State", "Created", "Duration", "Created by"].map((c) => h("th", {}, c)))),
           h(
             "tbody",
             {},
             list.runs.map((r) =>
               h(
                 "tr",
-                { "data-run": r.id },
+                { "data-run": r.id, class: this.picked.has(r.id) ? "selected" : "" },
+                h("td", { class: "pick" }, this.checkbox(r.id, r.createdAt)),
                 h("td", { class: "mono" }, h("a", { href: href.run(this.project, r.id) }, r.id)),
                 h(
                   "td",
@@ -137,6 +154,46 @@ export class RunsPage implements View {
       "Older →",
     );
     replace(this.pager, newer, older, this.token ? null : h("span", { class: "muted" }, `refreshes every ${REFRESH_MS / 1000}s`));
+  }
+
+  private checkbox(id: string, createdAt: string): HTMLInputElement {
+    const box: HTMLInputElement = h("input", {
+      type: "checkbox",
+      class: "pick-run",
+      "data-run": id,
+      checked: this.picked.has(id),
+      "aria-label": `compare run ${id}`,
+      onchange: () => {
+        if (box.checked) this.picked.set(id, createdAt);
+        else this.picked.delete(id);
+        box.closest("tr")?.classList.toggle("selected", box.checked);
+        this.updateCompare();
+      },
+    });
+    return box;
+  }
+
+  private unpickAll(): void {
+    this.picked.clear();
+    for (const box of this.table.querySelectorAll<HTMLInputElement>("input.pick-run")) {
+      box.checked = false;
+      box.closest("tr")?.classList.remove("selected");
+    }
+    this.updateCompare();
+  }
+
+  private updateCompare(): void {
+    const n = this.picked.size;
+    this.compareBtn.disabled = n < COMPARE_MIN || n > COMPARE_MAX;
+    this.compareBtn.title = n < COMPARE_MIN ? `tick ${COMPARE_MIN} to ${COMPARE_MAX} runs to compare them` : n > COMPARE_MAX ? `at most ${COMPARE_MAX} runs can be compared` : "";
+    this.pickedNote.textContent = n ? `${n} selected${n > COMPARE_MAX ? ` (at most ${COMPARE_MAX})` : ""}` : "";
+    this.clearPicked.hidden = !n;
+  }
+
+  private compare(): void {
+    // Oldest first: the columns read left to right as the runs were made.
+    const ids = [...this.picked].sort(([a, at], [b, bt]) => Date.parse(at) - Date.parse(bt) || (a < b ? -1 : a > b ? 1 : 0)).map(([id]) => id);
+    if (ids.length >= COMPARE_MIN && ids.length <= COMPARE_MAX) location.hash = href.compare(this.project, ids);
   }
 
   private page(token: string): void {
