@@ -101,6 +101,7 @@ func fullRunStatus() runstate.Status {
 		Result:      map[string]any{"model": "s3://bucket/model", "score": 0.93},
 		Warnings:    []string{"cleanup of RayJob r1 failed: <timeout>", "second"},
 		ScheduleID:  "nightly",
+		CreatedBy:   "ci",
 		RetryOf:     "run-0",
 		CacheBypass: true,
 		ParentRun:   "0197a1b2-0000-7e5f-8a9b-0c1d2e3f4a5b",

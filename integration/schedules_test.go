@@ -220,4 +220,11 @@ steps:
 		ids = append(ids, r.Id)
 	}
 	assert.Len(t, ids, 5, "runs listed: %v", ids)
+	// The schedule's creator started them: the runs list finds them by
+	// createdBy, as Temporal does by AtelierCreatedBy.
+	byCreator := s.listRuns(gen.ListRunsParams{CreatedBy: ptrTo("ci-editor"), PageSize: ptrTo(100)})
+	assert.Len(t, byCreator, 5, "scheduled runs by their creator")
+	for _, r := range byCreator {
+		assert.Equal(t, "ci-editor", val(r.CreatedBy))
+	}
 }

@@ -80,6 +80,10 @@ type Status struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// ScheduleID names the schedule that started the run (empty when none).
 	ScheduleID string `json:"scheduleId,omitempty"`
+	// CreatedBy is the token that started the run or created the schedule
+	// that did (the AtelierCreatedBy search attribute): the catalogue
+	// takes it for a run the gateway did not start, a scheduled one.
+	CreatedBy string `json:"createdBy,omitempty"`
 	// RetryOf is the run this one retries (POST …/runs/{id}/retry).
 	RetryOf string `json:"retryOf,omitempty"`
 	// CacheBypass: the run was started to run its cached steps rather

@@ -147,6 +147,7 @@ func Begin(ctx workflow.Context, opts RunOptions) (*Run, workflow.Context, error
 		// Read from the attribute Temporal sets on a scheduled start: it
 		// changes the status only, never a command.
 		ScheduleID:  scheduleOf(ctx, project),
+		CreatedBy:   createdByOf(ctx),
 		RetryOf:     opts.RetryOf,
 		CacheBypass: opts.CacheBypass,
 	}
@@ -259,6 +260,13 @@ func Begin(ctx workflow.Context, opts RunOptions) (*Run, workflow.Context, error
 func scheduleOf(ctx workflow.Context, project string) string {
 	id, _ := workflow.GetTypedSearchAttributes(ctx).GetKeyword(temporal.NewSearchAttributeKeyKeyword("TemporalScheduledById"))
 	return strings.TrimPrefix(id, "atelier-schedule/"+project+"/")
+}
+
+// createdByOf is the AtelierCreatedBy search attribute the run started
+// with (the token that started it, or that created its schedule), or "".
+func createdByOf(ctx workflow.Context) string {
+	by, _ := workflow.GetTypedSearchAttributes(ctx).GetKeyword(temporal.NewSearchAttributeKeyKeyword(runstate.SACreatedBy))
+	return by
 }
 
 func projectFromSearchAttributes(ctx workflow.Context) string {

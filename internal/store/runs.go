@@ -160,7 +160,9 @@ func (s *Store) DeleteRun(ctx context.Context, id string) error {
 }
 
 // MirrorRun records a run's status. A run without a row (started directly
-// through the Temporal SDK) is inserted, with CreatedAt = StartedAt or now.
+// through the Temporal SDK, or by a schedule) is inserted, with CreatedAt =
+// StartedAt or now and CreatedBy from the status (the token that started
+// it or created its schedule), which also fills a row's empty CreatedBy.
 // Otherwise state, seq, status and updated_at are replaced only if s.Seq is
 // greater than the stored seq, so stale and replayed writes are ignored; a
 // status whose project differs from the stored row's is ignored too.
@@ -182,6 +184,7 @@ func (s *Store) MirrorRun(ctx context.Context, st runstate.Status) error {
 		Status:    jsonbSafe(b),
 		CreatedAt: st.StartedAt,
 		Schedule:  strPtr(st.ScheduleID),
+		CreatedBy: st.CreatedBy,
 	}
 	if st.Version != 0 {
 		v := int32(st.Version)
@@ -202,7 +205,7 @@ func (s *Store) MirrorRun(ctx context.Context, st runstate.Status) error {
 	// statement (see internal/services/webhooks).
 	n := db.MirrorRunNotifyParams{
 		ID: p.ID, Project: p.Project, Pipeline: p.Pipeline, Version: p.Version, Workflow: p.Workflow,
-		State: p.State, Seq: p.Seq, Status: p.Status, CreatedAt: p.CreatedAt, Schedule: p.Schedule, Subject: st.Pipeline,
+		State: p.State, Seq: p.Seq, Status: p.Status, CreatedAt: p.CreatedAt, Schedule: p.Schedule, CreatedBy: p.CreatedBy, Subject: st.Pipeline,
 	}
 	if n.Subject == "" {
 		n.Subject = st.Workflow // a Go pipeline: webhooks filter on its registered name

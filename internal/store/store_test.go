@@ -652,6 +652,22 @@ func TestMirrorRun(t *testing.T) {
 		t.Fatalf("mirrored gateway run %+v, %v", r, err)
 	}
 
+	// A scheduled run (no gateway row) takes its creator from the status;
+	// a gateway row keeps its own.
+	if err := s.MirrorRun(ctx, runstate.Status{RunID: "sched1", Project: "p1", Workflow: "w", State: runstate.Running, Seq: 1, ScheduleID: "nightly", CreatedBy: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MirrorRun(ctx, runstate.Status{RunID: "g1", Project: "p1", Workflow: "w", State: runstate.Running, Seq: 2, CreatedBy: "mallory"}); err != nil {
+		t.Fatal(err)
+	}
+	page, err := s.ListRuns(ctx, catalog.RunFilter{Project: "p1", CreatedBy: "alice"})
+	if err != nil || len(page.Runs) != 1 || page.Runs[0].ID != "sched1" {
+		t.Fatalf("runs created by alice: %+v, %v", page.Runs, err)
+	}
+	if r, err := s.GetRun(ctx, "p1", "g1"); err != nil || r.CreatedBy != "bob" {
+		t.Fatalf("g1 %+v, %v", r, err)
+	}
+
 	// No StartedAt: created now.
 	if err := s.MirrorRun(ctx, runstate.Status{RunID: "sdk2", Project: "p1", Workflow: "w", State: runstate.Pending, Seq: 1}); err != nil {
 		t.Fatal(err)

@@ -867,17 +867,18 @@ func (q *Queries) ListUnfinishedRuns(ctx context.Context, arg ListUnfinishedRuns
 
 const mirrorRun = `-- name: MirrorRun :execrows
 INSERT INTO runs (
-    id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, schedule
+    id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, schedule, created_by
 ) VALUES (
     $1, $2, $3, $4, $5, $6, $7, $8,
-    COALESCE($9::timestamptz, now()), now(), $10
+    COALESCE($9::timestamptz, now()), now(), $10, $11
 )
 ON CONFLICT (id) DO UPDATE
 SET state = excluded.state,
     seq = excluded.seq,
     status = excluded.status,
     updated_at = now(),
-    schedule = COALESCE(runs.schedule, excluded.schedule)
+    schedule = COALESCE(runs.schedule, excluded.schedule),
+    created_by = CASE WHEN runs.created_by = '' THEN excluded.created_by ELSE runs.created_by END
 WHERE runs.seq < excluded.seq AND runs.project = excluded.project
 `
 
@@ -892,6 +893,7 @@ type MirrorRunParams struct {
 	Status    json.RawMessage
 	CreatedAt *time.Time
 	Schedule  *string
+	CreatedBy string
 }
 
 // Inserts the run when absent (started outside the gateway); otherwise
@@ -909,6 +911,7 @@ func (q *Queries) MirrorRun(ctx context.Context, arg MirrorRunParams) (int64, er
 		arg.Status,
 		arg.CreatedAt,
 		arg.Schedule,
+		arg.CreatedBy,
 	)
 	if err != nil {
 		return 0, err

@@ -388,17 +388,18 @@ func (q *Queries) ListWebhooks(ctx context.Context, project string) ([]Webhook, 
 const mirrorRunNotify = `-- name: MirrorRunNotify :execrows
 WITH mirrored AS (
     INSERT INTO runs (
-        id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, schedule
+        id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, schedule, created_by
     ) VALUES (
         $2, $7, $8, $9, $10, $11, $12, $13,
-        COALESCE($14::timestamptz, now()), now(), $15
+        COALESCE($14::timestamptz, now()), now(), $15, $16
     )
     ON CONFLICT (id) DO UPDATE
     SET state = excluded.state,
         seq = excluded.seq,
         status = excluded.status,
         updated_at = now(),
-        schedule = COALESCE(runs.schedule, excluded.schedule)
+        schedule = COALESCE(runs.schedule, excluded.schedule),
+        created_by = CASE WHEN runs.created_by = '' THEN excluded.created_by ELSE runs.created_by END
     WHERE runs.seq < excluded.seq AND runs.project = excluded.project
     RETURNING runs.project
 )
@@ -431,6 +432,7 @@ type MirrorRunNotifyParams struct {
 	Status        json.RawMessage
 	CreatedAt     *time.Time
 	Schedule      *string
+	CreatedBy     string
 }
 
 // MirrorRun that also queues the events the status shows (@event_ids,
@@ -458,6 +460,7 @@ func (q *Queries) MirrorRunNotify(ctx context.Context, arg MirrorRunNotifyParams
 		arg.Status,
 		arg.CreatedAt,
 		arg.Schedule,
+		arg.CreatedBy,
 	)
 	if err != nil {
 		return 0, err

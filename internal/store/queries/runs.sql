@@ -34,17 +34,18 @@ WHERE id = @id;
 -- applies the status only when it is newer than the stored one (and of the
 -- same project). Returns 0 rows affected for an ignored write.
 INSERT INTO runs (
-    id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, schedule
+    id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, schedule, created_by
 ) VALUES (
     @id, @project, sqlc.narg(pipeline), sqlc.narg(version), @workflow, @state, @seq, @status,
-    COALESCE(sqlc.narg(created_at)::timestamptz, now()), now(), sqlc.narg(schedule)
+    COALESCE(sqlc.narg(created_at)::timestamptz, now()), now(), sqlc.narg(schedule), @created_by
 )
 ON CONFLICT (id) DO UPDATE
 SET state = excluded.state,
     seq = excluded.seq,
     status = excluded.status,
     updated_at = now(),
-    schedule = COALESCE(runs.schedule, excluded.schedule)
+    schedule = COALESCE(runs.schedule, excluded.schedule),
+    created_by = CASE WHEN runs.created_by = '' THEN excluded.created_by ELSE runs.created_by END
 WHERE runs.seq < excluded.seq AND runs.project = excluded.project;
 
 -- The list queries, one per combination of the equality filters (project

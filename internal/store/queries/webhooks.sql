@@ -45,17 +45,18 @@ WHERE project = @project AND id = @id;
 -- queued.
 WITH mirrored AS (
     INSERT INTO runs (
-        id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, schedule
+        id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, schedule, created_by
     ) VALUES (
         @id, @project, sqlc.narg(pipeline), sqlc.narg(version), @workflow, @state, @seq, @status,
-        COALESCE(sqlc.narg(created_at)::timestamptz, now()), now(), sqlc.narg(schedule)
+        COALESCE(sqlc.narg(created_at)::timestamptz, now()), now(), sqlc.narg(schedule), @created_by
     )
     ON CONFLICT (id) DO UPDATE
     SET state = excluded.state,
         seq = excluded.seq,
         status = excluded.status,
         updated_at = now(),
-        schedule = COALESCE(runs.schedule, excluded.schedule)
+        schedule = COALESCE(runs.schedule, excluded.schedule),
+        created_by = CASE WHEN runs.created_by = '' THEN excluded.created_by ELSE runs.created_by END
     WHERE runs.seq < excluded.seq AND runs.project = excluded.project
     RETURNING runs.project
 )
