@@ -13,6 +13,19 @@ import (
 	"github.com/atelier-ml/atelier/api/gen"
 )
 
+// trainMetricsPipeline trains with the learning rate lr: its step reports
+// accuracy (0.95 at lr 0.2, lower either side), 3 epochs and a three-point
+// loss curve as metrics, and lr as its output.
+const trainMetricsPipeline = `
+params:
+  - {name: lr, type: number, default: 0.1}
+steps:
+  - name: train
+    container:
+      command: [sh, -c, 'awk -v lr="$LR" ''BEGIN { printf "{\"accuracy\": %.4f, \"epochs\": 3, \"loss\": [0.9, %.3f, %.3f]}", 0.95 - (lr - 0.2) * (lr - 0.2), 0.5 - lr, 0.3 - lr }'' > "$ATELIER_METRICS"; echo "{\"lr\": $LR}" > "$ATELIER_OUTPUTS"']
+      env: {LR: "{{ params.lr }}"}
+`
+
 // Metrics and run comparison on the real stack: a training step writes
 // scalar metrics and a loss curve to $ATELIER_METRICS; they are on the
 // step (REST), two runs with different parameters are compared over REST
@@ -21,15 +34,7 @@ import (
 // another project cannot compare this project's runs.
 func TestMetricsAndRunComparison(t *testing.T) {
 	s := newStack(t)
-	s.createPipeline("train-metrics", `
-params:
-  - {name: lr, type: number, default: 0.1}
-steps:
-  - name: train
-    container:
-      command: [sh, -c, 'awk -v lr="$LR" ''BEGIN { printf "{\"accuracy\": %.4f, \"epochs\": 3, \"loss\": [0.9, %.3f, %.3f]}", 0.95 - (lr - 0.2) * (lr - 0.2), 0.5 - lr, 0.3 - lr }'' > "$ATELIER_METRICS"; echo "{\"lr\": $LR}" > "$ATELIER_OUTPUTS"']
-      env: {LR: "{{ params.lr }}"}
-`)
+	s.createPipeline("train-metrics", trainMetricsPipeline)
 	a := s.waitTerminal(s.start("train-metrics", map[string]any{"lr": 0.1}), time.Minute)
 	require.Equal(t, gen.RunStateSUCCEEDED, a.State, "%s", val(a.Status.Error))
 	b := s.waitTerminal(s.start("train-metrics", map[string]any{"lr": 0.2}), time.Minute)

@@ -35,15 +35,7 @@ func TestWebUICompareInBrowser(t *testing.T) {
 	}
 	path := chromiumPath(t)
 	s := newStack(t)
-	s.createPipeline("train-metrics", `
-params:
-  - {name: lr, type: number, default: 0.1}
-steps:
-  - name: train
-    container:
-      command: [sh, -c, 'awk -v lr="$LR" ''BEGIN { printf "{\"accuracy\": %.4f, \"epochs\": 3, \"loss\": [0.9, %.3f, %.3f]}", 0.95 - (lr - 0.2) * (lr - 0.2), 0.5 - lr, 0.3 - lr }'' > "$ATELIER_METRICS"; echo "{\"lr\": $LR}" > "$ATELIER_OUTPUTS"']
-      env: {LR: "{{ params.lr }}"}
-`)
+	s.createPipeline("train-metrics", trainMetricsPipeline)
 	a := s.waitTerminal(s.start("train-metrics", map[string]any{"lr": 0.1}), time.Minute)
 	require.Equal(t, gen.RunStateSUCCEEDED, a.State, "%s", val(a.Status.Error))
 	b := s.waitTerminal(s.start("train-metrics", map[string]any{"lr": 0.2}), time.Minute)
