@@ -13,6 +13,7 @@
 //	<data>/runs/<run>/<step>[-<item>]/attempt-<n>/    (0711 down from <data>)
 //	    work/              working directory, unless the step sets workingDir (step's, 0700)
 //	    out/outputs.json   ATELIER_OUTPUTS: the step may write a JSON object here (step's, 0700)
+//	    out/metrics.json   ATELIER_METRICS: and its metrics (runstate.ParseMetrics)
 //	    output             the step's stdout+stderr as written, until its outcome is recorded (worker's, 0600)
 //	    log, log.index     the same, redacted, as shipped; output.read: how much of output the log holds
 //	    started.json, exit.json, lease   the supervisor's records (see package supervisor)
