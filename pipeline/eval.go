@@ -308,6 +308,9 @@ func RenderContainer(c *Container, env Env) (*Container, error) {
 		return res, nil
 	}
 	var err error
+	if out.Image, err = RenderString(c.Image, env); err != nil {
+		return nil, fmt.Errorf("image: %w", err)
+	}
 	if out.Command, err = list("command", c.Command); err != nil {
 		return nil, err
 	}

@@ -164,7 +164,7 @@ func TestEvalItems(t *testing.T) {
 
 func TestRenderContainer(t *testing.T) {
 	in := &Container{
-		Image:      "img:{{ not rendered }}",
+		Image:      "trainer-{{ item.name }}:{{ params.epochs }}",
 		Command:    []string{"train", "--data={{ params.dataset }}"},
 		Args:       []string{"--lr={{ item.lr }}"},
 		Env:        map[string]string{"ROWS": "{{ steps.prepare.outputs.rows }}", "PLAIN": "x"},
@@ -179,7 +179,7 @@ func TestRenderContainer(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &Container{
-		Image:      "img:{{ not rendered }}",
+		Image:      "trainer-b:3",
 		Command:    []string{"train", "--data=iris"},
 		Args:       []string{"--lr=0.1"},
 		Env:        map[string]string{"ROWS": "150", "PLAIN": "x"},
@@ -188,7 +188,7 @@ func TestRenderContainer(t *testing.T) {
 	if diff := cmp.Diff(want, out); diff != "" {
 		t.Errorf("RenderContainer (-want +got):\n%s", diff)
 	}
-	if in.WorkingDir != orig.WorkingDir || !reflect.DeepEqual(in.Env, origEnv) || !reflect.DeepEqual(in.Command, origCmd) {
+	if in.WorkingDir != orig.WorkingDir || in.Image != orig.Image || !reflect.DeepEqual(in.Env, origEnv) || !reflect.DeepEqual(in.Command, origCmd) {
 		t.Error("RenderContainer modified its input")
 	}
 

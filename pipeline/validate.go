@@ -427,9 +427,11 @@ func validateStep(p *Spec, i int, vc *vctx, psc *refScope, ps *problems) {
 	}
 	if c := s.Container; c != nil {
 		cp := field(path, "container")
-		if strings.Contains(c.Image, "{{") {
-			ps.add(field(cp, "image"), "templates are not supported in image")
-		}
+		// A template in image picks an image per item or per parameter
+		// (Argo's loops over maps); the rendered image is checked where the
+		// step runs (an empty one fails the attempt, the API server judges
+		// the rest).
+		check(field(cp, "image"), c.Image)
 		for j, v := range c.Command {
 			if j == 0 && strings.TrimSpace(v) == "" {
 				ps.add(index(field(cp, "command"), 0), "must not be empty")

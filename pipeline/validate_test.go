@@ -178,12 +178,12 @@ steps:
 steps:
   - name: a
     container:
-      image: "img:{{ params.tag }}"
+      image: "img:{{ bad0 }}"
       command: ["{{ bad1 }}"]
       args: ["{{ bad2 }}"]
       env: {Z: "{{ bad3 }}", "A=B": "x"}
       workingDir: "{{ bad4 }}"`, nil, []want{
-			{"steps[0].container.image", "templates are not supported in image"},
+			{"steps[0].container.image", `unknown name "bad0"`},
 			{"steps[0].container.command[0]", `unknown name "bad1"`},
 			{"steps[0].container.args[0]", `unknown name "bad2"`},
 			{"steps[0].container.env[\"A=B\"]", `invalid environment variable name "A=B"`},

@@ -295,3 +295,35 @@ steps:
 	assert.Equal(t, submitted.Workload.ID, released[0].Workload.ID)
 	assert.Contains(t, fc.calls, "step atelier-k8s-gpu-east job:train:")
 }
+
+// Argo's loops over maps: a forEach item picks its container's image (and
+// a parameter its tag), each item's Job getting its own.
+func TestForEachItemsPickTheirImage(t *testing.T) {
+	env, _, _ := newEnv(t)
+	var mu sync.Mutex
+	images := map[int]string{}
+	fc := &fakeClusters{outputs: func(req activities.KubeStepRequest) map[string]any {
+		mu.Lock()
+		defer mu.Unlock()
+		if req.Item != nil {
+			images[*req.Item] = req.Container.Image
+		}
+		return map[string]any{"ok": true}
+	}}
+	fc.register(env)
+	in := kubeInput(t, `
+params:
+  - {name: tag, type: string, default: "1.2"}
+steps:
+  - name: test
+    placement: {cluster: cpu-west}
+    forEach: {items: [{os: debian, py: "3.12"}, {os: alpine, py: "3.13"}]}
+    container: {image: "python:{{ item.py }}-{{ item.os }}-{{ params.tag }}", command: ["pytest"]}
+`)
+	in.Params = map[string]any{"tag": "1.2"}
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, in)
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	assert.Equal(t, runstate.Succeeded, status(t, env).State)
+	assert.Equal(t, map[int]string{0: "python:3.12-debian-1.2", 1: "python:3.13-alpine-1.2"}, images)
+}
