@@ -74,6 +74,7 @@ func pipelineGraph(raw json.RawMessage) *gen.PipelineGraph {
 		g.Steps[i] = gen.PipelineGraphStep{
 			Name: st.Name, Kind: string(kind), DependsOn: names,
 			ForEach: opt(st.ForEach != nil), RunIf: opt(string(st.RunIf)), When: opt(st.When),
+			ContinueOn: opt(string(st.ContinueOn)),
 		}
 	}
 	return g

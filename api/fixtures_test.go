@@ -156,7 +156,7 @@ func fullPipelineVersion() catalog.PipelineVersion {
 		// explicitly; the graph in the golden file shows both.
 		Spec: json.RawMessage(`{"name":"train","steps":[{"name":"a","container":{"image":"x","command":["echo","<&>"]}},` +
 			`{"name":"b","kind":"container","when":"params.go","forEach":{"items":[1,2]},"container":{"image":"x","command":["echo","{{ steps.a.outputs.x }}"]}},` +
-			`{"name":"c","dependsOn":["b","a"],"runIf":"allDone","container":{"image":"x","command":["true"]}}]}`),
+			`{"name":"c","dependsOn":["b","a"],"runIf":"allDone","continueOn":"failed","container":{"image":"x","command":["true"]}}]}`),
 		Digest: "sha256:0123abcd", CreatedAt: fxStart, CreatedBy: "ci",
 	}
 }

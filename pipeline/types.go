@@ -108,6 +108,10 @@ type Step struct {
 	// RunIf is the step's trigger rule: which final states of its
 	// dependencies let it run (default RunIfAllSucceeded). See RunIf.
 	RunIf RunIf `json:"runIf,omitempty"`
+	// ContinueOn "failed" makes the step's failure handled: it stays
+	// FAILED, and its dependents' trigger rules see it so, but it neither
+	// fails the run nor stops the other steps (Argo's continueOn).
+	ContinueOn ContinueOn `json:"continueOn,omitempty"`
 	// When is an expr-lang boolean expression (no "{{ }}"); false skips the
 	// step and, transitively, the steps that depend on it.
 	When    string   `json:"when,omitempty"`
@@ -225,6 +229,15 @@ const (
 	// run failed.
 	RunIfAnyFailed RunIf = "anyFailed"
 )
+
+// ContinueOn names the outcomes of a step that do not fail its run.
+type ContinueOn string
+
+// ContinueOnFailed: a FAILED step does not fail the run. Its dependents
+// decide by their runIf as for any failed dependency (allSucceeded and
+// noneFailed ones are SKIPPED, anyFailed and allDone ones run); the run
+// ends SUCCEEDED if nothing else failed, with a warning naming the step.
+const ContinueOnFailed ContinueOn = "failed"
 
 // RunIfs lists the trigger rules in the order documentation shows them.
 var RunIfs = []RunIf{RunIfAllSucceeded, RunIfNoneFailed, RunIfAllDone, RunIfAnyFailed}

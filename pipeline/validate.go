@@ -331,6 +331,9 @@ func validateStep(p *Spec, i int, vc *vctx, psc *refScope, ps *problems) {
 	}
 
 	validateRunIf(path, s, ps)
+	if s.ContinueOn != "" && s.ContinueOn != ContinueOnFailed {
+		ps.add(field(path, "continueOn"), "unknown continueOn %q; the only one is %q", s.ContinueOn, ContinueOnFailed)
+	}
 	if c := s.Cache; c != nil {
 		cp := field(path, "cache")
 		switch kind {

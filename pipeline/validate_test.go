@@ -105,6 +105,12 @@ steps:
 			{"steps[3].runIf", `unknown runIf "always"; use one of allSucceeded, noneFailed, allDone, anyFailed`},
 			{"steps[4].runIf", "runIf decides from the step's dependsOn, and this step has none"},
 		}},
+		{"continueOn", `
+steps:
+  - {name: a, continueOn: failed, container: {command: [x]}}
+  - {name: b, continueOn: succeeded, container: {command: [x]}}`, nil, []want{
+			{"steps[1].continueOn", `unknown continueOn "succeeded"; the only one is "failed"`},
+		}},
 		{"approval steps", `
 steps:
   - {name: a, kind: approval}

@@ -504,14 +504,24 @@ func (d *dag) record(i int, out Outputs, err error) {
 	case isCancelled(err):
 		// runContainer already marked the step CANCELLED.
 	default:
-		if d.failure == "" {
-			d.failure = fmt.Sprintf("step %q failed: %s", d.steps[i].Name, stepErrMessage(err))
-		}
+		d.failed(i, stepErrMessage(err))
 	}
 }
 
 func (d *dag) fail(i int, msg string) {
 	d.finishStep(i, runstate.StepFailed, msg, "")
+	d.failed(i, msg)
+}
+
+// failed records that step i FAILED: the run fails (and fails fast),
+// unless the step's failure is handled (continueOn: failed), which leaves
+// a warning instead.
+func (d *dag) failed(i int, msg string) {
+	if d.p.Steps[i].ContinueOn == pipeline.ContinueOnFailed {
+		d.r.status.Warnings = append(d.r.status.Warnings, fmt.Sprintf("step %q failed (continueOn: failed, the run goes on): %s", d.steps[i].Name, msg))
+		d.r.touch()
+		return
+	}
 	if d.failure == "" {
 		d.failure = fmt.Sprintf("step %q failed: %s", d.steps[i].Name, msg)
 	}

@@ -103,3 +103,32 @@ steps:
 	assert.Equal(t, runstate.StepSucceeded, stepNamed(t, s, "notify").State)
 	assert.Subset(t, rt.commands(), []string{"ok notified=1", "ok notified=2", "ok notified=3"})
 }
+
+// continueOn: failed handles a step's failure: it stays FAILED (its
+// anyFailed handler runs, its default dependents are skipped), the other
+// steps go on (no fail-fast), and the run SUCCEEDS with a warning naming
+// it. A forEach step's too many failed items are handled the same way.
+func TestContinueOnFailed(t *testing.T) {
+	env, rt, _ := newEnv(t)
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, input(t, `
+steps:
+  - {name: probe, continueOn: failed, container: {command: ["fail"]}}
+  - {name: shards, continueOn: failed, forEach: {items: [1, 2]}, container: {command: ["fail"]}}
+  - {name: slow, container: {command: ["slower"]}}
+  - {name: publish, dependsOn: [slow], container: {command: ["ok publish"]}}
+  - {name: use-probe, dependsOn: [probe], container: {command: ["ok use-probe"]}}
+  - {name: fallback, dependsOn: [probe], runIf: anyFailed, container: {command: ["ok fallback"]}}
+`, nil))
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	s := status(t, env)
+	assert.Equal(t, runstate.Succeeded, s.State, s.Error)
+	assert.Equal(t, map[string]runstate.StepState{
+		"probe": runstate.StepFailed, "shards": runstate.StepFailed, "slow": runstate.StepSucceeded,
+		"publish": runstate.StepSucceeded, "use-probe": runstate.StepSkipped, "fallback": runstate.StepSucceeded,
+	}, stepStates(s))
+	assert.Subset(t, rt.commands(), []string{"ok publish", "ok fallback"})
+	assert.NotContains(t, rt.commands(), "ok use-probe")
+	require.Len(t, s.Warnings, 2)
+	assert.Contains(t, s.Warnings[0]+s.Warnings[1], `step "probe" failed (continueOn: failed, the run goes on): command exited with code 3`)
+}

@@ -254,6 +254,7 @@ export interface PipelineGraphStep {
   dependsOn: string[];
   forEach?: boolean;
   runIf?: string;
+  continueOn?: string;
   when?: string;
 }
 

@@ -436,6 +436,7 @@ export class RunPage implements View {
     if (planned?.dependsOn.length) facts.push(["Depends on", planned.dependsOn.join(", ")]);
     if (planned?.when) facts.push(["When", planned.when]);
     if (planned?.runIf) facts.push(["Run if", planned.runIf]);
+    if (planned?.continueOn) facts.push(["Continue on", `${planned.continueOn} (its failure does not fail the run)`]);
     if (step?.startedAt) facts.push(["Started", fmtTime(step.startedAt)]);
     if (step?.finishedAt) facts.push(["Finished", fmtTime(step.finishedAt)]);
     if (step?.startedAt) facts.push(["Duration", fmtDuration(step.startedAt, step.finishedAt)]);
