@@ -183,6 +183,7 @@ func runStatusView(st runstate.Status) gen.RunStatus {
 		Result: st.Result, Warnings: optSlice(st.Warnings), ScheduleId: opt(st.ScheduleID), RetryOf: opt(st.RetryOf),
 		CacheBypass: opt(st.CacheBypass),
 		ParentRun:   opt(st.ParentRun), ParentStep: opt(st.ParentStep),
+		Targets: optSlice(st.Targets),
 	}
 	if st.Steps != nil { // nil stays null, as before
 		out.Steps = stepViews(st.Steps)

@@ -101,6 +101,7 @@ func fullRunStatus() runstate.Status {
 		Result:      map[string]any{"model": "s3://bucket/model", "score": 0.93},
 		Warnings:    []string{"cleanup of RayJob r1 failed: <timeout>", "second"},
 		ScheduleID:  "nightly",
+		Targets:     []string{"train"},
 		CreatedBy:   "ci",
 		RetryOf:     "run-0",
 		CacheBypass: true,

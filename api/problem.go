@@ -40,6 +40,7 @@ var (
 	ptUnsupportedMedia  = problemType{"unsupported-media-type", "Unsupported media type", http.StatusUnsupportedMediaType}
 	ptInvalidSpec       = problemType{"invalid-spec", "Invalid pipeline spec", http.StatusUnprocessableEntity}
 	ptInvalidParams     = problemType{"invalid-params", "Invalid run parameters", http.StatusUnprocessableEntity}
+	ptInvalidTargets    = problemType{"invalid-targets", "Invalid run targets", http.StatusUnprocessableEntity}
 	ptInvalidPolicy     = problemType{"invalid-gpu-policy", "Invalid GPU policy", http.StatusUnprocessableEntity}
 	ptInternal          = problemType{"internal", "Internal server error", http.StatusInternalServerError}
 	ptUnavailable       = problemType{"unavailable", "Service unavailable", http.StatusServiceUnavailable}

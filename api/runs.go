@@ -222,6 +222,8 @@ func checkRunRequest(req gen.CreateRunRequest) error {
 		fe = append(fe, gen.FieldError{Path: "version", Message: "version is for pipelines"})
 	case hasW && req.Cache != nil:
 		fe = append(fe, gen.FieldError{Path: "cache", Message: "applies to declarative pipelines; a Go pipeline sets workflows.RunOptions.CacheBypass in its code"})
+	case hasW && req.Targets != nil:
+		fe = append(fe, gen.FieldError{Path: "targets", Message: "applies to declarative pipelines; a Go pipeline decides what runs in its code"})
 	}
 	if fe != nil {
 		return newProblem(ptInvalid, "%s", summarize(fe)).withErrors(fe)
@@ -322,9 +324,13 @@ func (s *server) planPipelineRunFrom(ctx context.Context, project, id, name stri
 	if err := s.checkGPUPriority(ctx, project, req.GpuPriority); err != nil {
 		return catalog.Run{}, runclient.StartRequest{}, err
 	}
+	targets, err := checkTargets(&p, name, v.Version, req.Targets)
+	if err != nil {
+		return catalog.Run{}, runclient.StartRequest{}, err
+	}
 	in := workflows.PipelineInput{
 		RunID: id, Project: project, Pipeline: name, Version: v.Version, Spec: p, Params: params,
-		GPUPriority: req.GpuPriority,
+		GPUPriority: req.GpuPriority, Targets: targets,
 	}
 	if c := req.Cache; c != nil && deref(c.Bypass) {
 		in.Cache = &workflows.RunCache{Bypass: true}
@@ -404,6 +410,45 @@ func (s *server) planWorkflowRun(ctx context.Context, project, id string, req ge
 	return row, start, nil
 }
 
+// checkTargets returns a run's targets, each a step of version v of the
+// pipeline (not an exit handler: they always run), in the order given
+// without repeats; every unknown name is a problem at targets[i].
+func checkTargets(p *pipeline.Spec, name string, version int, targets *[]string) ([]string, error) {
+	if targets == nil {
+		return nil, nil
+	}
+	steps := make(map[string]bool, len(p.Steps))
+	names := make([]string, 0, len(p.Steps))
+	for _, s := range p.Steps {
+		steps[s.Name] = true
+		names = append(names, s.Name)
+	}
+	var out []string
+	var fe []gen.FieldError
+	seen := map[string]bool{}
+	for i, t := range *targets {
+		switch {
+		case !steps[t]:
+			msg := fmt.Sprintf("no step %q in pipeline %q version %d", t, name, version)
+			if len(names) <= 20 {
+				msg += " (steps: " + strings.Join(names, ", ") + ")"
+			}
+			fe = append(fe, gen.FieldError{Path: fmt.Sprintf("targets[%d]", i), Message: msg})
+		case !seen[t]:
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	if len(fe) > 0 {
+		return nil, newProblem(ptInvalidTargets, "%s", summarize(fe)).withErrors(fe)
+	}
+	if len(out) == 0 {
+		fe = append(fe, gen.FieldError{Path: "targets", Message: "name at least one step, or leave targets out to run the whole pipeline"})
+		return nil, newProblem(ptInvalidTargets, "%s", summarize(fe)).withErrors(fe)
+	}
+	return out, nil
+}
+
 // requestHash identifies a start request so a reused Idempotency-Key with a
 // different body is caught. Re-encoding through any sorts object keys, so
 // key order and whitespace do not matter.
@@ -416,10 +461,14 @@ func requestHash(req gen.CreateRunRequest) (string, error) {
 		Input    any            `json:"input,omitempty"`
 		// Absent unless set, so keys of requests from before it keep
 		// their hash.
-		CacheBypass bool `json:"cacheBypass,omitempty"`
+		CacheBypass bool     `json:"cacheBypass,omitempty"`
+		Targets     []string `json:"targets,omitempty"`
 	}{Pipeline: deref(req.Pipeline), Version: deref(req.Version), Workflow: deref(req.Workflow)}
 	if req.Cache != nil {
 		canon.CacheBypass = deref(req.Cache.Bypass)
+	}
+	if req.Targets != nil {
+		canon.Targets = *req.Targets
 	}
 	if req.Params != nil {
 		canon.Params = *req.Params

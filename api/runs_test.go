@@ -96,6 +96,41 @@ func TestStartRunProblems(t *testing.T) {
 	}
 }
 
+// A run of a subset: its targets travel in the workflow input, without
+// repeats; unknown steps are a 422 each at its path, and a Go workflow
+// takes none.
+func TestStartRunWithTargets(t *testing.T) {
+	h := newHarness(t)
+	withPipeline(t, h)
+	h.cat.workflows["etl"] = catalog.GoWorkflow{Name: "etl", TaskQueue: "go-q", UpdatedAt: t0}
+	wantStatus(t, h.do("POST", runsPath, h.editor, map[string]any{"pipeline": "train", "params": map[string]any{"epochs": 3}, "targets": []string{"prep", "prep"}}), http.StatusCreated)
+	var in workflows.PipelineInput
+	if err := json.Unmarshal(h.eng.started[0].Input.(json.RawMessage), &in); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(in.Targets, ",") != "prep" {
+		t.Fatalf("targets %v", in.Targets)
+	}
+
+	p := wantProblem(t, h.do("POST", runsPath, h.editor, map[string]any{"pipeline": "train", "params": map[string]any{"epochs": 3}, "targets": []string{"fit", "tran", "eval"}}),
+		http.StatusUnprocessableEntity, "invalid-targets")
+	if got := strings.Join(errorPaths(p), " "); got != "targets[1] targets[2]" {
+		t.Errorf("paths %q", got)
+	}
+	if !strings.Contains(*p.Detail, `no step "tran" in pipeline "train" version 1 (steps: prep, fit)`) {
+		t.Errorf("detail %q", *p.Detail)
+	}
+	wantProblem(t, h.do("POST", runsPath, h.editor, map[string]any{"pipeline": "train", "params": map[string]any{"epochs": 3}, "targets": []string{}}),
+		http.StatusUnprocessableEntity, "invalid-targets")
+	p = wantProblem(t, h.do("POST", runsPath, h.editor, map[string]any{"workflow": "etl", "targets": []string{"x"}}), http.StatusBadRequest, "invalid-request")
+	if got := errorPaths(p); len(got) != 1 || got[0] != "targets" {
+		t.Errorf("paths %v", got)
+	}
+	if len(h.eng.started) != 1 {
+		t.Fatalf("a refused request started a run (%d started)", len(h.eng.started))
+	}
+}
+
 func TestStartGoWorkflowRun(t *testing.T) {
 	h := newHarness(t)
 	h.cat.workflows["etl"] = catalog.GoWorkflow{Name: "etl", TaskQueue: "go-q", UpdatedAt: t0}

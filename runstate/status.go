@@ -84,6 +84,9 @@ type Status struct {
 	// that did (the AtelierCreatedBy search attribute): the catalogue
 	// takes it for a run the gateway did not start, a scheduled one.
 	CreatedBy string `json:"createdBy,omitempty"`
+	// Targets are the steps a run of a subset of its pipeline was started
+	// for (with what they need); empty: the whole pipeline.
+	Targets []string `json:"targets,omitempty"`
 	// RetryOf is the run this one retries (POST …/runs/{id}/retry).
 	RetryOf string `json:"retryOf,omitempty"`
 	// CacheBypass: the run was started to run its cached steps rather

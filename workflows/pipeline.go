@@ -38,6 +38,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, e
 	if err != nil {
 		return PipelineResult{}, err
 	}
+	r.status.Targets = in.Targets
 	r.rayTemplates = in.Spec.RayClusters
 	// Steps carry their pod settings from here on (batches of a wide
 	// forEach too). No command: specs without pipeline pod settings, all
@@ -48,7 +49,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, e
 	d.run()
 
 	var outputs map[string]any
-	if len(d.p.Outputs) > 0 && !r.Cancelled() && !r.DeadlineExceeded() && d.failure == "" {
+	if len(d.p.Outputs) > 0 && !r.Cancelled() && !r.DeadlineExceeded() && d.failure == "" && len(in.Targets) == 0 {
 		// Declared outputs (none in runs from before them) are evaluated
 		// in memory (no command, so no version marker) unless they read
 		// a wide step's (wideexit.go).
@@ -109,6 +110,8 @@ type dag struct {
 	// runIf: trigger rules apply (versionRunIf); false when replaying runs
 	// from before them.
 	runIf bool
+	// wanted: the steps a run with targets runs (nil: all of them).
+	wanted []bool
 	// refs[i] are the steps whose outputs step i reads (d.references:
 	// when, forEach.items and templates; for exit handlers, past their own
 	// steps, the pipeline's);
@@ -179,6 +182,7 @@ func (d *dag) run() {
 	}
 	if d.parent == nil {
 		d.runIf = workflow.GetVersion(d.r.root, versionRunIf, workflow.DefaultVersion, 1) >= 1
+		d.wanted = wanted(d.in.Targets, d.p, deps)
 	}
 	// Waiting must survive Temporal's cancel request: running steps are
 	// cancelled through d.ctx and we still wait for their cleanup. From
@@ -207,6 +211,36 @@ func (d *dag) run() {
 	}
 }
 
+// wanted marks the steps a run with targets runs: the targets and their
+// dependencies, transitively (nil: every step). Unknown names were refused
+// when the run was started.
+func wanted(targets []string, p *pipeline.Spec, deps [][]int) []bool {
+	if len(targets) == 0 {
+		return nil
+	}
+	index := make(map[string]int, len(p.Steps))
+	for i, s := range p.Steps {
+		index[s.Name] = i
+	}
+	out := make([]bool, len(p.Steps))
+	var visit func(i int)
+	visit = func(i int) {
+		if out[i] {
+			return
+		}
+		out[i] = true
+		for _, j := range deps[i] {
+			visit(j)
+		}
+	}
+	for _, t := range targets {
+		if i, ok := index[t]; ok {
+			visit(i)
+		}
+	}
+	return out
+}
+
 func (d *dag) depsDone(deps []int) bool {
 	for _, j := range deps {
 		if !d.done[j] {
@@ -228,6 +262,10 @@ func (d *dag) allStarted() bool {
 // start decides whether step i runs or is skipped, and launches it.
 func (d *dag) start(i int, deps []int) {
 	s, st := &d.p.Steps[i], d.steps[i]
+	if d.wanted != nil && !d.wanted[i] {
+		d.finishStep(i, runstate.StepSkipped, "", "skipped: not needed by the run's targets ("+strings.Join(d.in.Targets, ", ")+")")
+		return
+	}
 	if !d.triggered(i, deps) {
 		return
 	}

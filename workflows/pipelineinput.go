@@ -29,6 +29,11 @@ type PipelineInput struct {
 	// Parent is set on a child run, started by a pipeline step of
 	// another run.
 	Parent *ParentRun `json:"parent,omitempty"`
+	// Targets, when set, runs a subset of the pipeline: these steps and
+	// what they need (their dependencies, transitively); the others end
+	// SKIPPED and the pipeline's outputs are not evaluated. Exit handlers
+	// run as usual.
+	Targets []string `json:"targets,omitempty"`
 }
 
 // RunCache are a run's step cache options.

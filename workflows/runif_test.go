@@ -132,3 +132,35 @@ steps:
 	require.Len(t, s.Warnings, 2)
 	assert.Contains(t, s.Warnings[0]+s.Warnings[1], `step "probe" failed (continueOn: failed, the run goes on): command exited with code 3`)
 }
+
+// A run of a subset of the pipeline: its targets and what they need
+// (dependencies, implicit ones through templates included) run; the other
+// steps are SKIPPED saying why, whatever their rule, and the pipeline's
+// outputs are not evaluated (they may read a step that did not run).
+func TestTargetsRunASubset(t *testing.T) {
+	env, rt, _ := newEnv(t)
+	in := input(t, `
+steps:
+  - {name: prepare, container: {command: ["ok rows=3"]}}
+  - {name: features, container: {command: ["ok features={{ steps.prepare.outputs.rows }}"]}}
+  - {name: train, dependsOn: [features], container: {command: ["ok train"]}}
+  - {name: report, dependsOn: [train], container: {command: ["ok report"]}}
+  - {name: lint, container: {command: ["ok lint"]}}
+  - {name: cleanup, dependsOn: [train], runIf: allDone, container: {command: ["ok cleanup"]}}
+outputs: {report: "{{ steps.report.outputs.ok }}"}
+`, nil)
+	in.Targets = []string{"train"}
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, in)
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	s := status(t, env)
+	assert.Equal(t, runstate.Succeeded, s.State, s.Error)
+	assert.Equal(t, []string{"train"}, s.Targets)
+	assert.Equal(t, map[string]runstate.StepState{
+		"prepare": runstate.StepSucceeded, "features": runstate.StepSucceeded, "train": runstate.StepSucceeded,
+		"report": runstate.StepSkipped, "lint": runstate.StepSkipped, "cleanup": runstate.StepSkipped,
+	}, stepStates(s))
+	assert.Equal(t, "skipped: not needed by the run's targets (train)", stepNamed(t, s, "lint").Message)
+	assert.ElementsMatch(t, []string{"ok rows=3", "ok features=3", "ok train"}, rt.commands())
+	assert.Nil(t, s.Result)
+}

@@ -166,10 +166,12 @@ export interface RunStatus {
   scheduleId?: string;
   retryOf?: string;
   cacheBypass?: boolean;
+  /** the steps a run of a subset was started for (with what they need). */
+  targets?: string[];
 }
 
 /** RunEvent is the data of an SSE `run` event: RunStatus without steps. */
-export type RunEvent = Omit<RunStatus, "steps" | "params" | "result" | "warnings" | "scheduleId" | "retryOf">;
+export type RunEvent = Omit<RunStatus, "steps" | "params" | "result" | "warnings" | "scheduleId" | "retryOf" | "targets">;
 
 export interface Run {
   id: string;

@@ -23,18 +23,21 @@ func runCmd(o *options) *cobra.Command {
 		key        string
 		watch      bool
 		noCache    bool
+		targets    []string
 	)
 	cmd := &cobra.Command{
-		Use:   "run PIPELINE [-p name=value]... [--watch] [--no-cache]",
+		Use:   "run PIPELINE [-p name=value]... [--target STEP]... [--watch] [--no-cache]",
 		Short: "Start a run of a pipeline (declarative or Go)",
 		Long: `Run starts a run of the pipeline's latest version (or --version) with the
 parameters given by -p (values are YAML scalars: -p lr=0.1 is a number,
 -p tag=v1 a string) and --params-file. With --watch it follows the run
 until it ends and exits non-zero when it does not succeed. --no-cache runs
 every cached step instead of reusing an earlier result (the new results
-replace the cache's entries).`,
+replace the cache's entries). --target runs a subset of a declarative
+pipeline: the named steps and what they need; the others are skipped.`,
 		Example: `  atelier run train -p epochs=3 -p lr=0.01 --watch
-  atelier run train --params-file params.yaml -o json`,
+  atelier run train --params-file params.yaml -o json
+  atelier run train --target evaluate --watch`,
 		Args:    cobra.ExactArgs(1),
 		GroupID: GroupID,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -55,6 +58,9 @@ replace the cache's entries).`,
 			}
 			if noCache {
 				body.Cache = &gen.RunCacheOptions{Bypass: &noCache}
+			}
+			if len(targets) > 0 {
+				body.Targets = &targets
 			}
 			var hp gen.CreateRunParams
 			if key != "" {
@@ -78,6 +84,7 @@ replace the cache's entries).`,
 	f := cmd.Flags()
 	f.StringArrayVarP(&params, "param", "p", nil, "parameter name=value (repeatable)")
 	f.StringVar(&paramsFile, "params-file", "", "YAML or JSON file of parameters (-p wins)")
+	f.StringArrayVar(&targets, "target", nil, "run only this step and what it needs (repeatable)")
 	f.IntVar(&version, "version", 0, "pipeline version (default: the latest)")
 	f.StringVar(&key, "idempotency-key", "", "starting again with the same key answers the same run")
 	f.BoolVarP(&watch, "watch", "w", false, "follow the run until it ends")

@@ -221,7 +221,7 @@ export class RunPage implements View {
     this.retryBtn.hidden = !(terminal && run.state !== "SUCCEEDED"); // declarative and Go runs alike
     if (this.runAgain) this.runAgain.hidden = !terminal;
 
-    const key = JSON.stringify([terminal, st?.startedAt, st?.finishedAt, st?.error, st?.cancel, st?.warnings, st?.params, st?.result, st?.retryOf, st?.scheduleId]);
+    const key = JSON.stringify([terminal, st?.startedAt, st?.finishedAt, st?.error, st?.cancel, st?.warnings, st?.params, st?.result, st?.retryOf, st?.scheduleId, st?.targets]);
     if (key === this.headKey) return;
     this.headKey = key;
     const meta: [string, Node | string][] = [];
@@ -242,6 +242,7 @@ export class RunPage implements View {
     }
     if (st?.retryOf) meta.push(["Retry of", h("a", { href: href.run(this.project, st.retryOf), class: "mono" }, st.retryOf)]);
     if (st?.scheduleId) meta.push(["Schedule", st.scheduleId]);
+    if (st?.targets?.length) meta.push(["Targets", `${st.targets.join(", ")} (and what they need; the other steps are skipped)`]);
 
     const alerts: Node[] = [];
     if (st?.cancel) alerts.push(h("div", { class: "alert info" }, `Cancel requested by ${st.cancel.requester} at ${fmtTime(st.cancel.at)}${st.cancel.reason ? `: ${st.cancel.reason}` : ""}`));
