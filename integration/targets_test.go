@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +17,8 @@ import (
 // `atelier run --target train` runs train and what it needs, skips the
 // rest saying why, and the run's status names its targets; an unknown
 // target is refused with the pipeline's steps listed, and nothing starts.
+// With ATELIER_RECORD_HISTORIES=1 the run's history is recorded as
+// workflows/testdata/v8-targets.json for the replay test.
 func TestTargetsOnTheRealStack(t *testing.T) {
 	s := newStack(t)
 	s.createPipeline("subset", `
@@ -40,6 +43,10 @@ steps:
 		assert.Equal(t, want, stepByName(r, name).State, name)
 	}
 	assert.Equal(t, "skipped: not needed by the run's targets (train)", val(stepByName(r, "lint").Message))
+	if os.Getenv("ATELIER_RECORD_HISTORIES") != "" {
+		time.Sleep(500 * time.Millisecond) // the final mirror's completion
+		recordHistory(t, s, "v8-targets", id)
+	}
 
 	before := len(s.listRuns(gen.ListRunsParams{Pipeline: ptrTo("subset")}))
 	cr = atelierCLI(t, config, "run", "subset", "--target", "trian")
