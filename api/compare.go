@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -85,10 +86,10 @@ func compareRuns(runs []catalog.Run, statuses []*runstate.Status) gen.RunCompari
 
 	type key struct{ step, name string }
 	less := func(a, b key) int {
-		if c := compareStrings(a.step, b.step); c != 0 {
+		if c := cmp.Compare(a.step, b.step); c != 0 {
 			return c
 		}
-		return compareStrings(a.name, b.name)
+		return cmp.Compare(a.name, b.name)
 	}
 	outputs := map[key][]any{}
 	scalars := map[key][]*float64{}
@@ -171,14 +172,4 @@ func notAllEqual(vals []any) bool {
 		}
 	}
 	return false
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
