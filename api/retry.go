@@ -45,7 +45,7 @@ func (s *server) RetryRun(ctx context.Context, req gen.RetryRunRequestObject) (g
 		// Reusing would hand later steps missing outputs.
 		return nil, newProblem(ptNotRetryable, "run %s kept only part of its steps' outputs (its status would exceed Temporal's payload limit), so they cannot be reused; start a new run", orig.ID)
 	}
-	input, err := s.startInput(ctx, orig)
+	input, err := s.startInput(ctx, orig, st.ScheduleID != "")
 	if err != nil {
 		return nil, err
 	}
@@ -82,13 +82,13 @@ func (s *server) RetryRun(ctx context.Context, req gen.RetryRunRequestObject) (g
 // run the gateway did not start (a schedule's, or one started through the
 // Temporal SDK: the workflow's mirror wrote its row, without the input),
 // the one Temporal recorded in the run's first history event.
-func (s *server) startInput(ctx context.Context, run catalog.Run) (json.RawMessage, error) {
+func (s *server) startInput(ctx context.Context, run catalog.Run, scheduled bool) (json.RawMessage, error) {
 	if in := bytes.TrimSpace(run.Input); len(in) > 0 {
 		return json.RawMessage(in), nil
 	}
-	if run.CreatedBy != "" {
-		// Only the gateway's rows name who started the run: this Go run
-		// was started without input.
+	if run.CreatedBy != "" && !scheduled {
+		// Only the gateway's rows and scheduled runs name who started
+		// the run: this Go run was started by the gateway without input.
 		return nil, nil
 	}
 	in, err := s.eng.StartInput(ctx, run.ID)

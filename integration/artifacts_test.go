@@ -169,18 +169,28 @@ func checkArtifactsFlow(t *testing.T, s *stack, signed bool) {
 }
 
 // download reads an artifact's bytes through REST: following the signed
-// URL (without the Atelier token) when signed, else streamed.
+// URL (without the Atelier token) when signed, else streamed. A 404 is
+// asked again for a few seconds: the artifact's record is written by the
+// run's mirror a moment after GET reports the run's end (docs/ui.md).
 func (s *stack) download(id, path string, signed bool) string {
 	s.t.Helper()
 	u := s.url + s.path("/artifacts/%s/content", id)
 	if path != "" {
 		u += "?path=" + path
 	}
-	req, _ := http.NewRequest("GET", u, nil)
-	req.Header.Set("Authorization", "Bearer "+s.token)
 	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	res, err := noFollow.Do(req)
-	require.NoError(s.t, err)
+	var res *http.Response
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		req, _ := http.NewRequest("GET", u, nil)
+		req.Header.Set("Authorization", "Bearer "+s.token)
+		var err error
+		res, err = noFollow.Do(req)
+		require.NoError(s.t, err)
+		if res.StatusCode != http.StatusNotFound || time.Now().After(deadline) {
+			break
+		}
+		res.Body.Close()
+	}
 	defer res.Body.Close()
 	if signed {
 		require.Equal(s.t, http.StatusTemporaryRedirect, res.StatusCode, "a store that signs URLs redirects")

@@ -83,7 +83,7 @@ func TestGoPipelineScheduleOnRealStack(t *testing.T) {
 
 	// Retried from evaluate: prepare and train-0 are reused.
 	retried := s.waitTerminal(s.retry(id, gen.RetryRunRequest{ResumeFrom: &[]string{"evaluate"}}), 60*time.Second)
-	require.Equal(t, gen.RunStateSUCCEEDED, retried.State, "%+v", retried.Status)
+	require.Equal(t, gen.RunStateSUCCEEDED, retried.State, "%s", val(retried.Status.Error))
 	assert.Equal(t, id, deref2(retried.Status.RetryOf))
 	assert.Equal(t, gen.StepStateCACHED, stepByName(retried, "prepare").State)
 	assert.Equal(t, gen.StepStateCACHED, stepByName(retried, "train-0").State)

@@ -80,9 +80,9 @@ type Status struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// ScheduleID names the schedule that started the run (empty when none).
 	ScheduleID string `json:"scheduleId,omitempty"`
-	// CreatedBy is the token that started the run or created the schedule
-	// that did (the AtelierCreatedBy search attribute): the catalogue
-	// takes it for a run the gateway did not start, a scheduled one.
+	// CreatedBy is, on a run a schedule started, the token that created
+	// the schedule (the AtelierCreatedBy search attribute): the catalogue
+	// takes it for the run's row, which the gateway did not write.
 	CreatedBy string `json:"createdBy,omitempty"`
 	// Targets are the steps a run of a subset of its pipeline was started
 	// for (with what they need); empty: the whole pipeline.

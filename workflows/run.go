@@ -147,7 +147,7 @@ func Begin(ctx workflow.Context, opts RunOptions) (*Run, workflow.Context, error
 		// Read from the attribute Temporal sets on a scheduled start: it
 		// changes the status only, never a command.
 		ScheduleID:  scheduleOf(ctx, project),
-		CreatedBy:   createdByOf(ctx),
+		CreatedBy:   createdByOf(ctx, project),
 		RetryOf:     opts.RetryOf,
 		CacheBypass: opts.CacheBypass,
 	}
@@ -262,9 +262,14 @@ func scheduleOf(ctx workflow.Context, project string) string {
 	return strings.TrimPrefix(id, "atelier-schedule/"+project+"/")
 }
 
-// createdByOf is the AtelierCreatedBy search attribute the run started
-// with (the token that started it, or that created its schedule), or "".
-func createdByOf(ctx workflow.Context) string {
+// createdByOf is, for a run a schedule started, the AtelierCreatedBy
+// search attribute it started with (the token that created the
+// schedule), or "": the gateway's own rows already name their creator,
+// and a run started through the SDK names none.
+func createdByOf(ctx workflow.Context, project string) string {
+	if scheduleOf(ctx, project) == "" {
+		return ""
+	}
 	by, _ := workflow.GetTypedSearchAttributes(ctx).GetKeyword(temporal.NewSearchAttributeKeyKeyword(runstate.SACreatedBy))
 	return by
 }

@@ -1,6 +1,7 @@
 package job_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -208,18 +209,35 @@ func TestBuildPinsToAdmittedNodes(t *testing.T) {
 	}
 }
 
-// The Job of a wide step's item deletes itself DeleteAfter after it
-// finished, rounded up to a second.
-func TestBuildDeletesItselfAfterItFinished(t *testing.T) {
-	k := job.New(fake.NewClientset())
+// The Job of a wide step's item is built without a TTL (it could go
+// before anyone read its outcome); once read, ExpireAfter has it delete
+// itself DeleteAfter after it finished, rounded up to a second.
+func TestExpireAfterTheOutcomeWasRead(t *testing.T) {
+	kube := fake.NewClientset()
+	k := job.New(kube)
 	s := step(&pipeline.Container{Image: "x"}, 0)
 	s.Request.DeleteAfter = 90*time.Second + time.Millisecond
 	obj, err := k.Build(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := ptr.Deref(obj.(*batchv1.Job).Spec.TTLSecondsAfterFinished, -1); got != 91 {
-		t.Errorf("ttlSecondsAfterFinished %d, want 91", got)
+	if ttl := obj.(*batchv1.Job).Spec.TTLSecondsAfterFinished; ttl != nil {
+		t.Fatalf("built with ttlSecondsAfterFinished %d", *ttl)
+	}
+	ctx := context.Background()
+	created, err := kube.BatchV1().Jobs(obj.GetNamespace()).Create(ctx, obj.(*batchv1.Job), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.ExpireAfter(ctx, created, s.Request.DeleteAfter); err != nil {
+		t.Fatal(err)
+	}
+	got, err := kube.BatchV1().Jobs(obj.GetNamespace()).Get(ctx, obj.GetName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl := ptr.Deref(got.Spec.TTLSecondsAfterFinished, -1); ttl != 91 {
+		t.Errorf("ttlSecondsAfterFinished %d, want 91", ttl)
 	}
 }
 
