@@ -19,6 +19,7 @@ import (
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/local/supervisor"
 	"github.com/atelier-ml/atelier/internal/platform/redact"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 type stopReason int
@@ -518,9 +519,13 @@ func (a *attempt) outputs(ctx context.Context, result activities.ContainerResult
 		result.Metrics, err = readMetrics(metricsPath(a.outputsPath))
 	}
 	if err != nil {
-		a.logs.note("%v", err)
+		// A metrics file's problems name its keys, which may hold a
+		// secret's value, like any string the step wrote.
+		msg := a.redact.String(err.Error())
+		a.logs.note("%s", msg)
 		a.logs.Close()
-		return result, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrTypeBadOutputs, nil, result)
+		result.Metrics = nil
+		return result, temporal.NewNonRetryableApplicationError(msg, activities.ErrTypeBadOutputs, nil, result)
 	}
 	if err := a.storeOutputs(ctx, &result); err != nil {
 		a.logs.note("%v", err)
@@ -529,5 +534,28 @@ func (a *attempt) outputs(ctx context.Context, result activities.ContainerResult
 	}
 	a.logs.Close()
 	result.Outputs = a.redact.Outputs(outputs)
+	result.Metrics = redactMetrics(a.redact, result.Metrics)
 	return result, nil
+}
+
+// redactMetrics redacts the metrics' names (their values are numbers), as
+// Redactor.Outputs does the keys of outputs.
+func redactMetrics(r *redact.Redactor, m *runstate.Metrics) *runstate.Metrics {
+	if r == nil || m == nil {
+		return m
+	}
+	out := &runstate.Metrics{}
+	for k, v := range m.Scalars {
+		if out.Scalars == nil {
+			out.Scalars = map[string]float64{}
+		}
+		out.Scalars[r.String(k)] = v
+	}
+	for k, v := range m.Series {
+		if out.Series == nil {
+			out.Series = map[string][]float64{}
+		}
+		out.Series[r.String(k)] = v
+	}
+	return out
 }

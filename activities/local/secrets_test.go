@@ -82,3 +82,27 @@ func TestMissingSecretOrKeyFailsForGood(t *testing.T) {
 		t.Fatalf("no key: %v", err)
 	}
 }
+
+// A secret's value used as a metric's name is redacted like an output's
+// key, and so is a bad metrics file's problem that names it.
+func TestSecretsNeverNameAMetric(t *testing.T) {
+	h := newHarness(t, WithSecrets(fakeVault{"proj/db": pw}))
+	req := request("sh", "-c", `printf '{"%s": 1}' "$DB_PASSWORD" > "$ATELIER_METRICS"`)
+	req.Secrets = []pipeline.SecretEnv{{Name: "db", Env: "DB_PASSWORD"}}
+	res, err := h.run(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Metrics == nil || fmt.Sprint(res.Metrics.Scalars) != "map[[secret db]:1]" {
+		t.Fatalf("metrics %+v", res.Metrics)
+	}
+	req.Attempt = 2
+	req.Command = []string{"sh", "-c", `printf '{"%s": "high"}' "$DB_PASSWORD" > "$ATELIER_METRICS"`}
+	_, err = h.run(req)
+	if err == nil || strings.Contains(err.Error(), pw) || !strings.Contains(err.Error(), "[secret db]: must be a number") {
+		t.Fatalf("failure message: %v", err)
+	}
+	if log := h.sink.log(t, key(req)); strings.Contains(log, pw) {
+		t.Fatalf("log %q", log)
+	}
+}
