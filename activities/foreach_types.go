@@ -126,6 +126,9 @@ type RenderItemsRequest struct {
 	// ValuesOnly asks for the items' values instead of their rendered
 	// work (a batch's items of a list that stayed out of the workflow).
 	ValuesOnly bool `json:"valuesOnly,omitempty"`
+	// ItemWhen is the step's forEach.when, evaluated per item before its
+	// templates (Step.ForEach does not carry it: a literal list has none).
+	ItemWhen string `json:"itemWhen,omitempty"`
 }
 
 // RenderItemsResult holds the rendered items From, From+1, … of the
@@ -147,6 +150,9 @@ type RenderedItem struct {
 	Pipeline  *pipeline.ChildStep     `json:"pipeline,omitempty"`
 	// Error is the item's template error (the item fails with it).
 	Error string `json:"error,omitempty"`
+	// Skip is why the item is SKIPPED (its forEach.when is false); it
+	// then has no work.
+	Skip string `json:"skip,omitempty"`
 }
 
 // ErrTypeRender is the application error type of a step whose templates

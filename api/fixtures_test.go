@@ -84,7 +84,7 @@ func fullRunStatus() runstate.Status {
 			fullStepStatus(),
 			{Name: "report", Kind: "ray", State: runstate.StepSkipped, Message: "dependency shard failed", OnExit: true, Wide: &runstate.WideStatus{
 				Items: 5000, Batches: 10, BatchesDone: 4, Parallelism: 200,
-				Counts:   runstate.ItemCounts{Succeeded: 1990, Failed: 3, Cancelled: 4, Cached: 5, NotRun: 2998},
+				Counts:   runstate.ItemCounts{Succeeded: 1990, Failed: 3, Cancelled: 4, Cached: 5, NotRun: 2997, Skipped: 1},
 				Failures: []runstate.ItemFailure{{Index: 7, Item: map[string]any{"f": "a<b>"}, Error: "exit 1"}},
 				Outputs:  &runstate.WideRef{Run: "r0", Step: "report", Items: 5000},
 			}},

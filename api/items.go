@@ -136,9 +136,9 @@ func (s *server) statusItems(runPath string, entry runstate.StepStatus, state ru
 func liveCounts(w *runstate.WideStatus, stored map[runstate.StepState]int) runstate.ItemCounts {
 	c := runstate.ItemCounts{
 		Succeeded: stored[runstate.StepSucceeded], Failed: stored[runstate.StepFailed],
-		Cancelled: stored[runstate.StepCancelled] + stored[runstate.StepSkipped], Cached: stored[runstate.StepCached],
+		Cancelled: stored[runstate.StepCancelled], Cached: stored[runstate.StepCached], Skipped: stored[runstate.StepSkipped],
 	}
-	if w.Counts.Succeeded+w.Counts.Failed+w.Counts.Cancelled+w.Counts.Cached >= c.Succeeded+c.Failed+c.Cancelled+c.Cached {
+	if w.Counts.Succeeded+w.Counts.Failed+w.Counts.Cancelled+w.Counts.Cached+w.Counts.Skipped >= c.Succeeded+c.Failed+c.Cancelled+c.Cached+c.Skipped {
 		return w.Counts
 	}
 	return c
@@ -186,7 +186,7 @@ func itemView(runPath, step string, r runstate.ItemRecord) gen.StepItem {
 }
 
 func itemCountsView(c runstate.ItemCounts) gen.ItemCounts {
-	return gen.ItemCounts{Succeeded: c.Succeeded, Failed: c.Failed, Cancelled: c.Cancelled, Cached: c.Cached, NotRun: c.NotRun}
+	return gen.ItemCounts{Succeeded: c.Succeeded, Failed: c.Failed, Cancelled: c.Cancelled, Cached: c.Cached, NotRun: c.NotRun, Skipped: c.Skipped}
 }
 
 func wideView(w *runstate.WideStatus) *gen.WideStatus {

@@ -130,6 +130,23 @@ func EvalWhen(expr string, env Env) (bool, error) {
 	return b, nil
 }
 
+// SkipItem evaluates a forEach's per-item condition (ForEach.When) for the
+// item in env: a non-empty result is the message of an item that is
+// SKIPPED; an error fails the item alone, as a template error does.
+func SkipItem(when string, env Env) (string, error) {
+	if strings.TrimSpace(when) == "" {
+		return "", nil
+	}
+	ok, err := EvalWhen(when, env)
+	if err != nil {
+		return "", fmt.Errorf("forEach.%w", err)
+	}
+	if !ok {
+		return fmt.Sprintf("skipped: forEach.when %q is false for this item", when), nil
+	}
+	return "", nil
+}
+
 // EvalItems returns the elements a forEach step fans out over: the literal
 // list as decoded from JSON (numbers as float64) or the value of the
 // expression. More than MaxForEachItems is an error, since each item costs

@@ -373,6 +373,11 @@ const MaxPipelineDepth = 5
 type ForEach struct {
 	Items       json.RawMessage `json:"items"`
 	Parallelism int             `json:"parallelism,omitempty"` // 0 = DefaultParallelism
+	// When is a per-item condition (Argo's when inside a loop): a bare
+	// boolean expression with item in scope, evaluated for each item
+	// before its templates; false makes that item SKIPPED with null
+	// outputs, keeping every other item at its index.
+	When string `json:"when,omitempty"`
 	// FailurePolicy decides what a failed item does to the step (nil:
 	// failFast with no failure tolerated, the behaviour from before it).
 	FailurePolicy *FailurePolicy `json:"failurePolicy,omitempty"`

@@ -358,7 +358,7 @@ func validateStep(p *Spec, i int, vc *vctx, psc *refScope, ps *problems) {
 	if strings.TrimSpace(s.When) != "" {
 		wsc := sc
 		wsc.itemOK = false
-		wsc.itemWhy = "item is not available in when: when is evaluated once for the whole step, before forEach fans out"
+		wsc.itemWhy = "item is not available in when: when is evaluated once for the whole step, before forEach fans out (forEach.when is evaluated per item)"
 		if strings.Contains(s.When, "{{") {
 			ps.add(field(path, "when"), "write when as a plain expression, without {{ }}")
 		} else {
@@ -376,6 +376,18 @@ func validateStep(p *Spec, i int, vc *vctx, psc *refScope, ps *problems) {
 		isc.itemOK = false
 		isc.itemWhy = "item is not available in forEach.items, which defines the items"
 		validateItems(fe.Items, field(fp, "items"), &isc, ps)
+		if strings.TrimSpace(fe.When) != "" {
+			if strings.Contains(fe.When, "{{") {
+				ps.add(field(fp, "when"), "write forEach.when as a plain expression, without {{ }}")
+			} else {
+				wsc := sc
+				wsc.itemOK = true // the condition is per item
+				_, msgs := checkExpr(fe.When, modeBool, &wsc)
+				for _, m := range msgs {
+					ps.add(field(fp, "when"), "%s", m)
+				}
+			}
+		}
 		if fe.Parallelism < 0 || fe.Parallelism > MaxParallelism {
 			ps.add(field(fp, "parallelism"), "must be between 0 and %d (0 means %d), got %d", MaxParallelism, DefaultParallelism, fe.Parallelism)
 		}
@@ -707,7 +719,8 @@ func Dependencies(p *Spec) [][]int {
 
 // RefPart is a part of a step whose references ReferencesWithin
 // collects: its dependsOn, when, forEach.items expression, and templates
-// (the work it runs, rendered per item in a forEach). The workflow renders
+// (the work it runs, rendered per item in a forEach, and forEach.when,
+// evaluated per item with them). The workflow renders
 // each part where the outputs it reads are: those of a wide forEach stay
 // out of its history.
 type RefPart int
@@ -815,6 +828,10 @@ func stepRefs(p *Spec, outer []string, parts RefPart) [][]int {
 			if form, _, src, err := parseItems(s.ForEach.Items); err == nil && form == itemsExpr {
 				refs(src)
 			}
+		}
+		if s.ForEach != nil && strings.TrimSpace(s.ForEach.When) != "" && parts&RefTemplates != 0 {
+			// Evaluated per item with its templates, where they are.
+			refs(s.ForEach.When)
 		}
 		tmpl := func(v string) {
 			if parts&RefTemplates == 0 {

@@ -239,7 +239,7 @@ steps:
     forEach: {items: "[item]"}
     container: {command: ["{{ item }}"]}`, nil, []want{
 			{"steps[0].container.command[0]", "item is only available in steps with forEach"},
-			{"steps[1].when", "item is not available in when"},
+			{"steps[1].when", "item is not available in when: when is evaluated once for the whole step, before forEach fans out (forEach.when is evaluated per item)"},
 			{"steps[1].forEach.items", "item is not available in forEach.items"},
 		}},
 		{"forEach", `
@@ -253,7 +253,11 @@ steps:
   - {name: g, forEach: {parallelism: 1}, container: {command: [x]}}
   - {name: h, forEach: {items: 7}, container: {command: [x]}}
   - {name: i, forEach: {items: [1], failurePolicy: {mode: sometimes, maxFailedPercent: 101}}, container: {command: [x]}}
-  - {name: j, forEach: {items: [1], failurePolicy: {mode: continue, maxFailedPercent: 1.5}}, container: {command: [x]}}`, nil, []want{
+  - {name: j, forEach: {items: [1], failurePolicy: {mode: continue, maxFailedPercent: 1.5}}, container: {command: [x]}}
+  - {name: k, forEach: {items: [1], when: "{{ item > 1 }}"}, container: {command: [x]}}
+  - {name: l, forEach: {items: [1], when: "len(item) + 1"}, container: {command: [x]}}
+  - {name: m, forEach: {items: [1], when: "steps.nope.outputs.x == item"}, container: {command: [x]}}
+  - {name: nn, forEach: {items: [1], when: "item > steps.a.outputs.min && params.x"}, container: {command: [x]}}`, nil, []want{
 			{"steps[0].forEach.items", "must be a list or an expression string"},
 			{"steps[1].forEach.items", "expression must not be empty"},
 			{"steps[2].forEach.items", "without {{ }}"},
@@ -264,6 +268,10 @@ steps:
 			{"steps[7].forEach.items", "must be a list or an expression string"},
 			{"steps[8].forEach.failurePolicy.mode", `must be "failFast" or "continue", got "sometimes"`},
 			{"steps[8].forEach.failurePolicy.maxFailedPercent", "must be between 0 and 100, got 101"},
+			{"steps[10].forEach.when", "without {{ }}"},
+			{"steps[11].forEach.when", "expected bool, but got int"},
+			{"steps[12].forEach.when", `unknown step "nope"`},
+			{"steps[13].forEach.when", `unknown param "x"`},
 		}},
 		{"retries and timeout", `
 steps:

@@ -42,13 +42,15 @@ type WideCluster struct {
 }
 
 // ItemCounts are items per state. NotRun are items that never started (the
-// step stopped, was cancelled, or the run failed).
+// step stopped, was cancelled, or the run failed); Skipped are items whose
+// forEach.when was false (a finished item, with null outputs).
 type ItemCounts struct {
 	Succeeded int `json:"succeeded"`
 	Failed    int `json:"failed"`
 	Cancelled int `json:"cancelled"`
 	Cached    int `json:"cached"`
 	NotRun    int `json:"notRun"`
+	Skipped   int `json:"skipped,omitempty"`
 }
 
 // Add adds the counts of o.
@@ -58,6 +60,7 @@ func (c *ItemCounts) Add(o ItemCounts) {
 	c.Cancelled += o.Cancelled
 	c.Cached += o.Cached
 	c.NotRun += o.NotRun
+	c.Skipped += o.Skipped
 }
 
 // Count adds one finished item in state s.
@@ -69,6 +72,8 @@ func (c *ItemCounts) Count(s StepState) {
 		c.Failed++
 	case StepCached:
 		c.Cached++
+	case StepSkipped:
+		c.Skipped++
 	default:
 		c.Cancelled++
 	}

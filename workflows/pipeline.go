@@ -413,7 +413,7 @@ func (d *dag) runForEach(ctx workflow.Context, i int, env pipeline.Env, opts []S
 	active, itemFailure := 0, ""
 	// failed items; the policy decides how many are tolerated and whether
 	// new items stop once there are more (by default: none; yes).
-	failed := 0
+	failed, skipped := 0, 0 // skipped: forEach.when was false
 	tolerated, stopEarly := s.ForEach.FailurePolicy.Tolerated(len(items)), s.ForEach.FailurePolicy.StopsEarly()
 	wait, _ := workflow.NewDisconnectedContext(ctx)
 	// Another step's failure stops new items, except in a step whose rule
@@ -453,13 +453,19 @@ func (d *dag) runForEach(ctx workflow.Context, i int, env pipeline.Env, opts []S
 		workflow.Go(ctx, func(gctx workflow.Context) {
 			defer func() { active--; d.r.touch() }()
 			var w stepWork
+			var skip string
 			var err error
 			if pre != nil {
-				w, err = itemWork(*pre, s)
+				w, skip, err = itemWork(*pre, s)
 			} else {
 				ienv := env
 				ienv.Item, ienv.HasItem = items[k], true
-				w, err = renderWork(s, ienv)
+				w, skip, err = renderItem(s, s.ForEach.When, ienv)
+			}
+			if err == nil && skip != "" {
+				skipped++
+				d.r.endStep(&st.Items[k], runstate.StepSkipped, "", skip)
+				return
 			}
 			if err != nil {
 				d.r.endStep(&st.Items[k], runstate.StepFailed, fmt.Sprintf("rendering templates: %v", err), "")
@@ -517,12 +523,21 @@ func (d *dag) runForEach(ctx workflow.Context, i int, env pipeline.Env, opts []S
 	default:
 		d.outputs[i] = outs
 		st.Outputs = outs
-		msg := ""
+		var msgs []string
 		if failed > 0 {
-			msg = fmt.Sprintf("%d of %d items failed (tolerated: at most %v%%); their outputs are null", failed, len(items), s.ForEach.FailurePolicy.MaxFailedPercent)
+			msgs = append(msgs, fmt.Sprintf("%d of %d items failed (tolerated: at most %v%%); their outputs are null", failed, len(items), s.ForEach.FailurePolicy.MaxFailedPercent))
 		}
-		d.finishStep(i, runstate.StepSucceeded, "", msg)
+		if skipped > 0 {
+			msgs = append(msgs, skippedMessage(skipped, len(items), s.ForEach.When))
+		}
+		d.finishStep(i, runstate.StepSucceeded, "", strings.Join(msgs, "; "))
 	}
+}
+
+// skippedMessage is a forEach step's message for the items its
+// forEach.when skipped.
+func skippedMessage(skipped, n int, when string) string {
+	return fmt.Sprintf("%d of %d items skipped (forEach.when %q is false for them); their outputs are null", skipped, n, when)
 }
 
 // allCached reports whether every item (at least one) was CACHED.

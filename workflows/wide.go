@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/pipeline"
@@ -117,6 +118,8 @@ type BatchInput struct {
 	// Step is the step's spec; Step.ForEach.Items is the expression, or
 	// absent for a literal list.
 	Step pipeline.Step `json:"step"`
+	// ItemWhen is the step's forEach.when, evaluated per item.
+	ItemWhen string `json:"itemWhen,omitempty"`
 	// Params and Outputs (of the steps it reads) make the expression
 	// environment besides item.
 	Params  map[string]any              `json:"params,omitempty"`
@@ -312,7 +315,7 @@ func (d *dag) runWide(ctx workflow.Context, i int, env pipeline.Env, items []any
 			stopAfter = max(tolerated-w.Counts.Failed, 0)
 		}
 		in := BatchInput{
-			RunID: d.r.ID(), Project: d.r.Project(), Pipeline: d.in.Pipeline, Step: bare,
+			RunID: d.r.ID(), Project: d.r.Project(), Pipeline: d.in.Pipeline, Step: bare, ItemWhen: s.ForEach.When,
 			Params: params, Outputs: outputs, Wide: wide, ListWide: listWide, Start: b[0], End: b[1], Next: b[0], Total: n,
 			Parallelism: plan.slots[slot], StopAfter: stopAfter, ReuseFrom: reuseFrom, Cluster: cluster,
 		}
@@ -367,7 +370,7 @@ func (d *dag) runWide(ctx workflow.Context, i int, env pipeline.Env, items []any
 
 	// Every batch has ended: items neither counted nor in a batch that
 	// started never ran.
-	counted := w.Counts.Succeeded + w.Counts.Failed + w.Counts.Cancelled + w.Counts.Cached + w.Counts.NotRun
+	counted := w.Counts.Succeeded + w.Counts.Failed + w.Counts.Cancelled + w.Counts.Cached + w.Counts.NotRun + w.Counts.Skipped
 	w.Counts.NotRun += n - counted
 	never := func(why string) string {
 		if w.Counts.NotRun == 0 {
@@ -389,11 +392,14 @@ func (d *dag) runWide(ctx workflow.Context, i int, env pipeline.Env, items []any
 		w.Outputs = &ref
 		d.outputs[i] = runstate.WideOutputs(ref)
 		d.wideRefs[i] = &ref
-		msg := ""
+		var msgs []string
 		if w.Counts.Failed > 0 {
-			msg = fmt.Sprintf("%d of %d items failed (tolerated: at most %v%%); their outputs are null", w.Counts.Failed, n, policy.MaxFailedPercent)
+			msgs = append(msgs, fmt.Sprintf("%d of %d items failed (tolerated: at most %v%%); their outputs are null", w.Counts.Failed, n, policy.MaxFailedPercent))
 		}
-		d.finishStep(i, runstate.StepSucceeded, "", msg)
+		if w.Counts.Skipped > 0 {
+			msgs = append(msgs, skippedMessage(w.Counts.Skipped, n, s.ForEach.When))
+		}
+		d.finishStep(i, runstate.StepSucceeded, "", strings.Join(msgs, "; "))
 	}
 }
 

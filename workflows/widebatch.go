@@ -261,7 +261,7 @@ func (b *batch) fetchItems(ctx workflow.Context) error {
 func (b *batch) renderer() *itemRenderer {
 	in := b.in
 	r := &itemRenderer{queue: b.r.controlQueue("")}
-	r.req = activities.RenderItemsRequest{Params: in.Params, Outputs: in.Outputs, Wide: in.Wide, Run: b.env().Run, End: in.End, Total: in.Total}
+	r.req = activities.RenderItemsRequest{Params: in.Params, Outputs: in.Outputs, Wide: in.Wide, Run: b.env().Run, End: in.End, Total: in.Total, ItemWhen: in.ItemWhen}
 	step := in.Step
 	if len(in.ListWide) > 0 {
 		step.ForEach = nil
@@ -277,19 +277,23 @@ func (b *batch) runItem(ctx workflow.Context, k int, pre *activities.RenderedIte
 	item := in.Items[k-in.Start]
 	st := &runstate.StepStatus{Name: fmt.Sprintf("%s[%d]", in.Step.Name, k), Kind: string(kindOf(in.Step)), State: runstate.StepPending}
 	var w stepWork
+	var skip string
 	var err error
 	if pre != nil {
-		w, err = itemWork(*pre, &in.Step)
+		w, skip, err = itemWork(*pre, &in.Step)
 	} else {
 		env := b.env()
 		env.Item, env.HasItem = item, true
-		w, err = renderWork(&in.Step, env)
+		w, skip, err = renderItem(&in.Step, in.ItemWhen, env)
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		now := workflow.Now(ctx)
 		st.StartedAt = &now
 		b.r.endStep(st, runstate.StepFailed, fmt.Sprintf("rendering templates: %v", err), "")
-	} else {
+	case skip != "":
+		b.r.endStep(st, runstate.StepSkipped, "", skip)
+	default:
 		_, _ = b.r.runWork(ctx, st, in.Step.Name, &k, w, opts...)
 	}
 	b.finished(k, item, st)

@@ -156,6 +156,7 @@ func (d *dag) itemRendererFor(i int, env pipeline.Env, items []any) *itemRendere
 			req.Outputs[name] = se
 		}
 	}
+	req.ItemWhen = s.ForEach.When
 	r := &itemRenderer{queue: d.r.controlQueue("")}
 	r.req = req
 	r.setStep(s, items, 0)
@@ -231,12 +232,28 @@ func renderActivityOptions(queue string) workflow.ActivityOptions {
 	}
 }
 
-// itemWork is the item's stepWork for step s, or its template error.
-func itemWork(it activities.RenderedItem, s *pipeline.Step) (stepWork, error) {
+// itemWork is the item's stepWork for step s, why it is skipped
+// (forEach.when), or its template error.
+func itemWork(it activities.RenderedItem, s *pipeline.Step) (stepWork, string, error) {
 	if it.Error != "" {
-		return stepWork{}, errors.New(it.Error)
+		return stepWork{}, "", errors.New(it.Error)
+	}
+	if it.Skip != "" {
+		return stepWork{}, it.Skip, nil
 	}
 	w := stepWork{kind: kindOf(*s), container: it.Container, ray: it.Ray, spark: it.Spark, inference: it.Inference, pipeline: it.Pipeline}
 	w.gpus, w.gpuType = s.GPURequest()
-	return w, nil
+	return w, "", nil
+}
+
+// renderItem is item work rendered in the workflow (env holds the item):
+// its forEach.when (itemWhen) first, then its templates, as
+// activities.RenderItemsName does for itemWork.
+func renderItem(s *pipeline.Step, itemWhen string, env pipeline.Env) (stepWork, string, error) {
+	skip, err := pipeline.SkipItem(itemWhen, env)
+	if err != nil || skip != "" {
+		return stepWork{}, skip, err
+	}
+	w, err := renderWork(s, env)
+	return w, "", err
 }

@@ -143,7 +143,11 @@ func RenderItems(req *activities.RenderItemsRequest, env pipeline.Env, stop func
 		ienv := env
 		ienv.Item, ienv.HasItem = item, true
 		var it activities.RenderedItem
-		if w, err := pipeline.RenderStep(&req.Step, ienv); err != nil {
+		if skip, err := pipeline.SkipItem(req.ItemWhen, ienv); err != nil {
+			it.Error = err.Error()
+		} else if skip != "" {
+			it.Skip = skip
+		} else if w, err := pipeline.RenderStep(&req.Step, ienv); err != nil {
 			it.Error = err.Error()
 		} else {
 			it = activities.RenderedItem{Container: w.Container, Ray: w.Ray, Spark: w.Spark, Inference: w.Inference, Pipeline: w.Pipeline}

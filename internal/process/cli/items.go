@@ -55,8 +55,8 @@ item's log: atelier logs RUN STEP --item I.`,
 				items = items[:limit]
 			}
 			if c := last.Counts; c != nil {
-				fmt.Fprintf(o.stderr, "%d items: %d succeeded, %d failed, %d cancelled, %d cached, %d never ran\n",
-					deref(last.Total), c.Succeeded, c.Failed, c.Cancelled, c.Cached, c.NotRun)
+				fmt.Fprintf(o.stderr, "%d items: %d succeeded, %d failed, %d cancelled, %d cached, %d skipped, %d never ran\n",
+					deref(last.Total), c.Succeeded, c.Failed, c.Cancelled, c.Cached, c.Skipped, c.NotRun)
 			}
 			return o.print(o.stdout, items, func() table { return itemsTable(items) })
 		},
