@@ -57,6 +57,7 @@ type server struct {
 	proxy     EndpointProxy
 	// webhooks serves /webhooks (nil: those routes answer 503).
 	webhooks            Webhooks
+	triggers            Triggers
 	secrets             Secrets
 	lineage             ArtifactLineage // nil: artifact routes answer 503
 	artifactBytes       ArtifactBytes   // nil: downloads answer 503

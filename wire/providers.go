@@ -34,6 +34,7 @@ import (
 	"github.com/atelier-ml/atelier/internal/process/config"
 	"github.com/atelier-ml/atelier/internal/services/reconcile"
 	"github.com/atelier-ml/atelier/internal/services/retention"
+	"github.com/atelier-ml/atelier/internal/services/triggers"
 	"github.com/atelier-ml/atelier/internal/services/webhooks"
 	"github.com/atelier-ml/atelier/internal/store"
 	"github.com/atelier-ml/atelier/internal/vault"
@@ -83,7 +84,7 @@ func provideAPI(cat api.Catalog, eng api.Engine, sc api.Schedules, wh api.Webhoo
 	if arts != nil {
 		bytes = arts
 	}
-	opts = append(opts, api.WithArtifacts(s, bytes), api.WithModels(s))
+	opts = append(opts, api.WithArtifacts(s, bytes), api.WithModels(s), api.WithTriggers(s))
 	return api.New(cat, eng, opts...)
 }
 
@@ -94,14 +95,16 @@ func provideReconciler(s *store.Store, e *runclient.Client, cfg config.Config, l
 }
 
 // provideSweepers is the gateway's background upkeep: the reconciler, the
-// retention sweep (which does nothing unless --retention is set) and the
-// webhook dispatcher, the sweep of expired step cache entries and, with
-// an artifact store, the collector of unreferenced artifact bytes.
-func provideSweepers(rec *reconcile.Reconciler, s *store.Store, arts *artifactstore.Store, cfg config.Config, l *zap.Logger) app.Sweepers {
+// retention sweep (which does nothing unless --retention is set), the
+// webhook and trigger dispatchers, the sweep of expired step cache
+// entries and, with an artifact store, the collector of unreferenced
+// artifact bytes.
+func provideSweepers(rec *reconcile.Reconciler, s *store.Store, eng *runclient.Client, arts *artifactstore.Store, cfg config.Config, l *zap.Logger) app.Sweepers {
 	sw := app.Sweepers{rec, retention.New(s, time.Now, l.Named("retention"), retention.Options{MaxAge: cfg.Retention}),
 		webhooks.New(s, time.Now, l.Named("webhooks"), webhooks.Options{
 			AllowPrivate: cfg.WebhookAllowPrivate, Backoff: cfg.WebhookBackoff, MaxAttempts: cfg.WebhookMaxAttempts,
 		}),
+		triggers.New(s, eng, time.Now, l.Named("triggers"), triggers.Options{TaskQueue: cfg.TaskQueue}),
 		retention.NewCacheSweeper(s, time.Now, l.Named("stepcache"), 0)}
 	if arts != nil {
 		sw = append(sw, retention.NewArtifactCollector(s, arts, time.Now, l.Named("artifacts"), 0, 0))

@@ -100,11 +100,18 @@ const (
 	StepStateWAITINGFORGPU      StepState = "WAITING_FOR_GPU"
 )
 
+// Defines values for TriggerFiringState.
+const (
+	TriggerFiringStateFailed  TriggerFiringState = "failed"
+	TriggerFiringStatePending TriggerFiringState = "pending"
+	TriggerFiringStateStarted TriggerFiringState = "started"
+)
+
 // Defines values for WebhookDeliveryState.
 const (
-	Failed    WebhookDeliveryState = "failed"
-	Pending   WebhookDeliveryState = "pending"
-	Succeeded WebhookDeliveryState = "succeeded"
+	WebhookDeliveryStateFailed    WebhookDeliveryState = "failed"
+	WebhookDeliveryStatePending   WebhookDeliveryState = "pending"
+	WebhookDeliveryStateSucceeded WebhookDeliveryState = "succeeded"
 )
 
 // Defines values for WebhookEvent.
@@ -516,6 +523,14 @@ type CreatedToken struct {
 	Token  Token  `json:"token"`
 }
 
+// CreatedTrigger defines model for CreatedTrigger.
+type CreatedTrigger struct {
+	Trigger Trigger `json:"trigger"`
+
+	// Secret A hook trigger's generated HMAC key; only in this response.
+	Secret *string `json:"secret,omitempty"`
+}
+
 // CreatedWebhook defines model for CreatedWebhook.
 type CreatedWebhook struct {
 	Webhook Webhook `json:"webhook"`
@@ -796,6 +811,15 @@ type Health struct {
 
 // HealthStatus defines model for Health.Status.
 type HealthStatus string
+
+// HookAccepted defines model for HookAccepted.
+type HookAccepted struct {
+	Firing   string `json:"firing"`
+	Delivery string `json:"delivery"`
+
+	// Duplicate This delivery was accepted before; nothing new is fired.
+	Duplicate bool `json:"duplicate"`
+}
 
 // ItemCounts Items per final state; notRun never started; skipped had a false forEach.when.
 type ItemCounts struct {
@@ -1495,6 +1519,107 @@ type Token struct {
 // TokenID defines model for TokenID.
 type TokenID = string
 
+// Trigger defines model for Trigger.
+type Trigger struct {
+	Id      string `json:"id"`
+	Project string `json:"project"`
+	Name    string `json:"name"`
+
+	// On What fires the trigger; exactly one of runFinished and hook.
+	On           TriggerOn              `json:"on"`
+	Pipeline     string                 `json:"pipeline"`
+	Version      *int                   `json:"version,omitempty"`
+	Params       map[string]interface{} `json:"params"`
+	MaxPerMinute int                    `json:"maxPerMinute"`
+	Description  *string                `json:"description,omitempty"`
+	Enabled      bool                   `json:"enabled"`
+
+	// HookUrl A hook trigger's inbound URL (path): POST it signed.
+	HookUrl   *string   `json:"hookUrl,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+	CreatedBy *string   `json:"createdBy,omitempty"`
+}
+
+// TriggerCreate defines model for TriggerCreate.
+type TriggerCreate struct {
+	// Name DNS label: lowercase letters, digits and '-', at most 63.
+	Name string `json:"name"`
+
+	// On What fires the trigger; exactly one of runFinished and hook.
+	On TriggerOn `json:"on"`
+
+	// Pipeline The pipeline a firing starts.
+	Pipeline string `json:"pipeline"`
+
+	// Version Pins a version; absent = the newest when it fires.
+	Version *int `json:"version,omitempty"`
+
+	// Params The started run's params; strings may hold {{ upstream.… }} or {{ body.… }} references.
+	Params *map[string]interface{} `json:"params,omitempty"`
+
+	// MaxPerMinute Runs started per minute at most (default 60).
+	MaxPerMinute *int    `json:"maxPerMinute,omitempty"`
+	Description  *string `json:"description,omitempty"`
+
+	// Enabled Default true.
+	Enabled *bool `json:"enabled,omitempty"`
+}
+
+// TriggerFiring defines model for TriggerFiring.
+type TriggerFiring struct {
+	Id string `json:"id"`
+
+	// Source The upstream run
+	Source        string             `json:"source"`
+	State         TriggerFiringState `json:"state"`
+	Attempts      int                `json:"attempts"`
+	NextAttemptAt *time.Time         `json:"nextAttemptAt,omitempty"`
+
+	// RunId The run it started.
+	RunId *string `json:"runId,omitempty"`
+
+	// Error Why it did not start (yet).
+	Error      *string    `json:"error,omitempty"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+}
+
+// TriggerFiringState defines model for TriggerFiring.State.
+type TriggerFiringState string
+
+// TriggerFiringList defines model for TriggerFiringList.
+type TriggerFiringList struct {
+	Items         []TriggerFiring `json:"items"`
+	NextPageToken *string         `json:"nextPageToken,omitempty"`
+}
+
+// TriggerList defines model for TriggerList.
+type TriggerList struct {
+	Items []Trigger `json:"items"`
+}
+
+// TriggerOn What fires the trigger; exactly one of runFinished and hook.
+type TriggerOn struct {
+	RunFinished *TriggerRunFinished `json:"runFinished,omitempty"`
+
+	// Hook A signed POST to /v1/hooks/{project}/{trigger}.
+	Hook *map[string]interface{} `json:"hook,omitempty"`
+}
+
+// TriggerRunFinished defines model for TriggerRunFinished.
+type TriggerRunFinished struct {
+	// Pipeline The upstream pipeline (declarative) whose runs fire it; not the trigger's own.
+	Pipeline string `json:"pipeline"`
+
+	// States The final states that fire it (default SUCCEEDED).
+	States *[]RunState `json:"states,omitempty"`
+}
+
+// TriggerUpdate defines model for TriggerUpdate.
+type TriggerUpdate struct {
+	Enabled bool `json:"enabled"`
+}
+
 // UUID defines model for UUID.
 type UUID = string
 
@@ -1682,6 +1807,9 @@ type SecretPath = SecretName
 // StepPath defines model for StepPath.
 type StepPath = string
 
+// TriggerPath defines model for TriggerPath.
+type TriggerPath = string
+
 // WebhookPath defines model for WebhookPath.
 type WebhookPath = string
 
@@ -1714,6 +1842,17 @@ type Unprocessable = Problem
 
 // UnsupportedMediaType RFC 9457 problem details.
 type UnsupportedMediaType = Problem
+
+// FireHookJSONBody defines parameters for FireHook.
+type FireHookJSONBody = map[string]interface{}
+
+// FireHookParams defines parameters for FireHook.
+type FireHookParams struct {
+	XAtelierSignature *string `json:"X-Atelier-Signature,omitempty"`
+	XHubSignature256  *string `json:"X-Hub-Signature-256,omitempty"`
+	XAtelierDelivery  *string `json:"X-Atelier-Delivery,omitempty"`
+	XGitHubDelivery   *string `json:"X-GitHub-Delivery,omitempty"`
+}
 
 // GetArtifactContentParams defines parameters for GetArtifactContent.
 type GetArtifactContentParams struct {
@@ -1814,6 +1953,14 @@ type ListSecretEventsParams struct {
 	PageSize *int `form:"pageSize,omitempty" json:"pageSize,omitempty"`
 }
 
+// ListTriggerFiringsParams defines parameters for ListTriggerFirings.
+type ListTriggerFiringsParams struct {
+	PageSize *int `form:"pageSize,omitempty" json:"pageSize,omitempty"`
+
+	// PageToken The nextPageToken of the previous page.
+	PageToken *string `form:"pageToken,omitempty" json:"pageToken,omitempty"`
+}
+
 // ListWebhookDeliveriesParams defines parameters for ListWebhookDeliveries.
 type ListWebhookDeliveriesParams struct {
 	PageSize *int `form:"pageSize,omitempty" json:"pageSize,omitempty"`
@@ -1824,6 +1971,9 @@ type ListWebhookDeliveriesParams struct {
 
 // RegisterClusterJSONRequestBody defines body for RegisterCluster for application/json ContentType.
 type RegisterClusterJSONRequestBody = RegisterClusterRequest
+
+// FireHookJSONRequestBody defines body for FireHook for application/json ContentType.
+type FireHookJSONRequestBody = FireHookJSONBody
 
 // CreateProjectJSONRequestBody defines body for CreateProject for application/json ContentType.
 type CreateProjectJSONRequestBody = CreateProjectRequest
@@ -1885,6 +2035,12 @@ type PutSecretJSONRequestBody = SecretValue
 // CreateTokenJSONRequestBody defines body for CreateToken for application/json ContentType.
 type CreateTokenJSONRequestBody = CreateTokenRequest
 
+// CreateTriggerJSONRequestBody defines body for CreateTrigger for application/json ContentType.
+type CreateTriggerJSONRequestBody = TriggerCreate
+
+// UpdateTriggerJSONRequestBody defines body for UpdateTrigger for application/json ContentType.
+type UpdateTriggerJSONRequestBody = TriggerUpdate
+
 // CreateWebhookJSONRequestBody defines body for CreateWebhook for application/json ContentType.
 type CreateWebhookJSONRequestBody = WebhookCreate
 
@@ -1923,6 +2079,9 @@ type ServerInterface interface {
 	// GPU inventory by type, summed over the registered clusters.
 	// (GET /v1/gpus)
 	ListGPUs(ctx echo.Context) error
+	// Fire a hook trigger (no token; the body is signed with the trigger's secret).
+	// (POST /v1/hooks/{project}/{trigger})
+	FireHook(ctx echo.Context, project ProjectPath, trigger TriggerPath, params FireHookParams) error
 	// List projects; admin tokens see all, others their own.
 	// (GET /v1/projects)
 	ListProjects(ctx echo.Context) error
@@ -2100,6 +2259,24 @@ type ServerInterface interface {
 	// Create a project token. The secret is returned once and never again.
 	// (POST /v1/projects/{project}/tokens)
 	CreateToken(ctx echo.Context, project ProjectPath) error
+	// The project's triggers, by name (never their secrets).
+	// (GET /v1/projects/{project}/triggers)
+	ListTriggers(ctx echo.Context, project ProjectPath) error
+	// Start a pipeline when a run of another finishes (on.runFinished) or on a signed request to an inbound URL (on.hook).
+	// (POST /v1/projects/{project}/triggers)
+	CreateTrigger(ctx echo.Context, project ProjectPath) error
+	// Delete a trigger and its firing log (runs it started stay).
+	// (DELETE /v1/projects/{project}/triggers/{trigger})
+	DeleteTrigger(ctx echo.Context, project ProjectPath, trigger TriggerPath) error
+	// A trigger (never its secret).
+	// (GET /v1/projects/{project}/triggers/{trigger})
+	GetTrigger(ctx echo.Context, project ProjectPath, trigger TriggerPath) error
+	// Enable or disable a trigger (a disabled one queues no firing and starts none).
+	// (PATCH /v1/projects/{project}/triggers/{trigger})
+	UpdateTrigger(ctx echo.Context, project ProjectPath, trigger TriggerPath) error
+	// The trigger's firings, newest first, each with the run it started or why none.
+	// (GET /v1/projects/{project}/triggers/{trigger}/firings)
+	ListTriggerFirings(ctx echo.Context, project ProjectPath, trigger TriggerPath, params ListTriggerFiringsParams) error
 	// The project's webhooks, oldest first (never their secrets).
 	// (GET /v1/projects/{project}/webhooks)
 	ListWebhooks(ctx echo.Context, project ProjectPath) error
@@ -2251,6 +2428,95 @@ func (w *ServerInterfaceWrapper) ListGPUs(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.ListGPUs(ctx)
+	return err
+}
+
+// FireHook converts echo context to params.
+func (w *ServerInterfaceWrapper) FireHook(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "trigger" -------------
+	var trigger TriggerPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "trigger", ctx.Param("trigger"), &trigger, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter trigger: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params FireHookParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "X-Atelier-Signature" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("X-Atelier-Signature")]; found {
+		var XAtelierSignature string
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for X-Atelier-Signature, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "X-Atelier-Signature", valueList[0], &XAtelierSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter X-Atelier-Signature: %s", err))
+		}
+
+		params.XAtelierSignature = &XAtelierSignature
+	}
+	// ------------- Optional header parameter "X-Hub-Signature-256" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("X-Hub-Signature-256")]; found {
+		var XHubSignature256 string
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for X-Hub-Signature-256, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "X-Hub-Signature-256", valueList[0], &XHubSignature256, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter X-Hub-Signature-256: %s", err))
+		}
+
+		params.XHubSignature256 = &XHubSignature256
+	}
+	// ------------- Optional header parameter "X-Atelier-Delivery" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("X-Atelier-Delivery")]; found {
+		var XAtelierDelivery string
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for X-Atelier-Delivery, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "X-Atelier-Delivery", valueList[0], &XAtelierDelivery, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter X-Atelier-Delivery: %s", err))
+		}
+
+		params.XAtelierDelivery = &XAtelierDelivery
+	}
+	// ------------- Optional header parameter "X-GitHub-Delivery" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("X-GitHub-Delivery")]; found {
+		var XGitHubDelivery string
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for X-GitHub-Delivery, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "X-GitHub-Delivery", valueList[0], &XGitHubDelivery, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter X-GitHub-Delivery: %s", err))
+		}
+
+		params.XGitHubDelivery = &XGitHubDelivery
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.FireHook(ctx, project, trigger, params)
 	return err
 }
 
@@ -3908,6 +4174,162 @@ func (w *ServerInterfaceWrapper) CreateToken(ctx echo.Context) error {
 	return err
 }
 
+// ListTriggers converts echo context to params.
+func (w *ServerInterfaceWrapper) ListTriggers(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListTriggers(ctx, project)
+	return err
+}
+
+// CreateTrigger converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateTrigger(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateTrigger(ctx, project)
+	return err
+}
+
+// DeleteTrigger converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteTrigger(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "trigger" -------------
+	var trigger TriggerPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "trigger", ctx.Param("trigger"), &trigger, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter trigger: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteTrigger(ctx, project, trigger)
+	return err
+}
+
+// GetTrigger converts echo context to params.
+func (w *ServerInterfaceWrapper) GetTrigger(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "trigger" -------------
+	var trigger TriggerPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "trigger", ctx.Param("trigger"), &trigger, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter trigger: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetTrigger(ctx, project, trigger)
+	return err
+}
+
+// UpdateTrigger converts echo context to params.
+func (w *ServerInterfaceWrapper) UpdateTrigger(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "trigger" -------------
+	var trigger TriggerPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "trigger", ctx.Param("trigger"), &trigger, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter trigger: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.UpdateTrigger(ctx, project, trigger)
+	return err
+}
+
+// ListTriggerFirings converts echo context to params.
+func (w *ServerInterfaceWrapper) ListTriggerFirings(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "trigger" -------------
+	var trigger TriggerPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "trigger", ctx.Param("trigger"), &trigger, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter trigger: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListTriggerFiringsParams
+	// ------------- Optional query parameter "pageSize" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "pageSize", ctx.QueryParams(), &params.PageSize)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter pageSize: %s", err))
+	}
+
+	// ------------- Optional query parameter "pageToken" -------------
+
+	err = runtime.BindQueryParameter("form", true, false, "pageToken", ctx.QueryParams(), &params.PageToken)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter pageToken: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListTriggerFirings(ctx, project, trigger, params)
+	return err
+}
+
 // ListWebhooks converts echo context to params.
 func (w *ServerInterfaceWrapper) ListWebhooks(ctx echo.Context) error {
 	var err error
@@ -4131,6 +4553,7 @@ func RegisterHandlersWithBaseURL(router EchoRouter, si ServerInterface, baseURL 
 	router.GET(baseURL+"/v1/clusters/:cluster", wrapper.GetCluster)
 	router.GET(baseURL+"/v1/clusters/:cluster/queue", wrapper.GetClusterQueue)
 	router.GET(baseURL+"/v1/gpus", wrapper.ListGPUs)
+	router.POST(baseURL+"/v1/hooks/:project/:trigger", wrapper.FireHook)
 	router.GET(baseURL+"/v1/projects", wrapper.ListProjects)
 	router.POST(baseURL+"/v1/projects", wrapper.CreateProject)
 	router.GET(baseURL+"/v1/projects/:project", wrapper.GetProject)
@@ -4190,6 +4613,12 @@ func RegisterHandlersWithBaseURL(router EchoRouter, si ServerInterface, baseURL 
 	router.GET(baseURL+"/v1/projects/:project/secrets/:secret", wrapper.GetSecret)
 	router.PUT(baseURL+"/v1/projects/:project/secrets/:secret", wrapper.PutSecret)
 	router.POST(baseURL+"/v1/projects/:project/tokens", wrapper.CreateToken)
+	router.GET(baseURL+"/v1/projects/:project/triggers", wrapper.ListTriggers)
+	router.POST(baseURL+"/v1/projects/:project/triggers", wrapper.CreateTrigger)
+	router.DELETE(baseURL+"/v1/projects/:project/triggers/:trigger", wrapper.DeleteTrigger)
+	router.GET(baseURL+"/v1/projects/:project/triggers/:trigger", wrapper.GetTrigger)
+	router.PATCH(baseURL+"/v1/projects/:project/triggers/:trigger", wrapper.UpdateTrigger)
+	router.GET(baseURL+"/v1/projects/:project/triggers/:trigger/firings", wrapper.ListTriggerFirings)
 	router.GET(baseURL+"/v1/projects/:project/webhooks", wrapper.ListWebhooks)
 	router.POST(baseURL+"/v1/projects/:project/webhooks", wrapper.CreateWebhook)
 	router.DELETE(baseURL+"/v1/projects/:project/webhooks/:webhook", wrapper.DeleteWebhook)
@@ -4739,6 +5168,93 @@ type ListGPUs503ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response ListGPUs503ApplicationProblemPlusJSONResponse) VisitListGPUsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type FireHookRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Trigger TriggerPath `json:"trigger"`
+	Params  FireHookParams
+	Body    *FireHookJSONRequestBody
+}
+
+type FireHookResponseObject interface {
+	VisitFireHookResponse(w http.ResponseWriter) error
+}
+
+type FireHook202JSONResponse HookAccepted
+
+func (response FireHook202JSONResponse) VisitFireHookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(202)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type FireHook400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response FireHook400ApplicationProblemPlusJSONResponse) VisitFireHookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type FireHook401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response FireHook401ApplicationProblemPlusJSONResponse) VisitFireHookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type FireHook413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response FireHook413ApplicationProblemPlusJSONResponse) VisitFireHookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type FireHook415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response FireHook415ApplicationProblemPlusJSONResponse) VisitFireHookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type FireHook500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response FireHook500ApplicationProblemPlusJSONResponse) VisitFireHookResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type FireHook503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response FireHook503ApplicationProblemPlusJSONResponse) VisitFireHookResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(503)
 
@@ -10333,6 +10849,559 @@ func (response CreateToken503ApplicationProblemPlusJSONResponse) VisitCreateToke
 	return json.NewEncoder(w).Encode(response)
 }
 
+type ListTriggersRequestObject struct {
+	Project ProjectPath `json:"project"`
+}
+
+type ListTriggersResponseObject interface {
+	VisitListTriggersResponse(w http.ResponseWriter) error
+}
+
+type ListTriggers200JSONResponse TriggerList
+
+func (response ListTriggers200JSONResponse) VisitListTriggersResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListTriggers400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListTriggers400ApplicationProblemPlusJSONResponse) VisitListTriggersResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListTriggers401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListTriggers401ApplicationProblemPlusJSONResponse) VisitListTriggersResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListTriggers403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListTriggers403ApplicationProblemPlusJSONResponse) VisitListTriggersResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListTriggers404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListTriggers404ApplicationProblemPlusJSONResponse) VisitListTriggersResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListTriggers500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListTriggers500ApplicationProblemPlusJSONResponse) VisitListTriggersResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListTriggers503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListTriggers503ApplicationProblemPlusJSONResponse) VisitListTriggersResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateTriggerRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Body    *CreateTriggerJSONRequestBody
+}
+
+type CreateTriggerResponseObject interface {
+	VisitCreateTriggerResponse(w http.ResponseWriter) error
+}
+
+type CreateTrigger201ResponseHeaders struct {
+	CacheControl string
+	Location     string
+}
+
+type CreateTrigger201JSONResponse struct {
+	Body    CreatedTrigger
+	Headers CreateTrigger201ResponseHeaders
+}
+
+func (response CreateTrigger201JSONResponse) VisitCreateTriggerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", fmt.Sprint(response.Headers.CacheControl))
+	w.Header().Set("Location", fmt.Sprint(response.Headers.Location))
+	w.WriteHeader(201)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type CreateTrigger400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateTrigger400ApplicationProblemPlusJSONResponse) VisitCreateTriggerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateTrigger401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateTrigger401ApplicationProblemPlusJSONResponse) VisitCreateTriggerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type CreateTrigger403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateTrigger403ApplicationProblemPlusJSONResponse) VisitCreateTriggerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateTrigger404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateTrigger404ApplicationProblemPlusJSONResponse) VisitCreateTriggerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateTrigger409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CreateTrigger409ApplicationProblemPlusJSONResponse) VisitCreateTriggerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateTrigger422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateTrigger422ApplicationProblemPlusJSONResponse) VisitCreateTriggerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateTrigger500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response CreateTrigger500ApplicationProblemPlusJSONResponse) VisitCreateTriggerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type CreateTrigger503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateTrigger503ApplicationProblemPlusJSONResponse) VisitCreateTriggerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteTriggerRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Trigger TriggerPath `json:"trigger"`
+}
+
+type DeleteTriggerResponseObject interface {
+	VisitDeleteTriggerResponse(w http.ResponseWriter) error
+}
+
+type DeleteTrigger204Response struct {
+}
+
+func (response DeleteTrigger204Response) VisitDeleteTriggerResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteTrigger400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteTrigger400ApplicationProblemPlusJSONResponse) VisitDeleteTriggerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteTrigger401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteTrigger401ApplicationProblemPlusJSONResponse) VisitDeleteTriggerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type DeleteTrigger403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteTrigger403ApplicationProblemPlusJSONResponse) VisitDeleteTriggerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteTrigger404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteTrigger404ApplicationProblemPlusJSONResponse) VisitDeleteTriggerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteTrigger500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteTrigger500ApplicationProblemPlusJSONResponse) VisitDeleteTriggerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteTrigger503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteTrigger503ApplicationProblemPlusJSONResponse) VisitDeleteTriggerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetTriggerRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Trigger TriggerPath `json:"trigger"`
+}
+
+type GetTriggerResponseObject interface {
+	VisitGetTriggerResponse(w http.ResponseWriter) error
+}
+
+type GetTrigger200JSONResponse Trigger
+
+func (response GetTrigger200JSONResponse) VisitGetTriggerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetTrigger400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetTrigger400ApplicationProblemPlusJSONResponse) VisitGetTriggerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetTrigger401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetTrigger401ApplicationProblemPlusJSONResponse) VisitGetTriggerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type GetTrigger403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetTrigger403ApplicationProblemPlusJSONResponse) VisitGetTriggerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetTrigger404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetTrigger404ApplicationProblemPlusJSONResponse) VisitGetTriggerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetTrigger500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetTrigger500ApplicationProblemPlusJSONResponse) VisitGetTriggerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type GetTrigger503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetTrigger503ApplicationProblemPlusJSONResponse) VisitGetTriggerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateTriggerRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Trigger TriggerPath `json:"trigger"`
+	Body    *UpdateTriggerJSONRequestBody
+}
+
+type UpdateTriggerResponseObject interface {
+	VisitUpdateTriggerResponse(w http.ResponseWriter) error
+}
+
+type UpdateTrigger200JSONResponse Trigger
+
+func (response UpdateTrigger200JSONResponse) VisitUpdateTriggerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateTrigger400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateTrigger400ApplicationProblemPlusJSONResponse) VisitUpdateTriggerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateTrigger401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateTrigger401ApplicationProblemPlusJSONResponse) VisitUpdateTriggerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type UpdateTrigger403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateTrigger403ApplicationProblemPlusJSONResponse) VisitUpdateTriggerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateTrigger404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateTrigger404ApplicationProblemPlusJSONResponse) VisitUpdateTriggerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateTrigger422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateTrigger422ApplicationProblemPlusJSONResponse) VisitUpdateTriggerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateTrigger500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateTrigger500ApplicationProblemPlusJSONResponse) VisitUpdateTriggerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateTrigger503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateTrigger503ApplicationProblemPlusJSONResponse) VisitUpdateTriggerResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListTriggerFiringsRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Trigger TriggerPath `json:"trigger"`
+	Params  ListTriggerFiringsParams
+}
+
+type ListTriggerFiringsResponseObject interface {
+	VisitListTriggerFiringsResponse(w http.ResponseWriter) error
+}
+
+type ListTriggerFirings200JSONResponse TriggerFiringList
+
+func (response ListTriggerFirings200JSONResponse) VisitListTriggerFiringsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListTriggerFirings400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListTriggerFirings400ApplicationProblemPlusJSONResponse) VisitListTriggerFiringsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListTriggerFirings401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListTriggerFirings401ApplicationProblemPlusJSONResponse) VisitListTriggerFiringsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListTriggerFirings403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListTriggerFirings403ApplicationProblemPlusJSONResponse) VisitListTriggerFiringsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListTriggerFirings404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListTriggerFirings404ApplicationProblemPlusJSONResponse) VisitListTriggerFiringsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListTriggerFirings500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListTriggerFirings500ApplicationProblemPlusJSONResponse) VisitListTriggerFiringsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListTriggerFirings503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListTriggerFirings503ApplicationProblemPlusJSONResponse) VisitListTriggerFiringsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
 type ListWebhooksRequestObject struct {
 	Project ProjectPath `json:"project"`
 }
@@ -11040,6 +12109,9 @@ type StrictServerInterface interface {
 	// GPU inventory by type, summed over the registered clusters.
 	// (GET /v1/gpus)
 	ListGPUs(ctx context.Context, request ListGPUsRequestObject) (ListGPUsResponseObject, error)
+	// Fire a hook trigger (no token; the body is signed with the trigger's secret).
+	// (POST /v1/hooks/{project}/{trigger})
+	FireHook(ctx context.Context, request FireHookRequestObject) (FireHookResponseObject, error)
 	// List projects; admin tokens see all, others their own.
 	// (GET /v1/projects)
 	ListProjects(ctx context.Context, request ListProjectsRequestObject) (ListProjectsResponseObject, error)
@@ -11217,6 +12289,24 @@ type StrictServerInterface interface {
 	// Create a project token. The secret is returned once and never again.
 	// (POST /v1/projects/{project}/tokens)
 	CreateToken(ctx context.Context, request CreateTokenRequestObject) (CreateTokenResponseObject, error)
+	// The project's triggers, by name (never their secrets).
+	// (GET /v1/projects/{project}/triggers)
+	ListTriggers(ctx context.Context, request ListTriggersRequestObject) (ListTriggersResponseObject, error)
+	// Start a pipeline when a run of another finishes (on.runFinished) or on a signed request to an inbound URL (on.hook).
+	// (POST /v1/projects/{project}/triggers)
+	CreateTrigger(ctx context.Context, request CreateTriggerRequestObject) (CreateTriggerResponseObject, error)
+	// Delete a trigger and its firing log (runs it started stay).
+	// (DELETE /v1/projects/{project}/triggers/{trigger})
+	DeleteTrigger(ctx context.Context, request DeleteTriggerRequestObject) (DeleteTriggerResponseObject, error)
+	// A trigger (never its secret).
+	// (GET /v1/projects/{project}/triggers/{trigger})
+	GetTrigger(ctx context.Context, request GetTriggerRequestObject) (GetTriggerResponseObject, error)
+	// Enable or disable a trigger (a disabled one queues no firing and starts none).
+	// (PATCH /v1/projects/{project}/triggers/{trigger})
+	UpdateTrigger(ctx context.Context, request UpdateTriggerRequestObject) (UpdateTriggerResponseObject, error)
+	// The trigger's firings, newest first, each with the run it started or why none.
+	// (GET /v1/projects/{project}/triggers/{trigger}/firings)
+	ListTriggerFirings(ctx context.Context, request ListTriggerFiringsRequestObject) (ListTriggerFiringsResponseObject, error)
 	// The project's webhooks, oldest first (never their secrets).
 	// (GET /v1/projects/{project}/webhooks)
 	ListWebhooks(ctx context.Context, request ListWebhooksRequestObject) (ListWebhooksResponseObject, error)
@@ -11491,6 +12581,39 @@ func (sh *strictHandler) ListGPUs(ctx echo.Context) error {
 		return err
 	} else if validResponse, ok := response.(ListGPUsResponseObject); ok {
 		return validResponse.VisitListGPUsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// FireHook operation middleware
+func (sh *strictHandler) FireHook(ctx echo.Context, project ProjectPath, trigger TriggerPath, params FireHookParams) error {
+	var request FireHookRequestObject
+
+	request.Project = project
+	request.Trigger = trigger
+	request.Params = params
+
+	var body FireHookJSONRequestBody
+	if err := ctx.Bind(&body); err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.FireHook(ctx.Request().Context(), request.(FireHookRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "FireHook")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(FireHookResponseObject); ok {
+		return validResponse.VisitFireHookResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}
@@ -13151,6 +14274,173 @@ func (sh *strictHandler) CreateToken(ctx echo.Context, project ProjectPath) erro
 	return nil
 }
 
+// ListTriggers operation middleware
+func (sh *strictHandler) ListTriggers(ctx echo.Context, project ProjectPath) error {
+	var request ListTriggersRequestObject
+
+	request.Project = project
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListTriggers(ctx.Request().Context(), request.(ListTriggersRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListTriggers")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListTriggersResponseObject); ok {
+		return validResponse.VisitListTriggersResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CreateTrigger operation middleware
+func (sh *strictHandler) CreateTrigger(ctx echo.Context, project ProjectPath) error {
+	var request CreateTriggerRequestObject
+
+	request.Project = project
+
+	var body CreateTriggerJSONRequestBody
+	if err := ctx.Bind(&body); err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateTrigger(ctx.Request().Context(), request.(CreateTriggerRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateTrigger")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CreateTriggerResponseObject); ok {
+		return validResponse.VisitCreateTriggerResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// DeleteTrigger operation middleware
+func (sh *strictHandler) DeleteTrigger(ctx echo.Context, project ProjectPath, trigger TriggerPath) error {
+	var request DeleteTriggerRequestObject
+
+	request.Project = project
+	request.Trigger = trigger
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteTrigger(ctx.Request().Context(), request.(DeleteTriggerRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteTrigger")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(DeleteTriggerResponseObject); ok {
+		return validResponse.VisitDeleteTriggerResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetTrigger operation middleware
+func (sh *strictHandler) GetTrigger(ctx echo.Context, project ProjectPath, trigger TriggerPath) error {
+	var request GetTriggerRequestObject
+
+	request.Project = project
+	request.Trigger = trigger
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetTrigger(ctx.Request().Context(), request.(GetTriggerRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetTrigger")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetTriggerResponseObject); ok {
+		return validResponse.VisitGetTriggerResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// UpdateTrigger operation middleware
+func (sh *strictHandler) UpdateTrigger(ctx echo.Context, project ProjectPath, trigger TriggerPath) error {
+	var request UpdateTriggerRequestObject
+
+	request.Project = project
+	request.Trigger = trigger
+
+	var body UpdateTriggerJSONRequestBody
+	if err := ctx.Bind(&body); err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.UpdateTrigger(ctx.Request().Context(), request.(UpdateTriggerRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UpdateTrigger")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(UpdateTriggerResponseObject); ok {
+		return validResponse.VisitUpdateTriggerResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListTriggerFirings operation middleware
+func (sh *strictHandler) ListTriggerFirings(ctx echo.Context, project ProjectPath, trigger TriggerPath, params ListTriggerFiringsParams) error {
+	var request ListTriggerFiringsRequestObject
+
+	request.Project = project
+	request.Trigger = trigger
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListTriggerFirings(ctx.Request().Context(), request.(ListTriggerFiringsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListTriggerFirings")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListTriggerFiringsResponseObject); ok {
+		return validResponse.VisitListTriggerFiringsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // ListWebhooks operation middleware
 func (sh *strictHandler) ListWebhooks(ctx echo.Context, project ProjectPath) error {
 	var request ListWebhooksRequestObject
@@ -13369,389 +14659,415 @@ func (sh *strictHandler) ListWorkflows(ctx echo.Context) error {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+z9iXIjN5YvDr8Kgt9EiLyTopZSlW0pJvzJVXJZ41rUkqrr3mvWNcFMkEQrCbABpCh2",
-	"tSLmaebB5kn+gXOAXMjcqM12W+EIF0VmJpDAwdnP73zthHI2l4IJozuHXztTRiOm4OM7GVLDpbCfI6ZD",
-	"xef4Z+fT+Tsix8RMGQkVo4ZFRDEtExWyfifo6HDKZtTeZpZz1jnsaKO4mHRub2+DzpwqOmPGjXGsDB/T",
-	"0JxRM10f51gQ6i7Y0uT0DemqRGhDDev7G0/f2Jlwo8lcySgJmerZKXB7+9w+NOgIOrOT8E/qBB3F/p5w",
-	"xaLOoVEJy094To1hyt78/37Z3f6Obo+/fH2xf/tvnWDtXYLOaxpO2c9sWTF5og2bk9BeRK7YknQpfLOl",
-	"yTB0dw57AZmyG3Lx0/H2/stXFTO/YsuNJ/3qoG7SZ3zOYi7YXxKmlutTPxFGcaaJNlKxiIyWxK47bjnX",
-	"ZO7uJl2pyFtJFlJdjWO5yFb+7/Dc9AX8DQXamNGbd0xM7NLt7+4GnRkX/u+9yolfGDZvPWmYLGxCdyzV",
-	"CQ2nhBs204SLME4iFlVO2N50v8nGiTZMecoo2dQQr6jd2H9TbNw57Pz/drIzuoO/6h03wgf7NDviiYjm",
-	"kgtTMyRzl9x5TD9GOuh7GbG4ZsSZ/b017dLtf+xuf/el6z70f93+8nU3eLV363/pfV9O056ca2aSI8G7",
-	"vbsfI333MyX/xsK69Z7jFXcfEu9PRzxPRDmrOU8EcMf/IJdsNpeKxumZJKdven1ybo+vNlRZVm2mSiaT",
-	"KTk/ubgkE2YIJZ8+nb65/uYIj7m/ThtF+WRqyFjJGTD79OkXb34mV4zN4dvcUPbvJVkwxciEXzNRwdBU",
-	"Iu68KOeJOH0Dy3ERTlmUxHW7rt0ldx7Nj5HuwQULFavbdA0X3H1AuD0bzrB53WDIp6qH2pRvfWajqZRX",
-	"NUMu8Iq2o+41j3prH6XnUmgGOsEPNDpnf0+YNvavUArDBHyk83nMUSfZmSs5itns3/+mUUFpfaLsXTho",
-	"8Qy9p/FYqhmLiFSEi2sac6vVwDyOyJApJZUekphrowkDWeIuGnMWR/2O5fpSjGMePum8L6fMT5OEbnxN",
-	"FtxM4XB6vWwLzrVhMM8fpRrxKGLiqSdq5BUTW5ooGTMSSaaJkIbQ2HIPkNZyzhSMD/M8FVY20Pgpp/lJ",
-	"sJs5C4EBMnXNFIGtJ92IGcpjTahiRIp4SWI5mYAOcRt0Pkjzo0xE9JQz/SCJTsJpusWgjnFDRiyWYqKJ",
-	"kYQKaaZMESeJcK5ndBlLGl1K+Y6qCXtqGhjJaEm4JrEdXBEzpQIpgOEh+iRoYqZS8X+wJ13O91xrLiYB",
-	"ScSVkAsREMWu5RUyBHYzt6wOCdhKtZyd9Pnz5+3jxEyZMHZyrDibNW6Hr3hNeUxH8ZOu/jGJ2JyJiIlw",
-	"SboRNXRENbOv5wV7z25Mks3uiChm1JLE1DDldmeuZMi0furJf2ZxvO049Cgxnvuus+ZrppbEDY98EKxD",
-	"aqbuBXQyn0ur4bxnEaeXsD9PfwS2NHmNQ27bKdiFB14Yhmxumc+UKcusb71cRXM5mlkqleIvCUtg2nNl",
-	"WabhKDq9UbFGd0HnZluqyP60B1MKecSiY7OuS17yGfPGfUy1IfZaDRw56Nj1p6Zz2ImoYduGz9iaPp4b",
-	"ad+a+0xE9murTFjbq2nl4MWsKbe0m+UeTZWiy/yTX1idIRHi4Z98gOqI12x+ydlp/lWyob+kz5Ej0PRv",
-	"g87xfK7kNY3fuGXLqTI0irhdZRqf5XZtTGPNgtWNlLOZo8acMnWwa7Wpda2tchIXhppElztW3CXeJ+F1",
-	"CCqigEgRMjKjEQvg8ORJoDhPfApS3Ip0ohkdAde0nB6pKWIR6dKRZsKQxRR+YcQSk0wMiTia5ZVU9c1t",
-	"kA57Gq0PjB4hGCzl1pUP+zb3sHOJHG3lccapKzBTnr5B7WO/uw3yW1h9FnezC89ToktvGEkZMypWKT9i",
-	"NAJbdm2yn+0ch1Jc4mIO3WR1QPiYCAmiN+IRGbGxVGzzE32wyjs2u33P8x7t3IpMJDN7yNwWRGBV/A20",
-	"r9zhWn/Qq9ugM7NCaFK6CHbrpyzzU1F9pYnfZl27c3aG6fqVTDGdYe38XlomImNWcvRSNRioSiOhzujS",
-	"bRVYzJ6drZz0aq5lOa1d/OhjYiqG9MdrjXpLiGxvf5UL4suU8jvvVi1xgI55DOpFxBULjVRLgi5QslDS",
-	"sCDnqnPSl3BgBgPhFNYtnTqA8eJDMuX2A2faciqwaRLNNAmpUujxGwjFxkwxEbKACKsOADGMlobpPvko",
-	"SOaG5WKeGD0MyNAat0Mrg2F0+H5LE/stDDMcKzkbIlE5N7O9f5Ds7r4I7dPgE+vjF37K+OWwPxBrfNO5",
-	"zcsE8GfPEUNqaCwniTXiQrszkWU/XUvRdGLnpRdM6d7mp9hyp4hPnFQqjq6ndP/lq0N8kSm7wXfwjNxu",
-	"aGB3VI4JzbZ1S5MZFXzMtKk9XPZY2EeUHIuf5MI+YwlD6PzDyVTGkT4iTmCMpSIUrsoNxYVhExDSBTFh",
-	"d62W/1puyqNGdQldH18bNB1HGE16SBry8NfDUZtwr7iVmff4K4sIOFTRVE4PxoiFcgZrZrkbl4LIcT2P",
-	"s1JH83+U8M4f7Ckh3eLe4pYYOWHWmCwSHBfm1UHtRrxK+dbqYEhN1g7RzATu3aQiM2YUD+v59JqexiPv",
-	"o3J3pTTu3jW3Q3V87EcelyjW2XGppQF2w8LEeNOomsEeQCCszJV7EVM93dZsTpVlENYIjanh11ZowBFM",
-	"N+aIsNncLHMHIiWJRgnnN3+DbXyxuuDOLVhc5KaVfcdxFYurm/KEVop8YadWheLqLPHRddN6h/x0fVY0",
-	"J9nazKcDupzQycw5BtZPshUVTuQrRi0/D4iMI6t3j7nShnStMiC1IXvB7u5ur6ANtJnDJ82a7Car1v/o",
-	"GOP6DP1L65yw42KCYtvOufWUXuNSRPnlqdZfVrYtF6xN55tf3boNPcsx4pUdNcaemdzZLCF0ezbtC5av",
-	"Tz6QSLiI2E2/4diAudgoYsCTX89eVlUyCKK4CIB/s7p1sbRRFaXuSlV4tR5KeJWIHLXSLBwfkERETIF1",
-	"CNoS6Eol9uEdrASrJcAza9cjv02/+fLjdO02lO9ARnfF1f8oGDFqiYttn7W+guGUx9E5vkLtcfPXWS6U",
-	"uYHWKfjnZMSUYFbOu+sIzX/pSIkoKogUpGu3GF8Ffd9WB7C6O2Mk5uJKHwERWAWecgF6cSwnVpUG9zlo",
-	"9xNmLgybv5MTja4Fy1v8OFOqCRM+Gl9rqYOnr3abXqVCuDRx5YLlPA4qEZYU4UVzE9qyLzObWbV/JuF9",
-	"YSFCZtWiWIbOZUIWU6mBQ4ZMa7Kg9r21yTyOC6mu7NqKiIQyiSNw740YoZGcg2SPZKh30oCH7s8iMui8",
-	"VlRPiaZjZpaDTu8QZpa+EWp+iukkNnaJrYIbkH1QmqTdFYp8Gyao6cIaDFyQ48uTd6cn57+e/O+T158u",
-	"Tz9+qOdZey9gFbl5LSNWf75QoxdcT+/mEbCnGKio2j9WYgYXN/WdvZ/QkTVvyyg5wDCJW5pza2pTPR1J",
-	"qsC1b7+8mFN1RT6dBpZaPScrHuNV/TmWk08qrhCiKSXZo+AGnlDDFnSJx0KjKQfU5OnQ3aWb3V81ro8l",
-	"cm1hZbY/Yc617L9eWmWbajy2jgMoNpfK8nITENaf9JGKXPDbnulB55Nwf1v19pDMZURuDsnuzt4uETJi",
-	"yBzSyMEh2dslp0In4zEPuTXcxDWPOO2HcrYzmSf9QeeIhDGj1qpJj6SfsU7CkLGowVUDplkyGxUc3mX0",
-	"fBv4XWziiHiZN3dTAnKW/hUXERrEO/iFJRU9pyFb+9bb/k12uEu2uMvZeYG3Y8CpNqfAsPkFXLgqxNzq",
-	"+eeUyS5Iu0K3eeniycTMEwPJYVIw3Dmtx0mcKRaoUKRMzOsOxuXFufw9ZYUAUINUVyWahFdMqzXrLe1m",
-	"k2mxAZlSK1usJBvZszHlZmOluk5zBV7QSq+0oqng9tlst0H+QRRSl3mNjlfc6bD4U2qlDjEmvpuT6OHU",
-	"YMvnr9iyUQ9z1JS7bp39Wg6YpnOVzq4yQdEJbavWOt8jrzeW91F/PK33Eb1so0GuGdCY1pnPjXTZPDBe",
-	"RlXZquQJqP6sltvZDFMkW1vaubO/ZmcHHcFuzBmdsEt5xUQlRUqRhRLndML6pRl8+XXxs6x+w2seev1u",
-	"5QXtLxhCaXJtrI3qbq0c9QKSLEr9tVbwkdfHr386eVNkRKBKMlDTDr3OGTjGaBVDd4wGAlmk/cqLQDC7",
-	"nMcqsvfOgjRzLz3gmFwsFaEDAZF6COQlmpX5nGm9s9k+yS79EnRZdzy6Ba9rYYg7OJ5fFnllpeK0Muxi",
-	"KuOM5dgX7zVzmz+YCV9OdiJkcS6AfH/bGt6FUZfMUPs6LiDckE2w/k749Pz9lXaxe8HkjkHy7EWKCYft",
-	"YuSvc4b1OpGA2Q2CgmbixJ3tVEt1ibLdtyeX5H/+6793VCL0zlfg37e9AI6zPVuZW74YluSgk2vkDIIt",
-	"mDYlqjAOYpWm2Bqa6dmfc2Gt6RKnS1443lOyWUJw029ytKzTNkixnHzzDyolhcxlseL/oHMacrNsmQ//",
-	"2l9+B21r1bIssTxjOmLxZsbq2qtaUXjBmGjKvkEHgjUirez06+BMtTQeZo3H2AXnFMbf2r1qeVALwt/V",
-	"mpVzauAcrK7OzZTnJPw+mXGRQAzJUrezKjEn68UuKdi2Pi5i14jqqzSlqSR4TfUV+bv9HWUVbvVW6mOZ",
-	"yzgusRVvg04yjzYjgVUDCQNKbtvzE82TV36cdP1qqPx1jqbX37a43aUv7Nf/EDInQwohJ6sCYCaozmwq",
-	"Gi0DkjPcva0urNVNnROJMULHhqmBMFk2sU75lYw0GcnEcjOIQc1KI9rz5D2PY96oVJ67SR7PZCJgVSbz",
-	"5IOdVflyvD37RLi4ZgKCwXb64KSx/3bh/az+I6TpBUQjUTofzuFAwCvaB1CfOOczYogU+BatFOG3Z5/s",
-	"DOsMwZf4IrW8YbNlKS5F0X2C5U1uN7dWfSuoNhoCZEu6Q5fROoTjKhOrlLNevYvL2muWzmtO5c9wIN/J",
-	"kMZ/qT6bOhnNLCn+pxwB2Q3EOV3CH0aS7pAaFnOm/NXb2zDqNhz2Ye8QBwnAf3WMlwYDYXcTI1QzlLKU",
-	"LCg3aZxKT+VC462grVo1oU/QIDkcCPcgq6UvRJE8kCYa8o5mUi0hUL75nopyOj8HOoaElrWjGtp7Cxk7",
-	"pRrvCuMCUgxyp7I4cT+TGib1rlHU5bSuVy+CfClXt/vL8fb/dVVbv2ynn3/tf/lfve9zv5VWdK05eGEm",
-	"ZEaNXRxL+vOYhmxmxZ9mMYTDdZ/8zJbI2K5pnDBNxjKO5WIgcu49PBB6KQy9OSQU3E/c3kTkHN+QvPlw",
-	"sa2TUSRnlAsyV2zMbwYCkoB2htYEY1YlFC670YdrX70gMbOvrwMS8Qk3OiDD7WFAhr/a//WHA9Gl8XxK",
-	"RTJjiof2xpE0U8JEpHtHhOKk7WQwqi+V81qjOxrIckZv8hvw6qBm80rtf3c4N3AAOK2sKcqePriGnj44",
-	"fWOl4u+LK+7DWr/SUtug81rO5lSx6D1khqy/2Kg0l+nU2nZeillVPq2KmfLJ1GrbuOhdNIDjmCliGaW2",
-	"WjjUTcB1yu7KCHa3l6pdoKeP2cJXMJiFxOq5Kb1GTohZLPXH9iVkYo3Hbk/qE0ZaZSE1GqGg0cMBKVBB",
-	"phvJZAQFcyKJXYUClne5J6Yu45vtidx2X/6vcSypeXXQlHuwkGqzjYrlIt2nfkOa0QpNOm+a0+DcK2fL",
-	"XUqpjsycVViTsreZ1Z1z/f5Q7wP9pl1CWmsLr1V84DwRLjzQ2tiDrQSfakOQvixLK73Vz6/Rr+n25YJ5",
-	"92Vxax71ZNQckeKRuK08M6nLtPpstCHeuqX5q72kLG/tMZhLefiFdNNYkIiXvcYktGytV1NS/vPi4wfH",
-	"m+fW2knEEbFLa7kuZiAAl5hSTYTzgKS7VNyCTdZ8M06xktz0INljiWYbJXqtvIC9PcgGLp03nDNXWH43",
-	"r9uKi6TJ9ZaR1ial7mv7Uv0yG7gPVwAjbmho4iWELeWYDD1THWLKt+dSw5KcHBpO23BViBt8hPG0M3TP",
-	"FJeq1PT3v6QwGyoRWxrME0wb5Cu2SpDzvgyEomKSuo6y9Hl7x1zGPFx6p/ph8YqBiNiYJrHp9ckbFsZU",
-	"YbqpXw08zVZDfStznlBm9ED4JdL980S49+y/PfvkX6VgTaWBl1x212pV0jJ39AMyp1oz73TIx/F89gI8",
-	"p7+ii/zNGnvndPHeJUl4zJkSTuMxHUgGSnNE3HJA2jM61qCGVq/byyuCuD16RNAxVE1YWSz7HDzOOhlp",
-	"ZlYdxrBz2meRpi4cwFwQjEUDYTVZrrIyT850QIyiQnO7qfGyd5R7I2t8kIufT8/OTt6gaZ4fbUuToWPo",
-	"Q8jtsDY4s1tjJXWfnNxwA9H12D4KPOV6IBKd0LiektAbCBbULNGYE4UCRI5xCt5h3j3Y38e5LrhmgTWa",
-	"hm7lfuFfhr0VD86KPVqLOgDW1CneWeBbqazOaUIVVOOuOCK7EIJDw2DGqNA5j74lmxkXfJbMOoe7Zach",
-	"r0mV19BZIxCWMn8GclUBkNmAHpQ+2okbgT5UMFaI695NRrhEhVPxk0zKcqHf8TGzSvMRERJrq5doUeEi",
-	"upfANfv2m1fuJfDvvbI19DJmI+QJrNEq48TAG7FMC/OaWMSNVNru8zW3Vp8+AkYs8hfNaAT5MJpHqKQc",
-	"n52S7khKo42iGLT05WT4QKtuwOPWq8kqtBOYcbUwjNJgfHFDHCpJqe42YlQxRfCSPrmYyoVAhAOeJRwC",
-	"PEepi934Eev4H05r9Z3w1sDPrua1HC7JZi82YYJBFQX56f3xa3LFlkdkrphLS4iXuVRQV/w6sca7VSnR",
-	"rdhyEVa05EU217ol8a+0uij+9rLV8ABMJdZpopSrNi2LKBj7dopdp2W89cZdxGJmXHF1TZmgNRzYtYeO",
-	"a+VR8m9wYm+rTayy85iyOCrzlroART6tEqrEyIiFNNF2D4liUMVPuAuDoJtHhzRm22MlZ9v/YEoSzSeC",
-	"xj1IiITAiw+tNKTIvmprM8kR5kFvvEIf/Y11i+QKz3xuY6299fdEmtYQX3+Bi4E0YRnb7/C5o7Jzf2PN",
-	"/L+BAfD6zWnIj1Q3wivk8rGr5m31WHc5QC/QmLW97wIutnfNWdj6JnstOmpGMauq/8P39NlrbmExk5h0",
-	"dw+BZZElMy3yYoyD+vh0Wk8wL+21io7H6G/daOs/Mz6Z1p7ub7Onv3dJ5sX3dsd6m8554N94GzLlrQye",
-	"K3mzbMytXXARoVrVZicucTqf8aa1arcUy80JYs9w061z+54n6NzpyRYzxxJS7pnjuHVsH4XhplASdcUg",
-	"OSXSp4JDwYEb0OE+CtKlJOfGt4r3xxk3xoHjzOZmeej8tbmM9oDwPsNU8hkNp1x4+3Qg3PZChnzo4OqY",
-	"cnHlXBypLEJQFjNaYbptXA5FMMO7nNpyDQ2eU7eLKPoeJJ0LwrRcRI1SKFcxUFuL4Wl3w2Qfas8BTCQb",
-	"qm4JysNT6y7XVnuRzGa0LEN11fUMD62blY9Qrboj33y4wMjhEeFY6KYLp2RLr5cQgLugLtR1sFse6loT",
-	"/yWBCKqn76ScFxW0Cn4Puk+LIrmcmK++cr81iVjKdDF5IG5B+IxOGKa1hlS4Yqh5EsdQ+XUokjgOSspZ",
-	"UmkXSfBAQD6c1+Wy+pQ07bAm+XQtU9G9SIFN43rVkclfvB5Vwk5RddjSJJyy8IrQCeVCmxKfHChjZMpo",
-	"pKSc5RzbRda7BpPjnuJ833n3HtTl9dadlWNuGvz/ey0ZxP56cbXRLU/8eY5qHiyu9qIAZFEvEVrWCdkd",
-	"HNHw6uO46WhVldKkBfH1Ma28tmkH3Dj3NVvPOtdIFc03TcnpyysiKixPjFxhOWPKYxa9dapKbVS0RS7y",
-	"yxWeU5KrS0XEIwC3DBq2V5smIseqKkUNmyw3zXxO+Un6AD9i4Neubt0vvLWxFnBZwYWqeLk2ZxgQABBf",
-	"4xNmhTXHBlts0tpi+EkHWUJ4GzZx4ZSwEkQnKjLe6GooqYjIVC5IlwuH+NPPP+iQ2IPFRDQQQ6O4kWJo",
-	"1dXhdRzPhg5vJEC5FBCqJjogTFwHKaCmTi0PHQwETYy09iBgRDpGjzETGSFaModwkstAAoKMCNW+gOEI",
-	"fduAFqt9bjg46128gSpGuMCyYDrn/VlUiJ/kkvRqgx2retFDM9xGr8deS5/EfoUC7e+to5OisVYnizPu",
-	"kIHc6UIlTVqYy31purPtXDKhy/KfMaoT+w5HLnPWaISGtWYpwkTF1AC2pn2iJn9LoklJdj7CVa7P+eXN",
-	"jcd0goelig/i5nEsIMcrNoTgOchhId0BwvG7797hi70vmfan+Zwplx6cwkbiMoyS8IoZ8MxxMYGfvvvO",
-	"TMmcqZAJw2OWpVO5xFS/QcU09vJ8izUZgbdujGvTXqWtZvhjBChJ5xD4bS4j4h8tCzjxWAZF6qjk4ZWI",
-	"QZ9T1dGDnnLtiriHECn8Zf9LHyOC+qP4ZfcLMkHoeNCf0wm74P8oK1SuwPup4+Jvzz65VNe19/I8tZFz",
-	"JKKor5ZaIWsb4R7ub6+Y3AfnaipObTJP3kNq7Hv+w/ry4k++vNnq213MIl3Jucbs2k3BsV5gVsBlKT7W",
-	"Zys2tkHFdwnd5UO7X1eSE316OJGQxmKtBSyke3v2STcGMXwq+4otnFUb5B5GusUJtfBC2sefilJEms/Z",
-	"c6csxnRfGWmf/p3BhsuFRydZCBCeLlMawqE+SaLXnIA54+1BZN+fvr2Iech0k8+5lZRctc1L9C9wlFK+",
-	"SYjFUvmlvaXJ857kER3WN+K1VJEUTViR31VIcZeAnm20f93VcSvO6hlYtSXai5xK1WzvOa0qn25TT5GQ",
-	"XN3mYqgB4KLdxS83jc+03+a3Z5/SIE3tLm9YArVCfAuqBBeTEmZwYkUMdZ4MOpLXLM1HKfEra+RDd8M3",
-	"BW8+BhWy29bVgBfVXnu3uPnlqCW8U5+itBFosyfN0nyCFCMDryMxExF2kkCQ/kQkmkVuPb3jZxtB/5Ca",
-	"3Z3NqZUbUf+LTaj/5SbUf/A4VP2qQA3Ftf6RcrWtp1Yc4CXpSkpFdl12zl5+BdfJaL80KSad2WZEMZJK",
-	"yQUXk3d8xk058OmYKneAhJxxQeOCq29GlwSfgp14EG4LSKi7vXdoBXtsn+3F/yHZ7TWH+GNEM6+Z1Syx",
-	"pImFhI4289NzU8jNDmZD4xhvaj8dyD/GJ5fYF1ahI5OEKioMy9IB3erUPxn91boCueGY5HUrqh36MGpN",
-	"dZoWQOBS8v70ba75Ru7SGZ9sIxTQXMkxjx0aUNO5rdZq/epUsKxKU99rcW2PntVD28ZT4NkVE8o/Z92L",
-	"mCmRVdsNoCFSuxK4ZhWutLCptXQBFOByZRSn06iH9hsRcGebWBgeNn85ZxvaE/sNNYauqV2xwhAEs7XQ",
-	"uUkDMU1BpaozlT9RUhWOyJ2pP91d/25BgYb85pXSovycy66sTWRvFVCulbqFKvZaH9o9dLKDCn07X5ne",
-	"oOOka1Iehk2zuttzjmyVm7hG9vCyqf3EaIw+jlUQTBZe3RN2Qae9MHwOZiHJrsLr4e4qm+ypYbPX1uTU",
-	"ZV0j2ExD8coYBCbUOR1ZdnGeCIdK7xyLR0Rf8fmcRQDXRQloER6kpm9N+YoChKhZ+QoBYCVuuvRFGrRp",
-	"Dv/iKzQrie6lmm0ph/XXHOBY3Zn0vnTy+RcO/CKlU87mVLWbP1IeJ6rERdQMPIoyJGI3zWGaamQiQCRy",
-	"NakxGxsiE+fMkZZg9sjP/Idev9YVhnPwUKllL5q5MJokcz0hVEjMH+4sJl+grTzmZXpBXpA47+aKwrU3",
-	"6e/tTkabSRk/XnuJAi1Py5aOU9e/sIFF5bLWV51rnAIqQlr+IKEWhItJzDBa5THfucBuV/UgDvdEHDxo",
-	"XbX6sgk5Z4V0MB+5/Aw4HKR0DXZds5oM4qaFcdNCXJdL0fx80nkWoV6yJQnSXa8kFNjTqoSv0DQwFbsD",
-	"MESj6nFXnO1xJRC83wCX8eR7BhUzUgRb9JotMCNbDaERhKY4gmIzeV3Ehm6VkAarFrg1rgQgW9mjh0hL",
-	"W932u6elZU/6BPrcho6HXP3SBgkidRhdMKE75aBuVjO6ue7dtmIU3uDBdvm+e/vXbIcqhcnm1iy0NLtL",
-	"64oHxDeo7vxqtwbcJyoRBH0k3GEqO7THXP0hepF9Q9gGUGw/5ZIOB0xdW/N2yoUh3es4ngUE80EC0u/3",
-	"e/0mKThjhkbU0FpYWvCMeuXg/oB6a5qd76Xu7w7yTTLcy+emeg+h5ejyTiedVrcDy7pHEN+jj+sSP175",
-	"omXbu1rj15D43GLrXlS2H2laowfjJZ4X3J2lZGG/dfNlPG4KQL1oCdB87XEm2qf1IM6xm0PZzM9yRdQP",
-	"lqp0kOqZf20LadK2zVeraN49XDwvG4tPii9WBUVYt9ZvFZ1Py1n1m+O3RZzStOTYJ1zrgERM8WsWYUQC",
-	"krHnLCTdxZQazHNbsBH5dEoiRRe6d+iKvrFxBjfT/N/cAHqbtvzflYxwowdimCatDMk8TlzX9VzvDQ83",
-	"AplYN3PFIOKP5X4D0R1aBXIYkKH3pcDZGQbEsNkcVrDXJxdYS4+pd/AOsAllCIeQTNP6VBcW2o7SeLTx",
-	"+Y2bduFAWFZjj8JwkbCPJTmy6B05TKFjtzQZo6cjs87tFx5YpVHUphuzPtYbaE9WQCAgXXYzj3nIobks",
-	"4TP8oxesLPmdIsMvUDTY/a1BphlTAZDc6EeBUUiXEt8YIUFXHYBw12c7HOQKbopjpQ1wsDbBg2oERNFl",
-	"QPScqiv7wi5PFQJIrgNvvxM8gPNZJeJ0XLIEik8mgKETs8AZbdIUgso0ji+8L62xfaN9Qm0HhlAKVBYy",
-	"vBFuUqieel3rVYVV7iqLMrKrOyTlIjkFodj4ADee2+zRddNqhr/bq4S/888oz44+JlEJ2gbpasbInIZX",
-	"dJJ92+uT11MWXmGWlOfbAzGnSrtmRS532aroFPISAN9uhM1VCa5OQLTEvFTg49Cv1aUeZtjA1GDbpEIP",
-	"dsD06JUCyHpQnRWG4qg0xbu3mrwcZw2n4IQhdiZ08QE2eki+MkFHMYu+D7yf4fuAGBN/f9vv1PZQ/kEm",
-	"IsICL0xxA8x+8DgOOvvTQcfyszz0CbvBlu29/jqCdO70rkLeoU4AWvXRSr9XwEbhaTz60/m7PgIzn9yU",
-	"BesLSCyHhSaDicgabjnQFwAohIZbAeTrpB1yZWJCOWNHCChjqcfKAohcBPAR5chFij5jvwM/c252uc7J",
-	"lctaXL4sQz5d5Zczu8qeP+3tznBpc81ByuoD8r1n4MXx8kPyFdCAU7GPQgAxgYIcmI5KxO2Rg03WSWwy",
-	"APdcj5sVNPh0mTUET2uwhi6XcxblgIYOyS9f0Ri2xz3w3Ph7+ym97/vbL/2OA17Tldpa9ijLKOEJjlF+",
-	"Dxt3Ov4+IJmC8D3Kge8DH2SyVzHouWGPCG6gvcMeSHcnSrZ/wlH7pzto/8yJs39m/eT/ma7Q7Zc+OV5Z",
-	"r66baXYmccG+v+3hMlKB2VDpbUVIKySXFJ2/XwJg01gh4dlppf/lyaAe79aFOaRCCg6N6LDivFZiT7ym",
-	"31pb7WyCMNnWHmpTXl2Qc3fuPJBZSyW9B9Iq/ZZlemco2ErSKX58Tb47ePlNmnUfMUM5wtCvOj/tD6Va",
-	"bVYL0kolyRUOlPTj4UIbKsJKEAmEuLFCuBTHJ4uPrweqDDcxq9HL19Jmzk8Jj5gwfLz0pR9+newdqJzk",
-	"Kp16zfUHrqkzTiWoC8yfZST5sKWmD5swUq7rNpKj/Vih47o80/YqrluoRg3XP7hmSm3026qad8hbSXvM",
-	"rTgUIwSauAM4wl6ujqFtBlwG1V6Xfdqm0hI6w6W5WJtbtojtIzUvb2V6TsUVybfeiFiIKDHdOaZ2rsGw",
-	"VnTJn1dCUp6Az85aFV06YVGP+EvRZ6OJouLKdQGpH+fb1jWB+XLTdTQA7ys6JJCLGxDfSiMgH+QHGbEf",
-	"AXr9g1Vq8eM500xdU2w8eKYYm83x86kAS6cRRaap9dOLNtjCB5DoMrorKb90MIGxpCWuB1QTVCIKXSjt",
-	"nPCLX9w3lgbxmy9pqdBYKpd+7g/5FvEj6c1yKbL3C6qTQ89dYYBDk3kQCNryvnMOl4ZcMTSHmO9plrt8",
-	"BS2xAsA2a/rTAivftU1oCUKTx8ZvHcVcaSux3k5fMVZfuzXjItFktdkLFnHOZaTvkHVqpClL386NuuFD",
-	"99bRAu0IAb5e+boYtbxHNzGdzCo646PNayTCnE4od+C76P4w4JOI5EJooxidOT19RrpcEDoQeeBclYiC",
-	"M9yJe5f6ANYxVTG3mpp7Sg3K6X4puWbApvvruKa3peu2gthWUr350OgwLbBYvtRM9XNa/lENi9EATrNa",
-	"TtSu0DSdpru/dJIOVdTnmQJQaCdogfkZdB6k9UC9DVrRYiDfibsB1xo6btdbiXXy/i59CTLrpMUdib5T",
-	"7686g7MWp/fSYeplkTKful9v0kA3hMxcre2LUOwxhjtVSnyJOM63Sl4LEwFuffsOMKtA9zUaq3MHQMfS",
-	"1gO0arJcYpDgKEH2RhWLUcBg3wwg/iLXYhUfgB7AvLtdJaKfR0bXRDNTgYwOU/lhOafau3a5IqGMSru1",
-	"juC6coBwlB+Y3+xiqEIbRgGBQbFEQ/d3ge1cj3J+UWgRB2Aj2vA4BowJGnrgKXABgms/pgb7Lrher7mu",
-	"b6vN+24rlh36UvBSRf7cPhdAkkdL+LdPTuCNhth7YUiAAiBoJIXvSus6QQSEC4wwA3EAcr+d6LBsER3S",
-	"TYlAD2lMlevRo6HtP6wjFVHa/7/l+Sh0Jqoh4oM6D/alnG/H7Jq5runuugeYF/YFaQigVvqsMR6st3J+",
-	"68C313v4qbiWpBu0p8r166llH0FHp61jVggBvveEQLphoq6Z7j3AyrtmNbUtA9d7pupOuh35vt+ekNMX",
-	"qeB2aarxShCNGgq8S5CLixM4MEMC2KOkm8rMFIQFog29sqoTEWJ6W33T8HzXYu/kLNUCxlxwPd1MRN9Z",
-	"5ahodgu08fdWHcNBLKsNVYoH7MBU23Wpsv9unXph37yCkk7frHrzch390o/9Xw8BzXL/5UG5ay/VFkt6",
-	"tXvg8JINicflvrIa8OI1d4R9SIqwW/GW5Y7UB+tsvyE/K+NjpTyi4m0uPK15y+Ps5MOb0w9vO0Hn/NOH",
-	"D/jp4tPr1ycnb07edILOj8en7+DD6+MPr0/evcMr3B/ww+XJ+fvTD8eXJ2+qzJWLVDMvaRcMAXTEOwbH",
-	"AxAealEu0agkCeCHCtXn0neHg/70NG1ATIZwWx9VpuEhVshn2hH4KctUJKfy1Kf87H2bFtI9FOtb9RJv",
-	"zAdXXJS18ptpGV+zKHNBZLK8vgXsPj6ZCVPZJR12A3LxilFevzu+j9FK1JZ0h1dcRIfpXUNMBgMnHZ2x",
-	"dknB36Xzu6joS0aN7yuDESi4GNuJUR/8xqI7qslwzW3qvKbOZTqsz9PaXZFNq1ksJRk6Xq2odS2395pb",
-	"xX59ZGiohD9WtZIJiFQB5omsGTckLbMMCqkQkM/jXwTvYZp0s45BfjvnLCyWLO5hAblRy4/jaqoCyrHK",
-	"v8tMIN2zjxeuy769t+eS2Ti0sKZwWT0i/N43rTve+zzX06gi1c39jtkfa8QOoFSQw5MIa6LspHmzftY0",
-	"e0TUEIKAThNOQ1lNIQoVo5rpfEZtOM33AUOvCWYkWsUPVT4ebQpT9s0ddJ+V6M8dPD6bpNtmqZyNTUUq",
-	"e2/5LEaN0gmPS9aKq0DyeRk0lop0fWOqYa8QW8nSyPytd8tz3d+ra0lVyl7c1c3YK9UQTy77YQWD0tFY",
-	"LmfMZW5RgiliJLRCNAHGW46Mfodw6MsHccE1mF/tVOagJlf7wh3s0kIkf+jX3Ejppk2tJErFYkCGbheH",
-	"2KBtiKJ+eOS7Fub5efEhaf9CbGcIvfJKnSSITKyr/DSOyLUkY6padMUJqQmnyTyDZq1mbS/uV3YGMrdd",
-	"shUcn1Dh2blbTR3w17vd/l11z8PLaWHrtlxTQ+AdyNGdnlyX07bCqf/GjWENaude23oXawudrxox7Uzf",
-	"yqP8LeJIsOYONPKaqZjOG7m/O1gf3eUFnbjc41to0FtezTeniS7AUlT1wKpPlnP7tq2v+Hzb95nfBhhj",
-	"+wScyMY6H+JHhqidbyAn3Uo1+sy+yzA8PmabsOogp8roFL/EN9/CbC92zWWicwYbOJwTYUVNAxv5BlLO",
-	"Zuz/StEix6Y+S3Cz1T+oFzLFw+rrZRyT3Ky0Ya2my5N6SndBypnXdiJ3LAtUUCeQfqDh1ZjH8d2a5dpX",
-	"n9J4vC3nTBBsNvsLvHZAmIh6h05n8iIO0v+Z67CLPTt4KkwCkF65C5iI7M9Wueh6Sb6FwK4jN23CRRgn",
-	"EXPlXiI6KoB3U31lf0l1LpyhS4T6G7YZBfwCO9kSUO6ykp6TGxgxOnLRefe61JCZ1Ia8ePWKRHSpMVpS",
-	"RKxu8Aiq0ib4OFrbB60DFSkDDSajWjJoWdXbtlVyt1yPcekRqfYyEKCEOO2lt9Jh2T5lXY3xz0DNpaJm",
-	"ZEXXWEcxhIx/6khwxqGj8GLKY0YylZFqkgh6TTmios3o0rGrKZ1bcs9KEciSURWQjEaPLDnEjGpD9nbR",
-	"aZ5L0DioK08GB4vXSVagd5UUhZLG7nCX7JP/Zf+zSuH/P6I8XsInVBL2pt6F4thm/44pI3u79WiyqRa0",
-	"SryGqWsaQzlHlGDJvp32d7vaTvMVzC9bKl01v4O7T+/b9p2lTSuty5dKDYTVpzP/QyL0EBv8aMC5XEwZ",
-	"ZNBZ9sNdW8rco9/KgcDHQ+oz1wT6buRakCLrjKCTBHCxLrWkOubGsis9EGkxDzps8WBgDZ+9B/sQuBPS",
-	"UlF8VVAUVy0VRUUkZyRiMV2SZI6gmzzbWkKjCLE4XVGuk3+taX+3ZYKcZ1u+S5tXG9tDiICG9th6ZJu4",
-	"aa4pSK4tlOOQW5rE/IohKWzVe2YP2uqmL1Z0041rDzdXoPZXVLcVNnH84RhYFPmHzEp7wjVu5/ntp8vX",
-	"vfUczQZveKWX5HK67h3JjjtJNMvav6eNLLSxbAusTJ8wWo2ms6LHb9bZO52a7+WdR9HuAjztQKywod5R",
-	"7gU0quPcFAQncoVNeoLX+Ugqk1L90XkIRIzUh3J3NIwC36jr6UcEnfkSldQ/Y9ePC/T4ZaGIunZ+VaW7",
-	"6TzkxlAqLVldaQbOKiOrLJkEtQhQAFApyi/Dli6acdxZcQPhzLhDMP1AYGX17qNkPGYKVUVFaBwHBKNn",
-	"9k/D1IwLahim8LjnEOi4jVfLhf0/Eq0PY9pROkEHn/wR6rnw83Ecp6CPH60Mtlvgh/BfwEPtlV9q9icq",
-	"TbysyRnw922YC7BZ+kCFgzI/eP6ppQchbZD+oNAqvx+slPT2Wugp9GBDrH6hpGFQrttQx1kpSPZQbXNL",
-	"GJB/3yOZJMGUuhkTZkPMujWPwHUDvkv+zau3vhp90L2bP2VuEJeCTTG9EvoSuy8Xiq7Ap5ZvezOw4Ys7",
-	"QhYe3Keyzr1xIyhgbtkeRJjlduEe8gye8nDzufdUygXrO7lgKqSakZgZVHsjPoFCrK3+VkC2ft0C239r",
-	"e+sodaS8enHkdRf7mzV5UIOh7ilWNMBjSqTw7vZ3X7q/+GwklMV7t/6Xsl7R6Sv81WNZbYKq6O8pgbNE",
-	"4N70rQ7Iz/yHgAhJPnx6R0ZLw3p9rEwjiplEudY6OfH+6uXLF6+adLOF4oZ9FPESde81AEeYYOm+GTY/",
-	"LcUe/ihYIR1i3T9m13w236C09BhvaEqIbU6QefUA+TH3Bmb2i8PilLGvdNRsrgf9pjb/16E/b+k0w6JL",
-	"0WWBG1jMoXj5RPF4H1VfL07zONP4mDpyO3MLs1qI4IHTaRx/HHcOf6mfSQ5s/fZLUIm27vLLPKQJRt4R",
-	"eGLBIxfePyIxv2arQNrBpnzUH6eGzOOHSiZcOTkV9XbIOLL8D8BkirneVBmpYf+Gzd9X5dWnZgWbZ0BA",
-	"XJDhvx1fnrw7PTn/9f3J5fnp64vhOo/RkJNfC6Hd1BLyti6frZAFXjVCSYizaagUgKFy6PKGQtnhasjY",
-	"PD+5PP8/NcmbFz+fnp3l0zjd59c/wYfPx6eXpx/e/vrjx/Nf3559Wvnm+Ozs/ONfj9+VW0dZVk2p0LD7",
-	"3CfHKX90IE0KMraKpRuQZmcpAVH4BqKLsNKNaXc9xOSRC+FOt4bGMlxjF/6ZHd+e7YEozKI7Q9BwKshe",
-	"sLu7i6hvvXR2Q3vP0GeFHiHkICLDUcXgyCBI1tsT9LcA69j5av+53YELS5MpHAxOo3x012U5SzRftbUu",
-	"HdKf04PtDJkuJbjV/rQDmKHRBIuEtzAo8XC1WN+A7v7w6gDmjoRT9jNb1kD5YT3WFVu69CzYa+nA+1Bt",
-	"TFHCBOKM7MA9Dd2XDvzwkS8Brs/0DafsAhvUtFJjvr2nGvPSBzfak4diNII6Fgw+bFTE0ooSvm2lM8HB",
-	"92i/wA/6a5GAzSVvi1y/vRxWYwNGcKq9lXQ4XEyXuSNH03SHRuCIXPFZ09t4edoW7LEKCe5YFMDVMPEz",
-	"F4rC+3oAyQiJC0VwOJf92IQQ15Av/6JJ0XV8qo2ie8/E04M7KLpBx0qGphs+84h5GqwFraxWkFOF8MEc",
-	"c5ZJsJs5V0wfm0pVM+0OjI4xbEbkbmuZfLDCtnlzSvWm/sLSmQNAfDTjAqeuG5PnlavEr805tteUVma7",
-	"jYSHNAEzwWbW1Ez9ikG2iiqpT5/Wb93d/o5uj798/fZ2O/180OLzXkUk4jMbTaW8elCC+7Z1Aiaw+bYA",
-	"WpamHHxnfYTTZSRs0h3ZLUO5P26FdbSg6+qSj/xpy2J0K2iGXJOIWWtUtcDebVsKcg93upVbiYobnLf1",
-	"MAb2/nRbso3cBKXcbZLXGted19kP9S4dn6/wXjfDv6dK3DrslN0yN6ZPcS90qeEmq5PpNe7jPQTafgqF",
-	"8dr1si+r+AqZpagtTX66vDxzRSDF5vBCEsX0XArNSFgsQyotEljtj+DWP/8uhcWu2dSnbSDzsshKyrGF",
-	"jUoalJpX92c0My58ElMDhEYlS/ko4qXT23z3jBTtuTwPz3VcwX61uZKvtLkKJBfYS3qNwlSnkcR1mvvp",
-	"/fFrMMq6e6+IkWT/5SsSTqmioWFK9/rkLRNMQfILZjwBLfbJZ8UN25YiXjY6vBxbWlN4p8bM7fvZfzX5",
-	"dP4uSAvZQ8UAhJLG2l4xVnQyg5r3Gb0h+7sH327YkbfA2WpI/A2y9GUl4ypRjB2v02RGI4YWrbBiYqKY",
-	"1i1Q/O4hxcFSYj5MuAlNw01VVXLw45Ymp2+cHUKXsaTRlvYFaLXUdh9jGTIrWwjvmGpz0q5E1156UWC8",
-	"1dthhWgsJxWGutvngMg4YtpgT7s+ORaphMGKWp/ZrI2E7PoZj7YXDhVFyMyS3oQZtXDDgPkm2I1x15YZ",
-	"Ep8xadHjTDoNZmm1GaO4ZSjsxmxuSnzbqkBzP2/TFeflJ9RdUG7shzE4hjTMxy8vJJpwQaRgvSBf3uoF",
-	"+8Sav8kcSNS7Zd2TO0FZ29EvDeZRIzrky1KNymd7+EPmz2hWi5Zyk6JuZWmvBXd6iGDyKsMr8Yo/GJhC",
-	"6whFgUutDTgEKHvHXYa+bkExxAugPkXJ9ewlXcz9xx4z3AyEB67v9ckQ/N9IBfAk8BGB58Rl6gYku91V",
-	"Mg/ESv8AV9gQ2QemPUEcLiM+V2To6uAnFyn6QY7OaYoAW0yeyr+uq1zsp/1y18crjQO4FX1AirlH/oF7",
-	"wp2aIj6UHvl71xSPiWCLTDsc89gwdUQGnUHHtdTEPPMqw/Tu2iCO3KgPbq741atp61TCI3bOxqXCS0GO",
-	"rY8HW4UEfNTOH0mVh4oNMv8owlrk2+RUHIJ6G7MJTHivjbjYL8kLdCc71Qe+VCxJVTQPY2iFQB6kf6L+",
-	"WRFNCzAtVJARNeE0h3rXOyQY4M+jrqzHA/vk1GiSBt0G4q5RNxi/DN7rB/tDavVgcCQL8ul5zA3hwsjm",
-	"JrZuiDfFksSKbc6yG9rmNKAykShW4TMHLdGrKL6Blcs02tsNSCyhbTKkZeTaJLfiP/nW5w0BuvR5dVkH",
-	"zekGe1mIwJ3RJl+7vcxVY8Qxi7meVTXd54KMYz6ZGp9fFmA+CI1j4jZxQ28HvnRKAp0iMRQnle79+gFE",
-	"ppkobpYX9s0c6TKqmDpOzLTUuvVt1I/PTp2/vjukJv71f/7rv4eww7BIIIvgQdmbWXu4c3sLccNxSQfm",
-	"85OLy9TIkGM/UmDVjffviFT2DV3zVTKPqbHK/AraD+SFQ3nUGv6CPacDgbiOSiYmBUO53iOCsUiToX1p",
-	"qfg/YIhD8gO8gGsKC++KKQBDDw8JDrqB4NpOca3/RtcqTzEP4Wk77tt//5uWYtjrk49z5ovSQqrUklAx",
-	"EMObbYpvva1kzIaE3RgmNMwGCBmK1exPVi900RI79S5GIVxbFsT1dX8NBKL79vrEdUbY1qGcQ7HUFYOQ",
-	"W4zdlRD/Uy6EF7pW01tiJA46amG/G6EXVks82D0I0npZgFPyVyA2h2/kx27s6QMeGfOQCezRj+GXzvHc",
-	"arnb+/3dXFePTo7GclnHh529/i5eKOdM0DnvHHZe9Hf7LzAJcwrkuzNlNDbTf9jPE9QHpF9qa8h13jLz",
-	"k7sEQIrA5wi37u/u+s6FTlHPb+DfHHQoMoEmFoFDILmvddW/Zv3C6esc/vLFGnKzGVVLy734NRNM6yNC",
-	"4wVdarK/u5srh5grGVoZqJmyatNPl5dnwEDoRENxwlIbNut8sSPs5GK+VavxPoVybFgNw27MzjymfGUd",
-	"Vs2itVc+U3LGzJQlmthnEHbj20gQNMjrlyN3u3udytd1hNH3m1X1zh/nTCB13YsCVhnqbVnhnRuLRDJM",
-	"MFmz7mUvoarRXRrYg/WfFx8/VL6wYjRa1hL7OV7xm9A6ssm09+bSMQ+rr94GnZe7L6oenc5151NWB127",
-	"bvY1OR4aVwkL5ajU0BHVDPK4vUioXMzrvZ0Q+x/kD8xKJbS7APW1KVWQTzhWVBuVhCZRDACLLeOE+krH",
-	"pmd0CWoIZoh1gpV9soasf/JjbpXvCWHt5pL98lPIYereBp2D3b1W++SkJ4twc3ebb4IqbUHju1NDjmda",
-	"yZiFEPxGpqXJXKEzJ80CDV2nljw5pNv/xepfeVncOfQo+dgFp9TSdLdvaV8waXUjlGXui+1tdw35cPz+",
-	"ZNhLpwz0OhD+V240i8dZMA+qEY4cCp0nHcI1mcoF+GOs/B+I7GkAaDF1lg436YykIpo5vDzsIxJY0WKt",
-	"pbROiGgWs9BIpcnMKpboDEa/WNf3MemRYe71HRyUu2iITx5Cr5N8qxPE0z7yFxySr7dDAOdSPncSCqSo",
-	"viJ/T1jCCNcDsdbaGSJI6dJuX32rt1FJsz84Ha1nJ42ayv7uXppjklthDY4ByxhQvOJKL6wqEwNbzZET",
-	"6i/FM7vSOaaDOjrT5gcZLR/sxFb0p7kt2gRQePH4fKNcn1ldrCPigunAPfaRezz2NM6zveoEHUv4jou/",
-	"kzhU1bPdpTvpdfDwgzbs6wca5bBV78QmD9pwvR+lGvEoYgCQdLDX4o4zDG1dSvmOKmwyebD3ss30dDJH",
-	"/vieRZxeWgXnN+DmfjcJzeP1uaMLARMkMWBjOUKA44y8pTVbx24oqwrAzlf36RYZfczKAjwf2MLlKGoj",
-	"52TEuJgQrFUklj+btKG7OyXAHo20nMbyxrRyGZLGkUMj0otV7n0ZuGdZGXfnBjEbBsLzLcVQRoD2AZOB",
-	"ehN8JIb0SnjYG3ivPAcrMJCDEisdnLWRUwx+t4cEp15/xwdpfpSJiH4bArfLSGi6t6lww01Wy03pN6i0",
-	"ACq390nkw2VGwE9MNL9zEvgoWMbR0p7kXisFTpYB+aT6G6AQe9jWTdXWFPylsrwtu8Tv6Rm1tt2XSva4",
-	"A4papb107Cw+3949U5Et3QK+SgaR2qWZ3+7vCVPLIyLkQORFAI3jXp+cIFA6ePELzQKdWSYXwifdALAD",
-	"d61a0g4a3leViJhpncs+RmcenKktXcYyswMFXUIf81Qd+xXCkSoOFyrKVGddN6Mn58+/86N2WSC8t2ef",
-	"csQHyxe447ZE+CjfcBJ7e+ZP2mSePP4h8z1iSxm6NXTfnn16VDfB27NPF27xSojuYyFuZlcTWyjbJXx/",
-	"+taerTGPWe+P4zyw78DFNRNGqiVwKmiBby+wipwvNylxL2xCG253812RK3f4zF/0iLuc791c7rWFKfxR",
-	"nUF+nY8KJRoQ6QAQIBAcOot65Lcy32C6hR+ouH+YUHyW5p8/hlugMMZGToG9h6afUkciZn/9q5viu981",
-	"3/FainHMMeHhT2G7497n4oGQbGuYoMJgS1+qXBvwNqetaJ77S3e+uk+3dbGP/Bl8XCZapZylaG3P6tim",
-	"vHUjPcptQ1GPWieWnbQseeer/1hLQWnd8WOq+W6Md1wwOqnU8/18QVUF9z1e/+yKub8dnq5taoe7jq4K",
-	"K459ZABqIcZKzrzBIKGq3YO3OQrPkBMejcSDxss9Vd3pSOzkCLvUrMekRZMnSwjxEM0nAqpeNOlevAjI",
-	"29cXATn+R6JYDy8HfwCY2QPxYvcbYiSh9noXLh1LRYau+PdUDIlmoRSRa/hi19p9lIINBAbeDwvA61g+",
-	"7FE17C+jpWG6TwB+ccE11iZxBRGu5UDAvMGnPFQMv/8PyNUd9goPxl7qGKcK3HtwMRmIc4B2TxvXd/d3",
-	"X/UqPAd+U1675V2jgdWIojWkXHcWP+NsxbtU53BB/ue//nvHXu7wNez94EPxhcOHkCTjM7ToGs71dw1I",
-	"X7eW6Irzg2XKLYySyWRaWDR2zQRZpMSySiNVM/UbUZitg/RcaZWRa/y73kvV0w6OySIgNG3oUiO5VY2f",
-	"EmD5BF4AYi29QdjdF68cgG0VCu/t7ZeNxIcMDTPbuKxFMZLWr4y4oDDhxuSby/QEYDTu1VMOnGbxu/4H",
-	"LiEzm8+L3W9KGxNlu5W/hXS9adCrMS1qMpOeJeV9JOUbuRDgFqPIlzwjAuYpMa2/klv9iwlI4LS1Lhz/",
-	"/B/hyifQH+1AVc4cTNmOmU77WmK3ckiSSvfKqjgLGl89x/cewuMM610tvDnU1go+Ztr0jlbPFOE5wLI/",
-	"7tkBBKu6CLpdKKiG9A0OBWHXPDSuVS5Wl0MHChGh+qBd8ZpOYjMQEAbv9Qn0hstS7UFHzPJ4Es0ieDS4",
-	"rSErCTDcMOW/TFk7sZMAVC0Xa+ps7Nq3N5+5xPS/JFiN2O6uC8Pm7o4vjxm1hdezL5o629b71cyoWPrG",
-	"xGRhFTm3P88s4n4sAhY+X+O2pfOIcm7JA6gTQSVoBoj1UPAAXCVr0CCiHYloWYWwMBy+MjaBFQK5pIGV",
-	"vF3AloWzwnWhza4rm4LCM63HSZwB3uXx1XoDwW5YmNjnBa7QwmQweXiA7bcsgmCbZX/QtSpX+jcQ0HrZ",
-	"/owyi6fND/BEI1/IiuGmcqE99KC14wdimAHoDXt9cgJafZRSM1UMShTQhirjApCX+9szgeBrhT03YRf8",
-	"H6zcSHmZt1FeNpooQRVnTmuls5JM14PB10VXzQ0rrCsMzr3d/YN1K+Lx2Z2l6iot6SN0I0c7Je3F/szl",
-	"7qsIZfwt5teslMkJtkixJ1w2zBVbagbF91ykvW6aWdtje5Bh5J2vV2y5khlYpz8sW+XWnTwL1ocTrFKs",
-	"UdqSdKmvJB56aNdhb1OR+aia9Ws3rWY6lLM5VdWJV6/xd032od59N4fTlJ7IFWNwwq8ZVhpyNRD5VmEY",
-	"JIdM162sLl1ExR9cdRbpgsucDkQOFdjIEsztHjbeVHIBqSSQ1+8aLWDzgjlTkCJLukORxPHQuRIRIgOB",
-	"ZwRz3RsjPh4zpYcZniS0PBsILDpIpb3Vp9jfExo7o0GOCd7KhMkVks7okozYQLh1jo48nAZ3VRHodYXE",
-	"CHKcmS+FfLSASDUQAtoJcU0oOdg98A2eeGlGrts210q11jucdXU7faMPyfB7+8d/OLTqyFV/Jru7+69K",
-	"fgC8c3YzjwE9CD2qpZ5Y39M1n1WQF+ktu08DjsASTtJYqtnjGjbnicB15LrcsIGEsPSKZ4Z7z2RmaDnM",
-	"I2YPBPy7XWg0CMcmzzVKyjiVaxf85PKciQh6B9Y7807Sqx6RbP0gdU68dLqraVnP1PsgGioXIAnC3EqT",
-	"LiTnp5nJ11zzEY+5KWaxZIT0eGRcVXoIKNZzFlohk2vraSUOtBw5dIivHpsglDOmoZU1gVhqyAaie7C/",
-	"71RvSIIdcxZHW9bKM9MeoDAkAhvFwi8I4YhiOq34t7LO+CawdCZdAYtLtetiEqU2a9PkY4iwM8V8DWEP",
-	"I+wwai7vcugSL4dpXeesT6zZFiUKeiWv4T6gDuE3J1c26L/aQcHoSACl4856PSGRC/RE+koNQQDZ6jO0",
-	"tvTTwla+6WgO09xHr1fTR8EJjDA1TJEZdgUnybx3lEJGcqtDOCwyGVLoWG/4jB06JwrwGj0QVrtxwAAs",
-	"VfPsBjNhN5GJCRfMP8lFZ61BZp+ZzqA7vI7j2RBi4UZxY4+OurarzYU2NI4ZaHwuXJ4VGG3pgRhub8PD",
-	"tnGoYWkIHHPDPJ97pNxI/3gH7PrEWZHpy1WnRR4Rxa4BGY3s2aOgZBxDf4jE/MtnTG4oDP4YKZYH+/tt",
-	"bnbnE2XQb5eYKUqEnOUMWTGaO9wFhlMgWkux2tNrOwHo7ecWmtjOV/+x1sWCxYsFZlI40/tlAMsxgzpR",
-	"B1h4VGTXEdd0PodqdABagxjRKCssmkAj+2d1615JBLBrxXWHLotWQTFTtIxBcG5OW9U1kNVUsvsknD+v",
-	"ugOqiy/pAxVFMwxmCLl4Jq/7kdexSNcZMMWRZemAxHQpExMA64IPNDFShzRGxGBEKvWUKIx+YtW+2TPo",
-	"ySszBZJSEBKwA8DBRYzMt433i7GlSTilYoIAXVOoPrcqtFVSB8L/BLBgXr8srpZUfhWJZsZwMdFkRq8Y",
-	"5HSmUgIOEnbbg4r4I/D1gSbsx1igWoxjIHRb1+msAZnJiMUB4TM6YQGhaqIDwsR1YC0IaHSle37UTDQB",
-	"Conv3ZrO0tsKsDYQZlXUsMmyTz4DqlZ2peU7wUDoJJxaeQjz9J677w6thj2TBuHrR1JBXnCGl80F5rDa",
-	"URAWjhzs70N40S5bwQQDJoAwuQiVXKYuI6TsE6nLF3MWPjWuSFuW6VCL7RYi8MO/Gpt81nMfTgRcJKMZ",
-	"N4QCvo89i0fZUZbjdaZTykWcisvNU2i5O8BMsOHSk0qQ0vrFYzuZ35PClDv9oZzNqIj+9Mf/yV38Mo4x",
-	"puYEZa4ZCPoRQXd95GPixO/v5aCc4XSej8rzUcmLnys+zx8Vq24nCqPLNNHYS8crkpSM4oRtTxRjAhOr",
-	"2KJ3BLjaVmWcWM3dIULZx8FRe/RjZkeyA/1eztm5m88TKcJ+uD+AMux3yhfaPKvFz2pxFV96T6+YU4pT",
-	"RReTbQRhVAFKac5FAG4Erwg/gh48mSfbcxnzcNns43179ukML32GqHtqiLpigvrbs08Ed410ucEwqGsA",
-	"Zn/6eyIN7bUBxWlEravZ8wcFOnKDVOE3wK/PpPSQKRZF/C1PTUA6OiChnEplArJgfDI1AZkrLhU33NU1",
-	"PxYQ11qeRZlz9aSQRMF1BibtsihIbRJFnxwPBLwnoSN7tsAVUYEsReR47Arlw5DNDTQ/B3Y9EAuqBARK",
-	"XJ6j24LD7OYZXZKJkgsI1I8KA0CdRX8gPtr5UrFMiyqm2MUB9iNY2SWoRgN/JUT9pzJmA+GSAihWeVhZ",
-	"YW9CPFQ5zjD5fC4DlIhSHgdE06Wdv5ZlXs+zZOXwP7yqlz7/VNiNfmJFr5HrOLRsvxWw7W7PIVeGin85",
-	"lvSsuFUblMyQrmIQROmVyONVXrqB+K1WzyD6Up8T+R4vecSDAiNUFuv8/CyWH1Is50QEbn6ejhw5PEVm",
-	"Y1nGGBDCI8kCePZvkyuGr1WHn/dnN+f/EAw6h1YP54R0Xc8qzBqiUeTVLlTHllmZSa/lIWu2p/Hmna/w",
-	"by2mWXaYHpNtP7PsR0lvcRSW4pS53A5HcJgzHXOq2ZOy72ZXL9BEYzFGkYh34E22s+619arIsb36BC9+",
-	"bOrOxnpWTx6L1j9PJQFPHjYoQrr2qe0uO8ih5ItiBfG/CukzvfMVPrTIg83IspWT9M1zKuuDNfEQSJpH",
-	"zhkzg8bo4B0KpXLdmTeQ8U9Hjh5XwgEDupJPmhJRVc3nnBq7iJ3Dzv/7hW7/Y3f7uy9d96H/6/aXr7vB",
-	"q71b/0vv+3/rlAI9OBdbkZgvmFmh5EfS+GEA17P9if0/fyL96I+hwJ+5LHQnYrrhlM7m4NQMqYigTC0g",
-	"/X6/R6gh1CtbR04QXbN7HPbWAsGbFM160F/9lY9Nwm6gZw3okbX9Le1JTv9R9Jy6QtUMAm+0JKdvAqyo",
-	"pBn0Uwb01CMjhrWqxqERDcTK6bPWENcuiTpylaQr3afJcb4G3YNDeYfXoWvxDc9y5Z74BEgZB1AKDymB",
-	"SFNJGDIW6eoKx/zxeEwh5obYxHv1ODygEbQ831cz5aDpdsPSP3i7yKYJ/qt62f5gTjORg7bX2ane0ggM",
-	"6WjlseXqzlfFxs1+s/yh/o3O1bNcvb9cdbuOIBrJbIRFr6D+BVm5UKHlgkMUwgomaATAf78COFivC/M8",
-	"N/e6TuFNMfyKdqAdrM4KzIH5vXrRhB1f4/lIneH1HbHSqx6zm4sbpLInVgoPVQTS6v/LNmtJV/23wOZJ",
-	"R9/56j/W9/txFz0FiVRmjOVAWcFD7xT24vF7bgj0pDTWzDv9tt6JJgvG+VNOs87MGskohe9NiRKzejX5",
-	"z4uPH6wI+D/H79+RrhVoUhuy//IV+Zn/0OuTUwOt9+dUaUDiVjw0MTalTYF7jlZAhcry4dDUgoY61Ewh",
-	"Pa7XJ5+9ORVSIQUPaZyrWva2Xv7UbOlgIIRMDxHXLqqKgpma/C+KmUQJFqEc39/drbbT/HI+rqnmR3EV",
-	"tkHhUTfbSzqLH+hh93rUkxqPqytfwk1PIyYMEIerYy/SRODCQrkdf3ALssUsjyGj3pOfNXPDP0nzw+cM",
-	"vwezR6Ko6BShJGJhTC2/us5x7673ckmBDkB/T7GdYoU8pYvtEbA1VOTvYDrXyr6dr+5TKxXtCezoFofX",
-	"ysmMnWQ92PNS6VlV+12rao2WLrZ2wzyZYYWpe12Q/41Bz+4ve9vffflld/u7L193g29v/4lP75UGOquP",
-	"E2Ce1tm85SjApXD7meWz2eH4YO+/reowoA017Z95nogLg47otV1BjFhE3Uo7xZ2fXFxm3haTNRngGsGg",
-	"u87pspVK1R+WvtmLfxj21omXhf5zKQzkxZufyZReM0CKrmpWkD67qlnBvmufsElzvMIkR8vVTh/hlEVJ",
-	"zMrf195nEp277jTqHZFQzkbgfUjXDNGmxzz2zchLd9E9o/VGXrgbMuIoeTUvi6yqr9KaVGtwcPsmXIRx",
-	"ovk16zWs+rG9szC1tNmcNTO27eM6bdfbT2rExhJ6DqbzYTct5/MD3HqnCT036XgI6O423TkAWLXrC4sy",
-	"FHp3cHrPQnutHz5AW23caOORcbmrHBgnNxR4uhSw3UMv34aI9e+R84YpaC70LuiTz1jQPBDD08iKAMNE",
-	"uNz+mS2HAQD8GMVZ5Kvlc7hglvmCwwRNSY0NiLJmRE7dttPp7u/u9o6y267Y0tdRIzf2jhfADKv2PZwn",
-	"ognh/3XMmTDb4VRqJmAgF3y4Ytq9jCaajhnpzrOmAxmDQ5syO+8ra7KBtMtnfA0GN/t724PBzTfsy79X",
-	"5HY9hhslXbb0vD6ty8JuWFWfUx8XKtTSlxHZyhZ4BeHBPRcVk73wwz37Jp5xJh6pXNGSWJbOU+HKkAp/",
-	"FPj9W5miobaSPs2+CnvrzleV1LsjkAn/RizjWUkpBuUtxaROGFTkSBdahhUbMCwAtNOhBPeeTltpdk2c",
-	"J6IxgJQRZtZZuLKLUz6HSpPMGsYie2yt1B3OlYySkEXDXpqpkN40EGbKltA6n3SHoRQ6mbFoGCA+QSac",
-	"rPIMIUsxTwxYo9bQdkmtA0GLo8PecE1mXCmpWHTouyOBFPybVcqYiFgEQAQGkGcGYiZnTBjo+A8o231y",
-	"7Ps15jpFOUxabHCQvTtVgMc9EAj+ijOp6tl4nojjdG0f93xn41Qf9K3cizzn7ty3Koh66YL0AhhFQN1p",
-	"uo6VMHTCer+7vskb8oeQipDFjx5UzmZVWYUNE/HC8hFUe//8nGp/Ww7o/5hyGaeBgCZef2fRERnLOJaL",
-	"FQb4jEH8myjBT66W6CvHbowkeCCP7J8AwINi2IombeR8Xqz+eBDldWet+rVIskP4/dDOaEhCqrCxMTlP",
-	"BFSnBsRfYKc6JJRcGDa/APl9RIY8GkKex5po15ZcRch8tmBXM0hncj2jNHlHtdmGIbZP3xAjB0Ixq1n0",
-	"+gQRbBSjM6sD6DxcYWKPFQ2nMEfD1IwLGrvTRI6h2SKoCGAicDsNYVyWyd5Lou0WQPP2uZI39kVBLwxj",
-	"qasbKl7ATPx6VIVTVj0lhdcr+Ek2d4YadmNwG7dxWYp8avWB6xkGAlsSuEV1roKDcmXRLjHXRF5DZnW0",
-	"sk/YIxsyb8C1RDRdgJ41thsByPmGHXoVjMykYmTB4xgahpEuPOcC9S9L8Fj1JAQLDRcT6Pj0bNHkgXvU",
-	"NVPbnogF9k+3O2R3BpvTYieEP7ANo5hRy99ERSmLhCwIdotFNtaHyX0cD8GecZ3sFZ9YYu/5JvK59vYD",
-	"IceO3djdCbLGNIXu9gFaOa4MCFtcgL/YPxt66C7htFleiTZOQAYdGDJCtmUnutKstYMjuuMH/mftQddm",
-	"yFihfR50xyFD5LjQ3d69IMojI5HIJpSLgbCUR8zUh0aX2byP8k13IrkQjmujyxtmqAcCHkOMlNZcy9w1",
-	"qSfHcRzvWy+4O7GzHPS4SW3Lw1wjXbceoyVmyqYh0LeShDJiW3ogQhrHsAbW3s+c8+k+Zo1FMeUQGwdC",
-	"e4230kqUiDkPFJSEkYjNrWUqQug7XlhDxWDBIdWMzhgeUbsCKRXgmfWBz1SuoctXG79yR4TdcEOmVEQx",
-	"U/YJ8YIudbYrLoQNZIR2shTxskx8nVsKfjzF2z++Vu/eewp/mDu7z57pPwVkkncSe44NvuAxF1xPWeRU",
-	"0TymDYgC7ftoAt9eFHjwwyvecPh3vtp/bnfofK7kNXs6Odd8qVXkG2TiGxbyyOra0I1JAS4FetooNw5A",
-	"dPj5+PTy9MPbX3/8eP7r8dnZ+ce/Hr8b9smxWA6EKaYUIE6o1+Azo8EzeZ+SG05ZeOViqK7fvkpiBgW/",
-	"LvWB2C0huCGundI1O0pdkdBR1M+5P+PiXMYMG5Om37o9Udq5PRdTBvFXSpwZAT2YfHwQxadv9BXkMo66",
-	"IHfsE07f9ALsqypjFuD8vUniHauQTWItPl/w71FY3Yum8xuWsfNjnLPdu0fi6Mdu+DfuTWs5+6NHOvws",
-	"0tU6Sg3BVU+/4pOpx7bnz0j2zxHGapcMHiJCUz5W4G4bGVObiwJrAdQHbOAKJ9Kc2YAKryBcROyG2JOg",
-	"AiLhJhpDngskMErNiNXZpWDoFQlcds62y86xfOyYLHjkIjbdGaa5UUH2gt3dXRy7B04dcIqDqXEmtZko",
-	"q+8upgzjKGREDXBxPJgYDbI3I9YBB71UHw4Evgy2ILGas28A6DxglhMKaaDJHYvQfhmGMhFGD+2PAxHz",
-	"awYIDDOnyecWRJNskqs+qD6xFw4ENYbN5say1lhOPql4aO8D7Ds5qQoAWQZ7ChvVkGLz0S48viPwce6c",
-	"u6TL+pM++fH49N3Jm8qUwc3yY73rjd01W3BvN58uuLf7WPmCpOu+hZQVXA/MMe39gVIJPQ3Yd23KJwQK",
-	"eI7Hr6IDV3CygFBcOQjFWY3od+nAKoc305nu1VjX3iLv+8vmEiSWk2oBcp7zccRygrxxKMdjzcywT4b/",
-	"e/vYreoHdmO2P+IPvtATr7OKO6H6Cvwm9ri7xMghBrL+w77xsNA6wPmWNUmE4TFqvo7xendykKrAAMuB",
-	"I6VOeugdYBTlMTQXWGPKbxnw5Hf21RtY8t72iGpILMfxMQRxlFoOuVJAd0kVU3I/F1nSRvwy7/ZD4V01",
-	"lr2ifKDd8oHKHoKLWs78d4MsD50L8+qgE9xpDKSB8jHGNNYsfdRIyphR0T7IMY8pFxtGN97JCRktDfrA",
-	"c56fjM7fycn2azmbe/TL4v2WljN8phWazTlw7RhQnpkVi5aEdbJXDjqlJ219Avh9MU8YBrNqUVqL3E1P",
-	"B04WdwGiJuWlBn6L17b19llIZULqNVbERESbSCZmR5uIKUgtRBWazfM84llCtZRQitnfn71dz96ue3m7",
-	"zoGMnp1dz86uZ2fX3XHygA1V+LowXAqfxpTHG2ZDVwsGXzJaX598kV71mGa8G6SqLBDSjdw1z8m1D9kR",
-	"KCUChMmjRTM/I5HfqivQRVbX/BjCxT/+t+kNlL7cn4zk/0UD3khEhOaQCTwCACYTGaqMxrpm8Lel+TUp",
-	"LIyrmMrn3nRDhQHyHamINRHVNV0RAvXHtDkint6/89V/bNGNonA0n3tRPD594bKjau7W/gipiZsUhcIH",
-	"a4xM7DWbk0l1u97qDd99Zol/OHjcFJ0ks1vmLAzSjqQuNgmOYKy/Ca3VCHmJT6sitPAcuEk0JrWWcbqd",
-	"EQ2vxjx+/CKclWlWaT4/uPk8ke7jh/uNSu7/tErQHyiJD93riIDAcpxDJnGE0Ete/HBBfoHPAWEi6gXg",
-	"oo/pfA5mbRzLxV1k0oYHek4TzX4vp/nMTuaJjvIHiUbM83n940tooJvCefPN4a1+x3x/9cV0+ejnySg+",
-	"mTD1ezlRlzidZ3X0X4fY84AiQi7Q5elEh9NICewie3zLdycRvysB8gmn8yxCnk/VhqfKUU61EHnQo8RC",
-	"xUybTr4XcGVtre49UiabERYfNSExe7e6YAau0jN9P2goA5ZeE5pE3BRREEl3MZW+qC8gis1jGtpP6OGM",
-	"oNCoKFjwYY/XxPVL00lqc4YeNygHQ9SG5HASz2T8GGTswnGkK6z17fBPr2mcrKpANZT62M173Ng7X/FD",
-	"m6ABXPgcMnjakAF1VHXkq8exxnLMFACAcAOZBWmNhiBFgNh2zLAybFCx5Q/Nqeq51DMl3TtgAOu45Wr4",
-	"qYjIlGsj1dKzKG40Mqin5U8tDC2YQmZmJRVFXTB5THenMYtIl4lrFss5I0yEagmX9jzuOMfEeCMV9iiC",
-	"3DxciDQjeLQkVCyJkolhfYDl0bljZ1LiJKPlQCC3H9oTQblgqu9WbuiQiBdSXcHDtYyvGQT9Cj1rAdpF",
-	"Gd0n+7t7+FOq8ezv7uI3XvUpS+U7S/Jn9RFMTHj4X+0iP3mQoZJDnPsFeWh03uohn3vS/vZJGlL5o5AK",
-	"xz459QzMnuyF4oZtA2bHhqKwWl+C9Nz7dpBryJjyFXqPB88NI2wULdx74BlE+JLVZ+sIGXOexQqEHc6V",
-	"n7ym4ZRtv5bCKBmXwK4JuQ1PGR7mnwNo9FgOKyZW6gkSYvq4VB60rF8LJ/YMrP0nwBRMk8F8kQGcfYec",
-	"h5SU72MInRQBGAo0CEQQyvEdxznK2A6NZlzUcZ0FG02lvKquRzzBogWsEUAUYK7Ip/N3GrB9Q6rU0uoS",
-	"0KyPxmlnXMVCxq+Z6pfWZ3/2wz6iXHdj1Dkp/Ns/GwAP6aXwqxoQGUc5P1veWeFkZcEaSGnx8Rxr1bVD",
-	"sSVWAM9UjJx9vLh0eZjQKdXhL/JJ2lb0p/fHr7cvfjref/mKdDVjAxHJUO/QOe/Poh7W28rEkCG+6DCA",
-	"gjSuyYQJexhc79L0jHMxEIA+kFbkWu3iiFDsbJJjC0Uzorq/iCP/R5L27um/TW60E+T+DesPN+n6TszZ",
-	"0uNq9ppkfrWYDgrIZH8ecf7HyEtKRpYWRlbCfjp/5/EQHQRnVyWi76HGAkSMGVMeA3qJr7ZLwZ83Z1DN",
-	"snbnq/vUwieaP8XPTtEndIp67uGZR4QSYkliOTkqIuR6DAQjoZZvY4FW5Ryt3PsH15EaWOgzUd3XP5rK",
-	"oswbmpNBT6cANftDHUVk+hI14bQk8WQePZWOgUM9tVfwz3ky/iB+OkDNzpj0lrZyPnASPsjqoxC0KnBn",
-	"LSC5fSRSESbswyMyjunkUeX8TpTaF7WRe0d0mTXyECkwhR6j+889RneKq7xs0280279nWXh/V0F2bPNa",
-	"VWlzUsAlLIFw+f2JSscP0Bm38xX+rVXwz9m1vMq55JvUe7w+eibA+wIq2GUkFJ2uR1gfKeeI6wKVKAgk",
-	"v5mHtQHTDPnm6RvShfrL1M/bq2hIb3KBmnIMoDoGB6Odvslh/3jMmgbxk171iNz3rfTDVDHeczbh2jDF",
-	"ohRrx7PdO5DwU9PXh7UWCZqo7I1GSxesL1RKppfW43XYgViYKG6WQGQjRhVTx4mVo798sUJTQ88RJMFE",
-	"xZ3Dzg6o8W6grynG1FIbNgMu5wW1U2Ty3zm6z1+VTjT3JQCN5P4O40TDQch9N5kn+T+ZiOaSi+JwWZpx",
-	"7suU0+cvdJHW3FdZf7fclzMZsbg4NRpOmeXW/18AAAD//2Klo/hpCgIA",
+	"H4sIAAAAAAAC/+y9iXIjt5Iu/CoI3YkQeadELa2WbSkm/Mvd6rbGvehI6tNzr9nXBKtAEkdFgAdAiaJ7",
+	"FDFPMw82T/IHMoFayNqozZvCEW6KrMKayA2ZX37dCOV0JgUTRm8cft2YMBoxBR/fyZAaLoX9HDEdKj7D",
+	"Pzc+nb8jckTMhJFQMWpYRBTTMlEh620EGzqcsCm1r5nFjG0cbmijuBhv3N7eBhszquiUGdfHsTJ8RENz",
+	"Rs1ktZ9jQah7YFOT09ekoxKhDTWs5188fW1Hwo0mMyWjJGSqa4fA7esz22iwIejUDsK3tBFsKPbPhCsW",
+	"bRwalbD8gGfUGKbsy//v552t7+jW6MvXF3u3/7IRrMwl2HhFwwn7iS0qBk+0YTMS2ofIFVuQDoVvNjUZ",
+	"hO7NQTcgE3ZDLn483tp7eVAx8iu2WHvQB/t1gz7jMxZzwf6WMLVYHfqJMIozTbSRikVkuCB23XHLuSYz",
+	"9zbpSEXeSjKX6moUy3m28v+EdtMJ+BcKtDGlN++YGNul29vZCTamXPi/dysHfmHYrPWgYbCwCZ2RVCc0",
+	"nBBu2FQTLsI4iVhUOWD70v0GGyfaMOUpo2RTQ3yidmP/RbHRxuHG/9rOzug2/qq3XQ8fbGu2xxMRzSQX",
+	"pqZL5h65c5++j7TT9zJicU2PU/t7a9qlW7/ubH33peM+9H7Z+vJ1JzjYvfW/dL8vp2lPzjUjyZHg3ebu",
+	"+0jnfqbkP1hYt94zfOLuXeL7aY/niShnNeeJAO74b+SSTWdS0Tg9k+T0dbdHzu3x1YYqy6rNRMlkPCHn",
+	"JxeXZMwMoeTTp9PX198c4TH3z2mjKB9PDBkpOQVmn7Z+8foncsXYDL7NdWX/XpA5U4yM+TUTFQxNJeLO",
+	"i3KeiNPXsBwX4YRFSVy369o9cufefB/pHlywULG6TdfwwN07hNez7gyb1XWGfKq6q3X51qXi43Et3zL4",
+	"RNteD140d/qZDSdSXtV0Oscn2na62zzVW9uUnkmhGSgiP9DonP0zYdrYv0IpDBPwkc5mMUdFaHum5DBm",
+	"03/9h0atqPUxtm9hp8WD+57GI6mmLCJSES6uacytKgXjOCIDppRUekBiro0mDASYe2jEWRz1NqyokWIU",
+	"8/BJx305YX6YJHT9azLnZgIcwSuDm8BMDINxvpFqyKOIiaceqJFXTGxqomTMSCSZJkIaQmPLskBFkDOm",
+	"oH8Y56mwAonGTznMT4LdzFgIXJepa6YIbD3pRMxQHmtCFSNSxAsSy/EYFJfbYOODNG9kIqKnHOkHSXQS",
+	"TtItBh2QGzJksRRjTYwkVEgzYYo48YdjPaOLWNLoUsp3VI3ZU9PAUEYLwjWJbeeKmAkVSAEMD9EnQRMz",
+	"kYr/yp50Od9zrbkYByQRV0LORUAUu5ZXyBDYzcyyOiRgK0pzxtnnz5+3jhMzYcLYwbHiaFa4HU7xmvKY",
+	"DuMnXf1jErEZExET4YJ0ImrokGpmp+e1ia7dmCQb3RFRzKgFialhyu3OTMmQaf3Ug//M4njLcehhYjz3",
+	"XWXN10wtiOse+SCYpNRM3AR0MptJq1a9ZxGnl7A/T38ENjV5hV1u2SHYhQdeGIZsZpnPhCnLrG+9XEUb",
+	"PZpaKpXibwlLYNgzZVmm4Sg6vSWzQnfBxs2WVJH9aReGFPKIRcdmVYG95FPmPQox1YbYZzVw5GDDrj81",
+	"G4cbETVsy/ApWzECcj3t3QYblt7s11aZsAZf08rBxKz9uLCb5ZqmStFFvuUXVmdIhHj4lvdRHfGazc85",
+	"49BPJev6S9qOHIJ5cRtsHM9mSl7T+LVbtpwqQ6OI21Wm8Vlu10Y01ixY3kg5nTpqzClT+ztWm1rV2ioH",
+	"cWGoSXS5N8c94h0hXoegIgqIFCEjUxqxAA5PngSK48RWkOKWpBPN6Ai4puX0SE0Ri0iHDjUThswn8Asj",
+	"lphkYkjE0RdQSVXf3AZpt6fRasfohoLOUm5d2di3ucbOJXK0peaMU1dgpDydQW2z390G+S2sPos72YPn",
+	"KdGlLwyljBkVy5QfMRqBAb0y2M92jAMpLnExB26wOiB8RIQE0RvxiAzZSCq2/oneX+Yd672+63mPdr5M",
+	"JpKpPWRuCyKwKv4B2lfucK02dHAbbEytEBqXLoLd+gnLnGNUX2nit1nX7pwdYbp+JUNMR1g7vpeWiciY",
+	"lRy9VA0GqtJIqFO6cFsFZrpnZ0snvZprWU5rFz/6mJiKLv3xWqHeEiLb3VvmgjiZUn7nfbklXtcRj0G9",
+	"iLhioZFqQdDvSuZKGhbk/INO+hIOzKAvnMK6qVOvMz58SCbcfuBMW04FNk2imSYhVQrdjH2h2IgpJkIW",
+	"EGHVASCG4cIw3SMfBcl8v1zMEqMHARlY43ZgZTD0Dt9vamK/hW4GIyWnAyQq59u27/eTnZ0XoW0NPrEe",
+	"fuGHjF8Oen2xwjedr75MAH/2HDGkhsZynFgjLrQ7E1n207EUTcd2XHrOlO6uf4otd4r42EmlYu96Qvde",
+	"HhziRCbsBufgGbnd0MDuqBwRmm3rpiZTKviIaVN7uOyxsE2UHIsf5dy2sYAudL5xMpFxpI+IExgjqQiF",
+	"p3JdcWEYekIKYsLuWi3/tdyUR43qEro+vjZoOo4wmvSQ9J7FPw9Hbcy94lZm3uOvLCLgxUVTOT0YQxbK",
+	"KayZ5W5cCiJH9TzOSh3Nfy3hnT/YU0I6xb3FLTFyzKwxWSQ4LszBfu1GHKR8a7kzpCZrh2hmAjc3qciU",
+	"GcXDej69oqfxyPuo3Fspjbu55naojo+94XGJYp0dl1oaYDcsTIw3jaoZ7D7cvpX5jy9iqidbms2osgzC",
+	"GqExNfzaCg04gunGHBE2nZlF7kCkJNEo4fzmr7GNL5YX3LkFi4vctLLvOK5icXVTntBKkS/s1LJQXB4l",
+	"Nl03rHfIT1dHRXOSrc14NkCXEzqZOsfA6km2osKJfMWo5ecBkXFk9e4RV9qQjlUGpDZkN9jZ2ekWtIE2",
+	"Y/ikWZPdZNX6N44xro7QT1rnhB0XYxTbdsyth/QKlyLKL0+1/rK0bbkb4nS8+dWt29CzHCNe2lFj7JnJ",
+	"nc0SQrdn006wfH3yt5eEi4jd9BqODZiLjSIGrg/q2cuySgY3N+7awc+sbl0sbVRdjXekKkytixJeJSJH",
+	"rTSLAQhIIiKmwDoEbQl0pRL78A5WgtUSoM3a9chv02++/Dhcuw3lO5DRXXH1PwpGjFrgYtu2VlcwnPA4",
+	"Oscp1B43/5zlQpkbaJWCf0qGTAlm5bx7jtD8l46UiKKCSEE6dotxKuj7tjqA1d0ZIzEXV/oIiMAq8JQL",
+	"0ItjObaqNLjPQbsfM3Nh2OydHGt0LVje4vuZUE2Y8CEAtZY6ePpqt+kgFcKl0TIXLOdxUImwpAgTzQ1o",
+	"005mOrVq/1TCfGEhQmbVoliGzmVC5hOpgUOGTGsyp3be2mQex7lUV3ZtRURCmcQRuPeGjNBIzkCyRzLU",
+	"2+mFh+5NI9LfeKWonhBNR8ws+hvdQxhZOiPU/BTTSWzsElsFNyB7oDRJuysU+TYMUNO5NRi4IMeXJ+9O",
+	"T85/OfmPk1efLk8/fqjnWbsvYBW5eSUjVn++UKMXXE/u5hGwpxioqNo/VmIGFzf1nX2f0KE1b8soOcBr",
+	"Erc059bUpnoylFSBa99+eTGj6op8Og0stXpOVjzGy/pzLMefVFwhRFNKskfBdTymhs3pAo+FRlMOqMnT",
+	"oXtLN7u/alwfC+Tawspsf8Kca9l/vbDKNtV4bB0HUGwmleXlJiCsN+4hFbkbd3um+xufhPvbqreHZCYj",
+	"cnNIdrZ3d4iQEUPmkN4cHJLdHXIqdDIa8ZBbw01c84jTXiin2+NZ0utvHJEwZtRaNemR9CPWSRgyFjW4",
+	"asA0S6bDgsO7jJ5vA7+LTRwRH/PmbkpAztK/4iJCg3gbv7Ckomc0ZCvfetu/yQ53ER53OTsv8HW8cKoN",
+	"ZDBsdgEPLgsxt3q+nTLZBbFe6DYvXTyZmFliICJNCoY7p/UoiTPFAhWKlIl53cG4YDwXNKisEABqkOqq",
+	"RJPwimm1Zr2p3WgyLTYgE2pli5VkQ3s2JtysrVTXaa7AC1rplVY0Fdw+6+02yD+4hdRlXqPjJXc6LP6E",
+	"WqlDjInv5iR6ODXY8vkrtmjUwxw15Z5bZb+WA6YxZKWjq4yKdELbqrXO98jrjeU91B9P631EL9tokCsG",
+	"NMaS5gMyXQgR9JdRVbYqeQKqP6vldjbDuMzWlnbu7K/Y2cGGYDfmjI7ZpbxiopIipciuEmd0zHqlYYP5",
+	"dfGjrJ7hNQ+9frc0QfsLXqE0uTZWenWvVvZ6AUEWpf5aK/jIq+NXP568LjIiUCUZqGmHXucMHGO0iqE7",
+	"Rn2BLNJ+5UUgmF3OYxXZd6dBGi6YHnCMaJaK0L6Am3q4yEs0K/M503pns23JLv0CdFl3PDoFr2uhizs4",
+	"nl8WeWWl4rTU7Xwi44zl2Il3m7nNH8yELyc7EbI4d4F8f9sa5sKoC2aonY67EG6IJlidE7aef7/SLnYT",
+	"TO54SZ5NpBhw2O6O/FXOsF4lEjC7QVDQTJy4s51qqS46t/P25JL8z3/997ZKhN7+Cvz7thvAcbZnK3PL",
+	"F68lOejkGjmDYHOmTYkqjJ1YpSm2hmZ69mdcWGu6xOmSF473lGyWENzwmxwtq7QNUiwn33xDpaSQuSyW",
+	"/B90RkNuFi2D8F/5x++gbS1bliWWZ0yHLF7PWF2ZqhWFF4yJpugbdCBYI9LKTr8OzlRL78Os8Ri7yzmF",
+	"92/tplp+qQXX39WalXNq4Bisrs7NhOck/B6ZcpHAHZKlbmdVYkzWix1SsG39vYhdI6qv0pCmkstrqq/I",
+	"P+3vKKtwqzdTH8tMxnGJrXgbbCSzaD0SWDaQ8ELJbXt+oHnyyveTrl8Nlb/K0fTqbIvbXTphv/6HEDkZ",
+	"UrhysioARoLqzKai0SIgOcPd2+rCWt3UOZEYI3RkmOoLk0UT65RfyUiToUwsN4M7qGnpjfYsec/jmDcq",
+	"ledukMdTmQhYlfEs+WBHVb4cb88+ES6umYDLYDt8cNLYfzswP6v/CGm6AdFIlM6Hc9gXMEXbAPWBcz4i",
+	"hkiBs2ilCL89+2RHWGcIvsSJ1PKG9ZaluBRF9wnmVLnd3Fz2raDaaAiQLekMXETrAI6rTKxSzrr1Li5r",
+	"r1k6rzmVP8GBfCdDGv+t+mzqZDi1pPjvcghk1xfndAF/GEk6A2pYzJnyT29tQa9bcNgH3UPsJAD/1TE+",
+	"GvSF3U28oZqilKVkTrlJ76n0RM41vgraqlUTegQNksO+cA1ZLX0uiuSBNNEQdzSVagEX5evvqSin83Og",
+	"YwhoWTmqoX23ELFTqvEuMS4gxSB3KosD9yOpYVLvGkXdUm5JLn+s0/n5eOv/ulSxn7fSz7/0vvzv7ve5",
+	"30rTyFYcvDASMqXGLo4l/VlMQza14k+zGK7DdY/8xBbI2K5pnDBNRjKO5bwvcu49PBB6IQy9OSQU3E/c",
+	"vkTkDGdIXn+42NLJMJJTygWZKTbiN30BQUDbA2uCMasSChfd6K9rD16QmNnp64BEfMyNDshgaxCQwS/2",
+	"f71BX3RoPJtQkUyZ4qF9cSjNhDAR6e4RoThoOxi81ZfKea3RHQ1kOaU3+Q042K/ZvFL73x3ONRwATitr",
+	"umVPG66hpw9O31hKM/ziMgoxwbA0vzfYeCWnM6pY9B4iQ1YnNiyNZTq1tp2XYlaVT7NiJnw8sdo2LnoH",
+	"DeA4ZopYRqmtFg55E/CcsrsyhN3tpmoX6OkjNvcZDGYuMWVvQq+RE2IUS/2xfQmRWKOR25P6gJFWUUiN",
+	"Riho9HBAClSQ6UYyGUKWnkhil6GA6V2uxdRlfLM1llvuy/89iiU1B/tNsQdzqdbbqFjO033qNYQZLdGk",
+	"86Y5Dc5NOVvuUkp1ZOaswpqQvfWs7pzr94d6H+g37QLSWlt4re4HzhPhrgdaG3uwleBTbbikL4vSSl/1",
+	"42v0a7p9uWDefVncmkc9GTVHpHgkbivPTOoyrT4bbYi3bmn+bh8pi1t7DOZSfv1COuldkIgX3cYgtGyt",
+	"l0NS/v3i4wfHm2fW2knEEbFLa7kuRiAAl5hQTYTzgKS7VNyCddZ8PU6xFNz0INFjiWZrBXotTcC+HmQd",
+	"l44bzpnLZr+b123JRdLkestIa538+pV9qZ7MGu7DJZSKGxqaeAHXlnJEBp6pDjDk23OpQUlMDg0nbbgq",
+	"3Bt8hP60M3TPFJeq1PT3v6TYHioRmxrMEwwb5Eu2SpDzvvSFomKcuo6y8Hn7xkzGPFx4p/ph8Ym+iNiI",
+	"JrHp9shrFsZUYbipXw08zVZDfStznlBmdF/4JdK980S4efbenn3yUylYU+nFSy66azkraZE7+gGZUa2Z",
+	"dzrk7/F89AK001vSRf5hjb1zOn/vgiQ80E0Jp/FAEiRDwjkibjkg7Bkda5BDq1ft5SVB3B6yItgwVI1Z",
+	"2V32OXicdTLUzCw7jGHntI8iTV04APQgGIv6wmqyXGVpnpzpgBhFheZ2U+NF9yg3I2t8kIufTs/OTl6j",
+	"aZ7vbVOTgWPoA4jtsDY4s1tjJXWPnNxwA7frsW0KPOW6LxKd0LiektAbCBbUNNEYE4UCRI5wCN5h3tnf",
+	"28OxzrlmgTWaBm7lfuZfBt0lD846WAdgTZ3imwW+lcrqnCZUQTXuiSOyA1dwaBhMGRU659G3ZDPlgk+T",
+	"6cbhTtlpyGtS5Tl01giEpcyfgVxWAEQ2oAelh3biWkgTFYwV7nXvJiNcoMKp+FEmZbHQ7/iIWaX5iAiJ",
+	"udULtKhwEd0kcM2+/ebATQL/3i1bQy9j1kKewBytMk4MvBHTtDCuiUXcSKXtPl9za/XpI2DEIv/QlEYQ",
+	"D6N5hErK8dkp6QylNNooipeWPp0MG7TqBjS3mk1WoZ3AiKuFYZRexhc3xEGhlOpuQ0YVUwQf6ZGLiZwL",
+	"RDjgWcAhwHOUutiN77GO/+GwlueErwZ+dHXTclAnrSd2TCZSXhEHkbKpyZgJBikV5Mf3x6/IFVsctZ3k",
+	"cqJdNpbaKbvHVibtvq+ZrUNhWW8byyY4U8wFYcSLXOCrS/Ud02sGCjQ6Ue+2GvNsrHWr4ae0vBr+9bLV",
+	"8BhXJbZ4opTLrS27PzF2dopdp0nL9aZsxGJmXCp5TVKkNZPYtUfna+U/8zM4sa/VhpHZcUxYHJX5ht11",
+	"TD6IFHLiyJCFNNF2D4ligFlAuLv0QaeWDmnMtkZKTrd+ZUoSzceCxl0I/4RrJn+R1BAQfNDWQpRDjPpe",
+	"e4U++hfrFsml2flIzlrr8p+JNK1R1P4GDwNpwjK23+FzR2Xn/sWa8X8DHeDz69OQ76muhwOUabHLXW7V",
+	"rHscgCZozNq+dwEP27dmLGz9kn0W3VLDmFVlO+I8fayeW1iMmyadnUNgWWTBTIsoIOOATT6d1hPMS+Dr",
+	"dDRC7/JaW/+Z8fGk9nR/m7X+3oXUF+ftjvUWnfHAz3gL8gKsxjFT8mbRGEk85yJCJbLNTlzicD7jSyu5",
+	"fSlcnlM7PMNNt87te56gc6cnW8wcS0i5Z47j1rF9FIbrAmfUpb7kVGYf+A7pFa5DB60pSIeS3KWFNTM+",
+	"TrkxDgpoOjOLQ+edzsXvB4T3GAbOT2k44cJb433hthfyAUKHCMiUu0XP3ZqV3YeU3ZAtMd02DpYiXuRd",
+	"Tm25Pgrt1O0iir4HCV6DS2kuokYplMuPqM088bS7ZmgTtecABpJ1VbcE5Zdxqw7mVnuRTKe0LB532dEO",
+	"jdaNyt/HLevNrz9c4D3pEeGY1qcLp2RTryZMgHOk7mJvf6f8Ym9F/Jdcu1A9eSflrKigVfB70H1apATm",
+	"xHz1k3utScRSpotAAOIWhE/pmGEQb0iFS/2aJXEMeW6HIonjoCR5J5V2kQR/C0T/eV0uy8ZJgyxrQm1X",
+	"4jLdRApsGterjkz+5vWoEnaKqsOmJuGEhVeEjikX2pR4IEEZIxNGIyXlNOfGL7LeFVAg14rz9OedmZCF",
+	"2F11zY64abjt2G3JIPZWU8mNbnniz3NU82C3iC8KsB31EqFlVpTdwSENrz6Omo5WVeJQmv5ff4OX1zZt",
+	"h2tH+mbrWecIqqL5piE5fXlJRIXlYaBLLGdEecyit05Vqb0DbhF5/XKJ55REJlMR8QigPIOG7dWmicgx",
+	"h0xRw8aLdeO8U36SNuB7DPza1a37hbc2Vq6XllCwKibX5gwD3gGiiXzCGLjmm9AWm7SyGH7QQRb+3oZN",
+	"XDglrAS/ioqMN7qMUSoiMpFz0uHC4Rv18g0dEnuwmIj6YmAUN1IMrLo6uI7j6cChqwQolwJC1VgHhInr",
+	"IIUP1anloYO+oImR1h4EREzH6PGGSEYISM3h8szFWwFBRoRqn65xhJ58wMbVPhIeribc7QpVjHCBSdB0",
+	"xnvTqHBblAtJrL3aWdaLHprhNno9dlv6JPYqFGj/bh2dFI21OlmccYcM0k8X8obSNGTuE/GdbedCJ11O",
+	"w5RRndg5HLk4YaMRCNeapQiKFVMDSKK2RU3+kUTjklwEBOdcHfPLmxuPYAWNpYoPogRyTJfHJ9YEHNrP",
+	"IT/dAbDyu+/e4cTelwz702zGlAuGTkEycRmGSXjFDHjmuBjDT999ZyZkxlTIhOExy4LHXBiu36Bi0H55",
+	"dMmKjMBX10bxaa/SVjP8EcKxpGMI/DaXEfEbywJOPHJDkToqeXglPtLnVHX0EK9cu5T1AdyL/rz3pYf3",
+	"n/qj+HnnCzJBKCrRm9Exu+C/lqVlV6Ab1XHxt2efXGDvyrw8T23kHIko6qulVsjKRrjG/esVg/vgXE3F",
+	"oY1nyXsIBH7Pf1hdXvzJJ3NbfbuDMbNLEeYYS7wuFNgLjIG4LEUD+2zFxhao+C58vbxr9+tSKKYPhicS",
+	"gnastYBpg2/PPunGSwwfuL9kC2e5FbnGSKc4oBZeSNv8qSjF3/mctTthMQY3y0j7YPcMJF3OPRbLXIDw",
+	"dHHhcPnrQ0K6zeGmU94eMvf96duLmIdMN/mcW0nJZdu8RP8CRynl61yxWCq/tK80ed6TPH7F6ka8kiqS",
+	"ogkZ87sKKe7C7bON9tNd7rfirJ6BVVuivciJVM32ntOq8sFF9RQJoeRtHoaMBy7aPfxy3fuZ9tv89uxT",
+	"eklTu8trJnwtEd+cKsHFuIQZnFgRQ50ngw7lNUujb0r8yhr50N3QXMGbj5cK2WurasCLaq+9W9z8ctQS",
+	"3qkPyFoLotqTZmn0RIoIgs+RmIkI62ZgSYJEJJpFbj2942cLIQ6Rmt2bzYGka1H/i3Wo/+U61L//OFR9",
+	"UKCG4lq/oVxt6YkVB/hIupJSkR0Xi7SbX8FVMtorDQFKR7YeUQylUnLOxfgdn3JTDvM6osodICGnXNC4",
+	"4Oqb0gXBVrDYEYKLAQl1tnYPrWCPbdte/B+SnW7zFX+M2O01o5omljQxbdLRZn54bgi50cFoaBzjS+2H",
+	"A9HW2HKJfWEVOjJOqKLCsCz40a1Ofcvor9YVOBXHJK9bUe2wllFrqtO0APCXkvenb3OlRnKPTvl4C4GP",
+	"ZkqOeOywj5rObbVW61engmVVmvpei2t79Kwe2vY+BdquGFC+nVUvYqZEVm03QKRI7RL+mlW40jSu1tIF",
+	"MI/LlVEcTqMe2mvE+52uY2H4IgGLGVvTnthryKh0dQOL+ZQgmK2Fzk16EdN0qVR1pvInSqrCEbkz9ae7",
+	"6+cWFGjIb14pLcrPuVjS2rD9VhfKtVK3kLNf60O7h062X6Fv5/PwG3ScdE3Kr2HTGPb2nCNb5SaukTVe",
+	"NrQfGY3Rx7EM+cnCq3uCTOi08oePOC0E2VV4PdxbpYOV8urYFacpo66YX7taoPWWSoK1dUqDf7gmviEA",
+	"IUqL4WC9iiPLgCb26Ao2B+QCO+56g+0FAFSq4uVxiwPp3gmymeXHXrZAp4ZNX1mbXJcVEWFTDblMI9Ao",
+	"IO0NpnOeCFekwHlej4i+4rMZiwC9jRJQszxmUW8+YaIiHyVq1k5DwNuJmx59kd5qNd+P4xSatWg3qWZj",
+	"00E/Nt8ALZNu+l46+PyEA79I6ZCzMVXt5hvK40SV+NCacWhRyEbspvkeqxqoCgCqXIpyzEaGyMR5u6Ql",
+	"mF3yE/+h26v1FeIYPHJu2UQzH0+T6lJPCBUqxQ931iNeoDNhxMsUp7ykde7fJY10d9zb3RkP1xPDvr/2",
+	"IhfK7pYtHaeunGUDD88lMSx7HzkFkIw0G0ZCahAX45jhdZ4vAcAFFj+rx/S4JwDlfusk5pdNQEpLpIMB",
+	"2+VnwMFipWuw42RBhnjUwvproc+Uqxn58aTjLCL/ZEsSpLteSSiwp1URcaFpYCp2B6CLRt3srrDro8q6",
+	"AH4DXEiYF8nFkB3B5t1mE9XIVl1oxCQq9qDYVF4XocJbRezBqgVujSvx6Jb26CHi9pa3/e5xe1lLn0Dh",
+	"XdMzk0tnWyOCpg6yDQZ0pyDd9VKI1zdO2iYQwwwebJfvu7d/z3aoUpisb+5Dhbu7VDJ5QLiL6kLAdmvA",
+	"v6QSQdCJxB3EtgP/zKWjopvd1wduwEj3Qy4peMHUtTUiJlwY0rmO42lAMGAmIL1er9trkoJTZmhEDa1F",
+	"KQbXsVcO7o+vuKLZ+Xr+/u0gXzPFTT431HsILUeXdzrptLo6XFZMhPiSjVyXODrLFy3b3uWUz4bI8BZb",
+	"96KyGk3TGj0YL/G84O4sJbsXXTVfRqOmG7oXLfG6rz3sSPu4J4S9dmMoG/lZLqf+wWK59lM98+9tEW7a",
+	"Vn1rdd15Dx/Yy8bsnOLEqpAp69b6raKzSTmrfn38tghbm2ag+4h0HZCIKX7NIryygWj1GQtJZz6hBgMB",
+	"52xIPp2SSNG57h46DACso8LNJP83NwDmpy3/dzk13Oi+GKRRPQMyixNXhD9XisWjz0Co2s1MMQiJwHzI",
+	"vugMrAI5CMjA+1Lg7AwCYth0BivY7ZELhFbA2ESYA2xCGeAlRBu1PtWFhba9NB5tbL9x0y4cJs/y5aww",
+	"XCTsY0kQMXpHDlMk4U1NRujpyKxz+4XH2WkUtenGrPb1GqrVFQApSIfdzGIecqg1TPgU/+gGS0t+p6vz",
+	"Fyga7P7WABWNqACEdvSjQC+kQ4mvk5Ggqw4w2eu9i/u5jKRiX2k9JEze8BgrAVF0ERA9o+rKTtgF8sIN",
+	"myvI3NsIHsA7rxJxOipZAkw+JyqJWeCMNmkKt+40ji+8L62xmqdtobYgRygFKgsZ/Aw3KXJTva51UGGV",
+	"u9SrjOzqDkm5SE4xSdY+wI3nNmu6bljNaIi7lWiIvo3y8PFjEpWAr5COZozMaHhFx9m33R55NWHhFYaR",
+	"eb7dFzOqtKtd5YK7rYpOIXAD4A6HWGuX4OoEREsM3AU+DuV7XWxmBhVNDVbRKpTkB4iXbimesMdYWmIo",
+	"jkrT8gdWk5ejrP4YnDCEUoWiTsBGD8lXJugwZtH3gfczfB8QY+Lvb3sbtSW1f5CJiDADDmMAoYQDeBz7",
+	"G3uT/oblZ3kkHHaDlxbd3iqgeO70LiMgok4AWvXRUvlfgMrh6YX9p/N3PcTpPrkpi2YoAPMcFmpOJiKr",
+	"v+YwgACvEuqvBRDQlBZMlokJ5ZQdIb6QpR4rC+DmIoCPKEcuUjAi+x34mXOjyxXSrlzW4vJlKQTpKr+c",
+	"2lX2/Gl3Z4pLm6sVU5ZAkS9FBBPHxw/JVwCHTsU+CgGEiApy2EoqEbdHDkVbJ7HJ8PxzJY+WigOky6zh",
+	"drkGeupyMWNRDnfqkPz8FY1he9wDz42/t5/S976//dLbcDh8ulJby5qyjBJacIzye9i409H3AckUhO9R",
+	"Dnwf+Esm+xSDEiz2iOAG2jfsgXRvomT7Tzhq/+kO2n/mxNl/ptKM/Ge6QrdfeuR4ab06bqTZmcQF+/62",
+	"i8tIBYaLpa8VEc6QXNJiDb0SPKPGFBLPTiv9L0+G/Hm3otwhFVJwqEuIKfm1EnvsNf3W2urGOoCjbe2h",
+	"NvnnBTl350IUmbVUUooihTFomcd4hoKtJN7kzSvy3f7Lb9K0hIgZyrEqwbLz0/5QqtVmyTKtVJJcZkVJ",
+	"eSYutKEirETZQAwgK4RLYZ2yAILViyrDTcxq9PKVuKLzU8IjJgwfLXxujF8n+wYqJ7lUsG5zgoar8Y1D",
+	"CeoiF84yknzYXNyHjagp13UbydF+rNBxXSBuexXXLVSjhusbrhlSG/22ChQAAnvSkoNLDsUIkTjugB6x",
+	"m0v0aBsimCH314XntklFhUKBabDa+pYtgh9Jzcsr255TcUXylVgiFiKMTmeGsa8rqLwlzBNK61UilJ6A",
+	"z85aFR06ZlGX+EfRZ6OJouLKFYWp7+fb1kmT+XzcVbgE7ys6JBCsHBBfWSUgH+QHGbE3gMT/wSq1+PGc",
+	"aaauKdahPFOMTWf4+VSApdMIs9NUCexFG6jpfQh0Gd6VlF861MhY0hLXA6oJKhGFoqR2TPjFz+4bS4P4",
+	"zZc0l2oklYvP94d8k/ie9HqxFNn8guro2XOXOeHgdh4Ekbi8DKED7iFXDM0h5kvc5R5fAs+swDPOakC1",
+	"KJ3gqmi0ROnJl0pofYu5VGVkhWWOFGP1yW1TLhJNlmv/YJbrTEb6DmG5Rpqy+PZcr2s2ursKHml7CHB6",
+	"5eti1OIexeV0MmVvSgMi0OY1ElFvx5Q7LGZ0f2CIYiTnQhvF6NTp6VPS4YLQvsjjKKtEFJzhTty70Aew",
+	"jqmKudXUXCs1oLd7peSa4dzurcLc3pau2xKkXUl660PD57QAq/lSM9TPaX5MNW5IA3rPcr5Vu0zcdJju",
+	"/dJBOpBZH4gLuLEbQQsI2GDjQSpR1NugFRUn8oXZG2DOoQB7vZVYJ+/vUqYis05avJHoO5WCqzM4a2Gb",
+	"Lx3oYHZT5nMb6k0aKI6Rmau1ZTKKJedwp0qJLxHH+crZK9dEUMagfUGg5boHNRqrcwdAAdvWHbSquV1i",
+	"kGAvQTajisUoQPKvVy/gIldxFxtAD2De3a4S0csD5WuimakAyoeh/LCYUe1du1yRUEalxXuH8Fw5XjzK",
+	"D4xvdneoQhtGAaJCsURbeQSAMkYtjnJ+UagYCGgs2vA4BhAOGnpkLnABgms/pgbLcLjSv7kigMu1HG8r",
+	"lh3KlPBSRf7ctguY2cMF/NsjJzCjAZbiGBCgALg0ksIXKXaFQQLCBd4wA3FAIQc70EHZIjoooBKBHtKY",
+	"KleySQcwELuOVERYf6ttocClQlU1RLxf58G+lLOtmF0zV0TfPfcA48IyMQ0XqJU+a7wP1ps5v3Xgqy0+",
+	"/FBchdo1qpXlyjfVso9gQ6eVhJYIAb73hEA6YaKume4+wMq72kW1FSRXS+jqjXQ78mXgPSGnE6ngdmmo",
+	"8dIlGjUUeJcgFxcncGAGBMBZSSeVmSlKDdw2dMuyTkSI4W31NeTzRay9k7NUCxhxwfVkPRF9Z5WjovYx",
+	"0MY/WxWQB7Gs1lQpHrAgV20RrspyzHXqhZ15BSWdvl725uUKPKYfe78cAtzn3sv9ctdeqi2WlO73yOol",
+	"GxKPyn1lNejOK+4I20gKQVwxy3JHqmA35oyOWVpbodzDkHO+zei4vFjCWvysjI+V8oiK2Vx4WvOWx9nJ",
+	"h9enH95uBBvnnz58wE8Xn169Ojl5ffJ6I9h4c3z6Dj68Ov7w6uTdO3zC/QE/XJ6cvz/9cHx58rrKXLlI",
+	"NfOS6tFwgY6A0OB4AMJDLcoFGpUEAfxQofpc+mKBVKewZWCFD+C1HqpMg0OEEMi0I/BTlqlITuWpD/nZ",
+	"/TZNpHso1rfsJV6bDy65KGvlN9MyvmZR5oLIZHl9ReA9bJkJU1k0H3YDYvGKt7x+d3xZq6VbW9IZXHER",
+	"HaZvDTAYDJx0dMraBQV/l47voqJMHTW+zBDeQMHDWF2O+stvTLqjmgxW3KbOa+pcpoP6OK2dJdm0HMVS",
+	"EqHj1Ypa13J7r7lV7Fd7hvpa+GNVZaGASBVgnMiKcUPSNMugEAoB8Tx+IvgO06STFZDy2zljYTFlcRcz",
+	"7I1afBxVUxVQjlX+XWQC6Zx9vLgk//Nf/70N73ZdMBuHiuYUHquHzN/9ploJWFYWXZzraVQR6uZ+x+iP",
+	"FWIH1C6I4UmENVG207hZP2qaNRE1XEFAKQ6noSyHEIWKUc10PqI2nOTLwqHXBCMSreKHKh+P1sVx++YO",
+	"us/S7c8dPD7rhNtmoZyNVVcqS7H5KEaN0gmPS1aZrUDyeRk0kop0fJ2yQbdwt5KFkflX7xbnurdbV6Gs",
+	"lL24p5vBaaoxsFz0wxJIp6OxXMyYi9yiBEPESGiFaAKMtxw6/g7XoS8fxAXXYH61U5mDmljtC3ewSxOR",
+	"/KFfcSOlmzaxkigViwEZuF0cYL2+AYr6wZEvYpnn58VG0nKWWN0SSieWOkkQullX+WkckWtJRlS1KBsU",
+	"UhNOklmGXVvN2l7cL+0MZG67YCs4PqHCs3O3nDrm4S7uhu9WUQLzclLYuk1X4xJ4B3J0pyfXxbQtcep/",
+	"cGNYg9q52zbfxdpC58tGTDvTt/Iof4s4Eqy5RI+8Ziqms0bu7w7WR/d4QScu9/gW6jWXZ/PNaKILsBRV",
+	"RcLqg+Xcvm3pKz7bQkcyjbcA59m2gANZW+dDgM0QtfM15KRbqUaf2XcZhsfHbBOWHeRUGZ3il/jqZBjt",
+	"xa65THTOYAOHcyKsqGlgI99AyNmU/V8pWsTY1EcJrrf6+/VCpnhYfb6MY5LrpTas5HR5Uk/pLkg588pO",
+	"5I5lgQrqBNIPNLwa8Ti+W+1kO/UJjUdbcsYEwdrDP8O0A8JE1D10OpMXcRD+z1zBZSxqwlNhEoD0yj3A",
+	"RGR/tspFx0vyTUS+HbphEy7COImYS/cS0VEB3ZzqK/tLqnPhCF0g1D+w6izgF9jBlqCWl6X0nNxAj9GR",
+	"u51306WGTKU25MXBAYnoQuNtSRHSu8EjWAajeYrzi9o2tIrkpAzUG41qyaBlVm/bytmdcj3GhUek2ktf",
+	"gBLitJfuUsFt28qqGuPbQM2lImdkSddYhXmEiH/qSHDKocD0fMJjRjKVkWqSCHpNOcLGTenCsasJnVly",
+	"z1IRyIJRFZCMRo8sOcSMakN2d9BpngvQ2K9LTwYHi9dJlrCJlRSFlMbOYIfskf9t/7NK4f8XUR4v4BMq",
+	"CbsT70JxbLN3x5CR3Z16uN1UC1omXsPUNY0hnSNKMGXfDvu7HW2HeQDjy5ZKV41v/+7D+7Z9oXHTSuvy",
+	"qVJ9YfXpzP+QCD3ACkgagEDnEwYRdJb9cFe3M9f0W9kX2DyEPnNNoDBJrkYrss4ISm0AF+tQS6ojbiy7",
+	"0n2RJvOgwxYPBubw2XewUIM7IS0VxYOCorhsqSgqIjklEYvpgiQzRCXl2dYSGkUIVuqScp38a037Oy0D",
+	"5Dzb8mXsvNrYHkIENLTH1iPb3Jvmqqbk6mY5DrmpScyvGJLCZr1ndr+tbvpiSTddO/dwfQVqb0l1W2IT",
+	"xx+OgUWRX2WW2hOucDvPbz9dvuquxmg2eMMrvSSXk1XvSHbcSaKZPkqzYk1WWJgaDNPzAaPVaDpLevx6",
+	"hd7TofnS7nmY8Q7g9/bFEhvqHuUmoFEd56YgOJErrFMivs5HUhmU6o/OQyBipD6Uu6NhFPhGXdFDIujU",
+	"p6ik/hm7flygxy+7iqird1iVupuOQ64NpdKS1ZVG4CwzssqUSVCLAAUAlaL8MmzqohnHnRXXF86MOwTT",
+	"DwRWlu8+TEYjplBVVITGcUDw9sz+aZiackENwxAe1w6BkuT4tJzb/yPR+mtM28tGsIEtf4R8Lvx8HMcp",
+	"6ONHK4PtFvgu/BfQqH3yS83+RKWBlzUxA/69NWMB1gsfqHBQ5jvPt1p6ENIK8g8KrfL7wUpJX6+FnkIP",
+	"NtzVz5U0DNJ1G/I4KwXJLqptbgkD8q+7JJMkGFI3ZcKsiVm34hG4bsB3yc+8euur0Qfd3Pwpc524EGyK",
+	"4ZVQuNl9OVd0CT61fNubgQ1f3BGycP8+mXVuxo2ggLllexBhltuFe8gzaOXhxnPvoZQL1ndyzlRINSMx",
+	"M6j2RnwMiVibvc2AbP6yCbb/5tbmUepIOXhx5HUX+5s1eVCDoa4VKxqgmRIpvLP13ZfOzz4aCWXx7q3/",
+	"payYdjqFv3ssq3VQFf07JXCWCNybzmqf/MR/CIiQ5MOnd2S4MKzbw8w0ophJlKs9lBPvBy9fvjho0s3m",
+	"ihv2UcQL1L1XABxhgKX7ZtjstBR7+KNghXCIVf+YXfPpbI3U0mN8oSkgtjlA5uAB4mPuDczsF4fFKWNf",
+	"KjnanA/6TW38r0N/3tRphEWHossCN7AYQ/Hyie7j/a36anKax5nGZurI7cwtzHIiggdOp3H8cbRx+HP9",
+	"SHJg67dfgkq0dRdf5iFN8OYdgSfmPHLX+0ck5tdsGUg7WJeP+uPUEHn8UMGESyenIt8OGUcW/wGYTDHX",
+	"6yojNezfsNn7qrj61KxgswwIiAsy+Jfjy5N3pyfnv7w/uTw/fXUxWOUxGmLyayG0m2pm3tbFsxWiwKt6",
+	"KLnibOoqBWCo7Lq84lJ2uBoiNs9PLs//T03w5sVPp2dn+TBO9/nVj/Dh8/Hp5emHt7+8+Xj+y9uzT0vf",
+	"HJ+dnX/8+/G7cusoi6opFRp2n3vkOOWPDqRJQcRWMXUDwuwsJSAKX190EFa6Meyui5g8ci7c6dZQeYdr",
+	"pjEthRwTe7b7ojCKzhRBw6kgu8HOzg6ivnXT0Q3sOwMfFXqEkIOIDEcVgyODIFlvT9DfAqxj+6v953Yb",
+	"HiwNpnAwOI3y0T2XxSzRfNbWqnRIf04PtjNkOpTgVvvTDmCGRhNMEt7ES4mHy8X6BnT3h1cHMHYknLCf",
+	"2KIGyg/zsa7YwoVnwV5LB96HamOKEiYQZ2Qb3mkoT7Xvu498CnB9pG84YRdYwaeVGvPtPdWYl/5yoz15",
+	"KEYjyGPBy4e1klhaUcK3rXQmOPge7Rf4QW/lJmB9ydsi1m83h9XYgBGcam8lJSDnk0XuyNE03KEROCKX",
+	"fNY0Gy9P24I9ViHBHYsCuBoGfuauovC9LkAyQuBCERzORT82IcQ1xMu/aFJ0HZ9qo+jeM/B0/w6KbrBh",
+	"JUPTC595xDwN1oJWVivIqUL4YI45yyTYzYwrpo9NpaqZlk9GxxgWI3KvtQw+WGLbvDmkel1/YenIASA+",
+	"mnKBQ9eNwfPKZeLXxhzbZ0ozs91GQiNNwEywmTU5U7/gJVtFlpRDaX1QYnDhBW2iI3fXQbeyrM1hazZc",
+	"P1rOPpHy6pMqAwYh9idicOZwA4/4I5/O35HOjJpJ95DAZRc3RPOxaOC4wO5bEOKU3pwx9Z6LxDQUOfq2",
+	"DdkCsxNNNOb296N4gMjEb9qi871cI3ukFdLeQQN+gQ9kE0XovTSdtbD0GRE1Hi1cvKctPPJNkcrLMWnt",
+	"TtULw29LKK4myNoaSlN4MHWOpnfhBzv+KtzdPu+4e9wWl9EHlTi06T3oIYmrfLfeYxvkPLaN9Roe5VCU",
+	"6RK4chA14bBEjwgOSUMk10TGEfn6lSQzROfp/c9//Te5vSVS2W+HMlr4bxRzcKb14RcvazO9CkEGlGBZ",
+	"QefebpRXlTdOZ1xoQn3QQpph8m9Y0BdLZvl8qJEX5O1oo6riZvEY1xzMN2m1xWqfcUOZwrtLuW/z1lcp",
+	"XpzPWsGr7s6CNRQY/+YhHM4tFCJ2Y5xVfFdVL72dLk+h42lqWuNNZ1W5W9uUPze2TUsWaAqA8PalMjc1",
+	"OX29XFu3XNDoZYeXAyvM7rGzco5fak9LmSxKa+r6bJ2UBlsKGaTlh7hmKx6OdX3E7aurVDtq3QgecDL3",
+	"uDTMmP16kcfgUAaOhiYLNnOURo67MDKViDfuzIK0suS56mG2367Z/7HTPVEVNZJsX+9u23b09len+dxu",
+	"f3XDuq2VGw7exI+z5Zqf594odSOXPLeejlQvy9LjnxUWyAV8d136NzgT7DZBQKyvMJEp98XinxVZt/bM",
+	"VrgMclV0XTKi6yzTj1LXeHt/Zz7dtBqUpqLcQx2Z36lgX7VRtTwE/2TZCD59WrVCd7a+o1ujL1+/vd1K",
+	"P++3+LxbEdT2mQ39UXowc/Xb9tbqzhrW6kFba9UFt4s1nNpuGcpDO5ZUnBYaQfU5zDtusnDPJWD8rJZ2",
+	"izIube3Ce0RmWT0oUXGD9VxvUdr3020ptxibCl65TfIXEFVaanN0gA99f6+bK4nVaKR2y1yfPlu6UPDU",
+	"am0ecqHbuI/38I3upaiKr2RUCRofMktRm5r8eHl55vAEUvPDlRMiiumZFJqRsIho0cba8Oufn0thsWs2",
+	"9WldAi8fxiVwcH9GM+XC58M0oDFWspSPIl64KwBfiDGV7+UpXa54J4Tp5tFD0jqdEKduH+k22rk6DUpd",
+	"pbkf3x+/gvu9zu6BVbj2Xh6QcEIVDQ1Tutsjb5lgCvIoMHkGaLFHPitu2JYU8aIxdiIpdUgKMjFmZudn",
+	"/9Xk0/m7IMVECxWDegY01vaJkaLjKcCnTekN2dvZ/7a7Hlh2gbPVkPhrZ2LVm9dLM3G/kCmNGF6OCism",
+	"xopp3QIQ/j5O511P3evSNLxUZc7Cj2BluistuogljTa1xzKppbb7WPPgRW8hvGOqzUk7tCf76EWB8VZv",
+	"hxWisRxX3Pm6fQ6IjCOmDZZH75FjkUoY1M59kqw2EhK1pzzamjuATSGzS9l1mFGLG324VljxcyyLRMh/",
+	"8yULvEfBajNGcctQ2I1Z/1bq21ZYPwWHRHFcfkCdOeXGfhhBjIGG8fjlhZwFLqwR2g3ySElesI/ptbWg",
+	"gERLHB7+hXYuj4M2hQZelmpUPnHAHzJ/RhscJUh7LbjTQ/gYlhleSYDVg+HytXZbFLjUSocDqIrmuMvA",
+	"p8ArhtBz1Ge7OMOVdDCNHMuVctMXvgZat0cGEEqFVAAtQbgBXMK7pM+AZK87UKy+WCpF53LkI9tgWl7S",
+	"QfxjuyIr1AUhVyIF0svROU2LiRTzcPLTdSA4bsiWglb6Kw0pcyv6gBRzD6+Ua+FO5vpD6ZG/d03xmAg2",
+	"z7TDEY8NU0ekv9HfIIpN5bVLWa4yTO+uDWLPjfrg+opfvZq2SiU8YudsVCq8FKRr+tBiq5BAuJMLbaHK",
+	"Vx0JslAbREjMV1ytOAT1NmZTXZrdNuJiryTFzJ3sVB/4UrEkVYGhGI5ZiAmFTELUPysCMwO8shBkSE04",
+	"yQGodw8JxornATxXQ0t75NRoksZv9sVdAzih/zI35A/2h9TqQXd0Fi+qZzE3hAsje42lUlwXr4voNhXb",
+	"nAXKtw2PR2UiUdW+VKVT34Ovhewudnd3ArgH1nYuEbvBh9t7VO043mDvTbGeaXt1AezNkeu7WbSZO6NN",
+	"YVv2MXfjHMcs5rokgBEzCrggo5iPJ8ZffAeYWkDjmLhNXNPbgZNOSWCjSAzFQaV7v3oAkWkmipvFhZ2Z",
+	"I11GFVPHiZmUWrfHhsWcKXJ8dupCvzoDauJf/ue//nsAOwyLBLIIGspmZu3hjdtbCEEdyZIYhpOLy9TI",
+	"kCPfU2DVjffviFR2hsYhR8xiaqwyvwQcCynGgLSxAuVnz2lfYIkAJROT4mpe7xLBWKTJwE5aKv4rdHFI",
+	"foAJEIwkh7liNPnAVxoAB11fcG2HuFLKsWOVp5iH0Nq2+/Zf/6GlGHR75OOMeXyTkCq1IFT0xeBmi+Ks",
+	"t5SM2YCwG8OEhtEAIQPuif3J6oUu8M4OvYMBba7CJ5aIcX/1BRaK6faIK7K3pUM5A9yNKwbRmzEW6sVS",
+	"EnIuvNC1mt4CgzqhODOWThV6brXE/Z39IL1AA2Re/wTCPPqa8OzGnj7gkTEPmdDArjCOZON4ZrXcrb3e",
+	"Tq5A5EaOxnIJrIcbu70dfFDOmKAzvnG48aK303uB+XwTIN/tCaOxmfxqP49RH5B+qa0ht/GWmR/dI4B3",
+	"Cz5HeHVvZ8cXwXeKen4D/+GqUCATaGIR2AWS+3ItK37NeoXTt3H48xdryE2nVC0s9+LXTDCtjwiN53Sh",
+	"yd7OTi6zfqZkaGWgZsqqTT9eXp4BA6FjDXnuC23YdOOL7WE7Fz5ctRrv06oADath2I3ZnsWUL63Dslm0",
+	"MuUzJafMTFiiiW2DsBtfkZCgQV6/HLnX3XQqp+sIo+c3q2rOH2dMIHXdiwKWGeptWXCR64tEMkww769u",
+	"spcAkOMeDezB+veLjx8qJ6wYjRa1xH6OT/wmtI5sEgtJMxEuHPOw+uptsPFy50VV0+lYtz9lkFq162an",
+	"yfHQOFAlQDaihg6pZnCd70VC5WJe726HWEovf2CWQLXcA6ivTaiC1LSRotqoJDSJYlD7xjJOgOpxbHpK",
+	"F6CGYLLRRrC0T9aQ9S0/5lb58oLWbi7ZLz+EXHmW22Bjf2e31T456cki3Nyd5pcA8EvQ+O7UkOOZVjJm",
+	"Vwh+I1OUK67QmZMmFIau6GeeHNLt/2L1r7ws3jj0BdewoGqppele39Qee8fqRijL3BdbW+4Z8uH4/cmg",
+	"mw4Z6LUv/K/caBaPsss8iPw7coDmnnQI12Qi5+CPsfK/L7LWABtx4iwdbtIRSUU0c9DrWJIysKLFWksp",
+	"5ATRLGahkUqTqVUs0RmMfrGOL4nZJYPc9B2ysHtogC0PoGxmvmomlmY68g8ckq+3A8B5Vj4ND7A2qL4i",
+	"/0xYwgjXfaul8WsWkZGSUwxVpFOWLe3W1bd6C5U0+4PT0bp20Kip7O3spukKuRXW4BiwjAHFK6703Koy",
+	"MbDVHDmh/lI8s0tFSDdQR2fa/CCjxYOd2IpSp7dFmwBy+B+fb5TrM8uLdUTcZTpwjz3kHo89jPNsrzaC",
+	"DUv4jou/k9hVVdvu0e30OWh8vw37+oFGuTIdd2KT+2243huphjyKGMQ47++2eOMMr7YupXxH1Zjhey/b",
+	"DE8nM+SP71nE6aVVcH4Dbu53k9A89Ls7unBhgiQGbCxHCHCckbe0ZutYWHNZAdj+6j7dIqOPWdkFzwc2",
+	"d+lu2sgZGTIuxgRhb4jlz6ZHsOqrZynAHo20nMbyxhQEC/KPkUMjaKhV7j2imGdZGXfnBuH/+sLzLcVQ",
+	"RoD2AYMB6AJsEq/0SnjYa5hXnoMVGMh+iZUOztrIKQa/20OCQ69/44M0b2Qiot+GwO0yEprubSrccJPV",
+	"Yl36DSotgMrtfRL5cJkR8BMTze+cBD4KlnE00FKx4hRqpcDJMkzYVH+Dgja+Asi6amuKI1qJlJI94vf0",
+	"jFrb7ksle9wGRa3SXjp2Fp+1KHK8bFODygpQnVm1jQ7N/Hb/TJhaHBEh+yIvAmgcd3vkBGtugRe/UHfe",
+	"mWVyLnzQDWAEclf1My3G6H1ViYiZ1rlEVnTmwZna1GUsMztQf4OJP+KpOvYrhD1VHC5UlKlG8yZiIY+e",
+	"nD//zo/aZYHw3p59yhEfLF/gjtsCkYgtQVr9Ce6zC5rEeJY8/iEbz5Jqj501dN+efXpUN8Hbs08XbvFK",
+	"iO5j4d7MriZAUnfsEr4/fWvP1ojHrPvHcR7YOXBxzYSRagGcajFjAWDEWEXOIxeUuBfWoQ23u5V5Hxhw",
+	"vw71OIc+Uk/Q+LjLK3DEVuXGsIdlKKMFlkTLgSoso9J1EQJ9YB8euLu2vsjSNQybzgD8uEcG/7HlnPpb",
+	"F3wsqEkUOyR6QvdeHvwb2u4TduNMdwjbsk39+P741dbFj8d7Lw/8VZ6icxxcCl6e9YcRAKTzlpsfk+Gm",
+	"7ovBf2z9mAyzLrf2Xh5A8zQM2QzKrUnZLQzPRw4NSEcqaAGby37oBg7LfG9nJxdDEIBbwrkd3bOHhPZF",
+	"Go3mbYC0c1esYmRteNTne+RYLIi7eSVG9uFgMGHsOWakkwhEfffiSyo//4BQ/xEvYFzjtC8gy06C6hBx",
+	"DSEj9ukhjSAtCVam6xYdKyfu7+yWib43XLEfpbzaWOFy3BIOWtI+hftwo2TP/f0gbVFQwBJ0Rbsrm/pA",
+	"7S4TwQM1u0RBa7X65e5upZLbiSaP0d7DXQpIeXXsCL3UbeR+O/L1bzx4p55IZeIFgi4ZjDSwhnAsx92n",
+	"1Wr+xI6WiksUe8AJLWBqkI6QqBrjTnnJ4BIaK9lwNy8Z3Y86u2fx+nqtmnPmH3pEVcf1UXUj4ofwR70R",
+	"8et8VIC8get+AFUH60lnV//5XUv3qN1lSHH/MKvmLE3CegzfeKGPtTzjuw9NP6W3aRgC/Wf3R+981/zG",
+	"KylGMceov7+EAxv3PhcUAxknhgkqDAGIIqoW3danreij9o9mRkRdAED+DD4uE63yUKTVL559Euvy1rub",
+	"g18qiWU7hXnc/uo/1lJQiuP4mL4u18c7LhgdVzq7/HjBXwN32Pj8833E/Z3R6dqmzuiZklESgn8aTEq8",
+	"HoeEwJGSU+81k4AS6othOArPkGgfjcSbPR6equ50JLZzhF3q28bIfZMnS4hzAOUYUj816Vy8CMjbVxcB",
+	"Of4V7Gx4HJzi4Ijoixc73xAjCQXMOowZGklFBg5M8VQMrEotReQwK+xau49SsL5A++6wUMgS4Rg9SjHo",
+	"7QtwxEA5mznXmKDLFYR5LPoCxg0XqwPF8Pt/g4SVQbfQMMJ4YLBG4ObBxbgvzqFUptPyNOns7Rx0K9zn",
+	"flNeueVdoYHlsJoRT6td+xFnK96hOoez/D//9d/b9nGHV2zfh4uEzByfWVKosMD3d75rqJwAZn5xfLBM",
+	"uYVRMhlPCovGrpkg85RYlmmkaqR+IwqjdUAlSwB/OYyPlfK6Ke0wb7RZQtOGLjSSW1X/KQGWD+AFIMd5",
+	"ILkXBw1Acs6V0Vp8yNAws4XLWhQjaRLnkAsKA26MQL1MTwCGpBw8ZcdpKpurJ+tcmdl4Xux8U1roPdut",
+	"/Cuk402Dbo1pUROe+ywp7yMpX8u5gLshinzJMyJgnhJz2yq51Z9MQAKnrXXh+PbfwJNPoD/ajqqcOZi3",
+	"FDONRW4njECGDbrs072yKs6cxlfPQS4Pce0K610tvDkATAg+Ytp0j5bPFEY7sAxb4I95dqAiQF0Y2SXg",
+	"b94Yn/hKBWHXPLQiA0H4E+Eq+ooI1QftMrh1Epu+gLujbo8ADGyWbwY6YhbMmmjAtXN3txCaCzUxMO+t",
+	"TFk7sYOAKgUu4GJj7ftt+/KZy876W4Ip+e3eujBs5t748pihSzA9O9HU2bZa/3tKxQLWzarTc6vIuf15",
+	"ZhH3YxGw8PlE702dr9DhljyAZElUgqZw6QlZf8BVMphcEW1LrD5QiI2Cw1fGJjBNLhc5t5S8ArW64Ky4",
+	"u1GfkO1yhyH7WutREmcFRPL1Krp9wW5YmNj2ApdtaLKyI3iA7bcsgogTy/5iCoGeaf57X8CFrP0ZZRZP",
+	"i8niiUa+kGWET+Rc+1Iu1o7vi0FWkGTQ7ZET0OqjlJqpYnBRjDZUGReA5JTfngn4+9UVe27MLvivrNxI",
+	"eZm3UV42mihBFWdOAUMyXAJX09aDg1SNDWFGKgzO3Z29/Yo730dld5aqq7Skj4LBpOxMHZE8c7n7K0IZ",
+	"f4v5NStlcg6CG6K1XUjoFVtoBgg0XKS1w5tZ22N7kKHn7a9XbLEUHl+nPyxaBZifPAvWhxOsUqxQ2oJ0",
+	"qIfTGPhSWYPuuiLzUTXrV25YzXQopzOqqqOPX+HvmuxhwFYOrDA9kUvG4JhfM0y356ovskEF7pIc0j02",
+	"M3AWERV/cCnKpAMuc9oXuSprRpbUMOwGsE1KziGeEpLbXOFaLAY7YwryREhnIJI4HjhXIuJEIfqaYF0Y",
+	"ySDioxFTepDV57Ez3uwLzLxLpb3Vp9g/Exo7o0GOCL7KhMmhKUzpggxZX7h1jo48phR3qYHodYXACHKc",
+	"mS+FoOyASNUXAsqzQ0zh/s6+L5jPS9NS3LbZkTV5hy/9FMnpa31IBt/bP1xIIY8cBEKys7N3UPID1I9k",
+	"N7MYIPTQo1rqicWBFKMK8iJ9GW0nQ6paRh/TZgEnaSTV9HENm/NE4DpyXW7YQFR0+sQzw71nRg+UYOER",
+	"swcC/t0iee4BxybPNUqwDIDOfgt5zkQ0k1w0xGOdpE89Itn6TuqceOlwl8Oynqn3QTRULlwNm2ylSQcy",
+	"1NL0nGuu+ZDH3BSjWDJCejwyrgtc1zMWWiEDF1sA7wvQNFDC+dDBnnuAnlBOmSZDGl4RuEsNWV909vf2",
+	"nOoNmSAjzuIIagKZSRegiHwINvyCOMYoplPYGyvrIBFHRozQqXRZnC7UroOZBNqsDJOP4IadKeYT6bt4",
+	"ww695pIPBi77YJCGX057xJptUaLs3q6CH6EO4Tcnlzvvv9pGwehIAKXj9mpSPZFz9ET6dEVBAN7xsx1H",
+	"OizMC0h7czUi/e31cg4FOIERq40pMk20IUPAOz1KcZO51SEcIKcMaWybNHzKDp0TBXiN7gur3Th0HJaq",
+	"eXaDmbCbyMSYC+Zbcrez1iCzbaYj6Ayu43g6gLtwo7ixR0dd29XmQhsaxww0PnddnmXZQsLB1hY0toVd",
+	"DUqvwDE2zPO5R4qN9M07dPMnjopMJ1cdFnlEFLsGeFCya4+CknEM9XYT86ePmFxTGPwxQiz39/bavOzO",
+	"J8qg3y4wU5QIOcsZsoxsd7gLDKdAtJZitafXdgLQ288tNLHtr/5jrYsFM/gLzGQ1o2O5ykDMACzBofYe",
+	"Fdl1xDWdzQCSBdBG4Y5omGXXjqV4VrfuG0QAu1ZcdyvpQUExE7SMQXCuT1vVQADVVLLzJJw/r7oDtJnP",
+	"awcVRTO8zBBy/kxe9yOvY5GuMxTWQJalAxLThUxMAKwLPtDESB3SGGHzEa7bU6Iw+olV+2bPoCevzBRI",
+	"SpG4wA4ABxcx0iG5GwbwX7gYm5qEEyrGiFI5AQgWq0JbJbUv/E+Ajen1y+JqSeVXkWhmjKsUesUgpjOV",
+	"EnCQACIOYWGOwNcHmrDvY45qMfaB+KUdp7MGZCojFgeET+mYBYSqsQ4IE9eBtSCgTKHu+l4z0QRQXC6d",
+	"jqajTFO17NrANauiho0XPfIZoCWzJy3fCfpCJ+HEykMYp/fcfXdoNeypNFjDZSiVceVCXdEILjCG1faC",
+	"2Khkf28PrhftshVMMGACiBWP9QLK1GXEVX8idflixsKnBtdqyzIddL+Benp2Tf5sbPJZz304EXCRDKfc",
+	"EAogd/YsHmVHWY5WmU4pF3EqLjdPoeVuAzN5dBCEVQlSmr94bAfze1KYcqc/lNMpFdFf/vg/uYtfxjHe",
+	"qTlBmauIhX5E0F0f+Zg48ft7OShnOJzno/J8VPLi54rP8kfFqtuJwttlmmgsKOcVSUqGccK2xooxgYFV",
+	"bN49AhgUqzKOoV4vwiLa5uCoPfoxsz3Zjn4v5+zcjeeJFGHf3R9AGfY75RNtntXiZ7W4ii+9p1fMKcWp",
+	"oovBNoIwqgCqO+ciADeCV4QfQQ8ez5KtmYx5uGj28b49+3SGjz7jtD41TmsxQP3t2SeCu0Y63OA1qKuC",
+	"aX/6ZyIN7bZBhmuEbq3Z8wdF+3OdVOE3wK/PpPSQIRZFEEpPTUA6OiChnEhlAjJnfDwxAZkpLhU33OU1",
+	"PxYa5UqcRZlz9aQQRMF1VlHBRVGQ2iCKHjnuC5gnoUN7tsAVUQGvSORo5BLlHV6Ya5f2xZwqARclLs7R",
+	"bcFh9vKULshYyTlc1A8LHUCeRa8vPtrxUrFIkyomWMoI9iNY2iXIRgN/Jdz6T2TM+sIFBVDM8rCywr6E",
+	"oOBylAHT+lgGSBGlPA6Ipgs7fi3LvJ5nydLhf3hVL23/VNiNfmJFr5HruJIRfitg292eQ6wMFX86lvSs",
+	"uFUblMyQjmJwidItkcfLvHQN8VutnsHtS31M5Ht85BEPCvRQmazz07NYfkixnBMRuPl5OnLk8BSRjWUR",
+	"Y0AIjyQLoO3fJlYMp1WHn/dXN+f/EAw6V7IFzgnpuMKNGDVEo8irXaiOLbI0k27LQ9ZsT+PL21/h31pM",
+	"s+wwPSbbfmbZjxLe4igsxSlzsR2O4DBmOuZUsydl382uXqCJxmSMIhFvw0y2shLu9arIsX36BB9+bOrO",
+	"+npWTx6L1j9PJAFPHlbpQ7r2oe0uOsiVihHFDOI/C+kzvf0VPrSIg83IspWT9PVzKOuDVbISSJoOz91+",
+	"SWP0DoVSRQiDvIaMfzpy9LgSDhjQpXzSlIiqcj5n1NhF3Djc+H8/061fd7a++9JxH3q/bH35uhMc7N76",
+	"X7rf/8tGKdCDc7EVifmCmSVKfiSNHzrAALun9v/8hfSjP4YCf+ai0J2I6YQTOp2BUzOkIoI0tYD0er0u",
+	"oYZQr2wdOUF0ze5x2FsLBG9SNOtBf/dPPjYJu46eNaBH1vY3tSc5/UfRc+oSVTMIvOGCnL4OMKOSZtBP",
+	"GdBTlwwZ5qoah0bUF0unz1pDXLsg6shlkkYSg9sJu+EQnJ3PQffgUN7hdUgw2xPa8oWYoIW0KlAKKYFI",
+	"U0kYMhbp6gzH/PF4TCHmuljHe/U4PKARtDxfXDrloOl2w9I/eM3kpgH+Wb1sfzCnmchB2+vsVG9qBIZ0",
+	"tPLYcnX7q2KjZr9Z/lD/RufqWa7eX666XUcQjWQ6xKRXUP+CLF2oUHLBF+uCDCYoBMB/vwI4WM0L8zw3",
+	"N12n8KYYfkU70HZWZwXmwPwOXjRhx9d4PlJneH1FrPSpx6zm4jqprImVwkMVgbR6f9piLemq/xbYPGnv",
+	"21/9x/p6P+6hpyCRyoixHCgreOidwl48fs8FgZ6Uxpp5p9/WO9FkwTh/ymG2KWRr8kSJUb3a1bZV5P8c",
+	"v3+XFbfde3kA1W175NQQrgEDUAMSt+KhibEyewrcc7QEKlQWD4emFhTUoWYC4XHdHvnszamQCil4SONc",
+	"1rK39fKnZlMHfSFkeoi4dreqKJipyf+imElUWqFxb2en2k7zy/m4pprvxWXYBoWmbrYWdBo/UGP3aupJ",
+	"jcfllS/hpqcRVv9N89iLNBG4a6Hcjj+4BdlilMcQUe/Jz5q54V+k+OFzhN+D2SNRVHSKUBKxMKaWX13n",
+	"uHfHe7mkQAegf6dYTrFCntL51hDYGirydzCda2Xf9lf3qZWK9gR2dIvDa+Vkxk58TEVRKj2rar9rVa3R",
+	"0sXSbhgnM6gwda8L8r/x0rPz8+7Wd19+3tn67svXneDb2//E1rulF53VxwkwT+ts3nIU4FK4/czyWe9w",
+	"fLDv31ZVGNCGmvZtnifiwqAjemVXECMWUbfSSnHnJxeXuTraWZEBrhEMuuOcLpupVP1h4Yu9+Mawtk68",
+	"KNSfS2EgL17/RCb0mgFSdFWxgrTt2vr0axbHKwxyuFiu9BFOWJTErHy+9j2T6Nxzp1H3iIRyOgTvQ7pm",
+	"iDY94rGljqrp+TZab+SFeyEjjpKpeVlkVX2V5qRag4PbmXARxonm16zbsOrH9s3C0NJic9bM2LLNbbRd",
+	"bz+oIRtJqDmYjofdtBzPD/DqnQb0XKTjIaC721TnAGDVjk8sylDo3cHpPgvtlXr4AG21dqGNR8blrnJg",
+	"nNxQ4OlSwHYPvHwbINa/R84bpKC5ULugRz5jQnNfDE4jKwIME+Fi6ye2GAQA8GMUZ5HPls/hglnmCw4T",
+	"NCU1FiDKihE5ddsOp7O3s9M9yl67YgufR43c2DteADOs2vdwnogmhP9XMWfCbIUTqZmAjtzlwxXTbjKa",
+	"aDpipDPLig5kDA5tyuy8L63JGtIuH/HV79/s7W71+zffsC//WhHb9RhulHTZ0vP6tC4Lu2FVdU79vVAh",
+	"l76MyJa2wCsID+65qBjshe/u2TfxjDPxSOmKlsSycJ4KV4ZU+KPA79/KFA21lfRp9lXYV7e/qqTeHYFM",
+	"+DdiGc9KSvFS3lJM6oRBRY50oGRYsQDDHEA7HUpw9+m0lWbXxHkiGi+QMsLMKgtXVnHKx1BpklnDmGSP",
+	"pZU6g5mSURKyaNBNIxXSl/rCTNgCSueTziCUQidTFg0CxCfIhJNVnuHKUswSA9aoNbRdUGtf0GLvsDdc",
+	"kylXSioWHfrqSCAF/2GVMiYiFgEQgQHkmb6YyikTBir+A8p2jxz7eo25SlEOkxYLHGRzpwrwuPsCwV9x",
+	"JFU1G88TcZyu7eOe76yf6oO+mZvIc+zOfbOCqJcuSC+AUQTUnYbrWAlDx6z7u6ubvCZ/CKkIWfzol8rZ",
+	"qCqzsGEgXlg+gmrv28+p9rflgP6PKZdxGAho4vV3Fh2RkYxjOV9igM8YxL+JEvzkaom+cuzGSIIH8sj+",
+	"CQA8KIataNJGzmbF7I8HUV63V7JfiyQ7gN8P7YgGJKQKCxuT80RAdmpA/AN2qANCyYVhswuQ30dkwKMB",
+	"xHmsiHZtyVWEzEcLdjSDcCZXM0qTd1SbLehi6/Q1MbIvFLOaRbdHEMFGMTq1OoDOwxUm9ljRcAJjNExN",
+	"uaCxO03kGIotgooAJgK3wxDGRZnsviTabgEUb58peWMnCnphGEtdXVDxAkbi16PqOmXZU1KYXsFPsr4z",
+	"1LAbg9u4hctS5FPLDa5GGAgsSeAW1bkK9suVRbvEXBN5DZHV0dI+YY1siLwB1xLRdA561shuBCDnG3bo",
+	"VTAylYqROY9jKBhGOtDOBepfluAx60kIFhouxlDx6dmiyQP3qGumtjwRC6yfbnfI7gwWp8VKCH9gG0Yx",
+	"oxa/iYpSdhMyJ1gtFtlYDwb3cTQAe8ZVsld8bIm964vI58rb94UcOXZjdyfICtMUqtsHaOW4NCAscQH+",
+	"Yt821NBdwGmzvBJtnID0N6DLCNmWHehSsdYN7NEdP/A/aw+6NkXGCuXzoDoOGSDHher2boIoj4xEIhtT",
+	"LvrCUh4xE381usjGfZQvuhPJuXBcG13eMELdF9AMMVJacy1z16SeHMdxvG+94O7EynJQ4ya1LQ9zhXTd",
+	"egwXGCmbXoG+lSSUEdvUfRHSOIY1sPZ+5pxP9zErLIohh1g4EMprvJVWokTMeaAgJYxEbGYtUxFC3fHC",
+	"GioGCw6hZnTK8IjaFUipAM+sv/hM5Rq6fLXxK3dE2A03ZEJFFDNlW4jndKGzXXFX2EBGaCdLES/KxNe5",
+	"peDHU7x987V69+5T+MPc2X32TP8lIJO8k9hzbPAFj7jgesIip4rmMW1AFGhfRxP49rzAgx9e8YbDv/3V",
+	"/nO7TWczJa/Z08m55ketIt8gE1+zkEdW14ZqTApwKdDTRrlxAKKDz8enl6cf3v7y5uP5L8dnZ+cf/378",
+	"btAjx2LRF6YYUoA4oV6Dz4wGz+R9SG44YeGVu0N19fZVEjNI+HWhD8RuCcENceWUrtlR6oqEiqJ+zL0p",
+	"F+cyZliYNP3W7YnSzu05nzC4f6XEmRFQg8nfD6L49IW+glzEUQfkjm3h9HU3wLqqMmYBjt+bJN6xCtEk",
+	"1uLzCf8ehdVNNB3foIydH+OY7d49Ekc/dt2/djOt5eyPftPhR5Gu1lFqCC57+hUfTzy2PX9Gsn++Yax2",
+	"yeAhIjTlYwXutpYxtb4osBZA/YUNPOFEmjMbUOEVhIuI3RB7ElRAJLxEY4hzgQBGqRmxOrsUDL0igYvO",
+	"2XLROZaPHZM5j9yNTWeKYW5UkN1gZ2cH++6CUwec4mBqnEltxsrqu/MJw3sUMqQGuDgeTLwNsi8j1gEH",
+	"vVQf9gVOBkuQWM3ZFwB0HjDLCYU0UOSORWi/DEKZCKMH9se+iPk1AwSGqdPkcwuiSTbIZR9Uj9gH+4Ia",
+	"w6YzY1lrLMefVDyw7wH2nRxXXQBZBnsKG9UQYvPRLjzOEfg4d85d0mG9cY+8OT59d/K6MmRwvfhY73pj",
+	"d40W3N3Jhwvu7jxWvCDpuG8hZAXXA2NMu3+gUEJPA3auTfGEQAHP9/HL6MAVnCwgFFcOruKsRvS7dGCV",
+	"w5vpTPdqzGtvEff9ZX0JEstxtQA5z/k4YjlG3jiQo5FmZtAjg//YOnar+oHdmK2P+INP9MTnrOJOqL4C",
+	"v4k97i4wcoAXWf9mZzwolA5wvmVNEmF4jJqvY7zenRykKjDAcmBPqZMeagcYRXkMxQVWmPJbBjz5nZ16",
+	"A0ve3RpSDYHl2D9eQRyllkMuFdA9UsWU3M9FlrQWv8y7/VB4V/VlnyjvaKe8o7JGcFHLmf9OkMWhc2EO",
+	"9jeCO/WBNFDex4jGmqVNDaWMGRXtLzlmMeVizduNd3JMhguDPvCc5yej83dyvPVKTmce/bL4vqXlDJ9p",
+	"iWZzDlzbB6RnZsmiJdc62ZSDjdKTtjoA/L4YJwydWbUozUXupKcDB4u7ALcm5akGfotXtvX2WUhlQuoV",
+	"ZsRERJtIJmZbm4gpCC1EFZrN8jziWUK1lFCK2d+fvV3P3q57ebvOgYyenV3Pzq5nZ9fdcfKADVX4uvC6",
+	"FD6NKI/XjIauFgw+ZbQ+P/kifeoxzXjXSVVaIIQbuWeeg2sfsiJQSgQIk0eLZn5GIr9VVaCLLK/5MYSL",
+	"b/63qQ2UTu4vRvJ/0gtvJCJCc8gEHgEAg4kMVUZjXjP429L4mhQWxmVM5WNvOqHCC/JtqYg1EdU1XRIC",
+	"9ce0+UY8fX/7q//YohpF4Wg+16J4fPrCZUfV3K39EVITNykKhb+sMTKxz6xPJtXleqs3fOeZJf7h4HFT",
+	"dJLMbpmxMEgrkrq7SXAEY/5NaK1GiEt8WhWhhefADaIxqLWM020PaXg14vHjJ+EsDbNK8/nBjeeJdB/f",
+	"3W+Ucv+XVYL+QEF86F5HBASW4xwyiSOEXvLihwvyM3wOCBNRNwAXfUxnMzBr41jO7yKT1jzQM5po9ns5",
+	"zWd2ME90lD9INGKez+sfX0ID3RTOmy8Ob/U75uurzyeLRz9PRvHxmKnfy4m6xOE8q6N/HmLPA4oIOUeX",
+	"pxMdTiMlsIvs8S3f7UT8rgTIJxzOswh5PlVrnipHOdVC5EGPEgsVM20q+V7Ak7W5uvcImWxGWHzUgMRs",
+	"bnWXGbhKz/T9oFcZsPSa0CTipoiCSDrzifRJfQFRbBbT0H5CD2cEiUZFwYKNPV4R1y9NJ6nNGXrcSzno",
+	"ovZKDgfxTMaPQcbuOo50hLW+Hf7pNY2TZRWohlIfu3iP63v7K35oc2kADz5fGTztlQF1VHXks8cxx3LE",
+	"FACAcAORBWmOhiBFgNh2zLDy2qBiyx+aU9VzqWdKuveFAazjpsvhpyIiE66NVAvPorjRyKCelj+1MLRg",
+	"CJmZlVQkdcHgMdydxiwiHSauWSxnjDARqgU82vW44xwD441UWKMIYvNwIdKI4OGCULEgSiaG9QCWR+eO",
+	"nUmJkwwXfYHcfmBPBOWCqZ5buYFDIp5LdQWNaxlfM7j0K9SsBWgXZXSP7O3s4k+pxrO3s4PfeNWnLJTv",
+	"LMmf1UcwMaHxv9tFfvJLhkoOce4X5KHReau7fK5J+9sHaUjlj0IqHHvk1DMwe7Lnihu2BZgda4rCan0J",
+	"wnPvW0GuIWLKZ+g9Hjw39LDWbeHuA48gwklWn60jZMx5FisQdjiXfvKKhhO29UoKo2RcArsm5Ba0MjjM",
+	"twNo9JgOK8ZW6gkSYvi4VB60rFcLJ/YMrP0XwBRMg8F8kgGcfYech5SUr2MIlRQBGAo0CEQQyvEdxznK",
+	"2A6NplzUch28L6l3KFz6hx5RCrs+6lwKfqzP6vpD+hT8qgblXgUn1Apqe0o0T18YZIBIQIAt4LRbDC7A",
+	"3Bz89RDrm6JDhMwBVgE5rCZTuuiLop494vangAy+fiXJzKEsOlix3g25vR2QjoMAxYl3iVR9YR8fymiR",
+	"PTKR8qrbI8fwwT+8qcmP749fQfkOrsmYCXu8vF2QHnKPPpBm5IJ2QS4YI5EM9Tad8d40+l/pGaisK+IO",
+	"0iNJedf6bxMT7QW8m2E9myAdyzJxU1LXGbDRT+fvuk3ivlpCBwVQsmdJ/ucAIktDqsESzqpXCF9hDaDJ",
+	"NOlI0VOJeOOgyroQlm1f0HwscqWFjCRUEC6Gdv0sxcGbyCDactIWNoN7ffur+9TCy5rnD41uVrwCeRa4",
+	"D+Rp9azJ14ZHyQM4D53lYG1t6GJ9Wql2tVbu+4PrcA2M+Zma7uttTSVc5ltF8fbEWlqzd9VRRKbUURNO",
+	"SsJYZtFTaS7Y1VP7GP+aJ+OPoQKcCPulFeQRh0HkGHWH+i8jQJT4Z8ISxBF2rBuRvCF3S0jBHle4b2On",
+	"rYz1N+7RB4ihKRQp3XsuUrpdWOI25Urdvj1Lvvs7LjKr2i3qck3TYl0rQCfPlCqpyHyySItB/35FZTVb",
+	"mLOhNSOqEcROEGYEUT2wbhdX1gQB5wcUCVmQULGICcNprP1pVCxk/NpKoTJExc++20c8V66POh+gn/3z",
+	"UXpIH6Bf1YDIOMpFxjU5AlNafLxQuGq0n9gSK5S7UYycfby4dJnT4PtzFVPQKAdu8OP741dbFz8e7708",
+	"IB3NWF/k/GpdRMiTiSEDnOggAIG/7LEjOYddX6x67I4IxVrEOUd+8eK/2nPnyP+R9F/X+m/qufMzrD/c",
+	"6LmzVk229Dn75tlt9+fLJEyGlhaGVvX+dP7OVzBxRXM6KhE9XxwgQIznEeUx4A17fKy0XNv6DKpZ1m5/",
+	"dZ9a+Nfyp/g5jPEJnWuee3jmEaGEWJBYjo+KNa08aqmRgL61tkCr8rFV7v2D60gNLPSZqO7rY0tlUa2P",
+	"7fEVoGbDwVFEOx/bk+gYv42P7a95Mv4gkXVQ5y5j0pvayvnASfggu35DmPnAnbWA5PbRGu9MoC9uFNPx",
+	"o8r57Si1L2q9bY7oMmvk2eH2eEfbrfKijcst279nWXh/V0F2bPNa1bLrDexs8L+VgC7//kSl4wcYPrf9",
+	"Ff6tVfDP2bW8ygXRNqn3+Pzz9fm9IVDtMhKKYZJH6M+VM0RihksYLP24XkxkQxUC5Junr0kHENPSyMys",
+	"AkoRtNvkQqvLUbtrbxTs26evc2jdHmW6QfykTz0i930rfTdVjPecjbk2TLEoRcf2bPcOJPzU9PVhpaip",
+	"Jiqb0XDh0msK2Gbpo/UIu7YjFiaKmwUQ2ZBRxdRxYuXoz1+s0NRQJRhJMFHxxuHGNqjxrqOvKSr8Qhs2",
+	"BS7nBbVTZPLfObrPP5UONPclQAPn/g7jRMNByH03niX5P5mIZpKLYncZMEDuy5TT58flb1jyL7t8idxX",
+	"VBk+oktzmsqIxcXh0nDCLAf//wMAAP//8CBodQM2AgA=",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

@@ -210,6 +210,18 @@ func (s *Store) MirrorRun(ctx context.Context, st runstate.Status) error {
 	if n.Subject == "" {
 		n.Subject = st.Workflow // a Go pipeline: webhooks filter on its registered name
 	}
+	// A final status also fires the project's run triggers on this
+	// pipeline (internal/services/triggers), with what their templates
+	// read as upstream.
+	n.Finished = st.State.Terminal()
+	n.TriggerPayload = json.RawMessage("{}")
+	if n.Finished {
+		tp, err := catalog.NewRunFinishedPayload(st, n.Subject)
+		if err != nil {
+			return invalid("run status: %v", err)
+		}
+		n.TriggerPayload = jsonbSafe(tp)
+	}
 	for _, e := range events {
 		n.EventIds = append(n.EventIds, e.ID)
 		n.EventTypes = append(n.EventTypes, e.Type)

@@ -21,31 +21,42 @@ func webhookOwner(id string) string { return "webhook/" + id }
 
 // sealWebhookSecret returns what to store for a webhook's secret.
 func (s *Store) sealWebhookSecret(ctx context.Context, id, secret string) (string, error) {
+	return s.sealSecretFor(ctx, webhookOwner(id), secret)
+}
+
+// openWebhookSecret returns a webhook's secret from what is stored.
+func (s *Store) openWebhookSecret(ctx context.Context, id, stored string) (string, error) {
+	return s.openSecretFor(ctx, webhookOwner(id), stored)
+}
+
+// sealSecretFor returns what to store for a signing secret of owner (a
+// webhook's, a hook trigger's): sealed when the store has a box.
+func (s *Store) sealSecretFor(ctx context.Context, owner, secret string) (string, error) {
 	if s.box == nil {
 		return secret, nil
 	}
-	v, err := s.box.Seal(ctx, []byte(secret), webhookOwner(id))
+	v, err := s.box.Seal(ctx, []byte(secret), owner)
 	if err != nil {
 		return "", err
 	}
 	return encodeSealed(v), nil
 }
 
-// openWebhookSecret returns a webhook's secret from what is stored.
-func (s *Store) openWebhookSecret(ctx context.Context, id, stored string) (string, error) {
+// openSecretFor returns owner's signing secret from what is stored.
+func (s *Store) openSecretFor(ctx context.Context, owner, stored string) (string, error) {
 	if !strings.HasPrefix(stored, sealedPrefix) {
 		return stored, nil
 	}
 	if s.box == nil {
-		return "", fmt.Errorf("webhook %s: its secret is sealed and this process has no secrets key (ATELIER_SECRETS_KEY_URL)", id)
+		return "", fmt.Errorf("%s: its secret is sealed and this process has no secrets key (ATELIER_SECRETS_KEY_URL)", owner)
 	}
 	v, err := decodeSealed(stored)
 	if err != nil {
-		return "", fmt.Errorf("webhook %s: %w", id, err)
+		return "", fmt.Errorf("%s: %w", owner, err)
 	}
-	b, err := s.box.Open(ctx, v, webhookOwner(id))
+	b, err := s.box.Open(ctx, v, owner)
 	if err != nil {
-		return "", fmt.Errorf("webhook %s: %w", id, err)
+		return "", fmt.Errorf("%s: %w", owner, err)
 	}
 	return string(b), nil
 }

@@ -55,6 +55,7 @@ func Commands() []*cobra.Command {
 		bind(secretsCmd(o)),
 		bind(artifactsCmd(o)),
 		bind(modelsCmd(o)),
+		bind(triggersCmd(o)),
 	}
 }
 

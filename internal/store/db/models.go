@@ -235,6 +235,41 @@ type Token struct {
 	RevokedAt  *time.Time
 }
 
+type Trigger struct {
+	ID           string
+	Project      string
+	Name         string
+	Kind         string
+	OnPipeline   *string
+	OnStates     []string
+	Pipeline     string
+	Version      *int32
+	Params       json.RawMessage
+	Secret       string
+	MaxPerMinute int32
+	Enabled      bool
+	Description  string
+	CreatedAt    time.Time
+	CreatedBy    string
+}
+
+type TriggerFiring struct {
+	ID            string
+	TriggerID     string
+	Project       string
+	Source        string
+	Payload       json.RawMessage
+	State         string
+	Attempts      int32
+	NextAttemptAt time.Time
+	LeaseOwner    *string
+	LeaseUntil    *time.Time
+	RunID         *string
+	Error         string
+	CreatedAt     time.Time
+	FinishedAt    *time.Time
+}
+
 type Webhook struct {
 	ID          string
 	Project     string

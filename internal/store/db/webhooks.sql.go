@@ -402,6 +402,13 @@ WITH mirrored AS (
         created_by = CASE WHEN runs.created_by = '' THEN excluded.created_by ELSE runs.created_by END
     WHERE runs.seq < excluded.seq AND runs.project = excluded.project
     RETURNING runs.project
+), fired AS (
+    INSERT INTO trigger_firings (id, trigger_id, project, source, payload)
+    SELECT 'fir-' || substr(md5(t.id || '/' || $2), 1, 24), t.id, t.project, $2, $17::jsonb
+    FROM mirrored m
+    JOIN triggers t ON t.project = m.project AND t.kind = 'run' AND t.enabled AND t.on_pipeline = $6::text
+    WHERE $18::boolean AND $11 = ANY (t.on_states)
+    ON CONFLICT (trigger_id, source) DO NOTHING
 )
 INSERT INTO webhook_deliveries (id, webhook_id, project, run_id, event_id, event, step, payload)
 SELECT 'dlv-' || substr(md5(w.id || '/' || ($1::text[])[i]), 1, 24), w.id, w.project, $2,
@@ -417,22 +424,24 @@ ON CONFLICT (webhook_id, event_id) DO NOTHING
 `
 
 type MirrorRunNotifyParams struct {
-	EventIds      []string
-	ID            string
-	EventTypes    []string
-	EventSteps    []string
-	EventPayloads []string
-	Subject       string
-	Project       string
-	Pipeline      *string
-	Version       *int32
-	Workflow      string
-	State         string
-	Seq           int64
-	Status        json.RawMessage
-	CreatedAt     *time.Time
-	Schedule      *string
-	CreatedBy     string
+	EventIds       []string
+	ID             string
+	EventTypes     []string
+	EventSteps     []string
+	EventPayloads  []string
+	Subject        string
+	Project        string
+	Pipeline       *string
+	Version        *int32
+	Workflow       string
+	State          string
+	Seq            int64
+	Status         json.RawMessage
+	CreatedAt      *time.Time
+	Schedule       *string
+	CreatedBy      string
+	TriggerPayload json.RawMessage
+	Finished       bool
 }
 
 // MirrorRun that also queues the events the status shows (@event_ids,
@@ -442,7 +451,10 @@ type MirrorRunNotifyParams struct {
 // that is ignored (not newer) queues nothing, which loses nothing: the
 // newer status shows every event the older one did. An event already
 // queued for a webhook is not queued again. Rows affected: deliveries
-// queued.
+// queued. A final status (@finished) also queues one firing of every
+// enabled run trigger of the project on this pipeline and state
+// (migrations/00014_triggers.sql), with @trigger_payload, once per trigger
+// and run.
 func (q *Queries) MirrorRunNotify(ctx context.Context, arg MirrorRunNotifyParams) (int64, error) {
 	result, err := q.db.Exec(ctx, mirrorRunNotify,
 		arg.EventIds,
@@ -461,6 +473,8 @@ func (q *Queries) MirrorRunNotify(ctx context.Context, arg MirrorRunNotifyParams
 		arg.CreatedAt,
 		arg.Schedule,
 		arg.CreatedBy,
+		arg.TriggerPayload,
+		arg.Finished,
 	)
 	if err != nil {
 		return 0, err

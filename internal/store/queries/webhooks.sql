@@ -42,7 +42,10 @@ WHERE project = @project AND id = @id;
 -- that is ignored (not newer) queues nothing, which loses nothing: the
 -- newer status shows every event the older one did. An event already
 -- queued for a webhook is not queued again. Rows affected: deliveries
--- queued.
+-- queued. A final status (@finished) also queues one firing of every
+-- enabled run trigger of the project on this pipeline and state
+-- (migrations/00014_triggers.sql), with @trigger_payload, once per trigger
+-- and run.
 WITH mirrored AS (
     INSERT INTO runs (
         id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, schedule, created_by
@@ -59,6 +62,13 @@ WITH mirrored AS (
         created_by = CASE WHEN runs.created_by = '' THEN excluded.created_by ELSE runs.created_by END
     WHERE runs.seq < excluded.seq AND runs.project = excluded.project
     RETURNING runs.project
+), fired AS (
+    INSERT INTO trigger_firings (id, trigger_id, project, source, payload)
+    SELECT 'fir-' || substr(md5(t.id || '/' || @id), 1, 24), t.id, t.project, @id, @trigger_payload::jsonb
+    FROM mirrored m
+    JOIN triggers t ON t.project = m.project AND t.kind = 'run' AND t.enabled AND t.on_pipeline = @subject::text
+    WHERE @finished::boolean AND @state = ANY (t.on_states)
+    ON CONFLICT (trigger_id, source) DO NOTHING
 )
 INSERT INTO webhook_deliveries (id, webhook_id, project, run_id, event_id, event, step, payload)
 SELECT 'dlv-' || substr(md5(w.id || '/' || (@event_ids::text[])[i]), 1, 24), w.id, w.project, @id,
