@@ -254,7 +254,7 @@ class ScheduleCard {
     if (sc.createdAt || sc.createdBy) facts.push(["Created", `${fmtTime(sc.createdAt)}${sc.createdBy ? ` by ${sc.createdBy}` : ""}`]);
 
     const note = sc.paused
-      ? h("div", { class: "alert warn pause-note" }, h("strong", {}, "Paused"), sc.note ? `: ${sc.note}` : "")
+      ? h("div", { class: "alert warn paused-note" }, h("strong", {}, "Paused"), sc.note ? `: ${sc.note}` : "")
       : sc.note
         ? h("p", { class: "muted small schedule-note" }, `Last note: ${sc.note}`)
         : null;
@@ -349,12 +349,12 @@ class ScheduleCard {
     for (const f of [this.pause, this.unpause, this.trigger, this.backfill]) if (f.form !== except) f.form.hidden = true;
   }
 
-  private opener(cls: string, label: string, form: () => ActionForm): HTMLButtonElement {
+  private opener(kind: string, cls: string, label: string, form: () => ActionForm): HTMLButtonElement {
     return h(
       "button",
       {
         type: "button",
-        class: `${cls} open`,
+        class: `${cls} open open-${kind}`.trim(),
         onclick: () => {
           const f = form();
           const open = f.form.hidden;
@@ -398,7 +398,7 @@ class ScheduleCard {
       verb === "pause"
         ? `Pause ${this.name}? No run starts on its timetable until it is unpaused (Trigger now and Backfill still start runs). The note is shown with the schedule.`
         : `Unpause ${this.name}? Runs start again on its timetable.`;
-    const f: ActionForm = this.shell(verb, this.opener(verb === "pause" ? "" : "primary", label, () => f), submit, "Cancel", () => {
+    const f: ActionForm = this.shell(verb, this.opener(verb, verb === "pause" ? "" : "primary", label, () => f), submit, "Cancel", () => {
       const body: ScheduleNote = note.value.trim() ? { note: note.value.trim() } : {};
       void this.send(f, `${this.path}/${verb}`, body, label, (sc) => {
         note.value = "";
@@ -412,7 +412,7 @@ class ScheduleCard {
   private triggerForm(): ActionForm {
     const submit = h("button", { type: "submit", class: "primary confirm-trigger" }, "Start a run now");
     const text = h("p", { class: "form-text" });
-    const f: ActionForm = this.shell("trigger", this.opener("", "Trigger now", () => {
+    const f: ActionForm = this.shell("trigger", this.opener("trigger", "", "Trigger now", () => {
       // Said when opened: the schedule's overlap policy decides what happens.
       const sc = this.sc;
       replace(text, `Start a run of ${this.name} now? Its overlap policy applies (${sc ? `${sc.overlap}: ${OVERLAP[sc.overlap] ?? ""}` : ""})${sc?.paused ? "; it starts although the schedule is paused" : ""}.`);
@@ -439,7 +439,7 @@ class ScheduleCard {
     clear(end, endError);
     const submit = h("button", { type: "submit", class: "primary confirm-backfill" }, "Start backfill");
     const tz = Intl.DateTimeFormat().resolvedOptions().timeZone;
-    const f: ActionForm = this.shell("backfill", this.opener("", "Backfill…", () => f), submit, "Cancel", () => {
+    const f: ActionForm = this.shell("backfill", this.opener("backfill", "", "Backfill…", () => f), submit, "Cancel", () => {
       setFieldError(start, startError);
       setFieldError(end, endError);
       // What cannot be sent at all is said here; the gateway judges the rest.
