@@ -10,6 +10,7 @@
 
 import { ApiError, call, enc, get } from "../api";
 import { badge, fmtTime, h, json, replace, s } from "../dom";
+import { fmtGoDuration } from "../goduration";
 import { href } from "../route";
 import type { Endpoint, EndpointEvent, EndpointGates, EndpointObserved, EndpointRollback, EndpointRollout, EndpointSummary, EndpointTrafficWindow, EndpointList } from "../types";
 import { errorBox, message, type View } from "./view";
@@ -319,8 +320,8 @@ export class EndpointPage implements View {
     const cand = v.observed.find((o) => o.revision === ro.revision);
     const weight = v.traffic.find((w) => w.revision === ro.revision)?.weight ?? 0;
     const plan: string[] = [];
-    if (ro.strategy === "canary") plan.push(`steps ${(ro2.canary?.steps ?? []).map((s) => `${s.weight}%${s.pause ? ` for ${s.pause}` : ""}`).join(" → ") || "default"}, then the rest in rolling batches`);
-    if (ro.strategy === "blueGreen") plan.push(ro2.blueGreen?.autoPromoteAfter ? `a full preview at 0%, promoted after ${ro2.blueGreen.autoPromoteAfter} with passing gates` : "a full preview at 0%, waiting for Promote");
+    if (ro.strategy === "canary") plan.push(`steps ${(ro2.canary?.steps ?? []).map((s) => `${s.weight}%${s.pause ? ` for ${fmtGoDuration(s.pause)}` : ""}`).join(" → ") || "default"}, then the rest in rolling batches`);
+    if (ro.strategy === "blueGreen") plan.push(ro2.blueGreen?.autoPromoteAfter ? `a full preview at 0%, promoted after ${fmtGoDuration(ro2.blueGreen.autoPromoteAfter)} with passing gates` : "a full preview at 0%, waiting for Promote");
     if (ro.strategy === "rolling") plan.push(`batches of maxSurge ${ro2.maxSurge ?? 1}, maxUnavailable ${ro2.maxUnavailable ?? 0}`);
     if (ro2.surgeFree) plan.push("surge-free");
     return [
@@ -543,7 +544,7 @@ function gatesTable(g: EndpointGates, w: EndpointTrafficWindow | undefined, cand
     rule: `≥ ${min} request${min === 1 ? "" : "s"} before a traffic verdict`,
     live: win ? `${win.requests} of ${min} since ${fmtTime(win.from)}` : "—",
     verdict: enough ? "pass" : "insufficient",
-    note: `${g.syntheticProbes ? "synthetic probes make up missing samples" : "no synthetic probes"}; short for ${g.maxInsufficient ?? "10m"}: ${g.onInsufficient ?? "pause"}`,
+    note: `${g.syntheticProbes ? "synthetic probes make up missing samples" : "no synthetic probes"}; short for ${fmtGoDuration(g.maxInsufficient ?? "10m")}: ${g.onInsufficient ?? "pause"}`,
   });
   rows.push({
     gate: "Readiness",
@@ -584,7 +585,7 @@ function gatesTable(g: EndpointGates, w: EndpointTrafficWindow | undefined, cand
       "p",
       { class: "muted small", id: "window-note" },
       win
-        ? `Traffic window of revision ${win.revision} since ${fmtTime(win.from)}: requests through the gateway (and probes), judged every ${g.analysisInterval ?? "30s"}. `
+        ? `Traffic window of revision ${win.revision} since ${fmtTime(win.from)}: requests through the gateway${g.syntheticProbes ? " and the worker's probes" : ""}, judged every ${fmtGoDuration(g.analysisInterval ?? "30s")}. `
         : w
           ? `The last traffic window is of revision ${w.revision}, not the candidate's. `
           : "No traffic window reported yet. ",

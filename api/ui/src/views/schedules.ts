@@ -12,6 +12,7 @@
 
 import { ApiError, call, enc, get, query } from "../api";
 import { badge, fmtDuration, fmtTime, h, json, replace } from "../dom";
+import { fmtGoDuration } from "../goduration";
 import { href } from "../route";
 import { runTerminal, type FieldError, type Run, type RunList, type Schedule, type ScheduleBackfillRequest, type ScheduleList, type ScheduleNote, type ScheduleOverlap } from "../types";
 import { errorBox, message, type View } from "./view";
@@ -246,7 +247,7 @@ class ScheduleCard {
 
     const facts: [string, Node | string][] = [["Timetable", timetable(sc)]];
     facts.push(["Overlap", h("span", {}, h("code", {}, sc.overlap), h("span", { class: "muted" }, `: ${OVERLAP[sc.overlap] ?? ""}`))]);
-    if (sc.catchupWindow) facts.push(["Catch-up window", sc.catchupWindow]);
+    if (sc.catchupWindow) facts.push(["Catch-up window", h("span", { title: sc.catchupWindow }, fmtGoDuration(sc.catchupWindow))]);
     facts.push([
       "Started",
       h("span", { class: "schedule-counts" }, `${sc.actions} run${sc.actions === 1 ? "" : "s"}`, sc.skippedOverlap ? h("span", { class: "muted" }, ` · ${sc.skippedOverlap} start${sc.skippedOverlap === 1 ? "" : "s"} skipped (overlap)`) : null),
@@ -291,9 +292,14 @@ class ScheduleCard {
     const next = sc.nextRuns.slice(0, NEXT);
     if (!next.length) return h("p", { class: "muted small next-none" }, sc.paused ? "None while paused." : "None: the timetable has no time ahead.");
     return h(
-      "ol",
-      { class: "next-runs" },
-      next.map((t) => h("li", { "data-at": t }, h("span", { class: "nowrap" }, fmtTime(t)), " ", h("span", { class: "muted rel", "data-at": t }, relative(t)))),
+      "div",
+      {},
+      sc.paused ? h("p", { class: "muted small next-paused" }, "Paused: none of these starts unless it is unpaused by then.") : null,
+      h(
+        "ol",
+        { class: sc.paused ? "next-runs paused" : "next-runs" },
+        next.map((t) => h("li", { "data-at": t }, h("span", { class: "nowrap" }, fmtTime(t)), " ", h("span", { class: "muted rel", "data-at": t }, relative(t)))),
+      ),
     );
   }
 
@@ -529,19 +535,34 @@ function recentRows(sc: Schedule, runs: Run[]): RecentRow[] {
 function timetable(sc: Schedule): HTMLElement {
   const parts: (Node | string)[] = [];
   for (const c of sc.cron ?? []) parts.push(h("span", { class: "spec-item" }, "cron ", h("code", {}, c)));
-  for (const e of sc.every ?? []) parts.push(h("span", { class: "spec-item" }, "every ", h("code", {}, e)));
+  for (const e of sc.every ?? []) parts.push(h("span", { class: "spec-item" }, "every ", h("code", { title: e }, fmtGoDuration(e))));
+  if (!parts.length) {
+    // The gateway's view leaves out the cron expressions of a schedule
+    // Temporal describes as calendars (it keeps no copy): say so rather
+    // than show nothing. The next runs below still follow them.
+    parts.push(h("span", { class: "spec-item muted cron-unknown" }, "cron (expressions not reported by the gateway; see the next runs)"));
+  }
   const extra: string[] = [];
-  if (sc.cron?.length) extra.push(`time zone ${sc.timeZone || "UTC"}`);
-  if (sc.jitter) extra.push(`jitter up to ${sc.jitter}`);
+  if (sc.cron?.length || sc.timeZone) extra.push(`time zone ${sc.timeZone || "UTC"}`);
+  if (sc.jitter) extra.push(`jitter up to ${fmtGoDuration(sc.jitter)}`);
   return h("span", { class: "timetable" }, parts, extra.length ? h("span", { class: "muted" }, ` (${extra.join(", ")})`) : null);
 }
 
-/** relative says how far a time is from now: "in 42s", "3m 2s ago". */
+/** relative says how far a time is from now: "in 42s", "in 3d 4h", "3m 2s ago". */
 function relative(iso: string): string {
   const t = Date.parse(iso);
   if (isNaN(t)) return "";
-  const now = new Date().toISOString();
-  return t >= Date.now() ? `in ${fmtDuration(now, iso)}` : `${fmtDuration(iso, now)} ago`;
+  const ms = Math.abs(t - Date.now());
+  let span: string;
+  if (ms >= 86_400_000) {
+    const d = Math.floor(ms / 86_400_000);
+    const hr = Math.floor((ms % 86_400_000) / 3_600_000);
+    span = hr ? `${d}d ${hr}h` : `${d}d`;
+  } else {
+    const now = new Date().toISOString();
+    span = t >= Date.now() ? fmtDuration(now, iso) : fmtDuration(iso, now);
+  }
+  return t >= Date.now() ? `in ${span}` : `${span} ago`;
 }
 
 function setFieldError(input: HTMLInputElement, el: HTMLElement, msg?: string): void {
