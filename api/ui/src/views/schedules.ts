@@ -85,7 +85,7 @@ export class SchedulesPage implements View {
       const runs = await Promise.all(
         list.items.map((sc) =>
           get<RunList>(`${this.base}/runs${query({ schedule: sc.name, pageSize: RECENT })}`, signal).then(
-            (r) => ({ runs: r.runs, more: !!r.nextPageToken }),
+            (r) => ({ runs: r.runs }),
             (e: unknown) => ({ err: e }),
           ),
         ),
@@ -105,7 +105,7 @@ export class SchedulesPage implements View {
     }
   }
 
-  private render(items: Schedule[], runs: ({ runs: Run[]; more: boolean } | { err: unknown })[]): void {
+  private render(items: Schedule[], runs: Listed[]): void {
     const first = !this.loaded;
     this.loaded = true;
     if (!items.length) {
@@ -171,7 +171,7 @@ class ScheduleCard {
   private readonly backfill: ActionForm & { start: HTMLInputElement; end: HTMLInputElement; startError: HTMLElement; endError: HTMLElement };
   private infoKey = "";
   /** The last answer of the runs list for this schedule. */
-  private listed?: { runs: Run[]; more: boolean } | { err: unknown };
+  private listed?: Listed;
   /** A trigger waiting for its run: the runs the schedule had started before, and since when it waits. */
   private triggered?: { before: Set<string>; at: number };
 
@@ -214,7 +214,7 @@ class ScheduleCard {
   }
 
   /** update shows the schedule, with the runs listed for it (absent: the last ones listed). */
-  update(sc: Schedule, listed?: { runs: Run[]; more: boolean } | { err: unknown }): void {
+  update(sc: Schedule, listed?: Listed): void {
     this.sc = sc;
     if (listed) this.listed = listed;
     const runs = this.listed;
@@ -508,6 +508,9 @@ class ScheduleCard {
     }
   }
 }
+
+/** Listed is the runs list's answer for one schedule: its newest runs, or why it failed. */
+type Listed = { runs: Run[] } | { err: unknown };
 
 /** RecentRow is a run the schedule started: from the runs list (with its state) and/or the schedule's own recent runs (with when it was due). */
 interface RecentRow {
