@@ -106,8 +106,14 @@ export function idempotencyKey(): string {
   return `ui-${Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("")}`;
 }
 
-/** enc escapes one path segment. */
-export const enc = encodeURIComponent;
+/**
+ * enc escapes one path segment. A colon is left as it is (RFC 3986 allows
+ * it in a segment): a scheduled run's ID holds one
+ * (`sched.<project>.<name>-2025-06-01T02:00:00Z`), and the gateway checks
+ * path parameters against their pattern before unescaping them, so
+ * `%3A` would be refused (400).
+ */
+export const enc = (segment: string): string => encodeURIComponent(segment).replace(/%3A/gi, ":");
 
 export function query(params: Record<string, string | number | boolean | undefined | null>): string {
   const q = new URLSearchParams();

@@ -5,10 +5,12 @@ import { h, replace } from "./dom";
 import { href, parse, type Route } from "./route";
 import type { Project } from "./types";
 import { ComparePage } from "./views/compare";
+import { EndpointPage, EndpointsPage } from "./views/endpoints";
 import { LaunchPage } from "./views/launch";
 import { PipelinePage, PipelinesPage } from "./views/pipelines";
 import { RunPage } from "./views/run";
 import { RunsPage } from "./views/runs";
+import { SchedulesPage } from "./views/schedules";
 import type { View } from "./views/view";
 
 const app = document.getElementById("app")!;
@@ -71,6 +73,12 @@ function page(r: Exclude<Route, { page: "login" | "home" }>): View {
       return new LaunchPage(r);
     case "compare":
       return new ComparePage(r.project, r.runs);
+    case "schedules":
+      return new SchedulesPage(r.project, r.focus);
+    case "endpoints":
+      return new EndpointsPage(r.project);
+    case "endpoint":
+      return new EndpointPage(r.project, r.endpoint);
   }
 }
 
@@ -82,7 +90,14 @@ function show(v: View): void {
 
 /** shell wraps a page in the top bar (project, sections, log out). */
 function shell(r: Exclude<Route, { page: "login" | "home" }>, inner: View): View {
-  const section = r.page === "pipelines" || r.page === "pipeline" || r.page === "launch" ? "pipelines" : "runs";
+  const section =
+    r.page === "pipelines" || r.page === "pipeline" || r.page === "launch"
+      ? "pipelines"
+      : r.page === "schedules"
+        ? "schedules"
+        : r.page === "endpoints" || r.page === "endpoint"
+          ? "endpoints"
+          : "runs";
   const projectPicker =
     projects.length > 1
       ? h(
@@ -110,6 +125,8 @@ function shell(r: Exclude<Route, { page: "login" | "home" }>, inner: View): View
         {},
         h("a", { href: href.runs(r.project), class: section === "runs" ? "active" : "" }, "Runs"),
         h("a", { href: href.pipelines(r.project), class: section === "pipelines" ? "active" : "" }, "Pipelines"),
+        h("a", { href: href.schedules(r.project), class: section === "schedules" ? "active" : "", id: "nav-schedules" }, "Schedules"),
+        h("a", { href: href.endpoints(r.project), class: section === "endpoints" ? "active" : "", id: "nav-endpoints" }, "Endpoints"),
       ),
       h("span", { class: "spacer" }),
       h(

@@ -12,6 +12,10 @@ export type Route =
   | { page: "launch"; project: string; pipeline: string; version: number; from?: string }
   /** Runs side by side (2 to 20, in this order). */
   | { page: "compare"; project: string; runs: string[] }
+  /** The project's schedules; focus: the one to scroll to (a run's page links there). */
+  | { page: "schedules"; project: string; focus?: string }
+  | { page: "endpoints"; project: string }
+  | { page: "endpoint"; project: string; endpoint: string }
   | { page: "home" };
 
 export function parse(hash: string): Route {
@@ -33,6 +37,9 @@ export function parse(hash: string): Route {
     }
     if (seg[2] === "pipelines") return { page: "pipelines", project };
     if (seg[2] === "compare") return { page: "compare", project, runs: params.getAll("runs").filter(Boolean) };
+    if (seg[2] === "schedules") return { page: "schedules", project, focus: params.get("name") || undefined };
+    if (seg[2] === "endpoints" && seg[3]) return { page: "endpoint", project, endpoint: seg[3] };
+    if (seg[2] === "endpoints") return { page: "endpoints", project };
     return { page: "runs", project, filters: params };
   }
   return { page: "home" };
@@ -51,5 +58,8 @@ export const href = {
   pipeline: (project: string, pipeline: string, version?: number) => `#/p/${e(project)}/pipelines/${e(pipeline)}${version ? `/versions/${version}` : ""}`,
   launch: (project: string, pipeline: string, version: number, from?: string) =>
     `#/p/${e(project)}/pipelines/${e(pipeline)}/versions/${version}/run${from ? `?from=${e(from)}` : ""}`,
+  schedules: (project: string, focus?: string) => `#/p/${e(project)}/schedules${focus ? `?name=${e(focus)}` : ""}`,
+  endpoints: (project: string) => `#/p/${e(project)}/endpoints`,
+  endpoint: (project: string, endpoint: string) => `#/p/${e(project)}/endpoints/${e(endpoint)}`,
   compare: (project: string, runs: string[]) => `#/p/${e(project)}/compare${runs.length ? `?${runs.map((r) => `runs=${e(r)}`).join("&")}` : ""}`,
 };

@@ -314,3 +314,192 @@ export interface Problem {
   instance?: string;
   errors?: FieldError[];
 }
+
+// ---- schedules (GET/POST …/schedules) ----
+
+/** What a start does while the schedule's previous run still runs. */
+export type ScheduleOverlap = "skip" | "bufferOne" | "bufferAll" | "cancelOther" | "terminateOther" | "allowAll";
+
+/** ScheduledRun is a run the schedule started: its ID, and when it was due and started. */
+export interface ScheduledRun {
+  runId: string;
+  scheduledAt: string;
+  startedAt: string;
+}
+
+/** Schedule is a Temporal Schedule of runs: of a pipeline version (pipeline, version, params) or of a Go pipeline (workflow, input). */
+export interface Schedule {
+  project: string;
+  name: string;
+  pipeline?: string;
+  version?: number;
+  params?: Record<string, unknown>;
+  workflow?: string;
+  input?: unknown;
+  cron?: string[];
+  every?: string[];
+  timeZone?: string;
+  jitter?: string;
+  overlap: ScheduleOverlap;
+  catchupWindow?: string;
+  paused: boolean;
+  note?: string;
+  /** Runs started so far. */
+  actions: number;
+  /** Starts skipped because the previous run was still running. */
+  skippedOverlap: number;
+  nextRuns: string[];
+  recentRuns: ScheduledRun[];
+  createdAt?: string;
+  createdBy?: string;
+}
+
+export interface ScheduleList {
+  items: Schedule[];
+}
+
+export interface ScheduleNote {
+  note?: string;
+}
+
+/** ScheduleBackfillRequest is the half-open range [start, end) (RFC 3339). */
+export interface ScheduleBackfillRequest {
+  start: string;
+  end: string;
+}
+
+// ---- inference endpoints (GET/POST …/endpoints) ----
+
+export interface EndpointSummary {
+  name: string;
+  project: string;
+  createdAt?: string;
+}
+
+export interface EndpointList {
+  items: EndpointSummary[];
+}
+
+export interface RevisionWeight {
+  revision: number;
+  weight: number;
+}
+
+export interface RevisionReplicas {
+  revision: number;
+  replicas: number;
+}
+
+export interface EndpointRevision {
+  number: number;
+  digest: string;
+  createdAt: string;
+  rollbackOf?: number;
+}
+
+/** EndpointRollout is the rollout in progress: its candidate, where it is (stage) and what its last step decided (action, reason, failed gate). */
+export interface EndpointRollout {
+  revision: number;
+  strategy: string;
+  stage: string;
+  action: string;
+  reason?: string;
+  failedGate?: string;
+}
+
+/** EndpointScale is the autoscaler's last decision. */
+export interface EndpointScale {
+  desired: number;
+  reason: string;
+  message: string;
+  metricsUnknown?: boolean;
+}
+
+/** EndpointObserved is what the runtime reported of a revision's replicas. */
+export interface EndpointObserved {
+  revision: number;
+  replicas: number;
+  ready: number;
+  crashLooping?: number;
+  waiting?: string;
+}
+
+export interface EndpointEvent {
+  at: string;
+  kind: string;
+  revision?: number;
+  message: string;
+}
+
+/** EndpointTrafficWindow is the candidate's requests through the gateway since the current step started measuring (what its traffic gates judge). */
+export interface EndpointTrafficWindow {
+  revision: number;
+  from: string;
+  requests: number;
+  errors: number;
+  p99LatencyMs?: number;
+}
+
+export interface EndpointQuota {
+  fits: boolean;
+  message: string;
+}
+
+/** EndpointGates are a spec's rollout.gates (with defaults filled in by the gateway). */
+export interface EndpointGates {
+  maxErrorRate?: number;
+  maxP99LatencyMs?: number;
+  minSamples?: number;
+  analysisInterval?: string;
+  maxInsufficient?: string;
+  onInsufficient?: string;
+  syntheticProbes?: boolean;
+}
+
+/** EndpointSpec is the part of a spec (inference.EndpointSpec) the UI reads; the rest is shown as JSON. */
+export interface EndpointSpec {
+  backend?: string;
+  model?: { name?: string; uri?: string };
+  image?: string;
+  resources?: { gpuType?: string; gpus?: number; cpu?: string; memory?: string };
+  replicas?: { min?: number; max?: number };
+  rollout?: {
+    strategy?: string;
+    maxSurge?: number;
+    maxUnavailable?: number;
+    surgeFree?: boolean;
+    canary?: { steps?: { weight: number; pause?: string }[] };
+    blueGreen?: { autoPromoteAfter?: string };
+    gates?: EndpointGates;
+  };
+  [field: string]: unknown;
+}
+
+/** Endpoint is an endpoint as its workflow sees it now (GET …/endpoints/{e}). */
+export interface Endpoint {
+  project: string;
+  name: string;
+  /** The latest revision. */
+  current: number;
+  /** The revision whose replicas serve (0: none yet). */
+  stable: number;
+  /** The current revision's spec, defaults filled in. */
+  spec: EndpointSpec;
+  revisions: EndpointRevision[];
+  replicas: RevisionReplicas[];
+  traffic: RevisionWeight[];
+  trafficMode?: string;
+  rollout?: EndpointRollout;
+  scale?: EndpointScale;
+  observed: EndpointObserved[];
+  events: EndpointEvent[];
+  deleting: boolean;
+  temporalUI?: string;
+  held?: number;
+  window?: EndpointTrafficWindow;
+  quota?: EndpointQuota;
+}
+
+export interface EndpointRollback {
+  revision: number;
+}

@@ -241,7 +241,7 @@ export class RunPage implements View {
       meta.push(["Duration", span]);
     }
     if (st?.retryOf) meta.push(["Retry of", h("a", { href: href.run(this.project, st.retryOf), class: "mono" }, st.retryOf)]);
-    if (st?.scheduleId) meta.push(["Schedule", st.scheduleId]);
+    if (st?.scheduleId) meta.push(["Schedule", h("a", { href: href.schedules(this.project, st.scheduleId), id: "schedule-link" }, st.scheduleId)]);
     if (st?.targets?.length) meta.push(["Targets", `${st.targets.join(", ")} (and what they need; the other steps are skipped)`]);
 
     const alerts: Node[] = [];

@@ -46,7 +46,7 @@ export class RunsPage implements View {
     );
     const createdBy = h("input", { name: "createdBy", id: "filter-created-by", placeholder: "created by (token name)", value: f("createdBy"), "aria-label": "created by" });
     const apply = () => {
-      location.hash = href.runs(project, { pipeline: pipeline.value, state: state.value, createdBy: createdBy.value.trim() });
+      location.hash = href.runs(project, { pipeline: pipeline.value, state: state.value, createdBy: createdBy.value.trim(), schedule: f("schedule") });
     };
     pipeline.addEventListener("change", apply);
     state.addEventListener("change", apply);
@@ -62,6 +62,16 @@ export class RunsPage implements View {
       pipeline,
       state,
       createdBy,
+      // The runs a schedule started (the schedules page links here); no input: a schedule is picked there.
+      f("schedule")
+        ? h(
+            "span",
+            { class: "chip", id: "filter-schedule" },
+            "schedule ",
+            h("a", { href: href.schedules(project, f("schedule")) }, f("schedule")),
+            h("a", { class: "chip-x", href: href.runs(project, { pipeline: f("pipeline"), state: f("state"), createdBy: f("createdBy") }), title: "any schedule", "aria-label": "any schedule" }, "×"),
+          )
+        : null,
       h("button", { type: "submit" }, "Filter"),
       filters.toString() ? h("a", { href: href.runs(project), class: "clear" }, "clear filters") : null,
     );
@@ -92,6 +102,7 @@ export class RunsPage implements View {
       pipeline: this.filters.get("pipeline"),
       state: this.filters.get("state"),
       createdBy: this.filters.get("createdBy"),
+      schedule: this.filters.get("schedule"),
       pageSize: PAGE_SIZE,
       pageToken: this.token,
     });
