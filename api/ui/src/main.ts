@@ -4,12 +4,15 @@ import { ApiError, call, getToken, lastProject, logout, rememberProject, setOnUn
 import { h, replace } from "./dom";
 import { href, parse, type Route } from "./route";
 import type { Project } from "./types";
+import { CachePage } from "./views/cache";
+import { ClusterPage, ClustersPage } from "./views/clusters";
 import { ComparePage } from "./views/compare";
 import { LaunchPage } from "./views/launch";
 import { PipelinePage, PipelinesPage } from "./views/pipelines";
 import { RunPage } from "./views/run";
 import { RunsPage } from "./views/runs";
 import type { View } from "./views/view";
+import { WebhookPage, WebhooksPage } from "./views/webhooks";
 
 const app = document.getElementById("app")!;
 let projects: Project[] = [];
@@ -71,6 +74,16 @@ function page(r: Exclude<Route, { page: "login" | "home" }>): View {
       return new LaunchPage(r);
     case "compare":
       return new ComparePage(r.project, r.runs);
+    case "clusters":
+      return new ClustersPage(r.project, projects);
+    case "cluster":
+      return new ClusterPage(r.project, r.cluster);
+    case "cache":
+      return new CachePage(r.project, r.filters);
+    case "webhooks":
+      return new WebhooksPage(r.project);
+    case "webhook":
+      return new WebhookPage(r.project, r.webhook);
   }
 }
 
@@ -82,7 +95,8 @@ function show(v: View): void {
 
 /** shell wraps a page in the top bar (project, sections, log out). */
 function shell(r: Exclude<Route, { page: "login" | "home" }>, inner: View): View {
-  const section = r.page === "pipelines" || r.page === "pipeline" || r.page === "launch" ? "pipelines" : "runs";
+  const sections: Record<string, string> = { pipeline: "pipelines", launch: "pipelines", cluster: "clusters", webhook: "webhooks" };
+  const section = sections[r.page] ?? (["pipelines", "clusters", "cache", "webhooks"].includes(r.page) ? r.page : "runs");
   const projectPicker =
     projects.length > 1
       ? h(
@@ -110,6 +124,9 @@ function shell(r: Exclude<Route, { page: "login" | "home" }>, inner: View): View
         {},
         h("a", { href: href.runs(r.project), class: section === "runs" ? "active" : "" }, "Runs"),
         h("a", { href: href.pipelines(r.project), class: section === "pipelines" ? "active" : "" }, "Pipelines"),
+        h("a", { href: href.clusters(r.project), class: section === "clusters" ? "active" : "", id: "nav-clusters" }, "Clusters"),
+        h("a", { href: href.cache(r.project), class: section === "cache" ? "active" : "", id: "nav-cache" }, "Cache"),
+        h("a", { href: href.webhooks(r.project), class: section === "webhooks" ? "active" : "", id: "nav-webhooks" }, "Webhooks"),
       ),
       h("span", { class: "spacer" }),
       h(

@@ -12,6 +12,13 @@ export type Route =
   | { page: "launch"; project: string; pipeline: string; version: number; from?: string }
   /** Runs side by side (2 to 20, in this order). */
   | { page: "compare"; project: string; runs: string[] }
+  /** Clusters, GPUs, quotas; one cluster with its admission queue. */
+  | { page: "clusters"; project: string }
+  | { page: "cluster"; project: string; cluster: string }
+  /** The step cache's entries, filtered by pipeline and step. */
+  | { page: "cache"; project: string; filters: URLSearchParams }
+  | { page: "webhooks"; project: string }
+  | { page: "webhook"; project: string; webhook: string }
   | { page: "home" };
 
 export function parse(hash: string): Route {
@@ -33,6 +40,9 @@ export function parse(hash: string): Route {
     }
     if (seg[2] === "pipelines") return { page: "pipelines", project };
     if (seg[2] === "compare") return { page: "compare", project, runs: params.getAll("runs").filter(Boolean) };
+    if (seg[2] === "clusters") return seg[3] ? { page: "cluster", project, cluster: seg[3] } : { page: "clusters", project };
+    if (seg[2] === "cache") return { page: "cache", project, filters: params };
+    if (seg[2] === "webhooks") return seg[3] ? { page: "webhook", project, webhook: seg[3] } : { page: "webhooks", project };
     return { page: "runs", project, filters: params };
   }
   return { page: "home" };
@@ -51,5 +61,11 @@ export const href = {
   pipeline: (project: string, pipeline: string, version?: number) => `#/p/${e(project)}/pipelines/${e(pipeline)}${version ? `/versions/${version}` : ""}`,
   launch: (project: string, pipeline: string, version: number, from?: string) =>
     `#/p/${e(project)}/pipelines/${e(pipeline)}/versions/${version}/run${from ? `?from=${e(from)}` : ""}`,
+  clusters: (project: string, cluster?: string) => `#/p/${e(project)}/clusters${cluster ? `/${e(cluster)}` : ""}`,
+  cache: (project: string, filters?: Record<string, string>) => {
+    const q = new URLSearchParams(Object.entries(filters ?? {}).filter(([, v]) => v)).toString();
+    return `#/p/${e(project)}/cache${q ? `?${q}` : ""}`;
+  },
+  webhooks: (project: string, webhook?: string) => `#/p/${e(project)}/webhooks${webhook ? `/${e(webhook)}` : ""}`,
   compare: (project: string, runs: string[]) => `#/p/${e(project)}/compare${runs.length ? `?${runs.map((r) => `runs=${e(r)}`).join("&")}` : ""}`,
 };
