@@ -117,9 +117,9 @@ function capacityItem(type: string, a: ResourceAmount): HTMLElement {
   return h(
     "li",
     { "data-gpu": type },
-    h("span", { class: "gpu-type" }, type),
+    h("span", { class: "gpu-type", title: type }, type),
     meter(used, a.total, `${used} of ${a.total} used`),
-    h("span", { class: "gpu-nums" }, h("b", { class: "free" }, `${a.free} free`), h("span", { class: "muted" }, ` · ${used} used · ${a.total} total`)),
+    h("span", { class: "gpu-nums" }, h("b", { class: a.free > 0 ? "free" : "free none" }, `${a.free} free`), h("span", { class: "muted" }, ` · ${used} used · ${a.total} total`)),
   );
 }
 
@@ -282,7 +282,7 @@ export class ClustersPage implements View {
                   { "data-run": e.run ?? "", "data-step": e.step ?? "", "data-cluster": cluster, "data-reason": e.reason ?? "", "data-position": String(e.position ?? "") },
                   h("td", { class: "nowrap" }, h("span", { class: "position" }, `#${e.position ?? "?"}`), h("div", { class: "muted small" }, `of ${total} pending${ahead ? `, ${ahead} ahead` : ""}`)),
                   h("td", {}, workloadCell(e, this.project)),
-                  h("td", {}, h("a", { href: href.clusters(this.project, cluster) }, cluster)),
+                  h("td", { class: "nowrap" }, h("a", { href: href.clusters(this.project, cluster) }, cluster)),
                   h("td", { class: "nowrap" }, gpusText(e.gpus), e.priority !== undefined ? h("div", { class: "muted small" }, `priority ${e.priority}`) : null),
                   h("td", { class: "nowrap", title: `submitted ${fmtTime(e.submitted)}` }, fmtDuration(e.submitted)),
                   h("td", { class: "why-cell" }, whyPending(e)),
@@ -302,7 +302,7 @@ export class ClustersPage implements View {
         ? h(
             "table",
             { class: "list", id: "clusters" },
-            h("thead", {}, h("tr", {}, ["Cluster", "Worker", "GPUs (free · used · total)", "CPU cores", "Memory", "Nodes", "Admission queue"].map((t) => h("th", {}, t)))),
+            h("thead", {}, h("tr", {}, ["Cluster", "Worker", "GPUs at its last report (free · used · total)", "CPU cores", "Memory", "Nodes", "Admission queue"].map((t) => h("th", {}, t)))),
             h(
               "tbody",
               {},
@@ -523,17 +523,23 @@ export class ClusterPage implements View {
         h("dd", {}, fmtTime(c.createdAt)),
       ),
     );
-    this.renderCapacity(c);
+    this.renderCapacity(c, q);
     this.renderQueue(q);
     this.renderNodes(c);
   }
 
-  private renderCapacity(c: Cluster): void {
+  private renderCapacity(c: Cluster, q: AdmissionQueue | Error): void {
     const cap = c.capacity;
+    const admitted = q instanceof Error ? undefined : sums(q.running);
     const gpus = Object.entries(cap?.gpus ?? {}).sort(([a], [b]) => (a < b ? -1 : 1));
     replace(
       this.capacity,
-      h("div", { class: "card-title" }, h("h2", {}, "Capacity"), h("span", { class: "muted small" }, "ready, schedulable nodes; used: requested by the pods bound to them")),
+      h(
+        "div",
+        { class: "card-title" },
+        h("h2", {}, "Capacity"),
+        h("span", { class: "muted small" }, "ready, schedulable nodes as its worker last reported them (every 30 s); used: requested by the pods bound to them; admitted: held now by Atelier's admitted workloads (its queue)"),
+      ),
       !cap
         ? h("p", { class: "muted" }, "Its worker has not reported capacity yet.")
         : [
@@ -541,7 +547,7 @@ export class ClusterPage implements View {
               ? h(
                   "table",
                   { class: "list compact", id: "capacity" },
-                  h("thead", {}, h("tr", {}, ["GPU type", "Free", "Used", "Total", ""].map((t) => h("th", {}, t)))),
+                  h("thead", {}, h("tr", {}, ["GPU type", "Free", "Used", "Total", "", "Admitted"].map((t) => h("th", {}, t)))),
                   h(
                     "tbody",
                     {},
@@ -554,6 +560,7 @@ export class ClusterPage implements View {
                         h("td", { class: "used" }, String(a.total - a.free)),
                         h("td", { class: "total" }, String(a.total)),
                         h("td", {}, meter(a.total - a.free, a.total, `${a.total - a.free} of ${a.total} used`)),
+                        h("td", { class: "admitted" }, admitted ? String(admitted.get(type) ?? 0) : ""),
                       ),
                     ),
                   ),
@@ -598,7 +605,7 @@ export class ClusterPage implements View {
                   },
                   h("td", { class: "position" }, String(e.position ?? "")),
                   h("td", {}, workloadCell(e, this.project)),
-                  h("td", {}, e.project ?? h("span", { class: "muted" }, "another")),
+                  h("td", { class: "nowrap" }, e.project ?? h("span", { class: "muted" }, "another")),
                   h("td", { class: "nowrap" }, gpusText(e.gpus)),
                   h("td", {}, e.priority !== undefined ? String(e.priority) : ""),
                   h("td", { class: "nowrap", title: `submitted ${fmtTime(e.submitted)}` }, fmtDuration(e.submitted)),
