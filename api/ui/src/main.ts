@@ -4,6 +4,8 @@ import { ApiError, call, getToken, lastProject, logout, rememberProject, setOnUn
 import { h, replace } from "./dom";
 import { href, parse, type Route } from "./route";
 import type { Project } from "./types";
+import { CachePage } from "./views/cache";
+import { ClusterPage, ClustersPage } from "./views/clusters";
 import { ComparePage } from "./views/compare";
 import { EndpointPage, EndpointsPage } from "./views/endpoints";
 import { LaunchPage } from "./views/launch";
@@ -12,6 +14,7 @@ import { RunPage } from "./views/run";
 import { RunsPage } from "./views/runs";
 import { SchedulesPage } from "./views/schedules";
 import type { View } from "./views/view";
+import { WebhookPage, WebhooksPage } from "./views/webhooks";
 
 const app = document.getElementById("app")!;
 let projects: Project[] = [];
@@ -79,6 +82,16 @@ function page(r: Exclude<Route, { page: "login" | "home" }>): View {
       return new EndpointsPage(r.project);
     case "endpoint":
       return new EndpointPage(r.project, r.endpoint);
+    case "clusters":
+      return new ClustersPage(r.project, projects);
+    case "cluster":
+      return new ClusterPage(r.project, r.cluster);
+    case "cache":
+      return new CachePage(r.project, r.filters);
+    case "webhooks":
+      return new WebhooksPage(r.project);
+    case "webhook":
+      return new WebhookPage(r.project, r.webhook);
   }
 }
 
@@ -90,14 +103,8 @@ function show(v: View): void {
 
 /** shell wraps a page in the top bar (project, sections, log out). */
 function shell(r: Exclude<Route, { page: "login" | "home" }>, inner: View): View {
-  const section =
-    r.page === "pipelines" || r.page === "pipeline" || r.page === "launch"
-      ? "pipelines"
-      : r.page === "schedules"
-        ? "schedules"
-        : r.page === "endpoints" || r.page === "endpoint"
-          ? "endpoints"
-          : "runs";
+  const sections: Record<string, string> = { pipeline: "pipelines", launch: "pipelines", cluster: "clusters", webhook: "webhooks", endpoint: "endpoints" };
+  const section = sections[r.page] ?? (["pipelines", "schedules", "endpoints", "clusters", "cache", "webhooks"].includes(r.page) ? r.page : "runs");
   const projectPicker =
     projects.length > 1
       ? h(
@@ -127,6 +134,9 @@ function shell(r: Exclude<Route, { page: "login" | "home" }>, inner: View): View
         h("a", { href: href.pipelines(r.project), class: section === "pipelines" ? "active" : "" }, "Pipelines"),
         h("a", { href: href.schedules(r.project), class: section === "schedules" ? "active" : "", id: "nav-schedules" }, "Schedules"),
         h("a", { href: href.endpoints(r.project), class: section === "endpoints" ? "active" : "", id: "nav-endpoints" }, "Endpoints"),
+        h("a", { href: href.clusters(r.project), class: section === "clusters" ? "active" : "", id: "nav-clusters" }, "Clusters"),
+        h("a", { href: href.cache(r.project), class: section === "cache" ? "active" : "", id: "nav-cache" }, "Cache"),
+        h("a", { href: href.webhooks(r.project), class: section === "webhooks" ? "active" : "", id: "nav-webhooks" }, "Webhooks"),
       ),
       h("span", { class: "spacer" }),
       h(

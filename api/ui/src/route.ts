@@ -16,6 +16,13 @@ export type Route =
   | { page: "schedules"; project: string; focus?: string }
   | { page: "endpoints"; project: string }
   | { page: "endpoint"; project: string; endpoint: string }
+  /** Clusters, GPUs, quotas; one cluster with its admission queue. */
+  | { page: "clusters"; project: string }
+  | { page: "cluster"; project: string; cluster: string }
+  /** The step cache's entries, filtered by pipeline and step. */
+  | { page: "cache"; project: string; filters: URLSearchParams }
+  | { page: "webhooks"; project: string }
+  | { page: "webhook"; project: string; webhook: string }
   | { page: "home" };
 
 export function parse(hash: string): Route {
@@ -40,6 +47,9 @@ export function parse(hash: string): Route {
     if (seg[2] === "schedules") return { page: "schedules", project, focus: params.get("name") || undefined };
     if (seg[2] === "endpoints" && seg[3]) return { page: "endpoint", project, endpoint: seg[3] };
     if (seg[2] === "endpoints") return { page: "endpoints", project };
+    if (seg[2] === "clusters") return seg[3] ? { page: "cluster", project, cluster: seg[3] } : { page: "clusters", project };
+    if (seg[2] === "cache") return { page: "cache", project, filters: params };
+    if (seg[2] === "webhooks") return seg[3] ? { page: "webhook", project, webhook: seg[3] } : { page: "webhooks", project };
     return { page: "runs", project, filters: params };
   }
   return { page: "home" };
@@ -61,5 +71,11 @@ export const href = {
   schedules: (project: string, focus?: string) => `#/p/${e(project)}/schedules${focus ? `?name=${e(focus)}` : ""}`,
   endpoints: (project: string) => `#/p/${e(project)}/endpoints`,
   endpoint: (project: string, endpoint: string) => `#/p/${e(project)}/endpoints/${e(endpoint)}`,
+  clusters: (project: string, cluster?: string) => `#/p/${e(project)}/clusters${cluster ? `/${e(cluster)}` : ""}`,
+  cache: (project: string, filters?: Record<string, string>) => {
+    const q = new URLSearchParams(Object.entries(filters ?? {}).filter(([, v]) => v)).toString();
+    return `#/p/${e(project)}/cache${q ? `?${q}` : ""}`;
+  },
+  webhooks: (project: string, webhook?: string) => `#/p/${e(project)}/webhooks${webhook ? `/${e(webhook)}` : ""}`,
   compare: (project: string, runs: string[]) => `#/p/${e(project)}/compare${runs.length ? `?${runs.map((r) => `runs=${e(r)}`).join("&")}` : ""}`,
 };

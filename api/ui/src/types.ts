@@ -503,3 +503,174 @@ export interface Endpoint {
 export interface EndpointRollback {
   revision: number;
 }
+
+// Clusters and GPU admission (GET /v1/clusters, /v1/gpus, …/queue, …/gpu-policy).
+
+/** ResourceAmount: allocatable, and what is left after the bound pods' requests. */
+export interface ResourceAmount {
+  total: number;
+  free: number;
+}
+
+export interface GPUNode {
+  name: string;
+  gpuType?: string;
+  gpuMemoryMiB?: number;
+  gpus: number;
+  /** Whole GPUs held by pods Atelier does not own. */
+  gpusInUse: number;
+  mig?: { profile: string; allocatable: number; inUse: number }[];
+  taints?: { key: string; value?: string; effect: string }[];
+  ready: boolean;
+  unschedulable: boolean;
+}
+
+export interface ClusterCapacity {
+  /** By GPU product (`unknown` without the label). */
+  gpus: Record<string, ResourceAmount>;
+  cpuMillis: ResourceAmount;
+  memoryBytes: ResourceAmount;
+  nodes: number;
+  gpuNodes?: GPUNode[];
+  /** Set when Kueue, not Atelier, admits the cluster's workloads. */
+  kueueQueue?: string;
+}
+
+export interface Cluster {
+  name: string;
+  description?: string;
+  labels: Record<string, string>;
+  taskQueue: string;
+  createdAt: string;
+  updatedAt: string;
+  lastSeenAt?: string;
+  online: boolean;
+  capacity?: ClusterCapacity;
+}
+
+export interface GPUAmount {
+  resource: string;
+  units: number;
+}
+
+/** QueueEntry is a workload of an admission queue; another project's has no workload, project, run, step, message or nodes. */
+export interface QueueEntry {
+  workload?: string;
+  project?: string;
+  run?: string;
+  step?: string;
+  submitted: string;
+  gpus: GPUAmount[];
+  position?: number;
+  priority?: number;
+  /** Quota, Capacity, NoNodeFits, NeverFits, Reservation, Preemption, Invalid. */
+  reason?: string;
+  message?: string;
+  admitted?: string;
+  nodes?: string[];
+}
+
+export interface AdmissionQueue {
+  cluster: string;
+  decidedAt?: string;
+  pending: QueueEntry[];
+  running: QueueEntry[];
+}
+
+export interface GPUTypeSummary {
+  resource: string;
+  memoryMiB?: number;
+  clusters: string[];
+  nodes: number;
+  allocatable: number;
+  /** Units held by pods Atelier does not own. */
+  inUse: number;
+}
+
+export interface GPUQuota {
+  resource: string;
+  nominal: number;
+  /** -1: no limit; absent: 0. */
+  borrowingLimit?: number;
+  lendingLimit?: number;
+}
+
+export interface GPUPolicy {
+  project: string;
+  cohort?: string;
+  weight?: number;
+  defaultPriority?: number;
+  minPriority?: number;
+  maxPriority?: number;
+  quotas: GPUQuota[];
+  updatedAt: string;
+  warnings?: string[];
+}
+
+// The step cache (GET/DELETE …/cache).
+
+export interface CacheEntry {
+  key: string;
+  pipeline: string;
+  step: string;
+  item?: number;
+  runId: string;
+  attempt: number;
+  outputs: Record<string, unknown>;
+  createdAt: string;
+  expiresAt?: string;
+  artifacts?: Artifact[];
+}
+
+export interface CacheEntryList {
+  entries: CacheEntry[];
+  nextPageToken?: string;
+}
+
+// Webhooks (…/webhooks; editor role).
+
+export type WebhookEvent = "run.finished" | "step.failed" | "approval.requested";
+
+/** Webhook never carries its secret. */
+export interface Webhook {
+  id: string;
+  project: string;
+  url: string;
+  events: WebhookEvent[];
+  pipeline?: string;
+  description?: string;
+  enabled: boolean;
+  createdAt: string;
+  updatedAt: string;
+  createdBy?: string;
+}
+
+export interface WebhookAttempt {
+  attempt: number;
+  startedAt: string;
+  durationMs: number;
+  /** Absent when no response came. */
+  statusCode?: number;
+  error?: string;
+}
+
+export interface WebhookDelivery {
+  id: string;
+  runId: string;
+  eventId: string;
+  event: WebhookEvent;
+  step?: string;
+  state: "pending" | "succeeded" | "failed";
+  attempts: number;
+  nextAttemptAt?: string;
+  lastStatusCode?: number;
+  lastError?: string;
+  createdAt: string;
+  finishedAt?: string;
+  log: WebhookAttempt[];
+}
+
+export interface WebhookDeliveryList {
+  items: WebhookDelivery[];
+  nextPageToken?: string;
+}

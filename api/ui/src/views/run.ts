@@ -446,7 +446,7 @@ export class RunPage implements View {
       out.push(h("p", { class: "muted" }, "Not started yet."));
       return out;
     }
-    if (step.message) out.push(h("div", { class: "alert info" }, step.message));
+    if (step.message) out.push(h("div", { class: "alert info" }, step.message, step.state === "WAITING_FOR_GPU" ? [" ", h("a", { href: href.clusters(this.project), id: "gpu-queue-link" }, "See the GPU queue →")] : null));
     if (step.error) out.push(h("div", { class: "alert error", id: "step-error" }, step.error));
 
     if (step.items) {
