@@ -461,3 +461,22 @@ func TestLogURLsOnlyForLogsTheGatewayServes(t *testing.T) {
 		t.Errorf("log URLs only for logs the gateway serves (-want +got):\n%s", diff)
 	}
 }
+
+// A scheduled run's ID holds colons; a client that escapes them (%3A)
+// reaches the same run: the schema judges the unescaped value, as the
+// handler sees it (it was a 400).
+func TestRunIDWithEscapedColons(t *testing.T) {
+	h := newHarness(t)
+	id := "sched.alpha.nightly-2026-11-28T02:00:00Z"
+	h.cat.setRun(catalog.Run{ID: id, Project: "alpha", Pipeline: "train", Version: 1, Workflow: runstate.PipelineWorkflowName,
+		State: runstate.Succeeded, CreatedAt: t0, UpdatedAt: t0})
+	for _, p := range []string{id, strings.ReplaceAll(id, ":", "%3A")} {
+		r := h.do("GET", runsPath+"/"+p, h.viewer, nil)
+		wantStatus(t, r, http.StatusOK)
+		var run gen.Run
+		r.json(t, &run)
+		if run.Id != id {
+			t.Fatalf("%s: got run %q", p, run.Id)
+		}
+	}
+}

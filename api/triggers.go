@@ -13,7 +13,9 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
@@ -328,11 +330,7 @@ func (s *server) FireHook(ctx context.Context, req gen.FireHookRequestObject) (g
 	if err != nil {
 		return nil, internalError(err)
 	}
-	sig := deref(req.Params.XAtelierSignature)
-	if sig == "" {
-		sig = deref(req.Params.XHubSignature256)
-	}
-	if !validHookSignature(secret, raw, sig) {
+	if !s.validHookRequest(secret, raw, req.Params) {
 		return nil, errHookAuth()
 	}
 	delivery := deref(req.Params.XAtelierDelivery)
@@ -357,15 +355,40 @@ func (s *server) FireHook(ctx context.Context, req gen.FireHookRequestObject) (g
 	return gen.FireHook202JSONResponse{Firing: f.ID, Delivery: delivery, Duplicate: !queued}, nil
 }
 
-// validHookSignature checks "sha256=<hex HMAC-SHA256 of body>" in
-// constant time.
-func validHookSignature(secret string, body []byte, sig string) bool {
+// hookMaxSkew bounds how old (or early) a signed timestamp may be: a
+// request captured on the way cannot be replayed later under another
+// delivery ID (which the signature does not cover).
+const hookMaxSkew = 5 * time.Minute
+
+// validHookRequest checks the request's signature in constant time:
+// X-Atelier-Signature over "<X-Atelier-Timestamp>.<body>" with a fresh
+// timestamp (as Atelier's webhooks sign), or GitHub's X-Hub-Signature-256
+// over the body alone.
+func (s *server) validHookRequest(secret string, body []byte, p gen.FireHookParams) bool {
+	if secret == "" {
+		return false
+	}
+	if sig := deref(p.XAtelierSignature); sig != "" {
+		ts, err := strconv.ParseInt(deref(p.XAtelierTimestamp), 10, 64)
+		if err != nil {
+			return false
+		}
+		if d := s.now().Sub(time.Unix(ts, 0)); d > hookMaxSkew || d < -hookMaxSkew {
+			return false
+		}
+		return hmacMatches(secret, append([]byte(strconv.FormatInt(ts, 10)+"."), body...), sig)
+	}
+	return hmacMatches(secret, body, deref(p.XHubSignature256))
+}
+
+// hmacMatches checks sig, "sha256=<hex HMAC-SHA256 of msg>".
+func hmacMatches(secret string, msg []byte, sig string) bool {
 	got, ok := strings.CutPrefix(strings.TrimSpace(sig), hookSignaturePrefix)
-	if !ok || secret == "" {
+	if !ok {
 		return false
 	}
 	want := hmac.New(sha256.New, []byte(secret))
-	want.Write(body)
+	want.Write(msg)
 	g, err := hex.DecodeString(got)
 	return err == nil && hmac.Equal(g, want.Sum(nil))
 }

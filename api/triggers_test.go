@@ -7,9 +7,11 @@ import (
 	"encoding/hex"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
@@ -185,15 +187,22 @@ func TestHookTrigger(t *testing.T) {
 	body := []byte(`{"epochs": 4}`)
 	hook := "/v1/hooks/alpha/on-push"
 	var refusals []string
+	// The harness clock starts at t0 and ticks a second per reading.
+	ts := strconv.FormatInt(t0.Unix(), 10)
+	stamped := append([]byte(ts+"."), body...)
+	stale := strconv.FormatInt(t0.Add(-time.Hour).Unix(), 10)
 	for _, c := range []struct {
 		path string
 		hdr  []string
 	}{
 		{hook, nil},
-		{hook, []string{"X-Atelier-Signature", sign("wrong", body)}},
-		{hook, []string{"X-Atelier-Signature", "sha256=zz"}},
-		{"/v1/hooks/alpha/nope", []string{"X-Atelier-Signature", sign(secret, body)}},
-		{"/v1/hooks/beta/on-push", []string{"X-Atelier-Signature", sign(secret, body)}},
+		{hook, []string{"X-Hub-Signature-256", sign("wrong", body)}},
+		{hook, []string{"X-Hub-Signature-256", "sha256=zz"}},
+		{hook, []string{"X-Atelier-Signature", sign(secret, body), "X-Atelier-Timestamp", ts}},
+		{hook, []string{"X-Atelier-Signature", sign(secret, stamped)}},
+		{hook, []string{"X-Atelier-Signature", sign(secret, append([]byte(stale+"."), body...)), "X-Atelier-Timestamp", stale}},
+		{"/v1/hooks/alpha/nope", []string{"X-Hub-Signature-256", sign(secret, body)}},
+		{"/v1/hooks/beta/on-push", []string{"X-Hub-Signature-256", sign(secret, body)}},
 	} {
 		p := wantProblem(t, h.do("POST", c.path, "", body, c.hdr...), http.StatusUnauthorized, "unauthenticated")
 		refusals = append(refusals, deref(p.Detail))
@@ -206,7 +215,11 @@ func TestHookTrigger(t *testing.T) {
 	}
 
 	for i, want := range []bool{false, true} {
-		r := h.do("POST", hook, "", body, "X-Hub-Signature-256", sign(secret, body), "X-GitHub-Delivery", "d-1")
+		hdr := []string{"X-Hub-Signature-256", sign(secret, body), "X-GitHub-Delivery", "d-1"}
+		if i == 1 { // Atelier's scheme, the same delivery
+			hdr = []string{"X-Atelier-Signature", sign(secret, stamped), "X-Atelier-Timestamp", ts, "X-Atelier-Delivery", "d-1"}
+		}
+		r := h.do("POST", hook, "", body, hdr...)
 		wantStatus(t, r, http.StatusAccepted)
 		var acc gen.HookAccepted
 		r.json(t, &acc)
@@ -220,7 +233,7 @@ func TestHookTrigger(t *testing.T) {
 
 	// Disabled: refused like a bad signature.
 	wantStatus(t, h.do("PATCH", triggersPath+"/on-push", h.editor, map[string]any{"enabled": false}), http.StatusOK)
-	wantProblem(t, h.do("POST", hook, "", body, "X-Atelier-Signature", sign(secret, body)), http.StatusUnauthorized, "unauthenticated")
+	wantProblem(t, h.do("POST", hook, "", body, "X-Hub-Signature-256", sign(secret, body)), http.StatusUnauthorized, "unauthenticated")
 	list := h.do("GET", triggersPath+"/on-push/firings", h.viewer, nil)
 	wantStatus(t, list, http.StatusOK)
 	var firings gen.TriggerFiringList

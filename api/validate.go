@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -72,7 +73,15 @@ func (m matched) FindRoute(*http.Request) (*routers.Route, map[string]string, er
 	params := make(map[string]string, len(names))
 	for i, n := range names {
 		if i < len(values) {
-			params[n] = values[i]
+			// Echo keeps path values as sent; the handlers' binding
+			// unescapes them, so the schema must judge them unescaped
+			// too (a scheduled run's ID holds colons, which clients may
+			// send as %3A).
+			v, err := url.PathUnescape(values[i])
+			if err != nil {
+				v = values[i]
+			}
+			params[n] = v
 		}
 	}
 	return m.route, params, nil

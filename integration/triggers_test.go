@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -107,12 +108,14 @@ func TestHookTriggerOnTheRealStack(t *testing.T) {
 	secret, hookURL := val(res.JSON201.Secret), s.url+val(res.JSON201.Trigger.HookUrl)
 
 	body := []byte(`{"ref": "uploads/42.csv", "lr": 0.5}`)
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
 	post := func(sig, delivery string) (int, gen.HookAccepted) {
 		req, err := http.NewRequest("POST", hookURL, bytes.NewReader(body))
 		require.NoError(t, err)
 		req.Header.Set("Content-Type", "application/json")
 		if sig != "" {
 			req.Header.Set("X-Atelier-Signature", sig)
+			req.Header.Set("X-Atelier-Timestamp", ts)
 		}
 		req.Header.Set("X-Atelier-Delivery", delivery)
 		resp, err := http.DefaultClient.Do(req)
@@ -125,6 +128,7 @@ func TestHookTriggerOnTheRealStack(t *testing.T) {
 		return resp.StatusCode, acc
 	}
 	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(ts + "."))
 	mac.Write(body)
 	sig := "sha256=" + hex.EncodeToString(mac.Sum(nil))
 

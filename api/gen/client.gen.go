@@ -2082,37 +2082,48 @@ func NewFireHookRequestWithBody(server string, project ProjectPath, trigger Trig
 			req.Header.Set("X-Atelier-Signature", headerParam0)
 		}
 
-		if params.XHubSignature256 != nil {
+		if params.XAtelierTimestamp != nil {
 			var headerParam1 string
 
-			headerParam1, err = runtime.StyleParamWithLocation("simple", false, "X-Hub-Signature-256", runtime.ParamLocationHeader, *params.XHubSignature256)
+			headerParam1, err = runtime.StyleParamWithLocation("simple", false, "X-Atelier-Timestamp", runtime.ParamLocationHeader, *params.XAtelierTimestamp)
 			if err != nil {
 				return nil, err
 			}
 
-			req.Header.Set("X-Hub-Signature-256", headerParam1)
+			req.Header.Set("X-Atelier-Timestamp", headerParam1)
+		}
+
+		if params.XHubSignature256 != nil {
+			var headerParam2 string
+
+			headerParam2, err = runtime.StyleParamWithLocation("simple", false, "X-Hub-Signature-256", runtime.ParamLocationHeader, *params.XHubSignature256)
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Hub-Signature-256", headerParam2)
 		}
 
 		if params.XAtelierDelivery != nil {
-			var headerParam2 string
+			var headerParam3 string
 
-			headerParam2, err = runtime.StyleParamWithLocation("simple", false, "X-Atelier-Delivery", runtime.ParamLocationHeader, *params.XAtelierDelivery)
+			headerParam3, err = runtime.StyleParamWithLocation("simple", false, "X-Atelier-Delivery", runtime.ParamLocationHeader, *params.XAtelierDelivery)
 			if err != nil {
 				return nil, err
 			}
 
-			req.Header.Set("X-Atelier-Delivery", headerParam2)
+			req.Header.Set("X-Atelier-Delivery", headerParam3)
 		}
 
 		if params.XGitHubDelivery != nil {
-			var headerParam3 string
+			var headerParam4 string
 
-			headerParam3, err = runtime.StyleParamWithLocation("simple", false, "X-GitHub-Delivery", runtime.ParamLocationHeader, *params.XGitHubDelivery)
+			headerParam4, err = runtime.StyleParamWithLocation("simple", false, "X-GitHub-Delivery", runtime.ParamLocationHeader, *params.XGitHubDelivery)
 			if err != nil {
 				return nil, err
 			}
 
-			req.Header.Set("X-GitHub-Delivery", headerParam3)
+			req.Header.Set("X-GitHub-Delivery", headerParam4)
 		}
 
 	}

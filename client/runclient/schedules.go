@@ -97,6 +97,10 @@ type scheduleMemo struct {
 	// schedule created before Go schedules existed).
 	Workflow string          `json:"workflow,omitempty"`
 	Input    json.RawMessage `json:"input,omitempty"`
+	// Cron is what the user wrote: Temporal keeps cron expressions as
+	// calendars and describes them so (absent from schedules created
+	// before it was kept).
+	Cron []string `json:"cron,omitempty"`
 }
 
 // ScheduleID is the Temporal schedule of a project's schedule: the '/'
@@ -117,7 +121,7 @@ func (e *Client) CreateSchedule(ctx context.Context, r ScheduleRequest) error {
 	}
 	memo := scheduleMemo{
 		Project: r.Project, Name: r.Name, Pipeline: r.Start.Pipeline, Version: r.Version,
-		Params: r.Params, CreatedBy: r.CreatedBy,
+		Params: r.Params, CreatedBy: r.CreatedBy, Cron: r.Cron,
 	}
 	if r.Start.Workflow != runstate.PipelineWorkflowName {
 		memo.Workflow = r.Start.Workflow
@@ -178,9 +182,11 @@ func (e *Client) DescribeSchedule(ctx context.Context, project, name string) (Sc
 		for _, iv := range s.Intervals {
 			v.Every = append(v.Every, iv.Every)
 		}
-		// Temporal stores cron expressions as calendars; describe answers
-		// the calendars, so keep what the user wrote from the memo-less
-		// spec when present.
+		if len(v.Cron) == 0 {
+			// Temporal stores cron expressions as calendars and
+			// describes those: what the user wrote is in the memo.
+			v.Cron = m.Cron
+		}
 	}
 	if p := d.Schedule.Policy; p != nil {
 		v.Overlap, v.CatchupWindow = p.Overlap, p.CatchupWindow
