@@ -176,9 +176,7 @@ func itemView(runPath, step string, r runstate.ItemRecord) gen.StepItem {
 	}
 	attempts := make([]gen.Attempt, len(r.Attempts))
 	for j, a := range r.Attempts {
-		if a.Cluster == "" {
-			a.LogURL = logURL(runPath, step, r.Index, a.Number)
-		}
+		a.LogURL = logURL(runPath, step, r.Index, a.Number)
 		attempts[j] = attemptView(a)
 	}
 	v.Attempts = &attempts

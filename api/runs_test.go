@@ -453,12 +453,15 @@ func TestLogURLsOnlyForLogsTheGatewayServes(t *testing.T) {
 	want := []gen.StepStatus{
 		{Name: "local", Kind: "container", State: gen.StepStateRUNNING, Attempts: &[]gen.Attempt{{Number: 1, State: gen.StepStateRUNNING,
 			LogUrl: ptr(runsPath + "/" + runID1 + "/steps/local/logs?attempt=1")}}},
-		// No logUrl: a Kubernetes attempt's logs are in its cluster.
+		// A Kubernetes attempt's log is stored by the cluster worker
+		// (followed live for Jobs, copied at the end otherwise): served
+		// the same way, its links kept.
 		{Name: "train", Kind: "ray", State: gen.StepStateRUNNING, Attempts: &[]gen.Attempt{{Number: 1, State: gen.StepStateRUNNING,
+			LogUrl: ptr(runsPath + "/" + runID1 + "/steps/train/logs?attempt=1"),
 			Cluster: ptr("gpu-east"), Links: &map[string]string{"kubectl": "kubectl logs ..."}}}},
 	}
 	if diff := cmp.Diff(want, got.Status.Steps); diff != "" {
-		t.Errorf("log URLs only for logs the gateway serves (-want +got):\n%s", diff)
+		t.Errorf("log URLs (-want +got):\n%s", diff)
 	}
 }
 

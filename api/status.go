@@ -52,10 +52,11 @@ func (s *server) liveStatus(ctx context.Context, run catalog.Run) runstate.Statu
 	return out
 }
 
-// withLogURLs copies steps, filling the log link of each attempt whose log
-// the gateway serves (local runtime attempts; a Kubernetes attempt, one
-// with a Cluster, has its logs in the cluster and links to them instead),
-// so clients need not build URLs themselves.
+// withLogURLs copies steps, filling the log link of each attempt, so
+// clients need not build URLs themselves: the gateway serves every
+// attempt's log (a local one's written by the runner, a Kubernetes one's
+// by the cluster worker, which follows a Job's container and copies the
+// others' logs when they end).
 func withLogURLs(runPath string, steps []runstate.StepStatus, parent string) []runstate.StepStatus {
 	out := make([]runstate.StepStatus, len(steps))
 	for i, st := range steps {
@@ -65,9 +66,7 @@ func withLogURLs(runPath string, steps []runstate.StepStatus, parent string) []r
 		}
 		st.Attempts = append([]runstate.Attempt(nil), st.Attempts...)
 		for j := range st.Attempts {
-			if st.Attempts[j].Cluster == "" {
-				st.Attempts[j].LogURL = logURL(runPath, name, item, st.Attempts[j].Number)
-			}
+			st.Attempts[j].LogURL = logURL(runPath, name, item, st.Attempts[j].Number)
 		}
 		if st.Items != nil {
 			st.Items = withLogURLs(runPath, st.Items, st.Name)

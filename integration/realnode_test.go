@@ -130,6 +130,49 @@ steps:
 		assert.Less(t, took, time.Minute, "at once, not after the image-pull grace or a timeout")
 	})
 
+	t.Run("live log, kept after a cancel", func(t *testing.T) {
+		e.createPipeline("real-live", realNodePod()+fmt.Sprintf(`
+steps:
+  - name: tick
+    placement: {cluster: %s}
+    container:
+      image: %s
+      command: ["sh", "-c", "i=0; while [ $i -lt 60 ]; do i=$((i+1)); echo tick $i; sleep 1; done"]
+`, e.cluster, kubetest.StepImage))
+		id := e.start("real-live", nil)
+		logOf := func() string {
+			res, err := e.client().GetStepLogsWithResponse(context.Background(), e.project, id, "tick", nil)
+			require.NoError(t, err)
+			if res.StatusCode() != 200 {
+				return ""
+			}
+			return string(res.Body)
+		}
+		// While the container runs, its lines are served as they come
+		// (the cluster worker follows its log).
+		var live string
+		require.Eventually(t, func() bool {
+			live = logOf()
+			return strings.Contains(live, "tick 3\n")
+		}, 90*time.Second, 200*time.Millisecond, "no live log; last %q", live)
+		r := e.getRun(id)
+		require.Equal(t, gen.StepStateRUNNING, stepByName(r, "tick").State, "the log was read while the step ran")
+		require.NotEmpty(t, val((*stepByName(r, "tick").Attempts)[0].LogUrl), "a Kubernetes attempt links its log")
+		assert.True(t, strings.HasPrefix(live, "tick 1\ntick 2\ntick 3\n"), "in order, each line once: %q", live)
+
+		// Cancelled: the pod is deleted, the log it printed stays.
+		e.cancel(id, "enough")
+		r = e.waitTerminal(id, 2*time.Minute)
+		require.Equal(t, gen.RunStateCANCELLED, r.State)
+		require.Eventually(t, func() bool { return len(e.runObjects(t, id)) == 0 }, 30*time.Second, 100*time.Millisecond)
+		kept := logOf()
+		assert.True(t, strings.HasPrefix(kept, live), "the log kept after the cancel starts with what was served live: %q", kept)
+		lines := strings.Split(strings.TrimSuffix(kept, "\n"), "\n")
+		for i, l := range lines {
+			assert.Equal(t, fmt.Sprintf("tick %d", i+1), l, "each line once, in order")
+		}
+	})
+
 	t.Run("command not found", func(t *testing.T) {
 		e.createPipeline("real-nocommand", realNodePod()+fmt.Sprintf(`
 steps:

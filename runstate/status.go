@@ -186,9 +186,9 @@ type Attempt struct {
 	FinishedAt *time.Time `json:"finishedAt,omitempty"`
 	ExitCode   *int       `json:"exitCode,omitempty"`
 	Error      string     `json:"error,omitempty"`
-	// LogURL is filled by the gateway (the one owner of its URLs) for
-	// attempts whose log it serves: the local runtime's. A Kubernetes
-	// attempt's logs are in the cluster (see Links).
+	// LogURL is filled by the gateway (the one owner of its URLs): every
+	// attempt's log is in the catalogue (a Kubernetes attempt's stored by
+	// the cluster worker; its Links lead to the cluster's own views).
 	LogURL string `json:"logUrl,omitempty"`
 	// Cluster, Object and Links locate a Kubernetes attempt: the cluster it
 	// ran on, "<kind>/<namespace>/<name>", and links such as the Ray

@@ -105,14 +105,20 @@
 // # Logs
 //
 // With WithLogSink (the cluster worker passes the catalogue), the log of
-// a step's output container — the Job's step container, the Spark driver,
-// the RayJob's submitter — is read from the API server (pods/log) when the
-// step ends, successfully or not, and stored like a local attempt's (up to
-// 8 MiB, the attempt's secrets redacted), before the activity returns: by
-// the time the run shows the attempt over, the gateway serves its whole
-// log. It is not live, and a cancelled or timed-out attempt's pod is
-// deleted without it. A node that serves no logs (kwok's) only costs a
-// quick 404.
+// a step's output container is stored like a local attempt's (up to 8
+// MiB, the attempt's secrets redacted line by line), so the gateway
+// serves it through REST, `atelier logs -f` and the web UI, after the pod
+// and its node are gone (argo-workflows#1005). A Job's container (not a
+// wide step's item: a stream per item would be thousands of connections)
+// is followed from the API server (pods/log, follow) while it runs and
+// stored as it comes, at most a second late (follower.go); the lines a
+// cancelled or timed-out step printed stay. The Spark driver's and the
+// RayJob submitter's logs (their pods are not watched) are copied when
+// the step ends. When an attempt ends, its log is read once more and
+// what the follower did not store (a stream that broke, a follower that
+// started late) is appended; a follower or copy that starts again (its
+// activity retried on another worker) skips what the catalogue holds. A
+// node that serves no logs (kwok's) only costs a quick 404.
 //
 // # Failures, timeouts and cancellation
 //

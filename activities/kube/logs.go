@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -19,19 +20,24 @@ import (
 // LogSink stores step attempt logs, which the gateway serves (GET
 // .../steps/{step}/logs). The Postgres store implements it. AppendLog must
 // be idempotent on (key, offset): a retried activity stores the same bytes
-// at the same offsets again.
+// at the same offsets again. LogEnd is where the stored log ends: a
+// follower that resumes (its activity retried) appends from there.
 type LogSink interface {
 	AppendLog(ctx context.Context, key activities.LogKey, offset int64, data []byte) error
+	LogEnd(ctx context.Context, key activities.LogKey) (int64, error)
 }
 
-// WithLogSink makes the backend copy the log of a step's output container
+// WithLogSink makes the backend store the log of a step's output container
 // (a Job's step container, a Spark driver, a RayJob's submitter, which
-// follows the Ray job's log) into sink when the step ends, successfully or
-// not, so that the log is read the same way as a local step's: through
-// REST and the CLI, after the pod is gone. Up to limit bytes (<= 0:
-// DefaultLogLimit) are copied, the rest cut with a marker line; the
-// attempt's secrets are redacted. A log that cannot be read (the pod's
-// node does not serve logs) is skipped, and the step's outcome stands.
+// follows the Ray job's log) in sink, so that the log is read the same way
+// as a local step's: through REST and the CLI, live, and after the pod and
+// its node are gone. A Job's container (not a wide step's item) is
+// followed while it runs (follower.go), the others are copied when the
+// step ends, successfully or not. Up to limit bytes (<= 0:
+// DefaultLogLimit) are stored, the rest cut with a marker line; the
+// attempt's secrets are redacted, line by line. A log that cannot be read
+// (the pod's node does not serve logs) is skipped, and the step's outcome
+// stands.
 func WithLogSink(sink LogSink, limit int64) Option {
 	return func(b *Backend) {
 		b.logSink = sink
@@ -54,7 +60,8 @@ const logChunk = 256 << 10
 const truncatedLine = "\n[atelier] log truncated\n"
 
 // copyLog stores the log of container ("" = the first) of the pod that
-// ended as term, once the attempt is over. Best effort: failures are
+// ended as term, once the attempt is over: what a follower of that pod
+// did not store, else the whole log after what is stored already. Best effort: failures are
 // logged, not returned.
 func (r *stepRun) copyLog(ctx context.Context, term framework.Termination, container string) {
 	b := r.b
@@ -66,8 +73,26 @@ func (r *stepRun) copyLog(ctx context.Context, term framework.Termination, conta
 	// log read when its activity is being cancelled.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
 	defer cancel()
+	from := int64(-1) // where to store from; -1: where the stored log ends
+	if f := r.follower; f != nil && f.pod == pod {
+		// The container has ended, so its stream ends shortly. The log
+		// is read once more even so: a stream can end early (a broken
+		// connection reads as its end), and what it stored is then
+		// only skipped.
+		f.wait(ctx)
+		from = f.written()
+	}
 	if !b.nodeServesLogs(ctx, term.Node) {
 		return
+	}
+	key := r.logKey()
+	if from < 0 {
+		end, err := b.logSink.LogEnd(ctx, key)
+		if err != nil {
+			r.logger.Warn("cannot read where the step's stored log ends", zap.Error(err))
+			return
+		}
+		from = end
 	}
 	opts := &corev1.PodLogOptions{Container: container, LimitBytes: ptrTo(b.logLimit + 1)}
 	stream, err := b.clients.Kube.CoreV1().Pods(r.ns).GetLogs(pod, opts).Stream(ctx)
@@ -85,29 +110,67 @@ func (r *stepRun) copyLog(ctx context.Context, term framework.Termination, conta
 		r.logger.Warn("reading the step's log", zap.String("pod", pod), zap.Error(err))
 		return
 	}
-	if int64(len(data)) > b.logLimit {
-		data = append(data[:b.logLimit], truncatedLine...)
+	cut := int64(len(data)) > b.logLimit
+	if cut {
+		data = data[:b.logLimit]
 	}
-	if r.secret != nil {
-		values := make(map[string]string, len(r.secret.Data))
-		for n, v := range r.secret.Data {
-			values[n] = string(v)
-		}
-		data = []byte(redact.New(values).String(string(data)))
+	data = r.redactor().lines(data)
+	if cut {
+		data = append(data, truncatedLine...)
 	}
-	item := -1
-	if r.req.Item != nil {
-		item = *r.req.Item
+	if from >= int64(len(data)) {
+		return // stored already (an earlier execution of the activity)
 	}
-	key := activities.LogKey{RunID: r.req.RunID, Step: r.req.Step, Item: item, Attempt: r.req.Attempt}
+	data = data[from:]
 	for off := 0; off < len(data); off += logChunk {
 		end := min(off+logChunk, len(data))
-		if err := b.logSink.AppendLog(ctx, key, int64(off), data[off:end]); err != nil {
+		if err := b.logSink.AppendLog(ctx, key, from+int64(off), data[off:end]); err != nil {
 			r.logger.Warn("storing the step's log", zap.Error(err))
 			return
 		}
 	}
-	r.logger.Debug("step log stored", zap.String("pod", pod), zap.Int("bytes", len(data)))
+	r.logger.Debug("step log stored", zap.String("pod", pod), zap.Int64("from", from), zap.Int("bytes", len(data)))
+}
+
+// logKey is the attempt's log.
+func (r *stepRun) logKey() activities.LogKey {
+	item := -1
+	if r.req.Item != nil {
+		item = *r.req.Item
+	}
+	return activities.LogKey{RunID: r.req.RunID, Step: r.req.Step, Item: item, Attempt: r.req.Attempt}
+}
+
+// lineRedactor hides the attempt's secret values, line by line, so that a
+// log stored as it is read (follower.go) and one copied whole read alike.
+type lineRedactor struct{ r *redact.Redactor }
+
+func (r *stepRun) redactor() lineRedactor {
+	if r.secret == nil || len(r.secret.Data) == 0 {
+		return lineRedactor{}
+	}
+	values := make(map[string]string, len(r.secret.Data))
+	for n, v := range r.secret.Data {
+		values[n] = string(v)
+	}
+	return lineRedactor{redact.New(values)}
+}
+
+// lines redacts data, whole lines and a last partial one each on its own.
+func (l lineRedactor) lines(data []byte) []byte {
+	if l.r == nil {
+		return data
+	}
+	var out []byte
+	for len(data) > 0 {
+		i := bytes.IndexByte(data, '\n') + 1
+		if i == 0 {
+			i = len(data)
+		}
+		out = append(out, l.r.String(string(data[:i]))...)
+		data = data[i:]
+	}
+	return out
 }
 
 func ptrTo[T any](v T) *T { return &v }

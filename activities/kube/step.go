@@ -145,6 +145,10 @@ type stepRun struct {
 	kueueWhy       string // Kueue's reason, last read
 	kueueAt        time.Time
 	secret         *corev1.Secret // the attempt's secrets; nil when it has none
+	// follower stores the output container's log while it runs (nil
+	// until it starts, or when it is not followed); stopFollowing ends it.
+	follower      *follower
+	stopFollowing context.CancelFunc
 }
 
 func (r *stepRun) result() activities.KubeStepResult {
@@ -189,6 +193,11 @@ func (r *stepRun) run(ctx context.Context, desired framework.Object) (activities
 	}
 	hb := b.startHeartbeat(ctx, Heartbeat{Namespace: r.ns, Name: r.name, UID: string(r.uid)})
 	defer hb.Stop()
+	defer func() {
+		if r.stopFollowing != nil {
+			r.stopFollowing()
+		}
+	}()
 
 	var deadline <-chan time.Time
 	if r.req.Timeout > 0 {
@@ -236,7 +245,11 @@ func (r *stepRun) run(ctx context.Context, desired framework.Object) (activities
 			res.FinishedAt = b.clock.Now()
 			return res, framework.StepFailed(fmt.Sprintf("%s %s was deleted before it finished", r.kind.Kind(), r.name), res)
 		}
-		p := r.kind.Progress(cur, r.currentPods())
+		pods := r.currentPods()
+		p := r.kind.Progress(cur, pods)
+		if r.pods != nil {
+			r.maybeFollow(ctx, pods, r.kind.OutputPods(cur).Container)
+		}
 		if p.Phase != last {
 			r.logger.Info("step object", zap.Stringer("phase", p.Phase), zap.String("reason", p.Reason))
 			last = p.Phase

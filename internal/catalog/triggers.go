@@ -113,10 +113,21 @@ type RunFinishedPayload struct {
 	Steps    map[string]RunFinishedStep `json:"steps,omitempty"`
 }
 
-// RunFinishedStep is one step of RunFinishedPayload.
+// RunFinishedStep is one step of RunFinishedPayload: its state, outputs
+// and the artifacts it wrote, by output name (an id names the artifact to
+// a step input of the started pipeline: `artifact: "{{ params.model }}"`).
 type RunFinishedStep struct {
-	State   runstate.StepState `json:"state"`
-	Outputs any                `json:"outputs"`
+	State     runstate.StepState             `json:"state"`
+	Outputs   any                            `json:"outputs"`
+	Artifacts map[string]RunFinishedArtifact `json:"artifacts,omitempty"`
+}
+
+// RunFinishedArtifact is an artifact of RunFinishedStep.
+type RunFinishedArtifact struct {
+	ID     string `json:"id"`
+	Type   string `json:"type"`
+	Digest string `json:"digest"`
+	Size   int64  `json:"size"`
 }
 
 // MaxRunFinishedPayload bounds a run trigger's payload: past it the steps'
@@ -134,14 +145,22 @@ func NewRunFinishedPayload(st runstate.Status, subject string) ([]byte, error) {
 		p.Params = map[string]any{}
 	}
 	for _, s := range st.Steps {
-		if !s.OnExit {
-			p.Steps[s.Name] = RunFinishedStep{State: s.State, Outputs: s.Outputs}
+		if s.OnExit {
+			continue
 		}
+		rs := RunFinishedStep{State: s.State, Outputs: s.Outputs}
+		for _, a := range s.Artifacts {
+			if rs.Artifacts == nil {
+				rs.Artifacts = map[string]RunFinishedArtifact{}
+			}
+			rs.Artifacts[a.Name] = RunFinishedArtifact{ID: a.ID, Type: a.Type, Digest: a.Digest, Size: a.Size}
+		}
+		p.Steps[s.Name] = rs
 	}
 	b, err := json.Marshal(p)
 	if err == nil && len(b) > MaxRunFinishedPayload {
 		for name, s := range p.Steps {
-			p.Steps[name] = RunFinishedStep{State: s.State}
+			p.Steps[name] = RunFinishedStep{State: s.State, Artifacts: s.Artifacts}
 		}
 		b, err = json.Marshal(p)
 	}

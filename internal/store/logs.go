@@ -29,6 +29,14 @@ func (s *Store) AppendLog(ctx context.Context, key activities.LogKey, offset int
 	return mapErr(err, "append log of %s/%s attempt %d", key.RunID, key.Step, key.Attempt)
 }
 
+// LogEnd returns where an attempt's stored log ends (0 when nothing is
+// stored): a writer that resumes a log (the cluster worker's follower
+// after its activity was retried) appends from there.
+func (s *Store) LogEnd(ctx context.Context, key activities.LogKey) (int64, error) {
+	n, err := s.q.LogEnd(ctx, db.LogEndParams{RunID: key.RunID, Step: key.Step, Item: int32(key.Item), Attempt: int32(key.Attempt)})
+	return n, mapErr(err, "log end of %s/%s attempt %d", key.RunID, key.Step, key.Attempt)
+}
+
 // ReadLog returns the log bytes in [fromOffset, fromOffset+maxBytes), as
 // chunks ordered by offset; a chunk straddling a bound is cut to it. An
 // empty result means nothing is stored there (yet). maxBytes <= 0 means

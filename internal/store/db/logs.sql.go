@@ -40,6 +40,31 @@ func (q *Queries) AppendLog(ctx context.Context, arg AppendLogParams) (int64, er
 	return result.RowsAffected(), nil
 }
 
+const logEnd = `-- name: LogEnd :one
+SELECT COALESCE(max(s."offset" + octet_length(s.data)), 0)::bigint AS log_end FROM step_logs s
+WHERE s.run_id = $1 AND s.step = $2 AND s.item = $3 AND s.attempt = $4
+`
+
+type LogEndParams struct {
+	RunID   string
+	Step    string
+	Item    int32
+	Attempt int32
+}
+
+// Where an attempt's stored log ends: the next byte's offset (0 when none).
+func (q *Queries) LogEnd(ctx context.Context, arg LogEndParams) (int64, error) {
+	row := q.db.QueryRow(ctx, logEnd,
+		arg.RunID,
+		arg.Step,
+		arg.Item,
+		arg.Attempt,
+	)
+	var log_end int64
+	err := row.Scan(&log_end)
+	return log_end, err
+}
+
 const readLog = `-- name: ReadLog :many
 SELECT s."offset", s.data FROM step_logs s
 WHERE s.run_id = $1 AND s.step = $2 AND s.item = $3 AND s.attempt = $4

@@ -16,3 +16,8 @@ WHERE s.run_id = sqlc.arg(run_id) AND s.step = sqlc.arg(step) AND s.item = sqlc.
       ), 0)
   AND s."offset" < sqlc.arg(from_offset)::bigint + sqlc.arg(max_bytes)::bigint
 ORDER BY s."offset";
+
+-- name: LogEnd :one
+-- Where an attempt's stored log ends: the next byte's offset (0 when none).
+SELECT COALESCE(max(s."offset" + octet_length(s.data)), 0)::bigint AS log_end FROM step_logs s
+WHERE s.run_id = sqlc.arg(run_id) AND s.step = sqlc.arg(step) AND s.item = sqlc.arg(item) AND s.attempt = sqlc.arg(attempt);

@@ -375,19 +375,16 @@ export class RunPage implements View {
       replace(this.logSection, h("h3", {}, "Log"), h("p", { class: "muted", id: "log-status" }, "No attempt has started yet."));
       return;
     }
-    if (attempt.cluster) {
-      this.setLog(undefined);
-      replace(
-        this.logSection,
-        h("h3", {}, "Log"),
-        h("p", { class: "muted", id: "log-status" }, `Attempt ${attempt.number} ran on Kubernetes cluster ${attempt.cluster}${attempt.object ? ` as ${attempt.object}` : ""}: its logs are in the cluster (kubectl logs, or the links above).`),
-      );
-      return;
-    }
     const url = `${this.base}/steps/${enc(sel.step)}/logs${sel.item !== undefined ? `?item=${sel.item}&attempt=${attempt.number}` : `?attempt=${attempt.number}`}`;
     if (this.log?.url !== url) {
       this.setLog(new LogPane(url, `attempt ${attempt.number}`));
-      replace(this.logSection, this.log!.el);
+      // A Kubernetes attempt's log is its container's, stored by the
+      // cluster worker (live for a Job's); the cluster's own views are
+      // in the attempt's links.
+      const where = attempt.cluster
+        ? h("p", { class: "muted", id: "log-where" }, `Kubernetes cluster ${attempt.cluster}${attempt.object ? `, ${attempt.object}` : ""}: the container's log, kept after the pod is gone.`)
+        : undefined;
+      replace(this.logSection, ...(where ? [where] : []), this.log!.el);
     }
   }
 
