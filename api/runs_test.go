@@ -457,7 +457,7 @@ func TestLogURLsOnlyForLogsTheGatewayServes(t *testing.T) {
 		// (followed live for Jobs, copied at the end otherwise): served
 		// the same way, its links kept.
 		{Name: "train", Kind: "ray", State: gen.StepStateRUNNING, Attempts: &[]gen.Attempt{{Number: 1, State: gen.StepStateRUNNING,
-			LogUrl: ptr(runsPath + "/" + runID1 + "/steps/train/logs?attempt=1"),
+			LogUrl:  ptr(runsPath + "/" + runID1 + "/steps/train/logs?attempt=1"),
 			Cluster: ptr("gpu-east"), Links: &map[string]string{"kubectl": "kubectl logs ..."}}}},
 	}
 	if diff := cmp.Diff(want, got.Status.Steps); diff != "" {
