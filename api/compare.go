@@ -11,6 +11,7 @@ import (
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/pipeline"
 	"github.com/atelier-ml/atelier/runstate"
 )
 
@@ -119,19 +120,24 @@ func compareRuns(runs []catalog.Run, statuses []*runstate.Status) gen.RunCompari
 		out.Outputs = append(out.Outputs, gen.ComparedValue{Step: ptr(k.step), Name: k.name, Values: outputs[k], Differs: notAllEqual(outputs[k])})
 	}
 	for _, k := range slices.SortedFunc(maps.Keys(scalars), less) {
-		m := gen.ComparedMetric{Step: k.step, Name: k.name, Values: scalars[k]}
+		goal := goalOf(runs, k.step, k.name)
+		m := gen.ComparedMetric{Step: k.step, Name: k.name, Values: scalars[k], Goal: gen.ComparedMetricGoal(goal)}
 		vals := make([]any, n)
 		have, best, worst := 0, -1, -1
+		better := func(a, b float64) bool { return a > b }
+		if goal == pipeline.Minimize {
+			better = func(a, b float64) bool { return a < b }
+		}
 		for i, v := range scalars[k] {
 			if v == nil {
 				continue
 			}
 			vals[i] = *v
 			have++
-			if best < 0 || *v > *scalars[k][best] {
+			if best < 0 || better(*v, *scalars[k][best]) {
 				best = i
 			}
-			if worst < 0 || *v < *scalars[k][worst] {
+			if worst < 0 || better(*scalars[k][worst], *v) {
 				worst = i
 			}
 		}
@@ -145,6 +151,30 @@ func compareRuns(runs []catalog.Run, statuses []*runstate.Status) gen.RunCompari
 		out.Series = append(out.Series, gen.ComparedSeries{Step: k.step, Name: k.name, Values: series[k]})
 	}
 	return out
+}
+
+// goalOf is the goal of a step's metric: as the first of runs whose
+// pipeline version declares it (the step's `metrics`), else maximize.
+func goalOf(runs []catalog.Run, step, name string) pipeline.MetricGoal {
+	for _, r := range runs {
+		var in struct {
+			Spec struct {
+				Steps []struct {
+					Name    string                         `json:"name"`
+					Metrics map[string]pipeline.MetricGoal `json:"metrics"`
+				} `json:"steps"`
+			} `json:"spec"`
+		}
+		if len(r.Input) == 0 || json.Unmarshal(r.Input, &in) != nil {
+			continue
+		}
+		for _, s := range in.Spec.Steps {
+			if g, ok := s.Metrics[name]; ok && s.Name == step {
+				return g
+			}
+		}
+	}
+	return pipeline.Maximize
 }
 
 // row returns m[k], made with one (nil) slot per run when new.

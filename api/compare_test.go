@@ -46,14 +46,38 @@ func TestCompareRuns(t *testing.T) {
 		t.Errorf("outputs (-want +got):\n%s", diff)
 	}
 	wantMetrics := []gen.ComparedMetric{
-		{Step: "fit", Name: "accuracy", Values: []*float64{ptr(0.95), ptr(0.91)}, Differs: true, Best: ptr(0), Worst: ptr(1)},
-		{Step: "fit", Name: "f1", Values: []*float64{ptr(0.5), ptr(0.5)}},
+		{Step: "fit", Name: "accuracy", Values: []*float64{ptr(0.95), ptr(0.91)}, Differs: true, Best: ptr(0), Worst: ptr(1), Goal: gen.Maximize},
+		{Step: "fit", Name: "f1", Values: []*float64{ptr(0.5), ptr(0.5)}, Goal: gen.Maximize},
 	}
 	if diff := cmp.Diff(wantMetrics, got.Metrics); diff != "" {
 		t.Errorf("metrics (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]gen.ComparedSeries{{Step: "fit", Name: "loss", Values: [][]float64{nil, {0.9, 0.4}}}}, got.Series); diff != "" {
 		t.Errorf("series (-want +got):\n%s", diff)
+	}
+}
+
+// A metric whose step declares it minimized (a loss) has its lowest value
+// best: the goal comes from the first compared run's pipeline version
+// that declares it.
+func TestCompareRunsMinimizedMetric(t *testing.T) {
+	h := newHarness(t)
+	spec := []byte(`{"spec":{"steps":[{"name":"fit","metrics":{"val_loss":"minimize"},"container":{"command":["x"]}}]}}`)
+	a := finishedRun(runID1, nil, nil, &runstate.Metrics{Scalars: map[string]float64{"val_loss": 0.3, "accuracy": 0.9}})
+	a.Input = spec
+	b := finishedRun(runID2, nil, nil, &runstate.Metrics{Scalars: map[string]float64{"val_loss": 0.2, "accuracy": 0.8}})
+	h.cat.setRun(a)
+	h.cat.setRun(b)
+	var got gen.RunComparison
+	r := h.do("GET", "/v1/projects/alpha/compare?runs="+runID1+"&runs="+runID2, h.viewer, nil)
+	wantStatus(t, r, http.StatusOK)
+	r.json(t, &got)
+	want := []gen.ComparedMetric{
+		{Step: "fit", Name: "accuracy", Values: []*float64{ptr(0.9), ptr(0.8)}, Differs: true, Best: ptr(0), Worst: ptr(1), Goal: gen.Maximize},
+		{Step: "fit", Name: "val_loss", Values: []*float64{ptr(0.3), ptr(0.2)}, Differs: true, Best: ptr(1), Worst: ptr(0), Goal: gen.Minimize},
+	}
+	if diff := cmp.Diff(want, got.Metrics); diff != "" {
+		t.Errorf("metrics (-want +got):\n%s", diff)
 	}
 }
 

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"regexp"
 	"time"
@@ -136,6 +137,10 @@ type Step struct {
 	// Cache reuses the outputs of an earlier identical execution of the
 	// step's work (container, ray and spark steps; see Cache).
 	Cache *Cache `json:"cache,omitempty"`
+	// Metrics declares the goal of metrics the step reports (its
+	// $ATELIER_METRICS file): whether a higher or a lower value is the
+	// better one when runs are compared. Undeclared metrics: maximize.
+	Metrics map[string]MetricGoal `json:"metrics,omitempty"`
 }
 
 // Cache configures step caching across runs: before a step (or each
@@ -503,3 +508,26 @@ var secretNameRE = regexp.MustCompile(SecretNamePattern)
 
 // ValidSecretName reports whether name may name a secret.
 func ValidSecretName(name string) bool { return secretNameRE.MatchString(name) }
+
+// MetricGoal says which value of a metric is the best.
+type MetricGoal string
+
+// Metric goals.
+const (
+	Maximize MetricGoal = "maximize"
+	Minimize MetricGoal = "minimize"
+)
+
+// MaxMetricNameLen bounds a metric's name.
+const MaxMetricNameLen = 64
+
+var metricNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*$`)
+
+// MetricNameProblem says what is wrong with a metric's name ("" when
+// nothing): the one rule for a metrics file and a step's declared goals.
+func MetricNameProblem(name string) string {
+	if len(name) > MaxMetricNameLen || !metricNameRE.MatchString(name) {
+		return fmt.Sprintf("invalid name: use letters, digits, '_', '.' and '-', starting with a letter or '_', at most %d characters", MaxMetricNameLen)
+	}
+	return ""
+}

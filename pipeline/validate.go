@@ -402,6 +402,20 @@ func validateStep(p *Spec, i int, vc *vctx, psc *refScope, ps *problems) {
 		}
 	}
 
+	// metrics: the goals of what the step reports.
+	for _, name := range sortedKeysOfGoals(s.Metrics) {
+		mp := field(field(path, "metrics"), name)
+		if why := MetricNameProblem(name); why != "" {
+			ps.add(mp, "%s", why)
+		}
+		if g := s.Metrics[name]; g != Maximize && g != Minimize {
+			ps.add(mp, "must be %q or %q, got %q", Maximize, Minimize, g)
+		}
+	}
+	if len(s.Metrics) > 0 && kind != KindContainer {
+		ps.add(field(path, "metrics"), "only container steps report metrics")
+	}
+
 	// retries.
 	if r := s.Retries; r != nil {
 		rp := field(path, "retries")
@@ -1094,4 +1108,13 @@ func validateSecrets(path string, c *Container, ps *problems) {
 		}
 		seen[r.Env] = true
 	}
+}
+
+func sortedKeysOfGoals(m map[string]MetricGoal) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

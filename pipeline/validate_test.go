@@ -273,6 +273,15 @@ steps:
 			{"steps[12].forEach.when", `unknown step "nope"`},
 			{"steps[13].forEach.when", `unknown param "x"`},
 		}},
+		{"metric goals", `
+steps:
+  - {name: a, metrics: {val_loss: minimize, accuracy: maximize}, container: {command: [x]}}
+  - {name: b, metrics: {"1bad": minimize, loss: lower}, container: {command: [x]}}
+  - {name: c, kind: approval, metrics: {loss: minimize}, approval: {}}`, nil, []want{
+			{"steps[1].metrics.1bad", "invalid name"},
+			{"steps[1].metrics.loss", `must be "maximize" or "minimize", got "lower"`},
+			{"steps[2].metrics", "only container steps report metrics"},
+		}},
 		{"retries and timeout", `
 steps:
   - {name: a, retries: {limit: 21}, container: {command: [x]}}

@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
 	"sort"
+
+	"github.com/atelier-ml/atelier/pipeline"
 )
 
 // Metrics are what a step measured and reported in its metrics file
@@ -25,13 +26,11 @@ const (
 	MaxMetricsBytes  = 32 << 10
 	MaxMetrics       = 64
 	MaxSeriesPoints  = 1000
-	MaxMetricNameLen = 64
+	MaxMetricNameLen = pipeline.MaxMetricNameLen
 )
 
 // MetricsEnv names the file a step may write its metrics to.
 const MetricsEnv = "ATELIER_METRICS"
-
-var metricNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*$`)
 
 // MetricsProblem is one thing wrong with a metrics file, at a path such as
 // "loss[3]" or "" for the file as a whole.
@@ -86,8 +85,8 @@ func ParseMetrics(b []byte) (*Metrics, error) {
 	}
 	m := &Metrics{}
 	for _, name := range names {
-		if len(name) > MaxMetricNameLen || !metricNameRE.MatchString(name) {
-			ps = append(ps, MetricsProblem{name, fmt.Sprintf("invalid name: use letters, digits, '_', '.' and '-', starting with a letter or '_', at most %d characters", MaxMetricNameLen)})
+		if why := pipeline.MetricNameProblem(name); why != "" {
+			ps = append(ps, MetricsProblem{name, why})
 			continue
 		}
 		v := bytes.TrimSpace(raw[name])
