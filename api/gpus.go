@@ -185,7 +185,7 @@ func admissionQueueView(q activities.AdmissionQueue, visible func(project string
 }
 
 func queueEntryView(e activities.QueueEntry, visible bool) gen.QueueEntry {
-	v := gen.QueueEntry{Submitted: e.Submitted, Position: opt(e.Position), Priority: opt(e.Priority), Reason: opt(e.Reason), Admitted: e.Admitted,
+	v := gen.QueueEntry{Submitted: e.Submitted, Position: opt(e.Position), Priority: ptr(e.Priority), Reason: opt(e.Reason), Admitted: e.Admitted,
 		Gpus: views(e.GPUs, func(a gpu.Amount) gen.GPUAmount { return gen.GPUAmount{Resource: string(a.Resource), Units: a.Units} })}
 	if visible {
 		v.Workload, v.Project, v.Run, v.Step, v.Message = opt(e.Workload), opt(e.Project), opt(e.Run), opt(e.Step), opt(e.Message)
@@ -198,7 +198,8 @@ func queueEntryView(e activities.QueueEntry, visible bool) gen.QueueEntry {
 
 func gpuPolicyView(p catalog.GPUPolicy, warnings []string) gen.GPUPolicy {
 	return gen.GPUPolicy{Project: p.Name, Cohort: opt(p.Cohort), Weight: opt(float32(p.Weight)),
-		DefaultPriority: opt(p.DefaultPriority), MinPriority: opt(p.MinPriority), MaxPriority: opt(p.MaxPriority),
+		// Priorities of 0 are values, not absences.
+		DefaultPriority: ptr(p.DefaultPriority), MinPriority: ptr(p.MinPriority), MaxPriority: ptr(p.MaxPriority),
 		UpdatedAt: p.UpdatedAt, Warnings: optSlice(warnings),
 		Quotas: views(p.Quotas, func(q gpu.Quota) gen.GPUQuota {
 			return gen.GPUQuota{Resource: string(q.Resource), Nominal: q.Nominal,

@@ -36,7 +36,7 @@ func TestGPUPolicyLifecycle(t *testing.T) {
 	wantStatus(t, r, http.StatusOK)
 	var got gen.GPUPolicy
 	r.json(t, &got)
-	want := gen.GPUPolicy{Project: "alpha", Cohort: ptr("research"), Weight: ptr[float32](2), DefaultPriority: ptr(10), MaxPriority: ptr(100),
+	want := gen.GPUPolicy{Project: "alpha", Cohort: ptr("research"), Weight: ptr[float32](2), DefaultPriority: ptr(10), MinPriority: ptr(0), MaxPriority: ptr(100),
 		Quotas: []gen.GPUQuota{
 			{Resource: "NVIDIA-H100-80GB-HBM3", Nominal: 16, BorrowingLimit: ptr(4), LendingLimit: ptr(-1)},
 			{Resource: "NVIDIA-L4", Nominal: 2},
@@ -122,12 +122,12 @@ func TestClusterQueueHidesOtherProjects(t *testing.T) {
 	r.json(t, &got)
 	want := gen.AdmissionQueue{Cluster: "east", DecidedAt: &at,
 		Pending: []gen.QueueEntry{
-			{Workload: ptr("r1/train"), Project: ptr("alpha"), Run: ptr("r1"), Step: ptr("train"), Submitted: at, Position: ptr(1), Reason: ptr("Quota"), Message: ptr("quota: ..."),
+			{Workload: ptr("r1/train"), Project: ptr("alpha"), Run: ptr("r1"), Step: ptr("train"), Submitted: at, Position: ptr(1), Priority: ptr(0), Reason: ptr("Quota"), Message: ptr("quota: ..."),
 				Gpus: []gen.GPUAmount{{Resource: "NVIDIA-L4", Units: 1}}},
 			// Another project's: its place and size, not its names.
-			{Submitted: at, Position: ptr(2), Reason: ptr("Capacity"), Gpus: []gen.GPUAmount{{Resource: "NVIDIA-L4", Units: 4}}},
+			{Submitted: at, Position: ptr(2), Priority: ptr(0), Reason: ptr("Capacity"), Gpus: []gen.GPUAmount{{Resource: "NVIDIA-L4", Units: 4}}},
 		},
-		Running: []gen.QueueEntry{{Submitted: at, Admitted: &at, Gpus: []gen.GPUAmount{}}},
+		Running: []gen.QueueEntry{{Submitted: at, Priority: ptr(0), Admitted: &at, Gpus: []gen.GPUAmount{}}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("viewer of alpha (-want +got):\n%s", diff)
