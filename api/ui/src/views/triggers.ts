@@ -131,12 +131,12 @@ function refs(s: string): Child[] {
 }
 
 /** paramsView lists t's params as written: name = value (a string quoted, with its references marked). */
-function paramsView(params: Record<string, unknown>, cls = ""): HTMLElement {
+function paramsView(params: Record<string, unknown>): HTMLElement {
   const names = Object.keys(params ?? {});
   if (!names.length) return h("span", { class: "muted" }, "none (the pipeline's defaults)");
   return h(
     "table",
-    { class: `params ${cls}`.trim() },
+    { class: "params" },
     h(
       "tbody",
       {},
@@ -305,7 +305,7 @@ export class TriggersPage implements View {
         ? h(
             "table",
             { class: "list", id: "triggers" },
-            h("thead", {}, h("tr", {}, ["Name", "Fires when", "Starts", "Params", "Max / min", "State", "Last firing"].map((c) => h("th", {}, c)))),
+            h("thead", {}, h("tr", {}, ["Name", "Fires when", "Starts", "Params", "At most", "State", "Last firing"].map((c) => h("th", {}, c)))),
             h(
               "tbody",
               {},
@@ -317,8 +317,8 @@ export class TriggersPage implements View {
                   h("td", {}, h("a", { class: "trigger-name", href: href.triggers(p, t.name) }, t.name), t.description ? h("div", { class: "muted small desc" }, t.description) : null),
                   h("td", { class: "on-cell" }, firesOn(p, t)),
                   h("td", { class: "nowrap" }, target(p, t)),
-                  h("td", {}, paramsView(t.params)),
-                  h("td", { class: "max-per-minute" }, String(t.maxPerMinute)),
+                  h("td", { class: "params-cell" }, paramsView(t.params)),
+                  h("td", { class: "max-per-minute nowrap", title: "runs started a minute at most; firings beyond it wait" }, `${t.maxPerMinute}/min`),
                   h("td", {}, enabledBadge(t)),
                   h(
                     "td",
@@ -605,6 +605,7 @@ export class TriggerPage implements View {
   private trigger?: Trigger;
   private shownHead = "";
   private shownFirings = "";
+  private deleting = false;
 
   constructor(
     private readonly project: string,
@@ -636,6 +637,7 @@ export class TriggerPage implements View {
   private async load(): Promise<void> {
     clearTimeout(this.timer);
     const signal = this.abort.signal;
+    if (this.deleting) return;
     try {
       const [t, list] = await Promise.all([get<Trigger>(this.path, signal), get<TriggerFiringList>(`${this.path}/firings${query({ pageSize: PAGE_SIZE, pageToken: this.token })}`, signal)]);
       if (signal.aborted) return;
@@ -654,7 +656,7 @@ export class TriggerPage implements View {
         replace(this.flash, problemBox(e));
       }
     }
-    if (!signal.aborted) this.timer = window.setTimeout(() => void this.load(), this.token ? PAGE_REFRESH_MS * 5 : PAGE_REFRESH_MS);
+    if (!signal.aborted && !this.deleting) this.timer = window.setTimeout(() => void this.load(), PAGE_REFRESH_MS);
   }
 
   private renderHead(t: Trigger): void {
@@ -719,7 +721,7 @@ export class TriggerPage implements View {
         "div",
         { class: "card-title pad" },
         h("h2", {}, "Firings"),
-        h("span", { class: "muted small" }, `newest first${this.token ? "" : ` · refreshes every ${PAGE_REFRESH_MS / 1000}s`}`),
+        h("span", { class: "muted small" }, `newest first · refreshes every ${PAGE_REFRESH_MS / 1000}s`),
       ),
       list.items.length
         ? h(
@@ -741,7 +743,7 @@ export class TriggerPage implements View {
                   h("td", { class: "err" }, f.error ?? h("span", { class: "muted" }, "—")),
                   h(
                     "td",
-                    { class: "nowrap small finished" },
+                    { class: "nowrap finished" },
                     f.finishedAt ? fmtTime(f.finishedAt) : f.state === "pending" && f.nextAttemptAt ? h("span", { class: "muted" }, `next attempt ${fmtTime(f.nextAttemptAt)}`) : "",
                   ),
                 ),
@@ -820,14 +822,19 @@ export class TriggerPage implements View {
 
   private askDelete(t: Trigger): void {
     this.ask(`Delete the trigger ${t.name}? Its firing log goes with it; the runs it started stay. This cannot be undone.`, "Delete", async (yes) => {
+      // No refresh meanwhile: it would read a trigger that is going (404).
+      this.deleting = true;
+      clearTimeout(this.timer);
       try {
         await call<void>("DELETE", this.path, undefined, this.abort.signal);
         deleted = t.name;
         location.hash = href.triggers(this.project);
       } catch (e) {
         if (this.abort.signal.aborted) return;
+        this.deleting = false;
         yes.disabled = false;
         replace(this.flash, problemBox(e, "Delete failed: "));
+        void this.load();
       }
     });
   }
