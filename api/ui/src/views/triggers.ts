@@ -596,6 +596,8 @@ export class TriggerPage implements View {
   private readonly head = h("div", { class: "card", id: "trigger" });
   private readonly confirm = h("form", { class: "confirm", id: "confirm-trigger", hidden: true });
   private readonly flash = h("div", { id: "trigger-flash" });
+  /** stale says a refresh failed (the page shows what it last read); cleared by the next one. */
+  private readonly stale = h("div", { id: "trigger-stale" });
   private readonly firings = h("div", { class: "card table-card", id: "firings-host" });
   private readonly pager = h("div", { class: "pager" });
   private readonly abort = new AbortController();
@@ -606,6 +608,8 @@ export class TriggerPage implements View {
   private shownHead = "";
   private shownFirings = "";
   private deleting = false;
+  /** gen counts loads: an answer to an older one (sent before a change) is dropped. */
+  private gen = 0;
 
   constructor(
     private readonly project: string,
@@ -615,6 +619,7 @@ export class TriggerPage implements View {
       this.el,
       h("div", { class: "page-head" }, h("h1", {}, "Trigger ", h("span", { class: "mono" }, name)), h("span", { class: "spacer" }), h("a", { href: href.triggers(project) }, "← Triggers")),
       this.flash,
+      this.stale,
       this.head,
       this.confirm,
       this.firings,
@@ -638,14 +643,16 @@ export class TriggerPage implements View {
     clearTimeout(this.timer);
     const signal = this.abort.signal;
     if (this.deleting) return;
+    const gen = ++this.gen;
     try {
       const [t, list] = await Promise.all([get<Trigger>(this.path, signal), get<TriggerFiringList>(`${this.path}/firings${query({ pageSize: PAGE_SIZE, pageToken: this.token })}`, signal)]);
-      if (signal.aborted) return;
+      if (signal.aborted || gen !== this.gen) return;
       this.trigger = t;
+      replace(this.stale);
       this.renderHead(t);
       this.renderFirings(t, list);
     } catch (e) {
-      if (signal.aborted) return;
+      if (signal.aborted || gen !== this.gen) return;
       if (!this.trigger || (e instanceof ApiError && e.status === 404)) {
         this.shownHead = "";
         this.firings.hidden = true;
@@ -653,7 +660,7 @@ export class TriggerPage implements View {
         replace(this.head, problemBox(e));
         if (e instanceof ApiError && e.status >= 400 && e.status < 500) return;
       } else {
-        replace(this.flash, problemBox(e));
+        replace(this.stale, problemBox(e, "Could not refresh (showing what was last read): "));
       }
     }
     if (!signal.aborted && !this.deleting) this.timer = window.setTimeout(() => void this.load(), PAGE_REFRESH_MS);
@@ -813,6 +820,7 @@ export class TriggerPage implements View {
       replace(this.flash);
       this.trigger = t;
       this.renderHead(t);
+      void this.load();
     } catch (e) {
       if (this.abort.signal.aborted) return;
       button.disabled = false;
