@@ -13,6 +13,7 @@ import { PipelinePage, PipelinesPage } from "./views/pipelines";
 import { RunPage } from "./views/run";
 import { RunsPage } from "./views/runs";
 import { SchedulesPage } from "./views/schedules";
+import { TriggerPage, TriggersPage } from "./views/triggers";
 import type { View } from "./views/view";
 import { WebhookPage, WebhooksPage } from "./views/webhooks";
 
@@ -92,6 +93,10 @@ function page(r: Exclude<Route, { page: "login" | "home" }>): View {
       return new WebhooksPage(r.project);
     case "webhook":
       return new WebhookPage(r.project, r.webhook);
+    case "triggers":
+      return new TriggersPage(r.project);
+    case "trigger":
+      return new TriggerPage(r.project, r.trigger);
   }
 }
 
@@ -103,8 +108,8 @@ function show(v: View): void {
 
 /** shell wraps a page in the top bar (project, sections, log out). */
 function shell(r: Exclude<Route, { page: "login" | "home" }>, inner: View): View {
-  const sections: Record<string, string> = { pipeline: "pipelines", launch: "pipelines", cluster: "clusters", webhook: "webhooks", endpoint: "endpoints" };
-  const section = sections[r.page] ?? (["pipelines", "schedules", "endpoints", "clusters", "cache", "webhooks"].includes(r.page) ? r.page : "runs");
+  const sections: Record<string, string> = { pipeline: "pipelines", launch: "pipelines", cluster: "clusters", webhook: "webhooks", endpoint: "endpoints", trigger: "triggers" };
+  const section = sections[r.page] ?? (["pipelines", "schedules", "endpoints", "clusters", "cache", "webhooks", "triggers"].includes(r.page) ? r.page : "runs");
   const projectPicker =
     projects.length > 1
       ? h(
@@ -133,6 +138,7 @@ function shell(r: Exclude<Route, { page: "login" | "home" }>, inner: View): View
         h("a", { href: href.runs(r.project), class: section === "runs" ? "active" : "" }, "Runs"),
         h("a", { href: href.pipelines(r.project), class: section === "pipelines" ? "active" : "" }, "Pipelines"),
         h("a", { href: href.schedules(r.project), class: section === "schedules" ? "active" : "", id: "nav-schedules" }, "Schedules"),
+        h("a", { href: href.triggers(r.project), class: section === "triggers" ? "active" : "", id: "nav-triggers" }, "Triggers"),
         h("a", { href: href.endpoints(r.project), class: section === "endpoints" ? "active" : "", id: "nav-endpoints" }, "Endpoints"),
         h("a", { href: href.clusters(r.project), class: section === "clusters" ? "active" : "", id: "nav-clusters" }, "Clusters"),
         h("a", { href: href.cache(r.project), class: section === "cache" ? "active" : "", id: "nav-cache" }, "Cache"),

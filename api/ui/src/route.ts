@@ -23,6 +23,9 @@ export type Route =
   | { page: "cache"; project: string; filters: URLSearchParams }
   | { page: "webhooks"; project: string }
   | { page: "webhook"; project: string; webhook: string }
+  /** The project's triggers; one trigger with its firing log. */
+  | { page: "triggers"; project: string }
+  | { page: "trigger"; project: string; trigger: string }
   | { page: "home" };
 
 export function parse(hash: string): Route {
@@ -50,6 +53,7 @@ export function parse(hash: string): Route {
     if (seg[2] === "clusters") return seg[3] ? { page: "cluster", project, cluster: seg[3] } : { page: "clusters", project };
     if (seg[2] === "cache") return { page: "cache", project, filters: params };
     if (seg[2] === "webhooks") return seg[3] ? { page: "webhook", project, webhook: seg[3] } : { page: "webhooks", project };
+    if (seg[2] === "triggers") return seg[3] ? { page: "trigger", project, trigger: seg[3] } : { page: "triggers", project };
     return { page: "runs", project, filters: params };
   }
   return { page: "home" };
@@ -77,5 +81,6 @@ export const href = {
     return `#/p/${e(project)}/cache${q ? `?${q}` : ""}`;
   },
   webhooks: (project: string, webhook?: string) => `#/p/${e(project)}/webhooks${webhook ? `/${e(webhook)}` : ""}`,
+  triggers: (project: string, trigger?: string) => `#/p/${e(project)}/triggers${trigger ? `/${e(trigger)}` : ""}`,
   compare: (project: string, runs: string[]) => `#/p/${e(project)}/compare${runs.length ? `?${runs.map((r) => `runs=${e(r)}`).join("&")}` : ""}`,
 };

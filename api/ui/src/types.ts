@@ -674,3 +674,72 @@ export interface WebhookDeliveryList {
   items: WebhookDelivery[];
   nextPageToken?: string;
 }
+
+// Triggers (…/triggers; viewers read, editors change).
+
+/** TriggerOn is what fires a trigger: exactly one of the two. */
+export interface TriggerOn {
+  /** A run of pipeline ended in one of states (default SUCCEEDED). */
+  runFinished?: { pipeline: string; states?: RunState[] };
+  /** A signed POST to the trigger's hookUrl. */
+  hook?: Record<string, never>;
+}
+
+/** Trigger never carries a hook's secret (only the create response does). */
+export interface Trigger {
+  id: string;
+  project: string;
+  name: string;
+  on: TriggerOn;
+  pipeline: string;
+  /** Absent: the newest version when it fires. */
+  version?: number;
+  /** Strings may hold {{ upstream.… }} / {{ body.… }} references, read when it fires. */
+  params: Record<string, unknown>;
+  maxPerMinute: number;
+  description?: string;
+  enabled: boolean;
+  /** A hook's inbound URL (a path when the gateway has no public URL). */
+  hookUrl?: string;
+  createdAt: string;
+  createdBy?: string;
+}
+
+export interface TriggerCreate {
+  name: string;
+  on: TriggerOn;
+  pipeline: string;
+  version?: number;
+  params?: Record<string, unknown>;
+  maxPerMinute?: number;
+  description?: string;
+  enabled?: boolean;
+}
+
+export interface CreatedTrigger {
+  trigger: Trigger;
+  /** A hook's HMAC key: in this response only. */
+  secret?: string;
+}
+
+export type TriggerFiringState = "pending" | "started" | "failed";
+
+export interface TriggerFiring {
+  id: string;
+  /** The upstream run (a run trigger) or the hook delivery's ID. */
+  source: string;
+  state: TriggerFiringState;
+  attempts: number;
+  nextAttemptAt?: string;
+  /** The run it started. */
+  runId?: string;
+  /** Why it did not start (yet). */
+  error?: string;
+  createdAt: string;
+  finishedAt?: string;
+}
+
+export interface TriggerFiringList {
+  items: TriggerFiring[];
+  nextPageToken?: string;
+}
