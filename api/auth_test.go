@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/platform/tokens"
 )
@@ -96,4 +97,25 @@ func TestTenantIsolation(t *testing.T) {
 	wantProblem(t, h.do("GET", "/v1/projects/beta/runs/"+runID1, h.betaEditor, nil), http.StatusNotFound, "not-found")
 	// The admin sees alpha.
 	wantStatus(t, h.do("GET", "/v1/projects/alpha/runs/"+runID1, h.admin, nil), http.StatusOK)
+}
+
+// Every token reads itself: name, role, project; never its secret.
+func TestWhoami(t *testing.T) {
+	h := newHarness(t)
+	for _, c := range []struct {
+		secret, name, role, project string
+	}{
+		{h.admin, "root", "admin", ""},
+		{h.editor, "ci", "editor", "alpha"},
+		{h.viewer, "dash", "viewer", "alpha"},
+	} {
+		r := h.do("GET", "/v1/whoami", c.secret, nil)
+		wantStatus(t, r, http.StatusOK)
+		var got gen.Token
+		r.json(t, &got)
+		if got.Name != c.name || string(got.Role) != c.role || deref(got.Project) != c.project || strings.Contains(string(r.body), c.secret) {
+			t.Fatalf("%s: %s", c.name, r.body)
+		}
+	}
+	wantProblem(t, h.do("GET", "/v1/whoami", "", nil), http.StatusUnauthorized, "unauthenticated")
 }

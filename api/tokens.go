@@ -60,3 +60,9 @@ func (s *server) RevokeToken(ctx context.Context, req gen.RevokeTokenRequestObje
 	}
 	return gen.RevokeToken204Response{}, nil
 }
+
+// Whoami answers the token the request carries: its name, role and
+// project, so a client can offer only what the role allows.
+func (s *server) Whoami(ctx context.Context, _ gen.WhoamiRequestObject) (gen.WhoamiResponseObject, error) {
+	return gen.Whoami200JSONResponse(tokenView(principal(ctx))), nil
+}

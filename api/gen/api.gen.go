@@ -2311,6 +2311,9 @@ type ServerInterface interface {
 	// Revoke a token; it stops working at once.
 	// (DELETE /v1/tokens/{token})
 	RevokeToken(ctx echo.Context, token TokenID) error
+	// The token this request carries (never its secret).
+	// (GET /v1/whoami)
+	Whoami(ctx echo.Context) error
 	// Native Go pipelines registered by workers.
 	// (GET /v1/workflows)
 	ListWorkflows(ctx echo.Context) error
@@ -4532,6 +4535,17 @@ func (w *ServerInterfaceWrapper) RevokeToken(ctx echo.Context) error {
 	return err
 }
 
+// Whoami converts echo context to params.
+func (w *ServerInterfaceWrapper) Whoami(ctx echo.Context) error {
+	var err error
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.Whoami(ctx)
+	return err
+}
+
 // ListWorkflows converts echo context to params.
 func (w *ServerInterfaceWrapper) ListWorkflows(ctx echo.Context) error {
 	var err error
@@ -4654,6 +4668,7 @@ func RegisterHandlersWithBaseURL(router EchoRouter, si ServerInterface, baseURL 
 	router.PATCH(baseURL+"/v1/projects/:project/webhooks/:webhook", wrapper.UpdateWebhook)
 	router.GET(baseURL+"/v1/projects/:project/webhooks/:webhook/deliveries", wrapper.ListWebhookDeliveries)
 	router.DELETE(baseURL+"/v1/tokens/:token", wrapper.RevokeToken)
+	router.GET(baseURL+"/v1/whoami", wrapper.Whoami)
 	router.GET(baseURL+"/v1/workflows", wrapper.ListWorkflows)
 
 }
@@ -12055,6 +12070,56 @@ func (response RevokeToken503ApplicationProblemPlusJSONResponse) VisitRevokeToke
 	return json.NewEncoder(w).Encode(response)
 }
 
+type WhoamiRequestObject struct {
+}
+
+type WhoamiResponseObject interface {
+	VisitWhoamiResponse(w http.ResponseWriter) error
+}
+
+type Whoami200JSONResponse Token
+
+func (response Whoami200JSONResponse) VisitWhoamiResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type Whoami401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response Whoami401ApplicationProblemPlusJSONResponse) VisitWhoamiResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type Whoami500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response Whoami500ApplicationProblemPlusJSONResponse) VisitWhoamiResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type Whoami503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response Whoami503ApplicationProblemPlusJSONResponse) VisitWhoamiResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
 type ListWorkflowsRequestObject struct {
 }
 
@@ -12356,6 +12421,9 @@ type StrictServerInterface interface {
 	// Revoke a token; it stops working at once.
 	// (DELETE /v1/tokens/{token})
 	RevokeToken(ctx context.Context, request RevokeTokenRequestObject) (RevokeTokenResponseObject, error)
+	// The token this request carries (never its secret).
+	// (GET /v1/whoami)
+	Whoami(ctx context.Context, request WhoamiRequestObject) (WhoamiResponseObject, error)
 	// Native Go pipelines registered by workers.
 	// (GET /v1/workflows)
 	ListWorkflows(ctx context.Context, request ListWorkflowsRequestObject) (ListWorkflowsResponseObject, error)
@@ -14661,6 +14729,29 @@ func (sh *strictHandler) RevokeToken(ctx echo.Context, token TokenID) error {
 	return nil
 }
 
+// Whoami operation middleware
+func (sh *strictHandler) Whoami(ctx echo.Context) error {
+	var request WhoamiRequestObject
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.Whoami(ctx.Request().Context(), request.(WhoamiRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "Whoami")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(WhoamiResponseObject); ok {
+		return validResponse.VisitWhoamiResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // ListWorkflows operation middleware
 func (sh *strictHandler) ListWorkflows(ctx echo.Context) error {
 	var request ListWorkflowsRequestObject
@@ -15095,10 +15186,12 @@ var swaggerSpec = []string{
 	"uI7UwEKfieq+PrZUFtX62B5fAWo2HBxFtPOxPYmO8fv42P45T8afJLIOCt1lTHpTWzkfOAkfZNdviDMf",
 	"uLMWkNw+WuOdCfTFjWI6flQ5vx2l9kWtt80RXWaNPDvcHu9ou1VetHG5Zfv3LAvv7yrIjm1eq1p2vYGd",
 	"Df63EtTlP56odPwAw+e2v8K/tQr+ObuWV7kg2ib1Hp9/vj6/NwaqXUZCMUzyCP25coZQzHAJg7Uf14uJ",
-	"bChDgHzz9DXpAGJaGpmZlUAponabXGh1OWx37Y2Cffv0dQ6u28NMN4if9KlH5L5vpe+mivGeszHXhikW",
-	"pfDYnu3egYSfmr4+rFQ11URlMxouXHpNAdssfbQeYtd2xMJEcbMAIhsyqpg6Tqwc/fmLFZoaygQjCSYq",
-	"3jjc2AY13nX0NYWFX2jDpsDlvKB2ikz+O0f3+afSgea+BGzg3N9hnGg4CLnvxrMk/ycT0UxyUewuAwbI",
-	"fZly+vy4/A1L/mWXL5H7iirDR3RpTlMZsbg4XBpOmOXg/38AAAD//x5gC1U3OAIA",
+	"bChDgHzz9DXpAGJaGpmZlUAponabXGh1OWx37Y2Cffv0dQ6uez6RdMornbzHYkGuacwjvyhY0VcjOsKc",
+	"Dcmn0y6WIIVKeR7oGXF29KqP9zP295i3JlVx2Zcenbp3Z6r/XW4igEKcCxCjfnwF7oaL+WraXILm9Vjj",
+	"DTpI+tQj7t5b6bupkr7nbMy1YYpFKUa6/vPs6IeV0rZ2W9MZDRcux6oAcJc+Wr+ZtiMWJoqbBXCaIaOK",
+	"qePEKlM/f7Gak4Za0ciHEhVvHG5sgy3nOvqa1gZYaMOmIOq8tua02fx3jsDyT6UDzX0JANG5v8M40cAN",
+	"c9+NZ0n+TyaimeSi2F2GDpH7MhX3+XH5a7b8yy5pJvcVVYaP6NKcpjJicXG4NJwwK8b//wAAAP//BvR3",
+	"czw6AgA=",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file
