@@ -456,6 +456,9 @@ func firingView(f catalog.TriggerFiring) gen.TriggerFiring {
 	if f.RunID != "" {
 		out.RunId = &f.RunID
 	}
+	if f.Params != nil {
+		out.Params = &f.Params
+	}
 	if f.Error != "" {
 		out.Error = &f.Error
 	}

@@ -72,6 +72,7 @@ func TestRunFinishedTriggerOnTheRealStack(t *testing.T) {
 	assert.Equal(t, "train", val(down.Pipeline))
 	assert.Equal(t, map[string]any{"trained": "/data/v7"}, stepByName(down, "fit").Outputs)
 	assert.Equal(t, map[string]any{"dataset": "/data/v7", "lr": 0.25}, val(down.Status.Params))
+	assert.Equal(t, map[string]any{"dataset": "/data/v7", "lr": 0.25}, val(firing.Params), "the firing records what it started")
 	assert.Contains(t, temporalCLI(t, s, "workflow", "list", "--query", `AtelierCreatedBy="trigger:retrain"`), *firing.RunId)
 
 	failed := waitFiring(t, s, "broken", catalog.FiringFailed)

@@ -58,6 +58,7 @@ type TriggerFiring struct {
 	Attempts      int
 	NextAttemptAt *time.Time // pending only
 	RunID         string
+	Params        map[string]any // what the run got; nil before it started
 	Error         string
 	CreatedAt     time.Time
 	FinishedAt    *time.Time
@@ -94,6 +95,7 @@ type FiringResult struct {
 	Attempt       int
 	State         string
 	RunID         string
+	Params        map[string]any // the rendered params the run was started with
 	Error         string
 	NextAttemptAt time.Time
 }

@@ -177,6 +177,11 @@ func (s *Store) ListTriggerFirings(ctx context.Context, triggerID string, limit 
 			t := utc(r.NextAttemptAt)
 			f.NextAttemptAt = &t
 		}
+		if len(r.Params) > 0 {
+			if err := json.Unmarshal(r.Params, &f.Params); err != nil {
+				return catalog.TriggerFiringPage{}, fmt.Errorf("firing %s params: %w", r.ID, err)
+			}
+		}
 		page.Firings[i] = f
 	}
 	return page, nil
@@ -214,6 +219,13 @@ func (s *Store) RecordTriggerFiring(ctx context.Context, r catalog.FiringResult)
 	}
 	if r.RunID != "" {
 		p.RunID = &r.RunID
+	}
+	if r.Params != nil {
+		b, err := json.Marshal(r.Params)
+		if err != nil {
+			return invalid("firing params: %v", err)
+		}
+		p.Params = jsonbSafe(b)
 	}
 	_, err := s.q.RecordTriggerFiring(ctx, p)
 	return mapErr(err, "record firing %s", r.ID)

@@ -62,7 +62,8 @@ func TestTriggerFirings(t *testing.T) {
 		if c.TriggerID != ok.ID || c.Trigger != "on-ok" || c.Pipeline != "eval" || c.Params["x"] != "{{ upstream.runId }}" || c.Attempt != 1 {
 			t.Fatalf("%+v", c)
 		}
-		if err := s.RecordTriggerFiring(ctx, catalog.FiringResult{ID: c.ID, Owner: "gw", Attempt: 1, State: catalog.FiringStarted, RunID: "run-of-" + c.Source, NextAttemptAt: now}); err != nil {
+		if err := s.RecordTriggerFiring(ctx, catalog.FiringResult{ID: c.ID, Owner: "gw", Attempt: 1, State: catalog.FiringStarted, RunID: "run-of-" + c.Source,
+			Params: map[string]any{"x": c.Source}, NextAttemptAt: now}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -82,7 +83,7 @@ func TestTriggerFirings(t *testing.T) {
 	for _, f := range page.Firings {
 		if f.State == catalog.FiringStarted {
 			started++
-			if f.RunID != "run-of-"+f.Source {
+			if f.RunID != "run-of-"+f.Source || f.Params["x"] != f.Source {
 				t.Fatalf("%+v", f)
 			}
 		}

@@ -142,8 +142,8 @@ type permanent struct{ error }
 
 // fire makes one attempt of c and records it.
 func (d *Dispatcher) fire(ctx context.Context, c catalog.ClaimedFiring) {
-	runID, err := d.start(ctx, c)
-	res := catalog.FiringResult{ID: c.ID, Owner: d.owner, Attempt: c.Attempt, RunID: runID, NextAttemptAt: d.now()}
+	runID, params, err := d.start(ctx, c)
+	res := catalog.FiringResult{ID: c.ID, Owner: d.owner, Attempt: c.Attempt, RunID: runID, Params: params, NextAttemptAt: d.now()}
 	var perm permanent
 	switch {
 	case err == nil:
@@ -169,11 +169,12 @@ func (d *Dispatcher) fire(ctx context.Context, c catalog.ClaimedFiring) {
 }
 
 // start starts c's run, or finds the one an earlier attempt started: the
-// run's row is keyed by the firing's ID (its idempotency key).
-func (d *Dispatcher) start(ctx context.Context, c catalog.ClaimedFiring) (string, error) {
+// run's row is keyed by the firing's ID (its idempotency key). It returns
+// the run and the params it was started with.
+func (d *Dispatcher) start(ctx context.Context, c catalog.ClaimedFiring) (string, map[string]any, error) {
 	var payload any
 	if err := json.Unmarshal(c.Payload, &payload); err != nil {
-		return "", permanent{fmt.Errorf("the firing's payload: %w", err)}
+		return "", nil, permanent{fmt.Errorf("the firing's payload: %w", err)}
 	}
 	root := "upstream"
 	if c.Kind == catalog.TriggerHook {
@@ -181,33 +182,33 @@ func (d *Dispatcher) start(ctx context.Context, c catalog.ClaimedFiring) (string
 	}
 	params, err := RenderParams(c.Params, root, payload)
 	if err != nil {
-		return "", permanent{fmt.Errorf("rendering params: %w", err)}
+		return "", nil, permanent{fmt.Errorf("rendering params: %w", err)}
 	}
 	version := c.Version
 	if version == 0 {
 		p, err := d.store.GetPipeline(ctx, c.Project, c.Pipeline)
 		if errors.Is(err, catalog.ErrNotFound) || (err == nil && p.LatestVersion <= 0) {
-			return "", permanent{fmt.Errorf("pipeline %q not found", c.Pipeline)}
+			return "", nil, permanent{fmt.Errorf("pipeline %q not found", c.Pipeline)}
 		}
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
 		version = p.LatestVersion
 	}
 	v, err := d.store.GetPipelineVersion(ctx, c.Project, c.Pipeline, version)
 	if errors.Is(err, catalog.ErrNotFound) {
-		return "", permanent{fmt.Errorf("pipeline %q has no version %d", c.Pipeline, version)}
+		return "", nil, permanent{fmt.Errorf("pipeline %q has no version %d", c.Pipeline, version)}
 	}
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	var spec pipeline.Spec
 	if err := json.Unmarshal(v.Spec, &spec); err != nil {
-		return "", permanent{fmt.Errorf("pipeline %q version %d: %w", c.Pipeline, version, err)}
+		return "", nil, permanent{fmt.Errorf("pipeline %q version %d: %w", c.Pipeline, version, err)}
 	}
 	resolved, err := pipeline.ResolveParams(&spec, params)
 	if err != nil {
-		return "", permanent{fmt.Errorf("params for %s version %d: %w", c.Pipeline, version, err)}
+		return "", nil, permanent{fmt.Errorf("params for %s version %d: %w", c.Pipeline, version, err)}
 	}
 	// A new ID each attempt: the idempotency key makes the first
 	// attempt's row (and ID) the one every later attempt finds.
@@ -215,7 +216,7 @@ func (d *Dispatcher) start(ctx context.Context, c catalog.ClaimedFiring) (string
 	in := workflows.PipelineInput{RunID: id, Project: c.Project, Pipeline: c.Pipeline, Version: version, Spec: spec, Params: resolved}
 	input, err := json.Marshal(in)
 	if err != nil {
-		return "", permanent{err}
+		return "", nil, permanent{err}
 	}
 	createdBy := "trigger:" + c.Trigger
 	now := d.now().UTC()
@@ -225,10 +226,14 @@ func (d *Dispatcher) start(ctx context.Context, c catalog.ClaimedFiring) (string
 		IdempotencyKey: c.ID, RequestHash: c.ID,
 	})
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
+	var started struct {
+		Params map[string]any `json:"params"`
+	}
+	_ = json.Unmarshal(run.Input, &started) // the stored run's: an earlier attempt's
 	if run.State != runstate.Pending {
-		return run.ID, nil // an earlier attempt started it
+		return run.ID, started.Params, nil // an earlier attempt started it
 	}
 	// The stored row's input: an earlier attempt's, if it wrote the row
 	// (a pipeline version pushed since does not change what this firing
@@ -238,7 +243,7 @@ func (d *Dispatcher) start(ctx context.Context, c catalog.ClaimedFiring) (string
 		Input: json.RawMessage(run.Input), Project: c.Project, Pipeline: c.Pipeline, CreatedBy: createdBy,
 	})
 	if err != nil {
-		return run.ID, err
+		return run.ID, nil, err
 	}
-	return run.ID, nil
+	return run.ID, started.Params, nil
 }

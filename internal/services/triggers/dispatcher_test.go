@@ -108,6 +108,9 @@ func TestDispatcherStartsEachFiringOnce(t *testing.T) {
 	if len(st.results) != 2 || st.results[1].State != catalog.FiringStarted {
 		t.Fatalf("second attempt: %+v", st.results[1])
 	}
+	if p := st.results[1].Params; p["dataset"] != "/d" || p["lr"] != 0.5 {
+		t.Fatalf("the started run's params are recorded on the firing: %+v", p)
+	}
 	if len(st.runs) != 1 || len(eng.started) != 2 || eng.started[0].RunID != eng.started[1].RunID || st.results[1].RunID != eng.started[0].RunID {
 		t.Fatalf("runs %d, starts %+v, result %+v", len(st.runs), eng.started, st.results[1])
 	}

@@ -265,6 +265,7 @@ type TriggerFiring struct {
 	LeaseOwner    *string
 	LeaseUntil    *time.Time
 	RunID         *string
+	Params        json.RawMessage
 	Error         string
 	CreatedAt     time.Time
 	FinishedAt    *time.Time

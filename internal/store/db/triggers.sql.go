@@ -252,7 +252,7 @@ func (q *Queries) GetTrigger(ctx context.Context, arg GetTriggerParams) (Trigger
 }
 
 const getTriggerFiring = `-- name: GetTriggerFiring :one
-SELECT id, trigger_id, project, source, payload, state, attempts, next_attempt_at, lease_owner, lease_until, run_id, error, created_at, finished_at FROM trigger_firings
+SELECT id, trigger_id, project, source, payload, state, attempts, next_attempt_at, lease_owner, lease_until, run_id, params, error, created_at, finished_at FROM trigger_firings
 WHERE trigger_id = $1 AND source = $2
 `
 
@@ -276,6 +276,7 @@ func (q *Queries) GetTriggerFiring(ctx context.Context, arg GetTriggerFiringPara
 		&i.LeaseOwner,
 		&i.LeaseUntil,
 		&i.RunID,
+		&i.Params,
 		&i.Error,
 		&i.CreatedAt,
 		&i.FinishedAt,
@@ -314,7 +315,7 @@ func (q *Queries) InsertTriggerFiring(ctx context.Context, arg InsertTriggerFiri
 }
 
 const listTriggerFirings = `-- name: ListTriggerFirings :many
-SELECT id, trigger_id, project, source, payload, state, attempts, next_attempt_at, lease_owner, lease_until, run_id, error, created_at, finished_at FROM trigger_firings
+SELECT id, trigger_id, project, source, payload, state, attempts, next_attempt_at, lease_owner, lease_until, run_id, params, error, created_at, finished_at FROM trigger_firings
 WHERE trigger_id = $1
   AND (created_at, id) < (COALESCE($2::timestamptz, 'infinity'), COALESCE($3::text, ''))
 ORDER BY created_at DESC, id DESC
@@ -355,6 +356,7 @@ func (q *Queries) ListTriggerFirings(ctx context.Context, arg ListTriggerFirings
 			&i.LeaseOwner,
 			&i.LeaseUntil,
 			&i.RunID,
+			&i.Params,
 			&i.Error,
 			&i.CreatedAt,
 			&i.FinishedAt,
@@ -418,15 +420,17 @@ SET state = $1,
     lease_owner = NULL,
     lease_until = NULL,
     run_id = COALESCE($3, run_id),
-    error = $4,
+    params = COALESCE($4, params),
+    error = $5,
     finished_at = CASE WHEN $1::text = 'pending' THEN NULL ELSE now() END
-WHERE id = $5 AND lease_owner = $6 AND attempts = $7
+WHERE id = $6 AND lease_owner = $7 AND attempts = $8
 `
 
 type RecordTriggerFiringParams struct {
 	State         string
 	NextAttemptAt time.Time
 	RunID         *string
+	Params        json.RawMessage
 	Error         string
 	ID            string
 	Owner         *string
@@ -440,6 +444,7 @@ func (q *Queries) RecordTriggerFiring(ctx context.Context, arg RecordTriggerFiri
 		arg.State,
 		arg.NextAttemptAt,
 		arg.RunID,
+		arg.Params,
 		arg.Error,
 		arg.ID,
 		arg.Owner,

@@ -56,6 +56,8 @@ CREATE TABLE trigger_firings (
     lease_owner     text,
     lease_until     timestamptz,
     run_id          text,
+    -- The params the started run got (rendered from the payload).
+    params          jsonb,
     error           text        NOT NULL DEFAULT '',
     created_at      timestamptz NOT NULL DEFAULT now(),
     finished_at     timestamptz,

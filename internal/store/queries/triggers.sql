@@ -83,6 +83,7 @@ SET state = @state,
     lease_owner = NULL,
     lease_until = NULL,
     run_id = COALESCE(sqlc.narg(run_id), run_id),
+    params = COALESCE(sqlc.narg(params), params),
     error = @error,
     finished_at = CASE WHEN @state::text = 'pending' THEN NULL ELSE now() END
 WHERE id = @id AND lease_owner = @owner AND attempts = @attempt;
