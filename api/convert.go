@@ -166,6 +166,7 @@ func (s *server) runView(run catalog.Run, st *runstate.Status) gen.Run {
 		v.Version = ptr(run.Version)
 	}
 	v.Links.TemporalUI = opt(s.eng.UIURL(run.ID))
+	v.MetricValue = run.MetricValue
 	if st != nil {
 		rs := runStatusView(*st)
 		v.Status = &rs

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -506,6 +507,9 @@ func (s *server) ListRuns(ctx context.Context, req gen.ListRunsRequestObject) (g
 	if params.PageSize != nil {
 		f.Limit = *params.PageSize
 	}
+	if err := byMetric(&f, params); err != nil {
+		return nil, err
+	}
 	page, err := s.cat.ListRuns(ctx, f)
 	if errors.Is(err, catalog.ErrInvalidArgument) {
 		return nil, newProblem(ptInvalid, "pageToken is not valid for this listing; start again without it").
@@ -522,6 +526,48 @@ func (s *server) ListRuns(ctx context.Context, req gen.ListRunsRequestObject) (g
 		out.NextPageToken = &page.NextPageToken
 	}
 	return out, nil
+}
+
+// byMetric sets f.ByMetric from the metric params: every problem with
+// the combination is a 400 naming its param.
+func byMetric(f *catalog.RunFilter, p gen.ListRunsParams) error {
+	var fields []gen.FieldError
+	bad := func(path, format string, args ...any) {
+		fields = append(fields, gen.FieldError{Path: path, Message: fmt.Sprintf(format, args...)})
+	}
+	if p.Metric == nil {
+		for name, set := range map[string]bool{"metricOrder": p.MetricOrder != nil, "metricMin": p.MetricMin != nil, "metricMax": p.MetricMax != nil} {
+			if set {
+				bad("query."+name, "applies to a listing by metric: give metric=<step>.<metric>")
+			}
+		}
+	} else {
+		step, name, ok := strings.Cut(*p.Metric, ".")
+		m := &catalog.MetricOrder{Step: step, Name: name, Ascending: deref(p.MetricOrder) == gen.Asc, Min: p.MetricMin, Max: p.MetricMax}
+		switch {
+		case !ok || step == "" || name == "":
+			bad("query.metric", "write <step>.<metric>, e.g. train.accuracy")
+		case pipeline.MetricNameProblem(name) != "":
+			bad("query.metric", "%s", pipeline.MetricNameProblem(name))
+		}
+		if f.Pipeline == "" {
+			bad("query.pipeline", "a listing by metric is of one pipeline's runs: give pipeline")
+		}
+		for name, set := range map[string]bool{"createdBy": f.CreatedBy != "", "schedule": f.Schedule != "", "createdAfter": f.CreatedAfter != nil, "createdBefore": f.CreatedBefore != nil} {
+			if set {
+				bad("query."+name, "does not combine with metric (only pipeline and state do)")
+			}
+		}
+		if m.Min != nil && m.Max != nil && *m.Min > *m.Max {
+			bad("query.metricMin", "is above metricMax")
+		}
+		f.ByMetric = m
+	}
+	if len(fields) > 0 {
+		slices.SortFunc(fields, func(a, b gen.FieldError) int { return strings.Compare(a.Path, b.Path) })
+		return newProblem(ptInvalid, "%s", summarize(fields)).withErrors(fields)
+	}
+	return nil
 }
 
 // GetRun serves the run with the freshest status available.

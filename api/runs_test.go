@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -481,5 +482,18 @@ func TestRunIDWithEscapedColons(t *testing.T) {
 		if run.Id != id {
 			t.Fatalf("%s: got run %q", p, run.Id)
 		}
+	}
+}
+
+// A listing by metric names every problem of its params at once.
+func TestListRunsByMetricProblems(t *testing.T) {
+	h := newHarness(t)
+	p := wantProblem(t, h.do("GET", runsPath+"?metric=accuracy&createdBy=ci&metricMin=2&metricMax=1", h.viewer, nil), http.StatusBadRequest, "invalid-request")
+	if got := errorPaths(p); !slices.Equal(got, []string{"query.createdBy", "query.metric", "query.metricMin", "query.pipeline"}) {
+		t.Fatalf("paths %v", got)
+	}
+	p = wantProblem(t, h.do("GET", runsPath+"?metricOrder=asc", h.viewer, nil), http.StatusBadRequest, "invalid-request")
+	if got := errorPaths(p); !slices.Equal(got, []string{"query.metricOrder"}) {
+		t.Fatalf("paths %v", got)
 	}
 }

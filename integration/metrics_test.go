@@ -75,6 +75,24 @@ func TestMetricsAndRunComparison(t *testing.T) {
 	cr = atelierCLI(t, config, "runs", "compare", a.Id)
 	assert.NotEqual(t, 0, cr.code, "one run is not a comparison")
 
+	// The runs list by a metric: the more accurate first, with the value;
+	// bounded; in the CLI with a METRIC column.
+	code, body = s.raw("GET", s.path("/runs?pipeline=train-metrics&metric=train.accuracy"), nil)
+	require.Equal(t, 200, code, "%s", body)
+	var byAcc gen.RunList
+	require.NoError(t, json.Unmarshal(body, &byAcc))
+	require.Len(t, byAcc.Runs, 2)
+	assert.Equal(t, []string{b.Id, a.Id}, []string{byAcc.Runs[0].Id, byAcc.Runs[1].Id})
+	assert.Equal(t, 0.95, val(byAcc.Runs[0].MetricValue))
+	code, body = s.raw("GET", s.path("/runs?pipeline=train-metrics&metric=train.accuracy&metricOrder=asc&metricMax=0.945"), nil)
+	require.Equal(t, 200, code, "%s", body)
+	require.NoError(t, json.Unmarshal(body, &byAcc))
+	require.Len(t, byAcc.Runs, 1)
+	assert.Equal(t, a.Id, byAcc.Runs[0].Id)
+	cr = atelierCLI(t, config, "runs", "list", "--pipeline", "train-metrics", "--metric", "train.accuracy")
+	require.Equal(t, 0, cr.code, "%s", cr.stderr)
+	assert.Regexp(t, `(?s)METRIC.*`+b.Id+`.*0\.95.*`+a.Id+`.*0\.94`, cr.stdout)
+
 	// A wrong metrics file fails the step, naming every problem.
 	s.createPipeline("bad-metrics", `
 steps:

@@ -97,6 +97,8 @@ type Run struct {
 	RequestHash    string           `json:"-"`                // sha256 of the start request, to detect key reuse
 	Input          json.RawMessage  `json:"-"`                // the workflow input, to (re)start idempotently
 	Status         *runstate.Status `json:"status,omitempty"` // last mirrored status
+	// MetricValue is the run's value of RunFilter.ByMetric (listed so).
+	MetricValue *float64 `json:"-"`
 }
 
 // RunFilter selects runs of one project. Zero values mean "any".
@@ -110,6 +112,17 @@ type RunFilter struct {
 	CreatedBefore *time.Time
 	Limit         int    // 1..500, default 50
 	PageToken     string // opaque keyset cursor from a previous page
+	// ByMetric lists, instead of newest first, the runs of Pipeline whose
+	// step reported a scalar metric, by its value (with State only).
+	ByMetric *MetricOrder
+}
+
+// MetricOrder orders runs by a step's scalar metric: highest first unless
+// Ascending, ties newest first; Min and Max (inclusive) bound the value.
+type MetricOrder struct {
+	Step, Name string
+	Ascending  bool
+	Min, Max   *float64
 }
 
 // RunPage is one page of runs, newest first.

@@ -255,6 +255,9 @@ func (s *Store) ListRuns(ctx context.Context, f catalog.RunFilter) (catalog.RunP
 	limit = min(limit, MaxRunPageSize)
 
 	fh := filterHash(f)
+	if f.ByMetric != nil {
+		return s.listRunsByMetric(ctx, f, fh, limit)
+	}
 	var curT *time.Time
 	var curID *string
 	if f.PageToken != "" {
@@ -348,13 +351,60 @@ type cursor struct {
 	t      time.Time
 	id     string
 	filter string
+	key    *float64 // a listing by metric: the value as ordered
 }
 
 type cursorJSON struct {
-	V  int    `json:"v"`
-	T  int64  `json:"t"` // created_at, Unix microseconds (Postgres precision)
-	ID string `json:"i"`
-	F  string `json:"f"` // filterHash
+	V  int      `json:"v"`
+	T  int64    `json:"t"` // created_at, Unix microseconds (Postgres precision)
+	ID string   `json:"i"`
+	F  string   `json:"f"`           // filterHash
+	K  *float64 `json:"k,omitempty"` // cursor.key
+}
+
+// listRunsByMetric is ListRuns with f.ByMetric: f.Pipeline's runs that
+// reported the metric, by its value (see the query); other filters than
+// State are ErrInvalidArgument. Its page token carries the value.
+func (s *Store) listRunsByMetric(ctx context.Context, f catalog.RunFilter, fh string, limit int) (catalog.RunPage, error) {
+	m := f.ByMetric
+	if f.Pipeline == "" || f.CreatedBy != "" || f.Schedule != "" || f.CreatedAfter != nil || f.CreatedBefore != nil {
+		return catalog.RunPage{}, invalid("runs are listed by a metric within one pipeline, optionally of one state")
+	}
+	p := db.ListRunsByMetricParams{Metric: m.Name, Step: m.Step, Project: f.Project, Pipeline: f.Pipeline,
+		MinValue: m.Min, MaxValue: m.Max, Ascending: m.Ascending, MaxRows: int32(limit + 1)}
+	if f.State != "" {
+		st := string(f.State)
+		p.State = &st
+	}
+	if f.PageToken != "" {
+		c, err := decodeCursor(f.PageToken, fh)
+		if err != nil || c.key == nil {
+			return catalog.RunPage{}, ErrBadPageToken
+		}
+		p.CursorKey, p.CursorCreatedAt, p.CursorID = c.key, &c.t, &c.id
+	}
+	rows, err := s.lq.ListRunsByMetric(ctx, p)
+	if err != nil {
+		return catalog.RunPage{}, mapErr(err, "list runs of %q by metric", f.Project)
+	}
+	var page catalog.RunPage
+	if len(rows) > limit {
+		rows = rows[:limit]
+		last := rows[limit-1]
+		key := last.MetricValue
+		if !m.Ascending {
+			key = -key
+		}
+		page.NextPageToken = encodeCursor(cursor{t: last.CreatedAt, id: last.ID, filter: fh, key: &key})
+	}
+	page.Runs = make([]catalog.Run, len(rows))
+	for i, r := range rows {
+		page.Runs[i] = summaryToRun(db.RunSummary{ID: r.ID, Project: r.Project, Pipeline: r.Pipeline, Version: r.Version,
+			Workflow: r.Workflow, State: r.State, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, CreatedBy: r.CreatedBy})
+		v := r.MetricValue
+		page.Runs[i].MetricValue = &v
+	}
+	return page, nil
 }
 
 // filterHash identifies a filter (everything but Limit and PageToken), so
@@ -374,11 +424,20 @@ func filterHash(f catalog.RunFilter) string {
 	if f.Schedule != "" { // likewise
 		fmt.Fprintf(h, " schedule %q", f.Schedule)
 	}
+	if m := f.ByMetric; m != nil {
+		f := func(v *float64) string {
+			if v == nil {
+				return "-"
+			}
+			return strconv.FormatFloat(*v, 'g', -1, 64)
+		}
+		fmt.Fprintf(h, " metric %q %q %t %s %s", m.Step, m.Name, m.Ascending, f(m.Min), f(m.Max))
+	}
 	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:9])
 }
 
 func encodeCursor(c cursor) string {
-	b, _ := json.Marshal(cursorJSON{V: 1, T: c.t.UnixMicro(), ID: c.id, F: c.filter})
+	b, _ := json.Marshal(cursorJSON{V: 1, T: c.t.UnixMicro(), ID: c.id, F: c.filter, K: c.key})
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
@@ -394,7 +453,7 @@ func decodeCursor(tok, filter string) (cursor, error) {
 	if c.F != filter {
 		return cursor{}, fmt.Errorf("%w: issued for another filter", ErrBadPageToken)
 	}
-	return cursor{t: time.UnixMicro(c.T).UTC(), id: c.ID, filter: c.F}, nil
+	return cursor{t: time.UnixMicro(c.T).UTC(), id: c.ID, filter: c.F, key: c.K}, nil
 }
 
 func toRun(r db.Run) (catalog.Run, error) {

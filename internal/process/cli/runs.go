@@ -133,6 +133,9 @@ func runsCmd(o *options) *cobra.Command {
 	var (
 		pipeline, state, schedule, createdBy string
 		limit                                int
+		metric                               string
+		ascending                            bool
+		metricMin, metricMax                 float64
 	)
 	list := &cobra.Command{
 		Use:   "list",
@@ -157,6 +160,19 @@ func runsCmd(o *options) *cobra.Command {
 			if createdBy != "" {
 				p.CreatedBy = &createdBy
 			}
+			if metric != "" {
+				p.Metric = &metric
+				if ascending {
+					asc := gen.Asc
+					p.MetricOrder = &asc
+				}
+			}
+			if cmd.Flags().Changed("min") {
+				p.MetricMin = &metricMin
+			}
+			if cmd.Flags().Changed("max") {
+				p.MetricMax = &metricMax
+			}
 			res, err := s.c.ListRunsWithResponse(cmd.Context(), s.Project, &p)
 			if err != nil {
 				return unreachable(err)
@@ -172,6 +188,10 @@ func runsCmd(o *options) *cobra.Command {
 	list.Flags().StringVar(&schedule, "schedule", "", "only runs started by this schedule")
 	list.Flags().StringVar(&createdBy, "created-by", "", "only runs started with the token of this name")
 	list.Flags().IntVar(&limit, "limit", 50, "at most this many runs")
+	list.Flags().StringVar(&metric, "metric", "", "STEP.METRIC: the pipeline's runs that reported it, highest first (with --pipeline)")
+	list.Flags().BoolVar(&ascending, "asc", false, "with --metric: lowest first")
+	list.Flags().Float64Var(&metricMin, "min", 0, "with --metric: only runs whose value is at least this")
+	list.Flags().Float64Var(&metricMax, "max", 0, "with --metric: only runs whose value is at most this")
 
 	get := &cobra.Command{
 		Use:   "get RUN",
@@ -331,12 +351,20 @@ func getRun(cmd *cobra.Command, s *session, id string) (*gen.Run, error) {
 
 func runsTable(o *options, runs []gen.Run) table {
 	t := table{{"RUN", "PIPELINE", "VERSION", "STATE", "CREATED", "BY"}}
+	byMetric := len(runs) > 0 && runs[0].MetricValue != nil
+	if byMetric {
+		t[0] = append(t[0], "METRIC")
+	}
 	for _, r := range runs {
 		name, ver := first(str(r.Pipeline), r.Workflow), "-"
 		if r.Version != nil {
 			ver = strconv.Itoa(*r.Version)
 		}
-		t = append(t, []string{r.Id, name, ver, string(r.State), ago(r.CreatedAt, o.now()), str(r.CreatedBy)})
+		row := []string{r.Id, name, ver, string(r.State), ago(r.CreatedAt, o.now()), str(r.CreatedBy)}
+		if byMetric {
+			row = append(row, strconv.FormatFloat(deref(r.MetricValue), 'g', -1, 64))
+		}
+		t = append(t, row)
 	}
 	return t
 }

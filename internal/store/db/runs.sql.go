@@ -463,6 +463,107 @@ func (q *Queries) ListRunsByCreatorState(ctx context.Context, arg ListRunsByCrea
 	return items, nil
 }
 
+const listRunsByMetric = `-- name: ListRunsByMetric :many
+SELECT m.id, m.project, m.pipeline, m.version, m.workflow, m.state, m.created_at, m.updated_at, m.created_by, m.metric_value::float8 AS metric_value
+FROM (
+    SELECT r.id, r.project, r.pipeline, r.version, r.workflow, r.state, r.created_at, r.updated_at, r.created_by,
+           (SELECT (st->'metrics'->'scalars'->>($1::text))::float8
+              FROM jsonb_array_elements(CASE WHEN jsonb_typeof(r.status->'steps') = 'array' THEN r.status->'steps' ELSE '[]'::jsonb END) st
+             WHERE st->>'name' = $2::text
+               AND jsonb_typeof(st->'metrics'->'scalars'->($1::text)) = 'number'
+             LIMIT 1) AS metric_value
+    FROM runs r
+    WHERE r.project = $3 AND r.pipeline = $4::text
+      AND ($5::text IS NULL OR r.state = $5::text)
+) m
+WHERE m.metric_value IS NOT NULL
+  AND m.metric_value >= COALESCE($6::float8, '-infinity'::float8)
+  AND m.metric_value <= COALESCE($7::float8, 'infinity'::float8)
+  AND ($8::float8 IS NULL
+       OR (CASE WHEN $9::boolean THEN m.metric_value ELSE -m.metric_value END) > $8::float8
+       OR ((CASE WHEN $9::boolean THEN m.metric_value ELSE -m.metric_value END) = $8::float8
+           AND (m.created_at, m.id) < ($10::timestamptz, $11::text)))
+ORDER BY (CASE WHEN $9::boolean THEN m.metric_value ELSE -m.metric_value END), m.created_at DESC, m.id DESC
+LIMIT $12
+`
+
+type ListRunsByMetricParams struct {
+	Metric          string
+	Step            string
+	Project         string
+	Pipeline        string
+	State           *string
+	MinValue        *float64
+	MaxValue        *float64
+	CursorKey       *float64
+	Ascending       bool
+	CursorCreatedAt *time.Time
+	CursorID        *string
+	MaxRows         int32
+}
+
+type ListRunsByMetricRow struct {
+	ID          string
+	Project     string
+	Pipeline    *string
+	Version     *int32
+	Workflow    string
+	State       string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	CreatedBy   string
+	MetricValue float64
+}
+
+// A pipeline's runs whose step @step reported scalar metric @metric, by
+// its value (highest first unless @ascending), ties newest first, within
+// [@min_value, @max_value], after the keyset cursor (@cursor_key is the
+// value as ordered: negated when descending). The value is read from the
+// mirrored status: no index, a pass over the pipeline's runs.
+func (q *Queries) ListRunsByMetric(ctx context.Context, arg ListRunsByMetricParams) ([]ListRunsByMetricRow, error) {
+	rows, err := q.db.Query(ctx, listRunsByMetric,
+		arg.Metric,
+		arg.Step,
+		arg.Project,
+		arg.Pipeline,
+		arg.State,
+		arg.MinValue,
+		arg.MaxValue,
+		arg.CursorKey,
+		arg.Ascending,
+		arg.CursorCreatedAt,
+		arg.CursorID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListRunsByMetricRow
+	for rows.Next() {
+		var i ListRunsByMetricRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Project,
+			&i.Pipeline,
+			&i.Version,
+			&i.Workflow,
+			&i.State,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.CreatedBy,
+			&i.MetricValue,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listRunsByPipeline = `-- name: ListRunsByPipeline :many
 SELECT id, project, pipeline, version, workflow, state, created_at, updated_at, created_by, schedule FROM run_summaries
 WHERE project = $1

@@ -234,3 +234,31 @@ LIMIT @max_rows;
 SELECT id FROM runs
 WHERE id = ANY(@ids::text[])
   AND state NOT IN ('PENDING', 'RUNNING', 'CANCELLING');
+
+-- name: ListRunsByMetric :many
+-- A pipeline's runs whose step @step reported scalar metric @metric, by
+-- its value (highest first unless @ascending), ties newest first, within
+-- [@min_value, @max_value], after the keyset cursor (@cursor_key is the
+-- value as ordered: negated when descending). The value is read from the
+-- mirrored status: no index, a pass over the pipeline's runs.
+SELECT m.id, m.project, m.pipeline, m.version, m.workflow, m.state, m.created_at, m.updated_at, m.created_by, m.metric_value::float8 AS metric_value
+FROM (
+    SELECT r.id, r.project, r.pipeline, r.version, r.workflow, r.state, r.created_at, r.updated_at, r.created_by,
+           (SELECT (st->'metrics'->'scalars'->>(sqlc.arg(metric)::text))::float8
+              FROM jsonb_array_elements(CASE WHEN jsonb_typeof(r.status->'steps') = 'array' THEN r.status->'steps' ELSE '[]'::jsonb END) st
+             WHERE st->>'name' = @step::text
+               AND jsonb_typeof(st->'metrics'->'scalars'->(sqlc.arg(metric)::text)) = 'number'
+             LIMIT 1) AS metric_value
+    FROM runs r
+    WHERE r.project = @project AND r.pipeline = @pipeline::text
+      AND (sqlc.narg(state)::text IS NULL OR r.state = sqlc.narg(state)::text)
+) m
+WHERE m.metric_value IS NOT NULL
+  AND m.metric_value >= COALESCE(sqlc.narg(min_value)::float8, '-infinity'::float8)
+  AND m.metric_value <= COALESCE(sqlc.narg(max_value)::float8, 'infinity'::float8)
+  AND (sqlc.narg(cursor_key)::float8 IS NULL
+       OR (CASE WHEN @ascending::boolean THEN m.metric_value ELSE -m.metric_value END) > sqlc.narg(cursor_key)::float8
+       OR ((CASE WHEN @ascending::boolean THEN m.metric_value ELSE -m.metric_value END) = sqlc.narg(cursor_key)::float8
+           AND (m.created_at, m.id) < (sqlc.narg(cursor_created_at)::timestamptz, sqlc.narg(cursor_id)::text)))
+ORDER BY (CASE WHEN @ascending::boolean THEN m.metric_value ELSE -m.metric_value END), m.created_at DESC, m.id DESC
+LIMIT @max_rows;
