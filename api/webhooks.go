@@ -85,7 +85,7 @@ func (s *server) CreateWebhook(ctx context.Context, req gen.CreateWebhookRequest
 	w, err := s.webhooks.CreateWebhook(ctx, catalog.Webhook{
 		ID: "wh-" + s.newID(), Project: req.Project, URL: b.Url, Events: events, Pipeline: deref(b.Pipeline),
 		Secret: secret, Description: deref(b.Description), Enabled: b.Enabled == nil || *b.Enabled,
-		CreatedBy: principal(ctx).Name,
+		IncludeOutput: deref(b.IncludeStepOutput), CreatedBy: principal(ctx).Name,
 	}, MaxWebhooksPerProject)
 	switch {
 	case errors.Is(err, catalog.ErrConflict):
@@ -169,7 +169,7 @@ func (s *server) UpdateWebhook(ctx context.Context, req gen.UpdateWebhookRequest
 	bad := func(path, format string, args ...any) {
 		fields = append(fields, gen.FieldError{Path: path, Message: fmt.Sprintf(format, args...)})
 	}
-	u := catalog.WebhookUpdate{URL: b.Url, Secret: b.Secret, Description: b.Description, Enabled: b.Enabled}
+	u := catalog.WebhookUpdate{URL: b.Url, Secret: b.Secret, Description: b.Description, Enabled: b.Enabled, IncludeOutput: b.IncludeStepOutput}
 	if b.Url != nil {
 		if why := webhooks.CheckURL(*b.Url, s.webhookAllowPrivate); why != "" {
 			bad("url", "%s", why)
@@ -264,6 +264,9 @@ func webhookView(w catalog.Webhook) gen.Webhook {
 	}
 	if w.CreatedBy != "" {
 		out.CreatedBy = &w.CreatedBy
+	}
+	if w.IncludeOutput {
+		out.IncludeStepOutput = &w.IncludeOutput
 	}
 	return out
 }

@@ -209,6 +209,15 @@ func TestWebhooksOnRealStack(t *testing.T) {
 	assert.Equal(t, s.project, fin["project"])
 	require.Len(t, acc["step.failed"], 1)
 	assert.Equal(t, "train", acc["step.failed"][0]["step"].(map[string]any)["name"])
+	// What the step printed stays in the platform: the errors say how it
+	// ended, not its output (a webhook opts in with includeStepOutput).
+	assert.Equal(t, "command exited with code 3 (output left out)", acc["step.failed"][0]["step"].(map[string]any)["error"])
+	for typ, bodies := range acc {
+		for _, b := range bodies {
+			raw, _ := json.Marshal(b)
+			assert.NotContains(t, string(raw), "diverged", "%s carries the step's output", typ)
+		}
+	}
 	assert.Equal(t, "RUNNING", acc["step.failed"][0]["run"].(map[string]any)["state"], "sent when the step failed, not at the run's end")
 	require.Len(t, acc["approval.requested"], 1)
 	ap := acc["approval.requested"][0]["step"].(map[string]any)["approval"].(map[string]any)

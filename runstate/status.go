@@ -1,6 +1,7 @@
 package runstate
 
 import (
+	"strings"
 	"time"
 )
 
@@ -315,4 +316,18 @@ func MarkUnfinished(st *StepStatus, state StepState, msg string) {
 			st.Message = msg
 		}
 	}
+}
+
+// OutputTail introduces the last lines a failed step printed, appended to
+// its error (and the run's) by the local runtime. Whatever a step prints
+// is its own data: webhooks leave it out unless they opt in
+// (WithoutOutput).
+const OutputTail = "; last lines of output:\n"
+
+// WithoutOutput is msg without the step output OutputTail quotes.
+func WithoutOutput(msg string) string {
+	if i := strings.Index(msg, OutputTail); i >= 0 {
+		return msg[:i] + " (output left out)"
+	}
+	return msg
 }

@@ -581,19 +581,19 @@ func failureMessage(code int, signal string, lines []string) string {
 		lines[i] = strings.ToValidUTF8(lines[i], "?")
 	}
 	for len(lines) > 0 {
-		msg := head + "; last lines of output:\n" + strings.Join(lines, "\n")
+		msg := head + runstate.OutputTail + strings.Join(lines, "\n")
 		if len(msg) <= maxLen {
 			return msg
 		}
 		if len(lines) == 1 {
 			// One huge line: keep its end, which is usually the error.
-			room := maxLen - len(head) - len("; last lines of output:\n…")
+			room := maxLen - len(head) - len(runstate.OutputTail+"…")
 			l := lines[0]
 			cut := len(l) - room
 			for cut < len(l) && !utf8RuneStart(l[cut]) {
 				cut++
 			}
-			return head + "; last lines of output:\n…" + l[cut:]
+			return head + runstate.OutputTail + "…" + l[cut:]
 		}
 		lines = lines[1:]
 	}

@@ -38,9 +38,12 @@ type Webhook struct {
 	Secret      string
 	Description string
 	Enabled     bool
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
-	CreatedBy   string
+	// IncludeOutput opts in to the step output that errors quote (the
+	// last lines a failed step printed): left out otherwise.
+	IncludeOutput bool
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	CreatedBy     string
 }
 
 // WebhookUpdate changes the fields that are not nil.
@@ -51,6 +54,7 @@ type WebhookUpdate struct {
 	Secret        *string
 	Description   *string
 	Enabled       *bool
+	IncludeOutput *bool
 	ClearPipeline bool
 }
 
@@ -99,10 +103,13 @@ type WebhookDeliveryPage struct {
 type RunEvent struct {
 	// ID is the same whenever the event is derived again (every mirror
 	// write of the run from then on): receivers deduplicate on it.
-	ID      string
-	Type    string
-	Step    string // "" for run.finished
-	Payload json.RawMessage
+	ID   string
+	Type string
+	Step string // "" for run.finished
+	// Payload leaves out the step output errors quote
+	// (runstate.OutputTail); PayloadWithOutput keeps it, for webhooks
+	// that opt in (the same bytes when there is none).
+	Payload, PayloadWithOutput json.RawMessage
 }
 
 // RunEvents derives the events st shows: run.finished when it is
@@ -112,7 +119,8 @@ type RunEvent struct {
 // are the same for any later status of the run: a status write that is
 // lost or coalesced loses none, and the outbox's (webhook, event ID) key
 // makes each one delivered once. Payloads carry the run's identity, state
-// and error and the step's, never params, outputs or anything of the
+// and error and the step's (without the output a failed step's error
+// quotes, unless a webhook opts in), never params, outputs or anything of the
 // platform's own.
 func RunEvents(st runstate.Status) []RunEvent {
 	var out []RunEvent
@@ -143,8 +151,15 @@ func RunEvents(st runstate.Status) []RunEvent {
 		}
 		sum := sha256.Sum256([]byte(st.RunID + "\x00" + key))
 		p.ID = "evt-" + hex.EncodeToString(sum[:12])
-		b, _ := json.Marshal(p) // plain data: cannot fail
-		out = append(out, RunEvent{ID: p.ID, Type: typ, Step: stepName(step), Payload: b})
+		full, _ := json.Marshal(p) // plain data: cannot fail
+		p.Run.Error = runstate.WithoutOutput(p.Run.Error)
+		if p.Step != nil {
+			s := *p.Step
+			s.Error = runstate.WithoutOutput(s.Error)
+			p.Step = &s
+		}
+		plain, _ := json.Marshal(p)
+		out = append(out, RunEvent{ID: p.ID, Type: typ, Step: stepName(step), Payload: plain, PayloadWithOutput: full})
 	}
 	for i := range st.Steps {
 		s := &st.Steps[i]

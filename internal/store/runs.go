@@ -227,6 +227,7 @@ func (s *Store) MirrorRun(ctx context.Context, st runstate.Status) error {
 		n.EventTypes = append(n.EventTypes, e.Type)
 		n.EventSteps = append(n.EventSteps, e.Step)
 		n.EventPayloads = append(n.EventPayloads, string(e.Payload))
+		n.EventPayloadsOutput = append(n.EventPayloadsOutput, string(e.PayloadWithOutput))
 	}
 	_, err = s.q.MirrorRunNotify(ctx, n)
 	return mapErr(err, "mirror run %s/%s", st.Project, st.RunID)

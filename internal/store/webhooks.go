@@ -30,7 +30,7 @@ func (s *Store) CreateWebhook(ctx context.Context, w catalog.Webhook, maxPerProj
 	}
 	row, err := s.q.CreateWebhook(ctx, db.CreateWebhookParams{
 		ID: w.ID, Project: w.Project, Url: w.URL, Events: w.Events, Pipeline: strPtr(w.Pipeline),
-		Secret: stored, Description: w.Description, Enabled: w.Enabled, CreatedBy: w.CreatedBy,
+		Secret: stored, Description: w.Description, Enabled: w.Enabled, IncludeOutput: w.IncludeOutput, CreatedBy: w.CreatedBy,
 		MaxPerProject: int32(maxPerProject),
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -79,7 +79,7 @@ func (s *Store) UpdateWebhook(ctx context.Context, project, id string, u catalog
 	}
 	row, err := s.q.UpdateWebhook(ctx, db.UpdateWebhookParams{
 		Url: u.URL, Events: u.Events, ClearPipeline: u.ClearPipeline, Pipeline: u.Pipeline,
-		Secret: secret, Description: u.Description, Enabled: u.Enabled, Project: project, ID: id,
+		Secret: secret, Description: u.Description, Enabled: u.Enabled, IncludeOutput: u.IncludeOutput, Project: project, ID: id,
 	})
 	if err != nil {
 		return catalog.Webhook{}, mapErr(err, "update webhook %s/%s", project, id)
@@ -253,7 +253,7 @@ func (s *Store) DeleteFinishedWebhookDeliveries(ctx context.Context, before time
 func toWebhook(r db.Webhook) catalog.Webhook {
 	return catalog.Webhook{
 		ID: r.ID, Project: r.Project, URL: r.Url, Events: r.Events, Pipeline: deref(r.Pipeline),
-		Secret: clearOnly(r.Secret), Description: r.Description, Enabled: r.Enabled,
+		Secret: clearOnly(r.Secret), Description: r.Description, Enabled: r.Enabled, IncludeOutput: r.IncludeOutput,
 		CreatedAt: utc(r.CreatedAt), UpdatedAt: utc(r.UpdatedAt), CreatedBy: r.CreatedBy,
 	}
 }

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -208,5 +209,32 @@ func TestWebhookLimitAndPages(t *testing.T) {
 	}
 	if _, err := s.ListWebhookDeliveries(ctx, "p", w.ID, 2, "garbage"); !errors.Is(err, catalog.ErrInvalidArgument) {
 		t.Errorf("bad token: %v", err)
+	}
+}
+
+// A webhook that opts in gets the step output a failed step's error
+// quotes; the others get the error without it.
+func TestWebhookStepOutputOptIn(t *testing.T) {
+	s := newStore(t)
+	ctx := t.Context()
+	mustProject(t, s, "p")
+	plain := mustWebhook(t, s, "p", "", catalog.EventStepFailed)
+	full, err := s.CreateWebhook(ctx, catalog.Webhook{Project: "p", URL: "https://example.com/full", Events: []string{catalog.EventStepFailed},
+		Secret: "0123456789abcdef", Enabled: true, IncludeOutput: true}, 50)
+	if err != nil || !full.IncludeOutput {
+		t.Fatalf("%+v %v", full, err)
+	}
+	now := time.Now()
+	failed := runstate.StepStatus{Name: "train", State: runstate.StepFailed, FinishedAt: &now,
+		Error: "command exited with code 3" + runstate.OutputTail + "loss=nan"}
+	if err := s.MirrorRun(ctx, runStatus("r1", 1, runstate.Running, failed)); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, d := range claimAll(t, s, "gw")[catalog.EventStepFailed] {
+		got[d.URL] = string(d.Payload)
+	}
+	if len(got) != 2 || strings.Contains(got[plain.URL], "loss=nan") || !strings.Contains(got[full.URL], "loss=nan") {
+		t.Fatalf("payloads %v", got)
 	}
 }

@@ -272,17 +272,18 @@ type TriggerFiring struct {
 }
 
 type Webhook struct {
-	ID          string
-	Project     string
-	Url         string
-	Events      []string
-	Pipeline    *string
-	Secret      string
-	Description string
-	Enabled     bool
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
-	CreatedBy   string
+	ID            string
+	Project       string
+	Url           string
+	Events        []string
+	Pipeline      *string
+	Secret        string
+	Description   string
+	Enabled       bool
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	CreatedBy     string
+	IncludeOutput bool
 }
 
 type WebhookAttempt struct {

@@ -88,10 +88,10 @@ func (q *Queries) ClaimWebhookDeliveries(ctx context.Context, arg ClaimWebhookDe
 }
 
 const createWebhook = `-- name: CreateWebhook :one
-INSERT INTO webhooks (id, project, url, events, pipeline, secret, description, enabled, created_at, updated_at, created_by)
-SELECT $1, $2, $3, $4::text[], $5, $6, $7, $8, now(), now(), $9
-WHERE (SELECT count(*) FROM webhooks WHERE project = $2) < $10::integer
-RETURNING id, project, url, events, pipeline, secret, description, enabled, created_at, updated_at, created_by
+INSERT INTO webhooks (id, project, url, events, pipeline, secret, description, enabled, include_output, created_at, updated_at, created_by)
+SELECT $1, $2, $3, $4::text[], $5, $6, $7, $8, $9, now(), now(), $10
+WHERE (SELECT count(*) FROM webhooks WHERE project = $2) < $11::integer
+RETURNING id, project, url, events, pipeline, secret, description, enabled, created_at, updated_at, created_by, include_output
 `
 
 type CreateWebhookParams struct {
@@ -103,6 +103,7 @@ type CreateWebhookParams struct {
 	Secret        string
 	Description   string
 	Enabled       bool
+	IncludeOutput bool
 	CreatedBy     string
 	MaxPerProject int32
 }
@@ -120,6 +121,7 @@ func (q *Queries) CreateWebhook(ctx context.Context, arg CreateWebhookParams) (W
 		arg.Secret,
 		arg.Description,
 		arg.Enabled,
+		arg.IncludeOutput,
 		arg.CreatedBy,
 		arg.MaxPerProject,
 	)
@@ -136,6 +138,7 @@ func (q *Queries) CreateWebhook(ctx context.Context, arg CreateWebhookParams) (W
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.CreatedBy,
+		&i.IncludeOutput,
 	)
 	return i, err
 }
@@ -182,7 +185,7 @@ func (q *Queries) DeleteWebhook(ctx context.Context, arg DeleteWebhookParams) (i
 }
 
 const getWebhook = `-- name: GetWebhook :one
-SELECT id, project, url, events, pipeline, secret, description, enabled, created_at, updated_at, created_by FROM webhooks
+SELECT id, project, url, events, pipeline, secret, description, enabled, created_at, updated_at, created_by, include_output FROM webhooks
 WHERE project = $1 AND id = $2
 `
 
@@ -206,6 +209,7 @@ func (q *Queries) GetWebhook(ctx context.Context, arg GetWebhookParams) (Webhook
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.CreatedBy,
+		&i.IncludeOutput,
 	)
 	return i, err
 }
@@ -348,7 +352,7 @@ func (q *Queries) ListWebhookSecrets(ctx context.Context) ([]ListWebhookSecretsR
 }
 
 const listWebhooks = `-- name: ListWebhooks :many
-SELECT id, project, url, events, pipeline, secret, description, enabled, created_at, updated_at, created_by FROM webhooks
+SELECT id, project, url, events, pipeline, secret, description, enabled, created_at, updated_at, created_by, include_output FROM webhooks
 WHERE project = $1
 ORDER BY created_at, id
 `
@@ -374,6 +378,7 @@ func (q *Queries) ListWebhooks(ctx context.Context, project string) ([]Webhook, 
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.CreatedBy,
+			&i.IncludeOutput,
 		); err != nil {
 			return nil, err
 		}
@@ -390,8 +395,8 @@ WITH mirrored AS (
     INSERT INTO runs (
         id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, schedule, created_by
     ) VALUES (
-        $2, $7, $8, $9, $10, $11, $12, $13,
-        COALESCE($14::timestamptz, now()), now(), $15, $16
+        $2, $8, $9, $10, $11, $12, $13, $14,
+        COALESCE($15::timestamptz, now()), now(), $16, $17
     )
     ON CONFLICT (id) DO UPDATE
     SET state = excluded.state,
@@ -404,48 +409,51 @@ WITH mirrored AS (
     RETURNING runs.project
 ), fired AS (
     INSERT INTO trigger_firings (id, trigger_id, project, source, payload)
-    SELECT 'fir-' || substr(md5(t.id || '/' || $2), 1, 24), t.id, t.project, $2, $17::jsonb
+    SELECT 'fir-' || substr(md5(t.id || '/' || $2), 1, 24), t.id, t.project, $2, $18::jsonb
     FROM mirrored m
-    JOIN triggers t ON t.project = m.project AND t.kind = 'run' AND t.enabled AND t.on_pipeline = $6::text
-    WHERE $18::boolean AND $11 = ANY (t.on_states)
+    JOIN triggers t ON t.project = m.project AND t.kind = 'run' AND t.enabled AND t.on_pipeline = $7::text
+    WHERE $19::boolean AND $12 = ANY (t.on_states)
     ON CONFLICT (trigger_id, source) DO NOTHING
 )
 INSERT INTO webhook_deliveries (id, webhook_id, project, run_id, event_id, event, step, payload)
 SELECT 'dlv-' || substr(md5(w.id || '/' || ($1::text[])[i]), 1, 24), w.id, w.project, $2,
        ($1::text[])[i], ($3::text[])[i],
-       NULLIF(($4::text[])[i], ''), (($5::text[])[i])::json
+       NULLIF(($4::text[])[i], ''),
+       (CASE WHEN w.include_output THEN ($5::text[])[i] ELSE ($6::text[])[i] END)::json
 FROM mirrored m
 JOIN webhooks w ON w.project = m.project
 CROSS JOIN generate_subscripts($1::text[], 1) AS i
 WHERE w.enabled
   AND ($3::text[])[i] = ANY (w.events)
-  AND (w.pipeline IS NULL OR w.pipeline = $6::text)
+  AND (w.pipeline IS NULL OR w.pipeline = $7::text)
 ON CONFLICT (webhook_id, event_id) DO NOTHING
 `
 
 type MirrorRunNotifyParams struct {
-	EventIds       []string
-	ID             string
-	EventTypes     []string
-	EventSteps     []string
-	EventPayloads  []string
-	Subject        string
-	Project        string
-	Pipeline       *string
-	Version        *int32
-	Workflow       string
-	State          string
-	Seq            int64
-	Status         json.RawMessage
-	CreatedAt      *time.Time
-	Schedule       *string
-	CreatedBy      string
-	TriggerPayload json.RawMessage
-	Finished       bool
+	EventIds            []string
+	ID                  string
+	EventTypes          []string
+	EventSteps          []string
+	EventPayloadsOutput []string
+	EventPayloads       []string
+	Subject             string
+	Project             string
+	Pipeline            *string
+	Version             *int32
+	Workflow            string
+	State               string
+	Seq                 int64
+	Status              json.RawMessage
+	CreatedAt           *time.Time
+	Schedule            *string
+	CreatedBy           string
+	TriggerPayload      json.RawMessage
+	Finished            bool
 }
 
 // MirrorRun that also queues the events the status shows (@event_ids,
-// @event_types, @event_steps, @event_payloads: one entry per event) for every enabled
+// @event_types, @event_steps, @event_payloads and, for webhooks that opt
+// in to step output, @event_payloads_output: one entry per event) for every enabled
 // webhook of the project that subscribes to them, in one statement: the
 // outbox rows exist if and only if the status write was applied. A write
 // that is ignored (not newer) queues nothing, which loses nothing: the
@@ -461,6 +469,7 @@ func (q *Queries) MirrorRunNotify(ctx context.Context, arg MirrorRunNotifyParams
 		arg.ID,
 		arg.EventTypes,
 		arg.EventSteps,
+		arg.EventPayloadsOutput,
 		arg.EventPayloads,
 		arg.Subject,
 		arg.Project,
@@ -560,9 +569,10 @@ SET url = COALESCE($1, url),
     secret = COALESCE($5, secret),
     description = COALESCE($6, description),
     enabled = COALESCE($7, enabled),
+    include_output = COALESCE($8, include_output),
     updated_at = now()
-WHERE project = $8 AND id = $9
-RETURNING id, project, url, events, pipeline, secret, description, enabled, created_at, updated_at, created_by
+WHERE project = $9 AND id = $10
+RETURNING id, project, url, events, pipeline, secret, description, enabled, created_at, updated_at, created_by, include_output
 `
 
 type UpdateWebhookParams struct {
@@ -573,6 +583,7 @@ type UpdateWebhookParams struct {
 	Secret        *string
 	Description   *string
 	Enabled       *bool
+	IncludeOutput *bool
 	Project       string
 	ID            string
 }
@@ -588,6 +599,7 @@ func (q *Queries) UpdateWebhook(ctx context.Context, arg UpdateWebhookParams) (W
 		arg.Secret,
 		arg.Description,
 		arg.Enabled,
+		arg.IncludeOutput,
 		arg.Project,
 		arg.ID,
 	)
@@ -604,6 +616,7 @@ func (q *Queries) UpdateWebhook(ctx context.Context, arg UpdateWebhookParams) (W
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.CreatedBy,
+		&i.IncludeOutput,
 	)
 	return i, err
 }

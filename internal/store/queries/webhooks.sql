@@ -2,8 +2,8 @@
 -- Inserts nothing (no row) when the project already has @max_per_project
 -- webhooks: each event is delivered to every matching one, so their
 -- number bounds the work one run's events make.
-INSERT INTO webhooks (id, project, url, events, pipeline, secret, description, enabled, created_at, updated_at, created_by)
-SELECT @id, @project, @url, @events::text[], sqlc.narg(pipeline), @secret, @description, @enabled, now(), now(), @created_by
+INSERT INTO webhooks (id, project, url, events, pipeline, secret, description, enabled, include_output, created_at, updated_at, created_by)
+SELECT @id, @project, @url, @events::text[], sqlc.narg(pipeline), @secret, @description, @enabled, @include_output, now(), now(), @created_by
 WHERE (SELECT count(*) FROM webhooks WHERE project = @project) < @max_per_project::integer
 RETURNING *;
 
@@ -26,6 +26,7 @@ SET url = COALESCE(sqlc.narg(url), url),
     secret = COALESCE(sqlc.narg(secret), secret),
     description = COALESCE(sqlc.narg(description), description),
     enabled = COALESCE(sqlc.narg(enabled), enabled),
+    include_output = COALESCE(sqlc.narg(include_output), include_output),
     updated_at = now()
 WHERE project = @project AND id = @id
 RETURNING *;
@@ -36,7 +37,8 @@ WHERE project = @project AND id = @id;
 
 -- name: MirrorRunNotify :execrows
 -- MirrorRun that also queues the events the status shows (@event_ids,
--- @event_types, @event_steps, @event_payloads: one entry per event) for every enabled
+-- @event_types, @event_steps, @event_payloads and, for webhooks that opt
+-- in to step output, @event_payloads_output: one entry per event) for every enabled
 -- webhook of the project that subscribes to them, in one statement: the
 -- outbox rows exist if and only if the status write was applied. A write
 -- that is ignored (not newer) queues nothing, which loses nothing: the
@@ -73,7 +75,8 @@ WITH mirrored AS (
 INSERT INTO webhook_deliveries (id, webhook_id, project, run_id, event_id, event, step, payload)
 SELECT 'dlv-' || substr(md5(w.id || '/' || (@event_ids::text[])[i]), 1, 24), w.id, w.project, @id,
        (@event_ids::text[])[i], (@event_types::text[])[i],
-       NULLIF((@event_steps::text[])[i], ''), ((@event_payloads::text[])[i])::json
+       NULLIF((@event_steps::text[])[i], ''),
+       (CASE WHEN w.include_output THEN (@event_payloads_output::text[])[i] ELSE (@event_payloads::text[])[i] END)::json
 FROM mirrored m
 JOIN webhooks w ON w.project = m.project
 CROSS JOIN generate_subscripts(@event_ids::text[], 1) AS i
