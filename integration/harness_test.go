@@ -72,6 +72,9 @@ type stackOptions struct {
 	// gpuMinRuntime overrides how long a GPU step runs before it may be
 	// preempted.
 	gpuMinRuntime time.Duration
+	// podDefaults is a kubeEnv's cluster pod defaults (YAML, the
+	// worker's --pod-defaults file).
+	podDefaults string
 	// kueueQueue makes a kubeEnv's cluster worker submit to Kueue.
 	kueueQueue string
 	// localEngines is the worker's --local-engine.

@@ -80,6 +80,10 @@ func newKubeEnv(t *testing.T, sc script, inProcessClusterWorker bool, opts ...st
 	s.cfg.KubeNamespaceTemplate = e.namespace
 	if len(opts) > 0 {
 		s.cfg.KueueQueue = opts[0].kueueQueue
+		if d := opts[0].podDefaults; d != "" {
+			s.cfg.PodDefaults = filepath.Join(t.TempDir(), "pod-defaults.yaml")
+			require.NoError(t, os.WriteFile(s.cfg.PodDefaults, []byte(d), 0o600))
+		}
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())

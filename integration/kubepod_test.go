@@ -123,3 +123,56 @@ steps:
 		assert.Contains(t, problems, p)
 	}
 }
+
+// Cluster pod defaults on the real control plane: the operator's
+// --pod-defaults file gives every step pod a toleration and node selector
+// for a tainted pool and a label, so a step that says nothing about pods
+// runs there; a step's own label wins over the default one.
+func TestClusterPodDefaultsOnKubernetes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the Kubernetes control plane")
+	}
+	pool := fmt.Sprintf("defpool-%d", os.Getpid()%100000)
+	defaults := fmt.Sprintf(`
+nodeSelector: {pool: %[1]s}
+tolerations: [{key: dedicated, value: %[1]s, effect: NoSchedule}]
+labels: {team: platform, cost-center: ml}
+`, pool)
+	e := newKubeEnv(t, func(string) kubetest.Exit { return kubetest.Exit{After: time.Second, Message: `{"ok": true}`} }, true, stackOptions{podDefaults: defaults})
+	ctx := context.Background()
+	require.NoError(t, kubetest.CreateNodes(ctx, e.kube, []*corev1.Node{
+		kubetest.MakeNode(pool+"-1").Label("pool", pool).Taint("dedicated", pool, corev1.TaintEffectNoSchedule).Ready(true).Obj(),
+	}))
+	e.createPipeline("plain", fmt.Sprintf(`
+steps:
+  - name: train
+    placement: {cluster: %[1]s}
+    container: {image: busybox, command: ["true"]}
+  - name: own
+    placement: {cluster: %[1]s}
+    container:
+      image: busybox
+      command: ["true"]
+      pod: {labels: {team: vision}}
+`, e.cluster))
+	id := e.start("plain", nil)
+	pods := map[string]corev1.Pod{}
+	e.waitRun(id, 90*time.Second, "both steps' pods scheduled", func(r gen.Run) bool {
+		list, err := e.kube.CoreV1().Pods(e.namespace).List(ctx, metav1.ListOptions{LabelSelector: "atelier.dev/run=" + id})
+		require.NoError(t, err)
+		for _, p := range list.Items {
+			if p.Spec.NodeName != "" {
+				pods[p.Labels["atelier.dev/step"]] = p
+			}
+		}
+		return len(pods) == 2
+	})
+	for step, team := range map[string]string{"train": "platform", "own": "vision"} {
+		p := pods[step]
+		assert.Equal(t, pool+"-1", p.Spec.NodeName, "%s: the default toleration and node selector put it on the pool", step)
+		assert.Equal(t, team, p.Labels["team"], "%s: a step's own label wins", step)
+		assert.Equal(t, "ml", p.Labels["cost-center"], step)
+	}
+	r := e.waitTerminal(id, 90*time.Second)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
+}

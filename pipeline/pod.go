@@ -1,11 +1,15 @@
 package pipeline
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"path"
 	"regexp"
 	"slices"
 	"strings"
+
+	"sigs.k8s.io/yaml"
 )
 
 // Pod holds Kubernetes settings of a container step's pod: where it may
@@ -291,4 +295,30 @@ func (p *Spec) ApplyPodDefaults() {
 			s.Container = &c
 		}
 	}
+}
+
+// ParsePodDefaults reads an operator's pod defaults for a cluster (a YAML
+// or JSON Pod, the shape of a step's `pod`), as strictly as a spec (it is
+// parsed as a spec's pipeline-wide `pod`), with every problem at its path.
+func ParsePodDefaults(b []byte) (*Pod, error) {
+	j, err := yaml.YAMLToJSONStrict(b)
+	if err != nil {
+		return nil, fmt.Errorf("pod defaults: %s", yamlErrorMessage(err))
+	}
+	if t := bytes.TrimSpace(j); len(t) == 0 || string(t) == "null" {
+		return nil, nil
+	}
+	spec, err := Parse(append(append([]byte(`{"pod":`), j...), '}'))
+	if err != nil {
+		return nil, fmt.Errorf("pod defaults: %w", err)
+	}
+	var ps problems
+	validatePod("pod", spec.Pod, &ps)
+	if len(spec.Pod.Patch) > 0 {
+		ps.add("pod.patch", "a patch is not a default (it would override steps' own settings): set the fields instead")
+	}
+	if err := ps.err(); err != nil {
+		return nil, fmt.Errorf("pod defaults: %w", err)
+	}
+	return spec.Pod, nil
 }

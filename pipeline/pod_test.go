@@ -3,6 +3,7 @@ package pipeline
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/atelier-ml/atelier/schema"
@@ -95,5 +96,47 @@ steps:
 			b, _ := json.MarshalIndent(ve.Problems, "", " ")
 			t.Errorf("no problem at %s; got %s", want, b)
 		}
+	}
+}
+
+// An operator's pod defaults are read as strictly as a spec's pod: every
+// problem at its path, and no patch (a default cannot override).
+func TestParsePodDefaults(t *testing.T) {
+	p, err := ParsePodDefaults([]byte(`
+tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+nodeSelector: {pool: gpu}
+priorityClassName: batch
+labels: {cost-center: ml}
+`))
+	if err != nil || len(p.Tolerations) != 1 || p.NodeSelector["pool"] != "gpu" || p.PriorityClassName != "batch" || p.Labels["cost-center"] != "ml" {
+		t.Fatalf("%+v %v", p, err)
+	}
+	if p, err := ParsePodDefaults([]byte("  \n")); p != nil || err != nil {
+		t.Fatalf("empty: %+v %v", p, err)
+	}
+	_, err = ParsePodDefaults([]byte(`
+tolerations: [{key: a, operator: Sometimes}]
+nodeSelectr: {pool: gpu}
+patch: {spec: {hostNetwork: true}}
+`))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{"pod defaults", "nodeSelectr"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%v: want %q", err, want)
+		}
+	}
+	_, err = ParsePodDefaults([]byte(`{"tolerations": [{"key": "a", "operator": "Sometimes"}], "patch": {"spec": {}}}`))
+	var ve *schema.ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("%v", err)
+	}
+	got := map[string]bool{}
+	for _, p := range ve.Problems {
+		got[p.Path] = true
+	}
+	if !got["pod.tolerations[0].operator"] || !got["pod.patch"] {
+		t.Fatalf("problems %+v", ve.Problems)
 	}
 }

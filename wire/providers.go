@@ -38,6 +38,7 @@ import (
 	"github.com/atelier-ml/atelier/internal/services/webhooks"
 	"github.com/atelier-ml/atelier/internal/store"
 	"github.com/atelier-ml/atelier/internal/vault"
+	"github.com/atelier-ml/atelier/pipeline"
 )
 
 // provideStore opens the catalogue and brings its schema up to date. Both
@@ -240,15 +241,26 @@ func provideServing(clients kube.Clients, cfg config.Config, st *store.Store, l 
 
 // provideKubeBackend builds the Kubernetes backends of a cluster worker;
 // the cleanup stops their informers. Attempt logs go to the catalogue, as
-// the local runtime's do.
-func provideKubeBackend(clients kube.Clients, v *vault.Vault, st *store.Store, cfg config.Config, l *zap.Logger) (*kube.Backend, func()) {
+// the local runtime's do. The operator's pod defaults (--pod-defaults)
+// are read and checked here: a bad file stops the worker, naming it.
+func provideKubeBackend(clients kube.Clients, v *vault.Vault, st *store.Store, cfg config.Config, l *zap.Logger) (*kube.Backend, func(), error) {
+	policy := framework.PodPolicy{ServiceAccounts: cfg.PodServiceAccounts}
+	if cfg.PodDefaults != "" {
+		b, err := os.ReadFile(cfg.PodDefaults)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--pod-defaults: %w", err)
+		}
+		if policy.Defaults, err = pipeline.ParsePodDefaults(b); err != nil {
+			return nil, nil, fmt.Errorf("--pod-defaults %s: %w", cfg.PodDefaults, err)
+		}
+	}
 	opts := []kube.Option{kube.WithNamespaceTemplate(cfg.KubeNamespaceTemplate), kube.WithLogger(l.Named("kube")), kube.WithKueue(cfg.KueueQueue),
-		kube.WithPodPolicy(framework.PodPolicy{ServiceAccounts: cfg.PodServiceAccounts}), kube.WithLogSink(st, 0)}
+		kube.WithPodPolicy(policy), kube.WithLogSink(st, 0)}
 	if v != nil {
 		opts = append(opts, kube.WithSecrets(v))
 	}
 	b := kube.New(clients, cfg.Cluster, opts...)
-	return b, b.Close
+	return b, b.Close, nil
 }
 
 // provideArtifactStore opens the object store of step artifacts when one

@@ -242,7 +242,15 @@ func InitClusterWorker(ctx context.Context, cfg config.Config, m *telemetry.Metr
 		cleanup()
 		return nil, nil, err
 	}
-	backend, cleanup6 := provideKubeBackend(v, vault, store, cfg, logger)
+	backend, cleanup6, err := provideKubeBackend(v, vault, store, cfg, logger)
+	if err != nil {
+		cleanup5()
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	serving := provideServing(v, cfg, store, logger)
 	clusterWorker := app.NewClusterWorker(client, cfg, v, backend, serving, store, logger)
 	return clusterWorker, func() {

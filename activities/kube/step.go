@@ -17,6 +17,7 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/kube/framework"
+	"github.com/atelier-ml/atelier/activities/kube/jobs/job"
 )
 
 // RunKubeStep runs one attempt of a step as a Kubernetes object and waits,
@@ -80,8 +81,11 @@ func (b *Backend) RunKubeStep(ctx context.Context, req activities.KubeStepReques
 	if b.mutate != nil {
 		b.mutate(desired)
 	}
-	if job, ok := desired.(*batchv1.Job); ok {
-		if err := b.podPolicy.CheckPod(&job.Spec.Template.Spec); err != nil {
+	if j, ok := desired.(*batchv1.Job); ok {
+		if err := framework.ApplyPodDefaults(&j.Spec.Template, job.ContainerName, b.podPolicy.Defaults); err != nil {
+			return activities.KubeStepResult{}, err
+		}
+		if err := b.podPolicy.CheckPod(&j.Spec.Template.Spec); err != nil {
 			return activities.KubeStepResult{}, err
 		}
 	}

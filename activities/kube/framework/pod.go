@@ -140,6 +140,65 @@ type PodPolicy struct {
 	// ServiceAccounts projects' steps may run as ("" and "default" are
 	// always allowed).
 	ServiceAccounts []string
+	// Defaults are pod settings the operator gives every step pod on the
+	// cluster (a toleration for its GPU nodes, a priority class, a label):
+	// ApplyPodDefaults fills what the step's own settings leave unset.
+	Defaults *pipeline.Pod
+}
+
+// ApplyPodDefaults gives t the operator's defaults d where the step's own
+// settings (applied before) left them unset: node selector keys and
+// labels and annotations not set, the priority class and service account
+// when empty, tolerations, image pull secrets and volumes (by name) added.
+// The policy is checked after, so defaults are held to it too.
+func ApplyPodDefaults(t *corev1.PodTemplateSpec, container string, d *pipeline.Pod) error {
+	if d == nil {
+		return nil
+	}
+	spec := &t.Spec
+	for _, k := range slices.Sorted(maps.Keys(d.NodeSelector)) {
+		if spec.NodeSelector == nil {
+			spec.NodeSelector = map[string]string{}
+		}
+		if _, set := spec.NodeSelector[k]; !set {
+			spec.NodeSelector[k] = d.NodeSelector[k]
+		}
+	}
+	for _, tol := range d.Tolerations {
+		ct := corev1.Toleration{Key: tol.Key, Operator: corev1.TolerationOperator(tol.Operator),
+			Value: tol.Value, Effect: corev1.TaintEffect(tol.Effect), TolerationSeconds: tol.TolerationSeconds}
+		if !slices.ContainsFunc(spec.Tolerations, func(x corev1.Toleration) bool { return x.MatchToleration(&ct) }) {
+			spec.Tolerations = append(spec.Tolerations, ct)
+		}
+	}
+	if spec.PriorityClassName == "" {
+		spec.PriorityClassName = d.PriorityClassName
+	}
+	if spec.ServiceAccountName == "" {
+		spec.ServiceAccountName = d.ServiceAccountName
+	}
+	for _, n := range d.ImagePullSecrets {
+		if !slices.Contains(spec.ImagePullSecrets, corev1.LocalObjectReference{Name: n}) {
+			spec.ImagePullSecrets = append(spec.ImagePullSecrets, corev1.LocalObjectReference{Name: n})
+		}
+	}
+	t.Labels = mergeUser(t.Labels, d.Labels)
+	t.Annotations = mergeUser(t.Annotations, d.Annotations)
+	var extra pipeline.Pod
+	for _, v := range d.Volumes {
+		if !slices.ContainsFunc(spec.Volumes, func(x corev1.Volume) bool { return x.Name == v.Name }) {
+			extra.Volumes = append(extra.Volumes, v)
+		}
+	}
+	if len(extra.Volumes) > 0 {
+		if err := ApplyPod(t, container, &extra); err != nil {
+			return err
+		}
+	}
+	if len(d.Patch) > 0 {
+		return Invalid("pod defaults: a patch is not a default (it would override the step's settings); set fields instead")
+	}
+	return nil
 }
 
 // CheckPod refuses a pod spec that breaks the policy, naming the field and

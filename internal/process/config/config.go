@@ -137,6 +137,10 @@ type Config struct {
 	// default; the cluster's pod policy (framework.PodPolicy) refuses the
 	// rest, and host paths, host namespaces and privileged containers.
 	PodServiceAccounts []string
+	// PodDefaults is a YAML or JSON file of pod settings (a step's `pod`)
+	// every step pod on this cluster gets where its own leave them unset
+	// (framework.PodPolicy.Defaults): e.g. the toleration of GPU nodes.
+	PodDefaults string
 
 	// envErrs are ATELIER_* variables that are set but malformed. A bad
 	// value must stop the process with its name, never fall back to the
@@ -224,6 +228,7 @@ func (c *Config) BindWorker(fs *pflag.FlagSet) {
 	fs.Float32Var(&c.KubeQPS, "kube-qps", c.envFloat32("ATELIER_KUBE_QPS", d.KubeQPS), "API server requests per second (ATELIER_KUBE_QPS)")
 	fs.StringVar(&c.KubeGateway, "gateway", env("ATELIER_GATEWAY", d.KubeGateway), "with --cluster: the Gateway API Gateway (namespace/name) inference endpoints' HTTPRoutes attach to, for weighted traffic; without it traffic follows the replica ratio (ATELIER_GATEWAY)")
 	fs.StringSliceVar(&c.PodServiceAccounts, "pod-service-accounts", envList("ATELIER_POD_SERVICE_ACCOUNTS"), "with --cluster: service accounts projects' steps may run as (pod.serviceAccountName), besides default (ATELIER_POD_SERVICE_ACCOUNTS, comma-separated)")
+	fs.StringVar(&c.PodDefaults, "pod-defaults", env("ATELIER_POD_DEFAULTS", ""), "with --cluster: a YAML or JSON file of pod settings (the shape of a step's pod: tolerations, nodeSelector, priorityClassName, labels, ...) every step pod on this cluster gets where its own leave them unset (ATELIER_POD_DEFAULTS)")
 	fs.StringVar(&c.KueueQueue, "kueue-queue", env("ATELIER_KUEUE_QUEUE", d.KueueQueue), "with --cluster: the cluster runs Kueue; submit Jobs and RayJobs to this LocalQueue (in every project namespace) and let Kueue admit them instead of Atelier (ATELIER_KUEUE_QUEUE)")
 	fs.IntVar(&c.KubeBurst, "kube-burst", c.envInt("ATELIER_KUBE_BURST", d.KubeBurst), "API server request burst (ATELIER_KUBE_BURST)")
 }
