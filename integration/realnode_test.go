@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -231,4 +234,60 @@ steps:
 		assert.NotContains(t, string(body), value)
 		assert.False(t, strings.Contains(log, value))
 	})
+}
+
+// The cluster worker killed with SIGKILL while a container step runs on
+// the real node: another worker adopts the Job, the step succeeds with its
+// outputs, and its log, followed live before the kill and resumed after
+// it (the lines printed while no worker followed included), holds every
+// line once, in order.
+func TestClusterWorkerKilledMidStepOnARealNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the Kubernetes control plane and a real node")
+	}
+	e := newKubeEnv(t, outputsScript, false)
+	node := e.kc.RealNode(t)
+	t.Logf("real node %s (waited %s for the machine's lock)", node.Name, node.LockWait.Round(time.Millisecond))
+	logf, err := os.Create(filepath.Join(t.TempDir(), "cluster-worker.log"))
+	require.NoError(t, err)
+	defer logf.Close()
+	cw := e.startClusterWorkerProcess(t, logf)
+	defer func() { _ = cw.Process.Kill(); _ = cw.Wait() }()
+	e.waitRegistered(t)
+
+	e.createPipeline("real-kill", realNodePod()+fmt.Sprintf(`
+steps:
+  - name: tick
+    placement: {cluster: %s}
+    container:
+      image: %s
+      command: ["sh", "-c", "i=0; while [ $i -lt 15 ]; do i=$((i+1)); echo tick $i; sleep 1; done; echo '{\"ticks\": 15}' > $ATELIER_OUTPUTS"]
+`, e.cluster, kubetest.StepImage))
+	id := e.start("real-kill", nil)
+	logOf := func() string {
+		res, err := e.client().GetStepLogsWithResponse(context.Background(), e.project, id, "tick", nil)
+		require.NoError(t, err)
+		if res.StatusCode() != 200 {
+			return ""
+		}
+		return string(res.Body)
+	}
+	require.Eventually(t, func() bool { return strings.Contains(logOf(), "tick 3\n") }, 90*time.Second, 200*time.Millisecond,
+		"the log is followed live before the kill")
+	require.NoError(t, cw.Process.Signal(syscall.SIGKILL))
+	_ = cw.Wait()
+	time.Sleep(3 * time.Second) // lines printed while no worker follows
+	cw = e.startClusterWorkerProcess(t, logf)
+
+	r := e.waitTerminal(id, 3*time.Minute)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
+	st := stepByName(r, "tick")
+	assert.Equal(t, map[string]any{"ticks": 15.0}, st.Outputs)
+	assert.Len(t, val(st.Attempts), 1, "the same attempt, its Job adopted")
+	var want strings.Builder
+	for i := 1; i <= 15; i++ {
+		fmt.Fprintf(&want, "tick %d\n", i)
+	}
+	assert.Equal(t, want.String(), logOf(), "every line once, in order, across the kill")
+	require.Eventually(t, func() bool { return len(e.runObjects(t, id)) == 0 }, 30*time.Second, 100*time.Millisecond)
 }
