@@ -87,6 +87,7 @@ func TestWebUIRunsByMetricInBrowser(t *testing.T) {
 	br.run(t, "filter by the pipeline",
 		chromedp.Navigate(s.url+"/ui/#/p/"+s.project+"/runs?pipeline=train-metrics"),
 		chromedp.WaitVisible(`#metric-sort #filter-metric`, chromedp.ByQuery),
+		chromedp.Poll(`document.querySelectorAll("#runs tbody tr").length === 3`, nil, chromedp.WithPollingTimeout(30*time.Second)),
 		chromedp.Poll(`document.querySelectorAll("#metric-names option").length > 0`, nil, chromedp.WithPollingTimeout(30*time.Second)),
 		chromedp.Evaluate(`[...document.querySelectorAll("#metric-names option")].map(o => o.value).sort()`, &suggested),
 	)
@@ -113,6 +114,7 @@ func TestWebUIRunsByMetricInBrowser(t *testing.T) {
 		chromedp.Evaluate(`document.querySelector("#filter-metric-order").dispatchEvent(new Event("change"))`, nil),
 	)
 	waitList("sorted lowest first", "metricOrder=asc", 3)
+	br.run(t, "the list lowest first", br.waitText(`#metric-head`, "↑"))
 	assert.Equal(t, []row{{c, "0.86", "0.86"}, {a, "0.94", "0.94"}, {b, "0.95", "0.95"}}, rows())
 	var head string
 	br.run(t, "the column says the order", chromedp.Text(`#metric-head`, &head, chromedp.ByQuery))
