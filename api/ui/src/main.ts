@@ -3,6 +3,7 @@
 import { ApiError, call, getToken, lastProject, logout, rememberProject, setOnUnauthorized, setToken } from "./api";
 import { h, replace } from "./dom";
 import { href, parse, type Route } from "./route";
+import { clearSession, loadSession, sessionLoaded, whoami } from "./session";
 import type { Project } from "./types";
 import { CachePage } from "./views/cache";
 import { ClusterPage, ClustersPage } from "./views/clusters";
@@ -24,6 +25,7 @@ let afterLogin = "";
 
 setOnUnauthorized(() => {
   logout();
+  clearSession();
   projects = [];
   if (parse(location.hash).page !== "login") {
     afterLogin = location.hash;
@@ -41,9 +43,11 @@ async function route(): Promise<void> {
     show(loginView());
     return;
   }
-  if (!projects.length) {
+  if (!projects.length || !sessionLoaded()) {
     try {
-      projects = (await call<{ projects: Project[] }>("GET", "/v1/projects")).projects;
+      // Who the token is (its role decides what the pages offer), once per session.
+      const [list] = await Promise.all([call<{ projects: Project[] }>("GET", "/v1/projects"), sessionLoaded() ? undefined : loadSession()]);
+      projects = list.projects;
     } catch (e) {
       show(errorView(e));
       return;
@@ -145,6 +149,7 @@ function shell(r: Exclude<Route, { page: "login" | "home" }>, inner: View): View
         h("a", { href: href.webhooks(r.project), class: section === "webhooks" ? "active" : "", id: "nav-webhooks" }, "Webhooks"),
       ),
       h("span", { class: "spacer" }),
+      whoamiBadge(),
       h(
         "button",
         {
@@ -152,6 +157,7 @@ function shell(r: Exclude<Route, { page: "login" | "home" }>, inner: View): View
           id: "logout",
           onclick: () => {
             logout();
+            clearSession();
             projects = [];
             location.hash = "#/login";
           },
@@ -162,6 +168,19 @@ function shell(r: Exclude<Route, { page: "login" | "home" }>, inner: View): View
     h("main", {}, inner.el),
   );
   return { el, dispose: () => inner.dispose(), update: (nr) => inner.update?.(nr) ?? false };
+}
+
+/** whoamiBadge names the signed-in token and its role in the top bar (nothing when the gateway did not say). */
+function whoamiBadge(): HTMLElement | null {
+  const me = whoami();
+  if (!me) return null;
+  const scope = me.project ? `a token of project ${me.project}` : "a token of every project";
+  return h(
+    "span",
+    { class: "whoami", id: "whoami", title: `Signed in with ${scope}, role ${me.role} (token ID ${me.id})` },
+    h("span", { class: "whoami-name", id: "whoami-name" }, me.name),
+    h("span", { class: "token-role", id: "whoami-role", "data-role": me.role }, me.role),
+  );
 }
 
 function loginView(): View {
@@ -176,8 +195,9 @@ function loginView(): View {
         ev.preventDefault();
         const t = input.value.trim();
         msg.textContent = "";
-        call<{ projects: Project[] }>("GET", "/v1/projects", undefined, undefined, t)
-          .then((res) => {
+        clearSession();
+        Promise.all([call<{ projects: Project[] }>("GET", "/v1/projects", undefined, undefined, t), loadSession(t)])
+          .then(([res]) => {
             setToken(t);
             projects = res.projects;
             const next = afterLogin && parse(afterLogin).page !== "login" ? afterLogin : "#/";
@@ -186,6 +206,7 @@ function loginView(): View {
             else location.hash = next;
           })
           .catch((e: unknown) => {
+            clearSession();
             msg.textContent = e instanceof ApiError && e.status === 401 ? `Token refused: ${e.message}` : String(e instanceof Error ? e.message : e);
           });
       }) as EventListener,

@@ -185,6 +185,8 @@ export interface Run {
   createdBy?: string;
   status?: RunStatus;
   links: { self: string; events: string; temporalUI?: string };
+  /** The run's value of the listing's metric (GET …/runs?metric=…). */
+  metricValue?: number;
 }
 
 export interface RunList {
@@ -240,6 +242,20 @@ export interface RunComparison {
 export interface Project {
   name: string;
   description?: string;
+}
+
+/** A token's role: viewer reads, editor also changes its project, admin everything. */
+export type Role = "admin" | "editor" | "viewer";
+
+/** Token is a token as the gateway shows it (GET /v1/whoami): never its secret. */
+export interface Token {
+  id: string;
+  name: string;
+  role: Role;
+  /** Absent for admin tokens (every project). */
+  project?: string;
+  createdAt: string;
+  expiresAt?: string;
 }
 
 export interface Pipeline {

@@ -4,12 +4,14 @@
 // when, until when, its outputs and artifacts. An entry can be evicted,
 // or every entry of the filter, after a confirmation: the next run of
 // such a step runs it again. Listing needs a viewer, evicting an editor
-// (a viewer's eviction shows the gateway's 403). The first page refreshes
-// every few seconds, except while a confirmation is open.
+// (a viewer is not offered Evict; a refused eviction shows the gateway's
+// problem). The first page refreshes every few seconds, except while a
+// confirmation is open.
 
 import { call, enc, get, query } from "../api";
 import { fmtBytes, fmtTime, h, replace } from "../dom";
 import { href } from "../route";
+import { canEdit, roleNote } from "../session";
 import type { CacheEntry, CacheEntryList } from "../types";
 import { errorBox, message, type View } from "./view";
 
@@ -65,10 +67,11 @@ export class CachePage implements View {
       h("button", { type: "submit" }, "Filter"),
       filters.toString() ? h("a", { href: href.cache(project), class: "clear" }, "clear filters") : null,
     );
-    const evictAll = h("button", { class: "danger", id: "evict-all", type: "button", onclick: () => this.askEvictAll() }, f("pipeline") || f("step") ? "Evict these…" : "Evict all…");
+    const evictAll = canEdit() ? h("button", { class: "danger", id: "evict-all", type: "button", onclick: () => this.askEvictAll() }, f("pipeline") || f("step") ? "Evict these…" : "Evict all…") : null;
     replace(
       this.el,
       h("div", { class: "page-head" }, h("h1", {}, "Step cache"), form, h("span", { class: "spacer" }), evictAll),
+      canEdit() ? null : roleNote("editor", "Evicting cache entries", "cache-role-note"),
       h(
         "p",
         { class: "note" },
@@ -112,13 +115,15 @@ export class CachePage implements View {
 
   private render(list: CacheEntryList): void {
     const p = this.project;
+    // A viewer is not offered Evict (the gateway would refuse it).
+    const edit = canEdit();
     replace(
       this.table,
       list.entries.length
         ? h(
             "table",
             { class: "list", id: "cache" },
-            h("thead", {}, h("tr", {}, ["Key", "Pipeline", "Step", "Stored by run", "Created", "Expires", "Outputs", "Artifacts", ""].map((c) => h("th", {}, c)))),
+            h("thead", {}, h("tr", {}, ["Key", "Pipeline", "Step", "Stored by run", "Created", "Expires", "Outputs", "Artifacts", ...(edit ? [""] : [])].map((c) => h("th", {}, c)))),
             h(
               "tbody",
               {},
@@ -134,7 +139,7 @@ export class CachePage implements View {
                   h("td", { class: "nowrap" }, e.expiresAt ? fmtTime(e.expiresAt) : h("span", { class: "muted" }, "never")),
                   h("td", { class: "ellipsis-wide" }, outputsSummary(e.outputs)),
                   h("td", { class: "nowrap" }, artifactsSummary(e)),
-                  h("td", { class: "nowrap" }, h("button", { class: "danger small evict", type: "button", "data-key": e.key, onclick: () => this.askEvict(e) }, "Evict")),
+                  edit ? h("td", { class: "nowrap" }, h("button", { class: "danger small evict", type: "button", "data-key": e.key, onclick: () => this.askEvict(e) }, "Evict")) : null,
                 ),
               ),
             ),

@@ -12,6 +12,7 @@ import { ApiError, call, enc, get } from "../api";
 import { badge, fmtTime, h, json, replace, s } from "../dom";
 import { fmtGoDuration } from "../goduration";
 import { href } from "../route";
+import { canEdit, roleNote } from "../session";
 import type { Endpoint, EndpointEvent, EndpointGates, EndpointObserved, EndpointRollback, EndpointRollout, EndpointSummary, EndpointTrafficWindow, EndpointList } from "../types";
 import { errorBox, message, type View } from "./view";
 
@@ -195,8 +196,10 @@ export class EndpointPage implements View {
         h("h1", {}, h("span", { class: "muted" }, "Endpoint "), h("span", { id: "endpoint-name" }, name)),
         this.stateBadge,
         h("span", { class: "spacer" }),
-        h("div", { class: "actions" }, this.promoteBtn, this.abortBtn, this.rollbackBtn, this.temporalLink, h("a", { class: "button", href: href.endpoints(project) }, "All endpoints")),
+        // A viewer is not offered Promote, Abort and Roll back (the gateway would refuse them).
+        h("div", { class: "actions" }, canEdit() ? [this.promoteBtn, this.abortBtn, this.rollbackBtn] : null, this.temporalLink, h("a", { class: "button", href: href.endpoints(project) }, "All endpoints")),
       ),
+      canEdit() ? null : roleNote("editor", "Promoting, aborting and rolling back", "endpoint-role-note"),
       this.promote.form,
       this.abortForm.form,
       this.rollback.form,

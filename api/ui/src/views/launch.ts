@@ -14,6 +14,7 @@
 import { ApiError, call, enc, get, idempotencyKey } from "../api";
 import { h, replace } from "../dom";
 import { href, type Route } from "../route";
+import { canEdit, roleNote } from "../session";
 import type { CreateRunRequest, FieldError, PipelineParam, PipelineVersion, Run } from "../types";
 import { errorBox, message, type View } from "./view";
 
@@ -149,6 +150,20 @@ export class LaunchPage implements View {
   private sent?: { body: string; key: string };
 
   constructor(private readonly r: LaunchRoute) {
+    if (!canEdit()) {
+      // A viewer's start would be refused: the form is not offered.
+      replace(
+        this.el,
+        h(
+          "div",
+          { class: "card run-head" },
+          h("div", { class: "run-title" }, h("h1", {}, h("span", { class: "muted" }, "Start a run of "), r.pipeline, h("span", { class: "muted" }, ` v${r.version}`))),
+          roleNote("editor", "Starting a run", "launch-role-note"),
+          h("div", { class: "actions" }, h("a", { class: "button", href: href.pipeline(r.project, r.pipeline, r.version) }, "Pipeline version"), r.from ? h("a", { class: "button", href: href.run(r.project, r.from) }, "Back to the run") : null),
+        ),
+      );
+      return;
+    }
     replace(this.el, h("p", { class: "muted" }, "Loading…"));
     void this.load();
   }

@@ -6,6 +6,7 @@ import { enc, get } from "../api";
 import { DagView, model } from "../dag";
 import { fmtTime, h, json, replace } from "../dom";
 import { href } from "../route";
+import { canEdit, roleNote } from "../session";
 import type { Pipeline, PipelineVersion } from "../types";
 import { errorBox, type View } from "./view";
 
@@ -31,9 +32,12 @@ export class PipelinesPage implements View {
       return;
     }
     const p = this.project;
+    // Starting a run needs an editor: a viewer is not offered Run.
+    const edit = canEdit();
     replace(
       this.el,
       h("div", { class: "page-head" }, h("h1", {}, "Pipelines")),
+      edit ? null : roleNote("editor", "Starting runs", "pipelines-role-note"),
       h(
         "div",
         { class: "card table-card" },
@@ -53,7 +57,7 @@ export class PipelinesPage implements View {
                     h("td", {}, h("a", { href: href.pipeline(p, x.name, x.latestVersion) }, `v${x.latestVersion}`)),
                     h("td", { class: "nowrap" }, fmtTime(x.updatedAt)),
                     h("td", {}, h("a", { href: href.runs(p, { pipeline: x.name }) }, "runs")),
-                    h("td", { class: "nowrap" }, h("a", { class: "button small", href: href.launch(p, x.name, x.latestVersion), "data-launch": x.name }, `Run v${x.latestVersion}`)),
+                    h("td", { class: "nowrap" }, edit ? h("a", { class: "button small", href: href.launch(p, x.name, x.latestVersion), "data-launch": x.name }, `Run v${x.latestVersion}`) : null),
                   ),
                 ),
               ),
@@ -113,7 +117,7 @@ export class PipelinePage implements View {
           h(
             "div",
             { class: "actions" },
-            h("a", { class: "button primary", id: "launch", href: href.launch(p, this.name, v.version) }, `Run v${v.version}`),
+            canEdit() ? h("a", { class: "button primary", id: "launch", href: href.launch(p, this.name, v.version) }, `Run v${v.version}`) : null,
             h("a", { class: "button", href: href.runs(p, { pipeline: this.name }) }, "Runs of this pipeline"),
           ),
         ),
@@ -128,6 +132,7 @@ export class PipelinePage implements View {
           h("dd", { class: "versions" }, versions),
         ),
       ),
+      canEdit() ? null : roleNote("editor", "Starting runs", "pipeline-role-note"),
       h("div", { class: "card dag-card" }, h("div", { class: "card-title" }, h("h2", {}, "Planned steps")), dagHost),
       h("div", { class: "card" }, h("h2", {}, "Spec"), h("pre", { class: "json spec", id: "spec" }, json(v.spec))),
     );

@@ -15,6 +15,7 @@ import { fmtValue, sparkline } from "../chart";
 import { DagView, model } from "../dag";
 import { badge, fmtDuration, fmtTime, h, json, replace } from "../dom";
 import { href, type Route } from "../route";
+import { canEdit, roleNote, whoami } from "../session";
 import { runTerminal, type Attempt, type PipelineGraphStep, type PipelineVersion, type Run, type RunEvent, type RunStatus, type StepMetrics, type StepStatus } from "../types";
 import { ArtifactsSection } from "./artifacts";
 import { errorBox, message, type View } from "./view";
@@ -216,10 +217,12 @@ export class RunPage implements View {
     if (!this.title) this.title = this.buildTitle(run);
     this.stateBadge.setAttribute("data-state", run.state);
     this.stateBadge.textContent = run.state;
-    this.cancelBtn.hidden = terminal || run.state === "CANCELLING";
+    // A viewer is not offered what it cannot do (the gateway would refuse it).
+    const edit = canEdit();
+    this.cancelBtn.hidden = !edit || terminal || run.state === "CANCELLING";
     if (this.cancelBtn.hidden) this.cancelForm.hidden = true;
-    this.retryBtn.hidden = !(terminal && run.state !== "SUCCEEDED"); // declarative and Go runs alike
-    if (this.runAgain) this.runAgain.hidden = !terminal;
+    this.retryBtn.hidden = !edit || !(terminal && run.state !== "SUCCEEDED"); // declarative and Go runs alike
+    if (this.runAgain) this.runAgain.hidden = !edit || !terminal;
 
     const key = JSON.stringify([terminal, st?.startedAt, st?.finishedAt, st?.error, st?.cancel, st?.warnings, st?.params, st?.result, st?.retryOf, st?.scheduleId, st?.targets]);
     if (key === this.headKey) return;
@@ -283,7 +286,7 @@ export class RunPage implements View {
         run.links.temporalUI ? h("a", { href: run.links.temporalUI, id: "temporal-link", class: "button", target: "_blank", rel: "noopener noreferrer" }, "Temporal UI ↗") : null,
       ),
     );
-    replace(this.head, title, this.cancelForm, this.headInfo);
+    replace(this.head, title, canEdit() ? null : roleNote("editor", "Cancelling, retrying and starting runs", "run-role-note"), this.cancelForm, this.headInfo);
     return title;
   }
 
@@ -564,6 +567,21 @@ export class RunPage implements View {
     }
     const key = `${step}`;
     if (this.approval?.key === key) return this.approval.el;
+    // The step's rule says which roles decide (approval.roles); another
+    // role is shown the request without the form.
+    const me = whoami();
+    if (me && !a.roles.includes(me.role)) {
+      const el = h(
+        "div",
+        { class: "approval waiting" },
+        h("h3", {}, "Waiting for approval"),
+        a.message ? h("p", {}, a.message) : null,
+        h("p", { class: "muted" }, `May decide: ${a.roles.join(", ")}${a.deadline ? ` · decides ${a.onTimeout ?? "reject"} at ${fmtTime(a.deadline)}` : ""}`),
+        h("p", { class: "role-note", id: "approval-role-note" }, `This token (${me.name}) is ${me.role === "viewer" ? "a" : "an"} ${me.role}: it cannot decide this step.`),
+      );
+      this.approval = { key, el };
+      return el;
+    }
     const comment = h("textarea", { id: "approval-comment", rows: 2, maxlength: 4000, placeholder: a.commentRequired ? "comment (required)" : "comment (optional)" });
     const decide = (verb: "approve" | "reject") =>
       call<Run>("POST", `${this.base}/steps/${enc(step)}/${verb}`, comment.value.trim() ? { comment: comment.value.trim() } : {}, this.abort.signal)

@@ -14,6 +14,7 @@ import { ApiError, call, enc, get, query } from "../api";
 import { badge, fmtDuration, fmtTime, h, json, replace } from "../dom";
 import { fmtGoDuration } from "../goduration";
 import { href } from "../route";
+import { canEdit, roleNote } from "../session";
 import { runTerminal, type FieldError, type Run, type RunList, type Schedule, type ScheduleBackfillRequest, type ScheduleList, type ScheduleNote, type ScheduleOverlap } from "../types";
 import { errorBox, message, type View } from "./view";
 
@@ -52,6 +53,7 @@ export class SchedulesPage implements View {
     replace(
       this.el,
       h("div", { class: "page-head" }, h("h1", {}, "Schedules"), h("span", { class: "spacer" }), h("span", { class: "muted small" }, `refreshes every ${REFRESH_MS / 1000}s`)),
+      canEdit() ? null : roleNote("editor", "Pausing, unpausing, triggering and backfilling schedules", "schedules-role-note"),
       this.problem,
       this.list,
     );
@@ -193,7 +195,8 @@ class ScheduleCard {
         this.stateBadge,
         this.target,
         h("span", { class: "spacer" }),
-        h("div", { class: "actions" }, this.pause.opener, this.unpause.opener, this.trigger.opener, this.backfill.opener),
+        // A viewer is not offered the actions (the gateway would refuse them).
+        canEdit() ? h("div", { class: "actions" }, this.pause.opener, this.unpause.opener, this.trigger.opener, this.backfill.opener) : null,
       ),
       this.pause.form,
       this.unpause.form,

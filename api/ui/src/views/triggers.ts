@@ -9,13 +9,14 @@
 // log, newest first and paged: the source (the upstream run, linked, or
 // the hook delivery), the state, the attempts, the run it started,
 // linked, the error and the times; Disable (after a confirmation) /
-// Enable and Delete (after a confirmation). Viewers read; a refused
-// change shows the gateway's problem. Both pages refresh every few
-// seconds.
+// Enable and Delete (after a confirmation). Viewers read, and are not
+// offered the create form, Enable, Disable or Delete; a refused change
+// shows the gateway's problem. Both pages refresh every few seconds.
 
 import { ApiError, call, enc, get, query } from "../api";
 import { type Child, fmtTime, h, replace } from "../dom";
 import { href } from "../route";
+import { canEdit, roleNote } from "../session";
 import type { CreatedTrigger, FieldError, Pipeline, RunState, Trigger, TriggerCreate, TriggerFiring, TriggerFiringList } from "../types";
 import { message, type View } from "./view";
 
@@ -191,6 +192,8 @@ export class TriggersPage implements View {
   constructor(private readonly project: string) {
     this.howto = howTo(project) as HTMLDetailsElement;
     this.form = new CreateForm(project, this.abort.signal, (c) => this.onCreated(c));
+    // A viewer is not offered the create form (the gateway would refuse it).
+    const edit = canEdit();
     const open = h(
       "button",
       {
@@ -206,13 +209,14 @@ export class TriggersPage implements View {
     );
     replace(
       this.el,
-      h("div", { class: "page-head" }, h("h1", {}, "Triggers"), h("span", { class: "spacer" }), h("span", { class: "muted small" }, `refreshes every ${LIST_REFRESH_MS / 1000}s`), open),
+      h("div", { class: "page-head" }, h("h1", {}, "Triggers"), h("span", { class: "spacer" }), h("span", { class: "muted small" }, `refreshes every ${LIST_REFRESH_MS / 1000}s`), edit ? open : null),
+      edit ? null : roleNote("editor", "Creating, enabling, disabling and deleting triggers", "triggers-role-note"),
       h(
         "p",
         { class: "note" },
         "A trigger starts a pipeline when a run of another pipeline finishes, or when a signed request reaches its hook URL. Its params may read the firing ({{ upstream.… }}, {{ body.… }}); they are shown as written.",
       ),
-      this.form.el,
+      edit ? this.form.el : null,
       this.created,
       this.flash,
       this.table,
@@ -618,6 +622,7 @@ export class TriggerPage implements View {
     replace(
       this.el,
       h("div", { class: "page-head" }, h("h1", {}, "Trigger ", h("span", { class: "mono" }, name)), h("span", { class: "spacer" }), h("a", { href: href.triggers(project) }, "← Triggers")),
+      canEdit() ? null : roleNote("editor", "Enabling, disabling and deleting triggers", "trigger-role-note"),
       this.flash,
       this.stale,
       this.head,
@@ -682,9 +687,10 @@ export class TriggerPage implements View {
       t.enabled ? "Disable…" : "Enable",
     );
     const del = h("button", { id: "delete-trigger", type: "button", class: "danger", onclick: () => this.askDelete(t) }, "Delete…");
+    // A viewer is not offered Enable, Disable and Delete (the gateway would refuse them).
     replace(
       this.head,
-      h("div", { class: "card-title" }, h("h2", { id: "trigger-name" }, t.name), enabledBadge(t), h("span", { class: "spacer" }), toggle, del),
+      h("div", { class: "card-title" }, h("h2", { id: "trigger-name" }, t.name), enabledBadge(t), h("span", { class: "spacer" }), canEdit() ? [toggle, del] : null),
       t.description ? h("p", { class: "desc" }, t.description) : null,
       h(
         "dl",

@@ -4,12 +4,14 @@
 // first and paged, each with every attempt (when, how long, the
 // receiver's status code, the error). Secrets are never served, so never
 // shown. Every webhook route needs an editor token (a URL may carry the
-// receiver's credentials): a viewer's 403 is said as such. Both pages
-// refresh every few seconds.
+// receiver's credentials): a viewer is told so instead of being shown a
+// 403 (a 403 all the same is said as such). Both pages refresh every few
+// seconds.
 
 import { ApiError, call, enc, get, query } from "../api";
 import { fmtTime, h, replace } from "../dom";
 import { href } from "../route";
+import { canEdit, needs } from "../session";
 import type { Webhook, WebhookAttempt, WebhookDelivery, WebhookDeliveryList } from "../types";
 import { errorBox, message, type View } from "./view";
 
@@ -23,6 +25,16 @@ function problemBox(e: unknown): HTMLElement {
     box.append(h("div", { class: "hint" }, "Webhooks are shown to editors only, as their URLs may carry the receiver's credentials: sign in with an editor token of this project (or an admin's)."));
   if (e instanceof ApiError && e.status === 503) box.append(h("div", { class: "hint" }, "This gateway serves no webhooks."));
   return box;
+}
+
+/** viewerBox says why a viewer sees no webhook: reading them needs an editor (no request is sent). */
+function viewerBox(): HTMLElement {
+  return h(
+    "div",
+    { class: "alert info", id: "webhooks-role-note", "data-needs": "editor" },
+    needs("editor", "Reading webhooks"),
+    h("div", { class: "hint" }, "Webhooks are shown to editors only, as their URLs may carry the receiver's credentials."),
+  );
 }
 
 const DELIVERY_STATE: Record<string, string> = { pending: "PENDING", succeeded: "SUCCEEDED", failed: "FAILED" };
@@ -69,6 +81,10 @@ export class WebhooksPage implements View {
       ),
       this.table,
     );
+    if (!canEdit()) {
+      replace(this.table, viewerBox());
+      return;
+    }
     replace(this.table, h("p", { class: "empty" }, "Loading…"));
     void this.load();
   }
@@ -170,8 +186,12 @@ export class WebhookPage implements View {
       this.deliveries,
       this.pager,
     );
-    replace(this.head, h("p", { class: "muted" }, "Loading…"));
     this.deliveries.hidden = true;
+    if (!canEdit()) {
+      replace(this.head, viewerBox());
+      return;
+    }
+    replace(this.head, h("p", { class: "muted" }, "Loading…"));
     void this.load();
   }
 
