@@ -14,6 +14,7 @@ import (
 
 	"github.com/atelier-ml/atelier/client/runclient"
 	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/internal/services/outbox"
 	"github.com/atelier-ml/atelier/internal/services/webhooks"
 	"github.com/atelier-ml/atelier/pipeline"
 	"github.com/atelier-ml/atelier/runstate"
@@ -94,24 +95,9 @@ func New(s Store, eng Engine, now func() time.Time, log *zap.Logger, opt Options
 
 // Run starts runs until ctx is done.
 func (d *Dispatcher) Run(ctx context.Context) {
-	tick := time.NewTicker(d.opt.Poll)
-	defer tick.Stop()
-	var warned time.Time
-	for {
-		n, err := d.Tick(ctx)
-		if err != nil && ctx.Err() == nil && time.Since(warned) > time.Minute {
-			warned = time.Now()
-			d.log.Warn("triggers: cannot read the firings; retrying", zap.Error(err))
-		}
-		if n == d.opt.Batch {
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
+	outbox.Poll(ctx, d.opt.Poll, d.opt.Batch, d.Tick, func(err error) {
+		d.log.Warn("triggers: cannot read the firings; retrying", zap.Error(err))
+	})
 }
 
 // Tick claims the firings due now and starts their runs, one after the

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/internal/services/outbox"
 )
 
 // Store is the part of the catalogue the dispatcher needs.
@@ -112,24 +113,9 @@ func New(s Store, now func() time.Time, log *zap.Logger, opt Options) *Dispatche
 
 // Run delivers until ctx is done.
 func (d *Dispatcher) Run(ctx context.Context) {
-	tick := time.NewTicker(d.opt.Poll)
-	defer tick.Stop()
-	var warned time.Time // at most one warning a minute while Postgres is away
-	for {
-		n, err := d.Tick(ctx)
-		if err != nil && ctx.Err() == nil && time.Since(warned) > time.Minute {
-			warned = time.Now()
-			d.log.Warn("webhooks: cannot read the outbox; retrying", zap.Error(err))
-		}
-		if n == d.opt.Batch {
-			continue // more may be due
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
+	outbox.Poll(ctx, d.opt.Poll, d.opt.Batch, d.Tick, func(err error) {
+		d.log.Warn("webhooks: cannot read the outbox; retrying", zap.Error(err))
+	})
 }
 
 // Tick claims the deliveries due now, sends them and records the attempts;
