@@ -114,6 +114,14 @@ steps:
 		Url: srv.URL + "/hook", Events: []gen.WebhookEvent{"run.finished", "step.failed"}})
 	require.NoError(t, err)
 	require.Equal(t, 201, hook.StatusCode(), "%s", hook.Body)
+	// Another that opts in to the step output errors quote: redacted too.
+	rcOut := &receiver{seen: map[string]int{}}
+	srvOut := httptest.NewServer(rcOut)
+	t.Cleanup(srvOut.Close)
+	hookOut, err := s.client().CreateWebhookWithResponse(context.Background(), s.project, gen.WebhookCreate{
+		Url: srvOut.URL + "/hook", Events: []gen.WebhookEvent{"step.failed"}, IncludeStepOutput: ptrTo(true)})
+	require.NoError(t, err)
+	require.Equal(t, 201, hookOut.StatusCode(), "%s", hookOut.Body)
 
 	id := s.start("uses-secret", nil)
 	r := s.waitTerminal(id, 90*time.Second)
@@ -132,13 +140,20 @@ steps:
 		a := rc.accepted()
 		return len(a["run.finished"]) > 0 && len(a["step.failed"]) > 0
 	}, 30*time.Second, 100*time.Millisecond, "the webhook deliveries")
-	rc.mu.Lock()
-	for _, r := range rc.requests {
-		notIn("a webhook delivery", string(r.body))
+	require.Eventually(t, func() bool { return len(rcOut.accepted()["step.failed"]) > 0 }, 30*time.Second, 100*time.Millisecond,
+		"the opted-in webhook's delivery")
+	for _, r := range []*receiver{rc, rcOut} {
+		r.mu.Lock()
+		for _, req := range r.requests {
+			notIn("a webhook delivery", string(req.body))
+		}
+		r.mu.Unlock()
 	}
-	rc.mu.Unlock()
 	failed, _ := json.Marshal(rc.accepted()["step.failed"])
-	assert.Contains(t, string(failed), "[secret db-password]", "the delivery carries the redacted error")
+	assert.Contains(t, string(failed), "command exited with code 2 (output left out)", "the delivery carries the error, not what the step printed")
+	assert.NotContains(t, string(failed), "login refused")
+	failedOut, _ := json.Marshal(rcOut.accepted()["step.failed"])
+	assert.Contains(t, string(failedOut), "login refused for [secret db-password]", "an opted-in delivery carries the output, redacted")
 
 	// Missing secret: the step fails at once, saying which.
 	s.createPipeline("missing-secret", `
