@@ -418,6 +418,17 @@ func (s *stack) stepLog(run, step string, p *gen.GetStepLogsParams) string {
 	return string(res.Body)
 }
 
+// stepLogSoFar is stepLog for a log that may not be served yet ("").
+func (s *stack) stepLogSoFar(run, step string) string {
+	s.t.Helper()
+	res, err := s.client().GetStepLogsWithResponse(context.Background(), s.project, run, step, nil)
+	require.NoError(s.t, err)
+	if res.StatusCode() != 200 {
+		return ""
+	}
+	return string(res.Body)
+}
+
 // events is the whole event stream of a finished run (the gateway ends
 // it after the terminal state).
 func (s *stack) events(id string) string {

@@ -143,14 +143,7 @@ steps:
       command: ["sh", "-c", "i=0; while [ $i -lt 60 ]; do i=$((i+1)); echo tick $i; sleep 1; done"]
 `, e.cluster, kubetest.StepImage))
 		id := e.start("real-live", nil)
-		logOf := func() string {
-			res, err := e.client().GetStepLogsWithResponse(context.Background(), e.project, id, "tick", nil)
-			require.NoError(t, err)
-			if res.StatusCode() != 200 {
-				return ""
-			}
-			return string(res.Body)
-		}
+		logOf := func() string { return e.stepLogSoFar(id, "tick") }
 		// While the container runs, its lines are served as they come
 		// (the cluster worker follows its log).
 		var live string
@@ -264,14 +257,7 @@ steps:
       command: ["sh", "-c", "i=0; while [ $i -lt 15 ]; do i=$((i+1)); echo tick $i; sleep 1; done; echo '{\"ticks\": 15}' > $ATELIER_OUTPUTS"]
 `, e.cluster, kubetest.StepImage))
 	id := e.start("real-kill", nil)
-	logOf := func() string {
-		res, err := e.client().GetStepLogsWithResponse(context.Background(), e.project, id, "tick", nil)
-		require.NoError(t, err)
-		if res.StatusCode() != 200 {
-			return ""
-		}
-		return string(res.Body)
-	}
+	logOf := func() string { return e.stepLogSoFar(id, "tick") }
 	require.Eventually(t, func() bool { return strings.Contains(logOf(), "tick 3\n") }, 90*time.Second, 200*time.Millisecond,
 		"the log is followed live before the kill")
 	require.NoError(t, cw.Process.Signal(syscall.SIGKILL))
