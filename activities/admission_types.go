@@ -12,6 +12,11 @@ const (
 	// SubmitWorkloadName hands a step's GPU gang to its cluster's admission
 	// workflow, starting that workflow if needed (signal-with-start).
 	SubmitWorkloadName = "atelier.gpu.submit"
+	// SubmitWorkloadsName hands every GPU gang a run has ready for one
+	// cluster at once: one activity and one signal for a burst of forEach
+	// items, instead of one each (runs recorded before
+	// atelier.gpu-admission-batched use SubmitWorkloadName).
+	SubmitWorkloadsName = "atelier.gpu.submit-batch"
 	// LoadAdmissionSnapshotName reads what an admission decision needs: the
 	// cluster's GPU inventory and every project's GPU policy. The admission
 	// workflow runs it as a local activity.
@@ -41,6 +46,27 @@ type SubmitWorkloadResult struct {
 	KueueQueue string `json:"kueueQueue,omitempty"`
 	// Workload is what was queued, its GPU types resolved.
 	Workload gpu.Workload `json:"workload"`
+}
+
+// SubmitWorkloadsRequest submits several steps' gangs to one cluster. The
+// answers to its workloads come back grouped, in SignalGPUUpdates.
+type SubmitWorkloadsRequest struct {
+	Cluster  string                  `json:"cluster"`
+	Requests []SubmitWorkloadRequest `json:"requests"`
+}
+
+// SubmitWorkloadsResult answers each request of a SubmitWorkloadsRequest,
+// in order.
+type SubmitWorkloadsResult struct {
+	Results []SubmitWorkloadOutcome `json:"results"`
+}
+
+// SubmitWorkloadOutcome is one request's answer: a result, or why the
+// admission refuses that step (the others are unaffected).
+type SubmitWorkloadOutcome struct {
+	SubmitWorkloadResult
+	// Refused is the InvalidStep message of a workload the policy refuses.
+	Refused string `json:"refused,omitempty"`
 }
 
 // AdmissionSnapshotRequest asks for a cluster's snapshot, and which of the
@@ -79,6 +105,9 @@ const (
 	// SignalGPUPreempt carries a GPUPreempt to a run whose admitted
 	// workload must give its GPUs back.
 	SignalGPUPreempt = "atelier.gpu.preempt"
+	// SignalGPUUpdates carries a GPUUpdates: every answer of one decision
+	// round for a run's workloads submitted by SubmitWorkloadsName.
+	SignalGPUUpdates = "atelier.gpu.updates"
 	// QueryAdmissionQueue returns the AdmissionQueue.
 	QueryAdmissionQueue = "queue"
 )
@@ -90,6 +119,9 @@ func AdmissionWorkflowID(cluster string) string { return "atelier-admission-" + 
 const (
 	AdmissionSubmit  = "submit"
 	AdmissionRelease = "release" // the step ended, or stopped waiting
+	// AdmissionBatch carries several submits and releases (Requests) in
+	// one signal. Its submits are answered in SignalGPUUpdates.
+	AdmissionBatch = "batch"
 )
 
 // AdmissionRequest is what runs send their cluster's admission workflow.
@@ -99,6 +131,15 @@ type AdmissionRequest struct {
 	Workload gpu.Workload `json:"workload"`
 	Run      string       `json:"run,omitempty"` // workflow ID of the run
 	Step     string       `json:"step,omitempty"`
+	// Requests are the submits and releases of an AdmissionBatch.
+	Requests []AdmissionRequest `json:"requests,omitempty"`
+}
+
+// GPUUpdates is what one decision round tells a run about its workloads.
+type GPUUpdates struct {
+	Admitted []GPUAdmitted `json:"admitted,omitempty"`
+	Waiting  []GPUWaiting  `json:"waiting,omitempty"`
+	Preempt  []GPUPreempt  `json:"preempt,omitempty"`
 }
 
 // GPUAdmitted tells a run that its workload may start.
@@ -156,6 +197,9 @@ type QueuedWorkload struct {
 	WaitKey string `json:"waitKey,omitempty"`
 	// Preempting is set once the run was told to give its GPUs back.
 	Preempting bool `json:"preempting,omitempty"`
+	// Grouped workloads came in an AdmissionBatch: their run takes its
+	// answers grouped, in SignalGPUUpdates.
+	Grouped bool `json:"grouped,omitempty"`
 }
 
 // AdmissionQueue is the query answer: the queue as last decided.

@@ -15,6 +15,9 @@ const (
 	// SelectClusterName runs on the pipeline's own task queue: it reads the
 	// cluster registry (Postgres) and picks a cluster for a step.
 	SelectClusterName = "atelier.cluster.select"
+	// SelectClustersName chooses clusters for several steps (the items of
+	// a forEach) with one read of the registry.
+	SelectClustersName = "atelier.cluster.select-batch"
 )
 
 // TaskQueueForCluster is the task queue of the worker(s) serving a cluster.
@@ -154,6 +157,24 @@ type SelectClusterResult struct {
 	Cluster   string `json:"cluster"`
 	TaskQueue string `json:"taskQueue"`
 	Reason    string `json:"reason"` // why this one, shown on the step
+}
+
+// SelectClustersRequest asks for a cluster for each request.
+type SelectClustersRequest struct {
+	Requests []SelectClusterRequest `json:"requests"`
+}
+
+// SelectClustersResult answers each request of a SelectClustersRequest,
+// in order.
+type SelectClustersResult struct {
+	Results []SelectClusterOutcome `json:"results"`
+}
+
+// SelectClusterOutcome is one request's answer: a cluster, or why none
+// matches (the ErrTypeNoCluster message).
+type SelectClusterOutcome struct {
+	SelectClusterResult
+	NoCluster string `json:"noCluster,omitempty"`
 }
 
 // ErrTypeNoCluster is returned by SelectCluster when nothing matches.

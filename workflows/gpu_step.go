@@ -39,13 +39,24 @@ type gpuGrant struct {
 	cluster   string   // whose admission workflow admitted it
 	nodes     []string // where the GPU pods must run
 	preempted string   // why, once preempted
+	batched   bool     // released in a batch (versionBatchedControl)
 }
 
 // release gives the GPUs back. ctx must belong to the calling coroutine
 // (a Temporal context is bound to the coroutine that made it).
 func (g *gpuGrant) release(ctx workflow.Context) {
 	delete(g.r.gpuGrants, g.id)
-	releaseWorkload(ctx, g.cluster, g.id)
+	g.r.releaseGPU(ctx, g.batched, g.cluster, g.id)
+}
+
+// releaseGPU gives a workload's GPUs back, in a batch or on its own.
+func (r *Run) releaseGPU(ctx workflow.Context, batched bool, cluster, id string) {
+	if !batched {
+		releaseWorkload(ctx, cluster, id)
+		return
+	}
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	r.releaseBatched(dctx, cluster, id)
 }
 
 // releaseWorkload tells the cluster's admission workflow that workload id
@@ -73,6 +84,7 @@ func (r *Run) admitGPU(ctx workflow.Context, st *runstate.StepStatus, stepName s
 	if workflow.GetVersion(ctx, versionGPUAdmission, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return nil, nil
 	}
+	batched := r.batchedControl(ctx)
 	id := workloadID(r.status.RunID, stepName, item)
 	r.startGPUSignals()
 	fut, set := workflow.NewFuture(ctx)
@@ -83,13 +95,18 @@ func (r *Run) admitGPU(ctx workflow.Context, st *runstate.StepStatus, stepName s
 	placed := st.Message // why this cluster
 	st.State, st.Message = runstate.StepWaitingForGPU, "waiting for GPU admission on cluster "+target.cluster
 	r.touch()
-	sctx := r.controlActivity(ctx, activities.ErrTypeInvalidStep)
-	var res activities.SubmitWorkloadResult
-	err := workflow.ExecuteActivity(sctx, activities.SubmitWorkloadName, activities.SubmitWorkloadRequest{
+	req := activities.SubmitWorkloadRequest{
 		Cluster: target.cluster, Run: r.status.RunID, Step: stepName, Item: item,
 		Workload: gpu.Workload{ID: id, Project: r.status.Project, Priority: r.gpuPrio, Submitted: now, PodSets: gang, NoPreempt: w.noPreempt},
 		Kind:     string(w.kind),
-	}).Get(ctx, &res)
+	}
+	var res activities.SubmitWorkloadResult
+	var err error
+	if batched {
+		res, err = r.submitBatched(ctx, req)
+	} else {
+		err = workflow.ExecuteActivity(r.controlActivity(ctx, activities.ErrTypeInvalidStep), activities.SubmitWorkloadName, req).Get(ctx, &res)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			r.endStep(st, runstate.StepCancelled, "", "run cancelled while waiting for GPU admission")
@@ -109,8 +126,14 @@ func (r *Run) admitGPU(ctx workflow.Context, st *runstate.StepStatus, stepName s
 	}
 
 	var adm activities.GPUAdmitted
+	if batched && !awaitFuture(ctx, fut) {
+		// Cancelled while waiting: the workload leaves the queue.
+		r.releaseGPU(ctx, true, target.cluster, id)
+		r.endStep(st, runstate.StepCancelled, "", "run cancelled while waiting for GPU admission")
+		return nil, errCancelled
+	}
 	if err := fut.Get(ctx, &adm); err != nil || ctx.Err() != nil {
-		releaseWorkload(ctx, target.cluster, id)
+		r.releaseGPU(ctx, batched, target.cluster, id)
 		r.endStep(st, runstate.StepCancelled, "", "run cancelled while waiting for GPU admission")
 		return nil, errCancelled
 	}
@@ -120,7 +143,7 @@ func (r *Run) admitGPU(ctx workflow.Context, st *runstate.StepStatus, stepName s
 		st.Message += ", borrowing quota from the cohort"
 	}
 	r.touch()
-	g := &gpuGrant{r: r, id: id, cluster: target.cluster, nodes: adm.Nodes}
+	g := &gpuGrant{r: r, id: id, cluster: target.cluster, nodes: adm.Nodes, batched: batched}
 	g.ctx, g.cancel = workflow.WithCancel(ctx)
 	r.gpuGrants[id] = g
 	return g, nil
@@ -137,31 +160,36 @@ func (r *Run) startGPUSignals() {
 	admitted := workflow.GetSignalChannel(r.root, activities.SignalGPUAdmitted)
 	waiting := workflow.GetSignalChannel(r.root, activities.SignalGPUWaiting)
 	preempt := workflow.GetSignalChannel(r.root, activities.SignalGPUPreempt)
+	updates := workflow.GetSignalChannel(r.root, activities.SignalGPUUpdates)
 	workflow.Go(r.root, func(gctx workflow.Context) {
 		for {
 			sel := workflow.NewSelector(gctx)
 			sel.AddReceive(admitted, func(c workflow.ReceiveChannel, _ bool) {
 				var a activities.GPUAdmitted
 				c.Receive(gctx, &a)
-				if w := r.gpuWaiters[a.Workload]; w != nil && !w.done {
-					w.done = true
-					w.set.Set(a, nil)
-				}
+				r.gpuAdmitted(a)
 			})
 			sel.AddReceive(waiting, func(c workflow.ReceiveChannel, _ bool) {
 				var wt activities.GPUWaiting
 				c.Receive(gctx, &wt)
-				if w := r.gpuWaiters[wt.Workload]; w != nil && !w.done {
-					w.st.Message = "waiting for GPUs: " + wt.Message
-					r.touch()
-				}
+				r.gpuWaiting(wt)
 			})
 			sel.AddReceive(preempt, func(c workflow.ReceiveChannel, _ bool) {
 				var p activities.GPUPreempt
 				c.Receive(gctx, &p)
-				if g := r.gpuGrants[p.Workload]; g != nil && g.preempted == "" {
-					g.preempted = p.Describe()
-					g.cancel()
+				r.gpuPreempt(p)
+			})
+			sel.AddReceive(updates, func(c workflow.ReceiveChannel, _ bool) {
+				var u activities.GPUUpdates
+				c.Receive(gctx, &u)
+				for _, a := range u.Admitted {
+					r.gpuAdmitted(a)
+				}
+				for _, wt := range u.Waiting {
+					r.gpuWaiting(wt)
+				}
+				for _, p := range u.Preempt {
+					r.gpuPreempt(p)
 				}
 			})
 			sel.AddReceive(gctx.Done(), func(workflow.ReceiveChannel, bool) {})
@@ -171,6 +199,31 @@ func (r *Run) startGPUSignals() {
 			}
 		}
 	})
+}
+
+// gpuAdmitted wakes the step waiting for workload a.
+func (r *Run) gpuAdmitted(a activities.GPUAdmitted) {
+	if w := r.gpuWaiters[a.Workload]; w != nil && !w.done {
+		w.done = true
+		w.set.Set(a, nil)
+	}
+}
+
+// gpuWaiting shows why a waiting step's workload still waits.
+func (r *Run) gpuWaiting(wt activities.GPUWaiting) {
+	if w := r.gpuWaiters[wt.Workload]; w != nil && !w.done {
+		w.st.Message = "waiting for GPUs: " + wt.Message
+		r.touch()
+	}
+}
+
+// gpuPreempt cancels the attempt of an admitted step the admission
+// preempts.
+func (r *Run) gpuPreempt(p activities.GPUPreempt) {
+	if g := r.gpuGrants[p.Workload]; g != nil && g.preempted == "" {
+		g.preempted = p.Describe()
+		g.cancel()
+	}
 }
 
 // workloadID names a step's (or forEach item's) GPU workload: unique in the

@@ -239,14 +239,18 @@ func (r *Run) controlActivity(ctx workflow.Context, nonRetryable string) workflo
 	})
 }
 
-// selectCluster asks the registry (an activity on the run's own task queue)
-// for a cluster; the answer is recorded in history, so replay is stable.
+// selectCluster asks the registry (an activity on the run's control queue,
+// batched with the other selections of the same workflow task) for a
+// cluster; the answer is recorded in history, so replay is stable.
 func (r *Run) selectCluster(ctx workflow.Context, step string, p *pipeline.Placement, gpus int, gpuType string) (kubeTarget, error) {
-	sctx := r.controlActivity(ctx, activities.ErrTypeNoCluster)
+	req := activities.SelectClusterRequest{Project: r.status.Project, Step: step, Placement: p, GPUs: gpus, GPUType: gpuType}
 	var res activities.SelectClusterResult
-	err := workflow.ExecuteActivity(sctx, activities.SelectClusterName, activities.SelectClusterRequest{
-		Project: r.status.Project, Step: step, Placement: p, GPUs: gpus, GPUType: gpuType,
-	}).Get(sctx, &res)
+	var err error
+	if r.batchedControl(ctx) {
+		res, err = r.selectBatched(ctx, req)
+	} else {
+		err = workflow.ExecuteActivity(r.controlActivity(ctx, activities.ErrTypeNoCluster), activities.SelectClusterName, req).Get(ctx, &res)
+	}
 	if err != nil {
 		return kubeTarget{}, err
 	}

@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -36,6 +37,10 @@ type fakeClusters struct {
 	admission func(activities.SubmitWorkloadRequest) (activities.SubmitWorkloadResult, error)
 	// noCluster: no registered cluster matches any placement.
 	noCluster bool
+	// batches are the sizes of the batched submissions.
+	batches []int
+	// selectBatches counts batched selections.
+	selectBatches int
 	// outputs, when set, are a step object's outputs (default {"ok": true}).
 	outputs func(activities.KubeStepRequest) map[string]any
 }
@@ -47,17 +52,35 @@ func (f *fakeClusters) record(ctx context.Context, name, detail string) {
 }
 
 func (f *fakeClusters) register(env *testsuite.TestWorkflowEnvironment) {
-	env.RegisterActivityWithOptions(func(ctx context.Context, req activities.SelectClusterRequest) (activities.SelectClusterResult, error) {
-		f.record(ctx, "select", req.Step)
+	choose := func(req activities.SelectClusterRequest) activities.SelectClusterOutcome {
 		if f.noCluster {
-			return activities.SelectClusterResult{}, temporal.NewNonRetryableApplicationError("no registered cluster matches the placement", activities.ErrTypeNoCluster, nil)
+			return activities.SelectClusterOutcome{NoCluster: "no registered cluster matches the placement"}
 		}
 		c := "gpu-east"
 		if req.Placement != nil && req.Placement.Cluster != "" {
 			c = req.Placement.Cluster
 		}
-		return activities.SelectClusterResult{Cluster: c, TaskQueue: activities.TaskQueueForCluster(c), Reason: "test"}, nil
+		return activities.SelectClusterOutcome{SelectClusterResult: activities.SelectClusterResult{Cluster: c, TaskQueue: activities.TaskQueueForCluster(c), Reason: "test"}}
+	}
+	env.RegisterActivityWithOptions(func(ctx context.Context, req activities.SelectClusterRequest) (activities.SelectClusterResult, error) {
+		f.record(ctx, "select", req.Step)
+		out := choose(req)
+		if out.NoCluster != "" {
+			return activities.SelectClusterResult{}, temporal.NewNonRetryableApplicationError(out.NoCluster, activities.ErrTypeNoCluster, nil)
+		}
+		return out.SelectClusterResult, nil
 	}, activity.RegisterOptions{Name: activities.SelectClusterName})
+	env.RegisterActivityWithOptions(func(ctx context.Context, req activities.SelectClustersRequest) (activities.SelectClustersResult, error) {
+		var out activities.SelectClustersResult
+		f.mu.Lock()
+		f.selectBatches++
+		f.mu.Unlock()
+		for _, r := range req.Requests {
+			f.record(ctx, "select", r.Step)
+			out.Results = append(out.Results, choose(r))
+		}
+		return out, nil
+	}, activity.RegisterOptions{Name: activities.SelectClustersName})
 	env.RegisterActivityWithOptions(func(ctx context.Context, req activities.EnsureRayClusterRequest) (activities.EnsureRayClusterResult, error) {
 		f.record(ctx, "ensure", req.Cluster.Name)
 		return activities.EnsureRayClusterResult{Namespace: "atelier-p1", Name: "rc-" + req.Cluster.Name}, nil
@@ -97,6 +120,28 @@ func (f *fakeClusters) register(env *testsuite.TestWorkflowEnvironment) {
 		}
 		return activities.SubmitWorkloadResult{Queued: false}, nil
 	}, activity.RegisterOptions{Name: activities.SubmitWorkloadName})
+	env.RegisterActivityWithOptions(func(ctx context.Context, req activities.SubmitWorkloadsRequest) (activities.SubmitWorkloadsResult, error) {
+		f.mu.Lock()
+		f.batches = append(f.batches, len(req.Requests))
+		f.mu.Unlock()
+		var out activities.SubmitWorkloadsResult
+		for _, r := range req.Requests {
+			var res activities.SubmitWorkloadResult
+			if f.admission != nil {
+				var err error
+				if res, err = f.admission(r); err != nil {
+					var app *temporal.ApplicationError
+					if errors.As(err, &app) && app.Type() == activities.ErrTypeInvalidStep {
+						out.Results = append(out.Results, activities.SubmitWorkloadOutcome{Refused: app.Message()})
+						continue
+					}
+					return out, err
+				}
+			}
+			out.Results = append(out.Results, activities.SubmitWorkloadOutcome{SubmitWorkloadResult: res})
+		}
+		return out, nil
+	}, activity.RegisterOptions{Name: activities.SubmitWorkloadsName})
 }
 
 const kubePipeline = `
@@ -264,7 +309,7 @@ func TestGPUStepWaitsForAdmission(t *testing.T) {
 	var released []activities.AdmissionRequest
 	env.OnSignalExternalWorkflow(mock.Anything, activities.AdmissionWorkflowID("gpu-east"), "", activities.SignalAdmissionRequest, mock.Anything).
 		Return(func(_, _, _, _ string, arg any) error {
-			released = append(released, arg.(activities.AdmissionRequest))
+			released = append(released, arg.(activities.AdmissionRequest).Requests...)
 			return nil
 		})
 	env.RegisterDelayedCallback(func() {
@@ -273,12 +318,12 @@ func TestGPUStepWaitsForAdmission(t *testing.T) {
 		for _, c := range fc.calls {
 			assert.False(t, strings.HasPrefix(c, "step "), "a step object was created while waiting: %s", c)
 		}
-		env.SignalWorkflow(activities.SignalGPUWaiting, activities.GPUWaiting{Workload: submitted.Workload.ID, Message: "quota: full"})
+		env.SignalWorkflow(activities.SignalGPUUpdates, activities.GPUUpdates{Waiting: []activities.GPUWaiting{{Workload: submitted.Workload.ID, Message: "quota: full"}}})
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
 		st := status(t, env).Steps[0]
 		assert.Equal(t, "waiting for GPUs: quota: full", st.Message)
-		env.SignalWorkflow(activities.SignalGPUAdmitted, activities.GPUAdmitted{Workload: submitted.Workload.ID, Nodes: []string{"n1"}})
+		env.SignalWorkflow(activities.SignalGPUUpdates, activities.GPUUpdates{Admitted: []activities.GPUAdmitted{{Workload: submitted.Workload.ID, Nodes: []string{"n1"}}}})
 	}, 2*time.Minute)
 	env.ExecuteWorkflow(runstate.PipelineWorkflowName, kubeInput(t, `
 steps:
@@ -326,4 +371,110 @@ steps:
 	require.NoError(t, env.GetWorkflowError())
 	assert.Equal(t, runstate.Succeeded, status(t, env).State)
 	assert.Equal(t, map[int]string{0: "python:3.12-debian-1.2", 1: "python:3.13-alpine-1.2"}, images)
+}
+
+// A forEach of GPU items chooses their clusters in one activity, submits
+// them in one activity, is answered in one signal, and gives the GPUs back
+// in batch signals: a burst of items costs a few events, not a handful per
+// item. A refused item fails alone.
+func TestGPUItemsAreSubmittedAndAnsweredTogether(t *testing.T) {
+	env, _, _ := newEnv(t)
+	fc := &fakeClusters{}
+	var mu sync.Mutex
+	var submitted []string
+	fc.admission = func(req activities.SubmitWorkloadRequest) (activities.SubmitWorkloadResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if *req.Item == 3 {
+			return activities.SubmitWorkloadResult{}, temporal.NewNonRetryableApplicationError("GPU admission refuses step train: no", activities.ErrTypeInvalidStep, nil)
+		}
+		submitted = append(submitted, req.Workload.ID)
+		return activities.SubmitWorkloadResult{Queued: true, Workload: req.Workload}, nil
+	}
+	fc.register(env)
+	var released []string
+	releaseSignals := 0
+	env.OnSignalExternalWorkflow(mock.Anything, activities.AdmissionWorkflowID("gpu-east"), "", activities.SignalAdmissionRequest, mock.Anything).
+		Return(func(_, _, _, _ string, arg any) error {
+			req := arg.(activities.AdmissionRequest)
+			assert.Equal(t, activities.AdmissionBatch, req.Op)
+			releaseSignals++
+			for _, r := range req.Requests {
+				assert.Equal(t, activities.AdmissionRelease, r.Op)
+				released = append(released, r.Workload.ID)
+			}
+			return nil
+		})
+	env.RegisterDelayedCallback(func() {
+		st := status(t, env).Steps[0]
+		var u activities.GPUUpdates
+		for i, it := range st.Items {
+			if i == 3 {
+				continue
+			}
+			assert.Equal(t, runstate.StepWaitingForGPU, it.State, "item %d", i)
+			mu.Lock()
+			u.Admitted = append(u.Admitted, activities.GPUAdmitted{Workload: submitted[len(u.Admitted)], Nodes: []string{"n1"}})
+			mu.Unlock()
+		}
+		env.SignalWorkflow(activities.SignalGPUUpdates, u)
+	}, time.Minute)
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, kubeInput(t, `
+steps:
+  - name: train
+    placement: {cluster: gpu-east}
+    forEach: {items: [0, 1, 2, 3, 4, 5]}
+    continueOn: failed
+    container: {image: busybox, command: ["true"], resources: {gpu: 1, gpuType: NVIDIA-L4}}
+`))
+	require.NoError(t, env.GetWorkflowError())
+	st := status(t, env).Steps[0]
+	for i, it := range st.Items {
+		if i == 3 {
+			assert.Equal(t, runstate.StepFailed, it.State)
+			assert.Contains(t, it.Error, "GPU admission refuses step train")
+			continue
+		}
+		assert.Equal(t, runstate.StepSucceeded, it.State, "item %d: %s", i, it.Error)
+	}
+	assert.Equal(t, []int{6}, fc.batches, "one submit activity for the six items")
+	assert.Equal(t, 1, fc.selectBatches, "one selection activity for the six items")
+	assert.ElementsMatch(t, submitted, released, "every admitted item gave its GPUs back")
+	// (The test environment completes each item's activity in a workflow
+	// task of its own, so releases travel one per signal here; on a
+	// server, those that end together travel together.)
+	assert.LessOrEqual(t, releaseSignals, len(released))
+}
+
+// A run cancelled while its GPU items wait withdraws them from the queue.
+func TestGPUItemsWaitingWhenCancelledLeaveTheQueue(t *testing.T) {
+	env, _, _ := newEnv(t)
+	fc := &fakeClusters{admission: func(req activities.SubmitWorkloadRequest) (activities.SubmitWorkloadResult, error) {
+		return activities.SubmitWorkloadResult{Queued: true, Workload: req.Workload}, nil
+	}}
+	fc.register(env)
+	var released []string
+	env.OnSignalExternalWorkflow(mock.Anything, activities.AdmissionWorkflowID("gpu-east"), "", activities.SignalAdmissionRequest, mock.Anything).
+		Return(func(_, _, _, _ string, arg any) error {
+			for _, r := range arg.(activities.AdmissionRequest).Requests {
+				released = append(released, r.Workload.ID)
+			}
+			return nil
+		})
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(runstate.SignalCancel, runstate.CancelRequest{Requester: "ada", Reason: "changed my mind"})
+	}, time.Minute)
+	env.ExecuteWorkflow(runstate.PipelineWorkflowName, kubeInput(t, `
+steps:
+  - name: train
+    placement: {cluster: gpu-east}
+    forEach: {items: [0, 1, 2]}
+    container: {image: busybox, command: ["true"], resources: {gpu: 1, gpuType: NVIDIA-L4}}
+`))
+	st := status(t, env)
+	assert.Equal(t, runstate.Cancelled, st.State)
+	assert.Len(t, released, 3, "each waiting item leaves the queue: %v", released)
+	for _, c := range fc.calls {
+		assert.False(t, strings.HasPrefix(c, "step "), "a step object was created: %s", c)
+	}
 }

@@ -70,6 +70,7 @@ type Run struct {
 	gpuWaiters map[string]*gpuWaiter
 	gpuGrants  map[string]*gpuGrant // admitted steps, by workload
 	gpuPrio    *int
+	batch      *batcher // batched selections, submissions, releases (batching.go)
 
 	// Child runs (child.go): where this run sits, and when its deadline
 	// passes (zero: none), which bounds its own children.

@@ -71,6 +71,7 @@ func New(cat Catalog, temporal Starter, taskQueue string, opts ...Option) *Activ
 // snapshot is run as a local activity, which needs the same registration).
 func (a *Activities) Register(reg worker.ActivityRegistry) {
 	reg.RegisterActivityWithOptions(a.Submit, activity.RegisterOptions{Name: activities.SubmitWorkloadName})
+	reg.RegisterActivityWithOptions(a.SubmitBatch, activity.RegisterOptions{Name: activities.SubmitWorkloadsName})
 	reg.RegisterActivityWithOptions(a.LoadSnapshot, activity.RegisterOptions{Name: activities.LoadAdmissionSnapshotName})
 }
 
@@ -104,26 +105,6 @@ func (a *Activities) inventory(ctx context.Context, cluster string) (gpu.Invento
 		return gpu.Inventory{Nodes: c.Capacity.GPUNodes}, nil
 	}
 	return gpu.Inventory{}, nil
-}
-
-// kueueQueue is the Kueue LocalQueue that admits req's step instead of
-// Atelier ("" when Atelier admits it): the cluster's worker submits Jobs
-// and RayJobs to Kueue when started with --kueue-queue. SparkApplications,
-// which Kueue has no integration for, stay with Atelier.
-func (a *Activities) kueueQueue(ctx context.Context, req activities.SubmitWorkloadRequest) (string, error) {
-	if req.Kind == "spark" {
-		return "", nil
-	}
-	c, err := a.cat.GetCluster(ctx, req.Cluster)
-	switch {
-	case errors.Is(err, catalog.ErrNotFound):
-		return "", nil
-	case err != nil:
-		return "", fmt.Errorf("read cluster %s: %w", req.Cluster, err)
-	case c.Capacity == nil:
-		return "", nil
-	}
-	return c.Capacity.KueueQueue, nil
 }
 
 func (a *Activities) loadPolicy(ctx context.Context) (gpu.Policy, error) {
@@ -161,49 +142,123 @@ func (a *Activities) cachedPolicy(ctx context.Context) (gpu.Policy, error) {
 // policy refuses (project without a policy, priority out of range) is a
 // non-retryable InvalidStep saying what to change.
 func (a *Activities) Submit(ctx context.Context, req activities.SubmitWorkloadRequest) (activities.SubmitWorkloadResult, error) {
+	// Runs that submit one at a time take their answers one signal each:
+	// their workload travels as a plain submit, not in a batch.
+	res, err := a.submit(ctx, activities.SubmitWorkloadsRequest{Cluster: req.Cluster, Requests: []activities.SubmitWorkloadRequest{req}}, false)
+	switch {
+	case err != nil:
+		return activities.SubmitWorkloadResult{}, err
+	case res.Results[0].Refused != "":
+		return activities.SubmitWorkloadResult{}, temporal.NewNonRetryableApplicationError(res.Results[0].Refused, activities.ErrTypeInvalidStep, nil)
+	}
+	return res.Results[0].SubmitWorkloadResult, nil
+}
+
+// MaxBatchSignal bounds the submits one signal to the admission workflow
+// carries, so that a burst of thousands of items stays far below
+// Temporal's payload limits.
+const MaxBatchSignal = 500
+
+// SubmitBatch queues several steps' workloads with one cluster's admission
+// workflow: the cluster and the policies are read once, and every accepted
+// workload travels in one AdmissionBatch signal (per MaxBatchSignal), whose
+// answers come back grouped per run. A refused workload is answered in its
+// outcome; the others are queued. An error is for the whole batch (e.g.
+// Temporal unreachable), and retrying it queues nothing twice: the
+// admission workflow ignores a workload it already holds.
+func (a *Activities) SubmitBatch(ctx context.Context, req activities.SubmitWorkloadsRequest) (activities.SubmitWorkloadsResult, error) {
+	return a.submit(ctx, req, true)
+}
+
+func (a *Activities) submit(ctx context.Context, req activities.SubmitWorkloadsRequest, grouped bool) (activities.SubmitWorkloadsResult, error) {
+	out := activities.SubmitWorkloadsResult{Results: make([]activities.SubmitWorkloadOutcome, len(req.Requests))}
 	policy, err := a.cachedPolicy(ctx)
 	if err != nil {
-		return activities.SubmitWorkloadResult{}, err
+		return out, err
 	}
 	if len(policy.Projects) == 0 {
-		return activities.SubmitWorkloadResult{Queued: false}, nil
+		return out, nil // admission off: nothing queued
 	}
-	if q, err := a.kueueQueue(ctx, req); err != nil || q != "" {
-		return activities.SubmitWorkloadResult{KueueQueue: q}, err
+	c, err := a.cat.GetCluster(ctx, req.Cluster)
+	switch {
+	case errors.Is(err, catalog.ErrNotFound):
+	case err != nil:
+		return out, fmt.Errorf("read cluster %s: %w", req.Cluster, err)
 	}
-	w := req.Workload
+	var capacity catalog.ClusterCapacity
+	if c.Capacity != nil {
+		capacity = *c.Capacity
+	}
+	var batch []activities.AdmissionRequest
+	for i, r := range req.Requests {
+		res := &out.Results[i]
+		// Kueue admits the kinds it integrates with instead;
+		// SparkApplications, which it has none for, stay with Atelier.
+		if capacity.KueueQueue != "" && r.Kind != "spark" {
+			res.KueueQueue = capacity.KueueQueue
+			continue
+		}
+		w, refused := prepare(policy, capacity, req.Cluster, r)
+		if refused != "" {
+			res.Refused = refused
+			continue
+		}
+		res.Queued, res.Workload = true, w
+		batch = append(batch, activities.AdmissionRequest{Op: activities.AdmissionSubmit, Workload: w, Run: r.Run, Step: r.Step})
+	}
+	if !grouped {
+		for _, r := range batch {
+			if err := a.signal(ctx, req.Cluster, r); err != nil {
+				return out, err
+			}
+		}
+		return out, nil
+	}
+	for len(batch) > 0 {
+		n := min(len(batch), MaxBatchSignal)
+		if err := a.signal(ctx, req.Cluster, activities.AdmissionRequest{Op: activities.AdmissionBatch, Requests: batch[:n]}); err != nil {
+			return out, err
+		}
+		batch = batch[n:]
+	}
+	return out, nil
+}
+
+// signal hands req to the cluster's admission workflow, starting it if
+// needed.
+func (a *Activities) signal(ctx context.Context, cluster string, req activities.AdmissionRequest) error {
+	_, err := a.temporal.SignalWithStartWorkflow(ctx, activities.AdmissionWorkflowID(cluster), activities.SignalAdmissionRequest, req,
+		client.StartWorkflowOptions{ID: activities.AdmissionWorkflowID(cluster), TaskQueue: a.taskQueue},
+		activities.AdmissionWorkflowName, activities.AdmissionInput{Cluster: cluster})
+	if err != nil {
+		return fmt.Errorf("submit to the admission workflow of cluster %s: %w", cluster, err)
+	}
+	return nil
+}
+
+// prepare resolves a workload's GPU types and checks it against the
+// policy; refused says why the admission refuses it.
+func prepare(policy gpu.Policy, capacity catalog.ClusterCapacity, cluster string, req activities.SubmitWorkloadRequest) (w gpu.Workload, refused string) {
+	w = req.Workload
 	w.PodSets = slices.Clone(w.PodSets)
 	for i := range w.PodSets {
 		if w.PodSets[i].Resource != "" {
 			continue
 		}
-		inv, err := a.inventory(ctx, req.Cluster)
-		if err != nil {
-			return activities.SubmitWorkloadResult{}, err
-		}
-		types := gpuTypes(inv)
+		types := gpuTypes(gpu.Inventory{Nodes: capacity.GPUNodes})
 		if len(types) != 1 {
-			return activities.SubmitWorkloadResult{}, invalid(
-				"step %s asks for GPUs without a type and cluster %s has %s: set resources.gpuType so that GPU admission knows which quota it uses",
-				req.Step, req.Cluster, describeTypes(types))
+			return w, fmt.Sprintf("step %s asks for GPUs without a type and cluster %s has %s: set resources.gpuType so that GPU admission knows which quota it uses",
+				req.Step, cluster, describeTypes(types))
 		}
 		w.PodSets[i].Resource = types[0]
 	}
 	if err := gpu.ValidateWorkload(policy, w); err != nil {
 		if errors.Is(err, gpu.ErrUnknownProject) {
-			return activities.SubmitWorkloadResult{}, invalid(
-				"project %s has no GPU policy, so no GPU quota: an admin sets one with PUT /v1/projects/%s/gpu-policy", w.Project, w.Project)
+			return w, fmt.Sprintf("project %s has no GPU policy, so no GPU quota: an admin sets one with PUT /v1/projects/%s/gpu-policy", w.Project, w.Project)
 		}
-		return activities.SubmitWorkloadResult{}, invalid("GPU admission refuses step %s: %v", req.Step, err)
+		return w, fmt.Sprintf("GPU admission refuses step %s: %v", req.Step, err)
 	}
-	_, err = a.temporal.SignalWithStartWorkflow(ctx, activities.AdmissionWorkflowID(req.Cluster), activities.SignalAdmissionRequest,
-		activities.AdmissionRequest{Op: activities.AdmissionSubmit, Workload: w, Run: req.Run, Step: req.Step},
-		client.StartWorkflowOptions{ID: activities.AdmissionWorkflowID(req.Cluster), TaskQueue: a.taskQueue},
-		activities.AdmissionWorkflowName, activities.AdmissionInput{Cluster: req.Cluster})
-	if err != nil {
-		return activities.SubmitWorkloadResult{}, fmt.Errorf("submit to the admission workflow of cluster %s: %w", req.Cluster, err)
-	}
-	return activities.SubmitWorkloadResult{Queued: true, Workload: w}, nil
+	return w, ""
 }
 
 func gpuTypes(inv gpu.Inventory) []gpu.Resource {
@@ -226,8 +281,4 @@ func describeTypes(types []gpu.Resource) string {
 		names[i] = string(t)
 	}
 	return "several GPU types (" + strings.Join(names, ", ") + ")"
-}
-
-func invalid(format string, args ...any) error {
-	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), activities.ErrTypeInvalidStep, nil)
 }

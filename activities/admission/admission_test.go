@@ -128,3 +128,64 @@ func TestSubmit(t *testing.T) {
 		t.Errorf("snapshot %+v %v", snap, err)
 	}
 }
+
+// A batch reads the cluster and the policies once, answers each request on
+// its own (a refusal does not fail the others), and queues the accepted
+// ones in AdmissionBatch signals of at most MaxBatchSignal submits.
+func TestSubmitBatch(t *testing.T) {
+	ctx := context.Background()
+	cat := &fakeCatalog{policies: []catalog.GPUPolicy{{ProjectPolicy: gpu.ProjectPolicy{Name: "vision", Quotas: []gpu.Quota{{Resource: "L4", Nominal: 4}}}}},
+		cluster: &catalog.Cluster{Name: "east", Capacity: &catalog.ClusterCapacity{GPUNodes: []gpu.Node{{Name: "n1", GPUType: "L4", GPUs: 1}}}}}
+	var signals []activities.AdmissionRequest
+	st := &recordingStarter{signals: &signals}
+	a := New(cat, st, "atelier")
+	reqs := make([]activities.SubmitWorkloadRequest, MaxBatchSignal+2)
+	for i := range reqs {
+		reqs[i] = request("")
+		reqs[i].Workload.ID = "r1/train/" + string(rune('a'+i%26)) + strings.Repeat("x", i/26)
+	}
+	reqs[1].Workload.Project = "nlp" // refused
+	res, err := a.SubmitBatch(ctx, activities.SubmitWorkloadsRequest{Cluster: "east", Requests: reqs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Results) != len(reqs) {
+		t.Fatalf("%d results for %d requests", len(res.Results), len(reqs))
+	}
+	if r := res.Results[1]; r.Queued || !strings.Contains(r.Refused, "project nlp has no GPU policy") {
+		t.Errorf("refused request: %+v", r)
+	}
+	if r := res.Results[0]; !r.Queued || r.Refused != "" || r.Workload.PodSets[0].Resource != "L4" {
+		t.Errorf("accepted request: %+v", r)
+	}
+	if len(signals) != 2 || signals[0].Op != activities.AdmissionBatch || len(signals[0].Requests) != MaxBatchSignal || len(signals[1].Requests) != 1 {
+		t.Fatalf("signals: %d, want two batches of %d and 1", len(signals), MaxBatchSignal)
+	}
+	if got := signals[0].Requests[1].Workload.ID; got != reqs[2].Workload.ID {
+		t.Errorf("the refused workload was queued (second submit is %s)", got)
+	}
+	if cat.lists != 1 {
+		t.Errorf("policies read %d times for one batch", cat.lists)
+	}
+
+	// On a cluster whose worker submits to Kueue, Kueue admits the kinds
+	// it integrates with; Spark stays with Atelier.
+	signals = nil
+	cat.cluster.Capacity.KueueQueue = "team-a"
+	spark := request("L4")
+	spark.Kind = "spark"
+	res, err = a.SubmitBatch(ctx, activities.SubmitWorkloadsRequest{Cluster: "east", Requests: []activities.SubmitWorkloadRequest{request("L4"), spark}})
+	if err != nil || res.Results[0].KueueQueue != "team-a" || res.Results[0].Queued || !res.Results[1].Queued {
+		t.Fatalf("kueue: %+v %v", res, err)
+	}
+	if len(signals) != 1 || len(signals[0].Requests) != 1 {
+		t.Errorf("signals with Kueue: %+v", signals)
+	}
+}
+
+type recordingStarter struct{ signals *[]activities.AdmissionRequest }
+
+func (f *recordingStarter) SignalWithStartWorkflow(_ context.Context, _, _ string, arg any, _ client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
+	*f.signals = append(*f.signals, arg.(activities.AdmissionRequest))
+	return nil, nil
+}

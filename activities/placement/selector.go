@@ -46,6 +46,31 @@ func New(store ClusterReader, clock func() time.Time, logger *zap.Logger) *Selec
 // histories refer to.
 func (s *Selector) Register(reg worker.ActivityRegistry) {
 	reg.RegisterActivityWithOptions(s.SelectCluster, activity.RegisterOptions{Name: activities.SelectClusterName})
+	reg.RegisterActivityWithOptions(s.SelectClusters, activity.RegisterOptions{Name: activities.SelectClustersName})
+}
+
+// SelectClusters answers several requests with one read of the registry: a
+// request nothing matches gets its reason, the others their cluster.
+func (s *Selector) SelectClusters(ctx context.Context, req activities.SelectClustersRequest) (activities.SelectClustersResult, error) {
+	out := activities.SelectClustersResult{Results: make([]activities.SelectClusterOutcome, len(req.Requests))}
+	list, err := s.store.ListClusters(ctx)
+	if err != nil {
+		return out, fmt.Errorf("read cluster registry: %w", err)
+	}
+	now := s.now()
+	for i, r := range req.Requests {
+		res, err := Choose(list, r, now)
+		var nc *NoClusterError
+		switch {
+		case errors.As(err, &nc):
+			out.Results[i].NoCluster = nc.Msg
+		case err != nil:
+			return out, err
+		default:
+			out.Results[i].SelectClusterResult = res
+		}
+	}
+	return out, nil
 }
 
 // SelectCluster reads the registry and applies Choose. Registry errors are

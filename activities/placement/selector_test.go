@@ -72,3 +72,41 @@ func TestSelectClusterRegistryErrorIsRetryable(t *testing.T) {
 		t.Fatalf("want a retryable error, got %v", err)
 	}
 }
+
+// A batch answers each request on its own: one that nothing matches gets
+// its reason, the others their cluster.
+func TestSelectClustersActivity(t *testing.T) {
+	reg := fakeRegistry{clusters: []catalog.Cluster{
+		mk("east", time.Second, 0, map[string]string{"tier": "gpu"}, map[string]int64{a100: 1}),
+		mk("west", time.Second, 0, map[string]string{"tier": "gpu"}, map[string]int64{a100: 3}),
+	}}
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	New(reg, func() time.Time { return now }, nil).Register(env)
+	v, err := env.ExecuteActivity(activities.SelectClustersName, activities.SelectClustersRequest{Requests: []activities.SelectClusterRequest{
+		req("train", &pipeline.Placement{Selector: map[string]string{"tier": "gpu"}}, 1, a100),
+		req("eval", &pipeline.Placement{Cluster: "north"}, 0, ""),
+		req("serve", &pipeline.Placement{Cluster: "east"}, 0, ""),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res activities.SelectClustersResult
+	if err := v.Get(&res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Results) != 3 || res.Results[0].Cluster != "west" || res.Results[2].Cluster != "east" {
+		t.Fatalf("%+v", res)
+	}
+	if r := res.Results[1]; r.Cluster != "" || !strings.Contains(r.NoCluster, `cluster "north"`) {
+		t.Errorf("no cluster: %+v", r)
+	}
+
+	env = s.NewTestActivityEnvironment()
+	New(fakeRegistry{err: errors.New("connection refused")}, nil, nil).Register(env)
+	_, err = env.ExecuteActivity(activities.SelectClustersName, activities.SelectClustersRequest{Requests: []activities.SelectClusterRequest{req("train", nil, 0, "")}})
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.NonRetryable() {
+		t.Fatalf("a registry error is retryable, got %v", err)
+	}
+}

@@ -55,9 +55,67 @@ func (a *admission) gauges() {
 type outgoing struct {
 	run, name string
 	arg       any
-	// release names the workload to free if the run cannot be signalled
-	// ("" for a mere wait reason).
-	release string
+	// release names the workloads to free if the run cannot be signalled
+	// (none for a mere wait reason).
+	release []string
+}
+
+// answers collects one decision round's answers to runs: a grouped
+// workload's go into its run's one SignalGPUUpdates, sent after the round;
+// the others are queued at once, a signal each, as runs recorded before
+// grouping expect (and in the same order, so their histories replay).
+type answers struct {
+	a       *admission
+	updates map[string]*activities.GPUUpdates
+	release map[string][]string
+	order   []string // runs, in the order first told
+}
+
+func (t *answers) group(run string) *activities.GPUUpdates {
+	u := t.updates[run]
+	if u == nil {
+		u = &activities.GPUUpdates{}
+		t.updates[run] = u
+		t.order = append(t.order, run)
+	}
+	return u
+}
+
+func (t *answers) admitted(q activities.QueuedWorkload, m activities.GPUAdmitted) {
+	if !q.Grouped {
+		t.a.outbox = append(t.a.outbox, outgoing{run: q.Run, name: activities.SignalGPUAdmitted, release: []string{m.Workload}, arg: m})
+		return
+	}
+	u := t.group(q.Run)
+	u.Admitted = append(u.Admitted, m)
+	t.release[q.Run] = append(t.release[q.Run], m.Workload)
+}
+
+func (t *answers) preempt(q activities.QueuedWorkload, m activities.GPUPreempt) {
+	if !q.Grouped {
+		// A run that is gone frees its workload.
+		t.a.outbox = append(t.a.outbox, outgoing{run: q.Run, name: activities.SignalGPUPreempt, release: []string{m.Workload}, arg: m})
+		return
+	}
+	u := t.group(q.Run)
+	u.Preempt = append(u.Preempt, m)
+	t.release[q.Run] = append(t.release[q.Run], m.Workload)
+}
+
+func (t *answers) waiting(q activities.QueuedWorkload, m activities.GPUWaiting) {
+	if !q.Grouped {
+		t.a.outbox = append(t.a.outbox, outgoing{run: q.Run, name: activities.SignalGPUWaiting, arg: m})
+		return
+	}
+	u := t.group(q.Run)
+	u.Waiting = append(u.Waiting, m)
+}
+
+// send queues one SignalGPUUpdates per run told something grouped.
+func (t *answers) send() {
+	for _, run := range t.order {
+		t.a.outbox = append(t.a.outbox, outgoing{run: run, name: activities.SignalGPUUpdates, arg: *t.updates[run], release: t.release[run]})
+	}
 }
 
 // MaxPendingSignals bounds the admission workflow's signals in flight:
@@ -145,8 +203,22 @@ func Workflow(ctx workflow.Context, in activities.AdmissionInput) error {
 	}
 }
 
-// apply records a submit or a release.
+// apply records a submit or a release, or each of a batch's.
 func (a *admission) apply(now time.Time, req activities.AdmissionRequest) {
+	if req.Op == activities.AdmissionBatch {
+		for _, r := range req.Requests {
+			if r.Op != activities.AdmissionBatch { // batches do not nest
+				a.applyOne(now, r, true)
+			}
+		}
+		return
+	}
+	a.applyOne(now, req, false)
+}
+
+// applyOne records a submit or a release. A grouped submit came in a
+// batch: its run takes its answers in SignalGPUUpdates.
+func (a *admission) applyOne(now time.Time, req activities.AdmissionRequest, grouped bool) {
 	id := req.Workload.ID
 	switch req.Op {
 	case activities.AdmissionSubmit:
@@ -157,7 +229,7 @@ func (a *admission) apply(now time.Time, req activities.AdmissionRequest) {
 		if w.Submitted.IsZero() {
 			w.Submitted = now
 		}
-		a.pending = append(a.pending, activities.QueuedWorkload{Workload: w, Run: req.Run, Step: req.Step})
+		a.pending = append(a.pending, activities.QueuedWorkload{Workload: w, Run: req.Run, Step: req.Step, Grouped: grouped})
 		a.metrics.Counter(telemetry.MetricGPUWorkloadsSubmitted).Inc(1)
 	case activities.AdmissionRelease:
 		a.pending = slices.DeleteFunc(a.pending, func(q activities.QueuedWorkload) bool { return q.Workload.ID == id })
@@ -226,6 +298,7 @@ func (a *admission) decide(ctx workflow.Context, now time.Time) {
 	for _, w := range plan.Waits {
 		a.waits[w.Workload] = w
 	}
+	tell := &answers{a: a, updates: map[string]*activities.GPUUpdates{}, release: map[string][]string{}}
 	for _, p := range plan.Preemptions {
 		for i := range a.running {
 			q := &a.running[i]
@@ -234,8 +307,7 @@ func (a *admission) decide(ctx workflow.Context, now time.Time) {
 			}
 			q.Preempting = true
 			a.metrics.WithTags(map[string]string{"reason": string(p.Reason)}).Counter(telemetry.MetricGPUWorkloadsPreempted).Inc(1)
-			a.outbox = append(a.outbox, outgoing{run: q.Run, name: activities.SignalGPUPreempt, release: p.Victim, // a run that is gone frees it
-				arg: activities.GPUPreempt{Workload: p.Victim, Reason: string(p.Reason), For: p.For}})
+			tell.preempt(*q, activities.GPUPreempt{Workload: p.Victim, Reason: string(p.Reason), For: p.For})
 
 		}
 	}
@@ -246,8 +318,7 @@ func (a *admission) decide(ctx workflow.Context, now time.Time) {
 			q.Admitted, q.Placement, q.WaitKey = &at, ad.Placement, ""
 			a.running = append(a.running, q)
 			a.metrics.Counter(telemetry.MetricGPUWorkloadsAdmitted).Inc(1)
-			a.outbox = append(a.outbox, outgoing{run: q.Run, name: activities.SignalGPUAdmitted, release: q.Workload.ID,
-				arg: activities.GPUAdmitted{Workload: q.Workload.ID, Nodes: nodesOf(ad.Placement), Borrowed: len(ad.Borrowed) > 0}})
+			tell.admitted(q, activities.GPUAdmitted{Workload: q.Workload.ID, Nodes: nodesOf(ad.Placement), Borrowed: len(ad.Borrowed) > 0})
 			continue
 		}
 		if w, ok := a.waits[q.Workload.ID]; ok {
@@ -255,13 +326,13 @@ func (a *admission) decide(ctx workflow.Context, now time.Time) {
 			// its position does: each signal is history on both sides.
 			if key := string(w.Reason) + "|" + string(w.Resource) + "|" + w.BlockedBy; key != q.WaitKey {
 				q.WaitKey = key
-				a.outbox = append(a.outbox, outgoing{run: q.Run, name: activities.SignalGPUWaiting,
-					arg: activities.GPUWaiting{Workload: q.Workload.ID, Message: w.Message()}})
+				tell.waiting(q, activities.GPUWaiting{Workload: q.Workload.ID, Message: w.Message()})
 			}
 		}
 		keep = append(keep, q)
 	}
 	a.pending = keep
+	tell.send()
 	a.flush(ctx)
 }
 
@@ -277,11 +348,11 @@ func (a *admission) flush(ctx workflow.Context) {
 		workflow.Go(ctx, func(gctx workflow.Context) {
 			err := f.Get(gctx, nil)
 			a.inflight--
-			if err != nil && o.release != "" {
+			if err != nil && len(o.release) > 0 {
 				// The run is gone (ended, terminated): what it held or
 				// was given is free again.
-				workflow.GetLogger(gctx).Warn("cannot signal a run; releasing its workload", "workload", o.release, "error", err)
-				a.gone = append(a.gone, o.release)
+				workflow.GetLogger(gctx).Warn("cannot signal a run; releasing its workloads", "run", o.run, "workloads", len(o.release), "error", err)
+				a.gone = append(a.gone, o.release...)
 			}
 			if err != nil || len(a.outbox) > 0 {
 				a.wake.SendAsync(true) // one pending wake is enough

@@ -152,3 +152,84 @@ func TestAdmissionWorkflowFreesWhatEndedRunsHeld(t *testing.T) {
 	require.GreaterOrEqual(t, len(asked), 2)
 	assert.Equal(t, []string{"r1"}, asked[1], "the refresh asks about the runs holding GPUs")
 }
+
+// Workloads submitted in a batch are answered grouped: one
+// SignalGPUUpdates per run per decision round, carrying every admission
+// and wait reason of that round; a run that cannot be signalled frees
+// every workload the signal admitted.
+func TestAdmissionWorkflowAnswersABatchInOneSignalPerRun(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(admission.Workflow, workflow.RegisterOptions{Name: activities.AdmissionWorkflowName})
+	env.RegisterActivityWithOptions(func(ctx context.Context, _ activities.AdmissionSnapshotRequest) (activities.AdmissionSnapshot, error) {
+		return activities.AdmissionSnapshot{
+			Inventory: gpu.Inventory{Nodes: []gpu.Node{{Name: "n1", GPUType: "L4", GPUs: 8, Ready: true}}},
+			Policy:    gpu.Policy{Projects: []gpu.ProjectPolicy{{Name: "p", Quotas: []gpu.Quota{{Resource: "L4", Nominal: 3}}}}},
+		}, nil
+	}, activity.RegisterOptions{Name: activities.LoadAdmissionSnapshotName})
+	var mu sync.Mutex
+	updates := map[string][]activities.GPUUpdates{}
+	var other []string
+	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", mock.Anything, mock.Anything).
+		Return(func(_, run, _, name string, arg any) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if name != activities.SignalGPUUpdates {
+				other = append(other, name)
+				return nil
+			}
+			if run == "gone" {
+				return fmt.Errorf("workflow execution already completed")
+			}
+			updates[run] = append(updates[run], arg.(activities.GPUUpdates))
+			return nil
+		})
+	batch := func(run string, items int) activities.AdmissionRequest {
+		req := activities.AdmissionRequest{Op: activities.AdmissionBatch}
+		for i := range items {
+			req.Requests = append(req.Requests, activities.AdmissionRequest{Op: activities.AdmissionSubmit, Run: run, Step: "train",
+				Workload: gpu.Workload{ID: fmt.Sprintf("%s/train/%d", run, i), Project: "p", PodSets: []gpu.PodSet{{Name: "step", Count: 1, Per: 1, Resource: "L4"}}}})
+		}
+		return req
+	}
+	queue := func() activities.AdmissionQueue {
+		v, err := env.QueryWorkflow(activities.QueryAdmissionQueue)
+		require.NoError(t, err)
+		var q activities.AdmissionQueue
+		require.NoError(t, v.Get(&q))
+		return q
+	}
+	// A run that is gone by the time it is answered gives back at once
+	// what it was admitted: r1's items then fit.
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(activities.SignalAdmissionRequest, batch("gone", 2)) }, time.Second)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(activities.SignalAdmissionRequest, batch("r1", 4)) }, 2*time.Second)
+	env.RegisterDelayedCallback(func() {
+		q := queue()
+		assert.Len(t, q.Running, 3)
+		require.Len(t, q.Pending, 1)
+		// Releases travel in batches too.
+		env.SignalWorkflow(activities.SignalAdmissionRequest, activities.AdmissionRequest{Op: activities.AdmissionBatch, Requests: []activities.AdmissionRequest{
+			{Op: activities.AdmissionRelease, Workload: gpu.Workload{ID: "r1/train/0"}},
+			{Op: activities.AdmissionRelease, Workload: gpu.Workload{ID: "r1/train/1"}},
+		}})
+	}, time.Minute)
+	env.RegisterDelayedCallback(func() {
+		q := queue()
+		assert.Empty(t, q.Pending)
+		assert.Len(t, q.Running, 2)
+		env.CancelWorkflow()
+	}, 2*time.Minute)
+	env.ExecuteWorkflow(activities.AdmissionWorkflowName, activities.AdmissionInput{Cluster: "east"})
+
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Empty(t, other, "a batch's workloads are answered in SignalGPUUpdates only")
+	r1 := updates["r1"]
+	require.Len(t, r1, 2, "r1: one signal for its first round (three admitted, one waiting), one when the last is admitted: %+v", r1)
+	assert.Len(t, r1[0].Admitted, 3)
+	require.Len(t, r1[0].Waiting, 1)
+	assert.Equal(t, "r1/train/3", r1[0].Waiting[0].Workload)
+	assert.Contains(t, r1[0].Waiting[0].Message, "quota")
+	require.Len(t, r1[1].Admitted, 1)
+	assert.Equal(t, "r1/train/3", r1[1].Admitted[0].Workload)
+}

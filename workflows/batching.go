@@ -1,0 +1,283 @@
+package workflows
+
+import (
+	"slices"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/gpu"
+)
+
+// versionBatchedControl guards batched control traffic (workflow.GetVersion
+// change ID; never reuse it). A burst of Kubernetes steps (a forEach of
+// items on clusters, GPU items above all) used to cost, per item, a
+// cluster selection activity, a GPU submit activity, an "admitted" signal
+// and a release signal. A run now sends what its steps ask for in the same
+// workflow task together: one selection activity, one submit activity per
+// cluster, one release signal per cluster; and its cluster's admission
+// workflow answers it once per decision round (SignalGPUUpdates). Runs
+// recorded before it select, submit and release one at a time.
+const versionBatchedControl = "atelier.batched-control"
+
+// batchedControl reports whether this run batches its control traffic.
+func (r *Run) batchedControl(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, versionBatchedControl, workflow.DefaultVersion, 1) >= 1
+}
+
+// batcher is a run's batched control traffic, sent by one coroutine
+// (started on first use) so that everything queued while it was busy
+// travels together.
+type batcher struct {
+	selects  []*clusterSelect
+	submits  []*gpuSubmit
+	releases []*gpuRelease
+}
+
+// clusterSelect is a step waiting for its cluster to be chosen.
+type clusterSelect struct {
+	req   activities.SelectClusterRequest
+	set   workflow.Settable
+	taken bool
+}
+
+// gpuSubmit is a workload waiting to be submitted, or being submitted.
+type gpuSubmit struct {
+	req   activities.SubmitWorkloadRequest
+	set   workflow.Settable
+	taken bool // handed to a submit activity
+}
+
+// gpuRelease is a workload whose GPUs are being given back.
+type gpuRelease struct {
+	cluster, id string
+	set         workflow.Settable
+}
+
+// startBatcher starts, once per run, the coroutine that sends queued
+// requests: each round takes all that is queued, runs one selection
+// activity, one submit activity and one release signal per cluster, and
+// waits for them while the next round's queue fills. Its context is
+// disconnected: releases must still be sent once the run is cancelled.
+func (r *Run) startBatcher() {
+	if r.batch != nil {
+		return
+	}
+	r.batch = &batcher{}
+	b := r.batch
+	ctx, _ := workflow.NewDisconnectedContext(r.root)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			if err := workflow.Await(ctx, func() bool { return len(b.selects)+len(b.submits)+len(b.releases) > 0 }); err != nil {
+				return
+			}
+			selects, submits, releases := b.selects, b.submits, b.releases
+			b.selects, b.submits, b.releases = nil, nil, nil
+			var pending []workflow.Future
+			if f := r.sendSelects(ctx, selects); f != nil {
+				pending = append(pending, f)
+			}
+			for _, cluster := range clustersOf(submits, releases) {
+				if f := r.sendSubmits(ctx, cluster, submits); f != nil {
+					pending = append(pending, f)
+				}
+				if f := r.sendReleases(ctx, cluster, releases); f != nil {
+					pending = append(pending, f)
+				}
+			}
+			for _, f := range pending {
+				_ = f.Get(ctx, nil)
+			}
+		}
+	})
+}
+
+// clustersOf lists the clusters of a round, in the order first queued.
+func clustersOf(submits []*gpuSubmit, releases []*gpuRelease) []string {
+	var out []string
+	for _, s := range submits {
+		if !slices.Contains(out, s.req.Cluster) {
+			out = append(out, s.req.Cluster)
+		}
+	}
+	for _, rl := range releases {
+		if !slices.Contains(out, rl.cluster) {
+			out = append(out, rl.cluster)
+		}
+	}
+	return out
+}
+
+// sendSelects runs one selection activity for the round's steps and
+// answers each when it completes (nil: nothing to select).
+func (r *Run) sendSelects(ctx workflow.Context, sels []*clusterSelect) workflow.Future {
+	if len(sels) == 0 {
+		return nil
+	}
+	req := activities.SelectClustersRequest{}
+	for _, s := range sels {
+		s.taken = true
+		req.Requests = append(req.Requests, s.req)
+	}
+	done, settle := workflow.NewFuture(ctx)
+	f := workflow.ExecuteActivity(r.controlActivity(ctx, activities.ErrTypeNoCluster), activities.SelectClustersName, req)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		var res activities.SelectClustersResult
+		err := f.Get(ctx, &res)
+		for i, s := range sels {
+			switch {
+			case err != nil:
+				s.set.Set(nil, err)
+			case i >= len(res.Results):
+				s.set.Set(nil, temporal.NewApplicationError("the selection activity answered fewer requests than it got", "InvalidAnswer"))
+			default:
+				s.set.Set(res.Results[i], nil)
+			}
+		}
+		settle.Set(nil, nil)
+	})
+	return done
+}
+
+// selectBatched queues a cluster selection for the next round and waits
+// for its answer. "Nothing matches" is the ErrTypeNoCluster error the
+// single selection activity returns.
+func (r *Run) selectBatched(ctx workflow.Context, req activities.SelectClusterRequest) (activities.SelectClusterResult, error) {
+	r.startBatcher()
+	fut, set := workflow.NewFuture(r.root)
+	s := &clusterSelect{req: req, set: set}
+	r.batch.selects = append(r.batch.selects, s)
+	if !awaitFuture(ctx, fut) {
+		if !s.taken {
+			r.batch.selects = slices.DeleteFunc(r.batch.selects, func(x *clusterSelect) bool { return x == s })
+		}
+		return activities.SelectClusterResult{}, temporal.NewCanceledError()
+	}
+	var out activities.SelectClusterOutcome
+	if err := fut.Get(ctx, &out); err != nil {
+		return activities.SelectClusterResult{}, err
+	}
+	if out.NoCluster != "" {
+		return activities.SelectClusterResult{}, temporal.NewNonRetryableApplicationError(out.NoCluster, activities.ErrTypeNoCluster, nil)
+	}
+	return out.SelectClusterResult, nil
+}
+
+// sendSubmits runs one submit activity for the round's submissions to
+// cluster and answers each of them when it completes. The returned future
+// is ready once they are answered (nil: nothing to submit).
+func (r *Run) sendSubmits(ctx workflow.Context, cluster string, all []*gpuSubmit) workflow.Future {
+	var subs []*gpuSubmit
+	req := activities.SubmitWorkloadsRequest{Cluster: cluster}
+	for _, s := range all {
+		if s.req.Cluster == cluster {
+			s.taken = true
+			subs = append(subs, s)
+			req.Requests = append(req.Requests, s.req)
+		}
+	}
+	if len(subs) == 0 {
+		return nil
+	}
+	done, settle := workflow.NewFuture(ctx)
+	f := workflow.ExecuteActivity(r.controlActivity(ctx, activities.ErrTypeInvalidStep), activities.SubmitWorkloadsName, req)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		var res activities.SubmitWorkloadsResult
+		err := f.Get(ctx, &res)
+		for i, s := range subs {
+			switch {
+			case err != nil:
+				s.set.Set(nil, err)
+			case i >= len(res.Results):
+				s.set.Set(nil, temporal.NewApplicationError("the submit activity answered fewer requests than it got", "InvalidAnswer"))
+			default:
+				s.set.Set(res.Results[i], nil)
+			}
+		}
+		settle.Set(nil, nil)
+	})
+	return done
+}
+
+// sendReleases gives back, in one signal, the round's workloads on
+// cluster. Best effort, as releaseWorkload: a lost release is found by the
+// admission workflow when it next signals this (ended) run.
+func (r *Run) sendReleases(ctx workflow.Context, cluster string, all []*gpuRelease) workflow.Future {
+	var rels []*gpuRelease
+	req := activities.AdmissionRequest{Op: activities.AdmissionBatch}
+	for _, rl := range all {
+		if rl.cluster == cluster {
+			rels = append(rels, rl)
+			req.Requests = append(req.Requests, activities.AdmissionRequest{Op: activities.AdmissionRelease, Workload: gpu.Workload{ID: rl.id}})
+		}
+	}
+	if len(rels) == 0 {
+		return nil
+	}
+	done, settle := workflow.NewFuture(ctx)
+	f := workflow.SignalExternalWorkflow(ctx, activities.AdmissionWorkflowID(cluster), "", activities.SignalAdmissionRequest, req)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		_ = f.Get(ctx, nil)
+		for _, rl := range rels {
+			rl.set.Set(nil, nil)
+		}
+		settle.Set(nil, nil)
+	})
+	return done
+}
+
+// submitBatched queues req for the next submit round and waits for its
+// answer. Cancelled before the round took it, it is dropped; cancelled
+// while its round is in flight, it waits for the answer and withdraws
+// what was queued. A refusal is the InvalidStep error the single submit
+// activity returns.
+func (r *Run) submitBatched(ctx workflow.Context, req activities.SubmitWorkloadRequest) (activities.SubmitWorkloadResult, error) {
+	r.startBatcher()
+	fut, set := workflow.NewFuture(r.root)
+	s := &gpuSubmit{req: req, set: set}
+	r.batch.submits = append(r.batch.submits, s)
+	if !awaitFuture(ctx, fut) {
+		if !s.taken {
+			r.batch.submits = slices.DeleteFunc(r.batch.submits, func(x *gpuSubmit) bool { return x == s })
+			return activities.SubmitWorkloadResult{}, temporal.NewCanceledError()
+		}
+		dctx, _ := workflow.NewDisconnectedContext(ctx)
+		var out activities.SubmitWorkloadOutcome
+		if fut.Get(dctx, &out) == nil && out.Queued {
+			r.releaseBatched(dctx, req.Cluster, req.Workload.ID)
+		}
+		return activities.SubmitWorkloadResult{}, temporal.NewCanceledError()
+	}
+	var out activities.SubmitWorkloadOutcome
+	if err := fut.Get(ctx, &out); err != nil {
+		return activities.SubmitWorkloadResult{}, err
+	}
+	if out.Refused != "" {
+		return activities.SubmitWorkloadResult{}, temporal.NewNonRetryableApplicationError(out.Refused, activities.ErrTypeInvalidStep, nil)
+	}
+	return out.SubmitWorkloadResult, nil
+}
+
+// releaseBatched gives a workload's GPUs back in the next release round
+// and waits until it is sent (ctx must not be cancelled: a disconnected
+// one on the way out).
+func (r *Run) releaseBatched(ctx workflow.Context, cluster, id string) {
+	r.startBatcher()
+	fut, set := workflow.NewFuture(r.root)
+	r.batch.releases = append(r.batch.releases, &gpuRelease{cluster: cluster, id: id, set: set})
+	_ = fut.Get(ctx, nil)
+}
+
+// awaitFuture waits for f or for ctx's cancellation (a settable future's
+// Get does not return on cancellation); true when f is ready.
+func awaitFuture(ctx workflow.Context, f workflow.Future) bool {
+	if f.IsReady() {
+		return true
+	}
+	sel := workflow.NewSelector(ctx)
+	sel.AddFuture(f, func(workflow.Future) {})
+	sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) {})
+	sel.Select(ctx)
+	return f.IsReady()
+}
