@@ -183,7 +183,9 @@ func TestSubmitBatch(t *testing.T) {
 	}
 }
 
-type recordingStarter struct{ signals *[]activities.AdmissionRequest }
+type recordingStarter struct {
+	signals *[]activities.AdmissionRequest
+}
 
 func (f *recordingStarter) SignalWithStartWorkflow(_ context.Context, _, _ string, arg any, _ client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
 	*f.signals = append(*f.signals, arg.(activities.AdmissionRequest))
