@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/atelier-ml/atelier/activities"
 
@@ -294,4 +295,78 @@ steps:
 		fmt.Fprintf(&b, "    ray: {entrypoint: python %s.py, cluster: shared}\n", s)
 	}
 	e.createPipeline(name, b.String())
+}
+
+// A forEach of GPU items (a sweep) goes through admission in batches: the
+// run chooses the items' cluster and submits their workloads in one
+// activity each, is told in one signal per decision round which items are
+// admitted and why the others wait, and gives GPUs back in batch signals.
+// The quota bounds how many items run at once; every item succeeds.
+func TestGPUForEachItemsAreAdmittedInBatches(t *testing.T) {
+	e := newKubeEnv(t, func(string) kubetest.Exit {
+		return kubetest.Exit{After: 3 * time.Second, Message: `{}`}
+	}, true)
+	e.setupL4Admission(t, "one-l4", 0) // a quota of two L4s
+	e.createPipeline("sweep", fmt.Sprintf(`
+steps:
+  - name: trial
+    placement: {cluster: %s}
+    forEach: {items: "0..4", parallelism: 5}
+    container: {image: busybox, command: ["true"], resources: {gpu: 1, gpuType: %s}}
+`, e.cluster, kubetest.L4))
+	id := e.start("sweep", nil)
+	e.waitRun(id, 60*time.Second, "two items running, three waiting for the quota with a reason", func(r gen.Run) bool {
+		if r.Status == nil || len(r.Status.Steps) == 0 || r.Status.Steps[0].Items == nil {
+			return false
+		}
+		running, waiting := 0, 0
+		for _, it := range *r.Status.Steps[0].Items {
+			switch {
+			case it.State == gen.StepStateRUNNING:
+				running++
+			case it.State == gen.StepStateWAITINGFORGPU && strings.HasPrefix(val(it.Message), "waiting for GPUs: "):
+				waiting++
+			}
+		}
+		return running == 2 && waiting == 3
+	})
+	q := e.admissionQueue(t)
+	assert.Len(t, q.Running, 2)
+	assert.Len(t, q.Pending, 3)
+
+	r := e.waitTerminal(id, 180*time.Second)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%+v", r.Status)
+	for i, it := range val(r.Status.Steps[0].Items) {
+		assert.Equal(t, gen.StepStateSUCCEEDED, it.State, "item %d", i)
+		assert.Len(t, val(it.Attempts), 1, "item %d", i)
+	}
+	final := e.admissionQueue(t)
+	assert.Empty(t, final.Pending)
+	assert.Empty(t, final.Running, "every item gave its GPU back")
+
+	// What travelled: batches, not a message per item.
+	activitiesRun, signals := map[string]int{}, map[string]int{}
+	iter := e.temporal.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		require.NoError(t, err)
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+			activitiesRun[a.GetActivityType().GetName()]++
+		}
+		if s := ev.GetWorkflowExecutionSignaledEventAttributes(); s != nil {
+			signals[s.GetSignalName()]++
+		}
+		if s := ev.GetSignalExternalWorkflowExecutionInitiatedEventAttributes(); s != nil {
+			signals["out:"+s.GetSignalName()]++
+		}
+	}
+	t.Logf("activities %v, signals %v", activitiesRun, signals)
+	assert.Zero(t, activitiesRun[activities.SubmitWorkloadName]+activitiesRun[activities.SelectClusterName], "no per-item selection or submission")
+	assert.Equal(t, 1, activitiesRun[activities.SelectClustersName], "the five items' cluster is chosen in one activity")
+	assert.Equal(t, 1, activitiesRun[activities.SubmitWorkloadsName], "the five items are submitted in one activity")
+	assert.Zero(t, signals[activities.SignalGPUAdmitted]+signals[activities.SignalGPUWaiting], "no per-item answer")
+	assert.Positive(t, signals[activities.SignalGPUUpdates])
+	assert.Less(t, signals[activities.SignalGPUUpdates], 5, "answers come per decision round, not per item")
+	assert.Positive(t, signals["out:"+activities.SignalAdmissionRequest])
+	assert.LessOrEqual(t, signals["out:"+activities.SignalAdmissionRequest], 5, "at most one release signal per item")
 }

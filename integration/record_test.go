@@ -128,7 +128,8 @@ func TestRecordKubeHistories(t *testing.T) {
 	}
 	e.cancel(viaREST, "recording")
 	require.NoError(t, e.temporal.CancelWorkflow(context.Background(), viaTemporal, ""))
-	for name, id := range map[string]string{"v2-kube-succeeded": ok, "v2-kube-cancelled-rest": viaREST, "v2-kube-cancelled-temporal": viaTemporal} {
+	// Runs recorded before atelier.batched-control keep their v2 histories.
+	for name, id := range map[string]string{"v10-kube-succeeded": ok, "v10-kube-cancelled-rest": viaREST, "v10-kube-cancelled-temporal": viaTemporal} {
 		r := e.waitTerminal(id, 60*time.Second)
 		t.Logf("%s: %s", name, r.State)
 		time.Sleep(500 * time.Millisecond)
@@ -138,8 +139,9 @@ func TestRecordKubeHistories(t *testing.T) {
 
 // TestRecordGPUHistories records runs through GPU admission: a step
 // admitted at once, one that waited behind the quota, a preempted and
-// re-queued victim, a shared RayCluster admitted for the run, and the
-// cluster's admission workflow itself.
+// re-queued victim, a shared RayCluster admitted for the run, a forEach of
+// GPU items admitted in batches, and the cluster's admission workflow
+// itself. (The v3 histories, from before atelier.batched-control, stay.)
 func TestRecordGPUHistories(t *testing.T) {
 	if os.Getenv("ATELIER_RECORD_HISTORIES") == "" {
 		t.Skip("set ATELIER_RECORD_HISTORIES=1 to re-record workflows/testdata histories")
@@ -167,6 +169,15 @@ func TestRecordGPUHistories(t *testing.T) {
 	}
 	shared := e.start("shared-l4", nil)
 	require.Equal(t, gen.RunStateSUCCEEDED, e.waitTerminal(shared, 120*time.Second).State)
+	e.createPipeline("sweep", fmt.Sprintf(`
+steps:
+  - name: trial
+    placement: {cluster: %s}
+    forEach: {items: "0..4", parallelism: 5}
+    container: {image: busybox, command: ["true"], resources: {gpu: 1, gpuType: %s}}
+`, e.cluster, kubetest.L4))
+	sweep := e.start("sweep", nil)
+	require.Equal(t, gen.RunStateSUCCEEDED, e.waitTerminal(sweep, 180*time.Second).State)
 	victim := ""
 	for _, id := range []string{first, second} {
 		if r := e.getRun(id); len(val(r.Status.Steps[0].Attempts)) > 1 {
@@ -176,8 +187,8 @@ func TestRecordGPUHistories(t *testing.T) {
 	require.NotEmpty(t, victim, "no run was preempted")
 	time.Sleep(500 * time.Millisecond)
 	for name, id := range map[string]string{
-		"v3-gpu-admitted": high, "v3-gpu-waited": waited, "v3-gpu-preempted": victim, "v3-gpu-shared-raycluster": shared,
-		"v3-gpu-admission": activities.AdmissionWorkflowID(e.cluster),
+		"v10-gpu-admitted": high, "v10-gpu-waited": waited, "v10-gpu-preempted": victim, "v10-gpu-shared-raycluster": shared,
+		"v10-gpu-foreach": sweep, "v10-gpu-admission": activities.AdmissionWorkflowID(e.cluster),
 	} {
 		recordHistory(t, e.stack, name, id)
 	}

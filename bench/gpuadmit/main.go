@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"time"
@@ -51,14 +52,31 @@ func main() {
 	probes := flag.Int("probes", 50, "fitting workloads measured in the wait phase")
 	preempts := flag.Int("preempts", 20, "preemptions measured")
 	nodes := flag.Int("nodes", 1000, "GPU nodes (8 GPUs each)")
-	quick := flag.Bool("quick", false, "smoke run: -n 300 -depth 100 -probes 10 -preempts 5")
+	runs := flag.Int("runs", 2, "pipeline path: runs started at once")
+	items := flag.Int("items", 1000, "pipeline path: GPU items per run (a forEach; at most 1,000, the small forEach's limit)")
+	reps := flag.Int("reps", 3, "pipeline path: rounds (baseline and subject interleaved)")
+	only := flag.Bool("pipeline-only", false, "run the pipeline path only")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (the worker running the runs and the admission workflow, the benchmark) to this file")
+	quick := flag.Bool("quick", false, "smoke run: -n 300 -depth 100 -probes 10 -preempts 5 -runs 2 -items 100 -reps 1")
 	flag.Parse()
 	if *quick {
-		*n, *depth, *probes, *preempts = 300, 100, 10, 5
+		*n, *depth, *probes, *preempts, *runs, *items, *reps = 300, 100, 10, 5, 2, 100, 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, *n, *depth, *probes, *preempts, *nodes); err != nil {
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "gpuadmit:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if err := run(ctx, *n, *depth, *probes, *preempts, *nodes, pipelineOpts{runs: *runs, items: *items, reps: *reps, only: *only}); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "gpuadmit:", err)
 		os.Exit(1)
 	}
@@ -222,7 +240,13 @@ func ping(ctx workflow.Context, pongID string) (time.Duration, error) {
 	return workflow.Now(ctx).Sub(start), nil
 }
 
-func run(ctx context.Context, n, depth, probes, preempts, nodeCount int) error {
+// pipelineOpts sizes the pipeline-path phase.
+type pipelineOpts struct {
+	runs, items, reps int
+	only              bool
+}
+
+func run(ctx context.Context, n, depth, probes, preempts, nodeCount int, po pipelineOpts) error {
 	st, err := benchstack.Start(ctx, benchstack.Options{Name: "gpuadmit", Worker: true, Configure: func(c *config.Config) {
 		c.GPUMinRuntime = time.Millisecond // preemption phase: victims are preemptible at once
 		c.WorkerConcurrency = 256
@@ -243,6 +267,15 @@ func run(ctx context.Context, n, depth, probes, preempts, nodeCount int) error {
 	}
 	st.Info.Print(os.Stdout)
 	fmt.Printf("cluster: %d nodes × 8 %s; %d projects\n\n", nodeCount, gpuType, projects)
+
+	// 0. The pipeline path: GPU items of real runs (forEach), against the
+	// same items without GPUs.
+	if err := pipelinePhase(ctx, st, po.runs, po.items, po.reps); err != nil {
+		return fmt.Errorf("pipeline path: %w", err)
+	}
+	if po.only {
+		return nil
+	}
 
 	base, err := baseline(ctx, st, probes)
 	if err != nil {
@@ -389,7 +422,7 @@ func seed(ctx context.Context, st *benchstack.Stack, nodeCount int) error {
 	if err := st.Store.ReportClusterCapacity(ctx, cluster, catalog.ClusterCapacity{GPUs: map[string]catalog.ResourceAmount{}, GPUNodes: inv}, time.Now()); err != nil {
 		return err
 	}
-	names := []string{"capped", "urgent"}
+	names := []string{"capped", "urgent", sweepProject}
 	for i := range projects {
 		names = append(names, fmt.Sprintf("p%02d", i))
 	}
@@ -403,6 +436,8 @@ func seed(ctx context.Context, st *benchstack.Stack, nodeCount int) error {
 			p.Quotas[0].Nominal = 0
 		case "urgent":
 			p.Quotas[0].Nominal, p.MaxPriority = 8, 100
+		case sweepProject:
+			p.Quotas[0].Nominal = nodeCount * 8
 		}
 		if _, err := st.Store.PutGPUPolicy(ctx, catalog.GPUPolicy{ProjectPolicy: p}); err != nil {
 			return err
