@@ -7,7 +7,7 @@
 //	go run ./bench/kubecp   [-starts 3] [-nodes 1000] [-pods 10000] [-quick]
 //	go run ./bench/realnode [-starts 3] [-pods 20] [-hold 5] [-quick]
 //	go run ./bench/gpusched [-r 300] [-naive 3] [-pending 10000] [-nodes 1000] [-quick]
-//	go run ./bench/gpuadmit [-n 3000] [-depth 1000] [-probes 50] [-preempts 20] [-nodes 1000] [-quick]
+//	go run ./bench/gpuadmit [-n 3000] [-depth 1000] [-probes 50] [-preempts 20] [-nodes 1000] [-runs 2] [-items 1000] [-reps 3] [-pipeline-only] [-cpuprofile f] [-quick]
 //	go run ./bench/serving  [-rounds 10] [-rollbacks 5] [-quick]
 //	go run ./bench/coldstart [-rounds 5] [-burst 5] [-load 2s] [-quick]
 //	go run ./bench/listruns [-n 1000000] [-projects 100] [-samples 200] [-rounds 3] [-page 50] [-quick]
@@ -160,9 +160,21 @@
 //
 // The real worker runs the admission workflow and its activities against
 // a registered cluster of 1,000 nodes × 8 H100 (inventory written to
-// Postgres) and 32 projects with policies. Workloads are "waiter"
-// workflows that do what a pipeline step does: submit with the real
-// activity, wait for the admitted signal, hold, release.
+// Postgres) and 33 projects with policies.
+//
+//   - pipeline path (first): runs real pipeline runs, -runs at once, each a
+//     forEach of -items items (parallelism = items) on the cluster, each
+//     item a container step asking for one GPU in a project whose quota is
+//     the whole cluster; the baseline, interleaved, is the same runs
+//     without GPUs (no admission). The cluster's Kubernetes worker is stood
+//     in by the benchmark (objects succeed at once). From the runs'
+//     histories: run started → each item's Kubernetes step scheduled, the
+//     rate from the first start to the last admission, history events per
+//     item.
+//
+// The other phases use "waiter" workflows that do what a run with one GPU
+// step does: submit with the real batch activity (one workload), wait for
+// the admission in SignalGPUUpdates, hold, release.
 //
 //   - baseline: a signal round trip between two workflows (ping → pong →
 //     ping), the floor any durable admission pays.

@@ -100,11 +100,9 @@ type WaiterResult struct {
 	Submitted, Admitted, Preempted time.Time
 }
 
-const signalPreempt = activities.SignalGPUPreempt
-
 // waiter submits its workload with the real submit activity, waits for the
 // admission (or a preemption), holds, and releases: the protocol a
-// pipeline run follows.
+// pipeline run with one GPU step follows.
 func waiter(ctx workflow.Context, in WaiterInput) (WaiterResult, error) {
 	var res WaiterResult
 	res.Submitted = workflow.Now(ctx)
@@ -124,29 +122,41 @@ func waiter(ctx workflow.Context, in WaiterInput) (WaiterResult, error) {
 		res.Admitted = workflow.Now(ctx)
 		return res, workflow.SignalExternalWorkflow(ctx, granterID, "", "release", in.Workload.ID).Get(ctx, nil)
 	}
-	var sub activities.SubmitWorkloadResult
-	if err := workflow.ExecuteActivity(actx, activities.SubmitWorkloadName, activities.SubmitWorkloadRequest{
-		Cluster: cluster, Run: in.Workload.ID, Step: "step", Workload: in.Workload,
+	// The protocol of a run today (atelier.batched-control): a batch
+	// submit (of one workload here), answers in SignalGPUUpdates, a batch
+	// release.
+	var sub activities.SubmitWorkloadsResult
+	if err := workflow.ExecuteActivity(actx, activities.SubmitWorkloadsName, activities.SubmitWorkloadsRequest{
+		Cluster: cluster, Requests: []activities.SubmitWorkloadRequest{{Cluster: cluster, Run: in.Workload.ID, Step: "step", Workload: in.Workload}},
 	}).Get(ctx, &sub); err != nil {
 		return res, err
 	}
-	if !sub.Queued {
-		return res, errors.New("admission is off: no GPU policy")
+	if len(sub.Results) != 1 || !sub.Results[0].Queued {
+		return res, fmt.Errorf("not queued (admission off, or refused: %+v)", sub.Results)
 	}
-	admitted := workflow.GetSignalChannel(ctx, activities.SignalGPUAdmitted)
-	preempt := workflow.GetSignalChannel(ctx, signalPreempt)
-	var a activities.GPUAdmitted
-	admitted.Receive(ctx, &a)
-	res.Admitted = workflow.Now(ctx)
+	updates := workflow.GetSignalChannel(ctx, activities.SignalGPUUpdates)
+	for res.Admitted.IsZero() {
+		var u activities.GPUUpdates
+		updates.Receive(ctx, &u)
+		if len(u.Admitted) > 0 {
+			res.Admitted = workflow.Now(ctx)
+		}
+	}
 	switch {
 	case in.Hold < 0:
-		preempt.Receive(ctx, nil)
-		res.Preempted = workflow.Now(ctx)
+		for res.Preempted.IsZero() {
+			var u activities.GPUUpdates
+			updates.Receive(ctx, &u)
+			if len(u.Preempt) > 0 {
+				res.Preempted = workflow.Now(ctx)
+			}
+		}
 	case in.Hold > 0:
 		_ = workflow.Sleep(ctx, in.Hold)
 	}
 	err := workflow.SignalExternalWorkflow(ctx, activities.AdmissionWorkflowID(cluster), "", activities.SignalAdmissionRequest,
-		activities.AdmissionRequest{Op: activities.AdmissionRelease, Workload: gpu.Workload{ID: in.Workload.ID}}).Get(ctx, nil)
+		activities.AdmissionRequest{Op: activities.AdmissionBatch, Requests: []activities.AdmissionRequest{
+			{Op: activities.AdmissionRelease, Workload: gpu.Workload{ID: in.Workload.ID}}}}).Get(ctx, nil)
 	return res, err
 }
 
