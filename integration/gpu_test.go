@@ -136,6 +136,18 @@ steps:
 `, e.cluster, kubetest.L4))
 }
 
+// createL4Sweep stores a pipeline of five one-L4 forEach items, all in
+// flight at once.
+func (e *kubeEnv) createL4Sweep(name string) {
+	e.createPipeline(name, fmt.Sprintf(`
+steps:
+  - name: trial
+    placement: {cluster: %s}
+    forEach: {items: "0..4", parallelism: 5}
+    container: {image: busybox, command: ["true"], resources: {gpu: 1, gpuType: %s}}
+`, e.cluster, kubetest.L4))
+}
+
 // admissionQueue asks the cluster's admission workflow for its queue.
 func (e *kubeEnv) admissionQueue(t *testing.T) activities.AdmissionQueue {
 	t.Helper()
@@ -307,13 +319,7 @@ func TestGPUForEachItemsAreAdmittedInBatches(t *testing.T) {
 		return kubetest.Exit{After: 3 * time.Second, Message: `{}`}
 	}, true)
 	e.setupL4Admission(t, "one-l4", 0) // a quota of two L4s
-	e.createPipeline("sweep", fmt.Sprintf(`
-steps:
-  - name: trial
-    placement: {cluster: %s}
-    forEach: {items: "0..4", parallelism: 5}
-    container: {image: busybox, command: ["true"], resources: {gpu: 1, gpuType: %s}}
-`, e.cluster, kubetest.L4))
+	e.createL4Sweep("sweep")
 	id := e.start("sweep", nil)
 	e.waitRun(id, 60*time.Second, "two items running, three waiting for the quota with a reason", func(r gen.Run) bool {
 		if r.Status == nil || len(r.Status.Steps) == 0 || r.Status.Steps[0].Items == nil {

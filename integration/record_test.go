@@ -169,13 +169,7 @@ func TestRecordGPUHistories(t *testing.T) {
 	}
 	shared := e.start("shared-l4", nil)
 	require.Equal(t, gen.RunStateSUCCEEDED, e.waitTerminal(shared, 120*time.Second).State)
-	e.createPipeline("sweep", fmt.Sprintf(`
-steps:
-  - name: trial
-    placement: {cluster: %s}
-    forEach: {items: "0..4", parallelism: 5}
-    container: {image: busybox, command: ["true"], resources: {gpu: 1, gpuType: %s}}
-`, e.cluster, kubetest.L4))
+	e.createL4Sweep("sweep")
 	sweep := e.start("sweep", nil)
 	require.Equal(t, gen.RunStateSUCCEEDED, e.waitTerminal(sweep, 180*time.Second).State)
 	victim := ""

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"fmt"
 	"slices"
 
 	"go.temporal.io/sdk/temporal"
@@ -120,19 +121,31 @@ func (r *Run) sendSelects(ctx workflow.Context, sels []*clusterSelect) workflow.
 		s.taken = true
 		req.Requests = append(req.Requests, s.req)
 	}
-	done, settle := workflow.NewFuture(ctx)
+	sets := make([]workflow.Settable, len(sels))
+	for i, s := range sels {
+		sets[i] = s.set
+	}
 	f := workflow.ExecuteActivity(r.controlActivity(ctx, activities.ErrTypeNoCluster), activities.SelectClustersName, req)
+	return answerEach(ctx, f, sets, func(r activities.SelectClustersResult) []activities.SelectClusterOutcome { return r.Results })
+}
+
+// answerEach settles sets[i] with the i-th answer of activity f once it
+// completes (its error if it failed, or if it answered fewer requests than
+// it got). The returned future is ready once all are settled.
+func answerEach[R, T any](ctx workflow.Context, f workflow.Future, sets []workflow.Settable, answers func(R) []T) workflow.Future {
+	done, settle := workflow.NewFuture(ctx)
 	workflow.Go(ctx, func(ctx workflow.Context) {
-		var res activities.SelectClustersResult
+		var res R
 		err := f.Get(ctx, &res)
-		for i, s := range sels {
+		got := answers(res)
+		for i, set := range sets {
 			switch {
 			case err != nil:
-				s.set.Set(nil, err)
-			case i >= len(res.Results):
-				s.set.Set(nil, temporal.NewApplicationError("the selection activity answered fewer requests than it got", "InvalidAnswer"))
+				set.Set(nil, err)
+			case i >= len(got):
+				set.Set(nil, temporal.NewApplicationError(fmt.Sprintf("the activity answered %d requests of %d", len(got), len(sets)), "InvalidAnswer"))
 			default:
-				s.set.Set(res.Results[i], nil)
+				set.Set(got[i], nil)
 			}
 		}
 		settle.Set(nil, nil)
@@ -180,24 +193,12 @@ func (r *Run) sendSubmits(ctx workflow.Context, cluster string, all []*gpuSubmit
 	if len(subs) == 0 {
 		return nil
 	}
-	done, settle := workflow.NewFuture(ctx)
+	sets := make([]workflow.Settable, len(subs))
+	for i, s := range subs {
+		sets[i] = s.set
+	}
 	f := workflow.ExecuteActivity(r.controlActivity(ctx, activities.ErrTypeInvalidStep), activities.SubmitWorkloadsName, req)
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		var res activities.SubmitWorkloadsResult
-		err := f.Get(ctx, &res)
-		for i, s := range subs {
-			switch {
-			case err != nil:
-				s.set.Set(nil, err)
-			case i >= len(res.Results):
-				s.set.Set(nil, temporal.NewApplicationError("the submit activity answered fewer requests than it got", "InvalidAnswer"))
-			default:
-				s.set.Set(res.Results[i], nil)
-			}
-		}
-		settle.Set(nil, nil)
-	})
-	return done
+	return answerEach(ctx, f, sets, func(r activities.SubmitWorkloadsResult) []activities.SubmitWorkloadOutcome { return r.Results })
 }
 
 // sendReleases gives back, in one signal, the round's workloads on
