@@ -31,23 +31,44 @@ func (r *Run) batchedControl(ctx workflow.Context) bool {
 // (started on first use) so that everything queued while it was busy
 // travels together.
 type batcher struct {
-	selects  []*clusterSelect
-	submits  []*gpuSubmit
+	selects  []*queued[activities.SelectClusterRequest]
+	submits  []*queued[activities.SubmitWorkloadRequest]
 	releases []*gpuRelease
 }
 
-// clusterSelect is a step waiting for its cluster to be chosen.
-type clusterSelect struct {
-	req   activities.SelectClusterRequest
+// queued is a request waiting for a round, or in its round's activity
+// (taken); set answers it.
+type queued[Req any] struct {
+	req   Req
 	set   workflow.Settable
 	taken bool
 }
 
-// gpuSubmit is a workload waiting to be submitted, or being submitted.
-type gpuSubmit struct {
-	req   activities.SubmitWorkloadRequest
-	set   workflow.Settable
-	taken bool // handed to a submit activity
+// enqueue adds req to queue for the next round and waits for its answer
+// or ctx's cancellation; on cancellation before a round took it, it
+// leaves the queue. ready is false when cancelled first.
+func enqueue[Req any](ctx, root workflow.Context, queue *[]*queued[Req], req Req) (q *queued[Req], fut workflow.Future, ready bool) {
+	fut, set := workflow.NewFuture(root)
+	q = &queued[Req]{req: req, set: set}
+	*queue = append(*queue, q)
+	if awaitFuture(ctx, fut) {
+		return q, fut, true
+	}
+	if !q.taken {
+		*queue = slices.DeleteFunc(*queue, func(x *queued[Req]) bool { return x == q })
+	}
+	return q, fut, false
+}
+
+// take marks qs handed to an activity and returns their requests and
+// answer slots.
+func take[Req any](qs []*queued[Req]) ([]Req, []workflow.Settable) {
+	reqs, sets := make([]Req, len(qs)), make([]workflow.Settable, len(qs))
+	for i, q := range qs {
+		q.taken = true
+		reqs[i], sets[i] = q.req, q.set
+	}
+	return reqs, sets
 }
 
 // gpuRelease is a workload whose GPUs are being given back.
@@ -95,7 +116,7 @@ func (r *Run) startBatcher() {
 }
 
 // clustersOf lists the clusters of a round, in the order first queued.
-func clustersOf(submits []*gpuSubmit, releases []*gpuRelease) []string {
+func clustersOf(submits []*queued[activities.SubmitWorkloadRequest], releases []*gpuRelease) []string {
 	var out []string
 	for _, s := range submits {
 		if !slices.Contains(out, s.req.Cluster) {
@@ -112,20 +133,12 @@ func clustersOf(submits []*gpuSubmit, releases []*gpuRelease) []string {
 
 // sendSelects runs one selection activity for the round's steps and
 // answers each when it completes (nil: nothing to select).
-func (r *Run) sendSelects(ctx workflow.Context, sels []*clusterSelect) workflow.Future {
+func (r *Run) sendSelects(ctx workflow.Context, sels []*queued[activities.SelectClusterRequest]) workflow.Future {
 	if len(sels) == 0 {
 		return nil
 	}
-	req := activities.SelectClustersRequest{}
-	for _, s := range sels {
-		s.taken = true
-		req.Requests = append(req.Requests, s.req)
-	}
-	sets := make([]workflow.Settable, len(sels))
-	for i, s := range sels {
-		sets[i] = s.set
-	}
-	f := workflow.ExecuteActivity(r.controlActivity(ctx, activities.ErrTypeNoCluster), activities.SelectClustersName, req)
+	reqs, sets := take(sels)
+	f := workflow.ExecuteActivity(r.controlActivity(ctx, activities.ErrTypeNoCluster), activities.SelectClustersName, activities.SelectClustersRequest{Requests: reqs})
 	return answerEach(ctx, f, sets, func(r activities.SelectClustersResult) []activities.SelectClusterOutcome { return r.Results })
 }
 
@@ -158,13 +171,8 @@ func answerEach[R, T any](ctx workflow.Context, f workflow.Future, sets []workfl
 // single selection activity returns.
 func (r *Run) selectBatched(ctx workflow.Context, req activities.SelectClusterRequest) (activities.SelectClusterResult, error) {
 	r.startBatcher()
-	fut, set := workflow.NewFuture(r.root)
-	s := &clusterSelect{req: req, set: set}
-	r.batch.selects = append(r.batch.selects, s)
-	if !awaitFuture(ctx, fut) {
-		if !s.taken {
-			r.batch.selects = slices.DeleteFunc(r.batch.selects, func(x *clusterSelect) bool { return x == s })
-		}
+	_, fut, ready := enqueue(ctx, r.root, &r.batch.selects, req)
+	if !ready {
 		return activities.SelectClusterResult{}, temporal.NewCanceledError()
 	}
 	var out activities.SelectClusterOutcome
@@ -180,24 +188,19 @@ func (r *Run) selectBatched(ctx workflow.Context, req activities.SelectClusterRe
 // sendSubmits runs one submit activity for the round's submissions to
 // cluster and answers each of them when it completes. The returned future
 // is ready once they are answered (nil: nothing to submit).
-func (r *Run) sendSubmits(ctx workflow.Context, cluster string, all []*gpuSubmit) workflow.Future {
-	var subs []*gpuSubmit
-	req := activities.SubmitWorkloadsRequest{Cluster: cluster}
-	for _, s := range all {
-		if s.req.Cluster == cluster {
-			s.taken = true
-			subs = append(subs, s)
-			req.Requests = append(req.Requests, s.req)
+func (r *Run) sendSubmits(ctx workflow.Context, cluster string, all []*queued[activities.SubmitWorkloadRequest]) workflow.Future {
+	var subs []*queued[activities.SubmitWorkloadRequest]
+	for _, q := range all {
+		if q.req.Cluster == cluster {
+			subs = append(subs, q)
 		}
 	}
 	if len(subs) == 0 {
 		return nil
 	}
-	sets := make([]workflow.Settable, len(subs))
-	for i, s := range subs {
-		sets[i] = s.set
-	}
-	f := workflow.ExecuteActivity(r.controlActivity(ctx, activities.ErrTypeInvalidStep), activities.SubmitWorkloadsName, req)
+	reqs, sets := take(subs)
+	f := workflow.ExecuteActivity(r.controlActivity(ctx, activities.ErrTypeInvalidStep), activities.SubmitWorkloadsName,
+		activities.SubmitWorkloadsRequest{Cluster: cluster, Requests: reqs})
 	return answerEach(ctx, f, sets, func(r activities.SubmitWorkloadsResult) []activities.SubmitWorkloadOutcome { return r.Results })
 }
 
@@ -235,12 +238,9 @@ func (r *Run) sendReleases(ctx workflow.Context, cluster string, all []*gpuRelea
 // activity returns.
 func (r *Run) submitBatched(ctx workflow.Context, req activities.SubmitWorkloadRequest) (activities.SubmitWorkloadResult, error) {
 	r.startBatcher()
-	fut, set := workflow.NewFuture(r.root)
-	s := &gpuSubmit{req: req, set: set}
-	r.batch.submits = append(r.batch.submits, s)
-	if !awaitFuture(ctx, fut) {
-		if !s.taken {
-			r.batch.submits = slices.DeleteFunc(r.batch.submits, func(x *gpuSubmit) bool { return x == s })
+	q, fut, ready := enqueue(ctx, r.root, &r.batch.submits, req)
+	if !ready {
+		if !q.taken {
 			return activities.SubmitWorkloadResult{}, temporal.NewCanceledError()
 		}
 		dctx, _ := workflow.NewDisconnectedContext(ctx)
