@@ -202,6 +202,9 @@ type EndpointState struct {
 	Observed []RevisionObservation `json:"observed,omitempty"`
 	Events   []EndpointEvent       `json:"events,omitempty"`
 	Deleting bool                  `json:"deleting,omitempty"`
+	// ModelMoved: the alias the latest revision follows (model.follow)
+	// moved; the workflow resolves it again once no rollout is running.
+	ModelMoved bool `json:"modelMoved,omitempty"`
 	// Command is a promote or abort waiting for the next rollout step.
 	Command inference.Command `json:"command,omitempty"`
 	// Held is how many requests the gateway's proxy held at HeldAt,

@@ -1,6 +1,8 @@
 package activities
 
 import (
+	"strings"
+
 	"time"
 
 	"github.com/atelier-ml/atelier/pipeline"
@@ -21,7 +23,13 @@ const (
 )
 
 // TaskQueueForCluster is the task queue of the worker(s) serving a cluster.
-func TaskQueueForCluster(cluster string) string { return "atelier-k8s-" + cluster }
+func TaskQueueForCluster(cluster string) string { return clusterQueuePrefix + cluster }
+
+const clusterQueuePrefix = "atelier-k8s-"
+
+// IsClusterTaskQueue reports whether q is a cluster's queue
+// (TaskQueueForCluster) rather than a local worker's.
+func IsClusterTaskQueue(q string) bool { return strings.HasPrefix(q, clusterQueuePrefix) }
 
 // ControlTaskQueue is the queue of a worker's bookkeeping activities (the
 // Postgres mirror, cluster selection, cleanup) next to its step queue q.

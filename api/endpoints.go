@@ -57,6 +57,14 @@ func (s *server) CreateEndpoint(ctx context.Context, req gen.CreateEndpointReque
 	if clusterProblem != nil {
 		fields = append(fields, *clusterProblem)
 	}
+	if deref(body.Cluster) != "" {
+		fields = append(fields, prefixed(inference.LocalOnly(spec), "spec")...)
+	}
+	if len(fields) == 0 {
+		if fields, err = s.resolveEndpointModel(ctx, req.Project, &spec, "spec"); err != nil {
+			return nil, err
+		}
+	}
 	if len(fields) > 0 {
 		return nil, invalidEndpointFields(fields)
 	}
@@ -73,6 +81,38 @@ func (s *server) CreateEndpoint(ctx context.Context, req gen.CreateEndpointReque
 	}
 	return gen.CreateEndpoint201JSONResponse{Body: v,
 		Headers: gen.CreateEndpoint201ResponseHeaders{Location: s.link("/v1/projects/%s/endpoints/%s", req.Project, body.Name)}}, nil
+}
+
+// resolveEndpointModel records in the spec the registry version its
+// model.ref names (catalog.ResolveEndpointModel); a reference the project's
+// registry does not hold is a problem at model.ref under prefix.
+func (s *server) resolveEndpointModel(ctx context.Context, project string, spec *inference.EndpointSpec, prefix string) ([]gen.FieldError, error) {
+	path := "model.ref"
+	if prefix != "" {
+		path = prefix + "." + path
+	}
+	if spec.Model.Ref == "" {
+		spec.Model.Registered = nil
+		return nil, nil
+	}
+	if s.models == nil {
+		return []gen.FieldError{{Path: path, Message: "the model registry is not served by this gateway"}}, nil
+	}
+	problem, err := catalog.ResolveEndpointModel(ctx, s.models, project, &spec.Model)
+	if err != nil {
+		return nil, internalError(err)
+	}
+	if problem != "" {
+		return []gen.FieldError{{Path: path, Message: problem}}, nil
+	}
+	return nil, nil
+}
+
+// prefixed turns problems into field errors under prefix.
+func prefixed(problems []schema.Problem, prefix string) []gen.FieldError {
+	return views(problems, func(p schema.Problem) gen.FieldError {
+		return gen.FieldError{Path: prefix + "." + p.Path, Message: p.Message}
+	})
 }
 
 // endpointQueue is the task queue of an endpoint's activities: the
@@ -126,6 +166,12 @@ func (s *server) UpdateEndpoint(ctx context.Context, req gen.UpdateEndpointReque
 		return nil, err
 	}
 	spec, fields := decodeEndpointSpec(deref(req.Body), "")
+	if len(fields) == 0 {
+		var err error
+		if fields, err = s.resolveEndpointModel(ctx, req.Project, &spec, ""); err != nil {
+			return nil, err
+		}
+	}
 	if len(fields) > 0 {
 		return nil, invalidEndpointFields(fields)
 	}

@@ -3,11 +3,17 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 
+	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/api/gen"
+	"github.com/atelier-ml/atelier/client/endpointclient"
+	"github.com/atelier-ml/atelier/client/modelclient"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/schema"
 )
 
 // ModelRegistry is the project's model registry (internal/store). Every
@@ -20,13 +26,22 @@ type ModelRegistry interface {
 	RegisterModelVersion(ctx context.Context, v catalog.NewModelVersion) (catalog.ModelVersion, bool, error)
 	ListModelVersions(ctx context.Context, project, model string) ([]catalog.ModelVersion, error)
 	GetModelVersion(ctx context.Context, project, model, ref string) (catalog.ModelVersion, error)
-	SetModelAlias(ctx context.Context, project, model, alias string, version int, actor string) (*int, error)
-	DeleteModelAlias(ctx context.Context, project, model, alias, actor string) error
 	ModelAliasEvents(ctx context.Context, project, model string, max int) ([]catalog.ModelAliasEvent, error)
+	DeleteModelVersion(ctx context.Context, project, model string, version int, actor string) error
 }
 
-// WithModels serves /models from r; without it those routes answer 503.
-func WithModels(r ModelRegistry) Option { return func(s *server) { s.models = r } }
+// AliasMover moves aliases through a workflow that also tells the
+// endpoints following them (client/modelclient). Errors other than
+// modelclient.ErrNoAnswer mean nothing moved.
+type AliasMover interface {
+	MoveAlias(ctx context.Context, in activities.MoveModelAliasInput) (activities.MoveModelAliasResult, error)
+}
+
+// WithModels serves /models from r, moving aliases through aliases;
+// without it those routes answer 503.
+func WithModels(r ModelRegistry, aliases AliasMover) Option {
+	return func(s *server) { s.models, s.aliases = r, aliases }
+}
 
 var ptInvalidModel = problemType{"invalid-model", "Invalid model request", http.StatusUnprocessableEntity}
 
@@ -67,7 +82,7 @@ func (s *server) CreateModel(ctx context.Context, req gen.CreateModelRequestObje
 		return nil, err
 	}
 	b := deref(req.Body)
-	if !pipeline.ValidModelName(b.Name) {
+	if !schema.ValidModelName(b.Name) {
 		fe := []gen.FieldError{{Path: "name", Message: "lowercase letters, digits, '.', '_' and '-'; at most 63"}}
 		return nil, newProblem(ptInvalidModel, "%s", summarize(fe)).withErrors(fe)
 	}
@@ -145,20 +160,12 @@ func (s *server) GetModelVersion(ctx context.Context, req gen.GetModelVersionReq
 	return gen.GetModelVersion200JSONResponse(modelVersionView(v)), nil
 }
 
-// SetModelAlias moves an alias to a version.
+// SetModelAlias moves an alias to a version; the endpoints following the
+// alias roll out the version (workflows/models).
 func (s *server) SetModelAlias(ctx context.Context, req gen.SetModelAliasRequestObject) (gen.SetModelAliasResponseObject, error) {
-	if err := s.modelsOn(); err != nil {
-		return nil, err
-	}
 	version := deref(req.Body).Version
-	if _, err := s.models.SetModelAlias(ctx, req.Project, req.Model, req.Alias, version, principal(ctx).Name); err != nil {
-		if errors.Is(err, catalog.ErrNotFound) {
-			if _, gerr := s.models.GetModel(ctx, req.Project, req.Model); gerr == nil {
-				fe := []gen.FieldError{{Path: "version", Message: "the model has no such version"}}
-				return nil, newProblem(ptInvalidModel, "%s", summarize(fe)).withErrors(fe)
-			}
-		}
-		return nil, modelErr(req.Project, req.Model, err)
+	if err := s.moveAlias(ctx, req.Project, req.Model, req.Alias, &version); err != nil {
+		return nil, err
 	}
 	m, err := s.models.GetModel(ctx, req.Project, req.Model)
 	if err != nil {
@@ -167,15 +174,46 @@ func (s *server) SetModelAlias(ctx context.Context, req gen.SetModelAliasRequest
 	return gen.SetModelAlias200JSONResponse(modelView(m)), nil
 }
 
-// DeleteModelAlias removes an alias.
+// DeleteModelAlias removes an alias; endpoints following it keep serving
+// the version it named (and say so in their events).
 func (s *server) DeleteModelAlias(ctx context.Context, req gen.DeleteModelAliasRequestObject) (gen.DeleteModelAliasResponseObject, error) {
-	if err := s.modelsOn(); err != nil {
+	if err := s.moveAlias(ctx, req.Project, req.Model, req.Alias, nil); err != nil {
 		return nil, err
 	}
-	if err := s.models.DeleteModelAlias(ctx, req.Project, req.Model, req.Alias, principal(ctx).Name); err != nil {
-		return nil, modelErr(req.Project, req.Model, err)
-	}
 	return gen.DeleteModelAlias204Response{}, nil
+}
+
+// moveAlias runs the move and maps its answer: a missing model is 404
+// (the same words whatever is missing, for another tenant), a missing
+// version a 422 at "version".
+func (s *server) moveAlias(ctx context.Context, project, model, alias string, version *int) error {
+	if err := s.modelsOn(); err != nil {
+		return err
+	}
+	if s.aliases == nil {
+		return newProblem(ptUnavailable, "alias moves are not served by this gateway")
+	}
+	if !schema.ValidModelName(alias) {
+		fe := []gen.FieldError{{Path: "alias", Message: "lowercase letters, digits, '.', '_' and '-'; at most 63"}}
+		return newProblem(ptInvalidModel, "%s", summarize(fe)).withErrors(fe)
+	}
+	res, err := s.aliases.MoveAlias(ctx, activities.MoveModelAliasInput{Project: project, Model: model, Alias: alias, Version: version, Actor: principal(ctx).Name})
+	switch {
+	case errors.Is(err, modelclient.ErrNoAnswer):
+		return newProblem(ptUnavailable, "the move of alias %s did not answer in time: no worker may be running it; it applies once one does (GET the model to see)", alias).
+			withHeader("Retry-After", retryAfterSeconds).withCause(err)
+	case err != nil:
+		return unavailable(err)
+	case res.NotFound != "" && version != nil:
+		if _, gerr := s.models.GetModel(ctx, project, model); gerr == nil {
+			fe := []gen.FieldError{{Path: "version", Message: "the model has no such version"}}
+			return newProblem(ptInvalidModel, "%s", summarize(fe)).withErrors(fe)
+		}
+		return modelErr(project, model, catalog.ErrNotFound)
+	case res.NotFound != "":
+		return modelErr(project, model, catalog.ErrNotFound)
+	}
+	return nil
 }
 
 // ListModelAliasEvents serves a model's alias history.
@@ -195,4 +233,107 @@ func (s *server) ListModelAliasEvents(ctx context.Context, req gen.ListModelAlia
 		out.Items[i] = gen.ModelAliasEvent{Alias: e.Alias, From: e.From, To: e.To, Actor: e.Actor, At: e.At}
 	}
 	return gen.ListModelAliasEvents200JSONResponse(out), nil
+}
+
+var ptModelInUse = problemType{"model-version-in-use", "Model version in use", http.StatusConflict}
+
+// DeleteModelVersion deletes a version nothing serves or names.
+func (s *server) DeleteModelVersion(ctx context.Context, req gen.DeleteModelVersionRequestObject) (gen.DeleteModelVersionResponseObject, error) {
+	if err := s.modelsOn(); err != nil {
+		return nil, err
+	}
+	n, err := strconv.Atoi(req.Ref)
+	if err != nil || n < 1 {
+		if _, gerr := s.models.GetModel(ctx, req.Project, req.Model); gerr != nil {
+			return nil, modelErr(req.Project, req.Model, gerr)
+		}
+		fe := []gen.FieldError{{Path: "ref", Message: "delete a version by its number: an alias moves, it is not deleted with its version"}}
+		return nil, newProblem(ptInvalidModel, "%s", summarize(fe)).withErrors(fe)
+	}
+	if _, err := s.models.GetModelVersion(ctx, req.Project, req.Model, req.Ref); err != nil {
+		return nil, modelErr(req.Project, req.Model, err)
+	}
+	serving, err := s.modelServing(ctx, req.Project, req.Model)
+	if err != nil {
+		return nil, err
+	}
+	var users []string
+	for _, sv := range serving {
+		if sv.Version == n {
+			users = append(users, fmt.Sprintf("%s (revision %d, %s)", sv.Endpoint, sv.Revision, sv.Role))
+		}
+	}
+	if len(users) > 0 {
+		return nil, newProblem(ptModelInUse, "version %d of model %s is served by endpoint %s: roll the endpoint to another version first",
+			n, req.Model, strings.Join(users, ", "))
+	}
+	err = s.models.DeleteModelVersion(ctx, req.Project, req.Model, n, principal(ctx).Name)
+	switch {
+	case errors.Is(err, catalog.ErrConflict):
+		return nil, newProblem(ptModelInUse, "%s", strings.TrimSuffix(err.Error(), ": "+catalog.ErrConflict.Error()))
+	case err != nil:
+		return nil, modelErr(req.Project, req.Model, err)
+	}
+	return gen.DeleteModelVersion204Response{}, nil
+}
+
+// ListModelEndpoints answers which endpoints serve versions of a model.
+func (s *server) ListModelEndpoints(ctx context.Context, req gen.ListModelEndpointsRequestObject) (gen.ListModelEndpointsResponseObject, error) {
+	if err := s.modelsOn(); err != nil {
+		return nil, err
+	}
+	if _, err := s.models.GetModel(ctx, req.Project, req.Model); err != nil {
+		return nil, modelErr(req.Project, req.Model, err)
+	}
+	serving, err := s.modelServing(ctx, req.Project, req.Model)
+	if err != nil {
+		return nil, err
+	}
+	return gen.ListModelEndpoints200JSONResponse{Items: serving}, nil
+}
+
+// servingRole is a revision number and what it does for its endpoint.
+type servingRole struct {
+	n    int
+	role gen.ModelServingRole
+}
+
+// modelServing reads every endpoint of the project for the revisions that
+// serve a version of model: the stable one and the one rolling out. The
+// endpoints' workflows are the truth of what they serve, so this asks
+// each (one query per endpoint of the project); an endpoint deleted
+// meanwhile is skipped.
+func (s *server) modelServing(ctx context.Context, project, model string) ([]gen.ModelServing, error) {
+	out := []gen.ModelServing{}
+	if s.endpoints == nil {
+		return out, nil
+	}
+	list, err := s.endpoints.List(ctx, project)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	for _, e := range list {
+		st, err := s.endpoints.Status(ctx, project, e.Name)
+		if errors.Is(err, endpointclient.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, s.endpointErr(project, e.Name, err)
+		}
+		roles := []servingRole{{st.Stable, gen.Stable}}
+		if st.Rollout != nil {
+			roles = append(roles, servingRole{st.Rollout.Candidate, gen.Candidate})
+		}
+		for _, r := range roles {
+			for _, rev := range st.Revisions {
+				m := rev.Spec.Model
+				if rev.Number != r.n || m.Registered == nil || m.Registered.Model != model {
+					continue
+				}
+				out = append(out, gen.ModelServing{Endpoint: e.Name, Revision: rev.Number, Role: r.role,
+					Version: m.Registered.Version, Ref: m.Ref, Follow: m.Follow, Run: optIf(m.Registered.Run != "", m.Registered.Run)})
+			}
+		}
+	}
+	return out, nil
 }

@@ -62,6 +62,7 @@ type server struct {
 	lineage             ArtifactLineage // nil: artifact routes answer 503
 	artifactBytes       ArtifactBytes   // nil: downloads answer 503
 	models              ModelRegistry   // nil: model routes answer 503
+	aliases             AliasMover      // nil: alias moves answer 503
 	webhookAllowPrivate bool
 
 	bodyLimit    int64

@@ -43,18 +43,58 @@ type EndpointSpec struct {
 // repository and Name the model loaded from it. vLLM needs at least one:
 // it serves URI (a path or hub ID) when set, else Name, and answers to
 // Name ("served model name") when both are set.
+//
+// Ref serves a version of the project's model registry instead of URI:
+// "<model>@<alias>", "<model>@<version>" or "<model>" (its latest). The
+// version it names when a revision is made is recorded in Registered
+// (set by Atelier, never by the user), so a revision serves one exact
+// version and rolling back to it serves that version again. The worker
+// puts the version's bytes where the engine reads them (Located). With
+// Follow (Ref must name an alias), moving the alias makes a new revision
+// serving the version it now names, rolled out as any new revision is.
 type Model struct {
-	URI  string `json:"uri,omitempty"`
-	Name string `json:"name,omitempty"`
+	URI        string           `json:"uri,omitempty"`
+	Name       string           `json:"name,omitempty"`
+	Ref        string           `json:"ref,omitempty"`
+	Follow     bool             `json:"follow,omitempty"`
+	Registered *RegisteredModel `json:"registered,omitempty"`
+}
+
+// RegisteredModel is the registry version a revision serves: the
+// artifact's digest (what the replicas load) and where it came from.
+type RegisteredModel struct {
+	Model   string `json:"model"`
+	Version int    `json:"version"`
+	// Alias is the alias Ref named, "" when Ref named a version.
+	Alias      string `json:"alias,omitempty"`
+	ArtifactID string `json:"artifactId"`
+	Digest     string `json:"digest"`
+	Size       int64  `json:"size"`
+	// Files is how many files a directory holds; 0 for a file.
+	Files int `json:"files,omitempty"`
+	// Run and Step produced the artifact (lineage back to its inputs).
+	Run  string `json:"run,omitempty"`
+	Step string `json:"step,omitempty"`
 }
 
 // Served is the model name clients send and the readiness check looks for
-// in vLLM's /v1/models: Name, or URI when Name is empty.
+// in vLLM's /v1/models: Name, else the registered model's name for a Ref,
+// else URI.
 func (m Model) Served() string {
 	if m.Name != "" {
 		return m.Name
 	}
+	if m.Ref != "" {
+		return schema.SplitModelRef(m.Ref).Model
+	}
 	return m.URI
+}
+
+// Located is m served from uri, where the worker placed a registered
+// version's bytes: the engine loads uri and answers to Served().
+func (m Model) Located(uri string) Model {
+	m.Name, m.URI = m.Served(), uri
+	return m
 }
 
 // EnvVar is one environment variable of the serving container.

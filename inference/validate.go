@@ -102,18 +102,40 @@ func validateModel(s EndpointSpec, ps *problems) {
 	if strings.ContainsAny(m.Name, " \t\n") {
 		ps.add("model.name", "must not contain whitespace")
 	}
+	if m.Ref != "" {
+		validateModelRef(m, ps)
+	} else if m.Follow {
+		ps.add("model.follow", "follow needs model.ref to name an alias (<model>@<alias>)")
+	}
 	switch s.Backend {
 	case BackendTriton:
-		if m.URI == "" {
+		if m.URI == "" && m.Ref == "" {
 			ps.add("model.uri", "required for triton: the model repository, e.g. s3://bucket/triton-models")
 		}
 		if m.Name == "" {
 			ps.add("model.name", "required for triton: the model to load from the repository")
 		}
 	case BackendVLLM:
-		if m.URI == "" && m.Name == "" {
-			ps.add("model", "set model.name (a Hugging Face ID such as meta-llama/Llama-3.1-8B-Instruct) or model.uri (a path to the weights)")
+		if m.URI == "" && m.Name == "" && m.Ref == "" {
+			ps.add("model", "set model.ref (a registered model, <model>@<alias>), model.name (a Hugging Face ID such as meta-llama/Llama-3.1-8B-Instruct) or model.uri (a path to the weights)")
 		}
+	}
+}
+
+// validateModelRef checks a registry reference; whether it names a version
+// is for the registry to say (catalog.ResolveModel, at the gateway).
+func validateModelRef(m Model, ps *problems) {
+	r, err := schema.ParseModelRef(m.Ref)
+	switch {
+	case err != nil:
+		ps.add("model.ref", "%s", err)
+	case m.URI != "":
+		ps.add("model.uri", "set model.uri or model.ref, not both: the registered version's bytes are what the engine loads")
+	case m.Follow && r.Alias() == "":
+		ps.add("model.follow", "follow needs model.ref to name an alias (<model>@<alias>), not %q", m.Ref)
+	}
+	if reg := m.Registered; reg != nil && err == nil && reg.Model != r.Model {
+		ps.add("model.registered", "names model %s, not the %s of model.ref: it is set by Atelier when it resolves model.ref; leave it out", reg.Model, r.Model)
 	}
 }
 
@@ -292,4 +314,15 @@ func CheckName(name string) error {
 		return fmt.Errorf("invalid endpoint name %q: use lowercase letters, digits and '-', starting with a letter, at most 41 characters", name)
 	}
 	return nil
+}
+
+// LocalOnly lists what spec asks that only the local runtime serves yet,
+// for an endpoint on a Kubernetes cluster: a registered model (model.ref),
+// since a Kubernetes replica has no way yet to fetch an artifact's bytes
+// without holding the store's credentials (the artifact launcher).
+func LocalOnly(spec EndpointSpec) []schema.Problem {
+	if spec.Model.Ref == "" {
+		return nil
+	}
+	return []schema.Problem{{Path: "model.ref", Message: "registered models are served on the local runtime only for now (an endpoint without a cluster): a Kubernetes replica cannot fetch an artifact yet; set model.uri to where the engine can read the weights"}}
 }

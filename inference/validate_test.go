@@ -45,7 +45,33 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	}, {
 		name:   "vllm needs a model",
 		mutate: func(s *EndpointSpec) { s.Model = Model{} },
-		want:   []schema.Problem{{Path: "model", Message: "set model.name (a Hugging Face ID such as meta-llama/Llama-3.1-8B-Instruct) or model.uri (a path to the weights)"}},
+		want:   []schema.Problem{{Path: "model", Message: "set model.ref (a registered model, <model>@<alias>), model.name (a Hugging Face ID such as meta-llama/Llama-3.1-8B-Instruct) or model.uri (a path to the weights)"}},
+	}, {
+		name:   "a registry reference is checked",
+		mutate: func(s *EndpointSpec) { s.Model = Model{Ref: "Sentiment@", URI: "s3://b/m"} },
+		want:   []schema.Problem{{Path: "model.ref", Message: `"Sentiment@" is not <model>, <model>@<alias> or <model>@<version>`}},
+	}, {
+		name:   "ref and uri exclude each other",
+		mutate: func(s *EndpointSpec) { s.Model = Model{Ref: "sentiment", URI: "s3://b/m"} },
+		want:   []schema.Problem{{Path: "model.uri", Message: "set model.uri or model.ref, not both: the registered version's bytes are what the engine loads"}},
+	}, {
+		name:   "follow needs an alias",
+		mutate: func(s *EndpointSpec) { s.Model = Model{Ref: "sentiment@3", Follow: true} },
+		want:   []schema.Problem{{Path: "model.follow", Message: `follow needs model.ref to name an alias (<model>@<alias>), not "sentiment@3"`}},
+	}, {
+		name:   "follow needs a ref",
+		mutate: func(s *EndpointSpec) { s.Model = Model{Name: "m", Follow: true} },
+		want:   []schema.Problem{{Path: "model.follow", Message: "follow needs model.ref to name an alias (<model>@<alias>)"}},
+	}, {
+		name: "registered names the ref's model",
+		mutate: func(s *EndpointSpec) {
+			s.Model = Model{Ref: "sentiment@champion", Registered: &RegisteredModel{Model: "other", Version: 1}}
+		},
+		want: []schema.Problem{{Path: "model.registered", Message: "names model other, not the sentiment of model.ref: it is set by Atelier when it resolves model.ref; leave it out"}},
+	}, {
+		name:   "triton serves a registered repository by name",
+		mutate: func(s *EndpointSpec) { s.Backend, s.Model = BackendTriton, Model{Ref: "detector@champion"} },
+		want:   []schema.Problem{{Path: "model.name", Message: "required for triton: the model to load from the repository"}},
 	}, {
 		name: "reserved args and env names",
 		mutate: func(s *EndpointSpec) {

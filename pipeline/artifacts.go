@@ -4,6 +4,8 @@ import (
 	"path"
 	"regexp"
 	"strings"
+
+	"github.com/atelier-ml/atelier/schema"
 )
 
 // Artifacts are the files and directories a container step reads and
@@ -45,12 +47,6 @@ func (in ArtifactInput) Ref() string {
 }
 
 var artifactIDRE = regexp.MustCompile(`^[0-9a-f]{32}$`)
-
-// SplitModelRef splits "<model>@<ref>"; ref is "" for the latest version.
-func SplitModelRef(s string) (model, ref string) {
-	model, ref, _ = strings.Cut(s, "@")
-	return model, ref
-}
 
 // ArtifactOutput is an artifact the step writes: the file or directory at
 // $ATELIER_ARTIFACTS/<Path> (Path defaults to Name) once the step
@@ -101,15 +97,6 @@ func (o ArtifactOutput) ArtifactType() ArtifactType {
 	return ArtifactFile
 }
 
-// ModelNamePattern is what a registered model's name looks like.
-const ModelNamePattern = `^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$`
-
-var modelNameRE = regexp.MustCompile(ModelNamePattern)
-
-// ValidModelName reports whether name may name a registered model (or
-// an alias of one).
-func ValidModelName(name string) bool { return modelNameRE.MatchString(name) }
-
 // ArtifactNamePattern is what an artifact's name looks like: it names a
 // file under $ATELIER_INPUTS and appears in references ("step.name").
 const ArtifactNamePattern = `^[a-z0-9]([a-z0-9_-]{0,61}[a-z0-9])?$`
@@ -148,7 +135,7 @@ func validateArtifacts(cp string, p *Spec, self int, a *Artifacts, placed bool, 
 		}
 		if o.Register != "" {
 			switch {
-			case !ValidModelName(o.Register):
+			case !schema.ValidModelName(o.Register):
 				ps.add(field(op, "register"), "%q is not a model name (lowercase letters, digits, '.', '_', '-'; at most 63)", o.Register)
 			case o.ArtifactType() != ArtifactModel:
 				ps.add(field(op, "register"), "only a model artifact registers as a model version (this one is a %s)", o.ArtifactType())
@@ -174,8 +161,8 @@ func validateArtifacts(cp string, p *Spec, self int, a *Artifacts, placed bool, 
 			ps.add(field(ip, "artifact"), "%q is not an artifact ID (32 hexadecimal digits)", in.Artifact)
 			continue
 		case in.Model != "" && !strings.Contains(in.Model, "{{"):
-			if m, ref := SplitModelRef(in.Model); !ValidModelName(m) || strings.Contains(in.Model, "@") && !ValidModelName(ref) {
-				ps.add(field(ip, "model"), "%q is not <model>, <model>@<alias> or <model>@<version>", in.Model)
+			if _, err := schema.ParseModelRef(in.Model); err != nil {
+				ps.add(field(ip, "model"), "%s", err)
 			}
 			continue
 		case in.IsRef():

@@ -21,10 +21,12 @@ import (
 	"github.com/atelier-ml/atelier/activities/kube/serving"
 	"github.com/atelier-ml/atelier/activities/lineage"
 	"github.com/atelier-ml/atelier/activities/local"
+	"github.com/atelier-ml/atelier/activities/models"
 	"github.com/atelier-ml/atelier/activities/placement"
 	"github.com/atelier-ml/atelier/activities/stepcache"
 	"github.com/atelier-ml/atelier/api"
 	"github.com/atelier-ml/atelier/client/endpointclient"
+	"github.com/atelier-ml/atelier/client/modelclient"
 	"github.com/atelier-ml/atelier/client/runclient"
 	"github.com/atelier-ml/atelier/inference/proxy"
 	"github.com/atelier-ml/atelier/internal/platform/artifactstore"
@@ -85,7 +87,7 @@ func provideAPI(cat api.Catalog, eng api.Engine, sc api.Schedules, wh api.Webhoo
 	if arts != nil {
 		bytes = arts
 	}
-	opts = append(opts, api.WithArtifacts(s, bytes), api.WithModels(s), api.WithTriggers(s))
+	opts = append(opts, api.WithArtifacts(s, bytes), api.WithModels(s, modelclient.New(c, cfg.TaskQueue)), api.WithTriggers(s))
 	return api.New(cat, eng, opts...)
 }
 
@@ -209,6 +211,12 @@ func provideAdmission(s *store.Store, c client.Client, cfg config.Config) *admis
 // over the catalogue.
 func provideLineage(s *store.Store) *lineage.Activities { return lineage.New(s) }
 
+// provideModels builds the model registry's activities of the local
+// worker: alias moves, and telling endpoints that one moved.
+func provideModels(s *store.Store, c client.Client, cfg config.Config) *models.Activities {
+	return models.New(s, endpointclient.New(c, cfg.Namespace, cfg.TemporalUIURL))
+}
+
 func provideStepCache(s *store.Store) *stepcache.Activities {
 	return stepcache.New(s, time.Now)
 }
@@ -217,7 +225,7 @@ func provideStepCache(s *store.Store) *stepcache.Activities {
 // the endpoint workflows it creates run on its task queue, and so do the
 // activities of endpoints created without a cluster (the local runtime).
 func provideDeploy(c client.Client, s *store.Store, cfg config.Config) *deploy.Activities {
-	return deploy.New(endpointclient.New(c, cfg.Namespace, cfg.TemporalUIURL), s, cfg.TaskQueue)
+	return deploy.New(endpointclient.New(c, cfg.Namespace, cfg.TemporalUIURL), s, cfg.TaskQueue, deploy.WithModels(s))
 }
 
 // provideServing builds the inference serving activities of a cluster

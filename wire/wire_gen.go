@@ -172,9 +172,10 @@ func InitWorker(ctx context.Context, cfg config.Config, m *telemetry.Metrics, go
 	deployActivities := provideDeploy(client, store, cfg)
 	stepcacheActivities := provideStepCache(store)
 	lineageActivities := provideLineage(store)
+	modelsActivities := provideModels(store, client, cfg)
 	resolver := pipelines.New(store)
 	foreachActivities := foreach.New(store)
-	worker := app.NewWorker(client, cfg, runner, serving, mirrorMirror, selector, activities, deployActivities, stepcacheActivities, lineageActivities, resolver, foreachActivities, store, gos, logger)
+	worker := app.NewWorker(client, cfg, runner, serving, mirrorMirror, selector, activities, deployActivities, stepcacheActivities, lineageActivities, modelsActivities, resolver, foreachActivities, store, gos, logger)
 	return worker, func() {
 		cleanup6()
 		cleanup5()

@@ -7,6 +7,7 @@ import (
 	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/workflows/admission"
 	"github.com/atelier-ml/atelier/workflows/endpoint"
+	"github.com/atelier-ml/atelier/workflows/models"
 )
 
 // GoPipeline describes a native Go pipeline: a Temporal workflow function
@@ -35,6 +36,7 @@ func Register(reg WorkflowRegistry, pipelines ...GoPipeline) {
 	reg.RegisterWorkflowWithOptions(ForEachBatchWorkflow, workflow.RegisterOptions{Name: ForEachBatchWorkflowName})
 	reg.RegisterWorkflowWithOptions(admission.Workflow, workflow.RegisterOptions{Name: activities.AdmissionWorkflowName})
 	reg.RegisterWorkflowWithOptions(endpoint.Workflow, workflow.RegisterOptions{Name: activities.EndpointWorkflowName})
+	reg.RegisterWorkflowWithOptions(models.MoveAlias, workflow.RegisterOptions{Name: activities.MoveModelAliasWorkflowName})
 	for _, p := range pipelines {
 		fn, err := decodingWorkflow(p.Name, p.Workflow)
 		if err != nil {

@@ -54,6 +54,7 @@ type Activities struct {
 	poll      time.Duration
 	now       func() time.Time
 	progress  ProgressReporter
+	models    catalog.ModelReader
 }
 
 // Option adjusts Activities.
@@ -68,6 +69,10 @@ func WithClock(now func() time.Time) Option { return func(a *Activities) { a.now
 // WithProgressReporter replaces how stages reach the run (default:
 // activities.SignalRun). Tests use it to observe them.
 func WithProgressReporter(f ProgressReporter) Option { return func(a *Activities) { a.progress = f } }
+
+// WithModels resolves a spec's model.ref in r, the project's model
+// registry. Without it a spec naming a registered model fails the step.
+func WithModels(r catalog.ModelReader) Option { return func(a *Activities) { a.models = r } }
 
 // New builds the activities of a local worker. taskQueue is its queue:
 // endpoint workflows it creates run there, and so do the activities of an
@@ -136,6 +141,9 @@ func invalidSpec(problems []schema.Problem) error {
 // the revision to wait for and whether it created the endpoint. Errors
 // that a retry may fix (Temporal unreachable) are returned as they are.
 func (a *Activities) ensure(ctx context.Context, req activities.DeployEndpointRequest) (int, bool, error) {
+	if err := a.resolveModel(ctx, &req); err != nil {
+		return 0, false, err
+	}
 	_, err := a.endpoints.Status(ctx, req.Project, req.Endpoint)
 	switch {
 	case errors.Is(err, endpointclient.ErrNotFound):
@@ -169,6 +177,29 @@ func (a *Activities) ensure(ctx context.Context, req activities.DeployEndpointRe
 		return 0, false, err // includes ErrNotFound: deleted meanwhile; a retry creates it
 	}
 	return rev.Number, false, nil
+}
+
+// resolveModel records in the spec the registry version its model.ref
+// names now, as the gateway does for an endpoint created over REST. A
+// reference the registry does not hold fails the step naming it.
+func (a *Activities) resolveModel(ctx context.Context, req *activities.DeployEndpointRequest) error {
+	if req.Spec.Model.Ref == "" {
+		return nil
+	}
+	if ps := inference.LocalOnly(req.Spec); len(ps) > 0 && req.Cluster != "" {
+		return invalidSpec(ps)
+	}
+	if a.models == nil {
+		return invalidSpec([]schema.Problem{{Path: "model.ref", Message: "this worker has no model registry to resolve it"}})
+	}
+	problem, err := catalog.ResolveEndpointModel(ctx, a.models, req.Project, &req.Spec.Model)
+	if err != nil {
+		return fmt.Errorf("resolve model %s: %w", req.Spec.Model.Ref, err)
+	}
+	if problem != "" {
+		return invalidSpec([]schema.Problem{{Path: "model.ref", Message: problem}})
+	}
+	return nil
 }
 
 // activityQueue is where a new endpoint's activities run: the local

@@ -62,28 +62,9 @@ func (a *Activities) resolve(ctx context.Context, project string, in pipeline.Ar
 		}
 		return l.Artifact.Artifact, "", nil
 	}
-	model, ref := pipeline.SplitModelRef(in.Model)
-	if !pipeline.ValidModelName(model) || ref != "" && !pipeline.ValidModelName(ref) {
-		return runstate.Artifact{}, fmt.Sprintf("%q is not <model>, <model>@<alias> or <model>@<version>", in.Model), nil
-	}
-	if ref == "" {
-		m, err := a.cat.GetModel(ctx, project, model)
-		switch {
-		case errors.Is(err, catalog.ErrNotFound):
-			return runstate.Artifact{}, fmt.Sprintf("no model %s in project %s", model, project), nil
-		case err != nil:
-			return runstate.Artifact{}, "", err
-		case m.Latest == 0:
-			return runstate.Artifact{}, fmt.Sprintf("model %s has no version yet", model), nil
-		}
-		ref = fmt.Sprint(m.Latest)
-	}
-	v, err := a.cat.GetModelVersion(ctx, project, model, ref)
-	switch {
-	case errors.Is(err, catalog.ErrNotFound):
-		return runstate.Artifact{}, fmt.Sprintf("model %s has no version or alias %q in project %s", model, ref, project), nil
-	case err != nil:
-		return runstate.Artifact{}, "", err
+	v, problem, err := catalog.ResolveModel(ctx, a.cat, project, in.Model)
+	if problem != "" || err != nil {
+		return runstate.Artifact{}, problem, err
 	}
 	return v.Artifact, "", nil
 }

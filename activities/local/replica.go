@@ -56,6 +56,7 @@ type replica struct {
 type launch struct {
 	program string
 	engine  engine
+	project string
 	spec    inference.EndpointSpec
 	info    inference.BackendInfo
 	env     []string
@@ -157,8 +158,26 @@ func (s *Serving) supervise(ctx context.Context, rp *replica) {
 		// As for steps: the engine sees exactly its devices, or none.
 		env = setEnv(env, "CUDA_VISIBLE_DEVICES", visibleDevices(gpus))
 	}
+	spec := rp.launch.spec
 	for {
-		s.runProcess(ctx, rp, env, logger)
+		var err error
+		if spec, err = s.locateModel(ctx, rp.launch.project, rp.launch.spec, rp.setWaiting); err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		// The store may come back: say why the replica waits, try again.
+		rp.setWaiting(err.Error())
+		logger.Warn("cannot fetch the replica's model", zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(s.maxRestartBackoff):
+		}
+	}
+	for {
+		s.runProcess(ctx, rp, spec, env, logger)
 		if ctx.Err() != nil {
 			return
 		}
@@ -189,14 +208,14 @@ func (s *Serving) backoff(rp *replica) time.Duration {
 // runProcess runs one process of the replica until it exits or ctx ends
 // (then it is stopped: SIGTERM, SIGKILL after the grace period), and
 // records how it ended.
-func (s *Serving) runProcess(ctx context.Context, rp *replica, env []string, logger *zap.Logger) {
+func (s *Serving) runProcess(ctx context.Context, rp *replica, spec inference.EndpointSpec, env []string, logger *zap.Logger) {
 	l := rp.launch
 	ports, err := portsFor(l.info)
 	if err != nil {
 		s.exited(rp, err.Error(), logger)
 		return
 	}
-	args := engineArgs(l.engine, l.spec, ports)
+	args := engineArgs(l.engine, spec, ports)
 	logFile, err := openReplicaLog(rp.logPath)
 	if err != nil {
 		s.exited(rp, err.Error(), logger)

@@ -65,6 +65,10 @@ type Serving struct {
 	mu        sync.Mutex
 	closed    bool
 	endpoints map[activities.EndpointRef]*servedEndpoint
+
+	// modelMu makes replicas fetch registered models one at a time, so
+	// that replicas of one revision download its model once.
+	modelMu sync.Mutex
 }
 
 // servedEndpoint is one endpoint's revisions, and the traffic weights last
@@ -254,7 +258,7 @@ func (s *Serving) prepare(ref activities.EndpointRef, l activities.RevisionLayou
 	if err := s.r.giveTo(workDir); err != nil {
 		return launch{}, err
 	}
-	return launch{program: program, engine: engines[spec.Backend], spec: spec, info: info,
+	return launch{program: program, engine: engines[spec.Backend], project: ref.Project, spec: spec, info: info,
 		env: env, dir: workDir, logDir: filepath.Join(endpointDir, revDir), gpu: gpus}, nil
 }
 

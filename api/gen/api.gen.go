@@ -56,6 +56,12 @@ const (
 	Ok HealthStatus = "ok"
 )
 
+// Defines values for ModelServingRole.
+const (
+	Candidate ModelServingRole = "candidate"
+	Stable    ModelServingRole = "stable"
+)
+
 // Defines values for Role.
 const (
 	RoleAdmin  Role = "admin"
@@ -914,6 +920,33 @@ type ModelCreate struct {
 // ModelList defines model for ModelList.
 type ModelList struct {
 	Items []Model `json:"items"`
+}
+
+// ModelServing A revision of an endpoint that serves a version of the model.
+type ModelServing struct {
+	Endpoint string `json:"endpoint"`
+	Revision int    `json:"revision"`
+
+	// Role stable serves traffic; candidate is rolling out.
+	Role    ModelServingRole `json:"role"`
+	Version int              `json:"version"`
+
+	// Ref The spec's model.ref it was resolved from.
+	Ref string `json:"ref"`
+
+	// Follow Whether the endpoint rolls out the version the alias names when it moves.
+	Follow bool `json:"follow"`
+
+	// Run The run whose step produced the version's artifact.
+	Run *string `json:"run,omitempty"`
+}
+
+// ModelServingRole stable serves traffic; candidate is rolling out.
+type ModelServingRole string
+
+// ModelServingList defines model for ModelServingList.
+type ModelServingList struct {
+	Items []ModelServing `json:"items"`
 }
 
 // ModelVersion defines model for ModelVersion.
@@ -2210,12 +2243,18 @@ type ServerInterface interface {
 	// Point an alias (champion, candidate, ...) at a version; the move is recorded.
 	// (PUT /v1/projects/{project}/models/{model}/aliases/{alias})
 	SetModelAlias(ctx echo.Context, project ProjectPath, model ModelPath, alias string) error
+	// The project's endpoints whose revisions serve versions of the model, and which.
+	// (GET /v1/projects/{project}/models/{model}/endpoints)
+	ListModelEndpoints(ctx echo.Context, project ProjectPath, model ModelPath) error
 	// A model's versions, newest first.
 	// (GET /v1/projects/{project}/models/{model}/versions)
 	ListModelVersions(ctx echo.Context, project ProjectPath, model ModelPath) error
 	// Register an artifact as the model's next version.
 	// (POST /v1/projects/{project}/models/{model}/versions)
 	CreateModelVersion(ctx echo.Context, project ProjectPath, model ModelPath) error
+	// Delete a version (by number). Refused while an alias names it or an endpoint serves it.
+	// (DELETE /v1/projects/{project}/models/{model}/versions/{ref})
+	DeleteModelVersion(ctx echo.Context, project ProjectPath, model ModelPath, ref string) error
 	// A version, by number or alias, with the artifact and the run that made it.
 	// (GET /v1/projects/{project}/models/{model}/versions/{ref})
 	GetModelVersion(ctx echo.Context, project ProjectPath, model ModelPath, ref string) error
@@ -3263,6 +3302,32 @@ func (w *ServerInterfaceWrapper) SetModelAlias(ctx echo.Context) error {
 	return err
 }
 
+// ListModelEndpoints converts echo context to params.
+func (w *ServerInterfaceWrapper) ListModelEndpoints(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "model" -------------
+	var model ModelPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "model", ctx.Param("model"), &model, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter model: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListModelEndpoints(ctx, project, model)
+	return err
+}
+
 // ListModelVersions converts echo context to params.
 func (w *ServerInterfaceWrapper) ListModelVersions(ctx echo.Context) error {
 	var err error
@@ -3312,6 +3377,40 @@ func (w *ServerInterfaceWrapper) CreateModelVersion(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.CreateModelVersion(ctx, project, model)
+	return err
+}
+
+// DeleteModelVersion converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteModelVersion(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", ctx.Param("project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter project: %s", err))
+	}
+
+	// ------------- Path parameter "model" -------------
+	var model ModelPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "model", ctx.Param("model"), &model, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter model: %s", err))
+	}
+
+	// ------------- Path parameter "ref" -------------
+	var ref string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "ref", ctx.Param("ref"), &ref, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter ref: %s", err))
+	}
+
+	ctx.Set(BearerAuthScopes, []string{})
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteModelVersion(ctx, project, model, ref)
 	return err
 }
 
@@ -4685,8 +4784,10 @@ func RegisterHandlersWithBaseURL(router EchoRouter, si ServerInterface, baseURL 
 	router.GET(baseURL+"/v1/projects/:project/models/:model/alias-events", wrapper.ListModelAliasEvents)
 	router.DELETE(baseURL+"/v1/projects/:project/models/:model/aliases/:alias", wrapper.DeleteModelAlias)
 	router.PUT(baseURL+"/v1/projects/:project/models/:model/aliases/:alias", wrapper.SetModelAlias)
+	router.GET(baseURL+"/v1/projects/:project/models/:model/endpoints", wrapper.ListModelEndpoints)
 	router.GET(baseURL+"/v1/projects/:project/models/:model/versions", wrapper.ListModelVersions)
 	router.POST(baseURL+"/v1/projects/:project/models/:model/versions", wrapper.CreateModelVersion)
+	router.DELETE(baseURL+"/v1/projects/:project/models/:model/versions/:ref", wrapper.DeleteModelVersion)
 	router.GET(baseURL+"/v1/projects/:project/models/:model/versions/:ref", wrapper.GetModelVersion)
 	router.GET(baseURL+"/v1/projects/:project/pipelines", wrapper.ListPipelines)
 	router.GET(baseURL+"/v1/projects/:project/pipelines/:pipeline", wrapper.GetPipeline)
@@ -7912,6 +8013,91 @@ func (response SetModelAlias503ApplicationProblemPlusJSONResponse) VisitSetModel
 	return json.NewEncoder(w).Encode(response)
 }
 
+type ListModelEndpointsRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Model   ModelPath   `json:"model"`
+}
+
+type ListModelEndpointsResponseObject interface {
+	VisitListModelEndpointsResponse(w http.ResponseWriter) error
+}
+
+type ListModelEndpoints200JSONResponse ModelServingList
+
+func (response ListModelEndpoints200JSONResponse) VisitListModelEndpointsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListModelEndpoints400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListModelEndpoints400ApplicationProblemPlusJSONResponse) VisitListModelEndpointsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListModelEndpoints401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListModelEndpoints401ApplicationProblemPlusJSONResponse) VisitListModelEndpointsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type ListModelEndpoints403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListModelEndpoints403ApplicationProblemPlusJSONResponse) VisitListModelEndpointsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListModelEndpoints404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListModelEndpoints404ApplicationProblemPlusJSONResponse) VisitListModelEndpointsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListModelEndpoints500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ListModelEndpoints500ApplicationProblemPlusJSONResponse) VisitListModelEndpointsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type ListModelEndpoints503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListModelEndpoints503ApplicationProblemPlusJSONResponse) VisitListModelEndpointsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
 type ListModelVersionsRequestObject struct {
 	Project ProjectPath `json:"project"`
 	Model   ModelPath   `json:"model"`
@@ -8097,6 +8283,113 @@ type CreateModelVersion503ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response CreateModelVersion503ApplicationProblemPlusJSONResponse) VisitCreateModelVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteModelVersionRequestObject struct {
+	Project ProjectPath `json:"project"`
+	Model   ModelPath   `json:"model"`
+	Ref     string      `json:"ref"`
+}
+
+type DeleteModelVersionResponseObject interface {
+	VisitDeleteModelVersionResponse(w http.ResponseWriter) error
+}
+
+type DeleteModelVersion204Response struct {
+}
+
+func (response DeleteModelVersion204Response) VisitDeleteModelVersionResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteModelVersion400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteModelVersion400ApplicationProblemPlusJSONResponse) VisitDeleteModelVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteModelVersion401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteModelVersion401ApplicationProblemPlusJSONResponse) VisitDeleteModelVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type DeleteModelVersion403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteModelVersion403ApplicationProblemPlusJSONResponse) VisitDeleteModelVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteModelVersion404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteModelVersion404ApplicationProblemPlusJSONResponse) VisitDeleteModelVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteModelVersion409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteModelVersion409ApplicationProblemPlusJSONResponse) VisitDeleteModelVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteModelVersion422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteModelVersion422ApplicationProblemPlusJSONResponse) VisitDeleteModelVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteModelVersion500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteModelVersion500ApplicationProblemPlusJSONResponse) VisitDeleteModelVersionResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type DeleteModelVersion503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteModelVersion503ApplicationProblemPlusJSONResponse) VisitDeleteModelVersionResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(503)
 
@@ -12348,12 +12641,18 @@ type StrictServerInterface interface {
 	// Point an alias (champion, candidate, ...) at a version; the move is recorded.
 	// (PUT /v1/projects/{project}/models/{model}/aliases/{alias})
 	SetModelAlias(ctx context.Context, request SetModelAliasRequestObject) (SetModelAliasResponseObject, error)
+	// The project's endpoints whose revisions serve versions of the model, and which.
+	// (GET /v1/projects/{project}/models/{model}/endpoints)
+	ListModelEndpoints(ctx context.Context, request ListModelEndpointsRequestObject) (ListModelEndpointsResponseObject, error)
 	// A model's versions, newest first.
 	// (GET /v1/projects/{project}/models/{model}/versions)
 	ListModelVersions(ctx context.Context, request ListModelVersionsRequestObject) (ListModelVersionsResponseObject, error)
 	// Register an artifact as the model's next version.
 	// (POST /v1/projects/{project}/models/{model}/versions)
 	CreateModelVersion(ctx context.Context, request CreateModelVersionRequestObject) (CreateModelVersionResponseObject, error)
+	// Delete a version (by number). Refused while an alias names it or an endpoint serves it.
+	// (DELETE /v1/projects/{project}/models/{model}/versions/{ref})
+	DeleteModelVersion(ctx context.Context, request DeleteModelVersionRequestObject) (DeleteModelVersionResponseObject, error)
 	// A version, by number or alias, with the artifact and the run that made it.
 	// (GET /v1/projects/{project}/models/{model}/versions/{ref})
 	GetModelVersion(ctx context.Context, request GetModelVersionRequestObject) (GetModelVersionResponseObject, error)
@@ -13511,6 +13810,32 @@ func (sh *strictHandler) SetModelAlias(ctx echo.Context, project ProjectPath, mo
 	return nil
 }
 
+// ListModelEndpoints operation middleware
+func (sh *strictHandler) ListModelEndpoints(ctx echo.Context, project ProjectPath, model ModelPath) error {
+	var request ListModelEndpointsRequestObject
+
+	request.Project = project
+	request.Model = model
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListModelEndpoints(ctx.Request().Context(), request.(ListModelEndpointsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListModelEndpoints")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListModelEndpointsResponseObject); ok {
+		return validResponse.VisitListModelEndpointsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // ListModelVersions operation middleware
 func (sh *strictHandler) ListModelVersions(ctx echo.Context, project ProjectPath, model ModelPath) error {
 	var request ListModelVersionsRequestObject
@@ -13563,6 +13888,33 @@ func (sh *strictHandler) CreateModelVersion(ctx echo.Context, project ProjectPat
 		return err
 	} else if validResponse, ok := response.(CreateModelVersionResponseObject); ok {
 		return validResponse.VisitCreateModelVersionResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// DeleteModelVersion operation middleware
+func (sh *strictHandler) DeleteModelVersion(ctx echo.Context, project ProjectPath, model ModelPath, ref string) error {
+	var request DeleteModelVersionRequestObject
+
+	request.Project = project
+	request.Model = model
+	request.Ref = ref
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteModelVersion(ctx.Request().Context(), request.(DeleteModelVersionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteModelVersion")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(DeleteModelVersionResponseObject); ok {
+		return validResponse.VisitDeleteModelVersionResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}
@@ -14840,425 +15192,434 @@ func (sh *strictHandler) ListWorkflows(ctx echo.Context) error {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+y9iXIjt5Iu/CoI3YkQeadELa2WbSkm/Mvd6rbGvehI6tNzr9nXBKtAEkdFgAZQouge",
-	"RczTzIPNk/yBTKAWsjZq83IUjnBTZBXWRCLXL79uhHI6k4IJozcOv25MGI2Ygo/vZEgNl8J+jpgOFZ/h",
-	"nxufzt8ROSJmwkioGDUsIoppmaiQ9TaCDR1O2JTa18xixjYON7RRXIw3bm9vg40ZVXTKjOvjWBk+oqE5",
-	"o2ay2s+xINQ9sKnJ6WvSUYnQhhrW8y+evrYj4UaTmZJREjLVtUPg9vWZbTTYEHRqB+Fb2gg2FPs14YpF",
-	"G4dGJSw/4Bk1hin78v/7eWfrO7o1+vL1xd7tv2wEK3MJNl7RcMJ+YouKwRNt2IyE9iFyxRakQ+GbTU0G",
-	"oXtz0A3IhN2Qix+Pt/ZeHlSM/Iot1h70wX7doM/4jMVcsL8lTC1Wh34ijOJME22kYhEZLohdd9xyrsnM",
-	"vU06UpG3ksyluhrFcp6t/K/QbjoB/0KBNqb05h0TY7t0ezs7wcaUC//3buXALwybtR40DBY2oTOS6oSG",
-	"E8INm2rCRRgnEYsqB2xfut9g40QbpjxllGxqiE/Ubuy/KDbaONz4X9vZGd3GX/W26+GDbc32eCKimeTC",
-	"1HTJ3CN37tP3kXb6XkYsrulxan9vTbt067edre++dNyH3i9bX77uBAe7t/6X7vflNO3JuWYkORK829x9",
-	"H+ncz5T8Bwvr1nuGT9y9S3w/7fE8EeWs5jwRwB3/jVyy6UwqGqdnkpy+7vbIuT2+2lBlWbWZKJmMJ+T8",
-	"5OKSjJkhlHz6dPr6+psjPOb+OW0U5eOJISMlp8Ds09YvXv9Erhibwbe5ruzfCzJnipExv2aigqGpRNx5",
-	"Uc4TcfoaluMinLAoiet2XbtH7tyb7yPdgwsWKla36RoeuHuH8HrWnWGzus6QT1V3tS7fulR8PK7lWwaf",
-	"aNvrwYvmTj+z4UTKq5pO5/hE2053m6d6a5vSMyk0A0HkBxqds18Tpo39K5TCMAEf6WwWcxSEtmdKDmM2",
-	"/dd/aJSKWh9j+xZ2Wjy472k8kmrKIiIV4eKaxtyKUjCOIzJgSkmlByTm2mjC4AJzD404i6Pehr1qpBjF",
-	"PHzScV9OmB8mCV3/msy5mQBH8MLgJjATw2Ccb6Qa8ihi4qkHauQVE5uaKBkzEkmmiZCG0NiyLBAR5Iwp",
-	"6B/GeSrshUTjpxzmJ8FuZiwErsvUNVMEtp50ImYojzWhihEp4gWJ5XgMgsttsPFBmjcyEdFTjvSDJDoJ",
-	"J+kWgwzIDRmyWIqxJkYSKqSZMEXc9YdjPaOLWNLoUsp3VI3ZU9PAUEYLwjWJbeeKmAkVSAEMD9EnQRMz",
-	"kYr/xp50Od9zrbkYByQRV0LORUAUu5ZXyBDYzcyyOiRge5XmlLPPnz9vHSdmwoSxg2PF0axwO5ziNeUx",
-	"HcZPuvrHJGIzJiImwgXpRNTQIdXMTs9LE127MUk2uiOimFELElPDlNudmZIh0/qpB/+ZxfGW49DDxHju",
-	"u8qar5laENc98kFQSamZuAnoZDaTVqx6zyJOL2F/nv4IbGryCrvcskOwCw+8MAzZzDKfCVOWWd/6exV1",
-	"9GhqqVSKvyUsgWHPlGWZhuPV6TWZFboLNm62pIrsT7swpJBHLDo2qwLsJZ8yb1GIqTbEPquBIwcbdv2p",
-	"2TjciKhhW4ZP2YoSkOtp7zbYsPRmv7bChFX4mlYOJmb1x4XdLNc0VYou8i2/sDJDIsTDt7yP4oiXbH7O",
-	"KYd+KlnXX9J25BDUi9tg43g2U/Kaxq/dsuVEGRpF3K4yjc9yuzaisWbB8kbK6dRRY06Y2t+x0tSq1FY5",
-	"iAtDTaLLrTnuEW8I8TIEFVFApAgZmdKIBXB48iRQHCe2ghS3dDvRjI6Aa1pOj9QUsYh06FAzYch8Ar8w",
-	"YolJJoZEHG0BlVT1zW2QdnsarXaMZijoLOXWlY19m2vsXCJHW2rOOHEFRsrTGdQ2+91tkN/C6rO4kz14",
-	"nhJd+sJQyphRsUz5EaMRKNArg/1sxziQ4hIXc+AGqwPCR0RIuHojHpEhG0nF1j/R+8u8Y73Xdz3v0c6W",
-	"yUQytYfMbUEEWsU/QPrKHa7Vhg5ug42pvYTGpYtgt37CMuMY1Vea+G3WtTtnR5iuX8kQ0xHWju+lZSIy",
-	"ZiVHLxWDgao0EuqULtxWgZru2dnSSa/mWpbT2sWPPiamokt/vFaot4TIdveWuSBOppTfeVtuidV1xGMQ",
-	"LyKuWGikWhC0u5K5koYFOfugu30JB2bQF05g3dSp1RkfPiQTbj9wpi2nAp0m0UyTkCqFZsa+UGzEFBMh",
-	"C4iw4gAQw3BhmO6Rj4Jktl8uZonRg4AMrHI7sHcw9A7fb2piv4VuBiMlpwMkKmfbtu/3k52dF6FtDT6x",
-	"Hn7hh4xfDnp9scI3na2+7AL+7DliSA2N5TixSlxodyay7KdjKZqO7bj0nCndXf8UW+4U8bG7lYq96wnd",
-	"e3lwiBOZsBucg2fkdkMDu6NyRGi2rZuaTKngI6ZN7eGyx8I2UXIsfpRz28YCutD5xslExpE+Iu7CGElF",
-	"KDyV64oLw9ASUrgm7K7V8l/LTXnUKC6h6eNrg6TjCKNJDkn9LP55OGpj7gW3MvUef2URASsuqsrpwRiy",
-	"UE5hzSx341IQOarncfbW0fy3Et75gz0lpFPcW9wSI8fMKpNFguPCHOzXbsRByreWO0NqsnqIZiZwc5OK",
-	"TJlRPKzn0ytyGo+8jcq9ldK4m2tuh+r42BselwjW2XGppQF2w8LEeNWomsHug/etzH58EVM92dJsRpVl",
-	"EFYJjanh1/bSgCOYbswRYdOZWeQOREoSjTec3/w1tvHF8oI7s2BxkZtW9h3HVSyubsoTWgnyhZ1avhSX",
-	"R4lN1w3rHfLT1VHR3M3WZjwbIMsJnUydYWD1JNurwl35ilHLzwMi48jK3SOutCEdKwxIbchusLOz0y1I",
-	"A23G8EmzJr3JivVvHGNcHaGftM5ddlyM8dq2Y249pFe4FFF+earll6Vty3mI0/HmV7duQ89yjHhpR42x",
-	"ZyZ3NksI3Z5NO8Hy9cl7LwkXEbvpNRwbUBcbrxhwH9Szl2WRDDw3zu3gZ1a3LpY2qlzjHakKU+viDa8S",
-	"kaNWmsUABCQREVOgHYK0BLJSiX54By3BSgnQZu165Lfpd19+HK7dhvIdyOiuuPofBSNGLXCxbVurKxhO",
-	"eByd4xRqj5t/znKhzAy0SsE/JUOmBLP3vHuO0PyXjpSIooJIQTp2i3EqaPu2MoCV3RkjMRdX+giIwArw",
-	"lAuQi2M5tqI0mM9Buh8zc2HY7J0c64DE9jLDS+vf5XBTdxsVdDDw1e7OQXr3lgbJXLCcoUElwlIgzM/+",
-	"7ea7aecwnVppfyphmjD/kFlpKJahs5SQ+URqYIwh05rMqZ2uNpmhcS7VlV1SEZFQJnEEVr0hIzSSM7jQ",
-	"Ixnq7dTPoXvTiPQ3XimqJ0TTETOL/kb3EEaWzggFPsV0Ehu7slauDcgeyErSbgZFdg0D1HRu9QQuyPHl",
-	"ybvTk/NfTv7j5NWny9OPH+pZ1e4LWEVuXsmI1R8rFOQF15O7GQLs4QXiqTaLlWi/xU19Z98ndGi12jIC",
-	"DtA74pbm3GrYVE+Gkiqw6NsvL2ZUXZFPp4ElUs/Aiqd3WWyO5fiTiivuzpSS7AlwHY+pYXO6wNOgQYND",
-	"E7V7+qg4eDgSZCTRIULmEyvXcQPhAAFBb87qXPUmCeWMwwtI5gvCRAtDWo0RZYH8X9jb3/MEZ6T2Xy+s",
-	"2E41MgDHSxSbSWVvBRMQ1hv3kDCd795yh/7GJ+H+toLyIZnJiNwckp3t3R0iZMSQzaQ+iEOyu0NOhU5G",
-	"Ix5yqwKKax5x2gvldHs8S3r9jSMSxoyq3PTTEeskDBmLGow+oOQl02HBdF52RG4DTxhNvBUf84pzSpPO",
-	"ZnDFRYSq9TZ+YalPz2jIVr71VoQmjd7FitzlOL7A19F1VRsSYdjsAh5cvg7d6vl2ym5BiBpDA3zp4snE",
-	"zBIDsW1SMNw5rUdJnIkoKJqkfNFLIcaF9bnwQ8Xst5YapLoqkUm8iFsto29qN5pMHg7IhIqIRfZOHNqz",
-	"MeFmbfG8TgYG9tJKQrW3XcGAtN5uw5UK/kxdZn86XjLMw+JPqL3IiDHx3cxNDydQ26vjii0aJTpHTbnn",
-	"Vjm65YBpNFrp6CrjK50cYAVkZ8Xk9Wr3Hkqip/XWppdtZNEVVRyjUvOhnS4YCfrLqCpblTwB1Z/Vco2d",
-	"YYRna509d/ZXNPZgQ7Abc0bH7FJeMVFJkVJkTskZHbNeaQBifl38KKtneM1DLzIuTdD+gs6YJiPJSq/u",
-	"1cpeLyBco9Tyay8+8ur41Y8nr4uMCKRTBpLfoRdjA8cYrazpjlFfIIu0X/krEBQ4Z/uK7LvTIA08TA84",
-	"xkZbqbwvwOcPLsFEszLrNa03W9uW7NIvQDx2x6NTsN8WuriDCftlkVdWymJL3c4nMs5Yjp14t5nb/MmM",
-	"AeVkJ0IW51zR99fSYS6MurCI2uk413JDXMLqnLD1/PuVGrabYHJHd3s2kWLoYjtv+6ucir5KJKDAw0VB",
-	"s+vEne1USnVxvp23J5fkf/7rv7etuL/9Ffj3bTeA42zPVmbgLzo4nYKAnEGwOdOmRBTGTqzQFFvdNT37",
-	"My60FblWRaX85XjPm80Sght+k8lmlbbhFsvdb76hUlLIjB9LlhQ6oyE3i5bh/K/843eQtpaV1RJlNqZD",
-	"Fq+n/65M1V6FF4yJpjgetElYvdTenX4dnKqWetYSYXjs3HwKPXntplruHgNHerVk5ewkOAYrq3Mz4bkb",
-	"fo9MuUjAG2Wp22mVqDq/2CEFs5H3sNg1ovoqDY4qcYNTfUV+tb/jXYVbvZmabWYyjkt0xdtgI5lF65HA",
-	"soKErim37fmB5skr30+6fjVU/ipH06uzLW536YT9+h9CDGZIwXllRQCMKdWZTkWjRUByirvX1YXVuqmz",
-	"SzFG6Mgw1Rcmi0vWKb+SkSZDmVhuBt6saalvfJa853HMG4XKczfI46lMBKzKeJZ8sKMqX463Z58IF9dM",
-	"gFvZDh/sPvbfDszPyj9Cmm5ANBKlMwsd9gVM0TZAfQiej60hUuAsWgnCb88+2RHWKYIvcSK1vGG9ZSku",
-	"RdF8gtlZbjc3l20rKDYaAmRLOgMXGzuA4yoTK5Szbr3VzOprls5rTuVPcCDfyZDGf6s+mzoZTi0p/rsc",
-	"Atn1xTldwB9Gks6AGhZzpvzTW1vQ6xYc9kH3EDsJwH51jI8GfWF3E31dU7xlKZlTblKPl57IucZXQVq1",
-	"YkKPoEJy2BeuISulz0WRPJAmGiKYplItwOW+/p6Kcjo/BzqG0JiVoxradwuxP6US7xLjAlIMcqeyOHA/",
-	"khom9a7xqlvKUsllonU6Px9v/V+XdPbzVvr5l96X/939PvdbaULais0YRkKm1NjFsaQ/i2nIpvb60ywG",
-	"x7rukZ/YAhnbNY0T5s2xfZEz7+GB0Ath6M0hoWB+4vYlImc4Q/L6w8WWToaRnFIuyEyxEb/pCwgn2h5Y",
-	"FYxZkVC4OEnv+D14QWJmp68DEvExNzogg61BQAa/2P/1Bn3RofFsQkUyZYqH9sWhNBPCRKS7R4TioO1g",
-	"MD5AKmcIRws3kOWU3uQ34GC/ZvNK9X93ONcwADiprMlfnzZcQ08fnLyxlLD4xeUmYqpiaaZwsPFKTmdU",
-	"seg9xJisTmxYGhV1anU7f4tZUT7Nr7HPuxXv2L8nfDxh2gTexRDLojA+ljS2ezPlgk/5b6ybil/wyIjN",
-	"fU6EmUtMApzQa+SIGBcDSnocg5Gc/ZrQuP48v4Rgr9HIbVZ9TIodXZlqz8NJRlZ+2kW3U8TCmCr0cHCB",
-	"MfdePfFqS2fgQnsG3SMypTewAjjxRLgGgD35oEv/zAbkkOHHLw0ujVbBWo0aNqgrcPoLJJ4JfjIZQjKj",
-	"SGKXyIFZcK7F1B5+szWWW+7L/z2KJTUH+00hGnOp1qNCeAF3qNcQjLV03pyl0EmnbsYZxTiSKD2M7iQ5",
-	"xbcmvnE9w0LOuv1DvZn3m3bRe62V2FYukPNEOA9Ia30WNhTMxg0RDWUhbemrfnyNplu3LxfMW2iLW/Oo",
-	"56PmoBQPxm3lyUmtwtUnpA0N1y3N3+0jZUF+LdnkWktY7mEindTdJeJFtzFiL1vr5fidf7/4+MEx55lV",
-	"6BJxROzSWr6K4RrAKyZUE+GMPOkuFbdgnTWvYhjly74UCfYgoXaJZmtFxS1NwL4eZB2XjhvOmUv9v5th",
-	"cckK1GRdzEhrHTCClX2pnswaFtIlSI8bGpp4AZ5ZOSIDz1QHGB/vudSgJICJhpM2XBVcIx+hP+10+TPF",
-	"pSq1bvhfUiAUlYhNDRoYxljyJXUsyBmY+kJRMU6tY1mugX1jJmMeLrzf4LD4RF9EbEST2HR75DXIKxib",
-	"61cDT7MVwt/KnLGXGd0Xfol07zwRbp69t2ef/FQKCmPqW8qFwi2ncC1yRz8gM6o183aVvKvSB2hAO70l",
-	"ieQfVp89p/P3Lg7EowKVcBqPukEy2KAj4pYDYsTRdgghKnrVJLB0EbfH9wg2DFVjVuauPwejuk6Gmpll",
-	"mzjsnPYht6mVCkJjBGNRX1h5nassJ5YzHRCjqNDcbmq86B7lZmT1K3Lx0+nZ2clrtD7ke9vUZOAY+gAk",
-	"cyENYXZr7E3dIyc33EAAQWybAmeA7otEW/G9lpLQ4AlK4jTRGEmGF4gc4RBS4Xp/bw/HOueaBVYvHLiV",
-	"+5l/GXSXjFTrAEOAwniKbxb4VnpX5yShCqpxTxyRHVBgUOeZMip0zmnR84K+Ff93yk5DXpIqTzi0ei4s",
-	"Zf4M5FIoIHgDjUQ9VIXXguWoYKzgur7bHeFiMU7FjzIpCxx/x0fMCs1HREhMRF+gzoSL6CaBa/btNwdu",
-	"Evj3btka+jtmLZgOTGgr48TAGzGnDUO3WMSNVNru8zW3Cq0+AkYs8g9NaQQhP5pHKKQcn52SzlBKo42i",
-	"6Jf1aiA2aMUNaG5VBayQTmDE1ZdhlMYbFDfE4caUym5DRhVTBB/pkYuJnAuEg+BZmCZgmZR6EYzvsY7/",
-	"4bCW54SvBn50ddNyuDCtJ3ZMJlJeEYcns6nJmAkG+Sfkx/fHr8gVWxy1neRyVmI2ltopu8dWJu2+r5mt",
-	"g6xZbxvLJjhTzMWZxItcuLDLix7TawYCNNqJ77Ya82ysdavhp7S8Gv71stXwgGAluniilEtELnMRGTs7",
-	"xa7TDO96VTZiMTMu774mg9SqSezaQxm2MhH6GZzY12oj5ew4JiyOyszfzuOUD72FBEIyZCFNtN1DohgA",
-	"PBDu/FpoutMhjdnWSMnp1m9MSaL5WNC4C2Yu8KR5X1lDGPVBWw1RDjFEfu0V+uhfrFskl5Pog1Vrtctf",
-	"E2laQ879DR4G0oRlbL/D547Kzv2LNeP/BjrA59enId9TXQ8HeKfFLtG7VbPucUDloDFr+94FPGzfmrGw",
-	"9Uv2WTRLDWNWlRqK8/ThiG5hMdqcdHYOgWWRBTMtAp2MQ4H5dFpPMC+Br9PRCA3oa239Z8bHk9rT/W3W",
-	"+nuXiFCctzvWW3TGAz/jLcimsBLHTMmbRWOw9JyLCIXINjtxicP5jC+tJEKm2IJO7PAMN906t+95gs6d",
-	"nmwxcywh5Z45jlvH9vEyXBdlpC5PKCcy+9h+SEpxHTocUkE6lOT8MlbN+DjlxjjcpOnMLA6dJySksc++",
-	"CQjvMcwNmNJwwoXXxvvCbS9kUYQOPpEpFyiQcwyWuXzKnIBLTLeNgaUIrnmXU1suj0I7dbuIV9+DxOeB",
-	"352LqPEWyqWA1ObreNpdM3qL2nMAA8m6qluCcn/jqoG51V4k0yktCzleNrRDo3Wj8i7HZbn59YcLdAUf",
-	"EY45kLpwSjb1ak4IGEfqfJf7O+W+y5Xrv8TtQvXknZSzooBWwe9B9mmRP5m75quf3GtNIpYyXZAFELcg",
-	"fErHDOOUQypcwtwsiWOA1zsUSRwHJflJ6W0XSbC3QICjl+WyhKM0jrQmmngl9NRNpMCmcb3qyORvXo4q",
-	"YacoOmxqEk5YeEXomHKhTYkFEoQxMmE0UlJOc2b8IutdQVByrThLf96YCSmb3VXT7IibBm/HbksGsbea",
-	"d290yxN/nqOaB/MivihgnNTfCC0Tv+wODml49XHUdLSqcqNSrIR6D15e2rQdrh3MnK1nnSGoiuabhuTk",
-	"5aUrKiyPdF1iOSPKYxa9daJKrQ+4RXD5yyWeUxJ8TUXEI8A9DRq2V5smIsc0OUUNGy/WDWVP+UnagO8x",
-	"8GtXt+4XXttYcS8tQYZVTK7NGQZwCIzP+IRhfs2e0BabtLIYftBBFuHfhk1cOCGsBOyLiow3ujxbKiIy",
-	"kXPS4cKBQfXyDR0Se7CYiPpiYBQ3UgysuDq4juPpwEHRBHgvBYSqsQ4IE9dBirWqU81DB31BEyOtPgjw",
-	"oY7Ro4dIRojezcF55kLKgCAjQrXPSDlCSz4ACWsf7A+uCeddoYoRLjB1nM54bxoVvEW5qMta186yXPTQ",
-	"DLfR6rHb0iaxVyFA+3fr6KSorNXdxRl3yPAPdSE1Kk3e5iJ0Uamo27noUJe2MWVUJ3YORy4U2mhEDbZq",
-	"KSKIxdQA7KptUZN/JNG4JN0CkUxXx/zy5sbDfUFjqeCDkIocQQbwiTXRmfZzMFl3QPf87rt3OLH3JcP+",
-	"NJsx5eK9U0RRXIZhEl4xA5Y5Lsbw03ffmQmZMRUyYXjMsrg4F2nsN6iYl1AeXbJyR+Cra0MetRdpqxn+",
-	"CLFr0jEEfpvLiPiNZQEnHu+iSB2VPLwSTOpzKjp6PFyuXVb+APyiP+996aH/U38UP+98QSYIFTh6Mzpm",
-	"F/y3sszzCiioOi7+9uyTi11emZfnqY2cIxFFebVUC1nZCNe4f71icB+cqak4tPEseQ+xzu/5D6vLiz/5",
-	"fHUrb3cwLHgpiB7DpdfFTXuBMRCXpdBpn+21sQUivovQL+/a/boUZerj/YmEoB2rLWBm5NuzT7rRieFz",
-	"E5Z04Sx9JNcY6RQH1MIKaZs/FaVgRZ+zdicsxvhtGWkfz58hysu5B66ZC7g8Xeg7OH99SEi3OXB2ytvj",
-	"C78/fXsR85DpJptzq1tyWTcvkb/AUEr5Oi4WS+WX9pUmy3uSh+hY3YhXUkVSNMGIfldxi7uMgmyj/XSX",
-	"+604q2eg1ZZIL3IiVbO+56SqfHBRPUVCtHybhyGpg4t2D79c1z/Tfpvfnn1KnTS1u7xmTtsS8c2pElyM",
-	"S5jBib1iqLNk0KG8Zmn0TYldWSMfuhv0LVjz0amQvbYqBryottq7xc0vRy3hnfqArLXwvD1plkZPpKAn",
-	"+ByJmYiwyAgi/iQi0Sxy6+kNP1uIB4nU7N5sDiRdi/pfrEP9L9eh/v3HoeqDAjUU1/oN5WpLT+x1gI+k",
-	"KykV2XGxSLv5FVwlo73SEKB0ZOsRxVAqJedcjN/xKTflmLgjqtwBEnLKBY0Lpr4pXRBsBStDIRIbkFBn",
-	"a/fQXuyxbdtf/4dkp9vs4o8R6L5mVNPEkiZmhjrazA/PDSE3OhgNjWN8qf1wINoaWy7RL6xAR8YJVVQY",
-	"lgU/utWpbxnt1boCiuOY5GUrqh0wNUpNdZIWJP5Q8v70ba4uS+7RKR9vIbbTTMkRjx28U9O5rZZq/epU",
-	"sKxKVd9LcW2PnpVD2/pToO2KAeXbWbUiZkJk1XYDCozULqexWYQrzVRrfbsAQHS5MIrDaZRDe43gyNN1",
-	"NAxfUWExY2vqE3sNSaOuyGIxZRQuZquhc5M6YpqcSlVnKn+ipCockTtTf7q7fm5BgYb85pXSovyciyWt",
-	"Ddtv5VCuvXULsAS1NrR7yGT7FfJ2HmqgQcZJ16TcDZvGsLfnHNkqN3GNrPGyof3IaIw2jmV8VBZe3RNH",
-	"Q6dlUnzEaSHIrsLq4d4qHayUV8eukk8ZdcX82hVOrddUEixEVBr8wzXxDQHOUlo5CIt7HFkGNLFHV7A5",
-	"gDNw1aSwvQBYT1V0Hrc4kO6dIJtZfuxlC3Rq2PSV1cl1WcUVNtWQyzQCiQLS3mA654lwFR2c5fWI6Cs+",
-	"m7EIAOooATHLwzL15hMmKvJRombpNARIobjp0RepV6vZP45TaJai3aSalU2HbtnsAVom3fS9dPD5CQd+",
-	"kdIhZ2Oq2s03lMeJKrGhNaP34iUbsZtmP1Y1FhdgcLlE7JiNDJGJs3ZJSzC75Cf+Q7dXayvEMXi84bKJ",
-	"ZjaeJtGlnhAqRIof7ixHvEBjwoiXCU75m9aZf5ck0t1xb3dnPFzvGvb9tb9yoUZx2dJx6mp/NvDwXBLD",
-	"svWRU8ABSbNhJKQGcTGOGbrzfL0ELrBSXD1syT0xNvdbJzG/bMKKWiIdDNguPwMO+Stdgx13F2SgTi20",
-	"vxbyTLmYkR9POs4iuFG2JEG665WEAntaFREXmgamYncAumiUze6KUT+qLKLgN8CFhPkruRiyI9i826yi",
-	"GtmqC42wS8UeFJvKaxY17vlyxB6sWuDWuBJyb2mPHiJub3nb7x63l7X0CQTeNS0zuXS2NSJo6lDpYEB3",
-	"CtJdL4V4feWkbQIxzODBdvm+e/v3bIcqL5P11X0oB3iXsi8PCHdRXTXZbg3Yl1QiCBqRuEMRd/imuXRU",
-	"NLP7YsoNmCl+yCXVQZi6tkrEhAtDOtdxPA0IBswEpNfrdXtNt+CUGRpRQ2uBmMF07IWD+0NIrkh22Hb2",
-	"dpAvMOMmnxvqPS4tR5d3Oum0upReVnmF+PqWXJcYOssXLdve5ZTPhsjwFlv3orJ0T9MaPRgv8bzg7iwl",
-	"84uuqi+jUZOH7kVLSPJrDzvSPu4Jkb3dGMpGfpbLqX+wWK79VM78e1uEm7Yl8lq5O+9hA3vZmJ1TnFgV",
-	"+GbdWr9VdDYpZ9Wvj98WkXnTDHQfka4DEjHFr1mELhuIVp+xkHTmE2owEHDOhuTTKYkUnevuocMAwOoz",
-	"3Ezyf3MDeIXa8n+XU8ON7otBGtUzILM40ehMzBWw8egzEKp2M1MMQiIwH7IvOgMrQA4CMvC2FDg7g4AY",
-	"Np3BCnZ75AKhFTA2EeYAm1CG6QnRRq1PdWGhbS+NRxvbb9y0C4fJs+ycFYaLhH0sCSJG68hhinO2qckI",
-	"LR2Zdm6/8Dg7jVdtujGrfb2G0n4FQArSYTezmIccCjMTPsU/usHSkt/Jdf4Crwa7vzVARSMqAIQe7SjQ",
-	"C+lQ4kuBJGiqA9j5euvifi4jqdhXWjwKkzc8xkpAFF0ERM+ourITdoG84GFz1at7G8EDWOdVIk5HJUuA",
-	"yedEJTELnNImTcHrTuP4wtvSGkuf2hZqa46EUqCwkMHPcJMiN9XLWgcVWrlLvcrIru6QlF/JKSbJ2ge4",
-	"8dxmTdcNqxnwcbcS8NG3UR4+fuxwC4vgK6SjGSMzGl7RcfZtt0deTVh4hWFknm/3xYwq7Sp+ueBuK6JT",
-	"CNwAJMchFiYmuDoB0RIDd4GPQ61jF5uZoWFTg7XH0rJiM2omAPHSLYVM9hhLSwzFUWla4cFK8nKUFWuD",
-	"E4ZosVAKC9joIfnKBB3GLPo+8HaG7wNiTPz9bW+jtv74DzIREWbAYQwgVKkAi2N/Y2/S37D8LI+Ew27Q",
-	"adHtrWKm507vMg4iygQgVR8t1UoGqByeOuw/nb/rIRT5yU1ZNEMBmOewUKAzcfXfchhAAMVpmXMUQEBT",
-	"Wl1aJiaUU3aE+EKWeuxdAJ6LAD7iPXKRghHZ78DOnBtdrup45bIWly9LIUhX+eXUrrLnT7s7U1zaXDmc",
-	"sgSKfLUlmDg+fki+Av51eu3jJYAQUUEOW0kl4vbIAYXrJDZZyYJcVael+gfpMmvwLtdAT10uZizK4U4d",
-	"kp+/ojJsj3vgufH39lP63ve3X3obDodPV0prWVOWUUILjlF+Dxt3Ovo+IJmA8D3eA98H3slkn2JQZcYe",
-	"EdxA+4Y9kO5NvNn+E47af7qD9p+56+w/09uM/Ge6QrdfeuR4ab06bqTZmcQF+/62i8tIBYaLpa8VEc6Q",
-	"XNJ6FL0SPKPGFBLPTivtL0+G/Hm3CuYhFVJwqOaIKfm1N/bYS/qtpdWNdQBH2+pDbfLPC/fcnWttZNpS",
-	"SbWNFMagZR7jGV5sJfEmb16R7/ZffpOmJUTMUI6FF5aNn/aHUqk2S5ZpJZLkMitKKlBxoQ0VYSXKBmIA",
-	"2Uu4FNYpCyBYdVQZbmJWI5evxBWdnxIeMWH4aOFzY/w62TdQOMmlgnWbEzRcQXQcSlAXuXCWkeTD5uI+",
-	"bERNuazbSI72Y4WM6wJx24u4bqEaJVzfcM2Q2si3VaAAENiTVlVcMihGiMRxB/SI3VyiR9sQwaw4QV14",
-	"bptUVKiFmAarra/ZIviR1Ly8HvA5FVckX2wmYiHC6HRmGPu6gspbwjyhemAlQukJ2OysVtGhYxZ1iX8U",
-	"bTaaKCquXN2b+n6+bZ00mc/HXYVL8LaiQwLBygHxxWMC8kF+kBF7A8UGPlihFj+eM83UNcVSm2eKsekM",
-	"P58K0HQaYXaaip29aAM1vQ+BLsO7kvJLhxoZS1piekAxQSWiUHfVjgm/+Nl9Y2kQv/mS5lKNpHLx+f6Q",
-	"bxLfk14vliKbX1AdPXvuMicc3M6DIBKXV1p0wD3kiqE6xHwVv9zjS+CZFXjGWZmrFtUhXKGQlig9+WoQ",
-	"rb2YS4VUVljmSDFWn9w25SLRZLm8EWa5zmSk7xCWa6Qpi2/P9bpmo7ur4JG2hwCnV74uRi3uUT9PJ1P2",
-	"pjQgAnVeIxH1dky5w2JG8weGKEZyLrRRjE6dnD4lHS4I7Ys8jrJKRMEY7q57F/oA2jFVMbeSmmulBvR2",
-	"r5RcM5zbvVWY29vSdVuCtCtJb31o+JwWYDVfaob6Oc2PqcYNaUDvWc63apeJmw7TvV86SAcy6wNxATd2",
-	"I2gBARtsPEglinodtKLiRL6cfQPMOZSt30ihNtJSBCVaB0CaY0ijT5/n2nAx3tS+FkzHfnNudX84Uvht",
-	"t02KfK2eWidx3KVQRqYftXgj0Xeqt1en8tYCR1862MPMV+ezK+qVKijPkSnMtYU6inX9kFZKyT8Rx/ny",
-	"5CuOKiik0L7q0nLlhRqZ2RkkoEpw6w5aFTYvUYmwlyCbUcViFIoCrFex4CJX1hgbQBtk3uCvEtHLQ/Vr",
-	"opmpgOqHofywmFHtjctckVBGpRWSh/BcOWI93mAYYe28uEIbRgEkQ7FE2xsRIG2MWhzlLLNQlhHwYLTh",
-	"cQwwIDT02GBghATnQkwNFgJx9ZVzlRaXC2beViw7FErhpaoEcBtA7R4u4N8eOYEZDbAYyIAABYDbSgpf",
-	"CdqVJgkIF+jjBuKAUhJ2oIOyRXRgRCUiRUhjqhy30wEMxK4jFREWOWtbjXGpGlgNEe/X2dAv5WwrZtcs",
-	"dsj8+NwDjAtvhwYXbqXVHO8QvZmznAe+pOXDD8WVAV6jJFyugFQt+wg2dFrLaIkQ4HtPCKQTJuqa6e4D",
-	"rLyrnlRbpnO1TrHeSLcjX2vfE3I6kQpulwY7L7nxqKHAuwS5uDiBAzMgAA9LOumdmeLkgL+jW5b3IkIM",
-	"sKsv1J+vFO7NrKVSwIgLrifrXdF3FjkqCkwDbfzaqko/XMtqTZHiAUuC1ZYBq6x5XSde2JlXUNLp62V7",
-	"Yq6KZvqx98shAI7uvdwvNy6m8upqWFyK7V6yIfGo3FpXgy+9YhCxjaQgyBWzLDflCnZjzuiYpdUdym0c",
-	"OfPfjI7LyzWsxc/K+Fgpj6iYzYWnNa/7nJ18eH364e1GsHH+6cMH/HTx6dWrk5PXJ683go03x6fv4MOr",
-	"4w+vTt69wyfcH/DD5cn5+9MPx5cnr6sUpotUMi8p0Q0ufISkBtMHEB5KUS7UqSQM4YcK0efSFy2kOgVO",
-	"A6VlAK/1UGQaHCKIQSYdgaW0TERyIk990NHut2kq30OxvmU79dp8cMlIWnt/My3jaxZlRpDsLq8vu7yH",
-	"LTPhUw4rdgOiAYt+Zr87vrDWkt+YdAZXXESH6VsDDEcDMyGdsnZhyd+l47uoKJRHjS90hD4weBjr21Hv",
-	"fse0P6rJYMVw6+y2zmg7qI8U21m6m5bjaEpihLxYUWvcbm+3t4L9as9Q4Qt/rKptFBCpAoxUWVFuSJro",
-	"GRSCMQrVWdPKrZ2shJXfzhkLi0mTu5jjb9Ti46iaqoByrPDvYiNI5+zjxSX5n//67214t+vC6TiUjafw",
-	"WD1o/+431ULAsrDoIm1Po4pgO/c7xp+sEDvghkEUUSKsirKdRu76UdOsiajBCQLFQJyEshzEFCpGNdP5",
-	"mN5wki9Mh1YTjIm0gh+KfDxaF0numzvIPkv+pztYfNYJ+M2CSRvrvlQWg/NxlBpvJzwuWW24Asnn76CR",
-	"VKTjK6UNugXvThbI5l+9W6Tt3m5djbRS9uKebobHqUbhcvEXSzChjsZyUWsudowSDFIjob1EE2C85eD1",
-	"d3DIvnwQE1yD+tVOZA5qosUv3MEuTYXyh37FjJRu2sTeROm1GJCB28UBVgwc4FU/OPJlNPP8vNhIWlAT",
-	"62tC8cZSIwmCR+sqO40jci3JiKoWhYtCasJJMsvQc6tZ24v7Jb7Bndsu3AuOT6jw7Nwtq495wI27IcxV",
-	"FOG8nBS2btNV2QTegRzdycl1UXVLnPof3BjWIHbuts24sbrQ+bIS0071rTzK3yKSBWsuEiSvmYrprJH7",
-	"u4P10T1ekInLLb6FitHl+YQzmugCMEZVmbL6cD23b1v6is+20JBM4y1AmrYt4EDWlvkQ4jNE6XyNe9Kt",
-	"VKPN7LsMReRjtgnLBnKqjE4RVHx9NIw3Y9dcJjqnsIHBORH2qmlgI99A0NuU/V8pWkT51Mcprrf6+/WX",
-	"TPGw+owdxyTXS65YySrzpJ7SXZBy5pWdyB3LAhXUXUg/0PBqxOP4btWb7dQnNB5tyRkTBKsf/wzTDggT",
-	"UffQyUz+ioMEBOZKPmNZFZ5eJgHcXrkHmIjsz1a46PibfBOxd4du2ISLME4i5hLORHRUwFen+sr+kspc",
-	"OEIXivUPrHsLCAp2sCW46WVJRSc30GN05OID3HSpIVOpDXlxcEAiutDoLSl6TBssgmVAnqc4v6htQ6tY",
-	"UspAxdOolgxa5hW3rd3dKZdjXIBGKr30BQghTnrpLpX8tq2sijG+DZRcKrJWlmSNVaBJyDmgjgSnHEpc",
-	"zyc8ZiQTGakmiaDXlCNw3ZQuHLua0Jkl9ywZgiwYVQHJaPTIkkPMqDZkdweN5rkQkf26BGkwsHiZZAkd",
-	"WUlRSKrsDHbIHvnf9j8rFP5/EeXxAj6hkLA78SYUxzZ7dwxa2d2pB/xNpaBl4jVMXdMYEkqiBEED7LC/",
-	"29F2mAcwvmypdNX49u8+vG/blzo3raQun6zVF1aezuwPidADrMGkAYp0PmEQw2fZD3eVQ3NNv5V9gc1D",
-	"8DXXBEqj5KrEIuuMoNgHcLEOtaQ64sayK90XaToRGmzxYGAWoX0HS0W4E9JSUDwoCIrLmoqiIpJTErGY",
-	"LkgyQ1xUnm0toVGEcKkuLdjdf61pf6dliJ5nW76Qnhcb24OYgIT22HJkG79prm5LrnKX45CbmsT8iiEp",
-	"bNZbZvfbyqYvlmTTtbMf1xeg9pZEtyU2cfzhGFgU+U1myUXhCrfz/PbT5avuapRogzW80kpyOVm1jmTH",
-	"nSSa6aM0L9dkpY2pwUBBH7JajeezJMevV2o+HZovLp8HOu8AgnBfLLGh7lFuAhrFcW4KFydyhXWK1NfZ",
-	"SCrDYv3ReQhMjtSGcnc8jgLfqCu7SASd+iSZ1D5j148LtPhlroi6iotVycPpOOTaYC4tWV1pBM4yI6tM",
-	"2gSxCHAIUCjKL8OmLqpx3GlxfeHUuENQ/eDCyjLuh8loxBSKiorQOA4Ies/sn4apKRfUMAzhce0QKIqO",
-	"T8u5/T8SrXdj2l42gg1s+SNklOHn4zhOYSc/2jvYboHvwn8Bjdonv9TsT1Qa+lkTM+DfWzMWYL3wgQoD",
-	"Zb7zfKulByGtYf+g4C5/HLSW9PVa8Cu0YIOvfq6kYZAw3JBJWnmR7KLY5pYwIP+6S7KbBEPqpkyYNVHz",
-	"ViwC1w0IM/mZV299Nf6hm5s/Za4TFwROMbwSSke7L+eKLgG4lm97M7TiizuCJu7fJ7fPzbgRljC3bA9y",
-	"meV24R73GbTycOO591DKL9Z3cs5USDUjMTMo9kZ8DKlgm73NgGz+sgm6/+bW5lFqSDl4ceRlF/ubVXlQ",
-	"gqGuFXs1QDMlt/DO1ndfOj/7aCS8i3dv/S9l5bzTKaSR8+vgOlZH2zvo4HRW++Qn/kNAhCQfPr0jw4Vh",
-	"3R7mxhHFTKJc9aPc9X7w8uWLgybZbK64YR9FvEDZewVCEgZYum+GzU5L0Y8/ClYIh1i1j9k1n87WSG49",
-	"xheaAmKbA2QOHiA+5t7Q0H5xWJwy9qWip80Zqd/Uxv86/OlNnUZYdCiaLHADizEUL5/IH++96qvpcR7p",
-	"GpupI7cztzDLiQgeup3G8cfRxuHP9SPJwb3ffgkq8d5dfJkHVUHPO0JfzHnk3PtHJObXbBnKO1iXj/rj",
-	"1BB5/FDBhEsnpyLjDxlHFv8BqFAx1+sKIzXs37DZ+6q4+lStYLMMiogLMviX48uTd6cn57+8P7k8P311",
-	"MVjlMRpi8mtBvFukJFXHsxWiwKt6KHFxNnWVQkBUdl1e8yk7XA0Rm+cnl+f/pyZ48+Kn07OzfBin+/zq",
-	"R/jw+fj08vTD21/efDz/5e3Zp6Vvjs/Ozj/+/fhduXaURdWUXhp2n3vkOOWPDiZKQcRWMXUDwuwsJSAO",
-	"YF90ENi6Meyui6hAci7c6dZQ+4drpjEthRwTe7b7ojCKzhRhy6kgu8HOzg7iznXT0Q3sOwMfFXqEoIeI",
-	"TUcV5skhTNfbE7S3AOvY/mr/ud2GB0uDKRwQT+P96J7LYpZoPmtr9XZIf04PtlNkOpTgVvvTDnCKRhNM",
-	"U95Ep8TD5WJ9A7L7w4sDGDsSTthPbFEDJoj5WFds4cKzYK+lgw9EsTHFKROIdLIN7zQUyNr33Uc+Cbk+",
-	"0jecsAusIdRKjPn2nmLMS+/caE8eitEI8ljQ+bBWEksrSvi2lcwEB9/jDQM/6K14Ata/eVvE+u3m0CIb",
-	"UIpT6a2kCOV8ssgdOZqGOzRCV+SSz5pm4+/TtnCTVVh0x6IA74aBnzlXFL7XBVBICFwowtO56McmjLqG",
-	"ePkXTYKu41NtBN17Bp7u30HQDTbszdD0wmceMU+DtbCZ1QJyKhA+mGHOMgl2M+OK6WNTKWqmBZzRMIbl",
-	"kNxrLYMPltg2bw6pXtdeWDpygKiPplzg0HVj8LxyWAC1Mcf2mdLMbLeR0EgTNBRsZk3O1C/oZKvIknI4",
-	"sQ9KDC68oE105O46+FqWtTl0zwb3o+XsEymvPqkyaBJifyIGZw4eeERA+XT+jnRm1Ey6hwScXdwQzcei",
-	"geMCu29BiFN6c8bUey4S01Bm6ds2ZAvMTjTRmNvfj+IBIhO/aYsP+HKN7JFWWH8HDfgFPpBNFMH/0nTW",
-	"wtJnRNR4tHDxnrb0yTdFKi9HxbU7VX8ZfltCcTVB1lZRmsKDqXE09YUf7HhXuPM+7zg/bgtn9EElEm7q",
-	"Bz0kcZXt1ltsg5zFtrFixKMcijJZAlcOoU6wlSOCQ9IQyTWRcUS+fiXJDPGBev/zX/9Nbm+JVPbboYwW",
-	"/hvFHKBqffjFy9pMr0KQASVY2NCZtxvvq0qP0xkXmlAftJBmmPwblhTGol0+H2rkL/J2tFFV87N4jGsO",
-	"5pu03mO1zbihUOLdb7nv8tpXKWKdz1pBV3dnwRpKnN9XU0OFpoVExG6MU4vvKuvd9dDgez58eTWftqOs",
-	"9K/yBSaQjusr3hUS7MrT+niaLtfofa0qAmyb8mfZtmlJFdUTECh8AdFNTU5fL1ccLr/89LIRzkE4Zr71",
-	"rMjll9oTXHY/ppWGfQZRei5aXnx4vh7C9Vc8sOvardvXnKk2HrsRPOBk7uHIzC6g9aKhwcgNXBbVKGzm",
-	"KI1md6FtKhFvHB+BG9SS56rV2367Zv/HTh5G8dhIsn29u23b0dtfnTR2u/3VDeu29sg6yBU/zpZrfp57",
-	"o9S0XfLcenJb/f2aHv+s3EIuCL3rUtLBwGG3CYJ0fd2NTOEolkStyAS2Z7bCjJGrLewSJF1nmcyWmuvb",
-	"22DzKbDVQDkVRTDqyPxOZQyrFb3lIfgny0bw6dOqZryz9R3dGn35+u3tVvp5v8Xn3YpAu89s6I/Sg6nQ",
-	"37bXoHfW0KAP2mrQLuBerGFod8tQHm6yJHa1EFJc0s2FYbOPYK4rU4bgwuVMk18TCckWLgu4YOer15O+",
-	"qZWp84arLNx1qTRBVs28RSGdtnrxPSLTrGSaqLjBelCvUdv3UxIo15ibSo45gvAOmCopvTk6wof+v9fN",
-	"tdxqJHK7Za5PTyeFkrNWQvSQE93GfbyHbXgvRZV8JaNK2P6QWYra1OTHy8szh6eQql+uoBNRTM+k0IyE",
-	"RUSPNtqWX//8XAqLXbOpT2sSefkwJpGD+zO1KRc+H6geTa49+8qiLxDFscDEyEzZrQR3CPcOZle0BnNv",
-	"PO9Lb35YelfMB/zJrqB89z588KOIF85v4+t3pgJQeR6eq/kKsdV5yJe0vCtoefaRbqNxQqeRxKsH5cf3",
-	"x6/AKdvZPbAS6d7LAxJOqKKhYUp3e+QtE0xB8gtmPMEB6pHPihu2JUW8aAx4SUqtyIJMjJnZ+dl/Nfl0",
-	"/i5IgexCxaAMBo21fWKk6HgKmHdTekP2dva/7a6HsV5gxzXn0tHUot4msjQT9wuZ0oihR1vYu22smNYt",
-	"6gjcx1Ow64/kugcRXqrS9+FHUMOdH5IuYkmjTe0BaGqp7V4mmL120o097yftILrsoxeF26J6O+zNH8tx",
-	"haPe7XNAZBwxbbCqfo8ci/RaRPXFZzZrIyG7fsqjrblDRRUy86Svw0FbhGGAL2jFNrV8j0PSoq904U0u",
-	"VgQziluGwm7M+q7Eb1sBNBUsNsVx+QF15pQb+2EEgSEaxuOXFxJNuLBaejfIw1t5aWRMr62KCSRaYhHy",
-	"L7SzCR20qU/xslQM9Nke/pD5M9pgSULaa8GdHsIIs8zwSqLiHgxMsbVdp8ClVjocQDE9x10GHrdAMcQL",
-	"pD5FyWn2pIO5/1jllpu+8KXzuj0ygPg3pAJoCQQDiJxwmboByV53SGZ9sVTB0AkpkW0wrUrqKkNguyKr",
-	"7wZxciK11ubonKY1aIrJU/npOuQiN2RLQSv9lcYBuhV9QIq5h9nOtXAne8ZDCb9/YPH2zko2EWyeCZQj",
-	"Hhumjkh/o79BFJvKa5eaXqWA312AxJ4bRcj1ZcV6yW6VsHjEztmo9L5TkJbrQ8itDANhbS6EyUr4WN8m",
-	"yEKqEAkzX9u34tzU69JNFZB229wweyWphI4ZpCLEl4olqQoAxrDbQuwvZIyiyFoRgBugG0iQITXhJAeU",
-	"3z0kmBOQB2pdDSHukVOjSRqn2xd3DdSF/stMuz/YH1JFCU38WVywnsXcEC6M7DUW5XFdvC6iGFVsc5YQ",
-	"0TYNAuWPRFXbp5VObSy+6rZz4O/uBODv13YuEbvBh9tbqe043mDvTTG9aXt1iQrNGQq7WVShO6NN4Xn2",
-	"MeckjWMWc10SqIqZI1yQUczHE+MDHAJMIaFxTNwmrmnVwUmnJLBRJIbioNK9Xz2AyDQTxc3iws7MkS6j",
-	"iqnjxExKFeJjw2LOFDk+O3Uhfp0BNfEv//Nf/z2AHYZFgjsCGspmZlXojdtbuFlGsiRW5eTiMtVL5Mj3",
-	"FFgJ5f07IpWdoXEIIbOYGiv/LwEEQyo5IKqsQDbac9oXWApCycSk+KnXu0QwFmkysJOWiv8GXRySH2AC",
-	"BDMGYK6YNTDwFSXAONMXXNshrhQN7Vh5K+YhtLbtvv3Xf2gpBt0e+ThjHscmpEotCBV9MbjZojjrLSVj",
-	"NiDsxjChYTRAyIBvY3+yoqQLsLRD72Dgoqsli8WI3F99gSWJuj3iyjlu6VDOAF/likGUbowlobFkiJwL",
-	"f+la4XCBwbtQBhyL9Ao9t4Ll/s5+kDolAYHZP4FwnpIh5Ba7sacPeGTMQyY0sCuMF9o4nlnBeGuvt5Mr",
-	"RbqRo7FcovLhxm5vBx+UMybojG8cbrzo7fReYN7mBMh3e8JobCa/2c9jlAekX2qr+228ZeZH9wjgGoNt",
-	"FV7d29lxVWyMk+3zG/gPV20EmUATi8AukNyXq6bxa9YrnL6Nw5+/WN1vOqVqYbkXv2aCaX1EaDynC032",
-	"dnZyCAozJUN7B2qmrNj04+XlGTAQOtaAZ7DQhk03vtgetnNh4lWr8T6t/tCwGobdmO1ZTPnSOixrUitT",
-	"PlNyysyEJZrYNgi78bUvCerw9cuRe91Np3K6jjB6frOq5vxxxgRS170oYJmh3pbFw7i+SCTDBPM76yZ7",
-	"CUBI7tHAHqx/v/j4oXLCitFoUUvs5/jE70LryCaxZDkT4cIxDyuv3gYbL3deVDWdjnX7UwadVrtudpoc",
-	"D40DzwIEK2rokGoG9nR/JVQu5vXudohFG/MHZgk8zT2A8tqEKkhBHCmqjUpCkygGNY4s4wRIJsemp3QB",
-	"YggmlW0ES/tkdV/f8mNulS9kaVXtkv3yQ8iV4bkNNvZ3dlvtk7s9WYSbu9P8EgC7CRrfnRpyPNPejJnX",
-	"wW9kimbGFdp/0sTR0JWXzZNDuv1frPyVv4s3Dn1pPyzdW6pputc3tcdYsrIR3mXui60t9wz5cPz+ZNBN",
-	"hwz02hf+V240i0eZ0xIiPI8ccL0nHcI1mcg5mHDs/d8XWWuAgTlxmg436YikIpo5iH0sfur8Tn2RQosQ",
-	"zWIWGqk0mVrBEu3HaErr+OKrXTLITd8hSLuHBtjyAAq05uuzYgmuI//AIfl6OwA8b+XTLQFTheor8mvC",
-	"Eka47lspjV/nwwXB6ZQu7dbVt3oLhTT7g5PRunbQKKns7eymaSm5FdZgGLCMAa9XXOm5FWViYKs5ckL5",
-	"pXhml8rdbqCMzrT5QUaLBzuxFUV1b4s6AWA1PD7fKJdnlhfriLigAeAee8g9HnsY59lebQQblvAdF38n",
-	"sauqtt2j2+lz0Ph+G/b1A41y5VjuxCb323C9N1INeRQxiGXf323xxhl6wy6lfEfVmOF7L9sMTycz5I/v",
-	"WcTppRVwfgdu7neT0DzEvzu64GNBEgM2liMEOM7IW1qzdSzhuiwAbH91n26R0ceszCf0gc1dWqM2ckaG",
-	"jIsxQXgjYvmz6RGsL+xZCrBHIy2nsbwxBTuDPHPk0AgOa4V7jxznWVbG3blBmMe+8HxLMbwjQPqAwQBE",
-	"BTaJXsASHvYa5pXnYAUGsl+ipYOxNnKCwR/2kODQ69/4IM0bmYjo9yFwu4yEpnubXm64yWqxLv0GlRpA",
-	"5fY+yf1wmRHwExPNH5wEPgqWcTSQUrGyGEqlwMky7N9UfoPCRb7Sy7pia4oXW4mIkz3i9/SMWt3uSyV7",
-	"3AZBrVJfOnYan9UocrxsU4PICpCsWVWVDs3sdr8mTC2OiJB9kb8CaBx3e+QEa6uBFR9WyNmevFom58LH",
-	"6QAWJHfVXdPYKm+rSkTMtM4lLKMxD87Upi5jmdmB+htM/BFP1bFfIeyp4nChoEw1qjcRC3n05Pz5D37U",
-	"LguE9/bsU474YPkCd9wWiDhtCdLKT+ACL0gS41ny+IdsPEuqLXZW0X179ulRzQRvzz5duMUrIbqPBb+Z",
-	"XU2AHu/YJXx/+taerRGPWffPYzywc+Dimgkj1QI41WLGAsACsoKcj+AsMS+sQxtudytzaTCJYR3qcQZ9",
-	"pJ6g8XGXq+GIrcqMYQ/LUEYLLH2XA89YRh/sItT9wD48cL62vshSYAybzgDkukcG/7HljPpbF3wsqEkU",
-	"OyR6QvdeHvwb6u4TduNUd4j0sk39+P741dbFj8d7Lw8yUPqsffT4Q8kIbCLr5JJPrTw8dahPPfxd0Xlf",
-	"2NG6jnD8xj9LOp8Ev7HNShHprsdpfumSpnU6Reek2rQaiQyvwErrenZ1ReYYdKEhl+qIvOXmx2S4qfti",
-	"8B9bPybDbBG29l4eDDCCEUIUnMcS1p/GUrAubEMYshlUAZSyB434ifrYqAHpSAW/YF/ZD93AQezv7ezk",
-	"Qh4CsKI4K6l79pDQvkjj7bzKknbuaqiMuPIo8z1yLBbEOYqJkX04x0wYy3YY6SQCixH421Yqv30Bof4j",
-	"+otc47QvINFSgqQTcQ1BMfbpIY1gNWHZuo5GsKDn/s5u2U39hiv2o5RXGytMmVs6R8XfIwscbpSQqHdn",
-	"0hZ1Luz5a2g3pcrqdtdpdoWQHni4adzdwzS7RJhrtfrl7sa1Eh9Nk91s7+FcI1JeHbvzU2o8c78dpenS",
-	"DqpWT6Qy8QIhxrIUaRLLcfdpZbu/sLmpwpVk+QahBQQZ0hESFYSjjD9z7VNlKy+nbl4+cD/qzNvktZZa",
-	"Ye/MP/SIAp/ro8ov5IfwZ/UL+XU+KgA8QdADlBAAHVJnARD5XUv3qJ1LqLh/mEN1lqbcPYaHoNDHWv6B",
-	"3Yemn1KfIsaO/9Wt8jvfNb/xSopRzDH28Z/CjI97nwsNAkHXMEGFIQDIRdWi2/q0FS31/tFMlaoLg8if",
-	"wcdlolV2mrTWy7NlZl3eenel+EslsWynoKbbX/3HWgpKUUsf0+Ln+njHBaPjSpOfHy9YrcCTj88/e2Xu",
-	"b5JP1zY1yc+UjJIQrPSgqWKQAGRSjpScetuhBExcX/rFUXiGu/xoJN5s9/FUdacjsZ0j7FILP+YvmDxZ",
-	"QrQHCMeQM6tJ5+JFQN6+ugjI8W+gvsPj4BoA+0ZfvNj5hhhJKCA0YuTUSCoycNChp2LgDTNoL7Br7T5K",
-	"wfoC9bvDQtlWBB/1mNwgty/AHAXFm+ZcY2YzVxDssugLGDe4lweK4ff/Bpk+g26hYQSIwZCVwM2Di3Ff",
-	"nENhWCfladLZ2znoVjgR/Ka8csu7QgPLwUUjntZ29yPOVrxDdQ5V/H/+67+37eMOndu+D+6UTB2fWVKo",
-	"0MD3d75rqBMCan5xfLBMuYVRMhlPCovGrpkg85RYlmmkaqR+IwqjdYnwS3CWOfSYlWLSKe0wr7RZQtOG",
-	"LjSSW1X/KQGWD+AF4CR62MQXBw2wic6U0fr6kKFhZguXtXiNpNmvQy4oDLgxDvcyPQEYmHPwlB2nOYCu",
-	"erK3dKbjebHzTVlMXW638q+QjlcNujWqRU2Q8vNNeZ+b8rWcC/CQUeRLnhEB85SY4VfJrf5iFyRw2loT",
-	"jm//DTz5BPKj7ajKmIPZWzHTWNJ5wgjkGaEnIN0rK+LMaXz1HOrzEM5nWO/qy5sDMofgI6ZN92j5TGHM",
-	"B8tAGf6cZwfqX9QF010C2uyN8em/VBB2zUPjcXIAmwbqV4sIxQftUt91Epu+AJdUt0cA9DjLugMZMQvp",
-	"TTQgJjoPNgQoQwUYzP4rE9ZO7CCgJocLO9lY28tvXz5zOWp/SxDLoN1bF4bN3BtfHjOAC6ZnJ5oa21ar",
-	"3U+pWMC6WXF6bgU5tz/PLOJ+LAIWPp/uvqnz9WjckgeQMopC0BR8qZD7CFwlA4UW0bbEWhuFCDE4fGVs",
-	"ApMFc/GDSyk8UJkOzopzufq0dJdBDTnoWo+SOCuXk6/O0u0LdsPCxLYXuJxLkxXZwQPsAIHnUl1Z9hdT",
-	"CHdNUQD6Avy89me8s3haOhlPNPKFLC9+IufaFy6yenxfDLLyO4Nuj5yAVB+l1EwVA/8z6lBlXABSdH5/",
-	"JuD9qyv63Jhd8N9YuZLyMq+jvGxUUYIqzpwirWToDK6Cs0dVqRob4rNUKJy7O3v7FT7fR2V3lqqrpKSP",
-	"gsGk7EwdkTxzufsLQhl/i/k1K2VyDnAeYtZdYOwVW2gG0D1cpJXym1nbY1uQoeftr1dssZQkUCc/LFqF",
-	"2Z88X6wPd7FKsUJpC9KhHlRk4AvDDbrrXpmPKlm/csNqpkM5nVFVHYP9Cn/XZA/jwHIoj+mJXFIGx/ya",
-	"IegAV32RDSpwTnJIetnMIGpEVPzBJWqTDpjMaV/kagoaWVKxsxvANik5h6hSSPFzZZqx9PGMKciWIZ2B",
-	"SOJ44EyJCLCFsHWCdWEkg4iPRkzpQVaNys54sy8w/zC97a08xX5NaOyUBjki+CoTJocpMaULMmR94dY5",
-	"OvJgXNwlSKLVFQIjyHGmvhRC0wMiVV/YQQYYWbm/s29f4WJMeGlyjts2O7Im6/ClnyI5fa0PyeB7+4cL",
-	"rOSRA4JIdnb2Dkp+gGqp7GYWA/YgWlRLLbE4kGJUQf5KX8YcyiC+lmHbtFnASRpJNX1cxeY8EbiOXJcr",
-	"NhAbnj7xzHDvmdcEBYd4xOyBgH+3SJ57wLHJc40SRAegs9/jPmcimkkuGuKxTtKnHpFsfSd1Rrx0uMth",
-	"Wc/U+yASKheuYlO20qQDeXppktI113zIY26KUSwZIT0eGdeF7+sZC+0lA44twEUGgB4oWH7oQO49TFEo",
-	"p0yTIQ2vCPhSQ9YXnf29PSd6Qz7MiLM4ggpYZtIFQCYf2Q2/IAA0XtMp+I+96yAdSUaM0Kl0uawu1K6D",
-	"+RTarAyTj8DDzhTzcAJd9LBDr7kUjIHLwRik4ZfTHrFqW5Qou7erEFAoQ/jNySEI+K+28WJ0JIC34/Yq",
-	"tACRc7RE+qRNQQAX87MdRzoszC5Ie3MVUb33ejmTBIzAiFjHFJkm2pAhAMUepYDT3MoQDslUhjS2TRo+",
-	"ZYfOiAK8RveFlW4cRlCatAAbzITdRCbGXDDfUpbLAG2mI+gMruN4OgBfuFHc2KOjru1qc6ENjWMGEp9z",
-	"l2e5xpDksLUFjW1hV4NSFzjGhnk+90ixkb55h2X/xFGR6eSqwyKPiGLXgKtKdu1RUDKOobo01rT4S0dM",
-	"rnkZ/DlCLPf39tq87M4n3kG/X2CmKLnkLGfI8tLd4S4wnALRWorVnl7bXYBef24hiW1/9R9rTSyIY1Bg",
-	"JqsZHSulGRhARji446Miu464prMZANMA5ir4iIZZjvFYimdx675BBLBrxXW3Nz0IKGaCmjFcnOvTVjUc",
-	"QjWV7DwJ58+L7pA66LP7QUTRDJ0ZQs6fyet+5HUs0nWGiiTIsnRAYrqQiQmAdcEHmhipQxpjvQHEOfeU",
-	"KIx+YtG+2TLoyStTBZJSPDLQA8DARYx0EPiGAQgaLsamJuGEijFidU4AiMaK0FZI7Qv/EyCEevmyuFpS",
-	"+VUkmhnj6uJeMYjpTG8JOEgAlIfgOEdg6wNJ2PcxR7EY+0AU146TWQMylRGLA8KndMwCQtVYB4SJ68Bq",
-	"EFAAU3d9r9nVBIBkLp2OpqNMU7Xs2oCbVVHDxose+QwAm9mTlu8EfaGTcGLvQxint9x9d2gl7Kk0WPxm",
-	"KJVxxXFdtQ0uMIbV9oIIsWR/bw/ci3bZCioYMAEE2cdCC2XiMgLSP5G4fDFj4VNDjLVlma7mgYFKjXZN",
-	"/mps8lnOfbgr4CIZTrkhFKD+7Fk8yo6yHK0ynVIu4kRcbp5Cyt0GZvLoUBCrN0hp/uKxHcwfSWDKnf5Q",
-	"TqdURP/0x//JTfwyjtGn5i7KXCkxtCOC7PrIx8Rdv3+Ug3KGw3k+Ks9HJX/9XPFZ/qhYcTtR6F2micZK",
-	"fF6QpGQYJ2xrrBgTGFjF5t0jQFexIuMYKkEjOKRtDo7aox8z25Pt6I9yzs7deJ5IEPbd/QmEYb9TPtHm",
-	"WSx+Four+NJ7esWcUJwKuhhsIwijCgDLcyYCMCN4QfgR5ODxLNmayZiHi2Yb79uzT2f46DNa7VOj1RYD",
-	"1N+efSK4a6TDDbpBXflQ+9OviTS02wYfrxHAtmbPHxTz0HVShd8Avz6T0kOGWBShOD01AenogIRyIpUJ",
-	"yJzx8cQEZKa4VNxwl9f8WJicK3EWZcbVk0IQBddZXQkXRUFqgyh65LgvYJ6EDu3ZAlNEBcgkkaORS5R3",
-	"eGGuXdoXc6oEOEpcnKPbgsPs5SldkLGSc3DUDwsdQJ5Fry8+2vFSsUiTKiZY0An2I1jaJchGA3sleP0n",
-	"MmZ94YICKGZ52LvCvoTQ6HKUwfP6WAZIEaU8DoimCzt+LcusnmfJ0uF/eFEvbf9U2I1+YkGvkeu4whl+",
-	"K2Db3Z5DrAwVfzmW9Cy4VSuUzJCOYuBE6Zbcx8u8dI3rt1o8A+9LfUzke3zkEQ8K9FCZrPPT87X8kNdy",
-	"7orAzc/TkSOHp4hsLIsYA0J4pLsA2v59YsVwWnX4ef/s6vyfgkHnCtfAOSEdV74So4ZoFHmxC8WxRZZm",
-	"0m15yJr1aXx5+yv8W4tplh2mx2Tbzyz7UcJbHIWlOGUutsMRHMZMx5xq9qTsu9nUCzTRmIxRJOJtmMlW",
-	"Vvu+XhQ5tk+f4MOPTd1ZX8/iyWPR+ueJJGDJw1qFSNc+tN1FB7mCOaKYQfxXIX2mt7/ChxZxsBlZtjKS",
-	"vn4OZX2wel4CSdPhudsvaYzWoVCqCGGQ17jjn44cPa6EAwZ0KZ80JaKqnM8ZNXYRNw43/t/PdOu3na3v",
-	"vnTch94vW1++7gQHu7f+l+73/7JRCvTgTGxFYr5gZomSH0nihw4wwO6p7T//RPLRn0OAP3NR6O6K6YQT",
-	"Op2BUTOkIoI0tYD0er0uoYZQL2wduYvomt3jsLe+ELxK0SwH/d0/+dgk7Dp6loAeWdrf1J7k9J9FzqlL",
-	"VM0g8IYLcvo6wIxKmkE/ZUBPXTJkmKtqHBpRXyydPqsNce2CqCOXSRpJDG4n7IZDcHY+B92DQ3mD1yHB",
-	"bE9oy5ejghbSYkMppAQiTSVhyFikqzMc88fjMS8x18U61qvH4QGNoOX5EtspB023G5b+wStHNw3wr2pl",
-	"+5MZzUQO2l5np3pTIzCko5XHvle3vyo2arab5Q/173Sunu/V+9+rbtcRRCOZDjHpFcS/IEsXKpRc8MW6",
-	"IIMJCgHwP+4FHKzmhXmem5uuE3hTDL+iHmg7q9MCc2B+By+asONrLB+pMby+Ilb61GNWc3GdVNbESuGh",
-	"ikBavb9ssZZ01X8PbJ609+2v/mN9vR/30FOQSGXEWA6UFSz0TmAvHr/ngkBPSmPNvNNv651osqCcP+Uw",
-	"25TzNXmixKhe7Sr8KvJ/jt+/y0r87r08gBq/PXJqCNeAAagBiVvx0MRYnz4F7jlaAhUqi4dDVQsK6lAz",
-	"gfC4bo989upUSIUUPKRxLmvZ63r5U7Opg74QMj1EXDuvKl7M1OR/UcwkKq3QuLezU62n+eV8XFXN9+Iy",
-	"bINCUzdbCzqNH6ixezX1pMrj8sqXcNPTCIsKp3nsRZoInFsot+MPrkG2GOUxRNR78rNqbvhPUvzwOcLv",
-	"wfSRKCoaRSiJWBhTy6+uc9y7461cUqAB0L9TLKdYcZ/S+dYQ2BoK8ndQnWvvvu2v7lMrEe0J9OgWh9fe",
-	"kxk78TEVxVvpWVT7Q4tqjZoulnbDOJlBhap7Xbj/G52enZ93t7778vPO1ndfvu4E397+J7beLXV0Vh8n",
-	"wDyt03nLUYBL4fYzzWe9w/HBvn9bVWFAG2rat3meiAuDhuiVXUGMWETdSivFnZ9cXObqaGdFBrhGMOiO",
-	"M7psprfqDwtf7MU3hrV14kWh/lwKA3nx+icyodcMkKKrihWkbdfWp1+zOF5hkMPFcqWPcMKiJGbl87Xv",
-	"mUTnnjuNukcklNMhWB/SNUO06RGPLXVUTc+30XojL9wLGXGUTM3fRVbUV2lOqlU4uJ0JF2GcaH7Nug2r",
-	"fmzfLAwtLTZn1Ywt29xG2/X2gxqykYSag+l42E3L8fwArz7AgAboVtKGzdCr1HN+JkA/do6mQ4AHKihp",
-	"mxpxQ+dQ6QWrIHm9CiakQxpT5VCUwYRpby2EYu1M+HiSOgiPoNw5PvhRRUx1A8xLSu+6Af74d/vyoEc+",
-	"MBZpMvBDGSzT3AA4wgDQoarWEVtse5RetFhJ+xfpuMomASlMsQvUp8P60cDkC0NiIpnaK822vRFsUB3a",
-	"O61xKB8BFivbHmweFFJDYkZhL7kmHVwu/HnQrR/dey4q6E0mwzhHbHijrT0uUO7vMCx6s/6wngvVPAR8",
-	"fZsKNbDbHZ9cl1VicJdH91lwzetYdkUR3m3tYjOPjE1fZcQ7uaEg10gB250xZax34dEjBylwNNTv6JHP",
-	"mNTfF4PTyIpBholwsfUTWwwCALkyirPII0bksPGsAAJGQzSnaCzClRXkciqnHU5nb2ene5S9dsUWHksA",
-	"JRJvfATcvGr723kimqpcvIo5E2YrtFxNQEfOAXfFtJuMJpqOGOnMssIbGWdDu0p23pfWZA2JLx/12O/f",
-	"7O1u9fs337Av/1oR3/gYpsR02dLz+rRmO7thVbV+vW+0gCdRRmRLW+CF5Ae33lUM9sJ392yfe8ZaeaSU",
-	"XUtiWUhbhTlPKvxR4PdvZYoI3Or2abbX2Ve3v6qk3iSHTPh3YhnPQkoxMMVSTKqcoSBHOlA2r1iEZA7A",
-	"tQ4pu/t00kqzee48EY1O1Iwws+ralZXM8nGEmmQWIQSawPJincFMySgJWTToptE66Ut9YSbMyjU0Ip1B",
-	"KIVOpiwa5HXhNLgT3PZilhiwyHR75NwFdvcFLfYOe8M1mXKlpGLRoa8QBrfgP6xQxkTEIgDjMIC+1BdT",
-	"OWXCECMJIs33yLGvWZqrluZwmbHIRzZ3qgCTvi8QABlHUlW39DwRx+naPu75zvqpPuibuYk8x6/dNzOO",
-	"+tsF6QVwuoC605A1e8PQMev+4WqHr8kfQipCFj96YEU2qkokAhiIvywfQbT37edE+9vyohaPeS/jMBDU",
-	"x8vvLDoiIxnHcr7EAJ9xuH8XIfjJxRJ95diNkQQP5JH9E0Co8Bq2V5M2cjYrZkA9iPC6vZIBvmRoh98P",
-	"7YgGJKQKi3uT80RAhnZA/AN2qANCyYVhswu4v4/IgEcDiHVaudq1JVcRMh8x29EMQvpc3TRN3lFttqCL",
-	"rdPXxMi+UMxKFt0eQRQnxejUygA6D9mZ2GNFwwmM0TA15YLG7jSRYyg4CiICqAjcDkMYF2m1+5JouwVX",
-	"jM3ITMkbO1GQC8NY6uqiohcwEr8eVS7FZUtJYXoFO8n6xlDDbgxu4xYuS5FPLTe4GmUjsCyHW1RnKtgv",
-	"FxbtEnNN5DVkF0RL+4R14iH6DExLRNM5yFkjuxFQPcKwQy+CkalUjMx5HEPRPNKBdi5Q/rIEj5l/QrDQ",
-	"cDGGqmfPGk0evEpdM7XliVgY7UzXsDNYoBmrgfyJdRjFjFr8LiJKmSdkTrBiMrKxHgzu42gA+ox25Z75",
-	"2BJ7lyiWaP8lFmjtCzly7MbuTpAVZyIjqU6swsQNmwao5bhUOCzzAvZi3zbUkV7AabO8EnWcgPQ3oMsI",
-	"2ZYd6FLB4g3s0R0/sD9rDzw4RcYKJSShQhQZIMd9o+TUTxDvIyORyMaUi76wlEfMxIcHLLJxH+ULT0Vy",
-	"LhzXRpM3jFD3BTRDjJRWXcvMNaklx3Ecb1svmDuxuiLUeUp1y8NcMWm3Hs6Lm4UBvJUklBHb1H0R0jiG",
-	"NbD6fmacT/cxK66LYbdYPBNKzLyV9kaJmLNAQVokidjMaqYihNr7hTVUDBYcwi3plOERtSuQUgGeWe/8",
-	"T+81NPlq41fuiLAbbsiEiihmyrYQz+lCZ7viwjiAjFBPBqdyyfV1bin48QRv33yt3L37FPYwd3afLdP/",
-	"FLBh3kjsOTbYgkdccD1hkRNF87hOcBVoX0sW+Pa8wIMfXvCGw7/91f5zu01nMyWv2dPdc82PWkG+4U58",
-	"zUIeWVkbKpIpwGZBSxvlxoHoDj4fn16efnj7y5uP578cn52df/z78btBjxyLRV+YYkgBYuV6CT5TGjyT",
-	"92Hp4YSFV86HavuDqJ6YQdK7C30gdksIbogrKXbNjlJTJFTV9WPuTbk4lzHD4rzpt25PlHZmz/mEgf+V",
-	"EqdGQB0y7x/E69MXuwtyUXcduHdsC6evuwHWFpYxC3D8XiXxhlWIqLIanwe98EjEbqLp+AZl7PwYx2z3",
-	"7pE4+rHr/rWbaS1nf3RPhx9FulpHqSK4bOlXfDzx9R34czWHZw9jtUkGDxGhKR8rcLe1lKn1rwKrAdQ7",
-	"bOAJd6U5tQEFXkG4iNgNsSdBBUTCSzSGOBcI4pWaESuzS8HQKhK46JwtF51j+dgxmfPIeWw6Uwz1pILs",
-	"Bjs7O9h3F4w6YBQHVeNMajNWVt6dTxj6UciQGuDieDDRG2RfRrwPDnKpPuwLnAyW4bGSsy+C6SxglhMK",
-	"aSCSk0WovwxCmQijB/bHvoj5NQMUkqmT5HMLokk2yGUbVI/YB/uCGsOmM2NZayzHn1Q8sO8B/qMcVzmA",
-	"LIM9hY1qCLGB2EGcI/Bx7oy7pMN64x55c3z67uR1ZazgejHi3vTG7hotuLuTDxfc3XmseEHScd9CyAqu",
-	"B8ZZd/9EoYSeBuxcm+IJgQKe/fHLCNkVnCwgFFcOXHFWIvpDGrDKIf50Jns1Yju0yH34sv4NEstx9QVy",
-	"nrNxxHKMvHEgRyPNzKBHBv+xdexW9QO7MVsf8Qef7IzPWcGdUH0FdhN73F1g5AAdWf9mZzwolM9wtmVN",
-	"EmF4jJKvY7zenBykIjBA02BPqZEe6mcYRXkMBTZWmPJbBjz5nZ16A0ve3RpSDckV2D+6II5SzSGXDuse",
-	"qWJK7uciS1qLX+bNfnh5V/VlnyjvaKe8o7JGcFHLmf9OkAWhc2EO9jeCO/WBNFDex4jGmqVNDaWMGRXt",
-	"nRyzmHKxpnfjnRyT4cKgDTxn+cno/J0cb72S05lHgC2+b2k5wyhbotmcAdf2ASnKWcJ0iVsnm3KwUXrS",
-	"VgeA3xfjhKEzKxal+fid9HTgYHEXwGtSnmfgt3hlW2+fL6nsknqFGToR0SaSidnWJmIKQgtRhGazPI94",
-	"vqFa3lCK2d+frV3P1q57WbvOgYyejV3Pxq5nY9fdsSKBDVXYutBdCp9GlMdrRkNXXww+bbo+R/8ifeox",
-	"1XjXSVVaIIQb+YE8R9c+ZFmsdFkRK5IW9fyMRn6v0lgXWXL/Y9wuvvnfp0BWOrkGmn++PP4UfByJiNAc",
-	"PIeHwcBoIkOVcegHYHBLA2xSbCSXMpUPvumECj3k21IRqyOqa7p0C9Qf02aXePr+9lf/sUVJlsLRfC7I",
-	"8vj0hcuOsrlb+yOkJm5SKBbvrTEysc+sTybVNaurN3znmSX+6TCiU4ieTHGZsTBIy/I65yRYgjEBJ7Rq",
-	"IwQmPq2I0MJ04AbRGNVaxum2hzS8GvH48bNwloZZJfn84MbzRLKP7+53yrn/pxWC/kRRfGhfRwgEluMc",
-	"MokjxB/z1w8X5Gf4HBAmom4ANvqYzmag18axnN/lTlrzQM9ootkf5TSf2cE80VH+IFGJeT6vf/4bGuim",
-	"cN4cmA+18h0jmi7smZpPFo9+nozi4zFTf5QTdYnDeRZH/zrEnkcUEXKONk93dTiJlMAussfXfLcT8Ye6",
-	"QD7hcJ6vkOdTteapcpRTfYk86FFioWKmTTnrC3iyNln3HjGTzRCLjxqRmM2tzpuBq/RM3w/qyoCl14Qm",
-	"ETdFGETSmU+kz+oLiGKzmIb2E1o4I8g0Kl4s2NjjVTL+0nSS2pyhx/XKQRe1PjkcxDMZPwYZO3cc6Qir",
-	"fTsAVEBB1q0p9bErWLm+t7/ihzZOA3jw2WXwtC4D6qjqyKePY5LliClAAOEGQgvSJA1Bigix7Zhhpdug",
-	"YssfmlPVc6lnSrq3wwDWcdMl8VMRkQnXRqqFZ1EpTPvT8qcWihYMIVOzkoqsLsSYh3h3GrOIdJi4ZrGc",
-	"McJEqBbwaNeD73OMjDdSYaEuCM7DhUhDgocLQsWCKJkY1gNcHp07diYlTjJc9AVy+4E9EZQLpnpu5QYO",
-	"ingu1RU0rmV8zcDpVyjcDNguyuge2dvZxZ9SiWdvZwe/8aJPWSzfWZI/q4+gYkLjgMX/5E6GSg5x7hfk",
-	"oeF5q7t8Lsz8+wdpSOWPQno59shpWmeCazJX3LAtXwlinauwWl6C+Nz7llFsiJjyKXqPh88NPazlLdx9",
-	"4BFEOMnqs3WEjDnPYgXiDufyT17RcMK2XklhlIxLcNeE3IJWBof5dgCOHvNhxdjeeoKEGD8ulUct69Xi",
-	"iT0ja/8TgAqmwWA+ywDOvoPOQ0rKF/OEcqKADAUSBEII5fiO4xxlbIdGUy5quQ76S+oNCpf+oUe8hV0f",
-	"dSYFP9Zncf0hbQp+VYNyq4K71Apie0o0T18ZZIBQQAAu4KRbDC7A5Bz89RCL/KJBJC0mZTmsJlO66Iui",
-	"nD3i9qeADL5+JcnMwSw6XLHeDbm9HZCOwwDFiXeJVH1hHx/KaJE9MpHyqtsjx/DBP7ypyY/vj19B/Q6u",
-	"yZgJe7y8XpAecg8/kKbkgnRBLhgjkQz1Np3x3jT6X+kZqCws4g7SI93yrvXfJybaX/BuhvVsgnQsy8RN",
-	"SU1nwEY/nb/rNl331Td0UEAle77J/xpIZGlINWjCWfkK4csMAjaZJh0peioRbxxWGZRgk/YFzcciV1vI",
-	"SEIF4WJo189SHLyJDKItJ22hM7jXt7+6Ty2srHn+0GhmRRfI84X7QJZWz5oADRNwdy2zAKCHznKwtjZ0",
-	"sT6tVJtaK/f9wWW4Bsb8TE33tbamN1xmW8Xr7YmltGbrqqOITKijJpyUhLHMoqeSXLCrp7Yx/nOejD+H",
-	"CHAi7Jf2Io84DCLHqDvUfxkBpMSvCUsQSNixboTyhtwtIQV73Mt9Gzttpay/cY8+QAxNoUrp3nOV0u3C",
-	"ErepV+r27fnmu7/hItOq3aIuFzUtFrYCePJMqJKKzCeLtCL6H/eqrGYLcza0akQ1hNgJ4owgrAcW7uLK",
-	"qiBg/IAqIQsSKhYxYTiNtT+NioWMX9tbqAxS8bPv9hHPleujzgboZ/98lB7SBuhXNSAyjnKRcU2GwJQW",
-	"Hy8UrhruJ7bECvVuFCNnHy8uXeY02P5cyRRUyoEb/Pj++NXWxY/Hey8PSEcz1hc5u1oXIfJkYsgAJzoI",
-	"4MJfttiRnMGuL1YtdkeEYjHinCG/6Pivttw58n8k+de1/rta7vwM6w83Wu6sVpMtfU6/eTbb/fUyCZOh",
-	"pYWhFb0/nb/zJUxc1ZyOSkTPVwcIEOR5RHkMgMMeICut17Y+g2q+a7e/uk8t7Gv5U/wcxviExjXPPTzz",
-	"iPCGWJBYjo+KRa08bKmRAL+19oVWZWOr3PsHl5EaWOgzUd3XxpbeRbU2tscXgJoVB0cR7WxsTyJj/D42",
-	"tn/Ok/EniayDQncZk97U9p4P3A0fZO43xJkP3FkLSG4frfLOBNriRjEdP+o9vx2l+kWttc0RXaaNPBvc",
-	"Hu9ou1VetDG5Zfv3fBfe31SQHdu8VLVsegM9G+xvJajLf7yr0vEDDJ/b/gr/1gr45+xaXuWCaJvEe3z+",
-	"2X1+bwxUu4yEYpjkEdpz5QyhmMEJg7Uf14uJbChDgHzz9DXpAGJaGpmZlUAponabXGh1OWx3rUfBvn36",
-	"OgfXPZ9IOuWVRt5jsSDXNOaRXxSs6KsRHWHOhuTTaRdLkEKlPA/0jDg7etXG+xn7e0yvSVVc9qVHp+7d",
-	"mep/F08EUIgzAWLUj6/A3eCYr6bNJWhejzXeIIOkTz3i7r2Vvpuq2/ecjbk2TLEoxUjXf54d/bBS2tZu",
-	"azqj4cLlWBUA7tJH6zfTdsTCRHGzAE4zZFQxdZxYYernL1Zy0lArGvlQouKNw41t0OVcR1/T2gALbdgU",
-	"rjovrTlpNv+dI7D8U+lAc18CQHTu7zBONHDD3HfjWZL/k4loJrkodpehQ+S+TK/7/Li8my3/skuayX1F",
-	"leH/v9IS0fyUm5+SmoPq3MTkjFRQNQ4IAAD//6jWvUiqPwIA",
+	"H4sIAAAAAAAC/+y9iXIjt5Iu/CoI3YkQeadELa2WbSkm/Mvd6rbGvehI6tNzr9nXBKtAEkdFgC6gRNE9",
+	"ipinmQebJ/kDmQCqiqyN2rwchSPcFFmFNZHI9cuvG6GczqRgQquNw68bE0YjlsDHdzKkmkthPkdMhQmf",
+	"4Z8bn87fETkiesJImDCqWUQSpmSahKy3EWyocMKm1LymFzO2cbihdMLFeOP29jbYmNGETpm2fRwnmo9o",
+	"qM+onqz2cywItQ9sKnL6mnSSVChNNeu5F09fm5FwrcgskVEasqRrhsDN6zPTaLAh6NQMwrW0EWwk7NeU",
+	"JyzaONRJyvIDnlGtWWJe/n8/72x9R7dGX76+2Lv9l41gZS7BxisaTthPbFExeKI0m5HQPESu2IJ0KHyz",
+	"qcggtG8OugGZsBty8ePx1t7Lg4qRX7HF2oM+2K8b9BmfsZgL9reUJYvVoZ8InXCmiNIyYREZLohZd9xy",
+	"rsjMvk06MiFvJZnL5GoUy3m28r9Cu34C7oUCbUzpzTsmxmbp9nZ2go0pF+7v3cqBX2g2az1oGCxsQmck",
+	"kxMaTgjXbKoIF2GcRiyqHLB56X6DjVOlWeIoo2RTQ3yidmP/JWGjjcON/7WdndFt/FVt2x4+mNZMjyci",
+	"mkkudE2XzD5y5z5dH77T9zJicU2PU/N7a9qlW7/tbH33pWM/9H7Z+vJ1JzjYvXW/dL8vp2lHzjUjyZHg",
+	"3ebu+vBzP0vkP1hYt94zfOLuXeL7vsfzVJSzmvNUAHf8N3LJpjOZ0NifSXL6utsj5+b4Kk0Tw6r1JJHp",
+	"eELOTy4uyZhpQsmnT6evr785wmPunlM6oXw80WSUyCkwe9/6xeufyBVjM/g215X5e0HmLGFkzK+ZqGBo",
+	"SSruvCjnqTh9DctxEU5YlMZ1u67sI3fuzfXh9+CChQmr23QFD9y9Q3g9606zWV1nyKequ1qXb10mfDyu",
+	"5Vsan2jb68GL5k4/s+FEyquaTuf4RNtOd5unemuaUjMpFANB5AcanbNfU6a0+SuUQjMBH+lsFnMUhLZn",
+	"iRzGbPqv/1AoFbU+xuYt7LR4cN/TeCSTKYuITAgX1zTmRpSCcRyRAUsSmagBibnSijC4wOxDI87iqLdh",
+	"rhopRjEPn3TclxPmhklC278ic64nwBGcMLgJzEQzGOcbmQx5FDHx1APV8oqJTUUSGTMSSaaIkJrQ2LAs",
+	"EBHkjCXQP4zzVJgLicZPOcxPgt3MWAhclyXXLCGw9aQTMU15rAhNGJEiXpBYjscguNwGGx+kfiNTET3l",
+	"SD9IotJw4rcYZECuyZDFUowV0ZJQIfWEJcRefzjWM7qIJY0upXxHkzF7ahoYymhBuCKx6TwhekIFUgDD",
+	"Q/RJ0FRPZMJ/Y0+6nO+5UlyMA5KKKyHnIiAJu5ZXyBDYzcywOiRgc5XmlLPPnz9vHad6woQ2g2PF0axw",
+	"O5ziNeUxHcZPuvrHJGIzJiImwgXpRFTTIVXMTM9JE12zMWk2uiOSMJ0sSEw1S+zuzBIZMqWeevCfWRxv",
+	"WQ49TLXjvqus+ZolC2K7Rz4IKinVEzsBlc5m0ohV71nE6SXsz9MfgU1FXmGXW2YIZuGBF4YhmxnmM2GJ",
+	"Yda37l5FHT2aGiqV4m8pS2HYs8SwTM3x6nSazArdBRs3WzKJzE+7MKSQRyw61qsC7CWfMmdRiKnSxDyr",
+	"gCMHG2b9qd443IioZluaT9mKEpDrae822DD0Zr42woRR+JpWDiZm9MeF2SzbNE0Susi3/MLIDKkQD9/y",
+	"PoojTrL5OaccuqlkXX/x7cghqBe3wcbxbJbIaxq/tsuWE2VoFHGzyjQ+y+3aiMaKBcsbKadTS405YWp/",
+	"x0hTq1Jb5SAuNNWpKrfm2EecIcTJEFREAZEiZGRKIxbA4cmTQHGc2ApS3NLtRDM6Aq5pOD1SU8Qi0qFD",
+	"xYQm8wn8woghJplqEnG0BVRS1Te3ge/2NFrtGM1Q0Jnn1pWNfZtr7FwiR1tqTltxBUbK/Qxqm/3uNshv",
+	"YfVZ3MkePPdE518YShkzKpYpP2I0AgV6ZbCfzRgHUlziYg7sYFVA+IgICVdvxCMyZCOZsPVP9P4y71jv",
+	"9V3He5S1ZTKRTs0hs1sQgVbxD5C+codrtaGD22Bjai6hcekimK2fsMw4RtWVIm6bVe3OmRH69SsZoh9h",
+	"7fheGiYiY1Zy9LwYDFSlkFCndGG3CtR0x86WTno11zKc1ix+9DHVFV2647VCvSVEtru3zAVxMqX8ztly",
+	"S6yuIx6DeBHxhIVaJguCdlcyT6RmQc4+aG9fwoEZ9IUVWDeVtzrjw4dkws0HzpThVKDTpIopEtIkQTNj",
+	"XyRsxBImQhYQYcQBIIbhQjPVIx8FyWy/XMxSrQYBGRjldmDuYOgdvt9UxHwL3QxGiZwOkKisbdu83093",
+	"dl6EpjX4xHr4hRsyfjno9cUK37S2+rIL+LPjiCHVNJbj1ChxodmZyLCfjqFoOjbjUnOWqO76p9hwp4iP",
+	"7a1U7F1N6N7Lg0OcyITd4BwcIzcbGpgdlSNCs23dVGRKBR8xpWsPlzkWpomSY/GjnJs2FtCFyjdOJjKO",
+	"1BGxF8ZIJoTCU7muuNAMLSGFa8LsWi3/NdyUR43iEpo+vjZIOpYwmuQQ72dxz8NRG3MnuJWp9/griwhY",
+	"cVFV9gdjyEI5hTUz3I1LQeSonseZW0fx30p45w/mlJBOcW9xS7QcM6NMFgmOC32wX7sRB55vLXeG1GT0",
+	"EMV0YOcmEzJlOuFhPZ9ekdN45GxU9i1P43auuR2q42NveFwiWGfHpZYG2A0LU+1Uo2oGuw/etzL78UVM",
+	"1WRLsRlNDIMwSmhMNb82lwYcQb8xR4RNZ3qROxCeJBpvOLf5a2zji+UFt2bB4iI3rew7jqtYXF3PE1oJ",
+	"8oWdWr4Ul0eJTdcN6x3y09VR0dzN1mY8GyDLCZVOrWFg9SSbq8Je+Qmjhp8HRMaRkbtHPFGadIwwIJUm",
+	"u8HOzk63IA20GcMnxZr0JiPWv7GMcXWEbtIqd9lxMcZr24y59ZBe4VJE+eWpll+Wti3nIfbjza9u3Yae",
+	"5Rjx0o5qbc5M7myWELo5m2aC5euT914SLiJ202s4NqAuNl4x4D6oZy/LIhl4bqzbwc2sbl0MbVS5xjsy",
+	"KUytizd8kooctdIsBiAgqYhYAtohSEsgK5Xoh3fQEoyUAG3Wrkd+m3735cfhmm0o34GM7oqr/1EwopMF",
+	"LrZpa3UFwwmPo3OcQu1xc88ZLpSZgVYp+Kd0yBLBzD1vnyM0/6UlJZJQQaQgHbPFOBW0fRsZwMjujJGY",
+	"iyt1BERgBHjKBcjFsRwbURrM5yDdj5m+0Gz2To5VQGJzmeGl9e9yuKm6jQo6GPhqd+fA372lQTIXLGdo",
+	"SFJhKBDmZ/628900c5hOjbQ/lTBNmH/IjDQUy9BaSsh8IhUwxpApRebUTFfpzNA4l8mVWVIRkVCmcQRW",
+	"vSEjNJIzuNAjGapt7+dQvWlE+huvEqomRNER04v+RvcQRuZnhAJfwlQaa7OyRq4NyB7IStJsBkV2DQNU",
+	"dG70BC7I8eXJu9OT819O/uPk1afL048f6lnV7gtYRa5fyYjVHysU5AVXk7sZAszhBeKpNouVaL/FTX1n",
+	"3id0aLTaMgIO0Dtil+bcaNhUTYaSJmDRN19ezGhyRT6dBoZIHQMrnt5lsTmW409JXHF3ekoyJ8B2PKaa",
+	"zekCT4MCDQ5N1Pbpo+Lg4UiQkUSHCJlPjFzHNYQDBAS9OatzVZsklDMOLyCZLwgTLQxpNUaUBfJ/YW5/",
+	"xxOskdp9vTBiO1XIACwvSdhMJuZW0AFhvXEPCdP67g136G98EvZvIygfkpmMyM0h2dne3SFCRgzZjPdB",
+	"HJLdHXIqVDoa8ZAbFVBc84jTXiin2+NZ2utvHJEwZjTJTd+PWKVhyFjUYPQBJS+dDgum87Ijchs4wmji",
+	"rfiYU5w9TVqbwRUXEarW2/iFoT41oyFb+dZZEZo0ehsrcpfj+AJfR9dVbUiEZrMLeHD5OrSr59opuwUh",
+	"agwN8KWLJ1M9SzXEtknBcOeUGqVxJqKgaOL5opNCtA3rs+GHCTPfGmqQyVWJTOJE3GoZfVPZ0WTycEAm",
+	"VEQsMnfi0JyNCddri+d1MjCwl1YSqrntCgak9XYbrlTwZ6oy+9PxkmEeFn9CzUVGtI7vZm56OIHaXB1X",
+	"bNEo0Vlqyj23ytENB/TRaKWjq4yvtHKAEZCtFZPXq917KIme1lubXraRRVdUcYxKzYd22mAk6C+jqmxV",
+	"8gRUf1bLNXaGEZ6tdfbc2V/R2IMNwW70GR2zS3nFRCVFSpE5JWd0zHqlAYj5dXGjrJ7hNQ+dyLg0QfML",
+	"OmOajCQrvdpXK3u9gHCNUsuvufjIq+NXP568LjIikE4ZSH6HTowNLGM0sqY9Rn2BLNJ85a5AUOCs7Ssy",
+	"704DH3joDzjGRhupvC/A5w8uwVSxMus1rTdbm5bM0i9APLbHo1Ow3xa6uIMJ+2WRV1bKYkvdzicyzliO",
+	"mXi3mdv8yYwB5WQnQhbnXNH319JhLozasIja6VjXckNcwuqcsPX8+5Uatp1gekd3ezaRYuhiO2/7q5yK",
+	"vkokoMDDRUGz68SebS+l2jjfztuTS/I///Xf20bc3/4K/Pu2G8BxNmcrM/AXHZxWQUDOINicKV0iCmMn",
+	"RmiKje7qz/6MC2VErlVRKX853vNmM4Rgh99kslmlbbjFcveba6iUFDLjx5Ilhc5oyPWiZTj/K/f4HaSt",
+	"ZWW1RJmN6ZDF6+m/K1M1V+EFY6IpjgdtEkYvNXenWwerqnnPWio0j62bL0FPXruplrvHwJFeLVlZOwmO",
+	"wcjqXE947obfI1MuUvBGGeq2WiWqzi92SMFs5DwsZo2ouvLBUSVucKquyK/md7yrcKs3vdlmJuO4RFe8",
+	"DTbSWbQeCSwrSOiastueH2ievPL9+PWrofJXOZpenW1xu0sn7Nb/EGIwQwrOKyMCYEypynQqGi0CklPc",
+	"na4ujNZNrV2KMUJHmiV9obO4ZOX5lYwUGcrUcDPwZk1LfeOz9D2PY94oVJ7bQR5PZSpgVcaz9IMZVfly",
+	"vD37RLi4ZgLcymb4YPcx/3Zgfkb+EVJ3A6KQKK1Z6LAvYIqmAepC8FxsDZECZ9FKEH579smMsE4RfIkT",
+	"qeUN6y1LcSmK5hPMzrK7ublsW0GxURMgW9IZ2NjYARxXmRqhnHXrrWZGXzN0XnMqf4ID+U6GNP5b9dlU",
+	"6XBqSPHf5RDIri/O6QL+0JJ0BlSzmLPEPb21Bb1uwWEfdA+xkwDsV8f4aNAXZjfR1zXFW5aSOeXae7zU",
+	"RM4VvgrSqhETegQVksO+sA0ZKX0uiuSBNNEQwTSVyQJc7uvvqSin83OgYwiNWTmqoXm3EPtTKvEuMS4g",
+	"xSB3KosDdyOpYVLvGq+6pSyVXCZap/Pz8db/tUlnP2/5z7/0vvzv7ve530oT0lZsxjASMqXaLI4h/VlM",
+	"QzY1159iMTjWVY/8xBbI2K5pnDJnju2LnHkPD4RaCE1vDgkF8xM3LxE5wxmS1x8utlQ6jOSUckFmCRvx",
+	"m76AcKLtgVHBmBEJhY2TdI7fgxckZmb6KiARH3OtAjLYGgRk8Iv5X2/QFx0azyZUpFOW8NC8OJR6QpiI",
+	"VPeIUBy0GQzGB8jEGsLRwg1kOaU3+Q042K/ZvFL93x7ONQwAVipr8tf7hmvo6YOVN5YSFr/Y3ERMVSzN",
+	"FA42XsnpjCYseg8xJqsTG5ZGRZ0a3c7dYkaU9/k15nm74h3z94SPJ0zpwLkYYlkUxseSxmZvplzwKf+N",
+	"db34BY+M2NzlROi5xCTACb1GjohxMaCkxzEYydmvKY3rz/NLCPYajexm1cekmNGVqfY8nGRk5aZddDtF",
+	"LIxpgh4OLjDm3qknTm3pDGxoz6B7RKb0BlYAJ54K2wCwJxd06Z7ZgBwy/PilwaXRKlirUcMGdQVOf4HE",
+	"M8FPpkNIZhRpbBM5MAvOtujt4TdbY7llv/zfo1hSfbDfFKIxl8l6VAgv4A71GoKxls6btRRa6dTOOKMY",
+	"SxKlh9GeJKv41sQ3rmdYyFm3f6g3837TLnqvtRLbygVyngrrAWmtz8KGgtm4IaKhLKTNv+rG12i6tfty",
+	"wZyFtrg1j3o+ag5K8WDcVp4cbxWuPiFtaLhuaf5uHikL8mvJJtdawnIPE+l4d5eIF93GiL1srZfjd/79",
+	"4uMHy5xnRqFLxRExS2v4KoZrAK+YUEWENfL4XSpuwTprXsUwypd9KRLsQULtUsXWiopbmoB5Pcg6Lh03",
+	"nDOb+n83w+KSFajJupiR1jpgBCv7Uj2ZNSykS5AeNzTU8QI8s3JEBo6pDjA+3nGpQUkAEw0nbbgquEY+",
+	"Qn/K6vJnCZdJqXXD/eKBUJJUbCrQwDDGki+pY0HOwNQXCRVjbx3Lcg3MGzMZ83Dh/AaHxSf6ImIjmsa6",
+	"2yOvQV7B2Fy3GniajRD+VuaMvUyrvnBLpHrnqbDz7L09++SmUlAYvW8pFwq3nMK1yB39gMyoUszZVfKu",
+	"ShegAe30liSSfxh99pzO39s4EIcKVMJpHOoGyWCDjohdDogRR9shhKioVZPA0kXcHt8j2NA0GbMyd/05",
+	"GNVVOlRML9vEYeeUC7n1VioIjRGMRX1h5HWeZDmxnKmA6IQKxc2mxovuUW5GRr8iFz+dnp2dvEbrQ763",
+	"TUUGlqEPQDIXUhNmtsbc1D1ycsM1BBDEpilwBqi+SJUR32spCQ2eoCROU4WRZHiByBEOwQvX+3t7ONY5",
+	"VywweuHArtzP/Mugu2SkWgcYAhTGU3yzwLf8XZ2ThCqoxj5xRHZAgUGdZ8qoUDmnRc8J+kb83yk7DXlJ",
+	"qjzh0Oi5sJT5M5BLoYDgDTQS9VAVXguWo4Kxguv6bneEjcU4FT/KtCxw/B0fMSM0HxEhMRF9gToTLqKd",
+	"BK7Zt98c2Eng37tla+jumLVgOjChrYwTA2/EnDYM3WIR1zJRZp+vuVFo1REwYpF/aEojCPlRPEIh5fjs",
+	"lHSGUmqlE4p+WacGYoNG3IDmVlXACukERlx9GUY+3qC4IRY3plR2GzKasITgIz1yMZFzgXAQPAvTBCyT",
+	"Ui+Cdj3W8T8c1vKc8NXAja5uWhYXpvXEjslEyiti8WQ2FRkzwSD/hPz4/vgVuWKLo7aTXM5KzMZSO2X7",
+	"2Mqk7fc1s7WQNettY9kEZwmzcSbxIhcubPOix/SagQCNduK7rcY8G2vdargpLa+Ge71sNRwgWIkuniaJ",
+	"TUQucxFpM7uEXfsM73pVNmIx0zbvviaD1KhJ7NpBGbYyEboZnJjXaiPlzDgmLI7KzN/W45QPvYUEQjJk",
+	"IU2V2UOSMAB4INz6tdB0p0Ias61RIqdbv7FEEsXHgsZdMHOBJ835yhrCqA/aaohyiCHya6/QR/di3SLZ",
+	"nEQXrFqrXf6aSt0acu5v8DCQJixj+x0+t1R27l6sGf830AE+vz4NuZ7qejjAOy22id6tmrWPAyoHjVnb",
+	"9y7gYfPWjIWtXzLPollqGLOq1FCcpwtHtAuL0eaks3MILIssmG4R6KQtCsyn03qCeQl8nY5GaEBfa+s/",
+	"Mz6e1J7ub7PW39tEhOK87bHeojMeuBlvQTaFkThmibxZNAZLz7mIUIhssxOXOJzP+NJKIqTHFrRih2O4",
+	"fuvsvucJOnd6ssXMsQTPPXMct47t42W4LspIXZ5QTmR2sf2QlGI7tDikgnQoyflljJrxccq1trhJ05le",
+	"HFpPSEhjl30TEN5jmBswpeGEC6eN94XdXsiiCC18IktsoEDOMVjm8ilzAi4x3TYGliK45l1Obbk8Cu3U",
+	"7SJefQ8Snwd+dy6ixlsolwJSm6/jaHfN6C1qzgEMJOuqbgnK/Y2rBuZWe5FOp7Qs5HjZ0A6N1o3KuRyX",
+	"5ebXHy7QFXxEOOZAqsIp2VSrOSFgHKnzXe7vlPsuV67/ErcLVZN3Us6KAloFvwfZp0X+ZO6ar35yrzWJ",
+	"GMq0QRZA3ILwKR0zjFMOqbAJc7M0jgFe71CkcRyU5Cf52y6SYG+BAEcny2UJRz6OtCaaeCX01E6kwKZx",
+	"verI5G9Ojiphpyg6bCoSTlh4ReiYcqF0iQUShDEyYTRKpJzmzPhF1ruCoGRbsZb+vDETUja7q6bZEdcN",
+	"3o7dlgxibzXvXquWJ/48RzUP5kV8UcA4qb8RWiZ+mR0c0vDq46jpaFXlRnmshHoPXl7aNB2uHcycrWed",
+	"IaiK5puGZOXlpSsqLI90XWI5I8pjFr21okqtD7hFcPnLJZ5TEnxNRcQjwD0NGrZX6SYixzS5hGo2Xqwb",
+	"yu75iW/A9Ri4tatb9wunbay4l5Ygwyom1+YMAzgExmd8wjC/Zk9oi01aWQw36CCL8G/DJi6sEFYC9kVF",
+	"xhttni0VEZnIOelwYcGgevmGDok5WExEfTHQCddSDIy4OriO4+nAQtEEeC8FhCZjFRAmrgOPtaq85qGC",
+	"vqCplkYfBPhQy+jRQyQjRO/m4DyzIWVAkBGhymWkHKElH4CElQv2B9eE9a7QhBEuMHWcznhvGhW8Rbmo",
+	"y1rXzrJc9NAMt9HqsdvSJrFXIUC7d+vopKis1d3FGXfI8A9VITXKJ29zEdqoVNTtbHSoTduYMqpSM4cj",
+	"GwqtFaIGG7UUEcRiqgF21bSoyD/SaFySboFIpqtjfnlz4+C+oDEv+CCkIkeQAXxiTXSm/RxM1h3QPb/7",
+	"7h1O7H3JsD/NZiyx8d4eURSXYZiGV0yDZY6LMfz03Xd6QmYsCZnQPGZZXJyNNHYbVMxLKI8uWbkj8NW1",
+	"IY/ai7TVDH+E2DV+DIHb5jIifmNYwInDuyhSRyUPrwST+uxFR4eHy5XNyh+AX/TnvS899H+qj+LnnS/I",
+	"BKECR29Gx+yC/1aWeV4BBVXHxd+efbKxyyvzcjy1kXOkoiivlmohKxthG3evVwzugzU1FYc2nqXvIdb5",
+	"Pf9hdXnxJ5evbuTtDoYFLwXRY7j0urhpLzAG4rIUOu2zuTa2QMS3EfrlXdtfl6JMXbw/kRC0Y7QFzIx8",
+	"e/ZJNToxXG7Cki6cpY/kGiOd4oBaWCFN86eiFKzoc9buhMUYvy0j5eL5M0R5OXfANXMBl6cNfQfnrwsJ",
+	"6TYHzk55e3zh96dvL2IeMtVkc251Sy7r5iXyFxhKKV/HxWKo/NK80mR5T/MQHasb8UomkRRNMKLfVdzi",
+	"NqMg22g33eV+K87qGWi1JdKLnMikWd+zUlU+uKieIiFavs3DkNTBRbuHX67rn2m/zW/PPnknTe0ur5nT",
+	"tkR8c5oILsYlzODEXDHUWjLoUF4zH31TYldWyIfuBn0L1nx0KmSvrYoBL6qt9nZx88tRS3inLiBrLTxv",
+	"R5ql0RMe9ASfIzETERYZQcSfVKSKRXY9neFnC/EgkZrtm82BpGtR/4t1qP/lOtS//zhUfVCghuJav6E8",
+	"2VITcx3gI34lZUJ2bCzSbn4FV8lorzQEyI9sPaIYyiSRcy7G7/iU63JM3BFN7AEScsoFjQumvildEGwF",
+	"K0MhEhuQUGdr99Bc7LFp213/h2Sn2+zijxHovmZU09SQJmaGWtrMD88OITc6GA2NY3yp/XAg2hpbLtEv",
+	"jEBHxilNqNAsC360q1PfMtqrVQUUxzHJy1ZUWWBqlJrqJC1I/KHk/enbXF2W3KNTPt5CbKdZIkc8tvBO",
+	"Tee2Wqp1q1PBsipVfSfFtT16Rg5t60+BtisGlG9n1YqYCZFV2w0oMFLZnMZmEa40U6317QIA0eXCKA6n",
+	"UQ7tNYIjT9fRMFxFhcWMralP7DUkjdoii8WUUbiYjYbOtXfENDmVqs5U/kTJpHBE7kz9fnfd3IICDbnN",
+	"K6VF+TkXS1obtt/KoVx76xZgCWptaPeQyfYr5O081ECDjOPXpNwN62PY23OObJWbuEbWeNnQfmQ0RhvH",
+	"Mj4qC6/uiaOhfJkUF3FaCLKrsHrYt0oHK+XVsa3kU0ZdMb+2hVPrNZUUCxGVBv9wRVxDgLPkKwdhcY8j",
+	"w4Am5ugKNgdwBp40KWwvANYzKTqPWxxI+06QzSw/9rIFOtVs+sro5Kqs4gqbKshlGoFEAWlvMJ3zVNiK",
+	"DtbyekTUFZ/NWAQAdZSAmOVgmXrzCRMV+ShRs3QaAqRQ3PToC+/VavaP4xSapWg7qWZl06JbNnuAlknX",
+	"v+cHn59w4BbJDzkbU9VuvqE8TpMSG1ozei9eshG7afZjVWNxAQaXTcSO2UgTmVprlzQEs0t+4j90e7W2",
+	"QhyDwxsum2hm42kSXeoJoUKk+OHOcsQLNCaMeJnglL9prfl3SSLdHfd2d8bD9a5h11/7KxdqFJctHae2",
+	"9mcDD88lMSxbHzkFHBCfDSMhNYiLcczQnefqJXCBleLqYUvuibG53zqJ+WUTVtQS6WDAdvkZsMhffg12",
+	"7F2QgTq10P5ayDPlYkZ+PH6cRXCjbEkCv+uVhAJ7WhURF+oGpmJ2ALpolM3uilE/qiyi4DbAhoS5K7kY",
+	"siPYvNusomrZqguFsEvFHhI2ldcsatzz5Yg9WLXArnEl5N7SHj1E3N7ytt89bi9r6RMIvGtaZnLpbGtE",
+	"0NSh0sGA7hSku14K8frKSdsEYpjBg+3yfff2giXXVk5dttz4mHg5KkSGgLPchYcsQynCFVHikc9l1dQy",
+	"EYQIKnXBggW3GL8n4xiAXQugjoDVCPcYnmhXcNAcYlUvuGO81KgCbmDGwk1lZ5iwkWnTKAxGJIivWQSm",
+	"w8a6Xe0c4XuVeYIYCu/W30a8H2UhGJCMI+PYaCwSE5WdMuaj6P3DtSAwOZTVktCP1OVKIPRlDhbXbUSu",
+	"6Fwjfn4rBJD9VVxiS1VBIdJUxnlsS9xRT1lNJ+HBTqY7Wfc8oH/PVqZS2lvfHgf1Ou9Sl+kB8Wiqy5qb",
+	"cwsGYENlaOXlFubfAhDn8sXRD+aqnTfQmRtySfke3C4yMYylcx3H04BgRFtAer1et9ckpk6ZphHVtBYp",
+	"HXw7Tnq/P8briuqFbeeJP1cByk4+N9R7SJWWLu90FdPqWpdZaSTiCtByVeKJqLo93PYu52Q3pG602LoX",
+	"lbW1mtbowViK4wV3ZylZ4MKqfWE0anKhv2hZM+Da4QK1D0xE6H07hrKRn+VALx4s2HLfK4J/bwtB1baG",
+	"Zat4hHsYqV82ps8VJ1aFjlu31m8TOpuUs+rXx2+L0NkeIsKljKiARCzhTjBChLsZC0lnPqEaI3XnbEg+",
+	"nZIooXPVPbQgHVgeiutJ/m+QtbhWhv/bpDeuVV8MfNjdgMziVKG3P1dhysFDQSzpzSxhELOECct90RkY",
+	"6XAQkIEzdsLZGQREs+kMVrDbIxeIfYLBwzAH2IQy0F0IB2x9qgsLbXppPNrYfuOmXVjQrOXoCaG5SNnH",
+	"EqEOzZeHHohwU5ERmiIz85n5wgFhNV61fmNW+3oNtTcLiDGkw25mMQ85VE4nfIp/dIOlJb9TbMsLvBrM",
+	"/tYgiY2oQGUCDJ3QC+lQ4mr1pGhLh7oQ9VrEfi5lsNiXr+6G2VUOBCkgCV0ERM1ocmUmbCPtwQVuy8v3",
+	"NoIHcJ8lqTgt024QHYIkacwCa1WRuhAWQ+P4whm7G3Uc00JtUaBQChQWMnworj20Wr2sdVBhNrO5kRnZ",
+	"1R2S8ivZgwatfYAbz23WdN2wmhFZdysRWV0b5fkdxxZYtIiORDqKMTKj4RUdZ992e+TVhIVXGOfp+HZf",
+	"zGiibEk+m31hRHRq9XIq8GmuCK5OQJREYwHwcShGboOnM7h6qrE4oK/7N6N6AhhM3VJMcweCtsRQLJX6",
+	"Eiyg/Y6yaopwwhDOGWrVARs9JF+ZMCpx9H3glNbvA6J1/P1tD23jNCpH3v9BpiLCFFUM0oUyMuAS6G/s",
+	"Tfobhp/loarYDXoVu73Voga507sMVIoyAUjVR0vFzAHLivuImk/n73pYK+DkpizcqICcdViooJvaAo05",
+	"kC7AyjXMOQog4tCXf5epDuWUHSEAmKEecxeAazGAj3iPXHi0MPMdOIJyo7vEIvq1y1pcvizHx6/yy6lZ",
+	"ZcefdnemuLS5elVlGU75cmgwcXz8kHwFgHp/7eMlgBhuQQ78LEnF7ZFF8ldprLOaIrmya0sFSvwyKwj/",
+	"qMGGu1zMWJQDhjskP39FZdgc98Bx4+/NJ//e97dfehsWKFNVSmtZU4ZRQguWUX4PG3c6+j4gmYDwPd4D",
+	"3wfOC2yeYlAGyhwR3EDzhjmQ9k282f4Tjtp/2oP2n7nr7D/9bUb+06/Q7ZceOV5ar44daXYmccG+v+3i",
+	"MlKB8Zz+tSIEIZKLLxjTKwEca8zxcuy00v7yZNC8WfrtkiVwQvdeHhyifWTCbqyBxC5FSIUUHMqtImZG",
+	"7Y09dpJ+a2l1Yx1E4Lb6UBuAiMI9d+diOJm2VFIOx+OMtEw0PsOLrSQg7M0r8t3+y2983lDENOVYGWXZ",
+	"O2F+KJVqs2y2ViJJLvWppEQcF0pTEVbC4CBIl7mES3HXsgifVU+y5jpmNXL5SuDf+SnhEROajxYuec2t",
+	"k3kDhZNcrma3OYMKfnVDCepCi84yknzYZPmHDXkrl3UbydF8rJBxbaR8exHXLlSjhOsarhlSG/m2CrUD",
+	"Iu982dMlg2KEUDl3gHfZzWVitY3hzaqH1MXPt8kVh2KlPpp0fc0W0cmk4uUFu8+puCL5alARC9Gn15lh",
+	"cPoKbHYJ84TynpUQwidgszNaRYeOWdQl7lHvH6Piyhamqu/n29ZZzfmE+VU8E2crOiSQTRAQV90pIB/k",
+	"BxmxN1AN5IMRavHjOVMsuaZYC/csYWw6w8+nAjSdRhyspmqEL9pgwe9DJNrwrqT80sK6xpKWmB5QTEhS",
+	"USiMbMaEX/xsvzE0iN988cmOI5nYBBp3yDeJ60mtF+yUzS+oDm8/t6lNFg/rQSDDy0uhWmQtcsVQHWKu",
+	"zGbu8SV02wrA8awOXYvyLbaST0sYrXy5ltZhBkuVjlZY5ihhrD77dMpFqshy/TFMQ5/JSN0hbl5LXZaA",
+	"kut1zUZ3V9FdTQ8BTq98XXSyuEeBS5VO2ZvSiCXUebVEWOox5RYsHc0fGEMcyblQOmF0auX0KelwQWhf",
+	"5IHOk1QUjOH2urexSaAd0yTmRlKzrdSgUu+VkmsGRL23ikN9W7puS5iTJfnnD41v1QJN6kvNUD/7BLZq",
+	"YJ8GeK3lhMh2qfJ+mPb90kHa6A4XnAHAzhtBC4zmYONBSsXU66AVJWEMo+PiSrWoQ/AOnvNYOL5WSGks",
+	"yaayMccO34IrzcV4U7liTR3zzbnR/eFI4bfdNhgWtXpqncRxl0o2mX7U4o1U3akgZp3KW4vsfmlxSTNf",
+	"nUt/qleqoH5OpjDXVtIpFt5EWikl/1S4uBJV6qiCSifty6Itl0apkZmtQQLilVp30Kbhsshu7CXIZlSx",
+	"GIWqHeuVFLnI1R3HBtAGmTf4J6no5WtpKKKYrqilAUP5YTGjyhmXeUJCGZWWMB/Cc+UlJfAGwxQI68UV",
+	"SjMKKDYJS5W5ESGyUCeLo5xlFuqmAmCT0jyOAaeHhg68D4yQ4FyIqcZKPbYAeq4U6nJF29uKZYdKRrxU",
+	"lQBuA7D6wwX82yMnMKMBVusZEKAAcFtJ4Uq129pBAeECfdxAHFDrxQx0ULaIFi2sRKQIaUwTy+1UAAMx",
+	"60hFhFUI25ZLXSrXV0PE+3U29Es524rZNYtt6Qx87gHGhbdDgwu30mqOd4jazFnOA1dz9uGHYut0r1Gz",
+	"MVfhrZZ9BBvKFxtbIgT43hEC6YRpcs1U9wFW3pY3q62ju1pIXG347cjIxcPebfiJVHA7n42w5Majmtpo",
+	"44uLEzgwAwL4zaTj70wPZAX+jm5ZYpoIMcCudv6FUv7OzFoqBYy44Gqy3hV9Z5GjogI80MavbYC3UApJ",
+	"1hQpHrBmX22dvsqi9HXihZl5BSWdvl62J+bK3PqPvV8OARF47+V+uXHRy6urYXG++ELJhsSjcmtdDQD8",
+	"ikHENOJRyitmWW7KFexGn9Ex8+VXym0cOfPfjI7L66msxc/K+Fgpj6iYzYWjNaf7nJ18eH364e1GsHH+",
+	"6cMH/HTx6dWrk5PXJ683go03x6fv4MOr4w+vTt69wyfsH/DD5cn5+9MPx5cnr6sUpgsvmZfU0AcXPmLG",
+	"Y3S9BhewkaJsqFNJGMIPFaKPD4+nyiMbgtIygNd6KDINDhFlJJOOwFJaJiJZkac+6Gj3W59r+1Csb9lO",
+	"vTYfXDKS1t7fLolitloerb4u+h62zITLCa5LVij6md3uuMp3S35j0hlccREd+rcGGI4GZkI6Ze3Ckr/z",
+	"47uoqGRJtatEhj4weBgLUFLnfse8XKrIYMVwa+221mg7qI8U21m6m5bjaEpihJxYUWvcbm+3N4L9as9Q",
+	"gg9/rCo+FhCZBBipsqLcEJ+JHRSCMQrlk31p5U5WY85t54yFxazmXQTh0Mni46iaqoByjPBvYyNI5+zj",
+	"xSX5n//67214txv49CNuaAu+rKeXb6qFgGVh0UbankYVwXb2d5uxtUzsAOwHUUSpMCrKto/cdaOmWRNR",
+	"gxMEqvVYCWU5iClMGFVM5WN6w0m+ciRaTTAm0gh+KPLxaF2ox2/uIPss+Z/uYPFZJ+A3CyZtLMxUWa3R",
+	"xVEqvJ3wuGTFGwskn7+DRjIhHVfKcNAteHeyQDb36t0ibfd264oYlrIX+3QzflU1TJ6Nv1jC8bU0lota",
+	"s7FjlGCQGgnNJZoC4y2vLnEHh+zLBzHBNahf7UTmoCZa/MIe7NJUKHfoV8xIftMm5iby12JABnYXB1jS",
+	"c4BX/eDI1bnN8/NiI77iLRbAheqqpUYSRHdXVXYaS+RKkhFNWlQWC6kOJ+ksg7euZm0v7pf4Bnduu3Av",
+	"OD5hgmfnbll9zCHi3A0CsqJK7uWksHWbtgwu8A7k6FZOrouqW+LU/+Baswaxc7dtxo3Rhc6XlZh2qm/l",
+	"Uf4WoWZYcxUvec2SmM4aub89WB/t4wWZuNziWyjpXp5POKOpKiDXVNURrA/Xs/u2pa74bAsNyTTegvxa",
+	"0wIOZG2ZDzF4Q5TO17gn7Uo12sy+y2B+PmabsGwgp4lWHuLIFTDEeDN2zWWqcgobGJxTYa6aBjbyDQS9",
+	"Tdn/laJFlE99nOJ6q79ff8kUD6vL2LFMcr3kipWsMkfqnu4Cz5lXdiJ3LAtUUHch/UDDqxGP47uVVzdT",
+	"n9B4tCVnTBAsT/4zTDsgTETdQyszuSsOEhCYrcmOdY+4v0wCuL1yDzARmZ+NcNFxN/kmgmMP7bAJF2Gc",
+	"RswmnInoqFAAgaor84uXuXCENhTrH1iYGiBOzGBLYRTKIvuhx+jIxgfY6VJNplJp8uLggER0odBbUvSY",
+	"NlgEy5B2T3F+UduGVsHeEg2YBFEtGbTMK25bXL9TLsfYAA0vvfQFCCFWeuku1eQ3rayKMa4NlFwqslaW",
+	"ZI1VJFjIOaCWBKccatDPJzxmJBMZqSKpoNeUI7LklC4su5rQmSH3LBmCLBhNApLR6JEhh5hRpcnuDhrN",
+	"cyEi+3UJ0mBgcTLJEnx5IkUhqbIz2CF75H+b/4xQ+P9FlMcL+IRCwu7EmVAs2+zdMWhld6cekdtLQcvE",
+	"q1lyTWNIKIlSBA0ww/5uR5lhHsD4sqVSVePbv/vwvq2Wso7FgoAhBByMaMlolrpcslZfGHk6sz+kQg2w",
+	"SJoCrOC5hVAx7Ifb0r65pt/KvsDmIfiaKwK1i3JlnJF1RlCNB7hYhxpSHXFt2JXqC59OhAZbPBiYRWje",
+	"wVou9oS0FBQPCoLiCkQNFZGckojFdEHSGQIX82xrCY0ixDO2acH2/mtN+zstQ/Qc23KVLp3Y2B5lCCS0",
+	"x5Yj2/hNc4WVcqX1MkyXmF8xJIXNesvsflvZ9MWSbLp29uP6AtTekui2xCaOPxwDiyK/ySy5KFzhdo7f",
+	"frp81V2NEm2whldaSS4nq9aR7LiTVDF15PNydVZ7nGoMFHQhq9WAW0tyfLUkaci5Un2ntqRsvhJBByC+",
+	"+2KJDXWPchNQKI5zXbg4kSssXwFTLvyKrmMjqQyLdUfnITA5vA3l7ngcBb5RVxeVCDp1STLePmPWjwu0",
+	"+GWuiLqSqFXJw34ccm0wl5asrjQCZ5mRVSZtglgEOAQoFOWXYVMV1Thutbi+sGrcIah+cGFlGffDdDRi",
+	"CYqKCaFxHBD0npk/NUumXFDNMITHtmMeDuzTcm7+j0Tr8bWuuNF5sOWPkFGGn4/j2OPCfjR3sNkC14X7",
+	"Aho1T36p2Z+oNPSzJmbAvbdmLMB64QMVBsp85/lWSw8CCxOmHxzc5Y+D1uJfrwW/Qgs2+OrnidQMEoYb",
+	"MkkrL5JdFNvsEgbkX3dJdpNgSN2UCb0mrOWKReC6AWEmP/Pqra8GKLVzc6fMdmKDwCmGV0Jtd/vlPKFL",
+	"CMvl296Mffrijqim+/fJ7bMzbsQNzS3bg1xmuV24x30GrTzceO49lPKL9Z2csySkipGYaRR7Iz6GVLDN",
+	"3mZANn/ZBN1/c2vzyBtSDl4cOdnF/GZUHpRgqG3FXA3QTMktvLP13ZfOzy4aCe/i3Vv3S1m9fT8FHzm/",
+	"DvBqdbS9xfb2s9onP/EfAiIk+fDpHRkuNOv2MDeOJEyniS1PlrveD16+fHHQJJvNE67ZRxEvUPZewXiF",
+	"AZbum2az01J48o+CFcIhVu1jZs2nszWSW4/xhaaA2OYAmYMHiI+5N3a7WxwWe8a+VJW4OSP1m9r4XwsQ",
+	"v6l8hEWHoskCN7AYQ/Hyifzxzqu+mh7noOixmTpyO7MLs5yI4Gor0Dj+ONo4/Ll+JLl6DLdfgsqCDDa+",
+	"zIGqoOcdoS/mPLLu/SMS82u2jLUfrMtH3XFqiDx+qGDCpZNTkfGHjCOL/wBUqJirdYWRGvav2ex9VVy9",
+	"VyvYLIMi4oIM/uX48uTd6cn5L+9PLs9PX10MVnmMgpj8WpT9FilJ1fFshSjwqh5KXJxNXXkIiMquy4uy",
+	"ZYerIWLz/OTy/P/UBG9e/HR6dpYP47SfX/0IHz4fn16efnj7y5uP57+8Pfu09M3x2dn5x78fvyvXjrKo",
+	"mtJLw+xzjxx7/mhhohKI2CqmbkCYnaEExAHsiw4izzeG3XURFUjOhT3dCopzccUUpqWQY2LOdl8URtGZ",
+	"Yl0BKshusLOzg7hzXT+6gXln4KJCjxD0ELHpaIJ5cgjT9fYE7S3AOra/mn9ut+HB0mAKC8TTeD/a57KY",
+	"JZrP2lq9HfzP/mBbRaZDCW61O+0Ap6gVwTTlTXRKPFwu1jcguz+8OICxI+GE/cQWNWCCmI91xRY2PAv2",
+	"Wlr4QBQbPU6ZQKSTbXinoYLdvus+cknI9ZG+4YRdYJGvVmLMt/cUY14650Z78kgYjSCPBZ0PayWxtKKE",
+	"b1vJTHDwHd4w8IPeiidg/Zu3Razfbg4tsgGl2EtvJVVi55NF7shRH+7QCF2RSz5rmo27T9vCTVZh0R2L",
+	"ArwbBn7mXFH4XhdAISFwoQhPZ6MfmzDqGuLlXzQJupZPtRF07xl4un8HQTfYMDdD0wufecQcDdbCZlYL",
+	"yF4gfDDDnGES7GbGE6aOdaWo6Suso2EM65XZ11oGHyyxbd4cUr2uvbB05ABRH025wKGrxuB5V+mhNubY",
+	"PFOamW030pY9qIeGgs2syZn6BZ1sFVlSFif2QYnBhhe0iY7cXQdfy7A2i+7Z4H40nH0i5dWnpAyahJif",
+	"iMaZgwceEVA+nb8jnRnVk+4hAWcX10TxsWjguMDuWxDilN6cseQ9F6luqIP2bRuyBWYnmmjM7u9H8QCR",
+	"id+0xQd8uUb2SCusv4MG/AIXyCaK4H8+nbWw9BkRNR4tXLynrU30TZHKy1FxzU7VX4bfllBcTZC1UZSm",
+	"8KA3jnpf+MGOc4Vb7/OO9eO2cEYfVCLhej/oIYmrbLfOYhvkLLaNFSMe5VCUyRK4cgh1gq0cERySgkiu",
+	"iYwj8vUrSWeID9T7n//6b3J7S2Rivh3KaOG+SZgFVK0Pv3hZm+lVCDKgBCuPWvN2431V6XE64yJXE8pn",
+	"mPwb1vzGqnouH2rkLvJ2tFFVlLd4jGsO5htfkLXaZtxQyfTut9x3ee2rFLHOZa2gq7uzYLpeE7yvpoYK",
+	"TQuJiN1oqxbfVda766HB91z48mo+bScx0n+SLzCBdFxfkrKQYFee1sd9ulyj97WqSrdpyp1l06YhVVRP",
+	"QKBwFX43FTl9vVwSvPzyU8tGOAvhmPnWsyq09XW9yu5HXwrcZRD5c9Hy4sPz9RCuv+KBXddu3b7mTLXx",
+	"2I7gASdzD0dmdgGtFw0NRm7gsqhGYTNHPprdhrYlqXhj+QjcoIY8V63e5ts1+z+28jCKx1qS7evdbdOO",
+	"2v5qpbHb7a92WLe1R9ZCrrhxtlzz89wbpabtkufWk9vq71d//LNyC7kg9K5NSQcDh9kmCNJ1dTcyhaNY",
+	"s7giE9ic2QozRq74t02QtJ1lMps317e3weZTYKuBciqKYNSR+Z3qjFYreqslA/HJshF8+rSqGe9sfUe3",
+	"Rl++fnu75T/vt/i8WxFo95kN3VF6MBX62/Ya9M4aGvRBWw3aBtyLNQztdhnKw02WxK4WQopNurnQbPYR",
+	"zHVlyhBcuJwp8msqIdnCZgEX7Hz1etI3tTJ13nCVhbsulSbgyt39LQrptNWL7xGZZiTTNIkbrAf1GrV5",
+	"35NAucbcVHLMEoRzwFRJ6c3RES70/71qruVWI5FDEVns09FJoSa0kRAd5ES3cR/vYRve86iSr2RUCdsf",
+	"MkNRm4r8eHl5ZvEUvPplCzqRhKmZFIqRsIjo0Ubbcuufn0thsWs29WlNIi8fxiRycH+mNuXC5QPVo8m1",
+	"Z19Z9AWiOBaYGJklZivBHcKdg9kWrcHcG8f7/M0PS2+L+YA/mY204YTd+/DBjyJeWL+Nq9/pBaDyPDxb",
+	"8xViq/OQL768K2h55pFuo3FC+Uji1YPy4/vjV+CU7eweGIl07+UBCSc0oaFmier2yFsmWALJL5jxBAeo",
+	"Rz4nXLMtKeJFY8BLWmpFFmSi9czMz/yryKfzd4EHsgsTBmUwaKzME6OEjqeAeTelN2RvZ//b7noY6wV2",
+	"XHMuLU0t6m0iSzOxv5ApjRh6tIW528YJU6pFHYH7eAp23ZFc9yDCS1X6PvwIarj1Q9JFLGm0qRwATS21",
+	"3csEs9dOujHn/aQdRJd59KJwW1Rvh7n5YzmucNTbfQ6IjCOmQGlQukeOhb8WUX1xmc1KS8iun/Joa25R",
+	"UYXMPOnrcNAWYRjgC1qxTa3UjBeEElfpwplcjAimE24YCrvR67sSv20F0FSw2BTH5QbUmVOuzYcRBIYo",
+	"GI9bXkg04cJo6d0gD2/lpJExvTYqZjdf4T1nEXIvtLMJHbSpT/GyVAx02R7ukLkz2mBJQtprwZ0ewgiz",
+	"zPBKouIeDEyxtV2nwKVWOhxAMT3LXQYOtyBhiBdIXYqS1exJB3P/scot133hSud1e2QA8W9IBdASCAYQ",
+	"OWEzdQOSvW6RzPpiqYKhFVIi06CvSmorQ2C7IqvvBnFywltrc3ROfQ2aYvJUfroWucgO2VDQSn+lcYB2",
+	"RR+QYu5htrMt3Mme8VDC7x9YvL2zkk0Em2cC5YjHmiVHpL/R3yAJm8prm5pepYDfXYDEnhtFyPVlxXrJ",
+	"bpWweMTO2aj0vksgLdeFkBsZBsLabAiTkfCxvk2QhVQhEma+tm/FuanXpZsqIO22uWH2SlIJLTPwIsSX",
+	"iiWpCgDGsNtC7C9kjKLIWhGAG6AbSJAh1eEkB5TfPSSYE5AHal0NIe6RU62Ij9Pti7sG6kL/ZabdH8wP",
+	"XlFCE38WF6xmMdeECy17jUV5bBeviyhGFducJUS0TYNA+SNNqu3TifI2Fld12zrwd3cC8PcrM5eI3eDD",
+	"7a3UZhxvsPemmF7fXl2iQnOGwm4WVWjPaFN4nnnMOknjmMVclQSqYuYIF2QU8/FEuwCHAFNIaBwTu4lr",
+	"WnVw0p4ENorEUByU3/vVA4hMM024XlyYmVnSZTRhyXGqJ6UK8bFmMWcJOT47tSF+nQHV8S//81//PYAd",
+	"hkWCOwIaymZmVOiN21u4WUayJFbl5OLS6yVy5HoKjITy/h2RiZmhtgghs5hqI/8vAQRDKjkgqqxANppz",
+	"2hdYCiKRqfb4qde7RDAWKTIwk5YJ/w26OCQ/wAQIZgzAXDFrYOAqSoBxpi+4MkNcKRraMfJWzENobdt+",
+	"+6//UFIMuj3yccYcjk1Ik2RBqOiLwc0WxVlvJTJmA8JuNBMKRgOEDPg25icjStoASzP0DgYu2lqyWIzI",
+	"/tUXWJKo2yO2nOOWCuUM8FWuGETpxlgSGkuGyLlwl64RDhcYvAtlwLFIr1BzI1ju7+wH3ikJCMzuCYTz",
+	"lAwht9iNOX3AI2MeMqGAXWG80MbxzAjGW3u9nVwp0o0cjeUSlQ83dns7+KCcMUFnfONw40Vvp/cC8zYn",
+	"QL7bE0ZjPfnNfB6jPCDdUhvdb+Mt0z/aRwDXGGyr8Orezo6tYqOtbJ/fwH/YaiPIBJpYBHaB5L5cNY1f",
+	"s17h9G0c/vzF6H7TKU0WhnvxayaYUkeExnO6UGRvZyeHoDBLZGjuQMUSIzb9eHl5BgyEjhXgGSyUZtON",
+	"L6aH7VyYeNVqvPfVHxpWQ7MbvT2LKV9ah2VNamXKZ4mcMj1hqSKmDcJuXO1Lgjp8/XLkXrfTqZyuJYye",
+	"26yqOX+cMYHUdS8KWGaot2XxMLYvEskwxfzOusleAhCSfTQwB+vfLz5+qJxwwmi0qCX2c3zid6F1ZJNY",
+	"spyJcGGZh5FXb4ONlzsvqpr2Y93+lEGn1a6bmSbHQ2PBswDBimo6pIqBPd1dCZWLeb27HWLRxvyBWQJP",
+	"sw+gvDahCaQgjhKqdJKGOk0Y1DgyjBMgmSybntIFiCGYVLYRLO2T0X1dy4+5Va6QpVG1S/bLDSFXhuc2",
+	"2Njf2W21T/b2ZBFu7k7zSwDsJmh8d2rI8UxzM2ZeB7eRHs2MJ2j/8YmjoS0vmycHv/1fjPyVv4s3Dl1p",
+	"PyzdW6pp2tc3lcNYMrIR3mX2i60t+wz5cPz+ZND1QwZ67Qv3K9eKxaPMaQkRnkcWuN6RDuGKTOQcTDjm",
+	"/u+LrDXAwJxYTYdrPyKZEMUsxD4WP7V+p77w0CJEsZiFWiaKTI1gifZjNKV1XPHVLhnkpm8RpO1DA2x5",
+	"AAVa8/VZsQTXkXvgkHy9HQCed+LSLQFThaor8mvKUka46hspjV/nwwXB6eSXduvqW7WFQpr5wcpoXTNo",
+	"lFT2dnZ9WkpuhRUYBgxjwOsVV3puRJkY2GqOnFB+KZ7ZpXK3GyijM6V/kNHiwU5sRVHd26JOAFgNj883",
+	"yuWZ5cU6IjZoALjHHnKPxx7GebZXG8GGIXzLxd9J7Kqqbfvotn8OGt9vw75+oFGuHMud2OR+G673RiZD",
+	"HkUMYtn3d1u8cYbesEsp39FkzPC9l22Gp9IZ8sf3LOL00gg4vwM3d7tJaB7i3x5d8LEgiQEbyxECHGfk",
+	"La3ZOpZwXRYAtr/aT7fI6GNW5hP6wOY2rVFpOSNDxsWYILwRMfxZ9wjWF3YsBdijlobTGN7owc4gzxw5",
+	"NILDGuHeIcc5lpVxd64R5rEvHN9KGN4RIH3AYACiAptEL2AJD3sN88pzsAID2S/R0sFYG1nB4A97SHDo",
+	"9W98kPqNTEX0+xC4WUZC/d76yw03OVmsS79BpQZQub1Pcj9cZgT8xETzByeBj4JlHA2kVKwshlIpcLIM",
+	"+9fLb1C4yFV6WVds9XixlYg42SNuT8+o0e2+VLLHbRDUKvWlY6vxGY0ix8s2FYisAMmaVVXp0Mxu92vK",
+	"ksUREbIv8lcAjeNuj5xgbTWw4sMKWduTU8vkXLg4HcCC5La6q4+tcraqVMRMqVzCMhrz4ExtqjKWmR2o",
+	"v8HEH/FUHbsVwp4qDhcKylShehOxkEdPzp//4EftskB4b88+5YgPli+wx22BiNOGII38BC7wgiQxnqWP",
+	"f8jGs7TaYmcU3bdnnx7VTPD27NOFXbwSovtY8JuZ1QTo8Y5Zwvenb83ZGvGYdf88xgMzBy6umdAyWQCn",
+	"WsxYAFhARpBzEZwl5oV1aMPubmUuDSYxrEM91qCP1BM0Pm5zNSyxVZkxzGEZymiBpe9y4BnL6INdhLof",
+	"mIcH1tfWF1kKjGbTGYBc98jgP7asUX/rgo8F1WnCDoma0L2XB/+GuvuE3VjVHSK9TFM/vj9+tXXx4/He",
+	"y4MMlD5rHz3+UDICm8g6ueRTIw9PLepTD39P6LwvzGhtRzh+7Z4lnU+C35hmpYhU1+E0v7RJ08pP0Tqp",
+	"No1GIsMrsNLanm1dkTkGXSjIpToib7n+MR1uqr4Y/MfWj+kwW4StvZcHA4xghBAF67GE9aexFKwL2xCG",
+	"bAZVAKXsQSNuoi42akA6MoFfsK/sh25gIfb3dnZyIQ8BWFGsldQ+e0hoX/h4O6ey+M5tDZURTxzKfI8c",
+	"iwWxjmKiZR/OMRPasB1GOqnAYgTutpWJ276AUPcR/UW2cdoXkGgpQdKJuIKgGPP0kEawmrBsXUsjWNBz",
+	"f2e37KZ+wxP2o5RXGytMmRs6R8XfIQscbpSQqHNn0hZ1Lsz5a2jXU2V1u+s0u0JIDzxcH3f3MM0uEeZa",
+	"rX65u3GtxEfTZDfbezjXiJRXx/b8lBrP7G9HPl3aQtWqiUx0vECIsSxFmsRy3H1a2e4vbG6qcCUZvkFo",
+	"AUGGdIREBeEo489cuVTZysupm5cP7I8q8zY5raVW2DtzDz2iwGf7qPILuSH8Wf1Cbp2PCgBPEPQAJQRA",
+	"h1RZAER+1/wetXMJFfcPc6jOfMrdY3gICn2s5R/YfWj6KfUpYuz4X90qv/Nd8xuvpBjFHGMf/ynM+Lj3",
+	"udAgEHQ1E1RoAoBcNFl0W5+2oqXePZqpUnVhEPkz+LhMtMpO42u9PFtm1uWtd1eKv1QSy7YHNd3+6j7W",
+	"UpBHLX1Mi5/t4x0XjI4rTX5uvGC1Ak8+Pv/slbm/Sd6vrTfJzxIZpSFY6UFTxSAByKQcJXLqbIcSMHFd",
+	"6RdL4Rnu8qOReLPdx1HVnY7Edo6wSy38mL+g82QJ0R4gHEPOrCKdixcBefvqIiDHv4H6Do+DawDsG33x",
+	"YucboiWhgNCIkVMjmZCBhQ49FQNnmEF7gVlr+1EK1heo3x0WyrYi+KjD5Aa5fQHmKCjeNOcKM5t5AsEu",
+	"i76AcYN7eZAw/P7fINNn0C00jAAxGLIS2HlwMe6LcygMa6U8RTp7OwfdCieC25RXdnlXaGA5uGjEfW13",
+	"N+JsxTtU5VDF/+e//nvbPG7Ruc374E7J1PGZIYUKDXx/57uGOiGg5hfHB8uUW5hEpuNJYdHYNRNk7oll",
+	"mUaqRuo2ojBamwi/BGeZQ49ZKSbtaYc5pc0QmtJ0oZDcqvr3BFg+gBeAk+hgE18cNMAmWlNG6+tDhprp",
+	"LVzW4jXis1+HXFAYcGMc7qU/ARiYc/CUHfscQFs92Vk6/Xhe7HxTFlOX2638K6TjVINujWpRE6T8fFPe",
+	"56Z8LecCPGQU+ZJjRMA8JWb4VXKrv9gFCZy21oTj2n8DTz6B/Gg6qjLmYPZWzBSWdJ4wAnlG6Anwe2VE",
+	"nDmNr55DfR7C+QzrXX15c0DmEHzElO4eLZ8pjPlgGSjDn/PsQP2LumC6S0CbvdEu/ZcKwq55qB1ODmDT",
+	"QP1qEaH4oGzqu0pj3Rfgkur2CIAeZ1l3ICNmIb2pAsRE68GGAGWoAIPZf2XC2okZBNTksGEnG2t7+c3L",
+	"ZzZH7W8pYhm0e+tCs5l948tjBnDB9MxEvbFttdr9lIoFrJsRp+dGkLP788wi7sciYOHz6e6bKl+Pxi55",
+	"ACmjKARNwZcKuY/AVTJQaBFtS6y1UYgQg8NXxiYwWTAXP7iUwgOV6eCsWJerS0u3GdSQg67UKI2zcjn5",
+	"6izdvmA3LExNe4HNudRZkR08wBYQeC6TK8P+Ygrhrh4FoC/Az2t+xjuL+9LJeKKRL2R58RM5V65wkdHj",
+	"+2KQld8ZdHvkBKT6yFMzTRj4n1GHKuMCkKLz+zMB519d0efG7IL/xsqVlJd5HeVlo4oSVHFmj7SSoTPY",
+	"Cs4OVaVqbIjPUqFw7u7s7Vf4fB+V3RmqrpKSPgoGkzIztUTyzOXuLwhl/C3m16yUyVnAeYhZt4GxV2yh",
+	"GED3cOEr5Teztse2IEPP21+v2GIpSaBOfli0CrM/eb5YH+5ilWKF0hakQx2oyMAVhht0170yH1WyfmWH",
+	"1UyHcjqjSXUM9iv8XZE9jAPLoTz6E7mkDI75NUPQAZ70RTaowDrJIellM4OoEVHxB5uoTTpgMqd9kasp",
+	"qGVJxc5uANuUyDlElUKKny3TjKWPZyyBbBnSGYg0jgfWlIgAWwhbJ1gXRjKI+GjEEjXIqlGZGW/2BeYf",
+	"+tveyFPs15TGVmmQI4KvMqFzmBJTuiBD1hd2naMjB8bFbYIkWl0hMIIcZ+pLITQ9IDLpCzPIACMr93f2",
+	"zStcjAkvTc6x22ZG1mQdvnRTJKev1SEZfG/+sIGVPLJAEOnOzt5ByQ9QLZXdzGLAHkSLaqklFgdSjCrI",
+	"X+nLmEMZxNcybJvSCzhJI5lMH1exOU8FriNX5YoNxIb7J54Z7j3zmqDgEI+YORDw7xbJcw84NnmuUYLo",
+	"AHT2e9znTEQzyUVDPNaJf+oRydZ1UmfE88NdDst6pt4HkVC5sBWbspUmHcjT80lK11zxIY+5LkaxZIT0",
+	"eGRcF76vZiw0lww4tgAXGQB6oGD5oQW5dzBFoZwyRYY0vCLgSw1ZX3T29/as6A35MCPO4ggqYOlJFwCZ",
+	"XGQ3/IIA0HhNe/Afc9dBOpKMGKFTaXNZbahdB/MplF4ZJh+Bh50lzMEJdNHDDr3mUjAGNgdj4MMvpz1i",
+	"1LYoTczerkJAoQzhNieHIOC+2saL0ZIA3o7bq9ACRM7REumSNgUBXMzPZhx+WJhd4HuzFVGd93o5kwSM",
+	"wIhYxxIyTZUmQwCKPfKA09zIEBbJVIY0Nk1qPmWH1ogCvEb1hZFuLEaQT1qADWbCbCITYy6YaynLZYA2",
+	"/Qg6g+s4ng7AF64Trs3RSa7NanOhNI1jBhKfdZdnucaQ5LC1BY1tYVeDUhc4xoY5PvdIsZGueYtl/8RR",
+	"kX5y1WGRRyRh14CrSnbNUUhkHEN1aaxp8ZeOmFzzMvhzhFju7+21edmeT7yDfr/ATFFyyRnOkOWl28Nd",
+	"YDgFojUUqxy9trsAnf7cQhLb/uo+1ppYEMegwExWMzpWSjMwgIywcMdHRXYdcUVnMwCmAcxV8BENsxzj",
+	"sRTP4tZ9gwhg14rrbm56EFD0BDVjuDjXp61qOIRqKtl5Es6fF90hddBl94OIohg6M4ScP5PX/cjrWPh1",
+	"hookyLJUQGK6kKkOgHXBB5pqqUIaY70BxDl3lCi0emLRvtky6MgrUwXSUjwy0APAwEW0tBD4mgEIGi7G",
+	"piLhhIoxYnVOAIjGiNBGSO0L9xMghDr5srhaMnGrSBTT2tbFvWIQ0+lvCThIAJSH4DhHYOsDSdj1MUex",
+	"GPtAFNeOlVkDMpURiwPCp3TMAkKTsQoIE9eB0SCgAKbqul6zqwkAyWw6HfWj9KlaZm3AzZpQzcaLHvkM",
+	"AJvZk4bvBH2h0nBi7kMYp7PcfXdoJOyp1Fj8ZigTbYvj2mobXGAMq+kFEWLJ/t4euBfNshVUMGACCLKP",
+	"hRbKxGUEpH8icflixsKnhhhryzJtzQMNlRrNmvzV2OSznPtwV8BFOpxyTShA/ZmzeJQdZTlaZTqlXMSK",
+	"uFw/hZS7Dczk0aEgVm+Q0vzFYzOYP5LAlDv9oZxOqYj+6Y//k5v4ZRyjT81elLlSYmhHBNn1kY+JvX7/",
+	"KAflDIfzfFSej0r++rnis/xRMeJ2mqB3maYKK/E5QZKSYZyyrXHCmMDAKjbvHgG6ihEZx1AJGsEhTXNw",
+	"1B79mJmeTEd/lHN2bsfzRIKw6+5PIAy7nXKJNs9i8bNYXMWX3tMrZoViL+hisI0gjCYAWJ4zEYAZwQnC",
+	"jyAHj2fp1kzGPFw023jfnn06w0ef0WqfGq22GKD+9uwTwV0jHa7RDWrLh5qffk2lpt02+HiNALY1e/6g",
+	"mIe2kyr8Bvj1mZQeMsSiCMXpqAlIRwUklBOZ6IDMGR9PdEBmCZcJ19zmNT8WJudKnEWZcfWkEETBVVZX",
+	"wkZRkNogih457guYJ6FDc7bAFFEBMknkaGQT5S1emG2X9sWcJgIcJTbO0W7BYfbylC7IOJFzcNQPCx1A",
+	"nkWvLz6a8VKx8EkVEyzoBPsRLO0SZKOBvRK8/hMZs76wQQEUszzMXWFeQmh0OcrgeV0sA6SIUh4HRNGF",
+	"Gb+SZVbPs3Tp8D+8qOfbPxVmo59Y0GvkOrZwhtsK2Ha75xArQ8VfjiU9C27VCiXTpJMwcKJ0S+7jZV66",
+	"xvVbLZ6B96U+JvI9PvKIBwV6qEzW+en5Wn7Iazl3ReDm5+nIksNTRDaWRYwBITzSXQBt/z6xYjitOvy8",
+	"f3Z1/k/BoHOFa+CckI4tX4lRQzSKnNiF4tgiSzPptjxkzfo0vrz9Ff6txTTLDtNjsu1nlv0o4S2WwjxO",
+	"mY3tsASHMdMxp4o9KftuNvUCTTQmYxSJeBtmspXVvq8XRY7N0yf48GNTd9bXs3jyWLT+eSIJWPKwViHS",
+	"tQttt9FBtmCOKGYQ/1VIn6ntr/ChRRxsRpatjKSvn0NZH6yel0DStHju5ksao3UolEmEMMhr3PFPR44O",
+	"V8ICA9qUT+qJqCrnc0a1WcSNw43/9zPd+m1n67svHfuh98vWl687wcHurful+/2/bJQCPVgTW5GYL5he",
+	"ouRHkvihAwywe2r7zz+RfPTnEODPbBS6vWI64YROZ2DUDKmIIE0tIL1er0uoJtQJW0f2Irpm9zjsrS+E",
+	"sjzVZb8XtfVyGeL3uNSOQs4/ZOHxxAefKzKRcQSmaKiatsAS891DC9gJWXWFyDjI6BMsn7YUQJd94QNt",
+	"nTzKta1YH1jm6BJPLKBuwpSMfZ1fiN519e8KGQIjGcNYAULWbFIVWg+crSfJ1oWeLrBi57MQ+DQ2qiwn",
+	"dw4wWD6+H6mMeL27TErk4eQvIBi6KTbrQ393Tz72IbAdPR+CR9b6N5Un8D+LvlOXsJ5BYQ4X5PR1YO+A",
+	"DAIuA3zrkiHDnHVtUcn6YukWjhjI3JhMEdmM8khikgthNxySNPJYFA4kzhm+DwlmfUNbriwdtOCLjnlo",
+	"GUScS8OQsUhVZzrnj8djCrO2i3Ws2I/DAxqLF+RL7XtJym83LP2DV5BvGuBf1dr+JzOei1yJC5Wd6k2F",
+	"ALGWVh5Lvnacdftrwka3TZC1jnCFJLEUYwidA0lWkQ7yIi/qAoQnGHMChLVEky2iVtkKiIhAeQQWXZFO",
+	"hxj4gaUMAJULSy8GKCE7hoW5siq3bOYhQNiwOLk9sr/zXa7oox2IEfSpRrwtrl2697Jw5arRZ0JWx6oD",
+	"MumLnPTftdKX6S9/2DeVhW1Xmi58Eh6WZa4uTL/CMxtNWfDas7Psz3Hebf53xvvN7Y803+2RczYCrOY5",
+	"5mU6jRwpGEmVZhm+VrdcKr/SysRW6xyrpL6nuzSfheb7C82WwhApC7mqoR9DUUGWE1yoq+QqcgJ/hGo/",
+	"/I8rXQeryd/+Xsqma8+QB+otGntNZ3Wm3hxi78GLpgIxNVqs93jXl730Tz1myTbbSWXhS48BWbSc9f6y",
+	"Fdn8qv8eAHy+9+2v7mN9UT/70FOQSGVYeA55HYU21MaLx++56t+T0lgz73TbeieaLFjennKYbWr26zxR",
+	"YuqOsmX8E/J/jt+/y+r47708gEL+PXKqCVcA9Kug3EbCQx0vgKY9Ot/REnJgWdA72lGgah7VE4iB7/bI",
+	"Z2crCamQgoc0zkGTOENO/tRsqqAvhMx8B8qGTuHFTHX+l4TpNPFlmPd2dqqNMG45H9cO43qxMBpBoamb",
+	"rQWdxg/U2L2aelLL0PLKl3DT04gJDcRhwWqKNBHY2I/cjj+4eajFKI8hbc6R35x6O+MzXt9zGH9bfSSK",
+	"ihZPSiIWxtTwq+sc9+44E7YUaN137xRrJlfcp3S+NQS2hoL8HexitXff9lf7qZWI9gR6dIvDm7PXBVng",
+	"ZPFWehbV/tCiWqOmi/Vb0bI6qFB1rwv3f2NkU+fn3a3vvvy8s/Xdl687wbe3/2nttqXRTNXHCYDN63Te",
+	"cqj/0po6meaz3uH4YN6/rSojpDTV7ds8T8WFRi/Tyq4gEDxCa/pysOcnF5eZtUVnlYQ42vUsLHQKuHTI",
+	"+n5YuIpurjEsoBcvCkVmPdbzxeufyIReMygHUVWRyLddVZFoz9ZIWqcCbmGQw8VyOa9wwqI0ZuXzNe/p",
+	"VOWeO426RySU0yFYH/yaYUmJEY8NdVRNz7XReiMv7AsZcZRMzd1FFE2vFnjCKBzczISLME4Vv2bdhlU/",
+	"Nm8WhuYryho1Y8s0t9F2vd2ghmwkobCwHw+7aTmeH+DVBxjQAH3GSrMZuox71okMJQ6sF/kQHDwFJW1T",
+	"ITi4dbVAqUOnV8GEVEhjmthSCWDCNLcW4q13Jnw88d7/I6IYsw9+TCKWdDEcK7vrBvjj383Lgx75wFik",
+	"yMANZbBMcwPgCAOAgKxaR2yx7VF60WIlzV+kY8uXBaQwxS5QnwrrRwOTLwyJiXRqrjTT9kawQVVo7rTG",
+	"oXwE7Mtse7B5UEg1iRmFveSKdHC58OdBt35077mooDeZDuMcseGNtva4QLm/w7DozfrDeq5G9xA1atqU",
+	"oYPd7rgM+qzckr08us+Ca17HMiuKGK5rV5R75AI0VUa8kxsKco0UsN0ZU8aiVi5Kd+CrQ0A4QI98RuSe",
+	"vhicRkYM0kyEi62f2GIQAJKlTjiLHCxUDgDXCCBgNERzisKQhKzqplU5zXA6ezs73aPstSu2cIBBKJE4",
+	"4yOA41bb385T0VTK6lXMmdBboeFqAjqyDrgrpuxkFFF0xEhnllXXyjgb2lWy8760JmtIfPnUhn7/Zm93",
+	"q9+/+YZ9+deKJIbHMCX6ZfPn9WnNdmbDqgr6O99oATSqjMiWtsAJyQ9uvasY7IXr7tk+9wyo9ki4HIbE",
+	"snjVCnOeTPBHgd+/lT7zotXt02yvM69uf03SepMcMuHfiWU8CynFwBRDMV45Q0GOdKA2brHSGEZB2XIY",
+	"3aeTVprNc+epaHSiZoS57WJsqpOX8nGDimQWIUSTwhqincEskVEasmjQ9dE6/iWbvZQwGpHOIJRCpVMW",
+	"DfK6sI/cBre9mKUYAwlxZ5i91Re02DvsDVdkypNEJiw6dGVA4Rb8hxHKmIhYBIhbGiAW+2Iqp0xooiXB",
+	"cjI9cuwKk+dKotriC4eFGE6EjICyYFjlAEdSle50nopjv7aPe76zfqoP+mZuIs/xa/dNf6fudkF6ATBO",
+	"oG4fsmZuGDpmBdaQnbU/D38IqQhZ/OiBFdmoKuGGYCDusnwE0d61nxPtb8srVz3mvYzDQOQ+J7+z6Mim",
+	"WS4xwOdiG7+LEPzkYom6suxGS4IH8sj8CUiTeA2bq0lpOZsV05wfRHjdXoF5WTK0w++HZkQDEtIETAKU",
+	"nKcCYFgC4h4wQx0QSi40m13A/X1EBjwaQKzTytWuDLmKkLmI2Y5iENJni6Mq8o4qvQVdbJ2+Jlr2RcKM",
+	"ZNHFXAelE0anRgZQeVzu1BwrGk5gjJolUy5obE8TOYaq4iAigIrAzTCEtpFWuy+JMltwxdiMzBJ5YyYK",
+	"cmEYS1VdOfwCRuLWo8qluGwpKUyvYCdZ3xiq2Y3GbdzCZSnyqeUGV6NsBNbesotqTQX75cKiWWKuiLyG",
+	"1KFoaZ/UxGWLh2BaIorOQc4amY2AElGaHToRjExlwsicxzFUxiUdaOcC5S9D8JjeLwQLNRdjKG36rNHk",
+	"ESqTa5ZsOSIWWlnTNewMiLy25NefWIdJmE4Wv4uIUuYJmcPydgbIxnowuI+jQS7XSyZ8bIi9SxKWKvcl",
+	"VmHvCzmy7MbsTpBVYCQjmZwYhYlrNg1Qy7F5rljLDezFrm0AiVjAaTO8EnWcgPQ3oEuL6mAGik5RHqFD",
+	"tL+BPdrjB/Zn5dCFp8hYoU40lIEkA+S4bxI5dRPE+0hLJLIx5aIvDOURPXHhAYts3Ef56pKRnAvLtdHk",
+	"DSNUfYHZc1pKo65l5hpvybEcx9nWC+ZOLKEMxRy9bulVRXgJ1sN6cbMwgLeShDJim6ovQhrHsAZG38+M",
+	"834fswr6GHaLFbKhjtxbaW6UiFkLFOQ8k4jNjGYqQs5UUFzDhMGCQ7glnTI8omYFPBXgmXXOf3+voclX",
+	"OUyR6RFhN1yTCRVRzBLTQjynC5Xtig3jADJCPRmcyiXX17mh4McTvF3ztXL37lPYw+zZfbZM/1OkOzoj",
+	"sePYYAseccHVhEVWFM2DN8JVoFzBeODb8wIPfnjBGw7/9lfzz+02nc0Sec2e7p5rftQI8g134msW8sjI",
+	"2lB2NAEANrS0Ua4tUv7g8/Hp5emHt7+8+Xj+y/HZ2fnHvx+/G/TIsVj0hS6GFCBSkpPgM6XBMXkXlh5O",
+	"WHhlfaimP4jqiRnktNrQB2K2hOCG2Lqh1+zImyKhdL4bc2/KxbmMGVbg99/aPUmUNXs6hCRKrBoBxUad",
+	"fxCvT1fRNshF3XXg3jEtnL7uBnATmcHZtHSnkjjDKkRUGY3PIVu5cgN2on58gzJ2foxjNnv3SBz92Hb/",
+	"2s60lrM/uqfDjcKv1pFXBJct/QkfT1wRJ/5csunZw1htksFDRKjnYwXutpYytf5VYDSAeocNPGGvNKs2",
+	"oMArCBcRuyHmJCQBkfASjSHOBYJ4pWLEyOxSMLSKBDY6Z8tG5xg+dkzmPLIem84UQz2pILvBzs4O9t0F",
+	"o07ige/OpNLjxMi78wlDPwoZUg1cHA8meoPMywjmw0EuVYd9gZPBWntGcnaVrq0FzHDCDKoD9ZdBKFOh",
+	"1cD82Bcxv2YAMTS1knxuQRTJBrlsg+qREwDPo1qz6Uwb1hrL8ackHpj3AORZjqscQIbBnsJGNYTYQOwg",
+	"zhH4OLfGXdJhvXGPvDk+fXfyujJWcL0YcWd6Y3eNFtzdyYcL7u48Vrwg6dhvIWQF1wPjrLt/olBCRwNm",
+	"rk3xhEABz/74ZYjBCk4WEIorB644IxH9IQ1Y5Ti+KpO9GrEdWuQ+fFn/BonluA6uNLNxxHKMvHEgRyPF",
+	"9KBHBv+xdWxX9QO70Vsf8QeX7IzPGcGdUHUFdhNz3G1g5AAdWf9mZjwo1MiytmVFUqF5jJKvZbzOnBx4",
+	"ERhwp7Anb6SHIlk6oTyGKlorTPktA578zky9gSXvbg2pguQK7B9dEEdec8ilw9pHqpiS/bnIktbil3mz",
+	"H17eVX2ZJ8o72invqKwRXNRy5r8TZEHoXOiD/Y3gTn0gDZT3MaKxYr6poZQxo6K9k2MWUy7W9G68k2OE",
+	"w1qy/GR0/k6Ot17J6awcdszQcgZAuESzOQOu6cNi67qE6RK3TjblYKP0pK0OAL8vxglDZ0Ys8vn4HX86",
+	"cLC4C+A1Kc8zcFu8sq23z5dUdkm9wgydiCgdyVRvKx2xBEILUYRmszyPeL6hWt5QCTO/P1u7nq1d97J2",
+	"nQMZPRu7no1dz8auuwPBAhuqsHWhuxQ+jSiP14yGrr4YXNp0fY7+hX/qMdV420lVWiCEG7mBPEfXPmRd",
+	"Ab+siBVJi3p+RiO/V/3Liyy5/zFuF9f871MF00+ugeafL48/BR9HIiI0B8/hYDAwmkjTRFv0AzC4+QAb",
+	"j41kU6bywTedMEEP+bZMiNERk2u6dAvUH9Nml7h/f/ur+9ii7lrhaD5XXXsyAGmd4wxHSE1ceygW563R",
+	"MjXPrE8m1QjR1Ru+88wS/3QY0R6iJ1NcZiwMfO1965wESzAm4IRGbYTAxKcVEVqYDuwgGqNayzjd9pCG",
+	"VyMeP34WztIwqySfH+x4nkj2cd39Tjn3/7RC0J8oig/t6wiBwHKcQ6ZxhPhj7vrhgvwMnwPCRNQNwEYf",
+	"09kM9No4lvO73ElrHugZTRX7o5zmMzOYJzrKHyQqMc/n9c9/QwPdFM6bBfOhRr5jRNGFOVPzyeLRz5NO",
+	"+HjMkj/KibrE4TyLo38dYs8jigg5R5unvTqsREpgF9nja77bqfhDXSCfcDjPV8jzqVrzVFnKqb5EHvQo",
+	"sTBhemslmbnEpwBP1ibr3iNmshli8VEjErO51XkzcJWe6ftBXRmw9IrQNOK6CINIOvOJdFl9AUnYLKah",
+	"+YQWTiwCXrxYsLEGS9nj1AVyfTefocf1ykEXtT45HMQzGT8GGVt3HOlgMUwEQAUUZNWaUh+7gpXte/sr",
+	"fmjjNIAHn10GT11zEjfoyKWPY5KlrdNKuIbQAp+kIUgRIbYdM6x0G1Rs+UNzqnou9UxJ93YYwDpu2iR+",
+	"KiIy4UrLZOFYlIdpf1r+1ELRgiFkalZakdWFGPMQ705jFpEOE9csljNGmAiTBTzadeD7HCPjtUywUBcE",
+	"5+FC+JDg4YJQsSCJTDXrAS6Pyh077YmTDBd9gdx+YE4E5YIlPbtyAwtFPJfJVb7cMtfFquyA7ZJo1SN7",
+	"O7v4k5d49nZ28Bsn+pTF8p2l+bP6CComNA5Y/E/uZKjkEOduQR4anre6y+eq679/kIZM3FHwl2OPnPo6",
+	"E1yRecI123KVINa5CqvlJYjPvW8ZxYaIKZei93j43NDDWt7C3QceQYSTrD5bR8iY8yxWIO5wLv/kFQ0n",
+	"bOuVFDqRcQnumpBb0MrgMN8OwNFjPiyUv+eChBg/LhOHWtarxRN7Rtb+JwAV9MFgLssAzr6FzkNKyhfz",
+	"hHKigAwFEgRCCOX4juUcZWyHRlMuarkO+kvqDQqX7qFHvIVtH3UmBTfWZ3H9IW0KblWDcquCvdQKYrsn",
+	"mqevDDJAKCAAF7DSLQYXYHIO/nqIRX7RIOKLSRkOq8iULvqiKGePuPkpIIOvX0k6szCLFlesd0Nubwek",
+	"YzFAceJdIpO+MI8PZbTIHplIedXtkWP44B7eVOTH98evoH4HV2TMhDleTi/wh9zBD/iUXJAuyAVjJJKh",
+	"2qYz3ptG/8ufgcrCIvYgPdItb1v/fWKi3QVvZ1jPJkjHsEzcFG86Azb66fxdt+m6r76hgwIq2fNN/tdA",
+	"IvMh1aAJZ+UrhCszCNhkinSk6CWpeGOxyqAEmzQvKD4WudpCWhIqCBdDs36G4uBNZBBtOWkLncG+vv3V",
+	"fmphZc3zh0YzK7pAni/cB7K0OtYEaJiAu2uYBQA9dJaDtZWmi/VppdrUWrnvDy7DNTDmZ2q6r7XV33CZ",
+	"bRWvtyeW0pqtq5YiMqGO6nBSEsYyi55KcsGuntrG+M95Mv4cIsCJMF+aizziMIgco+5Q92UEkBK/pixF",
+	"IGHLuhHKG3K3hBTscS/3bey0lbL+xj76ADE0hSqle89VSrcLS9ymXqndt+eb7/6Gi0yrtou6XNS0WNgK",
+	"4MkzoUomZD5Z+Irof9yrspotzNnQqBHVEGIniDOCsB5YuIsnRgUB4wdUCVmQMGERE5rTWLnTmLCQ8Wtz",
+	"C5VBKn523T7iubJ91NkA3eyfj9JD2gDdqgZExlEuMq7JEOhp8fFC4arhfmJDrFDvJmHk7OPFpc2cBtuf",
+	"LZmCSjlwgx/fH7/auvjxeO/lAekoxvoiZ1frIkSeTDUZ4EQHAVz4yxY7kjPY9cWqxe6IUCxGnDPkFx3/",
+	"1ZY7S/6PJP/a1n9Xy52bYf3hRsud0Wqypc/pN89mu79eJmE6NLQwNKL3p/N3roSJrZrTSVLRc9UBAgR5",
+	"HlEeA+CwA8jy9drWZ1DNd+32V/uphX0tf4qfwxif0LjmuIdjHhHeEAsSy/FRsaiVgy3VEuC31r7Qqmxs",
+	"lXv/4DJSAwt9Jqr72tj8XVRrY/v/2bua1YSBIPwqwUtbCPXengSheOlBWnooPaxm1NCYyG6iBF++7Mz+",
+	"TNQktpJaqSdx2bBJdnZ+vpl8070D1B44GIk4DmP7FR/jPBjb/zwZF1JZh43uvJK+UdrOh8bChz79Rjzz",
+	"oTlrYcD2UQfvkBIWN0vEvFM7349cfNGIthmh89HIFXDr7mibt1weA7n5/bvawtOhAn9suVe1C71hnI34",
+	"2wHW5b9nKo0+oPK5/hZ/Gx38MayzT1ZE2+be0/xr+vxkDlT9GgNBZZKPhOdmK6JixiQM9X78Xk1kSxsC",
+	"0pujYXCLjGmuMtO3QKmyduestPowbXdjRkFfPRoyuu7NIhPLuBbkHaRlsBZJHNmXQh19FbEjbGASvI7u",
+	"qAUpdsqzRM/Es6P2Md43Wq/LrEldXfaLZae+/7HUnyUTgRJiIECq+rEduFsS8/WyuUPNa7nGW3wQN6vD",
+	"3XvK7DJ11ncM81jlICFyHOnqcnb0ea+1rd5W90ST0nxjVSG4c1ObN1MvBNNCxnmJmmYCQoIcFNqZev/Q",
+	"npPCXtGkhwqZ9B56fYzlzEJb1xugVDks0dRZb814s3zMCBif5W6UDSJBNPs/TQqF2pCNzVcF/wtptMri",
+	"tLqcZ4dgg87c8/uyaTZ+sflohg0JmcczsfNMyyyCpHq7YroAbca/AgAA///Xv+cKMEsCAA==",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

@@ -221,6 +221,9 @@ type ClientInterface interface {
 
 	SetModelAlias(ctx context.Context, project ProjectPath, model ModelPath, alias string, body SetModelAliasJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListModelEndpoints request
+	ListModelEndpoints(ctx context.Context, project ProjectPath, model ModelPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListModelVersions request
 	ListModelVersions(ctx context.Context, project ProjectPath, model ModelPath, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -228,6 +231,9 @@ type ClientInterface interface {
 	CreateModelVersionWithBody(ctx context.Context, project ProjectPath, model ModelPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	CreateModelVersion(ctx context.Context, project ProjectPath, model ModelPath, body CreateModelVersionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteModelVersion request
+	DeleteModelVersion(ctx context.Context, project ProjectPath, model ModelPath, ref string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetModelVersion request
 	GetModelVersion(ctx context.Context, project ProjectPath, model ModelPath, ref string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -961,6 +967,18 @@ func (c *Client) SetModelAlias(ctx context.Context, project ProjectPath, model M
 	return c.Client.Do(req)
 }
 
+func (c *Client) ListModelEndpoints(ctx context.Context, project ProjectPath, model ModelPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListModelEndpointsRequest(c.Server, project, model)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 func (c *Client) ListModelVersions(ctx context.Context, project ProjectPath, model ModelPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListModelVersionsRequest(c.Server, project, model)
 	if err != nil {
@@ -987,6 +1005,18 @@ func (c *Client) CreateModelVersionWithBody(ctx context.Context, project Project
 
 func (c *Client) CreateModelVersion(ctx context.Context, project ProjectPath, model ModelPath, body CreateModelVersionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreateModelVersionRequest(c.Server, project, model, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+func (c *Client) DeleteModelVersion(ctx context.Context, project ProjectPath, model ModelPath, ref string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteModelVersionRequest(c.Server, project, model, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -3433,6 +3463,47 @@ func NewSetModelAliasRequestWithBody(server string, project ProjectPath, model M
 	return req, nil
 }
 
+// NewListModelEndpointsRequest generates requests for ListModelEndpoints
+func NewListModelEndpointsRequest(server string, project ProjectPath, model ModelPath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "project", runtime.ParamLocationPath, project)
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithLocation("simple", false, "model", runtime.ParamLocationPath, model)
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/models/%s/endpoints", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest("GET", queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListModelVersionsRequest generates requests for ListModelVersions
 func NewListModelVersionsRequest(server string, project ProjectPath, model ModelPath) (*http.Request, error) {
 	var err error
@@ -3524,6 +3595,54 @@ func NewCreateModelVersionRequestWithBody(server string, project ProjectPath, mo
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteModelVersionRequest generates requests for DeleteModelVersion
+func NewDeleteModelVersionRequest(server string, project ProjectPath, model ModelPath, ref string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithLocation("simple", false, "project", runtime.ParamLocationPath, project)
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithLocation("simple", false, "model", runtime.ParamLocationPath, model)
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithLocation("simple", false, "ref", runtime.ParamLocationPath, ref)
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/models/%s/versions/%s", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest("DELETE", queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -6129,6 +6248,9 @@ type ClientWithResponsesInterface interface {
 
 	SetModelAliasWithResponse(ctx context.Context, project ProjectPath, model ModelPath, alias string, body SetModelAliasJSONRequestBody, reqEditors ...RequestEditorFn) (*SetModelAliasResponse, error)
 
+	// ListModelEndpointsWithResponse request
+	ListModelEndpointsWithResponse(ctx context.Context, project ProjectPath, model ModelPath, reqEditors ...RequestEditorFn) (*ListModelEndpointsResponse, error)
+
 	// ListModelVersionsWithResponse request
 	ListModelVersionsWithResponse(ctx context.Context, project ProjectPath, model ModelPath, reqEditors ...RequestEditorFn) (*ListModelVersionsResponse, error)
 
@@ -6136,6 +6258,9 @@ type ClientWithResponsesInterface interface {
 	CreateModelVersionWithBodyWithResponse(ctx context.Context, project ProjectPath, model ModelPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateModelVersionResponse, error)
 
 	CreateModelVersionWithResponse(ctx context.Context, project ProjectPath, model ModelPath, body CreateModelVersionJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateModelVersionResponse, error)
+
+	// DeleteModelVersionWithResponse request
+	DeleteModelVersionWithResponse(ctx context.Context, project ProjectPath, model ModelPath, ref string, reqEditors ...RequestEditorFn) (*DeleteModelVersionResponse, error)
 
 	// GetModelVersionWithResponse request
 	GetModelVersionWithResponse(ctx context.Context, project ProjectPath, model ModelPath, ref string, reqEditors ...RequestEditorFn) (*GetModelVersionResponse, error)
@@ -7351,6 +7476,34 @@ func (r SetModelAliasResponse) StatusCode() int {
 	return 0
 }
 
+type ListModelEndpointsResponse struct {
+	Body                      []byte
+	HTTPResponse              *http.Response
+	JSON200                   *ModelServingList
+	ApplicationproblemJSON400 *BadRequest
+	ApplicationproblemJSON401 *Unauthorized
+	ApplicationproblemJSON403 *Forbidden
+	ApplicationproblemJSON404 *NotFound
+	ApplicationproblemJSON500 *Internal
+	ApplicationproblemJSON503 *Unavailable
+}
+
+// Status returns HTTPResponse.Status
+func (r ListModelEndpointsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListModelEndpointsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
 type ListModelVersionsResponse struct {
 	Body                      []byte
 	HTTPResponse              *http.Response
@@ -7403,6 +7556,35 @@ func (r CreateModelVersionResponse) Status() string {
 
 // StatusCode returns HTTPResponse.StatusCode
 func (r CreateModelVersionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+type DeleteModelVersionResponse struct {
+	Body                      []byte
+	HTTPResponse              *http.Response
+	ApplicationproblemJSON400 *BadRequest
+	ApplicationproblemJSON401 *Unauthorized
+	ApplicationproblemJSON403 *Forbidden
+	ApplicationproblemJSON404 *NotFound
+	ApplicationproblemJSON409 *Conflict
+	ApplicationproblemJSON422 *Unprocessable
+	ApplicationproblemJSON500 *Internal
+	ApplicationproblemJSON503 *Unavailable
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteModelVersionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteModelVersionResponse) StatusCode() int {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.StatusCode
 	}
@@ -9096,6 +9278,15 @@ func (c *ClientWithResponses) SetModelAliasWithResponse(ctx context.Context, pro
 	return ParseSetModelAliasResponse(rsp)
 }
 
+// ListModelEndpointsWithResponse request returning *ListModelEndpointsResponse
+func (c *ClientWithResponses) ListModelEndpointsWithResponse(ctx context.Context, project ProjectPath, model ModelPath, reqEditors ...RequestEditorFn) (*ListModelEndpointsResponse, error) {
+	rsp, err := c.ListModelEndpoints(ctx, project, model, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListModelEndpointsResponse(rsp)
+}
+
 // ListModelVersionsWithResponse request returning *ListModelVersionsResponse
 func (c *ClientWithResponses) ListModelVersionsWithResponse(ctx context.Context, project ProjectPath, model ModelPath, reqEditors ...RequestEditorFn) (*ListModelVersionsResponse, error) {
 	rsp, err := c.ListModelVersions(ctx, project, model, reqEditors...)
@@ -9120,6 +9311,15 @@ func (c *ClientWithResponses) CreateModelVersionWithResponse(ctx context.Context
 		return nil, err
 	}
 	return ParseCreateModelVersionResponse(rsp)
+}
+
+// DeleteModelVersionWithResponse request returning *DeleteModelVersionResponse
+func (c *ClientWithResponses) DeleteModelVersionWithResponse(ctx context.Context, project ProjectPath, model ModelPath, ref string, reqEditors ...RequestEditorFn) (*DeleteModelVersionResponse, error) {
+	rsp, err := c.DeleteModelVersion(ctx, project, model, ref, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteModelVersionResponse(rsp)
 }
 
 // GetModelVersionWithResponse request returning *GetModelVersionResponse
@@ -12110,6 +12310,74 @@ func ParseSetModelAliasResponse(rsp *http.Response) (*SetModelAliasResponse, err
 	return response, nil
 }
 
+// ParseListModelEndpointsResponse parses an HTTP response from a ListModelEndpointsWithResponse call
+func ParseListModelEndpointsResponse(rsp *http.Response) (*ListModelEndpointsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListModelEndpointsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ModelServingList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseListModelVersionsResponse parses an HTTP response from a ListModelVersionsWithResponse call
 func ParseListModelVersionsResponse(rsp *http.Response) (*ListModelVersionsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -12233,6 +12501,81 @@ func ParseCreateModelVersionResponse(rsp *http.Response) (*CreateModelVersionRes
 			return nil, err
 		}
 		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDeleteModelVersionResponse parses an HTTP response from a DeleteModelVersionWithResponse call
+func ParseDeleteModelVersionResponse(rsp *http.Response) (*DeleteModelVersionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteModelVersionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest Unprocessable

@@ -236,3 +236,26 @@ func isNotFound(err error) bool {
 	var nf *serviceerror.NotFound
 	return errors.As(err, &nf)
 }
+
+// Names returns the names of the project's open endpoints (List's).
+func (e *Client) Names(ctx context.Context, project string) ([]string, error) {
+	list, err := e.List(ctx, project)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(list))
+	for i, s := range list {
+		out[i] = s.Name
+	}
+	return out, nil
+}
+
+// ModelMoved tells the endpoint that an alias moved. An endpoint deleted
+// meanwhile is not an error.
+func (e *Client) ModelMoved(ctx context.Context, project, name string, m activities.ModelMoved) error {
+	err := e.c.SignalWorkflow(ctx, activities.EndpointWorkflowID(project, name), "", activities.SignalEndpointModelMoved, m)
+	if err != nil && !isNotFound(err) {
+		return fmt.Errorf("endpointclient: tell endpoint %s/%s that %s@%s moved: %w", project, name, m.Model, m.Alias, err)
+	}
+	return nil
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/store/db"
@@ -57,6 +58,10 @@ func registerModelVersion(ctx context.Context, q *db.Queries, v catalog.NewModel
 		return db.ModelVersion{}, false, err
 	}
 	if row, err := q.GetModelVersionByArtifact(ctx, db.GetModelVersionByArtifactParams{Project: v.Project, Model: v.Model, ArtifactID: v.Artifact.ID}); err == nil {
+		if row.DeletedAt != nil { // registered again: the version comes back
+			row, err = q.RestoreModelVersion(ctx, db.RestoreModelVersionParams{Project: v.Project, Model: v.Model, Version: row.Version})
+			return row, err == nil, err
+		}
 		return row, false, nil
 	}
 	meta := v.Metadata
@@ -222,6 +227,39 @@ func (s *Store) DeleteModelAlias(ctx context.Context, project, model, alias, act
 		return q.InsertModelAliasEvent(ctx, db.InsertModelAliasEventParams{Project: project, Model: model, Alias: alias, FromVersion: &cur.Version, Actor: actor})
 	})
 	return mapErr(err, "remove alias %s of model %s/%s", alias, project, model)
+}
+
+// DeleteModelVersion marks a version deleted: it no longer resolves nor
+// lists, and its number is never given again. A version an alias names is
+// ErrConflict naming the aliases (move or remove them first); one that
+// does not exist (or is deleted) ErrNotFound. Whether an endpoint serves
+// it is for the caller to check (endpoints live in their workflows).
+func (s *Store) DeleteModelVersion(ctx context.Context, project, model string, version int, actor string) error {
+	err := s.withTx(ctx, func(q *db.Queries) error {
+		if _, err := q.LockModel(ctx, db.LockModelParams{Project: project, Name: model}); err != nil {
+			return err
+		}
+		aliases, err := q.ListModelAliases(ctx, db.ListModelAliasesParams{Project: project, Model: model})
+		if err != nil {
+			return err
+		}
+		var naming []string
+		for _, a := range aliases {
+			if int(a.Version) == version {
+				naming = append(naming, a.Alias)
+			}
+		}
+		if len(naming) > 0 {
+			return fmt.Errorf("version %d of model %s is named by alias %s: move or remove it first: %w",
+				version, model, strings.Join(naming, ", "), catalog.ErrConflict)
+		}
+		n, err := q.DeleteModelVersion(ctx, db.DeleteModelVersionParams{Project: project, Model: model, Version: int32(version), DeletedBy: actor})
+		if err == nil && n == 0 {
+			return fmt.Errorf("model %s/%s has no version %d: %w", project, model, version, catalog.ErrNotFound)
+		}
+		return err
+	})
+	return mapErr(err, "delete version %d of model %s/%s", version, project, model)
 }
 
 // ModelAliasEvents returns a model's alias moves, newest first.

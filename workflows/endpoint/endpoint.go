@@ -87,6 +87,14 @@ func Workflow(ctx workflow.Context, in activities.EndpointInput) error {
 			e.onTraffic(ctx, t)
 		}
 	})
+	moved := workflow.GetSignalChannel(ctx, activities.SignalEndpointModelMoved)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var m activities.ModelMoved
+			moved.Receive(ctx, &m)
+			e.onModelMoved(m)
+		}
+	})
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           e.in.TaskQueue,
 		StartToCloseTimeout: time.Minute,
@@ -96,6 +104,9 @@ func Workflow(ctx workflow.Context, in activities.EndpointInput) error {
 		if e.st.Deleting {
 			return e.delete(ctx, actx)
 		}
+		if e.st.ModelMoved && e.st.Rollout == nil {
+			e.followModel(ctx)
+		}
 		if err := e.tick(ctx, actx); err != nil {
 			return err
 		}
@@ -104,6 +115,9 @@ func Workflow(ctx workflow.Context, in activities.EndpointInput) error {
 			// Reports not yet received would be lost with this run.
 			for t := (activities.EndpointTraffic{}); traffic.ReceiveAsync(&t); t = (activities.EndpointTraffic{}) {
 				e.onTraffic(ctx, t)
+			}
+			for m := (activities.ModelMoved{}); moved.ReceiveAsync(&m); m = (activities.ModelMoved{}) {
+				e.onModelMoved(m)
 			}
 			next := e.in
 			next.State = e.st
@@ -148,6 +162,9 @@ func (e *endpoint) handlers(ctx workflow.Context) error {
 			rev, made, err := inference.NextRevision(e.latest(), spec, workflow.Now(ctx))
 			if err != nil {
 				return invalidSpec(err)
+			}
+			if ps := inference.LocalOnly(spec); len(ps) > 0 && activities.IsClusterTaskQueue(e.in.TaskQueue) {
+				return invalidSpec(&schema.ValidationError{Subject: "endpoint", Problems: ps, Kind: inference.ErrInvalidSpec})
 			}
 			return e.canAdopt(rev, made)
 		}}); err != nil {
@@ -200,6 +217,73 @@ func (e *endpoint) handlers(ctx workflow.Context) error {
 		return nil
 	})
 }
+
+// onModelMoved marks the endpoint for a new resolution when its latest
+// revision follows the alias that moved (signals about other aliases, sent
+// to every endpoint of the project, are ignored).
+func (e *endpoint) onModelMoved(m activities.ModelMoved) {
+	l := e.latest()
+	if l == nil || e.st.Deleting {
+		return
+	}
+	if r := l.Spec.Model.Registered; l.Spec.Model.Follow && r != nil && r.Model == m.Model && r.Alias == m.Alias {
+		e.st.ModelMoved = true
+		e.woken = true
+	}
+}
+
+// followModel resolves the followed alias again and, when it names
+// another version than the latest revision serves, makes a revision
+// serving that version (rolled out as any new revision: canary, gates).
+// An alias that no longer resolves (removed) leaves the endpoint serving
+// what it serves, with an event saying why. It runs with no rollout in
+// progress, so the new revision can always be adopted; the resolution is
+// an activity on the workflow's own queue (a local worker's, next to the
+// catalogue).
+func (e *endpoint) followModel(ctx workflow.Context) {
+	if workflow.GetVersion(ctx, changeFollowModel, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		e.st.ModelMoved = false // recorded before following existed: cannot happen
+		return
+	}
+	l := e.latest()
+	req := activities.ResolveEndpointModelRequest{Project: e.in.Project, Model: l.Spec.Model}
+	rctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           workflow.GetInfo(ctx).TaskQueueName,
+		StartToCloseTimeout: 20 * time.Second,
+		// Bounded: the endpoint must go on scaling while the catalogue
+		// is down; the next loop tries again.
+		ScheduleToCloseTimeout: time.Minute,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumInterval: 10 * time.Second},
+	})
+	var res activities.ResolveEndpointModelResult
+	if err := workflow.ExecuteActivity(rctx, activities.ResolveEndpointModelName, req).Get(ctx, &res); err != nil {
+		workflow.GetLogger(ctx).Warn("cannot resolve the followed model", "error", err)
+		return // ModelMoved stays: tried again at the next tick
+	}
+	if e.latest().Number != l.Number || e.st.Rollout != nil || e.st.Deleting {
+		return // changed meanwhile: resolve again for the new latest, once it may change
+	}
+	e.st.ModelMoved = false
+	cur := l.Spec.Model.Registered
+	if res.Problem != "" {
+		e.event(ctx, "ModelNotFollowed", l.Number, fmt.Sprintf("%s: %s; still serving version %d", l.Spec.Model.Ref, res.Problem, cur.Version))
+		return
+	}
+	if res.Model.Registered.Version == cur.Version {
+		return
+	}
+	spec := l.Spec
+	spec.Model = res.Model
+	rev, made, err := inference.NextRevision(l, spec, workflow.Now(ctx))
+	if err != nil || !made {
+		return
+	}
+	e.adopt(ctx, rev, "RevisionCreated", fmt.Sprintf("revision %d created: %s moved from version %d to %d",
+		rev.Number, l.Spec.Model.Ref, cur.Version, rev.Spec.Model.Registered.Version))
+}
+
+// changeFollowModel guards following a model alias (GetVersion).
+const changeFollowModel = "atelier.endpoint-follow-model"
 
 func (e *endpoint) latest() *inference.Revision {
 	if len(e.st.Revisions) == 0 {

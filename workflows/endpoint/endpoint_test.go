@@ -503,3 +503,75 @@ func TestEndpointCanaryJudgedOnSyntheticProbes(t *testing.T) {
 		})
 	}
 }
+
+// An endpoint following an alias rolls out the version the alias names
+// when it moves (and only for its own alias), keeps serving when the alias
+// is removed, and a rollback serves the earlier version again.
+func TestEndpointFollowsItsModelAlias(t *testing.T) {
+	h := newEndpointHarness(t)
+	var mu sync.Mutex
+	version, resolves, removed := 3, 0, false
+	h.env.RegisterActivityWithOptions(func(_ context.Context, req activities.ResolveEndpointModelRequest) (activities.ResolveEndpointModelResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		resolves++
+		if removed {
+			return activities.ResolveEndpointModelResult{Model: req.Model, Problem: `model sentiment has no version or alias "champion" in project vision`}, nil
+		}
+		m := req.Model
+		m.Registered = registered(version)
+		return activities.ResolveEndpointModelResult{Model: m}, nil
+	}, activity.RegisterOptions{Name: activities.ResolveEndpointModelName})
+	spec := endpointSpec("img:1")
+	spec.Model = inference.Model{Name: "tiny", Ref: "sentiment@champion", Follow: true, Registered: registered(3)}
+	signal := func(model, alias string) {
+		h.env.SignalWorkflow(activities.SignalEndpointModelMoved, activities.ModelMoved{Model: model, Alias: alias})
+	}
+	var moved, gone, rolledBack activities.EndpointStatus
+	var resolvesOthers int
+	h.at(30*time.Second, func() { signal("sentiment", "candidate"); signal("other", "champion") })
+	h.at(35*time.Second, func() {
+		mu.Lock()
+		resolvesOthers, version = resolves, 4
+		mu.Unlock()
+		signal("sentiment", "champion")
+	})
+	h.at(2*time.Minute, func() { moved = h.status() })
+	h.at(2*time.Minute+time.Second, func() {
+		mu.Lock()
+		removed = true
+		mu.Unlock()
+		signal("sentiment", "champion")
+	})
+	h.at(2*time.Minute+10*time.Second, func() { gone = h.status() })
+	h.at(2*time.Minute+11*time.Second, func() {
+		var out updateOutcome
+		h.update(activities.UpdateEndpointRollback, &out, 1)
+	})
+	h.at(4*time.Minute, func() { rolledBack = h.status() })
+	h.runSpec(5*time.Minute, spec)
+
+	require.Zero(t, resolvesOthers, "moves of other aliases and models are not resolved")
+	require.Len(t, moved.Revisions, 2, "one revision for the move: %s", eventKinds(moved))
+	require.Equal(t, 4, moved.Revisions[1].Spec.Model.Registered.Version)
+	require.Equal(t, 2, moved.Stable, "the new version rolled out and was promoted: %s", eventKinds(moved))
+	require.Contains(t, eventText(moved), "revision 2 created: sentiment@champion moved from version 3 to 4")
+	require.Len(t, gone.Revisions, 2, "a removed alias makes no revision")
+	require.Contains(t, eventText(gone), "still serving version 4")
+	require.Equal(t, 2, gone.Stable)
+	require.Len(t, rolledBack.Revisions, 3)
+	require.Equal(t, 3, rolledBack.Revisions[2].Spec.Model.Registered.Version, "a rollback serves the earlier version again")
+	require.Equal(t, 3, rolledBack.Stable, "%s", eventKinds(rolledBack))
+}
+
+func registered(v int) *inference.RegisteredModel {
+	return &inference.RegisteredModel{Model: "sentiment", Version: v, Alias: "champion", ArtifactID: fmt.Sprintf("a%d", v), Digest: fmt.Sprintf("sha256:%064d", v)}
+}
+
+func eventText(st activities.EndpointStatus) string {
+	var k []string
+	for _, e := range st.Events {
+		k = append(k, e.Message)
+	}
+	return strings.Join(k, "\n")
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/atelier-ml/atelier/activities/lineage"
 	"github.com/atelier-ml/atelier/activities/local"
 	"github.com/atelier-ml/atelier/activities/mirror"
+	"github.com/atelier-ml/atelier/activities/models"
 	"github.com/atelier-ml/atelier/activities/pipelines"
 	"github.com/atelier-ml/atelier/activities/placement"
 	"github.com/atelier-ml/atelier/activities/stepcache"
@@ -49,7 +50,7 @@ type Worker struct {
 }
 
 // NewWorker registers every workflow and activity on a Temporal worker.
-func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, serving *local.Serving, mirror *mirror.Mirror, selector *placement.Selector, admit *admission.Activities, deployer *deploy.Activities, cache *stepcache.Activities, refs *lineage.Activities, resolver *pipelines.Resolver, items *foreach.Activities, pub GoWorkflowPublisher, goPipelines []workflows.GoPipeline, l *zap.Logger) *Worker {
+func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, serving *local.Serving, mirror *mirror.Mirror, selector *placement.Selector, admit *admission.Activities, deployer *deploy.Activities, cache *stepcache.Activities, refs *lineage.Activities, registry *models.Activities, resolver *pipelines.Resolver, items *foreach.Activities, pub GoWorkflowPublisher, goPipelines []workflows.GoPipeline, l *zap.Logger) *Worker {
 	w := worker.New(c, cfg.TaskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize: cfg.WorkerConcurrency,
 		// Heartbeats carry cancellation to running processes; sending them
@@ -95,6 +96,9 @@ func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, serving
 	// So is the resolution of a step's catalogue inputs (artifact IDs,
 	// model versions), run before such a step.
 	refs.Register(w)
+	// Alias moves (workflows/models) and endpoints following an alias
+	// reach the registry here, where their workflows run.
+	registry.Register(w)
 	return &Worker{w: w, control: control, serving: serving, pub: pub, pipelines: goPipelines, taskQueue: cfg.TaskQueue, log: l.Named("worker")}
 }
 

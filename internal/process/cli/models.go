@@ -132,6 +132,55 @@ func modelsCmd(o *options) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(ls, show, alias)
+	rm := &cobra.Command{
+		Use:   "rm MODEL@VERSION",
+		Short: "Delete a version; refused while an alias names it or an endpoint serves it",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, ref, ok := strings.Cut(args[0], "@")
+			if n, err := strconv.Atoi(ref); !ok || err != nil || n < 1 {
+				return fmt.Errorf("name the version as MODEL@VERSION (a number), got %q", args[0])
+			}
+			s, err := o.session()
+			if err != nil {
+				return err
+			}
+			res, err := s.c.DeleteModelVersionWithResponse(cmd.Context(), s.Project, name, ref)
+			if err != nil {
+				return unreachable(err)
+			}
+			if err := expect(res.HTTPResponse, res.Body, http.StatusNoContent); err != nil {
+				return err
+			}
+			fmt.Fprintf(o.stderr, "deleted %s\n", args[0])
+			return nil
+		},
+	}
+	endpoints := &cobra.Command{
+		Use:   "endpoints MODEL",
+		Short: "The endpoints that serve versions of a model, and which",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := o.session()
+			if err != nil {
+				return err
+			}
+			res, err := s.c.ListModelEndpointsWithResponse(cmd.Context(), s.Project, args[0])
+			if err != nil {
+				return unreachable(err)
+			}
+			if err := expect(res.HTTPResponse, res.Body, http.StatusOK); err != nil {
+				return err
+			}
+			return o.print(o.stdout, res.JSON200, func() table {
+				t := table{{"ENDPOINT", "REVISION", "ROLE", "VERSION", "REF", "FOLLOWS", "RUN"}}
+				for _, v := range res.JSON200.Items {
+					t = append(t, []string{v.Endpoint, strconv.Itoa(v.Revision), string(v.Role), strconv.Itoa(v.Version), v.Ref, strconv.FormatBool(v.Follow), deref(v.Run)})
+				}
+				return t
+			})
+		},
+	}
+	cmd.AddCommand(ls, show, alias, rm, endpoints)
 	return cmd
 }

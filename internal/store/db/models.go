@@ -107,6 +107,8 @@ type ModelVersion struct {
 	Metadata   json.RawMessage
 	CreatedAt  time.Time
 	CreatedBy  string
+	DeletedAt  *time.Time
+	DeletedBy  string
 }
 
 type Pipeline struct {

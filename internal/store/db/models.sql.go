@@ -29,6 +29,31 @@ func (q *Queries) DeleteModelAlias(ctx context.Context, arg DeleteModelAliasPara
 	return result.RowsAffected(), nil
 }
 
+const deleteModelVersion = `-- name: DeleteModelVersion :execrows
+UPDATE model_versions SET deleted_at = now(), deleted_by = $1
+WHERE project = $2 AND model = $3 AND version = $4 AND deleted_at IS NULL
+`
+
+type DeleteModelVersionParams struct {
+	DeletedBy string
+	Project   string
+	Model     string
+	Version   int32
+}
+
+func (q *Queries) DeleteModelVersion(ctx context.Context, arg DeleteModelVersionParams) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteModelVersion,
+		arg.DeletedBy,
+		arg.Project,
+		arg.Model,
+		arg.Version,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const ensureModel = `-- name: EnsureModel :exec
 INSERT INTO models (project, name, description, created_by)
 VALUES ($1, $2, $3, $4)
@@ -53,7 +78,7 @@ func (q *Queries) EnsureModel(ctx context.Context, arg EnsureModelParams) error 
 }
 
 const getModel = `-- name: GetModel :one
-SELECT m.project, m.name, m.description, m.created_at, m.created_by, (SELECT COALESCE(MAX(v.version), 0) FROM model_versions AS v WHERE v.project = m.project AND v.model = m.name)::int AS latest
+SELECT m.project, m.name, m.description, m.created_at, m.created_by, (SELECT COALESCE(MAX(v.version), 0) FROM model_versions AS v WHERE v.project = m.project AND v.model = m.name AND v.deleted_at IS NULL)::int AS latest
 FROM models AS m WHERE m.project = $1 AND m.name = $2
 `
 
@@ -134,7 +159,7 @@ func (q *Queries) GetModelAliasForUpdate(ctx context.Context, arg GetModelAliasF
 }
 
 const getModelVersion = `-- name: GetModelVersion :one
-SELECT project, model, version, artifact_id, digest, size, files, run_id, step, item, attempt, format, metadata, created_at, created_by FROM model_versions WHERE project = $1 AND model = $2 AND version = $3
+SELECT project, model, version, artifact_id, digest, size, files, run_id, step, item, attempt, format, metadata, created_at, created_by, deleted_at, deleted_by FROM model_versions WHERE project = $1 AND model = $2 AND version = $3 AND deleted_at IS NULL
 `
 
 type GetModelVersionParams struct {
@@ -162,12 +187,14 @@ func (q *Queries) GetModelVersion(ctx context.Context, arg GetModelVersionParams
 		&i.Metadata,
 		&i.CreatedAt,
 		&i.CreatedBy,
+		&i.DeletedAt,
+		&i.DeletedBy,
 	)
 	return i, err
 }
 
 const getModelVersionByArtifact = `-- name: GetModelVersionByArtifact :one
-SELECT project, model, version, artifact_id, digest, size, files, run_id, step, item, attempt, format, metadata, created_at, created_by FROM model_versions WHERE project = $1 AND model = $2 AND artifact_id = $3
+SELECT project, model, version, artifact_id, digest, size, files, run_id, step, item, attempt, format, metadata, created_at, created_by, deleted_at, deleted_by FROM model_versions WHERE project = $1 AND model = $2 AND artifact_id = $3
 `
 
 type GetModelVersionByArtifactParams struct {
@@ -195,6 +222,8 @@ func (q *Queries) GetModelVersionByArtifact(ctx context.Context, arg GetModelVer
 		&i.Metadata,
 		&i.CreatedAt,
 		&i.CreatedBy,
+		&i.DeletedAt,
+		&i.DeletedBy,
 	)
 	return i, err
 }
@@ -229,7 +258,7 @@ const insertModelVersion = `-- name: InsertModelVersion :one
 INSERT INTO model_versions (project, model, version, artifact_id, digest, size, files, run_id, step, item, attempt, format, metadata, created_by)
 SELECT $1, $2, COALESCE(MAX(version), 0) + 1, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13
 FROM model_versions WHERE project = $1 AND model = $2
-RETURNING project, model, version, artifact_id, digest, size, files, run_id, step, item, attempt, format, metadata, created_at, created_by
+RETURNING project, model, version, artifact_id, digest, size, files, run_id, step, item, attempt, format, metadata, created_at, created_by, deleted_at, deleted_by
 `
 
 type InsertModelVersionParams struct {
@@ -281,6 +310,8 @@ func (q *Queries) InsertModelVersion(ctx context.Context, arg InsertModelVersion
 		&i.Metadata,
 		&i.CreatedAt,
 		&i.CreatedBy,
+		&i.DeletedAt,
+		&i.DeletedBy,
 	)
 	return i, err
 }
@@ -362,7 +393,7 @@ func (q *Queries) ListModelAliases(ctx context.Context, arg ListModelAliasesPara
 }
 
 const listModelVersions = `-- name: ListModelVersions :many
-SELECT project, model, version, artifact_id, digest, size, files, run_id, step, item, attempt, format, metadata, created_at, created_by FROM model_versions WHERE project = $1 AND model = $2 ORDER BY version DESC
+SELECT project, model, version, artifact_id, digest, size, files, run_id, step, item, attempt, format, metadata, created_at, created_by, deleted_at, deleted_by FROM model_versions WHERE project = $1 AND model = $2 AND deleted_at IS NULL ORDER BY version DESC
 `
 
 type ListModelVersionsParams struct {
@@ -395,6 +426,8 @@ func (q *Queries) ListModelVersions(ctx context.Context, arg ListModelVersionsPa
 			&i.Metadata,
 			&i.CreatedAt,
 			&i.CreatedBy,
+			&i.DeletedAt,
+			&i.DeletedBy,
 		); err != nil {
 			return nil, err
 		}
@@ -407,7 +440,7 @@ func (q *Queries) ListModelVersions(ctx context.Context, arg ListModelVersionsPa
 }
 
 const listModelVersionsOfArtifact = `-- name: ListModelVersionsOfArtifact :many
-SELECT project, model, version, artifact_id, digest, size, files, run_id, step, item, attempt, format, metadata, created_at, created_by FROM model_versions WHERE project = $1 AND artifact_id = $2 ORDER BY model, version
+SELECT project, model, version, artifact_id, digest, size, files, run_id, step, item, attempt, format, metadata, created_at, created_by, deleted_at, deleted_by FROM model_versions WHERE project = $1 AND artifact_id = $2 AND deleted_at IS NULL ORDER BY model, version
 `
 
 type ListModelVersionsOfArtifactParams struct {
@@ -440,6 +473,8 @@ func (q *Queries) ListModelVersionsOfArtifact(ctx context.Context, arg ListModel
 			&i.Metadata,
 			&i.CreatedAt,
 			&i.CreatedBy,
+			&i.DeletedAt,
+			&i.DeletedBy,
 		); err != nil {
 			return nil, err
 		}
@@ -452,7 +487,7 @@ func (q *Queries) ListModelVersionsOfArtifact(ctx context.Context, arg ListModel
 }
 
 const listModels = `-- name: ListModels :many
-SELECT m.project, m.name, m.description, m.created_at, m.created_by, (SELECT COALESCE(MAX(v.version), 0) FROM model_versions AS v WHERE v.project = m.project AND v.model = m.name)::int AS latest
+SELECT m.project, m.name, m.description, m.created_at, m.created_by, (SELECT COALESCE(MAX(v.version), 0) FROM model_versions AS v WHERE v.project = m.project AND v.model = m.name AND v.deleted_at IS NULL)::int AS latest
 FROM models AS m WHERE m.project = $1 ORDER BY m.name
 `
 
@@ -533,4 +568,41 @@ func (q *Queries) PutModelAlias(ctx context.Context, arg PutModelAliasParams) er
 		arg.UpdatedBy,
 	)
 	return err
+}
+
+const restoreModelVersion = `-- name: RestoreModelVersion :one
+UPDATE model_versions SET deleted_at = NULL, deleted_by = ''
+WHERE project = $1 AND model = $2 AND version = $3
+RETURNING project, model, version, artifact_id, digest, size, files, run_id, step, item, attempt, format, metadata, created_at, created_by, deleted_at, deleted_by
+`
+
+type RestoreModelVersionParams struct {
+	Project string
+	Model   string
+	Version int32
+}
+
+func (q *Queries) RestoreModelVersion(ctx context.Context, arg RestoreModelVersionParams) (ModelVersion, error) {
+	row := q.db.QueryRow(ctx, restoreModelVersion, arg.Project, arg.Model, arg.Version)
+	var i ModelVersion
+	err := row.Scan(
+		&i.Project,
+		&i.Model,
+		&i.Version,
+		&i.ArtifactID,
+		&i.Digest,
+		&i.Size,
+		&i.Files,
+		&i.RunID,
+		&i.Step,
+		&i.Item,
+		&i.Attempt,
+		&i.Format,
+		&i.Metadata,
+		&i.CreatedAt,
+		&i.CreatedBy,
+		&i.DeletedAt,
+		&i.DeletedBy,
+	)
+	return i, err
 }

@@ -8,11 +8,11 @@ ON CONFLICT (project, name) DO NOTHING;
 SELECT name FROM models WHERE project = @project AND name = @name FOR UPDATE;
 
 -- name: GetModel :one
-SELECT m.*, (SELECT COALESCE(MAX(v.version), 0) FROM model_versions AS v WHERE v.project = m.project AND v.model = m.name)::int AS latest
+SELECT m.*, (SELECT COALESCE(MAX(v.version), 0) FROM model_versions AS v WHERE v.project = m.project AND v.model = m.name AND v.deleted_at IS NULL)::int AS latest
 FROM models AS m WHERE m.project = @project AND m.name = @name;
 
 -- name: ListModels :many
-SELECT m.*, (SELECT COALESCE(MAX(v.version), 0) FROM model_versions AS v WHERE v.project = m.project AND v.model = m.name)::int AS latest
+SELECT m.*, (SELECT COALESCE(MAX(v.version), 0) FROM model_versions AS v WHERE v.project = m.project AND v.model = m.name AND v.deleted_at IS NULL)::int AS latest
 FROM models AS m WHERE m.project = @project ORDER BY m.name;
 
 -- name: GetModelVersionByArtifact :one
@@ -25,13 +25,22 @@ FROM model_versions WHERE project = @project AND model = @model
 RETURNING *;
 
 -- name: GetModelVersion :one
-SELECT * FROM model_versions WHERE project = @project AND model = @model AND version = @version;
+SELECT * FROM model_versions WHERE project = @project AND model = @model AND version = @version AND deleted_at IS NULL;
 
 -- name: ListModelVersions :many
-SELECT * FROM model_versions WHERE project = @project AND model = @model ORDER BY version DESC;
+SELECT * FROM model_versions WHERE project = @project AND model = @model AND deleted_at IS NULL ORDER BY version DESC;
 
 -- name: ListModelVersionsOfArtifact :many
-SELECT * FROM model_versions WHERE project = @project AND artifact_id = @artifact_id ORDER BY model, version;
+SELECT * FROM model_versions WHERE project = @project AND artifact_id = @artifact_id AND deleted_at IS NULL ORDER BY model, version;
+
+-- name: DeleteModelVersion :execrows
+UPDATE model_versions SET deleted_at = now(), deleted_by = @deleted_by
+WHERE project = @project AND model = @model AND version = @version AND deleted_at IS NULL;
+
+-- name: RestoreModelVersion :one
+UPDATE model_versions SET deleted_at = NULL, deleted_by = ''
+WHERE project = @project AND model = @model AND version = @version
+RETURNING *;
 
 -- name: ListModelAliases :many
 SELECT * FROM model_aliases WHERE project = @project AND model = @model ORDER BY alias;

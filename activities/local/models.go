@@ -1,0 +1,50 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/atelier-ml/atelier/inference"
+	"github.com/atelier-ml/atelier/internal/platform/artifactstore"
+)
+
+// locateModel makes a registered model's bytes (model.ref, resolved in
+// model.registered) a local path the engine loads, downloaded by the
+// worker: replicas, like steps, never hold the store's credentials. The
+// bytes land once per project and digest under the data dir, shared by
+// every revision and replica that serves them (artifactstore.Get puts
+// them in place complete or not at all, so a download cut short is
+// started again). A spec without a registered model is returned as is.
+func (s *Serving) locateModel(ctx context.Context, project string, spec inference.EndpointSpec, wait func(string)) (inference.EndpointSpec, error) {
+	reg := spec.Model.Registered
+	if reg == nil {
+		return spec, nil
+	}
+	if s.r.artifacts == nil {
+		return spec, errors.New("this worker has no artifact store (ATELIER_ARTIFACTS_URL) to fetch the registered model from")
+	}
+	hexd, ok := strings.CutPrefix(reg.Digest, "sha256:")
+	if !ok || len(hexd) != 64 || strings.ContainsAny(hexd, "/.") {
+		return spec, fmt.Errorf("registered model %s version %d has no valid digest (%q)", reg.Model, reg.Version, reg.Digest)
+	}
+	if err := mkdirChain(s.r.dataDir, "models", project); err != nil {
+		return spec, err
+	}
+	dest := filepath.Join(s.r.dataDir, "models", project, hexd)
+	s.modelMu.Lock()
+	defer s.modelMu.Unlock()
+	if _, err := os.Stat(dest); err != nil {
+		wait(fmt.Sprintf("fetching model %s version %d (%s) from the artifact store", reg.Model, reg.Version, humanBytes(reg.Size)))
+		o := artifactstore.Object{Digest: reg.Digest, Size: reg.Size, Files: reg.Files}
+		if err := s.r.artifacts.Get(ctx, project, o, dest); err != nil {
+			return spec, fmt.Errorf("fetch model %s version %d: %w", reg.Model, reg.Version, err)
+		}
+		wait("")
+	}
+	spec.Model = spec.Model.Located(dest)
+	return spec, nil
+}

@@ -1,0 +1,73 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/atelier-ml/atelier/inference"
+	"github.com/atelier-ml/atelier/schema"
+)
+
+// ModelReader reads the model registry (internal/store).
+type ModelReader interface {
+	GetModel(ctx context.Context, project, name string) (Model, error)
+	GetModelVersion(ctx context.Context, project, model, ref string) (ModelVersion, error)
+}
+
+// ResolveModel finds the version ref ("<model>@<alias|version>", or
+// "<model>" for its latest) names in project. What does not exist (or is
+// not a reference) is a problem, a sentence naming it for the user; an
+// error is the registry's own failure (retry). Pipeline inputs, endpoint
+// specs and endpoints following an alias all resolve through it, so they
+// agree on what a reference names.
+func ResolveModel(ctx context.Context, r ModelReader, project, ref string) (v ModelVersion, problem string, err error) {
+	mr, err := schema.ParseModelRef(ref)
+	if err != nil {
+		return ModelVersion{}, err.Error(), nil
+	}
+	at := mr.Ref
+	if at == "" {
+		m, err := r.GetModel(ctx, project, mr.Model)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			return ModelVersion{}, fmt.Sprintf("no model %s in project %s", mr.Model, project), nil
+		case err != nil:
+			return ModelVersion{}, "", err
+		case m.Latest == 0:
+			return ModelVersion{}, fmt.Sprintf("model %s has no version yet", mr.Model), nil
+		}
+		at = strconv.Itoa(m.Latest)
+	}
+	v, err = r.GetModelVersion(ctx, project, mr.Model, at)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return ModelVersion{}, fmt.Sprintf("model %s has no version or alias %q in project %s", mr.Model, at, project), nil
+	case err != nil:
+		return ModelVersion{}, "", err
+	}
+	return v, "", nil
+}
+
+// ResolveEndpointModel records in m.Registered the version m.Ref names
+// (nil without a Ref; whatever Registered said before is replaced, so a
+// spec read back from an endpoint and sent again is resolved afresh).
+// problem and err are ResolveModel's.
+func ResolveEndpointModel(ctx context.Context, r ModelReader, project string, m *inference.Model) (problem string, err error) {
+	m.Registered = nil
+	if m.Ref == "" {
+		return "", nil
+	}
+	v, problem, err := ResolveModel(ctx, r, project, m.Ref)
+	if problem != "" || err != nil {
+		return problem, err
+	}
+	a := v.Artifact
+	m.Registered = &inference.RegisteredModel{
+		Model: v.Model, Version: v.Version, Alias: schema.SplitModelRef(m.Ref).Alias(),
+		ArtifactID: a.ID, Digest: a.Digest, Size: a.Size, Files: a.Files,
+		Run: a.Producer.Run, Step: a.Producer.Step,
+	}
+	return "", nil
+}
