@@ -60,6 +60,9 @@ type Config struct {
 	// ModelVersion is Triton's model version (the "version" metric label and
 	// the versions/{v} routes); empty means "1". vLLM ignores it.
 	ModelVersion string
+	// WeightsDigest is what the engine loaded (WeightsDigest), sent in
+	// the X-Model-Weights header of every response; empty: no header.
+	WeightsDigest string
 	// Revision identifies the deployment revision: it is sent in the
 	// X-Model-Revision header of every response and echoed in inference
 	// response bodies, so a test can measure a traffic split. Empty: no

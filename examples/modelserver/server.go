@@ -103,6 +103,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Revision != "" {
 		w.Header().Set(HeaderRevision, s.cfg.Revision)
 	}
+	if s.cfg.WeightsDigest != "" {
+		w.Header().Set(HeaderWeights, s.cfg.WeightsDigest)
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 	s.mux.ServeHTTP(w, r)
 }

@@ -4,6 +4,8 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/atelier-ml/atelier/examples/modelserver"
@@ -26,6 +28,7 @@ type engineFlags struct {
 	host, port, servedName string
 	// Triton
 	httpAddr, httpPort, metricsAddr, metricsPort, loadModel string
+	repository                                              string
 	ignored                                                 string
 }
 
@@ -42,7 +45,8 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&e.metricsAddr, "metrics-address", "", "Triton: listen host of /metrics")
 	fs.StringVar(&e.metricsPort, "metrics-port", "", "Triton: /metrics port, as --metrics-addr")
 	fs.StringVar(&e.loadModel, "load-model", "", "Triton: the model loaded (as -model)")
-	for _, name := range []string{"model-repository", "model-control-mode", "grpc-address", "grpc-port"} {
+	fs.StringVar(&e.repository, "model-repository", "", "Triton: the model repository; loaded (read whole) when it is a local path")
+	for _, name := range []string{"model-control-mode", "grpc-address", "grpc-port"} {
 		fs.StringVar(&e.ignored, name, "", "Triton: accepted and ignored")
 	}
 }
@@ -76,6 +80,21 @@ func (e *engineFlags) apply(fs *flag.FlagSet, cfg *modelserver.Config, addr, met
 	}
 	if positionalModel != "" && !set["model"] {
 		cfg.Model = positionalModel
+	}
+	// A model or repository that is an existing local path is loaded, as
+	// an engine would, and responses say which bytes were loaded
+	// (X-Model-Weights). Other values (hub IDs, s3:// URIs, paths that
+	// exist only where a real engine would run) are names to the fake.
+	weights := e.repository
+	if !triton && filepath.IsAbs(cfg.Model) {
+		weights = cfg.Model
+	}
+	if _, err := os.Stat(weights); err == nil && filepath.IsAbs(weights) {
+		d, err := modelserver.WeightsDigest(weights)
+		if err != nil {
+			return err
+		}
+		cfg.WeightsDigest = d
 	}
 	if e.servedName != "" {
 		cfg.Model = e.servedName

@@ -3,7 +3,9 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -177,6 +179,19 @@ func TestCommand(t *testing.T) {
 		}
 		if status, _, body := get(t, urls[0]+"/metrics"); status != 200 || !strings.Contains(body, "vllm:num_requests_waiting{") {
 			t.Errorf("/metrics: %d", status)
+		}
+	})
+
+	t.Run("weights at a local path are loaded", func(t *testing.T) {
+		weights := filepath.Join(t.TempDir(), "model.bin")
+		if err := os.WriteFile(weights, []byte("weights v2"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, urls := start(t, bin, 1, nil, "serve", "--model", weights, "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", "0", "--startup-delay", "0s")
+		// sha256("weights v2")
+		want := "sha256:" + fmt.Sprintf("%x", sha256.Sum256([]byte("weights v2")))
+		if _, h, _ := get(t, urls[0]+"/v1/models"); h.Get("X-Model-Weights") != want {
+			t.Errorf("X-Model-Weights = %q, want %q", h.Get("X-Model-Weights"), want)
 		}
 	})
 
