@@ -27,15 +27,16 @@ func ResolveModel(ctx context.Context, r ModelReader, project, ref string) (v Mo
 	if err != nil {
 		return ModelVersion{}, err.Error(), nil
 	}
+	m, err := r.GetModel(ctx, project, mr.Model)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return ModelVersion{}, fmt.Sprintf("no model %s in project %s", mr.Model, project), nil
+	case err != nil:
+		return ModelVersion{}, "", err
+	}
 	at := mr.Ref
 	if at == "" {
-		m, err := r.GetModel(ctx, project, mr.Model)
-		switch {
-		case errors.Is(err, ErrNotFound):
-			return ModelVersion{}, fmt.Sprintf("no model %s in project %s", mr.Model, project), nil
-		case err != nil:
-			return ModelVersion{}, "", err
-		case m.Latest == 0:
+		if m.Latest == 0 {
 			return ModelVersion{}, fmt.Sprintf("model %s has no version yet", mr.Model), nil
 		}
 		at = strconv.Itoa(m.Latest)

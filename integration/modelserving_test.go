@@ -1,0 +1,180 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/workflowservice/v1"
+
+	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/api/gen"
+)
+
+// An endpoint serving a registered model on the real stack: two training
+// runs register versions 1 and 2 of "sentiment"; an endpoint on the local
+// runtime follows sentiment@champion, and its replica (examples/modelserver
+// standing in for vLLM) loads the bytes the worker fetched from the
+// artifact store: its X-Model-Weights header, through the gateway's proxy,
+// is the version's digest. Moving the alias over REST rolls out a revision
+// serving version 2; REST says which endpoints serve which version, and a
+// version that is served cannot be deleted. Another project sees none of
+// it, and bad references are 422 at their path.
+func TestEndpointServesARegisteredModel(t *testing.T) {
+	engine := modelserverBinary(t)
+	s := newStack(t, stackOptions{localEngines: map[string]string{"vllm": engine}})
+	s.cleanupEndpoint(t)
+	s.createPipeline("train-sentiment", `
+params:
+  - {name: seed, type: string}
+steps:
+  - name: train
+    container:
+      command: [sh, -c, 'printf "weights-%s" "$SEED" > "$ATELIER_ARTIFACTS/model.bin"']
+      env: {SEED: "{{ params.seed }}"}
+      artifacts:
+        outputs: [{name: model, path: model.bin, register: sentiment}]
+`)
+	digests := map[int]string{}
+	for i, seed := range []string{"a", "b"} {
+		r := s.waitTerminal(s.start("train-sentiment", map[string]any{"seed": seed}), time.Minute)
+		require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
+		digests[i+1] = val(stepByName(r, "train").Artifacts)[0].Digest
+	}
+	require.Eventually(t, func() bool {
+		code, body := s.raw("GET", s.path("/models/sentiment/versions/2"), nil)
+		return code == 200 && strings.Contains(string(body), digests[2])
+	}, 10*time.Second, 100*time.Millisecond, "both runs registered a version")
+	code, body := s.raw("PUT", s.path("/models/sentiment/aliases/champion"), []byte(`{"version": 1}`))
+	require.Equal(t, 200, code, "%s", body)
+
+	spec := map[string]any{"backend": "vllm", "model": map[string]any{"ref": "sentiment@champion", "follow": true},
+		"image": "vllm/vllm-openai:v0.9.1", "args": []string{"--startup-delay", "200ms"}, "replicas": map[string]any{"min": 1, "max": 1},
+		"rollout": map[string]any{"gates": map[string]any{"maxErrorRate": 1, "analysisInterval": "1s"}}}
+	s.createEndpoint(t, "", spec)
+	serves := func(rev int) func(gen.Endpoint) bool {
+		return func(v gen.Endpoint) bool {
+			if v.Stable != rev || v.Rollout != nil {
+				return false
+			}
+			for _, o := range v.Observed {
+				if o.Revision == rev && o.Ready == 1 {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	s.waitEndpoint(t, 90*time.Second, "served revision 1", serves(1))
+	code, body = s.raw("GET", s.path("/endpoints/chat"), nil)
+	require.Equal(t, 200, code)
+	assert.Contains(t, string(body), `"registered":{"model":"sentiment","version":1,"alias":"champion"`, "the revision records the version it serves")
+	assert.Equal(t, digests[1], s.servedWeights(t), "the replica loaded version 1's bytes")
+
+	// Which endpoints serve the model; a served version is not deleted.
+	var serving gen.ModelServingList
+	code, body = s.raw("GET", s.path("/models/sentiment/endpoints"), nil)
+	require.Equal(t, 200, code, "%s", body)
+	require.NoError(t, json.Unmarshal(body, &serving))
+	require.Len(t, serving.Items, 1)
+	assert.Equal(t, gen.ModelServing{Endpoint: "chat", Revision: 1, Role: gen.Stable, Version: 1, Ref: "sentiment@champion", Follow: true,
+		Run: serving.Items[0].Run}, serving.Items[0])
+	code, body = s.raw("DELETE", s.path("/models/sentiment/versions/1"), nil)
+	require.Equal(t, 409, code, "%s", body)
+	assert.Contains(t, string(body), "served by endpoint chat (revision 1, stable)")
+
+	// Moving the alias rolls out version 2.
+	code, body = s.raw("PUT", s.path("/models/sentiment/aliases/champion"), []byte(`{"version": 2}`))
+	require.Equal(t, 200, code, "%s", body)
+	v := s.waitEndpoint(t, 90*time.Second, "served revision 2 after the alias moved", serves(2))
+	assert.Contains(t, eventLine(v), "revision 2 created: sentiment@champion moved from version 1 to 2")
+	require.Eventually(t, func() bool { return s.servedWeights(t) == digests[2] }, 20*time.Second, 200*time.Millisecond,
+		"the endpoint serves version 2's bytes")
+
+	// Version 1 serves nothing now and no alias names it: it can go, and
+	// then neither resolves nor lists; a named version cannot.
+	code, body = s.raw("DELETE", s.path("/models/sentiment/versions/2"), nil)
+	require.Equal(t, 409, code, "%s", body)
+	code, body = s.raw("DELETE", s.path("/models/sentiment/versions/1"), nil)
+	require.Equal(t, 204, code, "%s", body)
+	code, _ = s.raw("GET", s.path("/models/sentiment/versions/1"), nil)
+	assert.Equal(t, 404, code)
+	code, _ = s.raw("DELETE", s.path("/models/sentiment/versions/champion"), nil)
+	assert.Equal(t, 422, code, "versions are deleted by number")
+
+	// Bad references, every problem at its path.
+	for _, bad := range []struct {
+		model               map[string]any
+		cluster, path, says string
+	}{
+		{map[string]any{"ref": "sentiment@nope"}, "", "spec.model.ref", `no version or alias \"nope\"`},
+		{map[string]any{"ref": "sentiment@2", "follow": true}, "", "spec.model.follow", "follow needs model.ref to name an alias"},
+		{map[string]any{"ref": "sentiment@champion"}, "gpu-a", "spec.model.ref", "local runtime only"},
+	} {
+		sp := map[string]any{}
+		for k, x := range spec {
+			sp[k] = x
+		}
+		sp["model"] = bad.model
+		b, err := json.Marshal(map[string]any{"name": "bad", "cluster": bad.cluster, "spec": sp})
+		require.NoError(t, err)
+		code, body = s.raw("POST", s.path("/endpoints"), b)
+		require.Equal(t, 422, code, "%s", body)
+		assert.Contains(t, string(body), `"path":"`+bad.path+`"`)
+		assert.Contains(t, string(body), bad.says)
+	}
+
+	// Tenancy.
+	other := s.asProject("other-serving")
+	code, _ = other.raw("GET", other.path("/models/sentiment/endpoints"), nil)
+	assert.Equal(t, 404, code)
+	code, _ = other.raw("DELETE", other.path("/models/sentiment/versions/2"), nil)
+	assert.Equal(t, 404, code)
+	code, _ = other.raw("PUT", other.path("/models/sentiment/aliases/champion"), []byte(`{"version": 1}`))
+	assert.Equal(t, 404, code)
+	b, err := json.Marshal(map[string]any{"name": "stolen", "spec": spec})
+	require.NoError(t, err)
+	code, body = other.raw("POST", other.path("/endpoints"), b)
+	require.Equal(t, 422, code, "another project's model is unknown here: %s", body)
+	assert.Contains(t, string(body), "no model sentiment in project other-serving")
+
+	s.deleteEndpoint(t)
+	if os.Getenv("ATELIER_RECORD_HISTORIES") != "" {
+		recordHistory(t, s, "v11-endpoint-follows-model", activities.EndpointWorkflowID(s.project, "chat"))
+		res, err := s.temporal.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
+			Query: fmt.Sprintf("WorkflowType = %q AND WorkflowId STARTS_WITH %q", activities.MoveModelAliasWorkflowName, "atelier-model-alias/"+s.project+"/"),
+		})
+		require.NoError(t, err)
+		require.NotEmpty(t, res.Executions)
+		recordHistory(t, s, "v11-model-alias-moved", res.Executions[0].GetExecution().GetWorkflowId())
+	}
+}
+
+// servedWeights sends a completion to chat through the gateway and answers
+// the weights its replica loaded (X-Model-Weights), "" on failure.
+func (s *stack) servedWeights(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url+s.path("/endpoints/chat/v1/completions"),
+		strings.NewReader(`{"model":"sentiment","prompt":"hi","max_tokens":2}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return ""
+	}
+	defer res.Body.Close()
+	if res.StatusCode != 200 {
+		return fmt.Sprintf("status %d", res.StatusCode)
+	}
+	return res.Header.Get("X-Model-Weights")
+}
