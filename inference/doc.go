@@ -33,7 +33,12 @@
 // reports unknown fields and values that do not decode together with
 // Validate's problems (validating the rest as if they were absent), so a
 // typo is one problem among the others. Rules worth knowing: triton needs
-// model.uri (the repository) and model.name; vllm needs one of them;
+// model.uri (the repository) or model.ref, and model.name; vllm needs one
+// of model.uri, model.name and model.ref; model.ref (a registry version,
+// "<model>@<alias|version>") excludes model.uri, model.follow needs it to
+// name an alias, and model.registered is set by Atelier, never by users
+// (see Model); registered models are served on the local runtime only
+// (LocalOnly);
 // replicas.min 0 means scale to zero and needs autoscaling.idleTimeout;
 // args may not set flags Atelier relies on (BackendInfo.Reserved: ports,
 // model control, the model itself); surgeFree excludes blueGreen and any
