@@ -98,14 +98,46 @@ steps:
 	require.Eventually(t, func() bool { return s.servedWeights(t) == digests[2] }, 20*time.Second, 200*time.Millisecond,
 		"the endpoint serves version 2's bytes")
 
-	// Version 1 serves nothing now and no alias names it: it can go, and
-	// then neither resolves nor lists; a named version cannot.
+	// An inference step pins version 1 (no follow): the step ends once the
+	// revision serving it is promoted.
+	s.createPipeline("pin-sentiment", `
+steps:
+  - name: deploy
+    kind: inference
+    inference:
+      endpoint: chat
+      spec:
+        backend: vllm
+        model: {ref: "sentiment@1"}
+        image: vllm/vllm-openai:v0.9.1
+        args: ["--startup-delay", "200ms"]
+        replicas: {min: 1, max: 1}
+        rollout: {gates: {maxErrorRate: 1, analysisInterval: 1s}}
+`)
+	pin := s.waitTerminal(s.start("pin-sentiment", nil), 2*time.Minute)
+	require.Equal(t, gen.RunStateSUCCEEDED, pin.State, "%s", val(pin.Status.Error))
+	assert.Equal(t, digests[1], s.servedWeights(t), "the pinned revision serves version 1's bytes")
+	code, body = s.raw("GET", s.path("/models/sentiment/endpoints"), nil)
+	require.Equal(t, 200, code, "%s", body)
+	assert.Contains(t, string(body), `"revision":3,"role":"stable","version":1,"ref":"sentiment@1","follow":false`)
+
+	// Version 1 is served, version 2 named by champion: neither can go.
+	// Without the alias, version 2 can, and then neither resolves nor
+	// lists; its number is not given again.
+	code, body = s.raw("DELETE", s.path("/models/sentiment/versions/1"), nil)
+	require.Equal(t, 409, code, "%s", body)
 	code, body = s.raw("DELETE", s.path("/models/sentiment/versions/2"), nil)
 	require.Equal(t, 409, code, "%s", body)
-	code, body = s.raw("DELETE", s.path("/models/sentiment/versions/1"), nil)
+	assert.Contains(t, string(body), "alias champion")
+	code, body = s.raw("DELETE", s.path("/models/sentiment/aliases/champion"), nil)
 	require.Equal(t, 204, code, "%s", body)
-	code, _ = s.raw("GET", s.path("/models/sentiment/versions/1"), nil)
+	code, body = s.raw("DELETE", s.path("/models/sentiment/versions/2"), nil)
+	require.Equal(t, 204, code, "%s", body)
+	code, _ = s.raw("GET", s.path("/models/sentiment/versions/2"), nil)
 	assert.Equal(t, 404, code)
+	code, body = s.raw("GET", s.path("/models/sentiment"), nil)
+	require.Equal(t, 200, code)
+	assert.Contains(t, string(body), `"latest":1`, "the latest is the highest version not deleted")
 	code, _ = s.raw("DELETE", s.path("/models/sentiment/versions/champion"), nil)
 	assert.Equal(t, 422, code, "versions are deleted by number")
 
