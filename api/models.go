@@ -268,9 +268,10 @@ func (s *server) DeleteModelVersion(ctx context.Context, req gen.DeleteModelVers
 			n, req.Model, strings.Join(users, ", "))
 	}
 	err = s.models.DeleteModelVersion(ctx, req.Project, req.Model, n, principal(ctx).Name)
+	var named *catalog.VersionNamedError
 	switch {
-	case errors.Is(err, catalog.ErrConflict):
-		return nil, newProblem(ptModelInUse, "%s", strings.TrimSuffix(err.Error(), ": "+catalog.ErrConflict.Error()))
+	case errors.As(err, &named):
+		return nil, newProblem(ptModelInUse, "%s", named.Error())
 	case err != nil:
 		return nil, modelErr(req.Project, req.Model, err)
 	}

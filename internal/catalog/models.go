@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/atelier-ml/atelier/inference"
 	"github.com/atelier-ml/atelier/schema"
@@ -72,3 +73,18 @@ func ResolveEndpointModel(ctx context.Context, r ModelReader, project string, m 
 	}
 	return "", nil
 }
+
+// VersionNamedError refuses to delete a version that aliases name: move
+// or remove them first. It is an ErrConflict.
+type VersionNamedError struct {
+	Model   string
+	Version int
+	Aliases []string
+}
+
+func (e *VersionNamedError) Error() string {
+	return fmt.Sprintf("version %d of model %s is named by alias %s: move or remove it first", e.Version, e.Model, strings.Join(e.Aliases, ", "))
+}
+
+// Is makes errors.Is(err, ErrConflict) hold.
+func (e *VersionNamedError) Is(target error) bool { return target == ErrConflict }

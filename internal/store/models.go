@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/store/db"
@@ -250,8 +249,7 @@ func (s *Store) DeleteModelVersion(ctx context.Context, project, model string, v
 			}
 		}
 		if len(naming) > 0 {
-			return fmt.Errorf("version %d of model %s is named by alias %s: move or remove it first: %w",
-				version, model, strings.Join(naming, ", "), catalog.ErrConflict)
+			return &catalog.VersionNamedError{Model: model, Version: version, Aliases: naming}
 		}
 		n, err := q.DeleteModelVersion(ctx, db.DeleteModelVersionParams{Project: project, Model: model, Version: int32(version), DeletedBy: actor})
 		if err == nil && n == 0 {
