@@ -10,6 +10,7 @@ import { ClusterPage, ClustersPage } from "./views/clusters";
 import { ComparePage } from "./views/compare";
 import { EndpointPage, EndpointsPage } from "./views/endpoints";
 import { LaunchPage } from "./views/launch";
+import { ModelPage, ModelsPage } from "./views/models";
 import { PipelinePage, PipelinesPage } from "./views/pipelines";
 import { RunPage } from "./views/run";
 import { RunsPage } from "./views/runs";
@@ -87,6 +88,10 @@ function page(r: Exclude<Route, { page: "login" | "home" }>): View {
       return new EndpointsPage(r.project);
     case "endpoint":
       return new EndpointPage(r.project, r.endpoint);
+    case "models":
+      return new ModelsPage(r.project);
+    case "model":
+      return new ModelPage(r.project, r.model);
     case "clusters":
       return new ClustersPage(r.project, projects);
     case "cluster":
@@ -112,8 +117,8 @@ function show(v: View): void {
 
 /** shell wraps a page in the top bar (project, sections, log out). */
 function shell(r: Exclude<Route, { page: "login" | "home" }>, inner: View): View {
-  const sections: Record<string, string> = { pipeline: "pipelines", launch: "pipelines", cluster: "clusters", webhook: "webhooks", endpoint: "endpoints", trigger: "triggers" };
-  const section = sections[r.page] ?? (["pipelines", "schedules", "endpoints", "clusters", "cache", "webhooks", "triggers"].includes(r.page) ? r.page : "runs");
+  const sections: Record<string, string> = { pipeline: "pipelines", launch: "pipelines", cluster: "clusters", webhook: "webhooks", endpoint: "endpoints", trigger: "triggers", model: "models" };
+  const section = sections[r.page] ?? (["pipelines", "schedules", "models", "endpoints", "clusters", "cache", "webhooks", "triggers"].includes(r.page) ? r.page : "runs");
   const projectPicker =
     projects.length > 1
       ? h(
@@ -143,6 +148,7 @@ function shell(r: Exclude<Route, { page: "login" | "home" }>, inner: View): View
         h("a", { href: href.pipelines(r.project), class: section === "pipelines" ? "active" : "" }, "Pipelines"),
         h("a", { href: href.schedules(r.project), class: section === "schedules" ? "active" : "", id: "nav-schedules" }, "Schedules"),
         h("a", { href: href.triggers(r.project), class: section === "triggers" ? "active" : "", id: "nav-triggers" }, "Triggers"),
+        h("a", { href: href.models(r.project), class: section === "models" ? "active" : "", id: "nav-models" }, "Models"),
         h("a", { href: href.endpoints(r.project), class: section === "endpoints" ? "active" : "", id: "nav-endpoints" }, "Endpoints"),
         h("a", { href: href.clusters(r.project), class: section === "clusters" ? "active" : "", id: "nav-clusters" }, "Clusters"),
         h("a", { href: href.cache(r.project), class: section === "cache" ? "active" : "", id: "nav-cache" }, "Cache"),

@@ -15,6 +15,9 @@ export type Route =
   /** The project's schedules; focus: the one to scroll to (a run's page links there). */
   | { page: "schedules"; project: string; focus?: string }
   | { page: "endpoints"; project: string }
+  /** The model registry: the project's models; one model with its versions, aliases, endpoints and alias history. */
+  | { page: "models"; project: string }
+  | { page: "model"; project: string; model: string }
   | { page: "endpoint"; project: string; endpoint: string }
   /** Clusters, GPUs, quotas; one cluster with its admission queue. */
   | { page: "clusters"; project: string }
@@ -50,6 +53,7 @@ export function parse(hash: string): Route {
     if (seg[2] === "schedules") return { page: "schedules", project, focus: params.get("name") || undefined };
     if (seg[2] === "endpoints" && seg[3]) return { page: "endpoint", project, endpoint: seg[3] };
     if (seg[2] === "endpoints") return { page: "endpoints", project };
+    if (seg[2] === "models") return seg[3] ? { page: "model", project, model: seg[3] } : { page: "models", project };
     if (seg[2] === "clusters") return seg[3] ? { page: "cluster", project, cluster: seg[3] } : { page: "clusters", project };
     if (seg[2] === "cache") return { page: "cache", project, filters: params };
     if (seg[2] === "webhooks") return seg[3] ? { page: "webhook", project, webhook: seg[3] } : { page: "webhooks", project };
@@ -75,6 +79,7 @@ export const href = {
   schedules: (project: string, focus?: string) => `#/p/${e(project)}/schedules${focus ? `?name=${e(focus)}` : ""}`,
   endpoints: (project: string) => `#/p/${e(project)}/endpoints`,
   endpoint: (project: string, endpoint: string) => `#/p/${e(project)}/endpoints/${e(endpoint)}`,
+  models: (project: string, model?: string) => `#/p/${e(project)}/models${model ? `/${e(model)}` : ""}`,
   clusters: (project: string, cluster?: string) => `#/p/${e(project)}/clusters${cluster ? `/${e(cluster)}` : ""}`,
   cache: (project: string, filters?: Record<string, string>) => {
     const q = new URLSearchParams(Object.entries(filters ?? {}).filter(([, v]) => v)).toString();

@@ -472,10 +472,38 @@ export interface EndpointGates {
   syntheticProbes?: boolean;
 }
 
+/**
+ * EndpointModel is a spec's model: a name or URI, or a reference into the
+ * model registry (ref: "<model>@<alias>", "<model>@<version>", "<model>"),
+ * which the gateway resolves per revision into registered.
+ */
+export interface EndpointModel {
+  name?: string;
+  uri?: string;
+  ref?: string;
+  /** Moving the alias ref names rolls out the version it then names. */
+  follow?: boolean;
+  /** The exact version this revision serves (set by Atelier, never by the user). */
+  registered?: RegisteredModel;
+}
+
+export interface RegisteredModel {
+  model: string;
+  version: number;
+  /** The alias ref named; absent when it named a version. */
+  alias?: string;
+  artifactId: string;
+  digest: string;
+  size: number;
+  files?: number;
+  run?: string;
+  step?: string;
+}
+
 /** EndpointSpec is the part of a spec (inference.EndpointSpec) the UI reads; the rest is shown as JSON. */
 export interface EndpointSpec {
   backend?: string;
-  model?: { name?: string; uri?: string };
+  model?: EndpointModel;
   image?: string;
   resources?: { gpuType?: string; gpus?: number; cpu?: string; memory?: string };
   replicas?: { min?: number; max?: number };
@@ -518,6 +546,78 @@ export interface Endpoint {
 
 export interface EndpointRollback {
   revision: number;
+}
+
+// ---- the model registry (GET/POST …/models) ----
+
+/** Model is a registered model; aliases are filled on a single model only (empty in lists). */
+export interface Model {
+  name: string;
+  description: string;
+  /** The newest version (0 before the first). */
+  latest: number;
+  createdAt: string;
+  createdBy: string;
+  /** Alias to version. */
+  aliases: Record<string, number>;
+}
+
+export interface ModelList {
+  items: Model[];
+}
+
+/** ModelVersion is one numbered, immutable version: an artifact, with the run that made it. */
+export interface ModelVersion {
+  model: string;
+  version: number;
+  artifact: Artifact;
+  /** A serving hint (vllm, triton, ...); may be empty. */
+  format: string;
+  metadata: Record<string, unknown>;
+  createdAt: string;
+  /** The token's name, or "run <id>" for a pipeline's registration. */
+  createdBy: string;
+  aliases: string[];
+}
+
+export interface ModelVersionList {
+  /** Newest first. */
+  items: ModelVersion[];
+}
+
+export interface ModelAliasUpdate {
+  version: number;
+}
+
+/** ModelServing is an endpoint revision serving a version of the model. */
+export interface ModelServing {
+  endpoint: string;
+  revision: number;
+  /** stable serves traffic; candidate is rolling out. */
+  role: "stable" | "candidate";
+  version: number;
+  /** The spec's model.ref it was resolved from. */
+  ref: string;
+  follow: boolean;
+  run?: string;
+}
+
+export interface ModelServingList {
+  items: ModelServing[];
+}
+
+/** ModelAliasEvent is one move of an alias: from is absent when it was new, to when it was removed. */
+export interface ModelAliasEvent {
+  alias: string;
+  from?: number;
+  to?: number;
+  actor: string;
+  at: string;
+}
+
+export interface ModelAliasEventList {
+  /** Newest first. */
+  items: ModelAliasEvent[];
 }
 
 // Clusters and GPU admission (GET /v1/clusters, /v1/gpus, …/queue, …/gpu-policy).

@@ -3,7 +3,9 @@
 // traffic weights and replicas (wanted, and ready as observed), the
 // rollout in progress with its gates beside the figures of the traffic
 // window they judge (requests, errors, p99 through the gateway), the
-// autoscaler's last decision and the events; and Promote, Abort and
+// autoscaler's last decision, the events and, for a spec naming a model
+// of the registry (model.ref), the version the latest revision serves
+// (linked to the model's page, views/models.ts); and Promote, Abort and
 // Rollback, each sent only from its confirmation form (the gateway's
 // problem shows there when it refuses: a 409 when nothing rolls out).
 // Both pages refresh every few seconds while open.
@@ -13,7 +15,7 @@ import { badge, fmtTime, h, json, replace, s } from "../dom";
 import { fmtGoDuration } from "../goduration";
 import { href } from "../route";
 import { canEdit, roleNote } from "../session";
-import type { Endpoint, EndpointEvent, EndpointGates, EndpointObserved, EndpointRollback, EndpointRollout, EndpointSummary, EndpointTrafficWindow, EndpointList } from "../types";
+import type { Endpoint, EndpointEvent, EndpointModel, EndpointGates, EndpointObserved, EndpointRollback, EndpointRollout, EndpointSummary, EndpointTrafficWindow, EndpointList } from "../types";
 import { errorBox, message, type View } from "./view";
 
 const REFRESH_MS = 3000;
@@ -296,6 +298,7 @@ export class EndpointPage implements View {
     const facts: [string, Node | string][] = [];
     const model = sp.model?.name ?? sp.model?.uri ?? "";
     facts.push(["Serves", h("span", {}, h("code", {}, sp.backend ?? "?"), model ? ` model ${model}` : "", sp.image ? h("span", { class: "muted" }, ` · image ${sp.image}`) : null)]);
+    if (sp.model?.ref) facts.push([`Model of revision ${v.current}`, this.registered(sp.model)]);
     facts.push(["Serving revision", v.stable ? h("span", { id: "stable-rev" }, `${v.stable}`) : h("span", { class: "muted", id: "stable-rev" }, "none yet")]);
     facts.push(["Latest revision", `${v.current}`]);
     facts.push(["Traffic", h("span", { id: "traffic-text" }, trafficText(v), v.trafficMode ? h("span", { class: "muted" }, ` (${v.trafficMode})`) : null)]);
@@ -313,6 +316,35 @@ export class EndpointPage implements View {
       h("dl", { class: "meta" }, facts.map(([k, x]) => [h("dt", {}, k), h("dd", {}, x)])),
       v.deleting ? h("div", { class: "alert warn" }, "Being deleted: its replicas stop, then the endpoint disappears.") : null,
       v.quota && !v.quota.fits ? h("div", { class: "alert warn", id: "quota" }, v.quota.message) : null,
+    );
+  }
+
+  /**
+   * registered says which registry version the latest revision serves: the
+   * reference as written, the exact version it resolved to when the
+   * revision was made (linked to the model's page), and whether an alias
+   * move rolls out a new revision.
+   */
+  private registered(m: EndpointModel): HTMLElement {
+    const reg = m.registered;
+    // follow needs ref to name an alias (the gateway checks): <model>@<alias>.
+    const alias = reg?.alias ?? m.ref?.split("@")[1] ?? "";
+    return h(
+      "span",
+      { id: "registered-model" },
+      h("code", { id: "model-ref" }, m.ref),
+      " → ",
+      reg
+        ? [
+            h("a", { id: "registered-version", href: href.models(this.project, reg.model), "data-version": reg.version }, `${reg.model} version ${reg.version}`),
+            h("span", { class: "muted mono small", title: reg.digest }, ` ${shortDigest(reg.digest)}`),
+          ]
+        : h("span", { class: "muted" }, "not resolved yet"),
+      h(
+        "span",
+        { id: "model-follow", "data-follow": String(!!m.follow) },
+        m.follow ? ` · follows ${alias}: moving it rolls out the version it then names` : " · does not follow alias moves (resolved when the revision was made)",
+      ),
     );
   }
 
