@@ -1,6 +1,9 @@
 package activities
 
-import "github.com/atelier-ml/atelier/inference"
+import (
+	"github.com/atelier-ml/atelier/inference"
+	"github.com/atelier-ml/atelier/runstate"
+)
 
 // Model registry contract: moving an alias is a workflow, so that the
 // endpoints following the alias hear of the move even when the gateway
@@ -29,14 +32,20 @@ type MoveModelAliasInput struct {
 	Model   string `json:"model"`
 	Alias   string `json:"alias"`
 	Version *int   `json:"version,omitempty"`
-	Actor   string `json:"actor"`
+	// Artifact, instead of Version, names the version by its artifact
+	// (a promote step's from): registered as the model's next version
+	// first when it is not one yet.
+	Artifact *runstate.Artifact `json:"artifact,omitempty"`
+	Actor    string             `json:"actor"`
 }
 
 // MoveModelAliasResult says what the move did. NotFound names what was
 // missing (the model, the version or, for a removal, the alias); nothing
 // moved then.
 type MoveModelAliasResult struct {
-	Before   *int   `json:"before,omitempty"`
+	Before *int `json:"before,omitempty"`
+	// Version is what the alias names now (0 for a removal).
+	Version  int    `json:"version,omitempty"`
 	NotFound string `json:"notFound,omitempty"`
 	// Notified is how many endpoints were told.
 	Notified int `json:"notified"`

@@ -16,6 +16,7 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/api/gen"
+	"github.com/atelier-ml/atelier/internal/platform/tokens"
 )
 
 // An endpoint serving a registered model on the real stack: two training
@@ -189,14 +190,118 @@ steps:
 	}
 }
 
-// servedWeights sends a completion to chat through the gateway and answers
-// the weights its replica loaded (X-Model-Weights), "" on failure.
-func (s *stack) servedWeights(t *testing.T) string {
+// servedWeights sends a completion for "sentiment" to chat through the
+// gateway (servedWeightsOf).
+func (s *stack) servedWeights(t *testing.T) string { return s.servedWeightsOf(t, "sentiment") }
+
+// Train → evaluate → approve → promote on the real stack, with an endpoint
+// following the alias: each run trains two candidates (their outputs
+// registered as versions of "ranker"), an evaluation step reads both
+// models and names the better, an approval gates the move, and a promote
+// step points champion at the winner's version. The endpoint following
+// ranker@champion serves run 1's winner, then rolls out run 2's once that
+// run promotes it; the alias history names the runs; lineage leads from the
+// endpoint's revision back to the run and step that trained it. With
+// ATELIER_RECORD_HISTORIES=1 it records v11-promote.
+func TestPipelinePromotesTheWinnerToAFollowingEndpoint(t *testing.T) {
+	engine := modelserverBinary(t)
+	s := newStack(t, stackOptions{localEngines: map[string]string{"vllm": engine}})
+	s.cleanupEndpoint(t)
+	s.createPipeline("train-promote", `
+params:
+  - {name: a, type: string}
+  - {name: b, type: string}
+steps:
+  - name: train-a
+    container:
+      command: [sh, -c, 'printf "%s" "$SCORE" > "$ATELIER_ARTIFACTS/model.bin"']
+      env: {SCORE: "{{ params.a }}"}
+      artifacts:
+        outputs: [{name: model, path: model.bin, register: ranker}]
+  - name: train-b
+    container:
+      command: [sh, -c, 'printf "%s" "$SCORE" > "$ATELIER_ARTIFACTS/model.bin"']
+      env: {SCORE: "{{ params.b }}"}
+      artifacts:
+        outputs: [{name: model, path: model.bin, register: ranker}]
+  - name: evaluate
+    container:
+      command: [sh, -c, 'a=$(cat "$ATELIER_INPUTS/a"); b=$(cat "$ATELIER_INPUTS/b"); best=train-a; if [ "$b" -gt "$a" ]; then best=train-b; fi; printf "{\"best\": \"%s\"}" "$best" > "$ATELIER_OUTPUTS"']
+      artifacts:
+        inputs: [{name: a, from: train-a.model}, {name: b, from: train-b.model}]
+  - name: approve
+    kind: approval
+    dependsOn: [evaluate]
+    approval: {message: "promote {{ steps.evaluate.outputs.best }}?"}
+  - name: promote
+    kind: promote
+    dependsOn: [approve]
+    promote: {model: ranker, alias: champion, from: "{{ steps.evaluate.outputs.best }}.model"}
+`)
+	editor := s.newToken("promote-approver", tokens.RoleEditor)
+	run := func(a, b, winner string) (gen.Run, string) {
+		id := s.start("train-promote", map[string]any{"a": a, "b": b})
+		s.waitStepState(id, "approve", gen.StepStateWAITINGFORAPPROVAL)
+		code, _, body := s.decide(id, "approve", "approve", editor, nil)
+		require.Equal(t, 200, code, "%s", body)
+		r := s.waitTerminal(id, 2*time.Minute)
+		require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
+		return r, val(stepByName(r, winner).Artifacts)[0].Digest
+	}
+	first, firstDigest := run("90", "80", "train-a")
+	promote := stepByName(first, "promote")
+	require.NotNil(t, promote.Outputs)
+	v1 := int(promote.Outputs.(map[string]any)["version"].(float64))
+	code, body := s.raw("GET", s.path("/models/ranker/versions/champion"), nil)
+	require.Equal(t, 200, code, "%s", body)
+	assert.Contains(t, string(body), fmt.Sprintf(`"version":%d`, v1))
+	assert.Contains(t, string(body), firstDigest, "champion is run 1's train-a model")
+
+	spec := map[string]any{"backend": "vllm", "model": map[string]any{"ref": "ranker@champion", "follow": true},
+		"image": "vllm/vllm-openai:v0.9.1", "args": []string{"--startup-delay", "200ms"}, "replicas": map[string]any{"min": 1, "max": 1},
+		"rollout": map[string]any{"gates": map[string]any{"maxErrorRate": 1, "analysisInterval": "1s"}}}
+	s.createEndpoint(t, "", spec)
+	s.waitEndpoint(t, 90*time.Second, "served revision 1", func(v gen.Endpoint) bool { return v.Stable == 1 && v.Rollout == nil })
+	assert.Equal(t, firstDigest, s.servedWeightsOf(t, "ranker"))
+
+	second, secondDigest := run("70", "95", "train-b")
+	v := s.waitEndpoint(t, 90*time.Second, "served revision 2 after the promote", func(v gen.Endpoint) bool { return v.Stable == 2 && v.Rollout == nil })
+	assert.Contains(t, eventLine(v), "ranker@champion moved from version")
+	require.Eventually(t, func() bool { return s.servedWeightsOf(t, "ranker") == secondDigest }, 20*time.Second, 200*time.Millisecond,
+		"the endpoint serves run 2's train-b model")
+
+	// Who moved the alias, and where the served model came from.
+	code, body = s.raw("GET", s.path("/models/ranker/alias-events"), nil)
+	require.Equal(t, 200, code)
+	assert.Contains(t, string(body), `"actor":"run `+second.Id+`"`)
+	assert.Contains(t, string(body), `"actor":"run `+first.Id+`"`)
+	var serving gen.ModelServingList
+	code, body = s.raw("GET", s.path("/models/ranker/endpoints"), nil)
+	require.Equal(t, 200, code, "%s", body)
+	require.NoError(t, json.Unmarshal(body, &serving))
+	require.Len(t, serving.Items, 1)
+	assert.Equal(t, second.Id, val(serving.Items[0].Run), "the served version was trained by run 2")
+	art := val(stepByName(second, "train-b").Artifacts)[0]
+	code, body = s.raw("GET", s.path("/artifacts/%s", art.Id), nil)
+	require.Equal(t, 200, code, "%s", body)
+	assert.Contains(t, string(body), `"step":"train-b"`)
+	assert.Contains(t, string(body), `"step":"evaluate"`, "lineage names the evaluation that read it")
+
+	s.deleteEndpoint(t)
+	if os.Getenv("ATELIER_RECORD_HISTORIES") != "" {
+		recordHistory(t, s, "v11-promote", second.Id)
+	}
+}
+
+// servedWeightsOf sends a completion for model to chat through the
+// gateway and answers the weights its replica loaded (X-Model-Weights),
+// "" when the gateway cannot be reached, "status N" when it refuses.
+func (s *stack) servedWeightsOf(t *testing.T, model string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url+s.path("/endpoints/chat/v1/completions"),
-		strings.NewReader(`{"model":"sentiment","prompt":"hi","max_tokens":2}`))
+		strings.NewReader(fmt.Sprintf(`{"model":%q,"prompt":"hi","max_tokens":2}`, model)))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+s.token)
 	req.Header.Set("Content-Type", "application/json")

@@ -90,7 +90,9 @@ const (
 	KindSpark     StepKind = "spark"
 	KindInference StepKind = "inference"
 	KindApproval  StepKind = "approval"
-	KindPipeline  StepKind = "pipeline"
+	// KindPromote moves a registered model's alias (PromoteStep).
+	KindPromote  StepKind = "promote"
+	KindPipeline StepKind = "pipeline"
 )
 
 // Step is one node of the DAG.
@@ -132,6 +134,9 @@ type Step struct {
 	// Pipeline runs another stored pipeline of the run's project as a
 	// child run (kind pipeline). Its Timeout bounds each child run.
 	Pipeline *ChildStep `json:"pipeline,omitempty"`
+	// Promote points a registered model's alias at a version (kind
+	// promote).
+	Promote *PromoteStep `json:"promote,omitempty"`
 	// Placement chooses the cluster (overrides the pipeline's).
 	Placement *Placement `json:"placement,omitempty"`
 	// Cache reuses the outputs of an earlier identical execution of the

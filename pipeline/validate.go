@@ -79,7 +79,7 @@ const MaxStepTimeout = 7 * 24 * time.Hour
 var (
 	stepNameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
 	paramTypes = []ParamType{ParamString, ParamInteger, ParamNumber, ParamBoolean, ParamObject, ParamArray}
-	stepKinds  = []StepKind{KindContainer, KindRay, KindSpark, KindInference, KindApproval, KindPipeline}
+	stepKinds  = []StepKind{KindContainer, KindRay, KindSpark, KindInference, KindApproval, KindPipeline, KindPromote}
 	// clusterKind: kinds only a Kubernetes cluster runs. Inference is not
 	// one: a local runtime that serves endpoints runs it too.
 	clusterKind = map[StepKind]bool{KindRay: true, KindSpark: true}
@@ -263,9 +263,9 @@ func validateStep(p *Spec, i int, vc *vctx, psc *refScope, ps *problems) {
 	switch {
 	case !known:
 		ps.add(field(path, "kind"), "unknown step kind %q; use one of %s", kind, joinKinds(stepKinds))
-	case hasKind(kinds, kind) || kind == KindApproval || kind == KindPipeline:
-		// Approval and pipeline steps need no runtime: the workflow itself
-		// waits, or starts the child run.
+	case hasKind(kinds, kind) || kind == KindApproval || kind == KindPipeline || kind == KindPromote:
+		// Approval, pipeline and promote steps need no runtime: the
+		// workflow itself waits, starts the child run, or moves the alias.
 	case clusterKind[kind] && !vc.kube:
 		ps.add(field(path, "kind"), "step kind %q needs a Kubernetes cluster; the local runtime runs only container steps", kind)
 	case kind == KindInference && !vc.kube:
@@ -288,6 +288,7 @@ func validateStep(p *Spec, i int, vc *vctx, psc *refScope, ps *problems) {
 			{KindInference, s.Inference != nil},
 			{KindApproval, s.Approval != nil},
 			{KindPipeline, s.Pipeline != nil},
+			{KindPromote, s.Promote != nil},
 		} {
 			f := field(path, string(c.kind))
 			switch {
@@ -343,6 +344,8 @@ func validateStep(p *Spec, i int, vc *vctx, psc *refScope, ps *problems) {
 			ps.add(cp, "an inference step deploys an endpoint that lives outside the run; reusing an earlier deploy would skip it, so it cannot be cached")
 		case KindPipeline:
 			ps.add(cp, "a pipeline step starts a child run; it cannot be cached itself: set cache on the child pipeline's steps")
+		case KindPromote:
+			ps.add(cp, "a promote step moves an alias, which lives outside the run; reusing an earlier move would skip it, so it cannot be cached")
 		default:
 			validateCache(cp, c, ps)
 		}
@@ -352,6 +355,9 @@ func validateStep(p *Spec, i int, vc *vctx, psc *refScope, ps *problems) {
 	}
 	if kind == KindPipeline {
 		validatePipelineStep(path, s, ps)
+	}
+	if kind == KindPromote {
+		validatePromote(path, s, &sc, p.Steps, ps)
 	}
 
 	// when.
@@ -540,6 +546,10 @@ func validateStep(p *Spec, i int, vc *vctx, psc *refScope, ps *problems) {
 		cp := field(path, "pipeline")
 		pipelineTemplates(c, func(f, v string) { check(field(cp, f), v) })
 	}
+	if pr := s.Promote; pr != nil {
+		pp := field(path, "promote")
+		promoteTemplates(pr, func(f, v string) { check(field(pp, f), v) })
+	}
 	if inf := s.Inference; inf != nil {
 		ip := field(path, "inference")
 		if kind == KindInference && runnable {
@@ -564,6 +574,8 @@ func validateStep(p *Spec, i int, vc *vctx, psc *refScope, ps *problems) {
 			ps.add(pp, "an approval step runs no workload; placement does not apply to it")
 		case kind == KindPipeline:
 			ps.add(pp, "a pipeline step's child run places its own steps; placement does not apply to it")
+		case kind == KindPromote:
+			ps.add(pp, "a promote step runs no workload; placement does not apply to it")
 		}
 	}
 }
@@ -829,6 +841,12 @@ func stepRefs(p *Spec, outer []string, parts RefPart) [][]int {
 					}
 				}
 			}
+			// So is the artifact a promote step registers.
+			if s.Promote != nil && !hasTemplate(s.Promote.From) {
+				if n, _, ok := SplitArtifactRef(s.Promote.From); ok {
+					addName(n)
+				}
+			}
 		}
 		refs := func(src string) {
 			for _, n := range analyzeExpr(src, sc).steps {
@@ -893,6 +911,9 @@ func stepRefs(p *Spec, outer []string, parts RefPart) [][]int {
 		}
 		if s.Pipeline != nil {
 			pipelineTemplates(s.Pipeline, func(_, v string) { tmpl(v) })
+		}
+		if s.Promote != nil {
+			promoteTemplates(s.Promote, func(_, v string) { tmpl(v) })
 		}
 		out[i] = sortedSet(set)
 	}

@@ -327,6 +327,16 @@ func (d *dag) start(i int, deps []int) {
 			d.record(i, out, err)
 			return
 		}
+		if kindOf(*s) == pipeline.KindPromote {
+			p, err := pipeline.RenderPromote(s.Promote, env)
+			if err != nil {
+				d.fail(i, fmt.Sprintf("rendering templates: %v", err))
+				return
+			}
+			out, err := d.r.runPromote(gctx, st, p)
+			d.record(i, out, err)
+			return
+		}
 		w, err := renderWork(s, env)
 		if err != nil {
 			d.fail(i, fmt.Sprintf("rendering templates: %v", err))

@@ -16,6 +16,7 @@ import (
 type Registry interface {
 	catalog.ModelReader
 	SetModelAlias(ctx context.Context, project, model, alias string, version int, actor string) (*int, error)
+	RegisterModelVersion(ctx context.Context, v catalog.NewModelVersion) (catalog.ModelVersion, bool, error)
 	DeleteModelAlias(ctx context.Context, project, model, alias, actor string) error
 }
 
@@ -50,10 +51,20 @@ func (a *Activities) Register(reg worker.ActivityRegistry) {
 func (a *Activities) SetAlias(ctx context.Context, in activities.MoveModelAliasInput) (activities.MoveModelAliasResult, error) {
 	var res activities.MoveModelAliasResult
 	var err error
+	if in.Artifact != nil {
+		// Registered once per artifact: a retry, or an output that also
+		// declared `register:`, gets the same version.
+		v, _, err := a.reg.RegisterModelVersion(ctx, catalog.NewModelVersion{Project: in.Project, Model: in.Model, Artifact: *in.Artifact, Actor: in.Actor})
+		if err != nil {
+			return res, fmt.Errorf("register artifact %s as a version of %s: %w", in.Artifact.ID, in.Model, err)
+		}
+		in.Version = &v.Version
+	}
 	if in.Version == nil {
 		err = a.reg.DeleteModelAlias(ctx, in.Project, in.Model, in.Alias, in.Actor)
 	} else {
 		res.Before, err = a.reg.SetModelAlias(ctx, in.Project, in.Model, in.Alias, *in.Version, in.Actor)
+		res.Version = *in.Version
 	}
 	if errors.Is(err, catalog.ErrNotFound) {
 		res.NotFound = a.missing(ctx, in)

@@ -1,0 +1,118 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
+)
+
+// Promote starts a promote step in a native Go pipeline: it points
+// p.Alias of p.Model at the version p names (From, an artifact of a step
+// of this run as "<step>.<artifact>", or Version) and tells the project's
+// endpoints, so those following the alias roll it out. Its outputs are
+// {model, alias, version}.
+func (r *Run) Promote(ctx workflow.Context, name string, p pipeline.PromoteStep) StepFuture {
+	st := r.addStep(name, string(pipeline.KindPromote))
+	if f, ok := r.reusedStep(ctx, st); ok {
+		return f
+	}
+	fut, set := workflow.NewFuture(ctx)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		out, err := r.runPromote(gctx, st, &p)
+		if err == errCancelled {
+			err = temporal.NewCanceledError(st.Name)
+		}
+		set.Set(out, err)
+	})
+	return StepFuture{f: fut, name: st.Name}
+}
+
+// runPromote runs a promote step: it points the alias at the version p
+// names, then tells the project's endpoints, as the alias move over REST
+// does (workflows/models), through the same activities on the workflow's
+// own queue (a local worker's, next to the catalogue). The run is durable
+// on its own, so no separate workflow is needed. A From artifact is taken
+// from this run's status, not the catalogue, which may not have recorded
+// it yet, and registered as the model's version if it is not one.
+//
+// Promote steps are new: no recorded history holds one, so their commands
+// need no GetVersion.
+func (r *Run) runPromote(ctx workflow.Context, st *runstate.StepStatus, p *pipeline.PromoteStep) (Outputs, error) {
+	now := workflow.Now(ctx)
+	st.StartedAt, st.State = &now, runstate.StepRunning
+	r.countStepStarted(st)
+	r.touch()
+	in := activities.MoveModelAliasInput{Project: r.status.Project, Model: p.Model, Alias: p.Alias, Actor: "run " + r.status.RunID}
+	if p.From != "" {
+		art, problem := r.outputArtifact(p.From)
+		if problem != "" {
+			return r.promoteFailed(st, problem)
+		}
+		in.Artifact = &art
+	} else {
+		n, ok := pipeline.PromoteVersion(p.Version)
+		if !ok {
+			return r.promoteFailed(st, fmt.Sprintf("version %q is not a version number", p.Version))
+		}
+		in.Version = &n
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		// Until the catalogue and Temporal answer; the run's cancel or
+		// deadline ends the wait.
+		RetryPolicy: &temporal.RetryPolicy{MaximumInterval: 10 * time.Second},
+	})
+	var res activities.MoveModelAliasResult
+	err := workflow.ExecuteActivity(actx, activities.SetModelAliasName, in).Get(ctx, &res)
+	if err == nil && res.NotFound == "" {
+		req := activities.NotifyModelMovedRequest{Project: in.Project, Moved: activities.ModelMoved{Model: p.Model, Alias: p.Alias}}
+		err = workflow.ExecuteActivity(actx, activities.NotifyModelMovedName, req).Get(ctx, &res.Notified)
+	}
+	switch {
+	case ctx.Err() != nil:
+		r.endStep(st, runstate.StepCancelled, "", "run cancelled while moving the alias")
+		return nil, errCancelled
+	case err != nil:
+		return r.promoteFailed(st, err.Error())
+	case res.NotFound != "":
+		return r.promoteFailed(st, res.NotFound)
+	}
+	out := Outputs{"model": p.Model, "alias": p.Alias, "version": float64(res.Version)}
+	st.Outputs = map[string]any(out)
+	msg := fmt.Sprintf("%s@%s is version %d", p.Model, p.Alias, res.Version)
+	if res.Before != nil {
+		msg += fmt.Sprintf(" (was %d)", *res.Before)
+	}
+	r.endStep(st, runstate.StepSucceeded, "", fmt.Sprintf("%s; %d endpoint(s) told", msg, res.Notified))
+	return out, nil
+}
+
+// outputArtifact finds "<step>.<artifact>" among this run's step outputs.
+func (r *Run) outputArtifact(from string) (runstate.Artifact, string) {
+	step, name, ok := pipeline.SplitArtifactRef(from)
+	if !ok {
+		return runstate.Artifact{}, fmt.Sprintf("from %q is not <step>.<artifact>", from)
+	}
+	st := r.stepByName(step)
+	if st == nil {
+		return runstate.Artifact{}, fmt.Sprintf("from %q: the run has no step %q", from, step)
+	}
+	for _, a := range st.Artifacts {
+		if a.Name == name {
+			return a, ""
+		}
+	}
+	return runstate.Artifact{}, fmt.Sprintf("from %q: step %q (%s) wrote no artifact %q", from, step, st.State, name)
+}
+
+func (r *Run) promoteFailed(st *runstate.StepStatus, msg string) (Outputs, error) {
+	r.endStep(st, runstate.StepFailed, msg, msg)
+	r.notice(st)
+	return nil, &StepError{Step: st.Name, Message: msg}
+}
