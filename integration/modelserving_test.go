@@ -207,37 +207,9 @@ func TestPipelinePromotesTheWinnerToAFollowingEndpoint(t *testing.T) {
 	engine := modelserverBinary(t)
 	s := newStack(t, stackOptions{localEngines: map[string]string{"vllm": engine}})
 	s.cleanupEndpoint(t)
-	s.createPipeline("train-promote", `
-params:
-  - {name: a, type: string}
-  - {name: b, type: string}
-steps:
-  - name: train-a
-    container:
-      command: [sh, -c, 'printf "%s" "$SCORE" > "$ATELIER_ARTIFACTS/model.bin"']
-      env: {SCORE: "{{ params.a }}"}
-      artifacts:
-        outputs: [{name: model, path: model.bin, register: ranker}]
-  - name: train-b
-    container:
-      command: [sh, -c, 'printf "%s" "$SCORE" > "$ATELIER_ARTIFACTS/model.bin"']
-      env: {SCORE: "{{ params.b }}"}
-      artifacts:
-        outputs: [{name: model, path: model.bin, register: ranker}]
-  - name: evaluate
-    container:
-      command: [sh, -c, 'a=$(cat "$ATELIER_INPUTS/a"); b=$(cat "$ATELIER_INPUTS/b"); best=train-a; if [ "$b" -gt "$a" ]; then best=train-b; fi; printf "{\"best\": \"%s\"}" "$best" > "$ATELIER_OUTPUTS"']
-      artifacts:
-        inputs: [{name: a, from: train-a.model}, {name: b, from: train-b.model}]
-  - name: approve
-    kind: approval
-    dependsOn: [evaluate]
-    approval: {message: "promote {{ steps.evaluate.outputs.best }}?"}
-  - name: promote
-    kind: promote
-    dependsOn: [approve]
-    promote: {model: ranker, alias: champion, from: "{{ steps.evaluate.outputs.best }}.model"}
-`)
+	b, err := os.ReadFile("../examples/pipelines/train-promote.yaml")
+	require.NoError(t, err)
+	s.createPipeline("train-promote", string(b))
 	editor := s.newToken("promote-approver", tokens.RoleEditor)
 	run := func(a, b, winner string) (gen.Run, string) {
 		id := s.start("train-promote", map[string]any{"a": a, "b": b})
