@@ -157,7 +157,9 @@ func (s *server) GetModelVersion(ctx context.Context, req gen.GetModelVersionReq
 	if err != nil {
 		return nil, modelErr(req.Project, req.Model, err)
 	}
-	return gen.GetModelVersion200JSONResponse(modelVersionView(v)), nil
+	view := modelVersionView(v)
+	view.RunMetrics = s.runMetrics(ctx, req.Project, v.Artifact.Producer.Run)
+	return gen.GetModelVersion200JSONResponse(view), nil
 }
 
 // SetModelAlias moves an alias to a version; the endpoints following the
@@ -337,4 +339,28 @@ func (s *server) modelServing(ctx context.Context, project, model string) ([]gen
 		}
 	}
 	return out, nil
+}
+
+// runMetrics are the scalar metrics of a run's steps as "<step>.<metric>"
+// (nil when the run is gone, deleted by retention, or reported none): what
+// a model version's run measured, to judge it by.
+func (s *server) runMetrics(ctx context.Context, project, runID string) *map[string]float64 {
+	run, err := s.cat.GetRun(ctx, project, runID)
+	if err != nil {
+		return nil
+	}
+	st := s.liveStatus(ctx, run)
+	out := map[string]float64{}
+	for _, step := range st.Steps {
+		if step.Metrics == nil {
+			continue
+		}
+		for k, v := range step.Metrics.Scalars {
+			out[step.Name+"."+k] = v
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return &out
 }

@@ -242,6 +242,14 @@ func TestPipelinePromotesTheWinnerToAFollowingEndpoint(t *testing.T) {
 	require.Eventually(t, func() bool { return s.servedWeightsOf(t, "ranker") == secondDigest }, 20*time.Second, 200*time.Millisecond,
 		"the endpoint serves run 2's train-b model")
 
+	// The version carries its run's metrics.
+	code, body = s.raw("GET", s.path("/models/ranker/versions/champion"), nil)
+	require.Equal(t, 200, code, "%s", body)
+	var champ gen.ModelVersion
+	require.NoError(t, json.Unmarshal(body, &champ))
+	require.NotNil(t, champ.RunMetrics, "%s", body)
+	assert.Equal(t, map[string]float64{"train-a.score": 70, "train-b.score": 95}, *champ.RunMetrics)
+
 	// Who moved the alias, and where the served model came from.
 	code, body = s.raw("GET", s.path("/models/ranker/alias-events"), nil)
 	require.Equal(t, 200, code)
