@@ -102,10 +102,13 @@ func validateModel(s EndpointSpec, ps *problems) {
 	if strings.ContainsAny(m.Name, " \t\n") {
 		ps.add("model.name", "must not contain whitespace")
 	}
-	if m.Ref != "" {
+	switch {
+	case m.Ref != "":
 		validateModelRef(m, ps)
-	} else if m.Follow {
+	case m.Follow:
 		ps.add("model.follow", "follow needs model.ref to name an alias (<model>@<alias>)")
+	case m.Registered != nil:
+		ps.add("model.registered", "is set by Atelier when it resolves model.ref; leave it out")
 	}
 	switch s.Backend {
 	case BackendTriton:

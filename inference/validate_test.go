@@ -69,6 +69,10 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		},
 		want: []schema.Problem{{Path: "model.registered", Message: "names model other, not the sentiment of model.ref: it is set by Atelier when it resolves model.ref; leave it out"}},
 	}, {
+		name:   "registered without a ref",
+		mutate: func(s *EndpointSpec) { s.Model.Registered = &RegisteredModel{Model: "m", Version: 1} },
+		want:   []schema.Problem{{Path: "model.registered", Message: "is set by Atelier when it resolves model.ref; leave it out"}},
+	}, {
 		name:   "triton serves a registered repository by name",
 		mutate: func(s *EndpointSpec) { s.Backend, s.Model = BackendTriton, Model{Ref: "detector@champion"} },
 		want:   []schema.Problem{{Path: "model.name", Message: "required for triton: the model to load from the repository"}},

@@ -184,6 +184,7 @@ func (a *Activities) ensure(ctx context.Context, req activities.DeployEndpointRe
 // reference the registry does not hold fails the step naming it.
 func (a *Activities) resolveModel(ctx context.Context, req *activities.DeployEndpointRequest) error {
 	if req.Spec.Model.Ref == "" {
+		req.Spec.Model.Registered = nil // Atelier's to set, never the spec's
 		return nil
 	}
 	if ps := inference.LocalOnly(req.Spec); len(ps) > 0 && req.Cluster != "" {
