@@ -32,6 +32,8 @@ type CacheLookupResult struct {
 	Outputs map[string]any       `json:"outputs,omitempty"`
 	// Artifacts are the source's output artifacts (references).
 	Artifacts []runstate.Artifact `json:"artifacts,omitempty"`
+	// Metrics are what the source reported (nil: none).
+	Metrics *runstate.Metrics `json:"metrics,omitempty"`
 }
 
 // CacheStoreRequest stores the result of a successful execution under
@@ -47,6 +49,8 @@ type CacheStoreRequest struct {
 	// Artifacts are the step's output artifacts (references: the bytes
 	// stay in the artifact store, shared by every run that reuses them).
 	Artifacts []runstate.Artifact `json:"artifacts,omitempty"`
+	// Metrics are what the step reported (nil: none).
+	Metrics *runstate.Metrics `json:"metrics,omitempty"`
 	// TTL makes the entry expire (0: never).
 	TTL time.Duration `json:"ttl,omitempty"`
 }

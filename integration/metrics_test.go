@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,4 +117,22 @@ steps:
 	assert.Equal(t, 404, code, "another project's runs are not found: %s", body)
 	code, _ = other.raw("GET", fmt.Sprintf("/v1/projects/%s/compare?runs=%s&runs=%s", s.project, a.Id, b.Id), nil)
 	assert.Equal(t, 404, code, "nor is this project")
+}
+
+// A step served from the step cache shows the metrics its source
+// reported, so a run of cached steps compares and sorts by its metrics
+// like the run that computed them.
+func TestCachedStepKeepsItsMetrics(t *testing.T) {
+	s := newStack(t)
+	s.createPipeline("train-cached-metrics", strings.Replace(trainMetricsPipeline, "  - name: train\n", "  - name: train\n    cache: {}\n", 1))
+	first := s.waitTerminal(s.start("train-cached-metrics", map[string]any{"lr": 0.2}), time.Minute)
+	require.Equal(t, gen.RunStateSUCCEEDED, first.State, "%s", val(first.Status.Error))
+	second := s.waitTerminal(s.start("train-cached-metrics", map[string]any{"lr": 0.2}), time.Minute)
+	require.Equal(t, gen.RunStateSUCCEEDED, second.State, "%s", val(second.Status.Error))
+	computed, cached := stepByName(first, "train"), stepByName(second, "train")
+	require.Equal(t, gen.StepStateCACHED, cached.State)
+	require.NotNil(t, computed.Metrics)
+	require.NotNil(t, cached.Metrics, "a cache hit shows its source's metrics")
+	assert.Equal(t, *computed.Metrics, *cached.Metrics)
+	assert.InDelta(t, 0.95, (*cached.Metrics.Scalars)["accuracy"], 1e-9)
 }

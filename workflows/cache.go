@@ -98,7 +98,8 @@ func (r *Run) runCached(ctx workflow.Context, st *runstate.StepStatus, stepName 
 		case res.Hit:
 			now := workflow.Now(ctx)
 			st.StartedAt = &now
-			st.Outputs, st.Artifacts, st.Inputs = res.Outputs, res.Artifacts, inputs
+			// Entries stored before metrics were cached carry none.
+			st.Outputs, st.Artifacts, st.Inputs, st.Metrics = res.Outputs, res.Artifacts, inputs, res.Metrics
 			src := res.Source
 			st.CachedFrom = &src
 			r.endStep(st, runstate.StepCached, "", reusedMessage(&src))
@@ -116,7 +117,7 @@ func (r *Run) runCached(ctx workflow.Context, st *runstate.StepStatus, stepName 
 	req := activities.CacheStoreRequest{
 		Project: r.status.Project, Key: key, Pipeline: pipeline,
 		Source:  runstate.CacheSource{Run: r.status.RunID, Step: stepName, Item: item, Attempt: st.Attempts[len(st.Attempts)-1].Number},
-		Outputs: out, Artifacts: st.Artifacts, TTL: cfg.cache.TTL.D(),
+		Outputs: out, Artifacts: st.Artifacts, Metrics: st.Metrics, TTL: cfg.cache.TTL.D(),
 	}
 	// Stored beside what follows, not before it: the step's successors
 	// start at once, and the run waits for its stores before it ends

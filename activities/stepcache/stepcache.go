@@ -65,7 +65,7 @@ func (a *Activities) Lookup(ctx context.Context, req activities.CacheLookupReque
 	return activities.CacheLookupResult{
 		Hit:     true,
 		Source:  runstate.CacheSource{Run: e.RunID, Step: e.Step, Item: e.Item, Attempt: e.Attempt, At: &at},
-		Outputs: e.Outputs, Artifacts: e.Artifacts,
+		Outputs: e.Outputs, Artifacts: e.Artifacts, Metrics: e.Metrics,
 	}, nil
 }
 
@@ -80,7 +80,7 @@ func (a *Activities) Store(ctx context.Context, req activities.CacheStoreRequest
 	now := a.now().UTC()
 	e := catalog.CacheEntry{
 		Project: req.Project, Key: req.Key, Pipeline: req.Pipeline, Step: req.Source.Step, Item: req.Source.Item,
-		RunID: req.Source.Run, Attempt: req.Source.Attempt, Outputs: req.Outputs, Artifacts: req.Artifacts, CreatedAt: now,
+		RunID: req.Source.Run, Attempt: req.Source.Attempt, Outputs: req.Outputs, Artifacts: req.Artifacts, Metrics: req.Metrics, CreatedAt: now,
 	}
 	if req.TTL > 0 {
 		exp := now.Add(req.TTL)

@@ -287,8 +287,10 @@ type CacheEntry struct {
 	Outputs  map[string]any `json:"outputs"`
 	// Artifacts are the step's output artifacts (references).
 	Artifacts []runstate.Artifact `json:"artifacts,omitempty"`
-	CreatedAt time.Time           `json:"createdAt"`
-	ExpiresAt *time.Time          `json:"expiresAt,omitempty"`
+	// Metrics are what the execution reported (nil: none).
+	Metrics   *runstate.Metrics `json:"metrics,omitempty"`
+	CreatedAt time.Time         `json:"createdAt"`
+	ExpiresAt *time.Time        `json:"expiresAt,omitempty"`
 }
 
 // CacheFilter selects a project's live step cache entries (at Now);

@@ -44,13 +44,19 @@ func (s *Store) PutStepCache(ctx context.Context, e catalog.CacheEntry) error {
 			return invalid("step cache artifacts: %v", err)
 		}
 	}
+	var metrics json.RawMessage
+	if e.Metrics != nil {
+		if metrics, err = json.Marshal(e.Metrics); err != nil {
+			return invalid("step cache metrics: %v", err)
+		}
+	}
 	item := int32(-1)
 	if e.Item != nil {
 		item = int32(*e.Item)
 	}
 	params := db.PutStepCacheParams{
 		Project: e.Project, Key: e.Key, Pipeline: e.Pipeline, Step: e.Step, Item: item,
-		RunID: e.RunID, Attempt: int32(e.Attempt), Outputs: data, Artifacts: arts,
+		RunID: e.RunID, Attempt: int32(e.Attempt), Outputs: data, Artifacts: arts, Metrics: metrics,
 		CreatedAt: e.CreatedAt, ExpiresAt: e.ExpiresAt,
 	}
 	// Committed without waiting for the WAL flush: the store sits on the
@@ -154,6 +160,11 @@ func toCacheEntry(r db.StepCache) (catalog.CacheEntry, error) {
 	if len(r.Artifacts) > 0 {
 		if err := json.Unmarshal(r.Artifacts, &e.Artifacts); err != nil {
 			return catalog.CacheEntry{}, fmt.Errorf("step cache entry %s of %q: stored artifacts: %v", r.Key, r.Project, err)
+		}
+	}
+	if len(r.Metrics) > 0 {
+		if err := json.Unmarshal(r.Metrics, &e.Metrics); err != nil {
+			return catalog.CacheEntry{}, fmt.Errorf("step cache entry %s of %q: stored metrics: %v", r.Key, r.Project, err)
 		}
 	}
 	return e, nil

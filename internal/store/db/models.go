@@ -200,6 +200,7 @@ type StepCache struct {
 	CreatedAt time.Time
 	ExpiresAt *time.Time
 	Artifacts json.RawMessage
+	Metrics   json.RawMessage
 }
 
 type StepItem struct {

@@ -74,7 +74,7 @@ func (q *Queries) DeleteStepCacheKey(ctx context.Context, arg DeleteStepCacheKey
 }
 
 const listStepCache = `-- name: ListStepCache :many
-SELECT project, key, pipeline, step, item, run_id, attempt, outputs, created_at, expires_at, artifacts FROM step_cache
+SELECT project, key, pipeline, step, item, run_id, attempt, outputs, created_at, expires_at, artifacts, metrics FROM step_cache
 WHERE project = $1
   AND (expires_at IS NULL OR expires_at > $2::timestamptz)
   AND ($3::text = '' OR pipeline = $3)
@@ -126,6 +126,7 @@ func (q *Queries) ListStepCache(ctx context.Context, arg ListStepCacheParams) ([
 			&i.CreatedAt,
 			&i.ExpiresAt,
 			&i.Artifacts,
+			&i.Metrics,
 		); err != nil {
 			return nil, err
 		}
@@ -138,7 +139,7 @@ func (q *Queries) ListStepCache(ctx context.Context, arg ListStepCacheParams) ([
 }
 
 const lookupStepCache = `-- name: LookupStepCache :one
-SELECT project, key, pipeline, step, item, run_id, attempt, outputs, created_at, expires_at, artifacts FROM step_cache
+SELECT project, key, pipeline, step, item, run_id, attempt, outputs, created_at, expires_at, artifacts, metrics FROM step_cache
 WHERE project = $1 AND key = $2
   AND (expires_at IS NULL OR expires_at > $3::timestamptz)
   AND created_at >= $4
@@ -172,13 +173,14 @@ func (q *Queries) LookupStepCache(ctx context.Context, arg LookupStepCacheParams
 		&i.CreatedAt,
 		&i.ExpiresAt,
 		&i.Artifacts,
+		&i.Metrics,
 	)
 	return i, err
 }
 
 const putStepCache = `-- name: PutStepCache :exec
-INSERT INTO step_cache (project, key, pipeline, step, item, run_id, attempt, outputs, artifacts, created_at, expires_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+INSERT INTO step_cache (project, key, pipeline, step, item, run_id, attempt, outputs, artifacts, metrics, created_at, expires_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 ON CONFLICT (project, key) DO UPDATE
 SET pipeline = excluded.pipeline,
     step = excluded.step,
@@ -187,6 +189,7 @@ SET pipeline = excluded.pipeline,
     attempt = excluded.attempt,
     outputs = excluded.outputs,
     artifacts = excluded.artifacts,
+    metrics = excluded.metrics,
     created_at = excluded.created_at,
     expires_at = excluded.expires_at
 `
@@ -201,6 +204,7 @@ type PutStepCacheParams struct {
 	Attempt   int32
 	Outputs   json.RawMessage
 	Artifacts json.RawMessage
+	Metrics   json.RawMessage
 	CreatedAt time.Time
 	ExpiresAt *time.Time
 }
@@ -217,6 +221,7 @@ func (q *Queries) PutStepCache(ctx context.Context, arg PutStepCacheParams) erro
 		arg.Attempt,
 		arg.Outputs,
 		arg.Artifacts,
+		arg.Metrics,
 		arg.CreatedAt,
 		arg.ExpiresAt,
 	)

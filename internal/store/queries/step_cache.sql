@@ -7,8 +7,8 @@ WHERE project = @project AND key = @key
 
 -- name: PutStepCache :exec
 -- A newer result replaces the entry under the same key.
-INSERT INTO step_cache (project, key, pipeline, step, item, run_id, attempt, outputs, artifacts, created_at, expires_at)
-VALUES (@project, @key, @pipeline, @step, @item, @run_id, @attempt, @outputs, @artifacts, @created_at, @expires_at)
+INSERT INTO step_cache (project, key, pipeline, step, item, run_id, attempt, outputs, artifacts, metrics, created_at, expires_at)
+VALUES (@project, @key, @pipeline, @step, @item, @run_id, @attempt, @outputs, @artifacts, @metrics, @created_at, @expires_at)
 ON CONFLICT (project, key) DO UPDATE
 SET pipeline = excluded.pipeline,
     step = excluded.step,
@@ -17,6 +17,7 @@ SET pipeline = excluded.pipeline,
     attempt = excluded.attempt,
     outputs = excluded.outputs,
     artifacts = excluded.artifacts,
+    metrics = excluded.metrics,
     created_at = excluded.created_at,
     expires_at = excluded.expires_at;
 
