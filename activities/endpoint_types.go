@@ -205,6 +205,9 @@ type EndpointState struct {
 	// ModelMoved: the alias the latest revision follows (model.follow)
 	// moved; the workflow resolves it again once no rollout is running.
 	ModelMoved bool `json:"modelMoved,omitempty"`
+	// FollowAfter delays the next resolution after one failed, so that an
+	// unreachable catalogue costs the tick loop one try per interval.
+	FollowAfter time.Time `json:"followAfter,omitempty"`
 	// Command is a promote or abort waiting for the next rollout step.
 	Command inference.Command `json:"command,omitempty"`
 	// Held is how many requests the gateway's proxy held at HeldAt,

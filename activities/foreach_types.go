@@ -85,6 +85,7 @@ type RenderResult struct {
 	Inference *pipeline.InferenceStep `json:"inference,omitempty"`
 	Approval  *pipeline.ApprovalStep  `json:"approval,omitempty"`
 	Pipeline  *pipeline.ChildStep     `json:"pipeline,omitempty"`
+	Promote   *pipeline.PromoteStep   `json:"promote,omitempty"`
 	// Items is the forEach list as a JSON array (RenderRequest.Items), at
 	// most MaxRenderedItems bytes.
 	Items json.RawMessage `json:"items,omitempty"`

@@ -9,7 +9,7 @@ import (
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/schema"
 )
 
 // Secrets is the project secrets vault (internal/vault implements it):
@@ -43,7 +43,7 @@ func (s *server) PutSecret(ctx context.Context, req gen.PutSecretRequestObject) 
 	}
 	value := deref(deref(req.Body).Value)
 	var fields []gen.FieldError
-	if !pipeline.ValidSecretName(req.Secret) {
+	if !schema.ValidSecretName(req.Secret) {
 		fields = append(fields, gen.FieldError{Path: "secret", Message: "lowercase letters, digits, '.', '_' and '-'; at most 63"})
 	}
 	switch {

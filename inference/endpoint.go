@@ -32,7 +32,15 @@ type EndpointSpec struct {
 	Args []string `json:"args,omitempty"`
 	// Env is ordered as Kubernetes orders it ($(VAR) expansion sees only
 	// earlier entries), so order is part of the revision's digest.
-	Env         []EnvVar        `json:"env,omitempty"`
+	Env []EnvVar `json:"env,omitempty"`
+	// Secrets are project secrets the replicas get as environment
+	// variables, named here and never valued: the worker resolves them
+	// when it starts a replica, so a value is in neither the spec, the
+	// revision, Temporal history nor REST. Changing which secrets a
+	// revision names rolls out; changing a secret's value does not (roll
+	// the endpoint back to its own revision to restart it). Local runtime
+	// only for now (LocalOnly).
+	Secrets     []SecretEnv     `json:"secrets,omitempty"`
 	Resources   Resources       `json:"resources"`
 	Replicas    ReplicaRange    `json:"replicas"`
 	Autoscaling Autoscaling     `json:"autoscaling"`
@@ -95,6 +103,13 @@ func (m Model) Served() string {
 func (m Model) Located(uri string) Model {
 	m.Name, m.URI = m.Served(), uri
 	return m
+}
+
+// SecretEnv gives the replicas the project's secret Name as the
+// environment variable Env.
+type SecretEnv struct {
+	Name string `json:"name"`
+	Env  string `json:"env"`
 }
 
 // EnvVar is one environment variable of the serving container.

@@ -53,16 +53,19 @@ func Digest(spec EndpointSpec) (string, error) {
 
 // template is the part of a spec that replicas run.
 type template struct {
-	Backend   Backend   `json:"backend"`
-	Model     Model     `json:"model"`
-	Image     string    `json:"image"`
-	Args      []string  `json:"args,omitempty"`
-	Env       []EnvVar  `json:"env,omitempty"`
-	Resources Resources `json:"resources"`
+	Backend Backend  `json:"backend"`
+	Model   Model    `json:"model"`
+	Image   string   `json:"image"`
+	Args    []string `json:"args,omitempty"`
+	Env     []EnvVar `json:"env,omitempty"`
+	// Secrets are names, never values (omitted when empty, so digests
+	// of specs without secrets stay as they were).
+	Secrets   []SecretEnv `json:"secrets,omitempty"`
+	Resources Resources   `json:"resources"`
 }
 
 func templateOf(s EndpointSpec) template {
-	return template{Backend: s.Backend, Model: s.Model, Image: s.Image, Args: s.Args, Env: s.Env, Resources: s.Resources}
+	return template{Backend: s.Backend, Model: s.Model, Image: s.Image, Args: s.Args, Env: s.Env, Secrets: s.Secrets, Resources: s.Resources}
 }
 
 func digestOf(v any) (string, error) {

@@ -84,6 +84,23 @@ func Validate(spec EndpointSpec) error {
 			seen[e.Name] = i
 		}
 	}
+	for i, sec := range s.Secrets {
+		p := at("secrets", i)
+		if !schema.ValidSecretName(sec.Name) {
+			ps.add(p+".name", "%q is not a secret name: lowercase letters, digits, '.', '_' and '-', at most 63", sec.Name)
+		}
+		switch {
+		case sec.Env == "":
+			ps.add(p+".env", "required: the variable the replicas read the secret from")
+		case !envNameRE.MatchString(sec.Env):
+			ps.add(p+".env", "invalid name %q: use letters, digits, '_', '-' and '.', not starting with a digit", sec.Env)
+		}
+		if j, dup := seen[sec.Env]; dup && sec.Env != "" {
+			ps.add(p+".env", "%q is also set by env[%d] or an earlier secret", sec.Env, j)
+		} else {
+			seen[sec.Env] = i
+		}
+	}
 	validateResources(s.Resources, &ps)
 	validateReplicas(s, &ps)
 	validateAutoscaling(s.Autoscaling, &ps)
@@ -322,10 +339,16 @@ func CheckName(name string) error {
 // LocalOnly lists what spec asks that only the local runtime serves yet,
 // for an endpoint on a Kubernetes cluster: a registered model (model.ref),
 // since a Kubernetes replica has no way yet to fetch an artifact's bytes
-// without holding the store's credentials (the artifact launcher).
+// without holding the store's credentials (the artifact launcher), and
+// secrets, which the cluster worker does not yet turn into a Kubernetes
+// Secret per revision.
 func LocalOnly(spec EndpointSpec) []schema.Problem {
-	if spec.Model.Ref == "" {
-		return nil
+	var ps []schema.Problem
+	if spec.Model.Ref != "" {
+		ps = append(ps, schema.Problem{Path: "model.ref", Message: "registered models are served on the local runtime only for now (an endpoint without a cluster): a Kubernetes replica cannot fetch an artifact yet; set model.uri to where the engine can read the weights"})
 	}
-	return []schema.Problem{{Path: "model.ref", Message: "registered models are served on the local runtime only for now (an endpoint without a cluster): a Kubernetes replica cannot fetch an artifact yet; set model.uri to where the engine can read the weights"}}
+	if len(spec.Secrets) > 0 {
+		ps = append(ps, schema.Problem{Path: "secrets", Message: "secrets reach endpoints on the local runtime only for now (an endpoint without a cluster)"})
+	}
+	return ps
 }

@@ -505,15 +505,6 @@ const SecretsDir = "/var/run/atelier/secrets"
 
 var secretFileRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`)
 
-// SecretNamePattern is what a secret's name looks like, in the pipeline
-// language and in REST.
-const SecretNamePattern = `^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$`
-
-var secretNameRE = regexp.MustCompile(SecretNamePattern)
-
-// ValidSecretName reports whether name may name a secret.
-func ValidSecretName(name string) bool { return secretNameRE.MatchString(name) }
-
 // MetricGoal says which value of a metric is the best.
 type MetricGoal string
 

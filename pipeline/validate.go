@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/atelier-ml/atelier/internal/platform/tokens"
+	"github.com/atelier-ml/atelier/schema"
 )
 
 // ValidateOptions describes the runtime a pipeline is validated for, so a
@@ -1098,7 +1099,7 @@ func validateSecrets(path string, c *Container, ps *problems) {
 	seen, files := map[string]bool{}, map[string]bool{}
 	for j, r := range c.Secrets {
 		sp := index(path, j)
-		if !ValidSecretName(r.Name) {
+		if !schema.ValidSecretName(r.Name) {
 			ps.add(field(sp, "name"), "%q is not a secret name (lowercase letters, digits, '.', '_', '-'; at most 63)", r.Name)
 		}
 		if (r.Env == "") == (r.File == "") {

@@ -62,22 +62,28 @@ func (r *Run) runPromote(ctx workflow.Context, st *runstate.StepStatus, p *pipel
 		}
 		in.Version = &n
 	}
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: time.Minute,
-		// Until the catalogue and Temporal answer; the run's cancel or
-		// deadline ends the wait.
-		RetryPolicy: &temporal.RetryPolicy{MaximumInterval: 10 * time.Second},
+	if ctx.Err() != nil {
+		r.endStep(st, runstate.StepCancelled, "", "run cancelled before the alias moved")
+		return nil, errCancelled
+	}
+	// Disconnected from the run's cancellation: a move that may have
+	// committed is always followed by telling the endpoints, and the step
+	// says what happened. The catalogue and Temporal are retried until
+	// they answer, within the step's own bound.
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	actx := workflow.WithActivityOptions(dctx, workflow.ActivityOptions{
+		TaskQueue:              activities.ControlTaskQueue(workflow.GetInfo(ctx).TaskQueueName),
+		StartToCloseTimeout:    time.Minute,
+		ScheduleToCloseTimeout: time.Hour,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumInterval: 10 * time.Second},
 	})
 	var res activities.MoveModelAliasResult
-	err := workflow.ExecuteActivity(actx, activities.SetModelAliasName, in).Get(ctx, &res)
+	err := workflow.ExecuteActivity(actx, activities.SetModelAliasName, in).Get(actx, &res)
 	if err == nil && res.NotFound == "" {
 		req := activities.NotifyModelMovedRequest{Project: in.Project, Moved: activities.ModelMoved{Model: p.Model, Alias: p.Alias}}
-		err = workflow.ExecuteActivity(actx, activities.NotifyModelMovedName, req).Get(ctx, &res.Notified)
+		err = workflow.ExecuteActivity(actx, activities.NotifyModelMovedName, req).Get(actx, &res.Notified)
 	}
 	switch {
-	case ctx.Err() != nil:
-		r.endStep(st, runstate.StepCancelled, "", "run cancelled while moving the alias")
-		return nil, errCancelled
 	case err != nil:
 		return r.promoteFailed(st, err.Error())
 	case res.NotFound != "":

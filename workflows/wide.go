@@ -540,6 +540,11 @@ func (d *dag) startRemote(i int, env pipeline.Env, opts []StepOption) {
 			d.record(i, out, err)
 			return
 		}
+		if kindOf(*s) == pipeline.KindPromote && res.Promote != nil {
+			out, err := d.r.runPromote(gctx, st, res.Promote)
+			d.record(i, out, err)
+			return
+		}
 		w := stepWork{kind: kindOf(*s), container: res.Container, ray: res.Ray, spark: res.Spark, inference: res.Inference, pipeline: res.Pipeline}
 		w.gpus, w.gpuType = s.GPURequest()
 		out, err := d.r.runWork(gctx, st, s.Name, nil, w, opts...)

@@ -86,6 +86,13 @@ func renderStep(s *pipeline.Step, env pipeline.Env, items bool) (activities.Rend
 		}
 		return activities.RenderResult{Approval: a}, nil
 	}
+	if s.Kind == pipeline.KindPromote {
+		p, err := pipeline.RenderPromote(s.Promote, env)
+		if err != nil {
+			return activities.RenderResult{}, fmt.Errorf("rendering templates: %w", err)
+		}
+		return activities.RenderResult{Promote: p}, nil
+	}
 	w, err := pipeline.RenderStep(s, env)
 	if err != nil {
 		return activities.RenderResult{}, fmt.Errorf("rendering templates: %w", err)

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/atelier-ml/atelier/inference"
 	"github.com/atelier-ml/atelier/internal/platform/artifactstore"
+	"github.com/atelier-ml/atelier/internal/platform/redact"
 )
 
 // locateModel makes a registered model's bytes (model.ref, resolved in
@@ -47,4 +49,31 @@ func (s *Serving) locateModel(ctx context.Context, project string, spec inferenc
 	}
 	spec.Model = spec.Model.Located(dest)
 	return spec, nil
+}
+
+// replicaSecrets resolves the secrets spec names into environment entries
+// for a replica, and a redactor for what Atelier reads back from its log
+// (the last lines of an engine that exited reach the endpoint's status).
+func (s *Serving) replicaSecrets(ctx context.Context, project string, spec inference.EndpointSpec) ([]string, *redact.Redactor, error) {
+	if len(spec.Secrets) == 0 {
+		return nil, nil, nil
+	}
+	if s.r.secrets == nil {
+		return nil, nil, errors.New("the endpoint references secrets but this worker has no secrets key (ATELIER_SECRETS_KEY_URL)")
+	}
+	names := make([]string, 0, len(spec.Secrets))
+	for _, sec := range spec.Secrets {
+		if !slices.Contains(names, sec.Name) {
+			names = append(names, sec.Name)
+		}
+	}
+	values, err := s.r.secrets.Resolve(ctx, project, names)
+	if err != nil {
+		return nil, nil, fmt.Errorf("resolving the endpoint's secrets: %w", err)
+	}
+	env := make([]string, 0, len(spec.Secrets))
+	for _, sec := range spec.Secrets {
+		env = append(env, sec.Env+"="+values[sec.Name])
+	}
+	return env, redact.New(values), nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/atelier-ml/atelier/inference"
+	"github.com/atelier-ml/atelier/internal/platform/redact"
 )
 
 // replica is one replica of a revision: a supervisor goroutine that keeps
@@ -50,6 +52,9 @@ type replica struct {
 	// lastExit is how the last process ended, with its last lines;
 	// waiting why the replica cannot start (its GPUs are taken).
 	lastExit, waiting string
+	// redact hides the replica's secrets in lastExit; set before its
+	// first process starts, by supervise only.
+	redact *redact.Redactor
 }
 
 // launch is what a replica's processes run.
@@ -161,13 +166,20 @@ func (s *Serving) supervise(ctx context.Context, rp *replica) {
 	spec := rp.launch.spec
 	for {
 		var err error
-		if spec, err = s.locateModel(ctx, rp.launch.project, rp.launch.spec, rp.setWaiting); err == nil {
-			break
+		spec, err = s.locateModel(ctx, rp.launch.project, rp.launch.spec, rp.setWaiting)
+		if err == nil {
+			var secretEnv []string
+			if secretEnv, rp.redact, err = s.replicaSecrets(ctx, rp.launch.project, spec); err == nil {
+				env = append(slices.Clone(env), secretEnv...)
+				rp.setWaiting("")
+				break
+			}
 		}
 		if ctx.Err() != nil {
 			return
 		}
-		// The store may come back: say why the replica waits, try again.
+		// The store or catalogue may come back, a missing secret be
+		// created: say why the replica waits, try again.
 		rp.setWaiting(err.Error())
 		logger.Warn("cannot fetch the replica's model", zap.Error(err))
 		select {
@@ -294,7 +306,9 @@ func (s *Serving) runProcess(ctx context.Context, rp *replica, spec inference.En
 	if res.err == nil {
 		code, signal = res.exit.ExitCode, res.exit.Signal
 	}
-	why := failureMessage(code, signal, lastLines(rp.logPath, from, 5))
+	// The last lines reach the endpoint's status (and Temporal history):
+	// never a secret the engine printed.
+	why := rp.redact.String(failureMessage(code, signal, lastLines(rp.logPath, from, 5)))
 	note("the engine ended: exit code %d %s", code, signal)
 	s.exited(rp, why, logger)
 }

@@ -95,7 +95,7 @@ func (s *Store) recordArtifacts(ctx context.Context, st runstate.Status) error {
 		for _, a := range rows.register {
 			_, _, err := registerModelVersion(ctx, q, catalog.NewModelVersion{
 				Project: st.Project, Model: a.Register, Artifact: a, Actor: "run " + st.RunID,
-			})
+			}, false)
 			if err != nil {
 				return err
 			}

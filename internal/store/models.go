@@ -39,7 +39,7 @@ func (s *Store) RegisterModelVersion(ctx context.Context, v catalog.NewModelVers
 	var created bool
 	err := s.withTx(ctx, func(q *db.Queries) error {
 		var err error
-		row, created, err = registerModelVersion(ctx, q, v)
+		row, created, err = registerModelVersion(ctx, q, v, true)
 		return err
 	})
 	if err != nil {
@@ -49,7 +49,12 @@ func (s *Store) RegisterModelVersion(ctx context.Context, v catalog.NewModelVers
 	return out, created, err
 }
 
-func registerModelVersion(ctx context.Context, q *db.Queries, v catalog.NewModelVersion) (db.ModelVersion, bool, error) {
+// registerModelVersion registers v once per artifact. A version that was
+// deleted comes back only when restore says so: an explicit registration
+// (REST, a promote step) restores it, the run mirror's recording of a
+// `register:` output, repeated at every status write, must not undo a
+// deletion made while the run goes on.
+func registerModelVersion(ctx context.Context, q *db.Queries, v catalog.NewModelVersion, restore bool) (db.ModelVersion, bool, error) {
 	if err := q.EnsureModel(ctx, db.EnsureModelParams{Project: v.Project, Name: v.Model, CreatedBy: v.Actor}); err != nil {
 		return db.ModelVersion{}, false, err
 	}
@@ -57,7 +62,7 @@ func registerModelVersion(ctx context.Context, q *db.Queries, v catalog.NewModel
 		return db.ModelVersion{}, false, err
 	}
 	if row, err := q.GetModelVersionByArtifact(ctx, db.GetModelVersionByArtifactParams{Project: v.Project, Model: v.Model, ArtifactID: v.Artifact.ID}); err == nil {
-		if row.DeletedAt != nil { // registered again: the version comes back
+		if row.DeletedAt != nil && restore { // registered again: the version comes back
 			row, err = q.RestoreModelVersion(ctx, db.RestoreModelVersionParams{Project: v.Project, Model: v.Model, Version: row.Version})
 			return row, err == nil, err
 		}

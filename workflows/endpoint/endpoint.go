@@ -104,7 +104,7 @@ func Workflow(ctx workflow.Context, in activities.EndpointInput) error {
 		if e.st.Deleting {
 			return e.delete(ctx, actx)
 		}
-		if e.st.ModelMoved && e.st.Rollout == nil {
+		if e.st.ModelMoved && e.st.Rollout == nil && !workflow.Now(ctx).Before(e.st.FollowAfter) {
 			e.followModel(ctx)
 		}
 		if err := e.tick(ctx, actx); err != nil {
@@ -238,38 +238,49 @@ func (e *endpoint) onModelMoved(m activities.ModelMoved) {
 // An alias that no longer resolves (removed) leaves the endpoint serving
 // what it serves, with an event saying why. It runs with no rollout in
 // progress, so the new revision can always be adopted; the resolution is
-// an activity on the workflow's own queue (a local worker's, next to the
-// catalogue).
+// an activity on the control queue of the workflow's own (a local
+// worker's, next to the catalogue), where long steps cannot hold it up.
+//
+// ModelMoved is cleared before the resolution, so a move heard while it
+// runs asks for another: the last resolution always follows the last
+// move. A resolution that fails is tried again after followRetry, the
+// tick loop going on meanwhile.
 func (e *endpoint) followModel(ctx workflow.Context) {
+	l := e.latest()
+	if m := l.Spec.Model; !m.Follow || m.Registered == nil {
+		// The latest revision stopped following since the move was heard.
+		e.st.ModelMoved = false
+		return
+	}
 	if workflow.GetVersion(ctx, changeFollowModel, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		e.st.ModelMoved = false // recorded before following existed: cannot happen
 		return
 	}
-	l := e.latest()
+	e.st.ModelMoved = false
 	req := activities.ResolveEndpointModelRequest{Project: e.in.Project, Model: l.Spec.Model}
 	rctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           workflow.GetInfo(ctx).TaskQueueName,
-		StartToCloseTimeout: 20 * time.Second,
-		// Bounded: the endpoint must go on scaling while the catalogue
-		// is down; the next loop tries again.
-		ScheduleToCloseTimeout: time.Minute,
-		RetryPolicy:            &temporal.RetryPolicy{MaximumInterval: 10 * time.Second},
+		TaskQueue:              activities.ControlTaskQueue(workflow.GetInfo(ctx).TaskQueueName),
+		StartToCloseTimeout:    10 * time.Second,
+		ScheduleToCloseTimeout: 30 * time.Second,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumInterval: 5 * time.Second},
 	})
 	var res activities.ResolveEndpointModelResult
 	if err := workflow.ExecuteActivity(rctx, activities.ResolveEndpointModelName, req).Get(ctx, &res); err != nil {
 		workflow.GetLogger(ctx).Warn("cannot resolve the followed model", "error", err)
-		return // ModelMoved stays: tried again at the next tick
-	}
-	if e.latest().Number != l.Number || e.st.Rollout != nil || e.st.Deleting {
-		return // changed meanwhile: resolve again for the new latest, once it may change
-	}
-	e.st.ModelMoved = false
-	cur := l.Spec.Model.Registered
-	if res.Problem != "" {
-		e.event(ctx, "ModelNotFollowed", l.Number, fmt.Sprintf("%s: %s; still serving version %d", l.Spec.Model.Ref, res.Problem, cur.Version))
+		e.st.ModelMoved, e.st.FollowAfter = true, workflow.Now(ctx).Add(followRetry)
 		return
 	}
-	if res.Model.Registered.Version == cur.Version {
+	if e.latest().Number != l.Number || e.st.Rollout != nil || e.st.Deleting {
+		e.st.ModelMoved = true // changed meanwhile: resolve for the new latest once it may change
+		return
+	}
+	cur := l.Spec.Model.Registered
+	reg := res.Model.Registered
+	switch {
+	case res.Problem != "":
+		e.event(ctx, "ModelNotFollowed", l.Number, fmt.Sprintf("%s: %s; still serving version %d", l.Spec.Model.Ref, res.Problem, cur.Version))
+		return
+	case reg == nil || reg.Version == cur.Version:
 		return
 	}
 	spec := l.Spec
@@ -279,8 +290,12 @@ func (e *endpoint) followModel(ctx workflow.Context) {
 		return
 	}
 	e.adopt(ctx, rev, "RevisionCreated", fmt.Sprintf("revision %d created: %s moved from version %d to %d",
-		rev.Number, l.Spec.Model.Ref, cur.Version, rev.Spec.Model.Registered.Version))
+		rev.Number, l.Spec.Model.Ref, cur.Version, reg.Version))
 }
+
+// followRetry is how long a failed resolution of a followed alias waits
+// before the next try.
+const followRetry = 30 * time.Second
 
 // changeFollowModel guards following a model alias (GetVersion).
 const changeFollowModel = "atelier.endpoint-follow-model"

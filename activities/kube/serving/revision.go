@@ -37,6 +37,11 @@ func (s *Serving) ApplyRevision(ctx context.Context, req activities.ApplyServing
 	if err := inference.Validate(req.Spec); err != nil {
 		return activities.ServingObjectResult{}, framework.Invalid("revision %d of endpoint %s: %v", req.Revision, req.Endpoint, err)
 	}
+	// The gateway and the workflow refuse these first; a revision that
+	// got past them would run without its model or its secrets.
+	if ps := inference.LocalOnly(req.Spec); len(ps) > 0 {
+		return activities.ServingObjectResult{}, framework.Invalid("revision %d of endpoint %s: %s: %s", req.Revision, req.Endpoint, ps[0].Path, ps[0].Message)
+	}
 	ns, err := s.namespace(req.Project)
 	if err != nil {
 		return activities.ServingObjectResult{}, err

@@ -96,9 +96,12 @@ func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, serving
 	// So is the resolution of a step's catalogue inputs (artifact IDs,
 	// model versions), run before such a step.
 	refs.Register(w)
-	// Alias moves (workflows/models) and endpoints following an alias
-	// reach the registry here, where their workflows run.
+	// Alias moves (workflows/models, promote steps) and endpoints
+	// following an alias reach the registry on the control queue, so that
+	// long steps filling the step slots cannot hold them up; registered on
+	// the step queue too, where the alias-move workflow schedules them.
 	registry.Register(w)
+	registry.Register(control)
 	return &Worker{w: w, control: control, serving: serving, pub: pub, pipelines: goPipelines, taskQueue: cfg.TaskQueue, log: l.Named("worker")}
 }
 

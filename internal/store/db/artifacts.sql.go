@@ -177,6 +177,9 @@ UNION
 SELECT DISTINCT e.value->>'digest' AS digest, COALESCE((e.value->>'files')::int, 0) AS files
 FROM step_cache AS c, jsonb_array_elements(c.artifacts) AS e
 WHERE c.project = $1 AND c.artifacts IS NOT NULL
+UNION
+SELECT DISTINCT v.digest, v.files FROM model_versions AS v
+WHERE v.project = $1 AND v.deleted_at IS NULL
 `
 
 type ListLiveArtifactDigestsRow struct {
@@ -185,8 +188,10 @@ type ListLiveArtifactDigestsRow struct {
 }
 
 // Every digest the project's catalogue still references: artifacts of its
-// runs and those handed on by its step cache entries. files > 0 marks a
-// directory (its manifest references its files' digests).
+// runs, those handed on by its step cache entries, and its registered
+// model versions (not deleted), which outlive their runs: endpoints serve
+// them. files > 0 marks a directory (its manifest references its files'
+// digests).
 func (q *Queries) ListLiveArtifactDigests(ctx context.Context, project string) ([]ListLiveArtifactDigestsRow, error) {
 	rows, err := q.db.Query(ctx, listLiveArtifactDigests, project)
 	if err != nil {

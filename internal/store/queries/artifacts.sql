@@ -47,13 +47,18 @@ ORDER BY u.input;
 
 -- name: ListLiveArtifactDigests :many
 -- Every digest the project's catalogue still references: artifacts of its
--- runs and those handed on by its step cache entries. files > 0 marks a
--- directory (its manifest references its files' digests).
+-- runs, those handed on by its step cache entries, and its registered
+-- model versions (not deleted), which outlive their runs: endpoints serve
+-- them. files > 0 marks a directory (its manifest references its files'
+-- digests).
 SELECT DISTINCT r.digest, r.files FROM artifacts AS r WHERE r.project = @project
 UNION
 SELECT DISTINCT e.value->>'digest' AS digest, COALESCE((e.value->>'files')::int, 0) AS files
 FROM step_cache AS c, jsonb_array_elements(c.artifacts) AS e
-WHERE c.project = @project AND c.artifacts IS NOT NULL;
+WHERE c.project = @project AND c.artifacts IS NOT NULL
+UNION
+SELECT DISTINCT v.digest, v.files FROM model_versions AS v
+WHERE v.project = @project AND v.deleted_at IS NULL;
 
 -- name: ArtifactBytesUsed :one
 -- The bytes a project's artifacts take, each content once (a directory
