@@ -71,6 +71,8 @@ func TestArtifactCollectorKeepsWhatIsReferenced(t *testing.T) {
 	fresh := put("team-a", "fresh", "nobody's yet")
 	shared := put("team-b", "shared", "referenced by a run")
 	put("team-a", "shared-a", "referenced by a run") // the same bytes in team-a: its own copy, unreferenced there
+	versioned := put("team-a", "versioned", "a model version whose run is gone")
+	deletedVersion := put("team-a", "deleted-version", "a deleted model version")
 
 	// Every object is old, but fresh.
 	old := time.Now().Add(-7 * time.Hour)
@@ -102,13 +104,27 @@ func TestArtifactCollectorKeepsWhatIsReferenced(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Model versions outlive their runs (endpoints serve them); a deleted
+	// one does not hold its bytes.
+	for _, v := range []struct {
+		id string
+		o  artifactstore.Object
+	}{{"v", versioned}, {"dv", deletedVersion}} {
+		if _, _, err := s.RegisterModelVersion(ctx, catalog.NewModelVersion{Project: "team-a", Model: "m", Artifact: artifact(v.id, v.o)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.DeleteModelVersion(ctx, "team-a", "m", 2, "test"); err != nil {
+		t.Fatal(err)
+	}
+
 	c := retention.NewArtifactCollector(s, bs, time.Now, zap.NewNop(), time.Hour, 6*time.Hour)
 	n, _, err := c.Collect(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != 2 {
-		t.Errorf("collected %d objects, want 2 (team-a's orphan and its copy of the shared bytes)", n)
+	if n != 3 {
+		t.Errorf("collected %d objects, want 3 (team-a's orphan, its copy of the shared bytes, the deleted version's)", n)
 	}
 	m, err := bs.ReadManifest(ctx, "team-a", dirObj.Digest)
 	if err != nil {
@@ -126,6 +142,8 @@ func TestArtifactCollectorKeepsWhatIsReferenced(t *testing.T) {
 		"unreferenced, old":                {"team-a", orphan.Digest, false},
 		"another project's reference":      {"team-a", shared.Digest, false},
 		"that project's own":               {"team-b", shared.Digest, true},
+		"a model version's":                {"team-a", versioned.Digest, true},
+		"a deleted model version's":        {"team-a", deletedVersion.Digest, false},
 	} {
 		ok, err := bs.Exists(ctx, want.project, want.digest)
 		if err != nil {
