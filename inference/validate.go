@@ -94,6 +94,8 @@ func Validate(spec EndpointSpec) error {
 			ps.add(p+".env", "required: the variable the replicas read the secret from")
 		case !envNameRE.MatchString(sec.Env):
 			ps.add(p+".env", "invalid name %q: use letters, digits, '_', '-' and '.', not starting with a digit", sec.Env)
+		case strings.HasPrefix(sec.Env, "ATELIER_"):
+			ps.add(p+".env", "%q is reserved: Atelier sets ATELIER_* variables itself", sec.Env)
 		}
 		if j, dup := seen[sec.Env]; dup && sec.Env != "" {
 			ps.add(p+".env", "%q is also set by env[%d] or an earlier secret", sec.Env, j)

@@ -69,6 +69,18 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		},
 		want: []schema.Problem{{Path: "model.registered", Message: "names model other, not the sentiment of model.ref: it is set by Atelier when it resolves model.ref; leave it out"}},
 	}, {
+		name: "secrets",
+		mutate: func(s *EndpointSpec) {
+			s.Env = []EnvVar{{Name: "HF_TOKEN", Value: "x"}}
+			s.Secrets = []SecretEnv{{Name: "Bad", Env: "HF_TOKEN"}, {Name: "ok"}, {Name: "ok", Env: "ATELIER_X"}}
+		},
+		want: []schema.Problem{
+			{Path: "secrets[0].name", Message: `"Bad" is not a secret name: lowercase letters, digits, '.', '_' and '-', at most 63`},
+			{Path: "secrets[0].env", Message: `"HF_TOKEN" is also set by env[0] or an earlier secret`},
+			{Path: "secrets[1].env", Message: "required: the variable the replicas read the secret from"},
+			{Path: "secrets[2].env", Message: `"ATELIER_X" is reserved: Atelier sets ATELIER_* variables itself`},
+		},
+	}, {
 		name:   "registered without a ref",
 		mutate: func(s *EndpointSpec) { s.Model.Registered = &RegisteredModel{Model: "m", Version: 1} },
 		want:   []schema.Problem{{Path: "model.registered", Message: "is set by Atelier when it resolves model.ref; leave it out"}},

@@ -2,8 +2,11 @@ package integration
 
 import (
 	"context"
+	"encoding/base64"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,6 +99,24 @@ func temporalCLI(t *testing.T, s *stack, args ...string) string {
 	require.NoError(t, err, "temporal %v: %s", args, out)
 	return string(out)
 }
+
+// payloadsDecoded is the JSON of `temporal ... --output json` followed by
+// every payload it holds ("data": base64) decoded, so that a search for a
+// value finds it wherever it is, not only where it is printed in clear.
+func payloadsDecoded(t *testing.T, text string) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString(text)
+	for _, m := range payloadDataRE.FindAllStringSubmatch(text, -1) {
+		if raw, err := base64.StdEncoding.DecodeString(m[1]); err == nil {
+			b.WriteString("\n")
+			b.Write(raw)
+		}
+	}
+	return b.String()
+}
+
+var payloadDataRE = regexp.MustCompile(`"data":\s*"([A-Za-z0-9+/=]+)"`)
 
 // Seen by a user: a run ended outside Atelier (`temporal workflow
 // terminate`) stayed RUNNING in REST forever. GET, SSE and the list must

@@ -171,8 +171,8 @@ steps:
 	notIn("a pg_dump of the catalogue", string(dump))
 	require.NotNil(t, hook.JSON201.Secret)
 	assert.NotContains(t, string(dump), *hook.JSON201.Secret, "the webhook's signing secret is sealed too")
-	notIn("temporal workflow show", temporalCLI(t, s, "workflow", "show", "--workflow-id", id, "--output", "json"))
-	notIn("temporal workflow describe", temporalCLI(t, s, "workflow", "describe", "--workflow-id", id, "--output", "json"))
+	notIn("temporal workflow show", payloadsDecoded(t, temporalCLI(t, s, "workflow", "show", "--workflow-id", id, "--output", "json")))
+	notIn("temporal workflow describe", payloadsDecoded(t, temporalCLI(t, s, "workflow", "describe", "--workflow-id", id, "--output", "json")))
 	for _, p := range []string{"/runs/" + id, "/runs/" + id + "/steps/use/logs", "/runs/" + id + "/steps/fails/logs", "/secrets", "/secrets/db-password", "/secret-events"} {
 		code, body := s.raw("GET", s.path("%s", p), nil)
 		require.Equal(t, 200, code, "GET %s: %s", p, body)

@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -47,6 +48,9 @@ func run(log *slog.Logger) error {
 	flag.StringVar(&metricsAddr, "metrics-addr", metricsAddr, "serve /metrics here instead, as Triton's port 8002 (ATELIER_FAKE_METRICS_ADDR)")
 	var engine engineFlags
 	engine.register(flag.CommandLine)
+	// As an engine that needs a credential (vLLM's HF_TOKEN for a gated
+	// model): refuse to start without it, never print it.
+	requireEnv := flag.String("require-env", "", "comma-separated variables that must be set and non-empty, or the server exits")
 	args, model := splitServe(os.Args[1:])
 	_ = flag.CommandLine.Parse(args) // ExitOnError
 	if flag.NArg() > 0 {
@@ -58,6 +62,11 @@ func run(log *slog.Logger) error {
 	cfg.NoMetricsRoute = metricsAddr != ""
 	cfg.Logger = log
 	cfg.OnCrash = func(string) { os.Exit(3) }
+	for _, name := range strings.Split(*requireEnv, ",") {
+		if name = strings.TrimSpace(name); name != "" && os.Getenv(name) == "" {
+			return fmt.Errorf("%w: %s is not set (required by -require-env)", modelserver.ErrInvalidConfig, name)
+		}
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
