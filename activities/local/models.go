@@ -37,15 +37,28 @@ func (s *Serving) locateModel(ctx context.Context, project string, spec inferenc
 		return spec, err
 	}
 	dest := filepath.Join(s.r.dataDir, "models", project, hexd)
-	s.modelMu.Lock()
-	defer s.modelMu.Unlock()
 	if _, err := os.Stat(dest); err != nil {
-		wait(fmt.Sprintf("fetching model %s version %d (%s) from the artifact store", reg.Model, reg.Version, humanBytes(reg.Size)))
-		o := artifactstore.Object{Digest: reg.Digest, Size: reg.Size, Files: reg.Files}
-		if err := s.r.artifacts.Get(ctx, project, o, dest); err != nil {
-			return spec, fmt.Errorf("fetch model %s version %d: %w", reg.Model, reg.Version, err)
+		// One download per digest, whoever asks: replicas of a revision,
+		// or revisions serving the same version, wait for the same one;
+		// another model's download goes on beside it.
+		ch := s.fetches.DoChan(project+"/"+hexd, func() (any, error) {
+			if _, err := os.Stat(dest); err == nil {
+				return nil, nil
+			}
+			wait(fmt.Sprintf("fetching model %s version %d (%s) from the artifact store", reg.Model, reg.Version, humanBytes(reg.Size)))
+			o := artifactstore.Object{Digest: reg.Digest, Size: reg.Size, Files: reg.Files}
+			// Not the asker's context: a replica stopped meanwhile must
+			// not cut the download short for the others.
+			return nil, s.r.artifacts.Get(context.WithoutCancel(ctx), project, o, dest)
+		})
+		select {
+		case <-ctx.Done():
+			return spec, ctx.Err()
+		case res := <-ch:
+			if res.Err != nil {
+				return spec, fmt.Errorf("fetch model %s version %d: %w", reg.Model, reg.Version, res.Err)
+			}
 		}
-		wait("")
 	}
 	spec.Model = spec.Model.Located(dest)
 	return spec, nil

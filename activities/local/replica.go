@@ -144,6 +144,12 @@ func (s *Serving) supervise(ctx context.Context, rp *replica) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	logger := s.logger.With(zap.String("replica", rp.name))
+	// What the engine needs besides its devices first, so that GPUs are
+	// not held idle during a model's download.
+	spec, secretEnv, ok := s.prepareReplica(ctx, rp, logger)
+	if !ok {
+		return
+	}
 	var gpus []GPU
 	if rp.launch.gpu.Count > 0 {
 		got, release, err := s.r.gpus.Acquire(ctx, rp.launch.gpu, rp.setWaiting)
@@ -163,31 +169,7 @@ func (s *Serving) supervise(ctx context.Context, rp *replica) {
 		// As for steps: the engine sees exactly its devices, or none.
 		env = setEnv(env, "CUDA_VISIBLE_DEVICES", visibleDevices(gpus))
 	}
-	spec := rp.launch.spec
-	for {
-		var err error
-		spec, err = s.locateModel(ctx, rp.launch.project, rp.launch.spec, rp.setWaiting)
-		if err == nil {
-			var secretEnv []string
-			if secretEnv, rp.redact, err = s.replicaSecrets(ctx, rp.launch.project, spec); err == nil {
-				env = append(slices.Clone(env), secretEnv...)
-				rp.setWaiting("")
-				break
-			}
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		// The store or catalogue may come back, a missing secret be
-		// created: say why the replica waits, try again.
-		rp.setWaiting(err.Error())
-		logger.Warn("cannot fetch the replica's model", zap.Error(err))
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(s.maxRestartBackoff):
-		}
-	}
+	env = append(slices.Clone(env), secretEnv...)
 	for {
 		s.runProcess(ctx, rp, spec, env, logger)
 		if ctx.Err() != nil {
@@ -201,6 +183,33 @@ func (s *Serving) supervise(ctx context.Context, rp *replica) {
 		rp.mu.Lock()
 		rp.restarts++
 		rp.mu.Unlock()
+	}
+}
+
+// prepareReplica places the replica's registered model and opens its
+// secrets (and its redactor), trying again while the store or the
+// catalogue is down or a secret is missing, saying why the replica waits.
+// ok is false once ctx ends.
+func (s *Serving) prepareReplica(ctx context.Context, rp *replica, logger *zap.Logger) (spec inference.EndpointSpec, secretEnv []string, ok bool) {
+	for {
+		var err error
+		spec, err = s.locateModel(ctx, rp.launch.project, rp.launch.spec, rp.setWaiting)
+		if err == nil {
+			if secretEnv, rp.redact, err = s.replicaSecrets(ctx, rp.launch.project, spec); err == nil {
+				rp.setWaiting("")
+				return spec, secretEnv, true
+			}
+		}
+		if ctx.Err() != nil {
+			return spec, nil, false
+		}
+		rp.setWaiting(err.Error())
+		logger.Warn("cannot prepare the replica", zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return spec, nil, false
+		case <-time.After(s.maxRestartBackoff):
+		}
 	}
 }
 

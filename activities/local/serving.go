@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/enginemetrics"
@@ -66,9 +67,9 @@ type Serving struct {
 	closed    bool
 	endpoints map[activities.EndpointRef]*servedEndpoint
 
-	// modelMu makes replicas fetch registered models one at a time, so
-	// that replicas of one revision download its model once.
-	modelMu sync.Mutex
+	// fetches makes replicas that need the same registered model bytes
+	// share one download.
+	fetches singleflight.Group
 }
 
 // servedEndpoint is one endpoint's revisions, and the traffic weights last
