@@ -69,7 +69,7 @@ func (r *Run) runPromote(ctx workflow.Context, st *runstate.StepStatus, p *pipel
 	// Disconnected from the run's cancellation: a move that may have
 	// committed is always followed by telling the endpoints, and the step
 	// says what happened. The catalogue and Temporal are retried until
-	// they answer, within the step's own bound.
+	// they answer, for at most an hour (then the step fails saying why).
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	actx := workflow.WithActivityOptions(dctx, workflow.ActivityOptions{
 		TaskQueue:              activities.ControlTaskQueue(workflow.GetInfo(ctx).TaskQueueName),
