@@ -208,9 +208,7 @@ func stepView(st runstate.StepStatus) gen.StepStatus {
 	out.Wide = wideView(st.Wide)
 	out.Artifacts = optSlice(views(st.Artifacts, artifactView))
 	out.Inputs = optSlice(views(st.Inputs, artifactView))
-	if m := st.Metrics; m != nil {
-		out.Metrics = &gen.StepMetrics{Scalars: optMap(m.Scalars), Series: optMap(m.Series)}
-	}
+	out.Metrics = metricsView(st.Metrics)
 	if len(st.Items) > 0 {
 		items := stepViews(st.Items)
 		out.Items = &items
@@ -309,7 +307,16 @@ func cacheEntryView(e catalog.CacheEntry) gen.CacheEntry {
 		Key: e.Key, Pipeline: e.Pipeline, Step: e.Step, Item: e.Item, RunId: e.RunID, Attempt: e.Attempt,
 		Outputs: outputs, CreatedAt: e.CreatedAt, ExpiresAt: e.ExpiresAt,
 		Artifacts: optSlice(views(e.Artifacts, artifactView)),
+		Metrics:   metricsView(e.Metrics),
 	}
+}
+
+// metricsView is what a step (or the cache entry of one) reported.
+func metricsView(m *runstate.Metrics) *gen.StepMetrics {
+	if m == nil {
+		return nil
+	}
+	return &gen.StepMetrics{Scalars: optMap(m.Scalars), Series: optMap(m.Series)}
 }
 
 func cancelView(c *runstate.CancelRequest) *gen.CancelRequest {

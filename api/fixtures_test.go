@@ -116,6 +116,7 @@ func fullCacheEntry() catalog.CacheEntry {
 		Project: "alpha", Key: "084fb6a2ab4f1d43f1901b54c513fe45620a00ca1791f0922899be779630f016", Pipeline: "train",
 		Step: "shard", Item: &item, RunID: "run-0", Attempt: 2, Outputs: map[string]any{"rows": json.Number("12"), "uri": "s3://b/<x>"},
 		Artifacts: []runstate.Artifact{fullArtifact("model", "")},
+		Metrics:   &runstate.Metrics{Scalars: map[string]float64{"accuracy": 0.93}},
 		CreatedAt: fxStart, ExpiresAt: &fxFinish,
 	}
 }
