@@ -19,6 +19,20 @@ import (
 	"github.com/atelier-ml/atelier/internal/platform/tokens"
 )
 
+// trainSentimentPipeline registers each run's model.bin ("weights-<seed>")
+// as the next version of the model "sentiment".
+const trainSentimentPipeline = `
+params:
+  - {name: seed, type: string}
+steps:
+  - name: train
+    container:
+      command: [sh, -c, 'printf "weights-%s" "$SEED" > "$ATELIER_ARTIFACTS/model.bin"']
+      env: {SEED: "{{ params.seed }}"}
+      artifacts:
+        outputs: [{name: model, path: model.bin, register: sentiment}]
+`
+
 // An endpoint serving a registered model on the real stack: two training
 // runs register versions 1 and 2 of "sentiment"; an endpoint on the local
 // runtime follows sentiment@champion, and its replica (examples/modelserver
@@ -32,17 +46,7 @@ func TestEndpointServesARegisteredModel(t *testing.T) {
 	engine := modelserverBinary(t)
 	s := newStack(t, stackOptions{localEngines: map[string]string{"vllm": engine}})
 	s.cleanupEndpoint(t)
-	s.createPipeline("train-sentiment", `
-params:
-  - {name: seed, type: string}
-steps:
-  - name: train
-    container:
-      command: [sh, -c, 'printf "weights-%s" "$SEED" > "$ATELIER_ARTIFACTS/model.bin"']
-      env: {SEED: "{{ params.seed }}"}
-      artifacts:
-        outputs: [{name: model, path: model.bin, register: sentiment}]
-`)
+	s.createPipeline("train-sentiment", trainSentimentPipeline)
 	digests := map[int]string{}
 	for i, seed := range []string{"a", "b"} {
 		r := s.waitTerminal(s.start("train-sentiment", map[string]any{"seed": seed}), time.Minute)

@@ -53,19 +53,8 @@ func TestWebUIModelsInBrowser(t *testing.T) {
 	s.cleanupEndpoint(t)
 	ctx := context.Background()
 
-	// The pipeline of integration/models_test.go: each run's model.bin is
-	// the next version of sentiment.
-	s.createPipeline("train-sentiment", `
-params:
-  - {name: seed, type: string}
-steps:
-  - name: train
-    container:
-      command: [sh, -c, 'printf "weights-%s" "$SEED" > "$ATELIER_ARTIFACTS/model.bin"']
-      env: {SEED: "{{ params.seed }}"}
-      artifacts:
-        outputs: [{name: model, path: model.bin, register: sentiment}]
-`)
+	// Each run's model.bin is the next version of sentiment.
+	s.createPipeline("train-sentiment", trainSentimentPipeline)
 	var runs [2]gen.Run
 	var artifacts [2]gen.Artifact
 	for i, seed := range []string{"a", "b"} {
