@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atelier-ml/atelier/internal/platform/artifactstore/tree"
 	"github.com/atelier-ml/atelier/internal/stack/s3test"
 )
 
@@ -85,7 +86,7 @@ func TestOnS3(t *testing.T) {
 	assert.Equal(t, 403, res.StatusCode, "an expired signed URL is refused")
 
 	// Bytes that do not match their digest are not stored.
-	bad := digestOf(make([]byte, 32))
+	bad := tree.DigestOf(make([]byte, 32))
 	require.Error(t, s.put(ctx, "team-a", bad, 5, strings.NewReader("hello"), "application/octet-stream", nil))
 	ok, err := s.Exists(ctx, "team-a", bad)
 	require.NoError(t, err)

@@ -2,7 +2,6 @@ package artifactstore
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -19,10 +18,12 @@ import (
 	_ "gocloud.dev/blob/s3blob"   // s3:// artifact roots
 	"gocloud.dev/gcerrors"
 	"golang.org/x/sync/semaphore"
+
+	"github.com/atelier-ml/atelier/internal/platform/artifactstore/tree"
 )
 
 // ErrNotFound is returned for a digest the project's store does not hold.
-var ErrNotFound = errors.New("artifact not found in the store")
+var ErrNotFound = tree.ErrNotFound
 
 // ErrCannotSign is returned by SignedURL when the store cannot sign URLs
 // (a directory store): the caller streams the bytes instead.
@@ -152,7 +153,7 @@ const uploadBudget = 32 << 20
 // GCS's resumable uploads). At most uploadBudget, so that any upload can
 // run.
 func (s *Store) uploadBuffers(size int64) int64 {
-	own := int64(chunksInFlight * chunkSize)
+	own := int64(tree.CopyBuffers)
 	var driver int64
 	switch part, concurrency := s3Parts(size); {
 	case s.s3c == nil:
@@ -174,29 +175,17 @@ func redactURL(u *url.URL) string {
 	return u.Scheme + "://" + u.Host + u.Path
 }
 
-// Object is what was stored: a file, or a directory of Files files.
-type Object struct {
-	Digest string // "sha256:<hex>": of the bytes, or of a directory's manifest
-	Size   int64  // bytes; the sum of the files' for a directory
-	Files  int    // 0 for a file
-}
-
 // key is where a digest's bytes are in project's part of the store.
 func key(project, digest string) (string, error) {
-	hexd, ok := strings.CutPrefix(digest, "sha256:")
-	if !ok || len(hexd) != 64 {
-		return "", fmt.Errorf("%q is not a sha256 digest", digest)
-	}
-	if _, err := hex.DecodeString(hexd); err != nil {
-		return "", fmt.Errorf("%q is not a sha256 digest", digest)
+	hexd, err := tree.Hex(digest)
+	if err != nil {
+		return "", err
 	}
 	if project == "" || strings.ContainsAny(project, "/\x00") {
 		return "", fmt.Errorf("%q cannot name a project's part of the store", project)
 	}
 	return project + "/sha256/" + hexd, nil
 }
-
-func digestOf(sum []byte) string { return "sha256:" + hex.EncodeToString(sum) }
 
 // Exists reports whether the project's store holds digest.
 func (s *Store) Exists(ctx context.Context, project, digest string) (bool, error) {
@@ -370,8 +359,8 @@ func (s *Store) write(ctx context.Context, k, digest string, size int64, r io.Re
 	if err != nil {
 		return err
 	}
-	n, sum, err := copyHashing(w, r)
-	if err == nil && (n != size || digestOf(sum) != digest) {
+	n, sum, err := tree.CopyHashing(w, r)
+	if err == nil && (n != size || tree.DigestOf(sum) != digest) {
 		err = fmt.Errorf("the bytes changed while they were stored (%d bytes, expected %d with %s)", n, size, digest)
 	}
 	if err != nil {

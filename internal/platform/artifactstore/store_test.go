@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/atelier-ml/atelier/internal/platform/artifactstore/tree"
 )
 
 func openFileStore(t *testing.T) (*Store, string) {
@@ -149,7 +151,7 @@ func TestChangedBytesAreNotStored(t *testing.T) {
 	ctx := context.Background()
 	s, storeDir := openFileStore(t)
 	// The digest says one thing, the bytes another: the upload aborts.
-	err := s.put(ctx, "p", digestOf(make([]byte, 32)), 5, strings.NewReader("hello"), "application/octet-stream", nil)
+	err := s.put(ctx, "p", tree.DigestOf(make([]byte, 32)), 5, strings.NewReader("hello"), "application/octet-stream", nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "changed while they were stored")
 	assert.Empty(t, storedKeys(t, storeDir), "nothing is left under a final key")

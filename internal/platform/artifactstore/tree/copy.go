@@ -1,4 +1,4 @@
-package artifactstore
+package tree
 
 import (
 	"crypto/sha256"
@@ -6,16 +6,19 @@ import (
 	"sync"
 )
 
-// chunkSize is the unit copyHashing reads, writes and hashes.
+// chunkSize is the unit CopyHashing reads, writes and hashes.
 const chunkSize = 256 << 10
 
 // chunksInFlight is how many chunks one copy holds at most: one being
 // read and written while the others wait to be hashed, or are.
 const chunksInFlight = 3
 
+// CopyBuffers is the memory one CopyHashing holds at most.
+const CopyBuffers = chunksInFlight * chunkSize
+
 var chunks = sync.Pool{New: func() any { b := make([]byte, chunkSize); return &b }}
 
-// copyHashing copies src to dst and returns how many bytes it copied and
+// CopyHashing copies src to dst and returns how many bytes it copied and
 // their sha256. Bytes move in chunks; a second goroutine hashes each chunk
 // while the next one is read and written, so on a machine with a core to
 // spare the copy takes as long as the slower of hashing (~1.8 GB/s with
@@ -25,7 +28,7 @@ var chunks = sync.Pool{New: func() any { b := make([]byte, chunkSize); return &b
 // pool (many small files share a few), and src's WriterTo and dst's
 // ReaderFrom are not used: gocloud's blob.Reader/Writer allocate 1 MiB for
 // every copy through them.
-func copyHashing(dst io.Writer, src io.Reader) (int64, []byte, error) {
+func CopyHashing(dst io.Writer, src io.Reader) (int64, []byte, error) {
 	h := sha256.New()
 	first := chunks.Get().(*[]byte)
 	n, rerr := readFull(src, *first)
@@ -118,9 +121,9 @@ func readFull(src io.Reader, b []byte) (int, error) {
 	return n, nil
 }
 
-// hashFile is the sha256 of r's bytes and their count, read through a
+// HashFile is the sha256 of r's bytes and their count, read through a
 // pooled chunk (an *os.File's WriterTo would allocate 32 KiB per call).
-func hashFile(r io.Reader) (int64, []byte, error) {
+func HashFile(r io.Reader) (int64, []byte, error) {
 	h := sha256.New()
 	buf := chunks.Get().(*[]byte)
 	defer chunks.Put(buf)

@@ -1,0 +1,305 @@
+package tree
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// Objects is where a transfer's bytes are kept, by digest: a project's part
+// of the artifact store (artifactstore.Store), or, inside a step's pod, the
+// objects an attempt's grant reaches through signed URLs (the launcher).
+type Objects interface {
+	// Put stores size bytes read from r under digest, unless they are
+	// stored already. The bytes must hash to digest: an upload whose bytes
+	// do not is aborted and nothing appears under digest. r is an
+	// io.Seeker when the bytes can be read again.
+	Put(ctx context.Context, digest string, size int64, r io.Reader, contentType string) error
+	// Open reads digest's bytes; an error wrapping ErrNotFound when they
+	// are not stored.
+	Open(ctx context.Context, digest string) (io.ReadCloser, error)
+}
+
+// ErrNotFound is returned for a digest the objects do not hold.
+var ErrNotFound = errors.New("artifact not found in the store")
+
+// ErrEscapes is returned for an output that is, or holds, a symbolic
+// link or anything but regular files and directories.
+var ErrEscapes = errors.New("artifacts hold regular files and directories only")
+
+// Object is what was stored: a file, or a directory of Files files.
+type Object struct {
+	Digest string // "sha256:<hex>": of the bytes, or of a directory's manifest
+	Size   int64  // bytes; the sum of the files' for a directory
+	Files  int    // 0 for a file
+}
+
+// Manifest lists a stored directory's files in the order a walk of it
+// visits them (lexical per directory). Its sha256
+// (of the JSON Marshal writes) is the directory's digest, so two
+// directories with the same files and modes have the same digest.
+type Manifest struct {
+	Files []ManifestFile `json:"files"`
+}
+
+// ManifestFile is one file of a stored directory.
+type ManifestFile struct {
+	Path       string `json:"path"` // slash-separated, relative to the directory
+	Digest     string `json:"digest"`
+	Size       int64  `json:"size"`
+	Executable bool   `json:"executable,omitempty"`
+}
+
+// ManifestContentType marks a stored manifest.
+const ManifestContentType = "application/vnd.atelier.manifest+json"
+
+// FileContentType marks a stored file.
+const FileContentType = "application/octet-stream"
+
+// DigestOf is the digest ("sha256:<hex>") of a sha256 sum.
+func DigestOf(sum []byte) string { return "sha256:" + hex.EncodeToString(sum) }
+
+// Hex is a digest's hexadecimal part, or an error when it is not a sha256
+// digest.
+func Hex(digest string) (string, error) {
+	hexd, ok := strings.CutPrefix(digest, "sha256:")
+	if !ok || len(hexd) != 64 {
+		return "", fmt.Errorf("%q is not a sha256 digest", digest)
+	}
+	if _, err := hex.DecodeString(hexd); err != nil || strings.ToLower(hexd) != hexd {
+		return "", fmt.Errorf("%q is not a sha256 digest", digest)
+	}
+	return hexd, nil
+}
+
+// Put stores the file or directory at name inside root (which it
+// cannot leave: os.Root refuses paths and links that escape), the files of
+// a directory parallel at a time. Symbolic links, devices and sockets are
+// refused (ErrEscapes); an empty directory is stored as an empty manifest.
+func Put(ctx context.Context, objs Objects, root *os.Root, name string, parallel int) (Object, error) {
+	fi, err := root.Lstat(name)
+	if err != nil {
+		return Object{}, err
+	}
+	switch {
+	case fi.Mode().IsRegular():
+		return putFile(ctx, objs, root, name)
+	case fi.IsDir():
+		return putDir(ctx, objs, root, name, parallel)
+	}
+	return Object{}, fmt.Errorf("%s is a %s: %w", name, kindOf(fi.Mode()), ErrEscapes)
+}
+
+func kindOf(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return "symbolic link"
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	}
+	return "special file"
+}
+
+// putFile hashes the file, then uploads it (unless the store holds those
+// bytes already) checking they still hash the same.
+func putFile(ctx context.Context, objs Objects, root *os.Root, name string) (Object, error) {
+	f, err := root.Open(name)
+	if err != nil {
+		return Object{}, err
+	}
+	defer f.Close()
+	n, sum, err := HashFile(f)
+	if err != nil {
+		return Object{}, fmt.Errorf("read %s: %w", name, err)
+	}
+	digest := DigestOf(sum)
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return Object{}, err
+	}
+	if err := objs.Put(ctx, digest, n, f, FileContentType); err != nil {
+		return Object{}, fmt.Errorf("store %s: %w", name, err)
+	}
+	return Object{Digest: digest, Size: n}, nil
+}
+
+func putDir(ctx context.Context, objs Objects, root *os.Root, dir string, parallel int) (Object, error) {
+	var files []ManifestFile
+	err := fs.WalkDir(root.FS(), dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			return nil
+		case !d.Type().IsRegular():
+			return fmt.Errorf("%s is a %s: %w", p, kindOf(d.Type()), ErrEscapes)
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel := p
+		if dir != "." {
+			rel = p[len(dir)+1:]
+		}
+		files = append(files, ManifestFile{Path: rel, Executable: fi.Mode()&0o111 != 0})
+		return nil
+	})
+	if err != nil {
+		return Object{}, err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(parallel, 1))
+	for i := range files {
+		g.Go(func() error {
+			o, err := putFile(gctx, objs, root, path.Join(dir, files[i].Path))
+			files[i].Digest, files[i].Size = o.Digest, o.Size
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return Object{}, err
+	}
+	m := Manifest{Files: files}
+	if m.Files == nil {
+		m.Files = []ManifestFile{}
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return Object{}, err
+	}
+	sum := sha256.Sum256(b)
+	digest := DigestOf(sum[:])
+	if err := objs.Put(ctx, digest, int64(len(b)), bytes.NewReader(b), ManifestContentType); err != nil {
+		return Object{}, fmt.Errorf("store the manifest of %s: %w", dir, err)
+	}
+	var size int64
+	for _, f := range files {
+		size += f.Size
+	}
+	// Files is at least 1 for a directory so that 0 keeps meaning "a file".
+	return Object{Digest: digest, Size: size, Files: max(len(files), 1)}, nil
+}
+
+// maxManifest bounds a manifest read (about 2 million files).
+const maxManifest = 512 << 20
+
+// ReadManifest reads and checks a stored directory's manifest.
+func ReadManifest(ctx context.Context, objs Objects, digest string) (Manifest, error) {
+	r, err := objs.Open(ctx, digest)
+	if err != nil {
+		return Manifest{}, err
+	}
+	defer r.Close()
+	b, err := io.ReadAll(io.LimitReader(r, maxManifest))
+	if err != nil {
+		return Manifest{}, err
+	}
+	return ParseManifest(digest, b)
+}
+
+// ParseManifest decodes a manifest's bytes, checking they hash to digest
+// and name only valid, relative paths.
+func ParseManifest(digest string, b []byte) (Manifest, error) {
+	if sum := sha256.Sum256(b); DigestOf(sum[:]) != digest {
+		return Manifest{}, fmt.Errorf("the stored manifest of %s does not match its digest", digest)
+	}
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return Manifest{}, fmt.Errorf("manifest %s: %w", digest, err)
+	}
+	for _, f := range m.Files {
+		if !fs.ValidPath(f.Path) || f.Path == "." {
+			return Manifest{}, fmt.Errorf("manifest %s names an invalid path %q", digest, f.Path)
+		}
+	}
+	return m, nil
+}
+
+// Get materializes o at dest, which must not exist: a file, or a
+// directory when o.Files > 0, its files parallel at a time. It lands
+// beside dest first and is renamed into place once every byte matched its
+// digest, so dest is complete or absent.
+func Get(ctx context.Context, objs Objects, o Object, dest string, parallel int) error {
+	if o.Files == 0 {
+		return getFile(ctx, objs, o.Digest, dest, false)
+	}
+	m, err := ReadManifest(ctx, objs, o.Digest)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dest), "."+filepath.Base(dest)+".partial-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp) // after a successful rename, there is nothing left
+	dirs := map[string]bool{}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(parallel, 1))
+	for _, f := range m.Files {
+		target := filepath.Join(tmp, filepath.FromSlash(f.Path))
+		parent := filepath.Dir(target)
+		if !dirs[parent] {
+			if err := os.MkdirAll(parent, 0o755); err != nil {
+				return err
+			}
+			dirs[parent] = true
+		}
+		g.Go(func() error { return getFile(gctx, objs, f.Digest, target, f.Executable) })
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return err
+	}
+	return os.Rename(tmp, dest)
+}
+
+// getFile downloads digest to dest through a temporary file beside it.
+func getFile(ctx context.Context, objs Objects, digest, dest string, executable bool) error {
+	r, err := objs.Open(ctx, digest)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	f, err := os.CreateTemp(filepath.Dir(dest), "."+filepath.Base(dest)+".partial-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // a no-op once renamed
+	_, sum, err := CopyHashing(f, r)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("download %s: %w", digest, err)
+	}
+	if got := DigestOf(sum); got != digest {
+		return fmt.Errorf("downloaded bytes hash to %s, not %s", got, digest)
+	}
+	mode := os.FileMode(0o644)
+	if executable {
+		mode = 0o755
+	}
+	if err := os.Chmod(f.Name(), mode); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), dest)
+}
