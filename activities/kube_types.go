@@ -2,10 +2,10 @@ package activities
 
 import (
 	"strings"
-
 	"time"
 
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // Activity names of the Kubernetes backends. A worker serving cluster C
@@ -90,8 +90,13 @@ type KubeStepRequest struct {
 	DeleteAfter time.Duration `json:"deleteAfter,omitempty"`
 
 	Container *pipeline.Container `json:"container,omitempty"`
-	Ray       *pipeline.RayStep   `json:"ray,omitempty"`
-	Spark     *pipeline.SparkStep `json:"spark,omitempty"`
+	// Inputs are the container's input artifacts (references), placed at
+	// $ATELIER_INPUTS/<Name> by the launcher; Outputs the artifacts it
+	// stores from $ATELIER_ARTIFACTS once the command succeeded.
+	Inputs  []runstate.Artifact       `json:"inputs,omitempty"`
+	Outputs []pipeline.ArtifactOutput `json:"outputs,omitempty"`
+	Ray     *pipeline.RayStep         `json:"ray,omitempty"`
+	Spark   *pipeline.SparkStep       `json:"spark,omitempty"`
 	// RayClusterName is the Kubernetes name of the run's shared RayCluster
 	// when Ray.Cluster is set (from EnsureRayCluster).
 	RayClusterName string `json:"rayClusterName,omitempty"`

@@ -30,6 +30,10 @@ type route struct {
 	mediaTypes []string    // the request body's content types (raw bodies: checked by the validator)
 	proxied    bool        // forwarded to an inference endpoint: the engine's API, not Atelier's (invoke.go)
 	static     bool        // the web UI's files (webui.go): not in the spec
+	// launcher routes are a Kubernetes step's launcher's (launcher.go):
+	// not in the spec, authenticated by an attempt's grant rather than a
+	// token, their bodies streamed.
+	launcher bool
 	// spec is the operation for the validator (validate.go), found once
 	// here rather than by matching every request's path again.
 	spec *routers.Route
@@ -76,7 +80,7 @@ func routeKey(c echo.Context) string { return c.Request().Method + " " + c.Path(
 func (s *server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r, ok := s.routes[routeKey(c)]
-		if !ok || r.public {
+		if !ok || r.public || r.launcher {
 			return next(c)
 		}
 		tok, err := s.bearer(c)

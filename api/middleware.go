@@ -61,6 +61,9 @@ func (s *server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
 func (s *server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
+		if r := s.routes[routeKey(c)]; r.launcher {
+			return next(c) // streamed uploads of any size (launcher.go)
+		}
 		if req.ContentLength > s.bodyLimit {
 			return s.tooLarge()
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/internal/platform/launch/grant"
 	"github.com/atelier-ml/atelier/runstate"
 )
 
@@ -45,12 +46,17 @@ const (
 )
 
 type server struct {
-	cat   Catalog
-	eng   Engine
-	log   *zap.Logger
-	now   func() time.Time
-	newID func() string
-	conv  Converger
+	// launchBox and launchBytes serve Kubernetes steps' launchers
+	// (launcher.go); manifests caches the input directories they read.
+	launchBox   grant.Box
+	launchBytes LauncherBytes
+	manifests   manifestCache
+	cat         Catalog
+	eng         Engine
+	log         *zap.Logger
+	now         func() time.Time
+	newID       func() string
+	conv        Converger
 	// endpoints serves inference endpoints (nil: their routes answer 503).
 	endpoints Endpoints
 	schedules Schedules
@@ -226,6 +232,7 @@ func New(cat Catalog, eng Engine, opts ...Option) (*echo.Echo, error) {
 	e.Use(validate)
 	gen.RegisterHandlers(e, gen.NewStrictHandler(s, []gen.StrictMiddlewareFunc{withRequest}))
 	s.invokeRoutes(e)
+	s.launcherRoutes(e)
 	if err := s.uiRoutes(e); err != nil {
 		return nil, err
 	}

@@ -39,7 +39,7 @@ func (s *server) validator(doc *openapi3.T) (echo.MiddlewareFunc, error) {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			rt, ok := s.routes[routeKey(c)]
-			if !ok || rt.proxied || rt.static {
+			if !ok || rt.proxied || rt.static || rt.launcher {
 				return next(c) // echo answers 404/405; the engine judges its own requests; the UI is files
 			}
 			o := opts

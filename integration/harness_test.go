@@ -47,6 +47,7 @@ type stack struct {
 	t        *testing.T
 	cfg      config.Config
 	url      string
+	port     string // the gateway's
 	token    string
 	store    *store.Store
 	temporal client.Client
@@ -87,6 +88,10 @@ type stackOptions struct {
 	artifactsURL string
 	// artifactLimit caps each project's artifact bytes.
 	artifactLimit int64
+	// listenAddr is the gateway's address (default 127.0.0.1:0); a
+	// kubeEnv whose real node's pods reach the gateway (the step
+	// launcher) listens on every address.
+	listenAddr string
 	// temporal replaces the test binary's shared Temporal server (a test
 	// that kills it needs its own).
 	temporal *devstack.TemporalServer
@@ -117,6 +122,9 @@ func newStack(t *testing.T, opts ...stackOptions) *stack {
 	cfg.Namespace = ts.Namespace()
 	cfg.TaskQueue = temporaltest.TaskQueue(t)
 	cfg.ListenAddr = "127.0.0.1:0"
+	if o.listenAddr != "" {
+		cfg.ListenAddr = o.listenAddr
+	}
 	cfg.DataDir = stepDataDir(t)
 	cfg.LogLevel = "warn"
 	cfg.ShutdownTimeout = 5 * time.Second
@@ -178,7 +186,8 @@ func newStack(t *testing.T, opts ...stackOptions) *stack {
 	})
 	addr, err := gw.Addr(ctx)
 	require.NoError(t, err)
-	s.url = "http://" + addr
+	s.port = addr[strings.LastIndexByte(addr, ':')+1:]
+	s.url = "http://127.0.0.1:" + s.port
 
 	st, err := store.Open(ctx, direct)
 	require.NoError(t, err)

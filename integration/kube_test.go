@@ -78,6 +78,11 @@ func newKubeEnv(t *testing.T, sc script, inProcessClusterWorker bool, opts ...st
 	s.cfg.Cluster = e.cluster
 	s.cfg.Kubeconfig = kc.Kubeconfig()
 	s.cfg.KubeNamespaceTemplate = e.namespace
+	// Steps with artifacts: the launcher's image is on the real node, whose
+	// pods reach the gateway at the node's address when it listens there
+	// (stackOptions.listenAddr).
+	s.cfg.LauncherImage = kubetest.LauncherImage
+	s.cfg.LauncherGatewayURL = "http://" + kubetest.RealNodeIP + ":" + s.port
 	if len(opts) > 0 {
 		s.cfg.KueueQueue = opts[0].kueueQueue
 		if d := opts[0].podDefaults; d != "" {

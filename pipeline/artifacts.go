@@ -115,11 +115,14 @@ func SplitArtifactRef(from string) (step, artifact string, ok bool) {
 
 // validateArtifacts checks a container's artifacts: names valid and unique
 // per direction, output paths inside $ATELIER_ARTIFACTS, inputs naming an
-// output of another step of the pipeline that is not a forEach.
-func validateArtifacts(cp string, p *Spec, self int, a *Artifacts, placed bool, ps *problems) {
+// output of another step of the pipeline that is not a forEach. On a
+// Kubernetes cluster (placed) the launcher runs the step's command, so
+// there must be one: the image's entrypoint is not known to Atelier.
+func validateArtifacts(cp string, p *Spec, self int, c *Container, placed bool, ps *problems) {
+	a := c.Artifacts
 	ap := field(cp, "artifacts")
-	if placed && (len(a.Inputs) > 0 || len(a.Outputs) > 0) {
-		ps.add(ap, "artifacts are not supported yet on steps placed on a Kubernetes cluster (local runtime only; see the README)")
+	if placed && (len(a.Inputs) > 0 || len(a.Outputs) > 0) && len(c.Command) == 0 {
+		ps.add(field(cp, "command"), "a step with artifacts on a Kubernetes cluster needs a command: the launcher that moves its artifacts runs it (the image's entrypoint is not known to Atelier)")
 	}
 	seen := map[string]bool{}
 	for j, o := range a.Outputs {

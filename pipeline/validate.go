@@ -497,7 +497,7 @@ func validateStep(p *Spec, i int, vc *vctx, psc *refScope, ps *problems) {
 		}
 		validateSecrets(field(cp, "secrets"), c, ps)
 		if c.Artifacts != nil {
-			validateArtifacts(cp, p, i, c.Artifacts, s.EffectivePlacement(p) != nil, ps)
+			validateArtifacts(cp, p, i, c, s.EffectivePlacement(p) != nil, ps)
 			for j, in := range c.Artifacts.Inputs {
 				ip := index(field(field(cp, "artifacts"), "inputs"), j)
 				if strings.Contains(in.Artifact, "{{") {

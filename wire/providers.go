@@ -72,7 +72,7 @@ func provideEngine(c client.Client, cfg config.Config) *runclient.Client {
 	return runclient.New(c, runclient.Config{Namespace: cfg.Namespace, UIBase: cfg.TemporalUIURL})
 }
 
-func provideAPI(cat api.Catalog, eng api.Engine, sc api.Schedules, wh api.Webhooks, v *vault.Vault, arts *artifactstore.Store, s *store.Store, c client.Client, rec *reconcile.Reconciler, cfg config.Config, m *telemetry.Metrics, tr *telemetry.Tracing, l *zap.Logger) (http.Handler, error) {
+func provideAPI(cat api.Catalog, eng api.Engine, sc api.Schedules, wh api.Webhooks, v *vault.Vault, box *secretbox.Box, arts *artifactstore.Store, s *store.Store, c client.Client, rec *reconcile.Reconciler, cfg config.Config, m *telemetry.Metrics, tr *telemetry.Tracing, l *zap.Logger) (http.Handler, error) {
 	endpoints := endpointclient.New(c, cfg.Namespace, cfg.TemporalUIURL)
 	px, err := proxy.New(endpoints, endpoints, proxy.Options{Log: l.Named("proxy"), Metrics: m})
 	if err != nil {
@@ -86,6 +86,9 @@ func provideAPI(cat api.Catalog, eng api.Engine, sc api.Schedules, wh api.Webhoo
 	var bytes api.ArtifactBytes // lineage is served without a store; downloads are 503
 	if arts != nil {
 		bytes = arts
+	}
+	if arts != nil && box != nil { // Kubernetes steps' launchers: grants are sealed with the secrets key
+		opts = append(opts, api.WithLauncher(box, arts))
 	}
 	opts = append(opts, api.WithArtifacts(s, bytes), api.WithModels(s, modelclient.New(c, cfg.TaskQueue)), api.WithTriggers(s))
 	return api.New(cat, eng, opts...)
@@ -251,7 +254,7 @@ func provideServing(clients kube.Clients, cfg config.Config, st *store.Store, l 
 // the cleanup stops their informers. Attempt logs go to the catalogue, as
 // the local runtime's do. The operator's pod defaults (--pod-defaults)
 // are read and checked here: a bad file stops the worker, naming it.
-func provideKubeBackend(clients kube.Clients, v *vault.Vault, st *store.Store, cfg config.Config, l *zap.Logger) (*kube.Backend, func(), error) {
+func provideKubeBackend(clients kube.Clients, v *vault.Vault, box *secretbox.Box, st *store.Store, cfg config.Config, l *zap.Logger) (*kube.Backend, func(), error) {
 	policy := framework.PodPolicy{ServiceAccounts: cfg.PodServiceAccounts}
 	if cfg.PodDefaults != "" {
 		b, err := os.ReadFile(cfg.PodDefaults)
@@ -267,6 +270,11 @@ func provideKubeBackend(clients kube.Clients, v *vault.Vault, st *store.Store, c
 	if v != nil {
 		opts = append(opts, kube.WithSecrets(v))
 	}
+	launcher := kube.Launcher{Image: cfg.LauncherImage, Gateway: cfg.LauncherGatewayURL}
+	if box != nil {
+		launcher.Box = box
+	}
+	opts = append(opts, kube.WithLauncher(launcher))
 	b := kube.New(clients, cfg.Cluster, opts...)
 	return b, b.Close, nil
 }

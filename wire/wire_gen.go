@@ -72,7 +72,7 @@ func InitGateway(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (
 		return nil, nil, err
 	}
 	reconciler := provideReconciler(store, runclientClient, cfg, logger)
-	handler, err := provideAPI(store, runclientClient, runclientClient, store, vault, artifactstoreStore, store, client, reconciler, cfg, m, tracing, logger)
+	handler, err := provideAPI(store, runclientClient, runclientClient, store, vault, box, artifactstoreStore, store, client, reconciler, cfg, m, tracing, logger)
 	if err != nil {
 		cleanup6()
 		cleanup5()
@@ -243,7 +243,7 @@ func InitClusterWorker(ctx context.Context, cfg config.Config, m *telemetry.Metr
 		cleanup()
 		return nil, nil, err
 	}
-	backend, cleanup6, err := provideKubeBackend(v, vault, store, cfg, logger)
+	backend, cleanup6, err := provideKubeBackend(v, vault, box, store, cfg, logger)
 	if err != nil {
 		cleanup5()
 		cleanup4()

@@ -173,11 +173,23 @@ func (r *Run) runUncached(ctx workflow.Context, st *runstate.StepStatus, stepNam
 		r.useCluster(target)
 	} // else the step that chose it shows why, once, and sweeps it
 	kind, _ := activities.KubeKindFor(w.kind)
+	// A container's artifacts: references, moved in its pod by the
+	// launcher (activities/kube).
+	var inputs []runstate.Artifact
+	var outputs []pipeline.ArtifactOutput
+	if w.container != nil && w.container.Artifacts != nil {
+		var msg string
+		if inputs, msg = r.artifactInputs(stepName, item, w.container.Artifacts); msg != "" {
+			r.endStep(st, runstate.StepFailed, msg, "")
+			return nil, &StepError{Step: st.Name, Message: msg}
+		}
+		st.Inputs, outputs = inputs, w.container.Artifacts.Outputs
+	}
 	var pinned []string // the nodes GPU admission chose, if it ran
 	attemptFn := func(actx workflow.Context, attempt int) (attemptOutcome, error) {
 		req := activities.KubeStepRequest{
 			Project: r.status.Project, RunID: r.status.RunID, Step: stepName, Item: item, Attempt: attempt,
-			Kind: kind, Timeout: cfg.timeout, DeleteAfter: cfg.deleteAfter, Container: w.container, Ray: w.ray, Spark: w.spark,
+			Kind: kind, Timeout: cfg.timeout, DeleteAfter: cfg.deleteAfter, Container: w.container, Inputs: inputs, Outputs: outputs, Ray: w.ray, Spark: w.spark,
 			RayClusterName: rayClusterName, RayClusterImage: rayClusterImage, Nodes: pinned,
 		}
 		actx = withAttemptSummary(stepActivityOptions(actx, cfg.timeout, target.taskQueue), stepName, item, attempt)

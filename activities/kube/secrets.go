@@ -14,7 +14,9 @@ import (
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/kube/framework"
 	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/internal/platform/launch"
 	"github.com/atelier-ml/atelier/internal/platform/redact"
+	"github.com/atelier-ml/atelier/pipeline"
 )
 
 // SecretResolver opens a project's secrets by name (the vault). A name the
@@ -33,17 +35,33 @@ func WithSecrets(s SecretResolver) Option { return func(b *Backend) { b.secrets 
 func stepSecretName(name string) string { return name + "-secrets" }
 
 // stepSecret builds the attempt's Secret, or nil when the step references
-// no secret. A missing secret or a worker without a key fails the step
-// for good; a catalogue that cannot be reached is retried.
-func (b *Backend) stepSecret(ctx context.Context, req activities.KubeStepRequest, meta metav1.ObjectMeta) (*corev1.Secret, error) {
-	if req.Container == nil || len(req.Container.Secrets) == 0 {
+// no secret and has no launcher grant (launchGrant, sealed). A missing
+// secret or a worker without a key fails the step for good; a catalogue
+// that cannot be reached is retried.
+func (b *Backend) stepSecret(ctx context.Context, req activities.KubeStepRequest, meta metav1.ObjectMeta, launchGrant string) (*corev1.Secret, error) {
+	var refs []pipeline.SecretEnv
+	if req.Container != nil {
+		refs = req.Container.Secrets
+	}
+	if len(refs) == 0 && launchGrant == "" {
 		return nil, nil
+	}
+	sec := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: stepSecretName(meta.Name), Namespace: meta.Namespace, Labels: meta.Labels},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{},
+	}
+	if launchGrant != "" {
+		sec.Data[launch.GrantKey] = []byte(launchGrant)
+	}
+	if len(refs) == 0 {
+		return sec, nil
 	}
 	if b.secrets == nil {
 		return nil, framework.Invalid("the step references secrets but the worker of cluster %s has no secrets key (ATELIER_SECRETS_KEY_URL)", b.cluster)
 	}
 	var names []string
-	for _, s := range req.Container.Secrets {
+	for _, s := range refs {
 		names = append(names, s.Name)
 	}
 	values, err := b.secrets.Resolve(ctx, req.Project, names)
@@ -52,11 +70,6 @@ func (b *Backend) stepSecret(ctx context.Context, req activities.KubeStepRequest
 	}
 	if err != nil {
 		return nil, fmt.Errorf("resolving the step's secrets: %w", err)
-	}
-	sec := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: stepSecretName(meta.Name), Namespace: meta.Namespace, Labels: meta.Labels},
-		Type:       corev1.SecretTypeOpaque,
-		Data:       make(map[string][]byte, len(values)),
 	}
 	for n, v := range values {
 		sec.Data[n] = []byte(v)

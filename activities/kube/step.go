@@ -18,6 +18,7 @@ import (
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/kube/framework"
 	"github.com/atelier-ml/atelier/activities/kube/jobs/job"
+	"github.com/atelier-ml/atelier/internal/platform/launch"
 )
 
 // RunKubeStep runs one attempt of a step as a Kubernetes object and waits,
@@ -67,7 +68,12 @@ func (b *Backend) RunKubeStep(ctx context.Context, req activities.KubeStepReques
 		},
 		Env: framework.StepEnv(req),
 	}
-	secret, err := b.stepSecret(ctx, req, step.Meta)
+	launcher, launchGrant, err := b.launch(ctx, req)
+	if err != nil {
+		return activities.KubeStepResult{}, err
+	}
+	step.Launch = launcher
+	secret, err := b.stepSecret(ctx, req, step.Meta, launchGrant)
 	if err != nil {
 		return activities.KubeStepResult{}, err
 	}
@@ -436,6 +442,13 @@ func (r *stepRun) succeeded(ctx context.Context, obj framework.Object, p framewo
 	if ok {
 		res.ExitCode = int(term.ExitCode)
 		r.copyLog(ctx, term, r.kind.OutputPods(obj).Container)
+		if launches(r.req) {
+			res, err := r.launchedOutputs(term.Message, term.Pod, res)
+			if err == nil {
+				r.logger.Info("step succeeded", zap.Int("outputs", len(res.Outputs)), zap.Int("artifacts", len(res.Artifacts)))
+			}
+			return res, err
+		}
 		outputs, err := framework.ParseOutputs(term.Message)
 		if err != nil {
 			return res, temporal.NewNonRetryableApplicationError(
@@ -460,6 +473,10 @@ func (r *stepRun) failed(ctx context.Context, obj framework.Object, p framework.
 			msg += "; " + term.Describe()
 		}
 		r.copyLog(ctx, term, r.kind.OutputPods(obj).Container)
+		if lr, err := launch.ParseResult(term.Message); launches(r.req) && err == nil && lr.Error != "" {
+			r.logger.Info("step failed in its launcher", zap.String("error", lr.Error))
+			return res, r.launcherFailure(lr, res)
+		}
 	}
 	r.logger.Info("step failed", zap.String("reason", p.Reason), zap.String("message", p.Message))
 	if p.TimedOut && r.req.Timeout > 0 {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/internal/platform/artifactstore"
+	"github.com/atelier-ml/atelier/internal/platform/artifactstore/tree"
 	"github.com/atelier-ml/atelier/runstate"
 )
 
@@ -136,7 +137,7 @@ func (a *attempt) storeOutputs(ctx context.Context, result *activities.Container
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			return bad("the step did not write its output artifact %q ($ATELIER_ARTIFACTS/%s)", out.Name, name)
-		case errors.Is(err, artifactstore.ErrEscapes), err != nil && isEscape(err):
+		case tree.Escapes(err):
 			return bad("output artifact %q: %v", out.Name, err)
 		case err != nil:
 			return fmt.Errorf("store output artifact %q: %w", out.Name, err)
@@ -197,13 +198,6 @@ func humanBytes(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
-
-// isEscape reports whether err is os.Root refusing a path that leaves
-// the directory (a symlink or ".." pointing out).
-func isEscape(err error) bool {
-	var pe *fs.PathError
-	return errors.As(err, &pe) && pe.Err != nil && pe.Err.Error() == "path escapes from parent"
 }
 
 // heartbeatWhile heartbeats hb every interval until the returned stop is

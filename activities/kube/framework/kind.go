@@ -99,6 +99,9 @@ type Step struct {
 	// container references ("" when none): kinds read them from it with
 	// SecretEnv.
 	SecretName string
+	// Launch, when set, runs the step's container under the launcher
+	// (Wrap): the step reads or writes artifacts.
+	Launch *Launch
 }
 
 // ObjectMeta returns a copy of the metadata for a new object.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"io"
 	"net/http"
 	"os"
@@ -127,4 +128,57 @@ func TestLargeFileOnS3(t *testing.T) {
 	got, err := os.ReadFile(dest)
 	require.NoError(t, err)
 	assert.True(t, bytes.Equal(want, got), "the bytes come back")
+}
+
+// A signed upload URL stores the bytes of its digest and nothing else:
+// the server checks their sha256 (a signed header), the URL names one key,
+// and the bytes land whole.
+func TestSignedPutOnS3(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.Setenv(t)
+	ctx := context.Background()
+	s, err := Open(ctx, srv.URL("artifacts/"))
+	require.NoError(t, err)
+	defer s.Close()
+
+	body := []byte("weights of the night run")
+	sum := sha256.Sum256(body)
+	digest := tree.DigestOf(sum[:])
+	put := func(sp SignedPut, b []byte) int {
+		req, err := http.NewRequest(http.MethodPut, sp.URL, bytes.NewReader(b))
+		require.NoError(t, err)
+		for k, v := range sp.Header {
+			req.Header.Set(k, v)
+		}
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	sp, err := s.SignedPutURL(ctx, "team-a", digest, int64(len(body)), tree.FileContentType, time.Minute)
+	require.NoError(t, err)
+
+	forged := bytes.ToUpper(body) // same length, other bytes
+	assert.GreaterOrEqual(t, put(sp, forged), 400, "bytes that do not hash to the digest are refused")
+	ok, err := s.Exists(ctx, "team-a", digest)
+	require.NoError(t, err)
+	assert.False(t, ok, "nothing is stored under the digest")
+
+	assert.Equal(t, http.StatusOK, put(sp, body))
+	r, err := s.Reader(ctx, "team-a", digest)
+	require.NoError(t, err)
+	got, err := io.ReadAll(r)
+	r.Close()
+	require.NoError(t, err)
+	assert.Equal(t, body, got)
+	fresh, err := s.Fresh(ctx, "team-a", digest)
+	require.NoError(t, err)
+	assert.True(t, fresh)
+
+	other := sp
+	other.URL = strings.Replace(sp.URL, "team-a", "team-b", 1)
+	assert.Equal(t, http.StatusForbidden, put(other, body), "the URL is signed for one key")
+
+	_, err = (&Store{}).SignedPutURL(ctx, "team-a", digest, 1, tree.FileContentType, time.Minute)
+	assert.ErrorIs(t, err, ErrCannotSign, "a store that is not S3 cannot sign uploads it checks")
 }

@@ -2,6 +2,8 @@ package artifactstore
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -10,8 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/fileblob" // file:// artifact roots (make dev)
 	_ "gocloud.dev/blob/memblob"  // mem:// for unit tests
@@ -48,6 +52,8 @@ type Store struct {
 	parallel int
 	now      func() time.Time
 	s3c      *s3.Client // the bucket's client when it is S3's (s3blob)
+	// s3Bucket and s3Prefix locate keys for presigning with s3c.
+	s3Bucket, s3Prefix string
 }
 
 // Open opens the store at a gocloud.dev/blob URL: s3://bucket?region=..
@@ -75,6 +81,7 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 	}
 	st := &Store{b: b, parallel: DefaultParallel, now: time.Now}
 	b.As(&st.s3c) // stays nil unless the bucket is S3's
+	st.s3Bucket, st.s3Prefix = u.Host, u.Query().Get("prefix")
 	return st, nil
 }
 
@@ -222,6 +229,73 @@ func (s *Store) SignedURL(ctx context.Context, project, digest string, expiry ti
 		return "", ErrCannotSign
 	}
 	return u, err
+}
+
+// SignedPut is how to upload an object without credentials: PUT to URL
+// with Header, before expiry.
+type SignedPut struct {
+	URL    string
+	Header map[string]string
+}
+
+// SignedPutURL is a URL that uploads size bytes under digest, scoped to
+// that one object until expiry; ErrCannotSign when the store cannot sign
+// uploads that it checks. On S3 the digest's sha256 is a signed header
+// (x-amz-checksum-sha256): the server refuses bytes that do not hash to
+// it, so what lands under a digest is those bytes whoever sends them.
+func (s *Store) SignedPutURL(ctx context.Context, project, digest string, size int64, contentType string, expiry time.Duration) (SignedPut, error) {
+	k, err := key(project, digest)
+	if err != nil {
+		return SignedPut{}, err
+	}
+	if s.s3c == nil {
+		return SignedPut{}, ErrCannotSign
+	}
+	hexd, _ := tree.Hex(digest)
+	raw, err := hex.DecodeString(hexd)
+	if err != nil {
+		return SignedPut{}, err
+	}
+	in := &s3.PutObjectInput{
+		Bucket:            aws.String(s.s3Bucket),
+		Key:               aws.String(s.s3Prefix + k),
+		ContentLength:     aws.Int64(size),
+		ContentType:       aws.String(contentType),
+		ChecksumAlgorithm: s3types.ChecksumAlgorithmSha256,
+		ChecksumSHA256:    aws.String(base64.StdEncoding.EncodeToString(raw)),
+	}
+	p, err := s3.NewPresignClient(s.s3c, s3.WithPresignExpires(expiry)).PresignPutObject(ctx, in)
+	if err != nil {
+		return SignedPut{}, err
+	}
+	h := map[string]string{}
+	for name, vs := range p.SignedHeader {
+		if len(vs) > 0 && !strings.EqualFold(name, "Host") && !strings.EqualFold(name, "Content-Length") {
+			h[name] = vs[0]
+		}
+	}
+	return SignedPut{URL: p.URL, Header: h}, nil
+}
+
+// PutVerified stores size bytes read from r under digest unless they are
+// stored (recently) already; bytes that do not hash to digest are
+// refused and nothing is stored. It is for bytes from elsewhere (a step's
+// launcher through the gateway).
+func (s *Store) PutVerified(ctx context.Context, project, digest string, size int64, r io.Reader, contentType string) error {
+	return s.put(ctx, project, digest, size, r, contentType, nil)
+}
+
+// Fresh reports whether digest is stored and young enough (RefreshAfter)
+// for an upload of the same bytes to skip it.
+func (s *Store) Fresh(ctx context.Context, project, digest string) (bool, error) {
+	st, err := s.Stat(ctx, project, digest)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return s.now().Sub(st.ModTime) < RefreshAfter, nil
 }
 
 // Delete removes digest's bytes from the project's store (retention); a

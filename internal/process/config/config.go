@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"sort"
 	"strconv"
@@ -141,6 +142,12 @@ type Config struct {
 	// every step pod on this cluster gets where its own leave them unset
 	// (framework.PodPolicy.Defaults): e.g. the toleration of GPU nodes.
 	PodDefaults string
+	// LauncherImage and LauncherGatewayURL let container steps with
+	// artifacts run on this cluster (activities/kube Launcher): the image
+	// holding /atelier-launcher, and the gateway's URL as the cluster's
+	// pods reach it.
+	LauncherImage      string
+	LauncherGatewayURL string
 
 	// envErrs are ATELIER_* variables that are set but malformed. A bad
 	// value must stop the process with its name, never fall back to the
@@ -229,6 +236,8 @@ func (c *Config) BindWorker(fs *pflag.FlagSet) {
 	fs.StringVar(&c.KubeGateway, "gateway", env("ATELIER_GATEWAY", d.KubeGateway), "with --cluster: the Gateway API Gateway (namespace/name) inference endpoints' HTTPRoutes attach to, for weighted traffic; without it traffic follows the replica ratio (ATELIER_GATEWAY)")
 	fs.StringSliceVar(&c.PodServiceAccounts, "pod-service-accounts", envList("ATELIER_POD_SERVICE_ACCOUNTS"), "with --cluster: service accounts projects' steps may run as (pod.serviceAccountName), besides default (ATELIER_POD_SERVICE_ACCOUNTS, comma-separated)")
 	fs.StringVar(&c.PodDefaults, "pod-defaults", env("ATELIER_POD_DEFAULTS", ""), "with --cluster: a YAML or JSON file of pod settings (the shape of a step's pod: tolerations, nodeSelector, priorityClassName, labels, ...) every step pod on this cluster gets where its own leave them unset (ATELIER_POD_DEFAULTS)")
+	fs.StringVar(&c.LauncherImage, "launcher-image", env("ATELIER_LAUNCHER_IMAGE", ""), "with --cluster: the image holding /atelier-launcher (the Atelier image), which moves the artifacts of container steps in their pods (ATELIER_LAUNCHER_IMAGE)")
+	fs.StringVar(&c.LauncherGatewayURL, "launcher-gateway-url", env("ATELIER_LAUNCHER_GATEWAY_URL", ""), "with --cluster: the gateway's URL as the cluster's pods reach it, e.g. http://atelier-gateway.atelier:8080; step launchers get signed URLs for their artifacts there (ATELIER_LAUNCHER_GATEWAY_URL)")
 	fs.StringVar(&c.KueueQueue, "kueue-queue", env("ATELIER_KUEUE_QUEUE", d.KueueQueue), "with --cluster: the cluster runs Kueue; submit Jobs and RayJobs to this LocalQueue (in every project namespace) and let Kueue admit them instead of Atelier (ATELIER_KUEUE_QUEUE)")
 	fs.IntVar(&c.KubeBurst, "kube-burst", c.envInt("ATELIER_KUBE_BURST", d.KubeBurst), "API server request burst (ATELIER_KUBE_BURST)")
 }
@@ -254,6 +263,11 @@ func (c *Config) ValidateCluster() error {
 		errs = append(errs, validation.IsDNS1123Subdomain(name)...)
 		if len(errs) > 0 {
 			return fmt.Errorf("--gateway %q: want namespace/name of a Gateway: %s", g, strings.Join(errs, "; "))
+		}
+	}
+	if u := c.LauncherGatewayURL; u != "" {
+		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return fmt.Errorf("--launcher-gateway-url %q: want the gateway's http(s) URL as pods reach it", u)
 		}
 	}
 	if q := c.KueueQueue; q != "" {

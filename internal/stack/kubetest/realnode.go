@@ -50,6 +50,10 @@ const (
 	// registry, so pods use them with imagePullPolicy: Never.
 	StepImage  = "localhost/atelier/step:busybox"
 	PauseImage = "localhost/atelier/pause:go"
+	// LauncherImage holds the step launcher (cmd/atelier-launcher) at
+	// /atelier-launcher, as the Atelier image does: the init container of
+	// a step with artifacts copies it from there.
+	LauncherImage = "localhost/atelier/launcher:dev"
 
 	// ContainerdVersion must match tools/kube/containerd/go.mod (a unit
 	// test checks); it names the cache directory.
@@ -502,14 +506,28 @@ func buildNodeImages(ctx context.Context, dir string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	pause := filepath.Join(dir, "pause")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", pause, "./internal/stack/ociimage/pause")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=-mod=mod")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("build the pause program: %w: %s", err, out)
+	// Static programs: the sandbox's pause, and the step launcher.
+	static := func(pkg, out string) error {
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=-mod=mod")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("build %s: %w: %s", pkg, err, out)
+		}
+		return nil
+	}
+	pause, launcher := filepath.Join(dir, "pause"), filepath.Join(dir, "atelier-launcher")
+	if err := static("./internal/stack/ociimage/pause", pause); err != nil {
+		return nil, err
+	}
+	if err := static("./cmd/atelier-launcher", launcher); err != nil {
+		return nil, err
 	}
 	pauseImg, err := ociimage.Static(PauseImage, pause, "/pause")
+	if err != nil {
+		return nil, err
+	}
+	launcherImg, err := ociimage.Static(LauncherImage, launcher, "/atelier-launcher")
 	if err != nil {
 		return nil, err
 	}
@@ -522,7 +540,7 @@ func buildNodeImages(ctx context.Context, dir string) ([]string, error) {
 		return nil, err
 	}
 	var tars []string
-	for name, img := range map[string]ociimage.Image{"pause.tar": pauseImg, "step.tar": stepImg} {
+	for name, img := range map[string]ociimage.Image{"pause.tar": pauseImg, "step.tar": stepImg, "launcher.tar": launcherImg} {
 		p := filepath.Join(dir, name)
 		f, err := os.Create(p)
 		if err != nil {

@@ -119,6 +119,13 @@ func (k *Kind) Build(step framework.Step) (framework.Object, error) {
 	if err := framework.ApplyPod(&job.Spec.Template, ContainerName, c.Pod); err != nil {
 		return nil, err
 	}
+	if step.Launch != nil {
+		// After the pod settings: the launcher's image follows the step's
+		// pull policy, and a patch cannot unwrap the command.
+		if err := framework.Wrap(&job.Spec.Template.Spec, ContainerName, *step.Launch, step.SecretName); err != nil {
+			return nil, err
+		}
+	}
 	framework.PinGPUPods(&job.Spec.Template.Spec, step.Request.Nodes)
 	return job, nil
 }

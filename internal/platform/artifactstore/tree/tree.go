@@ -102,6 +102,14 @@ func Put(ctx context.Context, objs Objects, root *os.Root, name string, parallel
 	return Object{}, fmt.Errorf("%s is a %s: %w", name, kindOf(fi.Mode()), ErrEscapes)
 }
 
+// Escapes reports whether err refuses an output that leaves its root or
+// is not regular files and directories: ErrEscapes, or os.Root's refusal
+// of a path or link that escapes.
+func Escapes(err error) bool {
+	var pe *fs.PathError
+	return errors.Is(err, ErrEscapes) || errors.As(err, &pe) && pe.Err != nil && pe.Err.Error() == "path escapes from parent"
+}
+
 func kindOf(m fs.FileMode) string {
 	switch {
 	case m&fs.ModeSymlink != 0:

@@ -1,0 +1,128 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/activities/kube/framework"
+	"github.com/atelier-ml/atelier/internal/platform/launch"
+	"github.com/atelier-ml/atelier/internal/platform/launch/grant"
+	"github.com/atelier-ml/atelier/runstate"
+)
+
+// Launcher is how this cluster's container steps with artifacts reach
+// them (package launch): the image holding the launcher, the gateway's
+// URL as pods reach it, and the key that seals their grants (the
+// installation's secrets key, which the gateway opens them with).
+type Launcher struct {
+	Image   string
+	Gateway string
+	Box     grant.Box
+}
+
+// WithLauncher lets container steps read and write artifacts on this
+// cluster through the launcher. Without it such a step fails saying what
+// the worker lacks.
+func WithLauncher(l Launcher) Option { return func(b *Backend) { b.launcher = l } }
+
+// grantTTL bounds a grant of a step without a timeout; with one, the
+// grant lasts the timeout and an hour. A grant also dies with its run.
+const grantTTL = 30 * 24 * time.Hour
+
+// launches reports whether the attempt runs under the launcher.
+func launches(req activities.KubeStepRequest) bool {
+	return req.Kind == activities.KubeJob && (len(req.Inputs) > 0 || len(req.Outputs) > 0)
+}
+
+// launch is the attempt's launcher and its sealed grant, or nil when the
+// attempt has no artifacts. A worker without a launcher fails the step
+// for good, naming what it lacks.
+func (b *Backend) launch(ctx context.Context, req activities.KubeStepRequest) (*framework.Launch, string, error) {
+	if !launches(req) {
+		return nil, "", nil
+	}
+	l := b.launcher
+	var missing []string
+	if l.Image == "" {
+		missing = append(missing, "a launcher image (ATELIER_LAUNCHER_IMAGE)")
+	}
+	if l.Gateway == "" {
+		missing = append(missing, "the gateway's URL as pods reach it (ATELIER_LAUNCHER_GATEWAY_URL)")
+	}
+	if l.Box == nil {
+		missing = append(missing, "the secrets key (ATELIER_SECRETS_KEY_URL)")
+	}
+	if len(missing) > 0 {
+		return nil, "", framework.Invalid("the step has artifacts but the worker of cluster %s cannot hand them to a pod: it lacks %v", b.cluster, missing)
+	}
+	g := grant.Grant{Project: req.Project, Run: req.RunID, Step: req.Step, Item: req.Item, Attempt: req.Attempt,
+		Expires: b.clock.Now().Add(grantTTL)}
+	if req.Timeout > 0 {
+		g.Expires = b.clock.Now().Add(req.Timeout + time.Hour)
+	}
+	spec := launch.Spec{Gateway: l.Gateway, ResultPath: framework.OutputsPath}
+	for _, in := range req.Inputs {
+		g.Inputs = append(g.Inputs, grant.GrantInput{Digest: in.Digest, Files: in.Files})
+		spec.Inputs = append(spec.Inputs, launch.Input{Name: in.Name, Digest: in.Digest, Size: in.Size, Files: in.Files})
+	}
+	for _, out := range req.Outputs {
+		spec.Outputs = append(spec.Outputs, launch.Output{Name: out.Name, Path: out.StoredPath()})
+	}
+	token, err := grant.Seal(ctx, l.Box, g)
+	if err != nil {
+		return nil, "", fmt.Errorf("seal the step's grant: %w", err)
+	}
+	return &framework.Launch{Image: l.Image, Spec: spec}, token, nil
+}
+
+// launchedOutputs reads a launched attempt's Result from its termination
+// message: its outputs and the artifacts it stored. A Result that says
+// the launcher failed is the step's failure: for good when the step wrote
+// bad outputs, retried when the store could not be reached.
+func (r *stepRun) launchedOutputs(msg, pod string, res activities.KubeStepResult) (activities.KubeStepResult, error) {
+	lr, err := launch.ParseResult(msg)
+	if err != nil {
+		return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s (pod %s)", err, pod), activities.ErrTypeBadOutputs, nil, res)
+	}
+	if lr.Error != "" {
+		return res, r.launcherFailure(lr, res)
+	}
+	if len(lr.Outputs) > 0 {
+		outputs, err := framework.ParseOutputs(string(lr.Outputs))
+		if err != nil {
+			return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s (pod %s)", err, pod), activities.ErrTypeBadOutputs, nil, res)
+		}
+		res.Outputs = outputs
+	}
+	stored := map[string]launch.Stored{}
+	for _, a := range lr.Artifacts {
+		stored[a.Name] = a
+	}
+	for _, out := range r.req.Outputs {
+		a, ok := stored[out.Name]
+		if !ok {
+			return res, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("the launcher did not report the output artifact %q (pod %s)", out.Name, pod), activities.ErrTypeBadOutputs, nil, res)
+		}
+		res.Artifacts = append(res.Artifacts, runstate.Artifact{
+			ID:   runstate.ArtifactID(r.req.Project, r.req.RunID, r.req.Step, r.req.Item, out.Name),
+			Name: out.Name, Type: string(out.ArtifactType()),
+			Digest: a.Digest, Size: a.Size, Files: a.Files,
+			Producer: runstate.ArtifactProducer{Run: r.req.RunID, Step: r.req.Step, Item: r.req.Item, Attempt: r.req.Attempt},
+			Register: out.Register,
+		})
+	}
+	return res, nil
+}
+
+// launcherFailure is the error of a Result whose launcher failed.
+func (r *stepRun) launcherFailure(lr launch.Result, res activities.KubeStepResult) error {
+	if lr.Kind == launch.ErrOutputs || lr.Kind == launch.ErrSetup {
+		return temporal.NewNonRetryableApplicationError(lr.Error, activities.ErrTypeBadOutputs, nil, res)
+	}
+	return framework.StepFailed("moving the step's artifacts failed: "+lr.Error, res)
+}

@@ -1,0 +1,264 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"gocloud.dev/blob"
+
+	"github.com/atelier-ml/atelier/internal/catalog"
+	"github.com/atelier-ml/atelier/internal/platform/artifactstore"
+	"github.com/atelier-ml/atelier/internal/platform/launch"
+	"github.com/atelier-ml/atelier/internal/platform/launch/grant"
+)
+
+// LauncherBytes is what the gateway does with artifact bytes for the
+// launchers of Kubernetes steps (artifactstore.Store).
+type LauncherBytes interface {
+	ReadManifest(ctx context.Context, project, digest string) (artifactstore.Manifest, error)
+	Reader(ctx context.Context, project, digest string) (*blob.Reader, error)
+	SignedURL(ctx context.Context, project, digest string, expiry time.Duration) (string, error)
+	SignedPutURL(ctx context.Context, project, digest string, size int64, contentType string, expiry time.Duration) (artifactstore.SignedPut, error)
+	PutVerified(ctx context.Context, project, digest string, size int64, r io.Reader, contentType string) error
+	Fresh(ctx context.Context, project, digest string) (bool, error)
+}
+
+var _ LauncherBytes = (*artifactstore.Store)(nil)
+
+// WithLauncher serves the launchers of Kubernetes steps (package launch):
+// it opens their grants with box and signs URLs to b's objects (or moves
+// the bytes itself when b cannot sign). Without it those routes answer
+// 503 and Kubernetes steps with artifacts fail saying so.
+func WithLauncher(box grant.Box, b LauncherBytes) Option {
+	return func(s *server) { s.launchBox, s.launchBytes = box, b }
+}
+
+// launcherURLExpiry is how long a signed URL works: a transfer must start
+// within it (a started one runs to its end).
+const launcherURLExpiry = 15 * time.Minute
+
+// launcherRoutes registers the launcher's routes. They are authenticated
+// by a grant, not a token (launcherGrant), and stream their bodies.
+func (s *server) launcherRoutes(e *echo.Echo) {
+	s.routes["POST "+launch.SignPath] = route{launcher: true}
+	s.routes["GET "+launch.ObjectsPath+":digest"] = route{launcher: true}
+	s.routes["PUT "+launch.ObjectsPath+":digest"] = route{launcher: true}
+	e.POST(launch.SignPath, s.launcherSign)
+	e.GET(launch.ObjectsPath+":digest", s.launcherGet)
+	e.PUT(launch.ObjectsPath+":digest", s.launcherPut)
+}
+
+// launcherGrant opens the request's grant and checks its run is still
+// open: a grant dies with its run.
+func (s *server) launcherGrant(c echo.Context) (grant.Grant, error) {
+	if s.launchBox == nil || s.launchBytes == nil {
+		return grant.Grant{}, newProblem(ptUnavailable, "this gateway does not serve step launchers: it needs the secrets key (ATELIER_SECRETS_KEY_URL) and the artifact store (ATELIER_ARTIFACTS_URL)")
+	}
+	h := c.Request().Header.Get(echo.HeaderAuthorization)
+	token, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok || token == "" {
+		return grant.Grant{}, newProblem(ptUnauthenticated, "a launcher sends its attempt's grant as a Bearer token")
+	}
+	ctx := c.Request().Context()
+	g, err := grant.Open(ctx, s.launchBox, strings.TrimSpace(token), s.now())
+	if err != nil {
+		return grant.Grant{}, newProblem(ptUnauthenticated, "%v", err)
+	}
+	run, err := s.cat.GetRun(ctx, g.Project, g.Run)
+	switch {
+	case errors.Is(err, catalog.ErrNotFound):
+		return grant.Grant{}, newProblem(ptUnauthenticated, "the grant's run %s is gone", g.Run)
+	case err != nil:
+		return grant.Grant{}, internalError(err)
+	case run.State.Terminal():
+		return grant.Grant{}, newProblem(ptUnauthenticated, "the grant's run %s has ended (%s)", g.Run, run.State)
+	}
+	return g, nil
+}
+
+// launcherSign answers a launch.SignRequest.
+func (s *server) launcherSign(c echo.Context) error {
+	g, err := s.launcherGrant(c)
+	if err != nil {
+		return err
+	}
+	var req launch.SignRequest
+	dec := json.NewDecoder(io.LimitReader(c.Request().Body, s.bodyLimit))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return newProblem(ptMalformed, "the sign request is not JSON: %v", err)
+	}
+	if n := len(req.Get) + len(req.Put); n == 0 || n > launch.MaxSign {
+		return newProblem(ptInvalid, "a sign request names 1 to %d objects, not %d", launch.MaxSign, n)
+	}
+	ctx := c.Request().Context()
+	var res launch.SignResponse
+	for i, d := range req.Get {
+		if !launch.ValidDigest(d) {
+			return newProblem(ptInvalid, "get[%d]: %q is not a sha256 digest", i, d)
+		}
+		if err := s.launcherReads(ctx, g, d); err != nil {
+			return err
+		}
+		t := launch.Target{Method: http.MethodGet, URL: launch.ObjectsPath + d, Grant: true}
+		switch u, err := s.launchBytes.SignedURL(ctx, g.Project, d, launcherURLExpiry); {
+		case err == nil:
+			t = launch.Target{Method: http.MethodGet, URL: u}
+		case !errors.Is(err, artifactstore.ErrCannotSign):
+			return internalError(fmt.Errorf("sign a URL for %s: %w", d, err))
+		}
+		res.Get = append(res.Get, t)
+	}
+	for i, p := range req.Put {
+		if !launch.ValidDigest(p.Digest) || p.Size < 0 || (p.ContentType != artifactstore.ManifestContentType && p.ContentType != "application/octet-stream") {
+			return newProblem(ptInvalid, "put[%d]: a sha256 digest, a size and the content type of a file or a manifest, please", i)
+		}
+		fresh, err := s.launchBytes.Fresh(ctx, g.Project, p.Digest)
+		if err != nil {
+			return internalError(err)
+		}
+		if fresh {
+			res.Put = append(res.Put, launch.Target{Stored: true})
+			continue
+		}
+		t := launch.Target{Method: http.MethodPut, URL: launch.ObjectsPath + p.Digest, Grant: true,
+			Header: map[string]string{"Content-Type": p.ContentType}}
+		switch sp, err := s.launchBytes.SignedPutURL(ctx, g.Project, p.Digest, p.Size, p.ContentType, launcherURLExpiry); {
+		case err == nil:
+			t = launch.Target{Method: http.MethodPut, URL: sp.URL, Header: sp.Header}
+		case !errors.Is(err, artifactstore.ErrCannotSign):
+			return internalError(fmt.Errorf("sign an upload for %s: %w", p.Digest, err))
+		}
+		res.Put = append(res.Put, t)
+	}
+	return c.JSON(http.StatusOK, res)
+}
+
+// launcherReads checks that the grant reads digest: one of its inputs, or
+// a file of an input directory. Anything else is 404, as for bytes that
+// do not exist.
+func (s *server) launcherReads(ctx context.Context, g grant.Grant, digest string) error {
+	if g.Reads(digest) {
+		return nil
+	}
+	for _, in := range g.Inputs {
+		if in.Files == 0 {
+			continue
+		}
+		files, err := s.manifestFiles(ctx, g.Project, in.Digest)
+		if err != nil {
+			return err
+		}
+		if files[digest] {
+			return nil
+		}
+	}
+	return notFound("%s is not among the attempt's input artifacts", digest)
+}
+
+// manifestFiles is the set of file digests of a stored directory, cached:
+// a launcher asks for each file of a directory input in turn.
+func (s *server) manifestFiles(ctx context.Context, project, digest string) (map[string]bool, error) {
+	key := project + "/" + digest
+	s.manifests.mu.Lock()
+	files, ok := s.manifests.m[key]
+	s.manifests.mu.Unlock()
+	if ok {
+		return files, nil
+	}
+	m, err := s.launchBytes.ReadManifest(ctx, project, digest)
+	if errors.Is(err, artifactstore.ErrNotFound) {
+		return nil, notFound("input artifact %s is no longer in the artifact store", digest)
+	}
+	if err != nil {
+		return nil, internalError(err)
+	}
+	files = make(map[string]bool, len(m.Files))
+	for _, f := range m.Files {
+		files[f.Digest] = true
+	}
+	s.manifests.mu.Lock()
+	defer s.manifests.mu.Unlock()
+	if s.manifests.m == nil || len(s.manifests.m) >= maxCachedManifests {
+		s.manifests.m = map[string]map[string]bool{} // content-addressed: dropping is only a re-read
+	}
+	s.manifests.m[key] = files
+	return files, nil
+}
+
+// maxCachedManifests bounds the manifests the gateway keeps (each up to
+// its directory's file count of digests).
+const maxCachedManifests = 16
+
+// manifestCache holds manifestFiles' sets.
+type manifestCache struct {
+	mu sync.Mutex
+	m  map[string]map[string]bool
+}
+
+// launcherGet streams an object to a launcher (a store that cannot sign).
+func (s *server) launcherGet(c echo.Context) error {
+	g, err := s.launcherGrant(c)
+	if err != nil {
+		return err
+	}
+	d := c.Param("digest")
+	if !launch.ValidDigest(d) {
+		return notFound("%q is not a sha256 digest", d)
+	}
+	ctx := c.Request().Context()
+	if err := s.launcherReads(ctx, g, d); err != nil {
+		return err
+	}
+	r, err := s.launchBytes.Reader(ctx, g.Project, d)
+	if errors.Is(err, artifactstore.ErrNotFound) {
+		return notFound("%s is no longer in the artifact store", d)
+	}
+	if err != nil {
+		return internalError(err)
+	}
+	defer r.Close()
+	w := c.Response()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(r.Size(), 10))
+	w.WriteHeader(http.StatusOK)
+	_, err = io.Copy(w, r)
+	return err
+}
+
+// launcherPut stores an object a launcher sends (a store that cannot
+// sign), streaming: the bytes are checked against the digest as they go
+// and nothing is stored when they do not match.
+func (s *server) launcherPut(c echo.Context) error {
+	g, err := s.launcherGrant(c)
+	if err != nil {
+		return err
+	}
+	d := c.Param("digest")
+	req := c.Request()
+	ct := req.Header.Get("Content-Type")
+	switch {
+	case !launch.ValidDigest(d):
+		return newProblem(ptInvalid, "%q is not a sha256 digest", d)
+	case req.ContentLength < 0:
+		return newProblem(ptInvalid, "an upload needs a Content-Length")
+	case ct != artifactstore.ManifestContentType && ct != "application/octet-stream":
+		return newProblem(ptUnsupportedMedia, "an upload is a file (application/octet-stream) or a manifest (%s)", artifactstore.ManifestContentType)
+	}
+	if err := s.launchBytes.PutVerified(req.Context(), g.Project, d, req.ContentLength, req.Body, ct); err != nil {
+		if req.Context().Err() != nil {
+			return newProblem(ptMalformed, "the upload was cut short")
+		}
+		return newProblem(ptInvalid, "%s was not stored: %v", d, err)
+	}
+	return c.NoContent(http.StatusNoContent)
+}

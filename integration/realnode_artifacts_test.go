@@ -1,0 +1,106 @@
+package integration
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atelier-ml/atelier/api/gen"
+	"github.com/atelier-ml/atelier/internal/stack/kubetest"
+)
+
+// Container steps on a real node read and write artifacts through the
+// launcher: an init container copies it from its image into the pod, it
+// downloads the inputs and uploads the outputs through the gateway with
+// the attempt's grant (the pod never holds the store's credentials), and
+// the step's code sees neither the grant nor the launcher's spec. A
+// dataset directory goes from one Job to the next, a model file comes out,
+// the lineage is recorded and the bytes come back through REST. A step
+// that does not write its declared output fails naming it, unretried.
+func TestArtifactsOnARealNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the Kubernetes control plane and a real node")
+	}
+	// The node's pods reach the gateway at the node's address (the host).
+	e := newKubeEnv(t, outputsScript, true, stackOptions{listenAddr: "0.0.0.0:0"})
+	e.kc.RealNode(t)
+
+	e.createPipeline("real-artifacts", realNodePod()+fmt.Sprintf(`
+steps:
+  - name: prepare
+    placement: {cluster: %[1]s}
+    container:
+      image: %[2]s
+      command: ["sh", "-c"]
+      args: ['mkdir -p "$ATELIER_ARTIFACTS/data/train" && printf "1,2\n" > "$ATELIER_ARTIFACTS/data/train/a.csv" && printf "3,4\n" > "$ATELIER_ARTIFACTS/data/b.csv" && echo "{\"rows\": 2}" > "$ATELIER_OUTPUTS"']
+      artifacts:
+        outputs: [{name: data, type: dataset}]
+  - name: train
+    placement: {cluster: %[1]s}
+    container:
+      image: %[2]s
+      command: ["sh", "-c"]
+      args: ['echo "grant=${ATELIER_LAUNCH_GRANT:-none} spec=${ATELIER_LAUNCH:-none} inputs=$ATELIER_INPUTS"; cat "$ATELIER_INPUTS/data/train/a.csv" "$ATELIER_INPUTS/data/b.csv" > "$ATELIER_ARTIFACTS/model.bin" && echo "{\"trained\": true}" > "$ATELIER_OUTPUTS"']
+      artifacts:
+        inputs: [{name: data, from: prepare.data}]
+        outputs: [{name: model, path: model.bin, type: model}]
+`, e.cluster, kubetest.StepImage))
+	start := time.Now()
+	id := e.start("real-artifacts", nil)
+	r := e.waitTerminal(id, 3*time.Minute)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
+	t.Logf("two Job steps passing artifacts on the real node, end to end: %s", time.Since(start).Round(time.Millisecond))
+
+	prepare, train := stepByName(r, "prepare"), stepByName(r, "train")
+	assert.Equal(t, map[string]any{"rows": 2.0}, prepare.Outputs, "the step's own outputs come back beside its artifacts")
+	assert.Equal(t, map[string]any{"trained": true}, train.Outputs)
+	require.Len(t, val(prepare.Artifacts), 1)
+	dataset := val(prepare.Artifacts)[0]
+	assert.Equal(t, "dataset", dataset.Type)
+	assert.Equal(t, 2, val(dataset.Files))
+	require.Len(t, val(train.Artifacts), 1)
+	model := val(train.Artifacts)[0]
+	sum := sha256.Sum256([]byte("1,2\n3,4\n"))
+	assert.Equal(t, "sha256:"+hex.EncodeToString(sum[:]), model.Digest, "content-addressed: the digest of the bytes the step wrote")
+	require.Len(t, val(train.Inputs), 1)
+	assert.Equal(t, dataset.Id, val(train.Inputs)[0].Id)
+
+	log := e.stepLog(id, "train", nil)
+	assert.Contains(t, log, "\ngrant=none spec=none inputs=/atelier/inputs\n", "the step's code sees its inputs, not the launcher's grant or spec")
+	assert.Contains(t, log, "atelier-launcher: placed 1 input artifacts in ", "the launcher says what it moved, in the step's log")
+	assert.Contains(t, log, "atelier-launcher: stored 1 output artifacts in ")
+	assert.Equal(t, "1,2\n3,4\n", e.download(model.Id, "", false), "the model's bytes, through REST")
+	assert.Equal(t, "1,2\n", e.download(dataset.Id, "train/a.csv", false))
+
+	var ra gen.RunArtifacts
+	require.Eventually(t, func() bool {
+		code, body := e.raw("GET", e.path("/runs/%s/artifacts", id), nil)
+		return code == 200 && json.Unmarshal(body, &ra) == nil && len(ra.Produced) == 2 && len(ra.Consumed) == 1
+	}, 10*time.Second, 100*time.Millisecond, "lineage of run %s: %+v", id, ra)
+
+	t.Run("missing output", func(t *testing.T) {
+		e.createPipeline("real-artifacts-missing", realNodePod()+fmt.Sprintf(`
+steps:
+  - name: forgetful
+    placement: {cluster: %[1]s}
+    retries: {limit: 2}
+    container:
+      image: %[2]s
+      command: ["sh", "-c", "echo done"]
+      artifacts:
+        outputs: [{name: model}]
+`, e.cluster, kubetest.StepImage))
+		id := e.start("real-artifacts-missing", nil)
+		r := e.waitTerminal(id, 2*time.Minute)
+		require.Equal(t, gen.RunStateFAILED, r.State)
+		st := stepByName(r, "forgetful")
+		assert.Contains(t, val(st.Error), `the step did not write its output artifact "model"`)
+		assert.Len(t, val(st.Attempts), 1, "the same code cannot write it on a retry")
+	})
+}
