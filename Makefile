@@ -20,8 +20,9 @@ TEST_TIMEOUT ?= 60m
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
-build: ## build bin/atelier
+build: ## build bin/atelier and bin/atelier-launcher (static: it runs in any step image)
 	$(GO) build -o bin/atelier ./cmd/atelier
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w" -o bin/atelier-launcher ./cmd/atelier-launcher
 
 dev: ## run Atelier locally: Temporal dev server + UI, Postgres, gateway, worker
 	$(GO) run ./cmd/atelier dev

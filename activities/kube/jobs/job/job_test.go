@@ -23,6 +23,7 @@ import (
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/kube/framework"
 	"github.com/atelier-ml/atelier/activities/kube/jobs/job"
+	"github.com/atelier-ml/atelier/internal/platform/launch"
 )
 
 func step(c *pipeline.Container, timeout time.Duration) framework.Step {
@@ -279,5 +280,61 @@ func TestBuildSecretFiles(t *testing.T) {
 	}
 	if _, ok := env[""]; ok {
 		t.Error("a file reference made an env var without a name")
+	}
+}
+
+// A step with artifacts runs under the launcher: an init container copies
+// it from its image into a shared volume, the step's command becomes the
+// launcher's, its outputs file moves into that volume (the termination
+// message is the launcher's Result), and the grant comes from the
+// attempt's Secret, never from the spec.
+func TestBuildUnderTheLauncher(t *testing.T) {
+	k := job.New(fake.NewClientset())
+	s := step(&pipeline.Container{Image: "python:3.12", Command: []string{"python", "fit.py"}, Args: []string{"--lr", "0.1"},
+		Pod: &pipeline.Pod{Patch: []byte(`{"spec": {"containers": [{"name": "step", "imagePullPolicy": "Never"}]}}`)}}, 0)
+	s.SecretName = "fit-a1-0123456789-secrets"
+	s.Launch = &framework.Launch{Image: "atelier:dev", Spec: launch.Spec{Gateway: "http://gw:8080", ResultPath: framework.OutputsPath,
+		Outputs: []launch.Output{{Name: "model", Path: "model.bin"}}}}
+	obj, err := k.Build(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := obj.(*batchv1.Job).Spec.Template.Spec
+	if len(ps.InitContainers) != 1 {
+		t.Fatalf("init containers %+v", ps.InitContainers)
+	}
+	ic := ps.InitContainers[0]
+	if ic.Image != "atelier:dev" || !cmp.Equal(ic.Command, []string{"/atelier-launcher", "install", "/atelier/bin"}) || ic.ImagePullPolicy != corev1.PullNever {
+		t.Errorf("init container %+v: copies the launcher, pulled as the step's image is", ic)
+	}
+	c := ps.Containers[0]
+	if want := []string{launch.Binary, "run", "--", "python", "fit.py", "--lr", "0.1"}; !cmp.Equal(c.Command, want) || len(c.Args) != 0 {
+		t.Errorf("command %q args %q, want %q", c.Command, c.Args, want)
+	}
+	env := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		if _, dup := env[e.Name]; dup {
+			t.Errorf("%s twice", e.Name)
+		}
+		env[e.Name] = e
+	}
+	if env["ATELIER_OUTPUTS"].Value != launch.OutputsFile {
+		t.Errorf("ATELIER_OUTPUTS %q", env["ATELIER_OUTPUTS"].Value)
+	}
+	if !strings.Contains(env[launch.SpecEnv].Value, `"gateway":"http://gw:8080"`) {
+		t.Errorf("spec %q", env[launch.SpecEnv].Value)
+	}
+	g := env[launch.GrantEnv]
+	if g.Value != "" || g.ValueFrom == nil || g.ValueFrom.SecretKeyRef.Name != s.SecretName || g.ValueFrom.SecretKeyRef.Key != launch.GrantKey {
+		t.Errorf("grant %+v: from the attempt's Secret", g)
+	}
+	if len(ps.Volumes) != 1 || ps.Volumes[0].EmptyDir == nil || len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != launch.Dir {
+		t.Errorf("volumes %+v mounts %+v", ps.Volumes, c.VolumeMounts)
+	}
+
+	s = step(&pipeline.Container{Image: "python:3.12"}, 0)
+	s.SecretName, s.Launch = "x", &framework.Launch{Image: "atelier:dev"}
+	if _, err := k.Build(s); err == nil || !strings.Contains(err.Error(), "needs a command") {
+		t.Errorf("no command: %v", err)
 	}
 }
