@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"gocloud.dev/blob"
+	"golang.org/x/sync/semaphore"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/platform/artifactstore"
@@ -28,7 +31,7 @@ type LauncherBytes interface {
 	Reader(ctx context.Context, project, digest string) (*blob.Reader, error)
 	SignedURL(ctx context.Context, project, digest string, expiry time.Duration) (string, error)
 	SignedPutURL(ctx context.Context, project, digest string, size int64, contentType string, expiry time.Duration) (artifactstore.SignedPut, error)
-	PutVerified(ctx context.Context, project, digest string, size int64, r io.Reader, contentType string) error
+	PutVerified(ctx context.Context, project, digest string, size int64, r io.Reader, contentType string, mem *semaphore.Weighted) error
 	Fresh(ctx context.Context, project, digest string) (bool, error)
 }
 
@@ -41,6 +44,20 @@ var _ LauncherBytes = (*artifactstore.Store)(nil)
 func WithLauncher(box grant.Box, b LauncherBytes) Option {
 	return func(s *server) { s.launchBox, s.launchBytes = box, b }
 }
+
+// maxSignedPut is the largest object a signed URL uploads: S3 takes at
+// most 5 GiB in one PUT. Larger ones go through the gateway, which
+// uploads them in parts.
+const maxSignedPut = 5 << 30
+
+// maxLauncherObject is the largest object a launcher may store (S3's
+// limit on an object).
+const maxLauncherObject = 5 << 40
+
+// launcherUploadBudget bounds the memory of the uploads the gateway runs
+// for launchers at once (each holds up to ~32 MiB of part buffers, see
+// artifactstore): more wait for their turn.
+const launcherUploadBudget = 128 << 20
 
 // launcherURLExpiry is how long a signed URL works: a transfer must start
 // within it (a started one runs to its end).
@@ -60,18 +77,19 @@ func (s *server) launcherRoutes(e *echo.Echo) {
 // launcherGrant opens the request's grant and checks its run is still
 // open: a grant dies with its run.
 func (s *server) launcherGrant(c echo.Context) (grant.Grant, error) {
-	if s.launchBox == nil || s.launchBytes == nil {
-		return grant.Grant{}, newProblem(ptUnavailable, "this gateway does not serve step launchers: it needs the secrets key (ATELIER_SECRETS_KEY_URL) and the artifact store (ATELIER_ARTIFACTS_URL)")
-	}
 	h := c.Request().Header.Get(echo.HeaderAuthorization)
 	token, ok := strings.CutPrefix(h, "Bearer ")
 	if !ok || token == "" {
-		return grant.Grant{}, newProblem(ptUnauthenticated, "a launcher sends its attempt's grant as a Bearer token")
+		return grant.Grant{}, newProblem(ptUnauthenticated, "a launcher sends its attempt's grant as a Bearer token").
+			withHeader("WWW-Authenticate", `Bearer realm="atelier-launcher"`)
+	}
+	if s.launchBox == nil || s.launchBytes == nil {
+		return grant.Grant{}, newProblem(ptUnavailable, "this gateway does not serve step launchers: it needs the secrets key (ATELIER_SECRETS_KEY_URL) and the artifact store (ATELIER_ARTIFACTS_URL)")
 	}
 	ctx := c.Request().Context()
-	g, err := grant.Open(ctx, s.launchBox, strings.TrimSpace(token), s.now())
+	g, err := s.grants.open(ctx, s.launchBox, strings.TrimSpace(token), s.now())
 	if err != nil {
-		return grant.Grant{}, newProblem(ptUnauthenticated, "%v", err)
+		return grant.Grant{}, newProblem(ptUnauthenticated, "not a valid launcher grant, or it expired")
 	}
 	run, err := s.cat.GetRun(ctx, g.Project, g.Run)
 	switch {
@@ -82,6 +100,38 @@ func (s *server) launcherGrant(c echo.Context) (grant.Grant, error) {
 	case run.State.Terminal():
 		return grant.Grant{}, newProblem(ptUnauthenticated, "the grant's run %s has ended (%s)", g.Run, run.State)
 	}
+	return g, nil
+}
+
+// grantCache keeps opened grants by their token's hash until they
+// expire: a launcher asks once per object, and opening may cost a KMS
+// call. Refusals are not cached.
+type grantCache struct {
+	mu sync.Mutex
+	m  map[[32]byte]grant.Grant
+}
+
+// maxCachedGrants bounds grantCache (a grant is a few hundred bytes).
+const maxCachedGrants = 4096
+
+func (c *grantCache) open(ctx context.Context, box grant.Box, token string, now time.Time) (grant.Grant, error) {
+	h := sha256.Sum256([]byte(token))
+	c.mu.Lock()
+	g, ok := c.m[h]
+	c.mu.Unlock()
+	if ok && now.Before(g.Expires) {
+		return g, nil
+	}
+	g, err := grant.Open(ctx, box, token, now)
+	if err != nil {
+		return grant.Grant{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxCachedGrants {
+		c.m = map[[32]byte]grant.Grant{}
+	}
+	c.m[h] = g
 	return g, nil
 }
 
@@ -119,8 +169,8 @@ func (s *server) launcherSign(c echo.Context) error {
 		res.Get = append(res.Get, t)
 	}
 	for i, p := range req.Put {
-		if !launch.ValidDigest(p.Digest) || p.Size < 0 || (p.ContentType != artifactstore.ManifestContentType && p.ContentType != "application/octet-stream") {
-			return newProblem(ptInvalid, "put[%d]: a sha256 digest, a size and the content type of a file or a manifest, please", i)
+		if !launch.ValidDigest(p.Digest) || p.Size < 0 || p.Size > maxLauncherObject || (p.ContentType != artifactstore.ManifestContentType && p.ContentType != "application/octet-stream") {
+			return newProblem(ptInvalid, "put[%d]: a sha256 digest, a size of at most 5 TiB and the content type of a file or a manifest, please", i)
 		}
 		fresh, err := s.launchBytes.Fresh(ctx, g.Project, p.Digest)
 		if err != nil {
@@ -132,6 +182,10 @@ func (s *server) launcherSign(c echo.Context) error {
 		}
 		t := launch.Target{Method: http.MethodPut, URL: launch.ObjectsPath + p.Digest, Grant: true,
 			Header: map[string]string{"Content-Type": p.ContentType}}
+		if p.Size > maxSignedPut {
+			res.Put = append(res.Put, t)
+			continue
+		}
 		switch sp, err := s.launchBytes.SignedPutURL(ctx, g.Project, p.Digest, p.Size, p.ContentType, launcherURLExpiry); {
 		case err == nil:
 			t = launch.Target{Method: http.MethodPut, URL: sp.URL, Header: sp.Header}
@@ -175,24 +229,32 @@ func (s *server) manifestFiles(ctx context.Context, project, digest string) (map
 	if ok {
 		return files, nil
 	}
-	m, err := s.launchBytes.ReadManifest(ctx, project, digest)
+	// One read per manifest however many of a launcher's parallel
+	// requests ask at once.
+	v, err, _ := s.manifests.reads.Do(key, func() (any, error) {
+		m, err := s.launchBytes.ReadManifest(context.WithoutCancel(ctx), project, digest)
+		if err != nil {
+			return nil, err
+		}
+		files := make(map[string]bool, len(m.Files))
+		for _, f := range m.Files {
+			files[f.Digest] = true
+		}
+		s.manifests.mu.Lock()
+		defer s.manifests.mu.Unlock()
+		if s.manifests.m == nil || len(s.manifests.m) >= maxCachedManifests {
+			s.manifests.m = map[string]map[string]bool{} // content-addressed: dropping is only a re-read
+		}
+		s.manifests.m[key] = files
+		return files, nil
+	})
 	if errors.Is(err, artifactstore.ErrNotFound) {
 		return nil, notFound("input artifact %s is no longer in the artifact store", digest)
 	}
 	if err != nil {
 		return nil, internalError(err)
 	}
-	files = make(map[string]bool, len(m.Files))
-	for _, f := range m.Files {
-		files[f.Digest] = true
-	}
-	s.manifests.mu.Lock()
-	defer s.manifests.mu.Unlock()
-	if s.manifests.m == nil || len(s.manifests.m) >= maxCachedManifests {
-		s.manifests.m = map[string]map[string]bool{} // content-addressed: dropping is only a re-read
-	}
-	s.manifests.m[key] = files
-	return files, nil
+	return v.(map[string]bool), nil
 }
 
 // maxCachedManifests bounds the manifests the gateway keeps (each up to
@@ -201,8 +263,9 @@ const maxCachedManifests = 16
 
 // manifestCache holds manifestFiles' sets.
 type manifestCache struct {
-	mu sync.Mutex
-	m  map[string]map[string]bool
+	mu    sync.Mutex
+	m     map[string]map[string]bool
+	reads singleflight.Group
 }
 
 // launcherGet streams an object to a launcher (a store that cannot sign).
@@ -249,16 +312,19 @@ func (s *server) launcherPut(c echo.Context) error {
 	switch {
 	case !launch.ValidDigest(d):
 		return newProblem(ptInvalid, "%q is not a sha256 digest", d)
-	case req.ContentLength < 0:
-		return newProblem(ptInvalid, "an upload needs a Content-Length")
+	case req.ContentLength < 0 || req.ContentLength > maxLauncherObject:
+		return newProblem(ptInvalid, "an upload needs a Content-Length of at most 5 TiB")
 	case ct != artifactstore.ManifestContentType && ct != "application/octet-stream":
 		return newProblem(ptUnsupportedMedia, "an upload is a file (application/octet-stream) or a manifest (%s)", artifactstore.ManifestContentType)
 	}
-	if err := s.launchBytes.PutVerified(req.Context(), g.Project, d, req.ContentLength, req.Body, ct); err != nil {
-		if req.Context().Err() != nil {
+	if err := s.launchBytes.PutVerified(req.Context(), g.Project, d, req.ContentLength, req.Body, ct, s.launchUploads); err != nil {
+		switch {
+		case req.Context().Err() != nil:
 			return newProblem(ptMalformed, "the upload was cut short")
+		case errors.Is(err, artifactstore.ErrMismatch):
+			return newProblem(ptInvalid, "%s was not stored: %v", d, err)
 		}
-		return newProblem(ptInvalid, "%s was not stored: %v", d, err)
+		return internalError(fmt.Errorf("store %s for a launcher: %w", d, err))
 	}
 	return c.NoContent(http.StatusNoContent)
 }

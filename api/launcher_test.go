@@ -2,8 +2,8 @@ package api
 
 import (
 	"context"
-	"encoding/base64"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -193,7 +193,7 @@ func TestLauncherRoutesRefuse(t *testing.T) {
 // Without a secrets key or a store, the routes say what the gateway lacks.
 func TestLauncherRoutesOff(t *testing.T) {
 	h := newHarness(t)
-	p := wantProblem(t, h.do(http.MethodPost, launch.SignPath, "", launch.SignRequest{Get: []string{tree.DigestOf(make([]byte, 32))}}), http.StatusServiceUnavailable, "unavailable")
+	p := wantProblem(t, h.do(http.MethodPost, launch.SignPath, "", launch.SignRequest{Get: []string{tree.DigestOf(make([]byte, 32))}}, "Authorization", "Bearer x"), http.StatusServiceUnavailable, "unavailable")
 	assert.Contains(t, derefOr(p.Detail, ""), "ATELIER_SECRETS_KEY_URL")
 }
 

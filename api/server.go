@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
@@ -51,12 +52,16 @@ type server struct {
 	launchBox   grant.Box
 	launchBytes LauncherBytes
 	manifests   manifestCache
-	cat         Catalog
-	eng         Engine
-	log         *zap.Logger
-	now         func() time.Time
-	newID       func() string
-	conv        Converger
+	grants      grantCache
+	// launchUploads bounds the memory of launchers' uploads through the
+	// gateway.
+	launchUploads *semaphore.Weighted
+	cat           Catalog
+	eng           Engine
+	log           *zap.Logger
+	now           func() time.Time
+	newID         func() string
+	conv          Converger
 	// endpoints serves inference endpoints (nil: their routes answer 503).
 	endpoints Endpoints
 	schedules Schedules
@@ -186,6 +191,7 @@ func New(cat Catalog, eng Engine, opts ...Option) (*echo.Echo, error) {
 	for _, o := range opts {
 		o(s)
 	}
+	s.launchUploads = semaphore.NewWeighted(launcherUploadBudget)
 	s.tokens = newTokenCache(s.tokenTTL, maxCachedTokens)
 	s.versions = newVersionCache(maxCachedVersions)
 	if s.bodyLimit <= 0 || s.pollInterval <= 0 || s.keepAlive <= 0 || s.queryTimeout <= 0 || s.logPage <= 0 || s.streamLimit <= 0 {

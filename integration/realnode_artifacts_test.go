@@ -19,7 +19,8 @@ import (
 // launcher: an init container copies it from its image into the pod, it
 // downloads the inputs and uploads the outputs through the gateway with
 // the attempt's grant (the pod never holds the store's credentials), and
-// the step's code sees neither the grant nor the launcher's spec. A
+// the step's code sees neither the grant nor the launcher's spec, and its
+// metrics reach the run's status. A
 // dataset directory goes from one Job to the next, a model file comes out,
 // the lineage is recorded and the bytes come back through REST. A step
 // that does not write its declared output fails naming it, unretried.
@@ -46,7 +47,7 @@ steps:
     container:
       image: %[2]s
       command: ["sh", "-c"]
-      args: ['echo "grant=${ATELIER_LAUNCH_GRANT:-none} spec=${ATELIER_LAUNCH:-none} inputs=$ATELIER_INPUTS"; cat "$ATELIER_INPUTS/data/train/a.csv" "$ATELIER_INPUTS/data/b.csv" > "$ATELIER_ARTIFACTS/model.bin" && echo "{\"trained\": true}" > "$ATELIER_OUTPUTS"']
+      args: ['echo "grant=${ATELIER_LAUNCH_GRANT:-none} spec=${ATELIER_LAUNCH:-none} inputs=$ATELIER_INPUTS"; cat "$ATELIER_INPUTS/data/train/a.csv" "$ATELIER_INPUTS/data/b.csv" > "$ATELIER_ARTIFACTS/model.bin" && echo "{\"trained\": true}" > "$ATELIER_OUTPUTS" && echo "{\"accuracy\": 0.91, \"loss\": [0.7, 0.4, 0.2]}" > "$ATELIER_METRICS"']
       artifacts:
         inputs: [{name: data, from: prepare.data}]
         outputs: [{name: model, path: model.bin, type: model}]
@@ -68,6 +69,9 @@ steps:
 	model := val(train.Artifacts)[0]
 	sum := sha256.Sum256([]byte("1,2\n3,4\n"))
 	assert.Equal(t, "sha256:"+hex.EncodeToString(sum[:]), model.Digest, "content-addressed: the digest of the bytes the step wrote")
+	require.NotNil(t, train.Metrics, "the metrics the step wrote, stored by the launcher and read by the worker")
+	assert.Equal(t, map[string]float64{"accuracy": 0.91}, val(train.Metrics.Scalars))
+	assert.Equal(t, map[string][]float64{"loss": {0.7, 0.4, 0.2}}, val(train.Metrics.Series))
 	require.Len(t, val(train.Inputs), 1)
 	assert.Equal(t, dataset.Id, val(train.Inputs)[0].Id)
 

@@ -254,7 +254,7 @@ func provideServing(clients kube.Clients, cfg config.Config, st *store.Store, l 
 // the cleanup stops their informers. Attempt logs go to the catalogue, as
 // the local runtime's do. The operator's pod defaults (--pod-defaults)
 // are read and checked here: a bad file stops the worker, naming it.
-func provideKubeBackend(clients kube.Clients, v *vault.Vault, box *secretbox.Box, st *store.Store, cfg config.Config, l *zap.Logger) (*kube.Backend, func(), error) {
+func provideKubeBackend(clients kube.Clients, v *vault.Vault, box *secretbox.Box, arts *artifactstore.Store, st *store.Store, cfg config.Config, l *zap.Logger) (*kube.Backend, func(), error) {
 	policy := framework.PodPolicy{ServiceAccounts: cfg.PodServiceAccounts}
 	if cfg.PodDefaults != "" {
 		b, err := os.ReadFile(cfg.PodDefaults)
@@ -275,6 +275,9 @@ func provideKubeBackend(clients kube.Clients, v *vault.Vault, box *secretbox.Box
 		launcher.Box = box
 	}
 	opts = append(opts, kube.WithLauncher(launcher))
+	if arts != nil {
+		opts = append(opts, kube.WithArtifactReader(arts))
+	}
 	b := kube.New(clients, cfg.Cluster, opts...)
 	return b, b.Close, nil
 }

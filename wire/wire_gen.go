@@ -243,8 +243,18 @@ func InitClusterWorker(ctx context.Context, cfg config.Config, m *telemetry.Metr
 		cleanup()
 		return nil, nil, err
 	}
-	backend, cleanup6, err := provideKubeBackend(v, vault, box, store, cfg, logger)
+	artifactstoreStore, cleanup6, err := provideArtifactStore(ctx, cfg)
 	if err != nil {
+		cleanup5()
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	backend, cleanup7, err := provideKubeBackend(v, vault, box, artifactstoreStore, store, cfg, logger)
+	if err != nil {
+		cleanup6()
 		cleanup5()
 		cleanup4()
 		cleanup3()
@@ -255,6 +265,7 @@ func InitClusterWorker(ctx context.Context, cfg config.Config, m *telemetry.Metr
 	serving := provideServing(v, cfg, store, logger)
 	clusterWorker := app.NewClusterWorker(client, cfg, v, backend, serving, store, logger)
 	return clusterWorker, func() {
+		cleanup7()
 		cleanup6()
 		cleanup5()
 		cleanup4()

@@ -61,7 +61,8 @@ type Backend struct {
 	logLimit   int64
 	logNodes   sync.Map // node name → bool: its kubelet serves logs
 	podPolicy  framework.PodPolicy
-	launcher   Launcher // how container steps reach artifacts (launch.go)
+	launcher   Launcher       // how container steps reach artifacts (launch.go)
+	artifacts  ArtifactReader // what launchers stored (nil: no store)
 
 	// Fixed in production; variables so tests need not wait on them.
 	deleteWait  time.Duration // how long cancel/timeout waits for the object to vanish

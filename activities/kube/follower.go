@@ -113,7 +113,7 @@ func (r *stepRun) follow(ctx context.Context, f *follower, container string) {
 	}
 	defer stream.Close()
 
-	red := r.redactor()
+	red := r.lineRedactor()
 	var (
 		pos     int64  // bytes of the redacted log produced so far
 		raw     int64  // bytes read from the container's log

@@ -3,9 +3,11 @@ package kube
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
+	"gocloud.dev/blob"
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/kube/framework"
@@ -23,6 +25,17 @@ type Launcher struct {
 	Gateway string
 	Box     grant.Box
 }
+
+// ArtifactReader reads stored objects (artifactstore.Store): the worker
+// reads a launched step's metrics file there.
+type ArtifactReader interface {
+	Reader(ctx context.Context, project, digest string) (*blob.Reader, error)
+}
+
+// WithArtifactReader lets the worker read what launchers stored (a
+// step's metrics). Without it a launched step's metrics fail it, saying
+// the worker has no artifact store.
+func WithArtifactReader(r ArtifactReader) Option { return func(b *Backend) { b.artifacts = r } }
 
 // WithLauncher lets container steps read and write artifacts on this
 // cluster through the launcher. Without it such a step fails saying what
@@ -83,7 +96,7 @@ func (b *Backend) launch(ctx context.Context, req activities.KubeStepRequest) (*
 // message: its outputs and the artifacts it stored. A Result that says
 // the launcher failed is the step's failure: for good when the step wrote
 // bad outputs, retried when the store could not be reached.
-func (r *stepRun) launchedOutputs(msg, pod string, res activities.KubeStepResult) (activities.KubeStepResult, error) {
+func (r *stepRun) launchedOutputs(ctx context.Context, msg, pod string, res activities.KubeStepResult) (activities.KubeStepResult, error) {
 	lr, err := launch.ParseResult(msg)
 	if err != nil {
 		return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s (pod %s)", err, pod), activities.ErrTypeBadOutputs, nil, res)
@@ -116,7 +129,37 @@ func (r *stepRun) launchedOutputs(msg, pod string, res activities.KubeStepResult
 			Register: out.Register,
 		})
 	}
+	if lr.Metrics != nil {
+		m, err := r.readMetrics(ctx, lr.Metrics.Digest)
+		if err != nil {
+			return res, err
+		}
+		res.Metrics = r.redactor().Metrics(m)
+	}
 	return res, nil
+}
+
+// readMetrics reads and checks the metrics file a launcher stored. A
+// store that cannot be reached is retried; a bad file fails the step for
+// good, every problem named (redacted: names may hold a secret).
+func (r *stepRun) readMetrics(ctx context.Context, digest string) (*runstate.Metrics, error) {
+	if r.b.artifacts == nil {
+		return nil, framework.Invalid("the step wrote metrics but the worker of cluster %s has no artifact store to read them from (ATELIER_ARTIFACTS_URL)", r.b.cluster)
+	}
+	rd, err := r.b.artifacts.Reader(ctx, r.req.Project, digest)
+	if err != nil {
+		return nil, fmt.Errorf("read the step's metrics: %w", err)
+	}
+	defer rd.Close()
+	b, err := io.ReadAll(io.LimitReader(rd, runstate.MaxMetricsBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read the step's metrics: %w", err)
+	}
+	m, err := runstate.ParseMetrics(b)
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(r.redactor().String(err.Error()), activities.ErrTypeBadOutputs, nil)
+	}
+	return m, nil
 }
 
 // launcherFailure is the error of a Result whose launcher failed.

@@ -114,7 +114,7 @@ func (r *stepRun) copyLog(ctx context.Context, term framework.Termination, conta
 	if cut {
 		data = data[:b.logLimit]
 	}
-	data = r.redactor().lines(data)
+	data = r.lineRedactor().lines(data)
 	if cut {
 		data = append(data, truncatedLine...)
 	}
@@ -145,16 +145,7 @@ func (r *stepRun) logKey() activities.LogKey {
 // log stored as it is read (follower.go) and one copied whole read alike.
 type lineRedactor struct{ r *redact.Redactor }
 
-func (r *stepRun) redactor() lineRedactor {
-	if r.secret == nil || len(r.secret.Data) == 0 {
-		return lineRedactor{}
-	}
-	values := make(map[string]string, len(r.secret.Data))
-	for n, v := range r.secret.Data {
-		values[n] = string(v)
-	}
-	return lineRedactor{redact.New(values)}
-}
+func (r *stepRun) lineRedactor() lineRedactor { return lineRedactor{r.redactor()} }
 
 // lines redacts data, whole lines and a last partial one each on its own.
 func (l lineRedactor) lines(data []byte) []byte {

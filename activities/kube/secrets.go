@@ -131,7 +131,7 @@ func (r *stepRun) ownSecret(ctx context.Context, obj framework.Object) error {
 // dropSecret deletes the attempt's Secret once the attempt has ended: the
 // container read its environment when it started.
 func (r *stepRun) dropSecret(ctx context.Context) {
-	if r.secret == nil {
+	if r.secret == nil || r.leftRunning {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -143,16 +143,25 @@ func (r *stepRun) dropSecret(ctx context.Context) {
 	}
 }
 
+// redactor hides the values of the attempt's secrets (and its launcher's
+// grant); nil when it has none.
+func (r *stepRun) redactor() *redact.Redactor {
+	if r.secret == nil {
+		return nil
+	}
+	values := make(map[string]string, len(r.secret.Data))
+	for n, v := range r.secret.Data {
+		values[n] = string(v)
+	}
+	return redact.New(values)
+}
+
 // redactOutputs replaces the values of the attempt's secrets in the
 // strings of its outputs (read from the pod's termination message).
 func (r *stepRun) redactOutputs(res activities.KubeStepResult) activities.KubeStepResult {
 	if r.secret == nil {
 		return res
 	}
-	values := make(map[string]string, len(r.secret.Data))
-	for n, v := range r.secret.Data {
-		values[n] = string(v)
-	}
-	res.Outputs = redact.New(values).Outputs(res.Outputs)
+	res.Outputs = r.redactor().Outputs(res.Outputs)
 	return res
 }

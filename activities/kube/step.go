@@ -155,6 +155,10 @@ type stepRun struct {
 	kueueWhy       string // Kueue's reason, last read
 	kueueAt        time.Time
 	secret         *corev1.Secret // the attempt's secrets; nil when it has none
+	// leftRunning: this execution leaves the object running for a retry
+	// to adopt (worker stopping, backend closed, execution superseded), so
+	// the attempt's Secret stays: a pod not started yet still needs it.
+	leftRunning bool
 	// follower stores the output container's log while it runs (nil
 	// until it starts, or when it is not followed); stopFollowing ends it.
 	follower      *follower
@@ -320,6 +324,7 @@ func (r *stepRun) run(ctx context.Context, desired framework.Object) (activities
 		case <-stop:
 			return r.result(), r.stopping()
 		case <-b.informers.Done():
+			r.leftRunning = true
 			return r.result(), errBackendClosed
 		case <-ctx.Done():
 			return r.interrupted(ctx, stop, ctx.Err())
@@ -384,6 +389,11 @@ func (r *stepRun) acquire(ctx context.Context, desired framework.Object) (framew
 				zap.String("heartbeatUID", hb.UID), zap.String("uid", string(obj.GetUID())))
 		}
 		r.ns, r.name, r.key = hb.Namespace, hb.Name, hb.Namespace+"/"+hb.Name
+		// Its Secret again, if an earlier worker dropped it: a pod that has
+		// not started yet needs it (a running one read it at its start).
+		if err := r.ensureSecret(ctx); err != nil {
+			return nil, false, err
+		}
 		return obj, true, nil
 	}
 	// The Secret first: the pod must not start without it.
@@ -443,7 +453,7 @@ func (r *stepRun) succeeded(ctx context.Context, obj framework.Object, p framewo
 		res.ExitCode = int(term.ExitCode)
 		r.copyLog(ctx, term, r.kind.OutputPods(obj).Container)
 		if launches(r.req) {
-			res, err := r.launchedOutputs(term.Message, term.Pod, res)
+			res, err := r.launchedOutputs(ctx, term.Message, term.Pod, res)
 			if err == nil {
 				r.logger.Info("step succeeded", zap.Int("outputs", len(res.Outputs)), zap.Int("artifacts", len(res.Artifacts)))
 			}
@@ -455,6 +465,10 @@ func (r *stepRun) succeeded(ctx context.Context, obj framework.Object, p framewo
 				fmt.Sprintf("%s (pod %s)", err, term.Pod), activities.ErrTypeBadOutputs, nil, res)
 		}
 		res.Outputs = outputs
+	} else if launches(r.req) {
+		// Without its launcher's result a step's artifacts are unknown:
+		// succeeding would hand the next steps nothing.
+		return res, framework.StepFailed(fmt.Sprintf("%s %s succeeded but its pod is gone, and with it the launcher's report of the stored artifacts", r.kind.Kind(), r.name), res)
 	}
 	r.logger.Info("step succeeded", zap.Int("outputs", len(res.Outputs)))
 	return res, nil
@@ -473,7 +487,7 @@ func (r *stepRun) failed(ctx context.Context, obj framework.Object, p framework.
 			msg += "; " + term.Describe()
 		}
 		r.copyLog(ctx, term, r.kind.OutputPods(obj).Container)
-		if lr, err := launch.ParseResult(term.Message); launches(r.req) && err == nil && lr.Error != "" {
+		if lr, err := launch.ParseResult(term.Message); launches(r.req) && err == nil && lr.Error != "" && !p.TimedOut {
 			r.logger.Info("step failed in its launcher", zap.String("error", lr.Error))
 			return res, r.launcherFailure(lr, res)
 		}
@@ -556,12 +570,14 @@ func (r *stepRun) interrupted(ctx context.Context, stop <-chan struct{}, err err
 		if errors.Is(err, framework.ErrClosed) {
 			err = errBackendClosed
 		}
+		r.leftRunning = true
 		return r.result(), err // the backend was closed: retryable
 	}
 	if !cancelRequested(ctx) {
 		// Temporal no longer knows this execution (its heartbeat timed out
 		// during a stall and a retry took over, or the activity's own
 		// timeout fired): the retry adopts the object, so it must stay.
+		r.leftRunning = true
 		r.logger.Warn("activity execution superseded; leaving the object to the retry",
 			zap.NamedError("cause", context.Cause(ctx)))
 		return r.result(), fmt.Errorf("this execution of the step was superseded (%v); %s %s keeps running for the retry", context.Cause(ctx), r.kind.Kind(), r.name)
@@ -583,6 +599,7 @@ func cancelRequested(ctx context.Context) bool {
 }
 
 func (r *stepRun) stopping() error {
+	r.leftRunning = true
 	r.logger.Info("worker stopping; leaving the step running for a retry to resume")
 	return fmt.Errorf("worker is stopping: %s %s keeps running and a retry of this activity resumes waiting for it", r.kind.Kind(), r.name)
 }

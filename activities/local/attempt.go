@@ -19,7 +19,6 @@ import (
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/local/supervisor"
 	"github.com/atelier-ml/atelier/internal/platform/redact"
-	"github.com/atelier-ml/atelier/runstate"
 )
 
 type stopReason int
@@ -534,28 +533,6 @@ func (a *attempt) outputs(ctx context.Context, result activities.ContainerResult
 	}
 	a.logs.Close()
 	result.Outputs = a.redact.Outputs(outputs)
-	result.Metrics = redactMetrics(a.redact, result.Metrics)
+	result.Metrics = a.redact.Metrics(result.Metrics)
 	return result, nil
-}
-
-// redactMetrics redacts the metrics' names (their values are numbers), as
-// Redactor.Outputs does the keys of outputs.
-func redactMetrics(r *redact.Redactor, m *runstate.Metrics) *runstate.Metrics {
-	if r == nil || m == nil {
-		return m
-	}
-	out := &runstate.Metrics{}
-	for k, v := range m.Scalars {
-		if out.Scalars == nil {
-			out.Scalars = map[string]float64{}
-		}
-		out.Scalars[r.String(k)] = v
-	}
-	for k, v := range m.Series {
-		if out.Series == nil {
-			out.Series = map[string][]float64{}
-		}
-		out.Series[r.String(k)] = v
-	}
-	return out
 }

@@ -11,8 +11,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/atelier-ml/atelier/internal/platform/launch"
 	"github.com/atelier-ml/atelier/internal/process/launcher"
@@ -35,8 +33,5 @@ func main() {
 		fmt.Fprintf(os.Stderr, "atelier-launcher: $%s is not a launch spec (%v): the pod was not built by an Atelier worker\n", launch.SpecEnv, err)
 		os.Exit(1)
 	}
-	// Signals go to the step's command; the launcher outlives it to store
-	// its outputs.
-	signal.Ignore(syscall.SIGPIPE)
 	os.Exit(launcher.Run(context.Background(), spec, os.Getenv(launch.GrantEnv), launcher.PodPaths, os.Args[3:], os.Stderr))
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/atelier-ml/atelier/internal/platform/launch"
 )
@@ -55,8 +56,14 @@ func Wrap(spec *corev1.PodSpec, container string, l Launch, secretName string) e
 		Command:         []string{LauncherInImage, "install", launch.Dir + "/bin"},
 		VolumeMounts:    []corev1.VolumeMount{mount},
 		ImagePullPolicy: c.ImagePullPolicy,
-		// Small: it copies one file.
-		Resources: corev1.ResourceRequirements{},
+		// The step's security context, so that a namespace's Pod Security
+		// level admits both alike; small explicit resources, so that a
+		// quota asking for them admits it (it copies one 6 MiB file).
+		SecurityContext: c.SecurityContext.DeepCopy(),
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+		},
 	})
 	c.Command = append([]string{launch.Binary, "run", "--"}, append(c.Command, c.Args...)...)
 	c.Args = nil

@@ -1,6 +1,7 @@
 package artifactstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
@@ -28,6 +29,10 @@ import (
 
 // ErrNotFound is returned for a digest the project's store does not hold.
 var ErrNotFound = tree.ErrNotFound
+
+// ErrMismatch is returned by an upload whose bytes do not hash to their
+// digest or are not their size (nothing is stored).
+var ErrMismatch = errors.New("the bytes do not match their digest")
 
 // ErrCannotSign is returned by SignedURL when the store cannot sign URLs
 // (a directory store): the caller streams the bytes instead.
@@ -279,10 +284,20 @@ func (s *Store) SignedPutURL(ctx context.Context, project, digest string, size i
 
 // PutVerified stores size bytes read from r under digest unless they are
 // stored (recently) already; bytes that do not hash to digest are
-// refused and nothing is stored. It is for bytes from elsewhere (a step's
-// launcher through the gateway).
-func (s *Store) PutVerified(ctx context.Context, project, digest string, size int64, r io.Reader, contentType string) error {
-	return s.put(ctx, project, digest, size, r, contentType, nil)
+// refused (ErrMismatch) and nothing is stored. It is for bytes from
+// elsewhere (a step's launcher through the gateway): the upload holds its
+// buffers' weight of mem while it runs, and a small body is read into
+// memory first, so that stored bytes can be written again to renew them
+// (refreshIfOld needs to read them twice).
+func (s *Store) PutVerified(ctx context.Context, project, digest string, size int64, r io.Reader, contentType string, mem *semaphore.Weighted) error {
+	if size < smallObject {
+		b, err := io.ReadAll(io.LimitReader(r, size+1))
+		if err != nil {
+			return err
+		}
+		r = bytes.NewReader(b)
+	}
+	return s.put(ctx, project, digest, size, r, contentType, mem)
 }
 
 // Fresh reports whether digest is stored and young enough (RefreshAfter)
@@ -435,7 +450,7 @@ func (s *Store) write(ctx context.Context, k, digest string, size int64, r io.Re
 	}
 	n, sum, err := tree.CopyHashing(w, r)
 	if err == nil && (n != size || tree.DigestOf(sum) != digest) {
-		err = fmt.Errorf("the bytes changed while they were stored (%d bytes, expected %d with %s)", n, size, digest)
+		err = fmt.Errorf("%w (%d bytes, expected %d with %s)", ErrMismatch, n, size, digest)
 	}
 	if err != nil {
 		cancel() // aborts the write: nothing appears under k

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -25,42 +27,111 @@ type Client struct {
 var _ tree.Objects = (*Client)(nil)
 
 // NewClient is a client of the gateway at base (its URL as the pod
-// reaches it) holding the sealed grant.
+// reaches it) holding the sealed grant. Without hc, requests time out
+// waiting for an answer's headers (not the bytes: a transfer of any size
+// runs to its end).
 func NewClient(base, grant string, hc *http.Client) *Client {
 	if hc == nil {
-		hc = &http.Client{Transport: http.DefaultTransport}
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.ResponseHeaderTimeout = 2 * time.Minute
+		hc = &http.Client{Transport: t}
 	}
 	return &Client{gateway: strings.TrimRight(base, "/"), grant: grant, http: hc}
+}
+
+// tries is how many times a request is sent before its error is the
+// step's; backoff the first wait between tries (doubling).
+const (
+	tries   = 5
+	backoff = 500 * time.Millisecond
+)
+
+// retry runs op until it succeeds, fails for good (a 4xx answer but 429,
+// or the context ends) or has run tries times, waiting between tries.
+func retry(ctx context.Context, op func() error) error {
+	wait := backoff
+	for i := 1; ; i++ {
+		err := op()
+		var perm *permanent
+		if err == nil || errors.As(err, &perm) || ctx.Err() != nil || i == tries {
+			if perm != nil {
+				return perm.err
+			}
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
+}
+
+// permanent marks an error retrying cannot help.
+type permanent struct{ err error }
+
+func (p *permanent) Error() string { return p.err.Error() }
+
+// statusErr is the error of an answer with a failure status: permanent
+// for a 4xx but 429 (the request itself is refused).
+func statusErr(what string, resp *http.Response) error {
+	err := fmt.Errorf("%s: %s", what, problemText(resp))
+	if resp.StatusCode/100 == 4 && resp.StatusCode != http.StatusTooManyRequests {
+		return &permanent{err}
+	}
+	return err
+}
+
+// doErr is a transport error without its URL's query: a signed URL's
+// signature stays out of messages, which reach the run's status.
+func doErr(what string, err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		u := ue.URL
+		if i := strings.IndexByte(u, '?'); i >= 0 {
+			u = u[:i]
+		}
+		return fmt.Errorf("%s: %s %s: %v", what, ue.Op, u, ue.Err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 // signTimeout bounds one signing request (not the transfers).
 const signTimeout = time.Minute
 
-// Sign asks the gateway for targets.
+// Sign asks the gateway for targets, retrying what may pass.
 func (c *Client) Sign(ctx context.Context, req SignRequest) (SignResponse, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return SignResponse{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, signTimeout)
-	defer cancel()
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.gateway+SignPath, bytes.NewReader(body))
+	var out SignResponse
+	err = retry(ctx, func() error {
+		ctx, cancel := context.WithTimeout(ctx, signTimeout)
+		defer cancel()
+		hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.gateway+SignPath, bytes.NewReader(body))
+		if err != nil {
+			return &permanent{err}
+		}
+		hr.Header.Set("Content-Type", "application/json")
+		hr.Header.Set("Authorization", "Bearer "+c.grant)
+		resp, err := c.http.Do(hr)
+		if err != nil {
+			return doErr("ask the gateway at "+c.gateway+" for URLs", err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return statusErr("the gateway at "+c.gateway+" refused to sign", resp)
+		}
+		out = SignResponse{}
+		if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&out); err != nil {
+			return fmt.Errorf("the gateway's answer: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
 		return SignResponse{}, err
-	}
-	hr.Header.Set("Content-Type", "application/json")
-	hr.Header.Set("Authorization", "Bearer "+c.grant)
-	resp, err := c.http.Do(hr)
-	if err != nil {
-		return SignResponse{}, fmt.Errorf("ask the gateway at %s for URLs: %w", c.gateway, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return SignResponse{}, fmt.Errorf("the gateway at %s refused to sign: %s", c.gateway, problemText(resp))
-	}
-	var out SignResponse
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&out); err != nil {
-		return SignResponse{}, fmt.Errorf("the gateway's answer: %w", err)
 	}
 	if len(out.Get) != len(req.Get) || len(out.Put) != len(req.Put) {
 		return SignResponse{}, fmt.Errorf("the gateway answered %d+%d targets for %d+%d objects", len(out.Get), len(out.Put), len(req.Get), len(req.Put))
@@ -68,61 +139,82 @@ func (c *Client) Sign(ctx context.Context, req SignRequest) (SignResponse, error
 	return out, nil
 }
 
-// Put implements tree.Objects.
+// Put implements tree.Objects. A failed upload is sent again (from the
+// start: r seeks) with a URL signed again.
 func (c *Client) Put(ctx context.Context, digest string, size int64, r io.Reader, contentType string) error {
-	res, err := c.Sign(ctx, SignRequest{Put: []PutRequest{{Digest: digest, Size: size, ContentType: contentType}}})
-	if err != nil {
-		return err
-	}
-	t := res.Put[0]
-	if t.Stored {
+	seeker, _ := r.(io.Seeker)
+	first := true
+	return retry(ctx, func() error {
+		if !first {
+			if seeker == nil {
+				return &permanent{fmt.Errorf("upload %s failed and its bytes cannot be read again", digest)}
+			}
+			if _, err := seeker.Seek(0, io.SeekStart); err != nil {
+				return &permanent{err}
+			}
+		}
+		first = false
+		res, err := c.Sign(ctx, SignRequest{Put: []PutRequest{{Digest: digest, Size: size, ContentType: contentType}}})
+		if err != nil {
+			return &permanent{err} // Sign retried already
+		}
+		t := res.Put[0]
+		if t.Stored {
+			return nil
+		}
+		// The body is the file (or manifest) as is: its length is known,
+		// so the request streams with a Content-Length and nothing is
+		// buffered.
+		body := io.NopCloser(r)
+		if size == 0 {
+			body = http.NoBody
+		}
+		hr, err := c.request(ctx, t, body)
+		if err != nil {
+			return &permanent{err}
+		}
+		hr.ContentLength = size
+		resp, err := c.http.Do(hr)
+		if err != nil {
+			return doErr("upload "+digest, err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			return statusErr("upload "+digest, resp)
+		}
 		return nil
-	}
-	// The body is the file (or manifest) as is: its length is known, so
-	// the request streams with a Content-Length and nothing is buffered.
-	body := io.NopCloser(r)
-	if size == 0 {
-		body = http.NoBody
-	}
-	hr, err := c.request(ctx, t, body)
-	if err != nil {
-		return err
-	}
-	hr.ContentLength = size
-	resp, err := c.http.Do(hr)
-	if err != nil {
-		return fmt.Errorf("upload %s: %w", digest, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("upload %s: %s", digest, problemText(resp))
-	}
-	return nil
+	})
 }
 
-// Open implements tree.Objects.
+// Open implements tree.Objects. Opening is retried; a transfer cut short
+// after it began fails the download (tree.Get's caller retries the step).
 func (c *Client) Open(ctx context.Context, digest string) (io.ReadCloser, error) {
-	res, err := c.Sign(ctx, SignRequest{Get: []string{digest}})
-	if err != nil {
-		return nil, err
-	}
-	hr, err := c.request(ctx, res.Get[0], nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.http.Do(hr)
-	if err != nil {
-		return nil, fmt.Errorf("download %s: %w", digest, err)
-	}
-	switch {
-	case resp.StatusCode == http.StatusNotFound:
-		resp.Body.Close()
-		return nil, fmt.Errorf("%s: %w", digest, tree.ErrNotFound)
-	case resp.StatusCode != http.StatusOK:
-		defer resp.Body.Close()
-		return nil, fmt.Errorf("download %s: %s", digest, problemText(resp))
-	}
-	return resp.Body, nil
+	var body io.ReadCloser
+	err := retry(ctx, func() error {
+		res, err := c.Sign(ctx, SignRequest{Get: []string{digest}})
+		if err != nil {
+			return &permanent{err}
+		}
+		hr, err := c.request(ctx, res.Get[0], nil)
+		if err != nil {
+			return &permanent{err}
+		}
+		resp, err := c.http.Do(hr)
+		if err != nil {
+			return doErr("download "+digest, err)
+		}
+		switch {
+		case resp.StatusCode == http.StatusNotFound:
+			resp.Body.Close()
+			return &permanent{fmt.Errorf("%s: %w", digest, tree.ErrNotFound)}
+		case resp.StatusCode != http.StatusOK:
+			defer resp.Body.Close()
+			return statusErr("download "+digest, resp)
+		}
+		body = resp.Body
+		return nil
+	})
+	return body, err
 }
 
 func (c *Client) request(ctx context.Context, t Target, body io.ReadCloser) (*http.Request, error) {

@@ -24,6 +24,9 @@ const (
 	InputsDir    = Dir + "/inputs"
 	ArtifactsDir = Dir + "/artifacts"
 	OutputsFile  = Dir + "/outputs.json"
+	// MetricsFile is the step's $ATELIER_METRICS: the launcher stores it
+	// as an object and the worker reads and checks it.
+	MetricsFile = Dir + "/metrics.json"
 	// SpecEnv holds the Spec (JSON); GrantEnv the sealed Grant, from the
 	// attempt's Secret under GrantKey.
 	SpecEnv  = "ATELIER_LAUNCH"
@@ -72,6 +75,9 @@ type Result struct {
 	Launcher  int             `json:"atelierLauncher"` // ResultVersion: tells a Result from a step's own outputs
 	Outputs   json.RawMessage `json:"outputs,omitempty"`
 	Artifacts []Stored        `json:"artifacts,omitempty"`
+	// Metrics is the metrics file the step wrote, stored as an object (it
+	// may not fit the termination message); nil when it wrote none.
+	Metrics *Stored `json:"metrics,omitempty"`
 	// Error says why the launcher failed the step (the command's own
 	// failure is its exit code); Kind classifies it.
 	Error string    `json:"error,omitempty"`
@@ -95,6 +101,10 @@ const (
 	ErrSetup ErrorKind = "setup"
 )
 
+// MaxMetrics bounds the metrics file the launcher stores: the worker
+// checks it against the real limit (runstate.MaxMetricsBytes, smaller).
+const MaxMetrics = 1 << 20
+
 // Stored is an output artifact the launcher stored.
 type Stored struct {
 	Name   string `json:"name"`
@@ -112,7 +122,11 @@ func ParseResult(msg string) (Result, error) {
 	if r.Launcher != ResultVersion {
 		return Result{}, errors.New("the termination message is not a launcher's result: the pod's command did not run under the launcher")
 	}
-	for _, a := range r.Artifacts {
+	all := r.Artifacts
+	if r.Metrics != nil {
+		all = append(all[:len(all):len(all)], *r.Metrics)
+	}
+	for _, a := range all {
 		if _, err := tree.Hex(a.Digest); err != nil {
 			return Result{}, fmt.Errorf("artifact %q: %w", a.Name, err)
 		}

@@ -10,6 +10,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // MinLength is the shortest value redacted: shorter ones would blank out
@@ -65,6 +67,28 @@ func (r *Redactor) Outputs(m map[string]any) map[string]any {
 		return m
 	}
 	out, _ := r.value(m).(map[string]any)
+	return out
+}
+
+// Metrics redacts the metrics' names (their values are numbers), as
+// Outputs does keys: a name may hold whatever the step printed.
+func (r *Redactor) Metrics(m *runstate.Metrics) *runstate.Metrics {
+	if r == nil || m == nil {
+		return m
+	}
+	out := &runstate.Metrics{}
+	for k, v := range m.Scalars {
+		if out.Scalars == nil {
+			out.Scalars = map[string]float64{}
+		}
+		out.Scalars[r.String(k)] = v
+	}
+	for k, v := range m.Series {
+		if out.Series == nil {
+			out.Series = map[string][]float64{}
+		}
+		out.Series[r.String(k)] = v
+	}
 	return out
 }
 

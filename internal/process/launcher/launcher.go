@@ -1,17 +1,18 @@
 package launcher
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -58,18 +59,39 @@ func Install(dir string) error {
 
 // Paths are where the launcher puts things; tests move them out of /atelier.
 type Paths struct {
-	Inputs, Artifacts, Outputs string
+	Inputs, Artifacts, Outputs, Metrics string
 }
 
 // PodPaths are the paths in a step's pod.
-var PodPaths = Paths{Inputs: launch.InputsDir, Artifacts: launch.ArtifactsDir, Outputs: launch.OutputsFile}
+var PodPaths = Paths{Inputs: launch.InputsDir, Artifacts: launch.ArtifactsDir, Outputs: launch.OutputsFile, Metrics: launch.MetricsFile}
 
 // Run does the launcher's work around argv (the step's command) and
 // returns the container's exit code. Its Result goes to spec.ResultPath;
 // what went wrong also goes to stderr, which is the step's log.
+//
+// The launcher is the container's first process: the signals the kubelet
+// sends (SIGTERM) go to the command's process group while it runs, and
+// stop the transfers before and after it.
 func Run(ctx context.Context, spec launch.Spec, grant string, paths Paths, argv []string, stderr io.Writer) int {
-	l := &run{spec: spec, paths: paths, stderr: stderr,
-		objs: launch.NewClient(spec.Gateway, grant, &http.Client{Transport: http.DefaultTransport})}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	l := &run{spec: spec, paths: paths, stderr: stderr, objs: launch.NewClient(spec.Gateway, grant, nil)}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	go func() {
+		for {
+			select {
+			case s := <-sigs:
+				if !l.signalCommand(s) {
+					l.logf("got %s: stopping", s)
+					cancel()
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	return l.run(ctx, argv)
 }
 
@@ -78,6 +100,21 @@ type run struct {
 	paths  Paths
 	objs   *launch.Client
 	stderr io.Writer
+	// running is the command's process while it runs.
+	mu      sync.Mutex
+	running *os.Process
+}
+
+// signalCommand passes s to the running command's process group; false
+// when no command runs.
+func (l *run) signalCommand(s os.Signal) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.running == nil {
+		return false
+	}
+	signalGroup(l.running, s)
+	return true
 }
 
 func (l *run) logf(format string, args ...any) {
@@ -94,9 +131,12 @@ func (l *run) fail(kind launch.ErrorKind, err error) int {
 func (l *run) write(r launch.Result) {
 	b, err := json.Marshal(r)
 	if err == nil && len(b) > maxResult {
-		r.Outputs = nil
-		r.Error = fmt.Sprintf("the step's outputs and artifact references take %d bytes, over the %d a Kubernetes termination message holds: output fewer or shorter values", len(b), maxResult)
-		r.Kind, r.Artifacts = launch.ErrOutputs, nil
+		if r.Error != "" { // the launcher's own failure: keep it, shortened
+			r.Error = r.Error[:min(len(r.Error), maxResult/2)] + "…"
+		} else {
+			r.Error = fmt.Sprintf("the step's outputs and artifact references take %d bytes, over the %d a Kubernetes termination message holds: output fewer or shorter values", len(b), maxResult)
+			r.Kind, r.Artifacts, r.Metrics, r.Outputs = launch.ErrOutputs, nil, nil, nil
+		}
 		b, err = json.Marshal(r)
 	}
 	if err == nil {
@@ -131,10 +171,11 @@ func (l *run) run(ctx context.Context, argv []string) int {
 	}
 	res := launch.Result{Launcher: launch.ResultVersion}
 	if b, err := os.ReadFile(l.paths.Outputs); err == nil && len(b) > 0 {
-		if !json.Valid(b) {
-			return l.fail(launch.ErrOutputs, fmt.Errorf("the step's outputs ($ATELIER_OUTPUTS) are not JSON"))
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, b); err != nil {
+			return l.fail(launch.ErrOutputs, fmt.Errorf("the step's outputs ($ATELIER_OUTPUTS) are not JSON: %v", err))
 		}
-		res.Outputs = b
+		res.Outputs = compact.Bytes()
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return l.fail(launch.ErrOutputs, fmt.Errorf("read the step's outputs: %w", err))
 	}
@@ -147,13 +188,45 @@ func (l *run) run(ctx context.Context, argv []string) int {
 		l.logf("stored %d output artifacts in %s", len(stored), time.Since(start).Round(time.Millisecond))
 	}
 	res.Artifacts = stored
+	if res.Metrics, kind, err = l.storeMetrics(ctx); err != nil {
+		return l.fail(kind, err)
+	}
 	l.write(res)
 	return 0
+}
+
+// storeMetrics stores the metrics file the step wrote, if any, for the
+// worker to read and check.
+func (l *run) storeMetrics(ctx context.Context) (*launch.Stored, launch.ErrorKind, error) {
+	fi, err := os.Lstat(l.paths.Metrics)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, "", nil
+	case err != nil:
+		return nil, launch.ErrOutputs, err
+	case !fi.Mode().IsRegular() || fi.Size() > launch.MaxMetrics:
+		return nil, launch.ErrOutputs, fmt.Errorf("the metrics file ($ATELIER_METRICS) is not a regular file of at most %d bytes", launch.MaxMetrics)
+	}
+	root, err := os.OpenRoot(filepath.Dir(l.paths.Metrics))
+	if err != nil {
+		return nil, launch.ErrSetup, err
+	}
+	defer root.Close()
+	o, err := tree.Put(ctx, l.objs, root, filepath.Base(l.paths.Metrics), 1)
+	if err != nil {
+		return nil, launch.ErrTransfer, fmt.Errorf("store the metrics file: %w", err)
+	}
+	return &launch.Stored{Name: "metrics", Digest: o.Digest, Size: o.Size}, "", nil
 }
 
 // placeInputs downloads the inputs into a fresh inputs directory and
 // makes an empty artifacts directory.
 func (l *run) placeInputs(ctx context.Context) error {
+	for _, f := range []string{l.paths.Outputs, l.paths.Metrics} {
+		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
 	for _, dir := range []string{l.paths.Inputs, l.paths.Artifacts} {
 		if err := os.RemoveAll(dir); err != nil {
 			return err
@@ -177,32 +250,33 @@ func (l *run) placeInputs(ctx context.Context) error {
 	return nil
 }
 
-// command runs argv with the step's variables, passing on the signals the
-// container gets (the kubelet's SIGTERM), and returns its exit code.
+// command runs argv with the step's variables in a process group of its
+// own (signals go to the group: see Run), and returns its exit code. What
+// the command left running is killed once it exits: its outputs are
+// about to be stored.
 func (l *run) command(ctx context.Context, argv []string) (int, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(childEnv(os.Environ()),
-		"ATELIER_INPUTS="+l.paths.Inputs, "ATELIER_ARTIFACTS="+l.paths.Artifacts, "ATELIER_OUTPUTS="+l.paths.Outputs)
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	defer signal.Stop(sigs)
+		"ATELIER_INPUTS="+l.paths.Inputs, "ATELIER_ARTIFACTS="+l.paths.Artifacts, "ATELIER_OUTPUTS="+l.paths.Outputs,
+		"ATELIER_METRICS="+l.paths.Metrics)
+	ownGroup(cmd)
+	l.mu.Lock()
+	if ctx.Err() != nil {
+		l.mu.Unlock()
+		return 0, fmt.Errorf("stopped before the step's command started: %w", ctx.Err())
+	}
 	if err := cmd.Start(); err != nil {
+		l.mu.Unlock()
 		return 0, fmt.Errorf("start the step's command: %w", err)
 	}
-	done := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case s := <-sigs:
-				_ = cmd.Process.Signal(s)
-			case <-done:
-				return
-			}
-		}
-	}()
+	l.running = cmd.Process
+	l.mu.Unlock()
 	err := cmd.Wait()
-	close(done)
+	l.mu.Lock()
+	killGroup(l.running)
+	l.running = nil
+	l.mu.Unlock()
 	var exit *exec.ExitError
 	switch {
 	case err == nil:
