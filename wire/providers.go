@@ -234,8 +234,9 @@ func provideDeploy(c client.Client, s *store.Store, cfg config.Config) *deploy.A
 // provideServing builds the inference serving activities of a cluster
 // worker, in the same namespaces as its steps, checking rollouts against
 // the projects' GPU quotas from the catalogue.
-func provideServing(clients kube.Clients, cfg config.Config, st *store.Store, l *zap.Logger) *serving.Serving {
-	opts := []serving.Option{serving.WithNamespaceTemplate(cfg.KubeNamespaceTemplate), serving.WithLogger(l.Named("serving")), serving.WithQuotas(st)}
+func provideServing(clients kube.Clients, policy framework.PodPolicy, cfg config.Config, st *store.Store, l *zap.Logger) *serving.Serving {
+	opts := []serving.Option{serving.WithNamespaceTemplate(cfg.KubeNamespaceTemplate), serving.WithLogger(l.Named("serving")), serving.WithQuotas(st),
+		serving.WithPodPolicy(policy)}
 	if cfg.KubeGateway != "" {
 		ns, name, found := strings.Cut(cfg.KubeGateway, "/")
 		if !found {
@@ -250,21 +251,27 @@ func provideServing(clients kube.Clients, cfg config.Config, st *store.Store, l 
 	return serving.New(serving.Clients{Kube: clients.Kube, Gateway: clients.Gateway}, opts...)
 }
 
-// provideKubeBackend builds the Kubernetes backends of a cluster worker;
-// the cleanup stops their informers. Attempt logs go to the catalogue, as
-// the local runtime's do. The operator's pod defaults (--pod-defaults)
-// are read and checked here: a bad file stops the worker, naming it.
-func provideKubeBackend(clients kube.Clients, v *vault.Vault, box *secretbox.Box, arts *artifactstore.Store, st *store.Store, cfg config.Config, l *zap.Logger) (*kube.Backend, func(), error) {
+// providePodPolicy is what a cluster's pods may do and the operator's
+// defaults for them (--pod-defaults), for step pods and endpoints'
+// revisions alike. A bad file stops the worker, naming it.
+func providePodPolicy(cfg config.Config) (framework.PodPolicy, error) {
 	policy := framework.PodPolicy{ServiceAccounts: cfg.PodServiceAccounts}
 	if cfg.PodDefaults != "" {
 		b, err := os.ReadFile(cfg.PodDefaults)
 		if err != nil {
-			return nil, nil, fmt.Errorf("--pod-defaults: %w", err)
+			return policy, fmt.Errorf("--pod-defaults: %w", err)
 		}
 		if policy.Defaults, err = pipeline.ParsePodDefaults(b); err != nil {
-			return nil, nil, fmt.Errorf("--pod-defaults %s: %w", cfg.PodDefaults, err)
+			return policy, fmt.Errorf("--pod-defaults %s: %w", cfg.PodDefaults, err)
 		}
 	}
+	return policy, nil
+}
+
+// provideKubeBackend builds the Kubernetes backends of a cluster worker;
+// the cleanup stops their informers. Attempt logs go to the catalogue, as
+// the local runtime's do.
+func provideKubeBackend(clients kube.Clients, policy framework.PodPolicy, v *vault.Vault, box *secretbox.Box, arts *artifactstore.Store, st *store.Store, cfg config.Config, l *zap.Logger) (*kube.Backend, func(), error) {
 	opts := []kube.Option{kube.WithNamespaceTemplate(cfg.KubeNamespaceTemplate), kube.WithLogger(l.Named("kube")), kube.WithKueue(cfg.KueueQueue),
 		kube.WithPodPolicy(policy), kube.WithLogSink(st, 0)}
 	if v != nil {

@@ -52,7 +52,7 @@ func InitWorker(ctx context.Context, cfg config.Config, m *telemetry.Metrics, go
 // (cfg.Cluster): its clients, the Kubernetes backends and the registration
 // and capacity reports.
 func InitClusterWorker(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (*app.ClusterWorker, func(), error) {
-	wire.Build(common, provideVault, provideWorkerTracing, app.NewKubeRESTConfig, app.NewKubeClients, provideKubeBackend, provideServing, app.NewClusterWorker,
+	wire.Build(common, provideVault, provideWorkerTracing, app.NewKubeRESTConfig, app.NewKubeClients, providePodPolicy, provideKubeBackend, provideServing, app.NewClusterWorker,
 		wire.Bind(new(app.ClusterRegistry), new(*store.Store)),
 	)
 	return nil, nil, nil

@@ -219,6 +219,13 @@ func InitClusterWorker(ctx context.Context, cfg config.Config, m *telemetry.Metr
 		cleanup()
 		return nil, nil, err
 	}
+	podPolicy, err := providePodPolicy(cfg)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	box, cleanup4, err := provideSecretBox(ctx, cfg)
 	if err != nil {
 		cleanup3()
@@ -252,7 +259,7 @@ func InitClusterWorker(ctx context.Context, cfg config.Config, m *telemetry.Metr
 		cleanup()
 		return nil, nil, err
 	}
-	backend, cleanup7, err := provideKubeBackend(v, vault, box, artifactstoreStore, store, cfg, logger)
+	backend, cleanup7, err := provideKubeBackend(v, podPolicy, vault, box, artifactstoreStore, store, cfg, logger)
 	if err != nil {
 		cleanup6()
 		cleanup5()
@@ -262,7 +269,7 @@ func InitClusterWorker(ctx context.Context, cfg config.Config, m *telemetry.Metr
 		cleanup()
 		return nil, nil, err
 	}
-	serving := provideServing(v, cfg, store, logger)
+	serving := provideServing(v, podPolicy, cfg, store, logger)
 	clusterWorker := app.NewClusterWorker(client, cfg, v, backend, serving, store, logger)
 	return clusterWorker, func() {
 		cleanup7()

@@ -3,9 +3,14 @@ package serving
 import (
 	"context"
 	"fmt"
+	"net"
+	"strconv"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/worker"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/engineprobe"
@@ -49,7 +54,7 @@ func (s *Serving) ObserveEndpoint(ctx context.Context, req activities.ObserveEnd
 			ro.Waiting = fmt.Sprintf("%s: %s", o.Unschedulable.Reason, o.Unschedulable.Message)
 		}
 		if o.Ready > 0 {
-			ro.URLs = []string{RevisionURL(o.Namespace, o.Deployment, req.Backend)}
+			ro.URLs = []string{s.revisionURL(ctx, o.Namespace, o.Deployment, req.Backend)}
 			sc, err := s.ScrapeMetrics(ctx, activities.ScrapeServingMetricsRequest{ServingRevisionRef: ref, Backend: req.Backend})
 			if err != nil {
 				return out, err
@@ -112,13 +117,40 @@ func (s *Serving) ApplyEndpointLayout(ctx context.Context, req activities.ApplyE
 	return activities.ApplyEndpointLayoutResult{TrafficMode: mode}, nil
 }
 
-// RevisionURL is the in-cluster address of a revision's Service (named
-// like its Deployment), where the gateway's endpoint proxy sends the
-// revision's requests: reachable from a gateway that runs in the cluster
-// (or on its pod and service network).
+// RevisionURL is the in-cluster DNS address of a revision's Service
+// (named like its Deployment).
 func RevisionURL(namespace, revisionName string, backend inference.Backend) string {
 	info, _ := inference.Info(backend)
 	return fmt.Sprintf("http://%s.%s.svc:%d", revisionName, namespace, info.HTTPPort)
+}
+
+// clusterIPTTL is how long a Service's cluster IP is reused without
+// reading the Service again (a Service made again gets a new one).
+const clusterIPTTL = time.Minute
+
+type cachedIP struct {
+	ip string
+	at time.Time
+}
+
+// revisionURL is where the gateway's endpoint proxy sends a revision's
+// requests: its Service's cluster IP, which answers from anywhere on the
+// cluster's service network (a gateway in the cluster, or on one of its
+// nodes: kube-proxy's rules are there too) with no cluster DNS; its DNS
+// name (RevisionURL) while the Service has no IP yet.
+func (s *Serving) revisionURL(ctx context.Context, namespace, revisionName string, backend inference.Backend) string {
+	info, _ := inference.Info(backend)
+	key := namespace + "/" + revisionName
+	now := s.clock.Now()
+	if v, ok := s.clusterIPs.Load(key); ok && now.Sub(v.(cachedIP).at) < clusterIPTTL {
+		return fmt.Sprintf("http://%s", net.JoinHostPort(v.(cachedIP).ip, strconv.Itoa(info.HTTPPort)))
+	}
+	svc, err := s.clients.Kube.CoreV1().Services(namespace).Get(ctx, revisionName, metav1.GetOptions{})
+	if err != nil || svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		return RevisionURL(namespace, revisionName, backend)
+	}
+	s.clusterIPs.Store(key, cachedIP{svc.Spec.ClusterIP, now})
+	return fmt.Sprintf("http://%s", net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(info.HTTPPort)))
 }
 
 // DeleteEndpointRevisions deletes revisions that no longer serve.

@@ -50,6 +50,17 @@ func (s *Serving) ApplyRevision(ctx context.Context, req activities.ApplyServing
 	if err != nil {
 		return activities.ServingObjectResult{}, framework.Invalid("revision %d of endpoint %s: %v", req.Revision, req.Endpoint, err)
 	}
+	if d := s.podPolicy.Defaults; d != nil {
+		if err := framework.ApplyPodDefaults(&desired.Spec.Template, ContainerName, d); err != nil {
+			return activities.ServingObjectResult{}, err
+		}
+		// The hash covers what the pods get: a change of the defaults
+		// rolls the revision's pods like any template change.
+		desired.Annotations[AnnotationTemplateHash] = templateHash(desired.Spec.Template)
+	}
+	if err := s.podPolicy.CheckPod(&desired.Spec.Template.Spec); err != nil {
+		return activities.ServingObjectResult{}, err
+	}
 	_, changed, err := s.apply(ctx, s.res.Deployments, desired, mergeDeployment, req.Project)
 	if err != nil {
 		return activities.ServingObjectResult{}, err

@@ -71,6 +71,9 @@ type Serving struct {
 	logger     *zap.Logger
 	http       *http.Client
 	quotas     Quotas
+	// podPolicy holds the cluster's pod defaults, which revisions' pods
+	// get too, and what pods may do.
+	podPolicy framework.PodPolicy
 	// routeRecheck is how long "the cluster does not serve HTTPRoutes" is
 	// believed before discovery is asked again.
 	routeRecheck time.Duration
@@ -80,6 +83,7 @@ type Serving struct {
 	routesAsked time.Time // zero: never asked
 
 	namespaces sync.Map // namespace → struct{}: known to exist
+	clusterIPs sync.Map // namespace/revision → cachedIP of its Service
 }
 
 // Option configures a Serving.
@@ -104,6 +108,12 @@ func WithClock(c clock.PassiveClock) Option { return func(s *Serving) { s.clock 
 
 // WithLogger sets the worker-side logger.
 func WithLogger(l *zap.Logger) Option { return func(s *Serving) { s.logger = l } }
+
+// WithPodPolicy gives revisions' pods the operator's pod defaults (a
+// toleration of the GPU nodes, a priority class) where Atelier leaves
+// them unset, and holds them to the cluster's policy: the same
+// framework.PodPolicy as the cluster's step pods (--pod-defaults).
+func WithPodPolicy(p framework.PodPolicy) Option { return func(s *Serving) { s.podPolicy = p } }
 
 // WithHTTPClient sets the client of ScrapeMetrics (default: a plain client;
 // each scrape has its own timeout).

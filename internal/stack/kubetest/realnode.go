@@ -54,6 +54,9 @@ const (
 	// /atelier-launcher, as the Atelier image does: the init container of
 	// a step with artifacts copies it from there.
 	LauncherImage = "localhost/atelier/launcher:dev"
+	// ModelServerImage is examples/modelserver (it speaks vLLM's and
+	// Triton's HTTP APIs) as an engine image, its entrypoint the server.
+	ModelServerImage = "localhost/atelier/modelserver:dev"
 
 	// ContainerdVersion must match tools/kube/containerd/go.mod (a unit
 	// test checks); it names the cache directory.
@@ -516,11 +519,14 @@ func buildNodeImages(ctx context.Context, dir string) ([]string, error) {
 		}
 		return nil
 	}
-	pause, launcher := filepath.Join(dir, "pause"), filepath.Join(dir, "atelier-launcher")
+	pause, launcher, modelserver := filepath.Join(dir, "pause"), filepath.Join(dir, "atelier-launcher"), filepath.Join(dir, "modelserver")
 	if err := static("./internal/stack/ociimage/pause", pause); err != nil {
 		return nil, err
 	}
 	if err := static("./cmd/atelier-launcher", launcher); err != nil {
+		return nil, err
+	}
+	if err := static("./examples/modelserver/cmd/modelserver", modelserver); err != nil {
 		return nil, err
 	}
 	pauseImg, err := ociimage.Static(PauseImage, pause, "/pause")
@@ -528,6 +534,10 @@ func buildNodeImages(ctx context.Context, dir string) ([]string, error) {
 		return nil, err
 	}
 	launcherImg, err := ociimage.Static(LauncherImage, launcher, "/atelier-launcher")
+	if err != nil {
+		return nil, err
+	}
+	modelserverImg, err := ociimage.Static(ModelServerImage, modelserver, "/modelserver")
 	if err != nil {
 		return nil, err
 	}
@@ -540,7 +550,7 @@ func buildNodeImages(ctx context.Context, dir string) ([]string, error) {
 		return nil, err
 	}
 	var tars []string
-	for name, img := range map[string]ociimage.Image{"pause.tar": pauseImg, "step.tar": stepImg, "launcher.tar": launcherImg} {
+	for name, img := range map[string]ociimage.Image{"pause.tar": pauseImg, "step.tar": stepImg, "launcher.tar": launcherImg, "modelserver.tar": modelserverImg} {
 		p := filepath.Join(dir, name)
 		f, err := os.Create(p)
 		if err != nil {

@@ -1,0 +1,89 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/atelier-ml/atelier/api/gen"
+	"github.com/atelier-ml/atelier/internal/stack/kubetest"
+)
+
+// An inference endpoint on a real node: each revision is a Deployment
+// whose pods run the model server image (examples/modelserver speaking
+// vLLM's API) behind real kubelet readiness probes, with the cluster's pod
+// defaults (the node's toleration and selector) from the worker's
+// --pod-defaults; the gateway's proxy reaches a revision through its
+// Service's cluster IP (kube-proxy's rules on the host, no cluster DNS);
+// a new spec rolls out a second revision, which then answers.
+func TestEndpointOnARealNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the Kubernetes control plane and a real node")
+	}
+	defaults := fmt.Sprintf("nodeSelector: {%[1]s: \"true\"}\ntolerations: [{key: %[1]s, operator: Exists, effect: NoSchedule}]\n", kubetest.RealNodeLabel)
+	e := newKubeEnv(t, outputsScript, true, stackOptions{podDefaults: defaults})
+	e.kc.RealNode(t)
+
+	spec := func(rev string) map[string]any {
+		return map[string]any{"backend": "vllm", "model": map[string]any{"name": "tiny"}, "image": kubetest.ModelServerImage,
+			"args": []string{"--startup-delay", "500ms", "--revision", rev},
+			// The engine listens on every address of its pod (the fake's
+			// default is loopback; vLLM's is every address).
+			"env":      []map[string]any{{"name": "ATELIER_FAKE_ADDR", "value": "0.0.0.0:8000"}},
+			"replicas": map[string]any{"min": 1, "max": 1},
+			"rollout":  map[string]any{"gates": map[string]any{"maxErrorRate": 1, "analysisInterval": "1s"}}}
+	}
+	start := time.Now()
+	e.createEndpoint(t, e.cluster, spec("one"))
+	e.cleanupEndpoint(t)
+	ready := func(rev int) func(gen.Endpoint) bool {
+		return func(v gen.Endpoint) bool {
+			if v.Stable != rev || v.Rollout != nil {
+				return false
+			}
+			for _, o := range v.Observed {
+				if o.Revision == rev && o.Ready == 1 {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	e.waitEndpoint(t, 2*time.Minute, "revision 1 ready on the real node", ready(1))
+	t.Logf("revision 1 ready on the real node %s after the create", time.Since(start).Round(time.Millisecond))
+
+	pods, err := e.kube.CoreV1().Pods(e.namespace).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	onNode := 0
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == kubetest.RealNodeName && strings.Contains(p.Name, "chat") {
+			onNode++
+			require.NotEmpty(t, p.Status.ContainerStatuses)
+			assert.True(t, p.Status.ContainerStatuses[0].Ready, "the kubelet's readiness probe passed")
+		}
+	}
+	assert.Equal(t, 1, onNode, "the revision's pod runs on the real node")
+
+	var code int
+	var rev, body string
+	require.Eventually(t, func() bool {
+		code, rev, body = e.complete(context.Background())
+		return code == 200
+	}, 30*time.Second, 200*time.Millisecond, "a completion through the gateway's proxy: %d %s", code, body)
+	assert.Equal(t, "1", rev)
+	assert.Contains(t, body, "one", "the model server of revision 1 answered")
+
+	e.updateEndpoint(t, spec("two"))
+	e.waitEndpoint(t, 2*time.Minute, "revision 2 promoted", ready(2))
+	require.Eventually(t, func() bool {
+		code, rev, body = e.complete(context.Background())
+		return code == 200 && rev == "2"
+	}, 30*time.Second, 200*time.Millisecond, "revision 2 answers: %d %s %s", code, rev, body)
+	assert.Contains(t, body, "two")
+}
