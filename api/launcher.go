@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/semaphore"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/atelier-ml/atelier/client/endpointclient"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/platform/artifactstore"
 	"github.com/atelier-ml/atelier/internal/platform/launch"
@@ -87,52 +88,101 @@ func (s *server) launcherGrant(c echo.Context) (grant.Grant, error) {
 		return grant.Grant{}, newProblem(ptUnavailable, "this gateway does not serve step launchers: it needs the secrets key (ATELIER_SECRETS_KEY_URL) and the artifact store (ATELIER_ARTIFACTS_URL)")
 	}
 	ctx := c.Request().Context()
-	g, err := s.grants.open(ctx, s.launchBox, strings.TrimSpace(token), s.now())
+	g, live, err := s.grants.open(ctx, s.launchBox, strings.TrimSpace(token), s.now())
 	if err != nil {
 		return grant.Grant{}, newProblem(ptUnauthenticated, "not a valid launcher grant, or it expired")
+	}
+	if live {
+		return g, nil
+	}
+	if err := s.grantAlive(ctx, g); err != nil {
+		return grant.Grant{}, err
+	}
+	s.grants.alive(strings.TrimSpace(token), s.now())
+	return g, nil
+}
+
+// grantAlive checks what a grant belongs to still exists: a step's run
+// has not ended, an endpoint is not deleted.
+func (s *server) grantAlive(ctx context.Context, g grant.Grant) error {
+	if g.Endpoint != "" {
+		if s.endpoints == nil {
+			return newProblem(ptUnavailable, "endpoints are not served by this gateway")
+		}
+		_, err := s.endpoints.Status(ctx, g.Project, g.Endpoint)
+		switch {
+		case errors.Is(err, endpointclient.ErrNotFound):
+			return newProblem(ptUnauthenticated, "the grant's endpoint %s is gone", g.Endpoint)
+		case err != nil:
+			return internalError(err)
+		}
+		return nil
 	}
 	run, err := s.cat.GetRun(ctx, g.Project, g.Run)
 	switch {
 	case errors.Is(err, catalog.ErrNotFound):
-		return grant.Grant{}, newProblem(ptUnauthenticated, "the grant's run %s is gone", g.Run)
+		return newProblem(ptUnauthenticated, "the grant's run %s is gone", g.Run)
 	case err != nil:
-		return grant.Grant{}, internalError(err)
+		return internalError(err)
 	case run.State.Terminal():
-		return grant.Grant{}, newProblem(ptUnauthenticated, "the grant's run %s has ended (%s)", g.Run, run.State)
+		return newProblem(ptUnauthenticated, "the grant's run %s has ended (%s)", g.Run, run.State)
 	}
-	return g, nil
+	return nil
 }
 
 // grantCache keeps opened grants by their token's hash until they
-// expire: a launcher asks once per object, and opening may cost a KMS
-// call. Refusals are not cached.
+// expire (a launcher asks once per object, and opening may cost a KMS
+// call), and when what they belong to was last found alive: that is
+// checked again after grantRecheck. Refusals are not cached.
 type grantCache struct {
 	mu sync.Mutex
-	m  map[[32]byte]grant.Grant
+	m  map[[32]byte]cachedGrant
+}
+
+type cachedGrant struct {
+	g       grant.Grant
+	checked time.Time // zero: not yet
 }
 
 // maxCachedGrants bounds grantCache (a grant is a few hundred bytes).
 const maxCachedGrants = 4096
 
-func (c *grantCache) open(ctx context.Context, box grant.Box, token string, now time.Time) (grant.Grant, error) {
+// grantRecheck is how long a run or endpoint found alive is believed: a
+// grant outlives its run by at most that.
+const grantRecheck = 30 * time.Second
+
+// open opens token, from the cache when it can; live says its run or
+// endpoint was found alive less than grantRecheck ago.
+func (c *grantCache) open(ctx context.Context, box grant.Box, token string, now time.Time) (grant.Grant, bool, error) {
 	h := sha256.Sum256([]byte(token))
 	c.mu.Lock()
-	g, ok := c.m[h]
+	e, ok := c.m[h]
 	c.mu.Unlock()
-	if ok && now.Before(g.Expires) {
-		return g, nil
+	if ok && now.Before(e.g.Expires) {
+		return e.g, !e.checked.IsZero() && now.Sub(e.checked) < grantRecheck, nil
 	}
 	g, err := grant.Open(ctx, box, token, now)
 	if err != nil {
-		return grant.Grant{}, err
+		return grant.Grant{}, false, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil || len(c.m) >= maxCachedGrants {
-		c.m = map[[32]byte]grant.Grant{}
+		c.m = map[[32]byte]cachedGrant{}
 	}
-	c.m[h] = g
-	return g, nil
+	c.m[h] = cachedGrant{g: g}
+	return g, false, nil
+}
+
+// alive records that token's run or endpoint was found alive at now.
+func (c *grantCache) alive(token string, now time.Time) {
+	h := sha256.Sum256([]byte(token))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.m[h]; ok {
+		e.checked = now
+		c.m[h] = e
+	}
 }
 
 // launcherSign answers a launch.SignRequest.
@@ -167,6 +217,9 @@ func (s *server) launcherSign(c echo.Context) error {
 			return internalError(fmt.Errorf("sign a URL for %s: %w", d, err))
 		}
 		res.Get = append(res.Get, t)
+	}
+	if len(req.Put) > 0 && !g.Writes() {
+		return newProblem(ptForbidden, "an endpoint's grant reads its model and stores nothing")
 	}
 	for i, p := range req.Put {
 		if !launch.ValidDigest(p.Digest) || p.Size < 0 || p.Size > maxLauncherObject || (p.ContentType != artifactstore.ManifestContentType && p.ContentType != "application/octet-stream") {
@@ -305,6 +358,9 @@ func (s *server) launcherPut(c echo.Context) error {
 	g, err := s.launcherGrant(c)
 	if err != nil {
 		return err
+	}
+	if !g.Writes() {
+		return newProblem(ptForbidden, "an endpoint's grant reads its model and stores nothing")
 	}
 	d := c.Param("digest")
 	req := c.Request()

@@ -43,14 +43,15 @@ func TestRegisteredModelRevisions(t *testing.T) {
 	}
 }
 
-// Endpoints on a cluster cannot serve registered models yet.
+// Endpoints on a cluster serve registered models, but not secrets yet.
 func TestLocalOnly(t *testing.T) {
 	spec := vllmSpec()
-	if ps := LocalOnly(spec); len(ps) != 0 {
-		t.Errorf("LocalOnly(uri) = %v, want none", ps)
-	}
 	spec.Model = Model{Ref: "sentiment@champion"}
-	if ps := LocalOnly(spec); len(ps) != 1 || ps[0].Path != "model.ref" {
-		t.Errorf("LocalOnly(ref) = %v, want one problem at model.ref", ps)
+	if ps := LocalOnly(spec); len(ps) != 0 {
+		t.Errorf("LocalOnly(ref) = %v, want none", ps)
+	}
+	spec.Secrets = []SecretEnv{{Name: "hf-token", Env: "HF_TOKEN"}}
+	if ps := LocalOnly(spec); len(ps) != 1 || ps[0].Path != "secrets" {
+		t.Errorf("LocalOnly(secrets) = %v, want one problem at secrets", ps)
 	}
 }

@@ -339,16 +339,12 @@ func CheckName(name string) error {
 }
 
 // LocalOnly lists what spec asks that only the local runtime serves yet,
-// for an endpoint on a Kubernetes cluster: a registered model (model.ref),
-// since a Kubernetes replica has no way yet to fetch an artifact's bytes
-// without holding the store's credentials (the artifact launcher), and
-// secrets, which the cluster worker does not yet turn into a Kubernetes
-// Secret per revision.
+// for an endpoint on a Kubernetes cluster: secrets, which the cluster
+// worker does not yet turn into a Kubernetes Secret per revision. (A
+// registered model, model.ref, is served on both: on a cluster an init
+// container fetches it with the step launcher.)
 func LocalOnly(spec EndpointSpec) []schema.Problem {
 	var ps []schema.Problem
-	if spec.Model.Ref != "" {
-		ps = append(ps, schema.Problem{Path: "model.ref", Message: "registered models are served on the local runtime only for now (an endpoint without a cluster): a Kubernetes replica cannot fetch an artifact yet; set model.uri to where the engine can read the weights"})
-	}
 	if len(spec.Secrets) > 0 {
 		ps = append(ps, schema.Problem{Path: "secrets", Message: "secrets reach endpoints on the local runtime only for now (an endpoint without a cluster)"})
 	}

@@ -153,7 +153,6 @@ steps:
 	}{
 		{map[string]any{"ref": "sentiment@nope"}, "", "spec.model.ref", `no version or alias \"nope\"`},
 		{map[string]any{"ref": "sentiment@2", "follow": true}, "", "spec.model.follow", "follow needs model.ref to name an alias"},
-		{map[string]any{"ref": "sentiment@champion"}, "gpu-a", "spec.model.ref", "local runtime only"},
 	} {
 		sp := map[string]any{}
 		for k, x := range spec {

@@ -21,13 +21,20 @@ import (
 // defaults (the node's toleration and selector) from the worker's
 // --pod-defaults; the gateway's proxy reaches a revision through its
 // Service's cluster IP (kube-proxy's rules on the host, no cluster DNS);
-// a new spec rolls out a second revision, which then answers.
+// a new spec rolls out a second revision, which then answers. Then the
+// endpoint serves a registered model, following its alias: each
+// revision's init container fetches the version's bytes with the
+// launcher (a grant of the revision's, URLs from the gateway), the engine
+// loads them (its X-Model-Weights, through the proxy, is the version's
+// digest), and moving the alias rolls out a revision serving the next
+// version.
 func TestEndpointOnARealNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs the Kubernetes control plane and a real node")
 	}
 	defaults := fmt.Sprintf("nodeSelector: {%[1]s: \"true\"}\ntolerations: [{key: %[1]s, operator: Exists, effect: NoSchedule}]\n", kubetest.RealNodeLabel)
-	e := newKubeEnv(t, outputsScript, true, stackOptions{podDefaults: defaults})
+	// The node's pods reach the gateway (the launcher fetching a model).
+	e := newKubeEnv(t, outputsScript, true, stackOptions{podDefaults: defaults, listenAddr: "0.0.0.0:0"})
 	e.kc.RealNode(t)
 
 	spec := func(rev string) map[string]any {
@@ -86,4 +93,39 @@ func TestEndpointOnARealNode(t *testing.T) {
 		return code == 200 && rev == "2"
 	}, 30*time.Second, 200*time.Millisecond, "revision 2 answers: %d %s %s", code, rev, body)
 	assert.Contains(t, body, "two")
+
+	// A registered model: two versions trained on the local runtime.
+	e.createPipeline("train-sentiment", trainSentimentPipeline)
+	digests := map[int]string{}
+	for i, seed := range []string{"a", "b"} {
+		r := e.waitTerminal(e.start("train-sentiment", map[string]any{"seed": seed}), time.Minute)
+		require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
+		digests[i+1] = val(stepByName(r, "train").Artifacts)[0].Digest
+	}
+	require.Eventually(t, func() bool {
+		code, body := e.raw("GET", e.path("/models/sentiment/versions/2"), nil)
+		return code == 200 && strings.Contains(string(body), digests[2])
+	}, 10*time.Second, 100*time.Millisecond, "both runs registered a version")
+	code, raw := e.raw("PUT", e.path("/models/sentiment/aliases/champion"), []byte(`{"version": 1}`))
+	require.Equal(t, 200, code, "%s", raw)
+
+	registered := spec("three")
+	registered["model"] = map[string]any{"ref": "sentiment@champion", "follow": true}
+	e.updateEndpoint(t, registered)
+	e.waitEndpoint(t, 2*time.Minute, "revision 3 (sentiment version 1) promoted", ready(3))
+	require.Eventually(t, func() bool { return e.servedWeightsOf(t, "sentiment") == digests[1] }, 30*time.Second, 200*time.Millisecond,
+		"the engine loaded version 1's bytes, fetched into its pod: %s", e.servedWeightsOf(t, "sentiment"))
+
+	code, raw = e.raw("PUT", e.path("/models/sentiment/aliases/champion"), []byte(`{"version": 2}`))
+	require.Equal(t, 200, code, "%s", raw)
+	e.waitEndpoint(t, 2*time.Minute, "revision 4 (sentiment version 2) promoted", ready(4))
+	require.Eventually(t, func() bool { return e.servedWeightsOf(t, "sentiment") == digests[2] }, 30*time.Second, 200*time.Millisecond,
+		"after the alias moved, version 2's bytes: %s", e.servedWeightsOf(t, "sentiment"))
+	secrets, err := e.kube.CoreV1().Secrets(e.namespace).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, sec := range secrets.Items {
+		if strings.HasSuffix(sec.Name, "-model") {
+			assert.NotEmpty(t, sec.OwnerReferences, "a revision's grant goes with its Deployment: %s", sec.Name)
+		}
+	}
 }

@@ -46,9 +46,27 @@ func (s *Serving) ApplyRevision(ctx context.Context, req activities.ApplyServing
 	if err != nil {
 		return activities.ServingObjectResult{}, err
 	}
-	desired, err := buildDeployment(ns, req.Project, req.Endpoint, req.Revision, inference.WithDefaults(req.Spec), req.Replicas)
+	spec := inference.WithDefaults(req.Spec)
+	fetch, secret, err := s.modelSecret(ctx, ns, req.Project, req.Endpoint, req.Revision, spec)
+	if err != nil {
+		return activities.ServingObjectResult{}, err
+	}
+	if fetch != nil {
+		spec.Model = spec.Model.Located(ModelDir) // fetched there by the init container
+	}
+	desired, err := buildDeployment(ns, req.Project, req.Endpoint, req.Revision, spec, req.Replicas)
 	if err != nil {
 		return activities.ServingObjectResult{}, framework.Invalid("revision %d of endpoint %s: %v", req.Revision, req.Endpoint, err)
+	}
+	if fetch != nil {
+		if err := withModel(&desired.Spec.Template, fetch); err != nil {
+			return activities.ServingObjectResult{}, err
+		}
+		desired.Annotations[AnnotationTemplateHash] = templateHash(desired.Spec.Template)
+		// The Secret first: a pod must not start without its grant.
+		if err := s.ensureModelSecret(ctx, secret, req.Project); err != nil {
+			return activities.ServingObjectResult{}, err
+		}
 	}
 	if d := s.podPolicy.Defaults; d != nil {
 		if err := framework.ApplyPodDefaults(&desired.Spec.Template, ContainerName, d); err != nil {
@@ -61,9 +79,14 @@ func (s *Serving) ApplyRevision(ctx context.Context, req activities.ApplyServing
 	if err := s.podPolicy.CheckPod(&desired.Spec.Template.Spec); err != nil {
 		return activities.ServingObjectResult{}, err
 	}
-	_, changed, err := s.apply(ctx, s.res.Deployments, desired, mergeDeployment, req.Project)
+	live, changed, err := s.apply(ctx, s.res.Deployments, desired, mergeDeployment, req.Project)
 	if err != nil {
 		return activities.ServingObjectResult{}, err
+	}
+	if secret != nil {
+		if err := s.ownModelSecret(ctx, secret, live.(*appsv1.Deployment)); err != nil {
+			return activities.ServingObjectResult{}, err
+		}
 	}
 	return activities.ServingObjectResult{Namespace: ns, Object: objectRef(s.res.Deployments, desired.Name), Changed: changed}, nil
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/kube/framework"
+	"github.com/atelier-ml/atelier/internal/platform/launch/grant"
 )
 
 // DefaultNamespaceTemplate is where a project's endpoints live: the same
@@ -74,6 +75,10 @@ type Serving struct {
 	// podPolicy holds the cluster's pod defaults, which revisions' pods
 	// get too, and what pods may do.
 	podPolicy framework.PodPolicy
+	// fetchImage, fetchGateway and fetchBox fetch registered models into
+	// revisions' pods (model.go).
+	fetchImage, fetchGateway string
+	fetchBox                 grant.Box
 	// routeRecheck is how long "the cluster does not serve HTTPRoutes" is
 	// believed before discovery is asked again.
 	routeRecheck time.Duration

@@ -95,6 +95,24 @@ func Run(ctx context.Context, spec launch.Spec, grant string, paths Paths, argv 
 	return l.run(ctx, argv)
 }
 
+// Fetch places spec's inputs under paths.Inputs and returns the exit
+// code: an init container fetching an inference revision's model, with
+// the revision's grant, for the engine beside it to load.
+func Fetch(ctx context.Context, spec launch.Spec, grant string, paths Paths, stderr io.Writer) int {
+	l := &run{spec: spec, paths: paths, stderr: stderr, objs: launch.NewClient(spec.Gateway, grant, nil)}
+	start := time.Now()
+	if err := l.placeInputs(ctx); err != nil {
+		return l.fail(launch.ErrTransfer, err)
+	}
+	var bytes int64
+	for _, in := range spec.Inputs {
+		bytes += in.Size
+	}
+	l.logf("fetched %d artifacts (%d bytes) in %s", len(spec.Inputs), bytes, time.Since(start).Round(time.Millisecond))
+	l.write(launch.Result{Launcher: launch.ResultVersion})
+	return 0
+}
+
 type run struct {
 	spec   launch.Spec
 	paths  Paths

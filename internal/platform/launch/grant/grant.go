@@ -19,14 +19,20 @@ import (
 
 // Grant is what one attempt's launcher may do: read its inputs, and write
 // into its project's part of the store, until Expires and while its run
-// is open. It travels sealed (Seal), so the pod can neither read nor
+// is open. An endpoint revision's grant reads its model, while the
+// endpoint exists, and writes nothing. It travels sealed (Seal), so the pod can neither read nor
 // change it.
 type Grant struct {
-	Project string       `json:"project"`
-	Run     string       `json:"run"`
-	Step    string       `json:"step"`
-	Item    *int         `json:"item,omitempty"`
-	Attempt int          `json:"attempt"`
+	Project string `json:"project"`
+	// Run, Step, Item and Attempt name a step's attempt; or Endpoint and
+	// Revision an inference revision whose pods fetch its model (a grant
+	// then dies with its endpoint).
+	Run      string       `json:"run,omitempty"`
+	Step     string       `json:"step,omitempty"`
+	Item     *int         `json:"item,omitempty"`
+	Attempt  int          `json:"attempt,omitempty"`
+	Endpoint string       `json:"endpoint,omitempty"`
+	Revision int          `json:"revision,omitempty"`
 	Inputs  []GrantInput `json:"inputs,omitempty"`
 	Expires time.Time    `json:"expires"`
 }
@@ -37,6 +43,10 @@ type GrantInput struct {
 	Digest string `json:"digest"`
 	Files  int    `json:"files,omitempty"`
 }
+
+// Writes reports whether the grant may store objects (a step's; an
+// endpoint's only reads its model).
+func (g Grant) Writes() bool { return g.Endpoint == "" }
 
 // Reads reports whether digest is one of the grant's inputs.
 func (g Grant) Reads(digest string) bool {

@@ -1,0 +1,160 @@
+package serving
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/atelier-ml/atelier/activities/kube/framework"
+	"github.com/atelier-ml/atelier/inference"
+	"github.com/atelier-ml/atelier/internal/platform/launch"
+	"github.com/atelier-ml/atelier/internal/platform/launch/grant"
+)
+
+// A revision serving a registered model (model.registered) gets it the way
+// a step gets its inputs (package launch): an init container runs the
+// launcher's `fetch` from the launcher image, which downloads the
+// version's bytes into an emptyDir with URLs the gateway signs for the
+// revision's grant (in a Secret of the revision's, owned by its
+// Deployment), and the engine loads them from there. The pods never hold
+// the store's credentials.
+
+// WithModelFetch lets revisions serve registered models: image holds the
+// launcher, gateway is the gateway's URL as the cluster's pods reach it,
+// box seals the revisions' grants (the installation's secrets key).
+func WithModelFetch(image, gateway string, box grant.Box) Option {
+	return func(s *Serving) { s.fetchImage, s.fetchGateway, s.fetchBox = image, gateway, box }
+}
+
+// ModelDir is where a revision's engine finds a registered model's bytes.
+const ModelDir = launch.InputsDir + "/model"
+
+// modelGrantTTL bounds a revision's grant; it also dies with its endpoint.
+// A pod that starts later (a restart, a scale-up) fetches with the same
+// grant, so it lasts as long as a revision may serve.
+const modelGrantTTL = 365 * 24 * time.Hour
+
+// modelSecretName is the Secret holding revision's grant.
+func modelSecretName(revision string) string { return revision + "-model" }
+
+// modelFetch is what buildDeployment needs to fetch a registered model.
+type modelFetch struct {
+	image, secret string
+	spec          launch.Spec
+}
+
+// modelSecret builds the revision's grant and its Secret, or nothing when
+// the spec serves no registered model. A worker that cannot fetch says
+// what it lacks (for good: the revision cannot start).
+func (s *Serving) modelSecret(ctx context.Context, ns, project, endpoint string, revision int, spec inference.EndpointSpec) (*modelFetch, *corev1.Secret, error) {
+	reg := spec.Model.Registered
+	if reg == nil {
+		return nil, nil, nil
+	}
+	var missing []string
+	if s.fetchImage == "" {
+		missing = append(missing, "a launcher image (ATELIER_LAUNCHER_IMAGE)")
+	}
+	if s.fetchGateway == "" {
+		missing = append(missing, "the gateway's URL as pods reach it (ATELIER_LAUNCHER_GATEWAY_URL)")
+	}
+	if s.fetchBox == nil {
+		missing = append(missing, "the secrets key (ATELIER_SECRETS_KEY_URL)")
+	}
+	if len(missing) > 0 {
+		return nil, nil, framework.Invalid("revision %d of endpoint %s serves model %s version %d, but this cluster's worker cannot fetch it into a pod: it lacks %v", revision, endpoint, reg.Model, reg.Version, missing)
+	}
+	token, err := grant.Seal(ctx, s.fetchBox, grant.Grant{Project: project, Endpoint: endpoint, Revision: revision,
+		Inputs: []grant.GrantInput{{Digest: reg.Digest, Files: reg.Files}}, Expires: s.clock.Now().Add(modelGrantTTL)})
+	if err != nil {
+		return nil, nil, fmt.Errorf("seal revision %d's grant: %w", revision, err)
+	}
+	name := RevisionName(project, endpoint, revision)
+	sec := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: modelSecretName(name), Namespace: ns, Labels: RevisionLabels(project, endpoint, revision)},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{launch.GrantKey: []byte(token)},
+	}
+	f := &modelFetch{image: s.fetchImage, secret: sec.Name, spec: launch.Spec{
+		Gateway: s.fetchGateway, ResultPath: corev1.TerminationMessagePathDefault,
+		Inputs: []launch.Input{{Name: "model", Digest: reg.Digest, Size: reg.Size, Files: reg.Files}},
+	}}
+	return f, sec, nil
+}
+
+// ensureModelSecret creates the revision's Secret, or keeps the one there
+// (its grant still works: the pods already read it).
+func (s *Serving) ensureModelSecret(ctx context.Context, sec *corev1.Secret, project string) error {
+	if err := s.ensureNamespace(ctx, sec.Namespace, project); err != nil {
+		return err
+	}
+	_, err := s.clients.Kube.CoreV1().Secrets(sec.Namespace).Create(ctx, sec, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return framework.WrapAPI(err, "create Secret %s/%s", sec.Namespace, sec.Name)
+	}
+	return nil
+}
+
+// ownModelSecret makes the revision's Deployment the owner of its Secret,
+// so that deleting the revision deletes it.
+func (s *Serving) ownModelSecret(ctx context.Context, sec *corev1.Secret, d *appsv1.Deployment) error {
+	cs := s.clients.Kube.CoreV1().Secrets(sec.Namespace)
+	cur, err := cs.Get(ctx, sec.Name, metav1.GetOptions{})
+	if err != nil {
+		return framework.WrapAPI(err, "get Secret %s/%s", sec.Namespace, sec.Name)
+	}
+	for _, o := range cur.OwnerReferences {
+		if o.UID == d.UID {
+			return nil
+		}
+	}
+	cur.OwnerReferences = append(cur.OwnerReferences, metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name, UID: d.UID})
+	if _, err := cs.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		return framework.WrapAPI(err, "own Secret %s/%s", sec.Namespace, sec.Name)
+	}
+	return nil
+}
+
+// withModel adds the fetch to a revision's pod template: the init
+// container and the volume the engine reads the model from.
+func withModel(t *corev1.PodTemplateSpec, f *modelFetch) error {
+	b, err := json.Marshal(f.spec)
+	if err != nil {
+		return err
+	}
+	mount := corev1.VolumeMount{Name: launch.Volume, MountPath: launch.Dir}
+	t.Spec.Volumes = append(t.Spec.Volumes, corev1.Volume{Name: launch.Volume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	t.Spec.InitContainers = append(t.Spec.InitContainers, corev1.Container{
+		Name:    framework.LauncherInit,
+		Image:   f.image,
+		Command: []string{framework.LauncherInImage, "fetch"},
+		Env: []corev1.EnvVar{
+			{Name: launch.SpecEnv, Value: string(b)},
+			{Name: launch.GrantEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: f.secret}, Key: launch.GrantKey}}},
+		},
+		VolumeMounts: []corev1.VolumeMount{mount},
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+		},
+		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		ImagePullPolicy:          corev1.PullIfNotPresent,
+	})
+	for i := range t.Spec.Containers {
+		if t.Spec.Containers[i].Name == ContainerName {
+			ro := mount
+			ro.ReadOnly = true
+			t.Spec.Containers[i].VolumeMounts = append(t.Spec.Containers[i].VolumeMounts, ro)
+		}
+	}
+	return nil
+}
