@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/platform/artifactstore"
 	"github.com/atelier-ml/atelier/internal/platform/artifactstore/tree"
@@ -208,4 +209,37 @@ func tamper(t *testing.T, tok string) string {
 	b, err = json.Marshal(sealed)
 	require.NoError(t, err)
 	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// An endpoint revision's grant reads its model while the endpoint exists,
+// and stores nothing.
+func TestEndpointGrants(t *testing.T) {
+	ctx := context.Background()
+	key, err := secretbox.NewLocalKeyURL()
+	require.NoError(t, err)
+	box, err := secretbox.Open(ctx, key)
+	require.NoError(t, err)
+	store, err := artifactstore.Open(ctx, "file://"+t.TempDir())
+	require.NoError(t, err)
+	defer store.Close()
+	eps := newFakeEndpoints()
+	h := newHarness(t, WithLauncher(box, store), WithEndpoints(eps))
+	eps.eps["alpha/chat"] = &activities.EndpointStatus{}
+	model := tree.DigestOf(make([]byte, 32))
+	seal := func(endpoint string) string {
+		tok, err := grant.Seal(ctx, box, grant.Grant{Project: "alpha", Endpoint: endpoint, Revision: 3,
+			Inputs: []grant.GrantInput{{Digest: model}}, Expires: time.Now().Add(time.Hour)})
+		require.NoError(t, err)
+		return tok
+	}
+	sign := func(tok string, req launch.SignRequest) resp {
+		return h.do(http.MethodPost, launch.SignPath, "", req, "Authorization", "Bearer "+tok)
+	}
+	tok := seal("chat")
+	wantStatus(t, sign(tok, launch.SignRequest{Get: []string{model}}), http.StatusOK)
+	wantProblem(t, sign(tok, launch.SignRequest{Put: []launch.PutRequest{{Digest: model, Size: 1, ContentType: "application/octet-stream"}}}), http.StatusForbidden, "forbidden")
+	r := h.do(http.MethodPut, launch.ObjectsPath+model, "", "x", "Authorization", "Bearer "+tok, "Content-Type", "application/octet-stream")
+	wantProblem(t, r, http.StatusForbidden, "forbidden")
+	p := wantProblem(t, sign(seal("gone"), launch.SignRequest{Get: []string{model}}), http.StatusUnauthorized, "unauthenticated")
+	assert.Contains(t, derefOr(p.Detail, ""), "endpoint gone is gone")
 }
