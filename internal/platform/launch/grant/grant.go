@@ -33,8 +33,8 @@ type Grant struct {
 	Attempt  int          `json:"attempt,omitempty"`
 	Endpoint string       `json:"endpoint,omitempty"`
 	Revision int          `json:"revision,omitempty"`
-	Inputs  []GrantInput `json:"inputs,omitempty"`
-	Expires time.Time    `json:"expires"`
+	Inputs   []GrantInput `json:"inputs,omitempty"`
+	Expires  time.Time    `json:"expires"`
 }
 
 // GrantInput is an input the grant reads: the object, and, for a
