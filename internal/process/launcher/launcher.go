@@ -146,7 +146,10 @@ func (l *run) fail(kind launch.ErrorKind, err error) int {
 	return 1
 }
 
-func (l *run) write(r launch.Result) {
+// write writes r to the result path; false when r did not fit and an
+// error took its place (the container must then fail).
+func (l *run) write(r launch.Result) bool {
+	fits := true
 	b, err := json.Marshal(r)
 	if err == nil && len(b) > maxResult {
 		if r.Error != "" { // the launcher's own failure: keep it, shortened
@@ -154,7 +157,9 @@ func (l *run) write(r launch.Result) {
 		} else {
 			r.Error = fmt.Sprintf("the step's outputs and artifact references take %d bytes, over the %d a Kubernetes termination message holds: output fewer or shorter values", len(b), maxResult)
 			r.Kind, r.Artifacts, r.Metrics, r.Outputs = launch.ErrOutputs, nil, nil, nil
+			l.logf("%s", r.Error)
 		}
+		fits = false
 		b, err = json.Marshal(r)
 	}
 	if err == nil {
@@ -162,7 +167,9 @@ func (l *run) write(r launch.Result) {
 	}
 	if err != nil {
 		l.logf("could not write the result to %s: %v", l.spec.ResultPath, err)
+		return false
 	}
+	return fits
 }
 
 // maxResult is the kubelet's limit on a termination message.
@@ -209,7 +216,9 @@ func (l *run) run(ctx context.Context, argv []string) int {
 	if res.Metrics, kind, err = l.storeMetrics(ctx); err != nil {
 		return l.fail(kind, err)
 	}
-	l.write(res)
+	if !l.write(res) {
+		return 1
+	}
 	return 0
 }
 
