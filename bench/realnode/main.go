@@ -10,7 +10,10 @@
 //     busybox step image: from the create call to the pod Running/Succeeded
 //     as seen by polling the API server every 20 ms. Baseline, interleaved
 //     with the subject: the same pod on a kwok fake node, which exits at
-//     once (what the control plane alone costs);
+//     once (what the control plane alone costs). And the same pod under
+//     the step launcher, as a step with artifacts runs (framework.Wrap: an
+//     init container copies it in, it runs `echo`; no artifacts, so no
+//     transfer): what the launcher itself costs a step;
 //
 //   - memory: the RSS of kubelet, containerd and kube-proxy, and of the
 //     containerd shims, with -hold sleeping pods running.
@@ -40,7 +43,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/atelier-ml/atelier/activities/kube/framework"
 	"github.com/atelier-ml/atelier/bench/internal/benchstack"
+	"github.com/atelier-ml/atelier/internal/platform/launch"
 	"github.com/atelier-ml/atelier/internal/stack/kubetest"
 )
 
@@ -119,18 +124,27 @@ func run(starts, pods, hold int) error {
 	}
 	// Warm-up: the first pod of a node pays for the pause image's first
 	// snapshot and the bridge's creation.
-	if _, _, err := podLatency(ctx, kube, ns, "warm", true); err != nil {
+	if _, _, err := podLatency(ctx, kube, ns, "warm", onNode); err != nil {
 		return err
 	}
-	var real, fake, realRunning []time.Duration
+	// The launcher's grant Secret (the launcher reads it; with nothing to
+	// move it never uses it).
+	if _, err := kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: grantSecret},
+		Data: map[string][]byte{launch.GrantKey: []byte("unused")}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if _, _, err := podLatency(ctx, kube, ns, "warm-launched", launched); err != nil {
+		return err
+	}
+	var real, fake, wrapped, realRunning []time.Duration
 	for i := range pods {
 		benchstack.Logf("pod %d/%d", i+1, pods)
-		done, _, err := podLatency(ctx, kube, ns, fmt.Sprintf("kwok-%d", i), false)
+		done, _, err := podLatency(ctx, kube, ns, fmt.Sprintf("kwok-%d", i), onKwok)
 		if err != nil {
 			return err
 		}
 		fake = append(fake, done)
-		done, running, err := podLatency(ctx, kube, ns, fmt.Sprintf("real-%d", i), true)
+		done, running, err := podLatency(ctx, kube, ns, fmt.Sprintf("real-%d", i), onNode)
 		if err != nil {
 			return err
 		}
@@ -138,6 +152,11 @@ func run(starts, pods, hold int) error {
 		if running > 0 {
 			realRunning = append(realRunning, running)
 		}
+		done, _, err = podLatency(ctx, kube, ns, fmt.Sprintf("launched-%d", i), launched)
+		if err != nil {
+			return err
+		}
+		wrapped = append(wrapped, done)
 	}
 
 	benchstack.Logf("%d sleeping pods for the memory figures", hold)
@@ -199,7 +218,10 @@ func run(starts, pods, hold int) error {
 		fmt.Fprintf(w, "| %s | %s | %s–%s |\n", name, sec(benchstack.Pct(s, 50)), sec(lo), sec(hi))
 	}
 	row("real node: `echo` in busybox", real)
+	row("real node: the same under the step launcher (init container + launcher)", wrapped)
 	row("kwok fake node (baseline): exits at once", fake)
+	fmt.Fprintf(w, "\nThe launcher adds %s (p50 against p50) to a pod's start and end.\n",
+		sec(benchstack.Pct(sorted(wrapped), 50)-benchstack.Pct(sorted(real), 50)))
 	if len(realRunning) > 0 {
 		s := sorted(realRunning)
 		fmt.Fprintf(w, "\nOn the real node the pod was seen Running %s (p50) after its create (%d of %d pods; the others were already Succeeded at the first look).\n",
@@ -231,14 +253,32 @@ func realPod(name string, command ...string) *corev1.Pod {
 	}
 }
 
-// podLatency creates a pod (on the real node, or on kwok's node exiting at
-// once) and returns how long until it was seen Succeeded and, for the real
-// node, Running (0 if never seen so).
-func podLatency(ctx context.Context, kube kubernetes.Interface, ns, name string, real bool) (done, running time.Duration, err error) {
+// podMode says where and how a measured pod runs.
+type podMode int
+
+const (
+	onKwok   podMode = iota // kwok's node: exits at once
+	onNode                  // the real node: echo
+	launched                // the real node: echo under the step launcher
+)
+
+// grantSecret holds the launched pods' (unused) grant.
+const grantSecret = "bench-grant"
+
+// podLatency creates a pod and returns how long until it was seen
+// Succeeded and, on the real node, Running (0 if never seen so).
+func podLatency(ctx context.Context, kube kubernetes.Interface, ns, name string, mode podMode) (done, running time.Duration, err error) {
 	var p *corev1.Pod
-	if real {
+	switch mode {
+	case onNode, launched:
 		p = realPod(name, "echo", "hello")
-	} else {
+		if mode == launched {
+			l := framework.Launch{Image: kubetest.LauncherImage, Spec: launch.Spec{Gateway: "http://127.0.0.1:9", ResultPath: framework.OutputsPath}}
+			if err := framework.Wrap(&p.Spec, "main", l, grantSecret); err != nil {
+				return 0, 0, err
+			}
+		}
+	default:
 		p = kubetest.MakePod(name, ns).Obj()
 		p.Annotations = kubetest.ExitAnnotations(0, 0, "")
 	}
