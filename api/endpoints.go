@@ -57,9 +57,6 @@ func (s *server) CreateEndpoint(ctx context.Context, req gen.CreateEndpointReque
 	if clusterProblem != nil {
 		fields = append(fields, *clusterProblem)
 	}
-	if deref(body.Cluster) != "" {
-		fields = append(fields, prefixed(inference.LocalOnly(spec), "spec")...)
-	}
 	if len(fields) == 0 {
 		if fields, err = s.resolveEndpointModel(ctx, req.Project, &spec, "spec"); err != nil {
 			return nil, err

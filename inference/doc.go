@@ -37,8 +37,7 @@
 // of model.uri, model.name and model.ref; model.ref (a registry version,
 // "<model>@<alias|version>") excludes model.uri, model.follow needs it to
 // name an alias, and model.registered is set by Atelier, never by users
-// (see Model); registered models are served on the local runtime only
-// (LocalOnly);
+// (see Model);
 // replicas.min 0 means scale to zero and needs autoscaling.idleTimeout;
 // args may not set flags Atelier relies on (BackendInfo.Reserved: ports,
 // model control, the model itself); surgeFree excludes blueGreen and any

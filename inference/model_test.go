@@ -42,16 +42,3 @@ func TestRegisteredModelRevisions(t *testing.T) {
 		t.Errorf("another version: made %v, rollout %v, err %v; want a rollout", made, r3.NeedsRollout(r1), err)
 	}
 }
-
-// Endpoints on a cluster serve registered models, but not secrets yet.
-func TestLocalOnly(t *testing.T) {
-	spec := vllmSpec()
-	spec.Model = Model{Ref: "sentiment@champion"}
-	if ps := LocalOnly(spec); len(ps) != 0 {
-		t.Errorf("LocalOnly(ref) = %v, want none", ps)
-	}
-	spec.Secrets = []SecretEnv{{Name: "hf-token", Env: "HF_TOKEN"}}
-	if ps := LocalOnly(spec); len(ps) != 1 || ps[0].Path != "secrets" {
-		t.Errorf("LocalOnly(secrets) = %v, want one problem at secrets", ps)
-	}
-}

@@ -337,16 +337,3 @@ func CheckName(name string) error {
 	}
 	return nil
 }
-
-// LocalOnly lists what spec asks that only the local runtime serves yet,
-// for an endpoint on a Kubernetes cluster: secrets, which the cluster
-// worker does not yet turn into a Kubernetes Secret per revision. (A
-// registered model, model.ref, is served on both: on a cluster an init
-// container fetches it with the step launcher.)
-func LocalOnly(spec EndpointSpec) []schema.Problem {
-	var ps []schema.Problem
-	if len(spec.Secrets) > 0 {
-		ps = append(ps, schema.Problem{Path: "secrets", Message: "secrets reach endpoints on the local runtime only for now (an endpoint without a cluster)"})
-	}
-	return ps
-}

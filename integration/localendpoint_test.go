@@ -78,9 +78,9 @@ func modelserverBinary(t *testing.T) string {
 // (examples/modelserver with -require-env, as an engine that needs
 // HF_TOKEN) starts only with the secret in its environment, put there by
 // the worker; the value is nowhere in the endpoint's REST answers or its
-// workflow's history (`temporal workflow show`). On a cluster the spec is
-// refused, and a secret the project lacks keeps the replica waiting with
-// the reason.
+// workflow's history (`temporal workflow show`). A secret the project
+// lacks keeps the replica waiting with the reason. (On a cluster:
+// realnode_endpoint_test.go.)
 func TestEndpointSecretsOnTheLocalRuntime(t *testing.T) {
 	engine := modelserverBinary(t)
 	s := newStack(t, stackOptions{localEngines: map[string]string{"vllm": engine}})
@@ -94,12 +94,6 @@ func TestEndpointSecretsOnTheLocalRuntime(t *testing.T) {
 		"args": []string{"--startup-delay", "200ms", "--require-env", "HF_TOKEN"}, "replicas": map[string]any{"min": 1, "max": 1},
 		"secrets": []map[string]any{{"name": "hf-token", "env": "HF_TOKEN"}},
 		"rollout": map[string]any{"gates": map[string]any{"maxErrorRate": 1, "analysisInterval": "1s"}}}
-
-	// On a cluster: refused at the path.
-	cb, _ := json.Marshal(map[string]any{"name": "chat", "cluster": "gpu-a", "spec": spec})
-	code, body = s.raw("POST", s.path("/endpoints"), cb)
-	require.Equal(t, 422, code, "%s", body)
-	assert.Contains(t, string(body), `"path":"spec.secrets"`)
 
 	s.createEndpoint(t, "", spec)
 	s.waitEndpoint(t, 90*time.Second, "served revision 1 (the engine had its secret)", func(v gen.Endpoint) bool {

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -21,7 +22,8 @@ import (
 // defaults (the node's toleration and selector) from the worker's
 // --pod-defaults; the gateway's proxy reaches a revision through its
 // Service's cluster IP (kube-proxy's rules on the host, no cluster DNS);
-// a new spec rolls out a second revision, which then answers. Then the
+// a new spec rolls out a second revision, which then answers, its engine
+// given a project secret from a Secret of the revision's. Then the
 // endpoint serves a registered model, following its alias: each
 // revision's init container fetches the version's bytes with the
 // launcher (a grant of the revision's, URLs from the gateway), the engine
@@ -86,13 +88,29 @@ func TestEndpointOnARealNode(t *testing.T) {
 	assert.Equal(t, "1", rev)
 	assert.Contains(t, body, "one", "the model server of revision 1 answered")
 
-	e.updateEndpoint(t, spec("two"))
+	// Revision 2's engine needs a project secret (-require-env: it exits
+	// without it), which reaches it from a Secret of the revision's.
+	value := fmt.Sprintf("hf_%d_Zr8Kp3", time.Now().UnixNano())
+	sb, _ := json.Marshal(map[string]string{"value": value})
+	code, raw := e.raw("PUT", e.path("/secrets/hf-token"), sb)
+	require.Equal(t, 201, code, "%s", raw)
+	two := spec("two")
+	two["args"] = []string{"--startup-delay", "500ms", "--revision", "two", "--require-env", "HF_TOKEN"}
+	two["secrets"] = []map[string]any{{"name": "hf-token", "env": "HF_TOKEN"}}
+	e.updateEndpoint(t, two)
 	e.waitEndpoint(t, 2*time.Minute, "revision 2 promoted", ready(2))
 	require.Eventually(t, func() bool {
 		code, rev, body = e.complete(context.Background())
 		return code == 200 && rev == "2"
 	}, 30*time.Second, 200*time.Millisecond, "revision 2 answers: %d %s %s", code, rev, body)
 	assert.Contains(t, body, "two")
+	code, raw = e.raw("GET", e.path("/endpoints/chat"), nil)
+	require.Equal(t, 200, code)
+	assert.NotContains(t, string(raw), value, "the secret's value is not in REST")
+	deps, err := e.kube.AppsV1().Deployments(e.namespace).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	db, _ := json.Marshal(deps)
+	assert.NotContains(t, string(db), value, "nor in the Deployments: the engine reads it from the revision's Secret")
 
 	// A registered model: two versions trained on the local runtime.
 	e.createPipeline("train-sentiment", trainSentimentPipeline)
@@ -106,7 +124,7 @@ func TestEndpointOnARealNode(t *testing.T) {
 		code, body := e.raw("GET", e.path("/models/sentiment/versions/2"), nil)
 		return code == 200 && strings.Contains(string(body), digests[2])
 	}, 10*time.Second, 100*time.Millisecond, "both runs registered a version")
-	code, raw := e.raw("PUT", e.path("/models/sentiment/aliases/champion"), []byte(`{"version": 1}`))
+	code, raw = e.raw("PUT", e.path("/models/sentiment/aliases/champion"), []byte(`{"version": 1}`))
 	require.Equal(t, 200, code, "%s", raw)
 
 	registered := spec("three")
@@ -124,7 +142,7 @@ func TestEndpointOnARealNode(t *testing.T) {
 	secrets, err := e.kube.CoreV1().Secrets(e.namespace).List(context.Background(), metav1.ListOptions{})
 	require.NoError(t, err)
 	for _, sec := range secrets.Items {
-		if strings.HasSuffix(sec.Name, "-model") {
+		if strings.HasSuffix(sec.Name, "-secrets") {
 			assert.NotEmpty(t, sec.OwnerReferences, "a revision's grant goes with its Deployment: %s", sec.Name)
 		}
 	}

@@ -234,11 +234,14 @@ func provideDeploy(c client.Client, s *store.Store, cfg config.Config) *deploy.A
 // provideServing builds the inference serving activities of a cluster
 // worker, in the same namespaces as its steps, checking rollouts against
 // the projects' GPU quotas from the catalogue.
-func provideServing(clients kube.Clients, policy framework.PodPolicy, box *secretbox.Box, cfg config.Config, st *store.Store, l *zap.Logger) *serving.Serving {
+func provideServing(clients kube.Clients, policy framework.PodPolicy, box *secretbox.Box, v *vault.Vault, cfg config.Config, st *store.Store, l *zap.Logger) *serving.Serving {
 	opts := []serving.Option{serving.WithNamespaceTemplate(cfg.KubeNamespaceTemplate), serving.WithLogger(l.Named("serving")), serving.WithQuotas(st),
 		serving.WithPodPolicy(policy)}
 	if box != nil { // registered models reach revisions' pods as steps' artifacts do
 		opts = append(opts, serving.WithModelFetch(cfg.LauncherImage, cfg.LauncherGatewayURL, box))
+	}
+	if v != nil {
+		opts = append(opts, serving.WithSecrets(v))
 	}
 	if cfg.KubeGateway != "" {
 		ns, name, found := strings.Cut(cfg.KubeGateway, "/")

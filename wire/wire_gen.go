@@ -269,7 +269,7 @@ func InitClusterWorker(ctx context.Context, cfg config.Config, m *telemetry.Metr
 		cleanup()
 		return nil, nil, err
 	}
-	serving := provideServing(v, podPolicy, box, cfg, store, logger)
+	serving := provideServing(v, podPolicy, box, vault, cfg, store, logger)
 	clusterWorker := app.NewClusterWorker(client, cfg, v, backend, serving, store, logger)
 	return clusterWorker, func() {
 		cleanup7()

@@ -181,12 +181,8 @@ func (a *Activities) ensure(ctx context.Context, req activities.DeployEndpointRe
 
 // resolveModel records in the spec the registry version its model.ref
 // names now, as the gateway does for an endpoint created over REST. A
-// reference the registry does not hold fails the step naming it, and so
-// does what only the local runtime serves asked of a cluster.
+// reference the registry does not hold fails the step naming it.
 func (a *Activities) resolveModel(ctx context.Context, req *activities.DeployEndpointRequest) error {
-	if ps := inference.LocalOnly(req.Spec); len(ps) > 0 && req.Cluster != "" {
-		return invalidSpec(ps)
-	}
 	if req.Spec.Model.Ref == "" {
 		req.Spec.Model.Registered = nil // Atelier's to set, never the spec's
 		return nil

@@ -163,9 +163,6 @@ func (e *endpoint) handlers(ctx workflow.Context) error {
 			if err != nil {
 				return invalidSpec(err)
 			}
-			if ps := inference.LocalOnly(spec); len(ps) > 0 && activities.IsClusterTaskQueue(e.in.TaskQueue) {
-				return invalidSpec(&schema.ValidationError{Subject: "endpoint", Problems: ps, Kind: inference.ErrInvalidSpec})
-			}
 			return e.canAdopt(rev, made)
 		}}); err != nil {
 		return err

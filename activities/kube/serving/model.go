@@ -3,6 +3,7 @@ package serving
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -14,8 +15,10 @@ import (
 
 	"github.com/atelier-ml/atelier/activities/kube/framework"
 	"github.com/atelier-ml/atelier/inference"
+	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/platform/launch"
 	"github.com/atelier-ml/atelier/internal/platform/launch/grant"
+	"github.com/atelier-ml/atelier/internal/platform/redact"
 )
 
 // A revision serving a registered model (model.registered) gets it the way
@@ -41,8 +44,18 @@ const ModelDir = launch.InputsDir + "/model"
 // grant, so it lasts as long as a revision may serve.
 const modelGrantTTL = 365 * 24 * time.Hour
 
-// modelSecretName is the Secret holding revision's grant.
-func modelSecretName(revision string) string { return revision + "-model" }
+// revisionSecretName is the Secret of a revision: its model grant and the
+// values of the project secrets its engine gets.
+func revisionSecretName(revision string) string { return revision + "-secrets" }
+
+// SecretResolver opens a project's secrets by name (the vault).
+type SecretResolver interface {
+	Resolve(ctx context.Context, project string, names []string) (map[string]string, error)
+}
+
+// WithSecrets lets endpoints' engines get project secrets (spec.secrets)
+// as environment variables, from a Secret of each revision's.
+func WithSecrets(r SecretResolver) Option { return func(s *Serving) { s.secrets = r } }
 
 // modelFetch is what buildDeployment needs to fetch a registered model.
 type modelFetch struct {
@@ -50,13 +63,43 @@ type modelFetch struct {
 	spec          launch.Spec
 }
 
-// modelSecret builds the revision's grant and its Secret, or nothing when
-// the spec serves no registered model. A worker that cannot fetch says
-// what it lacks (for good: the revision cannot start).
-func (s *Serving) modelSecret(ctx context.Context, ns, project, endpoint string, revision int, spec inference.EndpointSpec) (*modelFetch, *corev1.Secret, error) {
+// revisionSecret builds the revision's Secret, or nil when it needs none:
+// the grant of a registered model's fetch (with what buildDeployment needs
+// for it) and the values of the project secrets spec names. A worker that
+// cannot fetch, or has no secrets key, says what it lacks (for good: the
+// revision cannot start); a missing secret is named.
+func (s *Serving) revisionSecret(ctx context.Context, ns, project, endpoint string, revision int, spec inference.EndpointSpec) (*modelFetch, *corev1.Secret, error) {
 	reg := spec.Model.Registered
-	if reg == nil {
+	if reg == nil && len(spec.Secrets) == 0 {
 		return nil, nil, nil
+	}
+	name := RevisionName(project, endpoint, revision)
+	sec := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: revisionSecretName(name), Namespace: ns, Labels: RevisionLabels(project, endpoint, revision)},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{},
+	}
+	if len(spec.Secrets) > 0 {
+		if s.secrets == nil {
+			return nil, nil, framework.Invalid("endpoint %s references secrets but this cluster's worker has no secrets key (ATELIER_SECRETS_KEY_URL)", endpoint)
+		}
+		var names []string
+		for _, ref := range spec.Secrets {
+			names = append(names, ref.Name)
+		}
+		values, err := s.secrets.Resolve(ctx, project, names)
+		if errors.Is(err, catalog.ErrNotFound) {
+			return nil, nil, framework.Invalid("endpoint %s: %v", endpoint, err)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("resolving endpoint %s's secrets: %w", endpoint, err)
+		}
+		for n, v := range values {
+			sec.Data[n] = []byte(v)
+		}
+	}
+	if reg == nil {
+		return nil, sec, nil
 	}
 	var missing []string
 	if s.fetchImage == "" {
@@ -76,12 +119,7 @@ func (s *Serving) modelSecret(ctx context.Context, ns, project, endpoint string,
 	if err != nil {
 		return nil, nil, fmt.Errorf("seal revision %d's grant: %w", revision, err)
 	}
-	name := RevisionName(project, endpoint, revision)
-	sec := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: modelSecretName(name), Namespace: ns, Labels: RevisionLabels(project, endpoint, revision)},
-		Type:       corev1.SecretTypeOpaque,
-		Data:       map[string][]byte{launch.GrantKey: []byte(token)},
-	}
+	sec.Data[launch.GrantKey] = []byte(token)
 	f := &modelFetch{image: s.fetchImage, secret: sec.Name, spec: launch.Spec{
 		Gateway: s.fetchGateway, ResultPath: corev1.TerminationMessagePathDefault,
 		Inputs: []launch.Input{{Name: "model", Digest: reg.Digest, Size: reg.Size, Files: reg.Files}},
@@ -89,22 +127,60 @@ func (s *Serving) modelSecret(ctx context.Context, ns, project, endpoint string,
 	return f, sec, nil
 }
 
-// ensureModelSecret creates the revision's Secret, or keeps the one there
-// (its grant still works: the pods already read it).
-func (s *Serving) ensureModelSecret(ctx context.Context, sec *corev1.Secret, project string) error {
+// withSecretEnv gives the engine its secrets, from the revision's Secret.
+func withSecretEnv(t *corev1.PodTemplateSpec, refs []inference.SecretEnv, secret string) {
+	for i := range t.Spec.Containers {
+		c := &t.Spec.Containers[i]
+		if c.Name != ContainerName {
+			continue
+		}
+		for _, ref := range refs {
+			c.Env = append(c.Env, corev1.EnvVar{Name: ref.Env, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: ref.Name}}})
+		}
+	}
+}
+
+// redactor hides the values of the revision's secrets in what is read
+// back from its pods (an engine's last log lines); nil when it has none.
+func (s *Serving) redactor(ctx context.Context, ns, revision string) *redact.Redactor {
+	sec, err := s.clients.Kube.CoreV1().Secrets(ns).Get(ctx, revisionSecretName(revision), metav1.GetOptions{})
+	if err != nil {
+		return nil
+	}
+	values := map[string]string{}
+	for k, v := range sec.Data {
+		values[k] = string(v)
+	}
+	return redact.New(values)
+}
+
+// ensureRevisionSecret creates the revision's Secret, or brings the one
+// there up to date (a pod that starts later gets the secrets' current
+// values; running ones keep what they read at their start).
+func (s *Serving) ensureRevisionSecret(ctx context.Context, sec *corev1.Secret, project string) error {
 	if err := s.ensureNamespace(ctx, sec.Namespace, project); err != nil {
 		return err
 	}
-	_, err := s.clients.Kube.CoreV1().Secrets(sec.Namespace).Create(ctx, sec, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
+	cs := s.clients.Kube.CoreV1().Secrets(sec.Namespace)
+	_, err := cs.Create(ctx, sec, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		cur, gerr := cs.Get(ctx, sec.Name, metav1.GetOptions{})
+		if gerr != nil {
+			return framework.WrapAPI(gerr, "get Secret %s/%s", sec.Namespace, sec.Name)
+		}
+		cur.Data = sec.Data
+		_, err = cs.Update(ctx, cur, metav1.UpdateOptions{})
+	}
+	if err != nil {
 		return framework.WrapAPI(err, "create Secret %s/%s", sec.Namespace, sec.Name)
 	}
 	return nil
 }
 
-// ownModelSecret makes the revision's Deployment the owner of its Secret,
+// ownRevisionSecret makes the revision's Deployment the owner of its Secret,
 // so that deleting the revision deletes it.
-func (s *Serving) ownModelSecret(ctx context.Context, sec *corev1.Secret, d *appsv1.Deployment) error {
+func (s *Serving) ownRevisionSecret(ctx context.Context, sec *corev1.Secret, d *appsv1.Deployment) error {
 	cs := s.clients.Kube.CoreV1().Secrets(sec.Namespace)
 	cur, err := cs.Get(ctx, sec.Name, metav1.GetOptions{})
 	if err != nil {

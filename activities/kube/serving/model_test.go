@@ -59,7 +59,7 @@ func TestRevisionFetchesItsRegisteredModel(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if e.Name == launch.GrantEnv && (e.ValueFrom == nil || e.ValueFrom.SecretKeyRef.Name != name+"-model") {
+		if e.Name == launch.GrantEnv && (e.ValueFrom == nil || e.ValueFrom.SecretKeyRef.Name != name+"-secrets") {
 			t.Errorf("grant %+v: from the revision's Secret", e)
 		}
 	}
@@ -73,7 +73,7 @@ func TestRevisionFetchesItsRegisteredModel(t *testing.T) {
 	if len(c.VolumeMounts) != 1 || !c.VolumeMounts[0].ReadOnly || c.VolumeMounts[0].MountPath != launch.Dir {
 		t.Errorf("engine mounts %+v", c.VolumeMounts)
 	}
-	sec, err := kube.CoreV1().Secrets("atelier-p").Get(ctx, name+"-model", metav1.GetOptions{})
+	sec, err := kube.CoreV1().Secrets("atelier-p").Get(ctx, name+"-secrets", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/kube/framework"
 	"github.com/atelier-ml/atelier/inference"
+	"github.com/atelier-ml/atelier/internal/platform/redact"
 )
 
 // reasonCrashLoop is the kubelet's waiting reason between restarts of a
@@ -62,7 +63,39 @@ func (s *Serving) ObserveRevision(ctx context.Context, req activities.ObserveSer
 	}
 	res := observe(s.clock.Now(), dep, pods.Items, req.RestartThreshold)
 	res.Namespace, res.Deployment = ns, name
+	if hasMessages(res) {
+		// An engine's last log lines may print its secrets.
+		res = redactObservation(res, s.redactor(ctx, ns, name))
+	}
 	return res, nil
+}
+
+func hasMessages(res activities.ObserveServingRevisionResult) bool {
+	for _, r := range res.Replicas {
+		if r.Message != "" {
+			return true
+		}
+	}
+	return res.Stuck != nil || res.Unschedulable != nil
+}
+
+// redactObservation hides secret values in the observation's messages.
+func redactObservation(res activities.ObserveServingRevisionResult, r *redact.Redactor) activities.ObserveServingRevisionResult {
+	if r == nil {
+		return res
+	}
+	res.Replicas = slices.Clone(res.Replicas)
+	for i := range res.Replicas {
+		res.Replicas[i].Message = r.String(res.Replicas[i].Message)
+	}
+	for _, p := range []**activities.ServingPodProblem{&res.Stuck, &res.Unschedulable} {
+		if *p != nil {
+			c := **p
+			c.Message = r.String(c.Message)
+			*p = &c
+		}
+	}
+	return res
 }
 
 // observe is ObserveRevision's reading of a Deployment (nil: missing) and

@@ -37,17 +37,12 @@ func (s *Serving) ApplyRevision(ctx context.Context, req activities.ApplyServing
 	if err := inference.Validate(req.Spec); err != nil {
 		return activities.ServingObjectResult{}, framework.Invalid("revision %d of endpoint %s: %v", req.Revision, req.Endpoint, err)
 	}
-	// The gateway and the workflow refuse these first; a revision that
-	// got past them would run without its model or its secrets.
-	if ps := inference.LocalOnly(req.Spec); len(ps) > 0 {
-		return activities.ServingObjectResult{}, framework.Invalid("revision %d of endpoint %s: %s: %s", req.Revision, req.Endpoint, ps[0].Path, ps[0].Message)
-	}
 	ns, err := s.namespace(req.Project)
 	if err != nil {
 		return activities.ServingObjectResult{}, err
 	}
 	spec := inference.WithDefaults(req.Spec)
-	fetch, secret, err := s.modelSecret(ctx, ns, req.Project, req.Endpoint, req.Revision, spec)
+	fetch, secret, err := s.revisionSecret(ctx, ns, req.Project, req.Endpoint, req.Revision, spec)
 	if err != nil {
 		return activities.ServingObjectResult{}, err
 	}
@@ -62,9 +57,12 @@ func (s *Serving) ApplyRevision(ctx context.Context, req activities.ApplyServing
 		if err := withModel(&desired.Spec.Template, fetch); err != nil {
 			return activities.ServingObjectResult{}, err
 		}
+	}
+	if secret != nil {
+		withSecretEnv(&desired.Spec.Template, spec.Secrets, secret.Name)
 		desired.Annotations[AnnotationTemplateHash] = templateHash(desired.Spec.Template)
-		// The Secret first: a pod must not start without its grant.
-		if err := s.ensureModelSecret(ctx, secret, req.Project); err != nil {
+		// The Secret first: a pod must not start without it.
+		if err := s.ensureRevisionSecret(ctx, secret, req.Project); err != nil {
 			return activities.ServingObjectResult{}, err
 		}
 	}
@@ -84,7 +82,7 @@ func (s *Serving) ApplyRevision(ctx context.Context, req activities.ApplyServing
 		return activities.ServingObjectResult{}, err
 	}
 	if secret != nil {
-		if err := s.ownModelSecret(ctx, secret, live.(*appsv1.Deployment)); err != nil {
+		if err := s.ownRevisionSecret(ctx, secret, live.(*appsv1.Deployment)); err != nil {
 			return activities.ServingObjectResult{}, err
 		}
 	}

@@ -79,6 +79,7 @@ type Serving struct {
 	// revisions' pods (model.go).
 	fetchImage, fetchGateway string
 	fetchBox                 grant.Box
+	secrets                  SecretResolver // project secrets of engines
 	// routeRecheck is how long "the cluster does not serve HTTPRoutes" is
 	// believed before discovery is asked again.
 	routeRecheck time.Duration
