@@ -38,8 +38,8 @@ type EndpointSpec struct {
 	// when it starts a replica, so a value is in neither the spec, the
 	// revision, Temporal history nor REST. Changing which secrets a
 	// revision names rolls out; changing a secret's value does not (roll
-	// the endpoint back to its own revision to restart it). Local runtime
-	// only for now (LocalOnly).
+	// the endpoint back to its own revision to restart it). On a cluster
+	// the values are in a Secret of each revision's.
 	Secrets     []SecretEnv     `json:"secrets,omitempty"`
 	Resources   Resources       `json:"resources"`
 	Replicas    ReplicaRange    `json:"replicas"`

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/worker"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/atelier-ml/atelier/activities"
@@ -142,11 +143,18 @@ func (s *Serving) revisionURL(ctx context.Context, namespace, revisionName strin
 	info, _ := inference.Info(backend)
 	key := namespace + "/" + revisionName
 	now := s.clock.Now()
-	if v, ok := s.clusterIPs.Load(key); ok && now.Sub(v.(cachedIP).at) < clusterIPTTL {
-		return fmt.Sprintf("http://%s", net.JoinHostPort(v.(cachedIP).ip, strconv.Itoa(info.HTTPPort)))
+	cached, known := s.clusterIPs.Load(key)
+	if known && now.Sub(cached.(cachedIP).at) < clusterIPTTL {
+		return fmt.Sprintf("http://%s", net.JoinHostPort(cached.(cachedIP).ip, strconv.Itoa(info.HTTPPort)))
 	}
 	svc, err := s.clients.Kube.CoreV1().Services(namespace).Get(ctx, revisionName, metav1.GetOptions{})
-	if err != nil || svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone {
+	switch {
+	case err != nil && !apierrors.IsNotFound(err) && known:
+		// The API server did not answer: the last address read stays
+		// (a Service's cluster IP lives as long as the Service).
+		return fmt.Sprintf("http://%s", net.JoinHostPort(cached.(cachedIP).ip, strconv.Itoa(info.HTTPPort)))
+	case err != nil || svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone:
+		s.clusterIPs.Delete(key)
 		return RevisionURL(namespace, revisionName, backend)
 	}
 	s.clusterIPs.Store(key, cachedIP{svc.Spec.ClusterIP, now})

@@ -3,14 +3,20 @@ package serving
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/inference"
+	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/platform/launch"
 	"github.com/atelier-ml/atelier/internal/platform/launch/grant"
 	"github.com/atelier-ml/atelier/internal/platform/secretbox"
@@ -89,5 +95,93 @@ func TestRevisionFetchesItsRegisteredModel(t *testing.T) {
 	}
 	if res, err := s.ApplyRevision(ctx, req); err != nil || res.Changed {
 		t.Errorf("second apply: %+v, %v; want no change (the grant is in the Secret, not the template)", res, err)
+	}
+}
+
+// fakeVault holds project secrets; err, when set, is every answer.
+type fakeVault struct {
+	values map[string]string
+	err    error
+}
+
+func (v *fakeVault) Resolve(_ context.Context, _ string, names []string) (map[string]string, error) {
+	if v.err != nil {
+		return nil, v.err
+	}
+	out := map[string]string{}
+	for _, n := range names {
+		val, ok := v.values[n]
+		if !ok {
+			return nil, fmt.Errorf("secret %q: %w", n, catalog.ErrNotFound)
+		}
+		out[n] = val
+	}
+	return out, nil
+}
+
+// A revision's secrets reach its engine from its Secret; applying again
+// rewrites nothing; a vault that cannot answer (or a secret deleted since)
+// leaves a serving revision with the values its pods run with, while a new
+// revision names the missing secret; deleting the revision deletes its
+// Secret.
+func TestRevisionSecrets(t *testing.T) {
+	kube := fake.NewClientset()
+	vault := &fakeVault{values: map[string]string{"hf-token": "hf_s3cr3t_value"}}
+	s := New(Clients{Kube: kube}, WithSecrets(vault))
+	spec := vllmSpec()
+	spec.Secrets = []inference.SecretEnv{{Name: "hf-token", Env: "HF_TOKEN"}}
+	req := activities.ApplyServingRevisionRequest{ServingRevisionRef: ref(1), Spec: spec, Replicas: 1}
+	if _, err := s.ApplyRevision(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	name := RevisionName("p", "llama", 1)
+	d, _ := kube.AppsV1().Deployments("atelier-p").Get(ctx, name, metav1.GetOptions{})
+	b, _ := json.Marshal(d)
+	if strings.Contains(string(b), "hf_s3cr3t_value") || !strings.Contains(string(b), `"name":"HF_TOKEN","valueFrom"`) {
+		t.Errorf("the Deployment names the secret, never holds its value: %s", b)
+	}
+	sec, err := kube.CoreV1().Secrets("atelier-p").Get(ctx, name+"-secrets", metav1.GetOptions{})
+	if err != nil || string(sec.Data["hf-token"]) != "hf_s3cr3t_value" {
+		t.Fatalf("secret %+v, %v", sec, err)
+	}
+
+	kube.ClearActions()
+	vault.err = errors.New("vault sealed")
+	if res, err := s.ApplyRevision(ctx, req); err != nil || res.Changed {
+		t.Fatalf("apply with the vault down: %+v, %v; want the serving revision kept as it is", res, err)
+	}
+	for _, a := range kube.Actions() {
+		if a.GetVerb() == "update" && a.GetResource().Resource == "secrets" {
+			t.Errorf("the Secret was rewritten: %v", a)
+		}
+	}
+	vault.err = nil
+	delete(vault.values, "hf-token")
+	if _, err := s.ApplyRevision(ctx, req); err != nil {
+		t.Errorf("a secret deleted since: %v; want the serving revision kept", err)
+	}
+	_, err = s.ApplyRevision(ctx, activities.ApplyServingRevisionRequest{ServingRevisionRef: ref(2), Spec: spec, Replicas: 1})
+	wantInvalid(t, err, `"hf-token"`)
+
+	res, err := s.DeleteRevision(ctx, ref(1))
+	if err != nil || !slices.Contains(res.Deleted, "secret/"+name+"-secrets") {
+		t.Errorf("delete: %+v, %v; want the Secret deleted", res, err)
+	}
+}
+
+// A failing init container (a model fetch refused) is the replica's
+// waiting reason, with its last words.
+func TestInitTrouble(t *testing.T) {
+	p := &corev1.Pod{Status: corev1.PodStatus{InitContainerStatuses: []corev1.ContainerStatus{{
+		Name:                 "atelier-launcher",
+		State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reasonCrashLoop}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: "the gateway refused to sign: 401"}},
+	}}}}
+	reason, msg, ok := initTrouble(p)
+	if !ok || reason != reasonCrashLoop || !strings.Contains(msg, "refused to sign") {
+		t.Errorf("initTrouble = %q, %q, %v", reason, msg, ok)
+	}
+	if _, _, ok := initTrouble(&corev1.Pod{}); ok {
+		t.Error("no init container, no trouble")
 	}
 }

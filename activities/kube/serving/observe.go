@@ -3,6 +3,7 @@ package serving
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -65,7 +66,11 @@ func (s *Serving) ObserveRevision(ctx context.Context, req activities.ObserveSer
 	res.Namespace, res.Deployment = ns, name
 	if hasMessages(res) {
 		// An engine's last log lines may print its secrets.
-		res = redactObservation(res, s.redactor(ctx, ns, name))
+		var sr stringRedactor = hideAll{}
+		if r, err := s.redactor(ctx, ns, name); err == nil {
+			sr = r
+		}
+		res = redactObservation(res, sr)
 	}
 	return res, nil
 }
@@ -79,9 +84,22 @@ func hasMessages(res activities.ObserveServingRevisionResult) bool {
 	return res.Stuck != nil || res.Unschedulable != nil
 }
 
+// stringRedactor hides what must not be shown in a string.
+type stringRedactor interface{ String(string) string }
+
+// hideAll hides whole messages: the secrets to hide could not be read.
+type hideAll struct{}
+
+func (hideAll) String(s string) string {
+	if s == "" {
+		return s
+	}
+	return "(not shown: the revision's secrets, which it may print, could not be read to hide them)"
+}
+
 // redactObservation hides secret values in the observation's messages.
-func redactObservation(res activities.ObserveServingRevisionResult, r *redact.Redactor) activities.ObserveServingRevisionResult {
-	if r == nil {
+func redactObservation(res activities.ObserveServingRevisionResult, r stringRedactor) activities.ObserveServingRevisionResult {
+	if rr, ok := r.(*redact.Redactor); r == nil || ok && rr == nil {
 		return res
 	}
 	res.Replicas = slices.Clone(res.Replicas)
@@ -185,6 +203,13 @@ func replica(p *corev1.Pod, restartThreshold int) activities.ServingReplicaObser
 	if cs == nil {
 		return r
 	}
+	if w, msg, ok := initTrouble(p); ok {
+		// The engine waits on an init container (a registered model's
+		// fetch) that fails: say why, not PodInitializing.
+		r.Waiting, r.Message = w, msg
+		r.CrashLooping = w == reasonCrashLoop
+		return r
+	}
 	r.Restarts = int(cs.RestartCount)
 	switch {
 	case cs.State.Running != nil:
@@ -206,6 +231,24 @@ func replica(p *corev1.Pod, restartThreshold int) activities.ServingReplicaObser
 	}
 	r.CrashLooping = r.Waiting == reasonCrashLoop || (restartThreshold > 0 && r.Restarts >= restartThreshold)
 	return r
+}
+
+// initTrouble is the reason and message of an init container that failed
+// or crash-loops (its last words, from its termination message).
+func initTrouble(p *corev1.Pod) (reason, message string, ok bool) {
+	for _, ic := range p.Status.InitContainerStatuses {
+		if w := ic.State.Waiting; w != nil && w.Reason == reasonCrashLoop {
+			msg := w.Message
+			if t := ic.LastTerminationState.Terminated; t != nil && t.Message != "" {
+				msg = t.Message
+			}
+			return reasonCrashLoop, fmt.Sprintf("init container %s: %s", ic.Name, msg), true
+		}
+		if t := ic.State.Terminated; t != nil && t.ExitCode != 0 {
+			return "InitContainerFailed", fmt.Sprintf("init container %s exited with code %d: %s", ic.Name, t.ExitCode, t.Message), true
+		}
+	}
+	return "", "", false
 }
 
 // serverStatus is the serving container's status, or the first

@@ -2,8 +2,10 @@ package serving
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	"go.temporal.io/sdk/temporal"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -61,10 +63,6 @@ func (s *Serving) ApplyRevision(ctx context.Context, req activities.ApplyServing
 	if secret != nil {
 		withSecretEnv(&desired.Spec.Template, spec.Secrets, secret.Name)
 		desired.Annotations[AnnotationTemplateHash] = templateHash(desired.Spec.Template)
-		// The Secret first: a pod must not start without it.
-		if err := s.ensureRevisionSecret(ctx, secret, req.Project); err != nil {
-			return activities.ServingObjectResult{}, err
-		}
 	}
 	if d := s.podPolicy.Defaults; d != nil {
 		if err := framework.ApplyPodDefaults(&desired.Spec.Template, ContainerName, d); err != nil {
@@ -77,8 +75,21 @@ func (s *Serving) ApplyRevision(ctx context.Context, req activities.ApplyServing
 	if err := s.podPolicy.CheckPod(&desired.Spec.Template.Spec); err != nil {
 		return activities.ServingObjectResult{}, err
 	}
+	if secret != nil {
+		// The Secret before the Deployment: a pod must not start without
+		// it.
+		if err := s.ensureRevisionSecret(ctx, secret, req.Project); err != nil {
+			return activities.ServingObjectResult{}, err
+		}
+	}
 	live, changed, err := s.apply(ctx, s.res.Deployments, desired, mergeDeployment, req.Project)
 	if err != nil {
+		var app *temporal.ApplicationError
+		if secret != nil && errors.As(err, &app) && app.NonRetryable() {
+			// Refused for good (another's object of that name): no
+			// ownerless Secret of values stays behind.
+			_, _ = s.deleteRevisionSecret(context.WithoutCancel(ctx), ns, desired.Name, desired.Labels)
+		}
 		return activities.ServingObjectResult{}, err
 	}
 	if secret != nil {
@@ -168,6 +179,12 @@ func (s *Serving) DeleteRevision(ctx context.Context, req activities.DeleteServi
 			out.Deleted = append(out.Deleted, objectRef(r, name))
 		}
 	}
+	s.clusterIPs.Delete(ns + "/" + name)
+	if deleted, err := s.deleteRevisionSecret(ctx, ns, name, want); err != nil {
+		return out, err
+	} else if deleted {
+		out.Deleted = append(out.Deleted, "secret/"+revisionSecretName(name))
+	}
 	return out, nil
 }
 
@@ -211,7 +228,21 @@ func (s *Serving) DeleteEndpoint(ctx context.Context, req activities.DeleteServi
 			if deleted {
 				out.Deleted = append(out.Deleted, objectRef(r, o.GetName()))
 			}
+			s.clusterIPs.Delete(ns + "/" + o.GetName())
 		}
+	}
+	// Revisions' Secrets (their owner references delete them with their
+	// Deployments too; this covers one whose Deployment was never made).
+	secrets, err := s.clients.Kube.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return out, framework.WrapAPI(err, "list Secrets of endpoint %s", req.Endpoint)
+	}
+	for _, sec := range secrets.Items {
+		err := s.clients.Kube.CoreV1().Secrets(ns).Delete(ctx, sec.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return out, framework.WrapAPI(err, "delete Secret %s/%s", ns, sec.Name)
+		}
+		out.Deleted = append(out.Deleted, "secret/"+sec.Name)
 	}
 	return out, nil
 }
