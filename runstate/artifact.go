@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strconv"
+
+	"github.com/atelier-ml/atelier/pipeline"
 )
 
 // Artifact is a reference to stored bytes a step wrote or read: what the
@@ -36,6 +38,19 @@ type ArtifactProducer struct {
 	Step    string `json:"step"`
 	Item    *int   `json:"item,omitempty"`
 	Attempt int    `json:"attempt"`
+}
+
+// StoredOutput is the artifact an attempt stored for its declared output
+// out: the ID, type and producer are derived, the bytes' digest, size
+// and file count are the store's.
+func StoredOutput(project string, producer ArtifactProducer, out pipeline.ArtifactOutput, digest string, size int64, files int) Artifact {
+	return Artifact{
+		ID:   ArtifactID(project, producer.Run, producer.Step, producer.Item, out.Name),
+		Name: out.Name, Type: string(out.ArtifactType()),
+		Digest: digest, Size: size, Files: files,
+		Producer: producer,
+		Register: out.Register,
+	}
 }
 
 // ArtifactID is the stable ID of the artifact a run's step (item) writes

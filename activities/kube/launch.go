@@ -59,17 +59,7 @@ func (b *Backend) launch(ctx context.Context, req activities.KubeStepRequest) (*
 		return nil, "", nil
 	}
 	l := b.launcher
-	var missing []string
-	if l.Image == "" {
-		missing = append(missing, "a launcher image (ATELIER_LAUNCHER_IMAGE)")
-	}
-	if l.Gateway == "" {
-		missing = append(missing, "the gateway's URL as pods reach it (ATELIER_LAUNCHER_GATEWAY_URL)")
-	}
-	if l.Box == nil {
-		missing = append(missing, "the secrets key (ATELIER_SECRETS_KEY_URL)")
-	}
-	if len(missing) > 0 {
+	if missing := framework.LauncherMissing(l.Image, l.Gateway, l.Box != nil); len(missing) > 0 {
 		return nil, "", framework.Invalid("the step has artifacts but the worker of cluster %s cannot hand them to a pod: it lacks %v", b.cluster, missing)
 	}
 	g := grant.Grant{Project: req.Project, Run: req.RunID, Step: req.Step, Item: req.Item, Attempt: req.Attempt,
@@ -121,13 +111,8 @@ func (r *stepRun) launchedOutputs(ctx context.Context, msg, pod string, res acti
 			return res, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("the launcher did not report the output artifact %q (pod %s)", out.Name, pod), activities.ErrTypeBadOutputs, nil, res)
 		}
-		res.Artifacts = append(res.Artifacts, runstate.Artifact{
-			ID:   runstate.ArtifactID(r.req.Project, r.req.RunID, r.req.Step, r.req.Item, out.Name),
-			Name: out.Name, Type: string(out.ArtifactType()),
-			Digest: a.Digest, Size: a.Size, Files: a.Files,
-			Producer: runstate.ArtifactProducer{Run: r.req.RunID, Step: r.req.Step, Item: r.req.Item, Attempt: r.req.Attempt},
-			Register: out.Register,
-		})
+		producer := runstate.ArtifactProducer{Run: r.req.RunID, Step: r.req.Step, Item: r.req.Item, Attempt: r.req.Attempt}
+		res.Artifacts = append(res.Artifacts, runstate.StoredOutput(r.req.Project, producer, out, a.Digest, a.Size, a.Files))
 	}
 	if lr.Metrics != nil {
 		m, err := r.readMetrics(ctx, lr.Metrics.Digest)

@@ -143,13 +143,8 @@ func (a *attempt) storeOutputs(ctx context.Context, result *activities.Container
 			return fmt.Errorf("store output artifact %q: %w", out.Name, err)
 		}
 		bytes += o.Size
-		result.Artifacts = append(result.Artifacts, runstate.Artifact{
-			ID:   runstate.ArtifactID(a.req.Project, a.req.RunID, a.req.Step, a.req.Item, out.Name),
-			Name: out.Name, Type: string(out.ArtifactType()),
-			Digest: o.Digest, Size: o.Size, Files: o.Files,
-			Producer: runstate.ArtifactProducer{Run: a.req.RunID, Step: a.req.Step, Item: a.req.Item, Attempt: a.req.Attempt},
-			Register: out.Register,
-		})
+		producer := runstate.ArtifactProducer{Run: a.req.RunID, Step: a.req.Step, Item: a.req.Item, Attempt: a.req.Attempt}
+		result.Artifacts = append(result.Artifacts, runstate.StoredOutput(a.req.Project, producer, out, o.Digest, o.Size, o.Files))
 	}
 	a.logger.Info("output artifacts stored", zap.Int("artifacts", len(a.req.Outputs)), zap.Int64("bytes", bytes),
 		zap.Duration("took", time.Since(start)))

@@ -20,6 +20,24 @@ type Launch struct {
 	Spec launch.Spec
 }
 
+// LauncherMissing names what a cluster worker lacks to hand artifacts to
+// pods through the launcher, as the operator sets it; none when it has
+// all: the launcher's image, the gateway's URL as pods reach it, and the
+// key that seals grants.
+func LauncherMissing(image, gateway string, hasKey bool) []string {
+	var missing []string
+	if image == "" {
+		missing = append(missing, "a launcher image (ATELIER_LAUNCHER_IMAGE)")
+	}
+	if gateway == "" {
+		missing = append(missing, "the gateway's URL as pods reach it (ATELIER_LAUNCHER_GATEWAY_URL)")
+	}
+	if !hasKey {
+		missing = append(missing, "the secrets key (ATELIER_SECRETS_KEY_URL)")
+	}
+	return missing
+}
+
 // LauncherInit is the init container's name.
 const LauncherInit = "atelier-launcher"
 

@@ -112,17 +112,7 @@ func (s *Serving) revisionSecret(ctx context.Context, ns, project, endpoint stri
 	if reg == nil {
 		return nil, sec, nil
 	}
-	var missing []string
-	if s.fetchImage == "" {
-		missing = append(missing, "a launcher image (ATELIER_LAUNCHER_IMAGE)")
-	}
-	if s.fetchGateway == "" {
-		missing = append(missing, "the gateway's URL as pods reach it (ATELIER_LAUNCHER_GATEWAY_URL)")
-	}
-	if s.fetchBox == nil {
-		missing = append(missing, "the secrets key (ATELIER_SECRETS_KEY_URL)")
-	}
-	if len(missing) > 0 {
+	if missing := framework.LauncherMissing(s.fetchImage, s.fetchGateway, s.fetchBox != nil); len(missing) > 0 {
 		return nil, nil, framework.Invalid("revision %d of endpoint %s serves model %s version %d, but this cluster's worker cannot fetch it into a pod: it lacks %v", revision, endpoint, reg.Model, reg.Version, missing)
 	}
 	now := s.clock.Now()
