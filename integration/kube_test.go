@@ -281,7 +281,10 @@ func (e *kubeEnv) startClusterWorkerProcess(t *testing.T, log *os.File) *exec.Cm
 	cmd := exec.Command(atelierBinary(t), "worker", "--cluster", e.cluster, "--kubeconfig", e.kc.Kubeconfig(),
 		"--kube-namespace-template", e.namespace)
 	cmd.Env = append(os.Environ(), "ATELIER_DATABASE_URL="+e.cfg.DatabaseURL, "ATELIER_TEMPORAL="+e.cfg.TemporalHostPort,
-		"ATELIER_NAMESPACE="+e.cfg.Namespace, "ATELIER_LOG_LEVEL=warn")
+		"ATELIER_NAMESPACE="+e.cfg.Namespace, "ATELIER_LOG_LEVEL=warn",
+		// Secrets and artifacts as the in-process worker has them.
+		"ATELIER_SECRETS_KEY_URL="+e.cfg.SecretsKeyURL, "ATELIER_ARTIFACTS_URL="+e.cfg.ArtifactsURL,
+		"ATELIER_LAUNCHER_IMAGE="+e.cfg.LauncherImage, "ATELIER_LAUNCHER_GATEWAY_URL="+e.cfg.LauncherGatewayURL)
 	cmd.Stdout, cmd.Stderr = log, log
 	require.NoError(t, cmd.Start())
 	return cmd

@@ -5,6 +5,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -107,4 +111,48 @@ steps:
 		assert.Contains(t, val(st.Error), `the step did not write its output artifact "model"`)
 		assert.Len(t, val(st.Attempts), 1, "the same code cannot write it on a retry")
 	})
+}
+
+// A cluster worker stopped (SIGTERM, a rolling restart) while a step with
+// artifacts runs on the real node leaves the Job running and the
+// attempt's Secret in place; the next worker adopts the Job, and the
+// step's output is stored through the launcher under the same attempt.
+func TestClusterWorkerStoppedMidLaunchedStepOnARealNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the Kubernetes control plane and a real node")
+	}
+	e := newKubeEnv(t, outputsScript, false, stackOptions{listenAddr: "0.0.0.0:0"})
+	e.kc.RealNode(t)
+	logf, err := os.Create(filepath.Join(t.TempDir(), "cluster-worker.log"))
+	require.NoError(t, err)
+	defer logf.Close()
+	cw := e.startClusterWorkerProcess(t, logf)
+	defer func() { _ = cw.Process.Kill(); _ = cw.Wait() }()
+	e.waitRegistered(t)
+
+	e.createPipeline("real-stop", realNodePod()+fmt.Sprintf(`
+steps:
+  - name: train
+    placement: {cluster: %s}
+    container:
+      image: %s
+      command: ["sh", "-c", "i=0; while [ $i -lt 10 ]; do i=$((i+1)); echo tick $i; sleep 1; done; printf weights > $ATELIER_ARTIFACTS/model.bin"]
+      artifacts:
+        outputs: [{name: model, path: model.bin, type: model}]
+`, e.cluster, kubetest.StepImage))
+	id := e.start("real-stop", nil)
+	require.Eventually(t, func() bool { return strings.Contains(e.stepLogSoFar(id, "train"), "tick 2\n") }, 90*time.Second, 200*time.Millisecond,
+		"the step runs")
+	require.NoError(t, cw.Process.Signal(syscall.SIGTERM))
+	_ = cw.Wait()
+	cw = e.startClusterWorkerProcess(t, logf)
+
+	r := e.waitTerminal(id, 3*time.Minute)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
+	st := stepByName(r, "train")
+	assert.Len(t, val(st.Attempts), 1, "the same attempt, its Job adopted")
+	require.Len(t, val(st.Artifacts), 1)
+	sum := sha256.Sum256([]byte("weights"))
+	assert.Equal(t, "sha256:"+hex.EncodeToString(sum[:]), val(st.Artifacts)[0].Digest)
+	require.Eventually(t, func() bool { return len(e.runObjects(t, id)) == 0 }, 30*time.Second, 100*time.Millisecond)
 }
