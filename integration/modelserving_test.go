@@ -33,6 +33,41 @@ steps:
         outputs: [{name: model, path: model.bin, register: sentiment}]
 `
 
+// registerSentimentVersions runs trainSentimentPipeline twice (seeds "a"
+// and "b") and waits until both versions of "sentiment" are registered;
+// it returns their digests by version number.
+func (s *stack) registerSentimentVersions(t *testing.T) map[int]string {
+	t.Helper()
+	s.createPipeline("train-sentiment", trainSentimentPipeline)
+	digests := map[int]string{}
+	for i, seed := range []string{"a", "b"} {
+		r := s.waitTerminal(s.start("train-sentiment", map[string]any{"seed": seed}), time.Minute)
+		require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
+		digests[i+1] = val(stepByName(r, "train").Artifacts)[0].Digest
+	}
+	require.Eventually(t, func() bool {
+		code, body := s.raw("GET", s.path("/models/sentiment/versions/2"), nil)
+		return code == 200 && strings.Contains(string(body), digests[2])
+	}, 10*time.Second, 100*time.Millisecond, "both runs registered a version")
+	return digests
+}
+
+// revisionServes is an endpoint whose stable revision is rev, with a
+// ready replica and no rollout.
+func revisionServes(rev int) func(gen.Endpoint) bool {
+	return func(v gen.Endpoint) bool {
+		if v.Stable != rev || v.Rollout != nil {
+			return false
+		}
+		for _, o := range v.Observed {
+			if o.Revision == rev && o.Ready == 1 {
+				return true
+			}
+		}
+		return false
+	}
+}
+
 // An endpoint serving a registered model on the real stack: two training
 // runs register versions 1 and 2 of "sentiment"; an endpoint on the local
 // runtime follows sentiment@champion, and its replica (examples/modelserver
@@ -46,17 +81,7 @@ func TestEndpointServesARegisteredModel(t *testing.T) {
 	engine := modelserverBinary(t)
 	s := newStack(t, stackOptions{localEngines: map[string]string{"vllm": engine}})
 	s.cleanupEndpoint(t)
-	s.createPipeline("train-sentiment", trainSentimentPipeline)
-	digests := map[int]string{}
-	for i, seed := range []string{"a", "b"} {
-		r := s.waitTerminal(s.start("train-sentiment", map[string]any{"seed": seed}), time.Minute)
-		require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
-		digests[i+1] = val(stepByName(r, "train").Artifacts)[0].Digest
-	}
-	require.Eventually(t, func() bool {
-		code, body := s.raw("GET", s.path("/models/sentiment/versions/2"), nil)
-		return code == 200 && strings.Contains(string(body), digests[2])
-	}, 10*time.Second, 100*time.Millisecond, "both runs registered a version")
+	digests := s.registerSentimentVersions(t)
 	code, body := s.raw("PUT", s.path("/models/sentiment/aliases/champion"), []byte(`{"version": 1}`))
 	require.Equal(t, 200, code, "%s", body)
 
@@ -64,20 +89,7 @@ func TestEndpointServesARegisteredModel(t *testing.T) {
 		"image": "vllm/vllm-openai:v0.9.1", "args": []string{"--startup-delay", "200ms"}, "replicas": map[string]any{"min": 1, "max": 1},
 		"rollout": map[string]any{"gates": map[string]any{"maxErrorRate": 1, "analysisInterval": "1s"}}}
 	s.createEndpoint(t, "", spec)
-	serves := func(rev int) func(gen.Endpoint) bool {
-		return func(v gen.Endpoint) bool {
-			if v.Stable != rev || v.Rollout != nil {
-				return false
-			}
-			for _, o := range v.Observed {
-				if o.Revision == rev && o.Ready == 1 {
-					return true
-				}
-			}
-			return false
-		}
-	}
-	s.waitEndpoint(t, 90*time.Second, "served revision 1", serves(1))
+	s.waitEndpoint(t, 90*time.Second, "served revision 1", revisionServes(1))
 	code, body = s.raw("GET", s.path("/endpoints/chat"), nil)
 	require.Equal(t, 200, code)
 	assert.Contains(t, string(body), `"registered":{"model":"sentiment","version":1,"alias":"champion"`, "the revision records the version it serves")
@@ -98,7 +110,7 @@ func TestEndpointServesARegisteredModel(t *testing.T) {
 	// Moving the alias rolls out version 2.
 	code, body = s.raw("PUT", s.path("/models/sentiment/aliases/champion"), []byte(`{"version": 2}`))
 	require.Equal(t, 200, code, "%s", body)
-	v := s.waitEndpoint(t, 90*time.Second, "served revision 2 after the alias moved", serves(2))
+	v := s.waitEndpoint(t, 90*time.Second, "served revision 2 after the alias moved", revisionServes(2))
 	assert.Contains(t, eventLine(v), "revision 2 created: sentiment@champion moved from version 1 to 2")
 	require.Eventually(t, func() bool { return s.servedWeights(t) == digests[2] }, 20*time.Second, 200*time.Millisecond,
 		"the endpoint serves version 2's bytes")

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/stack/kubetest"
 )
 
@@ -51,20 +50,7 @@ func TestEndpointOnARealNode(t *testing.T) {
 	start := time.Now()
 	e.createEndpoint(t, e.cluster, spec("one"))
 	e.cleanupEndpoint(t)
-	ready := func(rev int) func(gen.Endpoint) bool {
-		return func(v gen.Endpoint) bool {
-			if v.Stable != rev || v.Rollout != nil {
-				return false
-			}
-			for _, o := range v.Observed {
-				if o.Revision == rev && o.Ready == 1 {
-					return true
-				}
-			}
-			return false
-		}
-	}
-	e.waitEndpoint(t, 2*time.Minute, "revision 1 ready on the real node", ready(1))
+	e.waitEndpoint(t, 2*time.Minute, "revision 1 ready on the real node", revisionServes(1))
 	t.Logf("revision 1 ready on the real node %s after the create", time.Since(start).Round(time.Millisecond))
 
 	pods, err := e.kube.CoreV1().Pods(e.namespace).List(context.Background(), metav1.ListOptions{})
@@ -98,7 +84,7 @@ func TestEndpointOnARealNode(t *testing.T) {
 	two["args"] = []string{"--startup-delay", "500ms", "--revision", "two", "--require-env", "HF_TOKEN"}
 	two["secrets"] = []map[string]any{{"name": "hf-token", "env": "HF_TOKEN"}}
 	e.updateEndpoint(t, two)
-	e.waitEndpoint(t, 2*time.Minute, "revision 2 promoted", ready(2))
+	e.waitEndpoint(t, 2*time.Minute, "revision 2 promoted", revisionServes(2))
 	require.Eventually(t, func() bool {
 		code, rev, body = e.complete(context.Background())
 		return code == 200 && rev == "2"
@@ -113,30 +99,20 @@ func TestEndpointOnARealNode(t *testing.T) {
 	assert.NotContains(t, string(db), value, "nor in the Deployments: the engine reads it from the revision's Secret")
 
 	// A registered model: two versions trained on the local runtime.
-	e.createPipeline("train-sentiment", trainSentimentPipeline)
-	digests := map[int]string{}
-	for i, seed := range []string{"a", "b"} {
-		r := e.waitTerminal(e.start("train-sentiment", map[string]any{"seed": seed}), time.Minute)
-		require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
-		digests[i+1] = val(stepByName(r, "train").Artifacts)[0].Digest
-	}
-	require.Eventually(t, func() bool {
-		code, body := e.raw("GET", e.path("/models/sentiment/versions/2"), nil)
-		return code == 200 && strings.Contains(string(body), digests[2])
-	}, 10*time.Second, 100*time.Millisecond, "both runs registered a version")
+	digests := e.registerSentimentVersions(t)
 	code, raw = e.raw("PUT", e.path("/models/sentiment/aliases/champion"), []byte(`{"version": 1}`))
 	require.Equal(t, 200, code, "%s", raw)
 
 	registered := spec("three")
 	registered["model"] = map[string]any{"ref": "sentiment@champion", "follow": true}
 	e.updateEndpoint(t, registered)
-	e.waitEndpoint(t, 2*time.Minute, "revision 3 (sentiment version 1) promoted", ready(3))
+	e.waitEndpoint(t, 2*time.Minute, "revision 3 (sentiment version 1) promoted", revisionServes(3))
 	require.Eventually(t, func() bool { return e.servedWeightsOf(t, "sentiment") == digests[1] }, 30*time.Second, 200*time.Millisecond,
 		"the engine loaded version 1's bytes, fetched into its pod: %s", e.servedWeightsOf(t, "sentiment"))
 
 	code, raw = e.raw("PUT", e.path("/models/sentiment/aliases/champion"), []byte(`{"version": 2}`))
 	require.Equal(t, 200, code, "%s", raw)
-	e.waitEndpoint(t, 2*time.Minute, "revision 4 (sentiment version 2) promoted", ready(4))
+	e.waitEndpoint(t, 2*time.Minute, "revision 4 (sentiment version 2) promoted", revisionServes(4))
 	require.Eventually(t, func() bool { return e.servedWeightsOf(t, "sentiment") == digests[2] }, 30*time.Second, 200*time.Millisecond,
 		"after the alias moved, version 2's bytes: %s", e.servedWeightsOf(t, "sentiment"))
 	secrets, err := e.kube.CoreV1().Secrets(e.namespace).List(context.Background(), metav1.ListOptions{})
