@@ -57,6 +57,9 @@ func (s *server) CreateEndpoint(ctx context.Context, req gen.CreateEndpointReque
 	if clusterProblem != nil {
 		fields = append(fields, *clusterProblem)
 	}
+	if deref(body.Cluster) == "" && spec.Pod != nil {
+		fields = append(fields, gen.FieldError{Path: "spec.pod", Message: "pod settings apply to endpoints on a Kubernetes cluster (cluster); this endpoint runs on the local runtime"})
+	}
 	if len(fields) == 0 {
 		if fields, err = s.resolveEndpointModel(ctx, req.Project, &spec, "spec"); err != nil {
 			return nil, err

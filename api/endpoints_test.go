@@ -214,6 +214,14 @@ func TestEndpointOnTheLocalRuntime(t *testing.T) {
 	if _, ok := eps.queues["alpha/chat3"]; ok {
 		t.Fatal("an endpoint on an unknown cluster was created")
 	}
+	// Pod settings need a cluster: on the local runtime they are refused
+	// (with the spec's other problems), not ignored.
+	withPod := vllmSpec("")
+	withPod["pod"] = map[string]any{"tolerations": []any{map[string]any{"key": "gpu", "operator": "Exists"}}}
+	p = wantProblem(t, h.do("POST", path, h.editor, endpointBody("chat4", "", withPod)), http.StatusUnprocessableEntity, "invalid-endpoint-spec")
+	if paths := errorPaths(p); !slices.Equal(paths, []string{"spec.image", "spec.pod"}) {
+		t.Fatalf("problem paths %v, want [spec.image spec.pod]", paths)
+	}
 }
 
 // An unknown field (a typo) or a value that does not decode is one problem

@@ -22,8 +22,9 @@
 // # Endpoints
 //
 // An EndpointSpec names a backend (triton or vllm), a model, an image,
-// extra args and env, per-replica resources (GPUs of one type, counted
-// like the gpu package's quotas; optional CPU and memory), replica bounds,
+// extra args and env, secrets by name, per-replica resources (GPUs of one
+// type, counted like the gpu package's quotas; optional CPU and memory),
+// Kubernetes pod settings (schema.Pod, on clusters only), replica bounds,
 // autoscaling settings and rollout settings. Validate reports every
 // problem at once, each with a JSON path ("rollout.canary.steps[1].weight")
 // and a message saying what to change, as a *ValidationError (errors.Is
@@ -70,9 +71,10 @@
 // A Revision is immutable and numbered from 1. It stores the spec with
 // defaults applied (rolling back restores what ran, whatever later
 // versions default to), Digest, the sha256 of that spec's canonical JSON
-// (the spec holds no maps, so field order is fixed; optional fields are
-// omitted when empty, so adding one keeps old digests), and TemplateDigest
-// over what replicas run (backend, model, image, args, env, resources).
+// (struct fields in declaration order, maps by sorted key; optional fields
+// are omitted when empty, so adding one keeps old digests), and
+// TemplateDigest over what replicas run (backend, model, image, args, env,
+// secrets, resources, pod settings).
 // NextRevision validates an update and returns the latest revision
 // unchanged (made = false) when the digest is the same: writing a default
 // out explicitly is not a change. A revision that differs only in

@@ -40,8 +40,13 @@ type EndpointSpec struct {
 	// revision names rolls out; changing a secret's value does not (roll
 	// the endpoint back to its own revision to restart it). On a cluster
 	// the values are in a Secret of each revision's.
-	Secrets     []SecretEnv     `json:"secrets,omitempty"`
-	Resources   Resources       `json:"resources"`
+	Secrets   []SecretEnv `json:"secrets,omitempty"`
+	Resources Resources   `json:"resources"`
+	// Pod holds Kubernetes pod settings of the replicas (node selector,
+	// tolerations, service account, volumes, ...: schema.Pod), under the
+	// cluster operator's defaults and policy. Part of what replicas run:
+	// changing it rolls out. Ignored on the local runtime.
+	Pod         *schema.Pod     `json:"pod,omitempty"`
 	Replicas    ReplicaRange    `json:"replicas"`
 	Autoscaling Autoscaling     `json:"autoscaling"`
 	Rollout     RolloutSettings `json:"rollout"`

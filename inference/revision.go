@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/atelier-ml/atelier/schema"
 )
 
 // ErrRevisionNotFound is returned by Rollback for a revision number that is
@@ -43,9 +45,9 @@ func (r Revision) NeedsRollout(prev Revision) bool {
 
 // Digest returns "sha256:<hex>" of the canonical JSON of the spec with
 // defaults applied, so that leaving a field out and setting it to its
-// default give the same digest. The JSON is canonical because the spec
-// holds no maps (struct fields encode in declaration order) and every
-// optional field is omitted when empty, which keeps digests stable when
+// default give the same digest. The JSON is canonical because struct
+// fields encode in declaration order, maps (only in pod settings) by
+// sorted key, and every optional field is omitted when empty, which keeps digests stable when
 // fields are added. It fails only for a spec Validate rejects (NaN).
 func Digest(spec EndpointSpec) (string, error) {
 	return digestOf(WithDefaults(spec))
@@ -62,10 +64,12 @@ type template struct {
 	// of specs without secrets stay as they were).
 	Secrets   []SecretEnv `json:"secrets,omitempty"`
 	Resources Resources   `json:"resources"`
+	// Pod is omitted when empty for the same reason.
+	Pod *schema.Pod `json:"pod,omitempty"`
 }
 
 func templateOf(s EndpointSpec) template {
-	return template{Backend: s.Backend, Model: s.Model, Image: s.Image, Args: s.Args, Env: s.Env, Secrets: s.Secrets, Resources: s.Resources}
+	return template{Backend: s.Backend, Model: s.Model, Image: s.Image, Args: s.Args, Env: s.Env, Secrets: s.Secrets, Resources: s.Resources, Pod: s.Pod}
 }
 
 func digestOf(v any) (string, error) {

@@ -99,3 +99,24 @@ func TestDigestIsStable(t *testing.T) {
 		t.Fatal("Digest(WithDefaults(s)) != Digest(s)")
 	}
 }
+
+// Pod settings are part of what replicas run: changing them rolls out,
+// and they are validated with the spec at their paths.
+func TestPodSettingsRollOut(t *testing.T) {
+	r1, _, err := NextRevision(nil, vllmSpec(), sec(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := vllmSpec()
+	s.Pod = &schema.Pod{Tolerations: []schema.Toleration{{Key: "nvidia.com/gpu", Operator: "Exists"}}}
+	r2, made, err := NextRevision(&r1, s, sec(10))
+	if err != nil || !made || !r2.NeedsRollout(r1) {
+		t.Fatalf("NextRevision = %+v, %v, %v; want a revision that rolls out", r2, made, err)
+	}
+	s.Pod.Tolerations[0].Operator = "Sometimes"
+	err = Validate(s)
+	var ve *schema.ValidationError
+	if !errors.As(err, &ve) || ve.Problems[0].Path != "pod.tolerations[0].operator" {
+		t.Fatalf("Validate = %v", err)
+	}
+}

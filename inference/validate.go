@@ -103,6 +103,7 @@ func Validate(spec EndpointSpec) error {
 			seen[sec.Env] = i
 		}
 	}
+	ps = append(ps, schema.ValidatePod("pod", s.Pod)...)
 	validateResources(s.Resources, &ps)
 	validateReplicas(s, &ps)
 	validateAutoscaling(s.Autoscaling, &ps)

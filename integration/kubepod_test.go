@@ -176,3 +176,104 @@ steps:
 	r := e.waitTerminal(id, 90*time.Second)
 	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
 }
+
+// Pod settings of ray and spark steps on the real control plane: the real
+// KubeRay operator makes the head and worker pods of a step's own cluster
+// and of a shared one from templates that carry the settings (a head and
+// a worker group sent to a tainted pool by their own settings, the
+// pipeline's label on every pod), the SparkApplication's driver and
+// executor templates carry theirs (checked by the API server against the
+// CRD), and the cluster's policy refuses a head's service account, naming
+// the head.
+func TestRayAndSparkPodSettingsOnKubernetes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the Kubernetes control plane")
+	}
+	e := newKubeEnv(t, func(string) kubetest.Exit { return kubetest.Exit{Never: true} }, true)
+	ctx := context.Background()
+	pool := fmt.Sprintf("raypool-%d", os.Getpid()%100000)
+	require.NoError(t, kubetest.CreateNodes(ctx, e.kube, []*corev1.Node{
+		kubetest.MakeNode(pool+"-1").Label("pool", pool).Taint("dedicated", pool, corev1.TaintEffectNoSchedule).Ready(true).Obj(),
+	}))
+	onPool := fmt.Sprintf(`{nodeSelector: {pool: %[1]s}, tolerations: [{key: dedicated, value: %[1]s, effect: NoSchedule}]}`, pool)
+	e.createPipeline("ray-spark-pods", fmt.Sprintf(`
+pod: {labels: {team: vision}}
+rayClusters:
+  - name: shared
+    image: rayproject/ray:2.9.0
+    workers: [{name: pooled, replicas: 1, pod: %[1]s}]
+steps:
+  - name: train
+    kind: ray
+    ray:
+      entrypoint: python train.py
+      image: rayproject/ray:2.9.0
+      headPod: %[1]s
+      workers:
+        - {name: pooled, replicas: 1, pod: %[1]s}
+        - {name: anywhere, replicas: 1}
+  - name: eval
+    kind: ray
+    ray: {entrypoint: python eval.py, cluster: shared}
+  - name: etl
+    kind: spark
+    spark:
+      type: Python
+      image: spark:3.5.0
+      mainApplicationFile: local:///opt/etl.py
+      executor: {instances: 1, pod: %[1]s}
+`, onPool))
+	id := e.start("ray-spark-pods", nil)
+	type where struct{ node, team string }
+	pods := map[string]where{}
+	e.waitRun(id, 90*time.Second, "the Ray pods scheduled", func(gen.Run) bool {
+		list, err := e.kube.CoreV1().Pods(e.namespace).List(ctx, metav1.ListOptions{LabelSelector: "atelier.dev/run=" + id + ",ray.io/node-type"})
+		require.NoError(t, err)
+		for _, p := range list.Items {
+			if p.Spec.NodeName == "" {
+				continue
+			}
+			owner := p.Labels["atelier.dev/step"]
+			if owner == "" {
+				owner = "shared"
+			}
+			pods[owner+"/"+p.Labels["ray.io/node-type"]+"/"+p.Labels["ray.io/group"]] = where{p.Spec.NodeName, p.Labels["team"]}
+		}
+		return len(pods) >= 5
+	})
+	for k, w := range pods {
+		assert.Equal(t, "vision", w.team, "%s: the pipeline's label", k)
+		switch {
+		case strings.HasPrefix(k, "train/head/"), k == "train/worker/pooled", k == "shared/worker/pooled":
+			assert.Equal(t, pool+"-1", w.node, "%s: its own settings put it on the pool", k)
+		default:
+			assert.NotEqual(t, pool+"-1", w.node, "%s: no toleration, not on the pool", k)
+		}
+	}
+	assert.Contains(t, pods, "train/worker/anywhere")
+	apps, err := e.spark.SparkoperatorV1beta2().SparkApplications(e.namespace).List(ctx, metav1.ListOptions{LabelSelector: "atelier.dev/run=" + id})
+	require.NoError(t, err)
+	require.Len(t, apps.Items, 1)
+	app := apps.Items[0].Spec
+	require.NotNil(t, app.Executor.Template, "the executor's pod template")
+	assert.Equal(t, pool, app.Executor.Template.Spec.NodeSelector["pool"])
+	assert.Len(t, app.Executor.Template.Spec.Tolerations, 1)
+	require.NotNil(t, app.Driver.Template, "the driver's pod template (the pipeline's label)")
+	assert.Equal(t, "vision", app.Driver.Template.Labels["team"])
+	assert.Empty(t, app.Driver.Template.Spec.Tolerations)
+	e.cancel(id, "seen")
+	e.waitTerminal(id, 60*time.Second)
+
+	e.createPipeline("ray-bad-sa", `
+steps:
+  - name: train
+    kind: ray
+    ray:
+      entrypoint: python train.py
+      image: rayproject/ray:2.9.0
+      headPod: {serviceAccountName: cluster-admin}
+`)
+	r := e.waitTerminal(e.start("ray-bad-sa", nil), 60*time.Second)
+	require.Equal(t, gen.RunStateFAILED, r.State)
+	assert.Contains(t, val(stepByName(r, "train").Error), "the head pods break the cluster's policy")
+}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/atelier-ml/atelier/internal/stack/kubetest"
@@ -45,7 +47,11 @@ func TestEndpointOnARealNode(t *testing.T) {
 			// default is loopback; vLLM's is every address).
 			"env":      []map[string]any{{"name": "ATELIER_FAKE_ADDR", "value": "0.0.0.0:8000"}},
 			"replicas": map[string]any{"min": 1, "max": 1},
-			"rollout":  map[string]any{"gates": map[string]any{"maxErrorRate": 1, "analysisInterval": "1s"}}}
+			// The endpoint's own pod settings, under the cluster's
+			// defaults: a label and a scratch volume the kubelet mounts.
+			"pod": map[string]any{"labels": map[string]any{"team": "serving"},
+				"volumes": []map[string]any{{"name": "scratch", "mountPath": "/scratch", "emptyDir": map[string]any{"sizeLimit": "64Mi"}}}},
+			"rollout": map[string]any{"gates": map[string]any{"maxErrorRate": 1, "analysisInterval": "1s"}}}
 	}
 	start := time.Now()
 	e.createEndpoint(t, e.cluster, spec("one"))
@@ -61,6 +67,9 @@ func TestEndpointOnARealNode(t *testing.T) {
 			onNode++
 			require.NotEmpty(t, p.Status.ContainerStatuses)
 			assert.True(t, p.Status.ContainerStatuses[0].Ready, "the kubelet's readiness probe passed")
+			assert.Equal(t, "serving", p.Labels["team"], "the endpoint's pod settings")
+			assert.True(t, slices.ContainsFunc(p.Spec.Containers[0].VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/scratch" }),
+				"the endpoint's volume is mounted: %+v", p.Spec.Containers[0].VolumeMounts)
 		}
 	}
 	assert.Equal(t, 1, onNode, "the revision's pod runs on the real node")

@@ -1,5 +1,7 @@
 package pipeline
 
+import "github.com/atelier-ml/atelier/schema"
+
 // Resources requests compute for a container, a Ray head/worker group, or a
 // Spark driver/executor. Quantities use Kubernetes syntax ("500m", "4Gi").
 type Resources struct {
@@ -61,6 +63,12 @@ type RayClusterTemplate struct {
 	RayVersion string           `json:"rayVersion,omitempty"`
 	Head       Resources        `json:"head,omitempty"`
 	Workers    []RayWorkerGroup `json:"workers,omitempty"`
+	// Pod holds Kubernetes pod settings of every pod of the cluster (head
+	// and workers) and of the step's job submitter; HeadPod and a worker
+	// group's Pod override them for the head and that group. The
+	// pipeline's pod settings (Spec.Pod) are the default of all three.
+	Pod     *schema.Pod `json:"pod,omitempty"`
+	HeadPod *schema.Pod `json:"headPod,omitempty"`
 }
 
 // RayWorkerGroup is one Ray worker group.
@@ -70,6 +78,8 @@ type RayWorkerGroup struct {
 	MinReplicas int32  `json:"minReplicas,omitempty"`
 	MaxReplicas int32  `json:"maxReplicas,omitempty"`
 	Resources
+	// Pod holds pod settings of this group's pods, over the cluster's.
+	Pod *schema.Pod `json:"pod,omitempty"`
 }
 
 // SharedRayCluster is a RayCluster created once per run, used by the ray
@@ -92,6 +102,11 @@ type SparkStep struct {
 	SparkConf           map[string]string `json:"sparkConf,omitempty"`
 	Driver              SparkRole         `json:"driver,omitempty"`
 	Executor            SparkRole         `json:"executor,omitempty"`
+	// Pod holds Kubernetes pod settings of the driver and the executors
+	// (a role's own Pod overrides them); the pipeline's pod settings are
+	// their default. They reach the pods through the SparkApplication's
+	// pod templates.
+	Pod *schema.Pod `json:"pod,omitempty"`
 }
 
 // SparkRole sizes the Spark driver or executors.
@@ -101,4 +116,6 @@ type SparkRole struct {
 	Instances int32  `json:"instances,omitempty"` // executors only
 	GPU       int    `json:"gpu,omitempty"`
 	GPUType   string `json:"gpuType,omitempty"`
+	// Pod holds pod settings of this role's pods, over the step's.
+	Pod *schema.Pod `json:"pod,omitempty"`
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/atelier-ml/atelier/schema"
 )
 
 var (
@@ -100,6 +102,11 @@ func validateRay(path string, r *RayStep, vc *vctx, ps *problems) {
 	if len(r.Workers) > 0 {
 		ps.add(field(path, "workers"), "%s", defined)
 	}
+	if r.HeadPod != nil {
+		ps.add(field(path, "headPod"), "%s", defined)
+	}
+	// pod stays: it is the job submitter's.
+	checkPod(field(path, "pod"), r.Pod, ps)
 	if r.ShutdownAfterJobFinishes != nil {
 		ps.add(field(path, "shutdownAfterJobFinishes"), "%s", ownOnly)
 	}
@@ -155,6 +162,20 @@ func validateClusterTemplate(path string, t *RayClusterTemplate, imageMissing st
 			ps.add(field(gp, "replicas"), "must not exceed maxReplicas (%d), got %d", g.MaxReplicas, g.Replicas)
 		}
 		validateResources(gp, &g.Resources, ps)
+		checkPod(field(gp, "pod"), g.Pod, ps)
+	}
+	checkPod(field(path, "pod"), t.Pod, ps)
+	checkPod(field(path, "headPod"), t.HeadPod, ps)
+}
+
+// checkPod validates pod settings written at pp: literal values only.
+func checkPod(pp string, p *schema.Pod, ps *problems) {
+	if p == nil {
+		return
+	}
+	validatePod(pp, p, ps)
+	if podHasTemplates(p) {
+		ps.add(pp, "templates are not supported in pod settings")
 	}
 }
 
@@ -239,6 +260,7 @@ func validateSpark(path string, sp *SparkStep, ps *problems) {
 	}
 	validateSparkRole(field(path, "driver"), &sp.Driver, true, ps)
 	validateSparkRole(field(path, "executor"), &sp.Executor, false, ps)
+	checkPod(field(path, "pod"), sp.Pod, ps)
 }
 
 // sparkTemplates calls fn with the path (relative to the spark block) and
@@ -254,6 +276,7 @@ func sparkTemplates(sp *SparkStep, fn func(path, v string)) {
 }
 
 func validateSparkRole(path string, r *SparkRole, driver bool, ps *problems) {
+	checkPod(field(path, "pod"), r.Pod, ps)
 	if r.Cores < 0 {
 		ps.add(field(path, "cores"), "must not be negative, got %d", r.Cores)
 	}

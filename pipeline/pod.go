@@ -4,271 +4,36 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"path"
-	"regexp"
 	"slices"
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/atelier-ml/atelier/schema"
 )
-
-// Pod holds Kubernetes settings of a container step's pod: where it may
-// run (node selector, tolerations, priority class), who it runs as
-// (service account, image pull secrets), what it mounts (volumes), how it
-// is labelled, and a strategic merge patch of its pod template for what
-// none of these say. A step's pod settings override the pipeline's
-// (Spec.Pod) field by field; maps and lists merge (the step wins on a
-// key). They apply on Kubernetes only; the cluster's worker checks the
-// result against the operator's policy (no host paths, no privileged
-// containers, no host namespaces, service accounts from an allow-list).
-type Pod struct {
-	NodeSelector       map[string]string `json:"nodeSelector,omitempty"`
-	Tolerations        []Toleration      `json:"tolerations,omitempty"`
-	PriorityClassName  string            `json:"priorityClassName,omitempty"`
-	ServiceAccountName string            `json:"serviceAccountName,omitempty"`
-	ImagePullSecrets   []string          `json:"imagePullSecrets,omitempty"`
-	Labels             map[string]string `json:"labels,omitempty"`
-	Annotations        map[string]string `json:"annotations,omitempty"`
-	Volumes            []Volume          `json:"volumes,omitempty"`
-	// Patch is a strategic merge patch of the pod template (a JSON object,
-	// the shape of a Kubernetes PodTemplateSpec), applied last.
-	Patch json.RawMessage `json:"patch,omitempty"`
-}
-
-// Toleration lets the pod run on nodes with a matching taint.
-type Toleration struct {
-	Key      string `json:"key,omitempty"`
-	Operator string `json:"operator,omitempty"` // Equal (default) or Exists
-	Value    string `json:"value,omitempty"`
-	Effect   string `json:"effect,omitempty"` // NoSchedule, PreferNoSchedule, NoExecute; empty: all
-	// TolerationSeconds bounds how long a NoExecute taint is tolerated.
-	TolerationSeconds *int64 `json:"tolerationSeconds,omitempty"`
-}
-
-// Volume is a volume of the pod mounted into the step's container at
-// MountPath: exactly one source is set.
-type Volume struct {
-	Name      string `json:"name"`
-	MountPath string `json:"mountPath"`
-	ReadOnly  bool   `json:"readOnly,omitempty"`
-	SubPath   string `json:"subPath,omitempty"`
-	// PersistentVolumeClaim names an existing claim of the project's
-	// namespace.
-	PersistentVolumeClaim string `json:"persistentVolumeClaim,omitempty"`
-	// EmptyDir is scratch space that lives as long as the pod.
-	EmptyDir *EmptyDir `json:"emptyDir,omitempty"`
-	// ConfigMap and Secret name existing objects of the project's
-	// namespace (a project secret is referenced with container.secrets).
-	ConfigMap string `json:"configMap,omitempty"`
-	Secret    string `json:"secret,omitempty"`
-}
-
-// EmptyDir is a pod's scratch volume.
-type EmptyDir struct {
-	Medium    string `json:"medium,omitempty"` // "" (node disk) or Memory
-	SizeLimit string `json:"sizeLimit,omitempty"`
-}
 
 // EffectivePod merges the pipeline's pod settings (p.Pod) under the
 // step's container's: what the step's pod gets. nil when neither sets any.
-func (s *Step) EffectivePod(p *Spec) *Pod {
-	var own *Pod
+func (s *Step) EffectivePod(p *Spec) *schema.Pod {
+	var own *schema.Pod
 	if s.Container != nil {
 		own = s.Container.Pod
 	}
-	var def *Pod
+	var def *schema.Pod
 	if p != nil {
 		def = p.Pod
 	}
-	return MergePod(def, own)
+	return schema.MergePod(def, own)
 }
 
-// MergePod returns base overridden by over: scalars of over win when set,
-// maps merge (over wins on a key), lists concatenate (volumes by name:
-// over's replace base's of the same name), patches both apply (base's
-// first: over's is applied by the step after it, see Patches).
-func MergePod(base, over *Pod) *Pod {
-	if base == nil {
-		return over
-	}
-	if over == nil {
-		return base
-	}
-	out := *base
-	out.NodeSelector = mergeMap(base.NodeSelector, over.NodeSelector)
-	out.Labels = mergeMap(base.Labels, over.Labels)
-	out.Annotations = mergeMap(base.Annotations, over.Annotations)
-	out.Tolerations = append(slices.Clone(base.Tolerations), over.Tolerations...)
-	out.ImagePullSecrets = append(slices.Clone(base.ImagePullSecrets), over.ImagePullSecrets...)
-	if over.PriorityClassName != "" {
-		out.PriorityClassName = over.PriorityClassName
-	}
-	if over.ServiceAccountName != "" {
-		out.ServiceAccountName = over.ServiceAccountName
-	}
-	out.Volumes = nil
-	for _, v := range base.Volumes {
-		if !slices.ContainsFunc(over.Volumes, func(o Volume) bool { return o.Name == v.Name }) {
-			out.Volumes = append(out.Volumes, v)
-		}
-	}
-	out.Volumes = append(out.Volumes, over.Volumes...)
-	if len(over.Patch) > 0 {
-		if len(base.Patch) > 0 {
-			// Both apply, the pipeline's first: a JSON list of the two.
-			out.Patch = json.RawMessage(`[` + string(base.Patch) + `,` + string(over.Patch) + `]`)
-		} else {
-			out.Patch = over.Patch
-		}
-	}
-	return &out
-}
-
-// Patches returns the strategic merge patches to apply in order (Patch is
-// one object, or a list of them after MergePod).
-func (p *Pod) Patches() ([]json.RawMessage, error) {
-	if p == nil || len(p.Patch) == 0 {
-		return nil, nil
-	}
-	t := strings.TrimSpace(string(p.Patch))
-	if strings.HasPrefix(t, "[") {
-		var list []json.RawMessage
-		if err := json.Unmarshal(p.Patch, &list); err != nil {
-			return nil, err
-		}
-		return list, nil
-	}
-	return []json.RawMessage{p.Patch}, nil
-}
-
-func mergeMap(a, b map[string]string) map[string]string {
-	if len(a) == 0 {
-		return b
-	}
-	if len(b) == 0 {
-		return a
-	}
-	out := make(map[string]string, len(a)+len(b))
-	for k, v := range a {
-		out[k] = v
-	}
-	for k, v := range b {
-		out[k] = v
-	}
-	return out
-}
-
-var (
-	dnsSubdomainRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
-	labelKeyRE     = regexp.MustCompile(`^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
-)
-
-// validatePod checks pod settings: every problem with its path. The
-// Kubernetes API server checks the rendered pod again (and the cluster's
-// worker the operator's policy); this catches what can be said before a
-// run starts.
-func validatePod(pp string, p *Pod, ps *problems) {
-	if p == nil {
-		return
-	}
-	keys := func(f string, m map[string]string, labels bool) {
-		for _, k := range sortedStringKeys(m) {
-			kp := key(field(pp, f), k)
-			if !labelKeyRE.MatchString(k) {
-				ps.add(kp, "%q is not a Kubernetes label key", k)
-			}
-			if strings.HasPrefix(k, "atelier.dev/") {
-				ps.add(kp, "atelier.dev/ keys are set by Atelier")
-			}
-			if labels && (len(m[k]) > 63 || !labelValueRE.MatchString(m[k])) {
-				ps.add(kp, "%q is not a Kubernetes label value (at most 63 letters, digits, '-', '_', '.')", m[k])
-			}
-		}
-	}
-	keys("nodeSelector", p.NodeSelector, true)
-	keys("labels", p.Labels, true)
-	keys("annotations", p.Annotations, false)
-	for i, t := range p.Tolerations {
-		tp := index(field(pp, "tolerations"), i)
-		switch t.Operator {
-		case "", "Equal":
-			if t.Key == "" {
-				ps.add(field(tp, "key"), "required with operator Equal")
-			}
-		case "Exists":
-			if t.Value != "" {
-				ps.add(field(tp, "value"), "must be empty with operator Exists")
-			}
-		default:
-			ps.add(field(tp, "operator"), "%q is not Equal or Exists", t.Operator)
-		}
-		if !slices.Contains([]string{"", "NoSchedule", "PreferNoSchedule", "NoExecute"}, t.Effect) {
-			ps.add(field(tp, "effect"), "%q is not NoSchedule, PreferNoSchedule or NoExecute", t.Effect)
-		}
-		if t.TolerationSeconds != nil && t.Effect != "NoExecute" {
-			ps.add(field(tp, "tolerationSeconds"), "applies only with effect NoExecute")
-		}
-	}
-	for _, f := range []struct{ name, v string }{{"priorityClassName", p.PriorityClassName}, {"serviceAccountName", p.ServiceAccountName}} {
-		if f.v != "" && !dnsSubdomainRE.MatchString(f.v) {
-			ps.add(field(pp, f.name), "%q is not a Kubernetes object name", f.v)
-		}
-	}
-	for i, n := range p.ImagePullSecrets {
-		if !dnsSubdomainRE.MatchString(n) {
-			ps.add(index(field(pp, "imagePullSecrets"), i), "%q is not a Kubernetes Secret name", n)
-		}
-	}
-	names := map[string]bool{}
-	mounts := map[string]bool{}
-	for i, v := range p.Volumes {
-		vp := index(field(pp, "volumes"), i)
-		switch {
-		case len(v.Name) > 63 || !dnsLabelRE.MatchString(v.Name):
-			ps.add(field(vp, "name"), "%q is not a volume name (a DNS label)", v.Name)
-		case names[v.Name]:
-			ps.add(field(vp, "name"), "%s is given twice", v.Name)
-		}
-		names[v.Name] = true
-		switch {
-		case !path.IsAbs(v.MountPath):
-			ps.add(field(vp, "mountPath"), "must be an absolute path, got %q", v.MountPath)
-		case mounts[path.Clean(v.MountPath)]:
-			ps.add(field(vp, "mountPath"), "%s is mounted twice", v.MountPath)
-		}
-		mounts[path.Clean(v.MountPath)] = true
-		if strings.Contains(v.SubPath, "..") || path.IsAbs(v.SubPath) {
-			ps.add(field(vp, "subPath"), "must be a relative path inside the volume")
-		}
-		n := 0
-		for _, set := range []bool{v.PersistentVolumeClaim != "", v.EmptyDir != nil, v.ConfigMap != "", v.Secret != ""} {
-			if set {
-				n++
-			}
-		}
-		if n != 1 {
-			ps.add(vp, "set exactly one of persistentVolumeClaim, emptyDir, configMap, secret (got %d)", n)
-		}
-		for _, f := range []struct{ name, v string }{{"persistentVolumeClaim", v.PersistentVolumeClaim}, {"configMap", v.ConfigMap}, {"secret", v.Secret}} {
-			if f.v != "" && !dnsSubdomainRE.MatchString(f.v) {
-				ps.add(field(vp, f.name), "%q is not a Kubernetes object name", f.v)
-			}
-		}
-		if v.EmptyDir != nil && v.EmptyDir.Medium != "" && v.EmptyDir.Medium != "Memory" {
-			ps.add(field(field(vp, "emptyDir"), "medium"), "%q is not \"\" or Memory", v.EmptyDir.Medium)
-		}
-	}
-	if len(p.Patch) > 0 {
-		var obj map[string]any
-		if err := json.Unmarshal(p.Patch, &obj); err != nil {
-			ps.add(field(pp, "patch"), "must be an object (a strategic merge patch of the pod template): %v", err)
-		}
-	}
+// validatePod adds the problems of pod settings written at pp.
+func validatePod(pp string, p *schema.Pod, ps *problems) {
+	ps.list = append(ps.list, schema.ValidatePod(pp, p)...)
 }
 
 // podHasTemplates reports whether pod settings hold a template: none is
 // rendered (the settings are literal, checked before the run).
-func podHasTemplates(p *Pod) bool {
+func podHasTemplates(p *schema.Pod) bool {
 	if p == nil {
 		return false
 	}
@@ -276,10 +41,15 @@ func podHasTemplates(p *Pod) bool {
 	return strings.Contains(string(b), "{{")
 }
 
-// ApplyPodDefaults gives every container step (exit handlers too) its
-// effective pod settings (EffectivePod), so that what runs a step, in the
-// pipeline workflow or a batch of a wide forEach, needs only the step.
-// The spec's own containers are not modified: each is copied.
+// ApplyPodDefaults gives every Kubernetes step (exit handlers too) and
+// every shared Ray cluster the pipeline's pod settings (Spec.Pod) under
+// its own, so that what runs a step, in the pipeline workflow or a batch
+// of a wide forEach, needs only the step: a container's pod
+// (EffectivePod), a ray step's or shared cluster's pods (RayClusterTemplate.Pod,
+// under which HeadPod and the groups' Pod still apply) and a spark step's
+// (SparkStep.Pod, under the roles'). An inference step's endpoint keeps its
+// own spec: it outlives the run. The spec's own blocks are not modified:
+// each is copied.
 func (p *Spec) ApplyPodDefaults() {
 	if p.Pod == nil {
 		return
@@ -287,20 +57,35 @@ func (p *Spec) ApplyPodDefaults() {
 	for _, steps := range [][]Step{p.Steps, p.OnExit} {
 		for i := range steps {
 			s := &steps[i]
-			if s.Container == nil {
-				continue
+			switch {
+			case s.Container != nil:
+				c := *s.Container
+				c.Pod = s.EffectivePod(p)
+				s.Container = &c
+			case s.Ray != nil:
+				r := *s.Ray
+				r.Pod = schema.MergePod(p.Pod, r.Pod)
+				s.Ray = &r
+			case s.Spark != nil:
+				sp := *s.Spark
+				sp.Pod = schema.MergePod(p.Pod, sp.Pod)
+				s.Spark = &sp
 			}
-			c := *s.Container
-			c.Pod = s.EffectivePod(p)
-			s.Container = &c
 		}
+	}
+	if len(p.RayClusters) > 0 {
+		clusters := slices.Clone(p.RayClusters)
+		for i := range clusters {
+			clusters[i].Pod = schema.MergePod(p.Pod, clusters[i].Pod)
+		}
+		p.RayClusters = clusters
 	}
 }
 
 // ParsePodDefaults reads an operator's pod defaults for a cluster (a YAML
 // or JSON Pod, the shape of a step's `pod`), as strictly as a spec (it is
 // parsed as a spec's pipeline-wide `pod`), with every problem at its path.
-func ParsePodDefaults(b []byte) (*Pod, error) {
+func ParsePodDefaults(b []byte) (*schema.Pod, error) {
 	j, err := yaml.YAMLToJSONStrict(b)
 	if err != nil {
 		return nil, fmt.Errorf("pod defaults: %s", yamlErrorMessage(err))

@@ -140,3 +140,102 @@ patch: {spec: {hostNetwork: true}}
 		t.Fatalf("problems %+v", ve.Problems)
 	}
 }
+
+// Ray and spark steps and shared Ray clusters take pod settings at every
+// level (cluster-wide, head, group; step, role), checked with their paths;
+// the pipeline's settings are their default; a step on a shared cluster
+// may set only the submitter's (pod), not the head's.
+func TestRayAndSparkPodSettings(t *testing.T) {
+	p, err := Parse([]byte(`
+pod: {serviceAccountName: ml, nodeSelector: {zone: z1}}
+rayClusters:
+  - name: pool
+    image: rayproject/ray:2.46.0
+    pod: {labels: {shared: "yes"}}
+    workers: [{name: w, replicas: 1, pod: {tolerations: [{key: gpu, operator: Exists}]}}]
+steps:
+  - name: train
+    kind: ray
+    ray:
+      entrypoint: python train.py
+      image: rayproject/ray:2.46.0
+      pod: {serviceAccountName: trainer}
+      headPod: {nodeSelector: {pool: cpu}}
+      workers: [{name: gpu, replicas: 2, gpu: 1, pod: {tolerations: [{key: nvidia.com/gpu, operator: Exists}]}}]
+  - name: etl
+    kind: spark
+    spark:
+      type: Python
+      image: spark:3.5.5
+      mainApplicationFile: local:///app/etl.py
+      executor: {instances: 2, pod: {priorityClassName: batch}}
+  - name: on-pool
+    kind: ray
+    ray: {entrypoint: python x.py, cluster: pool, pod: {imagePullSecrets: [registry]}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Validate(p, kubeOpts); err != nil {
+		t.Fatal(err)
+	}
+	p.ApplyPodDefaults()
+	r := p.Steps[0].Ray
+	if r.Pod.ServiceAccountName != "trainer" || r.Pod.NodeSelector["zone"] != "z1" || r.HeadPod.NodeSelector["pool"] != "cpu" {
+		t.Errorf("ray pod %+v head %+v", r.Pod, r.HeadPod)
+	}
+	if sp := p.Steps[1].Spark; sp.Pod.ServiceAccountName != "ml" || sp.Executor.Pod.PriorityClassName != "batch" {
+		t.Errorf("spark pod %+v", sp.Pod)
+	}
+	if c := p.RayClusters[0]; c.Pod.ServiceAccountName != "ml" || c.Pod.Labels["shared"] != "yes" {
+		t.Errorf("shared cluster pod %+v", c.Pod)
+	}
+	if sub := p.Steps[2].Ray.Pod; sub.ServiceAccountName != "ml" || len(sub.ImagePullSecrets) != 1 {
+		t.Errorf("submitter pod %+v", sub)
+	}
+
+	bad, err := Parse([]byte(`
+rayClusters:
+  - name: pool
+    image: rayproject/ray:2.46.0
+    headPod: {tolerations: [{operator: Sometimes}]}
+steps:
+  - name: train
+    kind: ray
+    ray:
+      entrypoint: python train.py
+      image: rayproject/ray:2.46.0
+      pod: {serviceAccountName: "Not A Name"}
+      workers: [{name: gpu, replicas: 1, pod: {labels: {team: "{{ params.team }}"}}}]
+  - name: etl
+    kind: spark
+    spark:
+      type: Python
+      image: spark:3.5.5
+      mainApplicationFile: local:///app/etl.py
+      pod: {volumes: [{name: v, mountPath: relative, emptyDir: {}}]}
+      driver: {pod: {patch: [1]}}
+  - name: on-pool
+    kind: ray
+    ray: {entrypoint: python x.py, cluster: pool, headPod: {nodeSelector: {a: b}}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Validate(bad, kubeOpts)
+	var ve *schema.ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("Validate = %v", err)
+	}
+	got := map[string]bool{}
+	for _, pr := range ve.Problems {
+		got[pr.Path] = true
+	}
+	for _, want := range []string{"rayClusters[0].headPod.tolerations[0].operator", "steps[0].ray.pod.serviceAccountName",
+		"steps[0].ray.workers[0].pod", "steps[1].spark.pod.volumes[0].mountPath", "steps[1].spark.driver.pod.patch", "steps[2].ray.headPod"} {
+		if !got[want] {
+			b, _ := json.MarshalIndent(ve.Problems, "", " ")
+			t.Errorf("no problem at %s; got %s", want, b)
+		}
+	}
+}

@@ -26,10 +26,12 @@ type Spec struct {
 	Deadline schema.Duration `json:"deadline,omitempty"`
 	// Placement is the default cluster choice for the steps.
 	Placement *Placement `json:"placement,omitempty"`
-	// Pod is the default Kubernetes pod settings of the container steps
-	// placed on a cluster; a step's own container.pod overrides it field
-	// by field (MergePod).
-	Pod *Pod `json:"pod,omitempty"`
+	// Pod is the default Kubernetes pod settings of the steps placed on a
+	// cluster (container, ray and spark) and of the shared Ray clusters;
+	// a step's own settings override it field by field (MergePod,
+	// ApplyPodDefaults). An inference step's endpoint has its own
+	// (spec.pod).
+	Pod *schema.Pod `json:"pod,omitempty"`
 	// RayClusters are long-lived RayClusters shared by ray steps of a run.
 	RayClusters []SharedRayCluster `json:"rayClusters,omitempty"`
 	// OnExit are exit handlers: steps that run once every step of Steps
@@ -481,9 +483,9 @@ type Container struct {
 	// nor the catalogue, and it is redacted from the step's log. Local
 	// container steps only, for now.
 	Secrets []SecretEnv `json:"secrets,omitempty"`
-	// Pod holds Kubernetes pod settings (pod.go); a step placed on a
+	// Pod holds Kubernetes pod settings (schema.Pod); a step placed on a
 	// cluster only.
-	Pod *Pod `json:"pod,omitempty"`
+	Pod *schema.Pod `json:"pod,omitempty"`
 	// Artifacts are files and directories the step reads and writes
 	// through the project's object store (artifacts.go).
 	Artifacts *Artifacts `json:"artifacts,omitempty"`

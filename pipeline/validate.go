@@ -117,10 +117,7 @@ func Validate(p *Spec, opts ValidateOptions) error {
 		vc.kinds = []StepKind{KindContainer}
 	}
 
-	validatePod("pod", p.Pod, &ps)
-	if podHasTemplates(p.Pod) {
-		ps.add("pod", "templates are not supported in pod settings")
-	}
+	checkPod("pod", p.Pod, &ps)
 	if p.Deadline < 0 {
 		ps.add("deadline", "must not be negative")
 	}
@@ -510,10 +507,7 @@ func validateStep(p *Spec, i int, vc *vctx, psc *refScope, ps *problems) {
 		}
 		if c.Pod != nil {
 			pp := field(cp, "pod")
-			validatePod(pp, c.Pod, ps)
-			if podHasTemplates(c.Pod) {
-				ps.add(pp, "templates are not supported in pod settings")
-			}
+			checkPod(pp, c.Pod, ps)
 			if s.EffectivePlacement(p) == nil {
 				ps.add(pp, "pod settings apply to steps placed on a Kubernetes cluster (placement); this step runs on the local runtime")
 			}

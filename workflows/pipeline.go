@@ -39,11 +39,11 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, e
 		return PipelineResult{}, err
 	}
 	r.status.Targets = in.Targets
-	r.rayTemplates = in.Spec.RayClusters
-	// Steps carry their pod settings from here on (batches of a wide
-	// forEach too). No command: specs without pipeline pod settings, all
-	// those from before them, are unchanged.
+	// Steps and shared Ray clusters carry their pod settings from here on
+	// (batches of a wide forEach too). No command: specs without pipeline
+	// pod settings, all those from before them, are unchanged.
 	in.Spec.ApplyPodDefaults()
+	r.rayTemplates = in.Spec.RayClusters
 	d := &dag{r: r, ctx: sctx, in: &in, p: &in.Spec}
 	exitSteps, hasExit := r.addExitSteps(in.Spec.OnExit)
 	d.run()

@@ -47,7 +47,7 @@ func (b *Backend) EnsureRayCluster(ctx context.Context, req activities.EnsureRay
 		Labels:      id.Labels(),
 		Annotations: id.Annotations(),
 	}
-	desired, err := raycluster.Build(metaData, req.Cluster, framework.RunEnv(req.Project, req.RunID))
+	desired, err := raycluster.Build(metaData, req.Cluster, framework.RunEnv(req.Project, req.RunID), b.podPolicy.Defaults)
 	if err != nil {
 		return activities.EnsureRayClusterResult{}, framework.Invalid("%v", err)
 	}
@@ -57,6 +57,9 @@ func (b *Backend) EnsureRayCluster(ctx context.Context, req activities.EnsureRay
 	}
 	if b.mutate != nil {
 		b.mutate(desired)
+	}
+	if err := b.podPolicy.CheckTemplates("rayClusters["+req.Cluster.Name+"] ", raycluster.PodTemplates(&desired.Spec)); err != nil {
+		return activities.EnsureRayClusterResult{}, err
 	}
 	logger := b.logger.With(zap.String("run", req.RunID), zap.String("object", "RayCluster "+ns+"/"+metaData.Name))
 	out := activities.EnsureRayClusterResult{Namespace: ns, Name: metaData.Name}

@@ -8,7 +8,6 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/kube/framework"
-	"github.com/atelier-ml/atelier/activities/kube/jobs/job"
 	"github.com/atelier-ml/atelier/internal/platform/launch"
 )
 
@@ -66,7 +64,8 @@ func (b *Backend) RunKubeStep(ctx context.Context, req activities.KubeStepReques
 			Labels:      id.Labels(),
 			Annotations: id.Annotations(),
 		},
-		Env: framework.StepEnv(req),
+		Env:         framework.StepEnv(req),
+		PodDefaults: b.podPolicy.Defaults,
 	}
 	launcher, launchGrant, err := b.launch(ctx, req)
 	if err != nil {
@@ -87,13 +86,8 @@ func (b *Backend) RunKubeStep(ctx context.Context, req activities.KubeStepReques
 	if b.mutate != nil {
 		b.mutate(desired)
 	}
-	if j, ok := desired.(*batchv1.Job); ok {
-		if err := framework.ApplyPodDefaults(&j.Spec.Template, job.ContainerName, b.podPolicy.Defaults); err != nil {
-			return activities.KubeStepResult{}, err
-		}
-		if err := b.podPolicy.CheckPod(&j.Spec.Template.Spec); err != nil {
-			return activities.KubeStepResult{}, err
-		}
+	if err := b.podPolicy.CheckPods(kind, desired); err != nil {
+		return activities.KubeStepResult{}, err
 	}
 	inKueue := framework.QueueInKueue(kind, desired, b.kueueQueue)
 	item := -1

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/schema"
 )
 
 // Object is a typed Kubernetes object: its metadata and its runtime type.
@@ -102,6 +103,37 @@ type Step struct {
 	// Launch, when set, runs the step's container under the launcher
 	// (Wrap): the step reads or writes artifacts.
 	Launch *Launch
+	// PodDefaults are the cluster operator's pod settings for every pod
+	// (PodPolicy.Defaults): kinds apply them with SettlePod after the
+	// step's own, since only the kind knows its pod templates.
+	PodDefaults *schema.Pod
+}
+
+// SettlePod gives a pod template of the step its settings: the user's p
+// (ApplyPod), then the cluster's defaults where p left fields unset
+// (ApplyPodDefaults). container is the template's main container, which
+// gets the volumes' mounts. The policy is checked on the built object
+// afterwards (Templated, PodPolicy.CheckPod).
+func (s Step) SettlePod(t *corev1.PodTemplateSpec, container string, p *schema.Pod) error {
+	if err := ApplyPod(t, container, p); err != nil {
+		return err
+	}
+	return ApplyPodDefaults(t, container, s.PodDefaults)
+}
+
+// Templated is a Kind whose objects hold pod templates (all of them do):
+// PodTemplates lists them, so that the cluster's policy is checked on
+// every pod a step makes, after the settings and patches are applied.
+type Templated interface {
+	PodTemplates(obj Object) []PodTemplate
+}
+
+// PodTemplate is one pod template of an object, named for messages.
+type PodTemplate struct {
+	// Role names the pods in a policy refusal: "head", "workers[gpu]",
+	// "driver"; "" when the object has one template.
+	Role     string
+	Template *corev1.PodTemplateSpec
 }
 
 // ObjectMeta returns a copy of the metadata for a new object.

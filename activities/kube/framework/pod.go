@@ -11,15 +11,15 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 
-	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/schema"
 )
 
-// ApplyPod puts a step's pod settings (pipeline.Pod) on its pod template:
+// ApplyPod puts a step's pod settings (schema.Pod) on its pod template:
 // node selector, tolerations, priority class, service account, image pull
 // secrets, labels and annotations (Atelier's own keys stay Atelier's),
 // volumes mounted into the container named container, then the strategic
 // merge patches in order. Errors are the user's (Invalid).
-func ApplyPod(t *corev1.PodTemplateSpec, container string, p *pipeline.Pod) error {
+func ApplyPod(t *corev1.PodTemplateSpec, container string, p *schema.Pod) error {
 	if p == nil {
 		return nil
 	}
@@ -143,7 +143,7 @@ type PodPolicy struct {
 	// Defaults are pod settings the operator gives every step pod on the
 	// cluster (a toleration for its GPU nodes, a priority class, a label):
 	// ApplyPodDefaults fills what the step's own settings leave unset.
-	Defaults *pipeline.Pod
+	Defaults *schema.Pod
 }
 
 // ApplyPodDefaults gives t the operator's defaults d where the step's own
@@ -151,7 +151,7 @@ type PodPolicy struct {
 // labels and annotations not set, the priority class and service account
 // when empty, tolerations, image pull secrets and volumes (by name) added.
 // The policy is checked after, so defaults are held to it too.
-func ApplyPodDefaults(t *corev1.PodTemplateSpec, container string, d *pipeline.Pod) error {
+func ApplyPodDefaults(t *corev1.PodTemplateSpec, container string, d *schema.Pod) error {
 	if d == nil {
 		return nil
 	}
@@ -184,7 +184,7 @@ func ApplyPodDefaults(t *corev1.PodTemplateSpec, container string, d *pipeline.P
 	}
 	t.Labels = mergeUser(t.Labels, d.Labels)
 	t.Annotations = mergeUser(t.Annotations, d.Annotations)
-	var extra pipeline.Pod
+	var extra schema.Pod
 	for _, v := range d.Volumes {
 		if !slices.ContainsFunc(spec.Volumes, func(x corev1.Volume) bool { return x.Name == v.Name }) {
 			extra.Volumes = append(extra.Volumes, v)
@@ -205,6 +205,14 @@ func ApplyPodDefaults(t *corev1.PodTemplateSpec, container string, d *pipeline.P
 // the rule (Invalid: the step fails for good). It is checked after the
 // pod settings and their patches are applied, so a patch cannot slip past.
 func (p PodPolicy) CheckPod(spec *corev1.PodSpec) error {
+	if why := p.violations(spec); len(why) > 0 {
+		return Invalid("the pod breaks the cluster's policy: %s", strings.Join(why, "; "))
+	}
+	return nil
+}
+
+// violations lists the rules spec breaks.
+func (p PodPolicy) violations(spec *corev1.PodSpec) []string {
 	var why []string
 	add := func(format string, args ...any) { why = append(why, fmt.Sprintf(format, args...)) }
 	if sa := spec.ServiceAccountName; sa != "" && sa != "default" && !slices.Contains(p.ServiceAccounts, sa) {
@@ -228,8 +236,31 @@ func (p PodPolicy) CheckPod(spec *corev1.PodSpec) error {
 			}
 		}
 	}
-	if len(why) > 0 {
-		return Invalid("the pod breaks the cluster's policy: %s", strings.Join(why, "; "))
+	return why
+}
+
+// CheckPods checks every pod template of obj (Templated kinds) against the
+// policy; a refusal names the pods' role.
+func (p PodPolicy) CheckPods(kind Kind, obj Object) error {
+	t, ok := kind.(Templated)
+	if !ok {
+		return nil
+	}
+	return p.CheckTemplates("", t.PodTemplates(obj))
+}
+
+// CheckTemplates checks pod templates against the policy; a refusal names
+// the pods' role, after prefix ("rayClusters[pool] ").
+func (p PodPolicy) CheckTemplates(prefix string, templates []PodTemplate) error {
+	for _, pt := range templates {
+		why := p.violations(&pt.Template.Spec)
+		switch {
+		case len(why) == 0:
+		case pt.Role == "" && prefix == "":
+			return Invalid("the pod breaks the cluster's policy: %s", strings.Join(why, "; "))
+		default:
+			return Invalid("the %s%s pods break the cluster's policy: %s", prefix, pt.Role, strings.Join(why, "; "))
+		}
 	}
 	return nil
 }

@@ -11,8 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/atelier-ml/atelier/activities"
-
-	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/schema"
 )
 
 func template() *corev1.PodTemplateSpec {
@@ -25,16 +24,16 @@ func template() *corev1.PodTemplateSpec {
 
 func TestApplyPod(t *testing.T) {
 	tpl := template()
-	p := &pipeline.Pod{
+	p := &schema.Pod{
 		NodeSelector:       map[string]string{"pool": "gpu", "nvidia.com/gpu.product": "other"},
-		Tolerations:        []pipeline.Toleration{{Key: "gpu", Operator: "Exists", Effect: "NoSchedule"}},
+		Tolerations:        []schema.Toleration{{Key: "gpu", Operator: "Exists", Effect: "NoSchedule"}},
 		PriorityClassName:  "batch-low",
 		ServiceAccountName: "trainer",
 		ImagePullSecrets:   []string{"regcred"},
 		Labels:             map[string]string{"team": "vision", "atelier.dev/run": "forged"},
-		Volumes: []pipeline.Volume{
+		Volumes: []schema.Volume{
 			{Name: "data", MountPath: "/data", ReadOnly: true, PersistentVolumeClaim: "datasets"},
-			{Name: "scratch", MountPath: "/scratch", EmptyDir: &pipeline.EmptyDir{Medium: "Memory", SizeLimit: "1Gi"}},
+			{Name: "scratch", MountPath: "/scratch", EmptyDir: &schema.EmptyDir{Medium: "Memory", SizeLimit: "1Gi"}},
 		},
 		Patch: json.RawMessage(`{"metadata": {"labels": {"atelier.dev/run": "patched", "from": "patch"}}, "spec": {"dnsPolicy": "None", "containers": [{"name": "step", "workingDir": "/data"}]}}`),
 	}
@@ -87,7 +86,7 @@ func TestPodPolicy(t *testing.T) {
 	}
 	// A patch cannot slip a host path past the policy: it is checked after.
 	tpl := template()
-	if err := ApplyPod(tpl, "step", &pipeline.Pod{Patch: json.RawMessage(`{"spec": {"volumes": [{"name": "h", "hostPath": {"path": "/etc"}}]}}`)}); err != nil {
+	if err := ApplyPod(tpl, "step", &schema.Pod{Patch: json.RawMessage(`{"spec": {"volumes": [{"name": "h", "hostPath": {"path": "/etc"}}]}}`)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := (PodPolicy{}).CheckPod(&tpl.Spec); err == nil {

@@ -6,7 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/schema"
 )
 
 // The operator's defaults fill what the step's own settings left unset and
@@ -22,19 +22,19 @@ func TestApplyPodDefaults(t *testing.T) {
 			Containers:        []corev1.Container{{Name: "step"}},
 		},
 	}
-	d := &pipeline.Pod{
+	d := &schema.Pod{
 		NodeSelector:       map[string]string{"pool": "default-pool", "zone": "a"},
 		PriorityClassName:  "batch",
 		ServiceAccountName: "trainer",
-		Tolerations: []pipeline.Toleration{
+		Tolerations: []schema.Toleration{
 			{Key: "dedicated", Operator: "Equal", Value: "a", Effect: "NoSchedule"}, // the step has it
 			{Key: "nvidia.com/gpu", Operator: "Exists", Effect: "NoSchedule"},
 		},
 		ImagePullSecrets: []string{"registry"},
 		Labels:           map[string]string{"team": "platform", "cost-center": "ml", "atelier.dev/run": "x"},
-		Volumes: []pipeline.Volume{
-			{Name: "scratch", MountPath: "/other", EmptyDir: &pipeline.EmptyDir{}},
-			{Name: "cache", MountPath: "/cache", EmptyDir: &pipeline.EmptyDir{}},
+		Volumes: []schema.Volume{
+			{Name: "scratch", MountPath: "/other", EmptyDir: &schema.EmptyDir{}},
+			{Name: "cache", MountPath: "/cache", EmptyDir: &schema.EmptyDir{}},
 		},
 	}
 	if err := ApplyPodDefaults(&tmpl, "step", d); err != nil {

@@ -171,6 +171,11 @@ func buildDeployment(ns, project, endpoint string, revision int, s inference.End
 			}},
 		},
 	}
+	// The user's pod settings before the model's init container and the
+	// secrets' variables are added: a patch cannot take those away.
+	if err := framework.ApplyPod(&template, ContainerName, s.Pod); err != nil {
+		return nil, fmt.Errorf("spec.pod: %v", err)
+	}
 	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        RevisionName(project, endpoint, revision),

@@ -1,6 +1,7 @@
 package serving
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/atelier-ml/atelier/activities/kube/framework"
 	"github.com/atelier-ml/atelier/inference"
+	"github.com/atelier-ml/atelier/schema"
 )
 
 const h100 = "NVIDIA-H100-80GB-HBM3"
@@ -288,5 +290,43 @@ func TestMergeService(t *testing.T) {
 	vinfo, _ := inference.Info(inference.BackendVLLM)
 	if !mergeService(live, buildService("ns", "e", l, sel, vinfo)) || len(live.Spec.Ports) != 1 {
 		t.Errorf("ports not replaced: %v", live.Spec.Ports)
+	}
+}
+
+// An endpoint's pod settings reach its replicas' pods (the template hash
+// with them, so changing them rolls the pods); Atelier's selector labels
+// stay whatever a patch says.
+func TestBuildDeploymentPodSettings(t *testing.T) {
+	s := vllmSpec()
+	plain, err := buildDeployment("atelier-p", "p", "llama", 3, s, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Pod = &schema.Pod{
+		Tolerations:        []schema.Toleration{{Key: "nvidia.com/gpu", Operator: "Exists", Effect: "NoSchedule"}},
+		ServiceAccountName: "serving",
+		Volumes:            []schema.Volume{{Name: "cache", MountPath: "/cache", PersistentVolumeClaim: "hf-cache"}},
+		Patch:              json.RawMessage(`{"metadata":{"labels":{"atelier.dev/endpoint":"other"}},"spec":{"terminationGracePeriodSeconds":90}}`),
+	}
+	d, err := buildDeployment("atelier-p", "p", "llama", 3, s, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := d.Spec.Template.Spec
+	if len(ps.Tolerations) != 1 || ps.ServiceAccountName != "serving" || ptr.Deref(ps.TerminationGracePeriodSeconds, 0) != 90 {
+		t.Errorf("pod spec %+v", ps)
+	}
+	if m := ps.Containers[0].VolumeMounts; len(m) == 0 || m[len(m)-1].MountPath != "/cache" {
+		t.Errorf("mounts %+v", m)
+	}
+	if d.Spec.Template.Labels[framework.LabelEndpoint] != "llama" {
+		t.Errorf("a patch changed Atelier's label: %v", d.Spec.Template.Labels)
+	}
+	if d.Annotations[AnnotationTemplateHash] == plain.Annotations[AnnotationTemplateHash] {
+		t.Error("the template hash ignores pod settings")
+	}
+	s.Pod = &schema.Pod{Patch: json.RawMessage(`{"spec":{"containers":"nope"}}`)}
+	if _, err := buildDeployment("atelier-p", "p", "llama", 3, s, 1); err == nil || !strings.Contains(err.Error(), "spec.pod") {
+		t.Errorf("bad patch: %v", err)
 	}
 }

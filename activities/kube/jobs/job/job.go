@@ -30,6 +30,7 @@ var (
 	_ framework.Kind        = (*Kind)(nil)
 	_ framework.Suspendable = (*Kind)(nil)
 	_ framework.Expiring    = (*Kind)(nil)
+	_ framework.Templated   = (*Kind)(nil)
 )
 
 // Integration registers container steps (activities.KubeJob); every
@@ -116,7 +117,7 @@ func (k *Kind) Build(step framework.Step) (framework.Object, error) {
 		ps.Volumes = append(ps.Volumes, vol)
 		ps.Containers[0].VolumeMounts = append(ps.Containers[0].VolumeMounts, mount)
 	}
-	if err := framework.ApplyPod(&job.Spec.Template, ContainerName, c.Pod); err != nil {
+	if err := step.SettlePod(&job.Spec.Template, ContainerName, c.Pod); err != nil {
 		return nil, err
 	}
 	if step.Launch != nil {
@@ -128,6 +129,11 @@ func (k *Kind) Build(step framework.Step) (framework.Object, error) {
 	}
 	framework.PinGPUPods(&job.Spec.Template.Spec, step.Request.Nodes)
 	return job, nil
+}
+
+// PodTemplates implements framework.Templated.
+func (*Kind) PodTemplates(obj framework.Object) []framework.PodTemplate {
+	return []framework.PodTemplate{{Template: &obj.(*batchv1.Job).Spec.Template}}
 }
 
 // Progress implements framework.Kind: condition Complete=True is success,

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/schema"
 
 	batchv1 "k8s.io/api/batch/v1"
 
@@ -291,7 +292,7 @@ func TestBuildSecretFiles(t *testing.T) {
 func TestBuildUnderTheLauncher(t *testing.T) {
 	k := job.New(fake.NewClientset())
 	s := step(&pipeline.Container{Image: "python:3.12", Command: []string{"python", "fit.py"}, Args: []string{"--lr", "0.1"},
-		Pod: &pipeline.Pod{Patch: []byte(`{"spec": {"containers": [{"name": "step", "imagePullPolicy": "Never"}]}}`)}}, 0)
+		Pod: &schema.Pod{Patch: []byte(`{"spec": {"containers": [{"name": "step", "imagePullPolicy": "Never"}]}}`)}}, 0)
 	s.SecretName = "fit-a1-0123456789-secrets"
 	s.Launch = &framework.Launch{Image: "atelier:dev", Spec: launch.Spec{Gateway: "http://gw:8080", ResultPath: framework.OutputsPath,
 		Outputs: []launch.Output{{Name: "model", Path: "model.bin"}}}}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/atelier-ml/atelier/activities/kube/framework"
+	"github.com/atelier-ml/atelier/schema"
 )
 
 // MaxNameLength is KubeRay's limit on RayCluster names (it derives Service
@@ -47,12 +48,13 @@ func New(ray rayclientset.Interface) *Resource {
 }
 
 // Build returns a run's shared RayCluster. meta carries its name,
-// namespace and identity labels; env the run's ATELIER_* variables.
-func Build(meta metav1.ObjectMeta, c pipeline.SharedRayCluster, env []corev1.EnvVar) (*rayv1.RayCluster, error) {
+// namespace and identity labels; env the run's ATELIER_* variables;
+// defaults the cluster operator's pod settings.
+func Build(meta metav1.ObjectMeta, c pipeline.SharedRayCluster, env []corev1.EnvVar, defaults *schema.Pod) (*rayv1.RayCluster, error) {
 	if c.Name == "" {
 		return nil, fmt.Errorf("a shared Ray cluster needs a name")
 	}
-	s, err := Spec(c.RayClusterTemplate, env, meta.Labels, "rayClusters["+c.Name+"]")
+	s, err := Spec(c.RayClusterTemplate, env, meta.Labels, defaults, "rayClusters["+c.Name+"]")
 	if err != nil {
 		return nil, err
 	}
@@ -88,9 +90,10 @@ func ReadState(c *rayv1.RayCluster) State {
 // Spec builds a RayCluster spec from a template: one head (dashboard bound
 // to all interfaces so the dashboard link and `ray job submit` work from
 // outside the pod), and one worker group per template group. Every
-// container gets env; every pod gets podLabels. field names the template
-// in error messages.
-func Spec(t pipeline.RayClusterTemplate, env []corev1.EnvVar, podLabels map[string]string, field string) (*rayv1.RayClusterSpec, error) {
+// container gets env; every pod gets podLabels, the template's pod
+// settings (t.Pod under t.HeadPod or the group's Pod) and then the
+// operator's defaults. field names the template in error messages.
+func Spec(t pipeline.RayClusterTemplate, env []corev1.EnvVar, podLabels map[string]string, defaults *schema.Pod, field string) (*rayv1.RayClusterSpec, error) {
 	if t.Image == "" {
 		return nil, fmt.Errorf("%s.image: a Ray cluster on Kubernetes needs an image (e.g. rayproject/ray:2.46.0)", field)
 	}
@@ -104,6 +107,9 @@ func Spec(t pipeline.RayClusterTemplate, env []corev1.EnvVar, podLabels map[stri
 			RayStartParams: map[string]string{"dashboard-host": "0.0.0.0"},
 			Template:       podTemplate(HeadContainer, t.Image, headRes, headSel, env, podLabels),
 		},
+	}
+	if err := settle(&s.HeadGroupSpec.Template, HeadContainer, schema.MergePod(t.Pod, t.HeadPod), defaults); err != nil {
+		return nil, fmt.Errorf("%s head pod: %w", field, err)
 	}
 	seen := map[string]bool{}
 	for i, g := range t.Workers {
@@ -131,16 +137,39 @@ func Spec(t pipeline.RayClusterTemplate, env []corev1.EnvVar, podLabels map[stri
 		if err != nil {
 			return nil, err
 		}
+		tmpl := podTemplate(WorkerContainer, t.Image, res, sel, env, podLabels)
+		if err := settle(&tmpl, WorkerContainer, schema.MergePod(t.Pod, g.Pod), defaults); err != nil {
+			return nil, fmt.Errorf("%s pods: %w", gf, err)
+		}
 		s.WorkerGroupSpecs = append(s.WorkerGroupSpecs, rayv1.WorkerGroupSpec{
 			GroupName:      g.Name,
 			Replicas:       ptr.To(g.Replicas),
 			MinReplicas:    ptr.To(g.MinReplicas),
 			MaxReplicas:    ptr.To(maxR),
 			RayStartParams: map[string]string{},
-			Template:       podTemplate(WorkerContainer, t.Image, res, sel, env, podLabels),
+			Template:       tmpl,
 		})
 	}
 	return s, nil
+}
+
+// settle applies pod settings p, then the operator's defaults.
+func settle(t *corev1.PodTemplateSpec, container string, p, defaults *schema.Pod) error {
+	if err := framework.ApplyPod(t, container, p); err != nil {
+		return err
+	}
+	return framework.ApplyPodDefaults(t, container, defaults)
+}
+
+// PodTemplates lists the pod templates of a RayCluster spec, for the
+// cluster's policy check (framework.Templated).
+func PodTemplates(s *rayv1.RayClusterSpec) []framework.PodTemplate {
+	out := []framework.PodTemplate{{Role: "head", Template: &s.HeadGroupSpec.Template}}
+	for i := range s.WorkerGroupSpecs {
+		g := &s.WorkerGroupSpecs[i]
+		out = append(out, framework.PodTemplate{Role: "workers[" + g.GroupName + "]", Template: &g.Template})
+	}
+	return out
 }
 
 func podTemplate(container, image string, res corev1.ResourceRequirements, nodeSelector map[string]string,

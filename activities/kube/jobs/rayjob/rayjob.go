@@ -38,6 +38,7 @@ type Kind struct {
 var (
 	_ framework.Kind        = (*Kind)(nil)
 	_ framework.Suspendable = (*Kind)(nil)
+	_ framework.Templated   = (*Kind)(nil)
 )
 
 // Integration registers ray steps (activities.KubeRayJob) on clusters
@@ -125,10 +126,13 @@ func (k *Kind) Build(step framework.Step) (framework.Object, error) {
 		job.Spec.ClusterSelector = map[string]string{raycluster.ClusterLabel: step.Request.RayClusterName}
 		if step.Request.RayClusterImage != "" {
 			job.Spec.SubmitterPodTemplate = submitterTemplate(step.Request.RayClusterImage, script, step)
+			if err := step.SettlePod(job.Spec.SubmitterPodTemplate, SubmitterContainer, r.Pod); err != nil {
+				return nil, framework.Invalid("ray.pod (the job submitter): %v", err)
+			}
 		}
 		return job, nil
 	}
-	cluster, err := raycluster.Spec(r.RayClusterTemplate, step.Env, step.PodLabels(), "ray")
+	cluster, err := raycluster.Spec(r.RayClusterTemplate, step.Env, step.PodLabels(), step.PodDefaults, "ray")
 	if err != nil {
 		return nil, framework.Invalid("%v", err)
 	}
@@ -140,7 +144,26 @@ func (k *Kind) Build(step framework.Step) (framework.Object, error) {
 	job.Spec.ShutdownAfterJobFinishes = ptr.Deref(r.ShutdownAfterJobFinishes, true)
 	job.Spec.TTLSecondsAfterFinished = r.TTLSecondsAfterFinished
 	job.Spec.SubmitterPodTemplate = submitterTemplate(r.Image, script, step)
+	// The submitter gets the cluster-wide settings (a service account, an
+	// image pull secret for the Ray image), not the head's or a group's.
+	if err := step.SettlePod(job.Spec.SubmitterPodTemplate, SubmitterContainer, r.Pod); err != nil {
+		return nil, framework.Invalid("ray.pod (the job submitter): %v", err)
+	}
 	return job, nil
+}
+
+// PodTemplates implements framework.Templated: the RayCluster's head and
+// worker groups (when the job has its own) and the submitter.
+func (*Kind) PodTemplates(obj framework.Object) []framework.PodTemplate {
+	j := obj.(*rayv1.RayJob)
+	var out []framework.PodTemplate
+	if j.Spec.RayClusterSpec != nil {
+		out = raycluster.PodTemplates(j.Spec.RayClusterSpec)
+	}
+	if j.Spec.SubmitterPodTemplate != nil {
+		out = append(out, framework.PodTemplate{Role: "submitter", Template: j.Spec.SubmitterPodTemplate})
+	}
+	return out
 }
 
 // submitterTemplate is KubeRay's default submitter pod (same container

@@ -1,6 +1,7 @@
 package rayjob_test
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -9,12 +10,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/schema"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 
 	rayfake "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned/fake"
 	"go.temporal.io/sdk/temporal"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
@@ -241,7 +244,7 @@ func TestOutputPods(t *testing.T) {
 func TestSharedClusterBuildAndState(t *testing.T) {
 	id := framework.Identity{Project: "p", Run: "r", RayCluster: "pool"}
 	rc, err := raycluster.Build(metav1.ObjectMeta{Name: "pool-x", Namespace: "ns", Labels: id.Labels()},
-		pipeline.SharedRayCluster{Name: "pool", RayClusterTemplate: ownCluster().RayClusterTemplate}, framework.RunEnv("p", "r"))
+		pipeline.SharedRayCluster{Name: "pool", RayClusterTemplate: ownCluster().RayClusterTemplate}, framework.RunEnv("p", "r"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,5 +300,79 @@ func TestQueueInKueue(t *testing.T) {
 	}
 	if framework.QueueInKueue(k, &rayv1.RayJob{}, "") {
 		t.Fatal("queued without a queue name")
+	}
+}
+
+// Pod settings reach every pod of the job: the cluster-wide ones the head,
+// every group and the submitter; headPod only the head; a group's only its
+// pods; the operator's defaults fill what none set. The policy is checked
+// on every template (PodTemplates), a patch included.
+func TestBuildPodSettings(t *testing.T) {
+	r := ownCluster()
+	r.Pod = &schema.Pod{ServiceAccountName: "ray", ImagePullSecrets: []string{"registry"}, Labels: map[string]string{"team": "vision"}}
+	r.HeadPod = &schema.Pod{NodeSelector: map[string]string{"pool": "cpu"}}
+	r.Workers[0].Pod = &schema.Pod{
+		Tolerations: []schema.Toleration{{Key: "nvidia.com/gpu", Operator: "Exists", Effect: "NoSchedule"}},
+		Volumes:     []schema.Volume{{Name: "data", MountPath: "/data", PersistentVolumeClaim: "datasets", ReadOnly: true}},
+	}
+	s := step(r, "")
+	s.PodDefaults = &schema.Pod{PriorityClassName: "batch", ServiceAccountName: "ignored-when-set"}
+	k := rayjob.New(rayfake.NewClientset())
+	obj, err := k.Build(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := obj.(*rayv1.RayJob)
+	head := j.Spec.RayClusterSpec.HeadGroupSpec.Template
+	gpu := j.Spec.RayClusterSpec.WorkerGroupSpecs[0].Template
+	cpu := j.Spec.RayClusterSpec.WorkerGroupSpecs[1].Template
+	sub := j.Spec.SubmitterPodTemplate
+	for name, tm := range map[string]*corev1.PodTemplateSpec{"head": &head, "gpu": &gpu, "cpu": &cpu, "submitter": sub} {
+		if tm.Spec.ServiceAccountName != "ray" || len(tm.Spec.ImagePullSecrets) != 1 || tm.Labels["team"] != "vision" || tm.Spec.PriorityClassName != "batch" {
+			t.Errorf("%s pods miss the cluster-wide settings or the defaults: %+v", name, tm)
+		}
+		if tm.Labels[framework.LabelRun] != "r" {
+			t.Errorf("%s pods lost Atelier's labels: %v", name, tm.Labels)
+		}
+	}
+	if head.Spec.NodeSelector["pool"] != "cpu" || gpu.Spec.NodeSelector["pool"] != "" || sub.Spec.NodeSelector["pool"] != "" {
+		t.Errorf("headPod applies to the head only: head %v, gpu %v, submitter %v", head.Spec.NodeSelector, gpu.Spec.NodeSelector, sub.Spec.NodeSelector)
+	}
+	if len(gpu.Spec.Tolerations) != 1 || len(cpu.Spec.Tolerations) != 0 || len(head.Spec.Tolerations) != 0 {
+		t.Errorf("a group's settings apply to its pods only: gpu %v, cpu %v, head %v", gpu.Spec.Tolerations, cpu.Spec.Tolerations, head.Spec.Tolerations)
+	}
+	if len(gpu.Spec.Volumes) != 1 || gpu.Spec.Containers[0].VolumeMounts[0].MountPath != "/data" || !gpu.Spec.Containers[0].VolumeMounts[0].ReadOnly {
+		t.Errorf("the group's volume is not mounted into its ray-worker container: %+v", gpu.Spec)
+	}
+	roles := []string{}
+	for _, pt := range k.PodTemplates(j) {
+		roles = append(roles, pt.Role)
+	}
+	if strings.Join(roles, ",") != "head,workers[gpu],workers[cpu],submitter" {
+		t.Errorf("templates %v", roles)
+	}
+
+	// A host path slipped into one group by a patch is refused, naming the group.
+	r.Workers[1].Pod = &schema.Pod{Patch: json.RawMessage(`{"spec":{"volumes":[{"name":"host","hostPath":{"path":"/"}}]}}`)}
+	obj, err = k.Build(step(r, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = framework.PodPolicy{ServiceAccounts: []string{"ray"}}.CheckPods(k, obj)
+	if err == nil || !strings.Contains(err.Error(), "workers[cpu] pods") || !strings.Contains(err.Error(), "hostPath") {
+		t.Errorf("policy: %v", err)
+	}
+
+	// On a shared cluster only the submitter is the job's.
+	shared := &pipeline.RayStep{Entrypoint: "python x.py", Cluster: "pool",
+		RayClusterTemplate: pipeline.RayClusterTemplate{Pod: &schema.Pod{ServiceAccountName: "ray"}}}
+	ss := step(shared, "run-pool")
+	ss.Request.RayClusterImage = "rayproject/ray:2.46.0"
+	obj, err = k.Build(ss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sa := obj.(*rayv1.RayJob).Spec.SubmitterPodTemplate.Spec.ServiceAccountName; sa != "ray" {
+		t.Errorf("shared-cluster submitter service account %q", sa)
 	}
 }

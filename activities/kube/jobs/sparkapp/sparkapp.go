@@ -5,12 +5,15 @@ import (
 	"strings"
 
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/schema"
 
 	sparkv1beta2 "github.com/kubeflow/spark-operator/v2/api/v1beta2"
 
 	sparkclientset "github.com/kubeflow/spark-operator/v2/pkg/client/clientset/versioned"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/atelier-ml/atelier/activities"
@@ -20,9 +23,10 @@ import (
 // Labels the spark-operator puts on an application's pods, and the name of
 // the driver's container.
 const (
-	AppNameLabel    = "sparkoperator.k8s.io/app-name"
-	RoleLabel       = "spark-role"
-	DriverContainer = "spark-kubernetes-driver"
+	AppNameLabel      = "sparkoperator.k8s.io/app-name"
+	RoleLabel         = "spark-role"
+	DriverContainer   = "spark-kubernetes-driver"
+	ExecutorContainer = "spark-kubernetes-executor"
 )
 
 // Kind is the SparkApplication integration.
@@ -30,7 +34,10 @@ type Kind struct {
 	framework.Typed[*sparkv1beta2.SparkApplication, *sparkv1beta2.SparkApplicationList]
 }
 
-var _ framework.Kind = (*Kind)(nil)
+var (
+	_ framework.Kind      = (*Kind)(nil)
+	_ framework.Templated = (*Kind)(nil)
+)
 
 // Integration registers spark steps (activities.KubeSparkApp) on clusters
 // running the spark-operator.
@@ -92,6 +99,19 @@ func (k *Kind) Build(step framework.Step) (framework.Object, error) {
 			Executor:            sparkv1beta2.ExecutorSpec{SparkPodSpec: podSpec(s.Executor, step, env)},
 		},
 	}
+	for _, r := range []struct {
+		role      string
+		container string
+		spec      *sparkv1beta2.SparkPodSpec
+		own       *schema.Pod
+	}{
+		{"driver", DriverContainer, &app.Spec.Driver.SparkPodSpec, s.Driver.Pod},
+		{"executor", ExecutorContainer, &app.Spec.Executor.SparkPodSpec, s.Executor.Pod},
+	} {
+		if err := template(r.spec, r.container, schema.MergePod(s.Pod, r.own), step); err != nil {
+			return nil, framework.Invalid("spark.%s pods: %v", r.role, err)
+		}
+	}
 	if s.MainClass != "" {
 		app.Spec.MainClass = ptr.To(s.MainClass)
 	}
@@ -121,6 +141,51 @@ func podSpec(r pipeline.SparkRole, step framework.Step, env map[string]string) s
 		p.Affinity = framework.NodeAffinity(step.Request.Nodes)
 	}
 	return p
+}
+
+// template gives a role's pods their settings through a pod template (the
+// SparkApplication's native fields have no tolerations, priority class or
+// patch), made only when there are settings: the user's p or the
+// cluster's defaults. The spark-operator hands the template to
+// spark-submit (Spark 3 and later) and then skips its webhook for the
+// driver, so what podSpec set natively for the webhook (the GPU request,
+// the node selector, the pinning to admitted nodes) is written into the
+// template too.
+func template(ps *sparkv1beta2.SparkPodSpec, container string, p *schema.Pod, step framework.Step) error {
+	if p == nil && step.PodDefaults == nil {
+		return nil
+	}
+	t := &corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: maps.Clone(ps.Labels)},
+		Spec: corev1.PodSpec{
+			NodeSelector: maps.Clone(ps.NodeSelector),
+			Affinity:     ps.Affinity.DeepCopy(),
+			Containers:   []corev1.Container{{Name: container}},
+		},
+	}
+	if ps.GPU != nil {
+		q := *resource.NewQuantity(ps.GPU.Quantity, resource.DecimalSI)
+		t.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceName(ps.GPU.Name): q}
+	}
+	if err := step.SettlePod(t, container, p); err != nil {
+		return err
+	}
+	ps.Template = t
+	return nil
+}
+
+// PodTemplates implements framework.Templated: the driver's and the
+// executors' templates, where pod settings made them.
+func (*Kind) PodTemplates(obj framework.Object) []framework.PodTemplate {
+	a := obj.(*sparkv1beta2.SparkApplication)
+	var out []framework.PodTemplate
+	if t := a.Spec.Driver.Template; t != nil {
+		out = append(out, framework.PodTemplate{Role: "driver", Template: t})
+	}
+	if t := a.Spec.Executor.Template; t != nil {
+		out = append(out, framework.PodTemplate{Role: "executor", Template: t})
+	}
+	return out
 }
 
 // Progress implements framework.Kind: applicationState COMPLETED is

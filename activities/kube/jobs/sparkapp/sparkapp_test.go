@@ -9,12 +9,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/schema"
 
 	sparkv1beta2 "github.com/kubeflow/spark-operator/v2/api/v1beta2"
 
 	sparkfake "github.com/kubeflow/spark-operator/v2/pkg/client/clientset/versioned/fake"
 	"go.temporal.io/sdk/temporal"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/atelier-ml/atelier/activities"
@@ -171,5 +173,60 @@ func TestNotSuspendable(t *testing.T) {
 	var k framework.Kind = sparkapp.New(nil)
 	if _, ok := k.(framework.Suspendable); ok {
 		t.Fatal("SparkApplication must not be queued in Kueue")
+	}
+}
+
+// Pod settings reach the driver and executors through pod templates (the
+// step's under each role's, then the cluster's defaults), which also carry
+// the GPU request and node selector the webhook would have set; without
+// settings or defaults there is no template and nothing changes.
+func TestBuildPodSettings(t *testing.T) {
+	k := sparkapp.New(sparkfake.NewSimpleClientset())
+	obj, err := k.Build(step(app()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := obj.(*sparkv1beta2.SparkApplication); a.Spec.Driver.Template != nil || a.Spec.Executor.Template != nil || len(k.PodTemplates(a)) != 0 {
+		t.Fatal("templates without pod settings")
+	}
+
+	s := app()
+	s.Pod = &schema.Pod{ServiceAccountName: "spark", Labels: map[string]string{"team": "etl"}}
+	s.Executor.Pod = &schema.Pod{Tolerations: []schema.Toleration{{Key: "gpu", Operator: "Exists"}},
+		Volumes: []schema.Volume{{Name: "scratch", MountPath: "/scratch", EmptyDir: &schema.EmptyDir{}}}}
+	st := step(s)
+	st.PodDefaults = &schema.Pod{PriorityClassName: "batch"}
+	obj, err = k.Build(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := obj.(*sparkv1beta2.SparkApplication)
+	d, e := a.Spec.Driver.Template, a.Spec.Executor.Template
+	if d == nil || e == nil {
+		t.Fatalf("templates: driver %v, executor %v", d, e)
+	}
+	for role, tm := range map[string]*corev1.PodTemplateSpec{"driver": d, "executor": e} {
+		if tm.Spec.ServiceAccountName != "spark" || tm.Labels["team"] != "etl" || tm.Spec.PriorityClassName != "batch" || tm.Labels[framework.LabelRun] != "r" {
+			t.Errorf("%s template %+v", role, tm)
+		}
+	}
+	if len(d.Spec.Tolerations) != 0 || len(e.Spec.Tolerations) != 1 {
+		t.Errorf("the executor's toleration is its own: driver %v, executor %v", d.Spec.Tolerations, e.Spec.Tolerations)
+	}
+	c := e.Spec.Containers[0]
+	if c.Name != sparkapp.ExecutorContainer || len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/scratch" {
+		t.Errorf("executor container %+v", c)
+	}
+	if q := c.Resources.Limits[corev1.ResourceName("nvidia.com/gpu")]; q.Value() != 1 || e.Spec.NodeSelector["nvidia.com/gpu.product"] != "NVIDIA-L4" {
+		t.Errorf("the GPU request and selector are not in the executor template: %+v / %v", c.Resources, e.Spec.NodeSelector)
+	}
+	if got := len(k.PodTemplates(a)); got != 2 {
+		t.Errorf("PodTemplates: %d", got)
+	}
+
+	// A bad quantity is the user's error, naming the role.
+	s.Driver.Pod = &schema.Pod{Volumes: []schema.Volume{{Name: "x", MountPath: "/x", EmptyDir: &schema.EmptyDir{SizeLimit: "lots"}}}}
+	if _, err := k.Build(step(s)); err == nil || !strings.Contains(err.Error(), "spark.driver pods") {
+		t.Errorf("bad size limit: %v", err)
 	}
 }
