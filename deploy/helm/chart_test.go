@@ -32,6 +32,7 @@ import (
 
 	"github.com/atelier-ml/atelier/internal/stack/devstack"
 	"github.com/atelier-ml/atelier/internal/stack/kubetest"
+	"github.com/atelier-ml/atelier/pipeline"
 )
 
 const (
@@ -234,7 +235,7 @@ func TestDefaults(t *testing.T) {
 func TestMulticluster(t *testing.T) {
 	objs := render(t, "atelier", "-f", multicluster)
 	want := map[string]int{"Deployment": 4, "Service": 1, "ServiceAccount": 2, "ClusterRole": 1,
-		"ClusterRoleBinding": 1, "ServiceMonitor": 1}
+		"ClusterRoleBinding": 1, "ServiceMonitor": 1, "ConfigMap": 1}
 	if got := kinds(objs); !maps.Equal(got, want) {
 		t.Errorf("kinds %v, want %v", got, want)
 	}
@@ -271,6 +272,23 @@ func TestMulticluster(t *testing.T) {
 	}
 	if !mountedReadOnly(west, west.Spec.Template.Spec.Containers[0], westEnv["ATELIER_KUBECONFIG"], "atelier-kubeconfig-west") {
 		t.Errorf("gpu-west: ATELIER_KUBECONFIG %q is not the mounted Secret atelier-kubeconfig-west", westEnv["ATELIER_KUBECONFIG"])
+	}
+
+	// gpu-west's pod policy and defaults: the worker reads the file the
+	// chart wrote, strictly, as the worker itself parses it.
+	if westEnv["ATELIER_POD_SERVICE_ACCOUNTS"] != "trainer" || eastEnv["ATELIER_POD_SERVICE_ACCOUNTS"] != "" || eastEnv["ATELIER_POD_DEFAULTS"] != "" {
+		t.Errorf("pod policy env: west %v, east %v", westEnv, eastEnv)
+	}
+	cm := typed[corev1.ConfigMap](t, ofKind(objs, "ConfigMap")[0])
+	if !mountedConfigMap(west, westEnv["ATELIER_POD_DEFAULTS"], cm.Name) {
+		t.Errorf("gpu-west: ATELIER_POD_DEFAULTS %q is not the mounted ConfigMap %s", westEnv["ATELIER_POD_DEFAULTS"], cm.Name)
+	}
+	defaults, err := pipeline.ParsePodDefaults([]byte(cm.Data["pod-defaults.yaml"]))
+	if err != nil || defaults.PriorityClassName != "atelier-batch" || len(defaults.Tolerations) != 1 {
+		t.Errorf("the chart's pod defaults do not parse as the worker parses them: %+v, %v", defaults, err)
+	}
+	if west.Spec.Template.Annotations["checksum/pod-defaults"] == "" {
+		t.Error("gpu-west: a change of its pod defaults would not restart the worker")
 	}
 
 	// The in-cluster worker runs as the ServiceAccount the ClusterRole is
@@ -614,6 +632,22 @@ func mountedReadOnly(d *appsv1.Deployment, c corev1.Container, path, secret stri
 		}
 		for _, v := range d.Spec.Template.Spec.Volumes {
 			if v.Name == m.Name && v.Secret != nil && v.Secret.SecretName == secret {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// mountedConfigMap reports whether path is under a read-only mount of the
+// ConfigMap named cm in d's first container.
+func mountedConfigMap(d *appsv1.Deployment, path, cm string) bool {
+	for _, m := range d.Spec.Template.Spec.Containers[0].VolumeMounts {
+		if !m.ReadOnly || !strings.HasPrefix(path, m.MountPath+"/") {
+			continue
+		}
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			if v.Name == m.Name && v.ConfigMap != nil && v.ConfigMap.Name == cm {
 				return true
 			}
 		}
