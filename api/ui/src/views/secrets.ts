@@ -110,16 +110,15 @@ export class SecretsPage implements View {
     const signal = this.abort.signal;
     const base = secretsPath(this.project);
     try {
-      const [list, events] = await Promise.all([
-        get<SecretList>(base, signal),
-        // The audit needs an editor: a viewer does not ask.
-        canEdit()
-          ? get<SecretEventList>(`/v1/projects/${enc(this.project)}/secret-events${query({ pageSize: EVENTS })}`, signal).then(
-              (r) => r.items,
-              (e: unknown) => (e instanceof Error ? e : new Error(String(e))),
-            )
-          : undefined,
-      ]);
+      const list = await get<SecretList>(base, signal);
+      // The audit needs an editor: a viewer does not ask (nor does anyone
+      // when the list failed: a gateway without a key answers both 503).
+      const events = canEdit()
+        ? await get<SecretEventList>(`/v1/projects/${enc(this.project)}/secret-events${query({ pageSize: EVENTS })}`, signal).then(
+            (r) => r.items,
+            (e: unknown) => (e instanceof Error ? e : new Error(String(e))),
+          )
+        : undefined;
       if (signal.aborted || seq !== this.seq) return;
       replace(this.problem);
       this.form?.known(list.items);
