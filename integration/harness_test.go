@@ -95,6 +95,9 @@ type stackOptions struct {
 	// temporal replaces the test binary's shared Temporal server (a test
 	// that kills it needs its own).
 	temporal *devstack.TemporalServer
+	// noSecretsKey starts the gateway (and worker) without a secrets key:
+	// the secrets routes answer 503.
+	noSecretsKey bool
 }
 
 var supervisorOnce sync.Once
@@ -134,9 +137,11 @@ func newStack(t *testing.T, opts ...stackOptions) *stack {
 	cfg.WebhookAllowPrivate = true
 	cfg.WebhookBackoff = 200 * time.Millisecond
 	// A key per stack for project secrets, as `atelier dev` makes one.
-	key, err := secretbox.NewLocalKeyURL()
-	require.NoError(t, err)
-	cfg.SecretsKeyURL = key
+	if !o.noSecretsKey {
+		key, err := secretbox.NewLocalKeyURL()
+		require.NoError(t, err)
+		cfg.SecretsKeyURL = key
+	}
 	if o.concurrency > 0 {
 		cfg.WorkerConcurrency = o.concurrency
 	}

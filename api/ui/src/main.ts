@@ -15,6 +15,7 @@ import { PipelinePage, PipelinesPage } from "./views/pipelines";
 import { RunPage } from "./views/run";
 import { RunsPage } from "./views/runs";
 import { SchedulesPage } from "./views/schedules";
+import { SecretsPage } from "./views/secrets";
 import { TriggerPage, TriggersPage } from "./views/triggers";
 import type { View } from "./views/view";
 import { WebhookPage, WebhooksPage } from "./views/webhooks";
@@ -106,6 +107,8 @@ function page(r: Exclude<Route, { page: "login" | "home" }>): View {
       return new TriggersPage(r.project);
     case "trigger":
       return new TriggerPage(r.project, r.trigger);
+    case "secrets":
+      return new SecretsPage(r.project);
   }
 }
 
@@ -118,7 +121,7 @@ function show(v: View): void {
 /** shell wraps a page in the top bar (project, sections, log out). */
 function shell(r: Exclude<Route, { page: "login" | "home" }>, inner: View): View {
   const sections: Record<string, string> = { pipeline: "pipelines", launch: "pipelines", cluster: "clusters", webhook: "webhooks", endpoint: "endpoints", trigger: "triggers", model: "models" };
-  const section = sections[r.page] ?? (["pipelines", "schedules", "models", "endpoints", "clusters", "cache", "webhooks", "triggers"].includes(r.page) ? r.page : "runs");
+  const section = sections[r.page] ?? (["pipelines", "schedules", "models", "endpoints", "clusters", "cache", "webhooks", "triggers", "secrets"].includes(r.page) ? r.page : "runs");
   const projectPicker =
     projects.length > 1
       ? h(
@@ -153,6 +156,7 @@ function shell(r: Exclude<Route, { page: "login" | "home" }>, inner: View): View
         h("a", { href: href.clusters(r.project), class: section === "clusters" ? "active" : "", id: "nav-clusters" }, "Clusters"),
         h("a", { href: href.cache(r.project), class: section === "cache" ? "active" : "", id: "nav-cache" }, "Cache"),
         h("a", { href: href.webhooks(r.project), class: section === "webhooks" ? "active" : "", id: "nav-webhooks" }, "Webhooks"),
+        h("a", { href: href.secrets(r.project), class: section === "secrets" ? "active" : "", id: "nav-secrets" }, "Secrets"),
       ),
       h("span", { class: "spacer" }),
       whoamiBadge(),

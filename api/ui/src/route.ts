@@ -29,6 +29,8 @@ export type Route =
   /** The project's triggers; one trigger with its firing log. */
   | { page: "triggers"; project: string }
   | { page: "trigger"; project: string; trigger: string }
+  /** The project's secrets: names, versions, who wrote them last (never a value). */
+  | { page: "secrets"; project: string }
   | { page: "home" };
 
 export function parse(hash: string): Route {
@@ -58,6 +60,7 @@ export function parse(hash: string): Route {
     if (seg[2] === "cache") return { page: "cache", project, filters: params };
     if (seg[2] === "webhooks") return seg[3] ? { page: "webhook", project, webhook: seg[3] } : { page: "webhooks", project };
     if (seg[2] === "triggers") return seg[3] ? { page: "trigger", project, trigger: seg[3] } : { page: "triggers", project };
+    if (seg[2] === "secrets") return { page: "secrets", project };
     return { page: "runs", project, filters: params };
   }
   return { page: "home" };
@@ -87,5 +90,6 @@ export const href = {
   },
   webhooks: (project: string, webhook?: string) => `#/p/${e(project)}/webhooks${webhook ? `/${e(webhook)}` : ""}`,
   triggers: (project: string, trigger?: string) => `#/p/${e(project)}/triggers${trigger ? `/${e(trigger)}` : ""}`,
+  secrets: (project: string) => `#/p/${e(project)}/secrets`,
   compare: (project: string, runs: string[]) => `#/p/${e(project)}/compare${runs.length ? `?${runs.map((r) => `runs=${e(r)}`).join("&")}` : ""}`,
 };

@@ -791,6 +791,41 @@ export interface WebhookDeliveryList {
   nextPageToken?: string;
 }
 
+// Secrets (…/secrets; viewers read the names, editors write; values are write-only).
+
+/** Secret is a secret's metadata: no route ever returns its value. */
+export interface Secret {
+  project: string;
+  name: string;
+  /** 1 when created, +1 on every replacement. */
+  version: number;
+  createdAt: string;
+  updatedAt: string;
+  /** The token that last wrote it. */
+  updatedBy: string;
+}
+
+export interface SecretList {
+  items: Secret[];
+}
+
+/** SecretValue is PUT …/secrets/{name}'s body. */
+export interface SecretValue {
+  value: string;
+}
+
+/** SecretEvent is one line of the secrets audit (…/secret-events, editor role). */
+export interface SecretEvent {
+  name: string;
+  action: "created" | "replaced" | "deleted" | "rewrapped";
+  actor: string;
+  at: string;
+}
+
+export interface SecretEventList {
+  items: SecretEvent[];
+}
+
 // Triggers (…/triggers; viewers read, editors change).
 
 /** TriggerOn is what fires a trigger: exactly one of the two. */
