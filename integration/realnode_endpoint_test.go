@@ -132,3 +132,70 @@ func TestEndpointOnARealNode(t *testing.T) {
 		}
 	}
 }
+
+// Scale from zero and rollback on a real node: an endpoint with no
+// minimum goes to zero pods once idle; a request through the gateway's
+// proxy is held while the real kubelet starts a pod and its readiness
+// probe passes, then answered by it; a second revision rolls out, and a
+// rollback to the first makes a revision that serves the first's spec
+// again from new pods.
+func TestEndpointScaleFromZeroAndRollbackOnARealNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the Kubernetes control plane and a real node")
+	}
+	defaults := fmt.Sprintf("nodeSelector: {%[1]s: \"true\"}\ntolerations: [{key: %[1]s, operator: Exists, effect: NoSchedule}]\n", kubetest.RealNodeLabel)
+	e := newKubeEnv(t, outputsScript, true, stackOptions{podDefaults: defaults})
+	e.kc.RealNode(t)
+	ctx := context.Background()
+	spec := func(rev string, minReplicas int) map[string]any {
+		return map[string]any{"backend": "vllm", "model": map[string]any{"name": "tiny"}, "image": kubetest.ModelServerImage,
+			"args":        []string{"--startup-delay", "500ms", "--revision", rev},
+			"env":         []map[string]any{{"name": "ATELIER_FAKE_ADDR", "value": "0.0.0.0:8000"}},
+			"replicas":    map[string]any{"min": minReplicas, "max": 1},
+			"autoscaling": map[string]any{"idleTimeout": "30s", "scaleDownDelay": "0s", "stableWindow": "6s"},
+			"rollout":     map[string]any{"gates": map[string]any{"maxErrorRate": 1, "analysisInterval": "1s"}}}
+	}
+	e.createEndpoint(t, e.cluster, spec("one", 0))
+	e.cleanupEndpoint(t)
+	e.waitEndpoint(t, 2*time.Minute, "revision 1 served", servedBy(1))
+	e.waitEndpoint(t, 3*time.Minute, "scaled to zero while idle", readyReplicas(func(n, replicas int) bool { return n == 0 && replicas == 0 }))
+	require.Eventually(t, func() bool {
+		pods, err := e.kube.CoreV1().Pods(e.namespace).List(ctx, metav1.ListOptions{LabelSelector: "atelier.dev/endpoint=chat"})
+		require.NoError(t, err)
+		return len(pods.Items) == 0
+	}, time.Minute, 500*time.Millisecond, "no pod left at zero")
+
+	// A request at zero is held, not refused, until a pod is ready.
+	start := time.Now()
+	code, rev, body := e.complete(ctx)
+	coldStart := time.Since(start)
+	require.Equal(t, 200, code, "%s", body)
+	assert.Equal(t, "1", rev)
+	assert.Contains(t, body, "one")
+	t.Logf("0→1 on the real node: the held request was answered after %s", coldStart.Round(time.Millisecond))
+	pods, err := e.kube.CoreV1().Pods(e.namespace).List(ctx, metav1.ListOptions{LabelSelector: "atelier.dev/endpoint=chat"})
+	require.NoError(t, err)
+	require.NotEmpty(t, pods.Items)
+	assert.Equal(t, kubetest.RealNodeName, pods.Items[0].Spec.NodeName)
+
+	// Revision 2, then a rollback to revision 1: revision 3 serves its spec.
+	e.updateEndpoint(t, spec("two", 1))
+	e.waitEndpoint(t, 2*time.Minute, "revision 2 promoted", revisionServes(2))
+	require.Eventually(t, func() bool {
+		code, rev, body = e.complete(ctx)
+		return code == 200 && rev == "2"
+	}, 30*time.Second, 200*time.Millisecond, "revision 2 answers: %d %s %s", code, rev, body)
+	code, raw := e.raw("POST", e.path("/endpoints/chat/rollback"), []byte(`{"revision": 1}`))
+	require.Equal(t, 200, code, "%s", raw)
+	v := e.waitEndpoint(t, 2*time.Minute, "the rollback (revision 3) promoted", servedBy(3))
+	for _, r := range v.Revisions {
+		if r.Number == 3 {
+			assert.Equal(t, 1, val(r.RollbackOf), "revision 3 rolls back to 1")
+		}
+	}
+	require.Eventually(t, func() bool {
+		code, rev, body = e.complete(ctx)
+		return code == 200 && rev == "3"
+	}, 30*time.Second, 200*time.Millisecond, "revision 3 answers: %d %s %s", code, rev, body)
+	assert.Contains(t, body, "one", "revision 3 runs revision 1's spec")
+}
