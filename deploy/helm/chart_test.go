@@ -176,9 +176,16 @@ func TestLint(t *testing.T) {
 // the database Secret) and checks what every object says.
 func TestDefaults(t *testing.T) {
 	objs := render(t, "atelier", "--set", "existingSecret="+existing)
-	want := map[string]int{"Deployment": 2, "Service": 1, "ServiceAccount": 1}
+	want := map[string]int{"Deployment": 2, "Service": 1, "ServiceAccount": 1, "Pod": 1}
 	if got := kinds(objs); !maps.Equal(got, want) {
-		t.Errorf("kinds %v, want %v (no Secret: it exists; no RBAC and no ServiceMonitor by default)", got, want)
+		t.Errorf("kinds %v, want %v (no Secret: it exists; no RBAC and no ServiceMonitor by default; the Pod is helm test's)", got, want)
+	}
+	// helm test's Pod pings the gateway through its Service's variables
+	// (no cluster DNS needed).
+	probe := typed[corev1.Pod](t, ofKind(objs, "Pod")[0])
+	if probe.Annotations["helm.sh/hook"] != "test" || !slices.Equal(probe.Spec.Containers[0].Args,
+		[]string{"ping", "http://$(ATELIER_GATEWAY_SERVICE_HOST):$(ATELIER_GATEWAY_SERVICE_PORT)", "--wait", "60s"}) {
+		t.Errorf("test pod %+v", probe)
 	}
 	checkEveryObject(t, objs, "atelier")
 	deps := deployments(t, objs)
@@ -235,7 +242,7 @@ func TestDefaults(t *testing.T) {
 func TestMulticluster(t *testing.T) {
 	objs := render(t, "atelier", "-f", multicluster)
 	want := map[string]int{"Deployment": 4, "Service": 1, "ServiceAccount": 2, "ClusterRole": 1,
-		"ClusterRoleBinding": 1, "ServiceMonitor": 1, "ConfigMap": 1}
+		"ClusterRoleBinding": 1, "ServiceMonitor": 1, "ConfigMap": 1, "Pod": 1}
 	if got := kinds(objs); !maps.Equal(got, want) {
 		t.Errorf("kinds %v, want %v", got, want)
 	}

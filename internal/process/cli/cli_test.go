@@ -1,9 +1,14 @@
 package cli
 
 import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/atelier-ml/atelier/api/gen"
@@ -113,5 +118,47 @@ func TestExitCodes(t *testing.T) {
 		if code != want {
 			t.Errorf("%s: exit %d, want %d", state, code, want)
 		}
+	}
+}
+
+// ping needs no token: a ready gateway is exit 0, one whose Temporal is
+// down says so, and --wait retries until the gateway is ready.
+func TestPing(t *testing.T) {
+	var calls atomic.Int32
+	readyAfter := int32(3)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/readyz" || r.Header.Get("Authorization") != "" {
+			http.Error(w, "unexpected", http.StatusBadRequest)
+			return
+		}
+		if calls.Add(1) < readyAfter {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"type":"unavailable","title":"Service Unavailable","status":503,"detail":"not ready: temporal: unavailable"}`))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"ok","checks":{"database":"ok","temporal":"ok"}}`))
+	}))
+	defer srv.Close()
+	run := func(args ...string) (string, error) {
+		var out bytes.Buffer
+		o := &options{stdout: &out, stderr: &out}
+		cmd := pingCmd(o)
+		cmd.SetArgs(args)
+		cmd.SetOut(&out)
+		cmd.SetErr(&out)
+		err := cmd.Execute()
+		return out.String(), err
+	}
+	if _, err := run(srv.URL); err == nil || !strings.Contains(err.Error(), "not ready: temporal") {
+		t.Fatalf("a gateway that is not ready: %v", err)
+	}
+	out, err := run(srv.URL, "--wait", "10s")
+	if err != nil || !strings.Contains(out, "is ready") || calls.Load() != readyAfter {
+		t.Fatalf("--wait: %q, %v after %d calls", out, err, calls.Load())
+	}
+	if _, err := run("ftp://x"); err == nil {
+		t.Fatal("a URL that is not http(s) is refused")
 	}
 }

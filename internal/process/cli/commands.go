@@ -40,6 +40,7 @@ func Commands() []*cobra.Command {
 	}
 	return []*cobra.Command{
 		bind(loginCmd(o)),
+		bind(pingCmd(o)),
 		bind(pipelinesCmd(o)),
 		bind(runCmd(o)),
 		bind(runsCmd(o)),

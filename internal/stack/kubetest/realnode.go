@@ -107,6 +107,9 @@ type RealNode struct {
 	containerd, kubelet, kubeProxy *process
 	unlock                         func()
 	log                            func(string, ...any)
+	// atelierOnce builds and imports AtelierImage (ImportAtelierImage).
+	atelierOnce sync.Once
+	atelierErr  error
 }
 
 var (
