@@ -44,7 +44,7 @@ func (n *RealNode) importAtelierImage(ctx context.Context) error {
 	start := time.Now()
 	bins := map[string]string{"./cmd/atelier": filepath.Join(dir, "atelier"), "./cmd/atelier-launcher": filepath.Join(dir, "atelier-launcher")}
 	for pkg, out := range bins {
-		progress("kubetest: building %s for %s (static; about 2 min the first time)…", pkg, AtelierImage)
+		progress("building %s for %s (static; about 2 min the first time)…", pkg, AtelierImage)
 		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=-mod=mod")
@@ -75,7 +75,7 @@ func (n *RealNode) importAtelierImage(ctx context.Context) error {
 	if err := n.ctr(ctx, "images", "import", "--no-unpack=false", tar); err != nil {
 		return fmt.Errorf("import %s: %w", AtelierImage, err)
 	}
-	progress("kubetest: %s built and imported in %s", AtelierImage, time.Since(start).Round(time.Second))
+	progress("%s built and imported in %s", AtelierImage, time.Since(start).Round(time.Second))
 	return nil
 }
 
