@@ -68,6 +68,10 @@ type stackOptions struct {
 	// podScript, for a kubeEnv, decides each step pod's exit from the pod
 	// (its labels: run, step, item) rather than from its kind alone.
 	podScript func(kubetest.PodRef) kubetest.Exit
+	// sparkScript, for a kubeEnv, decides each SparkApplication's
+	// scenario from the object (the simulated Spark operator's script)
+	// rather than from its kind alone.
+	sparkScript func(kubetest.ObjectRef) kubetest.Scenario
 	// streamLimit overrides the gateway's open streams per token.
 	streamLimit int
 	// gpuMinRuntime overrides how long a GPU step runs before it may be

@@ -113,6 +113,9 @@ func newKubeEnv(t *testing.T, sc script, inProcessClusterWorker bool, opts ...st
 		}
 		return kubetest.Scenario{Outcome: kubetest.Succeed, Delay: ex.After, Outputs: ex.Message}
 	}
+	if len(opts) > 0 && opts[0].sparkScript != nil {
+		spark.Script = opts[0].sparkScript
+	}
 	spark.Run(ctx)
 	e.kube = kc.Clientset()
 	e.ray = rayclient.NewForConfigOrDie(kc.RESTConfig())

@@ -207,6 +207,57 @@ steps:
 			{"steps[2].spark.type", "required; use one of Python, Scala, Java, R"},
 			{"steps[3].spark.type", `unknown type "Go"`},
 		}},
+		{"ray and spark secrets: the container rules, at their paths", `
+rayClusters:
+  - {name: shared, image: ray}
+steps:
+  - name: a
+    kind: ray
+    ray:
+      entrypoint: python t.py
+      image: ray
+      runtimeEnv: {env_vars: {TAKEN: "1"}}
+      secrets:
+        - {name: hf-token, env: HF_TOKEN}
+        - {name: hf-token, env: HF_TOKEN}
+        - {name: "Bad Name", file: creds.json}
+        - {name: x1, env: TAKEN}
+        - {name: x2, env: ATELIER_SECRETS}
+        - {name: x3, file: "../etc/passwd"}
+        - {name: x4, env: X, file: x}
+        - {name: gcp-sa, file: creds.json}
+  - name: b
+    kind: spark
+    spark:
+      type: Python
+      image: spark
+      mainApplicationFile: local:///x.py
+      sparkConf: {spark.kubernetes.driverEnv.DRV: "1", spark.executorEnv.EXE: "1"}
+      secrets:
+        - {name: db-password, env: DB_PASSWORD}
+        - {name: x1, env: DRV}
+        - {name: x2, env: EXE}
+        - {name: x3}
+        - {name: x4, env: "A=B"}
+        - {name: gcp-sa, file: creds.json}
+  - {name: c, kind: ray, ray: {entrypoint: x, cluster: shared, secrets: [{name: hf-token, env: HF_TOKEN}]}}`, nil, []want{
+			{"steps[0].ray.secrets[1].env", "HF_TOKEN is given twice"},
+			{"steps[0].ray.secrets[2].name", `"Bad Name" is not a secret name`},
+			{"steps[0].ray.secrets[3].env", "TAKEN is also set in runtimeEnv.env_vars"},
+			{"steps[0].ray.secrets[4].env", "ATELIER_SECRETS: ATELIER_ variables are set by Atelier"},
+			{"steps[0].ray.secrets[5].file", `"../etc/passwd" is not a file name`},
+			{"steps[0].ray.secrets[6]", "exactly one of env (a variable) or file"},
+			{"steps[0].ray.secrets[7].file", "creds.json is given twice"},
+			{"steps[1].spark.secrets[1].env", "DRV is also set in sparkConf (spark.kubernetes.driverEnv.DRV)"},
+			{"steps[1].spark.secrets[2].env", "EXE is also set in sparkConf (spark.executorEnv.EXE)"},
+			{"steps[1].spark.secrets[3]", "exactly one of env (a variable) or file"},
+			{"steps[1].spark.secrets[4].env", `invalid environment variable name "A=B"`},
+			{"steps[2].ray.secrets", `must be empty when cluster is set: the pods of the shared cluster "shared" are the run's, not this step's`},
+		}},
+		{"valid ray and spark secrets", `
+steps:
+  - {name: a, kind: ray, ray: {entrypoint: x, image: ray, secrets: [{name: hf-token, env: HF_TOKEN}, {name: gcp-sa, file: creds.json}]}}
+  - {name: b, kind: spark, spark: {type: Python, image: s, mainApplicationFile: x, secrets: [{name: db-password, env: DB_PASSWORD}, {name: gcp-sa, file: creds.json}]}}`, nil, nil},
 		{"python app with a main class", `
 steps:
   - {name: a, kind: spark, spark: {type: R, image: s, mainApplicationFile: x, mainClass: Main}}`, nil,
@@ -716,5 +767,19 @@ func TestGPURequestAndPlacement(t *testing.T) {
 		if got := tc.step.EffectivePlacement(tc.p); got != tc.want {
 			t.Errorf("EffectivePlacement(%+v, %+v) = %+v, want %+v", tc.step.Placement, tc.p, got, tc.want)
 		}
+	}
+}
+
+// Rendering keeps a ray or spark step's secret references as they are
+// (the cluster's worker resolves them).
+func TestRenderRaySparkKeepsSecrets(t *testing.T) {
+	refs := []SecretEnv{{Name: "hf-token", Env: "HF_TOKEN"}, {Name: "gcp-sa", File: "creds.json"}}
+	r, err := RenderRay(&RayStep{Entrypoint: "python {{ params.x }}", Secrets: refs}, Env{Params: map[string]any{"x": "t.py"}})
+	if err != nil || r.Entrypoint != "python t.py" || !reflect.DeepEqual(r.Secrets, refs) {
+		t.Errorf("RenderRay = %+v, %v", r, err)
+	}
+	s, err := RenderSpark(&SparkStep{MainApplicationFile: "local:///{{ params.x }}", Secrets: refs}, Env{Params: map[string]any{"x": "a.py"}})
+	if err != nil || s.MainApplicationFile != "local:///a.py" || !reflect.DeepEqual(s.Secrets, refs) {
+		t.Errorf("RenderSpark = %+v, %v", s, err)
 	}
 }

@@ -43,6 +43,14 @@ type RayStep struct {
 	Entrypoint string `json:"entrypoint"`
 	// RuntimeEnv is Ray's runtime_env (pip, env_vars, working_dir, ...).
 	RuntimeEnv map[string]any `json:"runtimeEnv,omitempty"`
+	// Secrets are project secrets the job's pods get, as environment
+	// variables or files, named here and never valued (as container.secrets):
+	// every pod of the job's own RayCluster (head and workers) and its
+	// submitter reads them from the attempt's Kubernetes Secret, and the
+	// entrypoint, a Ray driver started on the cluster, inherits them with
+	// the environment of the node it runs on. Not with Cluster: a shared
+	// cluster's pods are the run's, not the step's.
+	Secrets []SecretEnv `json:"secrets,omitempty"`
 	// Cluster names a shared RayCluster of this run; the cluster fields
 	// below must then be empty.
 	Cluster string `json:"cluster,omitempty"`
@@ -102,6 +110,10 @@ type SparkStep struct {
 	SparkConf           map[string]string `json:"sparkConf,omitempty"`
 	Driver              SparkRole         `json:"driver,omitempty"`
 	Executor            SparkRole         `json:"executor,omitempty"`
+	// Secrets are project secrets the driver and the executors get, as
+	// environment variables or files, named here and never valued (as
+	// container.secrets), from the attempt's Kubernetes Secret.
+	Secrets []SecretEnv `json:"secrets,omitempty"`
 	// Pod holds Kubernetes pod settings of the driver and the executors
 	// (a role's own Pod overrides them); the pipeline's pod settings are
 	// their default. They reach the pods through the SparkApplication's

@@ -68,6 +68,14 @@ func validateRay(path string, r *RayStep, vc *vctx, ps *problems) {
 		if r.ActiveDeadlineSeconds < 0 {
 			ps.add(field(path, "activeDeadlineSeconds"), "must not be negative, got %d", r.ActiveDeadlineSeconds)
 		}
+		checkSecretRefs(field(path, "secrets"), r.Secrets, func(env string) string {
+			if vars, ok := r.RuntimeEnv["env_vars"].(map[string]any); ok {
+				if _, clash := vars[env]; clash {
+					return fmt.Sprintf("%s is also set in runtimeEnv.env_vars, which Ray puts over the pods' environment: one value per variable", env)
+				}
+			}
+			return ""
+		}, ps)
 		return
 	}
 
@@ -115,6 +123,9 @@ func validateRay(path string, r *RayStep, vc *vctx, ps *problems) {
 	}
 	if r.ActiveDeadlineSeconds != 0 {
 		ps.add(field(path, "activeDeadlineSeconds"), "%s", ownOnly)
+	}
+	if len(r.Secrets) > 0 {
+		ps.add(field(path, "secrets"), "must be empty when cluster is set: the pods of the shared cluster %q are the run's, not this step's, so they cannot hold its secrets; give the job its own cluster (image, head, workers) to use secrets", r.Cluster)
 	}
 }
 
@@ -261,6 +272,14 @@ func validateSpark(path string, sp *SparkStep, ps *problems) {
 	validateSparkRole(field(path, "driver"), &sp.Driver, true, ps)
 	validateSparkRole(field(path, "executor"), &sp.Executor, false, ps)
 	checkPod(field(path, "pod"), sp.Pod, ps)
+	checkSecretRefs(field(path, "secrets"), sp.Secrets, func(env string) string {
+		for _, k := range []string{"spark.kubernetes.driverEnv." + env, "spark.executorEnv." + env} {
+			if _, clash := sp.SparkConf[k]; clash {
+				return fmt.Sprintf("%s is also set in sparkConf (%s): one value per variable", env, k)
+			}
+		}
+		return ""
+	}, ps)
 }
 
 // sparkTemplates calls fn with the path (relative to the spark block) and

@@ -477,11 +477,13 @@ type Container struct {
 	// and gpuType (the step gets that many of the machine's GPUs through
 	// CUDA_VISIBLE_DEVICES, waiting while they are taken).
 	Resources *Resources `json:"resources,omitempty"`
-	// Secrets are project secrets the step gets as environment variables,
-	// named here and never valued: the worker resolves them just before the
-	// process starts, so a value is in neither the spec, Temporal history
-	// nor the catalogue, and it is redacted from the step's log. Local
-	// container steps only, for now.
+	// Secrets are project secrets the step gets as environment variables
+	// or files, named here and never valued: the worker resolves them just
+	// before the process starts (on Kubernetes, into a Secret of the
+	// attempt's), so a value is in neither the spec, Temporal history nor
+	// the catalogue, and it is redacted from the step's log and outputs.
+	// Ray and spark steps take them too (RayStep.Secrets,
+	// SparkStep.Secrets).
 	Secrets []SecretEnv `json:"secrets,omitempty"`
 	// Pod holds Kubernetes pod settings (schema.Pod); a step placed on a
 	// cluster only.

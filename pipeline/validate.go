@@ -1090,8 +1090,22 @@ func stepsHistoryEvents(p *Spec, steps []Step) int {
 // names and variables, no variable also in env or reserved by Atelier, no
 // templates (a reference is literal so that it can be checked here).
 func validateSecrets(path string, c *Container, ps *problems) {
+	checkSecretRefs(path, c.Secrets, func(env string) string {
+		if _, clash := c.Env[env]; clash {
+			return fmt.Sprintf("%s is also set in env: one value per variable", env)
+		}
+		return ""
+	}, ps)
+}
+
+// checkSecretRefs checks a step's secret references (container, ray or
+// spark secrets) at path: a secret name each, given as exactly one of a
+// variable or a file, no variable or file twice, no ATELIER_ variable.
+// clash says why a variable is already set by the step's own settings
+// ("" when it is not).
+func checkSecretRefs(path string, refs []SecretEnv, clash func(env string) string, ps *problems) {
 	seen, files := map[string]bool{}, map[string]bool{}
-	for j, r := range c.Secrets {
+	for j, r := range refs {
 		sp := index(path, j)
 		if !schema.ValidSecretName(r.Name) {
 			ps.add(field(sp, "name"), "%q is not a secret name (lowercase letters, digits, '.', '_', '-'; at most 63)", r.Name)
@@ -1118,8 +1132,8 @@ func validateSecrets(path string, c *Container, ps *problems) {
 		case seen[r.Env]:
 			ps.add(field(sp, "env"), "%s is given twice", r.Env)
 		default:
-			if _, clash := c.Env[r.Env]; clash {
-				ps.add(field(sp, "env"), "%s is also set in env: one value per variable", r.Env)
+			if why := clash(r.Env); why != "" {
+				ps.add(field(sp, "env"), "%s", why)
 			}
 		}
 		seen[r.Env] = true

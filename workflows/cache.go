@@ -238,6 +238,9 @@ type keyedGPU struct {
 type keyedRay struct {
 	Entrypoint string         `json:"entrypoint"`
 	RuntimeEnv map[string]any `json:"runtimeEnv,omitempty"`
+	// Secrets by name and variable or file, never by value (as a
+	// container's).
+	Secrets []pipeline.SecretEnv `json:"secrets,omitempty"`
 	// Cluster is the template of the RayCluster the job runs on: its own,
 	// or the run's shared one it names (by content, not by name).
 	Cluster keyedRayCluster `json:"cluster"`
@@ -268,6 +271,9 @@ type keyedSpark struct {
 	SparkConf           map[string]string `json:"sparkConf,omitempty"`
 	Driver              keyedSparkRole    `json:"driver"`
 	Executor            keyedSparkRole    `json:"executor"`
+	// Secrets by name and variable or file, never by value (as a
+	// container's).
+	Secrets []pipeline.SecretEnv `json:"secrets,omitempty"`
 }
 
 // keyedSparkRole: cores and instances set Spark's parallelism (and so
@@ -292,7 +298,7 @@ func cacheKey(step string, w stepWork, cfg stepConfig, shared *pipeline.RayClust
 		if shared != nil {
 			tmpl = *shared
 		}
-		doc.Ray = &keyedRay{Entrypoint: r.Entrypoint, RuntimeEnv: r.RuntimeEnv, Cluster: keyedRayTemplate(tmpl)}
+		doc.Ray = &keyedRay{Entrypoint: r.Entrypoint, RuntimeEnv: r.RuntimeEnv, Secrets: r.Secrets, Cluster: keyedRayTemplate(tmpl)}
 		images = append(images, tmpl.Image)
 	case pipeline.KindSpark:
 		s := w.spark
@@ -301,6 +307,7 @@ func cacheKey(step string, w stepWork, cfg stepConfig, shared *pipeline.RayClust
 			MainApplicationFile: s.MainApplicationFile, Arguments: s.Arguments, SparkConf: s.SparkConf,
 			Driver:   keyedSparkRole{Cores: s.Driver.Cores, GPU: keyedGPU{s.Driver.GPU, s.Driver.GPUType}},
 			Executor: keyedSparkRole{Cores: s.Executor.Cores, Instances: s.Executor.Instances, GPU: keyedGPU{s.Executor.GPU, s.Executor.GPUType}},
+			Secrets:  s.Secrets,
 		}
 		images = append(images, s.Image)
 	default:

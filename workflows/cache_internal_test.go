@@ -120,6 +120,48 @@ func TestCacheKeyWarnsAboutTagsOnKubernetes(t *testing.T) {
 	}
 }
 
+// Ray and spark steps without secrets keep the keys they had before
+// secrets existed for them (their entries still match), and are keyed on
+// their secrets' names and variables or files, never on values (which the
+// workflow never has).
+func TestCacheKeyRaySparkSecrets(t *testing.T) {
+	cfg := stepConfig{cache: &pipeline.Cache{Version: "1"}, placement: &pipeline.Placement{Cluster: "c"}}
+	ray := func(refs ...pipeline.SecretEnv) stepWork {
+		return stepWork{kind: pipeline.KindRay, ray: &pipeline.RayStep{Entrypoint: "python t.py", RuntimeEnv: map[string]any{"pip": []any{"torch"}}, Secrets: refs,
+			RayClusterTemplate: pipeline.RayClusterTemplate{Image: "rayproject/ray:2.46.0", Workers: []pipeline.RayWorkerGroup{{Name: "w", Replicas: 2, Resources: pipeline.Resources{GPU: 1}}}}}}
+	}
+	spark := func(refs ...pipeline.SecretEnv) stepWork {
+		return stepWork{kind: pipeline.KindSpark, spark: &pipeline.SparkStep{Type: "Python", Image: "spark:3.5.5", MainApplicationFile: "local:///etl.py",
+			Executor: pipeline.SparkRole{Cores: 2, Instances: 3}, Secrets: refs}}
+	}
+	for _, c := range []struct {
+		what, step string
+		work       func(...pipeline.SecretEnv) stepWork
+		want       string
+	}{
+		{"ray", "train", ray, "e25413185763bee2c125b03a86c02ffc9b02c8b488e62a4a2e2170568b521470"},
+		{"spark", "etl", spark, "525894a9ff9432728fa50da7ab2959c99e8e97366763c674903c503b2b3864d6"},
+	} {
+		base, _ := cacheKey(c.step, c.work(), cfg, nil, nil)
+		if base != c.want {
+			t.Errorf("%s step without secrets: key %s, want %s (as before ray/spark secrets)", c.what, base, c.want)
+		}
+		keys := map[string]bool{base: true}
+		for _, refs := range [][]pipeline.SecretEnv{
+			{{Name: "hf-token", Env: "HF_TOKEN"}},
+			{{Name: "hf-token", Env: "TOKEN"}},
+			{{Name: "other", Env: "HF_TOKEN"}},
+			{{Name: "hf-token", File: "token"}},
+		} {
+			k, _ := cacheKey(c.step, c.work(refs...), cfg, nil, nil)
+			if keys[k] {
+				t.Errorf("%s: secrets %+v share a key with another set", c.what, refs)
+			}
+			keys[k] = true
+		}
+	}
+}
+
 func TestImageKey(t *testing.T) {
 	for in, want := range map[string]string{
 		"busybox":                        "busybox",
@@ -149,6 +191,13 @@ func TestCacheKeyClassifiesEveryWorkField(t *testing.T) {
 		"Resources.CPU":       "excluded: decides placement", "Resources.Memory": "excluded: decides placement",
 		"Resources.GPU": "keyed", "Resources.GPUType": "keyed",
 		"RayStep.Entrypoint": "keyed", "RayStep.RuntimeEnv": "keyed", "RayStep.Cluster": "keyed by content",
+		"RayStep.Secrets":            "keyed by name and variable or file, never by value",
+		"SparkStep.Secrets":          "keyed by name and variable or file, never by value",
+		"RayClusterTemplate.Pod":     "excluded: decides where and as whom it runs, not what it computes",
+		"RayClusterTemplate.HeadPod": "excluded: decides where and as whom it runs",
+		"RayWorkerGroup.Pod":         "excluded: decides where and as whom it runs",
+		"SparkStep.Pod":              "excluded: decides where and as whom it runs",
+		"SparkRole.Pod":              "excluded: decides where and as whom it runs",
 		"RayStep.RayClusterTemplate": "keyed", "RayStep.ShutdownAfterJobFinishes": "excluded: lifecycle",
 		"RayStep.TTLSecondsAfterFinished": "excluded: lifecycle", "RayStep.ActiveDeadlineSeconds": "excluded: a timeout",
 		"RayClusterTemplate.Image": "keyed", "RayClusterTemplate.RayVersion": "keyed",

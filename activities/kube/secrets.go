@@ -25,10 +25,11 @@ type SecretResolver interface {
 	Resolve(ctx context.Context, project string, names []string) (map[string]string, error)
 }
 
-// WithSecrets lets container steps reference project secrets: each
-// attempt gets a Kubernetes Secret of its own holding the values it
-// references, owned by its Job (so deleted with it) and deleted as soon as
-// the attempt ends.
+// WithSecrets lets container, ray and spark steps reference project
+// secrets: each attempt gets a Kubernetes Secret of its own holding the
+// values it references, owned by its object (Job, RayJob,
+// SparkApplication: so deleted with it) and deleted as soon as the attempt
+// ends.
 func WithSecrets(s SecretResolver) Option { return func(b *Backend) { b.secrets = s } }
 
 // stepSecretName is the Secret of the attempt whose object is name.
@@ -39,10 +40,7 @@ func stepSecretName(name string) string { return name + "-secrets" }
 // secret or a worker without a key fails the step for good; a catalogue
 // that cannot be reached is retried.
 func (b *Backend) stepSecret(ctx context.Context, req activities.KubeStepRequest, meta metav1.ObjectMeta, launchGrant string) (*corev1.Secret, error) {
-	var refs []pipeline.SecretEnv
-	if req.Container != nil {
-		refs = req.Container.Secrets
-	}
+	refs := secretRefs(req)
 	if len(refs) == 0 && launchGrant == "" {
 		return nil, nil
 	}
@@ -75,6 +73,20 @@ func (b *Backend) stepSecret(ctx context.Context, req activities.KubeStepRequest
 		sec.Data[n] = []byte(v)
 	}
 	return sec, nil
+}
+
+// secretRefs are the secret references of the step's kind: a container's,
+// a ray job's or a spark application's.
+func secretRefs(req activities.KubeStepRequest) []pipeline.SecretEnv {
+	switch {
+	case req.Container != nil:
+		return req.Container.Secrets
+	case req.Ray != nil:
+		return req.Ray.Secrets
+	case req.Spark != nil:
+		return req.Spark.Secrets
+	}
+	return nil
 }
 
 // ensureSecret creates the attempt's Secret, or refreshes the one an
@@ -115,6 +127,9 @@ func (r *stepRun) ownSecret(ctx context.Context, obj framework.Object) error {
 	apiVersion, kind := gvk.GroupVersion().String(), gvk.Kind
 	if kind == "" {
 		apiVersion, kind = "batch/v1", r.kind.Kind()
+		if v, ok := r.kind.(framework.Versioned); ok {
+			apiVersion = v.APIVersion()
+		}
 	}
 	for _, o := range cur.OwnerReferences {
 		if o.UID == obj.GetUID() {

@@ -473,8 +473,9 @@ func (r *stepRun) failed(ctx context.Context, obj framework.Object, p framework.
 	res.FinishedAt = r.finishedAt(p)
 	res.Links = p.Links
 	// Best effort, no waiting: the exit code helps, but the failure
-	// stands without it.
-	msg := failureMessage(r.kind.Kind(), r.name, p.Reason, p.Message)
+	// stands without it. The operator's message is redacted: KubeRay's
+	// quotes the last lines the Ray job printed.
+	msg := r.redactor().String(failureMessage(r.kind.Kind(), r.name, p.Reason, p.Message))
 	if term, ok, err := r.b.outputTermination(ctx, r.ns, obj, r.kind.OutputPods(obj), 0); err == nil && ok {
 		res.ExitCode = int(term.ExitCode)
 		if term.ExitCode != 0 {
@@ -486,7 +487,7 @@ func (r *stepRun) failed(ctx context.Context, obj framework.Object, p framework.
 			return res, r.launcherFailure(lr, res)
 		}
 	}
-	r.logger.Info("step failed", zap.String("reason", p.Reason), zap.String("message", p.Message))
+	r.logger.Info("step failed", zap.String("reason", p.Reason), zap.String("message", r.redactor().String(p.Message)))
 	if p.TimedOut && r.req.Timeout > 0 {
 		return res, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("step timed out after %s: %s", r.req.Timeout, msg), activities.ErrTypeStepTimeout, nil, res)

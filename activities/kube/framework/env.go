@@ -183,13 +183,14 @@ func SecretEnv(refs []pipeline.SecretEnv, secretName string) []corev1.EnvVar {
 		out = append(out, corev1.EnvVar{Name: r.Env, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: secretName}, Key: r.Name}}})
 	}
-	if hasSecretFiles(refs) {
+	if HasSecretFiles(refs) {
 		out = append(out, corev1.EnvVar{Name: "ATELIER_SECRETS", Value: pipeline.SecretsDir})
 	}
 	return out
 }
 
-func hasSecretFiles(refs []pipeline.SecretEnv) bool {
+// HasSecretFiles reports whether refs give any secret as a file.
+func HasSecretFiles(refs []pipeline.SecretEnv) bool {
 	for _, r := range refs {
 		if r.File != "" {
 			return true
@@ -203,7 +204,7 @@ func hasSecretFiles(refs []pipeline.SecretEnv) bool {
 // attempt's Secret, readable by the pod's user only (0400); ok is false
 // when the step has none.
 func SecretFilesVolume(refs []pipeline.SecretEnv, secretName string) (corev1.Volume, corev1.VolumeMount, bool) {
-	if secretName == "" || !hasSecretFiles(refs) {
+	if secretName == "" || !HasSecretFiles(refs) {
 		return corev1.Volume{}, corev1.VolumeMount{}, false
 	}
 	src := &corev1.SecretVolumeSource{SecretName: secretName, DefaultMode: ptrInt32(0o400)}
@@ -218,3 +219,29 @@ func SecretFilesVolume(refs []pipeline.SecretEnv, secretName string) (corev1.Vol
 }
 
 func ptrInt32(v int32) *int32 { return &v }
+
+// AddSecrets gives the container named container of spec the step's
+// secret references, read from the attempt's Secret (secretName): each
+// variable from a secretKeyRef (SecretEnv) and the files as the
+// read-only volume at pipeline.SecretsDir (SecretFilesVolume). Nothing
+// changes when the step references no secret or spec has no such
+// container.
+func AddSecrets(spec *corev1.PodSpec, container string, refs []pipeline.SecretEnv, secretName string) {
+	c := containerNamed(spec, container)
+	if c == nil {
+		return
+	}
+	c.Env = append(c.Env, SecretEnv(refs, secretName)...)
+	if vol, mount, ok := SecretFilesVolume(refs, secretName); ok {
+		spec.Volumes = append(spec.Volumes, vol)
+		c.VolumeMounts = append(c.VolumeMounts, mount)
+	}
+}
+
+// Secrets are a step's secret references and the attempt's Secret that
+// holds their values (Step.SecretName), for builders that hand them on;
+// the zero value is none.
+type Secrets struct {
+	Refs []pipeline.SecretEnv
+	Name string
+}

@@ -77,6 +77,13 @@ type Kind interface {
 	WatchPods() bool
 }
 
+// Versioned is a Kind that names its API version ("ray.io/v1"), for owner
+// references to its objects: typed clients return objects without their
+// TypeMeta. A Kind that does not implement it is a batch/v1 one (Job).
+type Versioned interface {
+	APIVersion() string
+}
+
 // Expiring is a Kind whose finished objects can delete themselves a while
 // later (a Job's ttlSecondsAfterFinished). The items of a wide step use it
 // so their objects do not pile up until the run's end; it is set only

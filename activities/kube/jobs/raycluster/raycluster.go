@@ -54,7 +54,8 @@ func Build(meta metav1.ObjectMeta, c pipeline.SharedRayCluster, env []corev1.Env
 	if c.Name == "" {
 		return nil, fmt.Errorf("a shared Ray cluster needs a name")
 	}
-	s, err := Spec(c.RayClusterTemplate, env, meta.Labels, defaults, "rayClusters["+c.Name+"]")
+	// No secrets: the cluster is the run's, and its pods outlive any step.
+	s, err := Spec(c.RayClusterTemplate, env, meta.Labels, defaults, "rayClusters["+c.Name+"]", framework.Secrets{})
 	if err != nil {
 		return nil, err
 	}
@@ -90,10 +91,13 @@ func ReadState(c *rayv1.RayCluster) State {
 // Spec builds a RayCluster spec from a template: one head (dashboard bound
 // to all interfaces so the dashboard link and `ray job submit` work from
 // outside the pod), and one worker group per template group. Every
-// container gets env; every pod gets podLabels, the template's pod
-// settings (t.Pod under t.HeadPod or the group's Pod) and then the
-// operator's defaults. field names the template in error messages.
-func Spec(t pipeline.RayClusterTemplate, env []corev1.EnvVar, podLabels map[string]string, defaults *schema.Pod, field string) (*rayv1.RayClusterSpec, error) {
+// container gets env and the step's secrets (a ray step's own cluster:
+// variables from secretKeyRefs, files from a volume of the attempt's
+// Secret; none for a shared cluster); every pod gets podLabels, the
+// template's pod settings (t.Pod under t.HeadPod or the group's Pod) and
+// then the operator's defaults. field names the template in error
+// messages.
+func Spec(t pipeline.RayClusterTemplate, env []corev1.EnvVar, podLabels map[string]string, defaults *schema.Pod, field string, secrets framework.Secrets) (*rayv1.RayClusterSpec, error) {
 	if t.Image == "" {
 		return nil, fmt.Errorf("%s.image: a Ray cluster on Kubernetes needs an image (e.g. rayproject/ray:2.46.0)", field)
 	}
@@ -108,6 +112,7 @@ func Spec(t pipeline.RayClusterTemplate, env []corev1.EnvVar, podLabels map[stri
 			Template:       podTemplate(HeadContainer, t.Image, headRes, headSel, env, podLabels),
 		},
 	}
+	framework.AddSecrets(&s.HeadGroupSpec.Template.Spec, HeadContainer, secrets.Refs, secrets.Name)
 	if err := settle(&s.HeadGroupSpec.Template, HeadContainer, schema.MergePod(t.Pod, t.HeadPod), defaults); err != nil {
 		return nil, fmt.Errorf("%s head pod: %w", field, err)
 	}
@@ -138,6 +143,7 @@ func Spec(t pipeline.RayClusterTemplate, env []corev1.EnvVar, podLabels map[stri
 			return nil, err
 		}
 		tmpl := podTemplate(WorkerContainer, t.Image, res, sel, env, podLabels)
+		framework.AddSecrets(&tmpl.Spec, WorkerContainer, secrets.Refs, secrets.Name)
 		if err := settle(&tmpl, WorkerContainer, schema.MergePod(t.Pod, g.Pod), defaults); err != nil {
 			return nil, fmt.Errorf("%s pods: %w", gf, err)
 		}

@@ -39,6 +39,7 @@ var (
 	_ framework.Kind        = (*Kind)(nil)
 	_ framework.Suspendable = (*Kind)(nil)
 	_ framework.Templated   = (*Kind)(nil)
+	_ framework.Versioned   = (*Kind)(nil)
 )
 
 // Integration registers ray steps (activities.KubeRayJob) on clusters
@@ -63,6 +64,10 @@ func New(ray rayclientset.Interface) *Kind {
 
 // MaxNameLength implements framework.Kind.
 func (*Kind) MaxNameLength() int { return MaxNameLength }
+
+// APIVersion implements framework.Versioned: the attempt's Secret is
+// owned by its RayJob.
+func (*Kind) APIVersion() string { return rayv1.GroupVersion.String() }
 
 // WatchPods implements framework.Kind: KubeRay reports pod trouble in the
 // RayJob's own status (and fails it), so pods are not watched.
@@ -115,6 +120,9 @@ func (k *Kind) Build(step framework.Step) (framework.Object, error) {
 		job.Spec.ActiveDeadlineSeconds = ptr.To(r.ActiveDeadlineSeconds)
 	}
 	if r.Cluster != "" || step.Request.RayClusterName != "" {
+		if len(r.Secrets) > 0 {
+			return nil, framework.Invalid("ray.secrets: a step on shared cluster %q cannot reference secrets: the cluster's pods are the run's, not the step's", r.Cluster)
+		}
 		if step.Request.RayClusterName == "" {
 			return nil, framework.Invalid("ray.cluster: the step uses shared cluster %q but the request names no RayCluster (EnsureRayCluster must run first)", r.Cluster)
 		}
@@ -132,7 +140,13 @@ func (k *Kind) Build(step framework.Step) (framework.Object, error) {
 		}
 		return job, nil
 	}
-	cluster, err := raycluster.Spec(r.RayClusterTemplate, step.Env, step.PodLabels(), step.PodDefaults, "ray")
+	// The job's own cluster and its submitter read the step's secrets
+	// from the attempt's Secret: the driver, started on the cluster by the
+	// Ray job supervisor, inherits them with its node's environment.
+	// (runtime_env could not carry them: Ray keeps it, values and all, in
+	// the job's record its dashboard shows.)
+	secrets := framework.Secrets{Refs: r.Secrets, Name: step.SecretName}
+	cluster, err := raycluster.Spec(r.RayClusterTemplate, step.Env, step.PodLabels(), step.PodDefaults, "ray", secrets)
 	if err != nil {
 		return nil, framework.Invalid("%v", err)
 	}
@@ -144,6 +158,7 @@ func (k *Kind) Build(step framework.Step) (framework.Object, error) {
 	job.Spec.ShutdownAfterJobFinishes = ptr.Deref(r.ShutdownAfterJobFinishes, true)
 	job.Spec.TTLSecondsAfterFinished = r.TTLSecondsAfterFinished
 	job.Spec.SubmitterPodTemplate = submitterTemplate(r.Image, script, step)
+	framework.AddSecrets(&job.Spec.SubmitterPodTemplate.Spec, SubmitterContainer, secrets.Refs, secrets.Name)
 	// The submitter gets the cluster-wide settings (a service account, an
 	// image pull secret for the Ray image), not the head's or a group's.
 	if err := step.SettlePod(job.Spec.SubmitterPodTemplate, SubmitterContainer, r.Pod); err != nil {

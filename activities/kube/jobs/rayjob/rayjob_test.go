@@ -376,3 +376,108 @@ func TestBuildPodSettings(t *testing.T) {
 		t.Errorf("shared-cluster submitter service account %q", sa)
 	}
 }
+
+// A ray step's secrets reach every pod of the job: the head, each worker
+// group and the submitter read each variable from the attempt's Secret
+// (secretKeyRef) and the files from its read-only volume (0400, one item
+// per file) at pipeline.SecretsDir. runtime_env, which Ray keeps in the
+// job's record and which is put over the pods' environment for the
+// driver, carries none of them (an empty HF_TOKEN there would hide the
+// head's). A step on a shared cluster cannot have them.
+func TestBuildSecrets(t *testing.T) {
+	r := ownCluster()
+	r.Secrets = []pipeline.SecretEnv{{Name: "hf-token", Env: "HF_TOKEN"}, {Name: "gcp-sa", File: "creds.json"}}
+	// Pod settings with a volume of their own: both stay.
+	r.Pod = &schema.Pod{Volumes: []schema.Volume{{Name: "data", MountPath: "/data", EmptyDir: &schema.EmptyDir{}}}}
+	s := step(r, "")
+	s.SecretName = "train-a1-0123456789-secrets"
+	k := rayjob.New(rayfake.NewClientset())
+	obj, err := k.Build(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := obj.(*rayv1.RayJob)
+	containers := map[string]string{"head": raycluster.HeadContainer, "workers[gpu]": raycluster.WorkerContainer,
+		"workers[cpu]": raycluster.WorkerContainer, "submitter": rayjob.SubmitterContainer}
+	templates := k.PodTemplates(j)
+	if len(templates) != len(containers) {
+		t.Fatalf("templates %d", len(templates))
+	}
+	for _, pt := range templates {
+		ps := pt.Template.Spec
+		var c *corev1.Container
+		for i := range ps.Containers {
+			if ps.Containers[i].Name == containers[pt.Role] {
+				c = &ps.Containers[i]
+			}
+		}
+		if c == nil {
+			t.Fatalf("%s: no container %s", pt.Role, containers[pt.Role])
+		}
+		env := map[string]corev1.EnvVar{}
+		for _, e := range c.Env {
+			env[e.Name] = e
+		}
+		want := &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: s.SecretName}, Key: "hf-token"}}
+		if got := env["HF_TOKEN"]; got.Value != "" || !cmp.Equal(got.ValueFrom, want) {
+			t.Errorf("%s: HF_TOKEN = %+v", pt.Role, got)
+		}
+		if env["ATELIER_SECRETS"].Value != pipeline.SecretsDir || env["ATELIER_STEP"].Value != "train" {
+			t.Errorf("%s: ATELIER_SECRETS %q, ATELIER_STEP %q", pt.Role, env["ATELIER_SECRETS"].Value, env["ATELIER_STEP"].Value)
+		}
+		var vol *corev1.Volume
+		for i := range ps.Volumes {
+			if ps.Volumes[i].Secret != nil {
+				vol = &ps.Volumes[i]
+			}
+		}
+		if vol == nil || vol.Secret.SecretName != s.SecretName || ptr.Deref(vol.Secret.DefaultMode, 0) != 0o400 ||
+			!cmp.Equal(vol.Secret.Items, []corev1.KeyToPath{{Key: "gcp-sa", Path: "creds.json"}}) {
+			t.Errorf("%s: secret volume %+v", pt.Role, vol)
+			continue
+		}
+		mounted := false
+		for _, m := range c.VolumeMounts {
+			mounted = mounted || (m.Name == vol.Name && m.MountPath == pipeline.SecretsDir && m.ReadOnly)
+		}
+		if !mounted || len(ps.Volumes) != 2 {
+			t.Errorf("%s: mounts %+v, volumes %+v", pt.Role, c.VolumeMounts, ps.Volumes)
+		}
+	}
+	var re map[string]any
+	if err := yaml.Unmarshal([]byte(j.Spec.RuntimeEnvYAML), &re); err != nil {
+		t.Fatal(err)
+	}
+	vars := re["env_vars"].(map[string]any)
+	if _, ok := vars["HF_TOKEN"]; ok || vars["MODE"] != "fast" {
+		t.Errorf("runtime_env env_vars %v: a secret variable must not be there", vars)
+	}
+	if strings.Contains(j.Spec.SubmitterPodTemplate.Spec.Containers[0].Command[2], "HF_TOKEN") {
+		t.Error("the submitter's script names the secret variable")
+	}
+
+	// Without references: no volume, no ATELIER_SECRETS.
+	obj, err = k.Build(step(ownCluster(), ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pt := range k.PodTemplates(obj) {
+		for _, e := range pt.Template.Spec.Containers[0].Env {
+			if e.Name == "ATELIER_SECRETS" || e.ValueFrom != nil {
+				t.Errorf("%s: %+v without secrets", pt.Role, e)
+			}
+		}
+		if len(pt.Template.Spec.Volumes) != 0 {
+			t.Errorf("%s: volumes %+v without secrets", pt.Role, pt.Template.Spec.Volumes)
+		}
+	}
+
+	// A shared cluster's pods are not the step's.
+	shared := step(&pipeline.RayStep{Entrypoint: "python x.py", Cluster: "pool", Secrets: r.Secrets}, "run-pool")
+	shared.SecretName = s.SecretName
+	_, err = k.Build(shared)
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) || app.Type() != activities.ErrTypeInvalidStep || !strings.Contains(app.Message(), "ray.secrets") {
+		t.Errorf("shared cluster with secrets: %v", err)
+	}
+}

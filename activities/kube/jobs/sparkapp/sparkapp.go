@@ -37,6 +37,7 @@ type Kind struct {
 var (
 	_ framework.Kind      = (*Kind)(nil)
 	_ framework.Templated = (*Kind)(nil)
+	_ framework.Versioned = (*Kind)(nil)
 )
 
 // Integration registers spark steps (activities.KubeSparkApp) on clusters
@@ -61,6 +62,10 @@ func New(spark sparkclientset.Interface) *Kind {
 		})}
 }
 
+// APIVersion implements framework.Versioned: the attempt's Secret is
+// owned by its SparkApplication.
+func (*Kind) APIVersion() string { return sparkv1beta2.SchemeGroupVersion.String() }
+
 // MaxNameLength implements framework.Kind. The operator shortens the names
 // it derives (driver pod, UI service) by itself.
 func (*Kind) MaxNameLength() int { return 63 }
@@ -84,6 +89,9 @@ func (k *Kind) Build(step framework.Step) (framework.Object, error) {
 		return nil, framework.Invalid("spark.mainApplicationFile: a spark step needs the application file (e.g. local:///opt/app/main.py)")
 	}
 	env := framework.EnvMap(step.Env)
+	if framework.HasSecretFiles(s.Secrets) && step.SecretName != "" {
+		env["ATELIER_SECRETS"] = pipeline.SecretsDir
+	}
 	app := &sparkv1beta2.SparkApplication{
 		ObjectMeta: step.ObjectMeta(),
 		Spec: sparkv1beta2.SparkApplicationSpec{
@@ -126,8 +134,9 @@ func podSpec(r pipeline.SparkRole, step framework.Step, env map[string]string) s
 		Labels: step.PodLabels(),
 		// Deprecated in favour of env, which only the webhook applies;
 		// envVars travel as spark-submit configuration instead.
-		EnvVars:      maps.Clone(env),
-		NodeSelector: framework.GPUNodeSelector(r.GPUType),
+		EnvVars:          maps.Clone(env),
+		EnvSecretKeyRefs: secretKeyRefs(step.Request.Spark.Secrets, step.SecretName),
+		NodeSelector:     framework.GPUNodeSelector(r.GPUType),
 	}
 	if r.Cores != 0 {
 		p.Cores = ptr.To(r.Cores)
@@ -143,16 +152,46 @@ func podSpec(r pipeline.SparkRole, step framework.Step, env map[string]string) s
 	return p
 }
 
+// secretKeyRefs are the step's secret variables as the SparkApplication's
+// envSecretKeyRefs: variable -> {the attempt's Secret, the project
+// secret's name}. The spark-operator passes them to spark-submit as
+// spark.kubernetes.{driver,executor}.secretKeyRef.<VAR>=<secret>:<key>,
+// and Spark itself writes the secretKeyRef into the pod, template or not:
+// no webhook is involved, and no value is in the object.
+func secretKeyRefs(refs []pipeline.SecretEnv, secretName string) map[string]sparkv1beta2.NameKey {
+	if secretName == "" {
+		return nil
+	}
+	var out map[string]sparkv1beta2.NameKey
+	for _, r := range refs {
+		if r.Env == "" {
+			continue
+		}
+		if out == nil {
+			out = map[string]sparkv1beta2.NameKey{}
+		}
+		out[r.Env] = sparkv1beta2.NameKey{Name: secretName, Key: r.Name}
+	}
+	return out
+}
+
 // template gives a role's pods their settings through a pod template (the
 // SparkApplication's native fields have no tolerations, priority class or
 // patch), made only when there are settings: the user's p or the
-// cluster's defaults. The spark-operator hands the template to
-// spark-submit (Spark 3 and later) and then skips its webhook for the
-// driver, so what podSpec set natively for the webhook (the GPU request,
-// the node selector, the pinning to admitted nodes) is written into the
-// template too.
+// cluster's defaults, or secret files. The spark-operator hands the
+// template to spark-submit (Spark 3 and later) and then skips its webhook
+// for that role, so what podSpec set natively for the webhook (the GPU
+// request, the node selector, the pinning to admitted nodes) is written
+// into the template too.
+//
+// Secret files are the template's volume of the attempt's Secret with
+// only the referenced keys, at their file names, 0400 (as for a container
+// step): the native secrets field (spark.kubernetes.*.secrets.<name>)
+// would mount the whole Secret, every value under its secret's name.
 func template(ps *sparkv1beta2.SparkPodSpec, container string, p *schema.Pod, step framework.Step) error {
-	if p == nil && step.PodDefaults == nil {
+	refs := step.Request.Spark.Secrets
+	files := framework.HasSecretFiles(refs) && step.SecretName != ""
+	if p == nil && step.PodDefaults == nil && !files {
 		return nil
 	}
 	t := &corev1.PodTemplateSpec{
@@ -166,6 +205,10 @@ func template(ps *sparkv1beta2.SparkPodSpec, container string, p *schema.Pod, st
 	if ps.GPU != nil {
 		q := *resource.NewQuantity(ps.GPU.Quantity, resource.DecimalSI)
 		t.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceName(ps.GPU.Name): q}
+	}
+	if vol, mount, ok := framework.SecretFilesVolume(refs, step.SecretName); ok {
+		t.Spec.Volumes = append(t.Spec.Volumes, vol)
+		t.Spec.Containers[0].VolumeMounts = append(t.Spec.Containers[0].VolumeMounts, mount)
 	}
 	if err := step.SettlePod(t, container, p); err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/kube/framework"
@@ -228,5 +229,107 @@ func TestBuildPodSettings(t *testing.T) {
 	s.Driver.Pod = &schema.Pod{Volumes: []schema.Volume{{Name: "x", MountPath: "/x", EmptyDir: &schema.EmptyDir{SizeLimit: "lots"}}}}
 	if _, err := k.Build(step(s)); err == nil || !strings.Contains(err.Error(), "spark.driver pods") {
 		t.Errorf("bad size limit: %v", err)
+	}
+}
+
+// A spark step's secret variables are the SparkApplication's
+// envSecretKeyRefs for the driver and the executors (the operator hands
+// them to spark-submit, which writes the secretKeyRefs into the pods), and
+// its files a read-only volume of the attempt's Secret (0400, one item per
+// file) in both roles' pod templates, made for them even without pod
+// settings; ATELIER_SECRETS travels with the other variables. The native
+// secrets field (the whole Secret mounted) stays unused.
+func TestBuildSecrets(t *testing.T) {
+	k := sparkapp.New(sparkfake.NewSimpleClientset())
+	s := app()
+	s.Secrets = []pipeline.SecretEnv{{Name: "db-password", Env: "DB_PASSWORD"}, {Name: "gcp-sa", File: "creds.json"}}
+	st := step(s)
+	st.SecretName = "etl-a3-0123456789-secrets"
+	obj, err := k.Build(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := obj.(*sparkv1beta2.SparkApplication)
+	for role, r := range map[string]struct {
+		spec      *sparkv1beta2.SparkPodSpec
+		container string
+	}{
+		"driver":   {&a.Spec.Driver.SparkPodSpec, sparkapp.DriverContainer},
+		"executor": {&a.Spec.Executor.SparkPodSpec, sparkapp.ExecutorContainer},
+	} {
+		ps := r.spec
+		want := map[string]sparkv1beta2.NameKey{"DB_PASSWORD": {Name: st.SecretName, Key: "db-password"}}
+		if !cmp.Equal(ps.EnvSecretKeyRefs, want) {
+			t.Errorf("%s envSecretKeyRefs %v", role, ps.EnvSecretKeyRefs)
+		}
+		if ps.EnvVars["ATELIER_SECRETS"] != pipeline.SecretsDir || ps.EnvVars["ATELIER_STEP"] != "etl" {
+			t.Errorf("%s envVars %v", role, ps.EnvVars)
+		}
+		if _, ok := ps.EnvVars["DB_PASSWORD"]; ok || len(ps.Secrets) != 0 || len(ps.Env) != 0 {
+			t.Errorf("%s: the secret travels elsewhere too: envVars %v, secrets %v, env %v", role, ps.EnvVars, ps.Secrets, ps.Env)
+		}
+		tm := ps.Template
+		if tm == nil {
+			t.Errorf("%s: no pod template for the secret files", role)
+			continue
+		}
+		if len(tm.Spec.Volumes) != 1 || tm.Spec.Volumes[0].Secret == nil {
+			t.Fatalf("%s volumes %+v", role, tm.Spec.Volumes)
+		}
+		src := tm.Spec.Volumes[0].Secret
+		if src.SecretName != st.SecretName || ptr.Deref(src.DefaultMode, 0) != 0o400 ||
+			!cmp.Equal(src.Items, []corev1.KeyToPath{{Key: "gcp-sa", Path: "creds.json"}}) {
+			t.Errorf("%s secret volume %+v", role, src)
+		}
+		c := tm.Spec.Containers[0]
+		if c.Name != r.container || len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != pipeline.SecretsDir || !c.VolumeMounts[0].ReadOnly {
+			t.Errorf("%s container %+v", role, c)
+		}
+		if tm.Labels[framework.LabelRun] != "r" {
+			t.Errorf("%s template labels %v", role, tm.Labels)
+		}
+	}
+	// The webhook skips a templated role: what it would have applied is in
+	// the template (the executor's GPU and node selector).
+	e := a.Spec.Executor.Template
+	if q := e.Spec.Containers[0].Resources.Limits[corev1.ResourceName("nvidia.com/gpu")]; q.Value() != 1 || e.Spec.NodeSelector["nvidia.com/gpu.product"] != "NVIDIA-L4" {
+		t.Errorf("executor template lost the GPU: %+v / %v", e.Spec.Containers[0].Resources, e.Spec.NodeSelector)
+	}
+
+	// Variables only: no template (the webhook keeps mutating the pods),
+	// no ATELIER_SECRETS.
+	s.Secrets = s.Secrets[:1]
+	obj, err = k.Build(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a = obj.(*sparkv1beta2.SparkApplication)
+	if a.Spec.Driver.Template != nil || a.Spec.Executor.Template != nil || len(a.Spec.Driver.EnvSecretKeyRefs) != 1 || len(a.Spec.Executor.EnvSecretKeyRefs) != 1 {
+		t.Errorf("variables only: templates %v %v, refs %v %v", a.Spec.Driver.Template, a.Spec.Executor.Template, a.Spec.Driver.EnvSecretKeyRefs, a.Spec.Executor.EnvSecretKeyRefs)
+	}
+	if _, ok := a.Spec.Driver.EnvVars["ATELIER_SECRETS"]; ok {
+		t.Error("ATELIER_SECRETS without files")
+	}
+
+	// Files with pod settings: one template each, with both.
+	s.Secrets = []pipeline.SecretEnv{{Name: "gcp-sa", File: "creds.json"}}
+	s.Pod = &schema.Pod{ServiceAccountName: "spark"}
+	obj, err = k.Build(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := obj.(*sparkv1beta2.SparkApplication).Spec.Driver.Template
+	if d == nil || d.Spec.ServiceAccountName != "spark" || len(d.Spec.Volumes) != 1 || d.Spec.Volumes[0].Secret == nil {
+		t.Errorf("driver template %+v", d)
+	}
+
+	// Without references nothing of it.
+	obj, err = k.Build(step(app()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a = obj.(*sparkv1beta2.SparkApplication)
+	if a.Spec.Driver.EnvSecretKeyRefs != nil || a.Spec.Executor.EnvSecretKeyRefs != nil || a.Spec.Driver.Template != nil {
+		t.Errorf("no secrets: %+v", a.Spec)
 	}
 }
