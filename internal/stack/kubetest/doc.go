@@ -83,7 +83,11 @@
 // and root lacks CAP_SYS_RESOURCE, so containerd clamps every
 // oom_score_adj to its own (restrict_oom_score_adj) and Guaranteed pods get
 // 0 rather than -997. There is no cluster DNS (CoreDNS), and pods cannot
-// reach the API server (it listens on the host's loopback).
+// reach what listens on the host's loopback (the API server, the tests'
+// Postgres and Temporal) but through ForwardToPods, which opens a TCP
+// forwarder on the node's address. The Atelier image (AtelierImage: the
+// whole binary and the launcher) is built and imported on demand by
+// RealNode.ImportAtelierImage, for the Helm chart's test.
 //
 // # What is still simulated, and why
 //
