@@ -6,6 +6,7 @@
 //	go run ./bench/starts   [-n 2000] [-c 32] [-rounds 2] [-quick] [-v] [-cpuprofile f]
 //	go run ./bench/kubecp   [-starts 3] [-nodes 1000] [-pods 10000] [-quick]
 //	go run ./bench/realnode [-starts 3] [-pods 20] [-hold 5] [-quick]
+//	go run ./bench/jobstep  [-r 10] [-quick]
 //	go run ./bench/gpusched [-r 300] [-naive 3] [-pending 10000] [-nodes 1000] [-quick]
 //	go run ./bench/gpuadmit [-n 3000] [-depth 1000] [-probes 50] [-preempts 20] [-nodes 1000] [-runs 2] [-items 1000] [-reps 3] [-pipeline-only] [-cpuprofile f] [-quick]
 //	go run ./bench/serving  [-rounds 10] [-rollbacks 5] [-quick]
@@ -155,6 +156,17 @@
 // container start costs. Then the RSS of kubelet, containerd, kube-proxy
 // and the shims with -hold sleeping pods. Without root it says what is
 // missing and exits 0.
+//
+// # jobstep: a one-step pipeline by placement
+//
+// The whole stack (Temporal, Postgres, gateway, local worker, a cluster
+// worker in-process, the control plane and the real node), as root: the
+// same one-step pipeline (`echo`) started through REST and polled until
+// SUCCEEDED, placed on the local runtime (the baseline), on the cluster
+// with its Job's pod on a kwok fake node (exits at once: Atelier and the
+// control plane), and on the real node (a real container); interleaved,
+// -r runs each after a warm-up round; medians, spread and the ratios to
+// the local runtime's. Without root it says what is missing and exits 0.
 //
 // # gpuadmit: GPU admission end to end
 //
