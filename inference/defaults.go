@@ -1,6 +1,7 @@
 package inference
 
 import (
+	"reflect"
 	"slices"
 	"time"
 
@@ -47,6 +48,9 @@ func DefaultCanarySteps() []CanaryStep {
 func WithDefaults(s EndpointSpec) EndpointSpec {
 	s.Args = slices.Clone(s.Args)
 	s.Env = slices.Clone(s.Env)
+	if s.Pod != nil && reflect.DeepEqual(*s.Pod, schema.Pod{}) {
+		s.Pod = nil // `pod: {}` is no pod settings: the same digest
+	}
 
 	if s.Replicas.Min == nil {
 		m := DefaultMinReplicas

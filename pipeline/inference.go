@@ -38,6 +38,16 @@ func validateInference(path string, s *InferenceStep, vc *vctx, ps *problems) {
 		ps.add(cp, "no Kubernetes cluster is registered; leave cluster out to serve the endpoint on the local runtime")
 	}
 
+	if s.Spec.Pod != nil {
+		pp := field(field(path, "spec"), "pod")
+		if podHasTemplates(s.Spec.Pod) {
+			ps.add(pp, "templates are not supported in pod settings")
+		}
+		if s.Cluster == "" {
+			ps.add(pp, "pod settings apply to endpoints on a Kubernetes cluster (cluster); this endpoint runs on the local runtime")
+		}
+	}
+
 	templated := map[string]bool{}
 	inferenceTemplates(s, func(p, v string) {
 		if hasTemplate(v) {

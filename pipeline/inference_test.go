@@ -104,6 +104,15 @@ func TestValidateInference(t *testing.T) {
 		opts ValidateOptions
 		want []want
 	}{
+		{"pod settings: literal, and on a cluster", `
+params: [{name: pool, type: string, default: a}]
+steps:
+  - {name: a, kind: inference, inference: {endpoint: chat, cluster: gpu-a, spec: {backend: vllm, model: {name: m}, image: i, pod: {nodeSelector: {pool: "{{ params.pool }}"}}}}}
+  - {name: b, kind: inference, inference: {endpoint: chat2, spec: {backend: vllm, model: {name: m}, image: i, pod: {labels: {team: x}}}}}`,
+			ValidateOptions{Kinds: []StepKind{KindContainer, KindInference}, Kubernetes: true, LocalEndpoints: true}, []want{
+				{"steps[0].inference.spec.pod", "templates are not supported in pod settings"},
+				{"steps[1].inference.spec.pod", "pod settings apply to endpoints on a Kubernetes cluster"},
+			}},
 		{"endpoint names", `
 steps:
   - {name: a, kind: inference, inference: {endpoint: Chat_1, cluster: gpu-a, spec: {backend: vllm, model: {name: m}, image: i}}}

@@ -269,6 +269,11 @@ func validateSpark(path string, sp *SparkStep, ps *problems) {
 	if _, ok := sp.SparkConf[""]; ok {
 		ps.add(key(field(path, "sparkConf"), ""), "empty configuration key")
 	}
+	for _, k := range sortedStringKeys(sp.SparkConf) {
+		if why := ReservedSparkConf(k); why != "" {
+			ps.add(key(field(path, "sparkConf"), k), "%s", why)
+		}
+	}
 	validateSparkRole(field(path, "driver"), &sp.Driver, true, ps)
 	validateSparkRole(field(path, "executor"), &sp.Executor, false, ps)
 	checkPod(field(path, "pod"), sp.Pod, ps)
@@ -292,6 +297,36 @@ func sparkTemplates(sp *SparkStep, fn func(path, v string)) {
 	for _, k := range sortedStringKeys(sp.SparkConf) {
 		fn(key("sparkConf", k), sp.SparkConf[k])
 	}
+}
+
+// reservedSparkConf are spark-submit settings a spark step may not set:
+// Spark would create its pods from them past Atelier's pod settings and
+// the cluster's policy (another namespace, host paths, any service
+// account, whole Secrets, a pod template of the user's). Prefixes end in
+// a dot.
+var reservedSparkConf = []string{
+	"spark.kubernetes.namespace",
+	"spark.kubernetes.authenticate.",
+	"spark.kubernetes.driver.volumes.", "spark.kubernetes.executor.volumes.",
+	"spark.kubernetes.driver.secrets.", "spark.kubernetes.executor.secrets.",
+	"spark.kubernetes.driver.secretKeyRef.", "spark.kubernetes.executor.secretKeyRef.",
+	"spark.kubernetes.driver.podTemplateFile", "spark.kubernetes.executor.podTemplateFile",
+	"spark.kubernetes.driver.podTemplateContainerName", "spark.kubernetes.executor.podTemplateContainerName",
+	"spark.kubernetes.driver.pod.featureSteps", "spark.kubernetes.executor.pod.featureSteps",
+	"spark.kubernetes.driver.pod.name",
+	"spark.kubernetes.driver.master", "spark.master",
+}
+
+// ReservedSparkConf says why a spark step may not set sparkConf key k
+// ("" when it may): the same check at validation and when the cluster's
+// worker builds the SparkApplication.
+func ReservedSparkConf(k string) string {
+	for _, r := range reservedSparkConf {
+		if k == r || strings.HasSuffix(r, ".") && strings.HasPrefix(k, r) {
+			return fmt.Sprintf("%s is set by Atelier or would bypass the cluster's pod policy: use the step's pod settings (spark.pod, spark.driver.pod, spark.executor.pod) and secrets instead", k)
+		}
+	}
+	return ""
 }
 
 func validateSparkRole(path string, r *SparkRole, driver bool, ps *problems) {

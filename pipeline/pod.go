@@ -47,13 +47,20 @@ func podHasTemplates(p *schema.Pod) bool {
 // of a wide forEach, needs only the step: a container's pod
 // (EffectivePod), a ray step's or shared cluster's pods (RayClusterTemplate.Pod,
 // under which HeadPod and the groups' Pod still apply) and a spark step's
-// (SparkStep.Pod, under the roles'). An inference step's endpoint keeps its
+// (SparkStep.Pod, under the roles'), without the pipeline's patch, which
+// is the container steps' only. An inference step's endpoint keeps its
 // own spec: it outlives the run. The spec's own blocks are not modified:
 // each is copied.
 func (p *Spec) ApplyPodDefaults() {
 	if p.Pod == nil {
 		return
 	}
+	// The pipeline's patch is the container steps' only: a patch names
+	// containers, and a Ray or Spark pod's have other names (it would add
+	// a container without an image to each).
+	fields := *p.Pod
+	fields.Patch = nil
+	wide := &fields
 	for _, steps := range [][]Step{p.Steps, p.OnExit} {
 		for i := range steps {
 			s := &steps[i]
@@ -64,11 +71,11 @@ func (p *Spec) ApplyPodDefaults() {
 				s.Container = &c
 			case s.Ray != nil:
 				r := *s.Ray
-				r.Pod = schema.MergePod(p.Pod, r.Pod)
+				r.Pod = schema.MergePod(wide, r.Pod)
 				s.Ray = &r
 			case s.Spark != nil:
 				sp := *s.Spark
-				sp.Pod = schema.MergePod(p.Pod, sp.Pod)
+				sp.Pod = schema.MergePod(wide, sp.Pod)
 				s.Spark = &sp
 			}
 		}
@@ -76,7 +83,7 @@ func (p *Spec) ApplyPodDefaults() {
 	if len(p.RayClusters) > 0 {
 		clusters := slices.Clone(p.RayClusters)
 		for i := range clusters {
-			clusters[i].Pod = schema.MergePod(p.Pod, clusters[i].Pod)
+			clusters[i].Pod = schema.MergePod(wide, clusters[i].Pod)
 		}
 		p.RayClusters = clusters
 	}

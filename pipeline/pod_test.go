@@ -97,6 +97,9 @@ steps:
 			t.Errorf("no problem at %s; got %s", want, b)
 		}
 	}
+	if got[`steps[1].spark.sparkConf["spark.sql.shuffle.partitions"]`] {
+		t.Error("an ordinary Spark setting is refused")
+	}
 }
 
 // An operator's pod defaults are read as strictly as a spec's pod: every
@@ -194,6 +197,23 @@ steps:
 		t.Errorf("submitter pod %+v", sub)
 	}
 
+	// The pipeline's patch names the container steps' container: not for
+	// Ray's or Spark's pods.
+	withPatch, err := Parse([]byte(`
+pod: {serviceAccountName: ml, patch: {spec: {containers: [{name: step, tty: true}]}}}
+steps:
+  - name: train
+    kind: ray
+    ray: {entrypoint: python train.py, image: rayproject/ray:2.46.0}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	withPatch.ApplyPodDefaults()
+	if rp := withPatch.Steps[0].Ray.Pod; rp.ServiceAccountName != "ml" || len(rp.Patch) != 0 {
+		t.Errorf("ray pod %+v: the pipeline's fields without its patch", rp)
+	}
+
 	bad, err := Parse([]byte(`
 rayClusters:
   - name: pool
@@ -215,6 +235,10 @@ steps:
       mainApplicationFile: local:///app/etl.py
       pod: {volumes: [{name: v, mountPath: relative, emptyDir: {}}]}
       driver: {pod: {patch: [1]}}
+      sparkConf:
+        spark.kubernetes.namespace: another-project
+        spark.kubernetes.driver.volumes.hostPath.root.mount.path: /host
+        spark.sql.shuffle.partitions: "64"
   - name: on-pool
     kind: ray
     ray: {entrypoint: python x.py, cluster: pool, headPod: {nodeSelector: {a: b}}}
@@ -232,10 +256,14 @@ steps:
 		got[pr.Path] = true
 	}
 	for _, want := range []string{"rayClusters[0].headPod.tolerations[0].operator", "steps[0].ray.pod.serviceAccountName",
-		"steps[0].ray.workers[0].pod", "steps[1].spark.pod.volumes[0].mountPath", "steps[1].spark.driver.pod.patch", "steps[2].ray.headPod"} {
+		"steps[0].ray.workers[0].pod", "steps[1].spark.pod.volumes[0].mountPath", "steps[1].spark.driver.pod.patch", "steps[2].ray.headPod",
+		`steps[1].spark.sparkConf["spark.kubernetes.namespace"]`, `steps[1].spark.sparkConf["spark.kubernetes.driver.volumes.hostPath.root.mount.path"]`} {
 		if !got[want] {
 			b, _ := json.MarshalIndent(ve.Problems, "", " ")
 			t.Errorf("no problem at %s; got %s", want, b)
 		}
+	}
+	if got[`steps[1].spark.sparkConf["spark.sql.shuffle.partitions"]`] {
+		t.Error("an ordinary Spark setting is refused")
 	}
 }

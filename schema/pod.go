@@ -102,8 +102,18 @@ func MergePod(base, over *Pod) *Pod {
 	out.Volumes = append(out.Volumes, over.Volumes...)
 	if len(over.Patch) > 0 {
 		if len(base.Patch) > 0 {
-			// Both apply, the pipeline's first: a JSON list of the two.
-			out.Patch = json.RawMessage(`[` + string(base.Patch) + `,` + string(over.Patch) + `]`)
+			// Both apply, the wider one's first: one flat JSON list of
+			// every patch, however many levels merged (a pipeline's, a
+			// Ray cluster's, its head's).
+			bp, berr := base.Patches()
+			op, oerr := over.Patches()
+			if berr != nil || oerr != nil {
+				// Not valid JSON: kept as written, for ApplyPod to report.
+				out.Patch = json.RawMessage(`[` + string(base.Patch) + `,` + string(over.Patch) + `]`)
+			} else {
+				b, _ := json.Marshal(append(bp, op...))
+				out.Patch = b
+			}
 		} else {
 			out.Patch = over.Patch
 		}

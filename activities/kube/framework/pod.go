@@ -218,6 +218,14 @@ func (p PodPolicy) violations(spec *corev1.PodSpec) []string {
 	if sa := spec.ServiceAccountName; sa != "" && sa != "default" && !slices.Contains(p.ServiceAccounts, sa) {
 		add("serviceAccountName %q is not allowed on this cluster (allowed: default%s)", sa, listSuffix(p.ServiceAccounts))
 	}
+	// The deprecated field: the API server copies it into
+	// serviceAccountName when that is empty.
+	if sa := spec.DeprecatedServiceAccount; sa != "" && sa != spec.ServiceAccountName {
+		add("serviceAccount (deprecated) %q: set serviceAccountName instead", sa)
+	}
+	if spec.NodeName != "" {
+		add("nodeName %q: pods are placed by the scheduler (use nodeSelector)", spec.NodeName)
+	}
 	if spec.HostNetwork || spec.HostPID || spec.HostIPC {
 		add("hostNetwork, hostPID and hostIPC are not allowed")
 	}

@@ -93,3 +93,19 @@ func TestPodPolicy(t *testing.T) {
 		t.Fatal("a patched-in hostPath passed")
 	}
 }
+
+// A patch cannot slip a service account past the allow-list through the
+// deprecated field (the API server copies it), nor skip the scheduler.
+func TestPolicyRefusesDeprecatedServiceAccountAndNodeName(t *testing.T) {
+	err := PodPolicy{}.CheckPod(&corev1.PodSpec{DeprecatedServiceAccount: "admin"})
+	if err == nil || !strings.Contains(err.Error(), "serviceAccount (deprecated)") {
+		t.Errorf("deprecated service account: %v", err)
+	}
+	err = PodPolicy{}.CheckPod(&corev1.PodSpec{NodeName: "gpu-1"})
+	if err == nil || !strings.Contains(err.Error(), "nodeName") {
+		t.Errorf("nodeName: %v", err)
+	}
+	if err := (PodPolicy{ServiceAccounts: []string{"trainer"}}).CheckPod(&corev1.PodSpec{ServiceAccountName: "trainer", DeprecatedServiceAccount: "trainer"}); err != nil {
+		t.Errorf("the same allowed account in both fields: %v", err)
+	}
+}

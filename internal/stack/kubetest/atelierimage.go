@@ -92,15 +92,24 @@ func ForwardToPods(t testing.TB, addr string) string {
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
+	closed := false
 	conns := map[net.Conn]bool{}
-	track := func(c net.Conn, on bool) {
+	// track adds c to what the cleanup closes; false once it has run (c is
+	// then closed at once).
+	track := func(c net.Conn) bool {
 		mu.Lock()
 		defer mu.Unlock()
-		if on {
-			conns[c] = true
-		} else {
-			delete(conns, c)
+		if closed {
+			_ = c.Close()
+			return false
 		}
+		conns[c] = true
+		return true
+	}
+	untrack := func(c net.Conn) {
+		mu.Lock()
+		defer mu.Unlock()
+		delete(conns, c)
 	}
 	wg.Add(1)
 	go func() {
@@ -110,29 +119,34 @@ func ForwardToPods(t testing.TB, addr string) string {
 			if err != nil {
 				return
 			}
+			if !track(in) {
+				return
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				defer untrack(in)
 				defer in.Close()
 				out, err := net.DialTimeout("tcp", addr, 5*time.Second)
-				if err != nil {
+				if err != nil || !track(out) {
 					return
 				}
+				defer untrack(out)
 				defer out.Close()
-				track(in, true)
-				track(out, true)
-				defer track(in, false)
-				defer track(out, false)
-				done := make(chan struct{}, 2)
-				go func() { _, _ = io.Copy(out, in); done <- struct{}{} }()
-				go func() { _, _ = io.Copy(in, out); done <- struct{}{} }()
-				<-done
+				// Each direction ends on its own (a half-closed reply is
+				// still delivered); the connection ends with both.
+				var copies sync.WaitGroup
+				copies.Add(2)
+				go func() { defer copies.Done(); _, _ = io.Copy(out, in); closeWrite(out) }()
+				go func() { defer copies.Done(); _, _ = io.Copy(in, out); closeWrite(in) }()
+				copies.Wait()
 			}()
 		}
 	}()
 	t.Cleanup(func() {
 		_ = l.Close()
 		mu.Lock()
+		closed = true
 		for c := range conns {
 			_ = c.Close()
 		}
@@ -140,4 +154,11 @@ func ForwardToPods(t testing.TB, addr string) string {
 		wg.Wait()
 	})
 	return l.Addr().String()
+}
+
+// closeWrite half-closes a TCP connection: the peer reads EOF.
+func closeWrite(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
+	}
 }

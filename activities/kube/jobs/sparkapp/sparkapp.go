@@ -2,6 +2,7 @@ package sparkapp
 
 import (
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/atelier-ml/atelier/pipeline"
@@ -87,6 +88,12 @@ func (k *Kind) Build(step framework.Step) (framework.Object, error) {
 	}
 	if s.MainApplicationFile == "" {
 		return nil, framework.Invalid("spark.mainApplicationFile: a spark step needs the application file (e.g. local:///opt/app/main.py)")
+	}
+	// Checked at validation too; here for specs stored before the check.
+	for _, k := range slices.Sorted(maps.Keys(s.SparkConf)) {
+		if why := pipeline.ReservedSparkConf(k); why != "" {
+			return nil, framework.Invalid("spark.sparkConf: %s", why)
+		}
 	}
 	env := framework.EnvMap(step.Env)
 	if framework.HasSecretFiles(s.Secrets) && step.SecretName != "" {
