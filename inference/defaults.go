@@ -1,7 +1,6 @@
 package inference
 
 import (
-	"reflect"
 	"slices"
 	"time"
 
@@ -48,7 +47,7 @@ func DefaultCanarySteps() []CanaryStep {
 func WithDefaults(s EndpointSpec) EndpointSpec {
 	s.Args = slices.Clone(s.Args)
 	s.Env = slices.Clone(s.Env)
-	if s.Pod != nil && reflect.DeepEqual(*s.Pod, schema.Pod{}) {
+	if s.Pod != nil && s.Pod.IsZero() {
 		s.Pod = nil // `pod: {}` is no pod settings: the same digest
 	}
 

@@ -121,6 +121,13 @@ func MergePod(base, over *Pod) *Pod {
 	return &out
 }
 
+// IsZero reports whether p sets nothing (`pod: {}`).
+func (p *Pod) IsZero() bool {
+	return p == nil || len(p.NodeSelector) == 0 && len(p.Tolerations) == 0 && p.PriorityClassName == "" &&
+		p.ServiceAccountName == "" && len(p.ImagePullSecrets) == 0 && len(p.Labels) == 0 &&
+		len(p.Annotations) == 0 && len(p.Volumes) == 0 && len(p.Patch) == 0
+}
+
 // Patches returns the strategic merge patches to apply in order (Patch is
 // one object, or a list of them after MergePod).
 func (p *Pod) Patches() ([]json.RawMessage, error) {
