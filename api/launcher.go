@@ -46,6 +46,19 @@ func WithLauncher(box grant.Box, b LauncherBytes) Option {
 	return func(s *server) { s.launchBox, s.launchBytes = box, b }
 }
 
+// ArtifactUsage reads how many bytes a project's artifacts hold.
+type ArtifactUsage interface {
+	ArtifactBytesUsed(ctx context.Context, project string) (int64, error)
+}
+
+// WithLauncherLimit caps every project's artifacts at limit bytes for the
+// launchers' uploads (the local runtime's worker checks the same cap
+// itself): a sign request whose outputs would pass it is refused (507),
+// and the step fails naming the cap. 0: no cap.
+func WithLauncherLimit(limit int64, usage ArtifactUsage) Option {
+	return func(s *server) { s.launchLimit, s.launchUsage = limit, usage }
+}
+
 // maxSignedPut is the largest object a signed URL uploads: S3 takes at
 // most 5 GiB in one PUT. Larger ones go through the gateway, which
 // uploads them in parts.
@@ -221,6 +234,11 @@ func (s *server) launcherSign(c echo.Context) error {
 	if len(req.Put) > 0 && !g.Writes() {
 		return newProblem(ptForbidden, "an endpoint's grant reads its model and stores nothing")
 	}
+	if len(req.Put) > 0 {
+		if err := s.launcherWithinLimit(ctx, g.Project, req); err != nil {
+			return err
+		}
+	}
 	for i, p := range req.Put {
 		if !launch.ValidDigest(p.Digest) || p.Size < 0 || p.Size > maxLauncherObject || (p.ContentType != artifactstore.ManifestContentType && p.ContentType != "application/octet-stream") {
 			return newProblem(ptInvalid, "put[%d]: a sha256 digest, a size of at most 5 TiB and the content type of a file or a manifest, please", i)
@@ -248,6 +266,32 @@ func (s *server) launcherSign(c echo.Context) error {
 		res.Put = append(res.Put, t)
 	}
 	return c.JSON(http.StatusOK, res)
+}
+
+// launcherWithinLimit refuses a request whose outputs (req.Storing, else
+// the Puts' sizes) would take the project past the cap. Like the local
+// runtime's check it counts the outputs' full size (some may be stored
+// already) and reserves nothing: attempts storing at once may together
+// pass it by what they store.
+func (s *server) launcherWithinLimit(ctx context.Context, project string, req launch.SignRequest) error {
+	if s.launchLimit <= 0 || s.launchUsage == nil {
+		return nil
+	}
+	adding := req.Storing
+	if adding <= 0 {
+		for _, p := range req.Put {
+			adding += p.Size
+		}
+	}
+	used, err := s.launchUsage.ArtifactBytesUsed(ctx, project)
+	if err != nil {
+		return internalError(fmt.Errorf("read project %s's artifact usage: %w", project, err))
+	}
+	if used+adding > s.launchLimit {
+		return newProblem(ptArtifactLimit, "storing the step's output artifacts (%s) would take project %s's artifacts to %s, over the limit of %s per project set by the operator (ATELIER_ARTIFACTS_PROJECT_LIMIT); delete old runs or ask for more",
+			artifactstore.HumanBytes(adding), project, artifactstore.HumanBytes(used+adding), artifactstore.HumanBytes(s.launchLimit))
+	}
+	return nil
 }
 
 // launcherReads checks that the grant reads digest: one of its inputs, or

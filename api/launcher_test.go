@@ -36,7 +36,7 @@ type launcherSetup struct {
 	input tree.Object
 }
 
-func newLauncherSetup(t *testing.T, storeURL string) launcherSetup {
+func newLauncherSetup(t *testing.T, storeURL string, opts ...Option) launcherSetup {
 	t.Helper()
 	ctx := context.Background()
 	key, err := secretbox.NewLocalKeyURL()
@@ -46,7 +46,7 @@ func newLauncherSetup(t *testing.T, storeURL string) launcherSetup {
 	store, err := artifactstore.Open(ctx, storeURL)
 	require.NoError(t, err)
 	t.Cleanup(func() { store.Close() })
-	h := newHarness(t, WithLauncher(box, store))
+	h := newHarness(t, append([]Option{WithLauncher(box, store)}, opts...)...)
 	h.cat.runs["run-1"] = catalog.Run{ID: "run-1", Project: "alpha", State: runstate.Running}
 	h.cat.runs["run-done"] = catalog.Run{ID: "run-done", Project: "alpha", State: runstate.Succeeded}
 
@@ -110,6 +110,28 @@ func checkModel(t *testing.T, s launcherSetup, r launch.Result) {
 // bytes), with nothing but its grant.
 func TestLauncherThroughTheGateway(t *testing.T) {
 	s := newLauncherSetup(t, "file://"+t.TempDir())
+	checkModel(t, s, s.runLauncher(t, s.grant(t, "run-1", time.Now().Add(time.Hour))))
+}
+
+// usageOf is a project's artifact bytes, fixed.
+type usageOf int64
+
+func (u usageOf) ArtifactBytesUsed(context.Context, string) (int64, error) { return int64(u), nil }
+
+// The project's artifact cap holds for launchers too: outputs that would
+// pass it are refused before a byte is stored, the launcher's result says
+// why (a kind the worker does not retry), and under the cap they pass.
+func TestLauncherArtifactLimit(t *testing.T) {
+	s := newLauncherSetup(t, "file://"+t.TempDir(), WithLauncherLimit(1<<20, usageOf(1<<20-4)))
+	r := s.runLauncher(t, s.grant(t, "run-1", time.Now().Add(time.Hour)))
+	assert.Equal(t, launch.ErrLimit, r.Kind)
+	assert.Contains(t, r.Error, "over the limit of 1.0 MiB per project")
+	sum := sha256.Sum256([]byte("1,2\n3,4\n"))
+	ok, err := s.store.Exists(context.Background(), "alpha", tree.DigestOf(sum[:]))
+	require.NoError(t, err)
+	assert.False(t, ok, "nothing of the refused outputs is stored")
+
+	s = newLauncherSetup(t, "file://"+t.TempDir(), WithLauncherLimit(1<<20, usageOf(1<<19)))
 	checkModel(t, s, s.runLauncher(t, s.grant(t, "run-1", time.Now().Add(time.Hour))))
 }
 

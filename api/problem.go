@@ -45,6 +45,7 @@ var (
 	ptInternal          = problemType{"internal", "Internal server error", http.StatusInternalServerError}
 	ptUnavailable       = problemType{"unavailable", "Service unavailable", http.StatusServiceUnavailable}
 	ptTooManyStreams    = problemType{"too-many-streams", "Too many open streams", http.StatusTooManyRequests}
+	ptArtifactLimit     = problemType{"artifact-limit", "Project artifact limit reached", http.StatusInsufficientStorage}
 )
 
 // problem is an error that the error handler renders as problem+json.

@@ -51,6 +51,10 @@ type server struct {
 	// (launcher.go); manifests caches the input directories they read.
 	launchBox   grant.Box
 	launchBytes LauncherBytes
+	// launchLimit caps each project's artifact bytes against launchUsage
+	// for launchers' uploads (0: no cap).
+	launchLimit int64
+	launchUsage ArtifactUsage
 	manifests   manifestCache
 	grants      grantCache
 	// launchUploads bounds the memory of launchers' uploads through the

@@ -88,7 +88,7 @@ func provideAPI(cat api.Catalog, eng api.Engine, sc api.Schedules, wh api.Webhoo
 		bytes = arts
 	}
 	if arts != nil && box != nil { // Kubernetes steps' launchers: grants are sealed with the secrets key
-		opts = append(opts, api.WithLauncher(box, arts))
+		opts = append(opts, api.WithLauncher(box, arts), api.WithLauncherLimit(cfg.ArtifactsProjectLimit, s))
 	}
 	opts = append(opts, api.WithArtifacts(s, bytes), api.WithModels(s, modelclient.New(c, cfg.TaskQueue)), api.WithTriggers(s))
 	return api.New(cat, eng, opts...)

@@ -149,7 +149,7 @@ func (r *stepRun) readMetrics(ctx context.Context, digest string) (*runstate.Met
 
 // launcherFailure is the error of a Result whose launcher failed.
 func (r *stepRun) launcherFailure(lr launch.Result, res activities.KubeStepResult) error {
-	if lr.Kind == launch.ErrOutputs || lr.Kind == launch.ErrSetup {
+	if lr.Kind == launch.ErrOutputs || lr.Kind == launch.ErrSetup || lr.Kind == launch.ErrLimit {
 		return temporal.NewNonRetryableApplicationError(lr.Error, activities.ErrTypeBadOutputs, nil, res)
 	}
 	return framework.StepFailed("moving the step's artifacts failed: "+lr.Error, res)

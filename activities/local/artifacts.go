@@ -177,22 +177,9 @@ func (a *attempt) checkArtifactLimit(ctx context.Context, root *os.Root, bad fun
 	}
 	if used+adding > a.r.artifactLimit {
 		return bad("storing the step's output artifacts (%s) would take project %s's artifacts to %s, over the limit of %s per project set by the operator (ATELIER_ARTIFACTS_PROJECT_LIMIT); delete old runs or ask for more",
-			humanBytes(adding), a.req.Project, humanBytes(used+adding), humanBytes(a.r.artifactLimit))
+			artifactstore.HumanBytes(adding), a.req.Project, artifactstore.HumanBytes(used+adding), artifactstore.HumanBytes(a.r.artifactLimit))
 	}
 	return nil
-}
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // heartbeatWhile heartbeats hb every interval until the returned stop is

@@ -45,7 +45,7 @@ func (s *Serving) locateModel(ctx context.Context, project string, spec inferenc
 			if _, err := os.Stat(dest); err == nil {
 				return nil, nil
 			}
-			wait(fmt.Sprintf("fetching model %s version %d (%s) from the artifact store", reg.Model, reg.Version, humanBytes(reg.Size)))
+			wait(fmt.Sprintf("fetching model %s version %d (%s) from the artifact store", reg.Model, reg.Version, artifactstore.HumanBytes(reg.Size)))
 			o := artifactstore.Object{Digest: reg.Digest, Size: reg.Size, Files: reg.Files}
 			// Not the asker's context: a replica stopped meanwhile must
 			// not cut the download short for the others.

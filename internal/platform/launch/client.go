@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/atelier-ml/atelier/internal/platform/artifactstore/tree"
@@ -22,7 +23,13 @@ type Client struct {
 	gateway string
 	grant   string
 	http    *http.Client
+	// storing is SignRequest.Storing for Puts (SetStoring).
+	storing atomic.Int64
 }
+
+// SetStoring tells the gateway, with every later Put, how many bytes the
+// attempt's outputs hold in all (SignRequest.Storing).
+func (c *Client) SetStoring(n int64) { c.storing.Store(n) }
 
 var _ tree.Objects = (*Client)(nil)
 
@@ -76,6 +83,9 @@ func (p *permanent) Error() string { return p.err.Error() }
 // statusErr is the error of an answer with a failure status: permanent
 // for a 4xx but 429 (the request itself is refused).
 func statusErr(what string, resp *http.Response) error {
+	if resp.StatusCode == http.StatusInsufficientStorage {
+		return &permanent{fmt.Errorf("%w: %s: %s", ErrOverLimit, what, problemText(resp))}
+	}
 	err := fmt.Errorf("%s: %s", what, problemText(resp))
 	if resp.StatusCode/100 == 4 && resp.StatusCode != http.StatusTooManyRequests {
 		return &permanent{err}
@@ -154,7 +164,7 @@ func (c *Client) Put(ctx context.Context, digest string, size int64, r io.Reader
 			}
 		}
 		first = false
-		res, err := c.Sign(ctx, SignRequest{Put: []PutRequest{{Digest: digest, Size: size, ContentType: contentType}}})
+		res, err := c.Sign(ctx, SignRequest{Put: []PutRequest{{Digest: digest, Size: size, ContentType: contentType}}, Storing: c.storing.Load()})
 		if err != nil {
 			return &permanent{err} // Sign retried already
 		}

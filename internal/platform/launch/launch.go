@@ -99,7 +99,15 @@ const (
 	ErrOutputs ErrorKind = "outputs"
 	// ErrSetup: the launcher was started wrongly (no spec, no grant).
 	ErrSetup ErrorKind = "setup"
+	// ErrLimit: storing the outputs would take the project past the
+	// operator's cap on its artifacts; retrying cannot help until space
+	// is freed.
+	ErrLimit ErrorKind = "limit"
 )
+
+// ErrOverLimit is what the client returns when the gateway refuses to
+// store because of the project's artifact cap (HTTP 507).
+var ErrOverLimit = errors.New("over the project's artifact limit")
 
 // MaxMetrics bounds the metrics file the launcher stores: the worker
 // checks it against the real limit (runstate.MaxMetricsBytes, smaller).
@@ -154,6 +162,12 @@ const MaxSign = 1000
 type SignRequest struct {
 	Get []string     `json:"get,omitempty"`
 	Put []PutRequest `json:"put,omitempty"`
+	// Storing is the size of every output the attempt stores (all their
+	// files), sent with each Put: the gateway holds it against the
+	// project's artifact cap, so that a directory signed object by object
+	// is refused before its first byte rather than half stored. 0: the
+	// Puts' own sizes.
+	Storing int64 `json:"storing,omitempty"`
 }
 
 // PutRequest is an object the launcher wants to store.

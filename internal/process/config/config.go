@@ -75,7 +75,8 @@ type Config struct {
 	// Credentials come from the environment (AWS_* for S3).
 	ArtifactsURL string
 	// ArtifactsProjectLimit caps the bytes of each project's artifacts
-	// (workers refuse outputs past it); 0: no cap.
+	// (workers refuse outputs past it, and the gateway launchers' uploads);
+	// 0: no cap.
 	ArtifactsProjectLimit int64
 	// WebhookBackoff is the wait before a failed delivery's second
 	// attempt (it doubles up to an hour); WebhookMaxAttempts is when a
@@ -207,7 +208,7 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.Retention, "retention", c.envDuration("ATELIER_RETENTION", d.Retention), "gateway: delete finished runs and their step logs this long after their last write, e.g. 720h; 0 keeps them forever (ATELIER_RETENTION)")
 	fs.StringVar(&c.ArtifactsURL, "artifacts-url", env("ATELIER_ARTIFACTS_URL", d.ArtifactsURL), "object store of step artifacts for gateway and workers: s3://bucket?region=…, gs://…, azblob://…, file:///dir; empty: no artifacts; `atelier dev`: .atelier/artifacts (ATELIER_ARTIFACTS_URL)")
 	c.ArtifactsProjectLimit = c.envBytes("ATELIER_ARTIFACTS_PROJECT_LIMIT", d.ArtifactsProjectLimit)
-	fs.Var((*byteSize)(&c.ArtifactsProjectLimit), "artifacts-project-limit", "worker: cap on each project's artifact bytes, e.g. 500Gi; a step whose outputs would pass it fails naming it; 0: no cap (ATELIER_ARTIFACTS_PROJECT_LIMIT)")
+	fs.Var((*byteSize)(&c.ArtifactsProjectLimit), "artifacts-project-limit", "worker and gateway: cap on each project's artifact bytes, e.g. 500Gi; a step whose outputs would pass it fails naming it (the gateway checks it for Kubernetes steps' launchers); 0: no cap (ATELIER_ARTIFACTS_PROJECT_LIMIT)")
 	// Keys are read from the environment only: a flag would show them in ps.
 	c.SecretsKeyURL = env("ATELIER_SECRETS_KEY_URL", d.SecretsKeyURL)
 	if old := env("ATELIER_SECRETS_OLD_KEY_URLS", ""); old != "" {

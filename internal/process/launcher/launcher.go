@@ -345,10 +345,25 @@ func (l *run) storeOutputs(ctx context.Context) ([]launch.Stored, launch.ErrorKi
 		return nil, launch.ErrSetup, err
 	}
 	defer root.Close()
+	// The project's cap is held against all the outputs at once.
+	var total int64
+	for _, o := range l.spec.Outputs {
+		_ = fs.WalkDir(root.FS(), o.Path, func(_ string, d fs.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				if fi, err := d.Info(); err == nil {
+					total += fi.Size()
+				}
+			}
+			return nil
+		})
+	}
+	l.objs.SetStoring(total)
 	var out []launch.Stored
 	for _, o := range l.spec.Outputs {
 		obj, err := tree.Put(ctx, l.objs, root, o.Path, Parallel)
 		switch {
+		case errors.Is(err, launch.ErrOverLimit):
+			return nil, launch.ErrLimit, fmt.Errorf("store output artifact %q: %w", o.Name, err)
 		case errors.Is(err, fs.ErrNotExist):
 			return nil, launch.ErrOutputs, fmt.Errorf("the step did not write its output artifact %q ($ATELIER_ARTIFACTS/%s)", o.Name, o.Path)
 		case tree.Escapes(err):
