@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/atelier-ml/atelier/api/gen"
+	"github.com/atelier-ml/atelier/internal/platform/artifactstore"
 )
 
 func artifactsCmd(o *options) *cobra.Command {
@@ -124,7 +125,7 @@ func artifactsCmd(o *options) *cobra.Command {
 			if d.progress != nil {
 				fmt.Fprint(o.stderr, "\r\033[K")
 			}
-			fmt.Fprintf(o.stderr, "downloaded %s (%s) to %s in %s\n", a.Name, humanSize(d.done), dest, time.Since(d.start).Round(time.Millisecond))
+			fmt.Fprintf(o.stderr, "downloaded %s (%s) to %s in %s\n", a.Name, artifactstore.HumanBytes(d.done), dest, time.Since(d.start).Round(time.Millisecond))
 			return nil
 		},
 	}
@@ -245,7 +246,7 @@ func (p *progressReader) Read(b []byte) (int, error) {
 	d.done += int64(n)
 	if now := time.Now(); d.progress != nil && now.Sub(d.last) > 500*time.Millisecond {
 		d.last = now
-		fmt.Fprintf(d.progress, "\r%s of %s", humanSize(d.done), humanSize(d.total))
+		fmt.Fprintf(d.progress, "\r%s of %s", artifactstore.HumanBytes(d.done), artifactstore.HumanBytes(d.total))
 	}
 	return n, err
 }
@@ -259,9 +260,9 @@ func stepLabel(step string, item *int) string {
 
 func artifactSize(a gen.Artifact) string {
 	if a.Files != nil && *a.Files > 0 {
-		return fmt.Sprintf("%s in %d files", humanSize(a.Size), *a.Files)
+		return fmt.Sprintf("%s in %d files", artifactstore.HumanBytes(a.Size), *a.Files)
 	}
-	return humanSize(a.Size)
+	return artifactstore.HumanBytes(a.Size)
 }
 
 func shortDigest(d string) string {
@@ -269,17 +270,4 @@ func shortDigest(d string) string {
 		return d[:19]
 	}
 	return d
-}
-
-func humanSize(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
