@@ -162,14 +162,7 @@ func (a *attempt) checkArtifactLimit(ctx context.Context, root *os.Root, bad fun
 	}
 	var adding int64
 	for _, out := range a.req.Outputs {
-		_ = fs.WalkDir(root.FS(), out.StoredPath(), func(_ string, d fs.DirEntry, err error) error {
-			if err == nil && d.Type().IsRegular() {
-				if fi, err := d.Info(); err == nil {
-					adding += fi.Size()
-				}
-			}
-			return nil
-		})
+		adding += tree.Size(root, out.StoredPath())
 	}
 	used, err := a.r.artifactUsage.ArtifactBytesUsed(ctx, a.req.Project)
 	if err != nil {

@@ -122,10 +122,7 @@ type Step struct {
 // gets the volumes' mounts. The policy is checked on the built object
 // afterwards (Templated, PodPolicy.CheckPod).
 func (s Step) SettlePod(t *corev1.PodTemplateSpec, container string, p *schema.Pod) error {
-	if err := ApplyPod(t, container, p); err != nil {
-		return err
-	}
-	return ApplyPodDefaults(t, container, s.PodDefaults)
+	return SettlePod(t, container, p, s.PodDefaults)
 }
 
 // Templated is a Kind whose objects hold pod templates (all of them do):

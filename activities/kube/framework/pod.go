@@ -146,6 +146,17 @@ type PodPolicy struct {
 	Defaults *schema.Pod
 }
 
+// SettlePod gives a pod template its settings: p (ApplyPod), then the
+// operator's defaults where p left fields unset (ApplyPodDefaults).
+// Step.SettlePod is it for a step's pods; a run's shared RayCluster, which
+// is no step's, calls it directly.
+func SettlePod(t *corev1.PodTemplateSpec, container string, p, defaults *schema.Pod) error {
+	if err := ApplyPod(t, container, p); err != nil {
+		return err
+	}
+	return ApplyPodDefaults(t, container, defaults)
+}
+
 // ApplyPodDefaults gives t the operator's defaults d where the step's own
 // settings (applied before) left them unset: node selector keys and
 // labels and annotations not set, the priority class and service account

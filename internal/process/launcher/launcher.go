@@ -348,14 +348,7 @@ func (l *run) storeOutputs(ctx context.Context) ([]launch.Stored, launch.ErrorKi
 	// The project's cap is held against all the outputs at once.
 	var total int64
 	for _, o := range l.spec.Outputs {
-		_ = fs.WalkDir(root.FS(), o.Path, func(_ string, d fs.DirEntry, err error) error {
-			if err == nil && d.Type().IsRegular() {
-				if fi, err := d.Info(); err == nil {
-					total += fi.Size()
-				}
-			}
-			return nil
-		})
+		total += tree.Size(root, o.Path)
 	}
 	l.objs.SetStoring(total)
 	var out []launch.Stored

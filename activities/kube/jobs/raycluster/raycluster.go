@@ -113,7 +113,7 @@ func Spec(t pipeline.RayClusterTemplate, env []corev1.EnvVar, podLabels map[stri
 		},
 	}
 	framework.AddSecrets(&s.HeadGroupSpec.Template.Spec, HeadContainer, secrets.Refs, secrets.Name)
-	if err := settle(&s.HeadGroupSpec.Template, HeadContainer, schema.MergePod(t.Pod, t.HeadPod), defaults); err != nil {
+	if err := framework.SettlePod(&s.HeadGroupSpec.Template, HeadContainer, schema.MergePod(t.Pod, t.HeadPod), defaults); err != nil {
 		return nil, fmt.Errorf("%s head pod: %w", field, err)
 	}
 	seen := map[string]bool{}
@@ -144,7 +144,7 @@ func Spec(t pipeline.RayClusterTemplate, env []corev1.EnvVar, podLabels map[stri
 		}
 		tmpl := podTemplate(WorkerContainer, t.Image, res, sel, env, podLabels)
 		framework.AddSecrets(&tmpl.Spec, WorkerContainer, secrets.Refs, secrets.Name)
-		if err := settle(&tmpl, WorkerContainer, schema.MergePod(t.Pod, g.Pod), defaults); err != nil {
+		if err := framework.SettlePod(&tmpl, WorkerContainer, schema.MergePod(t.Pod, g.Pod), defaults); err != nil {
 			return nil, fmt.Errorf("%s pods: %w", gf, err)
 		}
 		s.WorkerGroupSpecs = append(s.WorkerGroupSpecs, rayv1.WorkerGroupSpec{
@@ -157,14 +157,6 @@ func Spec(t pipeline.RayClusterTemplate, env []corev1.EnvVar, podLabels map[stri
 		})
 	}
 	return s, nil
-}
-
-// settle applies pod settings p, then the operator's defaults.
-func settle(t *corev1.PodTemplateSpec, container string, p, defaults *schema.Pod) error {
-	if err := framework.ApplyPod(t, container, p); err != nil {
-		return err
-	}
-	return framework.ApplyPodDefaults(t, container, defaults)
 }
 
 // PodTemplates lists the pod templates of a RayCluster spec, for the

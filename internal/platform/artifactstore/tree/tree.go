@@ -102,6 +102,22 @@ func Put(ctx context.Context, objs Objects, root *os.Root, name string, parallel
 	return Object{}, fmt.Errorf("%s is a %s: %w", name, kindOf(fi.Mode()), ErrEscapes)
 }
 
+// Size is the bytes of the regular files at name under root (a file, or
+// every file of a directory); what cannot be read counts nothing. A
+// project's artifact cap is held against it before anything is stored.
+func Size(root *os.Root, name string) int64 {
+	var n int64
+	_ = fs.WalkDir(root.FS(), name, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
 // Escapes reports whether err refuses an output that leaves its root or
 // is not regular files and directories: ErrEscapes, or os.Root's refusal
 // of a path or link that escapes.
