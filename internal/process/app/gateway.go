@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -20,8 +21,13 @@ type Gateway struct {
 	srv     *http.Server
 	addr    string
 	timeout time.Duration
+	drain   time.Duration
 	log     *zap.Logger
 	ready   chan string
+
+	// draining is set once the gateway is asked to stop: /readyz answers
+	// 503 while the listener still serves (see Run).
+	draining atomic.Bool
 }
 
 // Sweeper is background upkeep of the catalogue that runs as long as the
@@ -43,19 +49,36 @@ func (ss Sweepers) Run(ctx context.Context) {
 // NewGateway wraps the API handler in an HTTP server with sane timeouts.
 // WriteTimeout stays 0 because log follows and event streams are long-lived.
 func NewGateway(h http.Handler, sw Sweeper, cfg config.Config, l *zap.Logger) *Gateway {
-	return &Gateway{
+	g := &Gateway{
 		sweeper: sw,
-		srv: &http.Server{
-			Handler:           h,
-			ReadHeaderTimeout: 10 * time.Second,
-			ReadTimeout:       60 * time.Second,
-			IdleTimeout:       120 * time.Second,
-		},
 		addr:    cfg.ListenAddr,
 		timeout: cfg.ShutdownTimeout,
+		drain:   cfg.DrainDelay,
 		log:     l.Named("gateway"),
 		ready:   make(chan string, 1),
 	}
+	g.srv = &http.Server{
+		Handler:           g.notReadyWhileDraining(h),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+	}
+	return g
+}
+
+// notReadyWhileDraining answers /readyz 503 once the gateway is stopping;
+// every other request is still served.
+func (g *Gateway) notReadyWhileDraining(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/readyz" && g.draining.Load() {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"type":"https://atelier-ml.dev/problems/unavailable","title":"Service unavailable","status":503,"detail":"not ready: the gateway is stopping"}` + "\n"))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // Addr returns the bound address once the gateway listens.
@@ -86,6 +109,20 @@ func (g *Gateway) Run(ctx context.Context) error {
 	case err := <-errc:
 		return fmt.Errorf("gateway: %w", err)
 	case <-ctx.Done():
+	}
+	if g.drain > 0 {
+		// Kubernetes sends SIGTERM and removes the pod from its Service's
+		// endpoints at the same time; kube-proxy and load balancers take a
+		// moment to notice. Closing the listener at once would refuse (or,
+		// once the pod's network is gone, black-hole) the connections they
+		// still send here.
+		g.draining.Store(true)
+		g.log.Info("gateway draining", zap.Duration("delay", g.drain))
+		select {
+		case err := <-errc:
+			return fmt.Errorf("gateway: %w", err)
+		case <-time.After(g.drain):
+		}
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), g.timeout)
 	defer cancel()

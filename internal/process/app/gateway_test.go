@@ -2,9 +2,16 @@ package app
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/atelier-ml/atelier/internal/process/config"
 )
 
 type countingSweeper struct{ runs, done *atomic.Int32 }
@@ -46,3 +53,70 @@ func TestSweepersRunSideBySide(t *testing.T) {
 type SweeperFunc func(context.Context)
 
 func (f SweeperFunc) Run(ctx context.Context) { f(ctx) }
+
+// TestGatewayDrainsBeforeClosing: asked to stop, the gateway answers
+// /readyz 503 and keeps serving other requests for its drain delay (so a
+// Service drops it before its listener closes), then stops.
+func TestGatewayDrainsBeforeClosing(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok " + r.URL.Path)) })
+	cfg := config.Default()
+	cfg.ListenAddr = "127.0.0.1:0"
+	cfg.DrainDelay = 2 * time.Second
+	g := NewGateway(h, SweeperFunc(func(context.Context) {}), cfg, zap.NewNop())
+	ctx, cancel := context.WithCancel(t.Context())
+	stopped := make(chan error, 1)
+	go func() { stopped <- g.Run(ctx) }()
+	addr, err := g.Addr(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(path string) (int, string, error) {
+		res, err := http.Get("http://" + addr + path)
+		if err != nil {
+			return 0, "", err
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b), nil
+	}
+	if code, body, err := get("/readyz"); err != nil || code != 200 {
+		t.Fatalf("before the stop: /readyz %d %q %v", code, body, err)
+	}
+	cancel()
+	deadline := time.Now().Add(time.Second)
+	for {
+		code, body, err := get("/readyz")
+		if err != nil {
+			t.Fatalf("draining: /readyz: %v", err)
+		}
+		if code == http.StatusServiceUnavailable {
+			if !strings.Contains(body, "stopping") {
+				t.Errorf("draining /readyz body %q", body)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz still %d after the stop", code)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code, body, err := get("/v1/projects"); err != nil || code != 200 || body != "ok /v1/projects" {
+		t.Fatalf("draining: other requests must still be served: %d %q %v", code, body, err)
+	}
+	select {
+	case err := <-stopped:
+		t.Fatalf("the gateway stopped before its drain delay: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the gateway did not stop after its drain delay")
+	}
+	if _, _, err := get("/readyz"); err == nil {
+		t.Fatal("the listener still answers after the gateway stopped")
+	}
+}

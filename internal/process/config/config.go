@@ -33,6 +33,10 @@ type Config struct {
 	LogFormat string
 	// ShutdownTimeout bounds graceful stops of the gateway and worker.
 	ShutdownTimeout time.Duration
+	// DrainDelay is how long a stopping gateway keeps serving while
+	// answering /readyz 503, so that load balancers and kube-proxy stop
+	// sending it new connections before it closes its listener.
+	DrainDelay time.Duration
 	// WorkerConcurrency caps concurrently running activities per worker.
 	WorkerConcurrency int
 	// Examples registers the example Go pipelines on the worker (on in
@@ -196,6 +200,7 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.LogLevel, "log-level", env("ATELIER_LOG_LEVEL", d.LogLevel), "debug|info|warn|error (ATELIER_LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", env("ATELIER_LOG_FORMAT", d.LogFormat), "console|json (ATELIER_LOG_FORMAT)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.envDuration("ATELIER_SHUTDOWN_TIMEOUT", d.ShutdownTimeout), "graceful stop bound (ATELIER_SHUTDOWN_TIMEOUT)")
+	fs.DurationVar(&c.DrainDelay, "drain-delay", c.envDuration("ATELIER_DRAIN_DELAY", d.DrainDelay), "gateway: on SIGTERM, keep serving this long with /readyz answering 503 before closing the listener, so a Service's endpoints drop the pod first; the chart sets 5s (ATELIER_DRAIN_DELAY)")
 	fs.StringVar(&c.TaskQueue, "task-queue", env("ATELIER_TASK_QUEUE", d.TaskQueue), "local runtime task queue (ATELIER_TASK_QUEUE)")
 	fs.StringVar(&c.StepUser, "step-user", env("ATELIER_STEP_USER", d.StepUser), "user local steps run as: a name, uid or uid:gid; default: uid 65532 when the worker is root, else the worker's user; \"worker\" = the worker's user (ATELIER_STEP_USER)")
 	fs.DurationVar(&c.LocalOrphanTimeout, "local-orphan-timeout", c.envDuration("ATELIER_LOCAL_ORPHAN_TIMEOUT", d.LocalOrphanTimeout), "worker: how long a local step keeps running after its worker was lost, for the next worker on this machine to adopt it; then it is stopped and run again; 0 = steps die with their worker (ATELIER_LOCAL_ORPHAN_TIMEOUT)")
