@@ -325,8 +325,9 @@ func provideSecretBox(ctx context.Context, cfg config.Config) (*secretbox.Box, f
 
 // provideVault is the project secrets vault when a key is configured (nil
 // otherwise). It first brings what is stored to the current key: webhook
-// secrets stored in clear are sealed, and with keys being rotated out the
-// values they sealed are rewrapped, so those keys can be retired.
+// and hook trigger signing secrets stored in clear are sealed, and with
+// keys being rotated out the values they sealed are rewrapped, so those
+// keys can be retired.
 func provideVault(ctx context.Context, s *store.Store, box *secretbox.Box, cfg config.Config, l *zap.Logger) (*vault.Vault, error) {
 	if box == nil {
 		return nil, nil
@@ -339,12 +340,13 @@ func provideVault(ctx context.Context, s *store.Store, box *secretbox.Box, cfg c
 		}
 		l.Info("project secrets rewrapped with the current key", zap.Int("secrets", n), zap.String("key", box.KeyID()))
 	}
-	n, err := s.SealWebhookSecrets(ctx)
+	sealed, err := s.SealStoredSecrets(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("sealing webhook secrets: %w", err)
+		return nil, fmt.Errorf("sealing webhook and trigger secrets: %w", err)
 	}
-	if n > 0 {
-		l.Info("webhook secrets sealed with the current key", zap.Int("webhooks", n), zap.String("key", box.KeyID()))
+	if sealed.Webhooks > 0 || sealed.Triggers > 0 {
+		l.Info("signing secrets sealed with the current key", zap.Int("webhooks", sealed.Webhooks),
+			zap.Int("triggers", sealed.Triggers), zap.String("key", box.KeyID()))
 	}
 	return v, nil
 }

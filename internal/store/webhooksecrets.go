@@ -14,7 +14,8 @@ import (
 // text value: sealedPrefix, then the key's fingerprint, the wrapped data
 // key, the nonce and the ciphertext, each base64, separated by ':'. A
 // value without the prefix is one stored in clear (before sealing, or by
-// an installation without a key); SealWebhookSecrets seals those.
+// an installation without a key); SealStoredSecrets seals those. A hook
+// trigger's secret is stored the same way.
 const sealedPrefix = "sealed:v1:"
 
 func webhookOwner(id string) string { return "webhook/" + id }
@@ -82,40 +83,85 @@ func decodeSealed(s string) (secretbox.Sealed, error) {
 	return secretbox.Sealed{KeyID: parts[0], DataKey: out[0], Nonce: out[1], Ciphertext: out[2]}, nil
 }
 
-// SealWebhookSecrets seals the webhook secrets stored in clear and rewraps
-// those sealed with an old key (rotation), and says how many it changed.
-// A secret replaced meanwhile is left as written. Without a box it does
-// nothing.
-func (s *Store) SealWebhookSecrets(ctx context.Context) (int, error) {
+// SealedCounts says how many stored signing secrets SealStoredSecrets
+// changed, by owner.
+type SealedCounts struct {
+	Webhooks, Triggers int
+}
+
+// storedSecret is one owner's signing secret as stored (sealed or clear);
+// the rows of ListWebhookSecrets and ListTriggerSecrets convert to it.
+type storedSecret struct{ ID, Secret string }
+
+func asStored[R ~struct{ ID, Secret string }](rows []R) []storedSecret {
+	out := make([]storedSecret, len(rows))
+	for i, r := range rows {
+		out[i] = storedSecret(r)
+	}
+	return out
+}
+
+// SealStoredSecrets seals the signing secrets stored in clear (webhooks',
+// hook triggers') and rewraps those sealed with an old key (rotation), and
+// says how many of each it changed. A secret replaced meanwhile is left as
+// written. Without a box it does nothing.
+func (s *Store) SealStoredSecrets(ctx context.Context) (SealedCounts, error) {
+	var out SealedCounts
 	if s.box == nil {
-		return 0, nil
+		return out, nil
 	}
-	rows, err := s.q.ListWebhookSecrets(ctx)
+	webhooks, err := s.q.ListWebhookSecrets(ctx)
 	if err != nil {
-		return 0, mapErr(err, "list webhook secrets")
+		return out, mapErr(err, "list webhook secrets")
 	}
+	out.Webhooks, err = s.sealStored(ctx, "webhook", webhookOwner, asStored(webhooks), func(r storedSecret, sealed string) (int64, error) {
+		return s.q.ReplaceWebhookSecret(ctx, db.ReplaceWebhookSecretParams{ID: r.ID, Old: r.Secret, Sealed: sealed})
+	})
+	if err != nil {
+		return out, err
+	}
+	triggers, err := s.q.ListTriggerSecrets(ctx)
+	if err != nil {
+		return out, mapErr(err, "list trigger secrets")
+	}
+	out.Triggers, err = s.sealStored(ctx, "trigger", triggerOwner, asStored(triggers), func(r storedSecret, sealed string) (int64, error) {
+		return s.q.ReplaceTriggerSecret(ctx, db.ReplaceTriggerSecretParams{ID: r.ID, Old: r.Secret, Sealed: sealed})
+	})
+	return out, err
+}
+
+// sealStored seals the secrets of rows stored in clear (for owner(id)) and
+// rewraps those sealed with an old key, storing each with replace (a
+// compare-and-swap on the stored value: 0 rows when it changed meanwhile),
+// and says how many it changed. kind names the owners in errors.
+func (s *Store) sealStored(ctx context.Context, kind string, owner func(id string) string, rows []storedSecret,
+	replace func(r storedSecret, sealed string) (int64, error),
+) (int, error) {
 	n := 0
 	for _, r := range rows {
 		var next string
 		if strings.HasPrefix(r.Secret, sealedPrefix) {
 			v, err := decodeSealed(r.Secret)
 			if err != nil {
-				return n, fmt.Errorf("webhook %s: %w", r.ID, err)
+				return n, fmt.Errorf("%s %s: %w", kind, r.ID, err)
 			}
 			w, changed, err := s.box.Rewrap(ctx, v)
 			if err != nil {
-				return n, fmt.Errorf("webhook %s: %w", r.ID, err)
+				return n, fmt.Errorf("%s %s: %w", kind, r.ID, err)
 			}
 			if !changed {
 				continue
 			}
 			next = encodeSealed(w)
-		} else if next, err = s.sealWebhookSecret(ctx, r.ID, r.Secret); err != nil {
-			return n, err
+		} else {
+			var err error
+			if next, err = s.sealSecretFor(ctx, owner(r.ID), r.Secret); err != nil {
+				return n, fmt.Errorf("%s %s: %w", kind, r.ID, err)
+			}
 		}
-		done, err := s.q.ReplaceWebhookSecret(ctx, db.ReplaceWebhookSecretParams{ID: r.ID, Old: r.Secret, Sealed: next})
+		done, err := replace(r, next)
 		if err != nil {
-			return n, mapErr(err, "seal webhook %s's secret", r.ID)
+			return n, mapErr(err, "seal %s %s's secret", kind, r.ID)
 		}
 		n += int(done)
 	}

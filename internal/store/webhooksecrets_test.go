@@ -13,7 +13,8 @@ import (
 	"github.com/atelier-ml/atelier/runstate"
 )
 
-func storedSecret(t *testing.T, url, id string) string {
+// storedSecret reads the secret column of table's row id as stored.
+func storedSecret(t *testing.T, url, table, id string) string {
 	t.Helper()
 	conn, err := pgx.Connect(t.Context(), url)
 	if err != nil {
@@ -21,7 +22,7 @@ func storedSecret(t *testing.T, url, id string) string {
 	}
 	defer conn.Close(t.Context())
 	var v string
-	if err := conn.QueryRow(t.Context(), "SELECT secret FROM webhooks WHERE id = $1", id).Scan(&v); err != nil {
+	if err := conn.QueryRow(t.Context(), "SELECT secret FROM "+table+" WHERE id = $1", id).Scan(&v); err != nil {
 		t.Fatal(err)
 	}
 	return v
@@ -56,7 +57,7 @@ func newKey(t *testing.T, old ...string) (*secretbox.Box, string) {
 
 // Webhook signing secrets with a secret box: stored sealed (a dump of the
 // table does not hold them), opened for the dispatcher's claims; one
-// stored in clear before the key existed is sealed by SealWebhookSecrets,
+// stored in clear before the key existed is sealed by SealStoredSecrets,
 // and a key rotation rewraps them.
 func TestWebhookSecretsAreSealed(t *testing.T) {
 	ctx := t.Context()
@@ -64,7 +65,7 @@ func TestWebhookSecretsAreSealed(t *testing.T) {
 	clear := openStore(t, url)
 	mustProject(t, clear, "p")
 	legacy := mustWebhook(t, clear, "p", "", catalog.EventStepFailed)
-	if storedSecret(t, url, legacy.ID) != "0123456789abcdef" {
+	if storedSecret(t, url, "webhooks", legacy.ID) != "0123456789abcdef" {
 		t.Fatal("without a box the secret is stored as given")
 	}
 
@@ -78,18 +79,18 @@ func TestWebhookSecretsAreSealed(t *testing.T) {
 	if w.Secret != "fedcba9876543210-sealed" {
 		t.Fatalf("create returns the secret it was given, got %q", w.Secret)
 	}
-	stored := storedSecret(t, url, w.ID)
+	stored := storedSecret(t, url, "webhooks", w.ID)
 	if !strings.HasPrefix(stored, "sealed:v1:") || strings.Contains(stored, "fedcba9876543210") {
 		t.Fatalf("stored %q", stored)
 	}
 	if got, _ := s.GetWebhook(ctx, "p", w.ID); got.Secret != "" {
 		t.Fatalf("a read that never serves it opened it: %q", got.Secret)
 	}
-	n, err := s.SealWebhookSecrets(ctx)
-	if err != nil || n != 1 {
-		t.Fatalf("SealWebhookSecrets = %d, %v (the legacy one)", n, err)
+	n, err := s.SealStoredSecrets(ctx)
+	if err != nil || n != (store.SealedCounts{Webhooks: 1}) {
+		t.Fatalf("SealStoredSecrets = %+v, %v (the legacy one)", n, err)
 	}
-	if strings.Contains(storedSecret(t, url, legacy.ID), "0123456789abcdef") {
+	if strings.Contains(storedSecret(t, url, "webhooks", legacy.ID), "0123456789abcdef") {
 		t.Fatal("the legacy secret is still in clear")
 	}
 
@@ -110,8 +111,8 @@ func TestWebhookSecretsAreSealed(t *testing.T) {
 	// alone opens them.
 	both, newURL := newKey(t, oldURL)
 	rot := openStore(t, url, store.WithSecretBox(both))
-	if n, err := rot.SealWebhookSecrets(ctx); err != nil || n != 2 {
-		t.Fatalf("rotation rewrapped %d, %v", n, err)
+	if n, err := rot.SealStoredSecrets(ctx); err != nil || n != (store.SealedCounts{Webhooks: 2}) {
+		t.Fatalf("rotation rewrapped %+v, %v", n, err)
 	}
 	alone, err := secretbox.Open(ctx, newURL)
 	if err != nil {
@@ -125,4 +126,82 @@ func TestWebhookSecretsAreSealed(t *testing.T) {
 	if got := claimAll(t, fresh, "gw2")[catalog.EventStepFailed]; len(got) != 2 {
 		t.Fatalf("after rotation the new key alone claims %d deliveries", len(got))
 	}
+}
+
+// Hook trigger secrets are sealed like webhooks': one stored in clear
+// before the key existed is sealed by SealStoredSecrets (and still opens
+// to the value deliveries are signed with), a run trigger (no secret) is
+// left alone, and a key rotation rewraps them.
+func TestTriggerSecretsAreSealed(t *testing.T) {
+	ctx := t.Context()
+	url := storetest.NewDatabase(t)
+	hook := func(s *store.Store, name, secret string) catalog.Trigger {
+		t.Helper()
+		tr, err := s.CreateTrigger(ctx, catalog.Trigger{Project: "p", Name: name, Kind: catalog.TriggerHook, Pipeline: "eval",
+			Secret: secret, MaxPerMinute: 60, Enabled: true}, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr
+	}
+	opens := func(s *store.Store, tr catalog.Trigger, want string) {
+		t.Helper()
+		if got, err := s.TriggerSecret(ctx, tr); err != nil || got != want {
+			t.Fatalf("trigger %s opens to %q, %v; want %q", tr.Name, got, err, want)
+		}
+	}
+
+	clear := openStore(t, url)
+	mustProject(t, clear, "p")
+	legacy := hook(clear, "legacy", "hksec_legacy-0123456789")
+	if storedSecret(t, url, "triggers", legacy.ID) != "hksec_legacy-0123456789" {
+		t.Fatal("without a box the secret is stored as given")
+	}
+	onRun, err := clear.CreateTrigger(ctx, catalog.Trigger{Project: "p", Name: "on-run", Kind: catalog.TriggerRun, OnPipeline: "train",
+		OnStates: []runstate.State{runstate.Succeeded}, Pipeline: "eval", MaxPerMinute: 60, Enabled: true}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	box, oldURL := newKey(t)
+	s := openStore(t, url, store.WithSecretBox(box))
+	fresh := hook(s, "fresh", "hksec_fresh-9876543210")
+	if v := storedSecret(t, url, "triggers", fresh.ID); !strings.HasPrefix(v, "sealed:v1:") || strings.Contains(v, "9876543210") {
+		t.Fatalf("stored %q", v)
+	}
+	opens(s, legacy, "hksec_legacy-0123456789") // in clear: opens as stored
+	n, err := s.SealStoredSecrets(ctx)
+	if err != nil || n != (store.SealedCounts{Triggers: 1}) {
+		t.Fatalf("SealStoredSecrets = %+v, %v (the legacy one)", n, err)
+	}
+	if v := storedSecret(t, url, "triggers", legacy.ID); !strings.HasPrefix(v, "sealed:v1:") || strings.Contains(v, "0123456789") {
+		t.Fatalf("the legacy secret is stored as %q", v)
+	}
+	if v := storedSecret(t, url, "triggers", onRun.ID); v != "" {
+		t.Fatalf("a run trigger's secret became %q", v)
+	}
+	opens(s, legacy, "hksec_legacy-0123456789")
+	opens(s, fresh, "hksec_fresh-9876543210")
+	if n, err := s.SealStoredSecrets(ctx); err != nil || n != (store.SealedCounts{}) {
+		t.Fatalf("sealing again changed %+v, %v", n, err)
+	}
+	if _, err := clear.TriggerSecret(ctx, legacy); err == nil {
+		t.Fatal("a process without the key opened a sealed secret")
+	}
+
+	// Rotation: a new key with the old one rewraps both; then the new key
+	// alone opens them.
+	both, newURL := newKey(t, oldURL)
+	rot := openStore(t, url, store.WithSecretBox(both))
+	if n, err := rot.SealStoredSecrets(ctx); err != nil || n != (store.SealedCounts{Triggers: 2}) {
+		t.Fatalf("rotation rewrapped %+v, %v", n, err)
+	}
+	alone, err := secretbox.Open(ctx, newURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alone.Close()
+	after := openStore(t, url, store.WithSecretBox(alone))
+	opens(after, legacy, "hksec_legacy-0123456789")
+	opens(after, fresh, "hksec_fresh-9876543210")
 }

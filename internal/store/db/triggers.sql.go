@@ -371,6 +371,37 @@ func (q *Queries) ListTriggerFirings(ctx context.Context, arg ListTriggerFirings
 	return items, nil
 }
 
+const listTriggerSecrets = `-- name: ListTriggerSecrets :many
+SELECT id, secret FROM triggers WHERE secret <> '' ORDER BY id
+`
+
+type ListTriggerSecretsRow struct {
+	ID     string
+	Secret string
+}
+
+// Every hook trigger's stored secret (sealed or, from before sealing,
+// clear), to seal or rewrap them (key rotation).
+func (q *Queries) ListTriggerSecrets(ctx context.Context) ([]ListTriggerSecretsRow, error) {
+	rows, err := q.db.Query(ctx, listTriggerSecrets)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListTriggerSecretsRow
+	for rows.Next() {
+		var i ListTriggerSecretsRow
+		if err := rows.Scan(&i.ID, &i.Secret); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listTriggers = `-- name: ListTriggers :many
 SELECT id, project, name, kind, on_pipeline, on_states, pipeline, version, params, secret, max_per_minute, enabled, description, created_at, created_by FROM triggers
 WHERE project = $1
@@ -450,6 +481,25 @@ func (q *Queries) RecordTriggerFiring(ctx context.Context, arg RecordTriggerFiri
 		arg.Owner,
 		arg.Attempt,
 	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const replaceTriggerSecret = `-- name: ReplaceTriggerSecret :execrows
+UPDATE triggers SET secret = $1 WHERE id = $2 AND secret = $3
+`
+
+type ReplaceTriggerSecretParams struct {
+	Sealed string
+	ID     string
+	Old    string
+}
+
+// Stores a hook trigger's secret sealed anew, unless it changed meanwhile.
+func (q *Queries) ReplaceTriggerSecret(ctx context.Context, arg ReplaceTriggerSecretParams) (int64, error) {
+	result, err := q.db.Exec(ctx, replaceTriggerSecret, arg.Sealed, arg.ID, arg.Old)
 	if err != nil {
 		return 0, err
 	}

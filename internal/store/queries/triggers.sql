@@ -104,3 +104,12 @@ WHERE id IN (
     WHERE f.state <> 'pending' AND f.finished_at < @before::timestamptz
     LIMIT @max_rows
 );
+
+-- name: ListTriggerSecrets :many
+-- Every hook trigger's stored secret (sealed or, from before sealing,
+-- clear), to seal or rewrap them (key rotation).
+SELECT id, secret FROM triggers WHERE secret <> '' ORDER BY id;
+
+-- name: ReplaceTriggerSecret :execrows
+-- Stores a hook trigger's secret sealed anew, unless it changed meanwhile.
+UPDATE triggers SET secret = @sealed WHERE id = @id AND secret = @old;
