@@ -238,6 +238,11 @@ type EndpointEvent struct {
 type EndpointStatus struct {
 	Project string `json:"project"`
 	Name    string `json:"name"`
+	// TaskQueue is where the endpoint's activities run (its input's): a
+	// cluster's queue or, for an endpoint on the local runtime, a local
+	// worker's. Empty in the answer of a worker from before it was
+	// reported.
+	TaskQueue string `json:"taskQueue,omitempty"`
 	EndpointState
 }
 

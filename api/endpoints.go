@@ -57,8 +57,8 @@ func (s *server) CreateEndpoint(ctx context.Context, req gen.CreateEndpointReque
 	if clusterProblem != nil {
 		fields = append(fields, *clusterProblem)
 	}
-	if deref(body.Cluster) == "" && spec.Pod != nil {
-		fields = append(fields, gen.FieldError{Path: "spec.pod", Message: "pod settings apply to endpoints on a Kubernetes cluster (cluster); this endpoint runs on the local runtime"})
+	if deref(body.Cluster) == "" {
+		fields = append(fields, localPodProblems(spec, "spec")...)
 	}
 	if len(fields) == 0 {
 		if fields, err = s.resolveEndpointModel(ctx, req.Project, &spec, "spec"); err != nil {
@@ -81,6 +81,33 @@ func (s *server) CreateEndpoint(ctx context.Context, req gen.CreateEndpointReque
 	}
 	return gen.CreateEndpoint201JSONResponse{Body: v,
 		Headers: gen.CreateEndpoint201ResponseHeaders{Location: s.link("/v1/projects/%s/endpoints/%s", req.Project, body.Name)}}, nil
+}
+
+// localPodProblems refuses pod settings in the spec of an endpoint on the
+// local runtime (created without a cluster), under prefix ("spec" on a
+// create, "" on an update): its replicas are processes, not pods, and
+// the settings would be silently ignored.
+func localPodProblems(spec inference.EndpointSpec, prefix string) []gen.FieldError {
+	if spec.Pod == nil {
+		return nil
+	}
+	path := "pod"
+	if prefix != "" {
+		path = prefix + "." + path
+	}
+	return []gen.FieldError{{Path: path, Message: "pod settings apply to endpoints on a Kubernetes cluster (cluster); this endpoint runs on the local runtime"}}
+}
+
+// endpointOnLocalRuntime says whether an endpoint runs on the local
+// runtime, as its workflow answers (its activities' queue is not a
+// cluster's); false when the answer does not say (a worker from before
+// it did), since only a local endpoint is refused anything.
+func (s *server) endpointOnLocalRuntime(ctx context.Context, project, name string) (bool, error) {
+	st, err := s.endpoints.Status(ctx, project, name)
+	if err != nil {
+		return false, s.endpointErr(project, name, err)
+	}
+	return st.TaskQueue != "" && !activities.IsClusterTaskQueue(st.TaskQueue), nil
 }
 
 // resolveEndpointModel records in the spec the registry version its
@@ -160,12 +187,23 @@ func (s *server) GetEndpoint(ctx context.Context, req gen.GetEndpointRequestObje
 	return gen.GetEndpoint200JSONResponse(v), nil
 }
 
-// UpdateEndpoint submits a new spec.
+// UpdateEndpoint submits a new spec. Pod settings are refused, as on a
+// create, when the endpoint runs on the local runtime (asked of its
+// workflow only when the spec has them).
 func (s *server) UpdateEndpoint(ctx context.Context, req gen.UpdateEndpointRequestObject) (gen.UpdateEndpointResponseObject, error) {
 	if err := s.endpointsOn(); err != nil {
 		return nil, err
 	}
 	spec, fields := decodeEndpointSpec(deref(req.Body), "")
+	if spec.Pod != nil {
+		local, err := s.endpointOnLocalRuntime(ctx, req.Project, req.Endpoint)
+		if err != nil {
+			return nil, err
+		}
+		if local {
+			fields = append(fields, localPodProblems(spec, "")...)
+		}
+	}
 	if len(fields) == 0 {
 		var err error
 		if fields, err = s.resolveEndpointModel(ctx, req.Project, &spec, ""); err != nil {

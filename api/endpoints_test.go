@@ -41,7 +41,7 @@ func (f *fakeEndpoints) Create(_ context.Context, project, name, wq, aq string, 
 	if err != nil {
 		return err
 	}
-	f.eps[k] = &activities.EndpointStatus{Project: project, Name: name,
+	f.eps[k] = &activities.EndpointStatus{Project: project, Name: name, TaskQueue: aq,
 		EndpointState: activities.EndpointState{Revisions: []inference.Revision{rev}, Current: 1}}
 	f.queues[k] = [2]string{wq, aq}
 	return nil
@@ -222,6 +222,47 @@ func TestEndpointOnTheLocalRuntime(t *testing.T) {
 	if paths := errorPaths(p); !slices.Equal(paths, []string{"spec.image", "spec.pod"}) {
 		t.Fatalf("problem paths %v, want [spec.image spec.pod]", paths)
 	}
+}
+
+// An update of an endpoint on the local runtime refuses pod settings as
+// its create does (with the spec's other problems, paths without spec.),
+// rather than ignoring them; one on a cluster takes them.
+func TestEndpointUpdateRefusesPodOnTheLocalRuntime(t *testing.T) {
+	eps := newFakeEndpoints()
+	h := newHarness(t, WithEndpoints(eps), WithTaskQueue("atelier-local"))
+	h.cat.clusters["east"] = gpuCluster("east")
+	const path = "/v1/projects/alpha/endpoints"
+	wantStatus(t, h.do("POST", path, h.editor, endpointBody("local", "", vllmSpec("vllm/vllm-openai:v0.9.1"))), http.StatusCreated)
+	wantStatus(t, h.do("POST", path, h.editor, endpointBody("east", "east", vllmSpec("vllm/vllm-openai:v0.9.1"))), http.StatusCreated)
+	withPod := func(image string) map[string]any {
+		s := vllmSpec(image)
+		s["pod"] = map[string]any{"tolerations": []any{map[string]any{"key": "gpu", "operator": "Exists"}}}
+		return s
+	}
+
+	p := wantProblem(t, h.do("PUT", path+"/local", h.editor, withPod("")), http.StatusUnprocessableEntity, "invalid-endpoint-spec")
+	if paths := errorPaths(p); !slices.Equal(paths, []string{"image", "pod"}) {
+		t.Fatalf("problem paths %v, want [image pod]", paths)
+	}
+	p = wantProblem(t, h.do("PUT", path+"/local", h.editor, withPod("vllm/vllm-openai:v0.9.2")), http.StatusUnprocessableEntity, "invalid-endpoint-spec")
+	if paths := errorPaths(p); !slices.Equal(paths, []string{"pod"}) || p.Detail == nil || !strings.Contains(*p.Detail, "local runtime") {
+		t.Fatalf("problem %v: %v, want [pod] saying the endpoint runs on the local runtime", paths, p.Detail)
+	}
+	if st := eps.eps["alpha/local"]; st.Current != 1 || len(st.Revisions) != 1 {
+		t.Fatalf("a refused update made revision %d", st.Current)
+	}
+	// Without pod settings the local endpoint updates; on a cluster they
+	// are taken.
+	wantStatus(t, h.do("PUT", path+"/local", h.editor, vllmSpec("vllm/vllm-openai:v0.9.2")), http.StatusOK)
+	r := h.do("PUT", path+"/east", h.editor, withPod("vllm/vllm-openai:v0.9.2"))
+	wantStatus(t, r, http.StatusOK)
+	var ep gen.Endpoint
+	r.json(t, &ep)
+	if ep.Current != 2 || !strings.Contains(string(ep.Spec), `"tolerations"`) {
+		t.Fatalf("cluster endpoint after update: current %d, spec %s", ep.Current, ep.Spec)
+	}
+	// An endpoint that does not exist is not found, whatever the spec.
+	wantProblem(t, h.do("PUT", path+"/nope", h.editor, withPod("vllm/vllm-openai:v0.9.2")), http.StatusNotFound, "not-found")
 }
 
 // An unknown field (a typo) or a value that does not decode is one problem

@@ -143,7 +143,7 @@ func firstState(now time.Time, spec inference.EndpointSpec) (*activities.Endpoin
 // handlers registers the query and the updates.
 func (e *endpoint) handlers(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, activities.QueryEndpointStatus, func() (activities.EndpointStatus, error) {
-		return activities.EndpointStatus{Project: e.in.Project, Name: e.in.Name, EndpointState: *e.st}, nil
+		return activities.EndpointStatus{Project: e.in.Project, Name: e.in.Name, TaskQueue: e.in.TaskQueue, EndpointState: *e.st}, nil
 	}); err != nil {
 		return err
 	}

@@ -248,6 +248,7 @@ func TestEndpointRollsOutAndScales(t *testing.T) {
 	h.run(4 * time.Minute)
 
 	require.Equal(t, 1, mid.Stable, "revision 1 promoted: %s", eventKinds(mid))
+	require.Equal(t, "q", mid.TaskQueue, "the status says where the endpoint runs (the gateway refuses pod settings on a local one)")
 	require.Nil(t, mid.Rollout)
 	require.Equal(t, []inference.RevisionReplicas{{Revision: 1, Replicas: 1}}, mid.Replicas)
 	require.Equal(t, []inference.RevisionWeight{{Revision: 1, Weight: 100}}, mid.Traffic)
