@@ -88,14 +88,15 @@ func (s *server) CreateEndpoint(ctx context.Context, req gen.CreateEndpointReque
 // create, "" on an update): its replicas are processes, not pods, and
 // the settings would be silently ignored.
 func localPodProblems(spec inference.EndpointSpec, prefix string) []gen.FieldError {
-	if spec.Pod == nil {
-		return nil
+	var out []gen.FieldError
+	for _, p := range inference.CheckLocal(spec) {
+		path := p.Path
+		if prefix != "" {
+			path = prefix + "." + path
+		}
+		out = append(out, gen.FieldError{Path: path, Message: p.Message})
 	}
-	path := "pod"
-	if prefix != "" {
-		path = prefix + "." + path
-	}
-	return []gen.FieldError{{Path: path, Message: "pod settings apply to endpoints on a Kubernetes cluster (cluster); this endpoint runs on the local runtime"}}
+	return out
 }
 
 // endpointOnLocalRuntime says whether an endpoint runs on the local

@@ -338,3 +338,13 @@ func CheckName(name string) error {
 	}
 	return nil
 }
+
+// CheckLocal lists what a spec may not hold on the local runtime, where
+// replicas are processes, not pods: its pod settings would be silently
+// ignored. Paths are the spec's ("pod").
+func CheckLocal(spec EndpointSpec) []schema.Problem {
+	if spec.Pod == nil {
+		return nil
+	}
+	return []schema.Problem{{Path: "pod", Message: "pod settings apply to endpoints on a Kubernetes cluster (cluster); this endpoint runs on the local runtime"}}
+}

@@ -144,8 +144,14 @@ func (a *Activities) ensure(ctx context.Context, req activities.DeployEndpointRe
 	if err := a.resolveModel(ctx, &req); err != nil {
 		return 0, false, err
 	}
-	_, err := a.endpoints.Status(ctx, req.Project, req.Endpoint)
+	st, err := a.endpoints.Status(ctx, req.Project, req.Endpoint)
 	switch {
+	case err == nil && st.TaskQueue != "" && !activities.IsClusterTaskQueue(st.TaskQueue):
+		// An endpoint created on the local runtime (over REST, without a
+		// cluster) stays there whatever the step's placement says.
+		if ps := inference.CheckLocal(req.Spec); len(ps) > 0 {
+			return 0, false, invalidSpec(ps)
+		}
 	case errors.Is(err, endpointclient.ErrNotFound):
 		q, err := a.activityQueue(ctx, req.Cluster)
 		if err != nil {

@@ -294,3 +294,34 @@ func TestDeployRefusesWhatCannotWork(t *testing.T) {
 		t.Errorf("an endpoint was created: %v", err)
 	}
 }
+
+// An inference step placed on a cluster that names an endpoint created on
+// the local runtime (over REST, without a cluster) cannot give it pod
+// settings: its replicas are processes. The step fails naming spec.pod,
+// as REST refuses it, rather than the settings being ignored.
+func TestDeployRefusesPodSettingsForALocalEndpoint(t *testing.T) {
+	h := newHarness(t)
+	runtimeQueue := h.queue + "-runtime" // the local runtime's queue, not a cluster's
+	w := worker.New(h.c, runtimeQueue, worker.Options{})
+	newFakeRuntime().register(w)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	ctx := context.Background()
+	if err := h.ec.Create(ctx, h.project, "local", h.queue, runtimeQueue, canary("vllm:1")); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.ec.Delete(context.Background(), h.project, "local") })
+
+	spec := canary("vllm:2")
+	spec.Pod = &schema.Pod{NodeSelector: map[string]string{"pool": "gpu"}}
+	_, err := h.deploy("local", h.cluster, spec)
+	ae := appError(t, err)
+	if ae.Type() != activities.ErrTypeInvalidStep || !strings.Contains(ae.Message(), "spec.pod: pod settings apply to endpoints on a Kubernetes cluster") {
+		t.Errorf("pod settings for a local endpoint: %s: %s", ae.Type(), ae.Message())
+	}
+	if n := len(h.status("local").Revisions); n != 1 {
+		t.Errorf("the refused spec made a revision: %d revisions", n)
+	}
+}
