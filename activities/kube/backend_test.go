@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -209,5 +210,63 @@ func TestCloseReleasesWaiters(t *testing.T) {
 	}
 	if _, err := clients.Ray.RayV1().RayJobs("atelier-vision").Get(ctx, name, metav1.GetOptions{}); err != nil {
 		t.Errorf("RayJob gone after Close: %v", err)
+	}
+}
+
+// TestRayStepMetrics: a Ray step's metrics ride its submitter's
+// termination message as a line before its outputs (jobs/rayjob); they
+// reach the result beside the outputs, and a bad metrics file fails the
+// step as bad outputs, naming ATELIER_METRICS.
+func TestRayStepMetrics(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		name, msg string
+		wantErr   string
+	}{
+		{"good", framework.MetricsMarker + `{"accuracy": 0.93, "loss": [0.9, 0.5]}` + "\n" + `{"ok": true}`, ""},
+		{"bad", framework.MetricsMarker + `{"accuracy": "high"}` + "\n" + `{"ok": true}`, "ATELIER_METRICS"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clients := fakeClients()
+			b := fakeBackend(t, clients)
+			ns := "atelier-vision"
+			req := rayRequest("train")
+			name := framework.ObjectName(req.RunID, req.Step, nil, 1, 47)
+			id := framework.Identity{Project: req.Project, Run: req.RunID, Step: req.Step, Attempt: 1}
+			_, err := clients.Ray.RayV1().RayJobs(ns).Create(ctx, &rayv1.RayJob{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: id.Labels()},
+				Status:     rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusComplete, JobStatus: rayv1.JobStatusSucceeded},
+			}, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = clients.Kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: name + "-x", Namespace: ns, Labels: map[string]string{"job-name": name}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "ray-job-submitter"}}},
+				Status: corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{Name: "ray-job-submitter",
+					State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: tc.msg}}}}},
+			}, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := b.RunKubeStep(ctx, req)
+			if tc.wantErr != "" {
+				var app *temporal.ApplicationError
+				if !errors.As(err, &app) || app.Type() != activities.ErrTypeBadOutputs || !strings.Contains(app.Message(), tc.wantErr) {
+					t.Fatalf("err = %v, want bad outputs naming %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Outputs["ok"] != true {
+				t.Errorf("outputs %v", res.Outputs)
+			}
+			if res.Metrics == nil || res.Metrics.Scalars["accuracy"] != 0.93 || !slices.Equal(res.Metrics.Series["loss"], []float64{0.9, 0.5}) {
+				t.Errorf("metrics %+v", res.Metrics)
+			}
+		})
 	}
 }

@@ -98,9 +98,12 @@
 // file on the head) as one marker line into the job's log, and the
 // submitter runs KubeRay's own K8sJobMode command (status, submit
 // --no-wait, follow the logs) with the followed log tee'd and the last
-// marker written to its termination message. Both wrappers are executed by
-// the tests (with a fake ray CLI); they have not run against a live KubeRay
-// here.
+// marker written to its termination message. The step's $ATELIER_METRICS
+// travels the same way, as a marker line printed before the outputs and
+// written as the message's first line (framework.MetricsMarker; dropped,
+// saying so in the log, when both would pass the 4 KiB). Both wrappers are
+// executed by the tests (with a fake ray CLI); they have not run against a
+// live KubeRay here.
 //
 // # Logs
 //

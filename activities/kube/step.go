@@ -17,6 +17,7 @@ import (
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/kube/framework"
 	"github.com/atelier-ml/atelier/internal/platform/launch"
+	"github.com/atelier-ml/atelier/runstate"
 )
 
 // RunKubeStep runs one attempt of a step as a Kubernetes object and waits,
@@ -453,12 +454,21 @@ func (r *stepRun) succeeded(ctx context.Context, obj framework.Object, p framewo
 			}
 			return res, err
 		}
-		outputs, err := framework.ParseOutputs(term.Message)
+		metrics, msg := framework.SplitMetrics(term.Message)
+		outputs, err := framework.ParseOutputs(msg)
 		if err != nil {
 			return res, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("%s (pod %s)", err, term.Pod), activities.ErrTypeBadOutputs, nil, res)
 		}
 		res.Outputs = outputs
+		if metrics != nil {
+			m, err := runstate.ParseMetrics(metrics)
+			if err != nil {
+				return res, temporal.NewNonRetryableApplicationError(
+					fmt.Sprintf("%s (pod %s)", r.redactor().String(err.Error()), term.Pod), activities.ErrTypeBadOutputs, nil, res)
+			}
+			res.Metrics = r.redactor().Metrics(m)
+		}
 	} else if launches(r.req) {
 		// Without its launcher's result a step's artifacts are unknown:
 		// succeeding would hand the next steps nothing.

@@ -143,6 +143,24 @@ var startFailures = []string{"StartError", "ContainerCannotRun", "RunContainerEr
 // longer files are truncated.
 const MaxTerminationMessage = 4096
 
+// MetricsMarker starts the first line of a termination message that
+// carries the step's metrics (its $ATELIER_METRICS, one line of JSON)
+// before its outputs: the Ray submitter writes it (jobs/rayjob), since a
+// Ray driver's files stay on the head pod. Other kinds' steps write their
+// outputs straight to the message and report metrics through the
+// launcher.
+const MetricsMarker = "ATELIER_METRICS_JSON="
+
+// SplitMetrics separates a termination message's metrics line (nil when
+// it has none) from the outputs that follow it.
+func SplitMetrics(msg string) (metrics []byte, outputs string) {
+	if !strings.HasPrefix(msg, MetricsMarker) {
+		return nil, msg
+	}
+	line, rest, _ := strings.Cut(msg, "\n")
+	return []byte(strings.TrimPrefix(line, MetricsMarker)), rest
+}
+
 // ParseOutputs reads outputs from a termination message: empty means no
 // outputs; anything else must be a JSON object. Messages name
 // ATELIER_OUTPUTS because that is what the step's author knows.

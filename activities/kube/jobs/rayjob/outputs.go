@@ -3,7 +3,10 @@ package rayjob
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
+
+	"github.com/atelier-ml/atelier/activities/kube/framework"
 )
 
 // Ray steps keep the outputs contract of every other kind — write a JSON
@@ -11,14 +14,19 @@ import (
 // runs as a Ray driver on the head pod, where no termination message can
 // reach the step. Two small wrappers carry the file across:
 //
-//  1. wrapEntrypoint runs the entrypoint with ATELIER_OUTPUTS pointing at a
-//     file on the head (unique per job: a shared cluster runs many) and, when
-//     it exits, prints that file as one marker line into the job's log.
+//  1. wrapEntrypoint runs the entrypoint with ATELIER_OUTPUTS and
+//     ATELIER_METRICS pointing at files on the head (unique per job: a
+//     shared cluster runs many) and, when it exits, prints each file it
+//     wrote as one marker line into the job's log.
 //  2. submitterScript is KubeRay's own K8sJobMode submitter command (check
 //     status, submit --no-wait, follow the logs; see KubeRay v1.6.0
 //     common.BuildJobSubmitCommand) with the followed log tee'd, and the last
-//     marker line written to the submitter's termination message, where the
-//     backend reads every kind's outputs.
+//     marker lines written to the submitter's termination message, where the
+//     backend reads every kind's outputs: the metrics line first
+//     (framework.MetricsMarker), then the outputs. Both share the
+//     message's 4 KiB: metrics that would push the outputs past it are
+//     dropped, saying so in the step's log, rather than failing a finished
+//     training job.
 //
 // Both are plain POSIX/bash shell and are executed by the tests.
 
@@ -28,14 +36,19 @@ const OutputsMarker = "ATELIER_OUTPUTS_JSON="
 // headOutputsPath is where the driver writes its outputs on the head pod.
 func headOutputsPath(jobName string) string { return "/tmp/atelier-outputs-" + jobName + ".json" }
 
+// headMetricsPath is where the driver writes its metrics on the head pod.
+func headMetricsPath(jobName string) string { return "/tmp/atelier-metrics-" + jobName + ".json" }
+
 // shellQuote quotes s for POSIX sh.
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // wrapEntrypoint returns the entrypoint Ray runs: the user's, then the
-// outputs marker. Its exit code is the user's.
+// metrics and outputs markers. Its exit code is the user's. A JSON file's
+// line breaks are dropped (JSON strings hold none).
 func wrapEntrypoint(entrypoint string) string {
-	// A subshell, so an `exit` in the entrypoint still reaches the marker.
+	// A subshell, so an `exit` in the entrypoint still reaches the markers.
 	script := "(\n" + entrypoint + "\n)\nrc=$?\n" +
+		`if [ -n "$ATELIER_METRICS" ] && [ -s "$ATELIER_METRICS" ]; then printf '\n%s%s\n' '` + framework.MetricsMarker + `' "$(tr -d '\n' < "$ATELIER_METRICS")"; fi` + "\n" +
 		`if [ -s "$ATELIER_OUTPUTS" ]; then printf '\n%s%s\n' '` + OutputsMarker + `' "$(tr -d '\n' < "$ATELIER_OUTPUTS")"; fi` + "\nexit $rc"
 	return "sh -c " + shellQuote(script)
 }
@@ -61,7 +74,14 @@ func submitterScript(entrypoint string, runtimeEnv map[string]any) (string, erro
 		`fi`,
 		`ray job logs --address ` + addr + ` --follow "$RAY_JOB_SUBMISSION_ID" | tee /tmp/atelier-job.log`,
 		`rc=$?`,
-		`grep '^` + OutputsMarker + `' /tmp/atelier-job.log | tail -n 1 | sed 's/^` + OutputsMarker + `//' > "$term" || true`,
+		`m="$(grep '^` + framework.MetricsMarker + `' /tmp/atelier-job.log | tail -n 1)"`,
+		`o="$(grep '^` + OutputsMarker + `' /tmp/atelier-job.log | tail -n 1 | sed 's/^` + OutputsMarker + `//')"`,
+		// Byte counts (wc), not characters: the kubelet cuts bytes.
+		`if [ -n "$m" ] && [ $(( $(printf '%s\n%s' "$m" "$o" | wc -c) )) -gt ` + strconv.Itoa(framework.MaxTerminationMessage) + ` ]; then`,
+		`  echo "[atelier] the step's metrics ($(printf '%s' "$m" | wc -c | tr -d ' ') bytes) are not kept: with its outputs they pass Kubernetes' ` + strconv.Itoa(framework.MaxTerminationMessage>>10) + ` KiB termination message (report fewer numbers or shorter series)"`,
+		`  m=""`,
+		`fi`,
+		`{ if [ -n "$m" ]; then printf '%s\n' "$m"; fi; printf '%s' "$o"; } > "$term" || true`,
 		`exit $rc`,
 	}, "\n"), nil
 }

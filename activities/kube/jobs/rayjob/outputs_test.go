@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/atelier-ml/atelier/activities/kube/framework"
 )
 
 // The entrypoint wrapper runs the user's command with its exit code intact
@@ -61,7 +63,7 @@ printf '%s|' "$@" | tr '\n' ' ' >> ` + calls + `; echo >> ` + calls + `
 case "$2" in
   status) exit 1 ;;
   submit) echo "submitted" ;;
-  logs) echo "epoch 1"; echo '` + OutputsMarker + `{"old": 1}'; echo '` + OutputsMarker + `{"accuracy": 0.93}'; echo bye ;;
+  logs) echo "epoch 1"; echo '` + OutputsMarker + `{"old": 1}'; echo '` + framework.MetricsMarker + `{"loss": [0.9, 0.5]}'; echo '` + OutputsMarker + `{"accuracy": 0.93}'; echo bye ;;
 esac
 `
 	if err := os.WriteFile(filepath.Join(dir, "ray"), []byte(fake), 0o755); err != nil {
@@ -79,7 +81,7 @@ esac
 		t.Fatalf("%v\n%s", err, out)
 	}
 	got, _ := os.ReadFile(term)
-	if strings.TrimSpace(string(got)) != `{"accuracy": 0.93}` {
+	if string(got) != framework.MetricsMarker+`{"loss": [0.9, 0.5]}`+"\n"+`{"accuracy": 0.93}` {
 		t.Errorf("termination log %q", got)
 	}
 	c, _ := os.ReadFile(calls)
@@ -89,5 +91,66 @@ esac
 	if len(lines) != 3 || !strings.HasPrefix(lines[1], `job|submit|--address|http://head-svc:8265|--no-wait|--runtime-env-json|{"pip":["torch"]}|--submission-id|train-a1-abc|--|sh -c '(`) ||
 		lines[2] != "job|logs|--address|http://head-svc:8265|--follow|train-a1-abc|" {
 		t.Errorf("ray calls:\n%s", c)
+	}
+}
+
+// The wrapper prints the metrics file as a marker line before the outputs
+// one; a step that wrote none prints none.
+func TestWrapEntrypointPrintsMetricsMarker(t *testing.T) {
+	dir := t.TempDir()
+	outputs, metrics := filepath.Join(dir, "out.json"), filepath.Join(dir, "metrics.json")
+	cmd := exec.Command("sh", "-c", wrapEntrypoint(`printf '{"loss":\n [0.9, 0.5]}' > "$ATELIER_METRICS"; printf '{"ok": true}' > "$ATELIER_OUTPUTS"`))
+	cmd.Env = append(os.Environ(), "ATELIER_OUTPUTS="+outputs, "ATELIER_METRICS="+metrics)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	want := "\n" + framework.MetricsMarker + `{"loss": [0.9, 0.5]}` + "\n\n" + OutputsMarker + `{"ok": true}` + "\n"
+	if string(out) != want {
+		t.Errorf("wrapper printed %q, want %q", out, want)
+	}
+
+	_ = os.Remove(metrics)
+	cmd = exec.Command("sh", "-c", wrapEntrypoint(`echo trained`))
+	cmd.Env = append(os.Environ(), "ATELIER_OUTPUTS="+outputs+".none", "ATELIER_METRICS="+metrics)
+	if out, err = cmd.CombinedOutput(); err != nil || strings.Contains(string(out), framework.MetricsMarker) {
+		t.Errorf("no metrics written: %v %q", err, out)
+	}
+}
+
+// Metrics that would push the outputs past the termination message's
+// 4 KiB are dropped, saying so in the log; the outputs are kept whole.
+func TestSubmitterScriptDropsMetricsThatDoNotFit(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("bash not installed")
+	}
+	dir := t.TempDir()
+	series := "[" + strings.Repeat("0.123456,", 500) + "1]"
+	fake := `#!/bin/sh
+case "$2" in
+  status) exit 1 ;;
+  logs) echo '` + framework.MetricsMarker + `{"loss": ` + series + `}'; echo '` + OutputsMarker + `{"accuracy": 0.93}' ;;
+esac
+`
+	if err := os.WriteFile(filepath.Join(dir, "ray"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script, err := submitterScript(wrapEntrypoint("python train.py"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	term := filepath.Join(dir, "termination-log")
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"), "RAY_DASHBOARD_ADDRESS=head-svc:8265",
+		"RAY_JOB_SUBMISSION_ID=train-a1-abc", "ATELIER_TERMINATION_LOG="+term)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if got, _ := os.ReadFile(term); string(got) != `{"accuracy": 0.93}` {
+		t.Errorf("termination log %q", got)
+	}
+	if !strings.Contains(string(out), "[atelier] the step's metrics (4534 bytes) are not kept") {
+		t.Errorf("the log does not say the metrics were dropped:\n%s", out)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 
@@ -90,7 +91,7 @@ func (k *Kind) Build(step framework.Step) (framework.Object, error) {
 	}
 	meta := step.ObjectMeta()
 	// The driver writes outputs on the head pod; see outputs.go.
-	driverEnv := withEnv(step.Env, "ATELIER_OUTPUTS", headOutputsPath(meta.Name))
+	driverEnv := withEnv(withEnv(step.Env, "ATELIER_OUTPUTS", headOutputsPath(meta.Name)), runstate.MetricsEnv, headMetricsPath(meta.Name))
 	runtimeEnvMap, err := runtimeEnvWithVars(r.RuntimeEnv, driverEnv)
 	if err != nil {
 		return nil, framework.Invalid("ray.runtimeEnv: %v", err)
