@@ -23,7 +23,17 @@ import (
 // make versions 1 and 2; alias candidate names version 2 and an endpoint
 // on the local runtime (examples/modelserver standing in for vLLM)
 // follows sentiment@candidate. Then, signed in as an editor:
-//   - Models (in the nav) lists the model with its latest version;
+//   - Models (in the nav) lists the model with its latest version and its
+//     aliases;
+//   - New model… creates reviews, after the gateway's refusals of a bad
+//     name (422) and a taken one (409) are shown at the name field; its
+//     page offers Register a version… open, which says what cannot be
+//     sent (no artifact, metadata that is not an object) at the fields,
+//     shows the gateway's 422 for an unknown artifact and 404 for an
+//     unknown run at theirs, lists the first run's outputs and registers
+//     its model (format and metadata kept: REST agrees) as version 1;
+//     registering it again changes nothing; champion is pointed at it
+//     and the list shows reviews with champion → v1;
 //   - its page shows both versions, newest first, each linked to the run
 //     and step that wrote its artifact; the aliases, with the endpoint
 //     that follows candidate; and the endpoint serving version 2;
@@ -37,9 +47,11 @@ import (
 //     (linked back to the model's page) and that it follows the alias.
 //
 // A model that does not exist shows the gateway's 404. A viewer reads the
-// model's page without the form, Remove or Delete. Any script error or CSP
-// violation fails the test (but the refused alias name's 400, the refused
-// deletion's 409 and the missing model's 404s).
+// model's page without the forms, Remove or Delete, and the list without
+// New model…. Any script error or CSP violation fails the test (but the
+// refused alias name's 400, the refused deletion's 409, the missing
+// model's 404s and the refusals of the new model's and the registration's
+// forms).
 //
 // ATELIER_UI_SCREENSHOTS=<dir> writes docs/img/ui-models.png (see
 // TestWebUIRunPageInBrowser).
@@ -79,17 +91,153 @@ func TestWebUIModelsInBrowser(t *testing.T) {
 	br.signIn(t, s.url, s.token)
 
 	// The list.
-	var listed struct{ Latest, Href, By string }
+	type listedModel struct {
+		Latest, Href, By string
+		Aliases          []string
+	}
+	readList := func() map[string]listedModel {
+		t.Helper()
+		var out map[string]listedModel
+		br.run(t, "read the models", chromedp.Evaluate(`Object.fromEntries([...document.querySelectorAll("#models tbody tr")].map(tr => {
+			const td = tr.querySelectorAll("td");
+			return [tr.dataset.model, {latest: td[1].textContent, href: td[0].querySelector("a").getAttribute("href"), by: td[5].textContent,
+				aliases: [...td[2].querySelectorAll(".chip")].map(c => c.textContent)}];
+		}))`, &out))
+		return out
+	}
 	br.run(t, "open Models from the nav",
 		chromedp.Click(`#nav-models`, chromedp.ByQuery),
 		chromedp.WaitVisible(`#models tr[data-model="sentiment"]`, chromedp.ByQuery),
-		chromedp.Evaluate(`(() => {
-			const td = document.querySelectorAll('#models tr[data-model="sentiment"] td');
-			return {latest: td[1].textContent, href: td[0].querySelector("a").getAttribute("href"), by: td[4].textContent};
-		})()`, &listed),
 	)
-	assert.Equal(t, struct{ Latest, Href, By string }{"v2", modelHash, "run " + runs[0].Id}, listed,
-		"the first run's registration created the model")
+	assert.Equal(t, map[string]listedModel{"sentiment": {"v2", modelHash, "run " + runs[0].Id, []string{"candidate → v2"}}}, readList(),
+		"the first run's registration created the model; the list carries its aliases")
+
+	// A new model: the gateway's refusals at the name field, then made.
+	var nameError, newFormError, nameHint string
+	br.run(t, "a model name the gateway refuses",
+		chromedp.Click(`#new-model`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#new-model-form`, chromedp.ByQuery),
+		chromedp.SendKeys(`#new-model-name`, "Reviews", chromedp.ByQuery),
+		chromedp.Click(`#create-model`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#new-model-name-error`, chromedp.ByQuery),
+		chromedp.Text(`#new-model-name-error`, &nameError, chromedp.ByQuery),
+		chromedp.Text(`#new-model-form-error`, &newFormError, chromedp.ByQuery),
+	)
+	assert.Contains(t, nameError, "lowercase letters, digits")
+	assert.Contains(t, newFormError, "(HTTP 422): see the fields marked above")
+	br.run(t, "a model name taken",
+		clearField(`#new-model-name`),
+		chromedp.SendKeys(`#new-model-name`, "sentiment", chromedp.ByQuery),
+		chromedp.WaitNotVisible(`#new-model-name-error`, chromedp.ByQuery),
+		chromedp.Text(`#new-model-hint`, &nameHint, chromedp.ByQuery),
+		chromedp.Click(`#create-model`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#new-model-name-error`, chromedp.ByQuery),
+		chromedp.Text(`#new-model-name-error`, &nameError, chromedp.ByQuery),
+	)
+	assert.Equal(t, "sentiment exists already (latest version 2): register versions on its page.", nameHint)
+	assert.Contains(t, nameError, "model sentiment already exists")
+	assert.Contains(t, nameError, "(HTTP 409)")
+	var created string
+	br.run(t, "create reviews",
+		clearField(`#new-model-name`),
+		chromedp.SendKeys(`#new-model-name`, "reviews", chromedp.ByQuery),
+		chromedp.SendKeys(`#new-model-description`, "sentiment of product reviews", chromedp.ByQuery),
+		chromedp.Click(`#create-model`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#model-created`, chromedp.ByQuery),
+		chromedp.Text(`#model-created`, &created, chromedp.ByQuery),
+		chromedp.WaitVisible(`#models tr[data-model="reviews"]`, chromedp.ByQuery),
+		chromedp.WaitNotVisible(`#new-model-form`, chromedp.ByQuery),
+	)
+	assert.Contains(t, created, "Created the model reviews.")
+	assert.Equal(t, listedModel{"no version", modelHash[:len(modelHash)-len("sentiment")] + "reviews", "ci-editor", []string{}}, readList()["reviews"])
+
+	// Its page offers the register form at once; what cannot be sent is
+	// said at the fields, and so are the gateway's refusals.
+	var artifactError, metadataError, runError string
+	br.run(t, "open reviews; send nothing to register",
+		chromedp.Click(`#model-created a`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#register-form`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#no-versions`, chromedp.ByQuery),
+		chromedp.SendKeys(`#register-metadata`, `["not", "an object"]`, chromedp.ByQuery),
+		chromedp.Click(`#register-submit`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#register-metadata-error`, chromedp.ByQuery),
+		chromedp.Text(`#register-artifact-error`, &artifactError, chromedp.ByQuery),
+		chromedp.Text(`#register-metadata-error`, &metadataError, chromedp.ByQuery),
+	)
+	assert.Equal(t, "Choose a run's output, or give an artifact ID.", artifactError)
+	assert.Contains(t, metadataError, "not a JSON object")
+	br.run(t, "an artifact the project does not have",
+		clearField(`#register-metadata`),
+		chromedp.SendKeys(`#register-metadata`, `{"source": "ui"}`, chromedp.ByQuery),
+		chromedp.SendKeys(`#register-artifact`, "0123456789abcdef0123456789abcdef", chromedp.ByQuery),
+		chromedp.Click(`#register-submit`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#register-artifact-error`, chromedp.ByQuery),
+		chromedp.Text(`#register-artifact-error`, &artifactError, chromedp.ByQuery),
+		chromedp.Text(`#register-form-error`, &newFormError, chromedp.ByQuery),
+	)
+	assert.Equal(t, "no artifact with this ID in the project", artifactError)
+	assert.Contains(t, newFormError, "(HTTP 422)")
+	br.run(t, "a run that does not exist",
+		chromedp.SendKeys(`#register-run`, "nope", chromedp.ByQuery),
+		chromedp.Click(`#register-list`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#register-run-error`, chromedp.ByQuery),
+		chromedp.Text(`#register-run-error`, &runError, chromedp.ByQuery),
+	)
+	assert.Contains(t, runError, "Listing the outputs of nope refused:")
+	assert.Contains(t, runError, "(HTTP 404)")
+	var picked struct{ Artifact, Output, About string }
+	br.run(t, "list the first run's outputs",
+		clearField(`#register-run`),
+		chromedp.SendKeys(`#register-run`, runs[0].Id, chromedp.ByQuery),
+		chromedp.Click(`#register-list`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#register-output`, chromedp.ByQuery),
+		chromedp.Evaluate(`({artifact: document.querySelector("#register-artifact").value,
+			output: document.querySelector("#register-output").selectedOptions[0].textContent,
+			about: document.querySelector("#register-about").textContent})`, &picked),
+	)
+	assert.Equal(t, artifacts[0].Id, picked.Artifact, "the run's model output is chosen")
+	assert.True(t, strings.HasPrefix(picked.Output, "train · model · model · 9 B · sha256:"), picked.Output)
+	assert.Equal(t, "Step train of run "+runs[0].Id+" wrote model (model, 9 B, "+picked.Output[len("train · model · model · 9 B · "):]+"). Registering makes it the next version of reviews.", picked.About)
+	var registered string
+	br.run(t, "register it",
+		chromedp.SendKeys(`#register-format`, "vllm", chromedp.ByQuery),
+		chromedp.Click(`#register-submit`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#version-registered`, chromedp.ByQuery),
+		chromedp.Text(`#version-registered`, &registered, chromedp.ByQuery),
+		chromedp.WaitVisible(`#versions tr[data-version="1"]`, chromedp.ByQuery),
+		chromedp.WaitNotVisible(`#register-form`, chromedp.ByQuery),
+	)
+	assert.Equal(t, "Registered the artifact "+artifacts[0].Id[:12]+"… (train of run "+runs[0].Id+") as version 1 of reviews.", registered)
+	var reviewsVersion struct{ Artifact, Format, By string }
+	br.run(t, "read reviews' version", chromedp.Evaluate(`(() => {
+		const tr = document.querySelector('#versions tr[data-version="1"]'), td = tr.querySelectorAll("td");
+		return {artifact: td[2].querySelector("a").dataset.artifact, format: td[0].querySelector(".pill").textContent, by: td[7].textContent};
+	})()`, &reviewsVersion))
+	assert.Equal(t, struct{ Artifact, Format, By string }{artifacts[0].Id, "vllm", "ci-editor"}, reviewsVersion)
+	vres, err := s.client().GetModelVersionWithResponse(ctx, s.project, "reviews", "1")
+	require.NoError(t, err)
+	require.NotNil(t, vres.JSON200, "%s", vres.Body)
+	assert.Equal(t, map[string]any{"source": "ui"}, vres.JSON200.Metadata, "REST agrees")
+	assert.Equal(t, "vllm", vres.JSON200.Format)
+	br.run(t, "register it again",
+		chromedp.Click(`#open-register`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#register-form`, chromedp.ByQuery),
+		chromedp.SendKeys(`#register-artifact`, artifacts[0].Id, chromedp.ByQuery),
+		br.waitText(`#register-about`, "It already is version 1 of reviews: registering it again changes nothing."),
+		chromedp.Click(`#register-submit`, chromedp.ByQuery),
+		br.waitText(`#version-registered`, "already is version 1 of reviews: nothing changed."),
+	)
+	br.run(t, "point champion at reviews' version 1; back to the list",
+		chromedp.SendKeys(`#alias-name`, "champion", chromedp.ByQuery),
+		chromedp.Click(`#set-alias`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#aliases tr[data-alias="champion"][data-version="1"]`, chromedp.ByQuery),
+		chromedp.Click(`a.button[href$="/models"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#models tr[data-model="reviews"] .chip[data-alias="champion"]`, chromedp.ByQuery),
+	)
+	assert.Equal(t, map[string]listedModel{
+		"reviews":   {"v1", modelHash[:len(modelHash)-len("sentiment")] + "reviews", "ci-editor", []string{"champion → v1"}},
+		"sentiment": {"v2", modelHash, "run " + runs[0].Id, []string{"candidate → v2"}},
+	}, readList(), "each model with its aliases")
 
 	// The model's page.
 	br.run(t, "open the model",
@@ -267,9 +415,9 @@ func TestWebUIModelsInBrowser(t *testing.T) {
 	_, err = s.store.CreateToken(ctx, catalog.Token{Name: "ci-viewer", Project: s.project, Role: tokens.RoleViewer}, tokenHash)
 	require.NoError(t, err)
 	var offered struct {
-		Note                  string
-		Form, Remove, Delete  int
-		Versions, EndpointRow int
+		Note                           string
+		Form, Register, Remove, Delete int
+		Versions, EndpointRow          int
 	}
 	br.run(t, "log out", chromedp.Click(`#logout`, chromedp.ByQuery), chromedp.WaitVisible(`#token`, chromedp.ByQuery))
 	br.signIn(t, s.url, secret)
@@ -280,23 +428,37 @@ func TestWebUIModelsInBrowser(t *testing.T) {
 		chromedp.Evaluate(`({
 			note: document.querySelector("#model-role-note")?.textContent ?? "",
 			form: document.querySelectorAll("#alias-form").length,
+			register: document.querySelectorAll("#register-form, #open-register").length,
 			remove: document.querySelectorAll("button.remove-alias").length,
 			delete: document.querySelectorAll("button.delete-version").length,
 			versions: document.querySelectorAll("#versions tbody tr").length,
 			endpointRow: document.querySelectorAll("#model-endpoints tbody tr").length,
 		})`, &offered),
 	)
-	assert.Equal(t, "Setting and removing aliases and deleting versions needs an editor token of this project (or an admin's); this token (ci-viewer) is a viewer.", offered.Note)
-	assert.Zero(t, offered.Form+offered.Remove+offered.Delete, "no form, Remove or Delete: %+v", offered)
+	assert.Equal(t, "Registering versions, setting and removing aliases and deleting versions needs an editor token of this project (or an admin's); this token (ci-viewer) is a viewer.", offered.Note)
+	assert.Zero(t, offered.Form+offered.Register+offered.Remove+offered.Delete, "no form, Remove or Delete: %+v", offered)
 	assert.Equal(t, 1, offered.Versions)
 	assert.Equal(t, 1, offered.EndpointRow)
+	var listNote string
+	var newModel int
+	br.run(t, "the list as a viewer",
+		chromedp.Click(`a.button[href$="/models"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#models tr[data-model="reviews"]`, chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelectorAll("#new-model, #new-model-form").length`, &newModel),
+		chromedp.Text(`#models-role-note`, &listNote, chromedp.ByQuery),
+	)
+	assert.Zero(t, newModel, "no New model…")
+	assert.Equal(t, "Creating models and registering versions needs an editor token of this project (or an admin's); this token (ci-viewer) is a viewer.", listNote)
 
-	// The refused alias name and deletion and the missing model are the
-	// only errors the browser logged.
+	// The refused alias name and deletion, the missing model and the
+	// forms' refusals are the only errors the browser logged.
 	for _, e := range br.pageErrors() {
 		if !(strings.Contains(e, "/aliases/Champion") && strings.Contains(e, "status of 400")) &&
 			!(strings.Contains(e, "/versions/1") && strings.Contains(e, "status of 409")) &&
-			!(strings.Contains(e, "/models/nope") && strings.Contains(e, "status of 404")) {
+			!(strings.Contains(e, "/models/nope") && strings.Contains(e, "status of 404")) &&
+			!(strings.HasSuffix(e, "/models)") && (strings.Contains(e, "status of 422") || strings.Contains(e, "status of 409"))) &&
+			!(strings.HasSuffix(e, "/models/reviews/versions)") && strings.Contains(e, "status of 422")) &&
+			!(strings.HasSuffix(e, "/runs/nope/artifacts)") && strings.Contains(e, "status of 404")) {
 			t.Errorf("page error: %s", e)
 		}
 	}

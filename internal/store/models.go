@@ -121,7 +121,8 @@ func (s *Store) GetModel(ctx context.Context, project, name string) (catalog.Mod
 	return m, nil
 }
 
-// ListModels lists a project's models (without their aliases).
+// ListModels lists a project's models, each with its aliases (one query
+// for all of them).
 func (s *Store) ListModels(ctx context.Context, project string) ([]catalog.Model, error) {
 	rows, err := s.q.ListModels(ctx, project)
 	if err != nil {
@@ -129,7 +130,11 @@ func (s *Store) ListModels(ctx context.Context, project string) ([]catalog.Model
 	}
 	out := make([]catalog.Model, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, toModel(r.Project, r.Name, r.Description, r.CreatedBy, r.Latest, db.Model{CreatedAt: r.CreatedAt}))
+		m := toModel(r.Project, r.Name, r.Description, r.CreatedBy, r.Latest, db.Model{CreatedAt: r.CreatedAt})
+		if err := json.Unmarshal(r.Aliases, &m.Aliases); err != nil {
+			return nil, fmt.Errorf("aliases of model %s/%s: %v", r.Project, r.Name, err)
+		}
+		out = append(out, m)
 	}
 	return out, nil
 }

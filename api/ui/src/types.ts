@@ -550,7 +550,7 @@ export interface EndpointRollback {
 
 // ---- the model registry (GET/POST …/models) ----
 
-/** Model is a registered model; aliases are filled on a single model only (empty in lists). */
+/** Model is a registered model, with its aliases (in lists too). */
 export interface Model {
   name: string;
   description: string;
@@ -564,6 +564,12 @@ export interface Model {
 
 export interface ModelList {
   items: Model[];
+}
+
+/** ModelCreate is POST …/models: a model without versions. */
+export interface ModelCreate {
+  name: string;
+  description?: string;
 }
 
 /** ModelVersion is one numbered, immutable version: an artifact, with the run that made it. */
@@ -583,6 +589,14 @@ export interface ModelVersion {
 export interface ModelVersionList {
   /** Newest first. */
   items: ModelVersion[];
+}
+
+/** ModelVersionCreate is POST …/models/{m}/versions: one of the project's artifacts (by ID) as the next version. */
+export interface ModelVersionCreate {
+  artifact: string;
+  /** A serving hint (vllm, triton, ...). */
+  format?: string;
+  metadata?: Record<string, unknown>;
 }
 
 export interface ModelAliasUpdate {

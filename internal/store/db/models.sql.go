@@ -487,7 +487,8 @@ func (q *Queries) ListModelVersionsOfArtifact(ctx context.Context, arg ListModel
 }
 
 const listModels = `-- name: ListModels :many
-SELECT m.project, m.name, m.description, m.created_at, m.created_by, (SELECT COALESCE(MAX(v.version), 0) FROM model_versions AS v WHERE v.project = m.project AND v.model = m.name AND v.deleted_at IS NULL)::int AS latest
+SELECT m.project, m.name, m.description, m.created_at, m.created_by, (SELECT COALESCE(MAX(v.version), 0) FROM model_versions AS v WHERE v.project = m.project AND v.model = m.name AND v.deleted_at IS NULL)::int AS latest,
+    (SELECT COALESCE(jsonb_object_agg(a.alias, a.version), '{}'::jsonb) FROM model_aliases AS a WHERE a.project = m.project AND a.model = m.name)::jsonb AS aliases
 FROM models AS m WHERE m.project = $1 ORDER BY m.name
 `
 
@@ -498,8 +499,11 @@ type ListModelsRow struct {
 	CreatedAt   time.Time
 	CreatedBy   string
 	Latest      int32
+	Aliases     json.RawMessage
 }
 
+// Each model with its aliases (alias -> version) as one JSON object: the
+// list and its aliases are read in one statement, so from one snapshot.
 func (q *Queries) ListModels(ctx context.Context, project string) ([]ListModelsRow, error) {
 	rows, err := q.db.Query(ctx, listModels, project)
 	if err != nil {
@@ -516,6 +520,7 @@ func (q *Queries) ListModels(ctx context.Context, project string) ([]ListModelsR
 			&i.CreatedAt,
 			&i.CreatedBy,
 			&i.Latest,
+			&i.Aliases,
 		); err != nil {
 			return nil, err
 		}

@@ -12,7 +12,10 @@ SELECT m.*, (SELECT COALESCE(MAX(v.version), 0) FROM model_versions AS v WHERE v
 FROM models AS m WHERE m.project = @project AND m.name = @name;
 
 -- name: ListModels :many
-SELECT m.*, (SELECT COALESCE(MAX(v.version), 0) FROM model_versions AS v WHERE v.project = m.project AND v.model = m.name AND v.deleted_at IS NULL)::int AS latest
+-- Each model with its aliases (alias -> version) as one JSON object: the
+-- list and its aliases are read in one statement, so from one snapshot.
+SELECT m.*, (SELECT COALESCE(MAX(v.version), 0) FROM model_versions AS v WHERE v.project = m.project AND v.model = m.name AND v.deleted_at IS NULL)::int AS latest,
+    (SELECT COALESCE(jsonb_object_agg(a.alias, a.version), '{}'::jsonb) FROM model_aliases AS a WHERE a.project = m.project AND a.model = m.name)::jsonb AS aliases
 FROM models AS m WHERE m.project = @project ORDER BY m.name;
 
 -- name: GetModelVersionByArtifact :one
