@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -163,9 +165,43 @@ steps:
 	})
 
 	// An upgrade rolls the gateway, the worker and the cluster worker
-	// while the step runs; the run goes on to its end.
+	// while the step runs; the run goes on to its end. A client reads the
+	// run through the Service all along: a stopping gateway drains
+	// (gateway.drainDelay) while kube-proxy drops it, so no request is
+	// refused or lost to a pod that is gone.
+	reader := inCluster.client()
+	var reads, failed atomic.Int32
+	var failures sync.Map
+	readCtx, stopReading := context.WithCancel(ctx)
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		for readCtx.Err() == nil {
+			res, err := reader.GetRunWithResponse(readCtx, inCluster.project, id)
+			switch {
+			case readCtx.Err() != nil:
+				return
+			case err != nil:
+				failed.Add(1)
+				failures.Store(err.Error(), true)
+			case res.StatusCode() != 200:
+				failed.Add(1)
+				failures.Store(fmt.Sprintf("%d %s", res.StatusCode(), res.Body), true)
+			}
+			reads.Add(1)
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
 	runHelm("upgrade", "atelier", chart, "-f", valuesFile, "--set-string", "gateway.podAnnotations.rev=2",
 		"--set-string", "worker.podAnnotations.rev=2", "--set-string", "clusterWorkerDefaults.podAnnotations.rev=2", "--wait", "--timeout", "5m")
+	// The old gateways drain for 5 s after --wait returns.
+	time.Sleep(6 * time.Second)
+	stopReading()
+	<-readerDone
+	var seen []string
+	failures.Range(func(k, _ any) bool { seen = append(seen, k.(string)); return true })
+	t.Logf("reads through the Service during the upgrade: %d, failed %d", reads.Load(), failed.Load())
+	assert.Zero(t, failed.Load(), "requests lost during the upgrade: %v", seen)
 	r := inCluster.waitTerminal(id, 3*time.Minute)
 	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
 	assert.Equal(t, map[string]any{"ok": true}, stepByName(r, "hello").Outputs)
