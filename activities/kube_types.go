@@ -95,8 +95,13 @@ type KubeStepRequest struct {
 	// stores from $ATELIER_ARTIFACTS once the command succeeded.
 	Inputs  []runstate.Artifact       `json:"inputs,omitempty"`
 	Outputs []pipeline.ArtifactOutput `json:"outputs,omitempty"`
-	Ray     *pipeline.RayStep         `json:"ray,omitempty"`
-	Spark   *pipeline.SparkStep       `json:"spark,omitempty"`
+	// Metrics: the step declared metrics (pipeline.Step.Metrics, or a Go
+	// pipeline's WithMetrics), so a container runs under the launcher,
+	// which stores its $ATELIER_METRICS file for the worker to read, as
+	// it does for a container with artifacts. Other kinds ignore it.
+	Metrics bool                `json:"metrics,omitempty"`
+	Ray     *pipeline.RayStep   `json:"ray,omitempty"`
+	Spark   *pipeline.SparkStep `json:"spark,omitempty"`
 	// RayClusterName is the Kubernetes name of the run's shared RayCluster
 	// when Ray.Cluster is set (from EnsureRayCluster).
 	RayClusterName string `json:"rayClusterName,omitempty"`

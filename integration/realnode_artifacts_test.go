@@ -156,3 +156,72 @@ steps:
 	assert.Equal(t, "sha256:"+hex.EncodeToString(sum[:]), val(st.Artifacts)[0].Digest)
 	require.Eventually(t, func() bool { return len(e.runObjects(t, id)) == 0 }, 30*time.Second, 100*time.Millisecond)
 }
+
+// A Job step without artifacts that declares metrics runs under the
+// launcher on a real node: the metrics file it writes is stored by the
+// launcher, read back by the cluster worker, and reaches the run's status
+// and the comparison of runs, with the goal the step declares. A step
+// that declares none (and has no artifacts) runs its command as it is,
+// without the launcher or a $ATELIER_METRICS.
+func TestDeclaredMetricsOnARealNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the Kubernetes control plane and a real node")
+	}
+	e := newKubeEnv(t, outputsScript, true, stackOptions{listenAddr: "0.0.0.0:0"})
+	e.kc.RealNode(t)
+
+	e.createPipeline("real-metrics", realNodePod()+fmt.Sprintf(`
+params:
+  - {name: lr, type: number, default: 0.1}
+steps:
+  - name: train
+    placement: {cluster: %[1]s}
+    metrics: {loss: minimize}
+    container:
+      image: %[2]s
+      command: ["sh", "-c"]
+      args: ['echo "metrics=$ATELIER_METRICS spec=${ATELIER_LAUNCH:-none}"; echo "{\"loss\": $LR, \"curve\": [0.9, $LR]}" > "$ATELIER_METRICS" && echo "{\"lr\": $LR}" > "$ATELIER_OUTPUTS"']
+      env: {LR: "{{ params.lr }}"}
+  - name: plain
+    placement: {cluster: %[1]s}
+    container:
+      image: %[2]s
+      command: ["sh", "-c", 'echo "metrics=${ATELIER_METRICS:-none} spec=${ATELIER_LAUNCH:-none}"; echo "{\"done\": true}" > "$ATELIER_OUTPUTS"']
+`, e.cluster, kubetest.StepImage))
+	start := time.Now()
+	ida, idb := e.start("real-metrics", map[string]any{"lr": 0.3}), e.start("real-metrics", map[string]any{"lr": 0.2})
+	a, b := e.waitTerminal(ida, 3*time.Minute), e.waitTerminal(idb, 3*time.Minute)
+	require.Equal(t, gen.RunStateSUCCEEDED, a.State, "%s", val(a.Status.Error))
+	require.Equal(t, gen.RunStateSUCCEEDED, b.State, "%s", val(b.Status.Error))
+	t.Logf("two runs of a metrics-declaring Job step and a plain one on the real node: %s", time.Since(start).Round(time.Millisecond))
+
+	train := stepByName(b, "train")
+	assert.Empty(t, val(train.Artifacts), "no artifacts: the launcher ran for the metrics alone")
+	assert.Equal(t, map[string]any{"lr": 0.2}, train.Outputs, "the step's outputs come back through the launcher")
+	require.NotNil(t, train.Metrics, "the metrics the step wrote, stored by the launcher and read by the worker")
+	assert.Equal(t, map[string]float64{"loss": 0.2}, val(train.Metrics.Scalars))
+	assert.Equal(t, map[string][]float64{"curve": {0.9, 0.2}}, val(train.Metrics.Series))
+	assert.Contains(t, e.stepLog(idb, "train", nil), "metrics=/atelier/metrics.json spec=none\n",
+		"under the launcher: the metrics file is in its volume, and the step's code does not see the launcher's spec")
+
+	plain := stepByName(b, "plain")
+	assert.Equal(t, map[string]any{"done": true}, plain.Outputs)
+	assert.Nil(t, plain.Metrics)
+	assert.Contains(t, e.stepLog(idb, "plain", nil), "metrics=none spec=none\n", "no launcher for a step without metrics or artifacts")
+
+	code, body := e.raw("GET", e.path("/compare?runs=%s&runs=%s", ida, idb), nil)
+	require.Equal(t, 200, code, "%s", body)
+	var c gen.RunComparison
+	require.NoError(t, json.Unmarshal(body, &c))
+	require.Len(t, c.Metrics, 1, "%+v", c.Metrics)
+	loss := c.Metrics[0]
+	assert.Equal(t, "train", loss.Step)
+	assert.Equal(t, "loss", loss.Name)
+	assert.Equal(t, gen.Minimize, loss.Goal, "the goal the step declares")
+	require.Len(t, loss.Values, 2)
+	assert.Equal(t, 0.3, val(loss.Values[0]))
+	assert.Equal(t, 0.2, val(loss.Values[1]))
+	assert.Equal(t, 1, val(loss.Best), "the lower loss is the better")
+	require.Len(t, c.Series, 1)
+	assert.Equal(t, [][]float64{{0.9, 0.3}, {0.9, 0.2}}, c.Series[0].Values)
+}

@@ -189,7 +189,7 @@ func (r *Run) runUncached(ctx workflow.Context, st *runstate.StepStatus, stepNam
 	attemptFn := func(actx workflow.Context, attempt int) (attemptOutcome, error) {
 		req := activities.KubeStepRequest{
 			Project: r.status.Project, RunID: r.status.RunID, Step: stepName, Item: item, Attempt: attempt,
-			Kind: kind, Timeout: cfg.timeout, DeleteAfter: cfg.deleteAfter, Container: w.container, Inputs: inputs, Outputs: outputs, Ray: w.ray, Spark: w.spark,
+			Kind: kind, Timeout: cfg.timeout, DeleteAfter: cfg.deleteAfter, Container: w.container, Inputs: inputs, Outputs: outputs, Metrics: cfg.metrics, Ray: w.ray, Spark: w.spark,
 			RayClusterName: rayClusterName, RayClusterImage: rayClusterImage, Nodes: pinned,
 		}
 		actx = withAttemptSummary(stepActivityOptions(actx, cfg.timeout, target.taskQueue), stepName, item, attempt)

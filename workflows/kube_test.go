@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -371,6 +372,73 @@ steps:
 	require.NoError(t, env.GetWorkflowError())
 	assert.Equal(t, runstate.Succeeded, status(t, env).State)
 	assert.Equal(t, map[int]string{0: "python:3.12-debian-1.2", 1: "python:3.13-alpine-1.2"}, images)
+}
+
+// A step that declares metrics tells the cluster's worker so (the Job
+// then runs under the launcher, which stores its $ATELIER_METRICS file):
+// a step, a small forEach's items, and a Go pipeline's container with
+// WithMetrics; a step that declares none does not.
+func TestDeclaredMetricsReachTheKubeRequest(t *testing.T) {
+	record := func(got map[string]bool, mu *sync.Mutex) func(activities.KubeStepRequest) map[string]any {
+		return func(req activities.KubeStepRequest) map[string]any {
+			mu.Lock()
+			defer mu.Unlock()
+			name := req.Step
+			if req.Item != nil {
+				name = fmt.Sprintf("%s[%d]", req.Step, *req.Item)
+			}
+			got[name] = req.Metrics
+			return map[string]any{"ok": true}
+		}
+	}
+	t.Run("spec", func(t *testing.T) {
+		env, _, _ := newEnv(t)
+		var mu sync.Mutex
+		got := map[string]bool{}
+		fc := &fakeClusters{outputs: record(got, &mu)}
+		fc.register(env)
+		env.ExecuteWorkflow(runstate.PipelineWorkflowName, kubeInput(t, `
+steps:
+  - name: train
+    placement: {cluster: gpu-east}
+    metrics: {loss: minimize}
+    container: {image: trainer, command: ["fit"]}
+  - name: sweep
+    placement: {cluster: gpu-east}
+    metrics: {accuracy: maximize}
+    forEach: {items: [1, 2]}
+    container: {image: trainer, command: ["fit", "{{ item }}"]}
+  - name: report
+    placement: {cluster: gpu-east}
+    container: {image: busybox, command: ["true"]}
+`))
+		require.True(t, env.IsWorkflowCompleted())
+		require.NoError(t, env.GetWorkflowError())
+		assert.Equal(t, map[string]bool{"train": true, "sweep[0]": true, "sweep[1]": true, "report": false}, got)
+	})
+	t.Run("go", func(t *testing.T) {
+		env, _, _ := newEnv(t)
+		env.RegisterWorkflowWithOptions(func(ctx workflow.Context, _ struct{}) (string, error) {
+			run, ctx, err := workflows.Begin(ctx, workflows.RunOptions{})
+			if err != nil {
+				return "", err
+			}
+			on := workflows.WithPlacement(&pipeline.Placement{Cluster: "cpu-west"})
+			_, err = run.Container(ctx, "train", pipeline.Container{Image: "trainer", Command: []string{"fit"}}, on, workflows.WithMetrics()).Get(ctx)
+			if err == nil {
+				_, err = run.Container(ctx, "report", pipeline.Container{Image: "busybox", Command: []string{"true"}}, on).Get(ctx)
+			}
+			return "done", run.End("done", err)
+		}, workflow.RegisterOptions{Name: "test.GoKubeMetrics"})
+		var mu sync.Mutex
+		got := map[string]bool{}
+		fc := &fakeClusters{outputs: record(got, &mu)}
+		fc.register(env)
+		env.ExecuteWorkflow("test.GoKubeMetrics", struct{}{})
+		require.True(t, env.IsWorkflowCompleted())
+		require.NoError(t, env.GetWorkflowError())
+		assert.Equal(t, map[string]bool{"train": true, "report": false}, got)
+	})
 }
 
 // A forEach of GPU items chooses their clusters in one activity, submits

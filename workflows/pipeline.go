@@ -636,6 +636,9 @@ func stepOptions(s *pipeline.Step, p *pipeline.Spec) []StepOption {
 	if c := s.EffectiveCache(p); c != nil {
 		opts = append(opts, WithCache(c))
 	}
+	if len(s.Metrics) > 0 {
+		opts = append(opts, WithMetrics())
+	}
 	return opts
 }
 

@@ -32,6 +32,8 @@ type stepConfig struct {
 	deleteAfter time.Duration
 	// cache is the step's caching (WithCache); nil when off.
 	cache *pipeline.Cache
+	// metrics: the step declared metrics (WithMetrics).
+	metrics bool
 	// firstAttempt numbers the first attempt of runAttempts (0 means 1);
 	// preempted counts attempts lost to GPU preemption before it, which do
 	// not count against retries.
@@ -46,6 +48,15 @@ func WithRetries(r pipeline.Retries) StepOption { return func(c *stepConfig) { c
 
 // WithTimeout bounds each attempt.
 func WithTimeout(d time.Duration) StepOption { return func(c *stepConfig) { c.timeout = d } }
+
+// WithMetrics says the container step reports metrics (its
+// $ATELIER_METRICS file), as a spec step's `metrics` declares: on a
+// Kubernetes cluster (WithPlacement) it then runs under the launcher,
+// which stores the file for the cluster's worker to read, so it needs a
+// command (the image's entrypoint is not known to Atelier), and a worker
+// without the launcher fails it saying what it lacks. The local runtime
+// reads the file of every step, with or without it.
+func WithMetrics() StepOption { return func(c *stepConfig) { c.metrics = true } }
 
 // StepFuture is the pending result of a step started with Run.Container.
 type StepFuture struct {

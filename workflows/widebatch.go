@@ -170,7 +170,9 @@ func (b *batch) run(ctx workflow.Context) (BatchResult, error) {
 
 // batchStepOptions are an item's retries and timeout, and the cluster the
 // pipeline workflow chose for its Job (none: the local runtime). Never a
-// selection per item, nor a sweep when the batch ends (onCluster).
+// selection per item, nor a sweep when the batch ends (onCluster). Never
+// WithMetrics: an item's record keeps no metrics (a wide forEach's items
+// report none), so its Job need not run under the launcher for them.
 func batchStepOptions(in *BatchInput) []StepOption {
 	s := &in.Step
 	var opts []StepOption

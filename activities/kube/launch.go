@@ -17,9 +17,10 @@ import (
 )
 
 // Launcher is how this cluster's container steps with artifacts reach
-// them (package launch): the image holding the launcher, the gateway's
-// URL as pods reach it, and the key that seals their grants (the
-// installation's secrets key, which the gateway opens them with).
+// them, and how those that declare metrics hand them back (package
+// launch): the image holding the launcher, the gateway's URL as pods
+// reach it, and the key that seals their grants (the installation's
+// secrets key, which the gateway opens them with).
 type Launcher struct {
 	Image   string
 	Gateway string
@@ -37,30 +38,46 @@ type ArtifactReader interface {
 // the worker has no artifact store.
 func WithArtifactReader(r ArtifactReader) Option { return func(b *Backend) { b.artifacts = r } }
 
-// WithLauncher lets container steps read and write artifacts on this
-// cluster through the launcher. Without it such a step fails saying what
-// the worker lacks.
+// WithLauncher lets container steps read and write artifacts, and report
+// declared metrics, on this cluster through the launcher. Without it such
+// a step fails saying what the worker lacks.
 func WithLauncher(l Launcher) Option { return func(b *Backend) { b.launcher = l } }
 
 // grantTTL bounds a grant of a step without a timeout; with one, the
 // grant lasts the timeout and an hour. A grant also dies with its run.
 const grantTTL = 30 * 24 * time.Hour
 
-// launches reports whether the attempt runs under the launcher.
+// launches reports whether the attempt runs under the launcher: a
+// container with artifacts, or one that declared metrics (the launcher
+// stores its $ATELIER_METRICS file, which need not fit the termination
+// message, for the worker to read).
 func launches(req activities.KubeStepRequest) bool {
-	return req.Kind == activities.KubeJob && (len(req.Inputs) > 0 || len(req.Outputs) > 0)
+	return req.Kind == activities.KubeJob && (hasArtifacts(req) || req.Metrics)
+}
+
+func hasArtifacts(req activities.KubeStepRequest) bool {
+	return len(req.Inputs) > 0 || len(req.Outputs) > 0
 }
 
 // launch is the attempt's launcher and its sealed grant, or nil when the
-// attempt has no artifacts. A worker without a launcher fails the step
-// for good, naming what it lacks.
+// attempt has neither artifacts nor declared metrics. A worker without a
+// launcher fails the step for good, naming what it lacks; so does one
+// without an artifact store when the step declared metrics (it could not
+// read them back).
 func (b *Backend) launch(ctx context.Context, req activities.KubeStepRequest) (*framework.Launch, string, error) {
 	if !launches(req) {
 		return nil, "", nil
 	}
 	l := b.launcher
-	if missing := framework.LauncherMissing(l.Image, l.Gateway, l.Box != nil); len(missing) > 0 {
+	missing := framework.LauncherMissing(l.Image, l.Gateway, l.Box != nil)
+	if len(missing) > 0 && hasArtifacts(req) {
 		return nil, "", framework.Invalid("the step has artifacts but the worker of cluster %s cannot hand them to a pod: it lacks %v", b.cluster, missing)
+	}
+	if req.Metrics && b.artifacts == nil {
+		missing = append(missing, "an artifact store to read them from (ATELIER_ARTIFACTS_URL)")
+	}
+	if len(missing) > 0 {
+		return nil, "", framework.Invalid("the step declares metrics but the worker of cluster %s cannot collect them from its pod (the launcher stores $ATELIER_METRICS): it lacks %v", b.cluster, missing)
 	}
 	g := grant.Grant{Project: req.Project, Run: req.RunID, Step: req.Step, Item: req.Item, Attempt: req.Attempt,
 		Expires: b.clock.Now().Add(grantTTL)}
@@ -151,6 +168,9 @@ func (r *stepRun) readMetrics(ctx context.Context, digest string) (*runstate.Met
 func (r *stepRun) launcherFailure(lr launch.Result, res activities.KubeStepResult) error {
 	if lr.Kind == launch.ErrOutputs || lr.Kind == launch.ErrSetup || lr.Kind == launch.ErrLimit {
 		return temporal.NewNonRetryableApplicationError(lr.Error, activities.ErrTypeBadOutputs, nil, res)
+	}
+	if !hasArtifacts(r.req) {
+		return framework.StepFailed("storing the step's metrics failed: "+lr.Error, res)
 	}
 	return framework.StepFailed("moving the step's artifacts failed: "+lr.Error, res)
 }

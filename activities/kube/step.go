@@ -470,9 +470,9 @@ func (r *stepRun) succeeded(ctx context.Context, obj framework.Object, p framewo
 			res.Metrics = r.redactor().Metrics(m)
 		}
 	} else if launches(r.req) {
-		// Without its launcher's result a step's artifacts are unknown:
-		// succeeding would hand the next steps nothing.
-		return res, framework.StepFailed(fmt.Sprintf("%s %s succeeded but its pod is gone, and with it the launcher's report of the stored artifacts", r.kind.Kind(), r.name), res)
+		// Without its launcher's result a step's artifacts and metrics
+		// are unknown: succeeding would hand the next steps nothing.
+		return res, framework.StepFailed(fmt.Sprintf("%s %s succeeded but its pod is gone, and with it the launcher's report of the stored artifacts and metrics", r.kind.Kind(), r.name), res)
 	}
 	r.logger.Info("step succeeded", zap.Int("outputs", len(res.Outputs)))
 	return res, nil

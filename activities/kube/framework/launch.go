@@ -10,8 +10,8 @@ import (
 	"github.com/atelier-ml/atelier/internal/platform/launch"
 )
 
-// Launch is how a container step with artifacts runs: under the launcher
-// (package launch), which Wrap puts in its pod.
+// Launch is how a container step with artifacts or declared metrics runs:
+// under the launcher (package launch), which Wrap puts in its pod.
 type Launch struct {
 	// Image holds the launcher binary at /atelier-launcher (the Atelier
 	// image, or any image built with it).
@@ -57,7 +57,7 @@ func Wrap(spec *corev1.PodSpec, container string, l Launch, secretName string) e
 		return fmt.Errorf("no container %s to launch", container)
 	}
 	if len(c.Command) == 0 {
-		return Invalid("a container step with artifacts on Kubernetes needs a command (the launcher runs it; the image's entrypoint is not known to Atelier)")
+		return Invalid("a container step with artifacts or declared metrics on Kubernetes needs a command (the launcher runs it; the image's entrypoint is not known to Atelier)")
 	}
 	if secretName == "" {
 		return fmt.Errorf("the launcher needs the attempt's Secret for its grant")
