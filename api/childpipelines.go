@@ -16,7 +16,8 @@ import (
 // to, in the catalogue of the project p is being stored in (never another
 // project's: the step names a pipeline, the project is the run's): that
 // the pipeline and version exist, that the params fit the child's
-// declared ones, and that no chain of pipelines runs self again, which
+// declared ones, that the artifacts p reads from the step are ones the
+// child exports, and that no chain of pipelines runs self again, which
 // would nest child runs until spec.MaxPipelineDepth and fail. "The newest
 // version" is checked as it is now; the run decides it again when the step
 // starts, and enforces the depth limit whatever was stored since.
@@ -41,6 +42,7 @@ func (s *server) checkPipelineSteps(ctx context.Context, project, self string, p
 			}
 		}
 		out = append(out, pipeline.CheckChildStep(ref, &p.Steps[ref.Step], child)...)
+		out = append(out, pipeline.CheckChildArtifacts(p, ref, child)...)
 		chain, err := w.cycle(ctx, child, []string{self, ref.Name}, ref.Name == self && ref.Version == 0)
 		if err != nil {
 			return nil, err

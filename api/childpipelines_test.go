@@ -110,3 +110,47 @@ func TestRetryOfAChildRunIsRefused(t *testing.T) {
 		t.Errorf("%q", *p.Detail)
 	}
 }
+
+// What a pipeline reads of a pipeline step's artifacts must be exported by
+// the child as stored (the newest version, or the pinned one): a 422 at
+// the reading field otherwise, with the spec's other problems.
+func TestArtifactsReadFromAPipelineStepAreCheckedAgainstTheChild(t *testing.T) {
+	h := newHarness(t)
+	push := func(name, yaml string) resp {
+		return h.do("POST", "/v1/projects/alpha/pipelines/"+name+"/versions", h.editor, yaml, "Content-Type", "application/yaml")
+	}
+	wantStatus(t, push("trainer", `steps: [{name: fit, container: {command: [x], artifacts: {outputs: [{name: model}]}}}]`), http.StatusCreated)
+	wantStatus(t, push("trainer", `
+steps: [{name: fit, container: {command: [x], artifacts: {outputs: [{name: model}]}}}]
+artifacts: [{name: model, from: fit.model}]
+`), http.StatusCreated)
+
+	parent := `
+steps:
+  - {name: newest, kind: pipeline, pipeline: {name: trainer}}
+  - {name: first, kind: pipeline, pipeline: {name: trainer, version: 1}}
+  - name: evaluate
+    container:
+      command: [x]
+      artifacts:
+        inputs:
+          - {name: a, from: newest.model}
+          - {name: b, from: newest.weights}
+          - {name: c, from: first.model}
+artifacts: [{name: best, from: newest.model}]
+`
+	p := wantProblem(t, push("parent", parent), http.StatusUnprocessableEntity, "invalid-spec")
+	for path, want := range map[string]string{
+		"steps[2].container.artifacts.inputs[1].from": `step "newest" runs pipeline "trainer", which exports no artifact "weights"; it exports "model"`,
+		"steps[2].container.artifacts.inputs[2].from": `step "first" runs pipeline "trainer" version 1, which exports no artifact "model" (it exports none`,
+	} {
+		if got := problemAt(p, path); !strings.Contains(got, want) {
+			t.Errorf("%s: %q, want %q", path, got, want)
+		}
+	}
+	if n := len(*p.Errors); n != 2 {
+		t.Errorf("%d problems, want 2: %+v", n, *p.Errors)
+	}
+	ok := strings.ReplaceAll(strings.ReplaceAll(parent, "newest.weights", "newest.model"), "first.model", "newest.model")
+	wantStatus(t, push("parent", ok), http.StatusCreated)
+}

@@ -21,7 +21,10 @@ type Artifacts struct {
 // ArtifactInput is an artifact the step reads, named by exactly one of:
 // From, another step's output artifact as "<step>.<artifact>" (which
 // makes the step depend on that one; from a forEach step, the input is a
-// directory holding each item's artifact under its index: <Name>/0, ...); Artifact, an artifact's ID (of any
+// directory holding each item's artifact under its index: <Name>/0, ...;
+// from a pipeline step, <artifact> is one its child pipeline exports,
+// Spec.Artifacts, checked against the stored child when the spec is
+// stored and when the child run ends); Artifact, an artifact's ID (of any
 // earlier run of the project); Model, a registered model's version as
 // "<model>@<alias|version>" (or "<model>" for its latest). Artifact and
 // Model may be templates ("{{ params.dataset }}"). The step finds it at
@@ -188,6 +191,10 @@ func validateArtifacts(cp string, p *Spec, self int, c *Container, placed bool, 
 			ps.add(field(ip, "from"), "no step named %q in this pipeline", step)
 		case k == self:
 			ps.add(field(ip, "from"), "a step cannot read its own artifact")
+		case p.Steps[k].Kind == KindPipeline:
+			// The child pipeline is known when the spec is stored
+			// (CheckChildArtifacts) and when its run ends: a version
+			// stored since may export other artifacts.
 		case p.Steps[k].Container == nil || p.Steps[k].Container.Artifacts == nil || !declaresOutput(p.Steps[k].Container.Artifacts, name):
 			ps.add(field(ip, "from"), "step %q declares no output artifact named %q", step, name)
 		}

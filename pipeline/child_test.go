@@ -237,3 +237,152 @@ func TestChildPipelineExamples(t *testing.T) {
 		t.Fatalf("outputs %v, want %v", got, want)
 	}
 }
+
+func TestValidateArtifactExports(t *testing.T) {
+	for _, tc := range []struct {
+		name, src string
+		wants     []want
+	}{
+		{"exports of a container step and of a pipeline step, read by the parent", `
+steps:
+  - name: train
+    container:
+      command: [x]
+      artifacts: {outputs: [{name: model, type: model}, {name: metrics}]}
+  - {name: sub, kind: pipeline, pipeline: {name: child}}
+  - name: evaluate
+    container:
+      command: [x]
+      artifacts:
+        inputs: [{name: m, from: sub.model}, {name: own, from: train.model}]
+  - {name: promote, kind: promote, promote: {model: m, alias: champion, from: sub.model}}
+artifacts:
+  - {name: model, from: train.model}
+  - {name: metrics_2, from: train.metrics}
+  - {name: passed-on, from: sub.anything}
+`, nil},
+		{"every problem at once, with its path", `
+steps:
+  - name: train
+    container:
+      command: [x]
+      artifacts: {outputs: [{name: model}]}
+  - {name: sweep, forEach: {items: [1, 2]}, container: {command: [x], artifacts: {outputs: [{name: model}]}}}
+  - {name: ok, kind: approval}
+onExit:
+  - {name: cleanup, container: {command: [x], artifacts: {outputs: [{name: log}]}}}
+artifacts:
+  - {name: Model, from: train.model}
+  - {name: model, from: train.model}
+  - {name: model, from: train.model}
+  - {name: a}
+  - {name: b, from: "{{ params.x }}.model"}
+  - {name: c, from: trainmodel}
+  - {name: d, from: nope.model}
+  - {name: e, from: cleanup.log}
+  - {name: f, from: sweep.model}
+  - {name: g, from: train.weights}
+  - {name: h, from: ok.model}
+`, []want{
+			{"artifacts[0].name", `"Model" is not an artifact name`},
+			{"artifacts[2].name", `"model" is declared twice`},
+			{"artifacts[3].from", "required"},
+			{"artifacts[4].from", "templates are not supported"},
+			{"artifacts[5].from", `"trainmodel" is not a reference`},
+			{"artifacts[6].from", `no step named "nope"`},
+			{"artifacts[7].from", `"cleanup" is an exit handler`},
+			{"artifacts[8].from", `step "sweep" is a forEach`},
+			{"artifacts[9].from", `step "train" declares no output artifact named "weights"`},
+			{"artifacts[10].from", `step "ok" declares no output artifact named "model"`},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkProblems(t, problemsOf(t, Validate(mustParse(t, tc.src), localOpts)), tc.wants)
+		})
+	}
+}
+
+func TestReadingAPipelineStepsArtifactDependsOnIt(t *testing.T) {
+	p := mustParse(t, `
+steps:
+  - {name: evaluate, container: {command: [x], artifacts: {inputs: [{name: m, from: sub.model}]}}}
+  - {name: sub, kind: pipeline, pipeline: {name: child}}
+`)
+	if err := Validate(p, localOpts); err != nil {
+		t.Fatal(err)
+	}
+	if got := Dependencies(p); !reflect.DeepEqual(got, [][]int{{1}, {}}) {
+		t.Fatalf("dependencies %v, want evaluate on sub", got)
+	}
+}
+
+func TestCheckChildArtifacts(t *testing.T) {
+	child := mustParse(t, `
+steps: [{name: fit, container: {command: [x], artifacts: {outputs: [{name: model}, {name: metrics}]}}}]
+artifacts:
+  - {name: model, from: fit.model}
+  - {name: metrics, from: fit.metrics}
+`)
+	none := mustParse(t, `steps: [{name: fit, container: {command: [x]}}]`)
+	parent := mustParse(t, `
+steps:
+  - {name: sub, kind: pipeline, pipeline: {name: trainer}}
+  - {name: other, kind: pipeline, pipeline: {name: plain, version: 2}}
+  - name: use
+    container:
+      command: [x]
+      artifacts:
+        inputs:
+          - {name: a, from: sub.model}
+          - {name: b, from: sub.modle}
+          - {name: c, from: other.model}
+          - {name: d, model: "m@champion"}
+  - {name: promote, kind: promote, promote: {model: m, alias: x, from: sub.weights}}
+onExit:
+  - {name: promote-too, kind: promote, promote: {model: m, alias: staging, from: other.model}}
+artifacts:
+  - {name: model, from: sub.model}
+  - {name: lost, from: sub.lost}
+`)
+	if err := Validate(parent, localOpts); err != nil {
+		t.Fatal(err)
+	}
+	refs := ChildRefs(parent)
+	checkProblems(t, CheckChildArtifacts(parent, refs[0], child), []want{
+		{"artifacts[1].from", `step "sub" runs pipeline "trainer", which exports no artifact "lost"; it exports "model", "metrics"`},
+		{"steps[2].container.artifacts.inputs[1].from", `exports no artifact "modle" (did you mean "model"?)`},
+		{"steps[3].promote.from", `exports no artifact "weights"`},
+	})
+	checkProblems(t, CheckChildArtifacts(parent, refs[1], none), []want{
+		{"onExit[0].promote.from", `step "other" runs pipeline "plain" version 2, which exports no artifact "model" (it exports none`},
+		{"steps[2].container.artifacts.inputs[2].from", `step "other" runs pipeline "plain" version 2`},
+	})
+}
+
+// TestChildArtifactExamples keeps examples/pipelines/train-model-artifact.yaml
+// and evaluate-trained.yaml valid for the local runtime, and what the
+// parent reads of the child's artifacts exported by it.
+func TestChildArtifactExamples(t *testing.T) {
+	load := func(name string) *Spec {
+		data, err := os.ReadFile("../examples/pipelines/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := mustParse(t, string(data))
+		if err := Validate(p, localOpts); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return p
+	}
+	child, parent := load("train-model-artifact.yaml"), load("evaluate-trained.yaml")
+	refs := ChildRefs(parent)
+	if len(refs) != 1 || refs[0].Name != "train-model-artifact" {
+		t.Fatalf("refs %+v", refs)
+	}
+	if ps := append(CheckChildStep(refs[0], &parent.Steps[refs[0].Step], child), CheckChildArtifacts(parent, refs[0], child)...); len(ps) > 0 {
+		t.Fatalf("evaluate-trained does not fit train-model-artifact: %+v", ps)
+	}
+	if got := child.ExportNames(); !reflect.DeepEqual(got, []string{"model", "dataset"}) {
+		t.Fatalf("exports %v", got)
+	}
+}

@@ -60,7 +60,7 @@ func sortProblems(list []schema.Problem) {
 		idx     int
 	}
 	rk := func(p string) rank {
-		sections := []string{"name", "description", "deadline", "params", "placement", "rayClusters", "steps", "outputs", "onExitTimeout", "onExit"}
+		sections := []string{"name", "description", "deadline", "params", "placement", "rayClusters", "steps", "outputs", "artifacts", "onExitTimeout", "onExit"}
 		head := p
 		if i := strings.IndexAny(head, ".["); i >= 0 {
 			head = head[:i]

@@ -108,6 +108,9 @@ func validatePromoteFrom(path, from, self string, sc *refScope, steps []Step, ps
 		ps.add(path, "step %q is a forEach: its items each write %q; promote one item's by rendering from with a template that names a step, or register the items' outputs", step, name)
 		return
 	}
+	if producer.Kind == KindPipeline {
+		return // an artifact its child exports: see CheckChildArtifacts
+	}
 	if producer.Container != nil && producer.Container.Artifacts != nil {
 		for _, o := range producer.Container.Artifacts.Outputs {
 			if o.Name == name {

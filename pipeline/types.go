@@ -55,6 +55,13 @@ type Spec struct {
 	// the expression's type (a number stays a number), any other is
 	// rendered as a string.
 	Outputs map[string]string `json:"outputs,omitempty"`
+	// Artifacts are the output artifacts of its steps that a run of the
+	// pipeline exports once it succeeds: a step of another pipeline that
+	// runs this one as a child (kind pipeline) carries them under these
+	// names, and that pipeline's steps read them with
+	// from: "<pipelineStep>.<name>" as they read a container step's
+	// (artifacts.go, ArtifactExport).
+	Artifacts []ArtifactExport `json:"artifacts,omitempty"`
 }
 
 // ParamType is the declared type of a pipeline parameter.
@@ -351,7 +358,8 @@ type InferenceStep struct {
 // PipelineStep runs a stored pipeline of the same project as a child run
 // (its own run in REST, linked to the parent run and step): the step
 // succeeds when the child run succeeds, with the child pipeline's Outputs
-// as its outputs, and fails when it fails. Cancelling the parent cancels
+// as its outputs and the artifacts it exports (Spec.Artifacts) as its
+// artifacts, and fails when it fails. Cancelling the parent cancels
 // the child, which runs its cleanup and ends CANCELLED. The child inherits
 // the parent's project, gpuPriority and deadline (the smaller of its own
 // deadline, what is left of the parent's and the step's timeout). Child

@@ -166,6 +166,7 @@ func Validate(p *Spec, opts ValidateOptions) error {
 		validateStep(p, i, vc, sc, &ps)
 	}
 	validateOutputs(p, sc, &ps)
+	validateExports(p, &ps)
 	reportCycles(p, "steps", &ps)
 	validateOnExit(p, vc, sc, &ps)
 	if n := EstimateHistoryEvents(p); n > MaxEstimatedHistoryEvents {

@@ -51,11 +51,19 @@ func (r *Run) artifactInputs(stepName string, item *int, a *pipeline.Artifacts) 
 		if len(src.Items) > 0 {
 			// A forEach: every item's artifact, under its index.
 			for k := range src.Items {
-				for _, art := range src.Items[k].Artifacts {
+				it := &src.Items[k]
+				found := false
+				for _, art := range it.Artifacts {
 					if art.Name == name {
 						art.From, art.Name = fmt.Sprintf("%s[%d].%s", step, k, name), in.Name+"/"+strconv.Itoa(k)
 						out = append(out, art)
+						found = true
 					}
+				}
+				if !found && src.Kind == string(pipeline.KindPipeline) && succeeded(it) {
+					// A container item that succeeded wrote every
+					// declared output; a child run may not export it.
+					return nil, fmt.Sprintf("input artifact %q: item %d of %s", in.Name, k, missingExport(step, it, name))
 				}
 			}
 			continue
@@ -70,10 +78,38 @@ func (r *Run) artifactInputs(stepName string, item *int, a *pipeline.Artifacts) 
 			}
 		}
 		if !found {
+			if src.Kind == string(pipeline.KindPipeline) && succeeded(src) {
+				return nil, fmt.Sprintf("input artifact %q: %s", in.Name, missingExport(step, src, name))
+			}
 			return nil, fmt.Sprintf("input artifact %q: step %q (%s) has no output artifact %q", in.Name, step, src.State, name)
 		}
 	}
 	return out, ""
+}
+
+// missingExport says that the pipeline step (or item) st, which succeeded,
+// carries no artifact name: its child run, named with its pipeline and
+// version, did not export it. The spec cannot say so in advance: the
+// child pipeline is stored apart, and without a pinned version the step
+// runs the newest one.
+func missingExport(step string, st *runstate.StepStatus, name string) string {
+	child := "its child pipeline"
+	if n := len(st.Attempts); n > 0 && st.Attempts[n-1].ChildRun != nil {
+		c := st.Attempts[n-1].ChildRun
+		child = fmt.Sprintf("%s (child run %s)", pipeline.ChildLabel(c.Pipeline, c.Version), c.RunID)
+	}
+	exports := make([]string, 0, len(st.Artifacts))
+	for _, a := range st.Artifacts {
+		exports = append(exports, a.Name)
+	}
+	return pipeline.MissingExport(step, child, name, exports) +
+		" (if that pipeline lists it, its step wrote nothing in that run: see the child run's warnings)"
+}
+
+// succeeded reports whether st ended SUCCEEDED, or CACHED (reused by a
+// retry with what it carried).
+func succeeded(st *runstate.StepStatus) bool {
+	return st.State == runstate.StepSucceeded || st.State == runstate.StepCached
 }
 
 // versionArtifactRefs guards the local activity that resolves catalogue

@@ -97,6 +97,11 @@ func (r *Run) runChild(ctx workflow.Context, st *runstate.StepStatus, stepName s
 		if out.Outputs == nil {
 			out.Outputs = map[string]any{}
 		}
+		// The child's exported artifacts become the step's (the same
+		// references: the child's steps remain their producers), which
+		// the run's steps read with from: "<step>.<name>". Data only:
+		// no command.
+		out.Artifacts = result.Artifacts
 		return out, nil
 	})
 }

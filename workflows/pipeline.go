@@ -57,6 +57,12 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, e
 			d.failure = fmt.Sprintf("evaluating the pipeline's outputs: %v", err)
 		}
 	}
+	var exported []runstate.Artifact
+	if len(d.p.Artifacts) > 0 && !r.Cancelled() && !r.DeadlineExceeded() && d.failure == "" && len(in.Targets) == 0 {
+		// From the steps' status, in memory: no command (runs from
+		// before exports declare none).
+		exported = d.exportArtifacts()
+	}
 	// The steps' outcome is the run's, whatever the exit handlers do:
 	// they are told it (run.state) before they start.
 	var state runstate.State
@@ -91,7 +97,39 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, e
 	if ret != nil {
 		return PipelineResult{}, ret
 	}
-	return PipelineResult{Outputs: outputs}, nil
+	return PipelineResult{Outputs: outputs, Artifacts: exported}, nil
+}
+
+// exportArtifacts is what a successful run hands a parent's pipeline
+// step: each artifact the pipeline exports (pipeline.Spec.Artifacts), the
+// reference its step's status holds, under the exported name. An export
+// whose step wrote nothing (skipped by when or a trigger rule, or failed
+// with continueOn) is left out with a warning on the run: a parent's step
+// that reads it fails naming it.
+func (d *dag) exportArtifacts() []runstate.Artifact {
+	var out []runstate.Artifact
+	for _, e := range d.p.Artifacts {
+		step, name, _ := pipeline.SplitArtifactRef(e.From)
+		st := d.r.stepByName(step)
+		if st == nil {
+			continue // refused by Validate
+		}
+		found := false
+		for _, a := range st.Artifacts {
+			if a.Name == name {
+				a.Name, a.From = e.Name, e.From
+				out = append(out, a)
+				found = true
+				break
+			}
+		}
+		if !found {
+			d.r.status.Warnings = append(d.r.status.Warnings, fmt.Sprintf(
+				"exported artifact %q: step %q (%s) has no artifact %q, so this run does not export it", e.Name, step, st.State, name))
+			d.r.touch()
+		}
+	}
+	return out
 }
 
 // dag is the scheduler state of one PipelineWorkflow execution.

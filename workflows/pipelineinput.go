@@ -44,10 +44,16 @@ type RunCache struct {
 }
 
 // PipelineResult is what a declarative run returns: the pipeline's
-// outputs (pipeline.Spec.Outputs), which a parent's pipeline step takes
-// as its own.
+// outputs (pipeline.Spec.Outputs) and the artifacts it exports
+// (pipeline.Spec.Artifacts), which a parent's pipeline step takes as its
+// own. Results recorded before exports decode with none.
 type PipelineResult struct {
 	Outputs map[string]any `json:"outputs,omitempty"`
+	// Artifacts are the exported artifacts, in the spec's order, each
+	// under its exported name with From its "<step>.<artifact>" in the
+	// child: references to what the child's steps wrote (ID, digest,
+	// producer), not copies.
+	Artifacts []runstate.Artifact `json:"artifacts,omitempty"`
 }
 
 // ParentRun is where a child run comes from.

@@ -114,6 +114,9 @@ func (r *Run) outputArtifact(from string) (runstate.Artifact, string) {
 			return a, ""
 		}
 	}
+	if st.Kind == string(pipeline.KindPipeline) && succeeded(st) {
+		return runstate.Artifact{}, fmt.Sprintf("from %q: %s", from, missingExport(step, st, name))
+	}
 	return runstate.Artifact{}, fmt.Sprintf("from %q: step %q (%s) wrote no artifact %q", from, step, st.State, name)
 }
 
