@@ -15,7 +15,7 @@ GO ?= go
 TEST_TIMEOUT ?= 60m
 
 .DEFAULT_GOAL := help
-.PHONY: help build dev ensure-temporal ensure-kube ensure-node clean-node ensure-helm ensure-s3 ensure-chromium test test-short lint vet bench generate ui clean
+.PHONY: help build dev ensure-temporal ensure-kube ensure-node clean-node ensure-helm ensure-s3 ensure-kms ensure-chromium test test-short lint vet bench generate ui clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -83,6 +83,12 @@ ensure-helm: ## build (once) / locate the pinned helm for the chart test
 ensure-s3: ## build (once) / locate the pinned versitygw S3 server for the tests
 	@$(GO) run ./internal/stack/devstack/cmd/ensure-versitygw >/dev/null
 
+# Builds the pinned local-kms (devstack.LocalKMSVersion), the AWS KMS of the
+# secrets tests (internal/stack/s3test.StartKMS), on first use (about 1 min
+# on 2 cores), for the same reason; local-kms is not in go.mod.
+ensure-kms: ## build (once) / locate the pinned local-kms AWS KMS server for the tests
+	@$(GO) run ./internal/stack/devstack/cmd/ensure-local-kms >/dev/null
+
 # Installs Debian's chromium on first use for the web UI's browser test
 # (integration/webui_test.go), when it is missing and we may (root with
 # apt-get); otherwise says how. `make test` then requires the browser: the
@@ -99,7 +105,7 @@ ensure-chromium: ## install (once) Chromium for the web UI's browser test
 	  exit 1; \
 	fi
 
-test: ensure-temporal ensure-kube ensure-node ensure-helm ensure-s3 ensure-chromium vet ## go vet, unit and integration tests (real Temporal, Postgres, kube-apiserver and a real node, S3, Chromium)
+test: ensure-temporal ensure-kube ensure-node ensure-helm ensure-s3 ensure-kms ensure-chromium vet ## go vet, unit and integration tests (real Temporal, Postgres, kube-apiserver and a real node, S3, a KMS, Chromium)
 	ATELIER_REQUIRE_BROWSER=1 $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 
 test-short: ## unit tests only (-short skips what needs a Temporal dev server)

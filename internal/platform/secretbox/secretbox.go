@@ -14,6 +14,9 @@ import (
 	"strings"
 
 	"gocloud.dev/secrets"
+	// AWS KMS keys (awskms://<key ID or ARN or alias>?region=…), tested
+	// against local-kms (internal/stack/s3test.StartKMS).
+	_ "gocloud.dev/secrets/awskms"
 	"gocloud.dev/secrets/localsecrets"
 )
 
@@ -37,9 +40,9 @@ type Box struct {
 }
 
 // Open opens the keepers of keyURL (the current key) and of oldKeyURLs
-// (keys being rotated out). Only local keys (base64key://) are built in;
-// the URL must carry the key: an empty one would make a key that dies
-// with the process.
+// (keys being rotated out). Local keys (base64key://) and AWS KMS keys
+// (awskms://) are built in; a local key's URL must carry the key: an empty
+// one would make a key that dies with the process.
 func Open(ctx context.Context, keyURL string, oldKeyURLs ...string) (*Box, error) {
 	b := &Box{keepers: map[string]*secrets.Keeper{}}
 	for i, u := range append([]string{keyURL}, oldKeyURLs...) {

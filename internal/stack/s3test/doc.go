@@ -19,6 +19,10 @@
 // Run is the same server outside a test (bench/artifacts): it returns a
 // stop function instead of registering a cleanup.
 //
+// StartKMS is the same for AWS KMS: local-kms (devstack.EnsureLocalKMS),
+// an implementation of the KMS API with real AES, seeded with one key, for
+// the awskms:// keys of internal/platform/secretbox.
+//
 // With -short, Start skips the calling test, so `go test -short ./...`
 // never builds versitygw. `make test` builds it first (make ensure-s3), so
 // the first-time build (a few minutes) is not hidden in a test's output.

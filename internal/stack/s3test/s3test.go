@@ -277,12 +277,12 @@ func fileExists(path string) bool {
 func logTail(t testing.TB, path string) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		t.Logf("s3test: versitygw log: %v", err)
+		t.Logf("s3test: server log: %v", err)
 		return
 	}
 	const max = 16 << 10
 	if len(b) > max {
 		b = b[len(b)-max:]
 	}
-	t.Logf("s3test: versitygw output (%s):\n%s", path, b)
+	t.Logf("s3test: server output (%s):\n%s", path, b)
 }
