@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/atelier-ml/atelier/api/gen"
 	"github.com/atelier-ml/atelier/internal/catalog"
@@ -45,8 +46,12 @@ var (
 )
 
 const (
-	minWebhookSecret = 16
-	maxWebhookSecret = 256
+	// reservedSecretPrefix starts the stored form of a sealed signing
+	// secret (internal/store): a secret chosen with it would read as a
+	// sealed one.
+	reservedSecretPrefix = "sealed:"
+	minWebhookSecret     = 16
+	maxWebhookSecret     = 256
 )
 
 func (s *server) webhooksOn() error {
@@ -78,6 +83,8 @@ func (s *server) CreateWebhook(ctx context.Context, req gen.CreateWebhookRequest
 		secret = newWebhookSecret()
 	} else if n := len(secret); n < minWebhookSecret || n > maxWebhookSecret {
 		bad("secret", "must be %d to %d characters, got %d", minWebhookSecret, maxWebhookSecret, n)
+	} else if strings.HasPrefix(secret, reservedSecretPrefix) {
+		bad("secret", "must not start with %q: Atelier marks sealed secrets with it", reservedSecretPrefix)
 	}
 	if len(fields) > 0 {
 		return nil, newProblem(ptInvalidWebhook, "%s", summarize(fields)).withErrors(fields)
@@ -190,6 +197,8 @@ func (s *server) UpdateWebhook(ctx context.Context, req gen.UpdateWebhookRequest
 	if b.Secret != nil {
 		if n := len(*b.Secret); n < minWebhookSecret || n > maxWebhookSecret {
 			bad("secret", "must be %d to %d characters, got %d", minWebhookSecret, maxWebhookSecret, n)
+		} else if strings.HasPrefix(*b.Secret, reservedSecretPrefix) {
+			bad("secret", "must not start with %q: Atelier marks sealed secrets with it", reservedSecretPrefix)
 		}
 	}
 	if len(fields) > 0 {

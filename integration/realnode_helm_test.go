@@ -172,15 +172,17 @@ steps:
 	reader := inCluster.client()
 	var reads, failed atomic.Int32
 	var failures sync.Map
-	readCtx, stopReading := context.WithCancel(ctx)
+	var stop atomic.Bool
 	readerDone := make(chan struct{})
 	go func() {
 		defer close(readerDone)
-		for readCtx.Err() == nil {
-			res, err := reader.GetRunWithResponse(readCtx, inCluster.project, id)
+		for !stop.Load() {
+			// Each read has its own bound: a connection black-holed at
+			// the Service's IP (a pod that is gone) times out and counts.
+			rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			res, err := reader.GetRunWithResponse(rctx, inCluster.project, id)
+			cancel()
 			switch {
-			case readCtx.Err() != nil:
-				return
 			case err != nil:
 				failed.Add(1)
 				failures.Store(err.Error(), true)
@@ -196,12 +198,13 @@ steps:
 		"--set-string", "worker.podAnnotations.rev=2", "--set-string", "clusterWorkerDefaults.podAnnotations.rev=2", "--wait", "--timeout", "5m")
 	// The old gateways drain for 5 s after --wait returns.
 	time.Sleep(6 * time.Second)
-	stopReading()
+	stop.Store(true)
 	<-readerDone
 	var seen []string
 	failures.Range(func(k, _ any) bool { seen = append(seen, k.(string)); return true })
 	t.Logf("reads through the Service during the upgrade: %d, failed %d", reads.Load(), failed.Load())
 	assert.Zero(t, failed.Load(), "requests lost during the upgrade: %v", seen)
+	assert.Greater(t, reads.Load(), int32(50), "the reader kept reading through the upgrade")
 	r := inCluster.waitTerminal(id, 3*time.Minute)
 	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
 	assert.Equal(t, map[string]any{"ok": true}, stepByName(r, "hello").Outputs)

@@ -109,6 +109,13 @@ func TestWebhooksOnRealStack(t *testing.T) {
 		paths[e.Path] = true
 	}
 	assert.Equal(t, map[string]bool{"url": true, "events[1]": true, "secret": true}, paths)
+	// A secret that would read as a sealed one is refused.
+	reserved, err := c.CreateWebhookWithResponse(ctx, s.project, gen.WebhookCreate{
+		Url: "https://example.com/hook", Events: []gen.WebhookEvent{"run.finished"}, Secret: ptrTo("sealed:v1:0123456789abcdef"),
+	})
+	require.NoError(t, err)
+	require.Equal(t, 422, reserved.StatusCode(), "%s", reserved.Body)
+	assert.Contains(t, string(reserved.Body), `must not start with \"sealed:\"`)
 
 	created, err := c.CreateWebhookWithResponse(ctx, s.project, gen.WebhookCreate{
 		Url:         srv.URL + "/hooks/atelier",

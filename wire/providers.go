@@ -344,6 +344,12 @@ func provideVault(ctx context.Context, s *store.Store, box *secretbox.Box, cfg c
 	if err != nil {
 		return nil, fmt.Errorf("sealing webhook and trigger secrets: %w", err)
 	}
+	for _, why := range sealed.Skipped {
+		// Left as stored: deliveries (or hook requests) of that owner fail
+		// until its secret is replaced or the key that sealed it is given
+		// in ATELIER_SECRETS_OLD_KEY_URLS.
+		l.Warn("a signing secret could not be sealed with the current key", zap.String("secret", why))
+	}
 	if sealed.Webhooks > 0 || sealed.Triggers > 0 {
 		l.Info("signing secrets sealed with the current key", zap.Int("webhooks", sealed.Webhooks),
 			zap.Int("triggers", sealed.Triggers), zap.String("key", box.KeyID()))

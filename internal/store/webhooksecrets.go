@@ -84,9 +84,13 @@ func decodeSealed(s string) (secretbox.Sealed, error) {
 }
 
 // SealedCounts says how many stored signing secrets SealStoredSecrets
-// changed, by owner.
+// changed, by owner, and which it could not (a sealed value this
+// installation has no key for, a malformed one, a keeper that failed):
+// those are left as stored, for the operator to look at, rather than
+// stopping every gateway and worker from starting.
 type SealedCounts struct {
 	Webhooks, Triggers int
+	Skipped            []string // "webhook <id>: <why>"
 }
 
 // storedSecret is one owner's signing secret as stored (sealed or clear);
@@ -114,7 +118,7 @@ func (s *Store) SealStoredSecrets(ctx context.Context) (SealedCounts, error) {
 	if err != nil {
 		return out, mapErr(err, "list webhook secrets")
 	}
-	out.Webhooks, err = s.sealStored(ctx, "webhook", webhookOwner, asStored(webhooks), func(r storedSecret, sealed string) (int64, error) {
+	out.Webhooks, err = s.sealStored(ctx, "webhook", webhookOwner, asStored(webhooks), &out.Skipped, func(r storedSecret, sealed string) (int64, error) {
 		return s.q.ReplaceWebhookSecret(ctx, db.ReplaceWebhookSecretParams{ID: r.ID, Old: r.Secret, Sealed: sealed})
 	})
 	if err != nil {
@@ -124,7 +128,7 @@ func (s *Store) SealStoredSecrets(ctx context.Context) (SealedCounts, error) {
 	if err != nil {
 		return out, mapErr(err, "list trigger secrets")
 	}
-	out.Triggers, err = s.sealStored(ctx, "trigger", triggerOwner, asStored(triggers), func(r storedSecret, sealed string) (int64, error) {
+	out.Triggers, err = s.sealStored(ctx, "trigger", triggerOwner, asStored(triggers), &out.Skipped, func(r storedSecret, sealed string) (int64, error) {
 		return s.q.ReplaceTriggerSecret(ctx, db.ReplaceTriggerSecretParams{ID: r.ID, Old: r.Secret, Sealed: sealed})
 	})
 	return out, err
@@ -133,31 +137,21 @@ func (s *Store) SealStoredSecrets(ctx context.Context) (SealedCounts, error) {
 // sealStored seals the secrets of rows stored in clear (for owner(id)) and
 // rewraps those sealed with an old key, storing each with replace (a
 // compare-and-swap on the stored value: 0 rows when it changed meanwhile),
-// and says how many it changed. kind names the owners in errors.
+// and says how many it changed. A row it cannot seal or rewrap is added
+// to skipped and left as it is; only the database's errors are returned.
+// kind names the owners in messages.
 func (s *Store) sealStored(ctx context.Context, kind string, owner func(id string) string, rows []storedSecret,
-	replace func(r storedSecret, sealed string) (int64, error),
+	skipped *[]string, replace func(r storedSecret, sealed string) (int64, error),
 ) (int, error) {
 	n := 0
 	for _, r := range rows {
-		var next string
-		if strings.HasPrefix(r.Secret, sealedPrefix) {
-			v, err := decodeSealed(r.Secret)
-			if err != nil {
-				return n, fmt.Errorf("%s %s: %w", kind, r.ID, err)
-			}
-			w, changed, err := s.box.Rewrap(ctx, v)
-			if err != nil {
-				return n, fmt.Errorf("%s %s: %w", kind, r.ID, err)
-			}
-			if !changed {
-				continue
-			}
-			next = encodeSealed(w)
-		} else {
-			var err error
-			if next, err = s.sealSecretFor(ctx, owner(r.ID), r.Secret); err != nil {
-				return n, fmt.Errorf("%s %s: %w", kind, r.ID, err)
-			}
+		next, changed, err := s.resealed(ctx, owner(r.ID), r.Secret)
+		if err != nil {
+			*skipped = append(*skipped, fmt.Sprintf("%s %s: %v", kind, r.ID, err))
+			continue
+		}
+		if !changed {
+			continue
 		}
 		done, err := replace(r, next)
 		if err != nil {
@@ -166,4 +160,23 @@ func (s *Store) sealStored(ctx context.Context, kind string, owner func(id strin
 		n += int(done)
 	}
 	return n, nil
+}
+
+// resealed is a stored secret sealed with the current key: sealed if in
+// clear, its data key rewrapped if sealed with an old key; changed is
+// false when it already was.
+func (s *Store) resealed(ctx context.Context, owner, stored string) (string, bool, error) {
+	if !strings.HasPrefix(stored, sealedPrefix) {
+		next, err := s.sealSecretFor(ctx, owner, stored)
+		return next, err == nil, err
+	}
+	v, err := decodeSealed(stored)
+	if err != nil {
+		return "", false, err
+	}
+	w, changed, err := s.box.Rewrap(ctx, v)
+	if err != nil || !changed {
+		return "", false, err
+	}
+	return encodeSealed(w), true, nil
 }

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -87,7 +88,7 @@ func TestWebhookSecretsAreSealed(t *testing.T) {
 		t.Fatalf("a read that never serves it opened it: %q", got.Secret)
 	}
 	n, err := s.SealStoredSecrets(ctx)
-	if err != nil || n != (store.SealedCounts{Webhooks: 1}) {
+	if err != nil || !reflect.DeepEqual(n, store.SealedCounts{Webhooks: 1}) {
 		t.Fatalf("SealStoredSecrets = %+v, %v (the legacy one)", n, err)
 	}
 	if strings.Contains(storedSecret(t, url, "webhooks", legacy.ID), "0123456789abcdef") {
@@ -111,7 +112,7 @@ func TestWebhookSecretsAreSealed(t *testing.T) {
 	// alone opens them.
 	both, newURL := newKey(t, oldURL)
 	rot := openStore(t, url, store.WithSecretBox(both))
-	if n, err := rot.SealStoredSecrets(ctx); err != nil || n != (store.SealedCounts{Webhooks: 2}) {
+	if n, err := rot.SealStoredSecrets(ctx); err != nil || !reflect.DeepEqual(n, store.SealedCounts{Webhooks: 2}) {
 		t.Fatalf("rotation rewrapped %+v, %v", n, err)
 	}
 	alone, err := secretbox.Open(ctx, newURL)
@@ -125,6 +126,54 @@ func TestWebhookSecretsAreSealed(t *testing.T) {
 	}
 	if got := claimAll(t, fresh, "gw2")[catalog.EventStepFailed]; len(got) != 2 {
 		t.Fatalf("after rotation the new key alone claims %d deliveries", len(got))
+	}
+}
+
+// A stored secret that cannot be sealed or rewrapped (malformed, or sealed
+// with a key this installation lacks) is skipped and reported, not fatal:
+// the others are still sealed, and every process still starts.
+func TestSealingSkipsWhatItCannotOpen(t *testing.T) {
+	ctx := t.Context()
+	url := storetest.NewDatabase(t)
+	clear := openStore(t, url)
+	mustProject(t, clear, "p")
+	create := func(s *store.Store, secret string) catalog.Webhook {
+		t.Helper()
+		w, err := s.CreateWebhook(ctx, catalog.Webhook{Project: "p", URL: "https://example.com/h", Events: []string{catalog.EventStepFailed},
+			Secret: secret, Enabled: true}, 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	malformed := create(clear, "sealed:v1:not-a-sealed-value")
+	legacy := create(clear, "0123456789abcdef")
+	other, _ := newKey(t)
+	foreign := create(openStore(t, url, store.WithSecretBox(other)), "sealed-by-a-key-now-lost")
+
+	box, _ := newKey(t)
+	s := openStore(t, url, store.WithSecretBox(box))
+	n, err := s.SealStoredSecrets(ctx)
+	if err != nil {
+		t.Fatalf("SealStoredSecrets: %v", err)
+	}
+	if n.Webhooks != 1 || len(n.Skipped) != 2 {
+		t.Fatalf("sealed %d, skipped %q; want the legacy one sealed and two skipped", n.Webhooks, n.Skipped)
+	}
+	joined := strings.Join(n.Skipped, "\n")
+	for _, id := range []string{malformed.ID, foreign.ID} {
+		if !strings.Contains(joined, "webhook "+id+": ") {
+			t.Errorf("skipped %q does not name webhook %s", n.Skipped, id)
+		}
+	}
+	if strings.Contains(joined, "sealed-by-a-key-now-lost") {
+		t.Errorf("a skip message quotes a secret: %q", n.Skipped)
+	}
+	if got := storedSecret(t, url, "webhooks", legacy.ID); !strings.HasPrefix(got, "sealed:v1:") {
+		t.Errorf("the legacy secret was not sealed: %q", got)
+	}
+	if got := storedSecret(t, url, "webhooks", malformed.ID); got != "sealed:v1:not-a-sealed-value" {
+		t.Errorf("a skipped secret was changed: %q", got)
 	}
 }
 
@@ -171,7 +220,7 @@ func TestTriggerSecretsAreSealed(t *testing.T) {
 	}
 	opens(s, legacy, "hksec_legacy-0123456789") // in clear: opens as stored
 	n, err := s.SealStoredSecrets(ctx)
-	if err != nil || n != (store.SealedCounts{Triggers: 1}) {
+	if err != nil || !reflect.DeepEqual(n, store.SealedCounts{Triggers: 1}) {
 		t.Fatalf("SealStoredSecrets = %+v, %v (the legacy one)", n, err)
 	}
 	if v := storedSecret(t, url, "triggers", legacy.ID); !strings.HasPrefix(v, "sealed:v1:") || strings.Contains(v, "0123456789") {
@@ -182,7 +231,7 @@ func TestTriggerSecretsAreSealed(t *testing.T) {
 	}
 	opens(s, legacy, "hksec_legacy-0123456789")
 	opens(s, fresh, "hksec_fresh-9876543210")
-	if n, err := s.SealStoredSecrets(ctx); err != nil || n != (store.SealedCounts{}) {
+	if n, err := s.SealStoredSecrets(ctx); err != nil || !reflect.DeepEqual(n, store.SealedCounts{}) {
 		t.Fatalf("sealing again changed %+v, %v", n, err)
 	}
 	if _, err := clear.TriggerSecret(ctx, legacy); err == nil {
@@ -193,7 +242,7 @@ func TestTriggerSecretsAreSealed(t *testing.T) {
 	// alone opens them.
 	both, newURL := newKey(t, oldURL)
 	rot := openStore(t, url, store.WithSecretBox(both))
-	if n, err := rot.SealStoredSecrets(ctx); err != nil || n != (store.SealedCounts{Triggers: 2}) {
+	if n, err := rot.SealStoredSecrets(ctx); err != nil || !reflect.DeepEqual(n, store.SealedCounts{Triggers: 2}) {
 		t.Fatalf("rotation rewrapped %+v, %v", n, err)
 	}
 	alone, err := secretbox.Open(ctx, newURL)
