@@ -132,24 +132,7 @@ func TestAdoptsFinishedObject(t *testing.T) {
 	ns := "atelier-vision"
 
 	req := rayRequest("train")
-	name := framework.ObjectName(req.RunID, req.Step, nil, 1, 47)
-	id := framework.Identity{Project: req.Project, Run: req.RunID, Step: req.Step, Attempt: 1}
-	_, err := clients.Ray.RayV1().RayJobs(ns).Create(ctx, &rayv1.RayJob{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: id.Labels()},
-		Status:     rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusComplete, JobStatus: rayv1.JobStatusSucceeded},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = clients.Kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name + "-x", Namespace: ns, Labels: map[string]string{"job-name": name}},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "ray-job-submitter"}}},
-		Status: corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{Name: "ray-job-submitter",
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: `{"ok": true}`}}}}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	name := finishedRayJob(ctx, t, clients, ns, req, `{"ok": true}`)
 	res, err := b.RunKubeStep(ctx, req)
 	if err != nil {
 		t.Fatal(err)
@@ -232,24 +215,7 @@ func TestRayStepMetrics(t *testing.T) {
 			b := fakeBackend(t, clients)
 			ns := "atelier-vision"
 			req := rayRequest("train")
-			name := framework.ObjectName(req.RunID, req.Step, nil, 1, 47)
-			id := framework.Identity{Project: req.Project, Run: req.RunID, Step: req.Step, Attempt: 1}
-			_, err := clients.Ray.RayV1().RayJobs(ns).Create(ctx, &rayv1.RayJob{
-				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: id.Labels()},
-				Status:     rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusComplete, JobStatus: rayv1.JobStatusSucceeded},
-			}, metav1.CreateOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = clients.Kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Name: name + "-x", Namespace: ns, Labels: map[string]string{"job-name": name}},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "ray-job-submitter"}}},
-				Status: corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{Name: "ray-job-submitter",
-					State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: tc.msg}}}}},
-			}, metav1.CreateOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			finishedRayJob(ctx, t, clients, ns, req, tc.msg)
 			res, err := b.RunKubeStep(ctx, req)
 			if tc.wantErr != "" {
 				var app *temporal.ApplicationError
@@ -269,4 +235,30 @@ func TestRayStepMetrics(t *testing.T) {
 			}
 		})
 	}
+}
+
+// finishedRayJob makes the succeeded RayJob of req's first attempt and its
+// submitter pod, whose termination message is msg, as KubeRay leaves them;
+// it returns the RayJob's name.
+func finishedRayJob(ctx context.Context, t *testing.T, clients Clients, ns string, req activities.KubeStepRequest, msg string) string {
+	t.Helper()
+	name := framework.ObjectName(req.RunID, req.Step, nil, 1, 47)
+	id := framework.Identity{Project: req.Project, Run: req.RunID, Step: req.Step, Attempt: 1}
+	_, err := clients.Ray.RayV1().RayJobs(ns).Create(ctx, &rayv1.RayJob{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: id.Labels()},
+		Status:     rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusComplete, JobStatus: rayv1.JobStatusSucceeded},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = clients.Kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-x", Namespace: ns, Labels: map[string]string{"job-name": name}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "ray-job-submitter"}}},
+		Status: corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{Name: "ray-job-submitter",
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: msg}}}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return name
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -90,7 +89,8 @@ func StartKMS(t testing.TB) *KMS {
 			logTail(t, k.Log)
 		}
 	})
-	if err := waitAnswers(ctx, k.Endpoint, done); err != nil {
+	// local-kms has no health route: any answer means it serves.
+	if err := waitHTTP(ctx, k.Endpoint, done, func(int) bool { return true }); err != nil {
 		t.Fatalf("s3test: local-kms on %s: %v", addr, err)
 	}
 	return k
@@ -109,25 +109,4 @@ func (k *KMS) Setenv(t testing.TB) {
 	t.Setenv("AWS_ACCESS_KEY_ID", "atelier-test-access")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "atelier-test-secret")
 	t.Setenv("AWS_REGION", k.Region)
-}
-
-// waitAnswers polls base until it answers HTTP at all (local-kms has no
-// health route: any status means it serves), the server exits or ctx ends.
-func waitAnswers(ctx context.Context, base string, exited <-chan struct{}) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base, nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-			return nil
-		}
-		select {
-		case <-exited:
-			return fmt.Errorf("exited during startup")
-		case <-ctx.Done():
-			return fmt.Errorf("not answering: %w", ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }

@@ -233,13 +233,19 @@ func start(cmd *exec.Cmd) (done <-chan struct{}, err error) {
 // waitHealthy polls the health URL until it answers 200, the server exits
 // or ctx ends.
 func waitHealthy(ctx context.Context, health string, exited <-chan struct{}) error {
+	return waitHTTP(ctx, health, exited, func(status int) bool { return status == http.StatusOK })
+}
+
+// waitHTTP polls u until an answer's status satisfies ok, the server
+// exits or ctx ends (at most 30 s).
+func waitHTTP(ctx context.Context, u string, exited <-chan struct{}, ok func(status int) bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, health, nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			if ok(resp.StatusCode) {
 				return nil
 			}
 		}
