@@ -120,7 +120,7 @@ type VersionReferencedError struct {
 }
 
 func (e *VersionReferencedError) Error() string {
-	return fmt.Sprintf("version %d of model %s is referenced by endpoint %s: roll the endpoint to another version and delete it, or delete the endpoint, first",
+	return fmt.Sprintf("version %d of model %s is referenced by endpoint %s: an endpoint keeps every revision for rollback; delete the endpoint first",
 		e.Version, e.Model, strings.Join(e.Endpoints, ", "))
 }
 

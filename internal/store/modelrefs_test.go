@@ -138,3 +138,50 @@ func TestReferenceAndDeleteSerialize(t *testing.T) {
 		}
 	}
 }
+
+// The sweeper's listing pages through every project's references older
+// than a time, in key order; a removal takes only a reference recorded
+// before its cut.
+func TestModelReferencesBeforePages(t *testing.T) {
+	s := newStore(t)
+	ctx := t.Context()
+	registerVersions(t, s, "team-a", "m", 2)
+	registerVersions(t, s, "team-b", "m", 1)
+	for _, r := range []struct {
+		p, e string
+		v    int
+	}{{"team-a", "web", 2}, {"team-a", "batch", 1}, {"team-b", "web", 1}, {"team-a", "web", 1}} {
+		if err := s.ReferenceModelVersion(ctx, r.p, r.e, "m", r.v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	later := time.Now().Add(time.Minute)
+	var got []string
+	var after catalog.ModelVersionRef
+	for {
+		page, err := s.ModelReferencesBefore(ctx, later, after, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range page {
+			got = append(got, fmt.Sprintf("%s/%s@%d", r.Project, r.Endpoint, r.Version))
+		}
+		if len(page) < 3 {
+			break
+		}
+		after = page[len(page)-1]
+	}
+	if fmt.Sprint(got) != "[team-a/batch@1 team-a/web@1 team-a/web@2 team-b/web@1]" {
+		t.Fatalf("pages %v", got)
+	}
+	if page, _ := s.ModelReferencesBefore(ctx, time.Now().Add(-time.Minute), catalog.ModelVersionRef{}, 10); len(page) != 0 {
+		t.Fatalf("references recorded before a minute ago: %v", page)
+	}
+	r := catalog.ModelVersionRef{Project: "team-a", Endpoint: "web", Model: "m", Version: 1}
+	if n, err := s.RemoveModelReference(ctx, r, time.Now().Add(-time.Minute)); err != nil || n != 0 {
+		t.Fatalf("remove with a cut before it was recorded = %d, %v", n, err)
+	}
+	if n, err := s.RemoveModelReference(ctx, r, later); err != nil || n != 1 {
+		t.Fatalf("remove = %d, %v", n, err)
+	}
+}

@@ -359,9 +359,12 @@ func (s *Store) ModelReferences(ctx context.Context, project, model string) ([]c
 }
 
 // ModelReferencesBefore lists up to max references recorded (or refreshed)
-// before t, of every project: the sweeper's candidates.
-func (s *Store) ModelReferencesBefore(ctx context.Context, t time.Time, max int) ([]catalog.ModelVersionRef, error) {
-	rows, err := s.q.ListModelRefsReservedBefore(ctx, db.ListModelRefsReservedBeforeParams{Before: t, MaxRows: int32(max)})
+// before t, of every project, ordered by project, endpoint, model and
+// version, after the key of after (zero: from the start): the sweeper's
+// candidates.
+func (s *Store) ModelReferencesBefore(ctx context.Context, t time.Time, after catalog.ModelVersionRef, max int) ([]catalog.ModelVersionRef, error) {
+	rows, err := s.q.ListModelRefsReservedBefore(ctx, db.ListModelRefsReservedBeforeParams{Before: t,
+		AfterProject: after.Project, AfterEndpoint: after.Endpoint, AfterModel: after.Model, AfterVersion: int32(after.Version), MaxRows: int32(max)})
 	if err != nil {
 		return nil, mapErr(err, "model references")
 	}

@@ -476,18 +476,31 @@ func (q *Queries) ListModelRefs(ctx context.Context, arg ListModelRefsParams) ([
 
 const listModelRefsReservedBefore = `-- name: ListModelRefsReservedBefore :many
 SELECT project, model, version, endpoint, reserved_at FROM model_version_refs WHERE reserved_at < $1
-ORDER BY project, endpoint, model, version LIMIT $2
+    AND (project, endpoint, model, version) > ($2::text, $3::text, $4::text, $5::int)
+ORDER BY project, endpoint, model, version LIMIT $6
 `
 
 type ListModelRefsReservedBeforeParams struct {
-	Before  time.Time
-	MaxRows int32
+	Before        time.Time
+	AfterProject  string
+	AfterEndpoint string
+	AfterModel    string
+	AfterVersion  int32
+	MaxRows       int32
 }
 
 // The sweeper's candidates, every project (it checks each endpoint
-// against its own workflow, then deletes project-scoped).
+// against its own workflow, then deletes project-scoped), a page after
+// the key (project, endpoint, model, version) it stopped at.
 func (q *Queries) ListModelRefsReservedBefore(ctx context.Context, arg ListModelRefsReservedBeforeParams) ([]ModelVersionRef, error) {
-	rows, err := q.db.Query(ctx, listModelRefsReservedBefore, arg.Before, arg.MaxRows)
+	rows, err := q.db.Query(ctx, listModelRefsReservedBefore,
+		arg.Before,
+		arg.AfterProject,
+		arg.AfterEndpoint,
+		arg.AfterModel,
+		arg.AfterVersion,
+		arg.MaxRows,
+	)
 	if err != nil {
 		return nil, err
 	}

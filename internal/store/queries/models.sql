@@ -105,6 +105,8 @@ WHERE project = @project AND model = @model AND version = @version AND endpoint 
 
 -- name: ListModelRefsReservedBefore :many
 -- The sweeper's candidates, every project (it checks each endpoint
--- against its own workflow, then deletes project-scoped).
+-- against its own workflow, then deletes project-scoped), a page after
+-- the key (project, endpoint, model, version) it stopped at.
 SELECT * FROM model_version_refs WHERE reserved_at < @before
+    AND (project, endpoint, model, version) > (@after_project::text, @after_endpoint::text, @after_model::text, @after_version::int)
 ORDER BY project, endpoint, model, version LIMIT @max_rows;
