@@ -55,6 +55,16 @@ func TestDeleteModelVersionRefusedWhileReferenced(t *testing.T) {
 	if _, err := s.GetModelVersion(ctx, "team-a", "sentiment", "1"); err != nil {
 		t.Fatalf("refused delete removed the version: %v", err)
 	}
+	if _, err := s.SetModelAlias(ctx, "team-a", "sentiment", "champion", 2, "ci"); err != nil {
+		t.Fatal(err)
+	}
+	var named *catalog.VersionNamedError
+	if err := s.DeleteModelVersion(ctx, "team-a", "sentiment", 2, "ci"); !errors.As(err, &named) {
+		t.Fatalf("delete of a version an alias names = %v", err)
+	}
+	if err := s.DeleteModelAlias(ctx, "team-a", "sentiment", "champion", "ci"); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.DeleteModelVersion(ctx, "team-a", "sentiment", 2, "ci"); err != nil {
 		t.Fatalf("an unreferenced version deletes: %v", err)
 	}

@@ -240,17 +240,34 @@ func (s *Store) DeleteModelAlias(ctx context.Context, project, model, alias, act
 }
 
 // DeleteModelVersion marks a version deleted: it no longer resolves nor
-// lists, and its number is never given again. A version an alias names is
-// ErrConflict naming the aliases (move or remove them first); one that
-// does not exist (or is deleted) ErrNotFound. One that endpoints
+// lists, and its number is never given again. One that endpoints
 // reference (model_version_refs: revisions they keep, updates in flight)
 // is a *catalog.VersionReferencedError naming them, checked under the
 // version's row lock so that no reference is recorded between the check
-// and the deletion.
+// and the deletion; one an alias names is a *catalog.VersionNamedError
+// (move or remove the aliases first); both are ErrConflict. One that does
+// not exist (or is deleted) is ErrNotFound.
 func (s *Store) DeleteModelVersion(ctx context.Context, project, model string, version int, actor string) error {
 	err := s.withTx(ctx, func(q *db.Queries) error {
 		if _, err := q.LockModel(ctx, db.LockModelParams{Project: project, Name: model}); err != nil {
 			return err
+		}
+		// The version's row FOR UPDATE: a reference being recorded
+		// (ReferenceModelVersion, FOR SHARE) commits first and is listed
+		// below, or waits and then finds the version deleted.
+		if _, err := q.LockLiveModelVersion(ctx, db.LockLiveModelVersionParams{Project: project, Model: model, Version: int32(version)}); err != nil {
+			return err // no row: no such version (or deleted), ErrNotFound
+		}
+		refs, err := q.ListModelVersionRefs(ctx, db.ListModelVersionRefsParams{Project: project, Model: model, Version: int32(version)})
+		if err != nil {
+			return err
+		}
+		if len(refs) > 0 {
+			e := &catalog.VersionReferencedError{Model: model, Version: version}
+			for _, r := range refs {
+				e.Endpoints = append(e.Endpoints, r.Endpoint)
+			}
+			return e
 		}
 		aliases, err := q.ListModelAliases(ctx, db.ListModelAliasesParams{Project: project, Model: model})
 		if err != nil {
@@ -264,23 +281,6 @@ func (s *Store) DeleteModelVersion(ctx context.Context, project, model string, v
 		}
 		if len(naming) > 0 {
 			return &catalog.VersionNamedError{Model: model, Version: version, Aliases: naming}
-		}
-		// The version's row FOR UPDATE: a reference being recorded
-		// (ReferenceModelVersion, FOR SHARE) commits first and is listed
-		// below, or waits and then finds the version deleted.
-		if _, err := q.LockLiveModelVersion(ctx, db.LockLiveModelVersionParams{Project: project, Model: model, Version: int32(version)}); err != nil {
-			return fmt.Errorf("model %s/%s has no version %d: %w", project, model, version, catalog.ErrNotFound)
-		}
-		refs, err := q.ListModelVersionRefs(ctx, db.ListModelVersionRefsParams{Project: project, Model: model, Version: int32(version)})
-		if err != nil {
-			return err
-		}
-		if len(refs) > 0 {
-			e := &catalog.VersionReferencedError{Model: model, Version: version}
-			for _, r := range refs {
-				e.Endpoints = append(e.Endpoints, r.Endpoint)
-			}
-			return e
 		}
 		n, err := q.DeleteModelVersion(ctx, db.DeleteModelVersionParams{Project: project, Model: model, Version: int32(version), DeletedBy: actor})
 		if err == nil && n == 0 {

@@ -26,6 +26,10 @@
 // reference each time, and one takes far less than Grace to become a
 // revision.
 //
+// At its start the Sweeper also backfills: it records the references of
+// every revision of every endpoint, so that endpoints made before
+// references existed (an upgrade) protect their versions too.
+//
 // This was chosen over an activity in the endpoint workflow: endpoints
 // drop no revision today (only their deletion releases references), the
 // sweep needs no new workflow command (no GetVersion, no replay history),
@@ -50,12 +54,16 @@ import (
 type Store interface {
 	ModelReferencesBefore(ctx context.Context, t time.Time, after catalog.ModelVersionRef, max int) ([]catalog.ModelVersionRef, error)
 	RemoveModelReference(ctx context.Context, r catalog.ModelVersionRef, before time.Time) (int64, error)
+	// For the backfill.
+	ListProjects(ctx context.Context) ([]catalog.Project, error)
+	catalog.ModelReferrer
 }
 
 // Endpoints answers an endpoint's state (client/endpointclient); a
 // missing endpoint is endpointclient.ErrNotFound.
 type Endpoints interface {
 	Status(ctx context.Context, project, name string) (activities.EndpointStatus, error)
+	Names(ctx context.Context, project string) ([]string, error)
 }
 
 // Options tune the sweeper; zero values take the defaults.
@@ -93,11 +101,20 @@ func New(s Store, e Endpoints, now func() time.Time, log *zap.Logger, opt Option
 	return &Sweeper{store: s, endpoints: e, now: now, log: log, opt: opt}
 }
 
-// Run sweeps until ctx is done.
+// Run backfills, then sweeps until ctx is done (a backfill that fails is
+// tried again at the next interval).
 func (s *Sweeper) Run(ctx context.Context) {
 	tick := time.NewTicker(s.opt.Interval)
 	defer tick.Stop()
+	backfilled := false
 	for {
+		if !backfilled {
+			if err := s.Backfill(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("model references: backfill failed; retrying at the next interval", zap.Error(err))
+			} else {
+				backfilled = true
+			}
+		}
 		if _, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("model references: sweep failed; retrying at the next interval", zap.Error(err))
 		}
@@ -107,6 +124,58 @@ func (s *Sweeper) Run(ctx context.Context) {
 		case <-tick.C:
 		}
 	}
+}
+
+// Backfill records the references of every revision of every endpoint
+// of every project: endpoints made before references were recorded
+// (an upgrade) get theirs. A version deleted already is skipped (nothing
+// to protect any more). Once per gateway start: one status query per
+// endpoint; recording an existing reference again only refreshes it.
+func (s *Sweeper) Backfill(ctx context.Context) error {
+	projects, err := s.store.ListProjects(ctx)
+	if err != nil {
+		return err
+	}
+	var recorded int
+	var failed error
+	for _, p := range projects {
+		names, err := s.endpoints.Names(ctx, p.Name)
+		if err != nil {
+			return err
+		}
+		for _, name := range names {
+			st, err := s.endpoints.Status(ctx, p.Name, name)
+			if errors.Is(err, endpointclient.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				// The others are backfilled still; the whole is tried again.
+				failed = err
+				continue
+			}
+			if st.Deleting {
+				continue
+			}
+			for _, rev := range st.Revisions {
+				m := rev.Spec.Model.Registered
+				if m == nil {
+					continue
+				}
+				err := s.store.ReferenceModelVersion(ctx, p.Name, name, m.Model, m.Version)
+				switch {
+				case errors.Is(err, catalog.ErrNotFound):
+					s.log.Warn("model references: an endpoint's revision serves a deleted model version", zap.String("project", p.Name),
+						zap.String("endpoint", name), zap.Int("revision", rev.Number), zap.String("model", m.Model), zap.Int("version", m.Version))
+				case err != nil:
+					return err
+				default:
+					recorded++
+				}
+			}
+		}
+	}
+	s.log.Debug("model references: backfilled", zap.Int("references", recorded))
+	return failed
 }
 
 // Sweep removes the references older than Grace that nothing needs and

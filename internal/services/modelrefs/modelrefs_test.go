@@ -19,7 +19,29 @@ import (
 
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
-type fakeStore struct{ refs []catalog.ModelVersionRef }
+type fakeStore struct {
+	refs    []catalog.ModelVersionRef
+	deleted map[int]bool
+}
+
+func (f *fakeStore) ListProjects(context.Context) ([]catalog.Project, error) {
+	return []catalog.Project{{Name: "a"}, {Name: "b"}}, nil
+}
+
+func (f *fakeStore) ReferenceModelVersion(_ context.Context, project, endpoint, model string, version int) error {
+	if f.deleted[version] {
+		return catalog.ErrNotFound
+	}
+	r := catalog.ModelVersionRef{Project: project, Endpoint: endpoint, Model: model, Version: version, ReservedAt: t0}
+	for i := range f.refs {
+		if key(f.refs[i]) == key(r) {
+			f.refs[i].ReservedAt = t0
+			return nil
+		}
+	}
+	f.refs = append(f.refs, r)
+	return nil
+}
 
 func key(r catalog.ModelVersionRef) string {
 	return fmt.Sprintf("%s\x00%s\x00%s\x00%09d", r.Project, r.Endpoint, r.Model, r.Version)
@@ -53,6 +75,17 @@ func (f fakeEndpoints) Status(_ context.Context, project, name string) (activiti
 		return st, endpointclient.ErrNotFound
 	}
 	return st, nil
+}
+
+func (f fakeEndpoints) Names(_ context.Context, project string) ([]string, error) {
+	var out []string
+	for k := range f {
+		if p, name, _ := strings.Cut(k, "/"); p == project {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 func serving(versions ...int) activities.EndpointStatus {
@@ -97,5 +130,26 @@ func TestSweepRemovesWhatNoRevisionServes(t *testing.T) {
 	}
 	if got, want := strings.Join(left, " "), "a/chat@1 a/chat@2 a/chat@4 a/unreachable@1 b/chat@3"; got != want {
 		t.Fatalf("left %s, want %s", got, want)
+	}
+}
+
+// The backfill records every kept revision's version of every endpoint,
+// skipping deleted versions and endpoints being deleted.
+func TestBackfillRecordsEveryRevision(t *testing.T) {
+	st := &fakeStore{deleted: map[int]bool{5: true}}
+	deleting := serving(4)
+	deleting.Deleting = true
+	eps := fakeEndpoints{"a/chat": serving(1, 2, 2), "a/old": serving(5, 3), "a/deleting": deleting, "b/chat": serving(1)}
+	sw := modelrefs.New(st, eps, func() time.Time { return t0 }, zap.NewNop(), modelrefs.Options{})
+	if err := sw.Backfill(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range st.refs {
+		got = append(got, fmt.Sprintf("%s/%s@%d", r.Project, r.Endpoint, r.Version))
+	}
+	slices.Sort(got)
+	if want := "a/chat@1 a/chat@2 a/old@3 b/chat@1"; strings.Join(got, " ") != want {
+		t.Fatalf("backfilled %v, want %s", got, want)
 	}
 }
