@@ -115,6 +115,11 @@ func TestEndpointServesARegisteredModel(t *testing.T) {
 	assert.Contains(t, eventLine(v), "revision 2 created: sentiment@champion moved from version 1 to 2")
 	require.Eventually(t, func() bool { return s.servedWeights(t) == digests[2] }, 20*time.Second, 200*time.Millisecond,
 		"the endpoint serves version 2's bytes")
+	// Version 1 is no longer served, but revision 1 is kept for rollback:
+	// it still cannot be deleted.
+	code, body = s.raw("DELETE", s.path("/models/sentiment/versions/1"), nil)
+	require.Equal(t, 409, code, "%s", body)
+	assert.Contains(t, string(body), "referenced by endpoint chat (revision 1: kept for rollback)")
 
 	// An inference step pins version 1 (no follow): the step ends once the
 	// revision serving it is promoted.
