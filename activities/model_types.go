@@ -70,6 +70,12 @@ type NotifyModelMovedRequest struct {
 type ResolveEndpointModelRequest struct {
 	Project string          `json:"project"`
 	Model   inference.Model `json:"model"`
+	// Endpoint is the endpoint that will serve the version: the
+	// activity records its reference to the version (so that the
+	// version cannot be deleted) before answering. Empty in requests
+	// scheduled before it existed: the activity then reads the endpoint
+	// from its workflow's ID.
+	Endpoint string `json:"endpoint,omitempty"`
 }
 
 // ResolveEndpointModelResult is Model with Registered set to the version

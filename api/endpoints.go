@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/api/gen"
@@ -61,7 +64,7 @@ func (s *server) CreateEndpoint(ctx context.Context, req gen.CreateEndpointReque
 		fields = append(fields, localPodProblems(spec, "spec")...)
 	}
 	if len(fields) == 0 {
-		if fields, err = s.resolveEndpointModel(ctx, req.Project, &spec, "spec"); err != nil {
+		if fields, err = s.resolveEndpointModel(ctx, req.Project, body.Name, &spec, "spec"); err != nil {
 			return nil, err
 		}
 	}
@@ -112,9 +115,13 @@ func (s *server) endpointOnLocalRuntime(ctx context.Context, project, name strin
 }
 
 // resolveEndpointModel records in the spec the registry version its
-// model.ref names (catalog.ResolveEndpointModel); a reference the project's
-// registry does not hold is a problem at model.ref under prefix.
-func (s *server) resolveEndpointModel(ctx context.Context, project string, spec *inference.EndpointSpec, prefix string) ([]gen.FieldError, error) {
+// model.ref names and, before the caller submits the spec, records that
+// the endpoint references that version (catalog.ReferenceEndpointModel),
+// so that it cannot be deleted from then on; a reference the project's
+// registry does not hold, or a version deleted meanwhile, is a problem at
+// model.ref under prefix. A reference whose update is then refused is
+// removed by the sweeper (internal/services/modelrefs).
+func (s *server) resolveEndpointModel(ctx context.Context, project, endpoint string, spec *inference.EndpointSpec, prefix string) ([]gen.FieldError, error) {
 	path := "model.ref"
 	if prefix != "" {
 		path = prefix + "." + path
@@ -126,7 +133,7 @@ func (s *server) resolveEndpointModel(ctx context.Context, project string, spec 
 	if s.models == nil {
 		return []gen.FieldError{{Path: path, Message: "the model registry is not served by this gateway"}}, nil
 	}
-	problem, err := catalog.ResolveEndpointModel(ctx, s.models, project, &spec.Model)
+	problem, err := catalog.ReferenceEndpointModel(ctx, s.models, s.models, project, endpoint, &spec.Model)
 	if err != nil {
 		return nil, internalError(err)
 	}
@@ -207,7 +214,7 @@ func (s *server) UpdateEndpoint(ctx context.Context, req gen.UpdateEndpointReque
 	}
 	if len(fields) == 0 {
 		var err error
-		if fields, err = s.resolveEndpointModel(ctx, req.Project, &spec, ""); err != nil {
+		if fields, err = s.resolveEndpointModel(ctx, req.Project, req.Endpoint, &spec, ""); err != nil {
 			return nil, err
 		}
 	}
@@ -229,8 +236,18 @@ func (s *server) DeleteEndpoint(ctx context.Context, req gen.DeleteEndpointReque
 	if err := s.endpointsOn(); err != nil {
 		return nil, err
 	}
+	submitted := time.Now() // the wall clock, compared with the database's: not the test clock
 	if err := s.endpointErr(req.Project, req.Endpoint, s.endpoints.Delete(ctx, req.Project, req.Endpoint)); err != nil {
 		return nil, err
+	}
+	// The workflow accepts no update once deleting, so its references to
+	// model versions go now (those recorded before the deletion was
+	// submitted: a create of the same name afterwards keeps its own). A
+	// failure leaves them to the sweeper.
+	if s.models != nil {
+		if _, err := s.models.RemoveEndpointModelReferences(ctx, req.Project, req.Endpoint, submitted); err != nil {
+			s.log.Warn("cannot remove a deleted endpoint's model references; the sweeper will", zap.String("endpoint", req.Endpoint), zap.Error(err))
+		}
 	}
 	return gen.DeleteEndpoint202Response{}, nil
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/api/gen"
@@ -28,6 +30,16 @@ type ModelRegistry interface {
 	GetModelVersion(ctx context.Context, project, model, ref string) (catalog.ModelVersion, error)
 	ModelAliasEvents(ctx context.Context, project, model string, max int) ([]catalog.ModelAliasEvent, error)
 	DeleteModelVersion(ctx context.Context, project, model string, version int, actor string) error
+	// ReferenceModelVersion records that an endpoint references a
+	// version, before the spec using it is submitted; a version deleted
+	// (meanwhile) is catalog.ErrNotFound.
+	ReferenceModelVersion(ctx context.Context, project, endpoint, model string, version int) error
+	// ModelReferences lists the endpoints' references to a model's
+	// versions (one query).
+	ModelReferences(ctx context.Context, project, model string) ([]catalog.ModelVersionRef, error)
+	// RemoveEndpointModelReferences removes an endpoint's references
+	// recorded before a time (its deletion).
+	RemoveEndpointModelReferences(ctx context.Context, project, endpoint string, before time.Time) (int64, error)
 }
 
 // AliasMover moves aliases through a workflow that also tells the
@@ -252,28 +264,18 @@ func (s *server) DeleteModelVersion(ctx context.Context, req gen.DeleteModelVers
 		fe := []gen.FieldError{{Path: "ref", Message: "delete a version by its number: an alias moves, it is not deleted with its version"}}
 		return nil, newProblem(ptInvalidModel, "%s", summarize(fe)).withErrors(fe)
 	}
-	if _, err := s.models.GetModelVersion(ctx, req.Project, req.Model, req.Ref); err != nil {
-		return nil, modelErr(req.Project, req.Model, err)
-	}
-	serving, err := s.modelServing(ctx, req.Project, req.Model)
-	if err != nil {
-		return nil, err
-	}
-	var users []string
-	for _, sv := range serving {
-		if sv.Version == n {
-			users = append(users, fmt.Sprintf("%s (revision %d, %s)", sv.Endpoint, sv.Revision, sv.Role))
-		}
-	}
-	if len(users) > 0 {
-		return nil, newProblem(ptModelInUse, "version %d of model %s is served by endpoint %s: roll the endpoint to another version first",
-			n, req.Model, strings.Join(users, ", "))
-	}
+	// The registry refuses atomically while an endpoint references the
+	// version (model_version_refs, checked under the version's row lock);
+	// the endpoints' workflows are asked only to name the revisions.
 	err = s.models.DeleteModelVersion(ctx, req.Project, req.Model, n, principal(ctx).Name)
 	var named *catalog.VersionNamedError
+	var referenced *catalog.VersionReferencedError
 	switch {
 	case errors.As(err, &named):
 		return nil, newProblem(ptModelInUse, "%s", named.Error())
+	case errors.As(err, &referenced):
+		return nil, newProblem(ptModelInUse, "version %d of model %s is referenced by endpoint %s: an endpoint keeps every revision it made for rollback, so the version can be deleted once the endpoint is",
+			n, req.Model, strings.Join(s.referencingRevisions(ctx, req.Project, req.Model, n, referenced.Endpoints), ", "))
 	case err != nil:
 		return nil, modelErr(req.Project, req.Model, err)
 	}
@@ -301,27 +303,34 @@ type servingRole struct {
 	role gen.ModelServingRole
 }
 
-// modelServing reads every endpoint of the project for the revisions that
-// serve a version of model: the stable one and the one rolling out. The
-// endpoints' workflows are the truth of what they serve, so this asks
-// each (one query per endpoint of the project); an endpoint deleted
-// meanwhile is skipped.
+// modelServing answers the revisions that serve a version of model: the
+// stable one and the one rolling out. The registry's references
+// (model_version_refs, one query) name the candidate endpoints; only
+// those endpoints' workflows, the truth of what they serve, are asked for
+// the roles. An endpoint deleted meanwhile (or whose reservation is for an
+// update not yet made) is skipped.
 func (s *server) modelServing(ctx context.Context, project, model string) ([]gen.ModelServing, error) {
 	out := []gen.ModelServing{}
 	if s.endpoints == nil {
 		return out, nil
 	}
-	list, err := s.endpoints.List(ctx, project)
+	refs, err := s.models.ModelReferences(ctx, project, model)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, internalError(err)
 	}
-	for _, e := range list {
-		st, err := s.endpoints.Status(ctx, project, e.Name)
+	var names []string
+	for _, r := range refs {
+		if !slices.Contains(names, r.Endpoint) {
+			names = append(names, r.Endpoint)
+		}
+	}
+	for _, name := range names {
+		st, err := s.endpoints.Status(ctx, project, name)
 		if errors.Is(err, endpointclient.ErrNotFound) {
 			continue
 		}
 		if err != nil {
-			return nil, s.endpointErr(project, e.Name, err)
+			return nil, s.endpointErr(project, name, err)
 		}
 		roles := []servingRole{{st.Stable, gen.Stable}}
 		if st.Rollout != nil {
@@ -333,12 +342,52 @@ func (s *server) modelServing(ctx context.Context, project, model string) ([]gen
 				if rev.Number != r.n || m.Registered == nil || m.Registered.Model != model {
 					continue
 				}
-				out = append(out, gen.ModelServing{Endpoint: e.Name, Revision: rev.Number, Role: r.role,
+				out = append(out, gen.ModelServing{Endpoint: name, Revision: rev.Number, Role: r.role,
 					Version: m.Registered.Version, Ref: m.Ref, Follow: m.Follow, Run: optIf(m.Registered.Run != "", m.Registered.Run)})
 			}
 		}
 	}
 	return out, nil
+}
+
+// referencingRevisions names, for a refused deletion, each endpoint that
+// references version n of model with the revisions that serve it (and
+// their role), as its workflow answers; an endpoint whose workflow does
+// not answer is named alone (an update in flight, or one deleted whose
+// reference goes with the next sweep).
+func (s *server) referencingRevisions(ctx context.Context, project, model string, n int, endpoints []string) []string {
+	out := make([]string, 0, len(endpoints))
+	for _, name := range endpoints {
+		var st activities.EndpointStatus
+		err := errors.New("no endpoints")
+		if s.endpoints != nil {
+			st, err = s.endpoints.Status(ctx, project, name)
+		}
+		if err != nil {
+			out = append(out, name+" (an update in flight, or an endpoint being deleted)")
+			continue
+		}
+		var revs []string
+		for _, rev := range st.Revisions {
+			if m := rev.Spec.Model.Registered; m == nil || m.Model != model || m.Version != n {
+				continue
+			}
+			role := "kept for rollback"
+			switch {
+			case rev.Number == st.Stable:
+				role = "stable"
+			case st.Rollout != nil && rev.Number == st.Rollout.Candidate:
+				role = "candidate"
+			}
+			revs = append(revs, fmt.Sprintf("revision %d: %s", rev.Number, role))
+		}
+		if len(revs) == 0 {
+			out = append(out, name+" (an update in flight)")
+			continue
+		}
+		out = append(out, name+" ("+strings.Join(revs, "; ")+")")
+	}
+	return out
 }
 
 // runMetrics are the scalar metrics of a run's steps as "<step>.<metric>"

@@ -75,8 +75,9 @@ func revisionServes(rev int) func(gen.Endpoint) bool {
 // artifact store: its X-Model-Weights header, through the gateway's proxy,
 // is the version's digest. Moving the alias over REST rolls out a revision
 // serving version 2; REST says which endpoints serve which version, and a
-// version that is served cannot be deleted. Another project sees none of
-// it, and bad references are 422 at their path.
+// version that a revision the endpoint keeps references cannot be deleted
+// until the endpoint is. Another project sees none of it, and bad
+// references are 422 at their path.
 func TestEndpointServesARegisteredModel(t *testing.T) {
 	engine := modelserverBinary(t)
 	s := newStack(t, stackOptions{localEngines: map[string]string{"vllm": engine}})
@@ -105,7 +106,7 @@ func TestEndpointServesARegisteredModel(t *testing.T) {
 		Run: serving.Items[0].Run}, serving.Items[0])
 	code, body = s.raw("DELETE", s.path("/models/sentiment/versions/1"), nil)
 	require.Equal(t, 409, code, "%s", body)
-	assert.Contains(t, string(body), "served by endpoint chat (revision 1, stable)")
+	assert.Contains(t, string(body), "referenced by endpoint chat (revision 1: stable)")
 
 	// Moving the alias rolls out version 2.
 	code, body = s.raw("PUT", s.path("/models/sentiment/aliases/champion"), []byte(`{"version": 2}`))
@@ -114,6 +115,11 @@ func TestEndpointServesARegisteredModel(t *testing.T) {
 	assert.Contains(t, eventLine(v), "revision 2 created: sentiment@champion moved from version 1 to 2")
 	require.Eventually(t, func() bool { return s.servedWeights(t) == digests[2] }, 20*time.Second, 200*time.Millisecond,
 		"the endpoint serves version 2's bytes")
+	// Version 1 is no longer served, but revision 1 is kept for rollback:
+	// it still cannot be deleted.
+	code, body = s.raw("DELETE", s.path("/models/sentiment/versions/1"), nil)
+	require.Equal(t, 409, code, "%s", body)
+	assert.Contains(t, string(body), "referenced by endpoint chat (revision 1: kept for rollback)")
 
 	// An inference step pins version 1 (no follow): the step ends once the
 	// revision serving it is promoted.
@@ -138,25 +144,22 @@ steps:
 	require.Equal(t, 200, code, "%s", body)
 	assert.Contains(t, string(body), `"revision":3,"role":"stable","version":1,"ref":"sentiment@1","follow":false`)
 
-	// Version 1 is served, version 2 named by champion: neither can go.
-	// Without the alias, version 2 can, and then neither resolves nor
-	// lists; its number is not given again.
+	// Version 1 is served by revision 3 and kept for rollback by
+	// revision 1; version 2 by revision 2 (model_version_refs): neither
+	// can go, even once no alias names version 2.
 	code, body = s.raw("DELETE", s.path("/models/sentiment/versions/1"), nil)
 	require.Equal(t, 409, code, "%s", body)
-	code, body = s.raw("DELETE", s.path("/models/sentiment/versions/2"), nil)
-	require.Equal(t, 409, code, "%s", body)
-	assert.Contains(t, string(body), "alias champion")
+	assert.Contains(t, string(body), "referenced by endpoint chat (revision 1: kept for rollback; revision 3: stable)")
 	code, body = s.raw("DELETE", s.path("/models/sentiment/aliases/champion"), nil)
 	require.Equal(t, 204, code, "%s", body)
 	code, body = s.raw("DELETE", s.path("/models/sentiment/versions/2"), nil)
-	require.Equal(t, 204, code, "%s", body)
-	code, _ = s.raw("GET", s.path("/models/sentiment/versions/2"), nil)
-	assert.Equal(t, 404, code)
-	code, body = s.raw("GET", s.path("/models/sentiment"), nil)
-	require.Equal(t, 200, code)
-	assert.Contains(t, string(body), `"latest":1`, "the latest is the highest version not deleted")
+	require.Equal(t, 409, code, "%s", body)
+	assert.Contains(t, string(body), "referenced by endpoint chat (revision 2: kept for rollback)")
 	code, _ = s.raw("DELETE", s.path("/models/sentiment/versions/champion"), nil)
 	assert.Equal(t, 422, code, "versions are deleted by number")
+	// A rollback to revision 2 can still load version 2's bytes.
+	code, body = s.raw("GET", s.path("/models/sentiment/versions/2"), nil)
+	require.Equal(t, 200, code, "%s", body)
 
 	// Bad references, every problem at its path.
 	for _, bad := range []struct {
@@ -193,7 +196,22 @@ steps:
 	require.Equal(t, 422, code, "another project's model is unknown here: %s", body)
 	assert.Contains(t, string(body), "no model sentiment in project other-serving")
 
+	// Once the endpoint is deleted, its references go with it: both
+	// versions can be deleted, and then neither resolves nor lists; a
+	// number is not given again.
 	s.deleteEndpoint(t)
+	for _, n := range []string{"2", "1"} {
+		code, body = s.raw("DELETE", s.path("/models/sentiment/versions/%s", n), nil)
+		require.Equal(t, 204, code, "version %s once the endpoint is deleted: %s", n, body)
+	}
+	code, _ = s.raw("GET", s.path("/models/sentiment/versions/2"), nil)
+	assert.Equal(t, 404, code)
+	code, body = s.raw("GET", s.path("/models/sentiment"), nil)
+	require.Equal(t, 200, code)
+	assert.Contains(t, string(body), `"latest":0`, "the latest is the highest version not deleted")
+	code, body = s.raw("GET", s.path("/models/sentiment/endpoints"), nil)
+	require.Equal(t, 200, code, "%s", body)
+	assert.JSONEq(t, `{"items":[]}`, string(body))
 	if os.Getenv("ATELIER_RECORD_HISTORIES") != "" {
 		recordHistory(t, s, "v11-endpoint-follows-model", activities.EndpointWorkflowID(s.project, "chat"))
 		res, err := s.temporal.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{

@@ -34,6 +34,7 @@ import (
 	"github.com/atelier-ml/atelier/internal/platform/telemetry"
 	"github.com/atelier-ml/atelier/internal/process/app"
 	"github.com/atelier-ml/atelier/internal/process/config"
+	"github.com/atelier-ml/atelier/internal/services/modelrefs"
 	"github.com/atelier-ml/atelier/internal/services/reconcile"
 	"github.com/atelier-ml/atelier/internal/services/retention"
 	"github.com/atelier-ml/atelier/internal/services/triggers"
@@ -103,15 +104,18 @@ func provideReconciler(s *store.Store, e *runclient.Client, cfg config.Config, l
 // provideSweepers is the gateway's background upkeep: the reconciler, the
 // retention sweep (which does nothing unless --retention is set), the
 // webhook and trigger dispatchers, the sweep of expired step cache
-// entries and, with an artifact store, the collector of unreferenced
+// entries, the sweep of endpoints' references to model versions that no
+// revision serves any more (internal/services/modelrefs) and, with an
+// artifact store, the collector of unreferenced
 // artifact bytes.
-func provideSweepers(rec *reconcile.Reconciler, s *store.Store, eng *runclient.Client, arts *artifactstore.Store, cfg config.Config, l *zap.Logger) app.Sweepers {
+func provideSweepers(rec *reconcile.Reconciler, s *store.Store, eng *runclient.Client, c client.Client, arts *artifactstore.Store, cfg config.Config, l *zap.Logger) app.Sweepers {
 	sw := app.Sweepers{rec, retention.New(s, time.Now, l.Named("retention"), retention.Options{MaxAge: cfg.Retention}),
 		webhooks.New(s, time.Now, l.Named("webhooks"), webhooks.Options{
 			AllowPrivate: cfg.WebhookAllowPrivate, Backoff: cfg.WebhookBackoff, MaxAttempts: cfg.WebhookMaxAttempts,
 		}),
 		triggers.New(s, eng, time.Now, l.Named("triggers"), triggers.Options{TaskQueue: cfg.TaskQueue}),
-		retention.NewCacheSweeper(s, time.Now, l.Named("stepcache"), 0)}
+		retention.NewCacheSweeper(s, time.Now, l.Named("stepcache"), 0),
+		modelrefs.New(s, endpointclient.New(c, cfg.Namespace, cfg.TemporalUIURL), time.Now, l.Named("modelrefs"), modelrefs.Options{})}
 	if arts != nil {
 		sw = append(sw, retention.NewArtifactCollector(s, arts, time.Now, l.Named("artifacts"), 0, 0))
 	}

@@ -82,7 +82,7 @@ func InitGateway(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (
 		cleanup()
 		return nil, nil, err
 	}
-	sweepers := provideSweepers(reconciler, store, runclientClient, artifactstoreStore, cfg, logger)
+	sweepers := provideSweepers(reconciler, store, runclientClient, client, artifactstoreStore, cfg, logger)
 	gateway := app.NewGateway(handler, sweepers, cfg, logger)
 	return gateway, func() {
 		cleanup6()

@@ -54,7 +54,7 @@ type Activities struct {
 	poll      time.Duration
 	now       func() time.Time
 	progress  ProgressReporter
-	models    catalog.ModelReader
+	models    ModelRegistry
 }
 
 // Option adjusts Activities.
@@ -72,7 +72,15 @@ func WithProgressReporter(f ProgressReporter) Option { return func(a *Activities
 
 // WithModels resolves a spec's model.ref in r, the project's model
 // registry. Without it a spec naming a registered model fails the step.
-func WithModels(r catalog.ModelReader) Option { return func(a *Activities) { a.models = r } }
+func WithModels(r ModelRegistry) Option { return func(a *Activities) { a.models = r } }
+
+// ModelRegistry resolves an endpoint spec's model.ref and records the
+// endpoint's reference to the version before the spec is submitted
+// (internal/store).
+type ModelRegistry interface {
+	catalog.ModelReader
+	catalog.ModelReferrer
+}
 
 // New builds the activities of a local worker. taskQueue is its queue:
 // endpoint workflows it creates run there, and so do the activities of an
@@ -186,8 +194,11 @@ func (a *Activities) ensure(ctx context.Context, req activities.DeployEndpointRe
 }
 
 // resolveModel records in the spec the registry version its model.ref
-// names now, as the gateway does for an endpoint created over REST. A
-// reference the registry does not hold fails the step naming it.
+// names now and records the endpoint's reference to it before the spec is
+// submitted, as the gateway does for an endpoint created over REST, so
+// the version cannot be deleted from then on (catalog.ReferenceEndpointModel).
+// A reference the registry does not hold, or a version deleted meanwhile,
+// fails the step naming it.
 func (a *Activities) resolveModel(ctx context.Context, req *activities.DeployEndpointRequest) error {
 	if req.Spec.Model.Ref == "" {
 		req.Spec.Model.Registered = nil // Atelier's to set, never the spec's
@@ -196,7 +207,7 @@ func (a *Activities) resolveModel(ctx context.Context, req *activities.DeployEnd
 	if a.models == nil {
 		return invalidSpec([]schema.Problem{{Path: "model.ref", Message: "this worker has no model registry to resolve it"}})
 	}
-	problem, err := catalog.ResolveEndpointModel(ctx, a.models, req.Project, &req.Spec.Model)
+	problem, err := catalog.ReferenceEndpointModel(ctx, a.models, a.models, req.Project, req.Endpoint, &req.Spec.Model)
 	if err != nil {
 		return fmt.Errorf("resolve model %s: %w", req.Spec.Model.Ref, err)
 	}

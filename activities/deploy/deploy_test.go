@@ -140,7 +140,7 @@ type harness struct {
 	ec      *endpointclient.Client
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T, opts ...deploy.Option) *harness {
 	c := temporaltest.Client(t)
 	h := &harness{t: t, c: c, queue: temporaltest.TaskQueue(t), stages: &stages{},
 		// Unique per run: the dev server (and its endpoint workflow IDs)
@@ -152,8 +152,8 @@ func newHarness(t *testing.T) *harness {
 	local := worker.New(c, h.queue, worker.Options{})
 	workflows.Register(local)
 	local.RegisterWorkflowWithOptions(deployOnce, workflow.RegisterOptions{Name: "test.deploy"})
-	deploy.New(h.ec, registry{h.cluster}, h.queue,
-		deploy.WithPollInterval(200*time.Millisecond), deploy.WithProgressReporter(h.stages.report)).Register(local)
+	deploy.New(h.ec, registry{h.cluster}, h.queue, append([]deploy.Option{
+		deploy.WithPollInterval(200 * time.Millisecond), deploy.WithProgressReporter(h.stages.report)}, opts...)...).Register(local)
 	cluster := worker.New(c, activities.TaskQueueForCluster(h.cluster), worker.Options{})
 	newFakeRuntime().register(cluster)
 	for _, w := range []worker.Worker{local, cluster} {
@@ -323,5 +323,71 @@ func TestDeployRefusesPodSettingsForALocalEndpoint(t *testing.T) {
 	}
 	if n := len(h.status("local").Revisions); n != 1 {
 		t.Errorf("the refused spec made a revision: %d revisions", n)
+	}
+}
+
+// models is a registry of one model, "sentiment", whose versions 1 and 2
+// resolve; version 2 is deleted between its resolution and the
+// reference. It records each reference with whether the endpoint existed
+// then.
+type models struct {
+	mu      sync.Mutex
+	ec      *endpointclient.Client
+	refs    []string
+	existed []bool
+}
+
+func (m *models) GetModel(_ context.Context, project, name string) (catalog.Model, error) {
+	if name != "sentiment" {
+		return catalog.Model{}, catalog.ErrNotFound
+	}
+	return catalog.Model{Project: project, Name: name, Latest: 2, Aliases: map[string]int{}}, nil
+}
+
+func (m *models) GetModelVersion(_ context.Context, project, model, ref string) (catalog.ModelVersion, error) {
+	var n int
+	if _, err := fmt.Sscan(ref, &n); err != nil || n < 1 || n > 2 {
+		return catalog.ModelVersion{}, catalog.ErrNotFound
+	}
+	return catalog.ModelVersion{Project: project, Model: model, Version: n, Format: "safetensors"}, nil
+}
+
+func (m *models) ReferenceModelVersion(ctx context.Context, project, endpoint, model string, version int) error {
+	if version == 2 {
+		return catalog.ErrNotFound
+	}
+	_, err := m.ec.Status(ctx, project, endpoint)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.refs = append(m.refs, fmt.Sprintf("%s@%s:%d", endpoint, model, version))
+	m.existed = append(m.existed, err == nil)
+	return nil
+}
+
+// An inference step records the endpoint's reference to the model
+// version before it creates or updates the endpoint; a version deleted
+// meanwhile fails the step, and the endpoint is not updated.
+func TestDeployReferencesTheModelVersionFirst(t *testing.T) {
+	reg := &models{}
+	h := newHarness(t, deploy.WithModels(reg))
+	reg.ec = h.ec
+	spec := func(ref string) inference.EndpointSpec {
+		s := canary("vllm:1")
+		s.Model = inference.Model{Ref: ref}
+		return s
+	}
+	if _, err := h.deploy("chat", h.cluster, spec("sentiment@1")); err != nil {
+		t.Fatalf("deploy version 1: %v", err)
+	}
+	if fmt.Sprint(reg.refs, reg.existed) != "[chat@sentiment:1] [false]" {
+		t.Fatalf("references %v (endpoint existed %v), want chat@sentiment:1 recorded before the create", reg.refs, reg.existed)
+	}
+	_, err := h.deploy("chat", h.cluster, spec("sentiment@2"))
+	ae := appError(t, err)
+	if ae.Type() != activities.ErrTypeInvalidStep || !strings.Contains(ae.Message(), "version 2 of model sentiment was deleted while it was being resolved") {
+		t.Fatalf("deleted version: %s: %s", ae.Type(), ae.Message())
+	}
+	if st := h.status("chat"); len(st.Revisions) != 1 {
+		t.Fatalf("the endpoint has %d revisions, want 1", len(st.Revisions))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/worker"
@@ -15,6 +16,7 @@ import (
 // Registry is the model registry (internal/store).
 type Registry interface {
 	catalog.ModelReader
+	catalog.ModelReferrer
 	SetModelAlias(ctx context.Context, project, model, alias string, version int, actor string) (*int, error)
 	RegisterModelVersion(ctx context.Context, v catalog.NewModelVersion) (catalog.ModelVersion, bool, error)
 	DeleteModelAlias(ctx context.Context, project, model, alias, actor string) error
@@ -102,12 +104,43 @@ func (a *Activities) NotifyEndpoints(ctx context.Context, req activities.NotifyM
 	return len(names), nil
 }
 
-// ResolveEndpointModel resolves req.Model.Ref to the version it names now.
+// ResolveEndpointModel resolves req.Model.Ref to the version it names now
+// and records the endpoint's reference to that version before answering,
+// so that the revision the endpoint then makes serves a version that
+// cannot be deleted (catalog.ReferenceEndpointModel). A version deleted
+// meanwhile is a Problem. A reference the endpoint does not use after all
+// (it changed meanwhile) is removed by the gateway's sweeper.
 func (a *Activities) ResolveEndpointModel(ctx context.Context, req activities.ResolveEndpointModelRequest) (activities.ResolveEndpointModelResult, error) {
 	m := req.Model
-	problem, err := catalog.ResolveEndpointModel(ctx, a.reg, req.Project, &m)
+	endpoint := req.Endpoint
+	if endpoint == "" {
+		endpoint = endpointOfWorkflow(ctx, req.Project)
+	}
+	var problem string
+	var err error
+	if endpoint == "" {
+		problem, err = catalog.ResolveEndpointModel(ctx, a.reg, req.Project, &m)
+	} else {
+		problem, err = catalog.ReferenceEndpointModel(ctx, a.reg, a.reg, req.Project, endpoint, &m)
+	}
 	if err != nil {
 		return activities.ResolveEndpointModelResult{}, err
 	}
 	return activities.ResolveEndpointModelResult{Model: m, Problem: problem}, nil
+}
+
+// endpointOfWorkflow reads the endpoint's name from the ID of the
+// workflow that called the activity (activities.EndpointWorkflowID), for
+// requests scheduled before they named it; "" when it is not an
+// endpoint's.
+func endpointOfWorkflow(ctx context.Context, project string) string {
+	if !activity.IsActivity(ctx) {
+		return ""
+	}
+	prefix := activities.EndpointWorkflowID(project, "")
+	id := activity.GetInfo(ctx).WorkflowExecution.ID
+	if name, ok := strings.CutPrefix(id, prefix); ok && name != "" && !strings.Contains(name, "/") {
+		return name
+	}
+	return ""
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/atelier-ml/atelier/inference"
 	"github.com/atelier-ml/atelier/schema"
@@ -88,3 +89,58 @@ func (e *VersionNamedError) Error() string {
 
 // Is makes errors.Is(err, ErrConflict) hold.
 func (e *VersionNamedError) Is(target error) bool { return target == ErrConflict }
+
+// ModelVersionRef records that an endpoint references a model version:
+// a revision of the endpoint serves it, or an update in flight is about
+// to (a reservation recorded before the update is submitted). While one
+// exists the version cannot be deleted (VersionReferencedError).
+type ModelVersionRef struct {
+	Project    string
+	Model      string
+	Version    int
+	Endpoint   string
+	ReservedAt time.Time
+}
+
+// ModelReferrer records endpoints' references to model versions
+// (internal/store). ReferenceModelVersion fails with ErrNotFound when the
+// version does not exist or is deleted (also when it was deleted while
+// the reference was being recorded): the two serialize on the version.
+type ModelReferrer interface {
+	ReferenceModelVersion(ctx context.Context, project, endpoint, model string, version int) error
+}
+
+// VersionReferencedError refuses to delete a version that endpoints
+// reference (revisions they keep for rollback, or an update in flight).
+// It is an ErrConflict.
+type VersionReferencedError struct {
+	Model     string
+	Version   int
+	Endpoints []string
+}
+
+func (e *VersionReferencedError) Error() string {
+	return fmt.Sprintf("version %d of model %s is referenced by endpoint %s: an endpoint keeps every revision for rollback; delete the endpoint first",
+		e.Version, e.Model, strings.Join(e.Endpoints, ", "))
+}
+
+// Is makes errors.Is(err, ErrConflict) hold.
+func (e *VersionReferencedError) Is(target error) bool { return target == ErrConflict }
+
+// ReferenceEndpointModel resolves m.Ref as ResolveEndpointModel does, then
+// records that endpoint references the version before the caller submits
+// the spec to the endpoint, so that the version cannot be deleted from
+// then on. A version deleted between the resolution and the record is a
+// problem, as one that does not exist is.
+func ReferenceEndpointModel(ctx context.Context, r ModelReader, refs ModelReferrer, project, endpoint string, m *inference.Model) (problem string, err error) {
+	if problem, err := ResolveEndpointModel(ctx, r, project, m); problem != "" || err != nil || m.Registered == nil {
+		return problem, err
+	}
+	reg := m.Registered
+	err = refs.ReferenceModelVersion(ctx, project, endpoint, reg.Model, reg.Version)
+	if errors.Is(err, ErrNotFound) {
+		m.Registered = nil
+		return fmt.Sprintf("version %d of model %s was deleted while it was being resolved", reg.Version, reg.Model), nil
+	}
+	return "", err
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/store/db"
@@ -239,14 +240,34 @@ func (s *Store) DeleteModelAlias(ctx context.Context, project, model, alias, act
 }
 
 // DeleteModelVersion marks a version deleted: it no longer resolves nor
-// lists, and its number is never given again. A version an alias names is
-// ErrConflict naming the aliases (move or remove them first); one that
-// does not exist (or is deleted) ErrNotFound. Whether an endpoint serves
-// it is for the caller to check (endpoints live in their workflows).
+// lists, and its number is never given again. One that endpoints
+// reference (model_version_refs: revisions they keep, updates in flight)
+// is a *catalog.VersionReferencedError naming them, checked under the
+// version's row lock so that no reference is recorded between the check
+// and the deletion; one an alias names is a *catalog.VersionNamedError
+// (move or remove the aliases first); both are ErrConflict. One that does
+// not exist (or is deleted) is ErrNotFound.
 func (s *Store) DeleteModelVersion(ctx context.Context, project, model string, version int, actor string) error {
 	err := s.withTx(ctx, func(q *db.Queries) error {
 		if _, err := q.LockModel(ctx, db.LockModelParams{Project: project, Name: model}); err != nil {
 			return err
+		}
+		// The version's row FOR UPDATE: a reference being recorded
+		// (ReferenceModelVersion, FOR SHARE) commits first and is listed
+		// below, or waits and then finds the version deleted.
+		if _, err := q.LockLiveModelVersion(ctx, db.LockLiveModelVersionParams{Project: project, Model: model, Version: int32(version)}); err != nil {
+			return err // no row: no such version (or deleted), ErrNotFound
+		}
+		refs, err := q.ListModelVersionRefs(ctx, db.ListModelVersionRefsParams{Project: project, Model: model, Version: int32(version)})
+		if err != nil {
+			return err
+		}
+		if len(refs) > 0 {
+			e := &catalog.VersionReferencedError{Model: model, Version: version}
+			for _, r := range refs {
+				e.Endpoints = append(e.Endpoints, r.Endpoint)
+			}
+			return e
 		}
 		aliases, err := q.ListModelAliases(ctx, db.ListModelAliasesParams{Project: project, Model: model})
 		if err != nil {
@@ -307,4 +328,67 @@ func (s *Store) ModelVersionsOfArtifact(ctx context.Context, project, artifactID
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// ReferenceModelVersion records that endpoint references a version of
+// model (idempotent: a second call refreshes its time). It holds the
+// version's row FOR SHARE while it inserts, so a concurrent
+// DeleteModelVersion either waits and then sees the reference, or
+// commits first and the reference fails with ErrNotFound: never a
+// reference to a deleted version, never a deletion between the check and
+// a reference.
+func (s *Store) ReferenceModelVersion(ctx context.Context, project, endpoint, model string, version int) error {
+	err := s.withTx(ctx, func(q *db.Queries) error {
+		if _, err := q.ShareLiveModelVersion(ctx, db.ShareLiveModelVersionParams{Project: project, Model: model, Version: int32(version)}); err != nil {
+			return err
+		}
+		return q.PutModelVersionRef(ctx, db.PutModelVersionRefParams{Project: project, Model: model, Version: int32(version), Endpoint: endpoint})
+	})
+	return mapErr(err, "reference version %d of model %s/%s from endpoint %s", version, project, model, endpoint)
+}
+
+// ModelReferences lists the endpoints' references to any version of
+// model, by endpoint then version: the candidates for "which endpoints
+// serve this model".
+func (s *Store) ModelReferences(ctx context.Context, project, model string) ([]catalog.ModelVersionRef, error) {
+	rows, err := s.q.ListModelRefs(ctx, db.ListModelRefsParams{Project: project, Model: model})
+	if err != nil {
+		return nil, mapErr(err, "references to model %s/%s", project, model)
+	}
+	return toModelRefs(rows), nil
+}
+
+// ModelReferencesBefore lists up to max references recorded (or refreshed)
+// before t, of every project, ordered by project, endpoint, model and
+// version, after the key of after (zero: from the start): the sweeper's
+// candidates.
+func (s *Store) ModelReferencesBefore(ctx context.Context, t time.Time, after catalog.ModelVersionRef, max int) ([]catalog.ModelVersionRef, error) {
+	rows, err := s.q.ListModelRefsReservedBefore(ctx, db.ListModelRefsReservedBeforeParams{Before: t,
+		AfterProject: after.Project, AfterEndpoint: after.Endpoint, AfterModel: after.Model, AfterVersion: int32(after.Version), MaxRows: int32(max)})
+	if err != nil {
+		return nil, mapErr(err, "model references")
+	}
+	return toModelRefs(rows), nil
+}
+
+func toModelRefs(rows []db.ModelVersionRef) []catalog.ModelVersionRef {
+	out := make([]catalog.ModelVersionRef, len(rows))
+	for i, r := range rows {
+		out[i] = catalog.ModelVersionRef{Project: r.Project, Model: r.Model, Version: int(r.Version), Endpoint: r.Endpoint, ReservedAt: utc(r.ReservedAt)}
+	}
+	return out
+}
+
+// RemoveEndpointModelReferences removes an endpoint's references recorded
+// before t (so that one an update submitted after t reserved stays), and
+// returns how many went.
+func (s *Store) RemoveEndpointModelReferences(ctx context.Context, project, endpoint string, before time.Time) (int64, error) {
+	n, err := s.q.DeleteEndpointModelRefs(ctx, db.DeleteEndpointModelRefsParams{Project: project, Endpoint: endpoint, Before: before})
+	return n, mapErr(err, "remove the model references of endpoint %s/%s", project, endpoint)
+}
+
+// RemoveModelReference removes one reference if it was recorded before t.
+func (s *Store) RemoveModelReference(ctx context.Context, r catalog.ModelVersionRef, before time.Time) (int64, error) {
+	n, err := s.q.DeleteModelVersionRef(ctx, db.DeleteModelVersionRefParams{Project: r.Project, Model: r.Model, Version: int32(r.Version), Endpoint: r.Endpoint, Before: before})
+	return n, mapErr(err, "remove the reference of endpoint %s/%s to model %s version %d", r.Project, r.Endpoint, r.Model, r.Version)
 }

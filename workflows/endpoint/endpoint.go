@@ -254,7 +254,10 @@ func (e *endpoint) followModel(ctx workflow.Context) {
 		return
 	}
 	e.st.ModelMoved = false
-	req := activities.ResolveEndpointModelRequest{Project: e.in.Project, Model: l.Spec.Model}
+	// The activity also records the endpoint's reference to the version
+	// it answers before the revision serving it is made: the input
+	// changes, the commands do not.
+	req := activities.ResolveEndpointModelRequest{Project: e.in.Project, Model: l.Spec.Model, Endpoint: e.in.Name}
 	rctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:              activities.ControlTaskQueue(workflow.GetInfo(ctx).TaskQueueName),
 		StartToCloseTimeout:    10 * time.Second,

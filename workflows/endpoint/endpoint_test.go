@@ -512,10 +512,12 @@ func TestEndpointFollowsItsModelAlias(t *testing.T) {
 	h := newEndpointHarness(t)
 	var mu sync.Mutex
 	version, resolves, removed := 3, 0, false
+	var endpoints []string
 	h.env.RegisterActivityWithOptions(func(_ context.Context, req activities.ResolveEndpointModelRequest) (activities.ResolveEndpointModelResult, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		resolves++
+		endpoints = append(endpoints, req.Endpoint)
 		if removed {
 			return activities.ResolveEndpointModelResult{Model: req.Model, Problem: `model sentiment has no version or alias "champion" in project vision`}, nil
 		}
@@ -553,6 +555,10 @@ func TestEndpointFollowsItsModelAlias(t *testing.T) {
 	h.runSpec(5*time.Minute, spec)
 
 	require.Zero(t, resolvesOthers, "moves of other aliases and models are not resolved")
+	require.NotEmpty(t, endpoints)
+	for _, e := range endpoints {
+		require.Equal(t, "chat", e, "the resolution names the endpoint, which references the version it answers")
+	}
 	require.Len(t, moved.Revisions, 2, "one revision for the move: %s", eventKinds(moved))
 	require.Equal(t, 4, moved.Revisions[1].Spec.Model.Registered.Version)
 	require.Equal(t, 2, moved.Stable, "the new version rolled out and was promoted: %s", eventKinds(moved))

@@ -111,6 +111,14 @@ type ModelVersion struct {
 	DeletedBy  string
 }
 
+type ModelVersionRef struct {
+	Project    string
+	Model      string
+	Version    int32
+	Endpoint   string
+	ReservedAt time.Time
+}
+
 type Pipeline struct {
 	Project       string
 	Name          string

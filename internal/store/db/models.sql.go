@@ -11,6 +11,25 @@ import (
 	"time"
 )
 
+const deleteEndpointModelRefs = `-- name: DeleteEndpointModelRefs :execrows
+DELETE FROM model_version_refs
+WHERE project = $1 AND endpoint = $2 AND reserved_at < $3
+`
+
+type DeleteEndpointModelRefsParams struct {
+	Project  string
+	Endpoint string
+	Before   time.Time
+}
+
+func (q *Queries) DeleteEndpointModelRefs(ctx context.Context, arg DeleteEndpointModelRefsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteEndpointModelRefs, arg.Project, arg.Endpoint, arg.Before)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const deleteModelAlias = `-- name: DeleteModelAlias :execrows
 DELETE FROM model_aliases WHERE project = $1 AND model = $2 AND alias = $3
 `
@@ -47,6 +66,33 @@ func (q *Queries) DeleteModelVersion(ctx context.Context, arg DeleteModelVersion
 		arg.Project,
 		arg.Model,
 		arg.Version,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const deleteModelVersionRef = `-- name: DeleteModelVersionRef :execrows
+DELETE FROM model_version_refs
+WHERE project = $1 AND model = $2 AND version = $3 AND endpoint = $4 AND reserved_at < $5
+`
+
+type DeleteModelVersionRefParams struct {
+	Project  string
+	Model    string
+	Version  int32
+	Endpoint string
+	Before   time.Time
+}
+
+func (q *Queries) DeleteModelVersionRef(ctx context.Context, arg DeleteModelVersionRefParams) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteModelVersionRef,
+		arg.Project,
+		arg.Model,
+		arg.Version,
+		arg.Endpoint,
+		arg.Before,
 	)
 	if err != nil {
 		return 0, err
@@ -392,6 +438,130 @@ func (q *Queries) ListModelAliases(ctx context.Context, arg ListModelAliasesPara
 	return items, nil
 }
 
+const listModelRefs = `-- name: ListModelRefs :many
+SELECT project, model, version, endpoint, reserved_at FROM model_version_refs
+WHERE project = $1 AND model = $2 ORDER BY endpoint, version
+`
+
+type ListModelRefsParams struct {
+	Project string
+	Model   string
+}
+
+func (q *Queries) ListModelRefs(ctx context.Context, arg ListModelRefsParams) ([]ModelVersionRef, error) {
+	rows, err := q.db.Query(ctx, listModelRefs, arg.Project, arg.Model)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ModelVersionRef
+	for rows.Next() {
+		var i ModelVersionRef
+		if err := rows.Scan(
+			&i.Project,
+			&i.Model,
+			&i.Version,
+			&i.Endpoint,
+			&i.ReservedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listModelRefsReservedBefore = `-- name: ListModelRefsReservedBefore :many
+SELECT project, model, version, endpoint, reserved_at FROM model_version_refs WHERE reserved_at < $1
+    AND (project, endpoint, model, version) > ($2::text, $3::text, $4::text, $5::int)
+ORDER BY project, endpoint, model, version LIMIT $6
+`
+
+type ListModelRefsReservedBeforeParams struct {
+	Before        time.Time
+	AfterProject  string
+	AfterEndpoint string
+	AfterModel    string
+	AfterVersion  int32
+	MaxRows       int32
+}
+
+// The sweeper's candidates, every project (it checks each endpoint
+// against its own workflow, then deletes project-scoped), a page after
+// the key (project, endpoint, model, version) it stopped at.
+func (q *Queries) ListModelRefsReservedBefore(ctx context.Context, arg ListModelRefsReservedBeforeParams) ([]ModelVersionRef, error) {
+	rows, err := q.db.Query(ctx, listModelRefsReservedBefore,
+		arg.Before,
+		arg.AfterProject,
+		arg.AfterEndpoint,
+		arg.AfterModel,
+		arg.AfterVersion,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ModelVersionRef
+	for rows.Next() {
+		var i ModelVersionRef
+		if err := rows.Scan(
+			&i.Project,
+			&i.Model,
+			&i.Version,
+			&i.Endpoint,
+			&i.ReservedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listModelVersionRefs = `-- name: ListModelVersionRefs :many
+SELECT project, model, version, endpoint, reserved_at FROM model_version_refs
+WHERE project = $1 AND model = $2 AND version = $3 ORDER BY endpoint
+`
+
+type ListModelVersionRefsParams struct {
+	Project string
+	Model   string
+	Version int32
+}
+
+func (q *Queries) ListModelVersionRefs(ctx context.Context, arg ListModelVersionRefsParams) ([]ModelVersionRef, error) {
+	rows, err := q.db.Query(ctx, listModelVersionRefs, arg.Project, arg.Model, arg.Version)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ModelVersionRef
+	for rows.Next() {
+		var i ModelVersionRef
+		if err := rows.Scan(
+			&i.Project,
+			&i.Model,
+			&i.Version,
+			&i.Endpoint,
+			&i.ReservedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listModelVersions = `-- name: ListModelVersions :many
 SELECT project, model, version, artifact_id, digest, size, files, run_id, step, item, attempt, format, metadata, created_at, created_by, deleted_at, deleted_by FROM model_versions WHERE project = $1 AND model = $2 AND deleted_at IS NULL ORDER BY version DESC
 `
@@ -532,6 +702,24 @@ func (q *Queries) ListModels(ctx context.Context, project string) ([]ListModelsR
 	return items, nil
 }
 
+const lockLiveModelVersion = `-- name: LockLiveModelVersion :one
+SELECT version FROM model_versions
+WHERE project = $1 AND model = $2 AND version = $3 AND deleted_at IS NULL FOR UPDATE
+`
+
+type LockLiveModelVersionParams struct {
+	Project string
+	Model   string
+	Version int32
+}
+
+func (q *Queries) LockLiveModelVersion(ctx context.Context, arg LockLiveModelVersionParams) (int32, error) {
+	row := q.db.QueryRow(ctx, lockLiveModelVersion, arg.Project, arg.Model, arg.Version)
+	var version int32
+	err := row.Scan(&version)
+	return version, err
+}
+
 const lockModel = `-- name: LockModel :one
 SELECT name FROM models WHERE project = $1 AND name = $2 FOR UPDATE
 `
@@ -575,6 +763,29 @@ func (q *Queries) PutModelAlias(ctx context.Context, arg PutModelAliasParams) er
 	return err
 }
 
+const putModelVersionRef = `-- name: PutModelVersionRef :exec
+INSERT INTO model_version_refs (project, model, version, endpoint)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (project, model, version, endpoint) DO UPDATE SET reserved_at = now()
+`
+
+type PutModelVersionRefParams struct {
+	Project  string
+	Model    string
+	Version  int32
+	Endpoint string
+}
+
+func (q *Queries) PutModelVersionRef(ctx context.Context, arg PutModelVersionRefParams) error {
+	_, err := q.db.Exec(ctx, putModelVersionRef,
+		arg.Project,
+		arg.Model,
+		arg.Version,
+		arg.Endpoint,
+	)
+	return err
+}
+
 const restoreModelVersion = `-- name: RestoreModelVersion :one
 UPDATE model_versions SET deleted_at = NULL, deleted_by = ''
 WHERE project = $1 AND model = $2 AND version = $3
@@ -610,4 +821,25 @@ func (q *Queries) RestoreModelVersion(ctx context.Context, arg RestoreModelVersi
 		&i.DeletedBy,
 	)
 	return i, err
+}
+
+const shareLiveModelVersion = `-- name: ShareLiveModelVersion :one
+SELECT version FROM model_versions
+WHERE project = $1 AND model = $2 AND version = $3 AND deleted_at IS NULL FOR SHARE
+`
+
+type ShareLiveModelVersionParams struct {
+	Project string
+	Model   string
+	Version int32
+}
+
+// A reference to a version holds its row FOR SHARE until it commits: a
+// deletion (LockLiveModelVersion) waits for it, and a version deleted
+// meanwhile is no row (deleted_at is checked again after the wait).
+func (q *Queries) ShareLiveModelVersion(ctx context.Context, arg ShareLiveModelVersionParams) (int32, error) {
+	row := q.db.QueryRow(ctx, shareLiveModelVersion, arg.Project, arg.Model, arg.Version)
+	var version int32
+	err := row.Scan(&version)
+	return version, err
 }

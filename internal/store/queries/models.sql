@@ -70,3 +70,43 @@ VALUES (@project, @model, @alias, sqlc.narg(from_version), sqlc.narg(to_version)
 -- name: ListModelAliasEvents :many
 SELECT * FROM model_alias_events WHERE project = @project AND model = @model
 ORDER BY id DESC LIMIT @max_rows;
+
+-- name: ShareLiveModelVersion :one
+-- A reference to a version holds its row FOR SHARE until it commits: a
+-- deletion (LockLiveModelVersion) waits for it, and a version deleted
+-- meanwhile is no row (deleted_at is checked again after the wait).
+SELECT version FROM model_versions
+WHERE project = @project AND model = @model AND version = @version AND deleted_at IS NULL FOR SHARE;
+
+-- name: LockLiveModelVersion :one
+SELECT version FROM model_versions
+WHERE project = @project AND model = @model AND version = @version AND deleted_at IS NULL FOR UPDATE;
+
+-- name: PutModelVersionRef :exec
+INSERT INTO model_version_refs (project, model, version, endpoint)
+VALUES (@project, @model, @version, @endpoint)
+ON CONFLICT (project, model, version, endpoint) DO UPDATE SET reserved_at = now();
+
+-- name: ListModelVersionRefs :many
+SELECT * FROM model_version_refs
+WHERE project = @project AND model = @model AND version = @version ORDER BY endpoint;
+
+-- name: ListModelRefs :many
+SELECT * FROM model_version_refs
+WHERE project = @project AND model = @model ORDER BY endpoint, version;
+
+-- name: DeleteEndpointModelRefs :execrows
+DELETE FROM model_version_refs
+WHERE project = @project AND endpoint = @endpoint AND reserved_at < @before;
+
+-- name: DeleteModelVersionRef :execrows
+DELETE FROM model_version_refs
+WHERE project = @project AND model = @model AND version = @version AND endpoint = @endpoint AND reserved_at < @before;
+
+-- name: ListModelRefsReservedBefore :many
+-- The sweeper's candidates, every project (it checks each endpoint
+-- against its own workflow, then deletes project-scoped), a page after
+-- the key (project, endpoint, model, version) it stopped at.
+SELECT * FROM model_version_refs WHERE reserved_at < @before
+    AND (project, endpoint, model, version) > (@after_project::text, @after_endpoint::text, @after_model::text, @after_version::int)
+ORDER BY project, endpoint, model, version LIMIT @max_rows;
