@@ -165,7 +165,9 @@ func (s *Store) DeleteRun(ctx context.Context, id string) error {
 // it or created its schedule), which also fills a row's empty CreatedBy.
 // Otherwise state, seq, status and updated_at are replaced only if s.Seq is
 // greater than the stored seq, so stale and replayed writes are ignored; a
-// status whose project differs from the stored row's is ignored too.
+// status whose project differs from the stored row's is ignored too. A
+// status that is applied replaces the run's metric rows (its steps' scalar
+// metrics, read by ListRuns with ByMetric) in the same statement.
 func (s *Store) MirrorRun(ctx context.Context, st runstate.Status) error {
 	if st.RunID == "" || st.Project == "" || st.State == "" {
 		return invalid("run status needs runId, project and state")
@@ -393,8 +395,10 @@ type cursorJSON struct {
 }
 
 // listRunsByMetric is ListRuns with f.ByMetric: f.Pipeline's runs that
-// reported the metric, by its value (see the query); other filters than
-// State are ErrInvalidArgument. Its page token carries the value.
+// reported the metric, by its value, read from run_metrics (see the
+// queries); other filters than State are ErrInvalidArgument. Its page
+// token carries the value as ordered (negated when descending), as it did
+// when the value was read from each status.
 func (s *Store) listRunsByMetric(ctx context.Context, f catalog.RunFilter, fh string, limit int) (catalog.RunPage, error) {
 	m := f.ByMetric
 	if f.Pipeline == "" || f.CreatedBy != "" || f.Schedule != "" || f.CreatedAfter != nil || f.CreatedBefore != nil {
