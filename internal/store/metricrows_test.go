@@ -169,10 +169,10 @@ func TestRunMetricRows(t *testing.T) {
 	}
 }
 
-// backfillSQL is the INSERT of migrations/00018_run_metrics.sql.
+// backfillSQL is the INSERT of migrations/00019_run_metrics.sql.
 func backfillSQL(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile("migrations/00018_run_metrics.sql")
+	b, err := os.ReadFile("migrations/00019_run_metrics.sql")
 	if err != nil {
 		t.Fatal(err)
 	}

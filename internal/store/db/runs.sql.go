@@ -505,7 +505,7 @@ type ListRunsByMetricAscRow struct {
 }
 
 // A pipeline's runs whose step @step reported scalar metric @metric
-// (run_metrics, migrations/00018), lowest value first, ties newest first,
+// (run_metrics, migrations/00019), lowest value first, ties newest first,
 // within [@min_value, @max_value], after the keyset cursor (@cursor_value,
 // @cursor_created_at, @cursor_id): one range of run_metrics_asc_idx read
 // in order, the cursor's value its lower bound (GREATEST skips a NULL).
@@ -1097,7 +1097,7 @@ type MirrorRunParams struct {
 // Inserts the run when absent (started outside the gateway); otherwise
 // applies the status only when it is newer than the stored one (and of the
 // same project). An applied write also replaces the run's metric rows
-// (migrations/00018_run_metrics.sql) with the status's scalars
+// (migrations/00019_run_metrics.sql) with the status's scalars
 // (@metric_steps, @metric_names, @metric_values: one entry per step and
 // metric) in the same statement; an ignored write changes none.
 func (q *Queries) MirrorRun(ctx context.Context, arg MirrorRunParams) error {
