@@ -78,7 +78,7 @@ steps:
 	assert.Equal(t, 2, val(events.Items[0].To))
 	assert.Equal(t, "ci-editor", events.Items[0].Actor)
 
-	// The CLI: versions with their aliases, and an alias moved.
+	// The CLI: models and versions with their aliases, and an alias moved.
 	config := filepath.Join(t.TempDir(), "config.yaml")
 	require.Equal(t, 0, atelierCLI(t, config, "login", s.url, "--token", s.token, "--project", s.project).code)
 	cr := atelierCLI(t, config, "models", "alias", "fraud-detector", "candidate", "1")
@@ -87,6 +87,9 @@ steps:
 	require.Equal(t, 0, cr.code, "%s", cr.stderr)
 	assert.Regexp(t, `(?m)^2\s+champion\s`, cr.stdout)
 	assert.Regexp(t, `(?m)^1\s+candidate\s`, cr.stdout)
+	cr = atelierCLI(t, config, "models", "ls")
+	require.Equal(t, 0, cr.code, "%s", cr.stderr)
+	assert.Regexp(t, `(?m)^fraud-detector\s+2\s+candidate=1,champion=2\s`, cr.stdout, "the models with their aliases")
 	cr = atelierCLI(t, config, "models", "show", "fraud-detector@champion")
 	require.Equal(t, 0, cr.code, "%s", cr.stderr)
 	assert.Contains(t, cr.stdout, "run "+second.Id)

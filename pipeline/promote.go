@@ -13,12 +13,15 @@ import (
 // version out. It names the version by exactly one of:
 //   - From, "<step>.<artifact>": that step's output artifact in this run,
 //     registered as the model's next version if it is not one yet (the
-//     same artifact registers once, with or without `register:`);
+//     same artifact registers once, with or without `register:`); or
+//     "<step>[<index>].<artifact>": the artifact of one item (0-based) of
+//     the forEach step <step>;
 //   - Version, a version number.
 //
 // Both may be templates, rendered when the step starts ("{{
-// steps.evaluate.outputs.best }}.model"), which is how an evaluation
-// picks the winner. An approval step before it gates the move. The move
+// steps.evaluate.outputs.best }}.model", "train[{{
+// steps.pick.outputs.best }}].model"), which is how an evaluation picks
+// the winner. An approval step before it gates the move. The move
 // is recorded in the alias history as made by "run <id>". Outputs: model,
 // alias, version.
 type PromoteStep struct {
@@ -82,16 +85,63 @@ func validatePromote(path string, s *Step, sc *refScope, steps []Step, ps *probl
 		if _, ok := PromoteVersion(p.Version); !ok {
 			ps.add(field(pp, "version"), "%q is not a version number", p.Version)
 		}
-	case p.From != "" && !hasTemplate(p.From):
+	case p.From != "":
 		validatePromoteFrom(field(pp, "from"), p.From, s.Name, sc, steps, ps)
 	}
 }
 
-func validatePromoteFrom(path, from, self string, sc *refScope, steps []Step, ps *problems) {
-	step, name, ok := SplitArtifactRef(from)
+// SplitPromoteFrom splits a promote step's From: "<step>.<artifact>", or
+// "<step>[<index>].<artifact>" (item set) naming an item of a forEach
+// step; the index is a template until rendered.
+func SplitPromoteFrom(from string) (step, index, artifact string, item, ok bool) {
+	step, artifact, ok = SplitArtifactRef(from)
 	if !ok {
-		ps.add(path, "%q is not <step>.<artifact>", from)
+		return "", "", "", false, false
+	}
+	if strings.HasSuffix(step, "]") {
+		if i := strings.IndexByte(step, '['); i >= 0 {
+			return step[:i], step[i+1 : len(step)-1], artifact, true, i > 0
+		}
+	}
+	return step, "", artifact, false, true
+}
+
+// PromoteItemIndex reads a rendered item index: a number >= 0, or false.
+func PromoteItemIndex(v string) (int, bool) {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	return n, err == nil && n >= 0
+}
+
+// promoteFromStep is the step a From reads when that is known before the
+// run (its step part is not a template; its item index may be).
+func promoteFromStep(from string) (string, bool) {
+	step, _, artifact, _, ok := SplitPromoteFrom(from)
+	if !ok || hasTemplate(step) || hasTemplate(artifact) {
+		return "", false
+	}
+	return step, true
+}
+
+// validatePromoteFrom checks the parts of From known before the run: a
+// step part and artifact without templates name an output artifact
+// another step declares, a forEach's only through one of its items
+// (whose index, a template or a number, is checked once rendered).
+func validatePromoteFrom(path, from, self string, sc *refScope, steps []Step, ps *problems) {
+	step, idx, name, item, ok := SplitPromoteFrom(from)
+	if !ok {
+		if !hasTemplate(from) {
+			ps.add(path, "%q is not <step>.<artifact> or <forEachStep>[<index>].<artifact>", from)
+		}
 		return
+	}
+	if hasTemplate(step) || hasTemplate(name) {
+		return // checked once rendered
+	}
+	if item && !hasTemplate(idx) {
+		if _, ok := PromoteItemIndex(idx); !ok {
+			ps.add(path, "item index %q is not a number (0 for the first item) or a template", idx)
+			return
+		}
 	}
 	i, known := sc.steps[step]
 	switch {
@@ -104,8 +154,12 @@ func validatePromoteFrom(path, from, self string, sc *refScope, steps []Step, ps
 		return
 	}
 	producer := steps[i]
-	if producer.ForEach != nil {
-		ps.add(path, "step %q is a forEach: its items each write %q; promote one item's by rendering from with a template that names a step, or register the items' outputs", step, name)
+	switch {
+	case producer.ForEach != nil && !item:
+		ps.add(path, "step %q is a forEach: its items each write %q; promote one item's as %s[<index>].%s (the index may be a template, e.g. {{ steps.pick.outputs.best }}), or register the items' outputs", step, name, step, name)
+		return
+	case producer.ForEach == nil && item:
+		ps.add(path, "step %q is not a forEach: name its artifact as %s.%s", step, step, name)
 		return
 	}
 	if producer.Kind == KindPipeline {

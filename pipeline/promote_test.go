@@ -81,3 +81,79 @@ steps:
 		{"steps[5].promote", "required for a promote step"},
 	})
 }
+
+// A promote step names one item's artifact of a forEach step as
+// "<step>[<index>].<artifact>", the index a number or a template: it then
+// depends on that step; a forEach's artifact without an index, an index
+// on a step that is no forEach, an index that is not a number and an
+// artifact the step does not declare are problems at the from's path.
+func TestPromoteFromAForEachItem(t *testing.T) {
+	for _, tc := range []struct{ from, step, idx, art string }{
+		{"train.model", "train", "", "model"},
+		{"train[2].model", "train", "2", "model"},
+		{"train[{{ steps.pick.outputs.best }}].model", "train", "{{ steps.pick.outputs.best }}", "model"},
+	} {
+		step, idx, art, item, ok := SplitPromoteFrom(tc.from)
+		if !ok || step != tc.step || idx != tc.idx || art != tc.art || item != (tc.idx != "") {
+			t.Errorf("SplitPromoteFrom(%q) = %q %q %q %t %t", tc.from, step, idx, art, item, ok)
+		}
+	}
+	if _, _, _, _, ok := SplitPromoteFrom("[1].model"); ok {
+		t.Error("an index without a step")
+	}
+	p, err := Parse([]byte(`
+steps:
+  - name: train
+    forEach: {items: [a, b, c]}
+    container:
+      command: [sh, -c, "true"]
+      artifacts:
+        outputs: [{name: model}]
+  - {name: pick, container: {command: [sh, -c, "true"]}}
+  - name: first
+    kind: promote
+    promote: {model: s, alias: first, from: "train[0].model"}
+  - name: best
+    kind: promote
+    promote: {model: s, alias: champion, from: "train[{{ steps.pick.outputs.best }}].model"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Validate(p, ValidateOptions{Kinds: []StepKind{KindContainer}}); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	deps := Dependencies(p)
+	if !slices.Equal(deps[2], []int{0}) || !slices.Equal(deps[3], []int{0, 1}) {
+		t.Errorf("dependencies %v: first waits for train, best for train and pick", deps)
+	}
+
+	bad, err := Parse([]byte(`
+steps:
+  - name: train
+    forEach: {items: [a, b]}
+    container:
+      command: [sh, -c, "true"]
+      artifacts:
+        outputs: [{name: model}]
+  - {name: single, container: {command: [sh, -c, "true"], artifacts: {outputs: [{name: model}]}}}
+  - {name: a, kind: promote, promote: {model: s, alias: c, from: "train.model"}}
+  - {name: b, kind: promote, promote: {model: s, alias: c, from: "single[0].model"}}
+  - {name: c, kind: promote, promote: {model: s, alias: c, from: "train[-1].model"}}
+  - {name: d, kind: promote, promote: {model: s, alias: c, from: "train[x].model"}}
+  - {name: e, kind: promote, promote: {model: s, alias: c, from: "train[{{ params.i }}].weights"}}
+  - {name: f, kind: promote, promote: {model: s, alias: c, from: "nope[0].model"}}
+params: [{name: i, type: string, default: "0"}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkProblems(t, problemsOf(t, Validate(bad, ValidateOptions{Kinds: []StepKind{KindContainer}})), []want{
+		{"steps[2].promote.from", `promote one item's as train[<index>].model`},
+		{"steps[3].promote.from", `step "single" is not a forEach: name its artifact as single.model`},
+		{"steps[4].promote.from", `item index "-1" is not a number`},
+		{"steps[5].promote.from", `item index "x" is not a number`},
+		{"steps[6].promote.from", `step "train" declares no output artifact "weights"`},
+		{"steps[7].promote.from", `unknown step "nope"`},
+	})
+}

@@ -838,8 +838,9 @@ func stepRefs(p *Spec, outer []string, parts RefPart) [][]int {
 				}
 			}
 			// So is the artifact a promote step registers.
-			if s.Promote != nil && !hasTemplate(s.Promote.From) {
-				if n, _, ok := SplitArtifactRef(s.Promote.From); ok {
+			// (of a forEach's item too, its index perhaps a template).
+			if s.Promote != nil {
+				if n, ok := promoteFromStep(s.Promote.From); ok {
 					addName(n)
 				}
 			}

@@ -50,7 +50,7 @@ func (r *Run) runPromote(ctx workflow.Context, st *runstate.StepStatus, p *pipel
 	r.touch()
 	in := activities.MoveModelAliasInput{Project: r.status.Project, Model: p.Model, Alias: p.Alias, Actor: "run " + r.status.RunID}
 	if p.From != "" {
-		art, problem := r.outputArtifact(p.From)
+		art, problem := r.outputArtifact(ctx, p.From)
 		if problem != "" {
 			return r.promoteFailed(st, problem)
 		}
@@ -99,16 +99,33 @@ func (r *Run) runPromote(ctx workflow.Context, st *runstate.StepStatus, p *pipel
 	return out, nil
 }
 
-// outputArtifact finds "<step>.<artifact>" among this run's step outputs.
-func (r *Run) outputArtifact(from string) (runstate.Artifact, string) {
-	step, name, ok := pipeline.SplitArtifactRef(from)
+// versionPromoteItem guards reading a forEach item's artifact in a
+// promote step's From, "<step>[<index>].<artifact>" (workflow.GetVersion
+// change ID; never reuse it): before it such a From named a step "<step>[<index>]",
+// which no run has. Asked only for a From of that form, so other runs
+// carry no marker.
+const versionPromoteItem = "atelier.promote-item-artifact"
+
+// outputArtifact finds "<step>.<artifact>" among this run's step outputs,
+// or "<step>[<index>].<artifact>" among those of an item of a forEach
+// step.
+func (r *Run) outputArtifact(ctx workflow.Context, from string) (runstate.Artifact, string) {
+	stepName, idx, name, item, ok := pipeline.SplitPromoteFrom(from)
+	if ok && item && workflow.GetVersion(ctx, versionPromoteItem, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		stepName, name, ok = pipeline.SplitArtifactRef(from)
+		item = false
+	}
 	if !ok {
 		return runstate.Artifact{}, fmt.Sprintf("from %q is not <step>.<artifact>", from)
 	}
-	st := r.stepByName(step)
+	st := r.stepByName(stepName)
 	if st == nil {
-		return runstate.Artifact{}, fmt.Sprintf("from %q: the run has no step %q", from, step)
+		return runstate.Artifact{}, fmt.Sprintf("from %q: the run has no step %q", from, stepName)
 	}
+	if item {
+		return itemArtifact(from, st, idx, name)
+	}
+	step := stepName
 	for _, a := range st.Artifacts {
 		if a.Name == name {
 			return a, ""
@@ -124,4 +141,36 @@ func (r *Run) promoteFailed(st *runstate.StepStatus, msg string) (Outputs, error
 	r.endStep(st, runstate.StepFailed, msg, msg)
 	r.notice(st)
 	return nil, &StepError{Step: st.Name, Message: msg}
+}
+
+// itemArtifact is the artifact name of item idx (rendered) of the forEach
+// step st, or why there is none: st is no forEach or a wide one (its
+// items are not in the run's status), the index is out of range, the item
+// did not succeed or wrote no such artifact.
+func itemArtifact(from string, st *runstate.StepStatus, idx, name string) (runstate.Artifact, string) {
+	i, ok := pipeline.PromoteItemIndex(idx)
+	switch {
+	case !ok:
+		return runstate.Artifact{}, fmt.Sprintf("from %q: item index %q is not a number (0 for the first item)", from, idx)
+	case st.Wide != nil:
+		return runstate.Artifact{}, fmt.Sprintf("from %q: step %q is a wide forEach (%d items), whose items are not in the run's status: a promote step reads an item of a forEach of at most the wide threshold", from, st.Name, st.Wide.Items)
+	case len(st.Items) == 0:
+		return runstate.Artifact{}, fmt.Sprintf("from %q: step %q (%s) has no items (it is not a forEach, or its list was empty)", from, st.Name, st.State)
+	case i >= len(st.Items):
+		return runstate.Artifact{}, fmt.Sprintf("from %q: step %q (%s) has %d item(s), so no item %d", from, st.Name, st.State, len(st.Items), i)
+	}
+	it := &st.Items[i]
+	if !succeeded(it) {
+		msg := fmt.Sprintf("from %q: item %d of step %q did not succeed (%s)", from, i, st.Name, it.State)
+		if it.Error != "" {
+			msg += ": " + it.Error
+		}
+		return runstate.Artifact{}, msg
+	}
+	for _, a := range it.Artifacts {
+		if a.Name == name {
+			return a, ""
+		}
+	}
+	return runstate.Artifact{}, fmt.Sprintf("from %q: item %d of step %q wrote no artifact %q", from, i, st.Name, name)
 }

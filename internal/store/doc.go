@@ -13,7 +13,9 @@
 // retried start is harmless), and the workflow's mirror activity keeps the
 // row's state and status current through MirrorRun. Mirror writes carry
 // RunStatus.Seq and only newer ones are applied, so retried or reordered
-// activity executions never move a run backwards.
+// activity executions never move a run backwards. The statement that
+// applies a status also replaces the run's rows of run_metrics (its steps'
+// scalar metrics), which listings by metric read instead of every status.
 //
 // # Contract
 //

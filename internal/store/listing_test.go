@@ -239,6 +239,13 @@ func literal(t *testing.T, a any) string {
 		return literal(t, *v)
 	case int32, int64, int:
 		return fmt.Sprint(v)
+	case float64:
+		return strconv.FormatFloat(v, 'g', -1, 64) + "::float8"
+	case *float64:
+		if v == nil {
+			return "NULL"
+		}
+		return literal(t, *v)
 	}
 	t.Fatalf("no literal for %T", a)
 	return ""

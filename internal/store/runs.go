@@ -165,7 +165,9 @@ func (s *Store) DeleteRun(ctx context.Context, id string) error {
 // it or created its schedule), which also fills a row's empty CreatedBy.
 // Otherwise state, seq, status and updated_at are replaced only if s.Seq is
 // greater than the stored seq, so stale and replayed writes are ignored; a
-// status whose project differs from the stored row's is ignored too.
+// status whose project differs from the stored row's is ignored too. A
+// status that is applied replaces the run's metric rows (its steps' scalar
+// metrics, read by ListRuns with ByMetric) in the same statement.
 func (s *Store) MirrorRun(ctx context.Context, st runstate.Status) error {
 	if st.RunID == "" || st.Project == "" || st.State == "" {
 		return invalid("run status needs runId, project and state")
@@ -190,6 +192,7 @@ func (s *Store) MirrorRun(ctx context.Context, st runstate.Status) error {
 		v := int32(st.Version)
 		p.Version = &v
 	}
+	p.MetricSteps, p.MetricNames, p.MetricValues = metricRows(st)
 	// Lineage first: a status that is never written again (the run's
 	// last) must not be stored without the artifacts it lists.
 	if err := s.recordArtifacts(ctx, st); err != nil {
@@ -197,7 +200,7 @@ func (s *Store) MirrorRun(ctx context.Context, st runstate.Status) error {
 	}
 	events := catalog.RunEvents(st)
 	if len(events) == 0 {
-		_, err = s.q.MirrorRun(ctx, p)
+		err = s.q.MirrorRun(ctx, p)
 		return mapErr(err, "mirror run %s/%s", st.Project, st.RunID)
 	}
 	// A status that shows events (a failed step, an approval request,
@@ -206,6 +209,7 @@ func (s *Store) MirrorRun(ctx context.Context, st runstate.Status) error {
 	n := db.MirrorRunNotifyParams{
 		ID: p.ID, Project: p.Project, Pipeline: p.Pipeline, Version: p.Version, Workflow: p.Workflow,
 		State: p.State, Seq: p.Seq, Status: p.Status, CreatedAt: p.CreatedAt, Schedule: p.Schedule, CreatedBy: p.CreatedBy, Subject: st.Pipeline,
+		MetricSteps: p.MetricSteps, MetricNames: p.MetricNames, MetricValues: p.MetricValues,
 	}
 	if n.Subject == "" {
 		n.Subject = st.Workflow // a Go pipeline: webhooks filter on its registered name
@@ -231,6 +235,33 @@ func (s *Store) MirrorRun(ctx context.Context, st runstate.Status) error {
 	}
 	_, err = s.q.MirrorRunNotify(ctx, n)
 	return mapErr(err, "mirror run %s/%s", st.Project, st.RunID)
+}
+
+// metricRows are the run_metrics rows of a status (one entry per step
+// and scalar metric, in the three slices): of each step name, the first
+// step that reported the metric, as listings by metric read a status.
+// Never nil, so that a status without metrics clears a run's rows.
+func metricRows(st runstate.Status) (steps, names []string, values []float64) {
+	steps, names, values = []string{}, []string{}, []float64{}
+	type key struct{ step, name string }
+	var seen map[key]bool
+	for _, step := range st.Steps {
+		if step.Metrics == nil {
+			continue
+		}
+		for name, v := range step.Metrics.Scalars {
+			k := key{step.Name, name}
+			if seen[k] {
+				continue
+			}
+			if seen == nil {
+				seen = map[key]bool{}
+			}
+			seen[k] = true
+			steps, names, values = append(steps, step.Name), append(names, name), append(values, v)
+		}
+	}
+	return steps, names, values
 }
 
 // ListRuns returns one page of a project's runs, newest first (created_at,
@@ -364,15 +395,17 @@ type cursorJSON struct {
 }
 
 // listRunsByMetric is ListRuns with f.ByMetric: f.Pipeline's runs that
-// reported the metric, by its value (see the query); other filters than
-// State are ErrInvalidArgument. Its page token carries the value.
+// reported the metric, by its value, read from run_metrics (see the
+// queries); other filters than State are ErrInvalidArgument. Its page
+// token carries the value as ordered (negated when descending), as it did
+// when the value was read from each status.
 func (s *Store) listRunsByMetric(ctx context.Context, f catalog.RunFilter, fh string, limit int) (catalog.RunPage, error) {
 	m := f.ByMetric
 	if f.Pipeline == "" || f.CreatedBy != "" || f.Schedule != "" || f.CreatedAfter != nil || f.CreatedBefore != nil {
 		return catalog.RunPage{}, invalid("runs are listed by a metric within one pipeline, optionally of one state")
 	}
-	p := db.ListRunsByMetricParams{Metric: m.Name, Step: m.Step, Project: f.Project, Pipeline: f.Pipeline,
-		MinValue: m.Min, MaxValue: m.Max, Ascending: m.Ascending, MaxRows: int32(limit + 1)}
+	p := db.ListRunsByMetricAscParams{Metric: m.Name, Step: m.Step, Project: f.Project, Pipeline: f.Pipeline,
+		MinValue: m.Min, MaxValue: m.Max, MaxRows: int32(limit + 1)}
 	if f.State != "" {
 		st := string(f.State)
 		p.State = &st
@@ -382,9 +415,26 @@ func (s *Store) listRunsByMetric(ctx context.Context, f catalog.RunFilter, fh st
 		if err != nil || c.key == nil {
 			return catalog.RunPage{}, ErrBadPageToken
 		}
-		p.CursorKey, p.CursorCreatedAt, p.CursorID = c.key, &c.t, &c.id
+		v := *c.key // the value as ordered: negated when descending
+		if !m.Ascending {
+			v = -v
+		}
+		p.CursorValue, p.CursorCreatedAt, p.CursorID = &v, &c.t, &c.id
 	}
-	rows, err := s.lq.ListRunsByMetric(ctx, p)
+	var rows []db.ListRunsByMetricAscRow
+	var err error
+	if m.Ascending {
+		rows, err = s.lq.ListRunsByMetricAsc(ctx, p)
+	} else {
+		var desc []db.ListRunsByMetricDescRow
+		desc, err = s.lq.ListRunsByMetricDesc(ctx, db.ListRunsByMetricDescParams{Project: p.Project, Pipeline: p.Pipeline,
+			Step: p.Step, Metric: p.Metric, State: p.State, MinValue: p.MinValue, MaxValue: p.MaxValue,
+			CursorValue: p.CursorValue, CursorCreatedAt: p.CursorCreatedAt, CursorID: p.CursorID, MaxRows: p.MaxRows})
+		rows = make([]db.ListRunsByMetricAscRow, len(desc))
+		for i, r := range desc {
+			rows[i] = db.ListRunsByMetricAscRow(r)
+		}
+	}
 	if err != nil {
 		return catalog.RunPage{}, mapErr(err, "list runs of %q by metric", f.Project)
 	}

@@ -16,7 +16,7 @@ func modelsCmd(o *options) *cobra.Command {
 	cmd := &cobra.Command{Use: "models", Short: "The model registry: models, their versions and aliases", GroupID: GroupID}
 	ls := &cobra.Command{
 		Use:   "ls [MODEL]",
-		Short: "List the project's models, or a model's versions",
+		Short: "List the project's models (with their aliases), or a model's versions",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := o.session()
@@ -32,9 +32,9 @@ func modelsCmd(o *options) *cobra.Command {
 					return err
 				}
 				return o.print(o.stdout, res.JSON200, func() table {
-					t := table{{"MODEL", "LATEST", "CREATED", "BY", "DESCRIPTION"}}
+					t := table{{"MODEL", "LATEST", "ALIASES", "CREATED", "BY", "DESCRIPTION"}}
 					for _, m := range res.JSON200.Items {
-						t = append(t, []string{m.Name, strconv.Itoa(m.Latest), ago(m.CreatedAt, o.now()), m.CreatedBy, m.Description})
+						t = append(t, []string{m.Name, strconv.Itoa(m.Latest), aliasList(m.Aliases), ago(m.CreatedAt, o.now()), m.CreatedBy, m.Description})
 					}
 					return t
 				})
@@ -183,4 +183,21 @@ func modelsCmd(o *options) *cobra.Command {
 	}
 	cmd.AddCommand(ls, show, alias, rm, endpoints)
 	return cmd
+}
+
+// aliasList prints a model's aliases as "alias=version" by alias name,
+// comma-separated, or "-" when it has none.
+func aliasList(aliases map[string]int) string {
+	if len(aliases) == 0 {
+		return "-"
+	}
+	names := make([]string, 0, len(aliases))
+	for a := range aliases {
+		names = append(names, a)
+	}
+	sort.Strings(names)
+	for i, a := range names {
+		names[i] = a + "=" + strconv.Itoa(aliases[a])
+	}
+	return strings.Join(names, ",")
 }

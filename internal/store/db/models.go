@@ -174,6 +174,16 @@ type Run struct {
 	Schedule       *string
 }
 
+type RunMetric struct {
+	RunID     string
+	Project   string
+	Pipeline  string
+	CreatedAt time.Time
+	Step      string
+	Name      string
+	Value     float64
+}
+
 type RunSummary struct {
 	ID        string
 	Project   string

@@ -463,46 +463,35 @@ func (q *Queries) ListRunsByCreatorState(ctx context.Context, arg ListRunsByCrea
 	return items, nil
 }
 
-const listRunsByMetric = `-- name: ListRunsByMetric :many
-SELECT m.id, m.project, m.pipeline, m.version, m.workflow, m.state, m.created_at, m.updated_at, m.created_by, m.metric_value::float8 AS metric_value
-FROM (
-    SELECT r.id, r.project, r.pipeline, r.version, r.workflow, r.state, r.created_at, r.updated_at, r.created_by,
-           (SELECT (st->'metrics'->'scalars'->>($1::text))::float8
-              FROM jsonb_array_elements(CASE WHEN jsonb_typeof(r.status->'steps') = 'array' THEN r.status->'steps' ELSE '[]'::jsonb END) st
-             WHERE st->>'name' = $2::text
-               AND jsonb_typeof(st->'metrics'->'scalars'->($1::text)) = 'number'
-             LIMIT 1) AS metric_value
-    FROM runs r
-    WHERE r.project = $3 AND r.pipeline = $4::text
-      AND ($5::text IS NULL OR r.state = $5::text)
-) m
-WHERE m.metric_value IS NOT NULL
-  AND m.metric_value >= COALESCE($6::float8, '-infinity'::float8)
-  AND m.metric_value <= COALESCE($7::float8, 'infinity'::float8)
-  AND ($8::float8 IS NULL
-       OR (CASE WHEN $9::boolean THEN m.metric_value ELSE -m.metric_value END) > $8::float8
-       OR ((CASE WHEN $9::boolean THEN m.metric_value ELSE -m.metric_value END) = $8::float8
-           AND (m.created_at, m.id) < ($10::timestamptz, $11::text)))
-ORDER BY (CASE WHEN $9::boolean THEN m.metric_value ELSE -m.metric_value END), m.created_at DESC, m.id DESC
-LIMIT $12
+const listRunsByMetricAsc = `-- name: ListRunsByMetricAsc :many
+SELECT r.id, r.project, r.pipeline, r.version, r.workflow, r.state, r.created_at, r.updated_at, r.created_by, m.value AS metric_value
+FROM run_metrics m
+JOIN runs r ON r.id = m.run_id AND r.project = m.project
+WHERE m.project = $1 AND m.pipeline = $2::text AND m.step = $3::text AND m.name = $4::text
+  AND ($5::text IS NULL OR r.state = $5::text)
+  AND m.value >= COALESCE(GREATEST($6::float8, $7::float8), '-infinity'::float8)
+  AND m.value <= COALESCE($8::float8, 'infinity'::float8)
+  AND ($7::float8 IS NULL OR m.value > $7::float8
+       OR (m.created_at, m.run_id) < ($9::timestamptz, $10::text))
+ORDER BY m.value, m.created_at DESC, m.run_id DESC
+LIMIT $11
 `
 
-type ListRunsByMetricParams struct {
-	Metric          string
-	Step            string
+type ListRunsByMetricAscParams struct {
 	Project         string
 	Pipeline        string
+	Step            string
+	Metric          string
 	State           *string
 	MinValue        *float64
+	CursorValue     *float64
 	MaxValue        *float64
-	CursorKey       *float64
-	Ascending       bool
 	CursorCreatedAt *time.Time
 	CursorID        *string
 	MaxRows         int32
 }
 
-type ListRunsByMetricRow struct {
+type ListRunsByMetricAscRow struct {
 	ID          string
 	Project     string
 	Pipeline    *string
@@ -515,22 +504,23 @@ type ListRunsByMetricRow struct {
 	MetricValue float64
 }
 
-// A pipeline's runs whose step @step reported scalar metric @metric, by
-// its value (highest first unless @ascending), ties newest first, within
-// [@min_value, @max_value], after the keyset cursor (@cursor_key is the
-// value as ordered: negated when descending). The value is read from the
-// mirrored status: no index, a pass over the pipeline's runs.
-func (q *Queries) ListRunsByMetric(ctx context.Context, arg ListRunsByMetricParams) ([]ListRunsByMetricRow, error) {
-	rows, err := q.db.Query(ctx, listRunsByMetric,
-		arg.Metric,
-		arg.Step,
+// A pipeline's runs whose step @step reported scalar metric @metric
+// (run_metrics, migrations/00019), lowest value first, ties newest first,
+// within [@min_value, @max_value], after the keyset cursor (@cursor_value,
+// @cursor_created_at, @cursor_id): one range of run_metrics_asc_idx read
+// in order, the cursor's value its lower bound (GREATEST skips a NULL).
+// Ascending and descending are two queries rather than a CASE in ORDER
+// BY, which no index could serve.
+func (q *Queries) ListRunsByMetricAsc(ctx context.Context, arg ListRunsByMetricAscParams) ([]ListRunsByMetricAscRow, error) {
+	rows, err := q.db.Query(ctx, listRunsByMetricAsc,
 		arg.Project,
 		arg.Pipeline,
+		arg.Step,
+		arg.Metric,
 		arg.State,
 		arg.MinValue,
+		arg.CursorValue,
 		arg.MaxValue,
-		arg.CursorKey,
-		arg.Ascending,
 		arg.CursorCreatedAt,
 		arg.CursorID,
 		arg.MaxRows,
@@ -539,9 +529,95 @@ func (q *Queries) ListRunsByMetric(ctx context.Context, arg ListRunsByMetricPara
 		return nil, err
 	}
 	defer rows.Close()
-	var items []ListRunsByMetricRow
+	var items []ListRunsByMetricAscRow
 	for rows.Next() {
-		var i ListRunsByMetricRow
+		var i ListRunsByMetricAscRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Project,
+			&i.Pipeline,
+			&i.Version,
+			&i.Workflow,
+			&i.State,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.CreatedBy,
+			&i.MetricValue,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listRunsByMetricDesc = `-- name: ListRunsByMetricDesc :many
+SELECT r.id, r.project, r.pipeline, r.version, r.workflow, r.state, r.created_at, r.updated_at, r.created_by, m.value AS metric_value
+FROM run_metrics m
+JOIN runs r ON r.id = m.run_id AND r.project = m.project
+WHERE m.project = $1 AND m.pipeline = $2::text AND m.step = $3::text AND m.name = $4::text
+  AND ($5::text IS NULL OR r.state = $5::text)
+  AND m.value >= COALESCE($6::float8, '-infinity'::float8)
+  AND m.value <= COALESCE(LEAST($7::float8, $8::float8), 'infinity'::float8)
+  AND ($8::float8 IS NULL OR m.value < $8::float8
+       OR (m.created_at, m.run_id) < ($9::timestamptz, $10::text))
+ORDER BY m.value DESC, m.created_at DESC, m.run_id DESC
+LIMIT $11
+`
+
+type ListRunsByMetricDescParams struct {
+	Project         string
+	Pipeline        string
+	Step            string
+	Metric          string
+	State           *string
+	MinValue        *float64
+	MaxValue        *float64
+	CursorValue     *float64
+	CursorCreatedAt *time.Time
+	CursorID        *string
+	MaxRows         int32
+}
+
+type ListRunsByMetricDescRow struct {
+	ID          string
+	Project     string
+	Pipeline    *string
+	Version     *int32
+	Workflow    string
+	State       string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	CreatedBy   string
+	MetricValue float64
+}
+
+// ListRunsByMetricAsc highest value first (run_metrics_desc_idx), the
+// cursor's value the upper bound.
+func (q *Queries) ListRunsByMetricDesc(ctx context.Context, arg ListRunsByMetricDescParams) ([]ListRunsByMetricDescRow, error) {
+	rows, err := q.db.Query(ctx, listRunsByMetricDesc,
+		arg.Project,
+		arg.Pipeline,
+		arg.Step,
+		arg.Metric,
+		arg.State,
+		arg.MinValue,
+		arg.MaxValue,
+		arg.CursorValue,
+		arg.CursorCreatedAt,
+		arg.CursorID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListRunsByMetricDescRow
+	for rows.Next() {
+		var i ListRunsByMetricDescRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.Project,
@@ -966,42 +1042,69 @@ func (q *Queries) ListUnfinishedRuns(ctx context.Context, arg ListUnfinishedRuns
 	return items, nil
 }
 
-const mirrorRun = `-- name: MirrorRun :execrows
-INSERT INTO runs (
-    id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, schedule, created_by
-) VALUES (
-    $1, $2, $3, $4, $5, $6, $7, $8,
-    COALESCE($9::timestamptz, now()), now(), $10, $11
+const mirrorRun = `-- name: MirrorRun :exec
+WITH mirrored AS (
+    INSERT INTO runs (
+        id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, schedule, created_by
+    ) VALUES (
+        $4, $5, $6, $7, $8, $9, $10, $11,
+        COALESCE($12::timestamptz, now()), now(), $13, $14
+    )
+    ON CONFLICT (id) DO UPDATE
+    SET state = excluded.state,
+        seq = excluded.seq,
+        status = excluded.status,
+        updated_at = now(),
+        schedule = COALESCE(runs.schedule, excluded.schedule),
+        created_by = CASE WHEN runs.created_by = '' THEN excluded.created_by ELSE runs.created_by END
+    WHERE runs.seq < excluded.seq AND runs.project = excluded.project
+    RETURNING runs.id, runs.project, runs.pipeline, runs.created_at
+), metrics_gone AS (
+    DELETE FROM run_metrics d
+    USING mirrored m
+    WHERE d.run_id = m.id
+      AND NOT EXISTS (SELECT 1 FROM generate_subscripts($1::text[], 1) AS i
+                      WHERE ($1::text[])[i] = d.step AND ($2::text[])[i] = d.name)
 )
-ON CONFLICT (id) DO UPDATE
-SET state = excluded.state,
-    seq = excluded.seq,
-    status = excluded.status,
-    updated_at = now(),
-    schedule = COALESCE(runs.schedule, excluded.schedule),
-    created_by = CASE WHEN runs.created_by = '' THEN excluded.created_by ELSE runs.created_by END
-WHERE runs.seq < excluded.seq AND runs.project = excluded.project
+INSERT INTO run_metrics (run_id, project, pipeline, created_at, step, name, value)
+SELECT m.id, m.project, m.pipeline, m.created_at,
+           ($1::text[])[i], ($2::text[])[i], ($3::float8[])[i]
+FROM mirrored m
+CROSS JOIN generate_subscripts($1::text[], 1) AS i
+WHERE m.pipeline IS NOT NULL
+ON CONFLICT (run_id, step, name) DO UPDATE
+SET value = excluded.value
+WHERE run_metrics.value <> excluded.value
 `
 
 type MirrorRunParams struct {
-	ID        string
-	Project   string
-	Pipeline  *string
-	Version   *int32
-	Workflow  string
-	State     string
-	Seq       int64
-	Status    json.RawMessage
-	CreatedAt *time.Time
-	Schedule  *string
-	CreatedBy string
+	MetricSteps  []string
+	MetricNames  []string
+	MetricValues []float64
+	ID           string
+	Project      string
+	Pipeline     *string
+	Version      *int32
+	Workflow     string
+	State        string
+	Seq          int64
+	Status       json.RawMessage
+	CreatedAt    *time.Time
+	Schedule     *string
+	CreatedBy    string
 }
 
 // Inserts the run when absent (started outside the gateway); otherwise
 // applies the status only when it is newer than the stored one (and of the
-// same project). Returns 0 rows affected for an ignored write.
-func (q *Queries) MirrorRun(ctx context.Context, arg MirrorRunParams) (int64, error) {
-	result, err := q.db.Exec(ctx, mirrorRun,
+// same project). An applied write also replaces the run's metric rows
+// (migrations/00019_run_metrics.sql) with the status's scalars
+// (@metric_steps, @metric_names, @metric_values: one entry per step and
+// metric) in the same statement; an ignored write changes none.
+func (q *Queries) MirrorRun(ctx context.Context, arg MirrorRunParams) error {
+	_, err := q.db.Exec(ctx, mirrorRun,
+		arg.MetricSteps,
+		arg.MetricNames,
+		arg.MetricValues,
 		arg.ID,
 		arg.Project,
 		arg.Pipeline,
@@ -1014,8 +1117,5 @@ func (q *Queries) MirrorRun(ctx context.Context, arg MirrorRunParams) (int64, er
 		arg.Schedule,
 		arg.CreatedBy,
 	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+	return err
 }

@@ -406,13 +406,29 @@ WITH mirrored AS (
         schedule = COALESCE(runs.schedule, excluded.schedule),
         created_by = CASE WHEN runs.created_by = '' THEN excluded.created_by ELSE runs.created_by END
     WHERE runs.seq < excluded.seq AND runs.project = excluded.project
-    RETURNING runs.project
+    RETURNING runs.id, runs.project, runs.pipeline, runs.created_at
+), metrics_gone AS (
+    DELETE FROM run_metrics d
+    USING mirrored m
+    WHERE d.run_id = m.id
+      AND NOT EXISTS (SELECT 1 FROM generate_subscripts($18::text[], 1) AS i
+                      WHERE ($18::text[])[i] = d.step AND ($19::text[])[i] = d.name)
+), metrics_set AS (
+    INSERT INTO run_metrics (run_id, project, pipeline, created_at, step, name, value)
+    SELECT m.id, m.project, m.pipeline, m.created_at,
+           ($18::text[])[i], ($19::text[])[i], ($20::float8[])[i]
+    FROM mirrored m
+    CROSS JOIN generate_subscripts($18::text[], 1) AS i
+    WHERE m.pipeline IS NOT NULL
+    ON CONFLICT (run_id, step, name) DO UPDATE
+    SET value = excluded.value
+    WHERE run_metrics.value <> excluded.value
 ), fired AS (
     INSERT INTO trigger_firings (id, trigger_id, project, source, payload)
-    SELECT 'fir-' || substr(md5(t.id || '/' || $2), 1, 24), t.id, t.project, $2, $18::jsonb
+    SELECT 'fir-' || substr(md5(t.id || '/' || $2), 1, 24), t.id, t.project, $2, $21::jsonb
     FROM mirrored m
     JOIN triggers t ON t.project = m.project AND t.kind = 'run' AND t.enabled AND t.on_pipeline = $7::text
-    WHERE $19::boolean AND $12 = ANY (t.on_states)
+    WHERE $22::boolean AND $12 = ANY (t.on_states)
     ON CONFLICT (trigger_id, source) DO NOTHING
 )
 INSERT INTO webhook_deliveries (id, webhook_id, project, run_id, event_id, event, step, payload)
@@ -447,6 +463,9 @@ type MirrorRunNotifyParams struct {
 	CreatedAt           *time.Time
 	Schedule            *string
 	CreatedBy           string
+	MetricSteps         []string
+	MetricNames         []string
+	MetricValues        []float64
 	TriggerPayload      json.RawMessage
 	Finished            bool
 }
@@ -462,7 +481,8 @@ type MirrorRunNotifyParams struct {
 // queued. A final status (@finished) also queues one firing of every
 // enabled run trigger of the project on this pipeline and state
 // (migrations/00014_triggers.sql), with @trigger_payload, once per trigger
-// and run.
+// and run. Like MirrorRun, an applied write replaces the run's metric
+// rows (@metric_steps, @metric_names, @metric_values).
 func (q *Queries) MirrorRunNotify(ctx context.Context, arg MirrorRunNotifyParams) (int64, error) {
 	result, err := q.db.Exec(ctx, mirrorRunNotify,
 		arg.EventIds,
@@ -482,6 +502,9 @@ func (q *Queries) MirrorRunNotify(ctx context.Context, arg MirrorRunNotifyParams
 		arg.CreatedAt,
 		arg.Schedule,
 		arg.CreatedBy,
+		arg.MetricSteps,
+		arg.MetricNames,
+		arg.MetricValues,
 		arg.TriggerPayload,
 		arg.Finished,
 	)

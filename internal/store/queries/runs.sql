@@ -29,24 +29,45 @@ WHERE project = @project AND idempotency_key = @idempotency_key;
 DELETE FROM runs
 WHERE id = @id;
 
--- name: MirrorRun :execrows
+-- name: MirrorRun :exec
 -- Inserts the run when absent (started outside the gateway); otherwise
 -- applies the status only when it is newer than the stored one (and of the
--- same project). Returns 0 rows affected for an ignored write.
-INSERT INTO runs (
-    id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, schedule, created_by
-) VALUES (
-    @id, @project, sqlc.narg(pipeline), sqlc.narg(version), @workflow, @state, @seq, @status,
-    COALESCE(sqlc.narg(created_at)::timestamptz, now()), now(), sqlc.narg(schedule), @created_by
+-- same project). An applied write also replaces the run's metric rows
+-- (migrations/00019_run_metrics.sql) with the status's scalars
+-- (@metric_steps, @metric_names, @metric_values: one entry per step and
+-- metric) in the same statement; an ignored write changes none.
+WITH mirrored AS (
+    INSERT INTO runs (
+        id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, schedule, created_by
+    ) VALUES (
+        @id, @project, sqlc.narg(pipeline), sqlc.narg(version), @workflow, @state, @seq, @status,
+        COALESCE(sqlc.narg(created_at)::timestamptz, now()), now(), sqlc.narg(schedule), @created_by
+    )
+    ON CONFLICT (id) DO UPDATE
+    SET state = excluded.state,
+        seq = excluded.seq,
+        status = excluded.status,
+        updated_at = now(),
+        schedule = COALESCE(runs.schedule, excluded.schedule),
+        created_by = CASE WHEN runs.created_by = '' THEN excluded.created_by ELSE runs.created_by END
+    WHERE runs.seq < excluded.seq AND runs.project = excluded.project
+    RETURNING runs.id, runs.project, runs.pipeline, runs.created_at
+), metrics_gone AS (
+    DELETE FROM run_metrics d
+    USING mirrored m
+    WHERE d.run_id = m.id
+      AND NOT EXISTS (SELECT 1 FROM generate_subscripts(@metric_steps::text[], 1) AS i
+                      WHERE (@metric_steps::text[])[i] = d.step AND (@metric_names::text[])[i] = d.name)
 )
-ON CONFLICT (id) DO UPDATE
-SET state = excluded.state,
-    seq = excluded.seq,
-    status = excluded.status,
-    updated_at = now(),
-    schedule = COALESCE(runs.schedule, excluded.schedule),
-    created_by = CASE WHEN runs.created_by = '' THEN excluded.created_by ELSE runs.created_by END
-WHERE runs.seq < excluded.seq AND runs.project = excluded.project;
+INSERT INTO run_metrics (run_id, project, pipeline, created_at, step, name, value)
+SELECT m.id, m.project, m.pipeline, m.created_at,
+           (@metric_steps::text[])[i], (@metric_names::text[])[i], (@metric_values::float8[])[i]
+FROM mirrored m
+CROSS JOIN generate_subscripts(@metric_steps::text[], 1) AS i
+WHERE m.pipeline IS NOT NULL
+ON CONFLICT (run_id, step, name) DO UPDATE
+SET value = excluded.value
+WHERE run_metrics.value <> excluded.value;
 
 -- The list queries, one per combination of the equality filters (project
 -- is always given). Each matches an index of the same columns followed by
@@ -235,30 +256,37 @@ SELECT id FROM runs
 WHERE id = ANY(@ids::text[])
   AND state NOT IN ('PENDING', 'RUNNING', 'CANCELLING');
 
--- name: ListRunsByMetric :many
--- A pipeline's runs whose step @step reported scalar metric @metric, by
--- its value (highest first unless @ascending), ties newest first, within
--- [@min_value, @max_value], after the keyset cursor (@cursor_key is the
--- value as ordered: negated when descending). The value is read from the
--- mirrored status: no index, a pass over the pipeline's runs.
-SELECT m.id, m.project, m.pipeline, m.version, m.workflow, m.state, m.created_at, m.updated_at, m.created_by, m.metric_value::float8 AS metric_value
-FROM (
-    SELECT r.id, r.project, r.pipeline, r.version, r.workflow, r.state, r.created_at, r.updated_at, r.created_by,
-           (SELECT (st->'metrics'->'scalars'->>(sqlc.arg(metric)::text))::float8
-              FROM jsonb_array_elements(CASE WHEN jsonb_typeof(r.status->'steps') = 'array' THEN r.status->'steps' ELSE '[]'::jsonb END) st
-             WHERE st->>'name' = @step::text
-               AND jsonb_typeof(st->'metrics'->'scalars'->(sqlc.arg(metric)::text)) = 'number'
-             LIMIT 1) AS metric_value
-    FROM runs r
-    WHERE r.project = @project AND r.pipeline = @pipeline::text
-      AND (sqlc.narg(state)::text IS NULL OR r.state = sqlc.narg(state)::text)
-) m
-WHERE m.metric_value IS NOT NULL
-  AND m.metric_value >= COALESCE(sqlc.narg(min_value)::float8, '-infinity'::float8)
-  AND m.metric_value <= COALESCE(sqlc.narg(max_value)::float8, 'infinity'::float8)
-  AND (sqlc.narg(cursor_key)::float8 IS NULL
-       OR (CASE WHEN @ascending::boolean THEN m.metric_value ELSE -m.metric_value END) > sqlc.narg(cursor_key)::float8
-       OR ((CASE WHEN @ascending::boolean THEN m.metric_value ELSE -m.metric_value END) = sqlc.narg(cursor_key)::float8
-           AND (m.created_at, m.id) < (sqlc.narg(cursor_created_at)::timestamptz, sqlc.narg(cursor_id)::text)))
-ORDER BY (CASE WHEN @ascending::boolean THEN m.metric_value ELSE -m.metric_value END), m.created_at DESC, m.id DESC
+-- name: ListRunsByMetricAsc :many
+-- A pipeline's runs whose step @step reported scalar metric @metric
+-- (run_metrics, migrations/00019), lowest value first, ties newest first,
+-- within [@min_value, @max_value], after the keyset cursor (@cursor_value,
+-- @cursor_created_at, @cursor_id): one range of run_metrics_asc_idx read
+-- in order, the cursor's value its lower bound (GREATEST skips a NULL).
+-- Ascending and descending are two queries rather than a CASE in ORDER
+-- BY, which no index could serve.
+SELECT r.id, r.project, r.pipeline, r.version, r.workflow, r.state, r.created_at, r.updated_at, r.created_by, m.value AS metric_value
+FROM run_metrics m
+JOIN runs r ON r.id = m.run_id AND r.project = m.project
+WHERE m.project = @project AND m.pipeline = @pipeline::text AND m.step = @step::text AND m.name = sqlc.arg(metric)::text
+  AND (sqlc.narg(state)::text IS NULL OR r.state = sqlc.narg(state)::text)
+  AND m.value >= COALESCE(GREATEST(sqlc.narg(min_value)::float8, sqlc.narg(cursor_value)::float8), '-infinity'::float8)
+  AND m.value <= COALESCE(sqlc.narg(max_value)::float8, 'infinity'::float8)
+  AND (sqlc.narg(cursor_value)::float8 IS NULL OR m.value > sqlc.narg(cursor_value)::float8
+       OR (m.created_at, m.run_id) < (sqlc.narg(cursor_created_at)::timestamptz, sqlc.narg(cursor_id)::text))
+ORDER BY m.value, m.created_at DESC, m.run_id DESC
+LIMIT @max_rows;
+
+-- name: ListRunsByMetricDesc :many
+-- ListRunsByMetricAsc highest value first (run_metrics_desc_idx), the
+-- cursor's value the upper bound.
+SELECT r.id, r.project, r.pipeline, r.version, r.workflow, r.state, r.created_at, r.updated_at, r.created_by, m.value AS metric_value
+FROM run_metrics m
+JOIN runs r ON r.id = m.run_id AND r.project = m.project
+WHERE m.project = @project AND m.pipeline = @pipeline::text AND m.step = @step::text AND m.name = sqlc.arg(metric)::text
+  AND (sqlc.narg(state)::text IS NULL OR r.state = sqlc.narg(state)::text)
+  AND m.value >= COALESCE(sqlc.narg(min_value)::float8, '-infinity'::float8)
+  AND m.value <= COALESCE(LEAST(sqlc.narg(max_value)::float8, sqlc.narg(cursor_value)::float8), 'infinity'::float8)
+  AND (sqlc.narg(cursor_value)::float8 IS NULL OR m.value < sqlc.narg(cursor_value)::float8
+       OR (m.created_at, m.run_id) < (sqlc.narg(cursor_created_at)::timestamptz, sqlc.narg(cursor_id)::text))
+ORDER BY m.value DESC, m.created_at DESC, m.run_id DESC
 LIMIT @max_rows;

@@ -47,7 +47,8 @@ WHERE project = @project AND id = @id;
 -- queued. A final status (@finished) also queues one firing of every
 -- enabled run trigger of the project on this pipeline and state
 -- (migrations/00014_triggers.sql), with @trigger_payload, once per trigger
--- and run.
+-- and run. Like MirrorRun, an applied write replaces the run's metric
+-- rows (@metric_steps, @metric_names, @metric_values).
 WITH mirrored AS (
     INSERT INTO runs (
         id, project, pipeline, version, workflow, state, seq, status, created_at, updated_at, schedule, created_by
@@ -63,7 +64,23 @@ WITH mirrored AS (
         schedule = COALESCE(runs.schedule, excluded.schedule),
         created_by = CASE WHEN runs.created_by = '' THEN excluded.created_by ELSE runs.created_by END
     WHERE runs.seq < excluded.seq AND runs.project = excluded.project
-    RETURNING runs.project
+    RETURNING runs.id, runs.project, runs.pipeline, runs.created_at
+), metrics_gone AS (
+    DELETE FROM run_metrics d
+    USING mirrored m
+    WHERE d.run_id = m.id
+      AND NOT EXISTS (SELECT 1 FROM generate_subscripts(@metric_steps::text[], 1) AS i
+                      WHERE (@metric_steps::text[])[i] = d.step AND (@metric_names::text[])[i] = d.name)
+), metrics_set AS (
+    INSERT INTO run_metrics (run_id, project, pipeline, created_at, step, name, value)
+    SELECT m.id, m.project, m.pipeline, m.created_at,
+           (@metric_steps::text[])[i], (@metric_names::text[])[i], (@metric_values::float8[])[i]
+    FROM mirrored m
+    CROSS JOIN generate_subscripts(@metric_steps::text[], 1) AS i
+    WHERE m.pipeline IS NOT NULL
+    ON CONFLICT (run_id, step, name) DO UPDATE
+    SET value = excluded.value
+    WHERE run_metrics.value <> excluded.value
 ), fired AS (
     INSERT INTO trigger_firings (id, trigger_id, project, source, payload)
     SELECT 'fir-' || substr(md5(t.id || '/' || @id), 1, 24), t.id, t.project, @id, @trigger_payload::jsonb
