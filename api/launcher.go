@@ -74,8 +74,9 @@ const maxLauncherObject = 5 << 40
 const launcherUploadBudget = 128 << 20
 
 // launcherURLExpiry is how long a signed URL works: a transfer must start
-// within it (a started one runs to its end).
-const launcherURLExpiry = 15 * time.Minute
+// within it (a started one runs to its end). Launchers use a URL they
+// signed ahead (launch.Client.Presign) for a third of it.
+const launcherURLExpiry = launch.URLExpiry
 
 // launcherRoutes registers the launcher's routes. They are authenticated
 // by a grant, not a token (launcherGrant), and stream their bodies.

@@ -5,10 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -264,4 +266,59 @@ func TestEndpointGrants(t *testing.T) {
 	wantProblem(t, r, http.StatusForbidden, "forbidden")
 	p := wantProblem(t, sign(seal("gone"), launch.SignRequest{Get: []string{model}}), http.StatusUnauthorized, "unauthenticated")
 	assert.Contains(t, derefOr(p.Detail, ""), "endpoint gone is gone")
+}
+
+// countSigns counts a client's requests to the sign route.
+type countSigns struct {
+	n    atomic.Int64
+	next http.RoundTripper
+}
+
+func (c *countSigns) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Path == launch.SignPath {
+		c.n.Add(1)
+	}
+	return c.next.RoundTrip(r)
+}
+
+// A sign request names at most launch.MaxSign objects: the gateway's work
+// for one request is bounded. The launcher's client signs a directory's
+// files in batches of launch.Batch through the real gateway, and what it
+// stores reads back.
+func TestLauncherSignsInBatches(t *testing.T) {
+	s := newLauncherSetup(t, "file://"+t.TempDir())
+	good := s.grant(t, "run-1", time.Now().Add(time.Hour))
+	m, err := s.store.ReadManifest(context.Background(), "alpha", s.input.Digest)
+	require.NoError(t, err)
+	sign := func(n int) resp {
+		gets := make([]string, n)
+		for i := range gets {
+			gets[i] = m.Files[i%len(m.Files)].Digest
+		}
+		return s.h.do(http.MethodPost, launch.SignPath, "", launch.SignRequest{Get: gets}, "Authorization", "Bearer "+good)
+	}
+	r := sign(launch.MaxSign)
+	wantStatus(t, r, http.StatusOK)
+	var sr launch.SignResponse
+	require.NoError(t, json.Unmarshal(r.body, &sr))
+	assert.Len(t, sr.Get, launch.MaxSign)
+	p := wantProblem(t, sign(launch.MaxSign+1), http.StatusBadRequest, "invalid-request")
+	assert.Contains(t, derefOr(p.Detail, ""), "1 to 1000 objects")
+
+	const n = 1200
+	dir := t.TempDir()
+	for i := range n {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%04d", i)), []byte(fmt.Sprintf("%d\n", i)), 0o644))
+	}
+	root, err := os.OpenRoot(dir)
+	require.NoError(t, err)
+	defer root.Close()
+	counter := &countSigns{next: http.DefaultTransport}
+	c := launch.NewClient(s.h.srv.URL, good, &http.Client{Transport: counter})
+	o, err := tree.Put(context.Background(), c, root, ".", 8)
+	require.NoError(t, err)
+	assert.EqualValues(t, (n+launch.Batch-1)/launch.Batch+1, counter.n.Load(), "a request per batch and one for the manifest")
+	got, err := s.store.ReadManifest(context.Background(), "alpha", o.Digest)
+	require.NoError(t, err)
+	assert.Len(t, got.Files, n)
 }

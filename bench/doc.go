@@ -14,10 +14,13 @@
 //	go run ./bench/listruns [-n 1000000] [-projects 100] [-samples 200] [-rounds 3] [-page 50] [-quick]
 //	go run ./bench/fanout   [-n 10000] [-p 1000] [-r 3] [-big 100000] [-quick] [-v]
 //	go run ./bench/artifacts [-size 1GiB] [-files 10000] [-file-size 4KiB] [-shards 4] [-shard-size 128MiB] [-reps 5] [-quick]
+//	go run ./bench/launchsign [-files 5000] [-file-size 1024] [-reps 5] [-s3] [-latency 0] [-quick]
 //
 // Each program except gpusched (pure code, no server), kubecp and realnode
 // (a Kubernetes control plane), listruns (Postgres only:
-// benchstack.StartDatabase) and artifacts (an S3 server only: s3test.Run)
+// benchstack.StartDatabase), artifacts (an S3 server only: s3test.Run) and
+// launchsign (the gateway's launcher routes in-process; with -s3 an S3
+// server)
 // starts its own
 // Temporal dev server (devstack.StartTemporal: in-memory, headless,
 // TunedDynamicConfig, so the numbers are those of the dev stack and of the

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,6 +26,142 @@ type Client struct {
 	http    *http.Client
 	// storing is SignRequest.Storing for Puts (SetStoring).
 	storing atomic.Int64
+	// batch is how many objects Presign signs per request; 0: none
+	// (SetBatch).
+	batch atomic.Int64
+	now   func() time.Time
+	// presigned holds the targets Presign signed, until their first use
+	// or until they are too old to trust (presignedTTL).
+	mu        sync.Mutex
+	presigned map[presignKey]*presignedTarget
+}
+
+// presignKey names a presigned target: a digest to read or to write.
+type presignKey struct {
+	put    bool
+	digest string
+}
+
+type presignedTarget struct {
+	t      Target
+	signed time.Time
+	// uses is how many Puts or Opens Presign was told of (a directory
+	// may hold the same bytes twice); the entry goes at the last.
+	uses int
+}
+
+// Batch is how many objects Presign signs per request by default: half
+// the gateway's bound (MaxSign), a request of a few hundred milliseconds
+// on a directory store and a few seconds on S3 (a stat per Put).
+const Batch = 500
+
+// presignedTTL is how long a presigned target is used: a third of the
+// URLs' life (URLExpiry), so that a transfer started late still starts
+// well before its URL expires. An older one is signed again.
+const presignedTTL = URLExpiry / 3
+
+// SetBatch sets how many objects Presign signs per request (at most
+// MaxSign); 0 or less turns presigning off: every Put and Open signs its
+// own object, as before batching (a baseline for measurements).
+func (c *Client) SetBatch(n int) { c.batch.Store(int64(min(max(n, 0), MaxSign))) }
+
+// PresignWindow implements tree.Presigner.
+func (c *Client) PresignWindow() int { return int(c.batch.Load()) }
+
+var _ tree.Presigner = (*Client)(nil)
+
+// Presign signs, Batch objects per request, what gets and puts are about
+// to read and write; Open and Put then use those targets on their first
+// try while they are young (presignedTTL). Objects already presigned and
+// young are not signed again. Puts carry Storing (SetStoring), so outputs
+// over the project's artifact cap are refused (ErrOverLimit) before any
+// byte moves. Without batching (SetBatch 0) it does nothing.
+func (c *Client) Presign(ctx context.Context, gets []string, puts []tree.Upload) error {
+	batch := int(c.batch.Load())
+	if batch <= 0 {
+		return nil
+	}
+	now := c.now()
+	c.mu.Lock()
+	for k, e := range c.presigned { // never used: a failed transfer's
+		if now.Sub(e.signed) >= presignedTTL {
+			delete(c.presigned, k)
+		}
+	}
+	// Count the uses of what is presigned and young; sign the rest once.
+	var needGet []string
+	var needPut []PutRequest
+	pending := map[presignKey]int{}
+	for _, d := range gets {
+		k := presignKey{digest: d}
+		if e, ok := c.presigned[k]; ok {
+			e.uses++
+			continue
+		}
+		if pending[k] == 0 {
+			needGet = append(needGet, d)
+		}
+		pending[k]++
+	}
+	for _, p := range puts {
+		k := presignKey{put: true, digest: p.Digest}
+		if e, ok := c.presigned[k]; ok {
+			e.uses++
+			continue
+		}
+		if pending[k] == 0 {
+			needPut = append(needPut, PutRequest{Digest: p.Digest, Size: p.Size, ContentType: p.ContentType})
+		}
+		pending[k]++
+	}
+	c.mu.Unlock()
+	for len(needGet)+len(needPut) > 0 {
+		var req SignRequest
+		n := min(batch, len(needGet))
+		req.Get, needGet = needGet[:n], needGet[n:]
+		if m := min(batch-n, len(needPut)); m > 0 {
+			req.Put, needPut = needPut[:m], needPut[m:]
+			req.Storing = c.storing.Load()
+		}
+		signed := c.now()
+		res, err := c.Sign(ctx, req)
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		if c.presigned == nil {
+			c.presigned = map[presignKey]*presignedTarget{}
+		}
+		for i, d := range req.Get {
+			k := presignKey{digest: d}
+			c.presigned[k] = &presignedTarget{t: res.Get[i], signed: signed, uses: pending[k]}
+		}
+		for i, p := range req.Put {
+			k := presignKey{put: true, digest: p.Digest}
+			c.presigned[k] = &presignedTarget{t: res.Put[i], signed: signed, uses: pending[k]}
+		}
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+// takePresigned is the presigned target of k if it is young enough,
+// counting the use.
+func (c *Client) takePresigned(k presignKey) (Target, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.presigned[k]
+	if !ok {
+		return Target{}, false
+	}
+	if e.uses--; e.uses <= 0 {
+		delete(c.presigned, k)
+	}
+	if c.now().Sub(e.signed) >= presignedTTL {
+		delete(c.presigned, k)
+		return Target{}, false
+	}
+	return e.t, true
 }
 
 // SetStoring tells the gateway, with every later Put, how many bytes the
@@ -43,7 +180,9 @@ func NewClient(base, grant string, hc *http.Client) *Client {
 		t.ResponseHeaderTimeout = 2 * time.Minute
 		hc = &http.Client{Transport: t}
 	}
-	return &Client{gateway: strings.TrimRight(base, "/"), grant: grant, http: hc}
+	c := &Client{gateway: strings.TrimRight(base, "/"), grant: grant, http: hc, now: time.Now}
+	c.batch.Store(Batch)
+	return c
 }
 
 // tries is how many times a request is sent before its error is the
@@ -163,12 +302,18 @@ func (c *Client) Put(ctx context.Context, digest string, size int64, r io.Reader
 				return &permanent{err}
 			}
 		}
-		first = false
-		res, err := c.Sign(ctx, SignRequest{Put: []PutRequest{{Digest: digest, Size: size, ContentType: contentType}}, Storing: c.storing.Load()})
-		if err != nil {
-			return &permanent{err} // Sign retried already
+		t, ok := Target{}, false
+		if first { // a retry signs again: the presigned URL may be what failed
+			t, ok = c.takePresigned(presignKey{put: true, digest: digest})
 		}
-		t := res.Put[0]
+		first = false
+		if !ok {
+			res, err := c.Sign(ctx, SignRequest{Put: []PutRequest{{Digest: digest, Size: size, ContentType: contentType}}, Storing: c.storing.Load()})
+			if err != nil {
+				return &permanent{err} // Sign retried already
+			}
+			t = res.Put[0]
+		}
 		if t.Stored {
 			return nil
 		}
@@ -200,12 +345,21 @@ func (c *Client) Put(ctx context.Context, digest string, size int64, r io.Reader
 // after it began fails the download (tree.Get's caller retries the step).
 func (c *Client) Open(ctx context.Context, digest string) (io.ReadCloser, error) {
 	var body io.ReadCloser
+	first := true
 	err := retry(ctx, func() error {
-		res, err := c.Sign(ctx, SignRequest{Get: []string{digest}})
-		if err != nil {
-			return &permanent{err}
+		t, ok := Target{}, false
+		if first { // a retry signs again
+			t, ok = c.takePresigned(presignKey{digest: digest})
 		}
-		hr, err := c.request(ctx, res.Get[0], nil)
+		first = false
+		if !ok {
+			res, err := c.Sign(ctx, SignRequest{Get: []string{digest}})
+			if err != nil {
+				return &permanent{err}
+			}
+			t = res.Get[0]
+		}
+		hr, err := c.request(ctx, t, nil)
 		if err != nil {
 			return &permanent{err}
 		}

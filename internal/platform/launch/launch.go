@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"time"
 
 	"github.com/atelier-ml/atelier/internal/platform/artifactstore/tree"
 )
@@ -154,8 +155,14 @@ const (
 	ObjectsPath = "/v1/launcher/objects/"
 )
 
-// MaxSign is how many objects one SignRequest may name.
+// MaxSign is how many objects one SignRequest may name: the gateway's
+// work for one request (a stat of the store per Put, a signature per
+// object) and its answer (about 1 KiB per signed URL) stay bounded.
 const MaxSign = 1000
+
+// URLExpiry is how long a URL the gateway signs works: a transfer must
+// start within it (a started one runs to its end).
+const URLExpiry = 15 * time.Minute
 
 // SignRequest asks for URLs to read (Get: digests) and write (Put)
 // objects.

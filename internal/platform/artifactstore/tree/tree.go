@@ -32,6 +32,39 @@ type Objects interface {
 	Open(ctx context.Context, digest string) (io.ReadCloser, error)
 }
 
+// Presigner is Objects that prepare many transfers in one step (the
+// launcher's Client: one signing request to the gateway for a window of
+// objects rather than one per object). Put and Open work without it; a
+// transfer of a directory tells it, before each window of files, which
+// objects come next.
+type Presigner interface {
+	// PresignWindow is how many objects to announce at a time; 0 or less:
+	// none (every Put and Open prepares its own object).
+	PresignWindow() int
+	// Presign prepares the Opens of gets and the Puts of puts about to
+	// run. An error stops the transfer: one that no object-by-object
+	// attempt could get past (a refusal of the whole request, such as the
+	// project's artifact cap).
+	Presign(ctx context.Context, gets []string, puts []Upload) error
+}
+
+// Upload is an object a Put is about to store.
+type Upload struct {
+	Digest      string
+	Size        int64
+	ContentType string
+}
+
+// presignWindow is objs' window, 0 when it presigns nothing.
+func presignWindow(objs Objects) (Presigner, int) {
+	if p, ok := objs.(Presigner); ok {
+		if n := p.PresignWindow(); n > 0 {
+			return p, n
+		}
+	}
+	return nil, 0
+}
+
 // ErrNotFound is returned for a digest the objects do not hold.
 var ErrNotFound = errors.New("artifact not found in the store")
 
@@ -188,17 +221,23 @@ func putDir(ctx context.Context, objs Objects, root *os.Root, dir string, parall
 	if err != nil {
 		return Object{}, err
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(max(parallel, 1))
-	for i := range files {
-		g.Go(func() error {
-			o, err := putFile(gctx, objs, root, path.Join(dir, files[i].Path))
-			files[i].Digest, files[i].Size = o.Digest, o.Size
-			return err
-		})
+	var err2 error
+	if p, window := presignWindow(objs); p != nil {
+		err2 = putFilesPresigned(ctx, p, objs, root, dir, files, parallel, window)
+	} else {
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(max(parallel, 1))
+		for i := range files {
+			g.Go(func() error {
+				o, err := putFile(gctx, objs, root, path.Join(dir, files[i].Path))
+				files[i].Digest, files[i].Size = o.Digest, o.Size
+				return err
+			})
+		}
+		err2 = g.Wait()
 	}
-	if err := g.Wait(); err != nil {
-		return Object{}, err
+	if err2 != nil {
+		return Object{}, err2
 	}
 	m := Manifest{Files: files}
 	if m.Files == nil {
@@ -219,6 +258,69 @@ func putDir(ctx context.Context, objs Objects, root *os.Root, dir string, parall
 	}
 	// Files is at least 1 for a directory so that 0 keeps meaning "a file".
 	return Object{Digest: digest, Size: size, Files: max(len(files), 1)}, nil
+}
+
+// putFilesPresigned stores a directory's files window by window: it hashes
+// a window's files (parallel at a time), announces them to p, and starts
+// their uploads, which run while the next window hashes. A file's bytes
+// are read twice, as putFile reads them: to hash, then to send.
+func putFilesPresigned(ctx context.Context, p Presigner, objs Objects, root *os.Root, dir string, files []ManifestFile, parallel, window int) error {
+	up, uctx := errgroup.WithContext(ctx)
+	up.SetLimit(max(parallel, 1))
+	for start := 0; start < len(files); start += window {
+		win := files[start:min(start+window, len(files))]
+		hg, hctx := errgroup.WithContext(uctx)
+		hg.SetLimit(max(parallel, 1))
+		for i := range win {
+			hg.Go(func() error {
+				f, err := root.Open(path.Join(dir, win[i].Path))
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := hctx.Err(); err != nil {
+					return err
+				}
+				n, sum, err := HashFile(f)
+				if err != nil {
+					return fmt.Errorf("read %s: %w", path.Join(dir, win[i].Path), err)
+				}
+				win[i].Digest, win[i].Size = DigestOf(sum), n
+				return nil
+			})
+		}
+		if err := hg.Wait(); err != nil {
+			if werr := up.Wait(); werr != nil {
+				return werr // what cancelled the rest
+			}
+			return err
+		}
+		puts := make([]Upload, len(win))
+		for i, f := range win {
+			puts[i] = Upload{Digest: f.Digest, Size: f.Size, ContentType: FileContentType}
+		}
+		if err := p.Presign(uctx, nil, puts); err != nil {
+			if werr := up.Wait(); werr != nil {
+				return werr // what cancelled the rest
+			}
+			return err
+		}
+		for i := range win {
+			up.Go(func() error {
+				name := path.Join(dir, win[i].Path)
+				f, err := root.Open(name)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := objs.Put(uctx, win[i].Digest, win[i].Size, f, FileContentType); err != nil {
+					return fmt.Errorf("store %s: %w", name, err)
+				}
+				return nil
+			})
+		}
+	}
+	return up.Wait()
 }
 
 // maxManifest bounds a manifest read (about 2 million files).
@@ -276,7 +378,22 @@ func Get(ctx context.Context, objs Objects, o Object, dest string, parallel int)
 	dirs := map[string]bool{}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(parallel, 1))
-	for _, f := range m.Files {
+	p, window := presignWindow(objs)
+	for i, f := range m.Files {
+		if p != nil && i%window == 0 {
+			// The next window's URLs, while the last window's files move.
+			win := m.Files[i:min(i+window, len(m.Files))]
+			gets := make([]string, len(win))
+			for j, f := range win {
+				gets[j] = f.Digest
+			}
+			if err := p.Presign(gctx, gets, nil); err != nil {
+				if werr := g.Wait(); werr != nil {
+					return werr // what cancelled the rest
+				}
+				return err
+			}
+		}
 		target := filepath.Join(tmp, filepath.FromSlash(f.Path))
 		parent := filepath.Dir(target)
 		if !dirs[parent] {
