@@ -15,6 +15,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"gocloud.dev/blob"
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/semaphore"
 	"golang.org/x/sync/singleflight"
 
@@ -77,6 +78,10 @@ const launcherUploadBudget = 128 << 20
 // within it (a started one runs to its end). Launchers use a URL they
 // signed ahead (launch.Client.Presign) for a third of it.
 const launcherURLExpiry = launch.URLExpiry
+
+// launcherStats is how many stats of the store one sign request runs at
+// once (a request names at most launch.MaxSign objects).
+const launcherStats = 16
 
 // launcherRoutes registers the launcher's routes. They are authenticated
 // by a grant, not a token (launcherGrant), and stream their bodies.
@@ -244,11 +249,24 @@ func (s *server) launcherSign(c echo.Context) error {
 		if !launch.ValidDigest(p.Digest) || p.Size < 0 || p.Size > maxLauncherObject || (p.ContentType != artifactstore.ManifestContentType && p.ContentType != "application/octet-stream") {
 			return newProblem(ptInvalid, "put[%d]: a sha256 digest, a size of at most 5 TiB and the content type of a file or a manifest, please", i)
 		}
-		fresh, err := s.launchBytes.Fresh(ctx, g.Project, p.Digest)
-		if err != nil {
-			return internalError(err)
-		}
-		if fresh {
+	}
+	// Whether each Put's bytes are stored: a stat of the store each (a
+	// HEAD on S3), launcherStats at a time, so that a batch of hundreds
+	// answers in a fraction of the launcher's time limit.
+	fresh := make([]bool, len(req.Put))
+	stats, sctx := errgroup.WithContext(ctx)
+	stats.SetLimit(launcherStats)
+	for i, p := range req.Put {
+		stats.Go(func() (err error) {
+			fresh[i], err = s.launchBytes.Fresh(sctx, g.Project, p.Digest)
+			return err
+		})
+	}
+	if err := stats.Wait(); err != nil {
+		return internalError(err)
+	}
+	for i, p := range req.Put {
+		if fresh[i] {
 			res.Put = append(res.Put, launch.Target{Stored: true})
 			continue
 		}

@@ -35,6 +35,7 @@ type fakeGateway struct {
 	signs, puts, gets atomic.Int64
 	failPuts          atomic.Int64 // the next failPuts uploads answer 503
 	overLimit         atomic.Bool  // sign requests with puts answer 507
+	refusePuts        atomic.Bool  // uploads answer 400
 }
 
 func newFakeGateway(t *testing.T) *fakeGateway {
@@ -76,6 +77,10 @@ func newFakeGateway(t *testing.T) *fakeGateway {
 	mux.HandleFunc("PUT "+ObjectsPath+"{digest}", func(w http.ResponseWriter, r *http.Request) {
 		g.puts.Add(1)
 		b, _ := io.ReadAll(r.Body)
+		if g.refusePuts.Load() {
+			http.Error(w, "refused", http.StatusBadRequest)
+			return
+		}
 		if g.failPuts.Add(-1) >= 0 {
 			http.Error(w, "try again", http.StatusServiceUnavailable)
 			return
@@ -303,4 +308,18 @@ func TestSetBatch(t *testing.T) {
 	c.SetBatch(-1)
 	assert.Equal(t, 0, c.PresignWindow())
 	require.NoError(t, c.Presign(context.Background(), []string{"x"}, nil), "off: nothing to do")
+}
+
+// An upload refused for good fails the directory with its own error, not
+// the cancellation it causes, and stops the rest.
+func TestPresignedUploadFails(t *testing.T) {
+	g := newFakeGateway(t)
+	g.refusePuts.Store(true)
+	c := g.client()
+	c.SetBatch(100)
+	root := smallFiles(t, 1000)
+	_, err := tree.Put(context.Background(), c, root, "data", 4)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "400 Bad Request: refused")
+	assert.Less(t, g.puts.Load(), int64(500), "the other uploads stopped")
 }

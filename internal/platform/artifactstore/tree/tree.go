@@ -260,67 +260,99 @@ func putDir(ctx context.Context, objs Objects, root *os.Root, dir string, parall
 	return Object{Digest: digest, Size: size, Files: max(len(files), 1)}, nil
 }
 
-// putFilesPresigned stores a directory's files window by window: it hashes
-// a window's files (parallel at a time), announces them to p, and starts
-// their uploads, which run while the next window hashes. A file's bytes
-// are read twice, as putFile reads them: to hash, then to send.
+// putFilesPresigned stores a directory's files window by window: one
+// goroutine hashes a window's files (parallel at a time) and announces
+// them to p, while the previous window's files upload (parallel at a
+// time), so hashing and signing overlap the transfers and run at most a
+// window or two ahead of them. A file's bytes are read twice, as putFile
+// reads them: to hash, then to send.
 func putFilesPresigned(ctx context.Context, p Presigner, objs Objects, root *os.Root, dir string, files []ManifestFile, parallel, window int) error {
-	up, uctx := errgroup.WithContext(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	windows := make(chan []ManifestFile, 1)
+	announced := make(chan error, 1)
+	go func() {
+		err := hashAndAnnounce(ctx, p, root, dir, files, parallel, window, windows)
+		if err != nil {
+			cancel() // the uploads stop
+		}
+		announced <- err
+		close(windows)
+	}()
+	up := new(errgroup.Group)
 	up.SetLimit(max(parallel, 1))
+	for win := range windows {
+		for i := range win {
+			if ctx.Err() != nil {
+				break // an upload failed; drain what the hasher sent
+			}
+			up.Go(func() error {
+				name := path.Join(dir, win[i].Path)
+				f, err := root.Open(name)
+				if err == nil {
+					defer f.Close()
+					err = objs.Put(ctx, win[i].Digest, win[i].Size, f, FileContentType)
+					if err != nil {
+						err = fmt.Errorf("store %s: %w", name, err)
+					}
+				}
+				if err != nil {
+					cancel() // the hasher and the other uploads stop
+				}
+				return err
+			})
+		}
+	}
+	uerr := up.Wait()
+	if herr := <-announced; herr != nil && (uerr == nil || !errors.Is(herr, context.Canceled)) {
+		return herr // not the cancellation an upload's failure caused
+	}
+	return uerr
+}
+
+// hashAndAnnounce hashes files window by window, announces each window's
+// objects to p and hands the window to the uploads.
+func hashAndAnnounce(ctx context.Context, p Presigner, root *os.Root, dir string, files []ManifestFile, parallel, window int, windows chan<- []ManifestFile) error {
 	for start := 0; start < len(files); start += window {
 		win := files[start:min(start+window, len(files))]
-		hg, hctx := errgroup.WithContext(uctx)
+		hg, hctx := errgroup.WithContext(ctx)
 		hg.SetLimit(max(parallel, 1))
 		for i := range win {
 			hg.Go(func() error {
-				f, err := root.Open(path.Join(dir, win[i].Path))
-				if err != nil {
-					return err
-				}
-				defer f.Close()
 				if err := hctx.Err(); err != nil {
 					return err
 				}
-				n, sum, err := HashFile(f)
-				if err != nil {
-					return fmt.Errorf("read %s: %w", path.Join(dir, win[i].Path), err)
-				}
-				win[i].Digest, win[i].Size = DigestOf(sum), n
-				return nil
-			})
-		}
-		if err := hg.Wait(); err != nil {
-			if werr := up.Wait(); werr != nil {
-				return werr // what cancelled the rest
-			}
-			return err
-		}
-		puts := make([]Upload, len(win))
-		for i, f := range win {
-			puts[i] = Upload{Digest: f.Digest, Size: f.Size, ContentType: FileContentType}
-		}
-		if err := p.Presign(uctx, nil, puts); err != nil {
-			if werr := up.Wait(); werr != nil {
-				return werr // what cancelled the rest
-			}
-			return err
-		}
-		for i := range win {
-			up.Go(func() error {
 				name := path.Join(dir, win[i].Path)
 				f, err := root.Open(name)
 				if err != nil {
 					return err
 				}
 				defer f.Close()
-				if err := objs.Put(uctx, win[i].Digest, win[i].Size, f, FileContentType); err != nil {
-					return fmt.Errorf("store %s: %w", name, err)
+				n, sum, err := HashFile(f)
+				if err != nil {
+					return fmt.Errorf("read %s: %w", name, err)
 				}
+				win[i].Digest, win[i].Size = DigestOf(sum), n
 				return nil
 			})
 		}
+		if err := hg.Wait(); err != nil {
+			return err
+		}
+		puts := make([]Upload, len(win))
+		for i, f := range win {
+			puts[i] = Upload{Digest: f.Digest, Size: f.Size, ContentType: FileContentType}
+		}
+		if err := p.Presign(ctx, nil, puts); err != nil {
+			return err
+		}
+		select {
+		case windows <- win:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
-	return up.Wait()
+	return nil
 }
 
 // maxManifest bounds a manifest read (about 2 million files).
@@ -379,19 +411,33 @@ func Get(ctx context.Context, objs Objects, o Object, dest string, parallel int)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(parallel, 1))
 	p, window := presignWindow(objs)
+	// presign announces the window of files from i, in the background:
+	// the next window's while this one's files move (never further ahead,
+	// so that targets are used soon after they are signed).
+	presign := func(i int) chan error {
+		win := m.Files[i:min(i+window, len(m.Files))]
+		gets := make([]string, len(win))
+		for j, f := range win {
+			gets[j] = f.Digest
+		}
+		done := make(chan error, 1)
+		go func() { done <- p.Presign(gctx, gets, nil) }()
+		return done
+	}
+	var next chan error
+	if p != nil && len(m.Files) > 0 {
+		next = presign(0)
+	}
 	for i, f := range m.Files {
 		if p != nil && i%window == 0 {
-			// The next window's URLs, while the last window's files move.
-			win := m.Files[i:min(i+window, len(m.Files))]
-			gets := make([]string, len(win))
-			for j, f := range win {
-				gets[j] = f.Digest
-			}
-			if err := p.Presign(gctx, gets, nil); err != nil {
+			if err := <-next; err != nil {
 				if werr := g.Wait(); werr != nil {
 					return werr // what cancelled the rest
 				}
 				return err
+			}
+			if i+window < len(m.Files) {
+				next = presign(i + window)
 			}
 		}
 		target := filepath.Join(tmp, filepath.FromSlash(f.Path))
