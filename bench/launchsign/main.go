@@ -36,6 +36,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -82,9 +83,10 @@ func main() {
 }
 
 type sample struct {
-	up, down    time.Duration
-	signUp, sig int64
-	slowest     time.Duration // the slowest sign request's handling, up and down
+	up, down       time.Duration
+	signUp, sig    int64
+	slowest        time.Duration // the slowest sign request's handling, up and down
+	cpuUp, cpuDown time.Duration // the process's CPU time (launcher and gateway both)
 }
 
 func run(files, size, reps int, useS3 bool, latency time.Duration) error {
@@ -178,6 +180,7 @@ func run(files, size, reps int, useS3 bool, latency time.Duration) error {
 			signs.Store(0)
 			moves.Store(0)
 			slowest.Store(0)
+			cpu0 := cpuTime()
 			start := time.Now()
 			o, err := tree.Put(ctx, c, root, "data", launcher.Parallel)
 			root.Close()
@@ -185,7 +188,7 @@ func run(files, size, reps int, useS3 bool, latency time.Duration) error {
 				return fmt.Errorf("%s: upload: %w", mode.name, err)
 			}
 			var s sample
-			s.up, s.signUp = time.Since(start), signs.Load()
+			s.up, s.signUp, s.cpuUp = time.Since(start), signs.Load(), cpuTime()-cpu0
 			if o.Files != files {
 				return fmt.Errorf("%s: stored %d files of %d", mode.name, o.Files, files)
 			}
@@ -199,11 +202,12 @@ func run(files, size, reps int, useS3 bool, latency time.Duration) error {
 			c.SetBatch(mode.batch)
 			signs.Store(0)
 			moves.Store(0)
+			cpu0 = cpuTime()
 			start = time.Now()
 			if err := tree.Get(ctx, c, o, filepath.Join(tmp, fmt.Sprintf("dst-%d-%d", r+1, m)), launcher.Parallel); err != nil {
 				return fmt.Errorf("%s: download: %w", mode.name, err)
 			}
-			s.down, s.sig, s.slowest = time.Since(start), signs.Load(), time.Duration(slowest.Load())
+			s.down, s.sig, s.slowest, s.cpuDown = time.Since(start), signs.Load(), time.Duration(slowest.Load()), cpuTime()-cpu0
 			logf("rep %d %s: up %s (%d sign requests, %d uploads through the gateway), down %s (%d, %d)", r+1, mode.name,
 				s.up.Round(time.Millisecond), s.signUp, movedUp, s.down.Round(time.Millisecond), s.sig, moves.Load())
 			if r >= 0 {
@@ -218,8 +222,8 @@ func run(files, size, reps int, useS3 bool, latency time.Duration) error {
 	fmt.Printf("`go run ./bench/launchsign %s`, %s, %s, %d CPUs, load average %s\n\n",
 		strings.Join(os.Args[1:], " "), time.Now().UTC().Format("2006-01-02"), runtime.Version(), runtime.NumCPU(), strings.Join(strings.Fields(string(load))[:3], " "))
 	fmt.Printf("A directory of %d files of %d bytes, store: %s, %s added per gateway request; %d reps per mode, interleaved, after a warm-up.\n\n", files, size, storeName, latency, reps)
-	fmt.Println("| mode | sign requests up / down | upload p50 | min–max | ÷ baseline | download p50 | min–max | ÷ baseline | slowest sign request (max) |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("| mode | sign requests up / down | upload p50 | min–max | ÷ baseline | download p50 | min–max | ÷ baseline | CPU s up / down, p50 | slowest sign request (max) |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
 	baseUp, baseDown := p50(results[0], func(s sample) time.Duration { return s.up }), p50(results[0], func(s sample) time.Duration { return s.down })
 	for m, mode := range modes {
 		up := func(s sample) time.Duration { return s.up }
@@ -228,9 +232,11 @@ func run(files, size, reps int, useS3 bool, latency time.Duration) error {
 		for _, s := range results[m] {
 			slow = max(slow, s.slowest)
 		}
-		fmt.Printf("| %s | %d / %d | %s | %s | %.2f× | %s | %s | %.2f× | %d ms |\n", mode.name, results[m][0].signUp, results[m][0].sig,
+		fmt.Printf("| %s | %d / %d | %s | %s | %.2f× | %s | %s | %.2f× | %.2f / %.2f | %d ms |\n", mode.name, results[m][0].signUp, results[m][0].sig,
 			sec(p50(results[m], up)), spread(results[m], up), p50(results[m], up).Seconds()/baseUp.Seconds(),
-			sec(p50(results[m], down)), spread(results[m], down), p50(results[m], down).Seconds()/baseDown.Seconds(), slow.Milliseconds())
+			sec(p50(results[m], down)), spread(results[m], down), p50(results[m], down).Seconds()/baseDown.Seconds(),
+			p50(results[m], func(s sample) time.Duration { return s.cpuUp }).Seconds(), p50(results[m], func(s sample) time.Duration { return s.cpuDown }).Seconds(),
+			slow.Milliseconds())
 	}
 	return nil
 }
@@ -270,6 +276,15 @@ func spread(ss []sample, f func(sample) time.Duration) string {
 		lo, hi = min(lo, f(s)), max(hi, f(s))
 	}
 	return sec(lo) + "–" + sec(hi)
+}
+
+// cpuTime is the process's user and system time: the launcher's and the
+// gateway's work, which the neighbours of a shared machine disturb less
+// than wall time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func sec(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }

@@ -153,7 +153,15 @@ func TestTreeSignsInBatches(t *testing.T) {
 				wantSigns = ceilDiv(n+2, batch) + 1
 			}
 			assert.EqualValues(t, wantSigns, g.signs.Load(), "sign requests to store")
-			assert.EqualValues(t, n+2+1, g.puts.Load(), "uploads: each file (the empty one twice: both start before either is stored), the manifest")
+			// Uploads: each file and the manifest; the empty file's second
+			// copy too when presigned (both targets signed before either
+			// was stored), or when signed alone before the first's
+			// upload ended.
+			if batch > 0 {
+				assert.EqualValues(t, n+2+1, g.puts.Load())
+			} else {
+				assert.Contains(t, []int64{n + 1 + 1, n + 2 + 1}, g.puts.Load())
+			}
 			for _, k := range g.items {
 				assert.LessOrEqual(t, k, max(batch, 1))
 			}

@@ -266,15 +266,16 @@ func putDir(ctx context.Context, objs Objects, root *os.Root, dir string, parall
 // time), so hashing and signing overlap the transfers and run at most a
 // window or two ahead of them. A file's bytes are read twice, as putFile
 // reads them: to hash, then to send.
-func putFilesPresigned(ctx context.Context, p Presigner, objs Objects, root *os.Root, dir string, files []ManifestFile, parallel, window int) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+func putFilesPresigned(parent context.Context, p Presigner, objs Objects, root *os.Root, dir string, files []ManifestFile, parallel, window int) error {
+	// The first failure cancels the rest and is the one reported.
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
 	windows := make(chan []ManifestFile, 1)
 	announced := make(chan error, 1)
 	go func() {
 		err := hashAndAnnounce(ctx, p, root, dir, files, parallel, window, windows)
 		if err != nil {
-			cancel() // the uploads stop
+			cancel(err) // the uploads stop
 		}
 		announced <- err
 		close(windows)
@@ -297,15 +298,20 @@ func putFilesPresigned(ctx context.Context, p Presigner, objs Objects, root *os.
 					}
 				}
 				if err != nil {
-					cancel() // the hasher and the other uploads stop
+					cancel(err) // the hasher and the other uploads stop
 				}
 				return err
 			})
 		}
 	}
-	uerr := up.Wait()
-	if herr := <-announced; herr != nil && (uerr == nil || !errors.Is(herr, context.Canceled)) {
-		return herr // not the cancellation an upload's failure caused
+	uerr, herr := up.Wait(), <-announced
+	switch {
+	case uerr == nil && herr == nil:
+		return nil
+	case ctx.Err() != nil && parent.Err() == nil:
+		return context.Cause(ctx) // not the cancellation it caused
+	case herr != nil:
+		return herr
 	}
 	return uerr
 }
