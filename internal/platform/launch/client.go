@@ -36,10 +36,12 @@ type Client struct {
 	presigned map[presignKey]*presignedTarget
 }
 
-// presignKey names a presigned target: a digest to read or to write.
+// presignKey names a presigned target: a digest to read, or to write
+// with a content type (S3 signs the type into the URL).
 type presignKey struct {
-	put    bool
-	digest string
+	put         bool
+	digest      string
+	contentType string
 }
 
 type presignedTarget struct {
@@ -106,7 +108,7 @@ func (c *Client) Presign(ctx context.Context, gets []string, puts []tree.Upload)
 		pending[k]++
 	}
 	for _, p := range puts {
-		k := presignKey{put: true, digest: p.Digest}
+		k := presignKey{put: true, digest: p.Digest, contentType: p.ContentType}
 		if e, ok := c.presigned[k]; ok {
 			e.uses++
 			continue
@@ -139,7 +141,7 @@ func (c *Client) Presign(ctx context.Context, gets []string, puts []tree.Upload)
 			c.presigned[k] = &presignedTarget{t: res.Get[i], signed: signed, uses: pending[k]}
 		}
 		for i, p := range req.Put {
-			k := presignKey{put: true, digest: p.Digest}
+			k := presignKey{put: true, digest: p.Digest, contentType: p.ContentType}
 			c.presigned[k] = &presignedTarget{t: res.Put[i], signed: signed, uses: pending[k]}
 		}
 		c.mu.Unlock()
@@ -306,8 +308,9 @@ func (c *Client) Put(ctx context.Context, digest string, size int64, r io.Reader
 		}
 		t, ok := Target{}, false
 		if first { // a retry signs again: the presigned URL may be what failed
-			t, ok = c.takePresigned(presignKey{put: true, digest: digest})
+			t, ok = c.takePresigned(presignKey{put: true, digest: digest, contentType: contentType})
 		}
+		presigned := ok
 		first = false
 		if !ok {
 			res, err := c.Sign(ctx, SignRequest{Put: []PutRequest{{Digest: digest, Size: size, ContentType: contentType}}, Storing: c.storing.Load()})
@@ -336,6 +339,11 @@ func (c *Client) Put(ctx context.Context, digest string, size int64, r io.Reader
 			return doErr("upload "+digest, err)
 		}
 		defer resp.Body.Close()
+		if resp.StatusCode == http.StatusForbidden && presigned {
+			// A URL signed ahead may have expired (or met a skewed
+			// clock): sign this one again rather than fail the step.
+			return fmt.Errorf("upload %s: the URL signed ahead was refused: %s", digest, problemText(resp))
+		}
 		if resp.StatusCode/100 != 2 {
 			return statusErr("upload "+digest, resp)
 		}

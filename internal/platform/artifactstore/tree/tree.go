@@ -282,11 +282,18 @@ func putFilesPresigned(parent context.Context, p Presigner, objs Objects, root *
 	}()
 	up := new(errgroup.Group)
 	up.SetLimit(max(parallel, 1))
+	// Bytes a directory holds twice go up once: the directory fails if
+	// that upload does.
+	sent := map[string]bool{}
 	for win := range windows {
 		for i := range win {
 			if ctx.Err() != nil {
 				break // an upload failed; drain what the hasher sent
 			}
+			if sent[win[i].Digest] {
+				continue
+			}
+			sent[win[i].Digest] = true
 			up.Go(func() error {
 				name := path.Join(dir, win[i].Path)
 				f, err := root.Open(name)
@@ -319,6 +326,7 @@ func putFilesPresigned(parent context.Context, p Presigner, objs Objects, root *
 // hashAndAnnounce hashes files window by window, announces each window's
 // objects to p and hands the window to the uploads.
 func hashAndAnnounce(ctx context.Context, p Presigner, root *os.Root, dir string, files []ManifestFile, parallel, window int, windows chan<- []ManifestFile) error {
+	announced := map[string]bool{}
 	for start := 0; start < len(files); start += window {
 		win := files[start:min(start+window, len(files))]
 		hg, hctx := errgroup.WithContext(ctx)
@@ -345,9 +353,12 @@ func hashAndAnnounce(ctx context.Context, p Presigner, root *os.Root, dir string
 		if err := hg.Wait(); err != nil {
 			return err
 		}
-		puts := make([]Upload, len(win))
-		for i, f := range win {
-			puts[i] = Upload{Digest: f.Digest, Size: f.Size, ContentType: FileContentType}
+		puts := make([]Upload, 0, len(win))
+		for _, f := range win {
+			if !announced[f.Digest] { // each digest goes up once (putFilesPresigned)
+				announced[f.Digest] = true
+				puts = append(puts, Upload{Digest: f.Digest, Size: f.Size, ContentType: FileContentType})
+			}
 		}
 		if err := p.Presign(ctx, nil, puts); err != nil {
 			return err
@@ -414,6 +425,10 @@ func Get(ctx context.Context, objs Objects, o Object, dest string, parallel int)
 	}
 	defer os.RemoveAll(tmp) // after a successful rename, there is nothing left
 	dirs := map[string]bool{}
+	// Cancelled on an early return, which waits for the downloads under
+	// way before tmp is removed.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(parallel, 1))
 	p, window := presignWindow(objs)
@@ -450,6 +465,8 @@ func Get(ctx context.Context, objs Objects, o Object, dest string, parallel int)
 		parent := filepath.Dir(target)
 		if !dirs[parent] {
 			if err := os.MkdirAll(parent, 0o755); err != nil {
+				cancel()
+				_ = g.Wait()
 				return err
 			}
 			dirs[parent] = true
