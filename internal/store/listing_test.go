@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/atelier-ml/atelier/internal/catalog"
-	"github.com/atelier-ml/atelier/internal/store"
 	"github.com/atelier-ml/atelier/internal/store/storetest"
 	"github.com/atelier-ml/atelier/runstate"
 )
@@ -69,21 +68,7 @@ func TestListingPlans(t *testing.T) {
 		rows = n
 	}
 	ctx := t.Context()
-	url := storetest.NewDatabase(t)
-	rec := &recorder{}
-	s, err := store.Open(ctx, url, store.WithTracer(rec))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
+	s, conn, rec := openWithConn(t)
 	end := time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC)
 	start := time.Now()
 	if err := storetest.LoadSyntheticRuns(ctx, conn, storetest.Synthetic{N: rows, Projects: 50, End: end}, 100_000, nil); err != nil {
