@@ -99,6 +99,22 @@ type ResolveArtifactsRequest struct {
 	Inputs  []pipeline.ArtifactInput `json:"inputs"`
 }
 
+// ImportArtifactsName imports a step's inputs named by a URI into the
+// project's artifact store, before the step (package activities/imports,
+// on the step queue: a transfer of any size, heartbeating). Steps without
+// such inputs never run it.
+const ImportArtifactsName = "atelier.artifacts.import"
+
+// ImportArtifactsRequest names a step's (item's) URI inputs, rendered, in
+// order.
+type ImportArtifactsRequest struct {
+	Project string                   `json:"project"`
+	RunID   string                   `json:"runId"`
+	Step    string                   `json:"step"`
+	Item    *int                     `json:"item,omitempty"`
+	Inputs  []pipeline.ArtifactInput `json:"inputs"`
+}
+
 // ResolveArtifactsResult is each input's artifact (Name is the input's,
 // From says what named it), or Problem: why one cannot be read (unknown
 // artifact, model, alias or version), which fails the step.

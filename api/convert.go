@@ -252,6 +252,7 @@ func artifactView(a runstate.Artifact) gen.Artifact {
 		Id: a.ID, Name: a.Name, From: opt(a.From), Type: a.Type, Digest: a.Digest, Size: a.Size, Files: opt(a.Files),
 		Producer: gen.ArtifactProducer{Run: p.Run, Step: p.Step, Item: p.Item, Attempt: p.Attempt},
 		Register: opt(a.Register),
+		Source:   opt(a.Source),
 	}
 }
 

@@ -92,6 +92,8 @@ type stackOptions struct {
 	artifactsURL string
 	// artifactLimit caps each project's artifact bytes.
 	artifactLimit int64
+	// artifactsImport is the worker's --artifacts-import.
+	artifactsImport string
 	// listenAddr is the gateway's address (default 127.0.0.1:0); a
 	// kubeEnv whose real node's pods reach the gateway (the step
 	// launcher) listens on every address.
@@ -158,6 +160,7 @@ func newStack(t *testing.T, opts ...stackOptions) *stack {
 	cfg.LocalEngines = o.localEngines
 	cfg.ArtifactsURL = o.artifactsURL
 	cfg.ArtifactsProjectLimit = o.artifactLimit
+	cfg.ArtifactsImport = o.artifactsImport
 	if cfg.ArtifactsURL == "" {
 		cfg.ArtifactsURL = "file://" + t.TempDir()
 	}

@@ -1,8 +1,11 @@
 package pipeline
 
 import (
+	"fmt"
+	"net/url"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/atelier-ml/atelier/schema"
@@ -27,26 +30,69 @@ type Artifacts struct {
 // stored and when the child run ends); Artifact, an artifact's ID (of any
 // earlier run of the project); Model, a registered model's version as
 // "<model>@<alias|version>" (or "<model>" for its latest). Artifact and
-// Model may be templates ("{{ params.dataset }}"). The step finds it at
+// Model may be templates ("{{ params.dataset }}"); URI, an object (or,
+// ending in "/", every object under a prefix: a directory) outside the
+// project's store, imported into it before the step (by the worker, under
+// a prefix the operator allows the project: --artifacts-import), so that
+// it has a digest, lineage and a place in the cache key like any other
+// input. URI may be a template too. The step finds it at
 // $ATELIER_INPUTS/<Name>, a file or a directory as it was stored.
 type ArtifactInput struct {
 	Name     string `json:"name"`
 	From     string `json:"from,omitempty"`
 	Artifact string `json:"artifact,omitempty"`
 	Model    string `json:"model,omitempty"`
+	URI      string `json:"uri,omitempty"`
 }
 
-// IsRef reports whether the input names an artifact of the catalogue
-// (Artifact or Model) rather than another step's output.
-func (in ArtifactInput) IsRef() bool { return in.Artifact != "" || in.Model != "" }
+// IsRef reports whether the input is resolved before the step runs, from
+// the catalogue (Artifact or Model) or by importing a URI, rather than
+// another step's output.
+func (in ArtifactInput) IsRef() bool { return in.Artifact != "" || in.Model != "" || in.URI != "" }
 
-// Ref is how the run status shows where a catalogue input came from:
-// "artifact:<id>" or "model:<model>@<ref>".
+// IsImport reports whether the input is imported from a URI.
+func (in ArtifactInput) IsImport() bool { return in.URI != "" }
+
+// Ref is how the run status shows where an input resolved before the
+// step came from: "artifact:<id>", "model:<model>@<ref>" or "uri:<uri>".
 func (in ArtifactInput) Ref() string {
-	if in.Artifact != "" {
+	switch {
+	case in.Artifact != "":
 		return "artifact:" + in.Artifact
+	case in.URI != "":
+		return "uri:" + in.URI
 	}
 	return "model:" + in.Model
+}
+
+// ImportSchemes are the URI schemes an input may be imported from: the
+// object stores the worker opens (S3, through gocloud.dev/blob), and
+// HTTP(S).
+var ImportSchemes = []string{"s3", "https", "http"}
+
+// BadImportURI says why u cannot name an import ("" when it can): an
+// absolute URI of an ImportSchemes scheme, with a bucket or host and a
+// path, no credentials, query or fragment (a bucket's options, such as
+// its region, are the operator's, in --artifacts-import).
+func BadImportURI(u string) string {
+	pu, err := url.Parse(u)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("%q is not a URI: %v", u, err)
+	case !slices.Contains(ImportSchemes, pu.Scheme):
+		return fmt.Sprintf("%q: the scheme must be one of %s", u, strings.Join(ImportSchemes, ", "))
+	case pu.Host == "":
+		return fmt.Sprintf("%q names no bucket or host", u)
+	case pu.User != nil:
+		return fmt.Sprintf("%q must not hold credentials", u)
+	case pu.RawQuery != "" || pu.Fragment != "" || strings.HasSuffix(u, "?") || strings.HasSuffix(u, "#"):
+		return fmt.Sprintf("%q must have no query or fragment (a bucket's options are the operator's)", u)
+	case strings.Trim(pu.Path, "/") == "":
+		return fmt.Sprintf("%q names no object (a path after the bucket or host)", u)
+	case strings.Contains(pu.Path, "/../") || strings.HasSuffix(pu.Path, "/..") || strings.Contains(pu.Path, "/./") || strings.Contains(pu.Path, "//"):
+		return fmt.Sprintf("%q: the path must be clean (no '.', '..' or empty segments)", u)
+	}
+	return ""
 }
 
 var artifactIDRE = regexp.MustCompile(`^[0-9a-f]{32}$`)
@@ -153,16 +199,21 @@ func validateArtifacts(cp string, p *Spec, self int, c *Container, placed bool, 
 		ip := index(field(ap, "inputs"), j)
 		checkArtifactName(field(ip, "name"), in.Name, seen, ps)
 		n := 0
-		for _, v := range []string{in.From, in.Artifact, in.Model} {
+		for _, v := range []string{in.From, in.Artifact, in.Model, in.URI} {
 			if v != "" {
 				n++
 			}
 		}
 		if n != 1 {
-			ps.add(ip, "name the input with exactly one of from (<step>.<artifact>), artifact (an artifact ID) or model (<model>@<alias|version>)")
+			ps.add(ip, "name the input with exactly one of from (<step>.<artifact>), artifact (an artifact ID), model (<model>@<alias|version>) or uri (s3://bucket/key, https://host/path, ...)")
 			continue
 		}
 		switch {
+		case in.URI != "" && !strings.Contains(in.URI, "{{"):
+			if msg := BadImportURI(in.URI); msg != "" {
+				ps.add(field(ip, "uri"), "%s", msg)
+			}
+			continue
 		case in.Artifact != "" && !strings.Contains(in.Artifact, "{{") && !artifactIDRE.MatchString(in.Artifact):
 			ps.add(field(ip, "artifact"), "%q is not an artifact ID (32 hexadecimal digits)", in.Artifact)
 			continue
@@ -248,7 +299,7 @@ func badArtifactPath(p string) string {
 
 func hasRefTemplates(a *Artifacts) bool {
 	for _, in := range a.Inputs {
-		if strings.Contains(in.Artifact, "{{") || strings.Contains(in.Model, "{{") {
+		if strings.Contains(in.Artifact, "{{") || strings.Contains(in.Model, "{{") || strings.Contains(in.URI, "{{") {
 			return true
 		}
 	}

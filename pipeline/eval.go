@@ -294,7 +294,7 @@ func RenderContainer(c *Container, env Env) (*Container, error) {
 		ra.Inputs = slices.Clone(a.Inputs)
 		for i := range ra.Inputs {
 			in := &ra.Inputs[i]
-			for _, f := range []*string{&in.Artifact, &in.Model} {
+			for _, f := range []*string{&in.Artifact, &in.Model, &in.URI} {
 				if strings.Contains(*f, "{{") {
 					v, err := RenderString(*f, env)
 					if err != nil {

@@ -504,6 +504,9 @@ func validateStep(p *Spec, i int, vc *vctx, psc *refScope, ps *problems) {
 				if strings.Contains(in.Model, "{{") {
 					check(field(ip, "model"), in.Model)
 				}
+				if strings.Contains(in.URI, "{{") {
+					check(field(ip, "uri"), in.URI)
+				}
 			}
 		}
 		if c.Pod != nil {

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strconv"
+	"strings"
 
 	"github.com/atelier-ml/atelier/pipeline"
 )
@@ -30,6 +31,10 @@ type Artifact struct {
 	// Register names the registered model this artifact becomes a
 	// version of once recorded (pipeline.ArtifactOutput.Register).
 	Register string `json:"register,omitempty"`
+	// Source is the URI an imported artifact's bytes came from
+	// (pipeline.ArtifactInput.URI); its producer is the importing step,
+	// attempt 0. Empty for what a step wrote.
+	Source string `json:"source,omitempty"`
 }
 
 // ArtifactProducer is where an artifact was written.
@@ -50,6 +55,24 @@ func StoredOutput(project string, producer ArtifactProducer, out pipeline.Artifa
 		Digest: digest, Size: size, Files: files,
 		Producer: producer,
 		Register: out.Register,
+	}
+}
+
+// Imported is the artifact an import of in.URI stored for the step
+// (item) of producer that reads it: attempt 0, named after the input (its
+// ID cannot meet an output's of the same name: imports are keyed apart).
+// A directory (a URI ending in "/") is a dataset, a file a file.
+func Imported(project string, producer ArtifactProducer, in pipeline.ArtifactInput, digest string, size int64, files int) Artifact {
+	typ := pipeline.ArtifactFile
+	if files > 0 || strings.HasSuffix(in.URI, "/") {
+		typ = pipeline.ArtifactDataset
+	}
+	producer.Attempt = 0
+	return Artifact{
+		ID:   ArtifactID(project, producer.Run, producer.Step, producer.Item, "import:"+in.Name),
+		Name: in.Name, From: in.Ref(), Type: string(typ),
+		Digest: digest, Size: size, Files: files,
+		Producer: producer, Source: in.URI,
 	}
 }
 

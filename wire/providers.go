@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/atelier-ml/atelier/activities/admission"
 	"github.com/atelier-ml/atelier/activities/deploy"
+	"github.com/atelier-ml/atelier/activities/imports"
 	"github.com/atelier-ml/atelier/activities/kube"
 	"github.com/atelier-ml/atelier/activities/kube/framework"
 	"github.com/atelier-ml/atelier/activities/kube/serving"
@@ -217,6 +219,20 @@ func provideAdmission(s *store.Store, c client.Client, cfg config.Config) *admis
 // provideStepCache builds the step cache activities of the local worker,
 // over the catalogue.
 func provideLineage(s *store.Store) *lineage.Activities { return lineage.New(s) }
+
+// provideImports builds the import of URI inputs; a malformed
+// --artifacts-import stops the worker.
+func provideImports(arts *artifactstore.Store, cfg config.Config) (*imports.Activities, error) {
+	allow, err := imports.ParseAllow(cfg.ArtifactsImport)
+	if err != nil {
+		return nil, fmt.Errorf("ATELIER_ARTIFACTS_IMPORT: %w", err)
+	}
+	var store imports.Store
+	if arts != nil {
+		store = arts
+	}
+	return imports.New(store, allow, filepath.Join(cfg.DataDir, "imports")), nil
+}
 
 // provideModels builds the model registry's activities of the local
 // worker: alias moves, and telling endpoints that one moved.

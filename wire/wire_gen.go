@@ -172,10 +172,20 @@ func InitWorker(ctx context.Context, cfg config.Config, m *telemetry.Metrics, go
 	deployActivities := provideDeploy(client, store, cfg)
 	stepcacheActivities := provideStepCache(store)
 	lineageActivities := provideLineage(store)
+	importsActivities, err := provideImports(artifactstoreStore, cfg)
+	if err != nil {
+		cleanup6()
+		cleanup5()
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	modelsActivities := provideModels(store, client, cfg)
 	resolver := pipelines.New(store)
 	foreachActivities := foreach.New(store)
-	worker := app.NewWorker(client, cfg, runner, serving, mirrorMirror, selector, activities, deployActivities, stepcacheActivities, lineageActivities, modelsActivities, resolver, foreachActivities, store, gos, logger)
+	worker := app.NewWorker(client, cfg, runner, serving, mirrorMirror, selector, activities, deployActivities, stepcacheActivities, lineageActivities, importsActivities, modelsActivities, resolver, foreachActivities, store, gos, logger)
 	return worker, func() {
 		cleanup6()
 		cleanup5()

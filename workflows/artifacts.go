@@ -124,44 +124,100 @@ func refKey(stepName string, item *int) string {
 	return stepName + "[" + strconv.Itoa(*item) + "]"
 }
 
-// resolveArtifactRefs resolves the step's catalogue inputs (artifact IDs,
-// model versions) with one local activity, before anything else about the
-// step, so that the cache key and the request see their digests. msg says
-// why the step cannot run (an unknown artifact or model).
+// versionArtifactImports guards the activity that imports a step's URI
+// inputs (workflow.GetVersion change ID; never reuse it). Asked only when
+// a step has such inputs.
+const versionArtifactImports = "atelier.artifact-imports"
+
+// importTimeout bounds one import attempt; its heartbeats, not this,
+// notice a lost worker.
+const importTimeout = 24 * time.Hour
+
+// resolveArtifactRefs resolves the step's inputs that are not another
+// step's output, before anything else about the step, so that the cache
+// key and the request see their digests: catalogue inputs (artifact IDs,
+// model versions) with one local activity, URIs by importing their bytes
+// (activities/imports, one activity for the step's URIs). msg says why the
+// step cannot run (an unknown artifact or model, a URI not allowed or
+// absent).
 func (r *Run) resolveArtifactRefs(ctx workflow.Context, stepName string, item *int, a *pipeline.Artifacts) string {
-	var refs []pipeline.ArtifactInput
+	var refs, uris []pipeline.ArtifactInput
 	if a != nil {
 		for _, in := range a.Inputs {
-			if in.IsRef() {
+			switch {
+			case in.IsImport():
+				uris = append(uris, in)
+			case in.IsRef():
 				refs = append(refs, in)
 			}
 		}
 	}
-	if len(refs) == 0 {
+	if len(refs) == 0 && len(uris) == 0 {
 		return ""
 	}
-	if workflow.GetVersion(r.root, versionArtifactRefs, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		return "this run was recorded before steps could read artifacts by ID or model"
+	var resolved, imported []runstate.Artifact
+	if len(refs) > 0 {
+		if workflow.GetVersion(r.root, versionArtifactRefs, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			return "this run was recorded before steps could read artifacts by ID or model"
+		}
+		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+			ScheduleToCloseTimeout: time.Minute,
+			RetryPolicy: &temporal.RetryPolicy{
+				InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 5 * time.Second, MaximumAttempts: 10,
+			},
+		})
+		var res activities.ResolveArtifactsResult
+		err := workflow.ExecuteLocalActivity(lctx, activities.ResolveArtifactsName, activities.ResolveArtifactsRequest{
+			Project: r.status.Project, Inputs: refs,
+		}).Get(lctx, &res)
+		switch {
+		case err != nil:
+			return "resolving the step's input artifacts failed: " + stepErrMessage(err)
+		case res.Problem != "":
+			return res.Problem
+		case len(res.Artifacts) != len(refs):
+			return fmt.Sprintf("resolving the step's input artifacts answered %d references for %d inputs", len(res.Artifacts), len(refs))
+		}
+		resolved = res.Artifacts
 	}
-	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		ScheduleToCloseTimeout: time.Minute,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 5 * time.Second, MaximumAttempts: 10,
-		},
-	})
-	var res activities.ResolveArtifactsResult
-	err := workflow.ExecuteLocalActivity(lctx, activities.ResolveArtifactsName, activities.ResolveArtifactsRequest{
-		Project: r.status.Project, Inputs: refs,
-	}).Get(lctx, &res)
-	switch {
-	case err != nil:
-		return "resolving the step's input artifacts failed: " + stepErrMessage(err)
-	case res.Problem != "":
-		return res.Problem
+	if len(uris) > 0 {
+		if workflow.GetVersion(r.root, versionArtifactImports, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			return "this run was recorded before steps could import input artifacts from a URI"
+		}
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: importTimeout,
+			HeartbeatTimeout:    time.Minute,
+			RetryPolicy: &temporal.RetryPolicy{
+				InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 5,
+			},
+		})
+		var res activities.ResolveArtifactsResult
+		err := workflow.ExecuteActivity(actx, activities.ImportArtifactsName, activities.ImportArtifactsRequest{
+			Project: r.status.Project, RunID: r.status.RunID, Step: stepName, Item: item, Inputs: uris,
+		}).Get(actx, &res)
+		switch {
+		case err != nil:
+			return "importing the step's input artifacts failed: " + stepErrMessage(err)
+		case res.Problem != "":
+			return res.Problem
+		case len(res.Artifacts) != len(uris):
+			return fmt.Sprintf("importing the step's input artifacts answered %d references for %d inputs", len(res.Artifacts), len(uris))
+		}
+		imported = res.Artifacts
+	}
+	// In the inputs' order, as artifactInputs takes them.
+	all := make([]runstate.Artifact, 0, len(resolved)+len(imported))
+	for _, in := range a.Inputs {
+		switch {
+		case in.IsImport():
+			all, imported = append(all, imported[0]), imported[1:]
+		case in.IsRef():
+			all, resolved = append(all, resolved[0]), resolved[1:]
+		}
 	}
 	if r.resolvedRefs == nil {
 		r.resolvedRefs = map[string][]runstate.Artifact{}
 	}
-	r.resolvedRefs[refKey(stepName, item)] = res.Artifacts
+	r.resolvedRefs[refKey(stepName, item)] = all
 	return ""
 }

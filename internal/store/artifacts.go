@@ -37,10 +37,7 @@ func collectArtifacts(st runstate.Status) (artifactRows, bool) {
 	r.used.Project, r.used.RunID = st.Project, st.RunID
 	var visit func(ss *runstate.StepStatus, step string, item *int)
 	visit = func(ss *runstate.StepStatus, step string, item *int) {
-		for _, a := range ss.Artifacts {
-			if a.Producer.Run != st.RunID {
-				continue
-			}
+		produce := func(a runstate.Artifact) {
 			p := &r.produced
 			p.Ids = append(p.Ids, a.ID)
 			p.Steps = append(p.Steps, a.Producer.Step)
@@ -51,8 +48,21 @@ func collectArtifacts(st runstate.Status) (artifactRows, bool) {
 			p.Digests = append(p.Digests, a.Digest)
 			p.Sizes = append(p.Sizes, a.Size)
 			p.Files = append(p.Files, int32(a.Files))
+			p.Sources = append(p.Sources, a.Source)
 			if a.Register != "" {
 				r.register = append(r.register, a)
+			}
+		}
+		for _, a := range ss.Artifacts {
+			if a.Producer.Run == st.RunID {
+				produce(a)
+			}
+		}
+		// What the step imported (a URI input) is this run's artifact
+		// too, whether or not the step then ran.
+		for _, in := range ss.Inputs {
+			if in.Source != "" && in.Producer.Run == st.RunID && in.Producer.Step == step {
+				produce(in)
 			}
 		}
 		if len(ss.Attempts) > 0 { // it ran: a reused or cached step read nothing
@@ -116,6 +126,7 @@ func toStoredArtifact(a db.Artifact) catalog.StoredArtifact {
 		Artifact: runstate.Artifact{
 			ID: a.ID, Name: a.Name, Type: a.Type, Digest: a.Digest, Size: a.Size, Files: int(a.Files),
 			Producer: runstate.ArtifactProducer{Run: a.RunID, Step: a.Step, Item: item, Attempt: int(a.Attempt)},
+			Source:   a.Source,
 		},
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/atelier-ml/atelier/activities/admission"
 	"github.com/atelier-ml/atelier/activities/deploy"
 	"github.com/atelier-ml/atelier/activities/foreach"
+	"github.com/atelier-ml/atelier/activities/imports"
 	"github.com/atelier-ml/atelier/activities/lineage"
 	"github.com/atelier-ml/atelier/activities/local"
 	"github.com/atelier-ml/atelier/activities/mirror"
@@ -50,7 +51,7 @@ type Worker struct {
 }
 
 // NewWorker registers every workflow and activity on a Temporal worker.
-func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, serving *local.Serving, mirror *mirror.Mirror, selector *placement.Selector, admit *admission.Activities, deployer *deploy.Activities, cache *stepcache.Activities, refs *lineage.Activities, registry *models.Activities, resolver *pipelines.Resolver, items *foreach.Activities, pub GoWorkflowPublisher, goPipelines []workflows.GoPipeline, l *zap.Logger) *Worker {
+func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, serving *local.Serving, mirror *mirror.Mirror, selector *placement.Selector, admit *admission.Activities, deployer *deploy.Activities, cache *stepcache.Activities, refs *lineage.Activities, imports *imports.Activities, registry *models.Activities, resolver *pipelines.Resolver, items *foreach.Activities, pub GoWorkflowPublisher, goPipelines []workflows.GoPipeline, l *zap.Logger) *Worker {
 	w := worker.New(c, cfg.TaskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize: cfg.WorkerConcurrency,
 		// Heartbeats carry cancellation to running processes; sending them
@@ -96,6 +97,8 @@ func NewWorker(c client.Client, cfg config.Config, runner *local.Runner, serving
 	// So is the resolution of a step's catalogue inputs (artifact IDs,
 	// model versions), run before such a step.
 	refs.Register(w)
+	// Imports of URI inputs move bytes of any size: step slots.
+	imports.Register(w)
 	// Alias moves (workflows/models, promote steps) and endpoints
 	// following an alias reach the registry on the control queue, so that
 	// long steps filling the step slots cannot hold them up; registered on

@@ -72,7 +72,7 @@ type Config struct {
 	SecretsKeyURL     string
 	SecretsOldKeyURLs []string
 	// ArtifactsURL is the object store of step artifacts, a
-	// gocloud.dev/blob URL (s3://bucket?region=..., gs://, azblob://,
+	// gocloud.dev/blob URL of a driver linked in (s3://bucket?region=...,
 	// file:///dir), shared by the workers (which move the bytes) and the
 	// gateway (which serves them); empty: steps cannot declare artifacts
 	// and downloads are 503. `atelier dev` uses a directory under .atelier.
@@ -82,6 +82,13 @@ type Config struct {
 	// (workers refuse outputs past it, and the gateway launchers' uploads);
 	// 0: no cap.
 	ArtifactsProjectLimit int64
+	// ArtifactsImport is what steps may import as input artifacts from
+	// outside the store (an input's uri): comma-separated
+	// "[<project>=]<URI prefix>[?<bucket options>]" (activities/imports
+	// ParseAllow); empty: nothing. Workers read the sources with their own
+	// credentials, so only prefixes the projects named may read belong
+	// here.
+	ArtifactsImport string
 	// WebhookBackoff is the wait before a failed delivery's second
 	// attempt (it doubles up to an hour); WebhookMaxAttempts is when a
 	// delivery gives up.
@@ -211,9 +218,10 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	fs.IntVar(&c.StreamLimit, "stream-limit", c.envInt("ATELIER_STREAM_LIMIT", d.StreamLimit), "event and log-follow streams one token may hold open per gateway; more get 429 (ATELIER_STREAM_LIMIT)")
 	fs.DurationVar(&c.TokenCacheTTL, "token-cache-ttl", c.envDuration("ATELIER_TOKEN_CACHE_TTL", d.TokenCacheTTL), "gateway: keep resolved API tokens this long; a token revoked through another gateway or in the database keeps working here up to this long; 0 looks them up on every request (ATELIER_TOKEN_CACHE_TTL)")
 	fs.DurationVar(&c.Retention, "retention", c.envDuration("ATELIER_RETENTION", d.Retention), "gateway: delete finished runs and their step logs this long after their last write, e.g. 720h; 0 keeps them forever (ATELIER_RETENTION)")
-	fs.StringVar(&c.ArtifactsURL, "artifacts-url", env("ATELIER_ARTIFACTS_URL", d.ArtifactsURL), "object store of step artifacts for gateway and workers: s3://bucket?region=…, gs://…, azblob://…, file:///dir; empty: no artifacts; `atelier dev`: .atelier/artifacts (ATELIER_ARTIFACTS_URL)")
+	fs.StringVar(&c.ArtifactsURL, "artifacts-url", env("ATELIER_ARTIFACTS_URL", d.ArtifactsURL), "object store of step artifacts for gateway and workers: s3://bucket?region=…, file:///dir; empty: no artifacts; `atelier dev`: .atelier/artifacts (ATELIER_ARTIFACTS_URL)")
 	c.ArtifactsProjectLimit = c.envBytes("ATELIER_ARTIFACTS_PROJECT_LIMIT", d.ArtifactsProjectLimit)
 	fs.Var((*byteSize)(&c.ArtifactsProjectLimit), "artifacts-project-limit", "worker and gateway: cap on each project's artifact bytes, e.g. 500Gi; a step whose outputs would pass it fails naming it (the gateway checks it for Kubernetes steps' launchers); 0: no cap (ATELIER_ARTIFACTS_PROJECT_LIMIT)")
+	fs.StringVar(&c.ArtifactsImport, "artifacts-import", env("ATELIER_ARTIFACTS_IMPORT", d.ArtifactsImport), "worker: URI prefixes steps may import input artifacts from (an input's uri), comma-separated [<project>=]<prefix>[?<bucket options>], e.g. https://huggingface.co/,team-a=s3://team-a-data/?region=eu-west-1; the worker reads them with its own credentials; empty: none (ATELIER_ARTIFACTS_IMPORT)")
 	// Keys are read from the environment only: a flag would show them in ps.
 	c.SecretsKeyURL = env("ATELIER_SECRETS_KEY_URL", d.SecretsKeyURL)
 	if old := env("ATELIER_SECRETS_OLD_KEY_URLS", ""); old != "" {

@@ -26,7 +26,7 @@ func (q *Queries) ArtifactBytesUsed(ctx context.Context, project string) (int64,
 }
 
 const getArtifact = `-- name: GetArtifact :one
-SELECT project, id, run_id, step, item, attempt, name, type, digest, size, files, created_at FROM artifacts WHERE project = $1 AND id = $2
+SELECT project, id, run_id, step, item, attempt, name, type, digest, size, files, created_at, source FROM artifacts WHERE project = $1 AND id = $2
 `
 
 type GetArtifactParams struct {
@@ -50,6 +50,7 @@ func (q *Queries) GetArtifact(ctx context.Context, arg GetArtifactParams) (Artif
 		&i.Size,
 		&i.Files,
 		&i.CreatedAt,
+		&i.Source,
 	)
 	return i, err
 }
@@ -84,10 +85,10 @@ func (q *Queries) InsertArtifactUses(ctx context.Context, arg InsertArtifactUses
 }
 
 const insertArtifacts = `-- name: InsertArtifacts :exec
-INSERT INTO artifacts (project, id, run_id, step, item, attempt, name, type, digest, size, files)
+INSERT INTO artifacts (project, id, run_id, step, item, attempt, name, type, digest, size, files, source)
 SELECT $1, unnest($2::text[]), $3, unnest($4::text[]), unnest($5::int[]),
        unnest($6::int[]), unnest($7::text[]), unnest($8::text[]), unnest($9::text[]),
-       unnest($10::bigint[]), unnest($11::int[])
+       unnest($10::bigint[]), unnest($11::int[]), unnest($12::text[])
 ON CONFLICT (project, id) DO NOTHING
 `
 
@@ -103,6 +104,7 @@ type InsertArtifactsParams struct {
 	Digests  []string
 	Sizes    []int64
 	Files    []int32
+	Sources  []string
 }
 
 // Records artifacts a run wrote; one already recorded is kept as it is.
@@ -119,6 +121,7 @@ func (q *Queries) InsertArtifacts(ctx context.Context, arg InsertArtifactsParams
 		arg.Digests,
 		arg.Sizes,
 		arg.Files,
+		arg.Sources,
 	)
 	return err
 }
@@ -213,7 +216,7 @@ func (q *Queries) ListLiveArtifactDigests(ctx context.Context, project string) (
 }
 
 const listRunArtifactUses = `-- name: ListRunArtifactUses :many
-SELECT u.step AS use_step, u.item AS use_item, u.input, u.created_at AS used_at, a.project, a.id, a.run_id, a.step, a.item, a.attempt, a.name, a.type, a.digest, a.size, a.files, a.created_at
+SELECT u.step AS use_step, u.item AS use_item, u.input, u.created_at AS used_at, a.project, a.id, a.run_id, a.step, a.item, a.attempt, a.name, a.type, a.digest, a.size, a.files, a.created_at, a.source
 FROM artifact_uses AS u
 JOIN artifacts AS a ON a.project = u.project AND a.id = u.artifact_id
 WHERE u.project = $1 AND u.run_id = $2
@@ -261,6 +264,7 @@ func (q *Queries) ListRunArtifactUses(ctx context.Context, arg ListRunArtifactUs
 			&i.Artifact.Size,
 			&i.Artifact.Files,
 			&i.Artifact.CreatedAt,
+			&i.Artifact.Source,
 		); err != nil {
 			return nil, err
 		}
@@ -273,7 +277,7 @@ func (q *Queries) ListRunArtifactUses(ctx context.Context, arg ListRunArtifactUs
 }
 
 const listRunArtifacts = `-- name: ListRunArtifacts :many
-SELECT project, id, run_id, step, item, attempt, name, type, digest, size, files, created_at FROM artifacts WHERE project = $1 AND run_id = $2
+SELECT project, id, run_id, step, item, attempt, name, type, digest, size, files, created_at, source FROM artifacts WHERE project = $1 AND run_id = $2
 ORDER BY created_at, step, item, name
 `
 
@@ -305,6 +309,7 @@ func (q *Queries) ListRunArtifacts(ctx context.Context, arg ListRunArtifactsPara
 			&i.Size,
 			&i.Files,
 			&i.CreatedAt,
+			&i.Source,
 		); err != nil {
 			return nil, err
 		}
@@ -317,7 +322,7 @@ func (q *Queries) ListRunArtifacts(ctx context.Context, arg ListRunArtifactsPara
 }
 
 const listStepInputs = `-- name: ListStepInputs :many
-SELECT u.input, a.project, a.id, a.run_id, a.step, a.item, a.attempt, a.name, a.type, a.digest, a.size, a.files, a.created_at
+SELECT u.input, a.project, a.id, a.run_id, a.step, a.item, a.attempt, a.name, a.type, a.digest, a.size, a.files, a.created_at, a.source
 FROM artifact_uses AS u
 JOIN artifacts AS a ON a.project = u.project AND a.id = u.artifact_id
 WHERE u.project = $1 AND u.run_id = $2 AND u.step = $3 AND u.item = $4
@@ -365,6 +370,7 @@ func (q *Queries) ListStepInputs(ctx context.Context, arg ListStepInputsParams) 
 			&i.Artifact.Size,
 			&i.Artifact.Files,
 			&i.Artifact.CreatedAt,
+			&i.Artifact.Source,
 		); err != nil {
 			return nil, err
 		}

@@ -22,6 +22,7 @@ type Artifact struct {
 	Size      int64
 	Files     int32
 	CreatedAt time.Time
+	Source    string
 }
 
 type ArtifactUse struct {

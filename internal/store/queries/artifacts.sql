@@ -1,9 +1,9 @@
 -- name: InsertArtifacts :exec
 -- Records artifacts a run wrote; one already recorded is kept as it is.
-INSERT INTO artifacts (project, id, run_id, step, item, attempt, name, type, digest, size, files)
+INSERT INTO artifacts (project, id, run_id, step, item, attempt, name, type, digest, size, files, source)
 SELECT @project, unnest(@ids::text[]), @run_id, unnest(@steps::text[]), unnest(@items::int[]),
        unnest(@attempts::int[]), unnest(@names::text[]), unnest(@types::text[]), unnest(@digests::text[]),
-       unnest(@sizes::bigint[]), unnest(@files::int[])
+       unnest(@sizes::bigint[]), unnest(@files::int[]), unnest(@sources::text[])
 ON CONFLICT (project, id) DO NOTHING;
 
 -- name: InsertArtifactUses :exec
