@@ -40,13 +40,17 @@ type Activities struct {
 	// parallel is how many objects of a directory download at once.
 	parallel  int
 	heartbeat time.Duration
+	// stall is how long a download may read nothing before it is given
+	// up (and retried): a source that stops sending would otherwise hold
+	// the step until the import's timeout, heartbeats and all.
+	stall time.Duration
 }
 
 // New returns the activities storing into store (nil: imports fail saying
 // the worker has no artifact store), allowing allow, with temporary files
 // under dir (the worker's data dir).
 func New(store Store, allow Allow, dir string) *Activities {
-	a := &Activities{store: store, allow: allow, dir: dir, parallel: 16, heartbeat: 10 * time.Second}
+	a := &Activities{store: store, allow: allow, dir: dir, parallel: 16, heartbeat: 10 * time.Second, stall: 2 * time.Minute}
 	a.http = &http.Client{
 		// A redirect is followed only to a URI the project may import too
 		// (a CDN must be allowed as well), at most 5 times.
@@ -130,10 +134,14 @@ func (a *Activities) importOne(ctx context.Context, project string, in pipeline.
 	defer stop()
 	dest := filepath.Join(tmp, in.Name)
 	u, _ := url.Parse(in.URI)
+	dctx, done := a.watchStall(ctx, in.URI, &moved)
 	if isBucket(u.Scheme) {
-		err = a.fromBucket(ctx, rule, u, dest, &moved)
+		err = a.fromBucket(dctx, rule, u, dest, &moved)
 	} else {
-		err = a.fromHTTP(context.WithValue(ctx, projectKey{}, project), in.URI, dest, &moved)
+		err = a.fromHTTP(context.WithValue(dctx, projectKey{}, project), in.URI, dest, &moved)
+	}
+	if stalled := done(); stalled != nil && ctx.Err() == nil {
+		err = stalled
 	}
 	if err != nil {
 		return artifactstore.Object{}, err
@@ -302,6 +310,44 @@ func (a *Activities) heartbeatWhile(ctx context.Context, moved *atomic.Int64) (s
 		}
 	}()
 	return func() { close(done); <-finished }
+}
+
+// watchStall returns a context cancelled when moved has not grown for
+// a.stall; done stops the watch and returns the stall's error, if that is
+// what cancelled it.
+func (a *Activities) watchStall(ctx context.Context, uri string, moved *atomic.Int64) (context.Context, func() error) {
+	wctx, cancel := context.WithCancelCause(ctx)
+	stop, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := max(a.stall/10, 10*time.Millisecond)
+		t := time.NewTicker(tick)
+		defer t.Stop()
+		last, since := moved.Load(), time.Now()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			if n := moved.Load(); n != last {
+				last, since = n, time.Now()
+			} else if time.Since(since) >= a.stall {
+				cancel(fmt.Errorf("reading %s: no byte came for %s (%d read)", uri, a.stall, n))
+				return
+			}
+		}
+	}()
+	return wctx, func() error {
+		close(stop)
+		<-finished
+		err := context.Cause(wctx)
+		cancel(nil)
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return nil // ctx's own end, not a stall
+		}
+		return err
+	}
 }
 
 func redactQuery(u *url.URL) string {

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -61,6 +62,11 @@ func TestImportOverHTTP(t *testing.T) {
 			_, _ = w.Write([]byte("weights"))
 		case "/ok/flaky":
 			w.WriteHeader(http.StatusServiceUnavailable)
+		case "/ok/stuck":
+			w.Header().Set("Content-Length", "100")
+			_, _ = w.Write([]byte("partial"))
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
 		case "/ok/away":
 			http.Redirect(w, r, "http://127.0.0.1:1/elsewhere", http.StatusFound)
 		default:
@@ -113,6 +119,12 @@ func TestImportOverHTTP(t *testing.T) {
 	// A 5xx is retried (an error), not a problem.
 	_, err = a.Import(ctx, req("p", web.URL+"/ok/flaky"))
 	assert.ErrorContains(t, err, "503")
+
+	// A source that stops sending is given up (and retried), not waited
+	// for until the import's timeout.
+	a.SetStall(300 * time.Millisecond)
+	_, err = a.Import(ctx, req("p", web.URL+"/ok/stuck"))
+	assert.ErrorContains(t, err, "no byte came for 300ms (7 read)")
 
 	// A worker without a store says so.
 	res, err = imports.New(nil, allow, t.TempDir()).Import(ctx, req("p", web.URL+"/ok/model.bin"))
