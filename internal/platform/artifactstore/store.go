@@ -413,12 +413,8 @@ func (s *Store) put(ctx context.Context, project, digest string, size int64, r i
 	}
 	conditional := size < smallObject
 	if !conditional {
-		attrs, err := s.b.Attributes(ctx, k)
-		switch {
-		case err == nil && s.now().Sub(attrs.ModTime) < RefreshAfter:
-			return nil // stored, recently enough to be safe from collection
-		case err != nil && gcerrors.Code(err) != gcerrors.NotFound:
-			return fmt.Errorf("check the store for %s: %w", digest, err)
+		if fresh, err := s.fresh(ctx, k, digest); err != nil || fresh {
+			return err
 		}
 	}
 	if mem != nil {
@@ -433,6 +429,19 @@ func (s *Store) put(ctx context.Context, project, digest string, size int64, r i
 		return s.refreshIfOld(ctx, k, digest, size, r, contentType)
 	}
 	return err
+}
+
+// fresh reports whether k holds digest's bytes, stored recently enough
+// to be safe from collection (RefreshAfter).
+func (s *Store) fresh(ctx context.Context, k, digest string) (bool, error) {
+	attrs, err := s.b.Attributes(ctx, k)
+	switch {
+	case err == nil:
+		return s.now().Sub(attrs.ModTime) < RefreshAfter, nil
+	case gcerrors.Code(err) == gcerrors.NotFound:
+		return false, nil
+	}
+	return false, fmt.Errorf("check the store for %s: %w", digest, err)
 }
 
 // write uploads r under k, checking that its bytes hash to digest; the
