@@ -809,7 +809,7 @@ func (b *bench) report(load0, loadWarm, loadEnd string) {
 		"baseline and subject interleaved (who goes first alternates) after a warm-up round at small sizes; fresh random bytes every repetition; "+
 		"every transfer in a fresh child process (bucket opened, then timed), after sync(2); objects removed between repetitions. MB = 10⁶ bytes.\n\n",
 		mib(cfg.size), cfg.files, cfg.fileSize, cfg.shards, mib(cfg.shardSize), cfg.reps)
-	fmt.Fprintf(out, "- file up: subject `Store.PutPath` (hash, look the digest up, upload while hashing again); baseline `io.Copy` of the file into `bucket.NewWriter` (default WriterOptions).\n")
+	fmt.Fprintf(out, "- file up: subject `Store.PutPath` (hash the whole and each part in one read, look the digest up, upload the parts with their sha256 for the server to check); baseline `io.Copy` of the file into `bucket.NewWriter` (default WriterOptions).\n")
 	fmt.Fprintf(out, "- file down: subject `Store.Get` (temporary file beside dest, digest check, rename); baseline `bucket.NewReader` copied into a new file.\n")
 	fmt.Fprintf(out, "- directory up/down (both directories): subject `PutPath`/`Get` (%d files at a time, plus the manifest); baseline a walk of the directory / the known list of files, each file copied as above by %d goroutines.\n\n",
 		artifactstore.DefaultParallel, cfg.parallel)

@@ -193,10 +193,16 @@ func key(project, digest string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	prefix, err := projectPrefix(project)
+	return prefix + hexd, err
+}
+
+// projectPrefix is where project's objects are in the store.
+func projectPrefix(project string) (string, error) {
 	if project == "" || strings.ContainsAny(project, "/\x00") {
 		return "", fmt.Errorf("%q cannot name a project's part of the store", project)
 	}
-	return project + "/sha256/" + hexd, nil
+	return project + "/sha256/", nil
 }
 
 // Exists reports whether the project's store holds digest.
@@ -211,16 +217,36 @@ func (s *Store) Exists(ctx context.Context, project, digest string) (bool, error
 // Reader opens digest's bytes (a file, or a directory's manifest) for
 // streaming; it seeks, so http.ServeContent can answer Range requests.
 func (s *Store) Reader(ctx context.Context, project, digest string) (*blob.Reader, error) {
+	return s.reader(ctx, project, digest, nil)
+}
+
+func (s *Store) reader(ctx context.Context, project, digest string, opts *blob.ReaderOptions) (*blob.Reader, error) {
 	k, err := key(project, digest)
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.b.NewReader(ctx, k, nil)
+	r, err := s.b.NewReader(ctx, k, opts)
 	if gcerrors.Code(err) == gcerrors.NotFound {
 		return nil, fmt.Errorf("%s: %w", digest, ErrNotFound)
 	}
 	return r, err
 }
+
+// hashedRead are the options of a read whose bytes the reader hashes
+// against their digest (package tree's downloads): on S3 the SDK does not
+// check a checksum of its own as well, which for an object stored with a
+// sha256 (the launcher's signed uploads) would hash every byte twice, and
+// does not log a warning for each object stored in parts (whose checksum
+// it cannot check).
+var hashedRead = &blob.ReaderOptions{BeforeRead: func(as func(any) bool) error {
+	var opts *[]func(*s3.Options)
+	if as(&opts) {
+		*opts = append(*opts, func(o *s3.Options) {
+			o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+		})
+	}
+	return nil
+}}
 
 // SignedURL is a URL that reads digest's bytes without credentials until
 // expiry, scoped to that one object; ErrCannotSign when the store cannot.
@@ -369,10 +395,11 @@ type Stored struct {
 
 // Walk calls fn for every object of the project's part of the store.
 func (s *Store) Walk(ctx context.Context, project string, fn func(Stored) error) error {
-	if project == "" || strings.ContainsAny(project, "/\x00") {
-		return fmt.Errorf("%q cannot name a project's part of the store", project)
+	prefix, err := projectPrefix(project)
+	if err != nil {
+		return err
 	}
-	it := s.b.List(&blob.ListOptions{Prefix: project + "/sha256/"})
+	it := s.b.List(&blob.ListOptions{Prefix: prefix})
 	for {
 		o, err := it.Next(ctx)
 		if err == io.EOF {
