@@ -90,7 +90,8 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 	return st, nil
 }
 
-// S3 uploads go through the AWS SDK's transfer manager, which reads the
+// S3 uploads other than by parts (parts.go: files over s3PartSize) go
+// through the AWS SDK's transfer manager, which reads the
 // first MultipartUploadThreshold bytes of a body into memory (to choose
 // between one PUT and a multipart upload), then keeps Concurrency+1
 // buffers of a part. With gocloud's defaults (threshold 16 MiB, 8 MiB
