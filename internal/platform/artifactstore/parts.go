@@ -36,6 +36,10 @@ import (
 //   - a part streams from the file (io.SectionReader: the SDK can rewind it
 //     to retry), so an upload holds no part buffers: memory no longer bounds
 //     the part size or the parts in flight.
+//
+// 16 MiB × 4 in flight: 8–32 MiB parts and 2–8 in flight were within the
+// noise of one another against versitygw on loopback (docs/benchmarks.md);
+// larger parts than S3's 5 MiB minimum mean fewer requests.
 const (
 	// s3PartSize is the size of the parts (more above s3MaxParts × it).
 	s3PartSize = 16 << 20
