@@ -13,7 +13,7 @@
 //	go run ./bench/coldstart [-rounds 5] [-burst 5] [-load 2s] [-quick]
 //	go run ./bench/listruns [-n 1000000] [-projects 100] [-samples 200] [-rounds 3] [-page 50] [-quick]
 //	go run ./bench/fanout   [-n 10000] [-p 1000] [-r 3] [-big 100000] [-quick] [-v]
-//	go run ./bench/artifacts [-size 1GiB] [-files 10000] [-file-size 4KiB] [-shards 4] [-shard-size 128MiB] [-reps 5] [-quick]
+//	go run ./bench/artifacts [-size 1GiB] [-files 10000] [-file-size 4KiB] [-shards 4] [-shard-size 128MiB] [-reps 5] [-quick] [-only file,dir,shards]
 //	go run ./bench/launchsign [-files 5000] [-file-size 1024] [-reps 5] [-s3] [-latency 0] [-quick]
 //
 // Each program except gpusched (pure code, no server), kubecp and realnode
@@ -307,9 +307,10 @@
 // direct/), opened from the same kind of URL:
 //
 //   - file up: a file of -size (1 GiB) of fresh random bytes. Subject
-//     Store.PutPath (hash, look the digest up, upload while hashing again);
-//     baseline io.Copy of the file into bucket.NewWriter with default
-//     WriterOptions.
+//     Store.PutPath (hash the whole and each 16 MiB part in one read,
+//     look the digest up, upload the parts with their sha256 for the
+//     server to check); baseline io.Copy of the file into bucket.NewWriter
+//     with default WriterOptions.
 //   - file down: the object just stored. Subject Store.Get (temporary file
 //     beside the destination, digest check, rename); baseline
 //     bucket.NewReader copied into a new file.
@@ -340,7 +341,8 @@
 // then the ratios of the median MB/s with the per-repetition paired
 // ratios' min–max, against the targets (file ≥ 0.9×, directory ≥ 0.8×,
 // a transfer's memory < 64 MiB). -cpuprofile and -memprofile write a
-// profile of every measured transfer.
+// profile of every measured transfer; -only file,dir,shards measures only
+// those transfers.
 //
 // # gpusched: one GPU admission cycle
 //

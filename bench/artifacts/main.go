@@ -19,7 +19,7 @@
 // package initialization alone would add ~20 MiB to every child's RSS.
 // See bench/doc.go.
 //
-//	go run ./bench/artifacts [-size 1GiB] [-files 10000] [-file-size 4KiB] [-reps 5] [-parallel 16] [-quick] [-cpuprofile dir] [-memprofile dir]
+//	go run ./bench/artifacts [-size 1GiB] [-files 10000] [-file-size 4KiB] [-reps 5] [-parallel 16] [-quick] [-only file,dir,shards] [-cpuprofile dir] [-memprofile dir]
 package main
 
 import (
@@ -92,6 +92,7 @@ func main() {
 	tmpRoot := flag.String("dir", "", "where the server's data and the files go (default $TMPDIR)")
 	profiles := flag.String("cpuprofile", "", "directory for a CPU profile of every measured transfer (<op>-<mode>-<rep>.pprof)")
 	memProfiles := flag.String("memprofile", "", "directory for an allocation profile of every measured transfer (<op>-<mode>-<rep>.alloc.pprof)")
+	only := flag.String("only", "", "measure only these transfers, comma-separated: file, dir, shards (default all)")
 	flag.Parse()
 	if *quick {
 		set := map[string]bool{}
@@ -113,9 +114,24 @@ func main() {
 		fmt.Fprintln(os.Stderr, "artifacts: need -size, -files, -reps, -parallel >= 1 and -file-size, -shards, -shard-size >= 0")
 		os.Exit(2)
 	}
+	measure := map[string]bool{"file": true, "dir": true, "shards": true}
+	if *only != "" {
+		clear(measure)
+		for w := range strings.SplitSeq(*only, ",") {
+			if _, ok := map[string]bool{"file": true, "dir": true, "shards": true}[w]; !ok {
+				fmt.Fprintf(os.Stderr, "artifacts: -only %q: want file, dir or shards\n", w)
+				os.Exit(2)
+			}
+			measure[w] = true
+		}
+	}
+	if !measure["shards"] {
+		*shards = 0
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	cfg := config{size: int64(*size), files: *files, fileSize: int64(*fileSize), shards: *shards, shardSize: int64(*shardSize), reps: *reps, parallel: *parallel, profiles: *profiles, memProfiles: *memProfiles}
+	cfg := config{size: int64(*size), files: *files, fileSize: int64(*fileSize), shards: *shards, shardSize: int64(*shardSize), reps: *reps, parallel: *parallel, profiles: *profiles, memProfiles: *memProfiles,
+		file: measure["file"], dir: measure["dir"]}
 	if err := run(ctx, cfg, *tmpRoot); err != nil {
 		fmt.Fprintln(os.Stderr, "artifacts:", err)
 		os.Exit(1)
@@ -128,6 +144,7 @@ type config struct {
 	parallel                  int
 	profiles                  string
 	memProfiles               string
+	file, dir                 bool // measure the large file, the directory of small files
 }
 
 // --- the child: one transfer ---
@@ -464,15 +481,19 @@ func run(ctx context.Context, cfg config, tmpRoot string) error {
 	b := &bench{cfg: cfg, srv: srv, env: append(os.Environ(), srv.Env()...), self: self, work: filepath.Join(tmp, "work")}
 	var loadWarm string
 	for rep := 0; rep <= cfg.reps; rep++ { // rep 0 is the warm-up
-		if err := b.fileRound(ctx, rep); err != nil {
-			return err
+		if b.cfg.file {
+			if err := b.fileRound(ctx, rep); err != nil {
+				return err
+			}
 		}
 		files, shards := b.cfg.files, b.cfg.shards
 		if rep == 0 {
 			files, shards = min(files, 500), min(shards, 2)
 		}
-		if err := b.dirRound(ctx, rep, dirUp, files, b.cfg.fileSize, 100); err != nil {
-			return err
+		if b.cfg.dir {
+			if err := b.dirRound(ctx, rep, dirUp, files, b.cfg.fileSize, 100); err != nil {
+				return err
+			}
 		}
 		if shards > 0 {
 			size := b.cfg.shardSize
@@ -788,7 +809,7 @@ func (b *bench) report(load0, loadWarm, loadEnd string) {
 		"baseline and subject interleaved (who goes first alternates) after a warm-up round at small sizes; fresh random bytes every repetition; "+
 		"every transfer in a fresh child process (bucket opened, then timed), after sync(2); objects removed between repetitions. MB = 10⁶ bytes.\n\n",
 		mib(cfg.size), cfg.files, cfg.fileSize, cfg.shards, mib(cfg.shardSize), cfg.reps)
-	fmt.Fprintf(out, "- file up: subject `Store.PutPath` (hash, look the digest up, upload while hashing again); baseline `io.Copy` of the file into `bucket.NewWriter` (default WriterOptions).\n")
+	fmt.Fprintf(out, "- file up: subject `Store.PutPath` (hash the whole and each part in one read, look the digest up, upload the parts with their sha256 for the server to check); baseline `io.Copy` of the file into `bucket.NewWriter` (default WriterOptions).\n")
 	fmt.Fprintf(out, "- file down: subject `Store.Get` (temporary file beside dest, digest check, rename); baseline `bucket.NewReader` copied into a new file.\n")
 	fmt.Fprintf(out, "- directory up/down (both directories): subject `PutPath`/`Get` (%d files at a time, plus the manifest); baseline a walk of the directory / the known list of files, each file copied as above by %d goroutines.\n\n",
 		artifactstore.DefaultParallel, cfg.parallel)

@@ -90,7 +90,8 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 	return st, nil
 }
 
-// S3 uploads go through the AWS SDK's transfer manager, which reads the
+// S3 uploads other than by parts (parts.go: files over s3PartSize) go
+// through the AWS SDK's transfer manager, which reads the
 // first MultipartUploadThreshold bytes of a body into memory (to choose
 // between one PUT and a multipart upload), then keeps Concurrency+1
 // buffers of a part. With gocloud's defaults (threshold 16 MiB, 8 MiB
@@ -193,10 +194,16 @@ func key(project, digest string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	prefix, err := projectPrefix(project)
+	return prefix + hexd, err
+}
+
+// projectPrefix is where project's objects are in the store.
+func projectPrefix(project string) (string, error) {
 	if project == "" || strings.ContainsAny(project, "/\x00") {
 		return "", fmt.Errorf("%q cannot name a project's part of the store", project)
 	}
-	return project + "/sha256/" + hexd, nil
+	return project + "/sha256/", nil
 }
 
 // Exists reports whether the project's store holds digest.
@@ -211,16 +218,36 @@ func (s *Store) Exists(ctx context.Context, project, digest string) (bool, error
 // Reader opens digest's bytes (a file, or a directory's manifest) for
 // streaming; it seeks, so http.ServeContent can answer Range requests.
 func (s *Store) Reader(ctx context.Context, project, digest string) (*blob.Reader, error) {
+	return s.reader(ctx, project, digest, nil)
+}
+
+func (s *Store) reader(ctx context.Context, project, digest string, opts *blob.ReaderOptions) (*blob.Reader, error) {
 	k, err := key(project, digest)
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.b.NewReader(ctx, k, nil)
+	r, err := s.b.NewReader(ctx, k, opts)
 	if gcerrors.Code(err) == gcerrors.NotFound {
 		return nil, fmt.Errorf("%s: %w", digest, ErrNotFound)
 	}
 	return r, err
 }
+
+// hashedRead are the options of a read whose bytes the reader hashes
+// against their digest (package tree's downloads): on S3 the SDK does not
+// check a checksum of its own as well, which for an object stored with a
+// sha256 (the launcher's signed uploads) would hash every byte twice, and
+// does not log a warning for each object stored in parts (whose checksum
+// it cannot check).
+var hashedRead = &blob.ReaderOptions{BeforeRead: func(as func(any) bool) error {
+	var opts *[]func(*s3.Options)
+	if as(&opts) {
+		*opts = append(*opts, func(o *s3.Options) {
+			o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+		})
+	}
+	return nil
+}}
 
 // SignedURL is a URL that reads digest's bytes without credentials until
 // expiry, scoped to that one object; ErrCannotSign when the store cannot.
@@ -369,10 +396,11 @@ type Stored struct {
 
 // Walk calls fn for every object of the project's part of the store.
 func (s *Store) Walk(ctx context.Context, project string, fn func(Stored) error) error {
-	if project == "" || strings.ContainsAny(project, "/\x00") {
-		return fmt.Errorf("%q cannot name a project's part of the store", project)
+	prefix, err := projectPrefix(project)
+	if err != nil {
+		return err
 	}
-	it := s.b.List(&blob.ListOptions{Prefix: project + "/sha256/"})
+	it := s.b.List(&blob.ListOptions{Prefix: prefix})
 	for {
 		o, err := it.Next(ctx)
 		if err == io.EOF {
@@ -413,12 +441,8 @@ func (s *Store) put(ctx context.Context, project, digest string, size int64, r i
 	}
 	conditional := size < smallObject
 	if !conditional {
-		attrs, err := s.b.Attributes(ctx, k)
-		switch {
-		case err == nil && s.now().Sub(attrs.ModTime) < RefreshAfter:
-			return nil // stored, recently enough to be safe from collection
-		case err != nil && gcerrors.Code(err) != gcerrors.NotFound:
-			return fmt.Errorf("check the store for %s: %w", digest, err)
+		if fresh, err := s.fresh(ctx, k, digest); err != nil || fresh {
+			return err
 		}
 	}
 	if mem != nil {
@@ -433,6 +457,19 @@ func (s *Store) put(ctx context.Context, project, digest string, size int64, r i
 		return s.refreshIfOld(ctx, k, digest, size, r, contentType)
 	}
 	return err
+}
+
+// fresh reports whether k holds digest's bytes, stored recently enough
+// to be safe from collection (RefreshAfter).
+func (s *Store) fresh(ctx context.Context, k, digest string) (bool, error) {
+	attrs, err := s.b.Attributes(ctx, k)
+	switch {
+	case err == nil:
+		return s.now().Sub(attrs.ModTime) < RefreshAfter, nil
+	case gcerrors.Code(err) == gcerrors.NotFound:
+		return false, nil
+	}
+	return false, fmt.Errorf("check the store for %s: %w", digest, err)
 }
 
 // write uploads r under k, checking that its bytes hash to digest; the

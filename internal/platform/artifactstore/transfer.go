@@ -41,7 +41,7 @@ func (o projectObjects) Put(ctx context.Context, digest string, size int64, r io
 }
 
 func (o projectObjects) Open(ctx context.Context, digest string) (io.ReadCloser, error) {
-	return o.s.Reader(ctx, o.project, digest)
+	return o.s.reader(ctx, o.project, digest, hashedRead)
 }
 
 // Objects is the project's part of the store as tree.Objects.

@@ -46,3 +46,20 @@ func TestUploadBuffers(t *testing.T) {
 	assert.Equal(t, int64(uploadBudget), s3s.uploadBuffers(1<<40))
 	assert.Equal(t, own+(16<<20), (&Store{}).uploadBuffers(1<<30))
 }
+
+// Uploads by parts: 16 MiB parts until 10,000 of them no longer hold the
+// object (then whole MiB that do); none but on S3.
+func TestPartSize(t *testing.T) {
+	s := &Store{s3c: &s3.Client{}}
+	for _, c := range []struct{ size, part int64 }{
+		{1 << 30, 16 << 20},
+		{156 << 30, 16 << 20},
+		{200 << 30, 21 << 20},
+		{5 << 40, 525 << 20},
+	} {
+		part := s.partSize(c.size)
+		assert.Equal(t, c.part, part, "part for %d", c.size)
+		assert.LessOrEqual(t, (c.size+part-1)/part, int64(s3MaxParts), "parts for %d", c.size)
+	}
+	assert.Zero(t, (&Store{}).partSize(1<<30), "other stores upload through Put")
+}

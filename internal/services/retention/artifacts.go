@@ -25,6 +25,7 @@ type ArtifactBytes interface {
 	ReadManifest(ctx context.Context, project, digest string) (artifactstore.Manifest, error)
 	Stat(ctx context.Context, project, digest string) (artifactstore.Stored, error)
 	Delete(ctx context.Context, project, digest string) error
+	AbortStaleUploads(ctx context.Context, project string, before time.Time) (int, error)
 }
 
 var _ ArtifactBytes = (*artifactstore.Store)(nil)
@@ -36,8 +37,10 @@ const DefaultArtifactGrace = 6 * time.Hour
 
 // ArtifactCollector deletes the bytes no artifact references any more:
 // those of runs deleted by retention (whose lineage rows went with them),
-// and outputs stored by a step that then failed. Bytes are shared (the
-// same content is stored once per project), so an object stays while any
+// and outputs stored by a step that then failed; and it aborts the
+// incomplete uploads of workers that died (artifactstore.StaleUpload
+// after they started). Bytes are shared (the same content is stored once
+// per project), so an object stays while any
 // artifact row, step cache entry or referenced directory's manifest names
 // its digest. It runs apart from run retention, so deleting runs never
 // waits for the object store. Several gateways may collect at once:
@@ -144,7 +147,13 @@ func (c *ArtifactCollector) collectProject(ctx context.Context, project string) 
 		}
 		n, b = n+1, b+o.Size
 	}
-	return n, b, nil
+	// Uploads a worker left behind when it died (S3 multipart uploads:
+	// never under a key, but their parts take space).
+	aborted, err := c.bytes.AbortStaleUploads(ctx, project, c.now().Add(-artifactstore.StaleUpload))
+	if aborted > 0 {
+		c.log.Info("artifacts: aborted uploads left behind", zap.String("project", project), zap.Int("uploads", aborted))
+	}
+	return n, b, err
 }
 
 func isNotFound(err error) bool { return errors.Is(err, artifactstore.ErrNotFound) }

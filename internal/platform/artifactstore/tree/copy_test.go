@@ -64,3 +64,32 @@ func TestCopyHashingErrors(t *testing.T) {
 		assert.Nil(t, sum)
 	}
 }
+
+// HashFileParts sums the whole and each part exactly, for parts that do
+// and do not line up with its chunks, and sizes around their bounds.
+func TestHashFileParts(t *testing.T) {
+	for _, part := range []int{chunkSize, 2 * chunkSize, 100_000} {
+		for _, size := range []int{0, 1, part - 1, part, part + 1, 3*part + 12345, 7 * chunkSize} {
+			src := make([]byte, size)
+			for i := range src {
+				src[i] = byte(i * 7 / 3)
+			}
+			n, sum, parts, err := HashFileParts(iotest.HalfReader(bytes.NewReader(src)), int64(part))
+			require.NoError(t, err)
+			assert.Equal(t, int64(size), n)
+			want := sha256.Sum256(src)
+			assert.Equal(t, want[:], sum, "part %d size %d", part, size)
+			var wantParts [][]byte
+			for off := 0; off < size; off += part {
+				s := sha256.Sum256(src[off:min(off+part, size)])
+				wantParts = append(wantParts, s[:])
+			}
+			assert.Equal(t, wantParts, parts, "part %d size %d", part, size)
+		}
+	}
+	r := io.MultiReader(bytes.NewReader(make([]byte, 3*chunkSize)), iotest.ErrReader(errors.New("I/O error")))
+	_, sum, parts, err := HashFileParts(r, chunkSize)
+	assert.ErrorContains(t, err, "I/O error")
+	assert.Nil(t, sum)
+	assert.Nil(t, parts)
+}

@@ -32,6 +32,24 @@ type Objects interface {
 	Open(ctx context.Context, digest string) (io.ReadCloser, error)
 }
 
+// PartsPutter is Objects that store a large file in parts whose sha256
+// each the store checks as the part arrives (S3: x-amz-checksum-sha256 on
+// each part of a multipart upload). putFile hashes the parts in the same
+// read of the file that hashes the whole (HashFileParts), so the bytes
+// sent need no second hash to be known to be the digest's: a part that
+// changed since is refused by the store, and the upload with it.
+type PartsPutter interface {
+	Objects
+	// PartSize is the size of the parts of an object of size bytes; 0 or
+	// less, or size or more: the object goes through Put.
+	PartSize(size int64) int64
+	// PutParts stores the size bytes of r under digest, unless they are
+	// stored already: part i is the partSize bytes at i×partSize (the last
+	// may be shorter) and must hash to parts[i], else the upload is aborted
+	// and nothing appears under digest.
+	PutParts(ctx context.Context, digest string, size int64, r io.ReaderAt, partSize int64, parts [][]byte, contentType string) error
+}
+
 // Presigner is Objects that prepare many transfers in one step (the
 // launcher's Client: one signing request to the gateway for a window of
 // objects rather than one per object). Put and Open work without it; a
@@ -174,13 +192,24 @@ func kindOf(m fs.FileMode) string {
 }
 
 // putFile hashes the file, then uploads it (unless the store holds those
-// bytes already) checking they still hash the same.
+// bytes already) checking they still hash the same: the store checks each
+// part against its sum from the first read (PartsPutter), or Put hashes
+// the bytes again as they go.
 func putFile(ctx context.Context, objs Objects, root *os.Root, name string) (Object, error) {
 	f, err := root.Open(name)
 	if err != nil {
 		return Object{}, err
 	}
 	defer f.Close()
+	if pp, ok := objs.(PartsPutter); ok {
+		fi, err := f.Stat()
+		if err != nil {
+			return Object{}, err
+		}
+		if part := pp.PartSize(fi.Size()); part > 0 && fi.Size() > part {
+			return putFileParts(ctx, pp, f, name, part)
+		}
+	}
 	n, sum, err := HashFile(f)
 	if err != nil {
 		return Object{}, fmt.Errorf("read %s: %w", name, err)
@@ -190,6 +219,27 @@ func putFile(ctx context.Context, objs Objects, root *os.Root, name string) (Obj
 		return Object{}, err
 	}
 	if err := objs.Put(ctx, digest, n, f, FileContentType); err != nil {
+		return Object{}, fmt.Errorf("store %s: %w", name, err)
+	}
+	return Object{Digest: digest, Size: n}, nil
+}
+
+// putFileParts is putFile through a PartsPutter, in parts of part bytes.
+func putFileParts(ctx context.Context, pp PartsPutter, f *os.File, name string, part int64) (Object, error) {
+	n, sum, parts, err := HashFileParts(f, part)
+	if err != nil {
+		return Object{}, fmt.Errorf("read %s: %w", name, err)
+	}
+	digest := DigestOf(sum)
+	if pp.PartSize(n) != part || n <= part { // the file changed size a lot since its stat
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return Object{}, err
+		}
+		err = pp.Put(ctx, digest, n, f, FileContentType)
+	} else {
+		err = pp.PutParts(ctx, digest, n, f, part, parts, FileContentType)
+	}
+	if err != nil {
 		return Object{}, fmt.Errorf("store %s: %w", name, err)
 	}
 	return Object{Digest: digest, Size: n}, nil
