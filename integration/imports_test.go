@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -41,8 +42,9 @@ steps:
 // Inputs imported from URIs on the real stack, the artifacts on a real
 // S3 server (versitygw): a directory under an S3 prefix and a file over
 // HTTP reach the step, are stored by content (their digests in the
-// step's inputs and cache key: the same bytes again are a cache hit, a
-// changed object a miss), recorded as the run's imports with their
+// step's inputs and cache key: the same bytes again are a cache hit,
+// read from nowhere when the sources' fingerprints did not change; a
+// changed object is a miss), recorded as the run's imports with their
 // source, and what the operator does not allow the project, or what is
 // absent, fails the step naming it. With ATELIER_RECORD_HISTORIES=1 it
 // records v14-artifact-imports.
@@ -51,10 +53,19 @@ func TestImportedInputsOnS3(t *testing.T) {
 	srv.Setenv(t) // gateway and worker run in this process
 	var vocab atomic.Value
 	vocab.Store("v1\n")
+	var bodies atomic.Int32 // answers that sent the vocabulary's bytes
 	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/vocab.txt":
-			_, _ = w.Write([]byte(vocab.Load().(string)))
+			v := vocab.Load().(string)
+			etag := fmt.Sprintf("%q", strings.TrimSpace(v))
+			w.Header().Set("ETag", etag)
+			if r.Header.Get("If-None-Match") == etag {
+				w.WriteHeader(http.StatusNotModified)
+				return
+			}
+			bodies.Add(1)
+			_, _ = w.Write([]byte(v))
 		case "/elsewhere":
 			http.Redirect(w, r, "http://127.0.0.2:1/vocab.txt", http.StatusFound)
 		default:
@@ -136,16 +147,30 @@ func TestImportedInputsOnS3(t *testing.T) {
 		recordHistory(t, s, "v14-artifact-imports", id)
 	}
 
-	// The same bytes again: a cache hit (the key holds the digests).
+	// The same bytes again: a cache hit (the key holds the digests), and
+	// the unchanged sources are not read again (the HTTP server answered
+	// 304 to the remembered ETag; the S3 prefix's listing is the same).
+	require.Equal(t, int32(1), bodies.Load())
 	again := s.waitTerminal(s.start("imports", params), 2*time.Minute)
 	require.Equal(t, gen.RunStateSUCCEEDED, again.State, "%s", val(again.Status.Error))
 	assert.Equal(t, gen.StepStateCACHED, stepByName(again, "train").State)
-	// A changed object: a miss.
+	assert.Equal(t, int32(1), bodies.Load(), "the unchanged file was not sent again")
+	assert.Equal(t, data.Digest, val(stepByName(again, "train").Inputs)[0].Digest)
+	// A changed file: a miss.
 	vocab.Store("v2\n")
 	changed := s.waitTerminal(s.start("imports", params), 2*time.Minute)
 	require.Equal(t, gen.RunStateSUCCEEDED, changed.State, "%s", val(changed.Status.Error))
 	assert.Equal(t, gen.StepStateSUCCEEDED, stepByName(changed, "train").State, "a changed input is a cache miss")
 	assert.NotEqual(t, voc.Digest, val(stepByName(changed, "train").Inputs)[1].Digest)
+	assert.Equal(t, int32(2), bodies.Load())
+	// A changed object under the S3 prefix: a miss too.
+	put("datasets/train/sub/b.csv", "5,6\n")
+	changed = s.waitTerminal(s.start("imports", params), 2*time.Minute)
+	require.Equal(t, gen.RunStateSUCCEEDED, changed.State, "%s", val(changed.Status.Error))
+	assert.Equal(t, gen.StepStateSUCCEEDED, stepByName(changed, "train").State)
+	assert.NotEqual(t, data.Digest, val(stepByName(changed, "train").Inputs)[0].Digest)
+	model = val(stepByName(changed, "train").Artifacts)[0]
+	assert.Equal(t, "1,2\n5,6\nv2\n", s.download(model.Id, "", true))
 
 	// What the step cannot import fails it, naming why.
 	for name, tc := range map[string]struct {

@@ -222,16 +222,16 @@ func provideLineage(s *store.Store) *lineage.Activities { return lineage.New(s) 
 
 // provideImports builds the import of URI inputs; a malformed
 // --artifacts-import stops the worker.
-func provideImports(arts *artifactstore.Store, cfg config.Config) (*imports.Activities, error) {
+func provideImports(arts *artifactstore.Store, s *store.Store, cfg config.Config) (*imports.Activities, error) {
 	allow, err := imports.ParseAllow(cfg.ArtifactsImport)
 	if err != nil {
 		return nil, fmt.Errorf("ATELIER_ARTIFACTS_IMPORT: %w", err)
 	}
-	var store imports.Store
+	var bytes imports.Store
 	if arts != nil {
-		store = arts
+		bytes = arts
 	}
-	return imports.New(store, allow, filepath.Join(cfg.DataDir, "imports")), nil
+	return imports.New(bytes, s, allow, filepath.Join(cfg.DataDir, "imports")), nil
 }
 
 // provideModels builds the model registry's activities of the local

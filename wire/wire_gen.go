@@ -172,7 +172,7 @@ func InitWorker(ctx context.Context, cfg config.Config, m *telemetry.Metrics, go
 	deployActivities := provideDeploy(client, store, cfg)
 	stepcacheActivities := provideStepCache(store)
 	lineageActivities := provideLineage(store)
-	importsActivities, err := provideImports(artifactstoreStore, cfg)
+	importsActivities, err := provideImports(artifactstoreStore, store, cfg)
 	if err != nil {
 		cleanup6()
 		cleanup5()

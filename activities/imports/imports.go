@@ -2,6 +2,7 @@ package imports
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +22,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/platform/artifactstore"
 	"github.com/atelier-ml/atelier/pipeline"
 	"github.com/atelier-ml/atelier/runstate"
@@ -29,11 +31,19 @@ import (
 // Store is where imported bytes go (artifactstore.Store).
 type Store interface {
 	PutPath(ctx context.Context, project string, root *os.Root, name string) (artifactstore.Object, error)
+	Exists(ctx context.Context, project, digest string) (bool, error)
+}
+
+// Memo remembers what each URI's last import stored (internal/store).
+type Memo interface {
+	GetArtifactImport(ctx context.Context, project, uri string) (catalog.ArtifactImport, error)
+	PutArtifactImport(ctx context.Context, im catalog.ArtifactImport) error
 }
 
 // Activities imports URI inputs.
 type Activities struct {
 	store Store
+	memo  Memo
 	allow Allow
 	dir   string
 	http  *http.Client
@@ -47,10 +57,11 @@ type Activities struct {
 }
 
 // New returns the activities storing into store (nil: imports fail saying
-// the worker has no artifact store), allowing allow, with temporary files
-// under dir (the worker's data dir).
-func New(store Store, allow Allow, dir string) *Activities {
-	a := &Activities{store: store, allow: allow, dir: dir, parallel: 16, heartbeat: 10 * time.Second, stall: 2 * time.Minute}
+// the worker has no artifact store), remembering fingerprints in memo
+// (nil: every import reads its source), allowing allow, with temporary
+// files under dir (the worker's data dir).
+func New(store Store, memo Memo, allow Allow, dir string) *Activities {
+	a := &Activities{store: store, memo: memo, allow: allow, dir: dir, parallel: 16, heartbeat: 10 * time.Second, stall: 2 * time.Minute}
 	a.http = &http.Client{
 		// A redirect is followed only to a URI the project may import too
 		// (a CDN must be allowed as well), at most 5 times.
@@ -120,6 +131,58 @@ func (a *Activities) importOne(ctx context.Context, project string, in pipeline.
 		}
 		return artifactstore.Object{}, problemf("project %s may not import from %s: the operator allows it only %s (--artifacts-import)", project, in.URI, strings.Join(allowed, ", "))
 	}
+	last, reusable := a.recall(ctx, project, in.URI)
+	var p progress
+	stop := a.heartbeatWhile(ctx, &p)
+	defer stop()
+	dctx, done := a.watchStall(ctx, in.URI, &p)
+	o, err := a.fetch(dctx, project, rule, in, last, reusable, &p)
+	if stalled := done(); stalled != nil && ctx.Err() == nil {
+		err = stalled
+	}
+	return o, err
+}
+
+// recall returns what the last import of uri stored, and whether its
+// bytes are still in the store (collection may have removed them).
+func (a *Activities) recall(ctx context.Context, project, uri string) (catalog.ArtifactImport, bool) {
+	if a.memo == nil {
+		return catalog.ArtifactImport{}, false
+	}
+	last, err := a.memo.GetArtifactImport(ctx, project, uri)
+	if err != nil {
+		return catalog.ArtifactImport{}, false // none, or unknown: read the source
+	}
+	ok, err := a.store.Exists(ctx, project, last.Digest)
+	return last, err == nil && ok
+}
+
+// fetch reads the source unless its fingerprint says it still holds what
+// the last import stored, then stores it and remembers its fingerprint.
+func (a *Activities) fetch(ctx context.Context, project string, rule Rule, in pipeline.ArtifactInput, last catalog.ArtifactImport, reusable bool, p *progress) (artifactstore.Object, error) {
+	u, _ := url.Parse(in.URI)
+	var (
+		src source
+		err error
+	)
+	if isBucket(u.Scheme) {
+		src, err = a.openBucket(ctx, rule, u, p)
+	} else {
+		etag := ""
+		if reusable {
+			etag, _ = strings.CutPrefix(last.Fingerprint, "etag:")
+		}
+		src, err = a.openHTTP(context.WithValue(ctx, projectKey{}, project), in.URI, etag)
+	}
+	if err != nil {
+		return artifactstore.Object{}, err
+	}
+	defer src.close()
+	fp := src.fingerprint()
+	if reusable && fp != "" && fp == last.Fingerprint {
+		return artifactstore.Object{Digest: last.Digest, Size: last.Size, Files: last.Files}, nil
+	}
+
 	if err := os.MkdirAll(a.dir, 0o700); err != nil {
 		return artifactstore.Object{}, err
 	}
@@ -128,22 +191,7 @@ func (a *Activities) importOne(ctx context.Context, project string, in pipeline.
 		return artifactstore.Object{}, err
 	}
 	defer os.RemoveAll(tmp)
-
-	var moved atomic.Int64
-	stop := a.heartbeatWhile(ctx, &moved)
-	defer stop()
-	dest := filepath.Join(tmp, in.Name)
-	u, _ := url.Parse(in.URI)
-	dctx, done := a.watchStall(ctx, in.URI, &moved)
-	if isBucket(u.Scheme) {
-		err = a.fromBucket(dctx, rule, u, dest, &moved)
-	} else {
-		err = a.fromHTTP(context.WithValue(dctx, projectKey{}, project), in.URI, dest, &moved)
-	}
-	if stalled := done(); stalled != nil && ctx.Err() == nil {
-		err = stalled
-	}
-	if err != nil {
+	if err := src.download(ctx, filepath.Join(tmp, in.Name), p); err != nil {
 		return artifactstore.Object{}, err
 	}
 	root, err := os.OpenRoot(tmp)
@@ -155,100 +203,179 @@ func (a *Activities) importOne(ctx context.Context, project string, in pipeline.
 	if err != nil {
 		return artifactstore.Object{}, fmt.Errorf("store the bytes of %s: %w", in.URI, err)
 	}
+	if fp != "" && a.memo != nil {
+		// Best effort: without it the next import reads the source again.
+		if err := a.memo.PutArtifactImport(ctx, catalog.ArtifactImport{
+			Project: project, URI: in.URI, Fingerprint: fp, Digest: o.Digest, Size: o.Size, Files: o.Files,
+		}); err != nil && activity.IsActivity(ctx) {
+			activity.GetLogger(ctx).Warn("remembering an import failed: the next one reads its source again", "uri", in.URI, "error", err)
+		}
+	}
 	return o, nil
 }
 
-// fromHTTP downloads one file. 4xx answers are problems (404, 403: no
-// retry makes them pass), others errors.
-func (a *Activities) fromHTTP(ctx context.Context, uri, dest string, moved *atomic.Int64) error {
+// source is a URI looked at but not yet read.
+type source interface {
+	// fingerprint identifies what the source holds now: equal
+	// fingerprints mean equal bytes ("" when nothing trustworthy says so).
+	fingerprint() string
+	download(ctx context.Context, dest string, p *progress) error
+	close()
+}
+
+// httpSource is a GET's answer: a 200's body, or a 304 (notModified).
+type httpSource struct {
+	uri  string
+	resp *http.Response
+	fp   string
+}
+
+func (s *httpSource) fingerprint() string { return s.fp }
+func (s *httpSource) close()              { _ = s.resp.Body.Close() }
+func (s *httpSource) download(_ context.Context, dest string, p *progress) error {
+	if s.resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s answered %s to a request for the whole file", s.uri, s.resp.Status)
+	}
+	return writeFile(dest, s.resp.Body, p)
+}
+
+// openHTTP GETs uri, conditionally on etag when given (a 304 then
+// fingerprints as that etag). 4xx answers are problems (404, 403: no
+// retry makes them pass), others errors. Only a strong ETag fingerprints
+// a 200: a weak one promises equivalent content, not the same bytes.
+func (a *Activities) openHTTP(ctx context.Context, uri, etag string) (source, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, uri, nil)
 	if err != nil {
-		return problem{err.Error()}
+		return nil, problem{err.Error()}
 	}
 	req.Header.Set("User-Agent", "atelier-import")
+	if etag != "" {
+		req.Header.Set("If-None-Match", etag)
+	}
 	resp, err := a.http.Do(req)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) && strings.Contains(ue.Err.Error(), "may not import from") {
-			return problem{ue.Err.Error()}
+			return nil, problem{ue.Err.Error()}
 		}
-		return fmt.Errorf("GET %s: %w", uri, err)
+		return nil, fmt.Errorf("GET %s: %w", uri, err)
 	}
-	defer resp.Body.Close()
+	src := &httpSource{uri: uri, resp: resp}
 	switch {
+	case resp.StatusCode == http.StatusNotModified && etag != "":
+		src.fp = "etag:" + etag
 	case resp.StatusCode == http.StatusOK:
+		if e := resp.Header.Get("ETag"); e != "" && !strings.HasPrefix(e, "W/") {
+			src.fp = "etag:" + e
+		}
 	case resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusRequestTimeout:
-		return problemf("GET %s answered %s", uri, resp.Status)
+		src.close()
+		return nil, problemf("GET %s answered %s", uri, resp.Status)
 	default:
-		return fmt.Errorf("GET %s answered %s", uri, resp.Status)
+		src.close()
+		return nil, fmt.Errorf("GET %s answered %s", uri, resp.Status)
 	}
-	return writeFile(dest, resp.Body, moved)
+	return src, nil
 }
 
-// fromBucket downloads one object, or every object under a prefix (a URI
-// ending in "/") into a directory.
-func (a *Activities) fromBucket(ctx context.Context, rule Rule, u *url.URL, dest string, moved *atomic.Int64) error {
+// bucketSource is one object (key), or every object under a prefix
+// (objects, listed), of an open bucket.
+type bucketSource struct {
+	a       *Activities
+	b       *blob.Bucket
+	uri     string
+	key     string
+	attrs   *blob.Attributes
+	objects []*blob.ListObject
+	fp      string
+}
+
+func (s *bucketSource) fingerprint() string { return s.fp }
+func (s *bucketSource) close()              { _ = s.b.Close() }
+
+// openBucket opens the rule's bucket and looks at the URI: one object's
+// attributes (its ETag, size and time fingerprint it), or the listing of
+// a prefix (whose keys, sizes, times and MD5s do).
+func (a *Activities) openBucket(ctx context.Context, rule Rule, u *url.URL, p *progress) (source, error) {
 	bu := url.URL{Scheme: u.Scheme, Host: u.Host, RawQuery: rule.Options.Encode()}
 	b, err := blob.OpenBucket(ctx, bu.String())
 	if err != nil {
-		return problemf("open %s://%s (the operator's options in --artifacts-import): %v", u.Scheme, u.Host, err)
+		return nil, problemf("open %s://%s (the operator's options in --artifacts-import): %v", u.Scheme, u.Host, err)
 	}
-	defer b.Close()
-	key := strings.TrimPrefix(u.Path, "/")
-	if !strings.HasSuffix(key, "/") {
-		return a.object(ctx, b, u.String(), key, dest, moved)
+	s := &bucketSource{a: a, b: b, uri: u.String(), key: strings.TrimPrefix(u.Path, "/")}
+	if !strings.HasSuffix(s.key, "/") {
+		s.attrs, err = b.Attributes(ctx, s.key)
+		if err != nil {
+			s.close()
+			return nil, bucketErr(s.uri, err)
+		}
+		if s.attrs.ETag != "" {
+			s.fp = fmt.Sprintf("object:%s:%d:%s", s.attrs.ETag, s.attrs.Size, s.attrs.ModTime.UTC().Format(time.RFC3339Nano))
+		}
+		return s, nil
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(a.parallel)
-	n := 0
-	it := b.List(&blob.ListOptions{Prefix: key})
+	h := sha256.New()
+	it := b.List(&blob.ListOptions{Prefix: s.key})
 	for {
-		obj, err := it.Next(gctx)
+		obj, err := it.Next(ctx)
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			_ = g.Wait()
-			return a.bucketErr(u.String(), err)
+			s.close()
+			return nil, bucketErr(s.uri, err)
 		}
-		rel := strings.TrimPrefix(obj.Key, key)
+		p.steps.Add(1)
+		rel := strings.TrimPrefix(obj.Key, s.key)
 		if obj.IsDir || rel == "" || strings.HasSuffix(rel, "/") {
 			continue // a "folder" marker object holds nothing
 		}
 		if path.Clean(rel) != rel || strings.HasPrefix(rel, "../") || rel == ".." {
-			_ = g.Wait()
-			return problemf("%s holds an object %q whose name is not a clean relative path: it cannot be a file of a directory", u.String(), obj.Key)
+			s.close()
+			return nil, problemf("%s holds an object %q whose name is not a clean relative path: it cannot be a file of a directory", s.uri, obj.Key)
 		}
-		n++
-		k, to := obj.Key, filepath.Join(dest, filepath.FromSlash(rel))
-		g.Go(func() error { return a.object(gctx, b, u.String(), k, to, moved) })
+		fmt.Fprintf(h, "%s\x00%d\x00%s\x00%x\n", obj.Key, obj.Size, obj.ModTime.UTC().Format(time.RFC3339Nano), obj.MD5)
+		s.objects = append(s.objects, obj)
 	}
-	if err := g.Wait(); err != nil {
-		return err
+	if len(s.objects) == 0 {
+		s.close()
+		return nil, problemf("%s holds no object", s.uri)
 	}
-	if n == 0 {
-		return problemf("%s holds no object", u.String())
-	}
-	return nil
+	s.fp = fmt.Sprintf("prefix:%d:%x", len(s.objects), h.Sum(nil))
+	return s, nil
 }
 
-func (a *Activities) object(ctx context.Context, b *blob.Bucket, uri, key, dest string, moved *atomic.Int64) error {
-	r, err := b.NewReader(ctx, key, nil)
+func (s *bucketSource) download(ctx context.Context, dest string, p *progress) error {
+	if s.objects == nil {
+		return s.object(ctx, s.key, dest, p)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(s.a.parallel)
+	for _, obj := range s.objects {
+		k := obj.Key
+		to := filepath.Join(dest, filepath.FromSlash(strings.TrimPrefix(k, s.key)))
+		g.Go(func() error { return s.object(gctx, k, to, p) })
+	}
+	return g.Wait()
+}
+
+func (s *bucketSource) object(ctx context.Context, key, dest string, p *progress) error {
+	r, err := s.b.NewReader(ctx, key, nil)
 	if err != nil {
-		return a.bucketErr(uri, err)
+		return bucketErr(s.uri, err)
 	}
 	defer r.Close()
 	if err := os.MkdirAll(filepath.Dir(dest), 0o700); err != nil {
 		return err
 	}
-	if err := writeFile(dest, r, moved); err != nil {
-		return a.bucketErr(uri, err)
+	if err := writeFile(dest, r, p); err != nil {
+		return bucketErr(s.uri, err)
 	}
 	return nil
 }
 
 // bucketErr makes what no retry can change a problem.
-func (a *Activities) bucketErr(uri string, err error) error {
+func bucketErr(uri string, err error) error {
 	switch gcerrors.Code(err) {
 	case gcerrors.NotFound:
 		return problemf("%s: no such object", uri)
@@ -260,26 +387,33 @@ func (a *Activities) bucketErr(uri string, err error) error {
 	return fmt.Errorf("read %s: %w", uri, err)
 }
 
-func writeFile(dest string, r io.Reader, moved *atomic.Int64) error {
+func writeFile(dest string, r io.Reader, p *progress) error {
 	f, err := os.OpenFile(dest, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
 	}
-	_, err = io.Copy(f, countingReader{r, moved})
+	_, err = io.Copy(f, countingReader{r, p})
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	return err
 }
 
-type countingReader struct {
-	r io.Reader
-	n *atomic.Int64
+// progress counts an import's bytes (for its heartbeats) and its steps,
+// bytes read or objects listed (for its stall watch).
+type progress struct {
+	bytes, steps atomic.Int64
 }
 
-func (c countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n.Add(int64(n))
+type countingReader struct {
+	r io.Reader
+	p *progress
+}
+
+func (c countingReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.p.bytes.Add(int64(n))
+	c.p.steps.Add(1)
 	return n, err
 }
 
@@ -291,7 +425,7 @@ type Progress struct {
 
 // heartbeatWhile heartbeats the bytes moved every a.heartbeat until the
 // returned stop is called: an import can outlast the heartbeat timeout.
-func (a *Activities) heartbeatWhile(ctx context.Context, moved *atomic.Int64) (stop func()) {
+func (a *Activities) heartbeatWhile(ctx context.Context, p *progress) (stop func()) {
 	if !activity.IsActivity(ctx) {
 		return func() {}
 	}
@@ -301,7 +435,7 @@ func (a *Activities) heartbeatWhile(ctx context.Context, moved *atomic.Int64) (s
 		t := time.NewTicker(a.heartbeat)
 		defer t.Stop()
 		for {
-			activity.RecordHeartbeat(ctx, Progress{Bytes: moved.Load()})
+			activity.RecordHeartbeat(ctx, Progress{Bytes: p.bytes.Load()})
 			select {
 			case <-t.C:
 			case <-done:
@@ -312,10 +446,10 @@ func (a *Activities) heartbeatWhile(ctx context.Context, moved *atomic.Int64) (s
 	return func() { close(done); <-finished }
 }
 
-// watchStall returns a context cancelled when moved has not grown for
-// a.stall; done stops the watch and returns the stall's error, if that is
-// what cancelled it.
-func (a *Activities) watchStall(ctx context.Context, uri string, moved *atomic.Int64) (context.Context, func() error) {
+// watchStall returns a context cancelled when p's steps have not grown
+// for a.stall; done stops the watch and returns the stall's error, if
+// that is what cancelled it.
+func (a *Activities) watchStall(ctx context.Context, uri string, p *progress) (context.Context, func() error) {
 	wctx, cancel := context.WithCancelCause(ctx)
 	stop, finished := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -323,17 +457,17 @@ func (a *Activities) watchStall(ctx context.Context, uri string, moved *atomic.I
 		tick := max(a.stall/10, 10*time.Millisecond)
 		t := time.NewTicker(tick)
 		defer t.Stop()
-		last, since := moved.Load(), time.Now()
+		last, since := p.steps.Load(), time.Now()
 		for {
 			select {
 			case <-stop:
 				return
 			case <-t.C:
 			}
-			if n := moved.Load(); n != last {
+			if n := p.steps.Load(); n != last {
 				last, since = n, time.Now()
 			} else if time.Since(since) >= a.stall {
-				cancel(fmt.Errorf("reading %s: no byte came for %s (%d read)", uri, a.stall, n))
+				cancel(fmt.Errorf("reading %s: no byte came for %s (%d read)", uri, a.stall, p.bytes.Load()))
 				return
 			}
 		}

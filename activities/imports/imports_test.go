@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/imports"
+	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/platform/artifactstore"
 	"github.com/atelier-ml/atelier/pipeline"
 )
@@ -80,7 +82,7 @@ func TestImportOverHTTP(t *testing.T) {
 	defer store.Close()
 	allow, err := imports.ParseAllow("p=" + web.URL + "/ok/")
 	require.NoError(t, err)
-	a := imports.New(store, allow, t.TempDir())
+	a := imports.New(store, nil, allow, t.TempDir())
 	req := func(project, uri string) activities.ImportArtifactsRequest {
 		return activities.ImportArtifactsRequest{Project: project, RunID: "r1", Step: "s", Inputs: []pipeline.ArtifactInput{{Name: "m", URI: uri}}}
 	}
@@ -127,7 +129,77 @@ func TestImportOverHTTP(t *testing.T) {
 	assert.ErrorContains(t, err, "no byte came for 300ms (7 read)")
 
 	// A worker without a store says so.
-	res, err = imports.New(nil, allow, t.TempDir()).Import(ctx, req("p", web.URL+"/ok/model.bin"))
+	res, err = imports.New(nil, nil, allow, t.TempDir()).Import(ctx, req("p", web.URL+"/ok/model.bin"))
 	require.NoError(t, err)
 	assert.Contains(t, res.Problem, "no artifact store")
+}
+
+// memo is an in-memory imports.Memo.
+type memo map[string]catalog.ArtifactImport
+
+func (m memo) GetArtifactImport(_ context.Context, project, uri string) (catalog.ArtifactImport, error) {
+	im, ok := m[project+" "+uri]
+	if !ok {
+		return im, catalog.ErrNotFound
+	}
+	return im, nil
+}
+
+func (m memo) PutArtifactImport(_ context.Context, im catalog.ArtifactImport) error {
+	m[im.Project+" "+im.URI] = im
+	return nil
+}
+
+// An unchanged source (a strong ETag answered 304) is not read again
+// while its bytes are stored; a changed one, or one whose bytes were
+// collected, is.
+func TestImportRemembersStrongETags(t *testing.T) {
+	content, etag := "v1", `"1"`
+	var bodies atomic.Int32
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/weak" {
+			w.Header().Set("ETag", `W/"1"`)
+		} else {
+			w.Header().Set("ETag", etag)
+			if r.Header.Get("If-None-Match") == etag {
+				w.WriteHeader(http.StatusNotModified)
+				return
+			}
+		}
+		bodies.Add(1)
+		_, _ = w.Write([]byte(content))
+	}))
+	defer web.Close()
+	ctx := context.Background()
+	store, err := artifactstore.Open(ctx, "mem://")
+	require.NoError(t, err)
+	defer store.Close()
+	allow, err := imports.ParseAllow(web.URL + "/")
+	require.NoError(t, err)
+	m := memo{}
+	a := imports.New(store, m, allow, t.TempDir())
+	get := func(path string) string {
+		res, err := a.Import(ctx, activities.ImportArtifactsRequest{Project: "p", RunID: "r", Step: "s", Inputs: []pipeline.ArtifactInput{{Name: "f", URI: web.URL + path}}})
+		require.NoError(t, err)
+		require.Empty(t, res.Problem)
+		return res.Artifacts[0].Digest
+	}
+
+	first := get("/f")
+	assert.Equal(t, int32(1), bodies.Load())
+	assert.Equal(t, first, get("/f"), "the same bytes")
+	assert.Equal(t, int32(1), bodies.Load(), "a 304: nothing read again")
+
+	content, etag = "v2", `"2"`
+	second := get("/f")
+	assert.NotEqual(t, first, second)
+	assert.Equal(t, int32(2), bodies.Load())
+
+	require.NoError(t, store.Delete(ctx, "p", second)) // collected
+	assert.Equal(t, second, get("/f"))
+	assert.Equal(t, int32(3), bodies.Load(), "bytes gone: read again")
+
+	get("/weak")
+	get("/weak")
+	assert.Equal(t, int32(5), bodies.Load(), "a weak ETag is not trusted")
 }

@@ -325,6 +325,19 @@ type StoredArtifact struct {
 	CreatedAt time.Time `json:"createdAt"`
 }
 
+// ArtifactImport is what an import of URI last stored in Project
+// (Digest, Size, Files: a directory's file count) and the source's
+// Fingerprint when it was read: an import that finds the same fingerprint
+// and the bytes still stored reads nothing.
+type ArtifactImport struct {
+	Project     string
+	URI         string
+	Fingerprint string
+	Digest      string
+	Size        int64
+	Files       int
+}
+
 // ArtifactUse is a step (or forEach item) of a run that read an artifact,
 // under its input name.
 type ArtifactUse struct {

@@ -212,3 +212,21 @@ func (s *Store) ArtifactBytesUsed(ctx context.Context, project string) (int64, e
 	n, err := s.q.ArtifactBytesUsed(ctx, project)
 	return n, mapErr(err, "artifact bytes of %q", project)
 }
+
+// GetArtifactImport returns what an import of uri last stored in the
+// project, or ErrNotFound.
+func (s *Store) GetArtifactImport(ctx context.Context, project, uri string) (catalog.ArtifactImport, error) {
+	r, err := s.q.GetArtifactImport(ctx, db.GetArtifactImportParams{Project: project, Uri: uri})
+	if err != nil {
+		return catalog.ArtifactImport{}, mapErr(err, "import of %s in project %s", uri, project)
+	}
+	return catalog.ArtifactImport{Project: r.Project, URI: r.Uri, Fingerprint: r.Fingerprint, Digest: r.Digest, Size: r.Size, Files: int(r.Files)}, nil
+}
+
+// PutArtifactImport records what an import stored, replacing the last.
+func (s *Store) PutArtifactImport(ctx context.Context, im catalog.ArtifactImport) error {
+	err := s.q.UpsertArtifactImport(ctx, db.UpsertArtifactImportParams{
+		Project: im.Project, Uri: im.URI, Fingerprint: im.Fingerprint, Digest: im.Digest, Size: im.Size, Files: int32(im.Files),
+	})
+	return mapErr(err, "record the import of %s in project %s", im.URI, im.Project)
+}

@@ -55,6 +55,32 @@ func (q *Queries) GetArtifact(ctx context.Context, arg GetArtifactParams) (Artif
 	return i, err
 }
 
+const getArtifactImport = `-- name: GetArtifactImport :one
+SELECT project, uri, fingerprint, digest, size, files, updated_at FROM artifact_imports WHERE project = $1 AND uri = $2
+`
+
+type GetArtifactImportParams struct {
+	Project string
+	Uri     string
+}
+
+// What an import of @uri last stored in the project, and the source's
+// fingerprint then.
+func (q *Queries) GetArtifactImport(ctx context.Context, arg GetArtifactImportParams) (ArtifactImport, error) {
+	row := q.db.QueryRow(ctx, getArtifactImport, arg.Project, arg.Uri)
+	var i ArtifactImport
+	err := row.Scan(
+		&i.Project,
+		&i.Uri,
+		&i.Fingerprint,
+		&i.Digest,
+		&i.Size,
+		&i.Files,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
 const insertArtifactUses = `-- name: InsertArtifactUses :exec
 INSERT INTO artifact_uses (project, artifact_id, run_id, step, item, input)
 SELECT $1, unnest($2::text[]), $3, unnest($4::text[]), unnest($5::int[]),
@@ -380,4 +406,33 @@ func (q *Queries) ListStepInputs(ctx context.Context, arg ListStepInputsParams) 
 		return nil, err
 	}
 	return items, nil
+}
+
+const upsertArtifactImport = `-- name: UpsertArtifactImport :exec
+INSERT INTO artifact_imports (project, uri, fingerprint, digest, size, files)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (project, uri) DO UPDATE
+SET fingerprint = EXCLUDED.fingerprint, digest = EXCLUDED.digest, size = EXCLUDED.size,
+    files = EXCLUDED.files, updated_at = now()
+`
+
+type UpsertArtifactImportParams struct {
+	Project     string
+	Uri         string
+	Fingerprint string
+	Digest      string
+	Size        int64
+	Files       int32
+}
+
+func (q *Queries) UpsertArtifactImport(ctx context.Context, arg UpsertArtifactImportParams) error {
+	_, err := q.db.Exec(ctx, upsertArtifactImport,
+		arg.Project,
+		arg.Uri,
+		arg.Fingerprint,
+		arg.Digest,
+		arg.Size,
+		arg.Files,
+	)
+	return err
 }

@@ -25,6 +25,16 @@ type Artifact struct {
 	Source    string
 }
 
+type ArtifactImport struct {
+	Project     string
+	Uri         string
+	Fingerprint string
+	Digest      string
+	Size        int64
+	Files       int32
+	UpdatedAt   time.Time
+}
+
 type ArtifactUse struct {
 	Project    string
 	ArtifactID string

@@ -66,3 +66,15 @@ WHERE v.project = @project AND v.deleted_at IS NULL;
 SELECT COALESCE(SUM(t.size), 0)::bigint FROM (
     SELECT DISTINCT ON (r.digest) r.size FROM artifacts AS r WHERE r.project = @project
 ) AS t;
+
+-- name: GetArtifactImport :one
+-- What an import of @uri last stored in the project, and the source's
+-- fingerprint then.
+SELECT * FROM artifact_imports WHERE project = @project AND uri = @uri;
+
+-- name: UpsertArtifactImport :exec
+INSERT INTO artifact_imports (project, uri, fingerprint, digest, size, files)
+VALUES (@project, @uri, @fingerprint, @digest, @size, @files)
+ON CONFLICT (project, uri) DO UPDATE
+SET fingerprint = EXCLUDED.fingerprint, digest = EXCLUDED.digest, size = EXCLUDED.size,
+    files = EXCLUDED.files, updated_at = now();
