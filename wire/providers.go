@@ -19,6 +19,7 @@ import (
 	"github.com/atelier-ml/atelier/activities/kube"
 	"github.com/atelier-ml/atelier/activities/kube/framework"
 	"github.com/atelier-ml/atelier/activities/kube/serving"
+	"github.com/atelier-ml/atelier/activities/foreach"
 	"github.com/atelier-ml/atelier/activities/lineage"
 	"github.com/atelier-ml/atelier/activities/local"
 	"github.com/atelier-ml/atelier/activities/models"
@@ -217,6 +218,16 @@ func provideAdmission(s *store.Store, c client.Client, cfg config.Config) *admis
 // provideStepCache builds the step cache activities of the local worker,
 // over the catalogue.
 func provideLineage(s *store.Store) *lineage.Activities { return lineage.New(s) }
+
+// provideForEach builds the wide forEach activities of the local worker,
+// over the catalogue and the artifact store (nil when the installation has
+// none: a fan-in of a wide step's artifacts then fails saying so).
+func provideForEach(s *store.Store, arts *artifactstore.Store) *foreach.Activities {
+	if arts == nil {
+		return foreach.New(s, nil)
+	}
+	return foreach.New(s, arts)
+}
 
 // provideModels builds the model registry's activities of the local
 // worker: alias moves, and telling endpoints that one moved.

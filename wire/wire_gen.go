@@ -8,7 +8,6 @@ package wire
 
 import (
 	"context"
-	"github.com/atelier-ml/atelier/activities/foreach"
 	"github.com/atelier-ml/atelier/activities/mirror"
 	"github.com/atelier-ml/atelier/activities/pipelines"
 	"github.com/atelier-ml/atelier/internal/platform/telemetry"
@@ -174,7 +173,7 @@ func InitWorker(ctx context.Context, cfg config.Config, m *telemetry.Metrics, go
 	lineageActivities := provideLineage(store)
 	modelsActivities := provideModels(store, client, cfg)
 	resolver := pipelines.New(store)
-	foreachActivities := foreach.New(store)
+	foreachActivities := provideForEach(store, artifactstoreStore)
 	worker := app.NewWorker(client, cfg, runner, serving, mirrorMirror, selector, activities, deployActivities, stepcacheActivities, lineageActivities, modelsActivities, resolver, foreachActivities, store, gos, logger)
 	return worker, func() {
 		cleanup6()

@@ -46,7 +46,16 @@ func (r *Run) artifactInputs(stepName string, item *int, a *pipeline.Artifacts) 
 			return nil, fmt.Sprintf("input artifact %q: the run has no step %q", in.Name, step)
 		}
 		if src.Wide != nil {
-			return nil, fmt.Sprintf("input artifact %q: step %q is a wide forEach (over %d items): reading its items' artifacts is not supported yet", in.Name, step, pipeline.WideThreshold)
+			// Assembled by resolveWideFanIns before the step's cache
+			// key; absent in runs from before, which failed here.
+			art, ok := r.fanIns[fanInKey(step, name)]
+			if !ok || !art.done {
+				return nil, fmt.Sprintf("input artifact %q: step %q is a wide forEach (over %d items): reading its items' artifacts is not supported yet", in.Name, step, pipeline.WideThreshold)
+			}
+			a := art.art
+			a.From, a.Name = in.From, in.Name
+			out = append(out, a)
+			continue
 		}
 		if len(src.Items) > 0 {
 			// A forEach: every item's artifact, under its index.
@@ -164,4 +173,93 @@ func (r *Run) resolveArtifactRefs(ctx workflow.Context, stepName string, item *i
 	}
 	r.resolvedRefs[refKey(stepName, item)] = res.Artifacts
 	return ""
+}
+
+// versionWideFanIn guards reading a wide step's artifact (the fan-in
+// activity, activities.FanInName): before it, such a step failed saying
+// it was not supported. Asked only by steps that read one, so other runs
+// record no marker.
+const versionWideFanIn = "atelier.wide-fan-in"
+
+// wideFanIn is the fan-in of one wide step's artifact in this run: made
+// once, whichever steps (items) read it.
+type wideFanIn struct {
+	done bool
+	art  runstate.Artifact
+	msg  string // why it could not be made
+}
+
+func fanInKey(step, artifact string) string { return step + "." + artifact }
+
+// resolveWideFanIns assembles the directories of the wide steps'
+// artifacts the step reads ("<wide step>.<artifact>": each item's under
+// its index), one activity per artifact and run, before the step's cache
+// key is computed, so that the key and the request carry their digests.
+// The items' references live in Postgres; only the directory's enters
+// the history. msg says why the step cannot run.
+func (r *Run) resolveWideFanIns(ctx workflow.Context, a *pipeline.Artifacts) string {
+	if a == nil {
+		return ""
+	}
+	for _, in := range a.Inputs {
+		if in.IsRef() {
+			continue
+		}
+		step, name, ok := pipeline.SplitArtifactRef(in.From)
+		src := r.stepByName(step)
+		if !ok || src == nil || src.Wide == nil {
+			continue
+		}
+		key := fanInKey(step, name)
+		f, ok := r.fanIns[key]
+		if !ok {
+			if workflow.GetVersion(r.root, versionWideFanIn, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+				return "" // artifactInputs fails the step, as it did
+			}
+			if r.fanIns == nil {
+				r.fanIns = map[string]*wideFanIn{}
+			}
+			f = &wideFanIn{}
+			r.fanIns[key] = f
+			f.art, f.msg = r.fanIn(ctx, src, name)
+			f.done = true
+		}
+		// Another step (item) may be assembling it.
+		if err := workflow.Await(ctx, func() bool { return f.done }); err != nil {
+			return "run cancelled"
+		}
+		if f.msg != "" {
+			return fmt.Sprintf("input artifact %q: %s", in.Name, f.msg)
+		}
+	}
+	return ""
+}
+
+// fanIn runs the fan-in activity for wide step src's artifact name.
+func (r *Run) fanIn(ctx workflow.Context, src *runstate.StepStatus, name string) (runstate.Artifact, string) {
+	ref := runstate.WideRef{Run: r.ID(), Step: src.Name, Items: src.Wide.Items}
+	if src.Wide.Outputs != nil {
+		ref = *src.Wide.Outputs // a retry's reused step points at its run's items
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue: r.controlQueue(""),
+		// 100,000 directory items are 100,000 manifests to read.
+		StartToCloseTimeout: 15 * time.Minute,
+		HeartbeatTimeout:    time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 10,
+			NonRetryableErrorTypes: []string{activities.ErrTypeInvalidStep},
+		},
+	})
+	var res activities.FanInResult
+	err := workflow.ExecuteActivity(actx, activities.FanInName, activities.FanInRequest{
+		Project: r.status.Project, Wide: ref, Artifact: name,
+	}).Get(actx, &res)
+	switch {
+	case err != nil:
+		return runstate.Artifact{}, fmt.Sprintf("assembling the artifacts %q of the items of wide step %q failed: %s", name, src.Name, stepErrMessage(err))
+	case res.Problem != "":
+		return runstate.Artifact{}, res.Problem
+	}
+	return res.Artifact, ""
 }

@@ -233,6 +233,7 @@ type StepItem struct {
 	Outputs    json.RawMessage
 	StartedAt  time.Time
 	FinishedAt time.Time
+	Artifacts  json.RawMessage
 }
 
 type StepLog struct {
