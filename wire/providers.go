@@ -16,10 +16,10 @@ import (
 
 	"github.com/atelier-ml/atelier/activities/admission"
 	"github.com/atelier-ml/atelier/activities/deploy"
+	"github.com/atelier-ml/atelier/activities/foreach"
 	"github.com/atelier-ml/atelier/activities/kube"
 	"github.com/atelier-ml/atelier/activities/kube/framework"
 	"github.com/atelier-ml/atelier/activities/kube/serving"
-	"github.com/atelier-ml/atelier/activities/foreach"
 	"github.com/atelier-ml/atelier/activities/lineage"
 	"github.com/atelier-ml/atelier/activities/local"
 	"github.com/atelier-ml/atelier/activities/models"
