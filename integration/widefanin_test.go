@@ -40,7 +40,7 @@ steps:
 // lineage records every item's artifact, the directory and its use, and
 // a second run whose items wrote the same bytes finds the reading step in
 // the cache (its key holds the directory's digest). With
-// ATELIER_RECORD_HISTORIES=1 it records v10-wide-fan-in.
+// ATELIER_RECORD_HISTORIES=1 it records v14-wide-fan-in.
 func TestWideFanInOnTheRealStack(t *testing.T) {
 	if testing.Short() {
 		t.Skip("2 × 1,100 local processes")
@@ -77,7 +77,7 @@ func TestWideFanInOnTheRealStack(t *testing.T) {
 	require.Equal(t, 200, code, "%s", body)
 	if os.Getenv("ATELIER_RECORD_HISTORIES") != "" {
 		time.Sleep(500 * time.Millisecond)
-		recordHistory(t, s, "v10-wide-fan-in", id)
+		recordHistory(t, s, "v14-wide-fan-in", id)
 	}
 
 	// The same items again: the same directory, so the reading step is a
