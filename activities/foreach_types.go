@@ -29,11 +29,27 @@ const (
 )
 
 // FanInRequest asks for the directory holding the artifact Artifact of
-// every item of the wide step Wide that wrote it, under the item's index.
+// every item of the forEach step that wrote it, under the item's index:
+// of the wide step Wide (its items' references are read from Postgres),
+// or, when Items is set, of a small forEach's items, whose references the
+// workflow holds (a child pipeline's export of such a step: Wide names
+// the run, the step and the length).
 type FanInRequest struct {
 	Project  string           `json:"project"`
 	Wide     runstate.WideRef `json:"wide"`
 	Artifact string           `json:"artifact"`
+	Items    []FanInItem      `json:"items,omitempty"`
+}
+
+// FanInItem is one item's artifact in a FanInRequest: only what the
+// directory's manifest needs (at most spec.WideThreshold of them, about
+// 120 bytes each).
+type FanInItem struct {
+	Index  int    `json:"index"`
+	Type   string `json:"type,omitempty"`
+	Digest string `json:"digest"`
+	Size   int64  `json:"size"`
+	Files  int    `json:"files,omitempty"`
 }
 
 // FanInResult is the directory, stored and recorded in lineage as an

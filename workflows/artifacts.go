@@ -241,6 +241,27 @@ func (r *Run) fanIn(ctx workflow.Context, src *runstate.StepStatus, name string)
 	if src.Wide.Outputs != nil {
 		ref = *src.Wide.Outputs // a retry's reused step points at its run's items
 	}
+	return r.runFanIn(ctx, activities.FanInRequest{Project: r.status.Project, Wide: ref, Artifact: name})
+}
+
+// smallFanIn is the fan-in request of forEach step st's artifact name
+// (a small forEach: its items' references are in its status), or false
+// when no item wrote it.
+func (r *Run) smallFanIn(st *runstate.StepStatus, name string) (activities.FanInRequest, bool) {
+	req := activities.FanInRequest{Project: r.status.Project, Wide: runstate.WideRef{Run: r.ID(), Step: st.Name, Items: len(st.Items)}, Artifact: name}
+	for k := range st.Items {
+		for _, a := range st.Items[k].Artifacts {
+			if a.Name == name {
+				req.Items = append(req.Items, activities.FanInItem{Index: k, Type: a.Type, Digest: a.Digest, Size: a.Size, Files: a.Files})
+			}
+		}
+	}
+	return req, len(req.Items) > 0
+}
+
+// runFanIn runs the fan-in activity: the directory of the items'
+// artifacts, or why it could not be made.
+func (r *Run) runFanIn(ctx workflow.Context, req activities.FanInRequest) (runstate.Artifact, string) {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue: r.controlQueue(""),
 		// 100,000 directory items are 100,000 manifests to read.
@@ -252,12 +273,10 @@ func (r *Run) fanIn(ctx workflow.Context, src *runstate.StepStatus, name string)
 		},
 	})
 	var res activities.FanInResult
-	err := workflow.ExecuteActivity(actx, activities.FanInName, activities.FanInRequest{
-		Project: r.status.Project, Wide: ref, Artifact: name,
-	}).Get(actx, &res)
+	err := workflow.ExecuteActivity(actx, activities.FanInName, req).Get(actx, &res)
 	switch {
 	case err != nil:
-		return runstate.Artifact{}, fmt.Sprintf("assembling the artifacts %q of the items of wide step %q failed: %s", name, src.Name, stepErrMessage(err))
+		return runstate.Artifact{}, fmt.Sprintf("assembling the artifacts %q of the items of step %q failed: %s", req.Artifact, req.Wide.Step, stepErrMessage(err))
 	case res.Problem != "":
 		return runstate.Artifact{}, res.Problem
 	}

@@ -68,9 +68,23 @@ func (a *Activities) FanIn(ctx context.Context, req activities.FanInRequest) (ac
 	}
 	objs := a.arts.Objects(req.Project)
 	ref, name := req.Wide, req.Artifact
-	var items []fanInItem
+	items := func(fn func(idx int, arts []runstate.Artifact) error) error {
+		return a.fanIn.StepItemArtifacts(ctx, ref.Run, ref.Step, ref.Items, fn)
+	}
+	if len(req.Items) > 0 { // a small forEach's, from the workflow
+		items = func(fn func(idx int, arts []runstate.Artifact) error) error {
+			for _, it := range req.Items {
+				art := runstate.Artifact{Name: name, Type: it.Type, Digest: it.Digest, Size: it.Size, Files: it.Files}
+				if err := fn(it.Index, []runstate.Artifact{art}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	var found []fanInItem
 	files, typ := 0, ""
-	err := a.fanIn.StepItemArtifacts(ctx, ref.Run, ref.Step, ref.Items, func(idx int, arts []runstate.Artifact) error {
+	err := items(func(idx int, arts []runstate.Artifact) error {
 		for _, art := range arts {
 			if art.Name != name {
 				continue
@@ -82,9 +96,9 @@ func (a *Activities) FanIn(ctx context.Context, req activities.FanInRequest) (ac
 			if typ == "" {
 				typ = art.Type
 			}
-			items = append(items, fanInItem{idx: idx, art: art})
-			if len(items)%1000 == 0 {
-				activity.RecordHeartbeat(ctx, len(items))
+			found = append(found, fanInItem{idx: idx, art: art})
+			if len(found)%1000 == 0 {
+				activity.RecordHeartbeat(ctx, len(found))
 			}
 		}
 		return nil
@@ -95,10 +109,10 @@ func (a *Activities) FanIn(ctx context.Context, req activities.FanInRequest) (ac
 	case err != nil:
 		return activities.FanInResult{}, err
 	}
-	if problem, err := readItemManifests(ctx, objs, items); problem != "" || err != nil {
+	if problem, err := readItemManifests(ctx, objs, found); problem != "" || err != nil {
 		return activities.FanInResult{Problem: problem}, err
 	}
-	m := fanInManifest(items)
+	m := fanInManifest(found)
 	b, err := json.Marshal(m)
 	if err != nil {
 		return activities.FanInResult{}, err
