@@ -93,3 +93,58 @@ func TestWideFanInOnTheRealStack(t *testing.T) {
 	code, _ = other.raw("GET", other.path("/artifacts/%s", ins[0].Id), nil)
 	assert.Equal(t, 404, code)
 }
+
+// A child pipeline exports a forEach step's artifact, on the real stack:
+// its run assembles one directory of each item's artifact under its
+// index (atelier.foreach.fan-in), the parent's pipeline step carries
+// that reference, and the parent's step reads it; lineage lists the
+// directory as the child's forEach step's artifact and the parent's step
+// as its consumer. With ATELIER_RECORD_HISTORIES=1 it records
+// v14-export-fan-in-child (the child run, which asks the fan-in).
+func TestChildExportsAForEachOnTheRealStack(t *testing.T) {
+	s := newStack(t)
+	s.createPipeline("sweeper", `
+steps:
+  - name: sweep
+    forEach: {items: [0, 1, 2]}
+    container:
+      command: [sh, -c, 'echo {{ item }} > "$ATELIER_ARTIFACTS/part"']
+      artifacts:
+        outputs: [{name: part}]
+artifacts:
+  - {name: parts, from: sweep.part}
+`)
+	s.createPipeline("sweep-reader", `
+steps:
+  - {name: sweep, kind: pipeline, pipeline: {name: sweeper}}
+  - name: read
+    container:
+      command: [sh, -c, 'printf "{\"sum\": %s}" $(cat "$ATELIER_INPUTS/all/0" "$ATELIER_INPUTS/all/1" "$ATELIER_INPUTS/all/2" | awk "{s+=\$1} END {print s}") > "$ATELIER_OUTPUTS"']
+      artifacts:
+        inputs: [{name: all, from: sweep.parts}]
+`)
+	id := s.start("sweep-reader", nil)
+	r := s.waitTerminal(id, 2*time.Minute)
+	require.Equal(t, gen.RunStateSUCCEEDED, r.State, "%s", val(r.Status.Error))
+	assert.Equal(t, map[string]any{"sum": 3.0}, stepByName(r, "read").Outputs)
+	sweep := stepByName(r, "sweep")
+	require.Len(t, val(sweep.Artifacts), 1)
+	dir := val(sweep.Artifacts)[0]
+	assert.Equal(t, "parts", dir.Name)
+	assert.Equal(t, 3, val(dir.Files))
+	childID := val(sweep.Attempts)[0].ChildRun.RunId
+	assert.Equal(t, childID, dir.Producer.Run)
+	assert.Equal(t, "sweep", dir.Producer.Step)
+
+	var l gen.ArtifactLineage
+	require.Eventually(t, func() bool {
+		code, body := s.raw("GET", s.path("/artifacts/%s", dir.Id), nil)
+		return code == 200 && json.Unmarshal(body, &l) == nil && len(l.Consumers) == 1
+	}, 20*time.Second, 200*time.Millisecond, "the directory is in lineage, read by the parent's step")
+	assert.Equal(t, id, l.Consumers[0].Run)
+	assert.Equal(t, "read", l.Consumers[0].Step)
+	if os.Getenv("ATELIER_RECORD_HISTORIES") != "" {
+		time.Sleep(500 * time.Millisecond)
+		recordHistory(t, s, "v14-export-fan-in-child", childID)
+	}
+}
