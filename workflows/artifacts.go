@@ -15,9 +15,10 @@ import (
 
 // Artifacts move between steps as references: a step's status lists the
 // artifacts it wrote (digest, size, producer), and a step that reads one
-// gets that reference in its request; the worker moves the bytes. Nothing
-// here adds a workflow command, so runs without artifacts replay as
-// before.
+// gets that reference in its request; the worker moves the bytes.
+// Resolving a step's outputs adds no workflow command, so runs without
+// artifacts replay as before; reading a wide step's artifact does (the
+// fan-in activity, versioned: resolveWideFanIns).
 
 // artifactInputs resolves a step's input artifacts against the run's
 // steps that ended, each "<step>.<artifact>" to the producer's reference
