@@ -23,13 +23,52 @@ const (
 	// templates read a wide step's outputs, a chunk at a time
 	// (RenderItemsRequest → RenderItemsResult).
 	RenderItemsName = "atelier.foreach.render-items"
+	// FanInName assembles the directory a step reads from a wide step's
+	// artifact: each item's under its index (FanInRequest → FanInResult).
+	FanInName = "atelier.foreach.fan-in"
 )
 
-// RecordItemsRequest is a batch of finished items to store.
+// FanInRequest asks for the directory holding the artifact Artifact of
+// every item of the forEach step that wrote it, under the item's index:
+// of the wide step Wide (its items' references are read from Postgres),
+// or, when Items is set, of a small forEach's items, whose references the
+// workflow holds (a child pipeline's export of such a step: Wide names
+// the run, the step and the length).
+type FanInRequest struct {
+	Project  string           `json:"project"`
+	Wide     runstate.WideRef `json:"wide"`
+	Artifact string           `json:"artifact"`
+	Items    []FanInItem      `json:"items,omitempty"`
+}
+
+// FanInItem is one item's artifact in a FanInRequest: only what the
+// directory's manifest needs (at most spec.WideThreshold of them, about
+// 120 bytes each).
+type FanInItem struct {
+	Index  int    `json:"index"`
+	Type   string `json:"type,omitempty"`
+	Digest string `json:"digest"`
+	Size   int64  `json:"size"`
+	Files  int    `json:"files,omitempty"`
+}
+
+// FanInResult is the directory, stored and recorded in lineage as an
+// artifact of the wide step (Producer: its run and step, no item), or
+// Problem: why it cannot be made (the step fails with it).
+type FanInResult struct {
+	Artifact runstate.Artifact `json:"artifact"`
+	Problem  string            `json:"problem,omitempty"`
+}
+
+// RecordItemsRequest is a batch of finished items to store. Project is
+// the run's, for the lineage of the artifacts items wrote (absent from
+// requests recorded before items kept their artifacts, whose items carry
+// none).
 type RecordItemsRequest struct {
-	RunID string                `json:"runId"`
-	Step  string                `json:"step"`
-	Items []runstate.ItemRecord `json:"items"`
+	Project string                `json:"project,omitempty"`
+	RunID   string                `json:"runId"`
+	Step    string                `json:"step"`
+	Items   []runstate.ItemRecord `json:"items"`
 }
 
 // ReuseItemsRequest asks which items of a batch a retry takes from the

@@ -269,6 +269,7 @@ steps:
       artifacts: {outputs: [{name: model}]}
   - {name: sweep, forEach: {items: [1, 2]}, container: {command: [x], artifacts: {outputs: [{name: model}]}}}
   - {name: ok, kind: approval}
+  - {name: subs, kind: pipeline, forEach: {items: [1, 2]}, pipeline: {name: child}}
 onExit:
   - {name: cleanup, container: {command: [x], artifacts: {outputs: [{name: log}]}}}
 artifacts:
@@ -283,6 +284,7 @@ artifacts:
   - {name: f, from: sweep.model}
   - {name: g, from: train.weights}
   - {name: h, from: ok.model}
+  - {name: i, from: subs.model}
 `, []want{
 			{"artifacts[0].name", `"Model" is not an artifact name`},
 			{"artifacts[2].name", `"model" is declared twice`},
@@ -291,9 +293,9 @@ artifacts:
 			{"artifacts[5].from", `"trainmodel" is not a reference`},
 			{"artifacts[6].from", `no step named "nope"`},
 			{"artifacts[7].from", `"cleanup" is an exit handler`},
-			{"artifacts[8].from", `step "sweep" is a forEach`},
 			{"artifacts[9].from", `step "train" declares no output artifact named "weights"`},
 			{"artifacts[10].from", `step "ok" declares no output artifact named "model"`},
+			{"artifacts[11].from", `step "subs" is a forEach of pipeline steps`},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

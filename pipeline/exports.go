@@ -30,7 +30,9 @@ const MaxArtifactExports = 100
 
 // validateExports checks the pipeline's exported artifacts: names valid
 // and unique, each from an output a step of the pipeline (not an exit
-// handler, not a forEach) declares. A pipeline step's are accepted: its
+// handler) declares. A forEach step's export is a directory holding each
+// item's artifact under its index (the run assembles it when it ends, as
+// a reading step's fan-in); not a forEach of pipeline steps. A pipeline step's are accepted: its
 // child is known when the spec is stored (CheckChildArtifacts).
 func validateExports(p *Spec, ps *problems) {
 	if len(p.Artifacts) > MaxArtifactExports {
@@ -73,8 +75,8 @@ func validateExports(p *Spec, ps *problems) {
 		}
 		s := &p.Steps[k]
 		switch {
-		case s.ForEach != nil:
-			ps.add(fp, "step %q is a forEach: each of its items writes its own %q, and an export names one artifact", step, name)
+		case s.ForEach != nil && s.Kind == KindPipeline:
+			ps.add(fp, "step %q is a forEach of pipeline steps: exporting its children's artifacts is not supported (export a forEach of container steps, whose items' artifacts make one directory)", step)
 		case s.Kind == KindPipeline:
 			// Its child's exports: checked against the stored child
 			// (CheckChildArtifacts) and when the run ends.

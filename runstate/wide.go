@@ -135,13 +135,17 @@ func WideRefOf(v any) (WideRef, bool) {
 // ItemRecord is one finished item of a wide step, as stored in Postgres
 // and served by GET …/steps/{step}/items.
 type ItemRecord struct {
-	Index      int       `json:"index"`
-	State      StepState `json:"state"`
-	Item       any       `json:"item"`
-	Attempts   []Attempt `json:"attempts"`
-	Error      string    `json:"error,omitempty"`
-	Message    string    `json:"message,omitempty"`
-	Outputs    any       `json:"outputs,omitempty"`
-	StartedAt  time.Time `json:"startedAt"`
-	FinishedAt time.Time `json:"finishedAt"`
+	Index    int       `json:"index"`
+	State    StepState `json:"state"`
+	Item     any       `json:"item"`
+	Attempts []Attempt `json:"attempts"`
+	Error    string    `json:"error,omitempty"`
+	Message  string    `json:"message,omitempty"`
+	Outputs  any       `json:"outputs,omitempty"`
+	// Artifacts are the artifacts a succeeded item wrote (references):
+	// a step reading the wide step's artifact gets them all, each under
+	// its index (a fan-in).
+	Artifacts  []Artifact `json:"artifacts,omitempty"`
+	StartedAt  time.Time  `json:"startedAt"`
+	FinishedAt time.Time  `json:"finishedAt"`
 }

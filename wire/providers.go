@@ -18,6 +18,7 @@ import (
 	"github.com/atelier-ml/atelier/activities/admission"
 	"github.com/atelier-ml/atelier/activities/deploy"
 	"github.com/atelier-ml/atelier/activities/imports"
+	"github.com/atelier-ml/atelier/activities/foreach"
 	"github.com/atelier-ml/atelier/activities/kube"
 	"github.com/atelier-ml/atelier/activities/kube/framework"
 	"github.com/atelier-ml/atelier/activities/kube/serving"
@@ -232,6 +233,16 @@ func provideImports(arts *artifactstore.Store, s *store.Store, cfg config.Config
 		bytes = arts
 	}
 	return imports.New(bytes, s, allow, filepath.Join(cfg.DataDir, "imports")), nil
+}
+
+// provideForEach builds the wide forEach activities of the local worker,
+// over the catalogue and the artifact store (nil when the installation has
+// none: a fan-in of a wide step's artifacts then fails saying so).
+func provideForEach(s *store.Store, arts *artifactstore.Store) *foreach.Activities {
+	if arts == nil {
+		return foreach.New(s, nil)
+	}
+	return foreach.New(s, arts)
 }
 
 // provideModels builds the model registry's activities of the local

@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/wire"
 
-	"github.com/atelier-ml/atelier/activities/foreach"
 	"github.com/atelier-ml/atelier/activities/local"
 	"github.com/atelier-ml/atelier/activities/mirror"
 	"github.com/atelier-ml/atelier/activities/pipelines"
@@ -38,11 +37,10 @@ func InitGateway(ctx context.Context, cfg config.Config, m *telemetry.Metrics) (
 // Go pipelines gos (the binary decides which: the examples only where
 // asked, so the wiring never depends on examples/).
 func InitWorker(ctx context.Context, cfg config.Config, m *telemetry.Metrics, gos []workflows.GoPipeline) (*app.Worker, func(), error) {
-	wire.Build(common, provideVault, provideWorkerTracing, provideRunner, provideLocalServing, mirror.New, pipelines.New, provideSelector, provideAdmission, provideDeploy, provideStepCache, provideLineage, provideImports, provideModels, foreach.New, app.NewWorker,
+	wire.Build(common, provideVault, provideWorkerTracing, provideRunner, provideLocalServing, mirror.New, pipelines.New, provideSelector, provideAdmission, provideDeploy, provideStepCache, provideLineage, provideImports, provideModels, provideForEach, app.NewWorker,
 		wire.Bind(new(local.LogSink), new(*store.Store)),
 		wire.Bind(new(mirror.RunMirror), new(*store.Store)),
 		wire.Bind(new(pipelines.VersionReader), new(*store.Store)),
-		wire.Bind(new(foreach.ItemStore), new(*store.Store)),
 		wire.Bind(new(app.GoWorkflowPublisher), new(*store.Store)),
 	)
 	return nil, nil, nil

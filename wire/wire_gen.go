@@ -8,7 +8,6 @@ package wire
 
 import (
 	"context"
-	"github.com/atelier-ml/atelier/activities/foreach"
 	"github.com/atelier-ml/atelier/activities/mirror"
 	"github.com/atelier-ml/atelier/activities/pipelines"
 	"github.com/atelier-ml/atelier/internal/platform/telemetry"
@@ -184,7 +183,7 @@ func InitWorker(ctx context.Context, cfg config.Config, m *telemetry.Metrics, go
 	}
 	modelsActivities := provideModels(store, client, cfg)
 	resolver := pipelines.New(store)
-	foreachActivities := foreach.New(store)
+	foreachActivities := provideForEach(store, artifactstoreStore)
 	worker := app.NewWorker(client, cfg, runner, serving, mirrorMirror, selector, activities, deployActivities, stepcacheActivities, lineageActivities, importsActivities, modelsActivities, resolver, foreachActivities, store, gos, logger)
 	return worker, func() {
 		cleanup6()

@@ -15,9 +15,10 @@ import (
 
 // Artifacts move between steps as references: a step's status lists the
 // artifacts it wrote (digest, size, producer), and a step that reads one
-// gets that reference in its request; the worker moves the bytes. Nothing
-// here adds a workflow command, so runs without artifacts replay as
-// before.
+// gets that reference in its request; the worker moves the bytes.
+// Resolving a step's outputs adds no workflow command, so runs without
+// artifacts replay as before; reading a wide step's artifact does (the
+// fan-in activity, versioned: resolveWideFanIns).
 
 // artifactInputs resolves a step's input artifacts against the run's
 // steps that ended, each "<step>.<artifact>" to the producer's reference
@@ -46,7 +47,16 @@ func (r *Run) artifactInputs(stepName string, item *int, a *pipeline.Artifacts) 
 			return nil, fmt.Sprintf("input artifact %q: the run has no step %q", in.Name, step)
 		}
 		if src.Wide != nil {
-			return nil, fmt.Sprintf("input artifact %q: step %q is a wide forEach (over %d items): reading its items' artifacts is not supported yet", in.Name, step, pipeline.WideThreshold)
+			// Assembled by resolveWideFanIns before the step's cache
+			// key; absent in runs from before, which failed here.
+			art, ok := r.fanIns[fanInKey(step, name)]
+			if !ok || !art.done {
+				return nil, fmt.Sprintf("input artifact %q: step %q is a wide forEach (over %d items): reading its items' artifacts is not supported yet", in.Name, step, pipeline.WideThreshold)
+			}
+			a := art.art
+			a.From, a.Name = in.From, in.Name
+			out = append(out, a)
+			continue
 		}
 		if len(src.Items) > 0 {
 			// A forEach: every item's artifact, under its index.
@@ -220,4 +230,112 @@ func (r *Run) resolveArtifactRefs(ctx workflow.Context, stepName string, item *i
 	}
 	r.resolvedRefs[refKey(stepName, item)] = all
 	return ""
+}
+
+// versionWideFanIn guards reading a wide step's artifact (the fan-in
+// activity, activities.FanInName): before it, such a step failed saying
+// it was not supported. Asked only by steps that read one, so other runs
+// record no marker.
+const versionWideFanIn = "atelier.wide-fan-in"
+
+// wideFanIn is the fan-in of one wide step's artifact in this run: made
+// once, whichever steps (items) read it.
+type wideFanIn struct {
+	done bool
+	art  runstate.Artifact
+	msg  string // why it could not be made
+}
+
+func fanInKey(step, artifact string) string { return step + "." + artifact }
+
+// resolveWideFanIns assembles the directories of the wide steps'
+// artifacts the step reads ("<wide step>.<artifact>": each item's under
+// its index), one activity per artifact and run, before the step's cache
+// key is computed, so that the key and the request carry their digests.
+// The items' references live in Postgres; only the directory's enters
+// the history. msg says why the step cannot run.
+func (r *Run) resolveWideFanIns(ctx workflow.Context, a *pipeline.Artifacts) string {
+	if a == nil {
+		return ""
+	}
+	for _, in := range a.Inputs {
+		if in.IsRef() {
+			continue
+		}
+		step, name, ok := pipeline.SplitArtifactRef(in.From)
+		src := r.stepByName(step)
+		if !ok || src == nil || src.Wide == nil {
+			continue
+		}
+		key := fanInKey(step, name)
+		f, ok := r.fanIns[key]
+		if !ok {
+			if workflow.GetVersion(r.root, versionWideFanIn, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+				return "" // artifactInputs fails the step, as it did
+			}
+			if r.fanIns == nil {
+				r.fanIns = map[string]*wideFanIn{}
+			}
+			f = &wideFanIn{}
+			r.fanIns[key] = f
+			f.art, f.msg = r.fanIn(ctx, src, name)
+			f.done = true
+		}
+		// Another step (item) may be assembling it.
+		if err := workflow.Await(ctx, func() bool { return f.done }); err != nil {
+			return "run cancelled"
+		}
+		if f.msg != "" {
+			return fmt.Sprintf("input artifact %q: %s", in.Name, f.msg)
+		}
+	}
+	return ""
+}
+
+// fanIn runs the fan-in activity for wide step src's artifact name.
+func (r *Run) fanIn(ctx workflow.Context, src *runstate.StepStatus, name string) (runstate.Artifact, string) {
+	ref := runstate.WideRef{Run: r.ID(), Step: src.Name, Items: src.Wide.Items}
+	if src.Wide.Outputs != nil {
+		ref = *src.Wide.Outputs // a retry's reused step points at its run's items
+	}
+	return r.runFanIn(ctx, activities.FanInRequest{Project: r.status.Project, Wide: ref, Artifact: name})
+}
+
+// smallFanIn is the fan-in request of forEach step st's artifact name
+// (a small forEach: its items' references are in its status), or false
+// when no item wrote it.
+func (r *Run) smallFanIn(st *runstate.StepStatus, name string) (activities.FanInRequest, bool) {
+	req := activities.FanInRequest{Project: r.status.Project, Wide: runstate.WideRef{Run: r.ID(), Step: st.Name, Items: len(st.Items)}, Artifact: name}
+	for k := range st.Items {
+		for _, a := range st.Items[k].Artifacts {
+			if a.Name == name {
+				req.Items = append(req.Items, activities.FanInItem{Index: k, Type: a.Type, Digest: a.Digest, Size: a.Size, Files: a.Files})
+			}
+		}
+	}
+	return req, len(req.Items) > 0
+}
+
+// runFanIn runs the fan-in activity: the directory of the items'
+// artifacts, or why it could not be made.
+func (r *Run) runFanIn(ctx workflow.Context, req activities.FanInRequest) (runstate.Artifact, string) {
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue: r.controlQueue(""),
+		// 100,000 directory items are 100,000 manifests to read.
+		StartToCloseTimeout: 15 * time.Minute,
+		HeartbeatTimeout:    time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 10,
+			NonRetryableErrorTypes: []string{activities.ErrTypeInvalidStep},
+		},
+	})
+	var res activities.FanInResult
+	err := workflow.ExecuteActivity(actx, activities.FanInName, req).Get(actx, &res)
+	switch {
+	case err != nil:
+		return runstate.Artifact{}, fmt.Sprintf("assembling the artifacts %q of the items of step %q failed: %s", req.Artifact, req.Wide.Step, stepErrMessage(err))
+	case res.Problem != "":
+		return runstate.Artifact{}, res.Problem
+	}
+	return res.Artifact, ""
 }

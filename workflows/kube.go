@@ -116,7 +116,11 @@ type stepWork struct {
 func (r *Run) runWork(ctx workflow.Context, st *runstate.StepStatus, stepName string, item *int, w stepWork, opts ...StepOption) (Outputs, error) {
 	cfg := newStepConfig(opts)
 	if w.container != nil {
-		if msg := r.resolveArtifactRefs(ctx, stepName, item, w.container.Artifacts); msg != "" {
+		msg := r.resolveArtifactRefs(ctx, stepName, item, w.container.Artifacts)
+		if msg == "" {
+			msg = r.resolveWideFanIns(ctx, w.container.Artifacts)
+		}
+		if msg != "" {
 			if ctx.Err() != nil {
 				r.endStep(st, runstate.StepCancelled, "", "run cancelled")
 				return nil, errCancelled

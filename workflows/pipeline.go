@@ -60,8 +60,9 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, e
 	var exported []runstate.Artifact
 	if len(d.p.Artifacts) > 0 && !r.Cancelled() && !r.DeadlineExceeded() && d.failure == "" && len(in.Targets) == 0 {
 		// From the steps' status, in memory: no command (runs from
-		// before exports declare none).
-		exported = d.exportArtifacts()
+		// before exports declare none), but for a forEach step's (a
+		// fan-in activity, versioned).
+		exported = d.exportArtifacts(r.root)
 	}
 	// The steps' outcome is the run's, whatever the exit handlers do:
 	// they are told it (run.state) before they start.
@@ -106,13 +107,27 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, e
 // whose step wrote nothing (skipped by when or a trigger rule, or failed
 // with continueOn) is left out with a warning on the run: a parent's step
 // that reads it fails naming it.
-func (d *dag) exportArtifacts() []runstate.Artifact {
+//
+// A forEach step's export is a directory of each item's artifact under
+// its index, assembled by the fan-in activity (exportFanIn).
+func (d *dag) exportArtifacts(ctx workflow.Context) []runstate.Artifact {
 	var out []runstate.Artifact
 	for _, e := range d.p.Artifacts {
 		step, name, _ := pipeline.SplitArtifactRef(e.From)
 		st := d.r.stepByName(step)
 		if st == nil {
 			continue // refused by Validate
+		}
+		if s := d.specStep(step); s != nil && s.ForEach != nil {
+			a, msg := d.exportFanIn(ctx, st, name)
+			if msg != "" {
+				d.r.status.Warnings = append(d.r.status.Warnings, fmt.Sprintf("exported artifact %q: %s, so this run does not export it", e.Name, msg))
+				d.r.touch()
+				continue
+			}
+			a.Name, a.From = e.Name, e.From
+			out = append(out, a)
+			continue
 		}
 		found := false
 		for _, a := range st.Artifacts {
@@ -130,6 +145,38 @@ func (d *dag) exportArtifacts() []runstate.Artifact {
 		}
 	}
 	return out
+}
+
+// versionExportFanIn guards a child pipeline's export of a forEach
+// step's artifact (the fan-in activity, activities.FanInName): such
+// exports were refused when a spec was stored before it, so only runs
+// that export one ask.
+const versionExportFanIn = "atelier.export-fan-in"
+
+// specStep is the spec of the step named name (nil for none).
+func (d *dag) specStep(name string) *pipeline.Step {
+	for i := range d.p.Steps {
+		if d.p.Steps[i].Name == name {
+			return &d.p.Steps[i]
+		}
+	}
+	return nil
+}
+
+// exportFanIn is the directory of forEach step st's items' artifact name
+// (each under its index) that the run exports, or why there is none.
+func (d *dag) exportFanIn(ctx workflow.Context, st *runstate.StepStatus, name string) (runstate.Artifact, string) {
+	if workflow.GetVersion(ctx, versionExportFanIn, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return runstate.Artifact{}, fmt.Sprintf("step %q is a forEach, whose artifacts this run cannot export", st.Name)
+	}
+	if st.Wide != nil {
+		return d.r.fanIn(ctx, st, name)
+	}
+	req, ok := d.r.smallFanIn(st, name)
+	if !ok {
+		return runstate.Artifact{}, fmt.Sprintf("no item of step %q (%s) wrote an artifact %q", st.Name, st.State, name)
+	}
+	return d.r.runFanIn(ctx, req)
 }
 
 // dag is the scheduler state of one PipelineWorkflow execution.

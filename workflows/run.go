@@ -51,6 +51,9 @@ type Run struct {
 	// resolvedRefs are the catalogue inputs resolved for each step (item)
 	// about to run (resolveArtifactRefs), by refKey.
 	resolvedRefs map[string][]runstate.Artifact
+	// fanIns are the wide steps' artifacts assembled for the steps that
+	// read them (resolveWideFanIns), by fanInKey.
+	fanIns map[string]*wideFanIn
 	// cacheStores counts step cache stores in flight (awaitCacheStores).
 	cacheStores int
 

@@ -319,6 +319,9 @@ func (b *batch) finished(k int, item any, st *runstate.StepStatus) {
 	if st.State == runstate.StepSucceeded && st.Outputs != nil {
 		rec.Outputs = st.Outputs
 	}
+	if st.State == runstate.StepSucceeded {
+		rec.Artifacts = st.Artifacts // references: the bytes are in the store
+	}
 	if st.StartedAt != nil {
 		rec.StartedAt = *st.StartedAt
 	}
@@ -337,6 +340,11 @@ func (b *batch) finished(k int, item any, st *runstate.StepStatus) {
 	if ib, err := json.Marshal(item); err == nil {
 		size += len(ib)
 	}
+	// Artifacts are not counted: when a write goes is part of the
+	// history, and batches recorded before items kept their artifacts
+	// must flush at the same points when replayed. Their references are
+	// small (a few hundred bytes each, as many as the step declares), so
+	// 200 items' stay far under Temporal's 2 MB payload limit.
 	b.buf = append(b.buf, rec)
 	b.bufBytes += size
 }
@@ -368,7 +376,7 @@ func (b *batch) startFlusher(ctx workflow.Context) workflow.Future {
 			}
 			recs := b.buf
 			b.buf, b.bufBytes = nil, 0
-			req := activities.RecordItemsRequest{RunID: b.in.RunID, Step: b.in.Step.Name, Items: recs}
+			req := activities.RecordItemsRequest{Project: b.in.Project, RunID: b.in.RunID, Step: b.in.Step.Name, Items: recs}
 			if err := workflow.ExecuteActivity(actx, activities.RecordItemsName, req).Get(gctx, nil); err != nil {
 				set.Set(nil, err)
 				return

@@ -25,19 +25,25 @@ const MaxOutputsBytes = 64 << 20
 // ItemStore is what the activities need of the catalogue
 // (*store.Store implements it).
 type ItemStore interface {
-	RecordItems(ctx context.Context, runID, step string, items []runstate.ItemRecord) error
+	RecordItems(ctx context.Context, project, runID, step string, items []runstate.ItemRecord) error
 	ReuseStepItems(ctx context.Context, newRun, oldRun, step string, start int, items []any) ([]int, error)
 	StepOutputs(ctx context.Context, runID, step string, n, maxBytes int) ([]any, error)
+	FanInStore
 }
 
 // Activities are the wide forEach activities.
 type Activities struct {
 	store   ItemStore
+	fanIn   FanInStore
+	arts    Objects // nil: no artifact store (FanIn fails saying so)
 	outputs outputsCache
 }
 
-// New returns the activities over store.
-func New(store ItemStore) *Activities { return &Activities{store: store} }
+// New returns the activities over store; arts is the artifact store (nil
+// when the installation has none).
+func New(store ItemStore, arts Objects) *Activities {
+	return &Activities{store: store, fanIn: store, arts: arts}
+}
 
 // Register registers the activities under their contract names.
 func (a *Activities) Register(reg worker.ActivityRegistry) {
@@ -45,12 +51,13 @@ func (a *Activities) Register(reg worker.ActivityRegistry) {
 	reg.RegisterActivityWithOptions(a.ReuseItems, activity.RegisterOptions{Name: activities.ReuseItemsName})
 	reg.RegisterActivityWithOptions(a.RenderStep, activity.RegisterOptions{Name: activities.RenderStepName})
 	reg.RegisterActivityWithOptions(a.RenderItems, activity.RegisterOptions{Name: activities.RenderItemsName})
+	reg.RegisterActivityWithOptions(a.FanIn, activity.RegisterOptions{Name: activities.FanInName})
 }
 
 // RecordItems stores a batch of finished items. Store errors are returned
 // as they are, so Temporal retries them; writes are idempotent.
 func (a *Activities) RecordItems(ctx context.Context, req activities.RecordItemsRequest) error {
-	if err := a.store.RecordItems(ctx, req.RunID, req.Step, req.Items); err != nil {
+	if err := a.store.RecordItems(ctx, req.Project, req.RunID, req.Step, req.Items); err != nil {
 		if errors.Is(err, catalog.ErrInvalidArgument) {
 			return temporal.NewNonRetryableApplicationError(err.Error(), "InvalidItems", nil)
 		}

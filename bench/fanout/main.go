@@ -203,7 +203,7 @@ func startWorkers(st *benchstack.Stack) (func(), error) {
 		MaxConcurrentActivityExecutionSize: activities.ControlConcurrency, DisableWorkflowWorker: true,
 	})
 	mirror.New(st.Store, nil).Register(control)
-	foreach.New(st.Store).Register(control)
+	foreach.New(st.Store, nil).Register(control)
 	if err := control.Start(); err != nil {
 		return nil, err
 	}

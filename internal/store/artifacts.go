@@ -91,28 +91,44 @@ func (s *Store) recordArtifacts(ctx context.Context, st runstate.Status) error {
 		return nil
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		q := s.q.WithTx(tx)
-		if len(rows.produced.Ids) > 0 {
-			if err := q.InsertArtifacts(ctx, rows.produced); err != nil {
-				return err
-			}
-		}
-		if len(rows.used.ArtifactIds) > 0 {
-			if err := q.InsertArtifactUses(ctx, rows.used); err != nil {
-				return err
-			}
-		}
-		for _, a := range rows.register {
-			_, _, err := registerModelVersion(ctx, q, catalog.NewModelVersion{
-				Project: st.Project, Model: a.Register, Artifact: a, Actor: "run " + st.RunID,
-			}, false)
-			if err != nil {
-				return err
-			}
-		}
-		return nil
+		return writeArtifactRows(ctx, s.q.WithTx(tx), st, rows)
 	})
 	return mapErr(err, "record the artifacts of run %s/%s", st.Project, st.RunID)
+}
+
+// recordArtifactRows writes the lineage rows of st within q's
+// transaction (the items of a wide step, RecordItems).
+func recordArtifactRows(ctx context.Context, q *db.Queries, st runstate.Status) error {
+	rows, ok := collectArtifacts(st)
+	if !ok {
+		return nil
+	}
+	return writeArtifactRows(ctx, q, st, rows)
+}
+
+// writeArtifactRows writes rows, collected from st, within q's
+// transaction: what was written and read, and the model versions outputs
+// with register: become.
+func writeArtifactRows(ctx context.Context, q *db.Queries, st runstate.Status, rows artifactRows) error {
+	if len(rows.produced.Ids) > 0 {
+		if err := q.InsertArtifacts(ctx, rows.produced); err != nil {
+			return err
+		}
+	}
+	if len(rows.used.ArtifactIds) > 0 {
+		if err := q.InsertArtifactUses(ctx, rows.used); err != nil {
+			return err
+		}
+	}
+	for _, a := range rows.register {
+		_, _, err := registerModelVersion(ctx, q, catalog.NewModelVersion{
+			Project: st.Project, Model: a.Register, Artifact: a, Actor: "run " + st.RunID,
+		}, false)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func toStoredArtifact(a db.Artifact) catalog.StoredArtifact {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/atelier-ml/atelier/internal/catalog"
 	"github.com/atelier-ml/atelier/internal/store/db"
 	"github.com/atelier-ml/atelier/runstate"
@@ -19,8 +21,12 @@ import (
 const MaxItemsPage = 1000
 
 // RecordItems stores finished items of a wide step (idempotent: a record
-// written again replaces the row).
-func (s *Store) RecordItems(ctx context.Context, runID, step string, items []runstate.ItemRecord) error {
+// written again replaces the row). The artifacts the items wrote are kept
+// with them (their references: a fan-in reads them, a retry reuses them)
+// and recorded in the project's lineage, as the run mirror records a small
+// forEach's, in the same transaction (their rows are keyed on their
+// producer: written again, nothing changes).
+func (s *Store) RecordItems(ctx context.Context, project, runID, step string, items []runstate.ItemRecord) error {
 	if runID == "" || step == "" {
 		return invalid("items need a run and a step")
 	}
@@ -28,6 +34,7 @@ func (s *Store) RecordItems(ctx context.Context, runID, step string, items []run
 		return nil
 	}
 	p := db.UpsertStepItemsParams{RunID: runID, Step: step}
+	var st runstate.Status // the items' artifacts, for lineage (collectArtifacts)
 	for _, it := range items {
 		item, err := json.Marshal(it.Item)
 		if err != nil {
@@ -45,6 +52,17 @@ func (s *Store) RecordItems(ctx context.Context, runID, step string, items []run
 		if err != nil {
 			return invalid("item %d outputs: %v", it.Index, err)
 		}
+		arts := it.Artifacts
+		if arts == nil {
+			arts = []runstate.Artifact{}
+		}
+		ab, err := json.Marshal(arts)
+		if err != nil {
+			return invalid("item %d artifacts: %v", it.Index, err)
+		}
+		if len(it.Artifacts) > 0 {
+			st.Steps = append(st.Steps, runstate.StepStatus{Artifacts: it.Artifacts})
+		}
 		p.Idxs = append(p.Idxs, int32(it.Index))
 		p.States = append(p.States, string(it.State))
 		p.Items = append(p.Items, string(item))
@@ -54,8 +72,22 @@ func (s *Store) RecordItems(ctx context.Context, runID, step string, items []run
 		p.Outputs = append(p.Outputs, string(out))
 		p.StartedAts = append(p.StartedAts, it.StartedAt)
 		p.FinishedAts = append(p.FinishedAts, it.FinishedAt)
+		p.Artifacts = append(p.Artifacts, string(ab))
 	}
-	return mapErr(s.q.UpsertStepItems(ctx, p), "record %d items of %s/%s", len(items), runID, step)
+	if len(st.Steps) == 0 {
+		return mapErr(s.q.UpsertStepItems(ctx, p), "record %d items of %s/%s", len(items), runID, step)
+	}
+	if project == "" {
+		return invalid("the items of %s/%s wrote artifacts: they need a project", runID, step)
+	}
+	st.Project, st.RunID = project, runID
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := s.q.WithTx(tx).UpsertStepItems(ctx, p); err != nil {
+			return err
+		}
+		return recordArtifactRows(ctx, s.q.WithTx(tx), st)
+	})
+	return mapErr(err, "record %d items of %s/%s", len(items), runID, step)
 }
 
 // stripNUL removes NUL bytes, which Postgres text cannot hold (an error
@@ -186,6 +218,48 @@ func (s *Store) StepOutputs(ctx context.Context, runID, step string, n int, maxB
 			return out, nil
 		}
 	}
+}
+
+// maxFanInRows is how many items' artifacts StepItemArtifacts reads per
+// query.
+const maxFanInRows = 10_000
+
+// StepItemArtifacts calls fn, in index order, with the artifacts of each
+// item below n of a wide step that succeeded (or was reused) and wrote
+// any; it reads them a page at a time, so a fan-in over 100,000 items
+// never holds every row.
+func (s *Store) StepItemArtifacts(ctx context.Context, runID, step string, n int, fn func(idx int, arts []runstate.Artifact) error) error {
+	after := int32(-1)
+	for {
+		rows, err := s.lq.ListStepItemArtifacts(ctx, db.ListStepItemArtifactsParams{RunID: runID, Step: step, After: after, Below: int32(n), MaxRows: maxFanInRows})
+		if err != nil {
+			return mapErr(err, "read the item artifacts of %s/%s", runID, step)
+		}
+		for _, r := range rows {
+			var arts []runstate.Artifact
+			if err := json.Unmarshal(r.Artifacts, &arts); err != nil {
+				return fmt.Errorf("artifacts of item %d of %s/%s: %w", r.Idx, runID, step, err)
+			}
+			if err := fn(int(r.Idx), arts); err != nil {
+				return err
+			}
+			after = r.Idx
+		}
+		if len(rows) < maxFanInRows {
+			return nil
+		}
+	}
+}
+
+// RecordFanIn records art, the directory a fan-in assembled from a wide
+// step's items' artifacts, in the project's lineage under its producer
+// (the wide step), so that the steps reading it are uses of an artifact
+// REST can show and the collector of unreferenced bytes keeps its
+// manifest. Recorded again, nothing changes.
+func (s *Store) RecordFanIn(ctx context.Context, project string, art runstate.Artifact) error {
+	st := runstate.Status{Project: project, RunID: art.Producer.Run, Steps: []runstate.StepStatus{{Artifacts: []runstate.Artifact{art}}}}
+	rows, _ := collectArtifacts(st)
+	return mapErr(s.q.InsertArtifacts(ctx, rows.produced), "record the fan-in %s of %s/%s", art.Name, art.Producer.Run, art.Producer.Step)
 }
 
 // ReuseStepItems copies, for a retry, the items of oldRun's step at

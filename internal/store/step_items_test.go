@@ -44,10 +44,10 @@ func TestStepItems(t *testing.T) {
 		}
 		return runstate.StepSucceeded
 	})
-	require.NoError(t, s.RecordItems(ctx, "run-1", "sq", recs[:1000]))
-	require.NoError(t, s.RecordItems(ctx, "run-1", "sq", recs[1000:]))
-	require.NoError(t, s.RecordItems(ctx, "run-1", "sq", recs[990:1010]), "a write again is harmless")
-	require.NoError(t, s.RecordItems(ctx, "run-2", "sq", recs[:3]), "another run's items stay apart")
+	require.NoError(t, s.RecordItems(ctx, "p", "run-1", "sq", recs[:1000]))
+	require.NoError(t, s.RecordItems(ctx, "p", "run-1", "sq", recs[1000:]))
+	require.NoError(t, s.RecordItems(ctx, "p", "run-1", "sq", recs[990:1010]), "a write again is harmless")
+	require.NoError(t, s.RecordItems(ctx, "p", "run-2", "sq", recs[:3]), "another run's items stay apart")
 
 	counts, err := s.CountStepItems(ctx, "run-1", "sq")
 	require.NoError(t, err)

@@ -56,7 +56,7 @@ func TestSweepDeletesOnlyExpiredFinishedRunsAndTheirLogs(t *testing.T) {
 			}
 		}
 		// and one item of a wide forEach
-		if err := s.RecordItems(ctx, id, "fan", []runstate.ItemRecord{{Index: 0, State: runstate.StepSucceeded, Item: 1.0, StartedAt: now, FinishedAt: now}}); err != nil {
+		if err := s.RecordItems(ctx, "p", id, "fan", []runstate.ItemRecord{{Index: 0, State: runstate.StepSucceeded, Item: 1.0, StartedAt: now, FinishedAt: now}}); err != nil {
 			t.Fatal(err)
 		}
 		for i, chunk := range []string{"hello ", "world\n"} {

@@ -244,6 +244,7 @@ type StepItem struct {
 	Outputs    json.RawMessage
 	StartedAt  time.Time
 	FinishedAt time.Time
+	Artifacts  json.RawMessage
 }
 
 type StepLog struct {

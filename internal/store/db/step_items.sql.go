@@ -49,6 +49,57 @@ func (q *Queries) CountStepItems(ctx context.Context, arg CountStepItemsParams) 
 	return items, nil
 }
 
+const listStepItemArtifacts = `-- name: ListStepItemArtifacts :many
+SELECT idx, artifacts
+FROM step_items
+WHERE run_id = $1 AND step = $2 AND idx > $3 AND idx < $4
+  AND state IN ('SUCCEEDED', 'CACHED') AND artifacts <> '[]'::jsonb
+ORDER BY idx
+LIMIT $5
+`
+
+type ListStepItemArtifactsParams struct {
+	RunID   string
+	Step    string
+	After   int32
+	Below   int32
+	MaxRows int32
+}
+
+type ListStepItemArtifactsRow struct {
+	Idx       int32
+	Artifacts json.RawMessage
+}
+
+// The artifacts of a step's succeeded (or reused) items after index
+// @after and below @below, in index order, of the items that wrote any:
+// what a fan-in reads, page by page.
+func (q *Queries) ListStepItemArtifacts(ctx context.Context, arg ListStepItemArtifactsParams) ([]ListStepItemArtifactsRow, error) {
+	rows, err := q.db.Query(ctx, listStepItemArtifacts,
+		arg.RunID,
+		arg.Step,
+		arg.After,
+		arg.Below,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListStepItemArtifactsRow
+	for rows.Next() {
+		var i ListStepItemArtifactsRow
+		if err := rows.Scan(&i.Idx, &i.Artifacts); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listStepItems = `-- name: ListStepItems :many
 SELECT idx, state, item, attempts, error, message, outputs, started_at, finished_at
 FROM step_items
@@ -225,14 +276,14 @@ func (q *Queries) ListStepOutputs(ctx context.Context, arg ListStepOutputsParams
 }
 
 const reuseStepItems = `-- name: ReuseStepItems :many
-INSERT INTO step_items (run_id, step, idx, state, item, attempts, error, message, outputs, started_at, finished_at)
-SELECT $1, o.step, o.idx, 'CACHED', o.item, '[]'::jsonb, '', $2, o.outputs, now(), now()
+INSERT INTO step_items (run_id, step, idx, state, item, attempts, error, message, outputs, started_at, finished_at, artifacts)
+SELECT $1, o.step, o.idx, 'CACHED', o.item, '[]'::jsonb, '', $2, o.outputs, now(), now(), o.artifacts
 FROM step_items o
 JOIN (SELECT unnest($3::integer[]) AS idx, unnest($4::text[])::jsonb AS item) AS n
   ON n.idx = o.idx AND n.item = o.item
 WHERE o.run_id = $5 AND o.step = $6 AND o.state IN ('SUCCEEDED', 'CACHED')
 ON CONFLICT (run_id, step, idx) DO UPDATE
-SET state = excluded.state, outputs = excluded.outputs, message = excluded.message
+SET state = excluded.state, outputs = excluded.outputs, message = excluded.message, artifacts = excluded.artifacts
 RETURNING idx
 `
 
@@ -247,7 +298,8 @@ type ReuseStepItemsParams struct {
 
 // A retry's batch takes the items of @old_run that succeeded (or were
 // themselves reused) at the same index with the same item value, as CACHED
-// rows of @new_run. Rows it already took (a retried activity) are taken
+// rows of @new_run, with their outputs and artifacts (references to the
+// bytes @old_run's items stored). Rows it already took (a retried activity) are taken
 // again, so every reused index is returned each time.
 func (q *Queries) ReuseStepItems(ctx context.Context, arg ReuseStepItemsParams) ([]int32, error) {
 	rows, err := q.db.Query(ctx, reuseStepItems,
@@ -277,14 +329,15 @@ func (q *Queries) ReuseStepItems(ctx context.Context, arg ReuseStepItemsParams) 
 }
 
 const upsertStepItems = `-- name: UpsertStepItems :exec
-INSERT INTO step_items (run_id, step, idx, state, item, attempts, error, message, outputs, started_at, finished_at)
+INSERT INTO step_items (run_id, step, idx, state, item, attempts, error, message, outputs, started_at, finished_at, artifacts)
 SELECT $1::text, $2::text, unnest($3::integer[]), unnest($4::text[]), unnest($5::text[])::jsonb,
        unnest($6::text[])::jsonb, unnest($7::text[]), unnest($8::text[]),
-       unnest($9::text[])::jsonb, unnest($10::timestamptz[]), unnest($11::timestamptz[])
+       unnest($9::text[])::jsonb, unnest($10::timestamptz[]), unnest($11::timestamptz[]),
+       unnest($12::text[])::jsonb
 ON CONFLICT (run_id, step, idx) DO UPDATE
 SET state = excluded.state, item = excluded.item, attempts = excluded.attempts, error = excluded.error,
     message = excluded.message, outputs = excluded.outputs, started_at = excluded.started_at,
-    finished_at = excluded.finished_at
+    finished_at = excluded.finished_at, artifacts = excluded.artifacts
 `
 
 type UpsertStepItemsParams struct {
@@ -299,6 +352,7 @@ type UpsertStepItemsParams struct {
 	Outputs     []string
 	StartedAts  []time.Time
 	FinishedAts []time.Time
+	Artifacts   []string
 }
 
 // One batch of finished items of a wide forEach step (arrays of equal
@@ -317,6 +371,7 @@ func (q *Queries) UpsertStepItems(ctx context.Context, arg UpsertStepItemsParams
 		arg.Outputs,
 		arg.StartedAts,
 		arg.FinishedAts,
+		arg.Artifacts,
 	)
 	return err
 }
