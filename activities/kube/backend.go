@@ -14,11 +14,11 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/kube/framework"
-	"github.com/atelier-ml/atelier/internal/platform/artifactstore/staging"
 	"github.com/atelier-ml/atelier/activities/kube/jobs/job"
 	"github.com/atelier-ml/atelier/activities/kube/jobs/raycluster"
 	"github.com/atelier-ml/atelier/activities/kube/jobs/rayjob"
 	"github.com/atelier-ml/atelier/activities/kube/jobs/sparkapp"
+	"github.com/atelier-ml/atelier/internal/platform/artifactstore/staging"
 )
 
 // Defaults of the options.

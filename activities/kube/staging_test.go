@@ -1,0 +1,160 @@
+package kube
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	"gocloud.dev/blob"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/atelier-ml/atelier/activities"
+	"github.com/atelier-ml/atelier/activities/kube/framework"
+	"github.com/atelier-ml/atelier/internal/platform/artifactstore"
+	"github.com/atelier-ml/atelier/internal/platform/artifactstore/staging"
+	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
+)
+
+// A ray step with artifacts on a worker without a staging store fails
+// before anything is created, naming what the worker lacks; one without
+// artifacts stages nothing.
+func TestRayArtifactsNeedAStagingStore(t *testing.T) {
+	ctx := context.Background()
+	req := rayRequest("train")
+	req.Outputs = []pipeline.ArtifactOutput{{Name: "model"}}
+	clients := fakeClients()
+	_, err := fakeBackend(t, clients).RunKubeStep(ctx, req)
+	invalidStep(t, err, "the step has artifacts but the worker of cluster fake has no staging store to hand them to a Ray job: it lacks ATELIER_ARTIFACTS_STAGING_URL and ATELIER_ARTIFACTS_STAGING_URI")
+	if rjs, _ := clients.Ray.RayV1().RayJobs("atelier-vision").List(ctx, metav1.ListOptions{}); len(rjs.Items) != 0 {
+		t.Errorf("RayJobs created: %d", len(rjs.Items))
+	}
+	if stages(rayRequest("train")) || stages(jobRequest("fit")) {
+		t.Error("a step without artifacts, or a container, stages")
+	}
+}
+
+// stagingFixture is an artifact store and a staging store on disk, and
+// the staging bucket as the job's pods (the test) see it.
+type stagingFixture struct {
+	arts *artifactstore.Store
+	st   *staging.Store
+	pods *blob.Bucket
+}
+
+func newStagingFixture(t *testing.T) stagingFixture {
+	ctx := context.Background()
+	arts, err := artifactstore.Open(ctx, "file://"+t.TempDir())
+	must(t, err)
+	dir := t.TempDir()
+	st, err := staging.Open(ctx, "file://"+dir, "s3://lake/staging")
+	must(t, err)
+	pods, err := blob.OpenBucket(ctx, "file://"+dir)
+	must(t, err)
+	t.Cleanup(func() { _ = arts.Close(); _ = st.Close(); _ = pods.Close() })
+	return stagingFixture{arts, st, pods}
+}
+
+// keys lists what the staging store holds.
+func (f stagingFixture) keys(t *testing.T) []string {
+	var out []string
+	it := f.pods.List(nil)
+	for {
+		o, err := it.Next(context.Background())
+		if err == io.EOF {
+			return out
+		}
+		must(t, err)
+		out = append(out, o.Key)
+	}
+}
+
+// The worker stages a ray job's inputs before creating it, names the
+// staging URIs in its runtime_env, stores what the job wrote there by
+// content once it succeeded, and removes the attempt's part of the
+// staging store; a declared output the job did not write fails the step
+// naming it, and is cleaned up too.
+func TestRayJobStagesItsArtifacts(t *testing.T) {
+	k := startCluster(t)
+	f := newStagingFixture(t)
+	b := k.backend(WithStaging(f.st, f.arts))
+	ctx := context.Background()
+
+	src := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(src, "train.csv"), []byte("x,y\n1,2\n"), 0o644))
+	root, err := os.OpenRoot(src)
+	must(t, err)
+	defer root.Close()
+	data, err := f.arts.PutPath(ctx, "vision", root, "train.csv")
+	must(t, err)
+
+	req := rayRequest("train")
+	req.Inputs = []runstate.Artifact{{Name: "data", Digest: data.Digest, Size: data.Size}}
+	req.Outputs = []pipeline.ArtifactOutput{{Name: "model", Path: "ckpt", Type: pipeline.ArtifactModel}}
+	name := framework.ObjectName(req.RunID, req.Step, nil, 1, 47)
+	out := newRunner(t, b, nil).runStep(req)
+	j := k.waitRayJob(name)
+	prefix := "vision/" + req.RunID + "/train/1"
+	for _, want := range []string{
+		"ATELIER_INPUTS_URI: s3://lake/staging/" + prefix + "/inputs",
+		"ATELIER_ARTIFACTS_URI: s3://lake/staging/" + prefix + "/outputs",
+	} {
+		if !strings.Contains(j.Spec.RuntimeEnvYAML, want) {
+			t.Errorf("runtime_env %q lacks %q", j.Spec.RuntimeEnvYAML, want)
+		}
+	}
+	// The job reads its input and writes a directory.
+	got, err := f.pods.ReadAll(ctx, prefix+"/inputs/data")
+	if err != nil || string(got) != "x,y\n1,2\n" {
+		t.Fatalf("staged input %q, %v", got, err)
+	}
+	must(t, f.pods.WriteAll(ctx, prefix+"/outputs/ckpt/weights.bin", []byte("w"), nil))
+	must(t, f.pods.WriteAll(ctx, prefix+"/outputs/ckpt/config.json", []byte("{}"), nil))
+
+	k.outputPod(name+"-a", map[string]string{"job-name": name, framework.JobNameLabel: name}, "ray-job-submitter", 0, `{"loss": 0.1}`)
+	end := metav1.NewTime(time.Now().Truncate(time.Second))
+	k.setRayStatus(name, func(s *rayv1.RayJobStatus) {
+		s.JobDeploymentStatus, s.JobStatus, s.EndTime = rayv1.JobDeploymentStatusComplete, rayv1.JobStatusSucceeded, &end
+	})
+	o := wait(t, out)
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	if len(o.res.Artifacts) != 1 {
+		t.Fatalf("artifacts %+v", o.res.Artifacts)
+	}
+	a := o.res.Artifacts[0]
+	if a.Name != "model" || a.Type != "model" || a.Files != 2 || a.Size != 3 || a.Producer.Step != "train" || a.Producer.Attempt != 1 {
+		t.Errorf("artifact %+v", a)
+	}
+	m, err := f.arts.ReadManifest(ctx, "vision", a.Digest)
+	if err != nil || len(m.Files) != 2 || m.Files[0].Path != "config.json" {
+		t.Errorf("stored manifest %+v, %v", m, err)
+	}
+	if left := f.keys(t); len(left) != 0 {
+		t.Errorf("staging holds %v after the attempt", left)
+	}
+
+	// The second attempt writes nothing.
+	req.Attempt = 2
+	name = framework.ObjectName(req.RunID, req.Step, nil, 2, 47)
+	out = newRunner(t, b, nil).runStep(req)
+	k.waitRayJob(name)
+	k.outputPod(name+"-b", map[string]string{"job-name": name, framework.JobNameLabel: name}, "ray-job-submitter", 0, `{}`)
+	k.setRayStatus(name, func(s *rayv1.RayJobStatus) {
+		s.JobDeploymentStatus, s.JobStatus, s.EndTime = rayv1.JobDeploymentStatusComplete, rayv1.JobStatusSucceeded, &end
+	})
+	o = wait(t, out)
+	app := appErr(t, o.err, activities.ErrTypeBadOutputs)
+	if want := `the job wrote no output artifact "model": nothing at s3://lake/staging/vision/` + req.RunID + `/train/2/outputs/ckpt`; !strings.HasPrefix(app.Message(), want) {
+		t.Errorf("message %q, want it to start with %q", app.Message(), want)
+	}
+	if left := f.keys(t); len(left) != 0 {
+		t.Errorf("staging holds %v after the failed attempt", left)
+	}
+}
