@@ -203,12 +203,15 @@ func validateArtifacts(ap string, p *Spec, self int, a *Artifacts, check func(pa
 }
 
 // DeclaredArtifacts is what the step's work reads and writes: its
-// container's artifacts, or its ray job's (RayStep.Artifacts); nil when
-// it declares none. The one place that knows which kinds have artifacts.
+// container's artifacts, or its ray or spark job's (RayStep.Artifacts,
+// SparkStep.Artifacts); nil when it declares none. The one place that
+// knows which kinds have artifacts.
 func (s *Step) DeclaredArtifacts() *Artifacts {
 	switch {
 	case s.Kind == KindRay && s.Ray != nil:
 		return s.Ray.Artifacts
+	case s.Kind == KindSpark && s.Spark != nil:
+		return s.Spark.Artifacts
 	case (s.Kind == "" || s.Kind == KindContainer) && s.Container != nil:
 		return s.Container.Artifacts
 	}

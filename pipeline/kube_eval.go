@@ -107,6 +107,9 @@ func RenderSpark(s *SparkStep, env Env) (*SparkStep, error) {
 	if out.MainApplicationFile, err = RenderString(s.MainApplicationFile, env); err != nil {
 		return nil, fmt.Errorf("mainApplicationFile: %w", err)
 	}
+	if out.Artifacts, err = renderArtifacts(s.Artifacts, env); err != nil {
+		return nil, err
+	}
 	if s.Arguments != nil {
 		out.Arguments = make([]string, len(s.Arguments))
 		for i, a := range s.Arguments {

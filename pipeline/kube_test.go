@@ -802,14 +802,22 @@ steps:
   - name: eval
     container: {command: [x], artifacts: {inputs: [{name: m, from: train.model}]}}
   - {name: promote, kind: promote, promote: {model: fraud, alias: champion, from: train.model}}
+  - name: score
+    kind: spark
+    spark:
+      type: Python
+      image: spark
+      mainApplicationFile: local:///x.py
+      artifacts: {inputs: [{name: m, from: train.model}], outputs: [{name: scores, type: dataset}]}
+  - {name: report, container: {command: [x], artifacts: {inputs: [{name: s, from: score.scores}]}}}
 artifacts:
   - {name: model, from: train.model}
 `)
 	if err := Validate(p, kubeOpts); err != nil {
 		t.Fatal(err)
 	}
-	if got := Dependencies(p); !reflect.DeepEqual(got, [][]int{{}, {0}, {1}, {1}}) {
-		t.Fatalf("dependencies %v, want train on prep, eval and promote on train", got)
+	if got := Dependencies(p); !reflect.DeepEqual(got, [][]int{{}, {0}, {1}, {1}, {1}, {4}}) {
+		t.Fatalf("dependencies %v, want train on prep; eval, promote and score on train; report on score", got)
 	}
 	if got := p.Steps[1].DeclaredArtifacts(); got == nil || got.Outputs[0].Name != "model" {
 		t.Fatalf("DeclaredArtifacts of the ray step = %+v", got)
@@ -826,6 +834,9 @@ steps:
         inputs: [{name: Data, from: nope.data}, {name: m, artifact: "{{ params.nope }}"}]
         outputs: [{name: model, path: ../x}, {name: model}]
   - {name: eval, container: {command: [x], artifacts: {inputs: [{name: m, from: train.weights}]}}}
+  - name: etl
+    kind: spark
+    spark: {type: Python, image: spark, mainApplicationFile: local:///x.py, artifacts: {outputs: [{name: out, path: /abs}]}}
 `)
 	checkProblems(t, problemsOf(t, Validate(bad, kubeOpts)), []want{
 		{"steps[0].ray.artifacts.outputs[0].path", "must be a clean path"},
@@ -834,5 +845,6 @@ steps:
 		{"steps[0].ray.artifacts.inputs[0].from", `no step named "nope"`},
 		{"steps[0].ray.artifacts.inputs[1].artifact", "params.nope"},
 		{"steps[1].container.artifacts.inputs[0].from", `step "train" declares no output artifact named "weights"`},
+		{"steps[2].spark.artifacts.outputs[0].path", "must be relative"},
 	})
 }

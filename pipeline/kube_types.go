@@ -129,6 +129,10 @@ type SparkStep struct {
 	// their default. They reach the pods through the SparkApplication's
 	// pod templates.
 	Pod *schema.Pod `json:"pod,omitempty"`
+	// Artifacts are as a ray job's (RayStep.Artifacts): the driver and
+	// the executors get $ATELIER_INPUTS_URI and $ATELIER_ARTIFACTS_URI in
+	// the staging store (s3a:// if the operator names it so).
+	Artifacts *Artifacts `json:"artifacts,omitempty"`
 }
 
 // SparkRole sizes the Spark driver or executors.

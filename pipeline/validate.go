@@ -530,6 +530,9 @@ func validateStep(p *Spec, i int, vc *vctx, psc *refScope, ps *problems) {
 		if kind == KindSpark && runnable {
 			validateSpark(spp, sp, ps)
 		}
+		if sp.Artifacts != nil {
+			validateArtifacts(field(spp, "artifacts"), p, i, sp.Artifacts, check, ps)
+		}
 		sparkTemplates(sp, func(f, v string) { check(field(spp, f), v) })
 	}
 	if a := s.Approval; a != nil && a.Message != "" {

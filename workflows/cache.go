@@ -276,6 +276,9 @@ type keyedSpark struct {
 	// Secrets by name and variable or file, never by value (as a
 	// container's).
 	Secrets []pipeline.SecretEnv `json:"secrets,omitempty"`
+	// Inputs and Outputs: as a ray job's.
+	Inputs  []keyedInput              `json:"inputs,omitempty"`
+	Outputs []pipeline.ArtifactOutput `json:"outputs,omitempty"`
 }
 
 // keyedSparkRole: cores and instances set Spark's parallelism (and so
@@ -323,6 +326,10 @@ func cacheKey(step string, w stepWork, cfg stepConfig, shared *pipeline.RayClust
 			Driver:   keyedSparkRole{Cores: s.Driver.Cores, GPU: keyedGPU{s.Driver.GPU, s.Driver.GPUType}},
 			Executor: keyedSparkRole{Cores: s.Executor.Cores, Instances: s.Executor.Instances, GPU: keyedGPU{s.Executor.GPU, s.Executor.GPUType}},
 			Secrets:  s.Secrets,
+			Inputs:   keyedInputs(inputs),
+		}
+		if s.Artifacts != nil {
+			doc.Spark.Outputs = s.Artifacts.Outputs
 		}
 		images = append(images, s.Image)
 	default:

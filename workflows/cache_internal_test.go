@@ -191,8 +191,9 @@ func TestCacheKeyClassifiesEveryWorkField(t *testing.T) {
 		"Container.Artifacts": "outputs as declared; inputs by digest (the runtime resolves them)",
 		"Resources.CPU":       "excluded: decides placement", "Resources.Memory": "excluded: decides placement",
 		"Resources.GPU": "keyed", "Resources.GPUType": "keyed",
-		"RayStep.Artifacts":  "outputs as declared; inputs by digest (the runtime resolves them)",
-		"RayStep.Entrypoint": "keyed", "RayStep.RuntimeEnv": "keyed", "RayStep.Cluster": "keyed by content",
+		"RayStep.Artifacts":   "outputs as declared; inputs by digest (the runtime resolves them)",
+		"SparkStep.Artifacts": "outputs as declared; inputs by digest (the runtime resolves them)",
+		"RayStep.Entrypoint":  "keyed", "RayStep.RuntimeEnv": "keyed", "RayStep.Cluster": "keyed by content",
 		"RayStep.Secrets":            "keyed by name and variable or file, never by value",
 		"SparkStep.Secrets":          "keyed by name and variable or file, never by value",
 		"RayClusterTemplate.Pod":     "excluded: decides where and as whom it runs, not what it computes",
@@ -246,5 +247,12 @@ func TestCacheKeyRayArtifacts(t *testing.T) {
 	}
 	if k, _ := cacheKey("train", w(pipeline.ArtifactOutput{Name: "model", Path: "ckpt"}), cfg, nil, in("sha256:aa", "r1")); k == base {
 		t.Error("another output path keeps the key")
+	}
+
+	spark := stepWork{kind: pipeline.KindSpark, spark: &pipeline.SparkStep{Type: "Python", Image: "spark@sha256:1", MainApplicationFile: "local:///etl.py",
+		Artifacts: &pipeline.Artifacts{Inputs: []pipeline.ArtifactInput{{Name: "data", From: "prep.data"}}}}}
+	a, _ := cacheKey("etl", spark, cfg, nil, in("sha256:aa", "r1"))
+	if b, _ := cacheKey("etl", spark, cfg, nil, in("sha256:bb", "r1")); a == b {
+		t.Error("spark: another input digest keeps the key")
 	}
 }

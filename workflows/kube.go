@@ -108,14 +108,16 @@ type stepWork struct {
 	noPreempt bool
 }
 
-// artifacts are the artifacts the work declares: a container's or a ray
-// job's (pipeline.Step.DeclaredArtifacts); nil when none.
+// artifacts are the artifacts the work declares: a container's, a ray
+// or a spark job's (pipeline.Step.DeclaredArtifacts); nil when none.
 func (w stepWork) artifacts() *pipeline.Artifacts {
 	switch {
 	case w.container != nil:
 		return w.container.Artifacts
 	case w.ray != nil:
 		return w.ray.Artifacts
+	case w.spark != nil:
+		return w.spark.Artifacts
 	}
 	return nil
 }

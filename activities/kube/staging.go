@@ -54,9 +54,9 @@ const StagingSweepAge = pipeline.MaxStepTimeout + 24*time.Hour
 const stagingSweepEvery = time.Hour
 
 // stages reports whether the attempt's artifacts go through the staging
-// store: a ray job's (its pods take no files from a launcher).
+// store: a ray or spark job's (their pods take no files from a launcher).
 func stages(req activities.KubeStepRequest) bool {
-	return req.Kind == activities.KubeRayJob && hasArtifacts(req)
+	return (req.Kind == activities.KubeRayJob || req.Kind == activities.KubeSparkApp) && hasArtifacts(req)
 }
 
 // stage copies the attempt's inputs to its part of the staging store and
@@ -68,7 +68,7 @@ func (b *Backend) stage(ctx context.Context, req activities.KubeStepRequest) (*s
 		return nil, nil, nil
 	}
 	if b.staging == nil || b.stagingArts == nil {
-		return nil, nil, framework.Invalid("the step has artifacts but the worker of cluster %s has no staging store to hand them to a Ray job: it lacks ATELIER_ARTIFACTS_STAGING_URL and ATELIER_ARTIFACTS_STAGING_URI (and an artifact store, ATELIER_ARTIFACTS_URL)", b.cluster)
+		return nil, nil, framework.Invalid("the step has artifacts but the worker of cluster %s has no staging store to hand them to a Ray or Spark job: it lacks ATELIER_ARTIFACTS_STAGING_URL and ATELIER_ARTIFACTS_STAGING_URI (and an artifact store, ATELIER_ARTIFACTS_URL)", b.cluster)
 	}
 	a, err := b.staging.Attempt(req.Project, req.RunID, req.Step, req.Item, req.Attempt)
 	if err != nil {

@@ -30,7 +30,7 @@ func TestRayArtifactsNeedAStagingStore(t *testing.T) {
 	req.Outputs = []pipeline.ArtifactOutput{{Name: "model"}}
 	clients := fakeClients()
 	_, err := fakeBackend(t, clients).RunKubeStep(ctx, req)
-	invalidStep(t, err, "the step has artifacts but the worker of cluster fake has no staging store to hand them to a Ray job: it lacks ATELIER_ARTIFACTS_STAGING_URL and ATELIER_ARTIFACTS_STAGING_URI")
+	invalidStep(t, err, "the step has artifacts but the worker of cluster fake has no staging store to hand them to a Ray or Spark job: it lacks ATELIER_ARTIFACTS_STAGING_URL and ATELIER_ARTIFACTS_STAGING_URI")
 	if rjs, _ := clients.Ray.RayV1().RayJobs("atelier-vision").List(ctx, metav1.ListOptions{}); len(rjs.Items) != 0 {
 		t.Errorf("RayJobs created: %d", len(rjs.Items))
 	}
