@@ -11,6 +11,7 @@ import (
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	"gocloud.dev/blob"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/atelier-ml/atelier/activities"
@@ -156,5 +157,85 @@ func TestRayJobStagesItsArtifacts(t *testing.T) {
 	}
 	if left := f.keys(t); len(left) != 0 {
 		t.Errorf("staging holds %v after the failed attempt", left)
+	}
+}
+
+// The same round through the fake clientsets (TestRayJobStagesItsArtifacts
+// does it on a real API server): the activity stages the input, creates
+// the RayJob naming the staging URIs, and once the job succeeded stores
+// what it wrote and empties the attempt's prefix.
+func TestRayJobStagesItsArtifactsWithFakes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	clients := fakeClients()
+	f := newStagingFixture(t)
+	b := fakeBackend(t, clients, WithStaging(f.st, f.arts))
+	ns := "atelier-vision"
+
+	src := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(src, "train.csv"), []byte("x,y\n"), 0o644))
+	root, err := os.OpenRoot(src)
+	must(t, err)
+	defer root.Close()
+	data, err := f.arts.PutPath(ctx, "vision", root, "train.csv")
+	must(t, err)
+	req := rayRequest("train")
+	req.Inputs = []runstate.Artifact{{Name: "data", Digest: data.Digest, Size: data.Size}}
+	req.Outputs = []pipeline.ArtifactOutput{{Name: "report"}}
+	name := framework.ObjectName(req.RunID, req.Step, nil, 1, 47)
+
+	type outcome struct {
+		res activities.KubeStepResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := b.RunKubeStep(ctx, req)
+		done <- outcome{res, err}
+	}()
+	var rj *rayv1.RayJob
+	for rj == nil {
+		select {
+		case o := <-done:
+			t.Fatalf("the step ended before its RayJob was made: %+v", o)
+		case <-time.After(50 * time.Millisecond):
+		}
+		rj, _ = clients.Ray.RayV1().RayJobs(ns).Get(ctx, name, metav1.GetOptions{})
+	}
+	prefix := "vision/" + req.RunID + "/train/1"
+	if want := "ATELIER_ARTIFACTS_URI: s3://lake/staging/" + prefix + "/outputs"; !strings.Contains(rj.Spec.RuntimeEnvYAML, want) {
+		t.Errorf("runtime_env %q lacks %q", rj.Spec.RuntimeEnvYAML, want)
+	}
+	if got, err := f.pods.ReadAll(ctx, prefix+"/inputs/data"); err != nil || string(got) != "x,y\n" {
+		t.Fatalf("staged input %q, %v", got, err)
+	}
+	must(t, f.pods.WriteAll(ctx, prefix+"/outputs/report", []byte("ok"), nil))
+	_, err = clients.Kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-x", Namespace: ns, Labels: map[string]string{"job-name": name}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "ray-job-submitter"}}},
+		Status: corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{Name: "ray-job-submitter",
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: `{"rows": 1}`}}}}},
+	}, metav1.CreateOptions{})
+	must(t, err)
+	rj.Status = rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusComplete, JobStatus: rayv1.JobStatusSucceeded}
+	_, err = clients.Ray.RayV1().RayJobs(ns).UpdateStatus(ctx, rj, metav1.UpdateOptions{})
+	must(t, err)
+
+	o := <-done
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	if len(o.res.Artifacts) != 1 || o.res.Artifacts[0].Name != "report" || o.res.Artifacts[0].Size != 2 || o.res.Outputs["rows"] != float64(1) {
+		t.Fatalf("result %+v", o.res)
+	}
+	rd, err := f.arts.Reader(ctx, "vision", o.res.Artifacts[0].Digest)
+	must(t, err)
+	got, _ := io.ReadAll(rd)
+	rd.Close()
+	if string(got) != "ok" {
+		t.Errorf("stored %q", got)
+	}
+	if left := f.keys(t); len(left) != 0 {
+		t.Errorf("staging holds %v after the attempt", left)
 	}
 }
