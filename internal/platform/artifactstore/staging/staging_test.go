@@ -111,9 +111,8 @@ func TestStageIngestRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The job writes a directory (as a container would) and a file. (A
-	// key that is both, and S3's "directory markers", are on versitygw:
-	// integration/ray_artifacts_test.go.)
+	// The job writes a directory (as a container would) and a file. (S3's
+	// "directory markers" are on versitygw: s3_test.go.)
 	for k, v := range map[string]string{
 		"outputs/ckpt/final/weights.bin": "w", "outputs/ckpt/final/meta/info.json": "{}", "outputs/report.txt": "ok",
 	} {
