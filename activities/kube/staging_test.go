@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	sparkv1beta2 "github.com/kubeflow/spark-operator/v2/api/v1beta2"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	"gocloud.dev/blob"
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/atelier-ml/atelier/activities"
 	"github.com/atelier-ml/atelier/activities/kube/framework"
+	"github.com/atelier-ml/atelier/activities/kube/jobs/sparkapp"
 	"github.com/atelier-ml/atelier/internal/platform/artifactstore"
 	"github.com/atelier-ml/atelier/internal/platform/artifactstore/staging"
 	"github.com/atelier-ml/atelier/pipeline"
@@ -234,6 +236,70 @@ func TestRayJobStagesItsArtifactsWithFakes(t *testing.T) {
 	rd.Close()
 	if string(got) != "ok" {
 		t.Errorf("stored %q", got)
+	}
+	if left := f.keys(t); len(left) != 0 {
+		t.Errorf("staging holds %v after the attempt", left)
+	}
+}
+
+// A spark step stages the same way: its driver and executors get the
+// URIs, and what the application wrote is stored once it completed.
+func TestSparkAppStagesItsArtifactsWithFakes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	clients := fakeClients()
+	f := newStagingFixture(t)
+	b := fakeBackend(t, clients, WithStaging(f.st, f.arts))
+	ns := "atelier-vision"
+	req := sparkRequest("etl")
+	req.Outputs = []pipeline.ArtifactOutput{{Name: "table", Type: pipeline.ArtifactDataset}}
+	name := framework.ObjectName(req.RunID, req.Step, req.Item, req.Attempt, 63)
+
+	type outcome struct {
+		res activities.KubeStepResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := b.RunKubeStep(ctx, req)
+		done <- outcome{res, err}
+	}()
+	apps := clients.Spark.SparkoperatorV1beta2().SparkApplications(ns)
+	var app *sparkv1beta2.SparkApplication
+	for app == nil {
+		select {
+		case o := <-done:
+			t.Fatalf("the step ended before its SparkApplication was made: %+v", o)
+		case <-time.After(50 * time.Millisecond):
+		}
+		app, _ = apps.Get(ctx, name, metav1.GetOptions{})
+	}
+	prefix := "vision/" + req.RunID + "/etl/4/2"
+	want := "s3://lake/staging/" + prefix + "/outputs"
+	if app.Spec.Driver.EnvVars[ArtifactsURIEnv] != want || app.Spec.Executor.EnvVars[ArtifactsURIEnv] != want {
+		t.Errorf("driver env %v, executor env %v: want %s=%s", app.Spec.Driver.EnvVars, app.Spec.Executor.EnvVars, ArtifactsURIEnv, want)
+	}
+	for _, k := range []string{"part-0000.parquet", "part-0001.parquet", "_SUCCESS"} {
+		must(t, f.pods.WriteAll(ctx, prefix+"/outputs/table/"+k, []byte(k), nil))
+	}
+	_, err := clients.Kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-driver", Namespace: ns, Labels: map[string]string{sparkapp.AppNameLabel: name, sparkapp.RoleLabel: "driver"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: sparkapp.DriverContainer}}},
+		Status: corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{Name: sparkapp.DriverContainer,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: `{}`}}}}},
+	}, metav1.CreateOptions{})
+	must(t, err)
+	app.Status = sparkv1beta2.SparkApplicationStatus{AppState: sparkv1beta2.ApplicationState{State: sparkv1beta2.ApplicationStateCompleted},
+		DriverInfo: sparkv1beta2.DriverInfo{PodName: name + "-driver"}, TerminationTime: metav1.Now()}
+	_, err = apps.UpdateStatus(ctx, app, metav1.UpdateOptions{})
+	must(t, err)
+
+	o := <-done
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	if len(o.res.Artifacts) != 1 || o.res.Artifacts[0].Files != 3 || o.res.Artifacts[0].Type != "dataset" {
+		t.Fatalf("artifacts %+v", o.res.Artifacts)
 	}
 	if left := f.keys(t); len(left) != 0 {
 		t.Errorf("staging holds %v after the attempt", left)
