@@ -224,3 +224,88 @@ func TestSparkAppStagesItsArtifactsWithFakes(t *testing.T) {
 		t.Errorf("staging holds %v after the attempt", left)
 	}
 }
+
+// The worker stages a ray job's inputs before creating it, names the
+// staging URIs in its runtime_env, stores what the job wrote there by
+// content once it succeeded, and removes the attempt's part of the
+// staging store; a declared output the job did not write fails the step
+// naming it, and is cleaned up too.
+func TestRayJobStagesItsArtifacts(t *testing.T) {
+	k := startCluster(t)
+	f := newStagingFixture(t)
+	b := k.backend(WithStaging(f.st, f.arts))
+	ctx := context.Background()
+
+	src := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(src, "train.csv"), []byte("x,y\n1,2\n"), 0o644))
+	root, err := os.OpenRoot(src)
+	must(t, err)
+	defer root.Close()
+	data, err := f.arts.PutPath(ctx, "vision", root, "train.csv")
+	must(t, err)
+
+	req := rayRequest("train")
+	req.Inputs = []runstate.Artifact{{Name: "data", Digest: data.Digest, Size: data.Size}}
+	req.Outputs = []pipeline.ArtifactOutput{{Name: "model", Path: "ckpt", Type: pipeline.ArtifactModel}}
+	name := framework.ObjectName(req.RunID, req.Step, nil, 1, 47)
+	out := newRunner(t, b, nil).runStep(req)
+	j := k.waitRayJob(name)
+	prefix := "vision/" + req.RunID + "/train/1"
+	for _, want := range []string{
+		"ATELIER_INPUTS_URI: s3://lake/staging/" + prefix + "/inputs",
+		"ATELIER_ARTIFACTS_URI: s3://lake/staging/" + prefix + "/outputs",
+	} {
+		if !strings.Contains(j.Spec.RuntimeEnvYAML, want) {
+			t.Errorf("runtime_env %q lacks %q", j.Spec.RuntimeEnvYAML, want)
+		}
+	}
+	// The job reads its input and writes a directory.
+	got, err := f.pods.ReadAll(ctx, prefix+"/inputs/data")
+	if err != nil || string(got) != "x,y\n1,2\n" {
+		t.Fatalf("staged input %q, %v", got, err)
+	}
+	must(t, f.pods.WriteAll(ctx, prefix+"/outputs/ckpt/weights.bin", []byte("w"), nil))
+	must(t, f.pods.WriteAll(ctx, prefix+"/outputs/ckpt/config.json", []byte("{}"), nil))
+
+	k.outputPod(name+"-a", map[string]string{"job-name": name, framework.JobNameLabel: name}, "ray-job-submitter", 0, `{"loss": 0.1}`)
+	end := metav1.NewTime(time.Now().Truncate(time.Second))
+	k.setRayStatus(name, func(s *rayv1.RayJobStatus) {
+		s.JobDeploymentStatus, s.JobStatus, s.EndTime = rayv1.JobDeploymentStatusComplete, rayv1.JobStatusSucceeded, &end
+	})
+	o := wait(t, out)
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	if len(o.res.Artifacts) != 1 {
+		t.Fatalf("artifacts %+v", o.res.Artifacts)
+	}
+	a := o.res.Artifacts[0]
+	if a.Name != "model" || a.Type != "model" || a.Files != 2 || a.Size != 3 || a.Producer.Step != "train" || a.Producer.Attempt != 1 {
+		t.Errorf("artifact %+v", a)
+	}
+	m, err := f.arts.ReadManifest(ctx, "vision", a.Digest)
+	if err != nil || len(m.Files) != 2 || m.Files[0].Path != "config.json" {
+		t.Errorf("stored manifest %+v, %v", m, err)
+	}
+	if left := f.keys(t); len(left) != 0 {
+		t.Errorf("staging holds %v after the attempt", left)
+	}
+
+	// The second attempt writes nothing.
+	req.Attempt = 2
+	name = framework.ObjectName(req.RunID, req.Step, nil, 2, 47)
+	out = newRunner(t, b, nil).runStep(req)
+	k.waitRayJob(name)
+	k.outputPod(name+"-b", map[string]string{"job-name": name, framework.JobNameLabel: name}, "ray-job-submitter", 0, `{}`)
+	k.setRayStatus(name, func(s *rayv1.RayJobStatus) {
+		s.JobDeploymentStatus, s.JobStatus, s.EndTime = rayv1.JobDeploymentStatusComplete, rayv1.JobStatusSucceeded, &end
+	})
+	o = wait(t, out)
+	app := appErr(t, o.err, activities.ErrTypeBadOutputs)
+	if want := `the job wrote no output artifact "model": nothing at s3://lake/staging/vision/` + req.RunID + `/train/2/outputs/ckpt`; !strings.HasPrefix(app.Message(), want) {
+		t.Errorf("message %q, want it to start with %q", app.Message(), want)
+	}
+	if left := f.keys(t); len(left) != 0 {
+		t.Errorf("staging holds %v after the failed attempt", left)
+	}
+}
