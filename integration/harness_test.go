@@ -90,6 +90,9 @@ type stackOptions struct {
 	// artifactsURL is the artifact store of gateway and workers (default:
 	// a directory store of the test's own, as `atelier dev` has).
 	artifactsURL string
+	// stagingURL and stagingURI are a kubeEnv's cluster worker's staging
+	// store of ray steps' artifacts (--artifacts-staging-url, -uri).
+	stagingURL, stagingURI string
 	// artifactLimit caps each project's artifact bytes.
 	artifactLimit int64
 	// artifactsImport is the worker's --artifacts-import.

@@ -85,6 +85,7 @@ func newKubeEnv(t *testing.T, sc script, inProcessClusterWorker bool, opts ...st
 	s.cfg.LauncherGatewayURL = "http://" + kubetest.RealNodeIP + ":" + s.port
 	if len(opts) > 0 {
 		s.cfg.KueueQueue = opts[0].kueueQueue
+		s.cfg.ArtifactsStagingURL, s.cfg.ArtifactsStagingURI = opts[0].stagingURL, opts[0].stagingURI
 		if d := opts[0].podDefaults; d != "" {
 			s.cfg.PodDefaults = filepath.Join(t.TempDir(), "pod-defaults.yaml")
 			require.NoError(t, os.WriteFile(s.cfg.PodDefaults, []byte(d), 0o600))

@@ -162,17 +162,12 @@ func SplitArtifactRef(from string) (step, artifact string, ok bool) {
 	return from[:i], from[i+1:], true
 }
 
-// validateArtifacts checks a container's artifacts: names valid and unique
-// per direction, output paths inside $ATELIER_ARTIFACTS, inputs naming an
-// output of another step of the pipeline that is not a forEach. On a
-// Kubernetes cluster (placed) the launcher runs the step's command, so
-// there must be one: the image's entrypoint is not known to Atelier.
-func validateArtifacts(cp string, p *Spec, self int, c *Container, placed bool, ps *problems) {
-	a := c.Artifacts
-	ap := field(cp, "artifacts")
-	if placed && (len(a.Inputs) > 0 || len(a.Outputs) > 0) && len(c.Command) == 0 {
-		ps.add(field(cp, "command"), "a step with artifacts on a Kubernetes cluster needs a command: the launcher that moves its artifacts runs it (the image's entrypoint is not known to Atelier)")
-	}
+// validateArtifacts checks the artifacts of a step's work (at path ap:
+// a container's or a ray job's): names valid and unique per direction,
+// output paths clean and relative, inputs naming an output of another
+// step of the pipeline, templates in catalogue references valid (check).
+// One set of rules whatever moves the bytes.
+func validateArtifacts(ap string, p *Spec, self int, a *Artifacts, check func(path, v string), ps *problems) {
 	seen := map[string]bool{}
 	for j, o := range a.Outputs {
 		op := index(field(ap, "outputs"), j)
@@ -198,6 +193,15 @@ func validateArtifacts(cp string, p *Spec, self int, c *Container, placed bool, 
 	for j, in := range a.Inputs {
 		ip := index(field(ap, "inputs"), j)
 		checkArtifactName(field(ip, "name"), in.Name, seen, ps)
+		if strings.Contains(in.Artifact, "{{") {
+			check(field(ip, "artifact"), in.Artifact)
+		}
+		if strings.Contains(in.Model, "{{") {
+			check(field(ip, "model"), in.Model)
+		}
+		if strings.Contains(in.URI, "{{") {
+			check(field(ip, "uri"), in.URI)
+		}
 		n := 0
 		for _, v := range []string{in.From, in.Artifact, in.Model, in.URI} {
 			if v != "" {
@@ -246,13 +250,32 @@ func validateArtifacts(cp string, p *Spec, self int, c *Container, placed bool, 
 			// The child pipeline is known when the spec is stored
 			// (CheckChildArtifacts) and when its run ends: a version
 			// stored since may export other artifacts.
-		case p.Steps[k].Container == nil || p.Steps[k].Container.Artifacts == nil || !declaresOutput(p.Steps[k].Container.Artifacts, name):
+		case !declaresOutput(p.Steps[k].DeclaredArtifacts(), name):
 			ps.add(field(ip, "from"), "step %q declares no output artifact named %q", step, name)
 		}
 	}
 }
 
+// DeclaredArtifacts is what the step's work reads and writes: its
+// container's artifacts, or its ray or spark job's (RayStep.Artifacts,
+// SparkStep.Artifacts); nil when it declares none. The one place that
+// knows which kinds have artifacts.
+func (s *Step) DeclaredArtifacts() *Artifacts {
+	switch {
+	case s.Kind == KindRay && s.Ray != nil:
+		return s.Ray.Artifacts
+	case s.Kind == KindSpark && s.Spark != nil:
+		return s.Spark.Artifacts
+	case (s.Kind == "" || s.Kind == KindContainer) && s.Container != nil:
+		return s.Container.Artifacts
+	}
+	return nil
+}
+
 func declaresOutput(a *Artifacts, name string) bool {
+	if a == nil {
+		return false
+	}
 	for _, o := range a.Outputs {
 		if o.Name == name {
 			return true

@@ -279,6 +279,30 @@ func formatValue(v any) (string, error) {
 	return strings.TrimSuffix(buf.String(), "\n"), nil
 }
 
+// renderArtifacts returns a with the templates of its inputs' artifact
+// IDs and model references rendered (a itself when it has none: it is
+// never modified).
+func renderArtifacts(a *Artifacts, env Env) (*Artifacts, error) {
+	if a == nil || !hasRefTemplates(a) {
+		return a, nil
+	}
+	ra := *a
+	ra.Inputs = slices.Clone(a.Inputs)
+	for i := range ra.Inputs {
+		in := &ra.Inputs[i]
+		for _, f := range []*string{&in.Artifact, &in.Model, &in.URI} {
+			if strings.Contains(*f, "{{") {
+				v, err := RenderString(*f, env)
+				if err != nil {
+					return nil, fmt.Errorf("artifacts.inputs[%d]: %w", i, err)
+				}
+				*f = v
+			}
+		}
+	}
+	return &ra, nil
+}
+
 // RenderContainer returns a copy of c with templates in command, args, env
 // values and workingDir rendered (image and resources are copied as they
 // are). The input is not
@@ -288,23 +312,10 @@ func RenderContainer(c *Container, env Env) (*Container, error) {
 	if c == nil {
 		return nil, errors.New("step has no container")
 	}
-	out := &Container{Image: c.Image, Secrets: slices.Clone(c.Secrets), Pod: c.Pod, Artifacts: c.Artifacts}
-	if a := c.Artifacts; a != nil && hasRefTemplates(a) {
-		ra := *a
-		ra.Inputs = slices.Clone(a.Inputs)
-		for i := range ra.Inputs {
-			in := &ra.Inputs[i]
-			for _, f := range []*string{&in.Artifact, &in.Model, &in.URI} {
-				if strings.Contains(*f, "{{") {
-					v, err := RenderString(*f, env)
-					if err != nil {
-						return nil, fmt.Errorf("artifacts.inputs[%d]: %w", i, err)
-					}
-					*f = v
-				}
-			}
-		}
-		out.Artifacts = &ra
+	out := &Container{Image: c.Image, Secrets: slices.Clone(c.Secrets), Pod: c.Pod}
+	var err error
+	if out.Artifacts, err = renderArtifacts(c.Artifacts, env); err != nil {
+		return nil, err
 	}
 	if c.Resources != nil {
 		r := *c.Resources
@@ -324,7 +335,6 @@ func RenderContainer(c *Container, env Env) (*Container, error) {
 		}
 		return res, nil
 	}
-	var err error
 	if out.Image, err = RenderString(c.Image, env); err != nil {
 		return nil, fmt.Errorf("image: %w", err)
 	}

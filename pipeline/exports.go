@@ -80,7 +80,7 @@ func validateExports(p *Spec, ps *problems) {
 		case s.Kind == KindPipeline:
 			// Its child's exports: checked against the stored child
 			// (CheckChildArtifacts) and when the run ends.
-		case s.Container == nil || s.Container.Artifacts == nil || !declaresOutput(s.Container.Artifacts, name):
+		case !declaresOutput(s.DeclaredArtifacts(), name):
 			ps.add(fp, "step %q declares no output artifact named %q", step, name)
 		}
 	}

@@ -27,6 +27,9 @@ func RenderRay(r *RayStep, env Env) (*RayStep, error) {
 	if out.Entrypoint, err = RenderString(r.Entrypoint, env); err != nil {
 		return nil, fmt.Errorf("entrypoint: %w", err)
 	}
+	if out.Artifacts, err = renderArtifacts(r.Artifacts, env); err != nil {
+		return nil, err
+	}
 	if r.RuntimeEnv != nil {
 		v, err := renderValue("runtimeEnv", r.RuntimeEnv, env)
 		if err != nil {
@@ -103,6 +106,9 @@ func RenderSpark(s *SparkStep, env Env) (*SparkStep, error) {
 	var err error
 	if out.MainApplicationFile, err = RenderString(s.MainApplicationFile, env); err != nil {
 		return nil, fmt.Errorf("mainApplicationFile: %w", err)
+	}
+	if out.Artifacts, err = renderArtifacts(s.Artifacts, env); err != nil {
+		return nil, err
 	}
 	if s.Arguments != nil {
 		out.Arguments = make([]string, len(s.Arguments))

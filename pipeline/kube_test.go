@@ -783,3 +783,68 @@ func TestRenderRaySparkKeepsSecrets(t *testing.T) {
 		t.Errorf("RenderSpark = %+v, %v", s, err)
 	}
 }
+
+// A ray job declares artifacts as a container does, checked by the same
+// rules at its own path, and other steps read its outputs.
+func TestValidateRayArtifacts(t *testing.T) {
+	p := mustParse(t, `
+steps:
+  - name: prep
+    container: {command: [x], artifacts: {outputs: [{name: data, type: dataset}]}}
+  - name: train
+    kind: ray
+    ray:
+      entrypoint: python train.py
+      image: ray
+      artifacts:
+        inputs: [{name: data, from: prep.data}]
+        outputs: [{name: model, path: ckpt/final, register: fraud}]
+  - name: eval
+    container: {command: [x], artifacts: {inputs: [{name: m, from: train.model}]}}
+  - {name: promote, kind: promote, promote: {model: fraud, alias: champion, from: train.model}}
+  - name: score
+    kind: spark
+    spark:
+      type: Python
+      image: spark
+      mainApplicationFile: local:///x.py
+      artifacts: {inputs: [{name: m, from: train.model}], outputs: [{name: scores, type: dataset}]}
+  - {name: report, container: {command: [x], artifacts: {inputs: [{name: s, from: score.scores}]}}}
+artifacts:
+  - {name: model, from: train.model}
+`)
+	if err := Validate(p, kubeOpts); err != nil {
+		t.Fatal(err)
+	}
+	if got := Dependencies(p); !reflect.DeepEqual(got, [][]int{{}, {0}, {1}, {1}, {1}, {4}}) {
+		t.Fatalf("dependencies %v, want train on prep; eval, promote and score on train; report on score", got)
+	}
+	if got := p.Steps[1].DeclaredArtifacts(); got == nil || got.Outputs[0].Name != "model" {
+		t.Fatalf("DeclaredArtifacts of the ray step = %+v", got)
+	}
+
+	bad := mustParse(t, `
+steps:
+  - name: train
+    kind: ray
+    ray:
+      entrypoint: python train.py
+      image: ray
+      artifacts:
+        inputs: [{name: Data, from: nope.data}, {name: m, artifact: "{{ params.nope }}"}]
+        outputs: [{name: model, path: ../x}, {name: model}]
+  - {name: eval, container: {command: [x], artifacts: {inputs: [{name: m, from: train.weights}]}}}
+  - name: etl
+    kind: spark
+    spark: {type: Python, image: spark, mainApplicationFile: local:///x.py, artifacts: {outputs: [{name: out, path: /abs}]}}
+`)
+	checkProblems(t, problemsOf(t, Validate(bad, kubeOpts)), []want{
+		{"steps[0].ray.artifacts.outputs[0].path", "must be a clean path"},
+		{"steps[0].ray.artifacts.outputs[1].name", `"model" is declared twice`},
+		{"steps[0].ray.artifacts.inputs[0].name", `"Data" is not an artifact name`},
+		{"steps[0].ray.artifacts.inputs[0].from", `no step named "nope"`},
+		{"steps[0].ray.artifacts.inputs[1].artifact", "params.nope"},
+		{"steps[1].container.artifacts.inputs[0].from", `step "train" declares no output artifact named "weights"`},
+		{"steps[2].spark.artifacts.outputs[0].path", "must be relative"},
+	})
+}

@@ -63,6 +63,16 @@ type RayStep struct {
 	TTLSecondsAfterFinished int32 `json:"ttlSecondsAfterFinished,omitempty"`
 	// ActiveDeadlineSeconds makes KubeRay stop the job after this long.
 	ActiveDeadlineSeconds int32 `json:"activeDeadlineSeconds,omitempty"`
+	// Artifacts are files and directories the job reads and writes
+	// through the project's object store, declared as a container's
+	// (artifacts.go). A Ray job's pods do not get them as files: the
+	// cluster worker copies the inputs under a prefix of the
+	// installation's staging store, named by $ATELIER_INPUTS_URI
+	// (<uri>/<name>), and stores what the job wrote under
+	// $ATELIER_ARTIFACTS_URI/<path> once it succeeded: URIs such as
+	// s3://bucket/prefix, which Ray Train's storage_path and the pods'
+	// own cloud identity read and write.
+	Artifacts *Artifacts `json:"artifacts,omitempty"`
 }
 
 // RayClusterTemplate describes a RayCluster: image, head and worker groups.
@@ -119,6 +129,10 @@ type SparkStep struct {
 	// their default. They reach the pods through the SparkApplication's
 	// pod templates.
 	Pod *schema.Pod `json:"pod,omitempty"`
+	// Artifacts are as a ray job's (RayStep.Artifacts): the driver and
+	// the executors get $ATELIER_INPUTS_URI and $ATELIER_ARTIFACTS_URI in
+	// the staging store (s3a:// if the operator names it so).
+	Artifacts *Artifacts `json:"artifacts,omitempty"`
 }
 
 // SparkRole sizes the Spark driver or executors.

@@ -165,12 +165,8 @@ func validatePromoteFrom(path, from, self string, sc *refScope, steps []Step, ps
 	if producer.Kind == KindPipeline {
 		return // an artifact its child exports: see CheckChildArtifacts
 	}
-	if producer.Container != nil && producer.Container.Artifacts != nil {
-		for _, o := range producer.Container.Artifacts.Outputs {
-			if o.Name == name {
-				return
-			}
-		}
+	if declaresOutput(producer.DeclaredArtifacts(), name) {
+		return
 	}
 	ps.add(path, "step %q declares no output artifact %q", step, name)
 }

@@ -494,20 +494,11 @@ func validateStep(p *Spec, i int, vc *vctx, psc *refScope, ps *problems) {
 			validateResources(field(cp, "resources"), c.Resources, ps)
 		}
 		validateSecrets(field(cp, "secrets"), c, ps)
-		if c.Artifacts != nil {
-			validateArtifacts(cp, p, i, c, s.EffectivePlacement(p) != nil, ps)
-			for j, in := range c.Artifacts.Inputs {
-				ip := index(field(field(cp, "artifacts"), "inputs"), j)
-				if strings.Contains(in.Artifact, "{{") {
-					check(field(ip, "artifact"), in.Artifact)
-				}
-				if strings.Contains(in.Model, "{{") {
-					check(field(ip, "model"), in.Model)
-				}
-				if strings.Contains(in.URI, "{{") {
-					check(field(ip, "uri"), in.URI)
-				}
+		if a := c.Artifacts; a != nil {
+			if s.EffectivePlacement(p) != nil && (len(a.Inputs) > 0 || len(a.Outputs) > 0) && len(c.Command) == 0 {
+				ps.add(field(cp, "command"), "a step with artifacts on a Kubernetes cluster needs a command: the launcher that moves its artifacts runs it (the image's entrypoint is not known to Atelier)")
 			}
+			validateArtifacts(field(cp, "artifacts"), p, i, a, check, ps)
 		}
 		if c.Pod != nil {
 			pp := field(cp, "pod")
@@ -529,12 +520,18 @@ func validateStep(p *Spec, i int, vc *vctx, psc *refScope, ps *problems) {
 		if kind == KindRay && runnable {
 			validateRay(rp, r, vc, ps)
 		}
+		if r.Artifacts != nil {
+			validateArtifacts(field(rp, "artifacts"), p, i, r.Artifacts, check, ps)
+		}
 		rayTemplates(r, func(f, v string) { check(field(rp, f), v) })
 	}
 	if sp := s.Spark; sp != nil {
 		spp := field(path, "spark")
 		if kind == KindSpark && runnable {
 			validateSpark(spp, sp, ps)
+		}
+		if sp.Artifacts != nil {
+			validateArtifacts(field(spp, "artifacts"), p, i, sp.Artifacts, check, ps)
 		}
 		sparkTemplates(sp, func(f, v string) { check(field(spp, f), v) })
 	}
@@ -833,8 +830,8 @@ func stepRefs(p *Spec, outer []string, parts RefPart) [][]int {
 				addName(d)
 			}
 			// An input artifact is read from its producer: an order too.
-			if s.Container != nil && s.Container.Artifacts != nil {
-				for _, in := range s.Container.Artifacts.Inputs {
+			if a := s.DeclaredArtifacts(); a != nil {
+				for _, in := range a.Inputs {
 					if n, _, ok := SplitArtifactRef(in.From); ok && !in.IsRef() {
 						addName(n)
 					}
@@ -890,11 +887,11 @@ func stepRefs(p *Spec, outer []string, parts RefPart) [][]int {
 				tmpl(v) // order irrelevant: results go into a set
 			}
 			tmpl(c.WorkingDir)
-			if c.Artifacts != nil {
-				for _, in := range c.Artifacts.Inputs {
-					tmpl(in.Artifact)
-					tmpl(in.Model)
-				}
+		}
+		if a := s.DeclaredArtifacts(); a != nil {
+			for _, in := range a.Inputs {
+				tmpl(in.Artifact)
+				tmpl(in.Model)
 			}
 		}
 		if s.Ray != nil {

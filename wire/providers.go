@@ -33,6 +33,7 @@ import (
 	"github.com/atelier-ml/atelier/client/runclient"
 	"github.com/atelier-ml/atelier/inference/proxy"
 	"github.com/atelier-ml/atelier/internal/platform/artifactstore"
+	"github.com/atelier-ml/atelier/internal/platform/artifactstore/staging"
 	"github.com/atelier-ml/atelier/internal/platform/secretbox"
 	"github.com/atelier-ml/atelier/internal/platform/telemetry"
 	"github.com/atelier-ml/atelier/internal/process/app"
@@ -308,7 +309,7 @@ func providePodPolicy(cfg config.Config) (framework.PodPolicy, error) {
 // provideKubeBackend builds the Kubernetes backends of a cluster worker;
 // the cleanup stops their informers. Attempt logs go to the catalogue, as
 // the local runtime's do.
-func provideKubeBackend(clients kube.Clients, policy framework.PodPolicy, v *vault.Vault, box *secretbox.Box, arts *artifactstore.Store, st *store.Store, cfg config.Config, l *zap.Logger) (*kube.Backend, func(), error) {
+func provideKubeBackend(ctx context.Context, clients kube.Clients, policy framework.PodPolicy, v *vault.Vault, box *secretbox.Box, arts *artifactstore.Store, st *store.Store, cfg config.Config, l *zap.Logger) (*kube.Backend, func(), error) {
 	opts := []kube.Option{kube.WithNamespaceTemplate(cfg.KubeNamespaceTemplate), kube.WithLogger(l.Named("kube")), kube.WithKueue(cfg.KueueQueue),
 		kube.WithPodPolicy(policy), kube.WithLogSink(st, 0)}
 	if v != nil {
@@ -322,8 +323,21 @@ func provideKubeBackend(clients kube.Clients, policy framework.PodPolicy, v *vau
 	if arts != nil {
 		opts = append(opts, kube.WithArtifactReader(arts))
 	}
+	var sg *staging.Store
+	if cfg.ArtifactsStagingURL != "" && arts != nil { // config.ValidateCluster: both URLs, and a store
+		var err error
+		if sg, err = staging.Open(ctx, cfg.ArtifactsStagingURL, cfg.ArtifactsStagingURI); err != nil {
+			return nil, nil, fmt.Errorf("ATELIER_ARTIFACTS_STAGING_URL: %w", err)
+		}
+		opts = append(opts, kube.WithStaging(sg, arts))
+	}
 	b := kube.New(clients, cfg.Cluster, opts...)
-	return b, b.Close, nil
+	return b, func() {
+		b.Close()
+		if sg != nil {
+			_ = sg.Close()
+		}
+	}, nil
 }
 
 // provideArtifactStore opens the object store of step artifacts when one

@@ -268,7 +268,7 @@ func InitClusterWorker(ctx context.Context, cfg config.Config, m *telemetry.Metr
 		cleanup()
 		return nil, nil, err
 	}
-	backend, cleanup7, err := provideKubeBackend(v, podPolicy, vault, box, artifactstoreStore, store, cfg, logger)
+	backend, cleanup7, err := provideKubeBackend(ctx, v, podPolicy, vault, box, artifactstoreStore, store, cfg, logger)
 	if err != nil {
 		cleanup6()
 		cleanup5()

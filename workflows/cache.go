@@ -69,10 +69,8 @@ func (r *Run) stepCacheOn() bool {
 // outputs once it succeeded. A lookup or store that fails never fails the
 // step: the step runs (or keeps its result) and the run gets a warning.
 func (r *Run) runCached(ctx workflow.Context, st *runstate.StepStatus, stepName string, item *int, w stepWork, cfg stepConfig, opts []StepOption) (Outputs, error) {
-	var inputs []runstate.Artifact
-	if w.container != nil {
-		inputs, _ = r.artifactInputs(stepName, item, w.container.Artifacts) // unresolvable: the step fails when it runs
-	}
+	// Unresolvable inputs: the step fails when it runs.
+	inputs, _ := r.artifactInputs(stepName, item, w.artifacts())
 	key, warning := cacheKey(stepName, w, cfg, r.sharedRayTemplate(w), inputs)
 	st.CacheKey = key
 	if warning != "" {
@@ -244,6 +242,10 @@ type keyedRay struct {
 	// Cluster is the template of the RayCluster the job runs on: its own,
 	// or the run's shared one it names (by content, not by name).
 	Cluster keyedRayCluster `json:"cluster"`
+	// Inputs and Outputs: as a container's (absent without artifacts, so
+	// the keys of earlier ray steps stay).
+	Inputs  []keyedInput              `json:"inputs,omitempty"`
+	Outputs []pipeline.ArtifactOutput `json:"outputs,omitempty"`
 }
 
 type keyedRayCluster struct {
@@ -274,6 +276,9 @@ type keyedSpark struct {
 	// Secrets by name and variable or file, never by value (as a
 	// container's).
 	Secrets []pipeline.SecretEnv `json:"secrets,omitempty"`
+	// Inputs and Outputs: as a ray job's.
+	Inputs  []keyedInput              `json:"inputs,omitempty"`
+	Outputs []pipeline.ArtifactOutput `json:"outputs,omitempty"`
 }
 
 // keyedSparkRole: cores and instances set Spark's parallelism (and so
@@ -288,6 +293,15 @@ type keyedSparkRole struct {
 // when the work runs on Kubernetes from an image named by a tag (a tag
 // can move to another image without the key changing). The project is
 // not hashed: entries are stored per project, so it scopes every lookup.
+// keyedInputs are input artifacts by name and content.
+func keyedInputs(inputs []runstate.Artifact) []keyedInput {
+	var out []keyedInput
+	for _, in := range inputs {
+		out = append(out, keyedInput{Name: in.Name, Digest: in.Digest})
+	}
+	return out
+}
+
 func cacheKey(step string, w stepWork, cfg stepConfig, shared *pipeline.RayClusterTemplate, inputs []runstate.Artifact) (string, string) {
 	doc := cacheKeyDoc{KeyVersion: cacheKeyVersion, Step: step, Kind: w.kind, Runtime: "kubernetes", Version: cfg.cache.Version}
 	var images []string
@@ -298,7 +312,11 @@ func cacheKey(step string, w stepWork, cfg stepConfig, shared *pipeline.RayClust
 		if shared != nil {
 			tmpl = *shared
 		}
-		doc.Ray = &keyedRay{Entrypoint: r.Entrypoint, RuntimeEnv: r.RuntimeEnv, Secrets: r.Secrets, Cluster: keyedRayTemplate(tmpl)}
+		doc.Ray = &keyedRay{Entrypoint: r.Entrypoint, RuntimeEnv: r.RuntimeEnv, Secrets: r.Secrets, Cluster: keyedRayTemplate(tmpl),
+			Inputs: keyedInputs(inputs)}
+		if r.Artifacts != nil {
+			doc.Ray.Outputs = r.Artifacts.Outputs
+		}
 		images = append(images, tmpl.Image)
 	case pipeline.KindSpark:
 		s := w.spark
@@ -308,6 +326,10 @@ func cacheKey(step string, w stepWork, cfg stepConfig, shared *pipeline.RayClust
 			Driver:   keyedSparkRole{Cores: s.Driver.Cores, GPU: keyedGPU{s.Driver.GPU, s.Driver.GPUType}},
 			Executor: keyedSparkRole{Cores: s.Executor.Cores, Instances: s.Executor.Instances, GPU: keyedGPU{s.Executor.GPU, s.Executor.GPUType}},
 			Secrets:  s.Secrets,
+			Inputs:   keyedInputs(inputs),
+		}
+		if s.Artifacts != nil {
+			doc.Spark.Outputs = s.Artifacts.Outputs
 		}
 		images = append(images, s.Image)
 	default:
@@ -322,9 +344,7 @@ func cacheKey(step string, w stepWork, cfg stepConfig, shared *pipeline.RayClust
 		if c.Artifacts != nil {
 			kc.Outputs = c.Artifacts.Outputs
 		}
-		for _, in := range inputs {
-			kc.Inputs = append(kc.Inputs, keyedInput{Name: in.Name, Digest: in.Digest})
-		}
+		kc.Inputs = keyedInputs(inputs)
 		doc.Container = kc
 		if doc.Runtime == "kubernetes" {
 			images = append(images, c.Image)

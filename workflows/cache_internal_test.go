@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/atelier-ml/atelier/pipeline"
+	"github.com/atelier-ml/atelier/runstate"
 	"github.com/atelier-ml/atelier/schema"
 )
 
@@ -190,7 +191,9 @@ func TestCacheKeyClassifiesEveryWorkField(t *testing.T) {
 		"Container.Artifacts": "outputs as declared; inputs by digest (the runtime resolves them)",
 		"Resources.CPU":       "excluded: decides placement", "Resources.Memory": "excluded: decides placement",
 		"Resources.GPU": "keyed", "Resources.GPUType": "keyed",
-		"RayStep.Entrypoint": "keyed", "RayStep.RuntimeEnv": "keyed", "RayStep.Cluster": "keyed by content",
+		"RayStep.Artifacts":   "outputs as declared; inputs by digest (the runtime resolves them)",
+		"SparkStep.Artifacts": "outputs as declared; inputs by digest (the runtime resolves them)",
+		"RayStep.Entrypoint":  "keyed", "RayStep.RuntimeEnv": "keyed", "RayStep.Cluster": "keyed by content",
 		"RayStep.Secrets":            "keyed by name and variable or file, never by value",
 		"SparkStep.Secrets":          "keyed by name and variable or file, never by value",
 		"RayClusterTemplate.Pod":     "excluded: decides where and as whom it runs, not what it computes",
@@ -218,5 +221,38 @@ func TestCacheKeyClassifiesEveryWorkField(t *testing.T) {
 				t.Errorf("%s is not classified: key it in cacheKeyDoc (workflows/cache.go) or say why not, and update docs/api.md", name)
 			}
 		}
+	}
+}
+
+// A ray job's inputs are keyed by content and its outputs as declared, as
+// a container's: another dataset is a miss, the same bytes from another
+// run a hit. (Without artifacts its key is the one pinned above.)
+func TestCacheKeyRayArtifacts(t *testing.T) {
+	cfg := stepConfig{cache: &pipeline.Cache{}}
+	w := func(outputs ...pipeline.ArtifactOutput) stepWork {
+		return stepWork{kind: pipeline.KindRay, ray: &pipeline.RayStep{Entrypoint: "python t.py",
+			RayClusterTemplate: pipeline.RayClusterTemplate{Image: "rayproject/ray@sha256:1"},
+			Artifacts:          &pipeline.Artifacts{Inputs: []pipeline.ArtifactInput{{Name: "data", From: "prep.data"}}, Outputs: outputs}}}
+	}
+	in := func(digest, run string) []runstate.Artifact {
+		return []runstate.Artifact{{Name: "data", Digest: digest, Producer: runstate.ArtifactProducer{Run: run, Step: "prep", Attempt: 1}}}
+	}
+	model := pipeline.ArtifactOutput{Name: "model"}
+	base, _ := cacheKey("train", w(model), cfg, nil, in("sha256:aa", "r1"))
+	if k, _ := cacheKey("train", w(model), cfg, nil, in("sha256:aa", "r2")); k != base {
+		t.Error("the same input bytes from another run change the key")
+	}
+	if k, _ := cacheKey("train", w(model), cfg, nil, in("sha256:bb", "r1")); k == base {
+		t.Error("another input digest keeps the key")
+	}
+	if k, _ := cacheKey("train", w(pipeline.ArtifactOutput{Name: "model", Path: "ckpt"}), cfg, nil, in("sha256:aa", "r1")); k == base {
+		t.Error("another output path keeps the key")
+	}
+
+	spark := stepWork{kind: pipeline.KindSpark, spark: &pipeline.SparkStep{Type: "Python", Image: "spark@sha256:1", MainApplicationFile: "local:///etl.py",
+		Artifacts: &pipeline.Artifacts{Inputs: []pipeline.ArtifactInput{{Name: "data", From: "prep.data"}}}}}
+	a, _ := cacheKey("etl", spark, cfg, nil, in("sha256:aa", "r1"))
+	if b, _ := cacheKey("etl", spark, cfg, nil, in("sha256:bb", "r1")); a == b {
+		t.Error("spark: another input digest keeps the key")
 	}
 }

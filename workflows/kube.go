@@ -108,6 +108,20 @@ type stepWork struct {
 	noPreempt bool
 }
 
+// artifacts are the artifacts the work declares: a container's, a ray
+// or a spark job's (pipeline.Step.DeclaredArtifacts); nil when none.
+func (w stepWork) artifacts() *pipeline.Artifacts {
+	switch {
+	case w.container != nil:
+		return w.container.Artifacts
+	case w.ray != nil:
+		return w.ray.Artifacts
+	case w.spark != nil:
+		return w.spark.Artifacts
+	}
+	return nil
+}
+
 // runWork runs a rendered step where it belongs: container steps without a
 // placement on the local runtime, inference steps through their endpoint's
 // workflow, pipeline steps as child runs, everything else on a Kubernetes
@@ -115,10 +129,10 @@ type stepWork struct {
 // cache first (runCached).
 func (r *Run) runWork(ctx workflow.Context, st *runstate.StepStatus, stepName string, item *int, w stepWork, opts ...StepOption) (Outputs, error) {
 	cfg := newStepConfig(opts)
-	if w.container != nil {
-		msg := r.resolveArtifactRefs(ctx, stepName, item, w.container.Artifacts)
+	if a := w.artifacts(); a != nil {
+		msg := r.resolveArtifactRefs(ctx, stepName, item, a)
 		if msg == "" {
-			msg = r.resolveWideFanIns(ctx, w.container.Artifacts)
+			msg = r.resolveWideFanIns(ctx, a)
 		}
 		if msg != "" {
 			if ctx.Err() != nil {
@@ -177,17 +191,18 @@ func (r *Run) runUncached(ctx workflow.Context, st *runstate.StepStatus, stepNam
 		r.useCluster(target)
 	} // else the step that chose it shows why, once, and sweeps it
 	kind, _ := activities.KubeKindFor(w.kind)
-	// A container's artifacts: references, moved in its pod by the
-	// launcher (activities/kube).
+	// Artifacts: references; the cluster's worker moves the bytes (a
+	// container's in its pod, by the launcher; a ray job's through the
+	// staging store: activities/kube).
 	var inputs []runstate.Artifact
 	var outputs []pipeline.ArtifactOutput
-	if w.container != nil && w.container.Artifacts != nil {
+	if a := w.artifacts(); a != nil {
 		var msg string
-		if inputs, msg = r.artifactInputs(stepName, item, w.container.Artifacts); msg != "" {
+		if inputs, msg = r.artifactInputs(stepName, item, a); msg != "" {
 			r.endStep(st, runstate.StepFailed, msg, "")
 			return nil, &StepError{Step: st.Name, Message: msg}
 		}
-		st.Inputs, outputs = inputs, w.container.Artifacts.Outputs
+		st.Inputs, outputs = inputs, a.Outputs
 	}
 	var pinned []string // the nodes GPU admission chose, if it ran
 	attemptFn := func(actx workflow.Context, attempt int) (attemptOutcome, error) {

@@ -18,6 +18,7 @@ import (
 	"github.com/atelier-ml/atelier/activities/kube/jobs/raycluster"
 	"github.com/atelier-ml/atelier/activities/kube/jobs/rayjob"
 	"github.com/atelier-ml/atelier/activities/kube/jobs/sparkapp"
+	"github.com/atelier-ml/atelier/internal/platform/artifactstore/staging"
 )
 
 // Defaults of the options.
@@ -63,6 +64,10 @@ type Backend struct {
 	podPolicy  framework.PodPolicy
 	launcher   Launcher       // how container steps reach artifacts (launch.go)
 	artifacts  ArtifactReader // what launchers stored (nil: no store)
+	// staging is where ray jobs' artifacts meet their pods (staging.go),
+	// stagingArts the artifact store it copies from and to; nil: none.
+	staging     *staging.Store
+	stagingArts StagingArtifacts
 
 	// Fixed in production; variables so tests need not wait on them.
 	deleteWait  time.Duration // how long cancel/timeout waits for the object to vanish
@@ -195,6 +200,9 @@ func New(clients Clients, cluster string, opts ...Option) *Backend {
 	ctx, cancel := context.WithCancel(context.Background())
 	b.stop = cancel
 	b.informers = framework.NewInformers(ctx, b.watchNamespace(), b.logger)
+	if b.staging != nil {
+		go b.sweepStaging(ctx)
+	}
 	return b
 }
 

@@ -150,6 +150,16 @@
 // activity returns a retryable error, so that a retry on another worker
 // resumes waiting.
 //
+// # Artifacts
+//
+// A container step's artifacts move in its pod, by the step launcher
+// (launch.go, package launch), with URLs the gateway signs for the one
+// attempt. A ray step's move through the staging store (staging.go,
+// package staging): the worker copies the inputs there before creating
+// the RayJob, names the attempt's URIs in its environment, and stores the
+// outputs the job wrote there by content once it succeeded. Neither kind
+// of pod holds the artifact store's credentials.
+//
 // # Client configuration
 //
 // Per step the backend makes a handful of requests: a namespace check (once

@@ -72,6 +72,13 @@ func (b *Backend) RunKubeStep(ctx context.Context, req activities.KubeStepReques
 	if err != nil {
 		return activities.KubeStepResult{}, err
 	}
+	staged, stagedEnv, err := b.stage(ctx, req)
+	if err != nil {
+		return activities.KubeStepResult{}, err
+	}
+	if staged != nil {
+		step.Env = withStagingEnv(step.Env, stagedEnv)
+	}
 	step.Launch = launcher
 	secret, err := b.stepSecret(ctx, req, step.Meta, launchGrant)
 	if err != nil {
@@ -102,6 +109,9 @@ func (b *Backend) RunKubeStep(ctx context.Context, req activities.KubeStepReques
 	}
 	defer r.dropSecret(ctx)
 	res, err := r.run(ctx, desired)
+	if staged != nil {
+		res, err = r.finishStaged(ctx, staged, res, err)
+	}
 	return r.redactOutputs(res), err
 }
 

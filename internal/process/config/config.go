@@ -160,6 +160,14 @@ type Config struct {
 	// pods reach it.
 	LauncherImage      string
 	LauncherGatewayURL string
+	// ArtifactsStagingURL and ArtifactsStagingURI let ray steps with
+	// artifacts run on this cluster (internal/platform/artifactstore/
+	// staging): the staging store as the worker opens it (a
+	// gocloud.dev/blob URL, its credentials the worker's) and the same
+	// place as the cluster's pods name it (s3://bucket/prefix), which
+	// they reach with their own identity. Both or neither.
+	ArtifactsStagingURL string
+	ArtifactsStagingURI string
 
 	// envErrs are ATELIER_* variables that are set but malformed. A bad
 	// value must stop the process with its name, never fall back to the
@@ -252,6 +260,8 @@ func (c *Config) BindWorker(fs *pflag.FlagSet) {
 	fs.StringVar(&c.PodDefaults, "pod-defaults", env("ATELIER_POD_DEFAULTS", ""), "with --cluster: a YAML or JSON file of pod settings (the shape of a step's pod: tolerations, nodeSelector, priorityClassName, labels, ...) every step pod on this cluster gets where its own leave them unset (ATELIER_POD_DEFAULTS)")
 	fs.StringVar(&c.LauncherImage, "launcher-image", env("ATELIER_LAUNCHER_IMAGE", ""), "with --cluster: the image holding /atelier-launcher (the Atelier image), which moves the artifacts of container steps in their pods (ATELIER_LAUNCHER_IMAGE)")
 	fs.StringVar(&c.LauncherGatewayURL, "launcher-gateway-url", env("ATELIER_LAUNCHER_GATEWAY_URL", ""), "with --cluster: the gateway's URL as the cluster's pods reach it, e.g. http://atelier-gateway.atelier:8080; step launchers get signed URLs for their artifacts there (ATELIER_LAUNCHER_GATEWAY_URL)")
+	fs.StringVar(&c.ArtifactsStagingURL, "artifacts-staging-url", env("ATELIER_ARTIFACTS_STAGING_URL", ""), "with --cluster: the staging store of ray steps' artifacts as this worker opens it, e.g. s3://bucket?region=…&prefix=atelier-staging/; needs --artifacts-staging-uri and an artifact store (ATELIER_ARTIFACTS_STAGING_URL)")
+	fs.StringVar(&c.ArtifactsStagingURI, "artifacts-staging-uri", env("ATELIER_ARTIFACTS_STAGING_URI", ""), "with --cluster: the same place as the cluster's pods name it, e.g. s3://bucket/atelier-staging: Ray jobs get $ATELIER_INPUTS_URI and $ATELIER_ARTIFACTS_URI under it and reach it with their own identity (ATELIER_ARTIFACTS_STAGING_URI)")
 	fs.StringVar(&c.KueueQueue, "kueue-queue", env("ATELIER_KUEUE_QUEUE", d.KueueQueue), "with --cluster: the cluster runs Kueue; submit Jobs and RayJobs to this LocalQueue (in every project namespace) and let Kueue admit them instead of Atelier (ATELIER_KUEUE_QUEUE)")
 	fs.IntVar(&c.KubeBurst, "kube-burst", c.envInt("ATELIER_KUBE_BURST", d.KubeBurst), "API server request burst (ATELIER_KUBE_BURST)")
 }
@@ -283,6 +293,12 @@ func (c *Config) ValidateCluster() error {
 		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
 			return fmt.Errorf("--launcher-gateway-url %q: want the gateway's http(s) URL as pods reach it", u)
 		}
+	}
+	switch {
+	case (c.ArtifactsStagingURL == "") != (c.ArtifactsStagingURI == ""):
+		return errors.New("--artifacts-staging-url and --artifacts-staging-uri go together: how this worker opens the staging store, and how the cluster's pods name it")
+	case c.ArtifactsStagingURL != "" && c.ArtifactsURL == "":
+		return errors.New("--artifacts-staging-url needs an artifact store (--artifacts-url): staged outputs are stored there")
 	}
 	if q := c.KueueQueue; q != "" {
 		// The name is a label value on every object and a LocalQueue name.

@@ -67,6 +67,14 @@ func TestValidateClusterAcceptsGatewayAndKueue(t *testing.T) {
 	}
 }
 
+func TestValidateClusterAcceptsAStagingStore(t *testing.T) {
+	c := parse(t, "--database-url", "postgres://x", "--cluster", "east", "--artifacts-url", "mem://",
+		"--artifacts-staging-url", "s3://lake?prefix=atelier-staging/", "--artifacts-staging-uri", "s3://lake/atelier-staging")
+	if err := c.ValidateCluster(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestValidateCluster(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -78,6 +86,8 @@ func TestValidateCluster(t *testing.T) {
 		{[]string{"--cluster", "east", "--kube-burst", "0"}, "positive"},
 		{[]string{"--cluster", "east", "--gateway", "infra/Bad_Name"}, "--gateway"},
 		{[]string{"--cluster", "east", "--kueue-queue", "Team Q"}, "--kueue-queue"},
+		{[]string{"--cluster", "east", "--artifacts-url", "mem://", "--artifacts-staging-url", "s3://lake"}, "--artifacts-staging-url and --artifacts-staging-uri go together"},
+		{[]string{"--cluster", "east", "--artifacts-staging-url", "s3://lake", "--artifacts-staging-uri", "s3://lake"}, "needs an artifact store (--artifacts-url)"},
 	} {
 		c := parse(t, append([]string{"--database-url", "postgres://x"}, tc.args...)...)
 		if err := c.ValidateCluster(); err == nil || !strings.Contains(err.Error(), tc.want) {

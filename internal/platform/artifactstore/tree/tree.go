@@ -13,6 +13,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sync/errgroup"
@@ -196,18 +197,43 @@ func kindOf(m fs.FileMode) string {
 // part against its sum from the first read (PartsPutter), or Put hashes
 // the bytes again as they go.
 func putFile(ctx context.Context, objs Objects, root *os.Root, name string) (Object, error) {
-	f, err := root.Open(name)
+	return putOpened(ctx, objs, rootOpener(root), name)
+}
+
+// Opener reads a file of an output that is not under a directory the
+// worker holds (a Ray job's outputs under a prefix of a bucket): name is
+// slash-separated, relative to the output's source. Each call reads the
+// file from its start.
+type Opener func(ctx context.Context, name string) (io.ReadCloser, error)
+
+func rootOpener(root *os.Root) Opener {
+	return func(_ context.Context, name string) (io.ReadCloser, error) {
+		f, err := root.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		return f, nil
+	}
+}
+
+// putOpened hashes the file open reads, then stores its bytes under that
+// digest, reading them again: a seek back on the same reader (a file on
+// disk, a blob.Reader) or a second open.
+func putOpened(ctx context.Context, objs Objects, open Opener, name string) (Object, error) {
+	f, err := open(ctx, name)
 	if err != nil {
 		return Object{}, err
 	}
-	defer f.Close()
-	if pp, ok := objs.(PartsPutter); ok {
-		fi, err := f.Stat()
-		if err != nil {
-			return Object{}, err
-		}
-		if part := pp.PartSize(fi.Size()); part > 0 && fi.Size() > part {
-			return putFileParts(ctx, pp, f, name, part)
+	defer func() { f.Close() }()
+	if file, ok := f.(*os.File); ok {
+		if pp, ok := objs.(PartsPutter); ok {
+			fi, err := file.Stat()
+			if err != nil {
+				return Object{}, err
+			}
+			if part := pp.PartSize(fi.Size()); part > 0 && fi.Size() > part {
+				return putFileParts(ctx, pp, file, name, part)
+			}
 		}
 	}
 	n, sum, err := HashFile(f)
@@ -215,8 +241,15 @@ func putFile(ctx context.Context, objs Objects, root *os.Root, name string) (Obj
 		return Object{}, fmt.Errorf("read %s: %w", name, err)
 	}
 	digest := DigestOf(sum)
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return Object{}, err
+	if sk, ok := f.(io.Seeker); ok {
+		if _, err := sk.Seek(0, io.SeekStart); err != nil {
+			return Object{}, err
+		}
+	} else {
+		f.Close()
+		if f, err = open(ctx, name); err != nil {
+			return Object{}, err
+		}
 	}
 	if err := objs.Put(ctx, digest, n, f, FileContentType); err != nil {
 		return Object{}, fmt.Errorf("store %s: %w", name, err)
@@ -245,6 +278,35 @@ func putFileParts(ctx context.Context, pp PartsPutter, f *os.File, name string, 
 	return Object{Digest: digest, Size: n}, nil
 }
 
+// PutFileFrom stores the file name of src (tree.Put for a file that is
+// not on a disk the worker holds).
+func PutFileFrom(ctx context.Context, objs Objects, src Opener, name string) (Object, error) {
+	return putOpened(ctx, objs, src, name)
+}
+
+// PutDirFrom stores the directory dir of src whose files are files (paths
+// relative to dir, in any order), parallel at a time: the same manifest,
+// so the same digest, as Put gives the same files on a disk, but for the
+// executable bits src cannot have. No files: an empty directory.
+func PutDirFrom(ctx context.Context, objs Objects, src Opener, dir string, files []string, parallel int) (Object, error) {
+	mf := make([]ManifestFile, 0, len(files))
+	for _, f := range files {
+		if !fs.ValidPath(f) || f == "." {
+			return Object{}, fmt.Errorf("%q is not a file of a directory", f)
+		}
+		mf = append(mf, ManifestFile{Path: f})
+	}
+	slices.SortFunc(mf, func(a, b ManifestFile) int { return walkOrder(a.Path, b.Path) })
+	return storeDir(ctx, objs, src, dir, mf, parallel)
+}
+
+// walkOrder orders slash paths as fs.WalkDir visits them (lexically per
+// directory: "a/b" before "a.txt", though '.' sorts before '/'), which is
+// the order of a manifest's files.
+func walkOrder(a, b string) int {
+	return slices.Compare(strings.Split(a, "/"), strings.Split(b, "/"))
+}
+
 func putDir(ctx context.Context, objs Objects, root *os.Root, dir string, parallel int) (Object, error) {
 	var files []ManifestFile
 	err := fs.WalkDir(root.FS(), dir, func(p string, d fs.DirEntry, err error) error {
@@ -271,24 +333,35 @@ func putDir(ctx context.Context, objs Objects, root *os.Root, dir string, parall
 	if err != nil {
 		return Object{}, err
 	}
-	var err2 error
 	if p, window := presignWindow(objs); p != nil {
-		err2 = putFilesPresigned(ctx, p, objs, root, dir, files, parallel, window)
-	} else {
-		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(max(parallel, 1))
-		for i := range files {
-			g.Go(func() error {
-				o, err := putFile(gctx, objs, root, path.Join(dir, files[i].Path))
-				files[i].Digest, files[i].Size = o.Digest, o.Size
-				return err
-			})
+		if err := putFilesPresigned(ctx, p, objs, root, dir, files, parallel, window); err != nil {
+			return Object{}, err
 		}
-		err2 = g.Wait()
+		return putManifest(ctx, objs, dir, files)
 	}
-	if err2 != nil {
-		return Object{}, err2
+	return storeDir(ctx, objs, rootOpener(root), dir, files, parallel)
+}
+
+// storeDir stores files (of dir, in a manifest's order) parallel at a
+// time, then their manifest.
+func storeDir(ctx context.Context, objs Objects, open Opener, dir string, files []ManifestFile, parallel int) (Object, error) {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(parallel, 1))
+	for i := range files {
+		g.Go(func() error {
+			o, err := putOpened(gctx, objs, open, path.Join(dir, files[i].Path))
+			files[i].Digest, files[i].Size = o.Digest, o.Size
+			return err
+		})
 	}
+	if err := g.Wait(); err != nil {
+		return Object{}, err
+	}
+	return putManifest(ctx, objs, dir, files)
+}
+
+// putManifest stores the manifest of dir's stored files: the directory.
+func putManifest(ctx context.Context, objs Objects, dir string, files []ManifestFile) (Object, error) {
 	m := Manifest{Files: files}
 	if m.Files == nil {
 		m.Files = []ManifestFile{}
