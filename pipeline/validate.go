@@ -892,6 +892,7 @@ func stepRefs(p *Spec, outer []string, parts RefPart) [][]int {
 			for _, in := range a.Inputs {
 				tmpl(in.Artifact)
 				tmpl(in.Model)
+				tmpl(in.URI)
 			}
 		}
 		if s.Ray != nil {

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strconv"
-	"strings"
 
 	"github.com/atelier-ml/atelier/pipeline"
 )
@@ -61,10 +60,10 @@ func StoredOutput(project string, producer ArtifactProducer, out pipeline.Artifa
 // Imported is the artifact an import of in.URI stored for the step
 // (item) of producer that reads it: attempt 0, named after the input (its
 // ID cannot meet an output's of the same name: imports are keyed apart).
-// A directory (a URI ending in "/") is a dataset, a file a file.
+// A directory (files > 0) is a dataset, a file a file.
 func Imported(project string, producer ArtifactProducer, in pipeline.ArtifactInput, digest string, size int64, files int) Artifact {
 	typ := pipeline.ArtifactFile
-	if files > 0 || strings.HasSuffix(in.URI, "/") {
+	if files > 0 {
 		typ = pipeline.ArtifactDataset
 	}
 	producer.Attempt = 0

@@ -17,8 +17,8 @@ import (
 
 	"github.com/atelier-ml/atelier/activities/admission"
 	"github.com/atelier-ml/atelier/activities/deploy"
-	"github.com/atelier-ml/atelier/activities/imports"
 	"github.com/atelier-ml/atelier/activities/foreach"
+	"github.com/atelier-ml/atelier/activities/imports"
 	"github.com/atelier-ml/atelier/activities/kube"
 	"github.com/atelier-ml/atelier/activities/kube/framework"
 	"github.com/atelier-ml/atelier/activities/kube/serving"

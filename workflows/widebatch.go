@@ -319,8 +319,10 @@ func (b *batch) finished(k int, item any, st *runstate.StepStatus) {
 	if st.State == runstate.StepSucceeded && st.Outputs != nil {
 		rec.Outputs = st.Outputs
 	}
-	if st.State == runstate.StepSucceeded {
-		rec.Artifacts = st.Artifacts // references: the bytes are in the store
+	if st.State == runstate.StepSucceeded || st.State == runstate.StepCached {
+		// References (the bytes are in the store); a cache hit's are its
+		// source's, which a fan-in of the step reads all the same.
+		rec.Artifacts = st.Artifacts
 	}
 	if st.StartedAt != nil {
 		rec.StartedAt = *st.StartedAt

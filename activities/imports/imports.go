@@ -135,12 +135,7 @@ func (a *Activities) importOne(ctx context.Context, project string, in pipeline.
 	var p progress
 	stop := a.heartbeatWhile(ctx, &p)
 	defer stop()
-	dctx, done := a.watchStall(ctx, in.URI, &p)
-	o, err := a.fetch(dctx, project, rule, in, last, reusable, &p)
-	if stalled := done(); stalled != nil && ctx.Err() == nil {
-		err = stalled
-	}
-	return o, err
+	return a.fetch(ctx, project, rule, in, last, reusable, &p)
 }
 
 // recall returns what the last import of uri stored, and whether its
@@ -165,22 +160,42 @@ func (a *Activities) fetch(ctx context.Context, project string, rule Rule, in pi
 		src source
 		err error
 	)
+	// Only reading the source is watched for stalls, from its opening to
+	// its last byte: not storing what was read (hashing and uploading a
+	// large file read nothing from the source for long).
+	wctx, done := a.watchStall(ctx, in.URI, p)
+	watching := true
+	endWatch := func(err error) error {
+		watching = false
+		if stalled := done(); stalled != nil && ctx.Err() == nil {
+			return stalled
+		}
+		return err
+	}
+	defer func() {
+		if watching {
+			_ = done()
+		}
+	}()
 	if isBucket(u.Scheme) {
-		src, err = a.openBucket(ctx, rule, u, p)
+		src, err = a.openBucket(wctx, rule, u, p)
 	} else {
 		etag := ""
 		if reusable {
 			etag, _ = strings.CutPrefix(last.Fingerprint, "etag:")
 		}
-		src, err = a.openHTTP(context.WithValue(ctx, projectKey{}, project), in.URI, etag)
+		src, err = a.openHTTP(context.WithValue(wctx, projectKey{}, project), in.URI, etag)
 	}
 	if err != nil {
-		return artifactstore.Object{}, err
+		return artifactstore.Object{}, endWatch(err)
 	}
 	defer src.close()
 	fp := src.fingerprint()
 	if reusable && fp != "" && fp == last.Fingerprint {
-		return artifactstore.Object{Digest: last.Digest, Size: last.Size, Files: last.Files}, nil
+		_ = endWatch(nil)
+		o := artifactstore.Object{Digest: last.Digest, Size: last.Size, Files: last.Files}
+		a.remember(ctx, project, in.URI, fp, o) // renews it: the collector keeps it a day
+		return o, nil
 	}
 
 	if err := os.MkdirAll(a.dir, 0o700); err != nil {
@@ -191,7 +206,7 @@ func (a *Activities) fetch(ctx context.Context, project string, rule Rule, in pi
 		return artifactstore.Object{}, err
 	}
 	defer os.RemoveAll(tmp)
-	if err := src.download(ctx, filepath.Join(tmp, in.Name), p); err != nil {
+	if err := endWatch(src.download(wctx, filepath.Join(tmp, in.Name), p)); err != nil {
 		return artifactstore.Object{}, err
 	}
 	root, err := os.OpenRoot(tmp)
@@ -203,15 +218,26 @@ func (a *Activities) fetch(ctx context.Context, project string, rule Rule, in pi
 	if err != nil {
 		return artifactstore.Object{}, fmt.Errorf("store the bytes of %s: %w", in.URI, err)
 	}
-	if fp != "" && a.memo != nil {
-		// Best effort: without it the next import reads the source again.
-		if err := a.memo.PutArtifactImport(ctx, catalog.ArtifactImport{
-			Project: project, URI: in.URI, Fingerprint: fp, Digest: o.Digest, Size: o.Size, Files: o.Files,
-		}); err != nil && activity.IsActivity(ctx) {
-			activity.GetLogger(ctx).Warn("remembering an import failed: the next one reads its source again", "uri", in.URI, "error", err)
-		}
+	if fp != "" {
+		a.remember(ctx, project, in.URI, fp, o)
 	}
 	return o, nil
+}
+
+// remember records what an import of uri stored and when (the collector
+// keeps what an import recorded in the last day: the run that reads it
+// has no lineage row yet). Best effort: without it the next import reads
+// the source again.
+func (a *Activities) remember(ctx context.Context, project, uri, fp string, o artifactstore.Object) {
+	if a.memo == nil {
+		return
+	}
+	err := a.memo.PutArtifactImport(ctx, catalog.ArtifactImport{
+		Project: project, URI: uri, Fingerprint: fp, Digest: o.Digest, Size: o.Size, Files: o.Files,
+	})
+	if err != nil && activity.IsActivity(ctx) {
+		activity.GetLogger(ctx).Warn("remembering an import failed: the next one reads its source again", "uri", uri, "error", err)
+	}
 }
 
 // source is a URI looked at but not yet read.
@@ -255,8 +281,13 @@ func (a *Activities) openHTTP(ctx context.Context, uri, etag string) (source, er
 	resp, err := a.http.Do(req)
 	if err != nil {
 		var ue *url.Error
-		if errors.As(err, &ue) && strings.Contains(ue.Err.Error(), "may not import from") {
-			return nil, problem{ue.Err.Error()}
+		if errors.As(err, &ue) {
+			if strings.Contains(ue.Err.Error(), "may not import from") {
+				return nil, problem{ue.Err.Error()}
+			}
+			// Not ue itself: after a redirect its URL may be a signed
+			// one, whose query must not reach the run's history.
+			return nil, fmt.Errorf("GET %s: %s", uri, ue.Err)
 		}
 		return nil, fmt.Errorf("GET %s: %w", uri, err)
 	}

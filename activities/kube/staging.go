@@ -110,7 +110,10 @@ func (r *stepRun) finishStaged(ctx context.Context, a *staging.Attempt, res acti
 		res, err = r.ingest(ctx, a, res)
 	}
 	var app *temporal.ApplicationError
-	final := err == nil || errors.As(err, &app) && app.NonRetryable() || ctx.Err() != nil
+	// A context that ended otherwise than by a cancel of the step (a
+	// timeout, a superseded execution, a stopping worker) is not final:
+	// the retry adopts the job and reads its outputs again.
+	final := err == nil || errors.As(err, &app) && app.NonRetryable() || cancelRequested(ctx)
 	if final && !r.leftRunning {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()

@@ -209,6 +209,9 @@ WHERE c.project = $1 AND c.artifacts IS NOT NULL
 UNION
 SELECT DISTINCT v.digest, v.files FROM model_versions AS v
 WHERE v.project = $1 AND v.deleted_at IS NULL
+UNION
+SELECT DISTINCT i.digest, i.files FROM artifact_imports AS i
+WHERE i.project = $1 AND i.updated_at > now() - interval '1 day'
 `
 
 type ListLiveArtifactDigestsRow struct {
@@ -219,8 +222,9 @@ type ListLiveArtifactDigestsRow struct {
 // Every digest the project's catalogue still references: artifacts of its
 // runs, those handed on by its step cache entries, and its registered
 // model versions (not deleted), which outlive their runs: endpoints serve
-// them. files > 0 marks a directory (its manifest references its files'
-// digests).
+// them; and what an import stored or reused in the last day (the run
+// that reads it may have no lineage row yet: activities/imports). files >
+// 0 marks a directory (its manifest references its files' digests).
 func (q *Queries) ListLiveArtifactDigests(ctx context.Context, project string) ([]ListLiveArtifactDigestsRow, error) {
 	rows, err := q.db.Query(ctx, listLiveArtifactDigests, project)
 	if err != nil {

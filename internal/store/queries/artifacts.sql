@@ -49,8 +49,9 @@ ORDER BY u.input;
 -- Every digest the project's catalogue still references: artifacts of its
 -- runs, those handed on by its step cache entries, and its registered
 -- model versions (not deleted), which outlive their runs: endpoints serve
--- them. files > 0 marks a directory (its manifest references its files'
--- digests).
+-- them; and what an import stored or reused in the last day (the run
+-- that reads it may have no lineage row yet: activities/imports). files >
+-- 0 marks a directory (its manifest references its files' digests).
 SELECT DISTINCT r.digest, r.files FROM artifacts AS r WHERE r.project = @project
 UNION
 SELECT DISTINCT e.value->>'digest' AS digest, COALESCE((e.value->>'files')::int, 0) AS files
@@ -58,7 +59,10 @@ FROM step_cache AS c, jsonb_array_elements(c.artifacts) AS e
 WHERE c.project = @project AND c.artifacts IS NOT NULL
 UNION
 SELECT DISTINCT v.digest, v.files FROM model_versions AS v
-WHERE v.project = @project AND v.deleted_at IS NULL;
+WHERE v.project = @project AND v.deleted_at IS NULL
+UNION
+SELECT DISTINCT i.digest, i.files FROM artifact_imports AS i
+WHERE i.project = @project AND i.updated_at > now() - interval '1 day';
 
 -- name: ArtifactBytesUsed :one
 -- The bytes a project's artifacts take, each content once (a directory

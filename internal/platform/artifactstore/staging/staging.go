@@ -47,6 +47,15 @@ func Open(ctx context.Context, bucketURL, podURI string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("staging store URL: %w", err)
 	}
+	// The store is swept and its attempts' parts deleted: it must be a
+	// prefix of its own, the one the pods name, never a bucket's root
+	// (which may hold the artifact store or anything else).
+	if bu.Scheme != "file" && bu.Scheme != "mem" {
+		want := strings.Trim(u.Path, "/")
+		if want == "" || bu.Host != u.Host || strings.Trim(bu.Query().Get("prefix"), "/") != want {
+			return nil, fmt.Errorf("staging store URL and URI must name the same prefix of one bucket, not a bucket's root: the URI %q wants a URL like %s://%s?prefix=%s/&…", podURI, bu.Scheme, u.Host, want)
+		}
+	}
 	if bu.Scheme == "file" {
 		q := bu.Query()
 		if q.Get("create_dir") == "" {
@@ -249,7 +258,20 @@ func (a Attempt) Remove(ctx context.Context) error {
 // longest a job may run (its inputs were staged when it started).
 func (s *Store) Sweep(ctx context.Context, age time.Duration) (int, error) {
 	cut := s.now().Add(-age)
-	return s.deleteWhere(ctx, "", func(o *blob.ListObject) bool { return o.ModTime.Before(cut) })
+	return s.deleteWhere(ctx, "", func(o *blob.ListObject) bool { return o.ModTime.Before(cut) && attemptKey(o.Key) })
+}
+
+// attemptKey reports whether key is laid out as an attempt's staged
+// object, <project>/<run>/<step>[/<item>]/<attempt>/{inputs,outputs}/…:
+// the sweep deletes nothing else, whatever else shares the prefix.
+func attemptKey(key string) bool {
+	parts := strings.Split(key, "/")
+	for _, i := range []int{4, 5} {
+		if len(parts) > i+1 && (parts[i] == "inputs" || parts[i] == "outputs") {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Store) deleteWhere(ctx context.Context, prefix string, match func(*blob.ListObject) bool) (int, error) {

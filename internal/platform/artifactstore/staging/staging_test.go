@@ -163,8 +163,19 @@ func TestStageIngestRemove(t *testing.T) {
 	if n, err := st.Sweep(ctx, time.Hour); err != nil || n != 0 {
 		t.Errorf("Sweep of young objects: %d, %v", n, err)
 	}
-	if n, err := st.Sweep(ctx, -time.Minute); err != nil || n != 1 || len(listAll(t, pods)) != 0 {
+	// What is not laid out as an attempt's part is never swept, however
+	// old (a staging URL naming a shared prefix must not lose its other
+	// objects).
+	for _, k := range []string{"p/sha256/0123", "notes.txt", "p/r1/train/3/inputs"} {
+		if err := pods.WriteAll(ctx, k, []byte("x"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := st.Sweep(ctx, -time.Minute); err != nil || n != 1 {
 		t.Errorf("Sweep of old objects: %d, %v; left %v", n, err, listAll(t, pods))
+	}
+	if left := listAll(t, pods); len(left) != 3 {
+		t.Errorf("after Sweep: %v, want only what is not an attempt's", left)
 	}
 
 	for _, bad := range [][3]string{{"", "r", "s"}, {"p", "a/b", "s"}, {"p", "r", ".."}} {
@@ -174,6 +185,16 @@ func TestStageIngestRemove(t *testing.T) {
 	}
 	if _, err := staging.Open(ctx, "mem://", "bucket/prefix"); err == nil {
 		t.Error("a staging URI without a scheme opened")
+	}
+	for _, urls := range [][2]string{
+		{"s3://lake?region=x", "s3://lake/atelier-staging"},                         // the bucket's root
+		{"s3://lake?region=x&prefix=other/", "s3://lake/atelier-staging"},           // another prefix
+		{"s3://pond?region=x&prefix=atelier-staging/", "s3://lake/atelier-staging"}, // another bucket
+		{"s3://lake?region=x&prefix=", "s3://lake"},                                 // no prefix at all
+	} {
+		if _, err := staging.Open(ctx, urls[0], urls[1]); err == nil || !strings.Contains(err.Error(), "same prefix of one bucket") {
+			t.Errorf("Open(%q, %q): %v, want a refusal", urls[0], urls[1], err)
+		}
 	}
 }
 

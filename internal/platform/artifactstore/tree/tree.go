@@ -224,7 +224,11 @@ func putOpened(ctx context.Context, objs Objects, open Opener, name string) (Obj
 	if err != nil {
 		return Object{}, err
 	}
-	defer func() { f.Close() }()
+	defer func() {
+		if f != nil { // a failed second open leaves none
+			f.Close()
+		}
+	}()
 	if file, ok := f.(*os.File); ok {
 		if pp, ok := objs.(PartsPutter); ok {
 			fi, err := file.Stat()
