@@ -70,6 +70,7 @@ func fullArtifact(name, from string) runstate.Artifact {
 		Digest: "sha256:084fb6a2ab4f1d43f1901b54c513fe45620a00ca1791f0922899be779630f016", Size: 1 << 33, Files: 3,
 		Producer: runstate.ArtifactProducer{Run: "run-0", Step: "prepare", Item: ptr(2), Attempt: 1},
 		Register: "fraud-detector",
+		Source:   "s3://datasets/fraud/2026-11/",
 	}
 }
 
